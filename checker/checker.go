@@ -1,0 +1,111 @@
+// Package checker decides, from a history alone, whether a lock kept its
+// promises (DESIGN.md §6). Every checker is a pure function of a history:
+// it reads no clock, no file and no network.
+package checker
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/locktest/locktest/history"
+)
+
+// Verdict is a checker's answer. Verdicts combine as false > unknown > true.
+type Verdict string
+
+// The three verdicts.
+const (
+	Valid   Verdict = "true"
+	Invalid Verdict = "false"
+	Unknown Verdict = "unknown"
+)
+
+// Merge combines two verdicts: false beats unknown beats true.
+func Merge(a, b Verdict) Verdict {
+	switch {
+	case a == Invalid || b == Invalid:
+		return Invalid
+	case a == Unknown || b == Unknown:
+		return Unknown
+	}
+	return Valid
+}
+
+// Anomaly is one violation (or, in Result.Notes, one noteworthy event that is
+// not a violation), with the ops that prove it.
+type Anomaly struct {
+	// Kind is a short stable name, e.g. "overlapping-holds".
+	Kind string `json:"kind"`
+	// Ops are the history indexes of the ops that prove it, in time order.
+	Ops []int `json:"ops"`
+	// Explanation says in one sentence what happened, naming processes,
+	// tokens and times.
+	Explanation string `json:"explanation"`
+}
+
+// Result is what a checker found.
+type Result struct {
+	Checker   string             `json:"checker"`
+	Valid     Verdict            `json:"valid"`
+	Anomalies []Anomaly          `json:"anomalies"`
+	Notes     []Anomaly          `json:"notes,omitempty"`
+	Stats     map[string]float64 `json:"stats,omitempty"`
+	// Error says why the verdict is unknown, when it is for a reason other
+	// than the history itself (a panic, a timeout).
+	Error string `json:"error,omitempty"`
+	// Elapsed is how long the check took, in ns.
+	Elapsed int64 `json:"elapsed_ns"`
+}
+
+// Checker is a pure function of a history.
+type Checker interface {
+	Name() string
+	Check(ctx context.Context, h history.History) Result
+}
+
+// Run runs every checker on h and returns their results in order. A checker
+// that panics yields unknown, never valid; a checker that ignores a done ctx
+// still runs to completion, but one that returns with ctx done yields
+// unknown.
+func Run(ctx context.Context, h history.History, cs ...Checker) []Result {
+	out := make([]Result, 0, len(cs))
+	for _, c := range cs {
+		out = append(out, runOne(ctx, h, c))
+	}
+	return out
+}
+
+func runOne(ctx context.Context, h history.History, c Checker) (r Result) {
+	start := time.Now()
+	defer func() {
+		if p := recover(); p != nil {
+			r = Result{Checker: c.Name(), Valid: Unknown, Error: fmt.Sprintf("checker panicked: %v", p)}
+		}
+		r.Checker = c.Name()
+		r.Elapsed = int64(time.Since(start))
+		if r.Valid == "" {
+			r.Valid = Unknown
+		}
+		if r.Anomalies == nil {
+			r.Anomalies = []Anomaly{}
+		}
+	}()
+	r = c.Check(ctx, h)
+	if err := ctx.Err(); err != nil && r.Valid == Valid {
+		r.Valid, r.Error = Unknown, "check cancelled: "+err.Error()
+	}
+	return r
+}
+
+// Overall merges the verdicts of results; no results is unknown.
+func Overall(rs []Result) Verdict {
+	if len(rs) == 0 {
+		return Unknown
+	}
+	v := Valid
+	for _, r := range rs {
+		v = Merge(v, r.Valid)
+	}
+	return v
+}

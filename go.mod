@@ -1,0 +1,3 @@
+module github.com/locktest/locktest
+
+go 1.26

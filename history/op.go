@@ -1,0 +1,147 @@
+// Package history holds the record of a test: the operations every process
+// invoked and how each completed, as DESIGN.md §4 describes. It imports
+// nothing of locktest, so checkers and reports can read a stored history
+// without the code that produced it.
+package history
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Type says whether an op is an invocation or one of the three completions.
+type Type string
+
+// The op types, after Jepsen.
+const (
+	// Invoke starts an operation.
+	Invoke Type = "invoke"
+	// OK says the operation took effect.
+	OK Type = "ok"
+	// Fail says the operation certainly had no effect.
+	Fail Type = "fail"
+	// Info says the outcome is unknown: the operation may have taken effect at
+	// any time after its invocation, or never.
+	Info Type = "info"
+)
+
+// Valid reports whether t is one of the four op types.
+func (t Type) Valid() bool {
+	switch t {
+	case Invoke, OK, Fail, Info:
+		return true
+	}
+	return false
+}
+
+// NemesisProcess is the process id of the fault injector.
+const NemesisProcess = -1
+
+// The operation names of lock clients. Nemesis ops use the fault's name.
+const (
+	Acquire = "acquire"
+	Release = "release"
+	Claim   = "claim" // check-and-set mode: make this holder the resource's claimant
+	Read    = "read"
+	Write   = "write"
+)
+
+// Op is one line of a history: an invocation or a completion.
+//
+// Index is the op's position in the history (0-based) and is assigned by the
+// recorder. Time is nanoseconds of CLOCK_MONOTONIC since the test's start;
+// because every process on the host shares that clock, ops of different
+// processes compare in real time. Ops are stored in the order the recorder
+// received them, which may differ from Time order by the few microseconds a
+// record spends in a pipe; checkers order by Time.
+type Op struct {
+	Index   int    `json:"index"`
+	Type    Type   `json:"type"`
+	Process int    `json:"process"`
+	F       string `json:"f"`
+	Time    int64  `json:"time"`
+	Value   Value  `json:"value"`
+	Error   string `json:"error,omitempty"`
+}
+
+// Value carries what an op is about. Fields that do not apply stay empty and
+// are left out of the JSON.
+type Value struct {
+	// Lock is the lock name of acquire, release, claim, read and write ops.
+	Lock string `json:"lock,omitempty"`
+	// Token is the fencing token the lock service granted; nil where the
+	// backend grants none.
+	Token *uint64 `json:"token,omitempty"`
+	// LockValue is the unique value the holder wrote into the lock service.
+	LockValue string `json:"lock_value,omitempty"`
+	// ValidUntil is the holder's own belief of when its lease ends, on the
+	// history's clock (ns since start); 0 means the lock has no expiry.
+	ValidUntil int64 `json:"valid_until,omitempty"`
+	// N is the counter value a read returned or a write wrote.
+	N *int64 `json:"n,omitempty"`
+	// StoreTime is when the resource store received the request, on the
+	// history's clock. Set on completions of read, write and claim.
+	StoreTime int64 `json:"store_time,omitempty"`
+	// Removed is, on a release completion, the lock value the release
+	// removed from the lock service (a foreign value means the release
+	// deleted another holder's lock).
+	Removed string `json:"removed,omitempty"`
+	// Node names the lock-service node that answered, where one did.
+	Node string `json:"node,omitempty"`
+	// Targets names what a nemesis op acted on: processes ("p3") or nodes.
+	Targets []string `json:"targets,omitempty"`
+	// Duration is, for a nemesis op, how long the fault is meant to last, in ns.
+	Duration int64 `json:"duration,omitempty"`
+	// Point is the pause point at which a client pause happened.
+	Point string `json:"point,omitempty"`
+}
+
+// Tok returns a pointer to t, for Value.Token.
+func Tok(t uint64) *uint64 { return &t }
+
+// Num returns a pointer to n, for Value.N.
+func Num(n int64) *int64 { return &n }
+
+// IsCompletion reports whether the op completes an invocation.
+func (o Op) IsCompletion() bool { return o.Type != Invoke }
+
+// IsNemesis reports whether the op belongs to the fault injector.
+func (o Op) IsNemesis() bool { return o.Process == NemesisProcess }
+
+// At returns the op's time as a duration since the test's start.
+func (o Op) At() time.Duration { return time.Duration(o.Time) }
+
+// String renders the op in one line for logs and anomaly explanations.
+func (o Op) String() string {
+	b, err := json.Marshal(o)
+	if err != nil {
+		return fmt.Sprintf("op %d", o.Index)
+	}
+	return string(b)
+}
+
+// History is a sequence of ops, indexed by Op.Index.
+type History []Op
+
+// Pair links each invocation to its completion: Pair()[i] is the index of the
+// completion of invoke i (or of the invoke of completion i), and -1 where the
+// history ended before the op completed. It assumes a well-formed history, as
+// the recorder and the decoder guarantee.
+func (h History) Pair() []int {
+	pair := make([]int, len(h))
+	open := make(map[int]int)
+	for i, o := range h {
+		pair[i] = -1
+		if o.Type == Invoke {
+			open[o.Process] = i
+			continue
+		}
+		if inv, ok := open[o.Process]; ok {
+			pair[i] = inv
+			pair[inv] = i
+			delete(open, o.Process)
+		}
+	}
+	return pair
+}

@@ -1,0 +1,112 @@
+package history
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+)
+
+// ErrDoubleInvoke is returned when a process invokes while its previous op is
+// still open.
+var ErrDoubleInvoke = errors.New("double invoke")
+
+// ErrNoInvoke is returned for a completion whose process has no open invoke,
+// or whose f differs from the open invoke's.
+var ErrNoInvoke = errors.New("completion without invoke")
+
+// Sink receives every op the recorder accepts, in order.
+type Sink interface {
+	Append(Op) error
+}
+
+// Recorder builds a well-formed history from ops that arrive concurrently. It
+// assigns each op its index, refuses a second invoke of a process whose op is
+// still open and a completion that matches no open invoke, keeps the history
+// in memory and hands every accepted op to its sink (if any) before Record
+// returns. It is safe for concurrent use.
+type Recorder struct {
+	mu   sync.Mutex
+	sink Sink
+	ops  History
+	open map[int]int // process → index of its open invoke
+}
+
+// NewRecorder returns a recorder that appends to sink; sink may be nil.
+func NewRecorder(sink Sink) *Recorder {
+	return &Recorder{sink: sink, open: make(map[int]int)}
+}
+
+// Record validates op, gives it the next index, stores it and passes it to
+// the sink. A completion gets the process and f of its invocation checked. On
+// error nothing is recorded, except a sink failure, which is returned after
+// the op was kept in memory.
+func (r *Recorder) Record(op Op) (Op, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.admit(op); err != nil {
+		return op, err
+	}
+	op.Index = len(r.ops)
+	r.ops = append(r.ops, op)
+	if op.Type == Invoke {
+		r.open[op.Process] = op.Index
+	} else {
+		delete(r.open, op.Process)
+	}
+	if r.sink != nil {
+		if err := r.sink.Append(op); err != nil {
+			return op, fmt.Errorf("history sink: %w", err)
+		}
+	}
+	return op, nil
+}
+
+func (r *Recorder) admit(op Op) error {
+	if !op.Type.Valid() {
+		return fmt.Errorf("unknown op type %q", op.Type)
+	}
+	if op.F == "" {
+		return errors.New("op without f")
+	}
+	inv, isOpen := r.open[op.Process]
+	if op.Type == Invoke {
+		if isOpen {
+			return fmt.Errorf("%w: process %d invokes %s while op %d (%s) is open",
+				ErrDoubleInvoke, op.Process, op.F, inv, r.ops[inv].F)
+		}
+		return nil
+	}
+	if !isOpen {
+		return fmt.Errorf("%w: process %d completes %s with %s", ErrNoInvoke, op.Process, op.F, op.Type)
+	}
+	if r.ops[inv].F != op.F {
+		return fmt.Errorf("%w: process %d completes %s but invoked %s (op %d)",
+			ErrNoInvoke, op.Process, op.F, r.ops[inv].F, inv)
+	}
+	return nil
+}
+
+// Open returns the open invocation of process, if any.
+func (r *Recorder) Open(process int) (Op, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	i, ok := r.open[process]
+	if !ok {
+		return Op{}, false
+	}
+	return r.ops[i], true
+}
+
+// History returns a copy of the ops recorded so far.
+func (r *Recorder) History() History {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append(History(nil), r.ops...)
+}
+
+// Len returns the number of ops recorded so far.
+func (r *Recorder) Len() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.ops)
+}

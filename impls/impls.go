@@ -1,0 +1,137 @@
+// Package impls defines what a lock implementation under test looks like to
+// the harness: a Client per logical process, and a registry of named impls.
+// Each backend family lives in its own sub-package and registers its impls
+// from an init function; import impls/all to get every one.
+package impls
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+)
+
+// ErrNotAcquired means the lock is held by someone else and the attempt
+// certainly changed nothing: the acquire completes as fail. Any other error
+// from Acquire leaves the outcome unknown (info).
+var ErrNotAcquired = errors.New("not acquired")
+
+// ErrNotHeld means a release found the lock no longer held by this lease (it
+// expired, or another holder has it) and changed nothing: the release
+// completes as fail.
+var ErrNotHeld = errors.New("not held")
+
+// Lease is what a successful acquire hands its holder.
+type Lease struct {
+	Lock string
+	// Token is the fencing token; meaningful only when HasToken.
+	Token    uint64
+	HasToken bool
+	// Value is the unique value the holder wrote into the lock service.
+	Value string
+	// ValidUntil is the holder's own belief of when its lease ends, on the
+	// harness clock (Config.Now); 0 means the lock never expires.
+	ValidUntil time.Duration
+	// Node names the node that granted the lock, where one did.
+	Node string
+}
+
+// Released describes what a successful release removed.
+type Released struct {
+	// Removed is the lock value the release deleted from the lock service,
+	// if the impl can tell; it differs from the lease's Value when the
+	// release deleted another holder's lock.
+	Removed string
+}
+
+// Client is one process's handle on a lock service. It is not safe for
+// concurrent use; each worker process owns exactly one.
+type Client interface {
+	// Acquire tries once to take lock for ttl. It returns ErrNotAcquired
+	// when the lock is taken; any other error means the outcome is unknown.
+	Acquire(ctx context.Context, lock string, ttl time.Duration) (Lease, error)
+	// Release gives the lease back. It returns ErrNotHeld when the service
+	// no longer held this lease (nothing changed); any other error means the
+	// outcome is unknown.
+	Release(ctx context.Context, l Lease) (Released, error)
+	// Close releases the client's connections.
+	Close() error
+}
+
+// Config is what an impl needs to build a client.
+type Config struct {
+	// Addrs are the host:port addresses of the backend's nodes.
+	Addrs []string
+	// Process is the logical process id of the worker; impls may put it in
+	// their unique lock values.
+	Process int
+	// Now returns the harness clock: CLOCK_MONOTONIC since the test's start.
+	// Impls compute Lease.ValidUntil with it.
+	Now func() time.Duration
+	// Wall returns this client's idea of the wall-clock time. The harness may
+	// skew it per worker; impls that trust client clocks must read it rather
+	// than time.Now.
+	Wall func() time.Time
+	// Hook, if set, is called at named points inside an impl's operations
+	// (see the impl's doc) so the harness can pause the process there.
+	Hook func(point string)
+}
+
+// Impl describes one lock implementation.
+type Impl struct {
+	Name string
+	// Backend is the cluster kind the impl needs ("redis", ...).
+	Backend string
+	// Nodes is how many nodes of that backend it uses.
+	Nodes int
+	// Fenced says whether its leases carry fencing tokens.
+	Fenced bool
+	// Doc says in one sentence what the algorithm is and how it fails.
+	Doc string
+	New func(ctx context.Context, cfg Config) (Client, error)
+}
+
+var (
+	mu       sync.RWMutex
+	registry = map[string]Impl{}
+)
+
+// Register adds an impl; it panics on a duplicate name, which is a
+// programming error found at start-up.
+func Register(i Impl) {
+	mu.Lock()
+	defer mu.Unlock()
+	if _, dup := registry[i.Name]; dup {
+		panic("impls: duplicate impl " + i.Name)
+	}
+	registry[i.Name] = i
+}
+
+// Lookup returns the impl called name, or an error that lists the known ones.
+func Lookup(name string) (Impl, error) {
+	mu.RLock()
+	defer mu.RUnlock()
+	i, ok := registry[name]
+	if !ok {
+		return Impl{}, fmt.Errorf("unknown impl %q (known: %v)", name, namesLocked())
+	}
+	return i, nil
+}
+
+// Names returns the registered impl names, sorted.
+func Names() []string {
+	mu.RLock()
+	defer mu.RUnlock()
+	return namesLocked()
+}
+
+func namesLocked() []string {
+	n := make([]string, 0, len(registry))
+	for k := range registry {
+		n = append(n, k)
+	}
+	sort.Strings(n)
+	return n
+}
