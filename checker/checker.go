@@ -64,6 +64,13 @@ type Checker interface {
 	Check(ctx context.Context, h history.History) Result
 }
 
+// All returns the lock checkers, in the order reports show them: mutual
+// exclusion as the clients believed it, what the resource store accepted, and
+// fencing-token monotonicity.
+func All() []Checker {
+	return []Checker{MutualExclusion{}, Resource{}, FencingTokens{}}
+}
+
 // Run runs every checker on h and returns their results in order. A checker
 // that panics yields unknown, never valid; a checker that ignores a done ctx
 // still runs to completion, but one that returns with ctx done yields

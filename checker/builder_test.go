@@ -1,0 +1,259 @@
+package checker
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/locktest/locktest/history"
+)
+
+// ms converts milliseconds to ns on the history clock.
+func ms(n int64) int64 { return n * 1_000_000 }
+
+// builder appends ops to a hand-built history, numbering them in the order
+// they are added. Times are given in ms.
+type builder struct{ h history.History }
+
+func (b *builder) add(t history.Type, p int, f string, at int64, v history.Value, errText string) int {
+	i := len(b.h)
+	b.h = append(b.h, history.Op{Index: i, Type: t, Process: p, F: f, Time: ms(at), Value: v, Error: errText})
+	return i
+}
+
+func (b *builder) invoke(p int, f string, at int64, v history.Value) int {
+	return b.add(history.Invoke, p, f, at, v, "")
+}
+
+func (b *builder) ok(p int, f string, at int64, v history.Value) int {
+	return b.add(history.OK, p, f, at, v, "")
+}
+
+func (b *builder) fail(p int, f string, at int64, v history.Value, errText string) int {
+	return b.add(history.Fail, p, f, at, v, errText)
+}
+
+func (b *builder) info(p int, f string, at int64, v history.Value) int {
+	return b.add(history.Info, p, f, at, v, "")
+}
+
+// pair is the indexes of an invocation and its completion.
+type pair struct{ inv, done int }
+
+// tok returns a token pointer, or nil for 0 (no token).
+func tok(t uint64) *uint64 {
+	if t == 0 {
+		return nil
+	}
+	return history.Tok(t)
+}
+
+// lv is the lock value of process p's k-th hold.
+func lv(p, k int) string { return fmt.Sprintf("p%d-%d", p, k) }
+
+// acquire appends an acquire by p invoked at inv and granted at ok with
+// token t (0: none), lock value lv(p, t) and valid_until until ms (0: never
+// expires).
+func (b *builder) acquire(p int, lock string, inv, ok int64, t uint64, until int64) pair {
+	i := b.invoke(p, history.Acquire, inv, history.Value{Lock: lock})
+	d := b.ok(p, history.Acquire, ok, history.Value{Lock: lock, Token: tok(t), LockValue: lv(p, int(t)), ValidUntil: ms(until)})
+	return pair{i, d}
+}
+
+// read appends a read by p that returned n, stored at ok.
+func (b *builder) read(p int, lock string, inv, ok int64, n int64) pair {
+	i := b.invoke(p, history.Read, inv, history.Value{Lock: lock})
+	d := b.ok(p, history.Read, ok, history.Value{Lock: lock, N: history.Num(n), StoreTime: ms(ok)})
+	return pair{i, d}
+}
+
+// write appends an accepted write of n by p with token t, stored at store.
+func (b *builder) write(p int, lock string, inv, ok int64, n int64, t uint64, store int64) pair {
+	i := b.invoke(p, history.Write, inv, history.Value{Lock: lock, N: history.Num(n), Token: tok(t), LockValue: lv(p, int(t))})
+	d := b.ok(p, history.Write, ok, history.Value{Lock: lock, N: history.Num(n), Token: tok(t), LockValue: lv(p, int(t)), StoreTime: ms(store)})
+	return pair{i, d}
+}
+
+// release appends a release by p of its hold with token t that removed
+// removed.
+func (b *builder) release(p int, lock string, inv, ok int64, t uint64, removed string) pair {
+	i := b.invoke(p, history.Release, inv, history.Value{Lock: lock, Token: tok(t), LockValue: lv(p, int(t))})
+	d := b.ok(p, history.Release, ok, history.Value{Lock: lock, Removed: removed})
+	return pair{i, d}
+}
+
+// section is the ops of one clean critical section.
+type section struct{ acq, read, write, rel pair }
+
+// section appends a clean critical section of p starting at t ms: acquire
+// (token tk, valid for 1s), read n, write n+1, release, 10 ms in all.
+func (b *builder) section(p int, lock string, t int64, tk uint64, n int64) section {
+	var s section
+	s.acq = b.acquire(p, lock, t, t+1, tk, t+1000)
+	s.read = b.read(p, lock, t+2, t+3, n)
+	s.write = b.write(p, lock, t+4, t+5, n+1, tk, t+5)
+	s.rel = b.release(p, lock, t+6, t+7, tk, lv(p, int(tk)))
+	return s
+}
+
+// cleanHistory is three processes taking lock "x" in turn six times with
+// increasing tokens, a failed and an unknown acquire attempt, and a nemesis
+// pause in between.
+func cleanHistory() history.History {
+	var b builder
+	b.invoke(history.NemesisProcess, "pause-client", 0, history.Value{Targets: []string{"p2"}})
+	b.info(history.NemesisProcess, "pause-client", 1, history.Value{Targets: []string{"p2"}})
+	for k := range 6 {
+		p := k % 3
+		t := int64(100 * (k + 1))
+		b.section(p, "x", t, uint64(k+1), int64(k))
+		q := (p + 1) % 3
+		b.invoke(q, history.Acquire, t+20, history.Value{Lock: "x"})
+		if k == 2 {
+			b.info(q, history.Acquire, t+30, history.Value{Lock: "x"})
+		} else {
+			b.fail(q, history.Acquire, t+30, history.Value{Lock: "x"}, "not acquired")
+		}
+	}
+	return b.h
+}
+
+// genHistory returns a valid history of at least n ops by procs processes
+// over four locks, from a seeded generator: critical sections one after
+// another (acquire, read, write, release) with increasing tokens per lock and
+// a counter per lock, failed and unknown acquire attempts of other processes
+// interleaved with them, nemesis ops now and then, and an arrival order that
+// differs slightly from time order.
+func genHistory(seed uint64, n, procs int) history.History {
+	rng := rand.New(rand.NewPCG(seed, 0x10c4))
+	locks := []string{"a", "b", "c", "d"}
+	tokens := make([]uint64, len(locks))
+	counters := make([]int64, len(locks))
+	h := make(history.History, 0, n+64)
+	var sec history.History
+	t := int64(1_000_000)
+	step := func() int64 { t += 1 + rng.Int64N(2_000_000); return t }
+	for k := 0; len(h) < n; k++ {
+		sec = sec[:0]
+		add := func(typ history.Type, p int, f string, at int64, v history.Value, e string) {
+			sec = append(sec, history.Op{Type: typ, Process: p, F: f, Time: at, Value: v, Error: e})
+		}
+		l := rng.IntN(len(locks))
+		lock := locks[l]
+		p := rng.IntN(procs)
+		tokens[l]++
+		tk := history.Tok(tokens[l])
+		value := fmt.Sprintf("p%d-%d", p, k)
+		start := t
+		add(history.Invoke, p, history.Acquire, step(), history.Value{Lock: lock}, "")
+		acquired := step()
+		add(history.OK, p, history.Acquire, acquired, history.Value{Lock: lock, Token: tk, LockValue: value, ValidUntil: acquired + 10_000_000_000}, "")
+		add(history.Invoke, p, history.Read, step(), history.Value{Lock: lock}, "")
+		at := step()
+		add(history.OK, p, history.Read, at, history.Value{Lock: lock, N: history.Num(counters[l]), StoreTime: at}, "")
+		counters[l]++
+		wv := history.Value{Lock: lock, N: history.Num(counters[l]), Token: tk, LockValue: value}
+		add(history.Invoke, p, history.Write, step(), wv, "")
+		wv.StoreTime = step()
+		add(history.OK, p, history.Write, wv.StoreTime, wv, "")
+		add(history.Invoke, p, history.Release, step(), history.Value{Lock: lock, Token: tk, LockValue: value}, "")
+		add(history.OK, p, history.Release, step(), history.Value{Lock: lock, Removed: value}, "")
+		end := t
+		// Other processes try the same lock during the section and fail, or
+		// give up not knowing.
+		for q := range procs {
+			if q == p || rng.IntN(4) != 0 {
+				continue
+			}
+			a := start + rng.Int64N(end-start)
+			add(history.Invoke, q, history.Acquire, a, history.Value{Lock: lock}, "")
+			d := a + rng.Int64N(end-a) + 1
+			if rng.IntN(10) == 0 {
+				add(history.Info, q, history.Acquire, d, history.Value{Lock: lock}, "")
+			} else {
+				add(history.Fail, q, history.Acquire, d, history.Value{Lock: lock}, "not acquired")
+			}
+		}
+		if k%50 == 0 {
+			add(history.Invoke, history.NemesisProcess, "pause-client", start+1, history.Value{Targets: []string{"p0"}}, "")
+			add(history.Info, history.NemesisProcess, "pause-client", end, history.Value{Targets: []string{"p0"}}, "")
+		}
+		slices.SortStableFunc(sec, func(a, b history.Op) int {
+			if a.Time < b.Time {
+				return -1
+			}
+			if a.Time > b.Time {
+				return 1
+			}
+			return 0
+		})
+		h = append(h, sec...)
+		step()
+	}
+	// Arrival order: now and then two neighbours of different processes
+	// arrive swapped.
+	for i := 0; i+1 < len(h); i++ {
+		if h[i].Process != h[i+1].Process && rng.IntN(100) == 0 {
+			h[i], h[i+1] = h[i+1], h[i]
+			i++
+		}
+	}
+	for i := range h {
+		h[i].Index = i
+	}
+	return h
+}
+
+// check runs c on h and fails the test if the verdict is unexpected.
+func check(t *testing.T, c Checker, h history.History, want Verdict) Result {
+	t.Helper()
+	r := c.Check(context.Background(), h)
+	if r.Valid != want {
+		t.Fatalf("%s: verdict %s, want %s; result %+v", c.Name(), r.Valid, want, r)
+	}
+	if r.Checker != c.Name() {
+		t.Errorf("result names checker %q, want %q", r.Checker, c.Name())
+	}
+	if r.Anomalies == nil {
+		t.Errorf("%s: Anomalies is nil, want empty", c.Name())
+	}
+	return r
+}
+
+// want is an expected anomaly or note: its kind and exact ops.
+type want struct {
+	kind string
+	ops  []int
+}
+
+// expect compares got with ws in order.
+func expect(t *testing.T, what string, got []Anomaly, ws []want) {
+	t.Helper()
+	if len(got) != len(ws) {
+		t.Fatalf("%s: got %d, want %d: %+v", what, len(got), len(ws), got)
+	}
+	for i, w := range ws {
+		if got[i].Kind != w.kind || !slices.Equal(got[i].Ops, w.ops) {
+			t.Errorf("%s[%d]: got %s %v, want %s %v (%s)", what, i, got[i].Kind, got[i].Ops, w.kind, w.ops, got[i].Explanation)
+		}
+		if got[i].Explanation == "" {
+			t.Errorf("%s[%d]: empty explanation", what, i)
+		}
+	}
+}
+
+// ops is a readable []int literal.
+func ops(is ...int) []int { return is }
+
+func TestGeneratedHistoriesAreValid(t *testing.T) {
+	for _, seed := range []uint64{1, 2, 3} {
+		h := genHistory(seed, 20_000, 16)
+		for _, r := range Run(context.Background(), h, All()...) {
+			if r.Valid != Valid {
+				t.Errorf("seed %d: %s: %s %v %s", seed, r.Checker, r.Valid, r.Anomalies[:min(3, len(r.Anomalies))], r.Error)
+			}
+		}
+	}
+}

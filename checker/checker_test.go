@@ -1,0 +1,128 @@
+package checker
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/locktest/locktest/history"
+)
+
+func TestAll(t *testing.T) {
+	var names []string
+	for _, c := range All() {
+		names = append(names, c.Name())
+	}
+	if want := []string{"mutual-exclusion", "resource", "fencing-tokens"}; !slices.Equal(names, want) {
+		t.Fatalf("All() names %v, want %v", names, want)
+	}
+	rs := Run(context.Background(), cleanHistory(), All()...)
+	for _, r := range rs {
+		if r.Valid != Valid || len(r.Anomalies) != 0 {
+			t.Errorf("%s on the clean history: %s %+v", r.Checker, r.Valid, r.Anomalies)
+		}
+	}
+	if v := Overall(rs); v != Valid {
+		t.Errorf("Overall = %s, want %s", v, Valid)
+	}
+}
+
+func TestEmptyHistory(t *testing.T) {
+	for _, r := range Run(context.Background(), nil, All()...) {
+		if r.Valid != Valid {
+			t.Errorf("%s on an empty history: %s %+v", r.Checker, r.Valid, r)
+		}
+	}
+}
+
+// panicky is a checker that panics.
+type panicky struct{}
+
+func (panicky) Name() string { return "panicky" }
+func (panicky) Check(context.Context, history.History) Result {
+	panic("boom")
+}
+
+func TestRunTurnsAPanicIntoUnknown(t *testing.T) {
+	rs := Run(context.Background(), cleanHistory(), panicky{}, MutualExclusion{})
+	if len(rs) != 2 {
+		t.Fatalf("got %d results, want 2", len(rs))
+	}
+	if rs[0].Checker != "panicky" || rs[0].Valid != Unknown || !strings.Contains(rs[0].Error, "boom") {
+		t.Errorf("panicking checker gave %+v, want unknown with the panic in Error", rs[0])
+	}
+	if rs[1].Valid != Valid {
+		t.Errorf("the checker after the panic gave %s, want %s", rs[1].Valid, Valid)
+	}
+	if v := Overall(rs); v != Unknown {
+		t.Errorf("Overall = %s, want %s", v, Unknown)
+	}
+}
+
+func TestCancelledContextGivesUnknown(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, c := range All() {
+		r := c.Check(ctx, cleanHistory())
+		if r.Valid != Unknown || r.Error == "" {
+			t.Errorf("%s with a cancelled ctx: %s %q, want unknown with an error", c.Name(), r.Valid, r.Error)
+		}
+	}
+	for _, r := range Run(ctx, cleanHistory(), All()...) {
+		if r.Valid != Unknown {
+			t.Errorf("Run: %s with a cancelled ctx: %s, want unknown", r.Checker, r.Valid)
+		}
+	}
+}
+
+// doneAfter is a context whose Err turns to Canceled after it has been
+// asked n times, so that a check is cancelled part way through.
+type doneAfter struct {
+	context.Context
+	n atomic.Int64
+}
+
+func (c *doneAfter) Err() error {
+	if c.n.Add(-1) < 0 {
+		return context.Canceled
+	}
+	return nil
+}
+
+func TestCancelledMidCheckGivesUnknown(t *testing.T) {
+	h := genHistory(7, 50_000, 16)
+	for _, c := range All() {
+		// Count how often the check looks at ctx, then cancel it at many
+		// of those looks, the last included.
+		const lots = 1 << 40
+		counter := &doneAfter{Context: context.Background()}
+		counter.n.Store(lots)
+		if r := c.Check(counter, h); r.Valid != Valid {
+			t.Fatalf("%s: %s %v", c.Name(), r.Valid, r.Anomalies)
+		}
+		looks := lots - counter.n.Load()
+		if looks < 10 {
+			t.Errorf("%s looked at ctx only %d times over %d ops", c.Name(), looks, len(h))
+		}
+		for n := int64(0); n < looks; n += max(1, looks/16) {
+			for _, n := range []int64{n, looks - 1 - n} {
+				ctx := &doneAfter{Context: context.Background()}
+				ctx.n.Store(n)
+				r := c.Check(ctx, h)
+				if r.Valid != Unknown || !strings.Contains(r.Error, "cancel") {
+					t.Errorf("%s cancelled after %d of %d looks at ctx: %s %q, want unknown", c.Name(), n, looks, r.Valid, r.Error)
+				}
+			}
+		}
+	}
+}
+
+func TestSecs(t *testing.T) {
+	for ns, want := range map[int64]string{0: "0.000s", 12_403_000_000: "12.403s", 900_000_000: "0.900s", 1_999_600_000: "2.000s"} {
+		if got := secs(ns); got != want {
+			t.Errorf("secs(%d) = %q, want %q", ns, got, want)
+		}
+	}
+}

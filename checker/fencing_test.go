@@ -1,0 +1,156 @@
+package checker
+
+import (
+	"testing"
+
+	"github.com/locktest/locktest/history"
+)
+
+func TestFencingTokens(t *testing.T) {
+	tests := []struct {
+		name      string
+		build     func(b *builder) (anomalies, notes []want)
+		verdict   Verdict
+		stats     map[string]float64
+		explained string // the first anomaly's (or else note's) explanation, when set
+	}{
+		{
+			name: "clean increasing tokens",
+			build: func(b *builder) ([]want, []want) {
+				b.h = cleanHistory()
+				return nil, nil
+			},
+			verdict: Valid,
+			stats:   map[string]float64{"tokens": 6, "token_regressions": 0, "duplicate_tokens": 0},
+		},
+		{
+			name: "token regression",
+			build: func(b *builder) ([]want, []want) {
+				a := b.acquire(0, "x", 90, 100, 5, 1100)
+				b.release(0, "x", 150, 160, 5, lv(0, 5))
+				c := b.acquire(1, "x", 200, 210, 3, 1210)
+				return []want{{"token-regression", ops(a.done, c.inv, c.done)}}, nil
+			},
+			verdict:   Invalid,
+			stats:     map[string]float64{"tokens": 2, "token_regressions": 1},
+			explained: `process 1 was granted token 3 of lock "x" at 0.210s (invoked at 0.200s), lower than token 5 granted to process 0 at 0.100s`,
+		},
+		{
+			name: "a regression is reported against the highest earlier token",
+			build: func(b *builder) ([]want, []want) {
+				b.acquire(0, "x", 90, 100, 5, 0)
+				a := b.acquire(1, "x", 95, 110, 9, 0)
+				b.acquire(2, "x", 96, 120, 7, 0)
+				c := b.acquire(3, "x", 200, 210, 6, 0)
+				return []want{
+					{"token-regression", ops(a.done, c.inv, c.done)},
+				}, nil
+			},
+			verdict: Invalid,
+			stats:   map[string]float64{"tokens": 4, "token_regressions": 1},
+		},
+		{
+			name: "concurrent acquires may be granted in any order",
+			build: func(b *builder) ([]want, []want) {
+				b.invoke(0, history.Acquire, 100, history.Value{Lock: "x"})
+				b.invoke(1, history.Acquire, 110, history.Value{Lock: "x"})
+				b.ok(1, history.Acquire, 120, history.Value{Lock: "x", Token: history.Tok(2)})
+				b.ok(0, history.Acquire, 130, history.Value{Lock: "x", Token: history.Tok(1)})
+				return nil, nil
+			},
+			verdict: Valid,
+		},
+		{
+			name: "a token granted at the ns of the next invocation is not before it",
+			build: func(b *builder) ([]want, []want) {
+				b.acquire(0, "x", 90, 100, 5, 0)
+				b.acquire(1, "x", 100, 110, 4, 0)
+				return nil, nil
+			},
+			verdict: Valid,
+		},
+		{
+			name: "duplicate token",
+			build: func(b *builder) ([]want, []want) {
+				a := b.acquire(0, "x", 1090, 1100, 7, 1300)
+				b.release(0, "x", 1150, 1160, 7, lv(0, 7))
+				c := b.acquire(2, "x", 1190, 1204, 7, 2204)
+				return []want{{"duplicate-token", ops(a.done, c.done)}}, nil
+			},
+			verdict:   Invalid,
+			stats:     map[string]float64{"duplicate_tokens": 1, "token_regressions": 0},
+			explained: `token 7 of lock "x" was granted 2 times: to process 0 at 1.100s, process 2 at 1.204s`,
+		},
+		{
+			name: "no tokens",
+			build: func(b *builder) ([]want, []want) {
+				b.section(0, "x", 100, 0, 0)
+				b.section(1, "x", 200, 0, 1)
+				return nil, []want{{"no-tokens", ops()}}
+			},
+			verdict: Valid,
+			stats:   map[string]float64{"tokens": 0},
+		},
+		{
+			name: "info acquires are not granted tokens",
+			build: func(b *builder) ([]want, []want) {
+				b.acquire(0, "x", 90, 100, 5, 0)
+				b.invoke(1, history.Acquire, 200, history.Value{Lock: "x"})
+				b.info(1, history.Acquire, 210, history.Value{Lock: "x", Token: history.Tok(3)})
+				b.acquire(2, "x", 300, 310, 6, 0)
+				return nil, nil
+			},
+			verdict: Valid,
+			stats:   map[string]float64{"tokens": 2},
+		},
+		{
+			name: "nemesis ops are ignored",
+			build: func(b *builder) ([]want, []want) {
+				b.acquire(0, "x", 90, 100, 5, 0)
+				b.invoke(history.NemesisProcess, history.Acquire, 200, history.Value{Lock: "x"})
+				b.ok(history.NemesisProcess, history.Acquire, 210, history.Value{Lock: "x", Token: history.Tok(5)})
+				b.acquire(2, "x", 300, 310, 6, 0)
+				return nil, nil
+			},
+			verdict: Valid,
+			stats:   map[string]float64{"tokens": 2},
+		},
+		{
+			name: "two locks never conflict",
+			build: func(b *builder) ([]want, []want) {
+				b.acquire(0, "x", 90, 100, 5, 0)
+				b.acquire(1, "y", 200, 210, 1, 0)
+				b.acquire(2, "y", 300, 310, 5, 0)
+				return nil, nil
+			},
+			verdict: Valid,
+			stats:   map[string]float64{"tokens": 3},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var b builder
+			as, ns := tt.build(&b)
+			r := check(t, FencingTokens{}, b.h, tt.verdict)
+			expect(t, "anomalies", r.Anomalies, as)
+			expect(t, "notes", r.Notes, ns)
+			for k, v := range tt.stats {
+				if r.Stats[k] != v {
+					t.Errorf("stat %s = %v, want %v", k, r.Stats[k], v)
+				}
+			}
+			if tt.explained != "" {
+				got := ""
+				switch {
+				case len(r.Anomalies) > 0:
+					got = r.Anomalies[0].Explanation
+				case len(r.Notes) > 0:
+					got = r.Notes[0].Explanation
+				}
+				if got != tt.explained {
+					t.Errorf("explanation\n got %s\nwant %s", got, tt.explained)
+				}
+			}
+		})
+	}
+}

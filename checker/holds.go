@@ -1,0 +1,358 @@
+package checker
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+
+	"github.com/locktest/locktest/history"
+)
+
+// checkEvery is how many steps a checker takes between looks at its ctx.
+const checkEvery = 4096
+
+// stopped returns ctx's error every checkEvery steps (step 0 included) once
+// ctx is done, and nil otherwise.
+func stopped(ctx context.Context, step int) error {
+	if step%checkEvery != 0 {
+		return nil
+	}
+	return ctx.Err()
+}
+
+// noEnd is the lease end of a hold that neither expires nor is released.
+const noEnd = math.MaxInt64
+
+// endReason says what ended a hold, for explanations.
+type endReason uint8
+
+const (
+	endHistory    endReason = iota // the history ended first
+	endValidUntil                  // the holder's own valid_until
+	endRelease                     // the holder invoked release
+	endReacquire                   // the holder invoked acquire again
+)
+
+// hold is one critical section as its process believed it. It starts at the
+// Time of an acquire ok and ends at the earliest of the process's next
+// release invocation of the same lock, the acquire's valid_until (when
+// non-zero) and the process's next acquire invocation of the same lock; when
+// there is none of these, at the end of the history (the largest Time of any
+// op). Positions are indexes into the History slice, -1 where there is no
+// such op.
+type hold struct {
+	proc       int
+	lock       int32 // lock id, see view.locks
+	inv        int32 // the acquire invocation
+	ok         int32 // the acquire ok
+	release    int32 // the release invocation that ended it
+	closer     int32 // the release or acquire invocation that ended it
+	start      int64
+	validUntil int64
+	// end is when the holder stopped believing it held the lock; it may
+	// be before start when valid_until was already past at the ok.
+	end int64
+	why endReason
+	// leaseEnd is the earlier of valid_until and the release invocation,
+	// ignoring later acquires: the end the resource checker holds writes
+	// to. It is noEnd when neither exists.
+	leaseEnd int64
+}
+
+// write is one write invocation of a client and what it was based on.
+type write struct {
+	inv  int32 // the write invocation
+	done int32 // its completion, -1 when the history ended first
+	// hold is the writer's latest hold of the lock that began before the
+	// write was invoked, -1 when there is none.
+	hold int32
+	// read is the writer's latest read ok of the lock since its latest
+	// acquire invocation of it, -1 when there is none.
+	read int32
+}
+
+// view is what the lock checkers read of a history: the client ops of the
+// lock functions in time order, reduced to holds, writes and foreign
+// releases. Building it costs one sort of the history's ops and one pass.
+type view struct {
+	h       history.History
+	pair    []int
+	locks   []string         // lock id to name
+	lockIDs map[string]int32 // lock name to id
+	// holds are the holds of every acquire ok, ordered by start (time,
+	// then index).
+	holds []hold
+	// writes are the write invocations in time order.
+	writes []write
+	// foreign are the release oks that removed a lock value other than
+	// their invocation's own, in time order.
+	foreign     []int32
+	acquireFail int
+	acquireInfo int
+	maxTime     int64
+}
+
+// opKey orders ops by Time, then Index, then position.
+type opKey struct {
+	t   int64
+	idx int
+	pos int32
+}
+
+func compareKeys(a, b opKey) int {
+	if c := cmp.Compare(a.t, b.t); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.idx, b.idx); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.pos, b.pos)
+}
+
+// procLock names one process's view of one lock.
+type procLock struct {
+	proc int
+	lock int32
+}
+
+// procState is what the pass remembers about one process and one lock.
+type procState struct {
+	open int32 // the hold not yet ended by a release or acquire invocation
+	last int32 // the latest hold
+	read int32 // the latest read ok since the latest acquire invocation
+}
+
+// buildView computes the view of h. Ops of the nemesis (negative processes)
+// and of functions other than acquire, release, read and write are left
+// out. It returns ctx's error if ctx is done before it finishes.
+func buildView(ctx context.Context, h history.History) (*view, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	v := &view{h: h, pair: h.Pair()}
+	order := make([]opKey, 0, len(h))
+	for i := range h {
+		o := &h[i]
+		v.maxTime = max(v.maxTime, o.Time)
+		if o.Process < 0 {
+			continue
+		}
+		switch o.F {
+		case history.Acquire, history.Release, history.Read, history.Write:
+			order = append(order, opKey{t: o.Time, idx: o.Index, pos: int32(i)})
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if !slices.IsSortedFunc(order, compareKeys) {
+		slices.SortFunc(order, compareKeys)
+	}
+
+	lockIDs := make(map[string]int32)
+	v.lockIDs = lockIDs
+	stateIDs := make(map[procLock]int32)
+	var states []procState
+	for step, k := range order {
+		if err := stopped(ctx, step); err != nil {
+			return nil, err
+		}
+		p := k.pos
+		o := &h[p]
+		name := v.lockName(p)
+		lk, ok := lockIDs[name]
+		if !ok {
+			lk = int32(len(v.locks))
+			lockIDs[name] = lk
+			v.locks = append(v.locks, name)
+		}
+		sid, ok := stateIDs[procLock{o.Process, lk}]
+		if !ok {
+			sid = int32(len(states))
+			stateIDs[procLock{o.Process, lk}] = sid
+			states = append(states, procState{open: -1, last: -1, read: -1})
+		}
+		st := &states[sid]
+
+		switch o.F {
+		case history.Acquire:
+			switch o.Type {
+			case history.Invoke:
+				if st.open >= 0 {
+					v.holds[st.open].closer = p
+					v.holds[st.open].why = endReacquire
+					st.open = -1
+				}
+				st.read = -1
+			case history.OK:
+				inv := int32(v.pair[p])
+				st.open = int32(len(v.holds))
+				st.last = st.open
+				v.holds = append(v.holds, hold{
+					proc: o.Process, lock: lk, inv: inv, ok: p,
+					release: -1, closer: -1,
+					start: o.Time, validUntil: o.Value.ValidUntil,
+				})
+			case history.Fail:
+				v.acquireFail++
+			case history.Info:
+				v.acquireInfo++
+			}
+		case history.Release:
+			switch o.Type {
+			case history.Invoke:
+				if st.open >= 0 {
+					hd := &v.holds[st.open]
+					hd.closer, hd.release, hd.why = p, p, endRelease
+					st.open = -1
+				}
+			case history.OK:
+				inv := v.pair[p]
+				own := ""
+				if inv >= 0 {
+					own = h[inv].Value.LockValue
+				}
+				if removed := o.Value.Removed; removed != "" && removed != own {
+					v.foreign = append(v.foreign, p)
+				}
+			}
+		case history.Read:
+			if o.Type == history.OK {
+				st.read = p
+			}
+		case history.Write:
+			if o.Type == history.Invoke {
+				v.writes = append(v.writes, write{inv: p, done: int32(v.pair[p]), hold: st.last, read: st.read})
+			}
+		}
+	}
+
+	for i := range v.holds {
+		hd := &v.holds[i]
+		hd.end = noEnd
+		if hd.closer >= 0 {
+			hd.end = h[hd.closer].Time
+		}
+		if hd.validUntil != 0 && hd.validUntil < hd.end {
+			hd.end, hd.why = hd.validUntil, endValidUntil
+		}
+		if hd.end == noEnd {
+			hd.end, hd.why = v.maxTime, endHistory
+		}
+		hd.leaseEnd = noEnd
+		if hd.release >= 0 {
+			hd.leaseEnd = h[hd.release].Time
+		}
+		if hd.validUntil != 0 && hd.validUntil < hd.leaseEnd {
+			hd.leaseEnd = hd.validUntil
+		}
+	}
+	return v, nil
+}
+
+// lockName returns the lock an op is about, taking it from the op's
+// invocation when a completion does not repeat it.
+func (v *view) lockName(p int32) string {
+	if l := v.h[p].Value.Lock; l != "" {
+		return l
+	}
+	if q := v.pair[p]; q >= 0 {
+		return v.h[q].Value.Lock
+	}
+	return ""
+}
+
+// holdsByLock returns, per lock id, the indexes of its holds in start
+// order.
+func (v *view) holdsByLock() [][]int32 {
+	out := make([][]int32, len(v.locks))
+	for i := range v.holds {
+		l := v.holds[i].lock
+		out[l] = append(out[l], int32(i))
+	}
+	return out
+}
+
+// before orders two positions by time, then index.
+func (v *view) before(a, b int32) int {
+	return compareKeys(
+		opKey{t: v.h[a].Time, idx: v.h[a].Index, pos: a},
+		opKey{t: v.h[b].Time, idx: v.h[b].Index, pos: b})
+}
+
+// indexes returns the history indexes of the ops at positions ps in time
+// order, leaving out negative positions and repeats. It may reorder ps.
+func (v *view) indexes(ps ...int32) []int {
+	ps = slices.DeleteFunc(ps, func(p int32) bool { return p < 0 })
+	slices.SortFunc(ps, v.before)
+	ps = slices.Compact(ps)
+	out := make([]int, len(ps))
+	for i, p := range ps {
+		out[i] = v.h[p].Index
+	}
+	return out
+}
+
+// token returns the fencing token an op carries, from its invocation when
+// the op itself has none.
+func (v *view) token(p int32) *uint64 {
+	if t := v.h[p].Value.Token; t != nil {
+		return t
+	}
+	if q := v.pair[p]; q >= 0 {
+		return v.h[q].Value.Token
+	}
+	return nil
+}
+
+// n returns the counter value an op carries, from its invocation when the
+// op itself has none.
+func (v *view) n(p int32) *int64 {
+	if n := v.h[p].Value.N; n != nil {
+		return n
+	}
+	if q := v.pair[p]; q >= 0 {
+		return v.h[q].Value.N
+	}
+	return nil
+}
+
+// secs formats ns on the history clock as seconds with three decimals.
+func secs(ns int64) string { return strconv.FormatFloat(float64(ns)/1e9, 'f', 3, 64) + "s" }
+
+// withToken renders " (token 7)", or nothing for no token.
+func withToken(t *uint64) string {
+	if t == nil {
+		return ""
+	}
+	return fmt.Sprintf(" (token %d)", *t)
+}
+
+// tokenWord renders " with token 7", or nothing for no token.
+func tokenWord(t *uint64) string {
+	if t == nil {
+		return ""
+	}
+	return fmt.Sprintf(" with token %d", *t)
+}
+
+// newResult returns an empty valid result of the named checker.
+func newResult(name string) Result {
+	return Result{Checker: name, Valid: Valid, Anomalies: []Anomaly{}, Stats: map[string]float64{}}
+}
+
+// settle makes r invalid when it found an anomaly.
+func settle(r Result) Result {
+	if len(r.Anomalies) > 0 {
+		r.Valid = Invalid
+	}
+	return r
+}
+
+// cancelled is the result of a check that stopped because ctx was done.
+func cancelled(name string, err error) Result {
+	return Result{Checker: name, Valid: Unknown, Anomalies: []Anomaly{}, Error: "check cancelled: " + err.Error()}
+}

@@ -1,0 +1,183 @@
+package checker
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/locktest/locktest/history"
+)
+
+// MutualExclusion checks mutual exclusion as the clients believed it
+// (DESIGN.md §6, oracle 1).
+//
+// A hold of process p starts at the Time of an acquire ok and ends at the
+// earliest of p's next release invocation of that lock, the acquire's
+// valid_until (when non-zero) and p's next acquire invocation of that lock;
+// when there is none of these, at the end of the history (the largest Time
+// of any op). Acquires that completed fail or info, or not at all, are not
+// holds. Holds that merely touch (one ends at the ns the other starts) do not
+// overlap. Nemesis ops are ignored, and holds of differently named locks
+// never conflict.
+//
+// The checker reports an "overlapping-holds" anomaly for every hold B that
+// starts inside a hold A of the same lock by another process (A.start <=
+// B.start < A.end, ties in start broken by index), naming the acquire oks of
+// A and B and A's release invocation when it has one. Each hold is reported
+// at most once, against the live hold of another process that ends last. It
+// reports a "foreign-release" anomaly for every release ok whose
+// value.removed is non-empty and differs from the lock_value of its
+// invocation, naming the release invocation and ok and, when one is found,
+// the latest acquire ok of the same lock whose lock_value is the removed one
+// (the holder whose lock was deleted).
+//
+// The verdict is invalid when there is an anomaly and valid otherwise.
+// Stats: "holds" and "acquire_ok" (the same number: every acquire ok starts
+// a hold), "acquire_fail", "acquire_info", "overlaps" and
+// "foreign_releases". The check takes O(n log n) time.
+type MutualExclusion struct{}
+
+var _ Checker = MutualExclusion{}
+
+// Name returns "mutual-exclusion".
+func (MutualExclusion) Name() string { return "mutual-exclusion" }
+
+// Check checks h as the type's comment describes. It returns unknown if
+// ctx is done before it finishes.
+func (c MutualExclusion) Check(ctx context.Context, h history.History) Result {
+	v, err := buildView(ctx, h)
+	if err != nil {
+		return cancelled(c.Name(), err)
+	}
+	r := newResult(c.Name())
+
+	// live is, per lock, the hold that ends last (best) and the hold that
+	// ends last among the other processes than best's (other); either is
+	// -1 when unknown. An anomaly's A is best, or other when best is B's own.
+	type live struct{ best, other int32 }
+	lives := make([]live, len(v.locks))
+	for i := range lives {
+		lives[i] = live{-1, -1}
+	}
+	overlaps := 0
+	for i := range v.holds {
+		if err := stopped(ctx, i); err != nil {
+			return cancelled(c.Name(), err)
+		}
+		b := &v.holds[i]
+		l := &lives[b.lock]
+		ai := l.best
+		if ai >= 0 && v.holds[ai].proc == b.proc {
+			ai = l.other
+		}
+		if ai >= 0 && b.start < v.holds[ai].end {
+			overlaps++
+			r.Anomalies = append(r.Anomalies, v.overlap(&v.holds[ai], b))
+		}
+		switch {
+		case l.best < 0:
+			l.best = int32(i)
+		case b.end > v.holds[l.best].end:
+			if b.proc != v.holds[l.best].proc {
+				l.other = l.best
+			}
+			l.best = int32(i)
+		case b.proc != v.holds[l.best].proc && (l.other < 0 || b.end > v.holds[l.other].end):
+			l.other = int32(i)
+		}
+	}
+
+	if len(v.foreign) > 0 {
+		owners := v.lockValueOwners()
+		for _, p := range v.foreign {
+			r.Anomalies = append(r.Anomalies, v.foreignRelease(p, owners))
+		}
+	}
+
+	r.Stats["holds"] = float64(len(v.holds))
+	r.Stats["acquire_ok"] = float64(len(v.holds))
+	r.Stats["acquire_fail"] = float64(v.acquireFail)
+	r.Stats["acquire_info"] = float64(v.acquireInfo)
+	r.Stats["overlaps"] = float64(overlaps)
+	r.Stats["foreign_releases"] = float64(len(v.foreign))
+	return settle(r)
+}
+
+// overlap explains that hold b began while a was still held.
+func (v *view) overlap(a, b *hold) Anomaly {
+	var until string
+	switch a.why {
+	case endValidUntil:
+		until = "believed valid until " + secs(a.end)
+	case endRelease:
+		until = "released only at " + secs(a.end)
+	case endReacquire:
+		until = "held until it invoked acquire again at " + secs(a.end)
+	default:
+		until = "never released before the history ended at " + secs(a.end)
+	}
+	return Anomaly{
+		Kind: "overlapping-holds",
+		Ops:  v.indexes(a.ok, b.ok, a.release),
+		Explanation: fmt.Sprintf("process %d acquired lock %q at %s%s while process %d still held it (acquired at %s%s, %s)",
+			b.proc, v.locks[b.lock], secs(b.start), withToken(v.h[b.ok].Value.Token),
+			a.proc, secs(a.start), tokenWord(v.h[a.ok].Value.Token), until),
+	}
+}
+
+// lockValue names one lock value of one lock.
+type lockValue struct {
+	lock  int32
+	value string
+}
+
+// lockValueOwners maps each lock value to the holds that wrote it, in start
+// order.
+func (v *view) lockValueOwners() map[lockValue][]int32 {
+	owners := make(map[lockValue][]int32)
+	for i := range v.holds {
+		hd := &v.holds[i]
+		if lv := v.h[hd.ok].Value.LockValue; lv != "" {
+			k := lockValue{hd.lock, lv}
+			owners[k] = append(owners[k], int32(i))
+		}
+	}
+	return owners
+}
+
+// foreignRelease explains that the release ok at p deleted a lock value not
+// its own.
+func (v *view) foreignRelease(p int32, owners map[lockValue][]int32) Anomaly {
+	ok := &v.h[p]
+	inv := int32(v.pair[p])
+	own := ""
+	if inv >= 0 {
+		own = v.h[inv].Value.LockValue
+	}
+	name := v.lockName(p)
+	removed := ok.Value.Removed
+	// The owner is the latest hold with that value that began before the
+	// release completed.
+	owner := int32(-1)
+	hs := owners[lockValue{v.lockIDs[name], removed}]
+	if j := sort.Search(len(hs), func(j int) bool { return v.before(v.holds[hs[j]].ok, p) > 0 }); j > 0 {
+		owner = hs[j-1]
+	}
+	at := ok.Time
+	if inv >= 0 {
+		at = v.h[inv].Time
+	}
+	var whose string
+	ops := []int32{inv, p}
+	if owner >= 0 {
+		o := &v.holds[owner]
+		ops = append(ops, o.ok)
+		whose = fmt.Sprintf(" of process %d (acquired at %s%s)", o.proc, secs(o.start), tokenWord(v.h[o.ok].Value.Token))
+	}
+	return Anomaly{
+		Kind: "foreign-release",
+		Ops:  v.indexes(ops...),
+		Explanation: fmt.Sprintf("process %d's release of lock %q at %s removed lock value %q%s, not its own %q",
+			ok.Process, name, secs(at), removed, whose, own),
+	}
+}

@@ -1,0 +1,187 @@
+package nemesis
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/history"
+)
+
+// Clients is what the nemesis needs of the worker pool to pause clients.
+type Clients interface {
+	// Processes returns the live logical processes.
+	Processes() []int
+	// Arm makes a worker stop at a pause point the next time it passes it.
+	Arm(process int, point string) error
+	// WaitPoint waits until the worker reports that it stopped at the point.
+	WaitPoint(ctx context.Context, process int) (string, error)
+	// Continue lets a worker waiting at a pause point go on.
+	Continue(process int) error
+	// Signal sends a signal to the worker's OS process.
+	Signal(process int, sig syscall.Signal) error
+}
+
+// Env is what faults may act on, and their settings.
+type Env struct {
+	Cluster clusters.Cluster
+	Clients Clients
+	// ClientPause is how long a client stays paused.
+	ClientPause time.Duration
+	// PausePoint is where a client is paused; "" pauses it at a random moment.
+	PausePoint string
+	// NodeDown is how long a killed node stays down before its restart.
+	NodeDown time.Duration
+}
+
+var builders = map[string]func(Env) (Fault, error){
+	"pause-client": newPauseClient,
+	"kill-node":    newKillNode,
+}
+
+// Build returns the faults called names. An unknown name, or a fault the
+// environment cannot apply, is an error that says which and why.
+func Build(names []string, env Env) ([]Fault, error) {
+	var out []Fault
+	for _, n := range names {
+		b, ok := builders[n]
+		if !ok {
+			return nil, fmt.Errorf("unknown fault %q (known: %s)", n, strings.Join(Names(), ", "))
+		}
+		f, err := b(env)
+		if err != nil {
+			return nil, fmt.Errorf("fault %s: %w", n, err)
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}
+
+// pauseClient freezes one worker process with SIGSTOP, as a stop-the-world
+// GC pause would, and thaws it with SIGCONT. At a pause point it stops the
+// worker exactly there: the worker reports the point and blocks, and is
+// stopped before it is told to go on.
+type pauseClient struct {
+	env Env
+
+	mu     sync.Mutex
+	target int
+	paused bool
+}
+
+func newPauseClient(env Env) (Fault, error) {
+	if env.Clients == nil {
+		return nil, fmt.Errorf("%w: no client pool", ErrUnavailable)
+	}
+	if env.ClientPause <= 0 {
+		return nil, fmt.Errorf("client pause duration must be positive, got %v", env.ClientPause)
+	}
+	return &pauseClient{env: env}, nil
+}
+
+func (f *pauseClient) Name() string            { return "pause-client" }
+func (f *pauseClient) HealName() string        { return "resume-client" }
+func (f *pauseClient) Duration() time.Duration { return f.env.ClientPause }
+
+func (f *pauseClient) Inject(ctx context.Context, rng *rand.Rand) (history.Value, error) {
+	procs := f.env.Clients.Processes()
+	if len(procs) == 0 {
+		return history.Value{}, fmt.Errorf("%w: no live client", errNotApplied)
+	}
+	p := procs[rng.IntN(len(procs))]
+	v := history.Value{Targets: []string{fmt.Sprintf("p%d", p)}, Point: f.env.PausePoint,
+		Duration: int64(f.env.ClientPause)}
+	if f.env.PausePoint != "" {
+		if err := f.env.Clients.Arm(p, f.env.PausePoint); err != nil {
+			return v, fmt.Errorf("%w: arm p%d: %v", errNotApplied, p, err)
+		}
+		if _, err := f.env.Clients.WaitPoint(ctx, p); err != nil {
+			return v, fmt.Errorf("%w: p%d did not reach %s: %v", errNotApplied, p, f.env.PausePoint, err)
+		}
+	}
+	err := f.env.Clients.Signal(p, syscall.SIGSTOP)
+	if f.env.PausePoint != "" {
+		// Stopped, the worker reads this only when resumed; not stopped (it
+		// died), it harms nothing.
+		_ = f.env.Clients.Continue(p)
+	}
+	if err != nil {
+		return v, fmt.Errorf("%w: SIGSTOP p%d: %v", errNotApplied, p, err)
+	}
+	f.mu.Lock()
+	f.target, f.paused = p, true
+	f.mu.Unlock()
+	return v, nil
+}
+
+func (f *pauseClient) Heal(ctx context.Context) (history.Value, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.paused {
+		return history.Value{}, nil
+	}
+	v := history.Value{Targets: []string{fmt.Sprintf("p%d", f.target)}}
+	if err := f.env.Clients.Signal(f.target, syscall.SIGCONT); err != nil {
+		return v, fmt.Errorf("SIGCONT p%d: %w", f.target, err)
+	}
+	f.paused = false
+	return v, nil
+}
+
+// killNode SIGKILLs one node of the cluster and restarts it, with the same
+// data directory, when healed.
+type killNode struct {
+	env    Env
+	killer clusters.Killer
+
+	mu   sync.Mutex
+	dead []clusters.Node
+}
+
+func newKillNode(env Env) (Fault, error) {
+	k, ok := env.Cluster.(clusters.Killer)
+	if !ok {
+		return nil, fmt.Errorf("%w: the cluster provider cannot kill nodes", ErrUnavailable)
+	}
+	return &killNode{env: env, killer: k}, nil
+}
+
+func (f *killNode) Name() string            { return "kill-node" }
+func (f *killNode) HealName() string        { return "restart-node" }
+func (f *killNode) Duration() time.Duration { return f.env.NodeDown }
+
+func (f *killNode) Inject(ctx context.Context, rng *rand.Rand) (history.Value, error) {
+	nodes := f.env.Cluster.Nodes()
+	if len(nodes) == 0 {
+		return history.Value{}, fmt.Errorf("%w: no nodes", errNotApplied)
+	}
+	n := nodes[rng.IntN(len(nodes))]
+	v := history.Value{Targets: []string{n.Name}, Duration: int64(f.env.NodeDown)}
+	if err := f.killer.Kill(ctx, n); err != nil {
+		return v, fmt.Errorf("kill %s: %w", n.Name, err)
+	}
+	f.mu.Lock()
+	f.dead = append(f.dead, n)
+	f.mu.Unlock()
+	return v, nil
+}
+
+func (f *killNode) Heal(ctx context.Context) (history.Value, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var v history.Value
+	for len(f.dead) > 0 {
+		n := f.dead[0]
+		if err := f.killer.Restart(ctx, n); err != nil {
+			return v, fmt.Errorf("restart %s: %w", n.Name, err)
+		}
+		v.Targets = append(v.Targets, n.Name)
+		f.dead = f.dead[1:]
+	}
+	return v, nil
+}

@@ -1,0 +1,160 @@
+// Package nemesis injects faults on a seeded schedule and records each
+// injection and each heal as ops of process -1 in the history. Every fault
+// has an exact inverse, and the schedule heals whatever is still broken when
+// it stops, also when its context is cancelled.
+package nemesis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/locktest/locktest/history"
+)
+
+// ErrUnavailable is wrapped by the error of a fault that the provider or the
+// platform cannot apply. Such a fault is refused before the run starts,
+// never skipped silently.
+var ErrUnavailable = errors.New("fault unavailable")
+
+// Fault is one kind of fault. Inject applies it once and says what it hit;
+// Heal undoes whatever Inject did and is idempotent (healing nothing is a
+// no-op that returns an empty value and no error).
+type Fault interface {
+	// Name is the f of the injection op, e.g. "pause-client".
+	Name() string
+	// HealName is the f of the healing op, e.g. "resume-client".
+	HealName() string
+	// Duration is how long the fault stays before the schedule heals it.
+	Duration() time.Duration
+	Inject(ctx context.Context, rng *rand.Rand) (history.Value, error)
+	Heal(ctx context.Context) (history.Value, error)
+}
+
+// Schedule runs faults one at a time: it waits a random interval, injects a
+// fault chosen at random, keeps it for the fault's duration, and heals it.
+// The random choices come from one seeded source, so a seed names the
+// sequence of faults and targets.
+type Schedule struct {
+	Faults []Fault
+	// Interval is the mean quiet time between a heal and the next
+	// injection; each wait is uniform in [Interval/2, 3·Interval/2].
+	Interval time.Duration
+	Seed     int64
+	Recorder *history.Recorder
+	Clock    history.Clock
+	Logger   *slog.Logger
+
+	mu      sync.Mutex
+	applied int
+}
+
+// Run injects faults until ctx is done, then heals every fault, recording
+// each step. It returns the errors of heals that failed (a fault left in
+// place is a bug worth reporting loudly).
+func (s *Schedule) Run(ctx context.Context) error {
+	if len(s.Faults) == 0 {
+		<-ctx.Done()
+		return nil
+	}
+	lg := s.Logger
+	if lg == nil {
+		lg = slog.New(slog.DiscardHandler)
+	}
+	rng := rand.New(rand.NewPCG(uint64(s.Seed), 0x6e656d65736973))
+	var healErrs []error
+	for {
+		wait := s.Interval/2 + time.Duration(rng.Int64N(int64(s.Interval)+1))
+		if !sleep(ctx, wait) {
+			break
+		}
+		f := s.Faults[rng.IntN(len(s.Faults))]
+		s.record(history.Invoke, f.Name(), history.Value{}, nil)
+		v, err := f.Inject(ctx, rng)
+		s.record(completion(err), f.Name(), v, err)
+		if err == nil {
+			s.mu.Lock()
+			s.applied++
+			s.mu.Unlock()
+			lg.Info("fault injected", "fault", f.Name(), "targets", strings.Join(v.Targets, ","))
+			sleep(ctx, f.Duration())
+		}
+		if err := s.heal(f); err != nil {
+			healErrs = append(healErrs, err)
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return errors.Join(healErrs...)
+}
+
+// heal heals f with a context of its own, so a cancelled run still heals.
+func (s *Schedule) heal(f Fault) error {
+	hctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s.record(history.Invoke, f.HealName(), history.Value{}, nil)
+	v, err := f.Heal(hctx)
+	s.record(completion(err), f.HealName(), v, err)
+	if err != nil {
+		return fmt.Errorf("heal %s: %w", f.Name(), err)
+	}
+	return nil
+}
+
+// Applied returns how many injections succeeded.
+func (s *Schedule) Applied() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.applied
+}
+
+func completion(err error) history.Type {
+	switch {
+	case err == nil:
+		return history.OK
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded), errors.Is(err, errNotApplied):
+		return history.Fail
+	}
+	return history.Info
+}
+
+// errNotApplied marks an injection that certainly changed nothing.
+var errNotApplied = errors.New("not applied")
+
+func (s *Schedule) record(t history.Type, f string, v history.Value, err error) {
+	op := history.Op{Type: t, Process: history.NemesisProcess, F: f, Time: int64(s.Clock.Now()), Value: v}
+	if err != nil {
+		op.Error = err.Error()
+	}
+	if _, rerr := s.Recorder.Record(op); rerr != nil && s.Logger != nil {
+		s.Logger.Error("nemesis record", "err", rerr)
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// Names lists the fault names Build knows, sorted.
+func Names() []string {
+	n := make([]string, 0, len(builders))
+	for k := range builders {
+		n = append(n, k)
+	}
+	sort.Strings(n)
+	return n
+}

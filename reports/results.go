@@ -1,0 +1,127 @@
+// Package reports turns a checked history into what people read: the
+// results.json of a run and its HTML report. It reads only histories and
+// checker results, never a live system.
+package reports
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/history"
+)
+
+// The file names of a stored run directory.
+const (
+	HistoryFile  = "history.jsonl"
+	ResultsFile  = "results.json"
+	ReportFile   = "report.html"
+	ResourceFile = "resource.jsonl"
+)
+
+// RunInfo describes how a run was made, so it can be reproduced.
+type RunInfo struct {
+	Name        string   `json:"name"`
+	Impl        string   `json:"impl"`
+	ImplDoc     string   `json:"impl_doc,omitempty"`
+	Backend     string   `json:"backend"`
+	Nodes       int      `json:"nodes"`
+	Faults      []string `json:"faults"`
+	Clients     int      `json:"clients"`
+	Locks       int      `json:"locks"`
+	TTL         string   `json:"ttl"`
+	Duration    string   `json:"duration"`
+	Seed        int64    `json:"seed"`
+	Mode        string   `json:"resource_mode"`
+	PausePoint  string   `json:"pause_point,omitempty"`
+	ClientPause string   `json:"client_pause,omitempty"`
+	Command     string   `json:"command"`
+	Version     string   `json:"version"`
+	Started     string   `json:"started"` // wall-clock start, RFC 3339
+	Elapsed     string   `json:"elapsed"`
+	Interrupted bool     `json:"interrupted,omitempty"`
+	// Expect is the verdict the run was expected to give: "valid" (the
+	// default) or "invalid" (a scenario meant to reproduce an anomaly).
+	Expect string `json:"expect"`
+	// Errors are problems of the run itself (a fault that could not be
+	// healed, a worker protocol error) that make its history suspect.
+	Errors []string `json:"errors,omitempty"`
+}
+
+// Results is the content of results.json.
+type Results struct {
+	Run      RunInfo            `json:"run"`
+	Valid    checker.Verdict    `json:"valid"`
+	Checkers []checker.Result   `json:"checkers"`
+	Stats    map[string]float64 `json:"stats"`
+}
+
+// Summarize computes the history-wide stats of a run: ops, critical
+// sections (acquire ok) and the faults injected.
+func Summarize(h history.History) map[string]float64 {
+	s := map[string]float64{"ops": float64(len(h))}
+	for _, o := range h {
+		switch {
+		case o.IsNemesis() && o.Type == history.OK && o.Value.Targets != nil && o.Value.Duration > 0:
+			s["faults_injected"]++
+		case o.F == history.Acquire && o.Type == history.OK:
+			s["critical_sections"]++
+		}
+	}
+	if n := len(h); n > 0 {
+		s["seconds"] = float64(h[n-1].Time) / 1e9
+	}
+	return s
+}
+
+// Check runs the checkers on h and assembles the results.
+func Check(info RunInfo, h history.History, rs []checker.Result) Results {
+	return Results{Run: info, Valid: checker.Overall(rs), Checkers: rs, Stats: Summarize(h)}
+}
+
+// Met reports whether the results match the run's expectation.
+func (r Results) Met() bool {
+	if r.Run.Expect == "invalid" {
+		return r.Valid == checker.Invalid
+	}
+	return r.Valid == checker.Valid
+}
+
+// WriteResults writes dir/results.json.
+func WriteResults(dir string, r Results) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(filepath.Join(dir, ResultsFile), append(b, '\n'))
+}
+
+// ReadResults reads dir/results.json. A missing file gives zero results and
+// an error satisfying errors.Is(err, os.ErrNotExist).
+func ReadResults(dir string) (Results, error) {
+	var r Results
+	b, err := os.ReadFile(filepath.Join(dir, ResultsFile))
+	if err != nil {
+		return r, err
+	}
+	if err := json.Unmarshal(b, &r); err != nil {
+		return r, fmt.Errorf("%s: %w", filepath.Join(dir, ResultsFile), err)
+	}
+	return r, nil
+}
+
+// writeFileAtomic writes via a temporary file and a rename, so a reader
+// never sees half a file.
+func writeFileAtomic(path string, b []byte) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return errors.Join(err, os.Remove(tmp))
+	}
+	return nil
+}

@@ -1,0 +1,369 @@
+package workloads
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/locktest/locktest/history"
+)
+
+// PoolConfig says how to start workers.
+type PoolConfig struct {
+	// Command is the worker program and its arguments; it must speak the
+	// worker protocol on stdin and stdout (`locktest worker`).
+	Command []string
+	// Env is added to the worker's environment.
+	Env []string
+	// LogDir receives each worker's stderr as p<process>.log.
+	LogDir string
+	// Base is the config every worker gets; Process is set per worker.
+	Base WorkerConfig
+	// Recorder receives every op the workers send.
+	Recorder *history.Recorder
+	// Clock stamps the ops the pool itself records (a dead worker's info).
+	Clock  history.Clock
+	Logger *slog.Logger
+}
+
+// Pool starts and watches worker processes, one per logical client, and
+// feeds their ops to the recorder. When a worker dies with an op open, the
+// pool completes that op as info, as Jepsen does for a crashed client.
+type Pool struct {
+	cfg PoolConfig
+	lg  *slog.Logger
+
+	mu      sync.Mutex
+	workers map[int]*workerProc
+	errs    []error
+	wg      sync.WaitGroup
+}
+
+type workerProc struct {
+	process int
+	cmd     *exec.Cmd
+	stdin   io.WriteCloser
+	inMu    sync.Mutex
+	points  chan string
+	ready   chan error
+	exited  chan struct{}
+}
+
+// StartPool starts n workers with process ids 0..n-1 and returns once each
+// reported ready. If one cannot start, every worker is stopped and the
+// error says which and why.
+func StartPool(ctx context.Context, cfg PoolConfig, n int) (*Pool, error) {
+	if len(cfg.Command) == 0 {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, err
+		}
+		cfg.Command = []string{exe, "worker"}
+	}
+	lg := cfg.Logger
+	if lg == nil {
+		lg = slog.New(slog.DiscardHandler)
+	}
+	p := &Pool{cfg: cfg, lg: lg, workers: map[int]*workerProc{}}
+	var starting []*workerProc
+	for i := 0; i < n; i++ {
+		w, err := p.start(i)
+		if err != nil {
+			p.Stop(ctx)
+			return nil, err
+		}
+		starting = append(starting, w)
+	}
+	for _, w := range starting {
+		select {
+		case err := <-w.ready:
+			if err != nil {
+				p.Stop(ctx)
+				return nil, fmt.Errorf("worker p%d: %w", w.process, err)
+			}
+		case <-ctx.Done():
+			p.Stop(context.Background())
+			return nil, ctx.Err()
+		}
+	}
+	return p, nil
+}
+
+func (p *Pool) start(process int) (*workerProc, error) {
+	cmd := exec.Command(p.cfg.Command[0], p.cfg.Command[1:]...)
+	cmd.Env = append(os.Environ(), p.cfg.Env...)
+	// A worker gets its own process group, so a terminal's Ctrl-C reaches only
+	// the driver, which then stops it in order; Pdeathsig kills it if the
+	// driver dies without doing so.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	logf, err := os.Create(filepath.Join(p.cfg.LogDir, fmt.Sprintf("p%d.log", process)))
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stderr = logf
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		logf.Close()
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		logf.Close()
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return nil, fmt.Errorf("start worker %q: %w", p.cfg.Command[0], err)
+	}
+	w := &workerProc{process: process, cmd: cmd, stdin: stdin,
+		points: make(chan string, 1), ready: make(chan error, 1), exited: make(chan struct{})}
+	p.mu.Lock()
+	p.workers[process] = w
+	p.mu.Unlock()
+	p.lg.Info("worker started", "process", process, "pid", cmd.Process.Pid)
+
+	cfg := p.cfg.Base
+	cfg.Process = process
+	if err := w.send(Command{Cmd: "start", Config: &cfg}); err != nil {
+		p.lg.Warn("worker start command", "process", process, "err", err)
+	}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		p.read(w, stdout)
+		err := cmd.Wait()
+		logf.Close()
+		p.closeOpen(w.process, err)
+		close(w.exited)
+		p.lg.Info("worker exited", "process", process, "pid", cmd.Process.Pid, "status", fmt.Sprint(err))
+	}()
+	return w, nil
+}
+
+func (w *workerProc) send(c Command) error {
+	w.inMu.Lock()
+	defer w.inMu.Unlock()
+	b, err := json.Marshal(c)
+	if err != nil {
+		return err
+	}
+	_, err = w.stdin.Write(append(b, '\n'))
+	return err
+}
+
+// read consumes a worker's events until its stdout closes.
+func (p *Pool) read(w *workerProc, stdout io.Reader) {
+	sc := bufio.NewScanner(stdout)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	readySent := false
+	signalReady := func(err error) {
+		if !readySent {
+			readySent = true
+			w.ready <- err
+		}
+	}
+	defer signalReady(errors.New("exited before it was ready (see its log)"))
+	for sc.Scan() {
+		var e Event
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			p.fail(fmt.Errorf("worker p%d sent a bad event: %v: %q", w.process, err, sc.Text()))
+			continue
+		}
+		switch {
+		case e.Op != nil:
+			if e.Op.Process != w.process {
+				p.fail(fmt.Errorf("worker p%d sent an op of process %d", w.process, e.Op.Process))
+				continue
+			}
+			if _, err := p.cfg.Recorder.Record(*e.Op); err != nil {
+				p.fail(fmt.Errorf("worker p%d: %w", w.process, err))
+			}
+		case e.Point != "":
+			select {
+			case w.points <- e.Point:
+			default:
+				p.fail(fmt.Errorf("worker p%d reported point %s twice", w.process, e.Point))
+			}
+		case e.Ready:
+			signalReady(nil)
+		case e.Fatal != "":
+			signalReady(errors.New(e.Fatal))
+		}
+	}
+}
+
+// closeOpen completes a dead worker's open op as info: it may have taken
+// effect.
+func (p *Pool) closeOpen(process int, exitErr error) {
+	inv, ok := p.cfg.Recorder.Open(process)
+	if !ok {
+		return
+	}
+	msg := "worker exited"
+	if exitErr != nil {
+		msg += ": " + exitErr.Error()
+	}
+	_, err := p.cfg.Recorder.Record(history.Op{Type: history.Info, Process: process, F: inv.F,
+		Time: int64(p.cfg.Clock.Now()), Value: inv.Value, Error: msg})
+	if err != nil {
+		p.fail(err)
+	}
+}
+
+func (p *Pool) fail(err error) {
+	p.lg.Error("worker protocol", "err", err)
+	p.mu.Lock()
+	p.errs = append(p.errs, err)
+	p.mu.Unlock()
+}
+
+// Errs returns the protocol errors seen so far (a non-empty list is a bug in
+// a worker or in the pool, and makes the run's history suspect).
+func (p *Pool) Errs() []error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]error(nil), p.errs...)
+}
+
+func (p *Pool) worker(process int) (*workerProc, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	w, ok := p.workers[process]
+	if !ok {
+		return nil, fmt.Errorf("no worker p%d", process)
+	}
+	return w, nil
+}
+
+// Processes returns the process ids of the workers, in order.
+func (p *Pool) Processes() []int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]int, 0, len(p.workers))
+	for i := 0; i < len(p.workers); i++ {
+		if _, ok := p.workers[i]; ok {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// Pid returns the OS pid of a worker.
+func (p *Pool) Pid(process int) (int, error) {
+	w, err := p.worker(process)
+	if err != nil {
+		return 0, err
+	}
+	return w.cmd.Process.Pid, nil
+}
+
+// Pids returns the OS pid of every worker ever started, by process id.
+func (p *Pool) Pids() map[int]int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := map[int]int{}
+	for k, w := range p.workers {
+		out[k] = w.cmd.Process.Pid
+	}
+	return out
+}
+
+// Arm makes the worker stop at point the next time it passes it and report.
+func (p *Pool) Arm(process int, point string) error {
+	w, err := p.worker(process)
+	if err != nil {
+		return err
+	}
+	return w.send(Command{Cmd: "arm", Point: point})
+}
+
+// WaitPoint waits until the worker reports an armed pause point; the
+// worker then waits for Continue.
+func (p *Pool) WaitPoint(ctx context.Context, process int) (string, error) {
+	w, err := p.worker(process)
+	if err != nil {
+		return "", err
+	}
+	select {
+	case pt := <-w.points:
+		return pt, nil
+	case <-w.exited:
+		return "", fmt.Errorf("worker p%d exited", process)
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+}
+
+// Continue lets a worker waiting at a pause point go on. Sent to a stopped
+// worker, it takes effect when the worker is resumed.
+func (p *Pool) Continue(process int) error {
+	w, err := p.worker(process)
+	if err != nil {
+		return err
+	}
+	return w.send(Command{Cmd: "continue"})
+}
+
+// SetWallOffset skews the worker's wall clock by d.
+func (p *Pool) SetWallOffset(process int, d time.Duration) error {
+	w, err := p.worker(process)
+	if err != nil {
+		return err
+	}
+	return w.send(Command{Cmd: "wall-offset", Offset: Duration(d)})
+}
+
+// Signal sends sig to the worker process.
+func (p *Pool) Signal(process int, sig syscall.Signal) error {
+	w, err := p.worker(process)
+	if err != nil {
+		return err
+	}
+	select {
+	case <-w.exited:
+		return fmt.Errorf("worker p%d has exited", process)
+	default:
+	}
+	return w.cmd.Process.Signal(sig)
+}
+
+// Stop asks every worker to finish its critical section and exit, waits
+// until ctx is done for them, then kills the rest (resuming stopped ones
+// first) and waits until every worker process is reaped. Ops still open are
+// completed as info. It is idempotent.
+func (p *Pool) Stop(ctx context.Context) error {
+	p.mu.Lock()
+	ws := make([]*workerProc, 0, len(p.workers))
+	for _, w := range p.workers {
+		ws = append(ws, w)
+	}
+	p.mu.Unlock()
+	for _, w := range ws {
+		_ = w.send(Command{Cmd: "stop"})
+		_ = w.cmd.Process.Signal(syscall.SIGCONT)
+		_ = w.send(Command{Cmd: "continue"})
+	}
+	for _, w := range ws {
+		select {
+		case <-w.exited:
+		case <-ctx.Done():
+			_ = w.cmd.Process.Kill()
+			<-w.exited
+		}
+	}
+	for _, w := range ws {
+		w.stdin.Close()
+	}
+	p.wg.Wait()
+	return errors.Join(p.Errs()...)
+}

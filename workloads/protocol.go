@@ -1,0 +1,82 @@
+// Package workloads holds what the lock clients do: the worker process that
+// runs one logical client's loop, the protocol the driver speaks with it
+// over its stdin and stdout, the pool that starts and watches the workers,
+// and the resource store the locks protect.
+package workloads
+
+import (
+	"time"
+
+	"github.com/locktest/locktest/history"
+)
+
+// WorkerConfig is everything a worker needs; the driver sends it first.
+type WorkerConfig struct {
+	Process int      `json:"process"`
+	Impl    string   `json:"impl"`
+	Addrs   []string `json:"addrs"`
+	// Locks are the lock names the worker picks from for each critical
+	// section; fewer locks mean more contention.
+	Locks []string `json:"locks"`
+	TTL   Duration `json:"ttl"`
+	// Think is the longest pause between critical sections (uniform in
+	// [0, Think]); Retry the longest pause after a failed acquire.
+	Think Duration `json:"think"`
+	Retry Duration `json:"retry"`
+	// Work is how long the worker spends between its read and its write.
+	Work      Duration `json:"work"`
+	Timeout   Duration `json:"timeout"` // per-operation deadline
+	StoreAddr string   `json:"store_addr"`
+	Mode      Mode     `json:"mode"`
+	// ClockOrigin is the driver's CLOCK_MONOTONIC origin for history times.
+	ClockOrigin int64 `json:"clock_origin"`
+	Seed        int64 `json:"seed"`
+}
+
+// Duration is a time.Duration that reads and writes JSON as a Go duration
+// string ("250ms").
+type Duration time.Duration
+
+// MarshalText implements encoding.TextMarshaler.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	*d = Duration(v)
+	return err
+}
+
+// Command is a line the driver sends to a worker.
+type Command struct {
+	Cmd string `json:"cmd"` // start, arm, continue, wall-offset, stop
+	// Config comes with start.
+	Config *WorkerConfig `json:"config,omitempty"`
+	// Point comes with arm: the pause point at which the worker must stop
+	// next and report.
+	Point string `json:"point,omitempty"`
+	// Offset comes with wall-offset: what to add to the worker's wall clock.
+	Offset Duration `json:"offset,omitempty"`
+}
+
+// Event is a line a worker sends to the driver.
+type Event struct {
+	// Op is an op to record (its Index is ignored).
+	Op *history.Op `json:"op,omitempty"`
+	// Point says the worker reached an armed pause point and waits for
+	// continue.
+	Point string `json:"point,omitempty"`
+	// Ready says the worker connected to everything and starts its loop.
+	Ready bool `json:"ready,omitempty"`
+	// Fatal says why the worker cannot run; it exits after sending it.
+	Fatal string `json:"fatal,omitempty"`
+}
+
+// The pause points of the worker loop.
+const (
+	// PointAfterAcquire is right after an acquire returned ok, before the
+	// resource is touched: the GC pause of the debate.
+	PointAfterAcquire = "after-acquire"
+	// PointBeforeWrite is after the read, right before the write.
+	PointBeforeWrite = "before-write"
+)

@@ -1,0 +1,277 @@
+package workloads
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/locktest/locktest/history"
+)
+
+// Mode says how the resource store judges writes.
+type Mode string
+
+// The resource modes.
+const (
+	// ModeNone accepts every write: the resource trusts the lock.
+	ModeNone Mode = "none"
+	// ModeFenced rejects a write whose fencing token is lower than the
+	// highest it accepted (Kleppmann's remedy); a write with no token is
+	// rejected too.
+	ModeFenced Mode = "fenced"
+	// ModeCheckAndSet accepts a write only from the current claimant: a
+	// holder first claims the resource with its unique lock value (antirez's
+	// alternative to a monotonic token).
+	ModeCheckAndSet Mode = "check-and-set"
+)
+
+// ParseMode validates a resource mode name.
+func ParseMode(s string) (Mode, error) {
+	switch m := Mode(s); m {
+	case ModeNone, ModeFenced, ModeCheckAndSet:
+		return m, nil
+	}
+	return "", fmt.Errorf("unknown resource mode %q (want none, fenced or check-and-set)", s)
+}
+
+// StoreRequest is one request to the resource store, sent as a JSON line.
+type StoreRequest struct {
+	F         string  `json:"f"` // read, write or claim
+	Process   int     `json:"process"`
+	Lock      string  `json:"lock"`
+	N         int64   `json:"n,omitempty"`
+	Token     *uint64 `json:"token,omitempty"`
+	LockValue string  `json:"lock_value,omitempty"`
+}
+
+// StoreReply answers a StoreRequest.
+type StoreReply struct {
+	OK    bool   `json:"ok"`
+	N     int64  `json:"n"`
+	Time  int64  `json:"time"` // when the store received the request, on the history clock
+	Error string `json:"error,omitempty"`
+}
+
+// StoreEntry is one line of the store's own log: a request, when it arrived
+// and what the store decided.
+type StoreEntry struct {
+	StoreRequest
+	Reply StoreReply `json:"reply"`
+}
+
+// Store is the shared resource the locks protect: one counter per lock name,
+// served over loopback TCP. It logs every request it receives, with its
+// arrival time, to a JSON-lines file.
+type Store struct {
+	mode  Mode
+	clock history.Clock
+	ln    net.Listener
+	log   *os.File
+	enc   *json.Encoder
+	lg    *slog.Logger
+
+	mu        sync.Mutex
+	counter   map[string]int64
+	maxToken  map[string]uint64
+	claimant  map[string]string
+	conns     map[net.Conn]struct{}
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+}
+
+// StartStore listens on 127.0.0.1 (a free port) and serves until Close.
+// logPath receives the store's log; lg may be nil.
+func StartStore(mode Mode, clock history.Clock, logPath string, lg *slog.Logger) (*Store, error) {
+	if lg == nil {
+		lg = slog.New(slog.DiscardHandler)
+	}
+	f, err := os.Create(logPath)
+	if err != nil {
+		return nil, fmt.Errorf("resource store log: %w", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("resource store: %w", err)
+	}
+	s := &Store{
+		mode: mode, clock: clock, ln: ln, log: f, enc: json.NewEncoder(f), lg: lg,
+		counter: map[string]int64{}, maxToken: map[string]uint64{}, claimant: map[string]string{},
+		conns: map[net.Conn]struct{}{},
+	}
+	s.wg.Add(1)
+	go s.accept()
+	return s, nil
+}
+
+// Addr returns the host:port workers connect to.
+func (s *Store) Addr() string { return s.ln.Addr().String() }
+
+func (s *Store) accept() {
+	defer s.wg.Done()
+	for {
+		c, err := s.ln.Accept()
+		if err != nil {
+			return
+		}
+		s.mu.Lock()
+		s.conns[c] = struct{}{}
+		s.mu.Unlock()
+		s.wg.Add(1)
+		go s.serve(c)
+	}
+}
+
+func (s *Store) serve(c net.Conn) {
+	defer s.wg.Done()
+	defer func() {
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+		c.Close()
+	}()
+	r := bufio.NewReader(c)
+	enc := json.NewEncoder(c)
+	for {
+		line, err := r.ReadBytes('\n')
+		if err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+				s.lg.Debug("store connection", "err", err)
+			}
+			return
+		}
+		var req StoreRequest
+		var rep StoreReply
+		if err := json.Unmarshal(line, &req); err != nil {
+			rep = StoreReply{Time: int64(s.clock.Now()), Error: "bad request: " + err.Error()}
+		} else {
+			rep = s.Handle(req)
+		}
+		if err := enc.Encode(rep); err != nil {
+			return
+		}
+	}
+}
+
+// Handle applies one request and returns the reply. It is the store's whole
+// logic; serve only moves bytes.
+func (s *Store) Handle(req StoreRequest) StoreReply {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rep := StoreReply{Time: int64(s.clock.Now())}
+	switch req.F {
+	case history.Read:
+		rep.OK, rep.N = true, s.counter[req.Lock]
+	case history.Claim:
+		s.claimant[req.Lock] = req.LockValue
+		rep.OK, rep.N = true, s.counter[req.Lock]
+	case history.Write:
+		if reason := s.reject(req); reason != "" {
+			rep.Error, rep.N = "rejected: "+reason, s.counter[req.Lock]
+			break
+		}
+		s.counter[req.Lock] = req.N
+		if req.Token != nil && *req.Token > s.maxToken[req.Lock] {
+			s.maxToken[req.Lock] = *req.Token
+		}
+		rep.OK, rep.N = true, req.N
+	default:
+		rep.Error = fmt.Sprintf("bad request: unknown f %q", req.F)
+	}
+	if err := s.enc.Encode(StoreEntry{StoreRequest: req, Reply: rep}); err != nil {
+		s.lg.Warn("resource store log", "err", err)
+	}
+	return rep
+}
+
+// reject says why the mode refuses a write, or "" to accept it.
+func (s *Store) reject(req StoreRequest) string {
+	switch s.mode {
+	case ModeFenced:
+		if req.Token == nil {
+			return "no fencing token"
+		}
+		if max := s.maxToken[req.Lock]; *req.Token < max {
+			return fmt.Sprintf("token %d < %d", *req.Token, max)
+		}
+	case ModeCheckAndSet:
+		if c := s.claimant[req.Lock]; c != req.LockValue {
+			return fmt.Sprintf("claimant is %q, not %q", c, req.LockValue)
+		}
+	}
+	return ""
+}
+
+// Close stops serving, closes every connection and the log. It is
+// idempotent.
+func (s *Store) Close(ctx context.Context) error {
+	var err error
+	s.closeOnce.Do(func() {
+		err = s.ln.Close()
+		s.mu.Lock()
+		for c := range s.conns {
+			c.Close()
+		}
+		s.mu.Unlock()
+		done := make(chan struct{})
+		go func() { s.wg.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-ctx.Done():
+		}
+		s.mu.Lock()
+		err = errors.Join(err, s.log.Close())
+		s.mu.Unlock()
+	})
+	return err
+}
+
+// StoreClient is a worker's connection to the store. Not safe for
+// concurrent use.
+type StoreClient struct {
+	c   net.Conn
+	r   *bufio.Reader
+	enc *json.Encoder
+}
+
+// DialStore connects to the store at addr.
+func DialStore(ctx context.Context, addr string) (*StoreClient, error) {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	return &StoreClient{c: c, r: bufio.NewReader(c), enc: json.NewEncoder(c)}, nil
+}
+
+// Do sends req and waits for the reply until ctx's deadline.
+func (sc *StoreClient) Do(ctx context.Context, req StoreRequest) (StoreReply, error) {
+	if dl, ok := ctx.Deadline(); ok {
+		sc.c.SetDeadline(dl)
+	} else {
+		sc.c.SetDeadline(time.Time{})
+	}
+	if err := sc.enc.Encode(req); err != nil {
+		return StoreReply{}, err
+	}
+	line, err := sc.r.ReadBytes('\n')
+	if err != nil {
+		return StoreReply{}, err
+	}
+	var rep StoreReply
+	if err := json.Unmarshal(line, &rep); err != nil {
+		return StoreReply{}, err
+	}
+	return rep, nil
+}
+
+// Close closes the connection.
+func (sc *StoreClient) Close() error { return sc.c.Close() }

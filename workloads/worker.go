@@ -1,0 +1,294 @@
+package workloads
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/impls"
+)
+
+// RunWorker is the body of the hidden `locktest worker` command: it reads
+// commands from in, sends events to out, and runs one logical client's loop
+// until stopped, until in closes, or until ctx is done. It returns an error
+// only when it could not start; the error was also sent as a Fatal event.
+func RunWorker(ctx context.Context, in io.Reader, out io.Writer) error {
+	w := &worker{out: json.NewEncoder(out), cont: make(chan struct{}, 1)}
+	cmds := bufio.NewScanner(in)
+	cmds.Buffer(make([]byte, 1<<20), 1<<20)
+	if !cmds.Scan() {
+		return w.fatal(errors.New("no start command on stdin"))
+	}
+	var start Command
+	if err := json.Unmarshal(cmds.Bytes(), &start); err != nil || start.Cmd != "start" || start.Config == nil {
+		return w.fatal(fmt.Errorf("first command must be start with a config: %q", cmds.Text()))
+	}
+	w.cfg = *start.Config
+	w.clock = history.ClockAt(w.cfg.ClockOrigin)
+	w.rng = rand.New(rand.NewPCG(uint64(w.cfg.Seed), uint64(w.cfg.Process)))
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		defer cancel() // stdin closed: the driver is gone
+		for cmds.Scan() {
+			var c Command
+			if err := json.Unmarshal(cmds.Bytes(), &c); err != nil {
+				continue
+			}
+			switch c.Cmd {
+			case "stop":
+				w.stopping.Store(true)
+			case "arm":
+				w.armed.Store(&c.Point)
+			case "continue":
+				select {
+				case w.cont <- struct{}{}:
+				default:
+				}
+			case "wall-offset":
+				w.wallOffset.Store(int64(c.Offset))
+			}
+		}
+	}()
+
+	impl, err := impls.Lookup(w.cfg.Impl)
+	if err != nil {
+		return w.fatal(err)
+	}
+	client, err := impl.New(ctx, impls.Config{
+		Addrs: w.cfg.Addrs, Process: w.cfg.Process, Now: w.clock.Now, Wall: w.wall,
+		Hook: w.pausePoint,
+	})
+	if err != nil {
+		return w.fatal(fmt.Errorf("impl %s: %w", w.cfg.Impl, err))
+	}
+	defer client.Close()
+	w.client = client
+	if err := w.dialStore(ctx); err != nil {
+		return w.fatal(fmt.Errorf("resource store: %w", err))
+	}
+	defer w.closeStore()
+	w.send(Event{Ready: true})
+	w.loop(ctx)
+	return nil
+}
+
+type worker struct {
+	cfg    WorkerConfig
+	clock  history.Clock
+	rng    *rand.Rand
+	client impls.Client
+	store  *StoreClient
+
+	outMu      sync.Mutex
+	out        *json.Encoder
+	cont       chan struct{}
+	stopping   atomic.Bool
+	armed      atomic.Pointer[string]
+	wallOffset atomic.Int64
+}
+
+func (w *worker) wall() time.Time { return time.Now().Add(time.Duration(w.wallOffset.Load())) }
+
+func (w *worker) send(e Event) {
+	w.outMu.Lock()
+	defer w.outMu.Unlock()
+	_ = w.out.Encode(e) // a broken pipe means the driver is gone; ctx ends the loop
+}
+
+func (w *worker) fatal(err error) error {
+	w.send(Event{Fatal: err.Error()})
+	return err
+}
+
+// pausePoint stops at point if the driver armed it: it reports the point and
+// waits for continue. The driver SIGSTOPs the process while it waits.
+func (w *worker) pausePoint(point string) {
+	p := w.armed.Load()
+	if p == nil || *p != point || !w.armed.CompareAndSwap(p, nil) {
+		return
+	}
+	w.send(Event{Point: point})
+	<-w.cont
+}
+
+func (w *worker) record(op history.Op) history.Op {
+	op.Process = w.cfg.Process
+	if op.Time == 0 {
+		op.Time = int64(w.clock.Now())
+	}
+	w.send(Event{Op: &op})
+	return op
+}
+
+func (w *worker) opCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, time.Duration(w.cfg.Timeout))
+}
+
+func (w *worker) sleep(ctx context.Context, max Duration) {
+	if max <= 0 {
+		return
+	}
+	d := time.Duration(w.rng.Int64N(int64(max) + 1))
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+func (w *worker) loop(ctx context.Context) {
+	for ctx.Err() == nil && !w.stopping.Load() {
+		lock := w.cfg.Locks[w.rng.IntN(len(w.cfg.Locks))]
+		lease, ok := w.acquire(ctx, lock)
+		if !ok {
+			w.sleep(ctx, w.cfg.Retry)
+			continue
+		}
+		w.pausePoint(PointAfterAcquire)
+		w.critical(ctx, lease)
+		w.release(ctx, lease)
+		w.sleep(ctx, w.cfg.Think)
+	}
+}
+
+func (w *worker) acquire(ctx context.Context, lock string) (impls.Lease, bool) {
+	w.record(history.Op{Type: history.Invoke, F: history.Acquire, Value: history.Value{Lock: lock}})
+	octx, cancel := w.opCtx(ctx)
+	lease, err := w.client.Acquire(octx, lock, time.Duration(w.cfg.TTL))
+	cancel()
+	done := history.Op{F: history.Acquire, Value: history.Value{Lock: lock}}
+	switch {
+	case err == nil:
+		done.Type = history.OK
+		done.Value = leaseValue(lease)
+	case errors.Is(err, impls.ErrNotAcquired):
+		done.Type, done.Error = history.Fail, err.Error()
+	default:
+		done.Type, done.Error = history.Info, err.Error()
+	}
+	w.record(done)
+	return lease, err == nil
+}
+
+func leaseValue(l impls.Lease) history.Value {
+	v := history.Value{Lock: l.Lock, LockValue: l.Value, ValidUntil: int64(l.ValidUntil), Node: l.Node}
+	if l.HasToken {
+		v.Token = history.Tok(l.Token)
+	}
+	return v
+}
+
+// critical runs the critical section: claim (check-and-set mode), read,
+// optional work, write value+1 with the lease's token and value.
+func (w *worker) critical(ctx context.Context, l impls.Lease) {
+	base := leaseValue(l)
+	base.ValidUntil, base.Node = 0, ""
+	if w.cfg.Mode == ModeCheckAndSet {
+		if _, ok := w.storeOp(ctx, history.Claim, base); !ok {
+			return
+		}
+	}
+	read := history.Value{Lock: l.Lock}
+	n, ok := w.storeOp(ctx, history.Read, read)
+	if !ok {
+		return
+	}
+	w.sleep(ctx, w.cfg.Work)
+	w.pausePoint(PointBeforeWrite)
+	base.N = history.Num(n + 1)
+	w.storeOp(ctx, history.Write, base)
+}
+
+// storeOp records one store request and its outcome. A rejected write is a
+// fail (the store changed nothing); a lost connection leaves a write info
+// (the store may have applied it) and a read or claim fail.
+func (w *worker) storeOp(ctx context.Context, f string, v history.Value) (int64, bool) {
+	w.record(history.Op{Type: history.Invoke, F: f, Value: v})
+	req := StoreRequest{F: f, Process: w.cfg.Process, Lock: v.Lock, Token: v.Token, LockValue: v.LockValue}
+	if v.N != nil {
+		req.N = *v.N
+	}
+	octx, cancel := w.opCtx(ctx)
+	rep, err := w.storeDo(octx, req)
+	cancel()
+	done := history.Op{F: f, Value: v}
+	switch {
+	case err != nil && f == history.Write:
+		done.Type, done.Error = history.Info, err.Error()
+	case err != nil:
+		done.Type, done.Error = history.Fail, err.Error()
+	case !rep.OK:
+		done.Type, done.Error = history.Fail, rep.Error
+		done.Value.StoreTime = rep.Time
+	default:
+		done.Type = history.OK
+		done.Value.StoreTime = rep.Time
+		done.Value.N = history.Num(rep.N)
+	}
+	w.record(done)
+	return rep.N, done.Type == history.OK
+}
+
+func (w *worker) release(ctx context.Context, l impls.Lease) {
+	v := leaseValue(l)
+	v.ValidUntil, v.Node = 0, ""
+	w.record(history.Op{Type: history.Invoke, F: history.Release, Value: v})
+	octx, cancel := w.opCtx(ctx)
+	rel, err := w.client.Release(octx, l)
+	cancel()
+	done := history.Op{F: history.Release, Value: v}
+	switch {
+	case err == nil:
+		done.Type = history.OK
+		done.Value.Removed = rel.Removed
+	case errors.Is(err, impls.ErrNotHeld):
+		done.Type, done.Error = history.Fail, err.Error()
+	default:
+		done.Type, done.Error = history.Info, err.Error()
+	}
+	w.record(done)
+}
+
+func (w *worker) dialStore(ctx context.Context) error {
+	octx, cancel := w.opCtx(ctx)
+	defer cancel()
+	sc, err := DialStore(octx, w.cfg.StoreAddr)
+	if err != nil {
+		return err
+	}
+	w.store = sc
+	return nil
+}
+
+func (w *worker) closeStore() {
+	if w.store != nil {
+		w.store.Close()
+		w.store = nil
+	}
+}
+
+// storeDo sends one request, redialling first if an earlier request broke
+// the connection (a late reply must not be read as the next one's).
+func (w *worker) storeDo(ctx context.Context, req StoreRequest) (StoreReply, error) {
+	if w.store == nil {
+		if err := w.dialStore(ctx); err != nil {
+			return StoreReply{}, err
+		}
+	}
+	rep, err := w.store.Do(ctx, req)
+	if err != nil {
+		w.closeStore()
+	}
+	return rep, err
+}
