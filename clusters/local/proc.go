@@ -1,0 +1,213 @@
+// Package local is the cluster provider that runs the nodes of a lock service
+// as processes on this host (DESIGN.md §1, "provider"). Each node is a child
+// of the driver: it lives in its own process group, dies with the driver
+// (Linux parent-death signal), and is reaped by a goroutine the moment it
+// exits, so no fault leaves a zombie or an orphan behind. Every signal is sent
+// by pid to a process this package started, never by name.
+//
+// Redis is the only backend so far; see [NewRedis].
+package local
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// proc is one node process started by this package and the goroutine that
+// reaps it.
+type proc struct {
+	cmd  *exec.Cmd
+	pid  int
+	done chan struct{} // closed once cmd.Wait has returned
+	err  error         // cmd.Wait's result; read it only after done is closed
+	// ended is set before this package kills or stops the process, so its
+	// exit can be told apart from a crash.
+	ended atomic.Bool
+}
+
+// spawn starts bin with args in dir, with stdout and stderr appended to
+// logPath (a daemon prints its early errors there before it opens its own
+// log), and reaps it in a goroutine. It returns the size the log had before
+// the start, so that errors can quote only what this run wrote.
+func spawn(bin string, args []string, dir, logPath string) (*proc, int64, error) {
+	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer f.Close() // the child holds its own copy of the descriptor
+	off, err := f.Seek(0, io.SeekEnd)
+	if err != nil {
+		return nil, 0, err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = dir
+	cmd.Stdout = f
+	cmd.Stderr = f
+	cmd.SysProcAttr = sysProcAttr()
+	if err := cmd.Start(); err != nil {
+		return nil, 0, err
+	}
+	p := &proc{cmd: cmd, pid: cmd.Process.Pid, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+	return p, off, nil
+}
+
+// running reports whether p is a process that has not exited yet; a nil p
+// is not running.
+func (p *proc) running() bool {
+	if p == nil {
+		return false
+	}
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// signal sends sig to the process. os.Process refuses to signal a process
+// that has already been reaped, so a recycled pid is never hit.
+func (p *proc) signal(sig os.Signal) error {
+	return p.cmd.Process.Signal(sig)
+}
+
+// kill sends SIGKILL and returns once the process has been reaped.
+func (p *proc) kill() {
+	p.ended.Store(true)
+	_ = p.signal(syscall.SIGKILL) // fails only if the process is gone already
+	<-p.done
+}
+
+// stop asks the process to exit with SIGTERM (followed by SIGCONT, so a
+// paused process can act on it), waits up to grace or until ctx ends, then
+// kills it. It returns once the process has been reaped and reports whether
+// it exited on its own.
+func (p *proc) stop(ctx context.Context, grace time.Duration) (graceful bool) {
+	if !p.running() {
+		return true
+	}
+	p.ended.Store(true)
+	_ = p.signal(syscall.SIGTERM)
+	_ = p.signal(syscall.SIGCONT)
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-p.done:
+		return true
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	p.kill()
+	return false
+}
+
+// waitStopped waits, for at most limit, until the kernel reports the process
+// as stopped (state T in /proc/<pid>/stat), so that a pause has taken effect
+// when Pause returns. Where /proc cannot be read it returns at once.
+func (p *proc) waitStopped(limit time.Duration) {
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) && p.running() {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.pid))
+		if err != nil {
+			return
+		}
+		// The state follows the parenthesised command name.
+		if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) {
+			if s := b[i+2]; s == 'T' || s == 't' {
+				return
+			}
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// exitStatus describes how a reaped process ended.
+func (p *proc) exitStatus() string {
+	if p.err == nil {
+		return "exit status 0"
+	}
+	return p.err.Error()
+}
+
+// freePort asks the kernel for a free TCP port on 127.0.0.1. The port is
+// free only until someone else takes it, so callers retry on a bind failure.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("find a free port: %w", err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	if err := l.Close(); err != nil {
+		return 0, err
+	}
+	return port, nil
+}
+
+// portFree reports whether 127.0.0.1:port can be listened on right now.
+func portFree(port int) bool {
+	l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	if err != nil {
+		return false
+	}
+	l.Close()
+	return true
+}
+
+// logTail returns up to n last lines that were written to path after offset
+// off.
+func logTail(path string, off int64, n int) []string {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	if _, err := f.Seek(off, io.SeekStart); err != nil {
+		return nil
+	}
+	var lines []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	for sc.Scan() {
+		line := strings.TrimRight(sc.Text(), "\r")
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		lines = append(lines, line)
+		if len(lines) > n {
+			lines = lines[1:]
+		}
+	}
+	return lines
+}
+
+// copyFile copies src to dst, replacing dst.
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.Create(dst)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}

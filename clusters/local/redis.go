@@ -1,0 +1,541 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+
+	"github.com/locktest/locktest/clusters"
+)
+
+// The persistence modes of RedisOptions.Persistence.
+const (
+	// PersistenceOff keeps data in memory only: a killed node comes back empty.
+	PersistenceOff = "off"
+	// PersistenceEverysec writes an append-only file fsynced once a second:
+	// a killed node may lose up to a second of writes.
+	PersistenceEverysec = "everysec"
+	// PersistenceAlways fsyncs the append-only file before each reply, the
+	// setting antirez recommends for Redlock nodes that restart at once.
+	PersistenceAlways = "always"
+)
+
+// Timings of the Redis provider.
+const (
+	// stopGrace is how long Stop waits after SIGTERM before SIGKILL.
+	stopGrace = 2 * time.Second
+	// readyTimeout bounds the wait for a started node to answer PING when
+	// the caller's context has no earlier deadline.
+	readyTimeout = 10 * time.Second
+	// startAttempts is how often a node whose port was picked automatically
+	// is started on a fresh port after losing a race for the old one.
+	startAttempts = 3
+	// logTailLines is how many lines of a node's log a start-up error quotes.
+	logTailLines = 8
+)
+
+// defaultRedisBinary is what RedisOptions.Binary defaults to.
+const defaultRedisBinary = "redis-server"
+
+// pickPort picks the port of a node that has none; tests replace it.
+var pickPort = freePort
+
+// errAddrInUse marks a node that could not bind its port.
+var errAddrInUse = errors.New("address already in use")
+
+// RedisOptions configures a local Redis cluster. The zero value is not
+// usable: Dir is required.
+type RedisOptions struct {
+	// Nodes is the number of redis-server processes, named n1..nN; 0 means 1.
+	// The nodes are independent masters: no replication between them.
+	Nodes int
+	// Ports optionally fixes the port of each node, in node order; a missing
+	// or zero entry means a free port picked at start. A fixed port that is
+	// in use makes Start fail; a picked port that is lost to a race is
+	// replaced by another.
+	Ports []int
+	// Dir is the run directory. Node n gets Dir/nodes/<n>/ holding
+	// redis.conf, redis.log and the data directory data/. A relative Dir is
+	// made absolute when the cluster is created.
+	Dir string
+	// Binary is the redis-server executable: a name looked up in PATH or a
+	// path; empty means "redis-server".
+	Binary string
+	// Persistence is PersistenceOff (the default when empty),
+	// PersistenceEverysec or PersistenceAlways.
+	Persistence string
+	// Logger receives one record per node start, exit, kill, pause and
+	// resume, with the keys node, pid and addr; nil discards them.
+	Logger *slog.Logger
+}
+
+// Redis is a set of redis-server processes on 127.0.0.1, one per node, each
+// with its own port, configuration file, log and data directory. It
+// implements clusters.Cluster, Killer, Pauser and LogCollector. Its methods
+// are safe for concurrent use; each holds the cluster's lock for its whole
+// duration, so a Stop waits for a Kill in progress, and the other way round.
+type Redis struct {
+	bin         string
+	persistence string
+	log         *slog.Logger
+
+	mu    sync.Mutex
+	nodes []*redisNode
+}
+
+var (
+	_ clusters.Cluster      = (*Redis)(nil)
+	_ clusters.Killer       = (*Redis)(nil)
+	_ clusters.Pauser       = (*Redis)(nil)
+	_ clusters.LogCollector = (*Redis)(nil)
+)
+
+// redisNode is one node's fixed paths and its current process, if any.
+type redisNode struct {
+	name     string
+	dir      string // Dir/nodes/<name>
+	dataDir  string
+	confPath string
+	logPath  string
+	port     int  // 0 until the first start picks one
+	fixed    bool // port given by the user: never replaced
+	proc     *proc
+}
+
+func (n *redisNode) addr() string {
+	if n.port == 0 {
+		return ""
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(n.port))
+}
+
+// NewRedis checks opts and returns a cluster that has not started yet. It
+// fails if the redis-server binary cannot be found, so a missing
+// installation is reported before any test begins.
+func NewRedis(opts RedisOptions) (*Redis, error) {
+	if opts.Nodes < 0 {
+		return nil, fmt.Errorf("local redis: Nodes must be at least 1, not %d", opts.Nodes)
+	}
+	if opts.Nodes == 0 {
+		opts.Nodes = 1
+	}
+	if len(opts.Ports) > opts.Nodes {
+		return nil, fmt.Errorf("local redis: %d ports given for %d nodes", len(opts.Ports), opts.Nodes)
+	}
+	seen := map[int]bool{}
+	for _, p := range opts.Ports {
+		if p < 0 || p > 65535 {
+			return nil, fmt.Errorf("local redis: port %d out of range", p)
+		}
+		if p != 0 && seen[p] {
+			return nil, fmt.Errorf("local redis: port %d given twice", p)
+		}
+		seen[p] = true
+	}
+	if opts.Dir == "" {
+		return nil, errors.New("local redis: RedisOptions.Dir (the run directory) is required")
+	}
+	dir, err := filepath.Abs(opts.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("local redis: %w", err)
+	}
+	switch opts.Persistence {
+	case "":
+		opts.Persistence = PersistenceOff
+	case PersistenceOff, PersistenceEverysec, PersistenceAlways:
+	default:
+		return nil, fmt.Errorf("local redis: unknown persistence %q (want %q, %q or %q)",
+			opts.Persistence, PersistenceOff, PersistenceEverysec, PersistenceAlways)
+	}
+	bin, err := findRedisBinary(opts.Binary)
+	if err != nil {
+		return nil, err
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	r := &Redis{bin: bin, persistence: opts.Persistence, log: log}
+	for i := range opts.Nodes {
+		name := fmt.Sprintf("n%d", i+1)
+		nd := filepath.Join(dir, "nodes", name)
+		n := &redisNode{
+			name:     name,
+			dir:      nd,
+			dataDir:  filepath.Join(nd, "data"),
+			confPath: filepath.Join(nd, "redis.conf"),
+			logPath:  filepath.Join(nd, "redis.log"),
+		}
+		if i < len(opts.Ports) && opts.Ports[i] != 0 {
+			n.port, n.fixed = opts.Ports[i], true
+		}
+		r.nodes = append(r.nodes, n)
+	}
+	return r, nil
+}
+
+// findRedisBinary resolves RedisOptions.Binary.
+func findRedisBinary(bin string) (string, error) {
+	if bin == "" {
+		p, err := exec.LookPath(defaultRedisBinary)
+		if err != nil {
+			return "", errors.New("redis-server not found in PATH: run `make setup` (installs it with apt-get on Debian/Ubuntu)")
+		}
+		return p, nil
+	}
+	p, err := exec.LookPath(bin)
+	if err != nil {
+		return "", fmt.Errorf("redis binary %q not found or not executable: %v", bin, errors.Unwrap(err))
+	}
+	return p, nil
+}
+
+// Nodes returns the nodes in order n1..nN. Addr is empty for a node whose
+// port has not been picked yet (before the first Start).
+func (r *Redis) Nodes() []clusters.Node {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]clusters.Node, len(r.nodes))
+	for i, n := range r.nodes {
+		out[i] = clusters.Node{Name: n.name, Addr: n.addr(), LogPath: n.logPath}
+	}
+	return out
+}
+
+// Pids returns each node's current pid, or 0 for a node that is not
+// running.
+func (r *Redis) Pids() map[string]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m := make(map[string]int, len(r.nodes))
+	for _, n := range r.nodes {
+		if n.proc.running() {
+			m[n.name] = n.proc.pid
+		} else {
+			m[n.name] = 0
+		}
+	}
+	return m
+}
+
+// Start starts every node that is not running and returns once each answers
+// PING. A node keeps its port across Stop and Start. If a node fails to
+// start, Start stops the nodes it started itself and returns an error naming
+// the node; an early exit is reported with the last lines of the node's log.
+func (r *Redis) Start(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var started []*redisNode
+	for _, n := range r.nodes {
+		if n.proc.running() {
+			continue
+		}
+		if err := r.startNode(ctx, n, true); err != nil {
+			for _, s := range started {
+				r.stopNode(ctx, s)
+			}
+			return err
+		}
+		started = append(started, n)
+	}
+	return nil
+}
+
+// Stop stops every node this cluster started: SIGTERM, then SIGKILL if the
+// node has not exited within 2s (at once if ctx ends first). It returns once
+// every process has been reaped, is idempotent, and leaves the data
+// directories and logs in place.
+func (r *Redis) Stop(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, n := range r.nodes {
+		if n.proc == nil {
+			continue
+		}
+		wg.Go(func() { r.stopNode(ctx, n) })
+	}
+	wg.Wait()
+	return nil
+}
+
+// Kill sends SIGKILL to the node and returns once the process has been
+// reaped. Its data directory stays for Restart. Killing a node that is not
+// running does nothing.
+func (r *Redis) Kill(ctx context.Context, node clusters.Node) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n, err := r.find(node)
+	if err != nil {
+		return err
+	}
+	if !n.proc.running() {
+		n.proc = nil
+		return nil
+	}
+	p := n.proc
+	p.kill()
+	n.proc = nil
+	r.log.Info("node killed", "node", n.name, "pid", p.pid, "addr", n.addr())
+	return nil
+}
+
+// Restart starts a node that is not running again, with the same
+// configuration file, port and data directory, and returns once it answers
+// PING. What the node still knows depends on the persistence mode. Restarting
+// a running node does nothing. If the port has been taken meanwhile, Restart
+// fails: the node's clients know it by its address.
+func (r *Redis) Restart(ctx context.Context, node clusters.Node) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n, err := r.find(node)
+	if err != nil {
+		return err
+	}
+	if n.proc.running() {
+		return nil
+	}
+	return r.startNode(ctx, n, false)
+}
+
+// Pause freezes the node with SIGSTOP and returns once the kernel reports it
+// stopped. The kernel still accepts connections on its port, so clients see
+// timeouts, not refusals. Pausing a node that is not running is an error.
+func (r *Redis) Pause(ctx context.Context, node clusters.Node) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n, err := r.find(node)
+	if err != nil {
+		return err
+	}
+	if !n.proc.running() {
+		return fmt.Errorf("local redis: pause %s: node is not running", n.name)
+	}
+	if err := n.proc.signal(syscall.SIGSTOP); err != nil {
+		return fmt.Errorf("local redis: pause %s: %w", n.name, err)
+	}
+	n.proc.waitStopped(time.Second)
+	r.log.Info("node paused", "node", n.name, "pid", n.proc.pid, "addr", n.addr())
+	return nil
+}
+
+// Resume thaws the node with SIGCONT. Resuming a node that is not paused, or
+// not running, does nothing.
+func (r *Redis) Resume(ctx context.Context, node clusters.Node) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n, err := r.find(node)
+	if err != nil {
+		return err
+	}
+	if !n.proc.running() {
+		return nil
+	}
+	if err := n.proc.signal(syscall.SIGCONT); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("local redis: resume %s: %w", n.name, err)
+	}
+	r.log.Info("node resumed", "node", n.name, "pid", n.proc.pid, "addr", n.addr())
+	return nil
+}
+
+// CollectLogs copies each node's log to dir/<name>.log, creating dir. Nodes
+// that never started, and so have no log, are skipped.
+func (r *Redis) CollectLogs(dir string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	var errs []error
+	for _, n := range r.nodes {
+		err := copyFile(n.logPath, filepath.Join(dir, n.name+".log"))
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("collect log of %s: %w", n.name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// find returns the node called node.Name.
+func (r *Redis) find(node clusters.Node) (*redisNode, error) {
+	for _, n := range r.nodes {
+		if n.name == node.Name {
+			return n, nil
+		}
+	}
+	return nil, fmt.Errorf("local redis: no node %q", node.Name)
+}
+
+// stopNode stops n's process, if any, and forgets it. r.mu must be held.
+func (r *Redis) stopNode(ctx context.Context, n *redisNode) {
+	p := n.proc
+	if p == nil {
+		return
+	}
+	n.proc = nil
+	if !p.running() {
+		return
+	}
+	graceful := p.stop(ctx, stopGrace)
+	r.log.Info("node stopped", "node", n.name, "pid", p.pid, "addr", n.addr(), "graceful", graceful)
+}
+
+// startNode writes n's configuration and starts it. When repick is set and
+// n's port was picked automatically, a port lost to a race is replaced by a
+// fresh one, up to startAttempts times. r.mu must be held.
+func (r *Redis) startNode(ctx context.Context, n *redisNode, repick bool) error {
+	if err := os.MkdirAll(n.dataDir, 0o755); err != nil {
+		return fmt.Errorf("local redis: node %s: %w", n.name, err)
+	}
+	if n.fixed && !portFree(n.port) {
+		return fmt.Errorf("local redis: node %s: port %d on 127.0.0.1 is in use", n.name, n.port)
+	}
+	for attempt := 1; ; attempt++ {
+		if n.port == 0 {
+			p, err := pickPort()
+			if err != nil {
+				return fmt.Errorf("local redis: node %s: %w", n.name, err)
+			}
+			n.port = p
+		}
+		if err := os.WriteFile(n.confPath, []byte(r.config(n)), 0o644); err != nil {
+			return fmt.Errorf("local redis: node %s: %w", n.name, err)
+		}
+		err := r.spawnNode(ctx, n)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, errAddrInUse) {
+			return err
+		}
+		if n.fixed || !repick || attempt == startAttempts {
+			return fmt.Errorf("local redis: node %s: port %d on 127.0.0.1 is in use", n.name, n.port)
+		}
+		r.log.Warn("port taken, retrying on another", "node", n.name, "addr", n.addr())
+		n.port = 0
+	}
+}
+
+// spawnNode starts n's process with its current configuration and waits
+// until it answers PING. On failure the process is gone when it returns.
+func (r *Redis) spawnNode(ctx context.Context, n *redisNode) error {
+	p, off, err := spawn(r.bin, []string{n.confPath}, n.dir, n.logPath)
+	if err != nil {
+		return fmt.Errorf("local redis: node %s: start %s: %w", n.name, r.bin, err)
+	}
+	log := r.log.With("node", n.name, "pid", p.pid, "addr", n.addr())
+	werr := waitRedisReady(ctx, n.addr(), p)
+	if werr == nil {
+		n.proc = p
+		log.Info("node started", "persistence", r.persistence)
+		go func() {
+			<-p.done
+			if p.ended.Load() {
+				log.Debug("node exited", "status", p.exitStatus())
+			} else {
+				log.Warn("node exited on its own", "status", p.exitStatus(), "log", n.logPath)
+			}
+		}()
+		return nil
+	}
+	exited := !p.running()
+	p.kill()
+	tail := logTail(n.logPath, off, logTailLines)
+	quoted := ""
+	if len(tail) > 0 {
+		quoted = "; last lines of " + n.logPath + ":\n\t" + strings.Join(tail, "\n\t")
+	}
+	if exited {
+		for _, l := range tail {
+			if strings.Contains(l, "Address already in use") {
+				return fmt.Errorf("%w: %s", errAddrInUse, n.addr())
+			}
+		}
+		log.Warn("node exited during start-up", "status", p.exitStatus())
+		return fmt.Errorf("local redis: node %s (pid %d, %s) exited during start-up (%s)%s",
+			n.name, p.pid, n.addr(), p.exitStatus(), quoted)
+	}
+	log.Warn("node not ready, killed", "err", werr)
+	return fmt.Errorf("local redis: node %s (pid %d, %s) not ready: %v%s", n.name, p.pid, n.addr(), werr, quoted)
+}
+
+// config renders n's redis.conf. RDB snapshots are off in every mode: with
+// the append-only file on, Redis loads that file at start and ignores the
+// snapshot, so snapshots would only add fork pauses.
+func (r *Redis) config(n *redisNode) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Written by locktest for node %s; rewritten at each start.\n", n.name)
+	fmt.Fprintf(&b, "port %d\n", n.port)
+	b.WriteString("bind 127.0.0.1\n")
+	fmt.Fprintf(&b, "dir %s\n", strconv.Quote(n.dataDir))
+	fmt.Fprintf(&b, "logfile %s\n", strconv.Quote(n.logPath))
+	b.WriteString("daemonize no\n")
+	b.WriteString("protected-mode no\n")
+	b.WriteString("save \"\"\n")
+	switch r.persistence {
+	case PersistenceEverysec, PersistenceAlways:
+		b.WriteString("appendonly yes\n")
+		fmt.Fprintf(&b, "appendfsync %s\n", r.persistence)
+	default:
+		b.WriteString("appendonly no\n")
+	}
+	return b.String()
+}
+
+// waitRedisReady polls addr until it answers PING, p exits, or ctx (capped at
+// readyTimeout) ends. It first checks that the port accepts connections, so
+// the Redis client does not log a dial failure on every poll.
+func waitRedisReady(ctx context.Context, addr string, p *proc) error {
+	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
+	defer cancel()
+	c := goredis.NewClient(&goredis.Options{
+		Addr:                     addr,
+		Protocol:                 2,
+		DisableIdentity:          true,
+		DialTimeout:              200 * time.Millisecond,
+		ReadTimeout:              200 * time.Millisecond,
+		WriteTimeout:             200 * time.Millisecond,
+		MaxRetries:               -1,
+		DialerRetries:            1,
+		PoolSize:                 1,
+		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+	})
+	defer c.Close()
+	last := errors.New("no answer yet")
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if !p.running() {
+			return errors.New("process exited")
+		}
+		d := net.Dialer{Timeout: 200 * time.Millisecond}
+		if conn, err := d.DialContext(ctx, "tcp", addr); err != nil {
+			last = err
+		} else {
+			conn.Close()
+			if last = c.Ping(ctx).Err(); last == nil {
+				return nil
+			}
+		}
+		select {
+		case <-p.done:
+			return errors.New("process exited")
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last: %v)", ctx.Err(), last)
+		case <-tick.C:
+		}
+	}
+}

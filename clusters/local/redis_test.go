@@ -1,0 +1,435 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+
+	"github.com/locktest/locktest/clusters"
+)
+
+func skipWithoutRedis(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Skip("redis-server not in PATH")
+	}
+}
+
+// startRedis starts a cluster in a fresh temporary directory and stops it
+// when the test ends.
+func startRedis(t *testing.T, opts RedisOptions) *Redis {
+	t.Helper()
+	skipWithoutRedis(t)
+	if opts.Dir == "" {
+		opts.Dir = t.TempDir()
+	}
+	r, err := NewRedis(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	t.Cleanup(func() {
+		if err := r.Stop(context.Background()); err != nil {
+			t.Errorf("Stop: %v", err)
+		}
+	})
+	if err := r.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// client returns a Redis client for n with short timeouts and no retries.
+func client(t *testing.T, n clusters.Node) *goredis.Client {
+	t.Helper()
+	c := goredis.NewClient(&goredis.Options{
+		Addr:                     n.Addr,
+		Protocol:                 2,
+		DisableIdentity:          true,
+		DialTimeout:              300 * time.Millisecond,
+		ReadTimeout:              300 * time.Millisecond,
+		WriteTimeout:             300 * time.Millisecond,
+		MaxRetries:               -1,
+		DialerRetries:            1,
+		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+	})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func ping(t *testing.T, n clusters.Node) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	return client(t, n).Ping(ctx).Err()
+}
+
+func procGone(pid int) bool {
+	_, err := os.Stat(fmt.Sprintf("/proc/%d", pid))
+	return errors.Is(err, os.ErrNotExist)
+}
+
+func TestStartPingStop(t *testing.T) {
+	for _, nodes := range []int{1, 3} {
+		t.Run(fmt.Sprintf("nodes=%d", nodes), func(t *testing.T) {
+			t.Parallel()
+			r := startRedis(t, RedisOptions{Nodes: nodes})
+			ns := r.Nodes()
+			if len(ns) != nodes {
+				t.Fatalf("got %d nodes, want %d", len(ns), nodes)
+			}
+			addrs := map[string]bool{}
+			for i, n := range ns {
+				if want := fmt.Sprintf("n%d", i+1); n.Name != want {
+					t.Errorf("node %d named %q, want %q", i, n.Name, want)
+				}
+				if addrs[n.Addr] {
+					t.Errorf("address %s used twice", n.Addr)
+				}
+				addrs[n.Addr] = true
+				if err := ping(t, n); err != nil {
+					t.Errorf("PING %s: %v", n.Name, err)
+				}
+				for _, f := range []string{"redis.conf", "redis.log", "data"} {
+					if _, err := os.Stat(filepath.Join(filepath.Dir(n.LogPath), f)); err != nil {
+						t.Errorf("%s: %v", n.Name, err)
+					}
+				}
+			}
+			pids := r.Pids()
+			if len(pids) != nodes {
+				t.Fatalf("Pids = %v", pids)
+			}
+			for name, pid := range pids {
+				if pid == 0 || procGone(pid) {
+					t.Fatalf("node %s: pid %d not running", name, pid)
+				}
+			}
+			ctx := context.Background()
+			if err := r.Stop(ctx); err != nil {
+				t.Fatal(err)
+			}
+			for name, pid := range pids {
+				if !procGone(pid) {
+					t.Errorf("node %s: /proc/%d still exists after Stop", name, pid)
+				}
+			}
+			for name, pid := range r.Pids() {
+				if pid != 0 {
+					t.Errorf("node %s: Pids reports %d after Stop", name, pid)
+				}
+			}
+			if err := r.Stop(ctx); err != nil {
+				t.Errorf("second Stop: %v", err)
+			}
+		})
+	}
+}
+
+func TestKillRestart(t *testing.T) {
+	for _, tc := range []struct {
+		persistence string
+		survives    bool
+	}{
+		{"", false},
+		{PersistenceAlways, true},
+		{PersistenceEverysec, true}, // a graceful-enough gap: the key was written >1s before the kill
+	} {
+		t.Run("persistence="+tc.persistence, func(t *testing.T) {
+			t.Parallel()
+			r := startRedis(t, RedisOptions{Nodes: 3, Persistence: tc.persistence})
+			ctx := context.Background()
+			n := r.Nodes()[1]
+			c := client(t, n)
+			if err := c.Set(ctx, "k", "v", 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if tc.persistence == PersistenceEverysec {
+				time.Sleep(1500 * time.Millisecond)
+			}
+			pid := r.Pids()[n.Name]
+			if err := r.Kill(ctx, n); err != nil {
+				t.Fatal(err)
+			}
+			if !procGone(pid) {
+				t.Fatalf("/proc/%d still exists after Kill", pid)
+			}
+			if got := r.Pids()[n.Name]; got != 0 {
+				t.Fatalf("Pids reports %d after Kill", got)
+			}
+			if err := ping(t, n); err == nil {
+				t.Fatal("PING answered after Kill")
+			}
+			if err := r.Kill(ctx, n); err != nil {
+				t.Errorf("second Kill: %v", err)
+			}
+			// The other nodes are untouched.
+			for _, o := range []clusters.Node{r.Nodes()[0], r.Nodes()[2]} {
+				if err := ping(t, o); err != nil {
+					t.Errorf("PING %s after killing %s: %v", o.Name, n.Name, err)
+				}
+			}
+			if err := r.Restart(ctx, n); err != nil {
+				t.Fatal(err)
+			}
+			if r.Nodes()[1].Addr != n.Addr {
+				t.Fatalf("restarted on %s, was %s", r.Nodes()[1].Addr, n.Addr)
+			}
+			newPid := r.Pids()[n.Name]
+			if newPid == 0 || newPid == pid {
+				t.Fatalf("pid after restart %d (before %d)", newPid, pid)
+			}
+			if err := r.Restart(ctx, n); err != nil {
+				t.Errorf("Restart of a running node: %v", err)
+			}
+			if r.Pids()[n.Name] != newPid {
+				t.Errorf("Restart of a running node replaced it")
+			}
+			c2 := client(t, n)
+			v, err := c2.Get(ctx, "k").Result()
+			switch {
+			case tc.survives && err != nil:
+				t.Errorf("key lost across kill with persistence %q: %v", tc.persistence, err)
+			case !tc.survives && !errors.Is(err, goredis.Nil):
+				t.Errorf("key survived kill without persistence: %q, %v", v, err)
+			}
+		})
+	}
+}
+
+func TestPauseResume(t *testing.T) {
+	t.Parallel()
+	r := startRedis(t, RedisOptions{})
+	ctx := context.Background()
+	n := r.Nodes()[0]
+	if err := r.Pause(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	err := ping(t, n)
+	var nerr net.Error
+	if err == nil || !(errors.As(err, &nerr) && nerr.Timeout() || errors.Is(err, context.DeadlineExceeded)) {
+		t.Fatalf("PING of a paused node: %v, want a timeout", err)
+	}
+	if err := r.Resume(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	if err := ping(t, n); err != nil {
+		t.Fatalf("PING after Resume: %v", err)
+	}
+	if err := r.Resume(ctx, n); err != nil {
+		t.Errorf("second Resume: %v", err)
+	}
+	// A paused node still stops promptly: Stop thaws it after SIGTERM.
+	if err := r.Pause(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	pid := r.Pids()[n.Name]
+	start := time.Now()
+	if err := r.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("Stop of a paused node took %v", d)
+	}
+	if !procGone(pid) {
+		t.Errorf("/proc/%d still exists after Stop", pid)
+	}
+	if err := r.Pause(ctx, n); err == nil {
+		t.Error("Pause of a stopped node succeeded")
+	}
+	if err := r.Pause(ctx, clusters.Node{Name: "n9"}); err == nil {
+		t.Error("Pause of an unknown node succeeded")
+	}
+}
+
+func TestStopStart(t *testing.T) {
+	t.Parallel()
+	r := startRedis(t, RedisOptions{Nodes: 2})
+	ctx := context.Background()
+	before := r.Nodes()
+	if err := r.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i, n := range r.Nodes() {
+		if n.Addr != before[i].Addr {
+			t.Errorf("%s moved from %s to %s", n.Name, before[i].Addr, n.Addr)
+		}
+		if err := ping(t, n); err != nil {
+			t.Errorf("PING %s: %v", n.Name, err)
+		}
+	}
+}
+
+func TestCollectLogs(t *testing.T) {
+	t.Parallel()
+	r := startRedis(t, RedisOptions{Nodes: 2})
+	out := filepath.Join(t.TempDir(), "logs")
+	if err := r.CollectLogs(out); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range r.Nodes() {
+		b, err := os.ReadFile(filepath.Join(out, n.Name+".log"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(b), "Ready to accept connections") {
+			t.Errorf("%s.log does not look like a redis log:\n%s", n.Name, b)
+		}
+	}
+}
+
+func TestMissingBinary(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	_, err := NewRedis(RedisOptions{Dir: t.TempDir()})
+	want := "redis-server not found in PATH: run `make setup` (installs it with apt-get on Debian/Ubuntu)"
+	if err == nil || err.Error() != want {
+		t.Fatalf("err = %v, want %q", err, want)
+	}
+	_, err = NewRedis(RedisOptions{Dir: t.TempDir(), Binary: "/nonexistent/redis-server"})
+	if err == nil || !strings.Contains(err.Error(), "/nonexistent/redis-server") {
+		t.Fatalf("err = %v, want it to name the binary", err)
+	}
+}
+
+func TestOptionErrors(t *testing.T) {
+	skipWithoutRedis(t)
+	for _, opts := range []RedisOptions{
+		{},
+		{Dir: "x", Nodes: -1},
+		{Dir: "x", Persistence: "sometimes"},
+		{Dir: "x", Nodes: 1, Ports: []int{1, 2}},
+		{Dir: "x", Nodes: 2, Ports: []int{7000, 7000}},
+	} {
+		if _, err := NewRedis(opts); err == nil {
+			t.Errorf("NewRedis(%+v) succeeded", opts)
+		}
+	}
+}
+
+func TestPortInUse(t *testing.T) {
+	skipWithoutRedis(t)
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	port := l.Addr().(*net.TCPAddr).Port
+	r, err := NewRedis(RedisOptions{Dir: t.TempDir(), Ports: []int{port}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Stop(context.Background()) })
+	err = r.Start(context.Background())
+	want := fmt.Sprintf("port %d on 127.0.0.1 is in use", port)
+	if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("err = %v, want one line saying %q", err, want)
+	}
+	for name, pid := range r.Pids() {
+		if pid != 0 {
+			t.Errorf("node %s left running as %d", name, pid)
+		}
+	}
+}
+
+// A node that exits during start-up is reported with the end of its log.
+func TestEarlyExitQuotesLog(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "fake-redis-server")
+	script := "#!/bin/sh\necho 'FATAL CONFIG FILE ERROR: something is wrong' >&2\nexit 1\n"
+	if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewRedis(RedisOptions{Dir: dir, Binary: bin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Stop(context.Background()) })
+	err = r.Start(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "something is wrong") || !strings.Contains(err.Error(), "exited during start-up") {
+		t.Fatalf("err = %v, want the log's last lines", err)
+	}
+}
+
+// Start gives up when the context ends before the node answers.
+func TestStartTimeout(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "silent-server")
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\nexec sleep 30\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewRedis(RedisOptions{Dir: dir, Binary: bin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	err = r.Start(ctx)
+	if err == nil || !strings.Contains(err.Error(), "not ready") {
+		t.Fatalf("err = %v, want not ready", err)
+	}
+	for name, pid := range r.Pids() {
+		if pid != 0 {
+			t.Errorf("node %s left running as %d", name, pid)
+		}
+	}
+}
+
+// A node whose automatically picked port is taken before it binds is
+// started again on another port. Not parallel: it replaces pickPort.
+func TestPortRaceRetried(t *testing.T) {
+	skipWithoutRedis(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	taken := l.Addr().(*net.TCPAddr).Port
+	calls := 0
+	pickPort = func() (int, error) {
+		calls++
+		if calls == 1 {
+			return taken, nil
+		}
+		return freePort()
+	}
+	t.Cleanup(func() { pickPort = freePort })
+	var logs strings.Builder
+	r, err := NewRedis(RedisOptions{Dir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Stop(context.Background()) })
+	if err := r.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	n := r.Nodes()[0]
+	if n.Addr == l.Addr().String() || calls != 2 {
+		t.Fatalf("node on %s after %d picks; the taken port was %d", n.Addr, calls, taken)
+	}
+	if err := ping(t, n); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"port taken", "node started", "node=n1", "pid=", "addr=" + n.Addr} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("log lacks %q:\n%s", want, logs.String())
+		}
+	}
+}

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/history"
+	_ "github.com/locktest/locktest/impls/all"
+	"github.com/locktest/locktest/reports"
+	"github.com/locktest/locktest/workloads"
+)
+
+func newCheckCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "check DIR",
+		Short: "Re-check a stored run's history and rewrite its results.json and report.html",
+		Long: `check reads DIR/history.jsonl (DIR may also be the history file itself), runs
+every checker on it, prints each verdict and how long it took, and rewrites
+results.json and report.html beside the history. A malformed or truncated
+history is refused with its line number (exit 2).`,
+		Args: args(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			dir, h, info, err := loadRun(a[0])
+			if err != nil {
+				return err
+			}
+			res := reports.Check(info, h, checker.Run(cmd.Context(), h, checker.All()...))
+			if err := reports.WriteResults(dir, res); err != nil {
+				return err
+			}
+			if err := reports.WriteHTML(dir, res, h); err != nil {
+				return err
+			}
+			printResults(cmd.OutOrStdout(), dir, res)
+			if !res.Met() {
+				return verdictError{fmt.Errorf("verdict %s, expected %s", res.Valid, res.Run.Expect)}
+			}
+			return nil
+		},
+	}
+}
+
+func newReportCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "report DIR",
+		Short: "Re-render a stored run's report.html from its history and results.json",
+		Args:  args(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			dir, h, _, err := loadRun(a[0])
+			if err != nil {
+				return err
+			}
+			res, err := reports.ReadResults(dir)
+			if err != nil {
+				return fmt.Errorf("%v (run `locktest check %s` first)", err, dir)
+			}
+			if err := reports.WriteHTML(dir, res, h); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "report: %s\n", filepath.Join(dir, reports.ReportFile))
+			return nil
+		},
+	}
+}
+
+// loadRun reads the history of a stored run and the run's description from
+// its results.json, if there is one.
+func loadRun(arg string) (dir string, h history.History, info reports.RunInfo, err error) {
+	dir, path := arg, filepath.Join(arg, reports.HistoryFile)
+	if st, serr := os.Stat(arg); serr == nil && !st.IsDir() {
+		dir, path = filepath.Dir(arg), arg
+	}
+	h, err = history.ReadFile(path)
+	if err != nil {
+		return "", nil, info, err
+	}
+	prev, rerr := reports.ReadResults(dir)
+	switch {
+	case rerr == nil:
+		info = prev.Run
+	case errors.Is(rerr, os.ErrNotExist):
+		info = reports.RunInfo{Name: filepath.Base(dir), Expect: "valid", Mode: string(workloads.ModeNone)}
+	default:
+		return "", nil, info, rerr
+	}
+	return dir, h, info, nil
+}

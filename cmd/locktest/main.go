@@ -1,0 +1,77 @@
+// Command locktest is a Jepsen-style correctness harness for distributed
+// locks. This file holds only the CLI: flags, wiring and exit codes.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+// Exit codes (DESIGN.md §8).
+const (
+	exitOK      = 0 // every checker valid, or the expected anomaly reproduced
+	exitVerdict = 1 // an unexpected verdict
+	exitSetup   = 2 // bad usage or a set-up failure
+)
+
+// usageError marks bad flags or arguments.
+type usageError struct{ error }
+
+// verdictError marks a run or check whose verdict was not the expected one.
+type verdictError struct{ error }
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	root := newRoot()
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return
+	}
+	fmt.Fprintln(os.Stderr, "locktest:", err)
+	var ve verdictError
+	if errors.As(err, &ve) {
+		stop()
+		os.Exit(exitVerdict)
+	}
+	stop()
+	os.Exit(exitSetup)
+}
+
+func newRoot() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "locktest",
+		Short: "A Jepsen-style correctness harness for distributed locks",
+		Long: `locktest starts real lock services, runs lock clients against them as separate
+processes, injects real faults, records every operation, and decides from the
+recorded history alone whether mutual exclusion held and whether fencing tokens
+protected the shared resource.
+
+Exit codes: 0 valid (or the expected anomaly was reproduced), 1 an unexpected
+verdict, 2 bad usage or a set-up failure.`,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+	}
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.AddCommand(newRunCmd(), newCheckCmd(), newReportCmd(), newListCmd(), newWorkerCmd())
+	for _, c := range root.Commands() {
+		c.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	}
+	return root
+}
+
+// args wraps a cobra positional-args check so its error counts as usage.
+func args(check cobra.PositionalArgs) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, a []string) error {
+		if err := check(cmd, a); err != nil {
+			return usageError{err}
+		}
+		return nil
+	}
+}

@@ -1,0 +1,241 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/locktest/locktest/reports"
+)
+
+// bin is the locktest binary, built once for these tests.
+var bin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "locktest-bin")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	bin = filepath.Join(dir, "locktest")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build locktest: %v\n%s", err, out)
+		os.Exit(2)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// locktest runs the binary and returns stdout, stderr and the exit code.
+func locktest(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return out.String(), errb.String(), 0
+	case errors.As(err, &ee):
+		return out.String(), errb.String(), ee.ExitCode()
+	}
+	t.Fatalf("run locktest: %v", err)
+	return "", "", -1
+}
+
+func TestBadUsageExitsTwoWithOneLine(t *testing.T) {
+	store := t.TempDir()
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "--clients", "many"}, `invalid argument "many" for "--clients"`},
+		{[]string{"run", "--bogus"}, "unknown flag: --bogus"},
+		{[]string{"run", "--impl", "nope", "--store", store}, `--impl: unknown impl "nope"`},
+		{[]string{"run", "--faults", "meteor", "--store", store}, `unknown fault "meteor"`},
+		{[]string{"run", "--resource", "fencing", "--store", store}, `unknown resource mode "fencing"`},
+		{[]string{"run", "--ttl", "-1s", "--store", store}, "--ttl must be positive"},
+		{[]string{"run", "extra"}, "unknown command"},
+		{[]string{"check"}, "accepts 1 arg(s), received 0"},
+		{[]string{"check", filepath.Join(store, "missing")}, "no such file or directory"},
+		{[]string{"frobnicate"}, "unknown command"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			_, stderr, code := locktest(t, tt.args...)
+			if code != 2 {
+				t.Errorf("exit %d, want 2; stderr %q", code, stderr)
+			}
+			if strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, tt.want) || strings.Contains(stderr, "goroutine") {
+				t.Errorf("stderr %q, want one line containing %q", stderr, tt.want)
+			}
+		})
+	}
+}
+
+func TestHelpForEveryCommand(t *testing.T) {
+	for _, c := range []string{"run", "check", "report", "list"} {
+		out, _, code := locktest(t, c, "--help")
+		if code != 0 || !strings.Contains(out, "Usage:") {
+			t.Errorf("%s --help: exit %d, %q", c, code, out)
+		}
+	}
+}
+
+const goodHistory = `{"index":0,"type":"invoke","process":0,"f":"acquire","time":10,"value":{"lock":"l"}}
+{"index":1,"type":"ok","process":0,"f":"acquire","time":20,"value":{"lock":"l","token":1,"lock_value":"a","valid_until":1000}}
+{"index":2,"type":"invoke","process":1,"f":"acquire","time":30,"value":{"lock":"l"}}
+{"index":3,"type":"ok","process":1,"f":"acquire","time":40,"value":{"lock":"l","token":2,"lock_value":"b","valid_until":1000}}
+`
+
+func writeRun(t *testing.T, content string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, reports.HistoryFile), []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func TestCheckRejectsCorruptHistoriesWithTheLineNumber(t *testing.T) {
+	tests := []struct {
+		name, content, want string
+	}{
+		{"truncated in the middle of a line", goodHistory[:len(goodHistory)-20], "line 4: truncated"},
+		{"corrupted line", strings.Replace(goodHistory, `"type":"invoke","process":1`, `"type":"invoke",process:1`, 1), "line 3: not a JSON op"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := writeRun(t, tt.content)
+			_, stderr, code := locktest(t, "check", dir)
+			if code != 2 || !strings.Contains(stderr, tt.want) || strings.Count(stderr, "\n") != 1 {
+				t.Fatalf("exit %d, stderr %q; want 2 and %q", code, stderr, tt.want)
+			}
+			if _, err := os.Stat(filepath.Join(dir, reports.ResultsFile)); err == nil {
+				t.Errorf("results.json written for a corrupt history")
+			}
+		})
+	}
+}
+
+func TestCheckFindsOverlapAndExitsOne(t *testing.T) {
+	dir := writeRun(t, goodHistory)
+	out, _, code := locktest(t, "check", dir)
+	if code != 1 || !strings.Contains(out, "overlapping-holds") || !strings.Contains(out, "mutual-exclusion  INVALID") {
+		t.Fatalf("exit %d, out %q", code, out)
+	}
+	r, err := reports.ReadResults(dir)
+	if err != nil || r.Valid != "false" {
+		t.Fatalf("results %+v, %v", r.Valid, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, reports.ReportFile)); err != nil {
+		t.Errorf("no report: %v", err)
+	}
+	// report re-renders from the results.
+	os.Remove(filepath.Join(dir, reports.ReportFile))
+	if _, stderr, code := locktest(t, "report", dir); code != 0 {
+		t.Fatalf("report: exit %d %s", code, stderr)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, reports.ReportFile))
+	if err != nil || !bytes.Contains(b, []byte("overlapping-holds")) {
+		t.Fatalf("report lacks the anomaly: %v", err)
+	}
+}
+
+// children returns the pids whose parent is pid.
+func children(pid int) []int {
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		c, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// The fields after the parenthesised command: state ppid ...
+		s := string(b)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// alive reports whether pid exists and is not a zombie.
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	return len(f) > 0 && f[0] != "Z"
+}
+
+func TestInterruptStopsEverythingAndKeepsTheHistory(t *testing.T) {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Skip("redis-server not installed (make setup)")
+	}
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		t.Run(sig.String(), func(t *testing.T) {
+			store := t.TempDir()
+			cmd := exec.Command(bin, "run", "--impl", "redis-set-nx-px", "--faults", "pause-client",
+				"--ttl", "300ms", "--interval", "300ms", "--time", "60s", "--clients", "3", "--store", store, "--name", "int")
+			var out bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &out
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			// Wait until the node and every worker run, and a client is paused.
+			var kids []int
+			deadline := time.Now().Add(20 * time.Second)
+			for time.Now().Before(deadline) {
+				kids = children(cmd.Process.Pid)
+				if len(kids) >= 4 {
+					break
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			if len(kids) < 4 {
+				cmd.Process.Kill()
+				t.Fatalf("only %d child processes started: %s", len(kids), out.String())
+			}
+			time.Sleep(1500 * time.Millisecond)
+			cmd.Process.Signal(sig)
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			select {
+			case <-done:
+			case <-time.After(30 * time.Second):
+				cmd.Process.Kill()
+				t.Fatalf("locktest did not stop after %v: %s", sig, out.String())
+			}
+			for _, k := range kids {
+				if alive(k) {
+					t.Errorf("process %d outlived the run", k)
+				}
+			}
+			r, err := reports.ReadResults(filepath.Join(store, "int", "latest"))
+			if err != nil {
+				t.Fatalf("no results after %v: %v\n%s", sig, err, out.String())
+			}
+			if !r.Run.Interrupted || r.Stats["critical_sections"] < 1 {
+				t.Errorf("results: interrupted %v, %v critical sections", r.Run.Interrupted, r.Stats["critical_sections"])
+			}
+		})
+	}
+}

@@ -1,0 +1,56 @@
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/locktest/locktest/impls"
+	"github.com/locktest/locktest/nemesis"
+	"github.com/locktest/locktest/workloads"
+)
+
+func newListCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "list",
+		Short: "List the lock implementations, faults and resource modes",
+		Args:  args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			w := cmd.OutOrStdout()
+			fmt.Fprintln(w, "impls:")
+			for _, n := range impls.Names() {
+				i, _ := impls.Lookup(n)
+				fenced := "no fencing token"
+				if i.Fenced {
+					fenced = "fencing token"
+				}
+				fmt.Fprintf(w, "  %-20s %d×%s, %s. %s\n", n, i.Nodes, i.Backend, fenced, i.Doc)
+			}
+			fmt.Fprintln(w, "faults:")
+			for _, n := range nemesis.Names() {
+				fmt.Fprintf(w, "  %s\n", n)
+			}
+			fmt.Fprintln(w, "resource modes:")
+			for _, m := range []workloads.Mode{workloads.ModeNone, workloads.ModeFenced, workloads.ModeCheckAndSet} {
+				fmt.Fprintf(w, "  %s\n", m)
+			}
+			return nil
+		},
+	}
+}
+
+func newWorkerCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:    "worker",
+		Short:  "Run one lock client, driven over stdin/stdout by `locktest run` (internal)",
+		Hidden: true,
+		Args:   args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := workloads.RunWorker(cmd.Context(), os.Stdin, os.Stdout); err != nil {
+				return fmt.Errorf("worker: %w", err)
+			}
+			return nil
+		},
+	}
+}

@@ -1,0 +1,150 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/impls"
+	"github.com/locktest/locktest/nemesis"
+	"github.com/locktest/locktest/reports"
+	"github.com/locktest/locktest/run"
+	"github.com/locktest/locktest/workloads"
+)
+
+func newRunCmd() *cobra.Command {
+	var cfg run.Config
+	var mode, logLevel string
+	var quiet bool
+	c := &cobra.Command{
+		Use:   "run",
+		Short: "Run one test against a real lock service and store its history, verdicts and report",
+		Example: `  locktest run --impl redis-set-nx-px --faults pause-client --resource fenced --time 10s
+  locktest run --impl redis-naive-del --faults pause-client --ttl 300ms --expect invalid`,
+		Args: args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg.Mode = workloads.Mode(mode)
+			cfg.Command = "locktest " + strings.Join(os.Args[1:], " ")
+			lvl, err := parseLevel(logLevel)
+			if err != nil {
+				return usageError{err}
+			}
+			if !quiet {
+				cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+			}
+			out, err := run.Run(cmd.Context(), cfg)
+			var se *run.SetupError
+			if errors.As(err, &se) {
+				return err
+			}
+			if err != nil {
+				return err
+			}
+			printResults(cmd.OutOrStdout(), out.Dir, out.Results)
+			if !out.Results.Met() {
+				return verdictError{fmt.Errorf("verdict %s, expected %s", out.Results.Valid, out.Results.Run.Expect)}
+			}
+			return nil
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&cfg.Impl, "impl", "redis-set-nx-px", "lock implementation: "+strings.Join(impls.Names(), ", "))
+	f.StringSliceVar(&cfg.Faults, "faults", nil, "faults to inject, comma-separated: "+strings.Join(nemesis.Names(), ", "))
+	f.IntVar(&cfg.Clients, "clients", 5, "lock clients, each its own worker process")
+	f.IntVar(&cfg.Locks, "locks", 1, "lock names the clients contend for")
+	f.DurationVar(&cfg.TTL, "ttl", time.Second, "lock lease time")
+	f.DurationVar(&cfg.Duration, "time", 10*time.Second, "how long the workload runs")
+	f.Int64Var(&cfg.Seed, "seed", 1, "seed of every random choice (workload and faults)")
+	f.StringVar(&mode, "resource", "none", "resource store mode: none, fenced, check-and-set")
+	f.StringVar(&cfg.StoreDir, "store", "store", "folder of stored runs")
+	f.StringVar(&cfg.Name, "name", "", "name of the run's folder in the store (default impl-faults-resource)")
+	f.DurationVar(&cfg.Think, "think", 0, "longest think time between critical sections")
+	f.DurationVar(&cfg.Retry, "retry", 5*time.Millisecond, "longest wait after a failed acquire")
+	f.DurationVar(&cfg.Work, "work", 0, "longest time spent between the read and the write")
+	f.DurationVar(&cfg.Timeout, "op-timeout", time.Second, "deadline of each lock or store operation")
+	f.DurationVar(&cfg.Interval, "interval", 2*time.Second, "mean quiet time between faults")
+	f.DurationVar(&cfg.ClientPause, "pause", 0, "how long pause-client freezes a worker (default 2×ttl)")
+	f.StringVar(&cfg.PausePoint, "pause-point", workloads.PointAfterAcquire, "where pause-client stops a worker: after-acquire, before-write")
+	f.DurationVar(&cfg.NodeDown, "down", time.Second, "how long kill-node keeps a node down before restarting it")
+	f.StringVar(&cfg.Expect, "expect", "valid", "expected verdict: valid, or invalid for a run meant to reproduce an anomaly")
+	f.BoolVarP(&quiet, "quiet", "q", !term.IsTerminal(int(os.Stderr.Fd())), "no progress log on stderr (default when stderr is not a terminal)")
+	f.StringVar(&logLevel, "log-level", "info", "stderr log level: debug, info, warn, error")
+	return c
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return l, fmt.Errorf("--log-level: %v", err)
+	}
+	return l, nil
+}
+
+// printResults prints the verdict of every checker, the first anomalies and
+// where the report is.
+func printResults(w io.Writer, dir string, r reports.Results) {
+	fmt.Fprintf(w, "run %s (%s, resource %s, faults %s, seed %d)\n", dir, r.Run.Impl, r.Run.Mode,
+		orNone(r.Run.Faults), r.Run.Seed)
+	fmt.Fprintf(w, "  %d ops, %d critical sections, %d faults\n", int(r.Stats["ops"]),
+		int(r.Stats["critical_sections"]), int(r.Stats["faults_injected"]))
+	for _, c := range r.Checkers {
+		fmt.Fprintf(w, "  %-17s %-8s %d anomalies%s  (%s)\n", c.Checker, verdictWord(c.Valid), len(c.Anomalies),
+			noteSummary(c), time.Duration(c.Elapsed).Round(time.Microsecond))
+		for i, a := range c.Anomalies {
+			if i == 3 {
+				fmt.Fprintf(w, "    … %d more in results.json\n", len(c.Anomalies)-3)
+				break
+			}
+			fmt.Fprintf(w, "    %s: %s ops %v\n", a.Kind, a.Explanation, a.Ops)
+		}
+	}
+	for _, e := range r.Run.Errors {
+		fmt.Fprintf(w, "  run problem: %s\n", e)
+	}
+	fmt.Fprintf(w, "verdict: %s (expected %s)\n", verdictWord(r.Valid), r.Run.Expect)
+	fmt.Fprintf(w, "report: %s/%s\n", dir, reports.ReportFile)
+}
+
+func noteSummary(c checker.Result) string {
+	if len(c.Notes) == 0 {
+		return ""
+	}
+	counts := map[string]int{}
+	var kinds []string
+	for _, n := range c.Notes {
+		if counts[n.Kind] == 0 {
+			kinds = append(kinds, n.Kind)
+		}
+		counts[n.Kind]++
+	}
+	var parts []string
+	for _, k := range kinds {
+		parts = append(parts, fmt.Sprintf("%d %s", counts[k], k))
+	}
+	return ", notes: " + strings.Join(parts, ", ")
+}
+
+func verdictWord(v checker.Verdict) string {
+	switch v {
+	case checker.Valid:
+		return "valid"
+	case checker.Invalid:
+		return "INVALID"
+	}
+	return "unknown"
+}
+
+func orNone(xs []string) string {
+	if len(xs) == 0 {
+		return "none"
+	}
+	return strings.Join(xs, ",")
+}

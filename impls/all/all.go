@@ -1,0 +1,13 @@
+// Package all registers every lock impl of locktest with the impls registry.
+// It has no API: import it for its side effect, as the CLI and the worker
+// do, and then look impls up by name with impls.Lookup.
+//
+// Each backend family's package registers its impls from an init function;
+// a new backend is added here with one more blank import.
+package all
+
+import (
+	// Single-node Redis: redis-set-nx-px, redis-setnx-expire,
+	// redis-setnx-getset, redis-naive-del.
+	_ "github.com/locktest/locktest/impls/redis"
+)

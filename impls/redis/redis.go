@@ -1,0 +1,162 @@
+// Package redis holds the single-node Redis locks (LOCKS.md, "Redis, single
+// node"), each written the way the articles and their readers write it,
+// flaws included, because the flaws are what the harness measures:
+//
+//   - redis-set-nx-px: SET NX PX plus an INCR fencing token, released by
+//     compare-and-delete. The recommended form.
+//   - redis-setnx-expire: SETNX, then PEXPIRE as a second command.
+//   - redis-setnx-getset: the pre-2.6.12 timestamp recipe with GETSET.
+//   - redis-naive-del: SET NX PX released by a plain delete.
+//
+// Every impl talks to one redis-server, Config.Addrs[0], with a go-redis
+// client that gives up quickly (1s to dial, read or write; no retries), so a
+// dead or paused node yields an error, not a hang. Acquire returns
+// impls.ErrNotAcquired only when the lock is taken by someone else; every
+// other error is returned as go-redis gave it and leaves the outcome
+// unknown. Lease.ValidUntil is Config.Now read just before the acquire is
+// sent, plus the ttl: the holder's most conservative belief.
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+
+	"github.com/locktest/locktest/impls"
+)
+
+// Timeouts of the go-redis client every impl uses.
+const (
+	dialTimeout = time.Second
+	ioTimeout   = time.Second
+)
+
+func init() {
+	for _, i := range []impls.Impl{
+		{
+			Name: "redis-set-nx-px", Backend: "redis", Nodes: 1, Fenced: true,
+			Doc: "SET NX PX with a unique value plus an INCR fencing token in one Lua script, released by compare-and-delete; " +
+				"the recommended single-node form, still a lease that a paused holder outlives, and its tokens restart when the node loses its data.",
+			New: newSetNXPX,
+		},
+		{
+			Name: "redis-setnx-expire", Backend: "redis", Nodes: 1,
+			Doc: "SETNX then PEXPIRE as two commands, released by compare-and-delete; " +
+				"a client that dies between the two leaves a lock with no TTL that nobody can ever take.",
+			New: newSetNXExpire,
+		},
+		{
+			Name: "redis-setnx-getset", Backend: "redis", Nodes: 1,
+			Doc: "the pre-2.6.12 SETNX/GET/GETSET recipe with the expiry timestamp in the value and no TTL; " +
+				"it trusts every client's wall clock, so a skewed clock steals a live lock, and a losing GETSET still overwrites the winner's value.",
+			New: newSetNXGetSet,
+		},
+		{
+			Name: "redis-naive-del", Backend: "redis", Nodes: 1,
+			Doc: "SET NX PX released by a plain delete; " +
+				"a holder whose lease expired deletes the next holder's lock.",
+			New: newNaiveDel,
+		},
+	} {
+		impls.Register(i)
+	}
+}
+
+// conn is what the four clients share: the connection, the configuration
+// and the source of unique lock values.
+type conn struct {
+	rdb  *goredis.Client
+	cfg  impls.Config
+	addr string
+	seq  uint64
+}
+
+// newConn checks cfg and builds the go-redis client. It does not connect:
+// go-redis dials on the first command, so a node that is down when the
+// worker starts shows up as the first acquire's error.
+func newConn(cfg impls.Config) (*conn, error) {
+	if len(cfg.Addrs) == 0 {
+		return nil, errors.New("redis: Config.Addrs is empty")
+	}
+	if cfg.Now == nil {
+		return nil, errors.New("redis: Config.Now is required (the harness clock for ValidUntil)")
+	}
+	if cfg.Wall == nil {
+		cfg.Wall = time.Now
+	}
+	addr := cfg.Addrs[0]
+	rdb := goredis.NewClient(&goredis.Options{
+		Addr:                  addr,
+		DialTimeout:           dialTimeout,
+		DialerRetries:         1,
+		ReadTimeout:           ioTimeout,
+		WriteTimeout:          ioTimeout,
+		ContextTimeoutEnabled: true,
+		MaxRetries:            -1,
+		// Redis 7.0 knows neither CLIENT SETINFO nor CLIENT
+		// MAINT_NOTIFICATIONS; skip them rather than pay a failing round
+		// trip on every new connection.
+		DisableIdentity:          true,
+		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+	})
+	return &conn{rdb: rdb, cfg: cfg, addr: addr}, nil
+}
+
+// uniqueValue returns a lock value no other acquire of any process writes:
+// the process id, a per-client sequence number and 32 random bits (which
+// keep a restarted worker with the same process id apart from its previous
+// life).
+func (c *conn) uniqueValue() string {
+	c.seq++
+	return fmt.Sprintf("p%d-%d-%08x", c.cfg.Process, c.seq, rand.Uint32())
+}
+
+// hook calls Config.Hook at the named point, if there is a hook.
+func (c *conn) hook(point string) {
+	if c.cfg.Hook != nil {
+		c.cfg.Hook(point)
+	}
+}
+
+// lease builds the lease of a successful acquire sent at start. The ttl is
+// cut to whole milliseconds, as it was sent to Redis, so that the belief
+// never outlasts the key.
+func (c *conn) lease(lock, value string, start, ttl time.Duration) impls.Lease {
+	return impls.Lease{Lock: lock, Value: value, ValidUntil: start + ttl.Truncate(time.Millisecond), Node: c.addr}
+}
+
+// Close closes the client's connections.
+func (c *conn) Close() error {
+	return c.rdb.Close()
+}
+
+// checkTTL rejects a ttl Redis cannot express in PX milliseconds.
+func checkTTL(ttl time.Duration) error {
+	if ttl < time.Millisecond {
+		return fmt.Errorf("redis: ttl %v is below Redis's 1ms resolution", ttl)
+	}
+	return nil
+}
+
+// compareAndDelete is the release script of the Redis documentation: delete
+// the key only if it still holds the caller's value. It returns 1 if it
+// deleted the key, else 0.
+var compareAndDelete = goredis.NewScript(`if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("del",KEYS[1]) else return 0 end`)
+
+// releaseCompareAndDelete releases l with compareAndDelete: ErrNotHeld if
+// the key no longer holds l.Value, else Released{Removed: l.Value}.
+func (c *conn) releaseCompareAndDelete(ctx context.Context, l impls.Lease) (impls.Released, error) {
+	n, err := compareAndDelete.Run(ctx, c.rdb, []string{l.Lock}, l.Value).Int64()
+	if err != nil {
+		return impls.Released{}, err
+	}
+	if n == 0 {
+		return impls.Released{}, impls.ErrNotHeld
+	}
+	return impls.Released{Removed: l.Value}, nil
+}

@@ -1,0 +1,456 @@
+// Package run is the driver: it wires a cluster, the resource store, the
+// worker pool, the nemesis, the recorder and the checkers into one stored
+// run, and tears all of it down again, also when its context is cancelled.
+package run
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	_ "github.com/locktest/locktest/impls/all"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/clusters/local"
+	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/impls"
+	"github.com/locktest/locktest/nemesis"
+	"github.com/locktest/locktest/reports"
+	"github.com/locktest/locktest/workloads"
+)
+
+// Config is one run's settings. Zero values take the defaults of Defaults.
+type Config struct {
+	// Name names the run's folder in the store; default: impl[-faults]-mode.
+	Name    string
+	Impl    string
+	Faults  []string
+	Clients int
+	Locks   int
+	TTL     time.Duration
+	// Duration is how long the workload runs.
+	Duration time.Duration
+	Seed     int64
+	Mode     workloads.Mode
+	// StoreDir is the root of stored runs.
+	StoreDir string
+	Think    time.Duration
+	Retry    time.Duration
+	Work     time.Duration
+	// Timeout bounds every single lock or store operation of a worker.
+	Timeout time.Duration
+	// Interval is the mean quiet time between faults.
+	Interval time.Duration
+	// ClientPause is how long pause-client freezes a worker; default 2·TTL.
+	ClientPause time.Duration
+	// PausePoint is where pause-client stops a worker; default after-acquire.
+	PausePoint string
+	// NodeDown is how long kill-node keeps a node down.
+	NodeDown time.Duration
+	// Expect is "valid" or "invalid".
+	Expect string
+	// MaxCriticalSections, if positive, ends the run early once that many
+	// acquires succeeded (for benchmarks).
+	MaxCriticalSections int
+	// WorkerCommand is the worker program; default: this executable with
+	// the argument "worker".
+	WorkerCommand []string
+	WorkerEnv     []string
+	// Command is the command line that reproduces the run, for the report.
+	Command string
+	// Logger receives the driver's log; it is also written to logs/driver.log.
+	Logger *slog.Logger
+}
+
+// SetupError is a run that could not start or was misconfigured: bad
+// settings, a missing server binary, a port in use. The CLI exits 2 on it.
+type SetupError struct{ Err error }
+
+func (e *SetupError) Error() string { return e.Err.Error() }
+func (e *SetupError) Unwrap() error { return e.Err }
+
+func setupErr(format string, a ...any) error { return &SetupError{fmt.Errorf(format, a...)} }
+
+// Defaults fills the zero fields of c.
+func (c *Config) Defaults() {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	if c.Clients == 0 {
+		c.Clients = 5
+	}
+	if c.Locks == 0 {
+		c.Locks = 1
+	}
+	def(&c.TTL, time.Second)
+	def(&c.Duration, 10*time.Second)
+	def(&c.Retry, 5*time.Millisecond)
+	def(&c.Timeout, time.Second)
+	def(&c.Interval, 2*time.Second)
+	def(&c.ClientPause, 2*c.TTL)
+	def(&c.NodeDown, time.Second)
+	if c.Mode == "" {
+		c.Mode = workloads.ModeNone
+	}
+	if c.StoreDir == "" {
+		c.StoreDir = "store"
+	}
+	if c.PausePoint == "" {
+		c.PausePoint = workloads.PointAfterAcquire
+	}
+	if c.Expect == "" {
+		c.Expect = "valid"
+	}
+	if c.Name == "" {
+		parts := []string{c.Impl}
+		parts = append(parts, c.Faults...)
+		parts = append(parts, string(c.Mode))
+		c.Name = strings.Join(parts, "-")
+	}
+}
+
+// Validate checks c after Defaults, naming the bad setting.
+func (c *Config) Validate() error {
+	if _, err := impls.Lookup(c.Impl); err != nil {
+		return setupErr("--impl: %v", err)
+	}
+	known := map[string]bool{}
+	for _, n := range nemesis.Names() {
+		known[n] = true
+	}
+	for _, f := range c.Faults {
+		if !known[f] {
+			return setupErr("--faults: unknown fault %q (known: %s)", f, strings.Join(nemesis.Names(), ", "))
+		}
+	}
+	if _, err := workloads.ParseMode(string(c.Mode)); err != nil {
+		return setupErr("--resource: %v", err)
+	}
+	switch {
+	case c.Clients < 1:
+		return setupErr("--clients must be at least 1, got %d", c.Clients)
+	case c.Locks < 1:
+		return setupErr("--locks must be at least 1, got %d", c.Locks)
+	case c.TTL <= 0:
+		return setupErr("--ttl must be positive, got %v", c.TTL)
+	case c.Duration <= 0:
+		return setupErr("--time must be positive, got %v", c.Duration)
+	case c.Think < 0 || c.Work < 0 || c.Retry < 0:
+		return setupErr("--think, --work and --retry must not be negative")
+	case c.Timeout <= 0 || c.Interval <= 0 || c.ClientPause <= 0 || c.NodeDown < 0:
+		return setupErr("--op-timeout, --interval and --pause must be positive, --down not negative")
+	case c.Expect != "valid" && c.Expect != "invalid":
+		return setupErr("--expect must be valid or invalid, got %q", c.Expect)
+	case c.PausePoint != workloads.PointAfterAcquire && c.PausePoint != workloads.PointBeforeWrite:
+		return setupErr("--pause-point must be %s or %s, got %q", workloads.PointAfterAcquire, workloads.PointBeforeWrite, c.PausePoint)
+	case strings.ContainsAny(c.Name, `/\`) || c.Name == "." || c.Name == "..":
+		return setupErr("--name %q must be a plain folder name", c.Name)
+	}
+	return nil
+}
+
+// Outcome is what a finished run left.
+type Outcome struct {
+	Dir     string
+	Results reports.Results
+}
+
+// Version returns the module version and VCS revision of this binary.
+func Version() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	v := bi.Main.Version
+	for _, s := range bi.Settings {
+		if s.Key == "vcs.revision" {
+			v += " " + s.Value
+		}
+		if s.Key == "vcs.modified" && s.Value == "true" {
+			v += " (modified)"
+		}
+	}
+	return v
+}
+
+// Run performs one run and stores it under cfg.StoreDir/cfg.Name/<timestamp>.
+// A run whose context is cancelled (Ctrl-C) stops early but still stops
+// every process it started and writes what it recorded, checked. Errors
+// before the workload started are *SetupError.
+func Run(ctx context.Context, cfg Config) (*Outcome, error) {
+	cfg.Defaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	impl, _ := impls.Lookup(cfg.Impl)
+	started := time.Now()
+	dir, err := makeRunDir(cfg.StoreDir, cfg.Name, started)
+	if err != nil {
+		return nil, setupErr("store: %v", err)
+	}
+	logDir := filepath.Join(dir, "logs")
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		return nil, setupErr("store: %v", err)
+	}
+	driverLog, err := os.Create(filepath.Join(logDir, "driver.log"))
+	if err != nil {
+		return nil, setupErr("store: %v", err)
+	}
+	defer driverLog.Close()
+	lg := slog.New(teeHandler{slog.NewTextHandler(driverLog, nil), cfg.Logger})
+	lg.Info("run starting", "dir", dir, "impl", cfg.Impl, "faults", strings.Join(cfg.Faults, ","), "seed", cfg.Seed)
+
+	info := reports.RunInfo{
+		Name: cfg.Name, Impl: cfg.Impl, ImplDoc: impl.Doc, Backend: impl.Backend, Nodes: impl.Nodes,
+		Faults: append([]string{}, cfg.Faults...), Clients: cfg.Clients, Locks: cfg.Locks,
+		TTL: cfg.TTL.String(), Duration: cfg.Duration.String(), Seed: cfg.Seed, Mode: string(cfg.Mode),
+		Command: cfg.Command, Version: Version(), Started: started.Format(time.RFC3339), Expect: cfg.Expect,
+	}
+	if contains(cfg.Faults, "pause-client") {
+		info.PausePoint, info.ClientPause = cfg.PausePoint, cfg.ClientPause.String()
+	}
+
+	clock := history.StartClock()
+	hw, err := history.Create(filepath.Join(dir, reports.HistoryFile))
+	if err != nil {
+		return nil, setupErr("history: %v", err)
+	}
+	var acquired atomic.Int64
+	enough := make(chan struct{})
+	sink := countingSink{Sink: hw, onAcquire: func() {
+		if n := acquired.Add(1); cfg.MaxCriticalSections > 0 && n == int64(cfg.MaxCriticalSections) {
+			close(enough)
+		}
+	}}
+	rec := history.NewRecorder(sink)
+
+	var runErrs []string
+	cl, pool, store, startErr := start(ctx, cfg, impl, dir, logDir, clock, rec, lg)
+	defer func() {
+		// Whatever happened, nothing the run started outlives it.
+		stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		stopAll(stopCtx, cl, pool, store, logDir, lg)
+	}()
+	if startErr != nil {
+		hw.Close()
+		return nil, startErr
+	}
+
+	faults, err := nemesis.Build(cfg.Faults, nemesis.Env{
+		Cluster: cl, Clients: pool, ClientPause: cfg.ClientPause, PausePoint: cfg.PausePoint, NodeDown: cfg.NodeDown,
+	})
+	if err != nil {
+		hw.Close()
+		return nil, setupErr("--faults: %v", err)
+	}
+	sched := &nemesis.Schedule{Faults: faults, Interval: cfg.Interval, Seed: cfg.Seed, Recorder: rec, Clock: clock, Logger: lg}
+
+	// The workload runs until its time is up, enough critical sections were
+	// done, or the user interrupts.
+	wctx, wcancel := context.WithTimeout(ctx, cfg.Duration)
+	nemDone := make(chan error, 1)
+	go func() { nemDone <- sched.Run(wctx) }()
+	select {
+	case <-wctx.Done():
+	case <-enough:
+	}
+	info.Interrupted = ctx.Err() != nil
+	wcancel()
+	if err := <-nemDone; err != nil {
+		runErrs = append(runErrs, err.Error())
+		lg.Error("nemesis", "err", err)
+	}
+	stopCtx, cancel := context.WithTimeout(context.Background(), cfg.Timeout+cfg.TTL+5*time.Second)
+	if err := pool.Stop(stopCtx); err != nil {
+		runErrs = append(runErrs, err.Error())
+	}
+	cancel()
+	if err := hw.Close(); err != nil {
+		runErrs = append(runErrs, "history: "+err.Error())
+	}
+	info.Elapsed = time.Since(started).Round(time.Millisecond).String()
+	info.Errors = runErrs
+
+	h := rec.History()
+	res := reports.Check(info, h, checker.Run(context.Background(), h, checker.All()...))
+	if err := reports.WriteResults(dir, res); err != nil {
+		return nil, err
+	}
+	if err := reports.WriteHTML(dir, res, h); err != nil {
+		return nil, err
+	}
+	if err := linkLatest(filepath.Join(cfg.StoreDir, cfg.Name), filepath.Base(dir)); err != nil {
+		lg.Warn("latest link", "err", err)
+	}
+	lg.Info("run done", "valid", res.Valid, "ops", len(h), "critical_sections", acquired.Load())
+	return &Outcome{Dir: dir, Results: res}, nil
+}
+
+// start brings up the cluster, the store and the workers. What it started
+// is returned even on error, so the caller can stop it.
+func start(ctx context.Context, cfg Config, impl impls.Impl, dir, logDir string, clock history.Clock,
+	rec *history.Recorder, lg *slog.Logger) (clusters.Cluster, *workloads.Pool, *workloads.Store, error) {
+	if impl.Backend != "redis" {
+		return nil, nil, nil, setupErr("backend %q has no provider yet", impl.Backend)
+	}
+	cl, err := local.NewRedis(local.RedisOptions{Nodes: impl.Nodes, Dir: dir, Logger: lg})
+	if err != nil {
+		return nil, nil, nil, &SetupError{err}
+	}
+	if err := cl.Start(ctx); err != nil {
+		return cl, nil, nil, &SetupError{fmt.Errorf("start %s cluster: %w", impl.Backend, err)}
+	}
+	store, err := workloads.StartStore(cfg.Mode, clock, filepath.Join(dir, reports.ResourceFile), lg)
+	if err != nil {
+		return cl, nil, nil, &SetupError{err}
+	}
+	var addrs []string
+	for _, n := range cl.Nodes() {
+		addrs = append(addrs, n.Addr)
+	}
+	locks := make([]string, cfg.Locks)
+	for i := range locks {
+		locks[i] = fmt.Sprintf("lock-%d", i)
+	}
+	pool, err := workloads.StartPool(ctx, workloads.PoolConfig{
+		Command: cfg.WorkerCommand, Env: cfg.WorkerEnv, LogDir: logDir, Recorder: rec, Clock: clock, Logger: lg,
+		Base: workloads.WorkerConfig{
+			Impl: cfg.Impl, Addrs: addrs, Locks: locks, TTL: workloads.Duration(cfg.TTL),
+			Think: workloads.Duration(cfg.Think), Retry: workloads.Duration(cfg.Retry),
+			Work: workloads.Duration(cfg.Work), Timeout: workloads.Duration(cfg.Timeout),
+			StoreAddr: store.Addr(), Mode: cfg.Mode, ClockOrigin: clock.Origin(), Seed: cfg.Seed,
+		},
+	}, cfg.Clients)
+	if err != nil {
+		return cl, nil, store, &SetupError{fmt.Errorf("start workers: %w", err)}
+	}
+	return cl, pool, store, nil
+}
+
+// stopAll stops, in order, the workers, the cluster (after copying its
+// logs) and the store. Each may be nil; each Stop is idempotent.
+func stopAll(ctx context.Context, cl clusters.Cluster, pool *workloads.Pool, store *workloads.Store, logDir string, lg *slog.Logger) {
+	if pool != nil {
+		if err := pool.Stop(ctx); err != nil {
+			lg.Warn("stop workers", "err", err)
+		}
+	}
+	if cl != nil {
+		if lc, ok := cl.(clusters.LogCollector); ok {
+			if err := lc.CollectLogs(logDir); err != nil {
+				lg.Warn("collect node logs", "err", err)
+			}
+		}
+		if err := cl.Stop(ctx); err != nil {
+			lg.Error("stop cluster", "err", err)
+		}
+	}
+	if store != nil {
+		if err := store.Close(ctx); err != nil {
+			lg.Warn("close store", "err", err)
+		}
+	}
+}
+
+// makeRunDir creates root/name/<timestamp>, adding a suffix when two runs
+// start in the same second.
+func makeRunDir(root, name string, t time.Time) (string, error) {
+	base := filepath.Join(root, name, t.Format("20060102T150405"))
+	for i := 0; i < 100; i++ {
+		d := base
+		if i > 0 {
+			d = fmt.Sprintf("%s-%d", base, i)
+		}
+		if err := os.MkdirAll(filepath.Dir(d), 0o755); err != nil {
+			return "", err
+		}
+		err := os.Mkdir(d, 0o755)
+		if err == nil {
+			return filepath.Abs(d)
+		}
+		if !errors.Is(err, os.ErrExist) {
+			return "", err
+		}
+	}
+	return "", fmt.Errorf("too many runs named %s at %s", name, t.Format(time.RFC3339))
+}
+
+// linkLatest points parent/latest at target (a sibling folder).
+func linkLatest(parent, target string) error {
+	link := filepath.Join(parent, "latest")
+	tmp := link + ".tmp"
+	_ = os.Remove(tmp)
+	if err := os.Symlink(target, tmp); err != nil {
+		return err
+	}
+	return os.Rename(tmp, link)
+}
+
+func contains(xs []string, x string) bool {
+	for _, v := range xs {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}
+
+// countingSink passes ops on and counts successful acquires.
+type countingSink struct {
+	history.Sink
+	onAcquire func()
+}
+
+func (s countingSink) Append(op history.Op) error {
+	if op.F == history.Acquire && op.Type == history.OK {
+		s.onAcquire()
+	}
+	return s.Sink.Append(op)
+}
+
+// teeHandler sends records to two slog handlers; the second may be nil.
+type teeHandler struct {
+	a slog.Handler
+	b *slog.Logger
+}
+
+func (t teeHandler) Enabled(ctx context.Context, l slog.Level) bool {
+	return t.a.Enabled(ctx, l) || (t.b != nil && t.b.Enabled(ctx, l))
+}
+
+func (t teeHandler) Handle(ctx context.Context, r slog.Record) error {
+	var err error
+	if t.a.Enabled(ctx, r.Level) {
+		err = t.a.Handle(ctx, r)
+	}
+	if t.b != nil && t.b.Handler().Enabled(ctx, r.Level) {
+		err = errors.Join(err, t.b.Handler().Handle(ctx, r.Clone()))
+	}
+	return err
+}
+
+func (t teeHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	var b *slog.Logger
+	if t.b != nil {
+		b = slog.New(t.b.Handler().WithAttrs(as))
+	}
+	return teeHandler{t.a.WithAttrs(as), b}
+}
+
+func (t teeHandler) WithGroup(name string) slog.Handler {
+	var b *slog.Logger
+	if t.b != nil {
+		b = slog.New(t.b.Handler().WithGroup(name))
+	}
+	return teeHandler{t.a.WithGroup(name), b}
+}

@@ -1,0 +1,287 @@
+package run
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/reports"
+	"github.com/locktest/locktest/workloads"
+)
+
+// The test binary doubles as the worker program: with this variable set it
+// runs one worker instead of the tests.
+const workerEnv = "LOCKTEST_TEST_WORKER"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(workerEnv) == "1" {
+		if err := workloads.RunWorker(context.Background(), os.Stdin, os.Stdout); err != nil {
+			os.Exit(2)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+func needRedis(tb testing.TB) {
+	tb.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		tb.Skip("redis-server not installed (make setup)")
+	}
+}
+
+// testConfig returns a run config whose workers are this test binary.
+func testConfig(tb testing.TB, impl string) Config {
+	return Config{
+		Impl: impl, Clients: 5, TTL: time.Second, Duration: 10 * time.Second, Seed: 7,
+		StoreDir: tb.TempDir(), WorkerCommand: []string{os.Args[0]}, WorkerEnv: []string{workerEnv + "=1"},
+	}
+}
+
+func mustRun(t *testing.T, cfg Config) (*Outcome, history.History) {
+	t.Helper()
+	out, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	h, err := history.ReadFile(filepath.Join(out.Dir, reports.HistoryFile))
+	if err != nil {
+		t.Fatalf("stored history: %v", err)
+	}
+	if len(h) != int(out.Results.Stats["ops"]) {
+		t.Fatalf("stored history has %d ops, results say %v", len(h), out.Results.Stats["ops"])
+	}
+	for _, f := range []string{reports.ResultsFile, reports.ReportFile, reports.ResourceFile, "logs/n1.log", "logs/p0.log", "logs/driver.log"} {
+		if _, err := os.Stat(filepath.Join(out.Dir, f)); err != nil {
+			t.Errorf("run dir lacks %s: %v", f, err)
+		}
+	}
+	if target, err := os.Readlink(filepath.Join(cfg.StoreDir, out.Results.Run.Name, "latest")); err != nil || target != filepath.Base(out.Dir) {
+		t.Errorf("latest link: %q %v", target, err)
+	}
+	if len(out.Results.Run.Errors) > 0 {
+		t.Errorf("run problems: %v", out.Results.Run.Errors)
+	}
+	return out, h
+}
+
+func result(t *testing.T, r reports.Results, name string) checker.Result {
+	t.Helper()
+	for _, c := range r.Checkers {
+		if c.Checker == name {
+			return c
+		}
+	}
+	t.Fatalf("no %s checker in results", name)
+	return checker.Result{}
+}
+
+func kinds(r reports.Results) map[string]int {
+	k := map[string]int{}
+	for _, c := range r.Checkers {
+		for _, a := range c.Anomalies {
+			k[a.Kind]++
+		}
+	}
+	return k
+}
+
+func TestNoFaultRunsAreValid(t *testing.T) {
+	needRedis(t)
+	for _, impl := range []string{"redis-set-nx-px", "redis-setnx-expire", "redis-setnx-getset", "redis-naive-del"} {
+		t.Run(impl, func(t *testing.T) {
+			out, _ := mustRun(t, testConfig(t, impl))
+			r := out.Results
+			if r.Valid != checker.Valid {
+				t.Errorf("verdict %s, want valid; anomalies %v", r.Valid, kinds(r))
+			}
+			if cs := r.Stats["critical_sections"]; cs < 50 {
+				t.Errorf("%v critical sections, want at least 50", cs)
+			}
+			if acc := result(t, r, "resource").Stats["writes_accepted"]; acc < 50 {
+				t.Errorf("%v accepted writes, want at least 50", acc)
+			}
+		})
+	}
+}
+
+// pauseConfig is the GC pause of the debate: a client frozen right after its
+// acquire for twice the TTL, while others contend for the lock.
+func pauseConfig(t *testing.T, impl string, mode workloads.Mode) Config {
+	cfg := testConfig(t, impl)
+	cfg.Faults = []string{"pause-client"}
+	cfg.Mode = mode
+	cfg.TTL = 300 * time.Millisecond
+	cfg.Work = 5 * time.Millisecond
+	cfg.Interval = 500 * time.Millisecond
+	cfg.Duration = 8 * time.Second
+	return cfg
+}
+
+func nemesisOps(h history.History, f string, typ history.Type) int {
+	n := 0
+	for _, o := range h {
+		if o.IsNemesis() && o.F == f && o.Type == typ {
+			n++
+		}
+	}
+	return n
+}
+
+func TestPauseClientBreaksAnUnfencedResource(t *testing.T) {
+	needRedis(t)
+	out, h := mustRun(t, pauseConfig(t, "redis-set-nx-px", workloads.ModeNone))
+	if n := nemesisOps(h, "pause-client", history.OK); n < 2 {
+		t.Fatalf("%d client pauses applied, want at least 2", n)
+	}
+	if nemesisOps(h, "resume-client", history.OK) < nemesisOps(h, "pause-client", history.OK) {
+		t.Errorf("a paused client was not resumed")
+	}
+	k := kinds(out.Results)
+	if out.Results.Valid != checker.Invalid || k["lost-update"]+k["overlapping-holds"] == 0 {
+		t.Fatalf("verdict %s, anomalies %v: want a lost update or overlapping holds", out.Results.Valid, k)
+	}
+	for _, c := range out.Results.Checkers {
+		for _, a := range c.Anomalies {
+			if len(a.Ops) < 2 || a.Explanation == "" {
+				t.Errorf("anomaly %s does not name its ops: %+v", a.Kind, a)
+			}
+			for _, i := range a.Ops {
+				if i < 0 || i >= len(h) || h[i].Index != i {
+					t.Errorf("anomaly %s names op %d, not in the history", a.Kind, i)
+				}
+			}
+		}
+	}
+}
+
+func TestFencingRejectsTheStaleWrites(t *testing.T) {
+	needRedis(t)
+	out, h := mustRun(t, pauseConfig(t, "redis-set-nx-px", workloads.ModeFenced))
+	if n := nemesisOps(h, "pause-client", history.OK); n < 2 {
+		t.Fatalf("%d client pauses applied, want at least 2", n)
+	}
+	res := result(t, out.Results, "resource")
+	if res.Stats["token_regressions"] != 0 {
+		t.Errorf("%v token regressions accepted by a fenced store", res.Stats["token_regressions"])
+	}
+	if res.Stats["writes_rejected"] < 1 {
+		t.Errorf("no write rejected by fencing; stats %v", res.Stats)
+	}
+	if k := kinds(out.Results); k["token-regression"] > 0 || k["lost-update"] > 0 {
+		t.Errorf("fenced store let through: %v", k)
+	}
+}
+
+func TestNaiveDelDeletesAnotherHoldersLock(t *testing.T) {
+	needRedis(t)
+	out, _ := mustRun(t, pauseConfig(t, "redis-naive-del", workloads.ModeNone))
+	if k := kinds(out.Results); k["foreign-release"] == 0 {
+		t.Fatalf("no foreign-release found; anomalies %v", k)
+	}
+}
+
+func TestKillNodeIsRecordedAndHealed(t *testing.T) {
+	needRedis(t)
+	cfg := testConfig(t, "redis-set-nx-px")
+	cfg.Faults = []string{"kill-node"}
+	cfg.Duration = 5 * time.Second
+	cfg.Interval = time.Second
+	cfg.NodeDown = 500 * time.Millisecond
+	_, h := mustRun(t, cfg)
+	kills, restarts := nemesisOps(h, "kill-node", history.OK), nemesisOps(h, "restart-node", history.OK)
+	if kills < 1 || restarts < kills {
+		t.Fatalf("%d kills, %d restarts", kills, restarts)
+	}
+	// Clients saw the node die, and got the lock again after the restart.
+	var unknown, okAfter int
+	var lastRestart int64
+	for _, o := range h {
+		if o.IsNemesis() && o.F == "restart-node" && o.Type == history.OK {
+			lastRestart = o.Time
+		}
+	}
+	for _, o := range h {
+		if o.F == history.Acquire && o.Type == history.Info {
+			unknown++
+		}
+		if o.F == history.Acquire && o.Type == history.OK && o.Time > lastRestart {
+			okAfter++
+		}
+	}
+	if unknown == 0 || okAfter == 0 {
+		t.Errorf("%d acquires with unknown outcome (want > 0), %d acquired after the last restart (want > 0)", unknown, okAfter)
+	}
+}
+
+func TestBadConfigIsASetupError(t *testing.T) {
+	tests := []Config{
+		{Impl: "no-such-lock"},
+		{Impl: "redis-set-nx-px", Faults: []string{"meteor"}},
+		{Impl: "redis-set-nx-px", Clients: -1},
+		{Impl: "redis-set-nx-px", Mode: "fencing"},
+		{Impl: "redis-set-nx-px", Name: "../x"},
+	}
+	for _, cfg := range tests {
+		cfg.StoreDir = t.TempDir()
+		_, err := Run(context.Background(), cfg)
+		if _, ok := err.(*SetupError); !ok {
+			t.Errorf("%+v: err %v, want a SetupError", cfg, err)
+		}
+	}
+}
+
+// BenchmarkCriticalSections measures the driver's throughput without
+// faults: workers acquire, read, write and release against one local
+// redis-server as fast as they can.
+func BenchmarkCriticalSections(b *testing.B) {
+	needRedis(b)
+	for _, clients := range []int{1, 4, 16} {
+		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
+			const sections = 3000
+			var total time.Duration
+			for i := 0; i < b.N; i++ {
+				cfg := testConfig(b, "redis-set-nx-px")
+				cfg.Clients, cfg.Duration, cfg.MaxCriticalSections = clients, time.Minute, sections
+				out, err := Run(context.Background(), cfg)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if out.Results.Valid != checker.Valid {
+					b.Fatalf("verdict %s", out.Results.Valid)
+				}
+				h, err := history.ReadFile(filepath.Join(out.Dir, reports.HistoryFile))
+				if err != nil {
+					b.Fatal(err)
+				}
+				total += workloadSpan(h)
+			}
+			// Only the workload counts: the span from the first acquire to the
+			// last critical section, not the start-up of servers and workers.
+			b.ReportMetric(float64(sections*b.N)/total.Seconds(), "cs/s")
+		})
+	}
+}
+
+// workloadSpan is the time from the first client op to the last one.
+func workloadSpan(h history.History) time.Duration {
+	var first, last int64 = -1, 0
+	for _, o := range h {
+		if o.IsNemesis() {
+			continue
+		}
+		if first < 0 || o.Time < first {
+			first = o.Time
+		}
+		if o.Time > last {
+			last = o.Time
+		}
+	}
+	return time.Duration(last - first)
+}
