@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -172,7 +173,7 @@ func (w *worker) acquire(ctx context.Context, lock string) (impls.Lease, bool) {
 	case err == nil:
 		done.Type = history.OK
 		done.Value = leaseValue(lease)
-	case errors.Is(err, impls.ErrNotAcquired):
+	case errors.Is(err, impls.ErrNotAcquired), notSent(err):
 		done.Type, done.Error = history.Fail, err.Error()
 	default:
 		done.Type, done.Error = history.Info, err.Error()
@@ -252,7 +253,7 @@ func (w *worker) release(ctx context.Context, l impls.Lease) {
 	case err == nil:
 		done.Type = history.OK
 		done.Value.Removed = rel.Removed
-	case errors.Is(err, impls.ErrNotHeld):
+	case errors.Is(err, impls.ErrNotHeld), notSent(err):
 		done.Type, done.Error = history.Fail, err.Error()
 	default:
 		done.Type, done.Error = history.Info, err.Error()
@@ -291,4 +292,11 @@ func (w *worker) storeDo(ctx context.Context, req StoreRequest) (StoreReply, err
 		w.closeStore()
 	}
 	return rep, err
+}
+
+// notSent reports whether err says the request never left the client: the
+// connection could not even be dialled, so the op certainly had no effect.
+func notSent(err error) bool {
+	var oe *net.OpError
+	return errors.As(err, &oe) && oe.Op == "dial"
 }
