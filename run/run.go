@@ -260,6 +260,7 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	wctx, wcancel := context.WithTimeout(ctx, cfg.Duration)
 	nemDone := make(chan error, 1)
 	go func() { nemDone <- sched.Run(wctx) }()
+	go progress(wctx, cfg.Logger, cfg.Duration, rec, &acquired, sched)
 	select {
 	case <-wctx.Done():
 	case <-enough:
@@ -294,6 +295,26 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	}
 	lg.Info("run done", "valid", res.Valid, "ops", len(h), "critical_sections", acquired.Load())
 	return &Outcome{Dir: dir, Results: res}, nil
+}
+
+// progress logs, every few seconds until ctx is done, how far the run got.
+// It logs only to the user's logger (a terminal), not to driver.log.
+func progress(ctx context.Context, lg *slog.Logger, total time.Duration, rec *history.Recorder, acquired *atomic.Int64, sched *nemesis.Schedule) {
+	if lg == nil {
+		return
+	}
+	start := time.Now()
+	t := time.NewTicker(5 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			lg.Info("progress", "elapsed", time.Since(start).Round(time.Second), "of", total,
+				"ops", rec.Len(), "critical_sections", acquired.Load(), "faults", sched.Applied())
+		}
+	}
 }
 
 // start brings up the cluster, the store and the workers. What it started
