@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -162,12 +163,17 @@ func (f *killNode) Inject(ctx context.Context, rng *rand.Rand) (history.Value, e
 	}
 	n := nodes[rng.IntN(len(nodes))]
 	v := history.Value{Targets: []string{n.Name}, Duration: int64(f.env.NodeDown)}
-	if err := f.killer.Kill(ctx, n); err != nil {
+	err := f.killer.Kill(ctx, n)
+	// A failed kill is recorded as info: the node may be down all the same,
+	// so Heal restarts it too (restarting a running node does nothing).
+	f.mu.Lock()
+	if !slices.Contains(f.dead, n) {
+		f.dead = append(f.dead, n)
+	}
+	f.mu.Unlock()
+	if err != nil {
 		return v, fmt.Errorf("kill %s: %w", n.Name, err)
 	}
-	f.mu.Lock()
-	f.dead = append(f.dead, n)
-	f.mu.Unlock()
 	return v, nil
 }
 

@@ -1,0 +1,364 @@
+package nemesis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/locktest/locktest/history"
+)
+
+// fakeFault is a Fault that touches nothing: it counts its injections and
+// heals, returns the errors it is given, and picks a target from the
+// schedule's rng, as real faults do, so that the target sequence depends on
+// the seed too.
+type fakeFault struct {
+	name     string
+	duration time.Duration
+	// injectErr and healErr are returned by every Inject and Heal.
+	injectErr error
+	healErr   error
+	// onInject and onHeal, if set, run inside Inject and Heal.
+	onInject func()
+	onHeal   func()
+
+	mu      sync.Mutex
+	injects int
+	heals   int
+	// healCtxErrs holds ctx.Err() of each Heal call.
+	healCtxErrs []error
+}
+
+var _ Fault = (*fakeFault)(nil)
+
+func (f *fakeFault) Name() string            { return f.name }
+func (f *fakeFault) HealName() string        { return "heal-" + f.name }
+func (f *fakeFault) Duration() time.Duration { return f.duration }
+
+func (f *fakeFault) Inject(ctx context.Context, rng *rand.Rand) (history.Value, error) {
+	target := fmt.Sprintf("t%d", rng.IntN(1000))
+	f.mu.Lock()
+	f.injects++
+	f.mu.Unlock()
+	if f.onInject != nil {
+		f.onInject()
+	}
+	return history.Value{Targets: []string{target}, Duration: int64(f.duration)}, f.injectErr
+}
+
+func (f *fakeFault) Heal(ctx context.Context) (history.Value, error) {
+	f.mu.Lock()
+	f.heals++
+	f.healCtxErrs = append(f.healCtxErrs, ctx.Err())
+	f.mu.Unlock()
+	if f.onHeal != nil {
+		f.onHeal()
+	}
+	return history.Value{Targets: []string{"healed"}}, f.healErr
+}
+
+func (f *fakeFault) counts() (injects, heals int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.injects, f.heals
+}
+
+func newSchedule(interval time.Duration, seed int64, faults ...Fault) *Schedule {
+	return &Schedule{
+		Faults:   faults,
+		Interval: interval,
+		Seed:     seed,
+		Recorder: history.NewRecorder(nil),
+		Clock:    history.StartClock(),
+	}
+}
+
+// runWithin runs s until it returns or limit passes; on the limit it
+// cancels ctx, waits for Run and fails the test.
+func runWithin(t *testing.T, ctx context.Context, cancel context.CancelFunc, s *Schedule, limit time.Duration) error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(limit):
+		cancel()
+		<-done
+		t.Fatalf("Run did not return within %v", limit)
+		return nil
+	}
+}
+
+// wantOp checks the type, process and f of o.
+func wantOp(t *testing.T, o history.Op, typ history.Type, f string) {
+	t.Helper()
+	if o.Type != typ || o.Process != history.NemesisProcess || o.F != f {
+		t.Errorf("op %d = %s p%d %s, want %s p%d %s (%s)",
+			o.Index, o.Type, o.Process, o.F, typ, history.NemesisProcess, f, o)
+	}
+}
+
+func TestScheduleRecordsInjectAndHeal(t *testing.T) {
+	const (
+		interval = 20 * time.Millisecond
+		duration = 30 * time.Millisecond
+	)
+	f := &fakeFault{name: "fake", duration: duration}
+	s := newSchedule(interval, 1, f)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if err := s.Run(ctx); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	h := s.Recorder.History()
+	if len(h)%4 != 0 {
+		t.Fatalf("history has %d ops, want groups of 4 (inject invoke/ok, heal invoke/ok):\n%v", len(h), h)
+	}
+	n := len(h) / 4
+	// Each cycle takes 10–30 ms of wait plus 30 ms of fault: about 6 fit in
+	// 300 ms; a loaded machine (-race) may fit fewer.
+	if n < 2 {
+		t.Fatalf("only %d injections in 300ms with interval %v and duration %v", n, interval, duration)
+	}
+	injects, heals := f.counts()
+	if injects != n || heals != n {
+		t.Errorf("Inject called %d times, Heal %d times, want %d each", injects, heals, n)
+	}
+	if got := s.Applied(); got != n {
+		t.Errorf("Applied() = %d, want %d", got, n)
+	}
+	for k := range n {
+		g := h[4*k : 4*k+4]
+		wantOp(t, g[0], history.Invoke, "fake")
+		wantOp(t, g[1], history.OK, "fake")
+		wantOp(t, g[2], history.Invoke, "heal-fake")
+		wantOp(t, g[3], history.OK, "heal-fake")
+		if len(g[1].Value.Targets) != 1 || g[1].Value.Duration != int64(duration) {
+			t.Errorf("inject ok %d does not carry the fault's value: %s", g[1].Index, g[1])
+		}
+		if !slices.Equal(g[3].Value.Targets, []string{"healed"}) {
+			t.Errorf("heal ok %d does not carry the heal's value: %s", g[3].Index, g[3])
+		}
+		// The last fault may have been cut short by the end of the run.
+		if k < n-1 {
+			if kept := time.Duration(g[2].Time - g[1].Time); kept < duration {
+				t.Errorf("fault %d kept for %v, want at least its duration %v", k, kept, duration)
+			}
+		}
+		// Every wait is at least Interval/2, counted from the start or
+		// from the previous heal.
+		prev := int64(0)
+		if k > 0 {
+			prev = h[4*k-1].Time
+		}
+		if quiet := time.Duration(g[0].Time - prev); quiet < interval/2 {
+			t.Errorf("injection %d came %v after the previous heal, want at least %v", k, quiet, interval/2)
+		}
+	}
+	for i := 1; i < len(h); i++ {
+		if h[i].Time <= h[i-1].Time {
+			t.Errorf("op %d at %d is not after op %d at %d", i, h[i].Time, i-1, h[i-1].Time)
+		}
+		if h[i].Index != i {
+			t.Errorf("op at position %d has index %d", i, h[i].Index)
+		}
+	}
+}
+
+func TestScheduleNoFaultsWaitsForCtx(t *testing.T) {
+	s := newSchedule(time.Millisecond, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if err := runWithin(t, ctx, cancel, s, 5*time.Second); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if el := time.Since(start); el < 20*time.Millisecond {
+		t.Errorf("Run without faults returned after %v, before its ctx was done", el)
+	}
+	if n := s.Recorder.Len(); n != 0 {
+		t.Errorf("Run without faults recorded %d ops", n)
+	}
+}
+
+func TestScheduleFailedInjection(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want history.Type
+	}{
+		{"not applied", fmt.Errorf("%w: no live client", errNotApplied), history.Fail},
+		{"cancelled", context.Canceled, history.Fail},
+		{"deadline wrapped", fmt.Errorf("kill n1: %w", context.DeadlineExceeded), history.Fail},
+		{"other error", errors.New("kill n1: connection reset"), history.Info},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			// A failed injection must not be kept for the fault's duration:
+			// an hour would trip runWithin's limit. The heal ends the run.
+			f := &fakeFault{name: "fake", duration: time.Hour, injectErr: tc.err, onHeal: cancel}
+			s := newSchedule(time.Millisecond, 1, f)
+			if err := runWithin(t, ctx, cancel, s, 5*time.Second); err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			h := s.Recorder.History()
+			if len(h) != 4 {
+				t.Fatalf("history has %d ops, want 4:\n%v", len(h), h)
+			}
+			wantOp(t, h[0], history.Invoke, "fake")
+			wantOp(t, h[1], tc.want, "fake")
+			if h[1].Error != tc.err.Error() {
+				t.Errorf("completion error %q, want %q", h[1].Error, tc.err.Error())
+			}
+			wantOp(t, h[2], history.Invoke, "heal-fake")
+			wantOp(t, h[3], history.OK, "heal-fake")
+			if injects, heals := f.counts(); injects != 1 || heals != 1 {
+				t.Errorf("Inject called %d times, Heal %d times, want 1 each", injects, heals)
+			}
+			if got := s.Applied(); got != 0 {
+				t.Errorf("Applied() = %d after a failed injection, want 0", got)
+			}
+		})
+	}
+}
+
+func TestScheduleCancelDuringFaultHeals(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	injected := make(chan struct{})
+	f := &fakeFault{name: "fake", duration: time.Hour, onInject: func() { close(injected) }}
+	s := newSchedule(time.Millisecond, 1, f)
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	select {
+	case <-injected:
+	case <-time.After(5 * time.Second):
+		cancel()
+		<-done
+		t.Fatal("no injection within 5s")
+	}
+	// Give Run time to record the ok and start waiting out the duration.
+	time.Sleep(10 * time.Millisecond)
+	cancel()
+	cancelled := time.Now()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return within 5s of its ctx being cancelled during a fault")
+	}
+	if el := time.Since(cancelled); el > time.Second {
+		t.Errorf("Run took %v to return after the cancel", el)
+	}
+	if injects, heals := f.counts(); injects != 1 || heals != 1 {
+		t.Fatalf("Inject called %d times, Heal %d times, want 1 each", injects, heals)
+	}
+	if err := f.healCtxErrs[0]; err != nil {
+		t.Errorf("Heal got a done ctx (%v); a cancelled run must still heal", err)
+	}
+	h := s.Recorder.History()
+	if len(h) != 4 {
+		t.Fatalf("history has %d ops, want 4:\n%v", len(h), h)
+	}
+	wantOp(t, h[0], history.Invoke, "fake")
+	wantOp(t, h[1], history.OK, "fake")
+	wantOp(t, h[2], history.Invoke, "heal-fake")
+	wantOp(t, h[3], history.OK, "heal-fake")
+}
+
+func TestScheduleReturnsHealErrors(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	healErr := errors.New("restart n2: port taken")
+	f := &fakeFault{name: "fake", healErr: healErr}
+	// A failed heal does not stop the schedule; the second heal ends it.
+	f.onHeal = func() {
+		if _, heals := f.counts(); heals == 2 {
+			cancel()
+		}
+	}
+	s := newSchedule(time.Millisecond, 1, f)
+	err := runWithin(t, ctx, cancel, s, 5*time.Second)
+	if !errors.Is(err, healErr) {
+		t.Fatalf("Run returned %v, want an error wrapping %v", err, healErr)
+	}
+	if c := strings.Count(err.Error(), "heal fake"); c != 2 {
+		t.Errorf("Run's error names the fault %d times, want once per failed heal (2): %v", c, err)
+	}
+	h := s.Recorder.History()
+	if len(h) != 8 {
+		t.Fatalf("history has %d ops, want 8:\n%v", len(h), h)
+	}
+	for _, i := range []int{3, 7} {
+		wantOp(t, h[i], history.Info, "heal-fake")
+		if h[i].Error != healErr.Error() {
+			t.Errorf("heal completion %d has error %q, want %q", i, h[i].Error, healErr)
+		}
+	}
+}
+
+// injections runs a schedule of three zero-duration faults with seed until
+// it has made n injections, and returns what each injection chose: the
+// fault's name and its target.
+func injections(t *testing.T, seed int64, n int) []string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var mu sync.Mutex
+	count := 0
+	onInject := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if count++; count == n {
+			cancel()
+		}
+	}
+	var faults []Fault
+	for _, name := range []string{"a", "b", "c"} {
+		faults = append(faults, &fakeFault{name: name, onInject: onInject})
+	}
+	s := newSchedule(100*time.Microsecond, seed, faults...)
+	if err := runWithin(t, ctx, cancel, s, 10*time.Second); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	var out []string
+	for _, o := range s.Recorder.History() {
+		if o.Type == history.OK && !strings.HasPrefix(o.F, "heal-") {
+			out = append(out, o.F+"/"+strings.Join(o.Value.Targets, ","))
+		}
+	}
+	if len(out) != n {
+		t.Fatalf("seed %d: %d injections recorded, want %d", seed, len(out), n)
+	}
+	return out
+}
+
+func TestScheduleSeedNamesTheSequence(t *testing.T) {
+	const n = 12
+	first := injections(t, 7, n)
+	if again := injections(t, 7, n); !slices.Equal(first, again) {
+		t.Errorf("seed 7 gave two sequences:\n%v\n%v", first, again)
+	}
+	names := map[string]bool{}
+	for _, c := range first {
+		names[c[:1]] = true
+	}
+	if len(names) < 2 {
+		t.Errorf("%d injections of 3 faults all chose the same fault: %v", n, first)
+	}
+	for _, seed := range []int64{8, 9} {
+		if other := injections(t, seed, n); slices.Equal(first, other) {
+			t.Errorf("seeds 7 and %d gave the same sequence %v", seed, first)
+		}
+	}
+}
