@@ -69,6 +69,14 @@ func (b *builder) read(p int, lock string, inv, ok int64, n int64) pair {
 	return pair{i, d}
 }
 
+// claim appends a check-and-set claim of the resource by p with the lock
+// value of its hold with token t, stored at ok.
+func (b *builder) claim(p int, lock string, inv, ok int64, t uint64) pair {
+	i := b.invoke(p, history.Claim, inv, history.Value{Lock: lock, Token: tok(t), LockValue: lv(p, int(t))})
+	d := b.ok(p, history.Claim, ok, history.Value{Lock: lock, Token: tok(t), LockValue: lv(p, int(t)), StoreTime: ms(ok)})
+	return pair{i, d}
+}
+
 // write appends an accepted write of n by p with token t, stored at store.
 func (b *builder) write(p int, lock string, inv, ok int64, n int64, t uint64, store int64) pair {
 	i := b.invoke(p, history.Write, inv, history.Value{Lock: lock, N: history.Num(n), Token: tok(t), LockValue: lv(p, int(t))})

@@ -66,9 +66,18 @@ type Checker interface {
 
 // All returns the lock checkers, in the order reports show them: mutual
 // exclusion as the clients believed it, what the resource store accepted, and
-// fencing-token monotonicity.
+// fencing-token monotonicity. Its Resource has no Mode (the run's resource
+// mode is unknown), so it checks accepted writes for token regressions; use
+// ForMode when the mode is known.
 func All() []Checker {
-	return []Checker{MutualExclusion{}, Resource{}, FencingTokens{}}
+	return ForMode("")
+}
+
+// ForMode returns the checkers of All, in the same order, with the Resource
+// checker told the run's resource mode ("none", "fenced", "check-and-set",
+// or "" when unknown); see Resource.Mode.
+func ForMode(mode string) []Checker {
+	return []Checker{MutualExclusion{}, Resource{Mode: mode}, FencingTokens{}}
 }
 
 // Run runs every checker on h and returns their results in order. A checker

@@ -29,6 +29,25 @@ func TestAll(t *testing.T) {
 	}
 }
 
+func TestForMode(t *testing.T) {
+	if got := All()[1]; got != (Resource{}) {
+		t.Errorf("All()[1] = %#v, want the zero Resource", got)
+	}
+	for _, mode := range []string{"", "none", "fenced", "check-and-set"} {
+		cs := ForMode(mode)
+		var names []string
+		for _, c := range cs {
+			names = append(names, c.Name())
+		}
+		if want := []string{"mutual-exclusion", "resource", "fencing-tokens"}; !slices.Equal(names, want) {
+			t.Errorf("ForMode(%q) names %v, want %v", mode, names, want)
+		}
+		if r, ok := cs[1].(Resource); !ok || r.Mode != mode {
+			t.Errorf("ForMode(%q)[1] = %#v, want Resource{Mode: %q}", mode, cs[1], mode)
+		}
+	}
+}
+
 func TestEmptyHistory(t *testing.T) {
 	for _, r := range Run(context.Background(), nil, All()...) {
 		if r.Valid != Valid {

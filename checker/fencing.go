@@ -15,18 +15,25 @@ import (
 //
 // It looks only at acquire oks that carry a token, per lock. If acquire A
 // completed (the Time of its ok) strictly before acquire B was invoked,
-// token(A) < token(B) is required; a B whose token is lower than the highest
-// token of such an A gives a "token-regression" anomaly naming A's ok and
-// B's invocation and ok, at most one per B and against the A that completed
-// first with that highest token. A token granted by two or more acquire oks
-// of the same lock, by any processes, gives one "duplicate-token" anomaly
-// naming all of those oks (so an equal token is a duplicate, not a
-// regression).
+// token(A) < token(B) is required. Sweeping the acquires in invocation
+// order, a B whose token is lower than the highest token of such an A is a
+// regression, counted against the A that completed first with that highest
+// token. Successive regressions of a lock below the same A are one
+// "token-regression" anomaly, the first, naming A's ok and B's invocation
+// and ok, whose explanation counts the later ones: a token counter that
+// restarted (a Redis node restarted without persistence restarts its INCR
+// at 1) would otherwise make every later grant an anomaly. A regression
+// below a new maximum starts a new anomaly. A token granted by two or more
+// acquire oks of the same lock, by any processes, gives one
+// "duplicate-token" anomaly naming all of those oks (so an equal token is a
+// duplicate, not a regression).
 //
 // The verdict is invalid when there is an anomaly and valid otherwise; when
 // no acquire carries a token there is nothing to check, the verdict is valid
 // and a note of kind "no-tokens" says so. Stats: "tokens" (acquire oks with
-// a token), "token_regressions" and "duplicate_tokens". Nemesis ops are
+// a token), "token_regressions" (token-regression anomalies),
+// "regressed_grants" (acquire oks whose token was lower than an earlier
+// one, the collapsed ones included) and "duplicate_tokens". Nemesis ops are
 // ignored. The check takes O(n log n) time.
 type FencingTokens struct{}
 
@@ -53,6 +60,7 @@ func (c FencingTokens) Check(ctx context.Context, h history.History) Result {
 	}
 	r.Stats["tokens"] = float64(len(byOK))
 	r.Stats["token_regressions"] = 0
+	r.Stats["regressed_grants"] = 0
 	r.Stats["duplicate_tokens"] = 0
 	if len(byOK) == 0 {
 		r.Notes = append(r.Notes, Anomaly{Kind: "no-tokens", Ops: []int{},
@@ -78,7 +86,8 @@ func (c FencingTokens) Check(ctx context.Context, h history.History) Result {
 	for i := range top {
 		top[i] = -1
 	}
-	regressions, next := 0, 0
+	regs := newRegressions(len(v.locks))
+	next := 0
 	for step, b := range byInv {
 		if err := stopped(ctx, step); err != nil {
 			return cancelled(c.Name(), err)
@@ -95,7 +104,9 @@ func (c FencingTokens) Check(ctx context.Context, h history.History) Result {
 		if a < 0 || tok(a) <= tok(b) {
 			continue
 		}
-		regressions++
+		if !regs.add(v.holds[b].lock, a, len(r.Anomalies), tok(a)) {
+			continue
+		}
 		ha, hb := &v.holds[a], &v.holds[b]
 		r.Anomalies = append(r.Anomalies, Anomaly{
 			Kind: "token-regression",
@@ -104,6 +115,7 @@ func (c FencingTokens) Check(ctx context.Context, h history.History) Result {
 				hb.proc, tok(b), v.locks[hb.lock], secs(hb.start), secs(at), tok(a), ha.proc, secs(ha.start)),
 		})
 	}
+	regs.finish(r.Anomalies, "grant")
 
 	byTok := slices.Clone(byOK)
 	slices.SortFunc(byTok, func(a, b int32) int {
@@ -131,7 +143,8 @@ func (c FencingTokens) Check(ctx context.Context, h history.History) Result {
 		i = j
 	}
 
-	r.Stats["token_regressions"] = float64(regressions)
+	r.Stats["token_regressions"] = float64(len(regs.runs))
+	r.Stats["regressed_grants"] = float64(regs.total)
 	r.Stats["duplicate_tokens"] = float64(duplicates)
 	return settle(r)
 }
@@ -155,5 +168,62 @@ func (v *view) duplicate(group []int32, t uint64) Anomaly {
 		Ops:  v.indexes(ops...),
 		Explanation: fmt.Sprintf("token %d of lock %q was granted %d times: to %s",
 			t, v.locks[v.holds[group[0]].lock], len(group), strings.Join(each, ", ")),
+	}
+}
+
+// regressions collapses token regressions: successive regressions of a lock
+// below the same maximum (set by the same op) are one run, reported as one
+// anomaly that counts the rest.
+type regressions struct {
+	cur   []int // per lock id, the index in runs of its latest run, or -1
+	runs  []regressionRun
+	total int // regressions, collapsed ones included
+}
+
+// regressionRun is one anomaly and the regressions it stands for.
+type regressionRun struct {
+	top     int32  // the checker's id of the op that set the maximum
+	token   uint64 // the maximum
+	anomaly int    // the index of the run's anomaly
+	more    int    // the later regressions collapsed into it
+}
+
+func newRegressions(locks int) *regressions {
+	g := &regressions{cur: make([]int, locks)}
+	for i := range g.cur {
+		g.cur[i] = -1
+	}
+	return g
+}
+
+// add counts a regression of lock below token, the maximum set by the op
+// the checker calls top. It reports whether the regression starts a new
+// run, in which case the caller must add the run's anomaly at index
+// anomaly; otherwise the latest run of the lock was below the same
+// maximum and the regression is counted in it.
+func (g *regressions) add(lock, top int32, anomaly int, token uint64) bool {
+	g.total++
+	if c := g.cur[lock]; c >= 0 && g.runs[c].top == top {
+		g.runs[c].more++
+		return false
+	}
+	g.cur[lock] = len(g.runs)
+	g.runs = append(g.runs, regressionRun{top: top, token: token, anomaly: anomaly})
+	return true
+}
+
+// finish appends to the explanation of each run's anomaly in as how many
+// later regressions (of what, e.g. "grant") it stands for.
+func (g *regressions) finish(as []Anomaly, what string) {
+	for _, run := range g.runs {
+		if run.more == 0 {
+			continue
+		}
+		verb := "were"
+		if run.more == 1 {
+			verb = "was"
+		}
+		as[run.anomaly].Explanation += fmt.Sprintf(", and %s %s below token %d too",
+			plural(int64(run.more), "later "+what), verb, run.token)
 	}
 }

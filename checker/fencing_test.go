@@ -21,7 +21,7 @@ func TestFencingTokens(t *testing.T) {
 				return nil, nil
 			},
 			verdict: Valid,
-			stats:   map[string]float64{"tokens": 6, "token_regressions": 0, "duplicate_tokens": 0},
+			stats:   map[string]float64{"tokens": 6, "token_regressions": 0, "regressed_grants": 0, "duplicate_tokens": 0},
 		},
 		{
 			name: "token regression",
@@ -32,8 +32,57 @@ func TestFencingTokens(t *testing.T) {
 				return []want{{"token-regression", ops(a.done, c.inv, c.done)}}, nil
 			},
 			verdict:   Invalid,
-			stats:     map[string]float64{"tokens": 2, "token_regressions": 1},
+			stats:     map[string]float64{"tokens": 2, "token_regressions": 1, "regressed_grants": 1},
 			explained: `process 1 was granted token 3 of lock "x" at 0.210s (invoked at 0.200s), lower than token 5 granted to process 0 at 0.100s`,
+		},
+		{
+			name: "a reset token counter is one regression per maximum",
+			build: func(b *builder) ([]want, []want) {
+				t := int64(100)
+				grant := func(p int, tk uint64) pair {
+					a := b.acquire(p, "x", t, t+1, tk, t+50)
+					b.release(p, "x", t+10, t+11, tk, lv(p, int(tk)))
+					t += 100
+					return a
+				}
+				var top pair
+				for tk := range uint64(5) {
+					top = grant(int(tk%3), 11+tk)
+				}
+				first := grant(0, 1) // the counter restarted at 1
+				grant(1, 2)
+				grant(2, 3)
+				grant(0, 4)
+				high := grant(1, 17)
+				low := grant(2, 16) // below the new maximum
+				grant(0, 18)
+				return []want{
+					{"token-regression", ops(top.done, first.inv, first.done)},
+					{"token-regression", ops(high.done, low.inv, low.done)},
+				}, nil
+			},
+			verdict:   Invalid,
+			stats:     map[string]float64{"tokens": 12, "token_regressions": 2, "regressed_grants": 5, "duplicate_tokens": 0},
+			explained: `process 0 was granted token 1 of lock "x" at 0.601s (invoked at 0.600s), lower than token 15 granted to process 1 at 0.501s, and 3 later grants were below token 15 too`,
+		},
+		{
+			name: "resets of two locks collapse per lock",
+			build: func(b *builder) ([]want, []want) {
+				x := b.acquire(0, "x", 90, 100, 10, 0)
+				y := b.acquire(1, "y", 90, 100, 20, 0)
+				x1 := b.acquire(2, "x", 200, 210, 1, 0)
+				y1 := b.acquire(3, "y", 200, 210, 1, 0)
+				b.acquire(2, "x", 300, 310, 2, 0)
+				b.acquire(3, "y", 300, 310, 2, 0)
+				b.acquire(2, "x", 400, 410, 3, 0)
+				return []want{
+					{"token-regression", ops(x.done, x1.inv, x1.done)},
+					{"token-regression", ops(y.done, y1.inv, y1.done)},
+				}, nil
+			},
+			verdict:   Invalid,
+			stats:     map[string]float64{"tokens": 7, "token_regressions": 2, "regressed_grants": 5},
+			explained: `process 2 was granted token 1 of lock "x" at 0.210s (invoked at 0.200s), lower than token 10 granted to process 0 at 0.100s, and 2 later grants were below token 10 too`,
 		},
 		{
 			name: "a regression is reported against the highest earlier token",
@@ -47,7 +96,7 @@ func TestFencingTokens(t *testing.T) {
 				}, nil
 			},
 			verdict: Invalid,
-			stats:   map[string]float64{"tokens": 4, "token_regressions": 1},
+			stats:   map[string]float64{"tokens": 4, "token_regressions": 1, "regressed_grants": 1},
 		},
 		{
 			name: "concurrent acquires may be granted in any order",

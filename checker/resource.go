@@ -12,54 +12,97 @@ import (
 )
 
 // Resource checks what the resource store actually accepted (DESIGN.md §6,
-// oracle 2). Only write oks count as accepted; a write that completed fail
-// was rejected and one that completed info, or not at all, is unknown.
-// A write's store time is the store_time of its ok, or the Time of its
-// invocation when the ok carries none.
+// oracle 2). Only write oks count as accepted. A write that completed fail
+// was rejected by the store when its completion carries a store_time or its
+// error starts with "rejected"; any other failed write never reached the
+// store. A write that completed info, or not at all, is unknown. A write's
+// store time is the store_time of its completion, or the Time of its
+// invocation when the completion carries none.
+//
+// A writer's lease is the hold of the same process's latest acquire ok of
+// the lock before the write was invoked. It ends at the earlier of that
+// acquire's valid_until (when non-zero) and the process's next release
+// invocation of the lock; a later acquire does not end it.
 //
 // It reports three kinds of anomaly:
 //
 //   - "stale-write": an accepted write whose store time is after the end of
-//     the writer's lease, or whose writer held no lease at all. The writer's
-//     lease is the hold of the same process's latest acquire ok of the lock
-//     before the write was invoked, and it ends at the earlier of that
-//     acquire's valid_until (when non-zero) and the process's next release
-//     invocation of the lock; a later acquire does not end it. The Ops are
+//     the writer's lease, or whose writer held no lease at all. The Ops are
 //     the writer's acquire ok, the write invocation and ok and, when there
 //     is one, the first acquire ok of the same lock by another process with
 //     a Time strictly between the lease end and the store time: the holder
 //     the write trampled. Like all Anomaly.Ops they are listed in time
 //     order, so the trampled holder's acquire ok may precede the write ok.
-//   - "lost-update": two or more accepted writes of one lock whose critical
-//     sections read the same counter value. A write's base is the n of the
+//   - "lost-update": per lock, the accepted writes form a sequence in store
+//     time order (ties by the history index of their oks); writes of
+//     unknown outcome are not in it. A write's base is the n of the
 //     writer's latest read ok of the lock since its latest acquire
-//     invocation, or the write's n - 1 when there is no such read. One
-//     anomaly per base value, naming the read oks and the write oks.
-//   - "token-regression": ordering the accepted writes of a lock that carry
-//     a token by store time, a write whose token is lower than the highest
-//     token accepted before it. The Ops are the earlier write ok with the
-//     highest token and the write invocation and ok of the lower one.
+//     invocation, or the write's n - 1 when there is no such read. For
+//     every consecutive pair of writes W1, W2 of the sequence with
+//     base(W2) < n(W1), W2 overwrote W1 without having seen it: one anomaly
+//     naming the write ok of W1, the read ok of W2 (when there is one) and
+//     the write ok of W2, with n(W1) - base(W2) updates lost. A base above
+//     n(W1) is only possible when a write of unknown outcome was applied,
+//     and is not reported. So a stale write that rolls the counter back is
+//     one anomaly, and the correct sections after it, which re-read values
+//     already written, are none.
+//   - "token-regression", only when Mode is "fenced" or "": in the same
+//     order, an accepted write carrying a token lower than the highest
+//     token of an accepted write of the lock before it. Successive
+//     regressions of a lock below the same maximum (set by the same write)
+//     are one anomaly, the first, whose explanation counts the later ones:
+//     a token counter that restarted would otherwise make every later
+//     write an anomaly. A regression below a new maximum starts a new
+//     anomaly. The Ops are the write ok that set the maximum and the write
+//     invocation and ok of the first lower one.
 //
-// Every rejected write gives a note of kind "write-rejected" (a write that
-// fencing or the check-and-set claim saved) naming the write invocation and
-// completion; notes do not change the verdict. The verdict is invalid when
-// there is an anomaly and valid otherwise. Stats: "writes_accepted",
-// "writes_rejected", "saved_by_fencing" (the same number), "writes_unknown",
-// "stale_writes", "lost_updates" (lost-update anomalies) and
-// "token_regressions". Nemesis ops are ignored. The check takes
+// Every rejected write gives a note naming its invocation and completion;
+// notes do not change the verdict. It is "write-rejected" (saved by
+// fencing, or by the check-and-set claim) when its store time is after the
+// end of the writer's lease or the writer held no lease, and
+// "live-write-rejected" otherwise: the store refused a holder whose lease
+// was still live, as in check-and-set mode after a woken stale holder
+// re-claimed the resource, an availability cost of the store's check.
+//
+// The verdict is invalid when there is an anomaly and valid otherwise.
+// Stats: "writes_accepted"; "writes_rejected" (every rejected write),
+// "saved_by_fencing" (those noted write-rejected) and
+// "live_writes_rejected" (those noted live-write-rejected);
+// "writes_failed" (failed writes the store never answered);
+// "writes_unknown"; "stale_writes"; "lost_updates" (lost-update anomalies)
+// and "updates_lost" (the updates they lost, summed); and, only when the
+// token-regression rule applies, "token_regressions" (anomalies) and
+// "regressed_writes" (accepted writes below an earlier token, the
+// collapsed ones included). Nemesis ops are ignored. The check takes
 // O(n log n) time.
-type Resource struct{}
+type Resource struct {
+	// Mode is the resource mode of the run: "none" (the store accepts
+	// every write), "fenced" (it rejects a write whose token is lower than
+	// the highest it accepted), "check-and-set" (it accepts writes only
+	// from the holder that claimed it last), or "" when unknown. Accepted
+	// writes are checked for token regressions only when Mode is "fenced"
+	// or "": in any other mode the store does not enforce token order, and
+	// a write accepted from a holder whose lease had ended is already a
+	// stale-write.
+	Mode string
+}
 
 var _ Checker = Resource{}
 
 // Name returns "resource".
 func (Resource) Name() string { return "resource" }
 
+// fenced reports whether the store of c's mode enforces fencing tokens, so
+// that an accepted token regression is an anomaly.
+func (c Resource) fenced() bool { return c.Mode == "" || c.Mode == "fenced" }
+
 // accepted is one write ok.
 type accepted struct {
 	w       int32 // index into view.writes
 	lock    int32
 	store   int64
+	n       int64 // the value written, when hasN
+	hasN    bool
 	base    int64
 	hasBase bool
 	token   *uint64
@@ -76,7 +119,7 @@ func (c Resource) Check(ctx context.Context, h history.History) Result {
 
 	var acc []accepted
 	var tr *trampled
-	rejected, unknown, stale := 0, 0, 0
+	rejected, live, failed, unknown, stale := 0, 0, 0, 0, 0
 	for i := range v.writes {
 		if err := stopped(ctx, i); err != nil {
 			return cancelled(c.Name(), err)
@@ -86,14 +129,25 @@ func (c Resource) Check(ctx context.Context, h history.History) Result {
 			unknown++
 			continue
 		}
+		store := v.storeTime(w)
 		if h[w.done].Type == history.Fail {
+			done := &h[w.done]
+			if done.Value.StoreTime == 0 && !strings.HasPrefix(done.Error, "rejected") {
+				failed++
+				continue
+			}
 			rejected++
-			r.Notes = append(r.Notes, v.rejected(w))
+			if w.hold >= 0 && store <= v.holds[w.hold].leaseEnd {
+				live++
+				r.Notes = append(r.Notes, v.liveRejected(w, store))
+			} else {
+				r.Notes = append(r.Notes, v.rejected(w, store))
+			}
 			continue
 		}
-		a := accepted{w: int32(i), lock: v.lockIDs[v.lockName(w.inv)], store: h[w.done].Value.StoreTime, token: v.token(w.done)}
-		if a.store == 0 {
-			a.store = h[w.inv].Time
+		a := accepted{w: int32(i), lock: v.lockIDs[v.lockName(w.inv)], store: store, token: v.token(w.done)}
+		if n := v.n(w.done); n != nil {
+			a.n, a.hasN = *n, true
 		}
 		if w.read >= 0 && v.n(w.read) != nil {
 			a.base, a.hasBase = *v.n(w.read), true
@@ -111,23 +165,48 @@ func (c Resource) Check(ctx context.Context, h history.History) Result {
 		}
 	}
 
-	lost, err := v.lostUpdates(ctx, &r, acc)
+	// The accepted writes of each lock in the order the store took them.
+	slices.SortFunc(acc, func(a, b accepted) int {
+		if c := cmp.Compare(a.lock, b.lock); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.store, b.store); c != 0 {
+			return c
+		}
+		return v.before(v.writes[a.w].done, v.writes[b.w].done)
+	})
+	lost, updates, err := v.lostUpdates(ctx, &r, acc)
 	if err != nil {
 		return cancelled(c.Name(), err)
 	}
-	regressions, err := v.writeRegressions(ctx, &r, acc)
-	if err != nil {
-		return cancelled(c.Name(), err)
+	if c.fenced() {
+		regs, err := v.writeRegressions(ctx, &r, acc)
+		if err != nil {
+			return cancelled(c.Name(), err)
+		}
+		r.Stats["token_regressions"] = float64(len(regs.runs))
+		r.Stats["regressed_writes"] = float64(regs.total)
 	}
 
 	r.Stats["writes_accepted"] = float64(len(acc))
 	r.Stats["writes_rejected"] = float64(rejected)
-	r.Stats["saved_by_fencing"] = float64(rejected)
+	r.Stats["saved_by_fencing"] = float64(rejected - live)
+	r.Stats["live_writes_rejected"] = float64(live)
+	r.Stats["writes_failed"] = float64(failed)
 	r.Stats["writes_unknown"] = float64(unknown)
 	r.Stats["stale_writes"] = float64(stale)
 	r.Stats["lost_updates"] = float64(lost)
-	r.Stats["token_regressions"] = float64(regressions)
+	r.Stats["updates_lost"] = float64(updates)
 	return settle(r)
+}
+
+// storeTime returns the store time of a completed write: the store_time of
+// its completion, or the Time of its invocation when that carries none.
+func (v *view) storeTime(w *write) int64 {
+	if t := v.h[w.done].Value.StoreTime; t != 0 {
+		return t
+	}
+	return v.h[w.inv].Time
 }
 
 // trampled finds, for a stale write, the first hold of another process that
@@ -219,136 +298,132 @@ func (v *view) stale(w *write, store int64, tr *trampled) Anomaly {
 	return Anomaly{Kind: "stale-write", Ops: v.indexes(ops...), Explanation: expl}
 }
 
-// rejected notes a write the store rejected.
-func (v *view) rejected(w *write) Anomaly {
-	done := &v.h[w.done]
-	at := done.Value.StoreTime
-	if at == 0 {
-		at = done.Time
-	}
-	what := "write"
+// rejectedWhat renders "write of token 41", "write of 12" or "write", and
+// the store's reason.
+func (v *view) rejectedWhat(w *write) (what, reason string) {
+	what = "write"
 	if t := v.token(w.inv); t != nil {
 		what = fmt.Sprintf("write of token %d", *t)
 	} else if n := v.n(w.inv); n != nil {
 		what = fmt.Sprintf("write of %d", *n)
 	}
-	reason := done.Error
+	reason = v.h[w.done].Error
 	if reason == "" {
 		reason = "no reason given"
 	}
+	return what, reason
+}
+
+// rejected notes a write the store rejected at store after the writer's
+// lease had ended, or from a writer that held no lease.
+func (v *view) rejected(w *write, store int64) Anomaly {
+	what, reason := v.rejectedWhat(w)
 	return Anomaly{
 		Kind: "write-rejected",
 		Ops:  v.indexes(w.inv, w.done),
 		Explanation: fmt.Sprintf("the store rejected process %d's %s under lock %q at %s: %s (saved by fencing)",
-			done.Process, what, v.lockName(w.inv), secs(at), reason),
+			v.h[w.inv].Process, what, v.lockName(w.inv), secs(store), reason),
 	}
 }
 
-// lostUpdates adds a "lost-update" anomaly for every lock and base value
-// that more than one accepted write was based on, and returns how many.
-func (v *view) lostUpdates(ctx context.Context, r *Result, acc []accepted) (int, error) {
-	bases := make([]accepted, 0, len(acc))
-	for _, a := range acc {
-		if a.hasBase {
-			bases = append(bases, a)
-		}
+// liveRejected notes a write the store rejected at store while the writer's
+// lease was still live.
+func (v *view) liveRejected(w *write, store int64) Anomaly {
+	what, reason := v.rejectedWhat(w)
+	hd := &v.holds[w.hold]
+	var lease string
+	switch {
+	case hd.leaseEnd == noEnd:
+		lease = "its lease had not ended"
+	case hd.release >= 0 && v.h[hd.release].Time == hd.leaseEnd:
+		lease = "it held the lock until it invoked release at " + secs(hd.leaseEnd)
+	default:
+		lease = "its lease ran until " + secs(hd.leaseEnd)
 	}
-	slices.SortFunc(bases, func(a, b accepted) int {
-		if c := cmp.Compare(a.lock, b.lock); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(a.base, b.base); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(a.store, b.store); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.w, b.w)
-	})
-	lost := 0
-	for i, step := 0, 0; i < len(bases); step++ {
-		if err := stopped(ctx, step); err != nil {
-			return 0, err
-		}
-		j := i + 1
-		for j < len(bases) && bases[j].lock == bases[i].lock && bases[j].base == bases[i].base {
-			j++
-		}
-		if j-i > 1 {
-			lost++
-			r.Anomalies = append(r.Anomalies, v.lostUpdate(bases[i:j]))
-		}
-		i = j
+	return Anomaly{
+		Kind: "live-write-rejected",
+		Ops:  v.indexes(w.inv, w.done),
+		Explanation: fmt.Sprintf("the store rejected process %d's %s under lock %q at %s (%s) although %s: an availability cost of the resource's check",
+			v.h[w.inv].Process, what, v.lockName(w.inv), secs(store), reason, lease),
 	}
-	return lost, nil
 }
 
-// lostUpdate explains that the writes of group, all based on one value, were
-// all accepted.
-func (v *view) lostUpdate(group []accepted) Anomaly {
-	ops := make([]int32, 0, 2*len(group))
-	var each []string
-	for k, a := range group {
-		w := &v.writes[a.w]
-		ops = append(ops, w.read, w.done)
-		if k < 5 {
-			s := fmt.Sprintf("process %d", v.h[w.inv].Process)
-			if n := v.n(w.inv); n != nil {
-				s += fmt.Sprintf(" wrote %d", *n)
-			}
-			if t := a.token; t != nil {
-				s += fmt.Sprintf(" with token %d", *t)
-			}
-			each = append(each, s+" at "+secs(a.store))
+// lostUpdates adds a "lost-update" anomaly for every consecutive pair of
+// acc, which holds the accepted writes of each lock in store order, whose
+// second write was based on a value lower than the first wrote. It returns
+// how many anomalies it added and how many updates they lost.
+func (v *view) lostUpdates(ctx context.Context, r *Result, acc []accepted) (int, int64, error) {
+	n, updates := 0, int64(0)
+	for i := 1; i < len(acc); i++ {
+		if err := stopped(ctx, i); err != nil {
+			return 0, 0, err
 		}
+		a, b := &acc[i-1], &acc[i]
+		if a.lock != b.lock || !a.hasN || !b.hasBase || b.base >= a.n {
+			continue
+		}
+		n++
+		updates += a.n - b.base
+		r.Anomalies = append(r.Anomalies, v.lostUpdate(a, b))
 	}
-	if len(group) > 5 {
-		each = append(each, fmt.Sprintf("%d more", len(group)-5))
+	return n, updates, nil
+}
+
+// lostUpdate explains that b overwrote a without having seen it.
+func (v *view) lostUpdate(a, b *accepted) Anomaly {
+	wa, wb := &v.writes[a.w], &v.writes[b.w]
+	var based string
+	if wb.read >= 0 && v.n(wb.read) != nil {
+		rd := &v.h[wb.read]
+		at := rd.Value.StoreTime
+		if at == 0 {
+			at = rd.Time
+		}
+		based = fmt.Sprintf("read %d at %s", b.base, secs(at))
+	} else {
+		based = fmt.Sprintf("read nothing, so based on %d", b.base)
+	}
+	wrote := "wrote"
+	if n := v.n(wb.done); n != nil {
+		wrote = fmt.Sprintf("wrote %d", *n)
 	}
 	return Anomaly{
 		Kind: "lost-update",
-		Ops:  v.indexes(ops...),
-		Explanation: fmt.Sprintf("%d critical sections of lock %q were based on counter value %d and the store accepted the write of each (%s): %s lost",
-			len(group), v.locks[group[0].lock], group[0].base, strings.Join(each, ", "), plural(len(group)-1, "update")),
+		Ops:  v.indexes(wa.done, wb.read, wb.done),
+		Explanation: fmt.Sprintf("process %d %s under lock %q (%s) at %s over process %d's write of %d at %s: %s lost",
+			v.h[wb.inv].Process, wrote, v.locks[b.lock], based, secs(b.store),
+			v.h[wa.inv].Process, a.n, secs(a.store), plural(a.n-b.base, "update")),
 	}
 }
 
-// writeRegressions adds a "token-regression" anomaly for every accepted
-// write whose token is lower than one the store accepted before it for the
-// same lock, and returns how many.
-func (v *view) writeRegressions(ctx context.Context, r *Result, acc []accepted) (int, error) {
-	toks := make([]accepted, 0, len(acc))
-	for _, a := range acc {
-		if a.token != nil {
-			toks = append(toks, a)
-		}
-	}
-	slices.SortFunc(toks, func(a, b accepted) int {
-		if c := cmp.Compare(a.lock, b.lock); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(a.store, b.store); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.w, b.w)
-	})
-	n := 0
+// writeRegressions adds "token-regression" anomalies for the accepted
+// writes whose token is lower than one the store accepted before them for
+// the same lock, one per run of successive regressions below the same
+// maximum, and returns the runs. acc holds the accepted writes of each lock
+// in store order.
+func (v *view) writeRegressions(ctx context.Context, r *Result, acc []accepted) (*regressions, error) {
+	regs := newRegressions(len(v.locks))
 	top := -1 // the write with the highest token so far of the current lock
-	for i := range toks {
+	for i := range acc {
 		if err := stopped(ctx, i); err != nil {
-			return 0, err
+			return nil, err
 		}
-		b := &toks[i]
-		if top < 0 || toks[top].lock != b.lock {
+		b := &acc[i]
+		if b.token == nil {
+			continue
+		}
+		if top < 0 || acc[top].lock != b.lock {
 			top = i
 			continue
 		}
-		a := &toks[top]
+		a := &acc[top]
 		switch {
 		case *b.token > *a.token:
 			top = i
 		case *b.token < *a.token:
-			n++
+			if !regs.add(b.lock, int32(top), len(r.Anomalies), *a.token) {
+				continue
+			}
 			wa, wb := &v.writes[a.w], &v.writes[b.w]
 			r.Anomalies = append(r.Anomalies, Anomaly{
 				Kind: "token-regression",
@@ -359,11 +434,12 @@ func (v *view) writeRegressions(ctx context.Context, r *Result, acc []accepted) 
 			})
 		}
 	}
-	return n, nil
+	regs.finish(r.Anomalies, "accepted write")
+	return regs, nil
 }
 
 // plural renders "1 update" or "2 updates".
-func plural(n int, noun string) string {
+func plural(n int64, noun string) string {
 	if n == 1 {
 		return "1 " + noun
 	}

@@ -14,10 +14,11 @@ func wv(lock string, p int, n int64, t uint64, store int64) history.Value {
 func TestResource(t *testing.T) {
 	tests := []struct {
 		name      string
+		mode      string // Resource.Mode
 		build     func(b *builder) (anomalies, notes []want)
 		verdict   Verdict
-		stats     map[string]float64
-		explained string // the first anomaly's (or else note's) explanation, when set
+		stats     map[string]float64 // -1: the stat must be absent
+		explained string             // the first anomaly's (or else note's) explanation, when set
 	}{
 		{
 			name: "clean sequential writes",
@@ -26,8 +27,9 @@ func TestResource(t *testing.T) {
 				return nil, nil
 			},
 			verdict: Valid,
-			stats: map[string]float64{"writes_accepted": 6, "writes_rejected": 0, "saved_by_fencing": 0, "writes_unknown": 0,
-				"stale_writes": 0, "lost_updates": 0, "token_regressions": 0},
+			stats: map[string]float64{"writes_accepted": 6, "writes_rejected": 0, "saved_by_fencing": 0, "live_writes_rejected": 0,
+				"writes_failed": 0, "writes_unknown": 0, "stale_writes": 0, "lost_updates": 0, "updates_lost": 0,
+				"token_regressions": 0, "regressed_writes": 0},
 		},
 		{
 			name: "stale write that trampled the next holder",
@@ -69,20 +71,22 @@ func TestResource(t *testing.T) {
 			stats:   map[string]float64{"writes_accepted": 2, "stale_writes": 1},
 		},
 		{
-			name: "lost update",
+			name: "lost update: A reads 5, B reads 5, B writes 6, A writes 6",
 			build: func(b *builder) ([]want, []want) {
 				b.acquire(0, "x", 90, 100, 1, 1100)
 				b.acquire(1, "x", 140, 150, 2, 1150)
 				r0 := b.read(0, "x", 160, 170, 5)
-				r1 := b.read(1, "x", 175, 180, 5)
-				w0 := b.write(0, "x", 200, 210, 6, 1, 205)
-				w1 := b.write(1, "x", 220, 230, 6, 2, 225)
+				b.read(1, "x", 175, 180, 5)
+				w1 := b.write(1, "x", 200, 210, 6, 2, 205)
+				w0 := b.write(0, "x", 220, 230, 6, 1, 225)
 				b.release(0, "x", 300, 310, 1, lv(0, 1))
 				b.release(1, "x", 320, 330, 2, lv(1, 2))
-				return []want{{"lost-update", ops(r0.done, r1.done, w0.done, w1.done)}}, nil
+				return []want{{"lost-update", ops(r0.done, w1.done, w0.done)}}, nil
 			},
-			verdict: Invalid,
-			stats:   map[string]float64{"writes_accepted": 2, "lost_updates": 1, "stale_writes": 0, "token_regressions": 0},
+			mode:      "none",
+			verdict:   Invalid,
+			stats:     map[string]float64{"writes_accepted": 2, "lost_updates": 1, "updates_lost": 1, "stale_writes": 0, "token_regressions": -1},
+			explained: `process 0 wrote 6 under lock "x" (read 5 at 0.170s) at 0.225s over process 1's write of 6 at 0.205s: 1 update lost`,
 		},
 		{
 			name: "lost update without reads is based on n - 1",
@@ -95,7 +99,65 @@ func TestResource(t *testing.T) {
 				return []want{{"lost-update", ops(w2.done, w3.done)}}, nil
 			},
 			verdict:   Invalid,
-			explained: `2 critical sections of lock "y" were based on counter value 2 and the store accepted the write of each (process 2 wrote 3 at 0.205s, process 3 wrote 3 at 0.225s): 1 update lost`,
+			stats:     map[string]float64{"lost_updates": 1, "updates_lost": 1},
+			explained: `process 3 wrote 3 under lock "y" (read nothing, so based on 2) at 0.225s over process 2's write of 3 at 0.205s: 1 update lost`,
+		},
+		{
+			name: "three sections based on one value lose two updates",
+			build: func(b *builder) ([]want, []want) {
+				for p := range 3 {
+					b.acquire(p, "x", 90, 100+int64(p), 0, 1000)
+				}
+				r0 := b.read(0, "x", 110, 111, 5)
+				b.read(1, "x", 112, 113, 5)
+				r2 := b.read(2, "x", 114, 115, 5)
+				w1 := b.write(1, "x", 120, 121, 6, 0, 121)
+				w2 := b.write(2, "x", 122, 123, 6, 0, 123)
+				w0 := b.write(0, "x", 124, 125, 6, 0, 125)
+				return []want{
+					{"lost-update", ops(r2.done, w1.done, w2.done)},
+					{"lost-update", ops(r0.done, w2.done, w0.done)},
+				}, nil
+			},
+			verdict: Invalid,
+			stats:   map[string]float64{"writes_accepted": 3, "lost_updates": 2, "updates_lost": 2},
+		},
+		{
+			name: "a stale write that rolls the counter back is one lost update",
+			mode: "none",
+			build: func(b *builder) ([]want, []want) {
+				as, _ := rollback(b)
+				return as, nil
+			},
+			verdict: Invalid,
+			stats: map[string]float64{"writes_accepted": 9, "stale_writes": 1, "lost_updates": 1, "updates_lost": 4,
+				"token_regressions": -1, "regressed_writes": -1},
+			explained: `process 3 wrote 1 under lock "x" with token 1 at 0.900s, 0.600s after its lease ended at 0.300s; process 0 had acquired token 2 at 0.401s`,
+		},
+		{
+			name: "a rollback in a check-and-set run is one lost update too",
+			mode: "check-and-set",
+			build: func(b *builder) ([]want, []want) {
+				as, _ := rollback(b)
+				return as, nil
+			},
+			verdict: Invalid,
+			stats:   map[string]float64{"stale_writes": 1, "lost_updates": 1, "updates_lost": 4, "token_regressions": -1},
+		},
+		{
+			name: "a write based on one of unknown outcome is no lost update",
+			build: func(b *builder) ([]want, []want) {
+				b.section(0, "x", 100, 1, 0)
+				b.acquire(1, "x", 200, 201, 2, 1201)
+				b.read(1, "x", 202, 203, 1)
+				b.invoke(1, history.Write, 204, wv("x", 1, 2, 2, 0))
+				b.info(1, history.Write, 250, history.Value{Lock: "x"})
+				b.release(1, "x", 260, 261, 2, lv(1, 2))
+				b.section(2, "x", 300, 3, 2) // read 2 over a write of 1
+				return nil, nil
+			},
+			verdict: Valid,
+			stats:   map[string]float64{"writes_accepted": 2, "writes_unknown": 1, "lost_updates": 0, "updates_lost": 0},
 		},
 		{
 			name: "token regression",
@@ -109,8 +171,79 @@ func TestResource(t *testing.T) {
 				return []want{{"token-regression", ops(w1.done, w0.inv, w0.done)}}, nil
 			},
 			verdict:   Invalid,
-			stats:     map[string]float64{"token_regressions": 1, "lost_updates": 0, "stale_writes": 0},
+			stats:     map[string]float64{"token_regressions": 1, "regressed_writes": 1, "lost_updates": 0, "stale_writes": 0},
 			explained: `the store accepted process 0's write of token 1 under lock "x" at 0.300s after it had accepted process 1's write of token 2 at 0.200s`,
+		},
+		{
+			name: "a rollback in a fenced run is a token regression too",
+			mode: "fenced",
+			build: func(b *builder) ([]want, []want) {
+				as, reg := rollback(b)
+				return append(as, reg), nil
+			},
+			verdict: Invalid,
+			stats:   map[string]float64{"stale_writes": 1, "lost_updates": 1, "token_regressions": 1, "regressed_writes": 1},
+		},
+		{
+			name: "a reset token counter is one regression per maximum",
+			mode: "fenced",
+			build: func(b *builder) ([]want, []want) {
+				t, n := int64(100), int64(0)
+				sec := func(p int, tk uint64) section {
+					s := b.section(p, "x", t, tk, n)
+					t, n = t+100, n+1
+					return s
+				}
+				var top section
+				for tk := range uint64(5) {
+					top = sec(int(tk%3), tk+1)
+				}
+				first := sec(1, 1) // the counter restarted
+				sec(2, 2)
+				sec(0, 3)
+				six := sec(1, 6)
+				five := sec(2, 5) // the old maximum, below the new one
+				sec(0, 7)
+				return []want{
+					{"token-regression", ops(top.write.done, first.write.inv, first.write.done)},
+					{"token-regression", ops(six.write.done, five.write.inv, five.write.done)},
+				}, nil
+			},
+			verdict:   Invalid,
+			stats:     map[string]float64{"token_regressions": 2, "regressed_writes": 4, "lost_updates": 0, "stale_writes": 0},
+			explained: `the store accepted process 1's write of token 1 under lock "x" at 0.605s after it had accepted process 1's write of token 5 at 0.505s, and 2 later accepted writes were below token 5 too`,
+		},
+		{
+			name: "token regressions are not checked in none mode",
+			mode: "none",
+			build: func(b *builder) ([]want, []want) {
+				b.section(0, "x", 100, 2, 0)
+				b.section(1, "x", 200, 1, 1)
+				return nil, nil
+			},
+			verdict: Valid,
+			stats:   map[string]float64{"writes_accepted": 2, "token_regressions": -1, "regressed_writes": -1},
+		},
+		{
+			name: "token regressions are not checked in check-and-set mode",
+			mode: "check-and-set",
+			build: func(b *builder) ([]want, []want) {
+				b.section(0, "x", 100, 2, 0)
+				b.section(1, "x", 200, 1, 1)
+				return nil, nil
+			},
+			verdict: Valid,
+			stats:   map[string]float64{"writes_accepted": 2, "token_regressions": -1, "regressed_writes": -1},
+		},
+		{
+			name: "token regressions are checked when the mode is unknown",
+			build: func(b *builder) ([]want, []want) {
+				s := b.section(0, "x", 100, 2, 0)
+				r := b.section(1, "x", 200, 1, 1)
+				return []want{{"token-regression", ops(s.write.done, r.write.inv, r.write.done)}}, nil
+			},
+			verdict: Invalid,
+			stats:   map[string]float64{"token_regressions": 1, "regressed_writes": 1},
 		},
 		{
 			name: "stale write rejected by fencing is a note",
@@ -126,8 +259,82 @@ func TestResource(t *testing.T) {
 				return nil, []want{{"write-rejected", ops(wi, wf)}}
 			},
 			verdict:   Valid,
-			stats:     map[string]float64{"writes_accepted": 1, "writes_rejected": 1, "saved_by_fencing": 1, "stale_writes": 0},
+			stats:     map[string]float64{"writes_accepted": 1, "writes_rejected": 1, "saved_by_fencing": 1, "live_writes_rejected": 0, "stale_writes": 0},
 			explained: `the store rejected process 3's write of token 41 under lock "x" at 12.403s: rejected: token 41 < 42 (saved by fencing)`,
+		},
+		{
+			name: "a live holder's write rejected after a stale holder re-claimed",
+			mode: "check-and-set",
+			build: func(b *builder) ([]want, []want) {
+				a := b.acquire(1, "x", 990, 1000, 0, 1500)
+				b.claim(1, "x", 1010, 1011, 0)
+				b.read(1, "x", 1020, 1021, 0)
+				c := b.acquire(0, "x", 1990, 2000, 0, 2567)
+				b.claim(0, "x", 2010, 2011, 0)
+				b.read(0, "x", 2020, 2021, 0)
+				b.claim(1, "x", 2200, 2201, 0) // process 1 wakes up from a pause
+				w1 := b.write(1, "x", 2240, 2251, 1, 0, 2250)
+				wi := b.invoke(0, history.Write, 2270, wv("x", 0, 1, 0, 0))
+				wf := b.fail(0, history.Write, 2273, wv("x", 0, 1, 0, 2272), `rejected: claimant is "p1-0", not "p0-0"`)
+				b.release(0, "x", 2300, 2301, 0, lv(0, 0))
+				return []want{{"stale-write", ops(a.done, c.done, w1.inv, w1.done)}},
+					[]want{{"live-write-rejected", ops(wi, wf)}}
+			},
+			verdict: Invalid,
+			stats: map[string]float64{"writes_accepted": 1, "stale_writes": 1, "writes_rejected": 1, "saved_by_fencing": 0,
+				"live_writes_rejected": 1, "lost_updates": 0},
+		},
+		{
+			name: "rejected writes are classified by the writer's lease end",
+			mode: "check-and-set",
+			build: func(b *builder) ([]want, []want) {
+				b.acquire(0, "x", 1990, 2000, 0, 2567)
+				wi := b.invoke(0, history.Write, 2270, wv("x", 0, 1, 0, 0))
+				wf := b.fail(0, history.Write, 2273, wv("x", 0, 1, 0, 2272), `rejected: claimant is "p1-0", not "p0-0"`)
+				vi := b.invoke(0, history.Write, 2500, wv("x", 0, 1, 0, 0))
+				vf := b.fail(0, history.Write, 2600, wv("x", 0, 1, 0, 2567), `rejected: claimant is "p1-0", not "p0-0"`)
+				xi := b.invoke(0, history.Write, 2600, wv("x", 0, 1, 0, 0))
+				xf := b.fail(0, history.Write, 2610, wv("x", 0, 1, 0, 2568), `rejected: claimant is "p1-0", not "p0-0"`)
+				b.acquire(2, "x", 2990, 3000, 0, 0)
+				b.release(2, "x", 3100, 3101, 0, lv(2, 0))
+				yi := b.invoke(2, history.Write, 3200, wv("x", 2, 1, 0, 0))
+				yf := b.fail(2, history.Write, 3210, wv("x", 2, 1, 0, 3205), "rejected: no fencing token")
+				zi := b.invoke(3, history.Write, 3300, wv("x", 3, 1, 0, 0))
+				zf := b.fail(3, history.Write, 3310, wv("x", 3, 1, 0, 3305), "rejected: no fencing token")
+				return nil, []want{
+					{"live-write-rejected", ops(wi, wf)},
+					{"live-write-rejected", ops(vi, vf)}, // at the very ns the lease ends
+					{"write-rejected", ops(xi, xf)},
+					{"write-rejected", ops(yi, yf)}, // after its release
+					{"write-rejected", ops(zi, zf)}, // without a lease
+				}
+			},
+			verdict:   Valid,
+			stats:     map[string]float64{"writes_rejected": 5, "saved_by_fencing": 3, "live_writes_rejected": 2},
+			explained: `the store rejected process 0's write of 1 under lock "x" at 2.272s (rejected: claimant is "p1-0", not "p0-0") although its lease ran until 2.567s: an availability cost of the resource's check`,
+		},
+		{
+			name: "a live write rejected without a store time is judged at its invocation",
+			build: func(b *builder) ([]want, []want) {
+				b.acquire(0, "x", 90, 100, 0, 0)
+				wi := b.invoke(0, history.Write, 200, wv("x", 0, 1, 0, 0))
+				wf := b.fail(0, history.Write, 210, history.Value{Lock: "x"}, "rejected: no fencing token")
+				return nil, []want{{"live-write-rejected", ops(wi, wf)}}
+			},
+			verdict:   Valid,
+			stats:     map[string]float64{"writes_rejected": 1, "saved_by_fencing": 0, "live_writes_rejected": 1},
+			explained: `the store rejected process 0's write of 1 under lock "x" at 0.200s (rejected: no fencing token) although its lease had not ended: an availability cost of the resource's check`,
+		},
+		{
+			name: "a write that failed before reaching the store was not rejected",
+			build: func(b *builder) ([]want, []want) {
+				b.acquire(0, "x", 90, 100, 1, 0)
+				b.invoke(0, history.Write, 200, wv("x", 0, 1, 1, 0))
+				b.fail(0, history.Write, 210, history.Value{Lock: "x"}, "dial tcp 127.0.0.1:4000: connect: connection refused")
+				return nil, nil
+			},
+			verdict: Valid,
+			stats:   map[string]float64{"writes_rejected": 0, "saved_by_fencing": 0, "live_writes_rejected": 0, "writes_failed": 1},
 		},
 		{
 			name: "writes of unknown outcome are not anomalies",
@@ -169,12 +376,16 @@ func TestResource(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var b builder
 			as, ns := tt.build(&b)
-			r := check(t, Resource{}, b.h, tt.verdict)
+			r := check(t, Resource{Mode: tt.mode}, b.h, tt.verdict)
 			expect(t, "anomalies", r.Anomalies, as)
 			expect(t, "notes", r.Notes, ns)
 			for k, v := range tt.stats {
-				if r.Stats[k] != v {
-					t.Errorf("stat %s = %v, want %v", k, r.Stats[k], v)
+				got, ok := r.Stats[k]
+				if v < 0 && ok {
+					t.Errorf("stat %s = %v, want none", k, got)
+				}
+				if v >= 0 && got != v {
+					t.Errorf("stat %s = %v, want %v", k, got, v)
 				}
 			}
 			if tt.explained != "" {
@@ -190,5 +401,41 @@ func TestResource(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// rollback builds a history in which process 3 reads 0 under token 1, is
+// paused past its lease while four sections of other processes take the
+// counter to 4 under tokens 2 to 5, and then writes 1, rolling the counter
+// back; four correct sections under tokens 6 to 9 follow, reading 1, 2, 3
+// and 4. It returns the stale-write and lost-update anomalies the resource
+// checker reports in every mode, and the token-regression it reports only
+// where tokens are checked.
+func rollback(b *builder) (anomalies []want, regression want) {
+	a := b.acquire(3, "x", 90, 100, 1, 300)
+	r := b.read(3, "x", 110, 120, 0)
+	wi := b.invoke(3, history.Write, 130, wv("x", 3, 1, 1, 0))
+	first := b.section(0, "x", 400, 2, 0)
+	b.section(1, "x", 500, 3, 1)
+	b.section(2, "x", 600, 4, 2)
+	last := b.section(0, "x", 700, 5, 3)
+	wo := b.ok(3, history.Write, 905, wv("x", 3, 1, 1, 900))
+	for k := range 4 {
+		b.section(1+k%3, "x", 1000+100*int64(k), uint64(6+k), int64(1+k))
+	}
+	return []want{
+			{"stale-write", ops(a.done, wi, first.acq.done, wo)},
+			{"lost-update", ops(r.done, last.write.done, wo)},
+		},
+		want{"token-regression", ops(wi, last.write.done, wo)}
+}
+
+func TestResourceLostUpdateExplained(t *testing.T) {
+	var b builder
+	rollback(&b)
+	r := check(t, Resource{Mode: "none"}, b.h, Invalid)
+	want := `process 3 wrote 1 under lock "x" (read 0 at 0.120s) at 0.900s over process 0's write of 4 at 0.705s: 4 updates lost`
+	if len(r.Anomalies) != 2 || r.Anomalies[1].Explanation != want {
+		t.Errorf("got %+v\nwant the lost update explained as\n%s", r.Anomalies, want)
 	}
 }

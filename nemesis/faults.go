@@ -105,13 +105,11 @@ func (f *pauseClient) Inject(ctx context.Context, rng *rand.Rand) (history.Value
 			return v, fmt.Errorf("%w: p%d did not reach %s: %v", errNotApplied, p, f.env.PausePoint, err)
 		}
 	}
-	err := f.env.Clients.Signal(p, syscall.SIGSTOP)
-	if f.env.PausePoint != "" {
-		// Stopped, the worker reads this only when resumed; not stopped (it
-		// died), it harms nothing.
-		_ = f.env.Clients.Continue(p)
-	}
-	if err != nil {
+	// The worker waits at the point until it is told to go on, which Heal
+	// does only after SIGCONT: however late the kernel applies SIGSTOP, the
+	// worker cannot get past the point while it is meant to be paused.
+	if err := f.env.Clients.Signal(p, syscall.SIGSTOP); err != nil {
+		f.release(p)
 		return v, fmt.Errorf("%w: SIGSTOP p%d: %v", errNotApplied, p, err)
 	}
 	f.mu.Lock()
@@ -130,8 +128,17 @@ func (f *pauseClient) Heal(ctx context.Context) (history.Value, error) {
 	if err := f.env.Clients.Signal(f.target, syscall.SIGCONT); err != nil {
 		return v, fmt.Errorf("SIGCONT p%d: %w", f.target, err)
 	}
+	f.release(f.target)
 	f.paused = false
 	return v, nil
+}
+
+// release lets a worker held at the pause point go on; for a worker that
+// is not at a point (or has died) it is harmless.
+func (f *pauseClient) release(p int) {
+	if f.env.PausePoint != "" {
+		_ = f.env.Clients.Continue(p)
+	}
 }
 
 // killNode SIGKILLs one node of the cluster and restarts it, with the same

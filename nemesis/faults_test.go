@@ -229,9 +229,10 @@ func TestPauseClientInject(t *testing.T) {
 	}{
 		{name: "at a pause point", point: "after-acquire", pool: &fakeClients{procs: []int{3}},
 			// The worker must be stopped while it waits at the point, and
-			// only then told to go on: it reads the continue when resumed.
-			want:     []string{"arm p3 after-acquire", "wait p3", "SIGSTOP p3", "continue p3"},
-			wantHeal: []string{"SIGCONT p3"}},
+			// told to go on only after it was resumed: a SIGSTOP the kernel
+			// applies late must not let it past the point.
+			want:     []string{"arm p3 after-acquire", "wait p3", "SIGSTOP p3"},
+			wantHeal: []string{"SIGCONT p3", "continue p3"}},
 		{name: "at a random moment", pool: &fakeClients{procs: []int{3}},
 			want: []string{"SIGSTOP p3"}, wantHeal: []string{"SIGCONT p3"}},
 		{name: "point never reached", point: "before-write",

@@ -221,7 +221,7 @@ func TestRenderHTMLEscapes(t *testing.T) {
 		{"run name", func(r *Results) { r.Run.Name = evil }},
 		{"command", func(r *Results) { r.Run.Command = evil }},
 		{"impl doc", func(r *Results) { r.Run.ImplDoc = evil }},
-		{"run error", func(r *Results) { r.Run.Errors = []string{evil} }},
+		{"run problem", func(r *Results) { r.Problems = []string{evil} }},
 		{"fault", func(r *Results) { r.Run.Faults = []string{evil} }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/history"
@@ -53,19 +54,24 @@ type RunInfo struct {
 
 // Results is the content of results.json.
 type Results struct {
-	Run      RunInfo            `json:"run"`
-	Valid    checker.Verdict    `json:"valid"`
+	Run   RunInfo         `json:"run"`
+	Valid checker.Verdict `json:"valid"`
+	// Problems are reasons the run tested less than it meant to: the run's
+	// own errors, no successful acquire, faults asked for but none applied.
+	// Any problem makes a valid verdict unknown.
+	Problems []string           `json:"problems,omitempty"`
 	Checkers []checker.Result   `json:"checkers"`
 	Stats    map[string]float64 `json:"stats"`
 }
 
 // Summarize computes the history-wide stats of a run: ops, critical
-// sections (acquire ok) and the faults injected.
-func Summarize(h history.History) map[string]float64 {
+// sections (acquire ok) and the faults injected (nemesis oks of the faults
+// named in faults).
+func Summarize(faults []string, h history.History) map[string]float64 {
 	s := map[string]float64{"ops": float64(len(h))}
 	for _, o := range h {
 		switch {
-		case o.IsNemesis() && o.Type == history.OK && o.Value.Targets != nil && o.Value.Duration > 0:
+		case o.IsNemesis() && o.Type == history.OK && slices.Contains(faults, o.F):
 			s["faults_injected"]++
 		case o.F == history.Acquire && o.Type == history.OK:
 			s["critical_sections"]++
@@ -77,9 +83,22 @@ func Summarize(h history.History) map[string]float64 {
 	return s
 }
 
-// Check runs the checkers on h and assembles the results.
+// Check assembles the results of the checkers rs on h. A run with problems
+// (see Results.Problems) is at best unknown: it did not test what it meant
+// to.
 func Check(info RunInfo, h history.History, rs []checker.Result) Results {
-	return Results{Run: info, Valid: checker.Overall(rs), Checkers: rs, Stats: Summarize(h)}
+	r := Results{Run: info, Valid: checker.Overall(rs), Checkers: rs, Stats: Summarize(info.Faults, h)}
+	r.Problems = append(r.Problems, info.Errors...)
+	if r.Stats["critical_sections"] == 0 {
+		r.Problems = append(r.Problems, "no acquire succeeded: the run tested nothing")
+	}
+	if len(info.Faults) > 0 && r.Stats["faults_injected"] == 0 {
+		r.Problems = append(r.Problems, "no fault was applied: run longer or lower --interval")
+	}
+	if len(r.Problems) > 0 {
+		r.Valid = checker.Merge(r.Valid, checker.Unknown)
+	}
+	return r
 }
 
 // Met reports whether the results match the run's expectation.

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/locktest/locktest/checker"
@@ -90,7 +91,7 @@ func TestSummarize(t *testing.T) {
 		), want: map[string]float64{"ops": 16, "critical_sections": 0, "faults_injected": 2, "seconds": 2}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := Summarize(tc.h)
+			got := Summarize([]string{"pause-client", "kill-node"}, tc.h)
 			for k, v := range tc.want {
 				if got[k] != v {
 					t.Errorf("stat %s = %v, want %v (all: %v)", k, got[k], v, got)
@@ -198,10 +199,49 @@ func TestCheck(t *testing.T) {
 	if !r.Met() {
 		t.Error("an invalid run expected to be invalid is not Met")
 	}
-	if !reflect.DeepEqual(r.Stats, Summarize(h)) {
-		t.Errorf("Check stats %v, want Summarize's %v", r.Stats, Summarize(h))
+	if !reflect.DeepEqual(r.Stats, Summarize(nil, h)) {
+		t.Errorf("Check stats %v, want Summarize's %v", r.Stats, Summarize(nil, h))
 	}
 	if r := Check(RunInfo{}, h, nil); r.Valid != checker.Unknown {
 		t.Errorf("Check without checkers gives %s, want %s", r.Valid, checker.Unknown)
+	}
+}
+
+func TestProblemsMakeAValidRunUnknown(t *testing.T) {
+	valid := []checker.Result{{Checker: "mutual-exclusion", Valid: checker.Valid}}
+	invalid := []checker.Result{{Checker: "mutual-exclusion", Valid: checker.Invalid}}
+	acquired := hist(
+		history.Op{Type: history.Invoke, Process: 1, F: history.Acquire, Time: ms(1)},
+		history.Op{Type: history.OK, Process: 1, F: history.Acquire, Time: ms(2)},
+	)
+	paused := append(append(history.History{}, acquired...),
+		history.Op{Type: history.Invoke, Process: -1, F: "pause-client", Time: ms(3)},
+		history.Op{Type: history.OK, Process: -1, F: "pause-client", Time: ms(4), Value: history.Value{Targets: []string{"p1"}}},
+	)
+	paused = hist(paused...)
+	for _, tc := range []struct {
+		name    string
+		info    RunInfo
+		h       history.History
+		rs      []checker.Result
+		want    checker.Verdict
+		problem string
+	}{
+		{"clean", RunInfo{}, acquired, valid, checker.Valid, ""},
+		{"faults applied", RunInfo{Faults: []string{"pause-client"}}, paused, valid, checker.Valid, ""},
+		{"no acquire", RunInfo{}, nil, valid, checker.Unknown, "no acquire succeeded"},
+		{"no fault applied", RunInfo{Faults: []string{"kill-node"}}, paused, valid, checker.Unknown, "no fault was applied"},
+		{"run error", RunInfo{Errors: []string{"heal kill-node: restart n1: port in use"}}, acquired, valid, checker.Unknown, "port in use"},
+		{"invalid stays invalid", RunInfo{Errors: []string{"x"}}, acquired, invalid, checker.Invalid, "x"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := Check(tc.info, tc.h, tc.rs)
+			if r.Valid != tc.want {
+				t.Errorf("verdict %s, want %s (problems %q)", r.Valid, tc.want, r.Problems)
+			}
+			if tc.problem == "" && len(r.Problems) > 0 || tc.problem != "" && !strings.Contains(strings.Join(r.Problems, "; "), tc.problem) {
+				t.Errorf("problems %q, want one containing %q", r.Problems, tc.problem)
+			}
+		})
 	}
 }

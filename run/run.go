@@ -26,9 +26,9 @@ import (
 	"github.com/locktest/locktest/workloads"
 )
 
-// Config is one run's settings. Zero values take the defaults of Defaults.
+// Config is one run's settings; start from DefaultConfig.
 type Config struct {
-	// Name names the run's folder in the store; default: impl[-faults]-mode.
+	// Name names the run's folder in the store; "" means impl[-faults]-mode.
 	Name    string
 	Impl    string
 	Faults  []string
@@ -48,7 +48,7 @@ type Config struct {
 	Timeout time.Duration
 	// Interval is the mean quiet time between faults.
 	Interval time.Duration
-	// ClientPause is how long pause-client freezes a worker; default 2·TTL.
+	// ClientPause is how long pause-client freezes a worker; 0 means 2·TTL.
 	ClientPause time.Duration
 	// PausePoint is where pause-client stops a worker; default after-acquire.
 	PausePoint string
@@ -78,37 +78,22 @@ func (e *SetupError) Unwrap() error { return e.Err }
 
 func setupErr(format string, a ...any) error { return &SetupError{fmt.Errorf(format, a...)} }
 
-// Defaults fills the zero fields of c.
-func (c *Config) Defaults() {
-	def := func(d *time.Duration, v time.Duration) {
-		if *d == 0 {
-			*d = v
-		}
+// DefaultConfig returns the settings `locktest run` uses when no flag says
+// otherwise. Run does not fill zero values in: a zero count or duration is
+// an error, so a caller starts from DefaultConfig and changes what it needs.
+func DefaultConfig() Config {
+	return Config{
+		Impl: "redis-set-nx-px", Clients: 5, Locks: 1, TTL: time.Second, Duration: 10 * time.Second, Seed: 1,
+		Mode: workloads.ModeNone, StoreDir: "store", Retry: 5 * time.Millisecond, Timeout: time.Second,
+		Interval: 2 * time.Second, NodeDown: time.Second, PausePoint: workloads.PointAfterAcquire, Expect: "valid",
 	}
-	if c.Clients == 0 {
-		c.Clients = 5
-	}
-	if c.Locks == 0 {
-		c.Locks = 1
-	}
-	def(&c.TTL, time.Second)
-	def(&c.Duration, 10*time.Second)
-	def(&c.Retry, 5*time.Millisecond)
-	def(&c.Timeout, time.Second)
-	def(&c.Interval, 2*time.Second)
-	def(&c.ClientPause, 2*c.TTL)
-	def(&c.NodeDown, time.Second)
-	if c.Mode == "" {
-		c.Mode = workloads.ModeNone
-	}
-	if c.StoreDir == "" {
-		c.StoreDir = "store"
-	}
-	if c.PausePoint == "" {
-		c.PausePoint = workloads.PointAfterAcquire
-	}
-	if c.Expect == "" {
-		c.Expect = "valid"
+}
+
+// fillAuto computes the settings whose zero value means "derived": the
+// run's name and the client pause.
+func (c *Config) fillAuto() {
+	if c.ClientPause == 0 {
+		c.ClientPause = 2 * c.TTL
 	}
 	if c.Name == "" {
 		parts := []string{c.Impl}
@@ -118,9 +103,10 @@ func (c *Config) Defaults() {
 	}
 }
 
-// Validate checks c after Defaults, naming the bad setting.
+// Validate checks c, naming the bad setting as its flag.
 func (c *Config) Validate() error {
-	if _, err := impls.Lookup(c.Impl); err != nil {
+	impl, err := impls.Lookup(c.Impl)
+	if err != nil {
 		return setupErr("--impl: %v", err)
 	}
 	known := map[string]bool{}
@@ -136,18 +122,26 @@ func (c *Config) Validate() error {
 		return setupErr("--resource: %v", err)
 	}
 	switch {
+	case c.Mode == workloads.ModeFenced && !impl.Fenced:
+		return setupErr("--resource fenced needs fencing tokens, and %s grants none (use none or check-and-set)", c.Impl)
 	case c.Clients < 1:
 		return setupErr("--clients must be at least 1, got %d", c.Clients)
 	case c.Locks < 1:
 		return setupErr("--locks must be at least 1, got %d", c.Locks)
-	case c.TTL <= 0:
-		return setupErr("--ttl must be positive, got %v", c.TTL)
+	case c.TTL < time.Millisecond:
+		return setupErr("--ttl must be at least 1ms, got %v", c.TTL)
 	case c.Duration <= 0:
 		return setupErr("--time must be positive, got %v", c.Duration)
 	case c.Think < 0 || c.Work < 0 || c.Retry < 0:
 		return setupErr("--think, --work and --retry must not be negative")
-	case c.Timeout <= 0 || c.Interval <= 0 || c.ClientPause <= 0 || c.NodeDown < 0:
-		return setupErr("--op-timeout, --interval and --pause must be positive, --down not negative")
+	case c.Timeout <= 0:
+		return setupErr("--op-timeout must be positive, got %v", c.Timeout)
+	case c.Interval <= 0:
+		return setupErr("--interval must be positive, got %v", c.Interval)
+	case c.ClientPause < 0:
+		return setupErr("--pause must not be negative, got %v", c.ClientPause)
+	case c.NodeDown < 0:
+		return setupErr("--down must not be negative, got %v", c.NodeDown)
 	case c.Expect != "valid" && c.Expect != "invalid":
 		return setupErr("--expect must be valid or invalid, got %q", c.Expect)
 	case c.PausePoint != workloads.PointAfterAcquire && c.PausePoint != workloads.PointBeforeWrite:
@@ -187,7 +181,7 @@ func Version() string {
 // every process it started and writes what it recorded, checked. Errors
 // before the workload started are *SetupError.
 func Run(ctx context.Context, cfg Config) (*Outcome, error) {
-	cfg.Defaults()
+	cfg.fillAuto()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -283,7 +277,7 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	info.Errors = runErrs
 
 	h := rec.History()
-	res := reports.Check(info, h, checker.Run(context.Background(), h, checker.All()...))
+	res := reports.Check(info, h, checker.Run(context.Background(), h, checker.ForMode(string(cfg.Mode))...))
 	if err := reports.WriteResults(dir, res); err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package run
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -39,10 +40,10 @@ func needRedis(tb testing.TB) {
 
 // testConfig returns a run config whose workers are this test binary.
 func testConfig(tb testing.TB, impl string) Config {
-	return Config{
-		Impl: impl, Clients: 5, TTL: time.Second, Duration: 10 * time.Second, Seed: 7,
-		StoreDir: tb.TempDir(), WorkerCommand: []string{os.Args[0]}, WorkerEnv: []string{workerEnv + "=1"},
-	}
+	cfg := DefaultConfig()
+	cfg.Impl, cfg.Seed, cfg.StoreDir = impl, 7, tb.TempDir()
+	cfg.WorkerCommand, cfg.WorkerEnv = []string{os.Args[0]}, []string{workerEnv + "=1"}
+	return cfg
 }
 
 func mustRun(t *testing.T, cfg Config) (*Outcome, history.History) {
@@ -125,6 +126,41 @@ func pauseConfig(t *testing.T, impl string, mode workloads.Mode) Config {
 	return cfg
 }
 
+// assertPausesHeld checks that every paused client was stopped right after
+// an acquire ok and recorded nothing until it was resumed. The file order is
+// exact here: a worker's ops and its pause-point report travel one pipe, and
+// it is told to go on only after the resume was recorded.
+func assertPausesHeld(t *testing.T, h history.History) {
+	t.Helper()
+	paused := map[int]bool{}
+	last := map[int]history.Op{} // each process's latest op
+	for _, o := range h {
+		if o.IsNemesis() {
+			var p int
+			if o.Type != history.OK || len(o.Value.Targets) != 1 {
+				continue
+			}
+			if _, err := fmt.Sscanf(o.Value.Targets[0], "p%d", &p); err != nil {
+				t.Fatalf("nemesis target %q", o.Value.Targets[0])
+			}
+			switch o.F {
+			case "pause-client":
+				paused[p] = true
+				if l := last[p]; l.F != history.Acquire || l.Type != history.OK {
+					t.Errorf("p%d was paused after %s %s, not right after an acquire ok", p, l.F, l.Type)
+				}
+			case "resume-client":
+				paused[p] = false
+			}
+			continue
+		}
+		if paused[o.Process] {
+			t.Errorf("paused p%d recorded op %d (%s %s)", o.Process, o.Index, o.F, o.Type)
+		}
+		last[o.Process] = o
+	}
+}
+
 func nemesisOps(h history.History, f string, typ history.Type) int {
 	n := 0
 	for _, o := range h {
@@ -144,6 +180,7 @@ func TestPauseClientBreaksAnUnfencedResource(t *testing.T) {
 	if nemesisOps(h, "resume-client", history.OK) < nemesisOps(h, "pause-client", history.OK) {
 		t.Errorf("a paused client was not resumed")
 	}
+	assertPausesHeld(t, h)
 	k := kinds(out.Results)
 	if out.Results.Valid != checker.Invalid || k["lost-update"]+k["overlapping-holds"] == 0 {
 		t.Fatalf("verdict %s, anomalies %v: want a lost update or overlapping holds", out.Results.Valid, k)
@@ -220,18 +257,35 @@ func TestKillNodeIsRecordedAndHealed(t *testing.T) {
 }
 
 func TestBadConfigIsASetupError(t *testing.T) {
-	tests := []Config{
-		{Impl: "no-such-lock"},
-		{Impl: "redis-set-nx-px", Faults: []string{"meteor"}},
-		{Impl: "redis-set-nx-px", Clients: -1},
-		{Impl: "redis-set-nx-px", Mode: "fencing"},
-		{Impl: "redis-set-nx-px", Name: "../x"},
+	tests := []struct {
+		change func(*Config)
+		want   string
+	}{
+		{func(c *Config) { c.Impl = "no-such-lock" }, `--impl: unknown impl "no-such-lock"`},
+		{func(c *Config) { c.Faults = []string{"meteor"} }, `unknown fault "meteor"`},
+		{func(c *Config) { c.Clients = 0 }, "--clients must be at least 1"},
+		{func(c *Config) { c.Locks = 0 }, "--locks must be at least 1"},
+		{func(c *Config) { c.TTL = 500 * time.Microsecond }, "--ttl must be at least 1ms"},
+		{func(c *Config) { c.Duration = 0 }, "--time must be positive"},
+		{func(c *Config) { c.Timeout = 0 }, "--op-timeout must be positive"},
+		{func(c *Config) { c.Interval = 0 }, "--interval must be positive"},
+		{func(c *Config) { c.Mode = "fencing" }, `unknown resource mode "fencing"`},
+		{func(c *Config) { c.Impl, c.Mode = "redis-naive-del", workloads.ModeFenced }, "grants none"},
+		{func(c *Config) { c.Name = "../x" }, "plain folder name"},
+		{func(c *Config) { c.Expect = "maybe" }, "--expect"},
+		{func(c *Config) { c.PausePoint = "nowhere" }, "--pause-point"},
 	}
-	for _, cfg := range tests {
+	for _, tt := range tests {
+		cfg := DefaultConfig()
 		cfg.StoreDir = t.TempDir()
+		tt.change(&cfg)
 		_, err := Run(context.Background(), cfg)
-		if _, ok := err.(*SetupError); !ok {
-			t.Errorf("%+v: err %v, want a SetupError", cfg, err)
+		var se *SetupError
+		if !errors.As(err, &se) || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("err %v, want a SetupError containing %q", err, tt.want)
+		}
+		if ents, _ := os.ReadDir(cfg.StoreDir); len(ents) != 0 {
+			t.Errorf("a refused run left %d entries in the store", len(ents))
 		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/internal/procfs"
 )
 
 // PoolConfig says how to start workers.
@@ -323,7 +324,8 @@ func (p *Pool) SetWallOffset(process int, d time.Duration) error {
 	return w.send(Command{Cmd: "wall-offset", Offset: Duration(d)})
 }
 
-// Signal sends sig to the worker process.
+// Signal sends sig to the worker process. For SIGSTOP it returns once every
+// thread of the worker is stopped.
 func (p *Pool) Signal(process int, sig syscall.Signal) error {
 	w, err := p.worker(process)
 	if err != nil {
@@ -334,7 +336,15 @@ func (p *Pool) Signal(process int, sig syscall.Signal) error {
 		return fmt.Errorf("worker p%d has exited", process)
 	default:
 	}
-	return w.cmd.Process.Signal(sig)
+	if err := w.cmd.Process.Signal(sig); err != nil {
+		return err
+	}
+	if sig == syscall.SIGSTOP {
+		// The kernel stops a process asynchronously; the pause counts only
+		// once every thread is stopped.
+		return procfs.WaitStopped(w.cmd.Process.Pid, time.Second)
+	}
+	return nil
 }
 
 // Stop asks every worker to finish its critical section and exit, waits

@@ -38,6 +38,7 @@ func RunWorker(ctx context.Context, in io.Reader, out io.Writer) error {
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	w.ctx = ctx
 	go func() {
 		defer cancel() // stdin closed: the driver is gone
 		for cmds.Scan() {
@@ -84,6 +85,7 @@ func RunWorker(ctx context.Context, in io.Reader, out io.Writer) error {
 }
 
 type worker struct {
+	ctx    context.Context // done when the driver is gone
 	cfg    WorkerConfig
 	clock  history.Clock
 	rng    *rand.Rand
@@ -119,7 +121,10 @@ func (w *worker) pausePoint(point string) {
 		return
 	}
 	w.send(Event{Point: point})
-	<-w.cont
+	select {
+	case <-w.cont:
+	case <-w.ctx.Done():
+	}
 }
 
 func (w *worker) record(op history.Op) history.Op {

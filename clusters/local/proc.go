@@ -10,7 +10,6 @@ package local
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -21,6 +20,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/locktest/locktest/internal/procfs"
 )
 
 // proc is one node process started by this package and the goroutine that
@@ -115,24 +116,11 @@ func (p *proc) stop(ctx context.Context, grace time.Duration) (graceful bool) {
 	return false
 }
 
-// waitStopped waits, for at most limit, until the kernel reports the process
-// as stopped (state T in /proc/<pid>/stat), so that a pause has taken effect
-// when Pause returns. Where /proc cannot be read it returns at once.
-func (p *proc) waitStopped(limit time.Duration) {
-	deadline := time.Now().Add(limit)
-	for time.Now().Before(deadline) && p.running() {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.pid))
-		if err != nil {
-			return
-		}
-		// The state follows the parenthesised command name.
-		if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) {
-			if s := b[i+2]; s == 'T' || s == 't' {
-				return
-			}
-		}
-		time.Sleep(time.Millisecond)
-	}
+// waitStopped waits, for at most limit, until the kernel reports every
+// thread of the process as stopped, so that a pause has taken effect when
+// Pause returns.
+func (p *proc) waitStopped(limit time.Duration) error {
+	return procfs.WaitStopped(p.pid, limit)
 }
 
 // exitStatus describes how a reaped process ended.

@@ -327,7 +327,9 @@ func (r *Redis) Pause(ctx context.Context, node clusters.Node) error {
 	if err := n.proc.signal(syscall.SIGSTOP); err != nil {
 		return fmt.Errorf("local redis: pause %s: %w", n.name, err)
 	}
-	n.proc.waitStopped(time.Second)
+	if err := n.proc.waitStopped(time.Second); err != nil {
+		return fmt.Errorf("local redis: pause %s: %w", n.name, err)
+	}
 	r.log.Info("node paused", "node", n.name, "pid", n.proc.pid, "addr", n.addr())
 	return nil
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/locktest/locktest/history"
 	_ "github.com/locktest/locktest/impls/all"
 	"github.com/locktest/locktest/reports"
-	"github.com/locktest/locktest/workloads"
 )
 
 func newCheckCmd() *cobra.Command {
@@ -29,7 +28,7 @@ history is refused with its line number (exit 2).`,
 			if err != nil {
 				return err
 			}
-			res := reports.Check(info, h, checker.Run(cmd.Context(), h, checker.All()...))
+			res := reports.Check(info, h, checker.Run(cmd.Context(), h, checker.ForMode(info.Mode)...))
 			if err := reports.WriteResults(dir, res); err != nil {
 				return err
 			}
@@ -84,7 +83,7 @@ func loadRun(arg string) (dir string, h history.History, info reports.RunInfo, e
 	case rerr == nil:
 		info = prev.Run
 	case errors.Is(rerr, os.ErrNotExist):
-		info = reports.RunInfo{Name: filepath.Base(dir), Expect: "valid", Mode: string(workloads.ModeNone)}
+		info = reports.RunInfo{Name: filepath.Base(dir), Expect: "valid"} // resource mode unknown: check everything
 	default:
 		return "", nil, info, rerr
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -34,7 +35,8 @@ func main() {
 	if err == nil {
 		return
 	}
-	fmt.Fprintln(os.Stderr, "locktest:", err)
+	// One line, whatever the error carries (a server's log tail, say).
+	fmt.Fprintln(os.Stderr, "locktest:", strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "\n", " | ")), " "))
 	var ve verdictError
 	if errors.As(err, &ve) {
 		stop()

@@ -7,12 +7,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/reports"
 )
 
@@ -64,7 +66,10 @@ func TestBadUsageExitsTwoWithOneLine(t *testing.T) {
 		{[]string{"run", "--impl", "nope", "--store", store}, `--impl: unknown impl "nope"`},
 		{[]string{"run", "--faults", "meteor", "--store", store}, `unknown fault "meteor"`},
 		{[]string{"run", "--resource", "fencing", "--store", store}, `unknown resource mode "fencing"`},
-		{[]string{"run", "--ttl", "-1s", "--store", store}, "--ttl must be positive"},
+		{[]string{"run", "--ttl", "-1s", "--store", store}, "--ttl must be at least 1ms"},
+		{[]string{"run", "--clients", "0", "--store", store}, "--clients must be at least 1"},
+		{[]string{"run", "--time", "0", "--store", store}, "--time must be positive"},
+		{[]string{"run", "--impl", "redis-naive-del", "--resource", "fenced", "--store", store}, "grants none"},
 		{[]string{"run", "extra"}, "unknown command"},
 		{[]string{"check"}, "accepts 1 arg(s), received 0"},
 		{[]string{"check", filepath.Join(store, "missing")}, "no such file or directory"},
@@ -193,8 +198,9 @@ func TestInterruptStopsEverythingAndKeepsTheHistory(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
 		t.Run(sig.String(), func(t *testing.T) {
 			store := t.TempDir()
-			cmd := exec.Command(bin, "run", "--impl", "redis-set-nx-px", "--faults", "pause-client",
-				"--ttl", "300ms", "--interval", "300ms", "--time", "60s", "--clients", "3", "--store", store, "--name", "int")
+			cmd := exec.Command(bin, "run", "--impl", "redis-set-nx-px", "--faults", "pause-client,kill-node",
+				"--ttl", "300ms", "--interval", "200ms", "--down", "200ms", "--time", "60s", "--clients", "3",
+				"--store", store, "--name", "int")
 			var out bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &out, &out
 			if err := cmd.Start(); err != nil {
@@ -215,6 +221,12 @@ func TestInterruptStopsEverythingAndKeepsTheHistory(t *testing.T) {
 				t.Fatalf("only %d child processes started: %s", len(kids), out.String())
 			}
 			time.Sleep(1500 * time.Millisecond)
+			// A node restarted by kill-node is a new child: look again.
+			for _, k := range children(cmd.Process.Pid) {
+				if !slices.Contains(kids, k) {
+					kids = append(kids, k)
+				}
+			}
 			cmd.Process.Signal(sig)
 			done := make(chan error, 1)
 			go func() { done <- cmd.Wait() }()
@@ -233,8 +245,32 @@ func TestInterruptStopsEverythingAndKeepsTheHistory(t *testing.T) {
 			if err != nil {
 				t.Fatalf("no results after %v: %v\n%s", sig, err, out.String())
 			}
-			if !r.Run.Interrupted || r.Stats["critical_sections"] < 1 {
-				t.Errorf("results: interrupted %v, %v critical sections", r.Run.Interrupted, r.Stats["critical_sections"])
+			if !r.Run.Interrupted || r.Stats["critical_sections"] < 1 || r.Stats["faults_injected"] < 1 {
+				t.Errorf("results: interrupted %v, %v critical sections, %v faults", r.Run.Interrupted,
+					r.Stats["critical_sections"], r.Stats["faults_injected"])
+			}
+			// Every fault injected before the signal was healed.
+			h, err := history.ReadFile(filepath.Join(store, "int", "latest", reports.HistoryFile))
+			if err != nil {
+				t.Fatal(err)
+			}
+			open := map[string]int{}
+			for _, o := range h {
+				if o.IsNemesis() && o.Type == history.OK && len(o.Value.Targets) > 0 {
+					switch o.F {
+					case "pause-client", "kill-node":
+						open[o.F]++
+					case "resume-client":
+						open["pause-client"]--
+					case "restart-node":
+						open["kill-node"]--
+					}
+				}
+			}
+			for f, n := range open {
+				if n != 0 {
+					t.Errorf("%d %s faults left unhealed", n, f)
+				}
 			}
 		})
 	}

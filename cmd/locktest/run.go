@@ -21,7 +21,7 @@ import (
 )
 
 func newRunCmd() *cobra.Command {
-	var cfg run.Config
+	cfg := run.DefaultConfig()
 	var mode, logLevel string
 	var quiet bool
 	c := &cobra.Command{
@@ -56,25 +56,25 @@ func newRunCmd() *cobra.Command {
 		},
 	}
 	f := c.Flags()
-	f.StringVar(&cfg.Impl, "impl", "redis-set-nx-px", "lock implementation: "+strings.Join(impls.Names(), ", "))
+	f.StringVar(&cfg.Impl, "impl", cfg.Impl, "lock implementation: "+strings.Join(impls.Names(), ", "))
 	f.StringSliceVar(&cfg.Faults, "faults", nil, "faults to inject, comma-separated: "+strings.Join(nemesis.Names(), ", "))
-	f.IntVar(&cfg.Clients, "clients", 5, "lock clients, each its own worker process")
-	f.IntVar(&cfg.Locks, "locks", 1, "lock names the clients contend for")
-	f.DurationVar(&cfg.TTL, "ttl", time.Second, "lock lease time")
-	f.DurationVar(&cfg.Duration, "time", 10*time.Second, "how long the workload runs")
-	f.Int64Var(&cfg.Seed, "seed", 1, "seed of every random choice (workload and faults)")
-	f.StringVar(&mode, "resource", "none", "resource store mode: none, fenced, check-and-set")
-	f.StringVar(&cfg.StoreDir, "store", "store", "folder of stored runs")
+	f.IntVar(&cfg.Clients, "clients", cfg.Clients, "lock clients, each its own worker process")
+	f.IntVar(&cfg.Locks, "locks", cfg.Locks, "lock names the clients contend for")
+	f.DurationVar(&cfg.TTL, "ttl", cfg.TTL, "lock lease time")
+	f.DurationVar(&cfg.Duration, "time", cfg.Duration, "how long the workload runs")
+	f.Int64Var(&cfg.Seed, "seed", cfg.Seed, "seed of every random choice (workload and faults)")
+	f.StringVar(&mode, "resource", string(cfg.Mode), "resource store mode: none, fenced, check-and-set")
+	f.StringVar(&cfg.StoreDir, "store", cfg.StoreDir, "folder of stored runs")
 	f.StringVar(&cfg.Name, "name", "", "name of the run's folder in the store (default impl-faults-resource)")
 	f.DurationVar(&cfg.Think, "think", 0, "longest think time between critical sections")
-	f.DurationVar(&cfg.Retry, "retry", 5*time.Millisecond, "longest wait after a failed acquire")
+	f.DurationVar(&cfg.Retry, "retry", cfg.Retry, "longest wait after a failed acquire")
 	f.DurationVar(&cfg.Work, "work", 0, "longest time spent between the read and the write")
-	f.DurationVar(&cfg.Timeout, "op-timeout", time.Second, "deadline of each lock or store operation")
-	f.DurationVar(&cfg.Interval, "interval", 2*time.Second, "mean quiet time between faults")
-	f.DurationVar(&cfg.ClientPause, "pause", 0, "how long pause-client freezes a worker (default 2×ttl)")
-	f.StringVar(&cfg.PausePoint, "pause-point", workloads.PointAfterAcquire, "where pause-client stops a worker: after-acquire, before-write")
-	f.DurationVar(&cfg.NodeDown, "down", time.Second, "how long kill-node keeps a node down before restarting it")
-	f.StringVar(&cfg.Expect, "expect", "valid", "expected verdict: valid, or invalid for a run meant to reproduce an anomaly")
+	f.DurationVar(&cfg.Timeout, "op-timeout", cfg.Timeout, "deadline of each lock or store operation")
+	f.DurationVar(&cfg.Interval, "interval", cfg.Interval, "mean quiet time between faults")
+	f.DurationVar(&cfg.ClientPause, "pause", 0, "how long pause-client freezes a worker (0: 2×ttl)")
+	f.StringVar(&cfg.PausePoint, "pause-point", cfg.PausePoint, "where pause-client stops a worker: after-acquire, before-write")
+	f.DurationVar(&cfg.NodeDown, "down", cfg.NodeDown, "how long kill-node keeps a node down before restarting it")
+	f.StringVar(&cfg.Expect, "expect", cfg.Expect, "expected verdict: valid, or invalid for a run meant to reproduce an anomaly")
 	f.BoolVarP(&quiet, "quiet", "q", !term.IsTerminal(int(os.Stderr.Fd())), "no progress log on stderr (default when stderr is not a terminal)")
 	f.StringVar(&logLevel, "log-level", "info", "stderr log level: debug, info, warn, error")
 	return c
@@ -106,7 +106,7 @@ func printResults(w io.Writer, dir string, r reports.Results) {
 			fmt.Fprintf(w, "    %s: %s ops %v\n", a.Kind, a.Explanation, a.Ops)
 		}
 	}
-	for _, e := range r.Run.Errors {
+	for _, e := range r.Problems {
 		fmt.Fprintf(w, "  run problem: %s\n", e)
 	}
 	fmt.Fprintf(w, "verdict: %s (expected %s)\n", verdictWord(r.Valid), r.Run.Expect)

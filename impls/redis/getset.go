@@ -100,9 +100,10 @@ func (c *SetNXGetSet) Acquire(ctx context.Context, lock string, ttl time.Duratio
 
 // Release deletes the key if it still holds the lease's value and the
 // lease's expiry has not passed by this client's clock; it returns
-// impls.ErrNotHeld otherwise. The check and the delete are two commands:
-// Released.Removed is the value the check saw, which is not necessarily what
-// the delete removed.
+// impls.ErrNotHeld otherwise. The check and the delete are two commands, so
+// the delete can remove a lock another client took over in between; it is
+// done with GETDEL (the same effect as the recipe's DEL) so that
+// Released.Removed says whose lock it really removed.
 func (c *SetNXGetSet) Release(ctx context.Context, l impls.Lease) (impls.Released, error) {
 	cur, err := c.rdb.Get(ctx, l.Lock).Result()
 	if errors.Is(err, goredis.Nil) {
@@ -115,12 +116,12 @@ func (c *SetNXGetSet) Release(ctx context.Context, l impls.Lease) (impls.Release
 	if cur != l.Value || !ok || expiry < c.cfg.Wall().UnixMilli() {
 		return impls.Released{}, impls.ErrNotHeld
 	}
-	n, err := c.rdb.Del(ctx, l.Lock).Result()
+	removed, err := c.rdb.GetDel(ctx, l.Lock).Result()
+	if errors.Is(err, goredis.Nil) {
+		return impls.Released{}, impls.ErrNotHeld
+	}
 	if err != nil {
 		return impls.Released{}, err
 	}
-	if n == 0 {
-		return impls.Released{}, impls.ErrNotHeld
-	}
-	return impls.Released{Removed: l.Value}, nil
+	return impls.Released{Removed: removed}, nil
 }
