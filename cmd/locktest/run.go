@@ -98,12 +98,17 @@ func printResults(w io.Writer, dir string, r reports.Results) {
 	for _, c := range r.Checkers {
 		fmt.Fprintf(w, "  %-17s %-8s %d anomalies%s  (%s)\n", c.Checker, verdictWord(c.Valid), len(c.Anomalies),
 			noteSummary(c), time.Duration(c.Elapsed).Round(time.Microsecond))
-		for i, a := range c.Anomalies {
-			if i == 3 {
-				fmt.Fprintf(w, "    … %d more in results.json\n", len(c.Anomalies)-3)
-				break
+		// One example of each kind, in order of first appearance.
+		count := map[string]int{}
+		var first []checker.Anomaly
+		for _, a := range c.Anomalies {
+			if count[a.Kind] == 0 {
+				first = append(first, a)
 			}
-			fmt.Fprintf(w, "    %s: %s ops %v\n", a.Kind, a.Explanation, a.Ops)
+			count[a.Kind]++
+		}
+		for _, a := range first {
+			fmt.Fprintf(w, "    %s ×%d, e.g. %s ops %v\n", a.Kind, count[a.Kind], a.Explanation, a.Ops)
 		}
 	}
 	for _, e := range r.Problems {
