@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -41,12 +40,8 @@ func newRunCmd() *cobra.Command {
 				cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
 			}
 			out, err := run.Run(cmd.Context(), cfg)
-			var se *run.SetupError
-			if errors.As(err, &se) {
-				return err
-			}
 			if err != nil {
-				return err
+				return err // a set-up failure or a store that cannot be written: exit 2
 			}
 			printResults(cmd.OutOrStdout(), out.Dir, out.Results)
 			if !out.Results.Met() {
