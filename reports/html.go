@@ -17,7 +17,7 @@ import (
 var templates embed.FS
 
 var reportTmpl = template.Must(template.New("report.html.tmpl").Funcs(template.FuncMap{
-	"verdictWord": verdictWord,
+	"verdictWord": VerdictWord,
 	"expectWord": func(e string) string {
 		if e == "invalid" {
 			return "expected to find a violation"
@@ -29,7 +29,8 @@ var reportTmpl = template.Must(template.New("report.html.tmpl").Funcs(template.F
 	"sub":   func(a, b int) int { return a - b },
 }).ParseFS(templates, "templates/report.html.tmpl"))
 
-func verdictWord(v checker.Verdict) string {
+// VerdictWord says a verdict in words: valid, invalid or unknown.
+func VerdictWord(v checker.Verdict) string {
 	switch v {
 	case checker.Valid:
 		return "valid"

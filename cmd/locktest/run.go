@@ -132,14 +132,12 @@ func noteSummary(c checker.Result) string {
 	return ", notes: " + strings.Join(parts, ", ")
 }
 
+// verdictWord shouts an invalid verdict, so it stands out in a terminal.
 func verdictWord(v checker.Verdict) string {
-	switch v {
-	case checker.Valid:
-		return "valid"
-	case checker.Invalid:
-		return "INVALID"
+	if v == checker.Invalid {
+		return strings.ToUpper(reports.VerdictWord(v))
 	}
-	return "unknown"
+	return reports.VerdictWord(v)
 }
 
 func orNone(xs []string) string {
