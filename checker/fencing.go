@@ -24,16 +24,19 @@ import (
 // restarted (a Redis node restarted without persistence restarts its INCR
 // at 1) would otherwise make every later grant an anomaly. A regression
 // below a new maximum starts a new anomaly. A token granted by two or more
-// acquire oks of the same lock, by any processes, gives one
+// acquire oks of the same lock, by any processes, gives a
 // "duplicate-token" anomaly naming all of those oks (so an equal token is a
-// duplicate, not a regression).
+// duplicate, not a regression); duplicated tokens of a lock with
+// consecutive values (what a restarted counter grants again) are one
+// anomaly, the first, whose explanation names the range.
 //
 // The verdict is invalid when there is an anomaly and valid otherwise; when
 // no acquire carries a token there is nothing to check, the verdict is valid
 // and a note of kind "no-tokens" says so. Stats: "tokens" (acquire oks with
 // a token), "token_regressions" (token-regression anomalies),
 // "regressed_grants" (acquire oks whose token was lower than an earlier
-// one, the collapsed ones included) and "duplicate_tokens". Nemesis ops are
+// one, the collapsed ones included) and "duplicate_tokens" (token values
+// granted more than once, the collapsed ones included). Nemesis ops are
 // ignored. The check takes O(n log n) time.
 type FencingTokens struct{}
 
@@ -127,7 +130,18 @@ func (c FencingTokens) Check(ctx context.Context, h history.History) Result {
 		}
 		return cmp.Compare(a, b)
 	})
+	// Duplicated tokens with consecutive values of one lock (what a
+	// restarted token counter grants again: 1, 2, 3, …) are one anomaly,
+	// the first, whose explanation names the range.
 	duplicates := 0
+	runAnomaly, runLock, runFirst, runLast := -1, int32(-1), uint64(0), uint64(0)
+	closeRun := func() {
+		if runAnomaly >= 0 && runLast > runFirst {
+			r.Anomalies[runAnomaly].Explanation += fmt.Sprintf(
+				", and tokens %d to %d were each granted more than once too", runFirst+1, runLast)
+		}
+		runAnomaly = -1
+	}
 	for i, step := 0, 0; i < len(byTok); step++ {
 		if err := stopped(ctx, step); err != nil {
 			return cancelled(c.Name(), err)
@@ -138,10 +152,18 @@ func (c FencingTokens) Check(ctx context.Context, h history.History) Result {
 		}
 		if j-i > 1 {
 			duplicates++
-			r.Anomalies = append(r.Anomalies, v.duplicate(byTok[i:j], tok(byTok[i])))
+			l, t := v.holds[byTok[i]].lock, tok(byTok[i])
+			if runAnomaly >= 0 && l == runLock && t == runLast+1 {
+				runLast = t
+			} else {
+				closeRun()
+				runAnomaly, runLock, runFirst, runLast = len(r.Anomalies), l, t, t
+				r.Anomalies = append(r.Anomalies, v.duplicate(byTok[i:j], t))
+			}
 		}
 		i = j
 	}
+	closeRun()
 
 	r.Stats["token_regressions"] = float64(len(regs.runs))
 	r.Stats["regressed_grants"] = float64(regs.total)

@@ -131,6 +131,33 @@ func TestFencingTokens(t *testing.T) {
 			explained: `token 7 of lock "x" was granted 2 times: to process 0 at 1.100s, process 2 at 1.204s`,
 		},
 		{
+			name: "tokens granted again after a reset are one duplicate anomaly per range",
+			build: func(b *builder) ([]want, []want) {
+				t := int64(100)
+				grant := func(p int, tk uint64) pair {
+					a := b.acquire(p, "x", t, t+1, tk, t+50)
+					b.release(p, "x", t+10, t+11, tk, lv(p, int(tk)))
+					t += 100
+					return a
+				}
+				one := grant(0, 1)
+				grant(1, 2)
+				three := grant(2, 3)
+				again := grant(0, 1) // the counter restarted
+				grant(1, 2)
+				grant(2, 3)
+				nine := grant(0, 9)
+				nineAgain := grant(1, 9) // an unrelated duplicate
+				return []want{
+					{"token-regression", ops(three.done, again.inv, again.done)},
+					{"duplicate-token", ops(one.done, again.done)},
+					{"duplicate-token", ops(nine.done, nineAgain.done)},
+				}, nil
+			},
+			verdict: Invalid,
+			stats:   map[string]float64{"tokens": 8, "token_regressions": 1, "regressed_grants": 2, "duplicate_tokens": 4},
+		},
+		{
 			name: "no tokens",
 			build: func(b *builder) ([]want, []want) {
 				b.section(0, "x", 100, 0, 0)
@@ -201,5 +228,25 @@ func TestFencingTokens(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestDuplicateRangeIsExplained(t *testing.T) {
+	var b builder
+	for i, tk := range []uint64{1, 2, 3, 1, 2, 3} {
+		at := int64(100 * (i + 1))
+		b.acquire(i%2, "x", at, at+1, tk, at+50)
+		b.release(i%2, "x", at+10, at+11, tk, lv(i%2, int(tk)))
+	}
+	r := check(t, FencingTokens{}, b.h, Invalid)
+	var dup []string
+	for _, a := range r.Anomalies {
+		if a.Kind == "duplicate-token" {
+			dup = append(dup, a.Explanation)
+		}
+	}
+	want := `token 1 of lock "x" was granted 2 times: to process 0 at 0.101s, process 1 at 0.401s, and tokens 2 to 3 were each granted more than once too`
+	if len(dup) != 1 || dup[0] != want {
+		t.Fatalf("duplicate-token explanations %q, want exactly\n%s", dup, want)
 	}
 }
