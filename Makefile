@@ -11,7 +11,7 @@ setup:
 	@command -v $(GO) >/dev/null || { echo "setup: Go is missing: install Go 1.26 into /usr/local/go"; exit 2; }
 	@if ! command -v redis-server >/dev/null; then \
 		echo "setup: installing redis-server with apt-get"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server redis-tools >/dev/null; \
+		scripts/apt-install redis-server redis-tools; \
 	fi
 	@command -v redis-server >/dev/null || { echo "setup: redis-server still missing"; exit 2; }
 

@@ -14,33 +14,68 @@ import (
 
 // Writer appends ops to a JSON-lines file. Every op is written with a single
 // write call as soon as it is appended, so a driver that is killed leaves a
-// file of whole lines; the file is fsynced at most every SyncEvery and on
-// Close, so a crash of the machine loses at most that much. It is safe for
+// file of whole lines; a background loop fsyncs the file every SyncEvery
+// while there is something new, and Close fsyncs it, so a crash of the
+// machine loses at most about SyncEvery of history. It is safe for
 // concurrent use.
 type Writer struct {
-	mu       sync.Mutex
-	f        *os.File
-	buf      bytes.Buffer
-	lastSync time.Time
-	// SyncEvery bounds the time between fsyncs; zero fsyncs every op.
-	SyncEvery time.Duration
+	mu      sync.Mutex
+	f       *os.File
+	buf     bytes.Buffer
+	dirty   bool
+	closing bool
+	err     error // the first fsync error of the background loop
+	done    chan struct{}
+	wg      sync.WaitGroup
 }
 
-// Create creates (or truncates) the history file at path.
+// SyncEvery is the longest time written ops stay unsynced.
+const SyncEvery = 100 * time.Millisecond
+
+// Create creates (or truncates) the history file at path and starts its
+// fsync loop; Close stops it.
 func Create(path string) (*Writer, error) {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}
-	return &Writer{f: f, lastSync: time.Now(), SyncEvery: 100 * time.Millisecond}, nil
+	w := &Writer{f: f, done: make(chan struct{})}
+	w.wg.Add(1)
+	go w.syncLoop()
+	return w, nil
 }
 
-// Append writes op as one line.
+func (w *Writer) syncLoop() {
+	defer w.wg.Done()
+	t := time.NewTicker(SyncEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-w.done:
+			return
+		case <-t.C:
+			w.mu.Lock()
+			if w.dirty && w.f != nil {
+				w.dirty = false
+				if err := w.f.Sync(); err != nil && w.err == nil {
+					w.err = err
+				}
+			}
+			w.mu.Unlock()
+		}
+	}
+}
+
+// Append writes op as one line. It returns an error if the write fails, or
+// if an earlier background fsync failed.
 func (w *Writer) Append(op Op) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.f == nil {
 		return os.ErrClosed
+	}
+	if w.err != nil {
+		return w.err
 	}
 	w.buf.Reset()
 	if err := json.NewEncoder(&w.buf).Encode(op); err != nil {
@@ -49,21 +84,25 @@ func (w *Writer) Append(op Op) error {
 	if _, err := w.f.Write(w.buf.Bytes()); err != nil {
 		return err
 	}
-	if time.Since(w.lastSync) >= w.SyncEvery {
-		w.lastSync = time.Now()
-		return w.f.Sync()
-	}
+	w.dirty = true
 	return nil
 }
 
-// Close fsyncs and closes the file. Closing twice is harmless.
+// Close stops the fsync loop, fsyncs and closes the file. Closing twice is
+// harmless.
 func (w *Writer) Close() error {
 	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.f == nil {
+	if w.f == nil || w.closing {
+		w.mu.Unlock()
 		return nil
 	}
-	err := errors.Join(w.f.Sync(), w.f.Close())
+	w.closing = true
+	close(w.done)
+	w.mu.Unlock()
+	w.wg.Wait()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	err := errors.Join(w.err, w.f.Sync(), w.f.Close())
 	w.f = nil
 	return err
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 func TestRecorderRefusesMalformedSequences(t *testing.T) {
@@ -179,5 +180,32 @@ func TestClockIsSharedAndMonotonic(t *testing.T) {
 	a, b := c.Now(), d.Now()
 	if a < 0 || b < a {
 		t.Fatalf("clock went backwards: %v then %v", a, b)
+	}
+}
+
+func TestWriterSyncsInTheBackgroundAndCloses(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "history.jsonl")
+	w, err := Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := NewRecorder(w)
+	if _, err := r.Record(sample[0]); err != nil {
+		t.Fatal(err)
+	}
+	// Written at once, before any fsync or Close: a killed driver keeps it.
+	b, err := os.ReadFile(path)
+	if err != nil || !strings.HasSuffix(string(b), "\n") || strings.Count(string(b), "\n") != 1 {
+		t.Fatalf("file after one op: %q, %v", b, err)
+	}
+	time.Sleep(2 * SyncEvery) // let the background loop fsync once
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	if err := w.Append(sample[1]); !errors.Is(err, os.ErrClosed) {
+		t.Errorf("Append after Close: %v, want os.ErrClosed", err)
 	}
 }

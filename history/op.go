@@ -7,7 +7,6 @@ package history
 import (
 	"encoding/json"
 	"fmt"
-	"time"
 )
 
 // Type says whether an op is an invocation or one of the three completions.
@@ -103,14 +102,8 @@ func Tok(t uint64) *uint64 { return &t }
 // Num returns a pointer to n, for Value.N.
 func Num(n int64) *int64 { return &n }
 
-// IsCompletion reports whether the op completes an invocation.
-func (o Op) IsCompletion() bool { return o.Type != Invoke }
-
 // IsNemesis reports whether the op belongs to the fault injector.
 func (o Op) IsNemesis() bool { return o.Process == NemesisProcess }
-
-// At returns the op's time as a duration since the test's start.
-func (o Op) At() time.Duration { return time.Duration(o.Time) }
 
 // String renders the op in one line for logs and anomaly explanations.
 func (o Op) String() string {

@@ -50,7 +50,8 @@ type Config struct {
 	Interval time.Duration
 	// ClientPause is how long pause-client freezes a worker; 0 means 2·TTL.
 	ClientPause time.Duration
-	// PausePoint is where pause-client stops a worker; default after-acquire.
+	// PausePoint is where pause-client stops a worker: after-acquire or
+	// before-write.
 	PausePoint string
 	// NodeDown is how long kill-node keeps a node down.
 	NodeDown time.Duration
@@ -212,6 +213,13 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	if contains(cfg.Faults, "pause-client") {
 		info.PausePoint, info.ClientPause = cfg.PausePoint, cfg.ClientPause.String()
 	}
+	// Until the run ends, results.json says how it was made and that it is
+	// unfinished, so `locktest check` of a run whose driver was killed
+	// still knows its resource mode and expectation.
+	if err := reports.WriteResults(dir, reports.Results{Run: info, Valid: checker.Unknown,
+		Problems: []string{"the run did not finish: its driver stopped before checking; `locktest check` this folder"}}); err != nil {
+		return nil, setupErr("store: %v", err)
+	}
 
 	clock := history.StartClock()
 	hw, err := history.Create(filepath.Join(dir, reports.HistoryFile))
@@ -228,25 +236,31 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	rec := history.NewRecorder(sink)
 
 	var runErrs []string
+	begun := false // the workload began: from here on the run folder is kept
 	cl, pool, store, startErr := start(ctx, cfg, impl, dir, logDir, clock, rec, lg)
 	defer func() {
 		// Whatever happened, nothing the run started outlives it.
 		stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		stopAll(stopCtx, cl, pool, store, logDir, lg)
+		if !begun {
+			// A run that could not start recorded nothing; its error says
+			// why, and a half-made folder would only confuse the store.
+			hw.Close()
+			os.RemoveAll(dir)
+			os.Remove(filepath.Dir(dir)) // only if no other run is there
+		}
 	}()
 	if startErr != nil {
-		hw.Close()
 		return nil, startErr
 	}
-
 	faults, err := nemesis.Build(cfg.Faults, nemesis.Env{
 		Cluster: cl, Clients: pool, ClientPause: cfg.ClientPause, PausePoint: cfg.PausePoint, NodeDown: cfg.NodeDown,
 	})
 	if err != nil {
-		hw.Close()
 		return nil, setupErr("--faults: %v", err)
 	}
+	begun = true
 	sched := &nemesis.Schedule{Faults: faults, Interval: cfg.Interval, Seed: cfg.Seed, Recorder: rec, Clock: clock, Logger: lg}
 
 	// The workload runs until its time is up, enough critical sections were

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -246,36 +247,19 @@ func (p *Pool) worker(process int) (*workerProc, error) {
 	return w, nil
 }
 
-// Processes returns the process ids of the workers, in order.
+// Processes returns the process ids of the workers still running, in order.
 func (p *Pool) Processes() []int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	out := make([]int, 0, len(p.workers))
-	for i := 0; i < len(p.workers); i++ {
-		if _, ok := p.workers[i]; ok {
-			out = append(out, i)
+	for id, w := range p.workers {
+		select {
+		case <-w.exited:
+		default:
+			out = append(out, id)
 		}
 	}
-	return out
-}
-
-// Pid returns the OS pid of a worker.
-func (p *Pool) Pid(process int) (int, error) {
-	w, err := p.worker(process)
-	if err != nil {
-		return 0, err
-	}
-	return w.cmd.Process.Pid, nil
-}
-
-// Pids returns the OS pid of every worker ever started, by process id.
-func (p *Pool) Pids() map[int]int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	out := map[int]int{}
-	for k, w := range p.workers {
-		out[k] = w.cmd.Process.Pid
-	}
+	slices.Sort(out)
 	return out
 }
 
@@ -305,8 +289,7 @@ func (p *Pool) WaitPoint(ctx context.Context, process int) (string, error) {
 	}
 }
 
-// Continue lets a worker waiting at a pause point go on. Sent to a stopped
-// worker, it takes effect when the worker is resumed.
+// Continue lets a worker waiting at a pause point go on.
 func (p *Pool) Continue(process int) error {
 	w, err := p.worker(process)
 	if err != nil {

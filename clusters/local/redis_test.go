@@ -240,8 +240,10 @@ func TestPauseResume(t *testing.T) {
 	if err := r.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if d := time.Since(start); d > time.Second {
-		t.Errorf("Stop of a paused node took %v", d)
+	// Not a speed goal: a node left frozen would be SIGKILLed only after
+	// the whole grace period, which is what this guards against.
+	if d := time.Since(start); d >= stopGrace {
+		t.Errorf("Stop of a paused node took %v: it waited out the grace period", d)
 	}
 	if !procGone(pid) {
 		t.Errorf("/proc/%d still exists after Stop", pid)

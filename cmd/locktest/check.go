@@ -37,7 +37,7 @@ history is refused with its line number (exit 2).`,
 			}
 			printResults(cmd.OutOrStdout(), dir, res)
 			if !res.Met() {
-				return verdictError{fmt.Errorf("verdict %s, expected %s", res.Valid, res.Run.Expect)}
+				return verdictError{fmt.Errorf("the run was %s, expected %s", reports.VerdictWord(res.Valid), res.Run.Expect)}
 			}
 			return nil
 		},

@@ -88,6 +88,25 @@ func TestBadUsageExitsTwoWithOneLine(t *testing.T) {
 	}
 }
 
+func TestMissingServerBinaryExitsTwoAndLeavesNoRunFolder(t *testing.T) {
+	store := t.TempDir()
+	cmd := exec.Command(bin, "run", "--store", store, "--time", "1s")
+	cmd.Env = append(os.Environ(), "PATH="+t.TempDir())
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 {
+		t.Fatalf("err %v, want exit 2; stderr %q", err, errb.String())
+	}
+	if s := errb.String(); strings.Count(s, "\n") != 1 || !strings.Contains(s, "redis-server not found") || !strings.Contains(s, "make setup") {
+		t.Errorf("stderr %q, want one line naming redis-server and make setup", s)
+	}
+	if ents, _ := os.ReadDir(store); len(ents) != 0 {
+		t.Errorf("a run that could not start left %d entries in the store", len(ents))
+	}
+}
+
 func TestHelpForEveryCommand(t *testing.T) {
 	for _, c := range []string{"run", "check", "report", "list"} {
 		out, _, code := locktest(t, c, "--help")
@@ -195,7 +214,7 @@ func TestInterruptStopsEverythingAndKeepsTheHistory(t *testing.T) {
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		t.Skip("redis-server not installed (make setup)")
 	}
-	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGKILL} {
 		t.Run(sig.String(), func(t *testing.T) {
 			store := t.TempDir()
 			cmd := exec.Command(bin, "run", "--impl", "redis-set-nx-px", "--faults", "pause-client,kill-node",
@@ -206,7 +225,7 @@ func TestInterruptStopsEverythingAndKeepsTheHistory(t *testing.T) {
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
-			// Wait until the node and every worker run, and a client is paused.
+			// Wait until the node and every worker run, then let faults happen.
 			var kids []int
 			deadline := time.Now().Add(20 * time.Second)
 			for time.Now().Before(deadline) {
@@ -236,24 +255,62 @@ func TestInterruptStopsEverythingAndKeepsTheHistory(t *testing.T) {
 				cmd.Process.Kill()
 				t.Fatalf("locktest did not stop after %v: %s", sig, out.String())
 			}
+			// Killed outright, the driver leaves its children to the kernel's
+			// parent-death signal; give it a moment.
+			deadline = time.Now().Add(5 * time.Second)
+			for time.Now().Before(deadline) && slices.ContainsFunc(kids, alive) {
+				time.Sleep(20 * time.Millisecond)
+			}
 			for _, k := range kids {
 				if alive(k) {
 					t.Errorf("process %d outlived the run", k)
 				}
 			}
-			r, err := reports.ReadResults(filepath.Join(store, "int", "latest"))
+			dirs, _ := filepath.Glob(filepath.Join(store, "int", "2*"))
+			if len(dirs) != 1 {
+				t.Fatalf("run folders %v, want one", dirs)
+			}
+			dir := dirs[0]
+			if sig == syscall.SIGKILL {
+				// The history is a checkable prefix, and results.json, written
+				// at the start, still says how the run was made.
+				r, err := reports.ReadResults(dir)
+				if err != nil || r.Valid != "unknown" || len(r.Problems) == 0 || r.Run.Mode != "none" {
+					t.Fatalf("results of a killed run: %+v, %v", r, err)
+				}
+				_, stderr, code := locktest(t, "check", dir)
+				if code == 2 {
+					t.Fatalf("check of a killed run's history: exit 2, %s", stderr)
+				}
+			}
+			r, err := reports.ReadResults(dir)
 			if err != nil {
 				t.Fatalf("no results after %v: %v\n%s", sig, err, out.String())
 			}
-			if !r.Run.Interrupted || r.Stats["critical_sections"] < 1 || r.Stats["faults_injected"] < 1 {
-				t.Errorf("results: interrupted %v, %v critical sections, %v faults", r.Run.Interrupted,
-					r.Stats["critical_sections"], r.Stats["faults_injected"])
+			if r.Stats["critical_sections"] < 1 || r.Stats["faults_injected"] < 1 {
+				t.Errorf("results: %v critical sections, %v faults", r.Stats["critical_sections"], r.Stats["faults_injected"])
 			}
-			// Every fault injected before the signal was healed.
-			h, err := history.ReadFile(filepath.Join(store, "int", "latest", reports.HistoryFile))
+			h, err := history.ReadFile(filepath.Join(dir, reports.HistoryFile))
 			if err != nil {
 				t.Fatal(err)
 			}
+			paused := false
+			for _, o := range h {
+				paused = paused || o.IsNemesis() && o.F == "pause-client" && o.Type == history.OK
+			}
+			if !paused {
+				t.Errorf("no client was paused before the %v", sig)
+			}
+			if sig == syscall.SIGKILL {
+				return
+			}
+			if !r.Run.Interrupted {
+				t.Errorf("results do not say the run was interrupted")
+			}
+			if target, err := os.Readlink(filepath.Join(store, "int", "latest")); err != nil || target != filepath.Base(dir) {
+				t.Errorf("latest link %q, %v", target, err)
+			}
+			// Every fault injected before the signal was healed.
 			open := map[string]int{}
 			for _, o := range h {
 				if o.IsNemesis() && o.Type == history.OK && len(o.Value.Targets) > 0 {

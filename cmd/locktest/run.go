@@ -45,7 +45,7 @@ func newRunCmd() *cobra.Command {
 			}
 			printResults(cmd.OutOrStdout(), out.Dir, out.Results)
 			if !out.Results.Met() {
-				return verdictError{fmt.Errorf("verdict %s, expected %s", out.Results.Valid, out.Results.Run.Expect)}
+				return verdictError{fmt.Errorf("the run was %s, expected %s", reports.VerdictWord(out.Results.Valid), out.Results.Run.Expect)}
 			}
 			return nil
 		},

@@ -1,5 +1,5 @@
-// Package redis holds the single-node Redis locks (LOCKS.md, "Redis, single
-// node"), each written the way the articles and their readers write it,
+// Package redis holds the single-node Redis locks of the lock-selection
+// articles, each written the way the articles and their readers write it,
 // flaws included, because the flaws are what the harness measures:
 //
 //   - redis-set-nx-px: SET NX PX plus an INCR fencing token, released by

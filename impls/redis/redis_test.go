@@ -180,7 +180,7 @@ func TestExpiry(t *testing.T) {
 			_, addr := startNode(t)
 			a := newClient(t, name, addr, 1, nil)
 			b := newClient(t, name, addr, 2, nil)
-			const ttl = 200 * time.Millisecond
+			const ttl = 500 * time.Millisecond
 			la := mustAcquire(t, a, "L", ttl)
 			wantNotAcquired(t, b, "L", ttl)
 			time.Sleep(ttl + 100*time.Millisecond)
@@ -202,7 +202,7 @@ func TestReleaseExpired(t *testing.T) {
 			a := newClient(t, name, addr, 1, nil)
 			b := newClient(t, name, addr, 2, nil)
 			ctx := context.Background()
-			const ttl = 200 * time.Millisecond
+			const ttl = 500 * time.Millisecond
 			la := mustAcquire(t, a, "L", ttl)
 			time.Sleep(ttl + 100*time.Millisecond)
 			if _, err := a.Release(ctx, la); !errors.Is(err, impls.ErrNotHeld) {

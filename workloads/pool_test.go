@@ -1,0 +1,216 @@
+package workloads
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/locktest/locktest/clusters/local"
+	"github.com/locktest/locktest/history"
+	_ "github.com/locktest/locktest/impls/all"
+)
+
+// The test binary doubles as the worker program: with this variable set it
+// runs one worker instead of the tests.
+const workerEnv = "LOCKTEST_TEST_WORKER"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(workerEnv) == "1" {
+		if err := RunWorker(context.Background(), os.Stdin, os.Stdout); err != nil {
+			os.Exit(2)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// testPool starts a redis-server, a store and n workers of impl, all
+// stopped at the end of the test.
+func testPool(t *testing.T, impl string, n int) (*Pool, *history.Recorder, *local.Redis) {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Skip("redis-server not installed (make setup)")
+	}
+	dir := t.TempDir()
+	ctx := context.Background()
+	cl, err := local.NewRedis(local.RedisOptions{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Stop(context.Background()) })
+	clock := history.StartClock()
+	store, err := StartStore(ModeNone, clock, filepath.Join(dir, "resource.jsonl"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close(context.Background()) })
+	rec := history.NewRecorder(nil)
+	pool, err := StartPool(ctx, PoolConfig{
+		Command: []string{os.Args[0]}, Env: []string{workerEnv + "=1"}, LogDir: dir, Recorder: rec, Clock: clock,
+		Base: WorkerConfig{
+			Impl: impl, Addrs: []string{cl.Nodes()[0].Addr}, Locks: []string{"l"}, TTL: Duration(time.Second),
+			Retry: Duration(2 * time.Millisecond), Think: Duration(2 * time.Millisecond), Timeout: Duration(time.Second),
+			StoreAddr: store.Addr(), Mode: ModeNone, ClockOrigin: clock.Origin(), Seed: 1,
+		},
+	}, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pool.Stop(context.Background()) })
+	return pool, rec, cl
+}
+
+// opsOf counts the ops of process p recorded so far.
+func opsOf(rec *history.Recorder, p int) int {
+	n := 0
+	for _, o := range rec.History() {
+		if o.Process == p {
+			n++
+		}
+	}
+	return n
+}
+
+// waitFor polls cond until it holds or the test's patience runs out.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestPoolHoldsAWorkerAtItsPausePoint(t *testing.T) {
+	pool, rec, _ := testPool(t, "redis-set-nx-px", 2)
+	ctx := context.Background()
+	if err := pool.Arm(0, PointAfterAcquire); err != nil {
+		t.Fatal(err)
+	}
+	pt, err := pool.WaitPoint(ctx, 0)
+	if err != nil || pt != PointAfterAcquire {
+		t.Fatalf("WaitPoint = %q, %v", pt, err)
+	}
+	// At the point, the worker's last op is its acquire ok, and it records
+	// nothing more until it is told to go on, while the other worker waits
+	// for the lock it holds.
+	before := opsOf(rec, 0)
+	time.Sleep(200 * time.Millisecond)
+	h := rec.History()
+	var last history.Op
+	for _, o := range h {
+		if o.Process == 0 {
+			last = o
+		}
+	}
+	if last.F != history.Acquire || last.Type != history.OK {
+		t.Fatalf("worker at the pause point last recorded %s %s", last.F, last.Type)
+	}
+	if n := opsOf(rec, 0); n != before {
+		t.Fatalf("worker held at the point recorded %d more ops", n-before)
+	}
+	if err := pool.Continue(0); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the worker to go on", func() bool { return opsOf(rec, 0) > before+4 })
+}
+
+func TestPoolSkewsAWorkersWallClock(t *testing.T) {
+	pool, rec, _ := testPool(t, "redis-setnx-getset", 1)
+	if err := pool.SetWallOffset(0, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	// The getset lock writes its client's wall-clock expiry into the lock
+	// value; after the skew it is an hour ahead.
+	from := rec.Len()
+	waitFor(t, "an acquire with the skewed clock", func() bool {
+		for _, o := range rec.History()[from:] {
+			if o.F != history.Acquire || o.Type != history.OK {
+				continue
+			}
+			ms, err := strconv.ParseInt(strings.SplitN(o.Value.LockValue, ":", 2)[0], 10, 64)
+			if err != nil {
+				t.Fatalf("lock value %q", o.Value.LockValue)
+			}
+			if time.UnixMilli(ms).After(time.Now().Add(50 * time.Minute)) {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+func TestPoolCompletesADeadWorkersOpenOpAsInfo(t *testing.T) {
+	pool, rec, cl := testPool(t, "redis-set-nx-px", 2)
+	ctx := context.Background()
+	// Freeze the node, so that every worker soon waits in a lock call, and
+	// kill worker 1 there: its open op may have taken effect.
+	node := cl.Nodes()[0]
+	if err := cl.Pause(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "worker 1 to wait on the frozen node", func() bool {
+		o, open := rec.Open(1)
+		return open && (o.F == history.Acquire || o.F == history.Release)
+	})
+	inv, _ := rec.Open(1)
+	if err := pool.Signal(1, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the dead worker to leave the pool", func() bool { return len(pool.Processes()) == 1 })
+	if got := pool.Processes(); got[0] != 0 {
+		t.Fatalf("live processes %v, want [0]", got)
+	}
+	if err := pool.Signal(1, syscall.SIGCONT); err == nil {
+		t.Error("signalling a dead worker succeeded")
+	}
+	h := rec.History()
+	c := h.Pair()[inv.Index]
+	if c < 0 {
+		t.Fatalf("the dead worker's %s (op %d) was never completed", inv.F, inv.Index)
+	}
+	done := h[c]
+	if done.Type != history.Info || done.F != inv.F || !strings.Contains(done.Error, "worker exited") {
+		t.Errorf("the dead worker's %s was completed as %s %q, want info \"worker exited\"", inv.F, done.Type, done.Error)
+	}
+	if err := cl.Resume(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	if err := pool.Stop(ctx); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	// Stop lets the live worker finish: nothing is left open.
+	h = rec.History()
+	pair := h.Pair()
+	for i, o := range h {
+		if o.Type == history.Invoke && pair[i] < 0 {
+			t.Errorf("op %d (%s of p%d) never completed", i, o.F, o.Process)
+		}
+	}
+}
+
+func TestPoolReportsAWorkerThatCannotStart(t *testing.T) {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Skip("redis-server not installed (make setup)")
+	}
+	dir := t.TempDir()
+	_, err := StartPool(context.Background(), PoolConfig{
+		Command: []string{os.Args[0]}, Env: []string{workerEnv + "=1"}, LogDir: dir,
+		Recorder: history.NewRecorder(nil), Clock: history.StartClock(),
+		Base: WorkerConfig{Impl: "no-such-lock", Locks: []string{"l"}, Timeout: Duration(time.Second)},
+	}, 2)
+	if err == nil || !strings.Contains(err.Error(), `unknown impl "no-such-lock"`) {
+		t.Fatalf("err %v, want the worker's reason", err)
+	}
+}
