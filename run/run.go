@@ -192,6 +192,15 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	if err != nil {
 		return nil, setupErr("store: %v", err)
 	}
+	begun := false // the workload began: from here on the run folder is kept
+	defer func() {
+		if !begun {
+			// A run that could not start recorded nothing; its error says
+			// why, and a half-made folder would only confuse the store.
+			os.RemoveAll(dir)
+			os.Remove(filepath.Dir(dir)) // only if no other run is there
+		}
+	}()
 	logDir := filepath.Join(dir, "logs")
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		return nil, setupErr("store: %v", err)
@@ -236,20 +245,13 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	rec := history.NewRecorder(sink)
 
 	var runErrs []string
-	begun := false // the workload began: from here on the run folder is kept
 	cl, pool, store, startErr := start(ctx, cfg, impl, dir, logDir, clock, rec, lg)
 	defer func() {
 		// Whatever happened, nothing the run started outlives it.
 		stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		stopAll(stopCtx, cl, pool, store, logDir, lg)
-		if !begun {
-			// A run that could not start recorded nothing; its error says
-			// why, and a half-made folder would only confuse the store.
-			hw.Close()
-			os.RemoveAll(dir)
-			os.Remove(filepath.Dir(dir)) // only if no other run is there
-		}
+		hw.Close() // idempotent; closed already when the run got to its end
 	}()
 	if startErr != nil {
 		return nil, startErr
