@@ -22,6 +22,7 @@ type Writer struct {
 	mu      sync.Mutex
 	f       *os.File
 	buf     bytes.Buffer
+	enc     *json.Encoder // writes into buf
 	dirty   bool
 	closing bool
 	err     error // the first fsync error of the background loop
@@ -40,6 +41,7 @@ func Create(path string) (*Writer, error) {
 		return nil, err
 	}
 	w := &Writer{f: f, done: make(chan struct{})}
+	w.enc = json.NewEncoder(&w.buf)
 	w.wg.Add(1)
 	go w.syncLoop()
 	return w, nil
@@ -78,7 +80,7 @@ func (w *Writer) Append(op Op) error {
 		return w.err
 	}
 	w.buf.Reset()
-	if err := json.NewEncoder(&w.buf).Encode(op); err != nil {
+	if err := w.enc.Encode(op); err != nil {
 		return err
 	}
 	if _, err := w.f.Write(w.buf.Bytes()); err != nil {

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -219,7 +220,7 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 		TTL: cfg.TTL.String(), Duration: cfg.Duration.String(), Seed: cfg.Seed, Mode: string(cfg.Mode),
 		Command: cfg.Command, Version: Version(), Started: started.Format(time.RFC3339), Expect: cfg.Expect,
 	}
-	if contains(cfg.Faults, "pause-client") {
+	if slices.Contains(cfg.Faults, "pause-client") {
 		info.PausePoint, info.ClientPause = cfg.PausePoint, cfg.ClientPause.String()
 	}
 	// Until the run ends, results.json says how it was made and that it is
@@ -425,15 +426,6 @@ func linkLatest(parent, target string) error {
 		return err
 	}
 	return os.Rename(tmp, link)
-}
-
-func contains(xs []string, x string) bool {
-	for _, v := range xs {
-		if v == x {
-			return true
-		}
-	}
-	return false
 }
 
 // countingSink passes ops on and counts successful acquires.

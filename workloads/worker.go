@@ -195,11 +195,18 @@ func leaseValue(l impls.Lease) history.Value {
 	return v
 }
 
+// leaseRef is what the ops of a critical section carry of its lease: lock,
+// token and lock value, without the holder's belief or the node.
+func leaseRef(l impls.Lease) history.Value {
+	v := leaseValue(l)
+	v.ValidUntil, v.Node = 0, ""
+	return v
+}
+
 // critical runs the critical section: claim (check-and-set mode), read,
 // optional work, write value+1 with the lease's token and value.
 func (w *worker) critical(ctx context.Context, l impls.Lease) {
-	base := leaseValue(l)
-	base.ValidUntil, base.Node = 0, ""
+	base := leaseRef(l)
 	if w.cfg.Mode == ModeCheckAndSet {
 		if _, ok := w.storeOp(ctx, history.Claim, base); !ok {
 			return
@@ -247,8 +254,7 @@ func (w *worker) storeOp(ctx context.Context, f string, v history.Value) (int64,
 }
 
 func (w *worker) release(ctx context.Context, l impls.Lease) {
-	v := leaseValue(l)
-	v.ValidUntil, v.Node = 0, ""
+	v := leaseRef(l)
 	w.record(history.Op{Type: history.Invoke, F: history.Release, Value: v})
 	octx, cancel := w.opCtx(ctx)
 	rel, err := w.client.Release(octx, l)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/internal/procfs"
 	"github.com/locktest/locktest/reports"
 )
 
@@ -201,13 +202,8 @@ func children(pid int) []int {
 
 // alive reports whether pid exists and is not a zombie.
 func alive(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	return len(f) > 0 && f[0] != "Z"
+	s, err := procfs.State(fmt.Sprintf("/proc/%d/stat", pid))
+	return err == nil && s != 'Z'
 }
 
 func TestInterruptStopsEverythingAndKeepsTheHistory(t *testing.T) {

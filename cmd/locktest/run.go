@@ -94,14 +94,7 @@ func printResults(w io.Writer, dir string, r reports.Results) {
 		fmt.Fprintf(w, "  %-17s %-8s %d anomalies%s  (%s)\n", c.Checker, verdictWord(c.Valid), len(c.Anomalies),
 			noteSummary(c), time.Duration(c.Elapsed).Round(time.Microsecond))
 		// One example of each kind, in order of first appearance.
-		count := map[string]int{}
-		var first []checker.Anomaly
-		for _, a := range c.Anomalies {
-			if count[a.Kind] == 0 {
-				first = append(first, a)
-			}
-			count[a.Kind]++
-		}
+		first, count := byKind(c.Anomalies)
 		for _, a := range first {
 			fmt.Fprintf(w, "    %s ×%d, e.g. %s ops %v\n", a.Kind, count[a.Kind], a.Explanation, a.Ops)
 		}
@@ -117,19 +110,26 @@ func noteSummary(c checker.Result) string {
 	if len(c.Notes) == 0 {
 		return ""
 	}
-	counts := map[string]int{}
-	var kinds []string
-	for _, n := range c.Notes {
-		if counts[n.Kind] == 0 {
-			kinds = append(kinds, n.Kind)
-		}
-		counts[n.Kind]++
-	}
+	first, count := byKind(c.Notes)
 	var parts []string
-	for _, k := range kinds {
-		parts = append(parts, fmt.Sprintf("%d %s", counts[k], k))
+	for _, n := range first {
+		parts = append(parts, fmt.Sprintf("%d %s", count[n.Kind], n.Kind))
 	}
 	return ", notes: " + strings.Join(parts, ", ")
+}
+
+// byKind returns the first anomaly of each kind, in order of appearance, and
+// how many there are of each kind.
+func byKind(as []checker.Anomaly) ([]checker.Anomaly, map[string]int) {
+	count := map[string]int{}
+	var first []checker.Anomaly
+	for _, a := range as {
+		if count[a.Kind] == 0 {
+			first = append(first, a)
+		}
+		count[a.Kind]++
+	}
+	return first, count
 }
 
 // verdictWord shouts an invalid verdict, so it stands out in a terminal.
