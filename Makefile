@@ -6,14 +6,11 @@ export PATH := /usr/local/go/bin:$(PATH)
 
 .PHONY: setup build demo test lint bench clean
 
-# setup installs the lock servers locktest starts, where they are missing.
+# setup installs the lock servers and tools locktest starts, where they are
+# missing (scripts/setup lists them).
 setup:
 	@command -v $(GO) >/dev/null || { echo "setup: Go is missing: install Go 1.26 into /usr/local/go"; exit 2; }
-	@if ! command -v redis-server >/dev/null; then \
-		echo "setup: installing redis-server with apt-get"; \
-		scripts/apt-install redis-server redis-tools; \
-	fi
-	@command -v redis-server >/dev/null || { echo "setup: redis-server still missing"; exit 2; }
+	@scripts/setup
 
 build:
 	$(GO) build -o $(BIN) ./cmd/locktest

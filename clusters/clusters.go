@@ -12,11 +12,15 @@ import (
 // Node is one server process of a lock service.
 type Node struct {
 	// Name is unique within the cluster, e.g. "n1".
-	Name string
+	Name string `json:"name"`
 	// Addr is the host:port clients connect to.
-	Addr string
+	Addr string `json:"addr"`
+	// Role says what the node is to clients when the backend has more than
+	// one kind: "sentinel", "master", "replica"; "" for plain members. Impls
+	// pick the nodes they dial by it.
+	Role string `json:"role,omitempty"`
 	// LogPath is the node's log file, if it has one.
-	LogPath string
+	LogPath string `json:"-"`
 }
 
 // Cluster is the set of nodes of one backend, owned by a provider.

@@ -11,6 +11,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/locktest/locktest/clusters"
 )
 
 // ErrNotAcquired means the lock is held by someone else and the attempt
@@ -62,8 +64,15 @@ type Client interface {
 
 // Config is what an impl needs to build a client.
 type Config struct {
-	// Addrs are the host:port addresses of the backend's nodes.
+	// Addrs are the host:port addresses of the backend's nodes, in node
+	// order (the same as Nodes' addresses).
 	Addrs []string
+	// Nodes are the backend's nodes with their names and roles, for impls
+	// that must tell nodes apart (sentinels from data nodes, say).
+	Nodes []clusters.Node
+	// Params holds impl settings given on the command line (--impl-opt
+	// key=value), documented by each impl.
+	Params map[string]string
 	// Process is the logical process id of the worker; impls may put it in
 	// their unique lock values.
 	Process int
@@ -90,7 +99,11 @@ type Impl struct {
 	Fenced bool
 	// Doc says in one sentence what the algorithm is and how it fails.
 	Doc string
-	New func(ctx context.Context, cfg Config) (Client, error)
+	// Points are the pause points the impl passes to Config.Hook inside its
+	// operations, besides the worker's own (after-acquire, before-write);
+	// the nemesis may pause a client at any of them.
+	Points []string
+	New    func(ctx context.Context, cfg Config) (Client, error)
 }
 
 var (

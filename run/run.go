@@ -56,6 +56,13 @@ type Config struct {
 	PausePoint string
 	// NodeDown is how long kill-node keeps a node down.
 	NodeDown time.Duration
+	// Persistence is the durability of nodes that have a setting for it
+	// (Redis: off, everysec, always); "" is the backend's default.
+	Persistence string
+	// ImplParams are passed to every worker's impl (impls.Config.Params).
+	ImplParams map[string]string
+	// ClusterParams are passed to the cluster provider (local.Options.Params).
+	ClusterParams map[string]string
 	// Expect is "valid" or "invalid".
 	Expect string
 	// MaxCriticalSections, if positive, ends the run early once that many
@@ -146,8 +153,9 @@ func (c *Config) Validate() error {
 		return setupErr("--down must not be negative, got %v", c.NodeDown)
 	case c.Expect != "valid" && c.Expect != "invalid":
 		return setupErr("--expect must be valid or invalid, got %q", c.Expect)
-	case c.PausePoint != workloads.PointAfterAcquire && c.PausePoint != workloads.PointBeforeWrite:
-		return setupErr("--pause-point must be %s or %s, got %q", workloads.PointAfterAcquire, workloads.PointBeforeWrite, c.PausePoint)
+	case c.PausePoint != workloads.PointAfterAcquire && c.PausePoint != workloads.PointBeforeWrite && !slices.Contains(impl.Points, c.PausePoint):
+		return setupErr("--pause-point must be one of %s for %s, got %q",
+			strings.Join(append([]string{workloads.PointAfterAcquire, workloads.PointBeforeWrite}, impl.Points...), ", "), c.Impl, c.PausePoint)
 	case strings.ContainsAny(c.Name, `/\`) || c.Name == "." || c.Name == "..":
 		return setupErr("--name %q must be a plain folder name", c.Name)
 	}
@@ -332,10 +340,8 @@ func progress(ctx context.Context, lg *slog.Logger, total time.Duration, rec *hi
 // is returned even on error, so the caller can stop it.
 func start(ctx context.Context, cfg Config, impl impls.Impl, dir, logDir string, clock history.Clock,
 	rec *history.Recorder, lg *slog.Logger) (clusters.Cluster, *workloads.Pool, *workloads.Store, error) {
-	if impl.Backend != "redis" {
-		return nil, nil, nil, setupErr("backend %q has no provider yet", impl.Backend)
-	}
-	cl, err := local.NewRedis(local.RedisOptions{Nodes: impl.Nodes, Dir: dir, Logger: lg})
+	cl, err := local.New(impl.Backend, local.Options{Nodes: impl.Nodes, Dir: dir, Logger: lg,
+		Persistence: cfg.Persistence, Params: cfg.ClusterParams})
 	if err != nil {
 		return nil, nil, nil, &SetupError{err}
 	}
@@ -357,7 +363,7 @@ func start(ctx context.Context, cfg Config, impl impls.Impl, dir, logDir string,
 	pool, err := workloads.StartPool(ctx, workloads.PoolConfig{
 		Command: cfg.WorkerCommand, Env: cfg.WorkerEnv, LogDir: logDir, Recorder: rec, Clock: clock, Logger: lg,
 		Base: workloads.WorkerConfig{
-			Impl: cfg.Impl, Addrs: addrs, Locks: locks, TTL: workloads.Duration(cfg.TTL),
+			Impl: cfg.Impl, Addrs: addrs, Nodes: cl.Nodes(), Params: cfg.ImplParams, Locks: locks, TTL: workloads.Duration(cfg.TTL),
 			Think: workloads.Duration(cfg.Think), Retry: workloads.Duration(cfg.Retry),
 			Work: workloads.Duration(cfg.Work), Timeout: workloads.Duration(cfg.Timeout),
 			StoreAddr: store.Addr(), Mode: cfg.Mode, ClockOrigin: clock.Origin(), Seed: cfg.Seed,

@@ -7,6 +7,7 @@ package workloads
 import (
 	"time"
 
+	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/history"
 )
 
@@ -15,6 +16,10 @@ type WorkerConfig struct {
 	Process int      `json:"process"`
 	Impl    string   `json:"impl"`
 	Addrs   []string `json:"addrs"`
+	// Nodes are the backend's nodes with their roles; see impls.Config.
+	Nodes []clusters.Node `json:"nodes,omitempty"`
+	// Params are the impl's settings; see impls.Config.
+	Params map[string]string `json:"params,omitempty"`
 	// Locks are the lock names the worker picks from for each critical
 	// section; fewer locks mean more contention.
 	Locks []string `json:"locks"`

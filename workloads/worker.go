@@ -67,7 +67,7 @@ func RunWorker(ctx context.Context, in io.Reader, out io.Writer) error {
 		return w.fatal(err)
 	}
 	client, err := impl.New(ctx, impls.Config{
-		Addrs: w.cfg.Addrs, Process: w.cfg.Process, Now: w.clock.Now, Wall: w.wall,
+		Addrs: w.cfg.Addrs, Nodes: w.cfg.Nodes, Params: w.cfg.Params, Process: w.cfg.Process, Now: w.clock.Now, Wall: w.wall,
 		Hook: w.pausePoint,
 	})
 	if err != nil {

@@ -36,11 +36,39 @@ type proc struct {
 	ended atomic.Bool
 }
 
+// spawnSpec says how to start one node process.
+type spawnSpec struct {
+	// Bin and Args are the program and its arguments.
+	Bin  string
+	Args []string
+	// Dir is the working directory.
+	Dir string
+	// LogPath receives the process's stdout and stderr (appended).
+	LogPath string
+	// Env is added to the driver's environment (e.g. the clock shim's
+	// LD_PRELOAD and offset file).
+	Env []string
+	// Host is where the node runs; a host with a network namespace runs the
+	// program inside it through `ip netns exec`, which execs the program in
+	// place, so the pid is the program's own.
+	Host Host
+}
+
 // spawn starts bin with args in dir, with stdout and stderr appended to
 // logPath (a daemon prints its early errors there before it opens its own
 // log), and reaps it in a goroutine. It returns the size the log had before
 // the start, so that errors can quote only what this run wrote.
 func spawn(bin string, args []string, dir, logPath string) (*proc, int64, error) {
+	return spawnWith(spawnSpec{Bin: bin, Args: args, Dir: dir, LogPath: logPath})
+}
+
+// spawnWith starts the process s describes; see spawn.
+func spawnWith(s spawnSpec) (*proc, int64, error) {
+	bin, args, dir, logPath := s.Bin, s.Args, s.Dir, s.LogPath
+	if s.Host.NetNS != "" {
+		args = append([]string{"netns", "exec", s.Host.NetNS, bin}, args...)
+		bin = "ip"
+	}
 	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, 0, err
@@ -52,6 +80,9 @@ func spawn(bin string, args []string, dir, logPath string) (*proc, int64, error)
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = dir
+	if len(s.Env) > 0 {
+		cmd.Env = append(os.Environ(), s.Env...)
+	}
 	cmd.Stdout = f
 	cmd.Stderr = f
 	cmd.SysProcAttr = sysProcAttr()

@@ -77,9 +77,22 @@ type RedisOptions struct {
 	// Persistence is PersistenceOff (the default when empty),
 	// PersistenceEverysec or PersistenceAlways.
 	Persistence string
+	// Hosts optionally places node i on Hosts[i] (its address and network
+	// namespace); a missing entry is loopback in the driver's namespace.
+	Hosts []Host
+	// NodeEnv, if set, returns extra environment for a node's process (the
+	// clock shim).
+	NodeEnv func(node string) []string
 	// Logger receives one record per node start, exit, kill, pause and
 	// resume, with the keys node, pid and addr; nil discards them.
 	Logger *slog.Logger
+}
+
+func init() {
+	Register("redis", func(o Options) (clusters.Cluster, error) {
+		return NewRedis(RedisOptions{Nodes: o.Nodes, Dir: o.Dir, Persistence: o.Persistence,
+			Hosts: o.Hosts, NodeEnv: o.NodeEnv, Logger: o.Logger})
+	})
 }
 
 // Redis is a set of redis-server processes on 127.0.0.1, one per node, each
@@ -90,6 +103,7 @@ type RedisOptions struct {
 type Redis struct {
 	bin         string
 	persistence string
+	nodeEnv     func(node string) []string
 	log         *slog.Logger
 
 	mu    sync.Mutex
@@ -110,6 +124,7 @@ type redisNode struct {
 	dataDir  string
 	confPath string
 	logPath  string
+	host     Host
 	port     int  // 0 until the first start picks one
 	fixed    bool // port given by the user: never replaced
 	proc     *proc
@@ -119,7 +134,7 @@ func (n *redisNode) addr() string {
 	if n.port == 0 {
 		return ""
 	}
-	return net.JoinHostPort("127.0.0.1", strconv.Itoa(n.port))
+	return n.host.Addr(n.port)
 }
 
 // NewRedis checks opts and returns a cluster that has not started yet. It
@@ -168,7 +183,7 @@ func NewRedis(opts RedisOptions) (*Redis, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	r := &Redis{bin: bin, persistence: opts.Persistence, log: log}
+	r := &Redis{bin: bin, persistence: opts.Persistence, nodeEnv: opts.NodeEnv, log: log}
 	for i := range opts.Nodes {
 		name := fmt.Sprintf("n%d", i+1)
 		nd := filepath.Join(dir, "nodes", name)
@@ -178,6 +193,9 @@ func NewRedis(opts RedisOptions) (*Redis, error) {
 			dataDir:  filepath.Join(nd, "data"),
 			confPath: filepath.Join(nd, "redis.conf"),
 			logPath:  filepath.Join(nd, "redis.log"),
+		}
+		if i < len(opts.Hosts) {
+			n.host = opts.Hosts[i]
 		}
 		if i < len(opts.Ports) && opts.Ports[i] != 0 {
 			n.port, n.fixed = opts.Ports[i], true
@@ -402,12 +420,12 @@ func (r *Redis) startNode(ctx context.Context, n *redisNode, repick bool) error 
 	if err := os.MkdirAll(n.dataDir, 0o755); err != nil {
 		return fmt.Errorf("local redis: node %s: %w", n.name, err)
 	}
-	if n.fixed && !portFree(n.port) {
+	if n.fixed && n.host.NetNS == "" && !portFree(n.port) {
 		return fmt.Errorf("local redis: node %s: port %d on 127.0.0.1 is in use", n.name, n.port)
 	}
 	for attempt := 1; ; attempt++ {
 		if n.port == 0 {
-			p, err := pickPort()
+			p, err := n.host.port(6379)
 			if err != nil {
 				return fmt.Errorf("local redis: node %s: %w", n.name, err)
 			}
@@ -424,7 +442,7 @@ func (r *Redis) startNode(ctx context.Context, n *redisNode, repick bool) error 
 			return err
 		}
 		if n.fixed || !repick || attempt == startAttempts {
-			return fmt.Errorf("local redis: node %s: port %d on 127.0.0.1 is in use", n.name, n.port)
+			return fmt.Errorf("local redis: node %s: port %d on %s is in use", n.name, n.port, n.host.ip())
 		}
 		r.log.Warn("port taken, retrying on another", "node", n.name, "addr", n.addr())
 		n.port = 0
@@ -434,7 +452,11 @@ func (r *Redis) startNode(ctx context.Context, n *redisNode, repick bool) error 
 // spawnNode starts n's process with its current configuration and waits
 // until it answers PING. On failure the process is gone when it returns.
 func (r *Redis) spawnNode(ctx context.Context, n *redisNode) error {
-	p, off, err := spawn(r.bin, []string{n.confPath}, n.dir, n.logPath)
+	var env []string
+	if r.nodeEnv != nil {
+		env = r.nodeEnv(n.name)
+	}
+	p, off, err := spawnWith(spawnSpec{Bin: r.bin, Args: []string{n.confPath}, Dir: n.dir, LogPath: n.logPath, Env: env, Host: n.host})
 	if err != nil {
 		return fmt.Errorf("local redis: node %s: start %s: %w", n.name, r.bin, err)
 	}
@@ -481,7 +503,7 @@ func (r *Redis) config(n *redisNode) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Written by locktest for node %s; rewritten at each start.\n", n.name)
 	fmt.Fprintf(&b, "port %d\n", n.port)
-	b.WriteString("bind 127.0.0.1\n")
+	fmt.Fprintf(&b, "bind %s\n", n.host.ip())
 	fmt.Fprintf(&b, "dir %s\n", strconv.Quote(n.dataDir))
 	fmt.Fprintf(&b, "logfile %s\n", strconv.Quote(n.logPath))
 	b.WriteString("daemonize no\n")

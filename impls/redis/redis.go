@@ -45,7 +45,7 @@ func init() {
 			New: newSetNXPX,
 		},
 		{
-			Name: "redis-setnx-expire", Backend: "redis", Nodes: 1,
+			Name: "redis-setnx-expire", Backend: "redis", Nodes: 1, Points: []string{HookBetweenSetNXExpire},
 			Doc: "SETNX then PEXPIRE as two commands, released by compare-and-delete; " +
 				"a client that dies between the two leaves a lock with no TTL that nobody can ever take.",
 			New: newSetNXExpire,

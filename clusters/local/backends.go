@@ -1,0 +1,133 @@
+package local
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/locktest/locktest/clusters"
+)
+
+// Host is where one node runs: the address it binds and, when the run puts
+// nodes into network namespaces (for network faults), the namespace. The
+// zero Host is the driver's own namespace on loopback.
+type Host struct {
+	// IP is the address the node binds and clients dial; "" means 127.0.0.1.
+	IP string
+	// NetNS is the network namespace the node runs in; "" is the driver's.
+	NetNS string
+}
+
+// Addr returns ip:port on h.
+func (h Host) Addr(port int) string {
+	return net.JoinHostPort(h.ip(), strconv.Itoa(port))
+}
+
+func (h Host) ip() string {
+	if h.IP == "" {
+		return "127.0.0.1"
+	}
+	return h.IP
+}
+
+// port returns the port a node on h should use: preferred inside a
+// namespace of its own (the address is the node's alone), else a free
+// loopback port picked now.
+func (h Host) port(preferred int) (int, error) {
+	if h.NetNS != "" && preferred > 0 {
+		return preferred, nil
+	}
+	return pickPort()
+}
+
+// Options configures a local cluster of any backend. Backend-specific
+// settings that only one backend understands go in Params.
+type Options struct {
+	// Nodes is the number of server nodes; 0 means the backend's default.
+	Nodes int
+	// Dir is the run directory; node n keeps its files under Dir/nodes/<n>.
+	Dir string
+	// Hosts optionally places node i on Hosts[i]; a missing entry is
+	// loopback in the driver's namespace.
+	Hosts []Host
+	// Persistence is the durability setting of backends that have one
+	// (Redis: off, everysec, always).
+	Persistence string
+	// Exe is the command that runs locktest's own programs (the embedded
+	// etcd member): it is run with "node <kind> ..." appended. Empty means
+	// this executable.
+	Exe []string
+	// ExeEnv is added to the environment of Exe.
+	ExeEnv []string
+	// NodeEnv is added to the environment of every node process (the clock
+	// shim's LD_PRELOAD and offset file).
+	NodeEnv func(node string) []string
+	// Params holds backend-specific settings, documented by each backend.
+	Params map[string]string
+	// Logger receives node starts, exits, kills and pauses; nil discards.
+	Logger *slog.Logger
+}
+
+// host returns the host of node i (0-based).
+func (o Options) host(i int) Host {
+	if i < len(o.Hosts) {
+		return o.Hosts[i]
+	}
+	return Host{}
+}
+
+// nodeEnv returns the extra environment of the named node.
+func (o Options) nodeEnv(node string) []string {
+	if o.NodeEnv == nil {
+		return nil
+	}
+	return o.NodeEnv(node)
+}
+
+// Factory builds a cluster that has not started yet. It fails early, e.g.
+// when the server binary is missing, naming what is missing and how to get
+// it.
+type Factory func(opts Options) (clusters.Cluster, error)
+
+var (
+	factoriesMu sync.RWMutex
+	factories   = map[string]Factory{}
+)
+
+// Register makes a backend available to New; it panics on a duplicate,
+// which is a programming error found at start-up.
+func Register(backend string, f Factory) {
+	factoriesMu.Lock()
+	defer factoriesMu.Unlock()
+	if _, dup := factories[backend]; dup {
+		panic("local: duplicate backend " + backend)
+	}
+	factories[backend] = f
+}
+
+// New returns a not yet started local cluster of backend.
+func New(backend string, opts Options) (clusters.Cluster, error) {
+	factoriesMu.RLock()
+	f, ok := factories[backend]
+	factoriesMu.RUnlock()
+	if !ok {
+		return nil, fmt.Errorf("local provider: no backend %q (known: %s)", backend, strings.Join(Backends(), ", "))
+	}
+	return f(opts)
+}
+
+// Backends returns the registered backend names, sorted.
+func Backends() []string {
+	factoriesMu.RLock()
+	defer factoriesMu.RUnlock()
+	var out []string
+	for k := range factories {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
