@@ -72,6 +72,10 @@ type Config struct {
 	// the argument "worker".
 	WorkerCommand []string
 	WorkerEnv     []string
+	// NodeCommand runs locktest's own node programs (the embedded etcd
+	// member), with "node <kind> ..." appended; default: this executable.
+	NodeCommand []string
+	NodeEnv     []string
 	// Command is the command line that reproduces the run, for the report.
 	Command string
 	// Logger receives the driver's log; it is also written to logs/driver.log.
@@ -341,7 +345,7 @@ func progress(ctx context.Context, lg *slog.Logger, total time.Duration, rec *hi
 func start(ctx context.Context, cfg Config, impl impls.Impl, dir, logDir string, clock history.Clock,
 	rec *history.Recorder, lg *slog.Logger) (clusters.Cluster, *workloads.Pool, *workloads.Store, error) {
 	cl, err := local.New(impl.Backend, local.Options{Nodes: impl.Nodes, Dir: dir, Logger: lg,
-		Persistence: cfg.Persistence, Params: cfg.ClusterParams})
+		Persistence: cfg.Persistence, Params: cfg.ClusterParams, Exe: cfg.NodeCommand, ExeEnv: cfg.NodeEnv})
 	if err != nil {
 		return nil, nil, nil, &SetupError{err}
 	}
