@@ -36,6 +36,10 @@ type PoolConfig struct {
 	// Clock stamps the ops the pool itself records (a dead worker's info).
 	Clock  history.Clock
 	Logger *slog.Logger
+	// NetNS, if set, names the network namespace (client host) worker
+	// process runs in; "" runs it in the driver's. The worker is started
+	// through `ip netns exec`, which execs it in place: its pid is its own.
+	NetNS func(process int) string
 }
 
 // Pool starts and watches worker processes, one per logical client, and
@@ -47,8 +51,13 @@ type Pool struct {
 
 	mu      sync.Mutex
 	workers map[int]*workerProc
-	errs    []error
-	wg      sync.WaitGroup
+	// next is the process id the next replacement worker gets.
+	next int
+	// host maps a process to the client host (namespace) it runs on; a
+	// replacement runs on its predecessor's host.
+	host map[int]string
+	errs []error
+	wg   sync.WaitGroup
 }
 
 type workerProc struct {
@@ -76,9 +85,12 @@ func StartPool(ctx context.Context, cfg PoolConfig, n int) (*Pool, error) {
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
-	p := &Pool{cfg: cfg, lg: lg, workers: map[int]*workerProc{}}
+	p := &Pool{cfg: cfg, lg: lg, workers: map[int]*workerProc{}, next: n, host: map[int]string{}}
 	var starting []*workerProc
 	for i := 0; i < n; i++ {
+		if cfg.NetNS != nil {
+			p.host[i] = cfg.NetNS(i)
+		}
 		w, err := p.start(i)
 		if err != nil {
 			p.Stop(ctx)
@@ -102,7 +114,14 @@ func StartPool(ctx context.Context, cfg PoolConfig, n int) (*Pool, error) {
 }
 
 func (p *Pool) start(process int) (*workerProc, error) {
-	cmd := exec.Command(p.cfg.Command[0], p.cfg.Command[1:]...)
+	argv := p.cfg.Command
+	p.mu.Lock()
+	ns := p.host[process]
+	p.mu.Unlock()
+	if ns != "" {
+		argv = append([]string{"ip", "netns", "exec", ns}, argv...)
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), p.cfg.Env...)
 	// A worker gets its own process group, so a terminal's Ctrl-C reaches only
 	// the driver, which then stops it in order; Pdeathsig kills it if the
@@ -328,6 +347,58 @@ func (p *Pool) Signal(process int, sig syscall.Signal) error {
 		return procfs.WaitStopped(w.cmd.Process.Pid, time.Second)
 	}
 	return nil
+}
+
+// Crash kills the worker of process with SIGKILL, as a crashed client
+// host would lose it, and starts a replacement on the same client host with
+// a new process id, as Jepsen does: the dead process's open op is completed
+// as info and the process never records again. It returns the new process
+// id once the replacement reported ready.
+func (p *Pool) Crash(ctx context.Context, process int) (int, error) {
+	w, err := p.worker(process)
+	if err != nil {
+		return 0, err
+	}
+	select {
+	case <-w.exited:
+		return 0, fmt.Errorf("worker p%d has exited", process)
+	default:
+	}
+	if err := w.cmd.Process.Kill(); err != nil {
+		return 0, fmt.Errorf("kill p%d: %w", process, err)
+	}
+	select {
+	case <-w.exited:
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	p.mu.Lock()
+	np := p.next
+	p.next++
+	p.host[np] = p.host[process]
+	p.mu.Unlock()
+	nw, err := p.start(np)
+	if err != nil {
+		return 0, fmt.Errorf("replace p%d: %w", process, err)
+	}
+	select {
+	case err := <-nw.ready:
+		if err != nil {
+			return np, fmt.Errorf("replacement p%d of p%d: %w", np, process, err)
+		}
+	case <-ctx.Done():
+		return np, ctx.Err()
+	}
+	return np, nil
+}
+
+// Pid returns the OS pid of the worker of process.
+func (p *Pool) Pid(process int) (int, error) {
+	w, err := p.worker(process)
+	if err != nil {
+		return 0, err
+	}
+	return w.cmd.Process.Pid, nil
 }
 
 // Stop asks every worker to finish its critical section and exit, waits

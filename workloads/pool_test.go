@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -212,5 +213,49 @@ func TestPoolReportsAWorkerThatCannotStart(t *testing.T) {
 	}, 2)
 	if err == nil || !strings.Contains(err.Error(), `unknown impl "no-such-lock"`) {
 		t.Fatalf("err %v, want the worker's reason", err)
+	}
+}
+
+func TestPoolCrashReplacesTheWorkerWithANewProcess(t *testing.T) {
+	pool, rec, _ := testPool(t, "redis-set-nx-px", 2)
+	ctx := context.Background()
+	// Crash p1 while it holds the lock: arm it after acquire and kill it
+	// there.
+	if err := pool.Arm(1, PointAfterAcquire); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.WaitPoint(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	oldPid, _ := pool.Pid(1)
+	np, err := pool.Crash(ctx, 1)
+	if err != nil {
+		t.Fatalf("Crash: %v", err)
+	}
+	if np != 2 {
+		t.Errorf("replacement got process %d, want 2 (the next unused id)", np)
+	}
+	newPid, err := pool.Pid(np)
+	if err != nil || newPid == oldPid {
+		t.Fatalf("replacement pid %d (err %v), old pid %d: want a new OS process", newPid, err, oldPid)
+	}
+	if got := pool.Processes(); !slices.Equal(got, []int{0, 2}) {
+		t.Fatalf("live processes %v, want [0 2]", got)
+	}
+	if err := pool.Continue(1); err == nil {
+		// The dead worker's stdin is closed; a command to it must fail or be
+		// ignored, but its process must not come back.
+		if slices.Contains(pool.Processes(), 1) {
+			t.Fatal("p1 is alive again")
+		}
+	}
+	waitFor(t, "the replacement to record ops", func() bool { return opsOf(rec, 2) > 2 })
+	n1 := opsOf(rec, 1)
+	time.Sleep(50 * time.Millisecond)
+	if opsOf(rec, 1) != n1 {
+		t.Error("the crashed process recorded ops after its crash")
+	}
+	if err := pool.Stop(ctx); err != nil {
+		t.Fatalf("Stop: %v", err)
 	}
 }

@@ -90,6 +90,12 @@ type Store struct {
 // StartStore listens on 127.0.0.1 (a free port) and serves until Close.
 // logPath receives the store's log; lg may be nil.
 func StartStore(mode Mode, clock history.Clock, logPath string, lg *slog.Logger) (*Store, error) {
+	return StartStoreOn("127.0.0.1:0", mode, clock, logPath, lg)
+}
+
+// StartStoreOn is StartStore listening on addr, e.g. the bridge address of
+// the run's network namespaces, so workers inside them can reach it.
+func StartStoreOn(addr string, mode Mode, clock history.Clock, logPath string, lg *slog.Logger) (*Store, error) {
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
@@ -97,7 +103,7 @@ func StartStore(mode Mode, clock history.Clock, logPath string, lg *slog.Logger)
 	if err != nil {
 		return nil, fmt.Errorf("resource store log: %w", err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("resource store: %w", err)
