@@ -1,0 +1,674 @@
+// Package netlab gives every node and every client host of a run a network
+// namespace of its own, attached by a veth pair to a bridge the run creates,
+// with addresses from one private /24 the run owns. Network faults are
+// iptables rules inside those namespaces: a partition DROPs the packets
+// between two sets of hosts (connections hang, as in a real partition; no
+// RST is sent), packet loss DROPs a random fraction with the `statistic`
+// match. Healing flushes the rules; Close deletes the namespaces (which
+// removes their rules and veths), the bridge and the one FORWARD rule the
+// lab adds to the host.
+//
+// Every object carries the lab's id in its name — namespaces
+// "locktest-<id>-<host>", links "lt<id>…", the FORWARD rule's comment
+// "locktest-<id>" — so Cleanup can find what a crashed run left without
+// touching anything else.
+//
+// The host may run a Docker engine, which sets the FORWARD policy to DROP
+// and loads br_netfilter, so that frames crossing any Linux bridge traverse
+// iptables' FORWARD chain. A lab therefore inserts, at the top of FORWARD, an
+// ACCEPT for traffic from its bridge to its bridge.
+//
+// The commands are `ip` (iproute2) and `iptables`; no Go library manages
+// iptables without shelling out to it either.
+package netlab
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"os/exec"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+)
+
+// Prefixes of everything a lab names; Cleanup matches them.
+const (
+	nsPrefix      = "locktest-"
+	commentPrefix = "locktest-"
+	// chainIn and chainOut hold a host's fault rules; INPUT and OUTPUT jump
+	// to them, and healing flushes them.
+	chainIn  = "LOCKTEST-IN"
+	chainOut = "LOCKTEST-OUT"
+	// lockPath serialises subnet picking between labs of concurrent runs.
+	lockPath = "/run/lock/locktest-netlab.lock"
+	// ownerDir holds one file per live lab, named by its id and holding the
+	// pid of the process that made it; Cleanup spares labs whose owner lives.
+	ownerDir = "/run/locktest-labs"
+)
+
+var (
+	nsPattern   = regexp.MustCompile(`^locktest-([0-9a-f]{4})-`)
+	linkPattern = regexp.MustCompile(`^lt([0-9a-f]{4})`)
+)
+
+// Check reports why network namespaces cannot be used here, or nil if they
+// can: it needs root, `ip` and `iptables`.
+func Check() error {
+	if os.Geteuid() != 0 {
+		return errors.New("network faults need root (network namespaces, veth, iptables)")
+	}
+	for _, bin := range []string{"ip", "iptables"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			return fmt.Errorf("network faults need %s: run `make setup`", bin)
+		}
+	}
+	return nil
+}
+
+// Options configures a lab.
+type Options struct {
+	// Subnet is the /24 the lab uses, e.g. "10.77.3.0/24"; "" picks the
+	// first 10.77.N.0/24 that no interface of this host uses.
+	Subnet string
+	Logger *slog.Logger
+}
+
+// Host is one namespace of a lab.
+type Host struct {
+	// Name is the lab-wide name, e.g. "n1" or "c0".
+	Name string
+	// NS is the network namespace's name.
+	NS string
+	// IP is the host's address on the lab's bridge.
+	IP string
+	// Veth is the host-side end of the host's veth pair.
+	Veth string
+}
+
+// Lab is one run's namespaces, bridge and rules. Its methods are safe for
+// concurrent use.
+type Lab struct {
+	id     string
+	bridge string
+	subnet netip.Prefix
+	gw     netip.Addr
+	fwd    []string // the FORWARD rule's match and target
+	lg     *slog.Logger
+
+	mu     sync.Mutex
+	hosts  map[string]*Host
+	order  []string
+	next   netip.Addr
+	faulty map[string]bool // hosts with rules in their chains
+	closed bool
+}
+
+// New creates a lab: a bridge with the subnet's first address and the
+// FORWARD rule. Close removes both.
+func New(ctx context.Context, opts Options) (*Lab, error) {
+	if err := Check(); err != nil {
+		return nil, err
+	}
+	lg := opts.Logger
+	if lg == nil {
+		lg = slog.New(slog.DiscardHandler)
+	}
+	var b [2]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return nil, err
+	}
+	id := hex.EncodeToString(b[:])
+	l := &Lab{id: id, bridge: "lt" + id, lg: lg, hosts: map[string]*Host{}, faulty: map[string]bool{}}
+	unlock, err := lockFile()
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if opts.Subnet != "" {
+		p, err := netip.ParsePrefix(opts.Subnet)
+		if err != nil || !p.Addr().Is4() || p.Bits() != 24 {
+			return nil, fmt.Errorf("subnet %q: want an IPv4 /24 such as 10.77.0.0/24", opts.Subnet)
+		}
+		l.subnet = p.Masked()
+		if used, err := subnetsInUse(ctx); err == nil && used[l.subnet] {
+			return nil, fmt.Errorf("subnet %s is already used by an interface of this host", l.subnet)
+		}
+	} else if l.subnet, err = freeSubnet(ctx); err != nil {
+		return nil, err
+	}
+	if err := writeOwner(id, os.Getpid()); err != nil {
+		return nil, err
+	}
+	l.gw = l.subnet.Addr().Next()
+	l.next = l.gw.Next()
+	l.fwd = []string{"-i", l.bridge, "-o", l.bridge, "-m", "comment", "--comment", commentPrefix + id, "-j", "ACCEPT"}
+	steps := [][]string{
+		{"ip", "link", "add", l.bridge, "type", "bridge"},
+		{"ip", "addr", "add", l.gw.String() + "/24", "dev", l.bridge},
+		{"ip", "link", "set", l.bridge, "up"},
+		append([]string{"iptables", "-w", "-I", "FORWARD", "1"}, l.fwd...),
+	}
+	for _, s := range steps {
+		if err := run(ctx, s...); err != nil {
+			l.Close(context.Background())
+			return nil, err
+		}
+	}
+	lg.Info("network lab created", "lab", id, "bridge", l.bridge, "subnet", l.subnet)
+	return l, nil
+}
+
+// ID returns the lab's id, part of every name it gives.
+func (l *Lab) ID() string { return l.id }
+
+// Gateway returns the bridge's address: the driver's own address on the lab,
+// where services of the driver (the resource store) listen for workers.
+func (l *Lab) Gateway() string { return l.gw.String() }
+
+// Add creates the namespace of a host called name, with the next address.
+func (l *Lab) Add(ctx context.Context, name string) (Host, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return Host{}, errors.New("netlab: lab is closed")
+	}
+	if _, dup := l.hosts[name]; dup {
+		return Host{}, fmt.Errorf("netlab: host %s exists", name)
+	}
+	veth := "lt" + l.id + name
+	if len(veth) > 15 || !regexp.MustCompile(`^[a-z0-9]+$`).MatchString(name) {
+		return Host{}, fmt.Errorf("netlab: host name %q must be lower-case letters and digits, at most 9", name)
+	}
+	if !l.subnet.Contains(l.next) || l.next == netip.AddrFrom4([4]byte{l.subnet.Addr().As4()[0], l.subnet.Addr().As4()[1], l.subnet.Addr().As4()[2], 255}) {
+		return Host{}, errors.New("netlab: subnet has no address left")
+	}
+	h := &Host{Name: name, NS: nsPrefix + l.id + "-" + name, IP: l.next.String(), Veth: veth}
+	peer := "lt" + l.id + "p"
+	steps := [][]string{
+		{"ip", "netns", "add", h.NS},
+		{"ip", "link", "add", veth, "type", "veth", "peer", "name", peer},
+		{"ip", "link", "set", peer, "netns", h.NS},
+		{"ip", "-n", h.NS, "link", "set", peer, "name", "eth0"},
+		{"ip", "-n", h.NS, "addr", "add", h.IP + "/24", "dev", "eth0"},
+		{"ip", "-n", h.NS, "link", "set", "eth0", "up"},
+		{"ip", "-n", h.NS, "link", "set", "lo", "up"},
+		{"ip", "link", "set", veth, "master", l.bridge},
+		{"ip", "link", "set", veth, "up"},
+		{"ip", "netns", "exec", h.NS, "iptables", "-w", "-N", chainIn},
+		{"ip", "netns", "exec", h.NS, "iptables", "-w", "-N", chainOut},
+		{"ip", "netns", "exec", h.NS, "iptables", "-w", "-A", "INPUT", "-j", chainIn},
+		{"ip", "netns", "exec", h.NS, "iptables", "-w", "-A", "OUTPUT", "-j", chainOut},
+	}
+	for _, s := range steps {
+		if err := run(ctx, s...); err != nil {
+			_ = run(context.Background(), "ip", "netns", "del", h.NS)
+			_ = run(context.Background(), "ip", "link", "del", veth)
+			return Host{}, fmt.Errorf("netlab: host %s: %w", name, err)
+		}
+	}
+	l.hosts[name] = h
+	l.order = append(l.order, name)
+	l.next = l.next.Next()
+	l.lg.Debug("network host added", "host", name, "ns", h.NS, "ip", h.IP)
+	return *h, nil
+}
+
+// Host returns the host called name.
+func (l *Lab) Host(name string) (Host, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	h, ok := l.hosts[name]
+	if !ok {
+		return Host{}, false
+	}
+	return *h, true
+}
+
+// Hosts returns the hosts in the order they were added.
+func (l *Lab) Hosts() []Host {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]Host, 0, len(l.order))
+	for _, n := range l.order {
+		out = append(out, *l.hosts[n])
+	}
+	return out
+}
+
+// Cut drops every packet between each host of a and each host of b, in
+// both directions, until Heal. Hosts in neither set are not affected.
+func (l *Lab) Cut(ctx context.Context, a, b []string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ha, err := l.lookup(a)
+	if err != nil {
+		return err
+	}
+	hb, err := l.lookup(b)
+	if err != nil {
+		return err
+	}
+	for _, pair := range [][2][]*Host{{ha, hb}, {hb, ha}} {
+		for _, x := range pair[0] {
+			for _, y := range pair[1] {
+				if x == y {
+					continue
+				}
+				l.faulty[x.Name] = true
+				if err := l.rule(ctx, x, chainIn, "-s", y.IP, "-j", "DROP"); err != nil {
+					return err
+				}
+				if err := l.rule(ctx, x, chainOut, "-d", y.IP, "-j", "DROP"); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// Partition cuts every pair of hosts that are in different groups. Hosts in
+// no group are not affected.
+func (l *Lab) Partition(ctx context.Context, groups [][]string) error {
+	for i := range groups {
+		for j := i + 1; j < len(groups); j++ {
+			if err := l.Cut(ctx, groups[i], groups[j]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Loss drops the fraction p (0 < p ≤ 1) of the packets arriving at each of
+// hosts from the lab's network, until Heal.
+func (l *Lab) Loss(ctx context.Context, hosts []string, p float64) error {
+	if !(p > 0 && p <= 1) {
+		return fmt.Errorf("netlab: loss probability %v not in (0, 1]", p)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	hs, err := l.lookup(hosts)
+	if err != nil {
+		return err
+	}
+	for _, h := range hs {
+		l.faulty[h.Name] = true
+		if err := l.rule(ctx, h, chainIn, "-i", "eth0", "-m", "statistic", "--mode", "random",
+			"--probability", strconv.FormatFloat(p, 'f', 4, 64), "-j", "DROP"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Heal removes every fault rule of every host.
+func (l *Lab) Heal(ctx context.Context) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var errs []error
+	for _, name := range l.order {
+		if !l.faulty[name] {
+			continue
+		}
+		h := l.hosts[name]
+		for _, c := range []string{chainIn, chainOut} {
+			if err := run(ctx, "ip", "netns", "exec", h.NS, "iptables", "-w", "-F", c); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		delete(l.faulty, name)
+	}
+	return errors.Join(errs...)
+}
+
+// Rules returns the fault rules now in place in host's chains, as
+// `iptables -S` prints them; for tests and the driver's log.
+func (l *Lab) Rules(ctx context.Context, host string) ([]string, error) {
+	h, ok := l.Host(host)
+	if !ok {
+		return nil, fmt.Errorf("netlab: no host %s", host)
+	}
+	var out []string
+	for _, c := range []string{chainIn, chainOut} {
+		b, err := output(ctx, "ip", "netns", "exec", h.NS, "iptables", "-w", "-S", c)
+		if err != nil {
+			return nil, err
+		}
+		for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			if strings.HasPrefix(line, "-A ") {
+				out = append(out, line)
+			}
+		}
+	}
+	return out, nil
+}
+
+// Close kills what still runs in the lab's namespaces, deletes them (with
+// their veths and rules), the bridge and the FORWARD rule. It is idempotent.
+func (l *Lab) Close(ctx context.Context) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.closed = true
+	var errs []error
+	for _, name := range l.order {
+		h := l.hosts[name]
+		killNamespace(ctx, h.NS)
+		if err := run(ctx, "ip", "netns", "del", h.NS); err != nil {
+			errs = append(errs, err)
+		}
+		_ = run(ctx, "ip", "link", "del", h.Veth) // gone with the namespace, normally
+	}
+	l.hosts, l.order = map[string]*Host{}, nil
+	if l.fwd != nil {
+		if err := run(ctx, append([]string{"iptables", "-w", "-D", "FORWARD"}, l.fwd...)...); err != nil && !strings.Contains(err.Error(), "does a matching rule exist") && !strings.Contains(err.Error(), "Bad rule") {
+			errs = append(errs, err)
+		}
+		l.fwd = nil
+	}
+	if linkExists(ctx, l.bridge) {
+		if err := run(ctx, "ip", "link", "del", l.bridge); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) == 0 {
+		_ = os.Remove(ownerDir + "/" + l.id)
+	}
+	l.lg.Info("network lab removed", "lab", l.id)
+	return errors.Join(errs...)
+}
+
+func (l *Lab) lookup(names []string) ([]*Host, error) {
+	out := make([]*Host, 0, len(names))
+	for _, n := range names {
+		h, ok := l.hosts[n]
+		if !ok {
+			return nil, fmt.Errorf("netlab: no host %s", n)
+		}
+		out = append(out, h)
+	}
+	return out, nil
+}
+
+func (l *Lab) rule(ctx context.Context, h *Host, chain string, spec ...string) error {
+	return run(ctx, append([]string{"ip", "netns", "exec", h.NS, "iptables", "-w", "-A", chain}, spec...)...)
+}
+
+// Leftovers lists objects named by labs: namespaces, links and FORWARD
+// rules.
+type Leftovers struct {
+	Namespaces []string
+	Links      []string
+	Rules      []string // FORWARD rules, as `iptables -S` prints them
+}
+
+// Empty reports whether nothing was found.
+func (f Leftovers) Empty() bool {
+	return len(f.Namespaces) == 0 && len(f.Links) == 0 && len(f.Rules) == 0
+}
+
+// Of returns the objects of the lab with the given id.
+func (f Leftovers) Of(id string) Leftovers {
+	var o Leftovers
+	for _, n := range f.Namespaces {
+		if labID(nsPattern, n) == id {
+			o.Namespaces = append(o.Namespaces, n)
+		}
+	}
+	for _, n := range f.Links {
+		if labID(linkPattern, n) == id {
+			o.Links = append(o.Links, n)
+		}
+	}
+	for _, r := range f.Rules {
+		if strings.Contains(r, commentPrefix+id) {
+			o.Rules = append(o.Rules, r)
+		}
+	}
+	return o
+}
+
+// Orphans keeps the objects of labs whose owner process is gone (or
+// unknown): what crashed runs left.
+func (f Leftovers) Orphans() Leftovers {
+	var o Leftovers
+	for _, id := range f.IDs() {
+		if !ownerAlive(id) {
+			x := f.Of(id)
+			o.Namespaces = append(o.Namespaces, x.Namespaces...)
+			o.Links = append(o.Links, x.Links...)
+			o.Rules = append(o.Rules, x.Rules...)
+		}
+	}
+	return o
+}
+
+// IDs returns the lab ids the objects belong to, sorted.
+func (f Leftovers) IDs() []string {
+	seen := map[string]bool{}
+	for _, n := range f.Namespaces {
+		seen[labID(nsPattern, n)] = true
+	}
+	for _, n := range f.Links {
+		seen[labID(linkPattern, n)] = true
+	}
+	for _, r := range f.Rules {
+		if m := rulePattern.FindStringSubmatch(r); m != nil {
+			seen[m[1]] = true
+		}
+	}
+	var ids []string
+	for id := range seen {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+var rulePattern = regexp.MustCompile(`--comment "?locktest-([0-9a-f]{4})`)
+
+func labID(p *regexp.Regexp, name string) string {
+	if m := p.FindStringSubmatch(name); m != nil {
+		return m[1]
+	}
+	return ""
+}
+
+// writeOwner records that pid owns lab id.
+func writeOwner(id string, pid int) error {
+	if err := os.MkdirAll(ownerDir, 0o755); err != nil {
+		return fmt.Errorf("netlab: %w", err)
+	}
+	return os.WriteFile(ownerDir+"/"+id, []byte(strconv.Itoa(pid)+"\n"), 0o644)
+}
+
+// ownerAlive reports whether the process recorded as lab id's owner still
+// runs. A lab without an owner file is an orphan.
+func ownerAlive(id string) bool {
+	b, err := os.ReadFile(ownerDir + "/" + id)
+	if err != nil {
+		return false
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 {
+		return false
+	}
+	return syscall.Kill(pid, 0) == nil
+}
+
+// Find lists every object named by a lab on this host, live labs' too,
+// without changing anything; see Orphans.
+func Find(ctx context.Context) (Leftovers, error) {
+	var f Leftovers
+	b, err := output(ctx, "ip", "netns", "list")
+	if err != nil {
+		return f, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if name := strings.Fields(line + " x")[0]; nsPattern.MatchString(name) {
+			f.Namespaces = append(f.Namespaces, name)
+		}
+	}
+	b, err = output(ctx, "ip", "-o", "link", "show")
+	if err != nil {
+		return f, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		fs := strings.Fields(line)
+		if len(fs) < 2 {
+			continue
+		}
+		name, _, _ := strings.Cut(strings.TrimSuffix(fs[1], ":"), "@")
+		if linkPattern.MatchString(name) {
+			f.Links = append(f.Links, name)
+		}
+	}
+	if _, err := exec.LookPath("iptables"); err == nil {
+		b, err = output(ctx, "iptables", "-w", "-S", "FORWARD")
+		if err != nil {
+			return f, err
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(line, "-A FORWARD") && strings.Contains(line, "--comment "+commentPrefix) {
+				f.Rules = append(f.Rules, line)
+			}
+		}
+	}
+	return f, nil
+}
+
+// Cleanup removes what crashed runs' labs left on this host — namespaces
+// (after killing the processes still in them), links and FORWARD rules
+// named by a lab whose owner process is gone — and returns what it removed.
+// It touches nothing a lab did not name, and no lab of a live run.
+func Cleanup(ctx context.Context) (Leftovers, error) {
+	all, err := Find(ctx)
+	if err != nil {
+		return all, err
+	}
+	f := all.Orphans()
+	var errs []error
+	for _, ns := range f.Namespaces {
+		killNamespace(ctx, ns)
+		if err := run(ctx, "ip", "netns", "del", ns); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, link := range f.Links {
+		if linkExists(ctx, link) {
+			if err := run(ctx, "ip", "link", "del", link); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	for _, r := range f.Rules {
+		spec := strings.Fields(strings.TrimPrefix(r, "-A FORWARD "))
+		for i := range spec {
+			spec[i] = strings.Trim(spec[i], `"`)
+		}
+		if err := run(ctx, append([]string{"iptables", "-w", "-D", "FORWARD"}, spec...)...); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) == 0 {
+		for _, id := range f.IDs() {
+			_ = os.Remove(ownerDir + "/" + id)
+		}
+	}
+	return f, errors.Join(errs...)
+}
+
+// killNamespace SIGKILLs every process in the namespace ns. They are the
+// run's own: only the run starts processes in its namespaces.
+func killNamespace(ctx context.Context, ns string) {
+	b, err := output(ctx, "ip", "netns", "pids", ns)
+	if err != nil {
+		return
+	}
+	for _, f := range strings.Fields(string(b)) {
+		if pid, err := strconv.Atoi(f); err == nil && pid > 1 && pid != os.Getpid() {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}
+
+func linkExists(ctx context.Context, name string) bool {
+	return run(ctx, "ip", "link", "show", name) == nil
+}
+
+// freeSubnet returns the first 10.77.N.0/24 no interface uses.
+func freeSubnet(ctx context.Context) (netip.Prefix, error) {
+	used, err := subnetsInUse(ctx)
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	for n := 0; n < 256; n++ {
+		p := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 77, byte(n), 0}), 24)
+		if !used[p] {
+			return p, nil
+		}
+	}
+	return netip.Prefix{}, errors.New("netlab: every 10.77.N.0/24 is in use; give a subnet")
+}
+
+// subnetsInUse returns the /24s of this host's IPv4 addresses.
+func subnetsInUse(ctx context.Context) (map[netip.Prefix]bool, error) {
+	b, err := output(ctx, "ip", "-o", "-4", "addr", "show")
+	if err != nil {
+		return nil, err
+	}
+	used := map[netip.Prefix]bool{}
+	for _, line := range strings.Split(string(b), "\n") {
+		fs := strings.Fields(line)
+		i := slices.Index(fs, "inet")
+		if i < 0 || i+1 >= len(fs) {
+			continue
+		}
+		if p, err := netip.ParsePrefix(fs[i+1]); err == nil {
+			used[netip.PrefixFrom(p.Addr(), 24).Masked()] = true
+		}
+	}
+	return used, nil
+}
+
+// lockFile takes the host-wide lock that serialises subnet picking.
+func lockFile() (func(), error) {
+	_ = os.MkdirAll("/run/lock", 0o755)
+	f, err := os.OpenFile(lockPath, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("netlab: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("netlab: lock %s: %w", lockPath, err)
+	}
+	return func() { f.Close() }, nil
+}
+
+func run(ctx context.Context, argv ...string) error {
+	_, err := output(ctx, argv...)
+	return err
+}
+
+func output(ctx context.Context, argv ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		msg := strings.TrimSpace(stderr.String())
+		msg = strings.ReplaceAll(msg, "# Warning: iptables-legacy tables present, use iptables-legacy to see them", "")
+		return out, fmt.Errorf("%s: %v: %s", strings.Join(argv, " "), err, strings.TrimSpace(msg))
+	}
+	return out, nil
+}
