@@ -1,0 +1,207 @@
+// Package clockshim moves the wall clock of node processes without touching
+// the host's clock. It compiles csrc/shim.c (an LD_PRELOAD library that adds an
+// offset to CLOCK_REALTIME, gettimeofday and time by raw system calls) with
+// the system C compiler into a cache directory on first use, and manages the
+// per-node offset files the library maps: a Clocks sets a node's offset with
+// one atomic store into the shared mapping, visible to the node at its next
+// clock read.
+//
+// Processes that read the wall clock without libc — Go programs such as the
+// embedded etcd member — are not moved by the shim; clock faults on them are
+// not applicable, which is itself a finding of the debate.
+package clockshim
+
+import (
+	"context"
+	"crypto/sha256"
+	_ "embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+//go:embed csrc/shim.c
+var source []byte
+
+// EnvFile is the variable naming a process's offset file.
+const EnvFile = "LOCKTEST_CLOCK_FILE"
+
+// CacheDir returns where the compiled library is kept:
+// $XDG_CACHE_HOME/locktest or ~/.cache/locktest.
+func CacheDir() (string, error) {
+	d, err := os.UserCacheDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(d, "locktest"), nil
+}
+
+var buildMu sync.Mutex
+
+// Build returns the path of the compiled shim in cacheDir ("" means
+// CacheDir()), compiling it with cc (or gcc) if the cache has no library of
+// this exact source. It is safe to call from concurrent processes: the
+// library is written to a temporary name and renamed into place.
+func Build(ctx context.Context, cacheDir string) (string, error) {
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	if cacheDir == "" {
+		d, err := CacheDir()
+		if err != nil {
+			return "", fmt.Errorf("clock shim: %w", err)
+		}
+		cacheDir = d
+	}
+	sum := sha256.Sum256(source)
+	lib := filepath.Join(cacheDir, "clockshim-"+hex.EncodeToString(sum[:8])+".so")
+	if _, err := os.Stat(lib); err == nil {
+		return lib, nil
+	}
+	cc, err := compiler()
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(cacheDir, 0o755); err != nil {
+		return "", fmt.Errorf("clock shim: %w", err)
+	}
+	tmp, err := os.MkdirTemp(cacheDir, "build-")
+	if err != nil {
+		return "", fmt.Errorf("clock shim: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	src := filepath.Join(tmp, "shim.c")
+	if err := os.WriteFile(src, source, 0o644); err != nil {
+		return "", fmt.Errorf("clock shim: %w", err)
+	}
+	out := filepath.Join(tmp, "shim.so")
+	cmd := exec.CommandContext(ctx, cc, "-shared", "-fPIC", "-O2", "-Wall", "-o", out, src)
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("clock shim: %s failed: %v: %s", cc, err, msg)
+	}
+	if err := os.Rename(out, lib); err != nil {
+		return "", fmt.Errorf("clock shim: %w", err)
+	}
+	return lib, nil
+}
+
+// compiler finds the C compiler, or says how to get one.
+func compiler() (string, error) {
+	for _, c := range []string{os.Getenv("CC"), "cc", "gcc"} {
+		if c == "" {
+			continue
+		}
+		if p, err := exec.LookPath(c); err == nil {
+			return p, nil
+		}
+	}
+	return "", errors.New("clock faults need a C compiler to build the clock shim: run `make setup` (installs gcc)")
+}
+
+// Clocks holds the offset files of a run's nodes, one per node, under a
+// directory. Its methods are safe for concurrent use.
+type Clocks struct {
+	lib string
+	dir string
+
+	mu    sync.Mutex
+	files map[string]*offsetFile
+}
+
+type offsetFile struct {
+	path string
+	mem  []byte
+}
+
+// New returns Clocks that keep offset files in dir and preload lib (from
+// Build).
+func New(lib, dir string) (*Clocks, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("clock shim: %w", err)
+	}
+	return &Clocks{lib: lib, dir: dir, files: map[string]*offsetFile{}}, nil
+}
+
+// Env returns the environment that makes node's process run under the shim
+// with its own offset (zero until Set). It creates the node's offset file.
+func (c *Clocks) Env(node string) ([]string, error) {
+	f, err := c.file(node)
+	if err != nil {
+		return nil, err
+	}
+	return []string{"LD_PRELOAD=" + c.lib, EnvFile + "=" + f.path}, nil
+}
+
+// Set makes node's wall clock read d ahead of the host's (behind if d < 0).
+func (c *Clocks) Set(node string, d time.Duration) error {
+	f, err := c.file(node)
+	if err != nil {
+		return err
+	}
+	atomic.StoreInt64((*int64)(unsafe.Pointer(&f.mem[0])), int64(d))
+	return nil
+}
+
+// Offset returns node's current offset.
+func (c *Clocks) Offset(node string) time.Duration {
+	f, err := c.file(node)
+	if err != nil {
+		return 0
+	}
+	return time.Duration(atomic.LoadInt64((*int64)(unsafe.Pointer(&f.mem[0]))))
+}
+
+// Reset sets every node's offset back to zero.
+func (c *Clocks) Reset() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, f := range c.files {
+		atomic.StoreInt64((*int64)(unsafe.Pointer(&f.mem[0])), 0)
+	}
+}
+
+// Close resets every offset and unmaps the files (they stay in dir, as a
+// record of the last offsets).
+func (c *Clocks) Close() error {
+	c.Reset()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var errs []error
+	for n, f := range c.files {
+		errs = append(errs, unix.Munmap(f.mem))
+		delete(c.files, n)
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Clocks) file(node string) (*offsetFile, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if f, ok := c.files[node]; ok {
+		return f, nil
+	}
+	path := filepath.Join(c.dir, node+".clock")
+	fd, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("clock shim: %w", err)
+	}
+	defer fd.Close()
+	if err := fd.Truncate(4096); err != nil {
+		return nil, fmt.Errorf("clock shim: %w", err)
+	}
+	mem, err := unix.Mmap(int(fd.Fd()), 0, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("clock shim: mmap %s: %w", path, err)
+	}
+	f := &offsetFile{path: path, mem: mem}
+	c.files[node] = f
+	return f, nil
+}

@@ -1,0 +1,152 @@
+package clockshim
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/locktest/locktest/clusters/local"
+)
+
+func build(t *testing.T) (*Clocks, string) {
+	t.Helper()
+	if _, err := compiler(); err != nil {
+		t.Skip(err)
+	}
+	lib, err := Build(context.Background(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := New(lib, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c, lib
+}
+
+// dateUnderShim runs `date +%s` with node's shim environment.
+func dateUnderShim(t *testing.T, c *Clocks, node string) int64 {
+	t.Helper()
+	env, err := c.Env(node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("date", "+%s")
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("date under the shim: %v", err)
+	}
+	s, err := strconv.ParseInt(strings.TrimSpace(string(out)), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestShimShiftsTheWallClockOfOneProcess(t *testing.T) {
+	c, _ := build(t)
+	for _, tc := range []struct {
+		offset time.Duration
+	}{{0}, {time.Hour}, {-48 * time.Hour}, {90 * time.Second}} {
+		if err := c.Set("a", tc.offset); err != nil {
+			t.Fatal(err)
+		}
+		got := dateUnderShim(t, c, "a")
+		want := time.Now().Add(tc.offset).Unix()
+		if d := got - want; d < -2 || d > 2 {
+			t.Errorf("offset %v: date says %d, want %d±2", tc.offset, got, want)
+		}
+		if c.Offset("a") != tc.offset {
+			t.Errorf("Offset = %v, want %v", c.Offset("a"), tc.offset)
+		}
+	}
+	// Another node's file is independent.
+	if got, want := dateUnderShim(t, c, "b"), time.Now().Unix(); got-want < -2 || got-want > 2 {
+		t.Errorf("node b moved with a: %d vs %d", got, want)
+	}
+	c.Reset()
+	if c.Offset("a") != 0 {
+		t.Error("Reset left an offset")
+	}
+}
+
+func TestBuildIsCachedAndDeterministic(t *testing.T) {
+	if _, err := compiler(); err != nil {
+		t.Skip(err)
+	}
+	dir := t.TempDir()
+	a, err := Build(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := os.Stat(a)
+	b, err := Build(context.Background(), dir)
+	if err != nil || a != b {
+		t.Fatalf("second Build: %s, %v; want %s", b, err, a)
+	}
+	st2, _ := os.Stat(b)
+	if !st.ModTime().Equal(st2.ModTime()) {
+		t.Error("second Build recompiled the cached library")
+	}
+}
+
+// TestRedisUnderTheShim starts redis-server (whose jemalloc reads the clock
+// while it initialises: libfaketime crashes it there) under the shim and
+// checks that TIME moves by a bump and that a key with PX expires early
+// after a forward bump.
+func TestRedisUnderTheShim(t *testing.T) {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Skip("redis-server not installed (make setup)")
+	}
+	c, _ := build(t)
+	ctx := context.Background()
+	cl, err := local.NewRedis(local.RedisOptions{Dir: t.TempDir(), NodeEnv: func(n string) []string {
+		env, err := c.Env(n)
+		if err != nil {
+			t.Error(err)
+		}
+		return env
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Start(ctx); err != nil {
+		t.Fatalf("redis-server under the shim did not start: %v", err)
+	}
+	defer cl.Stop(ctx)
+	rc := goredis.NewClient(&goredis.Options{Addr: cl.Nodes()[0].Addr, Protocol: 2})
+	defer rc.Close()
+	before, err := rc.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rc.Set(ctx, "k", "v", 10*time.Second).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Set("n1", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	after, err := rc.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := after.Sub(before); d < time.Hour-5*time.Second || d > time.Hour+5*time.Second {
+		t.Errorf("TIME moved by %v after a one-hour bump", d)
+	}
+	if n, err := rc.Exists(ctx, "k").Result(); err != nil || n != 0 {
+		t.Errorf("a key with PX 10s still exists after the clock jumped an hour forward (exists=%d, %v)", n, err)
+	}
+	c.Reset()
+	back, _ := rc.Time(ctx).Result()
+	if d := back.Sub(time.Now()); d < -5*time.Second || d > 5*time.Second {
+		t.Errorf("TIME is %v off the host clock after reset", d)
+	}
+}
