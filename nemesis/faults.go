@@ -36,13 +36,99 @@ type Env struct {
 	ClientPause time.Duration
 	// PausePoint is where a client is paused; "" pauses it at a random moment.
 	PausePoint string
-	// NodeDown is how long a killed node stays down before its restart.
+	// NodeDown is how long a killed node stays down before its restart
+	// (antirez's "delayed restart" when it exceeds the TTL).
 	NodeDown time.Duration
+	// Window is how long the faults without a duration of their own (node
+	// pauses, partitions, loss, delay, clock faults) stay before the heal.
+	Window time.Duration
+
+	// Net cuts and degrades the network between hosts; nil when the run has
+	// no network namespaces, and NetReason says why.
+	Net       Network
+	NetReason string
+	// ClientHosts are the network hosts of the clients, one per initial
+	// worker ("c0", "c1", ...); node hosts are named as the nodes.
+	ClientHosts []string
+	// Groups is the explicit grouping of the "partition" fault, host names
+	// per side.
+	Groups [][]string
+	// Loss is the fraction of packets the loss fault drops.
+	Loss float64
+	// Delay is the latency the delay fault adds to each packet, made by
+	// Delayer; nil Delayer makes delay unavailable, DelayReason says why.
+	Delay       time.Duration
+	Delayer     Delayer
+	DelayReason string
+
+	// Clocks moves nodes' wall clocks; nil when the clock shim is not in
+	// use, and ClockReason says why.
+	Clocks      ClockControl
+	ClockReason string
+	// ClockBump is how far clock-bump jumps a node's clock and
+	// clock-skew-client a worker's.
+	ClockBump time.Duration
+	// StrobeRate is how often clock-strobe flips a clock.
+	StrobeRate time.Duration
+
+	// KillHolder makes kill-client kill a worker while it holds the lock
+	// (at the after-acquire pause point) rather than at a random moment.
+	KillHolder bool
+}
+
+// Network is what network faults need of the run's network namespaces
+// (netlab.Lab implements it). Host names are node names and ClientHosts.
+type Network interface {
+	Cut(ctx context.Context, a, b []string) error
+	Partition(ctx context.Context, groups [][]string) error
+	Loss(ctx context.Context, hosts []string, p float64) error
+	Heal(ctx context.Context) error
+}
+
+// Delayer adds latency to the traffic to chosen nodes (the delaying proxy,
+// or tc netem where the kernel has it).
+type Delayer interface {
+	Delay(ctx context.Context, nodes []string, d time.Duration) error
+	// Mechanism names how the delay is made, for the history and docs.
+	Mechanism() string
+}
+
+// ClockControl moves nodes' wall clocks (clockshim.Clocks implements it).
+type ClockControl interface {
+	Set(node string, d time.Duration) error
+	Offset(node string) time.Duration
+}
+
+// CrashableClients is the part of the pool kill-client needs.
+type CrashableClients interface {
+	Clients
+	Kill(ctx context.Context, process int) error
+	Replace(ctx context.Context, process int) (int, error)
+}
+
+// SkewableClients is the part of the pool clock-skew-client needs.
+type SkewableClients interface {
+	Clients
+	SetWallOffset(process int, d time.Duration) error
 }
 
 var builders = map[string]func(Env) (Fault, error){
-	"pause-client": newPauseClient,
-	"kill-node":    newKillNode,
+	"pause-client":      newPauseClient,
+	"kill-node":         newKillNode,
+	"pause-node":        newPauseNode,
+	"kill-client":       newKillClient,
+	"isolate":           partitionBuilder("isolate"),
+	"halves":            partitionBuilder("halves"),
+	"majorities-ring":   partitionBuilder("majorities-ring"),
+	"bridge":            partitionBuilder("bridge"),
+	"client-isolate":    partitionBuilder("client-isolate"),
+	"partition":         partitionBuilder("partition"),
+	"loss":              newLoss,
+	"delay":             newDelay,
+	"clock-bump":        newClockBump,
+	"clock-strobe":      newClockStrobe,
+	"clock-reset":       newClockReset,
+	"clock-skew-client": newClockSkewClient,
 }
 
 // Build returns the faults called names. An unknown name, or a fault the
@@ -164,7 +250,7 @@ func (f *killNode) HealName() string        { return "restart-node" }
 func (f *killNode) Duration() time.Duration { return f.env.NodeDown }
 
 func (f *killNode) Inject(ctx context.Context, rng *rand.Rand) (history.Value, error) {
-	nodes := f.env.Cluster.Nodes()
+	nodes := targetNodes(f.env.Cluster)
 	if len(nodes) == 0 {
 		return history.Value{}, fmt.Errorf("%w: no nodes", errNotApplied)
 	}

@@ -355,22 +355,46 @@ func (p *Pool) Signal(process int, sig syscall.Signal) error {
 // as info and the process never records again. It returns the new process
 // id once the replacement reported ready.
 func (p *Pool) Crash(ctx context.Context, process int) (int, error) {
+	if err := p.Kill(ctx, process); err != nil {
+		return 0, err
+	}
+	return p.Replace(ctx, process)
+}
+
+// Kill SIGKILLs the worker of process and returns once it has been reaped
+// and its open op completed as info.
+func (p *Pool) Kill(ctx context.Context, process int) error {
+	w, err := p.worker(process)
+	if err != nil {
+		return err
+	}
+	select {
+	case <-w.exited:
+		return fmt.Errorf("worker p%d has exited", process)
+	default:
+	}
+	if err := w.cmd.Process.Kill(); err != nil {
+		return fmt.Errorf("kill p%d: %w", process, err)
+	}
+	select {
+	case <-w.exited:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Replace starts a worker with a new process id on the client host of the
+// dead process, and returns the new id once the worker reported ready.
+func (p *Pool) Replace(ctx context.Context, process int) (int, error) {
 	w, err := p.worker(process)
 	if err != nil {
 		return 0, err
 	}
 	select {
 	case <-w.exited:
-		return 0, fmt.Errorf("worker p%d has exited", process)
 	default:
-	}
-	if err := w.cmd.Process.Kill(); err != nil {
-		return 0, fmt.Errorf("kill p%d: %w", process, err)
-	}
-	select {
-	case <-w.exited:
-	case <-ctx.Done():
-		return 0, ctx.Err()
+		return 0, fmt.Errorf("worker p%d is still running", process)
 	}
 	p.mu.Lock()
 	np := p.next

@@ -1,0 +1,237 @@
+package nemesis
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/locktest/locktest/history"
+)
+
+func clockEnv(env Env) error {
+	if env.Clocks == nil {
+		return fmt.Errorf("%w: %s", ErrUnavailable, orDefault(env.ClockReason, "the run has no clock shim"))
+	}
+	if env.ClockBump == 0 || env.Window <= 0 {
+		return fmt.Errorf("clock bump must be non-zero and the fault window positive, got %v and %v", env.ClockBump, env.Window)
+	}
+	return nil
+}
+
+// clockBump jumps one node's wall clock forward or back by ClockBump (the
+// direction is the seeded source's) for the window; the heal sets it back.
+type clockBump struct {
+	env Env
+
+	mu      sync.Mutex
+	touched []string
+}
+
+func newClockBump(env Env) (Fault, error) {
+	if err := clockEnv(env); err != nil {
+		return nil, err
+	}
+	return &clockBump{env: env}, nil
+}
+
+func (f *clockBump) Name() string            { return "clock-bump" }
+func (f *clockBump) HealName() string        { return "clock-reset" }
+func (f *clockBump) Duration() time.Duration { return f.env.Window }
+
+func (f *clockBump) Inject(ctx context.Context, rng *rand.Rand) (history.Value, error) {
+	nodes := nodeNames(f.env)
+	if len(nodes) == 0 {
+		return history.Value{}, fmt.Errorf("%w: no nodes", errNotApplied)
+	}
+	n := nodes[rng.IntN(len(nodes))]
+	d := f.env.ClockBump
+	if d > 0 && rng.IntN(2) == 1 {
+		d = -d
+	}
+	off := f.env.Clocks.Offset(n) + d
+	v := history.Value{Targets: []string{fmt.Sprintf("%s%+v", n, d)}, Duration: int64(off)}
+	f.mu.Lock()
+	f.touched = append(f.touched, n)
+	f.mu.Unlock()
+	return v, f.env.Clocks.Set(n, off)
+}
+
+func (f *clockBump) Heal(ctx context.Context) (history.Value, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return resetClocks(f.env.Clocks, &f.touched)
+}
+
+func resetClocks(c ClockControl, touched *[]string) (history.Value, error) {
+	var v history.Value
+	for len(*touched) > 0 {
+		n := (*touched)[0]
+		if err := c.Set(n, 0); err != nil {
+			return v, err
+		}
+		v.Targets = append(v.Targets, n)
+		*touched = (*touched)[1:]
+	}
+	return v, nil
+}
+
+// clockStrobe flips one node's clock between its offset and the offset plus
+// ClockBump every StrobeRate for the window.
+type clockStrobe struct {
+	env Env
+
+	mu     sync.Mutex
+	stop   chan struct{}
+	done   chan struct{}
+	target string
+}
+
+func newClockStrobe(env Env) (Fault, error) {
+	if err := clockEnv(env); err != nil {
+		return nil, err
+	}
+	if env.StrobeRate <= 0 {
+		return nil, fmt.Errorf("clock strobe rate must be positive, got %v", env.StrobeRate)
+	}
+	return &clockStrobe{env: env}, nil
+}
+
+func (f *clockStrobe) Name() string            { return "clock-strobe" }
+func (f *clockStrobe) HealName() string        { return "clock-reset" }
+func (f *clockStrobe) Duration() time.Duration { return f.env.Window }
+
+func (f *clockStrobe) Inject(ctx context.Context, rng *rand.Rand) (history.Value, error) {
+	nodes := nodeNames(f.env)
+	if len(nodes) == 0 {
+		return history.Value{}, fmt.Errorf("%w: no nodes", errNotApplied)
+	}
+	n := nodes[rng.IntN(len(nodes))]
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.target, f.stop, f.done = n, make(chan struct{}), make(chan struct{})
+	go func(stop, done chan struct{}) {
+		defer close(done)
+		t := time.NewTicker(f.env.StrobeRate)
+		defer t.Stop()
+		on := false
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				on = !on
+				d := time.Duration(0)
+				if on {
+					d = f.env.ClockBump
+				}
+				_ = f.env.Clocks.Set(n, d)
+			}
+		}
+	}(f.stop, f.done)
+	return history.Value{Targets: []string{fmt.Sprintf("%s 0/%+v every %v", n, f.env.ClockBump, f.env.StrobeRate)},
+		Duration: int64(f.env.Window)}, nil
+}
+
+func (f *clockStrobe) Heal(ctx context.Context) (history.Value, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.stop == nil {
+		return history.Value{}, nil
+	}
+	close(f.stop)
+	<-f.done
+	f.stop = nil
+	return history.Value{Targets: []string{f.target}}, f.env.Clocks.Set(f.target, 0)
+}
+
+// clockReset sets every node's clock back to the host's: an explicit step in
+// a scenario's schedule. Its heal does nothing.
+type clockReset struct{ env Env }
+
+func newClockReset(env Env) (Fault, error) {
+	if env.Clocks == nil {
+		return nil, fmt.Errorf("%w: %s", ErrUnavailable, orDefault(env.ClockReason, "the run has no clock shim"))
+	}
+	return &clockReset{env: env}, nil
+}
+
+func (f *clockReset) Name() string            { return "clock-reset" }
+func (f *clockReset) HealName() string        { return "clock-reset-done" }
+func (f *clockReset) Duration() time.Duration { return 0 }
+
+func (f *clockReset) Inject(ctx context.Context, rng *rand.Rand) (history.Value, error) {
+	var v history.Value
+	for _, n := range nodeNames(f.env) {
+		if f.env.Clocks.Offset(n) != 0 {
+			v.Targets = append(v.Targets, n)
+		}
+		if err := f.env.Clocks.Set(n, 0); err != nil {
+			return v, err
+		}
+	}
+	return v, nil
+}
+
+func (f *clockReset) Heal(ctx context.Context) (history.Value, error) { return history.Value{}, nil }
+
+// clockSkewClient skews one worker's wall clock — the clock source of the
+// impls that compute expiry from the client's clock — by ±ClockBump.
+type clockSkewClient struct {
+	env     Env
+	clients SkewableClients
+
+	mu     sync.Mutex
+	skewed []int
+}
+
+func newClockSkewClient(env Env) (Fault, error) {
+	c, ok := env.Clients.(SkewableClients)
+	if !ok || env.Clients == nil {
+		return nil, fmt.Errorf("%w: the client pool cannot skew clocks", ErrUnavailable)
+	}
+	if env.ClockBump == 0 || env.Window <= 0 {
+		return nil, fmt.Errorf("clock bump must be non-zero and the fault window positive, got %v and %v", env.ClockBump, env.Window)
+	}
+	return &clockSkewClient{env: env, clients: c}, nil
+}
+
+func (f *clockSkewClient) Name() string            { return "clock-skew-client" }
+func (f *clockSkewClient) HealName() string        { return "clock-unskew-client" }
+func (f *clockSkewClient) Duration() time.Duration { return f.env.Window }
+
+func (f *clockSkewClient) Inject(ctx context.Context, rng *rand.Rand) (history.Value, error) {
+	procs := f.clients.Processes()
+	if len(procs) == 0 {
+		return history.Value{}, fmt.Errorf("%w: no live client", errNotApplied)
+	}
+	p := procs[rng.IntN(len(procs))]
+	d := f.env.ClockBump
+	if d > 0 && rng.IntN(2) == 1 {
+		d = -d
+	}
+	v := history.Value{Targets: []string{fmt.Sprintf("p%d%+v", p, d)}, Duration: int64(d)}
+	if err := f.clients.SetWallOffset(p, d); err != nil {
+		return v, fmt.Errorf("%w: %v", errNotApplied, err)
+	}
+	f.mu.Lock()
+	f.skewed = append(f.skewed, p)
+	f.mu.Unlock()
+	return v, nil
+}
+
+func (f *clockSkewClient) Heal(ctx context.Context) (history.Value, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var v history.Value
+	for len(f.skewed) > 0 {
+		p := f.skewed[0]
+		// A worker that died since cannot be unskewed and needs no unskew.
+		if err := f.clients.SetWallOffset(p, 0); err == nil {
+			v.Targets = append(v.Targets, fmt.Sprintf("p%d", p))
+		}
+		f.skewed = f.skewed[1:]
+	}
+	return v, nil
+}

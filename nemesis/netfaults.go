@@ -1,0 +1,277 @@
+package nemesis
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/locktest/locktest/history"
+)
+
+// Cut is one pair of host sets between which every packet is dropped.
+type Cut struct{ A, B []string }
+
+// Shapes of partitions. Each takes the node names, the client hosts and the
+// seeded source, and returns the cuts to make; every choice comes from rng,
+// so a seed names the partition.
+var shapes = map[string]func(nodes, clients []string, groups [][]string, rng *rand.Rand) ([]Cut, error){
+	// isolate cuts one node from every other host, nodes and clients.
+	"isolate": func(nodes, clients []string, _ [][]string, rng *rand.Rand) ([]Cut, error) {
+		if len(nodes) < 2 {
+			return nil, fmt.Errorf("isolate needs at least 2 nodes")
+		}
+		n := nodes[rng.IntN(len(nodes))]
+		rest := append(without(nodes, n), clients...)
+		return []Cut{{A: []string{n}, B: rest}}, nil
+	},
+	// halves splits the nodes into two halves (the smaller first) and puts
+	// each client on a random side.
+	"halves": func(nodes, clients []string, _ [][]string, rng *rand.Rand) ([]Cut, error) {
+		if len(nodes) < 2 {
+			return nil, fmt.Errorf("halves needs at least 2 nodes")
+		}
+		s := shuffled(nodes, rng)
+		a, b := slices.Clone(s[:len(s)/2]), slices.Clone(s[len(s)/2:])
+		for _, c := range clients {
+			if rng.IntN(2) == 0 {
+				a = append(a, c)
+			} else {
+				b = append(b, c)
+			}
+		}
+		return []Cut{{A: a, B: b}}, nil
+	},
+	// majorities-ring puts the nodes on a ring in random order; each sees
+	// the nodes within distance k of it, a majority, and no two see the same
+	// majority. Clients keep every node.
+	"majorities-ring": func(nodes, _ []string, _ [][]string, rng *rand.Rand) ([]Cut, error) {
+		n := len(nodes)
+		if n < 5 {
+			return nil, fmt.Errorf("majorities-ring needs at least 5 nodes (with %d every majority ring is the whole cluster)", n)
+		}
+		maj := n/2 + 1
+		k := maj / 2 // sees 2k+1 ≥ maj nodes
+		s := shuffled(nodes, rng)
+		var cuts []Cut
+		for i := 0; i < n; i++ {
+			for j := i + 1; j < n; j++ {
+				d := min(j-i, n-(j-i))
+				if d > k {
+					cuts = append(cuts, Cut{A: []string{s[i]}, B: []string{s[j]}})
+				}
+			}
+		}
+		return cuts, nil
+	},
+	// bridge splits the nodes into two halves that cannot talk, except
+	// through one bridge node that sees both; clients join a random half.
+	"bridge": func(nodes, clients []string, _ [][]string, rng *rand.Rand) ([]Cut, error) {
+		if len(nodes) < 3 {
+			return nil, fmt.Errorf("bridge needs at least 3 nodes")
+		}
+		s := shuffled(nodes, rng)
+		mid := len(s) / 2
+		a, b := slices.Clone(s[:mid]), slices.Clone(s[mid+1:])
+		for _, c := range clients {
+			if rng.IntN(2) == 0 {
+				a = append(a, c)
+			} else {
+				b = append(b, c)
+			}
+		}
+		return []Cut{{A: a, B: b}}, nil
+	},
+	// client-isolate cuts one client host from a random non-empty set of
+	// nodes.
+	"client-isolate": func(nodes, clients []string, _ [][]string, rng *rand.Rand) ([]Cut, error) {
+		if len(clients) == 0 || len(nodes) == 0 {
+			return nil, fmt.Errorf("client-isolate needs client hosts and nodes")
+		}
+		c := clients[rng.IntN(len(clients))]
+		s := shuffled(nodes, rng)
+		k := 1 + rng.IntN(len(s))
+		return []Cut{{A: []string{c}, B: slices.Clone(s[:k])}}, nil
+	},
+	// partition applies the grouping given on the command line: hosts of
+	// different groups are cut; hosts in no group keep everything.
+	"partition": func(_, _ []string, groups [][]string, _ *rand.Rand) ([]Cut, error) {
+		if len(groups) < 2 {
+			return nil, fmt.Errorf("partition needs at least two groups (--partition n1,n2/n3,c0)")
+		}
+		var cuts []Cut
+		for i := range groups {
+			for j := i + 1; j < len(groups); j++ {
+				cuts = append(cuts, Cut{A: groups[i], B: groups[j]})
+			}
+		}
+		return cuts, nil
+	},
+}
+
+// ShapeCuts returns the cuts the partition shape makes of nodes and clients
+// with rng; for tests and for the docs.
+func ShapeCuts(shape string, nodes, clients []string, groups [][]string, rng *rand.Rand) ([]Cut, error) {
+	f, ok := shapes[shape]
+	if !ok {
+		return nil, fmt.Errorf("unknown partition shape %q", shape)
+	}
+	return f(nodes, clients, groups, rng)
+}
+
+func without(s []string, x string) []string {
+	out := make([]string, 0, len(s))
+	for _, v := range s {
+		if v != x {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func shuffled(s []string, rng *rand.Rand) []string {
+	c := slices.Clone(s)
+	rng.Shuffle(len(c), func(i, j int) { c[i], c[j] = c[j], c[i] })
+	return c
+}
+
+func nodeNames(env Env) []string {
+	var out []string
+	for _, n := range env.Cluster.Nodes() {
+		out = append(out, n.Name)
+	}
+	return out
+}
+
+// describe renders cuts as "a,b|c,d; ...", the targets of the op.
+func describe(cuts []Cut) []string {
+	var out []string
+	for _, c := range cuts {
+		out = append(out, strings.Join(c.A, ",")+"|"+strings.Join(c.B, ","))
+	}
+	return out
+}
+
+// partitionFault cuts the network in one shape for the window.
+type partitionFault struct {
+	env   Env
+	shape string
+}
+
+func partitionBuilder(shape string) func(Env) (Fault, error) {
+	return func(env Env) (Fault, error) {
+		if env.Net == nil {
+			return nil, fmt.Errorf("%w: %s", ErrUnavailable, orDefault(env.NetReason, "the run has no network namespaces"))
+		}
+		if env.Window <= 0 {
+			return nil, fmt.Errorf("fault window must be positive, got %v", env.Window)
+		}
+		// Check the shape fits the cluster now, not in the middle of the run.
+		if _, err := shapes[shape](nodeNames(env), env.ClientHosts, env.Groups, rand.New(rand.NewPCG(0, 0))); err != nil {
+			return nil, err
+		}
+		return &partitionFault{env: env, shape: shape}, nil
+	}
+}
+
+func (f *partitionFault) Name() string {
+	if f.shape == "partition" {
+		return "partition"
+	}
+	return "partition-" + f.shape
+}
+func (f *partitionFault) HealName() string        { return "heal-network" }
+func (f *partitionFault) Duration() time.Duration { return f.env.Window }
+
+func (f *partitionFault) Inject(ctx context.Context, rng *rand.Rand) (history.Value, error) {
+	cuts, err := shapes[f.shape](nodeNames(f.env), f.env.ClientHosts, f.env.Groups, rng)
+	if err != nil {
+		return history.Value{}, fmt.Errorf("%w: %v", errNotApplied, err)
+	}
+	v := history.Value{Targets: describe(cuts), Duration: int64(f.env.Window)}
+	for _, c := range cuts {
+		if err := f.env.Net.Cut(ctx, c.A, c.B); err != nil {
+			return v, err
+		}
+	}
+	return v, nil
+}
+
+func (f *partitionFault) Heal(ctx context.Context) (history.Value, error) {
+	return history.Value{}, f.env.Net.Heal(ctx)
+}
+
+// lossFault drops a fraction of the packets arriving at one node.
+type lossFault struct{ env Env }
+
+func newLoss(env Env) (Fault, error) {
+	if env.Net == nil {
+		return nil, fmt.Errorf("%w: %s", ErrUnavailable, orDefault(env.NetReason, "the run has no network namespaces"))
+	}
+	if !(env.Loss > 0 && env.Loss <= 1) {
+		return nil, fmt.Errorf("loss probability must be in (0, 1], got %v", env.Loss)
+	}
+	if env.Window <= 0 {
+		return nil, fmt.Errorf("fault window must be positive, got %v", env.Window)
+	}
+	return &lossFault{env: env}, nil
+}
+
+func (f *lossFault) Name() string            { return "loss" }
+func (f *lossFault) HealName() string        { return "heal-network" }
+func (f *lossFault) Duration() time.Duration { return f.env.Window }
+
+func (f *lossFault) Inject(ctx context.Context, rng *rand.Rand) (history.Value, error) {
+	nodes := nodeNames(f.env)
+	if len(nodes) == 0 {
+		return history.Value{}, fmt.Errorf("%w: no nodes", errNotApplied)
+	}
+	n := nodes[rng.IntN(len(nodes))]
+	v := history.Value{Targets: []string{fmt.Sprintf("%s@%g%%", n, f.env.Loss*100)}, Duration: int64(f.env.Window)}
+	return v, f.env.Net.Loss(ctx, []string{n}, f.env.Loss)
+}
+
+func (f *lossFault) Heal(ctx context.Context) (history.Value, error) {
+	return history.Value{}, f.env.Net.Heal(ctx)
+}
+
+// delayFault adds latency to the traffic of one node.
+type delayFault struct{ env Env }
+
+func newDelay(env Env) (Fault, error) {
+	if env.Delayer == nil {
+		return nil, fmt.Errorf("%w: %s", ErrUnavailable, orDefault(env.DelayReason, "no delay mechanism"))
+	}
+	if env.Delay <= 0 || env.Window <= 0 {
+		return nil, fmt.Errorf("delay and fault window must be positive, got %v and %v", env.Delay, env.Window)
+	}
+	return &delayFault{env: env}, nil
+}
+
+func (f *delayFault) Name() string            { return "delay" }
+func (f *delayFault) HealName() string        { return "heal-delay" }
+func (f *delayFault) Duration() time.Duration { return f.env.Window }
+
+func (f *delayFault) Inject(ctx context.Context, rng *rand.Rand) (history.Value, error) {
+	nodes := nodeNames(f.env)
+	if len(nodes) == 0 {
+		return history.Value{}, fmt.Errorf("%w: no nodes", errNotApplied)
+	}
+	n := nodes[rng.IntN(len(nodes))]
+	v := history.Value{Targets: []string{fmt.Sprintf("%s+%v(%s)", n, f.env.Delay, f.env.Delayer.Mechanism())},
+		Duration: int64(f.env.Window)}
+	return v, f.env.Delayer.Delay(ctx, []string{n}, f.env.Delay)
+}
+
+func (f *delayFault) Heal(ctx context.Context) (history.Value, error) {
+	return history.Value{}, f.env.Delayer.Delay(ctx, nil, 0)
+}
+
+func orDefault(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}
