@@ -54,8 +54,31 @@ type Config struct {
 	// PausePoint is where pause-client stops a worker: after-acquire or
 	// before-write.
 	PausePoint string
-	// NodeDown is how long kill-node keeps a node down.
+	// NodeDown is how long kill-node keeps a node down (a restart delay
+	// longer than the TTL is antirez's "delayed restart").
 	NodeDown time.Duration
+	// Window is how long the other faults (node pauses, partitions, loss,
+	// delay, clock faults, a killed client's absence) last.
+	Window time.Duration
+	// Quiet is how long the workload runs on after the last heal, before
+	// the run ends: the time the system has to recover.
+	Quiet time.Duration
+	// Net is NetAuto, NetNamespaces or NetLoopback.
+	Net string
+	// Subnet is the /24 of the network namespaces; "" picks a free one.
+	Subnet string
+	// Groups is the explicit grouping of the partition fault.
+	Groups [][]string
+	// Loss is the fraction of packets the loss fault drops.
+	Loss float64
+	// Delay is the latency the delay fault adds.
+	Delay time.Duration
+	// ClockBump is how far clock faults move a clock; 0 means 2·TTL.
+	ClockBump time.Duration
+	// StrobeRate is how often clock-strobe flips a clock.
+	StrobeRate time.Duration
+	// KillHolder makes kill-client kill a worker while it holds the lock.
+	KillHolder bool
 	// Persistence is the durability of nodes that have a setting for it
 	// (Redis: off, everysec, always); "" is the backend's default.
 	Persistence string
@@ -99,6 +122,8 @@ func DefaultConfig() Config {
 		Impl: "redis-set-nx-px", Clients: 5, Locks: 1, TTL: time.Second, Duration: 10 * time.Second, Seed: 1,
 		Mode: workloads.ModeNone, StoreDir: "store", Retry: 5 * time.Millisecond, Timeout: time.Second,
 		Interval: 2 * time.Second, NodeDown: time.Second, PausePoint: workloads.PointAfterAcquire, Expect: "valid",
+		Window: 2 * time.Second, Quiet: time.Second, Net: NetAuto, Loss: 0.3, Delay: 100 * time.Millisecond,
+		StrobeRate: 10 * time.Millisecond,
 	}
 }
 
@@ -107,6 +132,9 @@ func DefaultConfig() Config {
 func (c *Config) fillAuto() {
 	if c.ClientPause == 0 {
 		c.ClientPause = 2 * c.TTL
+	}
+	if c.ClockBump == 0 {
+		c.ClockBump = 2 * c.TTL
 	}
 	if c.Name == "" {
 		parts := []string{c.Impl}
@@ -155,9 +183,23 @@ func (c *Config) Validate() error {
 		return setupErr("--pause must not be negative, got %v", c.ClientPause)
 	case c.NodeDown < 0:
 		return setupErr("--down must not be negative, got %v", c.NodeDown)
+	case c.Window <= 0:
+		return setupErr("--window must be positive, got %v", c.Window)
+	case c.Quiet < 0 || (len(c.Faults) > 0 && c.Quiet >= c.Duration):
+		return setupErr("--quiet must be at least 0 and shorter than --time (%v), got %v", c.Duration, c.Quiet)
+	case c.Net != NetAuto && c.Net != NetNamespaces && c.Net != NetLoopback:
+		return setupErr("--net must be %s, %s or %s, got %q", NetAuto, NetNamespaces, NetLoopback, c.Net)
+	case !(c.Loss > 0 && c.Loss <= 1):
+		return setupErr("--loss must be in (0, 1], got %v", c.Loss)
+	case c.Delay <= 0:
+		return setupErr("--delay must be positive, got %v", c.Delay)
+	case c.StrobeRate <= 0:
+		return setupErr("--strobe must be positive, got %v", c.StrobeRate)
+	case slices.Contains(c.Faults, "partition") && len(c.Groups) < 2:
+		return setupErr("--faults partition needs --partition with two or more groups, e.g. n1,n2/n3,c0")
 	case c.Expect != "valid" && c.Expect != "invalid":
 		return setupErr("--expect must be valid or invalid, got %q", c.Expect)
-	case c.PausePoint != workloads.PointAfterAcquire && c.PausePoint != workloads.PointBeforeWrite && !slices.Contains(impl.Points, c.PausePoint):
+	case c.PausePoint != "" && c.PausePoint != workloads.PointAfterAcquire && c.PausePoint != workloads.PointBeforeWrite && !slices.Contains(impl.Points, c.PausePoint):
 		return setupErr("--pause-point must be one of %s for %s, got %q",
 			strings.Join(append([]string{workloads.PointAfterAcquire, workloads.PointBeforeWrite}, impl.Points...), ", "), c.Impl, c.PausePoint)
 	case strings.ContainsAny(c.Name, `/\`) || c.Name == "." || c.Name == "..":
@@ -258,31 +300,52 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	rec := history.NewRecorder(sink)
 
 	var runErrs []string
-	cl, pool, store, startErr := start(ctx, cfg, impl, dir, logDir, clock, rec, lg)
+	plat, platErr := setupPlatform(ctx, cfg, impl, dir, lg)
+	var cl clusters.Cluster
+	var pool *workloads.Pool
+	var store *workloads.Store
 	defer func() {
 		// Whatever happened, nothing the run started outlives it.
 		stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		stopAll(stopCtx, cl, pool, store, logDir, lg)
+		plat.close(stopCtx, lg)
 		hw.Close() // idempotent; closed already when the run got to its end
 	}()
+	if platErr != nil {
+		return nil, platErr
+	}
+	var startErr error
+	cl, pool, store, startErr = start(ctx, cfg, impl, dir, logDir, clock, rec, plat, lg)
 	if startErr != nil {
 		return nil, startErr
 	}
-	faults, err := nemesis.Build(cfg.Faults, nemesis.Env{
+	faults, unavailable, err := buildFaults(cfg, nemesis.Env{
 		Cluster: cl, Clients: pool, ClientPause: cfg.ClientPause, PausePoint: cfg.PausePoint, NodeDown: cfg.NodeDown,
+		Window: cfg.Window, Net: plat.network(cl), NetReason: plat.netReason, ClientHosts: plat.clientHosts(cfg.Clients),
+		Groups: cfg.Groups, Loss: cfg.Loss, Delay: cfg.Delay, DelayReason: plat.delayWhy,
+		Clocks: clockControl(plat), ClockReason: plat.clockWhy, ClockBump: cfg.ClockBump, StrobeRate: cfg.StrobeRate,
+		KillHolder: cfg.KillHolder,
 	})
 	if err != nil {
-		return nil, setupErr("--faults: %v", err)
+		return nil, err
+	}
+	for _, u := range unavailable {
+		lg.Warn("fault left out", "reason", u)
+		runErrs = append(runErrs, u)
 	}
 	begun = true
 	sched := &nemesis.Schedule{Faults: faults, Interval: cfg.Interval, Seed: cfg.Seed, Recorder: rec, Clock: clock, Logger: lg}
 
 	// The workload runs until its time is up, enough critical sections were
 	// done, or the user interrupts.
+	// The nemesis stops Quiet before the end and heals everything, so the
+	// last stretch of the run shows whether the system recovered.
 	wctx, wcancel := context.WithTimeout(ctx, cfg.Duration)
+	nctx, ncancel := context.WithTimeout(wctx, cfg.Duration-cfg.Quiet)
+	defer ncancel()
 	nemDone := make(chan error, 1)
-	go func() { nemDone <- sched.Run(wctx) }()
+	go func() { nemDone <- sched.Run(nctx) }()
 	go progress(wctx, cfg.Logger, cfg.Duration, rec, &acquired, sched)
 	select {
 	case <-wctx.Done():
@@ -343,16 +406,17 @@ func progress(ctx context.Context, lg *slog.Logger, total time.Duration, rec *hi
 // start brings up the cluster, the store and the workers. What it started
 // is returned even on error, so the caller can stop it.
 func start(ctx context.Context, cfg Config, impl impls.Impl, dir, logDir string, clock history.Clock,
-	rec *history.Recorder, lg *slog.Logger) (clusters.Cluster, *workloads.Pool, *workloads.Store, error) {
+	rec *history.Recorder, plat *platform, lg *slog.Logger) (clusters.Cluster, *workloads.Pool, *workloads.Store, error) {
 	cl, err := local.New(impl.Backend, local.Options{Nodes: impl.Nodes, Dir: dir, Logger: lg,
-		Persistence: cfg.Persistence, Params: cfg.ClusterParams, Exe: cfg.NodeCommand, ExeEnv: cfg.NodeEnv})
+		Persistence: cfg.Persistence, Params: cfg.ClusterParams, Exe: cfg.NodeCommand, ExeEnv: cfg.NodeEnv,
+		Hosts: plat.nodeHosts, NodeEnv: plat.nodeEnv})
 	if err != nil {
 		return nil, nil, nil, &SetupError{err}
 	}
 	if err := cl.Start(ctx); err != nil {
 		return cl, nil, nil, &SetupError{fmt.Errorf("start %s cluster: %w", impl.Backend, err)}
 	}
-	store, err := workloads.StartStore(cfg.Mode, clock, filepath.Join(dir, reports.ResourceFile), lg)
+	store, err := workloads.StartStoreOn(plat.storeAddr, cfg.Mode, clock, filepath.Join(dir, reports.ResourceFile), lg)
 	if err != nil {
 		return cl, nil, nil, &SetupError{err}
 	}
@@ -366,6 +430,7 @@ func start(ctx context.Context, cfg Config, impl impls.Impl, dir, logDir string,
 	}
 	pool, err := workloads.StartPool(ctx, workloads.PoolConfig{
 		Command: cfg.WorkerCommand, Env: cfg.WorkerEnv, LogDir: logDir, Recorder: rec, Clock: clock, Logger: lg,
+		NetNS: plat.netNS(),
 		Base: workloads.WorkerConfig{
 			Impl: cfg.Impl, Addrs: addrs, Nodes: cl.Nodes(), Params: cfg.ImplParams, Locks: locks, TTL: workloads.Duration(cfg.TTL),
 			Think: workloads.Duration(cfg.Think), Retry: workloads.Duration(cfg.Retry),

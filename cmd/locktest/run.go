@@ -21,7 +21,7 @@ import (
 
 func newRunCmd() *cobra.Command {
 	cfg := run.DefaultConfig()
-	var mode, logLevel string
+	var mode, logLevel, groups string
 	var quiet bool
 	c := &cobra.Command{
 		Use:   "run",
@@ -31,6 +31,14 @@ func newRunCmd() *cobra.Command {
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg.Mode = workloads.Mode(mode)
+			if cfg.PausePoint == "random" {
+				cfg.PausePoint = ""
+			}
+			g, err := run.ParseGroups(groups)
+			if err != nil {
+				return usageError{fmt.Errorf("--partition: %v", err)}
+			}
+			cfg.Groups = g
 			cfg.Command = "locktest " + strings.Join(os.Args[1:], " ")
 			lvl, err := parseLevel(logLevel)
 			if err != nil {
@@ -67,8 +75,21 @@ func newRunCmd() *cobra.Command {
 	f.DurationVar(&cfg.Timeout, "op-timeout", cfg.Timeout, "deadline of each lock or store operation")
 	f.DurationVar(&cfg.Interval, "interval", cfg.Interval, "mean quiet time between faults")
 	f.DurationVar(&cfg.ClientPause, "pause", 0, "how long pause-client freezes a worker (0: 2×ttl)")
-	f.StringVar(&cfg.PausePoint, "pause-point", cfg.PausePoint, "where pause-client stops a worker: after-acquire, before-write")
-	f.DurationVar(&cfg.NodeDown, "down", cfg.NodeDown, "how long kill-node keeps a node down before restarting it")
+	f.StringVar(&cfg.PausePoint, "pause-point", cfg.PausePoint, "where pause-client stops a worker: after-acquire, before-write, an impl's own point (locktest list), or random")
+	f.DurationVar(&cfg.NodeDown, "down", cfg.NodeDown, "how long kill-node keeps a node down before restarting it (the restart delay)")
+	f.DurationVar(&cfg.Window, "window", cfg.Window, "how long the other faults last (node pause, partition, loss, delay, clock faults, a killed client's absence)")
+	f.DurationVar(&cfg.Quiet, "quiet-time", cfg.Quiet, "fault-free time at the end of the run, after the final heal")
+	f.StringVar(&cfg.Net, "net", cfg.Net, "network: auto (namespaces when a network fault is asked for), netns, loopback")
+	f.StringVar(&cfg.Subnet, "subnet", "", "IPv4 /24 of the run's network namespaces (default: a free 10.77.N.0/24)")
+	f.StringVar(&groups, "partition", "", "groups of the partition fault: hosts (n1.., c0..) by commas, groups by slashes, e.g. n1,n2,c0/n3,c1")
+	f.Float64Var(&cfg.Loss, "loss", cfg.Loss, "fraction of packets the loss fault drops")
+	f.DurationVar(&cfg.Delay, "delay", cfg.Delay, "latency the delay fault adds")
+	f.DurationVar(&cfg.ClockBump, "clock-bump", 0, "how far clock faults move a clock (0: 2×ttl)")
+	f.DurationVar(&cfg.StrobeRate, "strobe", cfg.StrobeRate, "how often clock-strobe flips a clock")
+	f.BoolVar(&cfg.KillHolder, "kill-holder", false, "kill-client kills a worker while it holds the lock")
+	f.StringVar(&cfg.Persistence, "persistence", "", "node durability where the backend has it (redis: off, everysec, always)")
+	f.StringToStringVar(&cfg.ImplParams, "impl-opt", nil, "impl settings key=value (see docs/backends.md)")
+	f.StringToStringVar(&cfg.ClusterParams, "cluster-opt", nil, "cluster settings key=value (see docs/backends.md)")
 	f.StringVar(&cfg.Expect, "expect", cfg.Expect, "expected verdict: valid, or invalid for a run meant to reproduce an anomaly")
 	f.BoolVarP(&quiet, "quiet", "q", !term.IsTerminal(int(os.Stderr.Fd())), "no progress log on stderr (default when stderr is not a terminal)")
 	f.StringVar(&logLevel, "log-level", "info", "stderr log level: debug, info, warn, error")

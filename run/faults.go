@@ -1,0 +1,302 @@
+package run
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/clusters/local"
+	"github.com/locktest/locktest/clusters/local/clockshim"
+	"github.com/locktest/locktest/clusters/local/netlab"
+	"github.com/locktest/locktest/impls"
+	"github.com/locktest/locktest/nemesis"
+)
+
+// Fault families, by what they need of the platform.
+var (
+	networkFaults = []string{"isolate", "halves", "majorities-ring", "bridge", "client-isolate", "partition", "loss"}
+	clockFaults   = []string{"clock-bump", "clock-strobe", "clock-reset"}
+)
+
+// goBackends are the backends whose nodes are Go programs: they read the
+// wall clock without libc, so the LD_PRELOAD clock shim cannot move them.
+var goBackends = map[string]bool{"etcd": true}
+
+// Network modes of Config.Net.
+const (
+	// NetAuto puts nodes and clients into network namespaces when a network
+	// fault is asked for, and runs on loopback otherwise.
+	NetAuto = "auto"
+	// NetNamespaces always uses namespaces.
+	NetNamespaces = "netns"
+	// NetLoopback never does; network faults are then unavailable.
+	NetLoopback = "loopback"
+)
+
+// platform is what a run set up for its faults beyond the cluster: the
+// network lab, the clock shim, and the reasons for what it could not set up.
+type platform struct {
+	lab        *netlab.Lab
+	nodeHosts  []local.Host
+	clientNS   map[int]string
+	netReason  string
+	clocks     *clockshim.Clocks
+	clockWhy   string
+	delayer    *delayProxy
+	delayWhy   string
+	storeAddr  string
+	clientHost func(p int) string
+}
+
+func wants(faults, family []string) bool {
+	for _, f := range faults {
+		if slices.Contains(family, f) {
+			return true
+		}
+	}
+	return false
+}
+
+// setupPlatform creates the network namespaces and the clock shim the run's
+// faults need. What cannot be had here (not root, no compiler, a Go node)
+// is not an error: the reason is kept, and the faults that need it are
+// reported unavailable.
+func setupPlatform(ctx context.Context, cfg Config, impl impls.Impl, dir string, lg *slog.Logger) (*platform, error) {
+	p := &platform{storeAddr: "127.0.0.1:0", clientNS: map[int]string{}}
+	useNet := cfg.Net == NetNamespaces || (cfg.Net == NetAuto && wants(cfg.Faults, networkFaults))
+	if cfg.Net == NetLoopback {
+		p.netReason = "the run was asked to use loopback (--net loopback)"
+	}
+	if useNet {
+		if err := netlab.Check(); err != nil {
+			p.netReason = err.Error()
+			if cfg.Net == NetNamespaces {
+				return p, setupErr("--net netns: %v", err)
+			}
+			lg.Warn("network faults unavailable", "reason", err)
+		} else {
+			lab, err := netlab.New(ctx, netlab.Options{Subnet: cfg.Subnet, Logger: lg})
+			if err != nil {
+				return p, setupErr("network: %v", err)
+			}
+			p.lab = lab
+			// Nodes get hosts h1..hK in order; backends with more processes
+			// than data nodes (sentinels, cluster replicas) use the extra.
+			for i := 0; i < hostsFor(impl); i++ {
+				h, err := lab.Add(ctx, fmt.Sprintf("h%d", i+1))
+				if err != nil {
+					return p, setupErr("network: %v", err)
+				}
+				p.nodeHosts = append(p.nodeHosts, local.Host{IP: h.IP, NetNS: h.NS})
+			}
+			for c := 0; c < cfg.Clients; c++ {
+				h, err := lab.Add(ctx, fmt.Sprintf("c%d", c))
+				if err != nil {
+					return p, setupErr("network: %v", err)
+				}
+				p.clientNS[c] = h.NS
+			}
+			p.storeAddr = net.JoinHostPort(lab.Gateway(), "0")
+		}
+	} else if p.netReason == "" {
+		p.netReason = "the run has no network namespaces (no network fault was asked for)"
+	}
+	if wants(cfg.Faults, clockFaults) {
+		switch {
+		case goBackends[impl.Backend]:
+			p.clockWhy = fmt.Sprintf("%s nodes are Go programs, which read the wall clock without libc: the LD_PRELOAD clock shim cannot move them (not applicable)", impl.Backend)
+		default:
+			lib, err := clockshim.Build(ctx, "")
+			if err != nil {
+				p.clockWhy = err.Error()
+				break
+			}
+			c, err := clockshim.New(lib, filepath.Join(dir, "clocks"))
+			if err != nil {
+				return p, setupErr("clock shim: %v", err)
+			}
+			p.clocks = c
+		}
+	}
+	if slices.Contains(cfg.Faults, "delay") {
+		p.delayWhy = "tc netem is missing from this kernel and the delaying proxy is not built yet"
+	}
+	return p, nil
+}
+
+// hostsFor is how many node hosts a run of impl needs: its nodes, and room
+// for the auxiliary processes of the backends that have them.
+func hostsFor(impl impls.Impl) int {
+	return 2*max(impl.Nodes, 1) + 3
+}
+
+// nodeEnv returns the extra environment of a node process: the clock shim's.
+func (p *platform) nodeEnv(node string) []string {
+	if p.clocks == nil {
+		return nil
+	}
+	env, err := p.clocks.Env(node)
+	if err != nil {
+		return nil
+	}
+	return env
+}
+
+// netNS returns the namespace of the client host of process c.
+func (p *platform) netNS() func(int) string {
+	if p.lab == nil {
+		return nil
+	}
+	return func(c int) string { return p.clientNS[c] }
+}
+
+// clientHosts names the client hosts as the nemesis sees them.
+func (p *platform) clientHosts(n int) []string {
+	if p.lab == nil {
+		return nil
+	}
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("c%d", i)
+	}
+	return out
+}
+
+// network returns the nemesis's view of the lab, which names node hosts by
+// node name: it maps each node to the lab host that holds its address.
+func (p *platform) network(cl clusters.Cluster) nemesis.Network {
+	if p.lab == nil {
+		return nil
+	}
+	byIP := map[string]string{}
+	for _, h := range p.lab.Hosts() {
+		byIP[h.IP] = h.Name
+	}
+	names := map[string]string{}
+	for _, n := range cl.Nodes() {
+		host, _, err := net.SplitHostPort(n.Addr)
+		if err == nil && byIP[host] != "" {
+			names[n.Name] = byIP[host]
+		}
+	}
+	return &netView{lab: p.lab, names: names}
+}
+
+// close heals and removes everything the platform set up.
+func (p *platform) close(ctx context.Context, lg *slog.Logger) {
+	if p == nil {
+		return
+	}
+	if p.clocks != nil {
+		if err := p.clocks.Close(); err != nil {
+			lg.Warn("clock shim", "err", err)
+		}
+	}
+	if p.lab != nil {
+		if err := p.lab.Close(ctx); err != nil {
+			lg.Error("network lab", "err", err)
+		}
+	}
+}
+
+// netView translates node names into lab host names.
+type netView struct {
+	lab   *netlab.Lab
+	names map[string]string
+}
+
+func (v *netView) tr(hosts []string) []string {
+	out := make([]string, len(hosts))
+	for i, h := range hosts {
+		if n, ok := v.names[h]; ok {
+			out[i] = n
+		} else {
+			out[i] = h
+		}
+	}
+	return out
+}
+
+func (v *netView) Cut(ctx context.Context, a, b []string) error {
+	return v.lab.Cut(ctx, v.tr(a), v.tr(b))
+}
+
+func (v *netView) Partition(ctx context.Context, groups [][]string) error {
+	g := make([][]string, len(groups))
+	for i := range groups {
+		g[i] = v.tr(groups[i])
+	}
+	return v.lab.Partition(ctx, g)
+}
+
+func (v *netView) Loss(ctx context.Context, hosts []string, p float64) error {
+	return v.lab.Loss(ctx, v.tr(hosts), p)
+}
+
+func (v *netView) Heal(ctx context.Context) error { return v.lab.Heal(ctx) }
+
+// buildFaults builds the run's faults. A fault the platform cannot apply is
+// left out and its reason returned, so the rest of the run goes on; any
+// other error (a bad setting) is a setup error.
+func buildFaults(cfg Config, env nemesis.Env) ([]nemesis.Fault, []string, error) {
+	var out []nemesis.Fault
+	var unavailable []string
+	for _, name := range cfg.Faults {
+		fs, err := nemesis.Build([]string{name}, env)
+		if errors.Is(err, nemesis.ErrUnavailable) {
+			unavailable = append(unavailable, err.Error())
+			continue
+		}
+		if err != nil {
+			return nil, nil, setupErr("--faults: %v", err)
+		}
+		out = append(out, fs...)
+	}
+	return out, unavailable, nil
+}
+
+// ParseGroups reads an explicit partition, "n1,n2/n3,c0": groups separated
+// by slashes, hosts by commas.
+func ParseGroups(s string) ([][]string, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	var out [][]string
+	for _, g := range strings.Split(s, "/") {
+		var hosts []string
+		for _, h := range strings.Split(g, ",") {
+			if h = strings.TrimSpace(h); h != "" {
+				hosts = append(hosts, h)
+			}
+		}
+		if len(hosts) == 0 {
+			return nil, fmt.Errorf("empty group in %q", s)
+		}
+		out = append(out, hosts)
+	}
+	if len(out) < 2 {
+		return nil, fmt.Errorf("%q has one group; a partition needs two or more, separated by /", s)
+	}
+	return out, nil
+}
+
+// delayProxy is the delaying TCP proxy (not built yet).
+type delayProxy struct{}
+
+var _ = time.Second
+
+// clockControl returns the platform's clocks as the nemesis sees them, or
+// nil (a nil *Clocks in the interface would look usable).
+func clockControl(p *platform) nemesis.ClockControl {
+	if p.clocks == nil {
+		return nil
+	}
+	return p.clocks
+}
