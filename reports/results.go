@@ -39,11 +39,19 @@ type RunInfo struct {
 	Mode        string   `json:"resource_mode"`
 	PausePoint  string   `json:"pause_point,omitempty"`
 	ClientPause string   `json:"client_pause,omitempty"`
-	Command     string   `json:"command"`
-	Version     string   `json:"version"`
-	Started     string   `json:"started"` // wall-clock start, RFC 3339
-	Elapsed     string   `json:"elapsed"`
-	Interrupted bool     `json:"interrupted,omitempty"`
+	// Network says where nodes and clients ran: "loopback", or the network
+	// namespaces' subnet and lab id.
+	Network string `json:"network,omitempty"`
+	// Lab is the id of the run's network lab; every namespace, link and
+	// rule it made carries it (see `locktest cleanup`).
+	Lab string `json:"lab,omitempty"`
+	// Clock says whether nodes ran under the clock shim, or why not.
+	Clock       string `json:"clock,omitempty"`
+	Command     string `json:"command"`
+	Version     string `json:"version"`
+	Started     string `json:"started"` // wall-clock start, RFC 3339
+	Elapsed     string `json:"elapsed"`
+	Interrupted bool   `json:"interrupted,omitempty"`
 	// Expect is the verdict the run was expected to give: "valid" (the
 	// default) or "invalid" (a scenario meant to reproduce an anomaly).
 	Expect string `json:"expect"`

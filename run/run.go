@@ -163,6 +163,8 @@ func (c *Config) Validate() error {
 		return setupErr("--resource: %v", err)
 	}
 	switch {
+	case c.Mode == workloads.ModeEtcdGuarded && !impl.Guarded:
+		return setupErr("--resource etcd-guarded needs an impl that guards writes inside its lock service, and %s does not (etcd-mutex and etcd-lease-txn do)", c.Impl)
 	case c.Mode == workloads.ModeFenced && !impl.Fenced:
 		return setupErr("--resource fenced needs fencing tokens, and %s grants none (use none or check-and-set)", c.Impl)
 	case c.Clients < 1:
@@ -329,6 +331,16 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	})
 	if err != nil {
 		return nil, err
+	}
+	info.Network, info.Clock = "loopback", ""
+	if plat.lab != nil {
+		info.Network, info.Lab = "netns "+plat.lab.Subnet(), plat.lab.ID()
+	}
+	switch {
+	case plat.clocks != nil:
+		info.Clock = "clock shim"
+	case plat.clockWhy != "":
+		info.Clock = "no clock shim: " + plat.clockWhy
 	}
 	for _, u := range unavailable {
 		lg.Warn("fault left out", "reason", u)

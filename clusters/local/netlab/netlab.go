@@ -171,6 +171,9 @@ func New(ctx context.Context, opts Options) (*Lab, error) {
 // ID returns the lab's id, part of every name it gives.
 func (l *Lab) ID() string { return l.id }
 
+// Subnet returns the lab's /24.
+func (l *Lab) Subnet() string { return l.subnet.String() }
+
 // Gateway returns the bridge's address: the driver's own address on the lab,
 // where services of the driver (the resource store) listen for workers.
 func (l *Lab) Gateway() string { return l.gw.String() }

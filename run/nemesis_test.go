@@ -1,0 +1,237 @@
+package run
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/locktest/locktest/clusters/local/netlab"
+	"github.com/locktest/locktest/history"
+)
+
+func needNetns(t *testing.T) {
+	t.Helper()
+	needRedis(t)
+	if err := netlab.Check(); err != nil {
+		t.Skip(err)
+	}
+}
+
+// nemesisSeq lists the successful nemesis ops of h as "f targets".
+func nemesisSeq(h history.History) []string {
+	var out []string
+	for _, o := range h {
+		if o.IsNemesis() && o.Type == history.OK {
+			out = append(out, o.F+" "+strings.Join(o.Value.Targets, ";"))
+		}
+	}
+	return out
+}
+
+// assertLabGone checks that the run's network lab left nothing behind.
+func assertLabGone(t *testing.T, id string) {
+	t.Helper()
+	if id == "" {
+		t.Fatal("the run recorded no network lab")
+	}
+	f, err := netlab.Find(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if left := f.Of(id); !left.Empty() {
+		t.Errorf("the run left %+v", left)
+	}
+}
+
+// faultConfig is a short run of a single Redis lock with the given faults.
+func faultConfig(t *testing.T, faults ...string) Config {
+	cfg := testConfig(t, "redis-set-nx-px")
+	cfg.Faults = faults
+	cfg.TTL = 500 * time.Millisecond
+	cfg.Timeout = 300 * time.Millisecond
+	cfg.Interval = 300 * time.Millisecond
+	cfg.Window = 600 * time.Millisecond
+	cfg.Duration = 5 * time.Second
+	cfg.Quiet = 1500 * time.Millisecond
+	return cfg
+}
+
+// TestNetworkFaultsCutAndHeal runs clients and the node in network
+// namespaces with client-isolate and loss: while a client is cut off, its
+// requests time out (info, or fail when certainly not applied); after the
+// last heal every client acquires again.
+func TestNetworkFaultsCutAndHeal(t *testing.T) {
+	needNetns(t)
+	cfg := faultConfig(t, "client-isolate", "loss")
+	cfg.Loss = 1 // every packet: a loss window is a partition of the node
+	out, h := mustRun(t, cfg)
+	defer assertLabGone(t, out.Results.Run.Lab)
+	if !strings.HasPrefix(out.Results.Run.Network, "netns 10.77.") {
+		t.Errorf("network %q, want the run's namespaces", out.Results.Run.Network)
+	}
+	seq := nemesisSeq(h)
+	var cuts, heals int
+	for _, s := range seq {
+		switch {
+		case strings.HasPrefix(s, "partition-client-isolate c"), strings.HasPrefix(s, "loss n1@100%"):
+			cuts++
+		case strings.HasPrefix(s, "heal-network"):
+			heals++
+		}
+	}
+	if cuts == 0 || heals < cuts {
+		t.Fatalf("%d cuts and %d heals in %v", cuts, heals, seq)
+	}
+	// During fault windows some operation timed out; after the final heal,
+	// every live client acquired again.
+	var lastHeal int64
+	for _, o := range h {
+		if o.IsNemesis() && o.F == "heal-network" {
+			lastHeal = o.Time
+		}
+	}
+	timeouts := 0
+	after := map[int]bool{}
+	for _, o := range h {
+		if !o.IsNemesis() && o.Type != history.OK && o.Type != history.Invoke && strings.Contains(o.Error, "deadline") {
+			timeouts++
+		}
+		if o.F == history.Acquire && o.Type == history.OK && o.Time > lastHeal {
+			after[o.Process] = true
+		}
+	}
+	if timeouts == 0 {
+		t.Error("no operation timed out while clients were cut off")
+	}
+	if len(after) < cfg.Clients {
+		t.Errorf("after the last heal only processes %v acquired; want all %d", after, cfg.Clients)
+	}
+}
+
+// TestSameSeedSameFaults runs twice with one seed and compares the nemesis
+// ops: the same faults on the same targets in the same order.
+func TestSameSeedSameFaults(t *testing.T) {
+	needNetns(t)
+	var seqs [][]string
+	for i := 0; i < 2; i++ {
+		cfg := faultConfig(t, "client-isolate", "kill-client", "pause-node", "clock-bump")
+		cfg.Seed = 42
+		out, h := mustRun(t, cfg)
+		assertLabGone(t, out.Results.Run.Lab)
+		seqs = append(seqs, nemesisSeq(h))
+	}
+	n := min(len(seqs[0]), len(seqs[1]))
+	if n < 6 {
+		t.Fatalf("too few nemesis ops to compare: %v", seqs)
+	}
+	if !slices.Equal(seqs[0][:n], seqs[1][:n]) {
+		t.Errorf("same seed, different faults:\n%s\n---\n%s", strings.Join(seqs[0], "\n"), strings.Join(seqs[1], "\n"))
+	}
+	kinds := map[string]bool{}
+	for _, s := range seqs[0] {
+		kinds[strings.Fields(s)[0]] = true
+	}
+	if len(kinds) < 4 {
+		t.Errorf("only %v happened in %v", kinds, seqs[0])
+	}
+}
+
+// TestKillClientReplacesTheWorker kills workers while they hold the lock;
+// each replacement is a new process, and the lock is acquired again once
+// the dead holder's lease ran out.
+func TestKillClientReplacesTheWorker(t *testing.T) {
+	needRedis(t)
+	cfg := faultConfig(t, "kill-client")
+	cfg.KillHolder = true
+	out, h := mustRun(t, cfg)
+	var replaced []string
+	for _, o := range h {
+		if o.IsNemesis() && o.F == "replace-client" && o.Type == history.OK {
+			replaced = append(replaced, o.Value.Targets...)
+		}
+	}
+	if len(replaced) == 0 {
+		t.Fatalf("no client replaced: %v", nemesisSeq(h))
+	}
+	procs := map[int]bool{}
+	for _, o := range h {
+		if !o.IsNemesis() {
+			procs[o.Process] = true
+		}
+	}
+	if len(procs) <= cfg.Clients {
+		t.Errorf("processes %v: the replacements recorded nothing", procs)
+	}
+	if out.Results.Stats["critical_sections"] < 10 {
+		t.Errorf("only %v critical sections", out.Results.Stats["critical_sections"])
+	}
+}
+
+// TestClockBumpMovesTheNodeClock runs the node under the clock shim and
+// checks each bump was recorded and undone.
+func TestClockBumpMovesTheNodeClock(t *testing.T) {
+	needRedis(t)
+	cfg := faultConfig(t, "clock-bump")
+	out, h := mustRun(t, cfg)
+	if out.Results.Run.Clock != "clock shim" {
+		t.Fatalf("clock %q, want the shim", out.Results.Run.Clock)
+	}
+	bumps, resets := 0, 0
+	for _, o := range h {
+		if o.IsNemesis() && o.Type == history.OK {
+			switch o.F {
+			case "clock-bump":
+				bumps++
+				if len(o.Value.Targets) != 1 || !strings.HasPrefix(o.Value.Targets[0], "n1") {
+					t.Errorf("bump targets %v", o.Value.Targets)
+				}
+			case "clock-reset":
+				resets++
+			}
+		}
+	}
+	if bumps == 0 || resets < bumps {
+		t.Fatalf("%d bumps, %d resets", bumps, resets)
+	}
+	// The node's offset file exists and reads zero at the end.
+	b, err := os.ReadFile(filepath.Join(out.Dir, "clocks", "n1.clock"))
+	if err != nil || len(b) < 8 {
+		t.Fatalf("offset file: %v", err)
+	}
+	for _, x := range b[:8] {
+		if x != 0 {
+			t.Errorf("offset left at %x", b[:8])
+			break
+		}
+	}
+}
+
+// TestUnavailableFaultsAreReported asks for a partition on loopback: the
+// fault is left out with its reason, the rest of the run goes on.
+func TestUnavailableFaultsAreReported(t *testing.T) {
+	needRedis(t)
+	cfg := faultConfig(t, "client-isolate", "pause-node")
+	cfg.Net = NetLoopback
+	out, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := strings.Join(out.Results.Run.Errors, "\n")
+	if !strings.Contains(errs, "client-isolate") || !strings.Contains(errs, "loopback") {
+		t.Errorf("run errors %q do not explain the missing partition", errs)
+	}
+	if out.Results.Run.Network != "loopback" {
+		t.Errorf("network %q", out.Results.Run.Network)
+	}
+	h, err := history.ReadFile(filepath.Join(out.Dir, "history.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seq := nemesisSeq(h); !slices.ContainsFunc(seq, func(s string) bool { return strings.HasPrefix(s, "pause-node") }) {
+		t.Errorf("pause-node did not run: %v", seq)
+	}
+}
