@@ -49,7 +49,8 @@ type platform struct {
 	netReason  string
 	clocks     *clockshim.Clocks
 	clockWhy   string
-	delayer    *delayProxy
+	proxy      *netlab.Proxy
+	netem      bool
 	delayWhy   string
 	storeAddr  string
 	clientHost func(p int) string
@@ -126,7 +127,18 @@ func setupPlatform(ctx context.Context, cfg Config, impl impls.Impl, dir string,
 		}
 	}
 	if slices.Contains(cfg.Faults, "delay") {
-		p.delayWhy = "tc netem is missing from this kernel and the delaying proxy is not built yet"
+		// tc netem delays every packet a node sends; without it (or without
+		// namespaces) a delaying proxy sits between the clients and nodes.
+		if p.lab != nil {
+			if err := netlab.NetemAvailable(ctx); err == nil {
+				p.netem = true
+			} else {
+				lg.Info("delay by proxy", "reason", err)
+			}
+		}
+		if !p.netem {
+			p.proxy = netlab.NewProxy()
+		}
 	}
 	return p, nil
 }
@@ -189,10 +201,45 @@ func (p *platform) network(cl clusters.Cluster) nemesis.Network {
 	return &netView{lab: p.lab, names: names}
 }
 
+// delayer returns how the delay fault is made, or nil.
+func (p *platform) delayer(cl clusters.Cluster) nemesis.Delayer {
+	switch {
+	case p.netem:
+		return &netemView{p.network(cl).(*netView)}
+	case p.proxy != nil:
+		return p.proxy
+	}
+	return nil
+}
+
+// proxied returns the nodes as workers should dial them: through the
+// delaying proxy when the run has one.
+func (p *platform) proxied(nodes []clusters.Node) ([]clusters.Node, error) {
+	if p.proxy == nil {
+		return nodes, nil
+	}
+	ip := "127.0.0.1"
+	if p.lab != nil {
+		ip = p.lab.Gateway()
+	}
+	out := slices.Clone(nodes)
+	for i, n := range out {
+		a, err := p.proxy.Add(n.Name, ip, n.Addr)
+		if err != nil {
+			return nil, err
+		}
+		out[i].Addr = a
+	}
+	return out, nil
+}
+
 // close heals and removes everything the platform set up.
 func (p *platform) close(ctx context.Context, lg *slog.Logger) {
 	if p == nil {
 		return
+	}
+	if p.proxy != nil {
+		p.proxy.Close()
 	}
 	if p.clocks != nil {
 		if err := p.clocks.Close(); err != nil {
@@ -287,10 +334,14 @@ func ParseGroups(s string) ([][]string, error) {
 	return out, nil
 }
 
-// delayProxy is the delaying TCP proxy (not built yet).
-type delayProxy struct{}
+// netemView delays nodes with tc netem inside their namespaces.
+type netemView struct{ v *netView }
 
-var _ = time.Second
+func (n *netemView) Delay(ctx context.Context, nodes []string, d time.Duration) error {
+	return n.v.lab.Delay(ctx, n.v.tr(nodes), d)
+}
+
+func (n *netemView) Mechanism() string { return "netem" }
 
 // clockControl returns the platform's clocks as the nemesis sees them, or
 // nil (a nil *Clocks in the interface would look usable).

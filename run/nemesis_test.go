@@ -97,7 +97,7 @@ func TestNetworkFaultsCutAndHeal(t *testing.T) {
 	timeouts := 0
 	after := map[int]bool{}
 	for _, o := range h {
-		if !o.IsNemesis() && o.Type != history.OK && o.Type != history.Invoke && strings.Contains(o.Error, "deadline") {
+		if !o.IsNemesis() && o.Type != history.OK && o.Type != history.Invoke && timedOut(o.Error) {
 			timeouts++
 		}
 		if o.F == history.Acquire && o.Type == history.OK && o.Time > lastHeal {
@@ -234,4 +234,53 @@ func TestUnavailableFaultsAreReported(t *testing.T) {
 	if seq := nemesisSeq(h); !slices.ContainsFunc(seq, func(s string) bool { return strings.HasPrefix(s, "pause-node") }) {
 		t.Errorf("pause-node did not run: %v", seq)
 	}
+}
+
+// TestDelayMakesRequestsSlow adds more latency than the op timeout: while
+// the node is delayed, operations time out; the op names the mechanism
+// (tc netem where the kernel has it, else the delaying proxy).
+func TestDelayMakesRequestsSlow(t *testing.T) {
+	needRedis(t)
+	cfg := faultConfig(t, "delay")
+	cfg.Delay = 400 * time.Millisecond
+	_, h := mustRun(t, cfg)
+	var delays int
+	for _, s := range nemesisSeq(h) {
+		if strings.HasPrefix(s, "delay n1+400ms(") {
+			delays++
+		}
+	}
+	if delays == 0 {
+		t.Fatalf("no delay recorded: %v", nemesisSeq(h))
+	}
+	var slow, okAfter int
+	var lastHeal int64
+	for _, o := range h {
+		if o.IsNemesis() && o.F == "heal-delay" {
+			lastHeal = o.Time
+		}
+	}
+	for _, o := range h {
+		if !o.IsNemesis() && o.Type != history.OK && o.Type != history.Invoke && timedOut(o.Error) {
+			slow++
+		}
+		if o.F == history.Acquire && o.Type == history.OK && o.Time > lastHeal {
+			okAfter++
+		}
+	}
+	if slow == 0 || okAfter == 0 {
+		errs := map[string]int{}
+		for _, o := range h {
+			if o.Error != "" {
+				errs[o.F+" "+o.Error]++
+			}
+		}
+		t.Errorf("%d timed-out ops during delays (want > 0), %d acquires after the heal (want > 0); errors %v", slow, okAfter, errs)
+	}
+}
+
+// timedOut reports whether an op's error is a timeout, as the go-redis
+// client or the context reports it.
+func timedOut(err string) bool {
+	return strings.Contains(err, "timeout") || strings.Contains(err, "deadline")
 }

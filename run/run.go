@@ -325,7 +325,7 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	faults, unavailable, err := buildFaults(cfg, nemesis.Env{
 		Cluster: cl, Clients: pool, ClientPause: cfg.ClientPause, PausePoint: cfg.PausePoint, NodeDown: cfg.NodeDown,
 		Window: cfg.Window, Net: plat.network(cl), NetReason: plat.netReason, ClientHosts: plat.clientHosts(cfg.Clients),
-		Groups: cfg.Groups, Loss: cfg.Loss, Delay: cfg.Delay, DelayReason: plat.delayWhy,
+		Groups: cfg.Groups, Loss: cfg.Loss, Delay: cfg.Delay, Delayer: plat.delayer(cl), DelayReason: plat.delayWhy,
 		Clocks: clockControl(plat), ClockReason: plat.clockWhy, ClockBump: cfg.ClockBump, StrobeRate: cfg.StrobeRate,
 		KillHolder: cfg.KillHolder,
 	})
@@ -432,8 +432,12 @@ func start(ctx context.Context, cfg Config, impl impls.Impl, dir, logDir string,
 	if err != nil {
 		return cl, nil, nil, &SetupError{err}
 	}
+	nodes, err := plat.proxied(cl.Nodes())
+	if err != nil {
+		return cl, nil, store, &SetupError{err}
+	}
 	var addrs []string
-	for _, n := range cl.Nodes() {
+	for _, n := range nodes {
 		addrs = append(addrs, n.Addr)
 	}
 	locks := make([]string, cfg.Locks)
@@ -444,7 +448,7 @@ func start(ctx context.Context, cfg Config, impl impls.Impl, dir, logDir string,
 		Command: cfg.WorkerCommand, Env: cfg.WorkerEnv, LogDir: logDir, Recorder: rec, Clock: clock, Logger: lg,
 		NetNS: plat.netNS(),
 		Base: workloads.WorkerConfig{
-			Impl: cfg.Impl, Addrs: addrs, Nodes: cl.Nodes(), Params: cfg.ImplParams, Locks: locks, TTL: workloads.Duration(cfg.TTL),
+			Impl: cfg.Impl, Addrs: addrs, Nodes: nodes, Params: cfg.ImplParams, Locks: locks, TTL: workloads.Duration(cfg.TTL),
 			Think: workloads.Duration(cfg.Think), Retry: workloads.Duration(cfg.Retry),
 			Work: workloads.Duration(cfg.Work), Timeout: workloads.Duration(cfg.Timeout),
 			StoreAddr: store.Addr(), Mode: cfg.Mode, ClockOrigin: clock.Origin(), Seed: cfg.Seed,

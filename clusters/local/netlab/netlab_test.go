@@ -2,6 +2,8 @@ package netlab
 
 import (
 	"context"
+	"io"
+	"net"
 	"os/exec"
 	"strings"
 	"testing"
@@ -214,6 +216,88 @@ func TestNewRejectsABadSubnet(t *testing.T) {
 		if l, err := New(context.Background(), Options{Subnet: s}); err == nil {
 			l.Close(context.Background())
 			t.Errorf("subnet %q accepted", s)
+		}
+	}
+}
+
+// TestProxyDelaysOnlyTheChosenNode passes an echo through the delaying
+// proxy and checks that a round trip through the delayed node takes at
+// least the delay (twice: one chunk each way), and that healing removes it.
+func TestProxyDelaysOnlyTheChosenNode(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go io.Copy(c, c)
+		}
+	}()
+	p := NewProxy()
+	defer p.Close()
+	a, err := p.Add("n1", "127.0.0.1", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := p.Add("n2", "127.0.0.1", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	roundTrip := func(addr string) time.Duration {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		start := time.Now()
+		if _, err := c.Write([]byte("ping")); err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 4)
+		if _, err := io.ReadFull(c, buf); err != nil || string(buf) != "ping" {
+			t.Fatalf("echo through the proxy: %q %v", buf, err)
+		}
+		return time.Since(start)
+	}
+	const d = 150 * time.Millisecond
+	if err := p.Delay(context.Background(), []string{"n1"}, d); err != nil {
+		t.Fatal(err)
+	}
+	if rt := roundTrip(a); rt < 2*d {
+		t.Errorf("round trip through the delayed node took %v, want at least %v", rt, 2*d)
+	}
+	if rt := roundTrip(b); rt >= 2*d {
+		t.Errorf("round trip through the undelayed node took %v", rt)
+	}
+	if err := p.Delay(context.Background(), []string{"n9"}, d); err == nil {
+		t.Error("delaying an unknown node succeeded")
+	}
+	if err := p.Delay(context.Background(), nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	if rt := roundTrip(a); rt >= 2*d {
+		t.Errorf("round trip after heal took %v", rt)
+	}
+}
+
+func TestNetemDetection(t *testing.T) {
+	if err := Check(); err != nil {
+		t.Skip(err)
+	}
+	err := NetemAvailable(context.Background())
+	t.Logf("netem: %v", err)
+	if err != nil && !strings.Contains(err.Error(), "netem") && !strings.Contains(err.Error(), "tc") {
+		t.Errorf("netem probe error does not say what is missing: %v", err)
+	}
+	f, _ := Find(context.Background())
+	for _, ns := range f.Namespaces {
+		if strings.Contains(ns, "probe-") {
+			t.Errorf("the probe left namespace %s", ns)
 		}
 	}
 }

@@ -1,0 +1,245 @@
+package netlab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// NetemAvailable reports whether the kernel has tc's netem qdisc, by adding
+// one to a dummy link in a throw-away namespace; the error says why not.
+func NetemAvailable(ctx context.Context) error {
+	if _, err := exec.LookPath("tc"); err != nil {
+		return errors.New("tc (iproute2) is missing")
+	}
+	if err := Check(); err != nil {
+		return err
+	}
+	ns := fmt.Sprintf("%sprobe-%d", nsPrefix, time.Now().UnixNano()%100000)
+	if err := run(ctx, "ip", "netns", "add", ns); err != nil {
+		return err
+	}
+	defer run(context.Background(), "ip", "netns", "del", ns)
+	if err := run(ctx, "ip", "-n", ns, "link", "set", "lo", "up"); err != nil {
+		return err
+	}
+	if err := run(ctx, "ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", "lo", "root", "netem", "delay", "1ms"); err != nil {
+		return fmt.Errorf("tc netem is missing from this kernel (%v)", lastLine(err))
+	}
+	return nil
+}
+
+func lastLine(err error) string {
+	s := strings.TrimSpace(err.Error())
+	if i := strings.LastIndex(s, ": "); i >= 0 {
+		return s[i+2:]
+	}
+	return s
+}
+
+// Proxy is a delaying TCP proxy, one listener per node, for kernels without
+// netem: clients dial the proxy's address for a node instead of the node,
+// and every chunk of bytes, in either direction, is held for the node's
+// current delay before it is passed on (order is kept). With no delay set it
+// adds only a copy. Connections are not cut by the proxy: partitions stay
+// the business of iptables.
+type Proxy struct {
+	mu     sync.Mutex
+	nodes  map[string]*proxied
+	closed bool
+	wg     sync.WaitGroup
+}
+
+type proxied struct {
+	target string
+	ln     net.Listener
+	delay  atomic.Int64
+	mu     sync.Mutex
+	conns  map[net.Conn]struct{}
+}
+
+// NewProxy returns a proxy with no listeners.
+func NewProxy() *Proxy { return &Proxy{nodes: map[string]*proxied{}} }
+
+// Add listens on listenIP (a free port) for node, forwarding to target, and
+// returns the address clients should dial instead of target.
+func (p *Proxy) Add(node, listenIP, target string) (string, error) {
+	ln, err := net.Listen("tcp", net.JoinHostPort(listenIP, "0"))
+	if err != nil {
+		return "", fmt.Errorf("delay proxy for %s: %w", node, err)
+	}
+	n := &proxied{target: target, ln: ln, conns: map[net.Conn]struct{}{}}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		ln.Close()
+		return "", errors.New("delay proxy closed")
+	}
+	p.nodes[node] = n
+	p.wg.Add(1)
+	go p.serve(n)
+	return ln.Addr().String(), nil
+}
+
+// Delay sets the delay of the named nodes to d and every other node's to 0.
+func (p *Proxy) Delay(ctx context.Context, nodes []string, d time.Duration) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, n := range nodes {
+		if _, ok := p.nodes[n]; !ok {
+			return fmt.Errorf("delay proxy: no node %s", n)
+		}
+	}
+	for name, n := range p.nodes {
+		v := time.Duration(0)
+		for _, x := range nodes {
+			if x == name {
+				v = d
+			}
+		}
+		n.delay.Store(int64(v))
+	}
+	return nil
+}
+
+// Mechanism names the proxy for the history.
+func (p *Proxy) Mechanism() string { return "proxy" }
+
+// Close stops every listener and connection and waits for the copiers.
+func (p *Proxy) Close() error {
+	p.mu.Lock()
+	p.closed = true
+	for _, n := range p.nodes {
+		n.ln.Close()
+		n.mu.Lock()
+		for c := range n.conns {
+			c.Close()
+		}
+		n.mu.Unlock()
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
+	return nil
+}
+
+func (p *Proxy) serve(n *proxied) {
+	defer p.wg.Done()
+	for {
+		c, err := n.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			n.pipe(c)
+		}()
+	}
+}
+
+func (n *proxied) track(c net.Conn, add bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if add {
+		n.conns[c] = struct{}{}
+	} else {
+		delete(n.conns, c)
+	}
+}
+
+func (n *proxied) pipe(client net.Conn) {
+	server, err := net.DialTimeout("tcp", n.target, 5*time.Second)
+	if err != nil {
+		client.Close()
+		return
+	}
+	n.track(client, true)
+	n.track(server, true)
+	defer func() {
+		client.Close()
+		server.Close()
+		n.track(client, false)
+		n.track(server, false)
+	}()
+	done := make(chan struct{}, 2)
+	go func() { n.copy(server, client); done <- struct{}{} }()
+	go func() { n.copy(client, server); done <- struct{}{} }()
+	<-done
+}
+
+// copy moves bytes from src to dst, holding each chunk until its delay (as
+// set when it arrived) has passed.
+func (n *proxied) copy(dst, src net.Conn) {
+	type chunk struct {
+		b   []byte
+		due time.Time
+	}
+	q := make(chan chunk, 1024)
+	go func() {
+		defer close(q)
+		buf := make([]byte, 32*1024)
+		for {
+			k, err := src.Read(buf)
+			if k > 0 {
+				q <- chunk{b: append([]byte(nil), buf[:k]...), due: time.Now().Add(time.Duration(n.delay.Load()))}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	for c := range q {
+		if w := time.Until(c.due); w > 0 {
+			time.Sleep(w)
+		}
+		if _, err := dst.Write(c.b); err != nil {
+			// Drain so the reader is not blocked forever, then give up.
+			go func() {
+				for range q {
+				}
+			}()
+			return
+		}
+	}
+	if tc, ok := dst.(*net.TCPConn); ok {
+		_ = tc.CloseWrite()
+	} else {
+		_, _ = io.Copy(io.Discard, src)
+	}
+}
+
+// Delay makes each of hosts hold every packet it sends for d with tc netem
+// (see NetemAvailable), and removes the delay from every other host; d = 0
+// removes them all.
+func (l *Lab) Delay(ctx context.Context, hosts []string, d time.Duration) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, err := l.lookup(hosts); err != nil {
+		return err
+	}
+	var errs []error
+	for _, name := range l.order {
+		h := l.hosts[name]
+		on := d > 0
+		if on {
+			on = false
+			for _, x := range hosts {
+				on = on || x == name
+			}
+		}
+		if on {
+			errs = append(errs, run(ctx, "ip", "netns", "exec", h.NS, "tc", "qdisc", "replace", "dev", "eth0", "root",
+				"netem", "delay", fmt.Sprintf("%dus", d.Microseconds())))
+		} else {
+			_ = run(ctx, "ip", "netns", "exec", h.NS, "tc", "qdisc", "del", "dev", "eth0", "root")
+		}
+	}
+	return errors.Join(errs...)
+}
