@@ -317,6 +317,15 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	if platErr != nil {
 		return nil, platErr
 	}
+	if plat.lab != nil {
+		// A driver killed from here on leaves a lab behind: say which, so
+		// the folder tells what `locktest cleanup` will remove.
+		info.Network, info.Lab = "netns "+plat.lab.Subnet(), plat.lab.ID()
+		if err := reports.WriteResults(dir, reports.Results{Run: info, Valid: checker.Unknown,
+			Problems: []string{"the run did not finish: its driver stopped before checking; `locktest check` this folder"}}); err != nil {
+			return nil, setupErr("store: %v", err)
+		}
+	}
 	var startErr error
 	cl, pool, store, startErr = start(ctx, cfg, impl, dir, logDir, clock, rec, plat, lg)
 	if startErr != nil {

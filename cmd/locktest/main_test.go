@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/locktest/locktest/clusters/local/netlab"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/internal/procfs"
 	"github.com/locktest/locktest/reports"
@@ -324,6 +326,69 @@ func TestInterruptStopsEverythingAndKeepsTheHistory(t *testing.T) {
 				if n != 0 {
 					t.Errorf("%d %s faults left unhealed", n, f)
 				}
+			}
+		})
+	}
+}
+
+// TestInterruptRemovesTheNetworkLab interrupts runs with network faults:
+// after SIGINT the driver removes its namespaces, bridge and rules itself;
+// after SIGKILL they are left, and `locktest cleanup` removes them.
+func TestInterruptRemovesTheNetworkLab(t *testing.T) {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Skip("redis-server not installed (make setup)")
+	}
+	if err := netlab.Check(); err != nil {
+		t.Skip(err)
+	}
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGKILL} {
+		t.Run(sig.String(), func(t *testing.T) {
+			store := t.TempDir()
+			cmd := exec.Command(bin, "run", "--impl", "redis-set-nx-px", "--faults", "client-isolate,loss",
+				"--ttl", "300ms", "--interval", "200ms", "--window", "300ms", "--time", "60s", "--clients", "2",
+				"--store", store, "--name", "net")
+			var out bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &out
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer cmd.Process.Kill()
+			// Wait until the run is under way: its results name the lab.
+			var lab string
+			deadline := time.Now().Add(20 * time.Second)
+			for time.Now().Before(deadline) && lab == "" {
+				if dirs, _ := filepath.Glob(filepath.Join(store, "net", "2*")); len(dirs) == 1 {
+					if r, err := reports.ReadResults(dirs[0]); err == nil {
+						lab = r.Run.Lab
+					}
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			if lab == "" {
+				t.Fatalf("the run never named its lab: %s", out.String())
+			}
+			time.Sleep(1500 * time.Millisecond)
+			f, _ := netlab.Find(context.Background())
+			if mine := f.Of(lab); len(mine.Namespaces) < 3 || len(mine.Rules) != 1 {
+				t.Fatalf("lab %s while running: %+v", lab, mine)
+			}
+			cmd.Process.Signal(sig)
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			select {
+			case <-done:
+			case <-time.After(30 * time.Second):
+				t.Fatalf("locktest did not stop after %v: %s", sig, out.String())
+			}
+			if sig == syscall.SIGKILL {
+				stdout, stderr, code := locktest(t, "cleanup")
+				if code != 0 || !strings.Contains(stdout, "locktest-"+lab) {
+					t.Fatalf("cleanup: exit %d, %s%s", code, stdout, stderr)
+				}
+			}
+			f, _ = netlab.Find(context.Background())
+			if left := f.Of(lab); !left.Empty() {
+				t.Errorf("after %v the lab is still there: %+v", sig, left)
 			}
 		})
 	}
