@@ -86,6 +86,18 @@ type RedisOptions struct {
 	// Logger receives one record per node start, exit, kill, pause and
 	// resume, with the keys node, pid and addr; nil discards them.
 	Logger *slog.Logger
+	// NamePrefix names the nodes <prefix>1..<prefix>N; "" means "n".
+	NamePrefix string
+	// ExtraConfig, if set, returns lines appended to a node's redis.conf
+	// each time the file is written (replicaof, cluster-enabled, sentinel
+	// monitor, ...). It is called with the cluster's lock held, after the
+	// node's port is known.
+	ExtraConfig func(node string) []string
+	// KeepConfig writes a node's redis.conf only at its first start; later
+	// starts (Restart, Start after Stop) reuse the file as the node, or a
+	// Redis Sentinel, last rewrote it (CONFIG REWRITE), as a deployed node
+	// would. Without it the file is rewritten at every start.
+	KeepConfig bool
 }
 
 func init() {
@@ -104,6 +116,8 @@ type Redis struct {
 	bin         string
 	persistence string
 	nodeEnv     func(node string) []string
+	extraConfig func(node string) []string
+	keepConfig  bool
 	log         *slog.Logger
 
 	mu    sync.Mutex
@@ -127,6 +141,7 @@ type redisNode struct {
 	host     Host
 	port     int  // 0 until the first start picks one
 	fixed    bool // port given by the user: never replaced
+	started  bool // it has started once: its redis.conf exists
 	proc     *proc
 }
 
@@ -183,9 +198,14 @@ func NewRedis(opts RedisOptions) (*Redis, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	r := &Redis{bin: bin, persistence: opts.Persistence, nodeEnv: opts.NodeEnv, log: log}
+	r := &Redis{bin: bin, persistence: opts.Persistence, nodeEnv: opts.NodeEnv,
+		extraConfig: opts.ExtraConfig, keepConfig: opts.KeepConfig, log: log}
+	prefix := opts.NamePrefix
+	if prefix == "" {
+		prefix = "n"
+	}
 	for i := range opts.Nodes {
-		name := fmt.Sprintf("n%d", i+1)
+		name := fmt.Sprintf("%s%d", prefix, i+1)
 		nd := filepath.Join(dir, "nodes", name)
 		n := &redisNode{
 			name:     name,
@@ -431,11 +451,14 @@ func (r *Redis) startNode(ctx context.Context, n *redisNode, repick bool) error 
 			}
 			n.port = p
 		}
-		if err := os.WriteFile(n.confPath, []byte(r.config(n)), 0o644); err != nil {
-			return fmt.Errorf("local redis: node %s: %w", n.name, err)
+		if !(r.keepConfig && n.started) {
+			if err := os.WriteFile(n.confPath, []byte(r.config(n)), 0o644); err != nil {
+				return fmt.Errorf("local redis: node %s: %w", n.name, err)
+			}
 		}
 		err := r.spawnNode(ctx, n)
 		if err == nil {
+			n.started = true
 			return nil
 		}
 		if !errors.Is(err, errAddrInUse) {
@@ -515,6 +538,11 @@ func (r *Redis) config(n *redisNode) string {
 		fmt.Fprintf(&b, "appendfsync %s\n", r.persistence)
 	default:
 		b.WriteString("appendonly no\n")
+	}
+	if r.extraConfig != nil {
+		for _, l := range r.extraConfig(n.name) {
+			b.WriteString(l + "\n")
+		}
 	}
 	return b.String()
 }

@@ -10,4 +10,6 @@ import (
 	// Single-node Redis: redis-set-nx-px, redis-setnx-expire,
 	// redis-setnx-getset, redis-naive-del.
 	_ "github.com/locktest/locktest/impls/redis"
+	// Redlock (go-redsync/redsync v4): redlock, redlock-3, redlock-extend.
+	_ "github.com/locktest/locktest/impls/redlock"
 )

@@ -1,0 +1,543 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+
+	"github.com/locktest/locktest/clusters"
+)
+
+// SentinelMasterName is the name under which the sentinels of a
+// redis-sentinel cluster monitor its master; clients ask the sentinels for
+// it (go-redis FailoverOptions.MasterName).
+const SentinelMasterName = "locktest"
+
+// The roles of the nodes of a redis-sentinel cluster, as Node.Role.
+const (
+	RoleMaster   = "master"
+	RoleReplica  = "replica"
+	RoleSentinel = "sentinel"
+)
+
+// Defaults of SentinelOptions.
+const (
+	defaultSentinelReplicas  = 2
+	defaultSentinels         = 3
+	defaultDownAfter         = time.Second
+	defaultFailoverTimeout   = 3 * time.Second
+	sentinelReadyTimeout     = 20 * time.Second
+	defaultSentinelPollEvery = 20 * time.Millisecond
+)
+
+// SentinelOptions configures a replicated Redis watched by Redis Sentinel.
+type SentinelOptions struct {
+	// Replicas is the number of replicas of the master, 1 or 2; 0 means 2.
+	// The data nodes are n1 (the first master) and n2..: replication is
+	// asynchronous, as Redis ships it.
+	Replicas int
+	// Sentinels is the number of redis-sentinel processes, s1..; 0 means 3.
+	// Their quorum is a majority of them (2 of 3).
+	Sentinels int
+	// DownAfter is the sentinels' down-after-milliseconds: how long the
+	// master must fail to answer before a sentinel deems it down; 0 means 1s.
+	DownAfter time.Duration
+	// FailoverTimeout is the sentinels' failover-timeout; 0 means 3s.
+	FailoverTimeout time.Duration
+	// Dir is the run directory; each node keeps its files in Dir/nodes/<name>.
+	Dir string
+	// Persistence is the data nodes' durability (see RedisOptions).
+	Persistence string
+	// Hosts optionally places data node i on Hosts[i] and sentinel j on
+	// Hosts[Replicas+1+j].
+	Hosts []Host
+	// NodeEnv, if set, returns extra environment for a node's process.
+	NodeEnv func(node string) []string
+	// Logger receives node starts, exits, kills and pauses; nil discards.
+	Logger *slog.Logger
+}
+
+func init() {
+	Register("redis-sentinel", func(o Options) (clusters.Cluster, error) {
+		so := SentinelOptions{Dir: o.Dir, Persistence: o.Persistence, Hosts: o.Hosts, NodeEnv: o.NodeEnv, Logger: o.Logger}
+		if o.Nodes > 0 {
+			so.Replicas = o.Nodes - 1
+		}
+		var err error
+		if so.Replicas, err = intParam(o.Params, "replicas", so.Replicas); err != nil {
+			return nil, err
+		}
+		if so.DownAfter, err = durationParam(o.Params, "down-after", 0); err != nil {
+			return nil, err
+		}
+		if so.FailoverTimeout, err = durationParam(o.Params, "failover-timeout", 0); err != nil {
+			return nil, err
+		}
+		return NewSentinel(so)
+	})
+}
+
+// intParam reads an integer backend parameter, def when absent.
+func intParam(p map[string]string, key string, def int) (int, error) {
+	s, ok := p[key]
+	if !ok {
+		return def, nil
+	}
+	v, err := strconv.Atoi(s)
+	if err != nil {
+		return 0, fmt.Errorf("backend param %s=%q: not an integer", key, s)
+	}
+	return v, nil
+}
+
+// durationParam reads a duration backend parameter, def when absent.
+func durationParam(p map[string]string, key string, def time.Duration) (time.Duration, error) {
+	s, ok := p[key]
+	if !ok {
+		return def, nil
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil || v <= 0 {
+		return 0, fmt.Errorf("backend param %s=%q: not a positive duration", key, s)
+	}
+	return v, nil
+}
+
+// Sentinel is one Redis master with asynchronous replicas, and the Redis
+// Sentinel processes that promote a replica when the master dies. It
+// implements clusters.Cluster, Killer, Pauser and LogCollector: Kill,
+// Restart, Pause and Resume take any of its nodes, data nodes and sentinels
+// alike, but Targets lists only the data nodes, which are what a kill-node
+// or pause-node fault should hit. A data node keeps the redis.conf that
+// Sentinel rewrote across restarts, as a deployed node does: an old master
+// that restarts comes back as a master until Sentinel turns it into a
+// replica of the new one.
+type Sentinel struct {
+	data      *Redis
+	sentinels *Redis
+	opts      SentinelOptions
+	log       *slog.Logger
+
+	mu     sync.Mutex
+	master string // name of the data node last known as master
+}
+
+var (
+	_ clusters.Cluster      = (*Sentinel)(nil)
+	_ clusters.Killer       = (*Sentinel)(nil)
+	_ clusters.Pauser       = (*Sentinel)(nil)
+	_ clusters.LogCollector = (*Sentinel)(nil)
+)
+
+// NewSentinel checks opts and returns a cluster that has not started yet.
+func NewSentinel(opts SentinelOptions) (*Sentinel, error) {
+	if opts.Replicas == 0 {
+		opts.Replicas = defaultSentinelReplicas
+	}
+	if opts.Replicas < 1 || opts.Replicas > 2 {
+		return nil, fmt.Errorf("local redis-sentinel: Replicas must be 1 or 2, not %d", opts.Replicas)
+	}
+	if opts.Sentinels == 0 {
+		opts.Sentinels = defaultSentinels
+	}
+	if opts.Sentinels < 1 {
+		return nil, fmt.Errorf("local redis-sentinel: Sentinels must be at least 1, not %d", opts.Sentinels)
+	}
+	if opts.DownAfter == 0 {
+		opts.DownAfter = defaultDownAfter
+	}
+	if opts.FailoverTimeout == 0 {
+		opts.FailoverTimeout = defaultFailoverTimeout
+	}
+	if opts.DownAfter < time.Millisecond || opts.FailoverTimeout < time.Millisecond {
+		return nil, fmt.Errorf("local redis-sentinel: DownAfter %v and FailoverTimeout %v must be at least 1ms", opts.DownAfter, opts.FailoverTimeout)
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Sentinel{opts: opts, log: log, master: "n1"}
+	ndata := opts.Replicas + 1
+	var dataHosts, sentHosts []Host
+	for i, h := range opts.Hosts {
+		if i < ndata {
+			dataHosts = append(dataHosts, h)
+		} else {
+			sentHosts = append(sentHosts, h)
+		}
+	}
+	var err error
+	s.data, err = NewRedis(RedisOptions{
+		Nodes: ndata, Dir: opts.Dir, Persistence: opts.Persistence, Hosts: dataHosts, NodeEnv: opts.NodeEnv,
+		Logger: log, KeepConfig: true, ExtraConfig: s.dataConfig,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.sentinels, err = NewRedis(RedisOptions{
+		Nodes: opts.Sentinels, Dir: opts.Dir, Binary: "redis-sentinel", Hosts: sentHosts, NodeEnv: opts.NodeEnv,
+		Logger: log, NamePrefix: "s", KeepConfig: true, ExtraConfig: s.sentinelConfig,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("local redis-sentinel: %w (run `make setup`: it installs redis-sentinel)", err)
+	}
+	return s, nil
+}
+
+// dataConfig makes every data node but n1 a replica of n1 at its first
+// start; later starts keep what Sentinel wrote. s.data.mu is held.
+func (s *Sentinel) dataConfig(node string) []string {
+	lines := []string{"replica-serve-stale-data yes", "repl-diskless-sync no"}
+	if node == "n1" {
+		return lines
+	}
+	m := s.data.nodes[0]
+	return append(lines, fmt.Sprintf("replicaof %s %d", m.host.ip(), m.port))
+}
+
+// sentinelConfig points a sentinel at n1, the first master. s.sentinels.mu
+// is held; the data nodes have started.
+func (s *Sentinel) sentinelConfig(string) []string {
+	m := s.data.nodes[0]
+	quorum := s.opts.Sentinels/2 + 1
+	return []string{
+		fmt.Sprintf("sentinel monitor %s %s %d %d", SentinelMasterName, m.host.ip(), m.port, quorum),
+		fmt.Sprintf("sentinel down-after-milliseconds %s %d", SentinelMasterName, s.opts.DownAfter.Milliseconds()),
+		fmt.Sprintf("sentinel failover-timeout %s %d", SentinelMasterName, s.opts.FailoverTimeout.Milliseconds()),
+		fmt.Sprintf("sentinel parallel-syncs %s 1", SentinelMasterName),
+	}
+}
+
+// Nodes returns the data nodes n1.. with Role "master" or "replica" as last
+// known (at Start, or at the latest Master or WaitFailover call), then the
+// sentinels s1.. with Role "sentinel".
+func (s *Sentinel) Nodes() []clusters.Node {
+	s.mu.Lock()
+	master := s.master
+	s.mu.Unlock()
+	var out []clusters.Node
+	for _, n := range s.data.Nodes() {
+		n.Role = RoleReplica
+		if n.Name == master {
+			n.Role = RoleMaster
+		}
+		out = append(out, n)
+	}
+	for _, n := range s.sentinels.Nodes() {
+		n.Role = RoleSentinel
+		out = append(out, n)
+	}
+	return out
+}
+
+// Targets returns the data nodes, the ones a kill or pause fault should
+// pick from; killing a sentinel tests Sentinel, not the lock.
+func (s *Sentinel) Targets() []clusters.Node {
+	var out []clusters.Node
+	for _, n := range s.Nodes() {
+		if n.Role != RoleSentinel {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// Start starts the data nodes, waits until each replica's link to the
+// master is up (ROLE), then starts the sentinels and waits until every
+// sentinel names n1 as master (SENTINEL get-master-addr-by-name) and knows
+// every replica and every other sentinel, so that a failover can happen
+// from the moment Start returns. On error it stops what it started.
+func (s *Sentinel) Start(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, sentinelReadyTimeout)
+	defer cancel()
+	if err := s.data.Start(ctx); err != nil {
+		return err
+	}
+	nodes := s.data.Nodes()
+	if err := waitReplicasLinked(ctx, nodes[0], nodes[1:]); err != nil {
+		s.data.Stop(context.Background())
+		return fmt.Errorf("local redis-sentinel: %w", err)
+	}
+	if err := s.sentinels.Start(ctx); err != nil {
+		s.data.Stop(context.Background())
+		return err
+	}
+	if err := s.waitSentinelsReady(ctx, nodes[0].Addr); err != nil {
+		s.Stop(context.Background())
+		return fmt.Errorf("local redis-sentinel: %w", err)
+	}
+	s.log.Info("sentinel cluster ready", "master", nodes[0].Name, "replicas", len(nodes)-1)
+	return nil
+}
+
+// Stop stops the sentinels, then the data nodes. It is idempotent.
+func (s *Sentinel) Stop(ctx context.Context) error {
+	return errors.Join(s.sentinels.Stop(ctx), s.data.Stop(ctx))
+}
+
+// part returns the Redis cluster node belongs to.
+func (s *Sentinel) part(node clusters.Node) (*Redis, error) {
+	if strings.HasPrefix(node.Name, "s") {
+		return s.sentinels, nil
+	}
+	if strings.HasPrefix(node.Name, "n") {
+		return s.data, nil
+	}
+	return nil, fmt.Errorf("local redis-sentinel: no node %q", node.Name)
+}
+
+// Kill sends SIGKILL to the node; see Redis.Kill.
+func (s *Sentinel) Kill(ctx context.Context, node clusters.Node) error {
+	p, err := s.part(node)
+	if err != nil {
+		return err
+	}
+	return p.Kill(ctx, node)
+}
+
+// Restart starts a killed node again with the configuration it last had
+// (Sentinel's rewrites included) and returns once it answers PING; see
+// Redis.Restart. It does not wait for Sentinel to reconfigure it.
+func (s *Sentinel) Restart(ctx context.Context, node clusters.Node) error {
+	p, err := s.part(node)
+	if err != nil {
+		return err
+	}
+	return p.Restart(ctx, node)
+}
+
+// Pause freezes the node with SIGSTOP; see Redis.Pause.
+func (s *Sentinel) Pause(ctx context.Context, node clusters.Node) error {
+	p, err := s.part(node)
+	if err != nil {
+		return err
+	}
+	return p.Pause(ctx, node)
+}
+
+// Resume thaws the node with SIGCONT; see Redis.Resume.
+func (s *Sentinel) Resume(ctx context.Context, node clusters.Node) error {
+	p, err := s.part(node)
+	if err != nil {
+		return err
+	}
+	return p.Resume(ctx, node)
+}
+
+// CollectLogs copies every node's log to dir/<name>.log.
+func (s *Sentinel) CollectLogs(dir string) error {
+	return errors.Join(s.data.CollectLogs(dir), s.sentinels.CollectLogs(dir))
+}
+
+// Pids returns each node's current pid, 0 for a node that is not running.
+func (s *Sentinel) Pids() map[string]int {
+	m := s.data.Pids()
+	for k, v := range s.sentinels.Pids() {
+		m[k] = v
+	}
+	return m
+}
+
+// Master asks the sentinels which data node is the master: the answer of a
+// majority of the sentinels that answer. It records the answer as the node's
+// role in Nodes.
+func (s *Sentinel) Master(ctx context.Context) (clusters.Node, error) {
+	addr, err := s.sentinelsMaster(ctx)
+	if err != nil {
+		return clusters.Node{}, err
+	}
+	return s.setMaster(addr)
+}
+
+// WaitFailover waits until a majority of the sentinels name a data node
+// other than old as master and that node says, by ROLE, that it is a master;
+// then it records the new master and returns it.
+func (s *Sentinel) WaitFailover(ctx context.Context, old clusters.Node) (clusters.Node, error) {
+	ctx, cancel := context.WithTimeout(ctx, sentinelReadyTimeout)
+	defer cancel()
+	var last error
+	for {
+		addr, err := s.sentinelsMaster(ctx)
+		if err == nil && addr != old.Addr {
+			var role string
+			if role, err = nodeRole(ctx, addr); err == nil && role == "master" {
+				return s.setMaster(addr)
+			}
+			if err == nil {
+				err = fmt.Errorf("%s answers ROLE %s", addr, role)
+			}
+		} else if err == nil {
+			err = fmt.Errorf("sentinels still name %s (%s)", old.Name, addr)
+		}
+		last = err
+		if err := sleepCtx(ctx, defaultSentinelPollEvery); err != nil {
+			return clusters.Node{}, fmt.Errorf("local redis-sentinel: no failover from %s: %w (last: %v)", old.Name, err, last)
+		}
+	}
+}
+
+// setMaster records the data node at addr as the master.
+func (s *Sentinel) setMaster(addr string) (clusters.Node, error) {
+	for _, n := range s.data.Nodes() {
+		if n.Addr == addr {
+			s.mu.Lock()
+			s.master = n.Name
+			s.mu.Unlock()
+			n.Role = RoleMaster
+			return n, nil
+		}
+	}
+	return clusters.Node{}, fmt.Errorf("local redis-sentinel: sentinels name %s, not a data node", addr)
+}
+
+// sentinelsMaster returns the master address a majority of the running
+// sentinels report.
+func (s *Sentinel) sentinelsMaster(ctx context.Context) (string, error) {
+	votes := map[string]int{}
+	var errs []error
+	sents := s.sentinels.Nodes()
+	for _, n := range sents {
+		c := sentinelClient(n.Addr)
+		a, err := c.GetMasterAddrByName(ctx, SentinelMasterName).Result()
+		c.Close()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", n.Name, err))
+			continue
+		}
+		if len(a) == 2 {
+			votes[a[0]+":"+a[1]]++
+		}
+	}
+	for a, v := range votes {
+		if v > len(sents)/2 {
+			return a, nil
+		}
+	}
+	return "", fmt.Errorf("no majority of sentinels agrees on a master: %v %v", votes, errors.Join(errs...))
+}
+
+// waitSentinelsReady waits until every sentinel names master and knows all
+// replicas and all other sentinels.
+func (s *Sentinel) waitSentinelsReady(ctx context.Context, master string) error {
+	sents := s.sentinels.Nodes()
+	for _, n := range sents {
+		c := sentinelClient(n.Addr)
+		err := poll(ctx, func() error {
+			a, err := c.GetMasterAddrByName(ctx, SentinelMasterName).Result()
+			if err != nil {
+				return err
+			}
+			if len(a) != 2 || a[0]+":"+a[1] != master {
+				return fmt.Errorf("names master %v, want %s", a, master)
+			}
+			m, err := c.Master(ctx, SentinelMasterName).Result()
+			if err != nil {
+				return err
+			}
+			if m["num-slaves"] != strconv.Itoa(s.opts.Replicas) || m["num-other-sentinels"] != strconv.Itoa(len(sents)-1) {
+				return fmt.Errorf("knows %s replicas and %s other sentinels", m["num-slaves"], m["num-other-sentinels"])
+			}
+			if m["flags"] != "master" {
+				return fmt.Errorf("master flags %q", m["flags"])
+			}
+			return nil
+		})
+		c.Close()
+		if err != nil {
+			return fmt.Errorf("sentinel %s not ready: %w (log %s)", n.Name, err, n.LogPath)
+		}
+	}
+	return nil
+}
+
+// waitReplicasLinked waits until each replica reports, by ROLE, that its
+// link to master is up.
+func waitReplicasLinked(ctx context.Context, master clusters.Node, replicas []clusters.Node) error {
+	for _, r := range replicas {
+		c := dataClient(r.Addr)
+		err := poll(ctx, func() error {
+			v, err := c.Do(ctx, "ROLE").Slice()
+			if err != nil {
+				return err
+			}
+			if len(v) < 4 || v[0] != "slave" || fmt.Sprintf("%v:%v", v[1], v[2]) != master.Addr || v[3] != "connected" {
+				return fmt.Errorf("ROLE %v, want a connected replica of %s", v, master.Addr)
+			}
+			return nil
+		})
+		c.Close()
+		if err != nil {
+			return fmt.Errorf("replica %s not linked: %w (log %s)", r.Name, err, r.LogPath)
+		}
+	}
+	return nil
+}
+
+// nodeRole returns the first field of addr's ROLE reply: master, slave or
+// sentinel.
+func nodeRole(ctx context.Context, addr string) (string, error) {
+	c := dataClient(addr)
+	defer c.Close()
+	v, err := c.Do(ctx, "ROLE").Slice()
+	if err != nil {
+		return "", err
+	}
+	if len(v) == 0 {
+		return "", errors.New("empty ROLE reply")
+	}
+	r, _ := v[0].(string)
+	return r, nil
+}
+
+// poll calls f until it returns nil or ctx ends, and then returns f's last
+// error with ctx's.
+func poll(ctx context.Context, f func() error) error {
+	for {
+		err := f()
+		if err == nil {
+			return nil
+		}
+		if e := sleepCtx(ctx, defaultSentinelPollEvery); e != nil {
+			return fmt.Errorf("%w (last: %v)", e, err)
+		}
+	}
+}
+
+// sleepCtx sleeps for d or until ctx ends, returning ctx's error then.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// dataClient returns a client for one node with short timeouts and no
+// retries, for readiness checks.
+func dataClient(addr string) *goredis.Client {
+	return goredis.NewClient(&goredis.Options{
+		Addr: addr, Protocol: 2, DisableIdentity: true, PoolSize: 1, MaxRetries: -1, DialerRetries: 1,
+		DialTimeout: 300 * time.Millisecond, ReadTimeout: 300 * time.Millisecond, WriteTimeout: 300 * time.Millisecond,
+		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+	})
+}
+
+// sentinelClient returns a Sentinel client with short timeouts.
+func sentinelClient(addr string) *goredis.SentinelClient {
+	return goredis.NewSentinelClient(&goredis.Options{
+		Addr: addr, Protocol: 2, DisableIdentity: true, PoolSize: 1, MaxRetries: -1, DialerRetries: 1,
+		DialTimeout: 300 * time.Millisecond, ReadTimeout: 300 * time.Millisecond, WriteTimeout: 300 * time.Millisecond,
+		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+	})
+}

@@ -1,0 +1,471 @@
+// Package redlock holds Redlock as go-redsync/redsync v4 implements it, used
+// the way its users call it: one Mutex per acquire built with NewMutex(name,
+// WithExpiry, WithTries, WithDriftFactor, WithGenValueFunc), LockContext,
+// UnlockContext and, with auto-extend, ExtendContext from a keep-alive
+// goroutine. The nodes are independent redis-server processes (backend
+// "redis"), each reached through redsync's go-redis v9 pool.
+//
+//   - redlock: 5 nodes, quorum 3.
+//   - redlock-3: 3 nodes, quorum 2.
+//   - redlock-extend: 5 nodes with the keep-alive on.
+//
+// The flaw the harness measures: Redlock grants a lease, not a fenced lock.
+// It has no fencing token (Lease.HasToken is false), so a holder that is
+// paused after Lock returned (a GC pause) writes to the resource after its
+// lease has ended and another process holds the lock. The only protection
+// the resource can add is to check the holder's unique value (the
+// check-and-set resource mode), which needs a resource that can compare and
+// set. Redsync measures the acquisition with Go's monotonic clock and
+// refuses a lock whose validity ran out during the acquisition; nothing
+// measures the time after it.
+//
+// Params (impls.Config.Params):
+//
+//   - extend=on|off: keep the lease alive by calling ExtendContext every
+//     ttl/3 while holding (default off; on for redlock-extend). A holder
+//     with the keep-alive believes it holds the lock until it releases it,
+//     so its Lease.ValidUntil is 0; a whole-process pause stops the
+//     keep-alive with the rest of the process.
+//   - tries=N: WithTries(N), default 1 (Acquire tries once, as the harness
+//     expects; redsync's own default is 32).
+//   - drift=F: WithDriftFactor(F), default redsync's 0.01.
+//   - timeout-factor=F: WithTimeoutFactor(F), default redsync's 0.05: each
+//     node gets ttl·F to answer an acquire (15ms for a 300ms ttl), after
+//     which its reply counts as a failure.
+//
+// Pause points (Config.Hook), inside LockContext; redsync asks all nodes
+// at once, one goroutine per node, and waits for every reply before it
+// computes the validity (see the [Points] doc):
+//
+//   - after-node-K (K = 1..N): the K-th node's SET NX reply (granted,
+//     refused or failed) has arrived; the goroutine that carries it stops
+//     before handing it to redsync.
+//   - after-majority: the reply that makes a majority of grants has
+//     arrived; redsync cannot compute the validity before it gets it.
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-redsync/redsync/v4"
+	redsyncredis "github.com/go-redsync/redsync/v4/redis"
+	redsyncgoredis "github.com/go-redsync/redsync/v4/redis/goredis/v9"
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+
+	"github.com/locktest/locktest/impls"
+)
+
+// The pause points of the acquisition besides after-node-K.
+const (
+	// PointAfterMajority is reached in the goroutine of the SET NX reply
+	// that makes a majority of grants, before redsync receives it.
+	PointAfterMajority = "after-majority"
+)
+
+// PointAfterNode returns the pause point reached when the k-th node (1-based,
+// in reply order) has answered the SET NX.
+func PointAfterNode(k int) string { return "after-node-" + strconv.Itoa(k) }
+
+// Timeouts of the go-redis client of each node. Redsync itself bounds each
+// acquire's node calls by ttl·0.05 (its timeout factor).
+const (
+	dialTimeout = time.Second
+	ioTimeout   = time.Second
+)
+
+func init() {
+	for _, i := range []struct {
+		name   string
+		nodes  int
+		extend bool
+	}{{"redlock", 5, false}, {"redlock-3", 3, false}, {"redlock-extend", 5, true}} {
+		doc := fmt.Sprintf("Redlock by go-redsync/redsync v4 over %d independent redis-servers (quorum %d), ", i.nodes, i.nodes/2+1)
+		if i.extend {
+			doc += "its lease kept alive by ExtendContext every ttl/3; "
+		}
+		doc += "a lease without a fencing token: a holder paused after Lock returned writes after another process took the lock, " +
+			"and a node that restarts without its data gives a second majority."
+		impls.Register(impls.Impl{
+			Name: i.name, Backend: "redis", Nodes: i.nodes, Doc: doc, Points: Points(i.nodes),
+			New: func(ctx context.Context, cfg impls.Config) (impls.Client, error) {
+				return New(ctx, cfg, i.extend)
+			},
+		})
+	}
+}
+
+// Points returns the pause points of a Redlock over n nodes:
+// after-node-1..after-node-n and after-majority.
+//
+// What redsync v4.18.1 does (mutex.go, lockContext and actOnPoolsAsync):
+// it reads time.Now() (start), runs one goroutine per node that sends SET
+// key value NX PX ttl, and collects exactly one reply per node from a
+// channel; without WithFailFast it waits for all of them. Only then does it
+// read time.Now() again and compute until = now + ttl - (now - start) -
+// ttl·drift, and accept the lock if a majority granted and now is before
+// until. A reply goroutine stopped at a pause point therefore stops the
+// validity computation: after-majority is exact, "majority answered, validity
+// not computed yet", whatever the other nodes are doing. Both readings of
+// time.Now() carry Go's monotonic clock, which keeps running while the
+// process is SIGSTOPped, so a pause there longer than the ttl makes redsync
+// refuse the lock (it releases it on all nodes and returns ErrFailed): it
+// never hands back an Until() in the past.
+func Points(n int) []string {
+	var ps []string
+	for k := 1; k <= n; k++ {
+		ps = append(ps, PointAfterNode(k))
+	}
+	return append(ps, PointAfterMajority)
+}
+
+// ErrValidityExpired is returned, wrapping impls.ErrNotAcquired, when a
+// majority granted the lock but the acquisition took so long that redsync
+// computed a validity already over and released the lock again.
+var ErrValidityExpired = fmt.Errorf("%w: majority granted but the validity ran out during the acquisition (redsync released it)", impls.ErrNotAcquired)
+
+// Client is one process's Redlock. It keeps one go-redis client per node and
+// builds a redsync instance whose pools report each SET NX reply to the
+// attempt in progress. It is not safe for concurrent use, except that a
+// held lease's keep-alive runs in its own goroutine.
+type Client struct {
+	cfg    impls.Config
+	names  []string // node names, in Addrs order
+	rdbs   []*goredis.Client
+	pools  []redsyncredis.Pool
+	extend bool
+	tries  int
+	drift  float64
+	tf     float64
+	seq    uint64
+
+	held map[string]*holding // by lock value
+}
+
+var _ impls.Client = (*Client)(nil)
+
+// holding is one held lease: its mutex and its keep-alive, if any.
+type holding struct {
+	m    *redsync.Mutex
+	stop context.CancelFunc
+	done chan struct{}
+	// extendErr is the keep-alive's first failure, for the release error.
+	extendErr atomic.Pointer[error]
+}
+
+// New builds a Redlock client over cfg.Addrs. extend turns the keep-alive on
+// by default; the extend param overrides it.
+func New(ctx context.Context, cfg impls.Config, extend bool) (*Client, error) {
+	if len(cfg.Addrs) == 0 {
+		return nil, errors.New("redlock: Config.Addrs is empty")
+	}
+	if cfg.Now == nil {
+		return nil, errors.New("redlock: Config.Now is required (the harness clock for ValidUntil)")
+	}
+	p, err := parseParams(cfg.Params, extend)
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{cfg: cfg, extend: p.extend, tries: p.tries, drift: p.drift, tf: p.timeoutFactor, held: map[string]*holding{}}
+	for i, addr := range cfg.Addrs {
+		name := fmt.Sprintf("node%d", i+1)
+		if i < len(cfg.Nodes) && cfg.Nodes[i].Name != "" {
+			name = cfg.Nodes[i].Name
+		}
+		rdb := goredis.NewClient(&goredis.Options{
+			Addr: addr, DialTimeout: dialTimeout, DialerRetries: 1, ReadTimeout: ioTimeout, WriteTimeout: ioTimeout,
+			ContextTimeoutEnabled: true, MaxRetries: -1, DisableIdentity: true,
+			MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+		})
+		c.names = append(c.names, name)
+		c.rdbs = append(c.rdbs, rdb)
+		c.pools = append(c.pools, redsyncgoredis.NewPool(rdb))
+	}
+	return c, nil
+}
+
+// params are the impl's settings.
+type params struct {
+	extend        bool
+	tries         int
+	drift         float64
+	timeoutFactor float64
+}
+
+// parseParams reads extend, tries and drift from p.
+func parseParams(p map[string]string, extend bool) (params, error) {
+	out := params{extend: extend, tries: 1, drift: 0.01, timeoutFactor: 0.05}
+	for k, v := range p {
+		switch k {
+		case "extend":
+			switch v {
+			case "on", "true", "1":
+				out.extend = true
+			case "off", "false", "0":
+				out.extend = false
+			default:
+				return out, fmt.Errorf("redlock: param extend=%q: want on or off", v)
+			}
+		case "tries":
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 {
+				return out, fmt.Errorf("redlock: param tries=%q: want a positive integer", v)
+			}
+			out.tries = n
+		case "drift":
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil || f < 0 || f >= 1 {
+				return out, fmt.Errorf("redlock: param drift=%q: want a number in [0, 1)", v)
+			}
+			out.drift = f
+		case "timeout-factor":
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil || f <= 0 {
+				return out, fmt.Errorf("redlock: param timeout-factor=%q: want a positive number", v)
+			}
+			out.timeoutFactor = f
+		default:
+			return out, fmt.Errorf("redlock: unknown param %q (known: extend, tries, drift, timeout-factor)", k)
+		}
+	}
+	return out, nil
+}
+
+// uniqueValue returns the lock value of the next acquire: process, a
+// per-client counter and 32 random bits (which keep a restarted worker with
+// the same process id apart from its previous life).
+func (c *Client) uniqueValue() string {
+	c.seq++
+	return fmt.Sprintf("p%d-%d-%08x", c.cfg.Process, c.seq, rand.Uint32())
+}
+
+// hook calls Config.Hook at point, if there is a hook.
+func (c *Client) hook(point string) {
+	if c.cfg.Hook != nil {
+		c.cfg.Hook(point)
+	}
+}
+
+// Acquire runs one LockContext (WithTries, default 1) on a fresh mutex. It
+// returns impls.ErrNotAcquired when redsync certainly holds nothing: a
+// majority of nodes refused (the lock is taken), or ErrValidityExpired.
+// Any node error that left no majority is returned as is (outcome unknown:
+// redsync tried to release, but a node that did not answer may hold the
+// key until it expires). The lease's ValidUntil is redsync's Until() moved
+// onto the harness clock, 0 with the keep-alive on; Node lists the nodes
+// that granted.
+func (c *Client) Acquire(ctx context.Context, lock string, ttl time.Duration) (impls.Lease, error) {
+	if ttl < time.Millisecond {
+		return impls.Lease{}, fmt.Errorf("redlock: ttl %v is below Redis's 1ms resolution", ttl)
+	}
+	value := c.uniqueValue()
+	at := &attempt{quorum: len(c.pools)/2 + 1, hook: c.hook, granted: make([]bool, len(c.pools))}
+	pools := make([]redsyncredis.Pool, len(c.pools))
+	for i, p := range c.pools {
+		pools[i] = &hookedPool{Pool: p, at: at, node: i}
+	}
+	m := redsync.New(pools...).NewMutex(lock,
+		redsync.WithExpiry(ttl), redsync.WithTries(c.tries), redsync.WithDriftFactor(c.drift), redsync.WithTimeoutFactor(c.tf),
+		redsync.WithGenValueFunc(func() (string, error) { return value, nil }))
+	err := m.LockContext(ctx)
+	if err != nil {
+		return impls.Lease{}, classifyLockErr(err, at.grants(), at.quorum, len(c.pools))
+	}
+	l := impls.Lease{Lock: lock, Value: m.Value(), Node: strings.Join(at.grantedNames(c.names), ",")}
+	if !c.extend {
+		l.ValidUntil = onHarnessClock(m.Until(), c.cfg.Now(), time.Now())
+	}
+	h := &holding{m: m}
+	if c.extend {
+		kctx, cancel := context.WithCancel(context.Background())
+		h.stop, h.done = cancel, make(chan struct{})
+		go h.keepAlive(kctx, ttl)
+	}
+	c.held[l.Value] = h
+	return l, nil
+}
+
+// onHarnessClock converts until, a time.Time with a monotonic reading, to
+// the harness clock, given the harness clock now and time.Now() read at the
+// same moment.
+func onHarnessClock(until time.Time, now time.Duration, wallNow time.Time) time.Duration {
+	return now + until.Sub(wallNow)
+}
+
+// classifyLockErr maps LockContext's error: ErrValidityExpired when a
+// majority granted (redsync then fails only because the validity ran out),
+// ErrNotAcquired when no node failed (the lock is taken on a majority),
+// else the error, whose outcome is unknown. grants is how many nodes
+// granted.
+func classifyLockErr(err error, grants, quorum, nodes int) error {
+	var re *redsync.RedisError
+	failed := errors.As(err, &re) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
+	switch {
+	case grants >= quorum:
+		// With a majority of grants, redsync fails only when the validity
+		// it computed is over (its error is then ErrFailed, or the refusals
+		// and failures of the other nodes). It released on every node, and
+		// the caller never holds the lock: a certain failure, even if a node
+		// that failed may keep the key until it expires.
+		return fmt.Errorf("%w (%d of %d nodes granted; %v)", ErrValidityExpired, grants, nodes, err)
+	case failed:
+		return fmt.Errorf("redlock: %d of %d nodes granted, quorum %d: %w", grants, nodes, quorum, err)
+	default:
+		return fmt.Errorf("%w: %d of %d nodes granted, quorum %d: %v", impls.ErrNotAcquired, grants, nodes, quorum, err)
+	}
+}
+
+// keepAlive extends the lease every ttl/3 until stopped. It stops at the
+// first failure: the lock is lost, and redsync's users typically only log
+// that.
+func (h *holding) keepAlive(ctx context.Context, ttl time.Duration) {
+	defer close(h.done)
+	t := time.NewTicker(ttl / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		ok, err := h.m.ExtendContext(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if !ok || err != nil {
+			if err == nil {
+				err = redsync.ErrExtendFailed
+			}
+			h.extendErr.Store(&err)
+			return
+		}
+	}
+}
+
+// Release stops the lease's keep-alive, if any, and runs UnlockContext. It
+// returns impls.ErrNotHeld when no node failed and fewer than a majority
+// still held the lease's value; a node error leaves the outcome unknown.
+func (c *Client) Release(ctx context.Context, l impls.Lease) (impls.Released, error) {
+	h, ok := c.held[l.Value]
+	if !ok {
+		return impls.Released{}, fmt.Errorf("redlock: release of a lease this client does not hold (%s %s)", l.Lock, l.Value)
+	}
+	delete(c.held, l.Value)
+	if h.stop != nil {
+		h.stop()
+		<-h.done
+	}
+	ok, err := h.m.UnlockContext(ctx)
+	if ok {
+		return impls.Released{Removed: l.Value}, nil
+	}
+	var re *redsync.RedisError
+	if err != nil && (errors.As(err, &re) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) {
+		return impls.Released{}, fmt.Errorf("redlock: unlock: %w", err)
+	}
+	if e := h.extendErr.Load(); e != nil {
+		return impls.Released{}, fmt.Errorf("%w (keep-alive failed earlier: %v)", impls.ErrNotHeld, *e)
+	}
+	return impls.Released{}, impls.ErrNotHeld
+}
+
+// Close stops every keep-alive and closes the node connections. It does not
+// release held locks: they expire.
+func (c *Client) Close() error {
+	for v, h := range c.held {
+		if h.stop != nil {
+			h.stop()
+			<-h.done
+		}
+		delete(c.held, v)
+	}
+	var errs []error
+	for _, r := range c.rdbs {
+		errs = append(errs, r.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// attempt counts the SET NX replies of one LockContext and calls the hook
+// at the pause points.
+type attempt struct {
+	quorum int
+	hook   func(string)
+
+	answered atomic.Int32
+	granting atomic.Int32
+
+	mu      sync.Mutex
+	granted []bool // by node index
+}
+
+// reply records one node's SET NX reply and calls the hook at
+// after-node-K and, for the grant that makes the majority, after-majority.
+func (a *attempt) reply(node int, ok bool) {
+	if ok {
+		a.mu.Lock()
+		a.granted[node] = true
+		a.mu.Unlock()
+	}
+	k := int(a.answered.Add(1))
+	a.hook(PointAfterNode(k))
+	if ok && int(a.granting.Add(1)) == a.quorum {
+		a.hook(PointAfterMajority)
+	}
+}
+
+// grants returns how many nodes granted.
+func (a *attempt) grants() int { return int(a.granting.Load()) }
+
+// grantedNames returns the names of the nodes that granted, in node order.
+func (a *attempt) grantedNames(names []string) []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []string
+	for i, g := range a.granted {
+		if g {
+			out = append(out, names[i])
+		}
+	}
+	return out
+}
+
+// hookedPool wraps a redsync pool so that its connections report SET NX
+// replies to the attempt.
+type hookedPool struct {
+	redsyncredis.Pool
+	at   *attempt
+	node int
+}
+
+// Get returns a connection that reports its SET NX replies.
+func (p *hookedPool) Get(ctx context.Context) (redsyncredis.Conn, error) {
+	c, err := p.Pool.Get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &hookedConn{Conn: c, at: p.at, node: p.node}, nil
+}
+
+// hookedConn is a redsync connection whose SetNX reports to the attempt.
+type hookedConn struct {
+	redsyncredis.Conn
+	at   *attempt
+	node int
+}
+
+// SetNX sends the SET NX and, once the reply is in, reports it (which may
+// stop at a pause point) before returning it to redsync.
+func (c *hookedConn) SetNX(name, value string, expiry time.Duration) (bool, error) {
+	ok, err := c.Conn.SetNX(name, value, expiry)
+	c.at.reply(c.node, ok && err == nil)
+	return ok, err
+}

@@ -1,0 +1,344 @@
+package run
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/clusters/local"
+	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/impls"
+	"github.com/locktest/locktest/workloads"
+)
+
+func needBins(tb testing.TB, bins ...string) {
+	tb.Helper()
+	for _, b := range bins {
+		if _, err := exec.LookPath(b); err != nil {
+			tb.Skip(b + " not installed (make setup)")
+		}
+	}
+}
+
+// The multi-node Redis locks hold up without faults.
+func TestMultiNodeRedisNoFaultRunsAreValid(t *testing.T) {
+	needBins(t, "redis-server", "redis-sentinel", "redis-cli")
+	for _, impl := range []string{"redlock", "redis-replicated", "redis-cluster"} {
+		t.Run(impl, func(t *testing.T) {
+			cfg := testConfig(t, impl)
+			cfg.Duration = 3 * time.Second
+			cfg.Locks = 2
+			out, h := mustRun(t, cfg)
+			r := out.Results
+			if r.Valid != checker.Valid {
+				t.Errorf("verdict %s, want valid; anomalies %v", r.Valid, kinds(r))
+			}
+			if cs := r.Stats["critical_sections"]; cs < 20 {
+				t.Errorf("%v critical sections, want at least 20", cs)
+			}
+			// Every lease names the node(s) that granted it.
+			for _, o := range h {
+				if o.F == history.Acquire && o.Type == history.OK && o.Value.Node == "" {
+					t.Fatalf("acquire ok %d names no node", o.Index)
+				}
+			}
+		})
+	}
+}
+
+// A redlock worker stopped (and SIGSTOPped by the nemesis) at
+// after-majority for twice the ttl: redsync refuses the lock. It never hands
+// back an Until() in the past: its validity check runs after the last reply
+// on Go's monotonic clock, which the stop does not stop.
+func TestRedlockPauseAfterMajorityIsRefused(t *testing.T) {
+	needRedis(t)
+	cfg := pauseConfig(t, "redlock", workloads.ModeNone)
+	cfg.PausePoint = "after-majority"
+	cfg.Duration = 5 * time.Second
+	out, h := mustRun(t, cfg)
+	pauses := 0
+	pair := h.Pair()
+	for i, o := range h {
+		if !o.IsNemesis() || o.F != "pause-client" || o.Type != history.OK {
+			continue
+		}
+		// The run's end heals a pause early; only a pause longer than the
+		// ttl must make the lock expire.
+		resumed := int64(-1)
+		for _, r := range h[i:] {
+			if r.IsNemesis() && r.F == "resume-client" && r.Type == history.Invoke {
+				resumed = r.Time
+				break
+			}
+		}
+		if resumed < 0 || time.Duration(resumed-o.Time) <= cfg.TTL {
+			continue
+		}
+		pauses++
+		var p int
+		if _, err := fmt.Sscanf(o.Value.Targets[0], "p%d", &p); err != nil {
+			t.Fatalf("target %q", o.Value.Targets)
+		}
+		// The paused process's open acquire completes as a refusal.
+		inv := -1
+		for j := i; j >= 0; j-- {
+			if h[j].Process == p && h[j].F == history.Acquire && h[j].Type == history.Invoke {
+				inv = j
+				break
+			}
+		}
+		if inv < 0 || pair[inv] < i {
+			t.Fatalf("pause %d: p%d has no acquire open at the pause", i, p)
+		}
+		done := h[pair[inv]]
+		if done.Type != history.Fail || !strings.Contains(done.Error, "validity ran out") {
+			t.Errorf("acquire of p%d paused at after-majority completed %s %q, want fail: validity ran out", p, done.Type, done.Error)
+		}
+	}
+	if pauses < 2 {
+		t.Fatalf("%d pauses at after-majority applied, want at least 2", pauses)
+	}
+	if out.Results.Valid != checker.Valid {
+		t.Errorf("verdict %s, anomalies %v: a refused lock cannot break anything", out.Results.Valid, kinds(out.Results))
+	}
+}
+
+// A redlock holder paused after Lock returned, after its read and right
+// before its write: the unprotected resource takes the stale write; the
+// check-and-set store, which the holder claimed with its unique value
+// before the pause, rejects it. Paused right after Lock returned, before
+// the claim, the woken holder's claim comes late and check-and-set lets
+// its stale write through: Redlock's value says who holds the lock, not
+// in which order holders came.
+func TestRedlockPauseBeforeWrite(t *testing.T) {
+	needRedis(t)
+	tests := []struct {
+		mode  workloads.Mode
+		point string
+		valid bool
+	}{
+		{workloads.ModeNone, workloads.PointBeforeWrite, false},
+		{workloads.ModeCheckAndSet, workloads.PointBeforeWrite, true},
+		{workloads.ModeCheckAndSet, workloads.PointAfterAcquire, false},
+	}
+	for _, tt := range tests {
+		t.Run(string(tt.mode)+"/"+tt.point, func(t *testing.T) {
+			cfg := pauseConfig(t, "redlock", tt.mode)
+			cfg.PausePoint = tt.point
+			cfg.Duration = 5 * time.Second
+			out, h := mustRun(t, cfg)
+			if n := nemesisOps(h, "pause-client", history.OK); n < 2 {
+				t.Fatalf("%d client pauses applied, want at least 2", n)
+			}
+			res := result(t, out.Results, "resource")
+			k := kinds(out.Results)
+			if tt.valid {
+				if res.Valid != checker.Valid {
+					t.Errorf("resource verdict %s, anomalies %v: check-and-set let a stale write through", res.Valid, k)
+				}
+				if res.Stats["saved_by_fencing"] < 1 {
+					t.Errorf("no stale write rejected by the claim; stats %v", res.Stats)
+				}
+				return
+			}
+			if res.Valid != checker.Invalid || k["lost-update"]+k["stale-write"] == 0 {
+				t.Errorf("resource verdict %s, anomalies %v: want a stale write or lost update", res.Valid, k)
+			}
+		})
+	}
+}
+
+// The keep-alive of redlock-extend stops with the rest of a paused worker:
+// its lease expires, another process takes the lock, and the woken holder,
+// which believes it holds the lock until it releases it, overlaps it.
+func TestRedlockExtendPausedLosesLock(t *testing.T) {
+	needRedis(t)
+	cfg := pauseConfig(t, "redlock-extend", workloads.ModeNone)
+	cfg.Duration = 5 * time.Second
+	out, h := mustRun(t, cfg)
+	if n := nemesisOps(h, "pause-client", history.OK); n < 2 {
+		t.Fatalf("%d client pauses applied, want at least 2", n)
+	}
+	for _, o := range h {
+		if o.F == history.Acquire && o.Type == history.OK && o.Value.ValidUntil != 0 {
+			t.Fatalf("acquire ok %d has valid_until %d; a kept-alive lease has none", o.Index, o.Value.ValidUntil)
+		}
+	}
+	if k := kinds(out.Results); k["overlapping-holds"] == 0 {
+		t.Errorf("anomalies %v: want overlapping holds", k)
+	}
+}
+
+// Two holders from asynchronous replication, forced: the replicas are
+// stopped and their link's buffers filled, so the master's reply to an
+// acquire goes out while the lock's SET is still in the master's output
+// buffer to the replicas; then the master is killed, the replicas resumed,
+// Sentinel promotes one, and a second client acquires the same lock from
+// it. The checkers see overlapping holds naming both acquires.
+func TestReplicatedFailoverGivesTwoHolders(t *testing.T) {
+	needBins(t, "redis-server", "redis-sentinel")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	s, err := local.NewSentinel(local.SentinelOptions{Dir: t.TempDir(), Replicas: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Stop(context.Background()) })
+	if err := s.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	clock := history.StartClock()
+	rec := history.NewRecorder(nil)
+	client := func(p int) impls.Client {
+		impl, _ := impls.Lookup("redis-replicated")
+		cfg := impls.Config{Nodes: s.Nodes(), Process: p, Now: clock.Now, Wall: time.Now}
+		c, err := impl.New(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	record := func(op history.Op) {
+		if op.Time == 0 {
+			op.Time = int64(clock.Now())
+		}
+		if _, err := rec.Record(op); err != nil {
+			t.Fatal(err)
+		}
+	}
+	acquire := func(c impls.Client, p int) impls.Lease {
+		record(history.Op{Type: history.Invoke, Process: p, F: history.Acquire, Value: history.Value{Lock: "L"}})
+		l, err := c.Acquire(ctx, "L", time.Minute)
+		if err != nil {
+			t.Fatalf("p%d acquire: %v", p, err)
+		}
+		record(history.Op{Type: history.OK, Process: p, F: history.Acquire, Value: history.Value{
+			Lock: "L", Token: history.Tok(l.Token), LockValue: l.Value, ValidUntil: int64(l.ValidUntil), Node: l.Node}})
+		return l
+	}
+	a, b := client(0), client(1)
+	// Warm p0 up: its connection to the master exists before the replicas
+	// stop.
+	if _, err := a.Acquire(ctx, "warm-up", time.Second); err != nil {
+		t.Fatal(err)
+	}
+
+	var master clusters.Node
+	var replicas []clusters.Node
+	for _, n := range s.Targets() {
+		if n.Role == local.RoleMaster {
+			master = n
+		} else {
+			replicas = append(replicas, n)
+		}
+	}
+	for _, r := range replicas {
+		if err := s.Pause(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := goredis.NewClient(&goredis.Options{Addr: master.Addr, MaxRetries: -1, DisableIdentity: true, Protocol: 2})
+	defer m.Close()
+	// Fill the stopped replicas' sockets until the master cannot write to
+	// them any more: from then on, everything the master writes to the
+	// replicas stays in the master's memory.
+	filler := strings.Repeat("x", 1<<20)
+	for i := 0; ; i++ {
+		if i == 256 {
+			t.Fatal("replica links never backed up after 256 MB")
+		}
+		if err := m.Set(ctx, fmt.Sprintf("filler-%d", i), filler, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if backedUp(t, ctx, m, len(replicas)) {
+			t.Logf("replica links backed up after %d MB", i+1)
+			break
+		}
+	}
+	la := acquire(a, 0)
+	if la.Node != master.Name {
+		t.Fatalf("p0 got the lock from %s, not the master %s", la.Node, master.Name)
+	}
+	record(history.Op{Type: history.Invoke, Process: history.NemesisProcess, F: "kill-node", Value: history.Value{Targets: []string{master.Name}}})
+	if err := s.Kill(ctx, master); err != nil {
+		t.Fatal(err)
+	}
+	record(history.Op{Type: history.OK, Process: history.NemesisProcess, F: "kill-node", Value: history.Value{Targets: []string{master.Name}}})
+	for _, r := range replicas {
+		if err := s.Resume(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nm, err := s.WaitFailover(ctx, master)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lb := acquire(b, 1)
+	if lb.Node != nm.Name {
+		t.Errorf("p1 got the lock from %s, not the new master %s", lb.Node, nm.Name)
+	}
+	t.Logf("p0 holds L (token %d) from %s until %v; p1 holds it (token %d) from %s", la.Token, la.Node, la.ValidUntil, lb.Token, lb.Node)
+
+	h := rec.History()
+	res := checker.Run(ctx, h, checker.All()...)
+	var found *checker.Anomaly
+	verdict := checker.Valid
+	for _, c := range res {
+		verdict = checker.Merge(verdict, c.Valid)
+		for i, an := range c.Anomalies {
+			if an.Kind == "overlapping-holds" {
+				found = &c.Anomalies[i]
+			}
+		}
+	}
+	if found == nil {
+		t.Fatalf("no overlapping-holds reported; results %+v", res)
+	}
+	okA, okB := 1, len(h)-1 // the two acquire oks
+	if !slices.Contains(found.Ops, okA) || !slices.Contains(found.Ops, okB) {
+		t.Errorf("overlapping-holds names ops %v, want %d and %d: %s", found.Ops, okA, okB, found.Explanation)
+	}
+	if verdict != checker.Invalid {
+		t.Errorf("verdict %s, want invalid", verdict)
+	}
+	t.Log(found.Explanation)
+	// The token counter went back with the lost write: the new master hands
+	// out the token it never knew was granted.
+	if lb.Token > la.Token {
+		t.Errorf("token %d after %d: the counter should have lost the first grant", lb.Token, la.Token)
+	}
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		t.Fatal("test ran out of time")
+	}
+}
+
+// backedUp reports whether the master's links to n replicas are backed up:
+// on every line of CLIENT LIST TYPE replica the master waits for the socket
+// to take more (events=rw), so what it writes now stays in its own memory.
+func backedUp(t *testing.T, ctx context.Context, m *goredis.Client, n int) bool {
+	t.Helper()
+	list, err := m.Do(ctx, "CLIENT", "LIST", "TYPE", "replica").Text()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(list), "\n")
+	if len(lines) != n {
+		t.Fatalf("master lists %d replicas, want %d: %s", len(lines), n, list)
+	}
+	for _, l := range lines {
+		if !slices.Contains(strings.Fields(l), "events=rw") {
+			return false
+		}
+	}
+	return true
+}
