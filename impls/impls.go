@@ -62,6 +62,23 @@ type Client interface {
 	Close() error
 }
 
+// GuardedWriter is an optional ability of a Client whose lock service can
+// hold the shared resource itself and guard each write by the lock's
+// ownership in one atomic step (etcd: a transaction comparing the holder's
+// key revision, as concurrency.Mutex.IsOwner does). The resource mode
+// "etcd-guarded" sends the critical section's read and write through it
+// instead of the resource store, so fencing happens inside the lock service.
+type GuardedWriter interface {
+	// GuardedRead returns the resource counter called key (0 if it was
+	// never written). An error means nothing was read.
+	GuardedRead(ctx context.Context, l Lease, key string) (int64, error)
+	// GuardedWrite sets the counter called key to value only if l still
+	// owns its lock. It reports accepted false with a nil error when the
+	// lock service refused the write because l no longer owns the lock
+	// (nothing changed); any error means the outcome is unknown.
+	GuardedWrite(ctx context.Context, l Lease, key string, value int64) (accepted bool, err error)
+}
+
 // Config is what an impl needs to build a client.
 type Config struct {
 	// Addrs are the host:port addresses of the backend's nodes, in node
@@ -97,6 +114,9 @@ type Impl struct {
 	Nodes int
 	// Fenced says whether its leases carry fencing tokens.
 	Fenced bool
+	// Guarded says whether its clients implement GuardedWriter, which the
+	// resource mode etcd-guarded needs.
+	Guarded bool
 	// Doc says in one sentence what the algorithm is and how it fails.
 	Doc string
 	// Points are the pause points the impl passes to Config.Hook inside its

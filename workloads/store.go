@@ -31,15 +31,20 @@ const (
 	// holder first claims the resource with its unique lock value (antirez's
 	// alternative to a monotonic token).
 	ModeCheckAndSet Mode = "check-and-set"
+	// ModeEtcdGuarded keeps the resource in the lock service itself: each
+	// write is a transaction guarded by the writer's lock ownership
+	// (impls.GuardedWriter), so the store is not used. Only impls whose
+	// clients have that ability can run it.
+	ModeEtcdGuarded Mode = "etcd-guarded"
 )
 
 // ParseMode validates a resource mode name.
 func ParseMode(s string) (Mode, error) {
 	switch m := Mode(s); m {
-	case ModeNone, ModeFenced, ModeCheckAndSet:
+	case ModeNone, ModeFenced, ModeCheckAndSet, ModeEtcdGuarded:
 		return m, nil
 	}
-	return "", fmt.Errorf("unknown resource mode %q (want none, fenced or check-and-set)", s)
+	return "", fmt.Errorf("unknown resource mode %q (want none, fenced, check-and-set or etcd-guarded)", s)
 }
 
 // StoreRequest is one request to the resource store, sent as a JSON line.
