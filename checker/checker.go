@@ -65,19 +65,32 @@ type Checker interface {
 }
 
 // All returns the lock checkers, in the order reports show them: mutual
-// exclusion as the clients believed it, what the resource store accepted, and
-// fencing-token monotonicity. Its Resource has no Mode (the run's resource
-// mode is unknown), so it checks accepted writes for token regressions; use
-// ForMode when the mode is known.
+// exclusion as the clients believed it, what the resource store accepted,
+// fencing-token monotonicity and liveness. Its Resource has no Mode (the
+// run's resource mode is unknown), so it checks accepted writes for token
+// regressions; use ForMode when the mode is known.
 func All() []Checker {
 	return ForMode("")
 }
 
 // ForMode returns the checkers of All, in the same order, with the Resource
 // checker told the run's resource mode ("none", "fenced", "check-and-set",
-// or "" when unknown); see Resource.Mode.
+// any other mode, or "" when unknown); see Resource.Mode.
 func ForMode(mode string) []Checker {
-	return []Checker{MutualExclusion{}, Resource{Mode: mode}, FencingTokens{}}
+	return []Checker{MutualExclusion{}, Resource{Mode: mode}, FencingTokens{}, Liveness{}}
+}
+
+// For returns the checkers of a run: those of ForMode(mode) and, when the
+// locks are not leases (leases false: database session locks, whose
+// acquires carry no valid_until), the porcupine checker of MutexModel
+// bounded by DefaultLinearizableTimeout. Leases reports from a stored
+// history which case it is.
+func For(mode string, leases bool) []Checker {
+	cs := ForMode(mode)
+	if !leases {
+		cs = append(cs, Linearizable(MutexModel, DefaultLinearizableTimeout))
+	}
+	return cs
 }
 
 // Run runs every checker on h and returns their results in order. A checker

@@ -15,7 +15,7 @@ func TestAll(t *testing.T) {
 	for _, c := range All() {
 		names = append(names, c.Name())
 	}
-	if want := []string{"mutual-exclusion", "resource", "fencing-tokens"}; !slices.Equal(names, want) {
+	if want := []string{"mutual-exclusion", "resource", "fencing-tokens", "liveness"}; !slices.Equal(names, want) {
 		t.Fatalf("All() names %v, want %v", names, want)
 	}
 	rs := Run(context.Background(), cleanHistory(), All()...)
@@ -33,18 +33,55 @@ func TestForMode(t *testing.T) {
 	if got := All()[1]; got != (Resource{}) {
 		t.Errorf("All()[1] = %#v, want the zero Resource", got)
 	}
-	for _, mode := range []string{"", "none", "fenced", "check-and-set"} {
+	for _, mode := range []string{"", "none", "fenced", "check-and-set", "etcd-guarded"} {
 		cs := ForMode(mode)
 		var names []string
 		for _, c := range cs {
 			names = append(names, c.Name())
 		}
-		if want := []string{"mutual-exclusion", "resource", "fencing-tokens"}; !slices.Equal(names, want) {
+		if want := []string{"mutual-exclusion", "resource", "fencing-tokens", "liveness"}; !slices.Equal(names, want) {
 			t.Errorf("ForMode(%q) names %v, want %v", mode, names, want)
 		}
 		if r, ok := cs[1].(Resource); !ok || r.Mode != mode {
 			t.Errorf("ForMode(%q)[1] = %#v, want Resource{Mode: %q}", mode, cs[1], mode)
 		}
+	}
+}
+
+func TestFor(t *testing.T) {
+	for _, tt := range []struct {
+		mode   string
+		leases bool
+		want   []string
+	}{
+		{"fenced", true, []string{"mutual-exclusion", "resource", "fencing-tokens", "liveness"}},
+		{"none", false, []string{"mutual-exclusion", "resource", "fencing-tokens", "liveness", "linearizable-mutex"}},
+	} {
+		var names []string
+		for _, c := range For(tt.mode, tt.leases) {
+			names = append(names, c.Name())
+		}
+		if !slices.Equal(names, tt.want) {
+			t.Errorf("For(%q, %v) names %v, want %v", tt.mode, tt.leases, names, tt.want)
+		}
+		if r := For(tt.mode, tt.leases)[1].(Resource); r.Mode != tt.mode {
+			t.Errorf("For(%q, %v)[1] = %#v", tt.mode, tt.leases, r)
+		}
+	}
+	lin := For("", false)[4].(Linearizability)
+	if lin.Model != MutexModel || lin.Timeout != DefaultLinearizableTimeout {
+		t.Errorf("For adds %#v, want the mutex model with the default timeout", lin)
+	}
+}
+
+func TestLeases(t *testing.T) {
+	if !Leases(cleanHistory()) {
+		t.Error("Leases(clean history with valid_until) = false")
+	}
+	var b builder
+	b.acquire(0, "x", 1, 2, 0, 0)
+	if Leases(b.h) {
+		t.Error("Leases(session-lock history) = true")
 	}
 }
 

@@ -14,15 +14,19 @@ import (
 // A hold of process p starts at the Time of an acquire ok and ends at the
 // earliest of p's next release invocation of that lock, the acquire's
 // valid_until (when non-zero) and p's next acquire invocation of that lock;
-// when there is none of these, at the end of the history (the largest Time
-// of any op). Acquires that completed fail or info, or not at all, are not
+// when there is none of these, it lasts past the end of the history (the
+// largest Time of any op), so a hold that starts at that very end overlaps
+// it. Acquires that completed fail or info, or not at all, are not
 // holds. Holds that merely touch (one ends at the ns the other starts) do not
 // overlap. Nemesis ops are ignored, and holds of differently named locks
 // never conflict.
 //
 // The checker reports an "overlapping-holds" anomaly for every hold B that
 // starts inside a hold A of the same lock by another process (A.start <=
-// B.start < A.end, ties in start broken by index), naming the acquire oks of
+// B.start < A.end, ties in start broken by index) and ends after A starts
+// (A.start < B.end; only an empty B, released at the ns it began or
+// granted with its valid_until already past, can fail that), where a hold
+// that lasts past the end of the history ends after everything, naming the acquire oks of
 // A and B and A's release invocation when it has one. Each hold is reported
 // at most once, against the live hold of another process that ends last. It
 // reports a "foreign-release" anomaly for every release ok whose
@@ -70,19 +74,24 @@ func (c MutualExclusion) Check(ctx context.Context, h history.History) Result {
 		if ai >= 0 && v.holds[ai].proc == b.proc {
 			ai = l.other
 		}
-		if ai >= 0 && b.start < v.holds[ai].end {
+		// Holds that merely touch do not overlap: B must start before A
+		// ends and end after A starts (a hold that lasts past the end of
+		// the history ends after everything). The second condition only
+		// matters for a B that is empty (released at the ns it began, or
+		// granted with its valid_until already past).
+		if ai >= 0 && v.overlaps(&v.holds[ai], b) {
 			overlaps++
 			r.Anomalies = append(r.Anomalies, v.overlap(&v.holds[ai], b))
 		}
 		switch {
 		case l.best < 0:
 			l.best = int32(i)
-		case b.end > v.holds[l.best].end:
+		case b.lastEnd() > v.holds[l.best].lastEnd():
 			if b.proc != v.holds[l.best].proc {
 				l.other = l.best
 			}
 			l.best = int32(i)
-		case b.proc != v.holds[l.best].proc && (l.other < 0 || b.end > v.holds[l.other].end):
+		case b.proc != v.holds[l.best].proc && (l.other < 0 || b.lastEnd() > v.holds[l.other].lastEnd()):
 			l.other = int32(i)
 		}
 	}
@@ -101,6 +110,23 @@ func (c MutualExclusion) Check(ctx context.Context, h history.History) Result {
 	r.Stats["overlaps"] = float64(overlaps)
 	r.Stats["foreign_releases"] = float64(len(v.foreign))
 	return settle(r)
+}
+
+// lastEnd is when h ends for ordering live holds: its end, or after every
+// time when it lasts past the end of the history.
+func (h *hold) lastEnd() int64 {
+	if h.why == endHistory {
+		return noEnd
+	}
+	return h.end
+}
+
+// overlaps reports whether hold b, which starts no earlier than a, overlaps
+// it.
+func (v *view) overlaps(a, b *hold) bool {
+	aEnds := a.end > b.start || a.why == endHistory
+	bEnds := b.end > a.start || b.why == endHistory
+	return aEnds && bEnds
 }
 
 // overlap explains that hold b began while a was still held.

@@ -46,7 +46,7 @@ import (
 //     and is not reported. So a stale write that rolls the counter back is
 //     one anomaly, and the correct sections after it, which re-read values
 //     already written, are none.
-//   - "token-regression", only when Mode is "fenced" or "": in the same
+//   - "token-regression", unless Mode is "none" or "check-and-set": in the same
 //     order, an accepted write carrying a token lower than the highest
 //     token of an accepted write of the lock before it. Successive
 //     regressions of a lock below the same maximum (set by the same write)
@@ -79,11 +79,15 @@ type Resource struct {
 	// Mode is the resource mode of the run: "none" (the store accepts
 	// every write), "fenced" (it rejects a write whose token is lower than
 	// the highest it accepted), "check-and-set" (it accepts writes only
-	// from the holder that claimed it last), or "" when unknown. Accepted
-	// writes are checked for token regressions only when Mode is "fenced"
-	// or "": in any other mode the store does not enforce token order, and
-	// a write accepted from a holder whose lease had ended is already a
-	// stale-write.
+	// from the holder that claimed it last), another mode, or "" when
+	// unknown. Accepted writes are checked for token regressions in every
+	// mode but "none" and "check-and-set": there the store does not
+	// enforce token order, and a write accepted from a holder whose lease
+	// had ended is already a stale-write. Any other mode (such as
+	// "etcd-guarded", whose store accepts a write only while the writer
+	// still owns the lock and whose writes carry the lock's create
+	// revision as token) is taken to guard writes by the lock, so that an
+	// accepted write below an earlier token is a violation.
 	Mode string
 }
 
@@ -94,7 +98,7 @@ func (Resource) Name() string { return "resource" }
 
 // fenced reports whether the store of c's mode enforces fencing tokens, so
 // that an accepted token regression is an anomaly.
-func (c Resource) fenced() bool { return c.Mode == "" || c.Mode == "fenced" }
+func (c Resource) fenced() bool { return c.Mode != "none" && c.Mode != "check-and-set" }
 
 // accepted is one write ok.
 type accepted struct {

@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
+	"strings"
 	"sync"
 	"time"
 )
@@ -119,15 +121,46 @@ func (e *LineError) Error() string { return fmt.Sprintf("line %d: %v", e.Line, e
 func (e *LineError) Unwrap() error { return e.Err }
 
 // Decode reads a JSON-lines history. It rejects, with a *LineError naming
-// the 1-based line, a line that is not one JSON op (a truncated last line
-// included), an op whose index is not its position, an unknown type, a
-// double invoke and a completion without its invoke. Blank lines are not
-// allowed either: a history is written one op per line.
+// the 1-based line and giving a one-line reason, a line that is not one JSON
+// op (a truncated last line and a blank line included), a field whose value
+// has the wrong JSON type, an unknown field, an op whose index is not its
+// position, an unknown type, an op without f, a negative time, an op whose
+// time is before the time of the previous op of the same process (each
+// process records its ops one after another on one monotonic clock, so its
+// times never go back; ops of different processes may arrive slightly out
+// of time order and are accepted), a double invoke and a completion without
+// its invoke. It never panics, whatever the input. The ops before the bad
+// line are returned with the error.
 func Decode(r io.Reader) (History, error) {
+	return decode(r, 0)
+}
+
+// decode is Decode with room for about sizeHint ops.
+func decode(r io.Reader, sizeHint int) (History, error) {
 	rec := NewRecorder(nil)
+	rec.ops = make(History, 0, sizeHint)
+	fast := newFastParser()
 	br := bufio.NewReaderSize(r, 1<<16)
+	// last is, per process, the time and line of its previous op.
+	type seen struct {
+		time int64
+		line int
+	}
+	last := make(map[int]seen)
+	var rd bytes.Reader
+	var long []byte
 	for line := 1; ; line++ {
-		b, err := br.ReadBytes('\n')
+		// ReadSlice does not copy the line; a line longer than the
+		// buffer is gathered in long.
+		b, err := br.ReadSlice('\n')
+		if err == bufio.ErrBufferFull {
+			long = append(long[:0], b...)
+			for err == bufio.ErrBufferFull {
+				b, err = br.ReadSlice('\n')
+				long = append(long, b...)
+			}
+			b = long
+		}
 		if len(b) == 0 && err == io.EOF {
 			return rec.ops, nil
 		}
@@ -138,21 +171,63 @@ func Decode(r io.Reader) (History, error) {
 			return rec.ops, &LineError{line, errors.New("truncated: the last line has no newline")}
 		}
 		var op Op
-		dec := json.NewDecoder(bytes.NewReader(b))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&op); err != nil {
-			return rec.ops, &LineError{line, fmt.Errorf("not a JSON op: %v", err)}
-		}
-		if dec.More() {
-			return rec.ops, &LineError{line, errors.New("more than one value on the line")}
+		if !fast.parse(b[:len(b)-1], &op) {
+			op = Op{}
+			rd.Reset(b)
+			dec := json.NewDecoder(&rd)
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&op); err != nil {
+				return rec.ops, &LineError{line, jsonReason(err)}
+			}
+			if dec.More() {
+				return rec.ops, &LineError{line, errors.New("more than one value on the line")}
+			}
 		}
 		if op.Index != line-1 {
 			return rec.ops, &LineError{line, fmt.Errorf("index %d, want %d", op.Index, line-1)}
 		}
+		if op.Time < 0 {
+			return rec.ops, &LineError{line, fmt.Errorf("negative time %d", op.Time)}
+		}
+		if prev, ok := last[op.Process]; ok && op.Time < prev.time {
+			return rec.ops, &LineError{line, fmt.Errorf("out of time order: process %d's op at time %d is before its previous op at time %d (line %d)",
+				op.Process, op.Time, prev.time, prev.line)}
+		}
 		if _, err := rec.Record(op); err != nil {
 			return rec.ops, &LineError{line, err}
 		}
+		last[op.Process] = seen{op.Time, line}
 	}
+}
+
+// jsonReason turns a JSON decoding error into a one-line reason.
+func jsonReason(err error) error {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		field := te.Field
+		if field == "" {
+			field = "the op"
+		}
+		return fmt.Errorf("value of wrong type: %s is a JSON %s, want %s", field, te.Value, jsonKind(te.Type.String()))
+	}
+	return fmt.Errorf("not a JSON op: %s", strings.Join(strings.Fields(err.Error()), " "))
+}
+
+// jsonKind names the JSON kind a Go type of Op decodes from.
+func jsonKind(goType string) string {
+	switch strings.TrimPrefix(goType, "*") {
+	case "int", "int64", "uint64":
+		return "an integer"
+	case "string", "history.Type":
+		return "a string"
+	case "[]string":
+		return "an array of strings"
+	case "history.Op":
+		return "an object"
+	case "history.Value":
+		return "an object"
+	}
+	return goType
 }
 
 // ReadFile decodes the history file at path. Errors name the file.
@@ -162,9 +237,227 @@ func ReadFile(path string) (History, error) {
 		return nil, err
 	}
 	defer f.Close()
-	h, err := Decode(f)
+	hint := 0
+	if st, err := f.Stat(); err == nil {
+		hint = int(min(st.Size()/160, 1<<26)) // ops are about 150-250 bytes
+	}
+	h, err := decode(f, hint)
 	if err != nil {
 		return h, fmt.Errorf("%s: %w", path, err)
 	}
 	return h, nil
+}
+
+// fastParser decodes the lines Writer writes — one JSON object per line with
+// the fields of Op, no whitespace, integers only, strings of printable
+// ASCII without escapes — much faster than encoding/json, and refuses
+// (parse returns false) anything else, which Decode then hands to
+// encoding/json with its exact errors. What it accepts it decodes exactly as
+// encoding/json would. It interns the strings it reads, since a history
+// repeats a few lock names, functions and errors many times.
+type fastParser struct {
+	b      []byte
+	i      int
+	intern map[string]string
+}
+
+func newFastParser() *fastParser { return &fastParser{intern: make(map[string]string)} }
+
+// parse decodes line (without its newline) into op and reports whether it
+// could.
+func (p *fastParser) parse(line []byte, op *Op) bool {
+	p.b, p.i = line, 0
+	ok := p.object(func(key []byte) bool {
+		switch string(key) {
+		case "index":
+			n, ok := p.int()
+			op.Index = int(n)
+			return ok
+		case "type":
+			s, ok := p.str()
+			op.Type = Type(s)
+			return ok
+		case "process":
+			n, ok := p.int()
+			op.Process = int(n)
+			return ok
+		case "f":
+			s, ok := p.str()
+			op.F = s
+			return ok
+		case "time":
+			n, ok := p.int()
+			op.Time = n
+			return ok
+		case "error":
+			s, ok := p.str()
+			op.Error = s
+			return ok
+		case "value":
+			return p.value(&op.Value)
+		}
+		return false
+	})
+	return ok && p.i == len(p.b)
+}
+
+func (p *fastParser) value(v *Value) bool {
+	return p.object(func(key []byte) bool {
+		var ok bool
+		switch string(key) {
+		case "lock":
+			v.Lock, ok = p.str()
+		case "token":
+			var t uint64
+			t, ok = p.uint()
+			v.Token = Tok(t)
+		case "lock_value":
+			v.LockValue, ok = p.str()
+		case "valid_until":
+			v.ValidUntil, ok = p.int()
+		case "n":
+			var n int64
+			n, ok = p.int()
+			v.N = Num(n)
+		case "store_time":
+			v.StoreTime, ok = p.int()
+		case "removed":
+			v.Removed, ok = p.str()
+		case "node":
+			v.Node, ok = p.str()
+		case "targets":
+			v.Targets, ok = p.strs()
+		case "duration":
+			v.Duration, ok = p.int()
+		case "point":
+			v.Point, ok = p.str()
+		}
+		return ok
+	})
+}
+
+// object parses {"key":value,...}, calling field for each key with the
+// parser at its value.
+func (p *fastParser) object(field func(key []byte) bool) bool {
+	if !p.eat('{') {
+		return false
+	}
+	if p.eat('}') {
+		return true
+	}
+	for {
+		key, ok := p.raw()
+		if !ok || !p.eat(':') || !field(key) {
+			return false
+		}
+		if p.eat('}') {
+			return true
+		}
+		if !p.eat(',') {
+			return false
+		}
+	}
+}
+
+func (p *fastParser) eat(c byte) bool {
+	if p.i < len(p.b) && p.b[p.i] == c {
+		p.i++
+		return true
+	}
+	return false
+}
+
+// raw parses a string of printable ASCII without escapes and returns its
+// bytes.
+func (p *fastParser) raw() ([]byte, bool) {
+	if !p.eat('"') {
+		return nil, false
+	}
+	start := p.i
+	for ; p.i < len(p.b); p.i++ {
+		switch c := p.b[p.i]; {
+		case c == '"':
+			p.i++
+			return p.b[start : p.i-1], true
+		case c < 0x20 || c >= 0x7f || c == '\\':
+			return nil, false
+		}
+	}
+	return nil, false
+}
+
+func (p *fastParser) str() (string, bool) {
+	b, ok := p.raw()
+	if !ok {
+		return "", false
+	}
+	if s, ok := p.intern[string(b)]; ok {
+		return s, true
+	}
+	s := string(b)
+	if len(p.intern) < 1<<16 {
+		p.intern[s] = s
+	}
+	return s, true
+}
+
+func (p *fastParser) strs() ([]string, bool) {
+	if !p.eat('[') {
+		return nil, false
+	}
+	out := []string{}
+	if p.eat(']') {
+		return out, true
+	}
+	for {
+		s, ok := p.str()
+		if !ok {
+			return nil, false
+		}
+		out = append(out, s)
+		if p.eat(']') {
+			return out, true
+		}
+		if !p.eat(',') {
+			return nil, false
+		}
+	}
+}
+
+// uint parses a JSON integer without sign that fits a uint64.
+func (p *fastParser) uint() (uint64, bool) {
+	start := p.i
+	var n uint64
+	for p.i < len(p.b) && p.b[p.i] >= '0' && p.b[p.i] <= '9' {
+		d := uint64(p.b[p.i] - '0')
+		if n > (math.MaxUint64-d)/10 {
+			return 0, false
+		}
+		n = n*10 + d
+		p.i++
+	}
+	digits := p.i - start
+	if digits == 0 || (digits > 1 && p.b[start] == '0') {
+		return 0, false
+	}
+	// A fraction or exponent is not an integer: leave it to encoding/json.
+	if p.i < len(p.b) && (p.b[p.i] == '.' || p.b[p.i] == 'e' || p.b[p.i] == 'E') {
+		return 0, false
+	}
+	return n, true
+}
+
+// int parses a JSON integer that fits an int64.
+func (p *fastParser) int() (int64, bool) {
+	neg := p.eat('-')
+	u, ok := p.uint()
+	switch {
+	case !ok:
+		return 0, false
+	case neg && u <= 1<<63:
+		return -int64(u-1) - 1, true
+	case !neg && u < 1<<63:
+		return int64(u), true
+	}
+	return 0, false
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -19,16 +20,23 @@ func newCheckCmd() *cobra.Command {
 		Use:   "check DIR",
 		Short: "Re-check a stored run's history and rewrite its results.json and report.html",
 		Long: `check reads DIR/history.jsonl (DIR may also be the history file itself), runs
-every checker on it, prints each verdict and how long it took, and rewrites
-results.json and report.html beside the history. A malformed or truncated
-history is refused with its line number (exit 2).`,
+every checker on it — the porcupine mutex model too when the locks are not
+leases (no acquire carries a valid_until) — prints how long reading took and
+each verdict with how long its checker took, and rewrites results.json and
+report.html beside the history. A malformed or truncated history (bad JSON,
+a value of the wrong type, an unknown op type, a negative time, a process's
+ops out of time order, a completion without its invoke) is refused with its
+line number and reason (exit 2).`,
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, a []string) error {
+			start := time.Now()
 			dir, h, info, err := loadRun(a[0])
 			if err != nil {
 				return err
 			}
-			res := reports.Check(info, h, checker.Run(cmd.Context(), h, checker.ForMode(info.Mode)...))
+			fmt.Fprintf(cmd.OutOrStdout(), "read %d ops in %s\n", len(h), time.Since(start).Round(time.Millisecond))
+			cs := checker.For(info.Mode, checker.Leases(h))
+			res := reports.Check(info, h, checker.Run(cmd.Context(), h, cs...))
 			if err := reports.WriteResults(dir, res); err != nil {
 				return err
 			}

@@ -140,6 +140,11 @@ func TestCheckRejectsCorruptHistoriesWithTheLineNumber(t *testing.T) {
 	}{
 		{"truncated in the middle of a line", goodHistory[:len(goodHistory)-20], "line 4: truncated"},
 		{"corrupted line", strings.Replace(goodHistory, `"type":"invoke","process":1`, `"type":"invoke",process:1`, 1), "line 3: not a JSON op"},
+		{"negative time", strings.Replace(goodHistory, `"time":30`, `"time":-30`, 1), "line 3: negative time -30"},
+		{"ops out of time order", strings.Replace(goodHistory, `"time":20`, `"time":5`, 1), "line 2: out of time order"},
+		{"completion without invoke", strings.Replace(goodHistory, `"type":"invoke","process":1`, `"type":"ok","process":1`, 1), "line 3: completion without invoke"},
+		{"unknown op type", strings.Replace(goodHistory, `"type":"invoke","process":1`, `"type":"begin","process":1`, 1), `line 3: unknown op type "begin"`},
+		{"value of the wrong type", strings.Replace(goodHistory, `"token":2`, `"token":"two"`, 1), "line 4: value of wrong type: value.token is a JSON string"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -158,7 +163,8 @@ func TestCheckRejectsCorruptHistoriesWithTheLineNumber(t *testing.T) {
 func TestCheckFindsOverlapAndExitsOne(t *testing.T) {
 	dir := writeRun(t, goodHistory)
 	out, _, code := locktest(t, "check", dir)
-	if code != 1 || !strings.Contains(out, "overlapping-holds") || !strings.Contains(out, "mutual-exclusion  INVALID") {
+	if code != 1 || !strings.Contains(out, "overlapping-holds") || !strings.Contains(out, "mutual-exclusion  INVALID") ||
+		!strings.Contains(out, "read 4 ops in ") || !strings.Contains(out, "liveness") {
 		t.Fatalf("exit %d, out %q", code, out)
 	}
 	r, err := reports.ReadResults(dir)

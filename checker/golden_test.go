@@ -1,0 +1,236 @@
+package checker
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/locktest/locktest/history"
+)
+
+var updateGolden = flag.Bool("update-golden", false, "rewrite the golden histories in testdata/ from their builders")
+
+// goldenHistories builds the golden histories of testdata/, by file name.
+// They are written by `go test -run TestGolden -update-golden`; the test
+// reads the files, not these builders, and compares what the checkers find
+// with golden.json, which is written by hand.
+var goldenHistories = map[string]func(b *builder){
+	// Three processes take lock "x" in turn with increasing tokens; failed
+	// and unknown attempts and a nemesis pause in between.
+	"clean.jsonl": func(b *builder) { b.h = cleanHistory() },
+	// p1 is granted the lock while p0 still holds it.
+	"overlapping-holders.jsonl": func(b *builder) {
+		b.acquire(0, "x", 90, 100, 6, 1300)
+		b.acquire(1, "x", 150, 200, 7, 1200)
+		b.release(0, "x", 250, 260, 6, lv(0, 6))
+		b.release(1, "x", 400, 410, 7, lv(1, 7))
+	},
+	// p0's lease ends while it is paused; p1 takes the lock and writes; p0
+	// wakes and its write is accepted (resource mode none).
+	"stale-write-accepted.jsonl": func(b *builder) {
+		b.acquire(0, "x", 0, 10, 1, 1010)
+		b.read(0, "x", 20, 30, 0)
+		b.invoke(history.NemesisProcess, "pause-client", 40, history.Value{Targets: []string{"p0"}})
+		b.ok(history.NemesisProcess, "pause-client", 41, history.Value{Targets: []string{"p0"}, Duration: ms(2000)})
+		b.section(1, "x", 1100, 2, 0)
+		b.write(0, "x", 2100, 2110, 1, 1, 2105)
+		b.release(0, "x", 2120, 2130, 1, "")
+	},
+	// The same, but the store is fenced and rejects p0's token.
+	"stale-write-rejected.jsonl": func(b *builder) {
+		b.acquire(0, "x", 0, 10, 1, 1010)
+		b.read(0, "x", 20, 30, 0)
+		b.section(1, "x", 1100, 2, 0)
+		b.invoke(0, history.Write, 2100, history.Value{Lock: "x", N: history.Num(1), Token: tok(1), LockValue: lv(0, 1)})
+		b.fail(0, history.Write, 2110, history.Value{Lock: "x", N: history.Num(1), Token: tok(1), LockValue: lv(0, 1), StoreTime: ms(2105)}, "rejected: token 1 < 2")
+		b.release(0, "x", 2120, 2130, 1, "")
+	},
+	// p1 is granted token 3 after p0's grant of token 5 had completed.
+	"token-regression.jsonl": func(b *builder) {
+		b.section(0, "x", 100, 5, 0)
+		b.section(1, "x", 200, 3, 1)
+	},
+	// p0 and p1 are granted the same token, one after the other.
+	"duplicate-token.jsonl": func(b *builder) {
+		b.section(0, "x", 100, 4, 0)
+		b.section(1, "x", 200, 4, 1)
+	},
+	// Session locks (no valid_until): p0 and p1 both believe they hold "x",
+	// both read 0 and both write 1: the second write loses the first.
+	"lost-update.jsonl": func(b *builder) {
+		b.acquire(0, "x", 0, 10, 0, 0)
+		b.acquire(1, "x", 5, 20, 0, 0)
+		b.read(0, "x", 30, 31, 0)
+		b.read(1, "x", 32, 33, 0)
+		b.write(0, "x", 40, 41, 1, 0, 41)
+		b.write(1, "x", 42, 43, 1, 0, 43)
+		b.release(0, "x", 50, 51, 0, "")
+		b.release(1, "x", 52, 53, 0, "")
+	},
+	// Session locks: p0's acquire times out (info): it may or may not have
+	// taken the lock. p1 then takes and releases the lock, and p0 retries
+	// and gets it: consistent with p0's first acquire never taking effect.
+	"indeterminate-acquire.jsonl": func(b *builder) {
+		b.invoke(0, history.Acquire, 0, history.Value{Lock: "x"})
+		b.info(0, history.Acquire, 50, history.Value{Lock: "x"})
+		b.section(1, "x", 100, 0, 0)
+		b.section(0, "x", 200, 0, 1)
+	},
+	// Session locks: p1's release removes p0's lock value while p0 holds
+	// the lock.
+	"release-by-non-holder.jsonl": func(b *builder) {
+		b.acquire(0, "x", 0, 10, 0, 0)
+		b.invoke(1, history.Release, 20, history.Value{Lock: "x", LockValue: lv(1, 0)})
+		b.ok(1, history.Release, 30, history.Value{Lock: "x", Removed: lv(0, 0)})
+		b.release(0, "x", 100, 110, 0, lv(0, 0))
+	},
+	// Session locks: p0's worker is killed inside its critical section;
+	// its open write is completed info "worker exited". p1 and p2 then try
+	// the lock for 10 s and all fail.
+	"stuck-lock.jsonl": func(b *builder) {
+		b.acquire(0, "x", 0, 10, 0, 0)
+		b.read(0, "x", 20, 30, 0)
+		b.invoke(0, history.Write, 40, history.Value{Lock: "x", N: history.Num(1)})
+		b.add(history.Info, 0, history.Write, 500, history.Value{Lock: "x", N: history.Num(1)}, "worker exited: signal: killed")
+		for k := range 5 {
+			p := 1 + k%2
+			at := int64(1000 + 2500*k)
+			b.invoke(p, history.Acquire, at, history.Value{Lock: "x"})
+			b.fail(p, history.Acquire, at+1000, history.Value{Lock: "x"}, "not acquired")
+		}
+	},
+	// Session locks: p0 is paused for 20 s while it holds the lock; p1
+	// fails to acquire all that time, then p0 releases and p1 gets it.
+	// Contention through a long pause, not a stuck lock.
+	"long-pause-not-stuck.jsonl": func(b *builder) {
+		b.acquire(0, "x", 0, 10, 0, 0)
+		b.invoke(history.NemesisProcess, "pause-client", 20, history.Value{Targets: []string{"p0"}})
+		for k := range 8 {
+			at := int64(100 + 2500*k)
+			b.invoke(1, history.Acquire, at, history.Value{Lock: "x"})
+			b.fail(1, history.Acquire, at+1000, history.Value{Lock: "x"}, "not acquired")
+		}
+		b.ok(history.NemesisProcess, "pause-client", 20020, history.Value{Targets: []string{"p0"}})
+		b.release(0, "x", 20030, 20040, 0, lv(0, 0))
+		b.section(1, "x", 21000, 0, 0)
+	},
+}
+
+// golden is one entry of testdata/golden.json.
+type golden struct {
+	File   string `json:"file"`
+	About  string `json:"about"`
+	Mode   string `json:"mode"`
+	Leases bool   `json:"leases"`
+	// Error is, for a history that must be refused, part of the error.
+	Error string `json:"error,omitempty"`
+	// Valid is the overall verdict.
+	Valid Verdict `json:"valid,omitempty"`
+	// Anomalies and Notes are, per checker, the kinds and ops expected;
+	// a checker not named must find none.
+	Anomalies map[string][]goldenAnomaly `json:"anomalies,omitempty"`
+	Notes     map[string][]goldenAnomaly `json:"notes,omitempty"`
+}
+
+type goldenAnomaly struct {
+	Kind string `json:"kind"`
+	Ops  []int  `json:"ops"`
+}
+
+func writeGolden(t *testing.T, path string, h history.History) {
+	t.Helper()
+	w, err := history.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := history.NewRecorder(w)
+	for _, op := range h {
+		if _, err := rec.Record(op); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestGolden(t *testing.T) {
+	if *updateGolden {
+		for name, build := range goldenHistories {
+			var b builder
+			build(&b)
+			writeGolden(t, filepath.Join("testdata", name), b.h)
+		}
+		// The truncated history is the clean one cut inside its last line.
+		var b builder
+		b.h = cleanHistory()
+		path := filepath.Join("testdata", "truncated.jsonl")
+		writeGolden(t, path, b.h)
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, data[:len(data)-25], 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data, err := os.ReadFile(filepath.Join("testdata", "golden.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gs []golden
+	if err := json.Unmarshal(data, &gs); err != nil {
+		t.Fatalf("golden.json: %v", err)
+	}
+	files, _ := filepath.Glob(filepath.Join("testdata", "*.jsonl"))
+	if len(files) != len(gs) {
+		t.Errorf("%d histories in testdata, %d entries in golden.json", len(files), len(gs))
+	}
+	for _, g := range gs {
+		t.Run(strings.TrimSuffix(g.File, ".jsonl"), func(t *testing.T) {
+			h, err := history.ReadFile(filepath.Join("testdata", g.File))
+			if g.Error != "" {
+				if err == nil || !strings.Contains(err.Error(), g.Error) {
+					t.Fatalf("err %v, want one containing %q", err, g.Error)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			rs := Run(context.Background(), h, For(g.Mode, g.Leases)...)
+			if got := Overall(rs); got != g.Valid {
+				t.Errorf("overall verdict %s, want %s", got, g.Valid)
+			}
+			for _, r := range rs {
+				wantValid := Valid
+				if len(g.Anomalies[r.Checker]) > 0 {
+					wantValid = Invalid
+				}
+				if r.Valid != wantValid {
+					t.Errorf("%s: %s, want %s (%s)", r.Checker, r.Valid, wantValid, r.Error)
+				}
+				compareGolden(t, r.Checker+" anomalies", r.Anomalies, g.Anomalies[r.Checker])
+				compareGolden(t, r.Checker+" notes", r.Notes, g.Notes[r.Checker])
+			}
+		})
+	}
+}
+
+func compareGolden(t *testing.T, what string, got []Anomaly, want []goldenAnomaly) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Errorf("%s: got %d, want %d: %+v", what, len(got), len(want), got)
+		return
+	}
+	for i := range want {
+		if got[i].Kind != want[i].Kind || !slices.Equal(got[i].Ops, want[i].Ops) || got[i].Explanation == "" {
+			t.Errorf("%s[%d]: got %s %v, want %s %v (%s)", what, i, got[i].Kind, got[i].Ops, want[i].Kind, want[i].Ops, got[i].Explanation)
+		}
+	}
+}

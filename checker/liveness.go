@@ -1,0 +1,301 @@
+package checker
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/locktest/locktest/history"
+)
+
+// Liveness checks that locks stay usable (DESIGN.md §6, item 5): it
+// measures how often and how fast acquires succeed, and finds locks left
+// stuck after their holder died.
+//
+// A lock is stuck when its last hold (the latest acquire ok of the lock,
+// by start) was never released — no release ok of the holder followed it —
+// and every acquire of the lock that another process invoked after the hold
+// ended failed (completed fail or info, or never completed), at least
+// MinAttempts of them, over a window from the end of the hold to the
+// completion of the last failed attempt that is at least MinWindow long,
+// and for a lease at least as long as the lease itself (valid_until minus
+// the acquire ok's time). When the hold ended depends on what it was:
+//
+//   - a lease (its acquire ok carries a valid_until) ended at valid_until,
+//     whatever became of the holder;
+//   - a session lock (no valid_until) ended only when the holder is known
+//     to have lost it: its worker died (an info op of the holder with an
+//     error starting "worker exited", or a nemesis op whose f starts with
+//     "kill-client" naming the holder as "p<process>", after the acquire
+//     ok), or its release completed fail or info. A session holder that is
+//     merely silent — paused, or still working when the history ended —
+//     holds its lock rightly, and the others failing is no anomaly.
+//
+// The holder's own later acquire attempts neither count nor clear it. So
+// ordinary contention (a later acquire succeeds), a long client pause (the
+// holder releases after it, or a session lock is rightly held through it)
+// and a short history are not stuck. Each stuck lock is one "stuck-lock"
+// anomaly naming the holder's acquire ok, the op that ended the hold (the
+// death op, or the failed release's invocation and completion; none for a
+// lease that simply expired) and the completions of the first and the last
+// failed attempt.
+//
+// The verdict is invalid when a lock is stuck and valid otherwise. Stats:
+// "acquire_attempts" (client acquire invocations), "acquire_ok",
+// "acquire_success_rate" (acquire_ok / acquire_attempts, left out when
+// there was no attempt), "acquire_latency_p50_ms" and
+// "acquire_latency_p99_ms" (from invocation to ok, of the acquires that
+// succeeded; left out when none did), "longest_no_acquire_s" (the longest
+// time, from the first client op to the end of the history, in which no
+// acquire of any lock succeeded) and "stuck_locks". Nemesis ops count only
+// as death evidence. The check takes O(n log n) time.
+type Liveness struct {
+	// MinAttempts is how many failed acquire attempts by other processes a
+	// stuck lock needs; 0 means DefaultStuckAttempts.
+	MinAttempts int
+	// MinWindow is how long the failing window of a stuck lock must last at
+	// least; 0 means DefaultStuckWindow.
+	MinWindow time.Duration
+}
+
+// DefaultStuckAttempts is the default Liveness.MinAttempts: one failure may
+// be contention, three in a row with nobody succeeding is a pattern.
+const DefaultStuckAttempts = 3
+
+// DefaultStuckWindow is the default Liveness.MinWindow. A killed worker's
+// connections are closed by the kernel at once, so a lock server that frees
+// a dead session's locks does so within milliseconds, and an acquire attempt
+// lasts at most the workers' op timeout (a few seconds); 5 s of nothing but
+// failures after the holder died is well beyond both.
+const DefaultStuckWindow = 5 * time.Second
+
+var _ Checker = Liveness{}
+
+// Name returns "liveness".
+func (Liveness) Name() string { return "liveness" }
+
+// Check checks h as the type's comment describes. It returns unknown if
+// ctx is done before it finishes.
+func (c Liveness) Check(ctx context.Context, h history.History) Result {
+	v, err := buildView(ctx, h)
+	if err != nil {
+		return cancelled(c.Name(), err)
+	}
+	minAttempts := c.MinAttempts
+	if minAttempts <= 0 {
+		minAttempts = DefaultStuckAttempts
+	}
+	minWindow := int64(c.MinWindow)
+	if minWindow <= 0 {
+		minWindow = int64(DefaultStuckWindow)
+	}
+	r := newResult(c.Name())
+
+	// The last hold of each lock, and when it ended (-1: not known to).
+	last := make([]int32, len(v.locks))
+	for i := range last {
+		last[i] = -1
+	}
+	for i := range v.holds {
+		last[v.holds[i].lock] = int32(i)
+	}
+	type cand struct {
+		hold   int32
+		ended  int64   // when the hold ended
+		proof  []int32 // the ops that ended it
+		fails  int
+		first  int32 // completion (or invocation) of the first failed attempt
+		lastF  int32 // of the last failed attempt
+		broken bool  // an attempt after ended succeeded
+	}
+	cands := make([]*cand, len(v.locks))
+	deaths := make(map[int][]int32) // process → ops that show it died
+	attempts, firstTime := 0, int64(-1)
+	for step := range h {
+		if err := stopped(ctx, step); err != nil {
+			return cancelled(c.Name(), err)
+		}
+		o := &h[step]
+		if o.Process < 0 {
+			if o.Type == history.Invoke && strings.HasPrefix(o.F, "kill-client") {
+				for _, t := range o.Value.Targets {
+					if p, err := strconv.Atoi(strings.TrimPrefix(t, "p")); err == nil && strings.HasPrefix(t, "p") {
+						deaths[p] = append(deaths[p], int32(step))
+					}
+				}
+			}
+			continue
+		}
+		if o.Type == history.Info && strings.HasPrefix(o.Error, "worker exited") {
+			deaths[o.Process] = append(deaths[o.Process], int32(step))
+		}
+		if firstTime < 0 || o.Time < firstTime {
+			firstTime = o.Time
+		}
+		if o.F == history.Acquire && o.Type == history.Invoke {
+			attempts++
+		}
+	}
+	for _, ds := range deaths {
+		slices.SortFunc(ds, v.before)
+	}
+	for l, hi := range last {
+		if hi < 0 {
+			continue
+		}
+		hd := &v.holds[hi]
+		cd := &cand{hold: hi, ended: -1, first: -1, lastF: -1}
+		if hd.release >= 0 {
+			done := int32(v.pair[hd.release])
+			switch {
+			case done >= 0 && v.h[done].Type == history.OK:
+				continue // released
+			case done >= 0:
+				cd.ended, cd.proof = v.h[done].Time, []int32{hd.release, done}
+			default:
+				cd.ended, cd.proof = v.h[hd.release].Time, []int32{hd.release}
+			}
+		}
+		if cd.ended < 0 {
+			if d := v.death(hd, deaths[hd.proc]); d >= 0 {
+				cd.ended, cd.proof = v.h[d].Time, []int32{d}
+			}
+		}
+		if hd.validUntil != 0 {
+			cd.ended = hd.validUntil
+		}
+		if cd.ended < 0 {
+			continue // a silent session holder: rightly held
+		}
+		cands[l] = cd
+	}
+	// The acquire attempts of other processes after each candidate's end.
+	for step := range h {
+		if err := stopped(ctx, step); err != nil {
+			return cancelled(c.Name(), err)
+		}
+		o := &h[step]
+		if o.Process < 0 || o.F != history.Acquire || o.Type != history.Invoke {
+			continue
+		}
+		lk, ok := v.lockIDs[o.Value.Lock]
+		if !ok {
+			continue
+		}
+		cd := cands[lk]
+		if cd == nil || o.Process == v.holds[cd.hold].proc || o.Time < cd.ended {
+			continue
+		}
+		done := int32(v.pair[step])
+		if done >= 0 && h[done].Type == history.OK {
+			cd.broken = true
+			continue
+		}
+		end := int32(step)
+		if done >= 0 {
+			end = done
+		}
+		cd.fails++
+		if cd.first < 0 || v.before(end, cd.first) < 0 {
+			cd.first = end
+		}
+		if cd.lastF < 0 || v.before(end, cd.lastF) > 0 {
+			cd.lastF = end
+		}
+	}
+	stuck := 0
+	for l, cd := range cands {
+		if cd == nil || cd.broken || cd.fails < minAttempts {
+			continue
+		}
+		hd := &v.holds[cd.hold]
+		window := h[cd.lastF].Time - cd.ended
+		need := minWindow
+		if hd.validUntil != 0 {
+			need = max(need, hd.validUntil-hd.start)
+		}
+		if window < need {
+			continue
+		}
+		stuck++
+		r.Anomalies = append(r.Anomalies, v.stuck(int32(l), hd, cd.ended, cd.proof, cd.fails, cd.first, cd.lastF))
+	}
+
+	r.Stats["acquire_attempts"] = float64(attempts)
+	r.Stats["acquire_ok"] = float64(len(v.holds))
+	if attempts > 0 {
+		r.Stats["acquire_success_rate"] = float64(len(v.holds)) / float64(attempts)
+	}
+	if len(v.holds) > 0 {
+		lat := make([]int64, 0, len(v.holds))
+		for i := range v.holds {
+			if hd := &v.holds[i]; hd.inv >= 0 {
+				lat = append(lat, hd.start-h[hd.inv].Time)
+			}
+		}
+		slices.Sort(lat)
+		if len(lat) > 0 {
+			r.Stats["acquire_latency_p50_ms"] = float64(percentile(lat, 50)) / 1e6
+			r.Stats["acquire_latency_p99_ms"] = float64(percentile(lat, 99)) / 1e6
+		}
+	}
+	if firstTime >= 0 {
+		// Holds are in start order: the gaps between successive grants,
+		// and before the first and after the last.
+		prev, longest := firstTime, int64(0)
+		for i := range v.holds {
+			longest = max(longest, v.holds[i].start-prev)
+			prev = max(prev, v.holds[i].start)
+		}
+		longest = max(longest, v.maxTime-prev)
+		r.Stats["longest_no_acquire_s"] = float64(longest) / 1e9
+	}
+	r.Stats["stuck_locks"] = float64(stuck)
+	return settle(r)
+}
+
+// percentile returns the p-th percentile (nearest rank) of sorted xs.
+func percentile(xs []int64, p int) int64 {
+	k := (len(xs)*p + 99) / 100
+	return xs[max(0, min(len(xs)-1, k-1))]
+}
+
+// death returns the first of ds (ops showing the holder of hd died, in
+// time order) at or after hd's acquire ok, or -1.
+func (v *view) death(hd *hold, ds []int32) int32 {
+	j := sort.Search(len(ds), func(j int) bool { return v.h[ds[j]].Time >= hd.start })
+	if j < len(ds) {
+		return ds[j]
+	}
+	return -1
+}
+
+// stuck explains that lock l stayed unacquirable after hold hd ended.
+func (v *view) stuck(l int32, hd *hold, ended int64, proof []int32, fails int, first, last int32) Anomaly {
+	var how string
+	released := len(proof) > 0 && v.h[proof[0]].F == history.Release
+	switch {
+	case hd.validUntil != 0 && released:
+		how = fmt.Sprintf("its release failed at %s, its lease ended at %s", secs(v.h[proof[len(proof)-1]].Time), secs(ended))
+	case hd.validUntil != 0 && len(proof) > 0:
+		how = fmt.Sprintf("it died at %s, its lease ended at %s", secs(v.h[proof[0]].Time), secs(ended))
+	case hd.validUntil != 0:
+		how = "its lease ended at " + secs(ended)
+	case released:
+		how = "its release failed at " + secs(ended)
+	default:
+		how = "it died at " + secs(ended)
+	}
+	ops := append([]int32{hd.ok, first, last}, proof...)
+	return Anomaly{
+		Kind: "stuck-lock",
+		Ops:  v.indexes(ops...),
+		Explanation: fmt.Sprintf("lock %q stayed stuck: process %d acquired it at %s%s and never released it (%s), and all %d acquire attempts by other processes from %s to %s failed, %s after the hold ended",
+			v.locks[l], hd.proc, secs(hd.start), tokenWord(v.h[hd.ok].Value.Token), how, fails,
+			secs(v.h[first].Time), secs(v.h[last].Time), secs(v.h[last].Time-ended)),
+	}
+}

@@ -1,0 +1,161 @@
+package history
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestDecodeRejectsInvalidOpsWithALineAndAReason(t *testing.T) {
+	good, err := os.ReadFile(writeHistory(t, sample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(string(good), "\n")
+	tests := []struct {
+		name     string
+		content  string
+		wantLine int
+		wantText string
+	}{
+		{"negative time", strings.Replace(lines[0], `"time":10`, `"time":-10`, 1), 1, "negative time -10"},
+		{"completion before its invocation", lines[0] + strings.Replace(lines[1], `"time":20`, `"time":5`, 1), 2, "out of time order: process 0's op at time 5 is before its previous op at time 10 (line 1)"},
+		{"process goes back in time", strings.Join(lines[:4], "") + strings.Replace(lines[4], `"time":30`, `"time":15`, 1), 5, "out of time order"},
+		{"completion without invoke", lines[0] + lines[1] + strings.Replace(lines[3], `"index":3`, `"index":2`, 1), 3, "completion without invoke"},
+		{"unknown op type", strings.Replace(lines[0], `"invoke"`, `"started"`, 1), 1, `unknown op type "started"`},
+		{"token is a string", lines[0] + strings.Replace(lines[1], `"token":0`, `"token":"zero"`, 1), 2, "value of wrong type: value.token is a JSON string, want an integer"},
+		{"time is a float", strings.Replace(lines[0], `"time":10`, `"time":10.5`, 1), 1, "value of wrong type: time is a JSON number 10.5, want an integer"},
+		{"process is a string", strings.Replace(lines[0], `"process":0`, `"process":"p0"`, 1), 1, "value of wrong type: process is a JSON string, want an integer"},
+		{"value is a string", strings.Replace(lines[0], `"value":{"lock":"l"}`, `"value":"l"`, 1), 1, "value of wrong type: value is a JSON string, want an object"},
+		{"targets is a string", strings.Join(lines[:3], "") + strings.Replace(lines[3], `"targets":["p0"]`, `"targets":"p0"`, 1), 4, "value of wrong type: value.targets is a JSON string, want an array of strings"},
+		{"op is an array", "[1,2]\n", 1, "value of wrong type: the op is a JSON array, want an object"},
+		{"op without f", strings.Replace(lines[0], `"f":"acquire",`, ``, 1), 1, "op without f"},
+		{"two values", strings.TrimSuffix(lines[0], "\n") + " {}\n", 1, "more than one value"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h, err := Decode(strings.NewReader(tt.content))
+			var le *LineError
+			if !errors.As(err, &le) {
+				t.Fatalf("err %v, want a LineError", err)
+			}
+			if le.Line != tt.wantLine || !strings.Contains(err.Error(), tt.wantText) {
+				t.Fatalf("err %q, want line %d containing %q", err, tt.wantLine, tt.wantText)
+			}
+			if strings.Contains(err.Error(), "\n") {
+				t.Errorf("the reason spans lines: %q", err)
+			}
+			if len(h) != tt.wantLine-1 {
+				t.Errorf("returned %d ops, want the %d before the bad line", len(h), tt.wantLine-1)
+			}
+		})
+	}
+}
+
+func TestDecodeAcceptsProcessesSlightlyOutOfTimeOrder(t *testing.T) {
+	// Two processes' ops arrive swapped: the history is fine.
+	ops := []Op{
+		{Type: Invoke, Process: 0, F: Acquire, Time: 10, Value: Value{Lock: "l"}},
+		{Type: Invoke, Process: 1, F: Acquire, Time: 12, Value: Value{Lock: "l"}},
+		{Type: Fail, Process: 0, F: Acquire, Time: 11, Value: Value{Lock: "l"}},
+		{Type: Fail, Process: 1, F: Acquire, Time: 12, Value: Value{Lock: "l"}},
+	}
+	h, err := ReadFile(writeHistory(t, ops))
+	if err != nil || len(h) != len(ops) {
+		t.Fatalf("h %v, err %v", h, err)
+	}
+}
+
+// FuzzDecode feeds the decoder arbitrary bytes: it must never panic, must
+// either accept the whole input or name a line within it, and what it
+// accepts must be a well-formed history that re-encodes to an equal one.
+func FuzzDecode(f *testing.F) {
+	var buf bytes.Buffer
+	for i, op := range sample {
+		op.Index = i
+		fmt.Fprintln(&buf, op.String())
+	}
+	good := buf.String()
+	f.Add([]byte(good))
+	f.Add([]byte(good[:len(good)-7]))
+	f.Add([]byte(strings.Replace(good, `"time":20`, `"time":-20`, 1)))
+	f.Add([]byte(strings.Replace(good, `"token":0`, `"token":"x"`, 1)))
+	f.Add([]byte("{}\n"))
+	f.Add([]byte("\n\n"))
+	f.Add([]byte(`{"index":0,"type":"ok","process":1,"f":"acquire","time":1}` + "\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		h, err := Decode(bytes.NewReader(b))
+		lines := bytes.Count(b, []byte("\n")) + 1
+		if err != nil {
+			var le *LineError
+			if !errors.As(err, &le) {
+				t.Fatalf("error without a line: %v", err)
+			}
+			if le.Line < 1 || le.Line > lines {
+				t.Fatalf("line %d outside the input's %d lines: %v", le.Line, lines, err)
+			}
+			if len(h) != le.Line-1 {
+				t.Fatalf("%d ops before bad line %d", len(h), le.Line)
+			}
+			return
+		}
+		var out bytes.Buffer
+		for i, op := range h {
+			if op.Index != i || !op.Type.Valid() || op.F == "" || op.Time < 0 {
+				t.Fatalf("accepted a bad op %d: %s", i, op)
+			}
+			fmt.Fprintln(&out, op.String())
+		}
+		h2, err := Decode(&out)
+		if err != nil || len(h2) != len(h) {
+			t.Fatalf("re-decoding the accepted history: %d ops, %v", len(h2), err)
+		}
+	})
+}
+
+// FuzzFastParser checks that whatever line the fast parser accepts,
+// encoding/json (strict, as Decode's slow path) accepts too and decodes to
+// the same op.
+func FuzzFastParser(f *testing.F) {
+	for i, op := range sample {
+		op.Index = i
+		f.Add(op.String())
+	}
+	f.Add(`{"index":0,"type":"invoke","process":-1,"f":"kill-node","time":0,"value":{"targets":[],"duration":-0}}`)
+	f.Add(`{"index":0,"value":{"token":18446744073709551615,"n":-9223372036854775808},"value":{"lock":"x"}}`)
+	f.Add(`{"index":01}`)
+	f.Add(`{"time":1e3}`)
+	f.Add(`{"f":"a\u0041"}`)
+	f.Fuzz(func(t *testing.T, line string) {
+		var fast Op
+		if !newFastParser().parse([]byte(line), &fast) {
+			return
+		}
+		var slow Op
+		dec := json.NewDecoder(strings.NewReader(line))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&slow); err != nil || dec.More() {
+			t.Fatalf("fast accepted %q, encoding/json refused it: %v", line, err)
+		}
+		if !reflect.DeepEqual(fast, slow) {
+			t.Fatalf("%q:\nfast %#v\nslow %#v", line, fast, slow)
+		}
+	})
+}
+
+func TestDecodeReadsLinesLongerThanItsBuffer(t *testing.T) {
+	op := Op{Type: Invoke, Process: -1, F: "partition", Value: Value{Targets: make([]string, 30_000)}}
+	for i := range op.Value.Targets {
+		op.Value.Targets[i] = fmt.Sprintf("n%d", i)
+	}
+	h, err := Decode(strings.NewReader(op.String() + "\n" + strings.Replace(op.String(), `"index":0`, `"index":1`, 1)[:100] + "\n"))
+	var le *LineError
+	if len(h) != 1 || len(h[0].Value.Targets) != 30_000 || h[0].Value.Targets[29_999] != "n29999" || !errors.As(err, &le) || le.Line != 2 {
+		t.Fatalf("%d ops, err %v", len(h), err)
+	}
+}
