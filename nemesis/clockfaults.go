@@ -37,7 +37,7 @@ func newClockBump(env Env) (Fault, error) {
 }
 
 func (f *clockBump) Name() string            { return "clock-bump" }
-func (f *clockBump) HealName() string        { return "clock-reset" }
+func (f *clockBump) HealName() string        { return "clock-restore" }
 func (f *clockBump) Duration() time.Duration { return f.env.Window }
 
 func (f *clockBump) Inject(ctx context.Context, rng *rand.Rand) (history.Value, error) {
@@ -99,7 +99,7 @@ func newClockStrobe(env Env) (Fault, error) {
 }
 
 func (f *clockStrobe) Name() string            { return "clock-strobe" }
-func (f *clockStrobe) HealName() string        { return "clock-reset" }
+func (f *clockStrobe) HealName() string        { return "clock-restore" }
 func (f *clockStrobe) Duration() time.Duration { return f.env.Window }
 
 func (f *clockStrobe) Inject(ctx context.Context, rng *rand.Rand) (history.Value, error) {

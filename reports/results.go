@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/history"
@@ -74,12 +75,13 @@ type Results struct {
 
 // Summarize computes the history-wide stats of a run: ops, critical
 // sections (acquire ok) and the faults injected (nemesis oks of the faults
-// named in faults).
+// named in faults; a partition shape s is recorded as partition-s).
 func Summarize(faults []string, h history.History) map[string]float64 {
 	s := map[string]float64{"ops": float64(len(h))}
 	for _, o := range h {
 		switch {
-		case o.IsNemesis() && o.Type == history.OK && slices.Contains(faults, o.F):
+		case o.IsNemesis() && o.Type == history.OK && (slices.Contains(faults, o.F) ||
+			strings.HasPrefix(o.F, "partition-") && slices.Contains(faults, strings.TrimPrefix(o.F, "partition-"))):
 			s["faults_injected"]++
 		case o.F == history.Acquire && o.Type == history.OK:
 			s["critical_sections"]++

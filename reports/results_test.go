@@ -89,9 +89,17 @@ func TestSummarize(t *testing.T) {
 			history.Op{Type: history.Invoke, Process: -1, F: "restart-node", Time: ms(1801)},
 			history.Op{Type: history.OK, Process: -1, F: "restart-node", Time: ms(2000), Value: history.Value{Targets: []string{"n2"}}},
 		), want: map[string]float64{"ops": 16, "critical_sections": 0, "faults_injected": 2, "seconds": 2}},
+		{name: "partition shapes", h: hist(
+			// --faults isolate is recorded as partition-isolate; its heal
+			// is not an injection.
+			history.Op{Type: history.Invoke, Process: -1, F: "partition-isolate", Time: ms(10)},
+			history.Op{Type: history.OK, Process: -1, F: "partition-isolate", Time: ms(11)},
+			history.Op{Type: history.Invoke, Process: -1, F: "heal-network", Time: ms(20)},
+			history.Op{Type: history.OK, Process: -1, F: "heal-network", Time: ms(21)},
+		), want: map[string]float64{"ops": 4, "faults_injected": 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := Summarize([]string{"pause-client", "kill-node"}, tc.h)
+			got := Summarize([]string{"pause-client", "kill-node", "isolate"}, tc.h)
 			for k, v := range tc.want {
 				if got[k] != v {
 					t.Errorf("stat %s = %v, want %v (all: %v)", k, got[k], v, got)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/clusters/local/netlab"
 	"github.com/locktest/locktest/history"
 )
@@ -189,7 +190,7 @@ func TestClockBumpMovesTheNodeClock(t *testing.T) {
 				if len(o.Value.Targets) != 1 || !strings.HasPrefix(o.Value.Targets[0], "n1") {
 					t.Errorf("bump targets %v", o.Value.Targets)
 				}
-			case "clock-reset":
+			case "clock-restore":
 				resets++
 			}
 		}
@@ -283,4 +284,44 @@ func TestDelayMakesRequestsSlow(t *testing.T) {
 // client or the context reports it.
 func timedOut(err string) bool {
 	return strings.Contains(err, "timeout") || strings.Contains(err, "deadline")
+}
+
+// TestRedlockSurvivesIsolatedNodes isolates one Redlock node at a time (and
+// cuts the cluster in other shapes): acquires keep succeeding on the
+// majority while a node is cut off, and the run stays valid.
+func TestRedlockSurvivesIsolatedNodes(t *testing.T) {
+	needNetns(t)
+	cfg := faultConfig(t, "isolate", "majorities-ring")
+	cfg.Impl = "redlock"
+	cfg.Mode = "check-and-set"
+	cfg.TTL = time.Second
+	cfg.Timeout = 500 * time.Millisecond
+	cfg.Window = time.Second
+	cfg.Duration = 8 * time.Second
+	cfg.Seed = 3 // a seed whose schedule isolates a node early
+	out, h := mustRun(t, cfg)
+	defer assertLabGone(t, out.Results.Run.Lab)
+	if out.Results.Valid != checker.Valid {
+		t.Errorf("verdict %s; anomalies %v", out.Results.Valid, kinds(out.Results))
+	}
+	// Acquires that completed ok while an isolate was in force.
+	var inIsolate bool
+	okDuring, isolates := 0, 0
+	for _, o := range h {
+		switch {
+		case o.IsNemesis() && o.F == "partition-isolate" && o.Type == history.OK:
+			inIsolate = true
+			isolates++
+		case o.IsNemesis() && o.F == "heal-network" && o.Type == history.Invoke:
+			inIsolate = false
+		case inIsolate && o.F == history.Acquire && o.Type == history.OK:
+			okDuring++
+		}
+	}
+	if isolates == 0 {
+		t.Fatalf("no node was isolated: %v", nemesisSeq(h))
+	}
+	if okDuring == 0 {
+		t.Errorf("no acquire succeeded while a node was isolated (%d isolates)", isolates)
+	}
 }

@@ -390,7 +390,7 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	info.Errors = runErrs
 
 	h := rec.History()
-	res := reports.Check(info, h, checker.Run(context.Background(), h, checker.ForMode(string(cfg.Mode))...))
+	res := reports.Check(info, h, checker.Run(context.Background(), h, checker.For(string(cfg.Mode), checker.Leases(h))...))
 	if err := reports.WriteResults(dir, res); err != nil {
 		return nil, err
 	}

@@ -28,6 +28,9 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
+	if os.Getenv(nodeEnv) == "etcd" {
+		os.Exit(runEtcdNode()) // see etcd_test.go
+	}
 	os.Exit(m.Run())
 }
 

@@ -75,6 +75,13 @@ func RunWorker(ctx context.Context, in io.Reader, out io.Writer) error {
 	}
 	defer client.Close()
 	w.client = client
+	if w.cfg.Mode == ModeEtcdGuarded {
+		gw, ok := client.(impls.GuardedWriter)
+		if !ok {
+			return w.fatal(fmt.Errorf("resource mode %s: impl %s cannot guard writes inside its lock service", w.cfg.Mode, w.cfg.Impl))
+		}
+		w.guarded = gw
+	}
 	if err := w.dialStore(ctx); err != nil {
 		return w.fatal(fmt.Errorf("resource store: %w", err))
 	}
@@ -91,6 +98,9 @@ type worker struct {
 	rng    *rand.Rand
 	client impls.Client
 	store  *StoreClient
+	// guarded is the client's GuardedWriter in mode etcd-guarded, where the
+	// resource lives in the lock service; nil otherwise.
+	guarded impls.GuardedWriter
 
 	outMu      sync.Mutex
 	out        *json.Encoder
@@ -213,14 +223,57 @@ func (w *worker) critical(ctx context.Context, l impls.Lease) {
 		}
 	}
 	read := history.Value{Lock: l.Lock}
-	n, ok := w.storeOp(ctx, history.Read, read)
+	n, ok := w.resourceOp(ctx, history.Read, read, l)
 	if !ok {
 		return
 	}
 	w.sleep(ctx, w.cfg.Work)
 	w.pausePoint(PointBeforeWrite)
 	base.N = history.Num(n + 1)
-	w.storeOp(ctx, history.Write, base)
+	w.resourceOp(ctx, history.Write, base, l)
+}
+
+// resourceOp reads or writes the resource: through the lock service in mode
+// etcd-guarded, else through the store.
+func (w *worker) resourceOp(ctx context.Context, f string, v history.Value, l impls.Lease) (int64, bool) {
+	if w.guarded != nil {
+		return w.guardedOp(ctx, f, v, l)
+	}
+	return w.storeOp(ctx, f, v)
+}
+
+// guardedOp records one read or write of the resource kept in the lock
+// service (mode etcd-guarded). A write the lock service refused because the
+// lease no longer owns its lock is a fail whose error starts with
+// "rejected", as a store's refusal is; a write whose outcome is unknown is
+// info; a read that failed is a fail.
+func (w *worker) guardedOp(ctx context.Context, f string, v history.Value, l impls.Lease) (int64, bool) {
+	w.record(history.Op{Type: history.Invoke, F: f, Value: v})
+	octx, cancel := w.opCtx(ctx)
+	var n int64
+	var err error
+	accepted := true
+	if f == history.Write && v.N != nil {
+		n = *v.N
+		accepted, err = w.guarded.GuardedWrite(octx, l, v.Lock, n)
+	} else {
+		n, err = w.guarded.GuardedRead(octx, l, v.Lock)
+	}
+	cancel()
+	done := history.Op{F: f, Value: v}
+	switch {
+	case err != nil && f == history.Write && !notSent(err):
+		done.Type, done.Error = history.Info, err.Error()
+	case err != nil:
+		done.Type, done.Error = history.Fail, err.Error()
+	case !accepted:
+		done.Type, done.Error = history.Fail, "rejected: the lock service refused the write: the lease no longer owns "+l.Lock
+	default:
+		done.Type = history.OK
+		done.Value.N = history.Num(n)
+	}
+	w.record(done)
+	return n, done.Type == history.OK
 }
 
 // storeOp records one store request and its outcome. A rejected write is a

@@ -32,7 +32,7 @@ func newListCmd() *cobra.Command {
 				fmt.Fprintf(w, "  %s\n", n)
 			}
 			fmt.Fprintln(w, "resource modes:")
-			for _, m := range []workloads.Mode{workloads.ModeNone, workloads.ModeFenced, workloads.ModeCheckAndSet} {
+			for _, m := range []workloads.Mode{workloads.ModeNone, workloads.ModeFenced, workloads.ModeCheckAndSet, workloads.ModeEtcdGuarded} {
 				fmt.Fprintf(w, "  %s\n", m)
 			}
 			return nil

@@ -7,9 +7,13 @@
 package all
 
 import (
+	// etcd (3 members): etcd-mutex, etcd-lease-txn.
+	_ "github.com/locktest/locktest/impls/etcd"
 	// Single-node Redis: redis-set-nx-px, redis-setnx-expire,
 	// redis-setnx-getset, redis-naive-del.
 	_ "github.com/locktest/locktest/impls/redis"
+	// ZooKeeper: zk-recipe, zk-lock.
+	_ "github.com/locktest/locktest/impls/zk"
 	// Redlock (go-redsync/redsync v4): redlock, redlock-3, redlock-extend.
 	_ "github.com/locktest/locktest/impls/redlock"
 )

@@ -1,0 +1,31 @@
+package local
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/locktest/locktest/clusters/local/etcdnode"
+)
+
+// nodeEnv makes the test binary double as locktest's own node programs: with
+// LOCKTEST_TEST_NODE=etcd it runs one etcd member (the arguments after
+// "node etcd") instead of the tests.
+const nodeEnv = "LOCKTEST_TEST_NODE"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(nodeEnv) == "etcd" {
+		args := os.Args[1:]
+		if len(args) < 2 || args[0] != "node" || args[1] != "etcd" {
+			fmt.Fprintf(os.Stderr, "test node: want arguments `node etcd ...`, got %q\n", args)
+			os.Exit(2)
+		}
+		if err := etcdnode.Main(context.Background(), args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "locktest:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}

@@ -1,0 +1,772 @@
+package local
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/locktest/locktest/clusters"
+)
+
+// Timings and defaults of the ZooKeeper provider.
+const (
+	// zkDefaultNodes is the size of the ensemble when Options.Nodes is 0.
+	zkDefaultNodes = 3
+	// zkDefaultTick is ZooKeeper's tickTime: its unit of time for heartbeats
+	// and the bounds of the session timeout, which the server clamps to
+	// [2, 20] ticks. 200ms allows session timeouts from 400ms to 4s.
+	zkDefaultTick = 200 * time.Millisecond
+	// zkReadyTimeout bounds the wait for a started peer to join a quorum
+	// when the caller's context has no earlier deadline. Three JVMs start
+	// at once, so on a loaded two-core machine this takes seconds.
+	zkReadyTimeout = 60 * time.Second
+	// zkDefaultHeap is the JVM's -Xmx: a test ensemble holds a few hundred
+	// znodes.
+	zkDefaultHeap = "128m"
+	// zkDefaultJarDir is where Debian's libzookeeper-java and its
+	// dependencies put their jars.
+	zkDefaultJarDir = "/usr/share/java"
+	// zkMain is the class the package's zkServer.sh runs.
+	zkMain = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
+)
+
+// zkJars are the jars of the class path, relative to the jar directory.
+// zookeeper.jar's manifest names the rest of its dependencies (netty,
+// jute, slf4j-api, ...) by absolute path; the slf4j binding and log4j are
+// what make it log at all.
+var zkJars = []string{"zookeeper.jar", "slf4j-log4j12.jar", "log4j-1.2.jar"}
+
+// ZooKeeperOptions configures a local ZooKeeper ensemble. The zero value is
+// not usable: Dir is required.
+type ZooKeeperOptions struct {
+	// Nodes is the number of peers, named n1..nN with myid 1..N; 0 means 3.
+	// One peer runs standalone.
+	Nodes int
+	// ClientPorts optionally fixes the client port of each peer, in node
+	// order; a missing or zero entry means a free port picked at the first
+	// start (2181 inside a network namespace of its own). A fixed port in
+	// use makes Start fail. Quorum and election ports are always picked
+	// (2888 and 3888 inside a namespace).
+	ClientPorts []int
+	// Dir is the run directory. Peer n gets Dir/nodes/<n>/ holding zoo.cfg,
+	// log4j.properties, zookeeper.log and the data directory data/ (with
+	// myid). A relative Dir is made absolute when the cluster is created.
+	Dir string
+	// Hosts optionally places peer i on Hosts[i]; a missing entry is
+	// loopback in the driver's namespace.
+	Hosts []Host
+	// NodeEnv, if set, returns extra environment for a peer's JVM (the
+	// clock shim).
+	NodeEnv func(node string) []string
+	// TickTime is ZooKeeper's tickTime; 0 means 200ms. Session timeouts are
+	// clamped by the server to [2·TickTime, 20·TickTime].
+	TickTime time.Duration
+	// Java is the java executable, a name looked up in PATH or a path;
+	// empty means "java".
+	Java string
+	// JarDir holds zookeeper.jar, slf4j-log4j12.jar and log4j-1.2.jar;
+	// empty means /usr/share/java.
+	JarDir string
+	// Heap is the JVM's maximum heap (-Xmx); empty means 128m.
+	Heap string
+	// Logger receives one record per peer start, exit, kill, pause and
+	// resume, with the keys node, pid and addr; nil discards them.
+	Logger *slog.Logger
+}
+
+func init() {
+	Register("zookeeper", func(o Options) (clusters.Cluster, error) {
+		zo := ZooKeeperOptions{Nodes: o.Nodes, Dir: o.Dir, Hosts: o.Hosts, NodeEnv: o.NodeEnv, Logger: o.Logger}
+		if s := o.Params["tick-time"]; s != "" {
+			d, err := time.ParseDuration(s)
+			if err != nil {
+				return nil, fmt.Errorf("local zookeeper: cluster param tick-time=%q: %v", s, err)
+			}
+			zo.TickTime = d
+		}
+		return NewZooKeeper(zo)
+	})
+}
+
+// ZooKeeper is an ensemble of ZooKeeper peers, each a JVM running the
+// distribution's QuorumPeerMain with its own configuration, ports, log and
+// data directory. It implements clusters.Cluster, Killer, Pauser and
+// LogCollector. Its methods are safe for concurrent use; each holds the
+// cluster's lock for its whole duration.
+//
+// ZooKeeper runs under the clock shim when NodeEnv supplies it, but the
+// shim moves only CLOCK_REALTIME: the JVM measures session timeouts and
+// heartbeats with System.nanoTime (CLOCK_MONOTONIC), so a clock bump does
+// not expire sessions.
+type ZooKeeper struct {
+	java      string
+	classPath string
+	tick      time.Duration
+	heap      string
+	nodeEnv   func(node string) []string
+	log       *slog.Logger
+
+	mu    sync.Mutex
+	nodes []*zkNode
+}
+
+var (
+	_ clusters.Cluster      = (*ZooKeeper)(nil)
+	_ clusters.Killer       = (*ZooKeeper)(nil)
+	_ clusters.Pauser       = (*ZooKeeper)(nil)
+	_ clusters.LogCollector = (*ZooKeeper)(nil)
+)
+
+// zkNode is one peer's fixed paths, its ports and its current process.
+type zkNode struct {
+	name      string
+	myid      int
+	dir       string // Dir/nodes/<name>
+	dataDir   string
+	confPath  string
+	log4jPath string
+	logPath   string
+	host      Host
+	// client, quorum and election ports; 0 until the first start picks
+	// them.
+	client, quorum, election int
+	fixed                    bool // client port given by the user
+	proc                     *proc
+}
+
+func (n *zkNode) addr() string {
+	if n.client == 0 {
+		return ""
+	}
+	return n.host.Addr(n.client)
+}
+
+// NewZooKeeper checks opts and returns an ensemble that has not started
+// yet. It fails if java or the ZooKeeper jars are missing, so a missing
+// installation is reported before any test begins.
+func NewZooKeeper(opts ZooKeeperOptions) (*ZooKeeper, error) {
+	if opts.Nodes < 0 {
+		return nil, fmt.Errorf("local zookeeper: Nodes must be at least 1, not %d", opts.Nodes)
+	}
+	if opts.Nodes == 0 {
+		opts.Nodes = zkDefaultNodes
+	}
+	if len(opts.ClientPorts) > opts.Nodes {
+		return nil, fmt.Errorf("local zookeeper: %d client ports given for %d nodes", len(opts.ClientPorts), opts.Nodes)
+	}
+	seen := map[int]bool{}
+	for _, p := range opts.ClientPorts {
+		if p < 0 || p > 65535 {
+			return nil, fmt.Errorf("local zookeeper: port %d out of range", p)
+		}
+		if p != 0 && seen[p] {
+			return nil, fmt.Errorf("local zookeeper: port %d given twice", p)
+		}
+		seen[p] = true
+	}
+	if opts.Dir == "" {
+		return nil, errors.New("local zookeeper: ZooKeeperOptions.Dir (the run directory) is required")
+	}
+	dir, err := filepath.Abs(opts.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("local zookeeper: %w", err)
+	}
+	if opts.TickTime == 0 {
+		opts.TickTime = zkDefaultTick
+	}
+	if opts.TickTime < time.Millisecond || opts.TickTime%time.Millisecond != 0 {
+		return nil, fmt.Errorf("local zookeeper: tick time %v must be a positive whole number of milliseconds", opts.TickTime)
+	}
+	if opts.Heap == "" {
+		opts.Heap = zkDefaultHeap
+	}
+	java, cp, err := findZooKeeper(opts.Java, opts.JarDir)
+	if err != nil {
+		return nil, err
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	z := &ZooKeeper{java: java, classPath: cp, tick: opts.TickTime, heap: opts.Heap, nodeEnv: opts.NodeEnv, log: log}
+	for i := range opts.Nodes {
+		name := fmt.Sprintf("n%d", i+1)
+		nd := filepath.Join(dir, "nodes", name)
+		n := &zkNode{
+			name:      name,
+			myid:      i + 1,
+			dir:       nd,
+			dataDir:   filepath.Join(nd, "data"),
+			confPath:  filepath.Join(nd, "zoo.cfg"),
+			log4jPath: filepath.Join(nd, "log4j.properties"),
+			logPath:   filepath.Join(nd, "zookeeper.log"),
+		}
+		if i < len(opts.Hosts) {
+			n.host = opts.Hosts[i]
+		}
+		if i < len(opts.ClientPorts) && opts.ClientPorts[i] != 0 {
+			n.client, n.fixed = opts.ClientPorts[i], true
+		}
+		z.nodes = append(z.nodes, n)
+	}
+	return z, nil
+}
+
+// findZooKeeper resolves the java executable and the class path.
+func findZooKeeper(java, jarDir string) (string, string, error) {
+	const setup = "run `make setup` (installs zookeeper and a Java runtime with apt-get on Debian/Ubuntu)"
+	if java == "" {
+		java = "java"
+	}
+	bin, err := exec.LookPath(java)
+	if err != nil {
+		return "", "", fmt.Errorf("local zookeeper: java (%s) not found or not executable: %s", java, setup)
+	}
+	if jarDir == "" {
+		jarDir = zkDefaultJarDir
+	}
+	var cp []string
+	for _, j := range zkJars {
+		p := filepath.Join(jarDir, j)
+		if _, err := os.Stat(p); err != nil {
+			return "", "", fmt.Errorf("local zookeeper: ZooKeeper jar %s not found: %s", p, setup)
+		}
+		cp = append(cp, p)
+	}
+	return bin, strings.Join(cp, string(os.PathListSeparator)), nil
+}
+
+// Nodes returns the peers in order n1..nN. Addr is the client address; it
+// is empty for a peer whose ports have not been picked yet (before the
+// first Start).
+func (z *ZooKeeper) Nodes() []clusters.Node {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	out := make([]clusters.Node, len(z.nodes))
+	for i, n := range z.nodes {
+		out[i] = clusters.Node{Name: n.name, Addr: n.addr(), LogPath: n.logPath}
+	}
+	return out
+}
+
+// Pids returns each peer's current pid, or 0 for a peer that is not
+// running.
+func (z *ZooKeeper) Pids() map[string]int {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	m := make(map[string]int, len(z.nodes))
+	for _, n := range z.nodes {
+		if n.proc.running() {
+			m[n.name] = n.proc.pid
+		} else {
+			m[n.name] = 0
+		}
+	}
+	return m
+}
+
+// TickTime returns the ensemble's tickTime; the servers clamp session
+// timeouts to [2·TickTime, 20·TickTime].
+func (z *ZooKeeper) TickTime() time.Duration { return z.tick }
+
+// Mode asks the peer with the `srvr` four-letter command what it is:
+// "leader", "follower" or "standalone". A peer that is up but not in a
+// quorum is an error.
+func (z *ZooKeeper) Mode(ctx context.Context, node clusters.Node) (string, error) {
+	z.mu.Lock()
+	n, err := z.find(node)
+	var addr string
+	if err == nil {
+		addr = n.addr()
+	}
+	z.mu.Unlock()
+	if err != nil {
+		return "", err
+	}
+	return zkMode(ctx, addr)
+}
+
+// Start starts every peer that is not running, all at once, and returns
+// once each reports itself leader, follower or standalone through `srvr`.
+// A peer keeps its ports across Stop and Start. If a peer fails to start,
+// Start stops the peers it started itself and returns an error naming the
+// peer and its log file, quoting the log's last lines.
+func (z *ZooKeeper) Start(ctx context.Context) error {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	fresh := true // no peer runs: automatically picked ports may be changed
+	var todo []*zkNode
+	for _, n := range z.nodes {
+		if n.proc.running() {
+			fresh = false
+			continue
+		}
+		todo = append(todo, n)
+	}
+	if len(todo) == 0 {
+		return nil
+	}
+	for attempt := 1; ; attempt++ {
+		err := z.startNodes(ctx, todo)
+		if err == nil {
+			return nil
+		}
+		var inUse *zkPortInUse
+		if !errors.As(err, &inUse) || !fresh || inUse.fixed || attempt == startAttempts {
+			return err
+		}
+		z.log.Warn("port taken, retrying the ensemble on other ports", "node", inUse.node, "port", inUse.port)
+		for _, n := range z.nodes {
+			n.quorum, n.election = 0, 0
+			if !n.fixed {
+				n.client = 0
+			}
+		}
+	}
+}
+
+// zkPortInUse is a peer that could not bind one of its ports.
+type zkPortInUse struct {
+	node  string
+	port  int    // the port, if known
+	ports string // else the peer's ports, one of which is taken
+	ip    string
+	fixed bool // the user's client port: never replaced
+}
+
+func (e *zkPortInUse) Error() string {
+	if e.port == 0 {
+		return fmt.Sprintf("local zookeeper: node %s: one of its ports %s on %s is in use", e.node, e.ports, e.ip)
+	}
+	return fmt.Sprintf("local zookeeper: node %s: port %d on %s is in use", e.node, e.port, e.ip)
+}
+
+// startNodes picks missing ports, writes every peer's configuration (each
+// names all peers) and starts the peers in todo at once, waiting until each
+// serves. On failure none of todo is left running. z.mu must be held.
+func (z *ZooKeeper) startNodes(ctx context.Context, todo []*zkNode) error {
+	for _, n := range z.nodes {
+		if err := z.pickPorts(n); err != nil {
+			return err
+		}
+	}
+	for _, n := range todo {
+		if n.host.NetNS == "" {
+			for _, p := range []int{n.client, n.quorum, n.election} {
+				if !zkPortFree(n.host.ip(), p) {
+					return &zkPortInUse{node: n.name, port: p, ip: n.host.ip(), fixed: n.fixed && p == n.client}
+				}
+			}
+		}
+		if err := z.writeFiles(n); err != nil {
+			return fmt.Errorf("local zookeeper: node %s: %w", n.name, err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, zkReadyTimeout)
+	defer cancel()
+	// A peer that fails makes the others wait for a quorum in vain: the
+	// first failure cancels the rest, and is the one reported.
+	wctx, wcancel := context.WithCancel(ctx)
+	defer wcancel()
+	errs := make([]error, len(todo))
+	var first sync.Once
+	firstErr := -1
+	var wg sync.WaitGroup
+	for i, n := range todo {
+		wg.Go(func() {
+			if err := z.spawnNode(wctx, n); err != nil {
+				errs[i] = err
+				first.Do(func() { firstErr = i; wcancel() })
+			}
+		})
+	}
+	wg.Wait()
+	if firstErr < 0 {
+		return nil
+	}
+	for _, n := range todo {
+		z.stopNode(context.Background(), n)
+	}
+	return errs[firstErr]
+}
+
+// pickPorts gives n the ports it has not got yet.
+func (z *ZooKeeper) pickPorts(n *zkNode) error {
+	for _, s := range []struct {
+		p         *int
+		preferred int
+	}{{&n.client, 2181}, {&n.quorum, 2888}, {&n.election, 3888}} {
+		if *s.p != 0 {
+			continue
+		}
+		p, err := n.host.port(s.preferred)
+		if err != nil {
+			return fmt.Errorf("local zookeeper: node %s: %w", n.name, err)
+		}
+		*s.p = p
+	}
+	return nil
+}
+
+// zkPortFree reports whether ip:port can be listened on right now.
+func zkPortFree(ip string, port int) bool {
+	l, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port)))
+	if err != nil {
+		return false
+	}
+	l.Close()
+	return true
+}
+
+// writeFiles writes n's zoo.cfg, log4j.properties and myid.
+func (z *ZooKeeper) writeFiles(n *zkNode) error {
+	if err := os.MkdirAll(n.dataDir, 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(n.dataDir, "myid"), []byte(strconv.Itoa(n.myid)+"\n"), 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(n.confPath, []byte(z.config(n)), 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(n.log4jPath, []byte(zkLog4j), 0o644)
+}
+
+// config renders n's zoo.cfg. Every peer lists all peers. The limits are
+// counted in ticks: initLimit 50 and syncLimit 10 give a follower 10s to
+// sync at start and drop one that lags 2s.
+func (z *ZooKeeper) config(n *zkNode) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Written by locktest for node %s; rewritten at each start.\n", n.name)
+	fmt.Fprintf(&b, "tickTime=%d\n", z.tick.Milliseconds())
+	b.WriteString("initLimit=50\nsyncLimit=10\n")
+	fmt.Fprintf(&b, "dataDir=%s\n", n.dataDir)
+	fmt.Fprintf(&b, "clientPort=%d\n", n.client)
+	fmt.Fprintf(&b, "clientPortAddress=%s\n", n.host.ip())
+	b.WriteString("maxClientCnxns=0\n")
+	b.WriteString("admin.enableServer=false\n")
+	b.WriteString("4lw.commands.whitelist=srvr,ruok,stat,mntr,wchp\n")
+	if len(z.nodes) > 1 {
+		b.WriteString("standaloneEnabled=false\n")
+	}
+	for _, p := range z.nodes {
+		fmt.Fprintf(&b, "server.%d=%s:%d:%d\n", p.myid, p.host.ip(), p.quorum, p.election)
+	}
+	return b.String()
+}
+
+// zkLog4j sends ZooKeeper's log to standard output, which spawn appends to
+// the peer's zookeeper.log together with anything the JVM itself prints.
+const zkLog4j = `# Written by locktest.
+log4j.rootLogger=INFO, CONSOLE
+log4j.appender.CONSOLE=org.apache.log4j.ConsoleAppender
+log4j.appender.CONSOLE.Target=System.out
+log4j.appender.CONSOLE.layout=org.apache.log4j.PatternLayout
+log4j.appender.CONSOLE.layout.ConversionPattern=%d{ISO8601} - %-5p [%t:%C{1}@%L] - %m%n
+`
+
+// args returns the JVM command line of n. The flags favour a quick start
+// and a small footprint: serial GC, the C1 compiler only, no perf-data file
+// in /tmp.
+func (z *ZooKeeper) args(n *zkNode) []string {
+	return []string{
+		"-Xmx" + z.heap, "-Xss512k", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-XX:-UsePerfData",
+		"-XX:+ExitOnOutOfMemoryError",
+		"-Djava.net.preferIPv4Stack=true",
+		"-Dzookeeper.admin.enableServer=false",
+		// Give up on an unreachable peer after 1s rather than 5s, so that
+		// elections under partitions finish within a few seconds.
+		"-Dzookeeper.cnxTimeout=1000",
+		"-Dlog4j.configuration=file:" + n.log4jPath,
+		"-Dzookeeper.log.dir=" + n.dir,
+		"-cp", z.classPath, zkMain, n.confPath,
+	}
+}
+
+// spawnNode starts n's JVM and waits until it serves. On failure the
+// process is gone when it returns, and the error names n and its log.
+func (z *ZooKeeper) spawnNode(ctx context.Context, n *zkNode) error {
+	var env []string
+	if z.nodeEnv != nil {
+		env = z.nodeEnv(n.name)
+	}
+	p, off, err := spawnWith(spawnSpec{Bin: z.java, Args: z.args(n), Dir: n.dir, LogPath: n.logPath, Env: env, Host: n.host})
+	if err != nil {
+		return fmt.Errorf("local zookeeper: node %s: start %s: %w", n.name, z.java, err)
+	}
+	log := z.log.With("node", n.name, "pid", p.pid, "addr", n.addr())
+	mode, werr := waitZKReady(ctx, n.addr(), p)
+	if werr == nil {
+		n.proc = p
+		log.Info("node started", "mode", mode)
+		go func() {
+			<-p.done
+			if p.ended.Load() {
+				log.Debug("node exited", "status", p.exitStatus())
+			} else {
+				log.Warn("node exited on its own", "status", p.exitStatus(), "log", n.logPath)
+			}
+		}()
+		return nil
+	}
+	exited := !p.running()
+	p.kill()
+	tail := logTail(n.logPath, off, logTailLines)
+	quoted := ""
+	if len(tail) > 0 {
+		quoted = "; last lines of " + n.logPath + ":\n\t" + strings.Join(tail, "\n\t")
+	} else {
+		quoted = "; " + n.logPath + " is empty"
+	}
+	// A JVM's last lines are often a stack trace; its first error says
+	// what went wrong.
+	if first := zkFirstError(logTail(n.logPath, off, 500)); first != "" && !slices.Contains(tail, first) {
+		quoted = "; first error in " + n.logPath + ": " + first + quoted
+	}
+	for _, l := range tail {
+		if strings.Contains(l, "Address already in use") {
+			return &zkPortInUse{node: n.name, ports: fmt.Sprintf("%d, %d, %d", n.client, n.quorum, n.election), ip: n.host.ip()}
+		}
+	}
+	if exited {
+		log.Warn("node exited during start-up", "status", p.exitStatus())
+		return fmt.Errorf("local zookeeper: node %s (pid %d, %s) exited during start-up (%s)%s",
+			n.name, p.pid, n.addr(), p.exitStatus(), quoted)
+	}
+	if errors.Is(werr, context.Canceled) && ctx.Err() != nil {
+		// Another peer failed first; its error is the one reported.
+		return werr
+	}
+	log.Warn("node not ready, killed", "err", werr)
+	return fmt.Errorf("local zookeeper: node %s (pid %d, %s) not ready: %v%s", n.name, p.pid, n.addr(), werr, quoted)
+}
+
+// zkFirstError returns the first line of lines logged at level ERROR.
+func zkFirstError(lines []string) string {
+	for _, l := range lines {
+		if strings.Contains(l, " ERROR ") {
+			return l
+		}
+	}
+	return ""
+}
+
+// waitZKReady polls addr with `srvr` until the peer reports a mode, p
+// exits, or ctx ends.
+func waitZKReady(ctx context.Context, addr string, p *proc) (string, error) {
+	last := errors.New("no answer yet")
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if !p.running() {
+			return "", errors.New("process exited")
+		}
+		mode, err := zkMode(ctx, addr)
+		if err == nil {
+			return mode, nil
+		}
+		last = err
+		select {
+		case <-p.done:
+			return "", errors.New("process exited")
+		case <-ctx.Done():
+			return "", fmt.Errorf("%w (last: %v)", ctx.Err(), last)
+		case <-tick.C:
+		}
+	}
+}
+
+// zkMode sends the `srvr` four-letter command to addr and returns the
+// "Mode:" it reports: leader, follower or standalone. A peer that is not in
+// a quorum answers that it is not serving requests, which is an error.
+func zkMode(ctx context.Context, addr string) (string, error) {
+	d := net.Dialer{Timeout: 500 * time.Millisecond}
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	dl := time.Now().Add(time.Second)
+	if t, ok := ctx.Deadline(); ok && t.Before(dl) {
+		dl = t
+	}
+	conn.SetDeadline(dl)
+	if _, err := io.WriteString(conn, "srvr"); err != nil {
+		return "", err
+	}
+	b, err := io.ReadAll(io.LimitReader(conn, 64*1024))
+	if err != nil && len(b) == 0 {
+		return "", err
+	}
+	sc := bufio.NewScanner(strings.NewReader(string(b)))
+	for sc.Scan() {
+		if m, ok := strings.CutPrefix(sc.Text(), "Mode: "); ok {
+			return strings.TrimSpace(m), nil
+		}
+	}
+	reply := strings.TrimSpace(string(b))
+	if reply == "" {
+		reply = "an empty reply"
+	}
+	return "", fmt.Errorf("srvr: %q", firstLine(reply))
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+// Stop stops every peer this cluster started: SIGTERM, then SIGKILL if the
+// peer has not exited within 2s (at once if ctx ends first). It returns
+// once every process has been reaped, is idempotent, and leaves the data
+// directories and logs in place.
+func (z *ZooKeeper) Stop(ctx context.Context) error {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, n := range z.nodes {
+		if n.proc == nil {
+			continue
+		}
+		wg.Go(func() { z.stopNode(ctx, n) })
+	}
+	wg.Wait()
+	return nil
+}
+
+// stopNode stops n's process, if any, and forgets it. z.mu must be held.
+func (z *ZooKeeper) stopNode(ctx context.Context, n *zkNode) {
+	p := n.proc
+	if p == nil {
+		return
+	}
+	n.proc = nil
+	if !p.running() {
+		return
+	}
+	graceful := p.stop(ctx, stopGrace)
+	z.log.Info("node stopped", "node", n.name, "pid", p.pid, "addr", n.addr(), "graceful", graceful)
+}
+
+// Kill sends SIGKILL to the peer and returns once the process has been
+// reaped. Its data directory stays for Restart. Killing a peer that is not
+// running does nothing.
+func (z *ZooKeeper) Kill(ctx context.Context, node clusters.Node) error {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	n, err := z.find(node)
+	if err != nil {
+		return err
+	}
+	if !n.proc.running() {
+		n.proc = nil
+		return nil
+	}
+	p := n.proc
+	p.kill()
+	n.proc = nil
+	z.log.Info("node killed", "node", n.name, "pid", p.pid, "addr", n.addr())
+	return nil
+}
+
+// Restart starts a peer that is not running again, with the same ports and
+// data directory, and returns once it serves as leader or follower again,
+// which needs a quorum of the other peers. Restarting a running peer does
+// nothing. If a port has been taken meanwhile, Restart fails.
+func (z *ZooKeeper) Restart(ctx context.Context, node clusters.Node) error {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	n, err := z.find(node)
+	if err != nil {
+		return err
+	}
+	if n.proc.running() {
+		return nil
+	}
+	return z.startNodes(ctx, []*zkNode{n})
+}
+
+// Pause freezes the peer's JVM with SIGSTOP and returns once the kernel
+// reports every thread stopped. Pausing a peer that is not running is an
+// error.
+func (z *ZooKeeper) Pause(ctx context.Context, node clusters.Node) error {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	n, err := z.find(node)
+	if err != nil {
+		return err
+	}
+	if !n.proc.running() {
+		return fmt.Errorf("local zookeeper: pause %s: node is not running", n.name)
+	}
+	if err := n.proc.signal(syscall.SIGSTOP); err != nil {
+		return fmt.Errorf("local zookeeper: pause %s: %w", n.name, err)
+	}
+	if err := n.proc.waitStopped(2 * time.Second); err != nil {
+		return fmt.Errorf("local zookeeper: pause %s: %w", n.name, err)
+	}
+	z.log.Info("node paused", "node", n.name, "pid", n.proc.pid, "addr", n.addr())
+	return nil
+}
+
+// Resume thaws the peer with SIGCONT. Resuming a peer that is not paused,
+// or not running, does nothing.
+func (z *ZooKeeper) Resume(ctx context.Context, node clusters.Node) error {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	n, err := z.find(node)
+	if err != nil {
+		return err
+	}
+	if !n.proc.running() {
+		return nil
+	}
+	if err := n.proc.signal(syscall.SIGCONT); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("local zookeeper: resume %s: %w", n.name, err)
+	}
+	z.log.Info("node resumed", "node", n.name, "pid", n.proc.pid, "addr", n.addr())
+	return nil
+}
+
+// CollectLogs copies each peer's zookeeper.log to dir/<name>.log, creating
+// dir. Peers that never started, and so have no log, are skipped.
+func (z *ZooKeeper) CollectLogs(dir string) error {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	var errs []error
+	for _, n := range z.nodes {
+		err := copyFile(n.logPath, filepath.Join(dir, n.name+".log"))
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("collect log of %s: %w", n.name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// find returns the peer called node.Name.
+func (z *ZooKeeper) find(node clusters.Node) (*zkNode, error) {
+	for _, n := range z.nodes {
+		if n.name == node.Name {
+			return n, nil
+		}
+	}
+	return nil, fmt.Errorf("local zookeeper: no node %q", node.Name)
+}

@@ -1,0 +1,213 @@
+package etcd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+
+	"github.com/locktest/locktest/impls"
+)
+
+// mutexClient is etcd-mutex: one concurrency.Session per worker (created at
+// the first acquire and again after it expired) and a concurrency.Mutex per
+// acquire.
+//
+// Acquire calls Mutex.Lock with the op deadline. On success the token is the
+// create revision of the holder's key (the one Mutex.IsOwner compares), and
+// Lease.Value is the key itself (prefix/lease-id, unique per session). The
+// session's lease is then renewed once with KeepAliveOnce, so that
+// ValidUntil = Config.Now before that renewal + the lease TTL is a lower
+// bound of the lease's end on the leader; the session's own keep-alives
+// extend it further while the worker runs, but a paused worker sends none.
+//
+// When Lock fails, the acquire is a fail only when the library removed the
+// waiter key itself (Mutex.Key() is then "\x00"): Lock timed out while it
+// waited behind an older key, so it never owned the lock. (Lock does the
+// same cleanup when the deadline strikes in the one round trip between the
+// last predecessor's deletion and its final check of its own key; the lock
+// was then the client's for that round trip, unknown to it and with no
+// token handed out, and the history records a fail.) Any other failure
+// (the first transaction's reply lost, the session's key gone) is unknown,
+// except a first transaction refused because the session's lease had
+// already expired (a fail; the session is replaced):
+// the client deletes its key as a best effort, orphans the session if it
+// cannot, and returns an error that is not impls.ErrNotAcquired.
+//
+// Release deletes the holder's key in a transaction guarded by IsOwner: it
+// is the library's Unlock plus the guard, which changes nothing for a live
+// holder and tells an expired one apart: the release then fails with
+// impls.ErrNotHeld, and its error says whether Session.Done() had fired (the
+// worker saw its lease expire while it believed it held the lock).
+type mutexClient struct {
+	*base
+	sess    *concurrency.Session
+	sessTTL int64
+	// held is the mutex of the current hold, nil when none.
+	held *concurrency.Mutex
+}
+
+var (
+	_ impls.Client        = (*mutexClient)(nil)
+	_ impls.GuardedWriter = (*mutexClient)(nil)
+)
+
+func newMutex(_ context.Context, cfg impls.Config) (impls.Client, error) {
+	b, err := newBase(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &mutexClient{base: b}, nil
+}
+
+// sessionExpired reports whether s's keep-alive has stopped: its lease
+// expired, or could not be renewed before its TTL ran out.
+func sessionExpired(s *concurrency.Session) bool {
+	select {
+	case <-s.Done():
+		return true
+	default:
+		return false
+	}
+}
+
+// session returns the worker's live session of sec seconds, creating one
+// when there is none or the last one expired. The lease is granted with
+// ctx, so a cluster that does not answer costs at most the op timeout;
+// the session keeps it alive in the background.
+func (c *mutexClient) session(ctx context.Context, sec int64) (*concurrency.Session, error) {
+	if c.sess != nil && (sessionExpired(c.sess) || c.sessTTL != sec) {
+		c.dropSession()
+	}
+	if c.sess != nil {
+		return c.sess, nil
+	}
+	g, err := c.cli.Grant(ctx, sec)
+	if err != nil {
+		return nil, err
+	}
+	s, err := concurrency.NewSession(c.cli, concurrency.WithTTL(int(sec)), concurrency.WithLease(g.ID))
+	if err != nil {
+		return nil, err
+	}
+	c.sess, c.sessTTL = s, sec
+	return s, nil
+}
+
+// dropSession stops renewing the session's lease and forgets it; the lease
+// and every key attached to it expire within the TTL.
+func (c *mutexClient) dropSession() {
+	if c.sess != nil {
+		c.sess.Orphan()
+		c.sess = nil
+	}
+}
+
+// Acquire implements impls.Client; see mutexClient.
+func (c *mutexClient) Acquire(ctx context.Context, lock string, ttl time.Duration) (impls.Lease, error) {
+	s, err := c.session(ctx, ttlSeconds(ttl))
+	if err != nil {
+		return impls.Lease{}, fmt.Errorf("%w: start a session: %v", impls.ErrNotAcquired, err)
+	}
+	m := concurrency.NewMutex(s, mutexPrefix+lock)
+	if err := m.Lock(ctx); err != nil {
+		return impls.Lease{}, c.lockFailed(m, err)
+	}
+	key := m.Key()
+	owner := m.IsOwner()
+	rev := uint64(owner.GetCompare().GetCreateRevision())
+	t0 := c.cfg.Now()
+	ka, err := c.cli.KeepAliveOnce(ctx, s.Lease())
+	if err != nil {
+		c.abandon(key)
+		return impls.Lease{}, fmt.Errorf("locked %s at revision %d but could not renew the session's lease (%v); deleted the key, outcome unknown", key, rev, err)
+	}
+	c.held = m
+	return impls.Lease{
+		Lock: lock, Token: rev, HasToken: true, Value: key,
+		ValidUntil: t0 + time.Duration(ka.TTL)*time.Second,
+	}, nil
+}
+
+// lockFailed classifies a failed Mutex.Lock and cleans up after it.
+func (c *mutexClient) lockFailed(m *concurrency.Mutex, err error) error {
+	switch key := m.Key(); {
+	case key == "\x00":
+		return fmt.Errorf("%w: gave up waiting for an older waiter to go: %v", impls.ErrNotAcquired, err)
+	case errors.Is(err, rpctypes.ErrLeaseNotFound):
+		// The first transaction was refused whole: the session's lease
+		// had expired before Session.Done fired.
+		c.dropSession()
+		return fmt.Errorf("%w: the session's lease expired (%v)", impls.ErrNotAcquired, err)
+	case errors.Is(err, concurrency.ErrSessionExpired):
+		c.dropSession()
+		return fmt.Errorf("session expired while waiting for the lock (Session.Done): %w", err)
+	default:
+		c.abandon(key)
+		return fmt.Errorf("lock: %w (outcome unknown)", err)
+	}
+}
+
+// abandon deletes key as a best effort; if it cannot, it drops the session
+// so the key expires with its lease instead of blocking the lock forever.
+func (c *mutexClient) abandon(key string) {
+	if key == "" {
+		return
+	}
+	ctx, cancel := cleanupCtx()
+	defer cancel()
+	if _, err := c.cli.Delete(ctx, key); err != nil {
+		c.dropSession()
+	}
+}
+
+// Release implements impls.Client; see mutexClient.
+func (c *mutexClient) Release(ctx context.Context, l impls.Lease) (impls.Released, error) {
+	owner := ownerCmp(l.Value, l.Token)
+	if m := c.held; m != nil && m.Key() == l.Value {
+		owner = m.IsOwner()
+	}
+	c.held = nil
+	expired := c.sess == nil || sessionExpired(c.sess)
+	resp, err := c.cli.Txn(ctx).If(owner).Then(clientv3.OpDelete(l.Value)).Commit()
+	if err != nil {
+		return impls.Released{}, err
+	}
+	if !resp.Succeeded {
+		if expired {
+			return impls.Released{}, fmt.Errorf("%w: the session expired while the lock was held (Session.Done fired); key %s is gone", impls.ErrNotHeld, l.Value)
+		}
+		return impls.Released{}, fmt.Errorf("%w: key %s with revision %d is gone: the session's lease expired", impls.ErrNotHeld, l.Value, l.Token)
+	}
+	return impls.Released{Removed: l.Value}, nil
+}
+
+// GuardedRead implements impls.GuardedWriter.
+func (c *mutexClient) GuardedRead(ctx context.Context, l impls.Lease, key string) (int64, error) {
+	return c.guardedRead(ctx, key)
+}
+
+// GuardedWrite implements impls.GuardedWriter: the write is a transaction
+// guarded by Mutex.IsOwner().
+func (c *mutexClient) GuardedWrite(ctx context.Context, l impls.Lease, key string, value int64) (bool, error) {
+	owner := ownerCmp(l.Value, l.Token)
+	if m := c.held; m != nil && m.Key() == l.Value {
+		owner = m.IsOwner()
+	}
+	return c.guardedWrite(ctx, owner, key, value)
+}
+
+// Close revokes the session's lease, releasing any key still attached, and
+// closes the client.
+func (c *mutexClient) Close() error {
+	var err error
+	if c.sess != nil {
+		err = c.sess.Close()
+		c.sess = nil
+	}
+	return errors.Join(err, c.cli.Close())
+}

@@ -1,0 +1,287 @@
+package run
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/clusters/local/etcdnode"
+	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/reports"
+	"github.com/locktest/locktest/workloads"
+)
+
+// nodeEnv makes the test binary double as locktest's node programs: with
+// LOCKTEST_TEST_NODE=etcd it runs one etcd member (see TestMain).
+const nodeEnv = "LOCKTEST_TEST_NODE"
+
+// runEtcdNode runs one etcd member from the arguments after "node etcd"
+// and returns the exit code.
+func runEtcdNode() int {
+	if len(os.Args) < 3 || os.Args[1] != "node" || os.Args[2] != "etcd" {
+		fmt.Fprintf(os.Stderr, "test node: want arguments `node etcd ...`, got %q\n", os.Args[1:])
+		return 2
+	}
+	if err := etcdnode.Main(context.Background(), os.Args[3:]); err != nil {
+		fmt.Fprintln(os.Stderr, "locktest:", err)
+		return 1
+	}
+	return 0
+}
+
+// etcdConfig is testConfig whose etcd members are this test binary too.
+func etcdConfig(t *testing.T, impl string) Config {
+	cfg := testConfig(t, impl)
+	cfg.NodeCommand, cfg.NodeEnv = []string{os.Args[0]}, []string{nodeEnv + "=etcd"}
+	return cfg
+}
+
+var etcdImpls = []string{"etcd-mutex", "etcd-lease-txn"}
+
+// assertTokensIncrease checks the fencing promise on the history itself:
+// ordered by their time, acquire oks carry strictly increasing tokens.
+// (Holds never overlap in a valid run, so that is hold order; the file's
+// order is not: ops of different workers reach the recorder through
+// different pipes.)
+func assertTokensIncrease(t *testing.T, h history.History) {
+	t.Helper()
+	var oks []history.Op
+	for _, o := range h {
+		if o.F == history.Acquire && o.Type == history.OK && !o.IsNemesis() {
+			oks = append(oks, o)
+		}
+	}
+	slices.SortStableFunc(oks, func(a, b history.Op) int { return cmp.Compare(a.Time, b.Time) })
+	var last uint64
+	var lastOp history.Op
+	for _, o := range oks {
+		if o.Value.Token == nil {
+			t.Fatalf("acquire ok without a token: %v", o)
+		}
+		if *o.Value.Token <= last {
+			t.Errorf("token %d of op %d follows token %d of op %d", *o.Value.Token, o.Index, last, lastOp.Index)
+		}
+		last, lastOp = *o.Value.Token, o
+	}
+}
+
+func TestEtcdNoFaultRunsAreValid(t *testing.T) {
+	for _, tc := range []struct {
+		impl string
+		mode workloads.Mode
+	}{
+		{"etcd-mutex", workloads.ModeNone},
+		{"etcd-lease-txn", workloads.ModeNone},
+		{"etcd-mutex", workloads.ModeEtcdGuarded},
+		{"etcd-lease-txn", workloads.ModeFenced},
+	} {
+		t.Run(tc.impl+"/"+string(tc.mode), func(t *testing.T) {
+			cfg := etcdConfig(t, tc.impl)
+			cfg.Mode, cfg.Duration = tc.mode, 5*time.Second
+			out, h := mustRun(t, cfg)
+			r := out.Results
+			if r.Valid != checker.Valid {
+				t.Errorf("verdict %s, want valid; anomalies %v", r.Valid, kinds(r))
+			}
+			if cs := r.Stats["critical_sections"]; cs < 30 {
+				t.Errorf("%v critical sections, want at least 30", cs)
+			}
+			if acc := result(t, r, "resource").Stats["writes_accepted"]; acc < 30 {
+				t.Errorf("%v accepted writes, want at least 30", acc)
+			}
+			assertTokensIncrease(t, h)
+			if tc.mode == workloads.ModeEtcdGuarded {
+				// The resource lives in etcd: the store saw no write.
+				b, err := os.ReadFile(filepath.Join(out.Dir, reports.ResourceFile))
+				if err == nil && strings.Contains(string(b), `"f":"write"`) {
+					t.Errorf("the store received writes in mode etcd-guarded")
+				}
+			}
+			t.Logf("%s/%s: %v critical sections in %v", tc.impl, tc.mode, r.Stats["critical_sections"], cfg.Duration)
+		})
+	}
+}
+
+// TestEtcdKilledHolderRecovers SIGKILLs workers while they hold the lock
+// (kill-client at the after-acquire pause point). Nobody releases the lock:
+// it comes free when the dead holder's lease expires on the leader, about
+// the 1s TTL after the holder's last keep-alive. The test measures, for
+// every kill, how long no other client could take the lock, and checks that
+// one did before the run ended.
+func TestEtcdKilledHolderRecovers(t *testing.T) {
+	for _, impl := range etcdImpls {
+		t.Run(impl, func(t *testing.T) {
+			cfg := etcdConfig(t, impl)
+			cfg.Faults, cfg.KillHolder = []string{"kill-client"}, true
+			cfg.TTL = time.Second
+			cfg.Interval, cfg.Window = time.Second, 2*time.Second
+			cfg.Duration, cfg.Quiet = 9*time.Second, 3*time.Second
+			out, h := mustRun(t, cfg)
+			if out.Results.Valid != checker.Valid {
+				t.Errorf("verdict %s, anomalies %v", out.Results.Valid, kinds(out.Results))
+			}
+			gaps := killedHolderGaps(t, h)
+			if len(gaps) == 0 {
+				t.Fatal("no holder was killed")
+			}
+			for _, g := range gaps {
+				if g.recovered < 0 {
+					t.Errorf("the lock of p%d, killed at %v, was never acquired again before the run ended", g.proc, time.Duration(g.killed))
+					continue
+				}
+				t.Logf("%s: p%d killed holding the lock %v after its acquire; the lock was free again %v after the kill (%v after the dead holder's acquire; TTL %v)",
+					impl, g.proc, time.Duration(g.killed-g.acquired).Round(time.Millisecond),
+					time.Duration(g.recovered-g.killed).Round(time.Millisecond),
+					time.Duration(g.recovered-g.acquired).Round(time.Millisecond), cfg.TTL)
+			}
+		})
+	}
+}
+
+// gap is one killed holder: when it acquired, when it was killed, and when
+// another process next acquired the lock (-1 if none did).
+type gap struct {
+	proc                        int
+	acquired, killed, recovered int64
+}
+
+// killedHolderGaps finds each kill-client ok and measures the gap.
+func killedHolderGaps(t *testing.T, h history.History) []gap {
+	t.Helper()
+	var gaps []gap
+	lastOK := map[int]history.Op{} // each process's latest acquire ok
+	for i, o := range h {
+		if !o.IsNemesis() {
+			if o.F == history.Acquire && o.Type == history.OK {
+				lastOK[o.Process] = o
+			}
+			continue
+		}
+		if o.F != "kill-client" || o.Type != history.OK {
+			continue
+		}
+		var p int
+		if len(o.Value.Targets) != 1 {
+			t.Fatalf("kill-client targets %v", o.Value.Targets)
+		}
+		if _, err := fmt.Sscanf(o.Value.Targets[0], "p%d", &p); err != nil {
+			t.Fatalf("kill-client target %q", o.Value.Targets[0])
+		}
+		acq, ok := lastOK[p]
+		if !ok {
+			t.Fatalf("p%d was killed holding the lock but never acquired it", p)
+		}
+		g := gap{proc: p, acquired: acq.Time, killed: o.Time, recovered: -1}
+		for _, n := range h[i+1:] {
+			if !n.IsNemesis() && n.Process != p && n.F == history.Acquire && n.Type == history.OK && n.Value.Lock == acq.Value.Lock {
+				g.recovered = n.Time
+				break
+			}
+		}
+		gaps = append(gaps, g)
+	}
+	return gaps
+}
+
+// TestEtcdGuardedRejectsAPausedHoldersWrite pauses clients right before
+// their write for longer than the lease: etcd revokes the lease and deletes
+// the holder's key, so the woken holder's guarded write is refused by etcd
+// itself and the resource stays consistent.
+func TestEtcdGuardedRejectsAPausedHoldersWrite(t *testing.T) {
+	for _, impl := range etcdImpls {
+		t.Run(impl, func(t *testing.T) {
+			cfg := etcdConfig(t, impl)
+			cfg.Faults, cfg.Mode = []string{"pause-client"}, workloads.ModeEtcdGuarded
+			cfg.PausePoint = workloads.PointBeforeWrite
+			cfg.TTL, cfg.ClientPause = time.Second, 2500*time.Millisecond
+			cfg.Interval, cfg.Duration, cfg.Quiet = 500*time.Millisecond, 10*time.Second, time.Second
+			out, h := mustRun(t, cfg)
+			if n := nemesisOps(h, "pause-client", history.OK); n < 1 {
+				t.Fatalf("%d client pauses applied", n)
+			}
+			res := result(t, out.Results, "resource")
+			if res.Stats["saved_by_fencing"] < 1 {
+				t.Errorf("no write of a paused holder was refused; stats %v", res.Stats)
+			}
+			if k := kinds(out.Results); len(k) > 0 || out.Results.Valid != checker.Valid {
+				t.Errorf("verdict %s, anomalies %v: etcd let a stale write through", out.Results.Valid, k)
+			}
+			// The refusals are etcd's: failed writes that say so, by processes
+			// that were paused, whose release then failed too.
+			paused := map[int]bool{}
+			for _, o := range h {
+				if o.IsNemesis() && o.F == "pause-client" && o.Type == history.OK {
+					var p int
+					fmt.Sscanf(o.Value.Targets[0], "p%d", &p)
+					paused[p] = true
+				}
+			}
+			var refused, releaseFails, sessionExpired int
+			for _, o := range h {
+				switch {
+				case o.F == history.Write && o.Type == history.Fail && strings.HasPrefix(o.Error, "rejected: the lock service refused"):
+					if !paused[o.Process] {
+						t.Errorf("p%d was never paused but its write was refused: %v", o.Process, o)
+					}
+					refused++
+				case o.F == history.Release && o.Type == history.Fail && paused[o.Process]:
+					releaseFails++
+					if strings.Contains(o.Error, "session expired") {
+						sessionExpired++
+					}
+				}
+			}
+			if refused == 0 || releaseFails == 0 {
+				t.Errorf("%d writes refused by etcd, %d releases of paused holders failed; want both > 0", refused, releaseFails)
+			}
+			t.Logf("%s: %d pauses, %d stale writes refused by etcd, %d releases failed (%d saying the session expired)",
+				impl, nemesisOps(h, "pause-client", history.OK), refused, releaseFails, sessionExpired)
+		})
+	}
+}
+
+// TestEtcdPauseBreaksAnUnfencedResource is the same pause without the
+// guard: the woken holder's write reaches a store that trusts the lock,
+// after its lease ended and another client took the lock (Jepsen 2020).
+func TestEtcdPauseBreaksAnUnfencedResource(t *testing.T) {
+	cfg := etcdConfig(t, "etcd-mutex")
+	cfg.Faults, cfg.Mode = []string{"pause-client"}, workloads.ModeNone
+	cfg.PausePoint = workloads.PointBeforeWrite
+	cfg.TTL, cfg.ClientPause = time.Second, 2500*time.Millisecond
+	cfg.Interval, cfg.Duration, cfg.Quiet = 500*time.Millisecond, 10*time.Second, time.Second
+	out, h := mustRun(t, cfg)
+	if n := nemesisOps(h, "pause-client", history.OK); n < 1 {
+		t.Fatalf("%d client pauses applied", n)
+	}
+	k := kinds(out.Results)
+	if out.Results.Valid != checker.Invalid || k["stale-write"] == 0 {
+		t.Fatalf("verdict %s, anomalies %v: want a stale write", out.Results.Valid, k)
+	}
+	t.Logf("etcd-mutex, resource none, pauses past the lease: anomalies %v", k)
+}
+
+func TestEtcdGuardedNeedsAGuardingImpl(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.StoreDir = t.TempDir()
+	cfg.Impl, cfg.Mode = "redis-set-nx-px", workloads.ModeEtcdGuarded
+	_, err := Run(context.Background(), cfg)
+	var se *SetupError
+	if !errors.As(err, &se) || !strings.Contains(err.Error(), "--resource etcd-guarded") {
+		t.Fatalf("err %v, want a SetupError about --resource etcd-guarded", err)
+	}
+	for _, impl := range etcdImpls {
+		cfg.Impl = impl
+		cfg.fillAuto()
+		if err := cfg.Validate(); err != nil {
+			t.Errorf("%s in mode etcd-guarded: %v", impl, err)
+		}
+	}
+}

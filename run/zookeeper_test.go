@@ -1,0 +1,175 @@
+package run
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/clusters/local"
+	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/workloads"
+)
+
+// needZooKeeper skips the test when java or the ZooKeeper jars are missing.
+func needZooKeeper(t *testing.T) {
+	t.Helper()
+	if _, err := local.NewZooKeeper(local.ZooKeeperOptions{Dir: t.TempDir()}); err != nil {
+		t.Skipf("%v", err)
+	}
+}
+
+var zkImpls = []string{"zk-recipe", "zk-lock"}
+
+// Both ZooKeeper locks keep mutual exclusion without faults, on a 3-peer
+// ensemble; zk-recipe's czxid tokens increase and fence the store.
+func TestZooKeeperNoFaultRunsAreValid(t *testing.T) {
+	needZooKeeper(t)
+	for _, tc := range []struct {
+		impl string
+		mode workloads.Mode
+	}{
+		{"zk-recipe", workloads.ModeFenced},
+		{"zk-lock", workloads.ModeNone},
+	} {
+		t.Run(tc.impl, func(t *testing.T) {
+			cfg := testConfig(t, tc.impl)
+			cfg.Mode, cfg.Duration = tc.mode, 3*time.Second
+			out, h := mustRun(t, cfg)
+			r := out.Results
+			if r.Valid != checker.Valid {
+				t.Errorf("verdict %s, want valid; anomalies %v", r.Valid, kinds(r))
+			}
+			if cs := r.Stats["critical_sections"]; cs < 30 {
+				t.Errorf("%v critical sections, want at least 30", cs)
+			}
+			if acc := result(t, r, "resource").Stats["writes_accepted"]; acc < 30 {
+				t.Errorf("%v accepted writes, want at least 30", acc)
+			}
+			if tc.impl == "zk-recipe" {
+				assertTokensIncrease(t, h)
+			}
+			// Without faults no session expires and no release fails.
+			acquires := map[history.Type]int{}
+			for _, o := range h {
+				if o.F == history.Release && o.Type != history.Invoke && o.Type != history.OK {
+					t.Errorf("release %s: %s", o.Type, o.Error)
+				}
+				if o.F == history.Acquire {
+					acquires[o.Type]++
+				}
+			}
+			t.Logf("%s/%s: %v critical sections in %v; acquires %v", tc.impl, tc.mode, r.Stats["critical_sections"], cfg.Duration, acquires)
+		})
+	}
+}
+
+// TestZooKeeperKilledHolderRecovers SIGKILLs workers while they hold the
+// lock (kill-client at the after-acquire pause point). Nobody deletes the
+// holder's ephemeral node: it goes when the dead worker's session expires,
+// about the session timeout (here the 1s TTL) after its last heartbeat, and
+// the next contender's watch on it fires. The test reports, for every kill,
+// how long no other client could take the lock, and checks that one did
+// before the run ended.
+func TestZooKeeperKilledHolderRecovers(t *testing.T) {
+	needZooKeeper(t)
+	for _, impl := range zkImpls {
+		t.Run(impl, func(t *testing.T) {
+			cfg := testConfig(t, impl)
+			cfg.Faults, cfg.KillHolder = []string{"kill-client"}, true
+			cfg.TTL = time.Second
+			cfg.Interval, cfg.Window = time.Second, 2*time.Second
+			cfg.Duration, cfg.Quiet = 9*time.Second, 3*time.Second
+			out, h := mustRun(t, cfg)
+			if out.Results.Valid != checker.Valid {
+				t.Errorf("verdict %s, anomalies %v", out.Results.Valid, kinds(out.Results))
+			}
+			gaps := killedHolderGaps(t, h)
+			if len(gaps) == 0 {
+				t.Fatal("no holder was killed")
+			}
+			for _, g := range gaps {
+				if g.recovered < 0 {
+					t.Errorf("the lock of p%d, killed at %v, was never acquired again before the run ended", g.proc, time.Duration(g.killed))
+					continue
+				}
+				t.Logf("%s: p%d killed holding the lock %v after its acquire; the lock was free again %v after the kill (%v after the dead holder's acquire; session timeout %v)",
+					impl, g.proc, time.Duration(g.killed-g.acquired).Round(time.Millisecond),
+					time.Duration(g.recovered-g.killed).Round(time.Millisecond),
+					time.Duration(g.recovered-g.acquired).Round(time.Millisecond), cfg.TTL)
+			}
+		})
+	}
+}
+
+// A holder paused past its session timeout loses its lock to the next
+// holder and, when it wakes, its release says that the session expired
+// while it held the lock.
+func TestZooKeeperPausedHolderSessionExpires(t *testing.T) {
+	needZooKeeper(t)
+	cfg := testConfig(t, "zk-recipe")
+	cfg.Faults = []string{"pause-client"}
+	cfg.Mode = workloads.ModeFenced
+	cfg.TTL = 500 * time.Millisecond // the servers grant 500ms
+	cfg.ClientPause = 2 * time.Second
+	cfg.Interval = 500 * time.Millisecond
+	cfg.Duration = 7 * time.Second
+	out, h := mustRun(t, cfg)
+	expired := 0
+	for _, o := range h {
+		if o.F == history.Release && o.Type == history.Fail && strings.Contains(o.Error, "session") && strings.Contains(o.Error, "expired") &&
+			strings.Contains(o.Error, "while this client held") {
+			expired++
+		}
+	}
+	if expired == 0 {
+		t.Errorf("no release reported a session that expired while its client held the lock")
+	}
+	// The holds as the clients believed them did not overlap (a hold ends
+	// at its session timeout), and the fenced store refused the woken
+	// holders' stale writes.
+	res := result(t, out.Results, "resource")
+	if res.Stats["token_regressions"] != 0 {
+		t.Errorf("%v token regressions accepted by a fenced store", res.Stats["token_regressions"])
+	}
+	if out.Results.Valid != checker.Valid {
+		t.Errorf("verdict %s, anomalies %v", out.Results.Valid, kinds(out.Results))
+	}
+	t.Logf("%d releases reported an expired session; resource stats %v; verdict %s %v", expired, res.Stats, out.Results.Valid, kinds(out.Results))
+}
+
+// A 3-peer ensemble keeps serving the lock while one peer at a time is
+// killed and restarted: clients of the dead peer move to another within
+// their session timeout, and the verdict stays valid.
+func TestZooKeeperSurvivesNodeKills(t *testing.T) {
+	needZooKeeper(t)
+	cfg := testConfig(t, "zk-recipe")
+	cfg.Mode = workloads.ModeFenced
+	cfg.Faults = []string{"kill-node"}
+	cfg.TTL = 2 * time.Second
+	cfg.Interval, cfg.NodeDown = time.Second, time.Second
+	cfg.Duration = 6 * time.Second
+	out, h := mustRun(t, cfg)
+	kills, restarts := nemesisOps(h, "kill-node", history.OK), nemesisOps(h, "restart-node", history.OK)
+	if kills < 1 || restarts < kills {
+		t.Fatalf("%d kills, %d restarts", kills, restarts)
+	}
+	if out.Results.Valid != checker.Valid {
+		t.Errorf("verdict %s, anomalies %v", out.Results.Valid, kinds(out.Results))
+	}
+	var firstKill int64 = -1
+	okAfter := 0
+	for _, o := range h {
+		switch {
+		case o.IsNemesis() && o.F == "kill-node" && o.Type == history.OK && firstKill < 0:
+			firstKill = o.Time
+		case o.F == history.Acquire && o.Type == history.OK && firstKill >= 0:
+			okAfter++
+		}
+	}
+	if okAfter == 0 {
+		t.Errorf("no acquire succeeded after the first kill")
+	}
+	assertTokensIncrease(t, h)
+	t.Logf("%d kills, %d restarts, %d acquires after the first kill, %v critical sections", kills, restarts, okAfter, out.Results.Stats["critical_sections"])
+}
