@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-zookeeper/zk"
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/locktest/locktest/clusters/local"
@@ -148,5 +149,62 @@ func TestRedisUnderTheShim(t *testing.T) {
 	back, _ := rc.Time(ctx).Result()
 	if d := back.Sub(time.Now()); d < -5*time.Second || d > 5*time.Second {
 		t.Errorf("TIME is %v off the host clock after reset", d)
+	}
+}
+
+// TestZooKeeperUnderTheShim starts a standalone ZooKeeper (a JVM) under the
+// shim and checks that a forward bump moves the wall clock the server
+// stamps on new znodes (ctime comes from System.currentTimeMillis).
+func TestZooKeeperUnderTheShim(t *testing.T) {
+	if _, err := exec.LookPath("java"); err != nil {
+		t.Skip("java not installed (make setup)")
+	}
+	c, _ := build(t)
+	ctx := context.Background()
+	cl, err := local.New("zookeeper", local.Options{Nodes: 1, Dir: t.TempDir(), NodeEnv: func(n string) []string {
+		env, err := c.Env(n)
+		if err != nil {
+			t.Error(err)
+		}
+		return env
+	}})
+	if err != nil {
+		t.Skip(err)
+	}
+	if err := cl.Start(ctx); err != nil {
+		t.Fatalf("ZooKeeper under the shim did not start: %v", err)
+	}
+	defer cl.Stop(ctx)
+	conn, _, err := zk.Connect([]string{cl.Nodes()[0].Addr}, 4*time.Second, zk.WithLogInfo(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctime := func(path string) time.Time {
+		t.Helper()
+		var err error
+		for i := 0; i < 50; i++ {
+			if _, err = conn.Create(path, nil, 0, zk.WorldACL(zk.PermAll)); err == nil {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, st, err := conn.Get(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return time.UnixMilli(st.Ctime)
+	}
+	if d := time.Until(ctime("/before")); d < -5*time.Second || d > 5*time.Second {
+		t.Fatalf("ctime before any bump is %v off the host clock", d)
+	}
+	if err := c.Set("n1", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Until(ctime("/after")); d < time.Hour-5*time.Second || d > time.Hour+5*time.Second {
+		t.Errorf("ctime after a one-hour bump is %v ahead of the host clock, want about 1h", d)
 	}
 }
