@@ -318,6 +318,12 @@ func parseClusterNodes(text string, byAddr map[string]string, pids map[string]in
 				}
 				live++
 				slots += n
+			} else if up {
+				// Every running node of this topology either serves slots
+				// or replicates a master that does: a running master
+				// without slots is a node that came back after its
+				// failover and has not yet been turned into a replica.
+				return nil, fmt.Errorf("running master %s serves no slots: not yet rejoined as a replica", name)
 			}
 		default:
 			roles[name] = RoleReplica
