@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/locktest/locktest/history"
 )
@@ -34,14 +35,15 @@ const (
 	endValidUntil                  // the holder's own valid_until
 	endRelease                     // the holder invoked release
 	endReacquire                   // the holder invoked acquire again
+	endDeath                       // the holder's process died (was killed)
 )
 
 // hold is one critical section as its process believed it. It starts at the
 // Time of an acquire ok and ends at the earliest of the process's next
 // release invocation of the same lock, the acquire's valid_until (when
-// non-zero) and the process's next acquire invocation of the same lock; when
-// there is none of these, at the end of the history (the largest Time of any
-// op). Positions are indexes into the History slice, -1 where there is no
+// non-zero), the process's next acquire invocation of the same lock and the
+// process's death (see deaths); when there is none of these, at the end of
+// the history (the largest Time of any op). Positions are indexes into the History slice, -1 where there is no
 // such op.
 type hold struct {
 	proc       int
@@ -230,6 +232,7 @@ func buildView(ctx context.Context, h history.History) (*view, error) {
 		}
 	}
 
+	dead := deaths(h)
 	for i := range v.holds {
 		hd := &v.holds[i]
 		hd.end = noEnd
@@ -238,6 +241,17 @@ func buildView(ctx context.Context, h history.History) (*view, error) {
 		}
 		if hd.validUntil != 0 && hd.validUntil < hd.end {
 			hd.end, hd.why = hd.validUntil, endValidUntil
+		}
+		// A process that died believes nothing any more: a session lock's
+		// hold (no valid_until) would otherwise last to the end of the
+		// history and overlap every later holder.
+		for _, d := range dead[hd.proc] {
+			if d >= hd.start {
+				if d < hd.end {
+					hd.end, hd.why = d, endDeath
+				}
+				break
+			}
 		}
 		if hd.end == noEnd {
 			hd.end, hd.why = v.maxTime, endHistory
@@ -251,6 +265,41 @@ func buildView(ctx context.Context, h history.History) (*view, error) {
 		}
 	}
 	return v, nil
+}
+
+// deaths returns, per process, the times (ascending) by which the history
+// shows it dead: the completion of a nemesis op whose f starts with
+// "kill-client" naming it as "p<process>" among its targets, or an info op
+// of the process whose error starts with "worker exited" (the pool
+// completes a dead worker's open op so).
+func deaths(h history.History) map[int][]int64 {
+	out := map[int][]int64{}
+	for i := range h {
+		o := &h[i]
+		switch {
+		case o.Process < 0 && o.Type != history.Invoke && strings.HasPrefix(o.F, "kill-client"):
+			for _, t := range o.Value.Targets {
+				if p, ok := processTarget(t); ok {
+					out[p] = append(out[p], o.Time)
+				}
+			}
+		case o.Process >= 0 && o.Type == history.Info && strings.HasPrefix(o.Error, "worker exited"):
+			out[o.Process] = append(out[o.Process], o.Time)
+		}
+	}
+	for _, ts := range out {
+		slices.Sort(ts)
+	}
+	return out
+}
+
+// processTarget reads a nemesis target "p3" as process 3.
+func processTarget(t string) (int, bool) {
+	if !strings.HasPrefix(t, "p") {
+		return 0, false
+	}
+	p, err := strconv.Atoi(t[1:])
+	return p, err == nil
 }
 
 // lockName returns the lock an op is about, taking it from the op's

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -121,9 +120,11 @@ func (c Liveness) Check(ctx context.Context, h history.History) Result {
 		}
 		o := &h[step]
 		if o.Process < 0 {
-			if o.Type == history.Invoke && strings.HasPrefix(o.F, "kill-client") {
+			// The nemesis records a fault's targets on its completion;
+			// an invocation naming them counts too.
+			if strings.HasPrefix(o.F, "kill-client") {
 				for _, t := range o.Value.Targets {
-					if p, err := strconv.Atoi(strings.TrimPrefix(t, "p")); err == nil && strings.HasPrefix(t, "p") {
+					if p, ok := processTarget(t); ok {
 						deaths[p] = append(deaths[p], int32(step))
 					}
 				}

@@ -139,6 +139,8 @@ func (v *view) overlap(a, b *hold) Anomaly {
 		until = "released only at " + secs(a.end)
 	case endReacquire:
 		until = "held until it invoked acquire again at " + secs(a.end)
+	case endDeath:
+		until = "held until its process was killed by " + secs(a.end)
 	default:
 		until = "never released before the history ended at " + secs(a.end)
 	}

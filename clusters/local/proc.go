@@ -52,6 +52,13 @@ type spawnSpec struct {
 	// program inside it through `ip netns exec`, which execs the program in
 	// place, so the pid is the program's own.
 	Host Host
+	// Cred, if set, runs the program as that user and group (PostgreSQL
+	// refuses to run as root) through setpriv(1), which also execs in
+	// place. The program keeps one capability, CAP_DAC_READ_SEARCH, so it
+	// can reach its node directory below directories that only root may
+	// search (a test's 0700 temporary directory); it writes only where its
+	// user may.
+	Cred *syscall.Credential
 }
 
 // spawn starts bin with args in dir, with stdout and stderr appended to
@@ -65,6 +72,9 @@ func spawn(bin string, args []string, dir, logPath string) (*proc, int64, error)
 // spawnWith starts the process s describes; see spawn.
 func spawnWith(s spawnSpec) (*proc, int64, error) {
 	bin, args, dir, logPath := s.Bin, s.Args, s.Dir, s.LogPath
+	if s.Cred != nil {
+		bin, args = "setpriv", append(setprivArgs(s.Cred, bin), args...)
+	}
 	if s.Host.NetNS != "" {
 		args = append([]string{"netns", "exec", s.Host.NetNS, bin}, args...)
 		bin = "ip"
@@ -95,6 +105,13 @@ func spawnWith(s spawnSpec) (*proc, int64, error) {
 		close(p.done)
 	}()
 	return p, off, nil
+}
+
+// setprivArgs are the arguments of setpriv(1) that run bin as c's user and
+// group with only CAP_DAC_READ_SEARCH; see spawnSpec.Cred.
+func setprivArgs(c *syscall.Credential, bin string) []string {
+	return []string{fmt.Sprintf("--reuid=%d", c.Uid), fmt.Sprintf("--regid=%d", c.Gid), "--clear-groups",
+		"--inh-caps=+dac_read_search", "--ambient-caps=+dac_read_search", bin}
 }
 
 // running reports whether p is a process that has not exited yet; a nil p

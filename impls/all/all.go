@@ -12,6 +12,11 @@ import (
 	// Single-node Redis: redis-set-nx-px, redis-setnx-expire,
 	// redis-setnx-getset, redis-naive-del.
 	_ "github.com/locktest/locktest/impls/redis"
+	// MySQL/MariaDB: mysql-unique-insert, mysql-for-update, mysql-get-lock,
+	// mysql-optimistic.
+	_ "github.com/locktest/locktest/impls/mysql"
+	// PostgreSQL: pg-advisory, pg-advisory-xact.
+	_ "github.com/locktest/locktest/impls/pg"
 	// ZooKeeper: zk-recipe, zk-lock.
 	_ "github.com/locktest/locktest/impls/zk"
 	// Redlock (go-redsync/redsync v4): redlock, redlock-3, redlock-extend.

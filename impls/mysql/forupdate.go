@@ -1,0 +1,126 @@
+package mysql
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/locktest/locktest/impls"
+)
+
+// ForUpdate is mysql-for-update: START TRANSACTION, SELECT version FROM
+// row_locks WHERE name = ? FOR UPDATE, UPDATE … SET version = version + 1,
+// and the transaction stays open for the critical section; release is
+// COMMIT.
+//
+//   - Algorithm: an InnoDB row lock on the lock's row (created on first
+//     use), held until the transaction ends.
+//   - Token: the row's version after the increment made under the lock.
+//     The increment commits with the release; a holder whose transaction is
+//     rolled back (it died, or its connection broke) did not increment it,
+//     so the next holder gets the same token: a token reused by two holders.
+//   - Blocking: yes; the SELECT … FOR UPDATE waits on the server under a
+//     max_statement_time a little below the deadline, whose expiry is a
+//     certain failure.
+//   - Reentrant: within one transaction only; the harness never nests.
+//   - Holder dies: the server rolls its transaction back when the
+//     connection closes and the next waiter gets the row. A holder cut off
+//     by a partition keeps the row until the server notices; the lease has
+//     no expiry (ValidUntil 0).
+//   - Survives: client crashes, not a server crash (every transaction is
+//     rolled back and holders are not told until they commit).
+type ForUpdate struct {
+	*session
+	inTx  bool   // a transaction is open on the session
+	txGen uint64 // the connection generation of that transaction
+	known map[string]bool
+}
+
+var _ impls.Client = (*ForUpdate)(nil)
+
+var forUpdateSchema = []string{
+	"CREATE TABLE IF NOT EXISTS " + Database + ".row_locks (name VARCHAR(191) NOT NULL PRIMARY KEY, version BIGINT UNSIGNED NOT NULL DEFAULT 0) ENGINE=InnoDB",
+}
+
+func newForUpdate(ctx context.Context, cfg impls.Config) (impls.Client, error) {
+	s, err := newSession(cfg, forUpdateSchema, 1)
+	if err != nil {
+		return nil, err
+	}
+	return &ForUpdate{session: s, known: map[string]bool{}}, nil
+}
+
+// Acquire takes the row lock inside a new transaction and increments the
+// version. It returns impls.ErrNotAcquired when the wait timed out (the
+// transaction is rolled back).
+func (c *ForUpdate) Acquire(ctx context.Context, lock string, ttl time.Duration) (impls.Lease, error) {
+	conn, err := c.get(ctx)
+	if err != nil {
+		return impls.Lease{}, err
+	}
+	if c.inTx { // a lease that was never released: end it first
+		c.inTx = false
+		if _, err := conn.ExecContext(ctx, "ROLLBACK"); err != nil {
+			c.drop()
+			return impls.Lease{}, err
+		}
+	}
+	wait := waitBudget(ctx)
+	if !c.known[lock] {
+		// A plain read first: INSERT IGNORE of an existing row would wait
+		// for the row lock of its holder.
+		var n int
+		if err := conn.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+Database+".row_locks WHERE name = ?", lock).Scan(&n); err != nil {
+			c.drop()
+			return impls.Lease{}, err
+		}
+		if n == 0 {
+			q := fmt.Sprintf("SET STATEMENT max_statement_time=%.3f FOR INSERT IGNORE INTO %s.row_locks (name) VALUES (?)", wait.Seconds(), Database)
+			if _, err := conn.ExecContext(ctx, q, lock); err != nil {
+				if n := errNumber(err); n == errStatementTimeout || n == errLockWaitTimeout {
+					return impls.Lease{}, impls.ErrNotAcquired
+				}
+				c.drop()
+				return impls.Lease{}, err
+			}
+		}
+		c.known[lock] = true
+	}
+	if _, err := conn.ExecContext(ctx, "START TRANSACTION"); err != nil {
+		c.drop()
+		return impls.Lease{}, err
+	}
+	var version uint64
+	q := fmt.Sprintf("SET STATEMENT max_statement_time=%.3f FOR SELECT version FROM %s.row_locks WHERE name = ? FOR UPDATE", wait.Seconds(), Database)
+	err = conn.QueryRowContext(ctx, q, lock).Scan(&version)
+	if err != nil {
+		if n := errNumber(err); n == errStatementTimeout || n == errLockWaitTimeout {
+			if _, rerr := conn.ExecContext(ctx, "ROLLBACK"); rerr != nil {
+				c.drop()
+			}
+			return impls.Lease{}, impls.ErrNotAcquired
+		}
+		c.drop()
+		return impls.Lease{}, err
+	}
+	if _, err := conn.ExecContext(ctx, "UPDATE "+Database+".row_locks SET version = version + 1 WHERE name = ?", lock); err != nil {
+		c.drop()
+		return impls.Lease{}, err
+	}
+	c.inTx, c.txGen = true, c.gen
+	return impls.Lease{Lock: lock, Token: version + 1, HasToken: true, Value: c.value(), Node: c.addr}, nil
+}
+
+// Release commits the transaction. It returns impls.ErrNotHeld when the
+// transaction is gone with the connection that held it.
+func (c *ForUpdate) Release(ctx context.Context, l impls.Lease) (impls.Released, error) {
+	if !c.inTx || c.txGen != c.gen || c.conn == nil {
+		return impls.Released{}, impls.ErrNotHeld
+	}
+	c.inTx = false
+	if _, err := c.conn.ExecContext(ctx, "COMMIT"); err != nil {
+		c.drop()
+		return impls.Released{}, err
+	}
+	return impls.Released{Removed: l.Value}, nil
+}

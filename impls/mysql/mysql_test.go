@@ -1,0 +1,180 @@
+package mysql
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/locktest/locktest/clusters/local"
+	"github.com/locktest/locktest/impls"
+)
+
+// startServer starts a MariaDB server for the test and returns its address.
+func startServer(t *testing.T) string {
+	t.Helper()
+	m, err := local.NewMariaDB(local.SQLOptions{Dir: t.TempDir()})
+	if err != nil {
+		t.Skipf("%v (make setup)", err)
+	}
+	t.Cleanup(func() { m.Stop(context.Background()) })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := m.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return m.Nodes()[0].Addr
+}
+
+func newClient(t *testing.T, name, addr string, process int, params map[string]string) impls.Client {
+	t.Helper()
+	i, err := impls.Lookup(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	c, err := i.New(context.Background(), impls.Config{Addrs: []string{addr}, Process: process, Params: params,
+		Now: func() time.Duration { return time.Since(start) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// Two clients of each impl contend for one lock: the second waits, gives
+// up before its deadline with a certain failure, and gets the lock once the
+// first released it, with a higher token; a second release of the same
+// lease changes nothing.
+func TestContention(t *testing.T) {
+	addr := startServer(t)
+	for _, name := range []string{"mysql-unique-insert", "mysql-for-update", "mysql-get-lock", "mysql-optimistic"} {
+		t.Run(name, func(t *testing.T) {
+			a := newClient(t, name, addr, 0, nil)
+			b := newClient(t, name, addr, 1, nil)
+			lock := "contention-" + name
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			la, err := a.Acquire(ctx, lock, time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			bctx, bcancel := context.WithTimeout(ctx, 400*time.Millisecond)
+			_, err = b.Acquire(bctx, lock, time.Minute)
+			late := bctx.Err()
+			bcancel()
+			if !errors.Is(err, impls.ErrNotAcquired) {
+				t.Fatalf("contended acquire: %v, want ErrNotAcquired", err)
+			}
+			if late != nil {
+				t.Errorf("the contended acquire returned only after its deadline: its failure is not certain")
+			}
+			if _, err := a.Release(ctx, la); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := a.Release(ctx, la); !errors.Is(err, impls.ErrNotHeld) {
+				t.Errorf("second release: %v, want ErrNotHeld", err)
+			}
+			lb, err := b.Acquire(ctx, lock, time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if la.HasToken != lb.HasToken || (la.HasToken && lb.Token <= la.Token) {
+				t.Errorf("tokens %d then %d (has token: %v, %v), want increasing", la.Token, lb.Token, la.HasToken, lb.HasToken)
+			}
+			if la.Value == lb.Value {
+				t.Errorf("two leases share the value %q", la.Value)
+			}
+			if _, err := b.Release(ctx, lb); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// A lease of mysql-unique-insert whose row the cleanup deleted after its
+// ttl is not held any more, and another client gets the lock.
+func TestUniqueInsertCleanup(t *testing.T) {
+	addr := startServer(t)
+	params := map[string]string{"cleanup-interval": "20ms"}
+	a := newClient(t, "mysql-unique-insert", addr, 0, params)
+	b := newClient(t, "mysql-unique-insert", addr, 1, params)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	la, err := a.Acquire(ctx, "expiring", 50*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lb impls.Lease
+	for { // the cleanup runs every 20ms; the lease lasts 50ms
+		bctx, bcancel := context.WithTimeout(ctx, time.Second)
+		lb, err = b.Acquire(bctx, "expiring", time.Minute)
+		bcancel()
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, impls.ErrNotAcquired) || ctx.Err() != nil {
+			t.Fatalf("acquire after the lease expired: %v", err)
+		}
+	}
+	if lb.Token <= la.Token {
+		t.Errorf("token %d after %d", lb.Token, la.Token)
+	}
+	if _, err := a.Release(ctx, la); !errors.Is(err, impls.ErrNotHeld) {
+		t.Errorf("release of the expired lease: %v, want ErrNotHeld", err)
+	}
+	if _, err := b.Release(ctx, lb); err != nil {
+		t.Errorf("release of the live lease: %v", err)
+	}
+}
+
+func TestBadParams(t *testing.T) {
+	tests := []struct {
+		impl   string
+		params map[string]string
+		want   string
+	}{
+		{"mysql-unique-insert", map[string]string{"cleanup": "maybe"}, "cleanup="},
+		{"mysql-unique-insert", map[string]string{"cleanup-interval": "often"}, "cleanup-interval="},
+		{"mysql-unique-insert", map[string]string{"retry": "-1s"}, "retry="},
+		{"mysql-optimistic", map[string]string{"retry": "0"}, "retry="},
+	}
+	for _, tt := range tests {
+		i, err := impls.Lookup(tt.impl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = i.New(context.Background(), impls.Config{Addrs: []string{"127.0.0.1:1"}, Params: tt.params, Now: func() time.Duration { return 0 }})
+		if err == nil || !strings.Contains(err.Error(), tt.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s %v: err %v, want one line naming %q", tt.impl, tt.params, err, tt.want)
+		}
+	}
+	i, _ := impls.Lookup("mysql-get-lock")
+	if _, err := i.New(context.Background(), impls.Config{Now: func() time.Duration { return 0 }}); err == nil {
+		t.Errorf("no address accepted")
+	}
+}
+
+func TestWaitBudget(t *testing.T) {
+	tests := []struct {
+		left time.Duration
+		min  time.Duration
+		max  time.Duration
+	}{
+		{time.Second, 700 * time.Millisecond, 750 * time.Millisecond},
+		{10 * time.Second, 9400 * time.Millisecond, 9500 * time.Millisecond},
+		{-time.Second, 0, 0},
+	}
+	for _, tt := range tests {
+		ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(tt.left))
+		got := waitBudget(ctx)
+		cancel()
+		if got < tt.min || got > tt.max {
+			t.Errorf("waitBudget with %v left = %v, want in [%v, %v]", tt.left, got, tt.min, tt.max)
+		}
+	}
+	if got := waitBudget(context.Background()); got != time.Second {
+		t.Errorf("waitBudget without deadline = %v", got)
+	}
+}

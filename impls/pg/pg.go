@@ -1,0 +1,186 @@
+// Package pg holds the PostgreSQL advisory locks, the database lock many
+// users pick, written with github.com/jackc/pgx/v5:
+//
+//   - pg-advisory: pg_advisory_lock / pg_advisory_unlock, session scope.
+//   - pg-advisory-xact: pg_advisory_xact_lock inside a transaction that
+//     stays open for the critical section; release = COMMIT.
+//
+// Lock names map to advisory lock keys with the server's
+// hashtextextended(name, 0). The fencing token of both is nextval of the
+// sequence locktest_fence, taken while holding the lock; sequences are not
+// transactional, so a token is never handed out twice, even when the
+// holder's transaction rolls back.
+//
+// Every client talks to one server, Config.Addrs[0], as the superuser
+// postgres without a password, database postgres (parameters user,
+// password and dbname change that), over one dedicated connection (a
+// pgx.Conn, never a pool: the locks belong to the session). The first
+// client creates the sequence, under an advisory lock so that clients
+// starting together do not collide. After any error whose outcome is
+// unknown the client closes the connection, which ends the session and
+// frees its locks, and opens a new one on the next call; a lease taken on
+// an earlier connection is then reported as not held.
+//
+// Acquire blocks until the lock is free or the caller's deadline is near:
+// lock_timeout is set a little below the deadline (a quarter of the time
+// left, at most 500ms, is kept for the answer), so a wait that timed out is
+// a certain failure (impls.ErrNotAcquired), and only a connection that
+// broke or a deadline that passed leaves the outcome unknown.
+package pg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/locktest/locktest/impls"
+)
+
+// Sequence is the sequence whose nextval is the fencing token.
+const Sequence = "locktest_fence"
+
+// SQLSTATEs the impls tell apart.
+const (
+	lockNotAvailable = "55P03" // lock_timeout expired
+	queryCanceled    = "57014" // statement_timeout or a cancel request
+)
+
+// ddlLock is the two-key advisory lock (a key space apart from the one-key
+// locks of the impls) that serialises the creation of the sequence.
+const ddlLock = "pg_advisory_lock(1819239275, 1)"
+
+func init() {
+	for _, i := range []impls.Impl{
+		{
+			Name: "pg-advisory", Backend: "postgres", Nodes: 1, Fenced: true,
+			Doc: "pg_advisory_lock / pg_advisory_unlock on one dedicated session, token = nextval of a sequence taken under the lock; " +
+				"the server frees the lock when the session ends, and a holder whose connection broke goes on believing it holds it.",
+			New: newAdvisory,
+		},
+		{
+			Name: "pg-advisory-xact", Backend: "postgres", Nodes: 1, Fenced: true,
+			Doc: "pg_advisory_xact_lock inside a transaction held open for the critical section, released by COMMIT, token = nextval of a sequence taken under the lock; " +
+				"the server frees the lock when the transaction or session ends, and a holder whose connection broke goes on believing it holds it.",
+			New: newAdvisoryXact,
+		},
+	} {
+		impls.Register(i)
+	}
+}
+
+// session is what both clients share: the dedicated connection and the
+// bookkeeping that tells a lease's connection from the current one.
+type session struct {
+	cfg     impls.Config
+	addr    string
+	connStr string
+
+	conn       *pgx.Conn // nil until needed, and after an error
+	gen        uint64    // counts the connections opened; a lease remembers its own
+	schemaDone bool
+	seq        uint64
+}
+
+func newSession(cfg impls.Config) (*session, error) {
+	if len(cfg.Addrs) == 0 {
+		return nil, errors.New("pg: Config.Addrs is empty")
+	}
+	if cfg.Now == nil {
+		return nil, errors.New("pg: Config.Now is required (the harness clock)")
+	}
+	host, port, err := net.SplitHostPort(cfg.Addrs[0])
+	if err != nil {
+		return nil, fmt.Errorf("pg: address %q: %w", cfg.Addrs[0], err)
+	}
+	param := func(k, def string) string {
+		if v := cfg.Params[k]; v != "" {
+			return v
+		}
+		return def
+	}
+	connStr := fmt.Sprintf("host=%s port=%s user=%s dbname=%s sslmode=disable connect_timeout=1",
+		host, port, param("user", "postgres"), param("dbname", "postgres"))
+	if pw := cfg.Params["password"]; pw != "" {
+		connStr += " password=" + pw
+	}
+	return &session{cfg: cfg, addr: cfg.Addrs[0], connStr: connStr}, nil
+}
+
+// get returns the connection, opening it (and creating the sequence, the
+// first time) if there is none.
+func (s *session) get(ctx context.Context) (*pgx.Conn, error) {
+	if s.conn != nil && !s.conn.IsClosed() {
+		return s.conn, nil
+	}
+	s.conn = nil
+	c, err := pgx.Connect(ctx, s.connStr)
+	if err != nil {
+		return nil, err
+	}
+	if !s.schemaDone {
+		for _, q := range []string{"SELECT " + ddlLock, "CREATE SEQUENCE IF NOT EXISTS " + Sequence, "SELECT pg_advisory_unlock(1819239275, 1)"} {
+			if _, err := c.Exec(ctx, q); err != nil {
+				closeConn(c)
+				return nil, fmt.Errorf("create sequence: %w", err)
+			}
+		}
+		s.schemaDone = true
+	}
+	s.conn = c
+	s.gen++
+	return c, nil
+}
+
+// drop closes the connection for good; the server ends the session and
+// frees its locks.
+func (s *session) drop() {
+	if s.conn != nil {
+		closeConn(s.conn)
+		s.conn = nil
+	}
+}
+
+func closeConn(c *pgx.Conn) {
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_ = c.Close(ctx)
+}
+
+// value returns a lock value unique to this acquire: the process, the
+// backend's pid and a sequence number, plus random bits.
+func (s *session) value() string {
+	s.seq++
+	return fmt.Sprintf("p%d-b%d-%d-%06x", s.cfg.Process, s.conn.PgConn().PID(), s.seq, rand.Uint32()&0xffffff)
+}
+
+// Close closes the connection.
+func (s *session) Close() error {
+	s.drop()
+	return nil
+}
+
+// lockTimeout returns the lock_timeout for a wait: the time left before
+// ctx's deadline minus what the answer needs (a quarter of it, at most
+// 500ms); 1s when ctx has no deadline; at least 1ms (0 would mean no
+// timeout at all).
+func lockTimeout(ctx context.Context) string {
+	w := time.Second
+	if dl, ok := ctx.Deadline(); ok {
+		left := time.Until(dl)
+		w = left - min(left/4, 500*time.Millisecond)
+	}
+	return fmt.Sprintf("%dms", max(w.Milliseconds(), 1))
+}
+
+// timedOut reports whether err is the server giving up a lock wait: the
+// statement failed, the lock was not taken.
+func timedOut(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == lockNotAvailable || pe.Code == queryCanceled)
+}

@@ -1,0 +1,122 @@
+package pg
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/locktest/locktest/clusters/local"
+	"github.com/locktest/locktest/impls"
+)
+
+// startServer starts a PostgreSQL server for the test and returns its
+// address.
+func startServer(t *testing.T) string {
+	t.Helper()
+	p, err := local.NewPostgres(local.SQLOptions{Dir: t.TempDir()})
+	if err != nil {
+		t.Skipf("%v (make setup)", err)
+	}
+	t.Cleanup(func() { p.Stop(context.Background()) })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := p.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return p.Nodes()[0].Addr
+}
+
+func newClient(t *testing.T, name, addr string, process int) impls.Client {
+	t.Helper()
+	i, err := impls.Lookup(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	c, err := i.New(context.Background(), impls.Config{Addrs: []string{addr}, Process: process,
+		Now: func() time.Duration { return time.Since(start) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// Two clients of each impl contend for one lock: the second waits, gives
+// up before its deadline with a certain failure, and gets the lock once the
+// first released it, with a higher token; a second release of the same
+// lease changes nothing. A client whose session ended loses its lock to
+// the other at once, and its release says so.
+func TestContention(t *testing.T) {
+	addr := startServer(t)
+	for _, name := range []string{"pg-advisory", "pg-advisory-xact"} {
+		t.Run(name, func(t *testing.T) {
+			a := newClient(t, name, addr, 0)
+			b := newClient(t, name, addr, 1)
+			lock := "contention-" + name
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			la, err := a.Acquire(ctx, lock, time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if la.ValidUntil != 0 || !la.HasToken {
+				t.Errorf("lease %+v: want a token and no expiry", la)
+			}
+			bctx, bcancel := context.WithTimeout(ctx, 400*time.Millisecond)
+			_, err = b.Acquire(bctx, lock, time.Minute)
+			late := bctx.Err()
+			bcancel()
+			if !errors.Is(err, impls.ErrNotAcquired) {
+				t.Fatalf("contended acquire: %v, want ErrNotAcquired", err)
+			}
+			if late != nil {
+				t.Errorf("the contended acquire returned only after its deadline: its failure is not certain")
+			}
+			if _, err := a.Release(ctx, la); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := a.Release(ctx, la); !errors.Is(err, impls.ErrNotHeld) {
+				t.Errorf("second release: %v, want ErrNotHeld", err)
+			}
+			lb, err := b.Acquire(ctx, lock, time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if lb.Token <= la.Token {
+				t.Errorf("tokens %d then %d, want increasing", la.Token, lb.Token)
+			}
+
+			// b's session ends (as when its connection breaks): the lock
+			// is free for a, and b's release reports it lost.
+			b.(interface{ drop() }).drop()
+			lc, err := a.Acquire(ctx, lock, time.Minute)
+			if err != nil {
+				t.Fatalf("acquire after the holder's session ended: %v", err)
+			}
+			if _, err := b.Release(ctx, lb); !errors.Is(err, impls.ErrNotHeld) {
+				t.Errorf("release on a lost session: %v, want ErrNotHeld", err)
+			}
+			if _, err := a.Release(ctx, lc); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func TestLockTimeout(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if got := lockTimeout(ctx); got < "700ms" || got > "750ms" || len(got) != 5 {
+		t.Errorf("lockTimeout with 1s left = %q", got)
+	}
+	past, cancel2 := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel2()
+	if got := lockTimeout(past); got != "1ms" {
+		t.Errorf("lockTimeout past the deadline = %q, want 1ms (0 would wait forever)", got)
+	}
+	if got := lockTimeout(context.Background()); got != "1000ms" {
+		t.Errorf("lockTimeout without deadline = %q", got)
+	}
+}

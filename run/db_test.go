@@ -1,0 +1,267 @@
+package run
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/clusters/local"
+	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/impls"
+	"github.com/locktest/locktest/workloads"
+)
+
+// sqlImpls are the database locks: MariaDB's and PostgreSQL's.
+var sqlImpls = []string{
+	"mysql-unique-insert", "mysql-for-update", "mysql-get-lock", "mysql-optimistic",
+	"pg-advisory", "pg-advisory-xact",
+}
+
+// needImplBackend skips the test when the server of impl's backend is not
+// installed.
+func needImplBackend(tb testing.TB, impl string) impls.Impl {
+	tb.Helper()
+	i, err := impls.Lookup(impl)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := local.New(i.Backend, local.Options{Dir: tb.TempDir()}); err != nil {
+		tb.Skipf("%v (make setup)", err)
+	}
+	return i
+}
+
+// Each database lock, without faults, at 5 clients contending for one lock:
+// the run is valid, has enough critical sections, and every acquire that
+// gave up did so certainly (fail), never with an unknown outcome (info).
+func TestSQLNoFaultRunsAreValid(t *testing.T) {
+	for _, impl := range sqlImpls {
+		t.Run(impl, func(t *testing.T) {
+			needImplBackend(t, impl)
+			cfg := testConfig(t, impl)
+			cfg.Clients, cfg.Duration = 5, 3*time.Second
+			out, h := mustRun(t, cfg)
+			r := out.Results
+			if r.Valid != checker.Valid {
+				t.Errorf("verdict %s, want valid; anomalies %v", r.Valid, kinds(r))
+			}
+			cs := r.Stats["critical_sections"]
+			if cs < 30 {
+				t.Errorf("%v critical sections, want at least 30", cs)
+			}
+			t.Logf("%v critical sections in %v", cs, cfg.Duration)
+			var info, tokens int
+			for _, o := range h {
+				if o.F == history.Acquire && o.Type == history.Info {
+					info++
+					t.Logf("acquire info: %s", o.Error)
+				}
+				if o.F == history.Acquire && o.Type == history.OK && o.Value.Token != nil {
+					tokens++
+				}
+			}
+			if info > 0 {
+				t.Errorf("%d acquires with an unknown outcome in a run without faults", info)
+			}
+			if i, _ := impls.Lookup(impl); i.Fenced && tokens == 0 {
+				t.Errorf("a fenced impl granted no token")
+			}
+		})
+	}
+}
+
+// killedHolder is what TestSQLHolderKilled observed.
+type killedHolder struct {
+	h history.History
+	// killedAt is when the holder was killed, on the history clock.
+	killedAt int64
+	// recovered is the first acquire ok of the lock by another process
+	// after the kill, -1 if there was none.
+	recovered int
+	// attempts counts the acquires other processes invoked after the kill.
+	attempts int
+}
+
+// killHolder starts impl's server, the resource store and clients workers
+// contending for one lock, stops worker p0 right after it acquired the
+// lock, kills it with SIGKILL (recording a kill-client nemesis op, the
+// evidence of its death), lets the others try for window, and returns what
+// happened.
+func killHolder(t *testing.T, impl impls.Impl, params map[string]string, ttl, window time.Duration) killedHolder {
+	t.Helper()
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cl, err := local.New(impl.Backend, local.Options{Nodes: impl.Nodes, Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Stop(context.Background())
+	if err := cl.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	clock := history.StartClock()
+	rec := history.NewRecorder(nil)
+	store, err := workloads.StartStore(workloads.ModeNone, clock, filepath.Join(dir, "resource.jsonl"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close(context.Background())
+	var addrs []string
+	for _, n := range cl.Nodes() {
+		addrs = append(addrs, n.Addr)
+	}
+	pool, err := workloads.StartPool(ctx, workloads.PoolConfig{
+		Command: []string{os.Args[0]}, Env: []string{workerEnv + "=1"}, LogDir: dir, Recorder: rec, Clock: clock,
+		Base: workloads.WorkerConfig{
+			Impl: impl.Name, Addrs: addrs, Nodes: cl.Nodes(), Params: params, Locks: []string{"lock-0"},
+			TTL: workloads.Duration(ttl), Retry: workloads.Duration(5 * time.Millisecond), Timeout: workloads.Duration(time.Second),
+			StoreAddr: store.Addr(), Mode: workloads.ModeNone, ClockOrigin: clock.Origin(), Seed: 7,
+		},
+	}, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Stop(context.Background())
+	if err := pool.Arm(0, workloads.PointAfterAcquire); err != nil {
+		t.Fatal(err)
+	}
+	if pt, err := pool.WaitPoint(ctx, 0); err != nil || pt != workloads.PointAfterAcquire {
+		t.Fatalf("p0 did not stop after an acquire: %q %v", pt, err)
+	}
+	kill := history.Op{Type: history.Invoke, Process: history.NemesisProcess, F: "kill-client", Value: history.Value{Targets: []string{"p0"}}}
+	if _, err := rec.Record(kill); err != nil {
+		t.Fatal(err)
+	}
+	killedAt := int64(clock.Now())
+	if err := pool.Signal(0, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	kill.Type = history.OK
+	if _, err := rec.Record(kill); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(window) // the observation window: the others keep trying
+	if err := pool.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	k := killedHolder{h: rec.History(), killedAt: killedAt, recovered: -1}
+	for i, o := range k.h {
+		if o.Process <= 0 || o.F != history.Acquire || o.Time < killedAt {
+			continue
+		}
+		switch o.Type {
+		case history.Invoke:
+			k.attempts++
+		case history.OK:
+			if k.recovered < 0 {
+				k.recovered = i
+			}
+		}
+	}
+	return k
+}
+
+// Killing the worker that holds the lock: session locks are free again as
+// soon as the server sees the connection close, leases once they expire,
+// and mysql-unique-insert without its cleanup loop never, which the
+// liveness checker reports as a stuck lock naming the ops that show it.
+func TestSQLHolderKilled(t *testing.T) {
+	const ttl = time.Second
+	tests := []struct {
+		impl   string
+		params map[string]string
+		window time.Duration
+		stuck  bool
+		// dupToken: the dead holder's token is granted again (its
+		// transaction, and with it the version increment, was rolled back).
+		dupToken bool
+	}{
+		{impl: "mysql-get-lock", window: 2 * time.Second},
+		{impl: "mysql-for-update", window: 2 * time.Second, dupToken: true},
+		{impl: "pg-advisory", window: 2 * time.Second},
+		{impl: "pg-advisory-xact", window: 2 * time.Second},
+		{impl: "mysql-optimistic", window: 3 * time.Second},
+		{impl: "mysql-unique-insert", window: 3 * time.Second},
+		// Longer than the lease plus the liveness checker's default
+		// window (5s) of failures that make a lock stuck.
+		{impl: "mysql-unique-insert", params: map[string]string{"cleanup": "off"}, window: 8 * time.Second, stuck: true},
+	}
+	for _, tt := range tests {
+		name := tt.impl
+		if tt.params != nil {
+			name += ",cleanup=off"
+		}
+		t.Run(name, func(t *testing.T) {
+			impl := needImplBackend(t, tt.impl)
+			k := killHolder(t, impl, tt.params, ttl, tt.window)
+			var stuck []checker.Anomaly
+			found, dup := false, false
+			for _, c := range checker.All() {
+				r := c.Check(context.Background(), k.h)
+				if len(r.Anomalies) > 0 {
+					t.Logf("%s: %d anomalies, the first: %s: %s", c.Name(), len(r.Anomalies), r.Anomalies[0].Kind, r.Anomalies[0].Explanation)
+				}
+				for _, a := range r.Anomalies {
+					dup = dup || a.Kind == "duplicate-token"
+				}
+				if c.Name() != "liveness" {
+					continue
+				}
+				found = true
+				for _, a := range r.Anomalies {
+					if a.Kind == "stuck-lock" {
+						stuck = append(stuck, a)
+					}
+				}
+			}
+			if dup != tt.dupToken {
+				t.Errorf("duplicate-token reported: %v, want %v", dup, tt.dupToken)
+			}
+			if !tt.stuck {
+				if k.recovered < 0 {
+					t.Fatalf("no other process got the lock within %v of the kill (%d attempts)", tt.window, k.attempts)
+				}
+				t.Logf("lock unavailable for %v after the holder was killed", time.Duration(k.h[k.recovered].Time-k.killedAt).Round(time.Millisecond))
+				if len(stuck) > 0 {
+					t.Errorf("liveness reports a stuck lock that recovered: %+v", stuck)
+				}
+				return
+			}
+			if k.recovered >= 0 {
+				t.Fatalf("p%d got the lock at op %d, after its holder was killed with the cleanup off", k.h[k.recovered].Process, k.recovered)
+			}
+			if k.attempts < 10 {
+				t.Fatalf("only %d acquire attempts after the kill, want many", k.attempts)
+			}
+			t.Logf("%d acquire attempts in %v after the kill, none succeeded", k.attempts, tt.window)
+			if !found {
+				t.Log("no liveness checker in checker.All(): the stuck-lock anomaly is not checked")
+				return
+			}
+			if len(stuck) != 1 {
+				t.Fatalf("liveness found %d stuck locks, want 1: %+v", len(stuck), stuck)
+			}
+			a := stuck[0]
+			if len(a.Ops) < 2 || a.Explanation == "" {
+				t.Errorf("stuck-lock does not name its ops: %+v", a)
+			}
+			held := false
+			for _, i := range a.Ops {
+				if i < 0 || i >= len(k.h) {
+					t.Fatalf("stuck-lock names op %d, not in the history", i)
+				}
+				if o := k.h[i]; o.Process == 0 && o.F == history.Acquire && o.Type == history.OK {
+					held = true
+				}
+			}
+			if !held {
+				t.Errorf("stuck-lock does not name the dead holder's acquire: %+v", a)
+			}
+		})
+	}
+}
