@@ -268,27 +268,38 @@ func buildView(ctx context.Context, h history.History) (*view, error) {
 }
 
 // deaths returns, per process, the times (ascending) by which the history
-// shows it dead: the completion of a nemesis op whose f starts with
-// "kill-client" naming it as "p<process>" among its targets, or an info op
-// of the process whose error starts with "worker exited" (the pool
-// completes a dead worker's open op so).
+// shows it dead; see deathOps.
 func deaths(h history.History) map[int][]int64 {
 	out := map[int][]int64{}
+	for p, ps := range deathOps(h) {
+		for _, i := range ps {
+			out[p] = append(out[p], h[i].Time)
+		}
+		slices.Sort(out[p])
+	}
+	return out
+}
+
+// deathOps returns, per process, the positions of the ops that show it
+// dead: the ok completion of a nemesis op whose f starts with "kill-client"
+// naming it as "p<process>" among its targets (a kill that failed or may not
+// have happened proves nothing), or an info op of the process whose error
+// starts with "worker exited" (the pool completes a dead worker's open op
+// so).
+func deathOps(h history.History) map[int][]int32 {
+	out := map[int][]int32{}
 	for i := range h {
 		o := &h[i]
 		switch {
-		case o.Process < 0 && o.Type != history.Invoke && strings.HasPrefix(o.F, "kill-client"):
+		case o.Process < 0 && o.Type == history.OK && strings.HasPrefix(o.F, "kill-client"):
 			for _, t := range o.Value.Targets {
 				if p, ok := processTarget(t); ok {
-					out[p] = append(out[p], o.Time)
+					out[p] = append(out[p], int32(i))
 				}
 			}
 		case o.Process >= 0 && o.Type == history.Info && strings.HasPrefix(o.Error, "worker exited"):
-			out[o.Process] = append(out[o.Process], o.Time)
+			out[o.Process] = append(out[o.Process], int32(i))
 		}
-	}
-	for _, ts := range out {
-		slices.Sort(ts)
 	}
 	return out
 }

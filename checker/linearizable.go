@@ -146,6 +146,13 @@ func (m Model) step(state int64, in linInput, out linOutput) []int64 {
 		case out.unknown:
 			return []int64{state}
 		}
+	case 'd':
+		// The process died: the lock service frees what it held (a
+		// session ends, a lease runs out); a lock it did not hold stays.
+		if state == int64(in.proc) {
+			return []int64{free}
+		}
+		return []int64{state}
 	case 'R':
 		if state == out.n {
 			return []int64{state}
@@ -233,6 +240,9 @@ func (m Model) ops(ctx context.Context, h history.History) (map[string][]linOp, 
 		lock := o.Value.Lock
 		out[lock] = append(out[lock], op)
 	}
+	if m == MutexModel {
+		addDeaths(h, out)
+	}
 	for l, ops := range out {
 		slices.SortFunc(ops, func(a, b linOp) int {
 			if c := cmp.Compare(a.call, b.call); c != 0 {
@@ -245,6 +255,39 @@ func (m Model) ops(ctx context.Context, h history.History) (map[string][]linOp, 
 		}
 	}
 	return out, nil
+}
+
+// addDeaths adds to the mutex ops of each lock a death op for every
+// process the history shows dead (see deaths) that had ops on the lock: the
+// lock service frees whatever the process held at some moment after the
+// death. The op is invoked at the death; it has certainly taken effect by
+// the first acquire ok of another process of the lock that returned after
+// the death (that acquire needed the lock free), and is of unknown return
+// when there is none.
+func addDeaths(h history.History, byLock map[string][]linOp) {
+	dead := deathOps(h)
+	if len(dead) == 0 {
+		return
+	}
+	for lock, ops := range byLock {
+		procs := map[int]bool{}
+		for _, op := range ops {
+			procs[op.in.proc] = true
+		}
+		for p := range procs {
+			for _, pos := range dead[p] {
+				d := h[pos].Time
+				ret := int64(math.MaxInt64)
+				for _, op := range ops {
+					if op.in.kind == 'a' && op.in.proc != p && !op.out.unknown && op.ret > d {
+						ret = min(ret, op.ret)
+					}
+				}
+				byLock[lock] = append(byLock[lock], linOp{call: d, ret: ret, inv: pos, done: -1,
+					in: linInput{kind: 'd', proc: p}, out: linOutput{unknown: ret == math.MaxInt64}})
+			}
+		}
+	}
 }
 
 // dropIdleAcquires leaves out of the call-ordered mutex ops of one lock the
@@ -279,7 +322,7 @@ func dropIdleAcquires(ops []linOp) []linOp {
 		case op.in.kind == 'a':
 			st.seen = append(st.seen, st.unseen...)
 			st.unseen = nil
-		case op.in.kind == 'r':
+		case op.in.kind == 'r', op.in.kind == 'd':
 			for _, j := range st.unseen {
 				needed[j] = true
 			}
@@ -357,6 +400,11 @@ func (m Model) windows(lock string, ops []linOp, size int) []window {
 			} else if before+d == 0 {
 				nonzero--
 			}
+		case 'd':
+			if counts[op.in.proc] != 0 {
+				nonzero--
+			}
+			counts[op.in.proc] = 0
 		case 'W':
 			if lastW >= 0 {
 				otherRet = max(otherRet, ops[lastW].ret)
@@ -584,6 +632,9 @@ func (c Linearizability) explain(h history.History, model porcupine.Model, w win
 // 1.200s)".
 func describeLinOp(h history.History, op *linOp) string {
 	o := &h[op.inv]
+	if op.in.kind == 'd' {
+		return fmt.Sprintf("process %d's death (shown at %s)", op.in.proc, secs(o.Time))
+	}
 	what := o.F
 	switch op.in.kind {
 	case 'R':

@@ -120,9 +120,9 @@ func (c Liveness) Check(ctx context.Context, h history.History) Result {
 		}
 		o := &h[step]
 		if o.Process < 0 {
-			// The nemesis records a fault's targets on its completion;
-			// an invocation naming them counts too.
-			if strings.HasPrefix(o.F, "kill-client") {
+			// The nemesis records a fault's targets on its ok
+			// completion; a kill that failed proves nothing.
+			if o.Type == history.OK && strings.HasPrefix(o.F, "kill-client") {
 				for _, t := range o.Value.Targets {
 					if p, ok := processTarget(t); ok {
 						deaths[p] = append(deaths[p], int32(step))

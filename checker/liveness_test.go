@@ -57,8 +57,8 @@ func TestLiveness(t *testing.T) {
 			name: "a session holder killed by the nemesis between ops",
 			build: func(b *builder) []want {
 				a := b.acquire(0, "x", 0, 10, 0, 0)
-				k := b.invoke(history.NemesisProcess, "kill-client", 500, history.Value{Targets: []string{"p0"}})
-				b.ok(history.NemesisProcess, "kill-client", 510, history.Value{Targets: []string{"p0"}})
+				b.invoke(history.NemesisProcess, "kill-client", 500, history.Value{})
+				k := b.ok(history.NemesisProcess, "kill-client", 510, history.Value{Targets: []string{"p0"}})
 				f, l := b.attempts("x", []int{1}, 3, 1000, 3000)
 				return []want{{"stuck-lock", ops(a.done, k, f, l)}}
 			},
