@@ -108,10 +108,14 @@ func spawnWith(s spawnSpec) (*proc, int64, error) {
 }
 
 // setprivArgs are the arguments of setpriv(1) that run bin as c's user and
-// group with only CAP_DAC_READ_SEARCH; see spawnSpec.Cred.
+// group with only CAP_DAC_READ_SEARCH, killed when its parent dies; see
+// spawnSpec.Cred.
 func setprivArgs(c *syscall.Credential, bin string) []string {
+	// The kernel clears the parent-death signal when the user changes;
+	// setpriv sets it again after the change, so the program still dies
+	// with the driver.
 	return []string{fmt.Sprintf("--reuid=%d", c.Uid), fmt.Sprintf("--regid=%d", c.Gid), "--clear-groups",
-		"--inh-caps=+dac_read_search", "--ambient-caps=+dac_read_search", bin}
+		"--inh-caps=+dac_read_search", "--ambient-caps=+dac_read_search", "--pdeathsig=KILL", bin}
 }
 
 // running reports whether p is a process that has not exited yet; a nil p
