@@ -24,6 +24,8 @@ type Clients interface {
 	WaitPoint(ctx context.Context, process int) (string, error)
 	// Continue lets a worker waiting at a pause point go on.
 	Continue(process int) error
+	// Disarm gives up an Arm whose point was not awaited.
+	Disarm(process int) error
 	// Signal sends a signal to the worker's OS process.
 	Signal(process int, sig syscall.Signal) error
 }
@@ -188,6 +190,7 @@ func (f *pauseClient) Inject(ctx context.Context, rng *rand.Rand) (history.Value
 			return v, fmt.Errorf("%w: arm p%d: %v", errNotApplied, p, err)
 		}
 		if _, err := f.env.Clients.WaitPoint(ctx, p); err != nil {
+			_ = f.env.Clients.Disarm(p)
 			return v, fmt.Errorf("%w: p%d did not reach %s: %v", errNotApplied, p, f.env.PausePoint, err)
 		}
 	}
@@ -195,8 +198,11 @@ func (f *pauseClient) Inject(ctx context.Context, rng *rand.Rand) (history.Value
 	// does only after SIGCONT: however late the kernel applies SIGSTOP, the
 	// worker cannot get past the point while it is meant to be paused.
 	if err := f.env.Clients.Signal(p, syscall.SIGSTOP); err != nil {
+		// The signal may have been delivered even though the wait for it
+		// failed: undo it, and record the pause as of unknown effect.
+		_ = f.env.Clients.Signal(p, syscall.SIGCONT)
 		f.release(p)
-		return v, fmt.Errorf("%w: SIGSTOP p%d: %v", errNotApplied, p, err)
+		return v, fmt.Errorf("SIGSTOP p%d: %v", p, err)
 	}
 	f.mu.Lock()
 	f.target, f.paused = p, true
@@ -211,7 +217,11 @@ func (f *pauseClient) Heal(ctx context.Context) (history.Value, error) {
 		return history.Value{}, nil
 	}
 	v := history.Value{Targets: []string{fmt.Sprintf("p%d", f.target)}}
-	if err := f.env.Clients.Signal(f.target, syscall.SIGCONT); err != nil {
+	if err := f.env.Clients.Signal(f.target, syscall.SIGCONT); err != nil && !slices.Contains(f.env.Clients.Processes(), f.target) {
+		// The worker died while paused: nothing is left to resume.
+		f.paused = false
+		return v, nil
+	} else if err != nil {
 		return v, fmt.Errorf("SIGCONT p%d: %w", f.target, err)
 	}
 	f.release(f.target)

@@ -124,6 +124,7 @@ func (f *killClient) Inject(ctx context.Context, rng *rand.Rand) (history.Value,
 			return v, fmt.Errorf("%w: arm p%d: %v", errNotApplied, p, err)
 		}
 		if _, err := f.clients.WaitPoint(ctx, p); err != nil {
+			_ = f.clients.Disarm(p)
 			return v, fmt.Errorf("%w: p%d did not reach %s: %v", errNotApplied, p, v.Point, err)
 		}
 	}

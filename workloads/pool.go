@@ -20,6 +20,10 @@ import (
 	"github.com/locktest/locktest/internal/procfs"
 )
 
+// stopPatience bounds Stop when its context has no deadline: a worker that
+// has not exited by then is killed.
+const stopPatience = 10 * time.Second
+
 // PoolConfig says how to start workers.
 type PoolConfig struct {
 	// Command is the worker program and its arguments; it must speak the
@@ -106,7 +110,7 @@ func StartPool(ctx context.Context, cfg PoolConfig, n int) (*Pool, error) {
 				return nil, fmt.Errorf("worker p%d: %w", w.process, err)
 			}
 		case <-ctx.Done():
-			p.Stop(context.Background())
+			p.Stop(context.Background()) // bounded by stopPatience
 			return nil, ctx.Err()
 		}
 	}
@@ -283,12 +287,27 @@ func (p *Pool) Processes() []int {
 }
 
 // Arm makes the worker stop at point the next time it passes it and report.
+// A report left over from an earlier arm that was given up is dropped.
 func (p *Pool) Arm(process int, point string) error {
 	w, err := p.worker(process)
 	if err != nil {
 		return err
 	}
+	select {
+	case <-w.points:
+	default:
+	}
 	return w.send(Command{Cmd: "arm", Point: point})
+}
+
+// Disarm gives up an Arm whose point was not awaited: a worker that has
+// not reached the point forgets it, one that has goes on.
+func (p *Pool) Disarm(process int) error {
+	w, err := p.worker(process)
+	if err != nil {
+		return err
+	}
+	return w.send(Command{Cmd: "disarm"})
 }
 
 // WaitPoint waits until the worker reports an armed pause point; the
@@ -376,12 +395,10 @@ func (p *Pool) Kill(ctx context.Context, process int) error {
 	if err := w.cmd.Process.Kill(); err != nil {
 		return fmt.Errorf("kill p%d: %w", process, err)
 	}
-	select {
-	case <-w.exited:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	// SIGKILL was sent: the process is dead or dies now, whatever ctx says;
+	// wait for the reaper, so its open op is completed before we return.
+	<-w.exited
+	return nil
 }
 
 // Replace starts a worker with a new process id on the client host of the
@@ -430,6 +447,11 @@ func (p *Pool) Pid(process int) (int, error) {
 // first) and waits until every worker process is reaped. Ops still open are
 // completed as info. It is idempotent.
 func (p *Pool) Stop(ctx context.Context) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, stopPatience)
+		defer cancel()
+	}
 	p.mu.Lock()
 	ws := make([]*workerProc, 0, len(p.workers))
 	for _, w := range p.workers {

@@ -259,3 +259,46 @@ func TestPoolCrashReplacesTheWorkerWithANewProcess(t *testing.T) {
 		t.Fatalf("Stop: %v", err)
 	}
 }
+
+func TestPoolDisarm(t *testing.T) {
+	pool, rec, _ := testPool(t, "redis-set-nx-px", 1)
+	ctx := context.Background()
+	// Reached: the worker waits at the point; Disarm lets it go on.
+	if err := pool.Arm(0, PointAfterAcquire); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.WaitPoint(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	n := opsOf(rec, 0)
+	if err := pool.Disarm(0); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the disarmed worker to go on", func() bool { return opsOf(rec, 0) > n+4 })
+	// Not reached: a point the worker never passes is forgotten, and a
+	// later arm works as usual.
+	if err := pool.Arm(0, "nowhere"); err != nil {
+		t.Fatal(err)
+	}
+	if err := pool.Disarm(0); err != nil {
+		t.Fatal(err)
+	}
+	if err := pool.Arm(0, PointBeforeWrite); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if pt, err := pool.WaitPoint(wctx, 0); err != nil || pt != PointBeforeWrite {
+		t.Fatalf("WaitPoint after disarm: %q, %v", pt, err)
+	}
+	// It really waits there: no op while held.
+	n = opsOf(rec, 0)
+	time.Sleep(50 * time.Millisecond)
+	if opsOf(rec, 0) != n {
+		t.Error("the worker went on past an armed point without continue")
+	}
+	if err := pool.Continue(0); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the worker to go on after continue", func() bool { return opsOf(rec, 0) > n })
+}

@@ -54,7 +54,7 @@ func (d *Duration) UnmarshalText(b []byte) error {
 
 // Command is a line the driver sends to a worker.
 type Command struct {
-	Cmd string `json:"cmd"` // start, arm, continue, wall-offset, stop
+	Cmd string `json:"cmd"` // start, arm, disarm, continue, wall-offset, stop
 	// Config comes with start.
 	Config *WorkerConfig `json:"config,omitempty"`
 	// Point comes with arm: the pause point at which the worker must stop

@@ -51,6 +51,15 @@ func RunWorker(ctx context.Context, in io.Reader, out io.Writer) error {
 				w.stopping.Store(true)
 			case "arm":
 				w.armed.Store(&c.Point)
+			case "disarm":
+				// Not reached yet: forget the point. Reached: the worker
+				// waits (or is about to) at it; let it go on.
+				if p := w.armed.Load(); p == nil || !w.armed.CompareAndSwap(p, nil) {
+					select {
+					case w.cont <- struct{}{}:
+					default:
+					}
+				}
 			case "continue":
 				select {
 				case w.cont <- struct{}{}:

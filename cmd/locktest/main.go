@@ -30,6 +30,13 @@ type verdictError struct{ error }
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	go func() {
+		// The first Ctrl-C stops the run in order; a second one kills
+		// locktest at once (its children die with it; `locktest cleanup`
+		// removes a network lab it leaves).
+		<-ctx.Done()
+		stop()
+	}()
 	root := newRoot()
 	err := root.ExecuteContext(ctx)
 	if err == nil {
