@@ -231,9 +231,9 @@ func TestPauseClientInject(t *testing.T) {
 		wantErr   bool
 		// unknown: the inject failed but may have had an effect (recorded
 		// info); otherwise a failed inject certainly changed nothing.
-		unknown bool
-		want      []string // the pool calls of Inject, in order
-		wantHeal  []string // the pool calls of the Heal that follows
+		unknown  bool
+		want     []string // the pool calls of Inject, in order
+		wantHeal []string // the pool calls of the Heal that follows
 	}{
 		{name: "at a pause point", point: "after-acquire", pool: &fakeClients{procs: []int{3}},
 			// The worker must be stopped while it waits at the point, and
@@ -244,7 +244,7 @@ func TestPauseClientInject(t *testing.T) {
 		{name: "at a random moment", pool: &fakeClients{procs: []int{3}},
 			want: []string{"SIGSTOP p3"}, wantHeal: []string{"SIGCONT p3"}},
 		{name: "point never reached", point: "before-write",
-			pool:    &fakeClients{procs: []int{3}, waitErr: errors.New("worker p3 exited")},
+			pool: &fakeClients{procs: []int{3}, waitErr: errors.New("worker p3 exited")},
 			// The given-up arm is disarmed, so the worker never blocks at
 			// the point later with no one to release it.
 			wantErr: true, want: []string{"arm p3 before-write", "wait p3", "disarm p3"}},
@@ -254,7 +254,7 @@ func TestPauseClientInject(t *testing.T) {
 			pool:    &fakeClients{procs: []int{3}, armErr: errors.New("broken pipe")},
 			wantErr: true, want: []string{"arm p3 after-acquire"}},
 		{name: "SIGSTOP fails at a point", point: "after-acquire",
-			pool:    &fakeClients{procs: []int{3}, signalErr: map[syscall.Signal]error{syscall.SIGSTOP: stopErr}},
+			pool: &fakeClients{procs: []int{3}, signalErr: map[syscall.Signal]error{syscall.SIGSTOP: stopErr}},
 			// The stop may have landed: it is undone at once.
 			wantErr: true, unknown: true, want: []string{"arm p3 after-acquire", "wait p3", "SIGSTOP p3", "SIGCONT p3", "continue p3"}},
 		{name: "SIGSTOP fails", pool: &fakeClients{procs: []int{3}, signalErr: map[syscall.Signal]error{syscall.SIGSTOP: stopErr}},
