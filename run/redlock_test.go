@@ -134,7 +134,11 @@ func TestRedlockPauseBeforeWrite(t *testing.T) {
 		t.Run(string(tt.mode)+"/"+tt.point, func(t *testing.T) {
 			cfg := pauseConfig(t, "redlock", tt.mode)
 			cfg.PausePoint = tt.point
-			cfg.Duration = 5 * time.Second
+			cfg.Duration = 6 * time.Second
+			// Paused four leases long, so that on a loaded machine another
+			// client still gets the lock (a Redlock acquire asks 5 nodes)
+			// before the paused one wakes.
+			cfg.ClientPause = 4 * cfg.TTL
 			out, h := mustRun(t, cfg)
 			if n := nemesisOps(h, "pause-client", history.OK); n < 2 {
 				t.Fatalf("%d client pauses applied, want at least 2", n)
