@@ -21,12 +21,19 @@ func clockEnv(env Env) error {
 }
 
 // clockBump jumps one node's wall clock forward or back by ClockBump (the
-// direction is the seeded source's) for the window; the heal sets it back.
+// direction is the seeded source's) for the window; the heal sets it back
+// to the offset it had before.
 type clockBump struct {
 	env Env
 
 	mu      sync.Mutex
-	touched []string
+	touched []offsetWas
+}
+
+// offsetWas is a node's clock offset before a fault moved it.
+type offsetWas struct {
+	node string
+	was  time.Duration
 }
 
 func newClockBump(env Env) (Fault, error) {
@@ -50,10 +57,11 @@ func (f *clockBump) Inject(ctx context.Context, rng *rand.Rand) (history.Value, 
 	if d > 0 && rng.IntN(2) == 1 {
 		d = -d
 	}
-	off := f.env.Clocks.Offset(n) + d
+	was := f.env.Clocks.Offset(n)
+	off := was + d
 	v := history.Value{Targets: []string{fmt.Sprintf("%s%+v", n, d)}, Duration: int64(off)}
 	f.mu.Lock()
-	f.touched = append(f.touched, n)
+	f.touched = append(f.touched, offsetWas{n, was})
 	f.mu.Unlock()
 	return v, f.env.Clocks.Set(n, off)
 }
@@ -61,24 +69,21 @@ func (f *clockBump) Inject(ctx context.Context, rng *rand.Rand) (history.Value, 
 func (f *clockBump) Heal(ctx context.Context) (history.Value, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return resetClocks(f.env.Clocks, &f.touched)
-}
-
-func resetClocks(c ClockControl, touched *[]string) (history.Value, error) {
 	var v history.Value
-	for len(*touched) > 0 {
-		n := (*touched)[0]
-		if err := c.Set(n, 0); err != nil {
+	// Undo in reverse order, so each node ends at its first offset.
+	for len(f.touched) > 0 {
+		t := f.touched[len(f.touched)-1]
+		if err := f.env.Clocks.Set(t.node, t.was); err != nil {
 			return v, err
 		}
-		v.Targets = append(v.Targets, n)
-		*touched = (*touched)[1:]
+		v.Targets = append(v.Targets, t.node)
+		f.touched = f.touched[:len(f.touched)-1]
 	}
 	return v, nil
 }
 
 // clockStrobe flips one node's clock between its offset and the offset plus
-// ClockBump every StrobeRate for the window.
+// ClockBump every StrobeRate for the window; the heal restores the offset.
 type clockStrobe struct {
 	env Env
 
@@ -86,6 +91,7 @@ type clockStrobe struct {
 	stop   chan struct{}
 	done   chan struct{}
 	target string
+	was    time.Duration
 }
 
 func newClockStrobe(env Env) (Fault, error) {
@@ -111,6 +117,8 @@ func (f *clockStrobe) Inject(ctx context.Context, rng *rand.Rand) (history.Value
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.target, f.stop, f.done = n, make(chan struct{}), make(chan struct{})
+	was := f.env.Clocks.Offset(n)
+	f.was = was
 	go func(stop, done chan struct{}) {
 		defer close(done)
 		t := time.NewTicker(f.env.StrobeRate)
@@ -122,9 +130,9 @@ func (f *clockStrobe) Inject(ctx context.Context, rng *rand.Rand) (history.Value
 				return
 			case <-t.C:
 				on = !on
-				d := time.Duration(0)
+				d := was
 				if on {
-					d = f.env.ClockBump
+					d = was + f.env.ClockBump
 				}
 				_ = f.env.Clocks.Set(n, d)
 			}
@@ -143,7 +151,7 @@ func (f *clockStrobe) Heal(ctx context.Context) (history.Value, error) {
 	close(f.stop)
 	<-f.done
 	f.stop = nil
-	return history.Value{Targets: []string{f.target}}, f.env.Clocks.Set(f.target, 0)
+	return history.Value{Targets: []string{f.target}}, f.env.Clocks.Set(f.target, f.was)
 }
 
 // clockReset sets every node's clock back to the host's: an explicit step in

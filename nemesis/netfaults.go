@@ -172,6 +172,16 @@ func partitionBuilder(shape string) func(Env) (Fault, error) {
 		if _, err := shapes[shape](nodeNames(env), env.ClientHosts, env.Groups, rand.New(rand.NewPCG(0, 0))); err != nil {
 			return nil, err
 		}
+		if shape == "partition" {
+			known := append(nodeNames(env), env.ClientHosts...)
+			for _, g := range env.Groups {
+				for _, h := range g {
+					if !slices.Contains(known, h) {
+						return nil, fmt.Errorf("--partition names host %q, which this run does not have (hosts: %s)", h, strings.Join(known, ", "))
+					}
+				}
+			}
+		}
 		return &partitionFault{env: env, shape: shape}, nil
 	}
 }

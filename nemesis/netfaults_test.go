@@ -216,6 +216,15 @@ func TestNetworkFaultsInjectAndHeal(t *testing.T) {
 	if _, err := Build([]string{"majorities-ring"}, env); err == nil {
 		t.Error("majorities-ring on 3 nodes built")
 	}
+	// An explicit grouping must name hosts the run has.
+	env.Groups = [][]string{{"n1", "c0"}, {"n9"}}
+	if _, err := Build([]string{"partition"}, env); err == nil || !strings.Contains(err.Error(), `"n9"`) {
+		t.Errorf("partition naming n9: %v", err)
+	}
+	env.Groups = [][]string{{"n1", "c0"}, {"n2", "n3"}}
+	if _, err := Build([]string{"partition"}, env); err != nil {
+		t.Errorf("partition n1,c0/n2,n3: %v", err)
+	}
 }
 
 // fakeClocks records offsets.
@@ -265,6 +274,16 @@ func TestClockFaults(t *testing.T) {
 	if clocks.Offset("n1") != 0 || clocks.Offset("n2") != 0 {
 		t.Errorf("clock-bump heal left %v", clocks.off)
 	}
+	// The heal restores the offset a node had before, not zero.
+	clocks.Set("n1", 5*time.Second)
+	clocks.Set("n2", 5*time.Second)
+	f.Inject(context.Background(), testRng())
+	f.Heal(context.Background())
+	if clocks.Offset("n1") != 5*time.Second || clocks.Offset("n2") != 5*time.Second {
+		t.Errorf("clock-bump heal from 5s left %v, want 5s", clocks.off)
+	}
+	clocks.Set("n1", 0)
+	clocks.Set("n2", 0)
 
 	s := buildOne(t, "clock-strobe", env)
 	if _, err := s.Inject(context.Background(), testRng()); err != nil {

@@ -104,11 +104,44 @@ func Check(info RunInfo, h history.History, rs []checker.Result) Results {
 	}
 	if len(info.Faults) > 0 && r.Stats["faults_injected"] == 0 {
 		r.Problems = append(r.Problems, "no fault was applied: run longer or lower --interval")
+	} else {
+		r.Problems = append(r.Problems, neverApplied(info.Faults, h)...)
 	}
 	if len(r.Problems) > 0 {
 		r.Valid = checker.Merge(r.Valid, checker.Unknown)
 	}
 	return r
+}
+
+// neverApplied names the faults that the nemesis tried to inject, every
+// time without success: the run did not test what it asked for.
+func neverApplied(faults []string, h history.History) []string {
+	tried, applied := map[string]bool{}, map[string]bool{}
+	for _, o := range h {
+		if !o.IsNemesis() {
+			continue
+		}
+		f := o.F
+		if s, ok := strings.CutPrefix(f, "partition-"); ok && slices.Contains(faults, s) {
+			f = s
+		}
+		if !slices.Contains(faults, f) {
+			continue
+		}
+		switch o.Type {
+		case history.Invoke:
+			tried[f] = true
+		case history.OK:
+			applied[f] = true
+		}
+	}
+	var out []string
+	for _, f := range faults {
+		if tried[f] && !applied[f] {
+			out = append(out, fmt.Sprintf("fault %s was tried but never applied (see its failed ops)", f))
+		}
+	}
+	return out
 }
 
 // Met reports whether the results match the run's expectation.

@@ -299,9 +299,11 @@ func (w *worker) storeOp(ctx context.Context, f string, v history.Value) (int64,
 	cancel()
 	done := history.Op{F: f, Value: v}
 	switch {
-	case err != nil && f == history.Write:
+	case err != nil && f != history.Read && !notSent(err):
+		// A write or claim whose reply was lost may have been applied.
 		done.Type, done.Error = history.Info, err.Error()
 	case err != nil:
+		// A read changes nothing; a request never sent had no effect.
 		done.Type, done.Error = history.Fail, err.Error()
 	case !rep.OK:
 		done.Type, done.Error = history.Fail, rep.Error

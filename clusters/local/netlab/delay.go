@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -22,7 +23,14 @@ func NetemAvailable(ctx context.Context) error {
 	if err := Check(); err != nil {
 		return err
 	}
-	ns := fmt.Sprintf("%sprobe-%d", nsPrefix, time.Now().UnixNano()%100000)
+	// The probe namespace is named like a lab's, with an owner file, so
+	// `locktest cleanup` finds it if the driver dies during the probe.
+	id := fmt.Sprintf("%04x", (time.Now().UnixNano()/1000)&0xffff)
+	ns := nsPrefix + id + "-probe"
+	if err := writeOwner(id, os.Getpid()); err != nil {
+		return err
+	}
+	defer os.Remove(ownerDir + "/" + id)
 	if err := run(ctx, "ip", "netns", "add", ns); err != nil {
 		return err
 	}
@@ -155,12 +163,13 @@ func (n *proxied) track(c net.Conn, add bool) {
 }
 
 func (n *proxied) pipe(client net.Conn) {
+	n.track(client, true) // so Close can cut it while the dial is under way
 	server, err := net.DialTimeout("tcp", n.target, 5*time.Second)
 	if err != nil {
 		client.Close()
+		n.track(client, false)
 		return
 	}
-	n.track(client, true)
 	n.track(server, true)
 	defer func() {
 		client.Close()

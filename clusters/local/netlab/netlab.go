@@ -123,17 +123,29 @@ func New(ctx context.Context, opts Options) (*Lab, error) {
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
-	var b [2]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return nil, err
-	}
-	id := hex.EncodeToString(b[:])
-	l := &Lab{id: id, bridge: "lt" + id, lg: lg, hosts: map[string]*Host{}, faulty: map[string]bool{}}
 	unlock, err := lockFile()
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
+	// The id is short (interface names have 15 characters); under the lock,
+	// pick one that no live lab, owner file or link uses.
+	var id string
+	for try := 0; ; try++ {
+		var b [2]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return nil, err
+		}
+		id = hex.EncodeToString(b[:])
+		_, ownerErr := os.Stat(ownerDir + "/" + id)
+		if os.IsNotExist(ownerErr) && !linkExists(ctx, "lt"+id) {
+			break
+		}
+		if try == 20 {
+			return nil, errors.New("netlab: no free lab id (run `locktest cleanup`)")
+		}
+	}
+	l := &Lab{id: id, bridge: "lt" + id, lg: lg, hosts: map[string]*Host{}, faulty: map[string]bool{}}
 	if opts.Subnet != "" {
 		p, err := netip.ParsePrefix(opts.Subnet)
 		if err != nil || !p.Addr().Is4() || p.Bits() != 24 {
@@ -325,12 +337,16 @@ func (l *Lab) Heal(ctx context.Context) error {
 			continue
 		}
 		h := l.hosts[name]
+		ok := true
 		for _, c := range []string{chainIn, chainOut} {
 			if err := run(ctx, "ip", "netns", "exec", h.NS, "iptables", "-w", "-F", c); err != nil {
 				errs = append(errs, err)
+				ok = false
 			}
 		}
-		delete(l.faulty, name)
+		if ok {
+			delete(l.faulty, name) // else the next heal tries again
+		}
 	}
 	return errors.Join(errs...)
 }
