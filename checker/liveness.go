@@ -254,6 +254,16 @@ func (c Liveness) Check(ctx context.Context, h history.History) Result {
 		}
 		longest = max(longest, v.maxTime-prev)
 		r.Stats["longest_no_acquire_s"] = float64(longest) / 1e9
+		faults := faultWindows(h, v.maxTime)
+		if len(faults) > 0 {
+			r.Stats["longest_no_acquire_outside_faults_s"] = float64(longestOutside(v, firstTime, faults)) / 1e9
+			worst, sum, n, never := recovery(v, faults)
+			if n > 0 {
+				r.Stats["recovery_after_heal_max_s"] = float64(worst) / 1e9
+				r.Stats["recovery_after_heal_mean_s"] = float64(sum) / float64(n) / 1e9
+			}
+			r.Stats["heals_without_recovery"] = float64(never)
+		}
 	}
 	r.Stats["stuck_locks"] = float64(stuck)
 	return settle(r)
@@ -299,4 +309,88 @@ func (v *view) stuck(l int32, hd *hold, ended int64, proof []int32, fails int, f
 			v.locks[l], hd.proc, secs(hd.start), tokenWord(v.h[hd.ok].Value.Token), how, fails,
 			secs(v.h[first].Time), secs(v.h[last].Time), secs(v.h[last].Time-ended)),
 	}
+}
+
+// HealNames are the f of the nemesis ops that end a fault (see the
+// nemesis package); every other nemesis op begins one.
+var HealNames = []string{"resume-client", "restart-node", "resume-node", "replace-client", "heal-network",
+	"heal-delay", "clock-restore", "clock-reset-done", "clock-unskew-client"}
+
+// span is a time interval [from, to].
+type span struct{ from, to int64 }
+
+// faultWindows returns the intervals during which a fault was in force: from
+// the invocation of an injection to the completion of the next heal (the
+// schedule runs one fault at a time), or to end when no heal came. They are
+// in time order and do not overlap.
+func faultWindows(h history.History, end int64) []span {
+	var out []span
+	open := int64(-1)
+	for i := range h {
+		o := &h[i]
+		if o.Process >= 0 {
+			continue
+		}
+		heal := slices.Contains(HealNames, o.F)
+		switch {
+		case !heal && o.Type == history.Invoke && open < 0:
+			open = o.Time
+		case heal && o.Type != history.Invoke && open >= 0:
+			out = append(out, span{open, max(open, o.Time)})
+			open = -1
+		}
+	}
+	if open >= 0 {
+		out = append(out, span{open, max(open, end)})
+	}
+	return out
+}
+
+// longestOutside returns the longest stretch of time from start to the end
+// of the history with no acquire ok and no fault in force.
+func longestOutside(v *view, start int64, faults []span) int64 {
+	// The quiet spans: the complement of the fault windows.
+	var quiet []span
+	prev := start
+	for _, f := range faults {
+		if f.from > prev {
+			quiet = append(quiet, span{prev, f.from})
+		}
+		prev = max(prev, f.to)
+	}
+	if v.maxTime > prev {
+		quiet = append(quiet, span{prev, v.maxTime})
+	}
+	// Cut each quiet span at the acquire oks in it (holds are in start
+	// order) and keep the longest piece.
+	longest := int64(0)
+	j := 0
+	for _, q := range quiet {
+		for j < len(v.holds) && v.holds[j].start < q.from {
+			j++
+		}
+		last := q.from
+		for k := j; k < len(v.holds) && v.holds[k].start <= q.to; k++ {
+			longest = max(longest, v.holds[k].start-last)
+			last = v.holds[k].start
+		}
+		longest = max(longest, q.to-last)
+	}
+	return longest
+}
+
+// recovery measures, for each fault window, the time from its heal to the
+// first acquire ok after it: the worst and the sum over the n heals that
+// were followed by one, and how many were never followed by one.
+func recovery(v *view, faults []span) (worst, sum int64, n, never int) {
+	for _, f := range faults {
+		j := sort.Search(len(v.holds), func(j int) bool { return v.holds[j].start >= f.to })
+		if j == len(v.holds) {
+			never++
+			continue
+		}
+		d := v.holds[j].start - f.to
+		worst, sum, n = max(worst, d), sum+d, n+1
+	}
+	return worst, sum, n, never
 }

@@ -1,6 +1,7 @@
 package checker
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -231,5 +232,46 @@ func TestLivenessStats(t *testing.T) {
 	r = check(t, Liveness{}, nil, Valid)
 	if _, ok := r.Stats["acquire_success_rate"]; ok {
 		t.Errorf("success rate of no attempts: %v", r.Stats)
+	}
+}
+
+// TestLivenessStatsAroundFaults: a fault window from 100 to 300 ms, during
+// which nothing is acquired; acquires at 10, 50, 350 and 900 ms, and the
+// history ends at 1000 ms. Outside the fault the longest gap is 350→900 ms;
+// the recovery after the heal (at 300 ms) took 50 ms.
+func TestLivenessStatsAroundFaults(t *testing.T) {
+	var b builder
+	b.acquire(1, "x", 0, 10, 0, 20)
+	b.acquire(2, "x", 40, 50, 0, 60)
+	b.invoke(history.NemesisProcess, "pause-node", 100, history.Value{})
+	b.ok(history.NemesisProcess, "pause-node", 101, history.Value{Targets: []string{"n1"}})
+	b.invoke(history.NemesisProcess, "resume-node", 299, history.Value{})
+	b.ok(history.NemesisProcess, "resume-node", 300, history.Value{Targets: []string{"n1"}})
+	b.acquire(1, "x", 340, 350, 0, 360)
+	b.acquire(2, "x", 890, 900, 0, 910)
+	b.invoke(3, history.Acquire, 990, history.Value{Lock: "x"})
+	b.fail(3, history.Acquire, 1000, history.Value{Lock: "x"}, "not acquired")
+	r := Run(context.Background(), b.h, Liveness{})[0]
+	for k, want := range map[string]float64{
+		"longest_no_acquire_s":                0.55,
+		"longest_no_acquire_outside_faults_s": 0.55,
+		"recovery_after_heal_max_s":           0.05,
+		"recovery_after_heal_mean_s":          0.05,
+		"heals_without_recovery":              0,
+	} {
+		if got := r.Stats[k]; got < want-1e-9 || got > want+1e-9 {
+			t.Errorf("%s = %v, want %v", k, got, want)
+		}
+	}
+	// A fault that is never followed by an acquire.
+	b.invoke(history.NemesisProcess, "kill-node", 920, history.Value{})
+	b.ok(history.NemesisProcess, "kill-node", 921, history.Value{Targets: []string{"n1"}})
+	b.invoke(history.NemesisProcess, "restart-node", 950, history.Value{})
+	b.ok(history.NemesisProcess, "restart-node", 960, history.Value{Targets: []string{"n1"}})
+	b.invoke(3, history.Acquire, 990, history.Value{Lock: "x"})
+	b.fail(3, history.Acquire, 1000, history.Value{Lock: "x"}, "not acquired")
+	r = Run(context.Background(), b.h, Liveness{})[0]
+	if r.Stats["heals_without_recovery"] != 1 {
+		t.Errorf("heals_without_recovery = %v, want 1", r.Stats["heals_without_recovery"])
 	}
 }
