@@ -394,36 +394,60 @@ func (c *Client) Close() error {
 	return errors.Join(errs...)
 }
 
-// attempt counts the SET NX replies of one LockContext and calls the hook
-// at the pause points.
+// attempt counts the SET NX replies of one LockContext round and calls the
+// hook at the pause points. With WithTries(N > 1) redsync runs up to N
+// rounds, each asking every node once and waiting for every reply before
+// the next; the counts start again with each round, so the points name the
+// replies of one round.
 type attempt struct {
 	quorum int
 	hook   func(string)
 
-	answered atomic.Int32
-	granting atomic.Int32
+	mu       sync.Mutex
+	sent     int    // SET NX sent, over all rounds
+	answered int    // replies of this round
+	granting int    // grants of this round
+	granted  []bool // by node index, this round
+}
 
-	mu      sync.Mutex
-	granted []bool // by node index
+// send is called before each SET NX goes out; the first of a round starts
+// the counts again (it precedes every reply of its round). Connections
+// taken for redsync's unlock send no SET NX and count for nothing.
+func (a *attempt) send() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.sent%len(a.granted) == 0 {
+		a.answered, a.granting = 0, 0
+		clear(a.granted)
+	}
+	a.sent++
 }
 
 // reply records one node's SET NX reply and calls the hook at
 // after-node-K and, for the grant that makes the majority, after-majority.
 func (a *attempt) reply(node int, ok bool) {
+	a.mu.Lock()
+	a.answered++
+	k := a.answered
+	majority := false
 	if ok {
-		a.mu.Lock()
 		a.granted[node] = true
-		a.mu.Unlock()
+		a.granting++
+		majority = a.granting == a.quorum
 	}
-	k := int(a.answered.Add(1))
-	a.hook(PointAfterNode(k))
-	if ok && int(a.granting.Add(1)) == a.quorum {
+	a.mu.Unlock()
+	a.hook(PointAfterNode(k)) // may block: outside the lock
+	if majority {
 		a.hook(PointAfterMajority)
 	}
 }
 
-// grants returns how many nodes granted.
-func (a *attempt) grants() int { return int(a.granting.Load()) }
+// grants returns how many nodes granted in the last round.
+func (a *attempt) grants() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.granting
+}
 
 // grantedNames returns the names of the nodes that granted, in node order.
 func (a *attempt) grantedNames(names []string) []string {
@@ -465,6 +489,7 @@ type hookedConn struct {
 // SetNX sends the SET NX and, once the reply is in, reports it (which may
 // stop at a pause point) before returning it to redsync.
 func (c *hookedConn) SetNX(name, value string, expiry time.Duration) (bool, error) {
+	c.at.send()
 	ok, err := c.Conn.SetNX(name, value, expiry)
 	c.at.reply(c.node, ok && err == nil)
 	return ok, err
