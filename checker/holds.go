@@ -267,17 +267,36 @@ func buildView(ctx context.Context, h history.History) (*view, error) {
 	return v, nil
 }
 
-// deaths returns, per process, the times (ascending) by which the history
-// shows it dead; see deathOps.
+// deaths returns, per process, the times (ascending) at which the history
+// shows it died; see deathOps and deathTime.
 func deaths(h history.History) map[int][]int64 {
 	out := map[int][]int64{}
+	var pair []int
 	for p, ps := range deathOps(h) {
+		if pair == nil {
+			pair = h.Pair()
+		}
 		for _, i := range ps {
-			out[p] = append(out[p], h[i].Time)
+			out[p] = append(out[p], deathTime(h, pair, i))
 		}
 		slices.Sort(out[p])
 	}
 	return out
+}
+
+// deathTime is when the death shown by the op at position i happened: for
+// a kill-client, the moment the kill began (its invocation; the process
+// stopped holding anything then, and the lock service may free its locks
+// any time after, before the kill's completion is recorded); for a worker's
+// info "worker exited", the info itself (the pool records it once the dead
+// process was reaped).
+func deathTime(h history.History, pair []int, i int32) int64 {
+	if o := &h[i]; o.Process < 0 {
+		if inv := pair[i]; inv >= 0 {
+			return h[inv].Time
+		}
+	}
+	return h[i].Time
 }
 
 // deathOps returns, per process, the positions of the ops that show it

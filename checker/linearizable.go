@@ -269,6 +269,7 @@ func addDeaths(h history.History, byLock map[string][]linOp) {
 	if len(dead) == 0 {
 		return
 	}
+	pair := h.Pair()
 	for lock, ops := range byLock {
 		procs := map[int]bool{}
 		for _, op := range ops {
@@ -276,7 +277,7 @@ func addDeaths(h history.History, byLock map[string][]linOp) {
 		}
 		for p := range procs {
 			for _, pos := range dead[p] {
-				d := h[pos].Time
+				d := deathTime(h, pair, pos)
 				ret := int64(math.MaxInt64)
 				for _, op := range ops {
 					if op.in.kind == 'a' && op.in.proc != p && !op.out.unknown && op.ret > d {

@@ -1,10 +1,14 @@
 package reports
 
 import (
+	"bufio"
 	"bytes"
 	"embed"
+	"encoding/json"
 	"fmt"
 	"html/template"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -13,10 +17,10 @@ import (
 	"github.com/locktest/locktest/history"
 )
 
-//go:embed templates/*.tmpl
+//go:embed templates/*.tmpl templates/*.js templates/*.css
 var templates embed.FS
 
-var reportTmpl = template.Must(template.New("report.html.tmpl").Funcs(template.FuncMap{
+var funcs = template.FuncMap{
 	"verdictWord": VerdictWord,
 	"expectWord": func(e string) string {
 		if e == "invalid" {
@@ -27,7 +31,24 @@ var reportTmpl = template.Must(template.New("report.html.tmpl").Funcs(template.F
 	"join":  strings.Join,
 	"stats": formatStats,
 	"sub":   func(a, b int) int { return a - b },
-}).ParseFS(templates, "templates/report.html.tmpl"))
+	"isLin": func(name string) bool { return strings.HasPrefix(name, "linearizable-") },
+	"durUS": func(u int64) string { return secsLabel(u, 1000) },
+}
+
+var reportTmpl = template.Must(template.New("report.html.tmpl").Funcs(funcs).ParseFS(templates, "templates/report.html.tmpl"))
+
+func mustRead(name string) string {
+	b, err := templates.ReadFile(name)
+	if err != nil {
+		panic(err) // embedded at build time
+	}
+	return string(b)
+}
+
+var (
+	reportJS  = template.JS(mustRead("templates/report.js"))
+	reportCSS = template.CSS(mustRead("templates/report.css"))
+)
 
 // VerdictWord says a verdict in words: valid, invalid or unknown.
 func VerdictWord(v checker.Verdict) string {
@@ -60,27 +81,143 @@ func trimFloat(f float64) string {
 	return fmt.Sprintf("%.3f", f)
 }
 
-type reportData struct {
-	Results
-	Met bool
-	// Ops maps a history index to its rendered op, for the ops that
-	// anomalies name.
-	Ops map[int]string
+// Extras are what a report shows from its run's folder besides the
+// results and the history. The zero Extras shows none of it.
+type Extras struct {
+	// Linearizability is the file name of porcupine's visualization, when
+	// one was written; LinearizabilityNote says why not, when it was not,
+	// or what part of the history it shows, when it is not all.
+	Linearizability     string
+	LinearizabilityNote string
+	// Logs are the files under logs/, relative to the run's folder.
+	Logs []string
+	// Resource summarizes resource.jsonl; nil when there is none.
+	Resource *ResourceSummary
 }
 
-// RenderHTML renders the plain report of a run: verdicts, anomalies with
-// the ops that prove them, the run's settings and links to its files.
+// ResourceSummary is what the report shows of the resource store's log.
+type ResourceSummary struct {
+	Lines int
+	// Counts are requests by f and outcome ("write accepted": 12), sorted.
+	Counts []Count
+	// Rejected are the first maxRejectedShown refused requests.
+	Rejected []ResourceEntry
+	// Err says why the log could not be read to its end.
+	Err string
+}
+
+// Count is a labelled number.
+type Count struct {
+	What string
+	N    int
+}
+
+// ResourceEntry is one line of resource.jsonl (workloads.StoreEntry).
+type ResourceEntry struct {
+	F         string  `json:"f"`
+	Process   int     `json:"process"`
+	Lock      string  `json:"lock"`
+	N         int64   `json:"n"`
+	Token     *uint64 `json:"token"`
+	LockValue string  `json:"lock_value"`
+	Reply     struct {
+		OK    bool   `json:"ok"`
+		N     int64  `json:"n"`
+		Time  int64  `json:"time"`
+		Error string `json:"error"`
+	} `json:"reply"`
+}
+
+// TokenText renders the entry's token, or "-".
+func (e ResourceEntry) TokenText() string {
+	if e.Token == nil {
+		return "-"
+	}
+	return fmt.Sprint(*e.Token)
+}
+
+// TimeText renders the entry's arrival time in seconds.
+func (e ResourceEntry) TimeText() string { return secsLabel(us(e.Reply.Time), 1000) }
+
+const maxRejectedShown = 50
+
+// anomView is one anomaly of the list, with the records of its ops.
+type anomView struct {
+	ID, Checker, Kind, Explanation string
+	Ops                            []opView
+}
+
+type opView struct {
+	Index  int
+	Record string
+}
+
+type reportData struct {
+	Results
+	Met        bool
+	Cluster    string
+	Anomalies  []anomView
+	Timeline   template.HTML
+	Latency    template.HTML
+	Throughput template.HTML
+	Legend     []legendItem
+	Pct        []percentileRow
+	TL         *timeline
+	Data       template.JS
+	Script     template.JS
+	Style      template.CSS
+	X          Extras
+}
+
+type legendItem struct{ Name, Color string }
+
+// RenderHTML renders the report of a run from its results and history
+// alone, without what its folder holds (see RenderReport).
 func RenderHTML(r Results, h history.History) ([]byte, error) {
-	d := reportData{Results: r, Met: r.Met(), Ops: map[int]string{}}
+	return RenderReport(r, h, Extras{})
+}
+
+// RenderReport renders the report of a run: one self-contained page (its
+// styles, script and data inline) with the verdicts, the run's settings,
+// the anomalies with the ops that prove them, the lease timeline (drawn as
+// SVG in the page, so it shows without JavaScript; the script adds zoom,
+// pan and hover), latency and throughput charts, and what x adds.
+func RenderReport(r Results, h history.History, x Extras) ([]byte, error) {
+	tl := buildTimeline(r.Checkers, h)
+	data, err := json.Marshal(tl) // escapes <, > and &, so it cannot end the script
+	if err != nil {
+		return nil, err
+	}
+	d := reportData{Results: r, Met: r.Met(), TL: tl, Data: template.JS(data), Script: reportJS, Style: reportCSS, X: x,
+		Timeline: timelineSVG(tl), Pct: percentiles(h)}
+	d.Cluster = fmt.Sprintf("%d × %s (local processes)", r.Run.Nodes, r.Run.Backend)
+	if r.Run.Network != "" {
+		d.Cluster += ", network: " + r.Run.Network
+	}
+	if r.Run.Clock != "" {
+		d.Cluster += ", clock: " + r.Run.Clock
+	}
+	lat := latencyData(h)
+	d.Latency = latencySVG(tl, lat)
+	for i, s := range latencySeries {
+		if len(lat[i]) > 0 {
+			d.Legend = append(d.Legend, legendItem{s.f + " " + string(s.typ), s.color})
+		}
+	}
+	d.Throughput = throughputSVG(tl, h)
+	n := 0
 	for _, c := range r.Checkers {
 		for _, a := range c.Anomalies {
+			n++
+			av := anomView{ID: fmt.Sprintf("a%d", n), Checker: c.Checker, Kind: a.Kind, Explanation: a.Explanation}
 			for _, i := range a.Ops {
+				rec := fmt.Sprintf("op %d is not in the history", i)
 				if i >= 0 && i < len(h) {
-					d.Ops[i] = h[i].String()
-				} else {
-					d.Ops[i] = fmt.Sprintf("op %d is not in the history", i)
+					rec = h[i].String()
 				}
+				av.Ops = append(av.Ops, opView{i, rec})
 			}
+			d.Anomalies = append(d.Anomalies, av)
 		}
 	}
 	var buf bytes.Buffer
@@ -90,11 +227,91 @@ func RenderHTML(r Results, h history.History) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// WriteHTML renders the report into dir/report.html.
+// WriteHTML renders the report into dir/report.html, with the extras the
+// folder holds: links to its logs, a summary of resource.jsonl, and, when
+// the linearizability checker ran, porcupine's visualization written to
+// dir/linearizability.html.
 func WriteHTML(dir string, r Results, h history.History) error {
-	b, err := RenderHTML(r, h)
+	x, err := ReadExtras(dir, r, h)
+	if err != nil {
+		return err
+	}
+	b, err := RenderReport(r, h, x)
 	if err != nil {
 		return err
 	}
 	return writeFileAtomic(filepath.Join(dir, ReportFile), b)
+}
+
+// ReadExtras gathers the Extras of the run in dir, writing porcupine's
+// visualization when a linearizability checker is among r's.
+func ReadExtras(dir string, r Results, h history.History) (Extras, error) {
+	var x Extras
+	for _, c := range r.Checkers {
+		if !strings.HasPrefix(c.Checker, "linearizable-") {
+			continue
+		}
+		page, note, err := visualizeLinearizability(h)
+		if err != nil {
+			return x, fmt.Errorf("porcupine visualization: %w", err)
+		}
+		x.LinearizabilityNote = note
+		if page == nil {
+			break
+		}
+		if err := writeFileAtomic(filepath.Join(dir, LinearizabilityFile), page); err != nil {
+			return x, err
+		}
+		x.Linearizability = LinearizabilityFile
+		break
+	}
+	logs := filepath.Join(dir, "logs")
+	_ = filepath.WalkDir(logs, func(p string, e fs.DirEntry, err error) error {
+		if err != nil || e.IsDir() || len(x.Logs) >= 200 {
+			return nil
+		}
+		if rel, err := filepath.Rel(dir, p); err == nil {
+			x.Logs = append(x.Logs, filepath.ToSlash(rel))
+		}
+		return nil
+	})
+	x.Resource = readResource(filepath.Join(dir, ResourceFile))
+	return x, nil
+}
+
+// readResource summarizes a resource log; nil when there is none.
+func readResource(path string) *ResourceSummary {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	s := &ResourceSummary{}
+	counts := map[string]int{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		s.Lines++
+		var e ResourceEntry
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			s.Err = fmt.Sprintf("line %d: %v", s.Lines, err)
+			break
+		}
+		what := e.F + " accepted"
+		if !e.Reply.OK {
+			what = e.F + " rejected"
+			if len(s.Rejected) < maxRejectedShown {
+				s.Rejected = append(s.Rejected, e)
+			}
+		}
+		counts[what]++
+	}
+	if err := sc.Err(); err != nil && s.Err == "" {
+		s.Err = err.Error()
+	}
+	for k, n := range counts {
+		s.Counts = append(s.Counts, Count{k, n})
+	}
+	sort.Slice(s.Counts, func(i, j int) bool { return s.Counts[i].What < s.Counts[j].What })
+	return s
 }

@@ -400,6 +400,9 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	if err := linkLatest(filepath.Join(cfg.StoreDir, cfg.Name), filepath.Base(dir)); err != nil {
 		lg.Warn("latest link", "err", err)
 	}
+	if err := reports.WriteIndex(cfg.StoreDir); err != nil {
+		lg.Warn("store index", "err", err)
+	}
 	lg.Info("run done", "valid", res.Valid, "ops", len(h), "critical_sections", acquired.Load())
 	return &Outcome{Dir: dir, Results: res}, nil
 }

@@ -1,0 +1,35 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/locktest/locktest/reports"
+)
+
+func TestIndexCommand(t *testing.T) {
+	store := t.TempDir()
+	dir := filepath.Join(store, "overlap", "20250101T000000")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, reports.HistoryFile), []byte(goodHistory), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, code := locktest(t, "check", dir); code != 1 {
+		t.Fatalf("check: exit %d, want 1", code)
+	}
+	out, stderr, code := locktest(t, "index", store)
+	if code != 0 || !strings.Contains(out, filepath.Join(store, reports.IndexFile)) {
+		t.Fatalf("index: exit %d, out %q, stderr %q", code, out, stderr)
+	}
+	b, err := os.ReadFile(filepath.Join(store, reports.IndexFile))
+	if err != nil || !strings.Contains(string(b), `<a href="overlap/20250101T000000/report.html">`) {
+		t.Fatalf("index.html lacks the run: %v", err)
+	}
+	if _, stderr, code := locktest(t, "index", filepath.Join(store, "nope")); code != 2 || !strings.Contains(stderr, "no such folder") {
+		t.Errorf("index of a missing store: exit %d, stderr %q", code, stderr)
+	}
+}
