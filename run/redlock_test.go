@@ -139,12 +139,25 @@ func TestRedlockPauseBeforeWrite(t *testing.T) {
 			// client still gets the lock (a Redlock acquire asks 5 nodes)
 			// before the paused one wakes.
 			cfg.ClientPause = 4 * cfg.TTL
-			out, h := mustRun(t, cfg)
-			if n := nemesisOps(h, "pause-client", history.OK); n < 2 {
-				t.Fatalf("%d client pauses applied, want at least 2", n)
+			var out *Outcome
+			var h history.History
+			var res checker.Result
+			var k map[string]int
+			// Whether a woken holder's write lands before the next holder
+			// re-claims the resource is up to the scheduler: a run meant to
+			// reproduce the violation gets up to three seeds to show it.
+			for attempt := 0; attempt < 3; attempt++ {
+				cfg.Seed = int64(7 + attempt)
+				out, h = mustRun(t, cfg)
+				if n := nemesisOps(h, "pause-client", history.OK); n < 2 {
+					t.Fatalf("%d client pauses applied, want at least 2", n)
+				}
+				res, k = result(t, out.Results, "resource"), kinds(out.Results)
+				if tt.valid || res.Valid == checker.Invalid {
+					break
+				}
+				t.Logf("seed %d: no violation shown (%v); trying another seed", cfg.Seed, k)
 			}
-			res := result(t, out.Results, "resource")
-			k := kinds(out.Results)
 			if tt.valid {
 				if res.Valid != checker.Valid {
 					t.Errorf("resource verdict %s, anomalies %v: check-and-set let a stale write through", res.Valid, k)
