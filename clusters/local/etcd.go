@@ -14,7 +14,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -492,13 +491,7 @@ func (e *Etcd) Pause(ctx context.Context, node clusters.Node) error {
 	if err != nil {
 		return err
 	}
-	if !n.proc.running() {
-		return fmt.Errorf("local etcd: pause %s: node is not running", n.name)
-	}
-	if err := n.proc.signal(syscall.SIGSTOP); err != nil {
-		return fmt.Errorf("local etcd: pause %s: %w", n.name, err)
-	}
-	if err := n.proc.waitStopped(time.Second); err != nil {
+	if err := n.proc.pause(time.Second); err != nil {
 		return fmt.Errorf("local etcd: pause %s: %w", n.name, err)
 	}
 	e.log.Info("node paused", "node", n.name, "pid", n.proc.pid, "addr", n.addr())
@@ -517,7 +510,7 @@ func (e *Etcd) Resume(ctx context.Context, node clusters.Node) error {
 	if !n.proc.running() {
 		return nil
 	}
-	if err := n.proc.signal(syscall.SIGCONT); err != nil && !errors.Is(err, os.ErrProcessDone) {
+	if err := n.proc.resume(); err != nil {
 		return fmt.Errorf("local etcd: resume %s: %w", n.name, err)
 	}
 	e.log.Info("node resumed", "node", n.name, "pid", n.proc.pid, "addr", n.addr())
@@ -529,17 +522,11 @@ func (e *Etcd) Resume(ctx context.Context, node clusters.Node) error {
 func (e *Etcd) CollectLogs(dir string) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	var errs []error
+	logs := make([]nodeLog, 0, len(e.nodes))
 	for _, n := range e.nodes {
-		err := copyFile(n.logPath, filepath.Join(dir, n.name+".log"))
-		if err != nil && !errors.Is(err, os.ErrNotExist) {
-			errs = append(errs, fmt.Errorf("collect log of %s: %w", n.name, err))
-		}
+		logs = append(logs, nodeLog{n.name, n.logPath})
 	}
-	return errors.Join(errs...)
+	return collectLogs(dir, logs)
 }
 
 func (e *Etcd) find(node clusters.Node) (*etcdNode, error) {

@@ -11,11 +11,13 @@ package local
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -250,4 +252,47 @@ func copyFile(src, dst string) error {
 		return err
 	}
 	return out.Close()
+}
+
+// pause freezes a running process with SIGSTOP and returns once the kernel
+// reports every thread stopped, waiting at most limit.
+func (p *proc) pause(limit time.Duration) error {
+	if !p.running() {
+		return errors.New("node is not running")
+	}
+	if err := p.signal(syscall.SIGSTOP); err != nil {
+		return err
+	}
+	return p.waitStopped(limit)
+}
+
+// resume thaws the process with SIGCONT; a process that is not running (or
+// not paused) is left as it is.
+func (p *proc) resume() error {
+	if !p.running() {
+		return nil
+	}
+	if err := p.signal(syscall.SIGCONT); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return err
+	}
+	return nil
+}
+
+// nodeLog is a node's name and the path of its log.
+type nodeLog struct{ name, path string }
+
+// collectLogs copies each node's log to dir/<name>.log, creating dir. Nodes
+// that never started, and so have no log, are skipped.
+func collectLogs(dir string, logs []nodeLog) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	var errs []error
+	for _, l := range logs {
+		err := copyFile(l.path, filepath.Join(dir, l.name+".log"))
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("collect log of %s: %w", l.name, err))
+		}
+	}
+	return errors.Join(errs...)
 }

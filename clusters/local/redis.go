@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -359,13 +358,7 @@ func (r *Redis) Pause(ctx context.Context, node clusters.Node) error {
 	if err != nil {
 		return err
 	}
-	if !n.proc.running() {
-		return fmt.Errorf("local redis: pause %s: node is not running", n.name)
-	}
-	if err := n.proc.signal(syscall.SIGSTOP); err != nil {
-		return fmt.Errorf("local redis: pause %s: %w", n.name, err)
-	}
-	if err := n.proc.waitStopped(time.Second); err != nil {
+	if err := n.proc.pause(time.Second); err != nil {
 		return fmt.Errorf("local redis: pause %s: %w", n.name, err)
 	}
 	r.log.Info("node paused", "node", n.name, "pid", n.proc.pid, "addr", n.addr())
@@ -384,7 +377,7 @@ func (r *Redis) Resume(ctx context.Context, node clusters.Node) error {
 	if !n.proc.running() {
 		return nil
 	}
-	if err := n.proc.signal(syscall.SIGCONT); err != nil && !errors.Is(err, os.ErrProcessDone) {
+	if err := n.proc.resume(); err != nil {
 		return fmt.Errorf("local redis: resume %s: %w", n.name, err)
 	}
 	r.log.Info("node resumed", "node", n.name, "pid", n.proc.pid, "addr", n.addr())
@@ -396,17 +389,11 @@ func (r *Redis) Resume(ctx context.Context, node clusters.Node) error {
 func (r *Redis) CollectLogs(dir string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	var errs []error
+	logs := make([]nodeLog, 0, len(r.nodes))
 	for _, n := range r.nodes {
-		err := copyFile(n.logPath, filepath.Join(dir, n.name+".log"))
-		if err != nil && !errors.Is(err, os.ErrNotExist) {
-			errs = append(errs, fmt.Errorf("collect log of %s: %w", n.name, err))
-		}
+		logs = append(logs, nodeLog{n.name, n.logPath})
 	}
-	return errors.Join(errs...)
+	return collectLogs(dir, logs)
 }
 
 // find returns the node called node.Name.

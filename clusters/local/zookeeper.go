@@ -15,7 +15,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/locktest/locktest/clusters"
@@ -711,13 +710,7 @@ func (z *ZooKeeper) Pause(ctx context.Context, node clusters.Node) error {
 	if err != nil {
 		return err
 	}
-	if !n.proc.running() {
-		return fmt.Errorf("local zookeeper: pause %s: node is not running", n.name)
-	}
-	if err := n.proc.signal(syscall.SIGSTOP); err != nil {
-		return fmt.Errorf("local zookeeper: pause %s: %w", n.name, err)
-	}
-	if err := n.proc.waitStopped(2 * time.Second); err != nil {
+	if err := n.proc.pause(2 * time.Second); err != nil {
 		return fmt.Errorf("local zookeeper: pause %s: %w", n.name, err)
 	}
 	z.log.Info("node paused", "node", n.name, "pid", n.proc.pid, "addr", n.addr())
@@ -736,7 +729,7 @@ func (z *ZooKeeper) Resume(ctx context.Context, node clusters.Node) error {
 	if !n.proc.running() {
 		return nil
 	}
-	if err := n.proc.signal(syscall.SIGCONT); err != nil && !errors.Is(err, os.ErrProcessDone) {
+	if err := n.proc.resume(); err != nil {
 		return fmt.Errorf("local zookeeper: resume %s: %w", n.name, err)
 	}
 	z.log.Info("node resumed", "node", n.name, "pid", n.proc.pid, "addr", n.addr())
@@ -748,17 +741,11 @@ func (z *ZooKeeper) Resume(ctx context.Context, node clusters.Node) error {
 func (z *ZooKeeper) CollectLogs(dir string) error {
 	z.mu.Lock()
 	defer z.mu.Unlock()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	var errs []error
+	logs := make([]nodeLog, 0, len(z.nodes))
 	for _, n := range z.nodes {
-		err := copyFile(n.logPath, filepath.Join(dir, n.name+".log"))
-		if err != nil && !errors.Is(err, os.ErrNotExist) {
-			errs = append(errs, fmt.Errorf("collect log of %s: %w", n.name, err))
-		}
+		logs = append(logs, nodeLog{n.name, n.logPath})
 	}
-	return errors.Join(errs...)
+	return collectLogs(dir, logs)
 }
 
 // find returns the peer called node.Name.
