@@ -336,24 +336,7 @@ func TestGoldenReport(t *testing.T) {
 			t.Fatal("two renders of the same results differ")
 		}
 	}
-	path := filepath.Join("testdata", "report.golden.html")
-	if *update {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("wrote %s", path)
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test ./reports -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("the report differs from %s (if the change is intended, run go test ./reports -update):\n%s",
-			path, firstDiff(string(want), string(got)))
-	}
+	compareGolden(t, filepath.Join("testdata", "report.golden.html"), got)
 }
 
 // firstDiff shows the first line where want and got differ.
