@@ -119,29 +119,7 @@ func TestEtcdNoFaultRunsAreValid(t *testing.T) {
 func TestEtcdKilledHolderRecovers(t *testing.T) {
 	for _, impl := range etcdImpls {
 		t.Run(impl, func(t *testing.T) {
-			cfg := etcdConfig(t, impl)
-			cfg.Faults, cfg.KillHolder = []string{"kill-client"}, true
-			cfg.TTL = time.Second
-			cfg.Interval, cfg.Window = time.Second, 2*time.Second
-			cfg.Duration, cfg.Quiet = 9*time.Second, 3*time.Second
-			out, h := mustRun(t, cfg)
-			if out.Results.Valid != checker.Valid {
-				t.Errorf("verdict %s, anomalies %v", out.Results.Valid, kinds(out.Results))
-			}
-			gaps := killedHolderGaps(t, h)
-			if len(gaps) == 0 {
-				t.Fatal("no holder was killed")
-			}
-			for _, g := range gaps {
-				if g.recovered < 0 {
-					t.Errorf("the lock of p%d, killed at %v, was never acquired again before the run ended", g.proc, time.Duration(g.killed))
-					continue
-				}
-				t.Logf("%s: p%d killed holding the lock %v after its acquire; the lock was free again %v after the kill (%v after the dead holder's acquire; TTL %v)",
-					impl, g.proc, time.Duration(g.killed-g.acquired).Round(time.Millisecond),
-					time.Duration(g.recovered-g.killed).Round(time.Millisecond),
-					time.Duration(g.recovered-g.acquired).Round(time.Millisecond), cfg.TTL)
-			}
+			assertKilledHoldersRecover(t, impl, etcdConfig(t, impl))
 		})
 	}
 }
@@ -283,5 +261,34 @@ func TestEtcdGuardedNeedsAGuardingImpl(t *testing.T) {
 		if err := cfg.Validate(); err != nil {
 			t.Errorf("%s in mode etcd-guarded: %v", impl, err)
 		}
+	}
+}
+
+// assertKilledHoldersRecover runs cfg with holders killed while holding (TTL
+// 1s), checks the run is valid and that every dead holder's lock was taken
+// again before the run ended, and logs how long each stayed unavailable.
+func assertKilledHoldersRecover(t *testing.T, impl string, cfg Config) {
+	t.Helper()
+	cfg.Faults, cfg.KillHolder = []string{"kill-client"}, true
+	cfg.TTL = time.Second
+	cfg.Interval, cfg.Window = time.Second, 2*time.Second
+	cfg.Duration, cfg.Quiet = 9*time.Second, 3*time.Second
+	out, h := mustRun(t, cfg)
+	if out.Results.Valid != checker.Valid {
+		t.Errorf("verdict %s, anomalies %v", out.Results.Valid, kinds(out.Results))
+	}
+	gaps := killedHolderGaps(t, h)
+	if len(gaps) == 0 {
+		t.Fatal("no holder was killed")
+	}
+	for _, g := range gaps {
+		if g.recovered < 0 {
+			t.Errorf("the lock of p%d, killed at %v, was never acquired again before the run ended", g.proc, time.Duration(g.killed))
+			continue
+		}
+		t.Logf("%s: p%d killed holding the lock %v after its acquire; the lock was free again %v after the kill (%v after the dead holder's acquire; TTL %v)",
+			impl, g.proc, time.Duration(g.killed-g.acquired).Round(time.Millisecond),
+			time.Duration(g.recovered-g.killed).Round(time.Millisecond),
+			time.Duration(g.recovered-g.acquired).Round(time.Millisecond), cfg.TTL)
 	}
 }

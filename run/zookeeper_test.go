@@ -75,29 +75,7 @@ func TestZooKeeperKilledHolderRecovers(t *testing.T) {
 	needZooKeeper(t)
 	for _, impl := range zkImpls {
 		t.Run(impl, func(t *testing.T) {
-			cfg := testConfig(t, impl)
-			cfg.Faults, cfg.KillHolder = []string{"kill-client"}, true
-			cfg.TTL = time.Second
-			cfg.Interval, cfg.Window = time.Second, 2*time.Second
-			cfg.Duration, cfg.Quiet = 9*time.Second, 3*time.Second
-			out, h := mustRun(t, cfg)
-			if out.Results.Valid != checker.Valid {
-				t.Errorf("verdict %s, anomalies %v", out.Results.Valid, kinds(out.Results))
-			}
-			gaps := killedHolderGaps(t, h)
-			if len(gaps) == 0 {
-				t.Fatal("no holder was killed")
-			}
-			for _, g := range gaps {
-				if g.recovered < 0 {
-					t.Errorf("the lock of p%d, killed at %v, was never acquired again before the run ended", g.proc, time.Duration(g.killed))
-					continue
-				}
-				t.Logf("%s: p%d killed holding the lock %v after its acquire; the lock was free again %v after the kill (%v after the dead holder's acquire; session timeout %v)",
-					impl, g.proc, time.Duration(g.killed-g.acquired).Round(time.Millisecond),
-					time.Duration(g.recovered-g.killed).Round(time.Millisecond),
-					time.Duration(g.recovered-g.acquired).Round(time.Millisecond), cfg.TTL)
-			}
+			assertKilledHoldersRecover(t, impl, testConfig(t, impl))
 		})
 	}
 }

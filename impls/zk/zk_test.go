@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -418,9 +419,13 @@ type cutter struct {
 	mu      sync.Mutex
 	blocked bool
 	conns   []net.Conn
-	// dropAfter, when set, closes the connection right after a write that
-	// contains it: the request reaches the server, the reply is lost.
+	// dropAfter, when set, loses the reply of the request written in the
+	// first write that contains it: from that write on, what the connection
+	// reads is thrown away, and once applied (if set) returns, the
+	// connection is closed. The request reaches the server; its reply never
+	// reaches the client.
 	dropAfter []byte
+	applied   func()
 }
 
 func (c *cutter) dial(network, addr string, timeout time.Duration) (net.Conn, error) {
@@ -458,18 +463,40 @@ func (c *cutter) restore() {
 type cutConn struct {
 	net.Conn
 	c *cutter
+	// deaf is set once the request whose reply is lost was written; closed
+	// is closed when the connection has been closed after it.
+	deaf   atomic.Bool
+	closed chan struct{}
 }
 
 func (cc *cutConn) Write(b []byte) (int, error) {
-	n, err := cc.Conn.Write(b)
 	cc.c.mu.Lock()
 	drop := cc.c.dropAfter != nil && bytes.Contains(b, cc.c.dropAfter)
 	if drop {
 		cc.c.dropAfter = nil
+		cc.closed = make(chan struct{})
+		cc.deaf.Store(true) // before the write: its reply must not be read
 	}
+	applied := cc.c.applied
 	cc.c.mu.Unlock()
+	n, err := cc.Conn.Write(b)
 	if drop {
-		cc.Conn.Close()
+		go func() {
+			if applied != nil {
+				applied()
+			}
+			cc.Conn.Close()
+			close(cc.closed)
+		}()
+	}
+	return n, err
+}
+
+func (cc *cutConn) Read(b []byte) (int, error) {
+	n, err := cc.Conn.Read(b)
+	if cc.deaf.Load() {
+		<-cc.closed
+		return 0, net.ErrClosed
 	}
 	return n, err
 }
@@ -535,7 +562,17 @@ func TestLostCreateReply(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := newClient(t, "zk-recipe", 1, nil)
-	cut := &cutter{dropAfter: []byte("-lock-")}
+	// The connection is closed only once the server has the node, so the
+	// create certainly took effect and only its reply was lost.
+	cut := &cutter{dropAfter: []byte("-lock-"), applied: func() {
+		deadline := time.Now().Add(5 * time.Second)
+		for time.Now().Before(deadline) {
+			if ch, _, err := raw(t).Children(recipeRoot + "/" + lock); err == nil && len(ch) > 0 {
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}}
 	sessionOf(a).dialer = cut.dial
 	la := mustAcquire(t, a, lock, 4*time.Second)
 	if cut.dropAfter != nil {
