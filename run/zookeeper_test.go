@@ -34,7 +34,13 @@ func TestZooKeeperNoFaultRunsAreValid(t *testing.T) {
 	} {
 		t.Run(tc.impl, func(t *testing.T) {
 			cfg := testConfig(t, tc.impl)
-			cfg.Mode, cfg.Duration = tc.mode, 3*time.Second
+			// Ends once enough critical sections were done: as fast as a
+			// fixed short run when healthy, and a slow machine only waits
+			// longer instead of failing the count.
+			cfg.Mode, cfg.Duration, cfg.MaxCriticalSections = tc.mode, 30*time.Second, 60
+			// No fault: a long session, so that a JVM pause on a loaded
+			// machine does not expire one.
+			cfg.TTL = 4 * time.Second
 			out, h := mustRun(t, cfg)
 			r := out.Results
 			if r.Valid != checker.Valid {

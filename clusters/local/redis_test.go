@@ -58,9 +58,9 @@ func client(t *testing.T, n clusters.Node) *goredis.Client {
 		Addr:                     n.Addr,
 		Protocol:                 2,
 		DisableIdentity:          true,
-		DialTimeout:              300 * time.Millisecond,
-		ReadTimeout:              300 * time.Millisecond,
-		WriteTimeout:             300 * time.Millisecond,
+		DialTimeout:              2 * time.Second,
+		ReadTimeout:              2 * time.Second,
+		WriteTimeout:             2 * time.Second,
 		MaxRetries:               -1,
 		DialerRetries:            1,
 		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
@@ -71,7 +71,9 @@ func client(t *testing.T, n clusters.Node) *goredis.Client {
 
 func ping(t *testing.T, n clusters.Node) error {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	// Generous: parallel tests load the machine; a paused node still
+	// answers nothing within it.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	return client(t, n).Ping(ctx).Err()
 }

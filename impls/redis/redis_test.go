@@ -180,7 +180,7 @@ func TestExpiry(t *testing.T) {
 			_, addr := startNode(t)
 			a := newClient(t, name, addr, 1, nil)
 			b := newClient(t, name, addr, 2, nil)
-			const ttl = 500 * time.Millisecond
+			const ttl = time.Second
 			la := mustAcquire(t, a, "L", ttl)
 			wantNotAcquired(t, b, "L", ttl)
 			time.Sleep(ttl + 100*time.Millisecond)
@@ -202,7 +202,7 @@ func TestReleaseExpired(t *testing.T) {
 			a := newClient(t, name, addr, 1, nil)
 			b := newClient(t, name, addr, 2, nil)
 			ctx := context.Background()
-			const ttl = 500 * time.Millisecond
+			const ttl = time.Second
 			la := mustAcquire(t, a, "L", ttl)
 			time.Sleep(ttl + 100*time.Millisecond)
 			if _, err := a.Release(ctx, la); !errors.Is(err, impls.ErrNotHeld) {
@@ -382,7 +382,9 @@ func TestSetNXGetSetTakeover(t *testing.T) {
 	rc := raw(t, addr)
 	a := newClient(t, "redis-setnx-getset", addr, 1, nil)
 	b := newClient(t, "redis-setnx-getset", addr, 2, nil)
-	const ttl = 200 * time.Millisecond
+	// Long enough that b's first try (which also dials) comes before a's
+	// expiry on a loaded machine.
+	const ttl = time.Second
 
 	wallBefore := time.Now()
 	la := mustAcquire(t, a, "L", ttl)

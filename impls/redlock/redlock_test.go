@@ -379,7 +379,9 @@ func TestAutoExtend(t *testing.T) {
 	a := newClient(t, "redlock-extend", r, 1, slow)
 	b := newClient(t, "redlock", r, 2, slow)
 	ctx := context.Background()
-	const ttl = 600 * time.Millisecond
+	// Long enough that a late keep-alive tick on a loaded machine (every
+	// ttl/3) still extends the lease in time.
+	const ttl = 2 * time.Second
 	la, err := a.Acquire(ctx, "L", ttl)
 	if err != nil {
 		t.Fatal(err)

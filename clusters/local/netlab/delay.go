@@ -25,11 +25,16 @@ func NetemAvailable(ctx context.Context) error {
 	}
 	// The probe namespace is named like a lab's, with an owner file, so
 	// `locktest cleanup` finds it if the driver dies during the probe.
-	id := fmt.Sprintf("%04x", (time.Now().UnixNano()/1000)&0xffff)
-	ns := nsPrefix + id + "-probe"
-	if err := writeOwner(id, os.Getpid()); err != nil {
+	unlock, err := lockFile()
+	if err != nil {
 		return err
 	}
+	id, err := freeID(ctx)
+	unlock()
+	if err != nil {
+		return err
+	}
+	ns := nsPrefix + id + "-probe"
 	defer os.Remove(ownerDir + "/" + id)
 	if err := run(ctx, "ip", "netns", "add", ns); err != nil {
 		return err

@@ -128,23 +128,16 @@ func New(ctx context.Context, opts Options) (*Lab, error) {
 		return nil, err
 	}
 	defer unlock()
-	// The id is short (interface names have 15 characters); under the lock,
-	// pick one that no live lab, owner file or link uses.
-	var id string
-	for try := 0; ; try++ {
-		var b [2]byte
-		if _, err := rand.Read(b[:]); err != nil {
-			return nil, err
-		}
-		id = hex.EncodeToString(b[:])
-		_, ownerErr := os.Stat(ownerDir + "/" + id)
-		if os.IsNotExist(ownerErr) && !linkExists(ctx, "lt"+id) {
-			break
-		}
-		if try == 20 {
-			return nil, errors.New("netlab: no free lab id (run `locktest cleanup`)")
-		}
+	id, err := freeID(ctx)
+	if err != nil {
+		return nil, err
 	}
+	made := false
+	defer func() {
+		if !made {
+			os.Remove(ownerDir + "/" + id) // nothing of the lab exists
+		}
+	}()
 	l := &Lab{id: id, bridge: "lt" + id, lg: lg, hosts: map[string]*Host{}, faulty: map[string]bool{}}
 	if opts.Subnet != "" {
 		p, err := netip.ParsePrefix(opts.Subnet)
@@ -156,9 +149,6 @@ func New(ctx context.Context, opts Options) (*Lab, error) {
 			return nil, fmt.Errorf("subnet %s is already used by an interface of this host", l.subnet)
 		}
 	} else if l.subnet, err = freeSubnet(ctx); err != nil {
-		return nil, err
-	}
-	if err := writeOwner(id, os.Getpid()); err != nil {
 		return nil, err
 	}
 	l.gw = l.subnet.Addr().Next()
@@ -176,6 +166,7 @@ func New(ctx context.Context, opts Options) (*Lab, error) {
 			return nil, err
 		}
 	}
+	made = true
 	lg.Info("network lab created", "lab", id, "bridge", l.bridge, "subnet", l.subnet)
 	return l, nil
 }
@@ -503,6 +494,27 @@ func labID(p *regexp.Regexp, name string) string {
 	return ""
 }
 
+// freeID picks a lab id that no owner file, link or namespace uses, and
+// claims it with an owner file naming this process. The id is short
+// (interface names have 15 characters). The caller holds lockFile.
+func freeID(ctx context.Context) (string, error) {
+	for try := 0; try < 20; try++ {
+		var b [2]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return "", err
+		}
+		id := hex.EncodeToString(b[:])
+		if _, err := os.Stat(ownerDir + "/" + id); !os.IsNotExist(err) || linkExists(ctx, "lt"+id) {
+			continue
+		}
+		if f, err := Find(ctx); err == nil && !f.Of(id).Empty() {
+			continue
+		}
+		return id, writeOwner(id, os.Getpid())
+	}
+	return "", errors.New("netlab: no free lab id (run `locktest cleanup`)")
+}
+
 // writeOwner records that pid owns lab id.
 func writeOwner(id string, pid int) error {
 	if err := os.MkdirAll(ownerDir, 0o755); err != nil {
@@ -571,6 +583,13 @@ func Find(ctx context.Context) (Leftovers, error) {
 // named by a lab whose owner process is gone — and returns what it removed.
 // It touches nothing a lab did not name, and no lab of a live run.
 func Cleanup(ctx context.Context) (Leftovers, error) {
+	// Under the labs' lock: no lab is being made or probed meanwhile, and
+	// two cleanups do not race for the same objects.
+	unlock, err := lockFile()
+	if err != nil {
+		return Leftovers{}, err
+	}
+	defer unlock()
 	all, err := Find(ctx)
 	if err != nil {
 		return all, err
@@ -579,7 +598,7 @@ func Cleanup(ctx context.Context) (Leftovers, error) {
 	var errs []error
 	for _, ns := range f.Namespaces {
 		killNamespace(ctx, ns)
-		if err := run(ctx, "ip", "netns", "del", ns); err != nil {
+		if err := run(ctx, "ip", "netns", "del", ns); err != nil && nsExists(ctx, ns) {
 			errs = append(errs, err)
 		}
 	}
@@ -595,8 +614,9 @@ func Cleanup(ctx context.Context) (Leftovers, error) {
 		for i := range spec {
 			spec[i] = strings.Trim(spec[i], `"`)
 		}
-		if err := run(ctx, append([]string{"iptables", "-w", "-D", "FORWARD"}, spec...)...); err != nil {
-			errs = append(errs, err)
+		if err := run(ctx, append([]string{"iptables", "-w", "-D", "FORWARD"}, spec...)...); err != nil &&
+			run(ctx, append([]string{"iptables", "-w", "-C", "FORWARD"}, spec...)...) == nil {
+			errs = append(errs, err) // still there
 		}
 	}
 	if len(errs) == 0 {
@@ -619,6 +639,19 @@ func killNamespace(ctx context.Context, ns string) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
+}
+
+func nsExists(ctx context.Context, name string) bool {
+	b, err := output(ctx, "ip", "netns", "list")
+	if err != nil {
+		return true // unknown: report the delete's error
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 0 && f[0] == name {
+			return true
+		}
+	}
+	return false
 }
 
 func linkExists(ctx context.Context, name string) bool {
