@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -26,6 +27,9 @@ func newListCmd() *cobra.Command {
 					fenced = "fencing token"
 				}
 				fmt.Fprintf(w, "  %-20s %d×%s, %s. %s\n", n, i.Nodes, i.Backend, fenced, i.Doc)
+				if len(i.Points) > 0 {
+					fmt.Fprintf(w, "  %-20s pause points: %s\n", "", strings.Join(i.Points, ", "))
+				}
 			}
 			fmt.Fprintln(w, "faults:")
 			for _, n := range nemesis.Names() {
