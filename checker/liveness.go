@@ -103,8 +103,12 @@ func (c Liveness) Check(ctx context.Context, h history.History) Result {
 		last[v.holds[i].lock] = int32(i)
 	}
 	type cand struct {
-		hold   int32
-		ended  int64   // when the hold ended
+		hold int32 // the last hold, or -1 for an acquire of unknown outcome
+		// unknown is that acquire's invocation: its process died in it
+		// (between SETNX and EXPIRE, say), so it may hold the lock.
+		unknown int32
+		proc    int
+		ended   int64   // when the hold ended
 		proof  []int32 // the ops that ended it
 		fails  int
 		first  int32 // completion (or invocation) of the first failed attempt
@@ -149,7 +153,7 @@ func (c Liveness) Check(ctx context.Context, h history.History) Result {
 			continue
 		}
 		hd := &v.holds[hi]
-		cd := &cand{hold: hi, ended: -1, first: -1, lastF: -1}
+		cd := &cand{hold: hi, unknown: -1, proc: hd.proc, ended: -1, first: -1, lastF: -1}
 		if hd.release >= 0 {
 			done := int32(v.pair[hd.release])
 			switch {
@@ -174,6 +178,44 @@ func (c Liveness) Check(ctx context.Context, h history.History) Result {
 		}
 		cands[l] = cd
 	}
+	// An acquire of unknown outcome whose process then died, invoked after
+	// the lock's last hold ended, may have left the lock taken: the latest
+	// such acquire of each lock is a candidate too, ended at the death (it
+	// replaces the last hold's candidate: if it took effect, it came after
+	// that hold ended).
+	for step := range h {
+		o := &h[step]
+		if o.Process < 0 || o.F != history.Acquire || o.Type != history.Invoke {
+			continue
+		}
+		if done := v.pair[step]; done >= 0 && h[done].Type != history.Info {
+			continue
+		}
+		lk, ok := v.lockIDs[o.Value.Lock]
+		if !ok {
+			continue
+		}
+		// The lock's last hold must have ended before this acquire began:
+		// a live holder, not the dead one, may be what keeps others out.
+		if hi := last[lk]; hi >= 0 && (o.Time < v.holds[hi].start || v.holds[hi].end > o.Time || v.holds[hi].why == endHistory) {
+			continue
+		}
+		var died int32 = -1
+		for _, d := range deaths[o.Process] {
+			if h[d].Time >= o.Time {
+				died = d
+				break
+			}
+		}
+		if died < 0 {
+			continue
+		}
+		if cd := cands[lk]; cd != nil && cd.unknown >= 0 && h[cd.unknown].Time > o.Time {
+			continue
+		}
+		cands[lk] = &cand{hold: -1, unknown: int32(step), proc: o.Process, ended: h[died].Time,
+			proof: []int32{died}, first: -1, lastF: -1}
+	}
 	// The acquire attempts of other processes after each candidate's end.
 	for step := range h {
 		if err := stopped(ctx, step); err != nil {
@@ -188,7 +230,7 @@ func (c Liveness) Check(ctx context.Context, h history.History) Result {
 			continue
 		}
 		cd := cands[lk]
-		if cd == nil || o.Process == v.holds[cd.hold].proc || o.Time < cd.ended {
+		if cd == nil || o.Process == cd.proc || o.Time < cd.ended {
 			continue
 		}
 		done := int32(v.pair[step])
@@ -213,17 +255,22 @@ func (c Liveness) Check(ctx context.Context, h history.History) Result {
 		if cd == nil || cd.broken || cd.fails < minAttempts {
 			continue
 		}
-		hd := &v.holds[cd.hold]
 		window := h[cd.lastF].Time - cd.ended
 		need := minWindow
-		if hd.validUntil != 0 {
-			need = max(need, hd.validUntil-hd.start)
+		if cd.hold >= 0 {
+			if hd := &v.holds[cd.hold]; hd.validUntil != 0 {
+				need = max(need, hd.validUntil-hd.start)
+			}
 		}
 		if window < need {
 			continue
 		}
 		stuck++
-		r.Anomalies = append(r.Anomalies, v.stuck(int32(l), hd, cd.ended, cd.proof, cd.fails, cd.first, cd.lastF))
+		if cd.hold < 0 {
+			r.Anomalies = append(r.Anomalies, v.stuckUnknown(int32(l), cd.unknown, cd.ended, cd.proof, cd.fails, cd.first, cd.lastF))
+			continue
+		}
+		r.Anomalies = append(r.Anomalies, v.stuck(int32(l), &v.holds[cd.hold], cd.ended, cd.proof, cd.fails, cd.first, cd.lastF))
 	}
 
 	r.Stats["acquire_attempts"] = float64(attempts)
@@ -308,6 +355,22 @@ func (v *view) stuck(l int32, hd *hold, ended int64, proof []int32, fails int, f
 		Explanation: fmt.Sprintf("lock %q stayed stuck: process %d acquired it at %s%s and never released it (%s), and all %d acquire attempts by other processes from %s to %s failed, %s after the hold ended",
 			v.locks[l], hd.proc, secs(hd.start), tokenWord(v.h[hd.ok].Value.Token), how, fails,
 			secs(v.h[first].Time), secs(v.h[last].Time), secs(v.h[last].Time-ended)),
+	}
+}
+
+// stuckUnknown explains a lock stuck after an acquire of unknown outcome
+// (invocation inv) whose process died.
+func (v *view) stuckUnknown(l, inv int32, died int64, proof []int32, fails int, first, last int32) Anomaly {
+	ops := append([]int32{inv, first, last}, proof...)
+	if done := int32(v.pair[inv]); done >= 0 {
+		ops = append(ops, done)
+	}
+	return Anomaly{
+		Kind: "stuck-lock",
+		Ops:  v.indexes(ops...),
+		Explanation: fmt.Sprintf("lock %q stayed stuck: process %d died at %s inside an acquire invoked at %s whose outcome is unknown, and all %d acquire attempts by other processes from %s to %s failed, %s after its death",
+			v.locks[l], v.h[inv].Process, secs(died), secs(v.h[inv].Time), fails,
+			secs(v.h[first].Time), secs(v.h[last].Time), secs(v.h[last].Time-died)),
 	}
 }
 

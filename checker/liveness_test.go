@@ -275,3 +275,45 @@ func TestLivenessStatsAroundFaults(t *testing.T) {
 		t.Errorf("heals_without_recovery = %v, want 1", r.Stats["heals_without_recovery"])
 	}
 }
+
+// TestStuckAfterADeathInsideAnAcquire: p0 dies inside an acquire (between
+// SETNX and EXPIRE, say) after the last hold was released; every later
+// attempt fails: stuck. If a live holder still holds the lock when p0's
+// acquire began, the others fail because of it, and nothing is stuck.
+func TestStuckAfterADeathInsideAnAcquire(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		released  bool
+		wantStuck bool
+	}{
+		{"after a release", true, true},
+		{"while a live session holder holds it", false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var b builder
+			b.acquire(1, "x", 0, 10, 0, 0)
+			if tc.released {
+				b.invoke(1, history.Release, 20, history.Value{Lock: "x"})
+				b.ok(1, history.Release, 30, history.Value{Lock: "x"})
+			}
+			b.invoke(0, history.Acquire, 100, history.Value{Lock: "x"})
+			b.invoke(history.NemesisProcess, "kill-client", 150, history.Value{})
+			b.add(history.Info, 0, history.Acquire, 160, history.Value{Lock: "x"}, "worker exited: signal: killed")
+			b.ok(history.NemesisProcess, "kill-client", 170, history.Value{Targets: []string{"p0"}})
+			b.attempts("x", []int{2, 3}, 6, 1000, 1500)
+			r := Run(context.Background(), b.h, Liveness{})[0]
+			stuck := 0
+			for _, a := range r.Anomalies {
+				if a.Kind == "stuck-lock" {
+					stuck++
+					if !strings.Contains(a.Explanation, "inside an acquire") {
+						t.Errorf("explanation %q", a.Explanation)
+					}
+				}
+			}
+			if (stuck == 1) != tc.wantStuck {
+				t.Errorf("%d stuck locks, want stuck %v: %+v", stuck, tc.wantStuck, r.Anomalies)
+			}
+		})
+	}
+}

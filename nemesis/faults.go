@@ -73,9 +73,11 @@ type Env struct {
 	// StrobeRate is how often clock-strobe flips a clock.
 	StrobeRate time.Duration
 
-	// KillHolder makes kill-client kill a worker while it holds the lock
-	// (at the after-acquire pause point) rather than at a random moment.
+	// KillHolder makes kill-client kill a worker at a pause point —
+	// KillPoint, or after-acquire when that is empty: while it holds the
+	// lock — rather than at a random moment.
 	KillHolder bool
+	KillPoint  string
 }
 
 // Network is what network faults need of the run's network namespaces

@@ -119,7 +119,10 @@ func (f *killClient) Inject(ctx context.Context, rng *rand.Rand) (history.Value,
 	p := procs[rng.IntN(len(procs))]
 	v := history.Value{Targets: []string{fmt.Sprintf("p%d", p)}}
 	if f.env.KillHolder {
-		v.Point = "after-acquire"
+		v.Point = f.env.KillPoint
+		if v.Point == "" {
+			v.Point = "after-acquire"
+		}
 		if err := f.clients.Arm(p, v.Point); err != nil {
 			return v, fmt.Errorf("%w: arm p%d: %v", errNotApplied, p, err)
 		}

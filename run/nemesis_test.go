@@ -328,3 +328,24 @@ func TestRedlockSurvivesIsolatedNodes(t *testing.T) {
 		t.Errorf("no acquire succeeded while a node was isolated (%d isolates)", isolates)
 	}
 }
+
+// TestKillBetweenSetNXAndExpireLeavesAStuckLock kills clients of
+// redis-setnx-expire between its SETNX and its PEXPIRE: the lock has no TTL
+// and nobody can ever take it again, which liveness reports.
+func TestKillBetweenSetNXAndExpireLeavesAStuckLock(t *testing.T) {
+	needRedis(t)
+	cfg := faultConfig(t, "kill-client")
+	cfg.Impl = "redis-setnx-expire"
+	cfg.KillHolder, cfg.PausePoint = true, "between-setnx-expire"
+	cfg.Duration, cfg.Quiet = 10*time.Second, 8*time.Second
+	out, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k := kinds(out.Results); k["stuck-lock"] != 1 {
+		t.Fatalf("anomalies %v, want one stuck-lock", k)
+	}
+	if out.Results.Valid != checker.Invalid {
+		t.Errorf("verdict %s, want invalid", out.Results.Valid)
+	}
+}

@@ -336,7 +336,7 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 		Window: cfg.Window, Net: plat.network(cl), NetReason: plat.netReason, ClientHosts: plat.clientHosts(cfg.Clients),
 		Groups: cfg.Groups, Loss: cfg.Loss, Delay: cfg.Delay, Delayer: plat.delayer(cl), DelayReason: plat.delayWhy,
 		Clocks: clockControl(plat), ClockReason: plat.clockWhy, ClockBump: cfg.ClockBump, StrobeRate: cfg.StrobeRate,
-		KillHolder: cfg.KillHolder,
+		KillHolder: cfg.KillHolder, KillPoint: cfg.PausePoint,
 	})
 	if err != nil {
 		return nil, err

@@ -86,7 +86,7 @@ func newRunCmd() *cobra.Command {
 	f.DurationVar(&cfg.Delay, "delay", cfg.Delay, "latency the delay fault adds")
 	f.DurationVar(&cfg.ClockBump, "clock-bump", 0, "how far clock faults move a clock (0: 2×ttl)")
 	f.DurationVar(&cfg.StrobeRate, "strobe", cfg.StrobeRate, "how often clock-strobe flips a clock")
-	f.BoolVar(&cfg.KillHolder, "kill-holder", false, "kill-client kills a worker while it holds the lock")
+	f.BoolVar(&cfg.KillHolder, "kill-holder", false, "kill-client kills a worker at --pause-point (default after-acquire: while it holds the lock)")
 	f.StringVar(&cfg.Persistence, "persistence", "", "node durability where the backend has it (redis: off, everysec, always)")
 	f.StringToStringVar(&cfg.ImplParams, "impl-opt", nil, "impl settings key=value (see docs/backends.md)")
 	f.StringToStringVar(&cfg.ClusterParams, "cluster-opt", nil, "cluster settings key=value (see docs/backends.md)")
