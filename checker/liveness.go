@@ -109,11 +109,11 @@ func (c Liveness) Check(ctx context.Context, h history.History) Result {
 		unknown int32
 		proc    int
 		ended   int64   // when the hold ended
-		proof  []int32 // the ops that ended it
-		fails  int
-		first  int32 // completion (or invocation) of the first failed attempt
-		lastF  int32 // of the last failed attempt
-		broken bool  // an attempt after ended succeeded
+		proof   []int32 // the ops that ended it
+		fails   int
+		first   int32 // completion (or invocation) of the first failed attempt
+		lastF   int32 // of the last failed attempt
+		broken  bool  // an attempt after ended succeeded
 	}
 	cands := make([]*cand, len(v.locks))
 	deaths := make(map[int][]int32) // process → ops that show it died
