@@ -624,6 +624,17 @@ func Cleanup(ctx context.Context) (Leftovers, error) {
 			_ = os.Remove(ownerDir + "/" + id)
 		}
 	}
+	// Owner files of dead drivers whose labs have no object left (a
+	// cleanup that failed half-way) go too.
+	if entries, err := os.ReadDir(ownerDir); err == nil {
+		if now, err := Find(ctx); err == nil {
+			for _, e := range entries {
+				if id := e.Name(); !ownerAlive(id) && now.Of(id).Empty() {
+					_ = os.Remove(ownerDir + "/" + id)
+				}
+			}
+		}
+	}
 	return f, errors.Join(errs...)
 }
 
