@@ -52,6 +52,7 @@ type platform struct {
 	proxy      *netlab.Proxy
 	netem      bool
 	delayWhy   string
+	delayHow   string // how the delay fault is made, and why, for results.json
 	storeAddr  string
 	clientHost func(p int) string
 }
@@ -129,13 +130,15 @@ func setupPlatform(ctx context.Context, cfg Config, impl impls.Impl, dir string,
 	if slices.Contains(cfg.Faults, "delay") {
 		// tc netem delays every packet a node sends; without it (or without
 		// namespaces) a delaying proxy sits between the clients and nodes.
+		p.delayHow = "delay by a TCP proxy: the run has no network namespaces"
 		if p.lab != nil {
 			if err := netlab.NetemAvailable(ctx); err == nil {
-				p.netem = true
+				p.netem, p.delayHow = true, "delay by tc netem"
 			} else {
-				lg.Info("delay by proxy", "reason", err)
+				p.delayHow = "delay by a TCP proxy: " + err.Error()
 			}
 		}
+		lg.Info(p.delayHow)
 		if !p.netem {
 			p.proxy = netlab.NewProxy()
 		}

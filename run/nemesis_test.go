@@ -247,7 +247,11 @@ func TestDelayMakesRequestsSlow(t *testing.T) {
 	needRedis(t)
 	cfg := faultConfig(t, "delay")
 	cfg.Delay = 400 * time.Millisecond
-	_, h := mustRun(t, cfg)
+	out, h := mustRun(t, cfg)
+	// The run says how it made the delay, and why.
+	if n := out.Results.Run.Network; !strings.Contains(n, "delay by tc netem") && !strings.Contains(n, "delay by a TCP proxy: ") {
+		t.Errorf("network %q does not say how the delay was made", n)
+	}
 	var delays int
 	for _, s := range nemesisSeq(h) {
 		if strings.HasPrefix(s, "delay n1+400ms(") {

@@ -345,6 +345,9 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	if plat.lab != nil {
 		info.Network, info.Lab = "netns "+plat.lab.Subnet(), plat.lab.ID()
 	}
+	if plat.delayHow != "" {
+		info.Network += "; " + plat.delayHow
+	}
 	switch {
 	case plat.clocks != nil:
 		info.Clock = "clock shim"
