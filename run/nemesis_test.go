@@ -341,13 +341,12 @@ func TestKillBetweenSetNXAndExpireLeavesAStuckLock(t *testing.T) {
 	cfg := faultConfig(t, "kill-client")
 	cfg.Impl = "redis-setnx-expire"
 	cfg.KillHolder, cfg.PausePoint = true, "between-setnx-expire"
-	cfg.Duration, cfg.Quiet = 10*time.Second, 8*time.Second
-	out, err := Run(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg.Duration, cfg.Quiet = 12*time.Second, 8*time.Second
+	// The kill must land while a client is between its two commands, which
+	// only the client that won SETNX reaches: three seeds to get there.
+	out, h := reproduce(t, cfg, func(o *Outcome, _ history.History) bool { return kinds(o.Results)["stuck-lock"] > 0 })
 	if k := kinds(out.Results); k["stuck-lock"] != 1 {
-		t.Fatalf("anomalies %v, want one stuck-lock", k)
+		t.Fatalf("anomalies %v, want one stuck-lock; nemesis ops %v", k, nemesisSeq(h))
 	}
 	if out.Results.Valid != checker.Invalid {
 		t.Errorf("verdict %s, want invalid", out.Results.Valid)
