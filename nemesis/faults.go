@@ -84,7 +84,6 @@ type Env struct {
 // (netlab.Lab implements it). Host names are node names and ClientHosts.
 type Network interface {
 	Cut(ctx context.Context, a, b []string) error
-	Partition(ctx context.Context, groups [][]string) error
 	Loss(ctx context.Context, hosts []string, p float64) error
 	Heal(ctx context.Context) error
 }

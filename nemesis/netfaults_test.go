@@ -28,7 +28,6 @@ func (n *fakeNet) Cut(ctx context.Context, a, b []string) error {
 	n.add("cut " + strings.Join(a, ",") + "|" + strings.Join(b, ","))
 	return nil
 }
-func (n *fakeNet) Partition(ctx context.Context, g [][]string) error { return nil }
 func (n *fakeNet) Loss(ctx context.Context, hosts []string, p float64) error {
 	n.add(fmt.Sprintf("loss %s %g", strings.Join(hosts, ","), p))
 	return nil

@@ -204,11 +204,32 @@ func (p *platform) network(cl clusters.Cluster) nemesis.Network {
 	return &netView{lab: p.lab, names: names}
 }
 
-// delayer returns how the delay fault is made, or nil.
-func (p *platform) delayer(cl clusters.Cluster) nemesis.Delayer {
+// describe says, for results.json, where the run's nodes and clients run
+// (and how it delays packets), the network lab's id, and whether node
+// clocks run under the shim or why not.
+func (p *platform) describe() (network, lab, clock string) {
+	network = "loopback"
+	if p.lab != nil {
+		network, lab = "netns "+p.lab.Subnet(), p.lab.ID()
+	}
+	if p.delayHow != "" {
+		network += "; " + p.delayHow
+	}
+	switch {
+	case p.clocks != nil:
+		clock = "clock shim"
+	case p.clockWhy != "":
+		clock = "no clock shim: " + p.clockWhy
+	}
+	return network, lab, clock
+}
+
+// delayer returns how the delay fault is made, or nil; network is the
+// platform's network (see network).
+func (p *platform) delayer(network nemesis.Network) nemesis.Delayer {
 	switch {
 	case p.netem:
-		return &netemView{p.network(cl).(*netView)}
+		return &netemView{network.(*netView)}
 	case p.proxy != nil:
 		return p.proxy
 	}
@@ -276,14 +297,6 @@ func (v *netView) tr(hosts []string) []string {
 
 func (v *netView) Cut(ctx context.Context, a, b []string) error {
 	return v.lab.Cut(ctx, v.tr(a), v.tr(b))
-}
-
-func (v *netView) Partition(ctx context.Context, groups [][]string) error {
-	g := make([][]string, len(groups))
-	for i := range groups {
-		g[i] = v.tr(groups[i])
-	}
-	return v.lab.Partition(ctx, g)
 }
 
 func (v *netView) Loss(ctx context.Context, hosts []string, p float64) error {

@@ -317,10 +317,10 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	if platErr != nil {
 		return nil, platErr
 	}
+	info.Network, info.Lab, info.Clock = plat.describe()
 	if plat.lab != nil {
 		// A driver killed from here on leaves a lab behind: say which, so
 		// the folder tells what `locktest cleanup` will remove.
-		info.Network, info.Lab = "netns "+plat.lab.Subnet(), plat.lab.ID()
 		if err := reports.WriteResults(dir, reports.Results{Run: info, Valid: checker.Unknown,
 			Problems: []string{"the run did not finish: its driver stopped before checking; `locktest check` this folder"}}); err != nil {
 			return nil, setupErr("store: %v", err)
@@ -331,28 +331,16 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	if startErr != nil {
 		return nil, startErr
 	}
+	network := plat.network(cl)
 	faults, unavailable, err := buildFaults(cfg, nemesis.Env{
 		Cluster: cl, Clients: pool, ClientPause: cfg.ClientPause, PausePoint: cfg.PausePoint, NodeDown: cfg.NodeDown,
-		Window: cfg.Window, Net: plat.network(cl), NetReason: plat.netReason, ClientHosts: plat.clientHosts(cfg.Clients),
-		Groups: cfg.Groups, Loss: cfg.Loss, Delay: cfg.Delay, Delayer: plat.delayer(cl), DelayReason: plat.delayWhy,
+		Window: cfg.Window, Net: network, NetReason: plat.netReason, ClientHosts: plat.clientHosts(cfg.Clients),
+		Groups: cfg.Groups, Loss: cfg.Loss, Delay: cfg.Delay, Delayer: plat.delayer(network), DelayReason: plat.delayWhy,
 		Clocks: clockControl(plat), ClockReason: plat.clockWhy, ClockBump: cfg.ClockBump, StrobeRate: cfg.StrobeRate,
 		KillHolder: cfg.KillHolder, KillPoint: cfg.PausePoint,
 	})
 	if err != nil {
 		return nil, err
-	}
-	info.Network, info.Clock = "loopback", ""
-	if plat.lab != nil {
-		info.Network, info.Lab = "netns "+plat.lab.Subnet(), plat.lab.ID()
-	}
-	if plat.delayHow != "" {
-		info.Network += "; " + plat.delayHow
-	}
-	switch {
-	case plat.clocks != nil:
-		info.Clock = "clock shim"
-	case plat.clockWhy != "":
-		info.Clock = "no clock shim: " + plat.clockWhy
 	}
 	for _, u := range unavailable {
 		lg.Warn("fault left out", "reason", u)
