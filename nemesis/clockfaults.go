@@ -48,15 +48,11 @@ func (f *clockBump) HealName() string        { return "clock-restore" }
 func (f *clockBump) Duration() time.Duration { return f.env.Window }
 
 func (f *clockBump) Inject(ctx context.Context, rng *rand.Rand) (history.Value, error) {
-	nodes := nodeNames(f.env)
-	if len(nodes) == 0 {
-		return history.Value{}, fmt.Errorf("%w: no nodes", errNotApplied)
+	n, err := f.env.pickName(f.Name(), nodeNames(f.env), rng)
+	if err != nil {
+		return history.Value{}, err
 	}
-	n := nodes[rng.IntN(len(nodes))]
-	d := f.env.ClockBump
-	if d > 0 && rng.IntN(2) == 1 {
-		d = -d
-	}
+	d := f.env.jump(rng)
 	was := f.env.Clocks.Offset(n)
 	off := was + d
 	v := history.Value{Targets: []string{fmt.Sprintf("%s%+v", n, d)}, Duration: int64(off)}
@@ -109,11 +105,10 @@ func (f *clockStrobe) HealName() string        { return "clock-restore" }
 func (f *clockStrobe) Duration() time.Duration { return f.env.Window }
 
 func (f *clockStrobe) Inject(ctx context.Context, rng *rand.Rand) (history.Value, error) {
-	nodes := nodeNames(f.env)
-	if len(nodes) == 0 {
-		return history.Value{}, fmt.Errorf("%w: no nodes", errNotApplied)
+	n, err := f.env.pickName(f.Name(), nodeNames(f.env), rng)
+	if err != nil {
+		return history.Value{}, err
 	}
-	n := nodes[rng.IntN(len(nodes))]
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.target, f.stop, f.done = n, make(chan struct{}), make(chan struct{})
@@ -210,15 +205,11 @@ func (f *clockSkewClient) HealName() string        { return "clock-unskew-client
 func (f *clockSkewClient) Duration() time.Duration { return f.env.Window }
 
 func (f *clockSkewClient) Inject(ctx context.Context, rng *rand.Rand) (history.Value, error) {
-	procs := f.clients.Processes()
-	if len(procs) == 0 {
-		return history.Value{}, fmt.Errorf("%w: no live client", errNotApplied)
+	p, err := f.env.pickProcess(f.Name(), f.clients.Processes(), rng)
+	if err != nil {
+		return history.Value{}, err
 	}
-	p := procs[rng.IntN(len(procs))]
-	d := f.env.ClockBump
-	if d > 0 && rng.IntN(2) == 1 {
-		d = -d
-	}
+	d := f.env.jump(rng)
 	v := history.Value{Targets: []string{fmt.Sprintf("p%d%+v", p, d)}, Duration: int64(d)}
 	if err := f.clients.SetWallOffset(p, d); err != nil {
 		return v, fmt.Errorf("%w: %v", errNotApplied, err)

@@ -2,6 +2,7 @@ package nemesis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -78,6 +79,16 @@ type Env struct {
 	// lock — rather than at a random moment.
 	KillHolder bool
 	KillPoint  string
+
+	// Targets pins what a fault may hit: for a fault name, the nodes (by
+	// name or role) or processes ("p0") to choose among; a fault missing
+	// from it hits anything. ClockDirection is ClockEither, ClockForward or
+	// ClockBackward.
+	Targets        map[string][]string
+	ClockDirection string
+	// Stagger is the wait between the injections of the parts of a
+	// combined fault ("partition+kill-node").
+	Stagger time.Duration
 }
 
 // Network is what network faults need of the run's network namespaces
@@ -139,17 +150,103 @@ var builders = map[string]func(Env) (Fault, error){
 func Build(names []string, env Env) ([]Fault, error) {
 	var out []Fault
 	for _, n := range names {
-		b, ok := builders[n]
-		if !ok {
-			return nil, fmt.Errorf("unknown fault %q (known: %s)", n, strings.Join(Names(), ", "))
+		for _, pn := range strings.Split(n, "+") {
+			if _, ok := builders[pn]; !ok {
+				return nil, fmt.Errorf("unknown fault %q (known: %s)", pn, strings.Join(Names(), ", "))
+			}
 		}
-		f, err := b(env)
-		if err != nil {
-			return nil, fmt.Errorf("fault %s: %w", n, err)
+	}
+	for _, n := range names {
+		var parts []Fault
+		for _, pn := range strings.Split(n, "+") {
+			f, err := builders[pn](env)
+			if err != nil {
+				return nil, fmt.Errorf("fault %s: %w", pn, err)
+			}
+			parts = append(parts, f)
 		}
-		out = append(out, f)
+		if len(parts) == 1 {
+			out = append(out, parts[0])
+			continue
+		}
+		out = append(out, &combined{parts: parts, stagger: env.Stagger})
 	}
 	return out, nil
+}
+
+// Known reports whether name is a fault Build knows: one name, or names
+// joined by "+" into a combined fault.
+func Known(name string) bool {
+	for _, pn := range strings.Split(name, "+") {
+		if _, ok := builders[pn]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// combined is several faults in force together, such as a partition and a
+// clock jump on the node both sides still see. The schedule injects the
+// parts in order, Stagger apart, recording each as its own op; keeps them
+// for the longest of their durations; and heals them in reverse order.
+type combined struct {
+	parts   []Fault
+	stagger time.Duration
+}
+
+func (c *combined) Name() string {
+	names := make([]string, len(c.parts))
+	for i, p := range c.parts {
+		names[i] = p.Name()
+	}
+	return strings.Join(names, "+")
+}
+
+// HealName names the heals of the parts; the schedule records each part's
+// own heal op.
+func (c *combined) HealName() string {
+	names := make([]string, len(c.parts))
+	for i, p := range c.parts {
+		names[len(c.parts)-1-i] = p.HealName()
+	}
+	return strings.Join(names, "+")
+}
+
+func (c *combined) Duration() time.Duration {
+	var d time.Duration
+	for _, p := range c.parts {
+		d = max(d, p.Duration())
+	}
+	return d
+}
+
+// Inject and Heal apply the parts without recording them one by one; the
+// schedule does not call them (it walks the parts), but a caller holding a
+// combined fault as a Fault still gets the whole of it.
+func (c *combined) Inject(ctx context.Context, rng *rand.Rand) (history.Value, error) {
+	var v history.Value
+	for i, p := range c.parts {
+		if i > 0 && !sleep(ctx, c.stagger) {
+			return v, ctx.Err()
+		}
+		pv, err := p.Inject(ctx, rng)
+		v.Targets = append(v.Targets, pv.Targets...)
+		if err != nil {
+			return v, err
+		}
+	}
+	return v, nil
+}
+
+func (c *combined) Heal(ctx context.Context) (history.Value, error) {
+	var v history.Value
+	var errs []error
+	for i := len(c.parts) - 1; i >= 0; i-- {
+		pv, err := c.parts[i].Heal(ctx)
+		v.Targets = append(v.Targets, pv.Targets...)
+		errs = append(errs, err)
+	}
+	return v, errors.Join(errs...)
 }
 
 // pauseClient freezes one worker process with SIGSTOP, as a stop-the-world
@@ -179,11 +276,10 @@ func (f *pauseClient) HealName() string        { return "resume-client" }
 func (f *pauseClient) Duration() time.Duration { return f.env.ClientPause }
 
 func (f *pauseClient) Inject(ctx context.Context, rng *rand.Rand) (history.Value, error) {
-	procs := f.env.Clients.Processes()
-	if len(procs) == 0 {
-		return history.Value{}, fmt.Errorf("%w: no live client", errNotApplied)
+	p, err := f.env.pickProcess(f.Name(), f.env.Clients.Processes(), rng)
+	if err != nil {
+		return history.Value{}, err
 	}
-	p := procs[rng.IntN(len(procs))]
 	v := history.Value{Targets: []string{fmt.Sprintf("p%d", p)}, Point: f.env.PausePoint,
 		Duration: int64(f.env.ClientPause)}
 	if f.env.PausePoint != "" {
@@ -261,13 +357,12 @@ func (f *killNode) HealName() string        { return "restart-node" }
 func (f *killNode) Duration() time.Duration { return f.env.NodeDown }
 
 func (f *killNode) Inject(ctx context.Context, rng *rand.Rand) (history.Value, error) {
-	nodes := targetNodes(f.env.Cluster)
-	if len(nodes) == 0 {
-		return history.Value{}, fmt.Errorf("%w: no nodes", errNotApplied)
+	n, err := f.env.pickNode(f.Name(), targetNodes(f.env.Cluster), rng)
+	if err != nil {
+		return history.Value{}, err
 	}
-	n := nodes[rng.IntN(len(nodes))]
 	v := history.Value{Targets: []string{n.Name}, Duration: int64(f.env.NodeDown)}
-	err := f.killer.Kill(ctx, n)
+	err = f.killer.Kill(ctx, n)
 	// A failed kill is recorded as info: the node may be down all the same,
 	// so Heal restarts it too (restarting a running node does nothing).
 	f.mu.Lock()

@@ -75,24 +75,53 @@ func (s *Schedule) Run(ctx context.Context) error {
 			break
 		}
 		f := s.Faults[rng.IntN(len(s.Faults))]
-		s.record(history.Invoke, f.Name(), history.Value{}, nil)
-		v, err := f.Inject(ctx, rng)
-		s.record(completion(err), f.Name(), v, err)
-		if err == nil {
-			s.mu.Lock()
-			s.applied++
-			s.mu.Unlock()
-			lg.Info("fault injected", "fault", f.Name(), "targets", strings.Join(v.Targets, ","))
+		parts, stagger := []Fault{f}, time.Duration(0)
+		if c, ok := f.(*combined); ok {
+			parts, stagger = c.parts, c.stagger
+		}
+		// The parts go in one after another; a part that failed, or a
+		// cancelled run, stops the rest. Whatever went in is healed, in
+		// reverse order.
+		injected, ok := 0, true
+		for i, p := range parts {
+			if i > 0 && !sleep(ctx, stagger) {
+				ok = false
+				break
+			}
+			injected++
+			if !s.inject(ctx, p, rng, lg) {
+				ok = false
+				break
+			}
+		}
+		if ok {
 			sleep(ctx, f.Duration())
 		}
-		if err := s.heal(f); err != nil {
-			healErrs = append(healErrs, err)
+		for i := injected - 1; i >= 0; i-- {
+			if err := s.heal(parts[i]); err != nil {
+				healErrs = append(healErrs, err)
+			}
 		}
 		if ctx.Err() != nil {
 			break
 		}
 	}
 	return errors.Join(healErrs...)
+}
+
+// inject injects one fault, recording it, and reports whether it applied.
+func (s *Schedule) inject(ctx context.Context, f Fault, rng *rand.Rand, lg *slog.Logger) bool {
+	s.record(history.Invoke, f.Name(), history.Value{}, nil)
+	v, err := f.Inject(ctx, rng)
+	s.record(completion(err), f.Name(), v, err)
+	if err != nil {
+		return false
+	}
+	s.mu.Lock()
+	s.applied++
+	s.mu.Unlock()
+	lg.Info("fault injected", "fault", f.Name(), "targets", strings.Join(v.Targets, ","))
+	return true
 }
 
 // heal heals f with a context of its own, so a cancelled run still heals.

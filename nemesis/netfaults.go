@@ -96,7 +96,9 @@ var shapes = map[string]func(nodes, clients []string, groups [][]string, rng *ra
 		return []Cut{{A: []string{c}, B: slices.Clone(s[:k])}}, nil
 	},
 	// partition applies the grouping given on the command line: hosts of
-	// different groups are cut; hosts in no group keep everything.
+	// different groups are cut; hosts in no group keep everything, and so
+	// does a host named in two groups, which bridges them (Kleppmann's
+	// Redlock case: c0 sees n1,n2,n3 and c1 sees n3,n4,n5).
 	"partition": func(_, _ []string, groups [][]string, _ *rand.Rand) ([]Cut, error) {
 		if len(groups) < 2 {
 			return nil, fmt.Errorf("partition needs at least two groups (--partition n1,n2/n3,c0)")
@@ -104,8 +106,15 @@ var shapes = map[string]func(nodes, clients []string, groups [][]string, rng *ra
 		var cuts []Cut
 		for i := range groups {
 			for j := i + 1; j < len(groups); j++ {
-				cuts = append(cuts, Cut{A: groups[i], B: groups[j]})
+				a := slices.DeleteFunc(slices.Clone(groups[i]), func(h string) bool { return slices.Contains(groups[j], h) })
+				b := slices.DeleteFunc(slices.Clone(groups[j]), func(h string) bool { return slices.Contains(groups[i], h) })
+				if len(a) > 0 && len(b) > 0 {
+					cuts = append(cuts, Cut{A: a, B: b})
+				}
 			}
+		}
+		if len(cuts) == 0 {
+			return nil, fmt.Errorf("partition %v cuts nothing: every group is contained in another", groups)
 		}
 		return cuts, nil
 	},

@@ -38,13 +38,12 @@ func (f *pauseNode) HealName() string        { return "resume-node" }
 func (f *pauseNode) Duration() time.Duration { return f.env.Window }
 
 func (f *pauseNode) Inject(ctx context.Context, rng *rand.Rand) (history.Value, error) {
-	nodes := targetNodes(f.env.Cluster)
-	if len(nodes) == 0 {
-		return history.Value{}, fmt.Errorf("%w: no nodes", errNotApplied)
+	n, err := f.env.pickNode(f.Name(), targetNodes(f.env.Cluster), rng)
+	if err != nil {
+		return history.Value{}, err
 	}
-	n := nodes[rng.IntN(len(nodes))]
 	v := history.Value{Targets: []string{n.Name}, Duration: int64(f.env.Window)}
-	err := f.pauser.Pause(ctx, n)
+	err = f.pauser.Pause(ctx, n)
 	f.mu.Lock()
 	if !slices.Contains(f.paused, n) {
 		f.paused = append(f.paused, n)
@@ -112,11 +111,10 @@ func (f *killClient) HealName() string        { return "replace-client" }
 func (f *killClient) Duration() time.Duration { return f.env.Window }
 
 func (f *killClient) Inject(ctx context.Context, rng *rand.Rand) (history.Value, error) {
-	procs := f.clients.Processes()
-	if len(procs) == 0 {
-		return history.Value{}, fmt.Errorf("%w: no live client", errNotApplied)
+	p, err := f.env.pickProcess(f.Name(), f.clients.Processes(), rng)
+	if err != nil {
+		return history.Value{}, err
 	}
-	p := procs[rng.IntN(len(procs))]
 	v := history.Value{Targets: []string{fmt.Sprintf("p%d", p)}}
 	if f.env.KillHolder {
 		v.Point = f.env.KillPoint

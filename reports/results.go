@@ -40,6 +40,13 @@ type RunInfo struct {
 	Mode        string   `json:"resource_mode"`
 	PausePoint  string   `json:"pause_point,omitempty"`
 	ClientPause string   `json:"client_pause,omitempty"`
+	// Targets, ClockDirection, Partition and Stagger are the fault settings
+	// that pin a scenario's faults: what each fault may hit, which way clock
+	// faults jump, the explicit partition, the wait between combined parts.
+	Targets        map[string][]string `json:"targets,omitempty"`
+	ClockDirection string              `json:"clock_direction,omitempty"`
+	Partition      [][]string          `json:"partition,omitempty"`
+	Stagger        string              `json:"stagger,omitempty"`
 	// Network says where nodes and clients ran: "loopback", or the network
 	// namespaces' subnet and lab id.
 	Network string `json:"network,omitempty"`

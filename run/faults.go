@@ -72,7 +72,7 @@ func wants(faults, family []string) bool {
 // reported unavailable.
 func setupPlatform(ctx context.Context, cfg Config, impl impls.Impl, dir string, lg *slog.Logger) (*platform, error) {
 	p := &platform{storeAddr: "127.0.0.1:0", clientNS: map[int]string{}}
-	useNet := cfg.Net == NetNamespaces || (cfg.Net == NetAuto && wants(cfg.Faults, networkFaults))
+	useNet := cfg.Net == NetNamespaces || (cfg.Net == NetAuto && wants(cfg.faultParts(), networkFaults))
 	if cfg.Net == NetLoopback {
 		p.netReason = "the run was asked to use loopback (--net loopback)"
 	}
@@ -110,7 +110,7 @@ func setupPlatform(ctx context.Context, cfg Config, impl impls.Impl, dir string,
 	} else if p.netReason == "" {
 		p.netReason = "the run has no network namespaces (no network fault was asked for)"
 	}
-	if wants(cfg.Faults, clockFaults) {
+	if wants(cfg.faultParts(), clockFaults) {
 		switch {
 		case goBackends[impl.Backend]:
 			p.clockWhy = fmt.Sprintf("%s nodes are Go programs, which read the wall clock without libc: the LD_PRELOAD clock shim cannot move them (not applicable)", impl.Backend)
@@ -127,7 +127,7 @@ func setupPlatform(ctx context.Context, cfg Config, impl impls.Impl, dir string,
 			p.clocks = c
 		}
 	}
-	if slices.Contains(cfg.Faults, "delay") {
+	if slices.Contains(cfg.faultParts(), "delay") {
 		// tc netem delays every packet a node sends; without it (or without
 		// namespaces) a delaying proxy sits between the clients and nodes.
 		p.delayHow = "delay by a TCP proxy: the run has no network namespaces"

@@ -69,6 +69,14 @@ type Config struct {
 	Subnet string
 	// Groups is the explicit grouping of the partition fault.
 	Groups [][]string
+	// Targets pins what faults hit: for a fault name, the nodes (by name or
+	// role) or processes ("p0") it chooses among (nemesis.Env.Targets).
+	Targets map[string][]string
+	// ClockDirection is nemesis.ClockEither, ClockForward or ClockBackward.
+	ClockDirection string
+	// Stagger is the wait between the parts of a combined fault
+	// ("partition+kill-node").
+	Stagger time.Duration
 	// Loss is the fraction of packets the loss fault drops.
 	Loss float64
 	// Delay is the latency the delay fault adds.
@@ -150,13 +158,9 @@ func (c *Config) Validate() error {
 	if err != nil {
 		return setupErr("--impl: %v", err)
 	}
-	known := map[string]bool{}
-	for _, n := range nemesis.Names() {
-		known[n] = true
-	}
 	for _, f := range c.Faults {
-		if !known[f] {
-			return setupErr("--faults: unknown fault %q (known: %s)", f, strings.Join(nemesis.Names(), ", "))
+		if !nemesis.Known(f) {
+			return setupErr("--faults: unknown fault %q (known: %s; join faults with + to combine them)", f, strings.Join(nemesis.Names(), ", "))
 		}
 	}
 	if _, err := workloads.ParseMode(string(c.Mode)); err != nil {
@@ -197,7 +201,11 @@ func (c *Config) Validate() error {
 		return setupErr("--delay must be positive, got %v", c.Delay)
 	case c.StrobeRate <= 0:
 		return setupErr("--strobe must be positive, got %v", c.StrobeRate)
-	case slices.Contains(c.Faults, "partition") && len(c.Groups) < 2:
+	case c.ClockDirection != nemesis.ClockEither && c.ClockDirection != nemesis.ClockForward && c.ClockDirection != nemesis.ClockBackward:
+		return setupErr("--clock-direction must be forward or backward, got %q", c.ClockDirection)
+	case c.Stagger < 0:
+		return setupErr("--stagger must not be negative, got %v", c.Stagger)
+	case slices.Contains(c.faultParts(), "partition") && len(c.Groups) < 2:
 		return setupErr("--faults partition needs --partition with two or more groups, e.g. n1,n2/n3,c0")
 	case c.Expect != "valid" && c.Expect != "invalid":
 		return setupErr("--expect must be valid or invalid, got %q", c.Expect)
@@ -207,7 +215,26 @@ func (c *Config) Validate() error {
 	case strings.ContainsAny(c.Name, `/\`) || c.Name == "." || c.Name == "..":
 		return setupErr("--name %q must be a plain folder name", c.Name)
 	}
+	for f := range c.Targets {
+		if !slices.Contains(c.faultParts(), f) {
+			return setupErr("--target names fault %q, which the run does not have (faults: %s)", f, strings.Join(c.Faults, ","))
+		}
+	}
 	return nil
+}
+
+// faultParts returns the run's faults with combined ones split into their
+// parts: "partition+kill-node" gives partition and kill-node.
+func (c *Config) faultParts() []string {
+	var out []string
+	for _, f := range c.Faults {
+		for _, p := range strings.Split(f, "+") {
+			if !slices.Contains(out, p) {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
 }
 
 // Outcome is what a finished run left.
@@ -276,7 +303,11 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 		TTL: cfg.TTL.String(), Duration: cfg.Duration.String(), Seed: cfg.Seed, Mode: string(cfg.Mode),
 		Command: cfg.Command, Version: Version(), Started: started.Format(time.RFC3339), Expect: cfg.Expect,
 	}
-	if slices.Contains(cfg.Faults, "pause-client") {
+	info.Targets, info.ClockDirection, info.Partition = cfg.Targets, cfg.ClockDirection, cfg.Groups
+	if strings.Contains(strings.Join(cfg.Faults, ","), "+") {
+		info.Stagger = cfg.Stagger.String()
+	}
+	if slices.Contains(cfg.faultParts(), "pause-client") {
 		info.PausePoint, info.ClientPause = cfg.PausePoint, cfg.ClientPause.String()
 	}
 	// Until the run ends, results.json says how it was made and that it is
@@ -338,6 +369,7 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 		Groups: cfg.Groups, Loss: cfg.Loss, Delay: cfg.Delay, Delayer: plat.delayer(network), DelayReason: plat.delayWhy,
 		Clocks: clockControl(plat), ClockReason: plat.clockWhy, ClockBump: cfg.ClockBump, StrobeRate: cfg.StrobeRate,
 		KillHolder: cfg.KillHolder, KillPoint: cfg.PausePoint,
+		Targets: cfg.Targets, ClockDirection: cfg.ClockDirection, Stagger: cfg.Stagger,
 	})
 	if err != nil {
 		return nil, err

@@ -21,7 +21,7 @@ import (
 
 func newRunCmd() *cobra.Command {
 	cfg := run.DefaultConfig()
-	var mode, logLevel, groups string
+	var mode, logLevel, groups, targets string
 	var quiet bool
 	c := &cobra.Command{
 		Use:   "run",
@@ -39,6 +39,9 @@ func newRunCmd() *cobra.Command {
 				return usageError{fmt.Errorf("--partition: %v", err)}
 			}
 			cfg.Groups = g
+			if cfg.Targets, err = nemesis.ParseTargets(targets); err != nil {
+				return usageError{fmt.Errorf("--target: %v", err)}
+			}
 			cfg.Command = "locktest " + strings.Join(os.Args[1:], " ")
 			lvl, err := parseLevel(logLevel)
 			if err != nil {
@@ -60,7 +63,7 @@ func newRunCmd() *cobra.Command {
 	}
 	f := c.Flags()
 	f.StringVar(&cfg.Impl, "impl", cfg.Impl, "lock implementation: "+strings.Join(impls.Names(), ", "))
-	f.StringSliceVar(&cfg.Faults, "faults", nil, "faults to inject, comma-separated: "+strings.Join(nemesis.Names(), ", "))
+	f.StringSliceVar(&cfg.Faults, "faults", nil, "faults to inject, comma-separated, one at a time; a+b injects a and b together: "+strings.Join(nemesis.Names(), ", "))
 	f.IntVar(&cfg.Clients, "clients", cfg.Clients, "lock clients, each its own worker process")
 	f.IntVar(&cfg.Locks, "locks", cfg.Locks, "lock names the clients contend for")
 	f.DurationVar(&cfg.TTL, "ttl", cfg.TTL, "lock lease time")
@@ -82,6 +85,9 @@ func newRunCmd() *cobra.Command {
 	f.StringVar(&cfg.Net, "net", cfg.Net, "network: auto (namespaces when a network fault is asked for), netns, loopback")
 	f.StringVar(&cfg.Subnet, "subnet", "", "IPv4 /24 of the run's network namespaces (default: a free 10.77.N.0/24)")
 	f.StringVar(&groups, "partition", "", "groups of the partition fault: hosts (n1.., c0..) by commas, groups by slashes, e.g. n1,n2,c0/n3,c1")
+	f.StringVar(&targets, "target", "", "pin what faults hit: fault=node-or-role-or-process[,...], several separated by ;, e.g. 'clock-bump=n3;kill-node=master'")
+	f.StringVar(&cfg.ClockDirection, "clock-direction", "", "which way clock-bump and clock-skew-client jump: forward or backward (default: either, at random)")
+	f.DurationVar(&cfg.Stagger, "stagger", 0, "wait between the parts of a combined fault (a+b)")
 	f.Float64Var(&cfg.Loss, "loss", cfg.Loss, "fraction of packets the loss fault drops")
 	f.DurationVar(&cfg.Delay, "delay", cfg.Delay, "latency the delay fault adds")
 	f.DurationVar(&cfg.ClockBump, "clock-bump", 0, "how far clock faults move a clock (0: 2×ttl)")

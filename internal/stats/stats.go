@@ -1,0 +1,48 @@
+// Package stats holds the small statistics locktest reports over repeated
+// runs: rates with confidence intervals and percentiles.
+package stats
+
+import (
+	"math"
+	"slices"
+)
+
+// Interval is a closed interval of proportions in [0, 1].
+type Interval struct{ Lo, Hi float64 }
+
+// z95 is the two-sided 95% quantile of the standard normal distribution.
+const z95 = 1.959963984540054
+
+// Wilson returns the 95% Wilson score interval of the proportion k/n. It
+// stays inside [0, 1] and is meaningful for small n and for k = 0 or k = n,
+// where the normal approximation is not. n = 0 gives [0, 1]: nothing is
+// known.
+func Wilson(k, n int) Interval {
+	if n <= 0 {
+		return Interval{0, 1}
+	}
+	k = min(max(k, 0), n)
+	p, nf, z2 := float64(k)/float64(n), float64(n), z95*z95
+	centre := (p + z2/(2*nf)) / (1 + z2/nf)
+	half := z95 / (1 + z2/nf) * math.Sqrt(p*(1-p)/nf+z2/(4*nf*nf))
+	lo, hi := math.Max(0, centre-half), math.Min(1, centre+half)
+	if k == 0 {
+		lo = 0
+	}
+	if k == n {
+		hi = 1
+	}
+	return Interval{lo, hi}
+}
+
+// Percentile returns the q-th percentile (0 ≤ q ≤ 100) of xs by the
+// nearest-rank method, or NaN for no values. xs is not modified.
+func Percentile(xs []float64, q float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	rank := int(math.Ceil(q / 100 * float64(len(s))))
+	return s[min(max(rank, 1), len(s))-1]
+}
