@@ -119,6 +119,23 @@ type Impl struct {
 	Guarded bool
 	// Doc says in one sentence what the algorithm is and how it fails.
 	Doc string
+	// TokenSource says where the fencing token of a lease comes from (the
+	// etcd create revision, the ZooKeeper czxid, a Redis INCR counter, a
+	// database sequence, ...); it is empty exactly when Fenced is false.
+	TokenSource string
+	// Reentrant says whether a holder that acquires the lock it already
+	// holds, with the same client, is granted it again at once, as the
+	// impl's code and its library document it. The harness never nests
+	// acquires; this is a static property for the backend matrix.
+	Reentrant bool
+	// Blocking says whether Acquire waits for a held lock to be freed (on
+	// the server, or by the library watching for it) rather than failing
+	// at once or polling.
+	Blocking bool
+	// Wait says in a few words how Acquire behaves while the lock is held
+	// by another client, e.g. "fails at once" or "polls the INSERT every
+	// 10ms until its deadline".
+	Wait string
 	// Points are the pause points the impl passes to Config.Hook inside its
 	// operations, besides the worker's own (after-acquire, before-write);
 	// the nemesis may pause a client at any of them.

@@ -63,12 +63,16 @@ func init() {
 	for _, i := range []impls.Impl{
 		{
 			Name: "etcd-mutex", Backend: "etcd", Nodes: 3, Fenced: true, Guarded: true,
+			TokenSource: "etcd create revision of the holder's key", Reentrant: true, Blocking: true,
+			Wait: "waits on the server for its predecessor's key to be deleted (Mutex.Lock), until its deadline; a second acquire on the same session finds the session's own key and is granted at once",
 			Doc: "concurrency.Session (one lease per worker, kept alive) plus concurrency.Mutex, token = the create revision of the holder's key; " +
 				"a holder paused past the session TTL loses its key while it still believes it holds the lock.",
 			New: newMutex,
 		},
 		{
 			Name: "etcd-lease-txn", Backend: "etcd", Nodes: 3, Fenced: true, Guarded: true,
+			TokenSource: "etcd create revision of the lock key", Blocking: true,
+			Wait: "watches the key for its deletion and retries the transaction (every waiter at once), until its deadline",
 			Doc: "a transaction that puts the lock key only if its CreateRevision is 0, attached to a lease of the TTL that is never renewed, " +
 				"released by a guarded delete, token = the key's create revision; a holder that outlives its TTL loses the lock.",
 			New: newLeaseTxn,

@@ -59,12 +59,16 @@ func init() {
 	for _, i := range []impls.Impl{
 		{
 			Name: "pg-advisory", Backend: "postgres", Nodes: 1, Fenced: true,
+			TokenSource: "nextval of the sequence locktest_fence, taken under the lock", Reentrant: true, Blocking: true,
+			Wait: "waits on the server (lock_timeout), until its deadline; PostgreSQL stacks a session's advisory locks",
 			Doc: "pg_advisory_lock / pg_advisory_unlock on one dedicated session, token = nextval of a sequence taken under the lock; " +
 				"the server frees the lock when the session ends, and a holder whose connection broke goes on believing it holds it.",
 			New: newAdvisory,
 		},
 		{
 			Name: "pg-advisory-xact", Backend: "postgres", Nodes: 1, Fenced: true,
+			TokenSource: "nextval of the sequence locktest_fence, taken under the lock", Blocking: true,
+			Wait: "waits on the server (lock_timeout) inside a new transaction, until its deadline",
 			Doc: "pg_advisory_xact_lock inside a transaction held open for the critical section, released by COMMIT, token = nextval of a sequence taken under the lock; " +
 				"the server frees the lock when the transaction or session ends, and a holder whose connection broke goes on believing it holds it.",
 			New: newAdvisoryXact,

@@ -96,6 +96,7 @@ func init() {
 			"and a node that restarts without its data gives a second majority."
 		impls.Register(impls.Impl{
 			Name: i.name, Backend: "redis", Nodes: i.nodes, Doc: doc, Points: Points(i.nodes),
+			Wait: "fails at once (tries=1)",
 			New: func(ctx context.Context, cfg impls.Config) (impls.Client, error) {
 				return New(ctx, cfg, i.extend)
 			},
