@@ -28,11 +28,12 @@ var funcs = template.FuncMap{
 		}
 		return "expected to be valid"
 	},
-	"join":  strings.Join,
-	"stats": formatStats,
-	"sub":   func(a, b int) int { return a - b },
-	"isLin": func(name string) bool { return strings.HasPrefix(name, "linearizable-") },
-	"durUS": func(u int64) string { return secsLabel(u, 1000) },
+	"join":    strings.Join,
+	"replace": func(s, old, new string) string { return strings.ReplaceAll(s, old, new) },
+	"stats":   formatStats,
+	"sub":     func(a, b int) int { return a - b },
+	"isLin":   func(name string) bool { return strings.HasPrefix(name, "linearizable-") },
+	"durUS":   func(u int64) string { return secsLabel(u, 1000) },
 }
 
 var reportTmpl = template.Must(template.New("report.html.tmpl").Funcs(funcs).ParseFS(templates, "templates/report.html.tmpl"))

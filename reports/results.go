@@ -84,6 +84,7 @@ type Results struct {
 // sections (acquire ok) and the faults injected (nemesis oks of the faults
 // named in faults; a partition shape s is recorded as partition-s).
 func Summarize(faults []string, h history.History) map[string]float64 {
+	faults = FaultParts(faults)
 	s := map[string]float64{"ops": float64(len(h))}
 	for _, o := range h {
 		switch {
@@ -120,9 +121,24 @@ func Check(info RunInfo, h history.History, rs []checker.Result) Results {
 	return r
 }
 
+// FaultParts splits combined faults ("partition+clock-bump") into their
+// parts, each once, in order: the history records each part as its own op.
+func FaultParts(faults []string) []string {
+	var out []string
+	for _, f := range faults {
+		for _, p := range strings.Split(f, "+") {
+			if !slices.Contains(out, p) {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
 // neverApplied names the faults that the nemesis tried to inject, every
 // time without success: the run did not test what it asked for.
 func neverApplied(faults []string, h history.History) []string {
+	faults = FaultParts(faults)
 	tried, applied := map[string]bool{}, map[string]bool{}
 	for _, o := range h {
 		if !o.IsNemesis() {

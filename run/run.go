@@ -225,17 +225,7 @@ func (c *Config) Validate() error {
 
 // faultParts returns the run's faults with combined ones split into their
 // parts: "partition+kill-node" gives partition and kill-node.
-func (c *Config) faultParts() []string {
-	var out []string
-	for _, f := range c.Faults {
-		for _, p := range strings.Split(f, "+") {
-			if !slices.Contains(out, p) {
-				out = append(out, p)
-			}
-		}
-	}
-	return out
-}
+func (c *Config) faultParts() []string { return reports.FaultParts(c.Faults) }
 
 // Outcome is what a finished run left.
 type Outcome struct {

@@ -1,0 +1,204 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/locktest/locktest/reports"
+	"github.com/locktest/locktest/run"
+	"github.com/locktest/locktest/scenarios"
+)
+
+func newDebateCmd() *cobra.Command {
+	var files, only []string
+	var seeds int
+	var seedBase int64
+	var until, list, quiet bool
+	var store, out, junit, findings string
+	c := &cobra.Command{
+		Use:   "debate",
+		Short: "Run the scenario catalogue (the Redlock debate's claims) over several seeds and write a scoreboard",
+		Long: `debate runs every scenario of the catalogue — each claim of the Kleppmann /
+antirez debate and of the lock-selection articles, with what each side
+predicts — over several seeds, and writes scoreboard.html and scoreboard.md:
+per claim the violation rate with its 95% Wilson interval, the time to the
+first violation, and a verdict (reproduced, not reproduced, inconclusive).
+
+Exit codes: 0 every scenario reproduced, 1 some did not or were
+inconclusive, 2 bad usage or a broken scenario file.`,
+		Example: `  locktest debate                          # the whole catalogue, 3 seeds each
+  locktest debate --only 2,redlock-control --seeds 10
+  locktest debate --only redlock-clock-jump --seeds 10 --until-reproduced
+  locktest debate --scenarios my.yaml --junit debate.xml`,
+		Args: args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			all := scenarios.Builtin()
+			if len(files) > 0 {
+				all = nil
+				for _, f := range files {
+					s, err := scenarios.Load(f)
+					if err != nil {
+						return usageError{fmt.Errorf("--scenarios: %v", err)}
+					}
+					all = append(all, s...)
+				}
+			}
+			picked, err := scenarios.Select(all, only)
+			if err != nil {
+				return usageError{fmt.Errorf("--only: %v", err)}
+			}
+			if list {
+				printCatalogue(cmd.OutOrStdout(), picked)
+				return nil
+			}
+			if seeds < 1 {
+				return usageError{fmt.Errorf("--seeds must be at least 1, got %d", seeds)}
+			}
+			started := time.Now()
+			if out == "" {
+				out = filepath.Join(store, "debate", started.Format("20060102T150405"))
+			}
+			if err := os.MkdirAll(out, 0o755); err != nil {
+				return fmt.Errorf("--out: %v", err)
+			}
+			base := run.DefaultConfig()
+			base.StoreDir = store
+			opt := scenarios.Options{Base: base, UntilReproduced: until}
+			for i := 0; i < seeds; i++ {
+				opt.Seeds = append(opt.Seeds, seedBase+int64(i))
+			}
+			total, done := len(picked)*seeds, 0
+			errw := cmd.ErrOrStderr()
+			opt.Progress = func(s scenarios.Scenario, r scenarios.RunResult) {
+				done++
+				if quiet {
+					return
+				}
+				what := r.Outcome
+				if what == "" {
+					what = "inconclusive: " + r.Reason
+				}
+				if len(r.Kinds) > 0 {
+					what += " (" + kindsLine(r.Kinds) + ")"
+				}
+				fmt.Fprintf(errw, "[%*d/%d] %s seed %d: %s, %.0fs\n", len(fmt.Sprint(total)), done, total, s.Name, r.Seed, what, r.Seconds)
+			}
+			board := reports.Scoreboard{
+				Date: started.UTC().Format("2006-01-02 15:04 UTC"), Commit: scenarios.Commit(), Machine: scenarios.Machine(),
+				Seeds: seeds, Command: "locktest " + strings.Join(os.Args[1:], " "),
+			}
+			var runErr error
+			for _, s := range picked {
+				res, err := scenarios.Run(cmd.Context(), s, opt)
+				if len(res) > 0 {
+					board.Rows = append(board.Rows, scenarios.Score(s, res, out))
+				}
+				if err != nil {
+					runErr = err
+					break
+				}
+			}
+			board.Elapsed = time.Since(started).Round(time.Second).String()
+			if err := writeBoard(out, junit, findings, board); err != nil {
+				return err
+			}
+			printBoard(cmd.OutOrStdout(), out, board)
+			if runErr != nil {
+				if errors.Is(runErr, cmd.Context().Err()) && cmd.Context().Err() != nil {
+					return verdictError{fmt.Errorf("interrupted; the scoreboard holds the runs made so far")}
+				}
+				return runErr
+			}
+			t := board.Tally()
+			if t[reports.Reproduced] != len(board.Rows) {
+				return verdictError{fmt.Errorf("%d of %d scenarios not reproduced, %d inconclusive",
+					t[reports.NotReproduced], len(board.Rows), t[reports.Inconclusive])}
+			}
+			return nil
+		},
+	}
+	f := c.Flags()
+	f.StringSliceVar(&files, "scenarios", nil, "scenario files (YAML) to run instead of the built-in catalogue")
+	f.StringSliceVar(&only, "only", nil, "scenarios to run, by name (a trailing * matches a prefix) or claim number")
+	f.IntVar(&seeds, "seeds", 3, "seeds per scenario")
+	f.Int64Var(&seedBase, "seed", 1, "first seed; scenario runs use seed, seed+1, ...")
+	f.BoolVar(&until, "until-reproduced", false, "stop a violation scenario's seeds at its first violation")
+	f.BoolVar(&list, "list", false, "list the scenarios and exit")
+	f.StringVar(&store, "store", "store", "folder of stored runs")
+	f.StringVar(&out, "out", "", "folder of scoreboard.html and scoreboard.md (default <store>/debate/<time>)")
+	f.StringVar(&junit, "junit", "", "also write JUnit XML here, one test case per scenario")
+	f.StringVar(&findings, "findings", "", "also write the scoreboard as Markdown without run links here (docs/findings.md)")
+	f.BoolVarP(&quiet, "quiet", "q", !term.IsTerminal(int(os.Stderr.Fd())), "no progress on stderr (default when stderr is not a terminal)")
+	return c
+}
+
+func writeBoard(out, junit, findings string, board reports.Scoreboard) error {
+	if err := reports.WriteScoreboard(out, board); err != nil {
+		return fmt.Errorf("scoreboard: %v", err)
+	}
+	if junit != "" {
+		x, err := reports.RenderJUnit(board)
+		if err == nil {
+			err = os.WriteFile(junit, x, 0o644)
+		}
+		if err != nil {
+			return fmt.Errorf("--junit: %v", err)
+		}
+	}
+	if findings != "" {
+		md := append([]byte("<!-- Generated by `locktest debate --findings`; do not edit by hand. -->\n"), reports.RenderScoreboardMarkdown(board, false)...)
+		if err := os.WriteFile(findings, md, 0o644); err != nil {
+			return fmt.Errorf("--findings: %v", err)
+		}
+	}
+	return nil
+}
+
+func printBoard(w io.Writer, out string, b reports.Scoreboard) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "claim\tscenario\ttests for\tviolations\tverdict")
+	for _, r := range b.Rows {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", r.Claim, r.Name, r.Expect, r.RateText(), r.Verdict)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "scoreboard: %s\n", filepath.Join(out, "scoreboard.html"))
+}
+
+func printCatalogue(w io.Writer, scs []scenarios.Scenario) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "claim\tscenario\timpl\tfaults\tresource\ttests for")
+	for _, s := range scs {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", s.Claim, s.Name, s.Impl, strings.Join(s.Faults, ","), orNone(nonEmpty(s.Resource)), s.Expect)
+	}
+	tw.Flush()
+}
+
+func nonEmpty(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return []string{s}
+}
+
+func kindsLine(k map[string]int) string {
+	var parts []string
+	names := make([]string, 0, len(k))
+	for name := range k {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		parts = append(parts, fmt.Sprintf("%s ×%d", name, k[name]))
+	}
+	return strings.Join(parts, ", ")
+}
