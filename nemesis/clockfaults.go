@@ -55,7 +55,7 @@ func (f *clockBump) Inject(ctx context.Context, rng *rand.Rand) (history.Value, 
 	d := f.env.jump(rng)
 	was := f.env.Clocks.Offset(n)
 	off := was + d
-	v := history.Value{Targets: []string{n+signed(d)}, Duration: int64(off)}
+	v := history.Value{Targets: []string{n + signed(d)}, Duration: int64(off)}
 	f.mu.Lock()
 	f.touched = append(f.touched, offsetWas{n, was})
 	f.mu.Unlock()
@@ -210,7 +210,7 @@ func (f *clockSkewClient) Inject(ctx context.Context, rng *rand.Rand) (history.V
 		return history.Value{}, err
 	}
 	d := f.env.jump(rng)
-	v := history.Value{Targets: []string{fmt.Sprintf("p%d", p)+signed(d)}, Duration: int64(d)}
+	v := history.Value{Targets: []string{fmt.Sprintf("p%d", p) + signed(d)}, Duration: int64(d)}
 	if err := f.clients.SetWallOffset(p, d); err != nil {
 		return v, fmt.Errorf("%w: %v", errNotApplied, err)
 	}

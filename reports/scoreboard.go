@@ -222,7 +222,6 @@ func sideName(side string) string {
 	return strings.ToUpper(side[:1]) + side[1:]
 }
 
-
 // junit is the JUnit XML layout CI systems read.
 type junitSuite struct {
 	XMLName  xml.Name    `xml:"testsuite"`
