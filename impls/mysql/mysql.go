@@ -72,8 +72,8 @@ func init() {
 		},
 		{
 			Name: "mysql-for-update", Backend: "mysql", Nodes: 1, Fenced: true,
-			TokenSource: "a version column incremented in the holder's transaction", Blocking: true,
-			Wait: "waits on the server for the row lock (max_statement_time), until its deadline",
+			TokenSource: "a version column incremented in the holder's transaction", Reentrant: true, Blocking: true,
+			Wait: "waits on the server for the row lock (max_statement_time), until its deadline; a second acquire by the holder rolls its open transaction back and takes the row again at once, and one release frees it",
 			Doc: "SELECT … FOR UPDATE on a lock row inside a transaction held open for the critical section, released by COMMIT, token = a version column incremented in that transaction; " +
 				"the server frees the lock when the holder's connection dies, and a dead holder's rolled-back increment hands its token to the next holder.",
 			New: newForUpdate,

@@ -67,8 +67,8 @@ func init() {
 		},
 		{
 			Name: "pg-advisory-xact", Backend: "postgres", Nodes: 1, Fenced: true,
-			TokenSource: "nextval of the sequence locktest_fence, taken under the lock", Blocking: true,
-			Wait: "waits on the server (lock_timeout) inside a new transaction, until its deadline",
+			TokenSource: "nextval of the sequence locktest_fence, taken under the lock", Reentrant: true, Blocking: true,
+			Wait: "waits on the server (lock_timeout) inside a new transaction, until its deadline; a second acquire by the holder rolls its open transaction back and takes the lock again at once, and one release frees it",
 			Doc: "pg_advisory_xact_lock inside a transaction held open for the critical section, released by COMMIT, token = nextval of a sequence taken under the lock; " +
 				"the server frees the lock when the transaction or session ends, and a holder whose connection broke goes on believing it holds it.",
 			New: newAdvisoryXact,

@@ -1,0 +1,120 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/locktest/locktest/impls"
+	"github.com/locktest/locktest/matrix"
+	"github.com/locktest/locktest/reports"
+)
+
+func newMatrixCmd() *cobra.Command {
+	o := matrix.DefaultOptions()
+	var faults []string
+	var out, md string
+	var quiet bool
+	c := &cobra.Command{
+		Use:   "matrix",
+		Short: "Run every impl against each fault class and write the backend matrix (matrix.html, matrix.md)",
+		Long: `matrix runs each impl against the fault classes none, client-pause, node-pause,
+kill-restart, partition and clock (resource mode none, so violations show),
+plus a holder-kill run for deadlock freedom and fault-free runs with 1 and 8
+clients for latency and throughput, and writes one row per impl to
+matrix.html and matrix.md. A property a run could not show is n/a or
+inconclusive with its reason, never safe. See docs/matrix.md.`,
+		Example: `  locktest matrix --store /tmp/matrix-store --md docs/matrix.md
+  locktest matrix --impls redis-set-nx-px,etcd-mutex --faults none,client-pause --seeds 2 --time 8s`,
+		Args: args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			classes, err := matrix.ParseClasses(faults)
+			if err != nil {
+				return usageError{fmt.Errorf("--faults: %v", err)}
+			}
+			o.Classes = classes
+			o.Base.StoreDir = filepath.Clean(o.Base.StoreDir)
+			jobs, err := matrix.Plan(o)
+			if err != nil {
+				return usageError{err}
+			}
+			if out == "" {
+				out = o.Base.StoreDir
+			}
+			start := time.Now()
+			header := reports.MatrixHeader{
+				Date: start, Commit: matrix.Commit(cmd.Context()), Machine: matrix.Machine(), Seeds: o.Seeds,
+				Duration: o.Duration, Store: absPath(o.Base.StoreDir), Command: "locktest " + strings.Join(os.Args[1:], " "),
+				Settings: fmt.Sprintf("ttl %s, %d clients under faults (8 and 1 without), resource mode none, a fault every ~1s for 2s (node down 1s, client pause %s), 1s fault-free at the end",
+					o.TTL, o.Clients, 4*o.TTL),
+			}
+			progress := io.Discard
+			if !quiet {
+				progress = cmd.ErrOrStderr()
+			}
+			names := map[string]bool{}
+			for _, j := range jobs {
+				names[j.Impl] = true
+			}
+			fmt.Fprintf(progress, "matrix: %d jobs (%d impls, %d seeds), store %s\n", len(jobs), len(names), o.Seeds, o.Base.StoreDir)
+			results, runErr := matrix.Execute(cmd.Context(), jobs, func(i int, r matrix.Result) {
+				fmt.Fprintf(progress, "[%*d/%d] %s: %s (%s)\n", len(fmt.Sprint(len(jobs))), i, len(jobs), r.Job.Label(), summary(r), r.Elapsed.Round(100*time.Millisecond))
+			})
+			header.Elapsed = time.Since(start).Round(time.Second)
+			m := matrix.Aggregate(header, classes, results)
+			if err := reports.WriteMatrix(out, m); err != nil {
+				return fmt.Errorf("write matrix: %w", err)
+			}
+			if md != "" {
+				if err := reports.WriteMatrixMarkdown(md, m); err != nil {
+					return fmt.Errorf("write %s: %w", md, err)
+				}
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "matrix: %s, %s\n", filepath.Join(out, reports.MatrixHTMLFile), filepath.Join(out, reports.MatrixMDFile))
+			if runErr != nil {
+				return fmt.Errorf("matrix interrupted after %d of %d runs (the pages show those): %w", len(results), len(jobs), runErr)
+			}
+			return nil
+		},
+	}
+	f := c.Flags()
+	f.StringSliceVar(&o.Impls, "impls", nil, "impls to measure, comma-separated (default all): "+strings.Join(impls.Names(), ", "))
+	f.StringSliceVar(&faults, "faults", nil, "fault classes (default all; none is always run): none, client-pause, node-pause, kill-restart, partition, clock")
+	f.IntVar(&o.Seeds, "seeds", o.Seeds, "seeds per run")
+	f.DurationVar(&o.Duration, "time", o.Duration, "workload time of each run")
+	f.DurationVar(&o.TTL, "ttl", o.TTL, "lock lease time of every run")
+	f.IntVar(&o.Clients, "clients", o.Clients, "clients of the fault runs")
+	f.StringVar(&o.Base.StoreDir, "store", o.Base.StoreDir, "folder of stored runs")
+	f.StringVar(&out, "out", "", "folder of matrix.html and matrix.md (default: the store)")
+	f.StringVar(&md, "md", "", "also write the Markdown matrix to this file (e.g. docs/matrix.md)")
+	f.BoolVarP(&quiet, "quiet", "q", !term.IsTerminal(int(os.Stderr.Fd())), "no progress lines on stderr (default when stderr is not a terminal)")
+	return c
+}
+
+// summary says in a few words what one matrix run showed.
+func summary(r matrix.Result) string {
+	switch {
+	case r.Reentrancy != nil:
+		return "reentrant " + r.Reentrancy.Status + ": " + r.Reentrancy.Reason
+	case r.Err != "":
+		return "did not run: " + r.Err
+	case r.Safety.Violated:
+		return "violation (" + matrix.KindsText(r.Safety.Kinds) + ")"
+	case !r.Safety.Conclusive:
+		return "inconclusive: " + r.Safety.Reason
+	}
+	return fmt.Sprintf("no violation, %d faults, %d acquires", r.Safety.Faults, r.Acquired)
+}
+
+func absPath(p string) string {
+	if a, err := filepath.Abs(p); err == nil {
+		return a
+	}
+	return p
+}

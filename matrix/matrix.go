@@ -1,0 +1,588 @@
+package matrix
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/impls"
+	"github.com/locktest/locktest/internal/stats"
+	"github.com/locktest/locktest/reports"
+	"github.com/locktest/locktest/run"
+)
+
+// Result is one job's stored run and what the matrix measured in it.
+type Result struct {
+	Job Job
+	// Dir is the stored run's folder; empty when the run did not start.
+	Dir string
+	// Err says why the run did not start or could not be read (a missing
+	// server, a port in use); the job's cells are then inconclusive.
+	Err     string
+	Results reports.Results
+	Elapsed time.Duration
+
+	Safety Safety
+	// P50 and P99 are the acquire latency percentiles in ms, NaN without
+	// an acquire; Acquired counts the acquire oks.
+	P50, P99   float64
+	Acquired   int
+	Throughput float64
+	Tokens     int
+	Recoveries []Recovery
+	Stuck      int
+	Avail      Availability
+	// Reentrancy is the reentrancy probe's finding (ProbeReentrant jobs
+	// only), and ProbeDir the folder of its cluster's files.
+	Reentrancy *Reentrancy
+	ProbeDir   string
+}
+
+// Report is the path of the run's report.html, or "" without a run.
+func (r Result) Report() string {
+	if r.Dir == "" {
+		return ""
+	}
+	return filepath.Join(r.Dir, reports.ReportFile)
+}
+
+// Measure computes what the matrix needs of one stored run.
+func Measure(job Job, dir string, res reports.Results, h history.History) Result {
+	r := Result{Job: job, Dir: dir, Results: res, Safety: ClassifySafety(res)}
+	r.P50, r.P99, r.Acquired = Latency(h)
+	r.Throughput = Throughput(h)
+	r.Tokens = Tokens(h)
+	r.Recoveries = Recoveries(h)
+	r.Stuck = StuckLocks(res)
+	r.Avail = MeasureAvailability(h, "kill-node", "restart-node")
+	return r
+}
+
+// Execute runs the jobs one after the other (runs in parallel would share
+// the cores and distort each other's timing) and measures each as it
+// finishes; done, if not nil, is called after each job with its 1-based
+// position. A job whose run fails to start gives a Result with Err, and
+// the matrix goes on. Execute stops early, returning the results so far
+// and ctx's error, when ctx is done.
+func Execute(ctx context.Context, jobs []Job, done func(i int, r Result)) ([]Result, error) {
+	out := make([]Result, 0, len(jobs))
+	for i, j := range jobs {
+		if err := ctx.Err(); err != nil {
+			return out, err
+		}
+		start := time.Now()
+		r := runJob(ctx, j)
+		r.Elapsed = time.Since(start)
+		out = append(out, r)
+		if done != nil {
+			done(i+1, r)
+		}
+	}
+	return out, ctx.Err()
+}
+
+func runJob(ctx context.Context, j Job) Result {
+	if j.Probe == ProbeReentrant {
+		dir := filepath.Join(j.Config.StoreDir, j.Config.Name, time.Now().Format("20060102T150405.000"))
+		re := ProbeReentrancy(ctx, j.Impl, dir, j.Config.NodeCommand, j.Config.NodeEnv, j.Config.Logger)
+		return Result{Job: j, Reentrancy: &re, ProbeDir: dir}
+	}
+	o, err := run.Run(ctx, j.Config)
+	if err != nil {
+		return Result{Job: j, Err: err.Error()}
+	}
+	h, err := history.ReadFile(filepath.Join(o.Dir, reports.HistoryFile))
+	if err != nil {
+		return Result{Job: j, Dir: o.Dir, Results: o.Results, Err: "stored history: " + err.Error()}
+	}
+	return Measure(j, o.Dir, o.Results, h)
+}
+
+// Column keys of the matrix.
+const (
+	ColDeadlock  = "deadlock"
+	ColNodeLoss  = "node-loss"
+	ColFencing   = "fencing"
+	ColReentrant = "reentrant"
+	ColBlocking  = "blocking"
+	ColLatency1  = "latency-1"
+	ColRate1     = "rate-1"
+	ColLatency8  = "latency-8"
+	ColRate8     = "rate-8"
+)
+
+// SafetyColumn is the column key of mutual exclusion under class c.
+func SafetyColumn(c Class) string { return "mutex-" + string(c) }
+
+var classTitles = map[Class]string{
+	ClassNone: "no fault", ClassClientPause: "client pause", ClassNodePause: "node pause",
+	ClassKillRestart: "kill/restart", ClassPartition: "partition", ClassClock: "clock jump",
+}
+
+var classDocs = map[Class]string{
+	ClassNone:        "no fault, 8 clients",
+	ClassClientPause: "pause-client: a holder frozen (SIGSTOP) right after its acquire for 4 TTLs",
+	ClassNodePause:   "pause-node: one node frozen (SIGSTOP) for the fault window",
+	ClassKillRestart: "kill-node: one node killed (SIGKILL) and restarted with its data dir after 1 s",
+	ClassPartition:   "a partition: isolate (one node cut off) for 2–4 nodes, halves for 5 or more, client-isolate (one client cut from the node) for one node",
+	ClassClock:       "clock-bump (one node's wall clock jumps by 2·TTL, forward or back) and clock-strobe (it flips between its time and 2·TTL ahead every 10ms), through the LD_PRELOAD clock shim",
+}
+
+// Columns returns the matrix's columns for the fault classes given.
+func Columns(classes []Class) []reports.MatrixColumn {
+	var cols []reports.MatrixColumn
+	for _, c := range Classes {
+		if !slices.Contains(classes, c) && c != ClassNone {
+			continue
+		}
+		cols = append(cols, reports.MatrixColumn{Key: SafetyColumn(c), Title: "mutex: " + classTitles[c],
+			Doc: "mutual exclusion under " + classDocs[c] + ", resource mode none: the share of runs with a violation (" +
+				strings.Join(ViolationKinds, ", ") + "), with its 95% Wilson interval."})
+	}
+	return append(cols,
+		reports.MatrixColumn{Key: ColDeadlock, Title: "deadlock freedom",
+			Doc: "kill-client with --kill-holder: a worker is SIGKILLed right after its acquire; the time from its death until another process's next acquire ok of the lock (median and max over the kills), or stuck when no one got it again."},
+		reports.MatrixColumn{Key: ColNodeLoss, Title: "one node lost",
+			Doc: "availability while kill-node keeps one node down (multi-node backends only): critical sections per second and the share of acquires that succeeded during the fault, against the rest of the run; tolerant (yes) when the rate during the fault is at least half the rate without."},
+		reports.MatrixColumn{Key: ColFencing, Title: "fencing token",
+			Doc: "whether a lease carries a fencing token and where it comes from (the impl's registration), with the tokens seen in the fault-free run and any token that went back under a fault."},
+		reports.MatrixColumn{Key: ColReentrant, Title: "reentrant",
+			Doc: "whether the holder can take the lock again with the same client, measured against a real server: client A acquires twice; a second client B then tries while A holds both leases, and again after A released the second one (so a second acquire that silently dropped the first, or a nesting that one release undoes, shows). Marked documented where the probe could not run."},
+		reports.MatrixColumn{Key: ColBlocking, Title: "blocking wait",
+			Doc: "whether an acquire of a held lock waits for it to be freed, and how (the impl's registration)."},
+		reports.MatrixColumn{Key: ColLatency1, Title: "acquire p50/p99, 1 client",
+			Doc: "acquire latency, invoke to ok, from the history of a fault-free run with one client."},
+		reports.MatrixColumn{Key: ColRate1, Title: "cs/s, 1 client",
+			Doc: "critical sections (acquire, read, write, release) per second over the workload of that run."},
+		reports.MatrixColumn{Key: ColLatency8, Title: "acquire p50/p99, 8 clients",
+			Doc: "acquire latency, invoke to ok, in the fault-free run with 8 contending clients (a blocking acquire's wait for the lock is part of it)."},
+		reports.MatrixColumn{Key: ColRate8, Title: "cs/s, 8 clients",
+			Doc: "critical sections per second in that run."},
+	)
+}
+
+// Aggregate builds the matrix of the results: one row per impl, in the
+// order the impls first appear, with the columns of classes. It reads only
+// the results and the impls' registrations.
+func Aggregate(header reports.MatrixHeader, classes []Class, results []Result) reports.Matrix {
+	if len(classes) == 0 {
+		classes = Classes
+	}
+	m := reports.Matrix{Header: header, Columns: Columns(classes)}
+	var order []string
+	by := map[string][]Result{}
+	for _, r := range results {
+		if _, ok := by[r.Job.Impl]; !ok {
+			order = append(order, r.Job.Impl)
+		}
+		by[r.Job.Impl] = append(by[r.Job.Impl], r)
+	}
+	for _, name := range order {
+		impl, err := impls.Lookup(name)
+		if err != nil {
+			impl = impls.Impl{Name: name}
+		}
+		m.Rows = append(m.Rows, row(impl, classes, by[name]))
+	}
+	return m
+}
+
+func row(impl impls.Impl, classes []Class, rs []Result) reports.MatrixRow {
+	r := reports.MatrixRow{Impl: impl.Name, Backend: impl.Backend, Nodes: impl.Nodes, Doc: impl.Doc, Cells: map[string]reports.MatrixCell{}}
+	pick := func(p Probe, c Class) []Result {
+		var out []Result
+		for _, x := range rs {
+			if x.Job.Probe == p && x.Job.Class == c {
+				out = append(out, x)
+			}
+		}
+		return out
+	}
+	for _, c := range Classes {
+		if !slices.Contains(classes, c) && c != ClassNone {
+			continue
+		}
+		r.Cells[SafetyColumn(c)] = safetyCell(pick(ProbeSafety, c))
+	}
+	r.Cells[ColDeadlock] = deadlockCell(pick(ProbeDeadlock, ClassNone))
+	r.Cells[ColNodeLoss] = nodeLossCell(impl, slices.Contains(classes, ClassKillRestart), pick(ProbeSafety, ClassKillRestart))
+	r.Cells[ColFencing] = fencingCell(impl, pick(ProbeSafety, ClassNone), rs)
+	r.Cells[ColReentrant] = reentrantCell(impl, pick(ProbeReentrant, ClassNone))
+	r.Cells[ColBlocking] = blockingCell(impl)
+	r.Cells[ColLatency1], r.Cells[ColRate1] = perfCells(pick(ProbePerf1, ClassNone))
+	r.Cells[ColLatency8], r.Cells[ColRate8] = perfCells(pick(ProbeSafety, ClassNone))
+	return r
+}
+
+func links(rs []Result) []reports.MatrixLink {
+	var out []reports.MatrixLink
+	for _, r := range rs {
+		if p := r.Report(); p != "" {
+			out = append(out, reports.MatrixLink{Label: fmt.Sprintf("seed %d", r.Job.Seed), Report: p})
+		}
+	}
+	return out
+}
+
+// whyNot collects the distinct reasons of results that showed nothing.
+func whyNot(rs []Result, reason func(Result) string) string {
+	var out []string
+	for _, r := range rs {
+		why := r.Err
+		if why == "" {
+			why = reason(r)
+		}
+		if why != "" && !slices.Contains(out, why) {
+			out = append(out, why)
+		}
+	}
+	return strings.Join(out, "; ")
+}
+
+func pct(x float64) string { return strconv.FormatFloat(100*x, 'f', 0, 64) + "%" }
+
+// safetyCell aggregates the mutual-exclusion runs of one class over its
+// seeds: violated in k of the n conclusive runs, held in none of them, or
+// n/a or inconclusive with the reasons when no run was conclusive.
+func safetyCell(rs []Result) reports.MatrixCell {
+	cell := reports.MatrixCell{Links: links(rs)}
+	if len(rs) == 0 {
+		cell.Status, cell.Reason = reports.StatusNotRun, "the class was not in this matrix"
+		return cell
+	}
+	k, n, faults := 0, 0, 0
+	kinds := map[string]int{}
+	var na, inconclusive []Result
+	for _, r := range rs {
+		switch {
+		case r.Err != "":
+			inconclusive = append(inconclusive, r)
+		case r.Safety.Conclusive:
+			n++
+			faults += r.Safety.Faults
+			if r.Safety.Violated {
+				k++
+				for kind, c := range r.Safety.Kinds {
+					kinds[kind] += c
+				}
+			}
+		case r.Safety.NA:
+			na = append(na, r)
+		default:
+			inconclusive = append(inconclusive, r)
+		}
+	}
+	reason := func(r Result) string { return r.Safety.Reason }
+	switch {
+	case n == 0 && len(na) > 0 && len(inconclusive) == 0:
+		cell.Status, cell.Reason = reports.StatusNA, whyNot(na, reason)
+		return cell
+	case n == 0:
+		cell.Status, cell.Reason = reports.StatusInconclusive, whyNot(append(inconclusive, na...), reason)
+		return cell
+	}
+	ci := stats.Wilson(k, n)
+	cell.Value = fmt.Sprintf("%d/%d runs", k, n)
+	if k > 0 {
+		cell.Status = reports.StatusViolated
+		cell.Reason = fmt.Sprintf("violation rate %d/%d runs (95%% interval %s–%s), %d faults applied: %s",
+			k, n, pct(ci.Lo), pct(ci.Hi), faults, KindsText(kinds))
+	} else {
+		cell.Status = reports.StatusHeld
+		cell.Reason = fmt.Sprintf("no violation in %d run(s) with %d faults applied; the violation rate is at most %s at 95%% confidence, not zero",
+			n, faults, pct(ci.Hi))
+	}
+	if len(inconclusive)+len(na) > 0 {
+		cell.Reason += fmt.Sprintf("; %d more run(s) inconclusive: %s", len(inconclusive)+len(na), whyNot(append(inconclusive, na...), reason))
+	}
+	return cell
+}
+
+// stuckAfter is how long a lock must stay unacquired after its holder's
+// death, until the run ended, for the deadlock cell to call it stuck: four
+// leases, and at least 2 s.
+func stuckAfter(ttl time.Duration) time.Duration { return max(2*time.Second, 4*ttl) }
+
+func ms(d time.Duration) string {
+	return strconv.FormatFloat(float64(d)/1e6, 'f', 0, 64) + " ms"
+}
+
+// deadlockCell aggregates the holder kills of the deadlock runs.
+func deadlockCell(rs []Result) reports.MatrixCell {
+	cell := reports.MatrixCell{Links: links(rs)}
+	if len(rs) == 0 {
+		cell.Status, cell.Reason = reports.StatusNotRun, "no deadlock run"
+		return cell
+	}
+	var after []float64
+	stuck, unsure, kills := 0, 0, 0
+	var stuckWhy []string
+	for _, r := range rs {
+		if r.Err != "" {
+			continue
+		}
+		if r.Stuck > 0 {
+			stuck += r.Stuck
+			for _, c := range r.Results.Checkers {
+				for _, a := range c.Anomalies {
+					if a.Kind == "stuck-lock" {
+						stuckWhy = append(stuckWhy, a.Explanation)
+					}
+				}
+			}
+		}
+		for _, rec := range r.Recoveries {
+			kills++
+			switch {
+			case rec.Recovered():
+				after = append(after, float64(rec.After))
+			case rec.Observed >= stuckAfter(r.Job.Config.TTL):
+				stuck++
+				stuckWhy = append(stuckWhy, fmt.Sprintf("p%d died holding %q and no other process acquired it in the %s until the run ended (seed %d)",
+					rec.Process, rec.Lock, rec.Observed.Round(time.Millisecond), r.Job.Seed))
+			default:
+				unsure++
+			}
+		}
+	}
+	switch {
+	case stuck > 0:
+		cell.Status, cell.Value = reports.StatusStuck, fmt.Sprintf("%d of %d kills", stuck, max(kills, stuck))
+		cell.Reason = strings.Join(stuckWhy, "; ")
+		return cell
+	case len(after) == 0:
+		cell.Status = reports.StatusInconclusive
+		cell.Reason = whyNot(rs, func(r Result) string {
+			if len(r.Recoveries) > 0 {
+				return fmt.Sprintf("the run ended less than %s after each holder's death, too soon to tell", stuckAfter(r.Job.Config.TTL))
+			}
+			if len(r.Results.Problems) > 0 {
+				return strings.Join(r.Results.Problems, "; ")
+			}
+			return "no lock holder was killed"
+		})
+		return cell
+	}
+	med, worst := time.Duration(stats.Percentile(after, 50)), time.Duration(slices.Max(after))
+	cell.Status, cell.Value = reports.StatusRecovers, "max "+ms(worst)
+	cell.Reason = fmt.Sprintf("after %d kill(s) of a holder, another process acquired the lock after %s (median), %s (max)", len(after), ms(med), ms(worst))
+	if unsure > 0 {
+		cell.Reason += fmt.Sprintf("; %d more kill(s) came too close to the end of the run to tell", unsure)
+	}
+	return cell
+}
+
+// nodeLossCell is availability during kill-node, for multi-node backends.
+func nodeLossCell(impl impls.Impl, planned bool, rs []Result) reports.MatrixCell {
+	cell := reports.MatrixCell{Links: links(rs)}
+	switch {
+	case impl.Nodes <= 1:
+		cell.Status, cell.Links = reports.StatusNA, nil
+		cell.Reason = "a one-node backend: losing its node loses the lock service, there is no tolerance to show"
+		return cell
+	case !planned || len(rs) == 0:
+		cell.Status, cell.Reason = reports.StatusNotRun, "needs the kill-restart class"
+		return cell
+	}
+	var a Availability
+	for _, r := range rs {
+		if r.Err != "" {
+			continue
+		}
+		x := r.Avail
+		a.Windows += x.Windows
+		a.DuringAttempts, a.DuringOK, a.DuringSeconds = a.DuringAttempts+x.DuringAttempts, a.DuringOK+x.DuringOK, a.DuringSeconds+x.DuringSeconds
+		a.OutsideAttempts, a.OutsideOK, a.OutsideSeconds = a.OutsideAttempts+x.OutsideAttempts, a.OutsideOK+x.OutsideOK, a.OutsideSeconds+x.OutsideSeconds
+	}
+	if a.Windows == 0 || a.DuringSeconds <= 0 || a.OutsideSeconds <= 0 {
+		cell.Status = reports.StatusInconclusive
+		cell.Reason = whyNot(rs, func(r Result) string {
+			if len(r.Results.Problems) > 0 {
+				return strings.Join(r.Results.Problems, "; ")
+			}
+			return "no node was down during the workload"
+		})
+		return cell
+	}
+	during, outside := a.RateDuring(), a.RateOutside()
+	cell.Status = reports.StatusNo
+	if during >= outside/2 && a.DuringOK > 0 {
+		cell.Status = reports.StatusYes
+	}
+	cell.Value = fmt.Sprintf("%s: %.0f vs %.0f cs/s", cell.Status, during, outside)
+	cell.Reason = fmt.Sprintf("with one node down (%d window(s), %.1f s in all) %.0f critical sections/s and %s of %d acquires ok; without, %.0f/s and %s of %d",
+		a.Windows, a.DuringSeconds, during, pctOrNone(a.SuccessDuring()), a.DuringAttempts, outside, pctOrNone(a.SuccessOutside()), a.OutsideAttempts)
+	return cell
+}
+
+func pctOrNone(x float64) string {
+	if math.IsNaN(x) {
+		return "none"
+	}
+	return pct(x)
+}
+
+// fencingCell states the impl's token and what the runs showed of it.
+func fencingCell(impl impls.Impl, none []Result, all []Result) reports.MatrixCell {
+	if !impl.Fenced {
+		return reports.MatrixCell{Status: reports.StatusNo, Value: "no",
+			Reason: "the leases carry no fencing token; a resource can only check the holder's unique value (check-and-set)"}
+	}
+	cell := reports.MatrixCell{Status: reports.StatusYes, Value: "yes: " + impl.TokenSource, Links: links(none)}
+	seen := 0
+	for _, r := range none {
+		seen += r.Tokens
+	}
+	cell.Reason = fmt.Sprintf("%d acquires of the fault-free run carried a token", seen)
+	var back []string
+	for _, r := range all {
+		n := r.Safety.Kinds["token-regression"] + r.Safety.Kinds["duplicate-token"]
+		if n > 0 && r.Job.Probe == ProbeSafety {
+			w := string(r.Job.Class)
+			if !slices.Contains(back, w) {
+				back = append(back, w)
+			}
+		}
+	}
+	if len(back) > 0 {
+		sort.Strings(back)
+		cell.Reason += "; tokens went back or were granted twice under " + strings.Join(back, ", ")
+	}
+	return cell
+}
+
+// reentrantCell gives the probe's measurement, checked against the impl's
+// registration, or the registration alone when the probe did not run or
+// could not tell.
+func reentrantCell(impl impls.Impl, probes []Result) reports.MatrixCell {
+	doc := "no"
+	if impl.Reentrant {
+		doc = "yes"
+	}
+	for _, p := range probes {
+		if p.Reentrancy == nil || p.Reentrancy.Status == reports.StatusInconclusive {
+			continue
+		}
+		c := reports.MatrixCell{Status: p.Reentrancy.Status, Value: p.Reentrancy.Value, Reason: p.Reentrancy.Reason}
+		if (p.Reentrancy.Status == reports.StatusYes) != impl.Reentrant {
+			c.Reason += "; the impl's registration says " + doc
+		}
+		return c
+	}
+	c := reports.MatrixCell{Status: reports.StatusNo, Value: "no (documented)",
+		Reason: "as documented by the impl, not measured; " + impl.Wait}
+	if impl.Reentrant {
+		c.Status, c.Value = reports.StatusYes, "yes (documented)"
+	}
+	for _, p := range probes {
+		if p.Reentrancy != nil {
+			c.Reason += "; " + p.Reentrancy.Reason
+		}
+	}
+	return c
+}
+
+func blockingCell(impl impls.Impl) reports.MatrixCell {
+	c := reports.MatrixCell{Status: reports.StatusNo, Value: "no", Reason: impl.Wait}
+	if impl.Blocking {
+		c.Status, c.Value = reports.StatusYes, "yes"
+	}
+	return c
+}
+
+func fmtMS(x float64) string {
+	switch {
+	case x < 1:
+		return strconv.FormatFloat(x, 'f', 2, 64)
+	case x < 10:
+		return strconv.FormatFloat(x, 'f', 1, 64)
+	}
+	return strconv.FormatFloat(x, 'f', 0, 64)
+}
+
+// perfCells gives the latency and throughput cells of fault-free runs:
+// the mean over the seeds of each run's percentiles and rate.
+func perfCells(rs []Result) (lat, rate reports.MatrixCell) {
+	lat.Links, rate.Links = links(rs), links(rs)
+	var p50, p99, cps []float64
+	acquired := 0
+	for _, r := range rs {
+		if r.Err != "" || r.Acquired == 0 {
+			continue
+		}
+		p50, p99, cps = append(p50, r.P50), append(p99, r.P99), append(cps, r.Throughput)
+		acquired += r.Acquired
+	}
+	if len(p50) == 0 {
+		why := whyNot(rs, func(r Result) string { return "no acquire succeeded" })
+		if len(rs) == 0 {
+			why = "no fault-free run"
+		}
+		lat.Status, lat.Reason = reports.StatusInconclusive, why
+		rate.Status, rate.Reason = reports.StatusInconclusive, why
+		return lat, rate
+	}
+	mean := func(xs []float64) float64 {
+		s := 0.0
+		for _, x := range xs {
+			s += x
+		}
+		return s / float64(len(xs))
+	}
+	lat.Status, rate.Status = reports.StatusMeasured, reports.StatusMeasured
+	lat.Value = fmt.Sprintf("%s / %s ms", fmtMS(mean(p50)), fmtMS(mean(p99)))
+	lat.Reason = fmt.Sprintf("p50 and p99 of %d successful acquires, invoke to ok, mean over %d run(s)", acquired, len(p50))
+	rate.Value = fmt.Sprintf("%.0f/s", mean(cps))
+	rate.Reason = fmt.Sprintf("%d critical sections over the workload's span, mean over %d run(s)", acquired, len(cps))
+	return lat, rate
+}
+
+// Commit returns `git describe --always --dirty` of the working directory,
+// or, outside a repository, the binary's module version and VCS revision.
+func Commit(ctx context.Context) string {
+	out, err := exec.CommandContext(ctx, "git", "describe", "--always", "--dirty").Output()
+	if err == nil {
+		if s := strings.TrimSpace(string(out)); s != "" {
+			return s
+		}
+	}
+	return run.Version()
+}
+
+// Machine describes the host in one line: cores, memory, kernel and OS.
+func Machine() string {
+	parts := []string{fmt.Sprintf("%d cores", runtime.NumCPU())}
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(l); len(f) >= 2 && f[0] == "MemTotal:" {
+				if kb, err := strconv.ParseFloat(f[1], 64); err == nil {
+					parts = append(parts, fmt.Sprintf("%.1f GiB memory", kb/1024/1024))
+				}
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		parts = append(parts, "Linux "+strings.TrimSpace(string(b)))
+	}
+	if b, err := os.ReadFile("/etc/os-release"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, "PRETTY_NAME="); ok {
+				parts = append(parts, strings.Trim(v, `"`))
+			}
+		}
+	}
+	if os.Geteuid() != 0 {
+		parts = append(parts, "not root (no network namespaces: partitions are unavailable)")
+	}
+	return strings.Join(parts, ", ")
+}

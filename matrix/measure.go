@@ -1,0 +1,354 @@
+package matrix
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/internal/stats"
+	"github.com/locktest/locktest/reports"
+)
+
+// ViolationKinds are the anomaly kinds that count as a violation of mutual
+// exclusion in the matrix: two holders at once as the clients believed it
+// (overlapping-holds), a release that deleted another holder's lock
+// (foreign-release), what the resource store accepted from a holder whose
+// lease had ended (stale-write) or from two critical sections that read the
+// same value (lost-update), fencing tokens that went back or were granted
+// twice (token-regression, duplicate-token), and a history no sequential
+// mutex explains (not-linearizable). Liveness anomalies (stuck-lock) and
+// notes (no-tokens) are not violations of mutual exclusion, and neither is
+// a write the resource rightly refused (write-rejected).
+var ViolationKinds = []string{"overlapping-holds", "foreign-release", "stale-write", "lost-update",
+	"token-regression", "duplicate-token", "not-linearizable"}
+
+// safetyCheckers are the checkers whose verdict must be known for a run
+// without violations to count as showing that mutual exclusion held. The
+// linearizability checker is left out: it may time out on a long history
+// of session locks, and the mutual-exclusion checker decides the same
+// question from the holds.
+var safetyCheckers = []string{"mutual-exclusion", "resource", "fencing-tokens"}
+
+// Safety is what one stored run says about mutual exclusion under its
+// faults.
+type Safety struct {
+	// Conclusive is true when the run shows either a violation or, with its
+	// faults applied and every safety checker decided, none.
+	Conclusive bool
+	// Violated is true when the run holds an anomaly of ViolationKinds.
+	Violated bool
+	// Kinds counts the violations by anomaly kind.
+	Kinds map[string]int
+	// Faults is how many faults the nemesis applied.
+	Faults int
+	// NA is true when the fault does not apply to the backend at all (its
+	// reason says "not applicable"), as opposed to a machine that could not
+	// make it.
+	NA bool
+	// Reason says why the run is inconclusive or not applicable; for a
+	// conclusive run it is empty.
+	Reason string
+}
+
+// ClassifySafety reads a run's results as the matrix's mutual-exclusion
+// cells do. A violation is conclusive whatever else went wrong; a run
+// without violations is conclusive only when it has no problems (run
+// errors, unavailable faults, faults never applied, no acquire) and every
+// safety checker gave a verdict. It never calls a run that tested nothing
+// safe.
+func ClassifySafety(r reports.Results) Safety {
+	s := Safety{Kinds: map[string]int{}, Faults: int(r.Stats["faults_injected"])}
+	for _, c := range r.Checkers {
+		for _, a := range c.Anomalies {
+			if slices.Contains(ViolationKinds, a.Kind) {
+				s.Kinds[a.Kind]++
+			}
+		}
+	}
+	if len(s.Kinds) > 0 {
+		s.Violated, s.Conclusive = true, true
+		return s
+	}
+	if len(r.Problems) > 0 {
+		// A fault that does not apply to the backend makes the rest of the
+		// problems (no fault applied) its consequences: say only why.
+		var na []string
+		for _, p := range r.Problems {
+			if strings.Contains(p, "not applicable") {
+				na = append(na, p)
+			}
+		}
+		s.Reason, s.NA = strings.Join(r.Problems, "; "), len(na) > 0
+		if s.NA {
+			s.Reason = strings.Join(na, "; ")
+		}
+		return s
+	}
+	for _, name := range safetyCheckers {
+		found := false
+		for _, c := range r.Checkers {
+			if c.Checker != name {
+				continue
+			}
+			found = true
+			if c.Valid != checker.Valid {
+				s.Reason = fmt.Sprintf("the %s checker gave %s", name, reports.VerdictWord(c.Valid))
+				if c.Error != "" {
+					s.Reason += ": " + c.Error
+				}
+				return s
+			}
+		}
+		if !found {
+			s.Reason = "the results have no " + name + " checker"
+			return s
+		}
+	}
+	s.Conclusive = true
+	return s
+}
+
+// KindsText renders violation counts as "lost-update×3, stale-write×1",
+// kinds in name order.
+func KindsText(kinds map[string]int) string {
+	keys := make([]string, 0, len(kinds))
+	for k := range kinds {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s×%d", k, kinds[k])
+	}
+	return strings.Join(parts, ", ")
+}
+
+// Latency returns the 50th and 99th percentile, in milliseconds, of the
+// time from each acquire's invocation to its ok, and how many acquires
+// succeeded; with none the percentiles are NaN.
+func Latency(h history.History) (p50, p99 float64, n int) {
+	pair := h.Pair()
+	var lat []float64
+	for i, o := range h {
+		if o.F != history.Acquire || o.Type != history.OK || o.IsNemesis() || pair[i] < 0 {
+			continue
+		}
+		lat = append(lat, float64(o.Time-h[pair[i]].Time)/1e6)
+	}
+	return stats.Percentile(lat, 50), stats.Percentile(lat, 99), len(lat)
+}
+
+// Throughput returns the critical sections (acquire oks) per second over
+// the workload's span: from the first client op to the last one. It is 0
+// when the history has fewer than two client ops.
+func Throughput(h history.History) float64 {
+	first, last, n := int64(math.MaxInt64), int64(math.MinInt64), 0
+	for _, o := range h {
+		if o.IsNemesis() {
+			continue
+		}
+		first, last = min(first, o.Time), max(last, o.Time)
+		if o.F == history.Acquire && o.Type == history.OK {
+			n++
+		}
+	}
+	if last <= first {
+		return 0
+	}
+	return float64(n) / (float64(last-first) / 1e9)
+}
+
+// Tokens counts the acquire oks that carry a fencing token.
+func Tokens(h history.History) int {
+	n := 0
+	for _, o := range h {
+		if o.F == history.Acquire && o.Type == history.OK && !o.IsNemesis() && o.Value.Token != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// Recovery is what followed one kill of a lock holder.
+type Recovery struct {
+	// Kill is the history index of the kill-client ok.
+	Kill    int
+	Process int
+	Lock    string
+	// Died is when the holder was dead for sure: the kill's ok, in ns.
+	Died int64
+	// After is the time from Died to the next acquire ok of Lock by
+	// another process; negative when there was none before the history
+	// ended.
+	After time.Duration
+	// Observed is the time from Died to the end of the history.
+	Observed time.Duration
+}
+
+// Recovered reports whether another process got the lock after the death.
+func (r Recovery) Recovered() bool { return r.After >= 0 }
+
+// Recoveries measures deadlock freedom after a holder's death: for every
+// kill-client ok whose target ("p<N>") held a lock when it was killed (its
+// latest acquire of that lock completed ok and it had not invoked a
+// release of it since), the time from the kill's ok until another process's
+// next acquire ok of the same lock. Kills of processes that held no lock
+// are left out.
+func Recoveries(h history.History) []Recovery {
+	var out []Recovery
+	end := int64(0)
+	for _, o := range h {
+		end = max(end, o.Time)
+	}
+	// held[p] is the lock process p holds, as far as its ops say.
+	held := map[int]string{}
+	var pending []*Recovery
+	for i, o := range h {
+		if o.IsNemesis() {
+			if o.F != "kill-client" || o.Type != history.OK || len(o.Value.Targets) != 1 {
+				continue
+			}
+			var p int
+			if _, err := fmt.Sscanf(o.Value.Targets[0], "p%d", &p); err != nil {
+				continue
+			}
+			lock, ok := held[p]
+			if !ok {
+				continue
+			}
+			delete(held, p)
+			out = append(out, Recovery{Kill: i, Process: p, Lock: lock, Died: o.Time, After: -1, Observed: time.Duration(end - o.Time)})
+			pending = append(pending, &out[len(out)-1])
+			continue
+		}
+		switch {
+		case o.F == history.Acquire && o.Type == history.OK:
+			held[o.Process] = o.Value.Lock
+			for _, r := range pending {
+				if r.After < 0 && r.Lock == o.Value.Lock && r.Process != o.Process && o.Time >= r.Died {
+					r.After = time.Duration(o.Time - r.Died)
+				}
+			}
+		case o.F == history.Release && o.Type == history.Invoke:
+			delete(held, o.Process)
+		}
+	}
+	return out
+}
+
+// StuckLocks counts the stuck-lock anomalies of a run's liveness checker.
+func StuckLocks(r reports.Results) int {
+	n := 0
+	for _, c := range r.Checkers {
+		for _, a := range c.Anomalies {
+			if a.Kind == "stuck-lock" {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// Availability compares acquires while a fault was in force with the rest
+// of the workload.
+type Availability struct {
+	// Windows is how many fault windows the history has.
+	Windows int
+	// During* count client acquire invocations inside the windows, those
+	// of them that completed ok, and the windows' total length in seconds.
+	DuringAttempts, DuringOK int
+	DuringSeconds            float64
+	// Outside* are the same for the rest of the workload's span.
+	OutsideAttempts, OutsideOK int
+	OutsideSeconds             float64
+}
+
+// SuccessDuring is the fraction of acquires invoked during the fault that
+// succeeded, NaN without any.
+func (a Availability) SuccessDuring() float64 { return ratio(a.DuringOK, a.DuringAttempts) }
+
+// SuccessOutside is the same for acquires invoked outside the fault.
+func (a Availability) SuccessOutside() float64 { return ratio(a.OutsideOK, a.OutsideAttempts) }
+
+// RateDuring is the critical sections per second during the fault.
+func (a Availability) RateDuring() float64 { return float64(a.DuringOK) / a.DuringSeconds }
+
+// RateOutside is the critical sections per second outside it.
+func (a Availability) RateOutside() float64 { return float64(a.OutsideOK) / a.OutsideSeconds }
+
+func ratio(k, n int) float64 {
+	if n == 0 {
+		return math.NaN()
+	}
+	return float64(k) / float64(n)
+}
+
+// MeasureAvailability measures the workload of h while a node was lost:
+// the windows run from each ok of the nemesis op fault (e.g. "kill-node")
+// to the invocation of the next op heal (e.g. "restart-node"), or to the
+// end of the history. An acquire belongs to the window its invocation falls
+// in and counts as successful when it completed ok. The span outside the
+// windows runs from the first to the last client op.
+func MeasureAvailability(h history.History, fault, heal string) Availability {
+	type span struct{ from, to int64 }
+	var wins []span
+	first, last := int64(math.MaxInt64), int64(math.MinInt64)
+	open := int64(-1)
+	for _, o := range h {
+		if !o.IsNemesis() {
+			first, last = min(first, o.Time), max(last, o.Time)
+			continue
+		}
+		switch {
+		case o.F == fault && o.Type == history.OK && open < 0:
+			open = o.Time
+		case o.F == heal && o.Type == history.Invoke && open >= 0:
+			wins = append(wins, span{open, o.Time})
+			open = -1
+		}
+	}
+	var a Availability
+	if last <= first {
+		return a
+	}
+	if open >= 0 {
+		wins = append(wins, span{open, max(open, last)})
+	}
+	a.Windows = len(wins)
+	in := func(t int64) bool {
+		for _, w := range wins {
+			if t >= w.from && t < w.to {
+				return true
+			}
+		}
+		return false
+	}
+	for _, w := range wins {
+		a.DuringSeconds += float64(min(w.to, last)-max(w.from, first)) / 1e9
+	}
+	a.OutsideSeconds = float64(last-first)/1e9 - a.DuringSeconds
+	pair := h.Pair()
+	for i, o := range h {
+		if o.IsNemesis() || o.F != history.Acquire || o.Type != history.Invoke {
+			continue
+		}
+		ok := pair[i] >= 0 && h[pair[i]].Type == history.OK
+		if in(o.Time) {
+			a.DuringAttempts++
+			if ok {
+				a.DuringOK++
+			}
+		} else {
+			a.OutsideAttempts++
+			if ok {
+				a.OutsideOK++
+			}
+		}
+	}
+	return a
+}

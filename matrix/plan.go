@@ -1,0 +1,273 @@
+// Package matrix is the backend matrix of issue 8: it runs every impl
+// against each fault class and measures, per impl, the properties the
+// lock-selection articles list — mutual exclusion under each fault,
+// deadlock freedom after the holder dies, tolerance of one node lost,
+// fencing token, reentrancy, blocking wait, acquire latency and critical
+// sections per second — then aggregates the stored runs into a
+// reports.Matrix.
+//
+// The package has three stages: Plan turns Options into jobs (each a
+// run.Config), Execute runs them one after the other and measures each
+// stored run as it finishes (see measure.go), and Aggregate turns the
+// measured jobs into the matrix. Aggregate is a pure function of the jobs'
+// results, so tests build its input by hand.
+package matrix
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/locktest/locktest/impls"
+	"github.com/locktest/locktest/run"
+	"github.com/locktest/locktest/workloads"
+)
+
+// Class is a fault class of the matrix.
+type Class string
+
+// The fault classes, and the locktest faults each maps to.
+const (
+	// ClassNone injects nothing; its run (8 clients) is also the 8-client
+	// performance run.
+	ClassNone Class = "none"
+	// ClassClientPause is pause-client at after-acquire, for 4 TTLs: the
+	// GC pause of the debate.
+	ClassClientPause Class = "client-pause"
+	// ClassNodePause is pause-node (SIGSTOP of one node for the window).
+	ClassNodePause Class = "node-pause"
+	// ClassKillRestart is kill-node with a restart after NodeDown; its run
+	// also measures availability with one node lost.
+	ClassKillRestart Class = "kill-restart"
+	// ClassPartition is isolate (one node cut from everything) for 2 to 4
+	// nodes, halves for 5 or more, and client-isolate (one client cut from
+	// the node) for a single node.
+	ClassPartition Class = "partition"
+	// ClassClock is clock-bump (one node's wall clock jumps by 2·TTL,
+	// forward or back) and clock-strobe (it flips between its time and
+	// 2·TTL ahead every 10ms), one at a time.
+	ClassClock Class = "clock"
+)
+
+// Classes are the fault classes in the order of the matrix's columns.
+var Classes = []Class{ClassNone, ClassClientPause, ClassNodePause, ClassKillRestart, ClassPartition, ClassClock}
+
+// ParseClasses reads a list of class names; "all" or an empty list means
+// Classes. ClassNone is always included: its run is the 8-client
+// performance run as well.
+func ParseClasses(names []string) ([]Class, error) {
+	if len(names) == 0 || len(names) == 1 && names[0] == "all" {
+		return slices.Clone(Classes), nil
+	}
+	want := map[Class]bool{ClassNone: true}
+	for _, n := range names {
+		c := Class(strings.TrimSpace(n))
+		if !slices.Contains(Classes, c) {
+			var known []string
+			for _, k := range Classes {
+				known = append(known, string(k))
+			}
+			return nil, fmt.Errorf("unknown fault class %q (known: %s)", n, strings.Join(known, ", "))
+		}
+		want[c] = true
+	}
+	var out []Class
+	for _, c := range Classes {
+		if want[c] {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+// Probe is what a job measures.
+type Probe string
+
+// The probes.
+const (
+	// ProbeSafety is a fault class's mutual-exclusion run (resource mode
+	// none, so that a violation shows in what the store accepted).
+	ProbeSafety Probe = "safety"
+	// ProbeDeadlock kills lock holders (kill-client with KillHolder).
+	ProbeDeadlock Probe = "deadlock"
+	// ProbePerf1 is the fault-free run with one client.
+	ProbePerf1 Probe = "perf-1"
+	// ProbeReentrant is the reentrancy probe (see ProbeReentrancy); it is
+	// not a run, and it runs once per impl, not once per seed.
+	ProbeReentrant Probe = "reentrancy"
+)
+
+// Options are the settings of a matrix.
+type Options struct {
+	// Impls are the impls to measure; empty means every registered one.
+	Impls []string
+	// Classes are the fault classes; empty means all (see ParseClasses).
+	Classes []Class
+	// Seeds is how many seeds each job runs with (seeds 1..Seeds).
+	Seeds int
+	// Duration is each run's workload time; the one-client performance
+	// run lasts at most 4 s of it.
+	Duration time.Duration
+	// TTL is the lock lease of every run.
+	TTL time.Duration
+	// Clients is the number of clients of the fault runs; the fault-free
+	// runs use 8 and 1.
+	Clients int
+	// Base is the run.Config every job starts from: store folder, worker
+	// and node commands, logger. Its workload and fault settings are
+	// replaced by the job's.
+	Base run.Config
+}
+
+// DefaultOptions returns the settings `locktest matrix` uses when no flag
+// says otherwise: every impl and class, one seed, 8 s runs, 500ms leases
+// and 5 clients, so that the whole matrix of 20 impls takes about 22
+// minutes on two cores.
+func DefaultOptions() Options {
+	return Options{Seeds: 1, Duration: 8 * time.Second, TTL: 500 * time.Millisecond, Clients: 5, Base: run.DefaultConfig()}
+}
+
+// Validate checks o, naming the bad setting as its flag.
+func (o *Options) Validate() error {
+	for _, n := range o.Impls {
+		if _, err := impls.Lookup(n); err != nil {
+			return fmt.Errorf("--impls: %v", err)
+		}
+	}
+	switch {
+	case o.Seeds < 1:
+		return fmt.Errorf("--seeds must be at least 1, got %d", o.Seeds)
+	case o.Duration < 2*time.Second:
+		return fmt.Errorf("--time must be at least 2s (a run needs time for a fault and its recovery), got %v", o.Duration)
+	case o.TTL < time.Millisecond:
+		return fmt.Errorf("--ttl must be at least 1ms, got %v", o.TTL)
+	case o.Clients < 2:
+		return fmt.Errorf("--clients must be at least 2 (mutual exclusion needs contenders), got %d", o.Clients)
+	}
+	return nil
+}
+
+// Job is one planned run.
+type Job struct {
+	Impl  string
+	Probe Probe
+	// Class is the fault class of a safety job; ClassNone for the others.
+	Class  Class
+	Seed   int64
+	Config run.Config
+}
+
+// Label names the job in progress lines: "redis-set-nx-px client-pause seed 1".
+func (j Job) Label() string {
+	what := string(j.Class)
+	if j.Probe != ProbeSafety {
+		what = string(j.Probe)
+	}
+	return fmt.Sprintf("%s %s seed %d", j.Impl, what, j.Seed)
+}
+
+// PartitionFault is the partition shape the matrix uses for a backend of
+// n nodes: client-isolate for one node (there is no node to cut from
+// another), isolate for 2 to 4, halves for 5 or more (a minority and a
+// majority side, which is what splits Redlock's votes).
+func PartitionFault(n int) string {
+	switch {
+	case n <= 1:
+		return "client-isolate"
+	case n < 5:
+		return "isolate"
+	}
+	return "halves"
+}
+
+// Faults returns the locktest faults of class c for impl.
+func Faults(c Class, impl impls.Impl) []string {
+	switch c {
+	case ClassClientPause:
+		return []string{"pause-client"}
+	case ClassNodePause:
+		return []string{"pause-node"}
+	case ClassKillRestart:
+		return []string{"kill-node"}
+	case ClassPartition:
+		return []string{PartitionFault(impl.Nodes)}
+	case ClassClock:
+		return []string{"clock-bump", "clock-strobe"}
+	}
+	return nil
+}
+
+// Plan returns the jobs of o, impl by impl (in name order when o.Impls is
+// empty): with every seed, the fault-free runs with 1 and 8 clients, one
+// safety run per class and the deadlock run; then, once, the reentrancy
+// probe.
+func Plan(o Options) ([]Job, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	names := o.Impls
+	if len(names) == 0 {
+		names = impls.Names()
+	}
+	classes := o.Classes
+	if len(classes) == 0 {
+		classes = Classes
+	}
+	if !slices.Contains(classes, ClassNone) {
+		classes = append([]Class{ClassNone}, classes...)
+	}
+	var jobs []Job
+	for _, name := range names {
+		impl, _ := impls.Lookup(name)
+		for seed := int64(1); seed <= int64(o.Seeds); seed++ {
+			jobs = append(jobs, o.job(impl, ProbePerf1, ClassNone, seed))
+			for _, c := range classes {
+				jobs = append(jobs, o.job(impl, ProbeSafety, c, seed))
+			}
+			jobs = append(jobs, o.job(impl, ProbeDeadlock, ClassNone, seed))
+		}
+		jobs = append(jobs, o.job(impl, ProbeReentrant, ClassNone, 1))
+	}
+	return jobs, nil
+}
+
+// job builds one job's run config.
+func (o Options) job(impl impls.Impl, p Probe, c Class, seed int64) Job {
+	cfg := o.Base
+	cfg.Impl, cfg.Seed, cfg.Mode, cfg.Expect = impl.Name, seed, workloads.ModeNone, "valid"
+	cfg.TTL, cfg.Duration, cfg.Clients, cfg.Locks = o.TTL, o.Duration, o.Clients, 1
+	cfg.Think, cfg.Work, cfg.Retry = 0, 0, 5*time.Millisecond
+	cfg.Interval, cfg.Window, cfg.NodeDown, cfg.Quiet = time.Second, 2*time.Second, time.Second, time.Second
+	cfg.ClientPause, cfg.ClockBump = 4*o.TTL, 0
+	cfg.PausePoint, cfg.KillHolder, cfg.MaxCriticalSections = workloads.PointAfterAcquire, false, 0
+	cfg.Faults, cfg.Groups = nil, nil
+	name := string(c)
+	switch p {
+	case ProbePerf1:
+		cfg.Clients, cfg.Duration = 1, min(o.Duration, 4*time.Second)
+		name = "perf-1"
+	case ProbeDeadlock:
+		cfg.Faults, cfg.KillHolder = []string{"kill-client"}, true
+		name = "deadlock"
+	case ProbeReentrant:
+		cfg.Clients, name = 2, "reentrancy"
+	default:
+		cfg.Faults = Faults(c, impl)
+		if c == ClassNone {
+			cfg.Clients = 8
+		}
+	}
+	cfg.Name = fmt.Sprintf("matrix-%s-%s", impl.Name, name)
+	cmd := []string{"locktest run --impl " + impl.Name}
+	if len(cfg.Faults) > 0 {
+		cmd = append(cmd, "--faults "+strings.Join(cfg.Faults, ","))
+	}
+	cmd = append(cmd, fmt.Sprintf("--clients %d --ttl %s --time %s --seed %d --resource none --retry 5ms --interval 1s --window 2s --down 1s --quiet-time 1s --pause %s",
+		cfg.Clients, cfg.TTL, cfg.Duration, seed, cfg.ClientPause))
+	if cfg.KillHolder {
+		cmd = append(cmd, "--kill-holder")
+	}
+	cfg.Command = strings.Join(cmd, " ")
+	return Job{Impl: impl.Name, Probe: p, Class: c, Seed: seed, Config: cfg}
+}

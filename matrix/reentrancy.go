@@ -1,0 +1,177 @@
+package matrix
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/locktest/locktest/clusters/local"
+	"github.com/locktest/locktest/impls"
+	"github.com/locktest/locktest/reports"
+)
+
+// Reentrancy is what the reentrancy probe of one impl found.
+type Reentrancy struct {
+	// Status is reports.StatusYes, StatusNo or StatusInconclusive.
+	Status string
+	// Value is the short form the table shows.
+	Value string
+	// Reason says what happened, step by step.
+	Reason string
+}
+
+// Probe timeouts: the holder's first acquire, and every later attempt,
+// which for a blocking impl waits this long for a lock it cannot get.
+const (
+	probeFirst   = 5 * time.Second
+	probeAttempt = 1500 * time.Millisecond
+	probeTTL     = 20 * time.Second
+	probeLock    = "reentrancy"
+)
+
+// ProbeReentrancy measures reentrancy against a real cluster of the impl's
+// backend, started under dir and stopped before it returns: client A
+// acquires the lock, then acquires it again. A second acquire that is
+// refused (or still waiting at its deadline) is not reentrant. One that is
+// granted is checked with a second client B: if B can take the lock while
+// A holds both leases, A's second acquire gave up the first (not
+// reentrant); A then releases its first lease: if the release says the
+// lease was not held, the second acquire replaced the first (not
+// reentrant); if B can then take the lock, it was granted twice but one
+// release frees it (reentrant, nesting not counted); otherwise it is
+// reentrant with nesting counted. exe and exeEnv
+// run locktest's own node programs (local.Options.Exe); nil means this
+// executable.
+func ProbeReentrancy(ctx context.Context, name, dir string, exe, exeEnv []string, lg *slog.Logger) Reentrancy {
+	impl, err := impls.Lookup(name)
+	if err != nil {
+		return inconclusive("%v", err)
+	}
+	if lg == nil {
+		lg = slog.New(slog.DiscardHandler)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {
+		return inconclusive("probe folder: %v", err)
+	}
+	cl, err := local.New(impl.Backend, local.Options{Nodes: impl.Nodes, Dir: dir, Exe: exe, ExeEnv: exeEnv, Logger: lg})
+	if err != nil {
+		return inconclusive("%v", err)
+	}
+	startCtx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	defer func() {
+		stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := cl.Stop(stopCtx); err != nil {
+			lg.Warn("reentrancy probe: stop cluster", "impl", name, "err", err)
+		}
+	}()
+	if err := cl.Start(startCtx); err != nil {
+		return inconclusive("start %s cluster: %v", impl.Backend, err)
+	}
+	origin := time.Now()
+	cfg := impls.Config{Nodes: cl.Nodes(), Now: func() time.Duration { return time.Since(origin) }, Wall: time.Now}
+	for _, n := range cl.Nodes() {
+		cfg.Addrs = append(cfg.Addrs, n.Addr)
+	}
+	a, err := impl.New(ctx, cfg)
+	if err != nil {
+		return inconclusive("client A: %v", err)
+	}
+	defer a.Close()
+	cfg.Process = 1
+	b, err := impl.New(ctx, cfg)
+	if err != nil {
+		return inconclusive("client B: %v", err)
+	}
+	defer b.Close()
+	return probe(ctx, a, b)
+}
+
+func inconclusive(format string, args ...any) Reentrancy {
+	return Reentrancy{Status: reports.StatusInconclusive, Reason: "the reentrancy probe could not run: " + fmt.Sprintf(format, args...)}
+}
+
+// attempt acquires the probe lock with c within d.
+func attempt(ctx context.Context, c impls.Client, d time.Duration) (impls.Lease, time.Duration, error) {
+	actx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	start := time.Now()
+	l, err := c.Acquire(actx, probeLock, probeTTL)
+	return l, time.Since(start), err
+}
+
+// refused reports whether an acquire's error means it did not get the
+// lock: a certain refusal, or an attempt still waiting at its deadline.
+func refused(err error, took time.Duration) bool {
+	return errors.Is(err, impls.ErrNotAcquired) || errors.Is(err, context.DeadlineExceeded) || took >= probeAttempt
+}
+
+// probe runs the steps of ProbeReentrancy with two clients of one impl.
+func probe(ctx context.Context, a, b impls.Client) Reentrancy {
+	first, _, err := attempt(ctx, a, probeFirst)
+	if err != nil {
+		return inconclusive("client A's first acquire failed: %v", err)
+	}
+	held := []impls.Lease{first} // A's leases still to release at the end
+	defer func() {
+		for _, l := range held {
+			rctx, cancel := context.WithTimeout(context.Background(), probeAttempt)
+			_, _ = a.Release(rctx, l)
+			cancel()
+		}
+	}()
+	second, took, err := attempt(ctx, a, probeAttempt)
+	switch {
+	case err != nil && refused(err, took):
+		return Reentrancy{Status: reports.StatusNo, Value: "no",
+			Reason: fmt.Sprintf("measured: the holder's second acquire of the lock did not get it (%s after %s)", errText(err), took.Round(time.Millisecond))}
+	case err != nil:
+		return inconclusive("the holder's second acquire failed: %v", err)
+	}
+	held = append(held, second)
+	if l, took, err := attempt(ctx, b, probeAttempt); err == nil {
+		rctx, cancel := context.WithTimeout(context.Background(), probeAttempt)
+		_, _ = b.Release(rctx, l)
+		cancel()
+		return Reentrancy{Status: reports.StatusNo, Value: "no (second acquire drops the first)",
+			Reason: fmt.Sprintf("measured: the holder's second acquire was granted, but another client then got the lock too (after %s): the second acquire gave up the first hold", took.Round(time.Millisecond))}
+	} else if !refused(err, took) {
+		return inconclusive("client B's acquire while A held the lock twice failed: %v", err)
+	}
+	// Release the outer (first) lease: a reentrant lock is still held by
+	// the inner one.
+	rctx, cancel := context.WithTimeout(ctx, probeAttempt)
+	_, rerr := a.Release(rctx, first)
+	cancel()
+	held = held[1:]
+	switch {
+	case errors.Is(rerr, impls.ErrNotHeld):
+		return Reentrancy{Status: reports.StatusNo, Value: "no (second acquire replaces the first)",
+			Reason: "measured: the holder's second acquire was granted, but its first lease was then no longer held (its release said not held): the second acquire ended the first"}
+	case rerr != nil:
+		return inconclusive("releasing the holder's first lease failed: %v", rerr)
+	}
+	if l, took, err := attempt(ctx, b, probeAttempt); err == nil {
+		rctx, cancel := context.WithTimeout(context.Background(), probeAttempt)
+		_, _ = b.Release(rctx, l)
+		cancel()
+		return Reentrancy{Status: reports.StatusYes, Value: "yes, one release frees it",
+			Reason: fmt.Sprintf("measured: the holder's second acquire was granted at once, but releasing the first lease freed the lock: another client got it after %s while the second lease was still in use (nesting is not counted)", took.Round(time.Millisecond))}
+	} else if !refused(err, took) {
+		return inconclusive("client B's acquire after A released its first lease failed: %v", err)
+	}
+	return Reentrancy{Status: reports.StatusYes, Value: "yes",
+		Reason: "measured: the holder's second acquire was granted, and after releasing the first lease the lock was still the holder's (another client could not get it): nesting is counted"}
+}
+
+func errText(err error) string {
+	if errors.Is(err, impls.ErrNotAcquired) {
+		return "refused"
+	}
+	return err.Error()
+}
