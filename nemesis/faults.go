@@ -187,8 +187,10 @@ func Known(name string) bool {
 
 // combined is several faults in force together, such as a partition and a
 // clock jump on the node both sides still see. The schedule injects the
-// parts in order, Stagger apart, recording each as its own op; keeps them
-// for the longest of their durations; and heals them in reverse order.
+// parts in order, Stagger apart, recording each as its own op, and heals
+// each after its own duration, but not before the last part went in: a
+// node killed with no restart delay under a partition comes back at once,
+// while the partition stays its window.
 type combined struct {
 	parts   []Fault
 	stagger time.Duration

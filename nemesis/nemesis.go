@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -80,25 +81,37 @@ func (s *Schedule) Run(ctx context.Context) error {
 			parts, stagger = c.parts, c.stagger
 		}
 		// The parts go in one after another; a part that failed, or a
-		// cancelled run, stops the rest. Whatever went in is healed, in
-		// reverse order.
-		injected, ok := 0, true
+		// cancelled run, stops the rest. Each part stays for its own
+		// duration, counted from its injection, but at least until the last
+		// part went in; ties heal in reverse order of injection.
+		type inForce struct {
+			f        Fault
+			deadline time.Time
+		}
+		var in []inForce
 		for i, p := range parts {
 			if i > 0 && !sleep(ctx, stagger) {
-				ok = false
 				break
 			}
-			injected++
 			if !s.inject(ctx, p, rng, lg) {
-				ok = false
+				// A part that failed is healed too, at once: it may have
+				// half happened.
+				in = append(in, inForce{p, time.Now()})
 				break
 			}
+			in = append(in, inForce{p, time.Now().Add(p.Duration())})
 		}
-		if ok {
-			sleep(ctx, f.Duration())
+		last := time.Now()
+		for i := range in {
+			if in[i].deadline.Before(last) {
+				in[i].deadline = last
+			}
 		}
-		for i := injected - 1; i >= 0; i-- {
-			if err := s.heal(parts[i]); err != nil {
+		slices.Reverse(in)
+		slices.SortStableFunc(in, func(a, b inForce) int { return a.deadline.Compare(b.deadline) })
+		for _, p := range in {
+			sleep(ctx, time.Until(p.deadline))
+			if err := s.heal(p.f); err != nil {
 				healErrs = append(healErrs, err)
 			}
 		}

@@ -134,6 +134,33 @@ func TestCombinedFault(t *testing.T) {
 		t.Errorf("a injected %d, healed %d", ai, ah)
 	}
 
+	// Each part is healed after its own duration, but not before the last
+	// part went in: a partition of 0s comes out first, as soon as the kill
+	// that follows it went in; the kill stays its own 40ms.
+	p := &fakeFault{name: "p", duration: 0}
+	k := &fakeFault{name: "k", duration: 40 * time.Millisecond}
+	s = newSchedule(20*time.Millisecond, 1, &combined{parts: []Fault{p, k}, stagger: 10 * time.Millisecond})
+	ctx3, cancel3 := context.WithTimeout(context.Background(), 70*time.Millisecond)
+	defer cancel3()
+	if err := s.Run(ctx3); err != nil {
+		t.Fatal(err)
+	}
+	var ops []history.Op
+	for _, o := range s.Recorder.History() {
+		if o.Type == history.OK {
+			ops = append(ops, o)
+		}
+	}
+	if len(ops) < 4 || ops[0].F+ops[1].F+ops[2].F+ops[3].F != "pkheal-pheal-k" {
+		t.Fatalf("ops %v, want p k heal-p heal-k", ops)
+	}
+	if held := time.Duration(ops[3].Time - ops[1].Time); held < 40*time.Millisecond {
+		t.Errorf("k was healed %v after it went in, before its own 40ms", held)
+	}
+	if held := time.Duration(ops[2].Time - ops[1].Time); held > 20*time.Millisecond {
+		t.Errorf("p, of no duration, was healed %v after the last part went in", held)
+	}
+
 	// b fails: c, after it, never goes in; a and b are healed.
 	a2 := &fakeFault{name: "a", duration: time.Millisecond}
 	b2 := &fakeFault{name: "b", duration: time.Millisecond, injectErr: errors.New("boom")}

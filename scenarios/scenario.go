@@ -180,7 +180,8 @@ func scenarioLines(doc *yaml.Node) []int {
 }
 
 func oneLine(err error) string {
-	return strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "yaml: ", "")), " ")
+	msg := strings.NewReplacer("yaml: ", "", "unmarshal errors:", "", " in type scenarios.Scenario", "", " in type scenarios.file", "").Replace(err.Error())
+	return strings.Join(strings.Fields(msg), " ")
 }
 
 var nameRE = regexp.MustCompile(`^[a-z0-9]+(-[a-z0-9]+)*$`)

@@ -1,0 +1,91 @@
+package scenarios
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/locktest/locktest/clusters/local/etcdnode"
+	"github.com/locktest/locktest/clusters/local/netlab"
+	"github.com/locktest/locktest/reports"
+	"github.com/locktest/locktest/run"
+	"github.com/locktest/locktest/workloads"
+)
+
+// The test binary doubles as the worker program and as the etcd node
+// program, as in package run's tests.
+const (
+	workerEnv = "LOCKTEST_TEST_WORKER"
+	nodeEnv   = "LOCKTEST_TEST_NODE"
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv(workerEnv) == "1" {
+		if err := workloads.RunWorker(context.Background(), os.Stdin, os.Stdout); err != nil {
+			os.Exit(2)
+		}
+		os.Exit(0)
+	}
+	if os.Getenv(nodeEnv) == "etcd" {
+		if len(os.Args) < 3 || os.Args[1] != "node" || os.Args[2] != "etcd" {
+			fmt.Fprintf(os.Stderr, "test node: want arguments `node etcd ...`, got %q\n", os.Args[1:])
+			os.Exit(2)
+		}
+		if err := etcdnode.Main(context.Background(), os.Args[3:]); err != nil {
+			fmt.Fprintln(os.Stderr, "locktest:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// TestDebateSmoke runs the violation scenario of claims 1, 2 and 7 of the
+// built-in catalogue — the GC pause on Redis, Redlock's clock jump under a
+// partition, and etcd's lease under a pause — each over up to three seeds
+// until it shows its violation, and asserts that each reproduced.
+func TestDebateSmoke(t *testing.T) {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Skip("redis-server not installed (make setup)")
+	}
+	if err := netlab.Check(); err != nil {
+		t.Skipf("claim 2 needs network namespaces: %v", err)
+	}
+	all := Builtin()
+	picked, err := Select(all, []string{"redis-gc-pause", "redlock-clock-jump", "etcd-pause"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := t.TempDir()
+	base := run.DefaultConfig()
+	base.StoreDir = store
+	base.WorkerCommand, base.WorkerEnv = []string{os.Args[0]}, []string{workerEnv + "=1"}
+	base.NodeCommand, base.NodeEnv = []string{os.Args[0]}, []string{nodeEnv + "=etcd"}
+	for _, s := range picked {
+		t.Run(s.Name, func(t *testing.T) {
+			start := time.Now()
+			res, err := Run(context.Background(), s, Options{Base: base, Seeds: []int64{1, 2, 3}, UntilReproduced: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			row := Score(s, res, store)
+			for _, r := range res {
+				t.Logf("seed %d: %q %s kinds %v first %.1fs", r.Seed, r.Outcome, r.Reason, r.Kinds, r.FirstViolation)
+			}
+			if row.Verdict != reports.Reproduced {
+				t.Fatalf("%s: %s (%s); violations %s", s.Name, row.Verdict, row.Reason, row.RateText())
+			}
+			if _, err := os.Stat(filepath.Join(store, row.Report)); err != nil {
+				t.Errorf("the linked report of a failing run is missing: %v", err)
+			}
+			if row.FirstViolation <= 0 {
+				t.Errorf("first violation at %v s", row.FirstViolation)
+			}
+			t.Logf("%s reproduced: %s in %v", s.Name, row.RateText(), time.Since(start).Round(time.Second))
+		})
+	}
+}

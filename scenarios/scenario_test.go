@@ -1,0 +1,166 @@
+package scenarios
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/locktest/locktest/run"
+	"github.com/locktest/locktest/workloads"
+)
+
+// The built-in catalogue covers every claim of issue 8 and each of its
+// scenarios makes a valid run.
+func TestBuiltinCatalogue(t *testing.T) {
+	all := Builtin()
+	claims := map[int]bool{}
+	for _, s := range all {
+		claims[s.Claim] = true
+		cfg, err := s.Config(run.DefaultConfig())
+		if err != nil {
+			t.Errorf("%s: %v", s.Name, err)
+			continue
+		}
+		if err := cfg.Validate(); err != nil {
+			t.Errorf("%s: %v", s.Name, err)
+		}
+		if s.Expect == ExpectViolation && cfg.Expect != "invalid" {
+			t.Errorf("%s expects a violation but its run expects %s", s.Name, cfg.Expect)
+		}
+		for _, side := range s.Sides() {
+			if Outcome(s.Predictions[side]) == "" {
+				t.Errorf("%s: %s's prediction %q names no outcome", s.Name, side, s.Predictions[side])
+			}
+		}
+	}
+	for c := 1; c <= 12; c++ {
+		if !claims[c] {
+			t.Errorf("claim %d has no scenario", c)
+		}
+	}
+	// The claims as the issue states them.
+	byName := map[string]Scenario{}
+	for _, s := range all {
+		byName[s.Name] = s
+	}
+	jump := byName["redlock-clock-jump"]
+	cfg, _ := jump.Config(run.DefaultConfig())
+	if cfg.Impl != "redlock" || !slices.Equal(cfg.Targets["clock-bump"], []string{"n3"}) || cfg.ClockDirection != "forward" ||
+		len(cfg.Groups) != 2 || !slices.Contains(cfg.Groups[0], "n3") || !slices.Contains(cfg.Groups[1], "n3") {
+		t.Errorf("redlock-clock-jump is not Kleppmann's case: %+v", cfg)
+	}
+	restart := byName["redlock-restart-without-persistence"]
+	cfg, _ = restart.Config(run.DefaultConfig())
+	if cfg.NodeDown != 0 || cfg.Persistence != "off" {
+		t.Errorf("redlock-restart-without-persistence restarts after %v with persistence %q", cfg.NodeDown, cfg.Persistence)
+	}
+	control := byName["redlock-control"]
+	cfg, _ = control.Config(run.DefaultConfig())
+	if cfg.NodeDown < cfg.TTL || cfg.ClientPause >= cfg.TTL/2 || slices.ContainsFunc(cfg.Faults, func(f string) bool { return strings.Contains(f, "clock") }) {
+		t.Errorf("redlock-control is outside antirez's conditions: down %v, pause %v, ttl %v, faults %v", cfg.NodeDown, cfg.ClientPause, cfg.TTL, cfg.Faults)
+	}
+	if byName["etcd-pause-guarded"].Resource != string(workloads.ModeEtcdGuarded) {
+		t.Error("etcd-pause-guarded does not guard")
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	const good = `scenarios:
+  - name: a
+    claim: 1
+    title: t
+    source: s
+    predictions: {kleppmann: violation}
+    expect: violation
+    impl: redis-set-nx-px
+    faults: [pause-client]
+`
+	if s, err := Parse([]byte(good), "f.yaml"); err != nil || len(s) != 1 || s[0].Name != "a" {
+		t.Fatalf("good file: %v, %v", s, err)
+	}
+	tests := []struct {
+		name, yaml, want string
+	}{
+		{"unknown field", strings.Replace(good, "claim: 1", "claim: 1\n    colour: red", 1), "f.yaml: line 4: field colour not found"},
+		{"bad duration", good + "    ttl: soon\n", `line 10: "soon" is not a duration`},
+		{"bad expect", strings.Replace(good, "expect: violation", "expect: maybe", 1), `f.yaml:2: scenario "a": expect must be violation or safe`},
+		{"duplicate", good + strings.TrimPrefix(good, "scenarios:\n"), `f.yaml:10: scenario "a": the name is used twice`},
+		{"unknown impl", strings.Replace(good, "redis-set-nx-px", "redis-magic", 1), `--impl: `},
+		{"unknown fault", strings.Replace(good, "[pause-client]", "[pause-client+explode]", 1), `unknown fault "pause-client+explode"`},
+		{"prediction", strings.Replace(good, "{kleppmann: violation}", "{kleppmann: probably fine}", 1), "must start with violation or safe"},
+		{"bad name", strings.Replace(good, "name: a", "name: Big Name", 1), "lower-case words"},
+		{"safe with anomalies", strings.Replace(good, "expect: violation", "expect: safe\n    anomalies: [stale-write]", 1), "anomalies are for a scenario that expects a violation"},
+		{"partition", good + "    partition: n1\n", "partition: "},
+		{"empty", "scenarios: []\n", "no scenarios"},
+		{"not yaml", "scenarios: [\n", "f.yaml: "},
+	}
+	for _, tt := range tests {
+		_, err := Parse([]byte(tt.yaml), "f.yaml")
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: error %v, want it to contain %q", tt.name, err, tt.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: error is not one line: %q", tt.name, err)
+		}
+	}
+}
+
+func TestConfigKeepsDefaultsAndAppliesSettings(t *testing.T) {
+	s := Scenario{Name: "x", Impl: "redlock", Faults: []string{"partition+kill-node"}, Partition: "n1,c0/n2,c1",
+		TTL: Duration(2 * time.Second), Stagger: Duration(time.Second), Persistence: "off", Expect: ExpectSafe}
+	base := run.DefaultConfig()
+	base.StoreDir = "/somewhere"
+	cfg, err := s.Config(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.StoreDir != "/somewhere" || cfg.Clients != base.Clients || cfg.Interval != base.Interval {
+		t.Errorf("base settings lost: %+v", cfg)
+	}
+	if cfg.TTL != 2*time.Second || cfg.Stagger != time.Second || cfg.NodeDown != 0 || cfg.Name != "x" || cfg.Expect != "valid" {
+		t.Errorf("scenario settings not applied: ttl %v stagger %v down %v name %q expect %q", cfg.TTL, cfg.Stagger, cfg.NodeDown, cfg.Name, cfg.Expect)
+	}
+	if len(cfg.Groups) != 2 || cfg.Groups[1][1] != "c1" {
+		t.Errorf("groups %v", cfg.Groups)
+	}
+}
+
+func TestSelect(t *testing.T) {
+	all := []Scenario{{Name: "a-one", Claim: 1}, {Name: "a-two", Claim: 1}, {Name: "b", Claim: 2}, {Name: "c", Claim: 3}}
+	names := func(s []Scenario) string {
+		var n []string
+		for _, x := range s {
+			n = append(n, x.Name)
+		}
+		return strings.Join(n, ",")
+	}
+	for _, tt := range []struct {
+		only []string
+		want string
+	}{
+		{nil, "a-one,a-two,b,c"},
+		{[]string{"c", "1"}, "a-one,a-two,c"},
+		{[]string{"a-*"}, "a-one,a-two"},
+		{[]string{"b", "2"}, "b"},
+	} {
+		got, err := Select(all, tt.only)
+		if err != nil || names(got) != tt.want {
+			t.Errorf("Select(%v) = %s, %v; want %s", tt.only, names(got), err, tt.want)
+		}
+	}
+	if _, err := Select(all, []string{"zzz"}); err == nil {
+		t.Error("a selector that matches nothing was accepted")
+	}
+}
+
+func TestOutcome(t *testing.T) {
+	for in, want := range map[string]string{
+		"violation — two holders": ExpectViolation, "Safe: fenced": ExpectSafe, "safe, if ...": ExpectSafe,
+		"violations galore": "", "maybe": "", "": "",
+	} {
+		if got := Outcome(in); got != want {
+			t.Errorf("Outcome(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

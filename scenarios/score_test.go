@@ -1,0 +1,124 @@
+package scenarios
+
+import (
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/reports"
+)
+
+// hist is a history whose op i happens at i seconds.
+func hist(n int) history.History {
+	h := make(history.History, n)
+	for i := range h {
+		h[i] = history.Op{Index: i, Time: int64(i) * 1e9}
+	}
+	return h
+}
+
+func results(valid checker.Verdict, problems []string, anomalies ...checker.Anomaly) reports.Results {
+	return reports.Results{Valid: valid, Problems: problems, Checkers: []checker.Result{
+		{Checker: "mutual-exclusion", Valid: valid, Anomalies: anomalies},
+	}}
+}
+
+func TestClassify(t *testing.T) {
+	viol := Scenario{Name: "v", Expect: ExpectViolation, Anomalies: []string{"stale-write"}}
+	anyViol := Scenario{Name: "any", Expect: ExpectViolation}
+	safe := Scenario{Name: "s", Expect: ExpectSafe}
+	stale := checker.Anomaly{Kind: "stale-write", Ops: []int{7, 5}}
+	foreign := checker.Anomaly{Kind: "foreign-release", Ops: []int{2, 3}}
+	tests := []struct {
+		name    string
+		s       Scenario
+		res     reports.Results
+		outcome string
+		first   float64
+		reason  string
+	}{
+		{"counted kind", viol, results(checker.Invalid, nil, foreign, stale), ExpectViolation, 5, ""},
+		{"any kind counts without a list", anyViol, results(checker.Invalid, nil, foreign), ExpectViolation, 2, ""},
+		{"other kind only", viol, results(checker.Invalid, nil, foreign), ExpectSafe, -1, "other anomalies: foreign-release ×1"},
+		{"valid", viol, results(checker.Valid, nil), ExpectSafe, -1, ""},
+		{"safe scenario, invalid run", safe, results(checker.Invalid, nil, foreign), ExpectViolation, 2, ""},
+		{"problems make it inconclusive", viol, results(checker.Invalid, []string{"fault partition unavailable: not root"}, stale), "", -1, "fault partition unavailable: not root"},
+		{"undecided checker", safe, results(checker.Unknown, nil), "", -1, "checkers could not decide: mutual-exclusion"},
+	}
+	for _, tt := range tests {
+		var r RunResult
+		Classify(tt.s, tt.res, hist(10), &r)
+		if r.Outcome != tt.outcome || r.FirstViolation != tt.first || r.Reason != tt.reason {
+			t.Errorf("%s: outcome %q first %v reason %q; want %q %v %q", tt.name, r.Outcome, r.FirstViolation, r.Reason, tt.outcome, tt.first, tt.reason)
+		}
+	}
+}
+
+func TestScore(t *testing.T) {
+	viol := Scenario{Name: "v", Claim: 2, Title: "t", Source: "s", Expect: ExpectViolation,
+		Predictions: map[string]string{"kleppmann": "violation", "antirez": "safe — ...", "articles": "violation"}}
+	safe := viol
+	safe.Expect = ExpectSafe
+	run := func(seed int64, outcome string, first float64, dir string) RunResult {
+		r := RunResult{Seed: seed, Outcome: outcome, FirstViolation: first, Dir: dir, Kinds: map[string]int{}, Seconds: 10}
+		if outcome == ExpectViolation {
+			r.Kinds["overlapping-holds"] = 2
+		}
+		if outcome == "" {
+			r.Reason = "not root"
+		}
+		return r
+	}
+	tests := []struct {
+		name       string
+		s          Scenario
+		runs       []RunResult
+		verdict    string
+		violations int
+		conclusive int
+		first      float64
+		report     string
+		agrees     string // kleppmann, antirez, articles
+	}{
+		{"reproduced once of two", viol, []RunResult{run(1, ExpectSafe, -1, "/st/v/1"), run(2, ExpectViolation, 4.5, "/st/v/2")},
+			reports.Reproduced, 1, 2, 4.5, "../st/v/2/report.html", "yes,no,yes"},
+		{"never", viol, []RunResult{run(1, ExpectSafe, -1, "/st/v/1"), run(2, ExpectSafe, -1, "/st/v/2")},
+			reports.NotReproduced, 0, 2, -1, "../st/v/1/report.html", "no,yes,no"},
+		{"nothing conclusive", viol, []RunResult{run(1, "", -1, ""), run(2, "", -1, "")},
+			reports.Inconclusive, 0, 0, -1, "", ",,"},
+		{"violation despite an inconclusive run", viol, []RunResult{run(1, "", -1, ""), run(2, ExpectViolation, 1, "/st/v/2")},
+			reports.Reproduced, 1, 1, 1, "../st/v/2/report.html", "yes,no,yes"},
+		{"safe held", safe, []RunResult{run(1, ExpectSafe, -1, "/st/v/1"), run(2, ExpectSafe, -1, "/st/v/2")},
+			reports.Reproduced, 0, 2, -1, "../st/v/1/report.html", "no,yes,no"},
+		{"safe broken", safe, []RunResult{run(1, ExpectSafe, -1, "/st/v/1"), run(2, ExpectViolation, 3, "/st/v/2")},
+			reports.NotReproduced, 1, 2, 3, "../st/v/2/report.html", "yes,no,yes"},
+		{"safe never claimed on an inconclusive run", safe, []RunResult{run(1, ExpectSafe, -1, "/st/v/1"), run(2, "", -1, "")},
+			reports.Inconclusive, 0, 1, -1, "../st/v/1/report.html", "no,yes,no"},
+	}
+	for _, tt := range tests {
+		row := Score(tt.s, tt.runs, "/out")
+		if row.Verdict != tt.verdict || row.Violations != tt.violations || row.Conclusive != tt.conclusive || row.FirstViolation != tt.first || row.Report != tt.report {
+			t.Errorf("%s: %+v", tt.name, row)
+		}
+		var ag []string
+		for _, p := range row.Predictions {
+			ag = append(ag, p.Agrees)
+		}
+		if strings.Join(ag, ",") != tt.agrees || row.Predictions[0].Side != "kleppmann" || row.Predictions[1].Side != "antirez" {
+			t.Errorf("%s: predictions %+v, want agreement %s", tt.name, row.Predictions, tt.agrees)
+		}
+		if (tt.verdict == reports.Inconclusive || tt.verdict == reports.NotReproduced) && row.Reason == "" {
+			t.Errorf("%s: %s without a reason", tt.name, tt.verdict)
+		}
+		if row.Conclusive > 0 {
+			if math.Abs(row.Rate-float64(tt.violations)/float64(tt.conclusive)) > 1e-9 || row.Lo > row.Rate || row.Hi < row.Rate {
+				t.Errorf("%s: rate %v not inside [%v, %v]", tt.name, row.Rate, row.Lo, row.Hi)
+			}
+		}
+		if !strings.Contains(row.Command, "--seed") || row.Runs != len(tt.runs) || row.Seconds != 10*float64(len(tt.runs)) {
+			t.Errorf("%s: command %q runs %d seconds %v", tt.name, row.Command, row.Runs, row.Seconds)
+		}
+	}
+}
