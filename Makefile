@@ -4,7 +4,7 @@ BIN     := bin/locktest
 STORE   ?= store
 export PATH := /usr/local/go/bin:$(PATH)
 
-.PHONY: setup build demo test lint bench clean
+.PHONY: setup build demo test lint bench clean debate findings
 
 # setup installs the lock servers and tools locktest starts, where they are
 # missing (scripts/setup lists them).
@@ -28,6 +28,21 @@ demo: setup build
 test: setup
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 15m ./...
+
+# debate runs the whole scenario catalogue (docs/findings.md is one such
+# run) and writes the scoreboard into the store.
+debate: setup build
+	$(BIN) debate --store $(STORE)
+
+# findings regenerates docs/findings.md from a full run of the catalogue.
+findings: setup build
+	$(BIN) debate --store $(STORE) --findings docs/findings.md
+
+# repro-NAME loops over seeds until scenario NAME shows what it tests for,
+# and says whether it did (locktest debate --list names the scenarios).
+repro-%: setup build
+	@$(BIN) debate --store $(STORE) --only $* --seeds $(or $(SEEDS),10) --until-reproduced \
+		&& echo "repro-$*: reproduced" || { echo "repro-$*: NOT reproduced (see the scoreboard above)"; exit 1; }
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt:"; echo "$$out"; exit 1; fi

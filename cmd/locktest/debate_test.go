@@ -1,0 +1,109 @@
+package main
+
+import (
+	"encoding/xml"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestDebateList(t *testing.T) {
+	out, errOut, code := locktest(t, "debate", "--list")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"redis-gc-pause", "redlock-clock-jump", "partition+clock-bump", "etcd-pause-guarded", "zk-pause-fenced"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("--list lacks %s:\n%s", want, out)
+		}
+	}
+	out, _, _ = locktest(t, "debate", "--list", "--only", "7")
+	if n := strings.Count(out, "\n"); n != 4 { // header and the three etcd scenarios
+		t.Errorf("--only 7 listed %d lines:\n%s", n, out)
+	}
+}
+
+// Bad input to debate is one line on stderr and exit code 2.
+func TestDebateBadInput(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte("scenarios:\n  - name: x\n    colour: red\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"debate", "--only", "no-such-claim"}, `no scenario "no-such-claim"`},
+		{[]string{"debate", "--scenarios", bad}, "bad.yaml: line 3: field colour not found"},
+		{[]string{"debate", "--scenarios", filepath.Join(dir, "missing.yaml")}, "missing.yaml: no such file"},
+		{[]string{"debate", "--seeds", "0", "--only", "1"}, "--seeds must be at least 1"},
+	} {
+		_, errOut, code := locktest(t, tt.args...)
+		if code != 2 || !strings.Contains(errOut, tt.want) || strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
+			t.Errorf("%v: exit %d, stderr %q; want exit 2 and one line with %q", tt.args, code, errOut, tt.want)
+		}
+	}
+}
+
+// A user's scenario file runs for real: the scoreboard, its Markdown and
+// the JUnit XML are written, and the exit code says it reproduced.
+func TestDebateRunsAUserScenario(t *testing.T) {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Skip("redis-server not installed (make setup)")
+	}
+	dir := t.TempDir()
+	file := filepath.Join(dir, "mine.yaml")
+	const mine = `scenarios:
+  - name: naive-del-pause
+    claim: 11
+    title: a slow holder deletes the next holder's lock
+    source: my own review
+    predictions: {me: violation — plain DEL is unsafe}
+    expect: violation
+    anomalies: [foreign-release]
+    impl: redis-naive-del
+    faults: [pause-client]
+    ttl: 300ms
+    pause: 1200ms
+    interval: 500ms
+    time: 5s
+`
+	if err := os.WriteFile(file, []byte(mine), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "board")
+	junit := filepath.Join(dir, "junit.xml")
+	stdout, errOut, code := locktest(t, "debate", "--scenarios", file, "--seeds", "3", "--until-reproduced",
+		"--store", filepath.Join(dir, "store"), "--out", out, "--junit", junit, "-q")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, errOut)
+	}
+	if !strings.Contains(stdout, "naive-del-pause") || !strings.Contains(stdout, "reproduced") {
+		t.Errorf("summary:\n%s", stdout)
+	}
+	md, err := os.ReadFile(filepath.Join(out, "scoreboard.md"))
+	if err != nil || !strings.Contains(string(md), "Me predicts: violation") || !strings.Contains(string(md), "report.html") {
+		t.Errorf("scoreboard.md (%v):\n%s", err, md)
+	}
+	page, err := os.ReadFile(filepath.Join(out, "scoreboard.html"))
+	if err != nil || !strings.Contains(string(page), "naive-del-pause") || strings.Contains(string(page), "http://") || strings.Contains(string(page), "https://") {
+		t.Errorf("scoreboard.html (%v) missing the scenario or not self-contained", err)
+	}
+	x, err := os.ReadFile(junit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var suite struct {
+		Tests    int `xml:"tests,attr"`
+		Failures int `xml:"failures,attr"`
+		Cases    []struct {
+			Name string `xml:"name,attr"`
+		} `xml:"testcase"`
+	}
+	if err := xml.Unmarshal(x, &suite); err != nil || suite.Tests != 1 || suite.Failures != 0 || suite.Cases[0].Name != "naive-del-pause" {
+		t.Errorf("junit (%v): %+v\n%s", err, suite, x)
+	}
+}

@@ -1,0 +1,104 @@
+package reports
+
+import (
+	"bytes"
+	"encoding/xml"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func sampleBoard() Scoreboard {
+	return Scoreboard{
+		Date: "2026-11-22 04:00 UTC", Commit: "abc1234", Machine: "2 cores, 24 GiB, linux/amd64", Seeds: 3,
+		Elapsed: "1m30s", Command: "locktest debate --only 1,2,3",
+		Rows: []ScoreRow{
+			{Name: "redis-gc-pause", Claim: 1, Title: "A paused client writes late", Source: "Kleppmann (2016)", Expect: "violation",
+				Predictions: []ScorePrediction{{"kleppmann", "violation — a lease cannot stop it", "yes"}, {"antirez", "violation | needs a check", "yes"}},
+				Runs: 1, Conclusive: 1, Violations: 1, Rate: 1, Lo: 0.2065, Hi: 1, FirstViolation: 0.54,
+				Observed: "violation", Verdict: Reproduced, Anomalies: map[string]int{"stale-write": 4, "lost-update": 3},
+				Report: "../redis-gc-pause/20261122T040000/report.html", Command: "locktest run --impl redis-set-nx-px --seed 1", Seconds: 8.2},
+			{Name: "redlock-pause-before-validity", Claim: 3, Title: "Paused before the validity check", Source: "antirez (2016)", Expect: "safe",
+				Predictions: []ScorePrediction{{"kleppmann", "violation", "no"}, {"antirez", "safe", "yes"}},
+				Runs: 3, Conclusive: 3, Rate: 0, Lo: 0, Hi: 0.5615, FirstViolation: -1, Observed: "safe", Verdict: Reproduced,
+				Command: "locktest run --impl redlock --seed 1", Seconds: 24},
+			{Name: "redlock-clock-jump", Claim: 2, Title: "C's clock jumps", Source: "Kleppmann (2016)", Expect: "violation",
+				Predictions: []ScorePrediction{{"kleppmann", "violation", ""}},
+				Runs: 3, FirstViolation: -1, Verdict: Inconclusive, Reason: "seed 1: fault partition unavailable: not root",
+				Command: "locktest run --impl redlock --seed 1", Seconds: 3},
+			{Name: "zk-pause-fenced", Claim: 12, Title: "fenced", Source: "Kleppmann (2016)", Expect: "safe",
+				Predictions: []ScorePrediction{{"kleppmann", "safe", "no"}},
+				Runs: 3, Conclusive: 3, Violations: 1, Rate: 1.0 / 3, Lo: 0.0615, Hi: 0.7923, FirstViolation: 2.25, Observed: "violation",
+				Verdict: NotReproduced, Reason: "1 of 3 runs showed a violation", Command: "locktest run --impl zk-recipe --seed 2", Seconds: 30},
+		},
+	}
+}
+
+func TestScoreboardMarkdownGolden(t *testing.T) {
+	got := RenderScoreboardMarkdown(sampleBoard(), true)
+	path := filepath.Join("testdata", "scoreboard.golden.md")
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./reports -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("scoreboard.md differs from %s (if intended, run go test ./reports -update):\n%s", path, firstDiff(string(want), string(got)))
+	}
+	// Without links (docs/findings.md) no run report is named.
+	if bare := RenderScoreboardMarkdown(sampleBoard(), false); bytes.Contains(bare, []byte("report.html")) {
+		t.Error("the link-free Markdown links to a run report")
+	}
+}
+
+func TestScoreboardHTML(t *testing.T) {
+	page, err := RenderScoreboardHTML(sampleBoard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(page)
+	for _, want := range []string{
+		`<td class="verdict-reproduced">reproduced`, `<td class="verdict-inconclusive">inconclusive<br><span class="small">seed 1: fault partition unavailable: not root`,
+		`<td class="verdict-not-reproduced">not reproduced`, `href="../redis-gc-pause/20261122T040000/report.html"`,
+		`1/3 (33%, 95% CI 6%–79%)`, `id="redlock-clock-jump"`, `make repro-zk-pause-fenced`,
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("scoreboard.html lacks %q", want)
+		}
+	}
+	if strings.Contains(s, "http://") || strings.Contains(s, "https://") || strings.Contains(s, "<script src") || strings.Contains(s, `<link `) {
+		t.Error("scoreboard.html loads something from elsewhere")
+	}
+}
+
+func TestJUnit(t *testing.T) {
+	x, err := RenderJUnit(sampleBoard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var suite junitSuite
+	if err := xml.Unmarshal(x, &suite); err != nil {
+		t.Fatalf("%v\n%s", err, x)
+	}
+	if suite.Tests != 4 || suite.Failures != 1 || suite.Skipped != 1 || len(suite.Cases) != 4 {
+		t.Fatalf("suite %d tests %d failures %d skipped:\n%s", suite.Tests, suite.Failures, suite.Skipped, x)
+	}
+	byName := map[string]junitCase{}
+	for _, c := range suite.Cases {
+		byName[c.Name] = c
+	}
+	if c := byName["zk-pause-fenced"]; c.Failure == nil || !strings.Contains(c.Failure.Message, "expected safe, observed violation") {
+		t.Errorf("not reproduced case: %+v", c)
+	}
+	if c := byName["redlock-clock-jump"]; c.Skipped == nil || !strings.Contains(c.Skipped.Message, "not root") {
+		t.Errorf("inconclusive case: %+v", c)
+	}
+	if c := byName["redis-gc-pause"]; c.Failure != nil || c.Skipped != nil || c.Classname != "locktest.claim1" || c.Time != "8.200" {
+		t.Errorf("reproduced case: %+v", c)
+	}
+}
