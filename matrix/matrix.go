@@ -325,19 +325,17 @@ func deadlockCell(rs []Result) reports.MatrixCell {
 		return cell
 	}
 	var after []float64
-	stuck, unsure, kills := 0, 0, 0
+	stuckKills, stuckLocks, unsure, kills := 0, 0, 0, 0
 	var stuckWhy []string
 	for _, r := range rs {
 		if r.Err != "" {
 			continue
 		}
-		if r.Stuck > 0 {
-			stuck += r.Stuck
-			for _, c := range r.Results.Checkers {
-				for _, a := range c.Anomalies {
-					if a.Kind == "stuck-lock" {
-						stuckWhy = append(stuckWhy, a.Explanation)
-					}
+		stuckLocks += r.Stuck
+		for _, c := range r.Results.Checkers {
+			for _, a := range c.Anomalies {
+				if a.Kind == "stuck-lock" {
+					stuckWhy = append(stuckWhy, a.Explanation)
 				}
 			}
 		}
@@ -347,7 +345,7 @@ func deadlockCell(rs []Result) reports.MatrixCell {
 			case rec.Recovered():
 				after = append(after, float64(rec.After))
 			case rec.Observed >= stuckAfter(r.Job.Config.TTL):
-				stuck++
+				stuckKills++
 				stuckWhy = append(stuckWhy, fmt.Sprintf("p%d died holding %q and no other process acquired it in the %s until the run ended (seed %d)",
 					rec.Process, rec.Lock, rec.Observed.Round(time.Millisecond), r.Job.Seed))
 			default:
@@ -356,8 +354,11 @@ func deadlockCell(rs []Result) reports.MatrixCell {
 		}
 	}
 	switch {
-	case stuck > 0:
-		cell.Status, cell.Value = reports.StatusStuck, fmt.Sprintf("%d of %d kills", stuck, max(kills, stuck))
+	case stuckKills > 0 || stuckLocks > 0:
+		cell.Status, cell.Value = reports.StatusStuck, fmt.Sprintf("%d of %d kills", stuckKills, kills)
+		if stuckKills == 0 {
+			cell.Value = fmt.Sprintf("%d stuck lock(s)", stuckLocks)
+		}
 		cell.Reason = strings.Join(stuckWhy, "; ")
 		return cell
 	case len(after) == 0:

@@ -104,6 +104,19 @@ func summary(r matrix.Result) string {
 		return "reentrant " + r.Reentrancy.Status + ": " + r.Reentrancy.Reason
 	case r.Err != "":
 		return "did not run: " + r.Err
+	case r.Job.Probe == matrix.ProbeDeadlock:
+		var parts []string
+		for _, rec := range r.Recoveries {
+			if rec.Recovered() {
+				parts = append(parts, fmt.Sprintf("p%d's lock taken again after %s", rec.Process, rec.After.Round(time.Millisecond)))
+			} else {
+				parts = append(parts, fmt.Sprintf("p%d's lock not taken again in %s", rec.Process, rec.Observed.Round(time.Millisecond)))
+			}
+		}
+		if len(parts) == 0 {
+			return "no lock holder was killed"
+		}
+		return strings.Join(parts, ", ")
 	case r.Safety.Violated:
 		return "violation (" + matrix.KindsText(r.Safety.Kinds) + ")"
 	case !r.Safety.Conclusive:

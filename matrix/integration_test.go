@@ -1,0 +1,143 @@
+package matrix
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/locktest/locktest/reports"
+	"github.com/locktest/locktest/run"
+	"github.com/locktest/locktest/workloads"
+)
+
+// The test binary doubles as the worker program (as in run's tests): with
+// this variable set it runs one worker instead of the tests.
+const workerEnv = "LOCKTEST_TEST_WORKER"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(workerEnv) == "1" {
+		if err := workloads.RunWorker(context.Background(), os.Stdin, os.Stdout); err != nil {
+			os.Exit(2)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// TestTinyMatrix runs a real matrix of one impl against a real
+// redis-server: the fault classes none and client-pause, one seed, 4 s
+// runs, and checks every cell of the row.
+func TestTinyMatrix(t *testing.T) {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Skip("redis-server not installed (make setup)")
+	}
+	o := DefaultOptions()
+	o.Impls, o.Classes, o.Seeds, o.Duration = []string{"redis-set-nx-px"}, []Class{ClassNone, ClassClientPause}, 1, 4*time.Second
+	o.Base = run.DefaultConfig()
+	o.Base.StoreDir = t.TempDir()
+	o.Base.WorkerCommand, o.Base.WorkerEnv = []string{os.Args[0]}, []string{workerEnv + "=1"}
+	jobs, err := Plan(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var finished int
+	results, err := Execute(ctx, jobs, func(i int, r Result) {
+		finished = i
+		t.Logf("[%d/%d] %s: %s", i, len(jobs), r.Job.Label(), r.Safety.Reason)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(results) != 5 || finished != 5 {
+		t.Fatalf("%d results, %d progress calls, want 5 (perf-1, none, client-pause, deadlock, reentrancy)", len(results), finished)
+	}
+	for _, r := range results {
+		if r.Err != "" {
+			t.Fatalf("%s did not run: %s", r.Job.Label(), r.Err)
+		}
+	}
+	// The pause's violation needs a client to be stopped while it holds
+	// the lock; like run's tests, give it up to three seeds.
+	for seed := int64(2); seed <= 3; seed++ {
+		i := slices.IndexFunc(results, func(r Result) bool { return r.Job.Class == ClassClientPause })
+		if results[i].Safety.Violated {
+			break
+		}
+		t.Logf("seed %d showed no violation under client-pause (%s); trying seed %d", results[i].Job.Seed, results[i].Safety.Reason, seed)
+		j := results[i].Job
+		j.Seed, j.Config.Seed = seed, seed
+		again, err := Execute(ctx, []Job{j}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		results[i] = again[0]
+	}
+
+	m := Aggregate(reports.MatrixHeader{Date: time.Now(), Seeds: 1, Duration: o.Duration}, o.Classes, results)
+	if len(m.Rows) != 1 {
+		t.Fatalf("%d rows, want 1", len(m.Rows))
+	}
+	cells := m.Rows[0].Cells
+	ms := regexp.MustCompile(`^[0-9.]+ / [0-9.]+ ms$`)
+	rate := regexp.MustCompile(`^[1-9][0-9]*/s$`)
+	tests := []struct {
+		col    string
+		status string
+		value  *regexp.Regexp
+		reason string
+	}{
+		{SafetyColumn(ClassNone), reports.StatusHeld, regexp.MustCompile(`^0/1 runs$`), "no violation in 1 run(s)"},
+		{SafetyColumn(ClassClientPause), reports.StatusViolated, regexp.MustCompile(`^1/1 runs$`), "violation rate 1/1 runs"},
+		{ColLatency1, reports.StatusMeasured, ms, "p50 and p99 of"},
+		{ColLatency8, reports.StatusMeasured, ms, "p50 and p99 of"},
+		{ColRate1, reports.StatusMeasured, rate, ""},
+		{ColRate8, reports.StatusMeasured, rate, ""},
+		{ColDeadlock, reports.StatusRecovers, regexp.MustCompile(`^max [0-9]+ ms$`), "after "},
+		{ColNodeLoss, reports.StatusNA, regexp.MustCompile(`^$`), "a one-node backend"},
+		{ColFencing, reports.StatusYes, regexp.MustCompile(`^yes: Redis INCR`), ""},
+		{ColReentrant, reports.StatusNo, regexp.MustCompile(`^no$`), "measured: the holder's second acquire of the lock did not get it"},
+		{ColBlocking, reports.StatusNo, regexp.MustCompile(`^no$`), "fails at once"},
+	}
+	for _, tt := range tests {
+		c, ok := cells[tt.col]
+		if !ok {
+			t.Errorf("no %s cell", tt.col)
+			continue
+		}
+		if c.Status != tt.status || !tt.value.MatchString(c.Value) || !strings.HasPrefix(c.Reason, tt.reason) {
+			t.Errorf("%s: %s %q %q, want %s %v %q…", tt.col, c.Status, c.Value, c.Reason, tt.status, tt.value, tt.reason)
+		}
+		for _, l := range c.Links {
+			if _, err := os.Stat(l.Report); err != nil {
+				t.Errorf("%s links to %s: %v", tt.col, l.Report, err)
+			}
+		}
+	}
+	pause := results[slices.IndexFunc(results, func(r Result) bool { return r.Job.Class == ClassClientPause })]
+	if pause.Safety.Faults < 1 || pause.Results.Run.Mode != "none" {
+		t.Errorf("the pause run applied %d faults in resource mode %q", pause.Safety.Faults, pause.Results.Run.Mode)
+	}
+	perf := results[0]
+	if perf.Job.Probe != ProbePerf1 || perf.Results.Run.Clients != 1 || !(perf.P50 > 0 && perf.P50 <= perf.P99) {
+		t.Errorf("perf-1 run: %s, %d clients, p50 %v p99 %v", perf.Job.Label(), perf.Results.Run.Clients, perf.P50, perf.P99)
+	}
+
+	out := filepath.Join(o.Base.StoreDir, "pages")
+	if err := reports.WriteMatrix(out, m); err != nil {
+		t.Fatal(err)
+	}
+	md, err := os.ReadFile(filepath.Join(out, reports.MatrixMDFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(md), "| `redis-set-nx-px` | held: 0/1 runs | violated: 1/1 runs |") {
+		t.Errorf("matrix.md does not show the row:\n%s", md)
+	}
+}

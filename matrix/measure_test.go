@@ -1,0 +1,266 @@
+package matrix
+
+import (
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/reports"
+)
+
+// hist builds a history op by op; times are in milliseconds.
+type hist struct{ h history.History }
+
+func (b *hist) add(typ history.Type, p int, f string, ms float64, v history.Value) *hist {
+	b.h = append(b.h, history.Op{Index: len(b.h), Type: typ, Process: p, F: f, Time: int64(ms * 1e6), Value: v})
+	return b
+}
+
+// acquire records an acquire of lock-0 by p from invoke to a completion.
+func (b *hist) acquire(p int, from, to float64, typ history.Type) *hist {
+	b.add(history.Invoke, p, history.Acquire, from, history.Value{Lock: "lock-0"})
+	return b.add(typ, p, history.Acquire, to, history.Value{Lock: "lock-0"})
+}
+
+func (b *hist) release(p int, from, to float64) *hist {
+	b.add(history.Invoke, p, history.Release, from, history.Value{Lock: "lock-0"})
+	return b.add(history.OK, p, history.Release, to, history.Value{Lock: "lock-0"})
+}
+
+func (b *hist) nemesis(f string, from, to float64, targets ...string) *hist {
+	b.add(history.Invoke, history.NemesisProcess, f, from, history.Value{Targets: targets})
+	return b.add(history.OK, history.NemesisProcess, f, to, history.Value{Targets: targets})
+}
+
+func results(problems []string, cs ...checker.Result) reports.Results {
+	return reports.Results{Problems: problems, Checkers: cs, Stats: map[string]float64{"faults_injected": 2}}
+}
+
+func valid(name string, anomalies ...checker.Anomaly) checker.Result {
+	v := checker.Valid
+	if len(anomalies) > 0 {
+		v = checker.Invalid
+	}
+	return checker.Result{Checker: name, Valid: v, Anomalies: anomalies}
+}
+
+func allValid() []checker.Result {
+	return []checker.Result{valid("mutual-exclusion"), valid("resource"), valid("fencing-tokens"), valid("liveness")}
+}
+
+func TestClassifySafety(t *testing.T) {
+	unknownLin := checker.Result{Checker: "linearizable-mutex", Valid: checker.Unknown, Error: "timed out"}
+	tests := []struct {
+		name                     string
+		r                        reports.Results
+		conclusive, violated, na bool
+		reason                   string
+		kinds                    string
+	}{
+		{name: "all checkers valid: held", r: results(nil, allValid()...), conclusive: true},
+		{name: "overlapping holds are a violation",
+			r:          results(nil, valid("mutual-exclusion", checker.Anomaly{Kind: "overlapping-holds"}), valid("resource"), valid("fencing-tokens")),
+			conclusive: true, violated: true, kinds: "overlapping-holds×1"},
+		{name: "stale writes and lost updates count, each kind",
+			r: results(nil, valid("mutual-exclusion"), valid("resource", checker.Anomaly{Kind: "stale-write"}, checker.Anomaly{Kind: "stale-write"},
+				checker.Anomaly{Kind: "lost-update"}), valid("fencing-tokens")),
+			conclusive: true, violated: true, kinds: "lost-update×1, stale-write×2"},
+		{name: "token regressions count",
+			r:          results(nil, valid("mutual-exclusion"), valid("resource"), valid("fencing-tokens", checker.Anomaly{Kind: "token-regression"}, checker.Anomaly{Kind: "duplicate-token"})),
+			conclusive: true, violated: true, kinds: "duplicate-token×1, token-regression×1"},
+		{name: "a violation counts even in a run with problems",
+			r:          results([]string{"fault isolate: unavailable"}, valid("mutual-exclusion", checker.Anomaly{Kind: "overlapping-holds"})),
+			conclusive: true, violated: true, kinds: "overlapping-holds×1"},
+		{name: "a stuck lock is not a violation of mutual exclusion",
+			r:          results(nil, valid("mutual-exclusion"), valid("resource"), valid("fencing-tokens"), valid("liveness", checker.Anomaly{Kind: "stuck-lock"})),
+			conclusive: true},
+		{name: "a write the resource refused (a note) is not a violation",
+			r: results(nil, valid("mutual-exclusion"), checker.Result{Checker: "resource", Valid: checker.Valid,
+				Notes: []checker.Anomaly{{Kind: "write-rejected"}}}, valid("fencing-tokens")),
+			conclusive: true},
+		{name: "an invalid safety checker without a violation kind is inconclusive, never held",
+			r:      results(nil, valid("mutual-exclusion"), valid("resource", checker.Anomaly{Kind: "new-kind"}), valid("fencing-tokens")),
+			reason: "the resource checker gave invalid"},
+		{name: "a timed-out linearizability check leaves the run conclusive",
+			r:          results(nil, append(allValid(), unknownLin)...),
+			conclusive: true},
+		{name: "a fault that does not apply is n/a with only its reason",
+			r: results([]string{"fault clock-bump: fault unavailable: etcd nodes are Go programs (not applicable)",
+				"no fault was applied: run longer or lower --interval"}, allValid()...),
+			na: true, reason: "fault clock-bump: fault unavailable: etcd nodes are Go programs (not applicable)"},
+		{name: "a fault the machine cannot make is inconclusive, never held",
+			r:      results([]string{"fault isolate: fault unavailable: not root", "no fault was applied: run longer or lower --interval"}, allValid()...),
+			reason: "fault isolate: fault unavailable: not root; no fault was applied: run longer or lower --interval"},
+		{name: "an unknown safety checker is inconclusive",
+			r:      results(nil, valid("mutual-exclusion"), checker.Result{Checker: "resource", Valid: checker.Unknown, Error: "panicked"}, valid("fencing-tokens")),
+			reason: "the resource checker gave unknown: panicked"},
+		{name: "a missing safety checker is inconclusive",
+			r:      results(nil, valid("mutual-exclusion"), valid("resource")),
+			reason: "the results have no fencing-tokens checker"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := ClassifySafety(tt.r)
+			if s.Conclusive != tt.conclusive || s.Violated != tt.violated || s.NA != tt.na {
+				t.Errorf("conclusive %v violated %v na %v, want %v %v %v", s.Conclusive, s.Violated, s.NA, tt.conclusive, tt.violated, tt.na)
+			}
+			if s.Reason != tt.reason {
+				t.Errorf("reason %q, want %q", s.Reason, tt.reason)
+			}
+			if got := KindsText(s.Kinds); got != tt.kinds {
+				t.Errorf("kinds %q, want %q", got, tt.kinds)
+			}
+		})
+	}
+}
+
+func TestLatency(t *testing.T) {
+	tests := []struct {
+		name     string
+		h        *hist
+		p50, p99 float64
+		n        int
+	}{
+		{"no acquire", &hist{}, math.NaN(), math.NaN(), 0},
+		{"failed acquires do not count", (&hist{}).acquire(0, 0, 5, history.Fail), math.NaN(), math.NaN(), 0},
+		{"one acquire", (&hist{}).acquire(0, 10, 12, history.OK), 2, 2, 1},
+		{"four interleaved acquires, nearest rank",
+			(&hist{}).add(history.Invoke, 0, history.Acquire, 0, history.Value{}).add(history.Invoke, 1, history.Acquire, 1, history.Value{}).
+				add(history.OK, 1, history.Acquire, 4, history.Value{}).add(history.OK, 0, history.Acquire, 1, history.Value{}).
+				acquire(2, 10, 20, history.OK).acquire(3, 30, 32, history.OK).acquire(3, 40, 41, history.Info),
+			2, 10, 4},
+		{"nemesis ops are not acquires", (&hist{}).nemesis("acquire", 0, 100).acquire(0, 0, 1, history.OK), 1, 1, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p50, p99, n := Latency(tt.h.h)
+			same := func(a, b float64) bool { return a == b || math.IsNaN(a) && math.IsNaN(b) }
+			if !same(p50, tt.p50) || !same(p99, tt.p99) || n != tt.n {
+				t.Errorf("got p50 %v p99 %v n %d, want %v %v %d", p50, p99, n, tt.p50, tt.p99, tt.n)
+			}
+		})
+	}
+}
+
+func TestThroughput(t *testing.T) {
+	tests := []struct {
+		name string
+		h    *hist
+		want float64
+	}{
+		{"empty", &hist{}, 0},
+		{"four critical sections in two seconds",
+			(&hist{}).acquire(0, 0, 1, history.OK).release(0, 2, 3).acquire(1, 500, 501, history.OK).
+				acquire(0, 1000, 1001, history.OK).acquire(1, 1999, 2000, history.OK).acquire(2, 1500, 1600, history.Fail), 2},
+		{"the nemesis does not stretch the span",
+			(&hist{}).nemesis("pause-client", 0, 1).acquire(0, 1000, 1000, history.OK).acquire(1, 1500, 2000, history.OK).nemesis("resume-client", 5000, 5001), 2},
+	}
+	for _, tt := range tests {
+		if got := Throughput(tt.h.h); math.Abs(got-tt.want) > 1e-9 {
+			t.Errorf("%s: %v cs/s, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestRecoveries(t *testing.T) {
+	tests := []struct {
+		name string
+		h    *hist
+		want []Recovery
+	}{
+		{"the next holder got the lock 600ms after the death",
+			(&hist{}).acquire(1, 0, 10, history.OK).nemesis("kill-client", 5, 100, "p1").
+				acquire(2, 150, 160, history.Fail).acquire(2, 650, 700, history.OK).add(history.Invoke, 3, history.Acquire, 900, history.Value{Lock: "lock-0"}),
+			[]Recovery{{Kill: 3, Process: 1, Lock: "lock-0", Died: 100e6, After: 600 * time.Millisecond, Observed: 800 * time.Millisecond}}},
+		{"never again: stuck until the history ended",
+			(&hist{}).acquire(0, 0, 10, history.OK).nemesis("kill-client", 20, 30, "p0").acquire(1, 100, 2000, history.Fail),
+			[]Recovery{{Kill: 3, Process: 0, Lock: "lock-0", Died: 30e6, After: -1, Observed: 1970 * time.Millisecond}}},
+		{"a killed process that had released held nothing",
+			(&hist{}).acquire(0, 0, 10, history.OK).release(0, 20, 30).nemesis("kill-client", 40, 50, "p0").acquire(1, 60, 70, history.OK),
+			nil},
+		{"a kill that failed is no death",
+			(&hist{}).acquire(0, 0, 10, history.OK).add(history.Invoke, -1, "kill-client", 20, history.Value{Targets: []string{"p0"}}).
+				add(history.Fail, -1, "kill-client", 30, history.Value{Targets: []string{"p0"}}),
+			nil},
+		{"an acquire ok before the death does not count",
+			(&hist{}).acquire(0, 0, 10, history.OK).add(history.Invoke, 1, history.Acquire, 5, history.Value{Lock: "lock-0"}).
+				nemesis("kill-client", 15, 20, "p0").add(history.OK, 1, history.Acquire, 520, history.Value{Lock: "lock-0"}),
+			[]Recovery{{Kill: 4, Process: 0, Lock: "lock-0", Died: 20e6, After: 500 * time.Millisecond, Observed: 500 * time.Millisecond}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Recoveries(tt.h.h)
+			if len(got) != len(tt.want) {
+				t.Fatalf("got %+v, want %+v", got, tt.want)
+			}
+			for i := range got {
+				if got[i] != tt.want[i] {
+					t.Errorf("recovery %d: got %+v, want %+v", i, got[i], tt.want[i])
+				}
+			}
+		})
+	}
+}
+
+func TestMeasureAvailability(t *testing.T) {
+	// Client ops from 0 to 4000ms; node n2 down from 1000 to 2000ms.
+	h := (&hist{}).acquire(0, 0, 1, history.OK).acquire(1, 500, 501, history.OK).
+		nemesis("kill-node", 990, 1000, "n2").
+		acquire(0, 1100, 1200, history.OK).acquire(1, 1300, 1900, history.Info).acquire(2, 1500, 1600, history.Fail).
+		nemesis("restart-node", 2000, 2300, "n2").
+		acquire(0, 2400, 2401, history.OK).acquire(1, 3000, 4000, history.OK)
+	a := MeasureAvailability(h.h, "kill-node", "restart-node")
+	want := Availability{Windows: 1, DuringAttempts: 3, DuringOK: 1, DuringSeconds: 1, OutsideAttempts: 4, OutsideOK: 4, OutsideSeconds: 3}
+	if a != want {
+		t.Fatalf("got %+v, want %+v", a, want)
+	}
+	if r := a.RateDuring(); r != 1 {
+		t.Errorf("rate during %v, want 1/s", r)
+	}
+	if s := a.SuccessDuring(); math.Abs(s-1.0/3) > 1e-9 {
+		t.Errorf("success during %v, want 1/3", s)
+	}
+	if s := a.SuccessOutside(); s != 1 {
+		t.Errorf("success outside %v, want 1", s)
+	}
+	// A node still down when the history ends: the window runs to the last
+	// client op.
+	h2 := (&hist{}).acquire(0, 0, 1, history.OK).nemesis("kill-node", 1000, 1000, "n1").acquire(0, 1500, 3000, history.Fail)
+	a2 := MeasureAvailability(h2.h, "kill-node", "restart-node")
+	if a2.Windows != 1 || a2.DuringSeconds != 2 || a2.DuringAttempts != 1 || a2.DuringOK != 0 {
+		t.Errorf("open window: %+v", a2)
+	}
+	if got := MeasureAvailability((&hist{}).acquire(0, 0, 1, history.OK).h, "kill-node", "restart-node"); got.Windows != 0 || !math.IsNaN(got.SuccessDuring()) {
+		t.Errorf("no fault: %+v", got)
+	}
+}
+
+func TestViolationKindsAreCheckerKinds(t *testing.T) {
+	// A kind renamed in a checker would silently stop counting as a
+	// violation here: every kind must be one a checker reports.
+	files, err := filepath.Glob(filepath.Join("..", "checker", "*.go"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("checker sources: %v", err)
+	}
+	var src strings.Builder
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src.Write(b)
+	}
+	for _, k := range ViolationKinds {
+		if !strings.Contains(src.String(), `Kind: "`+k+`"`) {
+			t.Errorf("no checker reports the violation kind %q", k)
+		}
+	}
+}

@@ -1,0 +1,149 @@
+package matrix
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/locktest/locktest/impls"
+	"github.com/locktest/locktest/workloads"
+)
+
+func TestParseClasses(t *testing.T) {
+	tests := []struct {
+		in      []string
+		want    []Class
+		wantErr string
+	}{
+		{nil, Classes, ""},
+		{[]string{"all"}, Classes, ""},
+		{[]string{"client-pause"}, []Class{ClassNone, ClassClientPause}, ""},
+		{[]string{"clock", "none", "partition"}, []Class{ClassNone, ClassPartition, ClassClock}, ""},
+		{[]string{"gc"}, nil, `unknown fault class "gc" (known: none, client-pause, node-pause, kill-restart, partition, clock)`},
+	}
+	for _, tt := range tests {
+		got, err := ParseClasses(tt.in)
+		if tt.wantErr != "" {
+			if err == nil || err.Error() != tt.wantErr {
+				t.Errorf("%v: err %v, want %q", tt.in, err, tt.wantErr)
+			}
+			continue
+		}
+		if err != nil || !slices.Equal(got, tt.want) {
+			t.Errorf("%v: %v %v, want %v", tt.in, got, err, tt.want)
+		}
+	}
+}
+
+func TestFaultsOfEachClass(t *testing.T) {
+	tests := []struct {
+		impl  string
+		class Class
+		want  []string
+	}{
+		{"redis-set-nx-px", ClassNone, nil},
+		{"redis-set-nx-px", ClassClientPause, []string{"pause-client"}},
+		{"redis-set-nx-px", ClassNodePause, []string{"pause-node"}},
+		{"redis-set-nx-px", ClassKillRestart, []string{"kill-node"}},
+		{"redis-set-nx-px", ClassPartition, []string{"client-isolate"}},
+		{"etcd-mutex", ClassPartition, []string{"isolate"}},
+		{"redlock", ClassPartition, []string{"halves"}},
+		{"redis-cluster", ClassPartition, []string{"halves"}},
+		{"zk-recipe", ClassClock, []string{"clock-bump", "clock-strobe"}},
+	}
+	for _, tt := range tests {
+		if got := Faults(tt.class, mustLookup(t, tt.impl)); !slices.Equal(got, tt.want) {
+			t.Errorf("%s %s: %v, want %v", tt.impl, tt.class, got, tt.want)
+		}
+	}
+}
+
+func TestPlan(t *testing.T) {
+	o := DefaultOptions()
+	o.Impls, o.Seeds, o.Classes = []string{"redis-set-nx-px", "redlock"}, 2, []Class{ClassClientPause}
+	o.Base.StoreDir = "/tmp/x"
+	jobs, err := Plan(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var labels []string
+	for _, j := range jobs {
+		labels = append(labels, j.Label())
+	}
+	want := []string{
+		"redis-set-nx-px perf-1 seed 1", "redis-set-nx-px none seed 1", "redis-set-nx-px client-pause seed 1", "redis-set-nx-px deadlock seed 1",
+		"redis-set-nx-px perf-1 seed 2", "redis-set-nx-px none seed 2", "redis-set-nx-px client-pause seed 2", "redis-set-nx-px deadlock seed 2",
+		"redis-set-nx-px reentrancy seed 1",
+		"redlock perf-1 seed 1", "redlock none seed 1", "redlock client-pause seed 1", "redlock deadlock seed 1",
+		"redlock perf-1 seed 2", "redlock none seed 2", "redlock client-pause seed 2", "redlock deadlock seed 2",
+		"redlock reentrancy seed 1",
+	}
+	if !slices.Equal(labels, want) {
+		t.Fatalf("jobs\n%s\nwant\n%s", strings.Join(labels, "\n"), strings.Join(want, "\n"))
+	}
+	for _, j := range jobs {
+		c := j.Config
+		if c.Mode != workloads.ModeNone || c.StoreDir != "/tmp/x" || c.Seed != j.Seed || c.TTL != 500*time.Millisecond || c.Impl != j.Impl {
+			t.Errorf("%s: mode %s store %s seed %d ttl %v impl %s", j.Label(), c.Mode, c.StoreDir, c.Seed, c.TTL, c.Impl)
+		}
+		if !strings.HasPrefix(c.Name, "matrix-"+j.Impl+"-") {
+			t.Errorf("%s: run name %q", j.Label(), c.Name)
+		}
+		switch {
+		case j.Probe == ProbePerf1:
+			if c.Clients != 1 || len(c.Faults) != 0 || c.Duration != 4*time.Second {
+				t.Errorf("%s: %d clients, faults %v, %v", j.Label(), c.Clients, c.Faults, c.Duration)
+			}
+		case j.Probe == ProbeSafety && j.Class == ClassNone:
+			if c.Clients != 8 || len(c.Faults) != 0 || c.Duration != 8*time.Second {
+				t.Errorf("%s: %d clients, faults %v", j.Label(), c.Clients, c.Faults)
+			}
+		case j.Probe == ProbeDeadlock:
+			if !c.KillHolder || !slices.Equal(c.Faults, []string{"kill-client"}) {
+				t.Errorf("%s: kill holder %v, faults %v", j.Label(), c.KillHolder, c.Faults)
+			}
+		case j.Probe == ProbeSafety && j.Class == ClassClientPause:
+			if c.Clients != 5 || !slices.Equal(c.Faults, []string{"pause-client"}) || c.ClientPause != 2*time.Second || c.PausePoint != workloads.PointAfterAcquire {
+				t.Errorf("%s: %d clients, faults %v, pause %v at %s", j.Label(), c.Clients, c.Faults, c.ClientPause, c.PausePoint)
+			}
+		}
+		if j.Probe != ProbeReentrant {
+			if err := c.Validate(); err != nil {
+				t.Errorf("%s: the run config is refused: %v", j.Label(), err)
+			}
+		}
+	}
+}
+
+func TestOptionsValidate(t *testing.T) {
+	tests := []struct {
+		change func(*Options)
+		want   string
+	}{
+		{func(o *Options) { o.Impls = []string{"nope"} }, `--impls: unknown impl "nope"`},
+		{func(o *Options) { o.Seeds = 0 }, "--seeds must be at least 1, got 0"},
+		{func(o *Options) { o.Duration = time.Second }, "--time must be at least 2s"},
+		{func(o *Options) { o.TTL = 0 }, "--ttl must be at least 1ms"},
+		{func(o *Options) { o.Clients = 1 }, "--clients must be at least 2"},
+	}
+	for _, tt := range tests {
+		o := DefaultOptions()
+		tt.change(&o)
+		if _, err := Plan(o); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("err %v, want %q", err, tt.want)
+		}
+	}
+}
+
+func TestEveryImplDescribesItsProperties(t *testing.T) {
+	for _, n := range impls.Names() {
+		i := mustLookup(t, n)
+		if (i.TokenSource != "") != i.Fenced {
+			t.Errorf("%s: fenced %v but token source %q", n, i.Fenced, i.TokenSource)
+		}
+		if i.Wait == "" {
+			t.Errorf("%s: no Wait description", n)
+		}
+	}
+}

@@ -1,0 +1,172 @@
+package reports
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// testMatrix is a hand-built matrix of two impls with a cell of every
+// status, links inside and outside the page's folder.
+func testMatrix(store string) Matrix {
+	cols := []MatrixColumn{
+		{Key: "mutex-none", Title: "mutex: no fault", Doc: "mutual exclusion without faults."},
+		{Key: "mutex-client-pause", Title: "mutex: client pause", Doc: "mutual exclusion under pause-client."},
+		{Key: "mutex-clock", Title: "mutex: clock jump", Doc: "mutual exclusion under clock-bump."},
+		{Key: "deadlock", Title: "deadlock freedom", Doc: "time until the lock is acquirable again."},
+		{Key: "node-loss", Title: "one node lost", Doc: "availability with one node down."},
+		{Key: "fencing", Title: "fencing token", Doc: "token and source."},
+		{Key: "latency-1", Title: "acquire p50/p99, 1 client", Doc: "latency | percentiles."},
+	}
+	inStore := filepath.Join(store, "matrix-redis-set-nx-px-client-pause", "20261122T030000", ReportFile)
+	return Matrix{
+		Header: MatrixHeader{
+			Date: time.Date(2026, 11, 22, 3, 0, 0, 0, time.UTC), Commit: "b22d6e1", Machine: "2 cores, 23.5 GiB memory",
+			Seeds: 2, Duration: 8 * time.Second, Settings: "ttl 500ms, 5 clients", Elapsed: 21*time.Minute + 30*time.Second,
+			Store: "/tmp/matrix-store", Command: "locktest matrix --seeds 2",
+		},
+		Columns: cols,
+		Rows: []MatrixRow{
+			{Impl: "redis-set-nx-px", Backend: "redis", Nodes: 1, Doc: "SET NX PX.", Cells: map[string]MatrixCell{
+				"mutex-none": {Status: StatusHeld, Value: "0/2 runs", Reason: "no violation in 2 runs"},
+				"mutex-client-pause": {Status: StatusViolated, Value: "2/2 runs", Reason: "stale-write×3",
+					Links: []MatrixLink{{Label: "seed 1", Report: inStore}, {Label: "seed 2", Report: "/elsewhere/report.html"}}},
+				"mutex-clock": {Status: StatusInconclusive, Reason: "fault clock-bump: no C compiler"},
+				"deadlock":    {Status: StatusRecovers, Value: "max 500 ms", Reason: "after 2 kills"},
+				"node-loss":   {Status: StatusNA, Reason: "a one-node backend"},
+				"fencing":     {Status: StatusYes, Value: "yes: Redis INCR | counter", Reason: "10 tokens"},
+				"latency-1":   {Status: StatusMeasured, Value: "0.06 / 0.15 ms"},
+			}},
+			{Impl: "etcd-mutex", Backend: "etcd", Nodes: 3, Cells: map[string]MatrixCell{
+				"mutex-none":  {Status: StatusHeld, Value: "0/2 runs"},
+				"mutex-clock": {Status: StatusNA, Reason: "etcd nodes are Go programs (not applicable)"},
+				"deadlock":    {Status: StatusStuck, Value: "1 of 2 kills", Reason: "p3 died holding \"lock-0\""},
+				"node-loss":   {Status: StatusYes, Value: "yes: 52 vs 61 cs/s"},
+				"fencing":     {Status: StatusNo, Value: "no"},
+			}},
+		},
+	}
+}
+
+func TestMatrixMarkdownGolden(t *testing.T) {
+	dir := t.TempDir()
+	m := testMatrix(filepath.Join(dir, "store"))
+	got := RenderMatrixMarkdown(m, dir)
+	// The temporary folder differs from run to run; the link into it is
+	// relative and does not contain it.
+	if bytes.Contains(got, []byte(dir)) {
+		t.Fatalf("the page names its temporary folder %s", dir)
+	}
+	path := filepath.Join("testdata", "matrix.golden.md")
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./reports -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("matrix.md differs from %s (if the change is intended, run go test ./reports -update):\n%s", path, firstDiff(string(want), string(got)))
+	}
+}
+
+func TestMatrixMarkdownCells(t *testing.T) {
+	dir := t.TempDir()
+	md := string(RenderMatrixMarkdown(testMatrix(filepath.Join(dir, "store")), dir))
+	tests := []struct {
+		name, want string
+	}{
+		{"header names the commit", "- commit: b22d6e1\n"},
+		{"header names the machine", "- machine: 2 cores, 23.5 GiB memory\n"},
+		{"header names seeds and duration", "- seeds per fault cell: 2; workload per run: 8s\n"},
+		{"a violation says so with its rate", "| violated: 2/2 runs |"},
+		{"an inconclusive cell is never safe", "| inconclusive |"},
+		{"n/a keeps its reason", "one node lost — n/a: a one-node backend"},
+		{"a pipe in a value stays in its cell", `yes: Redis INCR \| counter`},
+		{"a link under the page's folder is relative", "[seed 1](store/matrix-redis-set-nx-px-client-pause/20261122T030000/report.html)"},
+		{"a missing cell is empty", "| `etcd-mutex` | held: 0/2 runs |  |"},
+		{"stuck is stated", "stuck: 1 of 2 kills"},
+	}
+	for _, tt := range tests {
+		if !strings.Contains(md, tt.want) {
+			t.Errorf("%s: the Markdown lacks %q", tt.name, tt.want)
+		}
+	}
+	if strings.Contains(md, "/elsewhere/") {
+		t.Errorf("a link outside the page's folder was written: %s", md)
+	}
+	// Every table row has as many cells as the header.
+	var widths []int
+	for _, l := range strings.Split(md, "\n") {
+		if strings.HasPrefix(l, "| ") {
+			widths = append(widths, len(regexp.MustCompile(`[^\\]\|`).FindAllString(l, -1)))
+		}
+	}
+	for i, w := range widths {
+		if w != widths[0] {
+			t.Errorf("table line %d has %d cell borders, the header %d", i, w, widths[0])
+		}
+	}
+}
+
+func TestWriteMatrixHTMLIsSelfContained(t *testing.T) {
+	dir := t.TempDir()
+	if err := WriteMatrix(dir, testMatrix(filepath.Join(dir, "store"))); err != nil {
+		t.Fatal(err)
+	}
+	page, err := os.ReadFile(filepath.Join(dir, MatrixHTMLFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, MatrixMDFile)); err != nil {
+		t.Errorf("no matrix.md beside matrix.html: %v", err)
+	}
+	s := string(page)
+	for _, want := range []string{
+		"<style>" + string(reportCSS),
+		`<td class="s-violated" title="stale-write×3">violated: 2/2 runs<br><a href="store/matrix-redis-set-nx-px-client-pause/20261122T030000/report.html">seed 1</a></td>`,
+		`<td class="s-na" title="etcd nodes are Go programs (not applicable)">n/a</td>`,
+		`<td class="s-inconclusive" title="fault clock-bump: no C compiler">inconclusive</td>`,
+		`<td class="s-stuck"`,
+		"b22d6e1", "2 cores, 23.5 GiB memory", "<th>seeds per fault cell</th><td>2</td>",
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("matrix.html lacks %q", want)
+		}
+	}
+	// Nothing is fetched from elsewhere: the only links are relative
+	// anchors and the stored runs.
+	for _, m := range regexp.MustCompile(`(?:src|href)="([^"]*)"`).FindAllStringSubmatch(s, -1) {
+		if strings.Contains(m[1], "//") || strings.HasPrefix(m[1], "/") {
+			t.Errorf("matrix.html refers to %q, outside the page", m[1])
+		}
+	}
+	if strings.Contains(s, "/elsewhere/") {
+		t.Errorf("a link outside the page's folder was written")
+	}
+}
+
+func TestMatrixCellText(t *testing.T) {
+	tests := []struct {
+		cell MatrixCell
+		want string
+	}{
+		{MatrixCell{Status: StatusViolated, Value: "1/2 runs"}, "violated: 1/2 runs"},
+		{MatrixCell{Status: StatusNA, Reason: "one node"}, "n/a"},
+		{MatrixCell{Status: StatusInconclusive}, "inconclusive"},
+		{MatrixCell{Status: StatusMeasured, Value: "3/s"}, "3/s"},
+		{MatrixCell{Status: StatusYes, Value: "yes: czxid"}, "yes: czxid"},
+		{MatrixCell{Status: StatusNo}, "no"},
+	}
+	for _, tt := range tests {
+		if got := tt.cell.Text(); got != tt.want {
+			t.Errorf("%+v: Text() = %q, want %q", tt.cell, got, tt.want)
+		}
+	}
+}
