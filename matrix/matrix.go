@@ -2,6 +2,7 @@ package matrix
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -71,8 +72,8 @@ func Measure(job Job, dir string, res reports.Results, h history.History) Result
 // Execute runs the jobs one after the other (runs in parallel would share
 // the cores and distort each other's timing) and measures each as it
 // finishes; done, if not nil, is called after each job with its 1-based
-// position. A job whose run fails to start gives a Result with Err, and
-// the matrix goes on. Execute stops early, returning the results so far
+// position. A run that fails to start is tried once more; if it fails
+// again its job gives a Result with Err, and the matrix goes on. Execute stops early, returning the results so far
 // and ctx's error, when ctx is done.
 func Execute(ctx context.Context, jobs []Job, done func(i int, r Result)) ([]Result, error) {
 	out := make([]Result, 0, len(jobs))
@@ -95,9 +96,22 @@ func runJob(ctx context.Context, j Job) Result {
 	if j.Probe == ProbeReentrant {
 		dir := filepath.Join(j.Config.StoreDir, j.Config.Name, time.Now().Format("20060102T150405.000"))
 		re := ProbeReentrancy(ctx, j.Impl, dir, j.Config.NodeCommand, j.Config.NodeEnv, j.Config.Logger)
+		if err := writeProbe(dir, re); err != nil && j.Config.Logger != nil {
+			j.Config.Logger.Warn("reentrancy probe: keep its finding", "impl", j.Impl, "err", err)
+		}
 		return Result{Job: j, Reentrancy: &re, ProbeDir: dir}
 	}
 	o, err := run.Run(ctx, j.Config)
+	var se *run.SetupError
+	if errors.As(err, &se) && ctx.Err() == nil {
+		// A server that failed to start once (a port taken in the
+		// meantime, a slow disk) gets one more chance; a missing binary
+		// fails again at once.
+		if j.Config.Logger != nil {
+			j.Config.Logger.Warn("run did not start; trying once more", "job", j.Label(), "err", err)
+		}
+		o, err = run.Run(ctx, j.Config)
+	}
 	if err != nil {
 		return Result{Job: j, Err: err.Error()}
 	}

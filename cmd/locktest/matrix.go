@@ -19,7 +19,7 @@ import (
 func newMatrixCmd() *cobra.Command {
 	o := matrix.DefaultOptions()
 	var faults []string
-	var out, md string
+	var out, md, from string
 	var quiet bool
 	c := &cobra.Command{
 		Use:   "matrix",
@@ -31,9 +31,13 @@ clients for latency and throughput, and writes one row per impl to
 matrix.html and matrix.md. A property a run could not show is n/a or
 inconclusive with its reason, never safe. See docs/matrix.md.`,
 		Example: `  locktest matrix --store /tmp/matrix-store --md docs/matrix.md
-  locktest matrix --impls redis-set-nx-px,etcd-mutex --faults none,client-pause --seeds 2 --time 8s`,
+  locktest matrix --impls redis-set-nx-px,etcd-mutex --faults none,client-pause --seeds 2 --time 8s
+  locktest matrix --from /tmp/matrix-store --md docs/matrix.md`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if from != "" {
+				return rebuildMatrix(cmd, from, out, md)
+			}
 			classes, err := matrix.ParseClasses(faults)
 			if err != nil {
 				return usageError{fmt.Errorf("--faults: %v", err)}
@@ -93,8 +97,42 @@ inconclusive with its reason, never safe. See docs/matrix.md.`,
 	f.StringVar(&o.Base.StoreDir, "store", o.Base.StoreDir, "folder of stored runs")
 	f.StringVar(&out, "out", "", "folder of matrix.html and matrix.md (default: the store)")
 	f.StringVar(&md, "md", "", "also write the Markdown matrix to this file (e.g. docs/matrix.md)")
+	f.StringVar(&from, "from", "", "run nothing: aggregate the matrix runs already stored in this folder again and write the pages")
 	f.BoolVarP(&quiet, "quiet", "q", !term.IsTerminal(int(os.Stderr.Fd())), "no progress lines on stderr (default when stderr is not a terminal)")
 	return c
+}
+
+// rebuildMatrix aggregates the matrix runs stored in from again and
+// writes the pages into out (default: from) and md.
+func rebuildMatrix(cmd *cobra.Command, from, out, md string) error {
+	results, classes, err := matrix.Load(from)
+	if err != nil {
+		return usageError{fmt.Errorf("--from: %v", err)}
+	}
+	if out == "" {
+		out = from
+	}
+	header := matrix.StoredHeader(results)
+	header.Machine, header.Store = matrix.Machine(), absPath(from)
+	header.Command = "locktest " + strings.Join(os.Args[1:], " ")
+	for _, r := range results {
+		if r.Job.Probe == matrix.ProbeSafety && r.Job.Class != matrix.ClassNone && r.Dir != "" {
+			header.Settings = fmt.Sprintf("ttl %s, %d clients under faults (8 and 1 without), resource mode none; aggregated again from the stored runs",
+				r.Job.Config.TTL, r.Job.Config.Clients)
+			break
+		}
+	}
+	m := matrix.Aggregate(header, classes, results)
+	if err := reports.WriteMatrix(out, m); err != nil {
+		return fmt.Errorf("write matrix: %w", err)
+	}
+	if md != "" {
+		if err := reports.WriteMatrixMarkdown(md, m); err != nil {
+			return fmt.Errorf("write %s: %w", md, err)
+		}
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "matrix: %s, %s\n", filepath.Join(out, reports.MatrixHTMLFile), filepath.Join(out, reports.MatrixMDFile))
+	return nil
 }
 
 // summary says in a few words what one matrix run showed.
