@@ -52,6 +52,8 @@ func TestSafetyCell(t *testing.T) {
 			reports.StatusInconclusive, "", "fault isolate: fault unavailable: not root"},
 		{"a run that did not start is inconclusive with its error", []Result{{Job: Job{Class: ClassNodePause}, Err: "start redis cluster: port in use"}},
 			reports.StatusInconclusive, "", "start redis cluster: port in use"},
+		{"a token repeated to one holder is held, and says so", []Result{safetyResult(ClassNodePause, 1, Safety{Conclusive: true, Faults: 2, SameHolderTokens: 1})},
+			reports.StatusHeld, "0/1 runs", "no violation in 1 run(s) with 2 faults applied; the violation rate is at most 79% at 95% confidence, not zero; not counted: 1 duplicate token(s) granted to one process only"},
 		{"an inconclusive seed is counted apart from a held one", []Result{safetyResult(ClassPartition, 1, held), safetyResult(ClassPartition, 2, noRoot)},
 			reports.StatusHeld, "0/1 runs", "no violation in 1 run(s) with 2 faults applied; the violation rate is at most 79% at 95% confidence, not zero; 1 more run(s) inconclusive: fault isolate"},
 	}
@@ -105,6 +107,8 @@ func TestDeadlockCell(t *testing.T) {
 			reports.StatusInconclusive, "", "the run ended less than 2s after each holder's death, too soon to tell"},
 		{"no holder was killed", []Result{deadlockResult(ttl, nil, 0, "no fault was applied: run longer or lower --interval")},
 			reports.StatusInconclusive, "", "no fault was applied: run longer or lower --interval"},
+		{"a session lock is free again within a millisecond", []Result{deadlockResult(0, []Recovery{rec(300*time.Microsecond, 5*time.Second)}, 0)},
+			reports.StatusRecovers, "max 0.30 ms", "after 1 kill(s) of a holder, another process acquired the lock after 0.30 ms (median), 0.30 ms (max)"},
 		{"did not run", []Result{{Job: Job{Probe: ProbeDeadlock}, Err: "zookeeper jar not found"}},
 			reports.StatusInconclusive, "", "zookeeper jar not found"},
 	}
@@ -176,6 +180,10 @@ func TestFencingAndStaticCells(t *testing.T) {
 	if c.Status != reports.StatusYes || c.Value != "yes: Redis INCR counter, in the acquire's Lua script" ||
 		c.Reason != "120 acquires of the fault-free run carried a token; tokens went back or were granted twice under kill-restart" {
 		t.Errorf("fenced: %+v", c)
+	}
+	same := []Result{{Job: Job{Probe: ProbeSafety, Class: ClassNodePause, Seed: 1}, Safety: Safety{Conclusive: true, SameHolderTokens: 1}}}
+	if c := fencingCell(mustLookup(t, "etcd-mutex"), nil, same); !strings.HasSuffix(c.Reason, "one process was granted the same token again (it acquired anew the lock it still had, after a release that did not complete) under node-pause") {
+		t.Errorf("etcd-mutex: %+v", c)
 	}
 	if c := fencingCell(mustLookup(t, "redlock"), nil, nil); c.Status != reports.StatusNo {
 		t.Errorf("redlock: %+v", c)

@@ -99,7 +99,7 @@ func TestTinyMatrix(t *testing.T) {
 		{ColLatency8, reports.StatusMeasured, ms, "p50 and p99 of"},
 		{ColRate1, reports.StatusMeasured, rate, ""},
 		{ColRate8, reports.StatusMeasured, rate, ""},
-		{ColDeadlock, reports.StatusRecovers, regexp.MustCompile(`^max [0-9]+ ms$`), "after "},
+		{ColDeadlock, reports.StatusRecovers, regexp.MustCompile(`^max [0-9.]+ ms$`), "after "},
 		{ColNodeLoss, reports.StatusNA, regexp.MustCompile(`^$`), "a one-node backend"},
 		{ColFencing, reports.StatusYes, regexp.MustCompile(`^yes: Redis INCR`), ""},
 		{ColReentrant, reports.StatusNo, regexp.MustCompile(`^no$`), "measured: the holder's second acquire of the lock did not get it"},

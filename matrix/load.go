@@ -168,10 +168,11 @@ func loadRun(j Job, dir string, rr reports.Results, err error) Result {
 }
 
 // StoredHeader describes a loaded matrix from its runs: the earliest
-// start, the version that made them, the seeds, and the workload time of
-// the fault runs.
+// start, the time from it to the end of the last run, the version that
+// made them, the seeds, and the workload time of the fault runs.
 func StoredHeader(rs []Result) reports.MatrixHeader {
 	var h reports.MatrixHeader
+	var end time.Time
 	for _, r := range rs {
 		if int(r.Job.Seed) > h.Seeds {
 			h.Seeds = int(r.Job.Seed)
@@ -179,8 +180,15 @@ func StoredHeader(rs []Result) reports.MatrixHeader {
 		if r.Dir == "" || r.Err != "" {
 			continue
 		}
-		if t, err := time.Parse(time.RFC3339, r.Results.Run.Started); err == nil && (h.Date.IsZero() || t.Before(h.Date)) {
+		t, err := time.Parse(time.RFC3339, r.Results.Run.Started)
+		if err != nil {
+			continue
+		}
+		if h.Date.IsZero() || t.Before(h.Date) {
 			h.Date = t
+		}
+		if d, err := time.ParseDuration(r.Results.Run.Elapsed); err == nil && t.Add(d).After(end) {
+			end = t.Add(d)
 		}
 		if h.Commit == "" {
 			h.Commit = r.Results.Run.Version
@@ -191,6 +199,9 @@ func StoredHeader(rs []Result) reports.MatrixHeader {
 	}
 	if h.Commit == "" {
 		h.Commit = run.Version()
+	}
+	if !h.Date.IsZero() && end.After(h.Date) {
+		h.Elapsed = end.Sub(h.Date).Round(time.Second)
 	}
 	return h
 }

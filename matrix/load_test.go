@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/history"
@@ -65,7 +66,7 @@ func TestLoadAggregatesAStoredMatrixAgain(t *testing.T) {
 	store := t.TempDir()
 	run := func(seed int64, faults []string, cs ...checker.Result) reports.Results {
 		return reports.Results{Run: reports.RunInfo{Impl: "redis-set-nx-px", Seed: seed, TTL: "500ms", Duration: "8s", Clients: 5, Faults: faults,
-			Started: "2026-11-22T03:00:00Z", Version: "v1 abc"}, Checkers: cs, Stats: map[string]float64{"faults_injected": 1}}
+			Started: "2026-11-22T03:00:00Z", Elapsed: "9.5s", Version: "v1 abc"}, Checkers: cs, Stats: map[string]float64{"faults_injected": 1}}
 	}
 	h := (&hist{}).acquire(0, 0, 1, history.OK).release(0, 2, 3).acquire(1, 1000, 1002, history.OK).h
 	stale := checker.Result{Checker: "resource", Valid: checker.Invalid, Anomalies: []checker.Anomaly{{Kind: "stale-write"}}}
@@ -104,7 +105,7 @@ func TestLoadAggregatesAStoredMatrixAgain(t *testing.T) {
 	if c := cells[ColReentrant]; c.Text() != "no" || c.Reason != "measured: refused" {
 		t.Errorf("reentrant %+v", c)
 	}
-	if h := m.Header; h.Commit != "v1 abc" || h.Seeds != 1 || h.Duration.String() != "8s" || h.Date.Format("15:04") != "03:00" {
+	if h := m.Header; h.Commit != "v1 abc" || h.Seeds != 1 || h.Duration.String() != "8s" || h.Date.Format("15:04") != "03:00" || h.Elapsed != 10*time.Second {
 		t.Errorf("header %+v", h)
 	}
 	if _, _, err := Load(t.TempDir()); err == nil {

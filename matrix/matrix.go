@@ -31,18 +31,26 @@ type Result struct {
 	// server, a port in use); the job's cells are then inconclusive.
 	Err     string
 	Results reports.Results
+	// Elapsed is how long the job took, start-up and checking included.
 	Elapsed time.Duration
 
+	// Safety is what the run says about mutual exclusion (ClassifySafety).
 	Safety Safety
 	// P50 and P99 are the acquire latency percentiles in ms, NaN without
 	// an acquire; Acquired counts the acquire oks.
-	P50, P99   float64
-	Acquired   int
+	P50, P99 float64
+	Acquired int
+	// Throughput is critical sections per second (see Throughput), Tokens
+	// the acquires that carried a fencing token.
 	Throughput float64
 	Tokens     int
+	// Recoveries are the holder kills of the run (see Recoveries) and
+	// Stuck the liveness checker's stuck locks.
 	Recoveries []Recovery
 	Stuck      int
-	Avail      Availability
+	// Avail compares acquires while kill-node kept a node down with the
+	// rest of the run.
+	Avail Availability
 	// Reentrancy is the reentrancy probe's finding (ProbeReentrant jobs
 	// only), and ProbeDir the folder of its cluster's files.
 	Reentrancy *Reentrancy
@@ -59,7 +67,7 @@ func (r Result) Report() string {
 
 // Measure computes what the matrix needs of one stored run.
 func Measure(job Job, dir string, res reports.Results, h history.History) Result {
-	r := Result{Job: job, Dir: dir, Results: res, Safety: ClassifySafety(res)}
+	r := Result{Job: job, Dir: dir, Results: res, Safety: ClassifySafety(res, h)}
 	r.P50, r.P99, r.Acquired = Latency(h)
 	r.Throughput = Throughput(h)
 	r.Tokens = Tokens(h)
@@ -73,8 +81,9 @@ func Measure(job Job, dir string, res reports.Results, h history.History) Result
 // the cores and distort each other's timing) and measures each as it
 // finishes; done, if not nil, is called after each job with its 1-based
 // position. A run that fails to start is tried once more; if it fails
-// again its job gives a Result with Err, and the matrix goes on. Execute stops early, returning the results so far
-// and ctx's error, when ctx is done.
+// again its job gives a Result with Err, and the matrix goes on. Execute
+// stops early, returning the results so far and ctx's error, when ctx is
+// done.
 func Execute(ctx context.Context, jobs []Job, done func(i int, r Result)) ([]Result, error) {
 	out := make([]Result, 0, len(jobs))
 	for i, j := range jobs {
@@ -274,7 +283,7 @@ func safetyCell(rs []Result) reports.MatrixCell {
 		cell.Status, cell.Reason = reports.StatusNotRun, "the class was not in this matrix"
 		return cell
 	}
-	k, n, faults := 0, 0, 0
+	k, n, faults, same := 0, 0, 0, 0
 	kinds := map[string]int{}
 	var na, inconclusive []Result
 	for _, r := range rs {
@@ -284,6 +293,7 @@ func safetyCell(rs []Result) reports.MatrixCell {
 		case r.Safety.Conclusive:
 			n++
 			faults += r.Safety.Faults
+			same += r.Safety.SameHolderTokens
 			if r.Safety.Violated {
 				k++
 				for kind, c := range r.Safety.Kinds {
@@ -316,6 +326,9 @@ func safetyCell(rs []Result) reports.MatrixCell {
 		cell.Reason = fmt.Sprintf("no violation in %d run(s) with %d faults applied; the violation rate is at most %s at 95%% confidence, not zero",
 			n, faults, pct(ci.Hi))
 	}
+	if same > 0 {
+		cell.Reason += fmt.Sprintf("; not counted: %d duplicate token(s) granted to one process only (see the fencing token column)", same)
+	}
 	if len(inconclusive)+len(na) > 0 {
 		cell.Reason += fmt.Sprintf("; %d more run(s) inconclusive: %s", len(inconclusive)+len(na), whyNot(append(inconclusive, na...), reason))
 	}
@@ -327,9 +340,7 @@ func safetyCell(rs []Result) reports.MatrixCell {
 // leases, and at least 2 s.
 func stuckAfter(ttl time.Duration) time.Duration { return max(2*time.Second, 4*ttl) }
 
-func ms(d time.Duration) string {
-	return strconv.FormatFloat(float64(d)/1e6, 'f', 0, 64) + " ms"
-}
+func ms(d time.Duration) string { return fmtMS(float64(d)/1e6) + " ms" }
 
 // deadlockCell aggregates the holder kills of the deadlock runs.
 func deadlockCell(rs []Result) reports.MatrixCell {
@@ -459,19 +470,26 @@ func fencingCell(impl impls.Impl, none []Result, all []Result) reports.MatrixCel
 		seen += r.Tokens
 	}
 	cell.Reason = fmt.Sprintf("%d acquires of the fault-free run carried a token", seen)
-	var back []string
+	var back, same []string
 	for _, r := range all {
-		n := r.Safety.Kinds["token-regression"] + r.Safety.Kinds["duplicate-token"]
-		if n > 0 && r.Job.Probe == ProbeSafety {
-			w := string(r.Job.Class)
-			if !slices.Contains(back, w) {
-				back = append(back, w)
-			}
+		if r.Job.Probe != ProbeSafety {
+			continue
+		}
+		w := string(r.Job.Class)
+		if n := r.Safety.Kinds["token-regression"] + r.Safety.Kinds["duplicate-token"]; n > 0 && !slices.Contains(back, w) {
+			back = append(back, w)
+		}
+		if r.Safety.SameHolderTokens > 0 && !slices.Contains(same, w) {
+			same = append(same, w)
 		}
 	}
 	if len(back) > 0 {
 		sort.Strings(back)
 		cell.Reason += "; tokens went back or were granted twice under " + strings.Join(back, ", ")
+	}
+	if len(same) > 0 {
+		sort.Strings(same)
+		cell.Reason += "; one process was granted the same token again (it acquired anew the lock it still had, after a release that did not complete) under " + strings.Join(same, ", ")
 	}
 	return cell
 }

@@ -58,6 +58,7 @@ func TestClassifySafety(t *testing.T) {
 	tests := []struct {
 		name                     string
 		r                        reports.Results
+		h                        history.History
 		conclusive, violated, na bool
 		reason                   string
 		kinds                    string
@@ -73,6 +74,15 @@ func TestClassifySafety(t *testing.T) {
 		{name: "token regressions count",
 			r:          results(nil, valid("mutual-exclusion"), valid("resource"), valid("fencing-tokens", checker.Anomaly{Kind: "token-regression"}, checker.Anomaly{Kind: "duplicate-token"})),
 			conclusive: true, violated: true, kinds: "duplicate-token×1, token-regression×1"},
+		{name: "a token granted again to the same process is not two holders",
+			r: results(nil, valid("mutual-exclusion"), valid("resource"), valid("fencing-tokens", checker.Anomaly{Kind: "duplicate-token", Ops: []int{1, 3}})),
+			h: (&hist{}).acquire(1, 0, 10, history.OK).acquire(1, 1000, 1010, history.OK).h, conclusive: true},
+		{name: "a token granted to two processes is a violation",
+			r: results(nil, valid("mutual-exclusion"), valid("resource"), valid("fencing-tokens", checker.Anomaly{Kind: "duplicate-token", Ops: []int{1, 3}})),
+			h: (&hist{}).acquire(1, 0, 10, history.OK).acquire(2, 1000, 1010, history.OK).h, conclusive: true, violated: true, kinds: "duplicate-token×1"},
+		{name: "without the history a duplicate token counts",
+			r:          results(nil, valid("mutual-exclusion"), valid("resource"), valid("fencing-tokens", checker.Anomaly{Kind: "duplicate-token", Ops: []int{1, 3}})),
+			conclusive: true, violated: true, kinds: "duplicate-token×1"},
 		{name: "a violation counts even in a run with problems",
 			r:          results([]string{"fault isolate: unavailable"}, valid("mutual-exclusion", checker.Anomaly{Kind: "overlapping-holds"})),
 			conclusive: true, violated: true, kinds: "overlapping-holds×1"},
@@ -105,7 +115,7 @@ func TestClassifySafety(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := ClassifySafety(tt.r)
+			s := ClassifySafety(tt.r, tt.h)
 			if s.Conclusive != tt.conclusive || s.Violated != tt.violated || s.NA != tt.na {
 				t.Errorf("conclusive %v violated %v na %v, want %v %v %v", s.Conclusive, s.Violated, s.NA, tt.conclusive, tt.violated, tt.na)
 			}
