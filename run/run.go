@@ -45,6 +45,9 @@ type Config struct {
 	Think    time.Duration
 	Retry    time.Duration
 	Work     time.Duration
+	// WorkMin is the shortest time between the read and the write; the
+	// work time is uniform in [WorkMin, Work].
+	WorkMin time.Duration
 	// Timeout bounds every single lock or store operation of a worker.
 	Timeout time.Duration
 	// Interval is the mean quiet time between faults.
@@ -181,6 +184,8 @@ func (c *Config) Validate() error {
 		return setupErr("--time must be positive, got %v", c.Duration)
 	case c.Think < 0 || c.Work < 0 || c.Retry < 0:
 		return setupErr("--think, --work and --retry must not be negative")
+	case c.WorkMin < 0 || (c.WorkMin > 0 && c.WorkMin > c.Work):
+		return setupErr("--work-min must be between 0 and --work (%v), got %v", c.Work, c.WorkMin)
 	case c.Timeout <= 0:
 		return setupErr("--op-timeout must be positive, got %v", c.Timeout)
 	case c.Interval <= 0:
@@ -475,7 +480,7 @@ func start(ctx context.Context, cfg Config, impl impls.Impl, dir, logDir string,
 		Base: workloads.WorkerConfig{
 			Impl: cfg.Impl, Addrs: addrs, Nodes: nodes, Params: cfg.ImplParams, Locks: locks, TTL: workloads.Duration(cfg.TTL),
 			Think: workloads.Duration(cfg.Think), Retry: workloads.Duration(cfg.Retry),
-			Work: workloads.Duration(cfg.Work), Timeout: workloads.Duration(cfg.Timeout),
+			Work: workloads.Duration(cfg.Work), WorkMin: workloads.Duration(cfg.WorkMin), Timeout: workloads.Duration(cfg.Timeout),
 			StoreAddr: store.Addr(), Mode: cfg.Mode, ClockOrigin: clock.Origin(), Seed: cfg.Seed,
 		},
 	}, cfg.Clients)

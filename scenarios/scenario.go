@@ -94,6 +94,7 @@ type Scenario struct {
 	TTL            Duration            `yaml:"ttl"`
 	Time           Duration            `yaml:"time"`
 	Work           Duration            `yaml:"work"`
+	WorkMin        Duration            `yaml:"work_min"`
 	Think          Duration            `yaml:"think"`
 	Retry          Duration            `yaml:"retry"`
 	OpTimeout      Duration            `yaml:"op_timeout"`
@@ -276,7 +277,7 @@ func (s Scenario) Config(base run.Config) (run.Config, error) {
 		v   Duration
 	}{
 		{&c.ClockBump, s.ClockBump}, {&c.Stagger, s.Stagger}, {&c.ClientPause, s.Pause}, {&c.Window, s.Window},
-		{&c.Interval, s.Interval}, {&c.Quiet, s.Quiet}, {&c.TTL, s.TTL}, {&c.Duration, s.Time}, {&c.Work, s.Work},
+		{&c.Interval, s.Interval}, {&c.Quiet, s.Quiet}, {&c.TTL, s.TTL}, {&c.Duration, s.Time}, {&c.Work, s.Work}, {&c.WorkMin, s.WorkMin},
 		{&c.Think, s.Think}, {&c.Retry, s.Retry}, {&c.Timeout, s.OpTimeout},
 	} {
 		if d.v != 0 {
@@ -340,7 +341,7 @@ func (s Scenario) Command(seed int64) string {
 		v    Duration
 	}{
 		{"--clock-bump", s.ClockBump}, {"--stagger", s.Stagger}, {"--pause", s.Pause}, {"--window", s.Window},
-		{"--interval", s.Interval}, {"--quiet-time", s.Quiet}, {"--ttl", s.TTL}, {"--time", s.Time}, {"--work", s.Work},
+		{"--interval", s.Interval}, {"--quiet-time", s.Quiet}, {"--ttl", s.TTL}, {"--time", s.Time}, {"--work", s.Work}, {"--work-min", s.WorkMin},
 		{"--think", s.Think}, {"--retry", s.Retry}, {"--op-timeout", s.OpTimeout},
 	} {
 		add(d.flag, time.Duration(d.v).String())

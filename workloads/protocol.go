@@ -28,8 +28,10 @@ type WorkerConfig struct {
 	// [0, Think]); Retry the longest pause after a failed acquire.
 	Think Duration `json:"think"`
 	Retry Duration `json:"retry"`
-	// Work is how long the worker spends between its read and its write.
+	// Work is the longest time the worker spends between its read and its
+	// write, WorkMin the shortest (uniform in [WorkMin, Work]).
 	Work      Duration `json:"work"`
+	WorkMin   Duration `json:"work_min,omitempty"`
 	Timeout   Duration `json:"timeout"` // per-operation deadline
 	StoreAddr string   `json:"store_addr"`
 	Mode      Mode     `json:"mode"`

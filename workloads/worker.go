@@ -159,11 +159,18 @@ func (w *worker) opCtx(ctx context.Context) (context.Context, context.CancelFunc
 	return context.WithTimeout(ctx, time.Duration(w.cfg.Timeout))
 }
 
-func (w *worker) sleep(ctx context.Context, max Duration) {
-	if max <= 0 {
+func (w *worker) sleep(ctx context.Context, max Duration) { w.sleepBetween(ctx, 0, max) }
+
+// sleepBetween sleeps a time uniform in [lo, hi] (lo when hi < lo), or
+// until ctx is done.
+func (w *worker) sleepBetween(ctx context.Context, lo, hi Duration) {
+	if hi <= 0 && lo <= 0 {
 		return
 	}
-	d := time.Duration(w.rng.Int64N(int64(max) + 1))
+	d := time.Duration(max(lo, 0))
+	if hi > lo {
+		d += time.Duration(w.rng.Int64N(int64(hi-lo) + 1))
+	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -236,7 +243,7 @@ func (w *worker) critical(ctx context.Context, l impls.Lease) {
 	if !ok {
 		return
 	}
-	w.sleep(ctx, w.cfg.Work)
+	w.sleepBetween(ctx, w.cfg.WorkMin, w.cfg.Work)
 	w.pausePoint(PointBeforeWrite)
 	base.N = history.Num(n + 1)
 	w.resourceOp(ctx, history.Write, base, l)

@@ -75,6 +75,7 @@ func newRunCmd() *cobra.Command {
 	f.DurationVar(&cfg.Think, "think", 0, "longest think time between critical sections")
 	f.DurationVar(&cfg.Retry, "retry", cfg.Retry, "longest wait after a failed acquire")
 	f.DurationVar(&cfg.Work, "work", 0, "longest time spent between the read and the write")
+	f.DurationVar(&cfg.WorkMin, "work-min", 0, "shortest time spent between the read and the write (a slow critical section)")
 	f.DurationVar(&cfg.Timeout, "op-timeout", cfg.Timeout, "deadline of each lock or store operation")
 	f.DurationVar(&cfg.Interval, "interval", cfg.Interval, "mean quiet time between faults")
 	f.DurationVar(&cfg.ClientPause, "pause", 0, "how long pause-client freezes a worker (0: 2×ttl)")
