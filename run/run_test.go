@@ -313,11 +313,13 @@ func TestBadConfigIsASetupError(t *testing.T) {
 		{func(c *Config) { c.Name = "../x" }, "plain folder name"},
 		{func(c *Config) { c.Expect = "maybe" }, "--expect"},
 		{func(c *Config) { c.PausePoint = "nowhere" }, "--pause-point"},
-		{func(c *Config) { c.Work, c.WorkMin = time.Second, 2 * time.Second }, "--work-min must be between 0 and --work"},
+		{func(c *Config) { c.Work, c.WorkMin = time.Second, 2*time.Second }, "--work-min must be between 0 and --work"},
 		{func(c *Config) { c.ClockDirection = "sideways" }, "--clock-direction must be forward or backward"},
 		{func(c *Config) { c.Stagger = -time.Second }, "--stagger must not be negative"},
 		{func(c *Config) { c.Faults = []string{"pause-client+meteor"} }, `unknown fault "pause-client+meteor"`},
-		{func(c *Config) { c.Faults, c.Targets = []string{"pause-client"}, map[string][]string{"kill-node": {"n1"}} }, `--target names fault "kill-node"`},
+		{func(c *Config) {
+			c.Faults, c.Targets = []string{"pause-client"}, map[string][]string{"kill-node": {"n1"}}
+		}, `--target names fault "kill-node"`},
 		{func(c *Config) { c.Faults = []string{"kill-node+partition"} }, "--faults partition needs --partition"},
 	}
 	for _, tt := range tests {
