@@ -2,6 +2,7 @@ package reports
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"html/template"
 	"os"
@@ -14,6 +15,11 @@ import (
 const (
 	MatrixHTMLFile = "matrix.html"
 	MatrixMDFile   = "matrix.md"
+	// MatrixHeaderFile, at the root of a matrix's store, keeps the header
+	// of the run that made it, so the stored matrix can be aggregated
+	// again (locktest matrix --from) under its own date, commit and
+	// command.
+	MatrixHeaderFile = "matrix.json"
 )
 
 // Matrix is the backend matrix of issue 8: one row per impl, one cell per
@@ -319,4 +325,27 @@ func WriteMatrixMarkdown(path string, m Matrix) error {
 		return err
 	}
 	return writeFileAtomic(path, RenderMatrixMarkdown(m, filepath.Dir(path)))
+}
+
+// WriteMatrixHeader writes h as dir/matrix.json.
+func WriteMatrixHeader(dir string, h MatrixHeader) error {
+	b, err := json.MarshalIndent(h, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(filepath.Join(dir, MatrixHeaderFile), append(b, '\n'))
+}
+
+// ReadMatrixHeader reads dir/matrix.json. A missing file gives an error
+// satisfying errors.Is(err, os.ErrNotExist).
+func ReadMatrixHeader(dir string) (MatrixHeader, error) {
+	var h MatrixHeader
+	b, err := os.ReadFile(filepath.Join(dir, MatrixHeaderFile))
+	if err != nil {
+		return h, err
+	}
+	if err := json.Unmarshal(b, &h); err != nil {
+		return h, fmt.Errorf("%s: %w", filepath.Join(dir, MatrixHeaderFile), err)
+	}
+	return h, nil
 }

@@ -2,6 +2,7 @@ package reports
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -168,5 +169,20 @@ func TestMatrixCellText(t *testing.T) {
 		if got := tt.cell.Text(); got != tt.want {
 			t.Errorf("%+v: Text() = %q, want %q", tt.cell, got, tt.want)
 		}
+	}
+}
+
+func TestMatrixHeaderRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := ReadMatrixHeader(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("missing header: %v", err)
+	}
+	want := testMatrix(dir).Header
+	if err := WriteMatrixHeader(dir, want); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadMatrixHeader(dir)
+	if err != nil || !got.Date.Equal(want.Date) || got.Commit != want.Commit || got.Elapsed != want.Elapsed || got.Command != want.Command {
+		t.Errorf("read back %+v, %v; want %+v", got, err, want)
 	}
 }

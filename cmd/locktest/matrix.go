@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -71,6 +72,9 @@ inconclusive with its reason, never safe. See docs/matrix.md.`,
 				fmt.Fprintf(progress, "[%*d/%d] %s: %s (%s)\n", len(fmt.Sprint(len(jobs))), i, len(jobs), r.Job.Label(), summary(r), r.Elapsed.Round(100*time.Millisecond))
 			})
 			header.Elapsed = time.Since(start).Round(time.Second)
+			if err := reports.WriteMatrixHeader(o.Base.StoreDir, header); err != nil {
+				return fmt.Errorf("write matrix header: %w", err)
+			}
 			m := matrix.Aggregate(header, classes, results)
 			if err := reports.WriteMatrix(out, m); err != nil {
 				return fmt.Errorf("write matrix: %w", err)
@@ -112,16 +116,27 @@ func rebuildMatrix(cmd *cobra.Command, from, out, md string) error {
 	if out == "" {
 		out = from
 	}
-	header := matrix.StoredHeader(results)
-	header.Machine, header.Store = matrix.Machine(), absPath(from)
-	header.Command = "locktest " + strings.Join(os.Args[1:], " ")
-	for _, r := range results {
-		if r.Job.Probe == matrix.ProbeSafety && r.Job.Class != matrix.ClassNone && r.Dir != "" {
-			header.Settings = fmt.Sprintf("ttl %s, %d clients under faults (8 and 1 without), resource mode none; aggregated again from the stored runs",
-				r.Job.Config.TTL, r.Job.Config.Clients)
-			break
+	again := "locktest " + strings.Join(os.Args[1:], " ")
+	header, err := reports.ReadMatrixHeader(from)
+	switch {
+	case err == nil:
+		// The header of the run that made the store, which knows its
+		// commit, machine and command.
+		header.Command = fmt.Sprintf("%s; aggregated again by %s", header.Command, again)
+	case errors.Is(err, os.ErrNotExist):
+		header = matrix.StoredHeader(results)
+		header.Machine, header.Command = matrix.Machine(), again
+		for _, r := range results {
+			if r.Job.Probe == matrix.ProbeSafety && r.Job.Class != matrix.ClassNone && r.Dir != "" {
+				header.Settings = fmt.Sprintf("ttl %s, %d clients under faults (8 and 1 without), resource mode none; aggregated again from the stored runs",
+					r.Job.Config.TTL, r.Job.Config.Clients)
+				break
+			}
 		}
+	default:
+		return err
 	}
+	header.Store = absPath(from)
 	m := matrix.Aggregate(header, classes, results)
 	if err := reports.WriteMatrix(out, m); err != nil {
 		return fmt.Errorf("write matrix: %w", err)
