@@ -277,23 +277,31 @@ func deaths(h history.History) map[int][]int64 {
 			pair = h.Pair()
 		}
 		for _, i := range ps {
-			out[p] = append(out[p], deathTime(h, pair, i))
+			out[p] = append(out[p], deathTime(h, pair, i, p))
 		}
 		slices.Sort(out[p])
 	}
 	return out
 }
 
-// deathTime is when the death shown by the op at position i happened: for
-// a kill-client, the moment the kill began (its invocation; the process
-// stopped holding anything then, and the lock service may free its locks
-// any time after, before the kill's completion is recorded); for a worker's
+// deathTime is the earliest moment at which the death of process p shown
+// by the op at position i can have happened: for a kill-client, when the
+// kill began (its invocation), or later if p still recorded ops after that
+// — a kill at a pause point waits for its victim to get there, an acquire
+// ok first, say — at the last of them; the lock service may free p's locks
+// any time after, before the kill's completion is recorded. For a worker's
 // info "worker exited", the info itself (the pool records it once the dead
 // process was reaped).
-func deathTime(h history.History, pair []int, i int32) int64 {
+func deathTime(h history.History, pair []int, i int32, p int) int64 {
 	if o := &h[i]; o.Process < 0 {
 		if inv := pair[i]; inv >= 0 {
-			return h[inv].Time
+			d := h[inv].Time
+			for j := inv + 1; j < int(i); j++ {
+				if h[j].Process == p && h[j].Time > d && h[j].Time <= o.Time {
+					d = h[j].Time
+				}
+			}
+			return d
 		}
 	}
 	return h[i].Time

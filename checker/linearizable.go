@@ -277,7 +277,7 @@ func addDeaths(h history.History, byLock map[string][]linOp) {
 		}
 		for p := range procs {
 			for _, pos := range dead[p] {
-				d := deathTime(h, pair, pos)
+				d := deathTime(h, pair, pos, p)
 				ret := int64(math.MaxInt64)
 				for _, op := range ops {
 					if op.in.kind == 'a' && op.in.proc != p && !op.out.unknown && op.ret > d {
