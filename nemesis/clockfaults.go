@@ -48,7 +48,7 @@ func (f *clockBump) HealName() string        { return "clock-restore" }
 func (f *clockBump) Duration() time.Duration { return f.env.Window }
 
 func (f *clockBump) Inject(ctx context.Context, rng *rand.Rand) (history.Value, error) {
-	n, err := f.env.pickName(f.Name(), nodeNames(f.env), rng)
+	n, err := f.env.pickName(ctx, f.Name(), nodeNames(f.env), rng)
 	if err != nil {
 		return history.Value{}, err
 	}
@@ -105,7 +105,7 @@ func (f *clockStrobe) HealName() string        { return "clock-restore" }
 func (f *clockStrobe) Duration() time.Duration { return f.env.Window }
 
 func (f *clockStrobe) Inject(ctx context.Context, rng *rand.Rand) (history.Value, error) {
-	n, err := f.env.pickName(f.Name(), nodeNames(f.env), rng)
+	n, err := f.env.pickName(ctx, f.Name(), nodeNames(f.env), rng)
 	if err != nil {
 		return history.Value{}, err
 	}

@@ -359,7 +359,7 @@ func (f *killNode) HealName() string        { return "restart-node" }
 func (f *killNode) Duration() time.Duration { return f.env.NodeDown }
 
 func (f *killNode) Inject(ctx context.Context, rng *rand.Rand) (history.Value, error) {
-	n, err := f.env.pickNode(f.Name(), targetNodes(f.env.Cluster), rng)
+	n, err := f.env.pickNode(ctx, f.Name(), targetNodes(f.env.Cluster), rng)
 	if err != nil {
 		return history.Value{}, err
 	}

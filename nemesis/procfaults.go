@@ -38,7 +38,7 @@ func (f *pauseNode) HealName() string        { return "resume-node" }
 func (f *pauseNode) Duration() time.Duration { return f.env.Window }
 
 func (f *pauseNode) Inject(ctx context.Context, rng *rand.Rand) (history.Value, error) {
-	n, err := f.env.pickNode(f.Name(), targetNodes(f.env.Cluster), rng)
+	n, err := f.env.pickNode(ctx, f.Name(), targetNodes(f.env.Cluster), rng)
 	if err != nil {
 		return history.Value{}, err
 	}

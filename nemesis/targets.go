@@ -1,6 +1,7 @@
 package nemesis
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -44,11 +45,28 @@ func ParseTargets(s string) (map[string][]string, error) {
 	return out, nil
 }
 
+// RoleReader is an optional ability of a cluster whose nodes' roles change
+// as it runs (a ZooKeeper leader, a Redis master after a failover): Role
+// asks the node what it is now.
+type RoleReader interface {
+	Role(ctx context.Context, n clusters.Node) (string, error)
+}
+
 // pickNode chooses the node fault hits among nodes: any of them, or only
-// those Env.Targets pins for the fault, by name or role.
-func (env Env) pickNode(fault string, nodes []clusters.Node, rng *rand.Rand) (clusters.Node, error) {
+// those Env.Targets pins for the fault, by name or role. Roles are asked
+// of the cluster at the moment of the pick where it can tell them
+// (RoleReader); a node that does not answer keeps the role it started with.
+func (env Env) pickNode(ctx context.Context, fault string, nodes []clusters.Node, rng *rand.Rand) (clusters.Node, error) {
 	if pins := env.Targets[fault]; len(pins) > 0 {
-		nodes = slices.DeleteFunc(slices.Clone(nodes), func(n clusters.Node) bool {
+		nodes = slices.Clone(nodes)
+		if rr, ok := env.Cluster.(RoleReader); ok {
+			for i := range nodes {
+				if r, err := rr.Role(ctx, nodes[i]); err == nil && r != "" {
+					nodes[i].Role = r
+				}
+			}
+		}
+		nodes = slices.DeleteFunc(nodes, func(n clusters.Node) bool {
 			return !slices.Contains(pins, n.Name) && (n.Role == "" || !slices.Contains(pins, n.Role))
 		})
 		if len(nodes) == 0 {
@@ -62,7 +80,7 @@ func (env Env) pickNode(fault string, nodes []clusters.Node, rng *rand.Rand) (cl
 }
 
 // pickName is pickNode for faults that see nodes by name only.
-func (env Env) pickName(fault string, names []string, rng *rand.Rand) (string, error) {
+func (env Env) pickName(ctx context.Context, fault string, names []string, rng *rand.Rand) (string, error) {
 	nodes := make([]clusters.Node, len(names))
 	for i, n := range names {
 		nodes[i] = clusters.Node{Name: n}
@@ -74,7 +92,7 @@ func (env Env) pickName(fault string, names []string, rng *rand.Rand) (string, e
 			}
 		}
 	}
-	n, err := env.pickNode(fault, nodes, rng)
+	n, err := env.pickNode(ctx, fault, nodes, rng)
 	return n.Name, err
 }
 

@@ -50,10 +50,10 @@ func TestPinnedTargets(t *testing.T) {
 	env := Env{Targets: map[string][]string{"kill-node": {"master"}, "clock-bump": {"n3"}, "pause-client": {"p2"}}}
 	for seed := uint64(0); seed < 20; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 0))
-		if n, err := env.pickNode("kill-node", nodes, rng); err != nil || n.Name != "n1" {
+		if n, err := env.pickNode(context.Background(), "kill-node", nodes, rng); err != nil || n.Name != "n1" {
 			t.Fatalf("kill-node pinned to role master hit %v, %v", n, err)
 		}
-		if n, err := env.pickNode("clock-bump", nodes, rng); err != nil || n.Name != "n3" {
+		if n, err := env.pickNode(context.Background(), "clock-bump", nodes, rng); err != nil || n.Name != "n3" {
 			t.Fatalf("clock-bump pinned to n3 hit %v, %v", n, err)
 		}
 		if p, err := env.pickProcess("pause-client", []int{0, 1, 2, 3}, rng); err != nil || p != 2 {
@@ -63,7 +63,7 @@ func TestPinnedTargets(t *testing.T) {
 	// Unpinned faults reach every node.
 	seen := map[string]bool{}
 	for seed := uint64(0); seed < 50; seed++ {
-		n, _ := env.pickNode("pause-node", nodes, rand.New(rand.NewPCG(seed, 0)))
+		n, _ := env.pickNode(context.Background(), "pause-node", nodes, rand.New(rand.NewPCG(seed, 0)))
 		seen[n.Name] = true
 	}
 	if len(seen) != 3 {
@@ -211,5 +211,36 @@ func TestPartitionWithABridgeHost(t *testing.T) {
 	}
 	if _, err := ShapeCuts("partition", nil, nil, [][]string{{"n1", "n2"}, {"n1"}}, nil); err == nil {
 		t.Error("a partition that cuts nothing was accepted")
+	}
+}
+
+// roleCluster tells live roles: the leader moved to n3 since the start.
+type roleCluster struct{ fakeCluster }
+
+func (c *roleCluster) Role(_ context.Context, n clusters.Node) (string, error) {
+	switch n.Name {
+	case "n3":
+		return "leader", nil
+	case "n2":
+		return "", errors.New("not answering")
+	}
+	return "follower", nil
+}
+
+func TestPinnedRoleIsAskedAtThePick(t *testing.T) {
+	nodes := []clusters.Node{{Name: "n1", Role: "leader"}, {Name: "n2", Role: "follower"}, {Name: "n3", Role: "follower"}}
+	env := Env{Cluster: &roleCluster{fakeCluster{nodes: nodes}}, Targets: map[string][]string{"kill-node": {"leader"}, "pause-node": {"follower"}}}
+	for seed := uint64(0); seed < 10; seed++ {
+		n, err := env.pickNode(context.Background(), "kill-node", nodes, rand.New(rand.NewPCG(seed, 0)))
+		if err != nil || n.Name != "n3" {
+			t.Fatalf("kill-node pinned to the leader hit %v, %v; the leader is n3 now", n.Name, err)
+		}
+		// n2 does not answer: it keeps the role it started with.
+		if n, _ := env.pickNode(context.Background(), "pause-node", nodes, rand.New(rand.NewPCG(seed, 0))); n.Name == "n3" {
+			t.Fatal("pause-node pinned to followers hit the leader")
+		}
+	}
+	if nodes[0].Role != "leader" {
+		t.Error("pickNode changed its caller's nodes")
 	}
 }

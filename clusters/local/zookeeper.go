@@ -281,6 +281,14 @@ func (z *ZooKeeper) Pids() map[string]int {
 // timeouts to [2·TickTime, 20·TickTime].
 func (z *ZooKeeper) TickTime() time.Duration { return z.tick }
 
+// Role is the peer's Mode now: leader, follower or standalone (for faults
+// pinned to the leader).
+func (z *ZooKeeper) Role(ctx context.Context, node clusters.Node) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	return z.Mode(ctx, node)
+}
+
 // Mode asks the peer with the `srvr` four-letter command what it is:
 // "leader", "follower" or "standalone". A peer that is up but not in a
 // quorum is an error.
