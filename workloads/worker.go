@@ -91,7 +91,7 @@ func RunWorker(ctx context.Context, in io.Reader, out io.Writer) error {
 		}
 		w.guarded = gw
 	}
-	if err := w.dialStore(ctx); err != nil {
+	if err := w.dialStoreAtStart(ctx); err != nil {
 		return w.fatal(fmt.Errorf("resource store: %w", err))
 	}
 	defer w.closeStore()
@@ -352,6 +352,28 @@ func (w *worker) dialStore(ctx context.Context) error {
 	}
 	w.store = sc
 	return nil
+}
+
+// storeStartTimeout bounds the first connection to the resource store. A
+// single dial gets the op timeout, which a loaded machine can exceed on
+// loopback; the start of a worker is no op of the history, so it retries.
+const storeStartTimeout = 10 * time.Second
+
+// dialStoreAtStart dials the store until it answers or storeStartTimeout
+// passed.
+func (w *worker) dialStoreAtStart(ctx context.Context) error {
+	deadline := time.Now().Add(storeStartTimeout)
+	for {
+		err := w.dialStore(ctx)
+		if err == nil || ctx.Err() != nil || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 func (w *worker) closeStore() {
