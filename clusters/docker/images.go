@@ -121,7 +121,7 @@ type BuildOptions struct {
 	// Backends to build; empty means all.
 	Backends []string
 	// NodeBinary is the locktest executable the etcd image runs. Empty
-	// means build one with `go build` (CGO_ENABLED=0) from Source.
+	// means build one with `go build` from Source.
 	NodeBinary string
 	// Source is the root of locktest's module, for NodeBinary "".
 	Source string
@@ -250,25 +250,35 @@ func (e *Engine) buildOne(ctx context.Context, backend string, rc *imageRecipe, 
 	if strings.Contains(string(msg), `"error"`) {
 		return BuiltImage{}, fmt.Errorf("images build %s: docker import: %s", backend, strings.TrimSpace(string(msg)))
 	}
-	// The older images of this backend are superseded; remove those that
-	// locktest built and no container uses.
-	for _, x := range existing {
-		if x.Ref != ref {
-			if _, err := e.cli.ImageRemove(ctx, x.Ref, client.ImageRemoveOptions{}); err != nil {
-				e.log.Debug("keep older image", "image", x.Ref, "err", firstLine(err))
-			}
-		}
-	}
 	now, err := e.builtImages(ctx, backend)
 	if err != nil {
 		return BuiltImage{}, err
 	}
-	for _, x := range now {
+	var fresh *BuiltImage
+	for i, x := range now {
 		if x.Ref == ref {
-			return x, nil
+			fresh = &now[i]
 		}
 	}
-	return BuiltImage{}, fmt.Errorf("images build %s: %s not found after the import", backend, ref)
+	if fresh == nil {
+		return BuiltImage{}, fmt.Errorf("images build %s: %s not found after the import", backend, ref)
+	}
+	// The older images of this backend are superseded: remove those that
+	// locktest built (the tag moved away from one, or another tag) unless
+	// a container still uses them.
+	for _, x := range existing {
+		if x.ID == fresh.ID {
+			continue
+		}
+		target := x.Ref
+		if x.Ref == ref {
+			target = x.ID // untagged by the import
+		}
+		if _, err := e.cli.ImageRemove(ctx, target, client.ImageRemoveOptions{}); err != nil {
+			e.log.Debug("keep older image", "image", target, "err", firstLine(err))
+		}
+	}
+	return *fresh, nil
 }
 
 // baseRootfs returns the directories and files every image has: /tmp,
@@ -390,7 +400,7 @@ func EtcdRootfs(ctx context.Context, bin string) (*Rootfs, error) {
 	return r, nil
 }
 
-// buildNodeBinary builds a static locktest executable from the module at
+// buildNodeBinary builds a locktest executable from the module at
 // src (found from the working directory when src is "") into a temporary
 // directory, which the returned function removes.
 func buildNodeBinary(ctx context.Context, src string) (string, func(), error) {
@@ -415,9 +425,11 @@ func buildNodeBinary(ctx context.Context, src string) (string, func(), error) {
 	}
 	cleanup := func() { os.RemoveAll(tmp) }
 	out := filepath.Join(tmp, "locktest")
-	cmd := exec.CommandContext(ctx, goBin, "build", "-trimpath", "-buildvcs=false", "-o", out, "./cmd/locktest")
+	// The build settings are those of `go test` (no -trimpath, cgo as the
+	// host has it), so that the packages it compiled are reused from the
+	// build cache; a binary that links libc gets its libraries in the image.
+	cmd := exec.CommandContext(ctx, goBin, "build", "-buildvcs=false", "-o", out, "./cmd/locktest")
 	cmd.Dir = src
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if msg, err := cmd.CombinedOutput(); err != nil {
 		cleanup()
 		return "", func() {}, fmt.Errorf("images build etcd: go build in %s: %v: %s", src, err, strings.TrimSpace(string(msg)))

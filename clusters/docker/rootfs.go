@@ -263,8 +263,9 @@ func ParseLdd(out []byte) (paths, missing []string) {
 	return paths, missing
 }
 
-// IsStatic reports whether the ELF file bin has no program interpreter,
-// i.e. needs no dynamic loader and no shared library.
+// IsStatic reports whether the ELF file bin (an executable or a shared
+// library) needs no dynamic loader and no shared library: it has no
+// program interpreter and names no library it needs.
 func IsStatic(bin string) (bool, error) {
 	f, err := elf.Open(bin)
 	if err != nil {
@@ -276,7 +277,11 @@ func IsStatic(bin string) (bool, error) {
 			return false, nil
 		}
 	}
-	return true, nil
+	libs, err := f.ImportedLibraries()
+	if err != nil {
+		return false, fmt.Errorf("rootfs: %s: %w", bin, err)
+	}
+	return len(libs) == 0, nil
 }
 
 // AddJars adds the jar files jars (absolute paths) and, recursively, every
