@@ -308,7 +308,7 @@ func TestDockerBadInputIsASetupError(t *testing.T) {
 		{"--image without docker", func(c *Config) { c.Images = map[string]string{"redis": "redis:7.2"} }, "--image needs --provider docker", false},
 		{"unknown provider", func(c *Config) { c.Provider = "k8s" }, `--provider must be local or docker, got "k8s"`, false},
 		{"backend docker lacks", func(c *Config) { c.Provider, c.Impl = ProviderDocker, "mysql-get-lock" }, "needs backend mysql, which the docker provider does not run", false},
-		{"daemon unreachable", func(c *Config) { c.Provider = ProviderDocker; t.Setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock") }, "docker daemon not reachable at unix:///nonexistent/docker.sock", false},
+		{"daemon unreachable", func(c *Config) { c.Provider = ProviderDocker }, "docker daemon not reachable at unix:///nonexistent/docker.sock", false},
 		{"missing image", func(c *Config) {
 			c.Provider, c.Images = ProviderDocker, map[string]string{"redis": "locktest/no-such-image:never"}
 		}, "locktest/no-such-image:never", true},
@@ -319,6 +319,9 @@ func TestDockerBadInputIsASetupError(t *testing.T) {
 			}
 			cfg := testConfig(t, "redis-set-nx-px")
 			cfg.Provider = ProviderLocal
+			if tc.name == "daemon unreachable" {
+				t.Setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+			}
 			tc.change(&cfg)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()

@@ -325,7 +325,7 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 		return nil, platErr
 	}
 	info.Network, info.Lab, info.Clock = plat.describe()
-	if plat.lab != nil {
+	if info.Lab != "" {
 		// A driver killed from here on leaves a lab behind: say which, so
 		// the folder tells what `locktest cleanup` will remove.
 		if err := reports.WriteResults(dir, reports.Results{Run: info, Valid: checker.Unknown,

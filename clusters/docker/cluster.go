@@ -311,18 +311,19 @@ func (c *Cluster) create(ctx context.Context, n *node) error {
 		n.mu.Unlock()
 	}
 	if err != nil {
-		return fmt.Errorf("docker %s: node %s: create a container of image %s: %s%s", c.opts.Backend, n.name, c.image.Ref, firstLine(err), pullHint(err, c.image))
+		return fmt.Errorf("docker %s: node %s: create a container of image %s: %s%s", c.opts.Backend, n.name, c.image.Ref, firstLine(err), c.pullHint())
 	}
 	return nil
 }
 
-// pullHint tells how to get an image that is missing.
-func pullHint(err error, img Image) string {
-	s := err.Error()
-	if !strings.Contains(s, "pull") && !strings.Contains(s, "No such image") && !strings.Contains(s, "not found") {
+// pullHint tells how to get the cluster's image when the engine lacks it.
+func (c *Cluster) pullHint() string {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := c.lab.e.cli.ImageInspect(ctx, c.image.Ref); err == nil || !isNotFound(err) {
 		return ""
 	}
-	return fmt.Sprintf(" (the image is not on this docker engine and could not be pulled: `locktest images build %s` builds locktest's own without a registry, or --image %s=REF names another)", img.Backend, img.Backend)
+	return fmt.Sprintf(" (the image is not on this docker engine and could not be pulled: `locktest images build %s` builds locktest's own without a registry, or --image %s=REF names another)", c.image.Backend, c.image.Backend)
 }
 
 // startNode starts n's container and waits until it is ready.

@@ -54,10 +54,34 @@ func (r *Rootfs) put(p string, e *rootEntry) {
 	r.entries[p] = e
 }
 
-// Has reports whether p (absolute) is in the rootfs.
+// Has reports whether p (absolute) resolves to something in the rootfs,
+// following the rootfs's own symbolic links as the container will.
 func (r *Rootfs) Has(p string) bool {
-	_, ok := r.entries[path.Clean(p)]
-	return ok
+	return r.resolve(p, 0)
+}
+
+func (r *Rootfs) resolve(p string, depth int) bool {
+	if depth > maxLinks {
+		return false
+	}
+	parts := strings.Split(strings.TrimPrefix(path.Clean(p), "/"), "/")
+	cur := "/"
+	for i, part := range parts {
+		next := path.Join(cur, part)
+		e, ok := r.entries[next]
+		if !ok {
+			return false
+		}
+		if e.kind == tar.TypeSymlink {
+			target := e.link
+			if !path.IsAbs(target) {
+				target = path.Join(cur, target)
+			}
+			return r.resolve(path.Join(append([]string{target}, parts[i+1:]...)...), depth+1)
+		}
+		cur = next
+	}
+	return true
 }
 
 // Paths returns every path of the rootfs, sorted.
@@ -79,13 +103,16 @@ func (r *Rootfs) Link(p string) (string, bool) {
 	return e.link, true
 }
 
-// AddDir adds an empty directory (and its parents) with mode perm.
+// AddDir adds an empty directory (and its parents) with mode perm, or
+// gives an existing directory that mode.
 func (r *Rootfs) AddDir(p string, perm fs.FileMode) {
 	p = path.Clean(p)
 	r.addParents(p)
-	if _, ok := r.entries[p]; !ok {
-		r.put(p, &rootEntry{kind: tar.TypeDir, mode: perm})
+	if e, ok := r.entries[p]; ok && e.kind == tar.TypeDir {
+		e.mode = perm
+		return
 	}
+	r.put(p, &rootEntry{kind: tar.TypeDir, mode: perm})
 }
 
 // AddFile adds a file with the given content (and its parent directories).
@@ -164,7 +191,7 @@ func (r *Rootfs) addPath(p string, depth int) error {
 		case i < len(parts)-1:
 			if _, ok := r.entries[next]; !ok {
 				r.addParents(next)
-				r.put(next, &rootEntry{kind: tar.TypeDir, mode: fi.Mode().Perm()})
+				r.put(next, &rootEntry{kind: tar.TypeDir, mode: dirMode(fi.Mode())})
 			}
 			cur = next
 		case fi.IsDir():
@@ -209,7 +236,7 @@ func (r *Rootfs) addTree(dir string, depth int) error {
 			}
 		case d.IsDir():
 			r.addParents(p)
-			r.put(p, &rootEntry{kind: tar.TypeDir, mode: fi.Mode().Perm()})
+			r.put(p, &rootEntry{kind: tar.TypeDir, mode: dirMode(fi.Mode())})
 		case fi.Mode().IsRegular():
 			r.addParents(p)
 			r.put(p, &rootEntry{kind: tar.TypeReg, src: p, mode: fi.Mode().Perm(), size: fi.Size(), mtime: fi.ModTime()})
@@ -427,6 +454,11 @@ func (r *Rootfs) WriteTar(w io.Writer) error {
 		}
 	}
 	return tw.Close()
+}
+
+// dirMode keeps a host directory's permissions and its sticky bit (/tmp).
+func dirMode(m fs.FileMode) fs.FileMode {
+	return m & (fs.ModePerm | fs.ModeSticky)
 }
 
 // unixMode converts m's permission and special bits to their Unix values.
