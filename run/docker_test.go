@@ -80,6 +80,15 @@ func dockerBuildNeeds(backend string) string {
 	return ""
 }
 
+// localOnly skips a test of the local provider's own mechanisms when
+// LOCKTEST_PROVIDER runs the tests under docker, saying why.
+func localOnly(t *testing.T, why string) {
+	t.Helper()
+	if os.Getenv(providerEnv) == ProviderDocker {
+		t.Skip("local provider only: " + why)
+	}
+}
+
 // dockerConfig is testConfig under the docker provider.
 func dockerConfig(t *testing.T, impl string) Config {
 	t.Helper()
@@ -146,26 +155,10 @@ func TestDockerNoFaultRunsAreValid(t *testing.T) {
 	}
 }
 
-// TestDockerRedlockClockJump is Kleppmann's clock jump against Redlock
-// nodes in containers: a node's wall clock (moved by the clock shim mounted
-// into its container) jumps ahead, the holder's key there expires early,
-// and another client gets a majority while the first still holds the lock.
+// TestDockerRedlockClockJump is the clock jump of redlockClockJump with
+// the Redlock nodes in containers: the clock shim is mounted into them.
 func TestDockerRedlockClockJump(t *testing.T) {
-	cfg := dockerConfig(t, "redlock")
-	cfg.Faults, cfg.Mode = []string{"clock-bump"}, workloads.ModeNone
-	cfg.TTL, cfg.ClockBump, cfg.Work = 2*time.Second, 10*time.Second, 300*time.Millisecond
-	cfg.Interval, cfg.Window, cfg.Duration = 300*time.Millisecond, time.Second, 8*time.Second
-	out, h := reproduce(t, cfg, func(o *Outcome, _ history.History) bool { return kinds(o.Results)["overlapping-holds"] > 0 })
-	if out.Results.Run.Clock != "clock shim" {
-		t.Fatalf("clock %q, want the shim", out.Results.Run.Clock)
-	}
-	if n := nemesisOps(h, "clock-bump", history.OK); n < 1 {
-		t.Fatalf("%d clock bumps applied", n)
-	}
-	if k := kinds(out.Results); out.Results.Valid != checker.Invalid || k["overlapping-holds"] == 0 {
-		t.Fatalf("verdict %s, anomalies %v: want overlapping holds", out.Results.Valid, k)
-	}
-	t.Logf("redlock under clock jumps: anomalies %v", kinds(out.Results))
+	redlockClockJump(t, dockerConfig(t, "redlock"))
 }
 
 // TestDockerEtcdClientPause is the GC pause against etcd in containers: a

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/moby/moby/client"
@@ -148,6 +149,13 @@ func (e *Engine) BuildImages(ctx context.Context, opts BuildOptions) ([]BuiltIma
 			return nil, fmt.Errorf("images build: no backend %q (known: %s)", b, strings.Join(Backends(), ", "))
 		}
 	}
+	// Concurrent builds (test binaries of several packages) wait for each
+	// other, and then find the image built.
+	unlock, err := lockBuilds(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	var out []BuiltImage
 	for _, b := range todo {
 		t0 := time.Now()
@@ -451,6 +459,32 @@ func ModuleRoot() (string, error) {
 		}
 		if filepath.Dir(d) == d {
 			return "", fmt.Errorf("images build etcd: %s is not inside locktest's source tree", dir)
+		}
+	}
+}
+
+// lockBuilds takes a host-wide lock that serialises image builds, waiting
+// for it until ctx ends.
+func lockBuilds(ctx context.Context) (func(), error) {
+	p := filepath.Join(os.TempDir(), "locktest-images.lock")
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("images build: %w", err)
+	}
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return func() { f.Close() }, nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			f.Close()
+			return nil, fmt.Errorf("images build: lock %s: %w", p, err)
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, fmt.Errorf("images build: waiting for another build (%s): %w", p, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
 		}
 	}
 }
