@@ -103,6 +103,9 @@ type node struct {
 
 	mu sync.Mutex // guards c
 	c  *testcontainers.DockerContainer
+	// frozen is set while the node is paused through the Docker API (when
+	// its process is not one of this host's).
+	frozen bool
 }
 
 func (n *node) addr() string { return net.JoinHostPort(n.ip.String(), strconv.Itoa(n.port)) }
@@ -133,6 +136,22 @@ func (n *node) hostPid(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("node %s: %w", n.name, errNotRunning)
 	}
 	return st.Pid, nil
+}
+
+// localPid returns the container's host pid when it is a process of this
+// host that belongs to the container (its cgroup names the container), so
+// that a signal or nsenter reaches the container and nothing else — not a
+// process that happens to have the pid a remote daemon reported.
+func (n *node) localPid(ctx context.Context) (int, error) {
+	pid, err := n.hostPid(ctx)
+	if err != nil {
+		return 0, err
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	if id := n.id(); err != nil || id == "" || !bytes.Contains(b, []byte(id)) {
+		return 0, fmt.Errorf("node %s: host pid %d is not the container's process on this host (is the Docker daemon elsewhere?)", n.name, pid)
+	}
+	return pid, nil
 }
 
 // Backends returns the backends the docker provider can run, sorted.
@@ -473,8 +492,10 @@ func (c *Cluster) Restart(ctx context.Context, node clusters.Node) error {
 // Pause freezes the node's process with SIGSTOP, sent to the container's
 // host pid, and returns once the kernel reports every thread stopped. As
 // with a local node, the kernel still accepts connections on its port:
-// clients see timeouts, not refusals. Pausing a node that is not running is
-// an error.
+// clients see timeouts, not refusals. When the container's process is not
+// one of this host's (a remote daemon), the container is frozen through
+// the Docker API (`docker pause`) instead. Pausing a node that is not
+// running is an error.
 func (c *Cluster) Pause(ctx context.Context, node clusters.Node) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -482,9 +503,17 @@ func (c *Cluster) Pause(ctx context.Context, node clusters.Node) error {
 	if err != nil {
 		return err
 	}
-	pid, err := n.hostPid(ctx)
-	if err != nil {
+	if _, err := n.hostPid(ctx); err != nil {
 		return fmt.Errorf("docker %s: pause: %w", c.opts.Backend, err)
+	}
+	pid, err := n.localPid(ctx)
+	if err != nil {
+		if _, err := n.cli.ContainerPause(ctx, n.id(), client.ContainerPauseOptions{}); err != nil {
+			return fmt.Errorf("docker %s: pause %s: %s", c.opts.Backend, n.name, firstLine(err))
+		}
+		n.frozen = true
+		c.log.Info("node paused", "node", n.name, "addr", n.addr(), "by", "docker pause")
+		return nil
 	}
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		return fmt.Errorf("docker %s: pause %s (host pid %d): %w", c.opts.Backend, n.name, pid, err)
@@ -505,7 +534,15 @@ func (c *Cluster) Resume(ctx context.Context, node clusters.Node) error {
 	if err != nil {
 		return err
 	}
-	pid, err := n.hostPid(ctx)
+	if n.frozen {
+		if _, err := n.cli.ContainerUnpause(ctx, n.id(), client.ContainerUnpauseOptions{}); err != nil && !isNotFound(err) {
+			return fmt.Errorf("docker %s: resume %s: %s", c.opts.Backend, n.name, firstLine(err))
+		}
+		n.frozen = false
+		c.log.Info("node resumed", "node", n.name, "addr", n.addr(), "by", "docker unpause")
+		return nil
+	}
+	pid, err := n.localPid(ctx)
 	if err != nil {
 		return nil
 	}

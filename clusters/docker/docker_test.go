@@ -135,8 +135,6 @@ func TestRedisNodesKillRestartPauseAndPartition(t *testing.T) {
 			t.Fatalf("%s at %s: %v", n.Name, n.Addr, err)
 		}
 	}
-	// Data survives a kill with persistence off? No: the node comes back
-	// empty, as a local one does.
 	if err := c.Kill(ctx, nodes[0]); err != nil {
 		t.Fatal(err)
 	}

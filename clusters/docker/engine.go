@@ -72,8 +72,9 @@ var tcOnce sync.Once
 // Open connects to the Docker engine named by the environment (DOCKER_HOST,
 // default the local socket) and checks that it answers. It disables Ryuk
 // (TESTCONTAINERS_RYUK_DISABLED=true) before testcontainers reads its
-// configuration, and routes testcontainers' own log to lg at debug level. A
-// daemon that does not answer is an error naming where it was looked for.
+// configuration, and silences testcontainers' global log (a cluster passes
+// its own logger to every container it makes, at debug level). A daemon
+// that does not answer is an error naming where it was looked for.
 func Open(ctx context.Context, lg *slog.Logger) (*Engine, error) {
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
@@ -81,7 +82,9 @@ func Open(ctx context.Context, lg *slog.Logger) (*Engine, error) {
 	tcOnce.Do(func() {
 		// testcontainers reads its configuration once; this must come first.
 		os.Setenv("TESTCONTAINERS_RYUK_DISABLED", "true")
-		tclog.SetDefault(slogPrintf{lg})
+		// Its global log (connection banners) would go to whichever run
+		// came first; each container gets the run's logger instead.
+		tclog.SetDefault(tclog.NewNoopLogger())
 	})
 	cli, err := client.New(client.FromEnv)
 	if err != nil {

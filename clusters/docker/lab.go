@@ -236,7 +236,7 @@ func (l *Lab) Heal(ctx context.Context) error {
 	var errs []error
 	for name := range l.faulty {
 		n := l.nodes[name]
-		pid, err := n.hostPid(ctx)
+		pid, err := n.localPid(ctx)
 		if err != nil {
 			delete(l.faulty, name)
 			continue
@@ -264,7 +264,7 @@ func (l *Lab) Rules(ctx context.Context, node string) ([]string, error) {
 	if !ok {
 		return nil, fmt.Errorf("docker: no node %s", node)
 	}
-	pid, err := n.hostPid(ctx)
+	pid, err := n.localPid(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -290,7 +290,7 @@ func (l *Lab) Rules(ctx context.Context, node string) ([]string, error) {
 // lab's chains there first if the container has none yet (a restarted
 // container has a fresh namespace). l.mu must be held.
 func (l *Lab) rule(ctx context.Context, n *node, chain string, spec ...string) error {
-	pid, err := n.hostPid(ctx)
+	pid, err := n.localPid(ctx)
 	if err != nil {
 		return fmt.Errorf("docker: node %s: %w", n.name, err)
 	}
