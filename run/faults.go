@@ -55,6 +55,8 @@ type platform struct {
 	delayHow   string // how the delay fault is made, and why, for results.json
 	storeAddr  string
 	clientHost func(p int) string
+	// dock is set when the nodes run under the docker provider.
+	dock *dockerPlatform
 }
 
 func wants(faults, family []string) bool {
@@ -76,7 +78,14 @@ func setupPlatform(ctx context.Context, cfg Config, impl impls.Impl, dir string,
 	if cfg.Net == NetLoopback {
 		p.netReason = "the run was asked to use loopback (--net loopback)"
 	}
-	if useNet {
+	if cfg.Provider == ProviderDocker {
+		// The nodes get the run's Docker network instead of namespaces;
+		// the clients stay on the host.
+		if err := setupDocker(ctx, cfg, impl, p, lg); err != nil {
+			return p, err
+		}
+		p.netReason = p.dock.netWhy
+	} else if useNet {
 		if err := netlab.Check(); err != nil {
 			p.netReason = err.Error()
 			if cfg.Net == NetNamespaces {
@@ -131,6 +140,9 @@ func setupPlatform(ctx context.Context, cfg Config, impl impls.Impl, dir string,
 		// tc netem delays every packet a node sends; without it (or without
 		// namespaces) a delaying proxy sits between the clients and nodes.
 		p.delayHow = "delay by a TCP proxy: the run has no network namespaces"
+		if p.dock != nil {
+			p.delayHow = "delay by a TCP proxy: the docker provider does not use tc netem"
+		}
 		if p.lab != nil {
 			if err := netlab.NetemAvailable(ctx); err == nil {
 				p.netem, p.delayHow = true, "delay by tc netem"
@@ -174,7 +186,7 @@ func (p *platform) netNS() func(int) string {
 
 // clientHosts names the client hosts as the nemesis sees them.
 func (p *platform) clientHosts(n int) []string {
-	if p.lab == nil {
+	if p.lab == nil && (p.dock == nil || p.dock.network() == nil) {
 		return nil
 	}
 	out := make([]string, n)
@@ -187,6 +199,9 @@ func (p *platform) clientHosts(n int) []string {
 // network returns the nemesis's view of the lab, which names node hosts by
 // node name: it maps each node to the lab host that holds its address.
 func (p *platform) network(cl clusters.Cluster) nemesis.Network {
+	if p.dock != nil {
+		return p.dock.network()
+	}
 	if p.lab == nil {
 		return nil
 	}
@@ -211,6 +226,9 @@ func (p *platform) describe() (network, lab, clock string) {
 	network = "loopback"
 	if p.lab != nil {
 		network, lab = "netns "+p.lab.Subnet(), p.lab.ID()
+	}
+	if p.dock != nil {
+		network, lab = p.dock.describe()
 	}
 	if p.delayHow != "" {
 		network += "; " + p.delayHow
@@ -275,6 +293,9 @@ func (p *platform) close(ctx context.Context, lg *slog.Logger) {
 			lg.Error("network lab", "err", err)
 		}
 	}
+	if p.dock != nil {
+		p.dock.close(ctx, lg)
+	}
 }
 
 // netView translates node names into lab host names.
@@ -308,10 +329,14 @@ func (v *netView) Heal(ctx context.Context) error { return v.lab.Heal(ctx) }
 // buildFaults builds the run's faults. A fault the platform cannot apply is
 // left out and its reason returned, so the rest of the run goes on; any
 // other error (a bad setting) is a setup error.
-func buildFaults(cfg Config, env nemesis.Env) ([]nemesis.Fault, []string, error) {
+func buildFaults(p *platform, cfg Config, env nemesis.Env) ([]nemesis.Fault, []string, error) {
 	var out []nemesis.Fault
 	var unavailable []string
 	for _, name := range cfg.Faults {
+		if p.dock != nil && p.dock.unavailable[name] != "" {
+			unavailable = append(unavailable, p.dock.unavailable[name])
+			continue
+		}
 		fs, err := nemesis.Build([]string{name}, env)
 		if errors.Is(err, nemesis.ErrUnavailable) {
 			unavailable = append(unavailable, err.Error())

@@ -66,6 +66,7 @@ func faultConfig(t *testing.T, faults ...string) Config {
 // requests time out (info, or fail when certainly not applied); after the
 // last heal every client acquires again.
 func TestNetworkFaultsCutAndHeal(t *testing.T) {
+	localOnly(t, "client-isolate needs each client in a namespace of its own")
 	needNetns(t)
 	cfg := faultConfig(t, "client-isolate", "loss")
 	cfg.Loss = 1 // every packet: a loss window is a partition of the node
@@ -119,6 +120,7 @@ func TestNetworkFaultsCutAndHeal(t *testing.T) {
 // TestSameSeedSameFaults runs twice with one seed and compares the nemesis
 // ops: the same faults on the same targets in the same order.
 func TestSameSeedSameFaults(t *testing.T) {
+	localOnly(t, "its schedule includes client-isolate, which needs each client in a namespace of its own")
 	needNetns(t)
 	var seqs [][]string
 	for i := 0; i < 2; i++ {
@@ -217,6 +219,7 @@ func TestClockBumpMovesTheNodeClock(t *testing.T) {
 // TestUnavailableFaultsAreReported asks for a partition on loopback: the
 // fault is left out with its reason, the rest of the run goes on.
 func TestUnavailableFaultsAreReported(t *testing.T) {
+	localOnly(t, "it checks the loopback network of the local provider; TestDockerPartitions checks unavailable faults under docker")
 	needRedis(t)
 	cfg := faultConfig(t, "client-isolate", "pause-node")
 	cfg.Net = NetLoopback

@@ -114,6 +114,13 @@ type Config struct {
 	Command string
 	// Logger receives the driver's log; it is also written to logs/driver.log.
 	Logger *slog.Logger
+	// Provider runs the nodes: ProviderLocal (processes on this host, the
+	// default when empty) or ProviderDocker (containers).
+	Provider string
+	// Images names, per backend, the image the docker provider runs
+	// ("redis": "redis:7.2"); a backend without one runs the image locktest
+	// built, or else the official one.
+	Images map[string]string
 }
 
 // SetupError is a run that could not start or was misconfigured: bad
@@ -134,7 +141,7 @@ func DefaultConfig() Config {
 		Mode: workloads.ModeNone, StoreDir: "store", Retry: 5 * time.Millisecond, Timeout: time.Second,
 		Interval: 2 * time.Second, NodeDown: time.Second, PausePoint: workloads.PointAfterAcquire, Expect: "valid",
 		Window: 2 * time.Second, Quiet: time.Second, Net: NetAuto, Loss: 0.3, Delay: 100 * time.Millisecond,
-		StrobeRate: 10 * time.Millisecond,
+		StrobeRate: 10 * time.Millisecond, Provider: ProviderLocal,
 	}
 }
 
@@ -225,7 +232,7 @@ func (c *Config) Validate() error {
 			return setupErr("--target names fault %q, which the run does not have (faults: %s)", f, strings.Join(c.Faults, ","))
 		}
 	}
-	return nil
+	return c.validateProvider(impl)
 }
 
 // faultParts returns the run's faults with combined ones split into their
@@ -344,7 +351,7 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 		return nil, platErr
 	}
 	info.Network, info.Lab, info.Clock = plat.describe()
-	if plat.lab != nil {
+	if info.Lab != "" {
 		// A driver killed from here on leaves a lab behind: say which, so
 		// the folder tells what `locktest cleanup` will remove.
 		if err := reports.WriteResults(dir, reports.Results{Run: info, Valid: checker.Unknown,
@@ -358,7 +365,7 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 		return nil, startErr
 	}
 	network := plat.network(cl)
-	faults, unavailable, err := buildFaults(cfg, nemesis.Env{
+	faults, unavailable, err := buildFaults(plat, cfg, nemesis.Env{
 		Cluster: cl, Clients: pool, ClientPause: cfg.ClientPause, PausePoint: cfg.PausePoint, NodeDown: cfg.NodeDown,
 		Window: cfg.Window, Net: network, NetReason: plat.netReason, ClientHosts: plat.clientHosts(cfg.Clients),
 		Groups: cfg.Groups, Loss: cfg.Loss, Delay: cfg.Delay, Delayer: plat.delayer(network), DelayReason: plat.delayWhy,
@@ -449,9 +456,15 @@ func progress(ctx context.Context, lg *slog.Logger, total time.Duration, rec *hi
 // is returned even on error, so the caller can stop it.
 func start(ctx context.Context, cfg Config, impl impls.Impl, dir, logDir string, clock history.Clock,
 	rec *history.Recorder, plat *platform, lg *slog.Logger) (clusters.Cluster, *workloads.Pool, *workloads.Store, error) {
-	cl, err := local.New(impl.Backend, local.Options{Nodes: impl.Nodes, Dir: dir, Logger: lg,
-		Persistence: cfg.Persistence, Params: cfg.ClusterParams, Exe: cfg.NodeCommand, ExeEnv: cfg.NodeEnv,
-		Hosts: plat.nodeHosts, NodeEnv: plat.nodeEnv})
+	var cl clusters.Cluster
+	var err error
+	if plat.dock != nil {
+		cl, err = plat.dock.cluster(cfg, impl, dir, plat, lg)
+	} else {
+		cl, err = local.New(impl.Backend, local.Options{Nodes: impl.Nodes, Dir: dir, Logger: lg,
+			Persistence: cfg.Persistence, Params: cfg.ClusterParams, Exe: cfg.NodeCommand, ExeEnv: cfg.NodeEnv,
+			Hosts: plat.nodeHosts, NodeEnv: plat.nodeEnv})
+	}
 	if err != nil {
 		return nil, nil, nil, &SetupError{err}
 	}

@@ -46,6 +46,10 @@ func testConfig(tb testing.TB, impl string) Config {
 	cfg := DefaultConfig()
 	cfg.Impl, cfg.Seed, cfg.StoreDir = impl, 7, tb.TempDir()
 	cfg.WorkerCommand, cfg.WorkerEnv = []string{os.Args[0]}, []string{workerEnv + "=1"}
+	if os.Getenv(providerEnv) == ProviderDocker {
+		needDocker(tb, impl)
+		cfg.Provider = ProviderDocker
+	}
 	return cfg
 }
 
@@ -73,6 +77,7 @@ func mustRun(t *testing.T, cfg Config) (*Outcome, history.History) {
 	if len(out.Results.Run.Errors) > 0 {
 		t.Errorf("run problems: %v", out.Results.Run.Errors)
 	}
+	assertNothingLeft(t, out)
 	return out, h
 }
 

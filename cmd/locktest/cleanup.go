@@ -1,11 +1,15 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/locktest/locktest/clusters/docker"
 	"github.com/locktest/locktest/clusters/local/netlab"
 )
 
@@ -13,39 +17,97 @@ func newCleanupCmd() *cobra.Command {
 	var dry bool
 	c := &cobra.Command{
 		Use:   "cleanup",
-		Short: "Remove what crashed runs left: network namespaces (and the processes in them), links, iptables rules",
+		Short: "Remove what crashed runs left: network namespaces (and the processes in them), links, iptables rules, containers and Docker networks",
 		Long: `cleanup removes the network namespaces, veths, bridges and FORWARD rules
 that runs made and could not remove because their driver was killed. It
 finds them by the names locktest gives them (namespaces locktest-<lab>-*,
 links lt<lab>*, rules commented locktest-<lab>) and spares the labs of runs
 that are still going. Node and worker processes die with their driver (they
-have a parent-death signal); any still inside a namespace is killed with it.`,
+have a parent-death signal); any still inside a namespace is killed with it.
+
+Under the docker provider, containers do not die with their driver: cleanup
+removes the containers and Docker networks labelled locktest.run whose
+driver (label locktest.owner-pid) is gone, and nothing else — not the
+images locktest built, which later runs reuse.`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			w := cmd.OutOrStdout()
-			if err := netlab.Check(); err != nil {
-				fmt.Fprintf(w, "nothing to do: %v\n", err)
-				return nil
+			if err := cleanupLabs(cmd.Context(), w, dry); err != nil {
+				return err
 			}
-			all, err := netlab.Find(cmd.Context())
-			if err != nil {
-				return fmt.Errorf("cleanup: %w", err)
-			}
-			left := all.Orphans()
-			if dry {
-				printLeft(w, "would remove", left)
-				return nil
-			}
-			removed, err := netlab.Cleanup(cmd.Context())
-			printLeft(w, "removed", removed)
-			if err != nil {
-				return fmt.Errorf("cleanup: %w", err)
-			}
-			return nil
+			return cleanupDocker(cmd.Context(), w, dry)
 		},
 	}
 	c.Flags().BoolVarP(&dry, "dry-run", "n", false, "only list what would be removed")
 	return c
+}
+
+// cleanupLabs removes the network labs of dead drivers.
+func cleanupLabs(ctx context.Context, w io.Writer, dry bool) error {
+	if err := netlab.Check(); err != nil {
+		fmt.Fprintf(w, "nothing to do: %v\n", err)
+		return nil
+	}
+	all, err := netlab.Find(ctx)
+	if err != nil {
+		return fmt.Errorf("cleanup: %w", err)
+	}
+	left := all.Orphans()
+	if dry {
+		printLeft(w, "would remove", left)
+		return nil
+	}
+	removed, err := netlab.Cleanup(ctx)
+	printLeft(w, "removed", removed)
+	if err != nil {
+		return fmt.Errorf("cleanup: %w", err)
+	}
+	return nil
+}
+
+// cleanupDocker removes the containers and networks of docker runs whose
+// driver is gone. Without a reachable Docker engine there is nothing to do.
+func cleanupDocker(ctx context.Context, w io.Writer, dry bool) error {
+	octx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	e, err := docker.Open(octx, nil)
+	if err != nil {
+		fmt.Fprintf(w, "docker: nothing to do: %v\n", err)
+		return nil
+	}
+	defer e.Close()
+	all, err := e.Find(ctx)
+	if err != nil {
+		return fmt.Errorf("cleanup: %w", err)
+	}
+	if dry {
+		printDockerLeft(w, "would remove", docker.Orphans(all))
+		return nil
+	}
+	removed, err := e.Cleanup(ctx)
+	printDockerLeft(w, "removed", removed)
+	if err != nil {
+		return fmt.Errorf("cleanup: %w", err)
+	}
+	return nil
+}
+
+func printDockerLeft(w io.Writer, verb string, ls []docker.Leftover) {
+	if len(ls) == 0 {
+		fmt.Fprintln(w, "docker: nothing left behind by earlier runs")
+		return
+	}
+	for _, kind := range []string{"container", "network"} {
+		var names []string
+		for _, l := range ls {
+			if l.Kind == kind {
+				names = append(names, l.Name)
+			}
+		}
+		if len(names) > 0 {
+			fmt.Fprintf(w, "docker: %s %d %ss: %s\n", verb, len(names), kind, strings.Join(names, ", "))
+		}
+	}
 }
 
 func printLeft(w interface{ Write([]byte) (int, error) }, verb string, l netlab.Leftovers) {

@@ -77,6 +77,10 @@ func TestBadUsageExitsTwoWithOneLine(t *testing.T) {
 		{[]string{"check"}, "accepts 1 arg(s), received 0"},
 		{[]string{"check", filepath.Join(store, "missing")}, "no such file or directory"},
 		{[]string{"frobnicate"}, "unknown command"},
+		{[]string{"run", "--provider", "docker", "--image", "mongo=mongo:7", "--store", store}, `the docker provider has no backend "mongo"`},
+		{[]string{"run", "--image", "redis=redis:7.2", "--store", store}, "--image needs --provider docker"},
+		{[]string{"run", "--provider", "podman", "--store", store}, `--provider must be local or docker, got "podman"`},
+		{[]string{"images", "build", "nope"}, `images build: no backend "nope"`},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {

@@ -27,7 +27,8 @@ func newRunCmd() *cobra.Command {
 		Use:   "run",
 		Short: "Run one test against a real lock service and store its history, verdicts and report",
 		Example: `  locktest run --impl redis-set-nx-px --faults pause-client --resource fenced --time 10s
-  locktest run --impl redis-naive-del --faults pause-client --ttl 300ms --expect invalid`,
+  locktest run --impl redis-naive-del --faults pause-client --ttl 300ms --expect invalid
+  locktest run --impl redlock --provider docker --image redis=redis:7.2 --faults clock-bump`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg.Mode = workloads.Mode(mode)
@@ -97,6 +98,8 @@ func newRunCmd() *cobra.Command {
 	f.StringVar(&cfg.Persistence, "persistence", "", "node durability where the backend has it (redis: off, everysec, always)")
 	f.StringToStringVar(&cfg.ImplParams, "impl-opt", nil, "impl settings key=value (see docs/backends.md)")
 	f.StringToStringVar(&cfg.ClusterParams, "cluster-opt", nil, "cluster settings key=value (see docs/backends.md)")
+	f.StringVar(&cfg.Provider, "provider", cfg.Provider, "where the nodes run: local (processes on this host) or docker (containers; see docs/providers.md)")
+	f.StringToStringVar(&cfg.Images, "image", nil, "docker provider: the image of a backend, backend=ref, repeatable (e.g. redis=redis:7.2); default: locktest's own (locktest images build), else the official one")
 	f.StringVar(&cfg.Expect, "expect", cfg.Expect, "expected verdict: valid, or invalid for a run meant to reproduce an anomaly")
 	f.BoolVarP(&quiet, "quiet", "q", !term.IsTerminal(int(os.Stderr.Fd())), "no progress log on stderr (default when stderr is not a terminal)")
 	f.StringVar(&logLevel, "log-level", "info", "stderr log level: debug, info, warn, error")

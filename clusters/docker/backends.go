@@ -1,0 +1,326 @@
+package docker
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+	"github.com/testcontainers/testcontainers-go"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// backend says how to run one lock service's nodes as containers.
+type backend struct {
+	// defaultNodes is the cluster size when Options.Nodes is 0.
+	defaultNodes int
+	// clientPort is the port clients dial, the same in every container.
+	clientPort int
+	// readyTimeout bounds a start, all nodes together.
+	readyTimeout time.Duration
+	// shimmable is false for nodes the clock shim cannot move (Go programs).
+	shimmable bool
+	// check validates Options for the backend.
+	check func(o Options) error
+	// container returns how to run node n.
+	container func(c *Cluster, n *node) (containerSpec, error)
+	// probe checks, from the host, that n is ready.
+	probe func(ctx context.Context, c *Cluster, n *node) error
+}
+
+// containerSpec is a node's entrypoint, command, environment and files.
+type containerSpec struct {
+	entrypoint []string
+	cmd        []string
+	env        map[string]string
+	files      []testcontainers.ContainerFile
+}
+
+var backends = map[string]*backend{
+	"redis":     redisBackend,
+	"etcd":      etcdBackend,
+	"zookeeper": zkBackend,
+}
+
+// Redis: one redis-server per container, its settings on the command line,
+// so the official image (whose entrypoint runs a `redis-server ...` command
+// as given) and locktest's own both work. Its data directory /data lives in
+// the container's writable layer, which a kill and restart keep.
+var redisBackend = &backend{
+	defaultNodes: 1,
+	clientPort:   6379,
+	readyTimeout: 30 * time.Second,
+	shimmable:    true,
+	check: func(o Options) error {
+		switch o.Persistence {
+		case "", "off", "everysec", "always":
+		default:
+			return fmt.Errorf("docker redis: unknown persistence %q (want off, everysec or always)", o.Persistence)
+		}
+		for k := range o.Params {
+			return fmt.Errorf("docker redis: unknown cluster param %q (redis has none)", k)
+		}
+		return nil
+	},
+	container: func(c *Cluster, n *node) (containerSpec, error) {
+		cmd := []string{"redis-server", "--port", strconv.Itoa(n.port), "--bind", "0.0.0.0",
+			"--protected-mode", "no", "--save", "", "--dir", "/data"}
+		switch p := c.opts.Persistence; p {
+		case "everysec", "always":
+			cmd = append(cmd, "--appendonly", "yes", "--appendfsync", p)
+		default:
+			cmd = append(cmd, "--appendonly", "no")
+		}
+		return containerSpec{cmd: cmd}, nil
+	},
+	probe: func(ctx context.Context, c *Cluster, n *node) error {
+		if err := dialable(ctx, n.addr()); err != nil {
+			return err
+		}
+		rc := goredis.NewClient(&goredis.Options{
+			Addr: n.addr(), Protocol: 2, DisableIdentity: true, MaxRetries: -1, PoolSize: 1,
+			DialTimeout: 300 * time.Millisecond, ReadTimeout: 300 * time.Millisecond, WriteTimeout: 300 * time.Millisecond,
+			MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+		})
+		defer rc.Close()
+		return rc.Ping(ctx).Err()
+	},
+}
+
+// The Options.Params the etcd backend understands (as the local provider's).
+const (
+	etcdParamTickMs     = "tick-ms"
+	etcdParamElectionMs = "election-ms"
+)
+
+// etcd: with locktest's node image (LabelNodeProgram), each container runs
+// `locktest node etcd` with locktest's flags; with another image, the
+// upstream `etcd` binary with its own flags. Members have fixed addresses,
+// so the initial cluster is known before any starts. Go programs read the
+// wall clock without libc: the clock shim is not mounted.
+var etcdBackend = &backend{
+	defaultNodes: 3,
+	clientPort:   2379,
+	readyTimeout: 60 * time.Second,
+	shimmable:    false,
+	check: func(o Options) error {
+		_, _, err := etcdTimings(o.Params)
+		return err
+	},
+	container: func(c *Cluster, n *node) (containerSpec, error) {
+		tick, election, err := etcdTimings(c.opts.Params)
+		if err != nil {
+			return containerSpec{}, err
+		}
+		var initial []string
+		for _, m := range c.nodes {
+			initial = append(initial, fmt.Sprintf("%s=http://%s:2380", m.name, m.ip))
+		}
+		client := fmt.Sprintf("http://%s:2379", n.ip)
+		peer := fmt.Sprintf("http://%s:2380", n.ip)
+		if c.image.NodeProgram {
+			return containerSpec{entrypoint: []string{"/locktest", "node", "etcd"}, cmd: []string{
+				"--name", n.name, "--data-dir", "/data/" + n.name,
+				"--listen-client-urls", client, "--listen-peer-urls", peer,
+				"--initial-cluster", strings.Join(initial, ","),
+				"--tick-ms", strconv.Itoa(tick), "--election-ms", strconv.Itoa(election),
+			}}, nil
+		}
+		return containerSpec{cmd: []string{"etcd",
+			"--name", n.name, "--data-dir", "/data/" + n.name,
+			"--listen-client-urls", client, "--advertise-client-urls", client,
+			"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+			"--initial-cluster", strings.Join(initial, ","), "--initial-cluster-token", "locktest",
+			"--initial-cluster-state", "new",
+			"--heartbeat-interval", strconv.Itoa(tick), "--election-timeout", strconv.Itoa(election),
+		}}, nil
+	},
+	probe: func(ctx context.Context, c *Cluster, n *node) error {
+		if err := dialable(ctx, n.addr()); err != nil {
+			return err
+		}
+		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{n.addr()}, DialTimeout: 300 * time.Millisecond, Logger: zap.NewNop()})
+		if err != nil {
+			return err
+		}
+		defer cli.Close()
+		st, err := cli.Status(ctx, n.addr())
+		switch {
+		case err != nil:
+			return err
+		case len(st.Errors) > 0:
+			return fmt.Errorf("member reports %s", strings.Join(st.Errors, "; "))
+		case st.Leader == 0:
+			return errors.New("no leader yet")
+		}
+		return nil
+	},
+}
+
+// etcdTimings reads the tick and election timeout from params; the defaults
+// are those of the local provider (etcdnode's).
+func etcdTimings(params map[string]string) (tick, election int, err error) {
+	tick, election = 25, 250
+	for k, v := range params {
+		x, err := strconv.Atoi(v)
+		switch {
+		case k != etcdParamTickMs && k != etcdParamElectionMs:
+			return 0, 0, fmt.Errorf("docker etcd: unknown cluster param %q (known: %s, %s)", k, etcdParamTickMs, etcdParamElectionMs)
+		case err != nil || x <= 0:
+			return 0, 0, fmt.Errorf("docker etcd: cluster param %s=%q must be a positive number of milliseconds", k, v)
+		case k == etcdParamTickMs:
+			tick = x
+		default:
+			election = x
+		}
+	}
+	if election < 5*tick {
+		return 0, 0, fmt.Errorf("docker etcd: election timeout %dms must be at least 5 heartbeats of %dms", election, tick)
+	}
+	return tick, election, nil
+}
+
+// The Options.Params the zookeeper backend understands.
+const (
+	// zkParamTickTime is ZooKeeper's tickTime, a Go duration (default 200ms).
+	zkParamTickTime = "tick-time"
+	// zkParamClassPath is the JVM class path inside the image; the default
+	// is that of Debian's zookeeper package, which locktest's own image
+	// holds. For the official image use e.g. /apache-zookeeper-3.9.3-bin/lib/*.
+	zkParamClassPath = "classpath"
+)
+
+// zkDefaultClassPath is the class path of Debian's zookeeper package (the
+// local provider's): zookeeper.jar's manifest names the rest.
+const zkDefaultClassPath = "/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-log4j12.jar:/usr/share/java/log4j-1.2.jar"
+
+// ZooKeeper: one JVM running QuorumPeerMain per container, with zoo.cfg,
+// log4j.properties and myid copied in before the start (/conf and /data, as
+// in the official image). The JVM runs under the clock shim when the run
+// has one; its session timeouts use the monotonic clock, which the shim
+// does not move.
+var zkBackend = &backend{
+	defaultNodes: 3,
+	clientPort:   2181,
+	readyTimeout: 90 * time.Second,
+	shimmable:    true,
+	check: func(o Options) error {
+		_, _, err := zkParams(o.Params)
+		return err
+	},
+	container: func(c *Cluster, n *node) (containerSpec, error) {
+		tick, cp, err := zkParams(c.opts.Params)
+		if err != nil {
+			return containerSpec{}, err
+		}
+		var cfg strings.Builder
+		fmt.Fprintf(&cfg, "# Written by locktest for node %s.\n", n.name)
+		fmt.Fprintf(&cfg, "tickTime=%d\ninitLimit=50\nsyncLimit=10\n", tick.Milliseconds())
+		fmt.Fprintf(&cfg, "dataDir=/data\nclientPort=%d\nclientPortAddress=%s\n", n.port, n.ip)
+		cfg.WriteString("maxClientCnxns=0\nadmin.enableServer=false\n4lw.commands.whitelist=srvr,ruok,stat,mntr,wchp\n")
+		if len(c.nodes) > 1 {
+			cfg.WriteString("standaloneEnabled=false\n")
+		}
+		var myid int
+		for i, m := range c.nodes {
+			fmt.Fprintf(&cfg, "server.%d=%s:2888:3888\n", i+1, m.ip)
+			if m == n {
+				myid = i + 1
+			}
+		}
+		files := []testcontainers.ContainerFile{
+			{Reader: strings.NewReader(cfg.String()), ContainerFilePath: "/conf/zoo.cfg", FileMode: 0o644},
+			{Reader: strings.NewReader(zkLog4j), ContainerFilePath: "/conf/log4j.properties", FileMode: 0o644},
+			{Reader: strings.NewReader(strconv.Itoa(myid) + "\n"), ContainerFilePath: "/data/myid", FileMode: 0o644},
+		}
+		cmd := []string{"java",
+			"-Xmx128m", "-Xss512k", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-XX:-UsePerfData",
+			"-XX:+ExitOnOutOfMemoryError", "-Djava.net.preferIPv4Stack=true",
+			"-Dzookeeper.admin.enableServer=false", "-Dzookeeper.cnxTimeout=1000",
+			"-Dlog4j.configuration=file:/conf/log4j.properties",
+			"-cp", cp, "org.apache.zookeeper.server.quorum.QuorumPeerMain", "/conf/zoo.cfg"}
+		return containerSpec{cmd: cmd, files: files}, nil
+	},
+	probe: func(ctx context.Context, c *Cluster, n *node) error {
+		_, err := zkMode(ctx, n.addr())
+		return err
+	},
+}
+
+func zkParams(params map[string]string) (time.Duration, string, error) {
+	tick, cp := 200*time.Millisecond, zkDefaultClassPath
+	for k, v := range params {
+		switch k {
+		case zkParamTickTime:
+			d, err := time.ParseDuration(v)
+			if err != nil || d < time.Millisecond {
+				return 0, "", fmt.Errorf("docker zookeeper: cluster param %s=%q must be a duration of 1ms or more", k, v)
+			}
+			tick = d
+		case zkParamClassPath:
+			cp = v
+		default:
+			return 0, "", fmt.Errorf("docker zookeeper: unknown cluster param %q (known: %s, %s)", k, zkParamTickTime, zkParamClassPath)
+		}
+	}
+	return tick, cp, nil
+}
+
+// zkLog4j sends ZooKeeper's log to standard output: the container's log.
+const zkLog4j = `# Written by locktest.
+log4j.rootLogger=INFO, CONSOLE
+log4j.appender.CONSOLE=org.apache.log4j.ConsoleAppender
+log4j.appender.CONSOLE.Target=System.out
+log4j.appender.CONSOLE.layout=org.apache.log4j.PatternLayout
+log4j.appender.CONSOLE.layout.ConversionPattern=%d{ISO8601} - %-5p [%t:%C{1}@%L] - %m%n
+`
+
+// zkMode asks the peer at addr with the `srvr` four-letter command what it
+// is: "leader", "follower" or "standalone". A peer that is up but not in a
+// quorum is an error.
+func zkMode(ctx context.Context, addr string) (string, error) {
+	d := net.Dialer{Timeout: 500 * time.Millisecond}
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	dl := time.Now().Add(time.Second)
+	if t, ok := ctx.Deadline(); ok && t.Before(dl) {
+		dl = t
+	}
+	conn.SetDeadline(dl)
+	if _, err := io.WriteString(conn, "srvr"); err != nil {
+		return "", err
+	}
+	b, err := io.ReadAll(io.LimitReader(conn, 64*1024))
+	if err != nil && len(b) == 0 {
+		return "", err
+	}
+	sc := bufio.NewScanner(strings.NewReader(string(b)))
+	for sc.Scan() {
+		if m, ok := strings.CutPrefix(sc.Text(), "Mode: "); ok {
+			return strings.TrimSpace(m), nil
+		}
+	}
+	return "", fmt.Errorf("srvr: %q", strings.TrimSpace(string(b)))
+}
+
+// dialable checks that addr accepts TCP connections, so a client library
+// does not log a failed dial on every poll.
+func dialable(ctx context.Context, addr string) error {
+	d := net.Dialer{Timeout: 300 * time.Millisecond}
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return err
+	}
+	return conn.Close()
+}

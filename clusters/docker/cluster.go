@@ -1,0 +1,635 @@
+package docker
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/containerd/errdefs"
+	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/network"
+	"github.com/moby/moby/client"
+	"github.com/testcontainers/testcontainers-go"
+	"github.com/testcontainers/testcontainers-go/wait"
+
+	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/internal/procfs"
+)
+
+// Where the clock shim and a node's offset file appear inside a container.
+const (
+	shimPath      = "/locktest/clockshim.so"
+	shimClockPath = "/locktest/clock"
+	// envClockFile is clockshim.EnvFile; repeated so this package does not
+	// import the local provider's.
+	envClockFile = "LOCKTEST_CLOCK_FILE"
+)
+
+// logTailLines is how many lines of a container's output a start-up error
+// quotes.
+const logTailLines = 8
+
+// Options configures a docker cluster of any backend.
+type Options struct {
+	// Backend is "redis", "etcd" or "zookeeper" (see Backends).
+	Backend string
+	// Nodes is the number of server nodes; 0 means the backend's default.
+	Nodes int
+	// Dir is the run directory; node n's collected output goes to
+	// Dir/nodes/<n>/container.log.
+	Dir string
+	// Lab is the run's network; the cluster registers its nodes there.
+	Lab *Lab
+	// Image is the image every node runs (see Engine.ResolveImage).
+	Image Image
+	// Persistence is the durability of backends that have a setting for it
+	// (Redis: off, everysec, always; "" is off).
+	Persistence string
+	// Params holds backend-specific settings, documented by each backend.
+	Params map[string]string
+	// Shim, if set, returns the host paths of the clock shim library and of
+	// a node's offset file; both are bind-mounted into the node's container
+	// and preloaded there.
+	Shim func(node string) (lib, file string, err error)
+	// Logger receives node starts, kills, pauses and resumes; nil discards.
+	Logger *slog.Logger
+}
+
+// Cluster is the nodes of one backend as containers on a Lab's network,
+// each with a fixed address, started and waited for with testcontainers-go.
+// It implements clusters.Cluster, Killer, Pauser and LogCollector. Its
+// methods are safe for concurrent use; each holds the cluster's lock for its
+// whole duration.
+type Cluster struct {
+	b     *backend
+	lab   *Lab
+	image Image
+	opts  Options
+	log   *slog.Logger
+
+	mu    sync.Mutex
+	nodes []*node
+}
+
+var (
+	_ clusters.Cluster      = (*Cluster)(nil)
+	_ clusters.Killer       = (*Cluster)(nil)
+	_ clusters.Pauser       = (*Cluster)(nil)
+	_ clusters.LogCollector = (*Cluster)(nil)
+)
+
+// node is one container of a cluster.
+type node struct {
+	name    string
+	ip      netip.Addr
+	port    int
+	dir     string
+	logPath string
+	cli     *client.Client
+
+	mu sync.Mutex // guards c
+	c  *testcontainers.DockerContainer
+	// frozen is set while the node is paused through the Docker API (when
+	// its process is not one of this host's).
+	frozen bool
+}
+
+func (n *node) addr() string { return net.JoinHostPort(n.ip.String(), strconv.Itoa(n.port)) }
+
+// id returns the container's id, or "" before it was created.
+func (n *node) id() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.c == nil {
+		return ""
+	}
+	return n.c.GetContainerID()
+}
+
+// hostPid returns the host pid of the container's main process, or an
+// error wrapping errNotRunning.
+func (n *node) hostPid(ctx context.Context) (int, error) {
+	id := n.id()
+	if id == "" {
+		return 0, fmt.Errorf("node %s: %w (not created)", n.name, errNotRunning)
+	}
+	res, err := n.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
+	if err != nil {
+		return 0, fmt.Errorf("node %s: inspect: %s", n.name, firstLine(err))
+	}
+	st := res.Container.State
+	if st == nil || !st.Running || st.Pid == 0 {
+		return 0, fmt.Errorf("node %s: %w", n.name, errNotRunning)
+	}
+	return st.Pid, nil
+}
+
+// localPid returns the container's host pid when it is a process of this
+// host that belongs to the container (its cgroup names the container), so
+// that a signal or nsenter reaches the container and nothing else — not a
+// process that happens to have the pid a remote daemon reported.
+func (n *node) localPid(ctx context.Context) (int, error) {
+	pid, err := n.hostPid(ctx)
+	if err != nil {
+		return 0, err
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	if id := n.id(); err != nil || id == "" || !bytes.Contains(b, []byte(id)) {
+		return 0, fmt.Errorf("node %s: host pid %d is not the container's process on this host (is the Docker daemon elsewhere?)", n.name, pid)
+	}
+	return pid, nil
+}
+
+// Backends returns the backends the docker provider can run, sorted.
+func Backends() []string {
+	out := make([]string, 0, len(backends))
+	for k := range backends {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// New checks opts and returns a cluster that has not started yet.
+func New(opts Options) (*Cluster, error) {
+	b, ok := backends[opts.Backend]
+	if !ok {
+		return nil, fmt.Errorf("docker provider: no backend %q (it runs %s)", opts.Backend, strings.Join(Backends(), ", "))
+	}
+	if opts.Lab == nil {
+		return nil, errors.New("docker provider: Options.Lab (the run's network) is required")
+	}
+	if opts.Image.Ref == "" {
+		return nil, fmt.Errorf("docker provider: no image for %s", opts.Backend)
+	}
+	if opts.Nodes < 0 {
+		return nil, fmt.Errorf("docker %s: Nodes must be at least 1, not %d", opts.Backend, opts.Nodes)
+	}
+	if opts.Nodes == 0 {
+		opts.Nodes = b.defaultNodes
+	}
+	if err := b.check(opts); err != nil {
+		return nil, err
+	}
+	dir, err := filepath.Abs(opts.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("docker %s: %w", opts.Backend, err)
+	}
+	lg := opts.Logger
+	if lg == nil {
+		lg = slog.New(slog.DiscardHandler)
+	}
+	c := &Cluster{b: b, lab: opts.Lab, image: opts.Image, opts: opts, log: lg}
+	for i := range opts.Nodes {
+		ip, err := opts.Lab.allocIP()
+		if err != nil {
+			return nil, err
+		}
+		name := fmt.Sprintf("n%d", i+1)
+		nd := filepath.Join(dir, "nodes", name)
+		n := &node{name: name, ip: ip, port: b.clientPort, dir: nd, logPath: filepath.Join(nd, "container.log"), cli: opts.Lab.e.cli}
+		c.nodes = append(c.nodes, n)
+		opts.Lab.register(n)
+	}
+	return c, nil
+}
+
+// Nodes returns the nodes in order n1..nN, each with its container's
+// address on the run's network.
+func (c *Cluster) Nodes() []clusters.Node {
+	out := make([]clusters.Node, len(c.nodes))
+	for i, n := range c.nodes {
+		out[i] = clusters.Node{Name: n.name, Addr: n.addr(), LogPath: n.logPath}
+	}
+	return out
+}
+
+// Image returns the image the nodes run.
+func (c *Cluster) Image() Image { return c.image }
+
+// Pids returns each node's host pid, or 0 for a node that is not running.
+func (c *Cluster) Pids() map[string]int {
+	m := map[string]int{}
+	for _, n := range c.nodes {
+		pid, _ := n.hostPid(context.Background())
+		m[n.name] = pid
+	}
+	return m
+}
+
+// Start creates the nodes' containers that do not exist yet, starts every
+// node that is not running, all at once, and returns once each is ready
+// (the backend's own readiness check, run as testcontainers' wait
+// strategy). If a node fails, Start removes the containers it created and
+// returns an error naming the node and quoting its last output.
+func (c *Cluster) Start(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var todo []*node
+	for _, n := range c.nodes {
+		if _, err := n.hostPid(ctx); err == nil {
+			continue
+		}
+		todo = append(todo, n)
+	}
+	for _, n := range todo {
+		if n.id() != "" {
+			continue
+		}
+		if err := c.create(ctx, n); err != nil {
+			c.removeAll(todo)
+			return err
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.b.readyTimeout)
+	defer cancel()
+	errs := make([]error, len(todo))
+	var wg sync.WaitGroup
+	for i, n := range todo {
+		wg.Go(func() { errs[i] = c.startNode(ctx, n) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		c.removeAll(todo)
+		return err
+	}
+	return nil
+}
+
+// create creates n's container without starting it.
+func (c *Cluster) create(ctx context.Context, n *node) error {
+	if err := os.MkdirAll(n.dir, 0o755); err != nil {
+		return fmt.Errorf("docker %s: node %s: %w", c.opts.Backend, n.name, err)
+	}
+	spec, err := c.b.container(c, n)
+	if err != nil {
+		return err
+	}
+	labels := c.lab.Labels()
+	labels[LabelNode] = n.name
+	env := map[string]string{}
+	for k, v := range spec.env {
+		env[k] = v
+	}
+	var binds []string
+	if c.opts.Shim != nil && c.b.shimmable {
+		lib, file, err := c.opts.Shim(n.name)
+		if err != nil {
+			return fmt.Errorf("docker %s: node %s: clock shim: %w", c.opts.Backend, n.name, err)
+		}
+		binds = append(binds, lib+":"+shimPath+":ro", file+":"+shimClockPath+":ro")
+		env["LD_PRELOAD"] = shimPath
+		env[envClockFile] = shimClockPath
+	}
+	netName := c.lab.name
+	req := testcontainers.GenericContainerRequest{
+		ContainerRequest: testcontainers.ContainerRequest{
+			Image:      c.image.Ref,
+			Name:       "locktest-" + c.lab.id + "-" + n.name,
+			Entrypoint: spec.entrypoint,
+			Cmd:        spec.cmd,
+			Env:        env,
+			Labels:     labels,
+			Files:      spec.files,
+			Networks:   []string{netName},
+			HostConfigModifier: func(hc *container.HostConfig) {
+				hc.NetworkMode = container.NetworkMode(netName)
+				hc.Binds = binds
+			},
+			EndpointSettingsModifier: func(m map[string]*network.EndpointSettings) {
+				es := m[netName]
+				if es == nil {
+					es = &network.EndpointSettings{}
+					m[netName] = es
+				}
+				es.IPAMConfig = &network.EndpointIPAMConfig{IPv4Address: n.ip}
+			},
+			WaitingFor: probeStrategy{probe: func(ctx context.Context) error { return c.b.probe(ctx, c, n) }},
+		},
+		Started: false,
+		Logger:  slogPrintf{c.log},
+	}
+	ctr, err := testcontainers.GenericContainer(ctx, req)
+	if dc, ok := ctr.(*testcontainers.DockerContainer); ok && dc != nil {
+		n.mu.Lock()
+		n.c = dc
+		n.mu.Unlock()
+	}
+	if err != nil {
+		return fmt.Errorf("docker %s: node %s: create a container of image %s: %s%s", c.opts.Backend, n.name, c.image.Ref, firstLine(err), c.pullHint())
+	}
+	return nil
+}
+
+// pullHint tells how to get the cluster's image when the engine lacks it.
+func (c *Cluster) pullHint() string {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := c.lab.e.cli.ImageInspect(ctx, c.image.Ref); err == nil || !isNotFound(err) {
+		return ""
+	}
+	return fmt.Sprintf(" (the image is not on this docker engine and could not be pulled: `locktest images build %s` builds locktest's own without a registry, or --image %s=REF names another)", c.image.Backend, c.image.Backend)
+}
+
+// startNode starts n's container and waits until it is ready.
+func (c *Cluster) startNode(ctx context.Context, n *node) error {
+	n.mu.Lock()
+	ctr := n.c
+	n.mu.Unlock()
+	t0 := time.Now()
+	if err := ctr.Start(ctx); err != nil {
+		tail := c.tail(n, logTailLines)
+		quoted := ""
+		if tail != "" {
+			quoted = "; last output:\n\t" + strings.ReplaceAll(tail, "\n", "\n\t")
+		}
+		c.log.Warn("node did not start", "node", n.name, "addr", n.addr(), "err", err)
+		return fmt.Errorf("docker %s: node %s (%s, image %s) not ready: %s%s", c.opts.Backend, n.name, n.addr(), c.image.Ref, firstLine(err), quoted)
+	}
+	pid, _ := n.hostPid(ctx)
+	c.log.Info("node started", "node", n.name, "addr", n.addr(), "pid", pid, "container", shortID(n.id()), "took", time.Since(t0).Round(time.Millisecond))
+	return nil
+}
+
+// tail returns the last lines of n's container output.
+func (c *Cluster) tail(n *node, lines int) string {
+	id := n.id()
+	if id == "" {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var b bytes.Buffer
+	if err := containerLogs(ctx, n.cli, id, strconv.Itoa(lines), &b); err != nil {
+		return ""
+	}
+	return strings.TrimSpace(b.String())
+}
+
+// containerLogs writes the container's stdout and stderr to w.
+func containerLogs(ctx context.Context, cli *client.Client, id, tail string, w io.Writer) error {
+	rc, err := cli.ContainerLogs(ctx, id, client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true, Tail: tail})
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	_, err = stdcopy.StdCopy(w, w, rc)
+	return err
+}
+
+// removeAll removes the containers of ns. c.mu must be held.
+func (c *Cluster) removeAll(ns []*node) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, n := range ns {
+		c.remove(ctx, n)
+	}
+}
+
+// remove removes n's container, if any, killing it first.
+func (c *Cluster) remove(ctx context.Context, n *node) {
+	id := n.id()
+	if id == "" {
+		return
+	}
+	if _, err := n.cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !isNotFound(err) {
+		c.log.Warn("remove container", "node", n.name, "container", shortID(id), "err", firstLine(err))
+		return
+	}
+	n.mu.Lock()
+	n.c = nil
+	n.mu.Unlock()
+	c.log.Info("node removed", "node", n.name, "container", shortID(id))
+}
+
+// Stop removes every node's container (SIGKILL, then removal with its
+// writable layer). It is idempotent; the collected logs stay in Dir. A
+// context that has ended is replaced by a fresh one: Stop must not leave
+// containers behind because the run was interrupted.
+func (c *Cluster) Stop(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if ctx.Err() != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+	}
+	var wg sync.WaitGroup
+	for _, n := range c.nodes {
+		wg.Go(func() { c.remove(ctx, n) })
+	}
+	wg.Wait()
+	return nil
+}
+
+// Kill sends SIGKILL to the node's container through the Docker API and
+// returns once it has stopped. The container, with its writable layer
+// (the node's data), stays for Restart. Killing a node that is not running
+// does nothing.
+func (c *Cluster) Kill(ctx context.Context, node clusters.Node) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n, err := c.find(node)
+	if err != nil {
+		return err
+	}
+	pid, err := n.hostPid(ctx)
+	if err != nil {
+		return nil
+	}
+	id := n.id()
+	wait := n.cli.ContainerWait(ctx, id, client.ContainerWaitOptions{Condition: container.WaitConditionNotRunning})
+	if _, err := n.cli.ContainerKill(ctx, id, client.ContainerKillOptions{Signal: "SIGKILL"}); err != nil {
+		return fmt.Errorf("docker %s: kill %s: %s", c.opts.Backend, n.name, firstLine(err))
+	}
+	select {
+	case <-wait.Result:
+	case err := <-wait.Error:
+		return fmt.Errorf("docker %s: kill %s: wait: %s", c.opts.Backend, n.name, firstLine(err))
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	c.log.Info("node killed", "node", n.name, "pid", pid, "addr", n.addr())
+	return nil
+}
+
+// Restart starts a killed node's container again, with the same address
+// and writable layer, and returns once it is ready. What the node still
+// knows depends on the backend's persistence. Restarting a running node
+// does nothing.
+func (c *Cluster) Restart(ctx context.Context, node clusters.Node) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n, err := c.find(node)
+	if err != nil {
+		return err
+	}
+	if _, err := n.hostPid(ctx); err == nil {
+		return nil
+	}
+	if n.id() == "" {
+		return fmt.Errorf("docker %s: restart %s: the node was never started", c.opts.Backend, n.name)
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.b.readyTimeout)
+	defer cancel()
+	return c.startNode(ctx, n)
+}
+
+// Pause freezes the node's process with SIGSTOP, sent to the container's
+// host pid, and returns once the kernel reports every thread stopped. As
+// with a local node, the kernel still accepts connections on its port:
+// clients see timeouts, not refusals. When the container's process is not
+// one of this host's (a remote daemon), the container is frozen through
+// the Docker API (`docker pause`) instead. Pausing a node that is not
+// running is an error.
+func (c *Cluster) Pause(ctx context.Context, node clusters.Node) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n, err := c.find(node)
+	if err != nil {
+		return err
+	}
+	if _, err := n.hostPid(ctx); err != nil {
+		return fmt.Errorf("docker %s: pause: %w", c.opts.Backend, err)
+	}
+	pid, err := n.localPid(ctx)
+	if err != nil {
+		if _, err := n.cli.ContainerPause(ctx, n.id(), client.ContainerPauseOptions{}); err != nil {
+			return fmt.Errorf("docker %s: pause %s: %s", c.opts.Backend, n.name, firstLine(err))
+		}
+		n.frozen = true
+		c.log.Info("node paused", "node", n.name, "addr", n.addr(), "by", "docker pause")
+		return nil
+	}
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		return fmt.Errorf("docker %s: pause %s (host pid %d): %w", c.opts.Backend, n.name, pid, err)
+	}
+	if err := procfs.WaitStopped(pid, time.Second); err != nil {
+		return fmt.Errorf("docker %s: pause %s (host pid %d): %w", c.opts.Backend, n.name, pid, err)
+	}
+	c.log.Info("node paused", "node", n.name, "pid", pid, "addr", n.addr())
+	return nil
+}
+
+// Resume thaws the node's process with SIGCONT. Resuming a node that is
+// not paused, or not running, does nothing.
+func (c *Cluster) Resume(ctx context.Context, node clusters.Node) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n, err := c.find(node)
+	if err != nil {
+		return err
+	}
+	if n.frozen {
+		if _, err := n.cli.ContainerUnpause(ctx, n.id(), client.ContainerUnpauseOptions{}); err != nil && !isNotFound(err) {
+			return fmt.Errorf("docker %s: resume %s: %s", c.opts.Backend, n.name, firstLine(err))
+		}
+		n.frozen = false
+		c.log.Info("node resumed", "node", n.name, "addr", n.addr(), "by", "docker unpause")
+		return nil
+	}
+	pid, err := n.localPid(ctx)
+	if err != nil {
+		return nil
+	}
+	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("docker %s: resume %s (host pid %d): %w", c.opts.Backend, n.name, pid, err)
+	}
+	c.log.Info("node resumed", "node", n.name, "pid", pid, "addr", n.addr())
+	return nil
+}
+
+// CollectLogs writes each node's container output (stdout and stderr,
+// across restarts) to dir/<name>.log and to the node's LogPath, creating
+// dir. Nodes whose container was never created are skipped.
+func (c *Cluster) CollectLogs(dir string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var errs []error
+	for _, n := range c.nodes {
+		id := n.id()
+		if id == "" {
+			continue
+		}
+		var b bytes.Buffer
+		fmt.Fprintf(&b, "# container %s of image %s, node %s at %s\n", shortID(id), c.image.Ref, n.name, n.addr())
+		if err := containerLogs(ctx, n.cli, id, "all", &b); err != nil {
+			errs = append(errs, fmt.Errorf("collect log of %s: %s", n.name, firstLine(err)))
+		}
+		for _, p := range []string{filepath.Join(dir, n.name+".log"), n.logPath} {
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err == nil {
+				err = os.WriteFile(p, b.Bytes(), 0o644)
+				if err != nil {
+					errs = append(errs, err)
+				}
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// find returns the node called node.Name.
+func (c *Cluster) find(node clusters.Node) (*node, error) {
+	for _, n := range c.nodes {
+		if n.name == node.Name {
+			return n, nil
+		}
+	}
+	return nil, fmt.Errorf("docker %s: no node %q", c.opts.Backend, node.Name)
+}
+
+// probeStrategy is a testcontainers wait strategy that polls a readiness
+// check of the backend's own (a PING, a status request) from the host,
+// against the container's address, until it passes, the container exits,
+// or ctx ends.
+type probeStrategy struct {
+	probe func(ctx context.Context) error
+}
+
+var _ wait.Strategy = probeStrategy{}
+
+func (s probeStrategy) WaitUntilReady(ctx context.Context, t wait.StrategyTarget) error {
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	last := errors.New("no answer yet")
+	for i := 0; ; i++ {
+		if i%10 == 0 {
+			st, err := t.State(ctx)
+			if err == nil && st != nil && !st.Running {
+				return fmt.Errorf("the container exited (%s, exit code %d)", st.Status, st.ExitCode)
+			}
+		}
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		last = s.probe(pctx)
+		cancel()
+		if last == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last: %v)", ctx.Err(), last)
+		case <-tick.C:
+		}
+	}
+}
+
+func isNotFound(err error) bool { return errdefs.IsNotFound(err) }

@@ -1,0 +1,196 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/locktest/locktest/clusters"
+)
+
+// needEngine returns a connection to the Docker engine, or skips the test
+// saying why there is none.
+func needEngine(t *testing.T) *Engine {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	e, err := Open(ctx, nil)
+	if err != nil {
+		t.Skipf("docker tests need a Docker engine: %v", err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e
+}
+
+var (
+	buildMu   sync.Mutex
+	built     = map[string]Image{}
+	buildErrs = map[string]error{}
+)
+
+// needImage builds (or reuses) locktest's image of backend once per test
+// binary, skipping the test when the host lacks what the image is made of.
+func needImage(t *testing.T, e *Engine, backend string) Image {
+	t.Helper()
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	if img, ok := built[backend]; ok {
+		return img
+	}
+	if err, ok := buildErrs[backend]; ok {
+		t.Skip(err)
+	}
+	switch backend {
+	case "redis":
+		if _, err := exec.LookPath("redis-server"); err != nil {
+			buildErrs[backend] = errors.New("redis-server not installed (make setup)")
+			t.Skip(buildErrs[backend])
+		}
+	case "zookeeper":
+		if _, err := os.Stat(zkJars[0]); err != nil {
+			buildErrs[backend] = errors.New("zookeeper not installed (make setup)")
+			t.Skip(buildErrs[backend])
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	t0 := time.Now()
+	bs, err := e.BuildImages(ctx, BuildOptions{Backends: []string{backend}})
+	if err != nil {
+		t.Fatalf("build %s image: %v", backend, err)
+	}
+	t.Logf("%s image %s: reused %v, %d MB, %v", backend, bs[0].Ref, bs[0].Reused, bs[0].Size>>20, time.Since(t0).Round(time.Millisecond))
+	img, err := e.ResolveImage(ctx, backend, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !img.Built {
+		t.Fatalf("resolved %+v, want the built image", img)
+	}
+	built[backend] = img
+	return img
+}
+
+// newLab makes a run network and checks at the test's end that nothing of
+// the run is left.
+func newLab(t *testing.T, e *Engine) *Lab {
+	t.Helper()
+	l, err := e.NewLab(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := l.Close(context.Background()); err != nil {
+			t.Errorf("close lab: %v", err)
+		}
+		assertRunGone(t, e, l.ID())
+	})
+	return l
+}
+
+func assertRunGone(t *testing.T, e *Engine, run string) {
+	t.Helper()
+	all, err := e.Find(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if left := OfRun(all, run); len(left) > 0 {
+		t.Errorf("run %s left %+v", run, left)
+	}
+}
+
+// TestRedisNodesKillRestartPauseAndPartition starts two Redis containers,
+// and checks each fault really happens: a killed node refuses, a restarted
+// one answers at the same address, a paused one times out, a cut one is
+// unreachable from the host and the other node until the heal.
+func TestRedisNodesKillRestartPauseAndPartition(t *testing.T) {
+	e := needEngine(t)
+	img := needImage(t, e, "redis")
+	lab := newLab(t, e)
+	c, err := New(Options{Backend: "redis", Nodes: 2, Dir: t.TempDir(), Lab: lab, Image: img})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop(ctx)
+	nodes := c.Nodes()
+	ping := func(n clusters.Node) error {
+		rc := goredis.NewClient(&goredis.Options{Addr: n.Addr, MaxRetries: -1, DialTimeout: 300 * time.Millisecond,
+			ReadTimeout: 300 * time.Millisecond, WriteTimeout: 300 * time.Millisecond, Protocol: 2, DisableIdentity: true})
+		defer rc.Close()
+		return rc.Ping(ctx).Err()
+	}
+	for _, n := range nodes {
+		if err := ping(n); err != nil {
+			t.Fatalf("%s at %s: %v", n.Name, n.Addr, err)
+		}
+	}
+	if err := c.Kill(ctx, nodes[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := ping(nodes[0]); err == nil {
+		t.Fatal("a killed node answered")
+	}
+	if err := c.Restart(ctx, nodes[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := ping(nodes[0]); err != nil {
+		t.Fatalf("restarted node: %v", err)
+	}
+	if err := c.Pause(ctx, nodes[1]); err != nil {
+		t.Fatal(err)
+	}
+	if err := ping(nodes[1]); err == nil {
+		t.Error("a paused node answered")
+	}
+	if err := c.Resume(ctx, nodes[1]); err != nil {
+		t.Fatal(err)
+	}
+	if err := ping(nodes[1]); err != nil {
+		t.Fatalf("resumed node: %v", err)
+	}
+	if reason := NetworkFaultsReason(e); reason != "" {
+		t.Logf("partition part skipped: %s", reason)
+		return
+	}
+	if err := lab.Cut(ctx, []string{"n1"}, []string{"n2", "c0"}); err != nil {
+		t.Fatal(err)
+	}
+	rules, err := lab.Rules(ctx, "n1")
+	if err != nil || len(rules) != 4 {
+		t.Fatalf("rules of n1: %q %v, want 4", rules, err)
+	}
+	if err := ping(nodes[0]); err == nil {
+		t.Error("the host reached a node cut from it")
+	}
+	if err := ping(nodes[1]); err != nil {
+		t.Errorf("the node on the host's side: %v", err)
+	}
+	if err := lab.Heal(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if rules, _ := lab.Rules(ctx, "n1"); len(rules) != 0 {
+		t.Errorf("rules left after the heal: %q", rules)
+	}
+	if err := ping(nodes[0]); err != nil {
+		t.Errorf("healed node: %v", err)
+	}
+	logs := t.TempDir()
+	if err := c.CollectLogs(logs); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(logs + "/n1.log")
+	if err != nil || !strings.Contains(string(b), "Ready to accept connections") {
+		t.Errorf("n1.log: %v\n%s", err, b)
+	}
+}

@@ -1,0 +1,391 @@
+package docker
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/big"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/moby/moby/api/types/network"
+	"github.com/moby/moby/client"
+)
+
+// The chains that hold a container's fault rules, as in netlab: INPUT and
+// OUTPUT of the container's network namespace jump to them, and healing
+// flushes them.
+const (
+	chainIn  = "LOCKTEST-IN"
+	chainOut = "LOCKTEST-OUT"
+)
+
+// subnetBase is the first two octets of the /24s a lab picks from; the
+// local provider's namespaces use 10.77.
+var subnetBase = [2]byte{10, 78}
+
+// Lab is one run's Docker network and the node containers on it, with the
+// run's labels. Its network faults are iptables rules inside each node
+// container's network namespace, entered by the container's host pid
+// (nsenter): they need root and the Docker daemon on this host. Its methods
+// are safe for concurrent use.
+type Lab struct {
+	e      *Engine
+	id     string
+	labels map[string]string
+	netID  string
+	name   string
+	subnet netip.Prefix
+	gw     netip.Addr
+	lg     *slog.Logger
+
+	mu     sync.Mutex
+	next   netip.Addr
+	nodes  map[string]*node // by node name, registered by clusters
+	faulty map[string]bool
+	closed bool
+}
+
+// NewLab creates a run's network, locktest-<id>, on a free /24 of
+// 10.78.0.0/16, labelled with the run's id and this process as its owner.
+// Close removes it with every container that carries the run's label.
+func (e *Engine) NewLab(ctx context.Context) (*Lab, error) {
+	b := make([]byte, 4)
+	if _, err := rand.Read(b); err != nil {
+		return nil, err
+	}
+	id := hex.EncodeToString(b)
+	l := &Lab{e: e, id: id, labels: ownerLabels(id), name: "locktest-" + id, lg: e.log,
+		nodes: map[string]*node{}, faulty: map[string]bool{}}
+	used := hostSubnets()
+	start, _ := rand.Int(rand.Reader, big.NewInt(256))
+	var lastErr error
+	for i := range 256 {
+		third := byte((int(start.Int64()) + i) % 256)
+		p := netip.PrefixFrom(netip.AddrFrom4([4]byte{subnetBase[0], subnetBase[1], third, 0}), 24)
+		if used[p] {
+			continue
+		}
+		gw := p.Addr().Next()
+		res, err := e.cli.NetworkCreate(ctx, l.name, client.NetworkCreateOptions{
+			Driver: "bridge",
+			IPAM:   &network.IPAM{Config: []network.IPAMConfig{{Subnet: p, Gateway: gw}}},
+			Labels: l.labels,
+		})
+		if err != nil {
+			lastErr = err
+			if strings.Contains(err.Error(), "overlaps") || strings.Contains(err.Error(), "in use") {
+				continue
+			}
+			return nil, fmt.Errorf("docker: create network %s: %s", l.name, firstLine(err))
+		}
+		l.netID, l.subnet, l.gw, l.next = res.ID, p, gw, gw.Next()
+		l.lg.Info("docker network created", "lab", id, "network", l.name, "subnet", p)
+		return l, nil
+	}
+	return nil, fmt.Errorf("docker: no free /24 in %d.%d.0.0/16 for the run's network (last: %v)", subnetBase[0], subnetBase[1], lastErr)
+}
+
+// hostSubnets returns the /24s of this host's interface addresses.
+func hostSubnets() map[netip.Prefix]bool {
+	used := map[netip.Prefix]bool{}
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return used
+	}
+	for _, a := range addrs {
+		if p, err := netip.ParsePrefix(a.String()); err == nil && p.Addr().Is4() {
+			used[netip.PrefixFrom(p.Addr(), 24).Masked()] = true
+		}
+	}
+	return used
+}
+
+// ID returns the run's id, the value of its LabelRun label.
+func (l *Lab) ID() string { return l.id }
+
+// Name returns the Docker network's name.
+func (l *Lab) Name() string { return l.name }
+
+// Subnet returns the network's /24.
+func (l *Lab) Subnet() string { return l.subnet.String() }
+
+// Gateway returns the host's address on the network: the address the
+// containers see the clients (which run on the host) come from.
+func (l *Lab) Gateway() string { return l.gw.String() }
+
+// Labels returns a copy of the run's labels.
+func (l *Lab) Labels() map[string]string {
+	out := make(map[string]string, len(l.labels))
+	for k, v := range l.labels {
+		out[k] = v
+	}
+	return out
+}
+
+// allocIP returns the next free address of the network.
+func (l *Lab) allocIP() (netip.Addr, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.subnet.Contains(l.next) || l.next.As4()[3] == 255 {
+		return netip.Addr{}, errors.New("docker: the run's network has no address left")
+	}
+	a := l.next
+	l.next = l.next.Next()
+	return a, nil
+}
+
+// register makes n a host of the lab's network faults.
+func (l *Lab) register(n *node) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.nodes[n.name] = n
+}
+
+// NetworkFaultsReason says why network faults cannot be applied here, or
+// "" if they can: they enter the containers' network namespaces by host
+// pid, which needs root, nsenter and iptables, and a daemon on this host.
+func NetworkFaultsReason(e *Engine) string {
+	if os.Geteuid() != 0 {
+		return "network faults under docker need root (nsenter into the containers' network namespaces)"
+	}
+	for _, bin := range []string{"nsenter", "iptables"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			return "network faults under docker need " + bin + ": run `make setup`"
+		}
+	}
+	if h := e.Host(); !strings.HasPrefix(h, "unix://") {
+		return "network faults under docker need the daemon on this host (it is at " + h + "): they enter containers by their host pid"
+	}
+	return ""
+}
+
+// Cut drops every packet between each host of a and each host of b, in
+// both directions, until Heal. Hosts are node names and client hosts; every
+// client runs on the host, so any other name stands for the host (the
+// network's gateway address). Rules go into the node containers only: a
+// pair of a node and the host is cut inside the node, a pair of two nodes
+// inside both.
+func (l *Lab) Cut(ctx context.Context, a, b []string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, pair := range [][2][]string{{a, b}, {b, a}} {
+		for _, x := range pair[0] {
+			nx, ok := l.nodes[x]
+			if !ok {
+				continue // the host: its pairs are cut inside the nodes
+			}
+			for _, y := range pair[1] {
+				if x == y {
+					continue
+				}
+				ip := l.gw.String()
+				if ny, ok := l.nodes[y]; ok {
+					ip = ny.ip.String()
+				}
+				l.faulty[x] = true
+				if err := l.rule(ctx, nx, chainIn, "-s", ip, "-j", "DROP"); err != nil {
+					return err
+				}
+				if err := l.rule(ctx, nx, chainOut, "-d", ip, "-j", "DROP"); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// Loss drops the fraction p (0 < p ≤ 1) of the packets arriving at each of
+// the named nodes, until Heal.
+func (l *Lab) Loss(ctx context.Context, hosts []string, p float64) error {
+	if !(p > 0 && p <= 1) {
+		return fmt.Errorf("docker: loss probability %v not in (0, 1]", p)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, h := range hosts {
+		n, ok := l.nodes[h]
+		if !ok {
+			return fmt.Errorf("docker: loss: no node %s", h)
+		}
+		l.faulty[h] = true
+		if err := l.rule(ctx, n, chainIn, "-i", "eth0", "-m", "statistic", "--mode", "random",
+			"--probability", strconv.FormatFloat(p, 'f', 4, 64), "-j", "DROP"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Heal removes every fault rule of every node. A node whose container is
+// not running has no rules left: its network namespace went with its
+// process.
+func (l *Lab) Heal(ctx context.Context) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var errs []error
+	for name := range l.faulty {
+		n := l.nodes[name]
+		pid, err := n.localPid(ctx)
+		if err != nil {
+			delete(l.faulty, name)
+			continue
+		}
+		ok := true
+		for _, c := range []string{chainIn, chainOut} {
+			if err := nsIptables(ctx, pid, "-F", c); err != nil && !strings.Contains(err.Error(), "No chain") {
+				errs = append(errs, err)
+				ok = false
+			}
+		}
+		if ok {
+			delete(l.faulty, name)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Rules returns the fault rules now in place in a node's chains, as
+// `iptables -S` prints them; for tests and the driver's log.
+func (l *Lab) Rules(ctx context.Context, node string) ([]string, error) {
+	l.mu.Lock()
+	n, ok := l.nodes[node]
+	l.mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("docker: no node %s", node)
+	}
+	pid, err := n.localPid(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, c := range []string{chainIn, chainOut} {
+		b, err := nsOutput(ctx, pid, "iptables", "-w", "-S", c)
+		if err != nil {
+			if strings.Contains(err.Error(), "No chain") {
+				continue
+			}
+			return nil, err
+		}
+		for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			if strings.HasPrefix(line, "-A ") {
+				out = append(out, line)
+			}
+		}
+	}
+	return out, nil
+}
+
+// rule appends a rule to chain inside n's network namespace, creating the
+// lab's chains there first if the container has none yet (a restarted
+// container has a fresh namespace). l.mu must be held.
+func (l *Lab) rule(ctx context.Context, n *node, chain string, spec ...string) error {
+	pid, err := n.localPid(ctx)
+	if err != nil {
+		return fmt.Errorf("docker: node %s: %w", n.name, err)
+	}
+	if err := ensureChains(ctx, pid); err != nil {
+		return fmt.Errorf("docker: node %s: %w", n.name, err)
+	}
+	return nsIptables(ctx, pid, append([]string{"-A", chain}, spec...)...)
+}
+
+// ensureChains creates the fault chains and their jumps in the network
+// namespace of pid, where missing.
+func ensureChains(ctx context.Context, pid int) error {
+	for _, c := range []struct{ chain, from string }{{chainIn, "INPUT"}, {chainOut, "OUTPUT"}} {
+		if err := nsIptables(ctx, pid, "-N", c.chain); err != nil && !strings.Contains(err.Error(), "exists") {
+			return err
+		}
+		if nsIptables(ctx, pid, "-C", c.from, "-j", c.chain) != nil {
+			if err := nsIptables(ctx, pid, "-A", c.from, "-j", c.chain); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func nsIptables(ctx context.Context, pid int, args ...string) error {
+	_, err := nsOutput(ctx, pid, append([]string{"iptables", "-w"}, args...)...)
+	return err
+}
+
+// nsOutput runs argv inside the network namespace of pid.
+func nsOutput(ctx context.Context, pid int, argv ...string) ([]byte, error) {
+	full := append([]string{"-t", strconv.Itoa(pid), "-n", "--"}, argv...)
+	cmd := exec.CommandContext(ctx, "nsenter", full...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		msg := strings.TrimSpace(strings.ReplaceAll(stderr.String(), "# Warning: iptables-legacy tables present, use iptables-legacy to see them", ""))
+		return out, fmt.Errorf("nsenter %s: %v: %s", strings.Join(full, " "), err, msg)
+	}
+	return out, nil
+}
+
+// Close removes every container that carries the run's label (the nodes,
+// killed or not) and the run's network. It uses its own context when ctx
+// has ended, so a cancelled run still cleans up; it is idempotent.
+func (l *Lab) Close(ctx context.Context) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil
+	}
+	if ctx.Err() != nil {
+		ctx = context.Background()
+	}
+	var errs []error
+	if err := removeRun(ctx, l.e.cli, l.id); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err == nil {
+		l.closed = true
+	}
+	l.lg.Info("docker network removed", "lab", l.id, "network", l.name)
+	return errors.Join(errs...)
+}
+
+// removeRun removes the containers, then the networks, labelled with run.
+func removeRun(ctx context.Context, cli *client.Client, run string) error {
+	f := client.Filters{}.Add("label", LabelRun+"="+run)
+	var errs []error
+	cs, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
+	if err != nil {
+		return fmt.Errorf("docker: list containers of run %s: %s", run, firstLine(err))
+	}
+	for _, c := range cs.Items {
+		if _, err := cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !isNotFound(err) {
+			errs = append(errs, fmt.Errorf("docker: remove container %s: %s", shortID(c.ID), firstLine(err)))
+		}
+	}
+	ns, err := cli.NetworkList(ctx, client.NetworkListOptions{Filters: f})
+	if err != nil {
+		return errors.Join(append(errs, fmt.Errorf("docker: list networks of run %s: %s", run, firstLine(err)))...)
+	}
+	for _, n := range ns.Items {
+		if _, err := cli.NetworkRemove(ctx, n.ID, client.NetworkRemoveOptions{}); err != nil && !isNotFound(err) {
+			errs = append(errs, fmt.Errorf("docker: remove network %s: %s", n.Name, firstLine(err)))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func shortID(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/locktest/locktest/clusters/docker"
+	"github.com/locktest/locktest/reports"
+)
+
+// TestDockerInterruptRemovesContainers interrupts docker runs: after
+// SIGINT the driver removes its containers and network itself; after
+// SIGKILL they are left, and `locktest cleanup` removes them by label. The
+// images `locktest images build` made are kept.
+func TestDockerInterruptRemovesContainers(t *testing.T) {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Skip("redis-server not installed (make setup)")
+	}
+	e, err := docker.Open(context.Background(), nil)
+	if err != nil {
+		t.Skipf("docker provider tests: %v", err)
+	}
+	defer e.Close()
+	if stdout, stderr, code := locktest(t, "images", "build", "redis"); code != 0 || !strings.Contains(stdout, "locktest/redis:host") {
+		t.Fatalf("images build redis: exit %d, %s%s", code, stdout, stderr)
+	}
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGKILL} {
+		t.Run(sig.String(), func(t *testing.T) {
+			store := t.TempDir()
+			cmd := exec.Command(bin, "run", "--provider", "docker", "--impl", "redlock", "--faults", "pause-node",
+				"--time", "60s", "--clients", "2", "--store", store, "--name", "dock")
+			var out bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &out
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer cmd.Process.Kill()
+			// Wait until the run is under way: its results name the run, and
+			// its five containers exist.
+			var run string
+			var left []docker.Leftover
+			deadline := time.Now().Add(30 * time.Second)
+			for time.Now().Before(deadline) && len(left) < 6 {
+				if dirs, _ := filepath.Glob(filepath.Join(store, "dock", "2*")); len(dirs) == 1 && run == "" {
+					if r, err := reports.ReadResults(dirs[0]); err == nil {
+						run = r.Run.Lab
+					}
+				}
+				if run != "" {
+					all, _ := e.Find(context.Background())
+					left = docker.OfRun(all, run)
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			if len(left) < 6 {
+				t.Fatalf("run %q never had its 5 containers and network (%+v): %s", run, left, out.String())
+			}
+			time.Sleep(time.Second)
+			cmd.Process.Signal(sig)
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			select {
+			case <-done:
+			case <-time.After(30 * time.Second):
+				t.Fatalf("locktest did not stop after %v: %s", sig, out.String())
+			}
+			if sig == syscall.SIGKILL {
+				all, _ := e.Find(context.Background())
+				if n := len(docker.Orphans(docker.OfRun(all, run))); n < 6 {
+					t.Errorf("after SIGKILL %d orphans of run %s, want its 5 containers and network", n, run)
+				}
+				stdout, stderr, code := locktest(t, "cleanup")
+				if code != 0 {
+					t.Fatalf("cleanup: exit %d, %s%s", code, stdout, stderr)
+				}
+				if !strings.Contains(stdout, "locktest-"+run) {
+					t.Logf("cleanup did not list run %s (another test's cleanup may have been first): %s", run, stdout)
+				}
+			}
+			all, _ := e.Find(context.Background())
+			if left := docker.OfRun(all, run); len(left) > 0 {
+				t.Errorf("after %v the run is still there: %+v", sig, left)
+			}
+			if bs, _ := e.ListBuilt(context.Background()); len(bs) == 0 {
+				t.Error("the built images were removed")
+			}
+		})
+	}
+}

@@ -1,0 +1,183 @@
+package run
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/clusters/docker"
+	"github.com/locktest/locktest/clusters/local/clockshim"
+	"github.com/locktest/locktest/impls"
+	"github.com/locktest/locktest/nemesis"
+)
+
+// Providers of Config.Provider.
+const (
+	// ProviderLocal runs nodes as processes on this host (the default).
+	ProviderLocal = "local"
+	// ProviderDocker runs nodes as containers (clusters/docker).
+	ProviderDocker = "docker"
+)
+
+// validateProvider checks Config.Provider and Config.Images for impl.
+func (c *Config) validateProvider(impl impls.Impl) error {
+	switch c.Provider {
+	case "", ProviderLocal:
+		if len(c.Images) > 0 {
+			return setupErr("--image needs --provider docker")
+		}
+		return nil
+	case ProviderDocker:
+	default:
+		return setupErr("--provider must be %s or %s, got %q", ProviderLocal, ProviderDocker, c.Provider)
+	}
+	known := docker.Backends()
+	keys := make([]string, 0, len(c.Images))
+	for k := range c.Images {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if !slices.Contains(known, k) {
+			return setupErr("--image %s=%s: the docker provider has no backend %q (it runs %s)", k, c.Images[k], k, strings.Join(known, ", "))
+		}
+		if strings.TrimSpace(c.Images[k]) == "" {
+			return setupErr("--image %s= names no image", k)
+		}
+	}
+	if !slices.Contains(known, impl.Backend) {
+		return setupErr("--provider docker: %s needs backend %s, which the docker provider does not run (it runs %s; use --provider local)",
+			c.Impl, impl.Backend, strings.Join(known, ", "))
+	}
+	return nil
+}
+
+// dockerFaultsWithClients are the network faults that put clients on
+// different sides of a cut. Under docker every client runs on the host,
+// with the host's one address on the run's network: no rule can tell one
+// client from another.
+var dockerFaultsWithClients = []string{"halves", "bridge", "client-isolate"}
+
+// dockerPlatform is what a docker run set up: the engine connection, the
+// run's network and the image its nodes run.
+type dockerPlatform struct {
+	engine *docker.Engine
+	lab    *docker.Lab
+	image  docker.Image
+	// netWhy is why network faults are unavailable, or "".
+	netWhy string
+	// unavailable maps a fault to why docker cannot apply it.
+	unavailable map[string]string
+}
+
+// setupDocker connects to the Docker engine, resolves the backend's image
+// and creates the run's network, filling p.dock. A daemon that does not
+// answer or a bad image is a setup error.
+func setupDocker(ctx context.Context, cfg Config, impl impls.Impl, p *platform, lg *slog.Logger) error {
+	e, err := docker.Open(ctx, lg)
+	if err != nil {
+		return setupErr("--provider docker: %v", err)
+	}
+	d := &dockerPlatform{engine: e, unavailable: map[string]string{}}
+	p.dock = d
+	img, err := e.ResolveImage(ctx, impl.Backend, cfg.Images[impl.Backend])
+	if err != nil {
+		return setupErr("--provider docker: %v", err)
+	}
+	d.image = img
+	lab, err := e.NewLab(ctx)
+	if err != nil {
+		return setupErr("--provider docker: %v", err)
+	}
+	d.lab = lab
+	lg.Info("docker provider", "engine", e.Host(), "image", img.Ref, "built_by_locktest", img.Built, "network", lab.Name(), "subnet", lab.Subnet())
+	switch {
+	case cfg.Net == NetLoopback:
+		d.netWhy = "the run was asked to use no network faults (--net loopback)"
+	default:
+		d.netWhy = docker.NetworkFaultsReason(e)
+	}
+	if d.netWhy == "" {
+		for _, f := range dockerFaultsWithClients {
+			d.unavailable[f] = fmt.Sprintf("fault %s: %v: under the docker provider every client runs on the host, behind one address, so a cut cannot single out one client or put clients on different sides", f, nemesis.ErrUnavailable)
+		}
+		if side := clientSides(cfg.Groups); side > 1 {
+			d.unavailable["partition"] = fmt.Sprintf("fault partition: %v: --partition puts clients in %d groups; under the docker provider every client runs on the host, behind one address, so clients can only be on one side", nemesis.ErrUnavailable, side)
+		}
+	}
+	return nil
+}
+
+// clientSides counts the groups that name a client host (c0, c1, ...).
+func clientSides(groups [][]string) int {
+	n := 0
+	for _, g := range groups {
+		if slices.ContainsFunc(g, func(h string) bool { return strings.HasPrefix(h, "c") }) {
+			n++
+		}
+	}
+	return n
+}
+
+// cluster returns the run's cluster of containers.
+func (d *dockerPlatform) cluster(cfg Config, impl impls.Impl, dir string, p *platform, lg *slog.Logger) (clusters.Cluster, error) {
+	opts := docker.Options{Backend: impl.Backend, Nodes: impl.Nodes, Dir: dir, Lab: d.lab, Image: d.image,
+		Persistence: cfg.Persistence, Params: cfg.ClusterParams, Logger: lg}
+	if p.clocks != nil {
+		opts.Shim = func(node string) (string, string, error) { return shimPaths(p.clocks, node) }
+	}
+	return docker.New(opts)
+}
+
+// shimPaths returns the host paths of the clock shim and of node's offset
+// file (creating it), from the environment the shim gives a local node.
+func shimPaths(c *clockshim.Clocks, node string) (lib, file string, err error) {
+	env, err := c.Env(node)
+	if err != nil {
+		return "", "", err
+	}
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "LD_PRELOAD="); ok {
+			lib = v
+		}
+		if v, ok := strings.CutPrefix(kv, clockshim.EnvFile+"="); ok {
+			file = v
+		}
+	}
+	if lib == "" || file == "" {
+		return "", "", fmt.Errorf("clock shim: no library or offset file in %q", env)
+	}
+	return lib, file, nil
+}
+
+// network returns the lab as the nemesis's network, or nil when network
+// faults are unavailable.
+func (d *dockerPlatform) network() nemesis.Network {
+	if d.netWhy != "" || d.lab == nil {
+		return nil
+	}
+	return d.lab
+}
+
+// describe says, for results.json, where the nodes run.
+func (d *dockerPlatform) describe() (network, lab string) {
+	if d.lab == nil {
+		return "docker", ""
+	}
+	return fmt.Sprintf("docker network %s %s, image %s", d.lab.Name(), d.lab.Subnet(), d.image.Ref), d.lab.ID()
+}
+
+// close removes the run's containers and network, with a fresh context if
+// ctx has ended (an interrupted run still cleans up).
+func (d *dockerPlatform) close(ctx context.Context, lg *slog.Logger) {
+	if d.lab != nil {
+		if err := d.lab.Close(ctx); err != nil {
+			lg.Error("docker network", "err", err)
+		}
+	}
+	d.engine.Close()
+}

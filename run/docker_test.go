@@ -1,0 +1,331 @@
+package run
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/clusters/docker"
+	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/impls"
+	"github.com/locktest/locktest/workloads"
+)
+
+// providerEnv makes every run test that goes through testConfig use that
+// provider: LOCKTEST_PROVIDER=docker runs the run tests against containers
+// (the images are built first). Unset, the tests use the local provider,
+// and only the tests of this file use docker.
+const providerEnv = "LOCKTEST_PROVIDER"
+
+var (
+	imagesMu  sync.Mutex
+	imagesFor = map[string]error{} // backend → its build's outcome
+)
+
+// needDocker skips the test when no Docker engine answers, and otherwise
+// builds (once per test binary, reusing what an earlier run built)
+// locktest's image of the backend of impl, so that a machine whose engine
+// has no image and no registry can run the tests.
+func needDocker(tb testing.TB, impl string) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	e, err := docker.Open(ctx, nil)
+	if err != nil {
+		tb.Skipf("docker provider tests: %v", err)
+	}
+	defer e.Close()
+	im, err := impls.Lookup(impl)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	imagesMu.Lock()
+	defer imagesMu.Unlock()
+	berr, done := imagesFor[im.Backend]
+	if !done {
+		if why := dockerBuildNeeds(im.Backend); why != "" {
+			berr = errors.New(why)
+		} else {
+			t0 := time.Now()
+			var bs []docker.BuiltImage
+			bs, berr = e.BuildImages(ctx, docker.BuildOptions{Backends: []string{im.Backend}})
+			if berr == nil {
+				tb.Logf("image %s: reused %v, %d MB, %v", bs[0].Ref, bs[0].Reused, bs[0].Size>>20, time.Since(t0).Round(time.Millisecond))
+			}
+		}
+		imagesFor[im.Backend] = berr
+	}
+	if berr != nil {
+		tb.Skipf("docker provider tests: no %s image: %v", im.Backend, berr)
+	}
+}
+
+// dockerBuildNeeds says what the host lacks to build a backend's image.
+func dockerBuildNeeds(backend string) string {
+	switch backend {
+	case "redis":
+		if _, err := os.Stat("/usr/bin/redis-server"); err != nil {
+			return "redis-server not installed (make setup)"
+		}
+	case "zookeeper":
+		if _, err := os.Stat("/usr/share/java/zookeeper.jar"); err != nil {
+			return "zookeeper not installed (make setup)"
+		}
+	}
+	return ""
+}
+
+// localOnly skips a test of the local provider's own mechanisms when
+// LOCKTEST_PROVIDER runs the tests under docker, saying why.
+func localOnly(t *testing.T, why string) {
+	t.Helper()
+	if os.Getenv(providerEnv) == ProviderDocker {
+		t.Skip("local provider only: " + why)
+	}
+}
+
+// dockerConfig is testConfig under the docker provider.
+func dockerConfig(t *testing.T, impl string) Config {
+	t.Helper()
+	needDocker(t, impl)
+	cfg := testConfig(t, impl)
+	cfg.Provider = ProviderDocker
+	return cfg
+}
+
+// assertNothingLeft checks that a docker run left no container and no
+// network: everything labelled with its run id is gone.
+func assertNothingLeft(t *testing.T, out *Outcome) {
+	t.Helper()
+	if !strings.HasPrefix(out.Results.Run.Network, "docker") {
+		return
+	}
+	e, err := docker.Open(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	all, err := e.Find(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Results.Run.Lab == "" {
+		t.Fatal("the docker run recorded no run id")
+	}
+	if left := docker.OfRun(all, out.Results.Run.Lab); len(left) > 0 {
+		t.Errorf("the run left %+v", left)
+	}
+}
+
+// Every backend the docker provider runs keeps mutual exclusion without
+// faults, with locktest's own images.
+func TestDockerNoFaultRunsAreValid(t *testing.T) {
+	for _, tc := range []struct {
+		impl string
+		mode workloads.Mode
+	}{
+		{"redis-set-nx-px", workloads.ModeFenced},
+		{"redlock", workloads.ModeNone},
+		{"etcd-mutex", workloads.ModeEtcdGuarded},
+		{"zk-recipe", workloads.ModeFenced},
+	} {
+		t.Run(tc.impl, func(t *testing.T) {
+			cfg := dockerConfig(t, tc.impl)
+			cfg.Mode, cfg.Duration, cfg.MaxCriticalSections = tc.mode, 30*time.Second, 40
+			if tc.impl == "zk-recipe" {
+				cfg.TTL = 4 * time.Second // a long session: no expiry on a loaded machine
+			}
+			out, _ := mustRun(t, cfg)
+			r := out.Results
+			if r.Valid != checker.Valid {
+				t.Errorf("verdict %s, want valid; anomalies %v", r.Valid, kinds(r))
+			}
+			if cs := r.Stats["critical_sections"]; cs < 20 {
+				t.Errorf("%v critical sections, want at least 20", cs)
+			}
+			if !strings.HasPrefix(r.Run.Network, "docker network locktest-") || !strings.Contains(r.Run.Network, "image locktest/") {
+				t.Errorf("network %q: want the run's docker network and locktest's image", r.Run.Network)
+			}
+		})
+	}
+}
+
+// TestDockerRedlockClockJump is the clock jump of redlockClockJump with
+// the Redlock nodes in containers: the clock shim is mounted into them.
+func TestDockerRedlockClockJump(t *testing.T) {
+	redlockClockJump(t, dockerConfig(t, "redlock"))
+}
+
+// TestDockerEtcdClientPause is the GC pause against etcd in containers: a
+// client paused before its write past its lease breaks a resource that
+// trusts the lock, and cannot break one guarded by etcd itself.
+func TestDockerEtcdClientPause(t *testing.T) {
+	for _, tc := range []struct {
+		mode workloads.Mode
+		want checker.Verdict
+	}{
+		{workloads.ModeNone, checker.Invalid},
+		{workloads.ModeEtcdGuarded, checker.Valid},
+	} {
+		t.Run(string(tc.mode), func(t *testing.T) {
+			cfg := dockerConfig(t, "etcd-mutex")
+			cfg.Faults, cfg.Mode = []string{"pause-client"}, tc.mode
+			cfg.PausePoint = workloads.PointBeforeWrite
+			cfg.TTL, cfg.ClientPause = time.Second, 2500*time.Millisecond
+			cfg.Interval, cfg.Duration, cfg.Quiet = 500*time.Millisecond, 10*time.Second, time.Second
+			out, h := reproduce(t, cfg, func(o *Outcome, _ history.History) bool { return o.Results.Valid == tc.want })
+			if n := nemesisOps(h, "pause-client", history.OK); n < 1 {
+				t.Fatalf("%d client pauses applied", n)
+			}
+			k := kinds(out.Results)
+			switch {
+			case out.Results.Valid != tc.want:
+				t.Fatalf("verdict %s, want %s; anomalies %v", out.Results.Valid, tc.want, k)
+			case tc.want == checker.Invalid && k["stale-write"] == 0:
+				t.Fatalf("anomalies %v: want a stale write", k)
+			case tc.want == checker.Valid && result(t, out.Results, "resource").Stats["saved_by_fencing"] < 1:
+				t.Errorf("no write of a paused holder was refused by etcd")
+			}
+		})
+	}
+}
+
+// TestDockerNodeFaults kills and restarts, and pauses and resumes, the
+// Redis container: each fault is recorded and healed, clients see the node
+// die and come back.
+func TestDockerNodeFaults(t *testing.T) {
+	cfg := dockerConfig(t, "redis-set-nx-px")
+	cfg.Faults = []string{"kill-node", "pause-node"}
+	cfg.TTL, cfg.Timeout = 500*time.Millisecond, 300*time.Millisecond
+	cfg.Interval, cfg.Window, cfg.NodeDown = 500*time.Millisecond, 600*time.Millisecond, 500*time.Millisecond
+	cfg.Duration, cfg.Quiet = 8*time.Second, 1500*time.Millisecond
+	_, h := mustRun(t, cfg)
+	kills, restarts := nemesisOps(h, "kill-node", history.OK), nemesisOps(h, "restart-node", history.OK)
+	pauses, resumes := nemesisOps(h, "pause-node", history.OK), nemesisOps(h, "resume-node", history.OK)
+	if kills < 1 || restarts < kills || pauses < 1 || resumes < pauses {
+		t.Fatalf("%d kills, %d restarts, %d pauses, %d resumes: %v", kills, restarts, pauses, resumes, nemesisSeq(h))
+	}
+	var refused, okAfter int
+	var lastHeal int64 = -1
+	for _, o := range h {
+		switch {
+		case o.IsNemesis() && o.Type == history.OK && (o.F == "restart-node" || o.F == "resume-node"):
+			lastHeal = o.Time
+		case o.F == history.Acquire && o.Type == history.Fail && strings.Contains(o.Error, "connection refused"):
+			refused++
+		case o.F == history.Acquire && o.Type == history.OK && lastHeal >= 0:
+			okAfter++
+		}
+	}
+	if refused == 0 || okAfter == 0 {
+		t.Errorf("%d acquires refused by the killed node (want > 0), %d acquired after a heal (want > 0)", refused, okAfter)
+	}
+}
+
+// TestDockerPartitions isolates Redlock containers one at a time by
+// iptables rules inside their network namespaces (and drops packets at
+// one): acquires go on on the majority and the run stays valid. The faults
+// that would have to tell clients apart are reported unavailable, not
+// faked.
+func TestDockerPartitions(t *testing.T) {
+	cfg := dockerConfig(t, "redlock")
+	if why := dockerNetWhy(); why != "" {
+		t.Skip(why)
+	}
+	cfg.Faults = []string{"isolate", "loss", "client-isolate"}
+	cfg.Mode = workloads.ModeCheckAndSet
+	cfg.TTL, cfg.Timeout = time.Second, 500*time.Millisecond
+	cfg.Interval, cfg.Window = 300*time.Millisecond, time.Second
+	cfg.Duration, cfg.Quiet = 8*time.Second, 1500*time.Millisecond
+	cfg.Seed = 3
+	out, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertNothingLeft(t, out)
+	h, err := history.ReadFile(out.Dir + "/history.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if errs := strings.Join(out.Results.Run.Errors, "\n"); !strings.Contains(errs, "client-isolate") || !strings.Contains(errs, "on the host") {
+		t.Errorf("run errors %q do not say why client-isolate is unavailable", errs)
+	}
+	if out.Results.Valid == checker.Valid {
+		t.Errorf("verdict valid although a fault was left out")
+	}
+	if k := kinds(out.Results); len(k) > 0 {
+		t.Errorf("anomalies %v", k)
+	}
+	var inIsolate bool
+	okDuring, isolates := 0, 0
+	for _, o := range h {
+		switch {
+		case o.IsNemesis() && o.F == "partition-isolate" && o.Type == history.OK:
+			inIsolate = true
+			isolates++
+		case o.IsNemesis() && o.F == "heal-network" && o.Type == history.Invoke:
+			inIsolate = false
+		case inIsolate && o.F == history.Acquire && o.Type == history.OK:
+			okDuring++
+		}
+	}
+	if isolates == 0 || okDuring == 0 {
+		t.Errorf("%d isolates, %d acquires during them; want both > 0: %v", isolates, okDuring, nemesisSeq(h))
+	}
+}
+
+// dockerNetWhy says why network faults are unavailable under docker here.
+func dockerNetWhy() string {
+	e, err := docker.Open(context.Background(), nil)
+	if err != nil {
+		return err.Error()
+	}
+	defer e.Close()
+	return docker.NetworkFaultsReason(e)
+}
+
+// Bad docker settings are one-line setup errors that name the culprit.
+func TestDockerBadInputIsASetupError(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		change func(*Config)
+		want   string
+		needs  bool // needs a Docker engine
+	}{
+		{"unknown backend in --image", func(c *Config) { c.Provider, c.Images = ProviderDocker, map[string]string{"mongo": "mongo:7"} }, `--image mongo=mongo:7: the docker provider has no backend "mongo"`, false},
+		{"--image without docker", func(c *Config) { c.Images = map[string]string{"redis": "redis:7.2"} }, "--image needs --provider docker", false},
+		{"unknown provider", func(c *Config) { c.Provider = "k8s" }, `--provider must be local or docker, got "k8s"`, false},
+		{"backend docker lacks", func(c *Config) { c.Provider, c.Impl = ProviderDocker, "mysql-get-lock" }, "needs backend mysql, which the docker provider does not run", false},
+		{"daemon unreachable", func(c *Config) { c.Provider = ProviderDocker }, "docker daemon not reachable at unix:///nonexistent/docker.sock", false},
+		{"missing image", func(c *Config) {
+			c.Provider, c.Images = ProviderDocker, map[string]string{"redis": "locktest/no-such-image:never"}
+		}, "locktest/no-such-image:never", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.needs {
+				needDocker(t, "redis-set-nx-px")
+			}
+			cfg := testConfig(t, "redis-set-nx-px")
+			cfg.Provider = ProviderLocal
+			if tc.name == "daemon unreachable" {
+				t.Setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+			}
+			tc.change(&cfg)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			_, err := Run(ctx, cfg)
+			var se *SetupError
+			if !errors.As(err, &se) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err %v, want a SetupError containing %q", err, tc.want)
+			}
+			if tc.needs && !strings.Contains(err.Error(), "locktest images build redis") {
+				t.Errorf("err %v does not say how to get an image", err)
+			}
+		})
+	}
+}
