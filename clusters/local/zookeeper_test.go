@@ -80,6 +80,21 @@ func wantQuorum(t *testing.T, z *ZooKeeper) {
 	}
 }
 
+// settled reports whether every peer serves, one of them as leader.
+func settled(z *ZooKeeper) bool {
+	leaders := 0
+	for _, mode := range modes(z) {
+		switch mode {
+		case "leader":
+			leaders++
+		case "follower":
+		default:
+			return false
+		}
+	}
+	return leaders == 1
+}
+
 // One ensemble serves the whole life cycle: start with a leader, kill and
 // restart a peer, pause and resume one, collect logs, stop twice.
 func TestZooKeeperEnsemble(t *testing.T) {
@@ -137,6 +152,12 @@ func TestZooKeeperEnsemble(t *testing.T) {
 		}
 		if z.Nodes()[0].Addr != nodes[0].Addr {
 			t.Errorf("address changed across restart")
+		}
+		// Restart returns once the victim answers; the others may still be
+		// electing (the victim was the leader): give the ensemble time to
+		// settle before judging it.
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline) && !settled(z); {
+			time.Sleep(200 * time.Millisecond)
 		}
 		wantQuorum(t, z)
 	})
