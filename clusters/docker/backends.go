@@ -1,11 +1,9 @@
 package docker
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"strconv"
 	"strings"
@@ -16,6 +14,8 @@ import (
 	"github.com/testcontainers/testcontainers-go"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/locktest/locktest/clusters/local"
 )
 
 // backend says how to run one lock service's nodes as containers.
@@ -250,7 +250,7 @@ var zkBackend = &backend{
 		return containerSpec{cmd: cmd, files: files}, nil
 	},
 	probe: func(ctx context.Context, c *Cluster, n *node) error {
-		_, err := zkMode(ctx, n.addr())
+		_, err := local.ZKMode(ctx, n.addr())
 		return err
 	},
 }
@@ -282,37 +282,6 @@ log4j.appender.CONSOLE.Target=System.out
 log4j.appender.CONSOLE.layout=org.apache.log4j.PatternLayout
 log4j.appender.CONSOLE.layout.ConversionPattern=%d{ISO8601} - %-5p [%t:%C{1}@%L] - %m%n
 `
-
-// zkMode asks the peer at addr with the `srvr` four-letter command what it
-// is: "leader", "follower" or "standalone". A peer that is up but not in a
-// quorum is an error.
-func zkMode(ctx context.Context, addr string) (string, error) {
-	d := net.Dialer{Timeout: 500 * time.Millisecond}
-	conn, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return "", err
-	}
-	defer conn.Close()
-	dl := time.Now().Add(time.Second)
-	if t, ok := ctx.Deadline(); ok && t.Before(dl) {
-		dl = t
-	}
-	conn.SetDeadline(dl)
-	if _, err := io.WriteString(conn, "srvr"); err != nil {
-		return "", err
-	}
-	b, err := io.ReadAll(io.LimitReader(conn, 64*1024))
-	if err != nil && len(b) == 0 {
-		return "", err
-	}
-	sc := bufio.NewScanner(strings.NewReader(string(b)))
-	for sc.Scan() {
-		if m, ok := strings.CutPrefix(sc.Text(), "Mode: "); ok {
-			return strings.TrimSpace(m), nil
-		}
-	}
-	return "", fmt.Errorf("srvr: %q", strings.TrimSpace(string(b)))
-}
 
 // dialable checks that addr accepts TCP connections, so a client library
 // does not log a failed dial on every poll.

@@ -303,7 +303,7 @@ func (z *ZooKeeper) Mode(ctx context.Context, node clusters.Node) (string, error
 	if err != nil {
 		return "", err
 	}
-	return zkMode(ctx, addr)
+	return ZKMode(ctx, addr)
 }
 
 // Start starts every peer that is not running, all at once, and returns
@@ -581,7 +581,7 @@ func waitZKReady(ctx context.Context, addr string, p *proc) (string, error) {
 		if !p.running() {
 			return "", errors.New("process exited")
 		}
-		mode, err := zkMode(ctx, addr)
+		mode, err := ZKMode(ctx, addr)
 		if err == nil {
 			return mode, nil
 		}
@@ -596,10 +596,10 @@ func waitZKReady(ctx context.Context, addr string, p *proc) (string, error) {
 	}
 }
 
-// zkMode sends the `srvr` four-letter command to addr and returns the
+// ZKMode sends the `srvr` four-letter command to addr and returns the
 // "Mode:" it reports: leader, follower or standalone. A peer that is not in
 // a quorum answers that it is not serving requests, which is an error.
-func zkMode(ctx context.Context, addr string) (string, error) {
+func ZKMode(ctx context.Context, addr string) (string, error) {
 	d := net.Dialer{Timeout: 500 * time.Millisecond}
 	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
