@@ -11,24 +11,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/locktest/locktest/internal/testexe"
 	"github.com/locktest/locktest/reports"
 	"github.com/locktest/locktest/run"
-	"github.com/locktest/locktest/workloads"
 )
 
-// The test binary doubles as the worker program (as in run's tests): with
-// this variable set it runs one worker instead of the tests.
-const workerEnv = "LOCKTEST_TEST_WORKER"
-
-func TestMain(m *testing.M) {
-	if os.Getenv(workerEnv) == "1" {
-		if err := workloads.RunWorker(context.Background(), os.Stdin, os.Stdout); err != nil {
-			os.Exit(2)
-		}
-		os.Exit(0)
-	}
-	os.Exit(m.Run())
-}
+// The test binary doubles as the worker program, as in run's tests.
+func TestMain(m *testing.M) { testexe.Main(m) }
 
 // TestTinyMatrix runs a real matrix of one impl against a real
 // redis-server: the fault classes none and client-pause, one seed, 4 s
@@ -41,7 +30,7 @@ func TestTinyMatrix(t *testing.T) {
 	o.Impls, o.Classes, o.Seeds, o.Duration = []string{"redis-set-nx-px"}, []Class{ClassNone, ClassClientPause}, 1, 4*time.Second
 	o.Base = run.DefaultConfig()
 	o.Base.StoreDir = t.TempDir()
-	o.Base.WorkerCommand, o.Base.WorkerEnv = []string{os.Args[0]}, []string{workerEnv + "=1"}
+	o.Base.WorkerCommand, o.Base.WorkerEnv = testexe.Worker()
 	jobs, err := Plan(o)
 	if err != nil {
 		t.Fatal(err)

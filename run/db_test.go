@@ -12,6 +12,7 @@ import (
 	"github.com/locktest/locktest/clusters/local"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/impls"
+	"github.com/locktest/locktest/internal/testexe"
 	"github.com/locktest/locktest/workloads"
 )
 
@@ -122,7 +123,7 @@ func killHolder(t *testing.T, impl impls.Impl, params map[string]string, ttl, wi
 		addrs = append(addrs, n.Addr)
 	}
 	pool, err := workloads.StartPool(ctx, workloads.PoolConfig{
-		Command: []string{os.Args[0]}, Env: []string{workerEnv + "=1"}, LogDir: dir, Recorder: rec, Clock: clock,
+		Command: []string{os.Args[0]}, Env: []string{testexe.WorkerEnv + "=1"}, LogDir: dir, Recorder: rec, Clock: clock,
 		Base: workloads.WorkerConfig{
 			Impl: impl.Name, Addrs: addrs, Nodes: cl.Nodes(), Params: params, Locks: []string{"lock-0"},
 			TTL: workloads.Duration(ttl), Retry: workloads.Duration(5 * time.Millisecond), Timeout: workloads.Duration(time.Second),

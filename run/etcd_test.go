@@ -13,34 +13,16 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/checker"
-	"github.com/locktest/locktest/clusters/local/etcdnode"
 	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/internal/testexe"
 	"github.com/locktest/locktest/reports"
 	"github.com/locktest/locktest/workloads"
 )
 
-// nodeEnv makes the test binary double as locktest's node programs: with
-// LOCKTEST_TEST_NODE=etcd it runs one etcd member (see TestMain).
-const nodeEnv = "LOCKTEST_TEST_NODE"
-
-// runEtcdNode runs one etcd member from the arguments after "node etcd"
-// and returns the exit code.
-func runEtcdNode() int {
-	if len(os.Args) < 3 || os.Args[1] != "node" || os.Args[2] != "etcd" {
-		fmt.Fprintf(os.Stderr, "test node: want arguments `node etcd ...`, got %q\n", os.Args[1:])
-		return 2
-	}
-	if err := etcdnode.Main(context.Background(), os.Args[3:]); err != nil {
-		fmt.Fprintln(os.Stderr, "locktest:", err)
-		return 1
-	}
-	return 0
-}
-
 // etcdConfig is testConfig whose etcd members are this test binary too.
 func etcdConfig(t *testing.T, impl string) Config {
 	cfg := testConfig(t, impl)
-	cfg.NodeCommand, cfg.NodeEnv = []string{os.Args[0]}, []string{nodeEnv + "=etcd"}
+	cfg.NodeCommand, cfg.NodeEnv = testexe.Node()
 	return cfg
 }
 

@@ -13,26 +13,13 @@ import (
 
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/internal/testexe"
 	"github.com/locktest/locktest/reports"
 	"github.com/locktest/locktest/workloads"
 )
 
-// The test binary doubles as the worker program: with this variable set it
-// runs one worker instead of the tests.
-const workerEnv = "LOCKTEST_TEST_WORKER"
-
-func TestMain(m *testing.M) {
-	if os.Getenv(workerEnv) == "1" {
-		if err := workloads.RunWorker(context.Background(), os.Stdin, os.Stdout); err != nil {
-			os.Exit(2)
-		}
-		os.Exit(0)
-	}
-	if os.Getenv(nodeEnv) == "etcd" {
-		os.Exit(runEtcdNode()) // see etcd_test.go
-	}
-	os.Exit(m.Run())
-}
+// The test binary doubles as the worker and etcd node programs.
+func TestMain(m *testing.M) { testexe.Main(m) }
 
 func needRedis(tb testing.TB) {
 	tb.Helper()
@@ -45,7 +32,7 @@ func needRedis(tb testing.TB) {
 func testConfig(tb testing.TB, impl string) Config {
 	cfg := DefaultConfig()
 	cfg.Impl, cfg.Seed, cfg.StoreDir = impl, 7, tb.TempDir()
-	cfg.WorkerCommand, cfg.WorkerEnv = []string{os.Args[0]}, []string{workerEnv + "=1"}
+	cfg.WorkerCommand, cfg.WorkerEnv = testexe.Worker()
 	if os.Getenv(providerEnv) == ProviderDocker {
 		needDocker(tb, impl)
 		cfg.Provider = ProviderDocker

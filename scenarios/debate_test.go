@@ -2,47 +2,20 @@ package scenarios
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/locktest/locktest/clusters/local/etcdnode"
 	"github.com/locktest/locktest/clusters/local/netlab"
+	"github.com/locktest/locktest/internal/testexe"
 	"github.com/locktest/locktest/reports"
 	"github.com/locktest/locktest/run"
-	"github.com/locktest/locktest/workloads"
 )
 
-// The test binary doubles as the worker program and as the etcd node
-// program, as in package run's tests.
-const (
-	workerEnv = "LOCKTEST_TEST_WORKER"
-	nodeEnv   = "LOCKTEST_TEST_NODE"
-)
-
-func TestMain(m *testing.M) {
-	if os.Getenv(workerEnv) == "1" {
-		if err := workloads.RunWorker(context.Background(), os.Stdin, os.Stdout); err != nil {
-			os.Exit(2)
-		}
-		os.Exit(0)
-	}
-	if os.Getenv(nodeEnv) == "etcd" {
-		if len(os.Args) < 3 || os.Args[1] != "node" || os.Args[2] != "etcd" {
-			fmt.Fprintf(os.Stderr, "test node: want arguments `node etcd ...`, got %q\n", os.Args[1:])
-			os.Exit(2)
-		}
-		if err := etcdnode.Main(context.Background(), os.Args[3:]); err != nil {
-			fmt.Fprintln(os.Stderr, "locktest:", err)
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
-	os.Exit(m.Run())
-}
+// The test binary doubles as the worker and etcd node programs.
+func TestMain(m *testing.M) { testexe.Main(m) }
 
 // TestDebateSmoke runs the violation scenario of claims 1, 2 and 7 of the
 // built-in catalogue — the GC pause on Redis, Redlock's clock jump under a
@@ -63,8 +36,8 @@ func TestDebateSmoke(t *testing.T) {
 	store := t.TempDir()
 	base := run.DefaultConfig()
 	base.StoreDir = store
-	base.WorkerCommand, base.WorkerEnv = []string{os.Args[0]}, []string{workerEnv + "=1"}
-	base.NodeCommand, base.NodeEnv = []string{os.Args[0]}, []string{nodeEnv + "=etcd"}
+	base.WorkerCommand, base.WorkerEnv = testexe.Worker()
+	base.NodeCommand, base.NodeEnv = testexe.Node()
 	for _, s := range picked {
 		t.Run(s.Name, func(t *testing.T) {
 			start := time.Now()

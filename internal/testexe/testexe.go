@@ -1,0 +1,55 @@
+// Package testexe lets a test binary double as locktest's own programs —
+// the worker a run starts per client, and the embedded etcd member — so that
+// integration tests run real separate processes without building the
+// locktest binary first. A package's TestMain calls Main; its run configs
+// take their commands from Worker and Node.
+package testexe
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/locktest/locktest/clusters/local/etcdnode"
+	"github.com/locktest/locktest/workloads"
+)
+
+const (
+	// WorkerEnv=1 makes the test binary run one worker.
+	WorkerEnv = "LOCKTEST_TEST_WORKER"
+	// NodeEnv=etcd makes the test binary run one etcd member from the
+	// arguments after "node etcd".
+	NodeEnv = "LOCKTEST_TEST_NODE"
+)
+
+// Main runs one worker or one etcd member when the environment asks for
+// it, else the tests; it exits with their code and does not return.
+func Main(m *testing.M) {
+	switch {
+	case os.Getenv(WorkerEnv) == "1":
+		if err := workloads.RunWorker(context.Background(), os.Stdin, os.Stdout); err != nil {
+			os.Exit(2)
+		}
+		os.Exit(0)
+	case os.Getenv(NodeEnv) == "etcd":
+		if len(os.Args) < 3 || os.Args[1] != "node" || os.Args[2] != "etcd" {
+			fmt.Fprintf(os.Stderr, "test node: want arguments `node etcd ...`, got %q\n", os.Args[1:])
+			os.Exit(2)
+		}
+		if err := etcdnode.Main(context.Background(), os.Args[3:]); err != nil {
+			fmt.Fprintln(os.Stderr, "locktest:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// Worker returns the command and environment that run this test binary as
+// a worker (run.Config.WorkerCommand and WorkerEnv).
+func Worker() (cmd, env []string) { return []string{os.Args[0]}, []string{WorkerEnv + "=1"} }
+
+// Node returns the command and environment that run this test binary as
+// locktest's node programs (run.Config.NodeCommand and NodeEnv).
+func Node() (cmd, env []string) { return []string{os.Args[0]}, []string{NodeEnv + "=etcd"} }
