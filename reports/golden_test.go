@@ -159,6 +159,13 @@ func compareGolden(t *testing.T, path string, got []byte) {
 		}
 		got = bytes.Replace(got, []byte(inlined), []byte(asset.placeholder), 1)
 	}
+	compareFile(t, path, got)
+}
+
+// compareFile compares got with the golden file at path, rewriting it with
+// -update.
+func compareFile(t *testing.T, path string, got []byte) {
+	t.Helper()
 	if *update {
 		if err := os.WriteFile(path, got, 0o644); err != nil {
 			t.Fatal(err)
@@ -169,7 +176,7 @@ func compareGolden(t *testing.T, path string, got []byte) {
 		t.Fatalf("%v (run go test ./reports -update to create it)", err)
 	}
 	if !bytes.Equal(got, want) {
-		t.Errorf("the report differs from %s (if the change is intended, run go test ./reports -update):\n%s",
+		t.Errorf("the output differs from %s (if the change is intended, run go test ./reports -update):\n%s",
 			path, firstDiff(string(want), string(got)))
 	}
 }

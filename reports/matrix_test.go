@@ -62,19 +62,7 @@ func TestMatrixMarkdownGolden(t *testing.T) {
 	if bytes.Contains(got, []byte(dir)) {
 		t.Fatalf("the page names its temporary folder %s", dir)
 	}
-	path := filepath.Join("testdata", "matrix.golden.md")
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test ./reports -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("matrix.md differs from %s (if the change is intended, run go test ./reports -update):\n%s", path, firstDiff(string(want), string(got)))
-	}
+	compareFile(t, filepath.Join("testdata", "matrix.golden.md"), got)
 }
 
 func TestMatrixMarkdownCells(t *testing.T) {

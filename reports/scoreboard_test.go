@@ -3,7 +3,6 @@ package reports
 import (
 	"bytes"
 	"encoding/xml"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -36,20 +35,7 @@ func sampleBoard() Scoreboard {
 }
 
 func TestScoreboardMarkdownGolden(t *testing.T) {
-	got := RenderScoreboardMarkdown(sampleBoard(), true)
-	path := filepath.Join("testdata", "scoreboard.golden.md")
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test ./reports -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("scoreboard.md differs from %s (if intended, run go test ./reports -update):\n%s", path, firstDiff(string(want), string(got)))
-	}
+	compareFile(t, filepath.Join("testdata", "scoreboard.golden.md"), RenderScoreboardMarkdown(sampleBoard(), true))
 	// Without links (docs/findings.md) no run report is named.
 	if bare := RenderScoreboardMarkdown(sampleBoard(), false); bytes.Contains(bare, []byte("report.html")) {
 		t.Error("the link-free Markdown links to a run report")
