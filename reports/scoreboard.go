@@ -116,17 +116,23 @@ func (r ScoreRow) FirstText() string {
 
 // AnomalyText renders the anomaly counts, "lost-update ×4, stale-write ×2".
 func (r ScoreRow) AnomalyText() string {
-	var ks []string
-	for k := range r.Anomalies {
-		ks = append(ks, k)
+	if len(r.Anomalies) == 0 {
+		return "none"
+	}
+	return KindsText(r.Anomalies)
+}
+
+// KindsText renders counts of anomaly kinds in name order, "lost-update ×4,
+// stale-write ×2"; "" for none.
+func KindsText(k map[string]int) string {
+	ks := make([]string, 0, len(k))
+	for name := range k {
+		ks = append(ks, name)
 	}
 	sort.Strings(ks)
-	var parts []string
-	for _, k := range ks {
-		parts = append(parts, fmt.Sprintf("%s ×%d", k, r.Anomalies[k]))
-	}
-	if len(parts) == 0 {
-		return "none"
+	parts := make([]string, len(ks))
+	for i, name := range ks {
+		parts[i] = fmt.Sprintf("%s ×%d", name, k[name])
 	}
 	return strings.Join(parts, ", ")
 }

@@ -152,16 +152,8 @@ func Classify(s Scenario, res reports.Results, h history.History, r *RunResult) 
 	if res.Valid == checker.Invalid {
 		// Anomalies the scenario does not count: safe as far as this claim
 		// goes, and said so.
-		r.Reason = "other anomalies: " + kindsText(r.Kinds)
+		r.Reason = "other anomalies: " + reports.KindsText(r.Kinds)
 	}
-}
-
-func kindsText(k map[string]int) string {
-	var parts []string
-	for _, name := range sortedKeys(k) {
-		parts = append(parts, fmt.Sprintf("%s ×%d", name, k[name]))
-	}
-	return strings.Join(parts, ", ")
 }
 
 // Score sums up a scenario's runs into its scoreboard row. Links to run

@@ -272,14 +272,7 @@ func (s Scenario) Config(base run.Config) (run.Config, error) {
 	}
 	setInt(&c.Clients, s.Clients)
 	setInt(&c.Locks, s.Locks)
-	for _, d := range []struct {
-		dst *time.Duration
-		v   Duration
-	}{
-		{&c.ClockBump, s.ClockBump}, {&c.Stagger, s.Stagger}, {&c.ClientPause, s.Pause}, {&c.Window, s.Window},
-		{&c.Interval, s.Interval}, {&c.Quiet, s.Quiet}, {&c.TTL, s.TTL}, {&c.Duration, s.Time}, {&c.Work, s.Work}, {&c.WorkMin, s.WorkMin},
-		{&c.Think, s.Think}, {&c.Retry, s.Retry}, {&c.Timeout, s.OpTimeout},
-	} {
+	for _, d := range s.durations(&c) {
 		if d.v != 0 {
 			*d.dst = time.Duration(d.v)
 		}
@@ -315,6 +308,25 @@ func (s Scenario) Config(base run.Config) (run.Config, error) {
 	return c, nil
 }
 
+// durationSetting is one duration of a scenario: its value, the run
+// setting it sets and the `locktest run` flag that sets it.
+type durationSetting struct {
+	v    Duration
+	dst  *time.Duration
+	flag string
+}
+
+// durations lists the scenario's durations (down aside, whose zero is
+// meaningful), pointing into c.
+func (s Scenario) durations(c *run.Config) []durationSetting {
+	return []durationSetting{
+		{s.ClockBump, &c.ClockBump, "--clock-bump"}, {s.Stagger, &c.Stagger, "--stagger"}, {s.Pause, &c.ClientPause, "--pause"},
+		{s.Window, &c.Window, "--window"}, {s.Interval, &c.Interval, "--interval"}, {s.Quiet, &c.Quiet, "--quiet-time"},
+		{s.TTL, &c.TTL, "--ttl"}, {s.Time, &c.Duration, "--time"}, {s.Work, &c.Work, "--work"}, {s.WorkMin, &c.WorkMin, "--work-min"},
+		{s.Think, &c.Think, "--think"}, {s.Retry, &c.Retry, "--retry"}, {s.OpTimeout, &c.Timeout, "--op-timeout"},
+	}
+}
+
 // Command returns the `locktest run` command line that makes one run of
 // the scenario with seed.
 func (s Scenario) Command(seed int64) string {
@@ -336,14 +348,7 @@ func (s Scenario) Command(seed int64) string {
 	}
 	add("--target", strings.Join(pins, ";"))
 	add("--clock-direction", s.ClockDirection)
-	for _, d := range []struct {
-		flag string
-		v    Duration
-	}{
-		{"--clock-bump", s.ClockBump}, {"--stagger", s.Stagger}, {"--pause", s.Pause}, {"--window", s.Window},
-		{"--interval", s.Interval}, {"--quiet-time", s.Quiet}, {"--ttl", s.TTL}, {"--time", s.Time}, {"--work", s.Work}, {"--work-min", s.WorkMin},
-		{"--think", s.Think}, {"--retry", s.Retry}, {"--op-timeout", s.OpTimeout},
-	} {
+	for _, d := range s.durations(&run.Config{}) {
 		add(d.flag, time.Duration(d.v).String())
 	}
 	if slices.Contains(reports.FaultParts(s.Faults), "kill-node") {

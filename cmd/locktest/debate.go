@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -89,7 +88,7 @@ inconclusive, 2 bad usage or a broken scenario file.`,
 					what = "inconclusive: " + r.Reason
 				}
 				if len(r.Kinds) > 0 {
-					what += " (" + kindsLine(r.Kinds) + ")"
+					what += " (" + reports.KindsText(r.Kinds) + ")"
 				}
 				fmt.Fprintf(errw, "[%*d/%d] %s seed %d: %s, %.0fs\n", len(fmt.Sprint(total)), done, total, s.Name, r.Seed, what, r.Seconds)
 			}
@@ -188,17 +187,4 @@ func nonEmpty(s string) []string {
 		return nil
 	}
 	return []string{s}
-}
-
-func kindsLine(k map[string]int) string {
-	var parts []string
-	names := make([]string, 0, len(k))
-	for name := range k {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		parts = append(parts, fmt.Sprintf("%s ×%d", name, k[name]))
-	}
-	return strings.Join(parts, ", ")
 }
