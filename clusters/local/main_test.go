@@ -1,19 +1,18 @@
 package local
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"syscall"
 	"testing"
 
-	"github.com/locktest/locktest/clusters/local/etcdnode"
+	"github.com/locktest/locktest/internal/testexe"
 )
 
-// nodeEnv makes the test binary double as locktest's own node programs: with
-// LOCKTEST_TEST_NODE=etcd it runs one etcd member (the arguments after
-// "node etcd") instead of the tests.
-const nodeEnv = "LOCKTEST_TEST_NODE"
+// nodeEnv makes the test binary double as locktest's own node programs:
+// with LOCKTEST_TEST_NODE=etcd it runs one etcd member (testexe), with
+// spawn-as-nobody the driver of TestCredSpawnDiesWithItsDriver.
+const nodeEnv = testexe.NodeEnv
 
 func TestMain(m *testing.M) {
 	if os.Getenv(nodeEnv) == "spawn-as-nobody" {
@@ -28,17 +27,6 @@ func TestMain(m *testing.M) {
 		fmt.Println(p.pid)
 		select {}
 	}
-	if os.Getenv(nodeEnv) == "etcd" {
-		args := os.Args[1:]
-		if len(args) < 2 || args[0] != "node" || args[1] != "etcd" {
-			fmt.Fprintf(os.Stderr, "test node: want arguments `node etcd ...`, got %q\n", args)
-			os.Exit(2)
-		}
-		if err := etcdnode.Main(context.Background(), args[2:]); err != nil {
-			fmt.Fprintln(os.Stderr, "locktest:", err)
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
+	testexe.ServeIfAsked()
 	os.Exit(m.Run())
 }

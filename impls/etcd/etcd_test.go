@@ -3,7 +3,6 @@ package etcd
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -13,27 +12,12 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/locktest/locktest/clusters/local"
-	"github.com/locktest/locktest/clusters/local/etcdnode"
 	"github.com/locktest/locktest/impls"
+	"github.com/locktest/locktest/internal/testexe"
 )
 
-// nodeEnv makes the test binary double as the etcd member program.
-const nodeEnv = "LOCKTEST_TEST_NODE"
-
-func TestMain(m *testing.M) {
-	if os.Getenv(nodeEnv) == "etcd" {
-		if len(os.Args) < 3 || os.Args[1] != "node" || os.Args[2] != "etcd" {
-			fmt.Fprintf(os.Stderr, "test node: want arguments `node etcd ...`, got %q\n", os.Args[1:])
-			os.Exit(2)
-		}
-		if err := etcdnode.Main(context.Background(), os.Args[3:]); err != nil {
-			fmt.Fprintln(os.Stderr, "locktest:", err)
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
-	os.Exit(m.Run())
-}
+// The test binary doubles as the etcd member program.
+func TestMain(m *testing.M) { testexe.Main(m) }
 
 var start = time.Now()
 
@@ -43,7 +27,7 @@ func now() time.Duration { return time.Since(start) }
 // client addresses.
 func startCluster(t *testing.T) []string {
 	t.Helper()
-	e, err := local.NewEtcd(local.EtcdOptions{Dir: t.TempDir(), Exe: []string{os.Args[0]}, ExeEnv: []string{nodeEnv + "=etcd"}})
+	e, err := local.NewEtcd(local.EtcdOptions{Dir: t.TempDir(), Exe: []string{os.Args[0]}, ExeEnv: []string{testexe.NodeEnv + "=etcd"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,6 +26,13 @@ const (
 // Main runs one worker or one etcd member when the environment asks for
 // it, else the tests; it exits with their code and does not return.
 func Main(m *testing.M) {
+	ServeIfAsked()
+	os.Exit(m.Run())
+}
+
+// ServeIfAsked runs one worker or one etcd member, and exits, when the
+// environment asks for it; else it returns at once.
+func ServeIfAsked() {
 	switch {
 	case os.Getenv(WorkerEnv) == "1":
 		if err := workloads.RunWorker(context.Background(), os.Stdin, os.Stdout); err != nil {
@@ -43,7 +50,6 @@ func Main(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
 }
 
 // Worker returns the command and environment that run this test binary as
