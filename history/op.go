@@ -94,6 +94,10 @@ type Value struct {
 	Duration int64 `json:"duration,omitempty"`
 	// Point is the pause point at which a client pause happened.
 	Point string `json:"point,omitempty"`
+	// Roles is, on the completion of a nemesis injection pinned to a role
+	// (--target isolate=leader), the role each node it chose had when the
+	// fault picked it: node name → role, as the cluster reported it then.
+	Roles map[string]string `json:"roles,omitempty"`
 }
 
 // Tok returns a pointer to t, for Value.Token.

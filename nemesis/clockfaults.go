@@ -48,14 +48,15 @@ func (f *clockBump) HealName() string        { return "clock-restore" }
 func (f *clockBump) Duration() time.Duration { return f.env.Window }
 
 func (f *clockBump) Inject(ctx context.Context, rng *rand.Rand) (history.Value, error) {
-	n, err := f.env.pickName(ctx, f.Name(), nodeNames(f.env), rng)
+	node, roles, err := f.env.pickNode(ctx, f.Name(), f.env.candidates(f.Name()), rng)
 	if err != nil {
 		return history.Value{}, err
 	}
+	n := node.Name
 	d := f.env.jump(rng)
 	was := f.env.Clocks.Offset(n)
 	off := was + d
-	v := history.Value{Targets: []string{n + signed(d)}, Duration: int64(off)}
+	v := history.Value{Targets: []string{n + signed(d)}, Duration: int64(off), Roles: roles}
 	f.mu.Lock()
 	f.touched = append(f.touched, offsetWas{n, was})
 	f.mu.Unlock()
@@ -105,10 +106,11 @@ func (f *clockStrobe) HealName() string        { return "clock-restore" }
 func (f *clockStrobe) Duration() time.Duration { return f.env.Window }
 
 func (f *clockStrobe) Inject(ctx context.Context, rng *rand.Rand) (history.Value, error) {
-	n, err := f.env.pickName(ctx, f.Name(), nodeNames(f.env), rng)
+	node, roles, err := f.env.pickNode(ctx, f.Name(), f.env.candidates(f.Name()), rng)
 	if err != nil {
 		return history.Value{}, err
 	}
+	n := node.Name
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.target, f.stop, f.done = n, make(chan struct{}), make(chan struct{})
@@ -134,7 +136,7 @@ func (f *clockStrobe) Inject(ctx context.Context, rng *rand.Rand) (history.Value
 		}
 	}(f.stop, f.done)
 	return history.Value{Targets: []string{fmt.Sprintf("%s 0/%+v every %v", n, f.env.ClockBump, f.env.StrobeRate)},
-		Duration: int64(f.env.Window)}, nil
+		Duration: int64(f.env.Window), Roles: roles}, nil
 }
 
 func (f *clockStrobe) Heal(ctx context.Context) (history.Value, error) {

@@ -145,14 +145,24 @@ var builders = map[string]func(Env) (Fault, error){
 	"clock-skew-client": newClockSkewClient,
 }
 
-// Build returns the faults called names. An unknown name, or a fault the
-// environment cannot apply, is an error that says which and why.
+// Build returns the faults called names. An unknown name, a pin in
+// env.Targets that the fault cannot honour (see ParseTargets; a node, role,
+// client host or worker the run can never have), or a fault the
+// environment cannot apply, is an error that says which and why; a bad pin
+// is refused even when its fault is unavailable.
 func Build(names []string, env Env) ([]Fault, error) {
 	var out []Fault
 	for _, n := range names {
 		for _, pn := range strings.Split(n, "+") {
 			if _, ok := builders[pn]; !ok {
 				return nil, fmt.Errorf("unknown fault %q (known: %s)", pn, strings.Join(Names(), ", "))
+			}
+		}
+	}
+	for _, n := range names {
+		for _, pn := range strings.Split(n, "+") {
+			if err := env.checkPins(pn); err != nil {
+				return nil, fmt.Errorf("--target %w", err)
 			}
 		}
 	}
@@ -359,11 +369,11 @@ func (f *killNode) HealName() string        { return "restart-node" }
 func (f *killNode) Duration() time.Duration { return f.env.NodeDown }
 
 func (f *killNode) Inject(ctx context.Context, rng *rand.Rand) (history.Value, error) {
-	n, err := f.env.pickNode(ctx, f.Name(), targetNodes(f.env.Cluster), rng)
+	n, roles, err := f.env.pickNode(ctx, f.Name(), f.env.candidates(f.Name()), rng)
 	if err != nil {
 		return history.Value{}, err
 	}
-	v := history.Value{Targets: []string{n.Name}, Duration: int64(f.env.NodeDown)}
+	v := history.Value{Targets: []string{n.Name}, Duration: int64(f.env.NodeDown), Roles: roles}
 	err = f.killer.Kill(ctx, n)
 	// A failed kill is recorded as info: the node may be down all the same,
 	// so Heal restarts it too (restarting a running node does nothing).

@@ -38,11 +38,11 @@ func (f *pauseNode) HealName() string        { return "resume-node" }
 func (f *pauseNode) Duration() time.Duration { return f.env.Window }
 
 func (f *pauseNode) Inject(ctx context.Context, rng *rand.Rand) (history.Value, error) {
-	n, err := f.env.pickNode(ctx, f.Name(), targetNodes(f.env.Cluster), rng)
+	n, roles, err := f.env.pickNode(ctx, f.Name(), f.env.candidates(f.Name()), rng)
 	if err != nil {
 		return history.Value{}, err
 	}
-	v := history.Value{Targets: []string{n.Name}, Duration: int64(f.env.Window)}
+	v := history.Value{Targets: []string{n.Name}, Duration: int64(f.env.Window), Roles: roles}
 	err = f.pauser.Pause(ctx, n)
 	f.mu.Lock()
 	if !slices.Contains(f.paused, n) {

@@ -4,8 +4,11 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"regexp"
 	"slices"
+	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/locktest/locktest/clusters"
@@ -21,8 +24,59 @@ const (
 	ClockBackward = "backward"
 )
 
-// ParseTargets reads pinned targets, "clock-bump=n3,kill-node=master": for
-// each fault, the nodes (by name or role) or processes ("p0") it may hit.
+// pinKind says what the pins of a fault (--target fault=...) may name.
+type pinKind int
+
+const (
+	// pinNone: the fault takes no pins; pinNoneWhy says why.
+	pinNone pinKind = iota
+	// pinProcess: worker processes, "p0".
+	pinProcess
+	// pinNode: nodes, by name ("n2") or by role ("leader").
+	pinNode
+	// pinClientOrNode: client hosts ("c0") and nodes, by name or role.
+	pinClientOrNode
+)
+
+// pinKinds is what each fault's pins name. Every fault Build knows has an
+// entry (a test checks it).
+var pinKinds = map[string]pinKind{
+	"pause-client":      pinProcess,
+	"kill-client":       pinProcess,
+	"clock-skew-client": pinProcess,
+	"kill-node":         pinNode,
+	"pause-node":        pinNode,
+	"clock-bump":        pinNode,
+	"clock-strobe":      pinNode,
+	"isolate":           pinNode,
+	"halves":            pinNode,
+	"bridge":            pinNode,
+	"loss":              pinNode,
+	"delay":             pinNode,
+	"client-isolate":    pinClientOrNode,
+	"majorities-ring":   pinNone,
+	"partition":         pinNone,
+	"clock-reset":       pinNone,
+}
+
+// pinNoneWhy says why a fault of kind pinNone refuses pins.
+var pinNoneWhy = map[string]string{
+	"majorities-ring": "every node sees a majority and no node has a place of its own, so a pin could not mean anything",
+	"partition":       "its groups are given whole by --partition: name the hosts there",
+	"clock-reset":     "it resets every node's clock",
+}
+
+var (
+	processPin = regexp.MustCompile(`^p[0-9]+$`)
+	clientPin  = regexp.MustCompile(`^c[0-9]+$`)
+)
+
+// ParseTargets reads pinned targets, "clock-bump=n3;kill-node=master": for
+// each fault, the nodes (by name or role), client hosts ("c0") or worker
+// processes ("p0") it may hit. It refuses an unknown fault, a fault that
+// takes no pins, and a pin of the wrong kind for its fault (a process for a
+// node fault, say); what needs the cluster (does node n9 exist, can a node
+// of this backend be a "leader") is checked by Build.
 func ParseTargets(s string) (map[string][]string, error) {
 	out := map[string][]string{}
 	if strings.TrimSpace(s) == "" {
@@ -41,59 +95,279 @@ func ParseTargets(s string) (map[string][]string, error) {
 				out[fault] = append(out[fault], w)
 			}
 		}
+		if err := checkPinKinds(fault, out[fault]); err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
 }
 
+// checkPinKinds refuses pins that fault cannot take whatever the cluster:
+// any pin of a fault that takes none, and pins of the wrong kind.
+func checkPinKinds(fault string, pins []string) error {
+	if len(pins) == 0 {
+		return nil
+	}
+	pin := fault + "=" + strings.Join(pins, ",")
+	switch pinKinds[fault] {
+	case pinNone:
+		return fmt.Errorf("%s: %s takes no target: %s", pin, fault, pinNoneWhy[fault])
+	case pinProcess:
+		for _, p := range pins {
+			if !processPin.MatchString(p) {
+				return fmt.Errorf("%s: %s hits worker processes, named p0, p1, ...; %q is not one", pin, fault, p)
+			}
+		}
+	case pinNode:
+		for _, p := range pins {
+			switch {
+			case processPin.MatchString(p):
+				return fmt.Errorf("%s: %s hits nodes (by name or role), not worker processes like %s", pin, fault, p)
+			case clientPin.MatchString(p):
+				return fmt.Errorf("%s: %s hits nodes (by name or role), not client hosts like %s (client-isolate cuts a client host)", pin, fault, p)
+			}
+		}
+	case pinClientOrNode:
+		for _, p := range pins {
+			if processPin.MatchString(p) {
+				return fmt.Errorf("%s: %s cuts a client host (c0, c1, ...) from nodes; %s is a worker process, not a host", pin, fault, p)
+			}
+		}
+	}
+	return nil
+}
+
+// checkPins refuses, before the run starts, the pins of fault that env's
+// cluster and clients can never match: a node the run does not have, a
+// role no node the fault hits can have, a client host or worker the run
+// does not start. Roles are checked against what each node can ever be
+// (RoleReader.Roles), not what it is now.
+func (env Env) checkPins(fault string) error {
+	pins := env.Targets[fault]
+	if err := checkPinKinds(fault, pins); err != nil || len(pins) == 0 {
+		return err
+	}
+	pin := fault + "=" + strings.Join(pins, ",")
+	switch pinKinds[fault] {
+	case pinProcess:
+		if env.Clients == nil {
+			return nil
+		}
+		live := env.Clients.Processes()
+		var names []string
+		for _, p := range live {
+			names = append(names, fmt.Sprintf("p%d", p))
+		}
+		for _, p := range pins {
+			if !slices.Contains(names, p) {
+				return fmt.Errorf("%s: the run starts workers %s; %s is not one of them", pin, strings.Join(names, ", "), p)
+			}
+		}
+	case pinNode, pinClientOrNode:
+		if env.Cluster == nil {
+			return nil
+		}
+		cands := env.candidates(fault)
+		var nodeNames, roles []string
+		for _, n := range cands {
+			nodeNames = append(nodeNames, n.Name)
+			for _, r := range env.possibleRoles(n) {
+				if !slices.Contains(roles, r) {
+					roles = append(roles, r)
+				}
+			}
+		}
+		sort.Strings(roles)
+		for _, p := range pins {
+			if pinKinds[fault] == pinClientOrNode && clientPin.MatchString(p) {
+				if !slices.Contains(env.ClientHosts, p) {
+					return fmt.Errorf("%s: the run's client hosts are %s; %s is not one of them", pin, orNone(env.ClientHosts), p)
+				}
+				continue
+			}
+			if slices.Contains(nodeNames, p) || slices.Contains(roles, p) {
+				continue
+			}
+			what := "nodes " + strings.Join(nodeNames, ", ")
+			if len(roles) > 0 {
+				what += " (by name) or the roles " + strings.Join(roles, ", ")
+			} else {
+				what += " by name (no node of this backend has a role)"
+			}
+			return fmt.Errorf("%s: %s hits %s; %q is neither", pin, fault, what, p)
+		}
+	}
+	return nil
+}
+
+func orNone(s []string) string {
+	if len(s) == 0 {
+		return "none (each client has no network host of its own)"
+	}
+	return strings.Join(s, ", ")
+}
+
 // RoleReader is an optional ability of a cluster whose nodes' roles change
-// as it runs (a ZooKeeper leader, a Redis master after a failover): Role
-// asks the node what it is now.
+// as it runs (a ZooKeeper or etcd leader, a Redis master after a failover).
+// A fault pinned to a role asks Role of every node it may hit at the moment
+// it picks, and Roles before the run, to refuse a role no node can have.
 type RoleReader interface {
+	// Role asks the cluster what node n is now; an error means its role is
+	// not known at this moment (the node is down or cut off, an election
+	// is under way).
 	Role(ctx context.Context, n clusters.Node) (string, error)
+	// Roles lists every role Role can ever answer for n.
+	Roles(n clusters.Node) []string
 }
 
-// pickNode chooses the node fault hits among nodes: any of them, or only
-// those Env.Targets pins for the fault, by name or role. Roles are asked
-// of the cluster at the moment of the pick where it can tell them
-// (RoleReader); a node that does not answer keeps the role it started with.
-func (env Env) pickNode(ctx context.Context, fault string, nodes []clusters.Node, rng *rand.Rand) (clusters.Node, error) {
-	if pins := env.Targets[fault]; len(pins) > 0 {
-		nodes = slices.Clone(nodes)
-		if rr, ok := env.Cluster.(RoleReader); ok {
-			for i := range nodes {
-				if r, err := rr.Role(ctx, nodes[i]); err == nil && r != "" {
-					nodes[i].Role = r
-				}
-			}
-		}
-		nodes = slices.DeleteFunc(nodes, func(n clusters.Node) bool {
-			return !slices.Contains(pins, n.Name) && (n.Role == "" || !slices.Contains(pins, n.Role))
-		})
-		if len(nodes) == 0 {
-			return clusters.Node{}, fmt.Errorf("%w: no node is among the targets %s", errNotApplied, strings.Join(pins, ","))
-		}
+// roleReadTimeout bounds the reading of every node's role at one pick.
+const roleReadTimeout = 2 * time.Second
+
+// candidates returns the nodes fault may hit: the data nodes (Targeter)
+// for the node faults that stop a process, every node for the others.
+func (env Env) candidates(fault string) []clusters.Node {
+	if fault == "kill-node" || fault == "pause-node" {
+		return targetNodes(env.Cluster)
 	}
-	if len(nodes) == 0 {
-		return clusters.Node{}, fmt.Errorf("%w: no nodes", errNotApplied)
-	}
-	return nodes[rng.IntN(len(nodes))], nil
+	return env.Cluster.Nodes()
 }
 
-// pickName is pickNode for faults that see nodes by name only.
-func (env Env) pickName(ctx context.Context, fault string, names []string, rng *rand.Rand) (string, error) {
-	nodes := make([]clusters.Node, len(names))
-	for i, n := range names {
-		nodes[i] = clusters.Node{Name: n}
-		if env.Cluster != nil {
-			for _, c := range env.Cluster.Nodes() {
-				if c.Name == n {
-					nodes[i].Role = c.Role
-				}
+// possibleRoles returns the roles n can ever have: what the cluster's
+// RoleReader says, else the role it started with.
+func (env Env) possibleRoles(n clusters.Node) []string {
+	if rr, ok := env.Cluster.(RoleReader); ok {
+		return rr.Roles(n)
+	}
+	if n.Role != "" {
+		return []string{n.Role}
+	}
+	return nil
+}
+
+// readRoles returns the role of each of nodes now: asked of the cluster, all
+// at once, where it can tell (RoleReader), else the role the node started
+// with. A node whose role cannot be read now is left out.
+func (env Env) readRoles(ctx context.Context, nodes []clusters.Node) map[string]string {
+	roles := make(map[string]string, len(nodes))
+	rr, ok := env.Cluster.(RoleReader)
+	if !ok {
+		for _, n := range nodes {
+			if n.Role != "" {
+				roles[n.Name] = n.Role
+			}
+		}
+		return roles
+	}
+	ctx, cancel := context.WithTimeout(ctx, roleReadTimeout)
+	defer cancel()
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, n := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if r, err := rr.Role(ctx, n); err == nil && r != "" {
+				mu.Lock()
+				roles[n.Name] = r
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return roles
+}
+
+// pinned resolves the node pins of fault among cands at this moment: the
+// nodes a pin names, by name or by the role the cluster reports now. It
+// returns nil and no error when the fault has no node pins, and
+// errNotApplied when pins are set but no node matches now. roles holds
+// the roles read, when a pin names a role (nil otherwise).
+func (env Env) pinned(ctx context.Context, fault string, cands []clusters.Node) (hit []clusters.Node, roles map[string]string, err error) {
+	var pins []string
+	for _, p := range env.Targets[fault] {
+		if !(pinKinds[fault] == pinClientOrNode && clientPin.MatchString(p)) {
+			pins = append(pins, p)
+		}
+	}
+	if len(pins) == 0 {
+		return nil, nil, nil
+	}
+	byRole := false
+	for _, p := range pins {
+		if !slices.ContainsFunc(cands, func(n clusters.Node) bool { return n.Name == p }) {
+			byRole = true
+		}
+	}
+	if byRole && env.Cluster != nil {
+		roles = env.readRoles(ctx, cands)
+	} else if byRole {
+		roles = map[string]string{}
+		for _, n := range cands {
+			if n.Role != "" {
+				roles[n.Name] = n.Role
 			}
 		}
 	}
-	n, err := env.pickNode(ctx, fault, nodes, rng)
-	return n.Name, err
+	for _, n := range cands {
+		if slices.Contains(pins, n.Name) || (roles[n.Name] != "" && slices.Contains(pins, roles[n.Name])) {
+			hit = append(hit, n)
+		}
+	}
+	if len(hit) == 0 {
+		return nil, roles, fmt.Errorf("%w: no node is among the targets %s now (roles: %s)", errNotApplied, strings.Join(pins, ","), describeRoles(cands, roles))
+	}
+	return hit, roles, nil
+}
+
+// describeRoles renders the roles read at a pick, "n1=leader n2=? n3=follower".
+func describeRoles(nodes []clusters.Node, roles map[string]string) string {
+	var parts []string
+	for _, n := range nodes {
+		r := roles[n.Name]
+		if r == "" {
+			r = "?"
+		}
+		parts = append(parts, n.Name+"="+r)
+	}
+	return strings.Join(parts, " ")
+}
+
+// rolesOf returns the roles of the named nodes, for Value.Roles: nil when
+// no role was read.
+func rolesOf(roles map[string]string, names ...string) map[string]string {
+	if roles == nil {
+		return nil
+	}
+	out := map[string]string{}
+	for _, n := range names {
+		if r := roles[n]; r != "" {
+			out[n] = r
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// pickNode chooses the node fault hits among cands: any of them, or only
+// those Env.Targets pins for the fault, by name or by the role the cluster
+// reports at the moment of the pick (RoleReader; a node whose role cannot be
+// read then matches only by name). It also returns the role the chosen node
+// had, as {name: role}, when a pin named a role.
+func (env Env) pickNode(ctx context.Context, fault string, cands []clusters.Node, rng *rand.Rand) (clusters.Node, map[string]string, error) {
+	hit, roles, err := env.pinned(ctx, fault, cands)
+	if err != nil {
+		return clusters.Node{}, nil, err
+	}
+	if hit != nil {
+		cands = hit
+	}
+	if len(cands) == 0 {
+		return clusters.Node{}, nil, fmt.Errorf("%w: no nodes", errNotApplied)
+	}
+	n := cands[rng.IntN(len(cands))]
+	return n, rolesOf(roles, n.Name), nil
 }
 
 // pickProcess chooses the worker fault hits among procs: any, or only the

@@ -50,10 +50,10 @@ func TestPinnedTargets(t *testing.T) {
 	env := Env{Targets: map[string][]string{"kill-node": {"master"}, "clock-bump": {"n3"}, "pause-client": {"p2"}}}
 	for seed := uint64(0); seed < 20; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 0))
-		if n, err := env.pickNode(context.Background(), "kill-node", nodes, rng); err != nil || n.Name != "n1" {
+		if n, _, err := env.pickNode(context.Background(), "kill-node", nodes, rng); err != nil || n.Name != "n1" {
 			t.Fatalf("kill-node pinned to role master hit %v, %v", n, err)
 		}
-		if n, err := env.pickNode(context.Background(), "clock-bump", nodes, rng); err != nil || n.Name != "n3" {
+		if n, _, err := env.pickNode(context.Background(), "clock-bump", nodes, rng); err != nil || n.Name != "n3" {
 			t.Fatalf("clock-bump pinned to n3 hit %v, %v", n, err)
 		}
 		if p, err := env.pickProcess("pause-client", []int{0, 1, 2, 3}, rng); err != nil || p != 2 {
@@ -63,7 +63,7 @@ func TestPinnedTargets(t *testing.T) {
 	// Unpinned faults reach every node.
 	seen := map[string]bool{}
 	for seed := uint64(0); seed < 50; seed++ {
-		n, _ := env.pickNode(context.Background(), "pause-node", nodes, rand.New(rand.NewPCG(seed, 0)))
+		n, _, _ := env.pickNode(context.Background(), "pause-node", nodes, rand.New(rand.NewPCG(seed, 0)))
 		seen[n.Name] = true
 	}
 	if len(seen) != 3 {
@@ -214,7 +214,8 @@ func TestPartitionWithABridgeHost(t *testing.T) {
 	}
 }
 
-// roleCluster tells live roles: the leader moved to n3 since the start.
+// roleCluster tells live roles: the leader moved to n3 since the start,
+// and n2 does not answer.
 type roleCluster struct{ fakeCluster }
 
 func (c *roleCluster) Role(_ context.Context, n clusters.Node) (string, error) {
@@ -227,20 +228,33 @@ func (c *roleCluster) Role(_ context.Context, n clusters.Node) (string, error) {
 	return "follower", nil
 }
 
+func (c *roleCluster) Roles(clusters.Node) []string { return []string{"leader", "follower"} }
+
 func TestPinnedRoleIsAskedAtThePick(t *testing.T) {
 	nodes := []clusters.Node{{Name: "n1", Role: "leader"}, {Name: "n2", Role: "follower"}, {Name: "n3", Role: "follower"}}
 	env := Env{Cluster: &roleCluster{fakeCluster{nodes: nodes}}, Targets: map[string][]string{"kill-node": {"leader"}, "pause-node": {"follower"}}}
 	for seed := uint64(0); seed < 10; seed++ {
-		n, err := env.pickNode(context.Background(), "kill-node", nodes, rand.New(rand.NewPCG(seed, 0)))
+		n, roles, err := env.pickNode(context.Background(), "kill-node", nodes, rand.New(rand.NewPCG(seed, 0)))
 		if err != nil || n.Name != "n3" {
 			t.Fatalf("kill-node pinned to the leader hit %v, %v; the leader is n3 now", n.Name, err)
 		}
-		// n2 does not answer: it keeps the role it started with.
-		if n, _ := env.pickNode(context.Background(), "pause-node", nodes, rand.New(rand.NewPCG(seed, 0))); n.Name == "n3" {
-			t.Fatal("pause-node pinned to followers hit the leader")
+		if len(roles) != 1 || roles["n3"] != "leader" {
+			t.Fatalf("kill-node pinned to the leader recorded roles %v, want n3=leader", roles)
+		}
+		// n2 does not answer: its role is unknown, so only n1 is a
+		// follower now.
+		if n, roles, _ := env.pickNode(context.Background(), "pause-node", nodes, rand.New(rand.NewPCG(seed, 0))); n.Name != "n1" || roles["n1"] != "follower" {
+			t.Fatalf("pause-node pinned to followers hit %s (roles %v), want n1, the one follower that answers", n.Name, roles)
 		}
 	}
 	if nodes[0].Role != "leader" {
 		t.Error("pickNode changed its caller's nodes")
+	}
+	// No node has the pinned role now: nothing is hit, and the error says
+	// what each node was.
+	env.Targets = map[string][]string{"kill-node": {"observer"}}
+	if _, _, err := env.pickNode(context.Background(), "kill-node", nodes, rand.New(rand.NewPCG(1, 0))); !errors.Is(err, errNotApplied) ||
+		!strings.Contains(err.Error(), "n1=follower n2=? n3=leader") {
+		t.Errorf("pin matching no node now: %v, want not applied naming the roles read", err)
 	}
 }
