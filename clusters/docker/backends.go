@@ -34,6 +34,11 @@ type backend struct {
 	container func(c *Cluster, n *node) (containerSpec, error)
 	// probe checks, from the host, that n is ready.
 	probe func(ctx context.Context, c *Cluster, n *node) error
+	// roles lists the roles a node of a cluster of the given size can
+	// have, and role asks, from the host, which of them the node at addr
+	// has now; both nil for a backend whose nodes are all alike.
+	roles func(nodes int) []string
+	role  func(ctx context.Context, addr string) (string, error)
 }
 
 // containerSpec is a node's entrypoint, command, environment and files.
@@ -143,6 +148,8 @@ var etcdBackend = &backend{
 			"--heartbeat-interval", strconv.Itoa(tick), "--election-timeout", strconv.Itoa(election),
 		}}, nil
 	},
+	roles: func(int) []string { return []string{local.EtcdLeader, local.EtcdFollower} },
+	role:  local.EtcdRole,
 	probe: func(ctx context.Context, c *Cluster, n *node) error {
 		if err := dialable(ctx, n.addr()); err != nil {
 			return err
@@ -253,6 +260,13 @@ var zkBackend = &backend{
 		_, err := local.ZKMode(ctx, n.addr())
 		return err
 	},
+	roles: func(nodes int) []string {
+		if nodes == 1 {
+			return []string{"standalone"}
+		}
+		return []string{"leader", "follower"}
+	},
+	role: local.ZKMode,
 }
 
 func zkParams(params map[string]string) (time.Duration, string, error) {

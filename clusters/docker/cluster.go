@@ -71,9 +71,10 @@ type Options struct {
 
 // Cluster is the nodes of one backend as containers on a Lab's network,
 // each with a fixed address, started and waited for with testcontainers-go.
-// It implements clusters.Cluster, Killer, Pauser and LogCollector. Its
-// methods are safe for concurrent use; each holds the cluster's lock for its
-// whole duration.
+// It implements clusters.Cluster, Killer, Pauser and LogCollector, and Role
+// tells an etcd or ZooKeeper node's role now. Its methods are safe for
+// concurrent use; each that starts, stops or changes a node holds the
+// cluster's lock for its whole duration.
 type Cluster struct {
 	b     *backend
 	lab   *Lab
@@ -585,6 +586,27 @@ func (c *Cluster) CollectLogs(dir string) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// Role asks the node, from the host, what it is now: an etcd member
+// whether it is the leader (its status), a ZooKeeper server its mode
+// (srvr). Redis nodes are all alike: their role is "". It implements the
+// nemesis's RoleReader, for faults pinned to a role.
+func (c *Cluster) Role(ctx context.Context, node clusters.Node) (string, error) {
+	n, err := c.find(node)
+	if err != nil || c.b.role == nil {
+		return "", err
+	}
+	return c.b.role(ctx, n.addr())
+}
+
+// Roles returns the roles Role can answer for a node of this cluster; none
+// for Redis.
+func (c *Cluster) Roles(clusters.Node) []string {
+	if c.b.roles == nil {
+		return nil
+	}
+	return c.b.roles(len(c.nodes))
 }
 
 // find returns the node called node.Name.

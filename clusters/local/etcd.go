@@ -98,8 +98,9 @@ func init() {
 // Etcd is a cluster of etcd members, each a `locktest node etcd` process
 // embedding the etcd server, with its own ports, data directory and log. It
 // implements clusters.Cluster, Killer, Pauser and LogCollector; its nodes
-// have Role "" and Addr the member's client address. Its methods are safe
-// for concurrent use; each holds the cluster's lock for its whole duration.
+// have Role "" and Addr the member's client address, and Role asks a member
+// whether it is the leader now. Its methods are safe for concurrent use;
+// each but Role holds the cluster's lock for its whole duration.
 type Etcd struct {
 	exe                []string
 	exeEnv             []string
@@ -219,6 +220,63 @@ func (e *Etcd) Nodes() []clusters.Node {
 		out[i] = clusters.Node{Name: n.name, Addr: n.addr(), LogPath: n.logPath}
 	}
 	return out
+}
+
+// The roles of etcd members, as Etcd.Role and EtcdRole report them.
+const (
+	EtcdLeader   = "leader"
+	EtcdFollower = "follower"
+)
+
+// etcdRoleTimeout bounds one member's answer to EtcdRole when the caller's
+// context has no earlier deadline.
+const etcdRoleTimeout = time.Second
+
+// Role asks the member what it is now, "leader" or "follower" (EtcdRole);
+// a member that is down, cut off or in an election is an error. It
+// implements the nemesis's RoleReader, for faults pinned to the leader.
+func (e *Etcd) Role(ctx context.Context, node clusters.Node) (string, error) {
+	e.mu.Lock()
+	n, err := e.find(node)
+	var addr string
+	if err == nil {
+		addr = n.addr()
+	}
+	e.mu.Unlock()
+	if err != nil {
+		return "", err
+	}
+	return EtcdRole(ctx, addr)
+}
+
+// Roles returns the roles any member can have: leader and follower.
+func (e *Etcd) Roles(clusters.Node) []string { return []string{EtcdLeader, EtcdFollower} }
+
+// EtcdRole asks the etcd member at addr for its status (the Maintenance
+// API's Status) and returns "leader" when the leader it knows is itself
+// and "follower" when it knows another member as leader. A member that
+// knows no leader (an election is under way), reports errors or does not
+// answer within a second is an error.
+func EtcdRole(ctx context.Context, addr string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, etcdRoleTimeout)
+	defer cancel()
+	c, err := clientv3.New(clientv3.Config{Endpoints: []string{addr}, DialTimeout: etcdRoleTimeout, Logger: zap.NewNop()})
+	if err != nil {
+		return "", fmt.Errorf("etcd %s: %w", addr, err)
+	}
+	defer c.Close()
+	st, err := c.Status(ctx, addr)
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("etcd %s: status: %w", addr, err)
+	case len(st.Errors) > 0:
+		return "", fmt.Errorf("etcd %s reports %s", addr, strings.Join(st.Errors, "; "))
+	case st.Leader == 0:
+		return "", fmt.Errorf("etcd %s knows no leader", addr)
+	case st.Header != nil && st.Leader == st.Header.MemberId:
+		return EtcdLeader, nil
+	}
+	return EtcdFollower, nil
 }
 
 // Pids returns each member's current pid, or 0 for a member that is not

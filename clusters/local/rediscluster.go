@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -291,23 +292,9 @@ func parseClusterNodes(text string, byAddr map[string]string, pids map[string]in
 		up := pids[name] != 0
 		switch {
 		case strings.Contains(flags, "master"):
-			n := 0
-			for _, r := range f[8:] {
-				if strings.HasPrefix(r, "[") {
-					continue // a slot being migrated
-				}
-				lo, hi, isRange := strings.Cut(r, "-")
-				var a, b int
-				if _, err := fmt.Sscan(lo, &a); err != nil {
-					return nil, fmt.Errorf("bad slot %q", r)
-				}
-				b = a
-				if isRange {
-					if _, err := fmt.Sscan(hi, &b); err != nil {
-						return nil, fmt.Errorf("bad slot range %q", r)
-					}
-				}
-				n += b - a + 1
+			n, err := countSlots(f[8:])
+			if err != nil {
+				return nil, err
 			}
 			if n > 0 {
 				// A master without slots (one failed over while down) has
@@ -339,6 +326,93 @@ func parseClusterNodes(text string, byAddr map[string]string, pids map[string]in
 		return nil, fmt.Errorf("%d live masters own %d slots, want %d masters owning 16384", live, slots, masters)
 	}
 	return roles, nil
+}
+
+// countSlots counts the hash slots of the slot fields of a CLUSTER NODES
+// line ("0-5460", "5461", "[...]" for a slot being migrated, not counted).
+func countSlots(fields []string) (int, error) {
+	n := 0
+	for _, r := range fields {
+		if strings.HasPrefix(r, "[") {
+			continue // a slot being migrated
+		}
+		lo, hi, isRange := strings.Cut(r, "-")
+		var a, b int
+		if _, err := fmt.Sscan(lo, &a); err != nil {
+			return 0, fmt.Errorf("bad slot %q", r)
+		}
+		b = a
+		if isRange {
+			if _, err := fmt.Sscan(hi, &b); err != nil {
+				return 0, fmt.Errorf("bad slot range %q", r)
+			}
+		}
+		n += b - a + 1
+	}
+	return n, nil
+}
+
+// Role asks the node what it is now, from its own CLUSTER NODES line:
+// "master" when it is a master that serves slots, "replica" when it
+// replicates one. A master without slots (one that came back after its
+// failover and has not been turned into a replica yet), a node flagged
+// failing, and a node that does not answer are errors. It implements the
+// nemesis's RoleReader, so a fault pinned to the masters follows failovers.
+func (c *RedisCluster) Role(ctx context.Context, node clusters.Node) (string, error) {
+	var addr string
+	for _, n := range c.nodes.Nodes() {
+		if n.Name == node.Name {
+			addr = n.Addr
+		}
+	}
+	if addr == "" {
+		return "", fmt.Errorf("local redis-cluster: no node %q", node.Name)
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	cl := dataClient(addr)
+	defer cl.Close()
+	text, err := cl.ClusterNodes(ctx).Result()
+	if err != nil {
+		return "", fmt.Errorf("local redis-cluster: %s: CLUSTER NODES: %w", node.Name, err)
+	}
+	r, err := clusterSelfRole(text)
+	if err != nil {
+		return "", fmt.Errorf("local redis-cluster: %s: %w", node.Name, err)
+	}
+	return r, nil
+}
+
+// Roles returns the roles any node can have: master and replica.
+func (c *RedisCluster) Roles(clusters.Node) []string { return []string{RoleMaster, RoleReplica} }
+
+// clusterSelfRole reads the role of the node that answered CLUSTER NODES
+// from its own line (flags "myself,master" or "myself,slave").
+func clusterSelfRole(text string) (string, error) {
+	for _, line := range strings.Split(strings.TrimSpace(text), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 8 || !slices.Contains(strings.Split(f[2], ","), "myself") {
+			continue
+		}
+		flags := strings.Split(f[2], ",")
+		switch {
+		case slices.Contains(flags, "fail") || slices.Contains(flags, "fail?"):
+			return "", fmt.Errorf("flagged %s", f[2])
+		case slices.Contains(flags, "slave"):
+			return RoleReplica, nil
+		case slices.Contains(flags, "master"):
+			n, err := countSlots(f[8:])
+			if err != nil {
+				return "", err
+			}
+			if n == 0 {
+				return "", errors.New("a master that serves no slots: not yet rejoined as a replica")
+			}
+			return RoleMaster, nil
+		}
+		return "", fmt.Errorf("flags %s name neither master nor replica", f[2])
+	}
+	return "", errors.New("no line of CLUSTER NODES is flagged myself")
 }
 
 // Stop stops every node; it is idempotent.

@@ -36,6 +36,8 @@ const (
 	defaultFailoverTimeout   = 3 * time.Second
 	sentinelReadyTimeout     = 20 * time.Second
 	defaultSentinelPollEvery = 20 * time.Millisecond
+	// sentinelRoleTimeout bounds Role's questions to the sentinels.
+	sentinelRoleTimeout = 2 * time.Second
 )
 
 // SentinelOptions configures a replicated Redis watched by Redis Sentinel.
@@ -355,6 +357,47 @@ func (s *Sentinel) Master(ctx context.Context) (clusters.Node, error) {
 		return clusters.Node{}, err
 	}
 	return s.setMaster(addr)
+}
+
+// Role says what node is now: "sentinel" for a sentinel; for a data node,
+// "master" when a majority of the sentinels name it as the master now
+// (SENTINEL get-master-addr-by-name, as the clients ask them), else
+// "replica". With no majority of the sentinels agreeing (a failover under
+// way, sentinels down) a data node's role is an error. It implements the
+// nemesis's RoleReader, so a kill-node=master after a failover hits the
+// new master. Unlike Master, it does not change the roles Nodes reports.
+func (s *Sentinel) Role(ctx context.Context, node clusters.Node) (string, error) {
+	p, err := s.part(node)
+	if err != nil {
+		return "", err
+	}
+	if p == s.sentinels {
+		return RoleSentinel, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, sentinelRoleTimeout)
+	defer cancel()
+	master, err := s.sentinelsMaster(ctx)
+	if err != nil {
+		return "", fmt.Errorf("local redis-sentinel: %w", err)
+	}
+	for _, n := range s.data.Nodes() {
+		if n.Name == node.Name {
+			if n.Addr == master {
+				return RoleMaster, nil
+			}
+			return RoleReplica, nil
+		}
+	}
+	return "", fmt.Errorf("local redis-sentinel: no data node %q", node.Name)
+}
+
+// Roles returns the roles a node can have: master or replica for a data
+// node, sentinel for a sentinel.
+func (s *Sentinel) Roles(node clusters.Node) []string {
+	if p, err := s.part(node); err == nil && p == s.sentinels {
+		return []string{RoleSentinel}
+	}
+	return []string{RoleMaster, RoleReplica}
 }
 
 // WaitFailover waits until a majority of the sentinels name a data node

@@ -289,6 +289,17 @@ func (z *ZooKeeper) Role(ctx context.Context, node clusters.Node) (string, error
 	return z.Mode(ctx, node)
 }
 
+// Roles returns the roles Role can answer for a peer: leader and follower
+// in an ensemble, standalone for a single server.
+func (z *ZooKeeper) Roles(clusters.Node) []string {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	if len(z.nodes) == 1 {
+		return []string{"standalone"}
+	}
+	return []string{"leader", "follower"}
+}
+
 // Mode asks the peer with the `srvr` four-letter command what it is:
 // "leader", "follower" or "standalone". A peer that is up but not in a
 // quorum is an error.
