@@ -1,0 +1,192 @@
+package local
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/locktest/locktest/clusters"
+)
+
+func TestClusterSelfRole(t *testing.T) {
+	for _, tt := range []struct {
+		name, text, want, wantErr string
+	}{
+		{"master", "i1 a:1@11 myself,master - 0 0 1 connected 0-5460\ni4 a:4@14 slave i1 0 0 1 connected", RoleMaster, ""},
+		{"replica", "i1 a:1@11 master - 0 0 1 connected 0-5460\ni4 a:4@14 myself,slave i1 0 0 1 connected", RoleReplica, ""},
+		{"promoted", "i1 a:1@11 master,fail - 0 0 1 disconnected\ni4 a:4@14 myself,master - 0 0 7 connected 0-5460", RoleMaster, ""},
+		{"master without slots", "i1 a:1@11 myself,master - 0 0 1 connected\ni4 a:4@14 master - 0 0 7 connected 0-5460", "", "serves no slots"},
+		{"only migrating slots", "i1 a:1@11 myself,master - 0 0 1 connected [93->-i4]", "", "serves no slots"},
+		{"failing", "i1 a:1@11 myself,master,fail? - 0 0 1 connected 0-5460", "", "flagged myself,master,fail?"},
+		{"no myself", "i1 a:1@11 master - 0 0 1 connected 0-5460", "", "no line of CLUSTER NODES is flagged myself"},
+		{"bad slot", "i1 a:1@11 myself,master - 0 0 1 connected x-5", "", `bad slot`},
+	} {
+		got, err := clusterSelfRole(tt.text)
+		switch {
+		case tt.wantErr == "" && (err != nil || got != tt.want):
+			t.Errorf("%s: %q, %v; want %q", tt.name, got, err, tt.want)
+		case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+			t.Errorf("%s: %q, %v; want an error saying %q", tt.name, got, err, tt.wantErr)
+		}
+	}
+}
+
+// etcdRoles reads every member's role with Role; an unreadable one is "?".
+func etcdRoles(e *Etcd) map[string]string {
+	out := map[string]string{}
+	for _, n := range e.Nodes() {
+		r, err := e.Role(context.Background(), n)
+		if err != nil {
+			r = "?"
+		}
+		out[n.Name] = r
+	}
+	return out
+}
+
+// Role names the member that its own status reports as leader, and follows
+// the leadership when that member is killed.
+func TestEtcdRoleFollowsTheLeader(t *testing.T) {
+	t.Parallel()
+	e := startEtcd(t, testEtcdOptions(t))
+	nodes := e.Nodes()
+	c := etcdClient(t, nodes...)
+	// leader asks the members' status directly, not through Role.
+	leader := func(skip string) (string, error) {
+		ids := map[uint64]string{}
+		var lead uint64
+		for _, n := range nodes {
+			if n.Name == skip {
+				continue
+			}
+			st, err := status(c, n)
+			if err != nil {
+				return "", err
+			}
+			ids[st.Header.MemberId] = n.Name
+			if st.Leader == 0 || (lead != 0 && st.Leader != lead) {
+				return "", fmt.Errorf("%s names leader %x", n.Name, st.Leader)
+			}
+			lead = st.Leader
+		}
+		if ids[lead] == "" {
+			return "", fmt.Errorf("leader %x is none of the members asked", lead)
+		}
+		return ids[lead], nil
+	}
+	var first string
+	eventually(t, "Role to name the leader the members report", func() error {
+		l, err := leader("")
+		if err != nil {
+			return err
+		}
+		want := map[string]string{"n1": EtcdFollower, "n2": EtcdFollower, "n3": EtcdFollower}
+		want[l] = EtcdLeader
+		if got := etcdRoles(e); fmt.Sprint(got) != fmt.Sprint(want) {
+			return fmt.Errorf("roles %v, members say %v", got, want)
+		}
+		first = l
+		return nil
+	})
+	if got := e.Roles(nodes[0]); strings.Join(got, ",") != "leader,follower" {
+		t.Errorf("Roles = %v", got)
+	}
+
+	var victim clusters.Node
+	for _, n := range nodes {
+		if n.Name == first {
+			victim = n
+		}
+	}
+	if err := e.Kill(context.Background(), victim); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Role(context.Background(), victim); err == nil {
+		t.Errorf("Role of the killed %s: no error", victim.Name)
+	}
+	eventually(t, "Role to name the new leader", func() error {
+		l, err := leader(first)
+		if err != nil {
+			return err
+		}
+		got := etcdRoles(e)
+		if l == first || got[l] != EtcdLeader || got[first] != "?" {
+			return fmt.Errorf("roles %v, members say %s leads", got, l)
+		}
+		return nil
+	})
+	if err := e.Restart(context.Background(), victim); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Role reads a Redis Cluster node's own view, and follows a failover: the
+// replica of a killed master is a master once the cluster promoted it.
+func TestRedisClusterRoleFollowsFailover(t *testing.T) {
+	skipWithoutRedis(t)
+	if _, err := exec.LookPath("redis-cli"); err != nil {
+		t.Skip("redis-cli not in PATH (make setup)")
+	}
+	c, err := NewRedisCluster(RedisClusterOptions{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Stop(context.Background()) })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// byROLE asks each node's ROLE with a client of the test's own.
+	byROLE := func() map[string]string {
+		out := map[string]string{}
+		for _, n := range c.Nodes() {
+			r, err := nodeRole(ctx, n.Addr)
+			switch {
+			case err != nil:
+				r = "?"
+			case r == "slave":
+				r = RoleReplica
+			}
+			out[n.Name] = r
+		}
+		return out
+	}
+	roles := func() map[string]string {
+		out := map[string]string{}
+		for _, n := range c.Nodes() {
+			r, err := c.Role(ctx, n)
+			if err != nil {
+				r = "?"
+			}
+			out[n.Name] = r
+		}
+		return out
+	}
+	if got, want := roles(), byROLE(); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("Role says %v, ROLE says %v", got, want)
+	}
+	victim := byRole(c.Nodes(), RoleMaster)[0]
+	if err := c.Kill(ctx, victim); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WaitHealthy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, want := roles(), byROLE()
+	if fmt.Sprint(got) != fmt.Sprint(want) || got[victim.Name] != "?" {
+		t.Fatalf("after %s's failover Role says %v, ROLE says %v", victim.Name, got, want)
+	}
+	masters := 0
+	for _, r := range got {
+		if r == RoleMaster {
+			masters++
+		}
+	}
+	if masters != 3 {
+		t.Errorf("Role names %d masters after the failover, want 3: %v", masters, got)
+	}
+}
