@@ -1,0 +1,137 @@
+package docker
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/locktest/locktest/clusters"
+)
+
+// Role names the etcd container that the members' own status reports as
+// leader, and follows the leadership when that container is killed; the
+// roles a node can have are leader and follower for etcd, leader and
+// follower (standalone alone) for ZooKeeper, and none for Redis.
+func TestDockerRoles(t *testing.T) {
+	e := needEngine(t)
+	img := needImage(t, e, "etcd")
+	lab := newLab(t, e)
+	c, err := New(Options{Backend: "etcd", Nodes: 3, Dir: t.TempDir(), Lab: lab, Image: img})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop(ctx)
+	nodes := c.Nodes()
+	// leader asks each member's status with the test's own client.
+	leader := func(skip string) (string, error) {
+		ids := map[uint64]string{}
+		var lead uint64
+		for _, n := range nodes {
+			if n.Name == skip {
+				continue
+			}
+			cli, err := clientv3.New(clientv3.Config{Endpoints: []string{n.Addr}, DialTimeout: time.Second, Logger: zap.NewNop()})
+			if err != nil {
+				return "", err
+			}
+			sctx, cancel := context.WithTimeout(ctx, time.Second)
+			st, err := cli.Status(sctx, n.Addr)
+			cancel()
+			cli.Close()
+			if err != nil {
+				return "", err
+			}
+			ids[st.Header.MemberId] = n.Name
+			if st.Leader == 0 || (lead != 0 && st.Leader != lead) {
+				return "", fmt.Errorf("%s names leader %x", n.Name, st.Leader)
+			}
+			lead = st.Leader
+		}
+		if ids[lead] == "" {
+			return "", fmt.Errorf("leader %x is none of the members asked", lead)
+		}
+		return ids[lead], nil
+	}
+	roles := func() map[string]string {
+		out := map[string]string{}
+		for _, n := range nodes {
+			r, err := c.Role(ctx, n)
+			if err != nil {
+				r = "?"
+			}
+			out[n.Name] = r
+		}
+		return out
+	}
+	within := func(what string, cond func() error) {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			err := cond()
+			if err == nil {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %v", what, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	var first string
+	within("Role to name the leader the members report", func() error {
+		l, err := leader("")
+		if err != nil {
+			return err
+		}
+		want := map[string]string{"n1": "follower", "n2": "follower", "n3": "follower"}
+		want[l] = "leader"
+		if got := roles(); fmt.Sprint(got) != fmt.Sprint(want) {
+			return fmt.Errorf("Role says %v, the members %v", got, want)
+		}
+		first = l
+		return nil
+	})
+	if got := c.Roles(nodes[0]); !slices.Equal(got, []string{"leader", "follower"}) {
+		t.Errorf("etcd Roles = %v", got)
+	}
+	if err := c.Kill(ctx, clusters.Node{Name: first}); err != nil {
+		t.Fatal(err)
+	}
+	within("Role to name the new leader", func() error {
+		l, err := leader(first)
+		if err != nil {
+			return err
+		}
+		if got := roles(); l == first || got[l] != "leader" || got[first] != "?" {
+			return fmt.Errorf("Role says %v, the members say %s leads", got, l)
+		}
+		return nil
+	})
+
+	for _, tt := range []struct {
+		backend string
+		nodes   int
+		want    []string
+	}{
+		{"zookeeper", 3, []string{"leader", "follower"}},
+		{"zookeeper", 1, []string{"standalone"}},
+		{"redis", 2, nil},
+	} {
+		other, err := New(Options{Backend: tt.backend, Nodes: tt.nodes, Dir: t.TempDir(), Lab: lab, Image: Image{Ref: "unused"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := other.Roles(other.Nodes()[0]); !slices.Equal(got, tt.want) {
+			t.Errorf("%d×%s: Roles = %v, want %v", tt.nodes, tt.backend, got, tt.want)
+		}
+	}
+}
