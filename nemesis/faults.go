@@ -159,9 +159,13 @@ func Build(names []string, env Env) ([]Fault, error) {
 			}
 		}
 	}
+	var procs []int
+	if env.Clients != nil {
+		procs = env.Clients.Processes()
+	}
 	for _, n := range names {
 		for _, pn := range strings.Split(n, "+") {
-			if err := env.checkPins(pn); err != nil {
+			if err := env.checkPins(pn, procs); err != nil {
 				return nil, fmt.Errorf("--target %w", err)
 			}
 		}

@@ -2,6 +2,8 @@ package nemesis
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -331,9 +333,16 @@ func TestUnsupportedPinsAreRefused(t *testing.T) {
 		{"worker", plain, "kill-client", []string{"p1"}, ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			env := Env{Cluster: tt.cluster, Clients: &fakeClients{procs: []int{0, 1}}, ClientHosts: []string{"c0", "c1"},
-				Targets: map[string][]string{tt.fault: tt.pins}}
-			err := env.checkPins(tt.fault)
+			targets := map[string][]string{tt.fault: tt.pins}
+			env := Env{Cluster: tt.cluster, Clients: &fakeClients{procs: []int{0, 1}}, ClientHosts: []string{"c0", "c1"}, Targets: targets}
+			_, err := Build([]string{tt.fault}, env)
+			if errors.Is(err, ErrUnavailable) {
+				err = nil // the pins passed; the fakes lack what the fault needs
+			}
+			// The check before anything starts says the same.
+			if early := CheckTargets(targets, tt.cluster, 2); fmt.Sprint(early) != strings.TrimPrefix(fmt.Sprint(err), "--target ") {
+				t.Errorf("CheckTargets = %v, Build = %v", early, err)
+			}
 			if tt.want == "" {
 				if err != nil {
 					t.Errorf("refused: %v", err)

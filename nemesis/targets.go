@@ -137,12 +137,41 @@ func checkPinKinds(fault string, pins []string) error {
 	return nil
 }
 
+// CheckTargets refuses, before anything of a run starts, the pins of
+// targets that a run of cluster with the given number of clients can never
+// match (see Build): cluster may be one constructed but not started, whose
+// Nodes already have their names. The run's client hosts are taken to be
+// c0, c1, ... and its workers p0, p1, ..., one per client.
+func CheckTargets(targets map[string][]string, cluster clusters.Cluster, clients int) error {
+	env := Env{Cluster: cluster, Targets: targets}
+	var procs []int
+	for c := range clients {
+		env.ClientHosts = append(env.ClientHosts, fmt.Sprintf("c%d", c))
+		procs = append(procs, c)
+	}
+	faults := make([]string, 0, len(targets))
+	for f := range targets {
+		faults = append(faults, f)
+	}
+	sort.Strings(faults)
+	for _, f := range faults {
+		if _, ok := builders[f]; !ok {
+			return fmt.Errorf("unknown fault %q", f)
+		}
+		if err := env.checkPins(f, procs); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // checkPins refuses, before the run starts, the pins of fault that env's
 // cluster and clients can never match: a node the run does not have, a
-// role no node the fault hits can have, a client host or worker the run
-// does not start. Roles are checked against what each node can ever be
-// (RoleReader.Roles), not what it is now.
-func (env Env) checkPins(fault string) error {
+// role no node the fault hits can have, a client host or worker (among
+// procs; nil when they are not known) the run does not start. Roles are
+// checked against what each node can ever be (RoleReader.Roles), not what
+// it is now.
+func (env Env) checkPins(fault string, procs []int) error {
 	pins := env.Targets[fault]
 	if err := checkPinKinds(fault, pins); err != nil || len(pins) == 0 {
 		return err
@@ -150,12 +179,11 @@ func (env Env) checkPins(fault string) error {
 	pin := fault + "=" + strings.Join(pins, ",")
 	switch pinKinds[fault] {
 	case pinProcess:
-		if env.Clients == nil {
+		if procs == nil {
 			return nil
 		}
-		live := env.Clients.Processes()
 		var names []string
-		for _, p := range live {
+		for _, p := range procs {
 			names = append(names, fmt.Sprintf("p%d", p))
 		}
 		for _, p := range pins {

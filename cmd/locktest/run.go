@@ -12,6 +12,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/clusters/local"
 	"github.com/locktest/locktest/impls"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/reports"
@@ -41,6 +42,9 @@ func newRunCmd() *cobra.Command {
 			}
 			cfg.Groups = g
 			if cfg.Targets, err = nemesis.ParseTargets(targets); err != nil {
+				return usageError{fmt.Errorf("--target: %v", err)}
+			}
+			if err := checkTargets(cfg); err != nil {
 				return usageError{fmt.Errorf("--target: %v", err)}
 			}
 			cfg.Command = "locktest " + strings.Join(os.Args[1:], " ")
@@ -176,4 +180,26 @@ func orNone(xs []string) string {
 		return "none"
 	}
 	return strings.Join(xs, ",")
+}
+
+// checkTargets refuses, before anything starts, the pins that no run of
+// the impl's cluster can match: a node it lacks, a role its nodes never
+// have, a worker or client host beyond --clients. The cluster is
+// constructed, not started, to learn its nodes' names and roles (the docker
+// provider names and casts its nodes alike); a cluster that cannot be
+// constructed here is left for the run to report, and the run checks the
+// pins again against the cluster it started.
+func checkTargets(cfg run.Config) error {
+	if len(cfg.Targets) == 0 {
+		return nil
+	}
+	impl, err := impls.Lookup(cfg.Impl)
+	if err != nil {
+		return nil
+	}
+	cl, err := local.New(impl.Backend, local.Options{Nodes: impl.Nodes, Dir: os.TempDir(), Params: cfg.ClusterParams, Exe: cfg.NodeCommand})
+	if err != nil {
+		return nil
+	}
+	return nemesis.CheckTargets(cfg.Targets, cl, cfg.Clients)
 }
