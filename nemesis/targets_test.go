@@ -112,7 +112,10 @@ func TestCombinedFault(t *testing.T) {
 	// so that a loaded machine cannot cut a round short.
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	a := &fakeFault{name: "a", duration: 30 * time.Millisecond, onHeal: cancel}
+	// b is due 10ms after it went in, a 500ms after: b comes out first
+	// unless b went in more than 490ms after a, which even a loaded
+	// machine does not take for a 5ms stagger.
+	a := &fakeFault{name: "a", duration: 500 * time.Millisecond, onHeal: cancel}
 	b := &fakeFault{name: "b", duration: 10 * time.Millisecond}
 	s := newSchedule(20*time.Millisecond, 1, &combined{parts: []Fault{a, b}, stagger: 5 * time.Millisecond})
 	if err := s.Run(ctx); err != nil {
@@ -138,11 +141,11 @@ func TestCombinedFault(t *testing.T) {
 
 	// Each part is healed after its own duration, but not before the last
 	// part went in: a partition of 0s comes out first, as soon as the kill
-	// that follows it went in; the kill stays its own 40ms.
+	// that follows it went in; the kill stays its own 300ms.
 	ctx3, cancel3 := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel3()
 	p := &fakeFault{name: "p", duration: 0}
-	k := &fakeFault{name: "k", duration: 40 * time.Millisecond, onHeal: cancel3}
+	k := &fakeFault{name: "k", duration: 300 * time.Millisecond, onHeal: cancel3}
 	s = newSchedule(20*time.Millisecond, 1, &combined{parts: []Fault{p, k}, stagger: 10 * time.Millisecond})
 	if err := s.Run(ctx3); err != nil {
 		t.Fatal(err)
@@ -156,8 +159,8 @@ func TestCombinedFault(t *testing.T) {
 	if len(ops) < 4 || ops[0].F+ops[1].F+ops[2].F+ops[3].F != "pkheal-pheal-k" {
 		t.Fatalf("ops %v, want p k heal-p heal-k", ops)
 	}
-	if held := time.Duration(ops[3].Time - ops[1].Time); held < 40*time.Millisecond {
-		t.Errorf("k was healed %v after it went in, before its own 40ms", held)
+	if held := time.Duration(ops[3].Time - ops[1].Time); held < 300*time.Millisecond {
+		t.Errorf("k was healed %v after it went in, before its own 300ms", held)
 	}
 	if ops[2].Time > ops[3].Time {
 		t.Errorf("p, of no duration, was healed after k")
