@@ -81,9 +81,11 @@ type Env struct {
 	KillPoint  string
 
 	// Targets pins what a fault may hit: for a fault name, the nodes (by
-	// name or role) or processes ("p0") to choose among; a fault missing
-	// from it hits anything. ClockDirection is ClockEither, ClockForward or
-	// ClockBackward.
+	// name or role), client hosts ("c0", client-isolate only) or processes
+	// ("p0") to choose among, each fault giving the pin its own meaning (see
+	// ParseTargets and the shapes); a fault missing from it hits anything.
+	// Build refuses pins a fault cannot honour. ClockDirection is
+	// ClockEither, ClockForward or ClockBackward.
 	Targets        map[string][]string
 	ClockDirection string
 	// Stagger is the wait between the injections of the parts of a
