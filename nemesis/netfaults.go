@@ -25,8 +25,8 @@ type shapeIn struct {
 }
 
 // A shape returns the cuts to make and its subject: the nodes in the place
-// a pin chooses (the isolated node, the minority, the bridge, the nodes a
-// client loses); nil for shapes that take no pins. Every choice comes from
+// a pin chooses (the isolated node, the pinned nodes of the minority, the
+// bridge, the nodes a client loses); nil for shapes that take no pins. Every choice comes from
 // rng, so a seed names the partition; an unpinned shape draws exactly as it
 // did before pins existed.
 type shape func(in shapeIn, rng *rand.Rand) (cuts []Cut, subject []string, err error)
@@ -62,6 +62,9 @@ var shapes = map[string]shape{
 		}
 		a, b := slices.Clone(s[:len(s)/2]), slices.Clone(s[len(s)/2:])
 		subject := slices.Clone(a)
+		if len(in.pinned) > 0 {
+			subject = slices.DeleteFunc(subject, func(n string) bool { return !slices.Contains(in.pinned, n) })
+		}
 		for _, c := range in.clients {
 			if rng.IntN(2) == 0 {
 				a = append(a, c)

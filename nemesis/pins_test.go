@@ -59,17 +59,17 @@ func TestShapesHonourPins(t *testing.T) {
 			}},
 		{name: "halves with one pinned", shape: "halves", nodes: 5, pinned: []string{"n5"},
 			check: func(nodes []string, cuts []Cut, subject []string) string {
-				return wantMinority(nodes, cuts, subject, func(min []string) bool { return slices.Contains(min, "n5") })
+				return wantMinority(nodes, []string{"n5"}, cuts, subject, func(min []string) bool { return slices.Contains(min, "n5") })
 			}},
 		{name: "halves with the whole minority pinned", shape: "halves", nodes: 5, pinned: []string{"n1", "n4"},
 			check: func(nodes []string, cuts []Cut, subject []string) string {
-				return wantMinority(nodes, cuts, subject, func(min []string) bool {
+				return wantMinority(nodes, []string{"n1", "n4"}, cuts, subject, func(min []string) bool {
 					return len(min) == 2 && slices.Contains(min, "n1") && slices.Contains(min, "n4")
 				})
 			}},
 		{name: "halves with more pinned than fit", shape: "halves", nodes: 5, pinned: []string{"n1", "n2", "n3"},
 			check: func(nodes []string, cuts []Cut, subject []string) string {
-				return wantMinority(nodes, cuts, subject, func(min []string) bool {
+				return wantMinority(nodes, []string{"n1", "n2", "n3"}, cuts, subject, func(min []string) bool {
 					return len(min) == 2 && !slices.Contains(min, "n4") && !slices.Contains(min, "n5")
 				})
 			}},
@@ -154,19 +154,23 @@ func wantAlone(nodes, clients []string, cuts []Cut, n string, subject []string) 
 	return ""
 }
 
-// wantMinority checks that the first side of a halves cut holds exactly the
-// subject's nodes, the minority, and that ok accepts them.
-func wantMinority(nodes []string, cuts []Cut, subject []string, ok func([]string) bool) string {
+// wantMinority checks that the first side of a halves cut holds the
+// minority of the nodes, that ok accepts them, and that the subject is the
+// pinned ones among them.
+func wantMinority(nodes, pinned []string, cuts []Cut, subject []string, ok func([]string) bool) string {
 	if len(cuts) != 1 {
 		return "want one cut"
 	}
-	var minority []string
+	var minority, pinnedThere []string
 	for _, h := range cuts[0].A {
 		if slices.Contains(nodes, h) {
 			minority = append(minority, h)
+			if slices.Contains(pinned, h) {
+				pinnedThere = append(pinnedThere, h)
+			}
 		}
 	}
-	if len(minority) != len(nodes)/2 || !slices.Equal(minority, subject) {
+	if len(minority) != len(nodes)/2 || !slices.Equal(pinnedThere, subject) {
 		return "minority " + strings.Join(minority, ",") + " subject " + strings.Join(subject, ",")
 	}
 	if !ok(minority) {
