@@ -111,7 +111,7 @@ func (w *Writer) Append(op Op) error {
 // fail makes err the writer's final error. w.mu must be held.
 func (w *Writer) fail(err error) {
 	if w.err == nil {
-		w.err = fmt.Errorf("%w (%s keeps its first %d ops; nothing after them was written)", err, w.f.Name(), w.ops)
+		w.err = fmt.Errorf("%w (the file keeps its first %d ops; nothing after them was written)", err, w.ops)
 	}
 }
 

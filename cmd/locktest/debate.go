@@ -67,6 +67,14 @@ inconclusive, 2 bad usage or a broken scenario file.`,
 			// Every output must be writable before the first run: a
 			// debate takes minutes, and its results must not be lost at
 			// the end.
+			for _, o := range []struct{ flag, path string }{{"--junit", junit}, {"--findings", findings}} {
+				if o.path == "" {
+					continue
+				}
+				if err := writableFile(o.path); err != nil {
+					return usageError{fmt.Errorf("%s: %v", o.flag, err)}
+				}
+			}
 			outFlag := "--out"
 			if out == "" {
 				out, outFlag = filepath.Join(store, "debate", started.Format("20060102T150405")), "--store"
@@ -76,14 +84,6 @@ inconclusive, 2 bad usage or a broken scenario file.`,
 			}
 			if err := writableDir(out); err != nil {
 				return usageError{fmt.Errorf("%s: %v", outFlag, err)}
-			}
-			for _, o := range []struct{ flag, path string }{{"--junit", junit}, {"--findings", findings}} {
-				if o.path == "" {
-					continue
-				}
-				if err := writableFile(o.path); err != nil {
-					return usageError{fmt.Errorf("%s: %v", o.flag, err)}
-				}
 			}
 			base := run.DefaultConfig()
 			base.StoreDir = store
