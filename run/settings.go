@@ -30,10 +30,6 @@ var (
 	Expectations = []string{"valid", "invalid"}
 )
 
-// NetworkFaults are the faults that need network namespaces: with
-// Config.Net NetAuto a run gets them when it has one of these.
-func NetworkFaults() []string { return append([]string(nil), networkFaults...) }
-
 // hasPersistence reports whether the nodes of backend have the setting
 // Config.Persistence chooses: the Redis backends.
 func hasPersistence(backend string) bool { return strings.HasPrefix(backend, "redis") }

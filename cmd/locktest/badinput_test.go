@@ -85,9 +85,9 @@ var badValues = map[string][]badCase{
 		bc("--stagger changes nothing in this run: it needs a combined fault (--faults a+b)", "--faults", "pause-client", "--stagger", "1s")},
 	"run --loss": {bc("--loss must be in (0, 1], got 1.5", "--faults", "loss", "--loss", "1.5"), bc("--loss must be in (0, 1], got 0", "--faults", "loss", "--loss", "0"),
 		bc("--loss changes nothing in this run: it needs --faults loss", "--loss", "0.5")},
-	"run --delay":      {bc("--delay must be positive, got 0s", "--faults", "delay", "--delay", "0")},
-	"run --clock-bump": {bc("--clock-bump must not be negative", "--faults", "clock-bump", "--clock-bump", "-1s")},
-	"run --strobe":     {bc("--strobe must be positive, got 0s", "--faults", "clock-strobe", "--strobe", "0")},
+	"run --delay":       {bc("--delay must be positive, got 0s", "--faults", "delay", "--delay", "0")},
+	"run --clock-bump":  {bc("--clock-bump must not be negative", "--faults", "clock-bump", "--clock-bump", "-1s")},
+	"run --strobe":      {bc("--strobe must be positive, got 0s", "--faults", "clock-strobe", "--strobe", "0")},
 	"run --kill-holder": {bc("--kill-holder changes nothing in this run: it needs --faults kill-client (faults: pause-client)", "--faults", "pause-client", "--kill-holder")},
 	"run --persistence": {bc(`--persistence must be off, everysec, always, got "sometimes"`, "--persistence", "sometimes"),
 		bc("--persistence is a setting of the Redis backends, and etcd-mutex runs etcd, which has none", "--impl", "etcd-mutex", "--persistence", "always")},
@@ -201,6 +201,7 @@ func TestEveryFlagRefusesABadValue(t *testing.T) {
 				!strings.Contains(stderr, want) || strings.Contains(stderr, "goroutine") {
 				t.Fatalf("locktest %s: exit %d, stderr %q; want exit 2 and one line containing %q", strings.Join(args, " "), code, stderr, want)
 			}
+			t.Logf("locktest %s\n%s", strings.Join(args[len(base):], " "), stderr)
 			if stdout != "" {
 				t.Errorf("stdout %q, want nothing", stdout)
 			}
