@@ -190,8 +190,9 @@ var lineRE = regexp.MustCompile(`^line (\d+): (.*)$`)
 
 // decodeError turns an error of the YAML decoder into one line that names
 // the file, the line and, when the line is inside one, the scenario:
-// "my.yaml:9: scenario "a": field bogus not found". Of several errors (a
-// wrong type in two fields) the first is given, with how many follow.
+// `my.yaml: line 9: field bogus not found (in scenario "a")`. Of several
+// errors (a wrong type in two fields) the first is given, with how many
+// follow.
 func decodeError(file string, doc *yaml.Node, err error) error {
 	msgs := []string{err.Error()}
 	var te *yaml.TypeError
@@ -199,20 +200,18 @@ func decodeError(file string, doc *yaml.Node, err error) error {
 		msgs = te.Errors
 	}
 	msg := oneLine(errors.New(msgs[0]))
-	more := ""
 	if len(msgs) > 1 {
-		more = fmt.Sprintf(" (and %d more)", len(msgs)-1)
+		msg += fmt.Sprintf(" (and %d more)", len(msgs)-1)
 	}
 	m := lineRE.FindStringSubmatch(msg)
 	if m == nil {
-		return fmt.Errorf("%s: %s%s", file, msg, more)
+		return fmt.Errorf("%s: %s", file, msg)
 	}
 	line, _ := strconv.Atoi(m[1])
-	where := fmt.Sprintf("%s:%d", file, line)
 	if sc, ok := scenarioAt(doc, line); ok {
-		where += ": scenario " + sc
+		msg += " (in scenario " + sc + ")"
 	}
-	return fmt.Errorf("%s: %s%s", where, m[2], more)
+	return fmt.Errorf("%s: %s", file, msg)
 }
 
 // scenarioAt names the scenario of the top-level list that line falls in:

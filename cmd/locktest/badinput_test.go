@@ -100,7 +100,7 @@ var badValues = map[string][]badCase{
 	"run --log-level": {bc(`--log-level must be debug, info, warn, error, got "loud"`, "--log-level", "loud")},
 
 	"debate --scenarios": {bc("--scenarios: open STORE/none.yaml: no such file or directory", "--scenarios", "STORE/none.yaml"),
-		bc(`--scenarios: STORE/bad.yaml:3: scenario "a": field colour not found`, "--scenarios", "STORE/bad.yaml")},
+		bc(`--scenarios: STORE/bad.yaml: line 3: field colour not found (in scenario "a")`, "--scenarios", "STORE/bad.yaml")},
 	"debate --only":     {bc(`--only: no scenario "nope" (see locktest debate --list)`, "--only", "nope")},
 	"debate --seeds":    {bc("--seeds must be at least 1, got 0", "--seeds", "0"), bc("--seeds must be at least 1, got -1", "--seeds", "-1")},
 	"debate --store":    {bc("--store: mkdir STORE/file: not a directory", "--store", "STORE/file")},
