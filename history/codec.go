@@ -18,8 +18,13 @@ import (
 // write call as soon as it is appended, so a driver that is killed leaves a
 // file of whole lines; a background loop fsyncs the file every SyncEvery
 // while there is something new, and Close fsyncs it, so a crash of the
-// machine loses at most about SyncEvery of history. It is safe for
-// concurrent use.
+// machine loses at most about SyncEvery of history.
+//
+// The first write or fsync error (a full disk, say) is final: the file is
+// cut back to its last whole line, no later op is written (a file with a
+// hole in it would not be a history), and Append and Close return that
+// error, which says how many ops the file keeps. It is safe for concurrent
+// use.
 type Writer struct {
 	mu      sync.Mutex
 	f       *os.File
@@ -27,7 +32,9 @@ type Writer struct {
 	enc     *json.Encoder // writes into buf
 	dirty   bool
 	closing bool
-	err     error // the first fsync error of the background loop
+	err     error // the first write or fsync error
+	size    int64 // bytes of whole lines written
+	ops     int   // ops written
 	done    chan struct{}
 	wg      sync.WaitGroup
 }
@@ -59,10 +66,10 @@ func (w *Writer) syncLoop() {
 			return
 		case <-t.C:
 			w.mu.Lock()
-			if w.dirty && w.f != nil {
+			if w.dirty && w.f != nil && w.err == nil {
 				w.dirty = false
-				if err := w.f.Sync(); err != nil && w.err == nil {
-					w.err = err
+				if err := w.f.Sync(); err != nil {
+					w.fail(err)
 				}
 			}
 			w.mu.Unlock()
@@ -71,7 +78,7 @@ func (w *Writer) syncLoop() {
 }
 
 // Append writes op as one line. It returns an error if the write fails, or
-// if an earlier background fsync failed.
+// if an earlier write or fsync failed; then op is not in the file.
 func (w *Writer) Append(op Op) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -85,11 +92,27 @@ func (w *Writer) Append(op Op) error {
 	if err := w.enc.Encode(op); err != nil {
 		return err
 	}
-	if _, err := w.f.Write(w.buf.Bytes()); err != nil {
-		return err
+	n, err := w.f.Write(w.buf.Bytes())
+	if err != nil {
+		if n > 0 {
+			// Half a line: cut it off, so the file ends with whole lines.
+			// (Truncating frees space; it works on a full disk.)
+			_ = w.f.Truncate(w.size)
+		}
+		w.fail(err)
+		return w.err
 	}
+	w.size += int64(n)
+	w.ops++
 	w.dirty = true
 	return nil
+}
+
+// fail makes err the writer's final error. w.mu must be held.
+func (w *Writer) fail(err error) {
+	if w.err == nil {
+		w.err = fmt.Errorf("%w (the file keeps its first %d ops; nothing after them was written)", err, w.ops)
+	}
 }
 
 // Close stops the fsync loop, fsyncs and closes the file. Closing twice is
@@ -106,7 +129,12 @@ func (w *Writer) Close() error {
 	w.wg.Wait()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	err := errors.Join(w.err, w.f.Sync(), w.f.Close())
+	var err error
+	if w.err != nil {
+		err = errors.Join(w.err, w.f.Close())
+	} else {
+		err = errors.Join(w.f.Sync(), w.f.Close())
+	}
 	w.f = nil
 	return err
 }
@@ -120,6 +148,13 @@ type LineError struct {
 func (e *LineError) Error() string { return fmt.Sprintf("line %d: %v", e.Line, e.Err) }
 func (e *LineError) Unwrap() error { return e.Err }
 
+// ErrTruncated is the error of a history whose last line has no newline: a
+// write that was cut short, by a crash of the machine or a full disk (a
+// Writer writes each line in one call, and cuts back a line it could not
+// write whole). Decode returns it in a *LineError naming that line, with
+// every op before it, so a caller may check that prefix.
+var ErrTruncated = errors.New("truncated: the last line has no newline")
+
 // Decode reads a JSON-lines history. It rejects, with a *LineError naming
 // the 1-based line and giving a one-line reason, a line that is not one JSON
 // op (a truncated last line and a blank line included), a field whose value
@@ -130,7 +165,8 @@ func (e *LineError) Unwrap() error { return e.Err }
 // times never go back; ops of different processes may arrive slightly out
 // of time order and are accepted), a double invoke and a completion without
 // its invoke. It never panics, whatever the input. The ops before the bad
-// line are returned with the error.
+// line are returned with the error; a last line without its newline gives
+// ErrTruncated (see there).
 func Decode(r io.Reader) (History, error) {
 	return decode(r, 0)
 }
@@ -168,7 +204,7 @@ func decode(r io.Reader, sizeHint int) (History, error) {
 			return rec.ops, &LineError{line, err}
 		}
 		if err == io.EOF {
-			return rec.ops, &LineError{line, errors.New("truncated: the last line has no newline")}
+			return rec.ops, &LineError{line, ErrTruncated}
 		}
 		var op Op
 		if !fast.parse(b[:len(b)-1], &op) {

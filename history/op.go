@@ -1,5 +1,5 @@
 // Package history holds the record of a test: the operations every process
-// invoked and how each completed, as DESIGN.md §4 describes. It imports
+// invoked and how each completed, as docs/history.md describes. It imports
 // nothing of locktest, so checkers and reports can read a stored history
 // without the code that produced it.
 package history

@@ -23,12 +23,15 @@ type Sink interface {
 // assigns each op its index, refuses a second invoke of a process whose op is
 // still open and a completion that matches no open invoke, keeps the history
 // in memory and hands every accepted op to its sink (if any) before Record
-// returns. It is safe for concurrent use.
+// returns. Once the sink fails, no later op is handed to it, so what the
+// sink holds is always a prefix of the history (see SinkErr). It is safe for
+// concurrent use.
 type Recorder struct {
-	mu   sync.Mutex
-	sink Sink
-	ops  History
-	open map[int]int // process → index of its open invoke
+	mu      sync.Mutex
+	sink    Sink
+	sinkErr error // the sink's first failure
+	ops     History
+	open    map[int]int // process → index of its open invoke
 }
 
 // NewRecorder returns a recorder that appends to sink; sink may be nil.
@@ -38,8 +41,9 @@ func NewRecorder(sink Sink) *Recorder {
 
 // Record validates op, gives it the next index, stores it and passes it to
 // the sink. A completion gets the process and f of its invocation checked. On
-// error nothing is recorded, except a sink failure, which is returned after
-// the op was kept in memory.
+// error nothing is recorded, except a sink failure, which is returned (once:
+// by the Record whose op the sink failed to take) after the op was kept in
+// memory.
 func (r *Recorder) Record(op Op) (Op, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -53,12 +57,21 @@ func (r *Recorder) Record(op Op) (Op, error) {
 	} else {
 		delete(r.open, op.Process)
 	}
-	if r.sink != nil {
+	if r.sink != nil && r.sinkErr == nil {
 		if err := r.sink.Append(op); err != nil {
-			return op, fmt.Errorf("history sink: %w", err)
+			r.sinkErr = fmt.Errorf("history sink: %w", err)
+			return op, r.sinkErr
 		}
 	}
 	return op, nil
+}
+
+// SinkErr returns the sink's first failure, or nil: the ops from the one it
+// failed to take on are in memory only.
+func (r *Recorder) SinkErr() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.sinkErr
 }
 
 func (r *Recorder) admit(op Op) error {

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -165,7 +166,7 @@ func Lookup(name string) (Impl, error) {
 	defer mu.RUnlock()
 	i, ok := registry[name]
 	if !ok {
-		return Impl{}, fmt.Errorf("unknown impl %q (known: %v)", name, namesLocked())
+		return Impl{}, fmt.Errorf("unknown impl %q (known: %s)", name, strings.Join(namesLocked(), ", "))
 	}
 	return i, nil
 }

@@ -191,7 +191,7 @@ func RenderReport(r Results, h history.History, x Extras) ([]byte, error) {
 	}
 	d := reportData{Results: r, Met: r.Met(), TL: tl, Data: template.JS(data), Script: reportJS, Style: reportCSS, X: x,
 		Timeline: timelineSVG(tl), Pct: percentiles(h)}
-	d.Cluster = fmt.Sprintf("%d × %s (local processes)", r.Run.Nodes, r.Run.Backend)
+	d.Cluster = ClusterText(r.Run)
 	if r.Run.Network != "" {
 		d.Cluster += ", network: " + r.Run.Network
 	}
@@ -226,6 +226,29 @@ func RenderReport(r Results, h history.History, x Extras) ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// ClusterText says in a few words what ran the nodes of run: how many of
+// which backend, and as what — local processes, or docker containers (and
+// their image, unless the network, which the report shows next to it,
+// names it already). Runs stored before RunInfo had a provider are told
+// apart by their network, which names the Docker network under docker.
+func ClusterText(run RunInfo) string {
+	provider := run.Provider
+	if provider == "" {
+		provider = "local"
+		if strings.HasPrefix(run.Network, "docker") {
+			provider = "docker"
+		}
+	}
+	if provider != "docker" {
+		return fmt.Sprintf("%d × %s (local processes)", run.Nodes, run.Backend)
+	}
+	what := "docker containers"
+	if run.Image != "" && !strings.Contains(run.Network, run.Image) {
+		what += ", image " + run.Image
+	}
+	return fmt.Sprintf("%d × %s (%s)", run.Nodes, run.Backend, what)
 }
 
 // WriteHTML renders the report into dir/report.html, with the extras the

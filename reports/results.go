@@ -47,8 +47,14 @@ type RunInfo struct {
 	ClockDirection string              `json:"clock_direction,omitempty"`
 	Partition      [][]string          `json:"partition,omitempty"`
 	Stagger        string              `json:"stagger,omitempty"`
-	// Network says where nodes and clients ran: "loopback", or the network
-	// namespaces' subnet and lab id.
+	// Provider is what ran the nodes: "local" (processes on the host) or
+	// "docker" (containers); empty in the results of older runs.
+	Provider string `json:"provider,omitempty"`
+	// Image is the container image the nodes ran, under the docker
+	// provider.
+	Image string `json:"image,omitempty"`
+	// Network says where nodes and clients ran: "loopback", the network
+	// namespaces' subnet, or the run's Docker network.
 	Network string `json:"network,omitempty"`
 	// Lab is the id of the run's network lab; every namespace, link and
 	// rule it made carries it (see `locktest cleanup`).
@@ -203,6 +209,7 @@ func ReadResults(dir string) (Results, error) {
 func writeFileAtomic(path string, b []byte) error {
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		_ = os.Remove(tmp) // a part of it, on a full disk
 		return err
 	}
 	if err := os.Rename(tmp, path); err != nil {

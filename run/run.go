@@ -189,8 +189,12 @@ func (c *Config) Validate() error {
 		return setupErr("--ttl must be at least 1ms, got %v", c.TTL)
 	case c.Duration <= 0:
 		return setupErr("--time must be positive, got %v", c.Duration)
-	case c.Think < 0 || c.Work < 0 || c.Retry < 0:
-		return setupErr("--think, --work and --retry must not be negative")
+	case c.Think < 0:
+		return setupErr("--think must not be negative, got %v", c.Think)
+	case c.Work < 0:
+		return setupErr("--work must not be negative, got %v", c.Work)
+	case c.Retry < 0:
+		return setupErr("--retry must not be negative, got %v", c.Retry)
 	case c.WorkMin < 0 || (c.WorkMin > 0 && c.WorkMin > c.Work):
 		return setupErr("--work-min must be between 0 and --work (%v), got %v", c.Work, c.WorkMin)
 	case c.Timeout <= 0:
@@ -204,23 +208,25 @@ func (c *Config) Validate() error {
 	case c.Window <= 0:
 		return setupErr("--window must be positive, got %v", c.Window)
 	case c.Quiet < 0 || (len(c.Faults) > 0 && c.Quiet >= c.Duration):
-		return setupErr("--quiet must be at least 0 and shorter than --time (%v), got %v", c.Duration, c.Quiet)
-	case c.Net != NetAuto && c.Net != NetNamespaces && c.Net != NetLoopback:
-		return setupErr("--net must be %s, %s or %s, got %q", NetAuto, NetNamespaces, NetLoopback, c.Net)
+		return setupErr("--quiet-time must be at least 0 and shorter than --time (%v), got %v", c.Duration, c.Quiet)
+	case !slices.Contains(NetModes, c.Net):
+		return setupErr("--net must be %s, got %q", strings.Join(NetModes, ", "), c.Net)
 	case !(c.Loss > 0 && c.Loss <= 1):
 		return setupErr("--loss must be in (0, 1], got %v", c.Loss)
 	case c.Delay <= 0:
 		return setupErr("--delay must be positive, got %v", c.Delay)
+	case c.ClockBump < 0:
+		return setupErr("--clock-bump must not be negative (--clock-direction says which way clocks jump), got %v", c.ClockBump)
 	case c.StrobeRate <= 0:
 		return setupErr("--strobe must be positive, got %v", c.StrobeRate)
-	case c.ClockDirection != nemesis.ClockEither && c.ClockDirection != nemesis.ClockForward && c.ClockDirection != nemesis.ClockBackward:
-		return setupErr("--clock-direction must be forward or backward, got %q", c.ClockDirection)
+	case c.ClockDirection != nemesis.ClockEither && !slices.Contains(ClockDirections, c.ClockDirection):
+		return setupErr("--clock-direction must be %s, got %q", strings.Join(ClockDirections, " or "), c.ClockDirection)
 	case c.Stagger < 0:
 		return setupErr("--stagger must not be negative, got %v", c.Stagger)
 	case slices.Contains(c.faultParts(), "partition") && len(c.Groups) < 2:
 		return setupErr("--faults partition needs --partition with two or more groups, e.g. n1,n2/n3,c0")
-	case c.Expect != "valid" && c.Expect != "invalid":
-		return setupErr("--expect must be valid or invalid, got %q", c.Expect)
+	case !slices.Contains(Expectations, c.Expect):
+		return setupErr("--expect must be %s, got %q", strings.Join(Expectations, " or "), c.Expect)
 	case c.PausePoint != "" && c.PausePoint != workloads.PointAfterAcquire && c.PausePoint != workloads.PointBeforeWrite && !slices.Contains(impl.Points, c.PausePoint):
 		return setupErr("--pause-point must be one of %s for %s, got %q",
 			strings.Join(append([]string{workloads.PointAfterAcquire, workloads.PointBeforeWrite}, impl.Points...), ", "), c.Impl, c.PausePoint)
@@ -231,6 +237,9 @@ func (c *Config) Validate() error {
 		if !slices.Contains(c.faultParts(), f) {
 			return setupErr("--target names fault %q, which the run does not have (faults: %s)", f, strings.Join(c.Faults, ","))
 		}
+	}
+	if err := c.validateSettings(impl); err != nil {
+		return err
 	}
 	return c.validateProvider(impl)
 }
@@ -266,7 +275,10 @@ func Version() string {
 // Run performs one run and stores it under cfg.StoreDir/cfg.Name/<timestamp>.
 // A run whose context is cancelled (Ctrl-C) stops early but still stops
 // every process it started and writes what it recorded, checked. Errors
-// before the workload started are *SetupError.
+// before the workload started are *SetupError, with a nil Outcome. A run
+// whose results.json or report cannot be written (a full disk) returns its
+// Outcome, whose Results say so among their problems and so are at best
+// unknown, together with the error.
 func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	cfg.fillAuto()
 	if err := cfg.Validate(); err != nil {
@@ -279,8 +291,17 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 		return nil, setupErr("store: %v", err)
 	}
 	begun := false // the workload began: from here on the run folder is kept
+	var info reports.RunInfo
+	var setupFailure error // the error of a run that could not start
 	defer func() {
-		if !begun {
+		switch {
+		case begun:
+		case setupFailure != nil && strings.Contains(setupFailure.Error(), dir+string(filepath.Separator)):
+			// The error names a file of the run's folder (a node's log):
+			// keep the folder, saying why the run did not start.
+			_ = reports.WriteResults(dir, reports.Results{Run: info, Valid: checker.Unknown,
+				Problems: []string{"the run could not start: " + setupFailure.Error()}})
+		default:
 			// A run that could not start recorded nothing; its error says
 			// why, and a half-made folder would only confuse the store.
 			os.RemoveAll(dir)
@@ -299,11 +320,12 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	lg := slog.New(teeHandler{slog.NewTextHandler(driverLog, nil), cfg.Logger})
 	lg.Info("run starting", "dir", dir, "impl", cfg.Impl, "faults", strings.Join(cfg.Faults, ","), "seed", cfg.Seed)
 
-	info := reports.RunInfo{
+	info = reports.RunInfo{
 		Name: cfg.Name, Impl: cfg.Impl, ImplDoc: impl.Doc, Backend: impl.Backend, Nodes: impl.Nodes,
 		Faults: append([]string{}, cfg.Faults...), Clients: cfg.Clients, Locks: cfg.Locks,
 		TTL: cfg.TTL.String(), Duration: cfg.Duration.String(), Seed: cfg.Seed, Mode: string(cfg.Mode),
 		Command: cfg.Command, Version: Version(), Started: started.Format(time.RFC3339), Expect: cfg.Expect,
+		Provider: cfg.Provider,
 	}
 	info.Targets, info.ClockDirection, info.Partition = cfg.Targets, cfg.ClockDirection, cfg.Groups
 	if strings.Contains(strings.Join(cfg.Faults, ","), "+") {
@@ -351,6 +373,9 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 		return nil, platErr
 	}
 	info.Network, info.Lab, info.Clock = plat.describe()
+	if plat.dock != nil {
+		info.Image = plat.dock.image.Ref
+	}
 	if info.Lab != "" {
 		// A driver killed from here on leaves a lab behind: say which, so
 		// the folder tells what `locktest cleanup` will remove.
@@ -362,6 +387,7 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	var startErr error
 	cl, pool, store, startErr = start(ctx, cfg, impl, dir, logDir, clock, rec, plat, lg)
 	if startErr != nil {
+		setupFailure = startErr
 		return nil, startErr
 	}
 	network := plat.network(cl)
@@ -416,11 +442,9 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 
 	h := rec.History()
 	res := reports.Check(info, h, checker.Run(context.Background(), h, checker.For(string(cfg.Mode), checker.Leases(h))...))
-	if err := reports.WriteResults(dir, res); err != nil {
-		return nil, err
-	}
-	if err := reports.WriteHTML(dir, res, h); err != nil {
-		return nil, err
+	if err := storeResults(dir, &res, h); err != nil {
+		lg.Error("store results", "err", err)
+		return &Outcome{Dir: dir, Results: res}, err
 	}
 	if err := linkLatest(filepath.Join(cfg.StoreDir, cfg.Name), filepath.Base(dir)); err != nil {
 		lg.Warn("latest link", "err", err)
@@ -610,4 +634,28 @@ func (t teeHandler) WithGroup(name string) slog.Handler {
 		b = slog.New(t.b.Handler().WithGroup(name))
 	}
 	return teeHandler{t.a.WithGroup(name), b}
+}
+
+// storeResults writes the report and results.json of a finished run. A
+// file that cannot be written (a full disk) goes into res's problems, so res
+// is at best unknown, and the error is returned. The report is written
+// first, so results.json can say that it is missing; if results.json itself
+// cannot be written, it still holds what the run wrote at its start
+// (unknown, unfinished), and a report that says otherwise is removed.
+func storeResults(dir string, res *reports.Results, h history.History) error {
+	fail := func(err error) error {
+		err = fmt.Errorf("store: %w", err)
+		res.Problems = append(res.Problems, err.Error())
+		res.Valid = checker.Merge(res.Valid, checker.Unknown)
+		return err
+	}
+	var errs []error
+	if err := reports.WriteHTML(dir, *res, h); err != nil {
+		errs = append(errs, fail(fmt.Errorf("report not written: %w", err)))
+	}
+	if err := reports.WriteResults(dir, *res); err != nil {
+		errs = append(errs, fail(fmt.Errorf("results not written: %w", err)))
+		_ = os.Remove(filepath.Join(dir, reports.ReportFile))
+	}
+	return errors.Join(errs...)
 }

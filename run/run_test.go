@@ -313,6 +313,16 @@ func TestBadConfigIsASetupError(t *testing.T) {
 			c.Faults, c.Targets = []string{"pause-client"}, map[string][]string{"kill-node": {"n1"}}
 		}, `--target names fault "kill-node"`},
 		{func(c *Config) { c.Faults = []string{"kill-node+partition"} }, "--faults partition needs --partition"},
+		{func(c *Config) { c.Persistence = "sometimes" }, `--persistence must be off, everysec, always, got "sometimes"`},
+		{func(c *Config) { c.Impl, c.Persistence = "zk-recipe", "always" }, "--persistence is a setting of the Redis backends, and zk-recipe runs zookeeper"},
+		{func(c *Config) { c.Subnet = "10.77.1.0/16" }, `--subnet "10.77.1.0/16": want an IPv4 /24`},
+		{func(c *Config) { c.Subnet = "10.77.1.0/24" }, "--subnet is the subnet of the run's network namespaces, and this run has none"},
+		{func(c *Config) { c.Faults, c.Net, c.Subnet = []string{"isolate"}, NetLoopback, "10.77.1.0/24" }, "this run has none"},
+		{func(c *Config) { c.Faults, c.Groups = []string{"partition"}, [][]string{{"n1"}, {"h2"}} }, `--partition: host "h2"`},
+		{func(c *Config) { c.Faults, c.Groups = []string{"partition"}, [][]string{{"n1", "c5"}, {"n2"}} }, "--partition: host c5: the run has client hosts c0 to c4"},
+		{func(c *Config) { c.ClockBump = -time.Second }, "--clock-bump must not be negative"},
+		{func(c *Config) { c.Faults, c.Quiet = []string{"pause-client"}, c.Duration }, "--quiet-time must be at least 0 and shorter than --time"},
+		{func(c *Config) { c.Net = "wifi" }, `--net must be auto, netns, loopback, got "wifi"`},
 	}
 	for _, tt := range tests {
 		cfg := DefaultConfig()

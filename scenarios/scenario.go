@@ -132,13 +132,13 @@ func Load(path string) ([]Scenario, error) {
 func Parse(b []byte, name string) ([]Scenario, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(b, &doc); err != nil {
-		return nil, fmt.Errorf("%s: %v", name, oneLine(err))
+		return nil, decodeError(name, &doc, err)
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	var f file
 	if err := dec.Decode(&f); err != nil {
-		return nil, fmt.Errorf("%s: %v", name, oneLine(err))
+		return nil, decodeError(name, &doc, err)
 	}
 	if len(f.Scenarios) == 0 {
 		return nil, fmt.Errorf("%s: no scenarios (the file needs a top-level `scenarios:` list)", name)
@@ -164,20 +164,73 @@ func Parse(b []byte, name string) ([]Scenario, error) {
 // scenarioLines returns the line of each item of the top-level scenarios
 // list.
 func scenarioLines(doc *yaml.Node) []int {
+	var out []int
+	for _, it := range scenarioItems(doc) {
+		out = append(out, it.Line)
+	}
+	return out
+}
+
+// scenarioItems returns the items of the top-level scenarios list.
+func scenarioItems(doc *yaml.Node) []*yaml.Node {
 	if len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
 		return nil
 	}
 	m := doc.Content[0]
 	for i := 0; i+1 < len(m.Content); i += 2 {
 		if m.Content[i].Value == "scenarios" && m.Content[i+1].Kind == yaml.SequenceNode {
-			var out []int
-			for _, it := range m.Content[i+1].Content {
-				out = append(out, it.Line)
-			}
-			return out
+			return m.Content[i+1].Content
 		}
 	}
 	return nil
+}
+
+// lineRE finds the line number yaml puts at the start of an error.
+var lineRE = regexp.MustCompile(`^line (\d+): (.*)$`)
+
+// decodeError turns an error of the YAML decoder into one line that names
+// the file, the line and, when the line is inside one, the scenario:
+// `my.yaml: line 9: field bogus not found (in scenario "a")`. Of several
+// errors (a wrong type in two fields) the first is given, with how many
+// follow.
+func decodeError(file string, doc *yaml.Node, err error) error {
+	msgs := []string{err.Error()}
+	var te *yaml.TypeError
+	if errors.As(err, &te) && len(te.Errors) > 0 {
+		msgs = te.Errors
+	}
+	msg := oneLine(errors.New(msgs[0]))
+	if len(msgs) > 1 {
+		msg += fmt.Sprintf(" (and %d more)", len(msgs)-1)
+	}
+	m := lineRE.FindStringSubmatch(msg)
+	if m == nil {
+		return fmt.Errorf("%s: %s", file, msg)
+	}
+	line, _ := strconv.Atoi(m[1])
+	if sc, ok := scenarioAt(doc, line); ok {
+		msg += " (in scenario " + sc + ")"
+	}
+	return fmt.Errorf("%s: %s", file, msg)
+}
+
+// scenarioAt names the scenario of the top-level list that line falls in:
+// by its name, or by its position when it has none yet.
+func scenarioAt(doc *yaml.Node, line int) (string, bool) {
+	items := scenarioItems(doc)
+	for i := len(items) - 1; i >= 0; i-- {
+		if items[i].Line > line {
+			continue
+		}
+		it := items[i]
+		for j := 0; it.Kind == yaml.MappingNode && j+1 < len(it.Content); j += 2 {
+			if it.Content[j].Value == "name" && it.Content[j+1].Value != "" {
+				return strconv.Quote(it.Content[j+1].Value), true
+			}
+		}
+		return strconv.Itoa(i + 1), true
+	}
+	return "", false
 }
 
 func oneLine(err error) string {
@@ -201,6 +254,8 @@ func (s Scenario) Validate() error {
 		return fmt.Errorf("expect must be %s or %s, got %q", ExpectViolation, ExpectSafe, s.Expect)
 	case len(s.Predictions) == 0:
 		return errors.New("predictions are missing: say what each side expects")
+	case s.Impl == "":
+		return errors.New("impl is missing: name the lock implementation (locktest list)")
 	case s.Expect == ExpectSafe && len(s.Anomalies) > 0:
 		return errors.New("anomalies are for a scenario that expects a violation; a safe one counts every anomaly")
 	}

@@ -82,8 +82,15 @@ func TestParseErrors(t *testing.T) {
 	tests := []struct {
 		name, yaml, want string
 	}{
-		{"unknown field", strings.Replace(good, "claim: 1", "claim: 1\n    colour: red", 1), "f.yaml: line 4: field colour not found"},
-		{"bad duration", good + "    ttl: soon\n", `line 10: "soon" is not a duration`},
+		{"unknown field", strings.Replace(good, "claim: 1", "claim: 1\n    colour: red", 1), `f.yaml: line 4: field colour not found (in scenario "a")`},
+		{"bad duration", good + "    ttl: soon\n", `f.yaml: line 10: "soon" is not a duration (e.g. 300ms, 2s) (in scenario "a")`},
+		{"wrong type", strings.Replace(good, "claim: 1", "claim: one", 1), "f.yaml: line 3: cannot unmarshal !!str `one` into int (in scenario \"a\")"},
+		{"two wrong types", good + "    clients: many\n    kill_holder: maybe\n", "f.yaml: line 10: cannot unmarshal !!str `many` into int (and 1 more) (in scenario \"a\")"},
+		{"wrong type in the second scenario", good + strings.Replace(strings.TrimPrefix(good, "scenarios:\n"), "name: a", "name: b", 1) + "    locks: [1]\n",
+			"f.yaml: line 18: cannot unmarshal !!seq into int (in scenario \"b\")"},
+		{"unnamed scenario", "scenarios:\n  - claim: x\n", "f.yaml: line 2: cannot unmarshal !!str `x` into int (in scenario 1)"},
+		{"scenarios not a list", "scenarios: 3\n", "f.yaml: line 1: cannot unmarshal !!int `3`"},
+		{"no impl", strings.Replace(good, "    impl: redis-set-nx-px\n", "", 1), `f.yaml:2: scenario "a": impl is missing`},
 		{"bad expect", strings.Replace(good, "expect: violation", "expect: maybe", 1), `f.yaml:2: scenario "a": expect must be violation or safe`},
 		{"duplicate", good + strings.TrimPrefix(good, "scenarios:\n"), `f.yaml:10: scenario "a": the name is used twice`},
 		{"unknown impl", strings.Replace(good, "redis-set-nx-px", "redis-magic", 1), `--impl: `},
@@ -93,7 +100,7 @@ func TestParseErrors(t *testing.T) {
 		{"safe with anomalies", strings.Replace(good, "expect: violation", "expect: safe\n    anomalies: [stale-write]", 1), "anomalies are for a scenario that expects a violation"},
 		{"partition", good + "    partition: n1\n", "partition: "},
 		{"empty", "scenarios: []\n", "no scenarios"},
-		{"not yaml", "scenarios: [\n", "f.yaml: "},
+		{"not yaml", "scenarios: [\n", "f.yaml: line 1: did not find expected node content"},
 	}
 	for _, tt := range tests {
 		_, err := Parse([]byte(tt.yaml), "f.yaml")

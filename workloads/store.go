@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -38,13 +39,20 @@ const (
 	ModeEtcdGuarded Mode = "etcd-guarded"
 )
 
+// Modes returns every resource mode, in the order the help and the docs
+// list them.
+func Modes() []Mode { return []Mode{ModeNone, ModeFenced, ModeCheckAndSet, ModeEtcdGuarded} }
+
 // ParseMode validates a resource mode name.
 func ParseMode(s string) (Mode, error) {
-	switch m := Mode(s); m {
-	case ModeNone, ModeFenced, ModeCheckAndSet, ModeEtcdGuarded:
-		return m, nil
+	var names []string
+	for _, m := range Modes() {
+		if string(m) == s {
+			return m, nil
+		}
+		names = append(names, string(m))
 	}
-	return "", fmt.Errorf("unknown resource mode %q (want none, fenced, check-and-set or etcd-guarded)", s)
+	return "", fmt.Errorf("unknown resource mode %q (want %s)", s, strings.Join(names, ", "))
 }
 
 // StoreRequest is one request to the resource store, sent as a JSON line.

@@ -1,11 +1,12 @@
 // Package local is the cluster provider that runs the nodes of a lock service
-// as processes on this host (DESIGN.md §1, "provider"). Each node is a child
+// as processes on this host. Each node is a child
 // of the driver: it lives in its own process group, dies with the driver
 // (Linux parent-death signal), and is reaped by a goroutine the moment it
 // exits, so no fault leaves a zombie or an orphan behind. Every signal is sent
 // by pid to a process this package started, never by name.
 //
-// Redis is the only backend so far; see [NewRedis].
+// Each backend registers a Factory (see Register); New builds a cluster of
+// any of them, and Backends lists them.
 package local
 
 import (

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -23,15 +24,28 @@ func newCheckCmd() *cobra.Command {
 every checker on it — the porcupine mutex model too when the locks are not
 leases (no acquire carries a valid_until) — prints how long reading took and
 each verdict with how long its checker took, and rewrites results.json and
-report.html beside the history. A malformed or truncated history (bad JSON,
-a value of the wrong type, an unknown op type, a negative time, a process's
-ops out of time order, a completion without its invoke) is refused with its
-line number and reason (exit 2).`,
+report.html beside the history.
+
+A malformed history (bad JSON, a value of the wrong type, an unknown field or
+op type, an index out of place, a negative time, a process's ops out of time
+order, a double invoke, a completion without its invoke) is refused with its
+line number and reason (exit 2), and nothing is rewritten. A last line cut
+short (no newline: the machine crashed or the disk filled while it was
+written) is not: the ops before it are checked, and the cut line is a run
+problem, so the verdict is at best unknown.`,
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			start := time.Now()
 			dir, h, info, err := loadRun(a[0])
-			if err != nil {
+			var cut *history.LineError
+			switch {
+			case errors.As(err, &cut) && errors.Is(err, history.ErrTruncated):
+				// (A second check finds the problem in results.json already.)
+				if p := fmt.Sprintf("history: line %d was cut short (%v); the %d ops before it were checked",
+					cut.Line, history.ErrTruncated, len(h)); !slices.Contains(info.Errors, p) {
+					info.Errors = append(info.Errors, p)
+				}
+			case err != nil:
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "read %d ops in %s\n", len(h), time.Since(start).Round(time.Millisecond))
@@ -43,7 +57,7 @@ line number and reason (exit 2).`,
 			if err := reports.WriteHTML(dir, res, h); err != nil {
 				return err
 			}
-			printResults(cmd.OutOrStdout(), dir, res)
+			printResults(cmd.OutOrStdout(), dir, res, true)
 			if !res.Met() {
 				return verdictError{fmt.Errorf("the run was %s, expected %s", reports.VerdictWord(res.Valid), res.Run.Expect)}
 			}
@@ -59,7 +73,7 @@ func newReportCmd() *cobra.Command {
 		Args:  args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			dir, h, _, err := loadRun(a[0])
-			if err != nil {
+			if err != nil && !errors.Is(err, history.ErrTruncated) {
 				return err
 			}
 			res, err := reports.ReadResults(dir)
@@ -76,15 +90,18 @@ func newReportCmd() *cobra.Command {
 }
 
 // loadRun reads the history of a stored run and the run's description from
-// its results.json, if there is one.
+// its results.json, if there is one. A history whose last line was cut short
+// is returned (without that line) with its error, which wraps
+// history.ErrTruncated in a *history.LineError; any other bad history is
+// an error alone.
 func loadRun(arg string) (dir string, h history.History, info reports.RunInfo, err error) {
 	dir, path := arg, filepath.Join(arg, reports.HistoryFile)
 	if st, serr := os.Stat(arg); serr == nil && !st.IsDir() {
 		dir, path = filepath.Dir(arg), arg
 	}
-	h, err = history.ReadFile(path)
-	if err != nil {
-		return "", nil, info, err
+	h, herr := history.ReadFile(path)
+	if herr != nil && !errors.Is(herr, history.ErrTruncated) {
+		return "", nil, info, herr
 	}
 	prev, rerr := reports.ReadResults(dir)
 	switch {
@@ -95,5 +112,5 @@ func loadRun(arg string) (dir string, h history.History, info reports.RunInfo, e
 	default:
 		return "", nil, info, rerr
 	}
-	return dir, h, info, nil
+	return dir, h, info, herr
 }

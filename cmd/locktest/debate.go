@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 
 	"github.com/locktest/locktest/reports"
 	"github.com/locktest/locktest/run"
@@ -22,7 +21,7 @@ func newDebateCmd() *cobra.Command {
 	var files, only []string
 	var seeds int
 	var seedBase int64
-	var until, list, quiet bool
+	var until, list, q bool
 	var store, out, junit, findings string
 	c := &cobra.Command{
 		Use:   "debate",
@@ -63,12 +62,28 @@ inconclusive, 2 bad usage or a broken scenario file.`,
 			if seeds < 1 {
 				return usageError{fmt.Errorf("--seeds must be at least 1, got %d", seeds)}
 			}
+			silent := quiet(cmd.Flags(), q)
 			started := time.Now()
+			// Every output must be writable before the first run: a
+			// debate takes minutes, and its results must not be lost at
+			// the end.
+			for _, o := range []struct{ flag, path string }{{"--junit", junit}, {"--findings", findings}} {
+				if o.path == "" {
+					continue
+				}
+				if err := writableFile(o.path); err != nil {
+					return usageError{fmt.Errorf("%s: %v", o.flag, err)}
+				}
+			}
+			outFlag := "--out"
 			if out == "" {
-				out = filepath.Join(store, "debate", started.Format("20060102T150405"))
+				out, outFlag = filepath.Join(store, "debate", started.Format("20060102T150405")), "--store"
 			}
 			if err := os.MkdirAll(out, 0o755); err != nil {
-				return fmt.Errorf("--out: %v", err)
+				return usageError{fmt.Errorf("%s: %v", outFlag, err)}
+			}
+			if err := writableDir(out); err != nil {
+				return usageError{fmt.Errorf("%s: %v", outFlag, err)}
 			}
 			base := run.DefaultConfig()
 			base.StoreDir = store
@@ -80,7 +95,7 @@ inconclusive, 2 bad usage or a broken scenario file.`,
 			errw := cmd.ErrOrStderr()
 			opt.Progress = func(s scenarios.Scenario, r scenarios.RunResult) {
 				done++
-				if quiet {
+				if silent {
 					return
 				}
 				what := r.Outcome
@@ -137,7 +152,7 @@ inconclusive, 2 bad usage or a broken scenario file.`,
 	f.StringVar(&out, "out", "", "folder of scoreboard.html and scoreboard.md (default <store>/debate/<time>)")
 	f.StringVar(&junit, "junit", "", "also write JUnit XML here, one test case per scenario")
 	f.StringVar(&findings, "findings", "", "also write the scoreboard as Markdown without run links here (docs/findings.md)")
-	f.BoolVarP(&quiet, "quiet", "q", !term.IsTerminal(int(os.Stderr.Fd())), "no progress on stderr (default when stderr is not a terminal)")
+	quietFlag(c, &q, "no progress on stderr")
 	return c
 }
 

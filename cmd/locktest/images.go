@@ -33,7 +33,9 @@ Java runtime and the jars), etcd from locktest's own executable, which embeds
 etcd (` + "`locktest node etcd`" + `). Each root file system is tarred and given to
 ` + "`docker import`" + `, tagged locktest/<backend>:<tag> and labelled locktest.image=1.
 An image whose inputs have not changed is reused. Built images are kept
-between runs; runs use them unless --image names another.`,
+between runs; runs use them unless --image names another.
+
+Backends: ` + strings.Join(docker.Backends(), ", ") + `.`,
 		Args: args(func(_ *cobra.Command, a []string) error {
 			for _, b := range a {
 				if !slices.Contains(docker.Backends(), b) {
@@ -43,6 +45,11 @@ between runs; runs use them unless --image names another.`,
 			return nil
 		}),
 		RunE: func(cmd *cobra.Command, backends []string) error {
+			if nodeBinary != "" {
+				if st, err := os.Stat(nodeBinary); err != nil || !st.Mode().IsRegular() || st.Mode()&0o111 == 0 {
+					return usageError{fmt.Errorf("--node-binary %s: not an executable file", nodeBinary)}
+				}
+			}
 			if nodeBinary == "" {
 				self, err := os.Executable()
 				if err != nil {

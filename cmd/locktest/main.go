@@ -14,7 +14,7 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// Exit codes (DESIGN.md §8).
+// Exit codes, as the root command's help and the README state them.
 const (
 	exitOK      = 0 // every checker valid, or the expected anomaly reproduced
 	exitVerdict = 1 // an unexpected verdict

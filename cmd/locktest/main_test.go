@@ -138,27 +138,83 @@ func writeRun(t *testing.T, content string) string {
 	return dir
 }
 
+// TestCheckRejectsCorruptHistoriesWithTheLineNumber checks histories that
+// are broken in each way the format forbids: one line naming the line and
+// what is wrong with it, exit 2, and the results.json and report.html of an
+// earlier check left as they were.
 func TestCheckRejectsCorruptHistoriesWithTheLineNumber(t *testing.T) {
+	lines := strings.SplitAfter(goodHistory, "\n")
 	tests := []struct {
 		name, content, want string
 	}{
-		{"truncated in the middle of a line", goodHistory[:len(goodHistory)-20], "line 4: truncated"},
 		{"corrupted line", strings.Replace(goodHistory, `"type":"invoke","process":1`, `"type":"invoke",process:1`, 1), "line 3: not a JSON op"},
 		{"negative time", strings.Replace(goodHistory, `"time":30`, `"time":-30`, 1), "line 3: negative time -30"},
-		{"ops out of time order", strings.Replace(goodHistory, `"time":20`, `"time":5`, 1), "line 2: out of time order"},
-		{"completion without invoke", strings.Replace(goodHistory, `"type":"invoke","process":1`, `"type":"ok","process":1`, 1), "line 3: completion without invoke"},
+		{"a process's ops out of time order", strings.Replace(goodHistory, `"time":20`, `"time":5`, 1),
+			"line 2: out of time order: process 0's op at time 5 is before its previous op at time 10 (line 1)"},
+		{"lines out of order", lines[0] + lines[2] + lines[1] + lines[3], "line 2: index 2, want 1"},
+		{"duplicate index", lines[0] + lines[1] + lines[1] + lines[2], "line 3: index 1, want 2"},
+		{"completion of an op that is not open", lines[0] + lines[1] + strings.Replace(lines[3], `"index":3`, `"index":2`, 1),
+			"line 3: completion without invoke: process 1 completes acquire with ok"},
+		{"a second completion", lines[0] + lines[1] + strings.Replace(lines[1], `"index":1`, `"index":2`, 1),
+			"line 3: completion without invoke: process 0 completes acquire with ok"},
+		{"double invoke", lines[0] + strings.Replace(lines[0], `"index":0`, `"index":1`, 1), "line 2: double invoke: process 0 invokes acquire while op 0 (acquire) is open"},
 		{"unknown op type", strings.Replace(goodHistory, `"type":"invoke","process":1`, `"type":"begin","process":1`, 1), `line 3: unknown op type "begin"`},
+		{"unknown field", strings.Replace(goodHistory, `"time":30`, `"time":30,"colour":"red"`, 1), `line 3: not a JSON op: json: unknown field "colour"`},
 		{"value of the wrong type", strings.Replace(goodHistory, `"token":2`, `"token":"two"`, 1), "line 4: value of wrong type: value.token is a JSON string"},
+		{"blank line", lines[0] + "\n" + lines[1], "line 2: not a JSON op"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := writeRun(t, tt.content)
-			_, stderr, code := locktest(t, "check", dir)
-			if code != 2 || !strings.Contains(stderr, tt.want) || strings.Count(stderr, "\n") != 1 {
-				t.Fatalf("exit %d, stderr %q; want 2 and %q", code, stderr, tt.want)
+			// What an earlier check wrote must survive a refused one.
+			before := map[string]string{reports.ResultsFile: `{"run":{"name":"x"},"valid":"true"}` + "\n", reports.ReportFile: "<html>earlier</html>"}
+			for f, c := range before {
+				if err := os.WriteFile(filepath.Join(dir, f), []byte(c), 0o644); err != nil {
+					t.Fatal(err)
+				}
 			}
-			if _, err := os.Stat(filepath.Join(dir, reports.ResultsFile)); err == nil {
-				t.Errorf("results.json written for a corrupt history")
+			stdout, stderr, code := locktest(t, "check", dir)
+			want := "locktest: " + filepath.Join(dir, reports.HistoryFile) + ": " + tt.want
+			if code != 2 || !strings.HasPrefix(stderr, want) || strings.Count(stderr, "\n") != 1 || stdout != "" {
+				t.Fatalf("exit %d, stdout %q, stderr %q; want 2 and %q", code, stdout, stderr, want)
+			}
+			for f, c := range before {
+				if b, err := os.ReadFile(filepath.Join(dir, f)); err != nil || string(b) != c {
+					t.Errorf("%s changed by a refused check: %q, %v", f, b, err)
+				}
+			}
+		})
+	}
+}
+
+// TestCheckReadsThePrefixOfACutHistory checks a history whose last line was
+// cut short, as a crash of the machine leaves it: the ops before it are
+// checked, and the cut line is a problem of the run, so the verdict is
+// unknown (exit 1) — here on a prefix that shows a real overlap, invalid.
+func TestCheckReadsThePrefixOfACutHistory(t *testing.T) {
+	for _, tt := range []struct {
+		name, content, verdict string
+		ops, code              int
+	}{
+		{"valid prefix", goodHistory[:strings.Index(goodHistory, `{"index":3`)+20], "unknown", 3, 1},
+		{"invalid prefix", goodHistory + `{"index":4,"type":"inv`, "INVALID", 4, 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := writeRun(t, tt.content)
+			for range 2 { // a second check must not list the problem twice
+				stdout, stderr, code := locktest(t, "check", dir)
+				if code != tt.code || !strings.Contains(stdout, fmt.Sprintf("read %d ops", tt.ops)) ||
+					!strings.Contains(stdout, fmt.Sprintf("run problem: history: line %d was cut short (truncated: the last line has no newline); the %d ops before it were checked", tt.ops+1, tt.ops)) ||
+					!strings.Contains(stdout, "verdict: "+tt.verdict) {
+					t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
+				}
+				r, err := reports.ReadResults(dir)
+				if err != nil || len(r.Run.Errors) != 1 || strings.ToUpper(string(r.Valid)) != map[string]string{"unknown": "UNKNOWN", "INVALID": "FALSE"}[tt.verdict] {
+					t.Fatalf("results: %+v, %v", r, err)
+				}
+			}
+			if _, stderr, code := locktest(t, "report", dir); code != 0 {
+				t.Errorf("report of a cut history: exit %d, %s", code, stderr)
 			}
 		})
 	}

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 
 	"github.com/locktest/locktest/impls"
 	"github.com/locktest/locktest/matrix"
@@ -21,7 +20,7 @@ func newMatrixCmd() *cobra.Command {
 	o := matrix.DefaultOptions()
 	var faults []string
 	var out, md, from string
-	var quiet bool
+	var q bool
 	c := &cobra.Command{
 		Use:   "matrix",
 		Short: "Run every impl against each fault class and write the backend matrix (matrix.html, matrix.md)",
@@ -52,6 +51,20 @@ inconclusive with its reason, never safe. See docs/matrix.md.`,
 			if out == "" {
 				out = o.Base.StoreDir
 			}
+			// Every output must be writable before the first of many runs.
+			for _, d := range []struct{ flag, dir string }{{"--store", o.Base.StoreDir}, {"--out", out}} {
+				if err := os.MkdirAll(d.dir, 0o755); err != nil {
+					return usageError{fmt.Errorf("%s: %v", d.flag, err)}
+				}
+				if err := writableDir(d.dir); err != nil {
+					return usageError{fmt.Errorf("%s: %v", d.flag, err)}
+				}
+			}
+			if md != "" {
+				if err := writableFile(md); err != nil {
+					return usageError{fmt.Errorf("--md: %v", err)}
+				}
+			}
 			start := time.Now()
 			header := reports.MatrixHeader{
 				Date: start, Commit: matrix.Commit(cmd.Context()), Machine: matrix.Machine(), Seeds: o.Seeds,
@@ -60,7 +73,7 @@ inconclusive with its reason, never safe. See docs/matrix.md.`,
 					o.TTL, o.Clients, 4*o.TTL),
 			}
 			progress := io.Discard
-			if !quiet {
+			if !quiet(cmd.Flags(), q) {
 				progress = cmd.ErrOrStderr()
 			}
 			names := map[string]bool{}
@@ -93,7 +106,7 @@ inconclusive with its reason, never safe. See docs/matrix.md.`,
 	}
 	f := c.Flags()
 	f.StringSliceVar(&o.Impls, "impls", nil, "impls to measure, comma-separated (default all): "+strings.Join(impls.Names(), ", "))
-	f.StringSliceVar(&faults, "faults", nil, "fault classes (default all; none is always run): none, client-pause, node-pause, kill-restart, partition, clock")
+	f.StringSliceVar(&faults, "faults", nil, "fault classes (default all; none is always run): "+joinClasses(matrix.Classes))
 	f.IntVar(&o.Seeds, "seeds", o.Seeds, "seeds per run")
 	f.DurationVar(&o.Duration, "time", o.Duration, "workload time of each run")
 	f.DurationVar(&o.TTL, "ttl", o.TTL, "lock lease time of every run")
@@ -102,7 +115,7 @@ inconclusive with its reason, never safe. See docs/matrix.md.`,
 	f.StringVar(&out, "out", "", "folder of matrix.html and matrix.md (default: the store)")
 	f.StringVar(&md, "md", "", "also write the Markdown matrix to this file (e.g. docs/matrix.md)")
 	f.StringVar(&from, "from", "", "run nothing: aggregate the matrix runs already stored in this folder again and write the pages")
-	f.BoolVarP(&quiet, "quiet", "q", !term.IsTerminal(int(os.Stderr.Fd())), "no progress lines on stderr (default when stderr is not a terminal)")
+	quietFlag(c, &q, "no progress lines on stderr")
 	return c
 }
 
@@ -183,4 +196,12 @@ func absPath(p string) string {
 		return a
 	}
 	return p
+}
+
+func joinClasses(cs []matrix.Class) string {
+	s := make([]string, len(cs))
+	for i, c := range cs {
+		s[i] = string(c)
+	}
+	return strings.Join(s, ", ")
 }

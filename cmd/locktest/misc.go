@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -57,4 +58,34 @@ func newWorkerCmd() *cobra.Command {
 			return nil
 		},
 	}
+}
+
+// writableDir checks that files can be created in dir, by creating and
+// removing one.
+func writableDir(dir string) error {
+	f, err := os.CreateTemp(dir, ".locktest-probe-*")
+	if err != nil {
+		return err
+	}
+	name := f.Name()
+	f.Close()
+	return os.Remove(name)
+}
+
+// writableFile checks, before a long command, that path can be written at
+// its end: its folder exists and takes new files, and path is not a folder.
+// It leaves no file behind.
+func writableFile(path string) error {
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return fmt.Errorf("%s is a folder", path)
+	}
+	dir := filepath.Dir(path)
+	st, err := os.Stat(dir)
+	if err != nil {
+		return err
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("%s is not a folder", dir)
+	}
+	return writableDir(dir)
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -20,10 +21,16 @@ import (
 	"github.com/locktest/locktest/workloads"
 )
 
+// runFlags are the settings `locktest run` reads from its flags: a
+// run.Config and the flags that are parsed into it.
+type runFlags struct {
+	cfg                             run.Config
+	mode, logLevel, groups, targets string
+	quiet                           bool
+}
+
 func newRunCmd() *cobra.Command {
-	cfg := run.DefaultConfig()
-	var mode, logLevel, groups, targets string
-	var quiet bool
+	rf := &runFlags{cfg: run.DefaultConfig()}
 	c := &cobra.Command{
 		Use:   "run",
 		Short: "Run one test against a real lock service and store its history, verdicts and report",
@@ -32,41 +39,32 @@ func newRunCmd() *cobra.Command {
   locktest run --impl redlock --provider docker --image redis=redis:7.2 --faults clock-bump`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg.Mode = workloads.Mode(mode)
-			if cfg.PausePoint == "random" {
-				cfg.PausePoint = ""
-			}
-			g, err := run.ParseGroups(groups)
+			cfg, err := rf.config(cmd.Flags())
 			if err != nil {
-				return usageError{fmt.Errorf("--partition: %v", err)}
-			}
-			cfg.Groups = g
-			if cfg.Targets, err = nemesis.ParseTargets(targets); err != nil {
-				return usageError{fmt.Errorf("--target: %v", err)}
-			}
-			if err := checkTargets(cfg); err != nil {
-				return usageError{fmt.Errorf("--target: %v", err)}
-			}
-			cfg.Command = "locktest " + strings.Join(os.Args[1:], " ")
-			lvl, err := parseLevel(logLevel)
-			if err != nil {
-				return usageError{err}
-			}
-			if !quiet {
-				cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+				return err
 			}
 			out, err := run.Run(cmd.Context(), cfg)
-			if err != nil {
-				return err // a set-up failure or a store that cannot be written: exit 2
+			if out == nil {
+				return err // a set-up failure: exit 2
 			}
-			printResults(cmd.OutOrStdout(), out.Dir, out.Results)
-			if !out.Results.Met() {
+			printResults(cmd.OutOrStdout(), out.Dir, out.Results, err == nil)
+			switch {
+			case !out.Results.Met():
 				return verdictError{fmt.Errorf("the run was %s, expected %s", reports.VerdictWord(out.Results.Valid), out.Results.Run.Expect)}
+			case err != nil:
+				return err // the results could not be stored: exit 2
 			}
 			return nil
 		},
 	}
-	f := c.Flags()
+	rf.define(c)
+	return c
+}
+
+// define declares the flags of `locktest run`. Every list of values in the
+// help comes from the registry or list the run validates against.
+func (rf *runFlags) define(c *cobra.Command) {
+	f, cfg := c.Flags(), &rf.cfg
 	f.StringVar(&cfg.Impl, "impl", cfg.Impl, "lock implementation: "+strings.Join(impls.Names(), ", "))
 	f.StringSliceVar(&cfg.Faults, "faults", nil, "faults to inject, comma-separated, one at a time; a+b injects a and b together: "+strings.Join(nemesis.Names(), ", "))
 	f.IntVar(&cfg.Clients, "clients", cfg.Clients, "lock clients, each its own worker process")
@@ -74,7 +72,7 @@ func newRunCmd() *cobra.Command {
 	f.DurationVar(&cfg.TTL, "ttl", cfg.TTL, "lock lease time")
 	f.DurationVar(&cfg.Duration, "time", cfg.Duration, "how long the workload runs")
 	f.Int64Var(&cfg.Seed, "seed", cfg.Seed, "seed of every random choice (workload and faults)")
-	f.StringVar(&mode, "resource", string(cfg.Mode), "resource store mode: none, fenced, check-and-set")
+	f.StringVar(&rf.mode, "resource", string(cfg.Mode), "resource store mode: "+joinModes(workloads.Modes()))
 	f.StringVar(&cfg.StoreDir, "store", cfg.StoreDir, "folder of stored runs")
 	f.StringVar(&cfg.Name, "name", "", "name of the run's folder in the store (default impl-faults-resource)")
 	f.DurationVar(&cfg.Think, "think", 0, "longest think time between critical sections")
@@ -84,43 +82,160 @@ func newRunCmd() *cobra.Command {
 	f.DurationVar(&cfg.Timeout, "op-timeout", cfg.Timeout, "deadline of each lock or store operation")
 	f.DurationVar(&cfg.Interval, "interval", cfg.Interval, "mean quiet time between faults")
 	f.DurationVar(&cfg.ClientPause, "pause", 0, "how long pause-client freezes a worker (0: 2×ttl)")
-	f.StringVar(&cfg.PausePoint, "pause-point", cfg.PausePoint, "where pause-client stops a worker: after-acquire, before-write, an impl's own point (locktest list), or random")
+	f.StringVar(&cfg.PausePoint, "pause-point", cfg.PausePoint, "where pause-client (and kill-client --kill-holder) stops a worker: "+
+		strings.Join(pausePoints, ", ")+", an impl's own point (locktest list), or random")
 	f.DurationVar(&cfg.NodeDown, "down", cfg.NodeDown, "how long kill-node keeps a node down before restarting it (the restart delay)")
 	f.DurationVar(&cfg.Window, "window", cfg.Window, "how long the other faults last (node pause, partition, loss, delay, clock faults, a killed client's absence)")
 	f.DurationVar(&cfg.Quiet, "quiet-time", cfg.Quiet, "fault-free time at the end of the run, after the final heal")
-	f.StringVar(&cfg.Net, "net", cfg.Net, "network: auto (namespaces when a network fault is asked for), netns, loopback")
+	f.StringVar(&cfg.Net, "net", cfg.Net, "network: "+strings.Join(run.NetModes, ", ")+" ("+run.NetAuto+": namespaces when a network fault is asked for)")
 	f.StringVar(&cfg.Subnet, "subnet", "", "IPv4 /24 of the run's network namespaces (default: a free 10.77.N.0/24)")
-	f.StringVar(&groups, "partition", "", "groups of the partition fault: hosts (n1.., c0..) by commas, groups by slashes, e.g. n1,n2,c0/n3,c1")
-	f.StringVar(&targets, "target", "", "pin what faults hit: fault=node-or-role-or-process[,...], several separated by ;, e.g. 'clock-bump=n3;kill-node=master'")
-	f.StringVar(&cfg.ClockDirection, "clock-direction", "", "which way clock-bump and clock-skew-client jump: forward or backward (default: either, at random)")
+	f.StringVar(&rf.groups, "partition", "", "groups of the partition fault: hosts (n1.., c0..) by commas, groups by slashes, e.g. n1,n2,c0/n3,c1")
+	f.StringVar(&rf.targets, "target", "", "pin what faults hit: fault=node-or-role-or-process[,...], several separated by ;, e.g. 'clock-bump=n3;kill-node=master'")
+	f.StringVar(&cfg.ClockDirection, "clock-direction", "", "which way clock-bump and clock-skew-client jump: "+strings.Join(run.ClockDirections, " or ")+" (default: either, at random)")
 	f.DurationVar(&cfg.Stagger, "stagger", 0, "wait between the parts of a combined fault (a+b)")
-	f.Float64Var(&cfg.Loss, "loss", cfg.Loss, "fraction of packets the loss fault drops")
+	f.Float64Var(&cfg.Loss, "loss", cfg.Loss, "fraction of packets the loss fault drops, in (0, 1]")
 	f.DurationVar(&cfg.Delay, "delay", cfg.Delay, "latency the delay fault adds")
 	f.DurationVar(&cfg.ClockBump, "clock-bump", 0, "how far clock faults move a clock (0: 2×ttl)")
 	f.DurationVar(&cfg.StrobeRate, "strobe", cfg.StrobeRate, "how often clock-strobe flips a clock")
 	f.BoolVar(&cfg.KillHolder, "kill-holder", false, "kill-client kills a worker at --pause-point (default after-acquire: while it holds the lock)")
-	f.StringVar(&cfg.Persistence, "persistence", "", "node durability where the backend has it (redis: off, everysec, always)")
+	f.StringVar(&cfg.Persistence, "persistence", "", "node durability of the Redis backends: "+strings.Join(run.Persistences, ", ")+" (default off)")
 	f.StringToStringVar(&cfg.ImplParams, "impl-opt", nil, "impl settings key=value (see docs/backends.md)")
 	f.StringToStringVar(&cfg.ClusterParams, "cluster-opt", nil, "cluster settings key=value (see docs/backends.md)")
-	f.StringVar(&cfg.Provider, "provider", cfg.Provider, "where the nodes run: local (processes on this host) or docker (containers; see docs/providers.md)")
+	f.StringVar(&cfg.Provider, "provider", cfg.Provider, "where the nodes run: "+strings.Join(run.Providers, " or ")+
+		" ("+run.ProviderLocal+": processes on this host; "+run.ProviderDocker+": containers, see docs/providers.md)")
 	f.StringToStringVar(&cfg.Images, "image", nil, "docker provider: the image of a backend, backend=ref, repeatable (e.g. redis=redis:7.2); default: locktest's own (locktest images build), else the official one")
-	f.StringVar(&cfg.Expect, "expect", cfg.Expect, "expected verdict: valid, or invalid for a run meant to reproduce an anomaly")
-	f.BoolVarP(&quiet, "quiet", "q", !term.IsTerminal(int(os.Stderr.Fd())), "no progress log on stderr (default when stderr is not a terminal)")
-	f.StringVar(&logLevel, "log-level", "info", "stderr log level: debug, info, warn, error")
-	return c
+	f.StringVar(&cfg.Expect, "expect", cfg.Expect, "expected verdict: "+strings.Join(run.Expectations, " or ")+" (invalid: a run meant to reproduce an anomaly)")
+	quietFlag(c, &rf.quiet, "no progress log on stderr")
+	f.StringVar(&rf.logLevel, "log-level", "info", "stderr log level: "+strings.Join(logLevels, ", "))
+}
+
+// pausePoints are the worker's own pause points; impls add theirs.
+var pausePoints = []string{workloads.PointAfterAcquire, workloads.PointBeforeWrite}
+
+// logLevels are the values of --log-level.
+var logLevels = []string{"debug", "info", "warn", "error"}
+
+func joinModes(ms []workloads.Mode) string {
+	s := make([]string, len(ms))
+	for i, m := range ms {
+		s[i] = string(m)
+	}
+	return strings.Join(s, ", ")
+}
+
+// faultFlags maps each flag of `locktest run` that shapes only some faults
+// to the check that the run has one of them. A flag given on the command
+// line that would change nothing in the run is refused: a setting that is
+// silently ignored makes a run that is not the one its command line says.
+var faultFlags = []struct {
+	flag string
+	// uses reports whether a run with these fault parts (combined faults
+	// split) and kill-holder setting uses the flag.
+	uses func(parts []string, faults []string, killHolder bool) bool
+	// needs says what the flag needs, for the error.
+	needs string
+}{
+	{"pause", func(p, _ []string, _ bool) bool { return slices.Contains(p, "pause-client") }, "--faults pause-client"},
+	{"pause-point", func(p, _ []string, kh bool) bool {
+		return slices.Contains(p, "pause-client") || kh && slices.Contains(p, "kill-client")
+	}, "--faults pause-client, or kill-client with --kill-holder"},
+	{"kill-holder", func(p, _ []string, _ bool) bool { return slices.Contains(p, "kill-client") }, "--faults kill-client"},
+	{"down", func(p, _ []string, _ bool) bool { return slices.Contains(p, "kill-node") }, "--faults kill-node"},
+	{"loss", func(p, _ []string, _ bool) bool { return slices.Contains(p, "loss") }, "--faults loss"},
+	{"delay", func(p, _ []string, _ bool) bool { return slices.Contains(p, "delay") }, "--faults delay"},
+	{"strobe", func(p, _ []string, _ bool) bool { return slices.Contains(p, "clock-strobe") }, "--faults clock-strobe"},
+	{"clock-bump", func(p, _ []string, _ bool) bool {
+		return slices.ContainsFunc(p, func(f string) bool { return slices.Contains(clockMovers, f) })
+	}, "--faults " + strings.Join(clockMovers, ", ") + " or clock-skew-client"},
+	{"clock-direction", func(p, _ []string, _ bool) bool {
+		return slices.Contains(p, "clock-bump") || slices.Contains(p, "clock-skew-client")
+	}, "--faults clock-bump or clock-skew-client"},
+	{"partition", func(p, _ []string, _ bool) bool { return slices.Contains(p, "partition") }, "--faults partition"},
+	{"stagger", func(_, fs []string, _ bool) bool {
+		return slices.ContainsFunc(fs, func(f string) bool { return strings.Contains(f, "+") })
+	}, "a combined fault (--faults a+b)"},
+	{"window", func(p, _ []string, _ bool) bool {
+		return slices.ContainsFunc(p, func(f string) bool { return !slices.Contains(unwindowed, f) })
+	}, "a fault that lasts a window (any but " + strings.Join(unwindowed, ", ") + ")"},
+	{"interval", func(p, _ []string, _ bool) bool { return len(p) > 0 }, "--faults"},
+	{"quiet-time", func(p, _ []string, _ bool) bool { return len(p) > 0 }, "--faults"},
+}
+
+// clockMovers are the faults that move a clock by --clock-bump.
+var clockMovers = []string{"clock-bump", "clock-strobe", "clock-skew-client"}
+
+// unwindowed are the faults whose duration is not --window: pause-client
+// lasts --pause, kill-node --down, and clock-reset is a single step.
+var unwindowed = []string{"pause-client", "kill-node", "clock-reset"}
+
+// config returns the run the flags describe. Bad values and flags that would
+// change nothing are usage errors; the rest of the checking is
+// run.Config.Validate's, which run.Run calls.
+func (rf *runFlags) config(f changer) (run.Config, error) {
+	cfg := rf.cfg
+	cfg.Mode = workloads.Mode(rf.mode)
+	if cfg.PausePoint == "random" {
+		cfg.PausePoint = ""
+	}
+	g, err := run.ParseGroups(rf.groups)
+	if err != nil {
+		return cfg, usageError{fmt.Errorf("--partition: %v", err)}
+	}
+	cfg.Groups = g
+	if cfg.Targets, err = nemesis.ParseTargets(rf.targets); err != nil {
+		return cfg, usageError{fmt.Errorf("--target: %v", err)}
+	}
+	if err := checkTargets(cfg); err != nil {
+		return cfg, usageError{fmt.Errorf("--target: %v", err)}
+	}
+	parts := reports.FaultParts(cfg.Faults)
+	for _, ff := range faultFlags {
+		if f.Changed(ff.flag) && !ff.uses(parts, cfg.Faults, cfg.KillHolder) {
+			return cfg, usageError{fmt.Errorf("--%s changes nothing in this run: it needs %s (faults: %s)", ff.flag, ff.needs, orNone(cfg.Faults))}
+		}
+	}
+	cfg.Command = "locktest " + strings.Join(os.Args[1:], " ")
+	lvl, err := parseLevel(rf.logLevel)
+	if err != nil {
+		return cfg, usageError{err}
+	}
+	if !quiet(f, rf.quiet) {
+		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+	}
+	return cfg, nil
+}
+
+// changer tells whether a flag was given on the command line (a
+// *pflag.FlagSet).
+type changer interface{ Changed(name string) bool }
+
+// quietFlag declares -q/--quiet. Its default depends on where stderr goes,
+// so the flag's own default is false and quiet decides.
+func quietFlag(c *cobra.Command, p *bool, usage string) {
+	c.Flags().BoolVarP(p, "quiet", "q", false, usage+" (default: on when stderr is not a terminal; -q=false forces the output)")
+}
+
+// quiet reports whether progress output is off: as -q says when it was
+// given, else when stderr is not a terminal.
+func quiet(f changer, given bool) bool {
+	if f.Changed("quiet") {
+		return given
+	}
+	return !term.IsTerminal(int(os.Stderr.Fd()))
 }
 
 func parseLevel(s string) (slog.Level, error) {
 	var l slog.Level
-	if err := l.UnmarshalText([]byte(s)); err != nil {
-		return l, fmt.Errorf("--log-level: %v", err)
+	if !slices.Contains(logLevels, strings.ToLower(s)) || l.UnmarshalText([]byte(s)) != nil {
+		return l, fmt.Errorf("--log-level must be %s, got %q", strings.Join(logLevels, ", "), s)
 	}
 	return l, nil
 }
 
 // printResults prints the verdict of every checker, the first anomalies and
-// where the report is.
-func printResults(w io.Writer, dir string, r reports.Results) {
+// where the report is; stored says whether results.json and the report
+// were written.
+func printResults(w io.Writer, dir string, r reports.Results, stored bool) {
 	fmt.Fprintf(w, "run %s (%s, resource %s, faults %s, seed %d)\n", dir, r.Run.Impl, r.Run.Mode,
 		orNone(r.Run.Faults), r.Run.Seed)
 	fmt.Fprintf(w, "  %d ops, %d critical sections, %d faults\n", int(r.Stats["ops"]),
@@ -138,6 +253,10 @@ func printResults(w io.Writer, dir string, r reports.Results) {
 		fmt.Fprintf(w, "  run problem: %s\n", e)
 	}
 	fmt.Fprintf(w, "verdict: %s (expected %s)\n", verdictWord(r.Valid), r.Run.Expect)
+	if !stored {
+		fmt.Fprintf(w, "report: not written (see the run problems); %s holds what was stored\n", dir)
+		return
+	}
 	fmt.Fprintf(w, "report: %s/%s\n", dir, reports.ReportFile)
 }
 

@@ -1,0 +1,433 @@
+package main
+
+// Bad input gets one line on stderr saying what and where, exit 2, nothing
+// already recorded lost and nothing left running; never a panic.
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/spf13/pflag"
+
+	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/reports"
+)
+
+// badCase is a command line with one bad value and the text its error
+// line must hold. The args follow the command's base arguments, so they
+// may override them.
+type badCase struct {
+	args []string
+	want string
+}
+
+func bc(want string, args ...string) badCase { return badCase{args, want} }
+
+// badValues holds, for every flag of every command ("run --ttl"), command
+// lines that give it a malformed or out-of-range value. A flag of a type
+// that does not parse every string (int, duration, float, bool) also gets
+// an automatic case with a value that does not parse. TestEveryFlagRefusesABadValue
+// fails for a flag with no case here (nor in anyValue).
+var badValues = map[string][]badCase{
+	"run --impl": {bc(`--impl: unknown impl "nope" (known: etcd-lease-txn, etcd-mutex, `, "--impl", "nope")},
+	"run --faults": {bc(`--faults: unknown fault "meteor" (known: bridge, `, "--faults", "meteor"),
+		bc(`--faults: unknown fault "kill-node+"`, "--faults", "kill-node+")},
+	"run --clients": {bc("--clients must be at least 1, got 0", "--clients", "0"), bc("--clients must be at least 1, got -3", "--clients", "-3")},
+	"run --locks":   {bc("--locks must be at least 1, got 0", "--locks", "0")},
+	"run --ttl":     {bc("--ttl must be at least 1ms, got 0s", "--ttl", "0"), bc("--ttl must be at least 1ms, got -1s", "--ttl", "-1s")},
+	"run --time":    {bc("--time must be positive, got 0s", "--time", "0"), bc("--time must be positive, got -1s", "--time", "-1s")},
+	"run --resource": {bc(`--resource: unknown resource mode "fencing" (want none, fenced, check-and-set, etcd-guarded)`, "--resource", "fencing"),
+		bc("--resource fenced needs fencing tokens, and redis-naive-del grants none", "--impl", "redis-naive-del", "--resource", "fenced"),
+		bc("--resource etcd-guarded needs an impl that guards writes", "--resource", "etcd-guarded")},
+	"run --store":      {bc("store: mkdir STORE/file: not a directory", "--store", "STORE/file")},
+	"run --name":       {bc(`--name "a/b" must be a plain folder name`, "--name", "a/b"), bc(`--name ".." must be a plain folder name`, "--name", "..")},
+	"run --think":      {bc("--think must not be negative, got -1s", "--think", "-1s")},
+	"run --retry":      {bc("--retry must not be negative, got -1s", "--retry", "-1s")},
+	"run --work":       {bc("--work must not be negative, got -1s", "--work", "-1s")},
+	"run --work-min":   {bc("--work-min must be between 0 and --work (0s), got 5s", "--work-min", "5s")},
+	"run --op-timeout": {bc("--op-timeout must be positive, got 0s", "--op-timeout", "0")},
+	"run --interval": {bc("--interval must be positive, got 0s", "--faults", "pause-client", "--interval", "0"),
+		bc("--interval changes nothing in this run: it needs --faults (faults: none)", "--interval", "1s")},
+	"run --pause": {bc("--pause must not be negative, got -1s", "--faults", "pause-client", "--pause", "-1s"),
+		bc("--pause changes nothing in this run: it needs --faults pause-client (faults: kill-node)", "--faults", "kill-node", "--pause", "1s")},
+	"run --pause-point": {bc("--pause-point must be one of after-acquire, before-write for redis-set-nx-px, got \"nowhere\"", "--faults", "pause-client", "--pause-point", "nowhere"),
+		bc("--pause-point changes nothing in this run: it needs --faults pause-client, or kill-client with --kill-holder", "--faults", "kill-client", "--pause-point", "before-write")},
+	"run --down": {bc("--down must not be negative, got -1s", "--faults", "kill-node", "--down", "-1s"),
+		bc("--down changes nothing in this run: it needs --faults kill-node", "--down", "2s")},
+	"run --window": {bc("--window must be positive, got 0s", "--faults", "pause-node", "--window", "0"),
+		bc("--window changes nothing in this run: it needs a fault that lasts a window", "--faults", "pause-client", "--window", "3s")},
+	"run --quiet-time": {bc("--quiet-time must be at least 0 and shorter than --time (2s), got -1s", "--faults", "pause-client", "--quiet-time", "-1s"),
+		bc("--quiet-time must be at least 0 and shorter than --time (2s), got 2s", "--faults", "pause-client", "--quiet-time", "2s")},
+	"run --net": {bc(`--net must be auto, netns, loopback, got "wifi"`, "--net", "wifi")},
+	"run --subnet": {bc(`--subnet "300.1.1.0/24": want an IPv4 /24 such as 10.77.0.0/24`, "--subnet", "300.1.1.0/24"),
+		bc(`--subnet "10.77.3.0/16": want an IPv4 /24`, "--subnet", "10.77.3.0/16"),
+		bc("--subnet is the subnet of the run's network namespaces, and this run has none", "--subnet", "10.77.3.0/24")},
+	"run --partition": {bc(`--partition: "n1" has one group; a partition needs two or more, separated by /`, "--faults", "partition", "--partition", "n1"),
+		bc(`--partition: empty group in ",,/"`, "--faults", "partition", "--partition", ",,/"),
+		bc(`--partition: host "x9": want a node (n1, n2, ...) or a client host (c0, c1, ...)`, "--faults", "partition", "--partition", "n1,x9/n2"),
+		bc("--partition: host c7: the run has client hosts c0 to c4 (--clients 5)", "--faults", "partition", "--partition", "n1,c7/n2"),
+		bc("--partition changes nothing in this run: it needs --faults partition", "--partition", "n1/n2")},
+	"run --target": {bc(`--target: target "x": want fault=target[,target...], e.g. clock-bump=n3`, "--target", "x"),
+		bc(`--target: target "kill-node=": want fault=target`, "--target", "kill-node="),
+		bc(`--target: target "meteor=n1": unknown fault "meteor"`, "--target", "meteor=n1"),
+		bc(`--target names fault "kill-node", which the run does not have (faults: pause-client)`, "--faults", "pause-client", "--target", "kill-node=n1")},
+	"run --clock-direction": {bc(`--clock-direction must be forward or backward, got "up"`, "--faults", "clock-bump", "--clock-direction", "up")},
+	"run --stagger": {bc("--stagger must not be negative, got -1s", "--faults", "pause-client+kill-node", "--stagger", "-1s"),
+		bc("--stagger changes nothing in this run: it needs a combined fault (--faults a+b)", "--faults", "pause-client", "--stagger", "1s")},
+	"run --loss": {bc("--loss must be in (0, 1], got 1.5", "--faults", "loss", "--loss", "1.5"), bc("--loss must be in (0, 1], got 0", "--faults", "loss", "--loss", "0"),
+		bc("--loss changes nothing in this run: it needs --faults loss", "--loss", "0.5")},
+	"run --delay":       {bc("--delay must be positive, got 0s", "--faults", "delay", "--delay", "0")},
+	"run --clock-bump":  {bc("--clock-bump must not be negative", "--faults", "clock-bump", "--clock-bump", "-1s")},
+	"run --strobe":      {bc("--strobe must be positive, got 0s", "--faults", "clock-strobe", "--strobe", "0")},
+	"run --kill-holder": {bc("--kill-holder changes nothing in this run: it needs --faults kill-client (faults: pause-client)", "--faults", "pause-client", "--kill-holder")},
+	"run --persistence": {bc(`--persistence must be off, everysec, always, got "sometimes"`, "--persistence", "sometimes"),
+		bc("--persistence is a setting of the Redis backends, and etcd-mutex runs etcd, which has none", "--impl", "etcd-mutex", "--persistence", "always")},
+	"run --impl-opt":    {bc(`invalid argument "x" for "--impl-opt" flag: x must be formatted as key=value`, "--impl-opt", "x")},
+	"run --cluster-opt": {bc(`invalid argument "x" for "--cluster-opt" flag: x must be formatted as key=value`, "--cluster-opt", "x")},
+	"run --provider":    {bc(`--provider must be local or docker, got "podman"`, "--provider", "podman")},
+	"run --image": {bc(`invalid argument "x" for "--image" flag`, "--image", "x"), bc("--image needs --provider docker", "--image", "redis=redis:7.2"),
+		bc(`--image mongo=mongo:7: the docker provider has no backend "mongo"`, "--provider", "docker", "--image", "mongo=mongo:7")},
+	"run --expect":    {bc(`--expect must be valid or invalid, got "maybe"`, "--expect", "maybe")},
+	"run --log-level": {bc(`--log-level must be debug, info, warn, error, got "loud"`, "--log-level", "loud")},
+
+	"debate --scenarios": {bc("--scenarios: open STORE/none.yaml: no such file or directory", "--scenarios", "STORE/none.yaml"),
+		bc(`--scenarios: STORE/bad.yaml: line 3: field colour not found (in scenario "a")`, "--scenarios", "STORE/bad.yaml")},
+	"debate --only":     {bc(`--only: no scenario "nope" (see locktest debate --list)`, "--only", "nope")},
+	"debate --seeds":    {bc("--seeds must be at least 1, got 0", "--seeds", "0"), bc("--seeds must be at least 1, got -1", "--seeds", "-1")},
+	"debate --store":    {bc("--store: mkdir STORE/file: not a directory", "--store", "STORE/file")},
+	"debate --out":      {bc("--out: mkdir STORE/file: not a directory", "--out", "STORE/file/out")},
+	"debate --junit":    {bc("--junit: stat STORE/nodir: no such file or directory", "--junit", "STORE/nodir/j.xml"), bc("--junit: STORE is a folder", "--junit", "STORE")},
+	"debate --findings": {bc("--findings: stat STORE/nodir: no such file or directory", "--findings", "STORE/nodir/f.md")},
+
+	"matrix --impls":   {bc(`--impls: unknown impl "nope" (known: etcd-lease-txn, `, "--impls", "nope")},
+	"matrix --faults":  {bc(`--faults: unknown fault class "meteor" (known: none, client-pause, node-pause, kill-restart, partition, clock)`, "--faults", "meteor")},
+	"matrix --seeds":   {bc("--seeds must be at least 1, got 0", "--seeds", "0")},
+	"matrix --time":    {bc("--time must be at least 2s (a run needs time for a fault and its recovery), got 1s", "--time", "1s")},
+	"matrix --ttl":     {bc("--ttl must be at least 1ms, got 0s", "--ttl", "0")},
+	"matrix --clients": {bc("--clients must be at least 2 (mutual exclusion needs contenders), got 1", "--clients", "1")},
+	"matrix --store":   {bc("--store: mkdir STORE/file: not a directory", "--store", "STORE/file")},
+	"matrix --out":     {bc("--out: mkdir STORE/file: not a directory", "--out", "STORE/file/out")},
+	"matrix --md":      {bc("--md: stat STORE/nodir: no such file or directory", "--md", "STORE/nodir/m.md")},
+	"matrix --from":    {bc("--from: open STORE/nodir: no such file or directory", "--from", "STORE/nodir")},
+
+	"images build --node-binary": {bc("--node-binary STORE/nodir: not an executable file", "--node-binary", "STORE/nodir")},
+}
+
+// anyValue are flags that take every value of their type, with the reason;
+// they get only the automatic case of a value that does not parse.
+var anyValue = map[string]string{
+	"run --seed":    "every int64 is a seed",
+	"debate --seed": "every int64 is a first seed",
+}
+
+// badBase are the arguments each command gets before a case's: a valid
+// command line, so that only the case's value is wrong.
+var badBase = map[string][]string{
+	"run":          {"run", "--store", "STORE", "--time", "2s"},
+	"debate":       {"debate", "--only", "redis-naive-del", "--seeds", "1", "--store", "STORE"},
+	"matrix":       {"matrix", "--impls", "redis-set-nx-px", "--faults", "none", "--time", "2s", "--store", "STORE"},
+	"cleanup":      {"cleanup"},
+	"images build": {"images", "build", "redis"},
+}
+
+// TestEveryFlagRefusesABadValue runs every command with each bad value of
+// each of its flags. Each must exit 2 with one line on stderr that names
+// the flag and says what is wrong, leave stdout and the store empty, and
+// start nothing: PATH is empty, so a bad value that slipped through would
+// fail later with another message.
+func TestEveryFlagRefusesABadValue(t *testing.T) {
+	emptyPath := t.TempDir()
+	type tc struct {
+		name string
+		cmd  string
+		args []string
+		want string
+	}
+	var cases []tc
+	for path, c := range commands() {
+		for _, f := range flagsOf(c) {
+			key := path + " --" + f.Name
+			hand, hasHand := badValues[key]
+			_, isAny := anyValue[key]
+			if auto := unparsable(f); auto != "" {
+				cases = append(cases, tc{key + " " + auto, path, []string{"--" + f.Name + "=" + auto},
+					fmt.Sprintf("invalid argument %q for %q flag", auto, flagTitle(f))})
+			} else if !hasHand && !isAny {
+				t.Errorf("%s has no bad value in badValues: add one (or say in anyValue why every value is good)", key)
+			}
+			if f.Value.Type() != "bool" && !hasHand && !isAny {
+				t.Errorf("%s has no out-of-range value in badValues: add one (or say in anyValue why every value is good)", key)
+			}
+			for _, b := range hand {
+				cases = append(cases, tc{key + " " + strings.Join(b.args, " "), path, b.args, b.want})
+			}
+		}
+	}
+	for key := range badValues {
+		if _, ok := commands()[strings.SplitN(key, " --", 2)[0]]; !ok || !strings.Contains(key, " --") {
+			t.Errorf("badValues has %q, which is no flag of a command", key)
+		}
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			store := t.TempDir()
+			if err := os.WriteFile(filepath.Join(store, "file"), []byte("x"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			bad := "scenarios:\n  - name: a\n    colour: red\n"
+			if err := os.WriteFile(filepath.Join(store, "bad.yaml"), []byte(bad), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			base, ok := badBase[c.cmd]
+			if !ok {
+				base = strings.Fields(c.cmd)
+			}
+			args := append(append([]string{}, base...), c.args...)
+			for i := range args {
+				args[i] = strings.ReplaceAll(args[i], "STORE", store)
+			}
+			want := strings.ReplaceAll(c.want, "STORE", store)
+			stdout, stderr, code := locktestEnv(t, []string{"PATH=" + emptyPath}, args...)
+			if code != 2 || !strings.HasPrefix(stderr, "locktest: ") || strings.Count(stderr, "\n") != 1 ||
+				!strings.Contains(stderr, want) || strings.Contains(stderr, "goroutine") {
+				t.Fatalf("locktest %s: exit %d, stderr %q; want exit 2 and one line containing %q", strings.Join(args, " "), code, stderr, want)
+			}
+			t.Logf("locktest %s\n%s", strings.Join(args[len(base):], " "), stderr)
+			if stdout != "" {
+				t.Errorf("stdout %q, want nothing", stdout)
+			}
+			if ents, _ := os.ReadDir(store); len(ents) != 2 {
+				t.Errorf("the refused command left %d entries in the store", len(ents)-2)
+			}
+		})
+	}
+}
+
+// unparsable returns a value that flag f's type refuses, or "" for a type
+// that takes every string.
+func unparsable(f *pflag.Flag) string {
+	switch f.Value.Type() {
+	case "int", "int64", "duration", "float64":
+		return "x"
+	case "bool":
+		return "maybe"
+	}
+	return ""
+}
+
+// flagTitle is how pflag names f in its errors: "--ttl", or "-q, --quiet".
+func flagTitle(f *pflag.Flag) string {
+	if f.Shorthand != "" {
+		return "-" + f.Shorthand + ", --" + f.Name
+	}
+	return "--" + f.Name
+}
+
+// locktestEnv is locktest with env added to the environment.
+func locktestEnv(t *testing.T, env []string, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return out.String(), errb.String(), 0
+	case errors.As(err, &ee):
+		return out.String(), errb.String(), ee.ExitCode()
+	}
+	t.Fatalf("run locktest: %v", err)
+	return "", "", -1
+}
+
+// leftovers lists the processes whose command line holds one of marks.
+func leftovers(marks ...string) []string {
+	var out []string
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || len(b) == 0 {
+			continue
+		}
+		cl := strings.ReplaceAll(string(b), "\x00", " ")
+		for _, m := range marks {
+			if strings.Contains(cl, m) && alive(atoi(e.Name())) {
+				out = append(out, e.Name()+": "+cl)
+			}
+		}
+	}
+	return out
+}
+
+func atoi(s string) int { n, _ := strconv.Atoi(s); return n }
+
+// fakeServer writes an executable script named name into a new folder and
+// returns the folder.
+func fakeServer(t *testing.T, name, script string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, name), []byte("#!/bin/sh\n"+script+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// TestServerThatFailsAtStartExitsTwo starts runs whose server binary (first
+// on PATH) exits at once, or never answers. Each run must end with one line
+// naming the node and why, exit 2, and nothing left running; the run's
+// folder is kept, since the line quotes the node's log in it, and says in
+// results.json that the run could not start.
+func TestServerThatFailsAtStartExitsTwo(t *testing.T) {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Skip("redis-server not installed (make setup)")
+	}
+	tests := []struct {
+		name, script string
+		want         []string
+	}{
+		{"exits 1", `echo "FATAL: cannot open the config" >&2; exit 1`,
+			[]string{"start redis cluster: local redis: node n1 (pid ", "exited during start-up (exit status 1)", "FATAL: cannot open the config"}},
+		{"never answers", `exec sleep 600`,
+			[]string{"start redis cluster: local redis: node n1 (pid ", "not ready"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fake := fakeServer(t, "redis-server", tt.script)
+			store := t.TempDir()
+			stdout, stderr, code := locktestEnv(t, []string{"PATH=" + fake + ":" + os.Getenv("PATH")},
+				"run", "--store", store, "--time", "2s", "--name", "fake")
+			if code != 2 || strings.Count(stderr, "\n") != 1 || stdout != "" {
+				t.Fatalf("exit %d, stdout %q, stderr %q; want exit 2 and one line", code, stdout, stderr)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(stderr, w) {
+					t.Errorf("stderr %q lacks %q", stderr, w)
+				}
+			}
+			if left := leftovers(fake, store); len(left) > 0 {
+				t.Errorf("left running: %v", left)
+			}
+			// A log the line names is there to read.
+			if m := regexp.MustCompile(`(/\S+\.log)`).FindStringSubmatch(stderr); m != nil {
+				if _, err := os.Stat(m[1]); err != nil {
+					t.Errorf("the error names %s: %v", m[1], err)
+				}
+				dirs, _ := filepath.Glob(filepath.Join(store, "fake", "2*"))
+				if len(dirs) != 1 {
+					t.Fatalf("run folders %v, want the one the error names", dirs)
+				}
+				r, err := reports.ReadResults(dirs[0])
+				if err != nil || r.Valid != "unknown" || len(r.Problems) != 1 || !strings.HasPrefix(r.Problems[0], "the run could not start: ") {
+					t.Errorf("results of a run that could not start: %+v, %v", r, err)
+				}
+			} else if ents, _ := os.ReadDir(store); len(ents) != 0 {
+				t.Errorf("a run that could not start, whose error names no file, left %d entries in the store", len(ents))
+			}
+		})
+	}
+}
+
+// TestStoreThatCannotBeWrittenExitsTwo points --store at a regular file and
+// at a read-only file system: one line naming the store, exit 2, nothing
+// started.
+func TestStoreThatCannotBeWrittenExitsTwo(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stores := map[string]string{"a file": file}
+	ro := filepath.Join(dir, "ro")
+	if err := os.Mkdir(ro, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount("tmpfs", ro, "tmpfs", syscall.MS_RDONLY, "size=64k"); err == nil {
+		t.Cleanup(func() { _ = syscall.Unmount(ro, 0) })
+		stores["read-only"] = ro
+	} else {
+		t.Logf("no read-only tmpfs (%v): only the file case runs", err)
+	}
+	for name, store := range stores {
+		t.Run(name, func(t *testing.T) {
+			stdout, stderr, code := locktest(t, "run", "--store", store, "--time", "2s")
+			want := map[string]string{"a file": "not a directory", "read-only": "read-only file system"}[name]
+			if code != 2 || stdout != "" || strings.Count(stderr, "\n") != 1 ||
+				!strings.HasPrefix(stderr, "locktest: store: mkdir "+store) || !strings.Contains(stderr, want) {
+				t.Fatalf("exit %d, stdout %q, stderr %q; want exit 2 and one line: store: mkdir %s/...: %s", code, stdout, stderr, store, want)
+			}
+			if left := leftovers(store); len(left) > 0 {
+				t.Errorf("left running: %v", left)
+			}
+		})
+	}
+}
+
+// TestDiskFullEndsTheRunUnknown runs against a store on a small tmpfs that
+// fills during the run. The run must end unknown, never valid, say why on
+// stdout, leave a history of whole lines that `locktest check` reads, and
+// leave nothing running.
+func TestDiskFullEndsTheRunUnknown(t *testing.T) {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Skip("redis-server not installed (make setup)")
+	}
+	store := t.TempDir()
+	if err := syscall.Mount("tmpfs", store, "tmpfs", 0, "size=256k"); err != nil {
+		t.Skipf("cannot mount a tmpfs (root needed): %v", err)
+	}
+	t.Cleanup(func() {
+		if err := syscall.Unmount(store, 0); err != nil {
+			t.Errorf("unmount %s: %v", store, err)
+		}
+	})
+	stdout, stderr, code := locktest(t, "run", "--store", store, "--time", "3s", "--name", "full")
+	if code != 1 || stderr != "locktest: the run was unknown, expected valid\n" {
+		t.Fatalf("exit %d, stderr %q; want 1 and the unknown verdict\n%s", code, stderr, stdout)
+	}
+	for _, w := range []string{"run problem: history: write ", "no space left on device", "keeps its first ",
+		"verdict: unknown (expected valid)", "report: not written"} {
+		if !strings.Contains(stdout, w) {
+			t.Errorf("stdout lacks %q:\n%s", w, stdout)
+		}
+	}
+	dirs, _ := filepath.Glob(filepath.Join(store, "full", "2*"))
+	if len(dirs) != 1 {
+		t.Fatalf("run folders %v, want one", dirs)
+	}
+	// results.json still says what the run wrote at its start: unknown.
+	r, err := reports.ReadResults(dirs[0])
+	if err != nil || r.Valid != "unknown" {
+		t.Errorf("results.json: %v, %v; want unknown", r.Valid, err)
+	}
+	if _, err := os.Stat(filepath.Join(dirs[0], reports.ResultsFile+".tmp")); err == nil {
+		t.Errorf("a half-written results.json.tmp was left")
+	}
+	// The history file is whole lines: the ops up to the failed write.
+	h, err := history.ReadFile(filepath.Join(dirs[0], reports.HistoryFile))
+	if err != nil || len(h) == 0 {
+		t.Fatalf("history: %d ops, %v", len(h), err)
+	}
+	m := regexp.MustCompile(`keeps its first (\d+) ops`).FindStringSubmatch(stdout)
+	if m == nil || m[1] != strconv.Itoa(len(h)) {
+		t.Errorf("the problem says the file keeps %v ops; it has %d", m, len(h))
+	}
+	if total := regexp.MustCompile(`(\d+) ops, `).FindStringSubmatch(stdout); total == nil || atoi(total[1]) <= len(h) {
+		t.Errorf("the run checked %v ops, the file has %d: the run should have checked more than the disk took", total, len(h))
+	}
+	if left := leftovers(store, bin+" worker"); len(left) > 0 {
+		t.Errorf("left running: %v", left)
+	}
+}

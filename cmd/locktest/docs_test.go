@@ -1,0 +1,754 @@
+package main
+
+// The help, the registries and the docs must agree: these tests read the
+// flags of every command, the registries of impls, faults, resource modes,
+// fault classes, providers, backends and scenarios, and README.md and
+// docs/*.md, and fail when one of them names what the others do not have.
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/clusters/docker"
+	"github.com/locktest/locktest/clusters/local"
+	"github.com/locktest/locktest/impls"
+	"github.com/locktest/locktest/matrix"
+	"github.com/locktest/locktest/nemesis"
+	"github.com/locktest/locktest/run"
+	"github.com/locktest/locktest/scenarios"
+	"github.com/locktest/locktest/workloads"
+)
+
+// repoRoot is the repository, from this package's folder.
+const repoRoot = "../.."
+
+// doc is one Markdown file of the documentation.
+type doc struct{ path, text string }
+
+// readDocs returns README.md and docs/*.md.
+func readDocs(t *testing.T) []doc {
+	t.Helper()
+	paths, _ := filepath.Glob(filepath.Join(repoRoot, "docs", "*.md"))
+	paths = append([]string{filepath.Join(repoRoot, "README.md")}, paths...)
+	var out []doc
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rel, _ := filepath.Rel(repoRoot, p)
+		out = append(out, doc{rel, string(b)})
+	}
+	if len(out) < 5 {
+		t.Fatalf("found only %d docs", len(out))
+	}
+	return out
+}
+
+// codeSpans returns the code of a Markdown text: each line of a fenced
+// block, and each inline code span, with the 1-based line it is on.
+func codeSpans(md string) []span {
+	var out []span
+	fenced := false
+	inline := regexp.MustCompile("`([^`\n]+)`")
+	for i, l := range strings.Split(md, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(l), "```") {
+			fenced = !fenced
+			continue
+		}
+		if fenced {
+			out = append(out, span{i + 1, l, false})
+			continue
+		}
+		for _, m := range inline.FindAllStringSubmatch(l, -1) {
+			out = append(out, span{i + 1, m[1], true})
+		}
+	}
+	return out
+}
+
+type span struct {
+	line int
+	text string
+	// inline is a code span in the text, not a line of a fenced block.
+	inline bool
+}
+
+// commands returns every command of the CLI by its path ("run",
+// "images build"), hidden ones aside.
+func commands() map[string]*cobra.Command {
+	out := map[string]*cobra.Command{}
+	var walk func(prefix string, c *cobra.Command)
+	walk = func(prefix string, c *cobra.Command) {
+		for _, s := range c.Commands() {
+			if s.Hidden || s.Name() == "help" || s.Name() == "completion" {
+				continue
+			}
+			p := strings.TrimSpace(prefix + " " + s.Name())
+			out[p] = s
+			walk(p, s)
+		}
+	}
+	walk("", newRoot())
+	return out
+}
+
+// flagsOf returns the flags of c, help aside.
+func flagsOf(c *cobra.Command) []*pflag.Flag {
+	var out []*pflag.Flag
+	c.Flags().VisitAll(func(f *pflag.Flag) {
+		if f.Name != "help" {
+			out = append(out, f)
+		}
+	})
+	return out
+}
+
+// foreignFlags are flags the docs quote of programs other than locktest.
+var foreignFlags = map[string]string{
+	"--appendonly": "redis-server", "--bind": "redis-server", "--dir": "redis-server", "--port": "redis-server",
+	"--protected-mode": "redis-server", "--save": "redis-server",
+	"--cluster": "redis-cli", "--cluster-replicas": "redis-cli", "--cluster-yes": "redis-cli",
+	"--auth": "mariadb-install-db", "--auth-root-authentication-method": "mariadb-install-db", "--init-file": "mariadbd",
+	"--no-defaults": "mariadbd", "--locale": "initdb", "--no-sync": "initdb",
+	"--clear-groups": "setpriv", "--regid": "setpriv", "--reuid": "setpriv",
+	"--election-timeout": "etcd", "--heartbeat-interval": "etcd", "--initial-cluster": "etcd",
+}
+
+var flagRE = regexp.MustCompile(`(?:^|[^A-Za-z0-9_-])(--[a-z][a-z0-9-]*)`)
+
+// TestDocsNameOnlyRealFlags fails when a doc names a flag that no locktest
+// command has (a removed or misspelt flag), unless the doc quotes another
+// program's flag listed in foreignFlags.
+func TestDocsNameOnlyRealFlags(t *testing.T) {
+	known := map[string]bool{"--help": true}
+	for _, c := range commands() {
+		for _, f := range flagsOf(c) {
+			known["--"+f.Name] = true
+		}
+	}
+	for flag, prog := range foreignFlags {
+		if known[flag] {
+			t.Errorf("foreignFlags lists %s (of %s), which is a locktest flag: remove it from the list", flag, prog)
+		}
+	}
+	used := map[string]bool{}
+	for _, d := range readDocs(t) {
+		for i, l := range strings.Split(d.text, "\n") {
+			for _, m := range flagRE.FindAllStringSubmatch(l, -1) {
+				f := m[1]
+				used[f] = true
+				if !known[f] && foreignFlags[f] == "" {
+					t.Errorf("%s:%d names %s, which no locktest command has", d.path, i+1, f)
+				}
+			}
+		}
+	}
+	for f := range foreignFlags {
+		if !used[f] {
+			t.Errorf("foreignFlags lists %s, which no doc names any more: remove it", f)
+		}
+	}
+}
+
+// undocumented are flags the docs need not name, each with the reason.
+var undocumented = map[string]string{}
+
+// TestEveryFlagIsDocumented fails when a command has a flag that no doc
+// names (by --name, or -x for a one-letter shorthand).
+func TestEveryFlagIsDocumented(t *testing.T) {
+	var all strings.Builder
+	for _, d := range readDocs(t) {
+		all.WriteString(d.text)
+	}
+	text := all.String()
+	for path, c := range commands() {
+		for _, f := range flagsOf(c) {
+			if _, ok := undocumented[path+" --"+f.Name]; ok {
+				continue
+			}
+			long := regexp.MustCompile(`(^|[^A-Za-z0-9-])--` + regexp.QuoteMeta(f.Name) + `($|[^A-Za-z0-9-])`)
+			short := f.Shorthand != "" && regexp.MustCompile("`[^`]*(^|[ `])-"+f.Shorthand+"($|[ =`])").MatchString(text)
+			if !long.MatchString(text) && !short {
+				t.Errorf("locktest %s --%s is in no doc (README.md, docs/*.md): document it", path, f.Name)
+			}
+		}
+	}
+}
+
+// placeholder reports whether a command-line token of a doc stands for
+// something (DIR, <point>, NAME, ...).
+func placeholder(tok string) bool {
+	return strings.ContainsAny(tok, "<>[]…") || strings.Contains(tok, "...") ||
+		regexp.MustCompile(`(^|/)[A-Z]{3,}($|/)`).MatchString(tok) || strings.HasPrefix(tok, "$")
+}
+
+// shellWords splits a command line as sh would (quotes, backslashes aside),
+// ending at a comment, a pipe, a list operator or a redirection.
+func shellWords(s string) []string {
+	var out []string
+	var cur strings.Builder
+	in := false
+	var quote rune
+	for _, r := range s {
+		switch {
+		case quote != 0:
+			if r == quote {
+				quote = 0
+			} else {
+				cur.WriteRune(r)
+			}
+			continue
+		case r == '\'' || r == '"':
+			quote, in = r, true
+			continue
+		case r == ' ' || r == '\t':
+			if in {
+				out = append(out, cur.String())
+				cur.Reset()
+				in = false
+			}
+			continue
+		case r == '#' && !in, r == '|', r == ';', r == '&', r == '>':
+			if in {
+				out = append(out, cur.String())
+			}
+			return out
+		}
+		cur.WriteRune(r)
+		in = true
+	}
+	if in {
+		out = append(out, cur.String())
+	}
+	return out
+}
+
+// commandRE finds a locktest command line at the start of a line of code:
+// locktest, bin/locktest, /tmp/lt, sudo ... .
+var commandRE = regexp.MustCompile(`^\s*(?:sudo\s+)?(?:\S*/)?(?:lt|locktest) ([a-z][a-z-]*.*)$`)
+
+// docCommand is a locktest command line of a doc.
+type docCommand struct {
+	where string
+	args  []string
+	// mention is a command named in running text (`locktest check`,
+	// `locktest debate --findings`): its arguments may be left out.
+	mention bool
+}
+
+// docCommands returns the locktest command lines in the code of the docs.
+func docCommands(t *testing.T) []docCommand {
+	var out []docCommand
+	for _, d := range readDocs(t) {
+		for _, s := range codeSpans(d.text) {
+			m := commandRE.FindStringSubmatch(s.text)
+			if m == nil {
+				continue
+			}
+			out = append(out, docCommand{where: d.path + ":" + strconv.Itoa(s.line), args: shellWords(m[1]), mention: s.inline})
+		}
+	}
+	if len(out) < 30 {
+		t.Fatalf("found only %d locktest commands in the docs", len(out))
+	}
+	return out
+}
+
+// TestDocumentedCommandsAreValid parses every locktest command line the
+// docs show with the command's own flags, and checks what it names: a run
+// command must make a run that Validate accepts, a matrix command real
+// impls and fault classes, a debate command real scenarios. The
+// reproduction command of every built-in scenario is checked the same way.
+func TestDocumentedCommandsAreValid(t *testing.T) {
+	cmds := docCommands(t)
+	for _, s := range scenarios.Builtin() {
+		a := shellWords(s.Command(1))
+		cmds = append(cmds, docCommand{where: "scenario " + s.Name + "'s command", args: a[1:]})
+	}
+	for _, dc := range cmds {
+		t.Run(dc.where, func(t *testing.T) {
+			checkCommand(t, dc)
+		})
+	}
+}
+
+func checkCommand(t *testing.T, dc docCommand) {
+	all := commands()
+	path, rest := "", dc.args
+	for len(rest) > 0 {
+		p := strings.TrimSpace(path + " " + rest[0])
+		if _, ok := all[p]; !ok {
+			break
+		}
+		path, rest = p, rest[1:]
+	}
+	if path == "" {
+		if len(rest) > 0 && (rest[0] == "worker" || rest[0] == "node") {
+			return // the hidden commands locktest runs itself
+		}
+		t.Fatalf("%q: no such locktest command", strings.Join(dc.args, " "))
+	}
+	if slices.ContainsFunc(rest, placeholder) || slices.Contains(rest, "--help") || slices.Contains(rest, "-h") {
+		return
+	}
+	// A fresh command, so flags of one line do not leak into the next.
+	var c *cobra.Command
+	var rf *runFlags
+	if path == "run" {
+		rf = &runFlags{cfg: run.DefaultConfig()}
+		c = &cobra.Command{Use: "run"}
+		rf.define(c)
+	} else {
+		c = commands()[path]
+	}
+	if err := c.ParseFlags(rest); err != nil {
+		// A mention may name a flag without its value.
+		if !(dc.mention && strings.Contains(err.Error(), "needs an argument")) {
+			t.Fatalf("locktest %s %s: %v", path, strings.Join(rest, " "), err)
+		}
+		return
+	}
+	if err := c.ValidateArgs(c.Flags().Args()); err != nil && !(dc.mention && len(rest) == 0) {
+		t.Fatalf("locktest %s %s: %v", path, strings.Join(rest, " "), err)
+	}
+	switch path {
+	case "run":
+		cfg, err := rf.config(c.Flags())
+		if err == nil {
+			err = cfg.Validate()
+		}
+		if err != nil {
+			t.Fatalf("locktest run %s: %v", strings.Join(rest, " "), err)
+		}
+	case "matrix":
+		faults, _ := c.Flags().GetStringSlice("faults")
+		if _, err := matrix.ParseClasses(faults); err != nil {
+			t.Errorf("--faults: %v", err)
+		}
+		names, _ := c.Flags().GetStringSlice("impls")
+		for _, n := range names {
+			if _, err := impls.Lookup(n); err != nil {
+				t.Errorf("--impls: %v", err)
+			}
+		}
+	case "debate":
+		only, _ := c.Flags().GetStringSlice("only")
+		if _, err := scenarios.Select(scenarios.Builtin(), only); err != nil {
+			t.Errorf("--only: %v", err)
+		}
+	case "images build":
+		for _, b := range c.Flags().Args() {
+			if !slices.Contains(docker.Backends(), b) {
+				t.Errorf("images build: no backend %q", b)
+			}
+		}
+	}
+}
+
+// derivedDefaults are the defaults the docs give for flags whose zero
+// value means a derived setting.
+var derivedDefaults = map[string]string{
+	"pause": "2×ttl", "clock-bump": "2×ttl", "quiet": "on when stderr is not a terminal",
+}
+
+// normDefault makes a default as the docs write it ("2 s", "`none`",
+// "100 ms") comparable with a flag's DefValue.
+func normDefault(s string) string {
+	s = strings.ToLower(strings.Trim(strings.TrimSpace(s), "`"))
+	s = strings.ReplaceAll(s, " ", "")
+	switch s {
+	case "—", "-", "none", "[]", "", "0", "0s", "false", "off":
+		return "zero"
+	}
+	return s
+}
+
+// flagDefault returns the default of a run flag as the docs should write
+// it, normalised.
+func flagDefault(f *pflag.Flag) string {
+	if d, ok := derivedDefaults[f.Name]; ok {
+		return normDefault(d)
+	}
+	return normDefault(f.DefValue)
+}
+
+// TestDocsGiveTheRealDefaults compares every default the docs state for a
+// flag of locktest run — in the settings table of the quick start, and in
+// prose as "`--flag` ... (default X)" — with the flag's own default.
+func TestDocsGiveTheRealDefaults(t *testing.T) {
+	rf := &runFlags{cfg: run.DefaultConfig()}
+	c := &cobra.Command{Use: "run"}
+	rf.define(c)
+	row := regexp.MustCompile("^\\| ((?:`-[a-z-]+`(?:, )?)+) \\| ([^|]+) \\|")
+	prose := regexp.MustCompile("`(--[a-z-]+)`[^`.;]{0,30}?\\(default ([^),;]+)[),;]")
+	checked := 0
+	for _, d := range readDocs(t) {
+		for i, l := range strings.Split(d.text, "\n") {
+			where := d.path + ":" + strconv.Itoa(i+1)
+			if m := row.FindStringSubmatch(l); m != nil {
+				flags := strings.Split(m[1], ", ")
+				defs := strings.Split(m[2], ", ")
+				switch {
+				case len(defs) == len(flags):
+				case len(defs) == 1: // one default for every flag of the row
+					for len(defs) < len(flags) {
+						defs = append(defs, defs[0])
+					}
+				default:
+					t.Errorf("%s: %d flags, %d defaults", where, len(flags), len(defs))
+					continue
+				}
+				for k, fl := range flags {
+					name := strings.TrimLeft(strings.Trim(fl, "`"), "-")
+					f := c.Flags().Lookup(name)
+					if f == nil {
+						f = c.Flags().ShorthandLookup(name)
+					}
+					if f == nil {
+						continue // a table of another command: TestDocsNameOnlyRealFlags checks the name
+					}
+					checked++
+					if got, want := normDefault(defs[k]), flagDefault(f); got != want {
+						t.Errorf("%s: --%s's default is %q in the docs, %q in the code", where, f.Name, strings.TrimSpace(defs[k]), f.DefValue)
+					}
+				}
+			}
+			for _, m := range prose.FindAllStringSubmatch(l, -1) {
+				f := c.Flags().Lookup(strings.TrimPrefix(m[1], "--"))
+				if f == nil {
+					continue
+				}
+				checked++
+				if got, want := normDefault(strings.TrimPrefix(m[2], "the ")), flagDefault(f); got != want && !strings.Contains(m[2], "free") {
+					t.Errorf("%s: %s's default is %q in the docs, %q in the code", where, m[1], m[2], f.DefValue)
+				}
+			}
+		}
+	}
+	if checked < 20 {
+		t.Errorf("only %d defaults found in the docs: the patterns no longer match them", checked)
+	}
+}
+
+// vocabulary returns every name the registries know, with what it is.
+func vocabulary() map[string]string {
+	v := map[string]string{}
+	add := func(what string, names ...string) {
+		for _, n := range names {
+			v[n] = what
+		}
+	}
+	for _, n := range impls.Names() {
+		add("impl", n)
+		i, _ := impls.Lookup(n)
+		add("pause point", i.Points...)
+	}
+	add("fault", nemesis.Names()...)
+	add("heal", checker.HealNames...)
+	for _, m := range workloads.Modes() {
+		add("resource mode", string(m))
+	}
+	for _, c := range matrix.Classes {
+		add("fault class", string(c))
+	}
+	add("pause point", pausePoints...)
+	add("provider", run.Providers...)
+	add("net mode", run.NetModes...)
+	add("persistence", run.Persistences...)
+	add("backend", local.Backends()...)
+	add("backend", docker.Backends()...)
+	for _, s := range scenarios.Builtin() {
+		add("scenario", s.Name)
+	}
+	for c := range commands() {
+		add("command", c)
+	}
+	return v
+}
+
+// otherNames are names in backticks that are not locktest's: programs and
+// packages of the host, and example values.
+var otherNames = map[string]string{
+	"redis-server": "a program", "mariadb-install-db": "a program", "mariadb-server": "a Debian package",
+	"libzookeeper-java": "a Debian package", "bind-address": "a MariaDB setting", "skip-name-resolve": "a MariaDB setting",
+	"p2-2s": "an example of a recorded clock-skew-client target",
+}
+
+// implFamily matches names that look like an impl's, a scenario's or a
+// backend's: those must be in a registry, not merely somewhere in the code.
+var implFamily = regexp.MustCompile(`^(redis|redlock|etcd|zk|mysql|pg|mariadb)(-|$)`)
+
+var kebab = regexp.MustCompile(`^[a-z0-9]+(-[a-z0-9]+)+$`)
+
+// goLiterals returns every string literal of the non-test Go code of the
+// repository.
+func goLiterals(t *testing.T) map[string]bool {
+	lit := regexp.MustCompile(`"([^"\\\n]*)"`)
+	out := map[string]bool{}
+	err := filepath.WalkDir(repoRoot, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && strings.HasPrefix(d.Name(), ".") && p != repoRoot {
+			return filepath.SkipDir
+		}
+		if !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		for _, m := range lit.FindAllStringSubmatch(string(b), -1) {
+			out[m[1]] = true
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// inlineCode returns the inline code spans of a Markdown text (not the
+// fenced blocks, which hold command lines and sample output) with their
+// lines.
+func inlineCode(md string) []span {
+	var out []span
+	fenced := false
+	inline := regexp.MustCompile("`([^`\n]+)`")
+	for i, l := range strings.Split(md, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(l), "```") {
+			fenced = !fenced
+			continue
+		}
+		if !fenced {
+			for _, m := range inline.FindAllStringSubmatch(l, -1) {
+				out = append(out, span{i + 1, m[1], true})
+			}
+		}
+	}
+	return out
+}
+
+// TestDocsNameOnlyRealThings fails when a doc puts in backticks, as a name
+// of its own, a dash-joined word that locktest does not have: an impl,
+// fault, resource mode, scenario, pause point or backend that was removed
+// or misspelt. Names of the impl families must be in a registry; other
+// names (impl settings, anomaly kinds, heal ops) must at least be a string
+// of the code. (The names in documented command lines are checked by
+// TestDocumentedCommandsAreValid.) It also fails when a registered name is
+// in no doc.
+func TestDocsNameOnlyRealThings(t *testing.T) {
+	vocab, lits := vocabulary(), goLiterals(t)
+	var all strings.Builder
+	for _, d := range readDocs(t) {
+		all.WriteString(d.text)
+		for _, s := range inlineCode(d.text) {
+			w := s.text
+			if !kebab.MatchString(w) || vocab[w] != "" || otherNames[w] != "" {
+				continue
+			}
+			if implFamily.MatchString(w) || !lits[w] {
+				t.Errorf("%s:%d: `%s` is no impl, fault, resource mode, scenario, pause point, backend or other name of locktest", d.path, s.line, w)
+			}
+		}
+	}
+	text := all.String()
+	// The words of every code span and block of the docs.
+	words := map[string]bool{}
+	for _, d := range readDocs(t) {
+		for _, s := range codeSpans(d.text) {
+			for _, w := range regexp.MustCompile(`[a-zA-Z0-9-]+`).FindAllString(s.text, -1) {
+				words[w] = true
+				// A numbered family may be documented as one pattern:
+				// after-node-K.
+				words[regexp.MustCompile(`-[A-Z]$`).ReplaceAllString(w, "-#")] = true
+			}
+		}
+	}
+	var missing []string
+	for n, what := range vocab {
+		if what == "command" || what == "backend" {
+			continue
+		}
+		if !words[n] && !words[regexp.MustCompile(`-[0-9]+$`).ReplaceAllString(n, "-#")] {
+			missing = append(missing, what+" "+n)
+		}
+	}
+	sort.Strings(missing)
+	for _, m := range missing {
+		t.Errorf("the %s is in no doc (README.md, docs/*.md) in backticks: document it", m)
+	}
+	for n := range otherNames {
+		if !strings.Contains(text, "`"+n+"`") {
+			t.Errorf("otherNames lists %q, which no doc names any more: remove it", n)
+		}
+	}
+}
+
+// repoDirs are the top-level folders of the repository a doc may cite.
+var repoDirs = regexp.MustCompile(`^(\.ci|checker|clusters|cmd|docs|history|impls|internal|matrix|nemesis|reports|run|scenarios|scripts|workloads)/`)
+
+// TestDocsCiteRealFiles fails when a doc cites a file of the repository
+// that is not there, a file outside the repository, or a file name of a
+// run's folder or the store that the code never writes.
+func TestDocsCiteRealFiles(t *testing.T) {
+	lits := goLiterals(t)
+	fileName := regexp.MustCompile(`^[A-Za-z0-9_.-]+\.(jsonl|json|html|md|png|go|yaml|log|xml|cfg|properties|jar|sock)$`)
+	for _, d := range readDocs(t) {
+		for _, s := range codeSpans(d.text) {
+			for _, w := range strings.Fields(s.text) {
+				w = strings.TrimRight(w, ".,;:)")
+				where := d.path + ":" + strconv.Itoa(s.line)
+				switch {
+				case strings.HasPrefix(w, "/work") || strings.HasPrefix(w, "../"):
+					t.Errorf("%s: `%s` is outside the repository", where, w)
+				case repoDirs.MatchString(w) && !placeholder(w):
+					if m, _ := filepath.Glob(filepath.Join(repoRoot, w)); len(m) == 0 {
+						t.Errorf("%s: `%s` is not in the repository", where, w)
+					}
+				case fileName.MatchString(w):
+					if !lits[w] && !literalEndsWith(lits, "/"+w) && !repoHas(w) && otherFiles[w] == "" {
+						t.Errorf("%s: `%s` is neither a file of the repository nor a name the code writes", where, w)
+					}
+				}
+			}
+		}
+	}
+}
+
+// otherFiles are file names the docs cite that are neither in the
+// repository nor named whole by the code, with where they come from.
+var otherFiles = map[string]string{"my.yaml": "an example of the user's scenario file", "debate.xml": "an example of --junit's file"}
+
+// literalEndsWith reports whether a string of the code ends with suffix
+// (a path whose last part a doc names).
+func literalEndsWith(lits map[string]bool, suffix string) bool {
+	for l := range lits {
+		if strings.HasSuffix(l, suffix) {
+			return true
+		}
+	}
+	return false
+}
+
+// repoHas reports whether a file named name is somewhere in the repository.
+func repoHas(name string) bool {
+	found := false
+	_ = filepath.WalkDir(repoRoot, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.Name() == name {
+			found = true
+			return filepath.SkipAll
+		}
+		return nil
+	})
+	return found
+}
+
+// TestMakeTargetsInDocsExist fails when a doc tells to run a make target
+// that the Makefile does not have.
+func TestMakeTargetsInDocsExist(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(repoRoot, "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	targets := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^([a-z%-]+):`).FindAllStringSubmatch(string(b), -1) {
+		targets[m[1]] = true
+	}
+	re := regexp.MustCompile(`(?:^|[\s(])make ([a-z][a-z-]*)`)
+	for _, d := range readDocs(t) {
+		for _, s := range codeSpans(d.text) {
+			for _, m := range re.FindAllStringSubmatch(s.text, -1) {
+				tg := m[1]
+				ok := targets[tg]
+				for p := range targets {
+					if pre, found := strings.CutSuffix(p, "%"); found && strings.HasPrefix(tg, pre) {
+						ok = true
+					}
+				}
+				if !ok {
+					t.Errorf("%s:%d: make %s: no such target in the Makefile", d.path, s.line, tg)
+				}
+			}
+		}
+	}
+}
+
+// TestHelpListsEveryRegisteredName fails when the help of a command or
+// `locktest list` leaves out a registered impl, fault, resource mode, fault
+// class, provider, network mode, persistence or backend, and when a
+// default in the help reads wrong.
+func TestHelpListsEveryRegisteredName(t *testing.T) {
+	help := func(args ...string) string {
+		root := newRoot()
+		var out bytes.Buffer
+		root.SetOut(&out)
+		root.SetErr(&out)
+		root.SetArgs(args)
+		if err := root.Execute(); err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		return out.String()
+	}
+	runHelp := help("run", "--help")
+	want := map[string][]string{"impl": impls.Names(), "fault": nemesis.Names(), "provider": run.Providers,
+		"net mode": run.NetModes, "persistence": run.Persistences, "clock direction": run.ClockDirections,
+		"expectation": run.Expectations, "pause point": pausePoints, "log level": logLevels}
+	for _, m := range workloads.Modes() {
+		want["resource mode"] = append(want["resource mode"], string(m))
+	}
+	for what, names := range want {
+		for _, n := range names {
+			if !strings.Contains(runHelp, n) {
+				t.Errorf("run --help does not name the %s %s", what, n)
+			}
+		}
+	}
+	matrixHelp := help("matrix", "--help")
+	for _, c := range matrix.Classes {
+		if !strings.Contains(matrixHelp, string(c)) {
+			t.Errorf("matrix --help does not name the fault class %s", c)
+		}
+	}
+	if h := help("images", "build", "--help"); !strings.Contains(h, strings.Join(docker.Backends(), ", ")) {
+		t.Errorf("images build --help does not name the backends %v", docker.Backends())
+	}
+	list := help("list")
+	for what, names := range map[string][]string{"impl": impls.Names(), "fault": nemesis.Names(), "resource mode": want["resource mode"]} {
+		for _, n := range names {
+			if !regexp.MustCompile(`(?m)^  ` + regexp.QuoteMeta(n) + `( |$)`).MatchString(list) {
+				t.Errorf("list does not name the %s %s", what, n)
+			}
+		}
+	}
+	for _, n := range impls.Names() {
+		i, _ := impls.Lookup(n)
+		for _, p := range i.Points {
+			if !strings.Contains(list, p) {
+				t.Errorf("list does not name %s's pause point %s", n, p)
+			}
+		}
+	}
+	for path := range commands() {
+		h := help(append(strings.Fields(path), "--help")...)
+		// A flag whose default depends on the machine says so in words;
+		// pflag's own "(default true)" after it would contradict them.
+		if regexp.MustCompile(`\(default [^)]*\) \(default `).MatchString(h) {
+			t.Errorf("%s --help gives a flag two defaults:\n%s", path, h)
+		}
+	}
+}

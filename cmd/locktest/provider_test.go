@@ -1,0 +1,69 @@
+package main
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/locktest/locktest/clusters/docker"
+	"github.com/locktest/locktest/reports"
+)
+
+// TestReportSaysWhatRanTheNodes makes a short run under each provider and
+// checks that results.json names the provider (and the image under
+// docker), and that the report's header says local processes or docker
+// containers accordingly.
+func TestReportSaysWhatRanTheNodes(t *testing.T) {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Skip("redis-server not installed (make setup)")
+	}
+	for _, provider := range []string{"local", "docker"} {
+		t.Run(provider, func(t *testing.T) {
+			if provider == "docker" {
+				e, err := docker.Open(context.Background(), nil)
+				if err != nil {
+					t.Skipf("docker provider tests: %v", err)
+				}
+				e.Close()
+				if stdout, stderr, code := locktest(t, "images", "build", "redis"); code != 0 {
+					t.Fatalf("images build redis: exit %d, %s%s", code, stdout, stderr)
+				}
+			}
+			store := t.TempDir()
+			stdout, stderr, code := locktest(t, "run", "--provider", provider, "--time", "2s", "--clients", "2", "--store", store, "--name", "p")
+			if code != 0 {
+				t.Fatalf("exit %d: %s%s", code, stdout, stderr)
+			}
+			dirs, _ := filepath.Glob(filepath.Join(store, "p", "2*"))
+			if len(dirs) != 1 {
+				t.Fatalf("run folders %v", dirs)
+			}
+			r, err := reports.ReadResults(dirs[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			page, err := os.ReadFile(filepath.Join(dirs[0], reports.ReportFile))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := "1 × redis (local processes)"
+			if provider == "docker" {
+				if !strings.HasPrefix(r.Run.Image, "locktest/redis:") || !strings.HasPrefix(r.Run.Network, "docker network ") {
+					t.Errorf("results of a docker run: image %q, network %q", r.Run.Image, r.Run.Network)
+				}
+				want = "1 × redis (docker containers"
+			} else if r.Run.Image != "" {
+				t.Errorf("a local run names an image: %q", r.Run.Image)
+			}
+			if r.Run.Provider != provider {
+				t.Errorf("results name the provider %q, want %q", r.Run.Provider, provider)
+			}
+			if !strings.Contains(string(page), "<th>cluster</th><td>"+want) {
+				t.Errorf("the report's header lacks %q", want)
+			}
+		})
+	}
+}
