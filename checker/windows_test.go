@@ -1,0 +1,325 @@
+package checker
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync/atomic"
+	"testing"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/locktest/locktest/history"
+)
+
+var windowRuns = flag.Int("window-runs", 3000, "random histories TestWindowsLoseNothing checks per model")
+
+// genSessionLock returns a small random history of a simulated blocking
+// session lock over one or two locks: processes acquire (an acquire waits
+// while the lock is held, and ends ok, failed or of unknown outcome), hold,
+// and release (ok, or of unknown outcome); the nemesis kills processes
+// (kill-client, which may fail), whose open op the pool then completes as
+// "worker exited", and whose lock the service frees; now and then a
+// process dies with no kill, or a killed process's id is used again. Times
+// often tie. With plant, the service now and then grants a held lock or
+// accepts a release by a process that does not hold it.
+func genSessionLock(rng *rand.Rand, plant bool) history.History {
+	procs := 2 + rng.IntN(3)
+	locks := []string{"x", "y"}[:1+rng.IntN(2)]
+	const (
+		idle = iota
+		acquiring
+		holding
+		releasing
+		dead
+	)
+	type proc struct {
+		state int
+		lock  string
+	}
+	ps := make([]proc, procs)
+	holder := map[string]int{}
+	for _, l := range locks {
+		holder[l] = -1
+	}
+	var b builder
+	now := int64(0)
+	kill := -1 // the target of the kill in progress
+	die := func(p int, why string) {
+		st := &ps[p]
+		if st.state == acquiring || st.state == releasing {
+			f := history.Acquire
+			if st.state == releasing {
+				f = history.Release
+			}
+			b.add(history.Info, p, f, now, history.Value{Lock: st.lock}, why)
+		}
+		for _, l := range locks {
+			if holder[l] == p {
+				holder[l] = -1
+			}
+		}
+		st.state = dead
+		if rng.IntN(5) == 0 {
+			st.state = idle // the id is used again
+		}
+	}
+	steps := 8 + rng.IntN(40)
+	for range steps {
+		if rng.IntN(3) != 0 {
+			now++
+		}
+		if rng.IntN(8) == 0 {
+			switch {
+			case kill < 0:
+				kill = rng.IntN(procs)
+				b.invoke(history.NemesisProcess, "kill-client", now, history.Value{})
+			case rng.IntN(6) == 0:
+				b.fail(history.NemesisProcess, "kill-client", now, history.Value{Targets: []string{fmt.Sprintf("p%d", kill)}}, "not applied")
+				kill = -1
+			default:
+				if ps[kill].state != dead {
+					die(kill, "worker exited: signal: killed")
+				}
+				b.ok(history.NemesisProcess, "kill-client", now, history.Value{Targets: []string{fmt.Sprintf("p%d", kill)}})
+				kill = -1
+			}
+			continue
+		}
+		p := rng.IntN(procs)
+		st := &ps[p]
+		if st.state != dead && rng.IntN(40) == 0 {
+			die(p, "worker exited: exit status 1")
+			continue
+		}
+		v := history.Value{Lock: st.lock}
+		switch st.state {
+		case idle:
+			st.lock = locks[rng.IntN(len(locks))]
+			f := history.Acquire
+			if plant && rng.IntN(10) == 0 {
+				f = history.Release // by a process that does not hold it
+				st.state = releasing
+			} else {
+				st.state = acquiring
+			}
+			b.invoke(p, f, now, history.Value{Lock: st.lock})
+		case acquiring:
+			h := holder[st.lock]
+			switch r := rng.IntN(10); {
+			case r == 0:
+				if h < 0 && rng.IntN(2) == 0 {
+					holder[st.lock] = p
+				}
+				b.info(p, history.Acquire, now, v)
+				st.state = idle
+			case h < 0 || (plant && h != p && r == 1):
+				holder[st.lock] = p
+				b.ok(p, history.Acquire, now, v)
+				st.state = holding
+			case r < 4:
+				b.fail(p, history.Acquire, now, v, "not acquired")
+				st.state = idle
+			default: // it goes on waiting
+			}
+		case holding:
+			b.invoke(p, history.Release, now, v)
+			st.state = releasing
+		case releasing:
+			if rng.IntN(8) == 0 {
+				if rng.IntN(2) == 0 && holder[st.lock] == p {
+					holder[st.lock] = -1
+				}
+				b.info(p, history.Release, now, v)
+			} else {
+				if holder[st.lock] == p {
+					holder[st.lock] = -1
+				}
+				b.ok(p, history.Release, now, v)
+			}
+			st.state = idle
+		}
+	}
+	return b.h
+}
+
+// genRegister returns a small random history of a simulated register per
+// lock, read and written by several processes at once with values from a
+// small range (so that values repeat): a write ok takes effect at its
+// completion or a little before, one of unknown outcome now, later or
+// never, a rejected one never. With plant, a read now and then returns a
+// value the register did not hold.
+func genRegister(rng *rand.Rand, plant bool) history.History {
+	procs := 2 + rng.IntN(3)
+	locks := []string{"x", "y"}[:1+rng.IntN(2)]
+	type proc struct {
+		open bool
+		f    string
+		lock string
+		n    int64
+	}
+	ps := make([]proc, procs)
+	reg := map[string]int64{}
+	var late []func() // unknown writes that may still take effect
+	var b builder
+	now := int64(0)
+	steps := 8 + rng.IntN(40)
+	for range steps {
+		if rng.IntN(3) != 0 {
+			now++
+		}
+		if len(late) > 0 && rng.IntN(6) == 0 {
+			i := rng.IntN(len(late))
+			late[i]()
+			late = slices.Delete(late, i, i+1)
+		}
+		p := rng.IntN(procs)
+		st := &ps[p]
+		if !st.open {
+			st.open, st.lock = true, locks[rng.IntN(len(locks))]
+			st.f, st.n = history.Read, 0
+			v := history.Value{Lock: st.lock}
+			if rng.IntN(2) == 0 {
+				st.f, st.n = history.Write, int64(rng.IntN(4))
+				v.N = history.Num(st.n)
+				if rng.IntN(3) == 0 {
+					reg[st.lock] = st.n // taken before its reply
+				}
+			}
+			b.invoke(p, st.f, now, v)
+			continue
+		}
+		st.open = false
+		v := history.Value{Lock: st.lock}
+		if st.f == history.Read {
+			n := reg[st.lock]
+			if plant && rng.IntN(8) == 0 {
+				n = int64(rng.IntN(5))
+			}
+			v.N = history.Num(n)
+			b.ok(p, history.Read, now, v)
+			continue
+		}
+		v.N = history.Num(st.n)
+		switch r := rng.IntN(8); {
+		case r == 0:
+			b.fail(p, history.Write, now, v, "rejected: token")
+		case r <= 2:
+			lock, n := st.lock, st.n
+			if rng.IntN(2) == 0 {
+				late = append(late, func() { reg[lock] = n })
+			}
+			b.info(p, history.Write, now, v)
+		default:
+			reg[st.lock] = st.n
+			b.ok(p, history.Write, now, v)
+		}
+	}
+	return b.h
+}
+
+// unwindowed is the reference verdict of m on h: porcupine on each lock's
+// ops whole, from the model's initial state, with no window and no op
+// left out.
+func unwindowed(t testing.TB, m Model, h history.History) Verdict {
+	t.Helper()
+	byLock, err := m.allOps(context.Background(), h, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := m.porcupineModel(new(atomic.Bool))
+	for l, ops := range byLock {
+		if len(ops) == 0 {
+			continue
+		}
+		if !porcupine.CheckOperations(model, window{lock: l, init: init0(m), ops: ops}.porcupineOps(h, 0)) {
+			return Invalid
+		}
+	}
+	return Valid
+}
+
+// windowsDisagree reports whether m's checker with windows of size ops
+// gives h another verdict than the unwindowed reference, and how.
+func windowsDisagree(t testing.TB, m Model, h history.History, size int) (bool, string) {
+	want := unwindowed(t, m, h)
+	r := Linearizability{Model: m, WindowOps: size}.Check(context.Background(), h)
+	if r.Valid == want {
+		return false, ""
+	}
+	return true, fmt.Sprintf("windows of %d: %s (%s, %v), unwindowed: %s", size, r.Valid, r.Error, r.Stats, want)
+}
+
+// TestWindowsLoseNothing is the property the windows rest on: on many
+// random small histories — session locks with waiters, unknown outcomes,
+// kills and planted violations; registers with concurrent and unknown
+// writes of repeating values — the verdict with windows of 1 to 4 ops,
+// cut wherever a cut is allowed, is the verdict of porcupine on the whole
+// history. A disagreement is shrunk to a minimal history and printed.
+func TestWindowsLoseNothing(t *testing.T) {
+	for _, m := range []Model{MutexModel, RegisterModel} {
+		t.Run(string(m), func(t *testing.T) {
+			gen := genSessionLock
+			if m == RegisterModel {
+				gen = genRegister
+			}
+			rng := rand.New(rand.NewPCG(14, 1))
+			n := *windowRuns
+			if testing.Short() {
+				n /= 10
+			}
+			invalid, cut, failures := 0, 0, 0
+			for i := range n {
+				h := gen(rng, rng.IntN(3) == 0)
+				if unwindowed(t, m, h) == Invalid {
+					invalid++
+				}
+				if r := (Linearizability{Model: m, WindowOps: 1}).Check(context.Background(), h); r.Stats["windows"] > r.Stats["ops"]/4 {
+					cut++
+				}
+				for size := 1; size <= 4; size++ {
+					bad, why := windowsDisagree(t, m, h, size)
+					if !bad {
+						continue
+					}
+					min := shrink(h, func(c history.History) bool { b, _ := windowsDisagree(t, m, c, size); return b })
+					_, why = windowsDisagree(t, m, min, size)
+					t.Errorf("history %d: %s; shrunk from %d to %d ops:%s", i, why, len(h), len(min), render(min))
+					if failures++; failures == 3 {
+						t.Fatal("stopping after 3 disagreements")
+					}
+					break
+				}
+			}
+			// The generator must exercise both verdicts and the cuts.
+			if invalid < n/10 || invalid > n*9/10 {
+				t.Errorf("%d of %d histories are not linearizable: the generator is off balance", invalid, n)
+			}
+			if cut < n/4 {
+				t.Errorf("only %d of %d histories were cut into many windows", cut, n)
+			}
+			t.Logf("%d histories, %d not linearizable, %d cut into many windows", n, invalid, cut)
+		})
+	}
+}
+
+// FuzzWindows checks the same property on fuzzed histories (see
+// fuzzHistory), for both models: `go test -fuzz FuzzWindows ./checker/`.
+func FuzzWindows(f *testing.F) {
+	f.Add([]byte{1, 0, 0, 1, 1, 0, 0, 2, 2, 0, 0, 3, 2, 0, 0, 4})
+	f.Add([]byte("the quick brown fox jumps over the lazy dog, twice: the quick brown fox"))
+	f.Add([]byte{5, 3, 0x19, 9, 5, 0x40, 0x19, 1, 0, 0xe3, 0x3f, 255, 0, 0x80, 2, 3})
+	f.Add([]byte{0, 1, 0, 1, 1, 0, 0, 1, 0, 0, 0, 1, 2, 0, 0, 1, 1, 1, 0, 1, 2, 0, 0, 1, 0, 1, 0, 1})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		h := fuzzHistory(data)
+		for _, m := range []Model{MutexModel, RegisterModel} {
+			for size := 1; size <= 3; size++ {
+				if bad, why := windowsDisagree(t, m, h, size); bad {
+					t.Fatalf("%s: %s:%s", m, why, render(h))
+				}
+			}
+		}
+	})
+}
