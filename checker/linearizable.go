@@ -569,8 +569,8 @@ func (c Linearizability) CheckVisual(ctx context.Context, h history.History, max
 				partials = info.PartialLinearizations()[0]
 				if vis == nil && maxOps > 0 && len(ws[i].ops) <= maxOps {
 					first, last := opSpan(ws[i].ops)
-					vis = c.picture(info, ws, []int{i}, nOps, maxOps, fmt.Sprintf("it shows the %d ops of lock %q from %s to %s, in which porcupine found no linearization",
-						len(ws[i].ops), ws[i].lock, secs(first), secs(last)))
+					vis = c.picture(info, ws, []int{i}, nOps, maxOps, fmt.Sprintf("it shows the %s of lock %q from %s to %s, in which porcupine found no linearization",
+						plural(int64(len(ws[i].ops)), "op"), ws[i].lock, secs(first), secs(last)))
 				}
 			}
 			r.Anomalies = append(r.Anomalies, c.explain(h, ws[i], partials))

@@ -1,11 +1,15 @@
 package checker
 
 import (
+	"context"
 	"fmt"
 	"io"
+	"slices"
 	"sync/atomic"
 
 	"github.com/anishathalye/porcupine"
+
+	"github.com/locktest/locktest/history"
 )
 
 // Visualization is porcupine's picture of what a Linearizability check
@@ -90,4 +94,35 @@ func (c Linearizability) picture(info porcupine.LinearizationInfo, ws []window, 
 		v.Windows, v.info = 0, porcupine.LinearizationInfo{}
 	}
 	return v
+}
+
+// RunVisual runs cs on h as Run does and returns, besides their results,
+// the visualization of the first of them that is the porcupine mutex
+// checker (a Linearizability of MutexModel), which it runs with
+// CheckVisual(ctx, h, maxOps): the picture is of that check's own search.
+// The visualization is nil when no such checker is among cs, or when it
+// made none.
+func RunVisual(ctx context.Context, h history.History, maxOps int, cs ...Checker) ([]Result, *Visualization) {
+	var vis *Visualization
+	cs = slices.Clone(cs)
+	for i, c := range cs {
+		if l, ok := c.(Linearizability); ok && l.Model == MutexModel {
+			cs[i] = visualChecker{l, maxOps, &vis}
+			break
+		}
+	}
+	return Run(ctx, h, cs...), vis
+}
+
+// visualChecker is a Linearizability that keeps its visualization.
+type visualChecker struct {
+	Linearizability
+	maxOps int
+	vis    **Visualization
+}
+
+func (v visualChecker) Check(ctx context.Context, h history.History) Result {
+	r, vis := v.CheckVisual(ctx, h, v.maxOps)
+	*v.vis = vis
+	return r
 }

@@ -4,8 +4,12 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -322,4 +326,79 @@ func FuzzWindows(f *testing.F) {
 			}
 		}
 	})
+}
+
+// layout renders the windows of m's ops of h, cut at every op where a cut
+// is allowed (windows of 1 op), one a line: the state it starts from and
+// its ops — the history index of each op's invocation (a death: of the op
+// that shows it) after a letter for its kind (a acquire, r release, d
+// death, R read, W write) and a ? for an unknown outcome.
+func layout(t *testing.T, m Model, h history.History) string {
+	t.Helper()
+	byLock, err := m.ops(context.Background(), h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, l := range slices.Sorted(maps.Keys(byLock)) {
+		for _, w := range m.windows(l, byLock[l], 1) {
+			fmt.Fprintf(&b, "%s from %s:", l, m.describeState(w.init))
+			for _, op := range w.ops {
+				fmt.Fprintf(&b, " %c%d", op.in.kind, h[op.inv].Index)
+				if op.out.unknown {
+					b.WriteByte('?')
+				}
+			}
+			b.WriteByte('\n')
+		}
+	}
+	return b.String()
+}
+
+// TestWindowCuts checks where the mutex windows are cut in the golden
+// histories of blocking session locks, against testdata/windows.golden
+// (rewritten with -update-golden; review its diff): a blocking lock that
+// always has an acquire waiting is cut at each holder; a killed holder's
+// death is cut after once another's acquire proved it; a violation after
+// cuts is found whatever the window size.
+func TestWindowCuts(t *testing.T) {
+	var out strings.Builder
+	for _, tc := range []struct {
+		file    string
+		valid   Verdict
+		windows int // at least, with windows of 1 op
+	}{
+		{"always-waiting.jsonl", Valid, 9},
+		{"killed-holder.jsonl", Valid, 4},
+		{"violation-after-cuts.jsonl", Invalid, 5},
+	} {
+		h, err := history.ReadFile(filepath.Join("testdata", tc.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := layout(t, MutexModel, h)
+		fmt.Fprintf(&out, "%s\n%s\n", tc.file, l)
+		if n := strings.Count(l, "\n"); n < tc.windows {
+			t.Errorf("%s: %d windows of 1 op, want at least %d:\n%s", tc.file, n, tc.windows, l)
+		}
+		for _, size := range []int{1, 2, 3, 0} {
+			r := Linearizability{Model: MutexModel, WindowOps: size}.Check(context.Background(), h)
+			if r.Valid != tc.valid {
+				t.Errorf("%s, windows of %d: %s, want %s (%s)", tc.file, size, r.Valid, tc.valid, r.Error)
+			}
+		}
+	}
+	path := filepath.Join("testdata", "windows.golden")
+	if *updateGolden {
+		if err := os.WriteFile(path, []byte(out.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.String() != string(want) {
+		t.Errorf("the windows differ from %s (run with -update-golden and review the diff):\n%s", path, out.String())
+	}
 }

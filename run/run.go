@@ -415,11 +415,12 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	info.Errors = runErrs
 
 	h := rec.History()
-	res := reports.Check(info, h, checker.Run(context.Background(), h, checker.For(string(cfg.Mode), checker.Leases(h))...))
+	results, vis := checker.RunVisual(context.Background(), h, reports.MaxVisualizedOps, checker.For(string(cfg.Mode), checker.Leases(h))...)
+	res := reports.Check(info, h, results)
 	if err := reports.WriteResults(dir, res); err != nil {
 		return nil, err
 	}
-	if err := reports.WriteHTML(dir, res, h); err != nil {
+	if err := reports.WriteHTMLVisual(dir, res, h, vis); err != nil {
 		return nil, err
 	}
 	if err := linkLatest(filepath.Join(cfg.StoreDir, cfg.Name), filepath.Base(dir)); err != nil {
