@@ -1,5 +1,5 @@
 // Package checker decides, from a history alone, whether a lock kept its
-// promises (DESIGN.md §6). Every checker is a pure function of a history:
+// promises. Every checker is a pure function of a history:
 // it reads no clock, no file and no network.
 package checker
 

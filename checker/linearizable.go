@@ -48,7 +48,7 @@ const DefaultWindowOps = 2000
 const DefaultMaxWindowOps = 20_000
 
 // Linearizability checks, with porcupine, that the client ops of each lock
-// are linearizable against Model (DESIGN.md §6, item 4).
+// are linearizable against Model.
 //
 // The ops of each lock name are checked separately. An op's interval runs
 // from its invocation's Time to its completion's. An op that completed
@@ -60,14 +60,16 @@ const DefaultMaxWindowOps = 20_000
 // carry n; claims are left out. Nemesis ops are ignored.
 //
 // To keep porcupine's memory bounded, each lock's ops are cut into windows
-// of about WindowOps ops where that loses nothing: at a time before which
-// every op completed (so no op of unknown outcome was invoked before it)
-// and where the model's state is determined by the ops before it (mutex:
-// the processes' counts of acquire oks and release oks say who holds the
-// lock; register: the last write is after every other write). Each window
-// starts from that state, and the windows are checked in parallel. A window
-// that cannot be cut below MaxWindowOps ops is not checked, and the verdict
-// is then unknown, never true.
+// of about WindowOps ops where that loses nothing: at a time where the
+// model's state is certain — mutex: a process certainly holds the lock, or
+// every op completed and the counts of acquire oks and release oks say who
+// holds it; register: the last write ok certainly followed every other
+// write and no write of unknown outcome is seen after it — and where every
+// op pending then can be given to one side (see windows.go). Each window
+// starts from that state, and the windows are checked in parallel, four at
+// a time. A window that cannot be cut below MaxWindowOps ops is not
+// checked, and the verdict is then unknown, never true, with a reason
+// naming the ops that prevented the cuts.
 //
 // The verdict is valid when porcupine finds every window linearizable,
 // invalid when it finds one that is not — one "not-linearizable" anomaly
@@ -565,8 +567,11 @@ func (c Linearizability) CheckVisual(ctx context.Context, h history.History, max
 			if n := slices.Index(shown, i); n >= 0 {
 				partials = shownInfo.PartialLinearizations()[n]
 			} else {
-				info := verbose(h, model, ws, []int{i}, &abort, make([]porcupine.CheckResult, len(ws)))
-				partials = info.PartialLinearizations()[0]
+				st := make([]porcupine.CheckResult, len(ws))
+				info := verbose(h, model, ws, []int{i}, &abort, st)
+				if st[i] == porcupine.Illegal {
+					partials = info.PartialLinearizations()[0]
+				}
 				if vis == nil && maxOps > 0 && len(ws[i].ops) <= maxOps {
 					first, last := opSpan(ws[i].ops)
 					vis = c.picture(info, ws, []int{i}, nOps, maxOps, fmt.Sprintf("it shows the %s of lock %q from %s to %s, in which porcupine found no linearization",
