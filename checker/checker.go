@@ -1,5 +1,5 @@
 // Package checker decides, from a history alone, whether a lock kept its
-// promises (DESIGN.md §6). Every checker is a pure function of a history:
+// promises. Every checker is a pure function of a history:
 // it reads no clock, no file and no network.
 package checker
 
@@ -80,17 +80,21 @@ func ForMode(mode string) []Checker {
 	return []Checker{MutualExclusion{}, Resource{Mode: mode}, FencingTokens{}, Liveness{}}
 }
 
-// For returns the checkers of a run: those of ForMode(mode) and, when the
+// For returns the checkers of a run: those of ForMode(mode); when the
 // locks are not leases (leases false: database session locks, whose
-// acquires carry no valid_until), the porcupine checker of MutexModel
-// bounded by DefaultLinearizableTimeout. Leases reports from a stored
-// history which case it is.
+// acquires carry no valid_until), the porcupine checker of MutexModel; and
+// the porcupine checker of RegisterModel, in every resource mode: the
+// resource store keeps one counter per lock (and in mode etcd-guarded the
+// lock service keeps it, in one key per lock), which a read ok returns and
+// a write it accepted sets — one register per lock. Both porcupine
+// checkers are bounded by DefaultLinearizableTimeout. Leases reports from a
+// stored history which case it is.
 func For(mode string, leases bool) []Checker {
 	cs := ForMode(mode)
 	if !leases {
 		cs = append(cs, Linearizable(MutexModel, DefaultLinearizableTimeout))
 	}
-	return cs
+	return append(cs, Linearizable(RegisterModel, DefaultLinearizableTimeout))
 }
 
 // Run runs every checker on h and returns their results in order. A checker

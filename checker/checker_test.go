@@ -54,8 +54,10 @@ func TestFor(t *testing.T) {
 		leases bool
 		want   []string
 	}{
-		{"fenced", true, []string{"mutual-exclusion", "resource", "fencing-tokens", "liveness"}},
-		{"none", false, []string{"mutual-exclusion", "resource", "fencing-tokens", "liveness", "linearizable-mutex"}},
+		{"fenced", true, []string{"mutual-exclusion", "resource", "fencing-tokens", "liveness", "linearizable-register"}},
+		{"none", false, []string{"mutual-exclusion", "resource", "fencing-tokens", "liveness", "linearizable-mutex", "linearizable-register"}},
+		{"check-and-set", true, []string{"mutual-exclusion", "resource", "fencing-tokens", "liveness", "linearizable-register"}},
+		{"etcd-guarded", true, []string{"mutual-exclusion", "resource", "fencing-tokens", "liveness", "linearizable-register"}},
 	} {
 		var names []string
 		for _, c := range For(tt.mode, tt.leases) {
@@ -68,9 +70,11 @@ func TestFor(t *testing.T) {
 			t.Errorf("For(%q, %v)[1] = %#v", tt.mode, tt.leases, r)
 		}
 	}
-	lin := For("", false)[4].(Linearizability)
-	if lin.Model != MutexModel || lin.Timeout != DefaultLinearizableTimeout {
-		t.Errorf("For adds %#v, want the mutex model with the default timeout", lin)
+	for i, m := range []Model{MutexModel, RegisterModel} {
+		lin := For("", false)[4+i].(Linearizability)
+		if lin.Model != m || lin.Timeout != DefaultLinearizableTimeout {
+			t.Errorf("For adds %#v, want the %s model with the default timeout", lin, m)
+		}
 	}
 }
 

@@ -11,7 +11,7 @@ import (
 )
 
 // FencingTokens checks that the lock service's fencing tokens increase from
-// holder to holder and are never granted twice (DESIGN.md §6, oracle 3).
+// holder to holder and are never granted twice.
 //
 // It looks only at acquire oks that carry a token, per lock. If acquire A
 // completed (the Time of its ok) strictly before acquire B was invoked,

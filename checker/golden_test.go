@@ -119,6 +119,59 @@ var goldenHistories = map[string]func(b *builder){
 		b.release(0, "x", 20030, 20040, 0, lv(0, 0))
 		b.section(1, "x", 21000, 0, 0)
 	},
+	// Session locks, blocking: p0, p1 and p2 take x in turn, each invoking
+	// its next acquire right after its release, so that two acquires are
+	// always waiting and no moment comes at which every op has completed.
+	"always-waiting.jsonl": func(b *builder) { waitingChain(b, 9, -1) },
+	// The same, but the fifth grant (to p2) comes 1 ms before p1, the
+	// holder, releases: a violation after the windows were cut.
+	"violation-after-cuts.jsonl": func(b *builder) { waitingChain(b, 9, 4) },
+	// Session locks, blocking: p0 holds x while p1 and p2 wait; p0's worker
+	// is killed (kill-client) and the server frees x, which p1 gets; p0's
+	// replacement p3 joins the waiters, and the three take x in turn.
+	"killed-holder.jsonl": func(b *builder) {
+		x := history.Value{Lock: "x"}
+		b.acquire(0, "x", 0, 1, 0, 0)
+		b.invoke(1, history.Acquire, 2, x)
+		b.invoke(2, history.Acquire, 3, x)
+		b.invoke(history.NemesisProcess, "kill-client", 10, history.Value{})
+		b.ok(history.NemesisProcess, "kill-client", 12, history.Value{Targets: []string{"p0"}})
+		b.ok(1, history.Acquire, 15, x)
+		b.invoke(3, history.Acquire, 16, x)
+		at := int64(20)
+		for _, t := range [][2]int{{1, 2}, {2, 3}, {3, 1}, {1, 2}} {
+			h, n := t[0], t[1]
+			b.release(h, "x", at, at+1, 0, "")
+			b.ok(n, history.Acquire, at+2, x)
+			b.invoke(h, history.Acquire, at+3, x)
+			at += 10
+		}
+	},
+}
+
+// waitingChain appends holds of lock x by processes 0, 1 and 2 in turn,
+// holds in all after p0's first: each holder invokes its next acquire
+// right after its release, so that two acquires are always waiting. The
+// grant numbered overlap (from 0; -1: none) comes 1 ms before the holder's
+// release.
+func waitingChain(b *builder, holds, overlap int) {
+	x := history.Value{Lock: "x"}
+	b.acquire(0, "x", 0, 1, 0, 0)
+	b.invoke(1, history.Acquire, 2, x)
+	b.invoke(2, history.Acquire, 3, x)
+	at := int64(10)
+	for k := range holds {
+		h, n := k%3, (k+1)%3
+		if k == overlap {
+			b.ok(n, history.Acquire, at, x)
+			b.release(h, "x", at+1, at+2, 0, "")
+		} else {
+			b.release(h, "x", at, at+1, 0, "")
+			b.ok(n, history.Acquire, at+2, x)
+		}
+		b.invoke(h, history.Acquire, at+3, x)
+		at += 10
+	}
 }
 
 // golden is one entry of testdata/golden.json.

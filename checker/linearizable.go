@@ -7,6 +7,7 @@ import (
 	"math"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -47,7 +48,7 @@ const DefaultWindowOps = 2000
 const DefaultMaxWindowOps = 20_000
 
 // Linearizability checks, with porcupine, that the client ops of each lock
-// are linearizable against Model (DESIGN.md §6, item 4).
+// are linearizable against Model.
 //
 // The ops of each lock name are checked separately. An op's interval runs
 // from its invocation's Time to its completion's. An op that completed
@@ -59,14 +60,16 @@ const DefaultMaxWindowOps = 20_000
 // carry n; claims are left out. Nemesis ops are ignored.
 //
 // To keep porcupine's memory bounded, each lock's ops are cut into windows
-// of about WindowOps ops where that loses nothing: at a time before which
-// every op completed (so no op of unknown outcome was invoked before it)
-// and where the model's state is determined by the ops before it (mutex:
-// the processes' counts of acquire oks and release oks say who holds the
-// lock; register: the last write is after every other write). Each window
-// starts from that state, and the windows are checked in parallel. A window
-// that cannot be cut below MaxWindowOps ops is not checked, and the verdict
-// is then unknown, never true.
+// of about WindowOps ops where that loses nothing: at a time where the
+// model's state is certain — mutex: a process certainly holds the lock, or
+// every op completed and the counts of acquire oks and release oks say who
+// holds it; register: the last write ok certainly followed every other
+// write and no write of unknown outcome is seen after it — and where every
+// op pending then can be given to one side (see windows.go). Each window
+// starts from that state, and the windows are checked in parallel, four at
+// a time. A window that cannot be cut below MaxWindowOps ops is not
+// checked, and the verdict is then unknown, never true, with a reason
+// naming the ops that prevented the cuts.
 //
 // The verdict is valid when porcupine finds every window linearizable,
 // invalid when it finds one that is not — one "not-linearizable" anomaly
@@ -112,6 +115,7 @@ type linInput struct {
 	proc  int
 	n     int64
 	state int64
+	lock  string
 }
 
 // linOutput is what an op returned: unknown, or for a read the n.
@@ -166,11 +170,27 @@ func (m Model) step(state int64, in linInput, out linOutput) []int64 {
 	return nil
 }
 
-// porcupineModel is m as porcupine wants it; abort makes every step fail,
-// so that a check stops at once (its result is then discarded).
+// porcupineModel is m as porcupine wants it — the one porcupine model of
+// locktest, which both checks and draws — with ops partitioned by their
+// window (linMeta.win; the ops of a window are consecutive) and described
+// for people. abort makes every step fail, so that a check stops at once
+// (its result is then discarded); a model that draws a visualization must
+// not be aborted.
 func (m Model) porcupineModel(abort *atomic.Bool) porcupine.Model {
 	start := init0(m)
 	nm := porcupine.NondeterministicModel{
+		Partition: func(ops []porcupine.Operation) [][]porcupine.Operation {
+			var out [][]porcupine.Operation
+			for i := 0; i < len(ops); {
+				j := i + 1
+				for j < len(ops) && ops[j].Metadata.(linMeta).win == ops[i].Metadata.(linMeta).win {
+					j++
+				}
+				out = append(out, ops[i:j])
+				i = j
+			}
+			return out
+		},
 		Init: func() []any { return []any{start} },
 		Step: func(state, input, output any) []any {
 			if abort.Load() {
@@ -185,14 +205,62 @@ func (m Model) porcupineModel(abort *atomic.Bool) porcupine.Model {
 		},
 		Hash: func(state any) uint64 { return uint64(state.(int64)) * 0x9e3779b97f4a7c15 },
 		DescribeOperation: func(input, output any) string {
-			return fmt.Sprintf("%+v -> %+v", input, output)
+			return m.describe(input.(linInput), output.(linOutput))
+		},
+		DescribeState: func(state any) string { return m.describeState(state.(int64)) },
+		DescribeOperationMetadata: func(meta any) string {
+			if i := meta.(linMeta).index; i >= 0 {
+				return fmt.Sprintf("history op %d", i)
+			}
+			return "the state the ops before this window leave"
 		},
 	}
 	return nm.ToModel()
 }
 
+// describe renders an op for porcupine's visualization, e.g.
+// "p2 acquire(x) -> ok".
+func (m Model) describe(in linInput, out linOutput) string {
+	res := "ok"
+	if out.unknown {
+		res = "unknown"
+	}
+	switch in.kind {
+	case 'I':
+		return "start: " + m.describeState(in.state)
+	case 'a':
+		return fmt.Sprintf("p%d acquire(%s) -> %s", in.proc, in.lock, res)
+	case 'r':
+		return fmt.Sprintf("p%d release(%s) -> %s", in.proc, in.lock, res)
+	case 'd':
+		return fmt.Sprintf("p%d died: %s is freed if p%d holds it", in.proc, in.lock, in.proc)
+	case 'R':
+		return fmt.Sprintf("p%d read(%s) -> %d", in.proc, in.lock, out.n)
+	case 'W':
+		return fmt.Sprintf("p%d write(%s, %d) -> %s", in.proc, in.lock, in.n, res)
+	}
+	return fmt.Sprintf("%+v -> %+v", in, out)
+}
+
+// describeState renders a state for porcupine's visualization.
+func (m Model) describeState(s int64) string {
+	switch {
+	case m == RegisterModel:
+		return fmt.Sprintf("%d", s)
+	case s == free:
+		return "free"
+	}
+	return fmt.Sprintf("held by p%d", s)
+}
+
 // ops returns, per lock name, the ops of h that m looks at, in call order.
 func (m Model) ops(ctx context.Context, h history.History) (map[string][]linOp, error) {
+	return m.allOps(ctx, h, false)
+}
+
+// allOps is ops, with the mutex model's unknown acquires that cannot
+// matter kept when keepIdle.
+func (m Model) allOps(ctx context.Context, h history.History, keepIdle bool) (map[string][]linOp, error) {
 	pair := h.Pair()
 	out := make(map[string][]linOp)
 	for i := range h {
@@ -217,14 +285,14 @@ func (m Model) ops(ctx context.Context, h history.History) (map[string][]linOp, 
 		op.out.unknown = op.ret == math.MaxInt64
 		switch {
 		case m == MutexModel && o.F == history.Acquire:
-			op.in = linInput{kind: 'a', proc: o.Process}
+			op.in = linInput{kind: 'a', proc: o.Process, lock: o.Value.Lock}
 		case m == MutexModel && o.F == history.Release:
-			op.in = linInput{kind: 'r', proc: o.Process}
+			op.in = linInput{kind: 'r', proc: o.Process, lock: o.Value.Lock}
 		case m == RegisterModel && o.F == history.Read:
 			if op.out.unknown || c.Value.N == nil {
 				continue // a read that returned nothing constrains nothing
 			}
-			op.in, op.out.n = linInput{kind: 'R', proc: o.Process}, *c.Value.N
+			op.in, op.out.n = linInput{kind: 'R', proc: o.Process, lock: o.Value.Lock}, *c.Value.N
 		case m == RegisterModel && o.F == history.Write:
 			n := o.Value.N
 			if c != nil && c.Value.N != nil && !op.out.unknown {
@@ -233,7 +301,7 @@ func (m Model) ops(ctx context.Context, h history.History) (map[string][]linOp, 
 			if n == nil {
 				continue
 			}
-			op.in = linInput{kind: 'W', proc: o.Process, n: *n}
+			op.in = linInput{kind: 'W', proc: o.Process, n: *n, lock: o.Value.Lock}
 		default:
 			continue
 		}
@@ -250,7 +318,7 @@ func (m Model) ops(ctx context.Context, h history.History) (map[string][]linOp, 
 			}
 			return cmp.Compare(a.inv, b.inv)
 		})
-		if m == MutexModel {
+		if m == MutexModel && !keepIdle {
 			out[l] = dropIdleAcquires(ops)
 		}
 	}
@@ -285,138 +353,75 @@ func addDeaths(h history.History, byLock map[string][]linOp) {
 					}
 				}
 				byLock[lock] = append(byLock[lock], linOp{call: d, ret: ret, inv: pos, done: -1,
-					in: linInput{kind: 'd', proc: p}, out: linOutput{unknown: ret == math.MaxInt64}})
+					in: linInput{kind: 'd', proc: p, lock: lock}, out: linOutput{unknown: ret == math.MaxInt64}})
 			}
 		}
 	}
 }
 
 // dropIdleAcquires leaves out of the call-ordered mutex ops of one lock the
-// acquires of unknown outcome that cannot matter: an unknown acquire A of
-// process p is left out when each later release of p (of any outcome but
-// fail) has an acquire ok of p after A and after p's previous release. If A
-// took effect, p would hold the lock until a release of p; a release whose
-// acquire ok came after A cannot be it (that acquire ok needed the lock
-// free, so A's effect came after it, and the release follows it at once in
-// p's program order), so A's effect would last to the end and only forbid
-// ops: choosing that A had no effect loses no linearization. This is what
-// lets the windows be cut after the usual unknown acquires (a timed-out try
-// whose process then carried on).
+// acquires of unknown outcome that cannot matter. An unknown acquire A of
+// process p may always be taken as having had no effect; and when it had
+// one, that effect can be removed unless it lasted until a release ok of p
+// (the first release or death of p after it): every op taken while the
+// lock was p's is as legal with it free, and a release of unknown outcome
+// or a death then finds it free and changes nothing either. A release ok R
+// of p cannot end A's effect when R is clean: an acquire ok B of p returned
+// before R's call, and no other release or death of p can be taken in
+// [B's call, R's return]. For if A took effect before R with nothing of p
+// in between, B could not be taken between them (the lock was not free),
+// so it was taken before A, and something of p freed the lock between B
+// and A — in that interval. So A is left out when every release ok of p
+// that can be taken after A (returning at or after A's call) is clean.
+// This is what lets the windows be cut after the usual unknown acquires: a
+// timed-out try whose process then carried on, or died.
 func dropIdleAcquires(ops []linOp) []linOp {
-	type procState struct {
-		// seen are p's unknown acquires followed by an acquire ok since
-		// p's last release; unseen are those not followed by one yet.
-		seen, unseen []int
+	type procOps struct {
+		acqs, frees []int // its acquire oks; its releases and deaths
+		unclean     int64 // latest return of a release ok that is not clean
 	}
-	procs := map[int]*procState{}
-	needed := make([]bool, len(ops))
+	procs := map[int]*procOps{}
 	for i := range ops {
 		op := &ops[i]
-		st := procs[op.in.proc]
-		if st == nil {
-			st = &procState{}
-			procs[op.in.proc] = st
+		pr := procs[op.in.proc]
+		if pr == nil {
+			pr = &procOps{unclean: math.MinInt64}
+			procs[op.in.proc] = pr
 		}
 		switch {
-		case op.in.kind == 'a' && op.out.unknown:
-			st.unseen = append(st.unseen, i)
-		case op.in.kind == 'a':
-			st.seen = append(st.seen, st.unseen...)
-			st.unseen = nil
+		case op.in.kind == 'a' && !op.out.unknown:
+			pr.acqs = append(pr.acqs, i)
 		case op.in.kind == 'r', op.in.kind == 'd':
-			for _, j := range st.unseen {
-				needed[j] = true
+			pr.frees = append(pr.frees, i)
+		}
+	}
+	for _, pr := range procs {
+		a := -1                        // acqs[:a+1] were invoked before the free at hand
+		before := int64(math.MinInt64) // latest return of the frees before it
+		for k, i := range pr.frees {
+			r := &ops[i]
+			for a+1 < len(pr.acqs) && ops[pr.acqs[a+1]].call < r.call {
+				a++
 			}
-			st.unseen, st.seen = st.seen, nil
+			if r.in.kind == 'r' && !r.out.unknown {
+				clean := a >= 0 && ops[pr.acqs[a]].ret < r.call &&
+					before < ops[pr.acqs[a]].call &&
+					(k+1 == len(pr.frees) || ops[pr.frees[k+1]].call > r.ret)
+				if !clean {
+					pr.unclean = max(pr.unclean, r.ret)
+				}
+			}
+			before = max(before, r.ret)
 		}
 	}
 	out := ops[:0]
-	for i, op := range ops {
-		if op.in.kind == 'a' && op.out.unknown && !needed[i] {
+	for _, op := range ops {
+		if op.in.kind == 'a' && op.out.unknown && procs[op.in.proc].unclean < op.call {
 			continue
 		}
 		out = append(out, op)
 	}
 	return out
-}
-
-// window is a run of one lock's ops checked on its own, from state init.
-type window struct {
-	lock string
-	init int64
-	ops  []linOp
-}
-
-// windows cuts the call-ordered ops of one lock into windows of about size
-// ops where the state between them is certain (see Linearizability).
-func (m Model) windows(lock string, ops []linOp, size int) []window {
-	var ws []window
-	start, initial := 0, init0(m)
-	maxRet := int64(math.MinInt64)
-	// Mutex: each process's acquire oks minus release oks, and how many
-	// processes have a non-zero count.
-	counts := map[int]int{}
-	nonzero := 0
-	// Register: the last write by call, and the latest return of the
-	// writes before it.
-	lastW, otherRet := -1, int64(math.MinInt64)
-	state := func() (int64, bool) {
-		if m == RegisterModel {
-			if lastW < 0 {
-				return init0(m), true
-			}
-			return ops[lastW].in.n, otherRet < ops[lastW].call
-		}
-		switch nonzero {
-		case 0:
-			return free, true
-		case 1:
-			for p, n := range counts {
-				if n == 1 {
-					return int64(p), true
-				}
-			}
-		}
-		return 0, false
-	}
-	for k := range ops {
-		if k-start >= size && maxRet < ops[k].call {
-			if s, ok := state(); ok {
-				ws = append(ws, window{lock, initial, ops[start:k]})
-				start, initial = k, s
-			}
-		}
-		op := &ops[k]
-		maxRet = max(maxRet, op.ret)
-		switch op.in.kind {
-		case 'a', 'r':
-			d := 1
-			if op.in.kind == 'r' {
-				d = -1
-			}
-			before := counts[op.in.proc]
-			counts[op.in.proc] = before + d
-			if before == 0 {
-				nonzero++
-			} else if before+d == 0 {
-				nonzero--
-			}
-		case 'd':
-			if counts[op.in.proc] != 0 {
-				nonzero--
-			}
-			counts[op.in.proc] = 0
-		case 'W':
-			if lastW >= 0 {
-				otherRet = max(otherRet, ops[lastW].ret)
-			}
-			lastW = k
-		}
-	}
-	if start < len(ops) {
-		ws = append(ws, window{lock, initial, ops[start:]})
-	}
-	return ws
 }
 
 // init0 is m's state before any op.
@@ -429,12 +434,26 @@ func init0(m Model) int64 {
 
 // Check checks h as the type's comment describes.
 func (c Linearizability) Check(ctx context.Context, h history.History) Result {
+	r, _ := c.CheckVisual(ctx, h, 0)
+	return r
+}
+
+// CheckVisual checks h as Check does and also returns porcupine's
+// visualization of what this check found, drawn from the check's own
+// search, not a second one: the windows that come first in time, up to
+// maxOps ops in all, are checked with porcupine's verbose search, and the
+// picture shows them; when porcupine finds a window with no linearization
+// elsewhere, the picture shows that window instead (explaining it needs
+// porcupine's verbose search of it anyway). The Visualization is nil when
+// maxOps ≤ 0 or when the check did not run (an unknown model, a cancelled
+// check); its Ops is 0 when it shows nothing, and its Note then says why.
+func (c Linearizability) CheckVisual(ctx context.Context, h history.History, maxOps int) (Result, *Visualization) {
 	if c.Model != MutexModel && c.Model != RegisterModel {
-		return Result{Checker: c.Name(), Valid: Unknown, Anomalies: []Anomaly{}, Error: fmt.Sprintf("unknown model %q", c.Model)}
+		return Result{Checker: c.Name(), Valid: Unknown, Anomalies: []Anomaly{}, Error: fmt.Sprintf("unknown model %q", c.Model)}, nil
 	}
 	byLock, err := c.Model.ops(ctx, h)
 	if err != nil {
-		return cancelled(c.Name(), err)
+		return cancelled(c.Name(), err), nil
 	}
 	size, maxSize := c.WindowOps, c.MaxWindowOps
 	if size <= 0 {
@@ -451,7 +470,6 @@ func (c Linearizability) Check(ctx context.Context, h history.History) Result {
 	slices.Sort(locks)
 	var ws []window
 	nOps, unknownOps, largest := 0, 0, 0
-	var tooBig []window
 	for _, l := range locks {
 		ops := byLock[l]
 		nOps += len(ops)
@@ -460,36 +478,46 @@ func (c Linearizability) Check(ctx context.Context, h history.History) Result {
 				unknownOps++
 			}
 		}
-		for _, w := range c.Model.windows(l, ops, size) {
-			largest = max(largest, len(w.ops))
-			if len(w.ops) > maxSize {
-				tooBig = append(tooBig, w)
-				continue
-			}
-			ws = append(ws, w)
+		ws = append(ws, c.Model.windows(l, ops, size)...)
+	}
+	var tooBig []int
+	for i, w := range ws {
+		largest = max(largest, len(w.ops))
+		if len(w.ops) > maxSize {
+			tooBig = append(tooBig, i)
 		}
 	}
 	r.Stats["ops"] = float64(nOps)
-	r.Stats["windows"] = float64(len(ws) + len(tooBig))
+	r.Stats["windows"] = float64(len(ws))
 	r.Stats["unknown_ops"] = float64(unknownOps)
 	r.Stats["largest_window"] = float64(largest)
 
-	deadline := time.Time{}
+	// One abort for the whole check: ctx done or the Timeout passed makes
+	// every step of the model fail, and a result found after it is
+	// discarded.
+	cctx, cancel := ctx, context.CancelFunc(func() {})
 	if c.Timeout > 0 {
-		deadline = time.Now().Add(c.Timeout)
+		cctx, cancel = context.WithTimeout(ctx, c.Timeout)
 	}
-	ctxDeadline := false
-	if d, ok := ctx.Deadline(); ok && (deadline.IsZero() || d.Before(deadline)) {
-		deadline, ctxDeadline = d, true
-	}
+	defer cancel()
 	var abort atomic.Bool
-	stop := context.AfterFunc(ctx, func() { abort.Store(true) })
+	stop := context.AfterFunc(cctx, func() { abort.Store(true) })
 	defer stop()
 	model := c.Model.porcupineModel(&abort)
 
-	results := make([]porcupine.CheckResult, len(ws))
+	status := make([]porcupine.CheckResult, len(ws)) // "": not checked
+	shown := c.firstWindows(ws, maxSize, maxOps)
+	var shownInfo porcupine.LinearizationInfo
+	if len(shown) > 0 {
+		shownInfo = verbose(h, model, ws, shown, &abort, status)
+	}
 	var next atomic.Int64
 	var failed atomic.Bool
+	for _, s := range status {
+		if s == porcupine.Illegal {
+			failed.Store(true)
+		}
+	}
 	var wg sync.WaitGroup
 	for range min(len(ws), runtime.GOMAXPROCS(0), 4) {
 		wg.Add(1)
@@ -500,15 +528,15 @@ func (c Linearizability) Check(ctx context.Context, h history.History) Result {
 				if i >= len(ws) || abort.Load() || failed.Load() {
 					return
 				}
-				timeout := time.Duration(0)
-				if !deadline.IsZero() {
-					if timeout = time.Until(deadline); timeout <= 0 {
-						results[i] = porcupine.Unknown
-						continue
-					}
+				if status[i] != "" || len(ws[i].ops) > maxSize {
+					continue
 				}
-				results[i] = porcupine.CheckOperationsTimeout(model, ws[i].porcupineOps(), timeout)
-				if results[i] == porcupine.Illegal && !abort.Load() {
+				res := porcupine.CheckOperationsTimeout(model, ws[i].porcupineOps(h, 0), 0)
+				if abort.Load() {
+					res = porcupine.Unknown // a step may have failed for the abort
+				}
+				status[i] = res
+				if res == porcupine.Illegal {
 					failed.Store(true)
 				}
 			}
@@ -516,82 +544,178 @@ func (c Linearizability) Check(ctx context.Context, h history.History) Result {
 	}
 	wg.Wait()
 	if err := ctx.Err(); err != nil {
-		return cancelled(c.Name(), err)
+		return cancelled(c.Name(), err), nil
 	}
-	timedOut := false
+	timedOut := cctx.Err() != nil
+
+	// One anomaly per lock: its first window with no linearization.
+	var bad []int
 	reported := map[string]bool{}
-	for i, res := range results {
-		switch res {
-		case porcupine.Illegal:
-			if !reported[ws[i].lock] {
-				reported[ws[i].lock] = true
-				r.Anomalies = append(r.Anomalies, c.explain(h, model, ws[i], deadline))
-			}
-		case porcupine.Ok:
-		default: // Unknown, or never run because another window failed
-			if !failed.Load() {
-				timedOut = true
-			}
+	for i, s := range status {
+		if s == porcupine.Illegal && !reported[ws[i].lock] {
+			reported[ws[i].lock] = true
+			bad = append(bad, i)
 		}
 	}
-	if len(r.Anomalies) > 0 {
-		return settle(r)
+	if len(bad) > 0 {
+		var vis *Visualization
+		if slices.ContainsFunc(bad, func(i int) bool { return slices.Contains(shown, i) }) {
+			vis = c.picture(shownInfo, ws, shown, nOps, maxOps, "")
+		}
+		for _, i := range bad {
+			var partials [][]int
+			if n := slices.Index(shown, i); n >= 0 {
+				partials = shownInfo.PartialLinearizations()[n]
+			} else {
+				st := make([]porcupine.CheckResult, len(ws))
+				info := verbose(h, model, ws, []int{i}, &abort, st)
+				if st[i] == porcupine.Illegal {
+					partials = info.PartialLinearizations()[0]
+				}
+				if vis == nil && maxOps > 0 && len(ws[i].ops) <= maxOps {
+					first, last := opSpan(ws[i].ops)
+					vis = c.picture(info, ws, []int{i}, nOps, maxOps, fmt.Sprintf("it shows the %s of lock %q from %s to %s, in which porcupine found no linearization",
+						plural(int64(len(ws[i].ops)), "op"), ws[i].lock, secs(first), secs(last)))
+				}
+			}
+			r.Anomalies = append(r.Anomalies, c.explain(h, ws[i], partials))
+		}
+		if vis == nil && maxOps > 0 {
+			vis = c.picture(shownInfo, ws, shown, nOps, maxOps, "")
+		}
+		return settle(r), vis
+	}
+	var vis *Visualization
+	if maxOps > 0 {
+		vis = c.picture(shownInfo, ws, shown, nOps, maxOps, "")
 	}
 	switch {
-	case timedOut && ctxDeadline:
-		return cancelled(c.Name(), context.DeadlineExceeded)
 	case timedOut:
 		r.Valid, r.Error = Unknown, fmt.Sprintf("porcupine did not finish within %s", c.Timeout)
 	case len(tooBig) > 0:
-		w := tooBig[0]
-		r.Valid, r.Error = Unknown, fmt.Sprintf("%d ops of lock %q from %s on could not be cut into windows of at most %d ops (every op after one of unknown outcome overlaps it), so they were not checked",
-			len(w.ops), w.lock, secs(w.ops[0].call), maxSize)
+		r.Valid, r.Error = Unknown, c.tooBig(h, ws[tooBig[0]], maxSize)
 	}
-	return r
+	return r, vis
 }
 
-// porcupineOps returns w's ops for porcupine, after a synthetic op that
-// sets w's initial state and precedes them all.
-func (w window) porcupineOps() []porcupine.Operation {
-	out := make([]porcupine.Operation, 0, len(w.ops)+1)
-	first := w.ops[0].call
-	out = append(out, porcupine.Operation{ClientId: 0, Call: first - 2, Return: first - 1,
-		Input: linInput{kind: 'I', state: w.init}, Output: linOutput{}, Metadata: -1})
-	for i, op := range w.ops {
-		out = append(out, porcupine.Operation{ClientId: max(op.in.proc, 0), Call: op.call, Return: op.ret,
-			Input: op.in, Output: op.out, Metadata: i})
+// tooBig says why window w, longer than maxSize ops, was not checked,
+// naming the ops that kept it from being cut.
+func (c Linearizability) tooBig(h history.History, w window, maxSize int) string {
+	what := "who holds the lock"
+	if c.Model == RegisterModel {
+		what = "the register's value"
+	}
+	msg := fmt.Sprintf("%d ops of lock %q from %s on could not be cut into windows of at most %d ops (no moment in them at which %s is certain)",
+		len(w.ops), w.lock, secs(w.ops[0].call), maxSize, what)
+	if len(w.blockers) > 0 {
+		var parts []string
+		for i := range w.blockers {
+			b := &w.blockers[i]
+			parts = append(parts, fmt.Sprintf("op %d (%s)", h[b.inv].Index, describeLinOp(h, b)))
+		}
+		msg += ": every cut tried was prevented by " + strings.Join(parts, ", or by ")
+	}
+	return msg + "; they were not checked"
+}
+
+// firstWindows returns the indexes of the windows of ws that come first in
+// time (by their first op's call), as many as fit in maxOps ops in all; a
+// window too long to check ends them.
+func (c Linearizability) firstWindows(ws []window, maxSize, maxOps int) []int {
+	if maxOps <= 0 {
+		return nil
+	}
+	order := make([]int, len(ws))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(ws[a].ops[0].call, ws[b].ops[0].call) })
+	var out []int
+	n := 0
+	for _, i := range order {
+		if len(ws[i].ops) > maxSize || n+len(ws[i].ops) > maxOps {
+			break
+		}
+		n += len(ws[i].ops)
+		out = append(out, i)
 	}
 	return out
 }
 
-// explain re-checks an illegal window verbosely and names the op that
-// cannot be linearized after the longest linearizable prefix.
-func (c Linearizability) explain(h history.History, model porcupine.Model, w window, deadline time.Time) Anomaly {
-	first, last := w.ops[0].call, int64(0)
-	for _, op := range w.ops {
+// verbose checks the windows idx of ws in one verbose porcupine search, a
+// partition each, sets their status and returns porcupine's information:
+// a window whose partition porcupine linearized whole is ok; one it did
+// not is illegal, or unknown when the check was aborted.
+func verbose(h history.History, model porcupine.Model, ws []window, idx []int, abort *atomic.Bool, status []porcupine.CheckResult) porcupine.LinearizationInfo {
+	var ops []porcupine.Operation
+	for n, i := range idx {
+		ops = append(ops, ws[i].porcupineOps(h, n)...)
+	}
+	_, info := porcupine.CheckOperationsVerbose(model, ops, 0)
+	aborted := abort.Load()
+	parts := info.PartialLinearizations()
+	for n, i := range idx {
+		status[i] = porcupine.Illegal
+		if aborted {
+			status[i] = porcupine.Unknown
+		}
+		for _, seq := range parts[n] {
+			if len(seq) == len(ws[i].ops)+1 {
+				status[i] = porcupine.Ok
+			}
+		}
+	}
+	return info
+}
+
+// opSpan returns the first call and the last return (of those that
+// returned) of ops.
+func opSpan(ops []linOp) (first, last int64) {
+	first = ops[0].call
+	for _, op := range ops {
 		if op.ret != math.MaxInt64 {
 			last = max(last, op.ret)
 		}
 	}
+	return first, last
+}
+
+// porcupineOps returns w's ops for porcupine, after a synthetic op that
+// sets w's initial state and precedes them all; win is the window's
+// partition in a verbose search of several.
+func (w window) porcupineOps(h history.History, win int) []porcupine.Operation {
+	out := make([]porcupine.Operation, 0, len(w.ops)+1)
+	first := w.ops[0].call
+	out = append(out, porcupine.Operation{ClientId: 0, Call: first - 2, Return: first - 1,
+		Input: linInput{kind: 'I', state: w.init}, Output: linOutput{}, Metadata: linMeta{win: win, index: -1}})
+	if w.init >= 0 {
+		out[0].ClientId = int(w.init)
+	}
+	for _, op := range w.ops {
+		out = append(out, porcupine.Operation{ClientId: max(op.in.proc, 0), Call: op.call, Return: op.ret,
+			Input: op.in, Output: op.out, Metadata: linMeta{win: win, index: h[op.inv].Index}})
+	}
+	return out
+}
+
+// linMeta is a porcupine op's metadata: its window's partition in a
+// verbose search, and its history index (-1 for a window's start).
+type linMeta struct {
+	win, index int
+}
+
+// explain names, for a window with no linearization, the op that cannot
+// be linearized after the longest linearizable prefix porcupine found
+// (partials: porcupine's partial linearizations of the window).
+func (c Linearizability) explain(h history.History, w window, partials [][]int) Anomaly {
+	first, last := opSpan(w.ops)
 	a := Anomaly{Kind: "not-linearizable", Ops: []int{},
 		Explanation: fmt.Sprintf("the %d ops of lock %q from %s to %s have no linearization as a %s",
 			len(w.ops), w.lock, secs(first), secs(last), c.Model)}
-	timeout := time.Duration(0)
-	if !deadline.IsZero() {
-		if timeout = time.Until(deadline); timeout <= 0 {
-			return a
-		}
-	}
-	res, info := porcupine.CheckOperationsVerbose(model, w.porcupineOps(), timeout)
-	if res != porcupine.Illegal {
-		return a
-	}
 	var longest []int
-	for _, part := range info.PartialLinearizations() {
-		for _, seq := range part {
-			if len(seq) > len(longest) {
-				longest = seq
-			}
+	for _, seq := range partials {
+		if len(seq) > len(longest) {
+			longest = seq
 		}
 	}
 	in := make([]bool, len(w.ops)+1)
@@ -606,7 +730,7 @@ func (c Linearizability) explain(h history.History, model porcupine.Model, w win
 			blocked = id
 		}
 	}
-	if blocked < 0 {
+	if blocked < 0 || partials == nil {
 		return a
 	}
 	b := &w.ops[blocked-1]

@@ -196,18 +196,20 @@ func plantOverlap(h history.History) history.History {
 }
 
 func TestLinearizableNeverValidWhenItCannotFinish(t *testing.T) {
-	// Too long to cut: every op after an unknown release overlaps it.
+	// Too long to cut: p0's release of unknown outcome may take effect
+	// whenever p0 holds the lock again, and p0 goes on taking it, so the
+	// state is never certain after it.
 	var b builder
 	b.acquire(0, "x", 0, 1, 0, 0)
-	b.invoke(0, history.Release, 2, history.Value{Lock: "x"})
+	u := b.invoke(0, history.Release, 2, history.Value{Lock: "x"})
 	b.info(0, history.Release, 3, history.Value{Lock: "x"})
 	for k := range 50 {
-		b.section(1+k%3, "x", int64(10+10*k), 0, 0)
+		b.section(k%3, "x", int64(10+10*k), 0, 0)
 	}
 	c := Linearizability{Model: MutexModel, WindowOps: 10, MaxWindowOps: 100}
 	r := check(t, c, b.h, Unknown)
-	if !strings.Contains(r.Error, "could not be cut") {
-		t.Errorf("error %q", r.Error)
+	if want := fmt.Sprintf("every cut tried was prevented by op %d (process 0's release (invoked at 0.002s, of unknown outcome))", u); !strings.Contains(r.Error, "could not be cut") || !strings.Contains(r.Error, want) {
+		t.Errorf("error %q, want one naming op %d: %q", r.Error, u, want)
 	}
 
 	// A search porcupine cannot finish in time: 24 concurrent writes of

@@ -11,7 +11,7 @@ import (
 	"github.com/locktest/locktest/history"
 )
 
-// Liveness checks that locks stay usable (DESIGN.md §6, item 5): it
+// Liveness checks that locks stay usable: it
 // measures how often and how fast acquires succeed, and finds locks left
 // stuck after their holder died.
 //

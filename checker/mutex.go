@@ -8,8 +8,7 @@ import (
 	"github.com/locktest/locktest/history"
 )
 
-// MutualExclusion checks mutual exclusion as the clients believed it
-// (DESIGN.md §6, oracle 1).
+// MutualExclusion checks mutual exclusion as the clients believed it.
 //
 // A hold of process p starts at the Time of an acquire ok and ends at the
 // earliest of p's next release invocation of that lock, the acquire's

@@ -11,8 +11,7 @@ import (
 	"github.com/locktest/locktest/history"
 )
 
-// Resource checks what the resource store actually accepted (DESIGN.md §6,
-// oracle 2). Only write oks count as accepted. A write that completed fail
+// Resource checks what the resource store actually accepted. Only write oks count as accepted. A write that completed fail
 // was rejected by the store when its completion carries a store_time or its
 // error starts with "rejected"; any other failed write never reached the
 // store. A write that completed info, or not at all, is unknown. A write's

@@ -10,8 +10,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/anishathalye/porcupine"
-
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/history"
 )
@@ -227,26 +225,5 @@ func TestWriteHTMLExtras(t *testing.T) {
 	// porcupine's page, with our description of the ops.
 	if !strings.Contains(string(vis), "<html") || !strings.Contains(string(vis), "acquire(x)") {
 		t.Errorf("%s is not porcupine's visualization of the mutex ops", LinearizabilityFile)
-	}
-}
-
-func TestQuiescentCut(t *testing.T) {
-	op := func(call, ret int64) porcupine.Operation { return porcupine.Operation{Call: call, Return: ret} }
-	ops := []porcupine.Operation{op(0, 10), op(5, 15), op(20, 30), op(25, 26), op(40, 50)}
-	for _, tc := range []struct {
-		ops   []porcupine.Operation
-		limit int
-		want  int
-	}{
-		{ops, 5, 4},
-		{ops, 4, 4},
-		{ops, 3, 2},
-		{ops, 1, 0}, // op 1 is invoked before op 0 returns
-		{[]porcupine.Operation{op(0, 100), op(5, 6), op(7, 8)}, 3, 0}, // op 0 spans everything
-		{[]porcupine.Operation{op(0, 1)}, 5, 0},
-	} {
-		if got := quiescentCut(tc.ops, tc.limit); got != tc.want {
-			t.Errorf("quiescentCut(%v, %d) = %d, want %d", tc.ops, tc.limit, got, tc.want)
-		}
 	}
 }

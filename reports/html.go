@@ -32,7 +32,7 @@ var funcs = template.FuncMap{
 	"replace": func(s, old, new string) string { return strings.ReplaceAll(s, old, new) },
 	"stats":   formatStats,
 	"sub":     func(a, b int) int { return a - b },
-	"isLin":   func(name string) bool { return strings.HasPrefix(name, "linearizable-") },
+	"isLin":   func(name string) bool { return name == mutexChecker },
 	"durUS":   func(u int64) string { return secsLabel(u, 1000) },
 }
 
@@ -253,10 +253,18 @@ func ClusterText(run RunInfo) string {
 
 // WriteHTML renders the report into dir/report.html, with the extras the
 // folder holds: links to its logs, a summary of resource.jsonl, and, when
-// the linearizability checker ran, porcupine's visualization written to
-// dir/linearizability.html.
+// the porcupine mutex checker ran, porcupine's visualization written to
+// dir/linearizability.html, for which it runs that checker on h once more.
+// WriteHTMLVisual is for a caller that has the checker's own picture.
 func WriteHTML(dir string, r Results, h history.History) error {
-	x, err := ReadExtras(dir, r, h)
+	return WriteHTMLVisual(dir, r, h, nil)
+}
+
+// WriteHTMLVisual is WriteHTML with vis, the porcupine mutex checker's
+// picture of its own search (checker.RunVisual), drawn as it is; nil
+// makes one as WriteHTML does.
+func WriteHTMLVisual(dir string, r Results, h history.History, vis *checker.Visualization) error {
+	x, err := ReadExtras(dir, r, h, vis)
 	if err != nil {
 		return err
 	}
@@ -268,25 +276,19 @@ func WriteHTML(dir string, r Results, h history.History) error {
 }
 
 // ReadExtras gathers the Extras of the run in dir, writing porcupine's
-// visualization when a linearizability checker is among r's.
-func ReadExtras(dir string, r Results, h history.History) (Extras, error) {
+// visualization vis (made as WriteHTML does when nil) when the porcupine
+// mutex checker is among r's.
+func ReadExtras(dir string, r Results, h history.History, vis *checker.Visualization) (Extras, error) {
 	var x Extras
 	for _, c := range r.Checkers {
-		if !strings.HasPrefix(c.Checker, "linearizable-") {
+		if c.Checker != mutexChecker {
 			continue
 		}
-		page, note, err := visualizeLinearizability(h)
+		file, note, err := visualizeMutex(dir, h, vis)
 		if err != nil {
 			return x, fmt.Errorf("porcupine visualization: %w", err)
 		}
-		x.LinearizabilityNote = note
-		if page == nil {
-			break
-		}
-		if err := writeFileAtomic(filepath.Join(dir, LinearizabilityFile), page); err != nil {
-			return x, err
-		}
-		x.Linearizability = LinearizabilityFile
+		x.Linearizability, x.LinearizabilityNote = file, note
 		break
 	}
 	logs := filepath.Join(dir, "logs")

@@ -441,8 +441,9 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	info.Errors = runErrs
 
 	h := rec.History()
-	res := reports.Check(info, h, checker.Run(context.Background(), h, checker.For(string(cfg.Mode), checker.Leases(h))...))
-	if err := storeResults(dir, &res, h); err != nil {
+	results, vis := checker.RunVisual(context.Background(), h, reports.MaxVisualizedOps, checker.For(string(cfg.Mode), checker.Leases(h))...)
+	res := reports.Check(info, h, results)
+	if err := storeResults(dir, &res, h, vis); err != nil {
 		lg.Error("store results", "err", err)
 		return &Outcome{Dir: dir, Results: res}, err
 	}
@@ -642,7 +643,7 @@ func (t teeHandler) WithGroup(name string) slog.Handler {
 // first, so results.json can say that it is missing; if results.json itself
 // cannot be written, it still holds what the run wrote at its start
 // (unknown, unfinished), and a report that says otherwise is removed.
-func storeResults(dir string, res *reports.Results, h history.History) error {
+func storeResults(dir string, res *reports.Results, h history.History, vis *checker.Visualization) error {
 	fail := func(err error) error {
 		err = fmt.Errorf("store: %w", err)
 		res.Problems = append(res.Problems, err.Error())
@@ -650,7 +651,7 @@ func storeResults(dir string, res *reports.Results, h history.History) error {
 		return err
 	}
 	var errs []error
-	if err := reports.WriteHTML(dir, *res, h); err != nil {
+	if err := reports.WriteHTMLVisual(dir, *res, h, vis); err != nil {
 		errs = append(errs, fail(fmt.Errorf("report not written: %w", err)))
 	}
 	if err := reports.WriteResults(dir, *res); err != nil {

@@ -50,11 +50,12 @@ problem, so the verdict is at best unknown.`,
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "read %d ops in %s\n", len(h), time.Since(start).Round(time.Millisecond))
 			cs := checker.For(info.Mode, checker.Leases(h))
-			res := reports.Check(info, h, checker.Run(cmd.Context(), h, cs...))
+			results, vis := checker.RunVisual(cmd.Context(), h, reports.MaxVisualizedOps, cs...)
+			res := reports.Check(info, h, results)
 			if err := reports.WriteResults(dir, res); err != nil {
 				return err
 			}
-			if err := reports.WriteHTML(dir, res, h); err != nil {
+			if err := reports.WriteHTMLVisual(dir, res, h, vis); err != nil {
 				return err
 			}
 			printResults(cmd.OutOrStdout(), dir, res, true)
