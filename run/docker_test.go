@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"os"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -276,40 +275,6 @@ func TestDockerPartitions(t *testing.T) {
 		t.Errorf("%d isolates, %d healed, %d acquires during them; want isolates > 0, each healed, acquires > 0: %v",
 			isolates, healed, during, nemesisSeq(h))
 	}
-}
-
-// isolatedAcquires counts the isolates of h that went in, those healed
-// after, and the acquires that were invoked after an isolate went in and
-// granted before its heal began. Such an acquire must have been granted
-// without the isolated node: Redlock's acquire lists the nodes that granted
-// it.
-func isolatedAcquires(t *testing.T, h history.History) (isolates, healed, during int) {
-	t.Helper()
-	cut := ""                   // the node cut now, "" when none
-	unhealed := false           // an isolate went in and no heal ended since
-	invokedIn := map[int]bool{} // process → its pending acquire was invoked while cut
-	for _, o := range h {
-		switch {
-		case o.IsNemesis() && o.F == "partition-isolate" && o.Type == history.OK:
-			isolates++
-			cut, _, _ = strings.Cut(strings.Join(o.Value.Targets, ""), "|")
-			clear(invokedIn)
-			unhealed = true
-		case o.IsNemesis() && o.F == "heal-network" && o.Type == history.Invoke:
-			cut = ""
-		case o.IsNemesis() && o.F == "heal-network" && o.Type == history.OK && unhealed:
-			healed++
-			unhealed = false
-		case o.F == history.Acquire && o.Type == history.Invoke:
-			invokedIn[o.Process] = cut != ""
-		case o.F == history.Acquire && o.Type == history.OK && cut != "" && invokedIn[o.Process]:
-			during++
-			if slices.Contains(strings.Split(o.Value.Node, ","), cut) {
-				t.Errorf("acquire %v was granted by %s, which was cut from every host", o, cut)
-			}
-		}
-	}
-	return isolates, healed, during
 }
 
 // dockerNetWhy says why network faults are unavailable under docker here.
