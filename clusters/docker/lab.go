@@ -303,26 +303,40 @@ func (l *Lab) Rules(ctx context.Context, node string) ([]string, error) {
 
 // apply appends rules, iptables-restore lines "-A <chain> <spec>", to n's
 // chains inside its network namespace, in one iptables-restore that adds
-// all or none. It creates the lab's chains there first unless it did so
-// for the container's present process (a restarted container has a fresh
-// namespace). l.mu must be held.
+// all or none. The first time it meets a container process (a restarted
+// container has a fresh namespace) the same restore creates the lab's
+// chains and their jumps; where that fails — the chains were there
+// already, and the restore changed nothing — it makes sure of them one by
+// one and adds the rules then. l.mu must be held.
 func (l *Lab) apply(ctx context.Context, n *node, rules []string) error {
 	pid, err := n.localPid(ctx)
 	if err != nil {
 		return fmt.Errorf("docker: node %s: %w", n.name, err)
 	}
 	if l.chains[n.name] != pid {
+		setup := []string{"-N " + chainIn, "-N " + chainOut, "-A INPUT -j " + chainIn, "-A OUTPUT -j " + chainOut}
+		if restore(ctx, pid, append(setup, rules...)) == nil {
+			l.chains[n.name] = pid
+			return nil
+		}
 		if err := ensureChains(ctx, pid); err != nil {
 			return fmt.Errorf("docker: node %s: %w", n.name, err)
 		}
 		l.chains[n.name] = pid
 	}
-	in := "*filter\n" + strings.Join(rules, "\n") + "\nCOMMIT\n"
-	if _, err := nsRun(ctx, pid, strings.NewReader(in), "iptables-restore", "-w", "--noflush"); err != nil {
+	if err := restore(ctx, pid, rules); err != nil {
 		delete(l.chains, n.name) // make sure of the chains on the next try
 		return fmt.Errorf("docker: node %s: %w", n.name, err)
 	}
 	return nil
+}
+
+// restore applies lines to the filter table inside the network namespace
+// of pid in one iptables-restore that keeps what is there: all or none.
+func restore(ctx context.Context, pid int, lines []string) error {
+	in := "*filter\n" + strings.Join(lines, "\n") + "\nCOMMIT\n"
+	_, err := nsRun(ctx, pid, strings.NewReader(in), "iptables-restore", "-w", "--noflush")
+	return err
 }
 
 // ensureChains creates the fault chains and their jumps in the network
