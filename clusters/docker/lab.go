@@ -256,11 +256,15 @@ func (l *Lab) Heal(ctx context.Context) error {
 			delete(l.faulty, name)
 			continue
 		}
+		// Both chains in one restore; where one is missing (a restarted
+		// container), each that is there on its own.
 		ok := true
-		for _, c := range []string{chainIn, chainOut} {
-			if err := nsIptables(ctx, pid, "-F", c); err != nil && !strings.Contains(err.Error(), "No chain") {
-				errs = append(errs, err)
-				ok = false
+		if err := restore(ctx, pid, []string{"-F " + chainIn, "-F " + chainOut}); err != nil {
+			for _, c := range []string{chainIn, chainOut} {
+				if err := nsIptables(ctx, pid, "-F", c); err != nil && !strings.Contains(err.Error(), "No chain") {
+					errs = append(errs, err)
+					ok = false
+				}
 			}
 		}
 		if ok {
