@@ -118,7 +118,10 @@ func TestNetworkFaultsCutAndHeal(t *testing.T) {
 }
 
 // TestSameSeedSameFaults runs twice with one seed and compares the nemesis
-// ops: the same faults on the same targets in the same order.
+// ops: the same faults on the same targets in the same order. Seed 42 picks
+// clock-bump, client-isolate, clock-bump, clock-bump first; the nemesis has
+// 5.5 s, room for about five faults, and the comparison needs two in each
+// run.
 func TestSameSeedSameFaults(t *testing.T) {
 	localOnly(t, "its schedule includes client-isolate, which needs each client in a namespace of its own")
 	needNetns(t)
@@ -126,6 +129,7 @@ func TestSameSeedSameFaults(t *testing.T) {
 	for i := 0; i < 2; i++ {
 		cfg := faultConfig(t, "client-isolate", "kill-client", "pause-node", "clock-bump")
 		cfg.Seed = 42
+		cfg.Duration = 7 * time.Second
 		out, h := mustRun(t, cfg)
 		assertLabGone(t, out.Results.Run.Lab)
 		seqs = append(seqs, nemesisSeq(h))
@@ -296,44 +300,79 @@ func timedOut(err string) bool {
 	return strings.Contains(err, "timeout") || strings.Contains(err, "deadline")
 }
 
-// TestRedlockSurvivesIsolatedNodes isolates one Redlock node at a time (and
-// cuts the cluster in other shapes): acquires keep succeeding on the
-// majority while a node is cut off, and the run stays valid.
+// TestRedlockSurvivesIsolatedNodes isolates one Redlock node at a time:
+// acquires keep succeeding on the majority while a node is cut off, none
+// granted by that node, and the run stays valid.
+//
+// The schedule is pinned: isolate is the only fault. The first comes at
+// most 450 ms into the workload and stays 2 s; the nemesis runs 8.5 s of
+// the 10 s, so the isolate goes in and is healed before it stops even
+// where, on a loaded machine, the 36 iptables rules of an isolate (one
+// `ip netns exec` each) take seconds to go in.
 func TestRedlockSurvivesIsolatedNodes(t *testing.T) {
 	needNetns(t)
-	cfg := faultConfig(t, "isolate", "majorities-ring")
+	cfg := faultConfig(t, "isolate")
 	cfg.Impl = "redlock"
 	cfg.Mode = "check-and-set"
 	cfg.TTL = time.Second
 	cfg.Timeout = 500 * time.Millisecond
-	cfg.Window = time.Second
-	cfg.Duration = 8 * time.Second
-	cfg.Seed = 3 // a seed whose schedule isolates a node early
+	cfg.Window = 2 * time.Second
+	cfg.Duration = 10 * time.Second
 	out, h := mustRun(t, cfg)
 	defer assertLabGone(t, out.Results.Run.Lab)
 	if out.Results.Valid != checker.Valid {
 		t.Errorf("verdict %s; anomalies %v", out.Results.Valid, kinds(out.Results))
 	}
-	// Acquires that completed ok while an isolate was in force.
-	var inIsolate bool
-	okDuring, isolates := 0, 0
+	isolates, healed, during := isolatedAcquires(t, h)
+	if isolates == 0 || healed < isolates || during == 0 {
+		t.Errorf("%d isolates, %d healed, %d acquires during them; want isolates > 0, each healed, acquires > 0: %v",
+			isolates, healed, during, nemesisSeq(h))
+	}
+}
+
+// isolatedAcquires counts the isolates of h that went in, those healed
+// after, and the acquires that were invoked after an isolate went in and
+// granted before its heal began. Such an acquire must have been granted
+// without the isolated node (Redlock's acquire lists the nodes that granted
+// it): it reports an error for any that was not.
+func isolatedAcquires(t *testing.T, h history.History) (isolates, healed, during int) {
+	t.Helper()
+	cut := ""                   // the node cut now, "" when none
+	unhealed := false           // an isolate went in and no heal ended since
+	invokedIn := map[int]bool{} // process → its pending acquire was invoked while cut
+	var invoked int64           // when the latest isolate was invoked
+	wrong := 0                  // acquires granted by the node cut
 	for _, o := range h {
 		switch {
+		case o.IsNemesis() && o.F == "partition-isolate" && o.Type == history.Invoke:
+			invoked = o.Time
 		case o.IsNemesis() && o.F == "partition-isolate" && o.Type == history.OK:
-			inIsolate = true
+			t.Logf("isolate %v went in in %v, at %v", o.Value.Targets, time.Duration(o.Time-invoked).Round(time.Millisecond),
+				time.Duration(o.Time).Round(time.Millisecond))
 			isolates++
+			cut, _, _ = strings.Cut(strings.Join(o.Value.Targets, ""), "|")
+			clear(invokedIn)
+			unhealed = true
 		case o.IsNemesis() && o.F == "heal-network" && o.Type == history.Invoke:
-			inIsolate = false
-		case inIsolate && o.F == history.Acquire && o.Type == history.OK:
-			okDuring++
+			cut = ""
+		case o.IsNemesis() && o.F == "heal-network" && o.Type == history.OK && unhealed:
+			healed++
+			unhealed = false
+		case o.F == history.Acquire && o.Type == history.Invoke:
+			invokedIn[o.Process] = cut != ""
+		case o.F == history.Acquire && o.Type == history.OK && cut != "" && invokedIn[o.Process]:
+			during++
+			if slices.Contains(strings.Split(o.Value.Node, ","), cut) {
+				if wrong++; wrong == 1 {
+					t.Errorf("acquire %v was granted by %s, which was cut from every host", o, cut)
+				}
+			}
 		}
 	}
-	if isolates == 0 {
-		t.Fatalf("no node was isolated: %v", nemesisSeq(h))
+	if wrong > 1 {
+		t.Errorf("%d acquires in all were granted by an isolated node", wrong)
 	}
-	if okDuring == 0 {
-		t.Errorf("no acquire succeeded while a node was isolated (%d isolates)", isolates)
-	}
+	return isolates, healed, during
 }
 
 // TestKillBetweenSetNXAndExpireLeavesAStuckLock kills clients of

@@ -7,12 +7,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/big"
 	"net"
 	"net/netip"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -52,6 +54,7 @@ type Lab struct {
 	next   netip.Addr
 	nodes  map[string]*node // by node name, registered by clusters
 	faulty map[string]bool
+	chains map[string]int // node → the pid whose namespace has the lab's chains
 	closed bool
 }
 
@@ -65,7 +68,7 @@ func (e *Engine) NewLab(ctx context.Context) (*Lab, error) {
 	}
 	id := hex.EncodeToString(b)
 	l := &Lab{e: e, id: id, labels: ownerLabels(id), name: "locktest-" + id, lg: e.log,
-		nodes: map[string]*node{}, faulty: map[string]bool{}}
+		nodes: map[string]*node{}, faulty: map[string]bool{}, chains: map[string]int{}}
 	used := hostSubnets()
 	start, _ := rand.Int(rand.Reader, big.NewInt(256))
 	var lastErr error
@@ -153,12 +156,13 @@ func (l *Lab) register(n *node) {
 
 // NetworkFaultsReason says why network faults cannot be applied here, or
 // "" if they can: they enter the containers' network namespaces by host
-// pid, which needs root, nsenter and iptables, and a daemon on this host.
+// pid, which needs root, nsenter, iptables and iptables-restore, and a
+// daemon on this host.
 func NetworkFaultsReason(e *Engine) string {
 	if os.Geteuid() != 0 {
 		return "network faults under docker need root (nsenter into the containers' network namespaces)"
 	}
-	for _, bin := range []string{"nsenter", "iptables"} {
+	for _, bin := range []string{"nsenter", "iptables", "iptables-restore"} {
 		if _, err := exec.LookPath(bin); err != nil {
 			return "network faults under docker need " + bin + ": run `make setup`"
 		}
@@ -174,14 +178,24 @@ func NetworkFaultsReason(e *Engine) string {
 // client runs on the host, so any other name stands for the host (the
 // network's gateway address). Rules go into the node containers only: a
 // pair of a node and the host is cut inside the node, a pair of two nodes
-// inside both.
+// inside both. Each node's rules go in at once, each rule once, in one
+// iptables-restore inside its network namespace.
 func (l *Lab) Cut(ctx context.Context, a, b []string) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	var order []string             // nodes with rules, in the order met
+	rules := map[string][]string{} // node → its rules, each once
+	add := func(node, rule string) {
+		if _, ok := rules[node]; !ok {
+			order = append(order, node)
+		}
+		if !slices.Contains(rules[node], rule) {
+			rules[node] = append(rules[node], rule)
+		}
+	}
 	for _, pair := range [][2][]string{{a, b}, {b, a}} {
 		for _, x := range pair[0] {
-			nx, ok := l.nodes[x]
-			if !ok {
+			if _, ok := l.nodes[x]; !ok {
 				continue // the host: its pairs are cut inside the nodes
 			}
 			for _, y := range pair[1] {
@@ -192,14 +206,15 @@ func (l *Lab) Cut(ctx context.Context, a, b []string) error {
 				if ny, ok := l.nodes[y]; ok {
 					ip = ny.ip.String()
 				}
-				l.faulty[x] = true
-				if err := l.rule(ctx, nx, chainIn, "-s", ip, "-j", "DROP"); err != nil {
-					return err
-				}
-				if err := l.rule(ctx, nx, chainOut, "-d", ip, "-j", "DROP"); err != nil {
-					return err
-				}
+				add(x, "-A "+chainIn+" -s "+ip+" -j DROP")
+				add(x, "-A "+chainOut+" -d "+ip+" -j DROP")
 			}
+		}
+	}
+	for _, x := range order {
+		l.faulty[x] = true
+		if err := l.apply(ctx, l.nodes[x], rules[x]); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -219,8 +234,8 @@ func (l *Lab) Loss(ctx context.Context, hosts []string, p float64) error {
 			return fmt.Errorf("docker: loss: no node %s", h)
 		}
 		l.faulty[h] = true
-		if err := l.rule(ctx, n, chainIn, "-i", "eth0", "-m", "statistic", "--mode", "random",
-			"--probability", strconv.FormatFloat(p, 'f', 4, 64), "-j", "DROP"); err != nil {
+		rule := "-A " + chainIn + " -i eth0 -m statistic --mode random --probability " + strconv.FormatFloat(p, 'f', 4, 64) + " -j DROP"
+		if err := l.apply(ctx, n, []string{rule}); err != nil {
 			return err
 		}
 	}
@@ -241,11 +256,15 @@ func (l *Lab) Heal(ctx context.Context) error {
 			delete(l.faulty, name)
 			continue
 		}
+		// Both chains in one restore; where one is missing (a restarted
+		// container), each that is there on its own.
 		ok := true
-		for _, c := range []string{chainIn, chainOut} {
-			if err := nsIptables(ctx, pid, "-F", c); err != nil && !strings.Contains(err.Error(), "No chain") {
-				errs = append(errs, err)
-				ok = false
+		if err := restore(ctx, pid, []string{"-F " + chainIn, "-F " + chainOut}); err != nil {
+			for _, c := range []string{chainIn, chainOut} {
+				if err := nsIptables(ctx, pid, "-F", c); err != nil && !strings.Contains(err.Error(), "No chain") {
+					errs = append(errs, err)
+					ok = false
+				}
 			}
 		}
 		if ok {
@@ -286,18 +305,42 @@ func (l *Lab) Rules(ctx context.Context, node string) ([]string, error) {
 	return out, nil
 }
 
-// rule appends a rule to chain inside n's network namespace, creating the
-// lab's chains there first if the container has none yet (a restarted
-// container has a fresh namespace). l.mu must be held.
-func (l *Lab) rule(ctx context.Context, n *node, chain string, spec ...string) error {
+// apply appends rules, iptables-restore lines "-A <chain> <spec>", to n's
+// chains inside its network namespace, in one iptables-restore that adds
+// all or none. The first time it meets a container process (a restarted
+// container has a fresh namespace) the same restore creates the lab's
+// chains and their jumps; where that fails — the chains were there
+// already, and the restore changed nothing — it makes sure of them one by
+// one and adds the rules then. l.mu must be held.
+func (l *Lab) apply(ctx context.Context, n *node, rules []string) error {
 	pid, err := n.localPid(ctx)
 	if err != nil {
 		return fmt.Errorf("docker: node %s: %w", n.name, err)
 	}
-	if err := ensureChains(ctx, pid); err != nil {
+	if l.chains[n.name] != pid {
+		setup := []string{"-N " + chainIn, "-N " + chainOut, "-A INPUT -j " + chainIn, "-A OUTPUT -j " + chainOut}
+		if restore(ctx, pid, append(setup, rules...)) == nil {
+			l.chains[n.name] = pid
+			return nil
+		}
+		if err := ensureChains(ctx, pid); err != nil {
+			return fmt.Errorf("docker: node %s: %w", n.name, err)
+		}
+		l.chains[n.name] = pid
+	}
+	if err := restore(ctx, pid, rules); err != nil {
+		delete(l.chains, n.name) // make sure of the chains on the next try
 		return fmt.Errorf("docker: node %s: %w", n.name, err)
 	}
-	return nsIptables(ctx, pid, append([]string{"-A", chain}, spec...)...)
+	return nil
+}
+
+// restore applies lines to the filter table inside the network namespace
+// of pid in one iptables-restore that keeps what is there: all or none.
+func restore(ctx context.Context, pid int, lines []string) error {
+	in := "*filter\n" + strings.Join(lines, "\n") + "\nCOMMIT\n"
+	_, err := nsRun(ctx, pid, strings.NewReader(in), "iptables-restore", "-w", "--noflush")
+	return err
 }
 
 // ensureChains creates the fault chains and their jumps in the network
@@ -323,8 +366,15 @@ func nsIptables(ctx context.Context, pid int, args ...string) error {
 
 // nsOutput runs argv inside the network namespace of pid.
 func nsOutput(ctx context.Context, pid int, argv ...string) ([]byte, error) {
+	return nsRun(ctx, pid, nil, argv...)
+}
+
+// nsRun runs argv inside the network namespace of pid with stdin (nil: no
+// input) and returns its output.
+func nsRun(ctx context.Context, pid int, stdin io.Reader, argv ...string) ([]byte, error) {
 	full := append([]string{"-t", strconv.Itoa(pid), "-n", "--"}, argv...)
 	cmd := exec.CommandContext(ctx, "nsenter", full...)
+	cmd.Stdin = stdin
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
