@@ -4,7 +4,7 @@ BIN     := bin/locktest
 STORE   ?= store
 export PATH := /usr/local/go/bin:$(PATH)
 
-.PHONY: setup build demo test lint bench clean debate findings
+.PHONY: setup build demo test lint bench clean debate findings soak
 
 # setup installs the lock servers and tools locktest starts, where they are
 # missing (scripts/setup lists them).
@@ -43,6 +43,13 @@ findings: setup build
 repro-%: setup build
 	@$(BIN) debate --store $(STORE) --only $* --seeds $(or $(SEEDS),10) --until-reproduced \
 		&& echo "repro-$*: reproduced" || { echo "repro-$*: NOT reproduced (see the scoreboard above)"; exit 1; }
+
+# soak interrupts 100 seeded runs at random moments (SIGINT, SIGTERM, SIGKILL
+# followed by locktest cleanup) and checks that none leaves anything behind
+# and that every history gets a verdict (docs/reliability.md). Not part of
+# test; SOAK_ARGS passes options, e.g. SOAK_ARGS='-n 10 --seed 7'.
+soak: setup build
+	scripts/soak $(SOAK_ARGS)
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt:"; echo "$$out"; exit 1; fi

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/locktest/locktest/checker"
@@ -285,6 +286,7 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 		return nil, err
 	}
 	impl, _ := impls.Lookup(cfg.Impl)
+	restrictUmask()
 	started := time.Now()
 	dir, err := makeRunDir(cfg.StoreDir, cfg.Name, started)
 	if err != nil {
@@ -455,6 +457,15 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	}
 	lg.Info("run done", "valid", res.Valid, "ops", len(h), "critical_sections", acquired.Load())
 	return &Outcome{Dir: dir, Results: res}, nil
+}
+
+// restrictUmask keeps other users from writing what the run creates — its
+// folder, history, logs, the servers' data — whatever umask the caller
+// has: it adds group and other write to this process's umask, which the
+// servers and workers inherit. It only ever narrows the umask.
+func restrictUmask() {
+	old := syscall.Umask(0o077) // the umask can only be read by setting it
+	syscall.Umask(old | 0o022)
 }
 
 // progress logs, every few seconds until ctx is done, how far the run got.

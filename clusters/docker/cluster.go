@@ -324,7 +324,15 @@ func (c *Cluster) create(ctx context.Context, n *node) error {
 		Started: false,
 		Logger:  slogPrintf{c.log},
 	}
-	ctr, err := testcontainers.GenericContainer(ctx, req)
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("docker %s: node %s: %w", c.opts.Backend, n.name, err)
+	}
+	// The engine carries out a create whose request was cancelled (Ctrl-C):
+	// the create is waited for, bounded, so that the container is known
+	// and removed with the others, and the interrupt reported after it.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), createTimeout)
+	defer cancel()
+	ctr, err := testcontainers.GenericContainer(cctx, req)
 	if dc, ok := ctr.(*testcontainers.DockerContainer); ok && dc != nil {
 		n.mu.Lock()
 		n.c = dc
@@ -333,8 +341,15 @@ func (c *Cluster) create(ctx context.Context, n *node) error {
 	if err != nil {
 		return fmt.Errorf("docker %s: node %s: create a container of image %s: %s%s", c.opts.Backend, n.name, c.image.Ref, firstLine(err), c.pullHint())
 	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("docker %s: node %s: %w", c.opts.Backend, n.name, err)
+	}
 	return nil
 }
+
+// createTimeout bounds the creation of one container (its image is there
+// already: the provider resolved it before).
+const createTimeout = time.Minute
 
 // pullHint tells how to get the cluster's image when the engine lacks it.
 func (c *Cluster) pullHint() string {

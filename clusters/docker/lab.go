@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/moby/moby/api/types/network"
 	"github.com/moby/moby/client"
@@ -79,11 +80,18 @@ func (e *Engine) NewLab(ctx context.Context) (*Lab, error) {
 			continue
 		}
 		gw := p.Addr().Next()
-		res, err := e.cli.NetworkCreate(ctx, l.name, client.NetworkCreateOptions{
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		// As for containers, a cancelled create may still be carried
+		// out: it is waited for, so the network is known and removed.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		res, err := e.cli.NetworkCreate(cctx, l.name, client.NetworkCreateOptions{
 			Driver: "bridge",
 			IPAM:   &network.IPAM{Config: []network.IPAMConfig{{Subnet: p, Gateway: gw}}},
 			Labels: l.labels,
 		})
+		cancel()
 		if err != nil {
 			lastErr = err
 			if strings.Contains(err.Error(), "overlaps") || strings.Contains(err.Error(), "in use") {

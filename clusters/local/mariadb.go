@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -124,13 +125,18 @@ func (e *mariadbEngine) initPath(n *sqlNode) string { return filepath.Join(n.dir
 
 // socketPath is the node's Unix socket: in its directory when the path
 // fits the 107 bytes a socket address holds, else in the temporary
-// directory, named after the port.
+// directory, named after a hash of the node's directory. Not after the
+// port: nodes of concurrent runs in network namespaces of their own all
+// listen on 3306, and a second server refuses to start on a socket that
+// another one uses.
 func (e *mariadbEngine) socketPath(n *sqlNode) string {
 	p := filepath.Join(n.dir, "mariadb.sock")
 	if len(p) < 100 {
 		return p
 	}
-	return filepath.Join(os.TempDir(), fmt.Sprintf("locktest-mariadb-%d.sock", n.port))
+	h := fnv.New64a()
+	h.Write([]byte(n.dir))
+	return filepath.Join(os.TempDir(), fmt.Sprintf("locktest-mariadb-%016x.sock", h.Sum64()))
 }
 
 func (e *mariadbEngine) prepare(ctx context.Context, n *sqlNode) error {

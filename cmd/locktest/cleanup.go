@@ -2,9 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"net"
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -28,11 +33,18 @@ have a parent-death signal); any still inside a namespace is killed with it.
 Under the docker provider, containers do not die with their driver: cleanup
 removes the containers and Docker networks labelled locktest.run whose
 driver (label locktest.owner-pid) is gone, and nothing else — not the
-images locktest built, which later runs reuse.`,
+images locktest built, which later runs reuse.
+
+A MariaDB node whose run folder is too deep for a socket address has its
+socket in the temporary folder (locktest-mariadb-*.sock); cleanup removes
+those that no server answers on.`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			w := cmd.OutOrStdout()
 			if err := cleanupLabs(cmd.Context(), w, dry); err != nil {
+				return err
+			}
+			if err := cleanupSockets(w, os.TempDir(), dry); err != nil {
 				return err
 			}
 			return cleanupDocker(cmd.Context(), w, dry)
@@ -61,6 +73,50 @@ func cleanupLabs(ctx context.Context, w io.Writer, dry bool) error {
 	printLeft(w, "removed", removed)
 	if err != nil {
 		return fmt.Errorf("cleanup: %w", err)
+	}
+	return nil
+}
+
+// socketPattern names the Unix sockets of MariaDB nodes whose directory is
+// too long for a socket address (clusters/local puts them in the temporary
+// folder).
+const socketPattern = "locktest-mariadb-*.sock"
+
+// cleanupSockets removes the sockets matching socketPattern in dir that no
+// server answers on: those of nodes that a killed driver took down with it.
+// A socket a live server listens on, in whatever network namespace, accepts
+// the connection and is kept.
+func cleanupSockets(w io.Writer, dir string, dry bool) error {
+	paths, err := filepath.Glob(filepath.Join(dir, socketPattern))
+	if err != nil {
+		return fmt.Errorf("cleanup: %w", err)
+	}
+	var stale []string
+	for _, p := range paths {
+		if fi, err := os.Lstat(p); err != nil || fi.Mode().Type() != os.ModeSocket {
+			continue // not a socket: not ours
+		}
+		c, err := net.DialTimeout("unix", p, time.Second)
+		if err == nil {
+			c.Close()
+			continue
+		}
+		if !errors.Is(err, syscall.ECONNREFUSED) {
+			continue // not ours to judge (a permission error, say)
+		}
+		if !dry {
+			if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return fmt.Errorf("cleanup: %w", err)
+			}
+		}
+		stale = append(stale, p)
+	}
+	if len(stale) > 0 {
+		verb := "removed"
+		if dry {
+			verb = "would remove"
+		}
+		fmt.Fprintf(w, "%s %d stale sockets: %s\n", verb, len(stale), strings.Join(stale, ", "))
 	}
 	return nil
 }
