@@ -123,7 +123,7 @@ var foreignFlags = map[string]string{
 	"--auth": "mariadb-install-db", "--auth-root-authentication-method": "mariadb-install-db", "--init-file": "mariadbd",
 	"--no-defaults": "mariadbd", "--locale": "initdb", "--no-sync": "initdb",
 	"--clear-groups": "setpriv", "--regid": "setpriv", "--reuid": "setpriv",
-	"--case": "scripts/soak", "--no-cleanup": "scripts/soak",
+	"--case": "scripts/soak", "--no-cleanup": "scripts/soak", "--max-ms": "scripts/soak", "--providers": "scripts/soak",
 	"--election-timeout": "etcd", "--heartbeat-interval": "etcd", "--initial-cluster": "etcd",
 }
 
