@@ -200,9 +200,9 @@ func TestDockerEtcdClientPause(t *testing.T) {
 // fault is recorded and healed; from the fault's start to the end of its
 // heal clients cannot reach the killed node and time out at the paused
 // one; they acquire again after the heal. The first fault comes at most
-// 750 ms into the workload and the nemesis runs 6 s; the 6 s after it are
-// fault-free, room for a container's restart, which takes seconds on a
-// loaded machine.
+// 750 ms into the workload and the nemesis runs 6 s; the 15 s after it are
+// fault-free, room for a container's restart and the clients' reconnection,
+// which took more than 6 s with both cores loaded by stress-ng.
 func TestDockerNodeFaults(t *testing.T) {
 	for _, tc := range []struct {
 		fault, heal string
@@ -225,7 +225,7 @@ func TestDockerNodeFaults(t *testing.T) {
 			cfg.Faults = []string{tc.fault}
 			cfg.TTL, cfg.Timeout = 500*time.Millisecond, 300*time.Millisecond
 			cfg.Interval, cfg.Window, cfg.NodeDown = 500*time.Millisecond, 600*time.Millisecond, 500*time.Millisecond
-			cfg.Duration, cfg.Quiet = 12*time.Second, 6*time.Second
+			cfg.Duration, cfg.Quiet = 21*time.Second, 15*time.Second
 			// Clients retry a refused acquire after at most 50 ms, not 5: at
 			// 5 ms, five clients failing at once against the killed node
 			// keep both cores so busy that, with another process loading

@@ -70,9 +70,10 @@ func TestNetworkFaultsCutAndHeal(t *testing.T) {
 	needNetns(t)
 	cfg := faultConfig(t, "client-isolate", "loss")
 	cfg.Loss = 1 // every packet: a loss window is a partition of the node
-	// Room after the last heal for every client, reconnecting, to get a turn.
+	// Room after the last heal for every client, reconnecting, to get a turn:
+	// on a loaded machine the heal's iptables calls alone can take seconds.
 	cfg.Think = 5 * time.Millisecond
-	cfg.Duration, cfg.Quiet = 6*time.Second, 3*time.Second
+	cfg.Duration, cfg.Quiet = 11*time.Second, 8*time.Second
 	out, h := mustRun(t, cfg)
 	defer assertLabGone(t, out.Results.Run.Lab)
 	if !strings.HasPrefix(out.Results.Run.Network, "netns 10.77.") {
