@@ -119,7 +119,7 @@ func flagsOf(c *cobra.Command) []*pflag.Flag {
 var foreignFlags = map[string]string{
 	"--appendonly": "redis-server", "--bind": "redis-server", "--dir": "redis-server", "--port": "redis-server",
 	"--protected-mode": "redis-server", "--save": "redis-server",
-	"--cluster": "redis-cli", "--cluster-replicas": "redis-cli", "--cluster-yes": "redis-cli",
+	"--cluster": "redis-cli", "--noflush": "iptables-restore", "--cluster-replicas": "redis-cli", "--cluster-yes": "redis-cli",
 	"--auth": "mariadb-install-db", "--auth-root-authentication-method": "mariadb-install-db", "--init-file": "mariadbd",
 	"--no-defaults": "mariadbd", "--locale": "initdb", "--no-sync": "initdb",
 	"--clear-groups": "setpriv", "--regid": "setpriv", "--reuid": "setpriv",
