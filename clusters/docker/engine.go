@@ -1,5 +1,5 @@
 // Package docker is the cluster provider that runs the nodes of a lock
-// service as Docker containers (DESIGN.md §1, "provider"), beside the local
+// service as Docker containers, beside the local
 // provider's processes. A run gets a user-defined bridge network of its own
 // (a [Lab]); each node is a container on it with a fixed address, created,
 // started and waited for with testcontainers-go. The faults go below
