@@ -2,7 +2,6 @@ package mysql
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/locktest/locktest/impls"
@@ -75,9 +74,9 @@ func (c *ForUpdate) Acquire(ctx context.Context, lock string, ttl time.Duration)
 			return impls.Lease{}, err
 		}
 		if n == 0 {
-			q := fmt.Sprintf("SET STATEMENT max_statement_time=%.3f FOR INSERT IGNORE INTO %s.row_locks (name) VALUES (?)", wait.Seconds(), Database)
+			q := bounded(wait, "INSERT IGNORE INTO "+Database+".row_locks (name) VALUES (?)")
 			if _, err := conn.ExecContext(ctx, q, lock); err != nil {
-				if n := errNumber(err); n == errStatementTimeout || n == errLockWaitTimeout {
+				if timedOut(err) {
 					return impls.Lease{}, impls.ErrNotAcquired
 				}
 				c.drop()
@@ -91,10 +90,10 @@ func (c *ForUpdate) Acquire(ctx context.Context, lock string, ttl time.Duration)
 		return impls.Lease{}, err
 	}
 	var version uint64
-	q := fmt.Sprintf("SET STATEMENT max_statement_time=%.3f FOR SELECT version FROM %s.row_locks WHERE name = ? FOR UPDATE", wait.Seconds(), Database)
+	q := bounded(wait, "SELECT version FROM "+Database+".row_locks WHERE name = ? FOR UPDATE")
 	err = conn.QueryRowContext(ctx, q, lock).Scan(&version)
 	if err != nil {
-		if n := errNumber(err); n == errStatementTimeout || n == errLockWaitTimeout {
+		if timedOut(err) {
 			if _, rerr := conn.ExecContext(ctx, "ROLLBACK"); rerr != nil {
 				c.drop()
 			}

@@ -214,6 +214,26 @@ func waitBudget(ctx context.Context) time.Duration {
 	return max(w, 0)
 }
 
+// bounded prefixes stmt with a MariaDB max_statement_time of at most
+// budget (and at least 1ms, since 0 would mean no limit), so that a
+// statement waiting on a row lock gives up on the server before the
+// caller's deadline. A statement that hits the limit (errStatementTimeout)
+// or the server's own lock wait timeout (errLockWaitTimeout) is rolled
+// back: it changed nothing. Without the bound, a connection the driver
+// abandons at the deadline leaves its server thread waiting for up to
+// innodb_lock_wait_timeout (50s by default), and under contention those
+// threads fill max_connections.
+func bounded(budget time.Duration, stmt string) string {
+	return fmt.Sprintf("SET STATEMENT max_statement_time=%.3f FOR %s", max(budget, time.Millisecond).Seconds(), stmt)
+}
+
+// timedOut reports whether err says the server gave up a statement on a
+// time limit, which rolls the statement back.
+func timedOut(err error) bool {
+	n := errNumber(err)
+	return n == errStatementTimeout || n == errLockWaitTimeout
+}
+
 // errNumber returns the MariaDB error number of err, or 0.
 func errNumber(err error) uint16 {
 	var me *mysql.MySQLError
@@ -224,13 +244,14 @@ func errNumber(err error) uint16 {
 }
 
 // retryUntil runs try until it reports done, with pauses of pause between
-// attempts, until the wait budget of ctx is spent. It returns
+// attempts, until the wait budget of ctx is spent; try is passed what is
+// left of that budget, to bound its statement with. It returns
 // impls.ErrNotAcquired when every attempt found the lock taken, or the
 // first error.
-func retryUntil(ctx context.Context, pause time.Duration, try func() (bool, error)) error {
+func retryUntil(ctx context.Context, pause time.Duration, try func(budget time.Duration) (bool, error)) error {
 	end := time.Now().Add(waitBudget(ctx))
 	for {
-		done, err := try()
+		done, err := try(time.Until(end))
 		if err != nil {
 			return err
 		}

@@ -178,3 +178,63 @@ func TestWaitBudget(t *testing.T) {
 		t.Errorf("waitBudget without deadline = %v", got)
 	}
 }
+
+// A polling acquire that meets a row lock held by a transaction of someone
+// else (here: an uncommitted insert of the same name, and a row locked FOR
+// UPDATE) gives up on the server before its deadline, with a certain
+// failure. Without the bound its server thread would wait up to
+// innodb_lock_wait_timeout after the driver abandoned the connection, and
+// under contention such threads fill max_connections.
+func TestRowLockWaitBounded(t *testing.T) {
+	addr := startServer(t)
+	tests := []struct {
+		impl string
+		lock string // locks the row that impl's acquire needs, in an open transaction
+	}{
+		{"mysql-unique-insert", "INSERT INTO " + Database + ".unique_locks (name, owner, expires_at) VALUES (?, 'other', NOW(6) + INTERVAL 1 MINUTE)"},
+		{"mysql-optimistic", "SELECT version FROM " + Database + ".cas_locks WHERE name = ? FOR UPDATE"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.impl, func(t *testing.T) {
+			c := newClient(t, tt.impl, addr, 0, nil)
+			lock := "row-locked-" + tt.impl
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			l, err := c.Acquire(ctx, lock, time.Minute) // creates the schema and the row
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.Release(ctx, l); err != nil {
+				t.Fatal(err)
+			}
+			s, err := newSession(impls.Config{Addrs: []string{addr}, Now: func() time.Duration { return 0 }}, nil, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			conn, err := s.get(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := conn.ExecContext(ctx, "START TRANSACTION"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := conn.ExecContext(ctx, tt.lock, lock); err != nil {
+				t.Fatal(err)
+			}
+			actx, acancel := context.WithTimeout(ctx, 600*time.Millisecond)
+			_, err = c.Acquire(actx, lock, time.Minute)
+			late := actx.Err()
+			acancel()
+			if !errors.Is(err, impls.ErrNotAcquired) {
+				t.Fatalf("acquire against a locked row: %v, want ErrNotAcquired", err)
+			}
+			if late != nil {
+				t.Errorf("the acquire returned only after its deadline: the server waited past it")
+			}
+			if _, err := conn.ExecContext(ctx, "ROLLBACK"); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}

@@ -2,6 +2,7 @@ package mysql
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -76,12 +77,12 @@ func (c *Optimistic) Acquire(ctx context.Context, lock string, ttl time.Duration
 	}
 	holder := c.value()
 	var lease impls.Lease
-	err = retryUntil(ctx, c.retry, func() (bool, error) {
+	err = retryUntil(ctx, c.retry, func(budget time.Duration) (bool, error) {
 		start := c.cfg.Now()
-		res, err := conn.ExecContext(ctx, "UPDATE "+Database+".cas_locks SET holder = ?, version = LAST_INSERT_ID(version + 1), "+
-			"expires_at = NOW(6) + INTERVAL ? MICROSECOND WHERE name = ? AND (holder IS NULL OR expires_at < NOW(6))",
+		res, err := conn.ExecContext(ctx, bounded(budget, "UPDATE "+Database+".cas_locks SET holder = ?, version = LAST_INSERT_ID(version + 1), "+
+			"expires_at = NOW(6) + INTERVAL ? MICROSECOND WHERE name = ? AND (holder IS NULL OR expires_at < NOW(6))"),
 			holder, ttl.Microseconds(), lock)
-		if errNumber(err) == errDeadlock {
+		if errNumber(err) == errDeadlock || timedOut(err) {
 			return false, nil // rolled back: nothing changed
 		}
 		if err != nil {
@@ -117,7 +118,10 @@ func (c *Optimistic) Release(ctx context.Context, l impls.Lease) (impls.Released
 	if err != nil {
 		return impls.Released{}, err
 	}
-	res, err := conn.ExecContext(ctx, "UPDATE "+Database+".cas_locks SET holder = NULL, expires_at = NULL WHERE name = ? AND holder = ?", l.Lock, l.Value)
+	res, err := conn.ExecContext(ctx, bounded(waitBudget(ctx), "UPDATE "+Database+".cas_locks SET holder = NULL, expires_at = NULL WHERE name = ? AND holder = ?"), l.Lock, l.Value)
+	if timedOut(err) {
+		return impls.Released{}, errors.New("UPDATE waited for the row lock until its time limit and was rolled back; the lock is still held")
+	}
 	if err != nil {
 		c.drop()
 		return impls.Released{}, err

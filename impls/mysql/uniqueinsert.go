@@ -26,7 +26,9 @@ const (
 //     restarts, so ids keep increasing).
 //   - Blocking: no, by nature; Acquire retries the INSERT every 10ms
 //     (parameter retry) until a little before its deadline, and every
-//     attempt that hit the duplicate key is a certain failure.
+//     attempt that hit the duplicate key, or waited for a row lock until
+//     its max_statement_time (the time left before that point), is a
+//     certain failure.
 //   - Reentrant: no; a second INSERT by the holder fails like anyone's.
 //   - Holder dies: its row stays until the cleanup loop of any client
 //     deletes it after expires_at. With the cleanup off (parameter
@@ -101,7 +103,7 @@ func (c *UniqueInsert) cleanup(interval time.Duration) {
 		case <-t.C:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_, _ = c.db.ExecContext(ctx, "DELETE FROM "+Database+".unique_locks WHERE expires_at < NOW(6)")
+		_, _ = c.db.ExecContext(ctx, bounded(750*time.Millisecond, "DELETE FROM "+Database+".unique_locks WHERE expires_at < NOW(6)"))
 		cancel()
 	}
 }
@@ -119,14 +121,15 @@ func (c *UniqueInsert) Acquire(ctx context.Context, lock string, ttl time.Durati
 	}
 	owner := c.value()
 	var lease impls.Lease
-	err = retryUntil(ctx, c.retry, func() (bool, error) {
+	err = retryUntil(ctx, c.retry, func(budget time.Duration) (bool, error) {
 		start := c.cfg.Now()
-		res, err := conn.ExecContext(ctx, "INSERT INTO "+Database+".unique_locks (name, owner, expires_at) VALUES (?, ?, NOW(6) + INTERVAL ? MICROSECOND)",
+		res, err := conn.ExecContext(ctx, bounded(budget, "INSERT INTO "+Database+".unique_locks (name, owner, expires_at) VALUES (?, ?, NOW(6) + INTERVAL ? MICROSECOND)"),
 			lock, owner, ttl.Microseconds())
-		if n := errNumber(err); n == errDupEntry || n == errDeadlock {
+		if n := errNumber(err); n == errDupEntry || n == errDeadlock || timedOut(err) {
 			// Taken; or InnoDB chose this insert as the victim of a
-			// deadlock with another insert or the cleanup's delete, and
-			// rolled it back. Either way nothing changed.
+			// deadlock with another insert or the cleanup's delete, or
+			// it waited for a row lock until its time limit, and was
+			// rolled back. Either way nothing changed.
 			return false, nil
 		}
 		if err != nil {
@@ -156,9 +159,9 @@ func (c *UniqueInsert) Release(ctx context.Context, l impls.Lease) (impls.Releas
 		return impls.Released{}, err
 	}
 	var deleted bool
-	err = retryUntil(ctx, c.retry, func() (bool, error) {
-		res, err := conn.ExecContext(ctx, "DELETE FROM "+Database+".unique_locks WHERE name = ? AND owner = ?", l.Lock, l.Value)
-		if errNumber(err) == errDeadlock {
+	err = retryUntil(ctx, c.retry, func(budget time.Duration) (bool, error) {
+		res, err := conn.ExecContext(ctx, bounded(budget, "DELETE FROM "+Database+".unique_locks WHERE name = ? AND owner = ?"), l.Lock, l.Value)
+		if errNumber(err) == errDeadlock || timedOut(err) {
 			return false, nil // rolled back: try again
 		}
 		if err != nil {
@@ -171,7 +174,7 @@ func (c *UniqueInsert) Release(ctx context.Context, l impls.Lease) (impls.Releas
 	})
 	switch {
 	case errors.Is(err, impls.ErrNotAcquired):
-		return impls.Released{}, errors.New("DELETE lost every deadlock until the deadline; the lock is still held")
+		return impls.Released{}, errors.New("DELETE was rolled back (deadlock or lock wait) until the deadline; the lock is still held")
 	case err != nil:
 		return impls.Released{}, err
 	case !deleted:
