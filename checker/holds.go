@@ -308,8 +308,8 @@ func deathTime(h history.History, pair []int, i int32, p int) int64 {
 }
 
 // deathOps returns, per process, the positions of the ops that show it
-// dead: the ok completion of a nemesis op whose f starts with "kill-client"
-// naming it as "p<process>" among its targets (a kill that failed or may not
+// dead: the ok completion of a nemesis op whose fault kills (see
+// history.Kills, kill-client's) naming it as "p<process>" among its targets (a kill that failed or may not
 // have happened proves nothing), or an info op of the process whose error
 // starts with "worker exited" (the pool completes a dead worker's open op
 // so).
@@ -318,7 +318,7 @@ func deathOps(h history.History) map[int][]int32 {
 	for i := range h {
 		o := &h[i]
 		switch {
-		case o.Process < 0 && o.Type == history.OK && strings.HasPrefix(o.F, "kill-client"):
+		case history.Kills(*o):
 			for _, t := range o.Value.Targets {
 				if p, ok := processTarget(t); ok {
 					out[p] = append(out[p], int32(i))

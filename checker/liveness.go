@@ -28,9 +28,9 @@ import (
 //     whatever became of the holder;
 //   - a session lock (no valid_until) ended only when the holder is known
 //     to have lost it: its worker died (an info op of the holder with an
-//     error starting "worker exited", or a nemesis op whose f starts with
-//     "kill-client" naming the holder as "p<process>", after the acquire
-//     ok), or its release completed fail or info. A session holder that is
+//     error starting "worker exited", or the ok completion of a nemesis
+//     op whose fault kills (history.Kills) naming the holder as
+//     "p<process>", after the acquire ok), or its release completed fail or info. A session holder that is
 //     merely silent — paused, or still working when the history ended —
 //     holds its lock rightly, and the others failing is no anomaly.
 //
@@ -126,7 +126,7 @@ func (c Liveness) Check(ctx context.Context, h history.History) Result {
 		if o.Process < 0 {
 			// The nemesis records a fault's targets on its ok
 			// completion; a kill that failed proves nothing.
-			if o.Type == history.OK && strings.HasPrefix(o.F, "kill-client") {
+			if history.Kills(*o) {
 				for _, t := range o.Value.Targets {
 					if p, ok := processTarget(t); ok {
 						deaths[p] = append(deaths[p], int32(step))
@@ -374,11 +374,6 @@ func (v *view) stuckUnknown(l, inv int32, died int64, proof []int32, fails int, 
 	}
 }
 
-// HealNames are the f of the nemesis ops that end a fault (see the
-// nemesis package); every other nemesis op begins one.
-var HealNames = []string{"resume-client", "restart-node", "resume-node", "replace-client", "heal-network",
-	"heal-delay", "clock-restore", "clock-reset-done", "clock-unskew-client"}
-
 // span is a time interval [from, to].
 type span struct{ from, to int64 }
 
@@ -394,7 +389,7 @@ func faultWindows(h history.History, end int64) []span {
 		if o.Process >= 0 {
 			continue
 		}
-		heal := slices.Contains(HealNames, o.F)
+		heal := history.IsHeal(o.F) // every other nemesis op begins a fault
 		switch {
 		case !heal && o.Type == history.Invoke && open < 0:
 			open = o.Time

@@ -18,6 +18,7 @@ import (
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/impls"
 	"github.com/locktest/locktest/internal/stats"
+	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/reports"
 	"github.com/locktest/locktest/run"
 )
@@ -73,7 +74,9 @@ func Measure(job Job, dir string, res reports.Results, h history.History) Result
 	r.Tokens = Tokens(h)
 	r.Recoveries = Recoveries(h)
 	r.Stuck = StuckLocks(res)
-	r.Avail = MeasureAvailability(h, "kill-node", "restart-node")
+	if k, ok := history.FaultNamed(killRestartFault); ok {
+		r.Avail = MeasureAvailability(h, k.InjectOp(), k.Heal)
+	}
 	return r
 }
 
@@ -164,12 +167,16 @@ var classDocs = map[Class]string{
 // Columns returns the matrix's columns for the fault classes given.
 func Columns(classes []Class) []reports.MatrixColumn {
 	var cols []reports.MatrixColumn
-	for _, c := range Classes {
-		if !slices.Contains(classes, c) && c != ClassNone {
-			continue
+	if !slices.Contains(classes, ClassNone) {
+		classes = append([]Class{ClassNone}, classes...)
+	}
+	for _, c := range classes {
+		title, doc := classTitles[c], classDocs[c]
+		if s, ok := nemesis.Lookup(string(c)); ok && title == "" {
+			title, doc = s.Name, s.Name+": "+s.Doc
 		}
-		cols = append(cols, reports.MatrixColumn{Key: SafetyColumn(c), Title: "mutex: " + classTitles[c],
-			Doc: "mutual exclusion under " + classDocs[c] + ", resource mode none: the share of runs with a violation (" +
+		cols = append(cols, reports.MatrixColumn{Key: SafetyColumn(c), Title: "mutex: " + title,
+			Doc: "mutual exclusion under " + doc + ", resource mode none: the share of runs with a violation (" +
 				strings.Join(ViolationKinds, ", ") + "), with its 95% Wilson interval."})
 	}
 	return append(cols,

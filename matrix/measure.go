@@ -259,7 +259,7 @@ func Recoveries(h history.History) []Recovery {
 	var pending []*Recovery
 	for i, o := range h {
 		if o.IsNemesis() {
-			if o.F != "kill-client" || o.Type != history.OK || len(o.Value.Targets) != 1 {
+			if !history.Kills(o) || len(o.Value.Targets) != 1 {
 				continue
 			}
 			var p int

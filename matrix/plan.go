@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/impls"
+	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/run"
 	"github.com/locktest/locktest/workloads"
 )
@@ -50,31 +51,45 @@ const (
 	ClassClock Class = "clock"
 )
 
+// killRestartFault is the fault of ClassKillRestart, whose runs also
+// measure availability with one node lost.
+const killRestartFault = "kill-node"
+
 // Classes are the fault classes in the order of the matrix's columns.
 var Classes = []Class{ClassNone, ClassClientPause, ClassNodePause, ClassKillRestart, ClassPartition, ClassClock}
 
 // ParseClasses reads a list of class names; "all" or an empty list means
 // Classes. ClassNone is always included: its run is the 8-client
-// performance run as well.
+// performance run as well. The name of any fault of the nemesis's registry
+// is a class too, that fault alone, with a column after the classes above.
 func ParseClasses(names []string) ([]Class, error) {
 	if len(names) == 0 || len(names) == 1 && names[0] == "all" {
 		return slices.Clone(Classes), nil
 	}
 	want := map[Class]bool{ClassNone: true}
+	var extra []Class // faults named as classes, in order
 	for _, n := range names {
 		c := Class(strings.TrimSpace(n))
-		if !slices.Contains(Classes, c) {
+		if _, fault := nemesis.Lookup(string(c)); !slices.Contains(Classes, c) && !fault {
 			var known []string
 			for _, k := range Classes {
 				known = append(known, string(k))
 			}
-			return nil, fmt.Errorf("unknown fault class %q (known: %s)", n, strings.Join(known, ", "))
+			return nil, fmt.Errorf("unknown fault class %q (known: %s, or a fault: %s)", n, strings.Join(known, ", "), strings.Join(nemesis.Names(), ", "))
+		}
+		if !want[c] {
+			extra = append(extra, c)
 		}
 		want[c] = true
 	}
 	var out []Class
 	for _, c := range Classes {
 		if want[c] {
+			out = append(out, c)
+		}
+	}
+	for _, c := range extra {
+		if !slices.Contains(Classes, c) {
 			out = append(out, c)
 		}
 	}
@@ -189,11 +204,16 @@ func Faults(c Class, impl impls.Impl) []string {
 	case ClassNodePause:
 		return []string{"pause-node"}
 	case ClassKillRestart:
-		return []string{"kill-node"}
+		return []string{killRestartFault}
 	case ClassPartition:
 		return []string{PartitionFault(impl.Nodes)}
 	case ClassClock:
 		return []string{"clock-bump", "clock-strobe"}
+	case ClassNone:
+		return nil
+	}
+	if _, ok := nemesis.Lookup(string(c)); ok {
+		return []string{string(c)} // a fault named as a class
 	}
 	return nil
 }

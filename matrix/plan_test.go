@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/impls"
+	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/workloads"
 )
 
@@ -20,7 +21,9 @@ func TestParseClasses(t *testing.T) {
 		{[]string{"all"}, Classes, ""},
 		{[]string{"client-pause"}, []Class{ClassNone, ClassClientPause}, ""},
 		{[]string{"clock", "none", "partition"}, []Class{ClassNone, ClassPartition, ClassClock}, ""},
-		{[]string{"gc"}, nil, `unknown fault class "gc" (known: none, client-pause, node-pause, kill-restart, partition, clock)`},
+		{[]string{"gc"}, nil, `unknown fault class "gc" (known: none, client-pause, node-pause, kill-restart, partition, clock, or a fault: ` + strings.Join(nemesis.Names(), ", ") + ")"},
+		// A fault of the registry is a class of its own, after the others.
+		{[]string{"noop", "clock"}, []Class{ClassNone, ClassClock, "noop"}, ""},
 	}
 	for _, tt := range tests {
 		got, err := ParseClasses(tt.in)
@@ -33,6 +36,25 @@ func TestParseClasses(t *testing.T) {
 		if err != nil || !slices.Equal(got, tt.want) {
 			t.Errorf("%v: %v %v, want %v", tt.in, got, err, tt.want)
 		}
+	}
+}
+
+// A fault defined in one file of the nemesis (noop) is a column of the
+// matrix when asked for, titled and documented from its registration.
+func TestFaultAsAClass(t *testing.T) {
+	impl, _ := impls.Lookup("redis-set-nx-px")
+	if got := Faults("noop", impl); !slices.Equal(got, []string{"noop"}) {
+		t.Errorf("Faults(noop) = %v", got)
+	}
+	spec, _ := nemesis.Lookup("noop")
+	var found bool
+	for _, c := range Columns([]Class{"noop"}) {
+		if c.Key == SafetyColumn("noop") {
+			found = c.Title == "mutex: noop" && strings.Contains(c.Doc, spec.Doc)
+		}
+	}
+	if !found {
+		t.Errorf("no column for noop titled and documented from its spec: %+v", Columns([]Class{"noop"}))
 	}
 }
 

@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -128,25 +126,6 @@ type SkewableClients interface {
 	SetWallOffset(process int, d time.Duration) error
 }
 
-var builders = map[string]func(Env) (Fault, error){
-	"pause-client":      newPauseClient,
-	"kill-node":         newKillNode,
-	"pause-node":        newPauseNode,
-	"kill-client":       newKillClient,
-	"isolate":           partitionBuilder("isolate"),
-	"halves":            partitionBuilder("halves"),
-	"majorities-ring":   partitionBuilder("majorities-ring"),
-	"bridge":            partitionBuilder("bridge"),
-	"client-isolate":    partitionBuilder("client-isolate"),
-	"partition":         partitionBuilder("partition"),
-	"loss":              newLoss,
-	"delay":             newDelay,
-	"clock-bump":        newClockBump,
-	"clock-strobe":      newClockStrobe,
-	"clock-reset":       newClockReset,
-	"clock-skew-client": newClockSkewClient,
-}
-
 // Build returns the faults called names. An unknown name, a pin in
 // env.Targets that the fault cannot honour (see ParseTargets; a node, role,
 // client host or worker the run can never have), or a fault the
@@ -156,7 +135,7 @@ func Build(names []string, env Env) ([]Fault, error) {
 	var out []Fault
 	for _, n := range names {
 		for _, pn := range strings.Split(n, "+") {
-			if _, ok := builders[pn]; !ok {
+			if _, ok := lookup(pn); !ok {
 				return nil, fmt.Errorf("unknown fault %q (known: %s)", pn, strings.Join(Names(), ", "))
 			}
 		}
@@ -175,7 +154,7 @@ func Build(names []string, env Env) ([]Fault, error) {
 	for _, n := range names {
 		var parts []Fault
 		for _, pn := range strings.Split(n, "+") {
-			f, err := builders[pn](env)
+			f, err := build(pn, env)
 			if err != nil {
 				return nil, fmt.Errorf("fault %s: %w", pn, err)
 			}
@@ -190,11 +169,34 @@ func Build(names []string, env Env) ([]Fault, error) {
 	return out, nil
 }
 
+// build builds the registered fault name for env: it checks that env can
+// apply it, builds it, gives it its kind, and lets it check the settings
+// that need its kind.
+func build(name string, env Env) (Fault, error) {
+	s, _ := lookup(name)
+	if err := s.Available(env); err != nil {
+		return nil, err
+	}
+	f, err := s.New(env)
+	if err != nil {
+		return nil, err
+	}
+	if k, ok := f.(interface{ setKind(*Spec) }); ok {
+		k.setKind(s)
+	}
+	if c, ok := f.(interface{ check() error }); ok {
+		if err := c.check(); err != nil {
+			return nil, err
+		}
+	}
+	return f, nil
+}
+
 // Known reports whether name is a fault Build knows: one name, or names
 // joined by "+" into a combined fault.
 func Known(name string) bool {
 	for _, pn := range strings.Split(name, "+") {
-		if _, ok := builders[pn]; !ok {
+		if _, ok := lookup(pn); !ok {
 			return false
 		}
 	}
@@ -265,146 +267,4 @@ func (c *combined) Heal(ctx context.Context) (history.Value, error) {
 		errs = append(errs, err)
 	}
 	return v, errors.Join(errs...)
-}
-
-// pauseClient freezes one worker process with SIGSTOP, as a stop-the-world
-// GC pause would, and thaws it with SIGCONT. At a pause point it stops the
-// worker exactly there: the worker reports the point and blocks, and is
-// stopped before it is told to go on.
-type pauseClient struct {
-	env Env
-
-	mu     sync.Mutex
-	target int
-	paused bool
-}
-
-func newPauseClient(env Env) (Fault, error) {
-	if env.Clients == nil {
-		return nil, fmt.Errorf("%w: no client pool", ErrUnavailable)
-	}
-	if env.ClientPause <= 0 {
-		return nil, fmt.Errorf("client pause duration must be positive, got %v", env.ClientPause)
-	}
-	return &pauseClient{env: env}, nil
-}
-
-func (f *pauseClient) Name() string            { return "pause-client" }
-func (f *pauseClient) HealName() string        { return "resume-client" }
-func (f *pauseClient) Duration() time.Duration { return f.env.ClientPause }
-
-func (f *pauseClient) Inject(ctx context.Context, rng *rand.Rand) (history.Value, error) {
-	p, err := f.env.pickProcess(f.Name(), f.env.Clients.Processes(), rng)
-	if err != nil {
-		return history.Value{}, err
-	}
-	v := history.Value{Targets: []string{fmt.Sprintf("p%d", p)}, Point: f.env.PausePoint,
-		Duration: int64(f.env.ClientPause)}
-	if f.env.PausePoint != "" {
-		if err := f.env.Clients.Arm(p, f.env.PausePoint); err != nil {
-			return v, fmt.Errorf("%w: arm p%d: %v", errNotApplied, p, err)
-		}
-		if _, err := f.env.Clients.WaitPoint(ctx, p); err != nil {
-			_ = f.env.Clients.Disarm(p)
-			return v, fmt.Errorf("%w: p%d did not reach %s: %v", errNotApplied, p, f.env.PausePoint, err)
-		}
-	}
-	// The worker waits at the point until it is told to go on, which Heal
-	// does only after SIGCONT: however late the kernel applies SIGSTOP, the
-	// worker cannot get past the point while it is meant to be paused.
-	if err := f.env.Clients.Signal(p, syscall.SIGSTOP); err != nil {
-		// The signal may have been delivered even though the wait for it
-		// failed: undo it, and record the pause as of unknown effect.
-		_ = f.env.Clients.Signal(p, syscall.SIGCONT)
-		f.release(p)
-		return v, fmt.Errorf("SIGSTOP p%d: %v", p, err)
-	}
-	f.mu.Lock()
-	f.target, f.paused = p, true
-	f.mu.Unlock()
-	return v, nil
-}
-
-func (f *pauseClient) Heal(ctx context.Context) (history.Value, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if !f.paused {
-		return history.Value{}, nil
-	}
-	v := history.Value{Targets: []string{fmt.Sprintf("p%d", f.target)}}
-	if err := f.env.Clients.Signal(f.target, syscall.SIGCONT); err != nil && !slices.Contains(f.env.Clients.Processes(), f.target) {
-		// The worker died while paused: nothing is left to resume.
-		f.paused = false
-		return v, nil
-	} else if err != nil {
-		return v, fmt.Errorf("SIGCONT p%d: %w", f.target, err)
-	}
-	f.release(f.target)
-	f.paused = false
-	return v, nil
-}
-
-// release lets a worker held at the pause point go on; for a worker that
-// is not at a point (or has died) it is harmless.
-func (f *pauseClient) release(p int) {
-	if f.env.PausePoint != "" {
-		_ = f.env.Clients.Continue(p)
-	}
-}
-
-// killNode SIGKILLs one node of the cluster and restarts it, with the same
-// data directory, when healed.
-type killNode struct {
-	env    Env
-	killer clusters.Killer
-
-	mu   sync.Mutex
-	dead []clusters.Node
-}
-
-func newKillNode(env Env) (Fault, error) {
-	k, ok := env.Cluster.(clusters.Killer)
-	if !ok {
-		return nil, fmt.Errorf("%w: the cluster provider cannot kill nodes", ErrUnavailable)
-	}
-	return &killNode{env: env, killer: k}, nil
-}
-
-func (f *killNode) Name() string            { return "kill-node" }
-func (f *killNode) HealName() string        { return "restart-node" }
-func (f *killNode) Duration() time.Duration { return f.env.NodeDown }
-
-func (f *killNode) Inject(ctx context.Context, rng *rand.Rand) (history.Value, error) {
-	n, roles, err := f.env.pickNode(ctx, f.Name(), f.env.candidates(f.Name()), rng)
-	if err != nil {
-		return history.Value{}, err
-	}
-	v := history.Value{Targets: []string{n.Name}, Duration: int64(f.env.NodeDown), Roles: roles}
-	err = f.killer.Kill(ctx, n)
-	// A failed kill is recorded as info: the node may be down all the same,
-	// so Heal restarts it too (restarting a running node does nothing).
-	f.mu.Lock()
-	if !slices.Contains(f.dead, n) {
-		f.dead = append(f.dead, n)
-	}
-	f.mu.Unlock()
-	if err != nil {
-		return v, fmt.Errorf("kill %s: %w", n.Name, err)
-	}
-	return v, nil
-}
-
-func (f *killNode) Heal(ctx context.Context) (history.Value, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var v history.Value
-	for len(f.dead) > 0 {
-		n := f.dead[0]
-		if err := f.killer.Restart(ctx, n); err != nil {
-			return v, fmt.Errorf("restart %s: %w", n.Name, err)
-		}
-		v.Targets = append(v.Targets, n.Name)
-		f.dead = f.dead[1:]
-	}
-	return v, nil
 }

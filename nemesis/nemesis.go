@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -189,14 +188,4 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	case <-t.C:
 		return true
 	}
-}
-
-// Names lists the fault names Build knows, sorted.
-func Names() []string {
-	n := make([]string, 0, len(builders))
-	for k := range builders {
-		n = append(n, k)
-	}
-	sort.Strings(n)
-	return n
 }

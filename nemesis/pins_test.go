@@ -14,25 +14,6 @@ import (
 	"github.com/locktest/locktest/clusters"
 )
 
-// Every fault Build knows says what its pins name, and every fault that
-// refuses pins says why.
-func TestEveryFaultHasAPinKind(t *testing.T) {
-	for _, f := range Names() {
-		k, ok := pinKinds[f]
-		if !ok {
-			t.Errorf("fault %s has no pin kind: --target %s=... would be neither honoured nor refused", f, f)
-		}
-		if k == pinNone && pinNoneWhy[f] == "" {
-			t.Errorf("fault %s refuses pins without a reason", f)
-		}
-	}
-	for f := range pinKinds {
-		if _, ok := builders[f]; !ok {
-			t.Errorf("pin kind for unknown fault %s", f)
-		}
-	}
-}
-
 // A pinned shape puts the pinned nodes where the pin says, for every seed:
 // the isolated node, the minority, the bridge, a client's lost nodes.
 func TestShapesHonourPins(t *testing.T) {

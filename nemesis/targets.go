@@ -28,7 +28,7 @@ const (
 type pinKind int
 
 const (
-	// pinNone: the fault takes no pins; pinNoneWhy says why.
+	// pinNone: the fault takes no pins; its spec says why.
 	pinNone pinKind = iota
 	// pinProcess: worker processes, "p0".
 	pinProcess
@@ -38,32 +38,13 @@ const (
 	pinClientOrNode
 )
 
-// pinKinds is what each fault's pins name. Every fault Build knows has an
-// entry (a test checks it).
-var pinKinds = map[string]pinKind{
-	"pause-client":      pinProcess,
-	"kill-client":       pinProcess,
-	"clock-skew-client": pinProcess,
-	"kill-node":         pinNode,
-	"pause-node":        pinNode,
-	"clock-bump":        pinNode,
-	"clock-strobe":      pinNode,
-	"isolate":           pinNode,
-	"halves":            pinNode,
-	"bridge":            pinNode,
-	"loss":              pinNode,
-	"delay":             pinNode,
-	"client-isolate":    pinClientOrNode,
-	"majorities-ring":   pinNone,
-	"partition":         pinNone,
-	"clock-reset":       pinNone,
-}
-
-// pinNoneWhy says why a fault of kind pinNone refuses pins.
-var pinNoneWhy = map[string]string{
-	"majorities-ring": "every node sees a majority and no node has a place of its own, so a pin could not mean anything",
-	"partition":       "its groups are given whole by --partition: name the hosts there",
-	"clock-reset":     "it resets every node's clock",
+// pinsOf returns what the pins of fault name.
+func pinsOf(fault string) pinKind {
+	s, _ := lookup(fault)
+	if s == nil {
+		return pinNone
+	}
+	return s.pins
 }
 
 var (
@@ -87,7 +68,7 @@ func ParseTargets(s string) (map[string][]string, error) {
 		if !ok || fault == "" || who == "" {
 			return nil, fmt.Errorf("target %q: want fault=target[,target...], e.g. clock-bump=n3", part)
 		}
-		if _, known := builders[fault]; !known {
+		if _, known := lookup(fault); !known {
 			return nil, fmt.Errorf("target %q: unknown fault %q", part, fault)
 		}
 		for _, w := range strings.Split(who, ",") {
@@ -109,9 +90,10 @@ func checkPinKinds(fault string, pins []string) error {
 		return nil
 	}
 	pin := fault + "=" + strings.Join(pins, ",")
-	switch pinKinds[fault] {
+	switch pinsOf(fault) {
 	case pinNone:
-		return fmt.Errorf("%s: %s takes no target: %s", pin, fault, pinNoneWhy[fault])
+		s, _ := lookup(fault)
+		return fmt.Errorf("%s: %s takes no target: %s", pin, fault, s.noPins)
 	case pinProcess:
 		for _, p := range pins {
 			if !processPin.MatchString(p) {
@@ -155,7 +137,7 @@ func CheckTargets(targets map[string][]string, cluster clusters.Cluster, clients
 	}
 	sort.Strings(faults)
 	for _, f := range faults {
-		if _, ok := builders[f]; !ok {
+		if _, ok := lookup(f); !ok {
 			return fmt.Errorf("unknown fault %q", f)
 		}
 		if err := env.checkPins(f, procs); err != nil {
@@ -177,7 +159,7 @@ func (env Env) checkPins(fault string, procs []int) error {
 		return err
 	}
 	pin := fault + "=" + strings.Join(pins, ",")
-	switch pinKinds[fault] {
+	switch pinsOf(fault) {
 	case pinProcess:
 		if procs == nil {
 			return nil
@@ -207,7 +189,7 @@ func (env Env) checkPins(fault string, procs []int) error {
 		}
 		sort.Strings(roles)
 		for _, p := range pins {
-			if pinKinds[fault] == pinClientOrNode && clientPin.MatchString(p) {
+			if pinsOf(fault) == pinClientOrNode && clientPin.MatchString(p) {
 				if !slices.Contains(env.ClientHosts, p) {
 					return fmt.Errorf("%s: the run's client hosts are %s; %s is not one of them", pin, orNone(env.ClientHosts), p)
 				}
@@ -254,7 +236,7 @@ const roleReadTimeout = 2 * time.Second
 // candidates returns the nodes fault may hit: the data nodes (Targeter)
 // for the node faults that stop a process, every node for the others.
 func (env Env) candidates(fault string) []clusters.Node {
-	if fault == "kill-node" || fault == "pause-node" {
+	if s, _ := lookup(fault); s != nil && s.dataNodes {
 		return targetNodes(env.Cluster)
 	}
 	return env.Cluster.Nodes()
@@ -313,7 +295,7 @@ func (env Env) readRoles(ctx context.Context, nodes []clusters.Node) map[string]
 func (env Env) pinned(ctx context.Context, fault string, cands []clusters.Node) (hit []clusters.Node, roles map[string]string, err error) {
 	var pins []string
 	for _, p := range env.Targets[fault] {
-		if !(pinKinds[fault] == pinClientOrNode && clientPin.MatchString(p)) {
+		if !(pinsOf(fault) == pinClientOrNode && clientPin.MatchString(p)) {
 			pins = append(pins, p)
 		}
 	}

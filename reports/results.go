@@ -88,14 +88,13 @@ type Results struct {
 
 // Summarize computes the history-wide stats of a run: ops, critical
 // sections (acquire ok) and the faults injected (nemesis oks of the faults
-// named in faults; a partition shape s is recorded as partition-s).
+// named in faults, whose ops the fault registry names).
 func Summarize(faults []string, h history.History) map[string]float64 {
 	faults = FaultParts(faults)
 	s := map[string]float64{"ops": float64(len(h))}
 	for _, o := range h {
 		switch {
-		case o.IsNemesis() && o.Type == history.OK && (slices.Contains(faults, o.F) ||
-			strings.HasPrefix(o.F, "partition-") && slices.Contains(faults, strings.TrimPrefix(o.F, "partition-"))):
+		case o.IsNemesis() && o.Type == history.OK && slices.Contains(faults, faultOf(o.F)):
 			s["faults_injected"]++
 		case o.F == history.Acquire && o.Type == history.OK:
 			s["critical_sections"]++
@@ -127,6 +126,15 @@ func Check(info RunInfo, h history.History, rs []checker.Result) Results {
 	return r
 }
 
+// faultOf returns the name of the fault whose injection op has f, or f
+// when no fault has (a heal, or an op of a fault this build does not have).
+func faultOf(f string) string {
+	if k, ok := history.FaultOfOp(f); ok {
+		return k.Name
+	}
+	return f
+}
+
 // FaultParts splits combined faults ("partition+clock-bump") into their
 // parts, each once, in order: the history records each part as its own op.
 func FaultParts(faults []string) []string {
@@ -150,10 +158,7 @@ func neverApplied(faults []string, h history.History) []string {
 		if !o.IsNemesis() {
 			continue
 		}
-		f := o.F
-		if s, ok := strings.CutPrefix(f, "partition-"); ok && slices.Contains(faults, s) {
-			f = s
-		}
+		f := faultOf(o.F)
 		if !slices.Contains(faults, f) {
 			continue
 		}

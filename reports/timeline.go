@@ -85,13 +85,6 @@ type timeline struct {
 // fullOpsLimit is the largest history whose every op record is embedded.
 const fullOpsLimit = 20_000
 
-// healNames are the f of the nemesis's healing ops (nemesis/*.go).
-var healNames = map[string]bool{
-	"resume-client": true, "resume-node": true, "restart-node": true, "replace-client": true,
-	"heal-network": true, "heal-delay": true, "clock-restore": true, "clock-reset-done": true,
-	"clock-unskew-client": true,
-}
-
 var procTarget = regexp.MustCompile(`^p(\d+)`)
 
 func us(ns int64) int64 { return ns / 1000 }
@@ -180,15 +173,13 @@ func buildTimeline(rs []checker.Result, h history.History) *timeline {
 				window.End, window.Heal = us(o.Time), i
 				t.Faults = append(t.Faults, *window)
 				window = nil
-			case window == nil && !healNames[o.F] && (o.Type == history.OK || o.Type == history.Info):
+			case window == nil && !history.IsHeal(o.F) && (o.Type == history.OK || o.Type == history.Info):
 				window = &tlFault{Start: us(o.Time), Name: o.F, Targets: strings.Join(o.Value.Targets, " "), Inject: i, Heal: -1}
-				if strings.Contains(o.F, "client") {
-					for _, tg := range o.Value.Targets {
-						if m := procTarget.FindStringSubmatch(tg); m != nil {
-							if p, err := strconv.Atoi(m[1]); err == nil {
-								if l, ok := lane[p]; ok {
-									window.Lanes = append(window.Lanes, l)
-								}
+				for _, tg := range o.Value.Targets { // a worker it hit ("p3", "p2-2s") marks that worker's lane
+					if m := procTarget.FindStringSubmatch(tg); m != nil {
+						if p, err := strconv.Atoi(m[1]); err == nil {
+							if l, ok := lane[p]; ok {
+								window.Lanes = append(window.Lanes, l)
 							}
 						}
 					}

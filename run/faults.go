@@ -19,11 +19,16 @@ import (
 	"github.com/locktest/locktest/nemesis"
 )
 
-// Fault families, by what they need of the platform.
-var (
-	networkFaults = []string{"isolate", "halves", "majorities-ring", "bridge", "client-isolate", "partition", "loss"}
-	clockFaults   = []string{"clock-bump", "clock-strobe", "clock-reset"}
-)
+// networkFaults names the faults that need the network lab, for errors.
+func networkFaults() string {
+	var out []string
+	for _, s := range nemesis.Specs() {
+		if slices.Contains(s.Needs, nemesis.NeedNetwork) {
+			out = append(out, s.Name)
+		}
+	}
+	return strings.Join(out, ", ")
+}
 
 // goBackends are the backends whose nodes are Go programs: they read the
 // wall clock without libc, so the LD_PRELOAD clock shim cannot move them.
@@ -59,22 +64,13 @@ type platform struct {
 	dock *dockerPlatform
 }
 
-func wants(faults, family []string) bool {
-	for _, f := range faults {
-		if slices.Contains(family, f) {
-			return true
-		}
-	}
-	return false
-}
-
 // setupPlatform creates the network namespaces and the clock shim the run's
 // faults need. What cannot be had here (not root, no compiler, a Go node)
 // is not an error: the reason is kept, and the faults that need it are
 // reported unavailable.
 func setupPlatform(ctx context.Context, cfg Config, impl impls.Impl, dir string, lg *slog.Logger) (*platform, error) {
 	p := &platform{storeAddr: "127.0.0.1:0", clientNS: map[int]string{}}
-	useNet := cfg.Net == NetNamespaces || (cfg.Net == NetAuto && wants(cfg.faultParts(), networkFaults))
+	useNet := cfg.Net == NetNamespaces || (cfg.Net == NetAuto && nemesis.Needs(cfg.faultParts(), nemesis.NeedNetwork))
 	if cfg.Net == NetLoopback {
 		p.netReason = "the run was asked to use loopback (--net loopback)"
 	}
@@ -119,7 +115,7 @@ func setupPlatform(ctx context.Context, cfg Config, impl impls.Impl, dir string,
 	} else if p.netReason == "" {
 		p.netReason = "the run has no network namespaces (no network fault was asked for)"
 	}
-	if wants(cfg.faultParts(), clockFaults) {
+	if nemesis.Needs(cfg.faultParts(), nemesis.NeedClocks) {
 		switch {
 		case goBackends[impl.Backend]:
 			p.clockWhy = fmt.Sprintf("%s nodes are Go programs, which read the wall clock without libc: the LD_PRELOAD clock shim cannot move them (not applicable)", impl.Backend)
@@ -136,7 +132,7 @@ func setupPlatform(ctx context.Context, cfg Config, impl impls.Impl, dir string,
 			p.clocks = c
 		}
 	}
-	if slices.Contains(cfg.faultParts(), "delay") {
+	if nemesis.Needs(cfg.faultParts(), nemesis.NeedDelay) {
 		// tc netem delays every packet a node sends; without it (or without
 		// namespaces) a delaying proxy sits between the clients and nodes.
 		p.delayHow = "delay by a TCP proxy: the run has no network namespaces"

@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	_ "github.com/locktest/locktest/impls/all"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -17,6 +16,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	_ "github.com/locktest/locktest/impls/all"
 
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/clusters"
@@ -333,7 +334,7 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	if strings.Contains(strings.Join(cfg.Faults, ","), "+") {
 		info.Stagger = cfg.Stagger.String()
 	}
-	if slices.Contains(cfg.faultParts(), "pause-client") {
+	if nemesis.Reads(cfg.faultParts(), "pause") {
 		info.PausePoint, info.ClientPause = cfg.PausePoint, cfg.ClientPause.String()
 	}
 	// Until the run ends, results.json says how it was made and that it is

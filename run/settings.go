@@ -40,7 +40,7 @@ func (c *Config) usesNamespaces() bool {
 	if c.Provider == ProviderDocker {
 		return false
 	}
-	return c.Net == NetNamespaces || (c.Net == NetAuto && wants(c.faultParts(), networkFaults))
+	return c.Net == NetNamespaces || (c.Net == NetAuto && nemesis.Needs(c.faultParts(), nemesis.NeedNetwork))
 }
 
 // hostRE is a host of an explicit partition: a node (n1, n2, ...) or a
@@ -66,7 +66,7 @@ func (c *Config) validateSettings(impl impls.Impl) error {
 		}
 		if !c.usesNamespaces() {
 			return setupErr("--subnet is the subnet of the run's network namespaces, and this run has none (they come with --net netns, or with a network fault: %s)",
-				strings.Join(networkFaults, ", "))
+				networkFaults())
 		}
 	}
 	for _, g := range c.Groups {

@@ -333,8 +333,8 @@ func (s Scenario) Config(base run.Config) (run.Config, error) {
 		}
 	}
 	// down: 0s is meaningful (restart at once), so it is set whenever the
-	// scenario has kill-node.
-	if s.Down != 0 || slices.Contains(reports.FaultParts(s.Faults), "kill-node") {
+	// scenario has a fault that reads it (kill-node).
+	if s.Down != 0 || nemesis.Reads(reports.FaultParts(s.Faults), "down") {
 		c.NodeDown = time.Duration(s.Down)
 	}
 	if s.PausePoint != "" {
@@ -406,7 +406,7 @@ func (s Scenario) Command(seed int64) string {
 	for _, d := range s.durations(&run.Config{}) {
 		add(d.flag, time.Duration(d.v).String())
 	}
-	if slices.Contains(reports.FaultParts(s.Faults), "kill-node") {
+	if nemesis.Reads(reports.FaultParts(s.Faults), "down") {
 		a = append(a, "--down", time.Duration(s.Down).String())
 	}
 	add("--pause-point", s.PausePoint)

@@ -64,7 +64,7 @@ var badValues = map[string][]badCase{
 	"run --down": {bc("--down must not be negative, got -1s", "--faults", "kill-node", "--down", "-1s"),
 		bc("--down changes nothing in this run: it needs --faults kill-node", "--down", "2s")},
 	"run --window": {bc("--window must be positive, got 0s", "--faults", "pause-node", "--window", "0"),
-		bc("--window changes nothing in this run: it needs a fault that lasts a window", "--faults", "pause-client", "--window", "3s")},
+		bc("--window changes nothing in this run: it needs a fault that reads --window (any but clock-reset, kill-node, pause-client)", "--faults", "pause-client", "--window", "3s")},
 	"run --quiet-time": {bc("--quiet-time must be at least 0 and shorter than --time (2s), got -1s", "--faults", "pause-client", "--quiet-time", "-1s"),
 		bc("--quiet-time must be at least 0 and shorter than --time (2s), got 2s", "--faults", "pause-client", "--quiet-time", "2s")},
 	"run --net": {bc(`--net must be auto, netns, loopback, got "wifi"`, "--net", "wifi")},
@@ -109,7 +109,7 @@ var badValues = map[string][]badCase{
 	"debate --findings": {bc("--findings: stat STORE/nodir: no such file or directory", "--findings", "STORE/nodir/f.md")},
 
 	"matrix --impls":   {bc(`--impls: unknown impl "nope" (known: etcd-lease-txn, `, "--impls", "nope")},
-	"matrix --faults":  {bc(`--faults: unknown fault class "meteor" (known: none, client-pause, node-pause, kill-restart, partition, clock)`, "--faults", "meteor")},
+	"matrix --faults":  {bc(`--faults: unknown fault class "meteor" (known: none, client-pause, node-pause, kill-restart, partition, clock, or a fault: bridge, `, "--faults", "meteor")},
 	"matrix --seeds":   {bc("--seeds must be at least 1, got 0", "--seeds", "0")},
 	"matrix --time":    {bc("--time must be at least 2s (a run needs time for a fault and its recovery), got 1s", "--time", "1s")},
 	"matrix --ttl":     {bc("--ttl must be at least 1ms, got 0s", "--ttl", "0")},

@@ -19,9 +19,9 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/clusters/docker"
 	"github.com/locktest/locktest/clusters/local"
+	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/impls"
 	"github.com/locktest/locktest/matrix"
 	"github.com/locktest/locktest/nemesis"
@@ -457,7 +457,7 @@ func vocabulary() map[string]string {
 		add("pause point", i.Points...)
 	}
 	add("fault", nemesis.Names()...)
-	add("heal", checker.HealNames...)
+	add("heal", history.HealOps()...)
 	for _, m := range workloads.Modes() {
 		add("resource mode", string(m))
 	}

@@ -33,8 +33,8 @@ func newListCmd() *cobra.Command {
 				}
 			}
 			fmt.Fprintln(w, "faults:")
-			for _, n := range nemesis.Names() {
-				fmt.Fprintf(w, "  %s\n", n)
+			for _, s := range nemesis.Specs() {
+				fmt.Fprintf(w, "  %-20s [%s] %s (heal: %s).\n", s.Name, s.Family, s.Doc, s.Heal)
 			}
 			fmt.Fprintln(w, "resource modes:")
 			for _, m := range []workloads.Mode{workloads.ModeNone, workloads.ModeFenced, workloads.ModeCheckAndSet, workloads.ModeEtcdGuarded} {

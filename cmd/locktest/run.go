@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -123,50 +124,66 @@ func joinModes(ms []workloads.Mode) string {
 	return strings.Join(s, ", ")
 }
 
-// faultFlags maps each flag of `locktest run` that shapes only some faults
-// to the check that the run has one of them. A flag given on the command
-// line that would change nothing in the run is refused: a setting that is
-// silently ignored makes a run that is not the one its command line says.
-var faultFlags = []struct {
-	flag string
-	// uses reports whether a run with these fault parts (combined faults
-	// split) and kill-holder setting uses the flag.
-	uses func(parts []string, faults []string, killHolder bool) bool
-	// needs says what the flag needs, for the error.
-	needs string
-}{
-	{"pause", func(p, _ []string, _ bool) bool { return slices.Contains(p, "pause-client") }, "--faults pause-client"},
-	{"pause-point", func(p, _ []string, kh bool) bool {
-		return slices.Contains(p, "pause-client") || kh && slices.Contains(p, "kill-client")
-	}, "--faults pause-client, or kill-client with --kill-holder"},
-	{"kill-holder", func(p, _ []string, _ bool) bool { return slices.Contains(p, "kill-client") }, "--faults kill-client"},
-	{"down", func(p, _ []string, _ bool) bool { return slices.Contains(p, "kill-node") }, "--faults kill-node"},
-	{"loss", func(p, _ []string, _ bool) bool { return slices.Contains(p, "loss") }, "--faults loss"},
-	{"delay", func(p, _ []string, _ bool) bool { return slices.Contains(p, "delay") }, "--faults delay"},
-	{"strobe", func(p, _ []string, _ bool) bool { return slices.Contains(p, "clock-strobe") }, "--faults clock-strobe"},
-	{"clock-bump", func(p, _ []string, _ bool) bool {
-		return slices.ContainsFunc(p, func(f string) bool { return slices.Contains(clockMovers, f) })
-	}, "--faults " + strings.Join(clockMovers, ", ") + " or clock-skew-client"},
-	{"clock-direction", func(p, _ []string, _ bool) bool {
-		return slices.Contains(p, "clock-bump") || slices.Contains(p, "clock-skew-client")
-	}, "--faults clock-bump or clock-skew-client"},
-	{"partition", func(p, _ []string, _ bool) bool { return slices.Contains(p, "partition") }, "--faults partition"},
-	{"stagger", func(_, fs []string, _ bool) bool {
-		return slices.ContainsFunc(fs, func(f string) bool { return strings.Contains(f, "+") })
-	}, "a combined fault (--faults a+b)"},
-	{"window", func(p, _ []string, _ bool) bool {
-		return slices.ContainsFunc(p, func(f string) bool { return !slices.Contains(unwindowed, f) })
-	}, "a fault that lasts a window (any but " + strings.Join(unwindowed, ", ") + ")"},
-	{"interval", func(p, _ []string, _ bool) bool { return len(p) > 0 }, "--faults"},
-	{"quiet-time", func(p, _ []string, _ bool) bool { return len(p) > 0 }, "--faults"},
+// scheduleFlags are the flags of `locktest run` that shape the nemesis's
+// schedule rather than one fault: they need some fault (or, stagger, a
+// combined one). The flags that shape one fault are the Settings of the
+// faults that read them (nemesis.Spec).
+var scheduleFlags = []string{"interval", "quiet-time", "stagger"}
+
+// checkFaultFlags refuses a flag given on the command line that would
+// change nothing in the run: a setting that is silently ignored makes a run
+// that is not the one its command line says. A flag is used when a fault
+// of the run lists it among its Settings; --pause-point reaches kill-client
+// only with --kill-holder.
+func checkFaultFlags(f changer, cfg run.Config) error {
+	parts := reports.FaultParts(cfg.Faults)
+	readers := map[string][]string{} // flag → the faults that read it
+	for _, s := range nemesis.Specs() {
+		for _, flag := range s.Settings {
+			readers[flag] = append(readers[flag], s.Name)
+		}
+	}
+	for _, flag := range slices.Sorted(maps.Keys(readers)) {
+		if !f.Changed(flag) {
+			continue
+		}
+		used := slices.ContainsFunc(parts, func(p string) bool {
+			return slices.Contains(readers[flag], p) && !(flag == "pause-point" && p == "kill-client" && !cfg.KillHolder)
+		})
+		if !used {
+			return usageError{fmt.Errorf("--%s changes nothing in this run: it needs %s (faults: %s)", flag, needs(flag, readers[flag]), orNone(cfg.Faults))}
+		}
+	}
+	for _, flag := range scheduleFlags {
+		switch {
+		case !f.Changed(flag):
+		case flag == "stagger" && !slices.ContainsFunc(cfg.Faults, func(f string) bool { return strings.Contains(f, "+") }):
+			return usageError{fmt.Errorf("--stagger changes nothing in this run: it needs a combined fault (--faults a+b) (faults: %s)", orNone(cfg.Faults))}
+		case len(parts) == 0:
+			return usageError{fmt.Errorf("--%s changes nothing in this run: it needs --faults (faults: %s)", flag, orNone(cfg.Faults))}
+		}
+	}
+	return nil
 }
 
-// clockMovers are the faults that move a clock by --clock-bump.
-var clockMovers = []string{"clock-bump", "clock-strobe", "clock-skew-client"}
-
-// unwindowed are the faults whose duration is not --window: pause-client
-// lasts --pause, kill-node --down, and clock-reset is a single step.
-var unwindowed = []string{"pause-client", "kill-node", "clock-reset"}
+// needs says which faults a flag needs, for the error of checkFaultFlags:
+// the faults that read it, or, when most do, those that do not.
+func needs(flag string, readers []string) string {
+	if flag == "pause-point" {
+		return "--faults pause-client, or kill-client with --kill-holder"
+	}
+	all := nemesis.Names()
+	if len(readers) <= len(all)/2 {
+		return "--faults " + strings.Join(readers, ", ")
+	}
+	var not []string
+	for _, n := range all {
+		if !slices.Contains(readers, n) {
+			not = append(not, n)
+		}
+	}
+	return fmt.Sprintf("a fault that reads --%s (any but %s)", flag, strings.Join(not, ", "))
+}
 
 // config returns the run the flags describe. Bad values and flags that would
 // change nothing are usage errors; the rest of the checking is
@@ -188,11 +205,8 @@ func (rf *runFlags) config(f changer) (run.Config, error) {
 	if err := checkTargets(cfg); err != nil {
 		return cfg, usageError{fmt.Errorf("--target: %v", err)}
 	}
-	parts := reports.FaultParts(cfg.Faults)
-	for _, ff := range faultFlags {
-		if f.Changed(ff.flag) && !ff.uses(parts, cfg.Faults, cfg.KillHolder) {
-			return cfg, usageError{fmt.Errorf("--%s changes nothing in this run: it needs %s (faults: %s)", ff.flag, ff.needs, orNone(cfg.Faults))}
-		}
+	if err := checkFaultFlags(f, cfg); err != nil {
+		return cfg, err
 	}
 	cfg.Command = "locktest " + strings.Join(os.Args[1:], " ")
 	lvl, err := parseLevel(rf.logLevel)

@@ -1,0 +1,134 @@
+package nemesis
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/locktest/locktest/clusters"
+)
+
+// Ability is something a fault needs of the run's platform (the provider,
+// the network lab, the clock shim) or of its client pool. A fault lists
+// the abilities it needs in its Spec; the run sets up what the faults it
+// was asked for need, and a missing ability is the reason a fault is not
+// available.
+type Ability string
+
+// The abilities.
+const (
+	// NeedClients: stop, continue and signal the worker processes.
+	NeedClients Ability = "clients"
+	// NeedCrashClients: kill workers and start replacements.
+	NeedCrashClients Ability = "crash-clients"
+	// NeedSkewClients: move a worker's wall clock.
+	NeedSkewClients Ability = "skew-clients"
+	// NeedKillNodes: kill nodes and restart them (clusters.Killer).
+	NeedKillNodes Ability = "kill-nodes"
+	// NeedPauseNodes: stop and continue nodes (clusters.Pauser).
+	NeedPauseNodes Ability = "pause-nodes"
+	// NeedNetwork: cut and degrade the links between hosts (Env.Net).
+	NeedNetwork Ability = "network"
+	// NeedDelay: delay a node's traffic (Env.Delayer).
+	NeedDelay Ability = "delay"
+	// NeedClocks: move nodes' wall clocks (Env.Clocks).
+	NeedClocks Ability = "clocks"
+)
+
+// abilities maps each ability to the check that env has it: nil, or an
+// error wrapping ErrUnavailable that says what is missing.
+var abilities = map[Ability]func(env Env) error{
+	NeedClients:      needClients,
+	NeedCrashClients: needCrashableClients,
+	NeedSkewClients:  needSkewableClients,
+	NeedKillNodes:    needKiller,
+	NeedPauseNodes:   needPauser,
+	NeedNetwork:      needNetwork,
+	NeedDelay:        needDelayer,
+	NeedClocks:       needClocks,
+}
+
+// Available reports whether env has every ability the fault needs: nil,
+// or an error wrapping ErrUnavailable with the reason.
+func (s Spec) Available(env Env) error {
+	for _, a := range s.Needs {
+		if err := abilities[a](env); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Needs reports whether one of the faults named (parts of combined faults,
+// split) needs ability a, so that the run sets it up.
+func Needs(faults []string, a Ability) bool {
+	for _, f := range faults {
+		if s, ok := lookup(f); ok && slices.Contains(s.Needs, a) {
+			return true
+		}
+	}
+	return false
+}
+
+// needClients: a fault that acts on the worker processes.
+func needClients(env Env) error {
+	if env.Clients == nil {
+		return fmt.Errorf("%w: no client pool", ErrUnavailable)
+	}
+	return nil
+}
+
+// needCrashableClients: a fault that kills workers and starts replacements.
+func needCrashableClients(env Env) error {
+	if _, ok := env.Clients.(CrashableClients); !ok || env.Clients == nil {
+		return fmt.Errorf("%w: the client pool cannot kill and replace workers", ErrUnavailable)
+	}
+	return nil
+}
+
+// needSkewableClients: a fault that moves a worker's wall clock.
+func needSkewableClients(env Env) error {
+	if _, ok := env.Clients.(SkewableClients); !ok || env.Clients == nil {
+		return fmt.Errorf("%w: the client pool cannot skew clocks", ErrUnavailable)
+	}
+	return nil
+}
+
+// needKiller: a fault that kills and restarts nodes.
+func needKiller(env Env) error {
+	if _, ok := env.Cluster.(clusters.Killer); !ok {
+		return fmt.Errorf("%w: the cluster provider cannot kill nodes", ErrUnavailable)
+	}
+	return nil
+}
+
+// needPauser: a fault that stops and continues nodes.
+func needPauser(env Env) error {
+	if _, ok := env.Cluster.(clusters.Pauser); !ok {
+		return fmt.Errorf("%w: the cluster provider cannot pause nodes", ErrUnavailable)
+	}
+	return nil
+}
+
+// needNetwork: a fault that cuts or degrades the network between hosts.
+func needNetwork(env Env) error {
+	if env.Net == nil {
+		return fmt.Errorf("%w: %s", ErrUnavailable, orDefault(env.NetReason, "the run has no network namespaces"))
+	}
+	return nil
+}
+
+// needDelayer: a fault that delays a node's traffic.
+func needDelayer(env Env) error {
+	if env.Delayer == nil {
+		return fmt.Errorf("%w: %s", ErrUnavailable, orDefault(env.DelayReason, "no delay mechanism"))
+	}
+	return nil
+}
+
+// needClocks: a fault that moves nodes' wall clocks.
+func needClocks(env Env) error {
+	if env.Clocks == nil {
+		return fmt.Errorf("%w: %s", ErrUnavailable, orDefault(env.ClockReason, "the run has no clock shim"))
+	}
+	return nil
+}

@@ -1,0 +1,40 @@
+package nemesis
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+
+	"github.com/locktest/locktest/history"
+)
+
+func init() {
+	registerShape(Spec{
+		FaultKind: history.FaultKind{Name: "client-isolate", Op: "partition-client-isolate",
+			Doc: "cuts one client host from a random non-empty set of nodes, for the window"},
+		Settings: []string{"window"},
+		pins:     pinClientOrNode,
+	}, clientIsolate)
+}
+
+// clientIsolate cuts one client host from a random non-empty set of
+// nodes. Pinned client hosts choose the client; pinned nodes are the
+// set, all of them.
+func clientIsolate(in shapeIn, rng *rand.Rand) ([]Cut, []string, error) {
+	if len(in.clients) == 0 || len(in.nodes) == 0 {
+		return nil, nil, fmt.Errorf("client-isolate needs client hosts and nodes")
+	}
+	from := in.clients
+	if len(in.pinnedClients) > 0 {
+		from = in.pinnedClients
+	}
+	c := from[rng.IntN(len(from))]
+	var cut []string
+	if len(in.pinned) > 0 {
+		cut = slices.Clone(in.pinned)
+	} else {
+		s := shuffled(in.nodes, rng)
+		cut = slices.Clone(s[:1+rng.IntN(len(s))])
+	}
+	return []Cut{{A: []string{c}, B: cut}}, slices.Clone(cut), nil
+}

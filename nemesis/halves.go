@@ -1,0 +1,46 @@
+package nemesis
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+
+	"github.com/locktest/locktest/history"
+)
+
+func init() {
+	registerShape(Spec{
+		FaultKind: history.FaultKind{Name: "halves", Op: "partition-halves",
+			Doc: "splits the nodes into two halves (the smaller first), each client joining a random half, for the window"},
+		Settings: []string{"window"},
+		pins:     pinNode,
+	}, halves)
+}
+
+// halves splits the nodes into two halves (the smaller first) and puts
+// each client on a random side. Pinned nodes go to the smaller half
+// first: those of them that fit, then random other nodes fill it.
+func halves(in shapeIn, rng *rand.Rand) ([]Cut, []string, error) {
+	if len(in.nodes) < 2 {
+		return nil, nil, fmt.Errorf("halves needs at least 2 nodes")
+	}
+	var s []string
+	if len(in.pinned) > 0 {
+		s = append(shuffled(in.pinned, rng), shuffled(without(in.nodes, in.pinned...), rng)...)
+	} else {
+		s = shuffled(in.nodes, rng)
+	}
+	a, b := slices.Clone(s[:len(s)/2]), slices.Clone(s[len(s)/2:])
+	subject := slices.Clone(a)
+	if len(in.pinned) > 0 {
+		subject = slices.DeleteFunc(subject, func(n string) bool { return !slices.Contains(in.pinned, n) })
+	}
+	for _, c := range in.clients {
+		if rng.IntN(2) == 0 {
+			a = append(a, c)
+		} else {
+			b = append(b, c)
+		}
+	}
+	return []Cut{{A: a, B: b}}, subject, nil
+}

@@ -1,0 +1,174 @@
+package nemesis
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/locktest/locktest/history"
+)
+
+// Cut is one pair of host sets between which every packet is dropped.
+type Cut struct{ A, B []string }
+
+// shapeIn is what a partition shape cuts: the node names, the client hosts,
+// the explicit groups of "partition", and the nodes and client hosts the
+// fault's pins chose at this moment (empty when it is not pinned).
+type shapeIn struct {
+	nodes, clients []string
+	groups         [][]string
+	pinned         []string
+	pinnedClients  []string
+}
+
+// A shape returns the cuts to make and its subject: the nodes in the place
+// a pin chooses (the isolated node, the pinned nodes of the minority, the
+// bridge, the nodes a client loses); nil for shapes that take no pins. Every choice comes from
+// rng, so a seed names the partition; an unpinned shape draws exactly as it
+// did before pins existed.
+type shape func(in shapeIn, rng *rand.Rand) (cuts []Cut, subject []string, err error)
+
+// shapes are the partition shapes by fault name, filled by registerShape.
+var shapes = map[string]shape{}
+
+// healNetwork is the f of the op that heals every network fault: the
+// network lab clears all its rules at once.
+const healNetwork = "heal-network"
+
+// registerShape registers a partition fault: spec, completed with what
+// every partition shares (its heal, its family, the network it needs),
+// cutting the network in shape.
+func registerShape(spec Spec, sh shape) {
+	spec.Heal, spec.Family = healNetwork, history.FamilyNetwork
+	spec.Needs, spec.New = []Ability{NeedNetwork}, newPartition
+	shapes[spec.Name] = sh
+	Register(spec)
+}
+
+// ShapeCuts returns the cuts the partition shape makes of nodes and clients
+// with rng, unpinned; for tests and for the docs.
+func ShapeCuts(shape string, nodes, clients []string, groups [][]string, rng *rand.Rand) ([]Cut, error) {
+	f, ok := shapes[shape]
+	if !ok {
+		return nil, fmt.Errorf("unknown partition shape %q", shape)
+	}
+	cuts, _, err := f(shapeIn{nodes: nodes, clients: clients, groups: groups}, rng)
+	return cuts, err
+}
+
+// without returns s without the elements of xs, in order.
+func without(s []string, xs ...string) []string {
+	out := make([]string, 0, len(s))
+	for _, v := range s {
+		if !slices.Contains(xs, v) {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func shuffled(s []string, rng *rand.Rand) []string {
+	c := slices.Clone(s)
+	rng.Shuffle(len(c), func(i, j int) { c[i], c[j] = c[j], c[i] })
+	return c
+}
+
+func nodeNames(env Env) []string {
+	var out []string
+	for _, n := range env.Cluster.Nodes() {
+		out = append(out, n.Name)
+	}
+	return out
+}
+
+// describe renders cuts as "a,b|c,d; ...", the targets of the op.
+func describe(cuts []Cut) []string {
+	var out []string
+	for _, c := range cuts {
+		out = append(out, strings.Join(c.A, ",")+"|"+strings.Join(c.B, ","))
+	}
+	return out
+}
+
+// partitionFault cuts the network in one shape for the window.
+type partitionFault struct {
+	kind
+	env Env
+}
+
+// newPartition builds a partition fault; Build gives it its kind, whose
+// name is the shape.
+func newPartition(env Env) (Fault, error) {
+	if env.Window <= 0 {
+		return nil, fmt.Errorf("fault window must be positive, got %v", env.Window)
+	}
+	return &partitionFault{env: env}, nil
+}
+
+// check refuses, before the run starts, a shape that cannot fit the
+// cluster, and groups of --partition that name hosts the run does not have.
+func (f *partitionFault) check() error {
+	env, sh := f.env, f.spec.Name
+	if _, _, err := shapes[sh](shapeIn{nodes: nodeNames(env), clients: env.ClientHosts, groups: env.Groups}, rand.New(rand.NewPCG(0, 0))); err != nil {
+		return err
+	}
+	if sh != "partition" {
+		return nil
+	}
+	known := append(nodeNames(env), env.ClientHosts...)
+	for _, g := range env.Groups {
+		for _, h := range g {
+			if !slices.Contains(known, h) {
+				return fmt.Errorf("--partition names host %q, which this run does not have (hosts: %s)", h, strings.Join(known, ", "))
+			}
+		}
+	}
+	return nil
+}
+
+func (f *partitionFault) Duration() time.Duration { return f.env.Window }
+
+// Inject cuts the network in the fault's shape. A pinned fault first
+// resolves its pins: the nodes they name now (by name, or by the role the
+// cluster reports at this moment) and the client hosts they name; a pin
+// that matches nothing now leaves the network as it is.
+func (f *partitionFault) Inject(ctx context.Context, rng *rand.Rand) (history.Value, error) {
+	in := shapeIn{nodes: nodeNames(f.env), clients: f.env.ClientHosts, groups: f.env.Groups}
+	for _, p := range f.env.Targets[f.spec.Name] {
+		if clientPin.MatchString(p) && slices.Contains(in.clients, p) {
+			in.pinnedClients = append(in.pinnedClients, p)
+		}
+	}
+	hit, roles, err := f.env.pinned(ctx, f.spec.Name, f.env.Cluster.Nodes())
+	if err != nil {
+		return history.Value{}, err
+	}
+	for _, n := range hit {
+		in.pinned = append(in.pinned, n.Name)
+	}
+	cuts, subject, err := shapes[f.spec.Name](in, rng)
+	if err != nil {
+		return history.Value{}, fmt.Errorf("%w: %v", errNotApplied, err)
+	}
+	v := history.Value{Targets: describe(cuts), Duration: int64(f.env.Window), Roles: rolesOf(roles, subject...)}
+	for _, c := range cuts {
+		if err := f.env.Net.Cut(ctx, c.A, c.B); err != nil {
+			return v, err
+		}
+	}
+	return v, nil
+}
+
+func (f *partitionFault) Heal(ctx context.Context) (history.Value, error) {
+	return history.Value{}, f.env.Net.Heal(ctx)
+}
+
+func orDefault(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}
