@@ -1,4 +1,4 @@
-// Package matrix is the backend matrix of issue 8: it runs every impl
+// Package matrix is the backend matrix: it runs every impl
 // against each fault class and measures, per impl, the properties the
 // lock-selection articles list — mutual exclusion under each fault,
 // deadlock freedom after the holder dies, tolerance of one node lost,

@@ -22,7 +22,7 @@ const (
 	MatrixHeaderFile = "matrix.json"
 )
 
-// Matrix is the backend matrix of issue 8: one row per impl, one cell per
+// Matrix is the backend matrix: one row per impl, one cell per
 // measured property. The matrix package builds it from stored runs; this
 // package only renders it.
 type Matrix struct {

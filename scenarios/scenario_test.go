@@ -10,7 +10,7 @@ import (
 	"github.com/locktest/locktest/workloads"
 )
 
-// The built-in catalogue covers every claim of issue 8 and each of its
+// The built-in catalogue covers every claim of the debate, and each of its
 // scenarios makes a valid run.
 func TestBuiltinCatalogue(t *testing.T) {
 	all := Builtin()

@@ -753,3 +753,45 @@ func TestHelpListsEveryRegisteredName(t *testing.T) {
 		}
 	}
 }
+
+// outsideCitation matches what no comment or doc of the repository may
+// name: the first plan's documents, which the repository does not hold, an
+// issue of the tracker, or a path on a build machine. It is assembled from
+// pieces so that this file does not match itself.
+var outsideCitation = regexp.MustCompile(`\b(DESIGN|LOCKS)` + `\.md\b|\b[Ii]ssue` + ` #?[0-9]+\b|(^|[\s"'(=])(/work|/home|/root|/Users)` + `/`)
+
+// TestNoOutsideCitations fails when a source file, doc, scenario or script
+// of the repository cites a document outside it, an issue number or a
+// machine path: the design lives in docs/architecture.md and docs/locks.md.
+func TestNoOutsideCitations(t *testing.T) {
+	err := filepath.WalkDir(repoRoot, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if n := d.Name(); n == ".git" || n == "testdata" {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		switch filepath.Ext(path) {
+		case ".go", ".md", ".yaml", ".yml", ".sh", "":
+		default:
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for i, l := range strings.Split(string(b), "\n") {
+			if m := outsideCitation.FindString(l); m != "" {
+				rel, _ := filepath.Rel(repoRoot, path)
+				t.Errorf("%s:%d cites %q, which is outside the repository: cite docs/ instead", rel, i+1, strings.TrimSpace(m))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
