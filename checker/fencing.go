@@ -66,7 +66,7 @@ func (c FencingTokens) Check(ctx context.Context, h history.History) Result {
 	r.Stats["regressed_grants"] = 0
 	r.Stats["duplicate_tokens"] = 0
 	if len(byOK) == 0 {
-		r.Notes = append(r.Notes, Anomaly{Kind: "no-tokens", Ops: []int{},
+		r.Notes = append(r.Notes, Anomaly{Kind: KindNoTokens, Ops: []int{},
 			Explanation: "no acquire carried a fencing token, so there were no tokens to check"})
 		return r
 	}
@@ -112,7 +112,7 @@ func (c FencingTokens) Check(ctx context.Context, h history.History) Result {
 		}
 		ha, hb := &v.holds[a], &v.holds[b]
 		r.Anomalies = append(r.Anomalies, Anomaly{
-			Kind: "token-regression",
+			Kind: KindTokenRegression,
 			Ops:  v.indexes(ha.ok, hb.inv, hb.ok),
 			Explanation: fmt.Sprintf("process %d was granted token %d of lock %q at %s (invoked at %s), lower than token %d granted to process %d at %s",
 				hb.proc, tok(b), v.locks[hb.lock], secs(hb.start), secs(at), tok(a), ha.proc, secs(ha.start)),
@@ -186,7 +186,7 @@ func (v *view) duplicate(group []int32, t uint64) Anomaly {
 		each = append(each, fmt.Sprintf("%d more", len(group)-5))
 	}
 	return Anomaly{
-		Kind: "duplicate-token",
+		Kind: KindDuplicateToken,
 		Ops:  v.indexes(ops...),
 		Explanation: fmt.Sprintf("token %d of lock %q was granted %d times: to %s",
 			t, v.locks[v.holds[group[0]].lock], len(group), strings.Join(each, ", ")),

@@ -709,7 +709,7 @@ type linMeta struct {
 // (partials: porcupine's partial linearizations of the window).
 func (c Linearizability) explain(h history.History, w window, partials [][]int) Anomaly {
 	first, last := opSpan(w.ops)
-	a := Anomaly{Kind: "not-linearizable", Ops: []int{},
+	a := Anomaly{Kind: KindNotLinearizable, Ops: []int{},
 		Explanation: fmt.Sprintf("the %d ops of lock %q from %s to %s have no linearization as a %s",
 			len(w.ops), w.lock, secs(first), secs(last), c.Model)}
 	var longest []int

@@ -350,7 +350,7 @@ func (v *view) stuck(l int32, hd *hold, ended int64, proof []int32, fails int, f
 	}
 	ops := append([]int32{hd.ok, first, last}, proof...)
 	return Anomaly{
-		Kind: "stuck-lock",
+		Kind: KindStuckLock,
 		Ops:  v.indexes(ops...),
 		Explanation: fmt.Sprintf("lock %q stayed stuck: process %d acquired it at %s%s and never released it (%s), and all %d acquire attempts by other processes from %s to %s failed, %s after the hold ended",
 			v.locks[l], hd.proc, secs(hd.start), tokenWord(v.h[hd.ok].Value.Token), how, fails,
@@ -366,7 +366,7 @@ func (v *view) stuckUnknown(l, inv int32, died int64, proof []int32, fails int, 
 		ops = append(ops, done)
 	}
 	return Anomaly{
-		Kind: "stuck-lock",
+		Kind: KindStuckLock,
 		Ops:  v.indexes(ops...),
 		Explanation: fmt.Sprintf("lock %q stayed stuck: process %d died at %s inside an acquire invoked at %s whose outcome is unknown, and all %d acquire attempts by other processes from %s to %s failed, %s after its death",
 			v.locks[l], v.h[inv].Process, secs(died), secs(v.h[inv].Time), fails,

@@ -144,7 +144,7 @@ func (v *view) overlap(a, b *hold) Anomaly {
 		until = "never released before the history ended at " + secs(a.end)
 	}
 	return Anomaly{
-		Kind: "overlapping-holds",
+		Kind: KindOverlappingHolds,
 		Ops:  v.indexes(a.ok, b.ok, a.release),
 		Explanation: fmt.Sprintf("process %d acquired lock %q at %s%s while process %d still held it (acquired at %s%s, %s)",
 			b.proc, v.locks[b.lock], secs(b.start), withToken(v.h[b.ok].Value.Token),
@@ -202,7 +202,7 @@ func (v *view) foreignRelease(p int32, owners map[lockValue][]int32) Anomaly {
 		whose = fmt.Sprintf(" of process %d (acquired at %s%s)", o.proc, secs(o.start), tokenWord(v.h[o.ok].Value.Token))
 	}
 	return Anomaly{
-		Kind: "foreign-release",
+		Kind: KindForeignRelease,
 		Ops:  v.indexes(ops...),
 		Explanation: fmt.Sprintf("process %d's release of lock %q at %s removed lock value %q%s, not its own %q",
 			ok.Process, name, secs(at), removed, whose, own),

@@ -275,7 +275,7 @@ func (v *view) stale(w *write, store int64, tr *trampled) Anomaly {
 	proc := v.h[w.inv].Process
 	if w.hold < 0 {
 		return Anomaly{
-			Kind: "stale-write",
+			Kind: KindStaleWrite,
 			Ops:  v.indexes(w.inv, w.done),
 			Explanation: fmt.Sprintf("process %d %s at %s without having acquired the lock",
 				proc, v.wrote(w), secs(store)),
@@ -298,7 +298,7 @@ func (v *view) stale(w *write, store int64, tr *trampled) Anomaly {
 			expl += fmt.Sprintf("; process %d had acquired the lock at %s", o.proc, secs(o.start))
 		}
 	}
-	return Anomaly{Kind: "stale-write", Ops: v.indexes(ops...), Explanation: expl}
+	return Anomaly{Kind: KindStaleWrite, Ops: v.indexes(ops...), Explanation: expl}
 }
 
 // rejectedWhat renders "write of token 41", "write of 12" or "write", and
@@ -322,7 +322,7 @@ func (v *view) rejectedWhat(w *write) (what, reason string) {
 func (v *view) rejected(w *write, store int64) Anomaly {
 	what, reason := v.rejectedWhat(w)
 	return Anomaly{
-		Kind: "write-rejected",
+		Kind: KindWriteRejected,
 		Ops:  v.indexes(w.inv, w.done),
 		Explanation: fmt.Sprintf("the store rejected process %d's %s under lock %q at %s: %s (saved by fencing)",
 			v.h[w.inv].Process, what, v.lockName(w.inv), secs(store), reason),
@@ -344,7 +344,7 @@ func (v *view) liveRejected(w *write, store int64) Anomaly {
 		lease = "its lease ran until " + secs(hd.leaseEnd)
 	}
 	return Anomaly{
-		Kind: "live-write-rejected",
+		Kind: KindLiveWriteRejected,
 		Ops:  v.indexes(w.inv, w.done),
 		Explanation: fmt.Sprintf("the store rejected process %d's %s under lock %q at %s (%s) although %s: an availability cost of the resource's check",
 			v.h[w.inv].Process, what, v.lockName(w.inv), secs(store), reason, lease),
@@ -391,7 +391,7 @@ func (v *view) lostUpdate(a, b *accepted) Anomaly {
 		wrote = fmt.Sprintf("wrote %d", *n)
 	}
 	return Anomaly{
-		Kind: "lost-update",
+		Kind: KindLostUpdate,
 		Ops:  v.indexes(wa.done, wb.read, wb.done),
 		Explanation: fmt.Sprintf("process %d %s under lock %q (%s) at %s over process %d's write of %d at %s: %s lost",
 			v.h[wb.inv].Process, wrote, v.locks[b.lock], based, secs(b.store),
@@ -429,7 +429,7 @@ func (v *view) writeRegressions(ctx context.Context, r *Result, acc []accepted) 
 			}
 			wa, wb := &v.writes[a.w], &v.writes[b.w]
 			r.Anomalies = append(r.Anomalies, Anomaly{
-				Kind: "token-regression",
+				Kind: KindTokenRegression,
 				Ops:  v.indexes(wa.done, wb.inv, wb.done),
 				Explanation: fmt.Sprintf("the store accepted process %d's write of token %d under lock %q at %s after it had accepted process %d's write of token %d at %s",
 					v.h[wb.inv].Process, *b.token, v.locks[b.lock], secs(b.store),

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/impls"
 	"github.com/locktest/locktest/internal/stats"
@@ -177,7 +178,7 @@ func Columns(classes []Class) []reports.MatrixColumn {
 		}
 		cols = append(cols, reports.MatrixColumn{Key: SafetyColumn(c), Title: "mutex: " + title,
 			Doc: "mutual exclusion under " + doc + ", resource mode none: the share of runs with a violation (" +
-				strings.Join(ViolationKinds, ", ") + "), with its 95% Wilson interval."})
+				strings.Join(checker.SafetyKinds, ", ") + "), with its 95% Wilson interval."})
 	}
 	return append(cols,
 		reports.MatrixColumn{Key: ColDeadlock, Title: "deadlock freedom",
@@ -366,7 +367,7 @@ func deadlockCell(rs []Result) reports.MatrixCell {
 		stuckLocks += r.Stuck
 		for _, c := range r.Results.Checkers {
 			for _, a := range c.Anomalies {
-				if a.Kind == "stuck-lock" {
+				if a.Kind == checker.KindStuckLock {
 					stuckWhy = append(stuckWhy, a.Explanation)
 				}
 			}
@@ -483,7 +484,7 @@ func fencingCell(impl impls.Impl, none []Result, all []Result) reports.MatrixCel
 			continue
 		}
 		w := string(r.Job.Class)
-		if n := r.Safety.Kinds["token-regression"] + r.Safety.Kinds["duplicate-token"]; n > 0 && !slices.Contains(back, w) {
+		if n := r.Safety.Kinds[checker.KindTokenRegression] + r.Safety.Kinds[checker.KindDuplicateToken]; n > 0 && !slices.Contains(back, w) {
 			back = append(back, w)
 		}
 		if r.Safety.SameHolderTokens > 0 && !slices.Contains(same, w) {

@@ -14,19 +14,6 @@ import (
 	"github.com/locktest/locktest/reports"
 )
 
-// ViolationKinds are the anomaly kinds that count as a violation of mutual
-// exclusion in the matrix: two holders at once as the clients believed it
-// (overlapping-holds), a release that deleted another holder's lock
-// (foreign-release), what the resource store accepted from a holder whose
-// lease had ended (stale-write) or from two critical sections that read the
-// same value (lost-update), fencing tokens that went back or were granted
-// twice (token-regression, duplicate-token), and a history no sequential
-// mutex explains (not-linearizable). Liveness anomalies (stuck-lock) and
-// notes (no-tokens) are not violations of mutual exclusion, and neither is
-// a write the resource rightly refused (write-rejected).
-var ViolationKinds = []string{"overlapping-holds", "foreign-release", "stale-write", "lost-update",
-	"token-regression", "duplicate-token", "not-linearizable"}
-
 // safetyCheckers are the checkers whose verdict must be known for a run
 // without violations to count as showing that mutual exclusion held. The
 // linearizability checker is left out: it may time out on a long history
@@ -40,7 +27,7 @@ type Safety struct {
 	// Conclusive is true when the run shows either a violation or, with its
 	// faults applied and every safety checker decided, none.
 	Conclusive bool
-	// Violated is true when the run holds an anomaly of ViolationKinds.
+	// Violated is true when the run holds an anomaly of checker.SafetyKinds.
 	Violated bool
 	// Kinds counts the violations by anomaly kind.
 	Kinds map[string]int
@@ -62,7 +49,7 @@ type Safety struct {
 // to one process only.
 func allSameHolder(as []checker.Anomaly, h history.History) bool {
 	for _, a := range as {
-		if a.Kind != "duplicate-token" || !oneProcess(h, a.Ops) {
+		if a.Kind != checker.KindDuplicateToken || !oneProcess(h, a.Ops) {
 			return false
 		}
 	}
@@ -108,8 +95,8 @@ func ClassifySafety(r reports.Results, h history.History) Safety {
 	for _, c := range r.Checkers {
 		for _, a := range c.Anomalies {
 			switch {
-			case !slices.Contains(ViolationKinds, a.Kind):
-			case a.Kind == "duplicate-token" && oneProcess(h, a.Ops):
+			case !slices.Contains(checker.SafetyKinds, a.Kind):
+			case a.Kind == checker.KindDuplicateToken && oneProcess(h, a.Ops):
 				s.SameHolderTokens++
 			default:
 				s.Kinds[a.Kind]++
@@ -295,7 +282,7 @@ func StuckLocks(r reports.Results) int {
 	n := 0
 	for _, c := range r.Checkers {
 		for _, a := range c.Anomalies {
-			if a.Kind == "stuck-lock" {
+			if a.Kind == checker.KindStuckLock {
 				n++
 			}
 		}

@@ -2,9 +2,6 @@ package matrix
 
 import (
 	"math"
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -247,30 +244,5 @@ func TestMeasureAvailability(t *testing.T) {
 	}
 	if got := MeasureAvailability((&hist{}).acquire(0, 0, 1, history.OK).h, "kill-node", "restart-node"); got.Windows != 0 || !math.IsNaN(got.SuccessDuring()) {
 		t.Errorf("no fault: %+v", got)
-	}
-}
-
-func TestViolationKindsAreCheckerKinds(t *testing.T) {
-	// A kind renamed in a checker would silently stop counting as a
-	// violation here: every kind must be one a checker reports.
-	files, err := filepath.Glob(filepath.Join("..", "checker", "*.go"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("checker sources: %v", err)
-	}
-	var src strings.Builder
-	for _, f := range files {
-		if strings.HasSuffix(f, "_test.go") {
-			continue
-		}
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		src.Write(b)
-	}
-	for _, k := range ViolationKinds {
-		if !strings.Contains(src.String(), `Kind: "`+k+`"`) {
-			t.Errorf("no checker reports the violation kind %q", k)
-		}
 	}
 }

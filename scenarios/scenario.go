@@ -20,6 +20,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/reports"
 	"github.com/locktest/locktest/run"
@@ -258,6 +259,11 @@ func (s Scenario) Validate() error {
 		return errors.New("impl is missing: name the lock implementation (locktest list)")
 	case s.Expect == ExpectSafe && len(s.Anomalies) > 0:
 		return errors.New("anomalies are for a scenario that expects a violation; a safe one counts every anomaly")
+	}
+	for _, k := range s.Anomalies {
+		if !checker.IsAnomalyKind(k) {
+			return fmt.Errorf("anomalies: unknown kind %q; the checkers report %s", k, strings.Join(checker.AnomalyKinds, ", "))
+		}
 	}
 	for side, p := range s.Predictions {
 		if Outcome(p) == "" {

@@ -98,6 +98,7 @@ func TestParseErrors(t *testing.T) {
 		{"prediction", strings.Replace(good, "{kleppmann: violation}", "{kleppmann: probably fine}", 1), "must start with violation or safe"},
 		{"bad name", strings.Replace(good, "name: a", "name: Big Name", 1), "lower-case words"},
 		{"safe with anomalies", strings.Replace(good, "expect: violation", "expect: safe\n    anomalies: [stale-write]", 1), "anomalies are for a scenario that expects a violation"},
+		{"unknown anomaly kind", strings.Replace(good, "expect: violation", "expect: violation\n    anomalies: [stale-write, double-hold]", 1), `f.yaml:2: scenario "a": anomalies: unknown kind "double-hold"; the checkers report overlapping-holds, `},
 		{"partition", good + "    partition: n1\n", "partition: "},
 		{"empty", "scenarios: []\n", "no scenarios"},
 		{"not yaml", "scenarios: [\n", "f.yaml: line 1: did not find expected node content"},

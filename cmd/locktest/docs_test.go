@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/clusters/docker"
 	"github.com/locktest/locktest/clusters/local"
 	"github.com/locktest/locktest/history"
@@ -458,6 +459,8 @@ func vocabulary() map[string]string {
 	}
 	add("fault", nemesis.Names()...)
 	add("heal", history.HealOps()...)
+	add("anomaly kind", checker.AnomalyKinds...)
+	add("note kind", checker.NoteKinds...)
 	for _, m := range workloads.Modes() {
 		add("resource mode", string(m))
 	}
