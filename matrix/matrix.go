@@ -108,7 +108,7 @@ func Execute(ctx context.Context, jobs []Job, done func(i int, r Result)) ([]Res
 func runJob(ctx context.Context, j Job) Result {
 	if j.Probe == ProbeReentrant {
 		dir := filepath.Join(j.Config.StoreDir, j.Config.Name, time.Now().Format("20060102T150405.000"))
-		re := ProbeReentrancy(ctx, j.Impl, dir, j.Config.NodeCommand, j.Config.NodeEnv, j.Config.Logger)
+		re := ProbeReentrancy(ctx, j.Config, dir)
 		if err := writeProbe(dir, re); err != nil && j.Config.Logger != nil {
 			j.Config.Logger.Warn("reentrancy probe: keep its finding", "impl", j.Impl, "err", err)
 		}

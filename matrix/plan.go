@@ -159,6 +159,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("--ttl must be at least 1ms, got %v", o.TTL)
 	case o.Clients < 2:
 		return fmt.Errorf("--clients must be at least 2 (mutual exclusion needs contenders), got %d", o.Clients)
+	case o.Base.Provider != "" && !slices.Contains(run.Providers, o.Base.Provider):
+		return fmt.Errorf("--provider must be %s, got %q", strings.Join(run.Providers, " or "), o.Base.Provider)
 	}
 	return nil
 }

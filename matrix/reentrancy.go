@@ -4,14 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
-	"os"
-	"path/filepath"
 	"time"
 
-	"github.com/locktest/locktest/clusters/local"
+	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/impls"
 	"github.com/locktest/locktest/reports"
+	"github.com/locktest/locktest/run"
 )
 
 // Reentrancy is what the reentrancy probe of one impl found.
@@ -33,63 +31,51 @@ const (
 	probeLock    = "reentrancy"
 )
 
-// ProbeReentrancy measures reentrancy against a real cluster of the impl's
-// backend, started under dir and stopped before it returns: client A
-// acquires the lock, then acquires it again. A second acquire that is
-// refused (or still waiting at its deadline) is not reentrant. One that is
-// granted is checked with a second client B: if B can take the lock while
-// A holds both leases, A's second acquire gave up the first (not
-// reentrant); A then releases its first lease: if the release says the
-// lease was not held, the second acquire replaced the first (not
-// reentrant); if B can then take the lock, it was granted twice but one
-// release frees it (reentrant, nesting not counted); otherwise it is
-// reentrant with nesting counted. exe and exeEnv
-// run locktest's own node programs (local.Options.Exe); nil means this
-// executable.
-func ProbeReentrancy(ctx context.Context, name, dir string, exe, exeEnv []string, lg *slog.Logger) Reentrancy {
-	impl, err := impls.Lookup(name)
-	if err != nil {
-		return inconclusive("%v", err)
-	}
-	if lg == nil {
-		lg = slog.New(slog.DiscardHandler)
-	}
-	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {
-		return inconclusive("probe folder: %v", err)
-	}
-	cl, err := local.New(impl.Backend, local.Options{Nodes: impl.Nodes, Dir: dir, Exe: exe, ExeEnv: exeEnv, Logger: lg})
+// ProbeReentrancy measures reentrancy against a real cluster of cfg.Impl's
+// backend, started through run.WithCluster on cfg's provider with its
+// files under dir, and stopped before it returns: client A acquires the
+// lock, then acquires it again. A second acquire that is refused (or still
+// waiting at its deadline) is not reentrant. One that is granted is checked
+// with a second client B: if B can take the lock while A holds both leases,
+// A's second acquire gave up the first (not reentrant); A then releases its
+// first lease: if the release says the lease was not held, the second
+// acquire replaced the first (not reentrant); if B can then take the lock,
+// it was granted twice but one release frees it (reentrant, nesting not
+// counted); otherwise it is reentrant with nesting counted.
+func ProbeReentrancy(ctx context.Context, cfg run.Config, dir string) Reentrancy {
+	impl, err := impls.Lookup(cfg.Impl)
 	if err != nil {
 		return inconclusive("%v", err)
 	}
 	startCtx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
-	defer func() {
-		stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := cl.Stop(stopCtx); err != nil {
-			lg.Warn("reentrancy probe: stop cluster", "impl", name, "err", err)
+	var re Reentrancy
+	err = run.WithCluster(startCtx, cfg, dir, func(_ context.Context, nodes []clusters.Node) error {
+		origin := time.Now()
+		icfg := impls.Config{Nodes: nodes, Now: func() time.Duration { return time.Since(origin) }, Wall: time.Now}
+		for _, n := range nodes {
+			icfg.Addrs = append(icfg.Addrs, n.Addr)
 		}
-	}()
-	if err := cl.Start(startCtx); err != nil {
-		return inconclusive("start %s cluster: %v", impl.Backend, err)
-	}
-	origin := time.Now()
-	cfg := impls.Config{Nodes: cl.Nodes(), Now: func() time.Duration { return time.Since(origin) }, Wall: time.Now}
-	for _, n := range cl.Nodes() {
-		cfg.Addrs = append(cfg.Addrs, n.Addr)
-	}
-	a, err := impl.New(ctx, cfg)
+		a, err := impl.New(ctx, icfg)
+		if err != nil {
+			re = inconclusive("client A: %v", err)
+			return nil
+		}
+		defer a.Close()
+		icfg.Process = 1
+		b, err := impl.New(ctx, icfg)
+		if err != nil {
+			re = inconclusive("client B: %v", err)
+			return nil
+		}
+		defer b.Close()
+		re = probe(ctx, a, b)
+		return nil
+	})
 	if err != nil {
-		return inconclusive("client A: %v", err)
+		return inconclusive("%v", err)
 	}
-	defer a.Close()
-	cfg.Process = 1
-	b, err := impl.New(ctx, cfg)
-	if err != nil {
-		return inconclusive("client B: %v", err)
-	}
-	defer b.Close()
-	return probe(ctx, a, b)
+	return re
 }
 
 func inconclusive(format string, args ...any) Reentrancy {

@@ -17,11 +17,8 @@ import (
 	"syscall"
 	"time"
 
-	_ "github.com/locktest/locktest/impls/all"
-
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/clusters"
-	"github.com/locktest/locktest/clusters/local"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/impls"
 	"github.com/locktest/locktest/nemesis"
@@ -493,20 +490,9 @@ func progress(ctx context.Context, lg *slog.Logger, total time.Duration, rec *hi
 // is returned even on error, so the caller can stop it.
 func start(ctx context.Context, cfg Config, impl impls.Impl, dir, logDir string, clock history.Clock,
 	rec *history.Recorder, plat *platform, lg *slog.Logger) (clusters.Cluster, *workloads.Pool, *workloads.Store, error) {
-	var cl clusters.Cluster
-	var err error
-	if plat.dock != nil {
-		cl, err = plat.dock.cluster(cfg, impl, dir, plat, lg)
-	} else {
-		cl, err = local.New(impl.Backend, local.Options{Nodes: impl.Nodes, Dir: dir, Logger: lg,
-			Persistence: cfg.Persistence, Params: cfg.ClusterParams, Exe: cfg.NodeCommand, ExeEnv: cfg.NodeEnv,
-			Hosts: plat.nodeHosts, NodeEnv: plat.nodeEnv})
-	}
+	cl, err := startCluster(ctx, cfg, impl, dir, plat, lg)
 	if err != nil {
-		return nil, nil, nil, &SetupError{err}
-	}
-	if err := cl.Start(ctx); err != nil {
-		return cl, nil, nil, &SetupError{fmt.Errorf("start %s cluster: %w", impl.Backend, err)}
+		return cl, nil, nil, err
 	}
 	store, err := workloads.StartStoreOn(plat.storeAddr, cfg.Mode, clock, filepath.Join(dir, reports.ResourceFile), lg)
 	if err != nil {

@@ -12,7 +12,6 @@ import (
 
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/history"
-	_ "github.com/locktest/locktest/impls/all"
 	"github.com/locktest/locktest/reports"
 )
 

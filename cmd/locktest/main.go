@@ -12,6 +12,9 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	// The command picks the lock drivers: every impl of locktest.
+	_ "github.com/locktest/locktest/impls/all"
 )
 
 // Exit codes, as the root command's help and the README state them.

@@ -14,6 +14,7 @@ import (
 	"github.com/locktest/locktest/impls"
 	"github.com/locktest/locktest/matrix"
 	"github.com/locktest/locktest/reports"
+	"github.com/locktest/locktest/run"
 )
 
 func newMatrixCmd() *cobra.Command {
@@ -112,6 +113,7 @@ inconclusive with its reason, never safe. See docs/matrix.md.`,
 	f.DurationVar(&o.TTL, "ttl", o.TTL, "lock lease time of every run")
 	f.IntVar(&o.Clients, "clients", o.Clients, "clients of the fault runs")
 	f.StringVar(&o.Base.StoreDir, "store", o.Base.StoreDir, "folder of stored runs")
+	f.StringVar(&o.Base.Provider, "provider", o.Base.Provider, "where the nodes of every run and probe run: "+strings.Join(run.Providers, " or ")+" (see docs/providers.md)")
 	f.StringVar(&out, "out", "", "folder of matrix.html and matrix.md (default: the store)")
 	f.StringVar(&md, "md", "", "also write the Markdown matrix to this file (e.g. docs/matrix.md)")
 	f.StringVar(&from, "from", "", "run nothing: aggregate the matrix runs already stored in this folder again and write the pages")

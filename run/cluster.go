@@ -1,0 +1,85 @@
+package run
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/clusters/local"
+	"github.com/locktest/locktest/impls"
+)
+
+// startCluster makes the cluster of impl's backend on the run's provider
+// (containers when the platform is docker's, processes on this host
+// otherwise) and starts it. What it made is returned even on error, so the
+// caller can stop it; errors are SetupErrors.
+func startCluster(ctx context.Context, cfg Config, impl impls.Impl, dir string, plat *platform, lg *slog.Logger) (clusters.Cluster, error) {
+	var cl clusters.Cluster
+	var err error
+	if plat.dock != nil {
+		cl, err = plat.dock.cluster(cfg, impl, dir, plat, lg)
+	} else {
+		cl, err = local.New(impl.Backend, local.Options{Nodes: impl.Nodes, Dir: dir, Logger: lg,
+			Persistence: cfg.Persistence, Params: cfg.ClusterParams, Exe: cfg.NodeCommand, ExeEnv: cfg.NodeEnv,
+			Hosts: plat.nodeHosts, NodeEnv: plat.nodeEnv})
+	}
+	if err != nil {
+		return nil, &SetupError{err}
+	}
+	if err := cl.Start(ctx); err != nil {
+		return cl, &SetupError{fmt.Errorf("start %s cluster: %w", impl.Backend, err)}
+	}
+	return cl, nil
+}
+
+// WithCluster starts the cluster a run of cfg would start (its impl's
+// backend and node count, on cfg.Provider, with cfg.Persistence and
+// cfg.ClusterParams) with its files under dir, calls fn with the nodes as
+// the run's workers would dial them, and stops the cluster and whatever
+// the provider set up before it returns, also when ctx is cancelled. It is
+// for probes that need a real cluster but no workload, such as the
+// matrix's reentrancy probe. A cluster that cannot start is a *SetupError;
+// fn's error is returned as it is.
+func WithCluster(ctx context.Context, cfg Config, dir string, fn func(ctx context.Context, nodes []clusters.Node) error) (err error) {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	impl, err := impls.Lookup(cfg.Impl)
+	if err != nil {
+		return setupErr("%v", err)
+	}
+	lg := cfg.Logger
+	if lg == nil {
+		lg = slog.New(slog.DiscardHandler)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {
+		return setupErr("%v", err)
+	}
+	plat, err := setupPlatform(ctx, cfg, impl, dir, lg)
+	var cl clusters.Cluster
+	defer func() {
+		stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if cl != nil {
+			if serr := cl.Stop(stopCtx); serr != nil {
+				lg.Warn("stop cluster", "impl", cfg.Impl, "err", serr)
+			}
+		}
+		plat.close(stopCtx, lg)
+	}()
+	if err != nil {
+		return err
+	}
+	if cl, err = startCluster(ctx, cfg, impl, dir, plat, lg); err != nil {
+		return err
+	}
+	nodes, err := plat.proxied(cl.Nodes())
+	if err != nil {
+		return &SetupError{err}
+	}
+	return fn(ctx, nodes)
+}
