@@ -8,6 +8,7 @@ import (
 	"time"
 
 	_ "github.com/locktest/locktest/impls/all"
+	"github.com/locktest/locktest/runstore"
 
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/impls"
@@ -77,7 +78,7 @@ func TestSafetyCell(t *testing.T) {
 
 func deadlockResult(ttl time.Duration, recs []Recovery, stuck int, problems ...string) Result {
 	r := Result{Job: Job{Probe: ProbeDeadlock, Seed: 1, Config: run.Config{TTL: ttl}}, Dir: "/store/dl", Recoveries: recs, Stuck: stuck,
-		Results: reports.Results{Problems: problems}}
+		Results: runstore.Results{Problems: problems}}
 	if stuck > 0 {
 		r.Results.Checkers = []checker.Result{{Checker: "liveness", Anomalies: []checker.Anomaly{{Kind: "stuck-lock", Explanation: "lock \"lock-0\" stayed stuck"}}}}
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/locktest/locktest/impls"
 	"github.com/locktest/locktest/reports"
 	"github.com/locktest/locktest/run"
+	"github.com/locktest/locktest/runstore"
 )
 
 // ProbeFile is the file, in a reentrancy probe's folder, that holds its
@@ -53,16 +54,16 @@ func parseJobName(name string) (impl string, p Probe, c Class, ok bool) {
 	return "", "", "", false
 }
 
-// Load reads the matrix jobs stored under store — the folders
+// Load reads the matrix jobs stored under root — the folders
 // matrix-<impl>-<what>/<timestamp> that Execute leaves — and measures each
 // run again from its results.json and history.jsonl, so a stored matrix
 // can be rendered again without running it. Of a job run more than once
 // with the same seed, the newest run counts. It returns the results in
 // plan order and the fault classes found. A run folder that cannot be read
-// gives a result with Err, not an error; a store without any matrix job
+// gives a result with Err, not an error; a root without any matrix job
 // is an error.
-func Load(store string) ([]Result, []Class, error) {
-	groups, err := os.ReadDir(store)
+func Load(root string) ([]Result, []Class, error) {
+	groups, err := os.ReadDir(root)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -79,7 +80,7 @@ func Load(store string) ([]Result, []Class, error) {
 		if !ok || !g.IsDir() {
 			continue
 		}
-		runs, err := os.ReadDir(filepath.Join(store, g.Name()))
+		runs, err := os.ReadDir(filepath.Join(root, g.Name()))
 		if err != nil {
 			return nil, nil, err
 		}
@@ -87,7 +88,7 @@ func Load(store string) ([]Result, []Class, error) {
 			if !r.IsDir() { // the "latest" link, an index
 				continue
 			}
-			dir := filepath.Join(store, g.Name(), r.Name())
+			dir := filepath.Join(root, g.Name(), r.Name())
 			j := Job{Impl: impl, Probe: p, Class: c, Seed: 1}
 			j.Config.Name, j.Config.Impl = g.Name(), impl
 			var res Result
@@ -102,7 +103,7 @@ func Load(store string) ([]Result, []Class, error) {
 				}
 				res = Result{Job: j, Reentrancy: &re, ProbeDir: dir}
 			} else {
-				rr, err := reports.ReadResults(dir)
+				rr, err := runstore.ReadResults(dir)
 				if errors.Is(err, os.ErrNotExist) {
 					continue
 				}
@@ -119,7 +120,7 @@ func Load(store string) ([]Result, []Class, error) {
 		}
 	}
 	if len(newest) == 0 {
-		return nil, nil, fmt.Errorf("%s holds no matrix runs (folders matrix-<impl>-<class>/<time>)", store)
+		return nil, nil, fmt.Errorf("%s holds no matrix runs (folders matrix-<impl>-<class>/<time>)", root)
 	}
 	var out []Result
 	var classes []Class
@@ -156,11 +157,11 @@ func Load(store string) ([]Result, []Class, error) {
 
 // loadRun measures one stored run; err is the error of reading its
 // results.
-func loadRun(j Job, dir string, rr reports.Results, err error) Result {
+func loadRun(j Job, dir string, rr runstore.Results, err error) Result {
 	if err != nil {
 		return Result{Job: j, Dir: dir, Err: err.Error()}
 	}
-	h, err := history.ReadFile(filepath.Join(dir, reports.HistoryFile))
+	h, err := history.ReadFile(filepath.Join(dir, runstore.HistoryFile))
 	if err != nil {
 		return Result{Job: j, Dir: dir, Results: rr, Err: "stored history: " + err.Error()}
 	}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/history"
-	"github.com/locktest/locktest/reports"
+	"github.com/locktest/locktest/runstore"
 )
 
 func TestParseJobName(t *testing.T) {
@@ -37,17 +37,17 @@ func TestParseJobName(t *testing.T) {
 	}
 }
 
-// storeRun writes a stored run of h with results r into store/name/stamp.
-func storeRun(t *testing.T, store, name, stamp string, r reports.Results, h history.History) string {
+// storeRun writes a stored run of h with results r into root/name/stamp.
+func storeRun(t *testing.T, root, name, stamp string, r runstore.Results, h history.History) string {
 	t.Helper()
-	dir := filepath.Join(store, name, stamp)
+	dir := filepath.Join(root, name, stamp)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := reports.WriteResults(dir, r); err != nil {
+	if err := runstore.WriteResults(dir, r); err != nil {
 		t.Fatal(err)
 	}
-	w, err := history.Create(filepath.Join(dir, reports.HistoryFile))
+	w, err := history.Create(filepath.Join(dir, runstore.HistoryFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,20 +63,20 @@ func storeRun(t *testing.T, store, name, stamp string, r reports.Results, h hist
 }
 
 func TestLoadAggregatesAStoredMatrixAgain(t *testing.T) {
-	store := t.TempDir()
-	run := func(seed int64, faults []string, cs ...checker.Result) reports.Results {
-		return reports.Results{Run: reports.RunInfo{Impl: "redis-set-nx-px", Seed: seed, TTL: "500ms", Duration: "8s", Clients: 5, Faults: faults,
+	root := t.TempDir()
+	run := func(seed int64, faults []string, cs ...checker.Result) runstore.Results {
+		return runstore.Results{Run: runstore.RunInfo{Impl: "redis-set-nx-px", Seed: seed, TTL: "500ms", Duration: "8s", Clients: 5, Faults: faults,
 			Started: "2026-11-22T03:00:00Z", Elapsed: "9.5s", Version: "v1 abc"}, Checkers: cs, Stats: map[string]float64{"faults_injected": 1}}
 	}
 	h := (&hist{}).acquire(0, 0, 1, history.OK).release(0, 2, 3).acquire(1, 1000, 1002, history.OK).h
 	stale := checker.Result{Checker: "resource", Valid: checker.Invalid, Anomalies: []checker.Anomaly{{Kind: "stale-write"}}}
 	// An older run of the same job and seed, which the newer one replaces.
-	storeRun(t, store, "matrix-redis-set-nx-px-client-pause", "20261122T030000", run(1, []string{"pause-client"}, allValid()...), h)
-	newer := storeRun(t, store, "matrix-redis-set-nx-px-client-pause", "20261122T040000",
+	storeRun(t, root, "matrix-redis-set-nx-px-client-pause", "20261122T030000", run(1, []string{"pause-client"}, allValid()...), h)
+	newer := storeRun(t, root, "matrix-redis-set-nx-px-client-pause", "20261122T040000",
 		run(1, []string{"pause-client"}, valid("mutual-exclusion"), stale, valid("fencing-tokens")), h)
-	storeRun(t, store, "matrix-redis-set-nx-px-none", "20261122T030001", run(1, nil, allValid()...), h)
-	storeRun(t, store, "run-of-someone-else", "20261122T030002", run(1, nil, allValid()...), h)
-	probeDir := filepath.Join(store, "matrix-redis-set-nx-px-reentrancy", "20261122T030003.000")
+	storeRun(t, root, "matrix-redis-set-nx-px-none", "20261122T030001", run(1, nil, allValid()...), h)
+	storeRun(t, root, "run-of-someone-else", "20261122T030002", run(1, nil, allValid()...), h)
+	probeDir := filepath.Join(root, "matrix-redis-set-nx-px-reentrancy", "20261122T030003.000")
 	if err := os.MkdirAll(probeDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +84,7 @@ func TestLoadAggregatesAStoredMatrixAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	rs, classes, err := Load(store)
+	rs, classes, err := Load(root)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +93,7 @@ func TestLoadAggregatesAStoredMatrixAgain(t *testing.T) {
 	}
 	m := Aggregate(StoredHeader(rs), classes, rs)
 	cells := m.Rows[0].Cells
-	if c := cells[SafetyColumn(ClassClientPause)]; c.Text() != "violated: 1/1 runs" || len(c.Links) != 1 || c.Links[0].Report != filepath.Join(newer, reports.ReportFile) {
+	if c := cells[SafetyColumn(ClassClientPause)]; c.Text() != "violated: 1/1 runs" || len(c.Links) != 1 || c.Links[0].Report != filepath.Join(newer, runstore.ReportFile) {
 		t.Errorf("client-pause cell %+v: want the newer run's violation", c)
 	}
 	if c := cells[SafetyColumn(ClassNone)]; c.Text() != "held: 0/1 runs" {

@@ -22,6 +22,7 @@ import (
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/reports"
 	"github.com/locktest/locktest/run"
+	"github.com/locktest/locktest/runstore"
 )
 
 // Result is one job's stored run and what the matrix measured in it.
@@ -32,7 +33,7 @@ type Result struct {
 	// Err says why the run did not start or could not be read (a missing
 	// server, a port in use); the job's cells are then inconclusive.
 	Err     string
-	Results reports.Results
+	Results runstore.Results
 	// Elapsed is how long the job took, start-up and checking included.
 	Elapsed time.Duration
 
@@ -64,11 +65,11 @@ func (r Result) Report() string {
 	if r.Dir == "" {
 		return ""
 	}
-	return filepath.Join(r.Dir, reports.ReportFile)
+	return filepath.Join(r.Dir, runstore.ReportFile)
 }
 
 // Measure computes what the matrix needs of one stored run.
-func Measure(job Job, dir string, res reports.Results, h history.History) Result {
+func Measure(job Job, dir string, res runstore.Results, h history.History) Result {
 	r := Result{Job: job, Dir: dir, Results: res, Safety: ClassifySafety(res, h)}
 	r.P50, r.P99, r.Acquired = Latency(h)
 	r.Throughput = Throughput(h)
@@ -128,7 +129,7 @@ func runJob(ctx context.Context, j Job) Result {
 	if err != nil {
 		return Result{Job: j, Err: err.Error()}
 	}
-	h, err := history.ReadFile(filepath.Join(o.Dir, reports.HistoryFile))
+	h, err := history.ReadFile(filepath.Join(o.Dir, runstore.HistoryFile))
 	if err != nil {
 		return Result{Job: j, Dir: o.Dir, Results: o.Results, Err: "stored history: " + err.Error()}
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/internal/stats"
 	"github.com/locktest/locktest/reports"
+	"github.com/locktest/locktest/runstore"
 )
 
 // safetyCheckers are the checkers whose verdict must be known for a run
@@ -90,7 +91,7 @@ func oneProcess(h history.History, ops []int) bool {
 // it still had, after a release whose outcome was unknown) is not counted
 // as a violation of mutual exclusion — there was one holder — but in
 // Safety.SameHolderTokens.
-func ClassifySafety(r reports.Results, h history.History) Safety {
+func ClassifySafety(r runstore.Results, h history.History) Safety {
 	s := Safety{Kinds: map[string]int{}, Faults: int(r.Stats["faults_injected"])}
 	for _, c := range r.Checkers {
 		for _, a := range c.Anomalies {
@@ -278,7 +279,7 @@ func Recoveries(h history.History) []Recovery {
 }
 
 // StuckLocks counts the stuck-lock anomalies of a run's liveness checker.
-func StuckLocks(r reports.Results) int {
+func StuckLocks(r runstore.Results) int {
 	n := 0
 	for _, c := range r.Checkers {
 		for _, a := range c.Anomalies {

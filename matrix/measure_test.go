@@ -7,7 +7,7 @@ import (
 
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/history"
-	"github.com/locktest/locktest/reports"
+	"github.com/locktest/locktest/runstore"
 )
 
 // hist builds a history op by op; times are in milliseconds.
@@ -34,8 +34,8 @@ func (b *hist) nemesis(f string, from, to float64, targets ...string) *hist {
 	return b.add(history.OK, history.NemesisProcess, f, to, history.Value{Targets: targets})
 }
 
-func results(problems []string, cs ...checker.Result) reports.Results {
-	return reports.Results{Problems: problems, Checkers: cs, Stats: map[string]float64{"faults_injected": 2}}
+func results(problems []string, cs ...checker.Result) runstore.Results {
+	return runstore.Results{Problems: problems, Checkers: cs, Stats: map[string]float64{"faults_injected": 2}}
 }
 
 func valid(name string, anomalies ...checker.Anomaly) checker.Result {
@@ -54,7 +54,7 @@ func TestClassifySafety(t *testing.T) {
 	unknownLin := checker.Result{Checker: "linearizable-mutex", Valid: checker.Unknown, Error: "timed out"}
 	tests := []struct {
 		name                     string
-		r                        reports.Results
+		r                        runstore.Results
 		h                        history.History
 		conclusive, violated, na bool
 		reason                   string

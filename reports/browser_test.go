@@ -15,6 +15,7 @@ import (
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
+	"github.com/locktest/locktest/runstore"
 )
 
 // chromiumPath is the Debian package's browser.
@@ -116,7 +117,7 @@ func TestReportInChromium(t *testing.T) {
 	if err := WriteHTML(dir, r, h); err != nil {
 		t.Fatal(err)
 	}
-	url := "file://" + filepath.Join(dir, ReportFile)
+	url := "file://" + filepath.Join(dir, runstore.ReportFile)
 	ctx := browser(t)
 	var reqs requests
 	reqs.listen(t, ctx)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/runstore"
 )
 
 // goldenCase is one of the checker's golden histories (checker/testdata),
@@ -24,7 +25,7 @@ type goldenCase struct {
 }
 
 // loadGolden reads a golden history and checks it as a run would.
-func loadGolden(t testing.TB, file string) (Results, history.History) {
+func loadGolden(t testing.TB, file string) (runstore.Results, history.History) {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("..", "checker", "testdata", "golden.json"))
 	if err != nil {
@@ -47,7 +48,7 @@ func loadGolden(t testing.TB, file string) (Results, history.History) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	info := RunInfo{Name: strings.TrimSuffix(file, ".jsonl"), Impl: "golden", Backend: "none", Nodes: 1,
+	info := runstore.RunInfo{Name: strings.TrimSuffix(file, ".jsonl"), Impl: "golden", Backend: "none", Nodes: 1,
 		Faults: []string{"pause-client"}, Clients: 3, Locks: 1, TTL: "1s", Duration: "10s", Seed: 1, Mode: gc.Mode,
 		Network: "loopback", Clock: "clock shim",
 		Command: "locktest check checker/testdata/" + file, Version: "v0.0.0-test", Started: "2025-01-02T03:04:05Z",
@@ -58,7 +59,7 @@ func loadGolden(t testing.TB, file string) (Results, history.History) {
 	for i := range rs {
 		rs[i].Elapsed, rs[i].Stats = 0, nil
 	}
-	r := Check(info, h, rs)
+	r := check(info, h, rs)
 	// The problem "no fault was applied" does not matter here, and the
 	// verdict must be the checkers'.
 	r.Problems, r.Valid = nil, checker.Overall(rs)
@@ -196,13 +197,13 @@ func TestWriteHTMLExtras(t *testing.T) {
 	res := `{"f":"write","process":0,"lock":"x","n":1,"token":3,"reply":{"ok":true,"n":1,"time":5000000}}
 {"f":"write","process":1,"lock":"x","n":1,"token":2,"reply":{"ok":false,"n":1,"time":6000000,"error":"rejected: token 2 < 3"}}
 `
-	if err := os.WriteFile(filepath.Join(dir, ResourceFile), []byte(res), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, runstore.ResourceFile), []byte(res), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if err := WriteHTML(dir, r, h); err != nil {
 		t.Fatal(err)
 	}
-	b, err := os.ReadFile(filepath.Join(dir, ReportFile))
+	b, err := os.ReadFile(filepath.Join(dir, runstore.ReportFile))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,8 @@ package reports
 import (
 	"strings"
 	"testing"
+
+	"github.com/locktest/locktest/runstore"
 )
 
 // TestClusterTextSaysWhatRanTheNodes checks the cluster cell of a report's
@@ -12,16 +14,16 @@ func TestClusterTextSaysWhatRanTheNodes(t *testing.T) {
 	const dockerNet = "docker network locktest-ab12 10.78.3.0/24"
 	tests := []struct {
 		name string
-		run  RunInfo
+		run  runstore.RunInfo
 		want string
 	}{
-		{"local", RunInfo{Nodes: 3, Backend: "zookeeper", Provider: "local", Network: "loopback"}, "3 × zookeeper (local processes)"},
-		{"local, stored before the provider was", RunInfo{Nodes: 1, Backend: "redis", Network: "netns 10.77.1.0/24"}, "1 × redis (local processes)"},
-		{"docker", RunInfo{Nodes: 3, Backend: "zookeeper", Provider: "docker", Image: "locktest/zookeeper:host", Network: dockerNet},
+		{"local", runstore.RunInfo{Nodes: 3, Backend: "zookeeper", Provider: "local", Network: "loopback"}, "3 × zookeeper (local processes)"},
+		{"local, stored before the provider was", runstore.RunInfo{Nodes: 1, Backend: "redis", Network: "netns 10.77.1.0/24"}, "1 × redis (local processes)"},
+		{"docker", runstore.RunInfo{Nodes: 3, Backend: "zookeeper", Provider: "docker", Image: "locktest/zookeeper:host", Network: dockerNet},
 			"3 × zookeeper (docker containers, image locktest/zookeeper:host)"},
-		{"docker, image named by the network", RunInfo{Nodes: 5, Backend: "redis", Provider: "docker", Image: "redis:7.2", Network: dockerNet + ", image redis:7.2"},
+		{"docker, image named by the network", runstore.RunInfo{Nodes: 5, Backend: "redis", Provider: "docker", Image: "redis:7.2", Network: dockerNet + ", image redis:7.2"},
 			"5 × redis (docker containers)"},
-		{"docker, stored before the provider was", RunInfo{Nodes: 3, Backend: "etcd", Network: dockerNet + ", image locktest/etcd:1f2e"},
+		{"docker, stored before the provider was", runstore.RunInfo{Nodes: 3, Backend: "etcd", Network: dockerNet + ", image locktest/etcd:1f2e"},
 			"3 × etcd (docker containers)"},
 	}
 	for _, tt := range tests {
@@ -29,7 +31,7 @@ func TestClusterTextSaysWhatRanTheNodes(t *testing.T) {
 			if got := ClusterText(tt.run); got != tt.want {
 				t.Errorf("ClusterText = %q, want %q", got, tt.want)
 			}
-			page, err := RenderHTML(Results{Run: tt.run, Valid: "true"}, nil)
+			page, err := RenderHTML(runstore.Results{Run: tt.run, Valid: "true"}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/runstore"
 )
 
 //go:embed templates/*.tmpl templates/*.js templates/*.css
@@ -154,7 +155,7 @@ type opView struct {
 }
 
 type reportData struct {
-	Results
+	runstore.Results
 	Met        bool
 	Cluster    string
 	Anomalies  []anomView
@@ -174,7 +175,7 @@ type legendItem struct{ Name, Color string }
 
 // RenderHTML renders the report of a run from its results and history
 // alone, without what its folder holds (see RenderReport).
-func RenderHTML(r Results, h history.History) ([]byte, error) {
+func RenderHTML(r runstore.Results, h history.History) ([]byte, error) {
 	return RenderReport(r, h, Extras{})
 }
 
@@ -183,7 +184,7 @@ func RenderHTML(r Results, h history.History) ([]byte, error) {
 // the anomalies with the ops that prove them, the lease timeline (drawn as
 // SVG in the page, so it shows without JavaScript; the script adds zoom,
 // pan and hover), latency and throughput charts, and what x adds.
-func RenderReport(r Results, h history.History, x Extras) ([]byte, error) {
+func RenderReport(r runstore.Results, h history.History, x Extras) ([]byte, error) {
 	tl := buildTimeline(r.Checkers, h)
 	data, err := json.Marshal(tl) // escapes <, > and &, so it cannot end the script
 	if err != nil {
@@ -233,7 +234,7 @@ func RenderReport(r Results, h history.History, x Extras) ([]byte, error) {
 // their image, unless the network, which the report shows next to it,
 // names it already). Runs stored before RunInfo had a provider are told
 // apart by their network, which names the Docker network under docker.
-func ClusterText(run RunInfo) string {
+func ClusterText(run runstore.RunInfo) string {
 	provider := run.Provider
 	if provider == "" {
 		provider = "local"
@@ -256,14 +257,14 @@ func ClusterText(run RunInfo) string {
 // the porcupine mutex checker ran, porcupine's visualization written to
 // dir/linearizability.html, for which it runs that checker on h once more.
 // WriteHTMLVisual is for a caller that has the checker's own picture.
-func WriteHTML(dir string, r Results, h history.History) error {
+func WriteHTML(dir string, r runstore.Results, h history.History) error {
 	return WriteHTMLVisual(dir, r, h, nil)
 }
 
 // WriteHTMLVisual is WriteHTML with vis, the porcupine mutex checker's
 // picture of its own search (checker.RunVisual), drawn as it is; nil
 // makes one as WriteHTML does.
-func WriteHTMLVisual(dir string, r Results, h history.History, vis *checker.Visualization) error {
+func WriteHTMLVisual(dir string, r runstore.Results, h history.History, vis *checker.Visualization) error {
 	x, err := ReadExtras(dir, r, h, vis)
 	if err != nil {
 		return err
@@ -272,13 +273,13 @@ func WriteHTMLVisual(dir string, r Results, h history.History, vis *checker.Visu
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(filepath.Join(dir, ReportFile), b)
+	return runstore.WriteFileAtomic(filepath.Join(dir, runstore.ReportFile), b)
 }
 
 // ReadExtras gathers the Extras of the run in dir, writing porcupine's
 // visualization vis (made as WriteHTML does when nil) when the porcupine
 // mutex checker is among r's.
-func ReadExtras(dir string, r Results, h history.History, vis *checker.Visualization) (Extras, error) {
+func ReadExtras(dir string, r runstore.Results, h history.History, vis *checker.Visualization) (Extras, error) {
 	var x Extras
 	for _, c := range r.Checkers {
 		if c.Checker != mutexChecker {
@@ -291,7 +292,7 @@ func ReadExtras(dir string, r Results, h history.History, vis *checker.Visualiza
 		x.Linearizability, x.LinearizabilityNote = file, note
 		break
 	}
-	logs := filepath.Join(dir, "logs")
+	logs := filepath.Join(dir, runstore.LogsDir)
 	_ = filepath.WalkDir(logs, func(p string, e fs.DirEntry, err error) error {
 		if err != nil || e.IsDir() || len(x.Logs) >= 200 {
 			return nil
@@ -301,7 +302,7 @@ func ReadExtras(dir string, r Results, h history.History, vis *checker.Visualiza
 		}
 		return nil
 	})
-	x.Resource = readResource(filepath.Join(dir, ResourceFile))
+	x.Resource = readResource(filepath.Join(dir, runstore.ResourceFile))
 	return x, nil
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/runstore"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -38,8 +39,8 @@ func reportHistory() history.History {
 }
 
 // reportInfo is the run of reportHistory.
-func reportInfo(expect string) RunInfo {
-	return RunInfo{
+func reportInfo(expect string) runstore.RunInfo {
+	return runstore.RunInfo{
 		Name: "redis-set-nx-px-pause", Impl: "redis-set-nx-px", ImplDoc: "SET NX PX on one redis-server",
 		Backend: "redis", Nodes: 1, Faults: []string{"pause-client"}, Clients: 2, Locks: 1,
 		TTL: "1s", Duration: "2s", Seed: 7, Mode: "counter", PausePoint: "before-write", ClientPause: "2s",
@@ -76,7 +77,7 @@ func validChecks() []checker.Result {
 	}
 }
 
-func render(t *testing.T, r Results, h history.History) string {
+func render(t *testing.T, r runstore.Results, h history.History) string {
 	t.Helper()
 	b, err := RenderHTML(r, h)
 	if err != nil {
@@ -100,7 +101,7 @@ func anomalySection(t *testing.T, out string) string {
 
 func TestRenderHTMLInvalid(t *testing.T) {
 	h := reportHistory()
-	r := Check(reportInfo("valid"), h, invalidChecks())
+	r := check(reportInfo("valid"), h, invalidChecks())
 	out := render(t, r, h)
 	for _, want := range []string{
 		`<span class="v-false">invalid</span>`,
@@ -146,7 +147,7 @@ func TestRenderHTMLInvalid(t *testing.T) {
 
 func TestRenderHTMLValid(t *testing.T) {
 	h := reportHistory()
-	out := render(t, Check(reportInfo("valid"), h, validChecks()), h)
+	out := render(t, check(reportInfo("valid"), h, validChecks()), h)
 	for _, want := range []string{
 		`<span class="v-true">valid</span>`,
 		"This is the expected outcome (expected to be valid).",
@@ -176,7 +177,7 @@ func TestRenderHTMLExpectation(t *testing.T) {
 		{"invalid", invalidChecks(), "This is the expected outcome (expected to find a violation)."},
 		{"invalid", validChecks(), "This is <strong>not</strong> the expected outcome (expected to find a violation)."},
 	} {
-		out := render(t, Check(reportInfo(tc.expect), h, tc.checks), h)
+		out := render(t, check(reportInfo(tc.expect), h, tc.checks), h)
 		if !strings.Contains(out, tc.want) {
 			t.Errorf("expect %s, verdict %s: report lacks %q", tc.expect, checker.Overall(tc.checks), tc.want)
 		}
@@ -188,7 +189,7 @@ func TestRenderHTMLEachAnomalyShowsItsOwnOps(t *testing.T) {
 	rs := invalidChecks()
 	rs[1].Valid = checker.Invalid
 	rs[1].Anomalies = []checker.Anomaly{{Kind: "foreign-release", Ops: []int{5}, Explanation: "p1 deleted p2's lock"}}
-	out := render(t, Check(reportInfo("invalid"), h, rs), h)
+	out := render(t, check(reportInfo("invalid"), h, rs), h)
 	blocks := strings.Split(anomalySection(t, out), `<div class="anomaly"`)[1:]
 	if len(blocks) != 2 {
 		t.Fatalf("report has %d anomaly blocks, want 2", len(blocks))
@@ -213,7 +214,7 @@ func TestRenderHTMLOpOutsideHistory(t *testing.T) {
 	h := reportHistory()
 	rs := []checker.Result{{Checker: "mutual-exclusion", Valid: checker.Invalid,
 		Anomalies: []checker.Anomaly{{Kind: "overlapping-holds", Ops: []int{3, 99, -1}, Explanation: "x"}}}}
-	out := render(t, Check(reportInfo("valid"), h, rs), h)
+	out := render(t, check(reportInfo("valid"), h, rs), h)
 	for _, want := range []string{esc(h[3].String()), "op 99 is not in the history", "op -1 is not in the history"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q", want)
@@ -226,20 +227,20 @@ func TestRenderHTMLEscapes(t *testing.T) {
 	h := reportHistory()
 	for _, tc := range []struct {
 		name string
-		set  func(*Results)
+		set  func(*runstore.Results)
 	}{
-		{"explanation", func(r *Results) { r.Checkers[0].Anomalies[0].Explanation = evil }},
-		{"kind", func(r *Results) { r.Checkers[0].Anomalies[0].Kind = evil }},
-		{"note", func(r *Results) { r.Checkers[0].Notes[0].Explanation = evil }},
-		{"checker error", func(r *Results) { r.Checkers[2].Error = evil }},
-		{"run name", func(r *Results) { r.Run.Name = evil }},
-		{"command", func(r *Results) { r.Run.Command = evil }},
-		{"impl doc", func(r *Results) { r.Run.ImplDoc = evil }},
-		{"run problem", func(r *Results) { r.Problems = []string{evil} }},
-		{"fault", func(r *Results) { r.Run.Faults = []string{evil} }},
+		{"explanation", func(r *runstore.Results) { r.Checkers[0].Anomalies[0].Explanation = evil }},
+		{"kind", func(r *runstore.Results) { r.Checkers[0].Anomalies[0].Kind = evil }},
+		{"note", func(r *runstore.Results) { r.Checkers[0].Notes[0].Explanation = evil }},
+		{"checker error", func(r *runstore.Results) { r.Checkers[2].Error = evil }},
+		{"run name", func(r *runstore.Results) { r.Run.Name = evil }},
+		{"command", func(r *runstore.Results) { r.Run.Command = evil }},
+		{"impl doc", func(r *runstore.Results) { r.Run.ImplDoc = evil }},
+		{"run problem", func(r *runstore.Results) { r.Problems = []string{evil} }},
+		{"fault", func(r *runstore.Results) { r.Run.Faults = []string{evil} }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := Check(reportInfo("valid"), h, invalidChecks())
+			r := check(reportInfo("valid"), h, invalidChecks())
 			tc.set(&r)
 			out := render(t, r, h)
 			if strings.Contains(out, "<script>alert") {
@@ -254,7 +255,7 @@ func TestRenderHTMLEscapes(t *testing.T) {
 		h := reportHistory()
 		h[1].Error = evil
 		h[1].Value.Node = `a"b'c&d`
-		out := render(t, Check(reportInfo("valid"), h, invalidChecks()), h)
+		out := render(t, check(reportInfo("valid"), h, invalidChecks()), h)
 		if strings.Contains(out, "<script>alert") {
 			t.Error("report contains an unescaped <script> from an op")
 		}
@@ -270,7 +271,7 @@ func TestRenderHTMLCapsNotes(t *testing.T) {
 	for i := range 53 {
 		rs[0].Notes = append(rs[0].Notes, checker.Anomaly{Kind: "slow-acquire", Ops: []int{0}, Explanation: fmt.Sprintf("note-%d.", i)})
 	}
-	out := render(t, Check(reportInfo("valid"), h, rs), h)
+	out := render(t, check(reportInfo("valid"), h, rs), h)
 	if !strings.Contains(out, "Notes of mutual-exclusion (53)") {
 		t.Error("report does not count the notes")
 	}
@@ -304,11 +305,11 @@ func TestFormatStats(t *testing.T) {
 func TestWriteHTML(t *testing.T) {
 	dir := t.TempDir()
 	h := reportHistory()
-	r := Check(reportInfo("valid"), h, invalidChecks())
+	r := check(reportInfo("valid"), h, invalidChecks())
 	if err := WriteHTML(dir, r, h); err != nil {
 		t.Fatalf("WriteHTML: %v", err)
 	}
-	got, err := os.ReadFile(filepath.Join(dir, ReportFile))
+	got, err := os.ReadFile(filepath.Join(dir, runstore.ReportFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -320,11 +321,11 @@ func TestWriteHTML(t *testing.T) {
 // goldenResults is the fixed run of the golden report: invalid, expected
 // to be invalid, with a note, a problem of the run, an undecided checker
 // and stats with several keys.
-func goldenResults(h history.History) Results {
+func goldenResults(h history.History) runstore.Results {
 	info := reportInfo("invalid")
 	info.Errors = []string{"worker p2 exited: signal: killed"}
 	info.Interrupted = true
-	return Check(info, h, invalidChecks())
+	return check(info, h, invalidChecks())
 }
 
 func TestGoldenReport(t *testing.T) {
@@ -355,4 +356,10 @@ func firstDiff(want, got string) string {
 		}
 	}
 	return "(no line differs)"
+}
+
+// check is what run and `locktest check` store for a run made as info whose
+// history h the checkers found rs.
+func check(info runstore.RunInfo, h history.History, rs []checker.Result) runstore.Results {
+	return runstore.New(info, checker.Judge(h, info.Facts(), rs))
 }

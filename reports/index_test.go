@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/runstore"
 )
 
 // storeRun writes a stored run under root/rel with the given start and
@@ -17,18 +18,18 @@ func storeRun(t *testing.T, root, rel, started string, valid checker.Verdict, re
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	r := Results{Run: RunInfo{Name: filepath.Dir(rel), Impl: "redis-set-nx-px", Faults: []string{"pause-client"}, Mode: "fenced",
+	r := runstore.Results{Run: runstore.RunInfo{Name: filepath.Dir(rel), Impl: "redis-set-nx-px", Faults: []string{"pause-client"}, Mode: "fenced",
 		Started: started, Expect: "valid"}, Valid: valid,
 		Checkers: []checker.Result{{Checker: "mutual-exclusion", Valid: valid, Anomalies: []checker.Anomaly{}}},
 		Stats:    map[string]float64{"ops": 42}}
 	if valid == checker.Invalid {
 		r.Checkers[0].Anomalies = []checker.Anomaly{{Kind: "overlapping-holds"}, {Kind: "overlapping-holds"}}
 	}
-	if err := WriteResults(dir, r); err != nil {
+	if err := runstore.WriteResults(dir, r); err != nil {
 		t.Fatal(err)
 	}
 	if report {
-		if err := os.WriteFile(filepath.Join(dir, ReportFile), []byte("<html>"), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, runstore.ReportFile), []byte("<html>"), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -47,7 +48,7 @@ func TestWriteIndex(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(root, "c", "x"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(root, "c", "x", ResultsFile), []byte("{"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(root, "c", "x", runstore.ResultsFile), []byte("{"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if err := WriteIndex(root); err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/runstore"
 )
 
 // largeHistory simulates a run of procs clients contending for one lease
@@ -147,9 +148,9 @@ func largeReport(t testing.TB) ([]byte, history.History) {
 		{Checker: "fencing-tokens", Valid: checker.Valid, Anomalies: []checker.Anomaly{}},
 		{Checker: "liveness", Valid: checker.Valid, Anomalies: []checker.Anomaly{}},
 	}
-	info := RunInfo{Name: "large", Impl: "redis-set-nx-px", Backend: "redis", Nodes: 1, Faults: []string{"pause-client"},
+	info := runstore.RunInfo{Name: "large", Impl: "redis-set-nx-px", Backend: "redis", Nodes: 1, Faults: []string{"pause-client"},
 		Clients: 16, Locks: 1, TTL: "1s", Duration: "10m0s", Mode: "fenced", Expect: "valid"}
-	b, err := RenderHTML(Check(info, h, rs), h)
+	b, err := RenderHTML(check(info, h, rs), h)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +177,7 @@ func TestLargeReportSize(t *testing.T) {
 // 16 clients.
 func BenchmarkRenderLarge(b *testing.B) {
 	h := largeHistory(16, 10*time.Minute)
-	r := Check(RunInfo{Name: "large", Expect: "valid"}, h, checker.Run(b.Context(), h, checker.ForMode("fenced")...))
+	r := check(runstore.RunInfo{Name: "large", Expect: "valid"}, h, checker.Run(b.Context(), h, checker.ForMode("fenced")...))
 	b.ResetTimer()
 	var size int
 	for b.Loop() {
@@ -197,7 +198,7 @@ func BenchmarkRenderLarge(b *testing.B) {
 // redraw; and, as wall time seen from Go, until the page is loaded.
 func BenchmarkLoadLargeInChromium(b *testing.B) {
 	page, h := largeReport(b)
-	path := filepath.Join(b.TempDir(), ReportFile)
+	path := filepath.Join(b.TempDir(), runstore.ReportFile)
 	if err := os.WriteFile(path, page, 0o644); err != nil {
 		b.Fatal(err)
 	}

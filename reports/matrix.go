@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/locktest/locktest/runstore"
 )
 
 // The file names the backend matrix is written to.
@@ -312,10 +314,10 @@ func WriteMatrix(dir string, m Matrix) error {
 	if err != nil {
 		return err
 	}
-	if err := writeFileAtomic(filepath.Join(dir, MatrixHTMLFile), page); err != nil {
+	if err := runstore.WriteFileAtomic(filepath.Join(dir, MatrixHTMLFile), page); err != nil {
 		return err
 	}
-	return writeFileAtomic(filepath.Join(dir, MatrixMDFile), RenderMatrixMarkdown(m, dir))
+	return runstore.WriteFileAtomic(filepath.Join(dir, MatrixMDFile), RenderMatrixMarkdown(m, dir))
 }
 
 // WriteMatrixMarkdown writes m as Markdown to the file path, with links
@@ -324,7 +326,7 @@ func WriteMatrixMarkdown(path string, m Matrix) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	return writeFileAtomic(path, RenderMatrixMarkdown(m, filepath.Dir(path)))
+	return runstore.WriteFileAtomic(path, RenderMatrixMarkdown(m, filepath.Dir(path)))
 }
 
 // WriteMatrixHeader writes h as dir/matrix.json.
@@ -333,7 +335,7 @@ func WriteMatrixHeader(dir string, h MatrixHeader) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(filepath.Join(dir, MatrixHeaderFile), append(b, '\n'))
+	return runstore.WriteFileAtomic(filepath.Join(dir, MatrixHeaderFile), append(b, '\n'))
 }
 
 // ReadMatrixHeader reads dir/matrix.json. A missing file gives an error

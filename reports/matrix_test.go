@@ -9,11 +9,13 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/locktest/locktest/runstore"
 )
 
 // testMatrix is a hand-built matrix of two impls with a cell of every
 // status, links inside and outside the page's folder.
-func testMatrix(store string) Matrix {
+func testMatrix(root string) Matrix {
 	cols := []MatrixColumn{
 		{Key: "mutex-none", Title: "mutex: no fault", Doc: "mutual exclusion without faults."},
 		{Key: "mutex-client-pause", Title: "mutex: client pause", Doc: "mutual exclusion under pause-client."},
@@ -23,7 +25,7 @@ func testMatrix(store string) Matrix {
 		{Key: "fencing", Title: "fencing token", Doc: "token and source."},
 		{Key: "latency-1", Title: "acquire p50/p99, 1 client", Doc: "latency | percentiles."},
 	}
-	inStore := filepath.Join(store, "matrix-redis-set-nx-px-client-pause", "20261122T030000", ReportFile)
+	inStore := filepath.Join(root, "matrix-redis-set-nx-px-client-pause", "20261122T030000", runstore.ReportFile)
 	return Matrix{
 		Header: MatrixHeader{
 			Date: time.Date(2026, 11, 22, 3, 0, 0, 0, time.UTC), Commit: "b22d6e1", Machine: "2 cores, 23.5 GiB memory",

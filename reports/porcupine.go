@@ -7,6 +7,7 @@ import (
 
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/runstore"
 )
 
 // LinearizabilityFile is porcupine's visualization of what the porcupine
@@ -43,7 +44,7 @@ func visualizeMutex(dir string, h history.History, vis *checker.Visualization) (
 	if err := vis.WriteHTML(&buf); err != nil {
 		return "", "", err
 	}
-	if err := writeFileAtomic(filepath.Join(dir, LinearizabilityFile), buf.Bytes()); err != nil {
+	if err := runstore.WriteFileAtomic(filepath.Join(dir, LinearizabilityFile), buf.Bytes()); err != nil {
 		return "", "", err
 	}
 	return LinearizabilityFile, vis.Note, nil

@@ -13,6 +13,7 @@ import (
 
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/runstore"
 )
 
 // killedHolder is a session-lock history where p1's worker is killed while
@@ -103,7 +104,7 @@ func TestVisualizationAgreesWithTheVerdict(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			results, vis := checker.RunVisual(context.Background(), tc.h, MaxVisualizedOps, checker.For("none", false)...)
-			r := Check(RunInfo{Name: "kill", Expect: "valid"}, tc.h, results)
+			r := check(runstore.RunInfo{Name: "kill", Expect: "valid"}, tc.h, results)
 			var mutex checker.Result
 			for _, c := range r.Checkers {
 				if c.Checker == mutexChecker {
@@ -149,7 +150,7 @@ func TestVisualizationOfALongHistory(t *testing.T) {
 		at += 10
 	}
 	results, vis := checker.RunVisual(context.Background(), h, MaxVisualizedOps, checker.For("none", false)...)
-	r := Check(RunInfo{Name: "long", Expect: "valid"}, h, results)
+	r := check(runstore.RunInfo{Name: "long", Expect: "valid"}, h, results)
 	dir := t.TempDir()
 	if err := WriteHTMLVisual(dir, r, h, vis); err != nil {
 		t.Fatal(err)
@@ -162,7 +163,7 @@ func TestVisualizationOfALongHistory(t *testing.T) {
 	if len(d.Partitions) != vis.Windows || !d.linearized() {
 		t.Errorf("the page has %d partitions, linearized %v; want the %d windows shown", len(d.Partitions), d.linearized(), vis.Windows)
 	}
-	report, _ := os.ReadFile(filepath.Join(dir, ReportFile))
+	report, _ := os.ReadFile(filepath.Join(dir, runstore.ReportFile))
 	if !strings.Contains(string(report), want) {
 		t.Errorf("the report does not say what part the page shows (%q)", vis.Note)
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/runstore"
 )
 
 // TestAFaultThatNeverAppliesIsAProblem: one fault of two failed every
@@ -20,7 +21,7 @@ func TestAFaultThatNeverAppliesIsAProblem(t *testing.T) {
 		history.Op{Type: history.Invoke, Process: -1, F: "partition-isolate", Time: ms(30)},
 		history.Op{Type: history.OK, Process: -1, F: "partition-isolate", Time: ms(31)},
 	)
-	r := Check(RunInfo{Faults: []string{"pause-node", "partition", "isolate", "kill-node"}}, h, nil)
+	r := check(runstore.RunInfo{Faults: []string{"pause-node", "partition", "isolate", "kill-node"}}, h, nil)
 	got := strings.Join(r.Problems, "\n")
 	if !strings.Contains(got, "fault partition was tried but never applied") {
 		t.Errorf("problems %q do not name the partition", got)

@@ -11,6 +11,7 @@ import (
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/local"
 	"github.com/locktest/locktest/impls"
+	"github.com/locktest/locktest/runstore"
 )
 
 // startCluster makes the cluster of impl's backend on the run's provider
@@ -56,7 +57,7 @@ func WithCluster(ctx context.Context, cfg Config, dir string, fn func(ctx contex
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
-	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(dir, runstore.LogsDir), 0o755); err != nil {
 		return setupErr("%v", err)
 	}
 	plat, err := setupPlatform(ctx, cfg, impl, dir, lg)

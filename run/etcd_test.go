@@ -15,7 +15,7 @@ import (
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/internal/testexe"
-	"github.com/locktest/locktest/reports"
+	"github.com/locktest/locktest/runstore"
 	"github.com/locktest/locktest/workloads"
 )
 
@@ -85,7 +85,7 @@ func TestEtcdNoFaultRunsAreValid(t *testing.T) {
 			assertTokensIncrease(t, h)
 			if tc.mode == workloads.ModeEtcdGuarded {
 				// The resource lives in etcd: the store saw no write.
-				b, err := os.ReadFile(filepath.Join(out.Dir, reports.ResourceFile))
+				b, err := os.ReadFile(filepath.Join(out.Dir, runstore.ResourceFile))
 				if err == nil && strings.Contains(string(b), `"f":"write"`) {
 					t.Errorf("the store received writes in mode etcd-guarded")
 				}

@@ -23,6 +23,7 @@ import (
 	"github.com/locktest/locktest/impls"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/reports"
+	"github.com/locktest/locktest/runstore"
 	"github.com/locktest/locktest/workloads"
 )
 
@@ -245,12 +246,12 @@ func (c *Config) Validate() error {
 
 // faultParts returns the run's faults with combined ones split into their
 // parts: "partition+kill-node" gives partition and kill-node.
-func (c *Config) faultParts() []string { return reports.FaultParts(c.Faults) }
+func (c *Config) faultParts() []string { return checker.FaultParts(c.Faults) }
 
 // Outcome is what a finished run left.
 type Outcome struct {
 	Dir     string
-	Results reports.Results
+	Results runstore.Results
 }
 
 // Version returns the module version and VCS revision of this binary.
@@ -286,12 +287,12 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	impl, _ := impls.Lookup(cfg.Impl)
 	restrictUmask()
 	started := time.Now()
-	dir, err := makeRunDir(cfg.StoreDir, cfg.Name, started)
+	dir, err := runstore.MakeRunDir(cfg.StoreDir, cfg.Name, started)
 	if err != nil {
 		return nil, setupErr("store: %v", err)
 	}
 	begun := false // the workload began: from here on the run folder is kept
-	var info reports.RunInfo
+	var info runstore.RunInfo
 	var setupFailure error // the error of a run that could not start
 	defer func() {
 		switch {
@@ -299,7 +300,7 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 		case setupFailure != nil && strings.Contains(setupFailure.Error(), dir+string(filepath.Separator)):
 			// The error names a file of the run's folder (a node's log):
 			// keep the folder, saying why the run did not start.
-			_ = reports.WriteResults(dir, reports.Results{Run: info, Valid: checker.Unknown,
+			_ = runstore.WriteResults(dir, runstore.Results{Run: info, Valid: checker.Unknown,
 				Problems: []string{"the run could not start: " + setupFailure.Error()}})
 		default:
 			// A run that could not start recorded nothing; its error says
@@ -308,7 +309,7 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 			os.Remove(filepath.Dir(dir)) // only if no other run is there
 		}
 	}()
-	logDir := filepath.Join(dir, "logs")
+	logDir := filepath.Join(dir, runstore.LogsDir)
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		return nil, setupErr("store: %v", err)
 	}
@@ -320,7 +321,7 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	lg := slog.New(teeHandler{slog.NewTextHandler(driverLog, nil), cfg.Logger})
 	lg.Info("run starting", "dir", dir, "impl", cfg.Impl, "faults", strings.Join(cfg.Faults, ","), "seed", cfg.Seed)
 
-	info = reports.RunInfo{
+	info = runstore.RunInfo{
 		Name: cfg.Name, Impl: cfg.Impl, ImplDoc: impl.Doc, Backend: impl.Backend, Nodes: impl.Nodes,
 		Faults: append([]string{}, cfg.Faults...), Clients: cfg.Clients, Locks: cfg.Locks,
 		TTL: cfg.TTL.String(), Duration: cfg.Duration.String(), Seed: cfg.Seed, Mode: string(cfg.Mode),
@@ -337,13 +338,13 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	// Until the run ends, results.json says how it was made and that it is
 	// unfinished, so `locktest check` of a run whose driver was killed
 	// still knows its resource mode and expectation.
-	if err := reports.WriteResults(dir, reports.Results{Run: info, Valid: checker.Unknown,
+	if err := runstore.WriteResults(dir, runstore.Results{Run: info, Valid: checker.Unknown,
 		Problems: []string{"the run did not finish: its driver stopped before checking; `locktest check` this folder"}}); err != nil {
 		return nil, setupErr("store: %v", err)
 	}
 
 	clock := history.StartClock()
-	hw, err := history.Create(filepath.Join(dir, reports.HistoryFile))
+	hw, err := history.Create(filepath.Join(dir, runstore.HistoryFile))
 	if err != nil {
 		return nil, setupErr("history: %v", err)
 	}
@@ -360,12 +361,12 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	plat, platErr := setupPlatform(ctx, cfg, impl, dir, lg)
 	var cl clusters.Cluster
 	var pool *workloads.Pool
-	var store *workloads.Store
+	var resStore *workloads.Store
 	defer func() {
 		// Whatever happened, nothing the run started outlives it.
 		stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		stopAll(stopCtx, cl, pool, store, logDir, lg)
+		stopAll(stopCtx, cl, pool, resStore, logDir, lg)
 		plat.close(stopCtx, lg)
 		hw.Close() // idempotent; closed already when the run got to its end
 	}()
@@ -379,13 +380,13 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	if info.Lab != "" {
 		// A driver killed from here on leaves a lab behind: say which, so
 		// the folder tells what `locktest cleanup` will remove.
-		if err := reports.WriteResults(dir, reports.Results{Run: info, Valid: checker.Unknown,
+		if err := runstore.WriteResults(dir, runstore.Results{Run: info, Valid: checker.Unknown,
 			Problems: []string{"the run did not finish: its driver stopped before checking; `locktest check` this folder"}}); err != nil {
 			return nil, setupErr("store: %v", err)
 		}
 	}
 	var startErr error
-	cl, pool, store, startErr = start(ctx, cfg, impl, dir, logDir, clock, rec, plat, lg)
+	cl, pool, resStore, startErr = start(ctx, cfg, impl, dir, logDir, clock, rec, plat, lg)
 	if startErr != nil {
 		setupFailure = startErr
 		return nil, startErr
@@ -441,13 +442,13 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	info.Errors = runErrs
 
 	h := rec.History()
-	results, vis := checker.RunVisual(context.Background(), h, reports.MaxVisualizedOps, checker.For(string(cfg.Mode), checker.Leases(h))...)
-	res := reports.Check(info, h, results)
-	if err := storeResults(dir, &res, h, vis); err != nil {
+	d := checker.Decide(context.Background(), h, info.Facts(), reports.MaxVisualizedOps)
+	res := runstore.New(info, d)
+	if err := storeResults(dir, &res, h, d.Visual); err != nil {
 		lg.Error("store results", "err", err)
 		return &Outcome{Dir: dir, Results: res}, err
 	}
-	if err := linkLatest(filepath.Join(cfg.StoreDir, cfg.Name), filepath.Base(dir)); err != nil {
+	if err := runstore.LinkLatest(dir); err != nil {
 		lg.Warn("latest link", "err", err)
 	}
 	if err := reports.WriteIndex(cfg.StoreDir); err != nil {
@@ -494,13 +495,13 @@ func start(ctx context.Context, cfg Config, impl impls.Impl, dir, logDir string,
 	if err != nil {
 		return cl, nil, nil, err
 	}
-	store, err := workloads.StartStoreOn(plat.storeAddr, cfg.Mode, clock, filepath.Join(dir, reports.ResourceFile), lg)
+	resStore, err := workloads.StartStoreOn(plat.storeAddr, cfg.Mode, clock, filepath.Join(dir, runstore.ResourceFile), lg)
 	if err != nil {
 		return cl, nil, nil, &SetupError{err}
 	}
 	nodes, err := plat.proxied(cl.Nodes())
 	if err != nil {
-		return cl, nil, store, &SetupError{err}
+		return cl, nil, resStore, &SetupError{err}
 	}
 	var addrs []string
 	for _, n := range nodes {
@@ -517,18 +518,18 @@ func start(ctx context.Context, cfg Config, impl impls.Impl, dir, logDir string,
 			Impl: cfg.Impl, Addrs: addrs, Nodes: nodes, Params: cfg.ImplParams, Locks: locks, TTL: workloads.Duration(cfg.TTL),
 			Think: workloads.Duration(cfg.Think), Retry: workloads.Duration(cfg.Retry),
 			Work: workloads.Duration(cfg.Work), WorkMin: workloads.Duration(cfg.WorkMin), Timeout: workloads.Duration(cfg.Timeout),
-			StoreAddr: store.Addr(), Mode: cfg.Mode, ClockOrigin: clock.Origin(), Seed: cfg.Seed,
+			StoreAddr: resStore.Addr(), Mode: cfg.Mode, ClockOrigin: clock.Origin(), Seed: cfg.Seed,
 		},
 	}, cfg.Clients)
 	if err != nil {
-		return cl, nil, store, &SetupError{fmt.Errorf("start workers: %w", err)}
+		return cl, nil, resStore, &SetupError{fmt.Errorf("start workers: %w", err)}
 	}
-	return cl, pool, store, nil
+	return cl, pool, resStore, nil
 }
 
 // stopAll stops, in order, the workers, the cluster (after copying its
 // logs) and the store. Each may be nil; each Stop is idempotent.
-func stopAll(ctx context.Context, cl clusters.Cluster, pool *workloads.Pool, store *workloads.Store, logDir string, lg *slog.Logger) {
+func stopAll(ctx context.Context, cl clusters.Cluster, pool *workloads.Pool, resStore *workloads.Store, logDir string, lg *slog.Logger) {
 	if pool != nil {
 		if err := pool.Stop(ctx); err != nil {
 			lg.Warn("stop workers", "err", err)
@@ -544,45 +545,11 @@ func stopAll(ctx context.Context, cl clusters.Cluster, pool *workloads.Pool, sto
 			lg.Error("stop cluster", "err", err)
 		}
 	}
-	if store != nil {
-		if err := store.Close(ctx); err != nil {
+	if resStore != nil {
+		if err := resStore.Close(ctx); err != nil {
 			lg.Warn("close store", "err", err)
 		}
 	}
-}
-
-// makeRunDir creates root/name/<timestamp>, adding a suffix when two runs
-// start in the same second.
-func makeRunDir(root, name string, t time.Time) (string, error) {
-	base := filepath.Join(root, name, t.Format("20060102T150405"))
-	for i := 0; i < 100; i++ {
-		d := base
-		if i > 0 {
-			d = fmt.Sprintf("%s-%d", base, i)
-		}
-		if err := os.MkdirAll(filepath.Dir(d), 0o755); err != nil {
-			return "", err
-		}
-		err := os.Mkdir(d, 0o755)
-		if err == nil {
-			return filepath.Abs(d)
-		}
-		if !errors.Is(err, os.ErrExist) {
-			return "", err
-		}
-	}
-	return "", fmt.Errorf("too many runs named %s at %s", name, t.Format(time.RFC3339))
-}
-
-// linkLatest points parent/latest at target (a sibling folder).
-func linkLatest(parent, target string) error {
-	link := filepath.Join(parent, "latest")
-	tmp := link + ".tmp"
-	_ = os.Remove(tmp)
-	if err := os.Symlink(target, tmp); err != nil {
-		return err
-	}
-	return os.Rename(tmp, link)
 }
 
 // countingSink passes ops on and counts successful acquires.
@@ -641,7 +608,7 @@ func (t teeHandler) WithGroup(name string) slog.Handler {
 // first, so results.json can say that it is missing; if results.json itself
 // cannot be written, it still holds what the run wrote at its start
 // (unknown, unfinished), and a report that says otherwise is removed.
-func storeResults(dir string, res *reports.Results, h history.History, vis *checker.Visualization) error {
+func storeResults(dir string, res *runstore.Results, h history.History, vis *checker.Visualization) error {
 	fail := func(err error) error {
 		err = fmt.Errorf("store: %w", err)
 		res.Problems = append(res.Problems, err.Error())
@@ -652,9 +619,9 @@ func storeResults(dir string, res *reports.Results, h history.History, vis *chec
 	if err := reports.WriteHTMLVisual(dir, *res, h, vis); err != nil {
 		errs = append(errs, fail(fmt.Errorf("report not written: %w", err)))
 	}
-	if err := reports.WriteResults(dir, *res); err != nil {
+	if err := runstore.WriteResults(dir, *res); err != nil {
 		errs = append(errs, fail(fmt.Errorf("results not written: %w", err)))
-		_ = os.Remove(filepath.Join(dir, reports.ReportFile))
+		_ = os.Remove(filepath.Join(dir, runstore.ReportFile))
 	}
 	return errors.Join(errs...)
 }

@@ -14,7 +14,7 @@ import (
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/internal/testexe"
-	"github.com/locktest/locktest/reports"
+	"github.com/locktest/locktest/runstore"
 	"github.com/locktest/locktest/workloads"
 )
 
@@ -46,14 +46,14 @@ func mustRun(t *testing.T, cfg Config) (*Outcome, history.History) {
 	if err != nil {
 		t.Fatalf("run: %v", err)
 	}
-	h, err := history.ReadFile(filepath.Join(out.Dir, reports.HistoryFile))
+	h, err := history.ReadFile(filepath.Join(out.Dir, runstore.HistoryFile))
 	if err != nil {
 		t.Fatalf("stored history: %v", err)
 	}
 	if len(h) != int(out.Results.Stats["ops"]) {
 		t.Fatalf("stored history has %d ops, results say %v", len(h), out.Results.Stats["ops"])
 	}
-	for _, f := range []string{reports.ResultsFile, reports.ReportFile, reports.ResourceFile, "logs/n1.log", "logs/p0.log", "logs/driver.log"} {
+	for _, f := range []string{runstore.ResultsFile, runstore.ReportFile, runstore.ResourceFile, "logs/n1.log", "logs/p0.log", "logs/driver.log"} {
 		if _, err := os.Stat(filepath.Join(out.Dir, f)); err != nil {
 			t.Errorf("run dir lacks %s: %v", f, err)
 		}
@@ -68,7 +68,7 @@ func mustRun(t *testing.T, cfg Config) (*Outcome, history.History) {
 	return out, h
 }
 
-func result(t *testing.T, r reports.Results, name string) checker.Result {
+func result(t *testing.T, r runstore.Results, name string) checker.Result {
 	t.Helper()
 	for _, c := range r.Checkers {
 		if c.Checker == name {
@@ -79,7 +79,7 @@ func result(t *testing.T, r reports.Results, name string) checker.Result {
 	return checker.Result{}
 }
 
-func kinds(r reports.Results) map[string]int {
+func kinds(r runstore.Results) map[string]int {
 	k := map[string]int{}
 	for _, c := range r.Checkers {
 		for _, a := range c.Anomalies {
@@ -358,7 +358,7 @@ func BenchmarkCriticalSections(b *testing.B) {
 				if out.Results.Valid != checker.Valid {
 					b.Fatalf("verdict %s", out.Results.Valid)
 				}
-				h, err := history.ReadFile(filepath.Join(out.Dir, reports.HistoryFile))
+				h, err := history.ReadFile(filepath.Join(out.Dir, runstore.HistoryFile))
 				if err != nil {
 					b.Fatal(err)
 				}

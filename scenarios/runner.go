@@ -19,6 +19,7 @@ import (
 	"github.com/locktest/locktest/internal/stats"
 	"github.com/locktest/locktest/reports"
 	"github.com/locktest/locktest/run"
+	"github.com/locktest/locktest/runstore"
 )
 
 // RunResult is what one run of a scenario showed.
@@ -80,7 +81,7 @@ func Run(ctx context.Context, s Scenario, opt Options) ([]RunResult, error) {
 			return out, fmt.Errorf("scenario %s, seed %d: %w", s.Name, seed, err)
 		default:
 			r.Dir = o.Dir
-			h, herr := history.ReadFile(filepath.Join(o.Dir, reports.HistoryFile))
+			h, herr := history.ReadFile(filepath.Join(o.Dir, runstore.HistoryFile))
 			if herr != nil {
 				return out, fmt.Errorf("scenario %s, seed %d: %w", s.Name, seed, herr)
 			}
@@ -105,7 +106,7 @@ func Run(ctx context.Context, s Scenario, opt Options) ([]RunResult, error) {
 // and history, into r: a violation (an anomaly of a kind the scenario
 // counts), safe (a valid verdict), or inconclusive with the reason (the run
 // did not test what it meant to, or a checker could not decide).
-func Classify(s Scenario, res reports.Results, h history.History, r *RunResult) {
+func Classify(s Scenario, res runstore.Results, h history.History, r *RunResult) {
 	r.Kinds = map[string]int{}
 	first := int64(math.MaxInt64)
 	for _, c := range res.Checkers {
@@ -195,7 +196,7 @@ func Score(s Scenario, runs []RunResult, dir string) reports.ScoreRow {
 	seed := int64(1)
 	if linked != nil {
 		seed = linked.Seed
-		if rel, err := filepath.Rel(dir, filepath.Join(linked.Dir, reports.ReportFile)); err == nil && linked.Dir != "" {
+		if rel, err := filepath.Rel(dir, filepath.Join(linked.Dir, runstore.ReportFile)); err == nil && linked.Dir != "" {
 			row.Report = rel
 		}
 	} else if len(runs) > 0 {

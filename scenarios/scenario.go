@@ -22,7 +22,6 @@ import (
 
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/nemesis"
-	"github.com/locktest/locktest/reports"
 	"github.com/locktest/locktest/run"
 	"github.com/locktest/locktest/workloads"
 )
@@ -340,7 +339,7 @@ func (s Scenario) Config(base run.Config) (run.Config, error) {
 	}
 	// down: 0s is meaningful (restart at once), so it is set whenever the
 	// scenario has a fault that reads it (kill-node).
-	if s.Down != 0 || nemesis.Reads(reports.FaultParts(s.Faults), "down") {
+	if s.Down != 0 || nemesis.Reads(checker.FaultParts(s.Faults), "down") {
 		c.NodeDown = time.Duration(s.Down)
 	}
 	if s.PausePoint != "" {
@@ -412,7 +411,7 @@ func (s Scenario) Command(seed int64) string {
 	for _, d := range s.durations(&run.Config{}) {
 		add(d.flag, time.Duration(d.v).String())
 	}
-	if nemesis.Reads(reports.FaultParts(s.Faults), "down") {
+	if nemesis.Reads(checker.FaultParts(s.Faults), "down") {
 		a = append(a, "--down", time.Duration(s.Down).String())
 	}
 	add("--pause-point", s.PausePoint)

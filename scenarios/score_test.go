@@ -8,6 +8,7 @@ import (
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/reports"
+	"github.com/locktest/locktest/runstore"
 )
 
 // hist is a history whose op i happens at i seconds.
@@ -19,8 +20,8 @@ func hist(n int) history.History {
 	return h
 }
 
-func results(valid checker.Verdict, problems []string, anomalies ...checker.Anomaly) reports.Results {
-	return reports.Results{Valid: valid, Problems: problems, Checkers: []checker.Result{
+func results(valid checker.Verdict, problems []string, anomalies ...checker.Anomaly) runstore.Results {
+	return runstore.Results{Valid: valid, Problems: problems, Checkers: []checker.Result{
 		{Checker: "mutual-exclusion", Valid: valid, Anomalies: anomalies},
 	}}
 }
@@ -34,7 +35,7 @@ func TestClassify(t *testing.T) {
 	tests := []struct {
 		name    string
 		s       Scenario
-		res     reports.Results
+		res     runstore.Results
 		outcome string
 		first   float64
 		reason  string

@@ -19,7 +19,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/locktest/locktest/history"
-	"github.com/locktest/locktest/reports"
+	"github.com/locktest/locktest/runstore"
 )
 
 // badCase is a command line with one bad value and the text its error
@@ -180,12 +180,12 @@ func TestEveryFlagRefusesABadValue(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			store := t.TempDir()
-			if err := os.WriteFile(filepath.Join(store, "file"), []byte("x"), 0o644); err != nil {
+			root := t.TempDir()
+			if err := os.WriteFile(filepath.Join(root, "file"), []byte("x"), 0o644); err != nil {
 				t.Fatal(err)
 			}
 			bad := "scenarios:\n  - name: a\n    colour: red\n"
-			if err := os.WriteFile(filepath.Join(store, "bad.yaml"), []byte(bad), 0o644); err != nil {
+			if err := os.WriteFile(filepath.Join(root, "bad.yaml"), []byte(bad), 0o644); err != nil {
 				t.Fatal(err)
 			}
 			base, ok := badBase[c.cmd]
@@ -194,9 +194,9 @@ func TestEveryFlagRefusesABadValue(t *testing.T) {
 			}
 			args := append(append([]string{}, base...), c.args...)
 			for i := range args {
-				args[i] = strings.ReplaceAll(args[i], "STORE", store)
+				args[i] = strings.ReplaceAll(args[i], "STORE", root)
 			}
-			want := strings.ReplaceAll(c.want, "STORE", store)
+			want := strings.ReplaceAll(c.want, "STORE", root)
 			stdout, stderr, code := locktestEnv(t, []string{"PATH=" + emptyPath}, args...)
 			if code != 2 || !strings.HasPrefix(stderr, "locktest: ") || strings.Count(stderr, "\n") != 1 ||
 				!strings.Contains(stderr, want) || strings.Contains(stderr, "goroutine") {
@@ -206,7 +206,7 @@ func TestEveryFlagRefusesABadValue(t *testing.T) {
 			if stdout != "" {
 				t.Errorf("stdout %q, want nothing", stdout)
 			}
-			if ents, _ := os.ReadDir(store); len(ents) != 2 {
+			if ents, _ := os.ReadDir(root); len(ents) != 2 {
 				t.Errorf("the refused command left %d entries in the store", len(ents)-2)
 			}
 		})
@@ -308,9 +308,9 @@ func TestServerThatFailsAtStartExitsTwo(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			fake := fakeServer(t, "redis-server", tt.script)
-			store := t.TempDir()
+			root := t.TempDir()
 			stdout, stderr, code := locktestEnv(t, []string{"PATH=" + fake + ":" + os.Getenv("PATH")},
-				"run", "--store", store, "--time", "2s", "--name", "fake")
+				"run", "--store", root, "--time", "2s", "--name", "fake")
 			if code != 2 || strings.Count(stderr, "\n") != 1 || stdout != "" {
 				t.Fatalf("exit %d, stdout %q, stderr %q; want exit 2 and one line", code, stdout, stderr)
 			}
@@ -319,7 +319,7 @@ func TestServerThatFailsAtStartExitsTwo(t *testing.T) {
 					t.Errorf("stderr %q lacks %q", stderr, w)
 				}
 			}
-			if left := leftovers(fake, store); len(left) > 0 {
+			if left := leftovers(fake, root); len(left) > 0 {
 				t.Errorf("left running: %v", left)
 			}
 			// A log the line names is there to read.
@@ -327,15 +327,15 @@ func TestServerThatFailsAtStartExitsTwo(t *testing.T) {
 				if _, err := os.Stat(m[1]); err != nil {
 					t.Errorf("the error names %s: %v", m[1], err)
 				}
-				dirs, _ := filepath.Glob(filepath.Join(store, "fake", "2*"))
+				dirs, _ := filepath.Glob(filepath.Join(root, "fake", "2*"))
 				if len(dirs) != 1 {
 					t.Fatalf("run folders %v, want the one the error names", dirs)
 				}
-				r, err := reports.ReadResults(dirs[0])
+				r, err := runstore.ReadResults(dirs[0])
 				if err != nil || r.Valid != "unknown" || len(r.Problems) != 1 || !strings.HasPrefix(r.Problems[0], "the run could not start: ") {
 					t.Errorf("results of a run that could not start: %+v, %v", r, err)
 				}
-			} else if ents, _ := os.ReadDir(store); len(ents) != 0 {
+			} else if ents, _ := os.ReadDir(root); len(ents) != 0 {
 				t.Errorf("a run that could not start, whose error names no file, left %d entries in the store", len(ents))
 			}
 		})
@@ -362,15 +362,15 @@ func TestStoreThatCannotBeWrittenExitsTwo(t *testing.T) {
 	} else {
 		t.Logf("no read-only tmpfs (%v): only the file case runs", err)
 	}
-	for name, store := range stores {
+	for name, root := range stores {
 		t.Run(name, func(t *testing.T) {
-			stdout, stderr, code := locktest(t, "run", "--store", store, "--time", "2s")
+			stdout, stderr, code := locktest(t, "run", "--store", root, "--time", "2s")
 			want := map[string]string{"a file": "not a directory", "read-only": "read-only file system"}[name]
 			if code != 2 || stdout != "" || strings.Count(stderr, "\n") != 1 ||
-				!strings.HasPrefix(stderr, "locktest: store: mkdir "+store) || !strings.Contains(stderr, want) {
-				t.Fatalf("exit %d, stdout %q, stderr %q; want exit 2 and one line: store: mkdir %s/...: %s", code, stdout, stderr, store, want)
+				!strings.HasPrefix(stderr, "locktest: store: mkdir "+root) || !strings.Contains(stderr, want) {
+				t.Fatalf("exit %d, stdout %q, stderr %q; want exit 2 and one line: store: mkdir %s/...: %s", code, stdout, stderr, root, want)
 			}
-			if left := leftovers(store); len(left) > 0 {
+			if left := leftovers(root); len(left) > 0 {
 				t.Errorf("left running: %v", left)
 			}
 		})
@@ -385,16 +385,16 @@ func TestDiskFullEndsTheRunUnknown(t *testing.T) {
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		t.Skip("redis-server not installed (make setup)")
 	}
-	store := t.TempDir()
-	if err := syscall.Mount("tmpfs", store, "tmpfs", 0, "size=256k"); err != nil {
+	root := t.TempDir()
+	if err := syscall.Mount("tmpfs", root, "tmpfs", 0, "size=256k"); err != nil {
 		t.Skipf("cannot mount a tmpfs (root needed): %v", err)
 	}
 	t.Cleanup(func() {
-		if err := syscall.Unmount(store, 0); err != nil {
-			t.Errorf("unmount %s: %v", store, err)
+		if err := syscall.Unmount(root, 0); err != nil {
+			t.Errorf("unmount %s: %v", root, err)
 		}
 	})
-	stdout, stderr, code := locktest(t, "run", "--store", store, "--time", "3s", "--name", "full")
+	stdout, stderr, code := locktest(t, "run", "--store", root, "--time", "3s", "--name", "full")
 	if code != 1 || stderr != "locktest: the run was unknown, expected valid\n" {
 		t.Fatalf("exit %d, stderr %q; want 1 and the unknown verdict\n%s", code, stderr, stdout)
 	}
@@ -404,20 +404,20 @@ func TestDiskFullEndsTheRunUnknown(t *testing.T) {
 			t.Errorf("stdout lacks %q:\n%s", w, stdout)
 		}
 	}
-	dirs, _ := filepath.Glob(filepath.Join(store, "full", "2*"))
+	dirs, _ := filepath.Glob(filepath.Join(root, "full", "2*"))
 	if len(dirs) != 1 {
 		t.Fatalf("run folders %v, want one", dirs)
 	}
 	// results.json still says what the run wrote at its start: unknown.
-	r, err := reports.ReadResults(dirs[0])
+	r, err := runstore.ReadResults(dirs[0])
 	if err != nil || r.Valid != "unknown" {
 		t.Errorf("results.json: %v, %v; want unknown", r.Valid, err)
 	}
-	if _, err := os.Stat(filepath.Join(dirs[0], reports.ResultsFile+".tmp")); err == nil {
+	if _, err := os.Stat(filepath.Join(dirs[0], runstore.ResultsFile+".tmp")); err == nil {
 		t.Errorf("a half-written results.json.tmp was left")
 	}
 	// The history file is whole lines: the ops up to the failed write.
-	h, err := history.ReadFile(filepath.Join(dirs[0], reports.HistoryFile))
+	h, err := history.ReadFile(filepath.Join(dirs[0], runstore.HistoryFile))
 	if err != nil || len(h) == 0 {
 		t.Fatalf("history: %d ops, %v", len(h), err)
 	}
@@ -428,7 +428,7 @@ func TestDiskFullEndsTheRunUnknown(t *testing.T) {
 	if total := regexp.MustCompile(`(\d+) ops, `).FindStringSubmatch(stdout); total == nil || atoi(total[1]) <= len(h) {
 		t.Errorf("the run checked %v ops, the file has %d: the run should have checked more than the disk took", total, len(h))
 	}
-	if left := leftovers(store, bin+" worker"); len(left) > 0 {
+	if left := leftovers(root, bin+" worker"); len(left) > 0 {
 		t.Errorf("left running: %v", left)
 	}
 }

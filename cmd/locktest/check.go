@@ -13,6 +13,7 @@ import (
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/reports"
+	"github.com/locktest/locktest/runstore"
 )
 
 func newCheckCmd() *cobra.Command {
@@ -48,13 +49,12 @@ problem, so the verdict is at best unknown.`,
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "read %d ops in %s\n", len(h), time.Since(start).Round(time.Millisecond))
-			cs := checker.For(info.Mode, checker.Leases(h))
-			results, vis := checker.RunVisual(cmd.Context(), h, reports.MaxVisualizedOps, cs...)
-			res := reports.Check(info, h, results)
-			if err := reports.WriteResults(dir, res); err != nil {
+			d := checker.Decide(cmd.Context(), h, info.Facts(), reports.MaxVisualizedOps)
+			res := runstore.New(info, d)
+			if err := runstore.WriteResults(dir, res); err != nil {
 				return err
 			}
-			if err := reports.WriteHTMLVisual(dir, res, h, vis); err != nil {
+			if err := reports.WriteHTMLVisual(dir, res, h, d.Visual); err != nil {
 				return err
 			}
 			printResults(cmd.OutOrStdout(), dir, res, true)
@@ -76,14 +76,14 @@ func newReportCmd() *cobra.Command {
 			if err != nil && !errors.Is(err, history.ErrTruncated) {
 				return err
 			}
-			res, err := reports.ReadResults(dir)
+			res, err := runstore.ReadResults(dir)
 			if err != nil {
 				return fmt.Errorf("%v (run `locktest check %s` first)", err, dir)
 			}
 			if err := reports.WriteHTML(dir, res, h); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "report: %s\n", filepath.Join(dir, reports.ReportFile))
+			fmt.Fprintf(cmd.OutOrStdout(), "report: %s\n", filepath.Join(dir, runstore.ReportFile))
 			return nil
 		},
 	}
@@ -94,8 +94,8 @@ func newReportCmd() *cobra.Command {
 // is returned (without that line) with its error, which wraps
 // history.ErrTruncated in a *history.LineError; any other bad history is
 // an error alone.
-func loadRun(arg string) (dir string, h history.History, info reports.RunInfo, err error) {
-	dir, path := arg, filepath.Join(arg, reports.HistoryFile)
+func loadRun(arg string) (dir string, h history.History, info runstore.RunInfo, err error) {
+	dir, path := arg, filepath.Join(arg, runstore.HistoryFile)
 	if st, serr := os.Stat(arg); serr == nil && !st.IsDir() {
 		dir, path = filepath.Dir(arg), arg
 	}
@@ -103,12 +103,12 @@ func loadRun(arg string) (dir string, h history.History, info reports.RunInfo, e
 	if herr != nil && !errors.Is(herr, history.ErrTruncated) {
 		return "", nil, info, herr
 	}
-	prev, rerr := reports.ReadResults(dir)
+	prev, rerr := runstore.ReadResults(dir)
 	switch {
 	case rerr == nil:
 		info = prev.Run
 	case errors.Is(rerr, os.ErrNotExist):
-		info = reports.RunInfo{Name: filepath.Base(dir), Expect: "valid"} // resource mode unknown: check everything
+		info = runstore.RunInfo{Name: filepath.Base(dir), Expect: "valid"} // resource mode unknown: check everything
 	default:
 		return "", nil, info, rerr
 	}

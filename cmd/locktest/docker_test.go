@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/clusters/docker"
-	"github.com/locktest/locktest/reports"
+	"github.com/locktest/locktest/runstore"
 )
 
 // TestDockerInterruptRemovesContainers interrupts docker runs: after
@@ -32,9 +32,9 @@ func TestDockerInterruptRemovesContainers(t *testing.T) {
 	}
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGKILL} {
 		t.Run(sig.String(), func(t *testing.T) {
-			store := t.TempDir()
+			root := t.TempDir()
 			cmd := exec.Command(bin, "run", "--provider", "docker", "--impl", "redlock", "--faults", "pause-node",
-				"--time", "60s", "--clients", "2", "--store", store, "--name", "dock")
+				"--time", "60s", "--clients", "2", "--store", root, "--name", "dock")
 			var out bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &out, &out
 			if err := cmd.Start(); err != nil {
@@ -47,8 +47,8 @@ func TestDockerInterruptRemovesContainers(t *testing.T) {
 			var left []docker.Leftover
 			deadline := time.Now().Add(30 * time.Second)
 			for time.Now().Before(deadline) && len(left) < 6 {
-				if dirs, _ := filepath.Glob(filepath.Join(store, "dock", "2*")); len(dirs) == 1 && run == "" {
-					if r, err := reports.ReadResults(dirs[0]); err == nil {
+				if dirs, _ := filepath.Glob(filepath.Join(root, "dock", "2*")); len(dirs) == 1 && run == "" {
+					if r, err := runstore.ReadResults(dirs[0]); err == nil {
 						run = r.Run.Lab
 					}
 				}

@@ -18,7 +18,7 @@ import (
 	"github.com/locktest/locktest/clusters/local/netlab"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/internal/procfs"
-	"github.com/locktest/locktest/reports"
+	"github.com/locktest/locktest/runstore"
 )
 
 // bin is the locktest binary, built once for these tests.
@@ -59,27 +59,27 @@ func locktest(t *testing.T, args ...string) (string, string, int) {
 }
 
 func TestBadUsageExitsTwoWithOneLine(t *testing.T) {
-	store := t.TempDir()
+	root := t.TempDir()
 	tests := []struct {
 		args []string
 		want string
 	}{
 		{[]string{"run", "--clients", "many"}, `invalid argument "many" for "--clients"`},
 		{[]string{"run", "--bogus"}, "unknown flag: --bogus"},
-		{[]string{"run", "--impl", "nope", "--store", store}, `--impl: unknown impl "nope"`},
-		{[]string{"run", "--faults", "meteor", "--store", store}, `unknown fault "meteor"`},
-		{[]string{"run", "--resource", "fencing", "--store", store}, `unknown resource mode "fencing"`},
-		{[]string{"run", "--ttl", "-1s", "--store", store}, "--ttl must be at least 1ms"},
-		{[]string{"run", "--clients", "0", "--store", store}, "--clients must be at least 1"},
-		{[]string{"run", "--time", "0", "--store", store}, "--time must be positive"},
-		{[]string{"run", "--impl", "redis-naive-del", "--resource", "fenced", "--store", store}, "grants none"},
+		{[]string{"run", "--impl", "nope", "--store", root}, `--impl: unknown impl "nope"`},
+		{[]string{"run", "--faults", "meteor", "--store", root}, `unknown fault "meteor"`},
+		{[]string{"run", "--resource", "fencing", "--store", root}, `unknown resource mode "fencing"`},
+		{[]string{"run", "--ttl", "-1s", "--store", root}, "--ttl must be at least 1ms"},
+		{[]string{"run", "--clients", "0", "--store", root}, "--clients must be at least 1"},
+		{[]string{"run", "--time", "0", "--store", root}, "--time must be positive"},
+		{[]string{"run", "--impl", "redis-naive-del", "--resource", "fenced", "--store", root}, "grants none"},
 		{[]string{"run", "extra"}, "unknown command"},
 		{[]string{"check"}, "accepts 1 arg(s), received 0"},
-		{[]string{"check", filepath.Join(store, "missing")}, "no such file or directory"},
+		{[]string{"check", filepath.Join(root, "missing")}, "no such file or directory"},
 		{[]string{"frobnicate"}, "unknown command"},
-		{[]string{"run", "--provider", "docker", "--image", "mongo=mongo:7", "--store", store}, `the docker provider has no backend "mongo"`},
-		{[]string{"run", "--image", "redis=redis:7.2", "--store", store}, "--image needs --provider docker"},
-		{[]string{"run", "--provider", "podman", "--store", store}, `--provider must be local or docker, got "podman"`},
+		{[]string{"run", "--provider", "docker", "--image", "mongo=mongo:7", "--store", root}, `the docker provider has no backend "mongo"`},
+		{[]string{"run", "--image", "redis=redis:7.2", "--store", root}, "--image needs --provider docker"},
+		{[]string{"run", "--provider", "podman", "--store", root}, `--provider must be local or docker, got "podman"`},
 		{[]string{"images", "build", "nope"}, `images build: no backend "nope"`},
 	}
 	for _, tt := range tests {
@@ -96,8 +96,8 @@ func TestBadUsageExitsTwoWithOneLine(t *testing.T) {
 }
 
 func TestMissingServerBinaryExitsTwoAndLeavesNoRunFolder(t *testing.T) {
-	store := t.TempDir()
-	cmd := exec.Command(bin, "run", "--store", store, "--time", "1s")
+	root := t.TempDir()
+	cmd := exec.Command(bin, "run", "--store", root, "--time", "1s")
 	cmd.Env = append(os.Environ(), "PATH="+t.TempDir())
 	var errb bytes.Buffer
 	cmd.Stderr = &errb
@@ -109,7 +109,7 @@ func TestMissingServerBinaryExitsTwoAndLeavesNoRunFolder(t *testing.T) {
 	if s := errb.String(); strings.Count(s, "\n") != 1 || !strings.Contains(s, "redis-server not found") || !strings.Contains(s, "make setup") {
 		t.Errorf("stderr %q, want one line naming redis-server and make setup", s)
 	}
-	if ents, _ := os.ReadDir(store); len(ents) != 0 {
+	if ents, _ := os.ReadDir(root); len(ents) != 0 {
 		t.Errorf("a run that could not start left %d entries in the store", len(ents))
 	}
 }
@@ -132,7 +132,7 @@ const goodHistory = `{"index":0,"type":"invoke","process":0,"f":"acquire","time"
 func writeRun(t *testing.T, content string) string {
 	t.Helper()
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, reports.HistoryFile), []byte(content), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, runstore.HistoryFile), []byte(content), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return dir
@@ -167,14 +167,14 @@ func TestCheckRejectsCorruptHistoriesWithTheLineNumber(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := writeRun(t, tt.content)
 			// What an earlier check wrote must survive a refused one.
-			before := map[string]string{reports.ResultsFile: `{"run":{"name":"x"},"valid":"true"}` + "\n", reports.ReportFile: "<html>earlier</html>"}
+			before := map[string]string{runstore.ResultsFile: `{"run":{"name":"x"},"valid":"true"}` + "\n", runstore.ReportFile: "<html>earlier</html>"}
 			for f, c := range before {
 				if err := os.WriteFile(filepath.Join(dir, f), []byte(c), 0o644); err != nil {
 					t.Fatal(err)
 				}
 			}
 			stdout, stderr, code := locktest(t, "check", dir)
-			want := "locktest: " + filepath.Join(dir, reports.HistoryFile) + ": " + tt.want
+			want := "locktest: " + filepath.Join(dir, runstore.HistoryFile) + ": " + tt.want
 			if code != 2 || !strings.HasPrefix(stderr, want) || strings.Count(stderr, "\n") != 1 || stdout != "" {
 				t.Fatalf("exit %d, stdout %q, stderr %q; want 2 and %q", code, stdout, stderr, want)
 			}
@@ -208,7 +208,7 @@ func TestCheckReadsThePrefixOfACutHistory(t *testing.T) {
 					!strings.Contains(stdout, "verdict: "+tt.verdict) {
 					t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
 				}
-				r, err := reports.ReadResults(dir)
+				r, err := runstore.ReadResults(dir)
 				if err != nil || len(r.Run.Errors) != 1 || strings.ToUpper(string(r.Valid)) != map[string]string{"unknown": "UNKNOWN", "INVALID": "FALSE"}[tt.verdict] {
 					t.Fatalf("results: %+v, %v", r, err)
 				}
@@ -227,19 +227,19 @@ func TestCheckFindsOverlapAndExitsOne(t *testing.T) {
 		!strings.Contains(out, "read 4 ops in ") || !strings.Contains(out, "liveness") {
 		t.Fatalf("exit %d, out %q", code, out)
 	}
-	r, err := reports.ReadResults(dir)
+	r, err := runstore.ReadResults(dir)
 	if err != nil || r.Valid != "false" {
 		t.Fatalf("results %+v, %v", r.Valid, err)
 	}
-	if _, err := os.Stat(filepath.Join(dir, reports.ReportFile)); err != nil {
+	if _, err := os.Stat(filepath.Join(dir, runstore.ReportFile)); err != nil {
 		t.Errorf("no report: %v", err)
 	}
 	// report re-renders from the results.
-	os.Remove(filepath.Join(dir, reports.ReportFile))
+	os.Remove(filepath.Join(dir, runstore.ReportFile))
 	if _, stderr, code := locktest(t, "report", dir); code != 0 {
 		t.Fatalf("report: exit %d %s", code, stderr)
 	}
-	b, err := os.ReadFile(filepath.Join(dir, reports.ReportFile))
+	b, err := os.ReadFile(filepath.Join(dir, runstore.ReportFile))
 	if err != nil || !bytes.Contains(b, []byte("overlapping-holds")) {
 		t.Fatalf("report lacks the anomaly: %v", err)
 	}
@@ -280,10 +280,10 @@ func TestInterruptStopsEverythingAndKeepsTheHistory(t *testing.T) {
 	}
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGKILL} {
 		t.Run(sig.String(), func(t *testing.T) {
-			store := t.TempDir()
+			root := t.TempDir()
 			cmd := exec.Command(bin, "run", "--impl", "redis-set-nx-px", "--faults", "pause-client,kill-node",
 				"--ttl", "300ms", "--interval", "200ms", "--down", "200ms", "--time", "60s", "--clients", "3",
-				"--store", store, "--name", "int")
+				"--store", root, "--name", "int")
 			var out bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &out, &out
 			if err := cmd.Start(); err != nil {
@@ -306,7 +306,7 @@ func TestInterruptStopsEverythingAndKeepsTheHistory(t *testing.T) {
 			// Let faults happen: wait until the history shows a client
 			// paused and a critical section done.
 			deadline = time.Now().Add(30 * time.Second)
-			for time.Now().Before(deadline) && !historyShows(store, "int", `"f":"pause-client"`, `"type":"ok","process":-1,"f":"pause-client"`) {
+			for time.Now().Before(deadline) && !historyShows(root, "int", `"f":"pause-client"`, `"type":"ok","process":-1,"f":"pause-client"`) {
 				time.Sleep(50 * time.Millisecond)
 			}
 			// A node restarted by kill-node is a new child: look again.
@@ -335,7 +335,7 @@ func TestInterruptStopsEverythingAndKeepsTheHistory(t *testing.T) {
 					t.Errorf("process %d outlived the run", k)
 				}
 			}
-			dirs, _ := filepath.Glob(filepath.Join(store, "int", "2*"))
+			dirs, _ := filepath.Glob(filepath.Join(root, "int", "2*"))
 			if len(dirs) != 1 {
 				t.Fatalf("run folders %v, want one", dirs)
 			}
@@ -343,7 +343,7 @@ func TestInterruptStopsEverythingAndKeepsTheHistory(t *testing.T) {
 			if sig == syscall.SIGKILL {
 				// The history is a checkable prefix, and results.json, written
 				// at the start, still says how the run was made.
-				r, err := reports.ReadResults(dir)
+				r, err := runstore.ReadResults(dir)
 				if err != nil || r.Valid != "unknown" || len(r.Problems) == 0 || r.Run.Mode != "none" {
 					t.Fatalf("results of a killed run: %+v, %v", r, err)
 				}
@@ -352,14 +352,14 @@ func TestInterruptStopsEverythingAndKeepsTheHistory(t *testing.T) {
 					t.Fatalf("check of a killed run's history: exit 2, %s", stderr)
 				}
 			}
-			r, err := reports.ReadResults(dir)
+			r, err := runstore.ReadResults(dir)
 			if err != nil {
 				t.Fatalf("no results after %v: %v\n%s", sig, err, out.String())
 			}
 			if r.Stats["critical_sections"] < 1 || r.Stats["faults_injected"] < 1 {
 				t.Errorf("results: %v critical sections, %v faults", r.Stats["critical_sections"], r.Stats["faults_injected"])
 			}
-			h, err := history.ReadFile(filepath.Join(dir, reports.HistoryFile))
+			h, err := history.ReadFile(filepath.Join(dir, runstore.HistoryFile))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -376,7 +376,7 @@ func TestInterruptStopsEverythingAndKeepsTheHistory(t *testing.T) {
 			if !r.Run.Interrupted {
 				t.Errorf("results do not say the run was interrupted")
 			}
-			if target, err := os.Readlink(filepath.Join(store, "int", "latest")); err != nil || target != filepath.Base(dir) {
+			if target, err := os.Readlink(filepath.Join(root, "int", "latest")); err != nil || target != filepath.Base(dir) {
 				t.Errorf("latest link %q, %v", target, err)
 			}
 			// Every fault injected before the signal was healed.
@@ -414,10 +414,10 @@ func TestInterruptRemovesTheNetworkLab(t *testing.T) {
 	}
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGKILL} {
 		t.Run(sig.String(), func(t *testing.T) {
-			store := t.TempDir()
+			root := t.TempDir()
 			cmd := exec.Command(bin, "run", "--impl", "redis-set-nx-px", "--faults", "client-isolate,loss",
 				"--ttl", "300ms", "--interval", "200ms", "--window", "300ms", "--time", "60s", "--clients", "2",
-				"--store", store, "--name", "net")
+				"--store", root, "--name", "net")
 			var out bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &out, &out
 			if err := cmd.Start(); err != nil {
@@ -428,8 +428,8 @@ func TestInterruptRemovesTheNetworkLab(t *testing.T) {
 			var lab string
 			deadline := time.Now().Add(20 * time.Second)
 			for time.Now().Before(deadline) && lab == "" {
-				if dirs, _ := filepath.Glob(filepath.Join(store, "net", "2*")); len(dirs) == 1 {
-					if r, err := reports.ReadResults(dirs[0]); err == nil {
+				if dirs, _ := filepath.Glob(filepath.Join(root, "net", "2*")); len(dirs) == 1 {
+					if r, err := runstore.ReadResults(dirs[0]); err == nil {
 						lab = r.Run.Lab
 					}
 				}
@@ -472,8 +472,8 @@ func TestInterruptRemovesTheNetworkLab(t *testing.T) {
 
 // historyShows reports whether the history of the only run named name in
 // store holds a line with each of parts, and an acquire ok.
-func historyShows(store, name string, parts ...string) bool {
-	dirs, _ := filepath.Glob(filepath.Join(store, name, "2*", "history.jsonl"))
+func historyShows(root, name string, parts ...string) bool {
+	dirs, _ := filepath.Glob(filepath.Join(root, name, "2*", "history.jsonl"))
 	if len(dirs) != 1 {
 		return false
 	}

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/locktest/locktest/history"
-	"github.com/locktest/locktest/reports"
+	"github.com/locktest/locktest/runstore"
 )
 
 // A fault defined in one file of the nemesis (noop.go, which registers the
@@ -30,24 +30,24 @@ func TestNoopFaultReachesEveryReader(t *testing.T) {
 		t.Errorf("list's line of noop is %q, want its family and heal", line)
 	}
 
-	store := t.TempDir()
+	root := t.TempDir()
 	stdout, stderr, code = locktest(t, "run", "--impl", "redis-set-nx-px", "--faults", "noop", "--time", "4s",
-		"--interval", "500ms", "--window", "300ms", "--quiet-time", "500ms", "--store", store, "--name", "noop")
+		"--interval", "500ms", "--window", "300ms", "--quiet-time", "500ms", "--store", root, "--name", "noop")
 	if code != 0 {
 		t.Fatalf("run --faults noop: exit %d: %s%s", code, stdout, stderr)
 	}
-	dirs, _ := filepath.Glob(filepath.Join(store, "noop", "2*"))
+	dirs, _ := filepath.Glob(filepath.Join(root, "noop", "2*"))
 	if len(dirs) != 1 {
 		t.Fatalf("run folders %v", dirs)
 	}
-	r, err := reports.ReadResults(dirs[0])
+	r, err := runstore.ReadResults(dirs[0])
 	if err != nil {
 		t.Fatal(err)
 	}
 	if r.Stats["faults_injected"] < 1 || len(r.Problems) > 0 {
 		t.Errorf("noop run: %v faults injected, problems %q", r.Stats["faults_injected"], r.Problems)
 	}
-	h, err := history.ReadFile(filepath.Join(dirs[0], reports.HistoryFile))
+	h, err := history.ReadFile(filepath.Join(dirs[0], runstore.HistoryFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func TestNoopFaultReachesEveryReader(t *testing.T) {
 	if injected == 0 || healed < injected {
 		t.Errorf("history has %d noop injections and %d heals", injected, healed)
 	}
-	page, err := os.ReadFile(filepath.Join(dirs[0], reports.ReportFile))
+	page, err := os.ReadFile(filepath.Join(dirs[0], runstore.ReportFile))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/locktest/locktest/clusters/docker"
-	"github.com/locktest/locktest/reports"
+	"github.com/locktest/locktest/runstore"
 )
 
 // TestReportSaysWhatRanTheNodes makes a short run under each provider and
@@ -32,20 +32,20 @@ func TestReportSaysWhatRanTheNodes(t *testing.T) {
 					t.Fatalf("images build redis: exit %d, %s%s", code, stdout, stderr)
 				}
 			}
-			store := t.TempDir()
-			stdout, stderr, code := locktest(t, "run", "--provider", provider, "--time", "2s", "--clients", "2", "--store", store, "--name", "p")
+			root := t.TempDir()
+			stdout, stderr, code := locktest(t, "run", "--provider", provider, "--time", "2s", "--clients", "2", "--store", root, "--name", "p")
 			if code != 0 {
 				t.Fatalf("exit %d: %s%s", code, stdout, stderr)
 			}
-			dirs, _ := filepath.Glob(filepath.Join(store, "p", "2*"))
+			dirs, _ := filepath.Glob(filepath.Join(root, "p", "2*"))
 			if len(dirs) != 1 {
 				t.Fatalf("run folders %v", dirs)
 			}
-			r, err := reports.ReadResults(dirs[0])
+			r, err := runstore.ReadResults(dirs[0])
 			if err != nil {
 				t.Fatal(err)
 			}
-			page, err := os.ReadFile(filepath.Join(dirs[0], reports.ReportFile))
+			page, err := os.ReadFile(filepath.Join(dirs[0], runstore.ReportFile))
 			if err != nil {
 				t.Fatal(err)
 			}

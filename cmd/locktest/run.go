@@ -19,6 +19,7 @@ import (
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/reports"
 	"github.com/locktest/locktest/run"
+	"github.com/locktest/locktest/runstore"
 	"github.com/locktest/locktest/workloads"
 )
 
@@ -136,7 +137,7 @@ var scheduleFlags = []string{"interval", "quiet-time", "stagger"}
 // of the run lists it among its Settings; --pause-point reaches kill-client
 // only with --kill-holder.
 func checkFaultFlags(f changer, cfg run.Config) error {
-	parts := reports.FaultParts(cfg.Faults)
+	parts := checker.FaultParts(cfg.Faults)
 	readers := map[string][]string{} // flag → the faults that read it
 	for _, s := range nemesis.Specs() {
 		for _, flag := range s.Settings {
@@ -249,7 +250,7 @@ func parseLevel(s string) (slog.Level, error) {
 // printResults prints the verdict of every checker, the first anomalies and
 // where the report is; stored says whether results.json and the report
 // were written.
-func printResults(w io.Writer, dir string, r reports.Results, stored bool) {
+func printResults(w io.Writer, dir string, r runstore.Results, stored bool) {
 	fmt.Fprintf(w, "run %s (%s, resource %s, faults %s, seed %d)\n", dir, r.Run.Impl, r.Run.Mode,
 		orNone(r.Run.Faults), r.Run.Seed)
 	fmt.Fprintf(w, "  %d ops, %d critical sections, %d faults\n", int(r.Stats["ops"]),
@@ -271,7 +272,7 @@ func printResults(w io.Writer, dir string, r reports.Results, stored bool) {
 		fmt.Fprintf(w, "report: not written (see the run problems); %s holds what was stored\n", dir)
 		return
 	}
-	fmt.Fprintf(w, "report: %s/%s\n", dir, reports.ReportFile)
+	fmt.Fprintf(w, "report: %s/%s\n", dir, runstore.ReportFile)
 }
 
 func noteSummary(c checker.Result) string {

@@ -1,0 +1,122 @@
+package runstore
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	"github.com/locktest/locktest/checker"
+)
+
+func TestMet(t *testing.T) {
+	for _, tc := range []struct {
+		expect string
+		valid  checker.Verdict
+		want   bool
+	}{
+		{"valid", checker.Valid, true},
+		{"valid", checker.Invalid, false},
+		{"valid", checker.Unknown, false},
+		{"", checker.Valid, true}, // valid is the default
+		{"", checker.Invalid, false},
+		{"", checker.Unknown, false},
+		{"invalid", checker.Invalid, true},
+		{"invalid", checker.Valid, false},
+		{"invalid", checker.Unknown, false},
+	} {
+		r := Results{Run: RunInfo{Expect: tc.expect}, Valid: tc.valid}
+		if got := r.Met(); got != tc.want {
+			t.Errorf("expect %q, verdict %s: Met() = %v, want %v", tc.expect, tc.valid, got, tc.want)
+		}
+	}
+}
+
+func sampleResults() Results {
+	return Results{
+		Run: RunInfo{
+			Name: "redlock-pause", Impl: "redlock", ImplDoc: "Redlock over 5 masters", Backend: "redis",
+			Nodes: 5, Faults: []string{"pause-client"}, Clients: 3, Locks: 1, TTL: "1s", Duration: "10s",
+			Seed: 7, Mode: "counter", PausePoint: "before-write", ClientPause: "2s",
+			Command: "locktest run --impl redlock --seed 7", Version: "v0.1.0",
+			Started: "2025-01-02T03:04:05Z", Elapsed: "10.2s", Expect: "invalid",
+			Errors: []string{"worker p2 exited"},
+		},
+		Valid: checker.Invalid,
+		Checkers: []checker.Result{
+			{Checker: "mutual-exclusion", Valid: checker.Invalid,
+				Anomalies: []checker.Anomaly{{Kind: "overlapping-holds", Ops: []int{1, 3}, Explanation: "p1 and p2 both held l"}},
+				Notes:     []checker.Anomaly{{Kind: "expired-lease", Ops: []int{4}, Explanation: "p1 held past its lease"}},
+				Stats:     map[string]float64{"holds": 2, "overlaps": 1}, Elapsed: 1234},
+			{Checker: "fencing-tokens", Valid: checker.Valid, Anomalies: []checker.Anomaly{}, Error: ""},
+		},
+		Stats: map[string]float64{"ops": 6, "critical_sections": 2, "seconds": 0.25},
+	}
+}
+
+func TestResultsRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	want := sampleResults()
+	if err := WriteResults(dir, want); err != nil {
+		t.Fatalf("WriteResults: %v", err)
+	}
+	got, err := ReadResults(dir)
+	if err != nil {
+		t.Fatalf("ReadResults: %v", err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("round trip changed the results:\ngot  %+v\nwant %+v", got, want)
+	}
+	// Written through a temporary file that is gone afterwards.
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 1 || entries[0].Name() != ResultsFile {
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		t.Errorf("directory holds %v, want only %s", names, ResultsFile)
+	}
+	// Writing again replaces the file.
+	want.Valid = checker.Valid
+	if err := WriteResults(dir, want); err != nil {
+		t.Fatalf("second WriteResults: %v", err)
+	}
+	if got, err := ReadResults(dir); err != nil || got.Valid != checker.Valid {
+		t.Errorf("after a rewrite ReadResults = %s, %v; want %s", got.Valid, err, checker.Valid)
+	}
+}
+
+func TestReadResultsErrors(t *testing.T) {
+	t.Run("missing dir", func(t *testing.T) {
+		_, err := ReadResults(filepath.Join(t.TempDir(), "no-such-run"))
+		if !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("ReadResults of a missing dir: %v, want an error satisfying errors.Is(err, os.ErrNotExist)", err)
+		}
+	})
+	t.Run("missing file", func(t *testing.T) {
+		_, err := ReadResults(t.TempDir())
+		if !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("ReadResults of a dir without %s: %v, want os.ErrNotExist", ResultsFile, err)
+		}
+	})
+	t.Run("corrupt file", func(t *testing.T) {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, ResultsFile), []byte(`{"run": {`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := ReadResults(dir)
+		if err == nil || errors.Is(err, os.ErrNotExist) {
+			t.Errorf("ReadResults of a corrupt file: %v, want a decoding error", err)
+		}
+	})
+}
+
+func TestWriteResultsToMissingDir(t *testing.T) {
+	if err := WriteResults(filepath.Join(t.TempDir(), "gone"), sampleResults()); err == nil {
+		t.Error("WriteResults into a missing directory succeeded")
+	}
+}
