@@ -326,7 +326,7 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 		Faults: append([]string{}, cfg.Faults...), Clients: cfg.Clients, Locks: cfg.Locks,
 		TTL: cfg.TTL.String(), Duration: cfg.Duration.String(), Seed: cfg.Seed, Mode: string(cfg.Mode),
 		Command: cfg.Command, Version: Version(), Started: started.Format(time.RFC3339), Expect: cfg.Expect,
-		Provider: cfg.Provider,
+		Provider: cfg.Provider, Settings: cfg.Values(),
 	}
 	info.Targets, info.ClockDirection, info.Partition = cfg.Targets, cfg.ClockDirection, cfg.Groups
 	if strings.Contains(strings.Join(cfg.Faults, ","), "+") {

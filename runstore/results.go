@@ -54,6 +54,11 @@ type RunInfo struct {
 	// Expect is the verdict the run was expected to give: "valid" (the
 	// default) or "invalid" (a scenario meant to reproduce an anomaly).
 	Expect string `json:"expect"`
+	// Settings are every setting of the run (run.Settings) by its key, as
+	// its flag would take it: the complete record of how the run was made,
+	// from the one settings table. The fields above are the subset the
+	// reports show, kept for the runs stored before Settings existed.
+	Settings map[string]string `json:"settings,omitempty"`
 	// Errors are problems of the run itself (a fault that could not be
 	// healed, a worker protocol error) that make its history suspect.
 	Errors []string `json:"errors,omitempty"`

@@ -16,14 +16,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/run"
-	"github.com/locktest/locktest/workloads"
 )
 
 //go:embed debate.yaml
@@ -37,24 +35,8 @@ const (
 	ExpectSafe = "safe"
 )
 
-// Duration is a time.Duration written as Go writes it ("300ms", "2s").
-type Duration time.Duration
-
-// UnmarshalYAML reads a duration string.
-func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
-	v, err := time.ParseDuration(n.Value)
-	if err != nil {
-		return fmt.Errorf("line %d: %q is not a duration (e.g. 300ms, 2s)", n.Line, n.Value)
-	}
-	*d = Duration(v)
-	return nil
-}
-
-// MarshalYAML writes the duration as a string.
-func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
-
-// Scenario is one claim and the run that tests it. Zero run settings keep
-// the defaults of `locktest run`.
+// Scenario is one claim and the run that tests it. In a file, the keys
+// beside the claim's own are run settings, each the key of a run.Setting.
 type Scenario struct {
 	// Name is unique in a catalogue: lower-case words joined by dashes; it
 	// names the runs' folder and the make target repro-<name>.
@@ -73,38 +55,132 @@ type Scenario struct {
 	// anomaly of any checker.
 	Anomalies []string `yaml:"anomalies"`
 
-	Impl           string              `yaml:"impl"`
-	Resource       string              `yaml:"resource"`
-	Clients        int                 `yaml:"clients"`
-	Locks          int                 `yaml:"locks"`
-	Faults         []string            `yaml:"faults"`
-	Partition      string              `yaml:"partition"`
-	Targets        map[string][]string `yaml:"targets"`
-	ClockDirection string              `yaml:"clock_direction"`
-	ClockBump      Duration            `yaml:"clock_bump"`
-	Stagger        Duration            `yaml:"stagger"`
-	PausePoint     string              `yaml:"pause_point"`
-	Pause          Duration            `yaml:"pause"`
-	Down           Duration            `yaml:"down"`
-	Window         Duration            `yaml:"window"`
-	Interval       Duration            `yaml:"interval"`
-	Quiet          Duration            `yaml:"quiet"`
-	KillHolder     bool                `yaml:"kill_holder"`
-	Persistence    string              `yaml:"persistence"`
-	TTL            Duration            `yaml:"ttl"`
-	Time           Duration            `yaml:"time"`
-	Work           Duration            `yaml:"work"`
-	WorkMin        Duration            `yaml:"work_min"`
-	Think          Duration            `yaml:"think"`
-	Retry          Duration            `yaml:"retry"`
-	OpTimeout      Duration            `yaml:"op_timeout"`
-	ImplOpts       map[string]string   `yaml:"impl_opts"`
-	ClusterOpts    map[string]string   `yaml:"cluster_opts"`
+	// Settings are the run's settings (run.Settings) the scenario gives,
+	// by key, as the flag of the same name would take them; the others
+	// keep `locktest run`'s defaults. "impl" is required.
+	Settings map[string]string `yaml:"-"`
 }
 
-// file is the layout of a scenario file.
+// file is the layout of a scenario file; each item is decoded by
+// decodeScenario.
 type file struct {
-	Scenarios []Scenario `yaml:"scenarios"`
+	Scenarios []yaml.Node `yaml:"scenarios"`
+}
+
+// metaKeys are the keys of a scenario that are not run settings.
+var metaKeys = []string{"name", "claim", "title", "source", "predictions", "expect", "anomalies"}
+
+// decodeScenario decodes one item of the scenarios list: the claim's own
+// keys into the Scenario's fields, every other key as a run setting. A key
+// that is neither, or a setting a scenario may not give, is an error; so
+// is a value its setting cannot parse. Errors carry the line, as yaml's
+// do, and when there are several the first is given with how many follow.
+func decodeScenario(n *yaml.Node) (Scenario, error) {
+	var sc Scenario
+	if n.Kind != yaml.MappingNode {
+		return sc, &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: cannot unmarshal %s into a scenario", n.Line, n.Tag)}}
+	}
+	meta := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Line: n.Line, Column: n.Column}
+	var errs []string
+	scratch := run.DefaultConfig()
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if slices.Contains(metaKeys, k.Value) {
+			meta.Content = append(meta.Content, k, v)
+			continue
+		}
+		set, ok := run.SettingNamed(k.Value)
+		if !ok || set.Key() != k.Value || !set.Scenario {
+			errs = append(errs, fmt.Sprintf("line %d: field %s not found", k.Line, k.Value))
+			continue
+		}
+		text, err := settingText(set, v)
+		if err == nil {
+			err = scratch.Set(set.Name, text)
+			switch {
+			case err != nil && slices.Contains([]string{"int", "float", "bool"}, set.Field(&scratch).Type()):
+				err = fmt.Errorf("cannot unmarshal %s `%s` into %s", v.Tag, v.Value, set.Field(&scratch).Type())
+			case err != nil:
+				err = fmt.Errorf("%s: %v", k.Value, err)
+			}
+		}
+		if err != nil {
+			errs = append(errs, fmt.Sprintf("line %d: %v", v.Line, err))
+			continue
+		}
+		if sc.Settings == nil {
+			sc.Settings = map[string]string{}
+		}
+		sc.Settings[set.Key()] = text
+	}
+	if err := meta.Decode(&sc); err != nil {
+		var te *yaml.TypeError
+		if !errors.As(err, &te) {
+			return sc, err
+		}
+		errs = append(te.Errors, errs...)
+	}
+	if len(errs) > 0 {
+		return sc, &yaml.TypeError{Errors: errs}
+	}
+	return sc, nil
+}
+
+// settingText turns a setting's YAML value into the text its flag takes:
+// a scalar as it is, a list joined by commas (a list setting), a mapping
+// as key=value pairs (the targets: fault=a,b pairs joined by ;).
+func settingText(set run.Setting, v *yaml.Node) (string, error) {
+	typ := set.Field(new(run.Config)).Type()
+	switch {
+	case v.Kind == yaml.ScalarNode:
+		return v.Value, nil
+	case v.Kind == yaml.SequenceNode && typ == "strings":
+		return joinScalars(v, ",")
+	case v.Kind == yaml.MappingNode && (typ == "key=value" || typ == "fault=targets"):
+		sep := ","
+		if typ == "fault=targets" {
+			sep = ";"
+		}
+		var parts []string
+		for i := 0; i+1 < len(v.Content); i += 2 {
+			val := v.Content[i+1]
+			text := val.Value
+			if val.Kind == yaml.SequenceNode {
+				var err error
+				if text, err = joinScalars(val, ","); err != nil {
+					return "", err
+				}
+			} else if val.Kind != yaml.ScalarNode {
+				return "", fmt.Errorf("cannot unmarshal %s into a value of %s", val.Tag, v.Content[i].Value)
+			}
+			parts = append(parts, v.Content[i].Value+"="+text)
+		}
+		return strings.Join(parts, sep), nil
+	}
+	return "", fmt.Errorf("cannot unmarshal %s into %s", v.Tag, typ)
+}
+
+// joinScalars joins the items of a list of scalars with sep.
+func joinScalars(v *yaml.Node, sep string) (string, error) {
+	var items []string
+	for _, it := range v.Content {
+		if it.Kind != yaml.ScalarNode {
+			return "", fmt.Errorf("line %d: cannot unmarshal %s into a list item", it.Line, it.Tag)
+		}
+		items = append(items, it.Value)
+	}
+	return strings.Join(items, sep), nil
+}
+
+// Impl is the lock implementation the scenario runs.
+func (s Scenario) Impl() string { return s.Settings["impl"] }
+
+// Faults are the faults the scenario injects.
+func (s Scenario) Faults() []string {
+	if f := s.Settings["faults"]; f != "" {
+		return strings.Split(f, ",")
+	}
+	return nil
 }
 
 // Builtin returns the built-in catalogue.
@@ -143,9 +219,17 @@ func Parse(b []byte, name string) ([]Scenario, error) {
 	if len(f.Scenarios) == 0 {
 		return nil, fmt.Errorf("%s: no scenarios (the file needs a top-level `scenarios:` list)", name)
 	}
+	all := make([]Scenario, len(f.Scenarios))
+	for i := range f.Scenarios {
+		s, err := decodeScenario(&f.Scenarios[i])
+		if err != nil {
+			return nil, decodeError(name, &doc, err)
+		}
+		all[i] = s
+	}
 	lines := scenarioLines(&doc)
 	seen := map[string]bool{}
-	for i, s := range f.Scenarios {
+	for i, s := range all {
 		where := fmt.Sprintf("%s: scenario %d", name, i+1)
 		if i < len(lines) {
 			where = fmt.Sprintf("%s:%d: scenario %q", name, lines[i], s.Name)
@@ -158,7 +242,7 @@ func Parse(b []byte, name string) ([]Scenario, error) {
 			return nil, fmt.Errorf("%s: %v", where, err)
 		}
 	}
-	return f.Scenarios, nil
+	return all, nil
 }
 
 // scenarioLines returns the line of each item of the top-level scenarios
@@ -254,7 +338,7 @@ func (s Scenario) Validate() error {
 		return fmt.Errorf("expect must be %s or %s, got %q", ExpectViolation, ExpectSafe, s.Expect)
 	case len(s.Predictions) == 0:
 		return errors.New("predictions are missing: say what each side expects")
-	case s.Impl == "":
+	case s.Impl() == "":
 		return errors.New("impl is missing: name the lock implementation (locktest list)")
 	case s.Expect == ExpectSafe && len(s.Anomalies) > 0:
 		return errors.New("anomalies are for a scenario that expects a violation; a safe one counts every anomaly")
@@ -316,114 +400,44 @@ func (s Scenario) Sides() []string {
 // "invalid" for a violation scenario.
 func (s Scenario) Config(base run.Config) (run.Config, error) {
 	c := base
-	c.Name, c.Impl = s.Name, s.Impl
-	c.Faults = slices.Clone(s.Faults)
+	c.Name = s.Name
 	c.Expect = "valid"
 	if s.Expect == ExpectViolation {
 		c.Expect = "invalid"
 	}
-	if s.Resource != "" {
-		c.Mode = workloads.Mode(s.Resource)
-	}
-	setInt := func(dst *int, v int) {
-		if v != 0 {
-			*dst = v
+	for _, set := range run.Settings {
+		text, ok := s.Settings[set.Key()]
+		if !ok {
+			continue
+		}
+		if err := c.Set(set.Name, text); err != nil {
+			return c, fmt.Errorf("%s: %v", set.Key(), err)
 		}
 	}
-	setInt(&c.Clients, s.Clients)
-	setInt(&c.Locks, s.Locks)
-	for _, d := range s.durations(&c) {
-		if d.v != 0 {
-			*d.dst = time.Duration(d.v)
-		}
+	// down: a scenario that kills nodes and does not say how long they stay
+	// down restarts them at once.
+	if _, ok := s.Settings["down"]; !ok && nemesis.Reads(checker.FaultParts(c.Faults), "down") {
+		c.NodeDown = 0
 	}
-	// down: 0s is meaningful (restart at once), so it is set whenever the
-	// scenario has a fault that reads it (kill-node).
-	if s.Down != 0 || nemesis.Reads(checker.FaultParts(s.Faults), "down") {
-		c.NodeDown = time.Duration(s.Down)
-	}
-	if s.PausePoint != "" {
-		c.PausePoint = s.PausePoint
-		if s.PausePoint == "random" {
-			c.PausePoint = ""
-		}
-	}
-	if s.Partition != "" {
-		g, err := run.ParseGroups(s.Partition)
-		if err != nil {
-			return c, fmt.Errorf("partition: %v", err)
-		}
-		c.Groups = g
-	}
-	c.Targets = s.Targets
-	for f := range s.Targets {
-		if !nemesis.Known(f) {
-			return c, fmt.Errorf("targets: unknown fault %q", f)
-		}
-	}
-	c.ClockDirection = s.ClockDirection
-	c.KillHolder = s.KillHolder
-	c.Persistence = s.Persistence
-	c.ImplParams, c.ClusterParams = s.ImplOpts, s.ClusterOpts
 	return c, nil
-}
-
-// durationSetting is one duration of a scenario: its value, the run
-// setting it sets and the `locktest run` flag that sets it.
-type durationSetting struct {
-	v    Duration
-	dst  *time.Duration
-	flag string
-}
-
-// durations lists the scenario's durations (down aside, whose zero is
-// meaningful), pointing into c.
-func (s Scenario) durations(c *run.Config) []durationSetting {
-	return []durationSetting{
-		{s.ClockBump, &c.ClockBump, "--clock-bump"}, {s.Stagger, &c.Stagger, "--stagger"}, {s.Pause, &c.ClientPause, "--pause"},
-		{s.Window, &c.Window, "--window"}, {s.Interval, &c.Interval, "--interval"}, {s.Quiet, &c.Quiet, "--quiet-time"},
-		{s.TTL, &c.TTL, "--ttl"}, {s.Time, &c.Duration, "--time"}, {s.Work, &c.Work, "--work"}, {s.WorkMin, &c.WorkMin, "--work-min"},
-		{s.Think, &c.Think, "--think"}, {s.Retry, &c.Retry, "--retry"}, {s.OpTimeout, &c.Timeout, "--op-timeout"},
-	}
 }
 
 // Command returns the `locktest run` command line that makes one run of
 // the scenario with seed.
 func (s Scenario) Command(seed int64) string {
-	a := []string{"locktest", "run", "--impl", s.Impl, "--name", s.Name}
-	add := func(flag, v string) {
-		if v != "" && v != "0s" && v != "0" {
-			a = append(a, flag, quote(v))
+	a := []string{"locktest", "run", "--impl", s.Impl(), "--name", s.Name}
+	for _, set := range run.Settings {
+		text, ok := s.Settings[set.Key()]
+		switch {
+		case !ok || set.Name == "impl":
+		case text == "true" && set.Field(new(run.Config)).Type() == "bool":
+			a = append(a, "--"+set.Name)
+		default:
+			a = append(a, "--"+set.Name, quote(text))
 		}
 	}
-	add("--resource", s.Resource)
-	if s.Clients != 0 {
-		add("--clients", strconv.Itoa(s.Clients))
-	}
-	add("--faults", strings.Join(s.Faults, ","))
-	add("--partition", s.Partition)
-	var pins []string
-	for _, f := range sortedKeys(s.Targets) {
-		pins = append(pins, f+"="+strings.Join(s.Targets[f], ","))
-	}
-	add("--target", strings.Join(pins, ";"))
-	add("--clock-direction", s.ClockDirection)
-	for _, d := range s.durations(&run.Config{}) {
-		add(d.flag, time.Duration(d.v).String())
-	}
-	if nemesis.Reads(checker.FaultParts(s.Faults), "down") {
-		a = append(a, "--down", time.Duration(s.Down).String())
-	}
-	add("--pause-point", s.PausePoint)
-	if s.KillHolder {
-		a = append(a, "--kill-holder")
-	}
-	add("--persistence", s.Persistence)
-	for _, k := range sortedKeys(s.ImplOpts) {
-		a = append(a, "--impl-opt", quote(k+"="+s.ImplOpts[k]))
-	}
-	for _, k := range sortedKeys(s.ClusterOpts) {
-		a = append(a, "--cluster-opt", quote(k+"="+s.ClusterOpts[k]))
+	if _, ok := s.Settings["down"]; !ok && nemesis.Reads(checker.FaultParts(s.Faults()), "down") {
+		a = append(a, "--down", "0s")
 	}
 	if s.Expect == ExpectViolation {
 		a = append(a, "--expect", "invalid")

@@ -60,7 +60,7 @@ func TestBuiltinCatalogue(t *testing.T) {
 	if cfg.NodeDown < cfg.TTL || cfg.ClientPause >= cfg.TTL/2 || slices.ContainsFunc(cfg.Faults, func(f string) bool { return strings.Contains(f, "clock") }) {
 		t.Errorf("redlock-control is outside antirez's conditions: down %v, pause %v, ttl %v, faults %v", cfg.NodeDown, cfg.ClientPause, cfg.TTL, cfg.Faults)
 	}
-	if byName["etcd-pause-guarded"].Resource != string(workloads.ModeEtcdGuarded) {
+	if byName["etcd-pause-guarded"].Settings["resource"] != string(workloads.ModeEtcdGuarded) {
 		t.Error("etcd-pause-guarded does not guard")
 	}
 }
@@ -83,7 +83,7 @@ func TestParseErrors(t *testing.T) {
 		name, yaml, want string
 	}{
 		{"unknown field", strings.Replace(good, "claim: 1", "claim: 1\n    colour: red", 1), `f.yaml: line 4: field colour not found (in scenario "a")`},
-		{"bad duration", good + "    ttl: soon\n", `f.yaml: line 10: "soon" is not a duration (e.g. 300ms, 2s) (in scenario "a")`},
+		{"bad duration", good + "    ttl: soon\n", `f.yaml: line 10: ttl: "soon" is not a duration (e.g. 300ms, 2s) (in scenario "a")`},
 		{"wrong type", strings.Replace(good, "claim: 1", "claim: one", 1), "f.yaml: line 3: cannot unmarshal !!str `one` into int (in scenario \"a\")"},
 		{"two wrong types", good + "    clients: many\n    kill_holder: maybe\n", "f.yaml: line 10: cannot unmarshal !!str `many` into int (and 1 more) (in scenario \"a\")"},
 		{"wrong type in the second scenario", good + strings.Replace(strings.TrimPrefix(good, "scenarios:\n"), "name: a", "name: b", 1) + "    locks: [1]\n",
@@ -115,8 +115,8 @@ func TestParseErrors(t *testing.T) {
 }
 
 func TestConfigKeepsDefaultsAndAppliesSettings(t *testing.T) {
-	s := Scenario{Name: "x", Impl: "redlock", Faults: []string{"partition+kill-node"}, Partition: "n1,c0/n2,c1",
-		TTL: Duration(2 * time.Second), Stagger: Duration(time.Second), Persistence: "off", Expect: ExpectSafe}
+	s := Scenario{Name: "x", Expect: ExpectSafe, Settings: map[string]string{"impl": "redlock", "faults": "partition+kill-node",
+		"partition": "n1,c0/n2,c1", "ttl": "2s", "stagger": "1s", "persistence": "off"}}
 	base := run.DefaultConfig()
 	base.StoreDir = "/somewhere"
 	cfg, err := s.Config(base)
@@ -131,6 +131,10 @@ func TestConfigKeepsDefaultsAndAppliesSettings(t *testing.T) {
 	}
 	if len(cfg.Groups) != 2 || cfg.Groups[1][1] != "c1" {
 		t.Errorf("groups %v", cfg.Groups)
+	}
+	want := "locktest run --impl redlock --name x --ttl 2s --faults partition+kill-node --partition n1,c0/n2,c1 --stagger 1s --persistence off --down 0s --seed 3"
+	if got := s.Command(3); got != want {
+		t.Errorf("command\n%s\nwant\n%s", got, want)
 	}
 }
 

@@ -192,7 +192,7 @@ func printCatalogue(w io.Writer, scs []scenarios.Scenario) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "claim\tscenario\timpl\tfaults\tresource\ttests for")
 	for _, s := range scs {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", s.Claim, s.Name, s.Impl, strings.Join(s.Faults, ","), orNone(nonEmpty(s.Resource)), s.Expect)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", s.Claim, s.Name, s.Impl(), strings.Join(s.Faults(), ","), orNone(nonEmpty(s.Settings["resource"])), s.Expect)
 	}
 	tw.Flush()
 }

@@ -75,7 +75,7 @@ verdict, 2 bad usage or a set-up failure.`,
 		newMatrixCmd(), newDebateCmd(), newImagesCmd(),
 	)
 	for _, c := range root.Commands() {
-		c.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+		c.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{plainSettingError(err)} })
 	}
 	return root
 }

@@ -26,9 +26,9 @@ import (
 // runFlags are the settings `locktest run` reads from its flags: a
 // run.Config and the flags that are parsed into it.
 type runFlags struct {
-	cfg                             run.Config
-	mode, logLevel, groups, targets string
-	quiet                           bool
+	cfg      run.Config
+	logLevel string
+	quiet    bool
 }
 
 func newRunCmd() *cobra.Command {
@@ -63,52 +63,38 @@ func newRunCmd() *cobra.Command {
 	return c
 }
 
-// define declares the flags of `locktest run`. Every list of values in the
-// help comes from the registry or list the run validates against.
+// define declares the flags of `locktest run`: one per entry of the
+// settings table (run.Settings), grouped in the help as the table groups
+// them, and the output flags of the command itself.
 func (rf *runFlags) define(c *cobra.Command) {
-	f, cfg := c.Flags(), &rf.cfg
-	f.StringVar(&cfg.Impl, "impl", cfg.Impl, "lock implementation: "+strings.Join(impls.Names(), ", "))
-	f.StringSliceVar(&cfg.Faults, "faults", nil, "faults to inject, comma-separated, one at a time; a+b injects a and b together: "+strings.Join(nemesis.Names(), ", "))
-	f.IntVar(&cfg.Clients, "clients", cfg.Clients, "lock clients, each its own worker process")
-	f.IntVar(&cfg.Locks, "locks", cfg.Locks, "lock names the clients contend for")
-	f.DurationVar(&cfg.TTL, "ttl", cfg.TTL, "lock lease time")
-	f.DurationVar(&cfg.Duration, "time", cfg.Duration, "how long the workload runs")
-	f.Int64Var(&cfg.Seed, "seed", cfg.Seed, "seed of every random choice (workload and faults)")
-	f.StringVar(&rf.mode, "resource", string(cfg.Mode), "resource store mode: "+joinModes(workloads.Modes()))
-	f.StringVar(&cfg.StoreDir, "store", cfg.StoreDir, "folder of stored runs")
-	f.StringVar(&cfg.Name, "name", "", "name of the run's folder in the store (default impl-faults-resource)")
-	f.DurationVar(&cfg.Think, "think", 0, "longest think time between critical sections")
-	f.DurationVar(&cfg.Retry, "retry", cfg.Retry, "longest wait after a failed acquire")
-	f.DurationVar(&cfg.Work, "work", 0, "longest time spent between the read and the write")
-	f.DurationVar(&cfg.WorkMin, "work-min", 0, "shortest time spent between the read and the write (a slow critical section)")
-	f.DurationVar(&cfg.Timeout, "op-timeout", cfg.Timeout, "deadline of each lock or store operation")
-	f.DurationVar(&cfg.Interval, "interval", cfg.Interval, "mean quiet time between faults")
-	f.DurationVar(&cfg.ClientPause, "pause", 0, "how long pause-client freezes a worker (0: 2×ttl)")
-	f.StringVar(&cfg.PausePoint, "pause-point", cfg.PausePoint, "where pause-client (and kill-client --kill-holder) stops a worker: "+
-		strings.Join(pausePoints, ", ")+", an impl's own point (locktest list), or random")
-	f.DurationVar(&cfg.NodeDown, "down", cfg.NodeDown, "how long kill-node keeps a node down before restarting it (the restart delay)")
-	f.DurationVar(&cfg.Window, "window", cfg.Window, "how long the other faults last (node pause, partition, loss, delay, clock faults, a killed client's absence)")
-	f.DurationVar(&cfg.Quiet, "quiet-time", cfg.Quiet, "fault-free time at the end of the run, after the final heal")
-	f.StringVar(&cfg.Net, "net", cfg.Net, "network: "+strings.Join(run.NetModes, ", ")+" ("+run.NetAuto+": namespaces when a network fault is asked for)")
-	f.StringVar(&cfg.Subnet, "subnet", "", "IPv4 /24 of the run's network namespaces (default: a free 10.77.N.0/24)")
-	f.StringVar(&rf.groups, "partition", "", "groups of the partition fault: hosts (n1.., c0..) by commas, groups by slashes, e.g. n1,n2,c0/n3,c1")
-	f.StringVar(&rf.targets, "target", "", "pin what faults hit: fault=node-or-role-or-process[,...], several separated by ;, e.g. 'clock-bump=n3;kill-node=master'")
-	f.StringVar(&cfg.ClockDirection, "clock-direction", "", "which way clock-bump and clock-skew-client jump: "+strings.Join(run.ClockDirections, " or ")+" (default: either, at random)")
-	f.DurationVar(&cfg.Stagger, "stagger", 0, "wait between the parts of a combined fault (a+b)")
-	f.Float64Var(&cfg.Loss, "loss", cfg.Loss, "fraction of packets the loss fault drops, in (0, 1]")
-	f.DurationVar(&cfg.Delay, "delay", cfg.Delay, "latency the delay fault adds")
-	f.DurationVar(&cfg.ClockBump, "clock-bump", 0, "how far clock faults move a clock (0: 2×ttl)")
-	f.DurationVar(&cfg.StrobeRate, "strobe", cfg.StrobeRate, "how often clock-strobe flips a clock")
-	f.BoolVar(&cfg.KillHolder, "kill-holder", false, "kill-client kills a worker at --pause-point (default after-acquire: while it holds the lock)")
-	f.StringVar(&cfg.Persistence, "persistence", "", "node durability of the Redis backends: "+strings.Join(run.Persistences, ", ")+" (default off)")
-	f.StringToStringVar(&cfg.ImplParams, "impl-opt", nil, "impl settings key=value (see docs/backends.md)")
-	f.StringToStringVar(&cfg.ClusterParams, "cluster-opt", nil, "cluster settings key=value (see docs/backends.md)")
-	f.StringVar(&cfg.Provider, "provider", cfg.Provider, "where the nodes run: "+strings.Join(run.Providers, " or ")+
-		" ("+run.ProviderLocal+": processes on this host; "+run.ProviderDocker+": containers, see docs/providers.md)")
-	f.StringToStringVar(&cfg.Images, "image", nil, "docker provider: the image of a backend, backend=ref, repeatable (e.g. redis=redis:7.2); default: locktest's own (locktest images build), else the official one")
-	f.StringVar(&cfg.Expect, "expect", cfg.Expect, "expected verdict: "+strings.Join(run.Expectations, " or ")+" (invalid: a run meant to reproduce an anomaly)")
+	f := c.Flags()
+	for _, s := range run.Settings {
+		v := s.Field(&rf.cfg)
+		fl := f.VarPF(v, s.Name, "", s.Doc)
+		if _, ok := v.(run.BoolValue); ok {
+			fl.NoOptDefVal = "true"
+		}
+		if zero(v) {
+			fl.DefValue = "" // the help names no default for an empty or zero one
+		}
+		_ = f.SetAnnotation(s.Name, groupAnnotation, []string{s.Group})
+	}
 	quietFlag(c, &rf.quiet, "no progress log on stderr")
 	f.StringVar(&rf.logLevel, "log-level", "info", "stderr log level: "+strings.Join(logLevels, ", "))
+	for _, n := range []string{"quiet", "log-level"} {
+		_ = f.SetAnnotation(n, groupAnnotation, []string{run.GroupOutput})
+	}
+	c.SetUsageTemplate(groupedUsage)
+}
+
+// zero reports whether a setting's default is its type's zero value, which
+// pflag would print as a default ("0s", "[]").
+func zero(v run.Value) bool {
+	switch v.String() {
+	case "", "0", "0s", "false":
+		return true
+	}
+	return false
 }
 
 // pausePoints are the worker's own pause points; impls add theirs.
@@ -116,14 +102,6 @@ var pausePoints = []string{workloads.PointAfterAcquire, workloads.PointBeforeWri
 
 // logLevels are the values of --log-level.
 var logLevels = []string{"debug", "info", "warn", "error"}
-
-func joinModes(ms []workloads.Mode) string {
-	s := make([]string, len(ms))
-	for i, m := range ms {
-		s[i] = string(m)
-	}
-	return strings.Join(s, ", ")
-}
 
 // scheduleFlags are the flags of `locktest run` that shape the nemesis's
 // schedule rather than one fault: they need some fault (or, stagger, a
@@ -191,18 +169,6 @@ func needs(flag string, readers []string) string {
 // run.Config.Validate's, which run.Run calls.
 func (rf *runFlags) config(f changer) (run.Config, error) {
 	cfg := rf.cfg
-	cfg.Mode = workloads.Mode(rf.mode)
-	if cfg.PausePoint == "random" {
-		cfg.PausePoint = ""
-	}
-	g, err := run.ParseGroups(rf.groups)
-	if err != nil {
-		return cfg, usageError{fmt.Errorf("--partition: %v", err)}
-	}
-	cfg.Groups = g
-	if cfg.Targets, err = nemesis.ParseTargets(rf.targets); err != nil {
-		return cfg, usageError{fmt.Errorf("--target: %v", err)}
-	}
 	if err := checkTargets(cfg); err != nil {
 		return cfg, usageError{fmt.Errorf("--target: %v", err)}
 	}

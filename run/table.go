@@ -1,0 +1,385 @@
+package run
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/locktest/locktest/impls"
+	"github.com/locktest/locktest/nemesis"
+	"github.com/locktest/locktest/workloads"
+)
+
+// The groups of settings, in the order `locktest run --help` lists them.
+const (
+	GroupWorkload = "workload"
+	GroupFaults   = "faults"
+	GroupResource = "resource"
+	GroupPlatform = "platform"
+	GroupOutput   = "output"
+)
+
+// Groups are the setting groups in help order.
+var Groups = []string{GroupWorkload, GroupFaults, GroupResource, GroupPlatform, GroupOutput}
+
+// Setting is one setting of a run, defined once: its name is the flag of
+// `locktest run` (--Name), the key of a scenario file (Key: the name with
+// underscores) and the key of the run's settings in results.json; Doc is
+// the flag's help; Group places it in the help. Field binds it to the
+// Config field it sets, which gives its type, its parsing and its default
+// (DefaultConfig's value). A setting checked by Config.Validate names itself
+// as its flag in the error.
+type Setting struct {
+	Name  string
+	Group string
+	Doc   string
+	// Field returns the Value of the setting in c.
+	Field func(c *Config) Value
+	// Scenario says whether a scenario file may set it; the debate sets
+	// the others (the seed, the store, the run's name and expectation, the
+	// provider).
+	Scenario bool
+}
+
+// Key is the setting's key in a scenario file and in results.json.
+func (s Setting) Key() string { return strings.ReplaceAll(s.Name, "-", "_") }
+
+// Value is a setting's value inside one Config: what a flag parses into
+// (it satisfies pflag.Value), and what a scenario's value and the run's
+// results are read from and written as.
+type Value interface {
+	// String is the value as a flag would take it.
+	String() string
+	// Set parses a flag's text into the field.
+	Set(s string) error
+	// Type names the type of value, for the help ("duration", "int", ...).
+	Type() string
+}
+
+// Settings is the table of run settings. Adding one means adding one entry
+// here (and the Config field it binds): the flag, the scenario key, the
+// results and the help follow from it.
+var Settings = []Setting{
+	{"impl", GroupWorkload, "lock implementation: " + strings.Join(impls.Names(), ", "), str(func(c *Config) *string { return &c.Impl }), true},
+	{"clients", GroupWorkload, "lock clients, each its own worker process", integer(func(c *Config) *int { return &c.Clients }), true},
+	{"locks", GroupWorkload, "lock names the clients contend for", integer(func(c *Config) *int { return &c.Locks }), true},
+	{"ttl", GroupWorkload, "lock lease time", dur(func(c *Config) *time.Duration { return &c.TTL }), true},
+	{"time", GroupWorkload, "how long the workload runs", dur(func(c *Config) *time.Duration { return &c.Duration }), true},
+	{"seed", GroupWorkload, "seed of every random choice (workload and faults)", int64v(func(c *Config) *int64 { return &c.Seed }), false},
+	{"think", GroupWorkload, "longest think time between critical sections", dur(func(c *Config) *time.Duration { return &c.Think }), true},
+	{"retry", GroupWorkload, "longest wait after a failed acquire", dur(func(c *Config) *time.Duration { return &c.Retry }), true},
+	{"work", GroupWorkload, "longest time spent between the read and the write", dur(func(c *Config) *time.Duration { return &c.Work }), true},
+	{"work-min", GroupWorkload, "shortest time spent between the read and the write (a slow critical section)", dur(func(c *Config) *time.Duration { return &c.WorkMin }), true},
+	{"op-timeout", GroupWorkload, "deadline of each lock or store operation", dur(func(c *Config) *time.Duration { return &c.Timeout }), true},
+	{"impl-opt", GroupWorkload, "impl settings key=value (see docs/backends.md)", strMap(func(c *Config) *map[string]string { return &c.ImplParams }), true},
+
+	{"faults", GroupFaults, "faults to inject, comma-separated, one at a time; a+b injects a and b together: " + strings.Join(nemesis.Names(), ", "), list(func(c *Config) *[]string { return &c.Faults }), true},
+	{"interval", GroupFaults, "mean quiet time between faults", dur(func(c *Config) *time.Duration { return &c.Interval }), true},
+	{"pause", GroupFaults, "how long pause-client freezes a worker (0: 2×ttl)", dur(func(c *Config) *time.Duration { return &c.ClientPause }), true},
+	{"pause-point", GroupFaults, "where pause-client (and kill-client --kill-holder) stops a worker: " +
+		strings.Join([]string{workloads.PointAfterAcquire, workloads.PointBeforeWrite}, ", ") + ", an impl's own point (locktest list), or random", pausePoint(func(c *Config) *string { return &c.PausePoint }), true},
+	{"down", GroupFaults, "how long kill-node keeps a node down before restarting it (the restart delay)", dur(func(c *Config) *time.Duration { return &c.NodeDown }), true},
+	{"window", GroupFaults, "how long the other faults last (node pause, partition, loss, delay, clock faults, a killed client's absence)", dur(func(c *Config) *time.Duration { return &c.Window }), true},
+	{"quiet-time", GroupFaults, "fault-free time at the end of the run, after the final heal", dur(func(c *Config) *time.Duration { return &c.Quiet }), true},
+	{"partition", GroupFaults, "groups of the partition fault: hosts (n1.., c0..) by commas, groups by slashes, e.g. n1,n2,c0/n3,c1", groups(func(c *Config) *[][]string { return &c.Groups }), true},
+	{"target", GroupFaults, "pin what faults hit: fault=node-or-role-or-process[,...], several separated by ;, e.g. 'clock-bump=n3;kill-node=master'", targets(func(c *Config) *map[string][]string { return &c.Targets }), true},
+	{"clock-direction", GroupFaults, "which way clock-bump and clock-skew-client jump: " + strings.Join(ClockDirections, " or ") + " (default: either, at random)", str(func(c *Config) *string { return &c.ClockDirection }), true},
+	{"stagger", GroupFaults, "wait between the parts of a combined fault (a+b)", dur(func(c *Config) *time.Duration { return &c.Stagger }), true},
+	{"loss", GroupFaults, "fraction of packets the loss fault drops, in (0, 1]", float(func(c *Config) *float64 { return &c.Loss }), true},
+	{"delay", GroupFaults, "latency the delay fault adds", dur(func(c *Config) *time.Duration { return &c.Delay }), true},
+	{"clock-bump", GroupFaults, "how far clock faults move a clock (0: 2×ttl)", dur(func(c *Config) *time.Duration { return &c.ClockBump }), true},
+	{"strobe", GroupFaults, "how often clock-strobe flips a clock", dur(func(c *Config) *time.Duration { return &c.StrobeRate }), true},
+	{"kill-holder", GroupFaults, "kill-client kills a worker at --pause-point (default after-acquire: while it holds the lock)", boolean(func(c *Config) *bool { return &c.KillHolder }), true},
+
+	{"resource", GroupResource, "resource store mode: " + joinModes(workloads.Modes()), mode(func(c *Config) *workloads.Mode { return &c.Mode }), true},
+
+	{"provider", GroupPlatform, "where the nodes run: " + strings.Join(Providers, " or ") + " (" + ProviderLocal + ": processes on this host; " + ProviderDocker + ": containers, see docs/providers.md)", str(func(c *Config) *string { return &c.Provider }), false},
+	{"image", GroupPlatform, "docker provider: the image of a backend, backend=ref, repeatable (e.g. redis=redis:7.2); default: locktest's own (locktest images build), else the official one", strMap(func(c *Config) *map[string]string { return &c.Images }), false},
+	{"net", GroupPlatform, "network: " + strings.Join(NetModes, ", ") + " (" + NetAuto + ": namespaces when a network fault is asked for)", str(func(c *Config) *string { return &c.Net }), true},
+	{"subnet", GroupPlatform, "IPv4 /24 of the run's network namespaces (default: a free 10.77.N.0/24)", str(func(c *Config) *string { return &c.Subnet }), true},
+	{"persistence", GroupPlatform, "node durability of the Redis backends: " + strings.Join(Persistences, ", ") + " (default off)", str(func(c *Config) *string { return &c.Persistence }), true},
+	{"cluster-opt", GroupPlatform, "cluster settings key=value (see docs/backends.md)", strMap(func(c *Config) *map[string]string { return &c.ClusterParams }), true},
+
+	{"store", GroupOutput, "folder of stored runs", str(func(c *Config) *string { return &c.StoreDir }), false},
+	{"name", GroupOutput, "name of the run's folder in the store (default impl-faults-resource)", str(func(c *Config) *string { return &c.Name }), false},
+	{"expect", GroupOutput, "expected verdict: " + strings.Join(Expectations, " or ") + " (invalid: a run meant to reproduce an anomaly)", str(func(c *Config) *string { return &c.Expect }), false},
+}
+
+// SettingNamed returns the setting named name (its flag name or its key).
+func SettingNamed(name string) (Setting, bool) {
+	for _, s := range Settings {
+		if s.Name == name || s.Key() == name {
+			return s, true
+		}
+	}
+	return Setting{}, false
+}
+
+// Values returns every setting of c as its flag would take it, by key:
+// what results.json records of how the run was made.
+func (c *Config) Values() map[string]string {
+	out := make(map[string]string, len(Settings))
+	for _, s := range Settings {
+		out[s.Key()] = s.Field(c).String()
+	}
+	return out
+}
+
+func joinModes(ms []workloads.Mode) string {
+	s := make([]string, len(ms))
+	for i, m := range ms {
+		s[i] = string(m)
+	}
+	return strings.Join(s, ", ")
+}
+
+// The kinds of Value, each bound to a Config field by a function from the
+// Config to the field.
+
+type durationValue struct{ p *time.Duration }
+
+func dur(f func(*Config) *time.Duration) func(*Config) Value {
+	return func(c *Config) Value { return durationValue{f(c)} }
+}
+func (v durationValue) String() string { return v.p.String() }
+func (v durationValue) Type() string   { return "duration" }
+func (v durationValue) Set(s string) error {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("%q is not a duration (e.g. 300ms, 2s)", s)
+	}
+	*v.p = d
+	return nil
+}
+
+type intValue struct{ p *int }
+
+func integer(f func(*Config) *int) func(*Config) Value {
+	return func(c *Config) Value { return intValue{f(c)} }
+}
+func (v intValue) String() string { return strconv.Itoa(*v.p) }
+func (v intValue) Type() string   { return "int" }
+func (v intValue) Set(s string) error {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return fmt.Errorf("%q is not a whole number", s)
+	}
+	*v.p = n
+	return nil
+}
+
+type int64Value struct{ p *int64 }
+
+func int64v(f func(*Config) *int64) func(*Config) Value {
+	return func(c *Config) Value { return int64Value{f(c)} }
+}
+func (v int64Value) String() string { return strconv.FormatInt(*v.p, 10) }
+func (v int64Value) Type() string   { return "int" }
+func (v int64Value) Set(s string) error {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return fmt.Errorf("%q is not a whole number", s)
+	}
+	*v.p = n
+	return nil
+}
+
+type floatValue struct{ p *float64 }
+
+func float(f func(*Config) *float64) func(*Config) Value {
+	return func(c *Config) Value { return floatValue{f(c)} }
+}
+func (v floatValue) String() string { return strconv.FormatFloat(*v.p, 'g', -1, 64) }
+func (v floatValue) Type() string   { return "float" }
+func (v floatValue) Set(s string) error {
+	x, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return fmt.Errorf("%q is not a number", s)
+	}
+	*v.p = x
+	return nil
+}
+
+type stringValue struct{ p *string }
+
+func str(f func(*Config) *string) func(*Config) Value {
+	return func(c *Config) Value { return stringValue{f(c)} }
+}
+func (v stringValue) String() string     { return *v.p }
+func (v stringValue) Type() string       { return "string" }
+func (v stringValue) Set(s string) error { *v.p = s; return nil }
+
+// pausePointValue is a pause point; "random" (a random moment) is stored
+// as "".
+type pausePointValue struct{ stringValue }
+
+func pausePoint(f func(*Config) *string) func(*Config) Value {
+	return func(c *Config) Value { return pausePointValue{stringValue{f(c)}} }
+}
+func (v pausePointValue) String() string {
+	if *v.p == "" {
+		return "random"
+	}
+	return *v.p
+}
+func (v pausePointValue) Set(s string) error {
+	if s == "random" {
+		s = ""
+	}
+	*v.p = s
+	return nil
+}
+
+type modeValue struct{ p *workloads.Mode }
+
+func mode(f func(*Config) *workloads.Mode) func(*Config) Value {
+	return func(c *Config) Value { return modeValue{f(c)} }
+}
+func (v modeValue) String() string     { return string(*v.p) }
+func (v modeValue) Type() string       { return "string" }
+func (v modeValue) Set(s string) error { *v.p = workloads.Mode(s); return nil }
+
+// BoolValue is the Value of a switch: a flag without a value sets it.
+type BoolValue interface {
+	Value
+	IsBoolFlag() bool
+}
+
+type boolValue struct{ p *bool }
+
+func boolean(f func(*Config) *bool) func(*Config) Value {
+	return func(c *Config) Value { return boolValue{f(c)} }
+}
+func (v boolValue) String() string   { return strconv.FormatBool(*v.p) }
+func (v boolValue) Type() string     { return "bool" }
+func (v boolValue) IsBoolFlag() bool { return true }
+func (v boolValue) Set(s string) error {
+	b, err := strconv.ParseBool(s)
+	if err != nil {
+		return fmt.Errorf("%q is not true or false", s)
+	}
+	*v.p = b
+	return nil
+}
+
+// listValue is a comma-separated list; each Set appends, as a repeated
+// flag does.
+type listValue struct{ p *[]string }
+
+func list(f func(*Config) *[]string) func(*Config) Value {
+	return func(c *Config) Value { return listValue{f(c)} }
+}
+func (v listValue) String() string { return strings.Join(*v.p, ",") }
+func (v listValue) Type() string   { return "strings" }
+func (v listValue) Set(s string) error {
+	for _, x := range strings.Split(s, ",") {
+		if x = strings.TrimSpace(x); x != "" {
+			*v.p = append(*v.p, x)
+		}
+	}
+	return nil
+}
+
+// mapValue is key=value pairs separated by commas; each Set adds, as a
+// repeated flag does.
+type mapValue struct{ p *map[string]string }
+
+func strMap(f func(*Config) *map[string]string) func(*Config) Value {
+	return func(c *Config) Value { return mapValue{f(c)} }
+}
+func (v mapValue) String() string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(*v.p)) {
+		parts = append(parts, k+"="+(*v.p)[k])
+	}
+	return strings.Join(parts, ",")
+}
+func (v mapValue) Type() string { return "key=value" }
+func (v mapValue) Set(s string) error {
+	if *v.p == nil {
+		*v.p = map[string]string{}
+	}
+	for _, kv := range strings.Split(s, ",") {
+		k, val, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return fmt.Errorf("%s must be formatted as key=value", kv)
+		}
+		(*v.p)[k] = val
+	}
+	return nil
+}
+
+// groupsValue is the explicit partition: hosts by commas, groups by
+// slashes (ParseGroups).
+type groupsValue struct{ p *[][]string }
+
+func groups(f func(*Config) *[][]string) func(*Config) Value {
+	return func(c *Config) Value { return groupsValue{f(c)} }
+}
+func (v groupsValue) String() string {
+	parts := make([]string, len(*v.p))
+	for i, g := range *v.p {
+		parts[i] = strings.Join(g, ",")
+	}
+	return strings.Join(parts, "/")
+}
+func (v groupsValue) Type() string { return "groups" }
+func (v groupsValue) Set(s string) error {
+	g, err := ParseGroups(s)
+	if err != nil {
+		return err
+	}
+	*v.p = g
+	return nil
+}
+
+// targetsValue pins faults: fault=target[,target] separated by ;
+// (nemesis.ParseTargets).
+type targetsValue struct{ p *map[string][]string }
+
+func targets(f func(*Config) *map[string][]string) func(*Config) Value {
+	return func(c *Config) Value { return targetsValue{f(c)} }
+}
+func (v targetsValue) String() string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(*v.p)) {
+		parts = append(parts, k+"="+strings.Join((*v.p)[k], ","))
+	}
+	return strings.Join(parts, ";")
+}
+func (v targetsValue) Type() string { return "fault=targets" }
+func (v targetsValue) Set(s string) error {
+	t, err := nemesis.ParseTargets(s)
+	if err != nil {
+		return err
+	}
+	if *v.p == nil {
+		*v.p = map[string][]string{}
+	}
+	for k, w := range t {
+		(*v.p)[k] = append((*v.p)[k], w...)
+	}
+	return nil
+}
+
+// Set sets the setting named name (its flag name or key) in c from the
+// text its flag takes. Unlike a repeated flag, it replaces what a list or
+// map setting held.
+func (c *Config) Set(name, text string) error {
+	s, ok := SettingNamed(name)
+	if !ok {
+		return fmt.Errorf("no setting %q", name)
+	}
+	switch v := s.Field(c).(type) {
+	case listValue:
+		*v.p = nil
+	case mapValue:
+		*v.p = nil
+	case targetsValue:
+		*v.p = nil
+	}
+	return s.Field(c).Set(text)
+}
