@@ -195,6 +195,20 @@ type goldenAnomaly struct {
 	Ops  []int  `json:"ops"`
 }
 
+// readGolden reads testdata/golden.json.
+func readGolden(t *testing.T) []golden {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", "golden.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gs []golden
+	if err := json.Unmarshal(data, &gs); err != nil {
+		t.Fatalf("golden.json: %v", err)
+	}
+	return gs
+}
+
 func writeGolden(t *testing.T, path string, h history.History) {
 	t.Helper()
 	w, err := history.Create(path)
@@ -232,14 +246,7 @@ func TestGolden(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	data, err := os.ReadFile(filepath.Join("testdata", "golden.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var gs []golden
-	if err := json.Unmarshal(data, &gs); err != nil {
-		t.Fatalf("golden.json: %v", err)
-	}
+	gs := readGolden(t)
 	files, _ := filepath.Glob(filepath.Join("testdata", "*.jsonl"))
 	if len(files) != len(gs) {
 		t.Errorf("%d histories in testdata, %d entries in golden.json", len(files), len(gs))

@@ -1,9 +1,6 @@
 package checker
 
 import (
-	"encoding/json"
-	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 )
@@ -13,14 +10,7 @@ import (
 // with what the checkers find, must show every anomaly kind, and name no
 // kind that is not defined in kinds.go.
 func TestKindsAreWhatCheckersReport(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join("testdata", "golden.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var gs []golden
-	if err := json.Unmarshal(data, &gs); err != nil {
-		t.Fatalf("golden.json: %v", err)
-	}
+	gs := readGolden(t)
 	seen := map[string]bool{}
 	for _, g := range gs {
 		for _, m := range []map[string][]goldenAnomaly{g.Anomalies, g.Notes} {

@@ -2,7 +2,6 @@ package reports
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"html/template"
 	"os"
@@ -331,23 +330,12 @@ func WriteMatrixMarkdown(path string, m Matrix) error {
 
 // WriteMatrixHeader writes h as dir/matrix.json.
 func WriteMatrixHeader(dir string, h MatrixHeader) error {
-	b, err := json.MarshalIndent(h, "", "  ")
-	if err != nil {
-		return err
-	}
-	return runstore.WriteFileAtomic(filepath.Join(dir, MatrixHeaderFile), append(b, '\n'))
+	return runstore.WriteJSON(filepath.Join(dir, MatrixHeaderFile), h)
 }
 
 // ReadMatrixHeader reads dir/matrix.json. A missing file gives an error
 // satisfying errors.Is(err, os.ErrNotExist).
 func ReadMatrixHeader(dir string) (MatrixHeader, error) {
 	var h MatrixHeader
-	b, err := os.ReadFile(filepath.Join(dir, MatrixHeaderFile))
-	if err != nil {
-		return h, err
-	}
-	if err := json.Unmarshal(b, &h); err != nil {
-		return h, fmt.Errorf("%s: %w", filepath.Join(dir, MatrixHeaderFile), err)
-	}
-	return h, nil
+	return h, runstore.ReadJSON(filepath.Join(dir, MatrixHeaderFile), &h)
 }

@@ -94,7 +94,7 @@ var Settings = []Setting{
 	{"strobe", GroupFaults, "how often clock-strobe flips a clock", dur(func(c *Config) *time.Duration { return &c.StrobeRate }), true},
 	{"kill-holder", GroupFaults, "kill-client kills a worker at --pause-point (default after-acquire: while it holds the lock)", boolean(func(c *Config) *bool { return &c.KillHolder }), true},
 
-	{"resource", GroupResource, "resource store mode: " + joinModes(workloads.Modes()), mode(func(c *Config) *workloads.Mode { return &c.Mode }), true},
+	{"resource", GroupResource, "resource store mode: " + Join(workloads.Modes()), mode(func(c *Config) *workloads.Mode { return &c.Mode }), true},
 
 	{"provider", GroupPlatform, "where the nodes run: " + strings.Join(Providers, " or ") + " (" + ProviderLocal + ": processes on this host; " + ProviderDocker + ": containers, see docs/providers.md)", str(func(c *Config) *string { return &c.Provider }), false},
 	{"image", GroupPlatform, "docker provider: the image of a backend, backend=ref, repeatable (e.g. redis=redis:7.2); default: locktest's own (locktest images build), else the official one", strMap(func(c *Config) *map[string]string { return &c.Images }), false},
@@ -128,10 +128,11 @@ func (c *Config) Values() map[string]string {
 	return out
 }
 
-func joinModes(ms []workloads.Mode) string {
-	s := make([]string, len(ms))
-	for i, m := range ms {
-		s[i] = string(m)
+// Join lists names of a string type, comma-separated, for help texts.
+func Join[S ~string](names []S) string {
+	s := make([]string, len(names))
+	for i, n := range names {
+		s[i] = string(n)
 	}
 	return strings.Join(s, ", ")
 }
@@ -139,108 +140,70 @@ func joinModes(ms []workloads.Mode) string {
 // The kinds of Value, each bound to a Config field by a function from the
 // Config to the field.
 
-type durationValue struct{ p *time.Duration }
-
-func dur(f func(*Config) *time.Duration) func(*Config) Value {
-	return func(c *Config) Value { return durationValue{f(c)} }
+// scalar is the Value of a one-value field of type T: its parsing, its
+// flag form and its type's name.
+type scalar[T any] struct {
+	p      *T
+	parse  func(string) (T, error)
+	format func(T) string
+	typ    string
 }
-func (v durationValue) String() string { return v.p.String() }
-func (v durationValue) Type() string   { return "duration" }
-func (v durationValue) Set(s string) error {
-	d, err := time.ParseDuration(s)
+
+func (v scalar[T]) String() string { return v.format(*v.p) }
+func (v scalar[T]) Type() string   { return v.typ }
+func (v scalar[T]) Set(s string) error {
+	x, err := v.parse(s)
 	if err != nil {
-		return fmt.Errorf("%q is not a duration (e.g. 300ms, 2s)", s)
-	}
-	*v.p = d
-	return nil
-}
-
-type intValue struct{ p *int }
-
-func integer(f func(*Config) *int) func(*Config) Value {
-	return func(c *Config) Value { return intValue{f(c)} }
-}
-func (v intValue) String() string { return strconv.Itoa(*v.p) }
-func (v intValue) Type() string   { return "int" }
-func (v intValue) Set(s string) error {
-	n, err := strconv.Atoi(s)
-	if err != nil {
-		return fmt.Errorf("%q is not a whole number", s)
-	}
-	*v.p = n
-	return nil
-}
-
-type int64Value struct{ p *int64 }
-
-func int64v(f func(*Config) *int64) func(*Config) Value {
-	return func(c *Config) Value { return int64Value{f(c)} }
-}
-func (v int64Value) String() string { return strconv.FormatInt(*v.p, 10) }
-func (v int64Value) Type() string   { return "int" }
-func (v int64Value) Set(s string) error {
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil {
-		return fmt.Errorf("%q is not a whole number", s)
-	}
-	*v.p = n
-	return nil
-}
-
-type floatValue struct{ p *float64 }
-
-func float(f func(*Config) *float64) func(*Config) Value {
-	return func(c *Config) Value { return floatValue{f(c)} }
-}
-func (v floatValue) String() string { return strconv.FormatFloat(*v.p, 'g', -1, 64) }
-func (v floatValue) Type() string   { return "float" }
-func (v floatValue) Set(s string) error {
-	x, err := strconv.ParseFloat(s, 64)
-	if err != nil {
-		return fmt.Errorf("%q is not a number", s)
+		return err
 	}
 	*v.p = x
 	return nil
 }
 
-type stringValue struct{ p *string }
-
-func str(f func(*Config) *string) func(*Config) Value {
-	return func(c *Config) Value { return stringValue{f(c)} }
-}
-func (v stringValue) String() string     { return *v.p }
-func (v stringValue) Type() string       { return "string" }
-func (v stringValue) Set(s string) error { *v.p = s; return nil }
-
-// pausePointValue is a pause point; "random" (a random moment) is stored
-// as "".
-type pausePointValue struct{ stringValue }
-
-func pausePoint(f func(*Config) *string) func(*Config) Value {
-	return func(c *Config) Value { return pausePointValue{stringValue{f(c)}} }
-}
-func (v pausePointValue) String() string {
-	if *v.p == "" {
-		return "random"
+// bind makes the Value constructor of a scalar setting.
+func bind[T any](typ string, parse func(string) (T, error), format func(T) string) func(func(*Config) *T) func(*Config) Value {
+	return func(f func(*Config) *T) func(*Config) Value {
+		return func(c *Config) Value { return scalar[T]{f(c), parse, format, typ} }
 	}
-	return *v.p
 }
-func (v pausePointValue) Set(s string) error {
-	if s == "random" {
-		s = ""
+
+// parseFail wraps a parser so its error says what the text should be.
+func parseFail[T any](parse func(string) (T, error), want string) func(string) (T, error) {
+	return func(s string) (T, error) {
+		x, err := parse(s)
+		if err != nil {
+			return x, fmt.Errorf("%q is not %s", s, want)
+		}
+		return x, nil
 	}
-	*v.p = s
-	return nil
 }
 
-type modeValue struct{ p *workloads.Mode }
+func same(s string) (string, error) { return s, nil }
 
-func mode(f func(*Config) *workloads.Mode) func(*Config) Value {
-	return func(c *Config) Value { return modeValue{f(c)} }
-}
-func (v modeValue) String() string     { return string(*v.p) }
-func (v modeValue) Type() string       { return "string" }
-func (v modeValue) Set(s string) error { *v.p = workloads.Mode(s); return nil }
+var (
+	dur     = bind("duration", parseFail(time.ParseDuration, "a duration (e.g. 300ms, 2s)"), time.Duration.String)
+	integer = bind("int", parseFail(strconv.Atoi, "a whole number"), strconv.Itoa)
+	int64v  = bind("int", parseFail(func(s string) (int64, error) { return strconv.ParseInt(s, 10, 64) }, "a whole number"),
+		func(n int64) string { return strconv.FormatInt(n, 10) })
+	float = bind("float", parseFail(func(s string) (float64, error) { return strconv.ParseFloat(s, 64) }, "a number"),
+		func(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) })
+	str  = bind("string", same, func(s string) string { return s })
+	mode = bind("string", func(s string) (workloads.Mode, error) { return workloads.Mode(s), nil },
+		func(m workloads.Mode) string { return string(m) })
+	// pausePoint is a pause point; "random" (a random moment) is stored
+	// as "".
+	pausePoint = bind("string", func(s string) (string, error) {
+		if s == "random" {
+			return "", nil
+		}
+		return s, nil
+	}, func(s string) string {
+		if s == "" {
+			return "random"
+		}
+		return s
+	})
+)
 
 // BoolValue is the Value of a switch: a flag without a value sets it.
 type BoolValue interface {
@@ -248,21 +211,13 @@ type BoolValue interface {
 	IsBoolFlag() bool
 }
 
-type boolValue struct{ p *bool }
+type boolValue struct{ scalar[bool] }
+
+func (boolValue) IsBoolFlag() bool { return true }
 
 func boolean(f func(*Config) *bool) func(*Config) Value {
-	return func(c *Config) Value { return boolValue{f(c)} }
-}
-func (v boolValue) String() string   { return strconv.FormatBool(*v.p) }
-func (v boolValue) Type() string     { return "bool" }
-func (v boolValue) IsBoolFlag() bool { return true }
-func (v boolValue) Set(s string) error {
-	b, err := strconv.ParseBool(s)
-	if err != nil {
-		return fmt.Errorf("%q is not true or false", s)
-	}
-	*v.p = b
-	return nil
+	b := bind("bool", parseFail(strconv.ParseBool, "true or false"), strconv.FormatBool)(f)
+	return func(c *Config) Value { return boolValue{b(c).(scalar[bool])} }
 }
 
 // listValue is a comma-separated list; each Set appends, as a repeated

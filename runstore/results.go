@@ -96,24 +96,33 @@ func (r Results) Met() bool {
 }
 
 // WriteResults writes dir/results.json.
-func WriteResults(dir string, r Results) error {
-	b, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return err
-	}
-	return WriteFileAtomic(filepath.Join(dir, ResultsFile), append(b, '\n'))
-}
+func WriteResults(dir string, r Results) error { return WriteJSON(filepath.Join(dir, ResultsFile), r) }
 
 // ReadResults reads dir/results.json. A missing file gives zero results and
 // an error satisfying errors.Is(err, os.ErrNotExist).
 func ReadResults(dir string) (Results, error) {
 	var r Results
-	b, err := os.ReadFile(filepath.Join(dir, ResultsFile))
+	return r, ReadJSON(filepath.Join(dir, ResultsFile), &r)
+}
+
+// WriteJSON writes v to path as indented JSON, atomically.
+func WriteJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
-		return r, err
+		return err
 	}
-	if err := json.Unmarshal(b, &r); err != nil {
-		return r, fmt.Errorf("%s: %w", filepath.Join(dir, ResultsFile), err)
+	return WriteFileAtomic(path, append(b, '\n'))
+}
+
+// ReadJSON reads path's JSON into v. A missing file gives an error
+// satisfying errors.Is(err, os.ErrNotExist); a bad one names the file.
+func ReadJSON(path string, v any) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
 	}
-	return r, nil
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
 }

@@ -107,7 +107,7 @@ inconclusive with its reason, never safe. See docs/matrix.md.`,
 	}
 	f := c.Flags()
 	f.StringSliceVar(&o.Impls, "impls", nil, "impls to measure, comma-separated (default all): "+strings.Join(impls.Names(), ", "))
-	f.StringSliceVar(&faults, "faults", nil, "fault classes (default all; none is always run): "+joinClasses(matrix.Classes)+", or the name of any fault, run alone")
+	f.StringSliceVar(&faults, "faults", nil, "fault classes (default all; none is always run): "+run.Join(matrix.Classes)+", or the name of any fault, run alone")
 	f.IntVar(&o.Seeds, "seeds", o.Seeds, "seeds per run")
 	f.DurationVar(&o.Duration, "time", o.Duration, "workload time of each run")
 	f.DurationVar(&o.TTL, "ttl", o.TTL, "lock lease time of every run")
@@ -198,12 +198,4 @@ func absPath(p string) string {
 		return a
 	}
 	return p
-}
-
-func joinClasses(cs []matrix.Class) string {
-	s := make([]string, len(cs))
-	for i, c := range cs {
-		s[i] = string(c)
-	}
-	return strings.Join(s, ", ")
 }

@@ -49,17 +49,8 @@ func TestOneEntryMakesASetting(t *testing.T) {
 		t.Errorf("--pause-between 7ms set think to %v", rf.cfg.Think)
 	}
 
-	scs, err := scenarios.Parse([]byte(`scenarios:
-  - name: a
-    claim: 1
-    title: t
-    source: s
-    predictions: {kleppmann: violation}
-    expect: violation
-    impl: redis-set-nx-px
-    faults: [pause-client]
-    pause_between: 9ms
-`), "f.yaml")
+	scs, err := scenarios.Parse([]byte(`scenarios: [{name: a, claim: 1, title: t, source: s, predictions: {kleppmann: violation},
+  expect: violation, impl: redis-set-nx-px, faults: [pause-client], pause_between: 9ms}]`), "f.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
