@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"os/exec"
 	"path/filepath"
@@ -33,14 +32,8 @@ func TestDockerInterruptRemovesContainers(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGKILL} {
 		t.Run(sig.String(), func(t *testing.T) {
 			root := t.TempDir()
-			cmd := exec.Command(bin, "run", "--provider", "docker", "--impl", "redlock", "--faults", "pause-node",
+			cmd, out := startLocktest(t, "run", "--provider", "docker", "--impl", "redlock", "--faults", "pause-node",
 				"--time", "60s", "--clients", "2", "--store", root, "--name", "dock")
-			var out bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &out, &out
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			defer cmd.Process.Kill()
 			// Wait until the run is under way: its results name the run, and
 			// its five containers exist.
 			var run string

@@ -43,19 +43,36 @@ func TestMain(m *testing.M) {
 // locktest runs the binary and returns stdout, stderr and the exit code.
 func locktest(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
+	return locktestEnv(t, nil, args...)
+}
+
+// startLocktest starts the binary with args, its stdout and stderr going
+// to the returned buffer; the test kills it when it ends.
+func startLocktest(t *testing.T, args ...string) (*exec.Cmd, *bytes.Buffer) {
+	t.Helper()
 	cmd := exec.Command(bin, args...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-		return out.String(), errb.String(), 0
-	case errors.As(err, &ee):
-		return out.String(), errb.String(), ee.ExitCode()
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
 	}
-	t.Fatalf("run locktest: %v", err)
-	return "", "", -1
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	return cmd, &out
+}
+
+// storedRun returns the folder and the results of the one run stored as
+// root/name.
+func storedRun(t *testing.T, root, name string) (string, runstore.Results) {
+	t.Helper()
+	dirs, _ := filepath.Glob(filepath.Join(root, name, "2*"))
+	if len(dirs) != 1 {
+		t.Fatalf("run folders %v, want one", dirs)
+	}
+	r, err := runstore.ReadResults(dirs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dirs[0], r
 }
 
 func TestBadUsageExitsTwoWithOneLine(t *testing.T) {
@@ -281,14 +298,9 @@ func TestInterruptStopsEverythingAndKeepsTheHistory(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGKILL} {
 		t.Run(sig.String(), func(t *testing.T) {
 			root := t.TempDir()
-			cmd := exec.Command(bin, "run", "--impl", "redis-set-nx-px", "--faults", "pause-client,kill-node",
+			cmd, out := startLocktest(t, "run", "--impl", "redis-set-nx-px", "--faults", "pause-client,kill-node",
 				"--ttl", "300ms", "--interval", "200ms", "--down", "200ms", "--time", "60s", "--clients", "3",
 				"--store", root, "--name", "int")
-			var out bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &out, &out
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
 			// Wait until the node and every worker run, then let faults happen.
 			var kids []int
 			deadline := time.Now().Add(20 * time.Second)
@@ -415,15 +427,9 @@ func TestInterruptRemovesTheNetworkLab(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGKILL} {
 		t.Run(sig.String(), func(t *testing.T) {
 			root := t.TempDir()
-			cmd := exec.Command(bin, "run", "--impl", "redis-set-nx-px", "--faults", "client-isolate,loss",
+			cmd, out := startLocktest(t, "run", "--impl", "redis-set-nx-px", "--faults", "client-isolate,loss",
 				"--ttl", "300ms", "--interval", "200ms", "--window", "300ms", "--time", "60s", "--clients", "2",
 				"--store", root, "--name", "net")
-			var out bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &out, &out
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			defer cmd.Process.Kill()
 			// Wait until the run is under way: its results name the lab.
 			var lab string
 			deadline := time.Now().Add(20 * time.Second)

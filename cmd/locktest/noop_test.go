@@ -36,18 +36,11 @@ func TestNoopFaultReachesEveryReader(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("run --faults noop: exit %d: %s%s", code, stdout, stderr)
 	}
-	dirs, _ := filepath.Glob(filepath.Join(root, "noop", "2*"))
-	if len(dirs) != 1 {
-		t.Fatalf("run folders %v", dirs)
-	}
-	r, err := runstore.ReadResults(dirs[0])
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, r := storedRun(t, root, "noop")
 	if r.Stats["faults_injected"] < 1 || len(r.Problems) > 0 {
 		t.Errorf("noop run: %v faults injected, problems %q", r.Stats["faults_injected"], r.Problems)
 	}
-	h, err := history.ReadFile(filepath.Join(dirs[0], runstore.HistoryFile))
+	h, err := history.ReadFile(filepath.Join(dir, runstore.HistoryFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +56,7 @@ func TestNoopFaultReachesEveryReader(t *testing.T) {
 	if injected == 0 || healed < injected {
 		t.Errorf("history has %d noop injections and %d heals", injected, healed)
 	}
-	page, err := os.ReadFile(filepath.Join(dirs[0], runstore.ReportFile))
+	page, err := os.ReadFile(filepath.Join(dir, runstore.ReportFile))
 	if err != nil {
 		t.Fatal(err)
 	}

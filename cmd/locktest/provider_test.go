@@ -37,15 +37,8 @@ func TestReportSaysWhatRanTheNodes(t *testing.T) {
 			if code != 0 {
 				t.Fatalf("exit %d: %s%s", code, stdout, stderr)
 			}
-			dirs, _ := filepath.Glob(filepath.Join(root, "p", "2*"))
-			if len(dirs) != 1 {
-				t.Fatalf("run folders %v", dirs)
-			}
-			r, err := runstore.ReadResults(dirs[0])
-			if err != nil {
-				t.Fatal(err)
-			}
-			page, err := os.ReadFile(filepath.Join(dirs[0], runstore.ReportFile))
+			dir, r := storedRun(t, root, "p")
+			page, err := os.ReadFile(filepath.Join(dir, runstore.ReportFile))
 			if err != nil {
 				t.Fatal(err)
 			}
