@@ -73,15 +73,7 @@ func TestEtcdNoFaultRunsAreValid(t *testing.T) {
 			cfg.Mode, cfg.Duration, cfg.MaxCriticalSections = tc.mode, 30*time.Second, 60
 			out, h := mustRun(t, cfg)
 			r := out.Results
-			if r.Valid != checker.Valid {
-				t.Errorf("verdict %s, want valid; anomalies %v", r.Valid, kinds(r))
-			}
-			if cs := r.Stats["critical_sections"]; cs < 30 {
-				t.Errorf("%v critical sections, want at least 30", cs)
-			}
-			if acc := result(t, r, "resource").Stats["writes_accepted"]; acc < 30 {
-				t.Errorf("%v accepted writes, want at least 30", acc)
-			}
+			validWithWrites(t, r, 30)
 			assertTokensIncrease(t, h)
 			if tc.mode == workloads.ModeEtcdGuarded {
 				// The resource lives in etcd: the store saw no write.

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/clusters/local"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/internal/testexe"
 	"github.com/locktest/locktest/runstore"
@@ -66,6 +68,41 @@ func mustRun(t *testing.T, cfg Config) (*Outcome, history.History) {
 	}
 	assertNothingLeft(t, out)
 	return out, h
+}
+
+// validWithWrites fails t unless r is valid with at least n critical
+// sections and n writes the resource accepted.
+func validWithWrites(t *testing.T, r runstore.Results, n float64) {
+	t.Helper()
+	if r.Valid != checker.Valid {
+		t.Errorf("verdict %s, want valid; anomalies %v", r.Valid, kinds(r))
+	}
+	if cs := r.Stats["critical_sections"]; cs < n {
+		t.Errorf("%v critical sections, want at least %v", cs, n)
+	}
+	if acc := result(t, r, "resource").Stats["writes_accepted"]; acc < n {
+		t.Errorf("%v accepted writes, want at least %v", acc, n)
+	}
+}
+
+// startLocal starts backend's cluster of local processes with opts
+// (Dir defaults to a temporary folder) and stops it when the test ends.
+func startLocal(t *testing.T, backend string, opts local.Options) clusters.Cluster {
+	t.Helper()
+	if opts.Dir == "" {
+		opts.Dir = t.TempDir()
+	}
+	cl, err := local.New(backend, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Stop(context.Background()) })
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := cl.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return cl
 }
 
 func result(t *testing.T, r runstore.Results, name string) checker.Result {

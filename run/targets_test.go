@@ -113,18 +113,9 @@ func TestIsolateLeaderOnEtcd(t *testing.T) {
 	}
 	// Elections wait 2s of silence, not etcd's 250ms: a loaded machine then
 	// cannot move the leader between the test's question and the pick.
-	cl, err := local.New(impl.Backend, local.Options{Nodes: impl.Nodes, Dir: dir, Logger: lg,
+	cl := startLocal(t, impl.Backend, local.Options{Nodes: impl.Nodes, Dir: dir, Logger: lg,
 		Exe: cfg.NodeCommand, ExeEnv: cfg.NodeEnv, Hosts: plat.nodeHosts,
 		Params: map[string]string{local.EtcdParamTickMs: "100", local.EtcdParamElectionMs: "2000"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cl.Stop(context.Background()) })
-	sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-	if err := cl.Start(sctx); err != nil {
-		t.Fatal(err)
-	}
 	faults, err := nemesis.Build([]string{"isolate"}, nemesis.Env{Cluster: cl, Net: plat.network(cl),
 		ClientHosts: plat.clientHosts(cfg.Clients), Window: time.Second, Targets: map[string][]string{"isolate": {"leader"}}})
 	if err != nil {
@@ -247,16 +238,7 @@ func sentinelMasterOf(ctx context.Context, nodes []clusters.Node) (clusters.Node
 func TestKillMasterAfterSentinelFailover(t *testing.T) {
 	needBins(t, "redis-server", "redis-sentinel")
 	ctx := context.Background()
-	cl, err := local.New("redis-sentinel", local.Options{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cl.Stop(context.Background()) })
-	sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-	if err := cl.Start(sctx); err != nil {
-		t.Fatal(err)
-	}
+	cl := startLocal(t, "redis-sentinel", local.Options{Dir: t.TempDir()})
 	nodes := cl.Nodes()
 	old, err := sentinelMasterOf(ctx, nodes)
 	if err != nil || old.Name != "n1" {

@@ -43,15 +43,7 @@ func TestZooKeeperNoFaultRunsAreValid(t *testing.T) {
 			cfg.TTL = 4 * time.Second
 			out, h := mustRun(t, cfg)
 			r := out.Results
-			if r.Valid != checker.Valid {
-				t.Errorf("verdict %s, want valid; anomalies %v", r.Valid, kinds(r))
-			}
-			if cs := r.Stats["critical_sections"]; cs < 30 {
-				t.Errorf("%v critical sections, want at least 30", cs)
-			}
-			if acc := result(t, r, "resource").Stats["writes_accepted"]; acc < 30 {
-				t.Errorf("%v accepted writes, want at least 30", acc)
-			}
+			validWithWrites(t, r, 30)
 			if tc.impl == "zk-recipe" {
 				assertTokensIncrease(t, h)
 			}
