@@ -14,7 +14,6 @@ import (
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/impls"
 	"github.com/locktest/locktest/reports"
-	"github.com/locktest/locktest/run"
 	"github.com/locktest/locktest/runstore"
 )
 
@@ -199,7 +198,7 @@ func StoredHeader(rs []Result) reports.MatrixHeader {
 		}
 	}
 	if h.Commit == "" {
-		h.Commit = run.Version()
+		h.Commit = runstore.Version()
 	}
 	if !h.Date.IsZero() && end.After(h.Date) {
 		h.Elapsed = end.Sub(h.Date).Round(time.Second)

@@ -5,10 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"sort"
 	"strconv"
@@ -587,44 +584,4 @@ func perfCells(rs []Result) (lat, rate reports.MatrixCell) {
 	rate.Value = fmt.Sprintf("%.0f/s", mean(cps))
 	rate.Reason = fmt.Sprintf("%d critical sections over the workload's span, mean over %d run(s)", acquired, len(cps))
 	return lat, rate
-}
-
-// Commit returns `git describe --always --dirty` of the working directory,
-// or, outside a repository, the binary's module version and VCS revision.
-func Commit(ctx context.Context) string {
-	out, err := exec.CommandContext(ctx, "git", "describe", "--always", "--dirty").Output()
-	if err == nil {
-		if s := strings.TrimSpace(string(out)); s != "" {
-			return s
-		}
-	}
-	return run.Version()
-}
-
-// Machine describes the host in one line: cores, memory, kernel and OS.
-func Machine() string {
-	parts := []string{fmt.Sprintf("%d cores", runtime.NumCPU())}
-	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
-		for _, l := range strings.Split(string(b), "\n") {
-			if f := strings.Fields(l); len(f) >= 2 && f[0] == "MemTotal:" {
-				if kb, err := strconv.ParseFloat(f[1], 64); err == nil {
-					parts = append(parts, fmt.Sprintf("%.1f GiB memory", kb/1024/1024))
-				}
-			}
-		}
-	}
-	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
-		parts = append(parts, "Linux "+strings.TrimSpace(string(b)))
-	}
-	if b, err := os.ReadFile("/etc/os-release"); err == nil {
-		for _, l := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(l, "PRETTY_NAME="); ok {
-				parts = append(parts, strings.Trim(v, `"`))
-			}
-		}
-	}
-	if os.Geteuid() != 0 {
-		parts = append(parts, "not root (no network namespaces: partitions are unavailable)")
-	}
-	return strings.Join(parts, ", ")
 }

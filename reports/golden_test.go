@@ -135,7 +135,7 @@ func TestGoldenHistoryReports(t *testing.T) {
 			if got, want := strings.Count(out, `<g class="anom"`), len(tc.kinds); got != want {
 				t.Errorf("timeline draws %d anomalies, want %d", got, want)
 			}
-			compareGolden(t, filepath.Join("testdata", tc.name+".golden.html"), []byte(out))
+			compareGolden(t, filepath.Join("testdata", tc.name+".html.golden"), []byte(out))
 		})
 	}
 }

@@ -337,7 +337,7 @@ func TestGoldenReport(t *testing.T) {
 			t.Fatal("two renders of the same results differ")
 		}
 	}
-	compareGolden(t, filepath.Join("testdata", "report.golden.html"), got)
+	compareGolden(t, filepath.Join("testdata", "report.html.golden"), got)
 }
 
 // firstDiff shows the first line where want and got differ.

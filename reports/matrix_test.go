@@ -64,7 +64,7 @@ func TestMatrixMarkdownGolden(t *testing.T) {
 	if bytes.Contains(got, []byte(dir)) {
 		t.Fatalf("the page names its temporary folder %s", dir)
 	}
-	compareFile(t, filepath.Join("testdata", "matrix.golden.md"), got)
+	compareFile(t, filepath.Join("testdata", "matrix.md.golden"), got)
 }
 
 func TestMatrixMarkdownCells(t *testing.T) {

@@ -35,7 +35,7 @@ func sampleBoard() Scoreboard {
 }
 
 func TestScoreboardMarkdownGolden(t *testing.T) {
-	compareFile(t, filepath.Join("testdata", "scoreboard.golden.md"), RenderScoreboardMarkdown(sampleBoard(), true))
+	compareFile(t, filepath.Join("testdata", "scoreboard.md.golden"), RenderScoreboardMarkdown(sampleBoard(), true))
 	// Without links (docs/findings.md) no run report is named.
 	if bare := RenderScoreboardMarkdown(sampleBoard(), false); bytes.Contains(bare, []byte("report.html")) {
 		t.Error("the link-free Markdown links to a run report")

@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -254,24 +253,6 @@ type Outcome struct {
 	Results runstore.Results
 }
 
-// Version returns the module version and VCS revision of this binary.
-func Version() string {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "unknown"
-	}
-	v := bi.Main.Version
-	for _, s := range bi.Settings {
-		if s.Key == "vcs.revision" {
-			v += " " + s.Value
-		}
-		if s.Key == "vcs.modified" && s.Value == "true" {
-			v += " (modified)"
-		}
-	}
-	return v
-}
-
 // Run performs one run and stores it under cfg.StoreDir/cfg.Name/<timestamp>.
 // A run whose context is cancelled (Ctrl-C) stops early but still stops
 // every process it started and writes what it recorded, checked. Errors
@@ -325,7 +306,7 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 		Name: cfg.Name, Impl: cfg.Impl, ImplDoc: impl.Doc, Backend: impl.Backend, Nodes: impl.Nodes,
 		Faults: append([]string{}, cfg.Faults...), Clients: cfg.Clients, Locks: cfg.Locks,
 		TTL: cfg.TTL.String(), Duration: cfg.Duration.String(), Seed: cfg.Seed, Mode: string(cfg.Mode),
-		Command: cfg.Command, Version: Version(), Started: started.Format(time.RFC3339), Expect: cfg.Expect,
+		Command: cfg.Command, Version: runstore.Version(), Started: started.Format(time.RFC3339), Expect: cfg.Expect,
 		Provider: cfg.Provider, Settings: cfg.Values(),
 	}
 	info.Targets, info.ClockDirection, info.Partition = cfg.Targets, cfg.ClockDirection, cfg.Groups

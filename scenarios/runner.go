@@ -5,12 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -249,29 +245,4 @@ func orDefault(s, d string) string {
 		return d
 	}
 	return s
-}
-
-// Machine describes this machine for a scoreboard's header: cores, memory,
-// OS and architecture.
-func Machine() string {
-	mem := ""
-	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
-		for _, l := range strings.Split(string(b), "\n") {
-			if f := strings.Fields(l); len(f) >= 2 && f[0] == "MemTotal:" {
-				if kb, err := strconv.ParseFloat(f[1], 64); err == nil {
-					mem = fmt.Sprintf(", %.0f GiB", kb/(1<<20))
-				}
-			}
-		}
-	}
-	return fmt.Sprintf("%d cores%s, %s/%s", runtime.NumCPU(), mem, runtime.GOOS, runtime.GOARCH)
-}
-
-// Commit names the source the scoreboard was made from: the git commit of
-// the working directory when there is one, else the build's version.
-func Commit() string {
-	if out, err := exec.Command("git", "describe", "--always", "--dirty").Output(); err == nil {
-		return strings.TrimSpace(string(out))
-	}
-	return run.Version()
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/locktest/locktest/reports"
 	"github.com/locktest/locktest/run"
+	"github.com/locktest/locktest/runstore"
 	"github.com/locktest/locktest/scenarios"
 )
 
@@ -108,7 +109,7 @@ inconclusive, 2 bad usage or a broken scenario file.`,
 				fmt.Fprintf(errw, "[%*d/%d] %s seed %d: %s, %.0fs\n", len(fmt.Sprint(total)), done, total, s.Name, r.Seed, what, r.Seconds)
 			}
 			board := reports.Scoreboard{
-				Date: started.UTC().Format("2006-01-02 15:04 UTC"), Commit: scenarios.Commit(), Machine: scenarios.Machine(),
+				Date: started.UTC().Format("2006-01-02 15:04 UTC"), Commit: runstore.Commit(cmd.Context()), Machine: runstore.Machine(),
 				Seeds: seeds, Command: "locktest " + strings.Join(os.Args[1:], " "),
 			}
 			var runErr error

@@ -15,6 +15,7 @@ import (
 	"github.com/locktest/locktest/matrix"
 	"github.com/locktest/locktest/reports"
 	"github.com/locktest/locktest/run"
+	"github.com/locktest/locktest/runstore"
 )
 
 func newMatrixCmd() *cobra.Command {
@@ -68,7 +69,7 @@ inconclusive with its reason, never safe. See docs/matrix.md.`,
 			}
 			start := time.Now()
 			header := reports.MatrixHeader{
-				Date: start, Commit: matrix.Commit(cmd.Context()), Machine: matrix.Machine(), Seeds: o.Seeds,
+				Date: start, Commit: runstore.Commit(cmd.Context()), Machine: runstore.Machine(), Seeds: o.Seeds,
 				Duration: o.Duration, Store: absPath(o.Base.StoreDir), Command: "locktest " + strings.Join(os.Args[1:], " "),
 				Settings: fmt.Sprintf("ttl %s, %d clients under faults (8 and 1 without), resource mode none, a fault every ~1s for 2s (node down 1s, client pause %s), 1s fault-free at the end",
 					o.TTL, o.Clients, 4*o.TTL),
@@ -140,7 +141,7 @@ func rebuildMatrix(cmd *cobra.Command, from, out, md string) error {
 		header.Command = fmt.Sprintf("%s; aggregated again by %s", header.Command, again)
 	case errors.Is(err, os.ErrNotExist):
 		header = matrix.StoredHeader(results)
-		header.Machine, header.Command = matrix.Machine(), again
+		header.Machine, header.Command = runstore.Machine(), again
 		for _, r := range results {
 			if r.Job.Probe == matrix.ProbeSafety && r.Job.Class != matrix.ClassNone && r.Dir != "" {
 				header.Settings = fmt.Sprintf("ttl %s, %d clients under faults (8 and 1 without), resource mode none; aggregated again from the stored runs",
