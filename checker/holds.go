@@ -386,23 +386,23 @@ func (v *view) indexes(ps ...int32) []int {
 // token returns the fencing token an op carries, from its invocation when
 // the op itself has none.
 func (v *view) token(p int32) *uint64 {
-	if t := v.h[p].Value.Token; t != nil {
-		return t
-	}
-	if q := v.pair[p]; q >= 0 {
-		return v.h[q].Value.Token
-	}
-	return nil
+	return fromPair(v, p, func(val *history.Value) *uint64 { return val.Token })
 }
 
 // n returns the counter value an op carries, from its invocation when the
 // op itself has none.
 func (v *view) n(p int32) *int64 {
-	if n := v.h[p].Value.N; n != nil {
-		return n
+	return fromPair(v, p, func(val *history.Value) *int64 { return val.N })
+}
+
+// fromPair returns the field get reads of op p's value, or of its pair's
+// when p's own is nil.
+func fromPair[T any](v *view, p int32, get func(*history.Value) *T) *T {
+	if x := get(&v.h[p].Value); x != nil {
+		return x
 	}
 	if q := v.pair[p]; q >= 0 {
-		return v.h[q].Value.N
+		return get(&v.h[q].Value)
 	}
 	return nil
 }

@@ -327,13 +327,8 @@ func (c *mutexCutter) add(k int) {
 
 func (c *mutexCutter) try(k int) (int64, []int, bool, int) {
 	T := c.ops[k].call
-	pend := c.pend[:0]
-	for _, j := range c.pend {
-		if c.ops[j].ret >= T {
-			pend = append(pend, j)
-		}
-	}
-	c.pend = pend
+	c.pend = stillOpen(c.pend, c.ops, T)
+	pend := c.pend
 	if c.maxRet < T && !c.tainted {
 		if s, ok := c.countState(); ok {
 			return s, nil, true, -1
@@ -348,16 +343,7 @@ func (c *mutexCutter) try(k int) (int64, []int, bool, int) {
 		}
 	}
 	if p < 0 {
-		if len(pend) == 0 {
-			return 0, nil, false, -1
-		}
-		first := pend[0]
-		for _, j := range pend {
-			if c.ops[j].call < c.ops[first].call {
-				first = j
-			}
-		}
-		return 0, nil, false, first
+		return 0, nil, false, firstPending(pend, c.ops)
 	}
 	// The processes with an acquire pending at T: any, and ok.
 	pendAcq, pendOKAcq := map[int]bool{}, map[int]bool{}
@@ -475,13 +461,8 @@ func (c *registerCutter) add(k int) {
 
 func (c *registerCutter) try(k int) (int64, []int, bool, int) {
 	T := c.ops[k].call
-	pend := c.pend[:0]
-	for _, j := range c.pend {
-		if c.ops[j].ret >= T {
-			pend = append(pend, j)
-		}
-	}
-	c.pend = pend
+	c.pend = stillOpen(c.pend, c.ops, T)
+	pend := c.pend
 	s, since := init0(RegisterModel), int64(none)
 	if c.lastW >= 0 {
 		w := &c.ops[c.lastW]
@@ -489,12 +470,12 @@ func (c *registerCutter) try(k int) (int64, []int, bool, int) {
 			return 0, nil, false, c.lastW
 		}
 		if c.prevRet >= w.call {
-			return 0, nil, false, c.firstPending(pend)
+			return 0, nil, false, firstPending(pend, c.ops)
 		}
 		s, since = w.in.n, w.call
 	}
 	if c.blind != none && (since == none || c.blind >= since) {
-		return 0, nil, false, c.firstPending(pend)
+		return 0, nil, false, firstPending(pend, c.ops)
 	}
 	nextW, haveNext := int64(0), c.seenW < len(c.writeCalls)
 	if haveNext {
@@ -517,13 +498,20 @@ func (c *registerCutter) try(k int) (int64, []int, bool, int) {
 	return s, later, true, -1
 }
 
-// firstPending returns the earliest-called op of pend, or -1.
-func (c *registerCutter) firstPending(pend []int) int {
+// firstPending returns the op of pend invoked first, or -1 when pend is
+// empty.
+func firstPending(pend []int, ops []linOp) int {
 	first := -1
 	for _, j := range pend {
-		if first < 0 || c.ops[j].call < c.ops[first].call {
+		if first < 0 || ops[j].call < ops[first].call {
 			first = j
 		}
 	}
 	return first
+}
+
+// stillOpen keeps, in place, the ops of pend that have not returned before
+// time T.
+func stillOpen(pend []int, ops []linOp, T int64) []int {
+	return slices.DeleteFunc(pend, func(j int) bool { return ops[j].ret < T })
 }
