@@ -82,6 +82,15 @@ func inconclusive(format string, args ...any) Reentrancy {
 	return Reentrancy{Status: reports.StatusInconclusive, Reason: "the reentrancy probe could not run: " + fmt.Sprintf(format, args...)}
 }
 
+// letGo releases l of c, giving the release probeAttempt even when the
+// probe's context has ended, and ignores its outcome: the probe already
+// knows what it measured.
+func letGo(c impls.Client, l impls.Lease) {
+	ctx, cancel := context.WithTimeout(context.Background(), probeAttempt)
+	defer cancel()
+	_, _ = c.Release(ctx, l)
+}
+
 // attempt acquires the probe lock with c within d.
 func attempt(ctx context.Context, c impls.Client, d time.Duration) (impls.Lease, time.Duration, error) {
 	actx, cancel := context.WithTimeout(ctx, d)
@@ -106,9 +115,7 @@ func probe(ctx context.Context, a, b impls.Client) Reentrancy {
 	held := []impls.Lease{first} // A's leases still to release at the end
 	defer func() {
 		for _, l := range held {
-			rctx, cancel := context.WithTimeout(context.Background(), probeAttempt)
-			_, _ = a.Release(rctx, l)
-			cancel()
+			letGo(a, l)
 		}
 	}()
 	second, took, err := attempt(ctx, a, probeAttempt)
@@ -121,9 +128,7 @@ func probe(ctx context.Context, a, b impls.Client) Reentrancy {
 	}
 	held = append(held, second)
 	if l, took, err := attempt(ctx, b, probeAttempt); err == nil {
-		rctx, cancel := context.WithTimeout(context.Background(), probeAttempt)
-		_, _ = b.Release(rctx, l)
-		cancel()
+		letGo(b, l)
 		return Reentrancy{Status: reports.StatusNo, Value: "no (second acquire drops the first)",
 			Reason: fmt.Sprintf("measured: the holder's second acquire was granted, but another client then got the lock too (after %s): the second acquire gave up the first hold", took.Round(time.Millisecond))}
 	} else if !refused(err, took) {
@@ -143,9 +148,7 @@ func probe(ctx context.Context, a, b impls.Client) Reentrancy {
 		return inconclusive("releasing the holder's first lease failed: %v", rerr)
 	}
 	if l, took, err := attempt(ctx, b, probeAttempt); err == nil {
-		rctx, cancel := context.WithTimeout(context.Background(), probeAttempt)
-		_, _ = b.Release(rctx, l)
-		cancel()
+		letGo(b, l)
 		return Reentrancy{Status: reports.StatusYes, Value: "yes, one release frees it",
 			Reason: fmt.Sprintf("measured: the holder's second acquire was granted at once, but releasing the first lease freed the lock: another client got it after %s while the second lease was still in use (nesting is not counted)", took.Round(time.Millisecond))}
 	} else if !refused(err, took) {

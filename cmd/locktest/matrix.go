@@ -90,16 +90,9 @@ inconclusive with its reason, never safe. See docs/matrix.md.`,
 			if err := reports.WriteMatrixHeader(o.Base.StoreDir, header); err != nil {
 				return fmt.Errorf("write matrix header: %w", err)
 			}
-			m := matrix.Aggregate(header, classes, results)
-			if err := reports.WriteMatrix(out, m); err != nil {
-				return fmt.Errorf("write matrix: %w", err)
+			if err := writeMatrix(cmd, matrix.Aggregate(header, classes, results), out, md); err != nil {
+				return err
 			}
-			if md != "" {
-				if err := reports.WriteMatrixMarkdown(md, m); err != nil {
-					return fmt.Errorf("write %s: %w", md, err)
-				}
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "matrix: %s, %s\n", filepath.Join(out, reports.MatrixHTMLFile), filepath.Join(out, reports.MatrixMDFile))
 			if runErr != nil {
 				return fmt.Errorf("matrix interrupted after %d of %d runs (the pages show those): %w", len(results), len(jobs), runErr)
 			}
@@ -153,7 +146,12 @@ func rebuildMatrix(cmd *cobra.Command, from, out, md string) error {
 		return err
 	}
 	header.Store = absPath(from)
-	m := matrix.Aggregate(header, classes, results)
+	return writeMatrix(cmd, matrix.Aggregate(header, classes, results), out, md)
+}
+
+// writeMatrix writes m's pages into the folder out and, when md is set,
+// its Markdown into the file md, and prints where they are.
+func writeMatrix(cmd *cobra.Command, m reports.Matrix, out, md string) error {
 	if err := reports.WriteMatrix(out, m); err != nil {
 		return fmt.Errorf("write matrix: %w", err)
 	}
