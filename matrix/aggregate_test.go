@@ -44,7 +44,7 @@ func TestSafetyCell(t *testing.T) {
 	}{
 		{"no run", nil, reports.StatusNotRun, "", "the class was not in this matrix"},
 		{"violated in one of two seeds", []Result{safetyResult(ClassClientPause, 1, violated), safetyResult(ClassClientPause, 2, held)},
-			reports.StatusViolated, "1/2 runs", "violation rate 1/2 runs (95% interval 9%–91%), 5 faults applied: stale-write×2"},
+			reports.StatusViolated, "1/2 runs", "violation rate 1/2 runs (95% interval 9%–91%), 5 faults applied: stale-write ×2"},
 		{"held in both seeds, with an upper bound and never 'safe'", []Result{safetyResult(ClassNone, 1, held), safetyResult(ClassNone, 2, held)},
 			reports.StatusHeld, "0/2 runs", "no violation in 2 run(s) with 4 faults applied; the violation rate is at most 66% at 95% confidence, not zero"},
 		{"a fault that does not apply is n/a with its reason", []Result{safetyResult(ClassClock, 1, na), safetyResult(ClassClock, 2, na)},

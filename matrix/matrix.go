@@ -326,7 +326,7 @@ func safetyCell(rs []Result) reports.MatrixCell {
 	if k > 0 {
 		cell.Status = reports.StatusViolated
 		cell.Reason = fmt.Sprintf("violation rate %d/%d runs (95%% interval %s–%s), %d faults applied: %s",
-			k, n, pct(ci.Lo), pct(ci.Hi), faults, KindsText(kinds))
+			k, n, pct(ci.Lo), pct(ci.Hi), faults, reports.KindsText(kinds))
 	} else {
 		cell.Status = reports.StatusHeld
 		cell.Reason = fmt.Sprintf("no violation in %d run(s) with %d faults applied; the violation rate is at most %s at 95%% confidence, not zero",

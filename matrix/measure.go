@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -148,21 +147,6 @@ func ClassifySafety(r runstore.Results, h history.History) Safety {
 	}
 	s.Conclusive = true
 	return s
-}
-
-// KindsText renders violation counts as "lost-update×3, stale-write×1",
-// kinds in name order.
-func KindsText(kinds map[string]int) string {
-	keys := make([]string, 0, len(kinds))
-	for k := range kinds {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		parts[i] = fmt.Sprintf("%s×%d", k, kinds[k])
-	}
-	return strings.Join(parts, ", ")
 }
 
 // Latency returns the 50th and 99th percentile, in milliseconds, of the

@@ -7,6 +7,7 @@ import (
 
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/reports"
 	"github.com/locktest/locktest/runstore"
 )
 
@@ -63,26 +64,26 @@ func TestClassifySafety(t *testing.T) {
 		{name: "all checkers valid: held", r: results(nil, allValid()...), conclusive: true},
 		{name: "overlapping holds are a violation",
 			r:          results(nil, valid("mutual-exclusion", checker.Anomaly{Kind: "overlapping-holds"}), valid("resource"), valid("fencing-tokens")),
-			conclusive: true, violated: true, kinds: "overlapping-holds×1"},
+			conclusive: true, violated: true, kinds: "overlapping-holds ×1"},
 		{name: "stale writes and lost updates count, each kind",
 			r: results(nil, valid("mutual-exclusion"), valid("resource", checker.Anomaly{Kind: "stale-write"}, checker.Anomaly{Kind: "stale-write"},
 				checker.Anomaly{Kind: "lost-update"}), valid("fencing-tokens")),
-			conclusive: true, violated: true, kinds: "lost-update×1, stale-write×2"},
+			conclusive: true, violated: true, kinds: "lost-update ×1, stale-write ×2"},
 		{name: "token regressions count",
 			r:          results(nil, valid("mutual-exclusion"), valid("resource"), valid("fencing-tokens", checker.Anomaly{Kind: "token-regression"}, checker.Anomaly{Kind: "duplicate-token"})),
-			conclusive: true, violated: true, kinds: "duplicate-token×1, token-regression×1"},
+			conclusive: true, violated: true, kinds: "duplicate-token ×1, token-regression ×1"},
 		{name: "a token granted again to the same process is not two holders",
 			r: results(nil, valid("mutual-exclusion"), valid("resource"), valid("fencing-tokens", checker.Anomaly{Kind: "duplicate-token", Ops: []int{1, 3}})),
 			h: (&hist{}).acquire(1, 0, 10, history.OK).acquire(1, 1000, 1010, history.OK).h, conclusive: true},
 		{name: "a token granted to two processes is a violation",
 			r: results(nil, valid("mutual-exclusion"), valid("resource"), valid("fencing-tokens", checker.Anomaly{Kind: "duplicate-token", Ops: []int{1, 3}})),
-			h: (&hist{}).acquire(1, 0, 10, history.OK).acquire(2, 1000, 1010, history.OK).h, conclusive: true, violated: true, kinds: "duplicate-token×1"},
+			h: (&hist{}).acquire(1, 0, 10, history.OK).acquire(2, 1000, 1010, history.OK).h, conclusive: true, violated: true, kinds: "duplicate-token ×1"},
 		{name: "without the history a duplicate token counts",
 			r:          results(nil, valid("mutual-exclusion"), valid("resource"), valid("fencing-tokens", checker.Anomaly{Kind: "duplicate-token", Ops: []int{1, 3}})),
-			conclusive: true, violated: true, kinds: "duplicate-token×1"},
+			conclusive: true, violated: true, kinds: "duplicate-token ×1"},
 		{name: "a violation counts even in a run with problems",
 			r:          results([]string{"fault isolate: unavailable"}, valid("mutual-exclusion", checker.Anomaly{Kind: "overlapping-holds"})),
-			conclusive: true, violated: true, kinds: "overlapping-holds×1"},
+			conclusive: true, violated: true, kinds: "overlapping-holds ×1"},
 		{name: "a stuck lock is not a violation of mutual exclusion",
 			r:          results(nil, valid("mutual-exclusion"), valid("resource"), valid("fencing-tokens"), valid("liveness", checker.Anomaly{Kind: "stuck-lock"})),
 			conclusive: true},
@@ -119,7 +120,7 @@ func TestClassifySafety(t *testing.T) {
 			if s.Reason != tt.reason {
 				t.Errorf("reason %q, want %q", s.Reason, tt.reason)
 			}
-			if got := KindsText(s.Kinds); got != tt.kinds {
+			if got := reports.KindsText(s.Kinds); got != tt.kinds {
 				t.Errorf("kinds %q, want %q", got, tt.kinds)
 			}
 		})

@@ -185,7 +185,7 @@ func summary(r matrix.Result) string {
 		}
 		return strings.Join(parts, ", ")
 	case r.Safety.Violated:
-		return "violation (" + matrix.KindsText(r.Safety.Kinds) + ")"
+		return "violation (" + reports.KindsText(r.Safety.Kinds) + ")"
 	case !r.Safety.Conclusive:
 		return "inconclusive: " + r.Safety.Reason
 	}
