@@ -55,14 +55,7 @@ func TestDockerInterruptRemovesContainers(t *testing.T) {
 				t.Fatalf("run %q never had its 5 containers and network (%+v): %s", run, left, out.String())
 			}
 			time.Sleep(time.Second)
-			cmd.Process.Signal(sig)
-			done := make(chan error, 1)
-			go func() { done <- cmd.Wait() }()
-			select {
-			case <-done:
-			case <-time.After(30 * time.Second):
-				t.Fatalf("locktest did not stop after %v: %s", sig, out.String())
-			}
+			stopLocktest(t, cmd, out, sig)
 			if sig == syscall.SIGKILL {
 				all, _ := e.Find(context.Background())
 				if n := len(docker.Orphans(docker.OfRun(all, run))); n < 6 {

@@ -526,27 +526,6 @@ func goLiterals(t *testing.T) map[string]bool {
 	return out
 }
 
-// inlineCode returns the inline code spans of a Markdown text (not the
-// fenced blocks, which hold command lines and sample output) with their
-// lines.
-func inlineCode(md string) []span {
-	var out []span
-	fenced := false
-	inline := regexp.MustCompile("`([^`\n]+)`")
-	for i, l := range strings.Split(md, "\n") {
-		if strings.HasPrefix(strings.TrimSpace(l), "```") {
-			fenced = !fenced
-			continue
-		}
-		if !fenced {
-			for _, m := range inline.FindAllStringSubmatch(l, -1) {
-				out = append(out, span{i + 1, m[1], true})
-			}
-		}
-	}
-	return out
-}
-
 // TestDocsNameOnlyRealThings fails when a doc puts in backticks, as a name
 // of its own, a dash-joined word that locktest does not have: an impl,
 // fault, resource mode, scenario, pause point or backend that was removed
@@ -560,7 +539,10 @@ func TestDocsNameOnlyRealThings(t *testing.T) {
 	var all strings.Builder
 	for _, d := range readDocs(t) {
 		all.WriteString(d.text)
-		for _, s := range inlineCode(d.text) {
+		for _, s := range codeSpans(d.text) {
+			if !s.inline {
+				continue
+			}
 			w := s.text
 			if !kebab.MatchString(w) || vocab[w] != "" || otherNames[w] != "" {
 				continue

@@ -60,6 +60,21 @@ func startLocktest(t *testing.T, args ...string) (*exec.Cmd, *bytes.Buffer) {
 	return cmd, &out
 }
 
+// stopLocktest sends sig to the locktest cmd and waits for it to exit;
+// it fails t (and kills cmd) when cmd still runs 30 s later.
+func stopLocktest(t *testing.T, cmd *exec.Cmd, out *bytes.Buffer, sig os.Signal) {
+	t.Helper()
+	cmd.Process.Signal(sig)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		t.Fatalf("locktest did not stop after %v: %s", sig, out.String())
+	}
+}
+
 // storedRun returns the folder and the results of the one run stored as
 // root/name.
 func storedRun(t *testing.T, root, name string) (string, runstore.Results) {
@@ -327,15 +342,7 @@ func TestInterruptStopsEverythingAndKeepsTheHistory(t *testing.T) {
 					kids = append(kids, k)
 				}
 			}
-			cmd.Process.Signal(sig)
-			done := make(chan error, 1)
-			go func() { done <- cmd.Wait() }()
-			select {
-			case <-done:
-			case <-time.After(30 * time.Second):
-				cmd.Process.Kill()
-				t.Fatalf("locktest did not stop after %v: %s", sig, out.String())
-			}
+			stopLocktest(t, cmd, out, sig)
 			// Killed outright, the driver leaves its children to the kernel's
 			// parent-death signal; give it a moment.
 			deadline = time.Now().Add(5 * time.Second)
@@ -449,14 +456,7 @@ func TestInterruptRemovesTheNetworkLab(t *testing.T) {
 			if mine := f.Of(lab); len(mine.Namespaces) < 3 || len(mine.Rules) != 1 {
 				t.Fatalf("lab %s while running: %+v", lab, mine)
 			}
-			cmd.Process.Signal(sig)
-			done := make(chan error, 1)
-			go func() { done <- cmd.Wait() }()
-			select {
-			case <-done:
-			case <-time.After(30 * time.Second):
-				t.Fatalf("locktest did not stop after %v: %s", sig, out.String())
-			}
+			stopLocktest(t, cmd, out, sig)
 			if sig == syscall.SIGKILL {
 				// (Another package's test may clean the orphan up first;
 				// then cleanup does not list it, and it must be gone.)
