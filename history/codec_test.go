@@ -11,7 +11,7 @@ import (
 	"testing"
 )
 
-func TestDecodeRejectsInvalidOpsWithALineAndAReason(t *testing.T) {
+func TestDecodeRejectsBadLinesWithTheirNumberAndAReason(t *testing.T) {
 	good, err := os.ReadFile(writeHistory(t, sample))
 	if err != nil {
 		t.Fatal(err)
@@ -36,6 +36,14 @@ func TestDecodeRejectsInvalidOpsWithALineAndAReason(t *testing.T) {
 		{"op is an array", "[1,2]\n", 1, "value of wrong type: the op is a JSON array, want an object"},
 		{"op without f", strings.Replace(lines[0], `"f":"acquire",`, ``, 1), 1, "op without f"},
 		{"two values", strings.TrimSuffix(lines[0], "\n") + " {}\n", 1, "more than one value"},
+		{"truncated mid-line", string(good[:len(good)-15]), 6, "truncated"},
+		{"corrupt line", lines[0] + lines[1] + "{\"index\":2,\"type\":\"invoke\",\n" + strings.Join(lines[3:], ""), 3, "not a JSON op"},
+		{"garbage", lines[0] + "hello\n", 2, "not a JSON op"},
+		{"unknown type", lines[0] + strings.Replace(lines[1], `"ok"`, `"maybe"`, 1), 2, "unknown op type"},
+		{"unknown field", lines[0] + strings.Replace(lines[1], `"f":`, `"bogus":1,"f":`, 1), 2, "unknown field"},
+		{"index out of place", lines[1], 1, "index 1, want 0"},
+		{"completion without invoke", strings.Replace(lines[1], `"index":1`, `"index":0`, 1), 1, "completion without invoke"},
+		{"blank line", lines[0] + "\n", 2, "not a JSON op"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

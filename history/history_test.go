@@ -132,41 +132,6 @@ func TestWriterAndDecodeRoundTrip(t *testing.T) {
 	}
 }
 
-func TestDecodeRejectsBadLinesWithTheirNumber(t *testing.T) {
-	good, err := os.ReadFile(writeHistory(t, sample))
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.SplitAfter(string(good), "\n")
-	tests := []struct {
-		name     string
-		content  string
-		wantLine int
-		wantText string
-	}{
-		{"truncated mid-line", string(good[:len(good)-15]), 6, "truncated"},
-		{"corrupt line", lines[0] + lines[1] + "{\"index\":2,\"type\":\"invoke\",\n" + strings.Join(lines[3:], ""), 3, "not a JSON op"},
-		{"garbage", lines[0] + "hello\n", 2, "not a JSON op"},
-		{"unknown type", lines[0] + strings.Replace(lines[1], `"ok"`, `"maybe"`, 1), 2, "unknown op type"},
-		{"unknown field", lines[0] + strings.Replace(lines[1], `"f":`, `"bogus":1,"f":`, 1), 2, "unknown field"},
-		{"index out of place", lines[1], 1, "index 1, want 0"},
-		{"completion without invoke", strings.Replace(lines[1], `"index":1`, `"index":0`, 1), 1, "completion without invoke"},
-		{"blank line", lines[0] + "\n", 2, "not a JSON op"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			_, err := Decode(strings.NewReader(tt.content))
-			var le *LineError
-			if !errors.As(err, &le) {
-				t.Fatalf("err %v, want a LineError", err)
-			}
-			if le.Line != tt.wantLine || !strings.Contains(err.Error(), tt.wantText) {
-				t.Fatalf("err %q, want line %d containing %q", err, tt.wantLine, tt.wantText)
-			}
-		})
-	}
-}
-
 func TestDecodeEmptyIsEmptyHistory(t *testing.T) {
 	h, err := Decode(bytes.NewReader(nil))
 	if err != nil || len(h) != 0 {
