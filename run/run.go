@@ -175,53 +175,22 @@ func (c *Config) Validate() error {
 	if _, err := workloads.ParseMode(string(c.Mode)); err != nil {
 		return setupErr("--resource: %v", err)
 	}
+	if err := c.checkBounds(); err != nil {
+		return err
+	}
 	switch {
 	case c.Mode == workloads.ModeEtcdGuarded && !impl.Guarded:
 		return setupErr("--resource etcd-guarded needs an impl that guards writes inside its lock service, and %s does not (etcd-mutex and etcd-lease-txn do)", c.Impl)
 	case c.Mode == workloads.ModeFenced && !impl.Fenced:
 		return setupErr("--resource fenced needs fencing tokens, and %s grants none (use none or check-and-set)", c.Impl)
-	case c.Clients < 1:
-		return setupErr("--clients must be at least 1, got %d", c.Clients)
-	case c.Locks < 1:
-		return setupErr("--locks must be at least 1, got %d", c.Locks)
-	case c.TTL < time.Millisecond:
-		return setupErr("--ttl must be at least 1ms, got %v", c.TTL)
-	case c.Duration <= 0:
-		return setupErr("--time must be positive, got %v", c.Duration)
-	case c.Think < 0:
-		return setupErr("--think must not be negative, got %v", c.Think)
-	case c.Work < 0:
-		return setupErr("--work must not be negative, got %v", c.Work)
-	case c.Retry < 0:
-		return setupErr("--retry must not be negative, got %v", c.Retry)
 	case c.WorkMin < 0 || (c.WorkMin > 0 && c.WorkMin > c.Work):
 		return setupErr("--work-min must be between 0 and --work (%v), got %v", c.Work, c.WorkMin)
-	case c.Timeout <= 0:
-		return setupErr("--op-timeout must be positive, got %v", c.Timeout)
-	case c.Interval <= 0:
-		return setupErr("--interval must be positive, got %v", c.Interval)
-	case c.ClientPause < 0:
-		return setupErr("--pause must not be negative, got %v", c.ClientPause)
-	case c.NodeDown < 0:
-		return setupErr("--down must not be negative, got %v", c.NodeDown)
-	case c.Window <= 0:
-		return setupErr("--window must be positive, got %v", c.Window)
 	case c.Quiet < 0 || (len(c.Faults) > 0 && c.Quiet >= c.Duration):
 		return setupErr("--quiet-time must be at least 0 and shorter than --time (%v), got %v", c.Duration, c.Quiet)
 	case !slices.Contains(NetModes, c.Net):
 		return setupErr("--net must be %s, got %q", strings.Join(NetModes, ", "), c.Net)
-	case !(c.Loss > 0 && c.Loss <= 1):
-		return setupErr("--loss must be in (0, 1], got %v", c.Loss)
-	case c.Delay <= 0:
-		return setupErr("--delay must be positive, got %v", c.Delay)
-	case c.ClockBump < 0:
-		return setupErr("--clock-bump must not be negative (--clock-direction says which way clocks jump), got %v", c.ClockBump)
-	case c.StrobeRate <= 0:
-		return setupErr("--strobe must be positive, got %v", c.StrobeRate)
 	case c.ClockDirection != nemesis.ClockEither && !slices.Contains(ClockDirections, c.ClockDirection):
 		return setupErr("--clock-direction must be %s, got %q", strings.Join(ClockDirections, " or "), c.ClockDirection)
-	case c.Stagger < 0:
-		return setupErr("--stagger must not be negative, got %v", c.Stagger)
 	case slices.Contains(c.faultParts(), "partition") && len(c.Groups) < 2:
 		return setupErr("--faults partition needs --partition with two or more groups, e.g. n1,n2/n3,c0")
 	case !slices.Contains(Expectations, c.Expect):

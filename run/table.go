@@ -1,6 +1,7 @@
 package run
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -64,34 +65,34 @@ type Value interface {
 // results and the help follow from it.
 var Settings = []Setting{
 	{"impl", GroupWorkload, "lock implementation: " + strings.Join(impls.Names(), ", "), str(func(c *Config) *string { return &c.Impl }), true},
-	{"clients", GroupWorkload, "lock clients, each its own worker process", integer(func(c *Config) *int { return &c.Clients }), true},
-	{"locks", GroupWorkload, "lock names the clients contend for", integer(func(c *Config) *int { return &c.Locks }), true},
-	{"ttl", GroupWorkload, "lock lease time", dur(func(c *Config) *time.Duration { return &c.TTL }), true},
-	{"time", GroupWorkload, "how long the workload runs", dur(func(c *Config) *time.Duration { return &c.Duration }), true},
+	{"clients", GroupWorkload, "lock clients, each its own worker process", rule(integer(func(c *Config) *int { return &c.Clients }), "must be at least 1", atLeast(1)), true},
+	{"locks", GroupWorkload, "lock names the clients contend for", rule(integer(func(c *Config) *int { return &c.Locks }), "must be at least 1", atLeast(1)), true},
+	{"ttl", GroupWorkload, "lock lease time", rule(dur(func(c *Config) *time.Duration { return &c.TTL }), "must be at least 1ms", atLeast(time.Millisecond)), true},
+	{"time", GroupWorkload, "how long the workload runs", rule(dur(func(c *Config) *time.Duration { return &c.Duration }), "must be positive", positive[time.Duration]), true},
 	{"seed", GroupWorkload, "seed of every random choice (workload and faults)", int64v(func(c *Config) *int64 { return &c.Seed }), false},
-	{"think", GroupWorkload, "longest think time between critical sections", dur(func(c *Config) *time.Duration { return &c.Think }), true},
-	{"retry", GroupWorkload, "longest wait after a failed acquire", dur(func(c *Config) *time.Duration { return &c.Retry }), true},
-	{"work", GroupWorkload, "longest time spent between the read and the write", dur(func(c *Config) *time.Duration { return &c.Work }), true},
+	{"think", GroupWorkload, "longest think time between critical sections", rule(dur(func(c *Config) *time.Duration { return &c.Think }), "must not be negative", notNegative[time.Duration]), true},
+	{"retry", GroupWorkload, "longest wait after a failed acquire", rule(dur(func(c *Config) *time.Duration { return &c.Retry }), "must not be negative", notNegative[time.Duration]), true},
+	{"work", GroupWorkload, "longest time spent between the read and the write", rule(dur(func(c *Config) *time.Duration { return &c.Work }), "must not be negative", notNegative[time.Duration]), true},
 	{"work-min", GroupWorkload, "shortest time spent between the read and the write (a slow critical section)", dur(func(c *Config) *time.Duration { return &c.WorkMin }), true},
-	{"op-timeout", GroupWorkload, "deadline of each lock or store operation", dur(func(c *Config) *time.Duration { return &c.Timeout }), true},
+	{"op-timeout", GroupWorkload, "deadline of each lock or store operation", rule(dur(func(c *Config) *time.Duration { return &c.Timeout }), "must be positive", positive[time.Duration]), true},
 	{"impl-opt", GroupWorkload, "impl settings key=value (see docs/backends.md)", strMap(func(c *Config) *map[string]string { return &c.ImplParams }), true},
 
 	{"faults", GroupFaults, "faults to inject, comma-separated, one at a time; a+b injects a and b together: " + strings.Join(nemesis.Names(), ", "), list(func(c *Config) *[]string { return &c.Faults }), true},
-	{"interval", GroupFaults, "mean quiet time between faults", dur(func(c *Config) *time.Duration { return &c.Interval }), true},
-	{"pause", GroupFaults, "how long pause-client freezes a worker (0: 2×ttl)", dur(func(c *Config) *time.Duration { return &c.ClientPause }), true},
+	{"interval", GroupFaults, "mean quiet time between faults", rule(dur(func(c *Config) *time.Duration { return &c.Interval }), "must be positive", positive[time.Duration]), true},
+	{"pause", GroupFaults, "how long pause-client freezes a worker (0: 2×ttl)", rule(dur(func(c *Config) *time.Duration { return &c.ClientPause }), "must not be negative", notNegative[time.Duration]), true},
 	{"pause-point", GroupFaults, "where pause-client (and kill-client --kill-holder) stops a worker: " +
 		strings.Join([]string{workloads.PointAfterAcquire, workloads.PointBeforeWrite}, ", ") + ", an impl's own point (locktest list), or random", pausePoint(func(c *Config) *string { return &c.PausePoint }), true},
-	{"down", GroupFaults, "how long kill-node keeps a node down before restarting it (the restart delay)", dur(func(c *Config) *time.Duration { return &c.NodeDown }), true},
-	{"window", GroupFaults, "how long the other faults last (node pause, partition, loss, delay, clock faults, a killed client's absence)", dur(func(c *Config) *time.Duration { return &c.Window }), true},
+	{"down", GroupFaults, "how long kill-node keeps a node down before restarting it (the restart delay)", rule(dur(func(c *Config) *time.Duration { return &c.NodeDown }), "must not be negative", notNegative[time.Duration]), true},
+	{"window", GroupFaults, "how long the other faults last (node pause, partition, loss, delay, clock faults, a killed client's absence)", rule(dur(func(c *Config) *time.Duration { return &c.Window }), "must be positive", positive[time.Duration]), true},
 	{"quiet-time", GroupFaults, "fault-free time at the end of the run, after the final heal", dur(func(c *Config) *time.Duration { return &c.Quiet }), true},
 	{"partition", GroupFaults, "groups of the partition fault: hosts (n1.., c0..) by commas, groups by slashes, e.g. n1,n2,c0/n3,c1", groups(func(c *Config) *[][]string { return &c.Groups }), true},
 	{"target", GroupFaults, "pin what faults hit: fault=node-or-role-or-process[,...], several separated by ;, e.g. 'clock-bump=n3;kill-node=master'", targets(func(c *Config) *map[string][]string { return &c.Targets }), true},
 	{"clock-direction", GroupFaults, "which way clock-bump and clock-skew-client jump: " + strings.Join(ClockDirections, " or ") + " (default: either, at random)", str(func(c *Config) *string { return &c.ClockDirection }), true},
-	{"stagger", GroupFaults, "wait between the parts of a combined fault (a+b)", dur(func(c *Config) *time.Duration { return &c.Stagger }), true},
-	{"loss", GroupFaults, "fraction of packets the loss fault drops, in (0, 1]", float(func(c *Config) *float64 { return &c.Loss }), true},
-	{"delay", GroupFaults, "latency the delay fault adds", dur(func(c *Config) *time.Duration { return &c.Delay }), true},
-	{"clock-bump", GroupFaults, "how far clock faults move a clock (0: 2×ttl)", dur(func(c *Config) *time.Duration { return &c.ClockBump }), true},
-	{"strobe", GroupFaults, "how often clock-strobe flips a clock", dur(func(c *Config) *time.Duration { return &c.StrobeRate }), true},
+	{"stagger", GroupFaults, "wait between the parts of a combined fault (a+b)", rule(dur(func(c *Config) *time.Duration { return &c.Stagger }), "must not be negative", notNegative[time.Duration]), true},
+	{"loss", GroupFaults, "fraction of packets the loss fault drops, in (0, 1]", rule(float(func(c *Config) *float64 { return &c.Loss }), "must be in (0, 1]", func(x float64) bool { return x > 0 && x <= 1 }), true},
+	{"delay", GroupFaults, "latency the delay fault adds", rule(dur(func(c *Config) *time.Duration { return &c.Delay }), "must be positive", positive[time.Duration]), true},
+	{"clock-bump", GroupFaults, "how far clock faults move a clock (0: 2×ttl)", rule(dur(func(c *Config) *time.Duration { return &c.ClockBump }), "must not be negative (--clock-direction says which way clocks jump)", notNegative[time.Duration]), true},
+	{"strobe", GroupFaults, "how often clock-strobe flips a clock", rule(dur(func(c *Config) *time.Duration { return &c.StrobeRate }), "must be positive", positive[time.Duration]), true},
 	{"kill-holder", GroupFaults, "kill-client kills a worker at --pause-point (default after-acquire: while it holds the lock)", boolean(func(c *Config) *bool { return &c.KillHolder }), true},
 
 	{"resource", GroupResource, "resource store mode: " + Join(workloads.Modes()), mode(func(c *Config) *workloads.Mode { return &c.Mode }), true},
@@ -204,6 +205,50 @@ var (
 		return s
 	})
 )
+
+// rule gives a scalar setting the bound Config.Validate checks: ok says
+// whether a value is within it, and want what it must be ("must be
+// positive"). The error names the flag and the value: "--interval must be
+// positive, got 0s".
+func rule[T any](v func(*Config) Value, want string, ok func(T) bool) func(*Config) Value {
+	return func(c *Config) Value { return ruled[T]{v(c).(scalar[T]), want, ok} }
+}
+
+// ruled is a scalar with a bound (see rule).
+type ruled[T any] struct {
+	scalar[T]
+	want string
+	ok   func(T) bool
+}
+
+// check returns nil when the value is within the bound, else what it must
+// be and what it is.
+func (v ruled[T]) check() error {
+	if v.ok(*v.p) {
+		return nil
+	}
+	return fmt.Errorf("%s, got %s", v.want, v.String())
+}
+
+// checkBounds returns the error of the first setting of c, in table order,
+// whose value is out of its bound.
+func (c *Config) checkBounds() error {
+	for _, s := range Settings {
+		if r, ok := s.Field(c).(interface{ check() error }); ok {
+			if err := r.check(); err != nil {
+				return setupErr("--%s %v", s.Name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// positive, notNegative and atLeast are the usual bounds of rule.
+func positive[T cmp.Ordered](x T) bool    { var zero T; return x > zero }
+func notNegative[T cmp.Ordered](x T) bool { var zero T; return x >= zero }
+func atLeast[T cmp.Ordered](min T) func(T) bool {
+	return func(x T) bool { return x >= min }
+}
 
 // BoolValue is the Value of a switch: a flag without a value sets it.
 type BoolValue interface {
