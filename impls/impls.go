@@ -12,8 +12,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/locktest/locktest/clusters"
 )
 
 // ErrNotAcquired means the lock is held by someone else and the attempt
@@ -80,6 +78,19 @@ type GuardedWriter interface {
 	GuardedWrite(ctx context.Context, l Lease, key string, value int64) (accepted bool, err error)
 }
 
+// Node is one server of the backend as a lock client sees it: the
+// provider's node without what only the harness needs. Its JSON form is
+// the one the driver sends workers.
+type Node struct {
+	// Name is unique within the cluster, e.g. "n1".
+	Name string `json:"name"`
+	// Addr is the host:port the client dials.
+	Addr string `json:"addr"`
+	// Role says what the node is to clients when the backend has more than
+	// one kind ("sentinel", "master", "replica"); "" for plain members.
+	Role string `json:"role,omitempty"`
+}
+
 // Config is what an impl needs to build a client.
 type Config struct {
 	// Addrs are the host:port addresses of the backend's nodes, in node
@@ -87,7 +98,7 @@ type Config struct {
 	Addrs []string
 	// Nodes are the backend's nodes with their names and roles, for impls
 	// that must tell nodes apart (sentinels from data nodes, say).
-	Nodes []clusters.Node
+	Nodes []Node
 	// Params holds impl settings given on the command line (--impl-opt
 	// key=value), documented by each impl.
 	Params map[string]string

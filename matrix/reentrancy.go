@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/impls"
 	"github.com/locktest/locktest/reports"
 	"github.com/locktest/locktest/run"
@@ -50,7 +49,7 @@ func ProbeReentrancy(ctx context.Context, cfg run.Config, dir string) Reentrancy
 	startCtx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
 	var re Reentrancy
-	err = run.WithCluster(startCtx, cfg, dir, func(_ context.Context, nodes []clusters.Node) error {
+	err = run.WithCluster(startCtx, cfg, dir, func(_ context.Context, nodes []impls.Node) error {
 		origin := time.Now()
 		icfg := impls.Config{Nodes: nodes, Now: func() time.Duration { return time.Since(origin) }, Wall: time.Now}
 		for _, n := range nodes {

@@ -45,7 +45,7 @@ func startCluster(ctx context.Context, cfg Config, impl impls.Impl, dir string, 
 // for probes that need a real cluster but no workload, such as the
 // matrix's reentrancy probe. A cluster that cannot start is a *SetupError;
 // fn's error is returned as it is.
-func WithCluster(ctx context.Context, cfg Config, dir string, fn func(ctx context.Context, nodes []clusters.Node) error) (err error) {
+func WithCluster(ctx context.Context, cfg Config, dir string, fn func(ctx context.Context, nodes []impls.Node) error) (err error) {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
@@ -82,5 +82,14 @@ func WithCluster(ctx context.Context, cfg Config, dir string, fn func(ctx contex
 	if err != nil {
 		return &SetupError{err}
 	}
-	return fn(ctx, nodes)
+	return fn(ctx, clientNodes(nodes))
+}
+
+// clientNodes returns the nodes as lock clients see them.
+func clientNodes(nodes []clusters.Node) []impls.Node {
+	out := make([]impls.Node, len(nodes))
+	for i, n := range nodes {
+		out[i] = impls.Node{Name: n.Name, Addr: n.Addr, Role: n.Role}
+	}
+	return out
 }

@@ -127,7 +127,7 @@ func killHolder(t *testing.T, impl impls.Impl, params map[string]string, ttl, wi
 	pool, err := workloads.StartPool(ctx, workloads.PoolConfig{
 		Command: []string{os.Args[0]}, Env: []string{testexe.WorkerEnv + "=1"}, LogDir: dir, Recorder: rec, Clock: clock,
 		Base: workloads.WorkerConfig{
-			Impl: impl.Name, Addrs: addrs, Nodes: cl.Nodes(), Params: params, Locks: []string{"lock-0"},
+			Impl: impl.Name, Addrs: addrs, Nodes: clientNodes(cl.Nodes()), Params: params, Locks: []string{"lock-0"},
 			TTL: workloads.Duration(ttl), Retry: workloads.Duration(5 * time.Millisecond), Timeout: workloads.Duration(time.Second),
 			StoreAddr: store.Addr(), Mode: workloads.ModeNone, ClockOrigin: clock.Origin(), Seed: 7,
 		},

@@ -224,7 +224,7 @@ func TestReplicatedFailoverGivesTwoHolders(t *testing.T) {
 	rec := history.NewRecorder(nil)
 	client := func(p int) impls.Client {
 		impl, _ := impls.Lookup("redis-replicated")
-		cfg := impls.Config{Nodes: s.Nodes(), Process: p, Now: clock.Now, Wall: time.Now}
+		cfg := impls.Config{Nodes: clientNodes(s.Nodes()), Process: p, Now: clock.Now, Wall: time.Now}
 		c, err := impl.New(ctx, cfg)
 		if err != nil {
 			t.Fatal(err)

@@ -465,7 +465,7 @@ func start(ctx context.Context, cfg Config, impl impls.Impl, dir, logDir string,
 		Command: cfg.WorkerCommand, Env: cfg.WorkerEnv, LogDir: logDir, Recorder: rec, Clock: clock, Logger: lg,
 		NetNS: plat.netNS(),
 		Base: workloads.WorkerConfig{
-			Impl: cfg.Impl, Addrs: addrs, Nodes: nodes, Params: cfg.ImplParams, Locks: locks, TTL: workloads.Duration(cfg.TTL),
+			Impl: cfg.Impl, Addrs: addrs, Nodes: clientNodes(nodes), Params: cfg.ImplParams, Locks: locks, TTL: workloads.Duration(cfg.TTL),
 			Think: workloads.Duration(cfg.Think), Retry: workloads.Duration(cfg.Retry),
 			Work: workloads.Duration(cfg.Work), WorkMin: workloads.Duration(cfg.WorkMin), Timeout: workloads.Duration(cfg.Timeout),
 			StoreAddr: resStore.Addr(), Mode: cfg.Mode, ClockOrigin: clock.Origin(), Seed: cfg.Seed,

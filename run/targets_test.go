@@ -20,6 +20,7 @@ import (
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/local"
 	"github.com/locktest/locktest/clusters/local/netlab"
+	"github.com/locktest/locktest/clusters/roles"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/impls"
 	"github.com/locktest/locktest/nemesis"
@@ -139,7 +140,7 @@ func TestIsolateLeaderOnEtcd(t *testing.T) {
 		if cut != leader {
 			t.Errorf("round %d: isolated %s (targets %v), but %s led when the fault went in", round, cut, v.Targets, leader)
 		}
-		if len(v.Roles) != 1 || v.Roles[leader] != local.EtcdLeader {
+		if len(v.Roles) != 1 || v.Roles[leader] != roles.EtcdLeader {
 			t.Errorf("round %d: recorded roles %v, want %s=leader", round, v.Roles, leader)
 		}
 		// The cut is real: the others elect a leader among themselves.
@@ -184,7 +185,7 @@ func TestRunRecordsIsolatedLeader(t *testing.T) {
 		}
 		isolates++
 		cut, _, _ := strings.Cut(strings.Join(o.Value.Targets, " "), "|")
-		if len(o.Value.Roles) != 1 || o.Value.Roles[cut] != local.EtcdLeader {
+		if len(o.Value.Roles) != 1 || o.Value.Roles[cut] != roles.EtcdLeader {
 			t.Errorf("isolate of %s recorded roles %v, want %s=leader: %s", cut, o.Value.Roles, cut, o)
 		}
 	}

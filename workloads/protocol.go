@@ -7,8 +7,8 @@ package workloads
 import (
 	"time"
 
-	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/impls"
 )
 
 // WorkerConfig is everything a worker needs; the driver sends it first.
@@ -17,7 +17,7 @@ type WorkerConfig struct {
 	Impl    string   `json:"impl"`
 	Addrs   []string `json:"addrs"`
 	// Nodes are the backend's nodes with their roles; see impls.Config.
-	Nodes []clusters.Node `json:"nodes,omitempty"`
+	Nodes []impls.Node `json:"nodes,omitempty"`
 	// Params are the impl's settings; see impls.Config.
 	Params map[string]string `json:"params,omitempty"`
 	// Locks are the lock names the worker picks from for each critical

@@ -9,13 +9,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/locktest/locktest/clusters/roles"
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
 	"github.com/testcontainers/testcontainers-go"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
-
-	"github.com/locktest/locktest/clusters/local"
 )
 
 // backend says how to run one lock service's nodes as containers.
@@ -148,8 +147,8 @@ var etcdBackend = &backend{
 			"--heartbeat-interval", strconv.Itoa(tick), "--election-timeout", strconv.Itoa(election),
 		}}, nil
 	},
-	roles: func(int) []string { return []string{local.EtcdLeader, local.EtcdFollower} },
-	role:  local.EtcdRole,
+	roles: func(int) []string { return []string{roles.EtcdLeader, roles.EtcdFollower} },
+	role:  roles.Etcd,
 	probe: func(ctx context.Context, c *Cluster, n *node) error {
 		if err := dialable(ctx, n.addr()); err != nil {
 			return err
@@ -257,7 +256,7 @@ var zkBackend = &backend{
 		return containerSpec{cmd: cmd, files: files}, nil
 	},
 	probe: func(ctx context.Context, c *Cluster, n *node) error {
-		_, err := local.ZKMode(ctx, n.addr())
+		_, err := roles.ZooKeeper(ctx, n.addr())
 		return err
 	},
 	roles: func(nodes int) []string {
@@ -266,7 +265,7 @@ var zkBackend = &backend{
 		}
 		return []string{"leader", "follower"}
 	},
-	role: local.ZKMode,
+	role: roles.ZooKeeper,
 }
 
 func zkParams(params map[string]string) (time.Duration, string, error) {

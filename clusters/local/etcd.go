@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/local/etcdnode"
+	"github.com/locktest/locktest/clusters/roles"
 )
 
 // Timings of the etcd provider.
@@ -106,10 +106,8 @@ type Etcd struct {
 	exeEnv             []string
 	nodeEnv            func(node string) []string
 	tickMs, electionMs int
-	log                *slog.Logger
 
-	mu    sync.Mutex
-	nodes []*etcdNode
+	nodeSet[*etcdNode]
 	// bootstrapped is set once the members have formed their cluster: from
 	// then on their data directories hold it, and their ports are fixed.
 	bootstrapped bool
@@ -124,15 +122,11 @@ var (
 
 // etcdNode is one member's fixed paths and ports and its current process.
 type etcdNode struct {
-	name       string
-	dir        string // Dir/nodes/<name>
+	member
 	dataDir    string
-	logPath    string
-	host       Host
 	clientPort int // 0 until the first start picks one
 	peerPort   int
 	fixed      bool // client port given by the user
-	proc       *proc
 }
 
 func (n *etcdNode) addr() string {
@@ -194,11 +188,18 @@ func NewEtcd(opts EtcdOptions) (*Etcd, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	e := &Etcd{exe: exe, exeEnv: opts.ExeEnv, nodeEnv: opts.NodeEnv, tickMs: opts.TickMs, electionMs: opts.ElectionMs, log: log}
+	e := &Etcd{exe: exe, exeEnv: opts.ExeEnv, nodeEnv: opts.NodeEnv, tickMs: opts.TickMs, electionMs: opts.ElectionMs}
+	e.nodeSet = nodeSet[*etcdNode]{kind: "local etcd", log: log, pauseLimit: time.Second,
+		restart: func(ctx context.Context, n *etcdNode) error {
+			if !e.bootstrapped {
+				return fmt.Errorf("local etcd: restart %s: the cluster was never started", n.name)
+			}
+			return e.startNodes(ctx, []*etcdNode{n})
+		}}
 	for i := range opts.Nodes {
 		name := fmt.Sprintf("n%d", i+1)
 		nd := filepath.Join(dir, "nodes", name)
-		n := &etcdNode{name: name, dir: nd, dataDir: filepath.Join(nd, "data"), logPath: filepath.Join(nd, "etcd.log")}
+		n := &etcdNode{member: member{name: name, dir: nd, logPath: filepath.Join(nd, "etcd.log")}, dataDir: filepath.Join(nd, "data")}
 		if i < len(opts.Hosts) {
 			n.host = opts.Hosts[i]
 		}
@@ -210,29 +211,7 @@ func NewEtcd(opts EtcdOptions) (*Etcd, error) {
 	return e, nil
 }
 
-// Nodes returns the members in order n1..nN. Addr is empty for a member
-// whose port has not been picked yet (before the first Start).
-func (e *Etcd) Nodes() []clusters.Node {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	out := make([]clusters.Node, len(e.nodes))
-	for i, n := range e.nodes {
-		out[i] = clusters.Node{Name: n.name, Addr: n.addr(), LogPath: n.logPath}
-	}
-	return out
-}
-
-// The roles of etcd members, as Etcd.Role and EtcdRole report them.
-const (
-	EtcdLeader   = "leader"
-	EtcdFollower = "follower"
-)
-
-// etcdRoleTimeout bounds one member's answer to EtcdRole when the caller's
-// context has no earlier deadline.
-const etcdRoleTimeout = time.Second
-
-// Role asks the member what it is now, "leader" or "follower" (EtcdRole);
+// Role asks the member what it is now, "leader" or "follower" (roles.Etcd);
 // a member that is down, cut off or in an election is an error. It
 // implements the nemesis's RoleReader, for faults pinned to the leader.
 func (e *Etcd) Role(ctx context.Context, node clusters.Node) (string, error) {
@@ -246,53 +225,11 @@ func (e *Etcd) Role(ctx context.Context, node clusters.Node) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return EtcdRole(ctx, addr)
+	return roles.Etcd(ctx, addr)
 }
 
 // Roles returns the roles any member can have: leader and follower.
-func (e *Etcd) Roles(clusters.Node) []string { return []string{EtcdLeader, EtcdFollower} }
-
-// EtcdRole asks the etcd member at addr for its status (the Maintenance
-// API's Status) and returns "leader" when the leader it knows is itself
-// and "follower" when it knows another member as leader. A member that
-// knows no leader (an election is under way), reports errors or does not
-// answer within a second is an error.
-func EtcdRole(ctx context.Context, addr string) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, etcdRoleTimeout)
-	defer cancel()
-	c, err := clientv3.New(clientv3.Config{Endpoints: []string{addr}, DialTimeout: etcdRoleTimeout, Logger: zap.NewNop()})
-	if err != nil {
-		return "", fmt.Errorf("etcd %s: %w", addr, err)
-	}
-	defer c.Close()
-	st, err := c.Status(ctx, addr)
-	switch {
-	case err != nil:
-		return "", fmt.Errorf("etcd %s: status: %w", addr, err)
-	case len(st.Errors) > 0:
-		return "", fmt.Errorf("etcd %s reports %s", addr, strings.Join(st.Errors, "; "))
-	case st.Leader == 0:
-		return "", fmt.Errorf("etcd %s knows no leader", addr)
-	case st.Header != nil && st.Leader == st.Header.MemberId:
-		return EtcdLeader, nil
-	}
-	return EtcdFollower, nil
-}
-
-// Pids returns each member's current pid, or 0 for a member that is not
-// running.
-func (e *Etcd) Pids() map[string]int {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	m := make(map[string]int, len(e.nodes))
-	for _, n := range e.nodes {
-		m[n.name] = 0
-		if n.proc.running() {
-			m[n.name] = n.proc.pid
-		}
-	}
-	return m
-}
+func (e *Etcd) Roles(clusters.Node) []string { return []string{roles.EtcdLeader, roles.EtcdFollower} }
 
 // Start starts every member that is not running and returns once each of
 // them answers a status request naming a leader. The first start forms the
@@ -479,121 +416,6 @@ func (e *Etcd) endpoints() []string {
 		out = append(out, n.addr())
 	}
 	return out
-}
-
-// Stop stops every member: SIGTERM (the member stops without handing its
-// leadership over, its WAL already holds everything it acknowledged), then
-// SIGKILL if it has not exited within 2s. It returns once every process has
-// been reaped, is idempotent, and leaves data directories and logs in place.
-func (e *Etcd) Stop(ctx context.Context) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	var wg sync.WaitGroup
-	for _, n := range e.nodes {
-		p := n.proc
-		n.proc = nil
-		if !p.running() {
-			continue
-		}
-		wg.Go(func() {
-			graceful := p.stop(ctx, stopGrace)
-			e.log.Info("node stopped", "node", n.name, "pid", p.pid, "addr", n.addr(), "graceful", graceful)
-		})
-	}
-	wg.Wait()
-	return nil
-}
-
-// Kill sends SIGKILL to the member and returns once it has been reaped. Its
-// data directory stays for Restart. Killing a member that is not running
-// does nothing.
-func (e *Etcd) Kill(ctx context.Context, node clusters.Node) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	n, err := e.find(node)
-	if err != nil {
-		return err
-	}
-	p := n.proc
-	n.proc = nil
-	if !p.running() {
-		return nil
-	}
-	p.kill()
-	e.log.Info("node killed", "node", n.name, "pid", p.pid, "addr", n.addr())
-	return nil
-}
-
-// Restart starts a member that is not running again on its data directory
-// and ports, and returns once it answers a status request naming a leader:
-// it has rejoined the cluster. Restarting a running member does nothing.
-func (e *Etcd) Restart(ctx context.Context, node clusters.Node) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	n, err := e.find(node)
-	if err != nil {
-		return err
-	}
-	if !e.bootstrapped {
-		return fmt.Errorf("local etcd: restart %s: the cluster was never started", n.name)
-	}
-	return e.startNodes(ctx, []*etcdNode{n})
-}
-
-// Pause freezes the member with SIGSTOP and returns once the kernel reports
-// it stopped. Pausing a member that is not running is an error.
-func (e *Etcd) Pause(ctx context.Context, node clusters.Node) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	n, err := e.find(node)
-	if err != nil {
-		return err
-	}
-	if err := n.proc.pause(time.Second); err != nil {
-		return fmt.Errorf("local etcd: pause %s: %w", n.name, err)
-	}
-	e.log.Info("node paused", "node", n.name, "pid", n.proc.pid, "addr", n.addr())
-	return nil
-}
-
-// Resume thaws the member with SIGCONT. Resuming a member that is not
-// paused, or not running, does nothing.
-func (e *Etcd) Resume(ctx context.Context, node clusters.Node) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	n, err := e.find(node)
-	if err != nil {
-		return err
-	}
-	if !n.proc.running() {
-		return nil
-	}
-	if err := n.proc.resume(); err != nil {
-		return fmt.Errorf("local etcd: resume %s: %w", n.name, err)
-	}
-	e.log.Info("node resumed", "node", n.name, "pid", n.proc.pid, "addr", n.addr())
-	return nil
-}
-
-// CollectLogs copies each member's log to dir/<name>.log, creating dir.
-// Members that never started, and so have no log, are skipped.
-func (e *Etcd) CollectLogs(dir string) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	logs := make([]nodeLog, 0, len(e.nodes))
-	for _, n := range e.nodes {
-		logs = append(logs, nodeLog{n.name, n.logPath})
-	}
-	return collectLogs(dir, logs)
-}
-
-func (e *Etcd) find(node clusters.Node) (*etcdNode, error) {
-	for _, n := range e.nodes {
-		if n.name == node.Name {
-			return n, nil
-		}
-	}
-	return nil, fmt.Errorf("local etcd: no node %q", node.Name)
 }
 
 // etcdNodeError is a member that could not start; its message is one line

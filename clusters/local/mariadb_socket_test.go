@@ -14,8 +14,8 @@ import (
 func TestMariaDBSocketPath(t *testing.T) {
 	e := &mariadbEngine{}
 	long := "/tmp/" + strings.Repeat("x", 100)
-	a := &sqlNode{dir: filepath.Join(long, "a", "nodes", "n1"), port: 3306}
-	b := &sqlNode{dir: filepath.Join(long, "b", "nodes", "n1"), port: 3306}
+	a := &sqlNode{member: member{dir: filepath.Join(long, "a", "nodes", "n1")}, port: 3306}
+	b := &sqlNode{member: member{dir: filepath.Join(long, "b", "nodes", "n1")}, port: 3306}
 	pa, pb := e.socketPath(a), e.socketPath(b)
 	if pa == pb {
 		t.Errorf("two nodes on port 3306 share the socket %s", pa)
@@ -28,7 +28,7 @@ func TestMariaDBSocketPath(t *testing.T) {
 	if again := e.socketPath(a); again != pa {
 		t.Errorf("socket changed from %s to %s", pa, again)
 	}
-	short := &sqlNode{dir: "/tmp/s/nodes/n1", port: 3306}
+	short := &sqlNode{member: member{dir: "/tmp/s/nodes/n1"}, port: 3306}
 	if p := e.socketPath(short); p != "/tmp/s/nodes/n1/mariadb.sock" {
 		t.Errorf("short directory: socket %s, want it in the node's directory", p)
 	}

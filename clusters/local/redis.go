@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -117,10 +116,8 @@ type Redis struct {
 	nodeEnv     func(node string) []string
 	extraConfig func(node string) []string
 	keepConfig  bool
-	log         *slog.Logger
 
-	mu    sync.Mutex
-	nodes []*redisNode
+	nodeSet[*redisNode]
 }
 
 var (
@@ -132,16 +129,12 @@ var (
 
 // redisNode is one node's fixed paths and its current process, if any.
 type redisNode struct {
-	name     string
-	dir      string // Dir/nodes/<name>
+	member
 	dataDir  string
 	confPath string
-	logPath  string
-	host     Host
 	port     int  // 0 until the first start picks one
 	fixed    bool // port given by the user: never replaced
 	started  bool // it has started once: its redis.conf exists
-	proc     *proc
 }
 
 func (n *redisNode) addr() string {
@@ -198,7 +191,9 @@ func NewRedis(opts RedisOptions) (*Redis, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	r := &Redis{bin: bin, persistence: opts.Persistence, nodeEnv: opts.NodeEnv,
-		extraConfig: opts.ExtraConfig, keepConfig: opts.KeepConfig, log: log}
+		extraConfig: opts.ExtraConfig, keepConfig: opts.KeepConfig}
+	r.nodeSet = nodeSet[*redisNode]{kind: "local redis", log: log, pauseLimit: time.Second,
+		restart: func(ctx context.Context, n *redisNode) error { return r.startNode(ctx, n, false) }}
 	prefix := opts.NamePrefix
 	if prefix == "" {
 		prefix = "n"
@@ -207,11 +202,9 @@ func NewRedis(opts RedisOptions) (*Redis, error) {
 		name := fmt.Sprintf("%s%d", prefix, i+1)
 		nd := filepath.Join(dir, "nodes", name)
 		n := &redisNode{
-			name:     name,
-			dir:      nd,
+			member:   member{name: name, dir: nd, logPath: filepath.Join(nd, "redis.log")},
 			dataDir:  filepath.Join(nd, "data"),
 			confPath: filepath.Join(nd, "redis.conf"),
-			logPath:  filepath.Join(nd, "redis.log"),
 		}
 		if i < len(opts.Hosts) {
 			n.host = opts.Hosts[i]
@@ -240,34 +233,6 @@ func findRedisBinary(bin string) (string, error) {
 	return p, nil
 }
 
-// Nodes returns the nodes in order n1..nN. Addr is empty for a node whose
-// port has not been picked yet (before the first Start).
-func (r *Redis) Nodes() []clusters.Node {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := make([]clusters.Node, len(r.nodes))
-	for i, n := range r.nodes {
-		out[i] = clusters.Node{Name: n.name, Addr: n.addr(), LogPath: n.logPath}
-	}
-	return out
-}
-
-// Pids returns each node's current pid, or 0 for a node that is not
-// running.
-func (r *Redis) Pids() map[string]int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	m := make(map[string]int, len(r.nodes))
-	for _, n := range r.nodes {
-		if n.proc.running() {
-			m[n.name] = n.proc.pid
-		} else {
-			m[n.name] = 0
-		}
-	}
-	return m
-}
-
 // Start starts every node that is not running and returns once each answers
 // PING. A node keeps its port across Stop and Start. If a node fails to
 // start, Start stops the nodes it started itself and returns an error naming
@@ -289,135 +254,6 @@ func (r *Redis) Start(ctx context.Context) error {
 		started = append(started, n)
 	}
 	return nil
-}
-
-// Stop stops every node this cluster started: SIGTERM, then SIGKILL if the
-// node has not exited within 2s (at once if ctx ends first). It returns once
-// every process has been reaped, is idempotent, and leaves the data
-// directories and logs in place.
-func (r *Redis) Stop(ctx context.Context) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var wg sync.WaitGroup
-	for _, n := range r.nodes {
-		if n.proc == nil {
-			continue
-		}
-		wg.Go(func() { r.stopNode(ctx, n) })
-	}
-	wg.Wait()
-	return nil
-}
-
-// Kill sends SIGKILL to the node and returns once the process has been
-// reaped. Its data directory stays for Restart. Killing a node that is not
-// running does nothing.
-func (r *Redis) Kill(ctx context.Context, node clusters.Node) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	n, err := r.find(node)
-	if err != nil {
-		return err
-	}
-	if !n.proc.running() {
-		n.proc = nil
-		return nil
-	}
-	p := n.proc
-	p.kill()
-	n.proc = nil
-	r.log.Info("node killed", "node", n.name, "pid", p.pid, "addr", n.addr())
-	return nil
-}
-
-// Restart starts a node that is not running again, with the same
-// configuration file, port and data directory, and returns once it answers
-// PING. What the node still knows depends on the persistence mode. Restarting
-// a running node does nothing. If the port has been taken meanwhile, Restart
-// fails: the node's clients know it by its address.
-func (r *Redis) Restart(ctx context.Context, node clusters.Node) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	n, err := r.find(node)
-	if err != nil {
-		return err
-	}
-	if n.proc.running() {
-		return nil
-	}
-	return r.startNode(ctx, n, false)
-}
-
-// Pause freezes the node with SIGSTOP and returns once the kernel reports it
-// stopped. The kernel still accepts connections on its port, so clients see
-// timeouts, not refusals. Pausing a node that is not running is an error.
-func (r *Redis) Pause(ctx context.Context, node clusters.Node) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	n, err := r.find(node)
-	if err != nil {
-		return err
-	}
-	if err := n.proc.pause(time.Second); err != nil {
-		return fmt.Errorf("local redis: pause %s: %w", n.name, err)
-	}
-	r.log.Info("node paused", "node", n.name, "pid", n.proc.pid, "addr", n.addr())
-	return nil
-}
-
-// Resume thaws the node with SIGCONT. Resuming a node that is not paused, or
-// not running, does nothing.
-func (r *Redis) Resume(ctx context.Context, node clusters.Node) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	n, err := r.find(node)
-	if err != nil {
-		return err
-	}
-	if !n.proc.running() {
-		return nil
-	}
-	if err := n.proc.resume(); err != nil {
-		return fmt.Errorf("local redis: resume %s: %w", n.name, err)
-	}
-	r.log.Info("node resumed", "node", n.name, "pid", n.proc.pid, "addr", n.addr())
-	return nil
-}
-
-// CollectLogs copies each node's log to dir/<name>.log, creating dir. Nodes
-// that never started, and so have no log, are skipped.
-func (r *Redis) CollectLogs(dir string) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	logs := make([]nodeLog, 0, len(r.nodes))
-	for _, n := range r.nodes {
-		logs = append(logs, nodeLog{n.name, n.logPath})
-	}
-	return collectLogs(dir, logs)
-}
-
-// find returns the node called node.Name.
-func (r *Redis) find(node clusters.Node) (*redisNode, error) {
-	for _, n := range r.nodes {
-		if n.name == node.Name {
-			return n, nil
-		}
-	}
-	return nil, fmt.Errorf("local redis: no node %q", node.Name)
-}
-
-// stopNode stops n's process, if any, and forgets it. r.mu must be held.
-func (r *Redis) stopNode(ctx context.Context, n *redisNode) {
-	p := n.proc
-	if p == nil {
-		return
-	}
-	n.proc = nil
-	if !p.running() {
-		return
-	}
-	graceful := p.stop(ctx, stopGrace)
-	r.log.Info("node stopped", "node", n.name, "pid", p.pid, "addr", n.addr(), "graceful", graceful)
 }
 
 // startNode writes n's configuration and starts it. When repick is set and

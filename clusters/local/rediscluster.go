@@ -66,9 +66,11 @@ func init() {
 // promotes when its master fails. It implements clusters.Cluster, Killer,
 // Pauser and LogCollector. The cluster is created (redis-cli --cluster
 // create) at its first start; a node that is killed and restarted rejoins
-// with its nodes.conf, as a replica if it was failed over meanwhile.
+// with its nodes.conf, as a replica if it was failed over meanwhile (a
+// killed master is failed over by the cluster after NodeTimeout;
+// WaitHealthy waits for that).
 type RedisCluster struct {
-	nodes       *Redis
+	*Redis      // its nodes: Stop, Kill, Restart, Pause, Resume, CollectLogs and Pids are theirs
 	masters     int
 	nodeTimeout time.Duration
 	cli         string
@@ -110,7 +112,7 @@ func NewRedisCluster(opts RedisClusterOptions) (*RedisCluster, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	c := &RedisCluster{masters: opts.Masters, nodeTimeout: opts.NodeTimeout, cli: cli, log: log, roles: map[string]string{}}
-	c.nodes, err = NewRedis(RedisOptions{
+	c.Redis, err = NewRedis(RedisOptions{
 		Nodes: 2 * opts.Masters, Dir: opts.Dir, Persistence: opts.Persistence, Hosts: opts.Hosts,
 		NodeEnv: opts.NodeEnv, Logger: log, ExtraConfig: c.config,
 	})
@@ -139,7 +141,7 @@ func (c *RedisCluster) config(string) []string {
 func (c *RedisCluster) Nodes() []clusters.Node {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	ns := c.nodes.Nodes()
+	ns := c.Redis.Nodes()
 	for i := range ns {
 		ns[i].Role = c.roles[ns[i].Name]
 	}
@@ -156,7 +158,7 @@ func (c *RedisCluster) Targets() []clusters.Node { return c.Nodes() }
 func (c *RedisCluster) Start(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, clusterReadyTimeout)
 	defer cancel()
-	if err := c.nodes.Start(ctx); err != nil {
+	if err := c.Redis.Start(ctx); err != nil {
 		return err
 	}
 	c.mu.Lock()
@@ -164,12 +166,12 @@ func (c *RedisCluster) Start(ctx context.Context) error {
 	c.mu.Unlock()
 	if !created {
 		if err := c.create(ctx); err != nil {
-			c.nodes.Stop(context.Background())
+			c.Redis.Stop(context.Background())
 			return err
 		}
 	}
 	if err := c.WaitHealthy(ctx); err != nil {
-		c.nodes.Stop(context.Background())
+		c.Redis.Stop(context.Background())
 		return err
 	}
 	return nil
@@ -178,12 +180,12 @@ func (c *RedisCluster) Start(ctx context.Context) error {
 // create runs redis-cli --cluster create over all nodes.
 func (c *RedisCluster) create(ctx context.Context) error {
 	args := []string{"--cluster", "create"}
-	for _, n := range c.nodes.Nodes() {
+	for _, n := range c.Redis.Nodes() {
 		args = append(args, n.Addr)
 	}
 	args = append(args, "--cluster-replicas", "1", "--cluster-yes")
 	out, err := exec.CommandContext(ctx, c.cli, args...).CombinedOutput()
-	logPath := filepath.Join(filepath.Dir(c.nodes.nodes[0].dir), "cluster-create.log")
+	logPath := filepath.Join(filepath.Dir(c.Redis.nodes[0].dir), "cluster-create.log")
 	_ = os.WriteFile(logPath, out, 0o644)
 	if err != nil {
 		return fmt.Errorf("local redis-cluster: redis-cli --cluster create: %v; output in %s: %s", err, logPath, lastLines(string(out), logTailLines))
@@ -191,7 +193,7 @@ func (c *RedisCluster) create(ctx context.Context) error {
 	c.mu.Lock()
 	c.created = true
 	c.mu.Unlock()
-	c.log.Info("redis cluster created", "nodes", len(c.nodes.nodes))
+	c.log.Info("redis cluster created", "nodes", len(c.Redis.nodes))
 	return nil
 }
 
@@ -236,10 +238,10 @@ func (c *RedisCluster) WaitHealthy(ctx context.Context) error {
 // checkHealthy is one round of WaitHealthy's checks; it returns each
 // running node's role.
 func (c *RedisCluster) checkHealthy(ctx context.Context) (map[string]string, error) {
-	pids := c.nodes.Pids()
+	pids := c.Redis.Pids()
 	byAddr := map[string]string{}
 	var running []clusters.Node
-	for _, n := range c.nodes.Nodes() {
+	for _, n := range c.Redis.Nodes() {
 		byAddr[n.Addr] = n.Name
 		if pids[n.Name] != 0 {
 			running = append(running, n)
@@ -360,7 +362,7 @@ func countSlots(fields []string) (int, error) {
 // nemesis's RoleReader, so a fault pinned to the masters follows failovers.
 func (c *RedisCluster) Role(ctx context.Context, node clusters.Node) (string, error) {
 	var addr string
-	for _, n := range c.nodes.Nodes() {
+	for _, n := range c.Redis.Nodes() {
 		if n.Name == node.Name {
 			addr = n.Addr
 		}
@@ -414,32 +416,3 @@ func clusterSelfRole(text string) (string, error) {
 	}
 	return "", errors.New("no line of CLUSTER NODES is flagged myself")
 }
-
-// Stop stops every node; it is idempotent.
-func (c *RedisCluster) Stop(ctx context.Context) error { return c.nodes.Stop(ctx) }
-
-// Kill sends SIGKILL to the node; see Redis.Kill. A killed master is failed
-// over by the cluster after NodeTimeout; WaitHealthy waits for that.
-func (c *RedisCluster) Kill(ctx context.Context, n clusters.Node) error { return c.nodes.Kill(ctx, n) }
-
-// Restart starts a killed node again with its data directory and nodes.conf,
-// and returns once it answers PING; it rejoins the cluster on its own.
-func (c *RedisCluster) Restart(ctx context.Context, n clusters.Node) error {
-	return c.nodes.Restart(ctx, n)
-}
-
-// Pause freezes the node with SIGSTOP; see Redis.Pause.
-func (c *RedisCluster) Pause(ctx context.Context, n clusters.Node) error {
-	return c.nodes.Pause(ctx, n)
-}
-
-// Resume thaws the node with SIGCONT; see Redis.Resume.
-func (c *RedisCluster) Resume(ctx context.Context, n clusters.Node) error {
-	return c.nodes.Resume(ctx, n)
-}
-
-// CollectLogs copies every node's log to dir/<name>.log.
-func (c *RedisCluster) CollectLogs(dir string) error { return c.nodes.CollectLogs(dir) }
-
-// Pids returns each node's current pid, 0 for a node that is not running.
-func (c *RedisCluster) Pids() map[string]int { return c.nodes.Pids() }

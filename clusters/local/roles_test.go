@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/clusters/roles"
 )
 
 func TestClusterSelfRole(t *testing.T) {
@@ -83,8 +84,8 @@ func TestEtcdRoleFollowsTheLeader(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		want := map[string]string{"n1": EtcdFollower, "n2": EtcdFollower, "n3": EtcdFollower}
-		want[l] = EtcdLeader
+		want := map[string]string{"n1": roles.EtcdFollower, "n2": roles.EtcdFollower, "n3": roles.EtcdFollower}
+		want[l] = roles.EtcdLeader
 		if got := etcdRoles(e); fmt.Sprint(got) != fmt.Sprint(want) {
 			return fmt.Errorf("roles %v, members say %v", got, want)
 		}
@@ -113,7 +114,7 @@ func TestEtcdRoleFollowsTheLeader(t *testing.T) {
 			return err
 		}
 		got := etcdRoles(e)
-		if l == first || got[l] != EtcdLeader || got[first] != "?" {
+		if l == first || got[l] != roles.EtcdLeader || got[first] != "?" {
 			return fmt.Errorf("roles %v, members say %s leads", got, l)
 		}
 		return nil

@@ -285,6 +285,15 @@ func (s *Sentinel) Stop(ctx context.Context) error {
 	return errors.Join(s.sentinels.Stop(ctx), s.data.Stop(ctx))
 }
 
+// on calls f with the Redis cluster node belongs to.
+func (s *Sentinel) on(node clusters.Node, f func(*Redis) error) error {
+	p, err := s.part(node)
+	if err != nil {
+		return err
+	}
+	return f(p)
+}
+
 // part returns the Redis cluster node belongs to.
 func (s *Sentinel) part(node clusters.Node) (*Redis, error) {
 	if strings.HasPrefix(node.Name, "s") {
@@ -298,40 +307,24 @@ func (s *Sentinel) part(node clusters.Node) (*Redis, error) {
 
 // Kill sends SIGKILL to the node; see Redis.Kill.
 func (s *Sentinel) Kill(ctx context.Context, node clusters.Node) error {
-	p, err := s.part(node)
-	if err != nil {
-		return err
-	}
-	return p.Kill(ctx, node)
+	return s.on(node, func(r *Redis) error { return r.Kill(ctx, node) })
 }
 
 // Restart starts a killed node again with the configuration it last had
 // (Sentinel's rewrites included) and returns once it answers PING; see
 // Redis.Restart. It does not wait for Sentinel to reconfigure it.
 func (s *Sentinel) Restart(ctx context.Context, node clusters.Node) error {
-	p, err := s.part(node)
-	if err != nil {
-		return err
-	}
-	return p.Restart(ctx, node)
+	return s.on(node, func(r *Redis) error { return r.Restart(ctx, node) })
 }
 
 // Pause freezes the node with SIGSTOP; see Redis.Pause.
 func (s *Sentinel) Pause(ctx context.Context, node clusters.Node) error {
-	p, err := s.part(node)
-	if err != nil {
-		return err
-	}
-	return p.Pause(ctx, node)
+	return s.on(node, func(r *Redis) error { return r.Pause(ctx, node) })
 }
 
 // Resume thaws the node with SIGCONT; see Redis.Resume.
 func (s *Sentinel) Resume(ctx context.Context, node clusters.Node) error {
-	p, err := s.part(node)
-	if err != nil {
-		return err
-	}
-	return p.Resume(ctx, node)
+	return s.on(node, func(r *Redis) error { return r.Resume(ctx, node) })
 }
 
 // CollectLogs copies every node's log to dir/<name>.log.

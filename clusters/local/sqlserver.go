@@ -10,11 +10,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
-	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/internal/procfs"
 )
 
@@ -87,22 +85,17 @@ type sqlEngine interface {
 type sqlServer struct {
 	eng     sqlEngine
 	nodeEnv func(node string) []string
-	log     *slog.Logger
+	n       *sqlNode // the one node, n1
 
-	mu sync.Mutex
-	n  *sqlNode
+	nodeSet[*sqlNode]
 }
 
 // sqlNode is the node's fixed paths and its current process, if any.
 type sqlNode struct {
-	name    string
-	dir     string // Dir/nodes/<name>
+	member
 	dataDir string // dir/data
-	logPath string
-	host    Host
-	port    int  // 0 until the first start picks one
-	fixed   bool // port given by the user: never replaced
-	proc    *proc
+	port    int    // 0 until the first start picks one
+	fixed   bool   // port given by the user: never replaced
 }
 
 func (n *sqlNode) addr() string {
@@ -129,17 +122,13 @@ func newSQLServer(eng sqlEngine, opts SQLOptions, logName string) (*sqlServer, e
 		log = slog.New(slog.DiscardHandler)
 	}
 	nd := filepath.Join(dir, "nodes", "n1")
-	n := &sqlNode{name: "n1", dir: nd, dataDir: filepath.Join(nd, "data"), logPath: filepath.Join(nd, logName),
-		host: opts.Host, port: opts.Port, fixed: opts.Port != 0}
-	return &sqlServer{eng: eng, nodeEnv: opts.NodeEnv, log: log, n: n}, nil
-}
-
-// Nodes returns the one node, n1. Its Addr is empty before the first Start
-// picked a port.
-func (s *sqlServer) Nodes() []clusters.Node {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return []clusters.Node{{Name: s.n.name, Addr: s.n.addr(), LogPath: s.n.logPath}}
+	n := &sqlNode{member: member{name: "n1", dir: nd, logPath: filepath.Join(nd, logName), host: opts.Host},
+		dataDir: filepath.Join(nd, "data"), port: opts.Port, fixed: opts.Port != 0}
+	srv := &sqlServer{eng: eng, nodeEnv: opts.NodeEnv, n: n}
+	srv.nodeSet = nodeSet[*sqlNode]{kind: "local " + eng.kind(), log: log, nodes: []*sqlNode{n},
+		restart: func(ctx context.Context, _ *sqlNode) error { return srv.startNode(ctx, false) }}
+	srv.group = sqlGroup{srv}
+	return srv, nil
 }
 
 // Pid returns the server's pid, or 0 when it is not running.
@@ -165,143 +154,18 @@ func (s *sqlServer) Start(ctx context.Context) error {
 	return s.startNode(ctx, true)
 }
 
-// Stop shuts the server down cleanly (SIGKILL to it and every process it
-// started if it has not exited within 10s, at once if ctx ends first) and returns
-// once no process of it is left. It is idempotent and leaves the data
-// directory and log in place.
-func (s *sqlServer) Stop(ctx context.Context) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.stopNode(ctx)
-	return nil
-}
+// sqlGroup stops, kills, pauses and resumes a SQL server together with
+// every process it started (PostgreSQL runs one per connection).
+type sqlGroup struct{ s *sqlServer }
 
-// Kill sends SIGKILL to the server and every process it started, and
-// returns once none of them is left. The data directory stays for Restart. Killing a
-// server that is not running does nothing.
-func (s *sqlServer) Kill(ctx context.Context, node clusters.Node) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n, err := s.find(node)
-	if err != nil {
-		return err
-	}
-	p := n.proc
-	n.proc = nil
-	if p == nil || !p.running() {
-		return nil
-	}
-	killGroup(p)
-	s.eng.cleanup(n)
-	s.log.Info("node killed", "node", n.name, "pid", p.pid, "addr", n.addr())
-	return nil
-}
-
-// Restart starts a server that is not running again with the same port and
-// data directory, and returns once it answers a query (after its crash
-// recovery). Restarting a running server does nothing. If the port has been
-// taken meanwhile, Restart fails: clients know the node by its address.
-func (s *sqlServer) Restart(ctx context.Context, node clusters.Node) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n, err := s.find(node)
-	if err != nil {
-		return err
-	}
-	if n.proc.running() {
-		return nil
-	}
-	return s.startNode(ctx, false)
-}
-
-// Pause freezes the server and every process it started (PostgreSQL runs
-// one per connection) with SIGSTOP and returns once the kernel reports each
-// stopped. The kernel still accepts connections on the port, so clients
-// see timeouts, not refusals.
-func (s *sqlServer) Pause(ctx context.Context, node clusters.Node) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n, err := s.find(node)
-	if err != nil {
-		return err
-	}
-	if !n.proc.running() {
-		return fmt.Errorf("local %s: pause %s: node is not running", s.eng.kind(), n.name)
-	}
-	// The server first, so that it starts no process while its children
-	// are being stopped.
-	if err := n.proc.signal(syscall.SIGSTOP); err != nil {
-		return fmt.Errorf("local %s: pause %s: %w", s.eng.kind(), n.name, err)
-	}
-	pids := append([]int{n.proc.pid}, descendants(n.proc.pid)...)
-	for _, pid := range pids[1:] {
-		_ = syscall.Kill(pid, syscall.SIGSTOP)
-	}
-	for _, pid := range pids {
-		if err := procfs.WaitStopped(pid, time.Second); err != nil && !errors.Is(err, os.ErrNotExist) && pidAlive(pid) {
-			return fmt.Errorf("local %s: pause %s: pid %d: %w", s.eng.kind(), n.name, pid, err)
-		}
-	}
-	s.log.Info("node paused", "node", n.name, "pid", n.proc.pid, "addr", n.addr())
-	return nil
-}
-
-// Resume thaws the server and every process it started with SIGCONT. Resuming a server
-// that is not paused, or not running, does nothing.
-func (s *sqlServer) Resume(ctx context.Context, node clusters.Node) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n, err := s.find(node)
-	if err != nil {
-		return err
-	}
-	if !n.proc.running() {
-		return nil
-	}
-	for _, pid := range descendants(n.proc.pid) {
-		_ = syscall.Kill(pid, syscall.SIGCONT)
-	}
-	if err := n.proc.signal(syscall.SIGCONT); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return fmt.Errorf("local %s: resume %s: %w", s.eng.kind(), n.name, err)
-	}
-	s.log.Info("node resumed", "node", n.name, "pid", n.proc.pid, "addr", n.addr())
-	return nil
-}
-
-// CollectLogs copies the server's log to dir/n1.log, creating dir. A node
-// that never started, and so has no log, is skipped.
-func (s *sqlServer) CollectLogs(dir string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	err := copyFile(s.n.logPath, filepath.Join(dir, s.n.name+".log"))
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("collect log of %s: %w", s.n.name, err)
-	}
-	return nil
-}
-
-func (s *sqlServer) find(node clusters.Node) (*sqlNode, error) {
-	if node.Name != s.n.name {
-		return nil, fmt.Errorf("local %s: no node %q", s.eng.kind(), node.Name)
-	}
-	return s.n, nil
-}
-
-// stopNode stops the node's process, if any, and forgets it. s.mu must be
-// held.
-func (s *sqlServer) stopNode(ctx context.Context) {
-	n := s.n
-	p := n.proc
-	if p == nil {
-		return
-	}
-	n.proc = nil
+// stop shuts the server down cleanly with its own stop signal, SIGKILLs
+// it and every process it started if it has not exited within
+// sqlStopGrace (at once if ctx ends first), and returns once no process
+// of it is left.
+func (g sqlGroup) stop(ctx context.Context, n *sqlNode, p *proc) {
 	if p.running() {
 		p.ended.Store(true)
-		_ = p.signal(s.eng.stopSignal())
+		_ = p.signal(g.s.eng.stopSignal())
 		for _, k := range descendants(p.pid) { // a paused server must see it
 			_ = syscall.Kill(k, syscall.SIGCONT)
 		}
@@ -316,10 +180,49 @@ func (s *sqlServer) stopNode(ctx context.Context) {
 			graceful = false
 		}
 		t.Stop()
-		s.log.Info("node stopped", "node", n.name, "pid", p.pid, "addr", n.addr(), "graceful", graceful)
+		g.s.log.Info("node stopped", "node", n.name, "pid", p.pid, "addr", n.addr(), "graceful", graceful)
 	}
 	killGroup(p) // whatever is left of the group, e.g. backends of a crashed postmaster
-	s.eng.cleanup(n)
+	g.s.eng.cleanup(n)
+}
+
+// kill SIGKILLs the server and every process it started.
+func (g sqlGroup) kill(n *sqlNode, p *proc) {
+	killGroup(p)
+	g.s.eng.cleanup(n)
+}
+
+// pause stops the server first, so that it starts no process while its
+// children are being stopped, then each child, and waits until the
+// kernel reports each stopped.
+func (g sqlGroup) pause(n *sqlNode) error {
+	if !n.proc.running() {
+		return errors.New("node is not running")
+	}
+	if err := n.proc.signal(syscall.SIGSTOP); err != nil {
+		return err
+	}
+	pids := append([]int{n.proc.pid}, descendants(n.proc.pid)...)
+	for _, pid := range pids[1:] {
+		_ = syscall.Kill(pid, syscall.SIGSTOP)
+	}
+	for _, pid := range pids {
+		if err := procfs.WaitStopped(pid, time.Second); err != nil && !errors.Is(err, os.ErrNotExist) && pidAlive(pid) {
+			return fmt.Errorf("pid %d: %w", pid, err)
+		}
+	}
+	return nil
+}
+
+// resume continues every process the server started, then the server.
+func (g sqlGroup) resume(n *sqlNode) error {
+	for _, pid := range descendants(n.proc.pid) {
+		_ = syscall.Kill(pid, syscall.SIGCONT)
+	}
+	if err := n.proc.signal(syscall.SIGCONT); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return err
+	}
+	return nil
 }
 
 // startNode prepares the node and starts it. When repick is set and the

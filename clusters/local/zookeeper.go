@@ -1,11 +1,9 @@
 package local
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -18,6 +16,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/clusters/roles"
 )
 
 // Timings and defaults of the ZooKeeper provider.
@@ -116,10 +115,8 @@ type ZooKeeper struct {
 	tick      time.Duration
 	heap      string
 	nodeEnv   func(node string) []string
-	log       *slog.Logger
 
-	mu    sync.Mutex
-	nodes []*zkNode
+	nodeSet[*zkNode]
 }
 
 var (
@@ -131,19 +128,15 @@ var (
 
 // zkNode is one peer's fixed paths, its ports and its current process.
 type zkNode struct {
-	name      string
+	member
 	myid      int
-	dir       string // Dir/nodes/<name>
 	dataDir   string
 	confPath  string
 	log4jPath string
-	logPath   string
-	host      Host
 	// client, quorum and election ports; 0 until the first start picks
 	// them.
 	client, quorum, election int
 	fixed                    bool // client port given by the user
-	proc                     *proc
 }
 
 func (n *zkNode) addr() string {
@@ -200,18 +193,18 @@ func NewZooKeeper(opts ZooKeeperOptions) (*ZooKeeper, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	z := &ZooKeeper{java: java, classPath: cp, tick: opts.TickTime, heap: opts.Heap, nodeEnv: opts.NodeEnv, log: log}
+	z := &ZooKeeper{java: java, classPath: cp, tick: opts.TickTime, heap: opts.Heap, nodeEnv: opts.NodeEnv}
+	z.nodeSet = nodeSet[*zkNode]{kind: "local zookeeper", log: log, pauseLimit: 2 * time.Second,
+		restart: func(ctx context.Context, n *zkNode) error { return z.startNodes(ctx, []*zkNode{n}) }}
 	for i := range opts.Nodes {
 		name := fmt.Sprintf("n%d", i+1)
 		nd := filepath.Join(dir, "nodes", name)
 		n := &zkNode{
-			name:      name,
+			member:    member{name: name, dir: nd, logPath: filepath.Join(nd, "zookeeper.log")},
 			myid:      i + 1,
-			dir:       nd,
 			dataDir:   filepath.Join(nd, "data"),
 			confPath:  filepath.Join(nd, "zoo.cfg"),
 			log4jPath: filepath.Join(nd, "log4j.properties"),
-			logPath:   filepath.Join(nd, "zookeeper.log"),
 		}
 		if i < len(opts.Hosts) {
 			n.host = opts.Hosts[i]
@@ -246,35 +239,6 @@ func findZooKeeper(java, jarDir string) (string, string, error) {
 		cp = append(cp, p)
 	}
 	return bin, strings.Join(cp, string(os.PathListSeparator)), nil
-}
-
-// Nodes returns the peers in order n1..nN. Addr is the client address; it
-// is empty for a peer whose ports have not been picked yet (before the
-// first Start).
-func (z *ZooKeeper) Nodes() []clusters.Node {
-	z.mu.Lock()
-	defer z.mu.Unlock()
-	out := make([]clusters.Node, len(z.nodes))
-	for i, n := range z.nodes {
-		out[i] = clusters.Node{Name: n.name, Addr: n.addr(), LogPath: n.logPath}
-	}
-	return out
-}
-
-// Pids returns each peer's current pid, or 0 for a peer that is not
-// running.
-func (z *ZooKeeper) Pids() map[string]int {
-	z.mu.Lock()
-	defer z.mu.Unlock()
-	m := make(map[string]int, len(z.nodes))
-	for _, n := range z.nodes {
-		if n.proc.running() {
-			m[n.name] = n.proc.pid
-		} else {
-			m[n.name] = 0
-		}
-	}
-	return m
 }
 
 // TickTime returns the ensemble's tickTime; the servers clamp session
@@ -314,7 +278,7 @@ func (z *ZooKeeper) Mode(ctx context.Context, node clusters.Node) (string, error
 	if err != nil {
 		return "", err
 	}
-	return ZKMode(ctx, addr)
+	return roles.ZooKeeper(ctx, addr)
 }
 
 // Start starts every peer that is not running, all at once, and returns
@@ -592,7 +556,7 @@ func waitZKReady(ctx context.Context, addr string, p *proc) (string, error) {
 		if !p.running() {
 			return "", errors.New("process exited")
 		}
-		mode, err := ZKMode(ctx, addr)
+		mode, err := roles.ZooKeeper(ctx, addr)
 		if err == nil {
 			return mode, nil
 		}
@@ -605,174 +569,4 @@ func waitZKReady(ctx context.Context, addr string, p *proc) (string, error) {
 		case <-tick.C:
 		}
 	}
-}
-
-// ZKMode sends the `srvr` four-letter command to addr and returns the
-// "Mode:" it reports: leader, follower or standalone. A peer that is not in
-// a quorum answers that it is not serving requests, which is an error.
-func ZKMode(ctx context.Context, addr string) (string, error) {
-	d := net.Dialer{Timeout: 500 * time.Millisecond}
-	conn, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return "", err
-	}
-	defer conn.Close()
-	dl := time.Now().Add(time.Second)
-	if t, ok := ctx.Deadline(); ok && t.Before(dl) {
-		dl = t
-	}
-	conn.SetDeadline(dl)
-	if _, err := io.WriteString(conn, "srvr"); err != nil {
-		return "", err
-	}
-	b, err := io.ReadAll(io.LimitReader(conn, 64*1024))
-	if err != nil && len(b) == 0 {
-		return "", err
-	}
-	sc := bufio.NewScanner(strings.NewReader(string(b)))
-	for sc.Scan() {
-		if m, ok := strings.CutPrefix(sc.Text(), "Mode: "); ok {
-			return strings.TrimSpace(m), nil
-		}
-	}
-	reply := strings.TrimSpace(string(b))
-	if reply == "" {
-		reply = "an empty reply"
-	}
-	return "", fmt.Errorf("srvr: %q", firstLine(reply))
-}
-
-func firstLine(s string) string {
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		return s[:i]
-	}
-	return s
-}
-
-// Stop stops every peer this cluster started: SIGTERM, then SIGKILL if the
-// peer has not exited within 2s (at once if ctx ends first). It returns
-// once every process has been reaped, is idempotent, and leaves the data
-// directories and logs in place.
-func (z *ZooKeeper) Stop(ctx context.Context) error {
-	z.mu.Lock()
-	defer z.mu.Unlock()
-	var wg sync.WaitGroup
-	for _, n := range z.nodes {
-		if n.proc == nil {
-			continue
-		}
-		wg.Go(func() { z.stopNode(ctx, n) })
-	}
-	wg.Wait()
-	return nil
-}
-
-// stopNode stops n's process, if any, and forgets it. z.mu must be held.
-func (z *ZooKeeper) stopNode(ctx context.Context, n *zkNode) {
-	p := n.proc
-	if p == nil {
-		return
-	}
-	n.proc = nil
-	if !p.running() {
-		return
-	}
-	graceful := p.stop(ctx, stopGrace)
-	z.log.Info("node stopped", "node", n.name, "pid", p.pid, "addr", n.addr(), "graceful", graceful)
-}
-
-// Kill sends SIGKILL to the peer and returns once the process has been
-// reaped. Its data directory stays for Restart. Killing a peer that is not
-// running does nothing.
-func (z *ZooKeeper) Kill(ctx context.Context, node clusters.Node) error {
-	z.mu.Lock()
-	defer z.mu.Unlock()
-	n, err := z.find(node)
-	if err != nil {
-		return err
-	}
-	if !n.proc.running() {
-		n.proc = nil
-		return nil
-	}
-	p := n.proc
-	p.kill()
-	n.proc = nil
-	z.log.Info("node killed", "node", n.name, "pid", p.pid, "addr", n.addr())
-	return nil
-}
-
-// Restart starts a peer that is not running again, with the same ports and
-// data directory, and returns once it serves as leader or follower again,
-// which needs a quorum of the other peers. Restarting a running peer does
-// nothing. If a port has been taken meanwhile, Restart fails.
-func (z *ZooKeeper) Restart(ctx context.Context, node clusters.Node) error {
-	z.mu.Lock()
-	defer z.mu.Unlock()
-	n, err := z.find(node)
-	if err != nil {
-		return err
-	}
-	if n.proc.running() {
-		return nil
-	}
-	return z.startNodes(ctx, []*zkNode{n})
-}
-
-// Pause freezes the peer's JVM with SIGSTOP and returns once the kernel
-// reports every thread stopped. Pausing a peer that is not running is an
-// error.
-func (z *ZooKeeper) Pause(ctx context.Context, node clusters.Node) error {
-	z.mu.Lock()
-	defer z.mu.Unlock()
-	n, err := z.find(node)
-	if err != nil {
-		return err
-	}
-	if err := n.proc.pause(2 * time.Second); err != nil {
-		return fmt.Errorf("local zookeeper: pause %s: %w", n.name, err)
-	}
-	z.log.Info("node paused", "node", n.name, "pid", n.proc.pid, "addr", n.addr())
-	return nil
-}
-
-// Resume thaws the peer with SIGCONT. Resuming a peer that is not paused,
-// or not running, does nothing.
-func (z *ZooKeeper) Resume(ctx context.Context, node clusters.Node) error {
-	z.mu.Lock()
-	defer z.mu.Unlock()
-	n, err := z.find(node)
-	if err != nil {
-		return err
-	}
-	if !n.proc.running() {
-		return nil
-	}
-	if err := n.proc.resume(); err != nil {
-		return fmt.Errorf("local zookeeper: resume %s: %w", n.name, err)
-	}
-	z.log.Info("node resumed", "node", n.name, "pid", n.proc.pid, "addr", n.addr())
-	return nil
-}
-
-// CollectLogs copies each peer's zookeeper.log to dir/<name>.log, creating
-// dir. Peers that never started, and so have no log, are skipped.
-func (z *ZooKeeper) CollectLogs(dir string) error {
-	z.mu.Lock()
-	defer z.mu.Unlock()
-	logs := make([]nodeLog, 0, len(z.nodes))
-	for _, n := range z.nodes {
-		logs = append(logs, nodeLog{n.name, n.logPath})
-	}
-	return collectLogs(dir, logs)
-}
-
-// find returns the peer called node.Name.
-func (z *ZooKeeper) find(node clusters.Node) (*zkNode, error) {
-	for _, n := range z.nodes {
-		if n.name == node.Name {
-			return n, nil
-		}
-	}
-	return nil, fmt.Errorf("local zookeeper: no node %q", node.Name)
 }

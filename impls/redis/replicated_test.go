@@ -30,8 +30,9 @@ func newNodesClient(t *testing.T, name string, nodes []clusters.Node, p int) imp
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := impls.Config{Nodes: nodes, Process: p, Now: now, Wall: time.Now}
+	cfg := impls.Config{Process: p, Now: now, Wall: time.Now}
 	for _, n := range nodes {
+		cfg.Nodes = append(cfg.Nodes, impls.Node{Name: n.Name, Addr: n.Addr, Role: n.Role})
 		cfg.Addrs = append(cfg.Addrs, n.Addr)
 	}
 	c, err := i.New(context.Background(), cfg)
@@ -43,7 +44,7 @@ func newNodesClient(t *testing.T, name string, nodes []clusters.Node, p int) imp
 }
 
 func TestReplicatedConfigErrors(t *testing.T) {
-	sentinelOnly := []clusters.Node{{Name: "n1", Addr: "127.0.0.1:1", Role: "master"}}
+	sentinelOnly := []impls.Node{{Name: "n1", Addr: "127.0.0.1:1", Role: "master"}}
 	tests := []struct {
 		impl string
 		cfg  impls.Config

@@ -188,8 +188,9 @@ func newClient(t *testing.T, name string, r *local.Redis, p int, edit func(*impl
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := impls.Config{Nodes: r.Nodes(), Process: p, Now: now, Wall: time.Now}
-	for _, n := range cfg.Nodes {
+	cfg := impls.Config{Process: p, Now: now, Wall: time.Now}
+	for _, n := range r.Nodes() {
+		cfg.Nodes = append(cfg.Nodes, impls.Node{Name: n.Name, Addr: n.Addr})
 		cfg.Addrs = append(cfg.Addrs, n.Addr)
 	}
 	if edit != nil {

@@ -1,0 +1,251 @@
+package local
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/locktest/locktest/clusters"
+)
+
+// member is the part of a local node that the node set manages: its name,
+// folder, log, host and current process. Each backend's node type embeds
+// it and adds its own paths and ports.
+type member struct {
+	name    string
+	dir     string // Dir/nodes/<name>
+	logPath string
+	host    Host
+	proc    *proc // nil while the node is not running
+}
+
+func (m *member) self() *member { return m }
+
+// localNode is a backend's node type as the node set sees it: a pointer to
+// a struct that embeds member, and the address clients dial ("" before the
+// node's port is picked).
+type localNode interface {
+	self() *member
+	addr() string
+}
+
+// nodeSet is the process control every local backend shares: the nodes,
+// the lock that makes each method atomic, and Nodes, Pids, Stop, Kill,
+// Restart, Pause, Resume and CollectLogs, which implement
+// clusters.Cluster's Nodes and Stop, Killer, Pauser and LogCollector. A
+// backend embeds it and keeps only what is its own: its configuration,
+// how a node starts and when it is ready (restart), and its roles. Its
+// methods hold mu for their whole duration, so a Stop waits for a Kill in
+// progress, and the other way round; the hooks run with mu held.
+type nodeSet[N localNode] struct {
+	// kind names the backend in errors: "local redis".
+	kind string
+	log  *slog.Logger
+	// pauseLimit is how long Pause waits for the kernel to report every
+	// thread of the node stopped.
+	pauseLimit time.Duration
+
+	mu    sync.Mutex
+	nodes []N
+
+	// restart starts a node that is not running again, on its data
+	// directory and ports, and returns once it is ready.
+	restart func(ctx context.Context, n N) error
+	// group replaces the single-process defaults of stopping, killing,
+	// pausing and resuming, for a server of several processes; nil for a
+	// server of one.
+	group processGroup[N]
+}
+
+// processGroup is how a server of several processes (a SQL server and
+// the processes it starts) is stopped, killed, paused and resumed. Each
+// runs with the set's lock held; stop and kill get the process the node
+// had, which the set has already forgotten.
+type processGroup[N localNode] interface {
+	stop(ctx context.Context, n N, p *proc)
+	kill(n N, p *proc)
+	pause(n N) error
+	resume(n N) error
+}
+
+// Nodes returns the nodes in order. Addr is empty for a node whose port
+// has not been picked yet (before the first Start).
+func (s *nodeSet[N]) Nodes() []clusters.Node {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]clusters.Node, len(s.nodes))
+	for i, n := range s.nodes {
+		out[i] = clusters.Node{Name: n.self().name, Addr: n.addr(), LogPath: n.self().logPath}
+	}
+	return out
+}
+
+// Pids returns each node's current pid, or 0 for a node that is not
+// running.
+func (s *nodeSet[N]) Pids() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := make(map[string]int, len(s.nodes))
+	for _, n := range s.nodes {
+		m[n.self().name] = 0
+		if p := n.self().proc; p.running() {
+			m[n.self().name] = p.pid
+		}
+	}
+	return m
+}
+
+// Stop stops every node this cluster started: SIGTERM (or the server's own
+// stop signal), then SIGKILL if the node has not exited within its grace
+// (at once if ctx ends first). It returns once every process has been
+// reaped, is idempotent, and leaves the data directories and logs in place.
+func (s *nodeSet[N]) Stop(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, n := range s.nodes {
+		if n.self().proc == nil {
+			continue
+		}
+		wg.Go(func() { s.stopNode(ctx, n) })
+	}
+	wg.Wait()
+	return nil
+}
+
+// stopNode stops n's process, if any, and forgets it. s.mu must be held.
+func (s *nodeSet[N]) stopNode(ctx context.Context, n N) {
+	m := n.self()
+	p := m.proc
+	if p == nil {
+		return
+	}
+	m.proc = nil
+	if s.group != nil {
+		s.group.stop(ctx, n, p)
+		return
+	}
+	if !p.running() {
+		return
+	}
+	graceful := p.stop(ctx, stopGrace)
+	s.log.Info("node stopped", "node", m.name, "pid", p.pid, "addr", n.addr(), "graceful", graceful)
+}
+
+// Kill sends SIGKILL to the node (and every process it started) and
+// returns once the process has been reaped. Its data directory stays for
+// Restart. Killing a node that is not running does nothing.
+func (s *nodeSet[N]) Kill(ctx context.Context, node clusters.Node) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n, err := s.find(node)
+	if err != nil {
+		return err
+	}
+	m := n.self()
+	p := m.proc
+	m.proc = nil
+	if !p.running() {
+		return nil
+	}
+	if s.group != nil {
+		s.group.kill(n, p)
+	} else {
+		p.kill()
+	}
+	s.log.Info("node killed", "node", m.name, "pid", p.pid, "addr", n.addr())
+	return nil
+}
+
+// Restart starts a node that is not running again, with the same
+// configuration, ports and data directory, and returns once it is ready
+// (the backend's readiness). What the node still knows depends on its
+// durability. Restarting a running node does nothing. If a port has been
+// taken meanwhile, Restart fails: the node's clients know it by its
+// address.
+func (s *nodeSet[N]) Restart(ctx context.Context, node clusters.Node) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n, err := s.find(node)
+	if err != nil {
+		return err
+	}
+	if n.self().proc.running() {
+		return nil
+	}
+	return s.restart(ctx, n)
+}
+
+// Pause freezes the node (and every process it started) with SIGSTOP and
+// returns once the kernel reports each stopped. The kernel still accepts
+// connections on its port, so clients see timeouts, not refusals. Pausing
+// a node that is not running is an error.
+func (s *nodeSet[N]) Pause(ctx context.Context, node clusters.Node) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n, err := s.find(node)
+	if err != nil {
+		return err
+	}
+	m := n.self()
+	if s.group != nil {
+		err = s.group.pause(n)
+	} else {
+		err = m.proc.pause(s.pauseLimit)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: pause %s: %w", s.kind, m.name, err)
+	}
+	s.log.Info("node paused", "node", m.name, "pid", m.proc.pid, "addr", n.addr())
+	return nil
+}
+
+// Resume thaws the node (and every process it started) with SIGCONT.
+// Resuming a node that is not paused, or not running, does nothing.
+func (s *nodeSet[N]) Resume(ctx context.Context, node clusters.Node) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n, err := s.find(node)
+	if err != nil {
+		return err
+	}
+	m := n.self()
+	if !m.proc.running() {
+		return nil
+	}
+	if s.group != nil {
+		err = s.group.resume(n)
+	} else {
+		err = m.proc.resume()
+	}
+	if err != nil {
+		return fmt.Errorf("%s: resume %s: %w", s.kind, m.name, err)
+	}
+	s.log.Info("node resumed", "node", m.name, "pid", m.proc.pid, "addr", n.addr())
+	return nil
+}
+
+// CollectLogs copies each node's log to dir/<name>.log, creating dir.
+// Nodes that never started, and so have no log, are skipped.
+func (s *nodeSet[N]) CollectLogs(dir string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	logs := make([]nodeLog, 0, len(s.nodes))
+	for _, n := range s.nodes {
+		logs = append(logs, nodeLog{n.self().name, n.self().logPath})
+	}
+	return collectLogs(dir, logs)
+}
+
+// find returns the node called node.Name. s.mu must be held.
+func (s *nodeSet[N]) find(node clusters.Node) (N, error) {
+	for _, n := range s.nodes {
+		if n.self().name == node.Name {
+			return n, nil
+		}
+	}
+	var none N
+	return none, fmt.Errorf("%s: no node %q", s.kind, node.Name)
+}

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// layers ranks locktest's packages from the bottom (history) to the top
+// (the CLI): a package may import only packages of a lower or equal rank,
+// as docs/architecture.md draws the pipeline. The internal packages are
+// leaves any layer may use, except testexe, which builds test programs.
+var layers = map[string]int{
+	"history":   0,
+	"checker":   1,
+	"runstore":  2,
+	"reports":   3,
+	"clusters":  4,
+	"nemesis":   4,
+	"workloads": 4,
+	"impls":     4,
+	"run":       5,
+	"scenarios": 6,
+	"matrix":    6,
+	"cmd":       7,
+	"internal":  -1,
+}
+
+// forbidden are imports between packages of one rank (or going down) that
+// the design still rules out, by path prefix: the lock recipes know no
+// provider, a provider builds on no other provider, and only the CLI
+// chooses the drivers (impls/all) and the providers.
+var forbidden = []struct{ from, to, why string }{
+	{"impls", "clusters", "lock clients know nodes as impls.Node, not a provider's type"},
+	{"clusters/docker", "clusters/local", "a provider builds on no other provider (shared code lives in clusters)"},
+	{"clusters/local", "clusters/docker", "a provider builds on no other provider (shared code lives in clusters)"},
+	{"matrix", "clusters", "the matrix reaches clusters only through run, so --provider holds"},
+	{"scenarios", "clusters", "scenarios reach clusters only through run"},
+}
+
+// rank returns the layer of a package path inside the module.
+func rank(pkg string) (int, bool) {
+	top, _, _ := strings.Cut(pkg, "/")
+	r, ok := layers[top]
+	return r, ok
+}
+
+// TestImportsPointOneWay fails when a package imports one of a higher
+// layer, breaks a rule of forbidden, or, outside the CLI, imports
+// impls/all (library code must not pick the drivers). Test files are not
+// counted: a test may start what it needs.
+func TestImportsPointOneWay(t *testing.T) {
+	const mod = "github.com/locktest/locktest/"
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, mod+"...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	checked := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		from := strings.TrimPrefix(fields[0], mod)
+		fr, ok := rank(from)
+		if !ok {
+			t.Errorf("package %s has no layer: add it to layers", from)
+			continue
+		}
+		for _, imp := range fields[1:] {
+			to, ours := strings.CutPrefix(imp, mod)
+			if !ours {
+				continue
+			}
+			checked++
+			tr, ok := rank(to)
+			if !ok {
+				t.Errorf("package %s has no layer: add it to layers", to)
+				continue
+			}
+			internalLeaf := tr < 0 && to != "internal/testexe"
+			if !internalLeaf && fr >= 0 && tr > fr {
+				t.Errorf("%s (layer %d) imports %s (layer %d): imports point down, from cmd to history", from, fr, to, tr)
+			}
+			if to == "impls/all" && !strings.HasPrefix(from, "cmd/") {
+				t.Errorf("%s imports impls/all: only the CLI picks the drivers", from)
+			}
+			for _, f := range forbidden {
+				if under(from, f.from) && under(to, f.to) && !under(to, f.from) {
+					t.Errorf("%s imports %s: %s", from, to, f.why)
+				}
+			}
+		}
+	}
+	if checked < 50 {
+		t.Fatalf("only %d imports of the module's own packages seen: is go list working?", checked)
+	}
+}
+
+// under reports whether pkg is dir or inside it.
+func under(pkg, dir string) bool { return pkg == dir || strings.HasPrefix(pkg, dir+"/") }
