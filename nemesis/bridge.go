@@ -12,8 +12,7 @@ func init() {
 	registerShape(Spec{
 		FaultKind: history.FaultKind{Name: "bridge", Op: "partition-bridge",
 			Doc: "splits the nodes into two halves that talk only through one bridge node, for the window"},
-		Settings: []string{"window"},
-		pins:     pinNode,
+		pins: pinNode,
 	}, bridge)
 }
 
@@ -35,12 +34,6 @@ func bridge(in shapeIn, rng *rand.Rand) ([]Cut, []string, error) {
 		s := shuffled(in.nodes, rng)
 		a, bridge, b = slices.Clone(s[:mid]), s[mid], slices.Clone(s[mid+1:])
 	}
-	for _, c := range in.clients {
-		if rng.IntN(2) == 0 {
-			a = append(a, c)
-		} else {
-			b = append(b, c)
-		}
-	}
+	a, b = joinRandomSides(a, b, in.clients, rng)
 	return []Cut{{A: a, B: b}}, []string{bridge}, nil
 }

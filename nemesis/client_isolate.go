@@ -12,8 +12,7 @@ func init() {
 	registerShape(Spec{
 		FaultKind: history.FaultKind{Name: "client-isolate", Op: "partition-client-isolate",
 			Doc: "cuts one client host from a random non-empty set of nodes, for the window"},
-		Settings: []string{"window"},
-		pins:     pinClientOrNode,
+		pins: pinClientOrNode,
 	}, clientIsolate)
 }
 

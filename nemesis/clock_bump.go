@@ -47,15 +47,15 @@ func newClockBump(env Env) (Fault, error) {
 func (f *clockBump) Duration() time.Duration { return f.env.Window }
 
 func (f *clockBump) Inject(ctx context.Context, rng *rand.Rand) (history.Value, error) {
-	node, roles, err := f.env.pickNode(ctx, f.Name(), f.env.candidates(f.Name()), rng)
+	node, v, err := f.env.hitNode(ctx, f.Name(), 0, rng)
 	if err != nil {
-		return history.Value{}, err
+		return v, err
 	}
 	n := node.Name
 	d := f.env.jump(rng)
 	was := f.env.Clocks.Offset(n)
 	off := was + d
-	v := history.Value{Targets: []string{n + signed(d)}, Duration: int64(off), Roles: roles}
+	v.Targets, v.Duration = []string{n + signed(d)}, int64(off)
 	f.mu.Lock()
 	f.touched = append(f.touched, offsetWas{n, was})
 	f.mu.Unlock()

@@ -47,9 +47,9 @@ func newClockStrobe(env Env) (Fault, error) {
 func (f *clockStrobe) Duration() time.Duration { return f.env.Window }
 
 func (f *clockStrobe) Inject(ctx context.Context, rng *rand.Rand) (history.Value, error) {
-	node, roles, err := f.env.pickNode(ctx, f.Name(), f.env.candidates(f.Name()), rng)
+	node, v, err := f.env.hitNode(ctx, f.Name(), f.env.Window, rng)
 	if err != nil {
-		return history.Value{}, err
+		return v, err
 	}
 	n := node.Name
 	f.mu.Lock()
@@ -76,8 +76,8 @@ func (f *clockStrobe) Inject(ctx context.Context, rng *rand.Rand) (history.Value
 			}
 		}
 	}(f.stop, f.done)
-	return history.Value{Targets: []string{fmt.Sprintf("%s 0/%+v every %v", n, f.env.ClockBump, f.env.StrobeRate)},
-		Duration: int64(f.env.Window), Roles: roles}, nil
+	v.Targets = []string{fmt.Sprintf("%s 0/%+v every %v", n, f.env.ClockBump, f.env.StrobeRate)}
+	return v, nil
 }
 
 func (f *clockStrobe) Heal(ctx context.Context) (history.Value, error) {

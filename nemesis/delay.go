@@ -36,14 +36,12 @@ func newDelay(env Env) (Fault, error) {
 func (f *delayFault) Duration() time.Duration { return f.env.Window }
 
 func (f *delayFault) Inject(ctx context.Context, rng *rand.Rand) (history.Value, error) {
-	node, roles, err := f.env.pickNode(ctx, f.Name(), f.env.candidates(f.Name()), rng)
+	n, v, err := f.env.hitNode(ctx, f.Name(), f.env.Window, rng)
 	if err != nil {
-		return history.Value{}, err
+		return v, err
 	}
-	n := node.Name
-	v := history.Value{Targets: []string{fmt.Sprintf("%s+%v(%s)", n, f.env.Delay, f.env.Delayer.Mechanism())},
-		Duration: int64(f.env.Window), Roles: roles}
-	return v, f.env.Delayer.Delay(ctx, []string{n}, f.env.Delay)
+	v.Targets = []string{fmt.Sprintf("%s+%v(%s)", n.Name, f.env.Delay, f.env.Delayer.Mechanism())}
+	return v, f.env.Delayer.Delay(ctx, []string{n.Name}, f.env.Delay)
 }
 
 func (f *delayFault) Heal(ctx context.Context) (history.Value, error) {

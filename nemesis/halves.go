@@ -12,8 +12,7 @@ func init() {
 	registerShape(Spec{
 		FaultKind: history.FaultKind{Name: "halves", Op: "partition-halves",
 			Doc: "splits the nodes into two halves (the smaller first), each client joining a random half, for the window"},
-		Settings: []string{"window"},
-		pins:     pinNode,
+		pins: pinNode,
 	}, halves)
 }
 
@@ -35,12 +34,6 @@ func halves(in shapeIn, rng *rand.Rand) ([]Cut, []string, error) {
 	if len(in.pinned) > 0 {
 		subject = slices.DeleteFunc(subject, func(n string) bool { return !slices.Contains(in.pinned, n) })
 	}
-	for _, c := range in.clients {
-		if rng.IntN(2) == 0 {
-			a = append(a, c)
-		} else {
-			b = append(b, c)
-		}
-	}
+	a, b = joinRandomSides(a, b, in.clients, rng)
 	return []Cut{{A: a, B: b}}, subject, nil
 }

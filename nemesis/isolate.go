@@ -11,8 +11,7 @@ func init() {
 	registerShape(Spec{
 		FaultKind: history.FaultKind{Name: "isolate", Op: "partition-isolate",
 			Doc: "cuts one node from every other host, nodes and clients, for the window"},
-		Settings: []string{"window"},
-		pins:     pinNode,
+		pins: pinNode,
 	}, isolate)
 }
 

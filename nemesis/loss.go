@@ -39,13 +39,12 @@ func newLoss(env Env) (Fault, error) {
 func (f *lossFault) Duration() time.Duration { return f.env.Window }
 
 func (f *lossFault) Inject(ctx context.Context, rng *rand.Rand) (history.Value, error) {
-	node, roles, err := f.env.pickNode(ctx, f.Name(), f.env.candidates(f.Name()), rng)
+	n, v, err := f.env.hitNode(ctx, f.Name(), f.env.Window, rng)
 	if err != nil {
-		return history.Value{}, err
+		return v, err
 	}
-	n := node.Name
-	v := history.Value{Targets: []string{fmt.Sprintf("%s@%g%%", n, f.env.Loss*100)}, Duration: int64(f.env.Window), Roles: roles}
-	return v, f.env.Net.Loss(ctx, []string{n}, f.env.Loss)
+	v.Targets = []string{fmt.Sprintf("%s@%g%%", n.Name, f.env.Loss*100)}
+	return v, f.env.Net.Loss(ctx, []string{n.Name}, f.env.Loss)
 }
 
 func (f *lossFault) Heal(ctx context.Context) (history.Value, error) {

@@ -11,9 +11,8 @@ func init() {
 	registerShape(Spec{
 		FaultKind: history.FaultKind{Name: "majorities-ring", Op: "partition-majorities-ring",
 			Doc: "puts the nodes on a ring where each sees a majority and no two the same one, for the window (5 nodes or more)"},
-		Settings: []string{"window"},
-		pins:     pinNone,
-		noPins:   "every node sees a majority and no node has a place of its own, so a pin could not mean anything",
+		pins:   pinNone,
+		noPins: "every node sees a majority and no node has a place of its own, so a pin could not mean anything",
 	}, majoritiesRing)
 }
 

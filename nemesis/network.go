@@ -39,13 +39,26 @@ var shapes = map[string]shape{}
 const healNetwork = "heal-network"
 
 // registerShape registers a partition fault: spec, completed with what
-// every partition shares (its heal, its family, the network it needs),
-// cutting the network in shape.
+// every partition shares (its heal, its family, the network it needs,
+// the window it lasts), cutting the network in shape.
 func registerShape(spec Spec, sh shape) {
 	spec.Heal, spec.Family = healNetwork, history.FamilyNetwork
+	spec.Settings = append(spec.Settings, "window")
 	spec.Needs, spec.New = []Ability{NeedNetwork}, newPartition
 	shapes[spec.Name] = sh
 	Register(spec)
+}
+
+// joinRandomSides adds each client to side a or side b at random.
+func joinRandomSides(a, b, clients []string, rng *rand.Rand) ([]string, []string) {
+	for _, c := range clients {
+		if rng.IntN(2) == 0 {
+			a = append(a, c)
+		} else {
+			b = append(b, c)
+		}
+	}
+	return a, b
 }
 
 // ShapeCuts returns the cuts the partition shape makes of nodes and clients

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/history"
 )
 
 // Clock directions of Env.ClockDirection.
@@ -358,6 +359,17 @@ func rolesOf(roles map[string]string, names ...string) map[string]string {
 		return nil
 	}
 	return out
+}
+
+// hitNode picks the node fault hits now among its candidates, honouring
+// its pins and roles, and returns it with the Value that records it: the
+// node as its target, d as its duration, the roles the pins resolved.
+func (env Env) hitNode(ctx context.Context, fault string, d time.Duration, rng *rand.Rand) (clusters.Node, history.Value, error) {
+	n, roles, err := env.pickNode(ctx, fault, env.candidates(fault), rng)
+	if err != nil {
+		return n, history.Value{}, err
+	}
+	return n, history.Value{Targets: []string{n.Name}, Duration: int64(d), Roles: roles}, nil
 }
 
 // pickNode chooses the node fault hits among cands: any of them, or only

@@ -141,26 +141,10 @@ func (n *etcdNode) peerURL() string { return "http://" + n.host.Addr(n.peerPort)
 // NewEtcd checks opts and returns a cluster that has not started yet. It
 // fails if the node program cannot be found.
 func NewEtcd(opts EtcdOptions) (*Etcd, error) {
-	if opts.Nodes < 0 {
-		return nil, fmt.Errorf("local etcd: Nodes must be at least 1, not %d", opts.Nodes)
-	}
-	if opts.Nodes == 0 {
-		opts.Nodes = 3
-	}
-	if len(opts.ClientPorts) > opts.Nodes {
-		return nil, fmt.Errorf("local etcd: %d client ports given for %d nodes", len(opts.ClientPorts), opts.Nodes)
-	}
-	for _, p := range opts.ClientPorts {
-		if p < 0 || p > 65535 {
-			return nil, fmt.Errorf("local etcd: port %d out of range", p)
-		}
-	}
-	if opts.Dir == "" {
-		return nil, errors.New("local etcd: EtcdOptions.Dir (the run directory) is required")
-	}
-	dir, err := filepath.Abs(opts.Dir)
+	ms, ports, err := layout{kind: "local etcd", opts: "EtcdOptions", nodes: opts.Nodes, def: 3, ports: opts.ClientPorts,
+		portWord: "client ports", hosts: opts.Hosts, dir: opts.Dir, logName: "etcd.log"}.members()
 	if err != nil {
-		return nil, fmt.Errorf("local etcd: %w", err)
+		return nil, err
 	}
 	if opts.TickMs == 0 {
 		opts.TickMs = etcdnode.DefaultTickMs
@@ -196,17 +180,8 @@ func NewEtcd(opts EtcdOptions) (*Etcd, error) {
 			}
 			return e.startNodes(ctx, []*etcdNode{n})
 		}}
-	for i := range opts.Nodes {
-		name := fmt.Sprintf("n%d", i+1)
-		nd := filepath.Join(dir, "nodes", name)
-		n := &etcdNode{member: member{name: name, dir: nd, logPath: filepath.Join(nd, "etcd.log")}, dataDir: filepath.Join(nd, "data")}
-		if i < len(opts.Hosts) {
-			n.host = opts.Hosts[i]
-		}
-		if i < len(opts.ClientPorts) && opts.ClientPorts[i] != 0 {
-			n.clientPort, n.fixed = opts.ClientPorts[i], true
-		}
-		e.nodes = append(e.nodes, n)
+	for i, m := range ms {
+		e.nodes = append(e.nodes, &etcdNode{member: m, dataDir: filepath.Join(m.dir, "data"), clientPort: ports[i], fixed: ports[i] != 0})
 	}
 	return e, nil
 }
@@ -215,17 +190,7 @@ func NewEtcd(opts EtcdOptions) (*Etcd, error) {
 // a member that is down, cut off or in an election is an error. It
 // implements the nemesis's RoleReader, for faults pinned to the leader.
 func (e *Etcd) Role(ctx context.Context, node clusters.Node) (string, error) {
-	e.mu.Lock()
-	n, err := e.find(node)
-	var addr string
-	if err == nil {
-		addr = n.addr()
-	}
-	e.mu.Unlock()
-	if err != nil {
-		return "", err
-	}
-	return roles.Etcd(ctx, addr)
+	return e.ask(ctx, node, roles.Etcd)
 }
 
 // Roles returns the roles any member can have: leader and follower.
@@ -363,8 +328,7 @@ func (e *Etcd) startNodes(ctx context.Context, ns []*etcdNode) error {
 		return fail(&etcdNodeError{node: s.n, msg: "not ready: " + err.Error()})
 	}
 	for _, s := range ss {
-		s.n.proc = s.p
-		e.watch(s.n, s.p)
+		e.adopt(s.n, s.p)
 	}
 	return nil
 }
@@ -393,20 +357,6 @@ func (e *Etcd) spawn(n *etcdNode) (*proc, int64, error) {
 		env = append(env, e.nodeEnv(n.name)...)
 	}
 	return spawnWith(spawnSpec{Bin: e.exe[0], Args: args, Dir: n.dir, LogPath: n.logPath, Env: env, Host: n.host})
-}
-
-// watch logs n's exit.
-func (e *Etcd) watch(n *etcdNode, p *proc) {
-	log := e.log.With("node", n.name, "pid", p.pid, "addr", n.addr())
-	log.Info("node started")
-	go func() {
-		<-p.done
-		if p.ended.Load() {
-			log.Debug("node exited", "status", p.exitStatus())
-		} else {
-			log.Warn("node exited on its own", "status", p.exitStatus(), "log", n.logPath)
-		}
-	}()
 }
 
 // endpoints returns every member's client address. e.mu must be held.

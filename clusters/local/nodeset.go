@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -248,4 +250,129 @@ func (s *nodeSet[N]) find(node clusters.Node) (N, error) {
 	}
 	var none N
 	return none, fmt.Errorf("%s: no node %q", s.kind, node.Name)
+}
+
+// ask calls f with the address of the node called node.Name, outside the
+// lock (f asks the node over the network): how a backend reads a node's
+// role.
+func (s *nodeSet[N]) ask(ctx context.Context, node clusters.Node, f func(ctx context.Context, addr string) (string, error)) (string, error) {
+	s.mu.Lock()
+	n, err := s.find(node)
+	var addr string
+	if err == nil {
+		addr = n.addr()
+	}
+	s.mu.Unlock()
+	if err != nil {
+		return "", err
+	}
+	return f(ctx, addr)
+}
+
+// layout is where a backend's nodes go, checked: how many, their fixed
+// ports and hosts, and the run folder.
+type layout struct {
+	kind string // "local redis", for errors
+	opts string // the options type, for errors: "RedisOptions"
+	// nodes is the count asked for; 0 means def.
+	nodes, def int
+	// ports are fixed ports of the first nodes (0: pick one); portWord
+	// names them in errors ("ports", "client ports").
+	ports    []int
+	portWord string
+	hosts    []Host
+	dir      string
+	// prefix names the nodes prefix1..prefixN ("n" when empty); logName
+	// is each node's log file in its folder.
+	prefix, logName string
+}
+
+// members checks l and returns the members it lays out, each in
+// dir/nodes/<name>, and each member's fixed port (0 when it has none).
+func (l layout) members() ([]member, []int, error) {
+	if l.nodes < 0 {
+		return nil, nil, fmt.Errorf("%s: Nodes must be at least 1, not %d", l.kind, l.nodes)
+	}
+	if l.nodes == 0 {
+		l.nodes = l.def
+	}
+	if len(l.ports) > l.nodes {
+		return nil, nil, fmt.Errorf("%s: %d %s given for %d nodes", l.kind, len(l.ports), l.portWord, l.nodes)
+	}
+	seen := map[int]bool{}
+	for _, p := range l.ports {
+		if p < 0 || p > 65535 {
+			return nil, nil, fmt.Errorf("%s: port %d out of range", l.kind, p)
+		}
+		if p != 0 && seen[p] {
+			return nil, nil, fmt.Errorf("%s: port %d given twice", l.kind, p)
+		}
+		seen[p] = true
+	}
+	if l.dir == "" {
+		return nil, nil, fmt.Errorf("%s: %s.Dir (the run directory) is required", l.kind, l.opts)
+	}
+	dir, err := filepath.Abs(l.dir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", l.kind, err)
+	}
+	if l.prefix == "" {
+		l.prefix = "n"
+	}
+	ms := make([]member, l.nodes)
+	ports := make([]int, l.nodes)
+	for i := range ms {
+		name := fmt.Sprintf("%s%d", l.prefix, i+1)
+		nd := filepath.Join(dir, "nodes", name)
+		ms[i] = member{name: name, dir: nd, logPath: filepath.Join(nd, l.logName)}
+		if i < len(l.hosts) {
+			ms[i].host = l.hosts[i]
+		}
+		if i < len(l.ports) {
+			ports[i] = l.ports[i]
+		}
+	}
+	return ms, ports, nil
+}
+
+// adopt makes p the process of n, which is ready, and logs its start with
+// attrs and, later, its exit: at debug level when the harness ended it,
+// as a warning naming the log when it exited on its own.
+func (s *nodeSet[N]) adopt(n N, p *proc, attrs ...any) {
+	m := n.self()
+	m.proc = p
+	log := s.log.With("node", m.name, "pid", p.pid, "addr", n.addr())
+	log.Info("node started", attrs...)
+	go func() {
+		<-p.done
+		if p.ended.Load() {
+			log.Debug("node exited", "status", p.exitStatus())
+		} else {
+			log.Warn("node exited on its own", "status", p.exitStatus(), "log", m.logPath)
+		}
+	}()
+}
+
+// notStarted is the error of n's process p, already killed, that did not
+// get ready: it exited during start-up (exited) or did not answer (werr).
+// quoted is what its log says, appended as it is.
+func (s *nodeSet[N]) notStarted(n N, p *proc, exited bool, werr error, quoted string) error {
+	m := n.self()
+	log := s.log.With("node", m.name, "pid", p.pid, "addr", n.addr())
+	if exited {
+		log.Warn("node exited during start-up", "status", p.exitStatus())
+		return fmt.Errorf("%s: node %s (pid %d, %s) exited during start-up (%s)%s",
+			s.kind, m.name, p.pid, n.addr(), p.exitStatus(), quoted)
+	}
+	log.Warn("node not ready, killed", "err", werr)
+	return fmt.Errorf("%s: node %s (pid %d, %s) not ready: %v%s", s.kind, m.name, p.pid, n.addr(), werr, quoted)
+}
+
+// quoteTail quotes the last lines of a log for an error: "; last lines of
+// LOG:" and the lines, each on its own indented line; "" without lines.
+func quoteTail(logPath string, tail []string) string {
+	if len(tail) == 0 {
+		return ""
+	}
+	return "; last lines of " + logPath + ":\n\t" + strings.Join(tail, "\n\t")
 }

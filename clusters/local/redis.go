@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -148,31 +149,10 @@ func (n *redisNode) addr() string {
 // fails if the redis-server binary cannot be found, so a missing
 // installation is reported before any test begins.
 func NewRedis(opts RedisOptions) (*Redis, error) {
-	if opts.Nodes < 0 {
-		return nil, fmt.Errorf("local redis: Nodes must be at least 1, not %d", opts.Nodes)
-	}
-	if opts.Nodes == 0 {
-		opts.Nodes = 1
-	}
-	if len(opts.Ports) > opts.Nodes {
-		return nil, fmt.Errorf("local redis: %d ports given for %d nodes", len(opts.Ports), opts.Nodes)
-	}
-	seen := map[int]bool{}
-	for _, p := range opts.Ports {
-		if p < 0 || p > 65535 {
-			return nil, fmt.Errorf("local redis: port %d out of range", p)
-		}
-		if p != 0 && seen[p] {
-			return nil, fmt.Errorf("local redis: port %d given twice", p)
-		}
-		seen[p] = true
-	}
-	if opts.Dir == "" {
-		return nil, errors.New("local redis: RedisOptions.Dir (the run directory) is required")
-	}
-	dir, err := filepath.Abs(opts.Dir)
+	ms, ports, err := layout{kind: "local redis", opts: "RedisOptions", nodes: opts.Nodes, def: 1, ports: opts.Ports, portWord: "ports",
+		hosts: opts.Hosts, dir: opts.Dir, prefix: opts.NamePrefix, logName: "redis.log"}.members()
 	if err != nil {
-		return nil, fmt.Errorf("local redis: %w", err)
+		return nil, err
 	}
 	switch opts.Persistence {
 	case "":
@@ -194,25 +174,9 @@ func NewRedis(opts RedisOptions) (*Redis, error) {
 		extraConfig: opts.ExtraConfig, keepConfig: opts.KeepConfig}
 	r.nodeSet = nodeSet[*redisNode]{kind: "local redis", log: log, pauseLimit: time.Second,
 		restart: func(ctx context.Context, n *redisNode) error { return r.startNode(ctx, n, false) }}
-	prefix := opts.NamePrefix
-	if prefix == "" {
-		prefix = "n"
-	}
-	for i := range opts.Nodes {
-		name := fmt.Sprintf("%s%d", prefix, i+1)
-		nd := filepath.Join(dir, "nodes", name)
-		n := &redisNode{
-			member:   member{name: name, dir: nd, logPath: filepath.Join(nd, "redis.log")},
-			dataDir:  filepath.Join(nd, "data"),
-			confPath: filepath.Join(nd, "redis.conf"),
-		}
-		if i < len(opts.Hosts) {
-			n.host = opts.Hosts[i]
-		}
-		if i < len(opts.Ports) && opts.Ports[i] != 0 {
-			n.port, n.fixed = opts.Ports[i], true
-		}
-		r.nodes = append(r.nodes, n)
+	for i, m := range ms {
+		r.nodes = append(r.nodes, &redisNode{member: m, dataDir: filepath.Join(m.dir, "data"),
+			confPath: filepath.Join(m.dir, "redis.conf"), port: ports[i], fixed: ports[i] != 0})
 	}
 	return r, nil
 }
@@ -306,40 +270,18 @@ func (r *Redis) spawnNode(ctx context.Context, n *redisNode) error {
 	if err != nil {
 		return fmt.Errorf("local redis: node %s: start %s: %w", n.name, r.bin, err)
 	}
-	log := r.log.With("node", n.name, "pid", p.pid, "addr", n.addr())
 	werr := waitRedisReady(ctx, n.addr(), p)
 	if werr == nil {
-		n.proc = p
-		log.Info("node started", "persistence", r.persistence)
-		go func() {
-			<-p.done
-			if p.ended.Load() {
-				log.Debug("node exited", "status", p.exitStatus())
-			} else {
-				log.Warn("node exited on its own", "status", p.exitStatus(), "log", n.logPath)
-			}
-		}()
+		r.adopt(n, p, "persistence", r.persistence)
 		return nil
 	}
 	exited := !p.running()
 	p.kill()
 	tail := logTail(n.logPath, off, logTailLines)
-	quoted := ""
-	if len(tail) > 0 {
-		quoted = "; last lines of " + n.logPath + ":\n\t" + strings.Join(tail, "\n\t")
+	if exited && slices.ContainsFunc(tail, func(l string) bool { return strings.Contains(l, "Address already in use") }) {
+		return fmt.Errorf("%w: %s", errAddrInUse, n.addr())
 	}
-	if exited {
-		for _, l := range tail {
-			if strings.Contains(l, "Address already in use") {
-				return fmt.Errorf("%w: %s", errAddrInUse, n.addr())
-			}
-		}
-		log.Warn("node exited during start-up", "status", p.exitStatus())
-		return fmt.Errorf("local redis: node %s (pid %d, %s) exited during start-up (%s)%s",
-			n.name, p.pid, n.addr(), p.exitStatus(), quoted)
-	}
-	log.Warn("node not ready, killed", "err", werr)
-	return fmt.Errorf("local redis: node %s (pid %d, %s) not ready: %v%s", n.name, p.pid, n.addr(), werr, quoted)
+	return r.notStarted(n, p, exited, werr, quoteTail(n.logPath, tail))
 }
 
 // config renders n's redis.conf. RDB snapshots are off in every mode: with

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -275,37 +276,19 @@ func (s *sqlServer) spawnNode(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("local %s: node %s: start %s: %v (log %s)", kind, n.name, spec.Bin, err, n.logPath)
 	}
-	log := s.log.With("node", n.name, "pid", p.pid, "addr", n.addr())
 	werr := s.waitReady(ctx, p)
 	if werr == nil {
-		n.proc = p
-		log.Info("node started", "data", n.dataDir)
-		go func() {
-			<-p.done
-			if p.ended.Load() {
-				log.Debug("node exited", "status", p.exitStatus())
-			} else {
-				log.Warn("node exited on its own", "status", p.exitStatus(), "log", n.logPath)
-			}
-		}()
+		s.adopt(n, p, "data", n.dataDir)
 		return nil
 	}
 	exited := !p.running()
 	killGroup(p)
 	s.eng.cleanup(n)
 	tail := logTail(n.logPath, off, logTailLines)
-	if exited {
-		for _, l := range tail {
-			if strings.Contains(l, "Address already in use") {
-				return fmt.Errorf("%w: %s", errAddrInUse, n.addr())
-			}
-		}
-		log.Warn("node exited during start-up", "status", p.exitStatus())
-		return fmt.Errorf("local %s: node %s (pid %d, %s) exited during start-up (%s); log %s%s",
-			kind, n.name, p.pid, n.addr(), p.exitStatus(), n.logPath, lastLine(tail))
+	if exited && slices.ContainsFunc(tail, func(l string) bool { return strings.Contains(l, "Address already in use") }) {
+		return fmt.Errorf("%w: %s", errAddrInUse, n.addr())
 	}
-	log.Warn("node not ready, killed", "err", werr)
-	return fmt.Errorf("local %s: node %s (pid %d, %s) not ready: %v; log %s%s", kind, n.name, p.pid, n.addr(), werr, n.logPath, lastLine(tail))
+	return s.notStarted(n, p, exited, werr, "; log "+n.logPath+lastLine(tail))
 }
 
 // waitReady polls the server with a real query until it answers, p exits,

@@ -150,31 +150,10 @@ func (n *zkNode) addr() string {
 // yet. It fails if java or the ZooKeeper jars are missing, so a missing
 // installation is reported before any test begins.
 func NewZooKeeper(opts ZooKeeperOptions) (*ZooKeeper, error) {
-	if opts.Nodes < 0 {
-		return nil, fmt.Errorf("local zookeeper: Nodes must be at least 1, not %d", opts.Nodes)
-	}
-	if opts.Nodes == 0 {
-		opts.Nodes = zkDefaultNodes
-	}
-	if len(opts.ClientPorts) > opts.Nodes {
-		return nil, fmt.Errorf("local zookeeper: %d client ports given for %d nodes", len(opts.ClientPorts), opts.Nodes)
-	}
-	seen := map[int]bool{}
-	for _, p := range opts.ClientPorts {
-		if p < 0 || p > 65535 {
-			return nil, fmt.Errorf("local zookeeper: port %d out of range", p)
-		}
-		if p != 0 && seen[p] {
-			return nil, fmt.Errorf("local zookeeper: port %d given twice", p)
-		}
-		seen[p] = true
-	}
-	if opts.Dir == "" {
-		return nil, errors.New("local zookeeper: ZooKeeperOptions.Dir (the run directory) is required")
-	}
-	dir, err := filepath.Abs(opts.Dir)
+	ms, ports, err := layout{kind: "local zookeeper", opts: "ZooKeeperOptions", nodes: opts.Nodes, def: zkDefaultNodes, ports: opts.ClientPorts,
+		portWord: "client ports", hosts: opts.Hosts, dir: opts.Dir, logName: "zookeeper.log"}.members()
 	if err != nil {
-		return nil, fmt.Errorf("local zookeeper: %w", err)
+		return nil, err
 	}
 	if opts.TickTime == 0 {
 		opts.TickTime = zkDefaultTick
@@ -196,23 +175,10 @@ func NewZooKeeper(opts ZooKeeperOptions) (*ZooKeeper, error) {
 	z := &ZooKeeper{java: java, classPath: cp, tick: opts.TickTime, heap: opts.Heap, nodeEnv: opts.NodeEnv}
 	z.nodeSet = nodeSet[*zkNode]{kind: "local zookeeper", log: log, pauseLimit: 2 * time.Second,
 		restart: func(ctx context.Context, n *zkNode) error { return z.startNodes(ctx, []*zkNode{n}) }}
-	for i := range opts.Nodes {
-		name := fmt.Sprintf("n%d", i+1)
-		nd := filepath.Join(dir, "nodes", name)
-		n := &zkNode{
-			member:    member{name: name, dir: nd, logPath: filepath.Join(nd, "zookeeper.log")},
-			myid:      i + 1,
-			dataDir:   filepath.Join(nd, "data"),
-			confPath:  filepath.Join(nd, "zoo.cfg"),
-			log4jPath: filepath.Join(nd, "log4j.properties"),
-		}
-		if i < len(opts.Hosts) {
-			n.host = opts.Hosts[i]
-		}
-		if i < len(opts.ClientPorts) && opts.ClientPorts[i] != 0 {
-			n.client, n.fixed = opts.ClientPorts[i], true
-		}
-		z.nodes = append(z.nodes, n)
+	for i, m := range ms {
+		z.nodes = append(z.nodes, &zkNode{member: m, myid: i + 1, dataDir: filepath.Join(m.dir, "data"),
+			confPath: filepath.Join(m.dir, "zoo.cfg"), log4jPath: filepath.Join(m.dir, "log4j.properties"),
+			client: ports[i], fixed: ports[i] != 0})
 	}
 	return z, nil
 }
@@ -268,17 +234,7 @@ func (z *ZooKeeper) Roles(clusters.Node) []string {
 // "leader", "follower" or "standalone". A peer that is up but not in a
 // quorum is an error.
 func (z *ZooKeeper) Mode(ctx context.Context, node clusters.Node) (string, error) {
-	z.mu.Lock()
-	n, err := z.find(node)
-	var addr string
-	if err == nil {
-		addr = n.addr()
-	}
-	z.mu.Unlock()
-	if err != nil {
-		return "", err
-	}
-	return roles.ZooKeeper(ctx, addr)
+	return z.ask(ctx, node, roles.ZooKeeper)
 }
 
 // Start starts every peer that is not running, all at once, and returns
@@ -489,28 +445,16 @@ func (z *ZooKeeper) spawnNode(ctx context.Context, n *zkNode) error {
 	if err != nil {
 		return fmt.Errorf("local zookeeper: node %s: start %s: %w", n.name, z.java, err)
 	}
-	log := z.log.With("node", n.name, "pid", p.pid, "addr", n.addr())
 	mode, werr := waitZKReady(ctx, n.addr(), p)
 	if werr == nil {
-		n.proc = p
-		log.Info("node started", "mode", mode)
-		go func() {
-			<-p.done
-			if p.ended.Load() {
-				log.Debug("node exited", "status", p.exitStatus())
-			} else {
-				log.Warn("node exited on its own", "status", p.exitStatus(), "log", n.logPath)
-			}
-		}()
+		z.adopt(n, p, "mode", mode)
 		return nil
 	}
 	exited := !p.running()
 	p.kill()
 	tail := logTail(n.logPath, off, logTailLines)
-	quoted := ""
-	if len(tail) > 0 {
-		quoted = "; last lines of " + n.logPath + ":\n\t" + strings.Join(tail, "\n\t")
-	} else {
+	quoted := quoteTail(n.logPath, tail)
+	if quoted == "" {
 		quoted = "; " + n.logPath + " is empty"
 	}
 	// A JVM's last lines are often a stack trace; its first error says
@@ -518,22 +462,14 @@ func (z *ZooKeeper) spawnNode(ctx context.Context, n *zkNode) error {
 	if first := zkFirstError(logTail(n.logPath, off, 500)); first != "" && !slices.Contains(tail, first) {
 		quoted = "; first error in " + n.logPath + ": " + first + quoted
 	}
-	for _, l := range tail {
-		if strings.Contains(l, "Address already in use") {
-			return &zkPortInUse{node: n.name, ports: fmt.Sprintf("%d, %d, %d", n.client, n.quorum, n.election), ip: n.host.ip()}
-		}
+	if slices.ContainsFunc(tail, func(l string) bool { return strings.Contains(l, "Address already in use") }) {
+		return &zkPortInUse{node: n.name, ports: fmt.Sprintf("%d, %d, %d", n.client, n.quorum, n.election), ip: n.host.ip()}
 	}
-	if exited {
-		log.Warn("node exited during start-up", "status", p.exitStatus())
-		return fmt.Errorf("local zookeeper: node %s (pid %d, %s) exited during start-up (%s)%s",
-			n.name, p.pid, n.addr(), p.exitStatus(), quoted)
-	}
-	if errors.Is(werr, context.Canceled) && ctx.Err() != nil {
+	if !exited && errors.Is(werr, context.Canceled) && ctx.Err() != nil {
 		// Another peer failed first; its error is the one reported.
 		return werr
 	}
-	log.Warn("node not ready, killed", "err", werr)
-	return fmt.Errorf("local zookeeper: node %s (pid %d, %s) not ready: %v%s", n.name, p.pid, n.addr(), werr, quoted)
+	return z.notStarted(n, p, exited, werr, quoted)
 }
 
 // zkFirstError returns the first line of lines logged at level ERROR.
