@@ -1,7 +1,10 @@
 // Package clusters defines how the harness sees the nodes of a lock service
-// and the optional abilities a provider has to hurt them. Providers live in
-// sub-packages (local, later docker). A fault that needs an ability the
-// provider lacks is reported as unavailable, never faked.
+// and the optional abilities a provider has to hurt them: its cluster's
+// (Killer, Pauser, LogCollector) and its platform's (Network, Delayer,
+// Clocks). Providers live in sub-packages (local, docker) and implement
+// them; roles reads a node's role for both. A fault that needs an ability
+// the provider lacks is reported as unavailable, with the provider's
+// reason, never faked.
 package clusters
 
 import (
@@ -46,16 +49,36 @@ type Pauser interface {
 	Resume(ctx context.Context, n Node) error
 }
 
-// Partitioner can cut the network between groups of nodes.
-type Partitioner interface {
-	Partition(ctx context.Context, groups [][]Node) error
+// Network cuts and degrades the links between hosts, which it names as
+// the nemesis does: each node by its name, each client host "c0", "c1",
+// and so on. Heal removes every rule it made.
+type Network interface {
+	Cut(ctx context.Context, a, b []string) error
+	Loss(ctx context.Context, hosts []string, p float64) error
 	Heal(ctx context.Context) error
 }
 
-// ClockShifter can move a node's wall clock.
-type ClockShifter interface {
-	ShiftClock(ctx context.Context, n Node, d time.Duration) error
-	ResetClock(ctx context.Context, n Node) error
+// SharedClientAddress is an optional ability of a Network whose clients
+// all reach the nodes from one address (the docker provider's: every
+// client runs on the host). It returns why no cut can single out one
+// client or put clients on different sides; faults that need that are
+// unavailable with this reason.
+type SharedClientAddress interface {
+	SharedClientAddress() string
+}
+
+// Delayer adds latency to the traffic to chosen nodes; Delay with no
+// nodes removes it. Mechanism names how (tc netem, a TCP proxy).
+type Delayer interface {
+	Delay(ctx context.Context, nodes []string, d time.Duration) error
+	Mechanism() string
+}
+
+// Clocks moves nodes' wall clocks: Set makes node's clock run d ahead of
+// the host's (behind, when negative); Offset is its current offset.
+type Clocks interface {
+	Set(node string, d time.Duration) error
+	Offset(node string) time.Duration
 }
 
 // LogCollector can copy every node's log into a directory.

@@ -3,6 +3,8 @@ package nemesis
 import (
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/locktest/locktest/clusters"
 )
@@ -32,6 +34,13 @@ const (
 	NeedDelay Ability = "delay"
 	// NeedClocks: move nodes' wall clocks (Env.Clocks).
 	NeedClocks Ability = "clocks"
+	// NeedSeparateClients: a network that can cut one client off or put
+	// clients on different sides (not a clusters.SharedClientAddress).
+	NeedSeparateClients Ability = "separate-clients"
+	// NeedClientGroups: a network that can put the clients of
+	// Env.Groups on their sides (with a shared address, all of them on
+	// one side).
+	NeedClientGroups Ability = "client-groups"
 )
 
 // abilities maps each ability to the check that env has it: nil, or an
@@ -45,6 +54,9 @@ var abilities = map[Ability]func(env Env) error{
 	NeedNetwork:      needNetwork,
 	NeedDelay:        needDelayer,
 	NeedClocks:       needClocks,
+	// A network that cannot tell clients apart makes these unavailable.
+	NeedSeparateClients: needSeparateClients,
+	NeedClientGroups:    needClientGroups,
 }
 
 // Available reports whether env has every ability the fault needs: nil,
@@ -131,4 +143,47 @@ func needClocks(env Env) error {
 		return fmt.Errorf("%w: %s", ErrUnavailable, orDefault(env.ClockReason, "the run has no clock shim"))
 	}
 	return nil
+}
+
+// sharedAddress returns why env's network cannot tell clients apart, or "".
+func sharedAddress(env Env) string {
+	if s, ok := env.Net.(clusters.SharedClientAddress); ok {
+		return s.SharedClientAddress()
+	}
+	return ""
+}
+
+// needSeparateClients: a fault that cuts one client off, or clients from
+// each other.
+func needSeparateClients(env Env) error {
+	if why := sharedAddress(env); why != "" {
+		return fmt.Errorf("%w: %s", ErrUnavailable, why)
+	}
+	return nil
+}
+
+// needClientGroups: the partition fault, whose groups may put clients on
+// different sides.
+func needClientGroups(env Env) error {
+	why := sharedAddress(env)
+	if why == "" {
+		return nil
+	}
+	sides := 0
+	for _, g := range env.Groups {
+		if slices.ContainsFunc(g, isClientHost) {
+			sides++
+		}
+	}
+	if sides > 1 {
+		return fmt.Errorf("%w: --partition puts clients in %d groups; %s", ErrUnavailable, sides, why)
+	}
+	return nil
+}
+
+// isClientHost reports whether h names a client host: "c" and a number.
+func isClientHost(h string) bool {
+	n, ok := strings.CutPrefix(h, "c")
+	_, err := strconv.Atoi(n)
+	return ok && err == nil
 }

@@ -12,7 +12,8 @@ func init() {
 	registerShape(Spec{
 		FaultKind: history.FaultKind{Name: "bridge", Op: "partition-bridge",
 			Doc: "splits the nodes into two halves that talk only through one bridge node, for the window"},
-		pins: pinNode,
+		Needs: []Ability{NeedNetwork, NeedSeparateClients},
+		pins:  pinNode,
 	}, bridge)
 }
 

@@ -12,7 +12,8 @@ func init() {
 	registerShape(Spec{
 		FaultKind: history.FaultKind{Name: "client-isolate", Op: "partition-client-isolate",
 			Doc: "cuts one client host from a random non-empty set of nodes, for the window"},
-		pins: pinClientOrNode,
+		Needs: []Ability{NeedNetwork, NeedSeparateClients},
+		pins:  pinClientOrNode,
 	}, clientIsolate)
 }
 

@@ -91,27 +91,14 @@ type Env struct {
 	Stagger time.Duration
 }
 
-// Network is what network faults need of the run's network namespaces
-// (netlab.Lab implements it). Host names are node names and ClientHosts.
-type Network interface {
-	Cut(ctx context.Context, a, b []string) error
-	Loss(ctx context.Context, hosts []string, p float64) error
-	Heal(ctx context.Context) error
-}
+// Network is what network faults need of the platform (clusters.Network).
+type Network = clusters.Network
 
-// Delayer adds latency to the traffic to chosen nodes (the delaying proxy,
-// or tc netem where the kernel has it).
-type Delayer interface {
-	Delay(ctx context.Context, nodes []string, d time.Duration) error
-	// Mechanism names how the delay is made, for the history and docs.
-	Mechanism() string
-}
+// Delayer is what the delay fault needs of the platform (clusters.Delayer).
+type Delayer = clusters.Delayer
 
-// ClockControl moves nodes' wall clocks (clockshim.Clocks implements it).
-type ClockControl interface {
-	Set(node string, d time.Duration) error
-	Offset(node string) time.Duration
-}
+// ClockControl is what clock faults need of the platform (clusters.Clocks).
+type ClockControl = clusters.Clocks
 
 // CrashableClients is the part of the pool kill-client needs.
 type CrashableClients interface {

@@ -12,7 +12,8 @@ func init() {
 	registerShape(Spec{
 		FaultKind: history.FaultKind{Name: "halves", Op: "partition-halves",
 			Doc: "splits the nodes into two halves (the smaller first), each client joining a random half, for the window"},
-		pins: pinNode,
+		Needs: []Ability{NeedNetwork, NeedSeparateClients},
+		pins:  pinNode,
 	}, halves)
 }
 

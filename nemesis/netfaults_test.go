@@ -315,3 +315,45 @@ func TestClockFaults(t *testing.T) {
 		t.Errorf("clock-bump without clocks: %v", err)
 	}
 }
+
+// sharedNet is a network whose clients all come from one address, as the
+// docker provider's do.
+type sharedNet struct{ fakeNet }
+
+func (*sharedNet) SharedClientAddress() string { return "every client is behind one address" }
+
+// TestSharedClientAddressRefusesClientCuts checks that a network whose
+// clients share one address makes the faults that need to tell clients
+// apart unavailable, with its reason, and leaves the others, and a
+// partition that keeps every client on one side, available.
+func TestSharedClientAddressRefusesClientCuts(t *testing.T) {
+	cl := &fakeCluster{nodes: nodes("n1", "n2", "n3")}
+	for _, tc := range []struct {
+		fault  string
+		groups [][]string
+		want   string // "" for available
+	}{
+		{"halves", nil, "fault halves: fault unavailable: every client is behind one address"},
+		{"bridge", nil, "fault bridge: fault unavailable: every client is behind one address"},
+		{"client-isolate", nil, "fault client-isolate: fault unavailable: every client is behind one address"},
+		{"partition", [][]string{{"n1", "c0"}, {"n2", "n3", "c1"}}, "fault partition: fault unavailable: --partition puts clients in 2 groups; every client is behind one address"},
+		{"partition", [][]string{{"n1"}, {"n2", "n3", "c0", "c1"}}, ""},
+		{"isolate", nil, ""},
+		{"loss", nil, ""},
+	} {
+		for _, net := range []Network{&sharedNet{}, &fakeNet{}} {
+			env := Env{Cluster: cl, Net: net, Window: time.Second, ClientHosts: []string{"c0", "c1"}, Loss: 0.5, Groups: tc.groups}
+			_, err := Build([]string{tc.fault}, env)
+			want := tc.want
+			if _, shared := net.(*sharedNet); !shared {
+				want = ""
+			}
+			switch {
+			case want == "" && err != nil:
+				t.Errorf("%s on %T: %v, want it available", tc.fault, net, err)
+			case want != "" && (err == nil || err.Error() != want || !errors.Is(err, ErrUnavailable)):
+				t.Errorf("%s on %T: %v, want %q", tc.fault, net, err, want)
+			}
+		}
+	}
+}

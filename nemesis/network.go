@@ -39,12 +39,16 @@ var shapes = map[string]shape{}
 const healNetwork = "heal-network"
 
 // registerShape registers a partition fault: spec, completed with what
-// every partition shares (its heal, its family, the network it needs,
-// the window it lasts), cutting the network in shape.
+// every partition shares (its heal, its family, the window it lasts, and
+// the network it needs unless spec says more), cutting the network in
+// shape.
 func registerShape(spec Spec, sh shape) {
 	spec.Heal, spec.Family = healNetwork, history.FamilyNetwork
 	spec.Settings = append(spec.Settings, "window")
-	spec.Needs, spec.New = []Ability{NeedNetwork}, newPartition
+	if len(spec.Needs) == 0 {
+		spec.Needs = []Ability{NeedNetwork}
+	}
+	spec.New = newPartition
 	shapes[spec.Name] = sh
 	Register(spec)
 }

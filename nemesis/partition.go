@@ -13,6 +13,7 @@ func init() {
 		FaultKind: history.FaultKind{Name: "partition",
 			Doc: "cuts the hosts of the groups --partition gives (n1,n2,c0/n3,c1) from each other, for the window"},
 		Settings: []string{"partition"},
+		Needs:    []Ability{NeedNetwork, NeedClientGroups},
 		pins:     pinNone,
 		noPins:   "its groups are given whole by --partition: name the hosts there",
 	}, partitionGroups)

@@ -56,12 +56,6 @@ func (c *Config) validateProvider(impl impls.Impl) error {
 	return nil
 }
 
-// dockerFaultsWithClients are the network faults that put clients on
-// different sides of a cut. Under docker every client runs on the host,
-// with the host's one address on the run's network: no rule can tell one
-// client from another.
-var dockerFaultsWithClients = []string{"halves", "bridge", "client-isolate"}
-
 // dockerPlatform is what a docker run set up: the engine connection, the
 // run's network and the image its nodes run.
 type dockerPlatform struct {
@@ -70,8 +64,6 @@ type dockerPlatform struct {
 	image  docker.Image
 	// netWhy is why network faults are unavailable, or "".
 	netWhy string
-	// unavailable maps a fault to why docker cannot apply it.
-	unavailable map[string]string
 }
 
 // setupDocker connects to the Docker engine, resolves the backend's image
@@ -82,7 +74,7 @@ func setupDocker(ctx context.Context, cfg Config, impl impls.Impl, p *platform, 
 	if err != nil {
 		return setupErr("--provider docker: %v", err)
 	}
-	d := &dockerPlatform{engine: e, unavailable: map[string]string{}}
+	d := &dockerPlatform{engine: e}
 	p.dock = d
 	img, err := e.ResolveImage(ctx, impl.Backend, cfg.Images[impl.Backend])
 	if err != nil {
@@ -101,26 +93,7 @@ func setupDocker(ctx context.Context, cfg Config, impl impls.Impl, p *platform, 
 	default:
 		d.netWhy = docker.NetworkFaultsReason(e)
 	}
-	if d.netWhy == "" {
-		for _, f := range dockerFaultsWithClients {
-			d.unavailable[f] = fmt.Sprintf("fault %s: %v: under the docker provider every client runs on the host, behind one address, so a cut cannot single out one client or put clients on different sides", f, nemesis.ErrUnavailable)
-		}
-		if side := clientSides(cfg.Groups); side > 1 {
-			d.unavailable["partition"] = fmt.Sprintf("fault partition: %v: --partition puts clients in %d groups; under the docker provider every client runs on the host, behind one address, so clients can only be on one side", nemesis.ErrUnavailable, side)
-		}
-	}
 	return nil
-}
-
-// clientSides counts the groups that name a client host (c0, c1, ...).
-func clientSides(groups [][]string) int {
-	n := 0
-	for _, g := range groups {
-		if slices.ContainsFunc(g, func(h string) bool { return strings.HasPrefix(h, "c") }) {
-			n++
-		}
-	}
-	return n
 }
 
 // cluster returns the run's cluster of containers.

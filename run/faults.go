@@ -30,10 +30,6 @@ func networkFaults() string {
 	return strings.Join(out, ", ")
 }
 
-// goBackends are the backends whose nodes are Go programs: they read the
-// wall clock without libc, so the LD_PRELOAD clock shim cannot move them.
-var goBackends = map[string]bool{"etcd": true}
-
 // Network modes of Config.Net.
 const (
 	// NetAuto puts nodes and clients into network namespaces when a network
@@ -117,8 +113,8 @@ func setupPlatform(ctx context.Context, cfg Config, impl impls.Impl, dir string,
 	}
 	if nemesis.Needs(cfg.faultParts(), nemesis.NeedClocks) {
 		switch {
-		case goBackends[impl.Backend]:
-			p.clockWhy = fmt.Sprintf("%s nodes are Go programs, which read the wall clock without libc: the LD_PRELOAD clock shim cannot move them (not applicable)", impl.Backend)
+		case local.ClockShimReason(impl.Backend) != "":
+			p.clockWhy = local.ClockShimReason(impl.Backend)
 		default:
 			lib, err := clockshim.Build(ctx, "")
 			if err != nil {
@@ -329,10 +325,6 @@ func buildFaults(p *platform, cfg Config, env nemesis.Env) ([]nemesis.Fault, []s
 	var out []nemesis.Fault
 	var unavailable []string
 	for _, name := range cfg.Faults {
-		if p.dock != nil && p.dock.unavailable[name] != "" {
-			unavailable = append(unavailable, p.dock.unavailable[name])
-			continue
-		}
 		fs, err := nemesis.Build([]string{name}, env)
 		if errors.Is(err, nemesis.ErrUnavailable) {
 			unavailable = append(unavailable, err.Error())

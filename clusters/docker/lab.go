@@ -162,6 +162,13 @@ func (l *Lab) register(n *node) {
 	l.nodes[n.name] = n
 }
 
+// SharedClientAddress says why no cut can tell clients apart here: every
+// client of a docker run runs on the host, behind its one address on the
+// run's network. It makes the lab a clusters.SharedClientAddress.
+func (l *Lab) SharedClientAddress() string {
+	return "under the docker provider every client runs on the host, behind one address, so a cut cannot single out one client or put clients on different sides"
+}
+
 // NetworkFaultsReason says why network faults cannot be applied here, or
 // "" if they can: they enter the containers' network namespaces by host
 // pid, which needs root, nsenter, iptables and iptables-restore, and a
