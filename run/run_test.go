@@ -15,6 +15,7 @@ import (
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/local"
 	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/internal/testcluster"
 	"github.com/locktest/locktest/internal/testexe"
 	"github.com/locktest/locktest/runstore"
 	"github.com/locktest/locktest/workloads"
@@ -93,16 +94,7 @@ func startLocal(t *testing.T, backend string, opts local.Options) clusters.Clust
 		opts.Dir = t.TempDir()
 	}
 	cl, err := local.New(backend, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cl.Stop(context.Background()) })
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	if err := cl.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return cl
+	return testcluster.Started(t, cl, err)
 }
 
 func result(t *testing.T, r runstore.Results, name string) checker.Result {

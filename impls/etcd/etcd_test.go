@@ -3,6 +3,7 @@ package etcd
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -11,8 +12,10 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/local"
 	"github.com/locktest/locktest/impls"
+	"github.com/locktest/locktest/internal/testcluster"
 	"github.com/locktest/locktest/internal/testexe"
 )
 
@@ -26,37 +29,17 @@ func now() time.Duration { return time.Since(start) }
 // startCluster starts a 3-member cluster for the test and returns its
 // client addresses.
 func startCluster(t *testing.T) []string {
-	t.Helper()
 	e, err := local.NewEtcd(local.EtcdOptions{Dir: t.TempDir(), Exe: []string{os.Args[0]}, ExeEnv: []string{testexe.NodeEnv + "=etcd"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { e.Stop(context.Background()) })
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := e.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	var addrs []string
-	for _, n := range e.Nodes() {
-		addrs = append(addrs, n.Addr)
-	}
-	return addrs
+	return testcluster.Addrs(testcluster.Started(t, e, err).Nodes())
 }
 
 // newClient builds a client of impl as process p.
 func newClient(t *testing.T, impl string, addrs []string, p int) impls.Client {
-	t.Helper()
-	i, err := impls.Lookup(impl)
-	if err != nil {
-		t.Fatal(err)
+	var nodes []clusters.Node
+	for i, a := range addrs {
+		nodes = append(nodes, clusters.Node{Name: fmt.Sprintf("n%d", i+1), Addr: a})
 	}
-	c, err := i.New(context.Background(), impls.Config{Addrs: addrs, Process: p, Now: now, Wall: time.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
+	return testcluster.Client(t, impl, nodes, p, now, nil)
 }
 
 func acquire(c impls.Client, d time.Duration) (impls.Lease, error) {

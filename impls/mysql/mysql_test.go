@@ -7,40 +7,22 @@ import (
 	"testing"
 	"time"
 
+	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/local"
 	"github.com/locktest/locktest/impls"
+	"github.com/locktest/locktest/internal/testcluster"
 )
 
 // startServer starts a MariaDB server for the test and returns its address.
 func startServer(t *testing.T) string {
-	t.Helper()
 	m, err := local.NewMariaDB(local.SQLOptions{Dir: t.TempDir()})
-	if err != nil {
-		t.Skipf("%v (make setup)", err)
-	}
-	t.Cleanup(func() { m.Stop(context.Background()) })
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := m.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return m.Nodes()[0].Addr
+	return testcluster.Started(t, m, err).Nodes()[0].Addr
 }
 
 func newClient(t *testing.T, name, addr string, process int, params map[string]string) impls.Client {
-	t.Helper()
-	i, err := impls.Lookup(name)
-	if err != nil {
-		t.Fatal(err)
-	}
 	start := time.Now()
-	c, err := i.New(context.Background(), impls.Config{Addrs: []string{addr}, Process: process, Params: params,
-		Now: func() time.Duration { return time.Since(start) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
+	return testcluster.Client(t, name, []clusters.Node{{Name: "n1", Addr: addr}}, process,
+		func() time.Duration { return time.Since(start) }, func(c *impls.Config) { c.Params = params })
 }
 
 // Two clients of each impl contend for one lock: the second waits, gives

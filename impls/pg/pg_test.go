@@ -6,41 +6,23 @@ import (
 	"testing"
 	"time"
 
+	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/local"
 	"github.com/locktest/locktest/impls"
+	"github.com/locktest/locktest/internal/testcluster"
 )
 
 // startServer starts a PostgreSQL server for the test and returns its
 // address.
 func startServer(t *testing.T) string {
-	t.Helper()
 	p, err := local.NewPostgres(local.SQLOptions{Dir: t.TempDir()})
-	if err != nil {
-		t.Skipf("%v (make setup)", err)
-	}
-	t.Cleanup(func() { p.Stop(context.Background()) })
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := p.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return p.Nodes()[0].Addr
+	return testcluster.Started(t, p, err).Nodes()[0].Addr
 }
 
 func newClient(t *testing.T, name, addr string, process int) impls.Client {
-	t.Helper()
-	i, err := impls.Lookup(name)
-	if err != nil {
-		t.Fatal(err)
-	}
 	start := time.Now()
-	c, err := i.New(context.Background(), impls.Config{Addrs: []string{addr}, Process: process,
-		Now: func() time.Duration { return time.Since(start) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
+	return testcluster.Client(t, name, []clusters.Node{{Name: "n1", Addr: addr}}, process,
+		func() time.Duration { return time.Since(start) }, nil)
 }
 
 // Two clients of each impl contend for one lock: the second waits, gives

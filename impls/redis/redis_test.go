@@ -3,15 +3,16 @@ package redis
 import (
 	"context"
 	"errors"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/local"
 	"github.com/locktest/locktest/impls"
+	"github.com/locktest/locktest/internal/testcluster"
 )
 
 var allImpls = []string{"redis-set-nx-px", "redis-setnx-expire", "redis-setnx-getset", "redis-naive-del"}
@@ -27,41 +28,15 @@ func now() time.Duration { return time.Since(epoch) }
 // startNode starts a one-node Redis cluster in a temporary directory,
 // stopped when the test ends, and returns the cluster and its address.
 func startNode(t *testing.T) (*local.Redis, string) {
-	t.Helper()
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Skip("redis-server not in PATH")
-	}
 	r, err := local.NewRedis(local.RedisOptions{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { r.Stop(context.Background()) })
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := r.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	r = testcluster.Started(t, r, err)
 	return r, r.Nodes()[0].Addr
 }
 
 // newClient builds a client of impl name for process p; edit may adjust the
 // configuration first.
 func newClient(t *testing.T, name, addr string, p int, edit func(*impls.Config)) impls.Client {
-	t.Helper()
-	i, err := impls.Lookup(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := impls.Config{Addrs: []string{addr}, Process: p, Now: now, Wall: time.Now}
-	if edit != nil {
-		edit(&cfg)
-	}
-	c, err := i.New(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
+	return testcluster.Client(t, name, []clusters.Node{{Name: "n1", Addr: addr}}, p, now, edit)
 }
 
 // raw returns a plain client to inspect the node.

@@ -12,6 +12,7 @@ import (
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/local"
 	"github.com/locktest/locktest/impls"
+	"github.com/locktest/locktest/internal/testcluster"
 )
 
 func needBinaries(t *testing.T, bins ...string) {
@@ -25,22 +26,7 @@ func needBinaries(t *testing.T, bins ...string) {
 
 // newNodesClient builds a client of impl name over nodes for process p.
 func newNodesClient(t *testing.T, name string, nodes []clusters.Node, p int) impls.Client {
-	t.Helper()
-	i, err := impls.Lookup(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := impls.Config{Process: p, Now: now, Wall: time.Now}
-	for _, n := range nodes {
-		cfg.Nodes = append(cfg.Nodes, impls.Node{Name: n.Name, Addr: n.Addr, Role: n.Role})
-		cfg.Addrs = append(cfg.Addrs, n.Addr)
-	}
-	c, err := i.New(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
+	return testcluster.Client(t, name, nodes, p, now, nil)
 }
 
 func TestReplicatedConfigErrors(t *testing.T) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os/exec"
 	"slices"
 	"strings"
 	"sync"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/locktest/locktest/clusters/local"
 	"github.com/locktest/locktest/impls"
+	"github.com/locktest/locktest/internal/testcluster"
 )
 
 // epoch is the start of the harness clock the tests give the clients.
@@ -165,43 +165,12 @@ func slow(c *impls.Config) { c.Params = map[string]string{"timeout-factor": "0.5
 
 // startNodes starts n independent redis-servers, stopped when the test ends.
 func startNodes(t *testing.T, n int) *local.Redis {
-	t.Helper()
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Skip("redis-server not in PATH (make setup)")
-	}
 	r, err := local.NewRedis(local.RedisOptions{Nodes: n, Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { r.Stop(context.Background()) })
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := r.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return r
+	return testcluster.Started(t, r, err)
 }
 
 func newClient(t *testing.T, name string, r *local.Redis, p int, edit func(*impls.Config)) impls.Client {
-	t.Helper()
-	i, err := impls.Lookup(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := impls.Config{Process: p, Now: now, Wall: time.Now}
-	for _, n := range r.Nodes() {
-		cfg.Nodes = append(cfg.Nodes, impls.Node{Name: n.Name, Addr: n.Addr})
-		cfg.Addrs = append(cfg.Addrs, n.Addr)
-	}
-	if edit != nil {
-		edit(&cfg)
-	}
-	c, err := i.New(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
+	return testcluster.Client(t, name, r.Nodes(), p, now, edit)
 }
 
 // holders returns how many nodes hold value under key.

@@ -1,0 +1,66 @@
+// Package testcluster starts real lock servers and lock clients for the
+// integration tests of the impls and the run: the set-up every such test
+// shares, so that each keeps only what it checks.
+package testcluster
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/impls"
+)
+
+// Started starts c, which a provider's constructor returned with err, for
+// the test t and returns it: a constructor error (a server that is not
+// installed, bad options) or a start that fails within a minute fails t,
+// and c is stopped when t ends.
+func Started[C clusters.Cluster](t testing.TB, c C, err error) C {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("%v (make setup installs the servers)", err)
+	}
+	t.Cleanup(func() { c.Stop(context.Background()) })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// Addrs returns the nodes' addresses, in order.
+func Addrs(nodes []clusters.Node) []string {
+	out := make([]string, len(nodes))
+	for i, n := range nodes {
+		out[i] = n.Addr
+	}
+	return out
+}
+
+// Client returns a client of the impl named impl for process p against
+// nodes (their names, addresses and roles), reading the harness clock
+// from now and the wall clock from time.Now; edit, when not nil, adjusts
+// the configuration first. A failure fails t; the client is closed when t
+// ends.
+func Client(t testing.TB, impl string, nodes []clusters.Node, p int, now func() time.Duration, edit func(*impls.Config)) impls.Client {
+	t.Helper()
+	i, err := impls.Lookup(impl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := impls.Config{Addrs: Addrs(nodes), Process: p, Now: now, Wall: time.Now}
+	for _, n := range nodes {
+		cfg.Nodes = append(cfg.Nodes, impls.Node{Name: n.Name, Addr: n.Addr, Role: n.Role})
+	}
+	if edit != nil {
+		edit(&cfg)
+	}
+	c, err := i.New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
