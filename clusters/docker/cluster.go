@@ -456,53 +456,45 @@ func (c *Cluster) Stop(ctx context.Context) error {
 // returns once it has stopped. The container, with its writable layer
 // (the node's data), stays for Restart. Killing a node that is not running
 // does nothing.
-func (c *Cluster) Kill(ctx context.Context, node clusters.Node) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n, err := c.find(node)
-	if err != nil {
-		return err
-	}
-	pid, err := n.hostPid(ctx)
-	if err != nil {
+func (c *Cluster) Kill(ctx context.Context, target clusters.Node) error {
+	return c.with(target, func(n *node) error {
+		pid, err := n.hostPid(ctx)
+		if err != nil {
+			return nil
+		}
+		id := n.id()
+		wait := n.cli.ContainerWait(ctx, id, client.ContainerWaitOptions{Condition: container.WaitConditionNotRunning})
+		if _, err := n.cli.ContainerKill(ctx, id, client.ContainerKillOptions{Signal: "SIGKILL"}); err != nil {
+			return fmt.Errorf("docker %s: kill %s: %s", c.opts.Backend, n.name, firstLine(err))
+		}
+		select {
+		case <-wait.Result:
+		case err := <-wait.Error:
+			return fmt.Errorf("docker %s: kill %s: wait: %s", c.opts.Backend, n.name, firstLine(err))
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		c.log.Info("node killed", "node", n.name, "pid", pid, "addr", n.addr())
 		return nil
-	}
-	id := n.id()
-	wait := n.cli.ContainerWait(ctx, id, client.ContainerWaitOptions{Condition: container.WaitConditionNotRunning})
-	if _, err := n.cli.ContainerKill(ctx, id, client.ContainerKillOptions{Signal: "SIGKILL"}); err != nil {
-		return fmt.Errorf("docker %s: kill %s: %s", c.opts.Backend, n.name, firstLine(err))
-	}
-	select {
-	case <-wait.Result:
-	case err := <-wait.Error:
-		return fmt.Errorf("docker %s: kill %s: wait: %s", c.opts.Backend, n.name, firstLine(err))
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	c.log.Info("node killed", "node", n.name, "pid", pid, "addr", n.addr())
-	return nil
+	})
 }
 
 // Restart starts a killed node's container again, with the same address
 // and writable layer, and returns once it is ready. What the node still
 // knows depends on the backend's persistence. Restarting a running node
 // does nothing.
-func (c *Cluster) Restart(ctx context.Context, node clusters.Node) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n, err := c.find(node)
-	if err != nil {
-		return err
-	}
-	if _, err := n.hostPid(ctx); err == nil {
-		return nil
-	}
-	if n.id() == "" {
-		return fmt.Errorf("docker %s: restart %s: the node was never started", c.opts.Backend, n.name)
-	}
-	ctx, cancel := context.WithTimeout(ctx, c.b.readyTimeout)
-	defer cancel()
-	return c.startNode(ctx, n)
+func (c *Cluster) Restart(ctx context.Context, target clusters.Node) error {
+	return c.with(target, func(n *node) error {
+		if _, err := n.hostPid(ctx); err == nil {
+			return nil
+		}
+		if n.id() == "" {
+			return fmt.Errorf("docker %s: restart %s: the node was never started", c.opts.Backend, n.name)
+		}
+		ctx, cancel := context.WithTimeout(ctx, c.b.readyTimeout)
+		defer cancel()
+		return c.startNode(ctx, n)
+	})
 }
 
 // Pause freezes the node's process with SIGSTOP, sent to the container's
@@ -512,61 +504,53 @@ func (c *Cluster) Restart(ctx context.Context, node clusters.Node) error {
 // one of this host's (a remote daemon), the container is frozen through
 // the Docker API (`docker pause`) instead. Pausing a node that is not
 // running is an error.
-func (c *Cluster) Pause(ctx context.Context, node clusters.Node) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n, err := c.find(node)
-	if err != nil {
-		return err
-	}
-	if _, err := n.hostPid(ctx); err != nil {
-		return fmt.Errorf("docker %s: pause: %w", c.opts.Backend, err)
-	}
-	pid, err := n.localPid(ctx)
-	if err != nil {
-		if _, err := n.cli.ContainerPause(ctx, n.id(), client.ContainerPauseOptions{}); err != nil {
-			return fmt.Errorf("docker %s: pause %s: %s", c.opts.Backend, n.name, firstLine(err))
+func (c *Cluster) Pause(ctx context.Context, target clusters.Node) error {
+	return c.with(target, func(n *node) error {
+		if _, err := n.hostPid(ctx); err != nil {
+			return fmt.Errorf("docker %s: pause: %w", c.opts.Backend, err)
 		}
-		n.frozen = true
-		c.log.Info("node paused", "node", n.name, "addr", n.addr(), "by", "docker pause")
+		pid, err := n.localPid(ctx)
+		if err != nil {
+			if _, err := n.cli.ContainerPause(ctx, n.id(), client.ContainerPauseOptions{}); err != nil {
+				return fmt.Errorf("docker %s: pause %s: %s", c.opts.Backend, n.name, firstLine(err))
+			}
+			n.frozen = true
+			c.log.Info("node paused", "node", n.name, "addr", n.addr(), "by", "docker pause")
+			return nil
+		}
+		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+			return fmt.Errorf("docker %s: pause %s (host pid %d): %w", c.opts.Backend, n.name, pid, err)
+		}
+		if err := procfs.WaitStopped(pid, time.Second); err != nil {
+			return fmt.Errorf("docker %s: pause %s (host pid %d): %w", c.opts.Backend, n.name, pid, err)
+		}
+		c.log.Info("node paused", "node", n.name, "pid", pid, "addr", n.addr())
 		return nil
-	}
-	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
-		return fmt.Errorf("docker %s: pause %s (host pid %d): %w", c.opts.Backend, n.name, pid, err)
-	}
-	if err := procfs.WaitStopped(pid, time.Second); err != nil {
-		return fmt.Errorf("docker %s: pause %s (host pid %d): %w", c.opts.Backend, n.name, pid, err)
-	}
-	c.log.Info("node paused", "node", n.name, "pid", pid, "addr", n.addr())
-	return nil
+	})
 }
 
 // Resume thaws the node's process with SIGCONT. Resuming a node that is
 // not paused, or not running, does nothing.
-func (c *Cluster) Resume(ctx context.Context, node clusters.Node) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n, err := c.find(node)
-	if err != nil {
-		return err
-	}
-	if n.frozen {
-		if _, err := n.cli.ContainerUnpause(ctx, n.id(), client.ContainerUnpauseOptions{}); err != nil && !isNotFound(err) {
-			return fmt.Errorf("docker %s: resume %s: %s", c.opts.Backend, n.name, firstLine(err))
+func (c *Cluster) Resume(ctx context.Context, target clusters.Node) error {
+	return c.with(target, func(n *node) error {
+		if n.frozen {
+			if _, err := n.cli.ContainerUnpause(ctx, n.id(), client.ContainerUnpauseOptions{}); err != nil && !isNotFound(err) {
+				return fmt.Errorf("docker %s: resume %s: %s", c.opts.Backend, n.name, firstLine(err))
+			}
+			n.frozen = false
+			c.log.Info("node resumed", "node", n.name, "addr", n.addr(), "by", "docker unpause")
+			return nil
 		}
-		n.frozen = false
-		c.log.Info("node resumed", "node", n.name, "addr", n.addr(), "by", "docker unpause")
+		pid, err := n.localPid(ctx)
+		if err != nil {
+			return nil
+		}
+		if err := syscall.Kill(pid, syscall.SIGCONT); err != nil && !errors.Is(err, syscall.ESRCH) {
+			return fmt.Errorf("docker %s: resume %s (host pid %d): %w", c.opts.Backend, n.name, pid, err)
+		}
+		c.log.Info("node resumed", "node", n.name, "pid", pid, "addr", n.addr())
 		return nil
-	}
-	pid, err := n.localPid(ctx)
-	if err != nil {
-		return nil
-	}
-	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil && !errors.Is(err, syscall.ESRCH) {
-		return fmt.Errorf("docker %s: resume %s (host pid %d): %w", c.opts.Backend, n.name, pid, err)
-	}
-	c.log.Info("node resumed", "node", n.name, "pid", pid, "addr", n.addr())
-	return nil
+	})
 }
 
 // CollectLogs writes each node's container output (stdout and stderr,
@@ -622,6 +606,17 @@ func (c *Cluster) Roles(clusters.Node) []string {
 		return nil
 	}
 	return c.b.roles(len(c.nodes))
+}
+
+// with calls f with the node called target.Name, holding the cluster's lock.
+func (c *Cluster) with(target clusters.Node, f func(n *node) error) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n, err := c.find(target)
+	if err != nil {
+		return err
+	}
+	return f(n)
 }
 
 // find returns the node called node.Name.
