@@ -48,11 +48,10 @@ func (FencingTokens) Name() string { return "fencing-tokens" }
 // Check checks h as the type's comment describes. It returns unknown if
 // ctx is done before it finishes.
 func (c FencingTokens) Check(ctx context.Context, h history.History) Result {
-	v, err := buildView(ctx, h)
-	if err != nil {
-		return cancelled(c.Name(), err)
+	v, r, ok := begin(ctx, h, c.Name())
+	if !ok {
+		return r
 	}
-	r := newResult(c.Name())
 
 	// byOK are the holds with a token in order of their acquire ok.
 	var byOK []int32

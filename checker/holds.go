@@ -427,6 +427,19 @@ func tokenWord(t *uint64) string {
 }
 
 // newResult returns an empty valid result of the named checker.
+// begin builds h's view for the checker called name and returns it with a
+// fresh Result; when ctx ends first, ok is false and the Result is the
+// unknown of a cancelled check.
+func begin(ctx context.Context, h history.History, name string) (v *view, r Result, ok bool) {
+	v, err := buildView(ctx, h)
+	if err != nil {
+		return nil, cancelled(name, err), false
+	}
+	return v, newResult(name), true
+}
+
+// newResult is a valid Result of the checker called name, with nothing
+// found yet.
 func newResult(name string) Result {
 	return Result{Checker: name, Valid: Valid, Anomalies: []Anomaly{}, Stats: map[string]float64{}}
 }

@@ -80,9 +80,9 @@ func (Liveness) Name() string { return "liveness" }
 // Check checks h as the type's comment describes. It returns unknown if
 // ctx is done before it finishes.
 func (c Liveness) Check(ctx context.Context, h history.History) Result {
-	v, err := buildView(ctx, h)
-	if err != nil {
-		return cancelled(c.Name(), err)
+	v, r, ok := begin(ctx, h, c.Name())
+	if !ok {
+		return r
 	}
 	minAttempts := c.MinAttempts
 	if minAttempts <= 0 {
@@ -92,7 +92,6 @@ func (c Liveness) Check(ctx context.Context, h history.History) Result {
 	if minWindow <= 0 {
 		minWindow = int64(DefaultStuckWindow)
 	}
-	r := newResult(c.Name())
 
 	// The last hold of each lock, and when it ended (-1: not known to).
 	last := make([]int32, len(v.locks))

@@ -48,11 +48,10 @@ func (MutualExclusion) Name() string { return "mutual-exclusion" }
 // Check checks h as the type's comment describes. It returns unknown if
 // ctx is done before it finishes.
 func (c MutualExclusion) Check(ctx context.Context, h history.History) Result {
-	v, err := buildView(ctx, h)
-	if err != nil {
-		return cancelled(c.Name(), err)
+	v, r, ok := begin(ctx, h, c.Name())
+	if !ok {
+		return r
 	}
-	r := newResult(c.Name())
 
 	// live is, per lock, the hold that ends last (best) and the hold that
 	// ends last among the other processes than best's (other); either is

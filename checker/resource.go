@@ -114,11 +114,10 @@ type accepted struct {
 // Check checks h as the type's comment describes. It returns unknown if
 // ctx is done before it finishes.
 func (c Resource) Check(ctx context.Context, h history.History) Result {
-	v, err := buildView(ctx, h)
-	if err != nil {
-		return cancelled(c.Name(), err)
+	v, r, ok := begin(ctx, h, c.Name())
+	if !ok {
+		return r
 	}
-	r := newResult(c.Name())
 
 	var acc []accepted
 	var tr *trampled

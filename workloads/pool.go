@@ -270,6 +270,21 @@ func (p *Pool) worker(process int) (*workerProc, error) {
 	return w, nil
 }
 
+// liveWorker returns the worker of process, or an error when there is
+// none or it has exited.
+func (p *Pool) liveWorker(process int) (*workerProc, error) {
+	w, err := p.worker(process)
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case <-w.exited:
+		return nil, fmt.Errorf("worker p%d has exited", process)
+	default:
+		return w, nil
+	}
+}
+
 // Processes returns the process ids of the workers still running, in order.
 func (p *Pool) Processes() []int {
 	p.mu.Lock()
@@ -348,14 +363,9 @@ func (p *Pool) SetWallOffset(process int, d time.Duration) error {
 // Signal sends sig to the worker process. For SIGSTOP it returns once every
 // thread of the worker is stopped.
 func (p *Pool) Signal(process int, sig syscall.Signal) error {
-	w, err := p.worker(process)
+	w, err := p.liveWorker(process)
 	if err != nil {
 		return err
-	}
-	select {
-	case <-w.exited:
-		return fmt.Errorf("worker p%d has exited", process)
-	default:
 	}
 	if err := w.cmd.Process.Signal(sig); err != nil {
 		return err
@@ -383,14 +393,9 @@ func (p *Pool) Crash(ctx context.Context, process int) (int, error) {
 // Kill SIGKILLs the worker of process and returns once it has been reaped
 // and its open op completed as info.
 func (p *Pool) Kill(ctx context.Context, process int) error {
-	w, err := p.worker(process)
+	w, err := p.liveWorker(process)
 	if err != nil {
 		return err
-	}
-	select {
-	case <-w.exited:
-		return fmt.Errorf("worker p%d has exited", process)
-	default:
 	}
 	if err := w.cmd.Process.Kill(); err != nil {
 		return fmt.Errorf("kill p%d: %w", process, err)
