@@ -116,13 +116,6 @@ type Etcd struct {
 	bootstrapped bool
 }
 
-var (
-	_ clusters.Cluster      = (*Etcd)(nil)
-	_ clusters.Killer       = (*Etcd)(nil)
-	_ clusters.Pauser       = (*Etcd)(nil)
-	_ clusters.LogCollector = (*Etcd)(nil)
-)
-
 // etcdNode is one member's fixed paths and ports and its current process.
 type etcdNode struct {
 	member

@@ -63,13 +63,6 @@ type MariaDB struct {
 	*sqlServer
 }
 
-var (
-	_ clusters.Cluster      = (*MariaDB)(nil)
-	_ clusters.Killer       = (*MariaDB)(nil)
-	_ clusters.Pauser       = (*MariaDB)(nil)
-	_ clusters.LogCollector = (*MariaDB)(nil)
-)
-
 // NewMariaDB checks opts and returns a server that has not started yet. It
 // fails if mariadbd or mariadb-install-db cannot be found, so a missing
 // installation is reported before any test begins.

@@ -2,6 +2,7 @@ package local
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -10,6 +11,25 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/clusters"
+)
+
+// fullCluster is what every local backend is: a cluster with all the
+// abilities its node set gives it.
+type fullCluster interface {
+	clusters.Cluster
+	clusters.Killer
+	clusters.Pauser
+	clusters.LogCollector
+}
+
+var (
+	_ fullCluster = (*Etcd)(nil)
+	_ fullCluster = (*MariaDB)(nil)
+	_ fullCluster = (*Postgres)(nil)
+	_ fullCluster = (*Redis)(nil)
+	_ fullCluster = (*RedisCluster)(nil)
+	_ fullCluster = (*Sentinel)(nil)
+	_ fullCluster = (*ZooKeeper)(nil)
 )
 
 // member is the part of a local node that the node set manages: its name,
@@ -185,28 +205,36 @@ func (s *nodeSet[N]) Restart(ctx context.Context, node clusters.Node) error {
 // connections on its port, so clients see timeouts, not refusals. Pausing
 // a node that is not running is an error.
 func (s *nodeSet[N]) Pause(ctx context.Context, node clusters.Node) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n, err := s.find(node)
-	if err != nil {
-		return err
-	}
-	m := n.self()
-	if s.group != nil {
-		err = s.group.pause(n)
-	} else {
-		err = m.proc.pause(s.pauseLimit)
-	}
-	if err != nil {
-		return fmt.Errorf("%s: pause %s: %w", s.kind, m.name, err)
-	}
-	s.log.Info("node paused", "node", m.name, "pid", m.proc.pid, "addr", n.addr())
-	return nil
+	return s.signal(node, "pause", "node paused", func(n N) error {
+		if s.group != nil {
+			return s.group.pause(n)
+		}
+		return n.self().proc.pause(s.pauseLimit)
+	})
 }
 
 // Resume thaws the node (and every process it started) with SIGCONT.
 // Resuming a node that is not paused, or not running, does nothing.
 func (s *nodeSet[N]) Resume(ctx context.Context, node clusters.Node) error {
+	return s.signal(node, "resume", "node resumed", func(n N) error {
+		if !n.self().proc.running() {
+			return errNotRunning
+		}
+		if s.group != nil {
+			return s.group.resume(n)
+		}
+		return n.self().proc.resume()
+	})
+}
+
+// errNotRunning tells signal that there was nothing to do (Resume of a
+// node that is not running); Pause's own "not running" is an error.
+var errNotRunning = errors.New("node is not running")
+
+// signal calls do with the node called node.Name, holding the lock, and
+// logs done; do's error is wrapped as "kind: verb name: err", except
+// errNotRunning, which means nothing was done.
+func (s *nodeSet[N]) signal(node clusters.Node, verb, done string, do func(n N) error) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n, err := s.find(node)
@@ -214,18 +242,13 @@ func (s *nodeSet[N]) Resume(ctx context.Context, node clusters.Node) error {
 		return err
 	}
 	m := n.self()
-	if !m.proc.running() {
+	switch err := do(n); {
+	case err == errNotRunning:
 		return nil
+	case err != nil:
+		return fmt.Errorf("%s: %s %s: %w", s.kind, verb, m.name, err)
 	}
-	if s.group != nil {
-		err = s.group.resume(n)
-	} else {
-		err = m.proc.resume()
-	}
-	if err != nil {
-		return fmt.Errorf("%s: resume %s: %w", s.kind, m.name, err)
-	}
-	s.log.Info("node resumed", "node", m.name, "pid", m.proc.pid, "addr", n.addr())
+	s.log.Info(done, "node", m.name, "pid", m.proc.pid, "addr", n.addr())
 	return nil
 }
 

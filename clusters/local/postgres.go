@@ -62,13 +62,6 @@ type Postgres struct {
 	*sqlServer
 }
 
-var (
-	_ clusters.Cluster      = (*Postgres)(nil)
-	_ clusters.Killer       = (*Postgres)(nil)
-	_ clusters.Pauser       = (*Postgres)(nil)
-	_ clusters.LogCollector = (*Postgres)(nil)
-)
-
 // NewPostgres checks opts and returns a server that has not started yet.
 // It fails if postgres or initdb cannot be found, or, when the driver is
 // root, if there is no postgres user to run them as.

@@ -121,13 +121,6 @@ type Redis struct {
 	nodeSet[*redisNode]
 }
 
-var (
-	_ clusters.Cluster      = (*Redis)(nil)
-	_ clusters.Killer       = (*Redis)(nil)
-	_ clusters.Pauser       = (*Redis)(nil)
-	_ clusters.LogCollector = (*Redis)(nil)
-)
-
 // redisNode is one node's fixed paths and its current process, if any.
 type redisNode struct {
 	member

@@ -81,13 +81,6 @@ type RedisCluster struct {
 	roles   map[string]string // node name → RoleMaster or RoleReplica, as last seen
 }
 
-var (
-	_ clusters.Cluster      = (*RedisCluster)(nil)
-	_ clusters.Killer       = (*RedisCluster)(nil)
-	_ clusters.Pauser       = (*RedisCluster)(nil)
-	_ clusters.LogCollector = (*RedisCluster)(nil)
-)
-
 // NewRedisCluster checks opts and returns a cluster that has not started
 // yet. It fails if redis-server or redis-cli cannot be found.
 func NewRedisCluster(opts RedisClusterOptions) (*RedisCluster, error) {

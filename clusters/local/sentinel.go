@@ -132,13 +132,6 @@ type Sentinel struct {
 	master string // name of the data node last known as master
 }
 
-var (
-	_ clusters.Cluster      = (*Sentinel)(nil)
-	_ clusters.Killer       = (*Sentinel)(nil)
-	_ clusters.Pauser       = (*Sentinel)(nil)
-	_ clusters.LogCollector = (*Sentinel)(nil)
-)
-
 // NewSentinel checks opts and returns a cluster that has not started yet.
 func NewSentinel(opts SentinelOptions) (*Sentinel, error) {
 	if opts.Replicas == 0 {

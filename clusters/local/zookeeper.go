@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -118,13 +117,6 @@ type ZooKeeper struct {
 
 	nodeSet[*zkNode]
 }
-
-var (
-	_ clusters.Cluster      = (*ZooKeeper)(nil)
-	_ clusters.Killer       = (*ZooKeeper)(nil)
-	_ clusters.Pauser       = (*ZooKeeper)(nil)
-	_ clusters.LogCollector = (*ZooKeeper)(nil)
-)
 
 // zkNode is one peer's fixed paths, its ports and its current process.
 type zkNode struct {
@@ -304,7 +296,7 @@ func (z *ZooKeeper) startNodes(ctx context.Context, todo []*zkNode) error {
 	for _, n := range todo {
 		if n.host.NetNS == "" {
 			for _, p := range []int{n.client, n.quorum, n.election} {
-				if !zkPortFree(n.host.ip(), p) {
+				if !portFreeOn(n.host.ip(), p) {
 					return &zkPortInUse{node: n.name, port: p, ip: n.host.ip(), fixed: n.fixed && p == n.client}
 				}
 			}
@@ -357,16 +349,6 @@ func (z *ZooKeeper) pickPorts(n *zkNode) error {
 		*s.p = p
 	}
 	return nil
-}
-
-// zkPortFree reports whether ip:port can be listened on right now.
-func zkPortFree(ip string, port int) bool {
-	l, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port)))
-	if err != nil {
-		return false
-	}
-	l.Close()
-	return true
 }
 
 // writeFiles writes n's zoo.cfg, log4j.properties and myid.
