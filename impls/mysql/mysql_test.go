@@ -38,36 +38,7 @@ func TestContention(t *testing.T) {
 			lock := "contention-" + name
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			la, err := a.Acquire(ctx, lock, time.Minute)
-			if err != nil {
-				t.Fatal(err)
-			}
-			bctx, bcancel := context.WithTimeout(ctx, 400*time.Millisecond)
-			_, err = b.Acquire(bctx, lock, time.Minute)
-			late := bctx.Err()
-			bcancel()
-			if !errors.Is(err, impls.ErrNotAcquired) {
-				t.Fatalf("contended acquire: %v, want ErrNotAcquired", err)
-			}
-			if late != nil {
-				t.Errorf("the contended acquire returned only after its deadline: its failure is not certain")
-			}
-			if _, err := a.Release(ctx, la); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := a.Release(ctx, la); !errors.Is(err, impls.ErrNotHeld) {
-				t.Errorf("second release: %v, want ErrNotHeld", err)
-			}
-			lb, err := b.Acquire(ctx, lock, time.Minute)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if la.HasToken != lb.HasToken || (la.HasToken && lb.Token <= la.Token) {
-				t.Errorf("tokens %d then %d (has token: %v, %v), want increasing", la.Token, lb.Token, la.HasToken, lb.HasToken)
-			}
-			if la.Value == lb.Value {
-				t.Errorf("two leases share the value %q", la.Value)
-			}
+			_, lb := testcluster.Handover(t, ctx, a, b, lock)
 			if _, err := b.Release(ctx, lb); err != nil {
 				t.Fatal(err)
 			}

@@ -5,6 +5,7 @@ package testcluster
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -63,4 +64,45 @@ func Client(t testing.TB, impl string, nodes []clusters.Node, p int, now func() 
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
+}
+
+// Handover checks one handover of lock between two clients of a blocking
+// lock: a acquires it; b's acquire, bounded by 400 ms, fails certainly
+// (ErrNotAcquired) before its deadline; a releases it, and a second
+// release of the same lease says ErrNotHeld; then b acquires it, with a
+// higher token when the impl gives tokens and a value of its own. It
+// returns both leases; b still holds the lock.
+func Handover(t testing.TB, ctx context.Context, a, b impls.Client, lock string) (la, lb impls.Lease) {
+	t.Helper()
+	la, err := a.Acquire(ctx, lock, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bctx, bcancel := context.WithTimeout(ctx, 400*time.Millisecond)
+	_, err = b.Acquire(bctx, lock, time.Minute)
+	late := bctx.Err()
+	bcancel()
+	if !errors.Is(err, impls.ErrNotAcquired) {
+		t.Fatalf("contended acquire: %v, want ErrNotAcquired", err)
+	}
+	if late != nil {
+		t.Errorf("the contended acquire returned only after its deadline: its failure is not certain")
+	}
+	if _, err := a.Release(ctx, la); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Release(ctx, la); !errors.Is(err, impls.ErrNotHeld) {
+		t.Errorf("second release: %v, want ErrNotHeld", err)
+	}
+	lb, err = b.Acquire(ctx, lock, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if la.HasToken != lb.HasToken || (la.HasToken && lb.Token <= la.Token) {
+		t.Errorf("tokens %d then %d (has token: %v, %v), want increasing", la.Token, lb.Token, la.HasToken, lb.HasToken)
+	}
+	if la.Value == lb.Value {
+		t.Errorf("two leases share the value %q", la.Value)
+	}
+	return la, lb
 }
