@@ -3,7 +3,6 @@ package nemesis
 import (
 	"context"
 	"math/rand/v2"
-	"sync"
 	"time"
 
 	"github.com/locktest/locktest/history"
@@ -27,8 +26,7 @@ type clockBump struct {
 	kind
 	env Env
 
-	mu      sync.Mutex
-	touched []offsetWas
+	touched undoList[offsetWas]
 }
 
 // offsetWas is a node's clock offset before a fault moved it.
@@ -56,24 +54,19 @@ func (f *clockBump) Inject(ctx context.Context, rng *rand.Rand) (history.Value, 
 	was := f.env.Clocks.Offset(n)
 	off := was + d
 	v.Targets, v.Duration = []string{n + signed(d)}, int64(off)
-	f.mu.Lock()
-	f.touched = append(f.touched, offsetWas{n, was})
-	f.mu.Unlock()
+	f.touched.add(offsetWas{n, was}, false)
 	return v, f.env.Clocks.Set(n, off)
 }
 
 func (f *clockBump) Heal(ctx context.Context) (history.Value, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
 	var v history.Value
 	// Undo in reverse order, so each node ends at its first offset.
-	for len(f.touched) > 0 {
-		t := f.touched[len(f.touched)-1]
+	err := f.touched.undo(true, func(t offsetWas) error {
 		if err := f.env.Clocks.Set(t.node, t.was); err != nil {
-			return v, err
+			return err
 		}
 		v.Targets = append(v.Targets, t.node)
-		f.touched = f.touched[:len(f.touched)-1]
-	}
-	return v, nil
+		return nil
+	})
+	return v, err
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"sync"
 	"time"
 
 	"github.com/locktest/locktest/history"
@@ -28,8 +27,7 @@ type clockSkewClient struct {
 	env     Env
 	clients SkewableClients
 
-	mu     sync.Mutex
-	skewed []int
+	skewed undoList[int]
 }
 
 func newClockSkewClient(env Env) (Fault, error) {
@@ -52,23 +50,18 @@ func (f *clockSkewClient) Inject(ctx context.Context, rng *rand.Rand) (history.V
 	if err := f.clients.SetWallOffset(p, d); err != nil {
 		return v, fmt.Errorf("%w: %v", errNotApplied, err)
 	}
-	f.mu.Lock()
-	f.skewed = append(f.skewed, p)
-	f.mu.Unlock()
+	f.skewed.add(p, false)
 	return v, nil
 }
 
 func (f *clockSkewClient) Heal(ctx context.Context) (history.Value, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
 	var v history.Value
-	for len(f.skewed) > 0 {
-		p := f.skewed[0]
+	err := f.skewed.undo(false, func(p int) error {
 		// A worker that died since cannot be unskewed and needs no unskew.
 		if err := f.clients.SetWallOffset(p, 0); err == nil {
 			v.Targets = append(v.Targets, fmt.Sprintf("p%d", p))
 		}
-		f.skewed = f.skewed[1:]
-	}
-	return v, nil
+		return nil
+	})
+	return v, err
 }

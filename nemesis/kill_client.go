@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"sync"
 	"time"
 
 	"github.com/locktest/locktest/history"
@@ -29,8 +28,7 @@ type killClient struct {
 	env     Env
 	clients CrashableClients
 
-	mu   sync.Mutex
-	dead []int
+	dead undoList[int]
 }
 
 func newKillClient(env Env) (Fault, error) {
@@ -68,24 +66,19 @@ func (f *killClient) Inject(ctx context.Context, rng *rand.Rand) (history.Value,
 		}
 		return v, fmt.Errorf("%w: kill p%d: %v", errNotApplied, p, err)
 	}
-	f.mu.Lock()
-	f.dead = append(f.dead, p)
-	f.mu.Unlock()
+	f.dead.add(p, false)
 	return v, nil
 }
 
 func (f *killClient) Heal(ctx context.Context) (history.Value, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
 	var v history.Value
-	for len(f.dead) > 0 {
-		p := f.dead[0]
+	err := f.dead.undo(false, func(p int) error {
 		np, err := f.clients.Replace(ctx, p)
 		if err != nil {
-			return v, fmt.Errorf("replace p%d: %w", p, err)
+			return fmt.Errorf("replace p%d: %w", p, err)
 		}
 		v.Targets = append(v.Targets, fmt.Sprintf("p%d->p%d", p, np))
-		f.dead = f.dead[1:]
-	}
-	return v, nil
+		return nil
+	})
+	return v, err
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"slices"
-	"sync"
 	"time"
 
 	"github.com/locktest/locktest/clusters"
@@ -25,8 +23,7 @@ type nodeFault struct {
 	hurt, undo         func(ctx context.Context, n clusters.Node) error
 	hurtVerb, undoVerb string
 
-	mu  sync.Mutex
-	hit []clusters.Node // hurt and not undone yet
+	hit undoList[clusters.Node] // hurt and not undone yet
 }
 
 func (f *nodeFault) Duration() time.Duration { return f.dur }
@@ -41,11 +38,7 @@ func (f *nodeFault) Inject(ctx context.Context, rng *rand.Rand) (history.Value, 
 		return v, err
 	}
 	err = f.hurt(ctx, n)
-	f.mu.Lock()
-	if !slices.Contains(f.hit, n) {
-		f.hit = append(f.hit, n)
-	}
-	f.mu.Unlock()
+	f.hit.add(n, true)
 	if err != nil {
 		return v, fmt.Errorf("%s %s: %w", f.hurtVerb, n.Name, err)
 	}
@@ -55,16 +48,13 @@ func (f *nodeFault) Inject(ctx context.Context, rng *rand.Rand) (history.Value, 
 // Heal undoes every node hurt so far, in order, and names them; it stops
 // at the first node it cannot undo, which stays for the next heal.
 func (f *nodeFault) Heal(ctx context.Context) (history.Value, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
 	var v history.Value
-	for len(f.hit) > 0 {
-		n := f.hit[0]
+	err := f.hit.undo(false, func(n clusters.Node) error {
 		if err := f.undo(ctx, n); err != nil {
-			return v, fmt.Errorf("%s %s: %w", f.undoVerb, n.Name, err)
+			return fmt.Errorf("%s %s: %w", f.undoVerb, n.Name, err)
 		}
 		v.Targets = append(v.Targets, n.Name)
-		f.hit = f.hit[1:]
-	}
-	return v, nil
+		return nil
+	})
+	return v, err
 }
