@@ -33,6 +33,13 @@ func startNode(t *testing.T) (*local.Redis, string) {
 	return r, r.Nodes()[0].Addr
 }
 
+// pair starts a node and two clients of impl name on it, processes 1 and
+// 2, and returns the node's address and the clients.
+func pair(t *testing.T, name string) (string, impls.Client, impls.Client) {
+	_, addr := startNode(t)
+	return addr, newClient(t, name, addr, 1, nil), newClient(t, name, addr, 2, nil)
+}
+
 // newClient builds a client of impl name for process p; edit may adjust the
 // configuration first.
 func newClient(t *testing.T, name, addr string, p int, edit func(*impls.Config)) impls.Client {
@@ -96,9 +103,7 @@ func TestMutualExclusion(t *testing.T) {
 	for _, name := range allImpls {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			_, addr := startNode(t)
-			a := newClient(t, name, addr, 1, nil)
-			b := newClient(t, name, addr, 2, nil)
+			addr, a, b := pair(t, name)
 			ctx := context.Background()
 			const ttl = 10 * time.Second
 
@@ -152,9 +157,7 @@ func TestExpiry(t *testing.T) {
 	for _, name := range allImpls {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			_, addr := startNode(t)
-			a := newClient(t, name, addr, 1, nil)
-			b := newClient(t, name, addr, 2, nil)
+			_, a, b := pair(t, name)
 			const ttl = time.Second
 			la := mustAcquire(t, a, "L", ttl)
 			wantNotAcquired(t, b, "L", ttl)
@@ -173,9 +176,7 @@ func TestReleaseExpired(t *testing.T) {
 	for _, name := range compareAndDeleteImpls {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			_, addr := startNode(t)
-			a := newClient(t, name, addr, 1, nil)
-			b := newClient(t, name, addr, 2, nil)
+			addr, a, b := pair(t, name)
 			ctx := context.Background()
 			const ttl = time.Second
 			la := mustAcquire(t, a, "L", ttl)
@@ -272,9 +273,7 @@ func TestSetNXPXTokensIncrease(t *testing.T) {
 // A: acquire, expire; B: acquire; A: release deletes B's lock.
 func TestNaiveDelDeletesOthersLock(t *testing.T) {
 	t.Parallel()
-	_, addr := startNode(t)
-	a := newClient(t, "redis-naive-del", addr, 1, nil)
-	b := newClient(t, "redis-naive-del", addr, 2, nil)
+	addr, a, b := pair(t, "redis-naive-del")
 	c := newClient(t, "redis-naive-del", addr, 3, nil)
 	ctx := context.Background()
 	la := mustAcquire(t, a, "L", 200*time.Millisecond)
