@@ -29,17 +29,7 @@ func startEtcd(t *testing.T, opts EtcdOptions) *Etcd {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		pids := e.Pids()
-		if err := e.Stop(context.Background()); err != nil {
-			t.Errorf("Stop: %v", err)
-		}
-		for name, pid := range pids {
-			if pid != 0 && !procGone(pid) {
-				t.Errorf("member %s: /proc/%d still exists after Stop", name, pid)
-			}
-		}
-	})
+	t.Cleanup(func() { stopChecked(t, e) })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := e.Start(ctx); err != nil {
@@ -130,18 +120,8 @@ func TestEtcdStartReadyStop(t *testing.T) {
 			t.Fatalf("member %s: pid %d not running", name, pid)
 		}
 	}
+	stopChecked(t, e)
 	ctx := context.Background()
-	if err := e.Stop(ctx); err != nil {
-		t.Fatal(err)
-	}
-	for name, pid := range pids {
-		if !procGone(pid) {
-			t.Errorf("member %s: /proc/%d still exists after Stop", name, pid)
-		}
-	}
-	if err := e.Stop(ctx); err != nil {
-		t.Errorf("second Stop: %v", err)
-	}
 	// A stopped cluster starts again from its data directories, on the
 	// same addresses, with its data.
 	if err := e.Start(ctx); err != nil {

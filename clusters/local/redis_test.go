@@ -83,6 +83,30 @@ func procGone(pid int) bool {
 	return errors.Is(err, os.ErrNotExist)
 }
 
+// stopped is a cluster whose processes can be listed and stopped.
+type stopped interface {
+	Pids() map[string]int
+	Stop(ctx context.Context) error
+}
+
+// stopChecked stops c and fails t unless Stop succeeds, no process c had
+// is left, and a second Stop succeeds too (Stop is idempotent).
+func stopChecked(t *testing.T, c stopped) {
+	t.Helper()
+	pids := c.Pids()
+	if err := c.Stop(context.Background()); err != nil {
+		t.Errorf("Stop: %v", err)
+	}
+	for name, pid := range pids {
+		if pid != 0 && !procGone(pid) {
+			t.Errorf("node %s: /proc/%d still exists after Stop", name, pid)
+		}
+	}
+	if err := c.Stop(context.Background()); err != nil {
+		t.Errorf("second Stop: %v", err)
+	}
+}
+
 func TestStartPingStop(t *testing.T) {
 	for _, nodes := range []int{1, 3} {
 		t.Run(fmt.Sprintf("nodes=%d", nodes), func(t *testing.T) {
@@ -119,22 +143,11 @@ func TestStartPingStop(t *testing.T) {
 					t.Fatalf("node %s: pid %d not running", name, pid)
 				}
 			}
-			ctx := context.Background()
-			if err := r.Stop(ctx); err != nil {
-				t.Fatal(err)
-			}
-			for name, pid := range pids {
-				if !procGone(pid) {
-					t.Errorf("node %s: /proc/%d still exists after Stop", name, pid)
-				}
-			}
+			stopChecked(t, r)
 			for name, pid := range r.Pids() {
 				if pid != 0 {
 					t.Errorf("node %s: Pids reports %d after Stop", name, pid)
 				}
-			}
-			if err := r.Stop(ctx); err != nil {
-				t.Errorf("second Stop: %v", err)
 			}
 		})
 	}

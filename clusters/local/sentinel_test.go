@@ -30,20 +30,7 @@ func startSentinel(t *testing.T, opts SentinelOptions) *Sentinel {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		pids := s.Pids()
-		if err := s.Stop(context.Background()); err != nil {
-			t.Errorf("Stop: %v", err)
-		}
-		for name, pid := range pids {
-			if pid != 0 && !procGone(pid) {
-				t.Errorf("node %s (pid %d) still running after Stop", name, pid)
-			}
-		}
-		if err := s.Stop(context.Background()); err != nil {
-			t.Errorf("second Stop: %v", err)
-		}
-	})
+	t.Cleanup(func() { stopChecked(t, s) })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := s.Start(ctx); err != nil {

@@ -206,18 +206,7 @@ func TestZooKeeperEnsemble(t *testing.T) {
 	})
 
 	t.Run("stop leaves no process", func(t *testing.T) {
-		pids := z.Pids()
-		if err := z.Stop(ctx); err != nil {
-			t.Fatal(err)
-		}
-		for name, pid := range pids {
-			if alive(pid) {
-				t.Errorf("peer %s (pid %d) survived Stop", name, pid)
-			}
-		}
-		if err := z.Stop(ctx); err != nil {
-			t.Errorf("second Stop: %v", err)
-		}
+		stopChecked(t, z)
 		if err := z.Pause(ctx, nodes[0]); err == nil {
 			t.Errorf("Pause of a stopped peer succeeded")
 		}
