@@ -120,6 +120,10 @@ require (
 	sigs.k8s.io/yaml v1.6.0 // indirect
 )
 
+// The Go module proxy refuses the go-ansiterm version that the Docker
+// client pulls in transitively; this pins one it serves.
 replace github.com/Azure/go-ansiterm => github.com/Azure/go-ansiterm v0.0.0-20250102033503-faa5f7b0171c
 
+// The Go module proxy refuses the rueidiscompat version that redsync's
+// test dependencies pull in transitively; this pins one it serves.
 replace github.com/redis/rueidis/rueidiscompat => github.com/redis/rueidis/rueidiscompat v1.0.70
