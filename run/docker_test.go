@@ -3,6 +3,7 @@ package run
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"strings"
 	"sync"
@@ -10,10 +11,12 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/docker"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/impls"
 	"github.com/locktest/locktest/workloads"
+	goredis "github.com/redis/go-redis/v9"
 )
 
 // providerEnv makes every run test that goes through testConfig use that
@@ -155,10 +158,69 @@ func TestDockerNoFaultRunsAreValid(t *testing.T) {
 	}
 }
 
-// TestDockerRedlockClockJump is the clock jump of redlockClockJump with
-// the Redlock nodes in containers: the clock shim is mounted into them.
-func TestDockerRedlockClockJump(t *testing.T) {
-	redlockClockJump(t, dockerConfig(t, "redlock"))
+// TestDockerClockShimMovesANodesClock checks what a clock fault needs of
+// the docker provider, with no schedule to depend on: the platform of a
+// docker run that asks for clock faults mounts the clock shim into the
+// Redlock nodes' containers, and setting a node's offset moves that
+// node's clock as Redis itself reads it (TIME), and only that node's, and
+// setting it back restores it. (The overlap a forward jump causes is
+// TestRedlockClockJumpOverlaps's; under docker no partition can keep one
+// client from some nodes, which that construction needs.)
+func TestDockerClockShimMovesANodesClock(t *testing.T) {
+	cfg := dockerConfig(t, "redlock")
+	cfg.Faults = []string{"clock-bump"}
+	impl, err := impls.Lookup(cfg.Impl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	dir, lg := t.TempDir(), slog.New(slog.DiscardHandler)
+	plat, err := setupPlatform(ctx, cfg, impl, dir, lg)
+	t.Cleanup(func() { plat.close(context.Background(), lg) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plat.clocks == nil {
+		t.Fatalf("no clock shim: %s", plat.clockWhy)
+	}
+	cl, err := startCluster(ctx, cfg, impl, dir, plat, lg)
+	if cl != nil {
+		t.Cleanup(func() { cl.Stop(context.Background()) })
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := cl.Nodes()
+	skew := func(n clusters.Node) time.Duration {
+		t.Helper()
+		rc := goredis.NewClient(&goredis.Options{Addr: n.Addr})
+		defer rc.Close()
+		at, err := rc.Time(ctx).Result()
+		if err != nil {
+			t.Fatalf("TIME of %s: %v", n.Name, err)
+		}
+		return time.Until(at)
+	}
+	const jump = 30 * time.Second
+	if err := plat.clocks.Set("n3", jump); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes {
+		want := time.Duration(0)
+		if n.Name == "n3" {
+			want = jump
+		}
+		if d := skew(n); d < want-5*time.Second || d > want+5*time.Second {
+			t.Errorf("%s's clock is %v off the host's, want %v", n.Name, d.Round(time.Millisecond), want)
+		}
+	}
+	if err := plat.clocks.Set("n3", 0); err != nil {
+		t.Fatal(err)
+	}
+	if d := skew(nodes[2]); d < -5*time.Second || d > 5*time.Second {
+		t.Errorf("n3's clock is %v off the host's after the reset, want 0", d.Round(time.Millisecond))
+	}
 }
 
 // TestDockerEtcdClientPause is the GC pause against etcd in containers: a
