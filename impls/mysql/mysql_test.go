@@ -36,7 +36,7 @@ func TestContention(t *testing.T) {
 			a := newClient(t, name, addr, 0, nil)
 			b := newClient(t, name, addr, 1, nil)
 			lock := "contention-" + name
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			_, lb := testcluster.Handover(t, ctx, a, b, lock)
 			if _, err := b.Release(ctx, lb); err != nil {

@@ -99,7 +99,9 @@ func (c *Advisory) Release(ctx context.Context, l impls.Lease) (impls.Released, 
 //   - Token: the nextval taken while holding the lock; it stays used even
 //     if the transaction rolls back.
 //   - Blocking: yes, up to lock_timeout (a little below the deadline), whose
-//     expiry is a certain failure (the transaction is rolled back).
+//     expiry is a certain failure, returned at once: the aborted
+//     transaction is rolled back by the next acquire, so the answer needs
+//     no second round trip before the deadline.
 //   - Reentrant: within one transaction only; the harness never nests.
 //   - Holder dies: the backend rolls the transaction back when the
 //     connection closes, and the next waiter gets the lock. A holder cut off
@@ -111,6 +113,9 @@ type AdvisoryXact struct {
 	*session
 	inTx  bool   // a transaction is open on the session
 	txGen uint64 // the connection generation of that transaction
+	// aborted: the last acquire's wait timed out, and its transaction
+	// awaits the ROLLBACK that the next acquire sends first.
+	aborted bool
 }
 
 var _ impls.Client = (*AdvisoryXact)(nil)
@@ -131,8 +136,8 @@ func (c *AdvisoryXact) Acquire(ctx context.Context, lock string, ttl time.Durati
 	if err != nil {
 		return impls.Lease{}, err
 	}
-	if c.inTx { // a lease that was never released: end it first
-		c.inTx = false
+	if c.inTx || c.aborted { // a lease never released, or a wait that timed out: end it first
+		c.inTx, c.aborted = false, false
 		if _, err := conn.Exec(ctx, "ROLLBACK"); err != nil {
 			c.drop()
 			return impls.Lease{}, err
@@ -148,9 +153,7 @@ func (c *AdvisoryXact) Acquire(ctx context.Context, lock string, ttl time.Durati
 	}
 	if _, err := conn.Exec(ctx, "SELECT pg_advisory_xact_lock("+lockKey+")", lock); err != nil {
 		if timedOut(err) {
-			if _, rerr := conn.Exec(ctx, "ROLLBACK"); rerr != nil {
-				c.drop()
-			}
+			c.aborted = true
 			return impls.Lease{}, impls.ErrNotAcquired
 		}
 		c.drop()

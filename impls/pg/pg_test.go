@@ -37,7 +37,7 @@ func TestContention(t *testing.T) {
 			a := newClient(t, name, addr, 0)
 			b := newClient(t, name, addr, 1)
 			lock := "contention-" + name
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			la, lb := testcluster.Handover(t, ctx, a, b, lock)
 			if la.ValidUntil != 0 || !la.HasToken {
