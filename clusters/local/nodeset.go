@@ -160,25 +160,21 @@ func (s *nodeSet[N]) stopNode(ctx context.Context, n N) {
 // returns once the process has been reaped. Its data directory stays for
 // Restart. Killing a node that is not running does nothing.
 func (s *nodeSet[N]) Kill(ctx context.Context, node clusters.Node) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n, err := s.find(node)
-	if err != nil {
-		return err
-	}
-	m := n.self()
-	p := m.proc
-	m.proc = nil
-	if !p.running() {
+	return s.locked(node, func(n N) error {
+		m := n.self()
+		p := m.proc
+		m.proc = nil
+		if !p.running() {
+			return nil
+		}
+		if s.group != nil {
+			s.group.kill(n, p)
+		} else {
+			p.kill()
+		}
+		s.log.Info("node killed", "node", m.name, "pid", p.pid, "addr", n.addr())
 		return nil
-	}
-	if s.group != nil {
-		s.group.kill(n, p)
-	} else {
-		p.kill()
-	}
-	s.log.Info("node killed", "node", m.name, "pid", p.pid, "addr", n.addr())
-	return nil
+	})
 }
 
 // Restart starts a node that is not running again, with the same
@@ -188,16 +184,12 @@ func (s *nodeSet[N]) Kill(ctx context.Context, node clusters.Node) error {
 // taken meanwhile, Restart fails: the node's clients know it by its
 // address.
 func (s *nodeSet[N]) Restart(ctx context.Context, node clusters.Node) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n, err := s.find(node)
-	if err != nil {
-		return err
-	}
-	if n.self().proc.running() {
-		return nil
-	}
-	return s.restart(ctx, n)
+	return s.locked(node, func(n N) error {
+		if n.self().proc.running() {
+			return nil
+		}
+		return s.restart(ctx, n)
+	})
 }
 
 // Pause freezes the node (and every process it started) with SIGSTOP and
@@ -235,21 +227,17 @@ var errNotRunning = errors.New("node is not running")
 // logs done; do's error is wrapped as "kind: verb name: err", except
 // errNotRunning, which means nothing was done.
 func (s *nodeSet[N]) signal(node clusters.Node, verb, done string, do func(n N) error) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n, err := s.find(node)
-	if err != nil {
-		return err
-	}
-	m := n.self()
-	switch err := do(n); {
-	case err == errNotRunning:
+	return s.locked(node, func(n N) error {
+		m := n.self()
+		switch err := do(n); {
+		case err == errNotRunning:
+			return nil
+		case err != nil:
+			return fmt.Errorf("%s: %s %s: %w", s.kind, verb, m.name, err)
+		}
+		s.log.Info(done, "node", m.name, "pid", m.proc.pid, "addr", n.addr())
 		return nil
-	case err != nil:
-		return fmt.Errorf("%s: %s %s: %w", s.kind, verb, m.name, err)
-	}
-	s.log.Info(done, "node", m.name, "pid", m.proc.pid, "addr", n.addr())
-	return nil
+	})
 }
 
 // CollectLogs copies each node's log to dir/<name>.log, creating dir.
@@ -262,6 +250,17 @@ func (s *nodeSet[N]) CollectLogs(dir string) error {
 		logs = append(logs, nodeLog{n.self().name, n.self().logPath})
 	}
 	return collectLogs(dir, logs)
+}
+
+// locked calls f with the node called node.Name, holding s.mu.
+func (s *nodeSet[N]) locked(node clusters.Node, f func(n N) error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n, err := s.find(node)
+	if err != nil {
+		return err
+	}
+	return f(n)
 }
 
 // find returns the node called node.Name. s.mu must be held.

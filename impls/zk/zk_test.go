@@ -17,8 +17,10 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/local"
 	"github.com/locktest/locktest/impls"
+	"github.com/locktest/locktest/internal/testcluster"
 )
 
 // ensemble is the one 3-peer ZooKeeper every test of this package shares;
@@ -75,21 +77,11 @@ func now() time.Duration { return time.Since(epoch) }
 // newClient builds a client of impl name for process p; edit may adjust
 // the configuration first.
 func newClient(t *testing.T, name string, p int, edit func(*impls.Config)) impls.Client {
-	t.Helper()
-	i, err := impls.Lookup(name)
-	if err != nil {
-		t.Fatal(err)
+	var nodes []clusters.Node
+	for i, a := range addrs {
+		nodes = append(nodes, clusters.Node{Name: fmt.Sprintf("n%d", i+1), Addr: a})
 	}
-	cfg := impls.Config{Addrs: addrs, Process: p, Now: now, Wall: time.Now}
-	if edit != nil {
-		edit(&cfg)
-	}
-	c, err := i.New(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
+	return testcluster.Client(t, name, nodes, p, now, edit)
 }
 
 // sessionOf returns the session inside a client of this package.
