@@ -274,20 +274,7 @@ func TestEtcdPauseResume(t *testing.T) {
 
 func TestEtcdCollectLogs(t *testing.T) {
 	t.Parallel()
-	e := startEtcd(t, testEtcdOptions(t))
-	out := filepath.Join(t.TempDir(), "logs")
-	if err := e.CollectLogs(out); err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range e.Nodes() {
-		b, err := os.ReadFile(filepath.Join(out, n.Name+".log"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !strings.Contains(string(b), "ready to serve client requests") {
-			t.Errorf("%s.log does not look like an etcd log:\n%.2000s", n.Name, b)
-		}
-	}
+	assertLogsCollected(t, startEtcd(t, testEtcdOptions(t)), "ready to serve client requests")
 }
 
 // assertStartFails checks that Start fails with one line naming the member

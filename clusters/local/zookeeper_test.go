@@ -190,19 +190,7 @@ func TestZooKeeperEnsemble(t *testing.T) {
 	})
 
 	t.Run("collect logs", func(t *testing.T) {
-		out := filepath.Join(t.TempDir(), "logs")
-		if err := z.CollectLogs(out); err != nil {
-			t.Fatal(err)
-		}
-		for _, n := range nodes {
-			b, err := os.ReadFile(filepath.Join(out, n.Name+".log"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !strings.Contains(string(b), "QuorumPeer") {
-				t.Errorf("%s.log does not look like a ZooKeeper log (%d bytes)", n.Name, len(b))
-			}
-		}
+		assertLogsCollected(t, z, "QuorumPeer")
 	})
 
 	t.Run("stop leaves no process", func(t *testing.T) {

@@ -6,8 +6,12 @@ package testcluster
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/impls"
@@ -105,4 +109,57 @@ func Handover(t testing.TB, ctx context.Context, a, b impls.Client, lock string)
 		t.Errorf("two leases share the value %q", la.Value)
 	}
 	return la, lb
+}
+
+// EtcdLeader asks every etcd member of nodes but skip for its status, each
+// with a client of its own (not through the provider's role reader, which
+// it checks), and returns the name of the leader they all name; members
+// that disagree, know no leader, or name none of the members asked are an
+// error.
+func EtcdLeader(ctx context.Context, nodes []clusters.Node, skip string) (string, error) {
+	ids := map[uint64]string{}
+	var lead uint64
+	for _, n := range nodes {
+		if n.Name == skip {
+			continue
+		}
+		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{n.Addr}, DialTimeout: time.Second, Logger: zap.NewNop()})
+		if err != nil {
+			return "", err
+		}
+		sctx, cancel := context.WithTimeout(ctx, time.Second)
+		st, err := cli.Status(sctx, n.Addr)
+		cancel()
+		cli.Close()
+		if err != nil {
+			return "", err
+		}
+		ids[st.Header.MemberId] = n.Name
+		if st.Leader == 0 || (lead != 0 && st.Leader != lead) {
+			return "", fmt.Errorf("%s names leader %x", n.Name, st.Leader)
+		}
+		lead = st.Leader
+	}
+	if ids[lead] == "" {
+		return "", fmt.Errorf("leader %x is none of the members asked", lead)
+	}
+	return ids[lead], nil
+}
+
+// Eventually polls cond every 20 ms until it holds, and fails t with what
+// and cond's last error when it still does not after limit. The limit is
+// no speed goal: it only keeps a broken cluster from hanging the test.
+func Eventually(t testing.TB, limit time.Duration, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %v", what, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
