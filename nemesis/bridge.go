@@ -1,7 +1,6 @@
 package nemesis
 
 import (
-	"fmt"
 	"math/rand/v2"
 	"slices"
 
@@ -14,27 +13,25 @@ func init() {
 			Doc: "splits the nodes into two halves that talk only through one bridge node, for the window"},
 		Needs: []Ability{NeedNetwork, NeedSeparateClients},
 		pins:  pinNode,
-	}, bridge)
+	}, 3, bridge)
 }
 
 // bridge splits the nodes into two halves that cannot talk, except
 // through one bridge node that sees both; clients join a random half. A
 // pin chooses the bridge node.
 func bridge(in shapeIn, rng *rand.Rand) ([]Cut, []string, error) {
-	if len(in.nodes) < 3 {
-		return nil, nil, fmt.Errorf("bridge needs at least 3 nodes")
-	}
-	var a, b []string
 	var bridge string
-	mid := len(in.nodes) / 2
+	var rest []string
 	if len(in.pinned) > 0 {
-		bridge = in.pinned[rng.IntN(len(in.pinned))]
-		o := shuffled(without(in.nodes, bridge), rng)
-		a, b = slices.Clone(o[:mid]), slices.Clone(o[mid:])
+		bridge = pickOne(in.nodes, in.pinned, rng)
+		rest = shuffled(without(in.nodes, bridge), rng)
 	} else {
+		// The bridge is the middle of a shuffle: the halves around it.
 		s := shuffled(in.nodes, rng)
-		a, bridge, b = slices.Clone(s[:mid]), s[mid], slices.Clone(s[mid+1:])
+		bridge = s[len(s)/2]
+		rest = without(s, bridge)
 	}
-	a, b = joinRandomSides(a, b, in.clients, rng)
+	mid := len(in.nodes) / 2
+	a, b := joinRandomSides(slices.Clone(rest[:mid]), slices.Clone(rest[mid:]), in.clients, rng)
 	return []Cut{{A: a, B: b}}, []string{bridge}, nil
 }

@@ -14,7 +14,7 @@ func init() {
 			Doc: "cuts one client host from a random non-empty set of nodes, for the window"},
 		Needs: []Ability{NeedNetwork, NeedSeparateClients},
 		pins:  pinClientOrNode,
-	}, clientIsolate)
+	}, 0, clientIsolate)
 }
 
 // clientIsolate cuts one client host from a random non-empty set of
@@ -24,17 +24,11 @@ func clientIsolate(in shapeIn, rng *rand.Rand) ([]Cut, []string, error) {
 	if len(in.clients) == 0 || len(in.nodes) == 0 {
 		return nil, nil, fmt.Errorf("client-isolate needs client hosts and nodes")
 	}
-	from := in.clients
-	if len(in.pinnedClients) > 0 {
-		from = in.pinnedClients
-	}
-	c := from[rng.IntN(len(from))]
-	var cut []string
-	if len(in.pinned) > 0 {
-		cut = slices.Clone(in.pinned)
-	} else {
+	c := pickOne(in.clients, in.pinnedClients, rng)
+	cut := slices.Clone(in.pinned)
+	if len(cut) == 0 {
 		s := shuffled(in.nodes, rng)
-		cut = slices.Clone(s[:1+rng.IntN(len(s))])
+		cut = s[:1+rng.IntN(len(s))]
 	}
 	return []Cut{{A: []string{c}, B: cut}}, slices.Clone(cut), nil
 }

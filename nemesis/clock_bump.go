@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/history"
 )
 
@@ -19,54 +20,34 @@ func init() {
 	})
 }
 
-// clockBump jumps one node's wall clock forward or back by ClockBump (the
-// direction is the seeded source's) for the window; the heal sets it back
-// to the offset it had before.
-type clockBump struct {
-	kind
-	env Env
-
-	touched undoList[offsetWas]
-}
-
 // offsetWas is a node's clock offset before a fault moved it.
 type offsetWas struct {
 	node string
 	was  time.Duration
 }
 
+// newClockBump jumps one node's wall clock forward or back by ClockBump
+// (the direction is the seeded source's) for the window, and records the
+// node's new offset as the duration; the heal sets each node it moved back
+// to the offset it had before.
 func newClockBump(env Env) (Fault, error) {
 	if err := clockEnv(env); err != nil {
 		return nil, err
 	}
-	return &clockBump{env: env}, nil
-}
-
-func (f *clockBump) Duration() time.Duration { return f.env.Window }
-
-func (f *clockBump) Inject(ctx context.Context, rng *rand.Rand) (history.Value, error) {
-	node, v, err := f.env.hitNode(ctx, f.Name(), 0, rng)
-	if err != nil {
-		return v, err
-	}
-	n := node.Name
-	d := f.env.jump(rng)
-	was := f.env.Clocks.Offset(n)
-	off := was + d
-	v.Targets, v.Duration = []string{n + signed(d)}, int64(off)
-	f.touched.add(offsetWas{n, was}, false)
-	return v, f.env.Clocks.Set(n, off)
-}
-
-func (f *clockBump) Heal(ctx context.Context) (history.Value, error) {
-	var v history.Value
-	// Undo in reverse order, so each node ends at its first offset.
-	err := f.touched.undo(true, func(t offsetWas) error {
-		if err := f.env.Clocks.Set(t.node, t.was); err != nil {
-			return err
-		}
-		v.Targets = append(v.Targets, t.node)
-		return nil
-	})
-	return v, err
+	var moved undoList[offsetWas]
+	clocks := env.Clocks
+	return env.onNode(env.Window,
+		func(_ context.Context, n clusters.Node, v *history.Value, rng *rand.Rand) error {
+			d := env.jump(rng)
+			was := clocks.Offset(n.Name)
+			v.Targets, v.Duration = []string{n.Name + signed(d)}, int64(was+d)
+			moved.add(offsetWas{n.Name, was}, false)
+			return clocks.Set(n.Name, was+d)
+		},
+		func(context.Context) ([]string, error) {
+			// Undo in reverse order, so each node ends at its first offset.
+			return moved.undo(true, func(o offsetWas) (string, error) {
+				return o.node, clocks.Set(o.node, o.was)
+			})
+		}), nil
 }

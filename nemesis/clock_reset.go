@@ -2,8 +2,6 @@ package nemesis
 
 import (
 	"context"
-	"math/rand/v2"
-	"time"
 
 	"github.com/locktest/locktest/history"
 )
@@ -18,30 +16,20 @@ func init() {
 	})
 }
 
-// clockReset sets every node's clock back to the host's: an explicit step in
-// a scenario's schedule. Its heal does nothing.
-type clockReset struct {
-	kind
-	env Env
-}
-
+// newClockReset sets every node's clock back to the host's: an explicit
+// step in a scenario's schedule, which records the nodes whose clocks it
+// moved. Its heal does nothing.
 func newClockReset(env Env) (Fault, error) {
-	return &clockReset{env: env}, nil
-}
-
-func (f *clockReset) Duration() time.Duration { return 0 }
-
-func (f *clockReset) Inject(ctx context.Context, rng *rand.Rand) (history.Value, error) {
-	var v history.Value
-	for _, n := range nodeNames(f.env) {
-		if f.env.Clocks.Offset(n) != 0 {
-			v.Targets = append(v.Targets, n)
+	return &step{inject: func(ctx context.Context) (history.Value, error) {
+		var v history.Value
+		for _, n := range nodeNames(env) {
+			if env.Clocks.Offset(n) != 0 {
+				v.Targets = append(v.Targets, n)
+			}
+			if err := env.Clocks.Set(n, 0); err != nil {
+				return v, err
+			}
 		}
-		if err := f.env.Clocks.Set(n, 0); err != nil {
-			return v, err
-		}
-	}
-	return v, nil
+		return v, nil
+	}}, nil
 }
-
-func (f *clockReset) Heal(ctx context.Context) (history.Value, error) { return history.Value{}, nil }

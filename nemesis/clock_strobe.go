@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/history"
 )
 
@@ -24,7 +25,6 @@ func init() {
 // clockStrobe flips one node's clock between its offset and the offset plus
 // ClockBump every StrobeRate for the window; the heal restores the offset.
 type clockStrobe struct {
-	kind
 	env Env
 
 	mu     sync.Mutex
@@ -38,28 +38,24 @@ func newClockStrobe(env Env) (Fault, error) {
 	if err := clockEnv(env); err != nil {
 		return nil, err
 	}
-	if env.StrobeRate <= 0 {
-		return nil, fmt.Errorf("clock strobe rate must be positive, got %v", env.StrobeRate)
+	if err := positive("clock strobe rate", env.StrobeRate); err != nil {
+		return nil, err
 	}
-	return &clockStrobe{env: env}, nil
+	s := &clockStrobe{env: env}
+	return env.onNode(env.Window, s.start, s.restore), nil
 }
 
-func (f *clockStrobe) Duration() time.Duration { return f.env.Window }
-
-func (f *clockStrobe) Inject(ctx context.Context, rng *rand.Rand) (history.Value, error) {
-	node, v, err := f.env.hitNode(ctx, f.Name(), f.env.Window, rng)
-	if err != nil {
-		return v, err
-	}
+// start starts flipping node n's clock.
+func (s *clockStrobe) start(_ context.Context, node clusters.Node, v *history.Value, _ *rand.Rand) error {
 	n := node.Name
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.target, f.stop, f.done = n, make(chan struct{}), make(chan struct{})
-	was := f.env.Clocks.Offset(n)
-	f.was = was
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.target, s.stop, s.done = n, make(chan struct{}), make(chan struct{})
+	was := s.env.Clocks.Offset(n)
+	s.was = was
 	go func(stop, done chan struct{}) {
 		defer close(done)
-		t := time.NewTicker(f.env.StrobeRate)
+		t := time.NewTicker(s.env.StrobeRate)
 		defer t.Stop()
 		on := false
 		for {
@@ -70,24 +66,25 @@ func (f *clockStrobe) Inject(ctx context.Context, rng *rand.Rand) (history.Value
 				on = !on
 				d := was
 				if on {
-					d = was + f.env.ClockBump
+					d = was + s.env.ClockBump
 				}
-				_ = f.env.Clocks.Set(n, d)
+				_ = s.env.Clocks.Set(n, d)
 			}
 		}
-	}(f.stop, f.done)
-	v.Targets = []string{fmt.Sprintf("%s 0/%+v every %v", n, f.env.ClockBump, f.env.StrobeRate)}
-	return v, nil
+	}(s.stop, s.done)
+	v.Targets = []string{fmt.Sprintf("%s 0/%+v every %v", n, s.env.ClockBump, s.env.StrobeRate)}
+	return nil
 }
 
-func (f *clockStrobe) Heal(ctx context.Context) (history.Value, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.stop == nil {
-		return history.Value{}, nil
+// restore stops the flipping and sets the node's clock back to its offset.
+func (s *clockStrobe) restore(context.Context) ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stop == nil {
+		return nil, nil
 	}
-	close(f.stop)
-	<-f.done
-	f.stop = nil
-	return history.Value{Targets: []string{f.target}}, f.env.Clocks.Set(f.target, f.was)
+	close(s.stop)
+	<-s.done
+	s.stop = nil
+	return []string{s.target}, s.env.Clocks.Set(s.target, s.was)
 }

@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"time"
 
+	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/history"
 )
 
@@ -20,30 +20,17 @@ func init() {
 	})
 }
 
-// delayFault adds latency to the traffic of one node.
-type delayFault struct {
-	kind
-	env Env
-}
-
+// newDelay adds latency to the traffic of one node; the heal takes every
+// delay away.
 func newDelay(env Env) (Fault, error) {
 	if env.Delay <= 0 || env.Window <= 0 {
 		return nil, fmt.Errorf("delay and fault window must be positive, got %v and %v", env.Delay, env.Window)
 	}
-	return &delayFault{env: env}, nil
-}
-
-func (f *delayFault) Duration() time.Duration { return f.env.Window }
-
-func (f *delayFault) Inject(ctx context.Context, rng *rand.Rand) (history.Value, error) {
-	n, v, err := f.env.hitNode(ctx, f.Name(), f.env.Window, rng)
-	if err != nil {
-		return v, err
-	}
-	v.Targets = []string{fmt.Sprintf("%s+%v(%s)", n.Name, f.env.Delay, f.env.Delayer.Mechanism())}
-	return v, f.env.Delayer.Delay(ctx, []string{n.Name}, f.env.Delay)
-}
-
-func (f *delayFault) Heal(ctx context.Context) (history.Value, error) {
-	return history.Value{}, f.env.Delayer.Delay(ctx, nil, 0)
+	d := env.Delayer
+	return env.onNode(env.Window,
+		func(ctx context.Context, n clusters.Node, v *history.Value, _ *rand.Rand) error {
+			v.Targets = []string{fmt.Sprintf("%s+%v(%s)", n.Name, env.Delay, d.Mechanism())}
+			return d.Delay(ctx, []string{n.Name}, env.Delay)
+		},
+		func(ctx context.Context) ([]string, error) { return nil, d.Delay(ctx, nil, 0) }), nil
 }

@@ -1,7 +1,6 @@
 package nemesis
 
 import (
-	"fmt"
 	"math/rand/v2"
 	"slices"
 
@@ -14,16 +13,13 @@ func init() {
 			Doc: "splits the nodes into two halves (the smaller first), each client joining a random half, for the window"},
 		Needs: []Ability{NeedNetwork, NeedSeparateClients},
 		pins:  pinNode,
-	}, halves)
+	}, 2, halves)
 }
 
 // halves splits the nodes into two halves (the smaller first) and puts
 // each client on a random side. Pinned nodes go to the smaller half
 // first: those of them that fit, then random other nodes fill it.
 func halves(in shapeIn, rng *rand.Rand) ([]Cut, []string, error) {
-	if len(in.nodes) < 2 {
-		return nil, nil, fmt.Errorf("halves needs at least 2 nodes")
-	}
 	var s []string
 	if len(in.pinned) > 0 {
 		s = append(shuffled(in.pinned, rng), shuffled(without(in.nodes, in.pinned...), rng)...)
@@ -31,10 +27,10 @@ func halves(in shapeIn, rng *rand.Rand) ([]Cut, []string, error) {
 		s = shuffled(in.nodes, rng)
 	}
 	a, b := slices.Clone(s[:len(s)/2]), slices.Clone(s[len(s)/2:])
-	subject := slices.Clone(a)
-	if len(in.pinned) > 0 {
-		subject = slices.DeleteFunc(subject, func(n string) bool { return !slices.Contains(in.pinned, n) })
-	}
+	// The subject is the smaller half, or the pinned nodes in it.
+	subject := slices.DeleteFunc(slices.Clone(a), func(n string) bool {
+		return len(in.pinned) > 0 && !slices.Contains(in.pinned, n)
+	})
 	a, b = joinRandomSides(a, b, in.clients, rng)
 	return []Cut{{A: a, B: b}}, subject, nil
 }

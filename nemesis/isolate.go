@@ -1,7 +1,6 @@
 package nemesis
 
 import (
-	"fmt"
 	"math/rand/v2"
 
 	"github.com/locktest/locktest/history"
@@ -12,20 +11,13 @@ func init() {
 		FaultKind: history.FaultKind{Name: "isolate", Op: "partition-isolate",
 			Doc: "cuts one node from every other host, nodes and clients, for the window"},
 		pins: pinNode,
-	}, isolate)
+	}, 2, isolate)
 }
 
 // isolate cuts one node from every other host, nodes and clients; a pin
 // chooses that node.
 func isolate(in shapeIn, rng *rand.Rand) ([]Cut, []string, error) {
-	if len(in.nodes) < 2 {
-		return nil, nil, fmt.Errorf("isolate needs at least 2 nodes")
-	}
-	from := in.nodes
-	if len(in.pinned) > 0 {
-		from = in.pinned
-	}
-	n := from[rng.IntN(len(from))]
+	n := pickOne(in.nodes, in.pinned, rng)
 	rest := append(without(in.nodes, n), in.clients...)
 	return []Cut{{A: []string{n}, B: rest}}, []string{n}, nil
 }

@@ -1,10 +1,10 @@
 package nemesis
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"time"
 
 	"github.com/locktest/locktest/history"
 )
@@ -20,65 +20,40 @@ func init() {
 	})
 }
 
-// killClient SIGKILLs one worker process, as a crashed client host would
-// lose it — optionally while it holds the lock — and its heal starts a
-// replacement with a new process id on the same client host.
-type killClient struct {
-	kind
-	env     Env
-	clients CrashableClients
-
-	dead undoList[int]
-}
-
+// newKillClient SIGKILLs one worker process, as a crashed client host
+// would lose it — with KillHolder, at a pause point: while it holds the
+// lock — and its heal starts a replacement with a new process id on the
+// same client host, for each worker killed.
 func newKillClient(env Env) (Fault, error) {
 	c := env.Clients.(CrashableClients)
-	if env.Window <= 0 {
-		return nil, fmt.Errorf("fault window must be positive, got %v", env.Window)
+	if err := positive("fault window", env.Window); err != nil {
+		return nil, err
 	}
-	return &killClient{env: env, clients: c}, nil
-}
-
-func (f *killClient) Duration() time.Duration { return f.env.Window }
-
-func (f *killClient) Inject(ctx context.Context, rng *rand.Rand) (history.Value, error) {
-	p, err := f.env.pickProcess(f.Name(), f.clients.Processes(), rng)
-	if err != nil {
-		return history.Value{}, err
-	}
-	v := history.Value{Targets: []string{fmt.Sprintf("p%d", p)}}
-	if f.env.KillHolder {
-		v.Point = f.env.KillPoint
-		if v.Point == "" {
-			v.Point = "after-acquire"
-		}
-		if err := f.clients.Arm(p, v.Point); err != nil {
-			return v, fmt.Errorf("%w: arm p%d: %v", errNotApplied, p, err)
-		}
-		if _, err := f.clients.WaitPoint(ctx, p); err != nil {
-			_ = f.clients.Disarm(p)
-			return v, fmt.Errorf("%w: p%d did not reach %s: %v", errNotApplied, p, v.Point, err)
-		}
-	}
-	if err := f.clients.Kill(ctx, p); err != nil {
-		if f.env.KillHolder {
-			_ = f.clients.Continue(p)
-		}
-		return v, fmt.Errorf("%w: kill p%d: %v", errNotApplied, p, err)
-	}
-	f.dead.add(p, false)
-	return v, nil
-}
-
-func (f *killClient) Heal(ctx context.Context) (history.Value, error) {
-	var v history.Value
-	err := f.dead.undo(false, func(p int) error {
-		np, err := f.clients.Replace(ctx, p)
-		if err != nil {
-			return fmt.Errorf("replace p%d: %w", p, err)
-		}
-		v.Targets = append(v.Targets, fmt.Sprintf("p%d->p%d", p, np))
-		return nil
-	})
-	return v, err
+	var dead undoList[int]
+	return env.onProcess(env.Window,
+		func(ctx context.Context, p int, v *history.Value, _ *rand.Rand) error {
+			if env.KillHolder {
+				v.Point = cmp.Or(env.KillPoint, "after-acquire")
+				if err := holdAt(ctx, c, p, v.Point); err != nil {
+					return err
+				}
+			}
+			if err := c.Kill(ctx, p); err != nil {
+				if env.KillHolder {
+					_ = c.Continue(p)
+				}
+				return fmt.Errorf("%w: kill p%d: %v", errNotApplied, p, err)
+			}
+			dead.add(p, false)
+			return nil
+		},
+		func(ctx context.Context) ([]string, error) {
+			return dead.undo(false, func(p int) (string, error) {
+				np, err := c.Replace(ctx, p)
+				if err != nil {
+					return "", fmt.Errorf("replace p%d: %w", p, err)
+				}
+				return fmt.Sprintf("p%d->p%d", p, np), nil
+			})
+		}), nil
 }

@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"time"
 
+	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/history"
 )
 
@@ -20,33 +20,19 @@ func init() {
 	})
 }
 
-// lossFault drops a fraction of the packets arriving at one node.
-type lossFault struct {
-	kind
-	env Env
-}
-
+// newLoss drops a fraction of the packets arriving at one node; the heal
+// clears every rule of the network.
 func newLoss(env Env) (Fault, error) {
 	if !(env.Loss > 0 && env.Loss <= 1) {
 		return nil, fmt.Errorf("loss probability must be in (0, 1], got %v", env.Loss)
 	}
-	if env.Window <= 0 {
-		return nil, fmt.Errorf("fault window must be positive, got %v", env.Window)
+	if err := positive("fault window", env.Window); err != nil {
+		return nil, err
 	}
-	return &lossFault{env: env}, nil
-}
-
-func (f *lossFault) Duration() time.Duration { return f.env.Window }
-
-func (f *lossFault) Inject(ctx context.Context, rng *rand.Rand) (history.Value, error) {
-	n, v, err := f.env.hitNode(ctx, f.Name(), f.env.Window, rng)
-	if err != nil {
-		return v, err
-	}
-	v.Targets = []string{fmt.Sprintf("%s@%g%%", n.Name, f.env.Loss*100)}
-	return v, f.env.Net.Loss(ctx, []string{n.Name}, f.env.Loss)
-}
-
-func (f *lossFault) Heal(ctx context.Context) (history.Value, error) {
-	return history.Value{}, f.env.Net.Heal(ctx)
+	return env.onNode(env.Window,
+		func(ctx context.Context, n clusters.Node, v *history.Value, _ *rand.Rand) error {
+			v.Targets = []string{fmt.Sprintf("%s@%g%%", n.Name, env.Loss*100)}
+			return env.Net.Loss(ctx, []string{n.Name}, env.Loss)
+		},
+		env.clearNetwork), nil
 }

@@ -13,7 +13,7 @@ func init() {
 			Doc: "puts the nodes on a ring where each sees a majority and no two the same one, for the window (5 nodes or more)"},
 		pins:   pinNone,
 		noPins: "every node sees a majority and no node has a place of its own, so a pin could not mean anything",
-	}, majoritiesRing)
+	}, 0, majoritiesRing)
 }
 
 // majoritiesRing puts the nodes on a ring in random order; each sees
@@ -24,17 +24,13 @@ func majoritiesRing(in shapeIn, rng *rand.Rand) ([]Cut, []string, error) {
 	if n < 5 {
 		return nil, nil, fmt.Errorf("majorities-ring needs at least 5 nodes (with %d every majority ring is the whole cluster)", n)
 	}
-	if len(in.pinned)+len(in.pinnedClients) > 0 {
-		return nil, nil, fmt.Errorf("majorities-ring takes no target")
-	}
 	maj := n/2 + 1
 	k := maj / 2 // sees 2k+1 ≥ maj nodes
 	s := shuffled(in.nodes, rng)
 	var cuts []Cut
 	for i := 0; i < n; i++ {
 		for j := i + 1; j < n; j++ {
-			d := min(j-i, n-(j-i))
-			if d > k {
+			if d := min(j-i, n-(j-i)); d > k {
 				cuts = append(cuts, Cut{A: []string{s[i]}, B: []string{s[j]}})
 			}
 		}

@@ -31,8 +31,16 @@ type shapeIn struct {
 // did before pins existed.
 type shape func(in shapeIn, rng *rand.Rand) (cuts []Cut, subject []string, err error)
 
+// partitionShape is how one partition fault cuts the network: the fewest
+// nodes it needs, whether it takes pins, and its shape.
+type partitionShape struct {
+	minNodes  int
+	takesPins bool
+	cut       shape
+}
+
 // shapes are the partition shapes by fault name, filled by registerShape.
-var shapes = map[string]shape{}
+var shapes = map[string]partitionShape{}
 
 // healNetwork is the f of the op that heals every network fault: the
 // network lab clears all its rules at once.
@@ -41,16 +49,39 @@ const healNetwork = "heal-network"
 // registerShape registers a partition fault: spec, completed with what
 // every partition shares (its heal, its family, the window it lasts, and
 // the network it needs unless spec says more), cutting the network in
-// shape.
-func registerShape(spec Spec, sh shape) {
+// shape sh, which needs at least minNodes nodes.
+func registerShape(spec Spec, minNodes int, sh shape) {
 	spec.Heal, spec.Family = healNetwork, history.FamilyNetwork
 	spec.Settings = append(spec.Settings, "window")
 	if len(spec.Needs) == 0 {
 		spec.Needs = []Ability{NeedNetwork}
 	}
 	spec.New = newPartition
-	shapes[spec.Name] = sh
+	shapes[spec.Name] = partitionShape{minNodes: minNodes, takesPins: spec.pins != pinNone, cut: sh}
 	Register(spec)
+}
+
+// cutShape returns the cuts and the subject of the partition fault called
+// name for in, drawn from rng. It refuses a cluster of fewer nodes than the
+// shape needs, and pins for a shape that takes none.
+func cutShape(name string, in shapeIn, rng *rand.Rand) ([]Cut, []string, error) {
+	s := shapes[name]
+	if len(in.nodes) < s.minNodes {
+		return nil, nil, fmt.Errorf("%s needs at least %d nodes", name, s.minNodes)
+	}
+	if !s.takesPins && len(in.pinned)+len(in.pinnedClients) > 0 {
+		return nil, nil, fmt.Errorf("%s takes no target", name)
+	}
+	return s.cut(in, rng)
+}
+
+// pickOne returns one of pinned, when there are any, else one of all,
+// drawn from rng.
+func pickOne(all, pinned []string, rng *rand.Rand) string {
+	if len(pinned) > 0 {
+		all = pinned
+	}
+	return all[rng.IntN(len(all))]
 }
 
 // joinRandomSides adds each client to side a or side b at random.
@@ -68,11 +99,10 @@ func joinRandomSides(a, b, clients []string, rng *rand.Rand) ([]string, []string
 // ShapeCuts returns the cuts the partition shape makes of nodes and clients
 // with rng, unpinned; for tests and for the docs.
 func ShapeCuts(shape string, nodes, clients []string, groups [][]string, rng *rand.Rand) ([]Cut, error) {
-	f, ok := shapes[shape]
-	if !ok {
+	if _, ok := shapes[shape]; !ok {
 		return nil, fmt.Errorf("unknown partition shape %q", shape)
 	}
-	cuts, _, err := f(shapeIn{nodes: nodes, clients: clients, groups: groups}, rng)
+	cuts, _, err := cutShape(shape, shapeIn{nodes: nodes, clients: clients, groups: groups}, rng)
 	return cuts, err
 }
 
@@ -119,8 +149,8 @@ type partitionFault struct {
 // newPartition builds a partition fault; Build gives it its kind, whose
 // name is the shape.
 func newPartition(env Env) (Fault, error) {
-	if env.Window <= 0 {
-		return nil, fmt.Errorf("fault window must be positive, got %v", env.Window)
+	if err := positive("fault window", env.Window); err != nil {
+		return nil, err
 	}
 	return &partitionFault{env: env}, nil
 }
@@ -129,7 +159,7 @@ func newPartition(env Env) (Fault, error) {
 // cluster, and groups of --partition that name hosts the run does not have.
 func (f *partitionFault) check() error {
 	env, sh := f.env, f.spec.Name
-	if _, _, err := shapes[sh](shapeIn{nodes: nodeNames(env), clients: env.ClientHosts, groups: env.Groups}, rand.New(rand.NewPCG(0, 0))); err != nil {
+	if _, _, err := cutShape(sh, shapeIn{nodes: nodeNames(env), clients: env.ClientHosts, groups: env.Groups}, rand.New(rand.NewPCG(0, 0))); err != nil {
 		return err
 	}
 	if sh != "partition" {
@@ -166,7 +196,7 @@ func (f *partitionFault) Inject(ctx context.Context, rng *rand.Rand) (history.Va
 	for _, n := range hit {
 		in.pinned = append(in.pinned, n.Name)
 	}
-	cuts, subject, err := shapes[f.spec.Name](in, rng)
+	cuts, subject, err := cutShape(f.spec.Name, in, rng)
 	if err != nil {
 		return history.Value{}, fmt.Errorf("%w: %v", errNotApplied, err)
 	}
@@ -180,7 +210,14 @@ func (f *partitionFault) Inject(ctx context.Context, rng *rand.Rand) (history.Va
 }
 
 func (f *partitionFault) Heal(ctx context.Context) (history.Value, error) {
-	return history.Value{}, f.env.Net.Heal(ctx)
+	_, err := f.env.clearNetwork(ctx)
+	return history.Value{}, err
+}
+
+// clearNetwork clears every rule of the network lab, the heal of every
+// network fault; it names no target.
+func (env Env) clearNetwork(ctx context.Context) ([]string, error) {
+	return nil, env.Net.Heal(ctx)
 }
 
 func orDefault(s, d string) string {

@@ -2,8 +2,6 @@ package nemesis
 
 import (
 	"context"
-	"math/rand/v2"
-	"time"
 
 	"github.com/locktest/locktest/history"
 )
@@ -13,23 +11,16 @@ func init() {
 		FaultKind: history.FaultKind{Name: "noop", Heal: "noop-done", Family: history.FamilyNone,
 			Doc: "injects nothing for the window, on the schedule of a real fault: a control run, after Jepsen's noop nemesis"},
 		Settings: []string{"window"},
-		New:      func(env Env) (Fault, error) { return &noop{env: env}, nil },
+		New:      newNoop,
 		noPins:   "it acts on nothing",
 	})
 }
 
-// noop is a fault that does nothing: its injection and heal are recorded
-// like any other fault's, so a run with it shows what the schedule alone
-// does to the results (nothing, for a sound harness).
-type noop struct {
-	kind
-	env Env
+// newNoop is a fault that does nothing for the window: its injection and
+// heal are recorded like any other fault's, so a run with it shows what the
+// schedule alone does to the results (nothing, for a sound harness).
+func newNoop(env Env) (Fault, error) {
+	return &step{dur: env.Window, inject: func(context.Context) (history.Value, error) {
+		return history.Value{Duration: int64(env.Window)}, nil
+	}}, nil
 }
-
-func (f *noop) Duration() time.Duration { return f.env.Window }
-
-func (f *noop) Inject(context.Context, *rand.Rand) (history.Value, error) {
-	return history.Value{Duration: int64(f.env.Window)}, nil
-}
-
-func (f *noop) Heal(context.Context) (history.Value, error) { return history.Value{}, nil }

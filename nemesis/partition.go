@@ -16,7 +16,7 @@ func init() {
 		Needs:    []Ability{NeedNetwork, NeedClientGroups},
 		pins:     pinNone,
 		noPins:   "its groups are given whole by --partition: name the hosts there",
-	}, partitionGroups)
+	}, 0, partitionGroups)
 }
 
 // partitionGroups applies the grouping given on the command line: hosts of
@@ -28,9 +28,6 @@ func partitionGroups(in shapeIn, _ *rand.Rand) ([]Cut, []string, error) {
 	groups := in.groups
 	if len(groups) < 2 {
 		return nil, nil, fmt.Errorf("partition needs at least two groups (--partition n1,n2/n3,c0)")
-	}
-	if len(in.pinned)+len(in.pinnedClients) > 0 {
-		return nil, nil, fmt.Errorf("partition takes no target")
 	}
 	var cuts []Cut
 	for i := range groups {

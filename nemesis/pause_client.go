@@ -7,7 +7,6 @@ import (
 	"slices"
 	"sync"
 	"syscall"
-	"time"
 
 	"github.com/locktest/locktest/history"
 )
@@ -28,7 +27,6 @@ func init() {
 // worker exactly there: the worker reports the point and blocks, and is
 // stopped before it is told to go on.
 type pauseClient struct {
-	kind
 	env Env
 
 	mu     sync.Mutex
@@ -37,63 +35,57 @@ type pauseClient struct {
 }
 
 func newPauseClient(env Env) (Fault, error) {
-	if env.ClientPause <= 0 {
-		return nil, fmt.Errorf("client pause duration must be positive, got %v", env.ClientPause)
+	if err := positive("client pause duration", env.ClientPause); err != nil {
+		return nil, err
 	}
-	return &pauseClient{env: env}, nil
+	f := &pauseClient{env: env}
+	return env.onProcess(env.ClientPause, f.stop, f.resume), nil
 }
 
-func (f *pauseClient) Duration() time.Duration { return f.env.ClientPause }
-
-func (f *pauseClient) Inject(ctx context.Context, rng *rand.Rand) (history.Value, error) {
-	p, err := f.env.pickProcess(f.Name(), f.env.Clients.Processes(), rng)
-	if err != nil {
-		return history.Value{}, err
-	}
-	v := history.Value{Targets: []string{fmt.Sprintf("p%d", p)}, Point: f.env.PausePoint,
-		Duration: int64(f.env.ClientPause)}
+// stop freezes worker p, at the pause point if there is one.
+func (f *pauseClient) stop(ctx context.Context, p int, v *history.Value, _ *rand.Rand) error {
+	v.Point, v.Duration = f.env.PausePoint, int64(f.env.ClientPause)
 	if f.env.PausePoint != "" {
-		if err := f.env.Clients.Arm(p, f.env.PausePoint); err != nil {
-			return v, fmt.Errorf("%w: arm p%d: %v", errNotApplied, p, err)
-		}
-		if _, err := f.env.Clients.WaitPoint(ctx, p); err != nil {
-			_ = f.env.Clients.Disarm(p)
-			return v, fmt.Errorf("%w: p%d did not reach %s: %v", errNotApplied, p, f.env.PausePoint, err)
+		if err := holdAt(ctx, f.env.Clients, p, f.env.PausePoint); err != nil {
+			return err
 		}
 	}
-	// The worker waits at the point until it is told to go on, which Heal
-	// does only after SIGCONT: however late the kernel applies SIGSTOP, the
-	// worker cannot get past the point while it is meant to be paused.
+	// The worker waits at the point until it is told to go on, which the
+	// heal does only after SIGCONT: however late the kernel applies
+	// SIGSTOP, the worker cannot get past the point while it is meant to be
+	// paused.
 	if err := f.env.Clients.Signal(p, syscall.SIGSTOP); err != nil {
 		// The signal may have been delivered even though the wait for it
 		// failed: undo it, and record the pause as of unknown effect.
 		_ = f.env.Clients.Signal(p, syscall.SIGCONT)
 		f.release(p)
-		return v, fmt.Errorf("SIGSTOP p%d: %v", p, err)
+		return fmt.Errorf("SIGSTOP p%d: %v", p, err)
 	}
 	f.mu.Lock()
 	f.target, f.paused = p, true
 	f.mu.Unlock()
-	return v, nil
+	return nil
 }
 
-func (f *pauseClient) Heal(ctx context.Context) (history.Value, error) {
+// resume thaws the worker the last stop froze, if it is still frozen, and
+// lets it go on from its pause point.
+func (f *pauseClient) resume(context.Context) ([]string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if !f.paused {
-		return history.Value{}, nil
+		return nil, nil
 	}
-	v := history.Value{Targets: []string{fmt.Sprintf("p%d", f.target)}}
+	target := []string{procName(f.target)}
 	if err := f.env.Clients.Signal(f.target, syscall.SIGCONT); err != nil && !slices.Contains(f.env.Clients.Processes(), f.target) {
 		// The worker died while paused: nothing is left to resume.
 		f.paused = false
-		return v, nil
+		return target, nil
 	} else if err != nil {
-		return v, fmt.Errorf("SIGCONT p%d: %w", f.target, err)
+		return target, fmt.Errorf("SIGCONT p%d: %w", f.target, err)
 	}
 	f.release(f.target)
 	f.paused = false
-	return v, nil
+	return target, nil
 }
 
 // release lets a worker held at the pause point go on; for a worker that

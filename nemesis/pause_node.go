@@ -1,8 +1,6 @@
 package nemesis
 
 import (
-	"fmt"
-
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/history"
 )
@@ -24,8 +22,8 @@ func init() {
 // once.
 func newPauseNode(env Env) (Fault, error) {
 	p := env.Cluster.(clusters.Pauser)
-	if env.Window <= 0 {
-		return nil, fmt.Errorf("fault window must be positive, got %v", env.Window)
+	if err := positive("fault window", env.Window); err != nil {
+		return nil, err
 	}
-	return &nodeFault{env: env, dur: env.Window, hurt: p.Pause, undo: p.Resume, hurtVerb: "pause", undoVerb: "resume"}, nil
+	return env.stopNode(env.Window, "pause", p.Pause, "resume", p.Resume), nil
 }

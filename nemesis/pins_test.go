@@ -99,7 +99,7 @@ func TestShapesHonourPins(t *testing.T) {
 			nodes := names("n", tt.nodes)
 			for seed := uint64(0); seed < 40; seed++ {
 				in := shapeIn{nodes: nodes, clients: clients, pinned: tt.pinned, pinnedClients: tt.pinnedClients}
-				cuts, subject, err := shapes[tt.shape](in, rand.New(rand.NewPCG(seed, 3)))
+				cuts, subject, err := cutShape(tt.shape, in, rand.New(rand.NewPCG(seed, 3)))
 				if err != nil {
 					t.Fatalf("seed %d: %v", seed, err)
 				}
@@ -112,7 +112,7 @@ func TestShapesHonourPins(t *testing.T) {
 	// The shapes that take no pins refuse them rather than ignore them.
 	for _, shape := range []string{"majorities-ring", "partition"} {
 		in := shapeIn{nodes: names("n", 5), clients: clients, groups: [][]string{{"n1"}, {"n2"}}, pinned: []string{"n1"}}
-		if _, _, err := shapes[shape](in, rand.New(rand.NewPCG(1, 1))); err == nil {
+		if _, _, err := cutShape(shape, in, rand.New(rand.NewPCG(1, 1))); err == nil {
 			t.Errorf("%s with a pinned node: no error", shape)
 		}
 	}

@@ -23,20 +23,27 @@ func (u *undoList[T]) add(x T, once bool) {
 
 // undo calls f for each record, oldest first (newest first with
 // newestFirst, so that undoing stacked changes ends at the first state),
-// and forgets each one f undid. It stops at the first error, which it
-// returns; that record and the later ones stay for the next heal.
-func (u *undoList[T]) undo(newestFirst bool, f func(x T) error) error {
+// and forgets each one f undid. It returns the targets f named for the
+// records it undid, in that order (f names none with ""), for the heal's
+// value. It stops at the first error, which it returns; that record and the
+// later ones stay for the next heal.
+func (u *undoList[T]) undo(newestFirst bool, f func(x T) (target string, err error)) ([]string, error) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
+	var targets []string
 	for len(u.done) > 0 {
 		i := 0
 		if newestFirst {
 			i = len(u.done) - 1
 		}
-		if err := f(u.done[i]); err != nil {
-			return err
+		t, err := f(u.done[i])
+		if err != nil {
+			return targets, err
+		}
+		if t != "" {
+			targets = append(targets, t)
 		}
 		u.done = append(u.done[:i], u.done[i+1:]...)
 	}
-	return nil
+	return targets, nil
 }
