@@ -3,140 +3,14 @@ package nemesis
 import (
 	"context"
 	"errors"
-	"fmt"
-	"math/rand/v2"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/history"
 )
-
-// fakeCluster is a cluster that can neither kill nor pause.
-type fakeCluster struct{ nodes []clusters.Node }
-
-var _ clusters.Cluster = (*fakeCluster)(nil)
-
-func (c *fakeCluster) Nodes() []clusters.Node      { return c.nodes }
-func (c *fakeCluster) Start(context.Context) error { return nil }
-func (c *fakeCluster) Stop(context.Context) error  { return nil }
-
-// killCluster is a cluster that records kills and restarts.
-type killCluster struct {
-	fakeCluster
-	killErr    error
-	restartErr error
-
-	mu    sync.Mutex
-	calls []string
-}
-
-var (
-	_ clusters.Cluster = (*killCluster)(nil)
-	_ clusters.Killer  = (*killCluster)(nil)
-)
-
-func (c *killCluster) Kill(ctx context.Context, n clusters.Node) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.calls = append(c.calls, "kill "+n.Name)
-	return c.killErr
-}
-
-func (c *killCluster) Restart(ctx context.Context, n clusters.Node) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.calls = append(c.calls, "restart "+n.Name)
-	return c.restartErr
-}
-
-func (c *killCluster) log() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return slices.Clone(c.calls)
-}
-
-func nodes(names ...string) []clusters.Node {
-	var out []clusters.Node
-	for _, n := range names {
-		out = append(out, clusters.Node{Name: n, Addr: "127.0.0.1:0"})
-	}
-	return out
-}
-
-// fakeClients is a worker pool that records the calls the nemesis makes.
-type fakeClients struct {
-	procs     []int
-	armErr    error
-	waitErr   error
-	signalErr map[syscall.Signal]error
-
-	mu    sync.Mutex
-	calls []string
-}
-
-var _ Clients = (*fakeClients)(nil)
-
-func sigName(sig syscall.Signal) string {
-	switch sig {
-	case syscall.SIGSTOP:
-		return "SIGSTOP"
-	case syscall.SIGCONT:
-		return "SIGCONT"
-	}
-	return fmt.Sprintf("signal %d", int(sig))
-}
-
-func (c *fakeClients) add(call string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.calls = append(c.calls, call)
-}
-
-func (c *fakeClients) log() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return slices.Clone(c.calls)
-}
-
-func (c *fakeClients) Processes() []int { return c.procs }
-
-func (c *fakeClients) Arm(p int, point string) error {
-	c.add(fmt.Sprintf("arm p%d %s", p, point))
-	return c.armErr
-}
-
-func (c *fakeClients) WaitPoint(ctx context.Context, p int) (string, error) {
-	c.add(fmt.Sprintf("wait p%d", p))
-	if c.waitErr != nil {
-		return "", c.waitErr
-	}
-	if err := ctx.Err(); err != nil {
-		return "", err
-	}
-	return "after-acquire", nil
-}
-
-func (c *fakeClients) Disarm(p int) error {
-	c.add(fmt.Sprintf("disarm p%d", p))
-	return nil
-}
-
-func (c *fakeClients) Continue(p int) error {
-	c.add(fmt.Sprintf("continue p%d", p))
-	return nil
-}
-
-func (c *fakeClients) Signal(p int, sig syscall.Signal) error {
-	c.add(fmt.Sprintf("%s p%d", sigName(sig), p))
-	return c.signalErr[sig]
-}
-
-func testRng() *rand.Rand { return rand.New(rand.NewPCG(1, 2)) }
 
 func TestNames(t *testing.T) {
 	got := Names()
@@ -152,7 +26,7 @@ func TestNames(t *testing.T) {
 
 func TestBuild(t *testing.T) {
 	pool := &fakeClients{procs: []int{1}}
-	killer := &killCluster{fakeCluster: fakeCluster{nodes: nodes("n1")}}
+	killer := newLiveCluster("n1")
 	good := Env{Cluster: killer, Clients: pool, ClientPause: time.Second, NodeDown: time.Second}
 	for _, tc := range []struct {
 		name  string
@@ -209,15 +83,6 @@ func TestBuild(t *testing.T) {
 			}
 		})
 	}
-}
-
-func buildOne(t *testing.T, name string, env Env) Fault {
-	t.Helper()
-	fs, err := Build([]string{name}, env)
-	if err != nil {
-		t.Fatalf("Build(%s): %v", name, err)
-	}
-	return fs[0]
 }
 
 func TestPauseClientInject(t *testing.T) {
@@ -315,26 +180,44 @@ func TestPauseClientInject(t *testing.T) {
 	}
 }
 
-func TestPauseClientHealRetriesAfterFailure(t *testing.T) {
-	contErr := errors.New("no such process")
-	pool := &fakeClients{procs: []int{5}, signalErr: map[syscall.Signal]error{syscall.SIGCONT: contErr}}
-	f := buildOne(t, "pause-client", Env{Clients: pool, ClientPause: time.Second})
-	if _, err := f.Inject(context.Background(), testRng()); err != nil {
-		t.Fatalf("Inject: %v", err)
-	}
-	if _, err := f.Heal(context.Background()); !errors.Is(err, contErr) {
-		t.Fatalf("Heal error %v, want one wrapping %v", err, contErr)
-	}
-	// The worker is still stopped: the next heal must try again.
-	pool.mu.Lock()
-	pool.signalErr = nil
-	pool.mu.Unlock()
-	if _, err := f.Heal(context.Background()); err != nil {
-		t.Fatalf("second Heal: %v", err)
-	}
-	want := []string{"SIGSTOP p5", "SIGCONT p5", "SIGCONT p5"}
-	if got := pool.log(); !slices.Equal(got, want) {
-		t.Errorf("calls %q, want %q", got, want)
+// A heal that failed leaves what it could not undo for the next heal, which
+// tries again: a worker still stopped, a node still down.
+func TestHealRetriesAfterFailure(t *testing.T) {
+	healErr := errors.New("no such process")
+	for _, tc := range []struct {
+		fault string
+		// env returns an env whose heal of the fault fails with healErr
+		// until fix is called, and the log of its calls.
+		env  func() (env Env, calls *callLog, fix func())
+		want []string
+	}{
+		{"pause-client", func() (Env, *callLog, func()) {
+			pool := &fakeClients{procs: []int{5}, signalErr: map[syscall.Signal]error{syscall.SIGCONT: healErr}}
+			return Env{Clients: pool, ClientPause: time.Second}, &pool.callLog, func() { pool.locked(func() { pool.signalErr = nil }) }
+		}, []string{"SIGSTOP p5", "SIGCONT p5", "SIGCONT p5"}},
+		{"kill-node", func() (Env, *callLog, func()) {
+			c := newLiveCluster("n1")
+			c.restartErr = healErr
+			return Env{Cluster: c, NodeDown: time.Second}, &c.callLog, func() { c.locked(func() { c.restartErr = nil }) }
+		}, []string{"kill n1", "restart n1", "restart n1"}},
+	} {
+		t.Run(tc.fault, func(t *testing.T) {
+			env, calls, fix := tc.env()
+			f := buildOne(t, tc.fault, env)
+			if _, err := f.Inject(context.Background(), testRng()); err != nil {
+				t.Fatalf("Inject: %v", err)
+			}
+			if _, err := f.Heal(context.Background()); !errors.Is(err, healErr) {
+				t.Fatalf("Heal error %v, want one wrapping %v", err, healErr)
+			}
+			fix()
+			if _, err := f.Heal(context.Background()); err != nil {
+				t.Fatalf("second Heal: %v", err)
+			}
+			if got := calls.log(); !slices.Equal(got, tc.want) {
+				t.Errorf("calls %q, want %q", got, tc.want)
+			}
+		})
 	}
 }
 
@@ -364,7 +247,7 @@ func TestPauseClientTargetsALiveProcess(t *testing.T) {
 
 func TestKillNode(t *testing.T) {
 	const down = 400 * time.Millisecond
-	c := &killCluster{fakeCluster: fakeCluster{nodes: nodes("n1", "n2", "n3")}}
+	c := newLiveCluster("n1", "n2", "n3")
 	f := buildOne(t, "kill-node", Env{Cluster: c, NodeDown: down})
 	if f.Name() != "kill-node" || f.HealName() != "restart-node" || f.Duration() != down {
 		t.Errorf("fault is %s/%s for %v, want kill-node/restart-node for %v", f.Name(), f.HealName(), f.Duration(), down)
@@ -399,7 +282,7 @@ func TestKillNode(t *testing.T) {
 }
 
 func TestKillNodeHealRestartsEveryKilledNodeOnce(t *testing.T) {
-	c := &killCluster{fakeCluster: fakeCluster{nodes: nodes("n1", "n2", "n3")}}
+	c := newLiveCluster("n1", "n2", "n3")
 	f := buildOne(t, "kill-node", Env{Cluster: c, NodeDown: time.Second})
 	rng := testRng()
 	var killed []string
@@ -434,7 +317,8 @@ func TestKillNodeHealAfterFailures(t *testing.T) {
 		// The kill's outcome is unknown (the schedule records info): the
 		// node may be down, so the heal restarts it.
 		killErr := errors.New("kill timed out")
-		c := &killCluster{fakeCluster: fakeCluster{nodes: nodes("n1")}, killErr: killErr}
+		c := newLiveCluster("n1")
+		c.killErr = killErr
 		f := buildOne(t, "kill-node", Env{Cluster: c, NodeDown: time.Second})
 		_, err := f.Inject(context.Background(), testRng())
 		if !errors.Is(err, killErr) || errors.Is(err, errNotApplied) {
@@ -450,29 +334,8 @@ func TestKillNodeHealAfterFailures(t *testing.T) {
 			t.Errorf("calls %q, want %q", got, want)
 		}
 	})
-	t.Run("restart fails", func(t *testing.T) {
-		restartErr := errors.New("port taken")
-		c := &killCluster{fakeCluster: fakeCluster{nodes: nodes("n1")}, restartErr: restartErr}
-		f := buildOne(t, "kill-node", Env{Cluster: c, NodeDown: time.Second})
-		if _, err := f.Inject(context.Background(), testRng()); err != nil {
-			t.Fatalf("Inject: %v", err)
-		}
-		if _, err := f.Heal(context.Background()); !errors.Is(err, restartErr) {
-			t.Fatalf("Heal error %v, want one wrapping %v", err, restartErr)
-		}
-		// Still down: the next heal tries again.
-		c.mu.Lock()
-		c.restartErr = nil
-		c.mu.Unlock()
-		if _, err := f.Heal(context.Background()); err != nil {
-			t.Fatalf("second Heal: %v", err)
-		}
-		if want, got := []string{"kill n1", "restart n1", "restart n1"}, c.log(); !slices.Equal(got, want) {
-			t.Errorf("calls %q, want %q", got, want)
-		}
-	})
 	t.Run("no nodes", func(t *testing.T) {
-		c := &killCluster{}
+		c := &liveCluster{}
 		f := buildOne(t, "kill-node", Env{Cluster: c, NodeDown: time.Second})
 		if _, err := f.Inject(context.Background(), testRng()); !errors.Is(err, errNotApplied) {
 			t.Errorf("Inject on a cluster without nodes: %v, want errNotApplied", err)

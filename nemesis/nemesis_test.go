@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -13,71 +12,6 @@ import (
 
 	"github.com/locktest/locktest/history"
 )
-
-// fakeFault is a Fault that touches nothing: it counts its injections and
-// heals, returns the errors it is given, and picks a target from the
-// schedule's rng, as real faults do, so that the target sequence depends on
-// the seed too.
-type fakeFault struct {
-	name     string
-	duration time.Duration
-	// injectErr and healErr are returned by every Inject and Heal.
-	injectErr error
-	healErr   error
-	// onInject and onHeal, if set, run inside Inject and Heal.
-	onInject func()
-	onHeal   func()
-
-	mu      sync.Mutex
-	injects int
-	heals   int
-	// healCtxErrs holds ctx.Err() of each Heal call.
-	healCtxErrs []error
-}
-
-var _ Fault = (*fakeFault)(nil)
-
-func (f *fakeFault) Name() string            { return f.name }
-func (f *fakeFault) HealName() string        { return "heal-" + f.name }
-func (f *fakeFault) Duration() time.Duration { return f.duration }
-
-func (f *fakeFault) Inject(ctx context.Context, rng *rand.Rand) (history.Value, error) {
-	target := fmt.Sprintf("t%d", rng.IntN(1000))
-	f.mu.Lock()
-	f.injects++
-	f.mu.Unlock()
-	if f.onInject != nil {
-		f.onInject()
-	}
-	return history.Value{Targets: []string{target}, Duration: int64(f.duration)}, f.injectErr
-}
-
-func (f *fakeFault) Heal(ctx context.Context) (history.Value, error) {
-	f.mu.Lock()
-	f.heals++
-	f.healCtxErrs = append(f.healCtxErrs, ctx.Err())
-	f.mu.Unlock()
-	if f.onHeal != nil {
-		f.onHeal()
-	}
-	return history.Value{Targets: []string{"healed"}}, f.healErr
-}
-
-func (f *fakeFault) counts() (injects, heals int) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.injects, f.heals
-}
-
-func newSchedule(interval time.Duration, seed int64, faults ...Fault) *Schedule {
-	return &Schedule{
-		Faults:   faults,
-		Interval: interval,
-		Seed:     seed,
-		Recorder: history.NewRecorder(nil),
-		Clock:    history.StartClock(),
-	}
-}
 
 // runWithin runs s until it returns or limit passes; on the limit it
 // cancels ctx, waits for Run and fails the test.
@@ -102,6 +36,29 @@ func wantOp(t *testing.T, o history.Op, typ history.Type, f string) {
 	if o.Type != typ || o.Process != history.NemesisProcess || o.F != f {
 		t.Errorf("op %d = %s p%d %s, want %s p%d %s (%s)",
 			o.Index, o.Type, o.Process, o.F, typ, history.NemesisProcess, f, o)
+	}
+}
+
+// wantCycle checks that the four ops of a cycle are the injection of fault
+// (invoked, then completed as inject) and its heal (invoked, then completed
+// as heal).
+func wantCycle(t *testing.T, cycle []history.Op, fault string, inject, heal history.Type) {
+	t.Helper()
+	wantOp(t, cycle[0], history.Invoke, fault)
+	wantOp(t, cycle[1], inject, fault)
+	wantOp(t, cycle[2], history.Invoke, "heal-"+fault)
+	wantOp(t, cycle[3], heal, "heal-"+fault)
+}
+
+// wantCycles checks that h is n cycles of fault, each completed as inject
+// and heal.
+func wantCycles(t *testing.T, h history.History, n int, fault string, inject, heal history.Type) {
+	t.Helper()
+	if len(h) != 4*n {
+		t.Fatalf("history has %d ops, want %d:\n%v", len(h), 4*n, h)
+	}
+	for k := range n {
+		wantCycle(t, h[4*k:4*k+4], fault, inject, heal)
 	}
 }
 
@@ -136,10 +93,7 @@ func TestScheduleRecordsInjectAndHeal(t *testing.T) {
 	}
 	for k := range n {
 		g := h[4*k : 4*k+4]
-		wantOp(t, g[0], history.Invoke, "fake")
-		wantOp(t, g[1], history.OK, "fake")
-		wantOp(t, g[2], history.Invoke, "heal-fake")
-		wantOp(t, g[3], history.OK, "heal-fake")
+		wantCycle(t, g, "fake", history.OK, history.OK)
 		if len(g[1].Value.Targets) != 1 || g[1].Value.Duration != int64(duration) {
 			t.Errorf("inject ok %d does not carry the fault's value: %s", g[1].Index, g[1])
 		}
@@ -210,16 +164,10 @@ func TestScheduleFailedInjection(t *testing.T) {
 				t.Fatalf("Run: %v", err)
 			}
 			h := s.Recorder.History()
-			if len(h) != 4 {
-				t.Fatalf("history has %d ops, want 4:\n%v", len(h), h)
-			}
-			wantOp(t, h[0], history.Invoke, "fake")
-			wantOp(t, h[1], tc.want, "fake")
+			wantCycles(t, h, 1, "fake", tc.want, history.OK)
 			if h[1].Error != tc.err.Error() {
 				t.Errorf("completion error %q, want %q", h[1].Error, tc.err.Error())
 			}
-			wantOp(t, h[2], history.Invoke, "heal-fake")
-			wantOp(t, h[3], history.OK, "heal-fake")
 			if injects, heals := f.counts(); injects != 1 || heals != 1 {
 				t.Errorf("Inject called %d times, Heal %d times, want 1 each", injects, heals)
 			}
@@ -262,14 +210,7 @@ func TestScheduleCancelDuringFaultHeals(t *testing.T) {
 	if err := f.healCtxErrs[0]; err != nil {
 		t.Errorf("Heal got a done ctx (%v); a cancelled run must still heal", err)
 	}
-	h := s.Recorder.History()
-	if len(h) != 4 {
-		t.Fatalf("history has %d ops, want 4:\n%v", len(h), h)
-	}
-	wantOp(t, h[0], history.Invoke, "fake")
-	wantOp(t, h[1], history.OK, "fake")
-	wantOp(t, h[2], history.Invoke, "heal-fake")
-	wantOp(t, h[3], history.OK, "heal-fake")
+	wantCycles(t, s.Recorder.History(), 1, "fake", history.OK, history.OK)
 }
 
 func TestScheduleReturnsHealErrors(t *testing.T) {
@@ -292,11 +233,8 @@ func TestScheduleReturnsHealErrors(t *testing.T) {
 		t.Errorf("Run's error names the fault %d times, want once per failed heal (2): %v", c, err)
 	}
 	h := s.Recorder.History()
-	if len(h) != 8 {
-		t.Fatalf("history has %d ops, want 8:\n%v", len(h), h)
-	}
+	wantCycles(t, h, 2, "fake", history.OK, history.Info)
 	for _, i := range []int{3, 7} {
-		wantOp(t, h[i], history.Info, "heal-fake")
 		if h[i].Error != healErr.Error() {
 			t.Errorf("heal completion %d has error %q, want %q", i, h[i].Error, healErr)
 		}

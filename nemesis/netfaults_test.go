@@ -7,32 +7,9 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
-
-// fakeNet records the cuts, losses and heals the faults ask for.
-type fakeNet struct {
-	mu    sync.Mutex
-	calls []string
-}
-
-func (n *fakeNet) add(s string) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.calls = append(n.calls, s)
-}
-
-func (n *fakeNet) Cut(ctx context.Context, a, b []string) error {
-	n.add("cut " + strings.Join(a, ",") + "|" + strings.Join(b, ","))
-	return nil
-}
-func (n *fakeNet) Loss(ctx context.Context, hosts []string, p float64) error {
-	n.add(fmt.Sprintf("loss %s %g", strings.Join(hosts, ","), p))
-	return nil
-}
-func (n *fakeNet) Heal(ctx context.Context) error { n.add("heal"); return nil }
 
 // reach says whether hosts x and y can talk under cuts.
 func reach(cuts []Cut, x, y string) bool {
@@ -42,14 +19,6 @@ func reach(cuts []Cut, x, y string) bool {
 		}
 	}
 	return true
-}
-
-func names(prefix string, n int) []string {
-	var out []string
-	for i := 1; i <= n; i++ {
-		out = append(out, fmt.Sprintf("%s%d", prefix, i))
-	}
-	return out
 }
 
 func TestShapes(t *testing.T) {
@@ -189,7 +158,7 @@ func TestNetworkFaultsInjectAndHeal(t *testing.T) {
 	env := Env{Cluster: &fakeCluster{nodes: nodes("n1", "n2", "n3")}, Net: net, Window: time.Second,
 		ClientHosts: []string{"c0"}, Loss: 0.25}
 	for _, name := range []string{"isolate", "halves", "bridge", "client-isolate", "loss"} {
-		net.calls = nil
+		before := len(net.log())
 		f := buildOne(t, name, env)
 		v, err := f.Inject(context.Background(), testRng())
 		if err != nil {
@@ -201,8 +170,8 @@ func TestNetworkFaultsInjectAndHeal(t *testing.T) {
 		if _, err := f.Heal(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		if len(net.calls) < 2 || net.calls[len(net.calls)-1] != "heal" {
-			t.Errorf("%s: calls %v, want cuts then heal", name, net.calls)
+		if calls := net.log()[before:]; len(calls) < 2 || calls[len(calls)-1] != "heal" {
+			t.Errorf("%s: calls %v, want cuts then heal", name, calls)
 		}
 	}
 	// Without namespaces, every network fault is unavailable with the reason.
@@ -224,28 +193,6 @@ func TestNetworkFaultsInjectAndHeal(t *testing.T) {
 	if _, err := Build([]string{"partition"}, env); err != nil {
 		t.Errorf("partition n1,c0/n2,n3: %v", err)
 	}
-}
-
-// fakeClocks records offsets.
-type fakeClocks struct {
-	mu  sync.Mutex
-	off map[string]time.Duration
-}
-
-func (c *fakeClocks) Set(n string, d time.Duration) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.off == nil {
-		c.off = map[string]time.Duration{}
-	}
-	c.off[n] = d
-	return nil
-}
-
-func (c *fakeClocks) Offset(n string) time.Duration {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.off[n]
 }
 
 func TestClockFaults(t *testing.T) {
@@ -315,12 +262,6 @@ func TestClockFaults(t *testing.T) {
 		t.Errorf("clock-bump without clocks: %v", err)
 	}
 }
-
-// sharedNet is a network whose clients all come from one address, as the
-// docker provider's do.
-type sharedNet struct{ fakeNet }
-
-func (*sharedNet) SharedClientAddress() string { return "every client is behind one address" }
 
 // TestSharedClientAddressRefusesClientCuts checks that a network whose
 // clients share one address makes the faults that need to tell clients

@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -160,44 +159,10 @@ func wantMinority(nodes, pinned []string, cuts []Cut, subject []string, ok func(
 	return ""
 }
 
-// liveRoleCluster is a cluster whose roles change while the test runs, as a
-// leader moves: Role answers from roles, which the test sets.
-type liveRoleCluster struct {
-	killCluster
-	mu    sync.Mutex
-	roles map[string]string
-}
-
-func (c *liveRoleCluster) set(roles map[string]string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.roles = roles
-}
-
-func (c *liveRoleCluster) Role(_ context.Context, n clusters.Node) (string, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.roles[n.Name], nil
-}
-
-func (c *liveRoleCluster) Roles(clusters.Node) []string { return []string{"leader", "follower"} }
-
-func (c *liveRoleCluster) Pause(context.Context, clusters.Node) error  { return nil }
-func (c *liveRoleCluster) Resume(context.Context, clusters.Node) error { return nil }
-
-// fakeDelayer records the nodes it delays.
-type fakeDelayer struct{ nodes []string }
-
-func (d *fakeDelayer) Delay(_ context.Context, nodes []string, _ time.Duration) error {
-	d.nodes = nodes
-	return nil
-}
-func (d *fakeDelayer) Mechanism() string { return "test" }
-
 // Every node fault pinned to a role hits the node that has the role when it
 // goes in — not the one that had it at the start — and records that role.
 func TestNodeFaultsHonourRolePins(t *testing.T) {
-	cl := &liveRoleCluster{killCluster: killCluster{fakeCluster: fakeCluster{nodes: nodes("n1", "n2", "n3")}}}
+	cl := newLiveCluster("n1", "n2", "n3")
 	base := Env{Cluster: cl, Net: &fakeNet{}, Window: time.Second, NodeDown: time.Second, ClientHosts: []string{"c0", "c1"},
 		Loss: 0.5, Delay: time.Millisecond, Delayer: &fakeDelayer{}, Clocks: &fakeClocks{}, ClockBump: time.Second, StrobeRate: time.Millisecond}
 	for _, tt := range []struct {
@@ -240,7 +205,7 @@ func TestNodeFaultsHonourRolePins(t *testing.T) {
 			for i, leader := range []string{"n1", "n3", "n2", "n3"} {
 				roles := map[string]string{"n1": "follower", "n2": "follower", "n3": "follower"}
 				roles[leader] = "leader"
-				cl.set(roles)
+				cl.setRoles(roles)
 				v, err := f.Inject(context.Background(), rand.New(rand.NewPCG(uint64(i), 5)))
 				if err != nil {
 					t.Fatalf("inject %d: %v", i, err)
@@ -257,7 +222,7 @@ func TestNodeFaultsHonourRolePins(t *testing.T) {
 			}
 			// An election is under way: no node is the leader, and the fault
 			// goes nowhere else.
-			cl.set(map[string]string{"n1": "follower", "n2": "follower"})
+			cl.setRoles(map[string]string{"n1": "follower", "n2": "follower"})
 			if _, err := f.Inject(context.Background(), testRng()); err == nil || !strings.Contains(err.Error(), "n3=?") {
 				t.Errorf("with no leader: %v, want not applied, naming n3's role as unknown", err)
 			}
@@ -295,7 +260,7 @@ func TestUnsupportedPinsAreRefused(t *testing.T) {
 	plain := &fakeCluster{nodes: nodes("n1", "n2", "n3")}
 	sentinel := &targetCluster{fakeCluster: fakeCluster{nodes: []clusters.Node{
 		{Name: "n1", Role: "master"}, {Name: "n2", Role: "replica"}, {Name: "s1", Role: "sentinel"}}}}
-	leaders := &liveRoleCluster{killCluster: killCluster{fakeCluster: fakeCluster{nodes: nodes("n1", "n2", "n3")}}}
+	leaders := newLiveCluster("n1", "n2", "n3")
 	for _, tt := range []struct {
 		name    string
 		cluster clusters.Cluster
@@ -345,18 +310,4 @@ func TestUnsupportedPinsAreRefused(t *testing.T) {
 	if _, err := Build([]string{"kill-node+isolate"}, env); err == nil || !strings.HasPrefix(err.Error(), "--target isolate=n9: ") {
 		t.Errorf("Build with isolate=n9: %v, want a --target error", err)
 	}
-}
-
-// targetCluster is a Sentinel-like cluster whose node faults hit its data
-// nodes only.
-type targetCluster struct{ fakeCluster }
-
-func (c *targetCluster) Targets() []clusters.Node {
-	var out []clusters.Node
-	for _, n := range c.nodes {
-		if n.Role != "sentinel" {
-			out = append(out, n)
-		}
-	}
-	return out
 }

@@ -217,25 +217,11 @@ func TestPartitionWithABridgeHost(t *testing.T) {
 	}
 }
 
-// roleCluster tells live roles: the leader moved to n3 since the start,
-// and n2 does not answer.
-type roleCluster struct{ fakeCluster }
-
-func (c *roleCluster) Role(_ context.Context, n clusters.Node) (string, error) {
-	switch n.Name {
-	case "n3":
-		return "leader", nil
-	case "n2":
-		return "", errors.New("not answering")
-	}
-	return "follower", nil
-}
-
-func (c *roleCluster) Roles(clusters.Node) []string { return []string{"leader", "follower"} }
-
 func TestPinnedRoleIsAskedAtThePick(t *testing.T) {
 	nodes := []clusters.Node{{Name: "n1", Role: "leader"}, {Name: "n2", Role: "follower"}, {Name: "n3", Role: "follower"}}
-	env := Env{Cluster: &roleCluster{fakeCluster{nodes: nodes}}, Targets: map[string][]string{"kill-node": {"leader"}, "pause-node": {"follower"}}}
+	// The leader moved to n3 since the start, and n2 does not answer.
+	cl := &liveCluster{fakeCluster: fakeCluster{nodes: nodes}, roles: map[string]string{"n1": "follower", "n3": "leader"}}
+	env := Env{Cluster: cl, Targets: map[string][]string{"kill-node": {"leader"}, "pause-node": {"follower"}}}
 	for seed := uint64(0); seed < 10; seed++ {
 		n, roles, err := env.pickNode(context.Background(), "kill-node", nodes, rand.New(rand.NewPCG(seed, 0)))
 		if err != nil || n.Name != "n3" {
