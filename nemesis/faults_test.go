@@ -394,3 +394,13 @@ func TestScheduleWithPauseClient(t *testing.T) {
 		}
 	}
 }
+
+func TestBuildCombined(t *testing.T) {
+	env := Env{Window: time.Second, ClientPause: time.Second, Clients: nil}
+	if !Known("pause-node+kill-node") || Known("pause-node+bogus") {
+		t.Error("Known misjudges combined names")
+	}
+	if _, err := Build([]string{"pause-node+bogus"}, env); err == nil || !strings.Contains(err.Error(), `"bogus"`) {
+		t.Errorf("combined with an unknown part: %v", err)
+	}
+}

@@ -296,3 +296,84 @@ func TestScheduleSeedNamesTheSequence(t *testing.T) {
 		}
 	}
 }
+
+// A combined fault goes in part by part, each recorded as its own op, and
+// comes out in reverse order; a part that fails stops the rest, and what
+// went in is still healed.
+func TestCombinedFault(t *testing.T) {
+	// Each test stops its schedule from the last heal of a round (onHeal),
+	// so that a loaded machine cannot cut a round short.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	// b is due 10ms after it went in, a 500ms after: b comes out first
+	// unless b went in more than 490ms after a, which even a loaded
+	// machine does not take for a 5ms stagger.
+	a := &fakeFault{name: "a", duration: 500 * time.Millisecond, onHeal: cancel}
+	b := &fakeFault{name: "b", duration: 10 * time.Millisecond}
+	s := newSchedule(20*time.Millisecond, 1, &combined{parts: []Fault{a, b}, stagger: 5 * time.Millisecond})
+	if err := s.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var seq []string
+	for _, o := range s.Recorder.History() {
+		if o.Type == history.OK {
+			seq = append(seq, o.F)
+		}
+	}
+	if len(seq) < 4 {
+		t.Fatalf("ops %v: want at least one whole round", seq)
+	}
+	for i := 0; i+4 <= len(seq); i += 4 {
+		if got := strings.Join(seq[i:i+4], " "); got != "a b heal-b heal-a" {
+			t.Fatalf("round %d: %s, want a b heal-b heal-a", i/4, got)
+		}
+	}
+	if ai, ah := a.counts(); ai != ah {
+		t.Errorf("a injected %d, healed %d", ai, ah)
+	}
+
+	// Each part is healed after its own duration, but not before the last
+	// part went in: a partition of 0s comes out first, as soon as the kill
+	// that follows it went in; the kill stays its own 300ms.
+	ctx3, cancel3 := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel3()
+	p := &fakeFault{name: "p", duration: 0}
+	k := &fakeFault{name: "k", duration: 300 * time.Millisecond, onHeal: cancel3}
+	s = newSchedule(20*time.Millisecond, 1, &combined{parts: []Fault{p, k}, stagger: 10 * time.Millisecond})
+	if err := s.Run(ctx3); err != nil {
+		t.Fatal(err)
+	}
+	var ops []history.Op
+	for _, o := range s.Recorder.History() {
+		if o.Type == history.OK {
+			ops = append(ops, o)
+		}
+	}
+	if len(ops) < 4 || ops[0].F+ops[1].F+ops[2].F+ops[3].F != "pkheal-pheal-k" {
+		t.Fatalf("ops %v, want p k heal-p heal-k", ops)
+	}
+	if held := time.Duration(ops[3].Time - ops[1].Time); held < 300*time.Millisecond {
+		t.Errorf("k was healed %v after it went in, before its own 300ms", held)
+	}
+	if ops[2].Time > ops[3].Time {
+		t.Errorf("p, of no duration, was healed after k")
+	}
+
+	// b fails: c, after it, never goes in; a and b are healed.
+	a2 := &fakeFault{name: "a", duration: time.Millisecond}
+	b2 := &fakeFault{name: "b", duration: time.Millisecond, injectErr: errors.New("boom")}
+	c2 := &fakeFault{name: "c", duration: time.Millisecond}
+	s = newSchedule(10*time.Millisecond, 1, &combined{parts: []Fault{a2, b2, c2}})
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel2()
+	a2.onHeal = cancel2
+	_ = s.Run(ctx2)
+	if ci, _ := c2.counts(); ci != 0 {
+		t.Errorf("c injected %d times after b failed", ci)
+	}
+	ai, ah := a2.counts()
+	bi, bh := b2.counts()
+	if ai == 0 || ai != ah || bi != bh {
+		t.Errorf("a %d/%d, b %d/%d injected/healed: every part that went in must be healed", ai, ah, bi, bh)
+	}
+}

@@ -298,3 +298,25 @@ func TestSharedClientAddressRefusesClientCuts(t *testing.T) {
 		}
 	}
 }
+
+func TestPartitionWithABridgeHost(t *testing.T) {
+	// Kleppmann's Redlock case: c0 sees n1,n2,n3 and c1 sees n3,n4,n5.
+	cuts, err := ShapeCuts("partition", nil, nil, [][]string{{"n1", "n2", "n3", "c0"}, {"n3", "n4", "n5", "c1"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		x, y string
+		want bool
+	}{
+		{"c0", "n3", true}, {"c1", "n3", true}, {"c0", "n1", true}, {"c1", "n5", true},
+		{"c0", "n4", false}, {"c0", "n5", false}, {"c1", "n1", false}, {"n2", "n4", false},
+	} {
+		if got := reach(cuts, tt.x, tt.y); got != tt.want {
+			t.Errorf("%s–%s reachable %v, want %v (cuts %v)", tt.x, tt.y, got, tt.want, cuts)
+		}
+	}
+	if _, err := ShapeCuts("partition", nil, nil, [][]string{{"n1", "n2"}, {"n1"}}, nil); err == nil {
+		t.Error("a partition that cuts nothing was accepted")
+	}
+}

@@ -3,6 +3,7 @@ package nemesis
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -10,7 +11,6 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/clusters"
-	"github.com/locktest/locktest/history"
 )
 
 func TestParseTargets(t *testing.T) {
@@ -104,119 +104,6 @@ func TestClockDirection(t *testing.T) {
 	}
 }
 
-// A combined fault goes in part by part, each recorded as its own op, and
-// comes out in reverse order; a part that fails stops the rest, and what
-// went in is still healed.
-func TestCombinedFault(t *testing.T) {
-	// Each test stops its schedule from the last heal of a round (onHeal),
-	// so that a loaded machine cannot cut a round short.
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	// b is due 10ms after it went in, a 500ms after: b comes out first
-	// unless b went in more than 490ms after a, which even a loaded
-	// machine does not take for a 5ms stagger.
-	a := &fakeFault{name: "a", duration: 500 * time.Millisecond, onHeal: cancel}
-	b := &fakeFault{name: "b", duration: 10 * time.Millisecond}
-	s := newSchedule(20*time.Millisecond, 1, &combined{parts: []Fault{a, b}, stagger: 5 * time.Millisecond})
-	if err := s.Run(ctx); err != nil {
-		t.Fatal(err)
-	}
-	var seq []string
-	for _, o := range s.Recorder.History() {
-		if o.Type == history.OK {
-			seq = append(seq, o.F)
-		}
-	}
-	if len(seq) < 4 {
-		t.Fatalf("ops %v: want at least one whole round", seq)
-	}
-	for i := 0; i+4 <= len(seq); i += 4 {
-		if got := strings.Join(seq[i:i+4], " "); got != "a b heal-b heal-a" {
-			t.Fatalf("round %d: %s, want a b heal-b heal-a", i/4, got)
-		}
-	}
-	if ai, ah := a.counts(); ai != ah {
-		t.Errorf("a injected %d, healed %d", ai, ah)
-	}
-
-	// Each part is healed after its own duration, but not before the last
-	// part went in: a partition of 0s comes out first, as soon as the kill
-	// that follows it went in; the kill stays its own 300ms.
-	ctx3, cancel3 := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel3()
-	p := &fakeFault{name: "p", duration: 0}
-	k := &fakeFault{name: "k", duration: 300 * time.Millisecond, onHeal: cancel3}
-	s = newSchedule(20*time.Millisecond, 1, &combined{parts: []Fault{p, k}, stagger: 10 * time.Millisecond})
-	if err := s.Run(ctx3); err != nil {
-		t.Fatal(err)
-	}
-	var ops []history.Op
-	for _, o := range s.Recorder.History() {
-		if o.Type == history.OK {
-			ops = append(ops, o)
-		}
-	}
-	if len(ops) < 4 || ops[0].F+ops[1].F+ops[2].F+ops[3].F != "pkheal-pheal-k" {
-		t.Fatalf("ops %v, want p k heal-p heal-k", ops)
-	}
-	if held := time.Duration(ops[3].Time - ops[1].Time); held < 300*time.Millisecond {
-		t.Errorf("k was healed %v after it went in, before its own 300ms", held)
-	}
-	if ops[2].Time > ops[3].Time {
-		t.Errorf("p, of no duration, was healed after k")
-	}
-
-	// b fails: c, after it, never goes in; a and b are healed.
-	a2 := &fakeFault{name: "a", duration: time.Millisecond}
-	b2 := &fakeFault{name: "b", duration: time.Millisecond, injectErr: errors.New("boom")}
-	c2 := &fakeFault{name: "c", duration: time.Millisecond}
-	s = newSchedule(10*time.Millisecond, 1, &combined{parts: []Fault{a2, b2, c2}})
-	ctx2, cancel2 := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel2()
-	a2.onHeal = cancel2
-	_ = s.Run(ctx2)
-	if ci, _ := c2.counts(); ci != 0 {
-		t.Errorf("c injected %d times after b failed", ci)
-	}
-	ai, ah := a2.counts()
-	bi, bh := b2.counts()
-	if ai == 0 || ai != ah || bi != bh {
-		t.Errorf("a %d/%d, b %d/%d injected/healed: every part that went in must be healed", ai, ah, bi, bh)
-	}
-}
-
-func TestBuildCombined(t *testing.T) {
-	env := Env{Window: time.Second, ClientPause: time.Second, Clients: nil}
-	if !Known("pause-node+kill-node") || Known("pause-node+bogus") {
-		t.Error("Known misjudges combined names")
-	}
-	if _, err := Build([]string{"pause-node+bogus"}, env); err == nil || !strings.Contains(err.Error(), `"bogus"`) {
-		t.Errorf("combined with an unknown part: %v", err)
-	}
-}
-
-func TestPartitionWithABridgeHost(t *testing.T) {
-	// Kleppmann's Redlock case: c0 sees n1,n2,n3 and c1 sees n3,n4,n5.
-	cuts, err := ShapeCuts("partition", nil, nil, [][]string{{"n1", "n2", "n3", "c0"}, {"n3", "n4", "n5", "c1"}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, tt := range []struct {
-		x, y string
-		want bool
-	}{
-		{"c0", "n3", true}, {"c1", "n3", true}, {"c0", "n1", true}, {"c1", "n5", true},
-		{"c0", "n4", false}, {"c0", "n5", false}, {"c1", "n1", false}, {"n2", "n4", false},
-	} {
-		if got := reach(cuts, tt.x, tt.y); got != tt.want {
-			t.Errorf("%s–%s reachable %v, want %v (cuts %v)", tt.x, tt.y, got, tt.want, cuts)
-		}
-	}
-	if _, err := ShapeCuts("partition", nil, nil, [][]string{{"n1", "n2"}, {"n1"}}, nil); err == nil {
-		t.Error("a partition that cuts nothing was accepted")
-	}
-}
-
 func TestPinnedRoleIsAskedAtThePick(t *testing.T) {
 	nodes := []clusters.Node{{Name: "n1", Role: "leader"}, {Name: "n2", Role: "follower"}, {Name: "n3", Role: "follower"}}
 	// The leader moved to n3 since the start, and n2 does not answer.
@@ -245,5 +132,304 @@ func TestPinnedRoleIsAskedAtThePick(t *testing.T) {
 	if _, _, err := env.pickNode(context.Background(), "kill-node", nodes, rand.New(rand.NewPCG(1, 0))); !errors.Is(err, errNotApplied) ||
 		!strings.Contains(err.Error(), "n1=follower n2=? n3=leader") {
 		t.Errorf("pin matching no node now: %v, want not applied naming the roles read", err)
+	}
+}
+
+// A pinned shape puts the pinned nodes where the pin says, for every seed:
+// the isolated node, the minority, the bridge, a client's lost nodes.
+func TestShapesHonourPins(t *testing.T) {
+	clients := []string{"c0", "c1", "c2"}
+	for _, tt := range []struct {
+		name          string
+		shape         string
+		nodes         int
+		pinned        []string
+		pinnedClients []string
+		// check returns what is wrong with cuts and the subject, or "".
+		check func(nodes []string, cuts []Cut, subject []string) string
+	}{
+		{name: "isolate one", shape: "isolate", nodes: 3, pinned: []string{"n3"},
+			check: func(nodes []string, cuts []Cut, subject []string) string {
+				return wantAlone(nodes, clients, cuts, "n3", subject)
+			}},
+		{name: "isolate among two", shape: "isolate", nodes: 5, pinned: []string{"n2", "n4"},
+			check: func(nodes []string, cuts []Cut, subject []string) string {
+				if len(subject) != 1 || (subject[0] != "n2" && subject[0] != "n4") {
+					return "isolated " + strings.Join(subject, ",") + ", want n2 or n4"
+				}
+				return wantAlone(nodes, clients, cuts, subject[0], subject)
+			}},
+		{name: "halves with one pinned", shape: "halves", nodes: 5, pinned: []string{"n5"},
+			check: func(nodes []string, cuts []Cut, subject []string) string {
+				return wantMinority(nodes, []string{"n5"}, cuts, subject, func(min []string) bool { return slices.Contains(min, "n5") })
+			}},
+		{name: "halves with the whole minority pinned", shape: "halves", nodes: 5, pinned: []string{"n1", "n4"},
+			check: func(nodes []string, cuts []Cut, subject []string) string {
+				return wantMinority(nodes, []string{"n1", "n4"}, cuts, subject, func(min []string) bool {
+					return len(min) == 2 && slices.Contains(min, "n1") && slices.Contains(min, "n4")
+				})
+			}},
+		{name: "halves with more pinned than fit", shape: "halves", nodes: 5, pinned: []string{"n1", "n2", "n3"},
+			check: func(nodes []string, cuts []Cut, subject []string) string {
+				return wantMinority(nodes, []string{"n1", "n2", "n3"}, cuts, subject, func(min []string) bool {
+					return len(min) == 2 && !slices.Contains(min, "n4") && !slices.Contains(min, "n5")
+				})
+			}},
+		{name: "bridge", shape: "bridge", nodes: 5, pinned: []string{"n4"},
+			check: func(nodes []string, cuts []Cut, subject []string) string {
+				if !slices.Equal(subject, []string{"n4"}) {
+					return "subject " + strings.Join(subject, ",") + ", want n4"
+				}
+				for _, x := range nodes {
+					sees := 0
+					for _, y := range nodes {
+						if reach(cuts, x, y) {
+							sees++
+						}
+					}
+					if (x == "n4") != (sees == len(nodes)) {
+						return x + " sees " + strings.Repeat("+", sees) + " nodes; only the bridge n4 may see all"
+					}
+				}
+				return ""
+			}},
+		{name: "client-isolate pinned client", shape: "client-isolate", nodes: 3, pinnedClients: []string{"c2"},
+			check: func(nodes []string, cuts []Cut, subject []string) string {
+				if len(cuts) != 1 || !slices.Equal(cuts[0].A, []string{"c2"}) || len(cuts[0].B) == 0 {
+					return "cuts " + strings.Join(describe(cuts), " ") + ", want c2 cut from some nodes"
+				}
+				return ""
+			}},
+		{name: "client-isolate pinned client and nodes", shape: "client-isolate", nodes: 5,
+			pinned: []string{"n1", "n3"}, pinnedClients: []string{"c0"},
+			check: func(nodes []string, cuts []Cut, subject []string) string {
+				if got := strings.Join(describe(cuts), " "); got != "c0|n1,n3" || !slices.Equal(subject, []string{"n1", "n3"}) {
+					return "cuts " + got + ", subject " + strings.Join(subject, ",") + "; want c0|n1,n3"
+				}
+				return ""
+			}},
+		{name: "client-isolate pinned nodes", shape: "client-isolate", nodes: 3, pinned: []string{"n2"},
+			check: func(nodes []string, cuts []Cut, subject []string) string {
+				if len(cuts) != 1 || !slices.Equal(cuts[0].B, []string{"n2"}) {
+					return "cuts " + strings.Join(describe(cuts), " ") + ", want a client cut from n2 alone"
+				}
+				return ""
+			}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			nodes := names("n", tt.nodes)
+			for seed := uint64(0); seed < 40; seed++ {
+				in := shapeIn{nodes: nodes, clients: clients, pinned: tt.pinned, pinnedClients: tt.pinnedClients}
+				cuts, subject, err := cutShape(tt.shape, in, rand.New(rand.NewPCG(seed, 3)))
+				if err != nil {
+					t.Fatalf("seed %d: %v", seed, err)
+				}
+				if msg := tt.check(nodes, cuts, subject); msg != "" {
+					t.Fatalf("seed %d: %s (cuts %v)", seed, msg, describe(cuts))
+				}
+			}
+		})
+	}
+	// The shapes that take no pins refuse them rather than ignore them.
+	for _, shape := range []string{"majorities-ring", "partition"} {
+		in := shapeIn{nodes: names("n", 5), clients: clients, groups: [][]string{{"n1"}, {"n2"}}, pinned: []string{"n1"}}
+		if _, _, err := cutShape(shape, in, rand.New(rand.NewPCG(1, 1))); err == nil {
+			t.Errorf("%s with a pinned node: no error", shape)
+		}
+	}
+}
+
+// wantAlone checks that n, and n only, reaches no other host under cuts,
+// and that it is the shape's subject.
+func wantAlone(nodes, clients []string, cuts []Cut, n string, subject []string) string {
+	if !slices.Equal(subject, []string{n}) {
+		return "subject " + strings.Join(subject, ",") + ", want " + n
+	}
+	hosts := append(slices.Clone(nodes), clients...)
+	for _, x := range hosts {
+		for _, y := range hosts {
+			if x != y && reach(cuts, x, y) == (x == n || y == n) {
+				return x + "–" + y + " reachability is wrong for " + n + " isolated"
+			}
+		}
+	}
+	return ""
+}
+
+// wantMinority checks that the first side of a halves cut holds the
+// minority of the nodes, that ok accepts them, and that the subject is the
+// pinned ones among them.
+func wantMinority(nodes, pinned []string, cuts []Cut, subject []string, ok func([]string) bool) string {
+	if len(cuts) != 1 {
+		return "want one cut"
+	}
+	var minority, pinnedThere []string
+	for _, h := range cuts[0].A {
+		if slices.Contains(nodes, h) {
+			minority = append(minority, h)
+			if slices.Contains(pinned, h) {
+				pinnedThere = append(pinnedThere, h)
+			}
+		}
+	}
+	if len(minority) != len(nodes)/2 || !slices.Equal(pinnedThere, subject) {
+		return "minority " + strings.Join(minority, ",") + " subject " + strings.Join(subject, ",")
+	}
+	if !ok(minority) {
+		return "minority " + strings.Join(minority, ",") + " is not what the pins ask"
+	}
+	return ""
+}
+
+// Every node fault pinned to a role hits the node that has the role when it
+// goes in — not the one that had it at the start — and records that role.
+func TestNodeFaultsHonourRolePins(t *testing.T) {
+	cl := newLiveCluster("n1", "n2", "n3")
+	base := Env{Cluster: cl, Net: &fakeNet{}, Window: time.Second, NodeDown: time.Second, ClientHosts: []string{"c0", "c1"},
+		Loss: 0.5, Delay: time.Millisecond, Delayer: &fakeDelayer{}, Clocks: &fakeClocks{}, ClockBump: time.Second, StrobeRate: time.Millisecond}
+	for _, tt := range []struct {
+		fault string
+		// hit returns the node the injection's value says it hit.
+		hit func(targets []string) string
+	}{
+		{"kill-node", func(ts []string) string { return ts[0] }},
+		{"pause-node", func(ts []string) string { return ts[0] }},
+		{"clock-bump", func(ts []string) string { return ts[0][:2] }},
+		{"clock-strobe", func(ts []string) string { return ts[0][:2] }},
+		{"loss", func(ts []string) string { return ts[0][:2] }},
+		{"delay", func(ts []string) string { return ts[0][:2] }},
+		{"isolate", func(ts []string) string { a, _, _ := strings.Cut(ts[0], "|"); return a }},
+		{"bridge", func(ts []string) string {
+			a, b, _ := strings.Cut(ts[0], "|")
+			for _, n := range []string{"n1", "n2", "n3"} {
+				if !strings.Contains(a+","+b, n) {
+					return n
+				}
+			}
+			return ""
+		}},
+		{"halves", func(ts []string) string {
+			a, _, _ := strings.Cut(ts[0], "|")
+			for _, h := range strings.Split(a, ",") {
+				if strings.HasPrefix(h, "n") {
+					return h
+				}
+			}
+			return ""
+		}},
+		{"client-isolate", func(ts []string) string { _, b, _ := strings.Cut(ts[0], "|"); return b }},
+	} {
+		t.Run(tt.fault, func(t *testing.T) {
+			env := base
+			env.Targets = map[string][]string{tt.fault: {"leader"}}
+			f := buildOne(t, tt.fault, env)
+			// The leader moves between injections; each must follow it.
+			for i, leader := range []string{"n1", "n3", "n2", "n3"} {
+				roles := map[string]string{"n1": "follower", "n2": "follower", "n3": "follower"}
+				roles[leader] = "leader"
+				cl.setRoles(roles)
+				v, err := f.Inject(context.Background(), rand.New(rand.NewPCG(uint64(i), 5)))
+				if err != nil {
+					t.Fatalf("inject %d: %v", i, err)
+				}
+				if got := tt.hit(v.Targets); got != leader {
+					t.Errorf("inject %d hit %s (targets %v), the leader is %s", i, got, v.Targets, leader)
+				}
+				if len(v.Roles) != 1 || v.Roles[leader] != "leader" {
+					t.Errorf("inject %d recorded roles %v, want %s=leader", i, v.Roles, leader)
+				}
+				if _, err := f.Heal(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// An election is under way: no node is the leader, and the fault
+			// goes nowhere else.
+			cl.setRoles(map[string]string{"n1": "follower", "n2": "follower"})
+			if _, err := f.Inject(context.Background(), testRng()); err == nil || !strings.Contains(err.Error(), "n3=?") {
+				t.Errorf("with no leader: %v, want not applied, naming n3's role as unknown", err)
+			}
+			f.Heal(context.Background())
+		})
+	}
+}
+
+// Pins a fault cannot honour are refused before the run: by ParseTargets
+// where the fault alone says so, by Build where it takes the cluster.
+func TestUnsupportedPinsAreRefused(t *testing.T) {
+	for _, tt := range []struct {
+		in, want string
+	}{
+		{"partition=n1", "partition takes no target: its groups are given whole by --partition"},
+		{"majorities-ring=leader", "majorities-ring takes no target"},
+		{"clock-reset=n2", "clock-reset takes no target: it resets every node's clock"},
+		{"kill-node=p0", "kill-node hits nodes (by name or role), not worker processes like p0"},
+		{"isolate=c1", "not client hosts like c1 (client-isolate cuts a client host)"},
+		{"pause-client=n1", `pause-client hits worker processes, named p0, p1, ...; "n1" is not one`},
+		{"clock-skew-client=leader", `"leader" is not one`},
+		{"client-isolate=p2", "p2 is a worker process, not a host"},
+		{"isolate=leader;partition=n1,n2", "partition=n1,n2: partition takes no target"},
+	} {
+		if _, err := ParseTargets(tt.in); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("ParseTargets(%q) = %v, want an error saying %q", tt.in, err, tt.want)
+		}
+	}
+	for _, ok := range []string{"isolate=leader", "client-isolate=c0,n2", "kill-node=master;pause-client=p1", "halves=n1,n2;bridge=follower"} {
+		if _, err := ParseTargets(ok); err != nil {
+			t.Errorf("ParseTargets(%q): %v", ok, err)
+		}
+	}
+
+	plain := &fakeCluster{nodes: nodes("n1", "n2", "n3")}
+	sentinel := &targetCluster{fakeCluster: fakeCluster{nodes: []clusters.Node{
+		{Name: "n1", Role: "master"}, {Name: "n2", Role: "replica"}, {Name: "s1", Role: "sentinel"}}}}
+	leaders := newLiveCluster("n1", "n2", "n3")
+	for _, tt := range []struct {
+		name    string
+		cluster clusters.Cluster
+		fault   string
+		pins    []string
+		want    string // "" means accepted
+	}{
+		{"unknown node", plain, "isolate", []string{"n9"}, `isolate hits nodes n1, n2, n3 by name (no node of this backend has a role); "n9" is neither`},
+		{"role of a backend without roles", plain, "kill-node", []string{"leader"}, `"leader" is neither`},
+		{"role the backend never has", leaders, "loss", []string{"master"}, `loss hits nodes n1, n2, n3 (by name) or the roles follower, leader; "master" is neither`},
+		{"a sentinel for kill-node", sentinel, "kill-node", []string{"s1"}, `kill-node hits nodes n1, n2 (by name) or the roles master, replica; "s1" is neither`},
+		{"the sentinel role for kill-node", sentinel, "kill-node", []string{"sentinel"}, `"sentinel" is neither`},
+		{"a client host the run lacks", plain, "client-isolate", []string{"c7"}, "the run's client hosts are c0, c1; c7 is not one of them"},
+		{"a worker the run lacks", plain, "pause-client", []string{"p9"}, "the run starts workers p0, p1; p9 is not one of them"},
+		{"a wrong kind in the run", plain, "partition", []string{"n1"}, "partition takes no target"},
+		{"leader", leaders, "isolate", []string{"leader"}, ""},
+		{"sentinel clock", sentinel, "clock-bump", []string{"sentinel"}, ""},
+		{"master by its start role", sentinel, "kill-node", []string{"master"}, ""},
+		{"client and role", leaders, "client-isolate", []string{"c1", "follower"}, ""},
+		{"worker", plain, "kill-client", []string{"p1"}, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			targets := map[string][]string{tt.fault: tt.pins}
+			env := Env{Cluster: tt.cluster, Clients: &fakeClients{procs: []int{0, 1}}, ClientHosts: []string{"c0", "c1"}, Targets: targets}
+			_, err := Build([]string{tt.fault}, env)
+			if errors.Is(err, ErrUnavailable) {
+				err = nil // the pins passed; the fakes lack what the fault needs
+			}
+			// The check before anything starts says the same.
+			if early := CheckTargets(targets, tt.cluster, 2); fmt.Sprint(early) != strings.TrimPrefix(fmt.Sprint(err), "--target ") {
+				t.Errorf("CheckTargets = %v, Build = %v", early, err)
+			}
+			if tt.want == "" {
+				if err != nil {
+					t.Errorf("refused: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("checkPins = %v, want an error saying %q", err, tt.want)
+			}
+		})
+	}
+	// Build refuses a bad pin even for a fault the platform cannot apply,
+	// and says which fault and pin.
+	env := Env{Cluster: plain, Window: time.Second, NetReason: "not root", Targets: map[string][]string{"isolate": {"n9"}}}
+	if _, err := Build([]string{"kill-node+isolate"}, env); err == nil || !strings.HasPrefix(err.Error(), "--target isolate=n9: ") {
+		t.Errorf("Build with isolate=n9: %v, want a --target error", err)
 	}
 }
