@@ -13,7 +13,7 @@ func init() {
 			Doc: "splits the nodes into two halves that talk only through one bridge node, for the window"},
 		Needs: []Ability{NeedNetwork, NeedSeparateClients},
 		pins:  pinNode,
-	}, 3, bridge)
+	}, partitionShape{cut: bridge, minNodes: 3})
 }
 
 // bridge splits the nodes into two halves that cannot talk, except

@@ -14,7 +14,7 @@ func init() {
 			Doc: "cuts one client host from a random non-empty set of nodes, for the window"},
 		Needs: []Ability{NeedNetwork, NeedSeparateClients},
 		pins:  pinClientOrNode,
-	}, 0, clientIsolate)
+	}, partitionShape{cut: clientIsolate})
 }
 
 // clientIsolate cuts one client host from a random non-empty set of

@@ -13,7 +13,7 @@ func init() {
 			Doc: "splits the nodes into two halves (the smaller first), each client joining a random half, for the window"},
 		Needs: []Ability{NeedNetwork, NeedSeparateClients},
 		pins:  pinNode,
-	}, 2, halves)
+	}, partitionShape{cut: halves, minNodes: 2})
 }
 
 // halves splits the nodes into two halves (the smaller first) and puts

@@ -11,7 +11,7 @@ func init() {
 		FaultKind: history.FaultKind{Name: "isolate", Op: "partition-isolate",
 			Doc: "cuts one node from every other host, nodes and clients, for the window"},
 		pins: pinNode,
-	}, 2, isolate)
+	}, partitionShape{cut: isolate, minNodes: 2})
 }
 
 // isolate cuts one node from every other host, nodes and clients; a pin

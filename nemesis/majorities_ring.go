@@ -13,7 +13,7 @@ func init() {
 			Doc: "puts the nodes on a ring where each sees a majority and no two the same one, for the window (5 nodes or more)"},
 		pins:   pinNone,
 		noPins: "every node sees a majority and no node has a place of its own, so a pin could not mean anything",
-	}, 0, majoritiesRing)
+	}, partitionShape{cut: majoritiesRing})
 }
 
 // majoritiesRing puts the nodes on a ring in random order; each sees

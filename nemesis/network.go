@@ -31,12 +31,18 @@ type shapeIn struct {
 // did before pins existed.
 type shape func(in shapeIn, rng *rand.Rand) (cuts []Cut, subject []string, err error)
 
-// partitionShape is how one partition fault cuts the network: the fewest
-// nodes it needs, whether it takes pins, and its shape.
+// partitionShape is how one partition fault cuts the network.
 type partitionShape struct {
-	minNodes  int
+	// cut is the shape.
+	cut shape
+	// minNodes is the fewest nodes the shape can cut.
+	minNodes int
+	// check, if set, refuses before the run starts what the shape cannot
+	// cut in the run's hosts (in has no pins).
+	check func(in shapeIn) error
+
+	// takesPins is set by registerShape from the spec.
 	takesPins bool
-	cut       shape
 }
 
 // shapes are the partition shapes by fault name, filled by registerShape.
@@ -48,16 +54,17 @@ const healNetwork = "heal-network"
 
 // registerShape registers a partition fault: spec, completed with what
 // every partition shares (its heal, its family, the window it lasts, and
-// the network it needs unless spec says more), cutting the network in
-// shape sh, which needs at least minNodes nodes.
-func registerShape(spec Spec, minNodes int, sh shape) {
+// the network it needs unless spec says more), cutting the network as sh
+// says.
+func registerShape(spec Spec, sh partitionShape) {
 	spec.Heal, spec.Family = healNetwork, history.FamilyNetwork
 	spec.Settings = append(spec.Settings, "window")
 	if len(spec.Needs) == 0 {
 		spec.Needs = []Ability{NeedNetwork}
 	}
 	spec.New = newPartition
-	shapes[spec.Name] = partitionShape{minNodes: minNodes, takesPins: spec.pins != pinNone, cut: sh}
+	sh.takesPins = spec.pins != pinNone
+	shapes[spec.Name] = sh
 	Register(spec)
 }
 
@@ -156,22 +163,14 @@ func newPartition(env Env) (Fault, error) {
 }
 
 // check refuses, before the run starts, a shape that cannot fit the
-// cluster, and groups of --partition that name hosts the run does not have.
+// cluster, and what the shape's own check refuses.
 func (f *partitionFault) check() error {
-	env, sh := f.env, f.spec.Name
-	if _, _, err := cutShape(sh, shapeIn{nodes: nodeNames(env), clients: env.ClientHosts, groups: env.Groups}, rand.New(rand.NewPCG(0, 0))); err != nil {
+	in := shapeIn{nodes: nodeNames(f.env), clients: f.env.ClientHosts, groups: f.env.Groups}
+	if _, _, err := cutShape(f.spec.Name, in, rand.New(rand.NewPCG(0, 0))); err != nil {
 		return err
 	}
-	if sh != "partition" {
-		return nil
-	}
-	known := append(nodeNames(env), env.ClientHosts...)
-	for _, g := range env.Groups {
-		for _, h := range g {
-			if !slices.Contains(known, h) {
-				return fmt.Errorf("--partition names host %q, which this run does not have (hosts: %s)", h, strings.Join(known, ", "))
-			}
-		}
+	if c := shapes[f.spec.Name].check; c != nil {
+		return c(in)
 	}
 	return nil
 }

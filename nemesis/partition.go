@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 
 	"github.com/locktest/locktest/history"
 )
@@ -16,7 +17,7 @@ func init() {
 		Needs:    []Ability{NeedNetwork, NeedClientGroups},
 		pins:     pinNone,
 		noPins:   "its groups are given whole by --partition: name the hosts there",
-	}, 0, partitionGroups)
+	}, partitionShape{cut: partitionGroups, check: knownHosts})
 }
 
 // partitionGroups applies the grouping given on the command line: hosts of
@@ -43,4 +44,17 @@ func partitionGroups(in shapeIn, _ *rand.Rand) ([]Cut, []string, error) {
 		return nil, nil, fmt.Errorf("partition %v cuts nothing: every group is contained in another", groups)
 	}
 	return cuts, nil, nil
+}
+
+// knownHosts refuses groups that name a host the run does not have.
+func knownHosts(in shapeIn) error {
+	known := append(slices.Clone(in.nodes), in.clients...)
+	for _, g := range in.groups {
+		for _, h := range g {
+			if !slices.Contains(known, h) {
+				return fmt.Errorf("--partition names host %q, which this run does not have (hosts: %s)", h, strings.Join(known, ", "))
+			}
+		}
+	}
+	return nil
 }

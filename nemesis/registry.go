@@ -98,12 +98,16 @@ func Names() []string {
 // Reads reports whether one of the faults named (parts of combined faults,
 // split) reads the setting flag (see Spec.Settings).
 func Reads(faults []string, flag string) bool {
-	for _, f := range faults {
-		if s, ok := lookup(f); ok && slices.Contains(s.Settings, flag) {
-			return true
-		}
-	}
-	return false
+	return anySpec(faults, func(s *Spec) bool { return slices.Contains(s.Settings, flag) })
+}
+
+// anySpec reports whether the spec of one of the faults named (unknown
+// names are passed over) is one that has.
+func anySpec(faults []string, has func(s *Spec) bool) bool {
+	return slices.ContainsFunc(faults, func(f string) bool {
+		s, ok := lookup(f)
+		return ok && has(s)
+	})
 }
 
 // Available reports whether env can apply the fault called name: nil, or
