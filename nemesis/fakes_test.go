@@ -297,7 +297,11 @@ func (f *fakeFault) counts() (injects, heals int) {
 	return f.injects, f.heals
 }
 
-func testRng() *rand.Rand { return rand.New(rand.NewPCG(1, 2)) }
+// seeded returns a source of the given seed, as the schedule's is.
+func seeded(seed, stream uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, stream)) }
+
+// testRng returns the source of the tests for which any seed does.
+func testRng() *rand.Rand { return seeded(1, 2) }
 
 // buildOne builds the fault called name for env, failing the test on an
 // error.

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -248,12 +248,9 @@ func injections(t *testing.T, seed int64, n int) []string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var mu sync.Mutex
-	count := 0
+	var count atomic.Int32
 	onInject := func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if count++; count == n {
+		if count.Add(1) == int32(n) {
 			cancel()
 		}
 	}

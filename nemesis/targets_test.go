@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -49,7 +48,7 @@ func TestPinnedTargets(t *testing.T) {
 	nodes := []clusters.Node{{Name: "n1", Role: "master"}, {Name: "n2", Role: "replica"}, {Name: "n3", Role: "replica"}}
 	env := Env{Targets: map[string][]string{"kill-node": {"master"}, "clock-bump": {"n3"}, "pause-client": {"p2"}}}
 	for seed := uint64(0); seed < 20; seed++ {
-		rng := rand.New(rand.NewPCG(seed, 0))
+		rng := seeded(seed, 0)
 		if n, _, err := env.pickNode(context.Background(), "kill-node", nodes, rng); err != nil || n.Name != "n1" {
 			t.Fatalf("kill-node pinned to role master hit %v, %v", n, err)
 		}
@@ -63,7 +62,7 @@ func TestPinnedTargets(t *testing.T) {
 	// Unpinned faults reach every node.
 	seen := map[string]bool{}
 	for seed := uint64(0); seed < 50; seed++ {
-		n, _, _ := env.pickNode(context.Background(), "pause-node", nodes, rand.New(rand.NewPCG(seed, 0)))
+		n, _, _ := env.pickNode(context.Background(), "pause-node", nodes, seeded(seed, 0))
 		seen[n.Name] = true
 	}
 	if len(seen) != 3 {
@@ -71,7 +70,7 @@ func TestPinnedTargets(t *testing.T) {
 	}
 	// A pinned process that is gone: the fault is not applied, never moved
 	// to another target.
-	if _, err := env.pickProcess("pause-client", []int{0, 1}, rand.New(rand.NewPCG(1, 0))); !errors.Is(err, errNotApplied) {
+	if _, err := env.pickProcess("pause-client", []int{0, 1}, seeded(1, 0)); !errors.Is(err, errNotApplied) {
 		t.Errorf("pinned process missing: error %v, want not applied", err)
 	}
 }
@@ -89,7 +88,7 @@ func TestClockDirection(t *testing.T) {
 	} {
 		env := Env{ClockBump: tt.bump, ClockDirection: tt.dir}
 		for seed := uint64(0); seed < 20; seed++ {
-			if d := env.jump(rand.New(rand.NewPCG(seed, 0))); !tt.want(d) {
+			if d := env.jump(seeded(seed, 0)); !tt.want(d) {
 				t.Errorf("direction %q bump %v: jump %v", tt.dir, tt.bump, d)
 			}
 		}
@@ -97,7 +96,7 @@ func TestClockDirection(t *testing.T) {
 	both := map[bool]bool{}
 	env := Env{ClockBump: time.Second}
 	for seed := uint64(0); seed < 20; seed++ {
-		both[env.jump(rand.New(rand.NewPCG(seed, 0))) > 0] = true
+		both[env.jump(seeded(seed, 0)) > 0] = true
 	}
 	if len(both) != 2 {
 		t.Error("either direction never jumped both ways in 20 seeds")
@@ -110,7 +109,7 @@ func TestPinnedRoleIsAskedAtThePick(t *testing.T) {
 	cl := &liveCluster{fakeCluster: fakeCluster{nodes: nodes}, roles: map[string]string{"n1": "follower", "n3": "leader"}}
 	env := Env{Cluster: cl, Targets: map[string][]string{"kill-node": {"leader"}, "pause-node": {"follower"}}}
 	for seed := uint64(0); seed < 10; seed++ {
-		n, roles, err := env.pickNode(context.Background(), "kill-node", nodes, rand.New(rand.NewPCG(seed, 0)))
+		n, roles, err := env.pickNode(context.Background(), "kill-node", nodes, seeded(seed, 0))
 		if err != nil || n.Name != "n3" {
 			t.Fatalf("kill-node pinned to the leader hit %v, %v; the leader is n3 now", n.Name, err)
 		}
@@ -119,7 +118,7 @@ func TestPinnedRoleIsAskedAtThePick(t *testing.T) {
 		}
 		// n2 does not answer: its role is unknown, so only n1 is a
 		// follower now.
-		if n, roles, _ := env.pickNode(context.Background(), "pause-node", nodes, rand.New(rand.NewPCG(seed, 0))); n.Name != "n1" || roles["n1"] != "follower" {
+		if n, roles, _ := env.pickNode(context.Background(), "pause-node", nodes, seeded(seed, 0)); n.Name != "n1" || roles["n1"] != "follower" {
 			t.Fatalf("pause-node pinned to followers hit %s (roles %v), want n1, the one follower that answers", n.Name, roles)
 		}
 	}
@@ -129,7 +128,7 @@ func TestPinnedRoleIsAskedAtThePick(t *testing.T) {
 	// No node has the pinned role now: nothing is hit, and the error says
 	// what each node was.
 	env.Targets = map[string][]string{"kill-node": {"observer"}}
-	if _, _, err := env.pickNode(context.Background(), "kill-node", nodes, rand.New(rand.NewPCG(1, 0))); !errors.Is(err, errNotApplied) ||
+	if _, _, err := env.pickNode(context.Background(), "kill-node", nodes, seeded(1, 0)); !errors.Is(err, errNotApplied) ||
 		!strings.Contains(err.Error(), "n1=follower n2=? n3=leader") {
 		t.Errorf("pin matching no node now: %v, want not applied naming the roles read", err)
 	}
@@ -220,7 +219,7 @@ func TestShapesHonourPins(t *testing.T) {
 			nodes := names("n", tt.nodes)
 			for seed := uint64(0); seed < 40; seed++ {
 				in := shapeIn{nodes: nodes, clients: clients, pinned: tt.pinned, pinnedClients: tt.pinnedClients}
-				cuts, subject, err := cutShape(tt.shape, in, rand.New(rand.NewPCG(seed, 3)))
+				cuts, subject, err := cutShape(tt.shape, in, seeded(seed, 3))
 				if err != nil {
 					t.Fatalf("seed %d: %v", seed, err)
 				}
@@ -233,7 +232,7 @@ func TestShapesHonourPins(t *testing.T) {
 	// The shapes that take no pins refuse them rather than ignore them.
 	for _, shape := range []string{"majorities-ring", "partition"} {
 		in := shapeIn{nodes: names("n", 5), clients: clients, groups: [][]string{{"n1"}, {"n2"}}, pinned: []string{"n1"}}
-		if _, _, err := cutShape(shape, in, rand.New(rand.NewPCG(1, 1))); err == nil {
+		if _, _, err := cutShape(shape, in, seeded(1, 1)); err == nil {
 			t.Errorf("%s with a pinned node: no error", shape)
 		}
 	}
@@ -328,7 +327,7 @@ func TestNodeFaultsHonourRolePins(t *testing.T) {
 				roles := map[string]string{"n1": "follower", "n2": "follower", "n3": "follower"}
 				roles[leader] = "leader"
 				cl.setRoles(roles)
-				v, err := f.Inject(context.Background(), rand.New(rand.NewPCG(uint64(i), 5)))
+				v, err := f.Inject(context.Background(), seeded(uint64(i), 5))
 				if err != nil {
 					t.Fatalf("inject %d: %v", i, err)
 				}
