@@ -28,8 +28,7 @@ func newClockSkewClient(env Env) (Fault, error) {
 	if err := clockEnv(env); err != nil {
 		return nil, err
 	}
-	var skewed undoList[int]
-	return env.onProcess(env.Window,
+	return env.undoEachProcess(env.Window,
 		func(_ context.Context, p int, v *history.Value, rng *rand.Rand) error {
 			d := env.jump(rng)
 			v.Targets[0] += signed(d)
@@ -37,16 +36,13 @@ func newClockSkewClient(env Env) (Fault, error) {
 			if err := c.SetWallOffset(p, d); err != nil {
 				return fmt.Errorf("%w: %v", errNotApplied, err)
 			}
-			skewed.add(p, false)
 			return nil
 		},
-		func(context.Context) ([]string, error) {
-			return skewed.undo(false, func(p int) (string, error) {
-				// A worker that died since cannot be unskewed and needs no unskew.
-				if err := c.SetWallOffset(p, 0); err != nil {
-					return "", nil
-				}
-				return procName(p), nil
-			})
+		func(_ context.Context, p int) (string, error) {
+			// A worker that died since cannot be unskewed and needs no unskew.
+			if c.SetWallOffset(p, 0) != nil {
+				return "", nil
+			}
+			return procName(p), nil
 		}), nil
 }

@@ -23,8 +23,8 @@ func init() {
 // newDelay adds latency to the traffic of one node; the heal takes every
 // delay away.
 func newDelay(env Env) (Fault, error) {
-	if env.Delay <= 0 || env.Window <= 0 {
-		return nil, fmt.Errorf("delay and fault window must be positive, got %v and %v", env.Delay, env.Window)
+	if err := positive("delay and fault window", env.Delay, env.Window); err != nil {
+		return nil, err
 	}
 	d := env.Delayer
 	return env.onNode(env.Window,

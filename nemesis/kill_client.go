@@ -29,8 +29,7 @@ func newKillClient(env Env) (Fault, error) {
 	if err := positive("fault window", env.Window); err != nil {
 		return nil, err
 	}
-	var dead undoList[int]
-	return env.onProcess(env.Window,
+	return env.undoEachProcess(env.Window,
 		func(ctx context.Context, p int, v *history.Value, _ *rand.Rand) error {
 			if env.KillHolder {
 				v.Point = cmp.Or(env.KillPoint, "after-acquire")
@@ -44,16 +43,13 @@ func newKillClient(env Env) (Fault, error) {
 				}
 				return fmt.Errorf("%w: kill p%d: %v", errNotApplied, p, err)
 			}
-			dead.add(p, false)
 			return nil
 		},
-		func(ctx context.Context) ([]string, error) {
-			return dead.undo(false, func(p int) (string, error) {
-				np, err := c.Replace(ctx, p)
-				if err != nil {
-					return "", fmt.Errorf("replace p%d: %w", p, err)
-				}
-				return fmt.Sprintf("p%d->p%d", p, np), nil
-			})
+		func(ctx context.Context, p int) (string, error) {
+			np, err := c.Replace(ctx, p)
+			if err != nil {
+				return "", fmt.Errorf("replace p%d: %w", p, err)
+			}
+			return fmt.Sprintf("p%d->p%d", p, np), nil
 		}), nil
 }

@@ -76,6 +76,26 @@ func (env Env) onProcess(dur time.Duration, hit func(ctx context.Context, p int,
 	return &oneTarget[int]{dur: dur, pick: pick, hit: hit, heal: heal}
 }
 
+// undoEachProcess returns a fault that stays dur and hits one live worker
+// at each injection with hit (see onProcess). Its heal calls undo for each
+// worker whose hit succeeded since the last heal, oldest first, and records
+// the targets undo names; it stops at the first worker undo fails on, which
+// stays for the next heal.
+func (env Env) undoEachProcess(dur time.Duration, hit func(ctx context.Context, p int, v *history.Value, rng *rand.Rand) error, undo func(ctx context.Context, p int) (string, error)) Fault {
+	var hits undoList[int]
+	return env.onProcess(dur,
+		func(ctx context.Context, p int, v *history.Value, rng *rand.Rand) error {
+			if err := hit(ctx, p, v, rng); err != nil {
+				return err
+			}
+			hits.add(p, false)
+			return nil
+		},
+		func(ctx context.Context) ([]string, error) {
+			return hits.undo(false, func(p int) (string, error) { return undo(ctx, p) })
+		})
+}
+
 // stopNode returns the body of kill-node and pause-node: a fault that stays
 // dur, hurts one data node at each injection and undoes it, for every node
 // it hurt, at the heal. hurt and undo are the provider's ability (Kill and

@@ -2,16 +2,23 @@ package nemesis
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 )
 
-// positive refuses a duration setting that is not positive, naming it
-// ("fault window") in the error.
-func positive(what string, d time.Duration) error {
-	if d <= 0 {
-		return fmt.Errorf("%s must be positive, got %v", what, d)
+// positive refuses duration settings of which one is not positive, naming
+// them ("fault window", "delay and fault window") and their values in the
+// error.
+func positive(what string, ds ...time.Duration) error {
+	if !slices.ContainsFunc(ds, func(d time.Duration) bool { return d <= 0 }) {
+		return nil
 	}
-	return nil
+	got := make([]string, len(ds))
+	for i, d := range ds {
+		got[i] = d.String()
+	}
+	return fmt.Errorf("%s must be positive, got %s", what, strings.Join(got, " and "))
 }
 
 // clockEnv checks the settings of the faults that move a clock, a node's
