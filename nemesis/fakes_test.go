@@ -139,6 +139,16 @@ func names(prefix string, n int) []string {
 	return out
 }
 
+// reach says whether hosts x and y can talk under cuts.
+func reach(cuts []Cut, x, y string) bool {
+	for _, c := range cuts {
+		if (slices.Contains(c.A, x) && slices.Contains(c.B, y)) || (slices.Contains(c.A, y) && slices.Contains(c.B, x)) {
+			return false
+		}
+	}
+	return true
+}
+
 // fakeClients is a worker pool that records the calls the nemesis makes,
 // and fails them with the errors set.
 type fakeClients struct {

@@ -86,6 +86,16 @@ func TestBuild(t *testing.T) {
 	}
 }
 
+func TestBuildCombined(t *testing.T) {
+	env := Env{Window: time.Second, ClientPause: time.Second, Clients: nil}
+	if !Known("pause-node+kill-node") || Known("pause-node+bogus") {
+		t.Error("Known misjudges combined names")
+	}
+	if _, err := Build([]string{"pause-node+bogus"}, env); err == nil || !strings.Contains(err.Error(), `"bogus"`) {
+		t.Errorf("combined with an unknown part: %v", err)
+	}
+}
+
 func TestPauseClientInject(t *testing.T) {
 	const pause = 250 * time.Millisecond
 	stopErr := errors.New("os: process already finished")
@@ -396,26 +406,6 @@ func TestScheduleWithPauseClient(t *testing.T) {
 	}
 }
 
-func TestBuildCombined(t *testing.T) {
-	env := Env{Window: time.Second, ClientPause: time.Second, Clients: nil}
-	if !Known("pause-node+kill-node") || Known("pause-node+bogus") {
-		t.Error("Known misjudges combined names")
-	}
-	if _, err := Build([]string{"pause-node+bogus"}, env); err == nil || !strings.Contains(err.Error(), `"bogus"`) {
-		t.Errorf("combined with an unknown part: %v", err)
-	}
-}
-
-// reach says whether hosts x and y can talk under cuts.
-func reach(cuts []Cut, x, y string) bool {
-	for _, c := range cuts {
-		if (slices.Contains(c.A, x) && slices.Contains(c.B, y)) || (slices.Contains(c.A, y) && slices.Contains(c.B, x)) {
-			return false
-		}
-	}
-	return true
-}
-
 func TestShapes(t *testing.T) {
 	clients := []string{"c0", "c1", "c2"}
 	for seed := uint64(0); seed < 50; seed++ {
@@ -544,6 +534,28 @@ func TestShapesAreSeeded(t *testing.T) {
 		if fmt.Sprint(a) != fmt.Sprint(b) {
 			t.Errorf("%s differs for one seed: %v vs %v", shape, a, b)
 		}
+	}
+}
+
+func TestPartitionWithABridgeHost(t *testing.T) {
+	// Kleppmann's Redlock case: c0 sees n1,n2,n3 and c1 sees n3,n4,n5.
+	cuts, err := ShapeCuts("partition", nil, nil, [][]string{{"n1", "n2", "n3", "c0"}, {"n3", "n4", "n5", "c1"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		x, y string
+		want bool
+	}{
+		{"c0", "n3", true}, {"c1", "n3", true}, {"c0", "n1", true}, {"c1", "n5", true},
+		{"c0", "n4", false}, {"c0", "n5", false}, {"c1", "n1", false}, {"n2", "n4", false},
+	} {
+		if got := reach(cuts, tt.x, tt.y); got != tt.want {
+			t.Errorf("%s–%s reachable %v, want %v (cuts %v)", tt.x, tt.y, got, tt.want, cuts)
+		}
+	}
+	if _, err := ShapeCuts("partition", nil, nil, [][]string{{"n1", "n2"}, {"n1"}}, nil); err == nil {
+		t.Error("a partition that cuts nothing was accepted")
 	}
 }
 
@@ -690,27 +702,5 @@ func TestSharedClientAddressRefusesClientCuts(t *testing.T) {
 				t.Errorf("%s on %T: %v, want %q", tc.fault, net, err, want)
 			}
 		}
-	}
-}
-
-func TestPartitionWithABridgeHost(t *testing.T) {
-	// Kleppmann's Redlock case: c0 sees n1,n2,n3 and c1 sees n3,n4,n5.
-	cuts, err := ShapeCuts("partition", nil, nil, [][]string{{"n1", "n2", "n3", "c0"}, {"n3", "n4", "n5", "c1"}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, tt := range []struct {
-		x, y string
-		want bool
-	}{
-		{"c0", "n3", true}, {"c1", "n3", true}, {"c0", "n1", true}, {"c1", "n5", true},
-		{"c0", "n4", false}, {"c0", "n5", false}, {"c1", "n1", false}, {"n2", "n4", false},
-	} {
-		if got := reach(cuts, tt.x, tt.y); got != tt.want {
-			t.Errorf("%s–%s reachable %v, want %v (cuts %v)", tt.x, tt.y, got, tt.want, cuts)
-		}
-	}
-	if _, err := ShapeCuts("partition", nil, nil, [][]string{{"n1", "n2"}, {"n1"}}, nil); err == nil {
-		t.Error("a partition that cuts nothing was accepted")
 	}
 }
