@@ -23,25 +23,17 @@ import (
 	"github.com/locktest/locktest/clusters/roles"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/impls"
+	"github.com/locktest/locktest/internal/testcluster"
 	"github.com/locktest/locktest/nemesis"
 )
 
-// waitFor polls cond every 50ms until it returns nil, failing the test with
-// cond's last error after limit. The limits are generous: they bound a wait
-// for an election or a failover on a loaded machine, not its speed.
+// waitFor polls cond until it returns nil, failing the test with cond's
+// last error after limit (testcluster.Eventually). The limits are
+// generous: they bound a wait for an election or a failover on a loaded
+// machine, not its speed.
 func waitFor(t *testing.T, limit time.Duration, what string, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(limit)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v: %v", what, limit, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testcluster.Eventually(t, limit, what+": not within "+limit.String(), cond)
 }
 
 // etcdLeaderOf asks each member of nodes, except those in skip, for its

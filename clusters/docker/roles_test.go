@@ -7,10 +7,8 @@ import (
 	"testing"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
-
 	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/internal/testcluster"
 )
 
 // Role names the etcd container that the members' own status reports as
@@ -31,36 +29,7 @@ func TestDockerRoles(t *testing.T) {
 	}
 	defer c.Stop(ctx)
 	nodes := c.Nodes()
-	// leader asks each member's status with the test's own client.
-	leader := func(skip string) (string, error) {
-		ids := map[uint64]string{}
-		var lead uint64
-		for _, n := range nodes {
-			if n.Name == skip {
-				continue
-			}
-			cli, err := clientv3.New(clientv3.Config{Endpoints: []string{n.Addr}, DialTimeout: time.Second, Logger: zap.NewNop()})
-			if err != nil {
-				return "", err
-			}
-			sctx, cancel := context.WithTimeout(ctx, time.Second)
-			st, err := cli.Status(sctx, n.Addr)
-			cancel()
-			cli.Close()
-			if err != nil {
-				return "", err
-			}
-			ids[st.Header.MemberId] = n.Name
-			if st.Leader == 0 || (lead != 0 && st.Leader != lead) {
-				return "", fmt.Errorf("%s names leader %x", n.Name, st.Leader)
-			}
-			lead = st.Leader
-		}
-		if ids[lead] == "" {
-			return "", fmt.Errorf("leader %x is none of the members asked", lead)
-		}
-		return ids[lead], nil
-	}
+	leader := func(skip string) (string, error) { return testcluster.EtcdLeader(ctx, nodes, skip) }
 	roles := func() map[string]string {
 		out := map[string]string{}
 		for _, n := range nodes {
@@ -74,17 +43,7 @@ func TestDockerRoles(t *testing.T) {
 	}
 	within := func(what string, cond func() error) {
 		t.Helper()
-		deadline := time.Now().Add(60 * time.Second)
-		for {
-			err := cond()
-			if err == nil {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: %v", what, err)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		testcluster.Eventually(t, 60*time.Second, what, cond)
 	}
 	var first string
 	within("Role to name the leader the members report", func() error {

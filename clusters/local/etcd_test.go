@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/internal/testcluster"
 )
 
 // testEtcdOptions returns options whose members are this test binary (see
@@ -69,21 +70,10 @@ func put(t *testing.T, c *clientv3.Client, k, v string) {
 	}
 }
 
-// eventually polls cond until it holds or 15s passed. Not a speed goal:
-// the limit only keeps a broken cluster from hanging the test.
+// eventually polls cond until it holds or 15s passed (testcluster.Eventually).
 func eventually(t *testing.T, what string, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testcluster.Eventually(t, 15*time.Second, what, cond)
 }
 
 func TestEtcdStartReadyStop(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/roles"
+	"github.com/locktest/locktest/internal/testcluster"
 )
 
 func TestClusterSelfRole(t *testing.T) {
@@ -54,30 +55,7 @@ func TestEtcdRoleFollowsTheLeader(t *testing.T) {
 	t.Parallel()
 	e := startEtcd(t, testEtcdOptions(t))
 	nodes := e.Nodes()
-	c := etcdClient(t, nodes...)
-	// leader asks the members' status directly, not through Role.
-	leader := func(skip string) (string, error) {
-		ids := map[uint64]string{}
-		var lead uint64
-		for _, n := range nodes {
-			if n.Name == skip {
-				continue
-			}
-			st, err := status(c, n)
-			if err != nil {
-				return "", err
-			}
-			ids[st.Header.MemberId] = n.Name
-			if st.Leader == 0 || (lead != 0 && st.Leader != lead) {
-				return "", fmt.Errorf("%s names leader %x", n.Name, st.Leader)
-			}
-			lead = st.Leader
-		}
-		if ids[lead] == "" {
-			return "", fmt.Errorf("leader %x is none of the members asked", lead)
-		}
-		return ids[lead], nil
-	}
+	leader := func(skip string) (string, error) { return testcluster.EtcdLeader(context.Background(), nodes, skip) }
 	var first string
 	eventually(t, "Role to name the leader the members report", func() error {
 		l, err := leader("")
