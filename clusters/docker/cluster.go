@@ -613,10 +613,10 @@ func (c *Cluster) with(target clusters.Node, f func(n *node) error) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n, err := c.find(target)
-	if err != nil {
-		return err
+	if err == nil {
+		err = f(n)
 	}
-	return f(n)
+	return err
 }
 
 // find returns the node called node.Name.
