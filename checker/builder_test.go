@@ -252,6 +252,38 @@ func expect(t *testing.T, what string, got []Anomaly, ws []want) {
 	}
 }
 
+// expectResult checks r against a table-driven test's wants: its anomalies
+// and notes, each stat of stats (-1: the stat must be absent) and, when
+// explained is set, the explanation of its first anomaly, or else of its
+// first note.
+func expectResult(t *testing.T, r Result, anomalies, notes []want, stats map[string]float64, explained string) {
+	t.Helper()
+	expect(t, "anomalies", r.Anomalies, anomalies)
+	expect(t, "notes", r.Notes, notes)
+	for k, v := range stats {
+		got, ok := r.Stats[k]
+		if v < 0 && ok {
+			t.Errorf("stat %s = %v, want none", k, got)
+		}
+		if v >= 0 && got != v {
+			t.Errorf("stat %s = %v, want %v", k, got, v)
+		}
+	}
+	if explained == "" {
+		return
+	}
+	got := ""
+	switch {
+	case len(r.Anomalies) > 0:
+		got = r.Anomalies[0].Explanation
+	case len(r.Notes) > 0:
+		got = r.Notes[0].Explanation
+	}
+	if got != explained {
+		t.Errorf("explanation\n got %s\nwant %s", got, explained)
+	}
+}
+
 // ops is a readable []int literal.
 func ops(is ...int) []int { return is }
 

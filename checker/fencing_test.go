@@ -208,25 +208,7 @@ func TestFencingTokens(t *testing.T) {
 			var b builder
 			as, ns := tt.build(&b)
 			r := check(t, FencingTokens{}, b.h, tt.verdict)
-			expect(t, "anomalies", r.Anomalies, as)
-			expect(t, "notes", r.Notes, ns)
-			for k, v := range tt.stats {
-				if r.Stats[k] != v {
-					t.Errorf("stat %s = %v, want %v", k, r.Stats[k], v)
-				}
-			}
-			if tt.explained != "" {
-				got := ""
-				switch {
-				case len(r.Anomalies) > 0:
-					got = r.Anomalies[0].Explanation
-				case len(r.Notes) > 0:
-					got = r.Notes[0].Explanation
-				}
-				if got != tt.explained {
-					t.Errorf("explanation\n got %s\nwant %s", got, tt.explained)
-				}
-			}
+			expectResult(t, r, as, ns, tt.stats, tt.explained)
 		})
 	}
 }

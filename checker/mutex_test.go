@@ -177,15 +177,7 @@ func TestMutualExclusion(t *testing.T) {
 			var b builder
 			ws := tt.build(&b)
 			r := check(t, MutualExclusion{}, b.h, tt.verdict)
-			expect(t, "anomalies", r.Anomalies, ws)
-			for k, v := range tt.stats {
-				if r.Stats[k] != v {
-					t.Errorf("stat %s = %v, want %v", k, r.Stats[k], v)
-				}
-			}
-			if tt.explained != "" && len(r.Anomalies) > 0 && r.Anomalies[0].Explanation != tt.explained {
-				t.Errorf("explanation\n got %s\nwant %s", r.Anomalies[0].Explanation, tt.explained)
-			}
+			expectResult(t, r, ws, nil, tt.stats, tt.explained)
 		})
 	}
 }

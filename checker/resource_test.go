@@ -377,29 +377,7 @@ func TestResource(t *testing.T) {
 			var b builder
 			as, ns := tt.build(&b)
 			r := check(t, Resource{Mode: tt.mode}, b.h, tt.verdict)
-			expect(t, "anomalies", r.Anomalies, as)
-			expect(t, "notes", r.Notes, ns)
-			for k, v := range tt.stats {
-				got, ok := r.Stats[k]
-				if v < 0 && ok {
-					t.Errorf("stat %s = %v, want none", k, got)
-				}
-				if v >= 0 && got != v {
-					t.Errorf("stat %s = %v, want %v", k, got, v)
-				}
-			}
-			if tt.explained != "" {
-				got := ""
-				switch {
-				case len(r.Anomalies) > 0:
-					got = r.Anomalies[0].Explanation
-				case len(r.Notes) > 0:
-					got = r.Notes[0].Explanation
-				}
-				if got != tt.explained {
-					t.Errorf("explanation\n got %s\nwant %s", got, tt.explained)
-				}
-			}
+			expectResult(t, r, as, ns, tt.stats, tt.explained)
 		})
 	}
 }

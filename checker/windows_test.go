@@ -30,6 +30,22 @@ var windowRuns = flag.Int("window-runs", 3000, "random histories TestWindowsLose
 // often tie. With plant, the service now and then grants a held lock or
 // accepts a release by a process that does not hold it.
 func genSessionLock(rng *rand.Rand, plant bool) history.History {
+	return genLocks(rng, plant, true)
+}
+
+// genSmall returns a small random history in the domain where the fast
+// mutual-exclusion checker and the porcupine mutex model both apply: as
+// genSessionLock's, but with no kills or deaths and no release by a
+// process that did not acquire, and every acquire answered (ok, failed or
+// unknown) at its process's next step, so every hold ends by its holder's
+// release (ok or info) and no acquire outcome is believed by a process that
+// holds the lock. With plant, the service now and then grants a held lock.
+func genSmall(rng *rand.Rand, plant bool) history.History {
+	return genLocks(rng, plant, false)
+}
+
+// genLocks is genSessionLock with session, genSmall without.
+func genLocks(rng *rand.Rand, plant, session bool) history.History {
 	procs := 2 + rng.IntN(3)
 	locks := []string{"x", "y"}[:1+rng.IntN(2)]
 	const (
@@ -71,11 +87,14 @@ func genSessionLock(rng *rand.Rand, plant bool) history.History {
 		}
 	}
 	steps := 8 + rng.IntN(40)
+	if !session {
+		steps = 6 + rng.IntN(20)
+	}
 	for range steps {
 		if rng.IntN(3) != 0 {
-			now++
+			now++ // now and then two events share a ns
 		}
-		if rng.IntN(8) == 0 {
+		if session && rng.IntN(8) == 0 {
 			switch {
 			case kill < 0:
 				kill = rng.IntN(procs)
@@ -94,7 +113,7 @@ func genSessionLock(rng *rand.Rand, plant bool) history.History {
 		}
 		p := rng.IntN(procs)
 		st := &ps[p]
-		if st.state != dead && rng.IntN(40) == 0 {
+		if session && st.state != dead && rng.IntN(40) == 0 {
 			die(p, "worker exited: exit status 1")
 			continue
 		}
@@ -103,7 +122,7 @@ func genSessionLock(rng *rand.Rand, plant bool) history.History {
 		case idle:
 			st.lock = locks[rng.IntN(len(locks))]
 			f := history.Acquire
-			if plant && rng.IntN(10) == 0 {
+			if session && plant && rng.IntN(10) == 0 {
 				f = history.Release // by a process that does not hold it
 				st.state = releasing
 			} else {
@@ -119,11 +138,11 @@ func genSessionLock(rng *rand.Rand, plant bool) history.History {
 				}
 				b.info(p, history.Acquire, now, v)
 				st.state = idle
-			case h < 0 || (plant && h != p && r == 1):
+			case h < 0 || (plant && h != p && (r == 1 || !session && r < 4)):
 				holder[st.lock] = p
 				b.ok(p, history.Acquire, now, v)
 				st.state = holding
-			case r < 4:
+			case r < 4 || !session:
 				b.fail(p, history.Acquire, now, v, "not acquired")
 				st.state = idle
 			default: // it goes on waiting

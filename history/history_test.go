@@ -174,3 +174,20 @@ func TestWriterSyncsInTheBackgroundAndCloses(t *testing.T) {
 		t.Errorf("Append after Close: %v, want os.ErrClosed", err)
 	}
 }
+
+// TestClientSpanLeavesTheNemesisOut: the span runs from the first to the
+// last client op, whatever the nemesis did before or after.
+func TestClientSpanLeavesTheNemesisOut(t *testing.T) {
+	h := History{
+		{Process: NemesisProcess, Type: Invoke, F: "pause-client", Time: 1},
+		{Process: 0, Type: Invoke, F: Acquire, Time: 10},
+		{Process: 1, Type: OK, F: Release, Time: 40},
+		{Process: NemesisProcess, Type: OK, F: "pause-client", Time: 99},
+	}
+	if got := h.ClientSpan(); got != 30 {
+		t.Errorf("span %v, want 30ns", got)
+	}
+	if got := (History{}).ClientSpan(); got != 0 {
+		t.Errorf("empty history: span %v, want 0", got)
+	}
+}

@@ -7,6 +7,7 @@ package history
 import (
 	"encoding/json"
 	"fmt"
+	"time"
 )
 
 // Type says whether an op is an invocation or one of the three completions.
@@ -120,6 +121,26 @@ func (o Op) String() string {
 
 // History is a sequence of ops, indexed by Op.Index.
 type History []Op
+
+// ClientSpan is the time from the first client op to the last one,
+// nemesis ops aside: the span of the workload, which rates are taken
+// over. It is 0 for a history without client ops.
+func (h History) ClientSpan() time.Duration {
+	var first, last int64 = -1, 0
+	for _, o := range h {
+		if o.IsNemesis() {
+			continue
+		}
+		if first < 0 || o.Time < first {
+			first = o.Time
+		}
+		last = max(last, o.Time)
+	}
+	if first < 0 {
+		return 0
+	}
+	return time.Duration(last - first)
+}
 
 // Pair links each invocation to its completion: Pair()[i] is the index of the
 // completion of invoke i (or of the invoke of completion i), and -1 where the

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sort"
 	"strings"
 	"sync"
@@ -23,6 +24,11 @@ var ErrNotAcquired = errors.New("not acquired")
 // expired, or another holder has it) and changed nothing: the release
 // completes as fail.
 var ErrNotHeld = errors.New("not held")
+
+// ErrDead means the client can never be used again (the program of an
+// external client exited): the op's outcome is unknown, and the worker
+// exits with it, so the history records the death of its process.
+var ErrDead = errors.New("client dead")
 
 // Lease is what a successful acquire hands its holder.
 type Lease struct {
@@ -115,6 +121,54 @@ type Config struct {
 	// Hook, if set, is called at named points inside an impl's operations
 	// (see the impl's doc) so the harness can pause the process there.
 	Hook func(point string)
+}
+
+// Check returns an error, prefixed with the impl's name, unless c has what
+// every impl needs: at least one address and the harness clock.
+func (c Config) Check(impl string) error {
+	if len(c.Addrs) == 0 {
+		return fmt.Errorf("%s: Config.Addrs is empty", impl)
+	}
+	if c.Now == nil {
+		return fmt.Errorf("%s: Config.Now is required (the harness clock for ValidUntil)", impl)
+	}
+	return nil
+}
+
+// Wrap returns an Impl.New that builds what an impl's clients share with
+// build, and the client around it with wrap.
+func Wrap[S any](build func(Config) (S, error), wrap func(S) Client) func(context.Context, Config) (Client, error) {
+	return func(_ context.Context, cfg Config) (Client, error) {
+		s, err := build(cfg)
+		if err != nil {
+			return nil, err
+		}
+		return wrap(s), nil
+	}
+}
+
+// Pass calls Hook at the named point, if there is a hook. Impls call it at
+// each of their pause points.
+func (c Config) Pass(point string) {
+	if c.Hook != nil {
+		c.Hook(point)
+	}
+}
+
+// Values hands out the unique lock values of one client: "p<process>-<n>-
+// <r>", with a per-client sequence number n and 32 random bits r, which
+// keep a restarted worker with the same process id apart from its previous
+// life. No other acquire of any process writes the same value. The zero
+// value is ready for process 0.
+type Values struct {
+	Process int
+	seq     uint64
+}
+
+// Next returns the value of the client's next acquire.
+func (v *Values) Next() string {
+	v.seq++
+	return fmt.Sprintf("p%d-%d-%08x", v.Process, v.seq, rand.Uint32())
 }
 
 // Impl describes one lock implementation.

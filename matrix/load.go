@@ -38,19 +38,42 @@ func parseJobName(name string) (impl string, p Probe, c Class, ok bool) {
 		return "", "", "", false
 	}
 	for _, n := range impls.Names() {
-		what, found := strings.CutPrefix(rest, n+"-")
-		if !found {
-			continue
+		if what, found := strings.CutPrefix(rest, n+"-"); found {
+			if p, c, ok := parseWhat(what); ok {
+				return n, p, c, true
+			}
 		}
-		switch Probe(what) {
-		case ProbePerf1, ProbeDeadlock, ProbeReentrant:
-			return n, Probe(what), ClassNone, true
-		}
-		if slices.Contains(Classes, Class(what)) {
-			return n, ProbeSafety, Class(what), true
+	}
+	// An external client's row: its name is what comes before a known
+	// probe or class.
+	for _, what := range append([]string{string(ProbePerf1), string(ProbeDeadlock), string(ProbeReentrant)}, classNames()...) {
+		if n, found := strings.CutSuffix(rest, "-"+what); found && n != "" {
+			p, c, _ := parseWhat(what)
+			return n, p, c, true
 		}
 	}
 	return "", "", "", false
+}
+
+// parseWhat reads what a job measured: a probe or a fault class.
+func parseWhat(what string) (Probe, Class, bool) {
+	switch Probe(what) {
+	case ProbePerf1, ProbeDeadlock, ProbeReentrant:
+		return Probe(what), ClassNone, true
+	}
+	if slices.Contains(Classes, Class(what)) {
+		return ProbeSafety, Class(what), true
+	}
+	return "", "", false
+}
+
+// classNames are the fault classes' names.
+func classNames() []string {
+	out := make([]string, len(Classes))
+	for i, c := range Classes {
+		out[i] = string(c)
+	}
+	return out
 }
 
 // Load reads the matrix jobs stored under root — the folders

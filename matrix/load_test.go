@@ -26,7 +26,9 @@ func TestParseJobName(t *testing.T) {
 		{"matrix-zk-lock-reentrancy", "zk-lock", ProbeReentrant, ClassNone, true},
 		{"matrix-etcd-mutex-deadlock", "etcd-mutex", ProbeDeadlock, ClassNone, true},
 		{"redis-set-nx-px-pause-client-none", "", "", "", false},
-		{"matrix-no-such-lock-none", "", "", "", false},
+		{"matrix-kazoo-client-pause", "kazoo", ProbeSafety, ClassClientPause, true}, // an external client's row
+		{"matrix-tooz-redis-deadlock", "tooz-redis", ProbeDeadlock, ClassNone, true},
+		{"matrix-none", "", "", "", false},
 		{"matrix-redis-set-nx-px-meteor", "", "", "", false},
 	}
 	for _, tt := range tests {

@@ -126,7 +126,7 @@ func runJob(ctx context.Context, j Job) Result {
 	if err != nil {
 		return Result{Job: j, Err: err.Error()}
 	}
-	h, err := history.ReadFile(filepath.Join(o.Dir, runstore.HistoryFile))
+	h, err := o.History()
 	if err != nil {
 		return Result{Job: j, Dir: o.Dir, Results: o.Results, Err: "stored history: " + err.Error()}
 	}
@@ -219,7 +219,24 @@ func Aggregate(header reports.MatrixHeader, classes []Class, results []Result) r
 	for _, name := range order {
 		impl, err := impls.Lookup(name)
 		if err != nil {
+			// An external client: what its runs recorded of it.
 			impl = impls.Impl{Name: name}
+			client := false
+			for _, r := range by[name] {
+				if ri := r.Results.Run; ri.Client != nil {
+					impl.Backend, impl.Nodes, impl.Doc = ri.Backend, ri.Nodes, ri.ImplDoc
+					impl.Fenced, impl.Blocking, client = ri.Client.Fenced, ri.Client.Blocking, true
+					impl.Wait = fmt.Sprintf("as %s %s said of itself in the client protocol", ri.Client.Library, ri.Client.Version)
+					break
+				}
+			}
+			rw := row(impl, classes, by[name])
+			if client {
+				rw.Cells[ColReentrant] = reports.MatrixCell{Status: reports.StatusNA,
+					Reason: "an external client: the reentrancy probe drives a Go impl's client directly"}
+			}
+			m.Rows = append(m.Rows, rw)
+			continue
 		}
 		m.Rows = append(m.Rows, row(impl, classes, by[name]))
 	}

@@ -115,8 +115,14 @@ const (
 
 // Options are the settings of a matrix.
 type Options struct {
-	// Impls are the impls to measure; empty means every registered one.
+	// Impls are the impls to measure; empty means every registered one
+	// (unless ExternalClients are given: then only those).
 	Impls []string
+	// ExternalClients are external lock clients (run.Config.Client: the
+	// names of manifests in run.ClientsDir) measured in rows of their own,
+	// after the impls. Their rows have no reentrancy probe, which needs a
+	// Go impl.
+	ExternalClients []string
 	// Classes are the fault classes; empty means all (see ParseClasses).
 	Classes []Class
 	// Seeds is how many seeds each job runs with (seeds 1..Seeds).
@@ -148,6 +154,12 @@ func (o *Options) Validate() error {
 	for _, n := range o.Impls {
 		if _, err := impls.Lookup(n); err != nil {
 			return fmt.Errorf("--impls: %v", err)
+		}
+	}
+	for _, n := range o.ExternalClients {
+		c := run.Config{Client: n}
+		if _, err := c.ImplInfo(); err != nil {
+			return err // it names --client
 		}
 	}
 	switch {
@@ -229,7 +241,7 @@ func Plan(o Options) ([]Job, error) {
 		return nil, err
 	}
 	names := o.Impls
-	if len(names) == 0 {
+	if len(names) == 0 && len(o.ExternalClients) == 0 {
 		names = impls.Names()
 	}
 	classes := o.Classes
@@ -251,7 +263,28 @@ func Plan(o Options) ([]Job, error) {
 		}
 		jobs = append(jobs, o.job(impl, ProbeReentrant, ClassNone, 1))
 	}
+	for _, name := range o.ExternalClients {
+		c := run.Config{Client: name}
+		impl, _ := c.ImplInfo()
+		impl.Name = name
+		for seed := int64(1); seed <= int64(o.Seeds); seed++ {
+			jobs = append(jobs, o.clientJob(impl, ProbePerf1, ClassNone, seed))
+			for _, c := range classes {
+				jobs = append(jobs, o.clientJob(impl, ProbeSafety, c, seed))
+			}
+			jobs = append(jobs, o.clientJob(impl, ProbeDeadlock, ClassNone, seed))
+		}
+	}
 	return jobs, nil
+}
+
+// clientJob is job for the external client impl.Name, whose manifest
+// names its backend.
+func (o Options) clientJob(impl impls.Impl, p Probe, c Class, seed int64) Job {
+	j := o.job(impl, p, c, seed)
+	j.Config.Impl, j.Config.Client = "", impl.Name
+	j.Config.Command = strings.Replace(j.Config.Command, "locktest run --impl ", "locktest run --client ", 1)
+	return j
 }
 
 // job builds one job's run config.

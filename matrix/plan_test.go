@@ -169,3 +169,34 @@ func TestEveryImplDescribesItsProperties(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanGivesExternalClientsRowsOfTheirOwn: a client's jobs run it by
+// its manifest, with every probe but the reentrancy probe, after the
+// impls; with clients only, no impl is planned.
+func TestPlanGivesExternalClientsRowsOfTheirOwn(t *testing.T) {
+	t.Setenv("LOCKTEST_CLIENTS", "../clients")
+	o := DefaultOptions()
+	o.ExternalClients, o.Classes = []string{"kazoo"}, []Class{ClassClientPause}
+	jobs, err := Plan(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var probes []string
+	for _, j := range jobs {
+		if j.Impl != "kazoo" || j.Config.Client != "kazoo" || j.Config.Impl != "" {
+			t.Fatalf("job %s: impl %q, client %q: want every job kazoo's, run by its manifest", j.Label(), j.Config.Impl, j.Config.Client)
+		}
+		if !strings.HasPrefix(j.Config.Command, "locktest run --client kazoo ") {
+			t.Errorf("job %s: command %q", j.Label(), j.Config.Command)
+		}
+		probes = append(probes, j.Label())
+	}
+	want := []string{"kazoo perf-1 seed 1", "kazoo none seed 1", "kazoo client-pause seed 1", "kazoo deadlock seed 1"}
+	if !slices.Equal(probes, want) {
+		t.Errorf("jobs %q, want %q", probes, want)
+	}
+	o.ExternalClients = []string{"no-such-client"}
+	if _, err := Plan(o); err == nil || !strings.Contains(err.Error(), "--client") {
+		t.Errorf("an unknown client: %v, want an error naming --client", err)
+	}
+}

@@ -49,9 +49,9 @@ func WithCluster(ctx context.Context, cfg Config, dir string, fn func(ctx contex
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	impl, err := impls.Lookup(cfg.Impl)
+	impl, err := cfg.ImplInfo()
 	if err != nil {
-		return setupErr("%v", err)
+		return err
 	}
 	lg := cfg.Logger
 	if lg == nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/impls"
+	"github.com/locktest/locktest/impls/external"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/reports"
 	"github.com/locktest/locktest/runstore"
@@ -29,12 +30,27 @@ import (
 // Config is one run's settings; start from DefaultConfig.
 type Config struct {
 	// Name names the run's folder in the store; "" means impl[-faults]-mode.
-	Name    string
-	Impl    string
-	Faults  []string
-	Clients int
-	Locks   int
-	TTL     time.Duration
+	Name string
+	// Impl names the Go impl under test; with Client it is the client's
+	// name, which the run learns from the client program.
+	Impl string
+	// Client, when set, is an external lock client that takes the place
+	// of a Go impl: the name of a manifest in ClientsDir, a manifest's
+	// path, or a command line whose program speaks the client protocol
+	// (docs/clients.md).
+	Client string
+	// Backend is the lock service an external client runs against (one of
+	// ClientBackends); a manifest may give it.
+	Backend string
+	// ClientParams are passed to the client program in its hello.
+	ClientParams map[string]string
+	// clientCaps are the capabilities the client program reported, once
+	// Run probed it.
+	clientCaps *external.Caps
+	Faults     []string
+	Clients    int
+	Locks      int
+	TTL        time.Duration
 	// Duration is how long the workload runs.
 	Duration time.Duration
 	Seed     int64
@@ -155,6 +171,9 @@ func (c *Config) fillAuto() {
 	}
 	if c.Name == "" {
 		parts := []string{c.Impl}
+		if c.Client != "" {
+			parts[0] = clientLabel(c.Client)
+		}
 		parts = append(parts, c.Faults...)
 		parts = append(parts, string(c.Mode))
 		c.Name = strings.Join(parts, "-")
@@ -163,9 +182,9 @@ func (c *Config) fillAuto() {
 
 // Validate checks c, naming the bad setting as its flag.
 func (c *Config) Validate() error {
-	impl, err := impls.Lookup(c.Impl)
+	impl, err := c.ImplInfo()
 	if err != nil {
-		return setupErr("--impl: %v", err)
+		return err
 	}
 	for _, f := range c.Faults {
 		if !nemesis.Known(f) {
@@ -181,7 +200,7 @@ func (c *Config) Validate() error {
 	switch {
 	case c.Mode == workloads.ModeEtcdGuarded && !impl.Guarded:
 		return setupErr("--resource etcd-guarded needs an impl that guards writes inside its lock service, and %s does not (etcd-mutex and etcd-lease-txn do)", c.Impl)
-	case c.Mode == workloads.ModeFenced && !impl.Fenced:
+	case c.Mode == workloads.ModeFenced && !impl.Fenced && c.Client == "":
 		return setupErr("--resource fenced needs fencing tokens, and %s grants none (use none or check-and-set)", c.Impl)
 	case c.WorkMin < 0 || (c.WorkMin > 0 && c.WorkMin > c.Work):
 		return setupErr("--work-min must be between 0 and --work (%v), got %v", c.Work, c.WorkMin)
@@ -195,11 +214,18 @@ func (c *Config) Validate() error {
 		return setupErr("--faults partition needs --partition with two or more groups, e.g. n1,n2/n3,c0")
 	case !slices.Contains(Expectations, c.Expect):
 		return setupErr("--expect must be %s, got %q", strings.Join(Expectations, " or "), c.Expect)
-	case c.PausePoint != "" && c.PausePoint != workloads.PointAfterAcquire && c.PausePoint != workloads.PointBeforeWrite && !slices.Contains(impl.Points, c.PausePoint):
+	case c.PausePoint != "" && c.PausePoint != workloads.PointAfterAcquire && c.PausePoint != workloads.PointBeforeWrite && !slices.Contains(impl.Points, c.PausePoint) &&
+		(c.Client == "" || c.clientCaps != nil): // a client's points are known once it was probed
 		return setupErr("--pause-point must be one of %s for %s, got %q",
 			strings.Join(append([]string{workloads.PointAfterAcquire, workloads.PointBeforeWrite}, impl.Points...), ", "), c.Impl, c.PausePoint)
 	case strings.ContainsAny(c.Name, `/\`) || c.Name == "." || c.Name == "..":
 		return setupErr("--name %q must be a plain folder name", c.Name)
+	}
+	if c.Client == "" && c.Backend != "" {
+		return setupErr("--backend changes nothing in this run: it needs --client")
+	}
+	if c.Client == "" && len(c.ClientParams) > 0 {
+		return setupErr("--client-opt changes nothing in this run: it needs --client")
 	}
 	for f := range c.Targets {
 		if !slices.Contains(c.faultParts(), f) {
@@ -222,6 +248,32 @@ type Outcome struct {
 	Results runstore.Results
 }
 
+// Throughput runs cfg until it has made sections critical sections (or its
+// time is up) and returns the critical sections per second of its
+// workload: from its first client op to its last, without the start-up of
+// servers and workers. A run that is not valid is an error. Benchmarks
+// measure the driver with it.
+func Throughput(ctx context.Context, cfg Config, sections int) (float64, error) {
+	cfg.MaxCriticalSections = sections
+	out, err := Run(ctx, cfg)
+	if err != nil {
+		return 0, err
+	}
+	if out.Results.Valid != checker.Valid {
+		return 0, fmt.Errorf("verdict %s: %v", out.Results.Valid, out.Results.Run.Errors)
+	}
+	h, err := out.History()
+	if err != nil {
+		return 0, err
+	}
+	return out.Results.Stats["critical_sections"] / h.ClientSpan().Seconds(), nil
+}
+
+// History reads the history the run stored.
+func (o *Outcome) History() (history.History, error) {
+	return history.ReadFile(filepath.Join(o.Dir, runstore.HistoryFile))
+}
+
 // Run performs one run and stores it under cfg.StoreDir/cfg.Name/<timestamp>.
 // A run whose context is cancelled (Ctrl-C) stops early but still stops
 // every process it started and writes what it recorded, checked. Errors
@@ -234,7 +286,7 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	impl, _ := impls.Lookup(cfg.Impl)
+	impl, _ := cfg.ImplInfo()
 	restrictUmask()
 	started := time.Now()
 	dir, err := runstore.MakeRunDir(cfg.StoreDir, cfg.Name, started)
@@ -269,6 +321,12 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	}
 	defer driverLog.Close()
 	lg := slog.New(teeHandler{slog.NewTextHandler(driverLog, nil), cfg.Logger})
+	if cfg.Client != "" {
+		if impl, err = cfg.probe(ctx, logDir); err != nil {
+			setupFailure = err
+			return nil, err
+		}
+	}
 	lg.Info("run starting", "dir", dir, "impl", cfg.Impl, "faults", strings.Join(cfg.Faults, ","), "seed", cfg.Seed)
 
 	info = runstore.RunInfo{
@@ -279,6 +337,11 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 		Provider: cfg.Provider, Settings: cfg.Values(),
 	}
 	info.Targets, info.ClockDirection, info.Partition = cfg.Targets, cfg.ClockDirection, cfg.Groups
+	if c := cfg.clientCaps; c != nil {
+		spec, _ := cfg.clientSpec()
+		info.Client = &runstore.ClientInfo{Command: strings.Join(spec.Command, " "), Library: c.Library, Version: c.Version,
+			Fenced: c.Fenced, Expires: c.Expires, Blocking: c.Blocking}
+	}
 	if strings.Contains(strings.Join(cfg.Faults, ","), "+") {
 		info.Stagger = cfg.Stagger.String()
 	}
@@ -308,6 +371,9 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	rec := history.NewRecorder(sink)
 
 	var runErrs []string
+	if cfg.Client != "" && cfg.Mode == workloads.ModeFenced && !impl.Fenced {
+		runErrs = append(runErrs, noTokenProblem(cfg.Impl))
+	}
 	plat, platErr := setupPlatform(ctx, cfg, impl, dir, lg)
 	var cl clusters.Cluster
 	var pool *workloads.Pool
@@ -342,8 +408,12 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 		return nil, startErr
 	}
 	network := plat.network(cl)
+	var clients nemesis.Clients = pool
+	if cfg.Client != "" {
+		clients = externalPool{pool}
+	}
 	faults, unavailable, err := buildFaults(plat, cfg, nemesis.Env{
-		Cluster: cl, Clients: pool, ClientPause: cfg.ClientPause, PausePoint: cfg.PausePoint, NodeDown: cfg.NodeDown,
+		Cluster: cl, Clients: clients, ClientPause: cfg.ClientPause, PausePoint: cfg.PausePoint, NodeDown: cfg.NodeDown,
 		Window: cfg.Window, Net: network, NetReason: plat.netReason, ClientHosts: plat.clientHosts(cfg.Clients),
 		Groups: cfg.Groups, Loss: cfg.Loss, Delay: cfg.Delay, Delayer: plat.delayer(network), DelayReason: plat.delayWhy,
 		Clocks: clockControl(plat), ClockReason: plat.clockWhy, ClockBump: cfg.ClockBump, StrobeRate: cfg.StrobeRate,
@@ -461,11 +531,19 @@ func start(ctx context.Context, cfg Config, impl impls.Impl, dir, logDir string,
 	for i := range locks {
 		locks[i] = fmt.Sprintf("lock-%d", i)
 	}
+	var client *external.Spec
+	if cfg.Client != "" {
+		spec, err := cfg.clientSpec()
+		if err != nil {
+			return cl, nil, resStore, err
+		}
+		client = &spec
+	}
 	pool, err := workloads.StartPool(ctx, workloads.PoolConfig{
 		Command: cfg.WorkerCommand, Env: cfg.WorkerEnv, LogDir: logDir, Recorder: rec, Clock: clock, Logger: lg,
-		NetNS: plat.netNS(),
+		NetNS: plat.netNS(), ReplaceDead: client != nil,
 		Base: workloads.WorkerConfig{
-			Impl: cfg.Impl, Addrs: addrs, Nodes: clientNodes(nodes), Params: cfg.ImplParams, Locks: locks, TTL: workloads.Duration(cfg.TTL),
+			Impl: cfg.Impl, Client: client, Addrs: addrs, Nodes: clientNodes(nodes), Params: cfg.ImplParams, Locks: locks, TTL: workloads.Duration(cfg.TTL),
 			Think: workloads.Duration(cfg.Think), Retry: workloads.Duration(cfg.Retry),
 			Work: workloads.Duration(cfg.Work), WorkMin: workloads.Duration(cfg.WorkMin), Timeout: workloads.Duration(cfg.Timeout),
 			StoreAddr: resStore.Addr(), Mode: cfg.Mode, ClockOrigin: clock.Origin(), Seed: cfg.Seed,

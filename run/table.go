@@ -65,6 +65,9 @@ type Value interface {
 // results and the help follow from it.
 var Settings = []Setting{
 	{"impl", GroupWorkload, "lock implementation: " + strings.Join(impls.Names(), ", "), str(func(c *Config) *string { return &c.Impl }), true},
+	{"client", GroupWorkload, "an external lock client in place of --impl: a manifest name in clients/, a manifest file, or a command line whose program speaks the client protocol (see docs/clients.md)", str(func(c *Config) *string { return &c.Client }), true},
+	{"backend", GroupWorkload, "the lock service an external client runs against: " + strings.Join(slices.Sorted(maps.Keys(ClientBackends)), ", ") + " (a manifest may give it)", str(func(c *Config) *string { return &c.Backend }), true},
+	{"client-opt", GroupWorkload, "external client settings key=value, passed in its hello", strMap(func(c *Config) *map[string]string { return &c.ClientParams }), true},
 	{"clients", GroupWorkload, "lock clients, each its own worker process", rule(integer(func(c *Config) *int { return &c.Clients }), "must be at least 1", atLeast(1)), true},
 	{"locks", GroupWorkload, "lock names the clients contend for", rule(integer(func(c *Config) *int { return &c.Locks }), "must be at least 1", atLeast(1)), true},
 	{"ttl", GroupWorkload, "lock lease time", rule(dur(func(c *Config) *time.Duration { return &c.TTL }), "must be at least 1ms", atLeast(time.Millisecond)), true},

@@ -10,21 +10,39 @@ import (
 )
 
 // RunInfo describes how a run was made, so it can be reproduced.
+// ClientInfo is an external lock client as its program described itself
+// in the client protocol's hello_ok.
+type ClientInfo struct {
+	// Command is the program and its arguments.
+	Command string `json:"command"`
+	// Library and Version are the library it wraps and its version.
+	Library string `json:"library"`
+	Version string `json:"version"`
+	// Fenced, Expires and Blocking are its capabilities: its leases carry
+	// fencing tokens, end by themselves, and its acquire waits.
+	Fenced   bool `json:"fenced"`
+	Expires  bool `json:"expires"`
+	Blocking bool `json:"blocking"`
+}
+
 type RunInfo struct {
-	Name        string   `json:"name"`
-	Impl        string   `json:"impl"`
-	ImplDoc     string   `json:"impl_doc,omitempty"`
-	Backend     string   `json:"backend"`
-	Nodes       int      `json:"nodes"`
-	Faults      []string `json:"faults"`
-	Clients     int      `json:"clients"`
-	Locks       int      `json:"locks"`
-	TTL         string   `json:"ttl"`
-	Duration    string   `json:"duration"`
-	Seed        int64    `json:"seed"`
-	Mode        string   `json:"resource_mode"`
-	PausePoint  string   `json:"pause_point,omitempty"`
-	ClientPause string   `json:"client_pause,omitempty"`
+	Name    string `json:"name"`
+	Impl    string `json:"impl"`
+	ImplDoc string `json:"impl_doc,omitempty"`
+	// Client describes the external lock client that took the place of a
+	// Go impl, as it described itself; nil for a Go impl.
+	Client      *ClientInfo `json:"client,omitempty"`
+	Backend     string      `json:"backend"`
+	Nodes       int         `json:"nodes"`
+	Faults      []string    `json:"faults"`
+	Clients     int         `json:"clients"`
+	Locks       int         `json:"locks"`
+	TTL         string      `json:"ttl"`
+	Duration    string      `json:"duration"`
+	Seed        int64       `json:"seed"`
+	Mode        string      `json:"resource_mode"`
+	PausePoint  string      `json:"pause_point,omitempty"`
+	ClientPause string      `json:"client_pause,omitempty"`
 	// Targets, ClockDirection, Partition and Stagger are the fault settings
 	// that pin a scenario's faults: what each fault may hit, which way clock
 	// faults jump, the explicit partition, the wait between combined parts.

@@ -77,7 +77,7 @@ func Run(ctx context.Context, s Scenario, opt Options) ([]RunResult, error) {
 			return out, fmt.Errorf("scenario %s, seed %d: %w", s.Name, seed, err)
 		default:
 			r.Dir = o.Dir
-			h, herr := history.ReadFile(filepath.Join(o.Dir, runstore.HistoryFile))
+			h, herr := o.History()
 			if herr != nil {
 				return out, fmt.Errorf("scenario %s, seed %d: %w", s.Name, seed, herr)
 			}

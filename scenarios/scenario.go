@@ -172,8 +172,14 @@ func joinScalars(v *yaml.Node, sep string) (string, error) {
 	return strings.Join(items, sep), nil
 }
 
-// Impl is the lock implementation the scenario runs.
-func (s Scenario) Impl() string { return s.Settings["impl"] }
+// Impl is the lock implementation the scenario runs: its impl, or its
+// external client (the client setting).
+func (s Scenario) Impl() string {
+	if c := s.Settings["client"]; c != "" {
+		return c
+	}
+	return s.Settings["impl"]
+}
 
 // Faults are the faults the scenario injects.
 func (s Scenario) Faults() []string {
@@ -339,7 +345,7 @@ func (s Scenario) Validate() error {
 	case len(s.Predictions) == 0:
 		return errors.New("predictions are missing: say what each side expects")
 	case s.Impl() == "":
-		return errors.New("impl is missing: name the lock implementation (locktest list)")
+		return errors.New("impl is missing: name the lock implementation (locktest list), or an external client")
 	case s.Expect == ExpectSafe && len(s.Anomalies) > 0:
 		return errors.New("anomalies are for a scenario that expects a violation; a safe one counts every anomaly")
 	}
@@ -426,10 +432,13 @@ func (s Scenario) Config(base run.Config) (run.Config, error) {
 // the scenario with seed.
 func (s Scenario) Command(seed int64) string {
 	a := []string{"locktest", "run", "--impl", s.Impl(), "--name", s.Name}
+	if s.Settings["client"] != "" {
+		a[2] = "--client"
+	}
 	for _, set := range run.Settings {
 		text, ok := s.Settings[set.Key()]
 		switch {
-		case !ok || set.Name == "impl":
+		case !ok || set.Name == "impl" || set.Name == "client":
 		case text == "true" && set.Field(new(run.Config)).Type() == "bool":
 			a = append(a, "--"+set.Name)
 		default:

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -44,6 +45,10 @@ type PoolConfig struct {
 	// process runs in; "" runs it in the driver's. The worker is started
 	// through `ip netns exec`, which execs it in place: its pid is its own.
 	NetNS func(process int) string
+	// ReplaceDead, when set, replaces a worker that died by itself (not by
+	// Kill, Crash or Stop) with a new process on the same client host, as
+	// kill-client's heal does: an external client program that exited.
+	ReplaceDead bool
 }
 
 // Pool starts and watches worker processes, one per logical client, and
@@ -62,6 +67,8 @@ type Pool struct {
 	host map[int]string
 	errs []error
 	wg   sync.WaitGroup
+	// stopping is set by Stop: no worker starts after it.
+	stopping bool
 }
 
 type workerProc struct {
@@ -72,6 +79,10 @@ type workerProc struct {
 	points  chan string
 	ready   chan error
 	exited  chan struct{}
+	// killed is set when the pool itself kills the worker.
+	killed atomic.Bool
+	// wasReady is set once the worker reported ready.
+	wasReady atomic.Bool
 }
 
 // StartPool starts n workers with process ids 0..n-1 and returns once each
@@ -153,6 +164,13 @@ func (p *Pool) start(process int) (*workerProc, error) {
 	w := &workerProc{process: process, cmd: cmd, stdin: stdin,
 		points: make(chan string, 1), ready: make(chan error, 1), exited: make(chan struct{})}
 	p.mu.Lock()
+	if p.stopping {
+		p.mu.Unlock()
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = cmd.Wait()
+		logf.Close()
+		return nil, errors.New("the pool is stopping")
+	}
 	p.workers[process] = w
 	p.mu.Unlock()
 	p.lg.Info("worker started", "process", process, "pid", cmd.Process.Pid)
@@ -169,8 +187,13 @@ func (p *Pool) start(process int) (*workerProc, error) {
 		err := cmd.Wait()
 		logf.Close()
 		p.closeOpen(w.process, err)
+		// Whatever the worker started in its group goes with it.
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		close(w.exited)
 		p.lg.Info("worker exited", "process", process, "pid", cmd.Process.Pid, "status", fmt.Sprint(err))
+		if p.cfg.ReplaceDead && !w.killed.Load() && w.wasReady.Load() {
+			p.replaceDead(process)
+		}
 	}()
 	return w, nil
 }
@@ -220,6 +243,7 @@ func (p *Pool) read(w *workerProc, stdout io.Reader) {
 				p.fail(fmt.Errorf("worker p%d reported point %s twice", w.process, e.Point))
 			}
 		case e.Ready:
+			w.wasReady.Store(true)
 			signalReady(nil)
 		case e.Fatal != "":
 			signalReady(errors.New(e.Fatal))
@@ -360,20 +384,45 @@ func (p *Pool) SetWallOffset(process int, d time.Duration) error {
 	return w.send(Command{Cmd: "wall-offset", Offset: Duration(d)})
 }
 
-// Signal sends sig to the worker process. For SIGSTOP it returns once every
-// thread of the worker is stopped.
+// replaceDead starts the replacement of a worker that died by itself,
+// unless the pool is stopping; a failure is a protocol error of the pool.
+func (p *Pool) replaceDead(process int) {
+	p.mu.Lock()
+	stopping := p.stopping
+	p.mu.Unlock()
+	if stopping {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	np, err := p.Replace(ctx, process)
+	if err != nil {
+		p.mu.Lock()
+		stopping = p.stopping
+		p.mu.Unlock()
+		if !stopping {
+			p.fail(fmt.Errorf("replace dead worker p%d: %w", process, err))
+		}
+		return
+	}
+	p.lg.Info("dead worker replaced", "process", process, "new", np)
+}
+
+// Signal sends sig to the worker's process group: the worker and any
+// client program it runs. For SIGSTOP it returns once every thread of
+// every process of the group is stopped.
 func (p *Pool) Signal(process int, sig syscall.Signal) error {
 	w, err := p.liveWorker(process)
 	if err != nil {
 		return err
 	}
-	if err := w.cmd.Process.Signal(sig); err != nil {
+	if err := syscall.Kill(-w.cmd.Process.Pid, sig); err != nil {
 		return err
 	}
 	if sig == syscall.SIGSTOP {
 		// The kernel stops a process asynchronously; the pause counts only
 		// once every thread is stopped.
-		return procfs.WaitStopped(w.cmd.Process.Pid, time.Second)
+		return procfs.WaitGroupStopped(w.cmd.Process.Pid, time.Second)
 	}
 	return nil
 }
@@ -397,7 +446,8 @@ func (p *Pool) Kill(ctx context.Context, process int) error {
 	if err != nil {
 		return err
 	}
-	if err := w.cmd.Process.Kill(); err != nil {
+	w.killed.Store(true)
+	if err := syscall.Kill(-w.cmd.Process.Pid, syscall.SIGKILL); err != nil {
 		return fmt.Errorf("kill p%d: %w", process, err)
 	}
 	// SIGKILL was sent: the process is dead or dies now, whatever ctx says;
@@ -458,21 +508,23 @@ func (p *Pool) Stop(ctx context.Context) error {
 		defer cancel()
 	}
 	p.mu.Lock()
+	p.stopping = true
 	ws := make([]*workerProc, 0, len(p.workers))
 	for _, w := range p.workers {
 		ws = append(ws, w)
 	}
 	p.mu.Unlock()
 	for _, w := range ws {
+		w.killed.Store(true) // it exits now on purpose: no replacement
 		_ = w.send(Command{Cmd: "stop"})
-		_ = w.cmd.Process.Signal(syscall.SIGCONT)
+		_ = syscall.Kill(-w.cmd.Process.Pid, syscall.SIGCONT)
 		_ = w.send(Command{Cmd: "continue"})
 	}
 	for _, w := range ws {
 		select {
 		case <-w.exited:
 		case <-ctx.Done():
-			_ = w.cmd.Process.Kill()
+			_ = syscall.Kill(-w.cmd.Process.Pid, syscall.SIGKILL)
 			<-w.exited
 		}
 	}

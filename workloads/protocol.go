@@ -9,13 +9,18 @@ import (
 
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/impls"
+	"github.com/locktest/locktest/impls/external"
 )
 
 // WorkerConfig is everything a worker needs; the driver sends it first.
 type WorkerConfig struct {
-	Process int      `json:"process"`
-	Impl    string   `json:"impl"`
-	Addrs   []string `json:"addrs"`
+	Process int    `json:"process"`
+	Impl    string `json:"impl"`
+	// Client, when set, is the external client program the worker runs
+	// instead of a Go impl: Impl then only names it in the history and
+	// logs.
+	Client *external.Spec `json:"client,omitempty"`
+	Addrs  []string       `json:"addrs"`
 	// Nodes are the backend's nodes with their roles; see impls.Config.
 	Nodes []impls.Node `json:"nodes,omitempty"`
 	// Params are the impl's settings; see impls.Config.

@@ -9,12 +9,14 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/impls"
+	"github.com/locktest/locktest/impls/external"
 )
 
 // RunWorker is the body of the hidden `locktest worker` command: it reads
@@ -71,14 +73,7 @@ func RunWorker(ctx context.Context, in io.Reader, out io.Writer) error {
 		}
 	}()
 
-	impl, err := impls.Lookup(w.cfg.Impl)
-	if err != nil {
-		return w.fatal(err)
-	}
-	client, err := impl.New(ctx, impls.Config{
-		Addrs: w.cfg.Addrs, Nodes: w.cfg.Nodes, Params: w.cfg.Params, Process: w.cfg.Process, Now: w.clock.Now, Wall: w.wall,
-		Hook: w.pausePoint,
-	})
+	client, err := w.newClient(ctx)
 	if err != nil {
 		return w.fatal(fmt.Errorf("impl %s: %w", w.cfg.Impl, err))
 	}
@@ -97,7 +92,31 @@ func RunWorker(ctx context.Context, in io.Reader, out io.Writer) error {
 	defer w.closeStore()
 	w.send(Event{Ready: true})
 	w.loop(ctx)
+	if w.dead != nil {
+		// The client died with an op open: exit without completing it, so
+		// that the pool completes it as "worker exited", the proof of this
+		// process's death.
+		fmt.Fprintf(os.Stderr, "worker p%d: %v\n", w.cfg.Process, w.dead)
+		return w.dead
+	}
 	return nil
+}
+
+// newClient builds the worker's client: the external program of
+// cfg.Client, or the Go impl cfg.Impl names.
+func (w *worker) newClient(ctx context.Context) (impls.Client, error) {
+	c := impls.Config{
+		Addrs: w.cfg.Addrs, Nodes: w.cfg.Nodes, Params: w.cfg.Params, Process: w.cfg.Process, Now: w.clock.Now, Wall: w.wall,
+		Hook: w.pausePoint,
+	}
+	if w.cfg.Client != nil {
+		return external.New(ctx, *w.cfg.Client, c, external.Run{Locks: w.cfg.Locks, TTL: time.Duration(w.cfg.TTL), Deadline: time.Duration(w.cfg.Timeout)}, os.Stderr)
+	}
+	impl, err := impls.Lookup(w.cfg.Impl)
+	if err != nil {
+		return nil, err
+	}
+	return impl.New(ctx, c)
 }
 
 type worker struct {
@@ -111,10 +130,13 @@ type worker struct {
 	// resource lives in the lock service; nil otherwise.
 	guarded impls.GuardedWriter
 
-	outMu      sync.Mutex
-	out        *json.Encoder
-	cont       chan struct{}
-	stopping   atomic.Bool
+	outMu    sync.Mutex
+	out      *json.Encoder
+	cont     chan struct{}
+	stopping atomic.Bool
+	// dead is the error of a client that died (impls.ErrDead): the loop
+	// ends, and the worker exits with the op it was in left open.
+	dead       error
 	armed      atomic.Pointer[string]
 	wallOffset atomic.Int64
 }
@@ -183,6 +205,9 @@ func (w *worker) loop(ctx context.Context) {
 	for ctx.Err() == nil && !w.stopping.Load() {
 		lock := w.cfg.Locks[w.rng.IntN(len(w.cfg.Locks))]
 		lease, ok := w.acquire(ctx, lock)
+		if w.dead != nil {
+			return
+		}
 		if !ok {
 			w.sleep(ctx, w.cfg.Retry)
 			continue
@@ -190,6 +215,9 @@ func (w *worker) loop(ctx context.Context) {
 		w.pausePoint(PointAfterAcquire)
 		w.critical(ctx, lease)
 		w.release(ctx, lease)
+		if w.dead != nil {
+			return
+		}
 		w.sleep(ctx, w.cfg.Think)
 	}
 }
@@ -199,6 +227,10 @@ func (w *worker) acquire(ctx context.Context, lock string) (impls.Lease, bool) {
 	octx, cancel := w.opCtx(ctx)
 	lease, err := w.client.Acquire(octx, lock, time.Duration(w.cfg.TTL))
 	cancel()
+	if errors.Is(err, impls.ErrDead) {
+		w.dead = err
+		return impls.Lease{}, false
+	}
 	done := history.Op{F: history.Acquire, Value: history.Value{Lock: lock}}
 	switch {
 	case err == nil:
@@ -330,6 +362,10 @@ func (w *worker) release(ctx context.Context, l impls.Lease) {
 	octx, cancel := w.opCtx(ctx)
 	rel, err := w.client.Release(octx, l)
 	cancel()
+	if errors.Is(err, impls.ErrDead) {
+		w.dead = err
+		return
+	}
 	done := history.Op{F: history.Release, Value: v}
 	switch {
 	case err == nil:

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/clusters/roles"
+	"github.com/locktest/locktest/clusters/zkconf"
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
 	"github.com/testcontainers/testcontainers-go"
@@ -227,32 +228,20 @@ var zkBackend = &backend{
 		if err != nil {
 			return containerSpec{}, err
 		}
-		var cfg strings.Builder
-		fmt.Fprintf(&cfg, "# Written by locktest for node %s.\n", n.name)
-		fmt.Fprintf(&cfg, "tickTime=%d\ninitLimit=50\nsyncLimit=10\n", tick.Milliseconds())
-		fmt.Fprintf(&cfg, "dataDir=/data\nclientPort=%d\nclientPortAddress=%s\n", n.port, n.ip)
-		cfg.WriteString("maxClientCnxns=0\nadmin.enableServer=false\n4lw.commands.whitelist=srvr,ruok,stat,mntr,wchp\n")
-		if len(c.nodes) > 1 {
-			cfg.WriteString("standaloneEnabled=false\n")
-		}
+		cfg := zkconf.Config{Node: n.name, Tick: tick, DataDir: "/data", ClientIP: n.ip.String(), ClientPort: n.port}
 		var myid int
 		for i, m := range c.nodes {
-			fmt.Fprintf(&cfg, "server.%d=%s:2888:3888\n", i+1, m.ip)
+			cfg.Peers = append(cfg.Peers, zkconf.Peer{ID: i + 1, IP: m.ip.String(), Quorum: 2888, Election: 3888})
 			if m == n {
 				myid = i + 1
 			}
 		}
 		files := []testcontainers.ContainerFile{
 			{Reader: strings.NewReader(cfg.String()), ContainerFilePath: "/conf/zoo.cfg", FileMode: 0o644},
-			{Reader: strings.NewReader(zkLog4j), ContainerFilePath: "/conf/log4j.properties", FileMode: 0o644},
+			{Reader: strings.NewReader(zkconf.Log4j), ContainerFilePath: "/conf/log4j.properties", FileMode: 0o644},
 			{Reader: strings.NewReader(strconv.Itoa(myid) + "\n"), ContainerFilePath: "/data/myid", FileMode: 0o644},
 		}
-		cmd := []string{"java",
-			"-Xmx128m", "-Xss512k", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-XX:-UsePerfData",
-			"-XX:+ExitOnOutOfMemoryError", "-Djava.net.preferIPv4Stack=true",
-			"-Dzookeeper.admin.enableServer=false", "-Dzookeeper.cnxTimeout=1000",
-			"-Dlog4j.configuration=file:/conf/log4j.properties",
-			"-cp", cp, "org.apache.zookeeper.server.quorum.QuorumPeerMain", "/conf/zoo.cfg"}
+		cmd := append([]string{"java"}, zkconf.JVM("128m", cp, "/conf/log4j.properties", "/conf/zoo.cfg")...)
 		return containerSpec{cmd: cmd, files: files}, nil
 	},
 	probe: func(ctx context.Context, c *Cluster, n *node) error {
@@ -286,15 +275,6 @@ func zkParams(params map[string]string) (time.Duration, string, error) {
 	}
 	return tick, cp, nil
 }
-
-// zkLog4j sends ZooKeeper's log to standard output: the container's log.
-const zkLog4j = `# Written by locktest.
-log4j.rootLogger=INFO, CONSOLE
-log4j.appender.CONSOLE=org.apache.log4j.ConsoleAppender
-log4j.appender.CONSOLE.Target=System.out
-log4j.appender.CONSOLE.layout=org.apache.log4j.PatternLayout
-log4j.appender.CONSOLE.layout.ConversionPattern=%d{ISO8601} - %-5p [%t:%C{1}@%L] - %m%n
-`
 
 // dialable checks that addr accepts TCP connections, so a client library
 // does not log a failed dial on every poll.

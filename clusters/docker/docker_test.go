@@ -95,6 +95,25 @@ func newLab(t *testing.T, e *Engine) *Lab {
 	return l
 }
 
+// startCluster starts nodes containers of backend on a lab of their own,
+// stopped when the test ends; it skips the test without an engine or the
+// backend's image.
+func startCluster(t *testing.T, backend string, nodes int) *Cluster {
+	t.Helper()
+	e := needEngine(t)
+	img := needImage(t, e, backend)
+	lab := newLab(t, e)
+	c, err := New(Options{Backend: backend, Nodes: nodes, Dir: t.TempDir(), Lab: lab, Image: img})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Stop(context.Background()) })
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 func assertRunGone(t *testing.T, e *Engine, run string) {
 	t.Helper()
 	all, err := e.Find(context.Background())
@@ -111,18 +130,9 @@ func assertRunGone(t *testing.T, e *Engine, run string) {
 // one answers at the same address, a paused one times out, a cut one is
 // unreachable from the host and the other node until the heal.
 func TestRedisNodesKillRestartPauseAndPartition(t *testing.T) {
-	e := needEngine(t)
-	img := needImage(t, e, "redis")
-	lab := newLab(t, e)
-	c, err := New(Options{Backend: "redis", Nodes: 2, Dir: t.TempDir(), Lab: lab, Image: img})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := startCluster(t, "redis", 2)
+	lab := c.opts.Lab
 	ctx := context.Background()
-	if err := c.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer c.Stop(ctx)
 	nodes := c.Nodes()
 	ping := func(n clusters.Node) error {
 		rc := goredis.NewClient(&goredis.Options{Addr: n.Addr, MaxRetries: -1, DialTimeout: 300 * time.Millisecond,
@@ -159,7 +169,7 @@ func TestRedisNodesKillRestartPauseAndPartition(t *testing.T) {
 	if err := ping(nodes[1]); err != nil {
 		t.Fatalf("resumed node: %v", err)
 	}
-	if reason := NetworkFaultsReason(e); reason != "" {
+	if reason := NetworkFaultsReason(lab.e); reason != "" {
 		t.Logf("partition part skipped: %s", reason)
 		return
 	}

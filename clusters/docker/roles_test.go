@@ -16,18 +16,8 @@ import (
 // roles a node can have are leader and follower for etcd, leader and
 // follower (standalone alone) for ZooKeeper, and none for Redis.
 func TestDockerRoles(t *testing.T) {
-	e := needEngine(t)
-	img := needImage(t, e, "etcd")
-	lab := newLab(t, e)
-	c, err := New(Options{Backend: "etcd", Nodes: 3, Dir: t.TempDir(), Lab: lab, Image: img})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := startCluster(t, "etcd", 3)
 	ctx := context.Background()
-	if err := c.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer c.Stop(ctx)
 	nodes := c.Nodes()
 	leader := func(skip string) (string, error) { return testcluster.EtcdLeader(ctx, nodes, skip) }
 	roles := func() map[string]string {
@@ -85,7 +75,7 @@ func TestDockerRoles(t *testing.T) {
 		{"zookeeper", 1, []string{"standalone"}},
 		{"redis", 2, nil},
 	} {
-		other, err := New(Options{Backend: tt.backend, Nodes: tt.nodes, Dir: t.TempDir(), Lab: lab, Image: Image{Ref: "unused"}})
+		other, err := New(Options{Backend: tt.backend, Nodes: tt.nodes, Dir: t.TempDir(), Lab: c.opts.Lab, Image: Image{Ref: "unused"}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -27,16 +27,7 @@ func testEtcdOptions(t *testing.T) EtcdOptions {
 func startEtcd(t *testing.T, opts EtcdOptions) *Etcd {
 	t.Helper()
 	e, err := NewEtcd(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { stopChecked(t, e) })
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := e.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return e
+	return started(t, e, err, 30*time.Second)
 }
 
 // etcdClient returns a client of the given members.

@@ -25,6 +25,7 @@ type sqlCluster interface {
 	clusters.Pauser
 	clusters.LogCollector
 	Pid() int
+	Pids() map[string]int
 }
 
 // sqlBackend is one SQL server kind under test: how to build it and how to
@@ -82,17 +83,7 @@ func startSQL(t *testing.T, b sqlBackend, opts SQLOptions) sqlCluster {
 	if err != nil {
 		t.Skipf("%v (make setup)", err)
 	}
-	t.Cleanup(func() {
-		if err := c.Stop(context.Background()); err != nil {
-			t.Errorf("Stop: %v", err)
-		}
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	if err := c.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return started(t, c, nil, 60*time.Second)
 }
 
 // groupGone reports whether no process of the process group pgid is left.

@@ -35,20 +35,7 @@ func startRedis(t *testing.T, opts RedisOptions) *Redis {
 		opts.Dir = t.TempDir()
 	}
 	r, err := NewRedis(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	t.Cleanup(func() {
-		if err := r.Stop(context.Background()); err != nil {
-			t.Errorf("Stop: %v", err)
-		}
-	})
-	if err := r.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return r
+	return started(t, r, err, 15*time.Second)
 }
 
 // client returns a Redis client for n with short timeouts and no retries.
@@ -105,6 +92,26 @@ func stopChecked(t *testing.T, c stopped) {
 	if err := c.Stop(context.Background()); err != nil {
 		t.Errorf("second Stop: %v", err)
 	}
+}
+
+// started starts c, which a New returned with err, within timeout, and
+// stops it with stopChecked when the test ends. It fails t if the New or
+// the Start failed.
+func started[C interface {
+	stopped
+	Start(ctx context.Context) error
+}](t *testing.T, c C, err error, timeout time.Duration) C {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stopChecked(t, c) })
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 func TestStartPingStop(t *testing.T) {

@@ -56,33 +56,25 @@ i6 a:6@16 slave i3 0 0 3 connected`
 	}
 }
 
-// A started cluster has 3 masters and 3 replicas; a killed master is failed
-// over to its replica, and when restarted it rejoins as a replica.
-func TestRedisClusterFailover(t *testing.T) {
+// startRedisCluster starts a Redis Cluster of the default shape, and
+// stops it when the test ends; it skips the test without redis-server or
+// redis-cli.
+func startRedisCluster(t *testing.T) *RedisCluster {
+	t.Helper()
 	skipWithoutRedis(t)
 	if _, err := exec.LookPath("redis-cli"); err != nil {
 		t.Skip("redis-cli not in PATH (make setup)")
 	}
 	c, err := NewRedisCluster(RedisClusterOptions{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		pids := c.Pids()
-		if err := c.Stop(context.Background()); err != nil {
-			t.Errorf("Stop: %v", err)
-		}
-		for name, pid := range pids {
-			if pid != 0 && !procGone(pid) {
-				t.Errorf("node %s (pid %d) still running after Stop", name, pid)
-			}
-		}
-	})
+	return started(t, c, err, time.Minute)
+}
+
+// A started cluster has 3 masters and 3 replicas; a killed master is failed
+// over to its replica, and when restarted it rejoins as a replica.
+func TestRedisClusterFailover(t *testing.T) {
+	c := startRedisCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := c.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
 	nodes := c.Nodes()
 	masters, replicas := byRole(nodes, RoleMaster), byRole(nodes, RoleReplica)
 	if len(nodes) != 6 || len(masters) != 3 || len(replicas) != 3 {

@@ -3,7 +3,6 @@ package local
 import (
 	"context"
 	"fmt"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -105,20 +104,9 @@ func TestEtcdRoleFollowsTheLeader(t *testing.T) {
 // Role reads a Redis Cluster node's own view, and follows a failover: the
 // replica of a killed master is a master once the cluster promoted it.
 func TestRedisClusterRoleFollowsFailover(t *testing.T) {
-	skipWithoutRedis(t)
-	if _, err := exec.LookPath("redis-cli"); err != nil {
-		t.Skip("redis-cli not in PATH (make setup)")
-	}
-	c, err := NewRedisCluster(RedisClusterOptions{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Stop(context.Background()) })
+	c := startRedisCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if err := c.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
 	// byROLE asks each node's ROLE with a client of the test's own.
 	byROLE := func() map[string]string {
 		out := map[string]string{}

@@ -27,16 +27,7 @@ func startSentinel(t *testing.T, opts SentinelOptions) *Sentinel {
 	skipWithoutSentinel(t)
 	opts.Dir = t.TempDir()
 	s, err := NewSentinel(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { stopChecked(t, s) })
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := s.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return started(t, s, err, 30*time.Second)
 }
 
 // hasRole reports whether nodes holds a node of role.

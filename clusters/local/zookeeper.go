@@ -16,6 +16,7 @@ import (
 
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/roles"
+	"github.com/locktest/locktest/clusters/zkconf"
 )
 
 // Timings and defaults of the ZooKeeper provider.
@@ -36,8 +37,6 @@ const (
 	// zkDefaultJarDir is where Debian's libzookeeper-java and its
 	// dependencies put their jars.
 	zkDefaultJarDir = "/usr/share/java"
-	// zkMain is the class the package's zkServer.sh runs.
-	zkMain = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
 )
 
 // zkJars are the jars of the class path, relative to the jar directory.
@@ -359,61 +358,26 @@ func (z *ZooKeeper) writeFiles(n *zkNode) error {
 	if err := os.WriteFile(filepath.Join(n.dataDir, "myid"), []byte(strconv.Itoa(n.myid)+"\n"), 0o644); err != nil {
 		return err
 	}
-	if err := os.WriteFile(n.confPath, []byte(z.config(n)), 0o644); err != nil {
+	if err := os.WriteFile(n.confPath, []byte(z.config(n).String()), 0o644); err != nil {
 		return err
 	}
-	return os.WriteFile(n.log4jPath, []byte(zkLog4j), 0o644)
+	return os.WriteFile(n.log4jPath, []byte(zkconf.Log4j), 0o644)
 }
 
-// config renders n's zoo.cfg. Every peer lists all peers. The limits are
-// counted in ticks: initLimit 50 and syncLimit 10 give a follower 10s to
-// sync at start and drop one that lags 2s.
-func (z *ZooKeeper) config(n *zkNode) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "# Written by locktest for node %s; rewritten at each start.\n", n.name)
-	fmt.Fprintf(&b, "tickTime=%d\n", z.tick.Milliseconds())
-	b.WriteString("initLimit=50\nsyncLimit=10\n")
-	fmt.Fprintf(&b, "dataDir=%s\n", n.dataDir)
-	fmt.Fprintf(&b, "clientPort=%d\n", n.client)
-	fmt.Fprintf(&b, "clientPortAddress=%s\n", n.host.ip())
-	b.WriteString("maxClientCnxns=0\n")
-	b.WriteString("admin.enableServer=false\n")
-	b.WriteString("4lw.commands.whitelist=srvr,ruok,stat,mntr,wchp\n")
-	if len(z.nodes) > 1 {
-		b.WriteString("standaloneEnabled=false\n")
-	}
+// config returns n's zoo.cfg, which lists every peer.
+func (z *ZooKeeper) config(n *zkNode) zkconf.Config {
+	c := zkconf.Config{Node: n.name, Tick: z.tick, DataDir: n.dataDir, ClientIP: n.host.ip(), ClientPort: n.client}
 	for _, p := range z.nodes {
-		fmt.Fprintf(&b, "server.%d=%s:%d:%d\n", p.myid, p.host.ip(), p.quorum, p.election)
+		c.Peers = append(c.Peers, zkconf.Peer{ID: p.myid, IP: p.host.ip(), Quorum: p.quorum, Election: p.election})
 	}
-	return b.String()
+	return c
 }
 
-// zkLog4j sends ZooKeeper's log to standard output, which spawn appends to
-// the peer's zookeeper.log together with anything the JVM itself prints.
-const zkLog4j = `# Written by locktest.
-log4j.rootLogger=INFO, CONSOLE
-log4j.appender.CONSOLE=org.apache.log4j.ConsoleAppender
-log4j.appender.CONSOLE.Target=System.out
-log4j.appender.CONSOLE.layout=org.apache.log4j.PatternLayout
-log4j.appender.CONSOLE.layout.ConversionPattern=%d{ISO8601} - %-5p [%t:%C{1}@%L] - %m%n
-`
-
-// args returns the JVM command line of n. The flags favour a quick start
-// and a small footprint: serial GC, the C1 compiler only, no perf-data file
-// in /tmp.
+// args returns the JVM command line of n; its log goes to standard
+// output, which spawn appends to the peer's zookeeper.log together with
+// anything the JVM itself prints.
 func (z *ZooKeeper) args(n *zkNode) []string {
-	return []string{
-		"-Xmx" + z.heap, "-Xss512k", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-XX:-UsePerfData",
-		"-XX:+ExitOnOutOfMemoryError",
-		"-Djava.net.preferIPv4Stack=true",
-		"-Dzookeeper.admin.enableServer=false",
-		// Give up on an unreachable peer after 1s rather than 5s, so that
-		// elections under partitions finish within a few seconds.
-		"-Dzookeeper.cnxTimeout=1000",
-		"-Dlog4j.configuration=file:" + n.log4jPath,
-		"-Dzookeeper.log.dir=" + n.dir,
-		"-cp", z.classPath, zkMain, n.confPath,
-	}
+	return zkconf.JVM(z.heap, z.classPath, n.log4jPath, n.confPath, "-Dzookeeper.log.dir="+n.dir)
 }
 
 // spawnNode starts n's JVM and waits until it serves. On failure the

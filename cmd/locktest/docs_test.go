@@ -275,6 +275,7 @@ func docCommands(t *testing.T) []docCommand {
 // reproduction command of every built-in scenario is checked the same way.
 func TestDocumentedCommandsAreValid(t *testing.T) {
 	cmds := docCommands(t)
+	t.Chdir(repoRoot) // the commands of the docs run from the repository's root
 	for _, s := range scenarios.Builtin() {
 		a := shellWords(s.Command(1))
 		cmds = append(cmds, docCommand{where: "scenario " + s.Name + "'s command", args: a[1:]})
@@ -479,6 +480,20 @@ func vocabulary() map[string]string {
 	for c := range commands() {
 		add("command", c)
 	}
+	manifests, _ := filepath.Glob(filepath.Join(repoRoot, "clients", "*.yaml"))
+	for _, m := range manifests {
+		if filepath.Base(m) == "scenarios.yaml" {
+			continue
+		}
+		add("client", strings.TrimSuffix(filepath.Base(m), ".yaml"))
+	}
+	// The scenarios of the real clients (whose manifests a full load
+	// would resolve from the repository's root).
+	if b, err := os.ReadFile(filepath.Join(repoRoot, "clients", "scenarios.yaml")); err == nil {
+		for _, m := range regexp.MustCompile(`(?m)^  - name: (\S+)$`).FindAllStringSubmatch(string(b), -1) {
+			add("scenario", m[1])
+		}
+	}
 	return v
 }
 
@@ -486,8 +501,10 @@ func vocabulary() map[string]string {
 // packages of the host, and example values.
 var otherNames = map[string]string{
 	"redis-server": "a program", "mariadb-install-db": "a program", "mariadb-server": "a Debian package",
-	"libzookeeper-java": "a Debian package", "bind-address": "a MariaDB setting", "skip-name-resolve": "a MariaDB setting",
-	"p2-2s": "an example of a recorded clock-skew-client target",
+	"libzookeeper-java": "a Debian package", "python3-redis": "a Debian package", "python3-kazoo": "a Debian package",
+	"python3-tooz": "a Debian package", "python3-pymysql": "a Debian package", "python3-psycopg2": "a Debian package",
+	"python3-etcd3": "a Debian package", "bind-address": "a MariaDB setting", "skip-name-resolve": "a MariaDB setting",
+	"p2-2s": "an example of a recorded clock-skew-client target", "between-set-and-expire": "an example of an external client's pause point",
 }
 
 // implFamily matches names that look like an impl's, a scenario's or a

@@ -32,9 +32,7 @@ package etcd
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"math/rand/v2"
 	"strconv"
 	"time"
 
@@ -67,7 +65,7 @@ func init() {
 			Wait: "waits on the server for its predecessor's key to be deleted (Mutex.Lock), until its deadline; a second acquire on the same session finds the session's own key and is granted at once",
 			Doc: "concurrency.Session (one lease per worker, kept alive) plus concurrency.Mutex, token = the create revision of the holder's key; " +
 				"a holder paused past the session TTL loses its key while it still believes it holds the lock.",
-			New: newMutex,
+			New: impls.Wrap(newBase, func(b *base) impls.Client { return &mutexClient{base: b} }),
 		},
 		{
 			Name: "etcd-lease-txn", Backend: "etcd", Nodes: 3, Fenced: true, Guarded: true,
@@ -75,7 +73,7 @@ func init() {
 			Wait: "watches the key for its deletion and retries the transaction (every waiter at once), until its deadline",
 			Doc: "a transaction that puts the lock key only if its CreateRevision is 0, attached to a lease of the TTL that is never renewed, " +
 				"released by a guarded delete, token = the key's create revision; a holder that outlives its TTL loses the lock.",
-			New: newLeaseTxn,
+			New: impls.Wrap(newBase, func(b *base) impls.Client { return &leaseTxnClient{base: b} }),
 		},
 	} {
 		impls.Register(i)
@@ -84,29 +82,23 @@ func init() {
 
 // base is what both clients share: the etcd client and the configuration.
 type base struct {
-	cli *clientv3.Client
-	cfg impls.Config
-	rng *rand.Rand
-	seq uint64
+	cli    *clientv3.Client
+	cfg    impls.Config
+	values impls.Values
 }
 
 func newBase(cfg impls.Config) (*base, error) {
-	if len(cfg.Addrs) == 0 {
-		return nil, errors.New("etcd: no node addresses")
+	if err := cfg.Check("etcd"); err != nil {
+		return nil, err
 	}
-	if len(cfg.Params) > 0 {
-		for k := range cfg.Params {
-			return nil, fmt.Errorf("etcd: unknown impl param %q (the etcd impls take none)", k)
-		}
-	}
-	if cfg.Now == nil {
-		return nil, errors.New("etcd: Config.Now is required")
+	for k := range cfg.Params {
+		return nil, fmt.Errorf("etcd: unknown impl param %q (the etcd impls take none)", k)
 	}
 	cli, err := clientv3.New(clientv3.Config{Endpoints: cfg.Addrs, DialTimeout: dialTimeout, Logger: zap.NewNop()})
 	if err != nil {
 		return nil, fmt.Errorf("etcd client: %w", err)
 	}
-	return &base{cli: cli, cfg: cfg, rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(cfg.Process)))}, nil
+	return &base{cli: cli, cfg: cfg, values: impls.Values{Process: cfg.Process}}, nil
 }
 
 // ttlSeconds is the etcd lease TTL for ttl: whole seconds, rounded up, at

@@ -43,14 +43,6 @@ var (
 	_ impls.GuardedWriter = (*leaseTxnClient)(nil)
 )
 
-func newLeaseTxn(_ context.Context, cfg impls.Config) (impls.Client, error) {
-	b, err := newBase(cfg)
-	if err != nil {
-		return nil, err
-	}
-	return &leaseTxnClient{base: b}, nil
-}
-
 // Acquire implements impls.Client; see leaseTxnClient.
 func (c *leaseTxnClient) Acquire(ctx context.Context, lock string, ttl time.Duration) (impls.Lease, error) {
 	key := txnPrefix + lock
@@ -61,8 +53,7 @@ func (c *leaseTxnClient) Acquire(ctx context.Context, lock string, ttl time.Dura
 		if err != nil {
 			return impls.Lease{}, fmt.Errorf("%w: grant a lease: %v", impls.ErrNotAcquired, err)
 		}
-		c.seq++
-		value := fmt.Sprintf("p%d-%d-%08x", c.cfg.Process, c.seq, c.rng.Uint32())
+		value := c.values.Next()
 		resp, err := c.cli.Txn(ctx).
 			If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
 			Then(clientv3.OpPut(key, value, clientv3.WithLease(g.ID))).

@@ -56,14 +56,6 @@ var (
 	_ impls.GuardedWriter = (*mutexClient)(nil)
 )
 
-func newMutex(_ context.Context, cfg impls.Config) (impls.Client, error) {
-	b, err := newBase(cfg)
-	if err != nil {
-		return nil, err
-	}
-	return &mutexClient{base: b}, nil
-}
-
 // sessionExpired reports whether s's keep-alive has stopped: its lease
 // expired, or could not be renewed before its TTL ran out.
 func sessionExpired(s *concurrency.Session) bool {

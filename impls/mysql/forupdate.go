@@ -30,8 +30,6 @@ import (
 //     rolled back and holders are not told until they commit).
 type ForUpdate struct {
 	*session
-	inTx  bool   // a transaction is open on the session
-	txGen uint64 // the connection generation of that transaction
 	known map[string]bool
 }
 
@@ -41,26 +39,17 @@ var forUpdateSchema = []string{
 	"CREATE TABLE IF NOT EXISTS " + Database + ".row_locks (name VARCHAR(191) NOT NULL PRIMARY KEY, version BIGINT UNSIGNED NOT NULL DEFAULT 0) ENGINE=InnoDB",
 }
 
-func newForUpdate(ctx context.Context, cfg impls.Config) (impls.Client, error) {
-	s, err := newSession(cfg, forUpdateSchema, 1)
-	if err != nil {
-		return nil, err
-	}
-	return &ForUpdate{session: s, known: map[string]bool{}}, nil
-}
-
 // Acquire takes the row lock inside a new transaction and increments the
 // version. It returns impls.ErrNotAcquired when the wait timed out (the
 // transaction is rolled back).
 func (c *ForUpdate) Acquire(ctx context.Context, lock string, ttl time.Duration) (impls.Lease, error) {
-	conn, err := c.get(ctx)
+	conn, err := c.Get(ctx)
 	if err != nil {
 		return impls.Lease{}, err
 	}
-	if c.inTx { // a lease that was never released: end it first
-		c.inTx = false
+	if _, open, _ := c.EndTx(); open { // a lease that was never released: end it first
 		if _, err := conn.ExecContext(ctx, "ROLLBACK"); err != nil {
-			c.drop()
+			c.Drop()
 			return impls.Lease{}, err
 		}
 	}
@@ -70,7 +59,7 @@ func (c *ForUpdate) Acquire(ctx context.Context, lock string, ttl time.Duration)
 		// for the row lock of its holder.
 		var n int
 		if err := conn.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+Database+".row_locks WHERE name = ?", lock).Scan(&n); err != nil {
-			c.drop()
+			c.Drop()
 			return impls.Lease{}, err
 		}
 		if n == 0 {
@@ -79,14 +68,14 @@ func (c *ForUpdate) Acquire(ctx context.Context, lock string, ttl time.Duration)
 				if timedOut(err) {
 					return impls.Lease{}, impls.ErrNotAcquired
 				}
-				c.drop()
+				c.Drop()
 				return impls.Lease{}, err
 			}
 		}
 		c.known[lock] = true
 	}
 	if _, err := conn.ExecContext(ctx, "START TRANSACTION"); err != nil {
-		c.drop()
+		c.Drop()
 		return impls.Lease{}, err
 	}
 	var version uint64
@@ -95,30 +84,30 @@ func (c *ForUpdate) Acquire(ctx context.Context, lock string, ttl time.Duration)
 	if err != nil {
 		if timedOut(err) {
 			if _, rerr := conn.ExecContext(ctx, "ROLLBACK"); rerr != nil {
-				c.drop()
+				c.Drop()
 			}
 			return impls.Lease{}, impls.ErrNotAcquired
 		}
-		c.drop()
+		c.Drop()
 		return impls.Lease{}, err
 	}
 	if _, err := conn.ExecContext(ctx, "UPDATE "+Database+".row_locks SET version = version + 1 WHERE name = ?", lock); err != nil {
-		c.drop()
+		c.Drop()
 		return impls.Lease{}, err
 	}
-	c.inTx, c.txGen = true, c.gen
-	return impls.Lease{Lock: lock, Token: version + 1, HasToken: true, Value: c.value(), Node: c.addr}, nil
+	c.HoldTx()
+	return impls.Lease{Lock: lock, Token: version + 1, HasToken: true, Value: c.Value(), Node: c.addr}, nil
 }
 
 // Release commits the transaction. It returns impls.ErrNotHeld when the
 // transaction is gone with the connection that held it.
 func (c *ForUpdate) Release(ctx context.Context, l impls.Lease) (impls.Released, error) {
-	if !c.inTx || c.txGen != c.gen || c.conn == nil {
+	conn, _, ok := c.EndTx()
+	if !ok {
 		return impls.Released{}, impls.ErrNotHeld
 	}
-	c.inTx = false
-	if _, err := c.conn.ExecContext(ctx, "COMMIT"); err != nil {
-		c.drop()
+	if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
+		c.Drop()
 		return impls.Released{}, err
 	}
 	return impls.Released{Removed: l.Value}, nil

@@ -30,23 +30,14 @@ import (
 //     restart (every lock is gone, and holders are not told).
 type GetLock struct {
 	*session
-	held map[string]uint64 // lock → the connection generation that took it
 }
 
 var _ impls.Client = (*GetLock)(nil)
 
-func newGetLock(ctx context.Context, cfg impls.Config) (impls.Client, error) {
-	s, err := newSession(cfg, nil, 1)
-	if err != nil {
-		return nil, err
-	}
-	return &GetLock{session: s, held: map[string]uint64{}}, nil
-}
-
 // Acquire waits on the server for the lock until a little before ctx's
 // deadline. It returns impls.ErrNotAcquired when GET_LOCK timed out.
 func (c *GetLock) Acquire(ctx context.Context, lock string, ttl time.Duration) (impls.Lease, error) {
-	conn, err := c.get(ctx)
+	conn, err := c.Get(ctx)
 	if err != nil {
 		return impls.Lease{}, err
 	}
@@ -54,30 +45,29 @@ func (c *GetLock) Acquire(ctx context.Context, lock string, ttl time.Duration) (
 	err = conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, ?)", lock, waitBudget(ctx).Seconds()).Scan(&got)
 	switch {
 	case err != nil:
-		c.drop()
+		c.Drop()
 		return impls.Lease{}, err
 	case !got.Valid:
-		c.drop()
+		c.Drop()
 		return impls.Lease{}, errors.New("GET_LOCK returned NULL (an error on the server)")
 	case got.Int64 == 0:
 		return impls.Lease{}, impls.ErrNotAcquired
 	}
-	c.held[lock] = c.gen
-	return impls.Lease{Lock: lock, Value: c.value(), Node: c.addr}, nil
+	c.Hold(lock)
+	return impls.Lease{Lock: lock, Value: c.Value(), Node: c.addr}, nil
 }
 
 // Release runs RELEASE_LOCK on the session that took the lock. It returns
 // impls.ErrNotHeld when that session is gone or the server says the lock is
 // not this session's.
 func (c *GetLock) Release(ctx context.Context, l impls.Lease) (impls.Released, error) {
-	gen, ok := c.held[l.Lock]
-	delete(c.held, l.Lock)
-	if !ok || gen != c.gen || c.conn == nil {
+	conn, ok := c.Unhold(l.Lock)
+	if !ok {
 		return impls.Released{}, impls.ErrNotHeld
 	}
 	var got sql.NullInt64
-	if err := c.conn.QueryRowContext(ctx, "SELECT RELEASE_LOCK(?)", l.Lock).Scan(&got); err != nil {
-		c.drop()
+	if err := conn.QueryRowContext(ctx, "SELECT RELEASE_LOCK(?)", l.Lock).Scan(&got); err != nil {
+		c.Drop()
 		return impls.Released{}, err
 	}
 	if !got.Valid || got.Int64 != 1 {

@@ -39,12 +39,12 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/locktest/locktest/impls"
+	"github.com/locktest/locktest/impls/pinned"
 )
 
 // Database is the database that holds the lock tables.
@@ -76,14 +76,14 @@ func init() {
 			Wait: "waits on the server for the row lock (max_statement_time), until its deadline; a second acquire by the holder rolls its open transaction back and takes the row again at once, and one release frees it",
 			Doc: "SELECT … FOR UPDATE on a lock row inside a transaction held open for the critical section, released by COMMIT, token = a version column incremented in that transaction; " +
 				"the server frees the lock when the holder's connection dies, and a dead holder's rolled-back increment hands its token to the next holder.",
-			New: newForUpdate,
+			New: impls.Wrap(sessionWith(forUpdateSchema), func(s *session) impls.Client { return &ForUpdate{session: s, known: map[string]bool{}} }),
 		},
 		{
 			Name: "mysql-get-lock", Backend: "mysql", Nodes: 1, Reentrant: true, Blocking: true,
 			Wait: "waits on the server (GET_LOCK timeout), until its deadline; MariaDB counts nested GET_LOCKs of one session",
 			Doc: "GET_LOCK(name, timeout) / RELEASE_LOCK on one pinned session, no fencing token; " +
 				"the server frees the lock when the session ends, and a holder whose connection broke goes on believing it holds it.",
-			New: newGetLock,
+			New: impls.Wrap(sessionWith(nil), func(s *session) impls.Client { return &GetLock{session: s} }),
 		},
 		{
 			Name: "mysql-optimistic", Backend: "mysql", Nodes: 1, Fenced: true,
@@ -97,31 +97,23 @@ func init() {
 	}
 }
 
-// session is what the four clients share: the pinned connection and the
-// bookkeeping that tells a lease's connection from the current one.
+// session is what the four clients share: the connection pool, and the
+// connection pinned from it with its bookkeeping (pinned.Session).
 type session struct {
-	cfg    impls.Config
-	addr   string
-	db     *sql.DB
-	schema []string
-
-	conn       *sql.Conn // the pinned connection; nil until needed, and after an error
-	gen        uint64    // counts the connections opened; a lease remembers its own
-	connID     int64     // CONNECTION_ID() of conn
-	schemaDone bool
-	seq        uint64
+	*pinned.Session[*sql.Conn]
+	cfg  impls.Config
+	addr string
+	db   *sql.DB
 }
 
 // newSession checks cfg and builds the connection pool the session pins
 // its connection from; poolSize is 1, or 2 for a client that also runs a
-// background loop. It does not connect: a server that is down when the
-// worker starts shows up as the first acquire's error.
+// background loop. The first connection creates the database and then runs
+// schema. It does not connect: a server that is down when the worker
+// starts shows up as the first acquire's error.
 func newSession(cfg impls.Config, schema []string, poolSize int) (*session, error) {
-	if len(cfg.Addrs) == 0 {
-		return nil, errors.New("mysql: Config.Addrs is empty")
-	}
-	if cfg.Now == nil {
-		return nil, errors.New("mysql: Config.Now is required (the harness clock for ValidUntil)")
+	if err := cfg.Check("mysql"); err != nil {
+		return nil, err
 	}
 	mc := mysql.NewConfig()
 	mc.User, mc.Net, mc.Addr = "root", "tcp", cfg.Addrs[0]
@@ -139,45 +131,38 @@ func newSession(cfg impls.Config, schema []string, poolSize int) (*session, erro
 	db.SetMaxOpenConns(poolSize)
 	db.SetMaxIdleConns(poolSize)
 	all := append([]string{"CREATE DATABASE IF NOT EXISTS " + Database}, schema...)
-	return &session{cfg: cfg, addr: cfg.Addrs[0], db: db, schema: all}, nil
+	return &session{cfg: cfg, addr: cfg.Addrs[0], db: db, Session: &pinned.Session[*sql.Conn]{
+		Process: cfg.Process, Tag: "c",
+		Driver: pinned.Driver[*sql.Conn]{
+			Open: func(ctx context.Context) (*sql.Conn, int64, error) {
+				c, err := db.Conn(ctx)
+				if err != nil {
+					return nil, 0, err
+				}
+				var id int64
+				if err := c.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&id); err != nil {
+					closeBad(c)
+					return nil, 0, err
+				}
+				return c, id, nil
+			},
+			Setup: func(ctx context.Context, c *sql.Conn) error {
+				for _, stmt := range all {
+					if _, err := c.ExecContext(ctx, stmt); err != nil {
+						return err
+					}
+				}
+				return nil
+			},
+			Discard: closeBad,
+		},
+	}}, nil
 }
 
-// get returns the pinned connection, opening it (and creating the schema,
-// the first time) if there is none.
-func (s *session) get(ctx context.Context) (*sql.Conn, error) {
-	if s.conn != nil {
-		return s.conn, nil
-	}
-	c, err := s.db.Conn(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if !s.schemaDone {
-		for _, stmt := range s.schema {
-			if _, err := c.ExecContext(ctx, stmt); err != nil {
-				closeBad(c)
-				return nil, fmt.Errorf("create schema: %w", err)
-			}
-		}
-		s.schemaDone = true
-	}
-	var id int64
-	if err := c.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&id); err != nil {
-		closeBad(c)
-		return nil, err
-	}
-	s.conn, s.connID = c, id
-	s.gen++
-	return c, nil
-}
-
-// drop closes the pinned connection for good (the server ends the session
-// and frees its locks as soon as it sees the connection close).
-func (s *session) drop() {
-	if s.conn != nil {
-		closeBad(s.conn)
-		s.conn = nil
-	}
+// sessionWith returns the builder of a session whose first connection runs
+// schema, with a pool of one connection.
+func sessionWith(schema []string) func(impls.Config) (*session, error) {
+	return func(cfg impls.Config) (*session, error) { return newSession(cfg, schema, 1) }
 }
 
 // closeBad closes c and makes database/sql discard its driver connection
@@ -187,17 +172,9 @@ func closeBad(c *sql.Conn) {
 	_ = c.Close()
 }
 
-// value returns a lock value unique to this acquire: the process, the
-// connection and a sequence number, plus random bits that keep a restarted
-// worker apart from its previous life.
-func (s *session) value() string {
-	s.seq++
-	return fmt.Sprintf("p%d-c%d-%d-%06x", s.cfg.Process, s.connID, s.seq, rand.Uint32()&0xffffff)
-}
-
-// Close closes the connections.
+// Close closes the pinned connection and the pool.
 func (s *session) Close() error {
-	s.drop()
+	s.Drop()
 	return s.db.Close()
 }
 
@@ -269,6 +246,48 @@ func retryUntil(ctx context.Context, pause time.Duration, try func(budget time.D
 		case <-t.C:
 		}
 	}
+}
+
+// pollRow runs the statement q with args, bounded by each attempt's
+// budget, every retry until it changes a row or retryUntil gives up with
+// impls.ErrNotAcquired. An attempt that hit the unique key, or that InnoDB
+// rolled back (a deadlock, a lock wait that reached its time limit),
+// changed nothing and is tried again; any other error drops the
+// connection. On success it returns the lease of lock with value: its token
+// is the statement's LAST_INSERT_ID, and it is valid for ttl from the start
+// of the attempt that changed the row.
+func (s *session) pollRow(ctx context.Context, conn *sql.Conn, retry time.Duration, lock, value string, ttl time.Duration, q string, args ...any) (impls.Lease, error) {
+	var lease impls.Lease
+	err := retryUntil(ctx, retry, func(budget time.Duration) (bool, error) {
+		start := s.cfg.Now()
+		res, err := conn.ExecContext(ctx, bounded(budget, q), args...)
+		if n := errNumber(err); n == errDupEntry || n == errDeadlock || timedOut(err) {
+			return false, nil // taken, or rolled back: nothing changed
+		}
+		if err != nil {
+			s.Drop()
+			return false, err
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			return false, err
+		}
+		token, err := res.LastInsertId()
+		if err != nil {
+			return false, err
+		}
+		lease = impls.Lease{Lock: lock, Token: uint64(token), HasToken: true, Value: value,
+			ValidUntil: start + ttl.Truncate(time.Microsecond), Node: s.addr}
+		return true, nil
+	})
+	return lease, err
+}
+
+// checkMicros rejects a ttl below the 1µs resolution of DATETIME(6).
+func checkMicros(impl string, ttl time.Duration) error {
+	if ttl < time.Microsecond {
+		return fmt.Errorf("%s: ttl %v is below the 1µs resolution of DATETIME(6)", impl, ttl)
+	}
+	return nil
 }
 
 // durationParam reads an impl parameter holding a Go duration.

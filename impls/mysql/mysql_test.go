@@ -165,7 +165,7 @@ func TestRowLockWaitBounded(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer s.Close()
-			conn, err := s.get(ctx)
+			conn, err := s.Get(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -3,7 +3,6 @@ package mysql
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/locktest/locktest/impls"
@@ -61,60 +60,32 @@ func newOptimistic(ctx context.Context, cfg impls.Config) (impls.Client, error) 
 // before ctx's deadline. It returns impls.ErrNotAcquired when no attempt
 // changed the row.
 func (c *Optimistic) Acquire(ctx context.Context, lock string, ttl time.Duration) (impls.Lease, error) {
-	if ttl < time.Microsecond {
-		return impls.Lease{}, fmt.Errorf("mysql-optimistic: ttl %v is below the 1µs resolution of DATETIME(6)", ttl)
+	if err := checkMicros("mysql-optimistic", ttl); err != nil {
+		return impls.Lease{}, err
 	}
-	conn, err := c.get(ctx)
+	conn, err := c.Get(ctx)
 	if err != nil {
 		return impls.Lease{}, err
 	}
 	if !c.known[lock] {
 		if _, err := conn.ExecContext(ctx, "INSERT IGNORE INTO "+Database+".cas_locks (name) VALUES (?)", lock); err != nil {
-			c.drop()
+			c.Drop()
 			return impls.Lease{}, err
 		}
 		c.known[lock] = true
 	}
-	holder := c.value()
-	var lease impls.Lease
-	err = retryUntil(ctx, c.retry, func(budget time.Duration) (bool, error) {
-		start := c.cfg.Now()
-		res, err := conn.ExecContext(ctx, bounded(budget, "UPDATE "+Database+".cas_locks SET holder = ?, version = LAST_INSERT_ID(version + 1), "+
-			"expires_at = NOW(6) + INTERVAL ? MICROSECOND WHERE name = ? AND (holder IS NULL OR expires_at < NOW(6))"),
-			holder, ttl.Microseconds(), lock)
-		if errNumber(err) == errDeadlock || timedOut(err) {
-			return false, nil // rolled back: nothing changed
-		}
-		if err != nil {
-			c.drop()
-			return false, err
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return false, err
-		}
-		if n == 0 {
-			return false, nil
-		}
-		version, err := res.LastInsertId()
-		if err != nil {
-			return false, err
-		}
-		lease = impls.Lease{Lock: lock, Token: uint64(version), HasToken: true, Value: holder,
-			ValidUntil: start + ttl.Truncate(time.Microsecond), Node: c.addr}
-		return true, nil
-	})
-	if err != nil {
-		return impls.Lease{}, err
-	}
-	return lease, nil
+	holder := c.Value()
+	return c.pollRow(ctx, conn, c.retry, lock, holder, ttl,
+		"UPDATE "+Database+".cas_locks SET holder = ?, version = LAST_INSERT_ID(version + 1), "+
+			"expires_at = NOW(6) + INTERVAL ? MICROSECOND WHERE name = ? AND (holder IS NULL OR expires_at < NOW(6))",
+		holder, ttl.Microseconds(), lock)
 }
 
 // Release clears the holder if it is still this lease's. It returns
 // impls.ErrNotHeld when another holder took the row after the lease
 // expired.
 func (c *Optimistic) Release(ctx context.Context, l impls.Lease) (impls.Released, error) {
-	conn, err := c.get(ctx)
+	conn, err := c.Get(ctx)
 	if err != nil {
 		return impls.Released{}, err
 	}
@@ -123,7 +94,7 @@ func (c *Optimistic) Release(ctx context.Context, l impls.Lease) (impls.Released
 		return impls.Released{}, errors.New("UPDATE waited for the row lock until its time limit and was rolled back; the lock is still held")
 	}
 	if err != nil {
-		c.drop()
+		c.Drop()
 		return impls.Released{}, err
 	}
 	if n, err := res.RowsAffected(); err != nil || n == 0 {

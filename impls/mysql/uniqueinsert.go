@@ -112,49 +112,24 @@ func (c *UniqueInsert) cleanup(interval time.Duration) {
 // little before ctx's deadline. It returns impls.ErrNotAcquired when every
 // attempt hit the unique key.
 func (c *UniqueInsert) Acquire(ctx context.Context, lock string, ttl time.Duration) (impls.Lease, error) {
-	if ttl < time.Microsecond {
-		return impls.Lease{}, fmt.Errorf("mysql-unique-insert: ttl %v is below the 1µs resolution of DATETIME(6)", ttl)
+	if err := checkMicros("mysql-unique-insert", ttl); err != nil {
+		return impls.Lease{}, err
 	}
-	conn, err := c.get(ctx)
+	conn, err := c.Get(ctx)
 	if err != nil {
 		return impls.Lease{}, err
 	}
-	owner := c.value()
-	var lease impls.Lease
-	err = retryUntil(ctx, c.retry, func(budget time.Duration) (bool, error) {
-		start := c.cfg.Now()
-		res, err := conn.ExecContext(ctx, bounded(budget, "INSERT INTO "+Database+".unique_locks (name, owner, expires_at) VALUES (?, ?, NOW(6) + INTERVAL ? MICROSECOND)"),
-			lock, owner, ttl.Microseconds())
-		if n := errNumber(err); n == errDupEntry || n == errDeadlock || timedOut(err) {
-			// Taken; or InnoDB chose this insert as the victim of a
-			// deadlock with another insert or the cleanup's delete, or
-			// it waited for a row lock until its time limit, and was
-			// rolled back. Either way nothing changed.
-			return false, nil
-		}
-		if err != nil {
-			c.drop()
-			return false, err
-		}
-		id, err := res.LastInsertId()
-		if err != nil {
-			return false, err
-		}
-		lease = impls.Lease{Lock: lock, Token: uint64(id), HasToken: true, Value: owner,
-			ValidUntil: start + ttl.Truncate(time.Microsecond), Node: c.addr}
-		return true, nil
-	})
-	if err != nil {
-		return impls.Lease{}, err
-	}
-	return lease, nil
+	owner := c.Value()
+	return c.pollRow(ctx, conn, c.retry, lock, owner, ttl,
+		"INSERT INTO "+Database+".unique_locks (name, owner, expires_at) VALUES (?, ?, NOW(6) + INTERVAL ? MICROSECOND)",
+		lock, owner, ttl.Microseconds())
 }
 
 // Release deletes the row if it is still this lease's, again when InnoDB
 // rolled the delete back to break a deadlock. It returns impls.ErrNotHeld
 // when the row is gone (cleaned up after its expiry) or another holder's.
 func (c *UniqueInsert) Release(ctx context.Context, l impls.Lease) (impls.Released, error) {
-	conn, err := c.get(ctx)
+	conn, err := c.Get(ctx)
 	if err != nil {
 		return impls.Released{}, err
 	}
@@ -165,7 +140,7 @@ func (c *UniqueInsert) Release(ctx context.Context, l impls.Lease) (impls.Releas
 			return false, nil // rolled back: try again
 		}
 		if err != nil {
-			c.drop()
+			c.Drop()
 			return false, err
 		}
 		n, err := res.RowsAffected()

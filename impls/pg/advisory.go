@@ -31,58 +31,48 @@ const lockKey = "hashtextextended($1, 0)"
 //     survives, so tokens keep increasing).
 type Advisory struct {
 	*session
-	held map[string]uint64 // lock → the connection generation that took it
 }
 
 var _ impls.Client = (*Advisory)(nil)
 
-func newAdvisory(ctx context.Context, cfg impls.Config) (impls.Client, error) {
-	s, err := newSession(cfg)
-	if err != nil {
-		return nil, err
-	}
-	return &Advisory{session: s, held: map[string]uint64{}}, nil
-}
-
 // Acquire waits for the lock until a little before ctx's deadline, then
 // takes a token. It returns impls.ErrNotAcquired when the wait timed out.
 func (c *Advisory) Acquire(ctx context.Context, lock string, ttl time.Duration) (impls.Lease, error) {
-	conn, err := c.get(ctx)
+	conn, err := c.Get(ctx)
 	if err != nil {
 		return impls.Lease{}, err
 	}
 	if _, err := conn.Exec(ctx, "SELECT set_config('lock_timeout', $1, false)", lockTimeout(ctx)); err != nil {
-		c.drop()
+		c.Drop()
 		return impls.Lease{}, err
 	}
 	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock("+lockKey+")", lock); err != nil {
 		if timedOut(err) {
 			return impls.Lease{}, impls.ErrNotAcquired
 		}
-		c.drop()
+		c.Drop()
 		return impls.Lease{}, err
 	}
 	var tok int64
 	if err := conn.QueryRow(ctx, "SELECT nextval('"+Sequence+"')").Scan(&tok); err != nil {
-		c.drop() // ends the session, which frees the lock
+		c.Drop() // ends the session, which frees the lock
 		return impls.Lease{}, err
 	}
-	c.held[lock] = c.gen
-	return impls.Lease{Lock: lock, Token: uint64(tok), HasToken: true, Value: c.value(), Node: c.addr}, nil
+	c.Hold(lock)
+	return impls.Lease{Lock: lock, Token: uint64(tok), HasToken: true, Value: c.Value(), Node: c.addr}, nil
 }
 
 // Release unlocks on the session that took the lock. It returns
 // impls.ErrNotHeld when that session is gone or the server says this
 // session does not hold the lock.
 func (c *Advisory) Release(ctx context.Context, l impls.Lease) (impls.Released, error) {
-	gen, ok := c.held[l.Lock]
-	delete(c.held, l.Lock)
-	if !ok || gen != c.gen || c.conn == nil || c.conn.IsClosed() {
+	conn, ok := c.Unhold(l.Lock)
+	if !ok {
 		return impls.Released{}, impls.ErrNotHeld
 	}
 	var released bool
-	if err := c.conn.QueryRow(ctx, "SELECT pg_advisory_unlock("+lockKey+")", l.Lock).Scan(&released); err != nil {
-		c.drop()
+	if err := conn.QueryRow(ctx, "SELECT pg_advisory_unlock("+lockKey+")", l.Lock).Scan(&released); err != nil {
+		c.Drop()
 		return impls.Released{}, err
 	}
 	if !released {
@@ -111,8 +101,6 @@ func (c *Advisory) Release(ctx context.Context, l impls.Lease) (impls.Released, 
 //     not told until they commit).
 type AdvisoryXact struct {
 	*session
-	inTx  bool   // a transaction is open on the session
-	txGen uint64 // the connection generation of that transaction
 	// aborted: the last acquire's wait timed out, and its transaction
 	// awaits the ROLLBACK that the next acquire sends first.
 	aborted bool
@@ -120,35 +108,27 @@ type AdvisoryXact struct {
 
 var _ impls.Client = (*AdvisoryXact)(nil)
 
-func newAdvisoryXact(ctx context.Context, cfg impls.Config) (impls.Client, error) {
-	s, err := newSession(cfg)
-	if err != nil {
-		return nil, err
-	}
-	return &AdvisoryXact{session: s}, nil
-}
-
 // Acquire opens a transaction, waits for the lock until a little before
 // ctx's deadline, and takes a token. It returns impls.ErrNotAcquired when
 // the wait timed out.
 func (c *AdvisoryXact) Acquire(ctx context.Context, lock string, ttl time.Duration) (impls.Lease, error) {
-	conn, err := c.get(ctx)
+	conn, err := c.Get(ctx)
 	if err != nil {
 		return impls.Lease{}, err
 	}
-	if c.inTx || c.aborted { // a lease never released, or a wait that timed out: end it first
-		c.inTx, c.aborted = false, false
+	if _, open, _ := c.EndTx(); open || c.aborted { // a lease never released, or a wait that timed out: end it first
+		c.aborted = false
 		if _, err := conn.Exec(ctx, "ROLLBACK"); err != nil {
-			c.drop()
+			c.Drop()
 			return impls.Lease{}, err
 		}
 	}
 	if _, err := conn.Exec(ctx, "BEGIN"); err != nil {
-		c.drop()
+		c.Drop()
 		return impls.Lease{}, err
 	}
 	if _, err := conn.Exec(ctx, "SELECT set_config('lock_timeout', $1, true)", lockTimeout(ctx)); err != nil {
-		c.drop()
+		c.Drop()
 		return impls.Lease{}, err
 	}
 	if _, err := conn.Exec(ctx, "SELECT pg_advisory_xact_lock("+lockKey+")", lock); err != nil {
@@ -156,28 +136,28 @@ func (c *AdvisoryXact) Acquire(ctx context.Context, lock string, ttl time.Durati
 			c.aborted = true
 			return impls.Lease{}, impls.ErrNotAcquired
 		}
-		c.drop()
+		c.Drop()
 		return impls.Lease{}, err
 	}
 	var tok int64
 	if err := conn.QueryRow(ctx, "SELECT nextval('"+Sequence+"')").Scan(&tok); err != nil {
-		c.drop()
+		c.Drop()
 		return impls.Lease{}, err
 	}
-	c.inTx, c.txGen = true, c.gen
-	return impls.Lease{Lock: lock, Token: uint64(tok), HasToken: true, Value: c.value(), Node: c.addr}, nil
+	c.HoldTx()
+	return impls.Lease{Lock: lock, Token: uint64(tok), HasToken: true, Value: c.Value(), Node: c.addr}, nil
 }
 
 // Release commits the transaction, which frees the lock. It returns
 // impls.ErrNotHeld when the transaction is gone with the connection that
 // held it.
 func (c *AdvisoryXact) Release(ctx context.Context, l impls.Lease) (impls.Released, error) {
-	if !c.inTx || c.txGen != c.gen || c.conn == nil || c.conn.IsClosed() {
+	conn, _, ok := c.EndTx()
+	if !ok {
 		return impls.Released{}, impls.ErrNotHeld
 	}
-	c.inTx = false
-	if _, err := c.conn.Exec(ctx, "COMMIT"); err != nil {
-		c.drop()
+	if _, err := conn.Exec(ctx, "COMMIT"); err != nil {
+		c.Drop()
 		return impls.Released{}, err
 	}
 	return impls.Released{Removed: l.Value}, nil

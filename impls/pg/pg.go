@@ -32,7 +32,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"time"
 
@@ -40,6 +39,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/locktest/locktest/impls"
+	"github.com/locktest/locktest/impls/pinned"
 )
 
 // Sequence is the sequence whose nextval is the fencing token.
@@ -63,7 +63,7 @@ func init() {
 			Wait: "waits on the server (lock_timeout), until its deadline; PostgreSQL stacks a session's advisory locks",
 			Doc: "pg_advisory_lock / pg_advisory_unlock on one dedicated session, token = nextval of a sequence taken under the lock; " +
 				"the server frees the lock when the session ends, and a holder whose connection broke goes on believing it holds it.",
-			New: newAdvisory,
+			New: impls.Wrap(newSession, func(s *session) impls.Client { return &Advisory{session: s} }),
 		},
 		{
 			Name: "pg-advisory-xact", Backend: "postgres", Nodes: 1, Fenced: true,
@@ -71,32 +71,27 @@ func init() {
 			Wait: "waits on the server (lock_timeout) inside a new transaction, until its deadline; a second acquire by the holder rolls its open transaction back and takes the lock again at once, and one release frees it",
 			Doc: "pg_advisory_xact_lock inside a transaction held open for the critical section, released by COMMIT, token = nextval of a sequence taken under the lock; " +
 				"the server frees the lock when the transaction or session ends, and a holder whose connection broke goes on believing it holds it.",
-			New: newAdvisoryXact,
+			New: impls.Wrap(newSession, func(s *session) impls.Client { return &AdvisoryXact{session: s} }),
 		},
 	} {
 		impls.Register(i)
 	}
 }
 
-// session is what both clients share: the dedicated connection and the
-// bookkeeping that tells a lease's connection from the current one.
+// session is what both clients share: the dedicated connection with its
+// bookkeeping (pinned.Session).
 type session struct {
-	cfg     impls.Config
-	addr    string
-	connStr string
-
-	conn       *pgx.Conn // nil until needed, and after an error
-	gen        uint64    // counts the connections opened; a lease remembers its own
-	schemaDone bool
-	seq        uint64
+	*pinned.Session[*pgx.Conn]
+	cfg  impls.Config
+	addr string
 }
 
+// newSession checks cfg and builds the session. It does not connect: a
+// server that is down when the worker starts shows up as the first
+// acquire's error. The first connection creates the sequence.
 func newSession(cfg impls.Config) (*session, error) {
-	if len(cfg.Addrs) == 0 {
-		return nil, errors.New("pg: Config.Addrs is empty")
-	}
-	if cfg.Now == nil {
-		return nil, errors.New("pg: Config.Now is required (the harness clock)")
+	if err := cfg.Check("pg"); err != nil {
+		return nil, err
 	}
 	host, port, err := net.SplitHostPort(cfg.Addrs[0])
 	if err != nil {
@@ -113,60 +108,35 @@ func newSession(cfg impls.Config) (*session, error) {
 	if pw := cfg.Params["password"]; pw != "" {
 		connStr += " password=" + pw
 	}
-	return &session{cfg: cfg, addr: cfg.Addrs[0], connStr: connStr}, nil
+	return &session{cfg: cfg, addr: cfg.Addrs[0], Session: &pinned.Session[*pgx.Conn]{
+		Process: cfg.Process, Tag: "b",
+		Driver: pinned.Driver[*pgx.Conn]{
+			Open: func(ctx context.Context) (*pgx.Conn, int64, error) {
+				c, err := pgx.Connect(ctx, connStr)
+				if err != nil {
+					return nil, 0, err
+				}
+				return c, int64(c.PgConn().PID()), nil
+			},
+			Setup: func(ctx context.Context, c *pgx.Conn) error {
+				for _, q := range []string{"SELECT " + ddlLock, "CREATE SEQUENCE IF NOT EXISTS " + Sequence, "SELECT pg_advisory_unlock(1819239275, 1)"} {
+					if _, err := c.Exec(ctx, q); err != nil {
+						return err
+					}
+				}
+				return nil
+			},
+			Discard: closeConn,
+			Alive:   func(c *pgx.Conn) bool { return !c.IsClosed() },
+		},
+	}}, nil
 }
 
-// get returns the connection, opening it (and creating the sequence, the
-// first time) if there is none.
-func (s *session) get(ctx context.Context) (*pgx.Conn, error) {
-	if s.conn != nil && !s.conn.IsClosed() {
-		return s.conn, nil
-	}
-	s.conn = nil
-	c, err := pgx.Connect(ctx, s.connStr)
-	if err != nil {
-		return nil, err
-	}
-	if !s.schemaDone {
-		for _, q := range []string{"SELECT " + ddlLock, "CREATE SEQUENCE IF NOT EXISTS " + Sequence, "SELECT pg_advisory_unlock(1819239275, 1)"} {
-			if _, err := c.Exec(ctx, q); err != nil {
-				closeConn(c)
-				return nil, fmt.Errorf("create sequence: %w", err)
-			}
-		}
-		s.schemaDone = true
-	}
-	s.conn = c
-	s.gen++
-	return c, nil
-}
-
-// drop closes the connection for good; the server ends the session and
-// frees its locks.
-func (s *session) drop() {
-	if s.conn != nil {
-		closeConn(s.conn)
-		s.conn = nil
-	}
-}
-
+// closeConn closes c, waiting at most 100ms for the server to hear of it.
 func closeConn(c *pgx.Conn) {
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	_ = c.Close(ctx)
-}
-
-// value returns a lock value unique to this acquire: the process, the
-// backend's pid and a sequence number, plus random bits.
-func (s *session) value() string {
-	s.seq++
-	return fmt.Sprintf("p%d-b%d-%d-%06x", s.cfg.Process, s.conn.PgConn().PID(), s.seq, rand.Uint32()&0xffffff)
-}
-
-// Close closes the connection.
-func (s *session) Close() error {
-	s.drop()
-	return nil
 }
 
 // lockTimeout returns the lock_timeout for a wait: the time left before

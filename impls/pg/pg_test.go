@@ -46,7 +46,7 @@ func TestContention(t *testing.T) {
 
 			// b's session ends (as when its connection breaks): the lock
 			// is free for a, and b's release reports it lost.
-			b.(interface{ drop() }).drop()
+			b.(interface{ Drop() }).Drop()
 			lc, err := a.Acquire(ctx, lock, time.Minute)
 			if err != nil {
 				t.Fatalf("acquire after the holder's session ended: %v", err)

@@ -36,14 +36,6 @@ type SetNXGetSet struct {
 
 var _ impls.Client = (*SetNXGetSet)(nil)
 
-func newSetNXGetSet(ctx context.Context, cfg impls.Config) (impls.Client, error) {
-	c, err := newConn(cfg)
-	if err != nil {
-		return nil, err
-	}
-	return &SetNXGetSet{c}, nil
-}
-
 // parseExpiry returns the expiry, in Unix milliseconds, written before the
 // first ':' of a lock value.
 func parseExpiry(v string) (int64, bool) {
@@ -69,7 +61,7 @@ func (c *SetNXGetSet) Acquire(ctx context.Context, lock string, ttl time.Duratio
 	}
 	start := c.cfg.Now()
 	expiry := c.cfg.Wall().Add(ttl + time.Millisecond).UnixMilli()
-	value := fmt.Sprintf("%d:%s", expiry, c.uniqueValue())
+	value := fmt.Sprintf("%d:%s", expiry, c.values.Next())
 	ok, err := c.rdb.SetNX(ctx, lock, value, 0).Result() // 0: plain SETNX, no TTL
 	if err != nil {
 		return impls.Lease{}, err
@@ -116,12 +108,5 @@ func (c *SetNXGetSet) Release(ctx context.Context, l impls.Lease) (impls.Release
 	if cur != l.Value || !ok || expiry < c.cfg.Wall().UnixMilli() {
 		return impls.Released{}, impls.ErrNotHeld
 	}
-	removed, err := c.rdb.GetDel(ctx, l.Lock).Result()
-	if errors.Is(err, goredis.Nil) {
-		return impls.Released{}, impls.ErrNotHeld
-	}
-	if err != nil {
-		return impls.Released{}, err
-	}
-	return impls.Released{Removed: removed}, nil
+	return c.getDel(ctx, l.Lock)
 }

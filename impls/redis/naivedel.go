@@ -2,10 +2,7 @@ package redis
 
 import (
 	"context"
-	"errors"
 	"time"
-
-	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/locktest/locktest/impls"
 )
@@ -27,27 +24,14 @@ type NaiveDel struct {
 
 var _ impls.Client = (*NaiveDel)(nil)
 
-func newNaiveDel(ctx context.Context, cfg impls.Config) (impls.Client, error) {
-	c, err := newConn(cfg)
-	if err != nil {
-		return nil, err
-	}
-	return &NaiveDel{c}, nil
-}
-
 // Acquire sends SET NX PX once. It returns impls.ErrNotAcquired if the key
 // exists.
 func (c *NaiveDel) Acquire(ctx context.Context, lock string, ttl time.Duration) (impls.Lease, error) {
-	if err := checkTTL(ttl); err != nil {
+	value, start, err := c.begin(ttl)
+	if err != nil {
 		return impls.Lease{}, err
 	}
-	value := c.uniqueValue()
-	start := c.cfg.Now()
-	err := c.rdb.Do(ctx, "set", lock, value, "NX", "PX", ttl.Milliseconds()).Err()
-	if errors.Is(err, goredis.Nil) {
-		return impls.Lease{}, impls.ErrNotAcquired
-	}
-	if err != nil {
+	if err := notAcquiredOnNil(c.rdb.Do(ctx, "set", lock, value, "NX", "PX", ttl.Milliseconds()).Err()); err != nil {
 		return impls.Lease{}, err
 	}
 	return c.lease(lock, value, start, ttl), nil
@@ -57,12 +41,5 @@ func (c *NaiveDel) Acquire(ctx context.Context, lock string, ttl time.Duration) 
 // if there was no key; otherwise Released.Removed is the value deleted,
 // which is another holder's when this lease had expired.
 func (c *NaiveDel) Release(ctx context.Context, l impls.Lease) (impls.Released, error) {
-	v, err := c.rdb.GetDel(ctx, l.Lock).Result()
-	if errors.Is(err, goredis.Nil) {
-		return impls.Released{}, impls.ErrNotHeld
-	}
-	if err != nil {
-		return impls.Released{}, err
-	}
-	return impls.Released{Removed: v}, nil
+	return c.getDel(ctx, l.Lock)
 }

@@ -21,7 +21,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -43,25 +42,25 @@ func init() {
 			TokenSource: "Redis INCR counter, in the acquire's Lua script", Wait: "fails at once",
 			Doc: "SET NX PX with a unique value plus an INCR fencing token in one Lua script, released by compare-and-delete; " +
 				"the recommended single-node form, still a lease that a paused holder outlives, and its tokens restart when the node loses its data.",
-			New: newSetNXPX,
+			New: impls.Wrap(newConn, func(c *conn) impls.Client { return &SetNXPX{c} }),
 		},
 		{
 			Name: "redis-setnx-expire", Backend: "redis", Nodes: 1, Points: []string{HookBetweenSetNXExpire}, Wait: "fails at once",
 			Doc: "SETNX then PEXPIRE as two commands, released by compare-and-delete; " +
 				"a client that dies between the two leaves a lock with no TTL that nobody can ever take.",
-			New: newSetNXExpire,
+			New: impls.Wrap(newConn, func(c *conn) impls.Client { return &SetNXExpire{c} }),
 		},
 		{
 			Name: "redis-setnx-getset", Backend: "redis", Nodes: 1, Wait: "fails at once (unless the holder's timestamp has passed)",
 			Doc: "the pre-2.6.12 SETNX/GET/GETSET recipe with the expiry timestamp in the value and no TTL; " +
 				"it trusts every client's wall clock, so a skewed clock steals a live lock, and a losing GETSET still overwrites the winner's value.",
-			New: newSetNXGetSet,
+			New: impls.Wrap(newConn, func(c *conn) impls.Client { return &SetNXGetSet{c} }),
 		},
 		{
 			Name: "redis-naive-del", Backend: "redis", Nodes: 1, Wait: "fails at once",
 			Doc: "SET NX PX released by a plain delete; " +
 				"a holder whose lease expired deletes the next holder's lock.",
-			New: newNaiveDel,
+			New: impls.Wrap(newConn, func(c *conn) impls.Client { return &NaiveDel{c} }),
 		},
 	} {
 		impls.Register(i)
@@ -71,21 +70,18 @@ func init() {
 // conn is what the four clients share: the connection, the configuration
 // and the source of unique lock values.
 type conn struct {
-	rdb  *goredis.Client
-	cfg  impls.Config
-	addr string
-	seq  uint64
+	rdb    *goredis.Client
+	cfg    impls.Config
+	addr   string
+	values impls.Values
 }
 
 // newConn checks cfg and builds the go-redis client. It does not connect:
 // go-redis dials on the first command, so a node that is down when the
 // worker starts shows up as the first acquire's error.
 func newConn(cfg impls.Config) (*conn, error) {
-	if len(cfg.Addrs) == 0 {
-		return nil, errors.New("redis: Config.Addrs is empty")
-	}
-	if cfg.Now == nil {
-		return nil, errors.New("redis: Config.Now is required (the harness clock for ValidUntil)")
+	if err := cfg.Check("redis"); err != nil {
+		return nil, err
 	}
 	if cfg.Wall == nil {
 		cfg.Wall = time.Now
@@ -105,23 +101,7 @@ func newConn(cfg impls.Config) (*conn, error) {
 		DisableIdentity:          true,
 		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
 	})
-	return &conn{rdb: rdb, cfg: cfg, addr: addr}, nil
-}
-
-// uniqueValue returns a lock value no other acquire of any process writes:
-// the process id, a per-client sequence number and 32 random bits (which
-// keep a restarted worker with the same process id apart from its previous
-// life).
-func (c *conn) uniqueValue() string {
-	c.seq++
-	return fmt.Sprintf("p%d-%d-%08x", c.cfg.Process, c.seq, rand.Uint32())
-}
-
-// hook calls Config.Hook at the named point, if there is a hook.
-func (c *conn) hook(point string) {
-	if c.cfg.Hook != nil {
-		c.cfg.Hook(point)
-	}
+	return &conn{rdb: rdb, cfg: cfg, addr: addr, values: impls.Values{Process: cfg.Process}}, nil
 }
 
 // lease builds the lease of a successful acquire sent at start. The ttl is
@@ -134,6 +114,38 @@ func (c *conn) lease(lock, value string, start, ttl time.Duration) impls.Lease {
 // Close closes the client's connections.
 func (c *conn) Close() error {
 	return c.rdb.Close()
+}
+
+// begin starts an acquire with ttl: it checks the ttl and returns a unique
+// lock value and the harness time the acquire is sent at.
+func (c *conn) begin(ttl time.Duration) (value string, start time.Duration, err error) {
+	if err := checkTTL(ttl); err != nil {
+		return "", 0, err
+	}
+	return c.values.Next(), c.cfg.Now(), nil
+}
+
+// notAcquiredOnNil maps go-redis's nil reply, which a conditional set
+// gives when the key exists, to impls.ErrNotAcquired, and returns any other
+// error as it is.
+func notAcquiredOnNil(err error) error {
+	if errors.Is(err, goredis.Nil) {
+		return impls.ErrNotAcquired
+	}
+	return err
+}
+
+// getDel deletes lock with GETDEL, whoever holds it, and returns the value
+// it removed; impls.ErrNotHeld when there was no key.
+func (c *conn) getDel(ctx context.Context, lock string) (impls.Released, error) {
+	v, err := c.rdb.GetDel(ctx, lock).Result()
+	if errors.Is(err, goredis.Nil) {
+		return impls.Released{}, impls.ErrNotHeld
+	}
+	if err != nil {
+		return impls.Released{}, err
+	}
+	return impls.Released{Removed: v}, nil
 }
 
 // checkTTL rejects a ttl Redis cannot express in PX milliseconds.

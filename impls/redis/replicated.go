@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"sync/atomic"
 	"time"
@@ -62,9 +61,9 @@ func init() {
 // Params: master-name (redis-replicated only) is the name the sentinels
 // monitor; default "locktest", the local redis-sentinel backend's.
 type Replicated struct {
-	rdb goredis.UniversalClient
-	cfg impls.Config
-	seq uint64
+	rdb    goredis.UniversalClient
+	cfg    impls.Config
+	values impls.Values
 	// key returns the lock key and the counter key of a lock name.
 	key func(lock string) (string, string)
 	// names maps each data node's address to its name.
@@ -95,7 +94,7 @@ func newReplicated(ctx context.Context, cfg impls.Config) (impls.Client, error) 
 	if err := checkConfig(cfg, "redis-replicated"); err != nil {
 		return nil, err
 	}
-	c := &Replicated{cfg: cfg, names: map[string]string{}, key: func(l string) (string, string) { return l, l + ":fence" }}
+	c := &Replicated{cfg: cfg, values: impls.Values{Process: cfg.Process}, names: map[string]string{}, key: func(l string) (string, string) { return l, l + ":fence" }}
 	var sentinels []string
 	for _, n := range cfg.Nodes {
 		switch n.Role {
@@ -140,7 +139,7 @@ func newClusterLock(ctx context.Context, cfg impls.Config) (impls.Client, error)
 	}
 	// The hash tag puts a lock and its counter in one slot, as a script
 	// that touches both needs; different lock names spread over slots.
-	c := &Replicated{cfg: cfg, names: map[string]string{}, key: func(l string) (string, string) { return "{" + l + "}", "{" + l + "}:fence" }}
+	c := &Replicated{cfg: cfg, values: impls.Values{Process: cfg.Process}, names: map[string]string{}, key: func(l string) (string, string) { return "{" + l + "}", "{" + l + "}:fence" }}
 	var addrs []string
 	for _, n := range cfg.Nodes {
 		c.names[n.Addr] = n.Name
@@ -158,12 +157,6 @@ func newClusterLock(ctx context.Context, cfg impls.Config) (impls.Client, error)
 	})
 	c.rdb = cc
 	return c, nil
-}
-
-// uniqueValue is as conn.uniqueValue: process, sequence, 32 random bits.
-func (c *Replicated) uniqueValue() string {
-	c.seq++
-	return fmt.Sprintf("p%d-%d-%08x", c.cfg.Process, c.seq, rand.Uint32())
 }
 
 // node returns the name of the data node that last served a command, or its
@@ -186,7 +179,7 @@ func (c *Replicated) Acquire(ctx context.Context, lock string, ttl time.Duration
 	if err := checkTTL(ttl); err != nil {
 		return impls.Lease{}, err
 	}
-	value := c.uniqueValue()
+	value := c.values.Next()
 	key, fence := c.key(lock)
 	c.last.Store(nil)
 	start := c.cfg.Now()

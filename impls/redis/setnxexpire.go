@@ -27,24 +27,15 @@ type SetNXExpire struct {
 
 var _ impls.Client = (*SetNXExpire)(nil)
 
-func newSetNXExpire(ctx context.Context, cfg impls.Config) (impls.Client, error) {
-	c, err := newConn(cfg)
-	if err != nil {
-		return nil, err
-	}
-	return &SetNXExpire{c}, nil
-}
-
 // Acquire sends SETNX, calls the hook, then sends PEXPIRE. It returns
 // impls.ErrNotAcquired if SETNX found the key. An error from PEXPIRE is
 // returned as is, although the lock is then held without a TTL: the outcome
 // is unknown to the harness, as it would be to the user.
 func (c *SetNXExpire) Acquire(ctx context.Context, lock string, ttl time.Duration) (impls.Lease, error) {
-	if err := checkTTL(ttl); err != nil {
+	value, start, err := c.begin(ttl)
+	if err != nil {
 		return impls.Lease{}, err
 	}
-	value := c.uniqueValue()
-	start := c.cfg.Now()
 	ok, err := c.rdb.SetNX(ctx, lock, value, 0).Result() // 0: plain SETNX
 	if err != nil {
 		return impls.Lease{}, err
@@ -52,7 +43,7 @@ func (c *SetNXExpire) Acquire(ctx context.Context, lock string, ttl time.Duratio
 	if !ok {
 		return impls.Lease{}, impls.ErrNotAcquired
 	}
-	c.hook(HookBetweenSetNXExpire)
+	c.cfg.Pass(HookBetweenSetNXExpire)
 	set, err := c.rdb.PExpire(ctx, lock, ttl).Result()
 	if err != nil {
 		return impls.Lease{}, err

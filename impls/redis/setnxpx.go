@@ -2,7 +2,6 @@ package redis
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -33,28 +32,16 @@ var setNXPXIncr = goredis.NewScript(`if redis.call("set", KEYS[1], ARGV[1], "NX"
 end
 return false`)
 
-func newSetNXPX(ctx context.Context, cfg impls.Config) (impls.Client, error) {
-	c, err := newConn(cfg)
-	if err != nil {
-		return nil, err
-	}
-	return &SetNXPX{c}, nil
-}
-
 // Acquire runs the SET NX PX + INCR script once. It returns
 // impls.ErrNotAcquired if the key exists; on success the lease carries the
 // token.
 func (c *SetNXPX) Acquire(ctx context.Context, lock string, ttl time.Duration) (impls.Lease, error) {
-	if err := checkTTL(ttl); err != nil {
+	value, start, err := c.begin(ttl)
+	if err != nil {
 		return impls.Lease{}, err
 	}
-	value := c.uniqueValue()
-	start := c.cfg.Now()
 	tok, err := setNXPXIncr.Run(ctx, c.rdb, []string{lock, lock + ":fence"}, value, ttl.Milliseconds()).Int64()
-	if errors.Is(err, goredis.Nil) {
-		return impls.Lease{}, impls.ErrNotAcquired
-	}
-	if err != nil {
+	if err := notAcquiredOnNil(err); err != nil {
 		return impls.Lease{}, err
 	}
 	l := c.lease(lock, value, start, ttl)

@@ -48,7 +48,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
@@ -146,7 +145,7 @@ type Client struct {
 	tries  int
 	drift  float64
 	tf     float64
-	seq    uint64
+	values impls.Values
 
 	held map[string]*holding // by lock value
 }
@@ -165,17 +164,14 @@ type holding struct {
 // New builds a Redlock client over cfg.Addrs. extend turns the keep-alive on
 // by default; the extend param overrides it.
 func New(ctx context.Context, cfg impls.Config, extend bool) (*Client, error) {
-	if len(cfg.Addrs) == 0 {
-		return nil, errors.New("redlock: Config.Addrs is empty")
-	}
-	if cfg.Now == nil {
-		return nil, errors.New("redlock: Config.Now is required (the harness clock for ValidUntil)")
+	if err := cfg.Check("redlock"); err != nil {
+		return nil, err
 	}
 	p, err := parseParams(cfg.Params, extend)
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{cfg: cfg, extend: p.extend, tries: p.tries, drift: p.drift, tf: p.timeoutFactor, held: map[string]*holding{}}
+	c := &Client{cfg: cfg, values: impls.Values{Process: cfg.Process}, extend: p.extend, tries: p.tries, drift: p.drift, tf: p.timeoutFactor, held: map[string]*holding{}}
 	for i, addr := range cfg.Addrs {
 		name := fmt.Sprintf("node%d", i+1)
 		if i < len(cfg.Nodes) && cfg.Nodes[i].Name != "" {
@@ -240,21 +236,6 @@ func parseParams(p map[string]string, extend bool) (params, error) {
 	return out, nil
 }
 
-// uniqueValue returns the lock value of the next acquire: process, a
-// per-client counter and 32 random bits (which keep a restarted worker with
-// the same process id apart from its previous life).
-func (c *Client) uniqueValue() string {
-	c.seq++
-	return fmt.Sprintf("p%d-%d-%08x", c.cfg.Process, c.seq, rand.Uint32())
-}
-
-// hook calls Config.Hook at point, if there is a hook.
-func (c *Client) hook(point string) {
-	if c.cfg.Hook != nil {
-		c.cfg.Hook(point)
-	}
-}
-
 // Acquire runs one LockContext (WithTries, default 1) on a fresh mutex. It
 // returns impls.ErrNotAcquired when redsync certainly holds nothing: a
 // majority of nodes refused (the lock is taken), or ErrValidityExpired.
@@ -267,8 +248,8 @@ func (c *Client) Acquire(ctx context.Context, lock string, ttl time.Duration) (i
 	if ttl < time.Millisecond {
 		return impls.Lease{}, fmt.Errorf("redlock: ttl %v is below Redis's 1ms resolution", ttl)
 	}
-	value := c.uniqueValue()
-	at := &attempt{quorum: len(c.pools)/2 + 1, hook: c.hook, granted: make([]bool, len(c.pools))}
+	value := c.values.Next()
+	at := &attempt{quorum: len(c.pools)/2 + 1, hook: c.cfg.Pass, granted: make([]bool, len(c.pools))}
 	pools := make([]redsyncredis.Pool, len(c.pools))
 	for i, p := range c.pools {
 		pools[i] = &hookedPool{Pool: p, at: at, node: i}

@@ -55,14 +55,6 @@ type lockHold struct {
 
 var _ impls.Client = (*Lock)(nil)
 
-func newLock(ctx context.Context, cfg impls.Config) (impls.Client, error) {
-	s, err := newSession(cfg, "zk-lock")
-	if err != nil {
-		return nil, err
-	}
-	return &Lock{session: s, holds: map[string]lockHold{}}, nil
-}
-
 // Acquire calls zk.NewLock(...).Lock() and waits for it until ctx ends.
 func (c *Lock) Acquire(ctx context.Context, lock string, ttl time.Duration) (impls.Lease, error) {
 	if err := checkLockName(c.name, lock); err != nil {

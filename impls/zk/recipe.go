@@ -64,14 +64,6 @@ type Recipe struct {
 
 var _ impls.Client = (*Recipe)(nil)
 
-func newRecipe(ctx context.Context, cfg impls.Config) (impls.Client, error) {
-	s, err := newSession(cfg, "zk-recipe")
-	if err != nil {
-		return nil, err
-	}
-	return &Recipe{session: s, holds: map[string]hold{}}, nil
-}
-
 // Acquire takes lock, waiting for it until ctx ends; see Recipe.
 func (c *Recipe) Acquire(ctx context.Context, lock string, ttl time.Duration) (impls.Lease, error) {
 	if err := checkLockName(c.name, lock); err != nil {
@@ -89,7 +81,7 @@ func (c *Recipe) Acquire(ctx context.Context, lock string, ttl time.Duration) (i
 	if err != nil {
 		return impls.Lease{}, err
 	}
-	c.hook(HookAfterCreate)
+	c.cfg.Pass(HookAfterCreate)
 	l, err := c.wait(ctx, lock, parent, mine)
 	if err != nil {
 		return impls.Lease{}, c.abandon(r, err)

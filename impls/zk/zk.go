@@ -69,14 +69,14 @@ func init() {
 		Wait: "watches its predecessor's node, until its deadline; a second acquire queues behind its own node",
 		Doc: "the ZooKeeper lock recipe (protected ephemeral sequential node, lowest holds, watch the predecessor) with the node's czxid as fencing token; " +
 			"the lock is a session lease, so a holder paused past its session timeout still believes it holds it while the next holder has it.",
-		New: newRecipe,
+		New: impls.Wrap(sessionFor("zk-recipe"), func(s *session) impls.Client { return &Recipe{session: s, holds: map[string]hold{}} }),
 	})
 	impls.Register(impls.Impl{
 		Name: "zk-lock", Backend: "zookeeper", Nodes: 3, Blocking: true,
 		Wait: "zk.Lock watches its predecessor with no deadline; the acquire gives up at its deadline",
 		Doc: "go-zookeeper's own zk.NewLock as a user calls it, with no fencing token; " +
 			"a session lease that a paused holder outlives, and a library whose Lock takes no deadline and leaves its node behind on errors.",
-		New: newLock,
+		New: impls.Wrap(sessionFor("zk-lock"), func(s *session) impls.Client { return &Lock{session: s, holds: map[string]lockHold{}} }),
 	})
 }
 
@@ -104,14 +104,16 @@ type session struct {
 	orphans []string
 }
 
+// sessionFor returns the builder of the sessions of the impl name.
+func sessionFor(name string) func(impls.Config) (*session, error) {
+	return func(cfg impls.Config) (*session, error) { return newSession(cfg, name) }
+}
+
 // newSession checks cfg. The impl parameter session-timeout, a Go
 // duration, overrides the ttl as the session timeout.
 func newSession(cfg impls.Config, name string) (*session, error) {
-	if len(cfg.Addrs) == 0 {
-		return nil, fmt.Errorf("%s: Config.Addrs is empty", name)
-	}
-	if cfg.Now == nil {
-		return nil, fmt.Errorf("%s: Config.Now is required (the harness clock for ValidUntil)", name)
+	if err := cfg.Check(name); err != nil {
+		return nil, err
 	}
 	s := &session{cfg: cfg, name: name, log: slog.Default().With("impl", name, "process", cfg.Process)}
 	if v := cfg.Params["session-timeout"]; v != "" {
@@ -337,11 +339,4 @@ func (s *session) Close() error {
 		s.conn.Close()
 	}
 	return nil
-}
-
-// hook calls Config.Hook at the named point, if there is a hook.
-func (s *session) hook(point string) {
-	if s.cfg.Hook != nil {
-		s.cfg.Hook(point)
-	}
 }

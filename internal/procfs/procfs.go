@@ -48,6 +48,65 @@ func Stopped(pid int) (bool, error) {
 	return true, nil
 }
 
+// Group returns the pids of the live processes of the process group pgid.
+func Group(pgid int) ([]int, error) {
+	stats, err := filepath.Glob("/proc/[0-9]*/stat")
+	if err != nil {
+		return nil, err
+	}
+	var pids []int
+	for _, st := range stats {
+		b, err := os.ReadFile(st)
+		if err != nil {
+			continue // gone meanwhile
+		}
+		// After the command name: state, ppid, pgrp.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 {
+			continue
+		}
+		var state byte
+		var ppid, pgrp, pid int
+		if _, err := fmt.Sscanf(string(b[i+2:]), "%c %d %d", &state, &ppid, &pgrp); err != nil || pgrp != pgid || state == 'Z' {
+			continue
+		}
+		if _, err := fmt.Sscanf(filepath.Base(filepath.Dir(st)), "%d", &pid); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids, nil
+}
+
+// WaitGroupStopped polls until every thread of every process of the
+// process group pgid is stopped, for at most limit. It returns an error if
+// the group has no process or is still running at the limit.
+func WaitGroupStopped(pgid int, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for {
+		pids, err := Group(pgid)
+		if err != nil {
+			return err
+		}
+		if len(pids) == 0 {
+			return fmt.Errorf("process group %d: no process", pgid)
+		}
+		all := true
+		for _, p := range pids {
+			if ok, err := Stopped(p); err == nil && !ok {
+				all = false
+				break
+			}
+		}
+		if all {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("process group %d not stopped after %v", pgid, limit)
+		}
+		time.Sleep(200 * time.Microsecond)
+	}
+}
+
 // WaitStopped polls until every thread of pid is stopped, for at most
 // limit. It returns an error if the process cannot be read (it is gone) or
 // is still running at the limit.

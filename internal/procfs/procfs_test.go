@@ -35,3 +35,42 @@ func TestWaitStoppedSeesSIGSTOP(t *testing.T) {
 		t.Fatal("no error for a pid that does not exist")
 	}
 }
+
+// TestWaitGroupStoppedSeesTheWholeGroup: a shell and its child in a group
+// of their own count as stopped only once both are.
+func TestWaitGroupStoppedSeesTheWholeGroup(t *testing.T) {
+	cmd := exec.Command("sh", "-c", "sleep 30 & wait")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pgid := cmd.Process.Pid
+	defer func() { syscall.Kill(-pgid, syscall.SIGKILL); cmd.Wait() }()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		pids, err := Group(pgid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(pids) == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("group %d has %v, want the shell and its sleep", pgid, pids)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := syscall.Kill(pgid, syscall.SIGSTOP); err != nil { // the shell alone
+		t.Fatal(err)
+	}
+	if err := WaitGroupStopped(pgid, 50*time.Millisecond); err == nil {
+		t.Fatal("the group counted as stopped with its child running")
+	}
+	if err := syscall.Kill(-pgid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	if err := WaitGroupStopped(pgid, 5*time.Second); err != nil {
+		t.Fatalf("after SIGSTOP of the group: %v", err)
+	}
+	syscall.Kill(-pgid, syscall.SIGCONT)
+}

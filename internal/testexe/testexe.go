@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/locktest/locktest/clusters/local/etcdnode"
+	"github.com/locktest/locktest/impls/external"
 	"github.com/locktest/locktest/workloads"
 )
 
@@ -30,10 +31,19 @@ func Main(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// ServeIfAsked runs one worker or one etcd member, and exits, when the
-// environment asks for it; else it returns at once.
+// ServeIfAsked runs one worker, one etcd member or the reference client
+// adapter (arguments "goref IMPL"), and exits, when the environment or the
+// arguments ask for it; else it returns at once.
 func ServeIfAsked() {
 	switch {
+	case len(os.Args) == 3 && os.Args[1] == "goref":
+		// Before the worker: a client program inherits its worker's
+		// environment.
+		if err := external.Serve(context.Background(), os.Stdin, os.Stdout, os.Args[2]); err != nil {
+			fmt.Fprintln(os.Stderr, "goref:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
 	case os.Getenv(WorkerEnv) == "1":
 		if err := workloads.RunWorker(context.Background(), os.Stdin, os.Stdout); err != nil {
 			os.Exit(2)
@@ -51,6 +61,11 @@ func ServeIfAsked() {
 		os.Exit(0)
 	}
 }
+
+// GoRef returns the command that runs this test binary as the reference
+// client adapter around the Go impl named impl (clients/goref): a
+// run.Config.Client. The test binary must register impl.
+func GoRef(impl string) string { return os.Args[0] + " goref " + impl }
 
 // Worker returns the command and environment that run this test binary as
 // a worker (run.Config.WorkerCommand and WorkerEnv).

@@ -1,0 +1,282 @@
+// Package clients holds the adapters of real lock client libraries to
+// locktest's client protocol (docs/clients.md). Its tests run each adapter
+// against the real cluster of its backend.
+package clients
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/internal/testexe"
+	"github.com/locktest/locktest/run"
+	"github.com/locktest/locktest/runstore"
+	"github.com/locktest/locktest/scenarios"
+	"github.com/locktest/locktest/workloads"
+
+	_ "github.com/locktest/locktest/impls/all"
+)
+
+// The test binary doubles as the worker, the etcd node and the reference
+// adapter.
+func TestMain(m *testing.M) { testexe.Main(m) }
+
+// needs skips t unless the servers and Debian's python3 modules are there.
+func needs(t testing.TB, programs []string, modules ...string) {
+	t.Helper()
+	for _, p := range programs {
+		if _, err := exec.LookPath(p); err != nil {
+			t.Skipf("%s not installed (make setup)", p)
+		}
+	}
+	for _, m := range modules {
+		if err := exec.Command("/usr/bin/python3", "-c", "import "+m).Run(); err != nil {
+			t.Skipf("/usr/bin/python3 cannot import %s (make setup)", m)
+		}
+	}
+}
+
+// config is a run of the manifest client against its backend, its
+// workers this test binary.
+func config(t testing.TB, client string) run.Config {
+	t.Helper()
+	dir, err := filepath.Abs(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := run.DefaultConfig()
+	cfg.Client, cfg.Seed, cfg.StoreDir = filepath.Join(dir, client+".yaml"), 11, t.TempDir()
+	cfg.WorkerCommand, cfg.WorkerEnv = testexe.Worker()
+	cfg.NodeCommand, cfg.NodeEnv = testexe.Node()
+	cfg.Duration, cfg.Clients = 4*time.Second, 3
+	return cfg
+}
+
+// pause is cfg with pause-client: a client frozen right after its
+// acquire for four lock timeouts, twice in the run.
+func pause(cfg run.Config, ttl time.Duration) run.Config {
+	cfg.Faults, cfg.TTL, cfg.ClientPause = []string{"pause-client"}, ttl, 4*ttl
+	cfg.Interval, cfg.Duration, cfg.Work = time.Second, 9*time.Second, 5*time.Millisecond
+	return cfg
+}
+
+// mustRun runs cfg and returns its outcome and history; it fails t on a
+// run error, and when a client program is left running.
+func mustRun(t *testing.T, cfg run.Config) (*run.Outcome, history.History) {
+	t.Helper()
+	out, err := run.Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	h, err := out.History()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if left := programsLeft(); len(left) > 0 {
+		t.Errorf("client programs left running: %v", left)
+	}
+	return out, h
+}
+
+// programsLeft lists the processes still running an adapter of this
+// folder.
+func programsLeft() []string {
+	dir, _ := filepath.Abs(".")
+	var left []string
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err == nil && strings.Contains(string(b), dir+"/") && strings.Contains(string(b), ".py") {
+			left = append(left, strings.ReplaceAll(string(b), "\x00", " "))
+		}
+	}
+	return left
+}
+
+// anomalies counts the anomalies of a run by kind.
+func anomalies(r runstore.Results) map[string]int {
+	k := map[string]int{}
+	for _, c := range r.Checkers {
+		for _, a := range c.Anomalies {
+			k[a.Kind]++
+		}
+	}
+	return k
+}
+
+// violated reports whether the run found mutual exclusion or the
+// resource broken.
+func violated(r runstore.Results) bool {
+	k := anomalies(r)
+	return r.Valid == checker.Invalid && k["overlapping-holds"]+k["lost-update"]+k["stale-write"] > 0
+}
+
+// TestRedisPyLock: redis-py's Lock keeps mutual exclusion without faults,
+// against one Redis and against Sentinel; a GC pause past its lease
+// breaks a resource that trusts it (within three seeds: the pause must
+// catch a holder while another client waits); and under fencing the run
+// says the client gives no token, and shows none.
+func TestRedisPyLock(t *testing.T) {
+	needs(t, []string{"redis-server", "redis-sentinel"}, "redis")
+	for _, backend := range []string{"redis", "redis-sentinel"} {
+		cfg := config(t, "redis-py")
+		cfg.Backend = backend
+		out, _ := mustRun(t, cfg)
+		if out.Results.Valid != checker.Valid || out.Results.Stats["critical_sections"] < 20 {
+			t.Errorf("%s without faults: %s with %v critical sections, anomalies %v", backend, out.Results.Valid, out.Results.Stats["critical_sections"], anomalies(out.Results))
+		}
+	}
+	shown := false
+	for seed := int64(1); seed <= 3 && !shown; seed++ {
+		cfg := pause(config(t, "redis-py"), 300*time.Millisecond)
+		cfg.Seed = seed
+		out, _ := mustRun(t, cfg)
+		if out.Results.Run.Impl != "redis-py" || !strings.Contains(out.Results.Run.ImplDoc, "redis-py 4.") {
+			t.Errorf("impl %q (%q): want redis-py with its version", out.Results.Run.Impl, out.Results.Run.ImplDoc)
+		}
+		shown = violated(out.Results)
+		t.Logf("seed %d: %s %v", seed, out.Results.Valid, anomalies(out.Results))
+	}
+	if !shown {
+		t.Error("no GC pause broke the resource in three seeds")
+	}
+	cfg := pause(config(t, "redis-py"), 300*time.Millisecond)
+	cfg.Mode = workloads.ModeFenced
+	out, h := mustRun(t, cfg)
+	if out.Results.Valid == checker.Valid || !strings.Contains(strings.Join(out.Results.Run.Errors, " "), "gives no fencing token") {
+		t.Errorf("fenced: verdict %s, problems %q: want it not valid, saying the client gives no token", out.Results.Valid, out.Results.Run.Errors)
+	}
+	for _, o := range h {
+		if o.Value.Token != nil {
+			t.Fatalf("op %d carries a token the client never gave", o.Index)
+		}
+	}
+}
+
+// TestKazooLock: kazoo's Lock keeps mutual exclusion without faults; a
+// client paused past its session timeout loses the lock to another while
+// it still believes it holds it, in at least 3 of 5 seeds.
+func TestKazooLock(t *testing.T) {
+	needs(t, []string{"java"}, "kazoo")
+	if _, err := os.Stat("/usr/share/java/zookeeper.jar"); err != nil {
+		t.Skip("zookeeper not installed (make setup)")
+	}
+	out, _ := mustRun(t, config(t, "kazoo"))
+	if out.Results.Valid != checker.Valid || out.Results.Stats["critical_sections"] < 20 {
+		t.Errorf("without faults: %s with %v critical sections, anomalies %v", out.Results.Valid, out.Results.Stats["critical_sections"], anomalies(out.Results))
+	}
+	broken := 0
+	for seed := int64(1); seed <= 5; seed++ {
+		cfg := pause(config(t, "kazoo"), 500*time.Millisecond) // the servers grant a 500ms session
+		cfg.Seed = seed
+		out, _ := mustRun(t, cfg)
+		if violated(out.Results) {
+			broken++
+		}
+		t.Logf("seed %d: %s %v", seed, out.Results.Valid, anomalies(out.Results))
+	}
+	if broken < 3 {
+		t.Errorf("%d of 5 seeds broke mutual exclusion, want at least 3", broken)
+	}
+}
+
+// TestToozDrivers: each tooz lock driver keeps mutual exclusion without
+// faults. Under a client pause past the lock's timeout, the drivers whose
+// lock lives in a lease or a session that the stopped heartbeat no longer
+// renews (redis, zookeeper, etcd3) lose it to another client within three
+// seeds, while the SQL drivers, whose lock belongs to a connection that a
+// paused client keeps, stay valid.
+func TestToozDrivers(t *testing.T) {
+	needs(t, []string{"redis-server", "mariadbd", "java"}, "tooz", "kazoo", "etcd3", "pymysql", "psycopg2")
+	for _, tc := range []struct {
+		driver string
+		breaks bool
+	}{
+		{"redis", true}, {"zookeeper", true}, {"etcd3", true}, {"mysql", false}, {"postgresql", false},
+	} {
+		t.Run(tc.driver, func(t *testing.T) {
+			out, _ := mustRun(t, config(t, "tooz-"+tc.driver))
+			if out.Results.Valid != checker.Valid || out.Results.Stats["critical_sections"] < 10 {
+				t.Errorf("without faults: %s with %v critical sections, anomalies %v", out.Results.Valid, out.Results.Stats["critical_sections"], anomalies(out.Results))
+			}
+			shown := false
+			for seed := int64(1); seed <= 3 && !shown; seed++ {
+				cfg := pause(config(t, "tooz-"+tc.driver), time.Second) // tooz counts its timeouts in whole seconds
+				cfg.Seed = seed
+				out, _ := mustRun(t, cfg)
+				t.Logf("seed %d: %s %v %q", seed, out.Results.Valid, anomalies(out.Results), out.Results.Run.Errors)
+				if !tc.breaks {
+					if out.Results.Valid != checker.Valid {
+						t.Errorf("a client pause: %s, want valid", out.Results.Valid)
+					}
+					return
+				}
+				shown = violated(out.Results)
+			}
+			if !shown {
+				t.Error("no client pause broke mutual exclusion in three seeds")
+			}
+		})
+	}
+}
+
+// BenchmarkProtocolCost compares redis-set-nx-px run natively with the
+// same impl driven through the client protocol by the reference adapter,
+// in critical sections per second against one redis-server, at 1 and 8
+// clients.
+func BenchmarkProtocolCost(b *testing.B) {
+	needs(b, []string{"redis-server"})
+	for _, clients := range []int{1, 8} {
+		for _, via := range []string{"native", "protocol"} {
+			b.Run(fmt.Sprintf("clients=%d/%s", clients, via), func(b *testing.B) {
+				var sum float64
+				for range b.N {
+					cfg := config(b, "redis-py")
+					cfg.Client, cfg.Impl, cfg.Clients, cfg.Duration = "", "redis-set-nx-px", clients, time.Minute
+					if via == "protocol" {
+						cfg.Client, cfg.Backend = testexe.GoRef("redis-set-nx-px"), "redis"
+					}
+					rate, err := run.Throughput(context.Background(), cfg, 3000)
+					if err != nil {
+						b.Fatal(err)
+					}
+					sum += rate
+				}
+				b.ReportMetric(sum/float64(b.N), "cs/s")
+			})
+		}
+	}
+}
+
+// TestScenariosOfTheClients: the debate scenarios of this folder parse,
+// each runs an external client of this folder, and each one's command
+// line names it with --client and passes the settings' check.
+func TestScenariosOfTheClients(t *testing.T) {
+	t.Chdir("..") // the scenarios are run from the repository's root
+	ss, err := scenarios.Load("clients/scenarios.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ss) < 5 {
+		t.Fatalf("%d scenarios, want the GC pause (unfenced and fenced), a killed holder and a partition at least", len(ss))
+	}
+	for _, s := range ss {
+		if !strings.Contains(s.Command(1), "locktest run --client "+s.Impl()+" ") {
+			t.Errorf("%s: command %q does not run its client", s.Name, s.Command(1))
+		}
+		cfg, err := s.Config(run.DefaultConfig())
+		if err == nil {
+			err = cfg.Validate()
+		}
+		if err != nil {
+			t.Errorf("%s: %v", s.Name, err)
+		}
+	}
+}

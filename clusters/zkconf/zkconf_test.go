@@ -1,0 +1,60 @@
+package zkconf
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestZooCfgGolden: the zoo.cfg of a peer of three is the one in
+// testdata/.
+func TestZooCfgGolden(t *testing.T) {
+	c := Config{Node: "n2", Tick: 200 * time.Millisecond, DataDir: "/data", ClientIP: "10.0.0.2", ClientPort: 2181,
+		Peers: []Peer{{1, "10.0.0.1", 2888, 3888}, {2, "10.0.0.2", 2888, 3888}, {3, "10.0.0.3", 2888, 3888}}}
+	golden := filepath.Join("testdata", "zoo.cfg.golden")
+	if os.Getenv("UPDATE_GOLDEN") != "" {
+		if err := os.WriteFile(golden, []byte(c.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.String(); got != string(want) {
+		t.Errorf("zoo.cfg\n%s\nwant\n%s", got, want)
+	}
+}
+
+// TestStandaloneIsNotDisabledForOnePeer: one peer alone may run
+// standalone; an ensemble may not.
+func TestStandaloneIsNotDisabledForOnePeer(t *testing.T) {
+	one := Config{Node: "n1", Tick: time.Second, Peers: []Peer{{1, "127.0.0.1", 1, 2}}}.String()
+	if slices.Contains(lines(one), "standaloneEnabled=false") {
+		t.Errorf("one peer's zoo.cfg disables standalone:\n%s", one)
+	}
+}
+
+// TestJVMEndsWithTheMainClass: the extra properties come before the class
+// path, the main class and the zoo.cfg, which end the command line.
+func TestJVMEndsWithTheMainClass(t *testing.T) {
+	args := JVM("64m", "a.jar:b.jar", "/c/log4j.properties", "/c/zoo.cfg", "-Dx=y")
+	tail := args[len(args)-5:]
+	if !slices.Equal(tail, []string{"-Dx=y", "-cp", "a.jar:b.jar", Main, "/c/zoo.cfg"}) {
+		t.Errorf("JVM ends %q", tail)
+	}
+	if !slices.Contains(args, "-Xmx64m") || !slices.Contains(args, "-Dlog4j.configuration=file:/c/log4j.properties") {
+		t.Errorf("JVM %q lacks the heap or the log4j file", args)
+	}
+}
+
+func lines(s string) []string {
+	var out []string
+	for l := range strings.Lines(s) {
+		out = append(out, strings.TrimSuffix(l, "\n"))
+	}
+	return out
+}

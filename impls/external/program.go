@@ -1,0 +1,227 @@
+package external
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/locktest/locktest/impls"
+)
+
+// Spec says how to start a client program and what to tell it.
+type Spec struct {
+	// Command is the program and its arguments.
+	Command []string `json:"command"`
+	// Dir is the directory it runs in; "" is the caller's.
+	Dir string `json:"dir,omitempty"`
+	// Backend names the lock service it runs against.
+	Backend string `json:"backend"`
+	// Params are the run's --client-opt settings, passed in hello.
+	Params map[string]string `json:"params,omitempty"`
+}
+
+// helloTimeout bounds the wait for a program's hello_ok: an interpreter
+// that loads its libraries takes a fraction of a second, a JVM a few.
+const helloTimeout = 30 * time.Second
+
+// program is a started client program.
+type program struct {
+	cmd    *exec.Cmd
+	in     io.WriteCloser
+	inMu   sync.Mutex
+	lines  chan []byte   // its stdout, a line at a time
+	exited chan struct{} // closed once it exited and was reaped
+	err    error         // its exit status, set before exited closes
+	tail   *tail         // the end of its stderr
+}
+
+// start starts spec's program with its stderr copied to stderr (and kept
+// in a tail for errors). With group, the program leads a process group of
+// its own, which kill then ends whole; without, it stays in the caller's
+// group, so that a signal to the caller's group (a paused or killed
+// client) reaches it too. Either way it dies with the caller.
+func start(spec Spec, stderr io.Writer, group bool) (*program, error) {
+	if len(spec.Command) == 0 {
+		return nil, errors.New("no client program given")
+	}
+	cmd := exec.Command(spec.Command[0], spec.Command[1:]...)
+	cmd.Dir = spec.Dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: group, Pdeathsig: syscall.SIGKILL}
+	t := &tail{}
+	if stderr == nil {
+		stderr = io.Discard
+	}
+	cmd.Stderr = io.MultiWriter(stderr, t)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("client program %s: %w", spec.Command[0], err)
+	}
+	p := &program{cmd: cmd, in: in, lines: make(chan []byte, 64), exited: make(chan struct{}), tail: t}
+	go func() {
+		sc := bufio.NewScanner(out)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			p.lines <- bytes.Clone(sc.Bytes())
+		}
+		_, _ = io.Copy(io.Discard, out) // a line too long: drain the rest
+		p.err = cmd.Wait()
+		close(p.exited)
+	}()
+	return p, nil
+}
+
+// send writes one message as a line.
+func (p *program) send(msg any) error {
+	b, err := json.Marshal(msg)
+	if err != nil {
+		return err
+	}
+	p.inMu.Lock()
+	defer p.inMu.Unlock()
+	_, err = p.in.Write(append(b, '\n'))
+	return err
+}
+
+// next returns the program's next line, or an error when it exited or
+// ctx ended first.
+func (p *program) next(ctx context.Context) ([]byte, error) {
+	select {
+	case l := <-p.lines:
+		return l, nil
+	default:
+	}
+	select {
+	case l := <-p.lines:
+		return l, nil
+	case <-p.exited:
+		select {
+		case l := <-p.lines: // printed just before it exited
+			return l, nil
+		default:
+		}
+		return nil, p.died()
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// died is the error of a program that exited: impls.ErrDead with its
+// status and the last line of its stderr.
+func (p *program) died() error {
+	return fmt.Errorf("%w: the client program exited (%s)%s", impls.ErrDead, exitStatus(p.err), p.tail.suffix())
+}
+
+// exitStatus says how a program ended.
+func exitStatus(err error) string {
+	if err == nil {
+		return "exit status 0"
+	}
+	return err.Error()
+}
+
+// stop closes the program's input, waits up to grace for it to exit, then
+// kills it (its group, with group) and waits until it is reaped.
+func (p *program) stop(grace time.Duration, group bool) {
+	p.inMu.Lock()
+	_ = p.in.Close()
+	p.inMu.Unlock()
+	select {
+	case <-p.exited:
+		return
+	case <-time.After(grace):
+	}
+	if group {
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	} else {
+		_ = p.cmd.Process.Kill()
+	}
+	<-p.exited
+}
+
+// hello sends h and reads the program's capabilities.
+func (p *program) hello(ctx context.Context, h Hello) (Caps, error) {
+	h.Type, h.Protocol = TypeHello, Version
+	if err := p.send(h); err != nil {
+		// Whether the write fails or the read finds the end of its output
+		// depends only on how fast the program died: one message for both.
+		<-p.exited
+		return Caps{}, fmt.Errorf("it exited before it answered hello (%s)%s", exitStatus(p.err), p.tail.suffix())
+	}
+	ctx, cancel := context.WithTimeout(ctx, helloTimeout)
+	defer cancel()
+	line, err := p.next(ctx)
+	switch {
+	case errors.Is(err, impls.ErrDead):
+		return Caps{}, fmt.Errorf("it exited before it answered hello (%s)%s", exitStatus(p.err), p.tail.suffix())
+	case err != nil:
+		return Caps{}, fmt.Errorf("no answer to hello within %v", helloTimeout)
+	}
+	return parseCaps(line)
+}
+
+// Probe starts spec's program with a probe hello, reads its capabilities
+// and stops it. Its stderr goes to stderr. The error says in one line why
+// the program could not be used: missing, not executable, exited or
+// silent at start, or an answer that is not a hello_ok of this protocol.
+func Probe(ctx context.Context, spec Spec, stderr io.Writer) (Caps, error) {
+	p, err := start(spec, stderr, true)
+	if err != nil {
+		return Caps{}, err
+	}
+	defer p.stop(2*time.Second, true)
+	caps, err := p.hello(ctx, Hello{Probe: true, Backend: spec.Backend, Params: spec.Params})
+	if err != nil {
+		return Caps{}, fmt.Errorf("client program %s: %w", spec.Command[0], err)
+	}
+	return caps, nil
+}
+
+// tail keeps the end of what is written to it.
+type tail struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+const tailSize = 4 << 10
+
+func (t *tail) Write(b []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, b...)
+	if len(t.buf) > tailSize {
+		t.buf = t.buf[len(t.buf)-tailSize:]
+	}
+	return len(b), nil
+}
+
+// lastLine returns the last non-empty line written.
+func (t *tail) lastLine() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	lines := strings.Split(strings.TrimSpace(string(t.buf)), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
+}
+
+// suffix is ": <last line>", or "" when nothing was written.
+func (t *tail) suffix() string {
+	if l := t.lastLine(); l != "" {
+		return ": " + l
+	}
+	return ""
+}

@@ -1,0 +1,62 @@
+package impls
+
+import (
+	"context"
+	"errors"
+	"regexp"
+	"strconv"
+	"testing"
+)
+
+// TestValuesAreUnique: a client's values never repeat, and they name the
+// process and count up.
+func TestValuesAreUnique(t *testing.T) {
+	form := regexp.MustCompile(`^p7-([0-9]+)-[0-9a-f]{8}$`)
+	v := Values{Process: 7}
+	seen := map[string]bool{}
+	for i := 1; i <= 1000; i++ {
+		s := v.Next()
+		m := form.FindStringSubmatch(s)
+		if m == nil || m[1] != strconv.Itoa(i) {
+			t.Fatalf("value %d is %q, want p7-%d-<8 hex digits>", i, s, i)
+		}
+		if seen[s] {
+			t.Fatalf("value %q handed out twice", s)
+		}
+		seen[s] = true
+	}
+}
+
+// TestPassCallsTheHook: Pass hands the point to the hook, and is a no-op
+// with no hook.
+func TestPassCallsTheHook(t *testing.T) {
+	var got []string
+	Config{Hook: func(p string) { got = append(got, p) }}.Pass("here")
+	Config{}.Pass("nowhere")
+	if len(got) != 1 || got[0] != "here" {
+		t.Fatalf("hook saw %v, want [here]", got)
+	}
+}
+
+// nopClient is a Client that does nothing, for Wrap's test.
+type nopClient struct{ Client }
+
+// TestWrapBuildsOrFails: Wrap's New hands what build made to wrap, and
+// returns build's error untouched.
+func TestWrapBuildsOrFails(t *testing.T) {
+	boom := errors.New("boom")
+	build := func(cfg Config) (int, error) {
+		if cfg.Process < 0 {
+			return 0, boom
+		}
+		return cfg.Process * 10, nil
+	}
+	var got int
+	newFn := Wrap(build, func(n int) Client { got = n; return nopClient{} })
+	if c, err := newFn(context.Background(), Config{Process: 4}); err != nil || c == nil || got != 40 {
+		t.Fatalf("New = %v, %v with %d wrapped; want a client of 40", c, err, got)
+	}
+	if _, err := newFn(context.Background(), Config{Process: -1}); !errors.Is(err, boom) {
+		t.Fatalf("New with a failing build: %v, want boom", err)
+	}
+}

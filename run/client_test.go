@@ -1,0 +1,186 @@
+package run
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/internal/testexe"
+	"github.com/locktest/locktest/workloads"
+)
+
+// clientPath returns the absolute path of a file of the repository's
+// clients/ folder.
+func clientPath(t testing.TB, name string) string {
+	t.Helper()
+	p, err := filepath.Abs(filepath.Join("..", "clients", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// needPython skips t unless Debian's python3 can import every module.
+func needPython(t testing.TB, modules ...string) {
+	t.Helper()
+	for _, m := range modules {
+		if err := exec.Command("/usr/bin/python3", "-c", "import "+m).Run(); err != nil {
+			t.Skipf("/usr/bin/python3 cannot import %s (make setup)", m)
+		}
+	}
+}
+
+// clientConfig is a run of the external client program client against
+// backend.
+func clientConfig(t testing.TB, client, backend string) Config {
+	cfg := testConfig(t, "")
+	cfg.Client, cfg.Backend = client, backend
+	return cfg
+}
+
+// TestBadClientsNeverPassAsValid drives clients that lie, print garbage,
+// hang, answer the wrong request or die: each op they spoil is of unknown
+// outcome with the reason, a lie is caught, a dead client is replaced, and
+// no such run is valid.
+func TestBadClientsNeverPassAsValid(t *testing.T) {
+	needRedis(t)
+	needPython(t, "json")
+	for _, tc := range []struct {
+		mode  string
+		error string // in the error of an info acquire
+		kind  string // an anomaly the checkers must find
+	}{
+		{"lie", "", "overlapping-holds"},
+		{"garbage", "printed garbage", ""},
+		{"hang", "did not answer acquire", ""},
+		{"wrong-id", "answered request", ""},
+		{"die", "worker exited", ""},
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			cfg := clientConfig(t, clientPath(t, "testdata/bad_client.py"), "redis")
+			cfg.ClientParams = map[string]string{"mode": tc.mode}
+			cfg.Duration, cfg.Clients = 3*time.Second, 3
+			out, err := Run(context.Background(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out.Results.Valid == checker.Valid {
+				t.Fatalf("a %s client's run is valid", tc.mode)
+			}
+			if tc.kind != "" && kinds(out.Results)[tc.kind] == 0 {
+				t.Errorf("anomalies %v: want %s", kinds(out.Results), tc.kind)
+			}
+			h, err := out.History()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.error != "" && !hasInfo(h, history.Acquire, tc.error) {
+				t.Errorf("no info acquire says %q", tc.error)
+			}
+			if tc.mode == "die" && maxProcess(h) < cfg.Clients {
+				t.Errorf("processes up to p%d: the dead clients were not replaced", maxProcess(h))
+			}
+			assertNothingLeft(t, out)
+		})
+	}
+}
+
+// hasInfo reports whether an info completion of f has an error containing
+// part.
+func hasInfo(h history.History, f, part string) bool {
+	for _, o := range h {
+		if o.Type == history.Info && o.F == f && strings.Contains(o.Error, part) {
+			return true
+		}
+	}
+	return false
+}
+
+// maxProcess is the highest client process id in h.
+func maxProcess(h history.History) int {
+	m := -1
+	for _, o := range h {
+		if !o.IsNemesis() && o.Process > m {
+			m = o.Process
+		}
+	}
+	return m
+}
+
+// TestAClientThatCannotStartIsASetupError: a missing program, and one that
+// exits before it answers hello, stop the run before it begins, with one
+// line; the second's stderr is kept in the run's logs.
+func TestAClientThatCannotStartIsASetupError(t *testing.T) {
+	needRedis(t)
+	cfg := clientConfig(t, "/nonexistent/client", "redis")
+	_, err := Run(context.Background(), cfg)
+	var se *SetupError
+	if !errors.As(err, &se) || !strings.Contains(err.Error(), "no program /nonexistent/client") {
+		t.Fatalf("missing program: %v, want a setup error naming it", err)
+	}
+
+	cfg = clientConfig(t, clientPath(t, "testdata/exit_at_start.sh"), "redis")
+	_, err = Run(context.Background(), cfg)
+	if !errors.As(err, &se) || !strings.Contains(err.Error(), "exited before it answered hello (exit status 3): cannot start: no such library") {
+		t.Fatalf("a program that exits at start: %v, want a setup error with its last stderr line", err)
+	}
+	if strings.Contains(err.Error(), "\n") {
+		t.Errorf("error %q is more than one line", err)
+	}
+	log := err.Error()[strings.LastIndex(err.Error(), " ")+1 : len(err.Error())-1]
+	b, rerr := os.ReadFile(log)
+	if rerr != nil || !strings.Contains(string(b), "no such library") {
+		t.Errorf("its stderr in %s: %q %v", log, b, rerr)
+	}
+}
+
+// TestGoImplThroughTheProtocolIsValid runs redis-set-nx-px through the Go
+// reference adapter: the protocol carries its tokens and validity, and a
+// fault-free run is valid.
+func TestGoImplThroughTheProtocolIsValid(t *testing.T) {
+	needRedis(t)
+	cfg := clientConfig(t, testexe.GoRef("redis-set-nx-px"), "redis")
+	cfg.Mode, cfg.Duration = workloads.ModeFenced, 3*time.Second
+	out, h := mustRun(t, cfg)
+	validWithWrites(t, out.Results, 20)
+	if out.Results.Run.Impl != "goref-redis-set-nx-px" {
+		t.Errorf("impl %q", out.Results.Run.Impl)
+	}
+	tokens, until := 0, 0
+	for _, o := range h {
+		if o.F == history.Acquire && o.Type == history.OK {
+			if o.Value.Token != nil {
+				tokens++
+			}
+			if o.Value.ValidUntil > 0 {
+				until++
+			}
+		}
+	}
+	if tokens == 0 || until == 0 {
+		t.Errorf("%d acquires with a token, %d with a validity: want both carried", tokens, until)
+	}
+}
+
+// TestClockSkewIsUnavailableToExternalClients: a client program reads its
+// own wall clock, which the worker's offset does not move, so
+// clock-skew-client is reported unavailable, not applied in name only.
+func TestClockSkewIsUnavailableToExternalClients(t *testing.T) {
+	needRedis(t)
+	cfg := clientConfig(t, testexe.GoRef("redis-set-nx-px"), "redis")
+	cfg.Faults, cfg.Duration, cfg.Interval = []string{"clock-skew-client"}, 3*time.Second, 500*time.Millisecond
+	out, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Results.Valid == checker.Valid || !strings.Contains(strings.Join(out.Results.Run.Errors, " "), "clock-skew-client: fault unavailable") {
+		t.Fatalf("verdict %s, problems %q: want clock-skew-client unavailable and the run not valid", out.Results.Valid, out.Results.Run.Errors)
+	}
+}
