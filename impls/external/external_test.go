@@ -65,7 +65,7 @@ func TestALeaseCarriesWhatTheCapabilitiesAllow(t *testing.T) {
 		{`{"name": "b", "fenced": false, "expires": false}`, false, false},
 	} {
 		c, _ := scripted(t, tc.caps, `{}`)
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		l, err := c.Acquire(ctx, "x", time.Second)
 		cancel()
 		if err != nil {
@@ -88,8 +88,14 @@ func TestALockGrantedTooLateIsGivenBack(t *testing.T) {
 	if err == nil || errors.Is(err, impls.ErrNotAcquired) || !strings.Contains(err.Error(), "before the deadline") {
 		t.Fatalf("acquire past its deadline: %v, want an unknown outcome", err)
 	}
-	time.Sleep(400 * time.Millisecond) // the late ok arrives
-	ctx, cancel = context.WithTimeout(context.Background(), 2*time.Second)
+	// Wait for the late ok itself, not for a time: on a loaded machine
+	// the program may answer long after its 300 ms.
+	for end := time.Now().Add(10 * time.Second); len(c.p.lines) == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatal("the late ok never came")
+		}
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
 	l, err := c.Acquire(ctx, "x", time.Second)
 	cancel()
 	if err != nil || l.Value != "v3" {

@@ -160,8 +160,14 @@ func (p *program) hello(ctx context.Context, h Hello) (Caps, error) {
 	if err := p.send(h); err != nil {
 		// Whether the write fails or the read finds the end of its output
 		// depends only on how fast the program died: one message for both.
-		<-p.exited
-		return Caps{}, fmt.Errorf("it exited before it answered hello (%s)%s", exitStatus(p.err), p.tail.suffix())
+		select {
+		case <-p.exited:
+			return Caps{}, fmt.Errorf("it exited before it answered hello (%s)%s", exitStatus(p.err), p.tail.suffix())
+		case <-ctx.Done():
+			return Caps{}, ctx.Err()
+		case <-time.After(helloTimeout):
+			return Caps{}, fmt.Errorf("it closed its stdin before it read hello: %v", err)
+		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, helloTimeout)
 	defer cancel()
