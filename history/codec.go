@@ -28,8 +28,7 @@ import (
 type Writer struct {
 	mu      sync.Mutex
 	f       *os.File
-	buf     bytes.Buffer
-	enc     *json.Encoder // writes into buf
+	buf     []byte // the line being written
 	dirty   bool
 	closing bool
 	err     error // the first write or fsync error
@@ -50,7 +49,6 @@ func Create(path string) (*Writer, error) {
 		return nil, err
 	}
 	w := &Writer{f: f, done: make(chan struct{})}
-	w.enc = json.NewEncoder(&w.buf)
 	w.wg.Add(1)
 	go w.syncLoop()
 	return w, nil
@@ -88,11 +86,8 @@ func (w *Writer) Append(op Op) error {
 	if w.err != nil {
 		return w.err
 	}
-	w.buf.Reset()
-	if err := w.enc.Encode(op); err != nil {
-		return err
-	}
-	n, err := w.f.Write(w.buf.Bytes())
+	w.buf = append(AppendJSON(w.buf[:0], op), '\n')
+	n, err := w.f.Write(w.buf)
 	if err != nil {
 		if n > 0 {
 			// Half a line: cut it off, so the file ends with whole lines.
@@ -295,9 +290,27 @@ type fastParser struct {
 	b      []byte
 	i      int
 	intern map[string]string
+	limit  int // the most strings intern holds
 }
 
-func newFastParser() *fastParser { return &fastParser{intern: make(map[string]string)} }
+func newFastParser() *fastParser { return &fastParser{intern: make(map[string]string), limit: 1 << 16} }
+
+// OpParser decodes one op line in the plain form AppendJSON writes for
+// common ops, fast, and refuses anything else, which the caller then
+// decodes with encoding/json. It is not safe for concurrent use.
+type OpParser struct{ p *fastParser }
+
+// NewOpParser returns a parser that shares the storage of at most
+// internLimit distinct strings among the ops it decodes.
+func NewOpParser(internLimit int) *OpParser {
+	p := newFastParser()
+	p.limit = internLimit
+	return &OpParser{p}
+}
+
+// Parse decodes line (one JSON object, without its newline) into op and
+// reports whether it could; when it could not, op holds a partial result.
+func (o *OpParser) Parse(line []byte, op *Op) bool { return o.p.parse(line, op) }
 
 // parse decodes line (without its newline) into op and reports whether it
 // could.
@@ -431,7 +444,7 @@ func (p *fastParser) str() (string, bool) {
 		return s, true
 	}
 	s := string(b)
-	if len(p.intern) < 1<<16 {
+	if len(p.intern) < p.limit {
 		p.intern[s] = s
 	}
 	return s, true

@@ -63,8 +63,9 @@ func TestWriterOnAFullDiskKeepsWholeLines(t *testing.T) {
 		t.Fatalf("first error %v, want ENOSPC", first)
 	}
 	if r.Len() <= n {
-		t.Errorf("the recorder kept %d ops in memory, want all %d and more", r.Len(), n)
+		t.Errorf("the recorder counted %d ops, want all %d and more", r.Len(), n)
 	}
+	kept := r.History() // the ops the file could not take
 	if err := r.SinkErr(); err == nil || !errors.Is(err, syscall.ENOSPC) {
 		t.Errorf("SinkErr = %v", err)
 	}
@@ -83,6 +84,15 @@ func TestWriterOnAFullDiskKeepsWholeLines(t *testing.T) {
 	for i, op := range h {
 		if op.Process != 0 || op.Time != int64(i) {
 			t.Fatalf("op %d of the file is %s: not a prefix of what was recorded", i, op)
+		}
+	}
+	// Nothing is lost: what the file lacks, the recorder kept.
+	if len(h)+len(kept) != r.Len() {
+		t.Errorf("the file has %d ops and the recorder kept %d, of %d recorded", len(h), len(kept), r.Len())
+	}
+	for i, op := range kept {
+		if op.Index != len(h)+i {
+			t.Fatalf("kept op %d has index %d, want %d: not the rest of the history", i, op.Index, len(h)+i)
 		}
 	}
 	b, _ := os.ReadFile(path)

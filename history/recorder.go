@@ -21,53 +21,62 @@ type Sink interface {
 
 // Recorder builds a well-formed history from ops that arrive concurrently. It
 // assigns each op its index, refuses a second invoke of a process whose op is
-// still open and a completion that matches no open invoke, keeps the history
-// in memory and hands every accepted op to its sink (if any) before Record
-// returns. Once the sink fails, no later op is handed to it, so what the
-// sink holds is always a prefix of the history (see SinkErr). It is safe for
-// concurrent use.
+// still open and a completion that matches no open invoke, and hands every
+// accepted op to its sink (if any) before Record returns. Once the sink
+// fails, no later op is handed to it, so what the sink holds is always a
+// prefix of the history (see SinkErr). It is safe for concurrent use.
+//
+// A recorder without a sink keeps the whole history in memory. One with a
+// sink keeps only what it needs to admit the next op — the open invocation
+// of each process — so its memory does not grow with the run; after a sink
+// failure it also keeps the ops the sink did not take, which History
+// returns, so nothing recorded is lost.
 type Recorder struct {
 	mu      sync.Mutex
 	sink    Sink
 	sinkErr error // the sink's first failure
 	ops     History
-	open    map[int]int // process → index of its open invoke
+	n       int        // ops recorded
+	open    map[int]Op // process → its open invoke
 }
 
 // NewRecorder returns a recorder that appends to sink; sink may be nil.
 func NewRecorder(sink Sink) *Recorder {
-	return &Recorder{sink: sink, open: make(map[int]int)}
+	return &Recorder{sink: sink, open: make(map[int]Op)}
 }
 
-// Record validates op, gives it the next index, stores it and passes it to
-// the sink. A completion gets the process and f of its invocation checked. On
-// error nothing is recorded, except a sink failure, which is returned (once:
-// by the Record whose op the sink failed to take) after the op was kept in
-// memory.
+// Record validates op, gives it the next index, keeps it (see Recorder)
+// and passes it to the sink. A completion gets the process and f of its
+// invocation checked. On error nothing is recorded, except a sink failure,
+// which is returned (once: by the Record whose op the sink failed to take)
+// after the op was kept in memory.
 func (r *Recorder) Record(op Op) (Op, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err := r.admit(op); err != nil {
 		return op, err
 	}
-	op.Index = len(r.ops)
-	r.ops = append(r.ops, op)
+	op.Index = r.n
+	r.n++
 	if op.Type == Invoke {
-		r.open[op.Process] = op.Index
+		r.open[op.Process] = op
 	} else {
 		delete(r.open, op.Process)
 	}
-	if r.sink != nil && r.sinkErr == nil {
-		if err := r.sink.Append(op); err != nil {
-			r.sinkErr = fmt.Errorf("history sink: %w", err)
-			return op, r.sinkErr
-		}
+	if r.sink == nil || r.sinkErr != nil {
+		r.ops = append(r.ops, op)
+		return op, nil
+	}
+	if err := r.sink.Append(op); err != nil {
+		r.sinkErr = fmt.Errorf("history sink: %w", err)
+		r.ops = append(r.ops, op)
+		return op, r.sinkErr
 	}
 	return op, nil
 }
 
 // SinkErr returns the sink's first failure, or nil: the ops from the one it
-// failed to take on are in memory only.
+// failed to take on are in memory only (History).
 func (r *Recorder) SinkErr() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -85,16 +94,16 @@ func (r *Recorder) admit(op Op) error {
 	if op.Type == Invoke {
 		if isOpen {
 			return fmt.Errorf("%w: process %d invokes %s while op %d (%s) is open",
-				ErrDoubleInvoke, op.Process, op.F, inv, r.ops[inv].F)
+				ErrDoubleInvoke, op.Process, op.F, inv.Index, inv.F)
 		}
 		return nil
 	}
 	if !isOpen {
 		return fmt.Errorf("%w: process %d completes %s with %s", ErrNoInvoke, op.Process, op.F, op.Type)
 	}
-	if r.ops[inv].F != op.F {
+	if inv.F != op.F {
 		return fmt.Errorf("%w: process %d completes %s but invoked %s (op %d)",
-			ErrNoInvoke, op.Process, op.F, r.ops[inv].F, inv)
+			ErrNoInvoke, op.Process, op.F, inv.F, inv.Index)
 	}
 	return nil
 }
@@ -103,14 +112,13 @@ func (r *Recorder) admit(op Op) error {
 func (r *Recorder) Open(process int) (Op, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	i, ok := r.open[process]
-	if !ok {
-		return Op{}, false
-	}
-	return r.ops[i], true
+	op, ok := r.open[process]
+	return op, ok
 }
 
-// History returns a copy of the ops recorded so far.
+// History returns a copy of the ops kept in memory: every op recorded, for
+// a recorder without a sink; for one with a sink, the ops after the sink
+// failed (none while it works), which follow what the sink holds.
 func (r *Recorder) History() History {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -121,5 +129,5 @@ func (r *Recorder) History() History {
 func (r *Recorder) Len() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return len(r.ops)
+	return r.n
 }

@@ -128,7 +128,7 @@ func killHolder(t *testing.T, impl impls.Impl, params map[string]string, ttl, wi
 		Command: []string{os.Args[0]}, Env: []string{testexe.WorkerEnv + "=1"}, LogDir: dir, Recorder: rec, Clock: clock,
 		Base: workloads.WorkerConfig{
 			Impl: impl.Name, Addrs: addrs, Nodes: clientNodes(cl.Nodes()), Params: params, Locks: []string{"lock-0"},
-			TTL: workloads.Duration(ttl), Retry: workloads.Duration(5 * time.Millisecond), Timeout: workloads.Duration(time.Second),
+			TTL: workloads.Duration(ttl), Backoff: workloads.Backoff{Policy: workloads.BackoffUniform, Retry: workloads.Duration(5 * time.Millisecond)}, Timeout: workloads.Duration(time.Second),
 			StoreAddr: store.Addr(), Mode: workloads.ModeNone, ClockOrigin: clock.Origin(), Seed: 7,
 		},
 	}, 4)

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -58,7 +59,11 @@ type Config struct {
 	// StoreDir is the root of stored runs.
 	StoreDir string
 	Think    time.Duration
+	// Retry, RetryMax and Backoff are the wait after a failed acquire
+	// (workloads.Backoff).
 	Retry    time.Duration
+	RetryMax time.Duration
+	Backoff  string
 	Work     time.Duration
 	// WorkMin is the shortest time between the read and the write; the
 	// work time is uniform in [WorkMin, Work].
@@ -114,6 +119,10 @@ type Config struct {
 	ClusterParams map[string]string
 	// Expect is "valid" or "invalid".
 	Expect string
+	// ProfileDir, when set, receives CPU profiles of the driver
+	// (driver.cpu.pprof) and of each worker (worker-pN.cpu.pprof), and the
+	// driver's heap at the end of the workload (driver.heap.pprof).
+	ProfileDir string
 	// MaxCriticalSections, if positive, ends the run early once that many
 	// acquires succeeded (for benchmarks).
 	MaxCriticalSections int
@@ -153,7 +162,8 @@ func setupErr(format string, a ...any) error { return &SetupError{fmt.Errorf(for
 func DefaultConfig() Config {
 	return Config{
 		Impl: "redis-set-nx-px", Clients: 5, Locks: 1, TTL: time.Second, Duration: 10 * time.Second, Seed: 1,
-		Mode: workloads.ModeNone, StoreDir: "store", Retry: 5 * time.Millisecond, Timeout: time.Second,
+		Mode: workloads.ModeNone, StoreDir: "store", Retry: 5 * time.Millisecond, RetryMax: 100 * time.Millisecond,
+		Backoff: workloads.BackoffExponential, Timeout: time.Second,
 		Interval: 2 * time.Second, NodeDown: time.Second, PausePoint: workloads.PointAfterAcquire, Expect: "valid",
 		Window: 2 * time.Second, Quiet: time.Second, Net: NetAuto, Loss: 0.3, Delay: 100 * time.Millisecond,
 		StrobeRate: 10 * time.Millisecond, Provider: ProviderLocal,
@@ -208,6 +218,8 @@ func (c *Config) Validate() error {
 		return setupErr("--quiet-time must be at least 0 and shorter than --time (%v), got %v", c.Duration, c.Quiet)
 	case !slices.Contains(NetModes, c.Net):
 		return setupErr("--net must be %s, got %q", strings.Join(NetModes, ", "), c.Net)
+	case !slices.Contains(workloads.Backoffs, c.Backoff):
+		return setupErr("--backoff must be %s, got %q", strings.Join(workloads.Backoffs, " or "), c.Backoff)
 	case c.ClockDirection != nemesis.ClockEither && !slices.Contains(ClockDirections, c.ClockDirection):
 		return setupErr("--clock-direction must be %s, got %q", strings.Join(ClockDirections, " or "), c.ClockDirection)
 	case slices.Contains(c.faultParts(), "partition") && len(c.Groups) < 2:
@@ -288,6 +300,13 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	}
 	impl, _ := cfg.ImplInfo()
 	restrictUmask()
+	if cfg.ProfileDir != "" {
+		stop, err := profileDriver(cfg.ProfileDir)
+		if err != nil {
+			return nil, setupErr("--profile: %v", err)
+		}
+		defer stop()
+	}
 	started := time.Now()
 	dir, err := runstore.MakeRunDir(cfg.StoreDir, cfg.Name, started)
 	if err != nil {
@@ -461,7 +480,10 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	info.Elapsed = time.Since(started).Round(time.Millisecond).String()
 	info.Errors = runErrs
 
-	h := rec.History()
+	h, err := recorded(dir, rec)
+	if err != nil {
+		info.Errors = append(info.Errors, err.Error())
+	}
 	d := checker.Decide(context.Background(), h, info.Facts(), reports.MaxVisualizedOps)
 	res := runstore.New(info, d)
 	if err := storeResults(dir, &res, h, d.Visual); err != nil {
@@ -476,6 +498,51 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	}
 	lg.Info("run done", "valid", res.Valid, "ops", len(h), "critical_sections", acquired.Load())
 	return &Outcome{Dir: dir, Results: res}, nil
+}
+
+// recorded reads back what the run recorded: the history file, which the
+// recorder wrote as it went and keeps no copy of, followed by the ops the
+// recorder kept after the file failed (a full disk). A file that cannot be
+// read whole gives the error and the ops up to its bad line.
+func recorded(dir string, rec *history.Recorder) (history.History, error) {
+	h, err := history.ReadFile(filepath.Join(dir, runstore.HistoryFile))
+	tail := rec.History()
+	if err != nil {
+		return h, fmt.Errorf("history: reading it back: %v; the check sees its first %d ops of %d", err, len(h), rec.Len())
+	}
+	if len(tail) > 0 && tail[0].Index != len(h) {
+		return h, fmt.Errorf("history: the file has %d ops but the ops kept in memory start at %d; the check sees the file's", len(h), tail[0].Index)
+	}
+	return append(h, tail...), nil
+}
+
+// backoff is the workers' wait after a failed acquire.
+func (c *Config) backoff() workloads.Backoff {
+	return workloads.Backoff{Policy: c.Backoff, Retry: workloads.Duration(c.Retry), Max: workloads.Duration(c.RetryMax)}
+}
+
+// profileDriver makes dir and starts a CPU profile of the driver in it;
+// stop ends it and writes the heap profile beside it.
+func profileDriver(dir string) (stop func(), err error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	f, err := os.Create(filepath.Join(dir, "driver.cpu.pprof"))
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+		if h, err := os.Create(filepath.Join(dir, "driver.heap.pprof")); err == nil {
+			_ = pprof.WriteHeapProfile(h)
+			h.Close()
+		}
+	}, nil
 }
 
 // restrictUmask keeps other users from writing what the run creates — its
@@ -544,9 +611,10 @@ func start(ctx context.Context, cfg Config, impl impls.Impl, dir, logDir string,
 		NetNS: plat.netNS(), ReplaceDead: client != nil,
 		Base: workloads.WorkerConfig{
 			Impl: cfg.Impl, Client: client, Addrs: addrs, Nodes: clientNodes(nodes), Params: cfg.ImplParams, Locks: locks, TTL: workloads.Duration(cfg.TTL),
-			Think: workloads.Duration(cfg.Think), Retry: workloads.Duration(cfg.Retry),
+			Think: workloads.Duration(cfg.Think), Backoff: cfg.backoff(),
 			Work: workloads.Duration(cfg.Work), WorkMin: workloads.Duration(cfg.WorkMin), Timeout: workloads.Duration(cfg.Timeout),
 			StoreAddr: resStore.Addr(), Mode: cfg.Mode, ClockOrigin: clock.Origin(), Seed: cfg.Seed,
+			ProfileDir: cfg.ProfileDir,
 		},
 	}, cfg.Clients)
 	if err != nil {

@@ -74,7 +74,9 @@ var Settings = []Setting{
 	{"time", GroupWorkload, "how long the workload runs", rule(dur(func(c *Config) *time.Duration { return &c.Duration }), "must be positive", positive[time.Duration]), true},
 	{"seed", GroupWorkload, "seed of every random choice (workload and faults)", int64v(func(c *Config) *int64 { return &c.Seed }), false},
 	{"think", GroupWorkload, "longest think time between critical sections", rule(dur(func(c *Config) *time.Duration { return &c.Think }), "must not be negative", notNegative[time.Duration]), true},
-	{"retry", GroupWorkload, "longest wait after a failed acquire", rule(dur(func(c *Config) *time.Duration { return &c.Retry }), "must not be negative", notNegative[time.Duration]), true},
+	{"retry", GroupWorkload, "longest first wait after a failed acquire (with --backoff uniform: after every one)", rule(dur(func(c *Config) *time.Duration { return &c.Retry }), "must not be negative", notNegative[time.Duration]), true},
+	{"retry-max", GroupWorkload, "longest wait of the exponential backoff", rule(dur(func(c *Config) *time.Duration { return &c.RetryMax }), "must not be negative", notNegative[time.Duration]), true},
+	{"backoff", GroupWorkload, "wait after failed acquires in a row: " + workloads.BackoffExponential + " (a random wait up to --retry, doubling up to --retry-max, as real clients do) or " + workloads.BackoffUniform + " (a random wait up to --retry every time: the tight retry)", str(func(c *Config) *string { return &c.Backoff }), true},
 	{"work", GroupWorkload, "longest time spent between the read and the write", rule(dur(func(c *Config) *time.Duration { return &c.Work }), "must not be negative", notNegative[time.Duration]), true},
 	{"work-min", GroupWorkload, "shortest time spent between the read and the write (a slow critical section)", dur(func(c *Config) *time.Duration { return &c.WorkMin }), true},
 	{"op-timeout", GroupWorkload, "deadline of each lock or store operation", rule(dur(func(c *Config) *time.Duration { return &c.Timeout }), "must be positive", positive[time.Duration]), true},
@@ -109,6 +111,7 @@ var Settings = []Setting{
 
 	{"store", GroupOutput, "folder of stored runs", str(func(c *Config) *string { return &c.StoreDir }), false},
 	{"name", GroupOutput, "name of the run's folder in the store (default impl-faults-resource)", str(func(c *Config) *string { return &c.Name }), false},
+	{"profile", GroupOutput, "folder for CPU profiles of the driver and of each worker, and the driver's heap (go tool pprof reads them)", str(func(c *Config) *string { return &c.ProfileDir }), false},
 	{"expect", GroupOutput, "expected verdict: " + strings.Join(Expectations, " or ") + " (invalid: a run meant to reproduce an anomaly)", str(func(c *Config) *string { return &c.Expect }), false},
 }
 

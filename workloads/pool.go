@@ -2,6 +2,7 @@ package workloads
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -221,9 +222,16 @@ func (p *Pool) read(w *workerProc, stdout io.Reader) {
 		}
 	}
 	defer signalReady(errors.New("exited before it was ready (see its log)"))
+	// Interning shares the few lock names, functions and errors among the
+	// ops; a small limit bounds what a worker's reader keeps.
+	ops := history.NewOpParser(64)
+	var op history.Op
 	for sc.Scan() {
 		var e Event
-		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+		line := sc.Bytes()
+		if fastOp(ops, line, &op) {
+			e.Op = &op
+		} else if err := json.Unmarshal(line, &e); err != nil {
 			p.fail(fmt.Errorf("worker p%d sent a bad event: %v: %q", w.process, err, sc.Text()))
 			continue
 		}
@@ -249,6 +257,16 @@ func (p *Pool) read(w *workerProc, stdout io.Reader) {
 			signalReady(errors.New(e.Fatal))
 		}
 	}
+}
+
+// fastOp decodes an op event in the form the worker writes it (sendOp)
+// into op, and reports whether it could.
+func fastOp(p *history.OpParser, line []byte, op *history.Op) bool {
+	if !bytes.HasPrefix(line, []byte(eventOpPrefix)) || len(line) < len(eventOpPrefix)+2 || line[len(line)-1] != '}' {
+		return false
+	}
+	*op = history.Op{}
+	return p.Parse(line[len(eventOpPrefix):len(line)-1], op)
 }
 
 // closeOpen completes a dead worker's open op as info: it may have taken

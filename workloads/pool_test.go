@@ -59,7 +59,7 @@ func testPool(t *testing.T, impl string, n int) (*Pool, *history.Recorder, *loca
 		Command: []string{os.Args[0]}, Env: []string{workerEnv + "=1"}, LogDir: dir, Recorder: rec, Clock: clock,
 		Base: WorkerConfig{
 			Impl: impl, Addrs: []string{cl.Nodes()[0].Addr}, Locks: []string{"l"}, TTL: Duration(time.Second),
-			Retry: Duration(2 * time.Millisecond), Think: Duration(2 * time.Millisecond), Timeout: Duration(time.Second),
+			Backoff: Backoff{Policy: BackoffUniform, Retry: Duration(2 * time.Millisecond)}, Think: Duration(2 * time.Millisecond), Timeout: Duration(time.Second),
 			StoreAddr: store.Addr(), Mode: ModeNone, ClockOrigin: clock.Origin(), Seed: 1,
 		},
 	}, n)

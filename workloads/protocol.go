@@ -30,9 +30,9 @@ type WorkerConfig struct {
 	Locks []string `json:"locks"`
 	TTL   Duration `json:"ttl"`
 	// Think is the longest pause between critical sections (uniform in
-	// [0, Think]); Retry the longest pause after a failed acquire.
-	Think Duration `json:"think"`
-	Retry Duration `json:"retry"`
+	// [0, Think]); Backoff the pause after a failed acquire.
+	Think   Duration `json:"think"`
+	Backoff Backoff  `json:"backoff"`
 	// Work is the longest time the worker spends between its read and its
 	// write, WorkMin the shortest (uniform in [WorkMin, Work]).
 	Work      Duration `json:"work"`
@@ -43,6 +43,10 @@ type WorkerConfig struct {
 	// ClockOrigin is the driver's CLOCK_MONOTONIC origin for history times.
 	ClockOrigin int64 `json:"clock_origin"`
 	Seed        int64 `json:"seed"`
+	// ProfileDir, when set, receives the worker's CPU profile as
+	// worker-pN.cpu.pprof, written when the worker ends its loop (a killed
+	// worker leaves none).
+	ProfileDir string `json:"profile_dir,omitempty"`
 }
 
 // Duration is a time.Duration that reads and writes JSON as a Go duration
@@ -83,6 +87,10 @@ type Event struct {
 	// Fatal says why the worker cannot run; it exits after sending it.
 	Fatal string `json:"fatal,omitempty"`
 }
+
+// eventOpPrefix starts the JSON of an Event that carries an op, which the
+// pool decodes on a fast path (history.OpParser).
+const eventOpPrefix = `{"op":`
 
 // The pause points of the worker loop.
 const (

@@ -88,8 +88,12 @@ type Store struct {
 	clock history.Clock
 	ln    net.Listener
 	log   *os.File
-	enc   *json.Encoder
 	lg    *slog.Logger
+	// logBuf holds whole log lines not yet written; Handle writes them out
+	// when it fills, the flush loop every logFlushEvery, and Close at the
+	// end.
+	logBuf []byte
+	done   chan struct{}
 
 	mu        sync.Mutex
 	counter   map[string]int64
@@ -122,13 +126,49 @@ func StartStoreOn(addr string, mode Mode, clock history.Clock, logPath string, l
 		return nil, fmt.Errorf("resource store: %w", err)
 	}
 	s := &Store{
-		mode: mode, clock: clock, ln: ln, log: f, enc: json.NewEncoder(f), lg: lg,
+		mode: mode, clock: clock, ln: ln, log: f, lg: lg, done: make(chan struct{}),
 		counter: map[string]int64{}, maxToken: map[string]uint64{}, claimant: map[string]string{},
 		conns: map[net.Conn]struct{}{},
 	}
-	s.wg.Add(1)
+	s.wg.Add(2)
 	go s.accept()
+	go s.flushLoop()
 	return s, nil
+}
+
+// logFlushEvery is the longest time a log line waits in the store's
+// buffer: a driver killed outright loses at most that much of the log
+// (never of the history), and the file always ends with a whole line.
+const logFlushEvery = 100 * time.Millisecond
+
+// logBufSize is the size at which Handle writes the buffered lines out.
+const logBufSize = 64 << 10
+
+func (s *Store) flushLoop() {
+	defer s.wg.Done()
+	t := time.NewTicker(logFlushEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-t.C:
+			s.mu.Lock()
+			s.flushLog()
+			s.mu.Unlock()
+		}
+	}
+}
+
+// flushLog writes the buffered log lines. s.mu must be held.
+func (s *Store) flushLog() {
+	if len(s.logBuf) == 0 {
+		return
+	}
+	if _, err := s.log.Write(s.logBuf); err != nil {
+		s.lg.Warn("resource store log", "err", err)
+	}
+	s.logBuf = s.logBuf[:0]
 }
 
 // Addr returns the host:port workers connect to.
@@ -205,8 +245,13 @@ func (s *Store) Handle(req StoreRequest) StoreReply {
 	default:
 		rep.Error = fmt.Sprintf("bad request: unknown f %q", req.F)
 	}
-	if err := s.enc.Encode(StoreEntry{StoreRequest: req, Reply: rep}); err != nil {
+	line, err := json.Marshal(StoreEntry{StoreRequest: req, Reply: rep})
+	if err != nil {
 		s.lg.Warn("resource store log", "err", err)
+	}
+	s.logBuf = append(append(s.logBuf, line...), '\n')
+	if len(s.logBuf) >= logBufSize {
+		s.flushLog()
 	}
 	return rep
 }
@@ -235,6 +280,7 @@ func (s *Store) Close(ctx context.Context) error {
 	var err error
 	s.closeOnce.Do(func() {
 		err = s.ln.Close()
+		close(s.done)
 		s.mu.Lock()
 		for c := range s.conns {
 			c.Close()
@@ -247,6 +293,7 @@ func (s *Store) Close(ctx context.Context) error {
 		case <-ctx.Done():
 		}
 		s.mu.Lock()
+		s.flushLog()
 		err = errors.Join(err, s.log.Close())
 		s.mu.Unlock()
 	})

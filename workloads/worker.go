@@ -10,6 +10,8 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"path/filepath"
+	"runtime/pprof"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,7 +26,7 @@ import (
 // until stopped, until in closes, or until ctx is done. It returns an error
 // only when it could not start; the error was also sent as a Fatal event.
 func RunWorker(ctx context.Context, in io.Reader, out io.Writer) error {
-	w := &worker{out: json.NewEncoder(out), cont: make(chan struct{}, 1)}
+	w := &worker{out: json.NewEncoder(out), raw: out, cont: make(chan struct{}, 1)}
 	cmds := bufio.NewScanner(in)
 	cmds.Buffer(make([]byte, 1<<20), 1<<20)
 	if !cmds.Scan() {
@@ -35,6 +37,13 @@ func RunWorker(ctx context.Context, in io.Reader, out io.Writer) error {
 		return w.fatal(fmt.Errorf("first command must be start with a config: %q", cmds.Text()))
 	}
 	w.cfg = *start.Config
+	if w.cfg.ProfileDir != "" {
+		stop, err := startCPUProfile(filepath.Join(w.cfg.ProfileDir, fmt.Sprintf("worker-p%d.cpu.pprof", w.cfg.Process)))
+		if err != nil {
+			return w.fatal(err)
+		}
+		defer stop()
+	}
 	w.clock = history.ClockAt(w.cfg.ClockOrigin)
 	w.rng = rand.New(rand.NewPCG(uint64(w.cfg.Seed), uint64(w.cfg.Process)))
 
@@ -92,6 +101,7 @@ func RunWorker(ctx context.Context, in io.Reader, out io.Writer) error {
 	defer w.closeStore()
 	w.send(Event{Ready: true})
 	w.loop(ctx)
+	w.flush()
 	if w.dead != nil {
 		// The client died with an op open: exit without completing it, so
 		// that the pool completes it as "worker exited", the proof of this
@@ -132,6 +142,8 @@ type worker struct {
 
 	outMu    sync.Mutex
 	out      *json.Encoder
+	raw      io.Writer // what out writes to
+	line     []byte    // op events held back (sendOp)
 	cont     chan struct{}
 	stopping atomic.Bool
 	// dead is the error of a client that died (impls.ErrDead): the loop
@@ -143,9 +155,11 @@ type worker struct {
 
 func (w *worker) wall() time.Time { return time.Now().Add(time.Duration(w.wallOffset.Load())) }
 
+// send sends e after the op events still held back.
 func (w *worker) send(e Event) {
 	w.outMu.Lock()
 	defer w.outMu.Unlock()
+	w.flushLocked()
 	_ = w.out.Encode(e) // a broken pipe means the driver is gone; ctx ends the loop
 }
 
@@ -173,8 +187,41 @@ func (w *worker) record(op history.Op) history.Op {
 	if op.Time == 0 {
 		op.Time = int64(w.clock.Now())
 	}
-	w.send(Event{Op: &op})
+	w.sendOp(op)
 	return op
+}
+
+// sendOp sends Event{Op: &op}, encoded as encoding/json would. An
+// invocation is written at once, together with the completions held back
+// before it, since the request it announces is about to leave this
+// process; a completion is held back until the next write, so that a
+// critical section costs the driver one wake-up per request rather than
+// two. Nothing is held back across a wait (sleepFor, a pause point) or
+// the end of the loop, and a worker killed with a completion held back
+// leaves that op open, which the pool completes as info: sound, as every
+// completion a dead process could not report.
+func (w *worker) sendOp(op history.Op) {
+	w.outMu.Lock()
+	defer w.outMu.Unlock()
+	w.line = append(history.AppendJSON(append(w.line, eventOpPrefix...), op), '}', '\n')
+	if op.Type == history.Invoke {
+		w.flushLocked()
+	}
+}
+
+// flush writes the op events held back.
+func (w *worker) flush() {
+	w.outMu.Lock()
+	defer w.outMu.Unlock()
+	w.flushLocked()
+}
+
+// flushLocked is flush with w.outMu held.
+func (w *worker) flushLocked() {
+	if len(w.line) > 0 {
+		_, _ = w.raw.Write(w.line) // a broken pipe means the driver is gone; ctx ends the loop
+		w.line = w.line[:0]
+	}
 }
 
 func (w *worker) opCtx(ctx context.Context) (context.Context, context.CancelFunc) {
@@ -193,6 +240,15 @@ func (w *worker) sleepBetween(ctx context.Context, lo, hi Duration) {
 	if hi > lo {
 		d += time.Duration(w.rng.Int64N(int64(hi-lo) + 1))
 	}
+	w.sleepFor(ctx, d)
+}
+
+// sleepFor sleeps d, or until ctx is done.
+func (w *worker) sleepFor(ctx context.Context, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	w.flush()
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -202,6 +258,7 @@ func (w *worker) sleepBetween(ctx context.Context, lo, hi Duration) {
 }
 
 func (w *worker) loop(ctx context.Context) {
+	failed := 0 // failed acquires in a row
 	for ctx.Err() == nil && !w.stopping.Load() {
 		lock := w.cfg.Locks[w.rng.IntN(len(w.cfg.Locks))]
 		lease, ok := w.acquire(ctx, lock)
@@ -209,9 +266,11 @@ func (w *worker) loop(ctx context.Context) {
 			return
 		}
 		if !ok {
-			w.sleep(ctx, w.cfg.Retry)
+			failed++
+			w.sleepFor(ctx, w.cfg.Backoff.Wait(failed, w.rng.Float64()))
 			continue
 		}
+		failed = 0
 		w.pausePoint(PointAfterAcquire)
 		w.critical(ctx, lease)
 		w.release(ctx, lease)
@@ -439,4 +498,18 @@ func (w *worker) storeDo(ctx context.Context, req StoreRequest) (StoreReply, err
 func notSent(err error) bool {
 	var oe *net.OpError
 	return errors.As(err, &oe) && oe.Op == "dial"
+}
+
+// startCPUProfile writes a CPU profile of this process to path until the
+// returned stop is called.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("profile %s: %w", path, err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }

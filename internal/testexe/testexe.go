@@ -7,11 +7,13 @@ package testexe
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"testing"
 
 	"github.com/locktest/locktest/clusters/local/etcdnode"
+	"github.com/locktest/locktest/internal/bareloop"
 	"github.com/locktest/locktest/impls/external"
 	"github.com/locktest/locktest/workloads"
 )
@@ -19,6 +21,9 @@ import (
 const (
 	// WorkerEnv=1 makes the test binary run one worker.
 	WorkerEnv = "LOCKTEST_TEST_WORKER"
+	// BareEnv, set to a bareloop.Config in JSON, makes the test binary
+	// run the bare reference loop and print its bareloop.Result.
+	BareEnv = "LOCKTEST_TEST_BARE"
 	// NodeEnv=etcd makes the test binary run one etcd member from the
 	// arguments after "node etcd".
 	NodeEnv = "LOCKTEST_TEST_NODE"
@@ -43,6 +48,19 @@ func ServeIfAsked() {
 			fmt.Fprintln(os.Stderr, "goref:", err)
 			os.Exit(1)
 		}
+		os.Exit(0)
+	case os.Getenv(BareEnv) != "":
+		var cfg bareloop.Config
+		if err := json.Unmarshal([]byte(os.Getenv(BareEnv)), &cfg); err != nil {
+			fmt.Fprintln(os.Stderr, "bare loop:", err)
+			os.Exit(2)
+		}
+		res, err := bareloop.Run(context.Background(), cfg)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bare loop:", err)
+			os.Exit(1)
+		}
+		_ = json.NewEncoder(os.Stdout).Encode(res)
 		os.Exit(0)
 	case os.Getenv(WorkerEnv) == "1":
 		if err := workloads.RunWorker(context.Background(), os.Stdin, os.Stdout); err != nil {
