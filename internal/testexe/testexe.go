@@ -13,8 +13,8 @@ import (
 	"testing"
 
 	"github.com/locktest/locktest/clusters/local/etcdnode"
-	"github.com/locktest/locktest/internal/bareloop"
 	"github.com/locktest/locktest/impls/external"
+	"github.com/locktest/locktest/internal/bareloop"
 	"github.com/locktest/locktest/workloads"
 )
 
