@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/internal/genhist"
 )
 
 // benchSizes are the history lengths of the benchmarks: growth from one to
@@ -30,7 +31,7 @@ func benchHistory(n int) history.History {
 	if h, ok := benchCache[n]; ok {
 		return h
 	}
-	h := genHistory(42, n, 16)
+	h := genhist.Valid(42, n, 16)
 	benchCache[n] = h
 	return h
 }

@@ -6,6 +6,8 @@ package checker
 import (
 	"context"
 	"fmt"
+	"runtime"
+	"sync"
 	"time"
 
 	"github.com/locktest/locktest/history"
@@ -102,10 +104,20 @@ func For(mode string, leases bool) []Checker {
 // still runs to completion, but one that returns with ctx done yields
 // unknown.
 func Run(ctx context.Context, h history.History, cs ...Checker) []Result {
-	out := make([]Result, 0, len(cs))
-	for _, c := range cs {
-		out = append(out, runOne(ctx, h, c))
+	out := make([]Result, len(cs))
+	// Checkers only read h: they run side by side, as many at once as
+	// there are cores, and share the view of h they build on (begin).
+	ctx = context.WithValue(ctx, viewKey{}, &sharedView{h: h})
+	sem := make(chan struct{}, max(1, runtime.GOMAXPROCS(0)))
+	var wg sync.WaitGroup
+	for i, c := range cs {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			out[i] = runOne(ctx, h, c)
+		})
 	}
+	wg.Wait()
 	return out
 }
 

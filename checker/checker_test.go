@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/internal/genhist"
 )
 
 func TestAll(t *testing.T) {
@@ -152,7 +153,7 @@ func (c *doneAfter) Err() error {
 }
 
 func TestCancelledMidCheckGivesUnknown(t *testing.T) {
-	h := genHistory(7, 50_000, 16)
+	h := genhist.Valid(7, 50_000, 16)
 	for _, c := range All() {
 		// Count how often the check looks at ctx, then cancel it at many
 		// of those looks, the last included.

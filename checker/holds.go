@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/locktest/locktest/history"
 )
@@ -426,12 +427,30 @@ func tokenWord(t *uint64) string {
 	return fmt.Sprintf(" with token %d", *t)
 }
 
-// newResult returns an empty valid result of the named checker.
+// viewKey is the context key of a sharedView.
+type viewKey struct{}
+
+// sharedView is the view of one history that the checkers of one Run
+// share: the first that needs it builds it, the others wait for it. Views
+// are only read once built, so sharing them is safe.
+type sharedView struct {
+	h    history.History
+	once sync.Once
+	v    *view
+	err  error
+}
+
 // begin builds h's view for the checker called name and returns it with a
 // fresh Result; when ctx ends first, ok is false and the Result is the
 // unknown of a cancelled check.
 func begin(ctx context.Context, h history.History, name string) (v *view, r Result, ok bool) {
-	v, err := buildView(ctx, h)
+	var err error
+	if s, shared := ctx.Value(viewKey{}).(*sharedView); shared && len(s.h) == len(h) && (len(h) == 0 || &s.h[0] == &h[0]) {
+		s.once.Do(func() { s.v, s.err = buildView(ctx, h) })
+		v, err = s.v, s.err
+	} else {
+		v, err = buildView(ctx, h)
+	}
 	if err != nil {
 		return nil, cancelled(name, err), false
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/internal/genhist"
 )
 
 // mutexLin is the porcupine mutex checker without a timeout.
@@ -161,7 +162,7 @@ func TestLinearizableRegister(t *testing.T) {
 }
 
 func TestLinearizableCutsWindows(t *testing.T) {
-	h := genHistory(3, 20_000, 8)
+	h := genhist.Valid(3, 20_000, 8)
 	c := Linearizability{Model: MutexModel, WindowOps: 500}
 	r := check(t, c, h, Valid)
 	if r.Stats["windows"] < 5 || r.Stats["largest_window"] > 1000 {
@@ -379,7 +380,7 @@ func TestMutexCheckersAgree(t *testing.T) {
 func TestShrinkFindsAMinimalHistory(t *testing.T) {
 	// With "has an overlap" as the property, a planted overlap shrinks to
 	// its two acquires.
-	h := plantOverlap(genHistory(9, 300, 4))
+	h := plantOverlap(genhist.Valid(9, 300, 4))
 	bad := func(c history.History) bool { return MutualExclusion{}.Check(context.Background(), c).Valid == Invalid }
 	min := shrink(h, bad)
 	if len(min) != 4 || !bad(min) {

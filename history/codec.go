@@ -3,12 +3,15 @@ package history
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math"
 	"os"
+	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -166,69 +169,340 @@ func Decode(r io.Reader) (History, error) {
 	return decode(r, 0)
 }
 
-// decode is Decode with room for about sizeHint ops.
+// decode is Decode with room for about sizeHint ops. Parsing, the costly
+// part, runs on every core, a chunk of lines at a time (parseChunks);
+// checking the ops in order stays on one goroutine.
 func decode(r io.Reader, sizeHint int) (History, error) {
-	rec := NewRecorder(nil)
-	rec.ops = make(History, 0, sizeHint)
-	fast := newFastParser()
-	br := bufio.NewReaderSize(r, 1<<16)
-	// last is, per process, the time and line of its previous op.
-	type seen struct {
-		time int64
-		line int
+	h := make(History, 0, sizeHint)
+	var v validator
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel() // stops the parsers at the first bad line
+	chunks, free := parseChunks(ctx, r)
+	for c := range chunks {
+		for i := range c.ops {
+			if err := v.check(h, &c.ops[i], c.first+i); err != nil {
+				return h, err
+			}
+			h = append(h, c.ops[i])
+		}
+		if c.err != nil {
+			return h, c.err
+		}
+		select {
+		case free <- c: // its buffers serve again
+		default:
+		}
 	}
-	last := make(map[int]seen)
+	return h, nil
+}
+
+// validator checks a history's ops in order, each against the ops before
+// it: its index, its time, and (admit) its place in its process's ops.
+type validator struct {
+	procs map[int]*procState
+}
+
+// procState is a process's previous op — its time and line — and its open
+// invocation (-1: none).
+type procState struct {
+	time int64
+	line int
+	open int
+}
+
+// check checks op, the op of line (1-based), against h, the ops before
+// it, and returns a *LineError when it is bad.
+func (v *validator) check(h History, op *Op, line int) error {
+	if op.Index != line-1 {
+		return &LineError{line, fmt.Errorf("index %d, want %d", op.Index, line-1)}
+	}
+	if op.Time < 0 {
+		return &LineError{line, fmt.Errorf("negative time %d", op.Time)}
+	}
+	if v.procs == nil {
+		v.procs = make(map[int]*procState)
+	}
+	p := v.procs[op.Process]
+	if p == nil {
+		p = &procState{time: op.Time, line: line, open: -1}
+		v.procs[op.Process] = p
+	}
+	if op.Time < p.time {
+		return &LineError{line, fmt.Errorf("out of time order: process %d's op at time %d is before its previous op at time %d (line %d)",
+			op.Process, op.Time, p.time, p.line)}
+	}
+	var inv *Op
+	if p.open >= 0 {
+		inv = &h[p.open]
+	}
+	if err := admit(op, inv, inv != nil); err != nil {
+		return &LineError{line, err}
+	}
+	if op.Type == Invoke {
+		p.open = len(h)
+	} else {
+		p.open = -1
+	}
+	p.time, p.line = op.Time, line
+	return nil
+}
+
+// span is a run of whole lines of a file: its offset and length in bytes,
+// its first line (1-based) and its number of lines.
+type span struct {
+	off, n      int64
+	first, line int
+}
+
+// readFile decodes the history file f as Decode does, faster: a first pass
+// finds its lines, which fixes each op's place, so that every core parses
+// its share of the lines straight into the history (which is allocated
+// once, whole), and a last pass checks the ops in order.
+func readFile(f *os.File) (History, error) {
+	spans, lines, cut, err := splitLines(f)
+	if err != nil {
+		return nil, err
+	}
+	h := make(History, lines)
+	errs := make([]error, len(spans)) // each span's first bad line
+	next := make(chan int, len(spans))
+	for i := range spans {
+		next <- i
+	}
+	close(next)
+	var wg sync.WaitGroup
+	for range max(1, runtime.GOMAXPROCS(0)) {
+		wg.Go(func() {
+			fast := newFastParser()
+			var buf []byte
+			for i := range next {
+				s := spans[i]
+				buf = slices.Grow(buf[:0], int(s.n))[:s.n]
+				if _, err := f.ReadAt(buf, s.off); err != nil {
+					errs[i] = &LineError{s.first, err}
+					continue
+				}
+				_, errs[i] = parseLines(fast, buf, s.first, h[s.first-1:s.first-1+s.line])
+			}
+		})
+	}
+	wg.Wait()
+	end, endErr := len(h), error(nil)
+	for _, err := range errs {
+		if err != nil {
+			var le *LineError
+			errors.As(err, &le)
+			end, endErr = le.Line-1, err
+			break
+		}
+	}
+	var v validator
+	for i := range h[:end] {
+		if err := v.check(h[:i], &h[i], i+1); err != nil {
+			return h[:i], err
+		}
+	}
+	if endErr == nil && cut {
+		endErr = &LineError{lines + 1, ErrTruncated}
+	}
+	return h[:end], endErr
+}
+
+// splitLines reads f once and cuts it into spans of whole lines of about
+// chunkSize bytes. It returns them, the number of whole lines, and whether
+// the file ends in a line without its newline.
+func splitLines(f *os.File) (spans []span, lines int, cut bool, err error) {
+	buf := make([]byte, chunkSize)
+	var off, start, endNL int64 // file offset of buf; start of the current span; just after the last newline
+	first, inSpan := 1, 0
+	last := byte('\n')
+	for {
+		n, rerr := f.Read(buf)
+		b := buf[:n]
+		for len(b) > 0 {
+			i := bytes.IndexByte(b, '\n')
+			if i < 0 {
+				break
+			}
+			inSpan++
+			lines++
+			b = b[i+1:]
+			endNL = off + int64(n-len(b))
+			if endNL-start >= chunkSize {
+				spans = append(spans, span{start, endNL - start, first, inSpan})
+				start, first, inSpan = endNL, lines+1, 0
+			}
+		}
+		if n > 0 {
+			last = buf[n-1]
+		}
+		off += int64(n)
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			return nil, 0, false, &LineError{lines + 1, rerr}
+		}
+	}
+	if inSpan > 0 {
+		spans = append(spans, span{start, endNL - start, first, inSpan})
+	}
+	return spans, lines, last != '\n', nil
+}
+
+// chunkSize is about how many bytes of lines one parser takes at a time.
+const chunkSize = 1 << 20
+
+// chunk is a run of whole lines, from line first on (1-based), and once
+// parsed its ops, up to its first bad line, whose *LineError is err.
+type chunk struct {
+	seq   int
+	first int
+	data  []byte
+	ops   []Op
+	err   error
+	done  chan struct{}
+}
+
+// parseChunks reads r in chunks of whole lines, parses them on every core
+// and yields them in order. A chunk with an error is the last one
+// yielded; so is one that ends in a line without its newline
+// (ErrTruncated) or a read error. A chunk the caller is done with may be
+// handed back on free, whose buffers then take another chunk.
+func parseChunks(ctx context.Context, r io.Reader) (chunks <-chan *chunk, free chan<- *chunk) {
+	workers := max(1, runtime.GOMAXPROCS(0))
+	todo := make(chan *chunk, workers)
+	inOrder := make(chan *chunk, workers*2)
+	out := make(chan *chunk)
+	recycled := make(chan *chunk, workers*3+2)
+	go func() {
+		defer close(todo)
+		defer close(inOrder)
+		br := bufio.NewReaderSize(r, 1<<16)
+		line, seq := 1, 0
+		for ctx.Err() == nil {
+			var data []byte
+			var ops []Op
+			select {
+			case old := <-recycled:
+				data, ops = old.data[:0], old.ops[:0]
+			default:
+				data = make([]byte, 0, chunkSize+1<<12)
+			}
+			c := &chunk{seq: seq, first: line, ops: ops, done: make(chan struct{})}
+			var rerr error
+			for len(data) < chunkSize {
+				b, err := br.ReadSlice('\n')
+				data = append(data, b...)
+				if err == bufio.ErrBufferFull {
+					continue // a long line: gather the rest of it
+				}
+				if err != nil {
+					rerr = err
+					break
+				}
+			}
+			c.data = data
+			n := bytes.Count(data, []byte{'\n'})
+			switch {
+			case rerr == io.EOF && len(data) > 0 && data[len(data)-1] != '\n':
+				c.err = &LineError{line + n, ErrTruncated}
+			case rerr != nil && rerr != io.EOF:
+				c.err = &LineError{line + n, rerr}
+			}
+			select {
+			case todo <- c:
+			case <-ctx.Done():
+				return
+			}
+			select {
+			case inOrder <- c:
+			case <-ctx.Done():
+				return
+			}
+			if rerr != nil {
+				return
+			}
+			line += n
+			seq++
+		}
+	}()
+	for range workers {
+		go func() {
+			p := newFastParser()
+			for c := range todo {
+				c.parse(p)
+				close(c.done)
+			}
+		}()
+	}
+	go func() {
+		defer close(out)
+		for c := range inOrder {
+			select {
+			case <-c.done:
+			case <-ctx.Done():
+				return
+			}
+			select {
+			case out <- c:
+			case <-ctx.Done():
+				return
+			}
+			if c.err != nil {
+				return
+			}
+		}
+	}()
+	return out, recycled
+}
+
+// parse decodes c's whole lines into c.ops, up to the first bad line.
+func (c *chunk) parse(fast *fastParser) {
+	n := bytes.Count(c.data, []byte{'\n'})
+	if cap(c.ops) < n {
+		c.ops = make([]Op, n)
+	}
+	c.ops = c.ops[:n]
+	clear(c.ops) // a recycled chunk's ops must not keep old strings alive
+	parsed, err := parseLines(fast, c.data, c.first, c.ops)
+	c.ops = c.ops[:parsed]
+	if err != nil {
+		c.err = err
+	}
+}
+
+// parseLines decodes the whole lines of data, the first of which is line
+// first (1-based), into the zeroed ops out, one per line, up to the first
+// bad line. It returns how many it decoded and the bad line's
+// *LineError. What follows the last newline (a cut line) is left alone.
+func parseLines(fast *fastParser, data []byte, first int, out []Op) (int, error) {
 	var rd bytes.Reader
-	var long []byte
-	for line := 1; ; line++ {
-		// ReadSlice does not copy the line; a line longer than the
-		// buffer is gathered in long.
-		b, err := br.ReadSlice('\n')
-		if err == bufio.ErrBufferFull {
-			long = append(long[:0], b...)
-			for err == bufio.ErrBufferFull {
-				b, err = br.ReadSlice('\n')
-				long = append(long, b...)
-			}
-			b = long
+	for i := range out {
+		nl := bytes.IndexByte(data, '\n')
+		if nl < 0 {
+			return i, nil
 		}
-		if len(b) == 0 && err == io.EOF {
-			return rec.ops, nil
+		b := data[:nl]
+		data = data[nl+1:]
+		op := &out[i]
+		if fast.parse(b, op) {
+			continue
 		}
-		if err != nil && err != io.EOF {
-			return rec.ops, &LineError{line, err}
+		*op = Op{}
+		rd.Reset(b)
+		dec := json.NewDecoder(&rd)
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(op); err != nil {
+			*op = Op{}
+			return i, &LineError{first + i, jsonReason(err)}
 		}
-		if err == io.EOF {
-			return rec.ops, &LineError{line, ErrTruncated}
+		if dec.More() {
+			*op = Op{}
+			return i, &LineError{first + i, errors.New("more than one value on the line")}
 		}
-		var op Op
-		if !fast.parse(b[:len(b)-1], &op) {
-			op = Op{}
-			rd.Reset(b)
-			dec := json.NewDecoder(&rd)
-			dec.DisallowUnknownFields()
-			if err := dec.Decode(&op); err != nil {
-				return rec.ops, &LineError{line, jsonReason(err)}
-			}
-			if dec.More() {
-				return rec.ops, &LineError{line, errors.New("more than one value on the line")}
-			}
-		}
-		if op.Index != line-1 {
-			return rec.ops, &LineError{line, fmt.Errorf("index %d, want %d", op.Index, line-1)}
-		}
-		if op.Time < 0 {
-			return rec.ops, &LineError{line, fmt.Errorf("negative time %d", op.Time)}
-		}
-		if prev, ok := last[op.Process]; ok && op.Time < prev.time {
-			return rec.ops, &LineError{line, fmt.Errorf("out of time order: process %d's op at time %d is before its previous op at time %d (line %d)",
-				op.Process, op.Time, prev.time, prev.line)}
-		}
-		if _, err := rec.Record(op); err != nil {
-			return rec.ops, &LineError{line, err}
-		}
-		last[op.Process] = seen{op.Time, line}
 	}
+	return len(out), nil
 }
 
 // jsonReason turns a JSON decoding error into a one-line reason.
@@ -268,11 +542,7 @@ func ReadFile(path string) (History, error) {
 		return nil, err
 	}
 	defer f.Close()
-	hint := 0
-	if st, err := f.Stat(); err == nil {
-		hint = int(min(st.Size()/160, 1<<26)) // ops are about 150-250 bytes
-	}
-	h, err := decode(f, hint)
+	h, err := readFile(f)
 	if err != nil {
 		return h, fmt.Errorf("%s: %w", path, err)
 	}

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -47,7 +49,7 @@ func TestDecodeRejectsBadLinesWithTheirNumberAndAReason(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h, err := Decode(strings.NewReader(tt.content))
+			h, err := decodeBoth(t, []byte(tt.content))
 			var le *LineError
 			if !errors.As(err, &le) {
 				t.Fatalf("err %v, want a LineError", err)
@@ -166,4 +168,67 @@ func TestDecodeReadsLinesLongerThanItsBuffer(t *testing.T) {
 	if len(h) != 1 || len(h[0].Value.Targets) != 30_000 || h[0].Value.Targets[29_999] != "n29999" || !errors.As(err, &le) || le.Line != 2 {
 		t.Fatalf("%d ops, err %v", len(h), err)
 	}
+}
+
+// A history of several parse chunks is read whole, and a bad line deep
+// in it, in any chunk, is found with its number and every op before it.
+func TestDecodeOfManyChunksFindsTheFirstBadLine(t *testing.T) {
+	var b bytes.Buffer
+	const sections = 30_000 // about 4 MB: several chunks
+	for k := range sections {
+		for j, typ := range []Type{Invoke, OK} {
+			op := Op{Index: 2*k + j, Type: typ, Process: k % 7, F: Acquire, Time: int64(2*k + j), Value: Value{Lock: "lock-0", LockValue: fmt.Sprintf("p%d-%d", k%7, k)}}
+			b.Write(AppendJSON(nil, op))
+			b.WriteByte('\n')
+		}
+	}
+	good := b.Bytes()
+	if len(good) < 3*chunkSize {
+		t.Fatalf("%d bytes: not several chunks", len(good))
+	}
+	h, err := decodeBoth(t, good)
+	if err != nil || len(h) != 2*sections || h[len(h)-1].Index != 2*sections-1 {
+		t.Fatalf("whole history: %d ops, %v", len(h), err)
+	}
+	lines := bytes.SplitAfter(good, []byte("\n"))
+	for _, bad := range []int{1, 7_001, 31_337, 2*sections - 1} { // 0-based line
+		for _, how := range []string{"garbage", "index"} {
+			broken := slices.Clone(lines)
+			if how == "garbage" {
+				broken[bad] = []byte("hello\n")
+			} else {
+				broken[bad] = bytes.Replace(broken[bad], []byte(`"index":`), []byte(`"index":9`), 1)
+			}
+			h, err := decodeBoth(t, bytes.Join(broken, nil))
+			var le *LineError
+			if !errors.As(err, &le) || le.Line != bad+1 || len(h) != bad {
+				t.Errorf("%s at line %d: %d ops, %v", how, bad+1, len(h), err)
+			}
+		}
+	}
+	h, err = decodeBoth(t, good[:len(good)-5])
+	var le *LineError
+	if !errors.As(err, &le) || !errors.Is(err, ErrTruncated) || le.Line != 2*sections || len(h) != 2*sections-1 {
+		t.Errorf("cut last line: %d ops, %v", len(h), err)
+	}
+}
+
+// decodeBoth decodes content with Decode, from a reader, and with
+// ReadFile, from a file, which take different paths; it fails t unless
+// both return the same ops and the same error, and returns them.
+func decodeBoth(t *testing.T, content []byte) (History, error) {
+	t.Helper()
+	h, err := Decode(bytes.NewReader(content))
+	path := filepath.Join(t.TempDir(), "history.jsonl")
+	if werr := os.WriteFile(path, content, 0o644); werr != nil {
+		t.Fatal(werr)
+	}
+	fh, ferr := ReadFile(path)
+	if want := fmt.Sprint(err); ferr == nil && err != nil || ferr != nil && !strings.HasSuffix(ferr.Error(), ": "+want) || err == nil && ferr != nil {
+		t.Fatalf("Decode: %v; ReadFile: %v", err, ferr)
+	}
+	if !reflect.DeepEqual(h, fh) && (len(h) > 0 || len(fh) > 0) {
+		t.Fatalf("Decode read %d ops, ReadFile %d, or they differ", len(h), len(fh))
+	}
+	return h, err
 }

@@ -84,13 +84,20 @@ func (r *Recorder) SinkErr() error {
 }
 
 func (r *Recorder) admit(op Op) error {
+	inv, isOpen := r.open[op.Process]
+	return admit(&op, &inv, isOpen)
+}
+
+// admit checks op against the open invocation of its process, inv when
+// isOpen: a known type, an f, no second invoke, a completion of the f
+// invoked.
+func admit(op, inv *Op, isOpen bool) error {
 	if !op.Type.Valid() {
 		return fmt.Errorf("unknown op type %q", op.Type)
 	}
 	if op.F == "" {
 		return errors.New("op without f")
 	}
-	inv, isOpen := r.open[op.Process]
 	if op.Type == Invoke {
 		if isOpen {
 			return fmt.Errorf("%w: process %d invokes %s while op %d (%s) is open",

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -91,4 +92,94 @@ func bareRate(tb testing.TB, clients int, d time.Duration, bo workloads.Backoff)
 		tb.Fatal(errs)
 	}
 	return float64(sections) / longest.Seconds()
+}
+
+// BenchmarkDriverMemory runs redis-set-nx-px with 4 clients and no faults
+// for LOCKTEST_BENCH_SOAK (default 30s) and samples the driver's RSS and
+// live heap every second while the workload runs (the check at the end
+// is not part of it). It reports both at a quarter of the workload and at
+// its end, the ops recorded, and the growth of the live heap per op
+// between the two samples: flat memory shows as a growth near 0.
+func BenchmarkDriverMemory(b *testing.B) {
+	needRedis(b)
+	d := 30 * time.Second
+	if s := os.Getenv("LOCKTEST_BENCH_SOAK"); s != "" {
+		var err error
+		if d, err = time.ParseDuration(s); err != nil {
+			b.Fatalf("LOCKTEST_BENCH_SOAK: %v", err)
+		}
+	}
+	for range b.N {
+		cfg := testConfig(b, "redis-set-nx-px")
+		cfg.Clients, cfg.Duration = 4, d
+		type sample struct {
+			at        time.Duration
+			rss, heap uint64
+		}
+		var (
+			mu      sync.Mutex
+			samples []sample
+		)
+		start := time.Now()
+		stop := make(chan struct{})
+		go func() {
+			t := time.NewTicker(time.Second)
+			defer t.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-t.C:
+				}
+				var ms runtime.MemStats
+				runtime.ReadMemStats(&ms)
+				s := sample{time.Since(start), selfRSS(), ms.HeapAlloc}
+				mu.Lock()
+				samples = append(samples, s)
+				mu.Unlock()
+			}
+		}()
+		out, err := Run(context.Background(), cfg)
+		close(stop)
+		if err != nil {
+			b.Fatal(err)
+		}
+		mu.Lock()
+		var quarter, end sample
+		for _, s := range samples {
+			if s.at <= d/4 {
+				quarter = s
+			}
+			if s.at <= d {
+				end = s
+			}
+		}
+		mu.Unlock()
+		h, err := out.History()
+		if err != nil {
+			b.Fatal(err)
+		}
+		ops := len(h)
+		b.ReportMetric(float64(ops), "ops")
+		b.ReportMetric(float64(quarter.rss)/(1<<20), "MB-rss-at-1/4")
+		b.ReportMetric(float64(end.rss)/(1<<20), "MB-rss-at-end")
+		b.ReportMetric(float64(end.heap)/(1<<20), "MB-heap-at-end")
+		// The ops of the last three quarters, about: the workload's rate
+		// is steady.
+		b.ReportMetric((float64(end.heap)-float64(quarter.heap))/(float64(ops)*3/4), "heap-B/op")
+	}
+}
+
+// selfRSS returns this process's resident set size in bytes, from
+// /proc/self/statm, or 0.
+func selfRSS() uint64 {
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0
+	}
+	var size, rss uint64
+	if _, err := fmt.Sscan(string(b), &size, &rss); err != nil {
+		return 0
+	}
+	return rss * uint64(os.Getpagesize())
 }

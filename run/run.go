@@ -301,7 +301,7 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	impl, _ := cfg.ImplInfo()
 	restrictUmask()
 	if cfg.ProfileDir != "" {
-		stop, err := profileDriver(cfg.ProfileDir)
+		stop, err := Profile(cfg.ProfileDir, "driver")
 		if err != nil {
 			return nil, setupErr("--profile: %v", err)
 		}
@@ -521,13 +521,14 @@ func (c *Config) backoff() workloads.Backoff {
 	return workloads.Backoff{Policy: c.Backoff, Retry: workloads.Duration(c.Retry), Max: workloads.Duration(c.RetryMax)}
 }
 
-// profileDriver makes dir and starts a CPU profile of the driver in it;
-// stop ends it and writes the heap profile beside it.
-func profileDriver(dir string) (stop func(), err error) {
+// Profile makes dir and starts a CPU profile of this process in it,
+// name.cpu.pprof; stop ends it and writes the heap profile beside it,
+// name.heap.pprof.
+func Profile(dir, name string) (stop func(), err error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	f, err := os.Create(filepath.Join(dir, "driver.cpu.pprof"))
+	f, err := os.Create(filepath.Join(dir, name+".cpu.pprof"))
 	if err != nil {
 		return nil, err
 	}
@@ -538,7 +539,7 @@ func profileDriver(dir string) (stop func(), err error) {
 	return func() {
 		pprof.StopCPUProfile()
 		f.Close()
-		if h, err := os.Create(filepath.Join(dir, "driver.heap.pprof")); err == nil {
+		if h, err := os.Create(filepath.Join(dir, name+".heap.pprof")); err == nil {
 			_ = pprof.WriteHeapProfile(h)
 			h.Close()
 		}

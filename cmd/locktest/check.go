@@ -13,11 +13,13 @@ import (
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/reports"
+	"github.com/locktest/locktest/run"
 	"github.com/locktest/locktest/runstore"
 )
 
 func newCheckCmd() *cobra.Command {
-	return &cobra.Command{
+	var profile string
+	c := &cobra.Command{
 		Use:   "check DIR",
 		Short: "Re-check a stored run's history and rewrite its results.json and report.html",
 		Long: `check reads DIR/history.jsonl (DIR may also be the history file itself), runs
@@ -35,6 +37,13 @@ written) is not: the ops before it are checked, and the cut line is a run
 problem, so the verdict is at best unknown.`,
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, a []string) error {
+			if profile != "" {
+				stop, err := run.Profile(profile, "check")
+				if err != nil {
+					return usageError{fmt.Errorf("--profile: %v", err)}
+				}
+				defer stop()
+			}
 			start := time.Now()
 			dir, h, info, err := loadRun(a[0])
 			var cut *history.LineError
@@ -49,14 +58,18 @@ problem, so the verdict is at best unknown.`,
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "read %d ops in %s\n", len(h), time.Since(start).Round(time.Millisecond))
+			checked := time.Now()
 			d := checker.Decide(cmd.Context(), h, info.Facts(), reports.MaxVisualizedOps)
 			res := runstore.New(info, d)
 			if err := runstore.WriteResults(dir, res); err != nil {
 				return err
 			}
+			rendered := time.Now()
 			if err := reports.WriteHTMLVisual(dir, res, h, d.Visual); err != nil {
 				return err
 			}
+			fmt.Fprintf(cmd.OutOrStdout(), "checked in %s (the checkers side by side), report written in %s\n",
+				rendered.Sub(checked).Round(time.Millisecond), time.Since(rendered).Round(time.Millisecond))
 			printResults(cmd.OutOrStdout(), dir, res, true)
 			if !res.Met() {
 				return verdictError{fmt.Errorf("the run was %s, expected %s", reports.VerdictWord(res.Valid), res.Run.Expect)}
@@ -64,6 +77,8 @@ problem, so the verdict is at best unknown.`,
 			return nil
 		},
 	}
+	c.Flags().StringVar(&profile, "profile", "", "folder for a CPU profile (check.cpu.pprof) and the heap (check.heap.pprof) of this check")
+	return c
 }
 
 func newReportCmd() *cobra.Command {

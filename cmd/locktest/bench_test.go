@@ -1,0 +1,84 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/internal/genhist"
+	"github.com/locktest/locktest/runstore"
+)
+
+// BenchmarkCheck runs `locktest check` end to end — reading the history,
+// the four checkers, porcupine where it applies, results.json and the
+// report — as a separate process on generated valid histories of 16
+// processes, and reports its wall time, the reading time it prints, and
+// its peak RSS. The lease histories carry valid_until, so porcupine is
+// left out; the mutex ones do not, so it runs. LOCKTEST_BENCH_10M=1 adds
+// histories of 10M ops.
+func BenchmarkCheck(b *testing.B) {
+	sizes := []int{10_000, 100_000, 1_000_000}
+	if os.Getenv("LOCKTEST_BENCH_10M") != "" {
+		sizes = append(sizes, 10_000_000)
+	}
+	readRe := regexp.MustCompile(`read \d+ ops in (\S+)`)
+	for _, n := range sizes {
+		h := genhist.Valid(42, n, 16)
+		for _, kind := range []string{"lease", "mutex"} {
+			if kind == "mutex" {
+				for i := range h {
+					h[i].Value.ValidUntil = 0
+				}
+			}
+			dir := b.TempDir()
+			writeHistory(b, filepath.Join(dir, runstore.HistoryFile), h)
+			b.Run(fmt.Sprintf("%s/ops=%d", kind, n), func(b *testing.B) {
+				var wall, read time.Duration
+				var rss int64
+				for range b.N {
+					cmd := exec.Command(bin, "check", dir)
+					start := time.Now()
+					out, err := cmd.CombinedOutput()
+					wall += time.Since(start)
+					if err != nil {
+						b.Fatalf("check: %v\n%s", err, out)
+					}
+					m := readRe.FindSubmatch(out)
+					if m == nil {
+						b.Fatalf("no reading time in %s", out)
+					}
+					d, _ := time.ParseDuration(string(m[1]))
+					read += d
+					rss = max(rss, cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss)
+				}
+				b.ReportMetric(wall.Seconds()/float64(b.N), "s/check")
+				b.ReportMetric(read.Seconds()/float64(b.N), "s/read")
+				b.ReportMetric(float64(rss)/1024, "MB-rss")
+			})
+		}
+		h = nil
+	}
+}
+
+// writeHistory writes h to path as the driver does.
+func writeHistory(tb testing.TB, path string, h history.History) {
+	tb.Helper()
+	w, err := history.Create(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, op := range h {
+		if err := w.Append(op); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		tb.Fatal(err)
+	}
+}
