@@ -146,7 +146,55 @@ const maxRejectedShown = 50
 // anomView is one anomaly of the list, with the records of its ops.
 type anomView struct {
 	ID, Checker, Kind, Explanation string
-	Ops                            []opView
+	// N is its place among the anomalies the page shows (D.anomalies of
+	// the script).
+	N   int
+	Ops []opView
+}
+
+// anomGroup is the anomalies of one kind found by one checker: how many,
+// and the first few, which the page shows.
+type anomGroup struct {
+	Checker, Kind string
+	Count         int
+	Shown         []anomView
+}
+
+// MaxAnomalyExamples is how many anomalies of each kind (per checker) a
+// report shows, in its list and on its timeline; it counts the others.
+// results.json has them all.
+const MaxAnomalyExamples = 20
+
+// shownAnomalies returns the anomalies of rs a report shows, in order —
+// the first MaxAnomalyExamples of each checker's kind — with their ids
+// (a1, a2, ...), and calls each with its group's index in the groups it
+// returns.
+func shownAnomalies(rs []checker.Result, each func(a checker.Anomaly, checker, id string)) []anomGroup {
+	var groups []anomGroup
+	at := map[[2]string]int{}
+	n := 0
+	for _, r := range rs {
+		for _, a := range r.Anomalies {
+			k := [2]string{r.Checker, a.Kind}
+			g, ok := at[k]
+			if !ok {
+				g = len(groups)
+				at[k] = g
+				groups = append(groups, anomGroup{Checker: r.Checker, Kind: a.Kind})
+			}
+			groups[g].Count++
+			if groups[g].Count > MaxAnomalyExamples {
+				continue
+			}
+			n++
+			id := fmt.Sprintf("a%d", n)
+			groups[g].Shown = append(groups[g].Shown, anomView{ID: id, N: n - 1, Checker: r.Checker, Kind: a.Kind, Explanation: a.Explanation})
+			if each != nil {
+				each(a, r.Checker, id)
+			}
+		}
+	}
+	return groups
 }
 
 type opView struct {
@@ -158,7 +206,7 @@ type reportData struct {
 	runstore.Results
 	Met        bool
 	Cluster    string
-	Anomalies  []anomView
+	Anomalies  []anomGroup
 	Timeline   template.HTML
 	Latency    template.HTML
 	Throughput template.HTML
@@ -207,19 +255,22 @@ func RenderReport(r runstore.Results, h history.History, x Extras) ([]byte, erro
 		}
 	}
 	d.Throughput = throughputSVG(tl, h)
-	n := 0
-	for _, c := range r.Checkers {
-		for _, a := range c.Anomalies {
-			n++
-			av := anomView{ID: fmt.Sprintf("a%d", n), Checker: c.Checker, Kind: a.Kind, Explanation: a.Explanation}
-			for _, i := range a.Ops {
-				rec := fmt.Sprintf("op %d is not in the history", i)
-				if i >= 0 && i < len(h) {
-					rec = h[i].String()
-				}
-				av.Ops = append(av.Ops, opView{i, rec})
+	var ops [][]opView
+	d.Anomalies = shownAnomalies(r.Checkers, func(a checker.Anomaly, _, _ string) {
+		var vs []opView
+		for _, i := range a.Ops {
+			rec := fmt.Sprintf("op %d is not in the history", i)
+			if i >= 0 && i < len(h) {
+				rec = h[i].String()
 			}
-			d.Anomalies = append(d.Anomalies, av)
+			vs = append(vs, opView{i, rec})
+		}
+		ops = append(ops, vs)
+	})
+	for g := range d.Anomalies {
+		for i := range d.Anomalies[g].Shown {
+			a := &d.Anomalies[g].Shown[i]
+			a.Ops = ops[a.N]
 		}
 	}
 	var buf bytes.Buffer

@@ -210,6 +210,42 @@ func TestRenderHTMLEachAnomalyShowsItsOwnOps(t *testing.T) {
 	}
 }
 
+// Many anomalies of a kind: the page counts them and shows the first
+// MaxAnomalyExamples, in its list and on its timeline, with the same ids.
+func TestRenderHTMLGroupsManyAnomaliesOfAKind(t *testing.T) {
+	h := reportHistory()
+	rs := invalidChecks()
+	many := MaxAnomalyExamples + 17
+	rs[0].Anomalies = nil
+	for i := range many {
+		rs[0].Anomalies = append(rs[0].Anomalies, checker.Anomaly{Kind: "overlapping-holds", Ops: []int{1, 3}, Explanation: fmt.Sprintf("overlap number %d", i)})
+	}
+	rs[1].Valid = checker.Invalid
+	rs[1].Anomalies = []checker.Anomaly{{Kind: "foreign-release", Ops: []int{5}, Explanation: "p1 deleted p2's lock"}}
+	out := render(t, check(reportInfo("invalid"), h, rs), h)
+	section := anomalySection(t, out)
+	if n := strings.Count(section, `<div class="anomaly"`); n != MaxAnomalyExamples+1 {
+		t.Errorf("%d anomaly blocks, want %d overlaps and the foreign release", n, MaxAnomalyExamples)
+	}
+	if want := fmt.Sprintf("<strong>overlapping-holds</strong> (mutual-exclusion): %d anomalies; the first %d are shown", many, MaxAnomalyExamples); !strings.Contains(section, want) {
+		t.Errorf("no count of the group: want %q", want)
+	}
+	if strings.Contains(section, fmt.Sprintf("overlap number %d", MaxAnomalyExamples)) {
+		t.Error("an anomaly past the examples is shown")
+	}
+	if strings.Contains(section, "(fencing-tokens): 1 anomalies") || strings.Contains(section, "foreign-release</strong> (resource): 1 anomalies") {
+		t.Error("a kind with few anomalies gets a count line")
+	}
+	last := fmt.Sprintf(`id="a%d" data-a="%d"`, MaxAnomalyExamples+1, MaxAnomalyExamples)
+	if !strings.Contains(section, last) || !strings.Contains(section, "p1 deleted p2") {
+		t.Errorf("the foreign release is not anomaly a%d", MaxAnomalyExamples+1)
+	}
+	tl := buildTimeline(rs, h)
+	if len(tl.Anoms) != MaxAnomalyExamples+1 || tl.Anoms[MaxAnomalyExamples].ID != fmt.Sprintf("a%d", MaxAnomalyExamples+1) {
+		t.Errorf("the timeline draws %d anomalies, want the %d the list shows, with the same ids", len(tl.Anoms), MaxAnomalyExamples+1)
+	}
+}
+
 func TestRenderHTMLOpOutsideHistory(t *testing.T) {
 	h := reportHistory()
 	rs := []checker.Result{{Checker: "mutual-exclusion", Valid: checker.Invalid,

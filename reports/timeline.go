@@ -247,24 +247,20 @@ func buildTimeline(rs []checker.Result, h history.History) *timeline {
 	}
 	slices.SortStableFunc(t.Writes, func(a, b tlWrite) int { return int(a[1] - b[1]) })
 
-	n := 0
-	for _, r := range rs {
-		for _, a := range r.Anomalies {
-			n++
-			ta := tlAnomaly{ID: fmt.Sprintf("a%d", n), Checker: r.Checker, Kind: a.Kind, Explanation: a.Explanation,
-				Ops: a.Ops, Points: [][2]int64{}}
-			if ta.Ops == nil {
-				ta.Ops = []int{}
-			}
-			for _, i := range a.Ops {
-				if i >= 0 && i < len(h) {
-					ta.Points = append(ta.Points, [2]int64{int64(laneOf(h[i].Process)), us(h[i].Time)})
-					t.Ops[i] = h[i].String()
-				}
-			}
-			t.Anoms = append(t.Anoms, ta)
+	shownAnomalies(rs, func(a checker.Anomaly, chk, id string) {
+		ta := tlAnomaly{ID: id, Checker: chk, Kind: a.Kind, Explanation: a.Explanation,
+			Ops: a.Ops, Points: [][2]int64{}}
+		if ta.Ops == nil {
+			ta.Ops = []int{}
 		}
-	}
+		for _, i := range a.Ops {
+			if i >= 0 && i < len(h) {
+				ta.Points = append(ta.Points, [2]int64{int64(laneOf(h[i].Process)), us(h[i].Time)})
+				t.Ops[i] = h[i].String()
+			}
+		}
+		t.Anoms = append(t.Anoms, ta)
+	})
 	t.AllOps = len(h) <= fullOpsLimit
 	for i := range h {
 		if t.AllOps || h[i].Process < 0 {

@@ -17,6 +17,15 @@ import (
 // interleaved with them, nemesis ops now and then, and an arrival order that
 // differs slightly from time order.
 func Valid(seed uint64, n, procs int) history.History {
+	return Overlapping(seed, n, procs, 0)
+}
+
+// Overlapping is Valid with, when every > 0, a second holder inside every
+// every-th critical section: another process acquires the same lock with
+// the same fencing token after the holder, writes the counter it read
+// before the holder's write, and releases before the holder does — an
+// overlap of holds, a duplicate token and a stale write each time.
+func Overlapping(seed uint64, n, procs, every int) history.History {
 	rng := rand.New(rand.NewPCG(seed, 0x10c4))
 	locks := []string{"a", "b", "c", "d"}
 	tokens := make([]uint64, len(locks))
@@ -51,10 +60,25 @@ func Valid(seed uint64, n, procs int) history.History {
 		add(history.Invoke, p, history.Release, step(), history.Value{Lock: lock, Token: tk, LockValue: value}, "")
 		add(history.OK, p, history.Release, step(), history.Value{Lock: lock, Removed: value}, "")
 		end := t
+		rogue := -1
+		if every > 0 && k%every == 0 && procs > 1 {
+			rogue = (p + 1) % procs
+			rv := fmt.Sprintf("p%d-%d-rogue", rogue, k)
+			// Inside the holder's section: [acquired, end].
+			at := func(f float64) int64 { return acquired + 1 + int64(f*float64(end-acquired-2)) }
+			add(history.Invoke, rogue, history.Acquire, at(0), history.Value{Lock: lock}, "")
+			add(history.OK, rogue, history.Acquire, at(0.05), history.Value{Lock: lock, Token: tk, LockValue: rv, ValidUntil: at(0.05) + 10_000_000_000}, "")
+			stale := history.Value{Lock: lock, N: history.Num(counters[l]), Token: tk, LockValue: rv}
+			add(history.Invoke, rogue, history.Write, at(0.9), stale, "")
+			stale.StoreTime = at(0.92)
+			add(history.OK, rogue, history.Write, stale.StoreTime, stale, "")
+			add(history.Invoke, rogue, history.Release, at(0.95), history.Value{Lock: lock, Token: tk, LockValue: rv}, "")
+			add(history.OK, rogue, history.Release, at(0.97), history.Value{Lock: lock, Removed: rv}, "")
+		}
 		// Other processes try the same lock during the section and fail, or
 		// give up not knowing.
 		for q := range procs {
-			if q == p || rng.IntN(4) != 0 {
+			if q == p || q == rogue || rng.IntN(4) != 0 {
 				continue
 			}
 			a := start + rng.Int64N(end-start)
