@@ -7,11 +7,14 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/locktest/locktest/clusters/local"
+	"github.com/locktest/locktest/clusters/local/netlab"
+	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/internal/bareloop"
 	"github.com/locktest/locktest/internal/testexe"
 	"github.com/locktest/locktest/workloads"
@@ -155,11 +158,7 @@ func BenchmarkDriverMemory(b *testing.B) {
 			}
 		}
 		mu.Unlock()
-		h, err := out.History()
-		if err != nil {
-			b.Fatal(err)
-		}
-		ops := len(h)
+		ops := int(out.Results.Stats["ops"])
 		b.ReportMetric(float64(ops), "ops")
 		b.ReportMetric(float64(quarter.rss)/(1<<20), "MB-rss-at-1/4")
 		b.ReportMetric(float64(end.rss)/(1<<20), "MB-rss-at-end")
@@ -182,4 +181,44 @@ func selfRSS() uint64 {
 		return 0
 	}
 	return rss * uint64(os.Getpagesize())
+}
+
+// BenchmarkFaultLatency runs redlock (5 nodes, each client on a host of
+// its own) with every fault kind that applies to it, one at a time on a
+// short interval, and reports from the nemesis ops of its history how long
+// each kind took to go in and its heal to take effect (invoke to
+// completion, median over the times it was picked): "<fault>-ms".
+func BenchmarkFaultLatency(b *testing.B) {
+	needRedis(b)
+	if err := netlab.Check(); err != nil {
+		b.Skip(err)
+	}
+	faults := []string{"isolate", "partition", "halves", "majorities-ring", "bridge", "client-isolate", "loss",
+		"delay", "pause-node", "kill-node", "pause-client", "kill-client", "clock-bump", "clock-strobe"}
+	for range b.N {
+		cfg := testConfig(b, "redlock")
+		cfg.Clients, cfg.Duration = 2, 60*time.Second
+		cfg.Faults, cfg.Interval, cfg.Window, cfg.NodeDown, cfg.ClientPause = faults, 300*time.Millisecond, 300*time.Millisecond, 300*time.Millisecond, 300*time.Millisecond
+		cfg.Groups = [][]string{{"n1", "n2", "c0"}, {"n3", "n4", "n5", "c1"}}
+		cfg.Expect = "invalid" // redlock under faults may well be; only the timing counts
+		out, err := Run(context.Background(), cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		h, err := out.History()
+		if err != nil {
+			b.Fatal(err)
+		}
+		took := map[string][]time.Duration{}
+		pair := h.Pair()
+		for i, o := range h {
+			if o.IsNemesis() && o.Type == history.Invoke && pair[i] >= 0 && h[pair[i]].Type == history.OK {
+				took[o.F] = append(took[o.F], time.Duration(h[pair[i]].Time-o.Time))
+			}
+		}
+		for f, ds := range took {
+			slices.Sort(ds)
+			b.ReportMetric(float64(ds[len(ds)/2])/float64(time.Millisecond), f+"-ms")
+		}
+	}
 }

@@ -18,8 +18,9 @@
 // iptables' FORWARD chain. A lab therefore inserts, at the top of FORWARD, an
 // ACCEPT for traffic from its bridge to its bridge.
 //
-// The commands are `ip` (iproute2) and `iptables`; no Go library manages
-// iptables without shelling out to it either.
+// The commands are `ip` (iproute2), `iptables` and `iptables-restore`; no
+// Go library manages iptables without shelling out to it either. A fault
+// puts each host's rules in with one iptables-restore, all or none.
 package netlab
 
 import (
@@ -62,12 +63,12 @@ var (
 )
 
 // Check reports why network namespaces cannot be used here, or nil if they
-// can: it needs root, `ip` and `iptables`.
+// can: it needs root, `ip`, `iptables` and `iptables-restore`.
 func Check() error {
 	if os.Geteuid() != 0 {
 		return errors.New("network faults need root (network namespaces, veth, iptables)")
 	}
-	for _, bin := range []string{"ip", "iptables"} {
+	for _, bin := range []string{"ip", "iptables", "iptables-restore"} {
 		if _, err := exec.LookPath(bin); err != nil {
 			return fmt.Errorf("network faults need %s: run `make setup`", bin)
 		}
@@ -254,46 +255,37 @@ func (l *Lab) Hosts() []Host {
 // Cut drops every packet between each host of a and each host of b, in
 // both directions, until Heal. Hosts in neither set are not affected.
 func (l *Lab) Cut(ctx context.Context, a, b []string) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	ha, err := l.lookup(a)
-	if err != nil {
-		return err
-	}
-	hb, err := l.lookup(b)
-	if err != nil {
-		return err
-	}
-	for _, pair := range [][2][]*Host{{ha, hb}, {hb, ha}} {
-		for _, x := range pair[0] {
-			for _, y := range pair[1] {
-				if x == y {
-					continue
-				}
-				l.faulty[x.Name] = true
-				if err := l.rule(ctx, x, chainIn, "-s", y.IP, "-j", "DROP"); err != nil {
-					return err
-				}
-				if err := l.rule(ctx, x, chainOut, "-d", y.IP, "-j", "DROP"); err != nil {
-					return err
-				}
-			}
-		}
-	}
-	return nil
+	return l.Partition(ctx, [][]string{a, b})
 }
 
 // Partition cuts every pair of hosts that are in different groups. Hosts in
-// no group are not affected.
+// no group are not affected. Each host gets its rules in one
+// iptables-restore, all or none, so a partition goes in at once.
 func (l *Lab) Partition(ctx context.Context, groups [][]string) error {
-	for i := range groups {
-		for j := i + 1; j < len(groups); j++ {
-			if err := l.Cut(ctx, groups[i], groups[j]); err != nil {
-				return err
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	hs := make([][]*Host, len(groups))
+	for i, g := range groups {
+		var err error
+		if hs[i], err = l.lookup(g); err != nil {
+			return err
+		}
+	}
+	rules := map[*Host][]string{}
+	for i := range hs {
+		for j := i + 1; j < len(hs); j++ {
+			for _, pair := range [][2][]*Host{{hs[i], hs[j]}, {hs[j], hs[i]}} {
+				for _, x := range pair[0] {
+					for _, y := range pair[1] {
+						if x != y {
+							rules[x] = append(rules[x], "-A "+chainIn+" -s "+y.IP+" -j DROP", "-A "+chainOut+" -d "+y.IP+" -j DROP")
+						}
+					}
+				}
 			}
 		}
 	}
-	return nil
+	return l.applyRules(ctx, rules)
 }
 
 // Loss drops the fraction p (0 < p ≤ 1) of the packets arriving at each of
@@ -308,17 +300,15 @@ func (l *Lab) Loss(ctx context.Context, hosts []string, p float64) error {
 	if err != nil {
 		return err
 	}
+	rules := map[*Host][]string{}
 	for _, h := range hs {
-		l.faulty[h.Name] = true
-		if err := l.rule(ctx, h, chainIn, "-i", "eth0", "-m", "statistic", "--mode", "random",
-			"--probability", strconv.FormatFloat(p, 'f', 4, 64), "-j", "DROP"); err != nil {
-			return err
-		}
+		rules[h] = append(rules[h], "-A "+chainIn+" -i eth0 -m statistic --mode random --probability "+strconv.FormatFloat(p, 'f', 4, 64)+" -j DROP")
 	}
-	return nil
+	return l.applyRules(ctx, rules)
 }
 
-// Heal removes every fault rule of every host.
+// Heal removes every fault rule of every host, a host in one
+// iptables-restore.
 func (l *Lab) Heal(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -327,19 +317,45 @@ func (l *Lab) Heal(ctx context.Context) error {
 		if !l.faulty[name] {
 			continue
 		}
-		h := l.hosts[name]
-		ok := true
-		for _, c := range []string{chainIn, chainOut} {
-			if err := run(ctx, "ip", "netns", "exec", h.NS, "iptables", "-w", "-F", c); err != nil {
-				errs = append(errs, err)
-				ok = false
-			}
+		if err := restore(ctx, l.hosts[name], []string{"-F " + chainIn, "-F " + chainOut}); err != nil {
+			errs = append(errs, err)
+			continue // the next heal tries again
 		}
-		if ok {
-			delete(l.faulty, name) // else the next heal tries again
-		}
+		delete(l.faulty, name)
 	}
 	return errors.Join(errs...)
+}
+
+// applyRules adds each host's rules to its chains, in one iptables-restore
+// per host, the hosts in the lab's order. Each host is marked faulty
+// first, so that Heal clears what a failure left behind. l.mu must be
+// held.
+func (l *Lab) applyRules(ctx context.Context, rules map[*Host][]string) error {
+	for h := range rules {
+		l.faulty[h.Name] = true
+	}
+	for _, name := range l.order {
+		h := l.hosts[name]
+		if rs := rules[h]; len(rs) > 0 {
+			if err := restore(ctx, h, rs); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// restore applies lines to the filter table of h's namespace in one
+// iptables-restore that keeps what is there: all or none.
+func restore(ctx context.Context, h *Host, lines []string) error {
+	cmd := exec.CommandContext(ctx, "ip", "netns", "exec", h.NS, "iptables-restore", "-w", "--noflush")
+	cmd.Stdin = strings.NewReader("*filter\n" + strings.Join(lines, "\n") + "\nCOMMIT\n")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("netlab: host %s: iptables-restore: %v: %s", h.Name, err, strings.TrimSpace(stderr.String()))
+	}
+	return nil
 }
 
 // Rules returns the fault rules now in place in host's chains, as
@@ -408,10 +424,6 @@ func (l *Lab) lookup(names []string) ([]*Host, error) {
 		out = append(out, h)
 	}
 	return out, nil
-}
-
-func (l *Lab) rule(ctx context.Context, h *Host, chain string, spec ...string) error {
-	return run(ctx, append([]string{"ip", "netns", "exec", h.NS, "iptables", "-w", "-A", chain}, spec...)...)
 }
 
 // Leftovers lists objects named by labs: namespaces, links and FORWARD
