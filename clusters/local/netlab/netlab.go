@@ -31,6 +31,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -312,34 +313,51 @@ func (l *Lab) Loss(ctx context.Context, hosts []string, p float64) error {
 func (l *Lab) Heal(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var errs []error
+	rules := map[*Host][]string{}
 	for _, name := range l.order {
-		if !l.faulty[name] {
-			continue
+		if l.faulty[name] {
+			rules[l.hosts[name]] = []string{"-F " + chainIn, "-F " + chainOut}
 		}
-		if err := restore(ctx, l.hosts[name], []string{"-F " + chainIn, "-F " + chainOut}); err != nil {
-			errs = append(errs, err)
-			continue // the next heal tries again
-		}
-		delete(l.faulty, name)
 	}
-	return errors.Join(errs...)
+	errs := restoreAll(ctx, rules)
+	for h := range rules {
+		if errs[h] == nil {
+			delete(l.faulty, h.Name) // else the next heal tries again
+		}
+	}
+	return errors.Join(slices.Collect(maps.Values(errs))...)
+}
+
+// restoreAll runs the iptables-restore of each host of rules, all at
+// once (each host has a namespace of its own), and returns their errors.
+func restoreAll(ctx context.Context, rules map[*Host][]string) map[*Host]error {
+	var mu sync.Mutex
+	errs := map[*Host]error{}
+	var wg sync.WaitGroup
+	for h, rs := range rules {
+		wg.Go(func() {
+			err := restore(ctx, h, rs)
+			mu.Lock()
+			errs[h] = err
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return errs
 }
 
 // applyRules adds each host's rules to its chains, in one iptables-restore
-// per host, the hosts in the lab's order. Each host is marked faulty
+// per host, all hosts at once. Each host is marked faulty
 // first, so that Heal clears what a failure left behind. l.mu must be
 // held.
 func (l *Lab) applyRules(ctx context.Context, rules map[*Host][]string) error {
 	for h := range rules {
 		l.faulty[h.Name] = true
 	}
-	for _, name := range l.order {
-		h := l.hosts[name]
-		if rs := rules[h]; len(rs) > 0 {
-			if err := restore(ctx, h, rs); err != nil {
-				return err
-			}
+	errs := restoreAll(ctx, rules)
+	for _, name := range l.order { // the first error in the lab's order
+		if err := errs[l.hosts[name]]; err != nil {
+			return err
 		}
 	}
 	return nil
