@@ -367,25 +367,3 @@ func TestBadConfigIsASetupError(t *testing.T) {
 		}
 	}
 }
-
-// BenchmarkCriticalSections measures the driver's throughput without
-// faults: workers acquire, read, write and release against one local
-// redis-server as fast as they can.
-func BenchmarkCriticalSections(b *testing.B) {
-	needRedis(b)
-	for _, clients := range []int{1, 4, 16} {
-		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
-			var sum float64
-			for range b.N {
-				cfg := testConfig(b, "redis-set-nx-px")
-				cfg.Clients, cfg.Duration = clients, time.Minute
-				rate, err := Throughput(context.Background(), cfg, 3000)
-				if err != nil {
-					b.Fatal(err)
-				}
-				sum += rate
-			}
-			b.ReportMetric(sum/float64(b.N), "cs/s")
-		})
-	}
-}

@@ -55,6 +55,7 @@ var badValues = map[string][]badCase{
 	"run --retry-max":  {bc("--retry-max must not be negative, got -1s", "--retry-max", "-1s")},
 	"run --backoff":    {bc(`--backoff must be exponential or uniform, got "linear"`, "--backoff", "linear")},
 	"run --profile":    {bc("--profile: mkdir STORE/file: not a directory", "--profile", "STORE/file/p")},
+	"check --profile":  {bc("--profile: mkdir STORE/file: not a directory", "--profile", "STORE/file/p")},
 	"run --work":       {bc("--work must not be negative, got -1s", "--work", "-1s")},
 	"run --work-min":   {bc("--work-min must be between 0 and --work (0s), got 5s", "--work-min", "5s")},
 	"run --op-timeout": {bc("--op-timeout must be positive, got 0s", "--op-timeout", "0")},
@@ -148,6 +149,7 @@ var badBase = map[string][]string{
 	"debate":       {"debate", "--only", "redis-naive-del", "--seeds", "1", "--store", "STORE"},
 	"matrix":       {"matrix", "--impls", "redis-set-nx-px", "--faults", "none", "--time", "2s", "--store", "STORE"},
 	"cleanup":      {"cleanup"},
+	"check":        {"check", "STORE"},
 	"images build": {"images", "build", "redis"},
 }
 
