@@ -292,7 +292,9 @@ func (o Options) job(impl impls.Impl, p Probe, c Class, seed int64) Job {
 	cfg := o.Base
 	cfg.Impl, cfg.Seed, cfg.Mode, cfg.Expect = impl.Name, seed, workloads.ModeNone, "valid"
 	cfg.TTL, cfg.Duration, cfg.Clients, cfg.Locks = o.TTL, o.Duration, o.Clients, 1
-	cfg.Think, cfg.Work, cfg.Retry = 0, 0, 5*time.Millisecond
+	// The tight retry the matrix was measured with: contention at its
+	// highest (docs/performance.md).
+	cfg.Think, cfg.Work, cfg.Retry, cfg.Backoff = 0, 0, 5*time.Millisecond, workloads.BackoffUniform
 	cfg.Interval, cfg.Window, cfg.NodeDown, cfg.Quiet = time.Second, 2*time.Second, time.Second, time.Second
 	cfg.ClientPause, cfg.ClockBump = 4*o.TTL, 0
 	cfg.PausePoint, cfg.KillHolder, cfg.MaxCriticalSections = workloads.PointAfterAcquire, false, 0
@@ -318,7 +320,7 @@ func (o Options) job(impl impls.Impl, p Probe, c Class, seed int64) Job {
 	if len(cfg.Faults) > 0 {
 		cmd = append(cmd, "--faults "+strings.Join(cfg.Faults, ","))
 	}
-	cmd = append(cmd, fmt.Sprintf("--clients %d --ttl %s --time %s --seed %d --resource none --retry 5ms --interval 1s --window 2s --down 1s --quiet-time 1s --pause %s",
+	cmd = append(cmd, fmt.Sprintf("--clients %d --ttl %s --time %s --seed %d --resource none --retry 5ms --backoff uniform --interval 1s --window 2s --down 1s --quiet-time 1s --pause %s",
 		cfg.Clients, cfg.TTL, cfg.Duration, seed, cfg.ClientPause))
 	if cfg.KillHolder {
 		cmd = append(cmd, "--kill-holder")
