@@ -1,0 +1,60 @@
+package bareloop
+
+import (
+	"context"
+	"os/exec"
+	"sync"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/locktest/locktest/clusters/local"
+	"github.com/locktest/locktest/workloads"
+)
+
+// Two loops on one lock against a real Redis: every critical section
+// they count incremented the counter under the lock, so without faults
+// the counter is their sum. (Either loop may starve behind the other, so
+// only their sum must be positive.)
+func TestTwoLoopsCountEveryCriticalSection(t *testing.T) {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Skip("redis-server not installed (make setup)")
+	}
+	r, err := local.NewRedis(local.RedisOptions{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := r.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer r.Stop(ctx)
+	addr := r.Nodes()[0].Addr
+	var wg sync.WaitGroup
+	res := make([]Result, 2)
+	errs := make([]error, 2)
+	for i := range res {
+		wg.Go(func() {
+			res[i], errs[i] = Run(ctx, Config{Addr: addr, Lock: "l", TTL: 10 * time.Second, Duration: time.Second,
+				Backoff: workloads.Backoff{Policy: workloads.BackoffUniform, Retry: workloads.Duration(time.Millisecond)}, Seed: uint64(i + 1)})
+		})
+	}
+	wg.Wait()
+	rdb := goredis.NewClient(&goredis.Options{Addr: addr})
+	defer rdb.Close()
+	n, err := rdb.Get(ctx, "l:counter").Int()
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	for i := range res {
+		if errs[i] != nil || res[i].Acquires < res[i].Sections {
+			t.Errorf("loop %d: %+v, %v", i, res[i], errs[i])
+		}
+		total += res[i].Sections
+	}
+	if total == 0 || n != total {
+		t.Errorf("counter %d, but the loops counted %d critical sections", n, total)
+	}
+}
