@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/locktest/locktest/history"
@@ -209,5 +210,31 @@ func TestGeneratedHistoriesAreValid(t *testing.T) {
 				t.Errorf("seed %d: %s: %s %v %s", seed, r.Checker, r.Valid, r.Anomalies[:min(3, len(r.Anomalies))], r.Error)
 			}
 		}
+	}
+}
+
+// An overlapping generated history has, in every every-th critical
+// section, a second holder that the checkers catch: overlapping holds and
+// lost updates, one per second holder, and duplicate tokens.
+func TestGeneratedOverlapsAreCaught(t *testing.T) {
+	const every = 5
+	h := genhist.Overlapping(4, 20_000, 16, every)
+	rogues := 0
+	for _, o := range h {
+		if o.F == history.Acquire && o.Type == history.OK && strings.HasSuffix(o.Value.LockValue, "-rogue") {
+			rogues++
+		}
+	}
+	if rogues == 0 {
+		t.Fatal("no second holder in the history")
+	}
+	kinds := map[string]int{}
+	for _, r := range Run(context.Background(), h, All()...) {
+		for _, a := range r.Anomalies {
+			kinds[a.Kind]++
+		}
+	}
+	if kinds[KindOverlappingHolds] != rogues || kinds[KindLostUpdate] != rogues || kinds[KindDuplicateToken] == 0 {
+		t.Errorf("%d second holders; anomalies %v", rogues, kinds)
 	}
 }
