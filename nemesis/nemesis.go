@@ -69,13 +69,8 @@ func (s *Schedule) Run(ctx context.Context) error {
 	}
 	rng := rand.New(rand.NewPCG(uint64(s.Seed), 0x6e656d65736973))
 	var healErrs []error
-	for first := true; ; first = false {
-		// The first fault comes within one interval of the workload's
-		// start; the others after a quiet time of one interval on average.
+	for {
 		wait := s.Interval/2 + time.Duration(rng.Int64N(int64(s.Interval)+1))
-		if first {
-			wait -= s.Interval / 2
-		}
 		if !sleep(ctx, wait) {
 			break
 		}

@@ -106,12 +106,13 @@ func TestScheduleRecordsInjectAndHeal(t *testing.T) {
 				t.Errorf("fault %d kept for %v, want at least its duration %v", k, kept, duration)
 			}
 		}
-		// Every wait after a heal is at least Interval/2 (the first, from
-		// the start, may be shorter: it is uniform in [0, Interval]).
-		if k == 0 {
-			continue
+		// Every wait is at least Interval/2, counted from the start or
+		// from the previous heal.
+		prev := int64(0)
+		if k > 0 {
+			prev = h[4*k-1].Time
 		}
-		if quiet := time.Duration(g[0].Time - h[4*k-1].Time); quiet < interval/2 {
+		if quiet := time.Duration(g[0].Time - prev); quiet < interval/2 {
 			t.Errorf("injection %d came %v after the previous heal, want at least %v", k, quiet, interval/2)
 		}
 	}

@@ -32,9 +32,18 @@ func needRedis(tb testing.TB) {
 }
 
 // testConfig returns a run config whose workers are this test binary.
+// A test keeps the tight retry (--backoff uniform) its expectations were
+// set with: the fault tests count on a contender taking the lock within
+// milliseconds of a paused holder's lease end, so that fencing refuses the
+// woken holder's write (under the exponential default that write can come
+// first, with nobody holding, and is a stale write). A benchmark measures
+// the default.
 func testConfig(tb testing.TB, impl string) Config {
 	cfg := DefaultConfig()
 	cfg.Impl, cfg.Seed, cfg.StoreDir = impl, 7, tb.TempDir()
+	if _, test := tb.(*testing.T); test {
+		cfg.Backoff = workloads.BackoffUniform
+	}
 	cfg.WorkerCommand, cfg.WorkerEnv = testexe.Worker()
 	if os.Getenv(providerEnv) == ProviderDocker {
 		needDocker(tb, impl)
