@@ -166,14 +166,14 @@ var ErrTruncated = errors.New("truncated: the last line has no newline")
 // line are returned with the error; a last line without its newline gives
 // ErrTruncated (see there).
 func Decode(r io.Reader) (History, error) {
-	return decode(r, 0)
+	return decode(r)
 }
 
-// decode is Decode with room for about sizeHint ops. Parsing, the costly
+// decode is Decode. Parsing, the costly
 // part, runs on every core, a chunk of lines at a time (parseChunks);
 // checking the ops in order stays on one goroutine.
-func decode(r io.Reader, sizeHint int) (History, error) {
-	h := make(History, 0, sizeHint)
+func decode(r io.Reader) (History, error) {
+	var h History
 	var v validator
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel() // stops the parsers at the first bad line

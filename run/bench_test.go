@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -17,6 +16,8 @@ import (
 	"github.com/locktest/locktest/clusters/local/netlab"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/internal/bareloop"
+	"github.com/locktest/locktest/internal/stats"
+	"github.com/locktest/locktest/internal/testcluster"
 	"github.com/locktest/locktest/internal/testexe"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/workloads"
@@ -46,18 +47,11 @@ func BenchmarkDriverVsBare(b *testing.B) {
 					bare, drv, ratio = append(bare, br), append(drv, rate), append(ratio, rate/br)
 				}
 			}
-			b.ReportMetric(median(drv), "cs/s")
-			b.ReportMetric(median(bare), "bare-cs/s")
-			b.ReportMetric(median(ratio), "ratio")
+			b.ReportMetric(stats.Percentile(drv, 50), "cs/s")
+			b.ReportMetric(stats.Percentile(bare, 50), "bare-cs/s")
+			b.ReportMetric(stats.Percentile(ratio, 50), "ratio")
 		})
 	}
-}
-
-// median returns the median of xs (the upper one of an even count).
-func median(xs []float64) float64 {
-	xs = slices.Clone(xs)
-	slices.Sort(xs)
-	return xs[len(xs)/2]
 }
 
 // bareRate runs the bare loop in clients processes of this test binary
@@ -66,14 +60,7 @@ func median(xs []float64) float64 {
 func bareRate(tb testing.TB, clients int, d time.Duration, bo workloads.Backoff) float64 {
 	tb.Helper()
 	r, err := local.NewRedis(local.RedisOptions{Dir: tb.TempDir()})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	ctx := context.Background()
-	if err := r.Start(ctx); err != nil {
-		tb.Fatal(err)
-	}
-	defer r.Stop(ctx)
+	r = testcluster.Started(tb, r, err)
 	var (
 		mu       sync.Mutex
 		sections int
@@ -210,7 +197,7 @@ func BenchmarkFaultLatency(b *testing.B) {
 		"delay", "pause-node", "kill-node", "pause-client", "kill-client", "clock-bump", "clock-strobe"} {
 		b.Run(fault, func(b *testing.B) {
 			spec, _ := nemesis.Lookup(fault)
-			var inject, heal []time.Duration
+			var inject, heal []float64 // ms
 			for range b.N {
 				cfg := testConfig(b, "redlock")
 				cfg.Clients, cfg.Duration = 2, 6*time.Second
@@ -233,7 +220,7 @@ func BenchmarkFaultLatency(b *testing.B) {
 					if !o.IsNemesis() || o.Type != history.Invoke || pair[i] < 0 || h[pair[i]].Type != history.OK {
 						continue
 					}
-					d := time.Duration(h[pair[i]].Time - o.Time)
+					d := float64(h[pair[i]].Time-o.Time) / float64(time.Millisecond)
 					if o.F == spec.Heal {
 						heal = append(heal, d)
 					} else {
@@ -244,19 +231,12 @@ func BenchmarkFaultLatency(b *testing.B) {
 					b.Skipf("%s was never applied: %v", fault, out.Results.Problems)
 				}
 			}
-			b.ReportMetric(medianDuration(inject), "inject-ms")
+			b.ReportMetric(stats.Percentile(inject, 50), "inject-ms")
 			if len(heal) > 0 {
-				b.ReportMetric(medianDuration(heal), "heal-ms")
+				b.ReportMetric(stats.Percentile(heal, 50), "heal-ms")
 			}
 		})
 	}
-}
-
-// medianDuration returns the median of ds in milliseconds.
-func medianDuration(ds []time.Duration) float64 {
-	ds = slices.Clone(ds)
-	slices.Sort(ds)
-	return float64(ds[len(ds)/2]) / float64(time.Millisecond)
 }
 
 // BenchmarkScaling runs redis-set-nx-px without faults for 10 s at 1, 4,

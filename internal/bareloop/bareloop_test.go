@@ -10,6 +10,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/locktest/locktest/clusters/local"
+	"github.com/locktest/locktest/internal/testcluster"
 	"github.com/locktest/locktest/workloads"
 )
 
@@ -22,15 +23,8 @@ func TestTwoLoopsCountEveryCriticalSection(t *testing.T) {
 		t.Skip("redis-server not installed (make setup)")
 	}
 	r, err := local.NewRedis(local.RedisOptions{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	addr := testcluster.Started(t, r, err).Nodes()[0].Addr
 	ctx := context.Background()
-	if err := r.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer r.Stop(ctx)
-	addr := r.Nodes()[0].Addr
 	var wg sync.WaitGroup
 	res := make([]Result, 2)
 	errs := make([]error, 2)
