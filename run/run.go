@@ -504,8 +504,15 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 // recorder wrote as it went and keeps no copy of, followed by the ops the
 // recorder kept after the file failed (a full disk). A file that cannot be
 // read whole gives the error and the ops up to its bad line.
+//
+// A history too large for the memory the machine has free is not read
+// (FitMemory): the error says so, and the run is left unchecked.
 func recorded(dir string, rec *history.Recorder) (history.History, error) {
-	h, err := history.ReadFile(filepath.Join(dir, runstore.HistoryFile))
+	path := filepath.Join(dir, runstore.HistoryFile)
+	if err := FitMemory(path); err != nil {
+		return nil, fmt.Errorf("history: not checked: %w", err)
+	}
+	h, err := history.ReadFile(path)
 	tail := rec.History()
 	if err != nil {
 		return h, fmt.Errorf("history: reading it back: %v; the check sees its first %d ops of %d", err, len(h), rec.Len())

@@ -114,6 +114,9 @@ func loadRun(arg string) (dir string, h history.History, info runstore.RunInfo, 
 	if st, serr := os.Stat(arg); serr == nil && !st.IsDir() {
 		dir, path = filepath.Dir(arg), arg
 	}
+	if err := run.FitMemory(path); err != nil {
+		return "", nil, info, err
+	}
 	h, herr := history.ReadFile(path)
 	if herr != nil && !errors.Is(herr, history.ErrTruncated) {
 		return "", nil, info, herr

@@ -1,0 +1,81 @@
+package run
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"runtime/metrics"
+
+	"github.com/locktest/locktest/internal/procfs"
+)
+
+// CheckBytesPerFileByte is how much memory checking a history takes per
+// byte of its file: the history in memory, the checkers' views of it and
+// porcupine's, at their peak. It was measured on generated 1M- and 4M-op
+// histories (docs/performance.md, "Memory") and rounded up.
+const CheckBytesPerFileByte = 3
+
+// MemoryError says that a history is too large to check in the memory the
+// machine has free. The history is not touched.
+type MemoryError struct {
+	Path string
+	// Size is the history file's size, Need the memory its check is
+	// expected to take, Free what the machine has; all in bytes.
+	Size, Need, Free uint64
+}
+
+func (e *MemoryError) Error() string {
+	return fmt.Sprintf("%s (%s) needs about %s of memory to check and %s is free; check it where more is, with `locktest check %s`",
+		e.Path, gb(e.Size), gb(e.Need), gb(e.Free), filepath.Dir(e.Path))
+}
+
+func gb(n uint64) string { return fmt.Sprintf("%.1f GB", float64(n)/1e9) }
+
+// FitMemory readies this process to check the history at path. It returns
+// a *MemoryError, and changes nothing, when the check is expected to need
+// more memory than the machine has free (procfs.MemAvailable, which a
+// cgroup limit caps). Otherwise it lowers the Go runtime's soft memory
+// limit to what is free, unless GOMEMLIMIT set one, so that the garbage
+// collector works harder near the limit instead of letting the heap grow
+// to twice what is live and the kernel kill the process. A history it
+// cannot stat, or a machine whose free memory it cannot read, is left to
+// the reader: FitMemory returns nil.
+func FitMemory(path string) error {
+	return fitMemory(path, procfs.MemAvailable)
+}
+
+func fitMemory(path string, available func() (uint64, error)) error {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil
+	}
+	free, err := available()
+	if err != nil {
+		return nil
+	}
+	size := uint64(st.Size())
+	need := size * CheckBytesPerFileByte
+	if need > free {
+		return &MemoryError{Path: path, Size: size, Need: need, Free: free}
+	}
+	if debug.SetMemoryLimit(-1) != math.MaxInt64 {
+		return nil // the user's GOMEMLIMIT
+	}
+	limit := goMemory() + free/10*9
+	if limit < math.MaxInt64 {
+		debug.SetMemoryLimit(int64(limit))
+	}
+	return nil
+}
+
+// goMemory is what the Go runtime holds now, in bytes.
+func goMemory() uint64 {
+	s := []metrics.Sample{{Name: "/memory/classes/total:bytes"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return s[0].Value.Uint64()
+}
