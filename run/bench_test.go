@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"runtime"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -98,10 +99,11 @@ func bareRate(tb testing.TB, clients int, d time.Duration, bo workloads.Backoff)
 
 // BenchmarkDriverMemory runs redis-set-nx-px with 4 clients and no faults
 // for LOCKTEST_BENCH_SOAK (default 30s) and samples the driver's RSS and
-// live heap every second while the workload runs (the check at the end
-// is not part of it). It reports both at a quarter of the workload and at
-// its end, the ops recorded, and the growth of the live heap per op
-// between the two samples: flat memory shows as a growth near 0.
+// live heap every second while the workload runs. It reports both at a
+// quarter of the workload and at its end, the ops recorded, the growth of
+// the live heap per op between the two samples (flat memory shows as a
+// growth near 0), and the peak RSS of the whole run, the check at the end
+// included, whose verdict must be valid.
 func BenchmarkDriverMemory(b *testing.B) {
 	needRedis(b)
 	d := 30 * time.Second
@@ -157,8 +159,16 @@ func BenchmarkDriverMemory(b *testing.B) {
 			}
 		}
 		mu.Unlock()
+		// The check at the end must have run, whatever the history's size.
+		if out.Results.Valid != checker.Valid {
+			b.Fatalf("verdict %s: %v", out.Results.Valid, out.Results.Problems)
+		}
 		ops := int(out.Results.Stats["ops"])
 		b.ReportMetric(float64(ops), "ops")
+		var ru syscall.Rusage
+		if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err == nil {
+			b.ReportMetric(float64(ru.Maxrss)/1024, "MB-peak-rss-with-check")
+		}
 		b.ReportMetric(float64(quarter.rss)/(1<<20), "MB-rss-at-1/4")
 		b.ReportMetric(float64(end.rss)/(1<<20), "MB-rss-at-end")
 		b.ReportMetric(float64(end.heap)/(1<<20), "MB-heap-at-end")
