@@ -49,16 +49,7 @@ func BenchmarkReadFile(b *testing.B) {
 	for _, n := range benchSizes {
 		h := benchHistory(n)
 		path := filepath.Join(b.TempDir(), "history.jsonl")
-		w, err := history.Create(path)
-		if err != nil {
-			b.Fatal(err)
-		}
-		for _, op := range h {
-			if err := w.Append(op); err != nil {
-				b.Fatal(err)
-			}
-		}
-		if err := w.Close(); err != nil {
+		if err := history.WriteFile(path, h); err != nil {
 			b.Fatal(err)
 		}
 		b.Run(fmt.Sprintf("ops=%d", n), func(b *testing.B) {

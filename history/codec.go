@@ -57,6 +57,24 @@ func Create(path string) (*Writer, error) {
 	return w, nil
 }
 
+// WriteFile writes h to path, creating or truncating it, one line per op
+// as a Writer writes them, and syncs it: for histories made outside a run,
+// generated or converted from another tool's record, that `locktest check`
+// is to read. It writes the ops as they are; ReadFile is what checks them.
+func WriteFile(path string, h History) error {
+	w, err := Create(path)
+	if err != nil {
+		return err
+	}
+	for _, op := range h {
+		if err := w.Append(op); err != nil {
+			w.Close()
+			return err
+		}
+	}
+	return w.Close()
+}
+
 func (w *Writer) syncLoop() {
 	defer w.wg.Done()
 	t := time.NewTicker(SyncEvery)

@@ -232,3 +232,28 @@ func decodeBoth(t *testing.T, content []byte) (History, error) {
 	}
 	return h, err
 }
+
+// WriteFile writes what ReadFile reads back op for op, and says why it
+// cannot write.
+func TestWriteFileRoundTrip(t *testing.T) {
+	h := History{
+		{Index: 0, Type: Invoke, Process: 0, F: Acquire, Time: 10, Value: Value{Lock: "l"}},
+		{Index: 1, Type: OK, Process: 0, F: Acquire, Time: 20, Value: Value{Lock: "l", Token: Tok(3), LockValue: "v", ValidUntil: 90}},
+		{Index: 2, Type: Invoke, Process: NemesisProcess, F: "pause-client", Time: 25},
+		{Index: 3, Type: Info, Process: NemesisProcess, F: "pause-client", Time: 30, Value: Value{Targets: []string{"p0"}}, Error: "timeout"},
+	}
+	path := filepath.Join(t.TempDir(), "history.jsonl")
+	if err := WriteFile(path, h); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, h) {
+		t.Errorf("read back\n%v\nwant\n%v", got, h)
+	}
+	if err := WriteFile(filepath.Join(t.TempDir(), "no", "such", "dir", "h.jsonl"), h); err == nil {
+		t.Error("WriteFile into a missing folder: no error")
+	}
+}

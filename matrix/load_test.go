@@ -49,16 +49,7 @@ func storeRun(t *testing.T, root, name, stamp string, r runstore.Results, h hist
 	if err := runstore.WriteResults(dir, r); err != nil {
 		t.Fatal(err)
 	}
-	w, err := history.Create(filepath.Join(dir, runstore.HistoryFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, o := range h {
-		if err := w.Append(o); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := w.Close(); err != nil {
+	if err := history.WriteFile(filepath.Join(dir, runstore.HistoryFile), h); err != nil {
 		t.Fatal(err)
 	}
 	return dir

@@ -47,7 +47,9 @@ func BenchmarkCheck(b *testing.B) {
 				}
 			}
 			dir := b.TempDir()
-			writeHistory(b, filepath.Join(dir, runstore.HistoryFile), h)
+			if err := history.WriteFile(filepath.Join(dir, runstore.HistoryFile), h); err != nil {
+				b.Fatal(err)
+			}
 			b.Run(fmt.Sprintf("%s/ops=%d", kind, n), func(b *testing.B) {
 				var wall, read, report time.Duration
 				var rss int64
@@ -80,22 +82,5 @@ func BenchmarkCheck(b *testing.B) {
 				b.ReportMetric(float64(rss)/1024, "MB-rss")
 			})
 		}
-	}
-}
-
-// writeHistory writes h to path as the driver does.
-func writeHistory(tb testing.TB, path string, h history.History) {
-	tb.Helper()
-	w, err := history.Create(path)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for _, op := range h {
-		if err := w.Append(op); err != nil {
-			tb.Fatal(err)
-		}
-	}
-	if err := w.Close(); err != nil {
-		tb.Fatal(err)
 	}
 }
