@@ -1,6 +1,7 @@
 package run
 
 import (
+	"context"
 	"errors"
 	"math"
 	"os"
@@ -8,6 +9,10 @@ import (
 	"runtime/debug"
 	"strings"
 	"testing"
+
+	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/runstore"
 )
 
 func TestFitMemory(t *testing.T) {
@@ -52,5 +57,36 @@ func TestFitMemory(t *testing.T) {
 	}
 	if err := fitMemory(path, func() (uint64, error) { return 0, errors.New("no /proc") }); err != nil {
 		t.Errorf("fitMemory without free memory figures: %v", err)
+	}
+}
+
+// A run whose history is too large for the free memory is left unchecked:
+// recorded reads nothing and says why, so the verdict cannot be valid.
+func TestRecordedRefusesAHistoryTooLargeToCheck(t *testing.T) {
+	dir := t.TempDir()
+	h := history.History{
+		{Index: 0, Type: history.Invoke, Process: 0, F: history.Acquire, Time: 1, Value: history.Value{Lock: "l"}},
+		{Index: 1, Type: history.Fail, Process: 0, F: history.Acquire, Time: 2, Value: history.Value{Lock: "l"}},
+	}
+	if err := history.WriteFile(filepath.Join(dir, runstore.HistoryFile), h); err != nil {
+		t.Fatal(err)
+	}
+	defer func(f func() (uint64, error)) { memAvailable = f }(memAvailable)
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(-1))
+
+	memAvailable = func() (uint64, error) { return 10, nil }
+	got, err := recorded(dir, history.NewRecorder(nil))
+	var me *MemoryError
+	if len(got) != 0 || !errors.As(err, &me) || !strings.Contains(err.Error(), "not checked") {
+		t.Fatalf("recorded with 10 bytes free = %d ops, %v; want none and a MemoryError saying it was not checked", len(got), err)
+	}
+	d := checker.Decide(context.Background(), got, checker.RunFacts{Errors: []string{err.Error()}}, 0)
+	if d.Valid == checker.Valid {
+		t.Errorf("an unchecked run decided valid")
+	}
+
+	memAvailable = func() (uint64, error) { return 1 << 30, nil }
+	if got, err := recorded(dir, history.NewRecorder(nil)); err != nil || len(got) != len(h) {
+		t.Errorf("recorded with 1 GiB free = %d ops, %v; want %d", len(got), err, len(h))
 	}
 }
