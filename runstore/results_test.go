@@ -1,10 +1,12 @@
 package runstore
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/locktest/locktest/checker"
@@ -118,5 +120,49 @@ func TestReadResultsErrors(t *testing.T) {
 func TestWriteResultsToMissingDir(t *testing.T) {
 	if err := WriteResults(filepath.Join(t.TempDir(), "gone"), sampleResults()); err == nil {
 		t.Error("WriteResults into a missing directory succeeded")
+	}
+}
+
+func TestReadRunInfo(t *testing.T) {
+	want := sampleResults()
+	dir := t.TempDir()
+	if err := WriteResults(dir, want); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadRunInfo(dir)
+	if err != nil || !reflect.DeepEqual(got, want.Run) {
+		t.Fatalf("ReadRunInfo = %+v, %v; want %+v", got, err, want.Run)
+	}
+	info, _ := json.Marshal(want.Run)
+	for _, tt := range []struct {
+		name, text string
+		ok         bool
+	}{
+		// What follows "run" is never read: here it is not even JSON.
+		{"rest unread", `{"run": ` + string(info) + `, "checkers": [{{{`, true},
+		{"run not first", `{"valid": "true", "stats": {"ops": 3}, "run": ` + string(info) + `}`, true},
+		{"no run", `{"valid": "true"}`, true},
+		{"corrupt run", `{"run": {"impl": 3}}`, false},
+		{"cut short", `{"valid": "tr`, false},
+		{"not an object", `[1, 2]`, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, ResultsFile), []byte(tt.text), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			got, err := ReadRunInfo(dir)
+			switch {
+			case tt.ok && err != nil:
+				t.Errorf("ReadRunInfo: %v", err)
+			case tt.ok && tt.name != "no run" && !reflect.DeepEqual(got, want.Run):
+				t.Errorf("ReadRunInfo = %+v, want %+v", got, want.Run)
+			case !tt.ok && (err == nil || !strings.Contains(err.Error(), ResultsFile)):
+				t.Errorf("ReadRunInfo = %v, want an error naming %s", err, ResultsFile)
+			}
+		})
+	}
+	if _, err := ReadRunInfo(t.TempDir()); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("ReadRunInfo without results.json: %v, want os.ErrNotExist", err)
 	}
 }

@@ -121,10 +121,10 @@ func loadRun(arg string) (dir string, h history.History, info runstore.RunInfo, 
 	if herr != nil && !errors.Is(herr, history.ErrTruncated) {
 		return "", nil, info, herr
 	}
-	prev, rerr := runstore.ReadResults(dir)
+	prev, rerr := runstore.ReadRunInfo(dir)
 	switch {
 	case rerr == nil:
-		info = prev.Run
+		info = prev
 	case errors.Is(rerr, os.ErrNotExist):
 		info = runstore.RunInfo{Name: filepath.Base(dir), Expect: "valid"} // resource mode unknown: check everything
 	default:
