@@ -68,7 +68,7 @@ func Judge(h history.History, facts RunFacts, rs []Result) Decision {
 		d.Problems = append(d.Problems, "no acquire succeeded: the run tested nothing")
 	}
 	if len(facts.Faults) > 0 && d.Stats["faults_injected"] == 0 {
-		d.Problems = append(d.Problems, "no fault was applied: run longer or lower --interval")
+		d.Problems = append(d.Problems, "no fault was applied: run longer, lower --interval, or shorten the faults (each must fit in --time less --quiet-time)")
 	} else {
 		d.Problems = append(d.Problems, neverApplied(facts.Faults, h)...)
 	}

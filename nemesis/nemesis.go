@@ -44,7 +44,9 @@ type Fault interface {
 type Schedule struct {
 	Faults []Fault
 	// Interval is the mean quiet time between a heal and the next
-	// injection; each wait is uniform in [Interval/2, 3·Interval/2].
+	// injection; each wait is uniform in [Interval/2, 3·Interval/2],
+	// except the first, from the start, which is that less Interval/2:
+	// uniform in [0, Interval].
 	Interval time.Duration
 	Seed     int64
 	Recorder *history.Recorder
@@ -56,7 +58,10 @@ type Schedule struct {
 }
 
 // Run injects faults until ctx is done, then heals every fault, recording
-// each step. It returns the errors of heals that failed (a fault left in
+// each step. A fault that would still be in at ctx's deadline is not
+// started, so every fault lasts its whole duration, unless ctx is
+// cancelled early or its injection (a pause waiting for its point) takes
+// that long. It returns the errors of heals that failed (a fault left in
 // place is a bug worth reporting loudly).
 func (s *Schedule) Run(ctx context.Context) error {
 	if len(s.Faults) == 0 {
@@ -69,8 +74,14 @@ func (s *Schedule) Run(ctx context.Context) error {
 	}
 	rng := rand.New(rand.NewPCG(uint64(s.Seed), 0x6e656d65736973))
 	var healErrs []error
-	for {
+	for first := true; ; first = false {
 		wait := s.Interval/2 + time.Duration(rng.Int64N(int64(s.Interval)+1))
+		if first {
+			// The first fault comes within one interval of the start.
+			// The draws stay those of every other wait, so a seed names
+			// the same faults and targets as before.
+			wait -= s.Interval / 2
+		}
 		if !sleep(ctx, wait) {
 			break
 		}
@@ -78,6 +89,14 @@ func (s *Schedule) Run(ctx context.Context) error {
 		parts, stagger := []Fault{f}, time.Duration(0)
 		if c, ok := f.(*combined); ok {
 			parts, stagger = c.parts, c.stagger
+		}
+		// A fault lasts the time it was asked to: one that would still be
+		// in when the fault phase ends (ctx's deadline) is not started,
+		// and the phase ends here, rather than have it cut short.
+		if end, ok := ctx.Deadline(); ok && time.Now().Add(span(parts, stagger)).After(end) {
+			lg.Info("last fault left out: it would outlast the fault phase", "fault", f.Name(), "lasts", span(parts, stagger), "phase_left", time.Until(end).Round(time.Millisecond))
+			<-ctx.Done()
+			break
 		}
 		// The parts go in one after another; a part that failed, or a
 		// cancelled run, stops the rest. Each part stays for its own
@@ -119,6 +138,16 @@ func (s *Schedule) Run(ctx context.Context) error {
 		}
 	}
 	return errors.Join(healErrs...)
+}
+
+// span is how long a fault of parts, injected stagger apart, stays in:
+// each part for its own duration from its injection.
+func span(parts []Fault, stagger time.Duration) time.Duration {
+	var d time.Duration
+	for i, p := range parts {
+		d = max(d, time.Duration(i)*stagger+p.Duration())
+	}
+	return d
 }
 
 // inject injects one fault, recording it, and reports whether it applied.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -100,20 +101,12 @@ func TestScheduleRecordsInjectAndHeal(t *testing.T) {
 		if !slices.Equal(g[3].Value.Targets, []string{"healed"}) {
 			t.Errorf("heal ok %d does not carry the heal's value: %s", g[3].Index, g[3])
 		}
-		// The last fault may have been cut short by the end of the run.
-		if k < n-1 {
-			if kept := time.Duration(g[2].Time - g[1].Time); kept < duration {
-				t.Errorf("fault %d kept for %v, want at least its duration %v", k, kept, duration)
-			}
-		}
-		// Every wait is at least Interval/2, counted from the start or
+		// Every wait after the first is at least Interval/2, counted
 		// from the previous heal.
-		prev := int64(0)
 		if k > 0 {
-			prev = h[4*k-1].Time
-		}
-		if quiet := time.Duration(g[0].Time - prev); quiet < interval/2 {
-			t.Errorf("injection %d came %v after the previous heal, want at least %v", k, quiet, interval/2)
+			if quiet := time.Duration(g[0].Time - h[4*k-1].Time); quiet < interval/2 {
+				t.Errorf("injection %d came %v after the previous heal, want at least %v", k, quiet, interval/2)
+			}
 		}
 	}
 	for i := 1; i < len(h); i++ {
@@ -122,6 +115,79 @@ func TestScheduleRecordsInjectAndHeal(t *testing.T) {
 		}
 		if h[i].Index != i {
 			t.Errorf("op at position %d has index %d", i, h[i].Index)
+		}
+	}
+}
+
+// Every fault lasts its whole duration: one that would outlast the fault
+// phase (ctx's deadline) is not started, and the phase ends with the last
+// one that fits.
+func TestScheduleNeverCutsAFaultShort(t *testing.T) {
+	const duration = 100 * time.Millisecond
+	f := &fakeFault{name: "fake", duration: duration}
+	s := newSchedule(time.Millisecond, 1, f)
+	ctx, cancel := context.WithTimeout(context.Background(), 250*time.Millisecond)
+	defer cancel()
+	end, _ := ctx.Deadline()
+	if err := s.Run(ctx); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if time.Now().Before(end) {
+		t.Errorf("Run returned before its ctx's deadline")
+	}
+	h := s.Recorder.History()
+	// Two faults of 100 ms fit in 250 ms with waits of 0.5-1.5 ms; a
+	// third would end after the deadline. A loaded machine may start
+	// the second too late to fit.
+	n := len(h) / 4
+	if len(h)%4 != 0 || n < 1 || n > 2 {
+		t.Fatalf("history has %d ops, want 1 or 2 whole cycles:\n%v", len(h), h)
+	}
+	for k := range n {
+		g := h[4*k : 4*k+4]
+		wantCycle(t, g, "fake", history.OK, history.OK)
+		if kept := time.Duration(g[2].Time - g[1].Time); kept < duration {
+			t.Errorf("fault %d kept for %v, want its whole duration %v", k, kept, duration)
+		}
+	}
+
+	// A fault longer than the whole phase never starts.
+	long := &fakeFault{name: "long", duration: time.Second}
+	s = newSchedule(time.Millisecond, 1, long)
+	ctx, cancel = context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if err := runWithin(t, ctx, cancel, s, 5*time.Second); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if injects, _ := long.counts(); injects != 0 || len(s.Recorder.History()) != 0 {
+		t.Errorf("a 1 s fault in a 100 ms phase: %d injections, history %v", injects, s.Recorder.History())
+	}
+}
+
+// The first fault comes within one interval of the start: its wait is the
+// seeded draw of every wait less Interval/2.
+func TestScheduleFirstFaultWithinOneInterval(t *testing.T) {
+	const interval = 400 * time.Millisecond
+	for _, seed := range []int64{1, 2, 3} {
+		// The first draw of the schedule's source is its first wait.
+		draw := time.Duration(rand.New(rand.NewPCG(uint64(seed), 0x6e656d65736973)).Int64N(int64(interval) + 1))
+		ctx, cancel := context.WithCancel(context.Background())
+		var at time.Time
+		f := &fakeFault{name: "fake", onInject: func() { at = time.Now(); cancel() }}
+		s := newSchedule(interval, seed, f)
+		start := time.Now()
+		if err := runWithin(t, ctx, cancel, s, 5*time.Second); err != nil {
+			t.Fatalf("seed %d: Run: %v", seed, err)
+		}
+		cancel()
+		if injects, _ := f.counts(); injects != 1 {
+			t.Fatalf("seed %d: %d injections, want 1", seed, injects)
+		}
+		// Before, the first wait was Interval/2 + draw; the margin of
+		// Interval/2 covers a loaded machine.
+		if waited := at.Sub(start); waited < draw || waited >= draw+interval/2 {
+			t.Errorf("seed %d: the first fault came %v after the start, want %v (the draw) and well before %v",
+				seed, waited, draw, draw+interval/2)
 		}
 	}
 }
