@@ -7,8 +7,9 @@ import (
 	"os/exec"
 	"runtime"
 	"runtime/debug"
-	"strconv"
 	"strings"
+
+	"github.com/locktest/locktest/internal/procfs"
 )
 
 // Version is locktest's own version as the binary's build info gives it:
@@ -49,14 +50,8 @@ func Commit(ctx context.Context) string {
 // no partitions).
 func Machine() string {
 	parts := []string{fmt.Sprintf("%d cores", runtime.NumCPU())}
-	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
-		for _, l := range strings.Split(string(b), "\n") {
-			if f := strings.Fields(l); len(f) >= 2 && f[0] == "MemTotal:" {
-				if kb, err := strconv.ParseFloat(f[1], 64); err == nil {
-					parts = append(parts, fmt.Sprintf("%.1f GiB memory", kb/1024/1024))
-				}
-			}
-		}
+	if total, err := procfs.Meminfo("MemTotal"); err == nil {
+		parts = append(parts, fmt.Sprintf("%.1f GiB memory", float64(total)/(1<<30)))
 	}
 	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
 		parts = append(parts, "Linux "+strings.TrimSpace(string(b)))

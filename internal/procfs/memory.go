@@ -12,10 +12,10 @@ import (
 
 // MemAvailable returns how many bytes this process can still allocate
 // before the kernel must reclaim or kill: MemAvailable of /proc/meminfo,
-// capped, when the process's cgroup (v2) has a memory.max, by what that
-// limit leaves above the cgroup's memory.current.
+// capped, when the process's memory cgroup (v1 or v2) has a limit, by what
+// that limit leaves above the cgroup's usage.
 func MemAvailable() (uint64, error) {
-	free, err := meminfoAvailable("/proc/meminfo")
+	free, err := Meminfo("MemAvailable")
 	if err != nil {
 		return 0, err
 	}
@@ -25,8 +25,12 @@ func MemAvailable() (uint64, error) {
 	return free, nil
 }
 
-// meminfoAvailable reads the MemAvailable line of a meminfo file, in bytes.
-func meminfoAvailable(path string) (uint64, error) {
+// Meminfo returns the field name ("MemTotal", "MemAvailable", ...) of
+// /proc/meminfo, in bytes.
+func Meminfo(name string) (uint64, error) { return meminfoField("/proc/meminfo", name) }
+
+// meminfoField reads the line of field name of a meminfo file, in bytes.
+func meminfoField(path, name string) (uint64, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return 0, err
@@ -34,24 +38,24 @@ func meminfoAvailable(path string) (uint64, error) {
 	defer f.Close()
 	s := bufio.NewScanner(f)
 	for s.Scan() {
-		rest, ok := strings.CutPrefix(s.Text(), "MemAvailable:")
+		rest, ok := strings.CutPrefix(s.Text(), name+":")
 		if !ok {
 			continue
 		}
 		fields := strings.Fields(rest)
 		if len(fields) != 2 || fields[1] != "kB" {
-			return 0, fmt.Errorf("%s: MemAvailable line %q not understood", path, s.Text())
+			return 0, fmt.Errorf("%s: %s line %q not understood", path, name, s.Text())
 		}
 		kb, err := strconv.ParseUint(fields[0], 10, 64)
 		if err != nil {
-			return 0, fmt.Errorf("%s: MemAvailable: %v", path, err)
+			return 0, fmt.Errorf("%s: %s: %v", path, name, err)
 		}
 		return kb * 1024, nil
 	}
 	if err := s.Err(); err != nil {
 		return 0, err
 	}
-	return 0, fmt.Errorf("%s: no MemAvailable line", path)
+	return 0, fmt.Errorf("%s: no %s line", path, name)
 }
 
 // cgroupLeft returns the limit minus the usage of the memory cgroup that

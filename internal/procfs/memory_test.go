@@ -16,12 +16,15 @@ func write(t *testing.T, path, text string) {
 	}
 }
 
-func TestMeminfoAvailable(t *testing.T) {
+func TestMeminfoField(t *testing.T) {
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good")
 	write(t, good, "MemTotal:       24576000 kB\nMemFree:         1000 kB\nMemAvailable:   2048 kB\n")
-	if n, err := meminfoAvailable(good); err != nil || n != 2048*1024 {
-		t.Fatalf("meminfoAvailable = %d, %v; want %d", n, err, 2048*1024)
+	if n, err := meminfoField(good, "MemAvailable"); err != nil || n != 2048*1024 {
+		t.Fatalf("meminfoField MemAvailable = %d, %v; want %d", n, err, 2048*1024)
+	}
+	if n, err := meminfoField(good, "MemTotal"); err != nil || n != 24576000*1024 {
+		t.Fatalf("meminfoField MemTotal = %d, %v; want %d", n, err, 24576000*1024)
 	}
 	for name, text := range map[string]string{
 		"missing": "MemTotal: 10 kB\n",
@@ -30,8 +33,8 @@ func TestMeminfoAvailable(t *testing.T) {
 	} {
 		p := filepath.Join(dir, name)
 		write(t, p, text)
-		if n, err := meminfoAvailable(p); err == nil {
-			t.Errorf("%s: meminfoAvailable = %d, want an error", name, n)
+		if n, err := meminfoField(p, "MemAvailable"); err == nil {
+			t.Errorf("%s: meminfoField = %d, want an error", name, n)
 		}
 	}
 	if _, err := MemAvailable(); err != nil {
