@@ -93,8 +93,9 @@ func (s *Schedule) Run(ctx context.Context) error {
 		// A fault lasts the time it was asked to: one that would still be
 		// in when the fault phase ends (ctx's deadline) is not started,
 		// and the phase ends here, rather than have it cut short.
-		if end, ok := ctx.Deadline(); ok && time.Now().Add(span(parts, stagger)).After(end) {
-			lg.Info("last fault left out: it would outlast the fault phase", "fault", f.Name(), "lasts", span(parts, stagger), "phase_left", time.Until(end).Round(time.Millisecond))
+		lasts := span(parts, stagger)
+		if end, ok := ctx.Deadline(); ok && time.Now().Add(lasts).After(end) {
+			lg.Info("last fault left out: it would outlast the fault phase", "fault", f.Name(), "lasts", lasts, "phase_left", time.Until(end).Round(time.Millisecond))
 			<-ctx.Done()
 			break
 		}

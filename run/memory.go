@@ -43,18 +43,11 @@ func gb(n uint64) string { return fmt.Sprintf("%.1f GB", float64(n)/1e9) }
 // cannot stat, or a machine whose free memory it cannot read, is left to
 // the reader: FitMemory returns nil.
 func FitMemory(path string) error {
-	return fitMemory(path, memAvailable)
-}
-
-// memAvailable is procfs.MemAvailable; tests replace it.
-var memAvailable = procfs.MemAvailable
-
-func fitMemory(path string, available func() (uint64, error)) error {
 	st, err := os.Stat(path)
 	if err != nil {
 		return nil
 	}
-	free, err := available()
+	free, err := memAvailable()
 	if err != nil {
 		return nil
 	}
@@ -72,6 +65,9 @@ func fitMemory(path string, available func() (uint64, error)) error {
 	}
 	return nil
 }
+
+// memAvailable is procfs.MemAvailable; tests replace it.
+var memAvailable = procfs.MemAvailable
 
 // goMemory is what the Go runtime holds now, in bytes.
 func goMemory() uint64 {

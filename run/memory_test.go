@@ -21,6 +21,11 @@ func TestFitMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer debug.SetMemoryLimit(debug.SetMemoryLimit(-1))
+	defer func(f func() (uint64, error)) { memAvailable = f }(memAvailable)
+	fitMemory := func(path string, available func() (uint64, error)) error {
+		memAvailable = available
+		return FitMemory(path)
+	}
 	free := func(n uint64) func() (uint64, error) { return func() (uint64, error) { return n, nil } }
 
 	// Too little free: refused, with what and where, and the limit untouched.
