@@ -3,7 +3,6 @@ package matrix
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -11,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/locktest/locktest/internal/testbin"
 	"github.com/locktest/locktest/internal/testexe"
 	"github.com/locktest/locktest/reports"
 	"github.com/locktest/locktest/run"
@@ -23,9 +23,7 @@ func TestMain(m *testing.M) { testexe.Main(m) }
 // redis-server: the fault classes none and client-pause, one seed, 4 s
 // runs, and checks every cell of the row.
 func TestTinyMatrix(t *testing.T) {
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Skip("redis-server not installed (make setup)")
-	}
+	testbin.Need(t, "redis-server")
 	o := DefaultOptions()
 	o.Impls, o.Classes, o.Seeds, o.Duration = []string{"redis-set-nx-px"}, []Class{ClassNone, ClassClientPause}, 1, 4*time.Second
 	o.Base = run.DefaultConfig()

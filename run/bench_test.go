@@ -18,6 +18,7 @@ import (
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/internal/bareloop"
 	"github.com/locktest/locktest/internal/stats"
+	"github.com/locktest/locktest/internal/testbin"
 	"github.com/locktest/locktest/internal/testcluster"
 	"github.com/locktest/locktest/internal/testexe"
 	"github.com/locktest/locktest/nemesis"
@@ -32,7 +33,7 @@ import (
 // rate of a shared 2-core machine drifts; the metrics are the medians of
 // the rounds, ratio being locktest's rate over the loop's.
 func BenchmarkDriverVsBare(b *testing.B) {
-	needRedis(b)
+	testbin.Need(b, "redis-server")
 	for _, clients := range []int{1, 16} {
 		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
 			var bare, drv, ratio []float64
@@ -105,7 +106,7 @@ func bareRate(tb testing.TB, clients int, d time.Duration, bo workloads.Backoff)
 // growth near 0), and the peak RSS of the whole run, the check at the end
 // included, whose verdict must be valid.
 func BenchmarkDriverMemory(b *testing.B) {
-	needRedis(b)
+	testbin.Need(b, "redis-server")
 	d := 30 * time.Second
 	if s := os.Getenv("LOCKTEST_BENCH_SOAK"); s != "" {
 		var err error
@@ -199,7 +200,7 @@ func selfRSS() uint64 {
 // effect (heal-ms): invoke to completion, the median over the times it
 // was injected. A fault the platform cannot apply is skipped, with why.
 func BenchmarkFaultLatency(b *testing.B) {
-	needRedis(b)
+	testbin.Need(b, "redis-server")
 	if err := netlab.Check(); err != nil {
 		b.Skip(err)
 	}
@@ -253,7 +254,7 @@ func BenchmarkFaultLatency(b *testing.B) {
 // 16 and 64 clients, on 1 lock and on 8, and reports critical sections
 // and ops per second of the workload.
 func BenchmarkScaling(b *testing.B) {
-	needRedis(b)
+	testbin.Need(b, "redis-server")
 	for _, locks := range []int{1, 8} {
 		for _, clients := range []int{1, 4, 16, 64} {
 			b.Run(fmt.Sprintf("locks=%d/clients=%d", locks, clients), func(b *testing.B) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/internal/testbin"
 	"github.com/locktest/locktest/internal/testexe"
 	"github.com/locktest/locktest/workloads"
 )
@@ -50,7 +51,7 @@ func clientConfig(t testing.TB, client, backend string) Config {
 // outcome with the reason, a lie is caught, a dead client is replaced, and
 // no such run is valid.
 func TestBadClientsNeverPassAsValid(t *testing.T) {
-	needRedis(t)
+	testbin.Need(t, "redis-server")
 	needPython(t, "json")
 	for _, tc := range []struct {
 		mode  string
@@ -118,7 +119,7 @@ func maxProcess(h history.History) int {
 // exits before it answers hello, stop the run before it begins, with one
 // line; the second's stderr is kept in the run's logs.
 func TestAClientThatCannotStartIsASetupError(t *testing.T) {
-	needRedis(t)
+	testbin.Need(t, "redis-server")
 	cfg := clientConfig(t, "/nonexistent/client", "redis")
 	_, err := Run(context.Background(), cfg)
 	var se *SetupError
@@ -145,7 +146,7 @@ func TestAClientThatCannotStartIsASetupError(t *testing.T) {
 // reference adapter: the protocol carries its tokens and validity, and a
 // fault-free run is valid.
 func TestGoImplThroughTheProtocolIsValid(t *testing.T) {
-	needRedis(t)
+	testbin.Need(t, "redis-server")
 	cfg := clientConfig(t, testexe.GoRef("redis-set-nx-px"), "redis")
 	cfg.Mode, cfg.Duration = workloads.ModeFenced, 3*time.Second
 	out, h := mustRun(t, cfg)
@@ -173,7 +174,7 @@ func TestGoImplThroughTheProtocolIsValid(t *testing.T) {
 // own wall clock, which the worker's offset does not move, so
 // clock-skew-client is reported unavailable, not applied in name only.
 func TestClockSkewIsUnavailableToExternalClients(t *testing.T) {
-	needRedis(t)
+	testbin.Need(t, "redis-server")
 	cfg := clientConfig(t, testexe.GoRef("redis-set-nx-px"), "redis")
 	cfg.Faults, cfg.Duration, cfg.Interval = []string{"clock-skew-client"}, 3*time.Second, 500*time.Millisecond
 	out, err := Run(context.Background(), cfg)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/internal/testbin"
 	"github.com/locktest/locktest/workloads"
 )
 
@@ -16,7 +17,7 @@ import (
 // the TTL and its key expires; client 1 locks C, D, E while client 0 still
 // holds the lock. Each of the run's partition windows repeats it.
 func TestRedlockClockJumpOverlaps(t *testing.T) {
-	needRedis(t)
+	testbin.Need(t, "redis-server")
 	needNetns(t)
 	cfg := testConfig(t, "redlock")
 	cfg.Clients, cfg.Mode = 2, workloads.ModeNone

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/internal/listeners"
+	"github.com/locktest/locktest/internal/testbin"
 	"github.com/locktest/locktest/internal/testexe"
 )
 
@@ -51,7 +52,7 @@ func TestExposure(t *testing.T) {
 		servers []string
 		need    func(t *testing.T)
 	}{
-		{"redis-set-nx-px", NetLoopback, []string{"redis-server"}, func(t *testing.T) { needRedis(t) }},
+		{"redis-set-nx-px", NetLoopback, []string{"redis-server"}, func(t *testing.T) { testbin.Need(t, "redis-server") }},
 		{"zk-recipe", NetNamespaces, []string{"java"}, func(t *testing.T) { needNetns(t); needZooKeeper(t) }},
 		{"mysql-get-lock", NetNamespaces, []string{"mariadbd"}, func(t *testing.T) { needNetns(t); needImplBackend(t, "mysql-get-lock") }},
 	} {

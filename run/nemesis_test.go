@@ -12,11 +12,12 @@ import (
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/clusters/local/netlab"
 	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/internal/testbin"
 )
 
 func needNetns(t *testing.T) {
 	t.Helper()
-	needRedis(t)
+	testbin.Need(t, "redis-server")
 	if err := netlab.Check(); err != nil {
 		t.Skip(err)
 	}
@@ -155,7 +156,7 @@ func TestSameSeedSameFaults(t *testing.T) {
 // each replacement is a new process, and the lock is acquired again once
 // the dead holder's lease ran out.
 func TestKillClientReplacesTheWorker(t *testing.T) {
-	needRedis(t)
+	testbin.Need(t, "redis-server")
 	cfg := faultConfig(t, "kill-client")
 	cfg.KillHolder = true
 	out, h := mustRun(t, cfg)
@@ -185,7 +186,7 @@ func TestKillClientReplacesTheWorker(t *testing.T) {
 // TestClockBumpMovesTheNodeClock runs the node under the clock shim and
 // checks each bump was recorded and undone.
 func TestClockBumpMovesTheNodeClock(t *testing.T) {
-	needRedis(t)
+	testbin.Need(t, "redis-server")
 	cfg := faultConfig(t, "clock-bump")
 	out, h := mustRun(t, cfg)
 	if out.Results.Run.Clock != "clock shim" {
@@ -225,7 +226,7 @@ func TestClockBumpMovesTheNodeClock(t *testing.T) {
 // fault is left out with its reason, the rest of the run goes on.
 func TestUnavailableFaultsAreReported(t *testing.T) {
 	localOnly(t, "it checks the loopback network of the local provider; TestDockerPartitions checks unavailable faults under docker")
-	needRedis(t)
+	testbin.Need(t, "redis-server")
 	cfg := faultConfig(t, "client-isolate", "pause-node")
 	cfg.Net = NetLoopback
 	out, err := Run(context.Background(), cfg)
@@ -252,7 +253,7 @@ func TestUnavailableFaultsAreReported(t *testing.T) {
 // the node is delayed, operations time out; the op names the mechanism
 // (tc netem where the kernel has it, else the delaying proxy).
 func TestDelayMakesRequestsSlow(t *testing.T) {
-	needRedis(t)
+	testbin.Need(t, "redis-server")
 	cfg := faultConfig(t, "delay")
 	cfg.Delay = 400 * time.Millisecond
 	out, h := mustRun(t, cfg)
@@ -380,7 +381,7 @@ func isolatedAcquires(t *testing.T, h history.History) (isolates, healed, during
 // redis-setnx-expire between its SETNX and its PEXPIRE: the lock has no TTL
 // and nobody can ever take it again, which liveness reports.
 func TestKillBetweenSetNXAndExpireLeavesAStuckLock(t *testing.T) {
-	needRedis(t)
+	testbin.Need(t, "redis-server")
 	cfg := faultConfig(t, "kill-client")
 	cfg.Impl = "redis-setnx-expire"
 	cfg.KillHolder, cfg.PausePoint = true, "between-setnx-expire"

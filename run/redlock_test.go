@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -17,21 +16,13 @@ import (
 	"github.com/locktest/locktest/clusters/local"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/impls"
+	"github.com/locktest/locktest/internal/testbin"
 	"github.com/locktest/locktest/workloads"
 )
 
-func needBins(tb testing.TB, bins ...string) {
-	tb.Helper()
-	for _, b := range bins {
-		if _, err := exec.LookPath(b); err != nil {
-			tb.Skip(b + " not installed (make setup)")
-		}
-	}
-}
-
 // The multi-node Redis locks hold up without faults.
 func TestMultiNodeRedisNoFaultRunsAreValid(t *testing.T) {
-	needBins(t, "redis-server", "redis-sentinel", "redis-cli")
+	testbin.Need(t, "redis-server", "redis-sentinel", "redis-cli")
 	for _, impl := range []string{"redlock", "redis-replicated", "redis-cluster"} {
 		t.Run(impl, func(t *testing.T) {
 			cfg := testConfig(t, impl)
@@ -63,7 +54,7 @@ func TestMultiNodeRedisNoFaultRunsAreValid(t *testing.T) {
 // back an Until() in the past: its validity check runs after the last reply
 // on Go's monotonic clock, which the stop does not stop.
 func TestRedlockPauseAfterMajorityIsRefused(t *testing.T) {
-	needRedis(t)
+	testbin.Need(t, "redis-server")
 	cfg := pauseConfig(t, "redlock", workloads.ModeNone)
 	cfg.PausePoint = "after-majority"
 	cfg.Duration = 5 * time.Second
@@ -124,7 +115,7 @@ func TestRedlockPauseAfterMajorityIsRefused(t *testing.T) {
 // its stale write through: Redlock's value says who holds the lock, not
 // in which order holders came.
 func TestRedlockPauseBeforeWrite(t *testing.T) {
-	needRedis(t)
+	testbin.Need(t, "redis-server")
 	tests := []struct {
 		mode  workloads.Mode
 		point string
@@ -183,7 +174,7 @@ func TestRedlockPauseBeforeWrite(t *testing.T) {
 // its lease expires, another process takes the lock, and the woken holder,
 // which believes it holds the lock until it releases it, overlaps it.
 func TestRedlockExtendPausedLosesLock(t *testing.T) {
-	needRedis(t)
+	testbin.Need(t, "redis-server")
 	cfg := pauseConfig(t, "redlock-extend", workloads.ModeNone)
 	cfg.Duration = 6 * time.Second
 	out, h := reproduce(t, cfg, func(o *Outcome, _ history.History) bool {
@@ -209,7 +200,7 @@ func TestRedlockExtendPausedLosesLock(t *testing.T) {
 // Sentinel promotes one, and a second client acquires the same lock from
 // it. The checkers see overlapping holds naming both acquires.
 func TestReplicatedFailoverGivesTwoHolders(t *testing.T) {
-	needBins(t, "redis-server", "redis-sentinel")
+	testbin.Need(t, "redis-server", "redis-sentinel")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	s, err := local.NewSentinel(local.SentinelOptions{Dir: t.TempDir(), Replicas: 2})

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,6 +14,7 @@ import (
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/local"
 	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/internal/testbin"
 	"github.com/locktest/locktest/internal/testcluster"
 	"github.com/locktest/locktest/internal/testexe"
 	"github.com/locktest/locktest/runstore"
@@ -23,13 +23,6 @@ import (
 
 // The test binary doubles as the worker and etcd node programs.
 func TestMain(m *testing.M) { testexe.Main(m) }
-
-func needRedis(tb testing.TB) {
-	tb.Helper()
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		tb.Skip("redis-server not installed (make setup)")
-	}
-}
 
 // testConfig returns a run config whose workers are this test binary.
 // A test keeps the tight retry (--backoff uniform) its expectations were
@@ -128,7 +121,7 @@ func kinds(r runstore.Results) map[string]int {
 }
 
 func TestNoFaultRunsAreValid(t *testing.T) {
-	needRedis(t)
+	testbin.Need(t, "redis-server")
 	for _, impl := range []string{"redis-set-nx-px", "redis-setnx-expire", "redis-setnx-getset", "redis-naive-del"} {
 		t.Run(impl, func(t *testing.T) {
 			out, _ := mustRun(t, testConfig(t, impl))
@@ -234,7 +227,7 @@ func nemesisOps(h history.History, f string, typ history.Type) int {
 }
 
 func TestPauseClientBreaksAnUnfencedResource(t *testing.T) {
-	needRedis(t)
+	testbin.Need(t, "redis-server")
 	out, h := reproduce(t, pauseConfig(t, "redis-set-nx-px", workloads.ModeNone), func(o *Outcome, _ history.History) bool {
 		k := kinds(o.Results)
 		return k["lost-update"]+k["overlapping-holds"] > 0
@@ -265,7 +258,7 @@ func TestPauseClientBreaksAnUnfencedResource(t *testing.T) {
 }
 
 func TestFencingRejectsTheStaleWrites(t *testing.T) {
-	needRedis(t)
+	testbin.Need(t, "redis-server")
 	out, h := reproduce(t, pauseConfig(t, "redis-set-nx-px", workloads.ModeFenced), func(o *Outcome, _ history.History) bool {
 		return result(t, o.Results, "resource").Stats["saved_by_fencing"] >= 1 || o.Results.Valid != checker.Valid
 	})
@@ -285,7 +278,7 @@ func TestFencingRejectsTheStaleWrites(t *testing.T) {
 }
 
 func TestNaiveDelDeletesAnotherHoldersLock(t *testing.T) {
-	needRedis(t)
+	testbin.Need(t, "redis-server")
 	out, _ := reproduce(t, pauseConfig(t, "redis-naive-del", workloads.ModeNone), func(o *Outcome, _ history.History) bool {
 		return kinds(o.Results)["foreign-release"] > 0
 	})
@@ -295,7 +288,7 @@ func TestNaiveDelDeletesAnotherHoldersLock(t *testing.T) {
 }
 
 func TestKillNodeIsRecordedAndHealed(t *testing.T) {
-	needRedis(t)
+	testbin.Need(t, "redis-server")
 	cfg := testConfig(t, "redis-set-nx-px")
 	cfg.Faults = []string{"kill-node"}
 	cfg.Duration = 5 * time.Second

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -23,6 +22,7 @@ import (
 	"github.com/locktest/locktest/clusters/roles"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/impls"
+	"github.com/locktest/locktest/internal/testbin"
 	"github.com/locktest/locktest/internal/testcluster"
 	"github.com/locktest/locktest/nemesis"
 )
@@ -229,7 +229,7 @@ func sentinelMasterOf(ctx context.Context, nodes []clusters.Node) (clusters.Node
 // injects kill-node pinned to the master: it must kill the new master, not
 // n1, the master the cluster started with, and record it as master.
 func TestKillMasterAfterSentinelFailover(t *testing.T) {
-	needBins(t, "redis-server", "redis-sentinel")
+	testbin.Need(t, "redis-server", "redis-sentinel")
 	ctx := context.Background()
 	cl := startLocal(t, "redis-sentinel", local.Options{Dir: t.TempDir()})
 	nodes := cl.Nodes()
@@ -294,10 +294,8 @@ func TestKillMasterAfterSentinelFailover(t *testing.T) {
 // starts: the run fails as a set-up error naming the fault and the pin,
 // and leaves no run folder behind.
 func TestRunRefusesImpossiblePins(t *testing.T) {
-	needRedis(t)
-	if _, err := exec.LookPath("redis-sentinel"); err != nil {
-		t.Skip("redis-sentinel not installed (make setup)")
-	}
+	testbin.Need(t, "redis-server")
+	testbin.Need(t, "redis-sentinel")
 	for _, tc := range []struct {
 		impl, fault, pin, want string
 	}{

@@ -3,12 +3,12 @@ package scenarios
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/locktest/locktest/clusters/local/netlab"
+	"github.com/locktest/locktest/internal/testbin"
 	"github.com/locktest/locktest/internal/testexe"
 	"github.com/locktest/locktest/reports"
 	"github.com/locktest/locktest/run"
@@ -22,9 +22,7 @@ func TestMain(m *testing.M) { testexe.Main(m) }
 // partition, and etcd's lease under a pause — each over up to three seeds
 // until it shows its violation, and asserts that each reproduced.
 func TestDebateSmoke(t *testing.T) {
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Skip("redis-server not installed (make setup)")
-	}
+	testbin.Need(t, "redis-server")
 	if err := netlab.Check(); err != nil {
 		t.Skipf("claim 2 needs network namespaces: %v", err)
 	}

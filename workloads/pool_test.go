@@ -3,7 +3,6 @@ package workloads
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -15,6 +14,7 @@ import (
 	"github.com/locktest/locktest/clusters/local"
 	"github.com/locktest/locktest/history"
 	_ "github.com/locktest/locktest/impls/all"
+	"github.com/locktest/locktest/internal/testbin"
 )
 
 // The test binary doubles as the worker program: with this variable set it
@@ -35,9 +35,7 @@ func TestMain(m *testing.M) {
 // stopped at the end of the test.
 func testPool(t *testing.T, impl string, n int) (*Pool, *history.Recorder, *local.Redis) {
 	t.Helper()
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Skip("redis-server not installed (make setup)")
-	}
+	testbin.Need(t, "redis-server")
 	dir := t.TempDir()
 	ctx := context.Background()
 	cl, err := local.NewRedis(local.RedisOptions{Dir: dir})
@@ -202,9 +200,7 @@ func TestPoolCompletesADeadWorkersOpenOpAsInfo(t *testing.T) {
 }
 
 func TestPoolReportsAWorkerThatCannotStart(t *testing.T) {
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Skip("redis-server not installed (make setup)")
-	}
+	testbin.Need(t, "redis-server")
 	dir := t.TempDir()
 	_, err := StartPool(context.Background(), PoolConfig{
 		Command: []string{os.Args[0]}, Env: []string{workerEnv + "=1"}, LogDir: dir,

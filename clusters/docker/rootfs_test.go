@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strconv"
 	"testing"
+
+	"github.com/locktest/locktest/internal/testbin"
 )
 
 func TestParseLdd(t *testing.T) {
@@ -172,9 +174,7 @@ func TestAddJarsFollowsManifests(t *testing.T) {
 // The redis image's rootfs holds the server, its loader and libraries, as
 // ldd lists them on this host.
 func TestRedisRootfsHasTheServerAndItsLibraries(t *testing.T) {
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Skip("redis-server not installed (make setup)")
-	}
+	testbin.Need(t, "redis-server")
 	r, err := RedisRootfs(context.Background())
 	if err != nil {
 		t.Fatal(err)

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -17,20 +16,14 @@ import (
 	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/internal/testbin"
 )
-
-func skipWithoutRedis(t *testing.T) {
-	t.Helper()
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Skip("redis-server not in PATH")
-	}
-}
 
 // startRedis starts a cluster in a fresh temporary directory and stops it
 // when the test ends.
 func startRedis(t *testing.T, opts RedisOptions) *Redis {
 	t.Helper()
-	skipWithoutRedis(t)
+	testbin.Need(t, "redis-server")
 	if opts.Dir == "" {
 		opts.Dir = t.TempDir()
 	}
@@ -338,7 +331,7 @@ func TestMissingBinary(t *testing.T) {
 }
 
 func TestOptionErrors(t *testing.T) {
-	skipWithoutRedis(t)
+	testbin.Need(t, "redis-server")
 	for _, opts := range []RedisOptions{
 		{},
 		{Dir: "x", Nodes: -1},
@@ -353,7 +346,7 @@ func TestOptionErrors(t *testing.T) {
 }
 
 func TestPortInUse(t *testing.T) {
-	skipWithoutRedis(t)
+	testbin.Need(t, "redis-server")
 	t.Parallel()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -426,7 +419,7 @@ func TestStartTimeout(t *testing.T) {
 // A node whose automatically picked port is taken before it binds is
 // started again on another port. Not parallel: it replaces pickPort.
 func TestPortRaceRetried(t *testing.T) {
-	skipWithoutRedis(t)
+	testbin.Need(t, "redis-server")
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -2,12 +2,12 @@ package local
 
 import (
 	"context"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/internal/testbin"
 )
 
 func TestParseClusterNodes(t *testing.T) {
@@ -61,10 +61,8 @@ i6 a:6@16 slave i3 0 0 3 connected`
 // redis-cli.
 func startRedisCluster(t *testing.T) *RedisCluster {
 	t.Helper()
-	skipWithoutRedis(t)
-	if _, err := exec.LookPath("redis-cli"); err != nil {
-		t.Skip("redis-cli not in PATH (make setup)")
-	}
+	testbin.Need(t, "redis-server")
+	testbin.Need(t, "redis-cli")
 	c, err := NewRedisCluster(RedisClusterOptions{Dir: t.TempDir()})
 	return started(t, c, err, time.Minute)
 }
@@ -123,7 +121,7 @@ func roleOf(nodes []clusters.Node, name string) string {
 }
 
 func TestRedisClusterOptionErrors(t *testing.T) {
-	skipWithoutRedis(t)
+	testbin.Need(t, "redis-server")
 	if _, err := NewRedisCluster(RedisClusterOptions{Masters: 2, Dir: t.TempDir()}); err == nil || !strings.Contains(err.Error(), "at least 3") {
 		t.Errorf("Masters 2: %v", err)
 	}

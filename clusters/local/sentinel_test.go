@@ -10,14 +10,13 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/internal/testbin"
 )
 
 func skipWithoutSentinel(t *testing.T) {
 	t.Helper()
-	skipWithoutRedis(t)
-	if _, err := exec.LookPath("redis-sentinel"); err != nil {
-		t.Skip("redis-sentinel not in PATH (make setup)")
-	}
+	testbin.Need(t, "redis-server")
+	testbin.Need(t, "redis-sentinel")
 }
 
 // startSentinel starts a sentinel cluster and stops it when the test ends,

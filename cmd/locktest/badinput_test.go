@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/internal/testbin"
 	"github.com/locktest/locktest/runstore"
 )
 
@@ -306,9 +307,7 @@ func fakeServer(t *testing.T, name, script string) string {
 // folder is kept, since the line quotes the node's log in it, and says in
 // results.json that the run could not start.
 func TestServerThatFailsAtStartExitsTwo(t *testing.T) {
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Skip("redis-server not installed (make setup)")
-	}
+	testbin.Need(t, "redis-server")
 	tests := []struct {
 		name, script string
 		want         []string
@@ -395,9 +394,7 @@ func TestStoreThatCannotBeWrittenExitsTwo(t *testing.T) {
 // stdout, leave a history of whole lines that `locktest check` reads, and
 // leave nothing running.
 func TestDiskFullEndsTheRunUnknown(t *testing.T) {
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Skip("redis-server not installed (make setup)")
-	}
+	testbin.Need(t, "redis-server")
 	root := t.TempDir()
 	if err := syscall.Mount("tmpfs", root, "tmpfs", 0, "size=256k"); err != nil {
 		t.Skipf("cannot mount a tmpfs (root needed): %v", err)

@@ -3,10 +3,11 @@ package main
 import (
 	"encoding/xml"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/locktest/locktest/internal/testbin"
 )
 
 func TestDebateList(t *testing.T) {
@@ -51,9 +52,7 @@ func TestDebateBadInput(t *testing.T) {
 // A user's scenario file runs for real: the scoreboard, its Markdown and
 // the JUnit XML are written, and the exit code says it reproduced.
 func TestDebateRunsAUserScenario(t *testing.T) {
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Skip("redis-server not installed (make setup)")
-	}
+	testbin.Need(t, "redis-server")
 	dir := t.TempDir()
 	file := filepath.Join(dir, "mine.yaml")
 	const mine = `scenarios:

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/clusters/docker"
+	"github.com/locktest/locktest/internal/testbin"
 	"github.com/locktest/locktest/runstore"
 )
 
@@ -18,9 +18,7 @@ import (
 // SIGKILL they are left, and `locktest cleanup` removes them by label. The
 // images `locktest images build` made are kept.
 func TestDockerInterruptRemovesContainers(t *testing.T) {
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Skip("redis-server not installed (make setup)")
-	}
+	testbin.Need(t, "redis-server")
 	e, err := docker.Open(context.Background(), nil)
 	if err != nil {
 		t.Skipf("docker provider tests: %v", err)

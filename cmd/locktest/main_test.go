@@ -18,6 +18,7 @@ import (
 	"github.com/locktest/locktest/clusters/local/netlab"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/internal/procfs"
+	"github.com/locktest/locktest/internal/testbin"
 	"github.com/locktest/locktest/runstore"
 )
 
@@ -307,9 +308,7 @@ func alive(pid int) bool {
 }
 
 func TestInterruptStopsEverythingAndKeepsTheHistory(t *testing.T) {
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Skip("redis-server not installed (make setup)")
-	}
+	testbin.Need(t, "redis-server")
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGKILL} {
 		t.Run(sig.String(), func(t *testing.T) {
 			root := t.TempDir()
@@ -425,9 +424,7 @@ func TestInterruptStopsEverythingAndKeepsTheHistory(t *testing.T) {
 // after SIGINT the driver removes its namespaces, bridge and rules itself;
 // after SIGKILL they are left, and `locktest cleanup` removes them.
 func TestInterruptRemovesTheNetworkLab(t *testing.T) {
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Skip("redis-server not installed (make setup)")
-	}
+	testbin.Need(t, "redis-server")
 	if err := netlab.Check(); err != nil {
 		t.Skip(err)
 	}

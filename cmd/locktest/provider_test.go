@@ -3,12 +3,12 @@ package main
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/locktest/locktest/clusters/docker"
+	"github.com/locktest/locktest/internal/testbin"
 	"github.com/locktest/locktest/runstore"
 )
 
@@ -17,9 +17,7 @@ import (
 // docker), and that the report's header says local processes or docker
 // containers accordingly.
 func TestReportSaysWhatRanTheNodes(t *testing.T) {
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Skip("redis-server not installed (make setup)")
-	}
+	testbin.Need(t, "redis-server")
 	for _, provider := range []string{"local", "docker"} {
 		t.Run(provider, func(t *testing.T) {
 			if provider == "docker" {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -12,17 +11,9 @@ import (
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/local"
 	"github.com/locktest/locktest/impls"
+	"github.com/locktest/locktest/internal/testbin"
 	"github.com/locktest/locktest/internal/testcluster"
 )
-
-func needBinaries(t *testing.T, bins ...string) {
-	t.Helper()
-	for _, b := range bins {
-		if _, err := exec.LookPath(b); err != nil {
-			t.Skip(b + " not in PATH (make setup)")
-		}
-	}
-}
 
 // newNodesClient builds a client of impl name over nodes for process p.
 func newNodesClient(t *testing.T, name string, nodes []clusters.Node, p int) impls.Client {
@@ -58,7 +49,7 @@ func TestReplicatedConfigErrors(t *testing.T) {
 // replica promoted, the clients follow the new master and the lease names
 // it.
 func TestReplicatedFollowsFailover(t *testing.T) {
-	needBinaries(t, "redis-server", "redis-sentinel")
+	testbin.Need(t, "redis-server", "redis-sentinel")
 	s, err := local.NewSentinel(local.SentinelOptions{Dir: t.TempDir(), Replicas: 2})
 	if err != nil {
 		t.Fatal(err)
@@ -116,7 +107,7 @@ func TestReplicatedFollowsFailover(t *testing.T) {
 
 // Locks spread over the cluster's slots and masters; each is exclusive.
 func TestClusterLocks(t *testing.T) {
-	needBinaries(t, "redis-server", "redis-cli")
+	testbin.Need(t, "redis-server", "redis-cli")
 	c, err := local.NewRedisCluster(local.RedisClusterOptions{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/locktest/locktest/clusters/local"
+	"github.com/locktest/locktest/internal/testbin"
 )
 
 func build(t *testing.T) (*Clocks, string) {
@@ -104,9 +105,7 @@ func TestBuildIsCachedAndDeterministic(t *testing.T) {
 // checks that TIME moves by a bump and that a key with PX expires early
 // after a forward bump.
 func TestRedisUnderTheShim(t *testing.T) {
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Skip("redis-server not installed (make setup)")
-	}
+	testbin.Need(t, "redis-server")
 	c, _ := build(t)
 	ctx := context.Background()
 	cl, err := local.NewRedis(local.RedisOptions{Dir: t.TempDir(), NodeEnv: func(n string) []string {
@@ -156,9 +155,7 @@ func TestRedisUnderTheShim(t *testing.T) {
 // shim and checks that a forward bump moves the wall clock the server
 // stamps on new znodes (ctime comes from System.currentTimeMillis).
 func TestZooKeeperUnderTheShim(t *testing.T) {
-	if _, err := exec.LookPath("java"); err != nil {
-		t.Skip("java not installed (make setup)")
-	}
+	testbin.Need(t, "java")
 	c, _ := build(t)
 	ctx := context.Background()
 	cl, err := local.New("zookeeper", local.Options{Nodes: 1, Dir: t.TempDir(), NodeEnv: func(n string) []string {

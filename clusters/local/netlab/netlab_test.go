@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/clusters/local"
+	"github.com/locktest/locktest/internal/testbin"
 )
 
 func needLab(t *testing.T) {
@@ -17,9 +18,7 @@ func needLab(t *testing.T) {
 	if err := Check(); err != nil {
 		t.Skip(err)
 	}
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Skip("redis-server not installed (make setup)")
-	}
+	testbin.Need(t, "redis-server")
 }
 
 // ping asks the redis node at addr for PONG from inside namespace ns, with a
