@@ -20,12 +20,19 @@ import (
 func TestMain(m *testing.M) { testexe.Main(m) }
 
 // TestTinyMatrix runs a real matrix of one impl against a real
-// redis-server: the fault classes none and client-pause, one seed, 4 s
-// runs, and checks every cell of the row.
+// redis-server: the fault classes none and client-pause, one seed, 11 s
+// runs, and checks every cell of the row. The leases last 2 s, not the
+// default 500 ms: with the CI's other packages and stress-ng on both
+// cores, a holder of a 500 ms lease was once descheduled past it in the
+// fault-free run, a real violation that the row's "held" must not depend
+// on. The client-pause run's pause of 4 leases (8 s) still fits in its
+// fault phase: the first fault comes within the 1 s interval, and the
+// phase ends 1 s before the run.
 func TestTinyMatrix(t *testing.T) {
 	testbin.Need(t, "redis-server")
 	o := DefaultOptions()
-	o.Impls, o.Classes, o.Seeds, o.Duration = []string{"redis-set-nx-px"}, []Class{ClassNone, ClassClientPause}, 1, 4*time.Second
+	o.Impls, o.Classes, o.Seeds, o.Duration = []string{"redis-set-nx-px"}, []Class{ClassNone, ClassClientPause}, 1, 11*time.Second
+	o.TTL = 2 * time.Second
 	o.Base = run.DefaultConfig()
 	o.Base.StoreDir = t.TempDir()
 	o.Base.WorkerCommand, o.Base.WorkerEnv = testexe.Worker()
