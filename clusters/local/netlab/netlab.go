@@ -633,10 +633,11 @@ func Cleanup(ctx context.Context) (Leftovers, error) {
 		}
 	}
 	for _, link := range f.Links {
-		if linkExists(ctx, link) {
-			if err := run(ctx, "ip", "link", "del", link); err != nil {
-				errs = append(errs, err)
-			}
+		// A veth goes with its peer's namespace, which the kernel tears
+		// down after `ip netns del` returns: a link may vanish between
+		// any check and the del. Only one that is still there failed.
+		if err := run(ctx, "ip", "link", "del", link); err != nil && linkExists(ctx, link) {
+			errs = append(errs, err)
 		}
 	}
 	for _, r := range f.Rules {
