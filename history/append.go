@@ -102,6 +102,12 @@ func appendValue(b []byte, v *Value) []byte {
 	return append(b, '}')
 }
 
+// AppendString appends s as a JSON string, byte for byte as encoding/json
+// writes it: as is when it is printable ASCII that needs no escape, else
+// escaped by encoding/json. It is for the other hand-written encoders of
+// the harness's own lines.
+func AppendString(b []byte, s string) []byte { return appendString(b, s) }
+
 // appendString appends s as a JSON string: as is when it is printable
 // ASCII that needs no escape, else as encoding/json escapes it.
 func appendString(b []byte, s string) []byte {

@@ -60,6 +60,12 @@ func BenchmarkDriverVsBare(b *testing.B) {
 // against a fresh redis-server for d and returns their critical sections
 // per second together.
 func bareRate(tb testing.TB, clients int, d time.Duration, bo workloads.Backoff) float64 {
+	return bareRateOn(tb, clients, 1, d, bo)
+}
+
+// bareRateOn is bareRate with the clients spread over locks locks, as
+// locktest's workers are (client i contends for lock i mod locks).
+func bareRateOn(tb testing.TB, clients, locks int, d time.Duration, bo workloads.Backoff) float64 {
 	tb.Helper()
 	r, err := local.NewRedis(local.RedisOptions{Dir: tb.TempDir()})
 	r = testcluster.Started(tb, r, err)
@@ -71,7 +77,7 @@ func bareRate(tb testing.TB, clients int, d time.Duration, bo workloads.Backoff)
 		errs     []error
 	)
 	for i := range clients {
-		cfg, _ := json.Marshal(bareloop.Config{Addr: r.Nodes()[0].Addr, Lock: "lock-0", TTL: time.Second, Duration: d, Backoff: bo, Seed: uint64(i + 1)})
+		cfg, _ := json.Marshal(bareloop.Config{Addr: r.Nodes()[0].Addr, Lock: fmt.Sprintf("lock-%d", i%locks), TTL: time.Second, Duration: d, Backoff: bo, Seed: uint64(i + 1)})
 		cmd := exec.Command(os.Args[0])
 		cmd.Env = append(os.Environ(), testexe.BareEnv+"="+string(cfg))
 		cmd.Stderr = os.Stderr
@@ -252,16 +258,19 @@ func BenchmarkFaultLatency(b *testing.B) {
 
 // BenchmarkScaling runs redis-set-nx-px without faults for 10 s at 1, 4,
 // 16 and 64 clients, on 1 lock and on 8, and reports critical sections
-// and ops per second of the workload.
+// and ops per second of the workload, and, as the machine's own limit,
+// the critical sections per second of as many bare loops (bareRateOn,
+// 5 s, right before) on as many locks.
 func BenchmarkScaling(b *testing.B) {
 	testbin.Need(b, "redis-server")
 	for _, locks := range []int{1, 8} {
 		for _, clients := range []int{1, 4, 16, 64} {
 			b.Run(fmt.Sprintf("locks=%d/clients=%d", locks, clients), func(b *testing.B) {
-				var cs, ops float64
+				var cs, ops, bare float64
 				for range b.N {
 					cfg := testConfig(b, "redis-set-nx-px")
 					cfg.Clients, cfg.Locks, cfg.Duration = clients, locks, 10*time.Second
+					bare += bareRateOn(b, clients, locks, 5*time.Second, cfg.backoff())
 					out, err := Run(context.Background(), cfg)
 					if err != nil {
 						b.Fatal(err)
@@ -279,6 +288,7 @@ func BenchmarkScaling(b *testing.B) {
 				}
 				b.ReportMetric(cs/float64(b.N), "cs/s")
 				b.ReportMetric(ops/float64(b.N), "ops/s")
+				b.ReportMetric(bare/float64(b.N), "bare-cs/s")
 			})
 		}
 	}

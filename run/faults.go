@@ -2,6 +2,7 @@ package run
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,6 +18,7 @@ import (
 	"github.com/locktest/locktest/clusters/local/netlab"
 	"github.com/locktest/locktest/impls"
 	"github.com/locktest/locktest/nemesis"
+	"github.com/locktest/locktest/workloads"
 )
 
 // networkFaults names the faults that need the network lab, for errors.
@@ -65,7 +67,10 @@ type platform struct {
 // is not an error: the reason is kept, and the faults that need it are
 // reported unavailable.
 func setupPlatform(ctx context.Context, cfg Config, impl impls.Impl, dir string, lg *slog.Logger) (*platform, error) {
-	p := &platform{storeAddr: "127.0.0.1:0", clientNS: map[int]string{}}
+	// Workers that share the driver's network namespace reach the store
+	// through a Unix socket, cheaper per request than loopback TCP; in
+	// client namespaces they reach it on the bridge (below).
+	p := &platform{storeAddr: workloads.UnixStoreAddr + "@locktest-store-" + rand.Text(), clientNS: map[int]string{}}
 	useNet := cfg.Net == NetNamespaces || (cfg.Net == NetAuto && nemesis.Needs(cfg.faultParts(), nemesis.NeedNetwork))
 	if cfg.Net == NetLoopback {
 		p.netReason = "the run was asked to use loopback (--net loopback)"

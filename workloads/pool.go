@@ -70,7 +70,17 @@ type Pool struct {
 	wg   sync.WaitGroup
 	// stopping is set by Stop: no worker starts after it.
 	stopping bool
+	// pollDone ends the goroutine that reads the workers' event rings.
+	pollDone chan struct{}
+	stopPoll sync.Once
+	pollWG   sync.WaitGroup
 }
+
+// ringPoll is how often the pool reads the workers' event rings. An op
+// reaches the history at most this late (it keeps the time the worker
+// gave it); anything else a worker sends makes the pool read its ring
+// first, so the ops before it are recorded before it is handled.
+const ringPoll = 2 * time.Millisecond
 
 type workerProc struct {
 	process int
@@ -84,6 +94,17 @@ type workerProc struct {
 	killed atomic.Bool
 	// wasReady is set once the worker reported ready.
 	wasReady atomic.Bool
+
+	// recMu orders what the worker sends: its ring's ops and its stdout
+	// events are recorded and handled under it, the ring's first.
+	recMu sync.Mutex
+	// ring is the worker's event ring; nil once the worker was reaped
+	// (or when the ring could not be made: then ops come on stdout).
+	ring *eventRing
+	ops  *history.OpParser
+	op   history.Op
+	// ringOps and stdoutOps count the ops that came each way.
+	ringOps, stdoutOps int
 }
 
 // StartPool starts n workers with process ids 0..n-1 and returns once each
@@ -101,7 +122,8 @@ func StartPool(ctx context.Context, cfg PoolConfig, n int) (*Pool, error) {
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
-	p := &Pool{cfg: cfg, lg: lg, workers: map[int]*workerProc{}, next: n, host: map[int]string{}}
+	p := &Pool{cfg: cfg, lg: lg, workers: map[int]*workerProc{}, next: n, host: map[int]string{}, pollDone: make(chan struct{})}
+	p.pollWG.Go(p.poll)
 	var starting []*workerProc
 	for i := 0; i < n; i++ {
 		if cfg.NetNS != nil {
@@ -158,18 +180,31 @@ func (p *Pool) start(process int) (*workerProc, error) {
 		logf.Close()
 		return nil, err
 	}
+	// Interning shares the few lock names, functions and errors among the
+	// ops; a small limit bounds what a worker's reader keeps.
+	w := &workerProc{process: process, cmd: cmd, stdin: stdin, ops: history.NewOpParser(64),
+		points: make(chan string, 1), ready: make(chan error, 1), exited: make(chan struct{})}
+	ring, rerr := newEventRing(process)
+	if rerr != nil {
+		// Not fatal: the worker sends its ops on stdout, as it would
+		// without the driver's offer.
+		p.lg.Warn("worker ops go through stdout", "process", process, "err", rerr)
+	} else {
+		w.ring = ring
+		cmd.ExtraFiles = []*os.File{ring.file}
+	}
 	if err := cmd.Start(); err != nil {
 		logf.Close()
+		w.closeRing()
 		return nil, fmt.Errorf("start worker %q: %w", p.cfg.Command[0], err)
 	}
-	w := &workerProc{process: process, cmd: cmd, stdin: stdin,
-		points: make(chan string, 1), ready: make(chan error, 1), exited: make(chan struct{})}
 	p.mu.Lock()
 	if p.stopping {
 		p.mu.Unlock()
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		_ = cmd.Wait()
 		logf.Close()
+		w.closeRing()
 		return nil, errors.New("the pool is stopping")
 	}
 	p.workers[process] = w
@@ -178,6 +213,9 @@ func (p *Pool) start(process int) (*workerProc, error) {
 
 	cfg := p.cfg.Base
 	cfg.Process = process
+	if w.ring != nil {
+		cfg.EventRing = ringFD
+	}
 	if err := w.send(Command{Cmd: "start", Config: &cfg}); err != nil {
 		p.lg.Warn("worker start command", "process", process, "err", err)
 	}
@@ -187,11 +225,19 @@ func (p *Pool) start(process int) (*workerProc, error) {
 		p.read(w, stdout)
 		err := cmd.Wait()
 		logf.Close()
+		// What the worker published before it died is recorded before
+		// its open op is completed.
+		w.recMu.Lock()
+		p.drain(w)
+		w.closeRing()
+		ringOps, stdoutOps := w.ringOps, w.stdoutOps
+		w.recMu.Unlock()
 		p.closeOpen(w.process, err)
 		// Whatever the worker started in its group goes with it.
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		close(w.exited)
-		p.lg.Info("worker exited", "process", process, "pid", cmd.Process.Pid, "status", fmt.Sprint(err))
+		p.lg.Info("worker exited", "process", process, "pid", cmd.Process.Pid, "status", fmt.Sprint(err),
+			"ops_by_ring", ringOps, "ops_by_stdout", stdoutOps)
 		if p.cfg.ReplaceDead && !w.killed.Load() && w.wasReady.Load() {
 			p.replaceDead(process)
 		}
@@ -222,28 +268,18 @@ func (p *Pool) read(w *workerProc, stdout io.Reader) {
 		}
 	}
 	defer signalReady(errors.New("exited before it was ready (see its log)"))
-	// Interning shares the few lock names, functions and errors among the
-	// ops; a small limit bounds what a worker's reader keeps.
-	ops := history.NewOpParser(64)
-	var op history.Op
 	for sc.Scan() {
-		var e Event
-		line := sc.Bytes()
-		if fastOp(ops, line, &op) {
-			e.Op = &op
-		} else if err := json.Unmarshal(line, &e); err != nil {
-			p.fail(fmt.Errorf("worker p%d sent a bad event: %v: %q", w.process, err, sc.Text()))
+		w.recMu.Lock()
+		p.drain(w)
+		e, ok := p.event(w, sc.Bytes())
+		if ok && e.Op != nil {
+			w.stdoutOps++
+		}
+		w.recMu.Unlock()
+		if !ok {
 			continue
 		}
 		switch {
-		case e.Op != nil:
-			if e.Op.Process != w.process {
-				p.fail(fmt.Errorf("worker p%d sent an op of process %d", w.process, e.Op.Process))
-				continue
-			}
-			if _, err := p.cfg.Recorder.Record(*e.Op); err != nil {
-				p.fail(fmt.Errorf("worker p%d: %w", w.process, err))
-			}
 		case e.Point != "":
 			select {
 			case w.points <- e.Point:
@@ -256,6 +292,80 @@ func (p *Pool) read(w *workerProc, stdout io.Reader) {
 		case e.Fatal != "":
 			signalReady(errors.New(e.Fatal))
 		}
+	}
+}
+
+// event decodes one line of w, the JSON of an Event, and records it if
+// it is an op. It reports whether the line was an event; a bad line is a
+// protocol error of the pool. w.recMu must be held.
+func (p *Pool) event(w *workerProc, line []byte) (e Event, ok bool) {
+	if fastOp(w.ops, line, &w.op) {
+		e.Op = &w.op
+	} else if err := json.Unmarshal(line, &e); err != nil {
+		p.fail(fmt.Errorf("worker p%d sent a bad event: %v: %q", w.process, err, line))
+		return e, false
+	}
+	if e.Op == nil {
+		return e, true
+	}
+	if e.Op.Process != w.process {
+		p.fail(fmt.Errorf("worker p%d sent an op of process %d", w.process, e.Op.Process))
+		return e, false
+	}
+	if _, err := p.cfg.Recorder.Record(*e.Op); err != nil {
+		p.fail(fmt.Errorf("worker p%d: %w", w.process, err))
+	}
+	return e, true
+}
+
+// drain records the ops w published in its ring since the last drain.
+// w.recMu must be held.
+func (p *Pool) drain(w *workerProc) {
+	if w.ring == nil {
+		return
+	}
+	n, err := w.ring.read(func(line []byte) {
+		if e, ok := p.event(w, line); ok && e.Op == nil {
+			p.fail(fmt.Errorf("worker p%d sent a non-op event through its ring: %q", w.process, line))
+		}
+	})
+	w.ringOps += n
+	if err != nil {
+		p.fail(fmt.Errorf("worker p%d: %w", w.process, err))
+		w.closeRing() // what it holds cannot be trusted; later ops come on stdout or not at all
+	}
+}
+
+// poll drains every worker's ring each ringPoll until Stop.
+func (p *Pool) poll() {
+	t := time.NewTicker(ringPoll)
+	defer t.Stop()
+	var ws []*workerProc
+	for {
+		select {
+		case <-p.pollDone:
+			return
+		case <-t.C:
+		}
+		p.mu.Lock()
+		ws = ws[:0]
+		for _, w := range p.workers {
+			ws = append(ws, w)
+		}
+		p.mu.Unlock()
+		for _, w := range ws {
+			w.recMu.Lock()
+			p.drain(w)
+			w.recMu.Unlock()
+		}
+	}
+}
+
+// closeRing unmaps w's ring; w.recMu must be held once w's reader runs.
+func (w *workerProc) closeRing() {
+	if w.ring != nil {
+		_ = w.ring.close()
+		w.ring = nil
 	}
 }
 
@@ -506,6 +616,24 @@ func (p *Pool) Replace(ctx context.Context, process int) (int, error) {
 	return np, nil
 }
 
+// OpPaths returns how many ops the workers sent through their event rings
+// and how many through stdout, so far: stdout carries ops only from a
+// worker whose ring could not be made or ran full.
+func (p *Pool) OpPaths() (ring, stdout int) {
+	p.mu.Lock()
+	ws := make([]*workerProc, 0, len(p.workers))
+	for _, w := range p.workers {
+		ws = append(ws, w)
+	}
+	p.mu.Unlock()
+	for _, w := range ws {
+		w.recMu.Lock()
+		ring, stdout = ring+w.ringOps, stdout+w.stdoutOps
+		w.recMu.Unlock()
+	}
+	return ring, stdout
+}
+
 // Pid returns the OS pid of the worker of process.
 func (p *Pool) Pid(process int) (int, error) {
 	w, err := p.worker(process)
@@ -550,5 +678,7 @@ func (p *Pool) Stop(ctx context.Context) error {
 		w.stdin.Close()
 	}
 	p.wg.Wait()
+	p.stopPoll.Do(func() { close(p.pollDone) })
+	p.pollWG.Wait()
 	return errors.Join(p.Errs()...)
 }

@@ -298,3 +298,48 @@ func TestPoolDisarm(t *testing.T) {
 	}
 	waitFor(t, "the worker to go on after continue", func() bool { return opsOf(rec, 0) > n })
 }
+
+// TestPoolRecordsOpsThroughTheRing checks that the workers' ops reach the
+// history through their event rings, none through stdout, and that the
+// ops a worker published before it was killed are recorded before the
+// pool completes its open op.
+func TestPoolRecordsOpsThroughTheRing(t *testing.T) {
+	pool, rec, cl := testPool(t, "redis-set-nx-px", 2)
+	ctx := context.Background()
+	waitFor(t, "100 ops", func() bool { return rec.Len() >= 100 })
+	// Kill worker 1 while it waits on a frozen node, so it has an op open.
+	node := cl.Nodes()[0]
+	if err := cl.Pause(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "worker 1 to wait on the frozen node", func() bool {
+		o, open := rec.Open(1)
+		return open && (o.F == history.Acquire || o.F == history.Release)
+	})
+	if err := pool.Kill(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Resume(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	if err := pool.Stop(ctx); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	ring, stdout := pool.OpPaths()
+	if stdout != 0 || ring < 100 {
+		t.Errorf("ops by ring %d, by stdout %d: want at least 100 by ring and none by stdout", ring, stdout)
+	}
+	h := rec.History()
+	if ring+1 != len(h) { // the killed worker's open op, completed by the pool
+		t.Errorf("history of %d ops, %d came by ring: want one more, the killed worker's info", len(h), ring)
+	}
+	var last history.Op
+	for _, o := range h {
+		if o.Process == 1 {
+			last = o
+		}
+	}
+	if last.Type != history.Info || !strings.Contains(last.Error, "worker exited") {
+		t.Errorf("the killed worker's last op is %s %q, want info \"worker exited\"", last.Type, last.Error)
+	}
+}

@@ -43,6 +43,10 @@ type WorkerConfig struct {
 	// ClockOrigin is the driver's CLOCK_MONOTONIC origin for history times.
 	ClockOrigin int64 `json:"clock_origin"`
 	Seed        int64 `json:"seed"`
+	// EventRing, when set, is the file descriptor of the worker's event
+	// ring (a shared memory the driver reads), through which it sends
+	// its op events rather than stdout; see eventRing.
+	EventRing int `json:"event_ring,omitempty"`
 	// ProfileDir, when set, receives the worker's CPU profile as
 	// worker-pN.cpu.pprof, written when the worker ends its loop (a killed
 	// worker leaves none).

@@ -3,7 +3,6 @@ package workloads
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -81,7 +80,7 @@ type StoreEntry struct {
 }
 
 // Store is the shared resource the locks protect: one counter per lock name,
-// served over loopback TCP. It logs every request it receives, with its
+// served over TCP or a Unix socket. It logs every request it receives, with its
 // arrival time, to a JSON-lines file.
 type Store struct {
 	mode  Mode
@@ -110,8 +109,24 @@ func StartStore(mode Mode, clock history.Clock, logPath string, lg *slog.Logger)
 	return StartStoreOn("127.0.0.1:0", mode, clock, logPath, lg)
 }
 
-// StartStoreOn is StartStore listening on addr, e.g. the bridge address of
-// the run's network namespaces, so workers inside them can reach it.
+// UnixStoreAddr is the prefix of a store address that is a Unix socket
+// ("unix:@name" for one in the abstract namespace of the network
+// namespace it is made in); any other address is TCP host:port.
+const UnixStoreAddr = "unix:"
+
+// storeNetwork splits a store address into its network and address.
+func storeNetwork(addr string) (network, a string) {
+	if rest, ok := strings.CutPrefix(addr, UnixStoreAddr); ok {
+		return "unix", rest
+	}
+	return "tcp", addr
+}
+
+// StartStoreOn is StartStore listening on addr: a TCP host:port, e.g. the
+// bridge address of the run's network namespaces so that workers inside
+// them can reach it, or a Unix socket (UnixStoreAddr), which costs the
+// workers and the driver less per request than loopback TCP where they
+// share a network namespace.
 func StartStoreOn(addr string, mode Mode, clock history.Clock, logPath string, lg *slog.Logger) (*Store, error) {
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
@@ -120,7 +135,7 @@ func StartStoreOn(addr string, mode Mode, clock history.Clock, logPath string, l
 	if err != nil {
 		return nil, fmt.Errorf("resource store log: %w", err)
 	}
-	ln, err := net.Listen("tcp", addr)
+	ln, err := net.Listen(storeNetwork(addr))
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("resource store: %w", err)
@@ -171,8 +186,14 @@ func (s *Store) flushLog() {
 	s.logBuf = s.logBuf[:0]
 }
 
-// Addr returns the host:port workers connect to.
-func (s *Store) Addr() string { return s.ln.Addr().String() }
+// Addr returns the address workers connect to (DialStore): host:port, or
+// UnixStoreAddr and the socket's name.
+func (s *Store) Addr() string {
+	if s.ln.Addr().Network() == "unix" {
+		return UnixStoreAddr + s.ln.Addr().String()
+	}
+	return s.ln.Addr().String()
+}
 
 func (s *Store) accept() {
 	defer s.wg.Done()
@@ -198,7 +219,7 @@ func (s *Store) serve(c net.Conn) {
 		c.Close()
 	}()
 	r := bufio.NewReader(c)
-	enc := json.NewEncoder(c)
+	var out []byte
 	for {
 		line, err := r.ReadBytes('\n')
 		if err != nil {
@@ -209,12 +230,13 @@ func (s *Store) serve(c net.Conn) {
 		}
 		var req StoreRequest
 		var rep StoreReply
-		if err := json.Unmarshal(line, &req); err != nil {
+		if err := decodeRequest(line, &req); err != nil {
 			rep = StoreReply{Time: int64(s.clock.Now()), Error: "bad request: " + err.Error()}
 		} else {
 			rep = s.Handle(req)
 		}
-		if err := enc.Encode(rep); err != nil {
+		out = append(appendReply(out[:0], rep), '\n')
+		if _, err := c.Write(out); err != nil {
 			return
 		}
 	}
@@ -245,11 +267,7 @@ func (s *Store) Handle(req StoreRequest) StoreReply {
 	default:
 		rep.Error = fmt.Sprintf("bad request: unknown f %q", req.F)
 	}
-	line, err := json.Marshal(StoreEntry{StoreRequest: req, Reply: rep})
-	if err != nil {
-		s.lg.Warn("resource store log", "err", err)
-	}
-	s.logBuf = append(append(s.logBuf, line...), '\n')
+	s.logBuf = append(appendEntry(s.logBuf, req, rep), '\n')
 	if len(s.logBuf) >= logBufSize {
 		s.flushLog()
 	}
@@ -305,17 +323,18 @@ func (s *Store) Close(ctx context.Context) error {
 type StoreClient struct {
 	c   net.Conn
 	r   *bufio.Reader
-	enc *json.Encoder
+	out []byte
 }
 
-// DialStore connects to the store at addr.
+// DialStore connects to the store at addr (see Store.Addr).
 func DialStore(ctx context.Context, addr string) (*StoreClient, error) {
 	var d net.Dialer
-	c, err := d.DialContext(ctx, "tcp", addr)
+	network, a := storeNetwork(addr)
+	c, err := d.DialContext(ctx, network, a)
 	if err != nil {
 		return nil, err
 	}
-	return &StoreClient{c: c, r: bufio.NewReader(c), enc: json.NewEncoder(c)}, nil
+	return &StoreClient{c: c, r: bufio.NewReaderSize(c, 64<<10)}, nil
 }
 
 // Do sends req and waits for the reply until ctx's deadline.
@@ -325,15 +344,16 @@ func (sc *StoreClient) Do(ctx context.Context, req StoreRequest) (StoreReply, er
 	} else {
 		sc.c.SetDeadline(time.Time{})
 	}
-	if err := sc.enc.Encode(req); err != nil {
+	sc.out = append(appendRequest(sc.out[:0], req), '\n')
+	if _, err := sc.c.Write(sc.out); err != nil {
 		return StoreReply{}, err
 	}
-	line, err := sc.r.ReadBytes('\n')
+	line, err := sc.r.ReadSlice('\n')
 	if err != nil {
 		return StoreReply{}, err
 	}
 	var rep StoreReply
-	if err := json.Unmarshal(line, &rep); err != nil {
+	if err := decodeReply(line, &rep); err != nil {
 		return StoreReply{}, err
 	}
 	return rep, nil

@@ -45,6 +45,13 @@ func RunWorker(ctx context.Context, in io.Reader, out io.Writer) error {
 		defer stop()
 	}
 	w.clock = history.ClockAt(w.cfg.ClockOrigin)
+	if w.cfg.EventRing > 0 {
+		r, err := openEventRing(w.cfg.EventRing)
+		if err != nil {
+			return w.fatal(err)
+		}
+		w.ring = r
+	}
 	w.rng = rand.New(rand.NewPCG(uint64(w.cfg.Seed), uint64(w.cfg.Process)))
 
 	ctx, cancel := context.WithCancel(ctx)
@@ -142,8 +149,9 @@ type worker struct {
 
 	outMu    sync.Mutex
 	out      *json.Encoder
-	raw      io.Writer // what out writes to
-	line     []byte    // op events held back (sendOp)
+	raw      io.Writer  // what out writes to
+	line     []byte     // op events held back (sendOp)
+	ring     *eventRing // where op events go, when the driver gave one
 	cont     chan struct{}
 	stopping atomic.Bool
 	// dead is the error of a client that died (impls.ErrDead): the loop
@@ -191,8 +199,11 @@ func (w *worker) record(op history.Op) history.Op {
 	return op
 }
 
-// sendOp sends Event{Op: &op}, encoded as encoding/json would. An
-// invocation is written at once, together with the completions held back
+// sendOp sends Event{Op: &op}, encoded as encoding/json would, through
+// the event ring when there is one: the driver reads it without being
+// woken, and it keeps what was published if this process is killed. A
+// full ring makes stdout the way of this op and all later ones. On
+// stdout, an invocation is written at once, together with the completions held back
 // before it, since the request it announces is about to leave this
 // process; a completion is held back until the next write, so that a
 // critical section costs the driver one wake-up per request rather than
@@ -204,6 +215,20 @@ func (w *worker) sendOp(op history.Op) {
 	w.outMu.Lock()
 	defer w.outMu.Unlock()
 	w.line = append(history.AppendJSON(append(w.line, eventOpPrefix...), op), '}', '\n')
+	if w.ring != nil {
+		if w.ring.write(w.line) {
+			w.line = w.line[:0]
+			return
+		}
+		// The driver has not kept up. From now on every op goes to
+		// stdout: the driver reads the ring before each stdout line, so
+		// the order holds, which writing to the ring again once it has
+		// room would break.
+		fmt.Fprintf(os.Stderr, "worker p%d: event ring full; op events go to stdout from now on\n", w.cfg.Process)
+		w.ring = nil
+		w.flushLocked()
+		return
+	}
 	if op.Type == history.Invoke {
 		w.flushLocked()
 	}
