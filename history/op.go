@@ -53,8 +53,8 @@ const (
 // recorder. Time is nanoseconds of CLOCK_MONOTONIC since the test's start;
 // because every process on the host shares that clock, ops of different
 // processes compare in real time. Ops are stored in the order the recorder
-// received them, which may differ from Time order by the few microseconds a
-// record spends in a pipe; checkers order by Time.
+// received them, which may differ from Time order by the few milliseconds
+// an op waits in its worker's event ring; checkers order by Time.
 type Op struct {
 	Index   int    `json:"index"`
 	Type    Type   `json:"type"`

@@ -2,7 +2,6 @@ package run
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -68,9 +67,10 @@ type platform struct {
 // reported unavailable.
 func setupPlatform(ctx context.Context, cfg Config, impl impls.Impl, dir string, lg *slog.Logger) (*platform, error) {
 	// Workers that share the driver's network namespace reach the store
-	// through a Unix socket, cheaper per request than loopback TCP; in
+	// through a Unix socket in the run's folder, cheaper per request than
+	// loopback TCP (and reachable only by who may enter the folder); in
 	// client namespaces they reach it on the bridge (below).
-	p := &platform{storeAddr: workloads.UnixStoreAddr + "@locktest-store-" + rand.Text(), clientNS: map[int]string{}}
+	p := &platform{storeAddr: workloads.StoreAddrIn(dir), clientNS: map[int]string{}}
 	useNet := cfg.Net == NetNamespaces || (cfg.Net == NetAuto && nemesis.Needs(cfg.faultParts(), nemesis.NeedNetwork))
 	if cfg.Net == NetLoopback {
 		p.netReason = "the run was asked to use loopback (--net loopback)"

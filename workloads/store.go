@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -110,9 +111,25 @@ func StartStore(mode Mode, clock history.Clock, logPath string, lg *slog.Logger)
 }
 
 // UnixStoreAddr is the prefix of a store address that is a Unix socket
-// ("unix:@name" for one in the abstract namespace of the network
-// namespace it is made in); any other address is TCP host:port.
+// ("unix:/path"); any other address is TCP host:port.
 const UnixStoreAddr = "unix:"
+
+// StoreSocket is the name of the store's Unix socket in a run's folder.
+const StoreSocket = "store.sock"
+
+// maxSocketPath is the longest path a Unix socket address holds on Linux
+// (sun_path, without its terminating NUL).
+const maxSocketPath = 107
+
+// StoreAddrIn returns the store address for workers that share the
+// driver's network namespace: the Unix socket StoreSocket in dir, or, when
+// its path is too long for a socket address, a free loopback TCP port.
+func StoreAddrIn(dir string) string {
+	if p := filepath.Join(dir, StoreSocket); len(p) <= maxSocketPath {
+		return UnixStoreAddr + p
+	}
+	return "127.0.0.1:0"
+}
 
 // storeNetwork splits a store address into its network and address.
 func storeNetwork(addr string) (network, a string) {
