@@ -29,7 +29,7 @@ import (
 // with redis-set-nx-px and no faults against its reference: the bare
 // go-redis loop of internal/bareloop making the same four round trips,
 // one separate process per client, with the same retry policy. The two
-// alternate, bare loop first, in three rounds per iteration, since the
+// alternate, bare loop first, in five rounds per iteration, since the
 // rate of a shared 2-core machine drifts; the metrics are the medians of
 // the rounds, ratio being locktest's rate over the loop's.
 func BenchmarkDriverVsBare(b *testing.B) {
@@ -38,7 +38,7 @@ func BenchmarkDriverVsBare(b *testing.B) {
 		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
 			var bare, drv, ratio []float64
 			for range b.N {
-				for range 3 {
+				for range 5 {
 					cfg := testConfig(b, "redis-set-nx-px")
 					cfg.Clients, cfg.Duration = clients, time.Minute
 					br := bareRate(b, clients, 3*time.Second, cfg.backoff())
