@@ -178,10 +178,12 @@ func (c Liveness) Check(ctx context.Context, h history.History) Result {
 		cands[l] = cd
 	}
 	// An acquire of unknown outcome whose process then died, invoked after
-	// the lock's last hold ended, may have left the lock taken: the latest
-	// such acquire of each lock is a candidate too, ended at the death (it
-	// replaces the last hold's candidate: if it took effect, it came after
-	// that hold ended).
+	// the lock's last hold ended, or invoked before and open when a release
+	// ok of that hold completed, before the death, may have left the lock
+	// taken: the latest such acquire of each lock is a candidate too, ended
+	// at the death (it replaces the last hold's candidate: if it took
+	// effect, it came after that hold ended, since the lock was held until
+	// then).
 	for step := range h {
 		o := &h[step]
 		if o.Process < 0 || o.F != history.Acquire || o.Type != history.Invoke {
@@ -194,11 +196,6 @@ func (c Liveness) Check(ctx context.Context, h history.History) Result {
 		if !ok {
 			continue
 		}
-		// The lock's last hold must have ended before this acquire began:
-		// a live holder, not the dead one, may be what keeps others out.
-		if hi := last[lk]; hi >= 0 && (o.Time < v.holds[hi].start || v.holds[hi].end > o.Time || v.holds[hi].why == endHistory) {
-			continue
-		}
 		var died int32 = -1
 		for _, d := range deaths[o.Process] {
 			if h[d].Time >= o.Time {
@@ -207,6 +204,12 @@ func (c Liveness) Check(ctx context.Context, h history.History) Result {
 			}
 		}
 		if died < 0 {
+			continue
+		}
+		// The lock's last hold must have ended before this acquire began,
+		// or have been released (a release ok) before the death: else a
+		// live holder, not the dead one, may be what keeps others out.
+		if hi := last[lk]; hi >= 0 && !v.freedBefore(&v.holds[hi], o.Time, h[died].Time) {
 			continue
 		}
 		if cd := cands[lk]; cd != nil && cd.unknown >= 0 && h[cd.unknown].Time > o.Time {
@@ -329,6 +332,21 @@ func (v *view) death(hd *hold, ds []int32) int32 {
 		return ds[j]
 	}
 	return -1
+}
+
+// freedBefore reports whether hold hd certainly left its lock free for an
+// acquire invoked at inv whose process died at died: the hold ended before
+// inv (and began before it), or a release ok of the hold completed before
+// died.
+func (v *view) freedBefore(hd *hold, inv, died int64) bool {
+	if hd.why != endHistory && hd.start <= inv && hd.end <= inv {
+		return true
+	}
+	if hd.release < 0 {
+		return false
+	}
+	done := v.pair[hd.release]
+	return done >= 0 && v.h[done].Type == history.OK && v.h[done].Time <= died
 }
 
 // stuck explains that lock l stayed unacquirable after hold hd ended.

@@ -1,7 +1,9 @@
 package checker
 
 import (
+	"cmp"
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -282,24 +284,47 @@ func TestLivenessStatsAroundFaults(t *testing.T) {
 // acquire began, the others fail because of it, and nothing is stuck.
 func TestStuckAfterADeathInsideAnAcquire(t *testing.T) {
 	for _, tc := range []struct {
-		name      string
-		released  bool
+		name string
+		// release is when the holder invokes its release and when the
+		// release ok comes; none when release[0] is 0. The dead process
+		// invokes its acquire at 100 and dies at 160.
+		release   [2]int64
 		wantStuck bool
 	}{
-		{"after a release", true, true},
-		{"while a live session holder holds it", false, false},
+		{"after a release", [2]int64{20, 30}, true},
+		{"across a release invoked before it", [2]int64{90, 165}, true},
+		// The acquire waited on the lock, which a release invoked after
+		// the acquire freed before the death (the debate's
+		// redis-setnx-expire-crash, once).
+		{"across a release that completed before the death", [2]int64{120, 140}, true},
+		{"across a release that completed after the death", [2]int64{120, 165}, false},
+		{"while a live session holder holds it", [2]int64{}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var b builder
 			b.acquire(1, "x", 0, 10, 0, 0)
-			if tc.released {
-				b.invoke(1, history.Release, 20, history.Value{Lock: "x"})
-				b.ok(1, history.Release, 30, history.Value{Lock: "x"})
+			// The ops of both processes and the nemesis, in time order.
+			type step struct {
+				at int64
+				do func()
 			}
-			b.invoke(0, history.Acquire, 100, history.Value{Lock: "x"})
-			b.invoke(history.NemesisProcess, "kill-client", 150, history.Value{})
-			b.add(history.Info, 0, history.Acquire, 160, history.Value{Lock: "x"}, "worker exited: signal: killed")
-			b.ok(history.NemesisProcess, "kill-client", 170, history.Value{Targets: []string{"p0"}})
+			steps := []step{
+				{100, func() { b.invoke(0, history.Acquire, 100, history.Value{Lock: "x"}) }},
+				{150, func() { b.invoke(history.NemesisProcess, "kill-client", 150, history.Value{}) }},
+				{160, func() {
+					b.add(history.Info, 0, history.Acquire, 160, history.Value{Lock: "x"}, "worker exited: signal: killed")
+				}},
+				{170, func() { b.ok(history.NemesisProcess, "kill-client", 170, history.Value{Targets: []string{"p0"}}) }},
+			}
+			if r := tc.release; r[0] > 0 {
+				steps = append(steps,
+					step{r[0], func() { b.invoke(1, history.Release, r[0], history.Value{Lock: "x"}) }},
+					step{r[1], func() { b.ok(1, history.Release, r[1], history.Value{Lock: "x"}) }})
+			}
+			slices.SortStableFunc(steps, func(a, b step) int { return cmp.Compare(a.at, b.at) })
+			for _, st := range steps {
+				st.do()
+			}
 			b.attempts("x", []int{2, 3}, 6, 1000, 1500)
 			r := Run(context.Background(), b.h, Liveness{})[0]
 			stuck := 0
