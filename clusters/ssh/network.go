@@ -154,7 +154,7 @@ func (nw *Network) Heal(ctx context.Context) error {
 // rules of every locktest run.
 func RemoveRules(ctx context.Context, conns []*Conn, runID string) error {
 	pat := "locktest:" + runID
-	cmd := fmt.Sprintf("command -v iptables-save >/dev/null || exit 0; iptables-save -t filter | grep -F -e %s | sed -e 's/^-A /-D /' | while read -r r; do eval \"iptables -w -t filter $r\"; done; ! iptables-save -t filter | grep -q -F -e %s", Quote("--comment "+pat), Quote("--comment "+pat))
+	cmd := fmt.Sprintf("command -v iptables-save >/dev/null || exit 0; iptables-save -t filter | grep -F -e %s | sed -e 's/^-A /-D /' | while read -r r; do eval \"iptables -w -t filter $r\"; done; ! iptables-save -t filter | grep -q -F -e %s", Quote(pat), Quote(pat))
 	var errs []error
 	for _, c := range slices.Clone(conns) {
 		if _, err := c.Root(ctx, cmd); err != nil {
