@@ -10,8 +10,10 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"math/big"
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -158,10 +160,8 @@ func (e *Engine) SSHLabUp(ctx context.Context, opts SSHLabOptions) (lab *SSHLab,
 	if opts.Dir == "" {
 		return nil, errors.New("lab up: no directory for the inventory")
 	}
-	if existing, err := e.sshLabIDs(ctx); err != nil {
-		return nil, err
-	} else if len(existing) > 0 {
-		return nil, fmt.Errorf("lab up: a lab is up already (%s): `locktest lab down` first", strings.Join(existing, ", "))
+	if _, err := os.Stat(filepath.Join(opts.Dir, SSHLabInventory)); err == nil {
+		return nil, fmt.Errorf("lab up: %s exists: a lab is up there already (`locktest lab down` first)", filepath.Join(opts.Dir, SSHLabInventory))
 	}
 	rc, err := SSHLabRootfs(ctx)
 	if err != nil {
@@ -238,6 +238,11 @@ func (e *Engine) SSHLabUp(ctx context.Context, opts SSHLabOptions) (lab *SSHLab,
 		lab.Hosts = append(lab.Hosts, ip.String())
 		ip = ip.Next()
 	}
+	for _, h := range lab.Hosts {
+		if err := waitSSH(ctx, h); err != nil {
+			return lab, err
+		}
+	}
 	if err := os.WriteFile(filepath.Join(opts.Dir, SSHLabKey), clientPEM, 0o600); err != nil {
 		return lab, fmt.Errorf("lab up: %v", err)
 	}
@@ -271,6 +276,15 @@ func (e *Engine) SSHLabDown(ctx context.Context, dir string) ([]string, error) {
 	}
 	return ids, errors.Join(errs...)
 }
+
+// SSHLabRemove removes the containers and network of the lab id.
+func (e *Engine) SSHLabRemove(ctx context.Context, id string) error {
+	return removeByLabel(ctx, e.cli, LabelSSHLab, id)
+}
+
+// SSHLabIDs returns the ids of the SSH labs whose containers or networks
+// exist.
+func (e *Engine) SSHLabIDs(ctx context.Context) ([]string, error) { return e.sshLabIDs(ctx) }
 
 // sshLabIDs returns the ids of the SSH labs whose containers or networks
 // exist.
@@ -398,4 +412,36 @@ func tarOf(files []tarFile) *bytes.Reader {
 	}
 	tw.Close()
 	return bytes.NewReader(buf.Bytes())
+}
+
+// sshWait bounds the wait for a lab host's sshd to answer.
+const sshWait = 30 * time.Second
+
+// waitSSH waits until the sshd at ip:22 sends its banner.
+func waitSSH(ctx context.Context, ip string) error {
+	deadline := time.Now().Add(sshWait)
+	var last error
+	for time.Now().Before(deadline) {
+		d := net.Dialer{Timeout: time.Second}
+		c, err := d.DialContext(ctx, "tcp", net.JoinHostPort(ip, "22"))
+		if err == nil {
+			c.SetDeadline(time.Now().Add(2 * time.Second))
+			b := make([]byte, 4)
+			_, err = io.ReadFull(c, b)
+			c.Close()
+			if err == nil && string(b) == "SSH-" {
+				return nil
+			}
+			if err == nil {
+				err = fmt.Errorf("answered %q, not an SSH banner", b)
+			}
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("lab up: sshd at %s not answering after %v: %v", ip, sshWait, last)
 }

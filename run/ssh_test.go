@@ -1,0 +1,209 @@
+package run
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/pem"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/clusters/docker"
+	sshp "github.com/locktest/locktest/clusters/ssh"
+	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/internal/testbin"
+	xssh "golang.org/x/crypto/ssh"
+)
+
+// sshLab starts an SSH lab of five hosts for the test (skipping when no
+// Docker engine answers or this host lacks sshd or redis-server, which the
+// lab's image is made from) and removes it when the test ends, checking
+// that nothing of it is left. It returns the lab's inventory file.
+func sshLab(t *testing.T) string {
+	t.Helper()
+	testbin.Need(t, "sshd", "redis-server", "iptables")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	e, err := docker.Open(ctx, nil)
+	if err != nil {
+		t.Skipf("ssh provider tests need the lab's Docker engine: %v", err)
+	}
+	dir := t.TempDir()
+	lab, err := e.SSHLabUp(ctx, docker.SSHLabOptions{Hosts: 5, Dir: dir})
+	if err != nil {
+		e.Close()
+		t.Fatalf("lab up: %v", err)
+	}
+	t.Cleanup(func() {
+		defer e.Close()
+		if err := e.SSHLabRemove(context.Background(), lab.ID); err != nil {
+			t.Errorf("lab down: %v", err)
+		}
+		ids, err := e.SSHLabIDs(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.Contains(ids, lab.ID) {
+			t.Errorf("lab %s left containers or its network", lab.ID)
+		}
+	})
+	return lab.Inventory
+}
+
+// sshConfig is testConfig under the ssh provider, on the lab's hosts.
+func sshConfig(t *testing.T, impl, inventory string) Config {
+	t.Helper()
+	cfg := testConfig(t, impl)
+	cfg.Provider = ProviderSSH
+	cfg.SSH = SSHConfig{Inventory: inventory}
+	return cfg
+}
+
+// assertHostsClean checks that no host of the inventory keeps a run
+// directory, a locktest iptables rule or a redis-server process.
+func assertHostsClean(t *testing.T, inventory string) {
+	t.Helper()
+	inv, err := sshp.LoadInventory(inventory)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conns, err := sshp.Dial(ctx, inv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sshp.CloseAll(conns)
+	for _, c := range conns {
+		out, err := c.Run(ctx, "ls -A "+sshp.DefaultWorkdir+" 2>/dev/null; iptables-save | grep locktest; for f in /proc/[0-9]*/cmdline; do grep -qa 'redis-serve[r]' $f 2>/dev/null && echo process $f; done; true")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s := strings.TrimSpace(out); s != "" {
+			t.Errorf("host %s keeps what a run made: %s", c.Host.Name, s)
+		}
+	}
+}
+
+// TestSSHLabRuns runs Redlock over the SSH lab: fault-free, with a node
+// paused, with a node killed and restarted (with the append-only file
+// fsynced at every write, so the restart remembers), and with a node
+// isolated by iptables. Each fault is pinned to n1 and must really happen
+// and be undone; each run is valid, as the same runs are on the local
+// provider; and afterwards no host keeps a file, rule or process of the
+// run. Bad hosts (sshBadHosts) are tried on the same lab.
+func TestSSHLabRuns(t *testing.T) {
+	inventory := sshLab(t)
+	for _, tc := range []struct {
+		name, fault, heal string
+		persistence       string
+	}{
+		{name: "no-faults"},
+		{name: "pause-node", fault: "pause-node", heal: "resume-node"},
+		{name: "kill-node", fault: "kill-node", heal: "restart-node", persistence: "always"},
+		{name: "isolate", fault: "isolate", heal: "heal-network"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := sshConfig(t, "redlock", inventory)
+			cfg.Duration, cfg.MaxCriticalSections = 20*time.Second, 40
+			if tc.fault != "" {
+				cfg.Faults = []string{tc.fault}
+				cfg.Targets = map[string][]string{tc.fault: {"n1"}}
+				cfg.Persistence = tc.persistence
+				cfg.Interval, cfg.NodeDown, cfg.Window = 500*time.Millisecond, 500*time.Millisecond, 600*time.Millisecond
+				cfg.Duration, cfg.Quiet, cfg.MaxCriticalSections = 8*time.Second, 4*time.Second, 0
+			}
+			out, h := mustRun(t, cfg)
+			r := out.Results
+			if r.Valid != checker.Valid {
+				t.Errorf("verdict %s, want valid; anomalies %v, problems %v", r.Valid, kinds(r), r.Problems)
+			}
+			if !strings.HasPrefix(r.Run.Network, "ssh hosts h1 ") || !strings.Contains(r.Run.Network, "rtt") || !strings.Contains(r.Run.Network, "host keys checked") {
+				t.Errorf("network %q: want the hosts, their round trips and the host key check", r.Run.Network)
+			}
+			if tc.fault != "" {
+				faults := 0
+				for _, o := range h {
+					if o.IsNemesis() && strings.Contains(o.F, tc.fault) && o.Type == history.OK {
+						faults++
+					}
+				}
+				heals := nemesisOps(h, tc.heal, history.OK)
+				if faults < 1 || heals < 1 {
+					t.Errorf("%d %s, %d %s applied: %v", faults, tc.fault, heals, tc.heal, nemesisSeq(h))
+				}
+			}
+			if b, err := os.ReadFile(filepath.Join(out.Dir, "logs", "n1.log")); err != nil || !strings.Contains(string(b), "Ready to accept connections") {
+				t.Errorf("logs/n1.log is not the node's log collected from its host (err %v)", err)
+			}
+			assertHostsClean(t, inventory)
+		})
+	}
+	t.Run("bad-hosts", func(t *testing.T) { sshBadHosts(t, inventory) })
+}
+
+// sshBadHosts: a host that refuses the key, or whose host key is not the
+// known one, is a one-line setup error naming the host, and the run leaves
+// nothing on the hosts.
+func sshBadHosts(t *testing.T, inventory string) {
+	dir := t.TempDir()
+	text, err := os.ReadFile(inventory)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, edit, want string }{
+		{"wrong key", "key: " + filepath.Join(dir, "other_key"), "unable to authenticate"},
+		{"unknown host key", "known_hosts: " + filepath.Join(dir, "empty_known_hosts"), "key is unknown"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// A key that no host authorizes, and an empty known_hosts.
+			if err := os.WriteFile(filepath.Join(dir, "empty_known_hosts"), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "other_key"), otherKey(t), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			var lines []string
+			key := strings.SplitN(tc.edit, ":", 2)[0] + ":"
+			for _, l := range strings.Split(string(text), "\n") {
+				if strings.HasPrefix(l, key) {
+					l = tc.edit
+				} else if strings.HasPrefix(l, "key:") || strings.HasPrefix(l, "known_hosts:") {
+					f := strings.SplitN(l, ": ", 2)
+					l = f[0] + ": " + filepath.Join(filepath.Dir(inventory), f[1])
+				}
+				lines = append(lines, l)
+			}
+			bad := filepath.Join(dir, "bad.yaml")
+			if err := os.WriteFile(bad, []byte(strings.Join(lines, "\n")), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			cfg := sshConfig(t, "redlock", bad)
+			_, err := Run(context.Background(), cfg)
+			var se *SetupError
+			if !errors.As(err, &se) || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), "ssh h") {
+				t.Errorf("error %v, want a one-line setup error naming the host with %q", err, tc.want)
+			}
+		})
+	}
+	assertHostsClean(t, inventory)
+}
+
+// otherKey returns a fresh ed25519 private key in OpenSSH's format.
+func otherKey(t *testing.T) []byte {
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blk, err := xssh.MarshalPrivateKey(priv, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(blk)
+}
