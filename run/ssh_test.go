@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -146,6 +147,66 @@ func TestSSHLabRuns(t *testing.T) {
 		})
 	}
 	t.Run("bad-hosts", func(t *testing.T) { sshBadHosts(t, inventory) })
+	t.Run("cleanup", func(t *testing.T) { sshCleanup(t, inventory) })
+}
+
+// sshCleanup leaves on h1 what a killed driver would (a run directory whose
+// owner is a process that is gone, a redis-server started there, an
+// iptables rule with the run's comment) next to a run directory of this
+// live process, and checks that Cleanup removes the first whole and keeps
+// the second.
+func sshCleanup(t *testing.T, inventory string) {
+	inv, err := sshp.LoadInventory(inventory)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conns, err := sshp.Dial(ctx, inv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sshp.CloseAll(conns)
+	h1 := conns[0]
+	host, _ := os.Hostname()
+	dead, live := sshp.RunDir(h1.Host, "deadbeef"), sshp.RunDir(h1.Host, "live0001")
+	script := fmt.Sprintf(`set -e
+mkdir -p %[1]s/n1 %[2]s
+echo '%[3]s 999999999 1' > %[1]s/owner
+echo '%[3]s %[4]d %[5]s' > %[2]s/owner
+redis-server --port 6390 --daemonize yes --pidfile %[1]s/n1/redis.pid --dir %[1]s/n1 --save ''
+i=0; while [ ! -s %[1]s/n1/redis.pid ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
+iptables -w -I INPUT -s 192.0.2.1 -m comment --comment locktest:deadbeef -j DROP
+`, dead, live, host, os.Getpid(), procStartOf(t))
+	if _, err := h1.Run(ctx, script); err != nil {
+		t.Fatal(err)
+	}
+	defer h1.Run(context.Background(), "rm -rf "+live)
+	left, err := sshp.Cleanup(ctx, conns, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left) != 1 || left[0].RunID != "deadbeef" || left[0].Host != "h1" {
+		t.Errorf("cleanup found %+v, want the dead run on h1 only", left)
+	}
+	out, err := h1.Run(ctx, "ls -A "+sshp.DefaultWorkdir+"; iptables-save | grep locktest; for f in /proc/[0-9]*/cmdline; do grep -qa 'redis-serve[r]' $f && echo process $f; done; true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.TrimSpace(out) != "locktest-live0001" {
+		t.Errorf("h1 keeps %q after the cleanup, want only the live run's directory", out)
+	}
+}
+
+// procStartOf returns this process's start time as /proc/self/stat gives it.
+func procStartOf(t *testing.T) string {
+	b, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	return f[19]
 }
 
 // sshBadHosts: a host that refuses the key, or whose host key is not the
