@@ -17,6 +17,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strings"
 	"time"
@@ -81,7 +82,7 @@ func SSHLabRootfs(ctx context.Context) (*Rootfs, error) {
 	r.AddFile("/etc/passwd", []byte("root:x:0:0:root:/root:/bin/sh\nsshd:x:100:65534::/run/sshd:/usr/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"), 0o644)
 	r.AddFile("/etc/ssh/sshd_config", []byte(sshdConfig), 0o644)
 	r.AddDir("/run/sshd", 0o755)
-	r.AddDir("/root/.ssh", 0o700)
+	r.AddDir(path.Join("/root", ".ssh"), 0o700)
 	r.AddDir("/var/tmp", fs.ModeSticky|0o777)
 	progs := append([]string{"sshd"}, sshLabPrograms...)
 	for _, p := range progs {

@@ -109,7 +109,11 @@ var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
 func LoadInventory(path string) (*Inventory, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("inventory: %v", errors.Unwrap(err))
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return nil, fmt.Errorf("inventory %s: %v", path, err)
 	}
 	return ParseInventory(data, path)
 }

@@ -24,7 +24,7 @@ func TestInventoryErrors(t *testing.T) {
 		{"not-yaml.yaml", "not-yaml.yaml:"},
 		{"wrong-type.yaml", "wrong-type.yaml:2: cannot unmarshal"},
 		{"empty.yaml", "empty.yaml: empty"},
-		{"missing.yaml", "inventory: no such file or directory"},
+		{"missing.yaml", "missing.yaml: no such file or directory"},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			_, err := LoadInventory(filepath.Join("testdata", "inventory", tc.file))

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -36,6 +38,12 @@ A failed up removes what it had made.`,
 			if hosts < 5 {
 				return usageError{fmt.Errorf("--hosts %d: want at least 5", hosts)}
 			}
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return usageError{fmt.Errorf("--dir: %v", err)}
+			}
+			if _, err := os.Stat(filepath.Join(dir, docker.SSHLabInventory)); err == nil {
+				return usageError{fmt.Errorf("--dir %s holds a lab's %s already: `locktest lab down --dir %s` first", dir, docker.SSHLabInventory, dir)}
+			}
 			e, err := openDocker(cmd.Context())
 			if err != nil {
 				return err
@@ -59,6 +67,9 @@ A failed up removes what it had made.`,
 		Short: "Remove the SSH lab's containers and network, and the files up wrote",
 		Args:  args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if st, err := os.Stat(downDir); err != nil || !st.IsDir() {
+				return usageError{fmt.Errorf("--dir %s: not a folder", downDir)}
+			}
 			e, err := openDocker(cmd.Context())
 			if err != nil {
 				return err
