@@ -159,13 +159,18 @@ func ownerLine() string {
 // the servers, and waits until each answers PING from the control host. A
 // host that lacks the server binary is an error naming the host.
 func (cl *Cluster) Start(ctx context.Context) error {
+	t0 := time.Now()
 	errs := make([]error, len(cl.nodes))
 	var wg sync.WaitGroup
 	for i, n := range cl.nodes {
 		wg.Go(func() { errs[i] = cl.startNode(ctx, n, true) })
 	}
 	wg.Wait()
-	return errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	cl.lg.Info("ssh nodes ready", "nodes", len(cl.nodes), "took", time.Since(t0).Round(time.Millisecond))
+	return nil
 }
 
 // startNode writes n's config (first: the run directory and owner file

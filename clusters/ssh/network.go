@@ -133,8 +133,9 @@ func (nw *Network) apply(ctx context.Context, rules map[*Conn][]rule) error {
 			fmt.Fprintf(&b, "iptables -w -I %s %s -m comment --comment %s -j DROP\n", r.chain, r.spec, nw.comment())
 		}
 		sp := strconv.Itoa(c.Host.Port)
-		fmt.Fprintf(&b, "iptables -w -C INPUT -p tcp --dport %[1]s -m comment --comment %[2]s -j ACCEPT 2>/dev/null || iptables -w -I INPUT -p tcp --dport %[1]s -m comment --comment %[2]s -j ACCEPT\n", sp, nw.comment())
-		fmt.Fprintf(&b, "iptables -w -C OUTPUT -p tcp --sport %[1]s -m comment --comment %[2]s -j ACCEPT 2>/dev/null || iptables -w -I OUTPUT -p tcp --sport %[1]s -m comment --comment %[2]s -j ACCEPT\n", sp, nw.comment())
+		// The ACCEPT goes (back) to the top, above the DROPs just added.
+		fmt.Fprintf(&b, "iptables -w -D INPUT -p tcp --dport %[1]s -m comment --comment %[2]s -j ACCEPT 2>/dev/null || true\niptables -w -I INPUT -p tcp --dport %[1]s -m comment --comment %[2]s -j ACCEPT\n", sp, nw.comment())
+		fmt.Fprintf(&b, "iptables -w -D OUTPUT -p tcp --sport %[1]s -m comment --comment %[2]s -j ACCEPT 2>/dev/null || true\niptables -w -I OUTPUT -p tcp --sport %[1]s -m comment --comment %[2]s -j ACCEPT\n", sp, nw.comment())
 		if _, err := c.Root(ctx, b.String()); err != nil {
 			errs = append(errs, err)
 		}
