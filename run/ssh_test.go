@@ -213,36 +213,34 @@ func procStartOf(t *testing.T) string {
 // known one, is a one-line setup error naming the host, and the run leaves
 // nothing on the hosts.
 func sshBadHosts(t *testing.T, inventory string) {
-	dir := t.TempDir()
-	text, err := os.ReadFile(inventory)
+	inv, err := sshp.LoadInventory(inventory)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, tc := range []struct{ name, edit, want string }{
-		{"wrong key", "key: " + filepath.Join(dir, "other_key"), "unable to authenticate"},
-		{"unknown host key", "known_hosts: " + filepath.Join(dir, "empty_known_hosts"), "key is unknown"},
+	dir := t.TempDir()
+	otherKey, emptyKnown := filepath.Join(dir, "other_key"), filepath.Join(dir, "empty_known_hosts")
+	if err := os.WriteFile(emptyKnown, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(otherKey, newKey(t), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, key, known, binary, want string }{
+		{"wrong key", otherKey, inv.KnownHosts, "", "unable to authenticate"},
+		{"unknown host key", inv.Hosts[0].Key, emptyKnown, "", "key is unknown"},
+		{"no server binary", inv.Hosts[0].Key, inv.KnownHosts, "/nonexistent/redis-server", "no /nonexistent/redis-server on the host"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			// A key that no host authorizes, and an empty known_hosts.
-			if err := os.WriteFile(filepath.Join(dir, "empty_known_hosts"), nil, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(dir, "other_key"), otherKey(t), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			var lines []string
-			key := strings.SplitN(tc.edit, ":", 2)[0] + ":"
-			for _, l := range strings.Split(string(text), "\n") {
-				if strings.HasPrefix(l, key) {
-					l = tc.edit
-				} else if strings.HasPrefix(l, "key:") || strings.HasPrefix(l, "known_hosts:") {
-					f := strings.SplitN(l, ": ", 2)
-					l = f[0] + ": " + filepath.Join(filepath.Dir(inventory), f[1])
+			var b strings.Builder
+			fmt.Fprintf(&b, "key: %s\nknown_hosts: %s\nhosts:\n", tc.key, tc.known)
+			for i, h := range inv.Hosts {
+				fmt.Fprintf(&b, "  - name: %s\n    address: %s\n", h.Name, h.Address)
+				if i == 0 && tc.binary != "" {
+					fmt.Fprintf(&b, "    binaries: {redis-server: %s}\n", tc.binary)
 				}
-				lines = append(lines, l)
 			}
 			bad := filepath.Join(dir, "bad.yaml")
-			if err := os.WriteFile(bad, []byte(strings.Join(lines, "\n")), 0o644); err != nil {
+			if err := os.WriteFile(bad, []byte(b.String()), 0o644); err != nil {
 				t.Fatal(err)
 			}
 			cfg := sshConfig(t, "redlock", bad)
@@ -251,13 +249,13 @@ func sshBadHosts(t *testing.T, inventory string) {
 			if !errors.As(err, &se) || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), "ssh h") {
 				t.Errorf("error %v, want a one-line setup error naming the host with %q", err, tc.want)
 			}
+			assertHostsClean(t, inventory)
 		})
 	}
-	assertHostsClean(t, inventory)
 }
 
-// otherKey returns a fresh ed25519 private key in OpenSSH's format.
-func otherKey(t *testing.T) []byte {
+// newKey returns a fresh ed25519 private key in OpenSSH's format.
+func newKey(t *testing.T) []byte {
 	_, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
 		t.Fatal(err)

@@ -157,7 +157,8 @@ func ownerLine() string {
 
 // Start writes each node's config into its directory on its host, starts
 // the servers, and waits until each answers PING from the control host. A
-// host that lacks the server binary is an error naming the host.
+// host that lacks the server binary is an error naming the host; when
+// several nodes fail, the error is the first's, and the log has the rest.
 func (cl *Cluster) Start(ctx context.Context) error {
 	t0 := time.Now()
 	errs := make([]error, len(cl.nodes))
@@ -166,8 +167,19 @@ func (cl *Cluster) Start(ctx context.Context) error {
 		wg.Go(func() { errs[i] = cl.startNode(ctx, n, true) })
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return err
+	// One line: the first node's error; the others go to the log.
+	var first error
+	for _, err := range errs {
+		switch {
+		case err == nil:
+		case first == nil:
+			first = err
+		default:
+			cl.lg.Error("ssh node start", "err", err)
+		}
+	}
+	if first != nil {
+		return first
 	}
 	cl.lg.Info("ssh nodes ready", "nodes", len(cl.nodes), "took", time.Since(t0).Round(time.Millisecond))
 	return nil
