@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -59,6 +60,9 @@ func (c *Config) validateSSH(impl impls.Impl) error {
 		return setupErr("--inventory and --hosts both name the hosts: give one")
 	case c.SSH.Inventory != "" && (c.SSH.User != "" || c.SSH.Key != "" || c.SSH.KnownHosts != ""):
 		return setupErr("--ssh-user, --ssh-key and --known-hosts go with --hosts; the inventory names its own")
+	}
+	if len(c.ClusterParams) > 0 {
+		return setupErr("--cluster-opt: the ssh provider reads no cluster settings yet")
 	}
 	if !slices.Contains(sshp.Backends(), impl.Backend) {
 		return setupErr("--provider ssh: %s needs backend %s, which the ssh provider does not run yet (it runs %s; use --provider local)",
@@ -117,8 +121,16 @@ func setupSSH(ctx context.Context, cfg Config, p *platform, lg *slog.Logger) err
 
 // cluster returns the run's cluster on the hosts.
 func (s *sshPlatform) cluster(cfg Config, impl impls.Impl, lg *slog.Logger) (clusters.Cluster, error) {
+	node := cfg.NodeCommand
+	if len(node) == 0 {
+		self, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("--provider ssh: find this executable to upload as the etcd members: %w", err)
+		}
+		node = []string{self}
+	}
 	cl, err := sshp.New(sshp.Options{Backend: impl.Backend, Nodes: impl.Nodes, Conns: s.conns, Inventory: s.inv,
-		RunID: s.runID, Persistence: cfg.Persistence, Logger: lg})
+		RunID: s.runID, Persistence: cfg.Persistence, NodeCommand: node, NodeEnv: cfg.NodeEnv, Logger: lg})
 	if err != nil {
 		return nil, err
 	}

@@ -19,6 +19,7 @@ import (
 	sshp "github.com/locktest/locktest/clusters/ssh"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/internal/testbin"
+	"github.com/locktest/locktest/internal/testexe"
 	xssh "golang.org/x/crypto/ssh"
 )
 
@@ -95,23 +96,30 @@ func assertHostsClean(t *testing.T, inventory string) {
 // TestSSHLabRuns runs Redlock over the SSH lab: fault-free, with a node
 // paused, with a node killed and restarted (with the append-only file
 // fsynced at every write, so the restart remembers), and with a node
-// isolated by iptables. Each fault is pinned to n1 and must really happen
+// isolated by iptables; and a fault-free etcd mutex. Each fault is pinned to n1 and must really happen
 // and be undone; each run is valid, as the same runs are on the local
 // provider; and afterwards no host keeps a file, rule or process of the
 // run. Bad hosts (sshBadHosts) are tried on the same lab.
 func TestSSHLabRuns(t *testing.T) {
 	inventory := sshLab(t)
 	for _, tc := range []struct {
-		name, fault, heal string
-		persistence       string
+		name, impl, fault, heal string
+		persistence             string
 	}{
-		{name: "no-faults"},
-		{name: "pause-node", fault: "pause-node", heal: "resume-node"},
-		{name: "kill-node", fault: "kill-node", heal: "restart-node", persistence: "always"},
-		{name: "isolate", fault: "isolate", heal: "heal-network"},
+		{name: "no-faults", impl: "redlock"},
+		{name: "pause-node", impl: "redlock", fault: "pause-node", heal: "resume-node"},
+		{name: "kill-node", impl: "redlock", fault: "kill-node", heal: "restart-node", persistence: "always"},
+		{name: "isolate", impl: "redlock", fault: "isolate", heal: "heal-network"},
+		// etcd members are this test binary, uploaded to the hosts. (A
+		// member's kill can end in a duplicate token here as on local,
+		// depending on timing, so the etcd run is fault-free.)
+		{name: "etcd-no-faults", impl: "etcd-mutex"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := sshConfig(t, "redlock", inventory)
+			cfg := sshConfig(t, tc.impl, inventory)
+			if tc.impl == "etcd-mutex" {
+				cfg.NodeCommand, cfg.NodeEnv = testexe.Node()
+			}
 			cfg.Duration, cfg.MaxCriticalSections = 20*time.Second, 40
 			if tc.fault != "" {
 				cfg.Faults = []string{tc.fault}
@@ -140,7 +148,7 @@ func TestSSHLabRuns(t *testing.T) {
 					t.Errorf("%d %s, %d %s applied: %v", faults, tc.fault, heals, tc.heal, nemesisSeq(h))
 				}
 			}
-			if b, err := os.ReadFile(filepath.Join(out.Dir, "logs", "n1.log")); err != nil || !strings.Contains(string(b), "Ready to accept connections") {
+			if b, err := os.ReadFile(filepath.Join(out.Dir, "logs", "n1.log")); err != nil || !strings.Contains(string(b), map[string]string{"redlock": "Ready to accept connections", "etcd-mutex": "serving client traffic"}[tc.impl]) {
 				t.Errorf("logs/n1.log is not the node's log collected from its host (err %v)", err)
 			}
 			assertHostsClean(t, inventory)

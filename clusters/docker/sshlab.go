@@ -54,7 +54,7 @@ const (
 // sshd: the servers the provider starts, the iptables of its network
 // faults, and the tools of the provider's shell commands.
 var sshLabPrograms = []string{"sh", "redis-server", "iptables", "iptables-save", "iptables-restore",
-	"cat", "mkdir", "rm", "sleep", "awk", "grep", "sed", "ls", "tail", "env", "setsid"}
+	"cat", "mkdir", "rm", "chmod", "mv", "sleep", "awk", "grep", "sed", "ls", "tail", "env", "setsid"}
 
 // sshdConfig is the lab hosts' sshd configuration: root logs in with the
 // lab's key only, and sessions get a PATH that holds iptables.

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,7 +26,7 @@ import (
 var Programs = []string{"redis-server"}
 
 // Backends returns the backends the ssh provider runs.
-func Backends() []string { return []string{"redis"} }
+func Backends() []string { return []string{"redis", "etcd"} }
 
 // Persistence settings of the Redis nodes, as the local provider's.
 const (
@@ -36,6 +37,19 @@ const (
 
 // redisPort is the port every Redis node listens on: one node per host.
 const redisPort = 6379
+
+// The ports of an etcd member, one a host.
+const (
+	etcdClientPort = 2379
+	etcdPeerPort   = 2380
+)
+
+// The heartbeat and election timeout of the etcd members, the local
+// provider's defaults.
+const (
+	etcdTickMs     = 25
+	etcdElectionMs = 250
+)
 
 // readyTimeout bounds the wait for one node to answer after its start.
 const readyTimeout = 30 * time.Second
@@ -55,6 +69,12 @@ type Options struct {
 	RunID string
 	// Persistence is Redis's durability: off (default), everysec, always.
 	Persistence string
+	// NodeCommand is locktest's own node program on this host (its
+	// `node etcd` runs an etcd member), with arguments to put before
+	// "node etcd"; it is uploaded to each etcd host. NodeEnv is its
+	// environment there.
+	NodeCommand []string
+	NodeEnv     []string
 	// Logger receives the provider's log.
 	Logger *slog.Logger
 }
@@ -81,13 +101,14 @@ type node struct {
 	name string
 	conn *Conn
 	dir  string // the node's directory on the host
+	etcd bool   // an etcd member (locktest's node program), else Redis
 	mu   sync.Mutex
 	pid  int // 0 when not running
 }
 
 // New checks opts and returns the cluster, not started.
 func New(opts Options) (*Cluster, error) {
-	if opts.Backend != "redis" {
+	if !slices.Contains(Backends(), opts.Backend) {
 		return nil, fmt.Errorf("--provider ssh: backend %s is not run by the ssh provider yet (it runs %s)", opts.Backend, strings.Join(Backends(), ", "))
 	}
 	if opts.Nodes <= 0 {
@@ -117,7 +138,7 @@ func New(opts Options) (*Cluster, error) {
 			return nil, fmt.Errorf("ssh: no connection to host %s", hosts[i].Name)
 		}
 		name := fmt.Sprintf("n%d", i+1)
-		cl.nodes = append(cl.nodes, &node{name: name, conn: c, dir: path.Join(RunDir(c.Host, opts.RunID), name)})
+		cl.nodes = append(cl.nodes, &node{name: name, conn: c, dir: path.Join(RunDir(c.Host, opts.RunID), name), etcd: opts.Backend == "etcd"})
 	}
 	return cl, nil
 }
@@ -135,7 +156,19 @@ func (cl *Cluster) Nodes() []clusters.Node {
 }
 
 func (n *node) addr() string {
+	if n.etcd {
+		return net.JoinHostPort(n.conn.Host.Address, strconv.Itoa(etcdClientPort))
+	}
 	return net.JoinHostPort(n.conn.Host.Address, strconv.Itoa(redisPort))
+}
+
+// program is the name of n's server process, which its pid is checked
+// against before a signal.
+func (n *node) program() string {
+	if n.etcd {
+		return nodeProgram
+	}
+	return "redis-server"
 }
 
 // Hosts returns the name of the host of each node, by node name.
@@ -188,6 +221,9 @@ func (cl *Cluster) Start(ctx context.Context) error {
 // startNode writes n's config (first: the run directory and owner file
 // too), starts redis-server daemonized and waits for it.
 func (cl *Cluster) startNode(ctx context.Context, n *node, first bool) error {
+	if n.etcd {
+		return cl.startEtcd(ctx, n, first)
+	}
 	h := n.conn.Host
 	bin := h.Binary("redis-server")
 	var script strings.Builder
@@ -288,7 +324,7 @@ func (n *node) signal(ctx context.Context, sig string) (int, error) {
 	if pid == 0 {
 		return 0, fmt.Errorf("ssh: node %s is not running", n.name)
 	}
-	cmd := fmt.Sprintf("grep -qa redis-server /proc/%[1]d/cmdline && kill -%[2]s %[1]d || { echo 'pid %[1]d is not a redis-server' >&2; exit 1; }", pid, sig)
+	cmd := fmt.Sprintf("grep -qa %[3]s /proc/%[1]d/cmdline && kill -%[2]s %[1]d || { echo 'pid %[1]d is not a %[3]s' >&2; exit 1; }", pid, sig, n.program())
 	if _, err := n.conn.Root(ctx, cmd); err != nil {
 		return pid, fmt.Errorf("node %s: kill -%s %d: %w", n.name, sig, pid, err)
 	}
@@ -376,14 +412,18 @@ func (cl *Cluster) Stop(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// CollectLogs copies each node's redis.log from its host into dir as
-// <node>.log.
+// CollectLogs copies each node's log (redis.log, etcd.log) from its host
+// into dir as <node>.log.
 func (cl *Cluster) CollectLogs(dir string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var errs []error
 	for _, n := range cl.nodes {
-		out, err := n.conn.Run(ctx, "cat "+Quote(n.dir+"/redis.log"))
+		log := "/redis.log"
+		if n.etcd {
+			log = "/etcd.log"
+		}
+		out, err := n.conn.Run(ctx, "cat "+Quote(n.dir+log))
 		if err != nil {
 			errs = append(errs, err)
 			continue

@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -204,7 +205,7 @@ func (c *Conn) Run(ctx context.Context, cmd string) (string, error) {
 
 // RunInput is Run with stdin as the command's standard input.
 func (c *Conn) RunInput(ctx context.Context, cmd string, stdin []byte) (string, error) {
-	return c.run(ctx, cmd, stdin)
+	return c.run(ctx, cmd, bytes.NewReader(stdin))
 }
 
 // Root runs cmd as root: under sudo -n when the host's inventory says so.
@@ -215,7 +216,7 @@ func (c *Conn) Root(ctx context.Context, cmd string) (string, error) {
 	return c.run(ctx, cmd, nil)
 }
 
-func (c *Conn) run(ctx context.Context, cmd string, stdin []byte) (string, error) {
+func (c *Conn) run(ctx context.Context, cmd string, stdin io.Reader) (string, error) {
 	s, err := c.cli.NewSession()
 	if err != nil {
 		return "", fmt.Errorf("ssh %s: %v", c.Host.Name, err)
@@ -224,7 +225,7 @@ func (c *Conn) run(ctx context.Context, cmd string, stdin []byte) (string, error
 	var out, errb bytes.Buffer
 	s.Stdout, s.Stderr = &out, &errb
 	if stdin != nil {
-		s.Stdin = bytes.NewReader(stdin)
+		s.Stdin = stdin
 	}
 	done := make(chan error, 1)
 	go func() { done <- s.Run(cmd) }()

@@ -155,7 +155,15 @@ func (nw *Network) Heal(ctx context.Context) error {
 // rules of every locktest run.
 func RemoveRules(ctx context.Context, conns []*Conn, runID string) error {
 	pat := "locktest:" + runID
-	cmd := fmt.Sprintf("command -v iptables-save >/dev/null || exit 0; iptables-save -t filter | grep -F -e %s | sed -e 's/^-A /-D /' | while read -r r; do eval \"iptables -w -t filter $r\"; done; ! iptables-save -t filter | grep -q -F -e %s", Quote(pat), Quote(pat))
+	// The rules are listed first and deleted after, a few passes at most,
+	// until none is left.
+	cmd := fmt.Sprintf(`command -v iptables-save >/dev/null || exit 0
+for pass in 1 2 3 4 5; do
+	rules=$(iptables-save -t filter | grep -F -e %[1]s | sed -e 's/^-A /-D /') || true
+	[ -z "$rules" ] && exit 0
+	printf '%%s\n' "$rules" | while read -r r; do eval "iptables -w -t filter $r" || true; done
+done
+echo "rules of %[2]s are still there after 5 passes" >&2; exit 1`, Quote(pat), pat)
 	var errs []error
 	for _, c := range slices.Clone(conns) {
 		if _, err := c.Root(ctx, cmd); err != nil {
