@@ -121,12 +121,18 @@ func TestSSHLabRuns(t *testing.T) {
 				cfg.NodeCommand, cfg.NodeEnv = testexe.Node()
 			}
 			cfg.Duration, cfg.MaxCriticalSections = 20*time.Second, 40
+			// Leases of 5 s: a holder descheduled for 2 s on a loaded
+			// machine must not outlive its lease, which would be a real
+			// stale write that no fault caused.
+			cfg.TTL = 5 * time.Second
 			if tc.fault != "" {
 				cfg.Faults = []string{tc.fault}
 				cfg.Targets = map[string][]string{tc.fault: {"n1"}}
 				cfg.Persistence = tc.persistence
 				cfg.Interval, cfg.NodeDown, cfg.Window = 500*time.Millisecond, 500*time.Millisecond, 600*time.Millisecond
-				cfg.Duration, cfg.Quiet, cfg.MaxCriticalSections = 8*time.Second, 4*time.Second, 0
+				// A fault phase of 10 s: room for the first fault on a
+				// loaded machine.
+				cfg.Duration, cfg.Quiet, cfg.MaxCriticalSections = 14*time.Second, 4*time.Second, 0
 			}
 			out, h := mustRun(t, cfg)
 			r := out.Results
