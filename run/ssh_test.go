@@ -280,3 +280,34 @@ func newKey(t *testing.T) []byte {
 	}
 	return pem.EncodeToMemory(blk)
 }
+
+// Bad ssh settings are one-line setup errors that name the culprit, found
+// before any host is dialled.
+func TestSSHBadInputIsASetupError(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		change func(*Config)
+		want   string
+	}{
+		{"no hosts", func(c *Config) { c.Provider = ProviderSSH }, "--provider ssh needs --inventory FILE or --hosts a,b,c"},
+		{"both inventory and hosts", func(c *Config) { c.Provider, c.SSH = ProviderSSH, SSHConfig{Inventory: "lab.yaml", Hosts: "a"} }, "--inventory and --hosts both name the hosts"},
+		{"inventory without ssh", func(c *Config) { c.SSH.Inventory = "lab.yaml" }, "need --provider ssh"},
+		{"backend ssh lacks", func(c *Config) { c.Provider, c.Impl, c.SSH.Hosts = ProviderSSH, "mysql-get-lock", "a" }, "needs backend mysql, which the ssh provider does not run yet"},
+		{"cluster settings", func(c *Config) {
+			c.Provider, c.SSH.Hosts, c.ClusterParams = ProviderSSH, "a", map[string]string{"tick-ms": "10"}
+		}, "--cluster-opt: the ssh provider reads no cluster settings yet"},
+		{"missing inventory", func(c *Config) { c.Provider, c.SSH.Inventory = ProviderSSH, "testdata/none.yaml" }, "inventory testdata/none.yaml: no such file or directory"},
+		{"bad hosts", func(c *Config) { c.Provider, c.SSH.Hosts = ProviderSSH, "a,,b" }, "--hosts: entry 2: no address"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig(t, "redis-set-nx-px")
+			cfg.Provider = ProviderLocal
+			tc.change(&cfg)
+			_, err := Run(context.Background(), cfg)
+			var se *SetupError
+			if !errors.As(err, &se) || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("err %v, want a one-line SetupError containing %q", err, tc.want)
+			}
+		})
+	}
+}
