@@ -35,6 +35,10 @@ import (
 // `locktest lab down` removes it.
 const LabelSSHLab = "locktest.sshlab"
 
+// LabelSSHLabDir holds the absolute folder an SSH lab wrote its inventory
+// into; `locktest lab down --dir` removes the lab of that folder.
+const LabelSSHLabDir = "locktest.sshlab-dir"
+
 // sshLabSubnetBase is the first two octets of the /24 a lab picks; runs use
 // 10.78, the local provider's namespaces 10.77.
 var sshLabSubnetBase = [2]byte{10, 79}
@@ -190,7 +194,11 @@ func (e *Engine) SSHLabUp(ctx context.Context, opts SSHLabOptions) (lab *SSHLab,
 			lab = nil
 		}
 	}()
-	labels := map[string]string{LabelSSHLab: id}
+	absDir, err := filepath.Abs(opts.Dir)
+	if err != nil {
+		return lab, err
+	}
+	labels := map[string]string{LabelSSHLab: id, LabelSSHLabDir: absDir}
 	subnet, err := e.createLabNetwork(ctx, lab.Network, labels)
 	if err != nil {
 		return lab, err
@@ -258,11 +266,15 @@ func (e *Engine) SSHLabUp(ctx context.Context, opts SSHLabOptions) (lab *SSHLab,
 	return lab, nil
 }
 
-// SSHLabDown removes every container and network of every SSH lab, and,
-// when dir is not empty, the files SSHLabUp wrote there. It returns the
-// ids of the labs it removed.
+// SSHLabDown removes the containers and network of the SSH lab that wrote
+// its files into dir, and those files. It returns the ids of the labs it
+// removed.
 func (e *Engine) SSHLabDown(ctx context.Context, dir string) ([]string, error) {
-	ids, err := e.sshLabIDs(ctx)
+	absDir, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	ids, err := e.sshLabIDs(ctx, absDir)
 	if err != nil {
 		return nil, err
 	}
@@ -272,9 +284,7 @@ func (e *Engine) SSHLabDown(ctx context.Context, dir string) ([]string, error) {
 			errs = append(errs, err)
 		}
 	}
-	if dir != "" {
-		removeLabFiles(dir)
-	}
+	removeLabFiles(dir)
 	return ids, errors.Join(errs...)
 }
 
@@ -285,12 +295,15 @@ func (e *Engine) SSHLabRemove(ctx context.Context, id string) error {
 
 // SSHLabIDs returns the ids of the SSH labs whose containers or networks
 // exist.
-func (e *Engine) SSHLabIDs(ctx context.Context) ([]string, error) { return e.sshLabIDs(ctx) }
+func (e *Engine) SSHLabIDs(ctx context.Context) ([]string, error) { return e.sshLabIDs(ctx, "") }
 
 // sshLabIDs returns the ids of the SSH labs whose containers or networks
-// exist.
-func (e *Engine) sshLabIDs(ctx context.Context) ([]string, error) {
+// exist, only those of folder dir unless it is empty.
+func (e *Engine) sshLabIDs(ctx context.Context, dir string) ([]string, error) {
 	f := client.Filters{}.Add("label", LabelSSHLab)
+	if dir != "" {
+		f = f.Add("label", LabelSSHLabDir+"="+dir)
+	}
 	seen := map[string]bool{}
 	var ids []string
 	cs, err := e.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})

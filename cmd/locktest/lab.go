@@ -31,7 +31,8 @@ openssh-server, redis-server, iptables and a few tools; no registry), starts
 space and the NET_ADMIN capability iptables needs, and writes into --dir the
 lab's private key (id_ed25519), a known_hosts file with each host's key and
 an inventory (lab.yaml) to pass to ` + "`locktest run --provider ssh --inventory`" + `.
-Everything it makes is labelled locktest.sshlab; ` + "`locktest lab down`" + ` removes it.
+Everything it makes is labelled locktest.sshlab (and locktest.sshlab-dir with
+the folder); ` + "`locktest lab down --dir`" + ` with the same folder removes it.
 A failed up removes what it had made.`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -64,7 +65,7 @@ A failed up removes what it had made.`,
 	var downDir string
 	down := &cobra.Command{
 		Use:   "down",
-		Short: "Remove the SSH lab's containers and network, and the files up wrote",
+		Short: "Remove the containers and network of the SSH lab of --dir, and the files up wrote there",
 		Args:  args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if st, err := os.Stat(downDir); err != nil || !st.IsDir() {
@@ -87,7 +88,7 @@ A failed up removes what it had made.`,
 			return err
 		},
 	}
-	down.Flags().StringVar(&downDir, "dir", ".", "the folder whose lab.yaml, id_ed25519 and known_hosts to remove")
+	down.Flags().StringVar(&downDir, "dir", ".", "the folder the lab wrote its lab.yaml, id_ed25519 and known_hosts into")
 	lab.AddCommand(up, down)
 	return lab
 }
