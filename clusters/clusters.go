@@ -1,7 +1,7 @@
 // Package clusters defines how the harness sees the nodes of a lock service
 // and the optional abilities a provider has to hurt them: its cluster's
 // (Killer, Pauser, LogCollector) and its platform's (Network, Delayer,
-// Clocks). Providers live in sub-packages (local, docker) and implement
+// Clocks). Providers live in sub-packages (local, docker, ssh) and implement
 // them; roles reads a node's role for both. A fault that needs an ability
 // the provider lacks is reported as unavailable, with the provider's
 // reason, never faked.

@@ -23,6 +23,8 @@ func TestClusterTextSaysWhatRanTheNodes(t *testing.T) {
 			"3 × zookeeper (docker containers, image locktest/zookeeper:host)"},
 		{"docker, image named by the network", runstore.RunInfo{Nodes: 5, Backend: "redis", Provider: "docker", Image: "redis:7.2", Network: dockerNet + ", image redis:7.2"},
 			"5 × redis (docker containers)"},
+		{"ssh", runstore.RunInfo{Nodes: 5, Backend: "redis", Provider: "ssh", Network: "ssh hosts h1 10.0.0.1 rtt 210µs, h2 10.0.0.2 rtt 190µs"},
+			"5 × redis (processes on SSH hosts)"},
 		{"docker, stored before the provider was", runstore.RunInfo{Nodes: 3, Backend: "etcd", Network: dockerNet + ", image locktest/etcd:1f2e"},
 			"3 × etcd (docker containers)"},
 	}

@@ -281,9 +281,9 @@ func RenderReport(r runstore.Results, h history.History, x Extras) ([]byte, erro
 }
 
 // ClusterText says in a few words what ran the nodes of run: how many of
-// which backend, and as what — local processes, or docker containers (and
-// their image, unless the network, which the report shows next to it,
-// names it already). Runs stored before RunInfo had a provider are told
+// which backend, and as what — local processes, processes on SSH hosts,
+// or docker containers (and their image, unless the network, which the
+// report shows next to it, names it already). Runs stored before RunInfo had a provider are told
 // apart by their network, which names the Docker network under docker.
 func ClusterText(run runstore.RunInfo) string {
 	provider := run.Provider
@@ -292,6 +292,10 @@ func ClusterText(run runstore.RunInfo) string {
 		if strings.HasPrefix(run.Network, "docker") {
 			provider = "docker"
 		}
+	}
+	if provider == "ssh" {
+		// The network, shown next to it, names the hosts.
+		return fmt.Sprintf("%d × %s (processes on SSH hosts)", run.Nodes, run.Backend)
 	}
 	if provider != "docker" {
 		return fmt.Sprintf("%d × %s (local processes)", run.Nodes, run.Backend)

@@ -23,6 +23,8 @@ func startCluster(ctx context.Context, cfg Config, impl impls.Impl, dir string, 
 	var err error
 	if plat.dock != nil {
 		cl, err = plat.dock.cluster(cfg, impl, dir, plat, lg)
+	} else if plat.ssh != nil {
+		cl, err = plat.ssh.cluster(cfg, impl, lg)
 	} else {
 		cl, err = local.New(impl.Backend, local.Options{Nodes: impl.Nodes, Dir: dir, Logger: lg,
 			Persistence: cfg.Persistence, Params: cfg.ClusterParams, Exe: cfg.NodeCommand, ExeEnv: cfg.NodeEnv,

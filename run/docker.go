@@ -25,7 +25,12 @@ const (
 
 // validateProvider checks Config.Provider and Config.Images for impl.
 func (c *Config) validateProvider(impl impls.Impl) error {
+	if err := c.validateSSH(impl); err != nil {
+		return err
+	}
 	switch c.Provider {
+	case ProviderSSH:
+		return nil
 	case "", ProviderLocal:
 		if len(c.Images) > 0 {
 			return setupErr("--image needs --provider docker")
@@ -33,7 +38,7 @@ func (c *Config) validateProvider(impl impls.Impl) error {
 		return nil
 	case ProviderDocker:
 	default:
-		return setupErr("--provider must be %s or %s, got %q", ProviderLocal, ProviderDocker, c.Provider)
+		return setupErr("--provider must be %s, %s or %s, got %q", ProviderLocal, ProviderDocker, ProviderSSH, c.Provider)
 	}
 	known := docker.Backends()
 	keys := make([]string, 0, len(c.Images))

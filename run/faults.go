@@ -59,6 +59,8 @@ type platform struct {
 	clientHost func(p int) string
 	// dock is set when the nodes run under the docker provider.
 	dock *dockerPlatform
+	// ssh is set when the nodes run under the ssh provider.
+	ssh *sshPlatform
 }
 
 // setupPlatform creates the network namespaces and the clock shim the run's
@@ -82,6 +84,12 @@ func setupPlatform(ctx context.Context, cfg Config, impl impls.Impl, dir string,
 			return p, err
 		}
 		p.netReason = p.dock.netWhy
+	} else if cfg.Provider == ProviderSSH {
+		// The nodes run on the inventory's hosts, the clients here.
+		if err := setupSSH(ctx, cfg, p, lg); err != nil {
+			return p, err
+		}
+		p.netReason = p.ssh.netWhy
 	} else if useNet {
 		if err := netlab.Check(); err != nil {
 			p.netReason = err.Error()
@@ -118,6 +126,8 @@ func setupPlatform(ctx context.Context, cfg Config, impl impls.Impl, dir string,
 	}
 	if nemesis.Needs(cfg.faultParts(), nemesis.NeedClocks) {
 		switch {
+		case p.ssh != nil:
+			p.clockWhy = "the ssh provider does not upload the clock shim to the hosts yet"
 		case local.ClockShimReason(impl.Backend) != "":
 			p.clockWhy = local.ClockShimReason(impl.Backend)
 		default:
@@ -139,6 +149,9 @@ func setupPlatform(ctx context.Context, cfg Config, impl impls.Impl, dir string,
 		p.delayHow = "delay by a TCP proxy: the run has no network namespaces"
 		if p.dock != nil {
 			p.delayHow = "delay by a TCP proxy: the docker provider does not use tc netem"
+		}
+		if p.ssh != nil {
+			p.delayHow = "delay by a TCP proxy on the control host: the ssh provider does not use tc netem yet"
 		}
 		if p.lab != nil {
 			if err := netlab.NetemAvailable(ctx); err == nil {
@@ -183,7 +196,7 @@ func (p *platform) netNS() func(int) string {
 
 // clientHosts names the client hosts as the nemesis sees them.
 func (p *platform) clientHosts(n int) []string {
-	if p.lab == nil && (p.dock == nil || p.dock.network() == nil) {
+	if p.lab == nil && (p.dock == nil || p.dock.network() == nil) && (p.ssh == nil || p.ssh.netWhy != "") {
 		return nil
 	}
 	out := make([]string, n)
@@ -198,6 +211,9 @@ func (p *platform) clientHosts(n int) []string {
 func (p *platform) network(cl clusters.Cluster) nemesis.Network {
 	if p.dock != nil {
 		return p.dock.network()
+	}
+	if p.ssh != nil {
+		return p.ssh.network()
 	}
 	if p.lab == nil {
 		return nil
@@ -226,6 +242,9 @@ func (p *platform) describe() (network, lab, clock string) {
 	}
 	if p.dock != nil {
 		network, lab = p.dock.describe()
+	}
+	if p.ssh != nil {
+		network, lab = p.ssh.describe()
 	}
 	if p.delayHow != "" {
 		network += "; " + p.delayHow
@@ -292,6 +311,9 @@ func (p *platform) close(ctx context.Context, lg *slog.Logger) {
 	}
 	if p.dock != nil {
 		p.dock.close(ctx, lg)
+	}
+	if p.ssh != nil {
+		p.ssh.close(ctx, lg)
 	}
 }
 

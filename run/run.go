@@ -145,6 +145,8 @@ type Config struct {
 	// ("redis": "redis:7.2"); a backend without one runs the image locktest
 	// built, or else the official one.
 	Images map[string]string
+	// SSH is how the ssh provider reaches its hosts.
+	SSH SSHConfig
 }
 
 // SetupError is a run that could not start or was misconfigured: bad

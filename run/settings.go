@@ -17,7 +17,7 @@ import (
 // names every value Validate accepts.
 var (
 	// Providers are the values of Config.Provider.
-	Providers = []string{ProviderLocal, ProviderDocker}
+	Providers = []string{ProviderLocal, ProviderDocker, ProviderSSH}
 	// NetModes are the values of Config.Net.
 	NetModes = []string{NetAuto, NetNamespaces, NetLoopback}
 	// ClockDirections are the values of Config.ClockDirection besides
@@ -37,7 +37,7 @@ func hasPersistence(backend string) bool { return strings.HasPrefix(backend, "re
 // usesNamespaces reports whether the run puts its nodes and clients into
 // network namespaces of its own (the only place Config.Subnet is used).
 func (c *Config) usesNamespaces() bool {
-	if c.Provider == ProviderDocker {
+	if c.Provider == ProviderDocker || c.Provider == ProviderSSH {
 		return false
 	}
 	return c.Net == NetNamespaces || (c.Net == NetAuto && nemesis.Needs(c.faultParts(), nemesis.NeedNetwork))

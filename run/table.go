@@ -102,8 +102,14 @@ var Settings = []Setting{
 
 	{"resource", GroupResource, "resource store mode: " + Join(workloads.Modes()), mode(func(c *Config) *workloads.Mode { return &c.Mode }), true},
 
-	{"provider", GroupPlatform, "where the nodes run: " + strings.Join(Providers, " or ") + " (" + ProviderLocal + ": processes on this host; " + ProviderDocker + ": containers, see docs/providers.md)", str(func(c *Config) *string { return &c.Provider }), false},
+	{"provider", GroupPlatform, "where the nodes run: " + strings.Join(Providers, " or ") + " (" + ProviderLocal + ": processes on this host; " + ProviderDocker + ": containers; " + ProviderSSH + ": hosts over SSH; see docs/providers.md)", str(func(c *Config) *string { return &c.Provider }), false},
 	{"image", GroupPlatform, "docker provider: the image of a backend, backend=ref, repeatable (e.g. redis=redis:7.2); default: locktest's own (locktest images build), else the official one", strMap(func(c *Config) *map[string]string { return &c.Images }), false},
+	{"inventory", GroupPlatform, "ssh provider: the inventory file (YAML) of the hosts, see docs/providers.md (locktest lab up writes one)", str(func(c *Config) *string { return &c.SSH.Inventory }), false},
+	{"hosts", GroupPlatform, "ssh provider: the hosts as a,b,c (host or host:port), with one --ssh-user and --ssh-key, instead of --inventory", str(func(c *Config) *string { return &c.SSH.Hosts }), false},
+	{"ssh-user", GroupPlatform, "ssh provider: the login user of --hosts (default root)", str(func(c *Config) *string { return &c.SSH.User }), false},
+	{"ssh-key", GroupPlatform, "ssh provider: the private key of --hosts (default: the ssh-agent)", str(func(c *Config) *string { return &c.SSH.Key }), false},
+	{"known-hosts", GroupPlatform, "ssh provider: the known_hosts file of --hosts (default ~/.ssh/known_hosts)", str(func(c *Config) *string { return &c.SSH.KnownHosts }), false},
+	{"insecure-ignore-host-key", GroupPlatform, "ssh provider: do not check the hosts' keys (results.json records it)", boolean(func(c *Config) *bool { return &c.SSH.InsecureIgnoreHostKey }), false},
 	{"net", GroupPlatform, "network: " + strings.Join(NetModes, ", ") + " (" + NetAuto + ": namespaces when a network fault is asked for)", str(func(c *Config) *string { return &c.Net }), true},
 	{"subnet", GroupPlatform, "IPv4 /24 of the run's network namespaces (default: a free 10.77.N.0/24)", str(func(c *Config) *string { return &c.Subnet }), true},
 	{"persistence", GroupPlatform, "node durability of the Redis backends: " + strings.Join(Persistences, ", ") + " (default off)", str(func(c *Config) *string { return &c.Persistence }), true},

@@ -104,7 +104,16 @@ var badValues = map[string][]badCase{
 	"run --client-opt": {bc(`invalid argument "x" for "--client-opt" flag: x must be formatted as key=value`, "--client-opt", "x"),
 		bc("--client-opt changes nothing in this run: it needs --client", "--client-opt", "a=b")},
 	"run --cluster-opt": {bc(`invalid argument "x" for "--cluster-opt" flag: x must be formatted as key=value`, "--cluster-opt", "x")},
-	"run --provider":    {bc(`--provider must be local or docker, got "podman"`, "--provider", "podman")},
+	"run --provider":    {bc(`--provider must be local, docker or ssh, got "podman"`, "--provider", "podman")},
+	"run --inventory": {bc("--known-hosts and --insecure-ignore-host-key need --provider ssh", "--inventory", "STORE/lab.yaml"),
+		bc("inventory STORE/none.yaml: no such file or directory", "--provider", "ssh", "--inventory", "STORE/none.yaml"),
+		bc("inventory STORE/bad.yaml:1: field scenarios not found", "--provider", "ssh", "--inventory", "STORE/bad.yaml")},
+	"run --hosts": {bc("--hosts: entry 2: no address", "--provider", "ssh", "--hosts", "a,,b"),
+		bc("--inventory and --hosts both name the hosts: give one", "--provider", "ssh", "--hosts", "a", "--inventory", "STORE/lab.yaml")},
+	"run --ssh-user": {bc("--ssh-user, --ssh-key and --known-hosts go with --hosts", "--provider", "ssh", "--inventory", "STORE/lab.yaml", "--ssh-user", "admin")},
+	"run --ssh-key": {bc("ssh a: key: open STORE/nokey: no such file or directory", "--provider", "ssh", "--hosts", "a", "--insecure-ignore-host-key", "--ssh-key", "STORE/nokey"),
+		bc("ssh a: key STORE/file: ssh: no key found", "--provider", "ssh", "--hosts", "a", "--insecure-ignore-host-key", "--ssh-key", "STORE/file")},
+	"run --known-hosts": {bc("ssh: known_hosts STORE/none: no such file or directory", "--provider", "ssh", "--hosts", "a", "--known-hosts", "STORE/none")},
 	"run --image": {bc(`invalid argument "x" for "--image" flag`, "--image", "x"), bc("--image needs --provider docker", "--image", "redis=redis:7.2"),
 		bc(`--image mongo=mongo:7: the docker provider has no backend "mongo"`, "--provider", "docker", "--image", "mongo=mongo:7")},
 	"run --expect":    {bc(`--expect must be valid or invalid, got "maybe"`, "--expect", "maybe")},
@@ -124,7 +133,7 @@ var badValues = map[string][]badCase{
 	"matrix --client": {bc("--client nope: open clients/nope.yaml: no such file or directory", "--client", "nope"),
 		bc("--client STORE/none.py: no program STORE/none.py", "--client", "STORE/none.py")},
 	"matrix --seeds":    {bc("--seeds must be at least 1, got 0", "--seeds", "0")},
-	"matrix --provider": {bc(`--provider must be local or docker, got "podman"`, "--provider", "podman")},
+	"matrix --provider": {bc(`--provider must be local or docker or ssh, got "podman"`, "--provider", "podman")},
 	"matrix --time":     {bc("--time must be at least 2s (a run needs time for a fault and its recovery), got 1s", "--time", "1s")},
 	"matrix --ttl":      {bc("--ttl must be at least 1ms, got 0s", "--ttl", "0")},
 	"matrix --clients":  {bc("--clients must be at least 2 (mutual exclusion needs contenders), got 1", "--clients", "1")},
@@ -134,6 +143,13 @@ var badValues = map[string][]badCase{
 	"matrix --from":     {bc("--from: open STORE/nodir: no such file or directory", "--from", "STORE/nodir")},
 
 	"images build --node-binary": {bc("--node-binary STORE/nodir: not an executable file", "--node-binary", "STORE/nodir")},
+
+	"lab up --hosts":     {bc("--hosts 2: want at least 5", "--hosts", "2")},
+	"lab up --dir":       {bc("--dir: mkdir STORE/file: not a directory", "--dir", "STORE/file/lab")},
+	"lab down --dir":     {bc("--dir STORE/nodir: not a folder", "--dir", "STORE/nodir")},
+	"cleanup --provider": {bc(`cleanup --provider "docker": want ssh`, "--provider", "docker"), bc("cleanup --provider ssh needs --inventory FILE", "--provider", "ssh")},
+	"cleanup --inventory": {bc("--inventory and --insecure-ignore-host-key need --provider ssh", "--inventory", "STORE/lab.yaml"),
+		bc("inventory STORE/none.yaml: no such file or directory", "--provider", "ssh", "--inventory", "STORE/none.yaml")},
 }
 
 // anyValue are flags that take every value of their type, with the reason;

@@ -16,10 +16,12 @@ import (
 
 	"github.com/locktest/locktest/clusters/docker"
 	"github.com/locktest/locktest/clusters/local/netlab"
+	sshp "github.com/locktest/locktest/clusters/ssh"
 )
 
 func newCleanupCmd() *cobra.Command {
-	var dry bool
+	var dry, insecure bool
+	var provider, inventory string
 	c := &cobra.Command{
 		Use:   "cleanup",
 		Short: "Remove what crashed runs left: network namespaces (and the processes in them), links, iptables rules, containers and Docker networks",
@@ -37,10 +39,26 @@ images locktest built, which later runs reuse.
 
 A MariaDB node whose run folder is too deep for a socket address has its
 socket in the temporary folder (locktest-mariadb-*.sock); cleanup removes
-those that no server answers on.`,
+those that no server answers on.
+
+With --provider ssh --inventory FILE, cleanup clears the inventory's hosts
+instead: the run directories (<workdir>/locktest-<run>) whose owner file
+names this control host and a driver that is gone, the redis-server each
+started (by the pid in its pid file), and the iptables rules commented
+locktest:<run>.`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			w := cmd.OutOrStdout()
+			switch {
+			case provider == "ssh" && inventory == "":
+				return usageError{errors.New("cleanup --provider ssh needs --inventory FILE")}
+			case provider == "ssh":
+				return cleanupSSH(cmd.Context(), w, inventory, insecure, dry)
+			case provider != "":
+				return usageError{fmt.Errorf("cleanup --provider %q: want ssh (without it, cleanup clears what local and docker runs left)", provider)}
+			case inventory != "" || insecure:
+				return usageError{errors.New("--inventory and --insecure-ignore-host-key need --provider ssh")}
+			}
 			if err := cleanupLabs(cmd.Context(), w, dry); err != nil {
 				return err
 			}
@@ -51,6 +69,9 @@ those that no server answers on.`,
 		},
 	}
 	c.Flags().BoolVarP(&dry, "dry-run", "n", false, "only list what would be removed")
+	c.Flags().StringVar(&provider, "provider", "", "ssh: clear the hosts of --inventory instead (run directories, servers and iptables rules of runs whose driver is gone)")
+	c.Flags().StringVar(&inventory, "inventory", "", "the ssh provider's inventory file, with --provider ssh")
+	c.Flags().BoolVar(&insecure, "insecure-ignore-host-key", false, "with --provider ssh: do not check the hosts' keys")
 	return c
 }
 
@@ -179,4 +200,33 @@ func printLeft(w interface{ Write([]byte) (int, error) }, verb string, l netlab.
 			fmt.Fprintf(w, "%s %d %s: %s\n", verb, len(x.names), x.what, strings.Join(x.names, ", "))
 		}
 	}
+}
+
+// cleanupSSH clears what killed drivers left on the hosts of an inventory.
+func cleanupSSH(ctx context.Context, w io.Writer, inventory string, insecure, dry bool) error {
+	inv, err := sshp.LoadInventory(inventory)
+	if err != nil {
+		return usageError{err}
+	}
+	inv.InsecureIgnoreHostKey = insecure
+	conns, err := sshp.Dial(ctx, inv)
+	if err != nil {
+		return usageError{err}
+	}
+	defer sshp.CloseAll(conns)
+	left, err := sshp.Cleanup(ctx, conns, dry)
+	verb := "removed"
+	if dry {
+		verb = "would remove"
+	}
+	if len(left) == 0 && err == nil {
+		fmt.Fprintln(w, "ssh: nothing left behind by earlier runs")
+	}
+	for _, l := range left {
+		fmt.Fprintf(w, "ssh: %s run %s on %s (driver %s)\n", verb, l.RunID, l.Host, l.Owner)
+	}
+	if err != nil {
+		return fmt.Errorf("cleanup: %w", err)
+	}
+	return nil
 }

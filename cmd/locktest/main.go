@@ -72,7 +72,7 @@ verdict, 2 bad usage or a set-up failure.`,
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(newRunCmd(), newCheckCmd(), newReportCmd(), newIndexCmd(), newListCmd(), newWorkerCmd(), newNodeCmd(), newCleanupCmd(),
-		newMatrixCmd(), newDebateCmd(), newImagesCmd(),
+		newMatrixCmd(), newDebateCmd(), newImagesCmd(), newLabCmd(),
 	)
 	for _, c := range root.Commands() {
 		c.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{plainSettingError(err)} })

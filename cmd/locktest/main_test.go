@@ -112,7 +112,7 @@ func TestBadUsageExitsTwoWithOneLine(t *testing.T) {
 		{[]string{"frobnicate"}, "unknown command"},
 		{[]string{"run", "--provider", "docker", "--image", "mongo=mongo:7", "--store", root}, `the docker provider has no backend "mongo"`},
 		{[]string{"run", "--image", "redis=redis:7.2", "--store", root}, "--image needs --provider docker"},
-		{[]string{"run", "--provider", "podman", "--store", root}, `--provider must be local or docker, got "podman"`},
+		{[]string{"run", "--provider", "podman", "--store", root}, `--provider must be local, docker or ssh, got "podman"`},
 		{[]string{"images", "build", "nope"}, `images build: no backend "nope"`},
 	}
 	for _, tt := range tests {

@@ -1,0 +1,461 @@
+package docker
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math/big"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/network"
+	"github.com/moby/moby/client"
+	xssh "golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/knownhosts"
+)
+
+// LabelSSHLab holds the id of the SSH lab (`locktest lab up`) a container
+// or network belongs to. Lab objects carry no owner pid: a lab outlives
+// the command that made it, so `locktest cleanup` leaves it alone and
+// `locktest lab down` removes it.
+const LabelSSHLab = "locktest.sshlab"
+
+// LabelSSHLabDir holds the absolute folder an SSH lab wrote its inventory
+// into; `locktest lab down --dir` removes the lab of that folder.
+const LabelSSHLabDir = "locktest.sshlab-dir"
+
+// sshLabSubnetBase is the first two octets of the /24 a lab picks; runs use
+// 10.78, the local provider's namespaces 10.77.
+var sshLabSubnetBase = [2]byte{10, 79}
+
+// SSHLabBackend is the name the lab's image is built under
+// (locktest/sshlab:host).
+const SSHLabBackend = "sshlab"
+
+// The files an SSH lab writes into its directory.
+const (
+	SSHLabInventory  = "lab.yaml"
+	SSHLabKey        = "id_ed25519"
+	SSHLabKnownHosts = "known_hosts"
+)
+
+// sshLabPrograms are the host programs the lab's image holds besides
+// sshd: the servers the provider starts, the iptables of its network
+// faults, and the tools of the provider's shell commands.
+var sshLabPrograms = []string{"sh", "redis-server", "iptables", "iptables-save", "iptables-restore",
+	"cat", "mkdir", "rm", "chmod", "mv", "sleep", "awk", "grep", "sed", "ls", "tail", "env", "setsid"}
+
+// sshdConfig is the lab hosts' sshd configuration: root logs in with the
+// lab's key only, and sessions get a PATH that holds iptables.
+const sshdConfig = `# Written by locktest lab up.
+Port 22
+HostKey /etc/ssh/ssh_host_ed25519_key
+PermitRootLogin prohibit-password
+PubkeyAuthentication yes
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+StrictModes no
+MaxSessions 100
+MaxStartups 100
+PidFile /run/sshd.pid
+SetEnv PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+Subsystem sftp /usr/lib/openssh/sftp-server
+`
+
+// SSHLabRootfs assembles the lab's image: this host's sshd (Debian's
+// openssh-server), redis-server, iptables and a few tools, with their
+// libraries, an sshd configuration and the users sshd needs.
+func SSHLabRootfs(ctx context.Context) (*Rootfs, error) {
+	r := baseRootfs()
+	r.AddFile("/etc/passwd", []byte("root:x:0:0:root:/root:/bin/sh\nsshd:x:100:65534::/run/sshd:/usr/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"), 0o644)
+	r.AddFile("/etc/ssh/sshd_config", []byte(sshdConfig), 0o644)
+	r.AddDir("/run/sshd", 0o755)
+	r.AddDir(path.Join("/root", ".ssh"), 0o700)
+	r.AddDir("/var/tmp", fs.ModeSticky|0o777)
+	progs := append([]string{"sshd"}, sshLabPrograms...)
+	for _, p := range progs {
+		bin, err := exec.LookPath(p)
+		if err != nil {
+			if p == "sshd" {
+				return nil, errors.New("lab: sshd is not installed on this host: run `make setup` (installs openssh-server)")
+			}
+			return nil, fmt.Errorf("lab: %s is not installed on this host: run `make setup`", p)
+		}
+		bin, _ = filepath.Abs(bin)
+		if err := r.AddPath(bin); err != nil {
+			return nil, err
+		}
+		real, err := filepath.EvalSymlinks(bin)
+		if err != nil {
+			return nil, err
+		}
+		if missing, err := r.AddLibs(ctx, real); err != nil {
+			return nil, err
+		} else if len(missing) > 0 {
+			return nil, fmt.Errorf("lab: %s needs libraries this host lacks: %s", real, strings.Join(missing, ", "))
+		}
+	}
+	// root's login shell, by the path /etc/passwd gives (a link to
+	// usr/bin on a merged /usr).
+	if err := r.AddPath("/bin/sh"); err != nil {
+		return nil, err
+	}
+	// iptables loads its matches (comment, statistic) as modules.
+	for _, dir := range []string{"/usr/lib/x86_64-linux-gnu/xtables", "/usr/lib/aarch64-linux-gnu/xtables", "/usr/lib/xtables"} {
+		if _, err := os.Stat(dir); err == nil {
+			if err := r.AddPath(dir); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if _, err := os.Stat("/usr/lib/openssh/sftp-server"); err == nil {
+		if err := r.AddPath("/usr/lib/openssh/sftp-server"); err != nil {
+			return nil, err
+		}
+		if _, err := r.AddLibs(ctx, "/usr/lib/openssh/sftp-server"); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// SSHLabOptions says what SSHLabUp makes.
+type SSHLabOptions struct {
+	// Hosts is the number of SSH hosts; at least 5.
+	Hosts int
+	// Dir receives the lab's inventory, key and known_hosts.
+	Dir string
+}
+
+// SSHLab is an SSH lab that SSHLabUp made.
+type SSHLab struct {
+	ID        string
+	Network   string
+	Subnet    string
+	Inventory string   // path of the inventory written
+	Hosts     []string // the hosts' addresses, h1 first
+	Image     string
+}
+
+// SSHLabUp starts opts.Hosts containers of locktest's SSH image (built if
+// needed) on a Docker network of their own, each with NET_ADMIN for
+// iptables, a host key of its own and the lab's client key authorized for
+// root; it writes the key, a known_hosts file and an inventory into
+// opts.Dir. A failure removes whatever it had made.
+func (e *Engine) SSHLabUp(ctx context.Context, opts SSHLabOptions) (lab *SSHLab, err error) {
+	if opts.Hosts < 5 {
+		return nil, fmt.Errorf("lab up: --hosts %d: want at least 5", opts.Hosts)
+	}
+	if opts.Dir == "" {
+		return nil, errors.New("lab up: no directory for the inventory")
+	}
+	if _, err := os.Stat(filepath.Join(opts.Dir, SSHLabInventory)); err == nil {
+		return nil, fmt.Errorf("lab up: %s exists: a lab is up there already (`locktest lab down` first)", filepath.Join(opts.Dir, SSHLabInventory))
+	}
+	rc, err := SSHLabRootfs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	img, err := e.buildOne(ctx, SSHLabBackend, &imageRecipe{fs: rc, tag: "host", changes: []string{`CMD ["/usr/sbin/sshd", "-D", "-e"]`}}, false)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("lab up: %v", err)
+	}
+	b := make([]byte, 4)
+	rand.Read(b)
+	id := hex.EncodeToString(b)
+	lab = &SSHLab{ID: id, Network: "locktest-sshlab-" + id, Image: img.Ref}
+	defer func() {
+		if err != nil {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+			defer cancel()
+			if rerr := removeByLabel(rctx, e.cli, LabelSSHLab, id); rerr != nil {
+				e.log.Error("lab up: remove after failure", "err", rerr)
+			}
+			removeLabFiles(opts.Dir)
+			lab = nil
+		}
+	}()
+	absDir, err := filepath.Abs(opts.Dir)
+	if err != nil {
+		return lab, err
+	}
+	labels := map[string]string{LabelSSHLab: id, LabelSSHLabDir: absDir}
+	subnet, err := e.createLabNetwork(ctx, lab.Network, labels)
+	if err != nil {
+		return lab, err
+	}
+	lab.Subnet = subnet.String()
+	clientPub, clientPEM, err := newKey()
+	if err != nil {
+		return lab, err
+	}
+	var known, inv strings.Builder
+	inv.WriteString("# Written by locktest lab up: the lab's SSH hosts, containers on the Docker network " + lab.Network + ".\n")
+	inv.WriteString("user: root\nkey: " + SSHLabKey + "\nknown_hosts: " + SSHLabKnownHosts + "\nhosts:\n")
+	ip := subnet.Addr().Next().Next() // .1 is the gateway
+	for i := range opts.Hosts {
+		name := fmt.Sprintf("h%d", i+1)
+		hostPub, hostPEM, err := newKey()
+		if err != nil {
+			return lab, err
+		}
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		ctr, err := e.cli.ContainerCreate(cctx, client.ContainerCreateOptions{
+			Name:   lab.Network + "-" + name,
+			Config: &container.Config{Image: img.Ref, Hostname: name, Labels: labels, Cmd: []string{"/usr/sbin/sshd", "-D", "-e"}},
+			HostConfig: &container.HostConfig{NetworkMode: container.NetworkMode(lab.Network), CapAdd: []string{"NET_ADMIN"},
+				Tmpfs: map[string]string{"/tmp": "rw,exec,mode=1777"}},
+			NetworkingConfig: &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{
+				lab.Network: {IPAMConfig: &network.EndpointIPAMConfig{IPv4Address: ip}}}},
+		})
+		cancel()
+		if err != nil {
+			return lab, fmt.Errorf("lab up: create %s: %s", name, firstLine(err))
+		}
+		files := []tarFile{
+			{"etc/ssh/ssh_host_ed25519_key", hostPEM, 0o600},
+			{"etc/ssh/ssh_host_ed25519_key.pub", xssh.MarshalAuthorizedKey(hostPub), 0o644},
+			{"root/.ssh/authorized_keys", xssh.MarshalAuthorizedKey(clientPub), 0o600},
+		}
+		if _, err := e.cli.CopyToContainer(ctx, ctr.ID, client.CopyToContainerOptions{DestinationPath: "/", Content: tarOf(files)}); err != nil {
+			return lab, fmt.Errorf("lab up: copy keys into %s: %s", name, firstLine(err))
+		}
+		if _, err := e.cli.ContainerStart(ctx, ctr.ID, client.ContainerStartOptions{}); err != nil {
+			return lab, fmt.Errorf("lab up: start %s: %s", name, firstLine(err))
+		}
+		known.WriteString(knownhosts.Line([]string{ip.String()}, hostPub) + "\n")
+		fmt.Fprintf(&inv, "  - name: %s\n    address: %s\n", name, ip)
+		lab.Hosts = append(lab.Hosts, ip.String())
+		ip = ip.Next()
+	}
+	for _, h := range lab.Hosts {
+		if err := waitSSH(ctx, h); err != nil {
+			return lab, err
+		}
+	}
+	if err := os.WriteFile(filepath.Join(opts.Dir, SSHLabKey), clientPEM, 0o600); err != nil {
+		return lab, fmt.Errorf("lab up: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(opts.Dir, SSHLabKnownHosts), []byte(known.String()), 0o644); err != nil {
+		return lab, fmt.Errorf("lab up: %v", err)
+	}
+	lab.Inventory = filepath.Join(opts.Dir, SSHLabInventory)
+	if err := os.WriteFile(lab.Inventory, []byte(inv.String()), 0o644); err != nil {
+		return lab, fmt.Errorf("lab up: %v", err)
+	}
+	e.log.Info("ssh lab up", "lab", id, "network", lab.Network, "subnet", lab.Subnet, "hosts", len(lab.Hosts), "inventory", lab.Inventory)
+	return lab, nil
+}
+
+// SSHLabDown removes the containers and network of the SSH lab that wrote
+// its files into dir, and those files. It returns the ids of the labs it
+// removed.
+func (e *Engine) SSHLabDown(ctx context.Context, dir string) ([]string, error) {
+	absDir, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	ids, err := e.sshLabIDs(ctx, absDir)
+	if err != nil {
+		return nil, err
+	}
+	var errs []error
+	for _, id := range ids {
+		if err := removeByLabel(ctx, e.cli, LabelSSHLab, id); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	removeLabFiles(dir)
+	return ids, errors.Join(errs...)
+}
+
+// SSHLabRemove removes the containers and network of the lab id.
+func (e *Engine) SSHLabRemove(ctx context.Context, id string) error {
+	return removeByLabel(ctx, e.cli, LabelSSHLab, id)
+}
+
+// SSHLabIDs returns the ids of the SSH labs whose containers or networks
+// exist.
+func (e *Engine) SSHLabIDs(ctx context.Context) ([]string, error) { return e.sshLabIDs(ctx, "") }
+
+// sshLabIDs returns the ids of the SSH labs whose containers or networks
+// exist, only those of folder dir unless it is empty.
+func (e *Engine) sshLabIDs(ctx context.Context, dir string) ([]string, error) {
+	f := client.Filters{}.Add("label", LabelSSHLab)
+	if dir != "" {
+		f = f.Add("label", LabelSSHLabDir+"="+dir)
+	}
+	seen := map[string]bool{}
+	var ids []string
+	cs, err := e.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
+	if err != nil {
+		return nil, fmt.Errorf("docker: list lab containers: %s", firstLine(err))
+	}
+	for _, c := range cs.Items {
+		if id := c.Labels[LabelSSHLab]; !seen[id] {
+			seen[id] = true
+			ids = append(ids, id)
+		}
+	}
+	ns, err := e.cli.NetworkList(ctx, client.NetworkListOptions{Filters: f})
+	if err != nil {
+		return nil, fmt.Errorf("docker: list lab networks: %s", firstLine(err))
+	}
+	for _, n := range ns.Items {
+		if id := n.Labels[LabelSSHLab]; !seen[id] {
+			seen[id] = true
+			ids = append(ids, id)
+		}
+	}
+	return ids, nil
+}
+
+// removeLabFiles removes the files SSHLabUp writes into dir.
+func removeLabFiles(dir string) {
+	for _, f := range []string{SSHLabInventory, SSHLabKey, SSHLabKnownHosts} {
+		os.Remove(filepath.Join(dir, f))
+	}
+}
+
+// removeByLabel removes the containers, then the networks, whose label
+// key has the value val.
+func removeByLabel(ctx context.Context, cli *client.Client, key, val string) error {
+	f := client.Filters{}.Add("label", key+"="+val)
+	var errs []error
+	cs, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
+	if err != nil {
+		return fmt.Errorf("docker: list containers of %s=%s: %s", key, val, firstLine(err))
+	}
+	for _, c := range cs.Items {
+		if _, err := cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !isNotFound(err) {
+			errs = append(errs, fmt.Errorf("docker: remove container %s: %s", shortID(c.ID), firstLine(err)))
+		}
+	}
+	ns, err := cli.NetworkList(ctx, client.NetworkListOptions{Filters: f})
+	if err != nil {
+		return errors.Join(append(errs, fmt.Errorf("docker: list networks of %s=%s: %s", key, val, firstLine(err)))...)
+	}
+	for _, n := range ns.Items {
+		if _, err := cli.NetworkRemove(ctx, n.ID, client.NetworkRemoveOptions{}); err != nil && !isNotFound(err) {
+			errs = append(errs, fmt.Errorf("docker: remove network %s: %s", n.Name, firstLine(err)))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// createLabNetwork creates a bridge network on a free /24 of 10.79.0.0/16.
+func (e *Engine) createLabNetwork(ctx context.Context, name string, labels map[string]string) (netip.Prefix, error) {
+	used := hostSubnets()
+	start, _ := rand.Int(rand.Reader, big.NewInt(256))
+	var lastErr error
+	for i := range 256 {
+		third := byte((int(start.Int64()) + i) % 256)
+		p := netip.PrefixFrom(netip.AddrFrom4([4]byte{sshLabSubnetBase[0], sshLabSubnetBase[1], third, 0}), 24)
+		if used[p] {
+			continue
+		}
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		_, err := e.cli.NetworkCreate(cctx, name, client.NetworkCreateOptions{
+			Driver: "bridge",
+			IPAM:   &network.IPAM{Config: []network.IPAMConfig{{Subnet: p, Gateway: p.Addr().Next()}}},
+			Labels: labels,
+		})
+		cancel()
+		if err != nil {
+			lastErr = err
+			if strings.Contains(err.Error(), "overlaps") || strings.Contains(err.Error(), "in use") {
+				continue
+			}
+			return netip.Prefix{}, fmt.Errorf("docker: create network %s: %s", name, firstLine(err))
+		}
+		return p, nil
+	}
+	return netip.Prefix{}, fmt.Errorf("docker: no free /24 in %d.%d.0.0/16 for the lab's network (last: %v)", sshLabSubnetBase[0], sshLabSubnetBase[1], lastErr)
+}
+
+// newKey makes an ed25519 key pair: the public key and the private key in
+// OpenSSH's PEM format.
+func newKey() (xssh.PublicKey, []byte, error) {
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	blk, err := xssh.MarshalPrivateKey(priv, "locktest lab")
+	if err != nil {
+		return nil, nil, err
+	}
+	sp, err := xssh.NewPublicKey(pub)
+	if err != nil {
+		return nil, nil, err
+	}
+	return sp, pem.EncodeToMemory(blk), nil
+}
+
+type tarFile struct {
+	name string
+	data []byte
+	mode int64
+}
+
+// tarOf returns a tar stream of files, owned by root.
+func tarOf(files []tarFile) *bytes.Reader {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, f := range files {
+		tw.WriteHeader(&tar.Header{Name: f.name, Mode: f.mode, Size: int64(len(f.data)), Typeflag: tar.TypeReg, ModTime: time.Now()})
+		tw.Write(f.data)
+	}
+	tw.Close()
+	return bytes.NewReader(buf.Bytes())
+}
+
+// sshWait bounds the wait for a lab host's sshd to answer.
+const sshWait = 30 * time.Second
+
+// waitSSH waits until the sshd at ip:22 sends its banner.
+func waitSSH(ctx context.Context, ip string) error {
+	deadline := time.Now().Add(sshWait)
+	var last error
+	for time.Now().Before(deadline) {
+		d := net.Dialer{Timeout: time.Second}
+		c, err := d.DialContext(ctx, "tcp", net.JoinHostPort(ip, "22"))
+		if err == nil {
+			c.SetDeadline(time.Now().Add(2 * time.Second))
+			b := make([]byte, 4)
+			_, err = io.ReadFull(c, b)
+			c.Close()
+			if err == nil && string(b) == "SSH-" {
+				return nil
+			}
+			if err == nil {
+				err = fmt.Errorf("answered %q, not an SSH banner", b)
+			}
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("lab up: sshd at %s not answering after %v: %v", ip, sshWait, last)
+}

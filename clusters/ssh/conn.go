@@ -1,0 +1,271 @@
+// Package ssh is the cluster provider that runs the nodes of a lock service
+// on hosts it reaches over SSH, the way Jepsen's control node does: it
+// starts the servers the hosts have in a per-run directory, applies every
+// fault on the hosts (signals by pid, iptables rules with the run's
+// comment), and collects the logs at the end. The clients stay on the
+// control host, so the history's times share one clock.
+//
+// Everything a run leaves on a host lives in <workdir>/<run id>, with the
+// driver's pid and start time in its owner file, and every iptables rule
+// carries the comment locktest:<run id>: Cleanup finds a killed driver's
+// leftovers by them and removes nothing else.
+package ssh
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	xssh "golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/agent"
+	"golang.org/x/crypto/ssh/knownhosts"
+)
+
+// Conn is an SSH connection to one host of the inventory. Its methods are
+// safe for concurrent use: each command runs in a session of its own.
+type Conn struct {
+	Host Host
+	// Sudo says whether commands that need root run under sudo -n.
+	Sudo bool
+	cli  *xssh.Client
+	rtt  time.Duration
+	mu   sync.Mutex
+}
+
+// dialTimeout bounds the TCP connect and SSH handshake to one host.
+const dialTimeout = 10 * time.Second
+
+// Dial connects to every host of inv at once, checking host keys against
+// the known_hosts file unless inv.InsecureIgnoreHostKey. On an error the
+// connections made are closed and the error names the host.
+func Dial(ctx context.Context, inv *Inventory) ([]*Conn, error) {
+	hostKey, err := hostKeyCallback(inv)
+	if err != nil {
+		return nil, err
+	}
+	conns := make([]*Conn, len(inv.Hosts))
+	errs := make([]error, len(inv.Hosts))
+	var wg sync.WaitGroup
+	for i, h := range inv.Hosts {
+		wg.Go(func() {
+			c, err := dialHost(ctx, inv, h, hostKey)
+			conns[i], errs[i] = c, err
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		CloseAll(conns)
+		for _, e := range errs {
+			if e != nil {
+				return nil, e
+			}
+		}
+	}
+	return conns, nil
+}
+
+// CloseAll closes every connection of conns that is not nil.
+func CloseAll(conns []*Conn) {
+	for _, c := range conns {
+		if c != nil {
+			c.Close()
+		}
+	}
+}
+
+// hostKeyCallback checks host keys against inv's known_hosts file.
+func hostKeyCallback(inv *Inventory) (xssh.HostKeyCallback, error) {
+	if inv.InsecureIgnoreHostKey {
+		return xssh.InsecureIgnoreHostKey(), nil
+	}
+	path := inv.KnownHosts
+	if path == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return nil, fmt.Errorf("ssh: no known_hosts file: %v (name one with known_hosts: in the inventory, or --insecure-ignore-host-key)", err)
+		}
+		path = filepath.Join(home, ".ssh", "known_hosts")
+	} else if strings.HasPrefix(path, "~/") {
+		home, _ := os.UserHomeDir()
+		path = filepath.Join(home, path[2:])
+	}
+	cb, err := knownhosts.New(path)
+	if err != nil {
+		return nil, fmt.Errorf("ssh: known_hosts %s: %v (name another with known_hosts: in the inventory, or skip the check with --insecure-ignore-host-key)", path, errors.Unwrap(err))
+	}
+	return cb, nil
+}
+
+// auth returns how to log in on h: its key file or the ssh-agent.
+func auth(h Host) ([]xssh.AuthMethod, func(), error) {
+	if h.Key != "" {
+		p := h.Key
+		if strings.HasPrefix(p, "~/") {
+			home, _ := os.UserHomeDir()
+			p = filepath.Join(home, p[2:])
+		}
+		pem, err := os.ReadFile(p)
+		if err != nil {
+			return nil, nil, fmt.Errorf("ssh %s: key: %v", h.Name, err)
+		}
+		signer, err := xssh.ParsePrivateKey(pem)
+		if err != nil {
+			return nil, nil, fmt.Errorf("ssh %s: key %s: %v", h.Name, p, err)
+		}
+		return []xssh.AuthMethod{xssh.PublicKeys(signer)}, func() {}, nil
+	}
+	sock := os.Getenv("SSH_AUTH_SOCK")
+	if sock == "" {
+		return nil, nil, fmt.Errorf("ssh %s: no key and no ssh-agent (SSH_AUTH_SOCK is not set): name a key in the inventory", h.Name)
+	}
+	ac, err := net.Dial("unix", sock)
+	if err != nil {
+		return nil, nil, fmt.Errorf("ssh %s: ssh-agent: %v", h.Name, err)
+	}
+	return []xssh.AuthMethod{xssh.PublicKeysCallback(agent.NewClient(ac).Signers)}, func() { ac.Close() }, nil
+}
+
+func dialHost(ctx context.Context, inv *Inventory, h Host, hostKey xssh.HostKeyCallback) (*Conn, error) {
+	methods, done, err := auth(h)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	cfg := &xssh.ClientConfig{User: inv.UserOf(h), Auth: methods, HostKeyCallback: hostKey, Timeout: dialTimeout}
+	d := net.Dialer{Timeout: dialTimeout}
+	tc, err := d.DialContext(ctx, "tcp", h.Addr())
+	if err != nil {
+		return nil, fmt.Errorf("ssh %s (%s): %v", h.Name, h.Addr(), err)
+	}
+	tc.SetDeadline(time.Now().Add(dialTimeout))
+	cc, chans, reqs, err := xssh.NewClientConn(tc, h.Addr(), cfg)
+	if err != nil {
+		tc.Close()
+		return nil, fmt.Errorf("ssh %s (%s): %v", h.Name, h.Addr(), oneLine(err))
+	}
+	tc.SetDeadline(time.Time{})
+	c := &Conn{Host: h, Sudo: inv.SudoOf(h), cli: xssh.NewClient(cc, chans, reqs)}
+	if _, err := c.MeasureRTT(ctx); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// MeasureRTT times an SSH keepalive request and its reply, the round trip
+// a fault's command takes at least, and keeps the smallest of three.
+func (c *Conn) MeasureRTT(ctx context.Context) (time.Duration, error) {
+	best := time.Duration(0)
+	for range 3 {
+		t0 := time.Now()
+		if _, _, err := c.cli.SendRequest("keepalive@openssh.com", true, nil); err != nil {
+			return 0, fmt.Errorf("ssh %s: %v", c.Host.Name, err)
+		}
+		if d := time.Since(t0); best == 0 || d < best {
+			best = d
+		}
+	}
+	c.mu.Lock()
+	c.rtt = best
+	c.mu.Unlock()
+	return best, nil
+}
+
+// RTT returns the round-trip time the last MeasureRTT found.
+func (c *Conn) RTT() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.rtt
+}
+
+// LocalIP returns the control host's address on the connection, the
+// address the host sees the clients come from.
+func (c *Conn) LocalIP() string {
+	host, _, _ := net.SplitHostPort(c.cli.LocalAddr().String())
+	return host
+}
+
+// Close closes the connection.
+func (c *Conn) Close() error { return c.cli.Close() }
+
+// Run runs the shell command cmd on the host and returns its standard
+// output. A failed command's error holds its exit status and the first
+// line of its standard error. When ctx ends first the session is closed.
+func (c *Conn) Run(ctx context.Context, cmd string) (string, error) {
+	return c.run(ctx, cmd, nil)
+}
+
+// RunInput is Run with stdin as the command's standard input.
+func (c *Conn) RunInput(ctx context.Context, cmd string, stdin []byte) (string, error) {
+	return c.run(ctx, cmd, bytes.NewReader(stdin))
+}
+
+// Root runs cmd as root: under sudo -n when the host's inventory says so.
+func (c *Conn) Root(ctx context.Context, cmd string) (string, error) {
+	if c.Sudo {
+		cmd = "sudo -n sh -c " + Quote(cmd)
+	}
+	return c.run(ctx, cmd, nil)
+}
+
+func (c *Conn) run(ctx context.Context, cmd string, stdin io.Reader) (string, error) {
+	s, err := c.cli.NewSession()
+	if err != nil {
+		return "", fmt.Errorf("ssh %s: %v", c.Host.Name, err)
+	}
+	defer s.Close()
+	var out, errb bytes.Buffer
+	s.Stdout, s.Stderr = &out, &errb
+	if stdin != nil {
+		s.Stdin = stdin
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Run(cmd) }()
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		s.Close()
+		return out.String(), fmt.Errorf("ssh %s: %w", c.Host.Name, ctx.Err())
+	}
+	if err != nil {
+		msg := strings.TrimSpace(errb.String())
+		if i := strings.IndexByte(msg, '\n'); i >= 0 {
+			msg = msg[:i]
+		}
+		if msg != "" {
+			return out.String(), fmt.Errorf("ssh %s: %s: %v: %s", c.Host.Name, short(cmd), err, msg)
+		}
+		return out.String(), fmt.Errorf("ssh %s: %s: %v", c.Host.Name, short(cmd), err)
+	}
+	return out.String(), nil
+}
+
+// short cuts a command for an error message.
+func short(cmd string) string {
+	cmd = strings.Join(strings.Fields(cmd), " ")
+	if len(cmd) > 80 {
+		return cmd[:77] + "..."
+	}
+	return cmd
+}
+
+// Quote quotes s for a POSIX shell.
+func Quote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+func oneLine(err error) string {
+	s := err.Error()
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	return s
+}

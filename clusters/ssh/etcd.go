@@ -1,0 +1,119 @@
+package ssh
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// nodeProgram is the name locktest's node program gets on a host; pids
+// are checked against it before a signal.
+const nodeProgram = "locktest-node"
+
+// peerURL is n's etcd peer URL.
+func (n *node) peerURL() string {
+	return "http://" + net.JoinHostPort(n.conn.Host.Address, strconv.Itoa(etcdPeerPort))
+}
+
+// startEtcd uploads locktest's node program into the run's directory on
+// n's host (first start only), starts `node etcd` there in the
+// background, and waits until the member reports itself healthy.
+func (cl *Cluster) startEtcd(ctx context.Context, n *node, first bool) error {
+	h := n.conn.Host
+	runDir := path.Dir(n.dir)
+	bin := path.Join(runDir, nodeProgram)
+	if len(cl.opts.NodeCommand) == 0 {
+		return fmt.Errorf("node %s: no node program to upload", n.name)
+	}
+	if first {
+		if _, err := n.conn.Run(ctx, fmt.Sprintf("mkdir -p %s && printf %%s %s > %s/owner", Quote(n.dir), Quote(ownerLine()), Quote(runDir))); err != nil {
+			return fmt.Errorf("node %s on %s: %w", n.name, h.Name, err)
+		}
+		if err := n.conn.Upload(ctx, cl.opts.NodeCommand[0], bin); err != nil {
+			return fmt.Errorf("node %s on %s: upload the node program: %w", n.name, h.Name, err)
+		}
+	}
+	var cluster []string
+	for _, m := range cl.nodes {
+		cluster = append(cluster, m.name+"="+m.peerURL())
+	}
+	args := append([]string{bin}, cl.opts.NodeCommand[1:]...)
+	args = append(args, "node", "etcd", "--name", n.name, "--data-dir", n.dir+"/data",
+		"--listen-client-urls", "http://"+n.addr(), "--listen-peer-urls", n.peerURL(),
+		"--initial-cluster", strings.Join(cluster, ","),
+		"--tick-ms", strconv.Itoa(etcdTickMs), "--election-ms", strconv.Itoa(etcdElectionMs),
+		"--log-file", n.dir+"/etcd.log")
+	var q []string
+	for _, kv := range cl.opts.NodeEnv {
+		q = append(q, Quote(kv))
+	}
+	for _, a := range args {
+		q = append(q, Quote(a))
+	}
+	// In a shell without job control the background job is no process
+	// group leader, so setsid runs the program in a new session without
+	// forking: $! is its pid.
+	script := fmt.Sprintf("cd %[1]s && setsid env %[2]s </dev/null >>%[1]s/stdout.log 2>&1 & echo $!", Quote(n.dir), strings.Join(q, " "))
+	out, err := n.conn.Run(ctx, script)
+	if err != nil {
+		return fmt.Errorf("node %s on %s: %w", n.name, h.Name, err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(out))
+	if err != nil || pid <= 0 {
+		return fmt.Errorf("node %s on %s: no pid from the start (%q)", n.name, h.Name, strings.TrimSpace(out))
+	}
+	n.mu.Lock()
+	n.pid = pid
+	n.mu.Unlock()
+	cl.lg.Info("ssh node started", "node", n.name, "host", h.Name, "pid", pid, "dir", n.dir)
+	return waitEtcdHealthy(ctx, n.addr())
+}
+
+// waitEtcdHealthy polls the member's /health until it says true.
+func waitEtcdHealthy(ctx context.Context, addr string) error {
+	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
+	defer cancel()
+	cli := &http.Client{Timeout: time.Second}
+	var last error
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/health", nil)
+		resp, err := cli.Do(req)
+		if err == nil {
+			var h struct {
+				Health string `json:"health"`
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if json.Unmarshal(b, &h) == nil && h.Health == "true" {
+				return nil
+			}
+			err = fmt.Errorf("health %s", strings.TrimSpace(string(b)))
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("etcd %s not healthy after %s: %v", addr, readyTimeout, last)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// Upload copies the local file src to dst on the host, executable, through
+// the standard input of `cat` (no SFTP server is needed on the host).
+func (c *Conn) Upload(ctx context.Context, src, dst string) error {
+	f, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = c.run(ctx, fmt.Sprintf("cat > %[1]s.part && chmod 755 %[1]s.part && mv %[1]s.part %[1]s", Quote(dst)), f)
+	return err
+}

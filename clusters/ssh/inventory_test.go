@@ -1,0 +1,89 @@
+package ssh
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestInventoryErrors loads each bad inventory of testdata/inventory and
+// wants a one-line error naming the file, the line where one is known,
+// and what is wrong.
+func TestInventoryErrors(t *testing.T) {
+	for _, tc := range []struct{ file, want string }{
+		{"unknown-field.yaml", "unknown-field.yaml:4: field adress not found"},
+		{"no-hosts.yaml", "no-hosts.yaml: names no host"},
+		{"no-address.yaml", "no-address.yaml:4: host 2: no address"},
+		{"dup-name.yaml", `dup-name.yaml:3: host 2: name "h1" is also host 1's`},
+		{"bad-port.yaml", "bad-port.yaml:2: host 1: port 70000: want 1 to 65535"},
+		{"bad-backend.yaml", `bad-backend.yaml: backends: no backend "mongo"`},
+		{"backend-host.yaml", `backend-host.yaml: backends: redis: no host named "h9"`},
+		{"bad-binary.yaml", `bad-binary.yaml:2: host 1: binaries: redis-server: "bin/redis-server" is not an absolute path`},
+		{"key-and-agent.yaml", "key-and-agent.yaml:2: host 1: both key and agent"},
+		{"relative-workdir.yaml", `relative-workdir.yaml: workdir "tmp": want an absolute path`},
+		{"not-yaml.yaml", "not-yaml.yaml:"},
+		{"wrong-type.yaml", "wrong-type.yaml:2: cannot unmarshal"},
+		{"empty.yaml", "empty.yaml: empty"},
+		{"missing.yaml", "missing.yaml: no such file or directory"},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			_, err := LoadInventory(filepath.Join("testdata", "inventory", tc.file))
+			if err == nil {
+				t.Fatalf("loaded, want an error with %q", tc.want)
+			}
+			if msg := err.Error(); !strings.Contains(msg, tc.want) || strings.Contains(msg, "\n") {
+				t.Errorf("error %q, want one line with %q", msg, tc.want)
+			}
+		})
+	}
+}
+
+// TestInventoryGood checks the defaults a good inventory's hosts get.
+func TestInventoryGood(t *testing.T) {
+	path := filepath.Join("testdata", "inventory", "good.yaml")
+	inv, err := LoadInventory(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(inv.Hosts) != 3 {
+		t.Fatalf("%d hosts, want 3", len(inv.Hosts))
+	}
+	h1, h2, h3 := inv.Hosts[0], inv.Hosts[1], inv.Hosts[2]
+	if h1.Addr() != "10.0.0.1:22" || inv.UserOf(h1) != "locktest" || inv.SudoOf(h1) || h1.Workdir != "/var/tmp/lt" {
+		t.Errorf("h1 = %+v, user %s: want the inventory's defaults", h1, inv.UserOf(h1))
+	}
+	if h2.Addr() != "10.0.0.2:2222" || inv.UserOf(h2) != "admin" || !inv.SudoOf(h2) {
+		t.Errorf("h2 = %+v, user %s: want its own port, user and sudo", h2, inv.UserOf(h2))
+	}
+	if h3.Name != "db3.example" || h3.Binary("redis-server") != "/opt/redis/bin/redis-server" || h1.Binary("redis-server") != "redis-server" {
+		t.Errorf("h3 = %+v: want its address as its name and its binary", h3)
+	}
+	if want := filepath.Join("testdata", "inventory", "id_ed25519"); h1.Key != want || inv.KnownHosts != filepath.Join("testdata", "inventory", "known_hosts") {
+		t.Errorf("key %q, known_hosts %q: want them next to the inventory", h1.Key, inv.KnownHosts)
+	}
+	if got := inv.HostsFor("redis"); len(got) != 2 || got[0].Name != "h2" || got[1].Name != "h1" {
+		t.Errorf("redis hosts %+v, want h2, h1", got)
+	}
+}
+
+// TestHostsShortForm checks `--hosts a,b,c`.
+func TestHostsShortForm(t *testing.T) {
+	inv, err := HostsInventory("10.0.0.1, 10.0.0.2:2200,db3", "admin", "/k", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(inv.Hosts) != 3 || inv.Hosts[1].Addr() != "10.0.0.2:2200" || inv.Hosts[2].Addr() != "db3:22" || inv.UserOf(inv.Hosts[0]) != "admin" || inv.Hosts[0].Key != "/k" {
+		t.Errorf("hosts %+v", inv.Hosts)
+	}
+	for _, tc := range []struct{ list, want string }{
+		{"", "--hosts: entry 1: no address"},
+		{"a,,b", "--hosts: entry 2: no address"},
+		{"a,a", `--hosts: entry 2: name "a" is also host 1's`},
+		{"a:ssh", `--hosts: entry 1 "a:ssh": port "ssh" is not a number`},
+		{"root@a", `--hosts: entry 1: address "root@a"`},
+	} {
+		if _, err := HostsInventory(tc.list, "", "", ""); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("--hosts %q: error %v, want %q", tc.list, err, tc.want)
+		}
+	}
+}

@@ -1,0 +1,178 @@
+package run
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/locktest/locktest/clusters"
+	sshp "github.com/locktest/locktest/clusters/ssh"
+	"github.com/locktest/locktest/impls"
+	"github.com/locktest/locktest/nemesis"
+)
+
+// ProviderSSH runs nodes on hosts reached over SSH (clusters/ssh).
+const ProviderSSH = "ssh"
+
+// SSHConfig is how a run of the ssh provider reaches its hosts: an
+// inventory file, or the short form of --hosts.
+type SSHConfig struct {
+	// Inventory is the path of the inventory file (YAML).
+	Inventory string
+	// Hosts is the short form "a,b,c": hosts with one user and key.
+	Hosts string
+	// User and Key are the user and private key of Hosts (default root,
+	// and the ssh-agent).
+	User string
+	Key  string
+	// KnownHosts is the known_hosts file of Hosts; default
+	// ~/.ssh/known_hosts.
+	KnownHosts string
+	// InsecureIgnoreHostKey skips the host key check; results.json says so.
+	InsecureIgnoreHostKey bool
+}
+
+// used reports whether any ssh setting is set.
+func (s SSHConfig) used() bool {
+	return s.Inventory != "" || s.Hosts != "" || s.User != "" || s.Key != "" || s.KnownHosts != "" || s.InsecureIgnoreHostKey
+}
+
+// validateSSH checks the ssh settings of c for impl; it does not read the
+// inventory file (setup does, and its errors are setup errors too).
+func (c *Config) validateSSH(impl impls.Impl) error {
+	if c.Provider != ProviderSSH {
+		if c.SSH.used() {
+			return setupErr("--inventory, --hosts, --ssh-user, --ssh-key, --known-hosts and --insecure-ignore-host-key need --provider ssh")
+		}
+		return nil
+	}
+	if len(c.Images) > 0 {
+		return setupErr("--image needs --provider docker")
+	}
+	switch {
+	case c.SSH.Inventory == "" && c.SSH.Hosts == "":
+		return setupErr("--provider ssh needs --inventory FILE or --hosts a,b,c")
+	case c.SSH.Inventory != "" && c.SSH.Hosts != "":
+		return setupErr("--inventory and --hosts both name the hosts: give one")
+	case c.SSH.Inventory != "" && (c.SSH.User != "" || c.SSH.Key != "" || c.SSH.KnownHosts != ""):
+		return setupErr("--ssh-user, --ssh-key and --known-hosts go with --hosts; the inventory names its own")
+	}
+	if len(c.ClusterParams) > 0 {
+		return setupErr("--cluster-opt: the ssh provider reads no cluster settings yet")
+	}
+	if !slices.Contains(sshp.Backends(), impl.Backend) {
+		return setupErr("--provider ssh: %s needs backend %s, which the ssh provider does not run yet (it runs %s; use --provider local)",
+			c.Impl, impl.Backend, strings.Join(sshp.Backends(), ", "))
+	}
+	return nil
+}
+
+// sshPlatform is what an ssh run set up: the inventory, one connection per
+// host, and the run's id on the hosts.
+type sshPlatform struct {
+	inv    *sshp.Inventory
+	conns  []*sshp.Conn
+	runID  string
+	cl     *sshp.Cluster
+	netWhy string
+	// ruled is set once the run's network faults were handed out: only
+	// then are there rules to remove.
+	ruled bool
+}
+
+// setupSSH reads the inventory, connects to every host (checking host
+// keys unless told not to) and measures each round trip, filling p.ssh.
+func setupSSH(ctx context.Context, cfg Config, p *platform, lg *slog.Logger) error {
+	var inv *sshp.Inventory
+	var err error
+	if cfg.SSH.Inventory != "" {
+		inv, err = sshp.LoadInventory(cfg.SSH.Inventory)
+	} else {
+		inv, err = sshp.HostsInventory(cfg.SSH.Hosts, cfg.SSH.User, cfg.SSH.Key, cfg.SSH.KnownHosts)
+	}
+	if err != nil {
+		return setupErr("%v", err)
+	}
+	inv.InsecureIgnoreHostKey = cfg.SSH.InsecureIgnoreHostKey
+	conns, err := sshp.Dial(ctx, inv)
+	if err != nil {
+		return setupErr("--provider ssh: %v", err)
+	}
+	s := &sshPlatform{inv: inv, conns: conns, runID: sshp.NewRunID()}
+	p.ssh = s
+	switch {
+	case cfg.Net == NetLoopback:
+		s.netWhy = "the run was asked to use no network faults (--net loopback)"
+	case nemesis.Needs(cfg.faultParts(), nemesis.NeedNetwork):
+		s.netWhy = sshp.NetworkFaultsReason(ctx, conns)
+	}
+	for _, c := range conns {
+		lg.Info("ssh host", "host", c.Host.Name, "addr", c.Host.Addr(), "rtt", c.RTT(), "control_ip", c.LocalIP())
+	}
+	if inv.InsecureIgnoreHostKey {
+		lg.Warn("ssh host keys are not checked (--insecure-ignore-host-key)")
+	}
+	return nil
+}
+
+// cluster returns the run's cluster on the hosts.
+func (s *sshPlatform) cluster(cfg Config, impl impls.Impl, lg *slog.Logger) (clusters.Cluster, error) {
+	node := cfg.NodeCommand
+	if len(node) == 0 {
+		self, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("--provider ssh: find this executable to upload as the etcd members: %w", err)
+		}
+		node = []string{self}
+	}
+	cl, err := sshp.New(sshp.Options{Backend: impl.Backend, Nodes: impl.Nodes, Conns: s.conns, Inventory: s.inv,
+		RunID: s.runID, Persistence: cfg.Persistence, NodeCommand: node, NodeEnv: cfg.NodeEnv, Logger: lg})
+	if err != nil {
+		return nil, err
+	}
+	s.cl = cl
+	return cl, nil
+}
+
+// network returns the hosts' iptables faults, or nil when unavailable.
+func (s *sshPlatform) network() nemesis.Network {
+	if s.netWhy != "" || s.cl == nil {
+		return nil
+	}
+	s.ruled = true
+	return s.cl.Network(s.conns)
+}
+
+// describe says, for results.json, which hosts the nodes run on, the
+// measured SSH round trip to each, and whether host keys were checked.
+func (s *sshPlatform) describe() (network, lab string) {
+	var hs []string
+	for _, c := range s.conns {
+		hs = append(hs, fmt.Sprintf("%s %s rtt %v", c.Host.Name, c.Host.Address, c.RTT().Round(time.Microsecond)))
+	}
+	network = "ssh hosts " + strings.Join(hs, ", ")
+	if s.inv.InsecureIgnoreHostKey {
+		network += "; host keys NOT checked (--insecure-ignore-host-key)"
+	} else {
+		network += "; host keys checked against known_hosts"
+	}
+	return network, s.runID
+}
+
+// close removes the run's rules and directories from every host and closes
+// the connections.
+func (s *sshPlatform) close(ctx context.Context, lg *slog.Logger) {
+	if s.ruled {
+		if err := sshp.RemoveRules(ctx, s.conns, s.runID); err != nil {
+			lg.Error("ssh: remove rules", "err", err)
+		}
+	}
+	if err := sshp.RemoveRunDirs(ctx, s.conns, s.runID); err != nil {
+		lg.Error("ssh: remove run directories", "err", err)
+	}
+	sshp.CloseAll(s.conns)
+}

@@ -1,0 +1,313 @@
+package run
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/clusters/docker"
+	sshp "github.com/locktest/locktest/clusters/ssh"
+	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/internal/testbin"
+	"github.com/locktest/locktest/internal/testexe"
+	xssh "golang.org/x/crypto/ssh"
+)
+
+// sshLab starts an SSH lab of five hosts for the test (skipping when no
+// Docker engine answers or this host lacks sshd or redis-server, which the
+// lab's image is made from) and removes it when the test ends, checking
+// that nothing of it is left. It returns the lab's inventory file.
+func sshLab(t *testing.T) string {
+	t.Helper()
+	testbin.Need(t, "sshd", "redis-server", "iptables")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	e, err := docker.Open(ctx, nil)
+	if err != nil {
+		t.Skipf("ssh provider tests need the lab's Docker engine: %v", err)
+	}
+	dir := t.TempDir()
+	lab, err := e.SSHLabUp(ctx, docker.SSHLabOptions{Hosts: 5, Dir: dir})
+	if err != nil {
+		e.Close()
+		t.Fatalf("lab up: %v", err)
+	}
+	t.Cleanup(func() {
+		defer e.Close()
+		if err := e.SSHLabRemove(context.Background(), lab.ID); err != nil {
+			t.Errorf("lab down: %v", err)
+		}
+		ids, err := e.SSHLabIDs(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.Contains(ids, lab.ID) {
+			t.Errorf("lab %s left containers or its network", lab.ID)
+		}
+	})
+	return lab.Inventory
+}
+
+// sshConfig is testConfig under the ssh provider, on the lab's hosts.
+func sshConfig(t *testing.T, impl, inventory string) Config {
+	t.Helper()
+	cfg := testConfig(t, impl)
+	cfg.Provider = ProviderSSH
+	cfg.SSH = SSHConfig{Inventory: inventory}
+	return cfg
+}
+
+// assertHostsClean checks that no host of the inventory keeps a run
+// directory, a locktest iptables rule or a redis-server process.
+func assertHostsClean(t *testing.T, inventory string) {
+	t.Helper()
+	inv, err := sshp.LoadInventory(inventory)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conns, err := sshp.Dial(ctx, inv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sshp.CloseAll(conns)
+	for _, c := range conns {
+		out, err := c.Run(ctx, "ls -A "+sshp.DefaultWorkdir+" 2>/dev/null; iptables-save | grep locktest; for f in /proc/[0-9]*/cmdline; do grep -qa 'redis-serve[r]' $f 2>/dev/null && echo process $f; done; true")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s := strings.TrimSpace(out); s != "" {
+			t.Errorf("host %s keeps what a run made: %s", c.Host.Name, s)
+		}
+	}
+}
+
+// TestSSHLabRuns runs Redlock over the SSH lab: fault-free, with a node
+// paused, with a node killed and restarted (with the append-only file
+// fsynced at every write, so the restart remembers), and with a node
+// isolated by iptables; and a fault-free etcd mutex. Each fault is pinned to n1 and must really happen
+// and be undone; each run is valid, as the same runs are on the local
+// provider; and afterwards no host keeps a file, rule or process of the
+// run. Bad hosts (sshBadHosts) are tried on the same lab.
+func TestSSHLabRuns(t *testing.T) {
+	inventory := sshLab(t)
+	for _, tc := range []struct {
+		name, impl, fault, heal string
+		persistence             string
+	}{
+		{name: "no-faults", impl: "redlock"},
+		{name: "pause-node", impl: "redlock", fault: "pause-node", heal: "resume-node"},
+		{name: "kill-node", impl: "redlock", fault: "kill-node", heal: "restart-node", persistence: "always"},
+		{name: "isolate", impl: "redlock", fault: "isolate", heal: "heal-network"},
+		// etcd members are this test binary, uploaded to the hosts. (A
+		// member's kill can end in a duplicate token here as on local,
+		// depending on timing, so the etcd run is fault-free.)
+		{name: "etcd-no-faults", impl: "etcd-mutex"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := sshConfig(t, tc.impl, inventory)
+			if tc.impl == "etcd-mutex" {
+				cfg.NodeCommand, cfg.NodeEnv = testexe.Node()
+			}
+			cfg.Duration, cfg.MaxCriticalSections = 20*time.Second, 40
+			// Leases of 5 s: a holder descheduled for 2 s on a loaded
+			// machine must not outlive its lease, which would be a real
+			// stale write that no fault caused.
+			cfg.TTL = 5 * time.Second
+			if tc.fault != "" {
+				cfg.Faults = []string{tc.fault}
+				cfg.Targets = map[string][]string{tc.fault: {"n1"}}
+				cfg.Persistence = tc.persistence
+				cfg.Interval, cfg.NodeDown, cfg.Window = 500*time.Millisecond, 500*time.Millisecond, 600*time.Millisecond
+				// A fault phase of 10 s: room for the first fault on a
+				// loaded machine.
+				cfg.Duration, cfg.Quiet, cfg.MaxCriticalSections = 14*time.Second, 4*time.Second, 0
+			}
+			out, h := mustRun(t, cfg)
+			r := out.Results
+			if r.Valid != checker.Valid {
+				t.Errorf("verdict %s, want valid; anomalies %v, problems %v", r.Valid, kinds(r), r.Problems)
+			}
+			if !strings.HasPrefix(r.Run.Network, "ssh hosts h1 ") || !strings.Contains(r.Run.Network, "rtt") || !strings.Contains(r.Run.Network, "host keys checked") {
+				t.Errorf("network %q: want the hosts, their round trips and the host key check", r.Run.Network)
+			}
+			if tc.fault != "" {
+				faults := 0
+				for _, o := range h {
+					if o.IsNemesis() && strings.Contains(o.F, tc.fault) && o.Type == history.OK {
+						faults++
+					}
+				}
+				heals := nemesisOps(h, tc.heal, history.OK)
+				if faults < 1 || heals < 1 {
+					t.Errorf("%d %s, %d %s applied: %v", faults, tc.fault, heals, tc.heal, nemesisSeq(h))
+				}
+			}
+			if b, err := os.ReadFile(filepath.Join(out.Dir, "logs", "n1.log")); err != nil || !strings.Contains(string(b), map[string]string{"redlock": "Ready to accept connections", "etcd-mutex": "serving client traffic"}[tc.impl]) {
+				t.Errorf("logs/n1.log is not the node's log collected from its host (err %v)", err)
+			}
+			assertHostsClean(t, inventory)
+		})
+	}
+	t.Run("bad-hosts", func(t *testing.T) { sshBadHosts(t, inventory) })
+	t.Run("cleanup", func(t *testing.T) { sshCleanup(t, inventory) })
+}
+
+// sshCleanup leaves on h1 what a killed driver would (a run directory whose
+// owner is a process that is gone, a redis-server started there, an
+// iptables rule with the run's comment) next to a run directory of this
+// live process, and checks that Cleanup removes the first whole and keeps
+// the second.
+func sshCleanup(t *testing.T, inventory string) {
+	inv, err := sshp.LoadInventory(inventory)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conns, err := sshp.Dial(ctx, inv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sshp.CloseAll(conns)
+	h1 := conns[0]
+	host, _ := os.Hostname()
+	dead, live := sshp.RunDir(h1.Host, "deadbeef"), sshp.RunDir(h1.Host, "live0001")
+	script := fmt.Sprintf(`set -e
+mkdir -p %[1]s/n1 %[2]s
+echo '%[3]s 999999999 1' > %[1]s/owner
+echo '%[3]s %[4]d %[5]s' > %[2]s/owner
+redis-server --port 6390 --daemonize yes --pidfile %[1]s/n1/redis.pid --dir %[1]s/n1 --save ''
+i=0; while [ ! -s %[1]s/n1/redis.pid ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
+iptables -w -I INPUT -s 192.0.2.1 -m comment --comment locktest:deadbeef -j DROP
+`, dead, live, host, os.Getpid(), procStartOf(t))
+	if _, err := h1.Run(ctx, script); err != nil {
+		t.Fatal(err)
+	}
+	defer h1.Run(context.Background(), "rm -rf "+live)
+	left, err := sshp.Cleanup(ctx, conns, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left) != 1 || left[0].RunID != "deadbeef" || left[0].Host != "h1" {
+		t.Errorf("cleanup found %+v, want the dead run on h1 only", left)
+	}
+	out, err := h1.Run(ctx, "ls -A "+sshp.DefaultWorkdir+"; iptables-save | grep locktest; for f in /proc/[0-9]*/cmdline; do grep -qa 'redis-serve[r]' $f && echo process $f; done; true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.TrimSpace(out) != "locktest-live0001" {
+		t.Errorf("h1 keeps %q after the cleanup, want only the live run's directory", out)
+	}
+}
+
+// procStartOf returns this process's start time as /proc/self/stat gives it.
+func procStartOf(t *testing.T) string {
+	b, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	return f[19]
+}
+
+// sshBadHosts: a host that refuses the key, or whose host key is not the
+// known one, is a one-line setup error naming the host, and the run leaves
+// nothing on the hosts.
+func sshBadHosts(t *testing.T, inventory string) {
+	inv, err := sshp.LoadInventory(inventory)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	otherKey, emptyKnown := filepath.Join(dir, "other_key"), filepath.Join(dir, "empty_known_hosts")
+	if err := os.WriteFile(emptyKnown, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(otherKey, newKey(t), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, key, known, binary, want string }{
+		{"wrong key", otherKey, inv.KnownHosts, "", "unable to authenticate"},
+		{"unknown host key", inv.Hosts[0].Key, emptyKnown, "", "key is unknown"},
+		{"no server binary", inv.Hosts[0].Key, inv.KnownHosts, "/nonexistent/redis-server", "no /nonexistent/redis-server on the host"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var b strings.Builder
+			fmt.Fprintf(&b, "key: %s\nknown_hosts: %s\nhosts:\n", tc.key, tc.known)
+			for i, h := range inv.Hosts {
+				fmt.Fprintf(&b, "  - name: %s\n    address: %s\n", h.Name, h.Address)
+				if i == 0 && tc.binary != "" {
+					fmt.Fprintf(&b, "    binaries: {redis-server: %s}\n", tc.binary)
+				}
+			}
+			bad := filepath.Join(dir, "bad.yaml")
+			if err := os.WriteFile(bad, []byte(b.String()), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			cfg := sshConfig(t, "redlock", bad)
+			_, err := Run(context.Background(), cfg)
+			var se *SetupError
+			if !errors.As(err, &se) || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), "ssh h") {
+				t.Errorf("error %v, want a one-line setup error naming the host with %q", err, tc.want)
+			}
+			assertHostsClean(t, inventory)
+		})
+	}
+}
+
+// newKey returns a fresh ed25519 private key in OpenSSH's format.
+func newKey(t *testing.T) []byte {
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blk, err := xssh.MarshalPrivateKey(priv, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(blk)
+}
+
+// Bad ssh settings are one-line setup errors that name the culprit, found
+// before any host is dialled.
+func TestSSHBadInputIsASetupError(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		change func(*Config)
+		want   string
+	}{
+		{"no hosts", func(c *Config) { c.Provider = ProviderSSH }, "--provider ssh needs --inventory FILE or --hosts a,b,c"},
+		{"both inventory and hosts", func(c *Config) { c.Provider, c.SSH = ProviderSSH, SSHConfig{Inventory: "lab.yaml", Hosts: "a"} }, "--inventory and --hosts both name the hosts"},
+		{"inventory without ssh", func(c *Config) { c.SSH.Inventory = "lab.yaml" }, "need --provider ssh"},
+		{"backend ssh lacks", func(c *Config) { c.Provider, c.Impl, c.SSH.Hosts = ProviderSSH, "mysql-get-lock", "a" }, "needs backend mysql, which the ssh provider does not run yet"},
+		{"cluster settings", func(c *Config) {
+			c.Provider, c.SSH.Hosts, c.ClusterParams = ProviderSSH, "a", map[string]string{"tick-ms": "10"}
+		}, "--cluster-opt: the ssh provider reads no cluster settings yet"},
+		{"missing inventory", func(c *Config) { c.Provider, c.SSH.Inventory = ProviderSSH, "testdata/none.yaml" }, "inventory testdata/none.yaml: no such file or directory"},
+		{"bad hosts", func(c *Config) { c.Provider, c.SSH.Hosts = ProviderSSH, "a,,b" }, "--hosts: entry 2: no address"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig(t, "redis-set-nx-px")
+			cfg.Provider = ProviderLocal
+			tc.change(&cfg)
+			_, err := Run(context.Background(), cfg)
+			var se *SetupError
+			if !errors.As(err, &se) || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("err %v, want a one-line SetupError containing %q", err, tc.want)
+			}
+		})
+	}
+}
