@@ -129,7 +129,11 @@ func TestRedlockPauseBeforeWrite(t *testing.T) {
 		t.Run(string(tt.mode)+"/"+tt.point, func(t *testing.T) {
 			cfg := pauseConfig(t, "redlock", tt.mode)
 			cfg.PausePoint = tt.point
-			cfg.Duration = 6 * time.Second
+			// 8 s, so that the two pauses asserted below (1.2 s each, and
+			// the wait for a client to reach the point) fit in the fault
+			// phase on a loaded machine too: with 6 s one fitted in CI run
+			// 20.
+			cfg.Duration = 8 * time.Second
 			// Paused four leases long, so that on a loaded machine another
 			// client still gets the lock (a Redlock acquire asks 5 nodes)
 			// before the paused one wakes.
