@@ -73,7 +73,7 @@ func BenchmarkCheckers(b *testing.B) {
 			b.Run(fmt.Sprintf("ops=%d/%s", n, c.Name()), func(b *testing.B) {
 				b.ReportAllocs()
 				for b.Loop() {
-					if r := c.Check(context.Background(), h); r.Valid != Valid {
+					if r := c.Check(context.Background(), history.NewTable(h)); r.Valid != Valid {
 						b.Fatalf("%s: %s %v", c.Name(), r.Valid, r.Anomalies[:min(3, len(r.Anomalies))])
 					}
 				}
@@ -96,7 +96,7 @@ func BenchmarkLinearizable(b *testing.B) {
 				b.ReportAllocs()
 				valid := 0.0
 				for b.Loop() {
-					r := c.Check(context.Background(), h)
+					r := c.Check(context.Background(), history.NewTable(h))
 					switch r.Valid {
 					case Invalid:
 						b.Fatalf("%s: %v", c.Name(), r.Anomalies[:min(3, len(r.Anomalies))])
@@ -179,7 +179,7 @@ func BenchmarkLinearizableBlocking(b *testing.B) {
 				b.ReportAllocs()
 				var r Result
 				for b.Loop() {
-					r = c.Check(context.Background(), h)
+					r = c.Check(context.Background(), history.NewTable(h))
 					if r.Valid == Invalid {
 						b.Fatalf("%s: %v", c.Name(), r.Anomalies)
 					}

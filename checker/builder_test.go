@@ -132,7 +132,7 @@ func cleanHistory() history.History {
 // check runs c on h and fails the test if the verdict is unexpected.
 func check(t *testing.T, c Checker, h history.History, want Verdict) Result {
 	t.Helper()
-	r := c.Check(context.Background(), h)
+	r := c.Check(context.Background(), history.NewTable(h))
 	if r.Valid != want {
 		t.Fatalf("%s: verdict %s, want %s; result %+v", c.Name(), r.Valid, want, r)
 	}
@@ -205,7 +205,7 @@ func ops(is ...int) []int { return is }
 func TestGeneratedHistoriesAreValid(t *testing.T) {
 	for _, seed := range []uint64{1, 2, 3} {
 		h := genhist.Valid(seed, 20_000, 16)
-		for _, r := range Run(context.Background(), h, All()...) {
+		for _, r := range Run(context.Background(), history.NewTable(h), All()...) {
 			if r.Valid != Valid {
 				t.Errorf("seed %d: %s: %s %v %s", seed, r.Checker, r.Valid, r.Anomalies[:min(3, len(r.Anomalies))], r.Error)
 			}
@@ -229,7 +229,7 @@ func TestGeneratedOverlapsAreCaught(t *testing.T) {
 		t.Fatal("no second holder in the history")
 	}
 	kinds := map[string]int{}
-	for _, r := range Run(context.Background(), h, All()...) {
+	for _, r := range Run(context.Background(), history.NewTable(h), All()...) {
 		for _, a := range r.Anomalies {
 			kinds[a.Kind]++
 		}

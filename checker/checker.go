@@ -63,7 +63,7 @@ type Result struct {
 // Checker is a pure function of a history.
 type Checker interface {
 	Name() string
-	Check(ctx context.Context, h history.History) Result
+	Check(ctx context.Context, h *history.Table) Result
 }
 
 // All returns the lock checkers, in the order reports show them: mutual
@@ -103,7 +103,7 @@ func For(mode string, leases bool) []Checker {
 // that panics yields unknown, never valid; a checker that ignores a done ctx
 // still runs to completion, but one that returns with ctx done yields
 // unknown.
-func Run(ctx context.Context, h history.History, cs ...Checker) []Result {
+func Run(ctx context.Context, h *history.Table, cs ...Checker) []Result {
 	out := make([]Result, len(cs))
 	// Checkers only read h: they run side by side, as many at once as
 	// there are cores, and share the view of h they build on (begin).
@@ -121,7 +121,7 @@ func Run(ctx context.Context, h history.History, cs ...Checker) []Result {
 	return out
 }
 
-func runOne(ctx context.Context, h history.History, c Checker) (r Result) {
+func runOne(ctx context.Context, h *history.Table, c Checker) (r Result) {
 	start := time.Now()
 	defer func() {
 		if p := recover(); p != nil {

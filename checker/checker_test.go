@@ -19,7 +19,7 @@ func TestAll(t *testing.T) {
 	if want := []string{"mutual-exclusion", "resource", "fencing-tokens", "liveness"}; !slices.Equal(names, want) {
 		t.Fatalf("All() names %v, want %v", names, want)
 	}
-	rs := Run(context.Background(), cleanHistory(), All()...)
+	rs := Run(context.Background(), history.NewTable(cleanHistory()), All()...)
 	for _, r := range rs {
 		if r.Valid != Valid || len(r.Anomalies) != 0 {
 			t.Errorf("%s on the clean history: %s %+v", r.Checker, r.Valid, r.Anomalies)
@@ -80,18 +80,18 @@ func TestFor(t *testing.T) {
 }
 
 func TestLeases(t *testing.T) {
-	if !Leases(cleanHistory()) {
-		t.Error("Leases(clean history with valid_until) = false")
+	if !Leases(history.NewTable(cleanHistory())) {
+		t.Error("Leases(history.NewTable(clean history with valid_until)) = false")
 	}
 	var b builder
 	b.acquire(0, "x", 1, 2, 0, 0)
-	if Leases(b.h) {
-		t.Error("Leases(session-lock history) = true")
+	if Leases(history.NewTable(b.h)) {
+		t.Error("Leases(history.NewTable(session-lock history)) = true")
 	}
 }
 
 func TestEmptyHistory(t *testing.T) {
-	for _, r := range Run(context.Background(), nil, All()...) {
+	for _, r := range Run(context.Background(), history.NewTable(nil), All()...) {
 		if r.Valid != Valid {
 			t.Errorf("%s on an empty history: %s %+v", r.Checker, r.Valid, r)
 		}
@@ -102,12 +102,12 @@ func TestEmptyHistory(t *testing.T) {
 type panicky struct{}
 
 func (panicky) Name() string { return "panicky" }
-func (panicky) Check(context.Context, history.History) Result {
+func (panicky) Check(context.Context, *history.Table) Result {
 	panic("boom")
 }
 
 func TestRunTurnsAPanicIntoUnknown(t *testing.T) {
-	rs := Run(context.Background(), cleanHistory(), panicky{}, MutualExclusion{})
+	rs := Run(context.Background(), history.NewTable(cleanHistory()), panicky{}, MutualExclusion{})
 	if len(rs) != 2 {
 		t.Fatalf("got %d results, want 2", len(rs))
 	}
@@ -126,12 +126,12 @@ func TestCancelledContextGivesUnknown(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	for _, c := range All() {
-		r := c.Check(ctx, cleanHistory())
+		r := c.Check(ctx, history.NewTable(cleanHistory()))
 		if r.Valid != Unknown || r.Error == "" {
 			t.Errorf("%s with a cancelled ctx: %s %q, want unknown with an error", c.Name(), r.Valid, r.Error)
 		}
 	}
-	for _, r := range Run(ctx, cleanHistory(), All()...) {
+	for _, r := range Run(ctx, history.NewTable(cleanHistory()), All()...) {
 		if r.Valid != Unknown {
 			t.Errorf("Run: %s with a cancelled ctx: %s, want unknown", r.Checker, r.Valid)
 		}
@@ -160,7 +160,7 @@ func TestCancelledMidCheckGivesUnknown(t *testing.T) {
 		const lots = 1 << 40
 		counter := &doneAfter{Context: context.Background()}
 		counter.n.Store(lots)
-		if r := c.Check(counter, h); r.Valid != Valid {
+		if r := c.Check(counter, history.NewTable(h)); r.Valid != Valid {
 			t.Fatalf("%s: %s %v", c.Name(), r.Valid, r.Anomalies)
 		}
 		looks := lots - counter.n.Load()
@@ -171,7 +171,7 @@ func TestCancelledMidCheckGivesUnknown(t *testing.T) {
 			for _, n := range []int64{n, looks - 1 - n} {
 				ctx := &doneAfter{Context: context.Background()}
 				ctx.n.Store(n)
-				r := c.Check(ctx, h)
+				r := c.Check(ctx, history.NewTable(h))
 				if r.Valid != Unknown || !strings.Contains(r.Error, "cancel") {
 					t.Errorf("%s cancelled after %d of %d looks at ctx: %s %q, want unknown", c.Name(), n, looks, r.Valid, r.Error)
 				}

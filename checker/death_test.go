@@ -42,7 +42,7 @@ func TestAKilledSessionHolderHoldsNothing(t *testing.T) {
 			tc.death(&b)
 			b.acquire(2, "x", 6, 7, 2, 0)
 			// The fast checker and the porcupine mutex model agree.
-			for _, r := range Run(context.Background(), b.h, MutualExclusion{}, Linearizable(MutexModel, time.Minute)) {
+			for _, r := range Run(context.Background(), history.NewTable(b.h), MutualExclusion{}, Linearizable(MutexModel, time.Minute)) {
 				if r.Valid != tc.want {
 					t.Errorf("%s: verdict %s, want %s; anomalies %+v", r.Checker, r.Valid, tc.want, r.Anomalies)
 				}
@@ -68,7 +68,7 @@ func TestAHolderKilledAtItsPausePoint(t *testing.T) {
 	b.invoke(3, history.Acquire, 6, history.Value{Lock: "x"})
 	b.ok(history.NemesisProcess, "kill-client", 8, history.Value{Targets: []string{"p1"}})
 	b.ok(3, history.Acquire, 9, history.Value{Lock: "x", Token: tok(3), LockValue: lv(3, 3)})
-	for _, r := range Run(context.Background(), b.h, MutualExclusion{}, Linearizable(MutexModel, time.Minute)) {
+	for _, r := range Run(context.Background(), history.NewTable(b.h), MutualExclusion{}, Linearizable(MutexModel, time.Minute)) {
 		if r.Valid != Valid {
 			t.Errorf("%s: verdict %s, want valid; anomalies %+v", r.Checker, r.Valid, r.Anomalies)
 		}
@@ -81,7 +81,7 @@ func TestAHolderKilledAtItsPausePoint(t *testing.T) {
 	c.acquire(3, "x", 2, 3, 2, 0)
 	c.read(1, "x", 4, 5, 0) // p1 still alive, holding, after p3's acquire
 	c.ok(history.NemesisProcess, "kill-client", 8, history.Value{Targets: []string{"p1"}})
-	for _, r := range Run(context.Background(), c.h, MutualExclusion{}, Linearizable(MutexModel, time.Minute)) {
+	for _, r := range Run(context.Background(), history.NewTable(c.h), MutualExclusion{}, Linearizable(MutexModel, time.Minute)) {
 		if r.Valid != Invalid {
 			t.Errorf("%s: verdict %s, want invalid: p1 held the lock while alive; anomalies %+v", r.Checker, r.Valid, r.Anomalies)
 		}

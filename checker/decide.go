@@ -48,7 +48,7 @@ type Decision struct {
 // covers at most maxVisualOps mutex ops. A run with problems is at best
 // Unknown: it did not test what it meant to. Decide is pure, like every
 // checker.
-func Decide(ctx context.Context, h history.History, facts RunFacts, maxVisualOps int) Decision {
+func Decide(ctx context.Context, h *history.Table, facts RunFacts, maxVisualOps int) Decision {
 	rs, vis := RunVisual(ctx, h, maxVisualOps, For(facts.Mode, Leases(h))...)
 	d := Judge(h, facts, rs)
 	d.Visual = vis
@@ -61,7 +61,7 @@ func Decide(ctx context.Context, h history.History, facts RunFacts, maxVisualOps
 // for and never applied). Decide is Judge after running the checkers;
 // Judge alone serves results that were found elsewhere (a test's, a
 // stored run's).
-func Judge(h history.History, facts RunFacts, rs []Result) Decision {
+func Judge(h *history.Table, facts RunFacts, rs []Result) Decision {
 	d := Decision{Valid: Overall(rs), Results: rs, Stats: Summarize(facts.Faults, h)}
 	d.Problems = append(d.Problems, facts.Errors...)
 	if d.Stats["critical_sections"] == 0 {
@@ -82,19 +82,22 @@ func Judge(h history.History, facts RunFacts, rs []Result) Decision {
 // sections (acquire ok), the faults injected (nemesis oks of the faults
 // named in faults, as the fault registry names their ops) and the seconds
 // the history spans.
-func Summarize(faults []string, h history.History) map[string]float64 {
+func Summarize(faults []string, h *history.Table) map[string]float64 {
 	faults = FaultParts(faults)
-	s := map[string]float64{"ops": float64(len(h))}
-	for _, o := range h {
-		switch {
-		case o.IsNemesis() && o.Type == history.OK && slices.Contains(faults, faultOf(o.F)):
+	s := map[string]float64{"ops": float64(h.Len())}
+	for i := range h.Len() {
+		if h.Type(i) != history.OK {
+			continue
+		}
+		switch f := h.F(i); {
+		case h.Process(i) == history.NemesisProcess && slices.Contains(faults, faultOf(f)):
 			s["faults_injected"]++
-		case o.F == history.Acquire && o.Type == history.OK:
+		case f == history.Acquire:
 			s["critical_sections"]++
 		}
 	}
-	if n := len(h); n > 0 {
-		s["seconds"] = float64(h[n-1].Time) / 1e9
+	if n := h.Len(); n > 0 {
+		s["seconds"] = float64(h.Time(n-1)) / 1e9
 	}
 	return s
 }
@@ -124,10 +127,10 @@ func FaultParts(faults []string) []string {
 
 // neverApplied names the faults that the nemesis tried to inject, every
 // time without success: the run did not test what it asked for.
-func neverApplied(faults []string, h history.History) []string {
+func neverApplied(faults []string, h *history.Table) []string {
 	faults = FaultParts(faults)
 	tried, applied := map[string]bool{}, map[string]bool{}
-	for _, o := range h {
+	for _, o := range h.All() {
 		if !o.IsNemesis() {
 			continue
 		}

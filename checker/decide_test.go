@@ -59,7 +59,7 @@ func TestSummarize(t *testing.T) {
 		), want: map[string]float64{"ops": 4, "faults_injected": 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := Summarize([]string{"pause-client", "kill-node", "isolate"}, tc.h)
+			got := Summarize([]string{"pause-client", "kill-node", "isolate"}, history.NewTable(tc.h))
 			for k, v := range tc.want {
 				if got[k] != v {
 					t.Errorf("stat %s = %v, want %v (all: %v)", k, got[k], v, got)
@@ -97,7 +97,7 @@ func TestProblemsMakeAValidRunUnknown(t *testing.T) {
 		{"invalid stays invalid", RunFacts{Errors: []string{"x"}}, acquired, invalid, Invalid, "x"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := Judge(tc.h, tc.facts, tc.rs)
+			r := Judge(history.NewTable(tc.h), tc.facts, tc.rs)
 			if r.Valid != tc.want {
 				t.Errorf("verdict %s, want %s (problems %q)", r.Valid, tc.want, r.Problems)
 			}

@@ -20,7 +20,7 @@ func TestFaultWindowsOfARegisteredFault(t *testing.T) {
 		{Index: 2, Type: history.Invoke, Process: history.NemesisProcess, F: "noop-done", Time: 50},
 		{Index: 3, Type: history.OK, Process: history.NemesisProcess, F: "noop-done", Time: 51},
 	}
-	got := faultWindows(h, 100)
+	got := faultWindows(history.NewTable(h), 100)
 	if len(got) != 1 || got[0] != (span{10, 51}) {
 		t.Errorf("fault windows %v, want [{10 51}]", got)
 	}

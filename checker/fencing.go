@@ -47,7 +47,7 @@ func (FencingTokens) Name() string { return "fencing-tokens" }
 
 // Check checks h as the type's comment describes. It returns unknown if
 // ctx is done before it finishes.
-func (c FencingTokens) Check(ctx context.Context, h history.History) Result {
+func (c FencingTokens) Check(ctx context.Context, h *history.Table) Result {
 	v, r, ok := begin(ctx, h, c.Name())
 	if !ok {
 		return r
@@ -56,7 +56,7 @@ func (c FencingTokens) Check(ctx context.Context, h history.History) Result {
 	// byOK are the holds with a token in order of their acquire ok.
 	var byOK []int32
 	for i := range v.holds {
-		if h[v.holds[i].ok].Value.Token != nil {
+		if h.Token(int(v.holds[i].ok)) != nil {
 			byOK = append(byOK, int32(i))
 		}
 	}
@@ -69,7 +69,7 @@ func (c FencingTokens) Check(ctx context.Context, h history.History) Result {
 			Explanation: "no acquire carried a fencing token, so there were no tokens to check"})
 		return r
 	}
-	tok := func(i int32) uint64 { return *h[v.holds[i].ok].Value.Token }
+	tok := func(i int32) uint64 { return *h.Token(int(v.holds[i].ok)) }
 	// invoked is when the acquire of hold i was invoked (its ok's time when
 	// the invocation is missing).
 	invoked := func(i int32) int32 {
@@ -94,8 +94,8 @@ func (c FencingTokens) Check(ctx context.Context, h history.History) Result {
 		if err := stopped(ctx, step); err != nil {
 			return cancelled(c.Name(), err)
 		}
-		at := h[invoked(b)].Time
-		for ; next < len(byOK) && h[v.holds[byOK[next]].ok].Time < at; next++ {
+		at := h.Time(int(invoked(b)))
+		for ; next < len(byOK) && h.Time(int(v.holds[byOK[next]].ok)) < at; next++ {
 			a := byOK[next]
 			l := v.holds[a].lock
 			if top[l] < 0 || tok(a) > tok(top[l]) {

@@ -131,7 +131,7 @@ func fuzzChecker(f *testing.F, c Checker) {
 		if planted {
 			h = plant(h, c)
 		}
-		r := c.Check(context.Background(), h) // a panic fails the fuzz target
+		r := c.Check(context.Background(), history.NewTable(h)) // a panic fails the fuzz target
 		if planted && r.Valid == Valid {
 			t.Fatalf("%s says valid with a planted violation: %+v\n%s", c.Name(), r, render(h))
 		}

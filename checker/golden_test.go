@@ -263,7 +263,7 @@ func TestGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			rs := Run(context.Background(), h, For(g.Mode, g.Leases)...)
+			rs := Run(context.Background(), history.NewTable(h), For(g.Mode, g.Leases)...)
 			if got := Overall(rs); got != g.Valid {
 				t.Errorf("overall verdict %s, want %s", got, g.Valid)
 			}

@@ -81,8 +81,8 @@ type write struct {
 // lock functions in time order, reduced to holds, writes and foreign
 // releases. Building it costs one sort of the history's ops and one pass.
 type view struct {
-	h       history.History
-	pair    []int
+	h       *history.Table
+	pair    []int32
 	locks   []string         // lock id to name
 	lockIDs map[string]int32 // lock name to id
 	// holds are the holds of every acquire ok, ordered by start (time,
@@ -98,21 +98,25 @@ type view struct {
 	maxTime     int64
 }
 
-// opKey orders ops by Time, then Index, then position.
+// opKey is an op's time and position, for sorting by time (see
+// compareKeys).
 type opKey struct {
 	t   int64
-	idx int
 	pos int32
 }
 
-func compareKeys(a, b opKey) int {
-	if c := cmp.Compare(a.t, b.t); c != 0 {
-		return c
+// compareKeys orders the ops of h by Time, then Index, then position. An
+// op's index is its position but in a history built by hand.
+func compareKeys(h *history.Table) func(a, b opKey) int {
+	return func(a, b opKey) int {
+		if c := cmp.Compare(a.t, b.t); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(h.Index(int(a.pos)), h.Index(int(b.pos))); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.pos, b.pos)
 	}
-	if c := cmp.Compare(a.idx, b.idx); c != 0 {
-		return c
-	}
-	return cmp.Compare(a.pos, b.pos)
 }
 
 // procLock names one process's view of one lock.
@@ -131,28 +135,28 @@ type procState struct {
 // buildView computes the view of h. Ops of the nemesis (negative processes)
 // and of functions other than acquire, release, read and write are left
 // out. It returns ctx's error if ctx is done before it finishes.
-func buildView(ctx context.Context, h history.History) (*view, error) {
+func buildView(ctx context.Context, h *history.Table) (*view, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	v := &view{h: h, pair: h.Pair()}
-	order := make([]opKey, 0, len(h))
-	for i := range h {
-		o := &h[i]
-		v.maxTime = max(v.maxTime, o.Time)
-		if o.Process < 0 {
+	order := make([]opKey, 0, h.Len())
+	for i := range h.Len() {
+		t := h.Time(i)
+		v.maxTime = max(v.maxTime, t)
+		if h.Process(i) < 0 {
 			continue
 		}
-		switch o.F {
+		switch h.F(i) {
 		case history.Acquire, history.Release, history.Read, history.Write:
-			order = append(order, opKey{t: o.Time, idx: o.Index, pos: int32(i)})
+			order = append(order, opKey{t: t, pos: int32(i)})
 		}
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if !slices.IsSortedFunc(order, compareKeys) {
-		slices.SortFunc(order, compareKeys)
+	if byTime := compareKeys(h); !slices.IsSortedFunc(order, byTime) {
+		slices.SortFunc(order, byTime)
 	}
 
 	lockIDs := make(map[string]int32)
@@ -164,7 +168,8 @@ func buildView(ctx context.Context, h history.History) (*view, error) {
 			return nil, err
 		}
 		p := k.pos
-		o := &h[p]
+		ip := int(p)
+		proc, typ := h.Process(ip), h.Type(ip)
 		name := v.lockName(p)
 		lk, ok := lockIDs[name]
 		if !ok {
@@ -172,17 +177,17 @@ func buildView(ctx context.Context, h history.History) (*view, error) {
 			lockIDs[name] = lk
 			v.locks = append(v.locks, name)
 		}
-		sid, ok := stateIDs[procLock{o.Process, lk}]
+		sid, ok := stateIDs[procLock{proc, lk}]
 		if !ok {
 			sid = int32(len(states))
-			stateIDs[procLock{o.Process, lk}] = sid
+			stateIDs[procLock{proc, lk}] = sid
 			states = append(states, procState{open: -1, last: -1, read: -1})
 		}
 		st := &states[sid]
 
-		switch o.F {
+		switch h.F(ip) {
 		case history.Acquire:
-			switch o.Type {
+			switch typ {
 			case history.Invoke:
 				if st.open >= 0 {
 					v.holds[st.open].closer = p
@@ -191,13 +196,13 @@ func buildView(ctx context.Context, h history.History) (*view, error) {
 				}
 				st.read = -1
 			case history.OK:
-				inv := int32(v.pair[p])
+				inv := v.pair[p]
 				st.open = int32(len(v.holds))
 				st.last = st.open
 				v.holds = append(v.holds, hold{
-					proc: o.Process, lock: lk, inv: inv, ok: p,
+					proc: proc, lock: lk, inv: inv, ok: p,
 					release: -1, closer: -1,
-					start: o.Time, validUntil: o.Value.ValidUntil,
+					start: h.Time(ip), validUntil: h.ValidUntil(ip),
 				})
 			case history.Fail:
 				v.acquireFail++
@@ -205,7 +210,7 @@ func buildView(ctx context.Context, h history.History) (*view, error) {
 				v.acquireInfo++
 			}
 		case history.Release:
-			switch o.Type {
+			switch typ {
 			case history.Invoke:
 				if st.open >= 0 {
 					hd := &v.holds[st.open]
@@ -216,19 +221,19 @@ func buildView(ctx context.Context, h history.History) (*view, error) {
 				inv := v.pair[p]
 				own := ""
 				if inv >= 0 {
-					own = h[inv].Value.LockValue
+					own = h.LockValue(int(inv))
 				}
-				if removed := o.Value.Removed; removed != "" && removed != own {
+				if removed := h.Removed(ip); removed != "" && removed != own {
 					v.foreign = append(v.foreign, p)
 				}
 			}
 		case history.Read:
-			if o.Type == history.OK {
+			if typ == history.OK {
 				st.read = p
 			}
 		case history.Write:
-			if o.Type == history.Invoke {
-				v.writes = append(v.writes, write{inv: p, done: int32(v.pair[p]), hold: st.last, read: st.read})
+			if typ == history.Invoke {
+				v.writes = append(v.writes, write{inv: p, done: v.pair[p], hold: st.last, read: st.read})
 			}
 		}
 	}
@@ -238,7 +243,7 @@ func buildView(ctx context.Context, h history.History) (*view, error) {
 		hd := &v.holds[i]
 		hd.end = noEnd
 		if hd.closer >= 0 {
-			hd.end = h[hd.closer].Time
+			hd.end = h.Time(int(hd.closer))
 		}
 		if hd.validUntil != 0 && hd.validUntil < hd.end {
 			hd.end, hd.why = hd.validUntil, endValidUntil
@@ -259,7 +264,7 @@ func buildView(ctx context.Context, h history.History) (*view, error) {
 		}
 		hd.leaseEnd = noEnd
 		if hd.release >= 0 {
-			hd.leaseEnd = h[hd.release].Time
+			hd.leaseEnd = h.Time(int(hd.release))
 		}
 		if hd.validUntil != 0 && hd.validUntil < hd.leaseEnd {
 			hd.leaseEnd = hd.validUntil
@@ -270,9 +275,9 @@ func buildView(ctx context.Context, h history.History) (*view, error) {
 
 // deaths returns, per process, the times (ascending) at which the history
 // shows it died; see deathOps and deathTime.
-func deaths(h history.History) map[int][]int64 {
+func deaths(h *history.Table) map[int][]int64 {
 	out := map[int][]int64{}
-	var pair []int
+	var pair []int32
 	for p, ps := range deathOps(h) {
 		if pair == nil {
 			pair = h.Pair()
@@ -293,19 +298,19 @@ func deaths(h history.History) map[int][]int64 {
 // any time after, before the kill's completion is recorded. For a worker's
 // info "worker exited", the info itself (the pool records it once the dead
 // process was reaped).
-func deathTime(h history.History, pair []int, i int32, p int) int64 {
-	if o := &h[i]; o.Process < 0 {
+func deathTime(h *history.Table, pair []int32, i int32, p int) int64 {
+	if h.Process(int(i)) < 0 {
 		if inv := pair[i]; inv >= 0 {
-			d := h[inv].Time
-			for j := inv + 1; j < int(i); j++ {
-				if h[j].Process == p && h[j].Time > d && h[j].Time <= o.Time {
-					d = h[j].Time
+			d, end := h.Time(int(inv)), h.Time(int(i))
+			for j := int(inv) + 1; j < int(i); j++ {
+				if h.Process(j) == p && h.Time(j) > d && h.Time(j) <= end {
+					d = h.Time(j)
 				}
 			}
 			return d
 		}
 	}
-	return h[i].Time
+	return h.Time(int(i))
 }
 
 // deathOps returns, per process, the positions of the ops that show it
@@ -314,19 +319,21 @@ func deathTime(h history.History, pair []int, i int32, p int) int64 {
 // have happened proves nothing), or an info op of the process whose error
 // starts with "worker exited" (the pool completes a dead worker's open op
 // so).
-func deathOps(h history.History) map[int][]int32 {
+func deathOps(h *history.Table) map[int][]int32 {
 	out := map[int][]int32{}
-	for i := range h {
-		o := &h[i]
+	for i := range h.Len() {
+		proc, typ := h.Process(i), h.Type(i)
 		switch {
-		case history.Kills(*o):
-			for _, t := range o.Value.Targets {
-				if p, ok := processTarget(t); ok {
-					out[p] = append(out[p], int32(i))
+		case proc < 0 && typ == history.OK:
+			if o := h.At(i); history.Kills(o) {
+				for _, t := range o.Value.Targets {
+					if p, ok := processTarget(t); ok {
+						out[p] = append(out[p], int32(i))
+					}
 				}
 			}
-		case o.Process >= 0 && o.Type == history.Info && strings.HasPrefix(o.Error, "worker exited"):
-			out[o.Process] = append(out[o.Process], int32(i))
+		case proc >= 0 && typ == history.Info && strings.HasPrefix(h.Error(i), "worker exited"):
+			out[proc] = append(out[proc], int32(i))
 		}
 	}
 	return out
@@ -344,11 +351,11 @@ func processTarget(t string) (int, bool) {
 // lockName returns the lock an op is about, taking it from the op's
 // invocation when a completion does not repeat it.
 func (v *view) lockName(p int32) string {
-	if l := v.h[p].Value.Lock; l != "" {
+	if l := v.h.Lock(int(p)); l != "" {
 		return l
 	}
 	if q := v.pair[p]; q >= 0 {
-		return v.h[q].Value.Lock
+		return v.h.Lock(int(q))
 	}
 	return ""
 }
@@ -366,9 +373,13 @@ func (v *view) holdsByLock() [][]int32 {
 
 // before orders two positions by time, then index.
 func (v *view) before(a, b int32) int {
-	return compareKeys(
-		opKey{t: v.h[a].Time, idx: v.h[a].Index, pos: a},
-		opKey{t: v.h[b].Time, idx: v.h[b].Index, pos: b})
+	if c := cmp.Compare(v.h.Time(int(a)), v.h.Time(int(b))); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(v.h.Index(int(a)), v.h.Index(int(b))); c != 0 {
+		return c
+	}
+	return cmp.Compare(a, b)
 }
 
 // indexes returns the history indexes of the ops at positions ps in time
@@ -379,7 +390,7 @@ func (v *view) indexes(ps ...int32) []int {
 	ps = slices.Compact(ps)
 	out := make([]int, len(ps))
 	for i, p := range ps {
-		out[i] = v.h[p].Index
+		out[i] = v.h.Index(int(p))
 	}
 	return out
 }
@@ -387,23 +398,23 @@ func (v *view) indexes(ps ...int32) []int {
 // token returns the fencing token an op carries, from its invocation when
 // the op itself has none.
 func (v *view) token(p int32) *uint64 {
-	return fromPair(v, p, func(val *history.Value) *uint64 { return val.Token })
+	return fromPair(v, p, (*history.Table).Token)
 }
 
 // n returns the counter value an op carries, from its invocation when the
 // op itself has none.
 func (v *view) n(p int32) *int64 {
-	return fromPair(v, p, func(val *history.Value) *int64 { return val.N })
+	return fromPair(v, p, (*history.Table).N)
 }
 
-// fromPair returns the field get reads of op p's value, or of its pair's
-// when p's own is nil.
-func fromPair[T any](v *view, p int32, get func(*history.Value) *T) *T {
-	if x := get(&v.h[p].Value); x != nil {
+// fromPair returns the field get reads of op p, or of its pair when p's
+// own is nil.
+func fromPair[T any](v *view, p int32, get func(*history.Table, int) *T) *T {
+	if x := get(v.h, int(p)); x != nil {
 		return x
 	}
 	if q := v.pair[p]; q >= 0 {
-		return get(&v.h[q].Value)
+		return get(v.h, int(q))
 	}
 	return nil
 }
@@ -434,7 +445,7 @@ type viewKey struct{}
 // share: the first that needs it builds it, the others wait for it. Views
 // are only read once built, so sharing them is safe.
 type sharedView struct {
-	h    history.History
+	h    *history.Table
 	once sync.Once
 	v    *view
 	err  error
@@ -443,9 +454,9 @@ type sharedView struct {
 // begin builds h's view for the checker called name and returns it with a
 // fresh Result; when ctx ends first, ok is false and the Result is the
 // unknown of a cancelled check.
-func begin(ctx context.Context, h history.History, name string) (v *view, r Result, ok bool) {
+func begin(ctx context.Context, h *history.Table, name string) (v *view, r Result, ok bool) {
 	var err error
-	if s, shared := ctx.Value(viewKey{}).(*sharedView); shared && len(s.h) == len(h) && (len(h) == 0 || &s.h[0] == &h[0]) {
+	if s, shared := ctx.Value(viewKey{}).(*sharedView); shared && s.h == h {
 		s.once.Do(func() { s.v, s.err = buildView(ctx, h) })
 		v, err = s.v, s.err
 	} else {

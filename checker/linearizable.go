@@ -254,27 +254,28 @@ func (m Model) describeState(s int64) string {
 }
 
 // ops returns, per lock name, the ops of h that m looks at, in call order.
-func (m Model) ops(ctx context.Context, h history.History) (map[string][]linOp, error) {
+func (m Model) ops(ctx context.Context, h *history.Table) (map[string][]linOp, error) {
 	return m.allOps(ctx, h, false)
 }
 
 // allOps is ops, with the mutex model's unknown acquires that cannot
 // matter kept when keepIdle.
-func (m Model) allOps(ctx context.Context, h history.History, keepIdle bool) (map[string][]linOp, error) {
+func (m Model) allOps(ctx context.Context, h *history.Table, keepIdle bool) (map[string][]linOp, error) {
 	pair := h.Pair()
 	out := make(map[string][]linOp)
-	for i := range h {
+	for i := range h.Len() {
 		if err := stopped(ctx, i); err != nil {
 			return nil, err
 		}
-		o := &h[i]
-		if o.Process < 0 || o.Type != history.Invoke {
+		if h.Process(i) < 0 || h.Type(i) != history.Invoke {
 			continue
 		}
-		op := linOp{call: o.Time, ret: math.MaxInt64, inv: int32(i), done: int32(pair[i])}
+		o := h.At(i)
+		op := linOp{call: o.Time, ret: math.MaxInt64, inv: int32(i), done: pair[i]}
 		var c *history.Op
 		if op.done >= 0 {
-			c = &h[op.done]
+			done := h.At(int(op.done))
+			c = &done
 			if c.Type == history.Fail {
 				continue // certainly no effect
 			}
@@ -332,7 +333,7 @@ func (m Model) allOps(ctx context.Context, h history.History, keepIdle bool) (ma
 // the first acquire ok of another process of the lock that returned after
 // the death (that acquire needed the lock free), and is of unknown return
 // when there is none.
-func addDeaths(h history.History, byLock map[string][]linOp) {
+func addDeaths(h *history.Table, byLock map[string][]linOp) {
 	dead := deathOps(h)
 	if len(dead) == 0 {
 		return
@@ -433,7 +434,7 @@ func init0(m Model) int64 {
 }
 
 // Check checks h as the type's comment describes.
-func (c Linearizability) Check(ctx context.Context, h history.History) Result {
+func (c Linearizability) Check(ctx context.Context, h *history.Table) Result {
 	r, _ := c.CheckVisual(ctx, h, 0)
 	return r
 }
@@ -447,7 +448,7 @@ func (c Linearizability) Check(ctx context.Context, h history.History) Result {
 // porcupine's verbose search of it anyway). The Visualization is nil when
 // maxOps ≤ 0 or when the check did not run (an unknown model, a cancelled
 // check); its Ops is 0 when it shows nothing, and its Note then says why.
-func (c Linearizability) CheckVisual(ctx context.Context, h history.History, maxOps int) (Result, *Visualization) {
+func (c Linearizability) CheckVisual(ctx context.Context, h *history.Table, maxOps int) (Result, *Visualization) {
 	if c.Model != MutexModel && c.Model != RegisterModel {
 		return Result{Checker: c.Name(), Valid: Unknown, Anomalies: []Anomaly{}, Error: fmt.Sprintf("unknown model %q", c.Model)}, nil
 	}
@@ -600,7 +601,7 @@ func (c Linearizability) CheckVisual(ctx context.Context, h history.History, max
 
 // tooBig says why window w, longer than maxSize ops, was not checked,
 // naming the ops that kept it from being cut.
-func (c Linearizability) tooBig(h history.History, w window, maxSize int) string {
+func (c Linearizability) tooBig(h *history.Table, w window, maxSize int) string {
 	what := "who holds the lock"
 	if c.Model == RegisterModel {
 		what = "the register's value"
@@ -611,7 +612,7 @@ func (c Linearizability) tooBig(h history.History, w window, maxSize int) string
 		var parts []string
 		for i := range w.blockers {
 			b := &w.blockers[i]
-			parts = append(parts, fmt.Sprintf("op %d (%s)", h[b.inv].Index, describeLinOp(h, b)))
+			parts = append(parts, fmt.Sprintf("op %d (%s)", h.Index(int(b.inv)), describeLinOp(h, b)))
 		}
 		msg += ": every cut tried was prevented by " + strings.Join(parts, ", or by ")
 	}
@@ -646,7 +647,7 @@ func (c Linearizability) firstWindows(ws []window, maxSize, maxOps int) []int {
 // partition each, sets their status and returns porcupine's information:
 // a window whose partition porcupine linearized whole is ok; one it did
 // not is illegal, or unknown when the check was aborted.
-func verbose(h history.History, model porcupine.Model, ws []window, idx []int, abort *atomic.Bool, status []porcupine.CheckResult) porcupine.LinearizationInfo {
+func verbose(h *history.Table, model porcupine.Model, ws []window, idx []int, abort *atomic.Bool, status []porcupine.CheckResult) porcupine.LinearizationInfo {
 	var ops []porcupine.Operation
 	for n, i := range idx {
 		ops = append(ops, ws[i].porcupineOps(h, n)...)
@@ -683,7 +684,7 @@ func opSpan(ops []linOp) (first, last int64) {
 // porcupineOps returns w's ops for porcupine, after a synthetic op that
 // sets w's initial state and precedes them all; win is the window's
 // partition in a verbose search of several.
-func (w window) porcupineOps(h history.History, win int) []porcupine.Operation {
+func (w window) porcupineOps(h *history.Table, win int) []porcupine.Operation {
 	out := make([]porcupine.Operation, 0, len(w.ops)+1)
 	first := w.ops[0].call
 	out = append(out, porcupine.Operation{ClientId: 0, Call: first - 2, Return: first - 1,
@@ -693,7 +694,7 @@ func (w window) porcupineOps(h history.History, win int) []porcupine.Operation {
 	}
 	for _, op := range w.ops {
 		out = append(out, porcupine.Operation{ClientId: max(op.in.proc, 0), Call: op.call, Return: op.ret,
-			Input: op.in, Output: op.out, Metadata: linMeta{win: win, index: h[op.inv].Index}})
+			Input: op.in, Output: op.out, Metadata: linMeta{win: win, index: h.Index(int(op.inv))}})
 	}
 	return out
 }
@@ -707,7 +708,7 @@ type linMeta struct {
 // explain names, for a window with no linearization, the op that cannot
 // be linearized after the longest linearizable prefix porcupine found
 // (partials: porcupine's partial linearizations of the window).
-func (c Linearizability) explain(h history.History, w window, partials [][]int) Anomaly {
+func (c Linearizability) explain(h *history.Table, w window, partials [][]int) Anomaly {
 	first, last := opSpan(w.ops)
 	a := Anomaly{Kind: KindNotLinearizable, Ops: []int{},
 		Explanation: fmt.Sprintf("the %d ops of lock %q from %s to %s have no linearization as a %s",
@@ -755,8 +756,8 @@ func (c Linearizability) explain(h history.History, w window, partials [][]int) 
 
 // describeLinOp renders "process 2's acquire (invoked at 1.000s, ok at
 // 1.200s)".
-func describeLinOp(h history.History, op *linOp) string {
-	o := &h[op.inv]
+func describeLinOp(h *history.Table, op *linOp) string {
+	o := h.At(int(op.inv))
 	if op.in.kind == 'd' {
 		return fmt.Sprintf("process %d's death (shown at %s)", op.in.proc, secs(o.Time))
 	}
@@ -768,17 +769,17 @@ func describeLinOp(h history.History, op *linOp) string {
 		what = fmt.Sprintf("write of %d", op.in.n)
 	}
 	end := "of unknown outcome"
-	if op.done >= 0 && h[op.done].Type == history.OK {
-		end = "ok at " + secs(h[op.done].Time)
+	if op.done >= 0 && h.Type(int(op.done)) == history.OK {
+		end = "ok at " + secs(h.Time(int(op.done)))
 	}
 	return fmt.Sprintf("process %d's %s (invoked at %s, %s)", o.Process, what, secs(o.Time), end)
 }
 
 // Leases reports whether any acquire ok of h carries a valid_until: the
 // locks are leases, not session locks.
-func Leases(h history.History) bool {
-	for i := range h {
-		if o := &h[i]; o.F == history.Acquire && o.Type == history.OK && o.Value.ValidUntil != 0 {
+func Leases(h *history.Table) bool {
+	for i := range h.Len() {
+		if h.ValidUntil(i) != 0 && h.Type(i) == history.OK && h.F(i) == history.Acquire {
 			return true
 		}
 	}

@@ -243,7 +243,7 @@ func TestLinearizableNeverValidWhenItCannotFinish(t *testing.T) {
 	// And a done ctx stops it at once.
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	r = Linearizable(RegisterModel, 0).Check(ctx, b.h)
+	r = Linearizable(RegisterModel, 0).Check(ctx, history.NewTable(b.h))
 	if r.Valid != Unknown || !strings.Contains(r.Error, "cancel") {
 		t.Errorf("with a done ctx: %s %q", r.Valid, r.Error)
 	}
@@ -252,8 +252,8 @@ func TestLinearizableNeverValidWhenItCannotFinish(t *testing.T) {
 // disagree reports whether the fast checker and porcupine's mutex model
 // give different definite verdicts on h.
 func disagree(h history.History, window int) (bool, string) {
-	fast := MutualExclusion{}.Check(context.Background(), h)
-	lin := Linearizability{Model: MutexModel, WindowOps: window, Timeout: 10 * time.Second}.Check(context.Background(), h)
+	fast := MutualExclusion{}.Check(context.Background(), history.NewTable(h))
+	lin := Linearizability{Model: MutexModel, WindowOps: window, Timeout: 10 * time.Second}.Check(context.Background(), history.NewTable(h))
 	if lin.Valid == Unknown || fast.Valid == Unknown {
 		return false, ""
 	}
@@ -358,7 +358,7 @@ func TestMutexCheckersAgree(t *testing.T) {
 		window := []int{0, 1, 3}[i%3]
 		h := genSmall(rng, plant)
 		bad, why := disagree(h, window)
-		if (MutualExclusion{}).Check(context.Background(), h).Valid == Invalid {
+		if (MutualExclusion{}).Check(context.Background(), history.NewTable(h)).Valid == Invalid {
 			invalid++
 		}
 		if !bad {
@@ -381,7 +381,9 @@ func TestShrinkFindsAMinimalHistory(t *testing.T) {
 	// With "has an overlap" as the property, a planted overlap shrinks to
 	// its two acquires.
 	h := plantOverlap(genhist.Valid(9, 300, 4))
-	bad := func(c history.History) bool { return MutualExclusion{}.Check(context.Background(), c).Valid == Invalid }
+	bad := func(c history.History) bool {
+		return MutualExclusion{}.Check(context.Background(), history.NewTable(c)).Valid == Invalid
+	}
 	min := shrink(h, bad)
 	if len(min) != 4 || !bad(min) {
 		t.Fatalf("shrunk to %d ops:%s", len(min), render(min))

@@ -79,7 +79,7 @@ func (Liveness) Name() string { return "liveness" }
 
 // Check checks h as the type's comment describes. It returns unknown if
 // ctx is done before it finishes.
-func (c Liveness) Check(ctx context.Context, h history.History) Result {
+func (c Liveness) Check(ctx context.Context, h *history.Table) Result {
 	v, r, ok := begin(ctx, h, c.Name())
 	if !ok {
 		return r
@@ -117,15 +117,18 @@ func (c Liveness) Check(ctx context.Context, h history.History) Result {
 	cands := make([]*cand, len(v.locks))
 	deaths := make(map[int][]int32) // process → ops that show it died
 	attempts, firstTime := 0, int64(-1)
-	for step := range h {
+	for step := range h.Len() {
 		if err := stopped(ctx, step); err != nil {
 			return cancelled(c.Name(), err)
 		}
-		o := &h[step]
-		if o.Process < 0 {
+		proc, typ, t := h.Process(step), h.Type(step), h.Time(step)
+		if proc < 0 {
 			// The nemesis records a fault's targets on its ok
 			// completion; a kill that failed proves nothing.
-			if history.Kills(*o) {
+			if typ != history.OK {
+				continue
+			}
+			if o := h.At(step); history.Kills(o) {
 				for _, t := range o.Value.Targets {
 					if p, ok := processTarget(t); ok {
 						deaths[p] = append(deaths[p], int32(step))
@@ -134,13 +137,13 @@ func (c Liveness) Check(ctx context.Context, h history.History) Result {
 			}
 			continue
 		}
-		if o.Type == history.Info && strings.HasPrefix(o.Error, "worker exited") {
-			deaths[o.Process] = append(deaths[o.Process], int32(step))
+		if typ == history.Info && strings.HasPrefix(h.Error(step), "worker exited") {
+			deaths[proc] = append(deaths[proc], int32(step))
 		}
-		if firstTime < 0 || o.Time < firstTime {
-			firstTime = o.Time
+		if firstTime < 0 || t < firstTime {
+			firstTime = t
 		}
-		if o.F == history.Acquire && o.Type == history.Invoke {
+		if typ == history.Invoke && h.F(step) == history.Acquire {
 			attempts++
 		}
 	}
@@ -154,19 +157,19 @@ func (c Liveness) Check(ctx context.Context, h history.History) Result {
 		hd := &v.holds[hi]
 		cd := &cand{hold: hi, unknown: -1, proc: hd.proc, ended: -1, first: -1, lastF: -1}
 		if hd.release >= 0 {
-			done := int32(v.pair[hd.release])
+			done := v.pair[hd.release]
 			switch {
-			case done >= 0 && v.h[done].Type == history.OK:
+			case done >= 0 && v.h.Type(int(done)) == history.OK:
 				continue // released
 			case done >= 0:
-				cd.ended, cd.proof = v.h[done].Time, []int32{hd.release, done}
+				cd.ended, cd.proof = v.h.Time(int(done)), []int32{hd.release, done}
 			default:
-				cd.ended, cd.proof = v.h[hd.release].Time, []int32{hd.release}
+				cd.ended, cd.proof = v.h.Time(int(hd.release)), []int32{hd.release}
 			}
 		}
 		if cd.ended < 0 {
 			if d := v.death(hd, deaths[hd.proc]); d >= 0 {
-				cd.ended, cd.proof = v.h[d].Time, []int32{d}
+				cd.ended, cd.proof = v.h.Time(int(d)), []int32{d}
 			}
 		}
 		if hd.validUntil != 0 {
@@ -184,12 +187,12 @@ func (c Liveness) Check(ctx context.Context, h history.History) Result {
 	// at the death (it replaces the last hold's candidate: if it took
 	// effect, it came after that hold ended, since the lock was held until
 	// then).
-	for step := range h {
-		o := &h[step]
-		if o.Process < 0 || o.F != history.Acquire || o.Type != history.Invoke {
+	for step := range h.Len() {
+		if h.Process(step) < 0 || h.Type(step) != history.Invoke || h.F(step) != history.Acquire {
 			continue
 		}
-		if done := v.pair[step]; done >= 0 && h[done].Type != history.Info {
+		o := h.At(step)
+		if done := v.pair[step]; done >= 0 && h.Type(int(done)) != history.Info {
 			continue
 		}
 		lk, ok := v.lockIDs[o.Value.Lock]
@@ -198,7 +201,7 @@ func (c Liveness) Check(ctx context.Context, h history.History) Result {
 		}
 		var died int32 = -1
 		for _, d := range deaths[o.Process] {
-			if h[d].Time >= o.Time {
+			if h.Time(int(d)) >= o.Time {
 				died = d
 				break
 			}
@@ -209,24 +212,24 @@ func (c Liveness) Check(ctx context.Context, h history.History) Result {
 		// The lock's last hold must have ended before this acquire began,
 		// or have been released (a release ok) before the death: else a
 		// live holder, not the dead one, may be what keeps others out.
-		if hi := last[lk]; hi >= 0 && !v.freedBefore(&v.holds[hi], o.Time, h[died].Time) {
+		if hi := last[lk]; hi >= 0 && !v.freedBefore(&v.holds[hi], o.Time, h.Time(int(died))) {
 			continue
 		}
-		if cd := cands[lk]; cd != nil && cd.unknown >= 0 && h[cd.unknown].Time > o.Time {
+		if cd := cands[lk]; cd != nil && cd.unknown >= 0 && h.Time(int(cd.unknown)) > o.Time {
 			continue
 		}
-		cands[lk] = &cand{hold: -1, unknown: int32(step), proc: o.Process, ended: h[died].Time,
+		cands[lk] = &cand{hold: -1, unknown: int32(step), proc: o.Process, ended: h.Time(int(died)),
 			proof: []int32{died}, first: -1, lastF: -1}
 	}
 	// The acquire attempts of other processes after each candidate's end.
-	for step := range h {
+	for step := range h.Len() {
 		if err := stopped(ctx, step); err != nil {
 			return cancelled(c.Name(), err)
 		}
-		o := &h[step]
-		if o.Process < 0 || o.F != history.Acquire || o.Type != history.Invoke {
+		if h.Process(step) < 0 || h.Type(step) != history.Invoke || h.F(step) != history.Acquire {
 			continue
 		}
+		o := h.At(step)
 		lk, ok := v.lockIDs[o.Value.Lock]
 		if !ok {
 			continue
@@ -235,8 +238,8 @@ func (c Liveness) Check(ctx context.Context, h history.History) Result {
 		if cd == nil || o.Process == cd.proc || o.Time < cd.ended {
 			continue
 		}
-		done := int32(v.pair[step])
-		if done >= 0 && h[done].Type == history.OK {
+		done := v.pair[step]
+		if done >= 0 && h.Type(int(done)) == history.OK {
 			cd.broken = true
 			continue
 		}
@@ -257,7 +260,7 @@ func (c Liveness) Check(ctx context.Context, h history.History) Result {
 		if cd == nil || cd.broken || cd.fails < minAttempts {
 			continue
 		}
-		window := h[cd.lastF].Time - cd.ended
+		window := h.Time(int(cd.lastF)) - cd.ended
 		need := minWindow
 		if cd.hold >= 0 {
 			if hd := &v.holds[cd.hold]; hd.validUntil != 0 {
@@ -284,7 +287,7 @@ func (c Liveness) Check(ctx context.Context, h history.History) Result {
 		lat := make([]int64, 0, len(v.holds))
 		for i := range v.holds {
 			if hd := &v.holds[i]; hd.inv >= 0 {
-				lat = append(lat, hd.start-h[hd.inv].Time)
+				lat = append(lat, hd.start-h.Time(int(hd.inv)))
 			}
 		}
 		slices.Sort(lat)
@@ -327,7 +330,7 @@ func percentile(xs []int64, p int) int64 {
 // death returns the first of ds (ops showing the holder of hd died, in
 // time order) at or after hd's acquire ok, or -1.
 func (v *view) death(hd *hold, ds []int32) int32 {
-	j := sort.Search(len(ds), func(j int) bool { return v.h[ds[j]].Time >= hd.start })
+	j := sort.Search(len(ds), func(j int) bool { return v.h.Time(int(ds[j])) >= hd.start })
 	if j < len(ds) {
 		return ds[j]
 	}
@@ -346,18 +349,18 @@ func (v *view) freedBefore(hd *hold, inv, died int64) bool {
 		return false
 	}
 	done := v.pair[hd.release]
-	return done >= 0 && v.h[done].Type == history.OK && v.h[done].Time <= died
+	return done >= 0 && v.h.Type(int(done)) == history.OK && v.h.Time(int(done)) <= died
 }
 
 // stuck explains that lock l stayed unacquirable after hold hd ended.
 func (v *view) stuck(l int32, hd *hold, ended int64, proof []int32, fails int, first, last int32) Anomaly {
 	var how string
-	released := len(proof) > 0 && v.h[proof[0]].F == history.Release
+	released := len(proof) > 0 && v.h.F(int(proof[0])) == history.Release
 	switch {
 	case hd.validUntil != 0 && released:
-		how = fmt.Sprintf("its release failed at %s, its lease ended at %s", secs(v.h[proof[len(proof)-1]].Time), secs(ended))
+		how = fmt.Sprintf("its release failed at %s, its lease ended at %s", secs(v.h.Time(int(proof[len(proof)-1]))), secs(ended))
 	case hd.validUntil != 0 && len(proof) > 0:
-		how = fmt.Sprintf("it died at %s, its lease ended at %s", secs(v.h[proof[0]].Time), secs(ended))
+		how = fmt.Sprintf("it died at %s, its lease ended at %s", secs(v.h.Time(int(proof[0]))), secs(ended))
 	case hd.validUntil != 0:
 		how = "its lease ended at " + secs(ended)
 	case released:
@@ -370,8 +373,8 @@ func (v *view) stuck(l int32, hd *hold, ended int64, proof []int32, fails int, f
 		Kind: KindStuckLock,
 		Ops:  v.indexes(ops...),
 		Explanation: fmt.Sprintf("lock %q stayed stuck: process %d acquired it at %s%s and never released it (%s), and all %d acquire attempts by other processes from %s to %s failed, %s after the hold ended",
-			v.locks[l], hd.proc, secs(hd.start), tokenWord(v.h[hd.ok].Value.Token), how, fails,
-			secs(v.h[first].Time), secs(v.h[last].Time), secs(v.h[last].Time-ended)),
+			v.locks[l], hd.proc, secs(hd.start), tokenWord(v.h.Token(int(hd.ok))), how, fails,
+			secs(v.h.Time(int(first))), secs(v.h.Time(int(last))), secs(v.h.Time(int(last))-ended)),
 	}
 }
 
@@ -379,15 +382,15 @@ func (v *view) stuck(l int32, hd *hold, ended int64, proof []int32, fails int, f
 // (invocation inv) whose process died.
 func (v *view) stuckUnknown(l, inv int32, died int64, proof []int32, fails int, first, last int32) Anomaly {
 	ops := append([]int32{inv, first, last}, proof...)
-	if done := int32(v.pair[inv]); done >= 0 {
+	if done := v.pair[inv]; done >= 0 {
 		ops = append(ops, done)
 	}
 	return Anomaly{
 		Kind: KindStuckLock,
 		Ops:  v.indexes(ops...),
 		Explanation: fmt.Sprintf("lock %q stayed stuck: process %d died at %s inside an acquire invoked at %s whose outcome is unknown, and all %d acquire attempts by other processes from %s to %s failed, %s after its death",
-			v.locks[l], v.h[inv].Process, secs(died), secs(v.h[inv].Time), fails,
-			secs(v.h[first].Time), secs(v.h[last].Time), secs(v.h[last].Time-died)),
+			v.locks[l], v.h.Process(int(inv)), secs(died), secs(v.h.Time(int(inv))), fails,
+			secs(v.h.Time(int(first))), secs(v.h.Time(int(last))), secs(v.h.Time(int(last))-died)),
 	}
 }
 
@@ -398,14 +401,14 @@ type span struct{ from, to int64 }
 // the invocation of an injection to the completion of the next heal (the
 // schedule runs one fault at a time), or to end when no heal came. They are
 // in time order and do not overlap.
-func faultWindows(h history.History, end int64) []span {
+func faultWindows(h *history.Table, end int64) []span {
 	var out []span
 	open := int64(-1)
-	for i := range h {
-		o := &h[i]
-		if o.Process >= 0 {
+	for i := range h.Len() {
+		if h.Process(i) >= 0 {
 			continue
 		}
+		o := h.At(i)
 		heal := history.IsHeal(o.F) // every other nemesis op begins a fault
 		switch {
 		case !heal && o.Type == history.Invoke && open < 0:

@@ -253,7 +253,7 @@ func TestLivenessStatsAroundFaults(t *testing.T) {
 	b.acquire(2, "x", 890, 900, 0, 910)
 	b.invoke(3, history.Acquire, 990, history.Value{Lock: "x"})
 	b.fail(3, history.Acquire, 1000, history.Value{Lock: "x"}, "not acquired")
-	r := Run(context.Background(), b.h, Liveness{})[0]
+	r := Run(context.Background(), history.NewTable(b.h), Liveness{})[0]
 	for k, want := range map[string]float64{
 		"longest_no_acquire_s":                0.55,
 		"longest_no_acquire_outside_faults_s": 0.55,
@@ -272,7 +272,7 @@ func TestLivenessStatsAroundFaults(t *testing.T) {
 	b.ok(history.NemesisProcess, "restart-node", 960, history.Value{Targets: []string{"n1"}})
 	b.invoke(3, history.Acquire, 990, history.Value{Lock: "x"})
 	b.fail(3, history.Acquire, 1000, history.Value{Lock: "x"}, "not acquired")
-	r = Run(context.Background(), b.h, Liveness{})[0]
+	r = Run(context.Background(), history.NewTable(b.h), Liveness{})[0]
 	if r.Stats["heals_without_recovery"] != 1 {
 		t.Errorf("heals_without_recovery = %v, want 1", r.Stats["heals_without_recovery"])
 	}
@@ -326,7 +326,7 @@ func TestStuckAfterADeathInsideAnAcquire(t *testing.T) {
 				st.do()
 			}
 			b.attempts("x", []int{2, 3}, 6, 1000, 1500)
-			r := Run(context.Background(), b.h, Liveness{})[0]
+			r := Run(context.Background(), history.NewTable(b.h), Liveness{})[0]
 			stuck := 0
 			for _, a := range r.Anomalies {
 				if a.Kind == "stuck-lock" {

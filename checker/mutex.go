@@ -47,7 +47,7 @@ func (MutualExclusion) Name() string { return "mutual-exclusion" }
 
 // Check checks h as the type's comment describes. It returns unknown if
 // ctx is done before it finishes.
-func (c MutualExclusion) Check(ctx context.Context, h history.History) Result {
+func (c MutualExclusion) Check(ctx context.Context, h *history.Table) Result {
 	v, r, ok := begin(ctx, h, c.Name())
 	if !ok {
 		return r
@@ -146,8 +146,8 @@ func (v *view) overlap(a, b *hold) Anomaly {
 		Kind: KindOverlappingHolds,
 		Ops:  v.indexes(a.ok, b.ok, a.release),
 		Explanation: fmt.Sprintf("process %d acquired lock %q at %s%s while process %d still held it (acquired at %s%s, %s)",
-			b.proc, v.locks[b.lock], secs(b.start), withToken(v.h[b.ok].Value.Token),
-			a.proc, secs(a.start), tokenWord(v.h[a.ok].Value.Token), until),
+			b.proc, v.locks[b.lock], secs(b.start), withToken(v.h.Token(int(b.ok))),
+			a.proc, secs(a.start), tokenWord(v.h.Token(int(a.ok))), until),
 	}
 }
 
@@ -163,7 +163,7 @@ func (v *view) lockValueOwners() map[lockValue][]int32 {
 	owners := make(map[lockValue][]int32)
 	for i := range v.holds {
 		hd := &v.holds[i]
-		if lv := v.h[hd.ok].Value.LockValue; lv != "" {
+		if lv := v.h.LockValue(int(hd.ok)); lv != "" {
 			k := lockValue{hd.lock, lv}
 			owners[k] = append(owners[k], int32(i))
 		}
@@ -174,11 +174,11 @@ func (v *view) lockValueOwners() map[lockValue][]int32 {
 // foreignRelease explains that the release ok at p deleted a lock value not
 // its own.
 func (v *view) foreignRelease(p int32, owners map[lockValue][]int32) Anomaly {
-	ok := &v.h[p]
-	inv := int32(v.pair[p])
+	ok := v.h.At(int(p))
+	inv := v.pair[p]
 	own := ""
 	if inv >= 0 {
-		own = v.h[inv].Value.LockValue
+		own = v.h.LockValue(int(inv))
 	}
 	name := v.lockName(p)
 	removed := ok.Value.Removed
@@ -191,14 +191,14 @@ func (v *view) foreignRelease(p int32, owners map[lockValue][]int32) Anomaly {
 	}
 	at := ok.Time
 	if inv >= 0 {
-		at = v.h[inv].Time
+		at = v.h.Time(int(inv))
 	}
 	var whose string
 	ops := []int32{inv, p}
 	if owner >= 0 {
 		o := &v.holds[owner]
 		ops = append(ops, o.ok)
-		whose = fmt.Sprintf(" of process %d (acquired at %s%s)", o.proc, secs(o.start), tokenWord(v.h[o.ok].Value.Token))
+		whose = fmt.Sprintf(" of process %d (acquired at %s%s)", o.proc, secs(o.start), tokenWord(v.h.Token(int(o.ok))))
 	}
 	return Anomaly{
 		Kind: KindForeignRelease,

@@ -113,7 +113,7 @@ type accepted struct {
 
 // Check checks h as the type's comment describes. It returns unknown if
 // ctx is done before it finishes.
-func (c Resource) Check(ctx context.Context, h history.History) Result {
+func (c Resource) Check(ctx context.Context, h *history.Table) Result {
 	v, r, ok := begin(ctx, h, c.Name())
 	if !ok {
 		return r
@@ -127,13 +127,13 @@ func (c Resource) Check(ctx context.Context, h history.History) Result {
 			return cancelled(c.Name(), err)
 		}
 		w := &v.writes[i]
-		if w.done < 0 || h[w.done].Type == history.Info {
+		if w.done < 0 || h.Type(int(w.done)) == history.Info {
 			unknown++
 			continue
 		}
 		store := v.storeTime(w)
-		if h[w.done].Type == history.Fail {
-			done := &h[w.done]
+		if h.Type(int(w.done)) == history.Fail {
+			done := h.At(int(w.done))
 			if done.Value.StoreTime == 0 && !strings.HasPrefix(done.Error, "rejected") {
 				failed++
 				continue
@@ -205,10 +205,10 @@ func (c Resource) Check(ctx context.Context, h history.History) Result {
 // storeTime returns the store time of a completed write: the store_time of
 // its completion, or the Time of its invocation when that carries none.
 func (v *view) storeTime(w *write) int64 {
-	if t := v.h[w.done].Value.StoreTime; t != 0 {
+	if t := v.h.StoreTime(int(w.done)); t != 0 {
 		return t
 	}
-	return v.h[w.inv].Time
+	return v.h.Time(int(w.inv))
 }
 
 // trampled finds, for a stale write, the first hold of another process that
@@ -271,7 +271,7 @@ func (v *view) wrote(w *write) string {
 // stale explains an accepted write whose writer's lease had ended, or that
 // had no lease.
 func (v *view) stale(w *write, store int64, tr *trampled) Anomaly {
-	proc := v.h[w.inv].Process
+	proc := v.h.Process(int(w.inv))
 	if w.hold < 0 {
 		return Anomaly{
 			Kind: KindStaleWrite,
@@ -282,7 +282,7 @@ func (v *view) stale(w *write, store int64, tr *trampled) Anomaly {
 	}
 	hd := &v.holds[w.hold]
 	ended := "its lease ended"
-	if hd.release >= 0 && v.h[hd.release].Time == hd.leaseEnd {
+	if hd.release >= 0 && v.h.Time(int(hd.release)) == hd.leaseEnd {
 		ended = "it invoked release"
 	}
 	expl := fmt.Sprintf("process %d %s at %s, %s after %s at %s",
@@ -291,7 +291,7 @@ func (v *view) stale(w *write, store int64, tr *trampled) Anomaly {
 	if t := tr.find(v, hd.lock, proc, hd.leaseEnd, store); t >= 0 {
 		o := &v.holds[t]
 		ops = append(ops, o.ok)
-		if tok := v.h[o.ok].Value.Token; tok != nil {
+		if tok := v.h.Token(int(o.ok)); tok != nil {
 			expl += fmt.Sprintf("; process %d had acquired token %d at %s", o.proc, *tok, secs(o.start))
 		} else {
 			expl += fmt.Sprintf("; process %d had acquired the lock at %s", o.proc, secs(o.start))
@@ -309,7 +309,7 @@ func (v *view) rejectedWhat(w *write) (what, reason string) {
 	} else if n := v.n(w.inv); n != nil {
 		what = fmt.Sprintf("write of %d", *n)
 	}
-	reason = v.h[w.done].Error
+	reason = v.h.Error(int(w.done))
 	if reason == "" {
 		reason = "no reason given"
 	}
@@ -324,7 +324,7 @@ func (v *view) rejected(w *write, store int64) Anomaly {
 		Kind: KindWriteRejected,
 		Ops:  v.indexes(w.inv, w.done),
 		Explanation: fmt.Sprintf("the store rejected process %d's %s under lock %q at %s: %s (saved by fencing)",
-			v.h[w.inv].Process, what, v.lockName(w.inv), secs(store), reason),
+			v.h.Process(int(w.inv)), what, v.lockName(w.inv), secs(store), reason),
 	}
 }
 
@@ -337,7 +337,7 @@ func (v *view) liveRejected(w *write, store int64) Anomaly {
 	switch {
 	case hd.leaseEnd == noEnd:
 		lease = "its lease had not ended"
-	case hd.release >= 0 && v.h[hd.release].Time == hd.leaseEnd:
+	case hd.release >= 0 && v.h.Time(int(hd.release)) == hd.leaseEnd:
 		lease = "it held the lock until it invoked release at " + secs(hd.leaseEnd)
 	default:
 		lease = "its lease ran until " + secs(hd.leaseEnd)
@@ -346,7 +346,7 @@ func (v *view) liveRejected(w *write, store int64) Anomaly {
 		Kind: KindLiveWriteRejected,
 		Ops:  v.indexes(w.inv, w.done),
 		Explanation: fmt.Sprintf("the store rejected process %d's %s under lock %q at %s (%s) although %s: an availability cost of the resource's check",
-			v.h[w.inv].Process, what, v.lockName(w.inv), secs(store), reason, lease),
+			v.h.Process(int(w.inv)), what, v.lockName(w.inv), secs(store), reason, lease),
 	}
 }
 
@@ -376,7 +376,7 @@ func (v *view) lostUpdate(a, b *accepted) Anomaly {
 	wa, wb := &v.writes[a.w], &v.writes[b.w]
 	var based string
 	if wb.read >= 0 && v.n(wb.read) != nil {
-		rd := &v.h[wb.read]
+		rd := v.h.At(int(wb.read))
 		at := rd.Value.StoreTime
 		if at == 0 {
 			at = rd.Time
@@ -393,8 +393,8 @@ func (v *view) lostUpdate(a, b *accepted) Anomaly {
 		Kind: KindLostUpdate,
 		Ops:  v.indexes(wa.done, wb.read, wb.done),
 		Explanation: fmt.Sprintf("process %d %s under lock %q (%s) at %s over process %d's write of %d at %s: %s lost",
-			v.h[wb.inv].Process, wrote, v.locks[b.lock], based, secs(b.store),
-			v.h[wa.inv].Process, a.n, secs(a.store), plural(a.n-b.base, "update")),
+			v.h.Process(int(wb.inv)), wrote, v.locks[b.lock], based, secs(b.store),
+			v.h.Process(int(wa.inv)), a.n, secs(a.store), plural(a.n-b.base, "update")),
 	}
 }
 
@@ -431,8 +431,8 @@ func (v *view) writeRegressions(ctx context.Context, r *Result, acc []accepted) 
 				Kind: KindTokenRegression,
 				Ops:  v.indexes(wa.done, wb.inv, wb.done),
 				Explanation: fmt.Sprintf("the store accepted process %d's write of token %d under lock %q at %s after it had accepted process %d's write of token %d at %s",
-					v.h[wb.inv].Process, *b.token, v.locks[b.lock], secs(b.store),
-					v.h[wa.inv].Process, *a.token, secs(a.store)),
+					v.h.Process(int(wb.inv)), *b.token, v.locks[b.lock], secs(b.store),
+					v.h.Process(int(wa.inv)), *a.token, secs(a.store)),
 			})
 		}
 	}

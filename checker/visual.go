@@ -102,7 +102,7 @@ func (c Linearizability) picture(info porcupine.LinearizationInfo, ws []window, 
 // CheckVisual(ctx, h, maxOps): the picture is of that check's own search.
 // The visualization is nil when no such checker is among cs, or when it
 // made none.
-func RunVisual(ctx context.Context, h history.History, maxOps int, cs ...Checker) ([]Result, *Visualization) {
+func RunVisual(ctx context.Context, h *history.Table, maxOps int, cs ...Checker) ([]Result, *Visualization) {
 	var vis *Visualization
 	cs = slices.Clone(cs)
 	for i, c := range cs {
@@ -121,7 +121,7 @@ type visualChecker struct {
 	vis    **Visualization
 }
 
-func (v visualChecker) Check(ctx context.Context, h history.History) Result {
+func (v visualChecker) Check(ctx context.Context, h *history.Table) Result {
 	r, vis := v.CheckVisual(ctx, h, v.maxOps)
 	*v.vis = vis
 	return r

@@ -41,11 +41,11 @@ func TestCheckVisual(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := Linearizability{Model: MutexModel, WindowOps: tc.window}
-			r, vis := c.CheckVisual(context.Background(), tc.h, tc.maxOps)
+			r, vis := c.CheckVisual(context.Background(), history.NewTable(tc.h), tc.maxOps)
 			if r.Valid != tc.valid {
 				t.Fatalf("verdict %s, want %s", r.Valid, tc.valid)
 			}
-			if want := c.Check(context.Background(), tc.h); want.Valid != r.Valid || len(want.Anomalies) != len(r.Anomalies) {
+			if want := c.Check(context.Background(), history.NewTable(tc.h)); want.Valid != r.Valid || len(want.Anomalies) != len(r.Anomalies) {
 				t.Errorf("CheckVisual gives %s %v, Check %s %v", r.Valid, r.Anomalies, want.Valid, want.Anomalies)
 			}
 			ops := tc.ops
@@ -62,7 +62,7 @@ func TestCheckVisual(t *testing.T) {
 			}
 		})
 	}
-	if _, vis := mutexLin.CheckVisual(context.Background(), read("killed-holder.jsonl"), 0); vis != nil {
+	if _, vis := mutexLin.CheckVisual(context.Background(), history.NewTable(read("killed-holder.jsonl")), 0); vis != nil {
 		t.Errorf("maxOps 0 gives a picture %+v", vis)
 	}
 }

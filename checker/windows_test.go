@@ -248,7 +248,8 @@ func genRegister(rng *rand.Rand, plant bool) history.History {
 // left out.
 func unwindowed(t testing.TB, m Model, h history.History) Verdict {
 	t.Helper()
-	byLock, err := m.allOps(context.Background(), h, true)
+	tab := history.NewTable(h)
+	byLock, err := m.allOps(context.Background(), tab, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +258,7 @@ func unwindowed(t testing.TB, m Model, h history.History) Verdict {
 		if len(ops) == 0 {
 			continue
 		}
-		if !porcupine.CheckOperations(model, window{lock: l, init: init0(m), ops: ops}.porcupineOps(h, 0)) {
+		if !porcupine.CheckOperations(model, window{lock: l, init: init0(m), ops: ops}.porcupineOps(tab, 0)) {
 			return Invalid
 		}
 	}
@@ -268,7 +269,7 @@ func unwindowed(t testing.TB, m Model, h history.History) Verdict {
 // gives h another verdict than the unwindowed reference, and how.
 func windowsDisagree(t testing.TB, m Model, h history.History, size int) (bool, string) {
 	want := unwindowed(t, m, h)
-	r := Linearizability{Model: m, WindowOps: size}.Check(context.Background(), h)
+	r := Linearizability{Model: m, WindowOps: size}.Check(context.Background(), history.NewTable(h))
 	if r.Valid == want {
 		return false, ""
 	}
@@ -299,7 +300,7 @@ func TestWindowsLoseNothing(t *testing.T) {
 				if unwindowed(t, m, h) == Invalid {
 					invalid++
 				}
-				if r := (Linearizability{Model: m, WindowOps: 1}).Check(context.Background(), h); r.Stats["windows"] > r.Stats["ops"]/4 {
+				if r := (Linearizability{Model: m, WindowOps: 1}).Check(context.Background(), history.NewTable(h)); r.Stats["windows"] > r.Stats["ops"]/4 {
 					cut++
 				}
 				for size := 1; size <= 4; size++ {
@@ -357,7 +358,7 @@ func FuzzWindows(f *testing.F) {
 // death, R read, W write) and a ? for an unknown outcome.
 func layout(t *testing.T, m Model, h history.History) string {
 	t.Helper()
-	byLock, err := m.ops(context.Background(), h)
+	byLock, err := m.ops(context.Background(), history.NewTable(h))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -404,7 +405,7 @@ func TestWindowCuts(t *testing.T) {
 			t.Errorf("%s: %d windows of 1 op, want at least %d:\n%s", tc.file, n, tc.windows, l)
 		}
 		for _, size := range []int{1, 2, 3, 0} {
-			r := Linearizability{Model: MutexModel, WindowOps: size}.Check(context.Background(), h)
+			r := Linearizability{Model: MutexModel, WindowOps: size}.Check(context.Background(), history.NewTable(h))
 			if r.Valid != tc.valid {
 				t.Errorf("%s, windows of %d: %s, want %s (%s)", tc.file, size, r.Valid, tc.valid, r.Error)
 			}

@@ -11,7 +11,6 @@ import (
 	"math"
 	"os"
 	"runtime"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -198,7 +197,7 @@ func decode(r io.Reader) (History, error) {
 	chunks, free := parseChunks(ctx, r)
 	for c := range chunks {
 		for i := range c.ops {
-			if err := v.check(h, &c.ops[i], c.first+i); err != nil {
+			if err := v.check(&c.ops[i], c.first+i); err != nil {
 				return h, err
 			}
 			h = append(h, c.ops[i])
@@ -221,16 +220,17 @@ type validator struct {
 }
 
 // procState is a process's previous op — its time and line — and its open
-// invocation (-1: none).
+// invocation, if open.
 type procState struct {
 	time int64
 	line int
-	open int
+	open bool
+	inv  Op
 }
 
-// check checks op, the op of line (1-based), against h, the ops before
-// it, and returns a *LineError when it is bad.
-func (v *validator) check(h History, op *Op, line int) error {
+// check checks op, the op of line (1-based), against the ops before it,
+// and returns a *LineError when it is bad.
+func (v *validator) check(op *Op, line int) error {
 	if op.Index != line-1 {
 		return &LineError{line, fmt.Errorf("index %d, want %d", op.Index, line-1)}
 	}
@@ -242,24 +242,19 @@ func (v *validator) check(h History, op *Op, line int) error {
 	}
 	p := v.procs[op.Process]
 	if p == nil {
-		p = &procState{time: op.Time, line: line, open: -1}
+		p = &procState{time: op.Time, line: line}
 		v.procs[op.Process] = p
 	}
 	if op.Time < p.time {
 		return &LineError{line, fmt.Errorf("out of time order: process %d's op at time %d is before its previous op at time %d (line %d)",
 			op.Process, op.Time, p.time, p.line)}
 	}
-	var inv *Op
-	if p.open >= 0 {
-		inv = &h[p.open]
-	}
-	if err := admit(op, inv, inv != nil); err != nil {
+	if err := admit(op, &p.inv, p.open); err != nil {
 		return &LineError{line, err}
 	}
-	if op.Type == Invoke {
-		p.open = len(h)
-	} else {
-		p.open = -1
+	p.open = op.Type == Invoke
+	if p.open {
+		p.inv = *op
 	}
 	p.time, p.line = op.Time, line
 	return nil
@@ -270,60 +265,6 @@ func (v *validator) check(h History, op *Op, line int) error {
 type span struct {
 	off, n      int64
 	first, line int
-}
-
-// readFile decodes the history file f as Decode does, faster: a first pass
-// finds its lines, which fixes each op's place, so that every core parses
-// its share of the lines straight into the history (which is allocated
-// once, whole), and a last pass checks the ops in order.
-func readFile(f *os.File) (History, error) {
-	spans, lines, cut, err := splitLines(f)
-	if err != nil {
-		return nil, err
-	}
-	h := make(History, lines)
-	errs := make([]error, len(spans)) // each span's first bad line
-	next := make(chan int, len(spans))
-	for i := range spans {
-		next <- i
-	}
-	close(next)
-	var wg sync.WaitGroup
-	for range max(1, runtime.GOMAXPROCS(0)) {
-		wg.Go(func() {
-			fast := newFastParser()
-			var buf []byte
-			for i := range next {
-				s := spans[i]
-				buf = slices.Grow(buf[:0], int(s.n))[:s.n]
-				if _, err := f.ReadAt(buf, s.off); err != nil {
-					errs[i] = &LineError{s.first, err}
-					continue
-				}
-				_, errs[i] = parseLines(fast, buf, s.first, h[s.first-1:s.first-1+s.line])
-			}
-		})
-	}
-	wg.Wait()
-	end, endErr := len(h), error(nil)
-	for _, err := range errs {
-		if err != nil {
-			var le *LineError
-			errors.As(err, &le)
-			end, endErr = le.Line-1, err
-			break
-		}
-	}
-	var v validator
-	for i := range h[:end] {
-		if err := v.check(h[:i], &h[i], i+1); err != nil {
-			return h[:i], err
-		}
-	}
-	if endErr == nil && cut {
-		endErr = &LineError{lines + 1, ErrTruncated}
-	}
-	return h[:end], endErr
 }
 
 // splitLines reads f once and cuts it into spans of whole lines of about
@@ -495,30 +436,15 @@ func (c *chunk) parse(fast *fastParser) {
 // bad line. It returns how many it decoded and the bad line's
 // *LineError. What follows the last newline (a cut line) is left alone.
 func parseLines(fast *fastParser, data []byte, first int, out []Op) (int, error) {
-	var rd bytes.Reader
 	for i := range out {
 		nl := bytes.IndexByte(data, '\n')
 		if nl < 0 {
 			return i, nil
 		}
-		b := data[:nl]
+		if err := parseLine(fast, data[:nl], &out[i]); err != nil {
+			return i, &LineError{first + i, err}
+		}
 		data = data[nl+1:]
-		op := &out[i]
-		if fast.parse(b, op) {
-			continue
-		}
-		*op = Op{}
-		rd.Reset(b)
-		dec := json.NewDecoder(&rd)
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(op); err != nil {
-			*op = Op{}
-			return i, &LineError{first + i, jsonReason(err)}
-		}
-		if dec.More() {
-			*op = Op{}
-			return i, &LineError{first + i, errors.New("more than one value on the line")}
-		}
 	}
 	return len(out), nil
 }
@@ -554,19 +480,11 @@ func jsonKind(goType string) string {
 }
 
 // ReadFile decodes the history file at path, with the checks and errors
-// of Decode, faster: it parses on every core (readFile). Errors name the
-// file.
+// of Decode, faster: it reads a Table (ReadTable) and returns its ops.
+// Errors name the file.
 func ReadFile(path string) (History, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	h, err := readFile(f)
-	if err != nil {
-		return h, fmt.Errorf("%s: %w", path, err)
-	}
-	return h, nil
+	t, err := ReadTable(path)
+	return t.History(), err
 }
 
 // fastParser decodes the lines Writer writes — one JSON object per line with
@@ -581,6 +499,12 @@ type fastParser struct {
 	i      int
 	intern map[string]string
 	limit  int // the most strings intern holds
+	// scratch makes an op's Token and N point into the parser, which the
+	// next parse overwrites, rather than into memory of their own: for a
+	// caller that copies the op's values out at once (ReadTable).
+	scratch bool
+	tok     uint64
+	n       int64
 }
 
 func newFastParser() *fastParser { return &fastParser{intern: make(map[string]string), limit: 1 << 16} }
@@ -649,7 +573,12 @@ func (p *fastParser) value(v *Value) bool {
 		case "token":
 			var t uint64
 			t, ok = p.uint()
-			v.Token = Tok(t)
+			if p.scratch {
+				p.tok = t
+				v.Token = &p.tok
+			} else {
+				v.Token = Tok(t)
+			}
 		case "lock_value":
 			v.LockValue, ok = p.str()
 		case "valid_until":
@@ -657,7 +586,12 @@ func (p *fastParser) value(v *Value) bool {
 		case "n":
 			var n int64
 			n, ok = p.int()
-			v.N = Num(n)
+			if p.scratch {
+				p.n = n
+				v.N = &p.n
+			} else {
+				v.N = Num(n)
+			}
 		case "store_time":
 			v.StoreTime, ok = p.int()
 		case "removed":

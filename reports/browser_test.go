@@ -15,6 +15,7 @@ import (
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
+	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/runstore"
 )
 
@@ -114,7 +115,7 @@ func eval[T any](t testing.TB, ctx context.Context, js string) T {
 func TestReportInChromium(t *testing.T) {
 	r, h := loadGolden(t, "overlapping-holders.jsonl")
 	dir := t.TempDir()
-	if err := WriteHTML(dir, r, h); err != nil {
+	if err := WriteHTML(dir, r, history.NewTable(h)); err != nil {
 		t.Fatal(err)
 	}
 	url := "file://" + filepath.Join(dir, runstore.ReportFile)

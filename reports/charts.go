@@ -44,17 +44,17 @@ type latencyPoint struct {
 }
 
 // latencyData holds, per series, the completed ops of h in time order.
-func latencyData(h history.History) [][]latencyPoint {
+func latencyData(h *history.Table) [][]latencyPoint {
 	out := make([][]latencyPoint, len(latencySeries))
 	pair := h.Pair()
-	for i := range h {
-		o := &h[i]
-		if o.Process < 0 || o.Type == history.Invoke || pair[i] < 0 {
+	for i := range h.Len() {
+		if pair[i] < 0 || h.Process(i) < 0 || h.Type(i) == history.Invoke {
 			continue
 		}
+		o := h.At(i)
 		for s, ls := range latencySeries {
 			if ls.f == o.F && ls.typ == o.Type {
-				out[s] = append(out[s], latencyPoint{us(o.Time), max(us(o.Time-h[pair[i]].Time), 0)})
+				out[s] = append(out[s], latencyPoint{us(o.Time), max(us(o.Time-h.Time(int(pair[i]))), 0)})
 			}
 		}
 	}
@@ -167,16 +167,16 @@ type percentileRow struct {
 
 // percentiles returns the latency percentiles of every client f and
 // completion type of h, in a fixed order.
-func percentiles(h history.History) []percentileRow {
+func percentiles(h *history.Table) []percentileRow {
 	pair := h.Pair()
 	lats := map[string][]int64{}
-	for i := range h {
-		o := &h[i]
-		if o.Process < 0 || o.Type == history.Invoke || pair[i] < 0 {
+	for i := range h.Len() {
+		if pair[i] < 0 || h.Process(i) < 0 || h.Type(i) == history.Invoke {
 			continue
 		}
+		o := h.At(i)
 		k := o.F + " " + string(o.Type)
-		lats[k] = append(lats[k], max(o.Time-h[pair[i]].Time, 0))
+		lats[k] = append(lats[k], max(o.Time-h.Time(int(pair[i])), 0))
 	}
 	var out []percentileRow
 	for _, f := range []string{history.Acquire, history.Release, history.Claim, history.Read, history.Write} {
@@ -203,7 +203,7 @@ func msLabel(ns int64) string {
 
 // throughputSVG draws, per second, the acquires that succeeded, those that
 // did not (fail or info) and the writes the store accepted.
-func throughputSVG(t *timeline, h history.History) template.HTML {
+func throughputSVG(t *timeline, h *history.Table) template.HTML {
 	secs := int(t.End/1_000_000) + 1
 	series := []struct {
 		name, color string
@@ -214,11 +214,11 @@ func throughputSVG(t *timeline, h history.History) template.HTML {
 		{"write accepted", "#2a9d3a", make([]int, secs)},
 	}
 	top := 1
-	for i := range h {
-		o := &h[i]
-		if o.Process < 0 || o.Type == history.Invoke {
+	for i := range h.Len() {
+		if h.Process(i) < 0 || h.Type(i) == history.Invoke {
 			continue
 		}
+		o := h.At(i)
 		k := min(int(us(o.Time)/1_000_000), secs-1)
 		switch {
 		case o.F == history.Acquire && o.Type == history.OK:

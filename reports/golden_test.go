@@ -53,7 +53,7 @@ func loadGolden(t testing.TB, file string) (runstore.Results, history.History) {
 		Network: "loopback", Clock: "clock shim",
 		Command: "locktest check checker/testdata/" + file, Version: "v0.0.0-test", Started: "2025-01-02T03:04:05Z",
 		Elapsed: "10s", Expect: "valid"}
-	rs := checker.Run(context.Background(), h, checker.For(gc.Mode, gc.Leases)...)
+	rs := checker.Run(context.Background(), history.NewTable(h), checker.For(gc.Mode, gc.Leases)...)
 	// The golden pages hold what the checkers found, not their stats,
 	// which grow as the checkers do.
 	for i := range rs {
@@ -200,7 +200,7 @@ func TestWriteHTMLExtras(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, runstore.ResourceFile), []byte(res), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteHTML(dir, r, h); err != nil {
+	if err := WriteHTML(dir, r, history.NewTable(h)); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(filepath.Join(dir, runstore.ReportFile))

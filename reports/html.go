@@ -223,7 +223,7 @@ type legendItem struct{ Name, Color string }
 
 // RenderHTML renders the report of a run from its results and history
 // alone, without what its folder holds (see RenderReport).
-func RenderHTML(r runstore.Results, h history.History) ([]byte, error) {
+func RenderHTML(r runstore.Results, h *history.Table) ([]byte, error) {
 	return RenderReport(r, h, Extras{})
 }
 
@@ -232,7 +232,7 @@ func RenderHTML(r runstore.Results, h history.History) ([]byte, error) {
 // the anomalies with the ops that prove them, the lease timeline (drawn as
 // SVG in the page, so it shows without JavaScript; the script adds zoom,
 // pan and hover), latency and throughput charts, and what x adds.
-func RenderReport(r runstore.Results, h history.History, x Extras) ([]byte, error) {
+func RenderReport(r runstore.Results, h *history.Table, x Extras) ([]byte, error) {
 	tl := buildTimeline(r.Checkers, h)
 	data, err := json.Marshal(tl) // escapes <, > and &, so it cannot end the script
 	if err != nil {
@@ -260,8 +260,8 @@ func RenderReport(r runstore.Results, h history.History, x Extras) ([]byte, erro
 		var vs []opView
 		for _, i := range a.Ops {
 			rec := fmt.Sprintf("op %d is not in the history", i)
-			if i >= 0 && i < len(h) {
-				rec = h[i].String()
+			if i >= 0 && i < h.Len() {
+				rec = h.At(i).String()
 			}
 			vs = append(vs, opView{i, rec})
 		}
@@ -312,14 +312,14 @@ func ClusterText(run runstore.RunInfo) string {
 // the porcupine mutex checker ran, porcupine's visualization written to
 // dir/linearizability.html, for which it runs that checker on h once more.
 // WriteHTMLVisual is for a caller that has the checker's own picture.
-func WriteHTML(dir string, r runstore.Results, h history.History) error {
+func WriteHTML(dir string, r runstore.Results, h *history.Table) error {
 	return WriteHTMLVisual(dir, r, h, nil)
 }
 
 // WriteHTMLVisual is WriteHTML with vis, the porcupine mutex checker's
 // picture of its own search (checker.RunVisual), drawn as it is; nil
 // makes one as WriteHTML does.
-func WriteHTMLVisual(dir string, r runstore.Results, h history.History, vis *checker.Visualization) error {
+func WriteHTMLVisual(dir string, r runstore.Results, h *history.Table, vis *checker.Visualization) error {
 	x, err := ReadExtras(dir, r, h, vis)
 	if err != nil {
 		return err
@@ -334,7 +334,7 @@ func WriteHTMLVisual(dir string, r runstore.Results, h history.History, vis *che
 // ReadExtras gathers the Extras of the run in dir, writing porcupine's
 // visualization vis (made as WriteHTML does when nil) when the porcupine
 // mutex checker is among r's.
-func ReadExtras(dir string, r runstore.Results, h history.History, vis *checker.Visualization) (Extras, error) {
+func ReadExtras(dir string, r runstore.Results, h *history.Table, vis *checker.Visualization) (Extras, error) {
 	var x Extras
 	for _, c := range r.Checkers {
 		if c.Checker != mutexChecker {

@@ -79,7 +79,7 @@ func validChecks() []checker.Result {
 
 func render(t *testing.T, r runstore.Results, h history.History) string {
 	t.Helper()
-	b, err := RenderHTML(r, h)
+	b, err := RenderHTML(r, history.NewTable(h))
 	if err != nil {
 		t.Fatalf("RenderHTML: %v", err)
 	}
@@ -240,7 +240,7 @@ func TestRenderHTMLGroupsManyAnomaliesOfAKind(t *testing.T) {
 	if !strings.Contains(section, last) || !strings.Contains(section, "p1 deleted p2") {
 		t.Errorf("the foreign release is not anomaly a%d", MaxAnomalyExamples+1)
 	}
-	tl := buildTimeline(rs, h)
+	tl := buildTimeline(rs, history.NewTable(h))
 	if len(tl.Anoms) != MaxAnomalyExamples+1 || tl.Anoms[MaxAnomalyExamples].ID != fmt.Sprintf("a%d", MaxAnomalyExamples+1) {
 		t.Errorf("the timeline draws %d anomalies, want the %d the list shows, with the same ids", len(tl.Anoms), MaxAnomalyExamples+1)
 	}
@@ -342,7 +342,7 @@ func TestWriteHTML(t *testing.T) {
 	dir := t.TempDir()
 	h := reportHistory()
 	r := check(reportInfo("valid"), h, invalidChecks())
-	if err := WriteHTML(dir, r, h); err != nil {
+	if err := WriteHTML(dir, r, history.NewTable(h)); err != nil {
 		t.Fatalf("WriteHTML: %v", err)
 	}
 	got, err := os.ReadFile(filepath.Join(dir, runstore.ReportFile))
@@ -397,5 +397,5 @@ func firstDiff(want, got string) string {
 // check is what run and `locktest check` store for a run made as info whose
 // history h the checkers found rs.
 func check(info runstore.RunInfo, h history.History, rs []checker.Result) runstore.Results {
-	return runstore.New(info, checker.Judge(h, info.Facts(), rs))
+	return runstore.New(info, checker.Judge(history.NewTable(h), info.Facts(), rs))
 }

@@ -150,7 +150,7 @@ func largeReport(t testing.TB) ([]byte, history.History) {
 	}
 	info := runstore.RunInfo{Name: "large", Impl: "redis-set-nx-px", Backend: "redis", Nodes: 1, Faults: []string{"pause-client"},
 		Clients: 16, Locks: 1, TTL: "1s", Duration: "10m0s", Mode: "fenced", Expect: "valid"}
-	b, err := RenderHTML(check(info, h, rs), h)
+	b, err := RenderHTML(check(info, h, rs), history.NewTable(h))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,11 +177,11 @@ func TestLargeReportSize(t *testing.T) {
 // 16 clients.
 func BenchmarkRenderLarge(b *testing.B) {
 	h := largeHistory(16, 10*time.Minute)
-	r := check(runstore.RunInfo{Name: "large", Expect: "valid"}, h, checker.Run(b.Context(), h, checker.ForMode("fenced")...))
+	r := check(runstore.RunInfo{Name: "large", Expect: "valid"}, h, checker.Run(b.Context(), history.NewTable(h), checker.ForMode("fenced")...))
 	b.ResetTimer()
 	var size int
 	for b.Loop() {
-		out, err := RenderHTML(r, h)
+		out, err := RenderHTML(r, history.NewTable(h))
 		if err != nil {
 			b.Fatal(err)
 		}

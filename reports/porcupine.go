@@ -29,7 +29,7 @@ var mutexChecker = checker.Linearizable(checker.MutexModel, 0).Name()
 // nothing, and a note: what part of the ops the page shows when it is not
 // all, or why there is no page. A nil vis is made by running the checker
 // on h once more (the re-rendering of a stored run, which kept no search).
-func visualizeMutex(dir string, h history.History, vis *checker.Visualization) (file, note string, err error) {
+func visualizeMutex(dir string, h *history.Table, vis *checker.Visualization) (file, note string, err error) {
 	if vis == nil {
 		c := checker.Linearizable(checker.MutexModel, checker.DefaultLinearizableTimeout).(checker.Linearizability)
 		_, vis = c.CheckVisual(context.Background(), h, MaxVisualizedOps)

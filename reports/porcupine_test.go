@@ -103,7 +103,7 @@ func TestVisualizationAgreesWithTheVerdict(t *testing.T) {
 		{"without the kill, two holders", killedHolder(false), checker.Invalid, "p2 acquire(x)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			results, vis := checker.RunVisual(context.Background(), tc.h, MaxVisualizedOps, checker.For("none", false)...)
+			results, vis := checker.RunVisual(context.Background(), history.NewTable(tc.h), MaxVisualizedOps, checker.For("none", false)...)
 			r := check(runstore.RunInfo{Name: "kill", Expect: "valid"}, tc.h, results)
 			var mutex checker.Result
 			for _, c := range r.Checkers {
@@ -115,7 +115,7 @@ func TestVisualizationAgreesWithTheVerdict(t *testing.T) {
 				t.Fatalf("%s: %s, want %s (%v)", mutexChecker, mutex.Valid, tc.valid, mutex.Anomalies)
 			}
 			dir := t.TempDir()
-			if err := WriteHTMLVisual(dir, r, tc.h, vis); err != nil {
+			if err := WriteHTMLVisual(dir, r, history.NewTable(tc.h), vis); err != nil {
 				t.Fatal(err)
 			}
 			d := readPage(t, filepath.Join(dir, LinearizabilityFile))
@@ -149,10 +149,10 @@ func TestVisualizationOfALongHistory(t *testing.T) {
 		add(history.OK, q, history.Acquire, at+3)
 		at += 10
 	}
-	results, vis := checker.RunVisual(context.Background(), h, MaxVisualizedOps, checker.For("none", false)...)
+	results, vis := checker.RunVisual(context.Background(), history.NewTable(h), MaxVisualizedOps, checker.For("none", false)...)
 	r := check(runstore.RunInfo{Name: "long", Expect: "valid"}, h, results)
 	dir := t.TempDir()
-	if err := WriteHTMLVisual(dir, r, h, vis); err != nil {
+	if err := WriteHTMLVisual(dir, r, history.NewTable(h), vis); err != nil {
 		t.Fatal(err)
 	}
 	want := fmt.Sprintf("of the %d acquire, release and death ops", 30_001)

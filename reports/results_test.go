@@ -35,8 +35,8 @@ func TestCheck(t *testing.T) {
 	if !r.Met() {
 		t.Error("an invalid run expected to be invalid is not Met")
 	}
-	if !reflect.DeepEqual(r.Stats, checker.Summarize(nil, h)) {
-		t.Errorf("Check stats %v, want Summarize's %v", r.Stats, checker.Summarize(nil, h))
+	if !reflect.DeepEqual(r.Stats, checker.Summarize(nil, history.NewTable(h))) {
+		t.Errorf("Check stats %v, want Summarize's %v", r.Stats, checker.Summarize(nil, history.NewTable(h)))
 	}
 	if r := check(runstore.RunInfo{}, h, nil); r.Valid != checker.Unknown {
 		t.Errorf("Check without checkers gives %s, want %s", r.Valid, checker.Unknown)

@@ -90,15 +90,15 @@ var procTarget = regexp.MustCompile(`^p(\d+)`)
 func us(ns int64) int64 { return ns / 1000 }
 
 // buildTimeline computes the timeline of h with the anomalies of rs.
-func buildTimeline(rs []checker.Result, h history.History) *timeline {
+func buildTimeline(rs []checker.Result, h *history.Table) *timeline {
 	t := &timeline{Lanes: []string{"nemesis"}, Holds: []tlHold{}, Writes: []tlWrite{}, Faults: []tlFault{},
 		Anoms: []tlAnomaly{}, Ops: map[int]string{}, Locks: []string{}}
 	var end int64
 	procs := map[int]bool{}
-	for i := range h {
-		end = max(end, h[i].Time)
-		if h[i].Process >= 0 {
-			procs[h[i].Process] = true
+	for i := range h.Len() {
+		end = max(end, h.Time(i))
+		if h.Process(i) >= 0 {
+			procs[h.Process(i)] = true
 		}
 	}
 	t.End = us(end)
@@ -162,8 +162,8 @@ func buildTimeline(rs []checker.Result, h history.History) *timeline {
 	}
 	pair := h.Pair()
 	var window *tlFault
-	for i := range h {
-		o := &h[i]
+	for i := range h.Len() {
+		o := h.At(i)
 		if o.Process < 0 {
 			if o.Type == history.Invoke {
 				continue
@@ -212,7 +212,7 @@ func buildTimeline(rs []checker.Result, h history.History) *timeline {
 		case o.F == history.Write && o.Type == history.Invoke:
 			w := tlWrite{int64(laneOf(o.Process)), us(o.Time), writeUnknown, int64(i)}
 			if c := pair[i]; c >= 0 {
-				co := &h[c]
+				co := h.At(int(c))
 				w[3] = int64(c)
 				switch {
 				case co.Type == history.OK:
@@ -254,17 +254,17 @@ func buildTimeline(rs []checker.Result, h history.History) *timeline {
 			ta.Ops = []int{}
 		}
 		for _, i := range a.Ops {
-			if i >= 0 && i < len(h) {
-				ta.Points = append(ta.Points, [2]int64{int64(laneOf(h[i].Process)), us(h[i].Time)})
-				t.Ops[i] = h[i].String()
+			if i >= 0 && i < h.Len() {
+				ta.Points = append(ta.Points, [2]int64{int64(laneOf(h.Process(i))), us(h.Time(i))})
+				t.Ops[i] = h.At(i).String()
 			}
 		}
 		t.Anoms = append(t.Anoms, ta)
 	})
-	t.AllOps = len(h) <= fullOpsLimit
-	for i := range h {
-		if t.AllOps || h[i].Process < 0 {
-			t.Ops[i] = h[i].String()
+	t.AllOps = h.Len() <= fullOpsLimit
+	for i := range h.Len() {
+		if t.AllOps || h.Process(i) < 0 {
+			t.Ops[i] = h.At(i).String()
 		}
 	}
 	return t

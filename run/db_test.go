@@ -222,8 +222,8 @@ func TestSQLHolderKilled(t *testing.T) {
 			found, dup := false, false
 			// The checkers a run of this impl uses: with session locks
 			// (no valid_until) the porcupine mutex model runs too.
-			for _, c := range checker.For(string(workloads.ModeNone), checker.Leases(k.h)) {
-				r := c.Check(context.Background(), k.h)
+			for _, c := range checker.For(string(workloads.ModeNone), checker.Leases(history.NewTable(k.h))) {
+				r := c.Check(context.Background(), history.NewTable(k.h))
 				if len(r.Anomalies) > 0 {
 					t.Logf("%s: %d anomalies, the first: %s: %s", c.Name(), len(r.Anomalies), r.Anomalies[0].Kind, r.Anomalies[0].Explanation)
 				}

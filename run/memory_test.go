@@ -30,10 +30,11 @@ func TestFitMemory(t *testing.T) {
 
 	// Too little free: refused, with what and where, and the limit untouched.
 	debug.SetMemoryLimit(math.MaxInt64)
-	err := fitMemory(path, free(2999))
+	const need = 1000 * CheckBytesPerFileByte
+	err := fitMemory(path, free(need-1))
 	var me *MemoryError
-	if !errors.As(err, &me) || me.Size != 1000 || me.Need != 3000 || me.Free != 2999 {
-		t.Fatalf("fitMemory with 2999 bytes free = %v, want a MemoryError of 1000, 3000, 2999", err)
+	if !errors.As(err, &me) || me.Size != 1000 || me.Need != need || me.Free != need-1 {
+		t.Fatalf("fitMemory with %d bytes free = %v, want a MemoryError of 1000, %d, %d", need-1, err, need, need-1)
 	}
 	if !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "locktest check "+filepath.Dir(path)) {
 		t.Errorf("the error %q names neither the history nor how to check it", err)
@@ -54,6 +55,29 @@ func TestFitMemory(t *testing.T) {
 	debug.SetMemoryLimit(5 << 30)
 	if err := fitMemory(path, free(1<<30)); err != nil || debug.SetMemoryLimit(-1) != 5<<30 {
 		t.Errorf("fitMemory changed the user's GOMEMLIMIT (err %v)", err)
+	}
+
+	// A big history's check runs the collector more often, unless GOGC
+	// says otherwise; a small one's is left alone.
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	if err := fitMemory(path, free(1<<30)); err != nil || debug.SetGCPercent(100) != 100 {
+		t.Errorf("fitMemory of a small history changed GOGC (err %v)", err)
+	}
+	big := filepath.Join(t.TempDir(), "big.jsonl")
+	if err := os.WriteFile(big, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(big, bigHistory); err != nil { // sparse: no disk used
+		t.Fatal(err)
+	}
+	t.Setenv("GOGC", "")
+	os.Unsetenv("GOGC")
+	if err := fitMemory(big, free(1<<40)); err != nil || debug.SetGCPercent(100) != checkGCPercent {
+		t.Errorf("fitMemory of a %d-byte history left GOGC alone (err %v), want %d", bigHistory, err, checkGCPercent)
+	}
+	t.Setenv("GOGC", "80")
+	if err := fitMemory(big, free(1<<40)); err != nil || debug.SetGCPercent(100) != 100 {
+		t.Errorf("fitMemory changed GOGC although the GOGC variable was set (err %v)", err)
 	}
 
 	// Nothing to measure: left to the reader.
@@ -82,8 +106,8 @@ func TestRecordedRefusesAHistoryTooLargeToCheck(t *testing.T) {
 	memAvailable = func() (uint64, error) { return 10, nil }
 	got, err := recorded(dir, history.NewRecorder(nil))
 	var me *MemoryError
-	if len(got) != 0 || !errors.As(err, &me) || !strings.Contains(err.Error(), "not checked") {
-		t.Fatalf("recorded with 10 bytes free = %d ops, %v; want none and a MemoryError saying it was not checked", len(got), err)
+	if got.Len() != 0 || !errors.As(err, &me) || !strings.Contains(err.Error(), "not checked") {
+		t.Fatalf("recorded with 10 bytes free = %d ops, %v; want none and a MemoryError saying it was not checked", got.Len(), err)
 	}
 	d := checker.Decide(context.Background(), got, checker.RunFacts{Errors: []string{err.Error()}}, 0)
 	if d.Valid == checker.Valid {
@@ -91,7 +115,7 @@ func TestRecordedRefusesAHistoryTooLargeToCheck(t *testing.T) {
 	}
 
 	memAvailable = func() (uint64, error) { return 1 << 30, nil }
-	if got, err := recorded(dir, history.NewRecorder(nil)); err != nil || len(got) != len(h) {
-		t.Errorf("recorded with 1 GiB free = %d ops, %v; want %d", len(got), err, len(h))
+	if got, err := recorded(dir, history.NewRecorder(nil)); err != nil || got.Len() != len(h) {
+		t.Errorf("recorded with 1 GiB free = %d ops, %v; want %d", got.Len(), err, len(h))
 	}
 }

@@ -309,7 +309,7 @@ func TestReplicatedFailoverGivesTwoHolders(t *testing.T) {
 	t.Logf("p0 holds L (token %d) from %s until %v; p1 holds it (token %d) from %s", la.Token, la.Node, la.ValidUntil, lb.Token, lb.Node)
 
 	h := rec.History()
-	res := checker.Run(ctx, h, checker.All()...)
+	res := checker.Run(ctx, history.NewTable(h), checker.All()...)
 	var found *checker.Anomaly
 	verdict := checker.Valid
 	for _, c := range res {

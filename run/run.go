@@ -498,7 +498,7 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	if err := reports.WriteIndex(cfg.StoreDir); err != nil {
 		lg.Warn("store index", "err", err)
 	}
-	lg.Info("run done", "valid", res.Valid, "ops", len(h), "critical_sections", acquired.Load())
+	lg.Info("run done", "valid", res.Valid, "ops", h.Len(), "critical_sections", acquired.Load())
 	return &Outcome{Dir: dir, Results: res}, nil
 }
 
@@ -509,20 +509,23 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 //
 // A history too large for the memory the machine has free is not read
 // (FitMemory): the error says so, and the run is left unchecked.
-func recorded(dir string, rec *history.Recorder) (history.History, error) {
+func recorded(dir string, rec *history.Recorder) (*history.Table, error) {
 	path := filepath.Join(dir, runstore.HistoryFile)
 	if err := FitMemory(path); err != nil {
-		return nil, fmt.Errorf("history: not checked: %w", err)
+		return &history.Table{}, fmt.Errorf("history: not checked: %w", err)
 	}
-	h, err := history.ReadFile(path)
+	h, err := history.ReadTable(path)
 	tail := rec.History()
 	if err != nil {
-		return h, fmt.Errorf("history: reading it back: %v; the check sees its first %d ops of %d", err, len(h), rec.Len())
+		return h, fmt.Errorf("history: reading it back: %v; the check sees its first %d ops of %d", err, h.Len(), rec.Len())
 	}
-	if len(tail) > 0 && tail[0].Index != len(h) {
-		return h, fmt.Errorf("history: the file has %d ops but the ops kept in memory start at %d; the check sees the file's", len(h), tail[0].Index)
+	if len(tail) > 0 && tail[0].Index != h.Len() {
+		return h, fmt.Errorf("history: the file has %d ops but the ops kept in memory start at %d; the check sees the file's", h.Len(), tail[0].Index)
 	}
-	return append(h, tail...), nil
+	for _, op := range tail {
+		h.Append(op)
+	}
+	return h, nil
 }
 
 // backoff is the workers' wait after a failed acquire.
@@ -714,7 +717,7 @@ func (t teeHandler) WithGroup(name string) slog.Handler {
 // first, so results.json can say that it is missing; if results.json itself
 // cannot be written, it still holds what the run wrote at its start
 // (unknown, unfinished), and a report that says otherwise is removed.
-func storeResults(dir string, res *runstore.Results, h history.History, vis *checker.Visualization) error {
+func storeResults(dir string, res *runstore.Results, h *history.Table, vis *checker.Visualization) error {
 	fail := func(err error) error {
 		err = fmt.Errorf("store: %w", err)
 		res.Problems = append(res.Problems, err.Error())

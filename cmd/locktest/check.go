@@ -51,13 +51,13 @@ problem, so the verdict is at best unknown.`,
 			case errors.As(err, &cut) && errors.Is(err, history.ErrTruncated):
 				// (A second check finds the problem in results.json already.)
 				if p := fmt.Sprintf("history: line %d was cut short (%v); the %d ops before it were checked",
-					cut.Line, history.ErrTruncated, len(h)); !slices.Contains(info.Errors, p) {
+					cut.Line, history.ErrTruncated, h.Len()); !slices.Contains(info.Errors, p) {
 					info.Errors = append(info.Errors, p)
 				}
 			case err != nil:
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "read %d ops in %s\n", len(h), time.Since(start).Round(time.Millisecond))
+			fmt.Fprintf(cmd.OutOrStdout(), "read %d ops in %s\n", h.Len(), time.Since(start).Round(time.Millisecond))
 			checked := time.Now()
 			d := checker.Decide(cmd.Context(), h, info.Facts(), reports.MaxVisualizedOps)
 			res := runstore.New(info, d)
@@ -109,7 +109,7 @@ func newReportCmd() *cobra.Command {
 // is returned (without that line) with its error, which wraps
 // history.ErrTruncated in a *history.LineError; any other bad history is
 // an error alone.
-func loadRun(arg string) (dir string, h history.History, info runstore.RunInfo, err error) {
+func loadRun(arg string) (dir string, h *history.Table, info runstore.RunInfo, err error) {
 	dir, path := arg, filepath.Join(arg, runstore.HistoryFile)
 	if st, serr := os.Stat(arg); serr == nil && !st.IsDir() {
 		dir, path = filepath.Dir(arg), arg
@@ -117,7 +117,7 @@ func loadRun(arg string) (dir string, h history.History, info runstore.RunInfo, 
 	if err := run.FitMemory(path); err != nil {
 		return "", nil, info, err
 	}
-	h, herr := history.ReadFile(path)
+	h, herr := history.ReadTable(path)
 	if herr != nil && !errors.Is(herr, history.ErrTruncated) {
 		return "", nil, info, herr
 	}
