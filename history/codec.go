@@ -8,12 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"runtime"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/locktest/locktest/internal/jsonscan"
 )
 
 // Writer appends ops to a JSON-lines file. Every op is written with a single
@@ -495,8 +496,7 @@ func ReadFile(path string) (History, error) {
 // encoding/json would. It interns the strings it reads, since a history
 // repeats a few lock names, functions and errors many times.
 type fastParser struct {
-	b      []byte
-	i      int
+	jsonscan.Scanner
 	intern map[string]string
 	limit  int // the most strings intern holds
 	// scratch makes an op's Token and N point into the parser, which the
@@ -529,11 +529,11 @@ func (o *OpParser) Parse(line []byte, op *Op) bool { return o.p.parse(line, op) 
 // parse decodes line (without its newline) into op and reports whether it
 // could.
 func (p *fastParser) parse(line []byte, op *Op) bool {
-	p.b, p.i = line, 0
-	ok := p.object(func(key []byte) bool {
+	p.Reset(line)
+	ok := p.Object(func(key []byte) bool {
 		switch string(key) {
 		case "index":
-			n, ok := p.int()
+			n, ok := p.Int()
 			op.Index = int(n)
 			return ok
 		case "type":
@@ -541,7 +541,7 @@ func (p *fastParser) parse(line []byte, op *Op) bool {
 			op.Type = Type(s)
 			return ok
 		case "process":
-			n, ok := p.int()
+			n, ok := p.Int()
 			op.Process = int(n)
 			return ok
 		case "f":
@@ -549,7 +549,7 @@ func (p *fastParser) parse(line []byte, op *Op) bool {
 			op.F = s
 			return ok
 		case "time":
-			n, ok := p.int()
+			n, ok := p.Int()
 			op.Time = n
 			return ok
 		case "error":
@@ -561,18 +561,18 @@ func (p *fastParser) parse(line []byte, op *Op) bool {
 		}
 		return false
 	})
-	return ok && p.i == len(p.b)
+	return ok && p.Done()
 }
 
 func (p *fastParser) value(v *Value) bool {
-	return p.object(func(key []byte) bool {
+	return p.Object(func(key []byte) bool {
 		var ok bool
 		switch string(key) {
 		case "lock":
 			v.Lock, ok = p.str()
 		case "token":
 			var t uint64
-			t, ok = p.uint()
+			t, ok = p.Uint()
 			if p.scratch {
 				p.tok = t
 				v.Token = &p.tok
@@ -582,10 +582,10 @@ func (p *fastParser) value(v *Value) bool {
 		case "lock_value":
 			v.LockValue, ok = p.str()
 		case "valid_until":
-			v.ValidUntil, ok = p.int()
+			v.ValidUntil, ok = p.Int()
 		case "n":
 			var n int64
-			n, ok = p.int()
+			n, ok = p.Int()
 			if p.scratch {
 				p.n = n
 				v.N = &p.n
@@ -593,7 +593,7 @@ func (p *fastParser) value(v *Value) bool {
 				v.N = Num(n)
 			}
 		case "store_time":
-			v.StoreTime, ok = p.int()
+			v.StoreTime, ok = p.Int()
 		case "removed":
 			v.Removed, ok = p.str()
 		case "node":
@@ -601,7 +601,7 @@ func (p *fastParser) value(v *Value) bool {
 		case "targets":
 			v.Targets, ok = p.strs()
 		case "duration":
-			v.Duration, ok = p.int()
+			v.Duration, ok = p.Int()
 		case "point":
 			v.Point, ok = p.str()
 		}
@@ -609,58 +609,9 @@ func (p *fastParser) value(v *Value) bool {
 	})
 }
 
-// object parses {"key":value,...}, calling field for each key with the
-// parser at its value.
-func (p *fastParser) object(field func(key []byte) bool) bool {
-	if !p.eat('{') {
-		return false
-	}
-	if p.eat('}') {
-		return true
-	}
-	for {
-		key, ok := p.raw()
-		if !ok || !p.eat(':') || !field(key) {
-			return false
-		}
-		if p.eat('}') {
-			return true
-		}
-		if !p.eat(',') {
-			return false
-		}
-	}
-}
-
-func (p *fastParser) eat(c byte) bool {
-	if p.i < len(p.b) && p.b[p.i] == c {
-		p.i++
-		return true
-	}
-	return false
-}
-
-// raw parses a string of printable ASCII without escapes and returns its
-// bytes.
-func (p *fastParser) raw() ([]byte, bool) {
-	if !p.eat('"') {
-		return nil, false
-	}
-	start := p.i
-	for ; p.i < len(p.b); p.i++ {
-		switch c := p.b[p.i]; {
-		case c == '"':
-			p.i++
-			return p.b[start : p.i-1], true
-		case c < 0x20 || c >= 0x7f || c == '\\':
-			return nil, false
-		}
-	}
-	return nil, false
-}
-
+// str reads a string, interned.
 func (p *fastParser) str() (string, bool) {
-	b, ok := p.raw()
+	b, ok := p.Raw()
 	if !ok {
 		return "", false
 	}
@@ -674,12 +625,13 @@ func (p *fastParser) str() (string, bool) {
 	return s, true
 }
 
+// strs reads an array of strings, interned.
 func (p *fastParser) strs() ([]string, bool) {
-	if !p.eat('[') {
+	if !p.Eat('[') {
 		return nil, false
 	}
 	out := []string{}
-	if p.eat(']') {
+	if p.Eat(']') {
 		return out, true
 	}
 	for {
@@ -688,49 +640,11 @@ func (p *fastParser) strs() ([]string, bool) {
 			return nil, false
 		}
 		out = append(out, s)
-		if p.eat(']') {
+		if p.Eat(']') {
 			return out, true
 		}
-		if !p.eat(',') {
+		if !p.Eat(',') {
 			return nil, false
 		}
 	}
-}
-
-// uint parses a JSON integer without sign that fits a uint64.
-func (p *fastParser) uint() (uint64, bool) {
-	start := p.i
-	var n uint64
-	for p.i < len(p.b) && p.b[p.i] >= '0' && p.b[p.i] <= '9' {
-		d := uint64(p.b[p.i] - '0')
-		if n > (math.MaxUint64-d)/10 {
-			return 0, false
-		}
-		n = n*10 + d
-		p.i++
-	}
-	digits := p.i - start
-	if digits == 0 || (digits > 1 && p.b[start] == '0') {
-		return 0, false
-	}
-	// A fraction or exponent is not an integer: leave it to encoding/json.
-	if p.i < len(p.b) && (p.b[p.i] == '.' || p.b[p.i] == 'e' || p.b[p.i] == 'E') {
-		return 0, false
-	}
-	return n, true
-}
-
-// int parses a JSON integer that fits an int64.
-func (p *fastParser) int() (int64, bool) {
-	neg := p.eat('-')
-	u, ok := p.uint()
-	switch {
-	case !ok:
-		return 0, false
-	case neg && u <= 1<<63:
-		return -int64(u-1) - 1, true
-	case !neg && u < 1<<63:
-		return int64(u), true
-	}
-	return 0, false
 }

@@ -2,10 +2,10 @@ package workloads
 
 import (
 	"encoding/json"
-	"math"
 	"strconv"
 
 	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/internal/jsonscan"
 )
 
 // The store's lines are encoded by hand, byte for byte as encoding/json
@@ -65,24 +65,24 @@ func decodeRequest(line []byte, req *StoreRequest) error {
 	*req = StoreRequest{}
 	var tok uint64
 	hasTok := false
-	ok := scanObject(line, func(key []byte, s *scanner) bool {
+	ok := scanObject(line, func(key []byte, s *jsonscan.Scanner) bool {
 		var ok bool
 		switch string(key) {
 		case "f":
-			req.F, ok = s.str()
+			req.F, ok = str(s)
 		case "process":
 			var n int64
-			n, ok = s.int()
+			n, ok = s.Int()
 			req.Process = int(n)
 		case "lock":
-			req.Lock, ok = s.str()
+			req.Lock, ok = str(s)
 		case "n":
-			req.N, ok = s.int()
+			req.N, ok = s.Int()
 		case "token":
-			tok, ok = s.uint()
+			tok, ok = s.Uint()
 			hasTok = true
 		case "lock_value":
-			req.LockValue, ok = s.str()
+			req.LockValue, ok = str(s)
 		}
 		return ok
 	})
@@ -99,17 +99,17 @@ func decodeRequest(line []byte, req *StoreRequest) error {
 // decodeReply decodes one reply line.
 func decodeReply(line []byte, rep *StoreReply) error {
 	*rep = StoreReply{}
-	ok := scanObject(line, func(key []byte, s *scanner) bool {
+	ok := scanObject(line, func(key []byte, s *jsonscan.Scanner) bool {
 		var ok bool
 		switch string(key) {
 		case "ok":
-			rep.OK, ok = s.bool()
+			rep.OK, ok = s.Bool()
 		case "n":
-			rep.N, ok = s.int()
+			rep.N, ok = s.Int()
 		case "time":
-			rep.Time, ok = s.int()
+			rep.Time, ok = s.Int()
 		case "error":
-			rep.Error, ok = s.str()
+			rep.Error, ok = str(s)
 		}
 		return ok
 	})
@@ -120,108 +120,19 @@ func decodeReply(line []byte, rep *StoreReply) error {
 	return nil
 }
 
-// scanner reads the flat JSON objects the encoders above write: string
-// keys, and values that are strings of printable ASCII without escapes,
-// integers or booleans. Anything else makes it give up.
-type scanner struct {
-	b []byte
-	i int
-}
-
 // scanObject parses line, one object with its newline or without, calling
 // field with the scanner at each key's value; an unknown key gives up.
-func scanObject(line []byte, field func(key []byte, s *scanner) bool) bool {
+func scanObject(line []byte, field func(key []byte, s *jsonscan.Scanner) bool) bool {
 	if n := len(line); n > 0 && line[n-1] == '\n' {
 		line = line[:n-1]
 	}
-	s := &scanner{b: line}
-	if !s.eat('{') {
-		return false
-	}
-	if s.eat('}') {
-		return s.i == len(s.b)
-	}
-	for {
-		key, ok := s.raw()
-		if !ok || !s.eat(':') || !field(key, s) {
-			return false
-		}
-		if s.eat('}') {
-			return s.i == len(s.b)
-		}
-		if !s.eat(',') {
-			return false
-		}
-	}
+	var s jsonscan.Scanner
+	s.Reset(line)
+	return s.Object(func(key []byte) bool { return field(key, &s) }) && s.Done()
 }
 
-func (s *scanner) eat(c byte) bool {
-	if s.i < len(s.b) && s.b[s.i] == c {
-		s.i++
-		return true
-	}
-	return false
-}
-
-func (s *scanner) raw() ([]byte, bool) {
-	if !s.eat('"') {
-		return nil, false
-	}
-	start := s.i
-	for ; s.i < len(s.b); s.i++ {
-		switch c := s.b[s.i]; {
-		case c == '"':
-			s.i++
-			return s.b[start : s.i-1], true
-		case c < 0x20 || c >= 0x7f || c == '\\':
-			return nil, false
-		}
-	}
-	return nil, false
-}
-
-func (s *scanner) str() (string, bool) {
-	b, ok := s.raw()
+// str reads a string.
+func str(s *jsonscan.Scanner) (string, bool) {
+	b, ok := s.Raw()
 	return string(b), ok
-}
-
-// uint parses an integer without sign that fits a uint64.
-func (s *scanner) uint() (uint64, bool) {
-	start := s.i
-	var n uint64
-	for s.i < len(s.b) && s.b[s.i] >= '0' && s.b[s.i] <= '9' {
-		d := uint64(s.b[s.i] - '0')
-		if n > (math.MaxUint64-d)/10 {
-			return 0, false
-		}
-		n = n*10 + d
-		s.i++
-	}
-	digits := s.i - start
-	return n, digits > 0 && (digits == 1 || s.b[start] != '0')
-}
-
-// int parses an integer that fits an int64.
-func (s *scanner) int() (int64, bool) {
-	neg := s.eat('-')
-	u, ok := s.uint()
-	switch {
-	case !ok:
-		return 0, false
-	case neg && u <= 1<<63:
-		return -int64(u-1) - 1, true
-	case !neg && u < 1<<63:
-		return int64(u), true
-	}
-	return 0, false
-}
-
-func (s *scanner) bool() (bool, bool) {
-	for _, w := range []string{"true", "false"} {
-		if len(s.b)-s.i >= len(w) && string(s.b[s.i:s.i+len(w)]) == w {
-			s.i += len(w)
-			return w == "true", true
-		}
-	}
-	return false, false
 }
