@@ -68,12 +68,23 @@ func TestBadClientsNeverPassAsValid(t *testing.T) {
 			cfg := clientConfig(t, clientPath(t, "testdata/bad_client.py"), "redis")
 			cfg.ClientParams = map[string]string{"mode": tc.mode}
 			cfg.Duration, cfg.Clients = 3*time.Second, 3
+			if tc.mode == "lie" || tc.mode == "die" {
+				// Each lie must be seen to overlap another client's
+				// hold, whatever the load: every critical section lasts
+				// 400 ms, so the three clients' first lying grants, made
+				// within moments of each other, overlap by hundreds of
+				// ms. (With the default work time, a loaded machine ran
+				// the clients' short sections one after another, and a
+				// die run was valid 3 times in 8 under stress-ng.) The
+				// die clients die at their fourth acquire, 1.2 s in.
+				cfg.Duration, cfg.Work, cfg.WorkMin = 4*time.Second, 400*time.Millisecond, 400*time.Millisecond
+			}
 			out, err := Run(context.Background(), cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if out.Results.Valid == checker.Valid {
-				t.Fatalf("a %s client's run is valid", tc.mode)
+				t.Fatalf("a %s client's run is valid: stats %v, store %s", tc.mode, out.Results.Stats, out.Dir)
 			}
 			if tc.kind != "" && kinds(out.Results)[tc.kind] == 0 {
 				t.Errorf("anomalies %v: want %s", kinds(out.Results), tc.kind)
