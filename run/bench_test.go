@@ -63,10 +63,14 @@ func bareRate(tb testing.TB, clients int, d time.Duration, bo workloads.Backoff)
 	return bareRateOn(tb, clients, 1, d, bo)
 }
 
-// bareRateOn is bareRate with the clients spread over locks locks, as
-// locktest's workers are (client i contends for lock i mod locks).
+// bareRateOn is bareRate with the clients contending for locks locks, as
+// locktest's workers do: each attempt picks one of them at random.
 func bareRateOn(tb testing.TB, clients, locks int, d time.Duration, bo workloads.Backoff) float64 {
 	tb.Helper()
+	names := make([]string, locks)
+	for i := range names {
+		names[i] = fmt.Sprintf("lock-%d", i)
+	}
 	r, err := local.NewRedis(local.RedisOptions{Dir: tb.TempDir()})
 	r = testcluster.Started(tb, r, err)
 	var (
@@ -77,7 +81,7 @@ func bareRateOn(tb testing.TB, clients, locks int, d time.Duration, bo workloads
 		errs     []error
 	)
 	for i := range clients {
-		cfg, _ := json.Marshal(bareloop.Config{Addr: r.Nodes()[0].Addr, Lock: fmt.Sprintf("lock-%d", i%locks), TTL: time.Second, Duration: d, Backoff: bo, Seed: uint64(i + 1)})
+		cfg, _ := json.Marshal(bareloop.Config{Addr: r.Nodes()[0].Addr, Locks: names, TTL: time.Second, Duration: d, Backoff: bo, Seed: uint64(i + 1)})
 		cmd := exec.Command(os.Args[0])
 		cmd.Env = append(os.Environ(), testexe.BareEnv+"="+string(cfg))
 		cmd.Stderr = os.Stderr

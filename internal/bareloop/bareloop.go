@@ -27,12 +27,13 @@ return false`)
 
 var release = goredis.NewScript(`if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("del",KEYS[1]) else return 0 end`)
 
-// Config is one loop: the Redis it talks to, the lock it contends for,
-// the lease time, how long it runs, and the retry policy after a failed
-// acquire (the same Backoff the workers use).
+// Config is one loop: the Redis it talks to, the locks it contends for
+// (each attempt picks one at random, as a worker's does), the lease time,
+// how long it runs, and the retry policy after a failed acquire (the same
+// Backoff the workers use).
 type Config struct {
 	Addr     string            `json:"addr"`
-	Lock     string            `json:"lock"`
+	Locks    []string          `json:"locks"`
 	TTL      time.Duration     `json:"ttl"`
 	Duration time.Duration     `json:"duration"`
 	Backoff  workloads.Backoff `json:"backoff"`
@@ -52,7 +53,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	rdb := goredis.NewClient(&goredis.Options{Addr: cfg.Addr, PoolSize: 1, MaxRetries: -1})
 	defer rdb.Close()
 	rng := rand.New(rand.NewPCG(cfg.Seed, 1))
-	counter := cfg.Lock + ":counter"
+	if len(cfg.Locks) == 0 {
+		return Result{}, errors.New("bareloop: no locks")
+	}
 	var res Result
 	start := time.Now()
 	end := start.Add(cfg.Duration)
@@ -61,9 +64,11 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		if err := ctx.Err(); err != nil {
 			return res, err
 		}
+		// As a worker does: each attempt picks a lock at random.
+		lock := cfg.Locks[rng.IntN(len(cfg.Locks))]
 		value := fmt.Sprintf("bare-%d-%d", cfg.Seed, i)
 		res.Acquires++
-		_, err := acquire.Run(ctx, rdb, []string{cfg.Lock, cfg.Lock + ":fence"}, value, cfg.TTL.Milliseconds()).Int64()
+		_, err := acquire.Run(ctx, rdb, []string{lock, lock + ":fence"}, value, cfg.TTL.Milliseconds()).Int64()
 		if errors.Is(err, goredis.Nil) {
 			failed++
 			time.Sleep(cfg.Backoff.Wait(failed, rng.Float64()))
@@ -73,6 +78,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			return res, err
 		}
 		failed = 0
+		counter := lock + ":counter"
 		n, err := rdb.Get(ctx, counter).Int64()
 		if err != nil && !errors.Is(err, goredis.Nil) {
 			return res, err
@@ -80,7 +86,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		if err := rdb.Set(ctx, counter, n+1, 0).Err(); err != nil {
 			return res, err
 		}
-		if err := release.Run(ctx, rdb, []string{cfg.Lock}, value).Err(); err != nil {
+		if err := release.Run(ctx, rdb, []string{lock}, value).Err(); err != nil {
 			return res, err
 		}
 		res.Sections++

@@ -28,7 +28,7 @@ func TestTwoLoopsCountEveryCriticalSection(t *testing.T) {
 	errs := make([]error, 2)
 	for i := range res {
 		wg.Go(func() {
-			res[i], errs[i] = Run(ctx, Config{Addr: addr, Lock: "l", TTL: 10 * time.Second, Duration: time.Second,
+			res[i], errs[i] = Run(ctx, Config{Addr: addr, Locks: []string{"l"}, TTL: 10 * time.Second, Duration: time.Second,
 				Backoff: workloads.Backoff{Policy: workloads.BackoffUniform, Retry: workloads.Duration(time.Millisecond)}, Seed: uint64(i + 1)})
 		})
 	}
