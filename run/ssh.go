@@ -79,6 +79,9 @@ type sshPlatform struct {
 	runID  string
 	cl     *sshp.Cluster
 	netWhy string
+	// shim is the clock shim library on this host, when the run's clock
+	// faults need it and the backend's nodes can take it.
+	shim string
 	// ruled is set once the run's network faults were handed out: only
 	// then are there rules to remove.
 	ruled bool
@@ -130,12 +133,30 @@ func (s *sshPlatform) cluster(cfg Config, impl impls.Impl, lg *slog.Logger) (clu
 		node = []string{self}
 	}
 	cl, err := sshp.New(sshp.Options{Backend: impl.Backend, Nodes: impl.Nodes, Conns: s.conns, Inventory: s.inv,
-		RunID: s.runID, Persistence: cfg.Persistence, NodeCommand: node, NodeEnv: cfg.NodeEnv, Logger: lg})
+		RunID: s.runID, Persistence: cfg.Persistence, NodeCommand: node, NodeEnv: cfg.NodeEnv, ClockShim: s.shim, Logger: lg})
 	if err != nil {
 		return nil, err
 	}
 	s.cl = cl
 	return cl, nil
+}
+
+// clocks returns the nodes' clocks on the hosts, or nil when the run has
+// no clock shim or a host could not preload it.
+func (s *sshPlatform) clocks() nemesis.ClockControl {
+	if s.cl == nil || s.shim == "" || s.cl.ClockReason() != "" {
+		return nil
+	}
+	return s.cl
+}
+
+// clockReason says why the run's clock faults cannot move the nodes'
+// clocks once the nodes started, or "".
+func (s *sshPlatform) clockReason() string {
+	if s.cl == nil || s.shim == "" {
+		return ""
+	}
+	return s.cl.ClockReason()
 }
 
 // network returns the hosts' iptables faults, or nil when unavailable.

@@ -1,6 +1,7 @@
 package run
 
 import (
+	"cmp"
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
@@ -16,10 +17,13 @@ import (
 
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/clusters/docker"
+	"github.com/locktest/locktest/clusters/roles"
 	sshp "github.com/locktest/locktest/clusters/ssh"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/internal/testbin"
 	"github.com/locktest/locktest/internal/testexe"
+	"github.com/locktest/locktest/internal/testlab"
+	"github.com/locktest/locktest/workloads"
 	xssh "golang.org/x/crypto/ssh"
 )
 
@@ -67,32 +71,6 @@ func sshConfig(t *testing.T, impl, inventory string) Config {
 	return cfg
 }
 
-// assertHostsClean checks that no host of the inventory keeps a run
-// directory, a locktest iptables rule or a redis-server process.
-func assertHostsClean(t *testing.T, inventory string) {
-	t.Helper()
-	inv, err := sshp.LoadInventory(inventory)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	conns, err := sshp.Dial(ctx, inv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sshp.CloseAll(conns)
-	for _, c := range conns {
-		out, err := c.Run(ctx, "ls -A "+sshp.DefaultWorkdir+" 2>/dev/null; iptables-save | grep locktest; for f in /proc/[0-9]*/cmdline; do grep -qa 'redis-serve[r]' $f 2>/dev/null && echo process $f; done; true")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if s := strings.TrimSpace(out); s != "" {
-			t.Errorf("host %s keeps what a run made: %s", c.Host.Name, s)
-		}
-	}
-}
-
 // TestSSHLabRuns runs Redlock over the SSH lab: fault-free, with a node
 // paused, with a node killed and restarted (with the append-only file
 // fsynced at every write, so the restart remembers), and with a node
@@ -105,6 +83,8 @@ func TestSSHLabRuns(t *testing.T) {
 	for _, tc := range []struct {
 		name, impl, fault, heal string
 		persistence             string
+		// target pins the fault; n1 when empty.
+		target string
 	}{
 		{name: "no-faults", impl: "redlock"},
 		{name: "pause-node", impl: "redlock", fault: "pause-node", heal: "resume-node"},
@@ -114,6 +94,10 @@ func TestSSHLabRuns(t *testing.T) {
 		// member's kill can end in a duplicate token here as on local,
 		// depending on timing, so the etcd run is fault-free.)
 		{name: "etcd-no-faults", impl: "etcd-mutex"},
+		// The isolation of whichever member leads when the fault goes in
+		// (roles read over the lab's network); the lease outlives the
+		// cut's election, so the run stays valid, as on local.
+		{name: "etcd-isolate-leader", impl: "etcd-mutex", fault: "isolate", heal: "heal-network", target: "leader"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := sshConfig(t, tc.impl, inventory)
@@ -127,7 +111,7 @@ func TestSSHLabRuns(t *testing.T) {
 			cfg.TTL = 5 * time.Second
 			if tc.fault != "" {
 				cfg.Faults = []string{tc.fault}
-				cfg.Targets = map[string][]string{tc.fault: {"n1"}}
+				cfg.Targets = map[string][]string{tc.fault: {cmp.Or(tc.target, "n1")}}
 				cfg.Persistence = tc.persistence
 				cfg.Interval, cfg.NodeDown, cfg.Window = 500*time.Millisecond, 500*time.Millisecond, 600*time.Millisecond
 				// A fault phase of 10 s: room for the first fault on a
@@ -153,15 +137,102 @@ func TestSSHLabRuns(t *testing.T) {
 				if faults < 1 || heals < 1 {
 					t.Errorf("%d %s, %d %s applied: %v", faults, tc.fault, heals, tc.heal, nemesisSeq(h))
 				}
+				if tc.target == "leader" {
+					assertLeaderHit(t, h, tc.fault)
+				}
 			}
 			if b, err := os.ReadFile(filepath.Join(out.Dir, "logs", "n1.log")); err != nil || !strings.Contains(string(b), map[string]string{"redlock": "Ready to accept connections", "etcd-mutex": "serving client traffic"}[tc.impl]) {
 				t.Errorf("logs/n1.log is not the node's log collected from its host (err %v)", err)
 			}
-			assertHostsClean(t, inventory)
+			testlab.AssertClean(t, inventory)
 		})
 	}
 	t.Run("bad-hosts", func(t *testing.T) { sshBadHosts(t, inventory) })
 	t.Run("cleanup", func(t *testing.T) { sshCleanup(t, inventory) })
+}
+
+// assertLeaderHit checks that every fault of the history that went in
+// recorded its node as the leader when it was picked.
+func assertLeaderHit(t *testing.T, h history.History, fault string) {
+	t.Helper()
+	for _, o := range h {
+		if !o.IsNemesis() || o.Type != history.OK || !strings.Contains(o.F, fault) {
+			continue
+		}
+		cut, _, _ := strings.Cut(strings.Join(o.Value.Targets, " "), "|")
+		if len(o.Value.Roles) != 1 || o.Value.Roles[cut] != roles.EtcdLeader {
+			t.Errorf("%s of %s recorded roles %v, want %s=leader", o.F, cut, o.Value.Roles, cut)
+		}
+	}
+}
+
+// TestSSHLabFaultsShowViolations runs, over the SSH lab, the faults that
+// break a lock resting on one Redis or on leases alone, each pinned to a
+// node or a process and to a point, and checks that each run is invalid
+// for the fault's reason, as the same runs are on the local provider:
+//   - Redlock's GC pause (claim 1 of the catalogue): a client paused right
+//     after its acquire, four leases long, writes after the next holder;
+//   - a forward clock bump on the Redis host (claim 2's mechanism: the
+//     clock shim uploaded to the host and preloaded into redis-server)
+//     expires the holder's key at once, and another client takes the lock;
+//   - a kill and an immediate restart of the Redis node without
+//     persistence (claim 6's mechanism) forgets the holder's key.
+//
+// Claims 2 and 6 as the catalogue runs them split the clients between two
+// sides of a partition, which the ssh provider cannot (every client is on
+// the control host), so each mechanism is shown on a single Redis node.
+// Afterwards no host keeps a file, rule or process of the runs.
+func TestSSHLabFaultsShowViolations(t *testing.T) {
+	inventory := sshLab(t)
+	for _, tc := range []struct {
+		name, impl, fault string
+		setup             func(*Config)
+		// kinds are the anomalies of which the run must show one.
+		kinds []string
+	}{
+		{name: "redlock-gc-pause", impl: "redlock", fault: "pause-client", kinds: []string{"stale-write", "lost-update"}, setup: func(c *Config) {
+			c.Mode, c.PausePoint = workloads.ModeNone, workloads.PointAfterAcquire
+			c.TTL, c.Work, c.ClientPause = 300*time.Millisecond, 5*time.Millisecond, 1200*time.Millisecond
+			c.Targets = map[string][]string{"pause-client": {"p0"}}
+		}},
+		{name: "clock-bump", impl: "redis-set-nx-px", fault: "clock-bump", kinds: []string{"overlapping-holds", "lost-update", "stale-write"}, setup: func(c *Config) {
+			c.Mode, c.ClockDirection = workloads.ModeNone, "forward"
+			c.TTL, c.Work, c.Window = 2*time.Second, 1500*time.Millisecond, 3*time.Second
+			c.Targets = map[string][]string{"clock-bump": {"n1"}}
+		}},
+		{name: "kill-restart-without-persistence", impl: "redis-set-nx-px", fault: "kill-node", kinds: []string{"overlapping-holds", "lost-update", "stale-write"}, setup: func(c *Config) {
+			c.Mode, c.Persistence, c.NodeDown = workloads.ModeNone, "off", 0
+			c.TTL, c.Work = 2*time.Second, 1500*time.Millisecond
+			c.Targets = map[string][]string{"kill-node": {"n1"}}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := sshConfig(t, tc.impl, inventory)
+			cfg.Faults, cfg.Clients = []string{tc.fault}, 3
+			cfg.Interval, cfg.Duration, cfg.Quiet = time.Second, 14*time.Second, 4*time.Second
+			tc.setup(&cfg)
+			shown := func(out *Outcome, h history.History) bool {
+				k := kinds(out.Results)
+				for _, want := range tc.kinds {
+					if k[want] > 0 {
+						return out.Results.Valid == checker.Invalid
+					}
+				}
+				return false
+			}
+			out, h := reproduce(t, cfg, shown)
+			if n := nemesisOps(h, tc.fault, history.OK); n < 1 {
+				t.Fatalf("no %s applied: %v", tc.fault, nemesisSeq(h))
+			}
+			if !shown(out, h) {
+				t.Errorf("verdict %s, anomalies %v, problems %v: want invalid with one of %v", out.Results.Valid, kinds(out.Results), out.Results.Problems, tc.kinds)
+			}
+			if tc.fault == "clock-bump" && !strings.Contains(out.Results.Run.Clock, "clock shim") {
+				t.Errorf("results say clock %q, want the clock shim", out.Results.Run.Clock)
+			}
+			testlab.AssertClean(t, inventory)
+		})
+	}
 }
 
 // sshCleanup leaves on h1 what a killed driver would (a run directory whose
@@ -170,17 +241,7 @@ func TestSSHLabRuns(t *testing.T) {
 // live process, and checks that Cleanup removes the first whole and keeps
 // the second.
 func sshCleanup(t *testing.T, inventory string) {
-	inv, err := sshp.LoadInventory(inventory)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	conns, err := sshp.Dial(ctx, inv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sshp.CloseAll(conns)
+	ctx, conns := testlab.Dial(t, inventory)
 	h1 := conns[0]
 	host, _ := os.Hostname()
 	dead, live := sshp.RunDir(h1.Host, "deadbeef"), sshp.RunDir(h1.Host, "live0001")
@@ -203,7 +264,7 @@ iptables -w -I INPUT -s 192.0.2.1 -m comment --comment locktest:deadbeef -j DROP
 	if len(left) != 1 || left[0].RunID != "deadbeef" || left[0].Host != "h1" {
 		t.Errorf("cleanup found %+v, want the dead run on h1 only", left)
 	}
-	out, err := h1.Run(ctx, "ls -A "+sshp.DefaultWorkdir+"; iptables-save | grep locktest; for f in /proc/[0-9]*/cmdline; do grep -qa 'redis-serve[r]' $f && echo process $f; done; true")
+	out, err := h1.Run(ctx, testlab.Leftovers)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +324,7 @@ func sshBadHosts(t *testing.T, inventory string) {
 			if !errors.As(err, &se) || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), "ssh h") {
 				t.Errorf("error %v, want a one-line setup error naming the host with %q", err, tc.want)
 			}
-			assertHostsClean(t, inventory)
+			testlab.AssertClean(t, inventory)
 		})
 	}
 }

@@ -75,6 +75,11 @@ type Options struct {
 	// environment there.
 	NodeCommand []string
 	NodeEnv     []string
+	// ClockShim is the clock shim library on the control host
+	// (clockshim.Build); when set, it is uploaded into the run's
+	// directory on each Redis host and preloaded into the node, and the
+	// cluster moves the nodes' clocks (Set). Empty: clocks stay put.
+	ClockShim string
 	// Logger receives the provider's log.
 	Logger *slog.Logger
 }
@@ -87,13 +92,18 @@ func NewRunID() string {
 }
 
 // Cluster is a backend's nodes on SSH hosts. It is a clusters.Cluster, a
-// clusters.Killer, a clusters.Pauser and a clusters.LogCollector; its
-// Network method gives the iptables faults. Its methods are safe for
+// clusters.Killer, a clusters.Pauser, a clusters.LogCollector and, when
+// its nodes run under the clock shim (ClockReason is ""), clusters.Clocks;
+// its Network method gives the iptables faults. Its methods are safe for
 // concurrent use.
 type Cluster struct {
 	opts  Options
 	nodes []*node
 	lg    *slog.Logger
+
+	clockMu  sync.Mutex
+	clockWhy string
+	offsets  map[string]time.Duration
 }
 
 // node is one server on one host.
@@ -103,7 +113,8 @@ type node struct {
 	dir  string // the node's directory on the host
 	etcd bool   // an etcd member (locktest's node program), else Redis
 	mu   sync.Mutex
-	pid  int // 0 when not running
+	pid  int      // 0 when not running
+	env  []string // the clock shim's environment, when the node runs under it
 }
 
 // New checks opts and returns the cluster, not started.
@@ -131,7 +142,10 @@ func New(opts Options) (*Cluster, error) {
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
-	cl := &Cluster{opts: opts, lg: lg}
+	cl := &Cluster{opts: opts, lg: lg, offsets: map[string]time.Duration{}}
+	if opts.ClockShim != "" && opts.Backend == "etcd" {
+		cl.clockWhy = "etcd members are Go programs, which read the clock without the C library the shim wraps"
+	}
 	for i := range opts.Nodes {
 		c := byName[hosts[i].Name]
 		if c == nil {
@@ -156,10 +170,16 @@ func (cl *Cluster) Nodes() []clusters.Node {
 }
 
 func (n *node) addr() string {
+	return net.JoinHostPort(n.conn.Host.Address, strconv.Itoa(n.port()))
+}
+
+// port is the port the clients dial n at, which a cut between n and the
+// clients drops.
+func (n *node) port() int {
 	if n.etcd {
-		return net.JoinHostPort(n.conn.Host.Address, strconv.Itoa(etcdClientPort))
+		return etcdClientPort
 	}
-	return net.JoinHostPort(n.conn.Host.Address, strconv.Itoa(redisPort))
+	return redisPort
 }
 
 // program is the name of n's server process, which its pid is checked
@@ -230,9 +250,38 @@ func (cl *Cluster) startNode(ctx context.Context, n *node, first bool) error {
 	if first {
 		fmt.Fprintf(&script, "command -v %s >/dev/null || { echo 'no %s on the host (install it, or give its path under binaries: in the inventory)' >&2; exit 3; }\n", Quote(bin), bin)
 		fmt.Fprintf(&script, "mkdir -p %s/data && printf %%s %s > %s/owner\n", Quote(n.dir), Quote(ownerLine()), Quote(path.Dir(n.dir)))
+		if cl.opts.ClockShim != "" {
+			// The directory and owner file come first, so a killed
+			// driver's shim is found by cleanup too.
+			if _, err := n.conn.Run(ctx, script.String()); err != nil {
+				return fmt.Errorf("node %s on %s: %w", n.name, h.Name, err)
+			}
+			script.Reset()
+			env, why, err := cl.installShim(ctx, n)
+			if err != nil {
+				return err
+			}
+			if why != "" {
+				cl.clockMu.Lock()
+				if cl.clockWhy == "" {
+					cl.clockWhy = why
+				}
+				cl.clockMu.Unlock()
+			}
+			n.mu.Lock()
+			n.env = env
+			n.mu.Unlock()
+		}
+	}
+	n.mu.Lock()
+	env := n.env
+	n.mu.Unlock()
+	start := Quote(bin)
+	if len(env) > 0 {
+		start = "env " + Quote(env[0]) + " " + Quote(env[1]) + " " + start
 	}
 	fmt.Fprintf(&script, "cat > %s/redis.conf <<'EOF'\n%sEOF\n", Quote(n.dir), cl.redisConf(n))
-	fmt.Fprintf(&script, "rm -f %[1]s/redis.pid; %[2]s %[1]s/redis.conf </dev/null >>%[1]s/stdout.log 2>&1\n", Quote(n.dir), Quote(bin))
+	fmt.Fprintf(&script, "rm -f %[1]s/redis.pid; %[2]s %[1]s/redis.conf </dev/null >>%[1]s/stdout.log 2>&1\n", Quote(n.dir), start)
 	// Wait for the pid file the daemonized server writes.
 	fmt.Fprintf(&script, "i=0; while [ ! -s %[1]s/redis.pid ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done; cat %[1]s/redis.pid\n", Quote(n.dir))
 	out, err := n.conn.Run(ctx, script.String())

@@ -12,6 +12,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/clusters/roles"
 )
 
 // nodeProgram is the name locktest's node program gets on a host; pids
@@ -116,4 +119,24 @@ func (c *Conn) Upload(ctx context.Context, src, dst string) error {
 	defer f.Close()
 	_, err = c.run(ctx, fmt.Sprintf("cat > %[1]s.part && chmod 755 %[1]s.part && mv %[1]s.part %[1]s", Quote(dst)), f)
 	return err
+}
+
+// Role asks the node, from the control host, what it is now: an etcd
+// member whether it leads (roles.Etcd); a Redis node has no role (""). It
+// implements the nemesis's RoleReader, for faults pinned to a role.
+func (cl *Cluster) Role(ctx context.Context, cn clusters.Node) (string, error) {
+	n, err := cl.find(cn.Name)
+	if err != nil || !n.etcd {
+		return "", err
+	}
+	return roles.Etcd(ctx, n.addr())
+}
+
+// Roles returns the roles Role can answer for a node: leader and follower
+// for etcd members, none for Redis.
+func (cl *Cluster) Roles(clusters.Node) []string {
+	if cl.opts.Backend != "etcd" {
+		return nil
+	}
+	return []string{roles.EtcdLeader, roles.EtcdFollower}
 }

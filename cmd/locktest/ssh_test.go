@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/clusters/docker"
-	sshp "github.com/locktest/locktest/clusters/ssh"
 	"github.com/locktest/locktest/internal/testbin"
+	"github.com/locktest/locktest/internal/testlab"
 )
 
 // TestSSHLabInterruptAndCleanup brings a lab up with `locktest lab up`,
@@ -67,33 +67,7 @@ func TestSSHLabInterruptAndCleanup(t *testing.T) {
 					t.Errorf("the interrupted run collected no log of n5: %s", out.String())
 				}
 			}
-			assertLabHostsClean(t, inventory)
+			testlab.AssertClean(t, inventory)
 		})
-	}
-}
-
-// assertLabHostsClean checks that no host of the inventory keeps a run
-// directory, a locktest iptables rule or a redis-server process.
-func assertLabHostsClean(t *testing.T, inventory string) {
-	t.Helper()
-	inv, err := sshp.LoadInventory(inventory)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	conns, err := sshp.Dial(ctx, inv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sshp.CloseAll(conns)
-	for _, c := range conns {
-		out, err := c.Run(ctx, "ls -A "+sshp.DefaultWorkdir+" 2>/dev/null; iptables-save | grep locktest; for f in /proc/[0-9]*/cmdline; do grep -qa 'redis-serve[r]' $f 2>/dev/null && echo process $f; done; true")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if s := strings.TrimSpace(out); s != "" {
-			t.Errorf("host %s keeps what a run made: %s", c.Host.Name, s)
-		}
 	}
 }
