@@ -10,13 +10,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/locktest/locktest/checker"
-	"github.com/locktest/locktest/clusters/docker"
 	"github.com/locktest/locktest/clusters/roles"
 	sshp "github.com/locktest/locktest/clusters/ssh"
 	"github.com/locktest/locktest/history"
@@ -26,41 +24,6 @@ import (
 	"github.com/locktest/locktest/workloads"
 	xssh "golang.org/x/crypto/ssh"
 )
-
-// sshLab starts an SSH lab of five hosts for the test (skipping when no
-// Docker engine answers or this host lacks sshd or redis-server, which the
-// lab's image is made from) and removes it when the test ends, checking
-// that nothing of it is left. It returns the lab's inventory file.
-func sshLab(t *testing.T) string {
-	t.Helper()
-	testbin.Need(t, "sshd", "redis-server", "iptables")
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	e, err := docker.Open(ctx, nil)
-	if err != nil {
-		t.Skipf("ssh provider tests need the lab's Docker engine: %v", err)
-	}
-	dir := t.TempDir()
-	lab, err := e.SSHLabUp(ctx, docker.SSHLabOptions{Hosts: 5, Dir: dir})
-	if err != nil {
-		e.Close()
-		t.Fatalf("lab up: %v", err)
-	}
-	t.Cleanup(func() {
-		defer e.Close()
-		if err := e.SSHLabRemove(context.Background(), lab.ID); err != nil {
-			t.Errorf("lab down: %v", err)
-		}
-		ids, err := e.SSHLabIDs(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if slices.Contains(ids, lab.ID) {
-			t.Errorf("lab %s left containers or its network", lab.ID)
-		}
-	})
-	return lab.Inventory
-}
 
 // sshConfig is testConfig under the ssh provider, on the lab's hosts.
 func sshConfig(t *testing.T, impl, inventory string) Config {
@@ -79,7 +42,7 @@ func sshConfig(t *testing.T, impl, inventory string) Config {
 // provider; and afterwards no host keeps a file, rule or process of the
 // run. Bad hosts (sshBadHosts) are tried on the same lab.
 func TestSSHLabRuns(t *testing.T) {
-	inventory := sshLab(t)
+	inventory := testlab.Up(t)
 	for _, tc := range []struct {
 		name, impl, fault, heal string
 		persistence             string
@@ -98,9 +61,21 @@ func TestSSHLabRuns(t *testing.T) {
 		// (roles read over the lab's network); the lease outlives the
 		// cut's election, so the run stays valid, as on local.
 		{name: "etcd-isolate-leader", impl: "etcd-mutex", fault: "isolate", heal: "heal-network", target: "leader"},
+		// ZooKeeper peers are the hosts' own JVMs (the lab's image has
+		// this host's Java and Debian's jars): fault-free, and the
+		// leader killed and restarted, with the fenced resource of the
+		// catalogue's zk-partitions-and-leader-kills.
+		{name: "zookeeper-no-faults", impl: "zk-recipe"},
+		{name: "zookeeper-kill-leader", impl: "zk-recipe", fault: "kill-node", heal: "restart-node", target: "leader"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			if strings.HasPrefix(tc.impl, "zk-") {
+				testbin.Need(t, "java")
+			}
 			cfg := sshConfig(t, tc.impl, inventory)
+			if tc.impl == "zk-recipe" {
+				cfg.Mode = workloads.ModeFenced
+			}
 			if tc.impl == "etcd-mutex" {
 				cfg.NodeCommand, cfg.NodeEnv = testexe.Node()
 			}
@@ -141,7 +116,7 @@ func TestSSHLabRuns(t *testing.T) {
 					assertLeaderHit(t, h, tc.fault)
 				}
 			}
-			if b, err := os.ReadFile(filepath.Join(out.Dir, "logs", "n1.log")); err != nil || !strings.Contains(string(b), map[string]string{"redlock": "Ready to accept connections", "etcd-mutex": "serving client traffic"}[tc.impl]) {
+			if b, err := os.ReadFile(filepath.Join(out.Dir, "logs", "n1.log")); err != nil || !strings.Contains(string(b), map[string]string{"redlock": "Ready to accept connections", "etcd-mutex": "serving client traffic", "zk-recipe": "QuorumPeerMain"}[tc.impl]) {
 				t.Errorf("logs/n1.log is not the node's log collected from its host (err %v)", err)
 			}
 			testlab.AssertClean(t, inventory)
@@ -183,7 +158,7 @@ func assertLeaderHit(t *testing.T, h history.History, fault string) {
 // the control host), so each mechanism is shown on a single Redis node.
 // Afterwards no host keeps a file, rule or process of the runs.
 func TestSSHLabFaultsShowViolations(t *testing.T) {
-	inventory := sshLab(t)
+	inventory := testlab.Up(t)
 	for _, tc := range []struct {
 		name, impl, fault string
 		setup             func(*Config)

@@ -23,10 +23,10 @@ import (
 
 // Programs are the server programs the provider runs, by the names an
 // inventory's binaries: map gives paths for.
-var Programs = []string{"redis-server"}
+var Programs = []string{"redis-server", "java"}
 
 // Backends returns the backends the ssh provider runs.
-func Backends() []string { return []string{"redis", "etcd"} }
+func Backends() []string { return []string{"redis", "etcd", "zookeeper"} }
 
 // Persistence settings of the Redis nodes, as the local provider's.
 const (
@@ -111,10 +111,12 @@ type node struct {
 	name string
 	conn *Conn
 	dir  string // the node's directory on the host
-	etcd bool   // an etcd member (locktest's node program), else Redis
-	mu   sync.Mutex
-	pid  int      // 0 when not running
-	env  []string // the clock shim's environment, when the node runs under it
+	// backend is the node's server: "redis", "etcd" (locktest's node
+	// program) or "zookeeper".
+	backend string
+	mu      sync.Mutex
+	pid     int      // 0 when not running
+	env     []string // the clock shim's environment, when the node runs under it
 }
 
 // New checks opts and returns the cluster, not started.
@@ -152,7 +154,7 @@ func New(opts Options) (*Cluster, error) {
 			return nil, fmt.Errorf("ssh: no connection to host %s", hosts[i].Name)
 		}
 		name := fmt.Sprintf("n%d", i+1)
-		cl.nodes = append(cl.nodes, &node{name: name, conn: c, dir: path.Join(RunDir(c.Host, opts.RunID), name), etcd: opts.Backend == "etcd"})
+		cl.nodes = append(cl.nodes, &node{name: name, conn: c, dir: path.Join(RunDir(c.Host, opts.RunID), name), backend: opts.Backend})
 	}
 	return cl, nil
 }
@@ -176,8 +178,11 @@ func (n *node) addr() string {
 // port is the port the clients dial n at, which a cut between n and the
 // clients drops.
 func (n *node) port() int {
-	if n.etcd {
+	switch n.backend {
+	case "etcd":
 		return etcdClientPort
+	case "zookeeper":
+		return zkClientPort
 	}
 	return redisPort
 }
@@ -185,8 +190,11 @@ func (n *node) port() int {
 // program is the name of n's server process, which its pid is checked
 // against before a signal.
 func (n *node) program() string {
-	if n.etcd {
+	switch n.backend {
+	case "etcd":
 		return nodeProgram
+	case "zookeeper":
+		return zkMain
 	}
 	return "redis-server"
 }
@@ -241,36 +249,19 @@ func (cl *Cluster) Start(ctx context.Context) error {
 // startNode writes n's config (first: the run directory and owner file
 // too), starts redis-server daemonized and waits for it.
 func (cl *Cluster) startNode(ctx context.Context, n *node, first bool) error {
-	if n.etcd {
+	switch n.backend {
+	case "etcd":
 		return cl.startEtcd(ctx, n, first)
+	case "zookeeper":
+		return cl.startZooKeeper(ctx, n, first)
 	}
 	h := n.conn.Host
 	bin := h.Binary("redis-server")
 	var script strings.Builder
 	if first {
-		fmt.Fprintf(&script, "command -v %s >/dev/null || { echo 'no %s on the host (install it, or give its path under binaries: in the inventory)' >&2; exit 3; }\n", Quote(bin), bin)
-		fmt.Fprintf(&script, "mkdir -p %s/data && printf %%s %s > %s/owner\n", Quote(n.dir), Quote(ownerLine()), Quote(path.Dir(n.dir)))
-		if cl.opts.ClockShim != "" {
-			// The directory and owner file come first, so a killed
-			// driver's shim is found by cleanup too.
-			if _, err := n.conn.Run(ctx, script.String()); err != nil {
-				return fmt.Errorf("node %s on %s: %w", n.name, h.Name, err)
-			}
-			script.Reset()
-			env, why, err := cl.installShim(ctx, n)
-			if err != nil {
-				return err
-			}
-			if why != "" {
-				cl.clockMu.Lock()
-				if cl.clockWhy == "" {
-					cl.clockWhy = why
-				}
-				cl.clockMu.Unlock()
-			}
-			n.mu.Lock()
-			n.env = env
-			n.mu.Unlock()
+		check := fmt.Sprintf("command -v %s >/dev/null || { echo 'no %s on the host (install it, or give its path under binaries: in the inventory)' >&2; exit 3; }\n", Quote(bin), bin)
+		if err := cl.prepare(ctx, n, check); err != nil {
+			return err
 		}
 	}
 	n.mu.Lock()
@@ -297,6 +288,37 @@ func (cl *Cluster) startNode(ctx context.Context, n *node, first bool) error {
 	n.mu.Unlock()
 	cl.lg.Info("ssh node started", "node", n.name, "host", h.Name, "pid", pid, "dir", n.dir)
 	return waitPing(ctx, n.addr())
+}
+
+// prepare runs the shell command check on n's host (it says what the host
+// lacks, on stderr), makes n's directory with its data directory and the
+// run's owner file, and, when the run moves clocks, installs the clock
+// shim for n (a host that cannot preload it leaves the reason in
+// ClockReason).
+func (cl *Cluster) prepare(ctx context.Context, n *node, check string) error {
+	h := n.conn.Host
+	script := check + fmt.Sprintf("mkdir -p %s/data && printf %%s %s > %s/owner\n", Quote(n.dir), Quote(ownerLine()), Quote(path.Dir(n.dir)))
+	if _, err := n.conn.Run(ctx, script); err != nil {
+		return fmt.Errorf("node %s on %s: %w", n.name, h.Name, err)
+	}
+	if cl.opts.ClockShim == "" || n.backend == "etcd" {
+		return nil
+	}
+	env, why, err := cl.installShim(ctx, n)
+	if err != nil {
+		return err
+	}
+	if why != "" {
+		cl.clockMu.Lock()
+		if cl.clockWhy == "" {
+			cl.clockWhy = why
+		}
+		cl.clockMu.Unlock()
+	}
+	n.mu.Lock()
+	n.env = env
+	n.mu.Unlock()
+	return nil
 }
 
 // redisConf renders n's redis.conf.
@@ -468,10 +490,7 @@ func (cl *Cluster) CollectLogs(dir string) error {
 	defer cancel()
 	var errs []error
 	for _, n := range cl.nodes {
-		log := "/redis.log"
-		if n.etcd {
-			log = "/etcd.log"
-		}
+		log := "/" + map[string]string{"redis": "redis", "etcd": "etcd", "zookeeper": "zookeeper"}[n.backend] + ".log"
 		out, err := n.conn.Run(ctx, "cat "+Quote(n.dir+log))
 		if err != nil {
 			errs = append(errs, err)
