@@ -168,6 +168,26 @@ func (s *sshPlatform) network() nemesis.Network {
 	return s.cl.Network(s.conns)
 }
 
+// lost says, in one line, which hosts lost their SSH connection during
+// the run, or "": the nodes there ran on without the provider's control,
+// so no fault could be applied or healed there, and what the history
+// holds is not the run that was asked for.
+func (s *sshPlatform) lost() string {
+	var why []string
+	for _, c := range s.conns {
+		if err := c.Lost(); err != nil {
+			why = append(why, err.Error())
+		}
+	}
+	switch len(why) {
+	case 0:
+		return ""
+	case 1:
+		return why[0]
+	}
+	return fmt.Sprintf("%s; and %d more hosts lost theirs", why[0], len(why)-1)
+}
+
 // describe says, for results.json, which hosts the nodes run on, the
 // measured SSH round trip to each, and whether host keys were checked.
 func (s *sshPlatform) describe() (network, lab string) {
@@ -187,6 +207,9 @@ func (s *sshPlatform) describe() (network, lab string) {
 // close removes the run's rules and directories from every host and closes
 // the connections.
 func (s *sshPlatform) close(ctx context.Context, lg *slog.Logger) {
+	if why := s.lost(); why != "" {
+		lg.Error("ssh: a host lost its connection during the run", "reason", why)
+	}
 	if s.ruled {
 		if err := sshp.RemoveRules(ctx, s.conns, s.runID); err != nil {
 			lg.Error("ssh: remove rules", "err", err)
