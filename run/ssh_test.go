@@ -123,6 +123,7 @@ func TestSSHLabRuns(t *testing.T) {
 		})
 	}
 	t.Run("bad-hosts", func(t *testing.T) { sshBadHosts(t, inventory) })
+	t.Run("clock-shim-refused", func(t *testing.T) { sshClockShimRefused(t, inventory) })
 	t.Run("cleanup", func(t *testing.T) { sshCleanup(t, inventory) })
 }
 
@@ -285,6 +286,58 @@ func TestSSHLabLostHostIsNotValid(t *testing.T) {
 		t.Errorf("the recorded history was not kept whole (%d ops, err %v)", len(h), err)
 	}
 	testlab.AssertClean(t, inventory, "h2")
+}
+
+// sshClockShimRefused gives h1 a working directory on /dev/shm, which
+// Docker mounts noexec, so h1's loader refuses to preload the clock shim
+// uploaded there: clock-bump must then be unavailable with h1's reason,
+// never applied, and the run not valid; the run still runs, and leaves
+// nothing there.
+func sshClockShimRefused(t *testing.T, inventory string) {
+	ctx, conns := testlab.Dial(t, inventory)
+	const workdir = "/dev/shm/locktest-test"
+	if out, err := conns[0].Run(ctx, "grep ' /dev/shm ' /proc/mounts"); err != nil || !strings.Contains(out, "noexec") {
+		t.Skipf("h1's /dev/shm is not mounted noexec (%q, %v): no host here refuses the shim", out, err)
+	}
+	b, err := os.ReadFile(inventory)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Dir(inventory)
+	text := strings.Replace(string(b), "  - name: h1\n", "  - name: h1\n    workdir: "+workdir+"\n", 1)
+	text = strings.NewReplacer("key: id_ed25519", "key: "+filepath.Join(dir, "id_ed25519"), "known_hosts: known_hosts", "known_hosts: "+filepath.Join(dir, "known_hosts")).Replace(text)
+	shm := filepath.Join(t.TempDir(), "shm.yaml")
+	if err := os.WriteFile(shm, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := sshConfig(t, "redis-set-nx-px", shm)
+	cfg.Faults, cfg.Targets = []string{"clock-bump"}, map[string][]string{"clock-bump": {"n1"}}
+	cfg.Duration, cfg.TTL = 6*time.Second, 5*time.Second
+	// Not mustRun: this run has a problem by design.
+	out, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	h, err := out.History()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := out.Results
+	refused := false
+	for _, p := range r.Problems {
+		refused = refused || strings.Contains(p, "clock-bump") && strings.Contains(p, "host h1 cannot preload the clock shim")
+	}
+	if !refused || r.Valid == checker.Valid {
+		t.Errorf("verdict %s, problems %q: want clock-bump unavailable with h1's reason, and the run not valid", r.Valid, r.Problems)
+	}
+	if n := nemesisOps(h, "clock-bump", history.OK); n != 0 {
+		t.Errorf("%d clock-bumps applied on a node whose host refused the shim", n)
+	}
+	if left, err := conns[0].Run(ctx, "ls -A "+workdir+" 2>/dev/null; true"); err != nil || strings.TrimSpace(left) != "" {
+		t.Errorf("h1 keeps %q in %s (err %v)", left, workdir, err)
+	}
+	conns[0].Run(ctx, "rmdir "+workdir)
+	testlab.AssertClean(t, inventory)
 }
 
 // sshCleanup leaves on h1 what a killed driver would (a run directory whose
