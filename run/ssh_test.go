@@ -18,6 +18,7 @@ import (
 	"github.com/locktest/locktest/clusters/roles"
 	sshp "github.com/locktest/locktest/clusters/ssh"
 	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/internal/procfs"
 	"github.com/locktest/locktest/internal/testbin"
 	"github.com/locktest/locktest/internal/testexe"
 	"github.com/locktest/locktest/internal/testlab"
@@ -357,7 +358,7 @@ echo '%[3]s %[4]d %[5]s' > %[2]s/owner
 redis-server --port 6390 --daemonize yes --pidfile %[1]s/n1/redis.pid --dir %[1]s/n1 --save ''
 i=0; while [ ! -s %[1]s/n1/redis.pid ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
 iptables -w -I INPUT -s 192.0.2.1 -m comment --comment locktest:deadbeef -j DROP
-`, dead, live, host, os.Getpid(), procStartOf(t))
+`, dead, live, host, os.Getpid(), procfs.StartTime(os.Getpid()))
 	if _, err := h1.Run(ctx, script); err != nil {
 		t.Fatal(err)
 	}
@@ -376,17 +377,6 @@ iptables -w -I INPUT -s 192.0.2.1 -m comment --comment locktest:deadbeef -j DROP
 	if strings.TrimSpace(out) != "locktest-live0001" {
 		t.Errorf("h1 keeps %q after the cleanup, want only the live run's directory", out)
 	}
-}
-
-// procStartOf returns this process's start time as /proc/self/stat gives it.
-func procStartOf(t *testing.T) string {
-	b, err := os.ReadFile("/proc/self/stat")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	return f[19]
 }
 
 // sshBadHosts: a host that refuses the key, or whose host key is not the

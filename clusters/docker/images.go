@@ -311,17 +311,8 @@ func RedisRootfs(ctx context.Context) (*Rootfs, error) {
 	}
 	bin, _ = filepath.Abs(bin)
 	r := baseRootfs()
-	if err := r.AddPath(bin); err != nil {
+	if err := r.AddProgram(ctx, "images build redis", bin); err != nil {
 		return nil, err
-	}
-	real, err := filepath.EvalSymlinks(bin)
-	if err != nil {
-		return nil, err
-	}
-	if missing, err := r.AddLibs(ctx, real); err != nil {
-		return nil, err
-	} else if len(missing) > 0 {
-		return nil, fmt.Errorf("images build redis: %s needs libraries this host lacks: %s", real, strings.Join(missing, ", "))
 	}
 	return r, nil
 }

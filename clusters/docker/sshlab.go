@@ -100,17 +100,8 @@ func SSHLabRootfs(ctx context.Context) (*Rootfs, error) {
 			return nil, fmt.Errorf("lab: %s is not installed on this host: run `make setup`", p)
 		}
 		bin, _ = filepath.Abs(bin)
-		if err := r.AddPath(bin); err != nil {
+		if err := r.AddProgram(ctx, "lab", bin); err != nil {
 			return nil, err
-		}
-		real, err := filepath.EvalSymlinks(bin)
-		if err != nil {
-			return nil, err
-		}
-		if missing, err := r.AddLibs(ctx, real); err != nil {
-			return nil, err
-		} else if len(missing) > 0 {
-			return nil, fmt.Errorf("lab: %s needs libraries this host lacks: %s", real, strings.Join(missing, ", "))
 		}
 	}
 	// root's login shell, by the path /etc/passwd gives (a link to

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path"
 	"strings"
+
+	"github.com/locktest/locktest/internal/procfs"
 )
 
 // Leftover is a run directory that a driver left on a host.
@@ -28,7 +30,7 @@ func ownerAlive(line string) bool {
 	if host, _ := os.Hostname(); f[0] != host {
 		return true
 	}
-	start := procStart(atoi(f[1]))
+	start := procfs.StartTime(atoi(f[1]))
 	if start == "" {
 		return false
 	}

@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/clusters"
+
+	"github.com/locktest/locktest/internal/procfs"
 )
 
 // Programs are the server programs the provider runs, by the names an
@@ -213,7 +215,7 @@ func (cl *Cluster) Hosts() map[string]string {
 func ownerLine() string {
 	host, _ := os.Hostname()
 	pid := os.Getpid()
-	return fmt.Sprintf("%s %d %s\n", host, pid, procStart(pid))
+	return fmt.Sprintf("%s %d %s\n", host, pid, procfs.StartTime(pid))
 }
 
 // Start writes each node's config into its directory on its host, starts
@@ -512,23 +514,4 @@ func RemoveRunDirs(ctx context.Context, conns []*Conn, runID string) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// procStart returns the start time of process pid in clock ticks since
-// boot (field 22 of /proc/<pid>/stat), or "" if it cannot be read.
-func procStart(pid int) string {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return ""
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return ""
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 20 {
-		return ""
-	}
-	return f[19]
 }
