@@ -342,7 +342,8 @@ func sshClockShimRefused(t *testing.T, inventory string) {
 }
 
 // sshCleanup leaves on h1 what a killed driver would (a run directory whose
-// owner is a process that is gone, a redis-server started there, an
+// owner is a process that is gone, a redis-server started there, a node
+// program named as the uploaded etcd member's with its node.pid, an
 // iptables rule with the run's comment) next to a run directory of this
 // live process, and checks that Cleanup removes the first whole and keeps
 // the second.
@@ -352,11 +353,13 @@ func sshCleanup(t *testing.T, inventory string) {
 	host, _ := os.Hostname()
 	dead, live := sshp.RunDir(h1.Host, "deadbeef"), sshp.RunDir(h1.Host, "live0001")
 	script := fmt.Sprintf(`set -e
-mkdir -p %[1]s/n1 %[2]s
+mkdir -p %[1]s/n1 %[1]s/n2 %[2]s
 echo '%[3]s 999999999 1' > %[1]s/owner
 echo '%[3]s %[4]d %[5]s' > %[2]s/owner
 redis-server --port 6390 --daemonize yes --pidfile %[1]s/n1/redis.pid --dir %[1]s/n1 --save ''
 i=0; while [ ! -s %[1]s/n1/redis.pid ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
+cat "$(command -v sleep)" > %[1]s/locktest-node && chmod 755 %[1]s/locktest-node
+setsid %[1]s/locktest-node 1000 </dev/null >/dev/null 2>&1 & echo $! > %[1]s/n2/node.pid
 iptables -w -I INPUT -s 192.0.2.1 -m comment --comment locktest:deadbeef -j DROP
 `, dead, live, host, os.Getpid(), procfs.StartTime(os.Getpid()))
 	if _, err := h1.Run(ctx, script); err != nil {
