@@ -49,6 +49,9 @@ func TestSSHLabRuns(t *testing.T) {
 		persistence             string
 		// target pins the fault; n1 when empty.
 		target string
+		// open, when set, says why the run's verdict is not asserted:
+		// it depends on timing the test does not control.
+		open string
 	}{
 		{name: "no-faults", impl: "redlock"},
 		{name: "pause-node", impl: "redlock", fault: "pause-node", heal: "resume-node"},
@@ -59,9 +62,12 @@ func TestSSHLabRuns(t *testing.T) {
 		// depending on timing, so the etcd run is fault-free.)
 		{name: "etcd-no-faults", impl: "etcd-mutex"},
 		// The isolation of whichever member leads when the fault goes in
-		// (roles read over the lab's network); the lease outlives the
-		// cut's election, so the run stays valid, as on local.
-		{name: "etcd-isolate-leader", impl: "etcd-mutex", fault: "isolate", heal: "heal-network", target: "leader"},
+		// (roles read over the lab's network): every cut must hit the
+		// leader and be healed.
+		{name: "etcd-isolate-leader", impl: "etcd-mutex", fault: "isolate", heal: "heal-network", target: "leader",
+			open: "a release that times out while the leader is cut can be followed by the same session's acquire " +
+				"with its old key's create revision, a duplicate-token, depending on timing (as kill-node on local; " +
+				"TestRunRecordsIsolatedLeader asserts no verdict either)"},
 		// ZooKeeper peers are the hosts' own JVMs (the lab's image has
 		// this host's Java and Debian's jars): fault-free, and the
 		// leader killed and restarted, with the fenced resource of the
@@ -96,7 +102,9 @@ func TestSSHLabRuns(t *testing.T) {
 			}
 			out, h := mustRun(t, cfg)
 			r := out.Results
-			if r.Valid != checker.Valid {
+			if tc.open != "" {
+				t.Logf("verdict %s, anomalies %v (not asserted: %s)", r.Valid, kinds(r), tc.open)
+			} else if r.Valid != checker.Valid {
 				t.Errorf("verdict %s, want valid; anomalies %v, problems %v", r.Valid, kinds(r), r.Problems)
 			}
 			if !strings.HasPrefix(r.Run.Network, "ssh hosts h1 ") || !strings.Contains(r.Run.Network, "rtt") || !strings.Contains(r.Run.Network, "host keys checked") {
