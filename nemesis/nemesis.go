@@ -61,8 +61,8 @@ type Schedule struct {
 // each step. A fault that would still be in at ctx's deadline is not
 // started, so every fault lasts its whole duration, unless ctx is
 // cancelled early or its injection (a pause waiting for its point) takes
-// that long. It returns the errors of heals that failed (a fault left in
-// place is a bug worth reporting loudly).
+// that long. It returns the errors of heals that failed, in one line (a
+// fault left in place is a bug worth reporting loudly).
 func (s *Schedule) Run(ctx context.Context) error {
 	if len(s.Faults) == 0 {
 		<-ctx.Done()
@@ -138,8 +138,26 @@ func (s *Schedule) Run(ctx context.Context) error {
 			break
 		}
 	}
-	return errors.Join(healErrs...)
+	if len(healErrs) == 0 {
+		return nil
+	}
+	return healErrors(healErrs)
 }
+
+// healErrors are the heals of a schedule that failed: one line, each
+// heal's error in turn, so that the run's problem is a single line; it
+// unwraps to each error (errors.Is, errors.As).
+type healErrors []error
+
+func (e healErrors) Error() string {
+	msgs := make([]string, len(e))
+	for i, err := range e {
+		msgs[i] = strings.ReplaceAll(err.Error(), "\n", "; ")
+	}
+	return strings.Join(msgs, "; ")
+}
+
+func (e healErrors) Unwrap() []error { return e }
 
 // span is how long a fault of parts, injected stagger apart, stays in:
 // each part for its own duration from its injection.

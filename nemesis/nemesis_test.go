@@ -298,6 +298,9 @@ func TestScheduleReturnsHealErrors(t *testing.T) {
 	if c := strings.Count(err.Error(), "heal fake"); c != 2 {
 		t.Errorf("Run's error names the fault %d times, want once per failed heal (2): %v", c, err)
 	}
+	if strings.Contains(err.Error(), "\n") {
+		t.Errorf("Run's error is not one line, as the run's problems must be: %q", err)
+	}
 	h := s.Recorder.History()
 	wantCycles(t, h, 2, "fake", history.OK, history.Info)
 	for _, i := range []int{3, 7} {

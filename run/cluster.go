@@ -36,6 +36,11 @@ func startCluster(ctx context.Context, cfg Config, impl impls.Impl, dir string, 
 	if err := cl.Start(ctx); err != nil {
 		return cl, &SetupError{fmt.Errorf("start %s cluster: %w", impl.Backend, err)}
 	}
+	if plat.ssh != nil && plat.ssh.clockReason() != "" {
+		// A host that could not preload the clock shim: clock faults are
+		// unavailable, with its reason.
+		plat.clockWhy = plat.ssh.clockReason()
+	}
 	return cl, nil
 }
 

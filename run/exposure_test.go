@@ -1,7 +1,6 @@
 package run
 
 import (
-	"context"
 	"fmt"
 	"io/fs"
 	"net/netip"
@@ -117,15 +116,7 @@ func TestExposure(t *testing.T) {
 func watchRun(t *testing.T, cfg Config) (*Outcome, exposure) {
 	t.Helper()
 	seen := exposure{sockets: map[string]listeners.Socket{}, workers: map[int]string{}, writable: map[string]bool{}}
-	type result struct {
-		out *Outcome
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		out, err := Run(context.Background(), cfg)
-		done <- result{out, err}
-	}()
+	done := startRun(cfg)
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)

@@ -126,14 +126,19 @@ func setupPlatform(ctx context.Context, cfg Config, impl impls.Impl, dir string,
 	}
 	if nemesis.Needs(cfg.faultParts(), nemesis.NeedClocks) {
 		switch {
-		case p.ssh != nil:
-			p.clockWhy = "the ssh provider does not upload the clock shim to the hosts yet"
 		case local.ClockShimReason(impl.Backend) != "":
 			p.clockWhy = local.ClockShimReason(impl.Backend)
 		default:
 			lib, err := clockshim.Build(ctx, "")
 			if err != nil {
 				p.clockWhy = err.Error()
+				break
+			}
+			if p.ssh != nil {
+				// The ssh cluster uploads the library to its hosts and
+				// writes the offsets there; whether every host can
+				// preload it is known once the nodes started.
+				p.ssh.shim = lib
 				break
 			}
 			c, err := clockshim.New(lib, filepath.Join(dir, "clocks"))
@@ -252,6 +257,11 @@ func (p *platform) describe() (network, lab, clock string) {
 	switch {
 	case p.clocks != nil:
 		clock = "clock shim"
+	case p.ssh != nil && p.ssh.shim != "":
+		// Described before the nodes start: a host that then cannot
+		// preload the shim makes the clock faults unavailable, with
+		// its reason among the run's problems.
+		clock = "clock shim, uploaded to each node's host and preloaded into the node"
 	case p.clockWhy != "":
 		clock = "no clock shim: " + p.clockWhy
 	}
@@ -402,6 +412,11 @@ func (n *netemView) Mechanism() string { return "netem" }
 // clockControl returns the platform's clocks as the nemesis sees them, or
 // nil (a nil *Clocks in the interface would look usable).
 func clockControl(p *platform) nemesis.ClockControl {
+	if p.ssh != nil {
+		if c := p.ssh.clocks(); c != nil {
+			return c
+		}
+	}
 	if p.clocks == nil {
 		return nil
 	}

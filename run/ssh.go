@@ -79,6 +79,9 @@ type sshPlatform struct {
 	runID  string
 	cl     *sshp.Cluster
 	netWhy string
+	// shim is the clock shim library on this host, when the run's clock
+	// faults need it and the backend's nodes can take it.
+	shim string
 	// ruled is set once the run's network faults were handed out: only
 	// then are there rules to remove.
 	ruled bool
@@ -130,12 +133,30 @@ func (s *sshPlatform) cluster(cfg Config, impl impls.Impl, lg *slog.Logger) (clu
 		node = []string{self}
 	}
 	cl, err := sshp.New(sshp.Options{Backend: impl.Backend, Nodes: impl.Nodes, Conns: s.conns, Inventory: s.inv,
-		RunID: s.runID, Persistence: cfg.Persistence, NodeCommand: node, NodeEnv: cfg.NodeEnv, Logger: lg})
+		RunID: s.runID, Persistence: cfg.Persistence, NodeCommand: node, NodeEnv: cfg.NodeEnv, ClockShim: s.shim, Logger: lg})
 	if err != nil {
 		return nil, err
 	}
 	s.cl = cl
 	return cl, nil
+}
+
+// clocks returns the nodes' clocks on the hosts, or nil when the run has
+// no clock shim or a host could not preload it.
+func (s *sshPlatform) clocks() nemesis.ClockControl {
+	if s.cl == nil || s.shim == "" || s.cl.ClockReason() != "" {
+		return nil
+	}
+	return s.cl
+}
+
+// clockReason says why the run's clock faults cannot move the nodes'
+// clocks once the nodes started, or "".
+func (s *sshPlatform) clockReason() string {
+	if s.cl == nil || s.shim == "" {
+		return ""
+	}
+	return s.cl.ClockReason()
 }
 
 // network returns the hosts' iptables faults, or nil when unavailable.
@@ -145,6 +166,26 @@ func (s *sshPlatform) network() nemesis.Network {
 	}
 	s.ruled = true
 	return s.cl.Network(s.conns)
+}
+
+// lost says, in one line, which hosts lost their SSH connection during
+// the run, or "": the nodes there ran on without the provider's control,
+// so no fault could be applied or healed there, and what the history
+// holds is not the run that was asked for.
+func (s *sshPlatform) lost() string {
+	var why []string
+	for _, c := range s.conns {
+		if err := c.Lost(); err != nil {
+			why = append(why, err.Error())
+		}
+	}
+	switch len(why) {
+	case 0:
+		return ""
+	case 1:
+		return why[0]
+	}
+	return fmt.Sprintf("%s; and %d more hosts lost theirs", why[0], len(why)-1)
 }
 
 // describe says, for results.json, which hosts the nodes run on, the
@@ -166,6 +207,9 @@ func (s *sshPlatform) describe() (network, lab string) {
 // close removes the run's rules and directories from every host and closes
 // the connections.
 func (s *sshPlatform) close(ctx context.Context, lg *slog.Logger) {
+	if why := s.lost(); why != "" {
+		lg.Error("ssh: a host lost its connection during the run", "reason", why)
+	}
 	if s.ruled {
 		if err := sshp.RemoveRules(ctx, s.conns, s.runID); err != nil {
 			lg.Error("ssh: remove rules", "err", err)

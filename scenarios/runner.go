@@ -49,6 +49,23 @@ type Options struct {
 	Progress func(s Scenario, r RunResult)
 }
 
+// providerFlags are the flags that put a scenario's run where base's
+// nodes run, to follow its reproducing command: "" for the local
+// provider.
+func providerFlags(base run.Config) string {
+	var a []string
+	if base.Provider != "" && base.Provider != run.ProviderLocal {
+		a = append(a, "--provider", base.Provider)
+	}
+	if base.SSH.Inventory != "" {
+		a = append(a, "--inventory", quote(base.SSH.Inventory))
+	}
+	if len(a) == 0 {
+		return ""
+	}
+	return " " + strings.Join(a, " ")
+}
+
 // Run runs scenario s once per seed and returns what each run showed. A
 // run that could not start (a missing server, a fault this machine cannot
 // make) is an inconclusive result with the reason, not an error; errors
@@ -65,7 +82,7 @@ func Run(ctx context.Context, s Scenario, opt Options) ([]RunResult, error) {
 			return out, fmt.Errorf("scenario %s: %w", s.Name, err)
 		}
 		cfg.Seed = seed
-		cfg.Command = s.Command(seed)
+		cfg.Command = s.Command(seed) + providerFlags(opt.Base)
 		start := time.Now()
 		o, err := run.Run(ctx, cfg)
 		r := RunResult{Seed: seed, FirstViolation: -1}

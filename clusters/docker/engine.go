@@ -33,6 +33,8 @@ import (
 
 	"github.com/moby/moby/client"
 	tclog "github.com/testcontainers/testcontainers-go/log"
+
+	"github.com/locktest/locktest/internal/procfs"
 )
 
 // Labels of the containers and networks of a run, and of built images.
@@ -119,29 +121,8 @@ func ownerLabels(run string) map[string]string {
 	return map[string]string{
 		LabelRun:        run,
 		LabelOwnerPID:   strconv.Itoa(pid),
-		LabelOwnerStart: procStart(pid),
+		LabelOwnerStart: procfs.StartTime(pid),
 	}
-}
-
-// procStart returns the start time of process pid in clock ticks since boot
-// (field 22 of /proc/<pid>/stat), or "" if it cannot be read.
-func procStart(pid int) string {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return ""
-	}
-	s := string(b)
-	// The command name (field 2) may hold spaces; it ends at the last ')'.
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return ""
-	}
-	f := strings.Fields(s[i+1:])
-	// f[0] is field 3 (state); field 22 is f[19].
-	if len(f) < 20 {
-		return ""
-	}
-	return f[19]
 }
 
 // ownerAlive reports whether the driver named by an object's labels still
@@ -152,7 +133,7 @@ func ownerAlive(labels map[string]string) bool {
 	if err != nil || pid <= 0 {
 		return true
 	}
-	now := procStart(pid)
+	now := procfs.StartTime(pid)
 	if now == "" {
 		return false
 	}

@@ -311,17 +311,8 @@ func RedisRootfs(ctx context.Context) (*Rootfs, error) {
 	}
 	bin, _ = filepath.Abs(bin)
 	r := baseRootfs()
-	if err := r.AddPath(bin); err != nil {
+	if err := r.AddProgram(ctx, "images build redis", bin); err != nil {
 		return nil, err
-	}
-	real, err := filepath.EvalSymlinks(bin)
-	if err != nil {
-		return nil, err
-	}
-	if missing, err := r.AddLibs(ctx, real); err != nil {
-		return nil, err
-	} else if len(missing) > 0 {
-		return nil, fmt.Errorf("images build redis: %s needs libraries this host lacks: %s", real, strings.Join(missing, ", "))
 	}
 	return r, nil
 }
@@ -338,30 +329,53 @@ var jreSkip = []string{"jmods", "include", "man", "legal", "docs", "demo", "src.
 // parts), the libraries of its binaries, and Debian's ZooKeeper jars.
 func ZooKeeperRootfs(ctx context.Context) (*Rootfs, error) {
 	const setup = "run `make setup` (installs zookeeper and a Java runtime), or give the provider another image with --image zookeeper=REF"
+	r := baseRootfs()
+	switch err := addZooKeeper(ctx, r); {
+	case errors.Is(err, errNoJava):
+		return nil, errors.New("images build zookeeper: java is not installed on this host: " + setup)
+	case errors.Is(err, errNoZooKeeperJars):
+		return nil, errors.New("images build zookeeper: the ZooKeeper jars are not installed on this host: " + setup)
+	case err != nil:
+		return nil, err
+	}
+	return r, nil
+}
+
+// The ZooKeeper parts this host may lack.
+var (
+	errNoJava          = errors.New("java is not installed on this host")
+	errNoZooKeeperJars = errors.New("the ZooKeeper jars are not installed on this host")
+)
+
+// addZooKeeper adds to r what runs a ZooKeeper peer: the host's Java
+// runtime (the directory `java` resolves into, without the JDK's
+// development parts), the libraries of its binaries, and Debian's
+// ZooKeeper jars with the jars their manifests name. A host without java
+// or the jars gives errNoJava or errNoZooKeeperJars.
+func addZooKeeper(ctx context.Context, r *Rootfs) error {
 	java, err := exec.LookPath("java")
 	if err != nil {
-		return nil, errors.New("images build zookeeper: java is not installed on this host: " + setup)
+		return errNoJava
 	}
 	java, _ = filepath.Abs(java)
 	realJava, err := filepath.EvalSymlinks(java)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	home := filepath.Dir(filepath.Dir(realJava)) // <home>/bin/java
-	r := baseRootfs()
 	if err := r.AddPath(java); err != nil {
-		return nil, err
+		return err
 	}
 	entries, err := os.ReadDir(home)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	for _, d := range entries {
 		if slices.Contains(jreSkip, d.Name()) {
 			continue
 		}
 		if err := r.AddPath(filepath.Join(home, d.Name())); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	// The java launcher and every library of the runtime (libjvm.so, the
@@ -383,15 +397,15 @@ func ZooKeeperRootfs(ctx context.Context) (*Rootfs, error) {
 		// A library of the JDK's GUI may need X11 libraries the host lacks;
 		// a server never loads it.
 		if _, err := r.AddLibs(ctx, b); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if missing, err := r.AddJars(zkJars); err != nil {
-		return nil, err
+		return err
 	} else if slices.ContainsFunc(missing, func(m string) bool { return slices.Contains(zkJars, m) }) {
-		return nil, errors.New("images build zookeeper: the ZooKeeper jars are not installed on this host: " + setup)
+		return errNoZooKeeperJars
 	}
-	return r, nil
+	return nil
 }
 
 // EtcdRootfs assembles the etcd image: locktest's own executable bin at

@@ -268,6 +268,27 @@ func (r *Rootfs) AddLibs(ctx context.Context, bin string) (missing []string, err
 	return missing, nil
 }
 
+// AddProgram adds the host's program at path bin (absolute) with what
+// it links against: the program, the file its links resolve to, and
+// every library AddLibs finds for that file, all of which must be there;
+// a missing library is an error that names prefix, the program and the
+// libraries.
+func (r *Rootfs) AddProgram(ctx context.Context, prefix, bin string) error {
+	if err := r.AddPath(bin); err != nil {
+		return err
+	}
+	real, err := filepath.EvalSymlinks(bin)
+	if err != nil {
+		return err
+	}
+	if missing, err := r.AddLibs(ctx, real); err != nil {
+		return err
+	} else if len(missing) > 0 {
+		return fmt.Errorf("%s: %s needs libraries this host lacks: %s", prefix, real, strings.Join(missing, ", "))
+	}
+	return nil
+}
+
 // ParseLdd reads ldd(1)'s output: the paths of the libraries and loader it
 // found, and the names of those it did not.
 func ParseLdd(out []byte) (paths, missing []string) {

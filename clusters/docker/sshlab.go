@@ -80,7 +80,9 @@ Subsystem sftp /usr/lib/openssh/sftp-server
 
 // SSHLabRootfs assembles the lab's image: this host's sshd (Debian's
 // openssh-server), redis-server, iptables and a few tools, with their
-// libraries, an sshd configuration and the users sshd needs.
+// libraries, an sshd configuration and the users sshd needs; and, when
+// this host has them, its Java runtime and Debian's ZooKeeper jars, as in
+// the zookeeper image.
 func SSHLabRootfs(ctx context.Context) (*Rootfs, error) {
 	r := baseRootfs()
 	r.AddFile("/etc/passwd", []byte("root:x:0:0:root:/root:/bin/sh\nsshd:x:100:65534::/run/sshd:/usr/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"), 0o644)
@@ -98,17 +100,8 @@ func SSHLabRootfs(ctx context.Context) (*Rootfs, error) {
 			return nil, fmt.Errorf("lab: %s is not installed on this host: run `make setup`", p)
 		}
 		bin, _ = filepath.Abs(bin)
-		if err := r.AddPath(bin); err != nil {
+		if err := r.AddProgram(ctx, "lab", bin); err != nil {
 			return nil, err
-		}
-		real, err := filepath.EvalSymlinks(bin)
-		if err != nil {
-			return nil, err
-		}
-		if missing, err := r.AddLibs(ctx, real); err != nil {
-			return nil, err
-		} else if len(missing) > 0 {
-			return nil, fmt.Errorf("lab: %s needs libraries this host lacks: %s", real, strings.Join(missing, ", "))
 		}
 	}
 	// root's login shell, by the path /etc/passwd gives (a link to
@@ -123,6 +116,11 @@ func SSHLabRootfs(ctx context.Context) (*Rootfs, error) {
 				return nil, err
 			}
 		}
+	}
+	// ZooKeeper, when this host has it: a lab of a host without Java
+	// runs Redis and etcd only, and the provider says a host lacks java.
+	if err := addZooKeeper(ctx, r); err != nil && !errors.Is(err, errNoJava) && !errors.Is(err, errNoZooKeeperJars) {
+		return nil, err
 	}
 	if _, err := os.Stat("/usr/lib/openssh/sftp-server"); err == nil {
 		if err := r.AddPath("/usr/lib/openssh/sftp-server"); err != nil {

@@ -19,14 +19,16 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/clusters"
+
+	"github.com/locktest/locktest/internal/procfs"
 )
 
 // Programs are the server programs the provider runs, by the names an
 // inventory's binaries: map gives paths for.
-var Programs = []string{"redis-server"}
+var Programs = []string{"redis-server", "java"}
 
 // Backends returns the backends the ssh provider runs.
-func Backends() []string { return []string{"redis", "etcd"} }
+func Backends() []string { return []string{"redis", "etcd", "zookeeper"} }
 
 // Persistence settings of the Redis nodes, as the local provider's.
 const (
@@ -75,6 +77,11 @@ type Options struct {
 	// environment there.
 	NodeCommand []string
 	NodeEnv     []string
+	// ClockShim is the clock shim library on the control host
+	// (clockshim.Build); when set, it is uploaded into the run's
+	// directory on each Redis host and preloaded into the node, and the
+	// cluster moves the nodes' clocks (Set). Empty: clocks stay put.
+	ClockShim string
 	// Logger receives the provider's log.
 	Logger *slog.Logger
 }
@@ -87,13 +94,18 @@ func NewRunID() string {
 }
 
 // Cluster is a backend's nodes on SSH hosts. It is a clusters.Cluster, a
-// clusters.Killer, a clusters.Pauser and a clusters.LogCollector; its
-// Network method gives the iptables faults. Its methods are safe for
+// clusters.Killer, a clusters.Pauser, a clusters.LogCollector and, when
+// its nodes run under the clock shim (ClockReason is ""), clusters.Clocks;
+// its Network method gives the iptables faults. Its methods are safe for
 // concurrent use.
 type Cluster struct {
 	opts  Options
 	nodes []*node
 	lg    *slog.Logger
+
+	clockMu  sync.Mutex
+	clockWhy string
+	offsets  map[string]time.Duration
 }
 
 // node is one server on one host.
@@ -101,9 +113,12 @@ type node struct {
 	name string
 	conn *Conn
 	dir  string // the node's directory on the host
-	etcd bool   // an etcd member (locktest's node program), else Redis
-	mu   sync.Mutex
-	pid  int // 0 when not running
+	// backend is the node's server: "redis", "etcd" (locktest's node
+	// program) or "zookeeper".
+	backend string
+	mu      sync.Mutex
+	pid     int      // 0 when not running
+	env     []string // the clock shim's environment, when the node runs under it
 }
 
 // New checks opts and returns the cluster, not started.
@@ -131,14 +146,17 @@ func New(opts Options) (*Cluster, error) {
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
-	cl := &Cluster{opts: opts, lg: lg}
+	cl := &Cluster{opts: opts, lg: lg, offsets: map[string]time.Duration{}}
+	if opts.ClockShim != "" && opts.Backend == "etcd" {
+		cl.clockWhy = "etcd members are Go programs, which read the clock without the C library the shim wraps"
+	}
 	for i := range opts.Nodes {
 		c := byName[hosts[i].Name]
 		if c == nil {
 			return nil, fmt.Errorf("ssh: no connection to host %s", hosts[i].Name)
 		}
 		name := fmt.Sprintf("n%d", i+1)
-		cl.nodes = append(cl.nodes, &node{name: name, conn: c, dir: path.Join(RunDir(c.Host, opts.RunID), name), etcd: opts.Backend == "etcd"})
+		cl.nodes = append(cl.nodes, &node{name: name, conn: c, dir: path.Join(RunDir(c.Host, opts.RunID), name), backend: opts.Backend})
 	}
 	return cl, nil
 }
@@ -156,17 +174,29 @@ func (cl *Cluster) Nodes() []clusters.Node {
 }
 
 func (n *node) addr() string {
-	if n.etcd {
-		return net.JoinHostPort(n.conn.Host.Address, strconv.Itoa(etcdClientPort))
+	return net.JoinHostPort(n.conn.Host.Address, strconv.Itoa(n.port()))
+}
+
+// port is the port the clients dial n at, which a cut between n and the
+// clients drops.
+func (n *node) port() int {
+	switch n.backend {
+	case "etcd":
+		return etcdClientPort
+	case "zookeeper":
+		return zkClientPort
 	}
-	return net.JoinHostPort(n.conn.Host.Address, strconv.Itoa(redisPort))
+	return redisPort
 }
 
 // program is the name of n's server process, which its pid is checked
 // against before a signal.
 func (n *node) program() string {
-	if n.etcd {
+	switch n.backend {
+	case "etcd":
 		return nodeProgram
+	case "zookeeper":
+		return zkMain
 	}
 	return "redis-server"
 }
@@ -185,7 +215,7 @@ func (cl *Cluster) Hosts() map[string]string {
 func ownerLine() string {
 	host, _ := os.Hostname()
 	pid := os.Getpid()
-	return fmt.Sprintf("%s %d %s\n", host, pid, procStart(pid))
+	return fmt.Sprintf("%s %d %s\n", host, pid, procfs.StartTime(pid))
 }
 
 // Start writes each node's config into its directory on its host, starts
@@ -221,18 +251,30 @@ func (cl *Cluster) Start(ctx context.Context) error {
 // startNode writes n's config (first: the run directory and owner file
 // too), starts redis-server daemonized and waits for it.
 func (cl *Cluster) startNode(ctx context.Context, n *node, first bool) error {
-	if n.etcd {
+	switch n.backend {
+	case "etcd":
 		return cl.startEtcd(ctx, n, first)
+	case "zookeeper":
+		return cl.startZooKeeper(ctx, n, first)
 	}
 	h := n.conn.Host
 	bin := h.Binary("redis-server")
 	var script strings.Builder
 	if first {
-		fmt.Fprintf(&script, "command -v %s >/dev/null || { echo 'no %s on the host (install it, or give its path under binaries: in the inventory)' >&2; exit 3; }\n", Quote(bin), bin)
-		fmt.Fprintf(&script, "mkdir -p %s/data && printf %%s %s > %s/owner\n", Quote(n.dir), Quote(ownerLine()), Quote(path.Dir(n.dir)))
+		check := fmt.Sprintf("command -v %s >/dev/null || { echo 'no %s on the host (install it, or give its path under binaries: in the inventory)' >&2; exit 3; }\n", Quote(bin), bin)
+		if err := cl.prepare(ctx, n, check); err != nil {
+			return err
+		}
+	}
+	n.mu.Lock()
+	env := n.env
+	n.mu.Unlock()
+	start := Quote(bin)
+	if len(env) > 0 {
+		start = "env " + Quote(env[0]) + " " + Quote(env[1]) + " " + start
 	}
 	fmt.Fprintf(&script, "cat > %s/redis.conf <<'EOF'\n%sEOF\n", Quote(n.dir), cl.redisConf(n))
-	fmt.Fprintf(&script, "rm -f %[1]s/redis.pid; %[2]s %[1]s/redis.conf </dev/null >>%[1]s/stdout.log 2>&1\n", Quote(n.dir), Quote(bin))
+	fmt.Fprintf(&script, "rm -f %[1]s/redis.pid; %[2]s %[1]s/redis.conf </dev/null >>%[1]s/stdout.log 2>&1\n", Quote(n.dir), start)
 	// Wait for the pid file the daemonized server writes.
 	fmt.Fprintf(&script, "i=0; while [ ! -s %[1]s/redis.pid ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done; cat %[1]s/redis.pid\n", Quote(n.dir))
 	out, err := n.conn.Run(ctx, script.String())
@@ -248,6 +290,37 @@ func (cl *Cluster) startNode(ctx context.Context, n *node, first bool) error {
 	n.mu.Unlock()
 	cl.lg.Info("ssh node started", "node", n.name, "host", h.Name, "pid", pid, "dir", n.dir)
 	return waitPing(ctx, n.addr())
+}
+
+// prepare runs the shell command check on n's host (it says what the host
+// lacks, on stderr), makes n's directory with its data directory and the
+// run's owner file, and, when the run moves clocks, installs the clock
+// shim for n (a host that cannot preload it leaves the reason in
+// ClockReason).
+func (cl *Cluster) prepare(ctx context.Context, n *node, check string) error {
+	h := n.conn.Host
+	script := check + fmt.Sprintf("mkdir -p %s/data && printf %%s %s > %s/owner\n", Quote(n.dir), Quote(ownerLine()), Quote(path.Dir(n.dir)))
+	if _, err := n.conn.Run(ctx, script); err != nil {
+		return fmt.Errorf("node %s on %s: %w", n.name, h.Name, err)
+	}
+	if cl.opts.ClockShim == "" || n.backend == "etcd" {
+		return nil
+	}
+	env, why, err := cl.installShim(ctx, n)
+	if err != nil {
+		return err
+	}
+	if why != "" {
+		cl.clockMu.Lock()
+		if cl.clockWhy == "" {
+			cl.clockWhy = why
+		}
+		cl.clockMu.Unlock()
+	}
+	n.mu.Lock()
+	n.env = env
+	n.mu.Unlock()
+	return nil
 }
 
 // redisConf renders n's redis.conf.
@@ -419,10 +492,7 @@ func (cl *Cluster) CollectLogs(dir string) error {
 	defer cancel()
 	var errs []error
 	for _, n := range cl.nodes {
-		log := "/redis.log"
-		if n.etcd {
-			log = "/etcd.log"
-		}
+		log := "/" + map[string]string{"redis": "redis", "etcd": "etcd", "zookeeper": "zookeeper"}[n.backend] + ".log"
 		out, err := n.conn.Run(ctx, "cat "+Quote(n.dir+log))
 		if err != nil {
 			errs = append(errs, err)
@@ -444,23 +514,4 @@ func RemoveRunDirs(ctx context.Context, conns []*Conn, runID string) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// procStart returns the start time of process pid in clock ticks since
-// boot (field 22 of /proc/<pid>/stat), or "" if it cannot be read.
-func procStart(pid int) string {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return ""
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return ""
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 20 {
-		return ""
-	}
-	return f[19]
 }

@@ -38,7 +38,21 @@ type Conn struct {
 	cli  *xssh.Client
 	rtt  time.Duration
 	mu   sync.Mutex
+	// lost says why the connection was lost (nil while it holds); closed
+	// is set by Close, whose end of the connection is no loss.
+	lost   error
+	closed bool
+	done   chan struct{}
 }
+
+// The watch of a connection: a keepalive every KeepaliveEvery, and the
+// connection counts as lost when one is not answered within LostAfter. A
+// host stalled by a loaded machine answers late, not never, so LostAfter
+// is generous.
+var (
+	KeepaliveEvery = time.Second
+	LostAfter      = 15 * time.Second
+)
 
 // dialTimeout bounds the TCP connect and SSH handshake to one host.
 const dialTimeout = 10 * time.Second
@@ -152,12 +166,71 @@ func dialHost(ctx context.Context, inv *Inventory, h Host, hostKey xssh.HostKeyC
 		return nil, fmt.Errorf("ssh %s (%s): %v", h.Name, h.Addr(), oneLine(err))
 	}
 	tc.SetDeadline(time.Time{})
-	c := &Conn{Host: h, Sudo: inv.SudoOf(h), cli: xssh.NewClient(cc, chans, reqs)}
+	c := &Conn{Host: h, Sudo: inv.SudoOf(h), cli: xssh.NewClient(cc, chans, reqs), done: make(chan struct{})}
 	if _, err := c.MeasureRTT(ctx); err != nil {
 		c.Close()
 		return nil, err
 	}
+	go c.watch()
 	return c, nil
+}
+
+// watch notices the loss of the connection: the host closing it (its sshd
+// killed, the host rebooted) or a keepalive not answered within LostAfter
+// (its network cut). Then it records why, and closes the connection so
+// that every command under way fails at once.
+func (c *Conn) watch() {
+	closedBy := make(chan error, 1)
+	go func() { closedBy <- c.cli.Wait() }()
+	tick := time.NewTicker(KeepaliveEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-c.done:
+			return
+		case err := <-closedBy:
+			c.setLost(fmt.Errorf("ssh %s: the host closed the connection mid-run (%v)", c.Host.Name, err))
+			return
+		case <-tick.C:
+		}
+		answered := make(chan error, 1)
+		go func() {
+			_, _, err := c.cli.SendRequest("keepalive@openssh.com", true, nil)
+			answered <- err
+		}()
+		select {
+		case <-c.done:
+			return
+		case err := <-answered:
+			if err != nil {
+				c.setLost(fmt.Errorf("ssh %s: the connection failed mid-run (%v)", c.Host.Name, err))
+				return
+			}
+		case <-time.After(LostAfter):
+			c.setLost(fmt.Errorf("ssh %s: the host answered no keepalive for %v mid-run (its network or sshd is gone)", c.Host.Name, LostAfter))
+			return
+		}
+	}
+}
+
+// setLost records why the connection was lost, unless Close ended it,
+// and closes it.
+func (c *Conn) setLost(err error) {
+	c.mu.Lock()
+	if !c.closed && c.lost == nil {
+		c.lost = err
+	}
+	c.mu.Unlock()
+	c.cli.Close()
+}
+
+// Lost says why the connection to the host was lost after Dial (the host
+// closed it, or stopped answering keepalives), or nil while it holds or
+// after Close.
+func (c *Conn) Lost() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lost
 }
 
 // MeasureRTT times an SSH keepalive request and its reply, the round trip
@@ -193,8 +266,18 @@ func (c *Conn) LocalIP() string {
 	return host
 }
 
-// Close closes the connection.
-func (c *Conn) Close() error { return c.cli.Close() }
+// Close closes the connection and ends its watch.
+func (c *Conn) Close() error {
+	c.mu.Lock()
+	if !c.closed {
+		c.closed = true
+		if c.done != nil {
+			close(c.done)
+		}
+	}
+	c.mu.Unlock()
+	return c.cli.Close()
+}
 
 // Run runs the shell command cmd on the host and returns its standard
 // output. A failed command's error holds its exit status and the first
@@ -217,8 +300,14 @@ func (c *Conn) Root(ctx context.Context, cmd string) (string, error) {
 }
 
 func (c *Conn) run(ctx context.Context, cmd string, stdin io.Reader) (string, error) {
+	if err := c.Lost(); err != nil {
+		return "", err
+	}
 	s, err := c.cli.NewSession()
 	if err != nil {
+		if lost := c.Lost(); lost != nil {
+			return "", lost
+		}
 		return "", fmt.Errorf("ssh %s: %v", c.Host.Name, err)
 	}
 	defer s.Close()
@@ -236,6 +325,9 @@ func (c *Conn) run(ctx context.Context, cmd string, stdin io.Reader) (string, er
 		return out.String(), fmt.Errorf("ssh %s: %w", c.Host.Name, ctx.Err())
 	}
 	if err != nil {
+		if lost := c.Lost(); lost != nil {
+			return out.String(), lost
+		}
 		msg := strings.TrimSpace(errb.String())
 		if i := strings.IndexByte(msg, '\n'); i >= 0 {
 			msg = msg[:i]

@@ -9,9 +9,13 @@ import (
 	"net/http"
 	"os"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/clusters/roles"
 )
 
 // nodeProgram is the name locktest's node program gets on a host; pids
@@ -34,8 +38,8 @@ func (cl *Cluster) startEtcd(ctx context.Context, n *node, first bool) error {
 		return fmt.Errorf("node %s: no node program to upload", n.name)
 	}
 	if first {
-		if _, err := n.conn.Run(ctx, fmt.Sprintf("mkdir -p %s && printf %%s %s > %s/owner", Quote(n.dir), Quote(ownerLine()), Quote(runDir))); err != nil {
-			return fmt.Errorf("node %s on %s: %w", n.name, h.Name, err)
+		if err := cl.prepare(ctx, n, ""); err != nil {
+			return err
 		}
 		if err := n.conn.Upload(ctx, cl.opts.NodeCommand[0], bin); err != nil {
 			return fmt.Errorf("node %s on %s: upload the node program: %w", n.name, h.Name, err)
@@ -51,17 +55,28 @@ func (cl *Cluster) startEtcd(ctx context.Context, n *node, first bool) error {
 		"--initial-cluster", strings.Join(cluster, ","),
 		"--tick-ms", strconv.Itoa(etcdTickMs), "--election-ms", strconv.Itoa(etcdElectionMs),
 		"--log-file", n.dir+"/etcd.log")
-	var q []string
-	for _, kv := range cl.opts.NodeEnv {
-		q = append(q, Quote(kv))
+	if err := cl.startDetached(ctx, n, "", append(slices.Clone(cl.opts.NodeEnv), args...), "stdout.log"); err != nil {
+		return err
 	}
-	for _, a := range args {
-		q = append(q, Quote(a))
+	return waitEtcdHealthy(ctx, n.addr())
+}
+
+// startDetached runs the shell command prelude on n's host (files to
+// write first; it may be empty), then starts argv there (environment
+// assignments first, as env takes them) in the background in n's
+// directory, in a session of its own, with its output appended to
+// logFile in that directory; it records the program's pid as n's and in
+// n's node.pid, which cleanup reads.
+func (cl *Cluster) startDetached(ctx context.Context, n *node, prelude string, argv []string, logFile string) error {
+	h := n.conn.Host
+	q := make([]string, len(argv))
+	for i, a := range argv {
+		q[i] = Quote(a)
 	}
 	// In a shell without job control the background job is no process
 	// group leader, so setsid runs the program in a new session without
 	// forking: $! is its pid.
-	script := fmt.Sprintf("cd %[1]s && setsid env %[2]s </dev/null >>%[1]s/stdout.log 2>&1 & echo $!", Quote(n.dir), strings.Join(q, " "))
+	script := prelude + fmt.Sprintf("cd %[1]s && setsid env %[2]s </dev/null >>%[1]s/%[3]s 2>&1 & pid=$!; echo $pid > %[1]s/node.pid; echo $pid", Quote(n.dir), strings.Join(q, " "), logFile)
 	out, err := n.conn.Run(ctx, script)
 	if err != nil {
 		return fmt.Errorf("node %s on %s: %w", n.name, h.Name, err)
@@ -74,7 +89,7 @@ func (cl *Cluster) startEtcd(ctx context.Context, n *node, first bool) error {
 	n.pid = pid
 	n.mu.Unlock()
 	cl.lg.Info("ssh node started", "node", n.name, "host", h.Name, "pid", pid, "dir", n.dir)
-	return waitEtcdHealthy(ctx, n.addr())
+	return nil
 }
 
 // waitEtcdHealthy polls the member's /health until it says true.
@@ -116,4 +131,37 @@ func (c *Conn) Upload(ctx context.Context, src, dst string) error {
 	defer f.Close()
 	_, err = c.run(ctx, fmt.Sprintf("cat > %[1]s.part && chmod 755 %[1]s.part && mv %[1]s.part %[1]s", Quote(dst)), f)
 	return err
+}
+
+// Role asks the node, from the control host, what it is now: an etcd
+// member whether it leads (roles.Etcd), a ZooKeeper peer its mode
+// (roles.ZooKeeper); a Redis node has no role (""). It
+// implements the nemesis's RoleReader, for faults pinned to a role.
+func (cl *Cluster) Role(ctx context.Context, cn clusters.Node) (string, error) {
+	n, err := cl.find(cn.Name)
+	if err != nil {
+		return "", err
+	}
+	switch n.backend {
+	case "etcd":
+		return roles.Etcd(ctx, n.addr())
+	case "zookeeper":
+		return roles.ZooKeeper(ctx, n.addr())
+	}
+	return "", nil
+}
+
+// Roles returns the roles Role can answer for a node: leader and follower
+// for etcd members and ZooKeeper peers, none for Redis.
+func (cl *Cluster) Roles(clusters.Node) []string {
+	switch cl.opts.Backend {
+	case "etcd":
+		return []string{roles.EtcdLeader, roles.EtcdFollower}
+	case "zookeeper":
+		if len(cl.nodes) == 1 {
+			return []string{"standalone"}
+		}
+		return []string{"leader", "follower"}
+	}
+	return nil
 }

@@ -73,7 +73,7 @@ func (nw *Network) Cut(ctx context.Context, a, b []string) error {
 			return fmt.Errorf("ssh network: unknown host %q", y)
 		}
 		ctl := nx.conn.LocalIP()
-		port := strconv.Itoa(redisPort)
+		port := strconv.Itoa(nx.port())
 		rules[nx.conn] = append(rules[nx.conn], rule{"INPUT", "-s " + ctl + " -p tcp --dport " + port}, rule{"OUTPUT", "-d " + ctl + " -p tcp --sport " + port})
 		return nil
 	}
@@ -110,8 +110,9 @@ func (nw *Network) Loss(ctx context.Context, hosts []string, p float64) error {
 	if clients {
 		for _, n := range nw.cl.nodes {
 			ctl := n.conn.LocalIP()
-			rules[n.conn] = append(rules[n.conn], rule{"INPUT", "-s " + ctl + " -p tcp --dport " + strconv.Itoa(redisPort) + " " + stat},
-				rule{"OUTPUT", "-d " + ctl + " -p tcp --sport " + strconv.Itoa(redisPort) + " " + stat})
+			port := strconv.Itoa(n.port())
+			rules[n.conn] = append(rules[n.conn], rule{"INPUT", "-s " + ctl + " -p tcp --dport " + port + " " + stat},
+				rule{"OUTPUT", "-d " + ctl + " -p tcp --sport " + port + " " + stat})
 		}
 	}
 	return nw.apply(ctx, rules)

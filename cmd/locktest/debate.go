@@ -6,12 +6,14 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	sshp "github.com/locktest/locktest/clusters/ssh"
 	"github.com/locktest/locktest/reports"
 	"github.com/locktest/locktest/run"
 	"github.com/locktest/locktest/runstore"
@@ -23,7 +25,7 @@ func newDebateCmd() *cobra.Command {
 	var seeds int
 	var seedBase int64
 	var until, list, q bool
-	var store, out, junit, findings string
+	var store, out, junit, findings, provider, inventory string
 	c := &cobra.Command{
 		Use:   "debate",
 		Short: "Run the scenario catalogue (the Redlock debate's claims) over several seeds and write a scoreboard",
@@ -38,7 +40,8 @@ inconclusive, 2 bad usage or a broken scenario file.`,
 		Example: `  locktest debate                          # the whole catalogue, 3 seeds each
   locktest debate --only 2,redlock-control --seeds 10
   locktest debate --only redlock-clock-jump --seeds 10 --until-reproduced
-  locktest debate --scenarios my.yaml --junit debate.xml`,
+  locktest debate --scenarios my.yaml --junit debate.xml
+  locktest debate --only etcd-pause --provider ssh --inventory lab/lab.yaml`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			all := scenarios.Builtin()
@@ -62,6 +65,19 @@ inconclusive, 2 bad usage or a broken scenario file.`,
 			}
 			if seeds < 1 {
 				return usageError{fmt.Errorf("--seeds must be at least 1, got %d", seeds)}
+			}
+			switch {
+			case !slices.Contains(run.Providers, provider):
+				return usageError{fmt.Errorf("--provider must be %s, got %q", strings.Join(run.Providers, " or "), provider)}
+			case provider == run.ProviderSSH && inventory == "":
+				return usageError{errors.New("--provider ssh needs --inventory FILE")}
+			case provider != run.ProviderSSH && inventory != "":
+				return usageError{errors.New("--inventory needs --provider ssh")}
+			case inventory != "":
+				// A bad inventory would make every scenario inconclusive.
+				if _, err := sshp.LoadInventory(inventory); err != nil {
+					return usageError{fmt.Errorf("--inventory: %v", err)}
+				}
 			}
 			silent := quiet(cmd.Flags(), q)
 			started := time.Now()
@@ -88,6 +104,7 @@ inconclusive, 2 bad usage or a broken scenario file.`,
 			}
 			base := run.DefaultConfig()
 			base.StoreDir = store
+			base.Provider, base.SSH.Inventory = provider, inventory
 			opt := scenarios.Options{Base: base, UntilReproduced: until}
 			for i := 0; i < seeds; i++ {
 				opt.Seeds = append(opt.Seeds, seedBase+int64(i))
@@ -152,6 +169,8 @@ inconclusive, 2 bad usage or a broken scenario file.`,
 	f.StringVar(&store, "store", "store", "folder of stored runs")
 	f.StringVar(&out, "out", "", "folder of scoreboard.html and scoreboard.md (default <store>/debate/<time>)")
 	f.StringVar(&junit, "junit", "", "also write JUnit XML here, one test case per scenario")
+	f.StringVar(&provider, "provider", run.ProviderLocal, "where the nodes of every run run: "+strings.Join(run.Providers, " or ")+" (see docs/providers.md)")
+	f.StringVar(&inventory, "inventory", "", "the ssh provider's inventory file (locktest lab up writes one), with --provider ssh")
 	f.StringVar(&findings, "findings", "", "also write the scoreboard as Markdown without run links here (docs/findings.md)")
 	quietFlag(c, &q, "no progress on stderr")
 	return c

@@ -25,7 +25,8 @@ func newLabCmd() *cobra.Command {
 		Use:   "up",
 		Short: "Start SSH hosts as containers on a Docker network of their own and write an inventory for them",
 		Long: `up builds locktest's SSH image from this host's files (sshd of Debian's
-openssh-server, redis-server, iptables and a few tools; no registry), starts
+openssh-server, redis-server, iptables and a few tools, and this host's
+Java runtime and ZooKeeper jars when it has them; no registry), starts
 --hosts containers of it on a Docker network of their own (a free /24 of
 10.79.0.0/16), each with its own file system, network namespace and pid
 space and the NET_ADMIN capability iptables needs, and writes into --dir the

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -122,4 +124,26 @@ func WaitStopped(pid int, limit time.Duration) error {
 		}
 		time.Sleep(200 * time.Microsecond)
 	}
+}
+
+// StartTime returns the start time of process pid in clock ticks since
+// boot (field 22 of /proc/<pid>/stat), or "" if it cannot be read. With the
+// pid it names a process for good: a recycled pid starts at another time.
+func StartTime(pid int) string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return ""
+	}
+	s := string(b)
+	// The command name (field 2) may hold spaces; it ends at the last ')'.
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return ""
+	}
+	f := strings.Fields(s[i+1:])
+	// f[0] is field 3 (state); field 22 is f[19].
+	if len(f) < 20 {
+		return ""
+	}
+	return f[19]
 }

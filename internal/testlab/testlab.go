@@ -1,0 +1,102 @@
+// Package testlab gives the ssh provider's tests their connections to the
+// hosts of an SSH lab (`locktest lab up`), and checks that a run left
+// nothing on them.
+package testlab
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/locktest/locktest/clusters/docker"
+	sshp "github.com/locktest/locktest/clusters/ssh"
+	"github.com/locktest/locktest/internal/testbin"
+)
+
+// Up starts an SSH lab of five hosts for the test (skipping when no
+// Docker engine answers or this host lacks sshd, redis-server or
+// iptables, which the lab's image is made from) and removes it when the
+// test ends, checking that nothing of it is left. It returns the lab's
+// inventory file.
+func Up(t *testing.T) string {
+	t.Helper()
+	testbin.Need(t, "sshd", "redis-server", "iptables")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	e, err := docker.Open(ctx, nil)
+	if err != nil {
+		t.Skipf("ssh provider tests need the lab's Docker engine: %v", err)
+	}
+	lab, err := e.SSHLabUp(ctx, docker.SSHLabOptions{Hosts: 5, Dir: t.TempDir()})
+	if err != nil {
+		e.Close()
+		t.Fatalf("lab up: %v", err)
+	}
+	t.Cleanup(func() {
+		defer e.Close()
+		if err := e.SSHLabRemove(context.Background(), lab.ID); err != nil {
+			t.Errorf("lab down: %v", err)
+		}
+		ids, err := e.SSHLabIDs(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.Contains(ids, lab.ID) {
+			t.Errorf("lab %s left containers or its network", lab.ID)
+		}
+	})
+	return lab.Inventory
+}
+
+// DialTimeout bounds the connection to the lab's hosts and what a test
+// does with them through Dial's context.
+const DialTimeout = time.Minute
+
+// Dial loads the inventory file and connects to each of its hosts, failing
+// the test on an error. The context it returns ends after DialTimeout; the
+// connections are closed, and the context cancelled, when the test ends.
+func Dial(tb testing.TB, inventory string) (context.Context, []*sshp.Conn) {
+	tb.Helper()
+	inv, err := sshp.LoadInventory(inventory)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), DialTimeout)
+	tb.Cleanup(cancel)
+	conns, err := sshp.Dial(ctx, inv)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { sshp.CloseAll(conns) })
+	return ctx, conns
+}
+
+// Leftovers is the shell command that lists, on a host, what a run of the
+// ssh provider makes there: the run directories under the default
+// working directory, locktest's iptables rules, and the processes of the
+// servers it starts (redis-server, locktest's uploaded node program, a
+// ZooKeeper peer).
+const Leftovers = "ls -A " + sshp.DefaultWorkdir + " 2>/dev/null; iptables-save | grep locktest; " +
+	"for f in /proc/[0-9]*/cmdline; do grep -qa -e 'redis-serve[r]' -e 'locktest-nod[e]' -e 'QuorumPeerMai[n]' $f 2>/dev/null && echo process $f; done; true"
+
+// AssertClean checks that no host of the inventory, but those named in
+// except, keeps a run directory, a locktest iptables rule or a server
+// process a run started.
+func AssertClean(tb testing.TB, inventory string, except ...string) {
+	tb.Helper()
+	ctx, conns := Dial(tb, inventory)
+	for _, c := range conns {
+		if slices.Contains(except, c.Host.Name) {
+			continue
+		}
+		out, err := c.Run(ctx, Leftovers)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if s := strings.TrimSpace(out); s != "" {
+			tb.Errorf("host %s keeps what a run made: %s", c.Host.Name, s)
+		}
+	}
+}
