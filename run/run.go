@@ -471,6 +471,14 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 		runErrs = append(runErrs, err.Error())
 		lg.Error("nemesis", "err", err)
 	}
+	// A host whose SSH connection was lost during the run may have run its
+	// node on without the faults meant for it, or been healed of none: the
+	// run did not test what it meant to, even with nothing left to apply.
+	if plat.ssh != nil {
+		if why := plat.ssh.lost(); why != "" {
+			runErrs = append(runErrs, "ssh: "+why)
+		}
+	}
 	stopCtx, cancel := context.WithTimeout(context.Background(), cfg.Timeout+cfg.TTL+5*time.Second)
 	if err := pool.Stop(stopCtx); err != nil {
 		runErrs = append(runErrs, err.Error())

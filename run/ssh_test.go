@@ -237,64 +237,78 @@ func startRun(cfg Config) <-chan runResult {
 	return done
 }
 
-// TestSSHLabLostHostIsNotValid runs Redlock over the lab with isolate
-// pinned to n1 and, once the history shows the first isolation, kills
-// every SSH session of h2 (the node n2's host) from outside the run: the
-// run's connection to h2 is gone, so the heals that follow cannot remove
-// the run's rules there. The run must end unknown, never valid, with a
+// TestSSHLabLostHostIsNotValid runs Redlock over the lab and, in the
+// middle of the run, kills every SSH session of h2 (the node n2's host)
+// from outside the run: the run's connection to h2 is gone. With isolate
+// pinned to n1 (cut once the history shows the first isolation), the heals
+// that follow cannot remove the run's rules on h2; with no fault at all,
+// nothing is left to apply there, yet the run no longer controls one of
+// its hosts. Either way the run must end unknown, never valid, with a
 // one-line problem naming h2, and keep what it recorded; the other hosts
 // keep nothing of it. (h2 keeps its node, rules and directory: no
 // connection of the run reaches it any more, and its owner, this test,
 // still runs; the lab's removal takes them.)
 func TestSSHLabLostHostIsNotValid(t *testing.T) {
-	inventory := testlab.Up(t)
-	cfg := sshConfig(t, "redlock", inventory)
-	cfg.Name, cfg.TTL = "lost-host", 5*time.Second
-	cfg.Faults, cfg.Targets = []string{"isolate"}, map[string][]string{"isolate": {"n1"}}
-	cfg.Interval, cfg.Window = 500*time.Millisecond, 600*time.Millisecond
-	cfg.Duration, cfg.Quiet = 20*time.Second, 4*time.Second
-	done := startRun(cfg)
-	isolated := func() bool {
-		files, _ := filepath.Glob(filepath.Join(cfg.StoreDir, cfg.Name, "2*", "history.jsonl"))
-		for _, f := range files {
-			if b, _ := os.ReadFile(f); strings.Contains(string(b), `"type":"ok","process":-1,"f":"partition-isolate"`) {
-				return true
+	for _, faults := range []string{"isolate", ""} {
+		t.Run("faults="+faults, func(t *testing.T) {
+			// A lab of its own: h2 keeps the last case's node on its port.
+			inventory := testlab.Up(t)
+			cfg := sshConfig(t, "redlock", inventory)
+			cfg.Name, cfg.TTL = "lost-host", 5*time.Second
+			cfg.Duration, cfg.Quiet = 20*time.Second, 4*time.Second
+			// The moment to cut h2: the first isolation, or, with no
+			// fault, the first critical section.
+			mark := `"type":"ok","process":-1,"f":"partition-isolate"`
+			if faults != "" {
+				cfg.Faults, cfg.Targets = []string{faults}, map[string][]string{faults: {"n1"}}
+				cfg.Interval, cfg.Window = 500*time.Millisecond, 600*time.Millisecond
+			} else {
+				cfg.Faults, mark = nil, `"type":"ok","process":0,"f":"acquire"`
 			}
-		}
-		return false
+			done := startRun(cfg)
+			marked := func() bool {
+				files, _ := filepath.Glob(filepath.Join(cfg.StoreDir, cfg.Name, "2*", "history.jsonl"))
+				for _, f := range files {
+					if b, _ := os.ReadFile(f); strings.Contains(string(b), mark) {
+						return true
+					}
+				}
+				return false
+			}
+			for !marked() {
+				select {
+				case r := <-done:
+					t.Fatalf("the run ended before %s: %v", mark, r.err)
+				case <-time.After(50 * time.Millisecond):
+				}
+			}
+			ctx, conns := testlab.Dial(t, inventory)
+			// The command's own session dies with the others: its error is
+			// expected. sshd itself is the container's pid 1, which a signal from
+			// inside does not kill, so the host stays reachable for the checks.
+			conns[1].Run(ctx, "for f in /proc/[0-9]*/cmdline; do grep -qa -e '^sshd' -e '^/usr/sbin/sshd' $f 2>/dev/null && p=${f#/proc/} && kill -KILL ${p%/cmdline}; done")
+			r := <-done
+			if r.err != nil {
+				t.Fatalf("run: %v", r.err)
+			}
+			res := r.out.Results
+			if res.Valid != checker.Unknown {
+				t.Errorf("verdict %s, want unknown: the run lost h2", res.Valid)
+			}
+			named := false
+			for _, p := range res.Problems {
+				named = named || strings.Contains(p, "ssh h2") && !strings.Contains(p, "\n")
+			}
+			if !named {
+				t.Errorf("problems %q: want one naming h2's lost connection", res.Problems)
+			}
+			h, err := r.out.History()
+			if err != nil || len(h) == 0 || faults != "" && nemesisOps(h, "partition-isolate", history.OK) < 1 {
+				t.Errorf("the recorded history was not kept whole (%d ops, err %v)", len(h), err)
+			}
+			testlab.AssertClean(t, inventory, "h2")
+		})
 	}
-	for !isolated() {
-		select {
-		case r := <-done:
-			t.Fatalf("the run ended before its first isolation: %v", r.err)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-	ctx, conns := testlab.Dial(t, inventory)
-	// The command's own session dies with the others: its error is
-	// expected. sshd itself is the container's pid 1, which a signal from
-	// inside does not kill, so the host stays reachable for the checks.
-	conns[1].Run(ctx, "for f in /proc/[0-9]*/cmdline; do grep -qa -e '^sshd' -e '^/usr/sbin/sshd' $f 2>/dev/null && p=${f#/proc/} && kill -KILL ${p%/cmdline}; done")
-	r := <-done
-	if r.err != nil {
-		t.Fatalf("run: %v", r.err)
-	}
-	res := r.out.Results
-	if res.Valid != checker.Unknown {
-		t.Errorf("verdict %s, want unknown: the run lost h2", res.Valid)
-	}
-	named := false
-	for _, p := range res.Problems {
-		named = named || strings.Contains(p, "ssh h2") && !strings.Contains(p, "\n")
-	}
-	if !named {
-		t.Errorf("problems %q: want one naming h2's lost connection", res.Problems)
-	}
-	h, err := r.out.History()
-	if err != nil || len(h) == 0 || nemesisOps(h, "partition-isolate", history.OK) < 1 {
-		t.Errorf("the recorded history was not kept whole (%d ops, err %v)", len(h), err)
-	}
-	testlab.AssertClean(t, inventory, "h2")
 }
 
 // sshClockShimRefused gives h1 a working directory on /dev/shm, which
