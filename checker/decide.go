@@ -130,15 +130,15 @@ func FaultParts(faults []string) []string {
 func neverApplied(faults []string, h *history.Table) []string {
 	faults = FaultParts(faults)
 	tried, applied := map[string]bool{}, map[string]bool{}
-	for _, o := range h.All() {
-		if !o.IsNemesis() {
+	for i := range h.Len() {
+		if h.Process(i) != history.NemesisProcess {
 			continue
 		}
-		f := faultOf(o.F)
+		f := faultOf(h.F(i))
 		if !slices.Contains(faults, f) {
 			continue
 		}
-		switch o.Type {
+		switch h.Type(i) {
 		case history.Invoke:
 			tried[f] = true
 		case history.OK:

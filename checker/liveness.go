@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/locktest/locktest/history"
@@ -115,35 +114,19 @@ func (c Liveness) Check(ctx context.Context, h *history.Table) Result {
 		broken  bool  // an attempt after ended succeeded
 	}
 	cands := make([]*cand, len(v.locks))
-	deaths := make(map[int][]int32) // process → ops that show it died
+	deaths := deathOps(h) // process → ops that show it died
 	attempts, firstTime := 0, int64(-1)
 	for step := range h.Len() {
 		if err := stopped(ctx, step); err != nil {
 			return cancelled(c.Name(), err)
 		}
-		proc, typ, t := h.Process(step), h.Type(step), h.Time(step)
-		if proc < 0 {
-			// The nemesis records a fault's targets on its ok
-			// completion; a kill that failed proves nothing.
-			if typ != history.OK {
-				continue
-			}
-			if o := h.At(step); history.Kills(o) {
-				for _, t := range o.Value.Targets {
-					if p, ok := processTarget(t); ok {
-						deaths[p] = append(deaths[p], int32(step))
-					}
-				}
-			}
+		if h.Process(step) < 0 {
 			continue
 		}
-		if typ == history.Info && strings.HasPrefix(h.Error(step), "worker exited") {
-			deaths[proc] = append(deaths[proc], int32(step))
-		}
-		if firstTime < 0 || t < firstTime {
+		if t := h.Time(step); firstTime < 0 || t < firstTime {
 			firstTime = t
 		}
-		if typ == history.Invoke && h.F(step) == history.Acquire {
+		if h.Type(step) == history.Invoke && h.F(step) == history.Acquire {
 			attempts++
 		}
 	}

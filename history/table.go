@@ -5,13 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"iter"
 	"math"
 	"os"
 	"runtime"
 	"slices"
 	"sync"
-	"time"
 )
 
 // Table is a history held compactly, for checking: one 64-byte record per
@@ -88,30 +86,28 @@ func NewTable(h History) *Table {
 // that others read.
 func (t *Table) Append(op Op) {
 	if t.ids == nil {
-		t.ids = make(map[string]uint32)
+		if len(t.strs) == 0 {
+			t.strs = []string{""}
+		}
+		t.ids = make(map[string]uint32, len(t.strs))
 		for i, s := range t.strs {
 			t.ids[s] = uint32(i)
 		}
 	}
-	id := func(s string) uint32 {
-		if len(t.strs) == 0 {
-			t.strs = append(t.strs, "")
-		}
-		if s == "" {
-			return 0
-		}
-		if i, ok := t.ids[s]; ok {
-			return i
-		}
-		t.strs = append(t.strs, s)
-		t.ids[s] = uint32(len(t.strs) - 1)
-		return uint32(len(t.strs) - 1)
-	}
-	pos := len(t.recs)
-	t.recs = append(t.recs, rec{})
 	if t.full == nil {
 		t.full = make(map[int32]*Op)
 	}
+	id := func(s string) uint32 {
+		i, ok := t.ids[s]
+		if !ok {
+			i = uint32(len(t.strs))
+			t.strs = append(t.strs, s)
+			t.ids[s] = i
+		}
+		return i
+	}
+	pos := len(t.recs)
+	t.recs = append(t.recs, rec{})
 	encode(&t.recs[pos], &op, pos, id, t.full)
 }
 
@@ -182,17 +178,6 @@ func (t *Table) At(i int) Op {
 		op.Value.StoreTime = r.at
 	}
 	return op
-}
-
-// All yields each op's position and the op, in order.
-func (t *Table) All() iter.Seq2[int, Op] {
-	return func(yield func(int, Op) bool) {
-		for i := range t.Len() {
-			if !yield(i, t.At(i)) {
-				return
-			}
-		}
-	}
 }
 
 // Time returns the time of op i.
@@ -311,7 +296,8 @@ func (t *Table) Index(i int) int {
 	return t.full[int32(i)].Index
 }
 
-// History returns t's ops as a History that shares no memory with t.
+// History returns t's ops as a History whose tokens and counters are its
+// own, not t's.
 func (t *Table) History() History {
 	h := make(History, t.Len())
 	var toks []uint64
@@ -319,14 +305,14 @@ func (t *Table) History() History {
 	for i := range h {
 		h[i] = t.At(i)
 		v := &h[i].Value
-		if v.Token != nil && t.recs[i].flags&recFull == 0 {
+		if v.Token != nil {
 			if len(toks) == cap(toks) {
 				toks = make([]uint64, 0, 1024)
 			}
 			toks = append(toks, *v.Token)
 			v.Token = &toks[len(toks)-1]
 		}
-		if v.N != nil && t.recs[i].flags&recFull == 0 {
+		if v.N != nil {
 			if len(ns) == cap(ns) {
 				ns = make([]int64, 0, 1024)
 			}
@@ -340,19 +326,11 @@ func (t *Table) History() History {
 // Pair is History.Pair for t, in 32-bit positions.
 func (t *Table) Pair() []int32 {
 	pair := make([]int32, t.Len())
-	if t == nil {
-		return pair
-	}
 	open := make(map[int]int32)
-	for i := range t.recs {
-		r := &t.recs[i]
+	for i := range pair {
 		pair[i] = -1
-		typ := r.typ
-		if r.flags&recFull != 0 {
-			typ, _ = typeCode(t.full[int32(i)].Type)
-		}
 		proc := t.Process(i)
-		if recTypes[typ] == Invoke {
+		if t.Type(i) == Invoke {
 			open[proc] = int32(i)
 			continue
 		}
@@ -363,28 +341,6 @@ func (t *Table) Pair() []int32 {
 		}
 	}
 	return pair
-}
-
-// ClientSpan is History.ClientSpan for t.
-func (t *Table) ClientSpan() time.Duration {
-	if t == nil {
-		return 0
-	}
-	var first, last int64 = -1, 0
-	for i := range t.recs {
-		if t.Process(i) == NemesisProcess {
-			continue
-		}
-		tm := t.recs[i].time
-		if first < 0 || tm < first {
-			first = tm
-		}
-		last = max(last, tm)
-	}
-	if first < 0 {
-		return 0
-	}
-	return time.Duration(last - first)
 }
 
 // ReadTable decodes the history file at path into a Table, with the
