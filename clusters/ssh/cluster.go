@@ -273,10 +273,21 @@ func (cl *Cluster) startNode(ctx context.Context, n *node, first bool) error {
 	if len(env) > 0 {
 		start = "env " + Quote(env[0]) + " " + Quote(env[1]) + " " + start
 	}
+	if !first {
+		// A restart right after a kill: the killed server's listening
+		// socket can outlive the wait for its process on a loaded host,
+		// and the new server would fail to listen. Wait, up to 10 s, for
+		// no socket to listen on the port (/proc/net/tcp: local port in
+		// hex, state 0A).
+		fmt.Fprintf(&script, "i=0; while grep -q ':%04X 00000000:0000 0A' /proc/net/tcp && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done\n", redisPort)
+	}
 	fmt.Fprintf(&script, "cat > %s/redis.conf <<'EOF'\n%sEOF\n", Quote(n.dir), cl.redisConf(n))
 	fmt.Fprintf(&script, "rm -f %[1]s/redis.pid; %[2]s %[1]s/redis.conf </dev/null >>%[1]s/stdout.log 2>&1\n", Quote(n.dir), start)
 	// Wait for the pid file the daemonized server writes.
-	fmt.Fprintf(&script, "i=0; while [ ! -s %[1]s/redis.pid ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done; cat %[1]s/redis.pid\n", Quote(n.dir))
+	// A server that wrote none says why in its log: its last line is the
+	// error.
+	fmt.Fprintf(&script, "i=0; while [ ! -s %[1]s/redis.pid ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done; "+
+		"[ -s %[1]s/redis.pid ] || { echo \"redis-server wrote no pid file: $(tail -n 1 %[1]s/redis.log 2>/dev/null)\" >&2; exit 1; }; cat %[1]s/redis.pid\n", Quote(n.dir))
 	out, err := n.conn.Run(ctx, script.String())
 	if err != nil {
 		return fmt.Errorf("node %s on %s: %w", n.name, h.Name, err)
