@@ -10,7 +10,6 @@ import (
 	"github.com/locktest/locktest/checker"
 )
 
-// RunInfo describes how a run was made, so it can be reproduced.
 // ClientInfo is an external lock client as its program described itself
 // in the client protocol's hello_ok.
 type ClientInfo struct {
@@ -26,10 +25,29 @@ type ClientInfo struct {
 	Blocking bool `json:"blocking"`
 }
 
+// Versions are what a run ran, so that a result can be quoted with the
+// software it was made with: locktest's own version, each lock server's
+// version as the server itself reports it, and each client library's.
+type Versions struct {
+	// Locktest is locktest's version and commit (Version).
+	Locktest string `json:"locktest"`
+	// Servers maps a server product ("redis", "etcd", "zookeeper",
+	// "mariadb", "postgresql") to the version its running nodes reported.
+	// A server that could not be asked maps to "unknown: " and the reason.
+	Servers map[string]string `json:"servers,omitempty"`
+	// Clients maps a client library (a Go module path, or an external
+	// client's library name) to its version.
+	Clients map[string]string `json:"clients,omitempty"`
+}
+
+// RunInfo describes how a run was made, so it can be reproduced.
 type RunInfo struct {
-	Name    string `json:"name"`
-	Impl    string `json:"impl"`
-	ImplDoc string `json:"impl_doc,omitempty"`
+	// Versions are the versions of locktest, the servers and the client
+	// libraries of the run; empty in the results of older runs.
+	Versions Versions `json:"versions"`
+	Name     string   `json:"name"`
+	Impl     string   `json:"impl"`
+	ImplDoc  string   `json:"impl_doc,omitempty"`
 	// Client describes the external lock client that took the place of a
 	// Go impl, as it described itself; nil for a Go impl.
 	Client      *ClientInfo `json:"client,omitempty"`
