@@ -22,7 +22,13 @@ type RunFacts struct {
 	// a worker protocol error, a history cut short) that make its history
 	// suspect.
 	Errors []string
+	// Interrupted is a run stopped early (Ctrl-C, SIGTERM): it tested
+	// less than it was asked to, so it is never valid.
+	Interrupted bool
 }
+
+// Interrupted is the problem of a run stopped before its time was up.
+const Interrupted = "the run was stopped early (Ctrl-C or SIGTERM): it tested less than it was asked to"
 
 // Decision is the final verdict on one run: what `locktest run` and
 // `locktest check` both write into results.json.
@@ -64,6 +70,9 @@ func Decide(ctx context.Context, h *history.Table, facts RunFacts, maxVisualOps 
 func Judge(h *history.Table, facts RunFacts, rs []Result) Decision {
 	d := Decision{Valid: Overall(rs), Results: rs, Stats: Summarize(facts.Faults, h)}
 	d.Problems = append(d.Problems, facts.Errors...)
+	if facts.Interrupted {
+		d.Problems = append(d.Problems, Interrupted)
+	}
 	if d.Stats["critical_sections"] == 0 {
 		d.Problems = append(d.Problems, "no acquire succeeded: the run tested nothing")
 	}

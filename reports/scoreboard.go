@@ -10,35 +10,96 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/locktest/locktest/runstore"
 )
 
-// Verdicts of a scoreboard row: whether the run showed the outcome the
-// scenario tests for.
+// Verdicts of a scoreboard row: whether the runs showed the outcome the
+// scenario tests for, and how strongly.
 const (
 	// Reproduced: a violation scenario showed its violation in at least one
-	// conclusive run, or a safe scenario showed none in every run.
+	// conclusive run.
 	Reproduced = "reproduced"
 	// NotReproduced: a violation scenario never showed it in its conclusive
-	// runs, or a safe scenario showed a violation.
+	// runs.
 	NotReproduced = "not reproduced"
+	// Held: a safe scenario showed no violation, in enough conclusive runs
+	// that the one-sided 95% upper bound of its violation rate is below
+	// the stated level (ScoreRow.MaxRate).
+	Held = "held"
+	// NotRefuted: a safe scenario showed no violation, in too few runs to
+	// bound its rate below the stated level; the reason gives the bound.
+	NotRefuted = "not refuted"
+	// Refuted: a safe scenario showed a violation.
+	Refuted = "refuted"
 	// Inconclusive: the runs could not test the claim (a fault this machine
 	// cannot make, a run that failed, a checker that gave up); the reason
 	// says which. Never reported as safe.
 	Inconclusive = "inconclusive"
 )
 
+// Verdicts lists the verdicts in the order a summary gives them.
+var Verdicts = []string{Reproduced, Held, NotReproduced, Refuted, NotRefuted, Inconclusive}
+
+// Expected reports whether a row's verdict is what its scenario expects
+// (reproduced or held); Unexpected whether it is the opposite (not
+// reproduced or refuted). A verdict that is neither is inconclusive, or
+// not refuted: too weak either way.
+func Expected(verdict string) bool { return verdict == Reproduced || verdict == Held }
+
+// Unexpected reports whether a verdict contradicts what its scenario
+// expects.
+func Unexpected(verdict string) bool { return verdict == NotReproduced || verdict == Refuted }
+
+// ScoreboardSchemaVersion is the version of the scoreboard's JSON layout
+// (docs/schemas/scoreboard.schema.json). It grows by one with every change
+// a reader could trip on.
+const ScoreboardSchemaVersion = 1
+
 // Scoreboard is the result of running a scenario catalogue over seeds:
 // one row per scenario.
 type Scoreboard struct {
+	SchemaVersion int `json:"schema_version"`
 	// Date, Commit and Machine say when, from what and where it was made.
 	Date    string `json:"date"`
 	Commit  string `json:"commit"`
 	Machine string `json:"machine"`
 	// Seeds is how many seeds each scenario was given at most.
-	Seeds   int        `json:"seeds"`
-	Elapsed string     `json:"elapsed"`
-	Command string     `json:"command"`
-	Rows    []ScoreRow `json:"rows"`
+	Seeds int `json:"seeds"`
+	// Parallel is how many runs went at once; Shard ("1/4") names the
+	// share of the runs this board holds, "" for all of them.
+	Parallel int    `json:"parallel"`
+	Shard    string `json:"shard,omitempty"`
+	// MaxRate is the level a safe scenario's violation rate must be shown
+	// to stay below to be held.
+	MaxRate float64 `json:"max_rate"`
+	// Versions are the versions of locktest, the servers and the client
+	// libraries of all its runs.
+	Versions runstore.Versions `json:"versions"`
+	Elapsed  string            `json:"elapsed"`
+	Command  string            `json:"command"`
+	Rows     []ScoreRow        `json:"rows"`
+}
+
+// ScoreRun is what one run of a scenario showed.
+type ScoreRun struct {
+	Seed int64 `json:"seed"`
+	// Dir is the stored run's folder; "" when the run could not start.
+	Dir string `json:"dir,omitempty"`
+	// Outcome is "violation", "safe", or "" when the run was inconclusive;
+	// Reason then says why.
+	Outcome string `json:"outcome"`
+	Reason  string `json:"reason,omitempty"`
+	// Kinds counts the run's anomalies by kind.
+	Kinds map[string]int `json:"anomalies,omitempty"`
+	// FirstViolation is the time, in seconds from the run's start, of the
+	// earliest op of an anomaly that counts as the violation; -1 if none.
+	FirstViolation float64 `json:"first_violation_s"`
+	Seconds        float64 `json:"seconds"`
+	// Command reproduces this run.
+	Command string `json:"command"`
+	// Versions are what the run ran.
+	Versions runstore.Versions `json:"versions"`
 }
 
 // ScorePrediction is what one side predicts, and whether the runs agree.
@@ -67,6 +128,11 @@ type ScoreRow struct {
 	Rate float64 `json:"rate"`
 	Lo   float64 `json:"lo"`
 	Hi   float64 `json:"hi"`
+	// Upper is the one-sided 95% Wilson upper bound of the rate, which a
+	// held safe scenario must have below MaxRate; 1 without a conclusive
+	// run.
+	Upper   float64 `json:"upper"`
+	MaxRate float64 `json:"max_rate"`
 	// FirstViolation is the earliest time, in seconds from a run's start,
 	// at which a run showed the violation; negative when none did.
 	FirstViolation float64 `json:"first_violation_s"`
@@ -86,6 +152,51 @@ type ScoreRow struct {
 	Repro string `json:"repro"`
 	// Seconds is the wall time of all its runs.
 	Seconds float64 `json:"seconds"`
+	// Versions are the versions its runs ran, joined where they differ.
+	Versions runstore.Versions `json:"versions"`
+	// Seeds are its runs, one per seed, in seed order.
+	Seeds []ScoreRun `json:"seeds"`
+}
+
+// TallyText renders the tally in the order of Verdicts, leaving out
+// verdicts no row has: "5 reproduced, 3 held, 1 not refuted".
+func (s Scoreboard) TallyText() string {
+	t := s.Tally()
+	var parts []string
+	for _, v := range Verdicts {
+		if t[v] > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", t[v], v))
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// VersionsText renders versions in one line: "redis 7.0.15, etcd 3.7.3;
+// github.com/redis/go-redis/v9 v9.23.0; locktest v1.2 abc123"; "" for
+// none.
+func VersionsText(v runstore.Versions) string {
+	var parts []string
+	for _, m := range []map[string]string{v.Servers, v.Clients} {
+		ks := make([]string, 0, len(m))
+		for k := range m {
+			ks = append(ks, k)
+		}
+		sort.Strings(ks)
+		var one []string
+		for _, k := range ks {
+			one = append(one, k+" "+m[k])
+		}
+		if len(one) > 0 {
+			parts = append(parts, strings.Join(one, ", "))
+		}
+	}
+	if v.Locktest != "" {
+		parts = append(parts, "locktest "+v.Locktest)
+	}
+	return strings.Join(parts, "; ")
 }
 
 // Tally counts the rows by verdict.
@@ -146,9 +257,9 @@ func RenderScoreboardHTML(s Scoreboard) ([]byte, error) {
 	var b bytes.Buffer
 	err := scoreTmpl.Execute(&b, struct {
 		Scoreboard
-		Style template.CSS
-		Tally map[string]int
-	}{s, reportCSS, s.Tally()})
+		Style        template.CSS
+		VersionsText string
+	}{s, reportCSS, VersionsText(s.Versions)})
 	return b.Bytes(), err
 }
 
@@ -162,8 +273,11 @@ func RenderScoreboardMarkdown(s Scoreboard, links bool) []byte {
 	fmt.Fprintf(&b, "# The debate, measured\n\n")
 	fmt.Fprintf(&b, "Made by `%s` on %s, from commit %s, on %s; up to %d seeds per scenario; %s in all.\n\n",
 		s.Command, s.Date, s.Commit, s.Machine, s.Seeds, s.Elapsed)
-	t := s.Tally()
-	fmt.Fprintf(&b, "%d scenarios: %d reproduced, %d not reproduced, %d inconclusive.\n\n", len(s.Rows), t[Reproduced], t[NotReproduced], t[Inconclusive])
+	fmt.Fprintf(&b, "%d scenarios: %s.\n\n", len(s.Rows), s.TallyText())
+	if v := VersionsText(s.Versions); v != "" {
+		fmt.Fprintf(&b, "Versions: %s.\n\n", v)
+	}
+	fmt.Fprintf(&b, "A safe scenario is *held* when the one-sided 95%% upper bound of its violation rate is below %s; with no violation in fewer runs it is *not refuted*, with the bound it reached.\n\n", pct(s.MaxRate))
 	fmt.Fprintf(&b, "| claim | scenario | tests for | violations (95%% CI) | first violation | verdict | who the runs agree with |\n")
 	fmt.Fprintf(&b, "| --- | --- | --- | --- | --- | --- | --- |\n")
 	for _, r := range s.Rows {
@@ -267,12 +381,12 @@ func RenderJUnit(s Scoreboard) ([]byte, error) {
 		if r.Reason != "" {
 			msg += ": " + r.Reason
 		}
-		switch r.Verdict {
-		case NotReproduced:
+		switch {
+		case Unexpected(r.Verdict):
 			c.Failure = &junitMessage{Message: msg, Text: c.SystemOut}
 			suite.Failures++
-		case Inconclusive:
-			c.Skipped = &junitMessage{Message: msg}
+		case !Expected(r.Verdict):
+			c.Skipped = &junitMessage{Message: r.Verdict + ": " + msg}
 			suite.Skipped++
 		}
 		suite.Cases = append(suite.Cases, c)
@@ -292,9 +406,17 @@ func orWord(s, alt string) string {
 	return s
 }
 
-// WriteScoreboard writes scoreboard.html and scoreboard.md into dir.
+// ScoreboardJSONFile is the scoreboard's machine-readable form, which
+// `locktest merge` reads back.
+const ScoreboardJSONFile = "scoreboard.json"
+
+// WriteScoreboard writes scoreboard.json, scoreboard.html and
+// scoreboard.md into dir.
 func WriteScoreboard(dir string, s Scoreboard) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if err := runstore.WriteJSON(filepath.Join(dir, ScoreboardJSONFile), s); err != nil {
 		return err
 	}
 	page, err := RenderScoreboardHTML(s)

@@ -4,8 +4,11 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/locktest/locktest/checker"
 )
@@ -116,7 +119,7 @@ type Results struct {
 // Facts are what checker.Decide needs to know of the run besides its
 // history.
 func (r RunInfo) Facts() checker.RunFacts {
-	return checker.RunFacts{Mode: r.Mode, Faults: r.Faults, Errors: r.Errors}
+	return checker.RunFacts{Mode: r.Mode, Faults: r.Faults, Errors: r.Errors, Interrupted: r.Interrupted}
 }
 
 // New returns the results of a run made as info and decided as d.
@@ -200,4 +203,35 @@ func ReadJSON(path string, v any) error {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	return nil
+}
+
+// Merge returns the versions of v and w together: for each key the
+// versions either has, joined in order with ", " where they differ, so
+// that a scoreboard over runs of mixed versions shows every one.
+func (v Versions) Merge(w Versions) Versions {
+	join := func(a, b string) string {
+		if a == "" || a == b {
+			return b
+		}
+		if b == "" || slices.Contains(strings.Split(a, ", "), b) {
+			return a
+		}
+		parts := append(strings.Split(a, ", "), b)
+		slices.Sort(parts)
+		return strings.Join(parts, ", ")
+	}
+	merge := func(a, b map[string]string) map[string]string {
+		if len(a) == 0 && len(b) == 0 {
+			return nil
+		}
+		out := maps.Clone(a)
+		if out == nil {
+			out = map[string]string{}
+		}
+		for k, x := range b {
+			out[k] = join(out[k], x)
+		}
+		return out
+	}
+	return Versions{Locktest: join(v.Locktest, w.Locktest), Servers: merge(v.Servers, w.Servers), Clients: merge(v.Clients, w.Clients)}
 }

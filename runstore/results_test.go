@@ -166,3 +166,19 @@ func TestReadRunInfo(t *testing.T) {
 		t.Errorf("ReadRunInfo without results.json: %v, want os.ErrNotExist", err)
 	}
 }
+
+func TestVersionsMerge(t *testing.T) {
+	a := Versions{Locktest: "v1 abc", Servers: map[string]string{"redis": "7.0.15"}, Clients: map[string]string{"go-redis": "v9.1.0"}}
+	b := Versions{Locktest: "v1 abc", Servers: map[string]string{"redis": "7.2.4", "etcd": "3.7.3"}}
+	got := a.Merge(b).Merge(b).Merge(Versions{})
+	want := Versions{Locktest: "v1 abc", Servers: map[string]string{"redis": "7.0.15, 7.2.4", "etcd": "3.7.3"}, Clients: map[string]string{"go-redis": "v9.1.0"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("merged %+v, want %+v", got, want)
+	}
+	if a.Servers["redis"] != "7.0.15" {
+		t.Errorf("Merge changed its receiver: %v", a.Servers)
+	}
+	if m := (Versions{}).Merge(Versions{}); m.Servers != nil || m.Clients != nil || m.Locktest != "" {
+		t.Errorf("empty merge %+v", m)
+	}
+}

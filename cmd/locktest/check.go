@@ -71,10 +71,7 @@ problem, so the verdict is at best unknown.`,
 			fmt.Fprintf(cmd.OutOrStdout(), "checked in %s (the checkers side by side), report written in %s\n",
 				rendered.Sub(checked).Round(time.Millisecond), time.Since(rendered).Round(time.Millisecond))
 			printResults(cmd.OutOrStdout(), dir, res, true)
-			if !res.Met() {
-				return verdictError{fmt.Errorf("the run was %s, expected %s", reports.VerdictWord(res.Valid), res.Run.Expect)}
-			}
-			return nil
+			return outcomeError(res)
 		},
 	}
 	c.Flags().StringVar(&profile, "profile", "", "folder for a CPU profile (check.cpu.pprof) and the heap (check.heap.pprof) of this check")

@@ -13,15 +13,21 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/reports"
+	"github.com/locktest/locktest/runstore"
+
 	// The command picks the lock drivers: every impl of locktest.
 	_ "github.com/locktest/locktest/impls/all"
 )
 
-// Exit codes, as the root command's help and the README state them.
+// Exit codes, the same for run, check, debate and matrix, as the root
+// command's help and the README state them.
 const (
-	exitOK      = 0 // every checker valid, or the expected anomaly reproduced
-	exitVerdict = 1 // an unexpected verdict
-	exitSetup   = 2 // bad usage or a set-up failure
+	exitOK           = 0 // as expected: valid, or the expected anomaly reproduced
+	exitVerdict      = 1 // an unexpected verdict: a violation where safety was expected, or the reverse
+	exitSetup        = 2 // bad usage or a set-up failure
+	exitInconclusive = 3 // it could not test what it meant to (the reason is printed)
 )
 
 // usageError marks bad flags or arguments.
@@ -29,6 +35,56 @@ type usageError struct{ error }
 
 // verdictError marks a run or check whose verdict was not the expected one.
 type verdictError struct{ error }
+
+// inconclusiveError marks a run, check, debate or matrix that could not
+// test what it meant to: a fault never applied, a run stopped early, a
+// checker that gave up, too few seeds for the stated rate.
+type inconclusiveError struct{ error }
+
+// exitCode maps an error of a command to the process's exit code.
+func exitCode(err error) int {
+	var ve verdictError
+	var ie inconclusiveError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &ve):
+		return exitVerdict
+	case errors.As(err, &ie):
+		return exitInconclusive
+	}
+	return exitSetup
+}
+
+// outcomeError is the error a run's or a check's results give: nil when
+// they meet the run's expectation, an inconclusiveError with the first
+// problem when the verdict is unknown, else a verdictError.
+func outcomeError(res runstore.Results) error {
+	switch {
+	case res.Met():
+		return nil
+	case res.Valid == checker.Unknown:
+		why := "a checker could not decide"
+		if len(res.Problems) > 0 {
+			why = res.Problems[0]
+			if n := len(res.Problems) - 1; n > 0 {
+				why += fmt.Sprintf(" (and %d more problems)", n)
+			}
+		} else {
+			var undecided []string
+			for _, c := range res.Checkers {
+				if c.Valid == checker.Unknown {
+					undecided = append(undecided, c.Checker)
+				}
+			}
+			if len(undecided) > 0 {
+				why = "checkers could not decide: " + strings.Join(undecided, ", ")
+			}
+		}
+		return inconclusiveError{fmt.Errorf("inconclusive, expected %s: %s", res.Run.Expect, why)}
+	}
+	return verdictError{fmt.Errorf("the run was %s, expected %s", reports.VerdictWord(res.Valid), res.Run.Expect)}
+}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -47,13 +103,8 @@ func main() {
 	}
 	// One line, whatever the error carries (a server's log tail, say).
 	fmt.Fprintln(os.Stderr, "locktest:", strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "\n", " | ")), " "))
-	var ve verdictError
-	if errors.As(err, &ve) {
-		stop()
-		os.Exit(exitVerdict)
-	}
 	stop()
-	os.Exit(exitSetup)
+	os.Exit(exitCode(err))
 }
 
 func newRoot() *cobra.Command {
@@ -65,8 +116,15 @@ processes, injects real faults, records every operation, and decides from the
 recorded history alone whether mutual exclusion held and whether fencing tokens
 protected the shared resource.
 
-Exit codes: 0 valid (or the expected anomaly was reproduced), 1 an unexpected
-verdict, 2 bad usage or a set-up failure.`,
+Exit codes, the same for run, check, debate and matrix:
+  0  as expected: valid, or the anomaly a run expects was reproduced
+  1  an unexpected verdict: a violation where safety was expected, or safety
+     where a violation was expected (matrix --baseline: a cell got worse)
+  2  bad usage or a set-up failure (a missing server, a port in use)
+  3  inconclusive: it could not test what it meant to (a fault never applied,
+     no root for partitions, a run stopped by Ctrl-C, too few seeds for the
+     stated rate); the reason is printed`,
+		Version:       runstore.Version(),
 		SilenceErrors: true,
 		SilenceUsage:  true,
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/clusters/local/netlab"
+	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/internal/procfs"
 	"github.com/locktest/locktest/internal/testbin"
@@ -393,6 +394,18 @@ func TestInterruptStopsEverythingAndKeepsTheHistory(t *testing.T) {
 			}
 			if !r.Run.Interrupted {
 				t.Errorf("results do not say the run was interrupted")
+			}
+			// Stopped early, it tested less than it was asked to: never
+			// valid; a violation found before the stop is still exit 1,
+			// anything else is inconclusive, exit 3.
+			code := cmd.ProcessState.ExitCode()
+			switch {
+			case r.Valid == checker.Valid:
+				t.Errorf("an interrupted run is valid (exit %d)", code)
+			case !slices.Contains(r.Problems, checker.Interrupted):
+				t.Errorf("problems %q do not say the run was stopped early", r.Problems)
+			case r.Valid == checker.Invalid && code != 1, r.Valid == checker.Unknown && code != 3:
+				t.Errorf("an interrupted run that is %s exited %d: %s", r.Valid, code, out.String())
 			}
 			if target, err := os.Readlink(filepath.Join(root, "int", "latest")); err != nil || target != filepath.Base(dir) {
 				t.Errorf("latest link %q, %v", target, err)

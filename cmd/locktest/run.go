@@ -50,13 +50,10 @@ func newRunCmd() *cobra.Command {
 				return err // a set-up failure: exit 2
 			}
 			printResults(cmd.OutOrStdout(), out.Dir, out.Results, err == nil)
-			switch {
-			case !out.Results.Met():
-				return verdictError{fmt.Errorf("the run was %s, expected %s", reports.VerdictWord(out.Results.Valid), out.Results.Run.Expect)}
-			case err != nil:
-				return err // the results could not be stored: exit 2
+			if oerr := outcomeError(out.Results); oerr != nil {
+				return oerr
 			}
-			return nil
+			return err // nil, or the results could not be stored: exit 2
 		},
 	}
 	rf.define(c)

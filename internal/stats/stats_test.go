@@ -44,3 +44,32 @@ func TestPercentile(t *testing.T) {
 		t.Error("Percentile of nothing is not NaN")
 	}
 }
+
+func TestUpper95(t *testing.T) {
+	tests := []struct {
+		k, n   int
+		lo, hi float64
+	}{
+		{0, 0, 1, 1},
+		{0, 3, 0.47, 0.48},    // 2.706/(3+2.706)
+		{0, 20, 0.119, 0.120}, // 2.706/(20+2.706)
+		{5, 5, 1, 1},
+		{1, 20, 0.19, 0.21},
+	}
+	for _, tt := range tests {
+		if u := Upper95(tt.k, tt.n); u < tt.lo || u > tt.hi {
+			t.Errorf("Upper95(%d, %d) = %v, want in [%v, %v]", tt.k, tt.n, u, tt.lo, tt.hi)
+		}
+		if w := Wilson(tt.k, tt.n); tt.n > 0 && tt.k < tt.n && Upper95(tt.k, tt.n) >= w.Hi {
+			t.Errorf("the one-sided bound of %d/%d is not below the two-sided %v", tt.k, tt.n, w.Hi)
+		}
+	}
+	for _, tt := range []struct {
+		rate float64
+		n    int
+	}{{0.15, 16}, {0.10, 25}, {0.5, 3}, {0, 0}, {1, 0}} {
+		if n := SeedsToHold(tt.rate); n != tt.n {
+			t.Errorf("SeedsToHold(%v) = %d, want %d", tt.rate, n, tt.n)
+		}
+	}
+}
