@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/locktest/locktest/checker"
@@ -79,28 +80,81 @@ func Measure(job Job, dir string, res runstore.Results, h history.History) Resul
 	return r
 }
 
-// Execute runs the jobs one after the other (runs in parallel would share
-// the cores and distort each other's timing) and measures each as it
-// finishes; done, if not nil, is called after each job with its 1-based
-// position. A run that fails to start is tried once more; if it fails
-// again its job gives a Result with Err, and the matrix goes on. Execute
-// stops early, returning the results so far and ctx's error, when ctx is
-// done.
-func Execute(ctx context.Context, jobs []Job, done func(i int, r Result)) ([]Result, error) {
-	out := make([]Result, 0, len(jobs))
-	for i, j := range jobs {
-		if err := ctx.Err(); err != nil {
-			return out, err
+// Execute runs the jobs, parallel at a time (below 1 means 1), and
+// measures each as it finishes; done, if not nil, is called after each
+// job, one call at a time, with how many have finished. The jobs whose
+// figures are timings (the latency and throughput runs, Exclusive) run
+// alone, as runs side by side would share the cores and distort each
+// other's timing. A run that fails to start is tried once more; if it
+// fails again its job gives a Result with Err, and the matrix goes on.
+// The results are in the order of jobs. Execute stops starting jobs when
+// ctx is done and returns the results so far with ctx's error.
+func Execute(ctx context.Context, jobs []Job, parallel int, done func(i int, r Result)) ([]Result, error) {
+	type finished struct {
+		i int
+		r Result
+	}
+	next := make(chan int)
+	fin := make(chan finished)
+	var alone sync.RWMutex
+	var wg sync.WaitGroup
+	for range max(parallel, 1) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				j := jobs[i]
+				if j.Exclusive() {
+					alone.Lock()
+				} else {
+					alone.RLock()
+				}
+				start := time.Now()
+				r := runJob(ctx, j)
+				r.Elapsed = time.Since(start)
+				if j.Exclusive() {
+					alone.Unlock()
+				} else {
+					alone.RUnlock()
+				}
+				fin <- finished{i, r}
+			}
+		}()
+	}
+	go func() {
+		defer close(next)
+		for i := range jobs {
+			select {
+			case next <- i:
+			case <-ctx.Done():
+				return
+			}
 		}
-		start := time.Now()
-		r := runJob(ctx, j)
-		r.Elapsed = time.Since(start)
-		out = append(out, r)
+	}()
+	go func() { wg.Wait(); close(fin) }()
+	got := make([]*Result, len(jobs))
+	n := 0
+	for f := range fin {
+		got[f.i] = &f.r
+		n++
 		if done != nil {
-			done(i+1, r)
+			done(n, f.r)
+		}
+	}
+	out := make([]Result, 0, n)
+	for _, r := range got {
+		if r != nil {
+			out = append(out, *r)
 		}
 	}
 	return out, ctx.Err()
+}
+
+// Exclusive reports whether the job's figures are timings, which a run
+// beside it would distort: the 1-client latency run and the fault-free
+// 8-client run.
+func (j Job) Exclusive() bool {
+	return j.Probe == ProbePerf1 || j.Probe == ProbeSafety && j.Class == ClassNone
 }
 
 func runJob(ctx context.Context, j Job) Result {
@@ -207,7 +261,10 @@ func Aggregate(header reports.MatrixHeader, classes []Class, results []Result) r
 	if len(classes) == 0 {
 		classes = Classes
 	}
-	m := reports.Matrix{Header: header, Columns: Columns(classes)}
+	m := reports.Matrix{SchemaVersion: reports.MatrixSchemaVersion, Header: header, Columns: Columns(classes)}
+	for _, r := range results {
+		m.Header.Versions = m.Header.Versions.Merge(r.Results.Run.Versions)
+	}
 	var order []string
 	by := map[string][]Result{}
 	for _, r := range results {
@@ -245,6 +302,9 @@ func Aggregate(header reports.MatrixHeader, classes []Class, results []Result) r
 
 func row(impl impls.Impl, classes []Class, rs []Result) reports.MatrixRow {
 	r := reports.MatrixRow{Impl: impl.Name, Backend: impl.Backend, Nodes: impl.Nodes, Doc: impl.Doc, Cells: map[string]reports.MatrixCell{}}
+	for _, x := range rs {
+		r.Versions = r.Versions.Merge(x.Results.Run.Versions)
+	}
 	pick := func(p Probe, c Class) []Result {
 		var out []Result
 		for _, x := range rs {
@@ -339,6 +399,7 @@ func safetyCell(rs []Result) reports.MatrixCell {
 		return cell
 	}
 	ci := stats.Wilson(k, n)
+	cell.Runs, cell.Conclusive, cell.Violations, cell.Lo, cell.Hi = len(rs), n, k, ci.Lo, ci.Hi
 	cell.Value = fmt.Sprintf("%d/%d runs", k, n)
 	if k > 0 {
 		cell.Status = reports.StatusViolated

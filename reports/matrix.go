@@ -27,53 +27,70 @@ const (
 // measured property. The matrix package builds it from stored runs; this
 // package only renders it.
 type Matrix struct {
-	Header  MatrixHeader
-	Columns []MatrixColumn
-	Rows    []MatrixRow
+	// SchemaVersion is MatrixSchemaVersion when written.
+	SchemaVersion int            `json:"schema_version"`
+	Header        MatrixHeader   `json:"header"`
+	Columns       []MatrixColumn `json:"columns"`
+	Rows          []MatrixRow    `json:"rows"`
 }
+
+// MatrixSchemaVersion is the version of matrix.json's layout
+// (docs/schemas/matrix.schema.json). It grows by one with every change a
+// reader could trip on.
+const MatrixSchemaVersion = 1
 
 // MatrixHeader says how and where a matrix was measured.
 type MatrixHeader struct {
 	// Date is when the matrix run started.
-	Date time.Time
+	Date time.Time `json:"date"`
 	// Commit is the code's version: git describe, or the binary's VCS
 	// revision.
-	Commit string
+	Commit string `json:"commit"`
 	// Machine describes the host: cores, memory, kernel.
-	Machine string
+	Machine string `json:"machine"`
 	// Seeds is how many seeds each fault cell ran.
-	Seeds int
-	// Duration is how long each run's workload lasted.
-	Duration time.Duration
+	Seeds int `json:"seeds"`
+	// Duration is how long each run's workload lasted, in nanoseconds.
+	Duration time.Duration `json:"duration"`
 	// Settings lists the other run settings in a few words (ttl, clients,
 	// fault timing, resource mode).
-	Settings string
+	Settings string `json:"settings"`
 	// Store is the folder of the stored runs the cells link to.
-	Store string
-	// Elapsed is how long the whole matrix took.
-	Elapsed time.Duration
+	Store string `json:"store"`
+	// Elapsed is how long the whole matrix took, in nanoseconds.
+	Elapsed time.Duration `json:"elapsed"`
 	// Command is the command line that made the matrix.
-	Command string
+	Command string `json:"command"`
+	// Parallel is how many runs went at once; Shard ("2/4") names the
+	// share of the jobs a sharded matrix made, "" for all of them.
+	Parallel int    `json:"parallel,omitempty"`
+	Shard    string `json:"shard,omitempty"`
+	// Versions are the versions of locktest, the servers and the client
+	// libraries of its runs.
+	Versions runstore.Versions `json:"versions"`
 }
 
 // MatrixColumn is one measured property.
 type MatrixColumn struct {
 	// Key names the column in Row.Cells.
-	Key string
+	Key string `json:"key"`
 	// Title is the column's heading; Doc says in a sentence what it
 	// measures and how.
-	Title, Doc string
+	Title string `json:"title"`
+	Doc   string `json:"doc"`
 }
 
 // MatrixRow is one impl.
 type MatrixRow struct {
-	Impl    string
-	Backend string
-	Nodes   int
-	Doc     string
+	Impl    string `json:"impl"`
+	Backend string `json:"backend"`
+	Nodes   int    `json:"nodes"`
+	Doc     string `json:"doc"`
 	// Cells holds the row's cell of each column, by column key; a column
 	// without a cell renders as empty.
-	Cells map[string]MatrixCell
+	Cells map[string]MatrixCell `json:"cells"`
+	// Versions are the versions its runs ran.
+	Versions runstore.Versions `json:"versions"`
 }
 
 // Cell statuses. A cell that could not be measured is StatusNA (the
@@ -95,22 +112,30 @@ const (
 // MatrixCell is one property of one impl.
 type MatrixCell struct {
 	// Status is one of the Status constants.
-	Status string
+	Status string `json:"status"`
 	// Value is the short figure the table shows ("2/2 runs", "p50 0.4 ms").
-	Value string
+	Value string `json:"value,omitempty"`
 	// Reason explains the value: what was measured, or why it could not
 	// be.
-	Reason string
+	Reason string `json:"reason,omitempty"`
 	// Links are the stored runs that show it.
-	Links []MatrixLink
+	Links []MatrixLink `json:"links,omitempty"`
+	// Runs, Conclusive and Violations count a safety cell's runs, those
+	// that tested the property and those that showed a violation; Lo and
+	// Hi bound the violation rate (95% Wilson). Zero in other cells.
+	Runs       int     `json:"runs,omitempty"`
+	Conclusive int     `json:"conclusive,omitempty"`
+	Violations int     `json:"violations,omitempty"`
+	Lo         float64 `json:"lo,omitempty"`
+	Hi         float64 `json:"hi,omitempty"`
 }
 
 // MatrixLink points at one stored run's report.
 type MatrixLink struct {
 	// Label names the run, e.g. "seed 1".
-	Label string
+	Label string `json:"label"`
 	// Report is the path of the run's report.html.
-	Report string
+	Report string `json:"report"`
 }
 
 // Text is the cell as one short line of text: the status and the value.
@@ -304,9 +329,14 @@ func RenderMatrixHTML(m Matrix, dir string) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// WriteMatrix writes dir/matrix.html and dir/matrix.md, creating dir.
+// WriteMatrix writes dir/matrix.json (the whole matrix, every cell with
+// its counts), dir/matrix.html and dir/matrix.md, creating dir.
 func WriteMatrix(dir string, m Matrix) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	m.SchemaVersion = MatrixSchemaVersion
+	if err := runstore.WriteJSON(filepath.Join(dir, MatrixHeaderFile), m); err != nil {
 		return err
 	}
 	page, err := RenderMatrixHTML(m, dir)
@@ -328,14 +358,41 @@ func WriteMatrixMarkdown(path string, m Matrix) error {
 	return runstore.WriteFileAtomic(path, RenderMatrixMarkdown(m, filepath.Dir(path)))
 }
 
-// WriteMatrixHeader writes h as dir/matrix.json.
+// WriteMatrixHeader writes dir/matrix.json as a matrix of h alone, before
+// its pages are written: what a store keeps of the run that made it.
 func WriteMatrixHeader(dir string, h MatrixHeader) error {
-	return runstore.WriteJSON(filepath.Join(dir, MatrixHeaderFile), h)
+	return runstore.WriteJSON(filepath.Join(dir, MatrixHeaderFile), Matrix{SchemaVersion: MatrixSchemaVersion, Header: h})
 }
 
-// ReadMatrixHeader reads dir/matrix.json. A missing file gives an error
-// satisfying errors.Is(err, os.ErrNotExist).
+// ReadMatrix reads a matrix.json (path, or the one in the folder path). A
+// missing file gives an error satisfying errors.Is(err, os.ErrNotExist).
+// A file of a newer schema than this locktest knows is an error; one of
+// the first layout, which held only the header, gives a matrix of that
+// header alone.
+func ReadMatrix(path string) (Matrix, error) {
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		path = filepath.Join(path, MatrixHeaderFile)
+	}
+	var m Matrix
+	if err := runstore.ReadJSON(path, &m); err != nil {
+		return m, err
+	}
+	switch {
+	case m.SchemaVersion > MatrixSchemaVersion:
+		return m, fmt.Errorf("%s: schema_version %d; this locktest reads up to %d", path, m.SchemaVersion, MatrixSchemaVersion)
+	case m.SchemaVersion == 0:
+		// The first layout: the header's fields at the top.
+		var h MatrixHeader
+		if err := runstore.ReadJSON(path, &h); err != nil {
+			return m, err
+		}
+		m = Matrix{Header: h}
+	}
+	return m, nil
+}
+
+// ReadMatrixHeader reads the header of dir/matrix.json (ReadMatrix).
 func ReadMatrixHeader(dir string) (MatrixHeader, error) {
-	var h MatrixHeader
-	return h, runstore.ReadJSON(filepath.Join(dir, MatrixHeaderFile), &h)
+	m, err := ReadMatrix(filepath.Join(dir, MatrixHeaderFile))
+	return m.Header, err
 }

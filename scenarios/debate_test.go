@@ -43,7 +43,7 @@ func TestDebateSmoke(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			row := Score(s, res, store)
+			row := Score(s, res, store, DefaultMaxRate)
 			for _, r := range res {
 				t.Logf("seed %d: %q %s kinds %v first %.1fs", r.Seed, r.Outcome, r.Reason, r.Kinds, r.FirstViolation)
 			}

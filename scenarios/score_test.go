@@ -1,6 +1,7 @@
 package scenarios
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -57,6 +58,15 @@ func TestClassify(t *testing.T) {
 	}
 }
 
+// safeRuns returns n safe runs with seeds 1..n.
+func safeRuns(n int, run func(int64, string, float64, string) RunResult) []RunResult {
+	var out []RunResult
+	for i := 1; i <= n; i++ {
+		out = append(out, run(int64(i), ExpectSafe, -1, fmt.Sprintf("/st/v/%d", i)))
+	}
+	return out
+}
+
 func TestScore(t *testing.T) {
 	viol := Scenario{Name: "v", Claim: 2, Title: "t", Source: "s", Expect: ExpectViolation,
 		Predictions: map[string]string{"kleppmann": "violation", "antirez": "safe — ...", "articles": "violation"}}
@@ -91,15 +101,17 @@ func TestScore(t *testing.T) {
 			reports.Inconclusive, 0, 0, -1, "", ",,"},
 		{"violation despite an inconclusive run", viol, []RunResult{run(1, "", -1, ""), run(2, ExpectViolation, 1, "/st/v/2")},
 			reports.Reproduced, 1, 1, 1, "../st/v/2/report.html", "yes,no,yes"},
-		{"safe held", safe, []RunResult{run(1, ExpectSafe, -1, "/st/v/1"), run(2, ExpectSafe, -1, "/st/v/2")},
-			reports.Reproduced, 0, 2, -1, "../st/v/1/report.html", "no,yes,no"},
+		{"safe, too few runs to hold", safe, []RunResult{run(1, ExpectSafe, -1, "/st/v/1"), run(2, ExpectSafe, -1, "/st/v/2")},
+			reports.NotRefuted, 0, 2, -1, "../st/v/1/report.html", "no,yes,no"},
+		{"safe held over 16 runs", safe, safeRuns(16, run), reports.Held, 0, 16, -1, "../st/v/1/report.html", "no,yes,no"},
+		{"safe not refuted over 15 runs", safe, safeRuns(15, run), reports.NotRefuted, 0, 15, -1, "../st/v/1/report.html", "no,yes,no"},
 		{"safe broken", safe, []RunResult{run(1, ExpectSafe, -1, "/st/v/1"), run(2, ExpectViolation, 3, "/st/v/2")},
-			reports.NotReproduced, 1, 2, 3, "../st/v/2/report.html", "yes,no,yes"},
+			reports.Refuted, 1, 2, 3, "../st/v/2/report.html", "yes,no,yes"},
 		{"safe never claimed on an inconclusive run", safe, []RunResult{run(1, ExpectSafe, -1, "/st/v/1"), run(2, "", -1, "")},
 			reports.Inconclusive, 0, 1, -1, "../st/v/1/report.html", "no,yes,no"},
 	}
 	for _, tt := range tests {
-		row := Score(tt.s, tt.runs, "/out")
+		row := Score(tt.s, tt.runs, "/out", DefaultMaxRate)
 		if row.Verdict != tt.verdict || row.Violations != tt.violations || row.Conclusive != tt.conclusive || row.FirstViolation != tt.first || row.Report != tt.report {
 			t.Errorf("%s: %+v", tt.name, row)
 		}
@@ -110,13 +122,16 @@ func TestScore(t *testing.T) {
 		if strings.Join(ag, ",") != tt.agrees || row.Predictions[0].Side != "kleppmann" || row.Predictions[1].Side != "antirez" {
 			t.Errorf("%s: predictions %+v, want agreement %s", tt.name, row.Predictions, tt.agrees)
 		}
-		if (tt.verdict == reports.Inconclusive || tt.verdict == reports.NotReproduced) && row.Reason == "" {
+		if tt.verdict != reports.Reproduced && row.Reason == "" {
 			t.Errorf("%s: %s without a reason", tt.name, tt.verdict)
 		}
 		if row.Conclusive > 0 {
 			if math.Abs(row.Rate-float64(tt.violations)/float64(tt.conclusive)) > 1e-9 || row.Lo > row.Rate || row.Hi < row.Rate {
 				t.Errorf("%s: rate %v not inside [%v, %v]", tt.name, row.Rate, row.Lo, row.Hi)
 			}
+		}
+		if len(row.Seeds) != len(tt.runs) || row.Verdict == reports.Held && row.Upper >= row.MaxRate {
+			t.Errorf("%s: seeds %d, upper %v, verdict %s", tt.name, len(row.Seeds), row.Upper, row.Verdict)
 		}
 		if !strings.Contains(row.Command, "--seed") || row.Runs != len(tt.runs) || row.Seconds != 10*float64(len(tt.runs)) {
 			t.Errorf("%s: command %q runs %d seconds %v", tt.name, row.Command, row.Runs, row.Seconds)

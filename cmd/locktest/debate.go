@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -22,10 +23,10 @@ import (
 
 func newDebateCmd() *cobra.Command {
 	var files, only []string
-	var seeds int
+	var seeds, parallel, maxSeeds int
 	var seedBase int64
 	var until, list, q bool
-	var store, out, junit, findings, provider, inventory string
+	var store, out, junit, findings, provider, inventory, jsonOut, shard, maxRateText, ciWidthText string
 	c := &cobra.Command{
 		Use:   "debate",
 		Short: "Run the scenario catalogue (the Redlock debate's claims) over several seeds and write a scoreboard",
@@ -33,12 +34,26 @@ func newDebateCmd() *cobra.Command {
 antirez debate and of the lock-selection articles, with what each side
 predicts — over several seeds, and writes scoreboard.html and scoreboard.md:
 per claim the violation rate with its 95% Wilson interval, the time to the
-first violation, and a verdict (reproduced, not reproduced, inconclusive).
+first violation, and a verdict:
+  reproduced      a violation scenario showed its violation in a run
+  not reproduced  it showed none
+  held            a safe scenario showed no violation, in enough runs that
+                  the one-sided 95% upper bound of its rate is below
+                  --max-rate (16 runs for the default 15%)
+  not refuted     it showed none, in too few runs to say that
+  refuted         a safe scenario showed a violation
+  inconclusive    its runs could not test the claim (the reason is given)
+scoreboard.json holds every seed of every scenario; --shard splits the runs
+over machines and ` + "`locktest merge`" + ` joins their scoreboards.
 
-Exit codes: 0 every scenario reproduced, 1 some did not or were
-inconclusive, 2 bad usage or a broken scenario file.`,
+Exit codes: 0 every scenario reproduced or held, 1 one was not reproduced or
+refuted, 3 none of those but one was not refuted or inconclusive (or the
+debate was interrupted), 2 bad usage or a broken scenario file.`,
 		Example: `  locktest debate                          # the whole catalogue, 3 seeds each
+  locktest debate --seeds 20 --parallel 2 --json debate.json
   locktest debate --only 2,redlock-control --seeds 10
+  locktest debate --only etcd-control --until-ci-width 20% --max-seeds 60
+  locktest debate --seeds 20 --shard 2/4 --out shard2   # then: locktest merge shard1 shard2 shard3 shard4
   locktest debate --only redlock-clock-jump --seeds 10 --until-reproduced
   locktest debate --scenarios my.yaml --junit debate.xml
   locktest debate --only etcd-pause --provider ssh --inventory lab/lab.yaml`,
@@ -66,6 +81,32 @@ inconclusive, 2 bad usage or a broken scenario file.`,
 			if seeds < 1 {
 				return usageError{fmt.Errorf("--seeds must be at least 1, got %d", seeds)}
 			}
+			if parallel < 1 {
+				return usageError{fmt.Errorf("--parallel must be at least 1, got %d", parallel)}
+			}
+			maxRate, err := parseRate(maxRateText)
+			if err != nil || maxRate <= 0 || maxRate >= 1 {
+				return usageError{fmt.Errorf("--max-rate must be a rate between 0 and 100%%, such as 15%% or 0.15, got %q", maxRateText)}
+			}
+			var ciWidth float64
+			if ciWidthText != "" {
+				if ciWidth, err = parseRate(ciWidthText); err != nil || ciWidth <= 0 || ciWidth > 1 {
+					return usageError{fmt.Errorf("--until-ci-width must be a width between 0 and 100%%, such as 20%% or 0.2, got %q", ciWidthText)}
+				}
+				if cmd.Flags().Changed("seeds") {
+					return usageError{errors.New("--until-ci-width takes its seeds up to --max-seeds; leave out --seeds")}
+				}
+				seeds = maxSeeds
+			} else if cmd.Flags().Changed("max-seeds") {
+				return usageError{errors.New("--max-seeds caps --until-ci-width; without it, give --seeds")}
+			}
+			shardI, shardN, err := parseShard(shard)
+			if err != nil {
+				return usageError{fmt.Errorf("--shard: %v", err)}
+			}
+			if shardN > 0 && (until || ciWidth > 0) {
+				return usageError{errors.New("--shard needs a fixed set of runs: leave out --until-reproduced and --until-ci-width")}
+			}
 			switch {
 			case !slices.Contains(run.Providers, provider):
 				return usageError{fmt.Errorf("--provider must be %s, got %q", strings.Join(run.Providers, " or "), provider)}
@@ -79,12 +120,12 @@ inconclusive, 2 bad usage or a broken scenario file.`,
 					return usageError{fmt.Errorf("--inventory: %v", err)}
 				}
 			}
-			silent := quiet(cmd.Flags(), q)
+			silent := q
 			started := time.Now()
 			// Every output must be writable before the first run: a
 			// debate takes minutes, and its results must not be lost at
 			// the end.
-			for _, o := range []struct{ flag, path string }{{"--junit", junit}, {"--findings", findings}} {
+			for _, o := range []struct{ flag, path string }{{"--junit", junit}, {"--findings", findings}, {"--json", jsonOut}} {
 				if o.path == "" {
 					continue
 				}
@@ -105,64 +146,54 @@ inconclusive, 2 bad usage or a broken scenario file.`,
 			base := run.DefaultConfig()
 			base.StoreDir = store
 			base.Provider, base.SSH.Inventory = provider, inventory
-			opt := scenarios.Options{Base: base, UntilReproduced: until}
+			opt := scenarios.Options{Base: base, UntilReproduced: until, CIWidth: ciWidth, Parallel: parallel, Shard: shardI, Shards: shardN}
 			for i := 0; i < seeds; i++ {
 				opt.Seeds = append(opt.Seeds, seedBase+int64(i))
 			}
-			total, done := len(picked)*seeds, 0
-			errw := cmd.ErrOrStderr()
-			opt.Progress = func(s scenarios.Scenario, r scenarios.RunResult) {
-				done++
-				if silent {
-					return
-				}
-				what := r.Outcome
-				if what == "" {
-					what = "inconclusive: " + r.Reason
-				}
-				if len(r.Kinds) > 0 {
-					what += " (" + reports.KindsText(r.Kinds) + ")"
-				}
-				fmt.Fprintf(errw, "[%*d/%d] %s seed %d: %s, %.0fs\n", len(fmt.Sprint(total)), done, total, s.Name, r.Seed, what, r.Seconds)
+			if !silent {
+				fmt.Fprintf(cmd.ErrOrStderr(), "debate: %d scenarios, up to %d seeds each, %d at once%s, store %s\n",
+					len(picked), seeds, parallel, map[bool]string{true: ", shard " + shard}[shardN > 0], store)
 			}
+			opt.Progress = progressLine(cmd.ErrOrStderr(), silent, parallel, started)
 			board := reports.Scoreboard{
-				Date: started.UTC().Format("2006-01-02 15:04 UTC"), Commit: runstore.Commit(cmd.Context()), Machine: runstore.Machine(),
-				Seeds: seeds, Command: "locktest " + strings.Join(os.Args[1:], " "),
+				SchemaVersion: reports.ScoreboardSchemaVersion,
+				Date:          started.UTC().Format("2006-01-02 15:04 UTC"), Commit: runstore.Commit(cmd.Context()), Machine: runstore.Machine(),
+				Seeds: seeds, Parallel: parallel, MaxRate: maxRate, Command: "locktest " + strings.Join(os.Args[1:], " "),
+				Versions: runstore.Versions{Locktest: runstore.Version()},
 			}
-			var runErr error
-			for _, s := range picked {
-				res, err := scenarios.Run(cmd.Context(), s, opt)
-				if len(res) > 0 {
-					board.Rows = append(board.Rows, scenarios.Score(s, res, out))
-				}
-				if err != nil {
-					runErr = err
-					break
+			if shardN > 0 {
+				board.Shard = shard
+			}
+			res, runErr := scenarios.RunAll(cmd.Context(), picked, opt)
+			for i, s := range picked {
+				if len(res[i]) > 0 {
+					row := scenarios.Score(s, res[i], out, maxRate)
+					board.Versions = board.Versions.Merge(row.Versions)
+					board.Rows = append(board.Rows, row)
 				}
 			}
 			board.Elapsed = time.Since(started).Round(time.Second).String()
-			if err := writeBoard(out, junit, findings, board); err != nil {
+			if err := writeBoard(out, junit, findings, jsonOut, board); err != nil {
 				return err
 			}
 			printBoard(cmd.OutOrStdout(), out, board)
-			if runErr != nil {
-				if errors.Is(runErr, cmd.Context().Err()) && cmd.Context().Err() != nil {
-					return verdictError{fmt.Errorf("interrupted; the scoreboard holds the runs made so far")}
-				}
+			interrupted := cmd.Context().Err() != nil
+			if runErr != nil && !(interrupted && errors.Is(runErr, cmd.Context().Err())) {
 				return runErr
 			}
-			t := board.Tally()
-			if t[reports.Reproduced] != len(board.Rows) {
-				return verdictError{fmt.Errorf("%d of %d scenarios not reproduced, %d inconclusive",
-					t[reports.NotReproduced], len(board.Rows), t[reports.Inconclusive])}
-			}
-			return nil
+			return boardOutcome(board, len(picked), interrupted)
 		},
 	}
 	f := c.Flags()
 	f.StringSliceVar(&files, "scenarios", nil, "scenario files (YAML) to run instead of the built-in catalogue")
 	f.StringSliceVar(&only, "only", nil, "scenarios to run, by name (a trailing * matches a prefix) or claim number")
 	f.IntVar(&seeds, "seeds", 3, "seeds per scenario")
+	f.IntVar(&parallel, "parallel", 1, "runs at once; each has its own ports, network lab, subnet and store folder (docs/findings.md measures the choice)")
+	f.StringVar(&shard, "shard", "", "make only shard I of N of the runs (I/N, e.g. 2/4); `locktest merge` joins the shards' scoreboards")
+	f.StringVar(&maxRateText, "max-rate", "15%", "a safe scenario is held when the one-sided 95% upper bound of its violation rate is below this")
+	f.StringVar(&ciWidthText, "until-ci-width", "", "stop adding seeds to a scenario once its 95% interval is narrower than this (e.g. 20%), up to --max-seeds")
+	f.IntVar(&maxSeeds, "max-seeds", 50, "the most seeds per scenario with --until-ci-width")
+	f.StringVar(&jsonOut, "json", "", "also write the scoreboard as JSON here (it is always in the output folder as scoreboard.json)")
 	f.Int64Var(&seedBase, "seed", 1, "first seed; scenario runs use seed, seed+1, ...")
 	f.BoolVar(&until, "until-reproduced", false, "stop a violation scenario's seeds at its first violation")
 	f.BoolVar(&list, "list", false, "list the scenarios and exit")
@@ -172,13 +203,91 @@ inconclusive, 2 bad usage or a broken scenario file.`,
 	f.StringVar(&provider, "provider", run.ProviderLocal, "where the nodes of every run run: "+strings.Join(run.Providers, " or ")+" (see docs/providers.md)")
 	f.StringVar(&inventory, "inventory", "", "the ssh provider's inventory file (locktest lab up writes one), with --provider ssh")
 	f.StringVar(&findings, "findings", "", "also write the scoreboard as Markdown without run links here (docs/findings.md)")
-	quietFlag(c, &q, "no progress on stderr")
+	c.Flags().BoolVarP(&q, "quiet", "q", false, "no progress on stderr (by default one line per finished run)")
 	return c
 }
 
-func writeBoard(out, junit, findings string, board reports.Scoreboard) error {
+// boardOutcome is the error a finished debate of want scenarios exits
+// with: a verdictError when a scenario was not reproduced or was refuted,
+// else an inconclusiveError when one was not refuted or inconclusive, or
+// the debate was interrupted before every scenario had a row.
+func boardOutcome(board reports.Scoreboard, want int, interrupted bool) error {
+	t := board.Tally()
+	if n := t[reports.NotReproduced] + t[reports.Refuted]; n > 0 {
+		return verdictError{fmt.Errorf("%d of %d scenarios not as expected: %s", n, len(board.Rows), board.TallyText())}
+	}
+	if interrupted {
+		return inconclusiveError{fmt.Errorf("interrupted; the scoreboard holds the %d scenarios run so far: %s", len(board.Rows), board.TallyText())}
+	}
+	if n := t[reports.NotRefuted] + t[reports.Inconclusive]; n > 0 || len(board.Rows) < want {
+		return inconclusiveError{fmt.Errorf("%d of %d scenarios without a conclusion: %s", n+want-len(board.Rows), want, board.TallyText())}
+	}
+	return nil
+}
+
+// progressLine returns the Progress of a debate: one line per finished run
+// on w, with what it showed, how long it took and how much is left, unless
+// silent.
+func progressLine(w io.Writer, silent bool, parallel int, started time.Time) func(scenarios.Scenario, scenarios.RunResult, int) {
+	done := 0
+	return func(s scenarios.Scenario, r scenarios.RunResult, left int) {
+		done++
+		if silent {
+			return
+		}
+		what := r.Outcome
+		if what == "" {
+			what = "inconclusive: " + r.Reason
+		}
+		if len(r.Kinds) > 0 {
+			what += " (" + reports.KindsText(r.Kinds) + ")"
+		}
+		eta := ""
+		if left > 0 {
+			per := time.Since(started) / time.Duration(done)
+			eta = fmt.Sprintf(", about %s to go", (per * time.Duration(left)).Round(time.Second))
+		}
+		fmt.Fprintf(w, "[%d done, %d left%s] %s seed %d: %s, %.0fs\n", done, left, eta, s.Name, r.Seed, what, r.Seconds)
+	}
+}
+
+// parseRate reads a rate given as a percentage ("15%") or a fraction
+// ("0.15").
+func parseRate(s string) (float64, error) {
+	t := strings.TrimSpace(s)
+	pct := strings.HasSuffix(t, "%")
+	x, err := strconv.ParseFloat(strings.TrimSuffix(t, "%"), 64)
+	if err != nil {
+		return 0, err
+	}
+	if pct {
+		x /= 100
+	}
+	return x, nil
+}
+
+// parseShard reads --shard I/N; "" is no sharding (0, 0).
+func parseShard(s string) (i, n int, err error) {
+	if s == "" {
+		return 0, 0, nil
+	}
+	a, b, ok := strings.Cut(s, "/")
+	i, err1 := strconv.Atoi(strings.TrimSpace(a))
+	n, err2 := strconv.Atoi(strings.TrimSpace(b))
+	if !ok || err1 != nil || err2 != nil || n < 1 || i < 1 || i > n {
+		return 0, 0, fmt.Errorf("want I/N with 1 ≤ I ≤ N, such as 2/4, got %q", s)
+	}
+	return i, n, nil
+}
+
+func writeBoard(out, junit, findings, jsonOut string, board reports.Scoreboard) error {
 	if err := reports.WriteScoreboard(out, board); err != nil {
 		return fmt.Errorf("scoreboard: %v", err)
+	}
+	if jsonOut != "" {
+		if err := runstore.WriteJSON(jsonOut, board); err != nil {
+			return fmt.Errorf("--json: %v", err)
+		}
 	}
 	if junit != "" {
 		x, err := reports.RenderJUnit(board)

@@ -130,7 +130,7 @@ Exit codes, the same for run, check, debate and matrix:
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(newRunCmd(), newCheckCmd(), newReportCmd(), newIndexCmd(), newListCmd(), newWorkerCmd(), newNodeCmd(), newCleanupCmd(),
-		newMatrixCmd(), newDebateCmd(), newImagesCmd(), newLabCmd(),
+		newMatrixCmd(), newDebateCmd(), newMergeCmd(), newImagesCmd(), newLabCmd(),
 	)
 	for _, c := range root.Commands() {
 		c.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{plainSettingError(err)} })

@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/locktest/locktest/clusters/local/netlab"
 	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/clusters/local/netlab"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/internal/procfs"
 	"github.com/locktest/locktest/internal/testbin"

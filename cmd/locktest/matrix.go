@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -21,7 +22,8 @@ import (
 func newMatrixCmd() *cobra.Command {
 	o := matrix.DefaultOptions()
 	var faults []string
-	var out, md, from string
+	var out, md, from, shard, baseline, jsonOut string
+	var parallel int
 	var q bool
 	c := &cobra.Command{
 		Use:   "matrix",
@@ -30,15 +32,55 @@ func newMatrixCmd() *cobra.Command {
 kill-restart, partition and clock (resource mode none, so violations show),
 plus a holder-kill run for deadlock freedom and fault-free runs with 1 and 8
 clients for latency and throughput, and writes one row per impl to
-matrix.html and matrix.md. A property a run could not show is n/a or
-inconclusive with its reason, never safe. See docs/matrix.md.`,
+matrix.html, matrix.md and matrix.json (every cell with its counts and 95%
+interval). A property a run could not show is n/a or inconclusive with its
+reason, never safe. See docs/matrix.md.
+
+Violations are what a matrix finds, not an unexpected verdict: to gate a
+build on them, compare with a stored matrix.json (--baseline). --shard splits
+the jobs over machines and ` + "`locktest merge`" + ` joins their stores.
+
+Exit codes: 0 the matrix was made; 1 with --baseline, a cell got worse (a
+violation or a stuck lock where the baseline had none, or a violation rate
+wholly above the baseline's interval); 3 a cell was inconclusive, or with
+--baseline a cell the baseline showed to hold could not be shown now, or the
+matrix was interrupted; 2 bad usage or a set-up failure.`,
 		Example: `  locktest matrix --store /tmp/matrix-store --md docs/matrix.md
   locktest matrix --impls redis-set-nx-px,etcd-mutex --faults none,client-pause --seeds 2 --time 8s
-  locktest matrix --from /tmp/matrix-store --md docs/matrix.md`,
+  locktest matrix --from /tmp/matrix-store --md docs/matrix.md
+  locktest matrix --seeds 5 --parallel 2 --baseline docs/matrix.json
+  locktest matrix --seeds 5 --shard 1/3 --store m1   # then: locktest merge m1 m2 m3 --out matrix`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			var base *reports.Matrix
+			if baseline != "" {
+				b, err := reports.ReadMatrix(baseline)
+				if err != nil {
+					return usageError{fmt.Errorf("--baseline: %v", err)}
+				}
+				if len(b.Rows) == 0 {
+					return usageError{fmt.Errorf("--baseline %s holds no cells (a matrix store's header, not a matrix.json made by this version)", baseline)}
+				}
+				base = &b
+			}
+			if parallel < 1 {
+				return usageError{fmt.Errorf("--parallel must be at least 1, got %d", parallel)}
+			}
+			shardI, shardN, err := parseShard(shard)
+			if err != nil {
+				return usageError{fmt.Errorf("--shard: %v", err)}
+			}
+			if jsonOut != "" {
+				if err := writableFile(jsonOut); err != nil {
+					return usageError{fmt.Errorf("--json: %v", err)}
+				}
+			}
 			if from != "" {
-				return rebuildMatrix(cmd, from, out, md)
+				m, err := rebuildMatrix(cmd, from, out, md, jsonOut)
+				if err != nil {
+					return err
+				}
+				return matrixOutcome(cmd, m, base, false)
 			}
 			classes, err := matrix.ParseClasses(faults)
 			if err != nil {
@@ -49,6 +91,15 @@ inconclusive with its reason, never safe. See docs/matrix.md.`,
 			jobs, err := matrix.Plan(o)
 			if err != nil {
 				return usageError{err}
+			}
+			if shardN > 0 {
+				var mine []matrix.Job
+				for k, j := range jobs {
+					if k%shardN == shardI-1 {
+						mine = append(mine, j)
+					}
+				}
+				jobs = mine
 			}
 			if out == "" {
 				out = o.Base.StoreDir
@@ -71,32 +122,42 @@ inconclusive with its reason, never safe. See docs/matrix.md.`,
 			header := reports.MatrixHeader{
 				Date: start, Commit: runstore.Commit(cmd.Context()), Machine: runstore.Machine(), Seeds: o.Seeds,
 				Duration: o.Duration, Store: absPath(o.Base.StoreDir), Command: "locktest " + strings.Join(os.Args[1:], " "),
+				Parallel: parallel, Shard: shard,
 				Settings: fmt.Sprintf("ttl %s, %d clients under faults (8 and 1 without), resource mode none, a fault every ~1s for 2s (node down 1s, client pause %s), 1s fault-free at the end",
 					o.TTL, o.Clients, 4*o.TTL),
 			}
 			progress := io.Discard
-			if !quiet(cmd.Flags(), q) {
+			if !q {
 				progress = cmd.ErrOrStderr()
 			}
 			names := map[string]bool{}
 			for _, j := range jobs {
 				names[j.Impl] = true
 			}
-			fmt.Fprintf(progress, "matrix: %d jobs (%d impls, %d seeds), store %s\n", len(jobs), len(names), o.Seeds, o.Base.StoreDir)
-			results, runErr := matrix.Execute(cmd.Context(), jobs, func(i int, r matrix.Result) {
-				fmt.Fprintf(progress, "[%*d/%d] %s: %s (%s)\n", len(fmt.Sprint(len(jobs))), i, len(jobs), r.Job.Label(), summary(r), r.Elapsed.Round(100*time.Millisecond))
+			fmt.Fprintf(progress, "matrix: %d jobs (%d impls, %d seeds), %d at once, store %s\n", len(jobs), len(names), o.Seeds, parallel, o.Base.StoreDir)
+			results, runErr := matrix.Execute(cmd.Context(), jobs, parallel, func(i int, r matrix.Result) {
+				left, eta := len(jobs)-i, ""
+				if left > 0 {
+					eta = fmt.Sprintf(", about %s to go", (time.Since(start) / time.Duration(i) * time.Duration(left)).Round(time.Second))
+				}
+				fmt.Fprintf(progress, "[%*d/%d%s] %s: %s (%s)\n", len(fmt.Sprint(len(jobs))), i, len(jobs), eta, r.Job.Label(), summary(r), r.Elapsed.Round(100*time.Millisecond))
 			})
 			header.Elapsed = time.Since(start).Round(time.Second)
 			if err := reports.WriteMatrixHeader(o.Base.StoreDir, header); err != nil {
 				return fmt.Errorf("write matrix header: %w", err)
 			}
-			if err := writeMatrix(cmd, matrix.Aggregate(header, classes, results), out, md); err != nil {
+			m := matrix.Aggregate(header, classes, results)
+			if err := writeMatrix(cmd, m, out, md, jsonOut); err != nil {
 				return err
 			}
-			if runErr != nil {
-				return fmt.Errorf("matrix interrupted after %d of %d runs (the pages show those): %w", len(results), len(jobs), runErr)
+			interrupted := runErr != nil && cmd.Context().Err() != nil
+			if runErr != nil && !interrupted {
+				return runErr
 			}
-			return nil
+			if interrupted {
+				fmt.Fprintf(cmd.ErrOrStderr(), "matrix interrupted after %d of %d runs (the pages show those)\n", len(results), len(jobs))
+			}
+			return matrixOutcome(cmd, m, base, interrupted)
 		},
 	}
 	f := c.Flags()
@@ -104,6 +165,10 @@ inconclusive with its reason, never safe. See docs/matrix.md.`,
 	f.StringSliceVar(&o.ExternalClients, "client", nil, "external lock clients to measure in rows of their own, comma-separated: names of manifests in clients/ (see docs/clients.md); with it, --impls defaults to none")
 	f.StringSliceVar(&faults, "faults", nil, "fault classes (default all; none is always run): "+run.Join(matrix.Classes)+", or the name of any fault, run alone")
 	f.IntVar(&o.Seeds, "seeds", o.Seeds, "seeds per run")
+	f.IntVar(&parallel, "parallel", 1, "runs at once (the latency and throughput runs still run alone)")
+	f.StringVar(&shard, "shard", "", "make only shard I of N of the jobs (I/N, e.g. 2/4); `locktest merge` joins the shards' stores")
+	f.StringVar(&baseline, "baseline", "", "a stored matrix.json to compare with: exit 1 when a cell got worse")
+	f.StringVar(&jsonOut, "json", "", "also write matrix.json here (it is always in --out)")
 	f.DurationVar(&o.Duration, "time", o.Duration, "workload time of each run")
 	f.DurationVar(&o.TTL, "ttl", o.TTL, "lock lease time of every run")
 	f.IntVar(&o.Clients, "clients", o.Clients, "clients of the fault runs")
@@ -112,16 +177,16 @@ inconclusive with its reason, never safe. See docs/matrix.md.`,
 	f.StringVar(&out, "out", "", "folder of matrix.html and matrix.md (default: the store)")
 	f.StringVar(&md, "md", "", "also write the Markdown matrix to this file (e.g. docs/matrix.md)")
 	f.StringVar(&from, "from", "", "run nothing: aggregate the matrix runs already stored in this folder again and write the pages")
-	quietFlag(c, &q, "no progress lines on stderr")
+	c.Flags().BoolVarP(&q, "quiet", "q", false, "no progress lines on stderr (by default one line per finished run)")
 	return c
 }
 
 // rebuildMatrix aggregates the matrix runs stored in from again and
 // writes the pages into out (default: from) and md.
-func rebuildMatrix(cmd *cobra.Command, from, out, md string) error {
+func rebuildMatrix(cmd *cobra.Command, from, out, md, jsonOut string) (reports.Matrix, error) {
 	results, classes, err := matrix.Load(from)
 	if err != nil {
-		return usageError{fmt.Errorf("--from: %v", err)}
+		return reports.Matrix{}, usageError{fmt.Errorf("--from: %v", err)}
 	}
 	if out == "" {
 		out = from
@@ -144,17 +209,111 @@ func rebuildMatrix(cmd *cobra.Command, from, out, md string) error {
 			}
 		}
 	default:
-		return err
+		return reports.Matrix{}, err
 	}
 	header.Store = absPath(from)
-	return writeMatrix(cmd, matrix.Aggregate(header, classes, results), out, md)
+	m := matrix.Aggregate(header, classes, results)
+	return m, writeMatrix(cmd, m, out, md, jsonOut)
+}
+
+// mergeMatrix aggregates the runs of several matrix stores, made by the
+// shards of one matrix, into one matrix written into out (default
+// ./merged), md and jsonOut, and compares it with baseline when given.
+func mergeMatrix(cmd *cobra.Command, stores []string, out, md, jsonOut, baseline string) error {
+	var base *reports.Matrix
+	if baseline != "" {
+		b, err := reports.ReadMatrix(baseline)
+		if err != nil {
+			return usageError{fmt.Errorf("--baseline: %v", err)}
+		}
+		base = &b
+	}
+	var all []matrix.Result
+	var classes []matrix.Class
+	var header reports.MatrixHeader
+	for i, st := range stores {
+		results, cs, err := matrix.Load(st)
+		if err != nil {
+			return usageError{fmt.Errorf("merge: %v", err)}
+		}
+		all = append(all, results...)
+		for _, c := range cs {
+			if !slices.Contains(classes, c) {
+				classes = append(classes, c)
+			}
+		}
+		h, err := reports.ReadMatrixHeader(st)
+		if err != nil {
+			return usageError{fmt.Errorf("merge: %v", err)}
+		}
+		if i == 0 {
+			header = h
+		}
+		header.Elapsed = max(header.Elapsed, h.Elapsed)
+	}
+	if out == "" {
+		out = "merged"
+	}
+	header.Shard, header.Store = "", strings.Join(stores, ", ")
+	header.Command = fmt.Sprintf("%s; merged by locktest %s", header.Command, strings.Join(os.Args[1:], " "))
+	m := matrix.Aggregate(header, classes, all)
+	if err := writeMatrix(cmd, m, out, md, jsonOut); err != nil {
+		return err
+	}
+	return matrixOutcome(cmd, m, base, false)
+}
+
+// matrixOutcome prints how m compares with base, when given, and returns
+// the error the matrix exits with: a verdictError when a cell got worse
+// than base, an inconclusiveError when a cell is inconclusive, one base
+// showed to hold could not be shown, or the matrix was interrupted.
+func matrixOutcome(cmd *cobra.Command, m reports.Matrix, base *reports.Matrix, interrupted bool) error {
+	w := cmd.OutOrStdout()
+	if base != nil {
+		c := matrix.Compare(*base, m)
+		fmt.Fprintf(w, "baseline: %d cells compared, %d worse, %d no longer shown\n", c.Compared, len(c.Worse), len(c.Lost))
+		for _, ch := range c.Worse {
+			fmt.Fprintf(w, "  worse: %s %s: %s (was %s): %s\n", ch.Impl, ch.Column, ch.After, ch.Before, ch.Why)
+		}
+		for _, ch := range c.Lost {
+			fmt.Fprintf(w, "  no longer shown: %s %s: %s (was %s)\n", ch.Impl, ch.Column, ch.After, ch.Before)
+		}
+		if len(c.Worse) > 0 {
+			return verdictError{fmt.Errorf("%d cells worse than the baseline, e.g. %s %s: %s", len(c.Worse), c.Worse[0].Impl, c.Worse[0].Column, c.Worse[0].Why)}
+		}
+		if len(c.Lost) > 0 {
+			return inconclusiveError{fmt.Errorf("%d cells the baseline showed to hold could not be shown, e.g. %s %s: %s", len(c.Lost), c.Lost[0].Impl, c.Lost[0].Column, c.Lost[0].After)}
+		}
+	}
+	if interrupted {
+		return inconclusiveError{errors.New("the matrix was interrupted: its pages show the runs made so far")}
+	}
+	var inc []string
+	for _, r := range m.Rows {
+		for k, c := range r.Cells {
+			if c.Status == reports.StatusInconclusive {
+				inc = append(inc, r.Impl+" "+k)
+			}
+		}
+	}
+	if len(inc) > 0 {
+		slices.Sort(inc)
+		return inconclusiveError{fmt.Errorf("%d cells inconclusive (%s): see the reasons in the matrix", len(inc), strings.Join(inc, ", "))}
+	}
+	return nil
 }
 
 // writeMatrix writes m's pages into the folder out and, when md is set,
 // its Markdown into the file md, and prints where they are.
-func writeMatrix(cmd *cobra.Command, m reports.Matrix, out, md string) error {
+func writeMatrix(cmd *cobra.Command, m reports.Matrix, out, md, jsonOut string) error {
 	if err := reports.WriteMatrix(out, m); err != nil {
 		return fmt.Errorf("write matrix: %w", err)
+	}
+	if jsonOut != "" {
+		m.SchemaVersion = reports.MatrixSchemaVersion
+		if err := runstore.WriteJSON(jsonOut, m); err != nil {
+			return fmt.Errorf("--json: %w", err)
+		}
 	}
 	if md != "" {
 		if err := reports.WriteMatrixMarkdown(md, m); err != nil {

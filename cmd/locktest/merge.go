@@ -1,0 +1,132 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/locktest/locktest/reports"
+	"github.com/locktest/locktest/runstore"
+	"github.com/locktest/locktest/scenarios"
+)
+
+func newMergeCmd() *cobra.Command {
+	var out, junit, findings, jsonOut, maxRateText string
+	var matrixMD, baseline string
+	c := &cobra.Command{
+		Use:   "merge DIR...",
+		Short: "Join the scoreboards (or matrix stores) of sharded runs into one",
+		Long: `merge joins what the shards of one debate or matrix made — each run with
+--shard I/N, on one machine or many — into one scoreboard or matrix, as one
+unsharded run of the same seeds would have made it.
+
+For a debate, each DIR is a debate's output folder (it holds scoreboard.json)
+or a scoreboard.json itself; the rows are matched by scenario and rescored
+over every shard's seeds. A seed found in two shards is an error: the shards
+overlap. For a matrix, each DIR is the store of a sharded matrix (it holds
+matrix-header.json); the stored runs of all of them are aggregated into one
+matrix.
+
+Exit codes are the debate's and the matrix's: 0 as expected, 1 an unexpected
+verdict (or, with --baseline, a cell worse than the baseline), 3 inconclusive,
+2 bad usage or an unreadable input.`,
+		Example: `  locktest merge --out board shard1 shard2 shard3 shard4
+  locktest merge --out matrix --md docs/matrix.md mstore1 mstore2`,
+		Args: args(cobra.MinimumNArgs(1)),
+		RunE: func(cmd *cobra.Command, dirs []string) error {
+			maxRate, err := parseRate(maxRateText)
+			if err != nil || maxRate <= 0 || maxRate >= 1 {
+				return usageError{fmt.Errorf("--max-rate must be a rate between 0 and 100%%, such as 15%%, got %q", maxRateText)}
+			}
+			kinds := map[string][]string{}
+			for _, d := range dirs {
+				k, err := mergeKind(d)
+				if err != nil {
+					return usageError{err}
+				}
+				kinds[k] = append(kinds[k], d)
+			}
+			if len(kinds) > 1 {
+				return usageError{fmt.Errorf("merge: %s are scoreboards and %s are matrix stores; merge one kind at a time",
+					strings.Join(kinds["debate"], ", "), strings.Join(kinds["matrix"], ", "))}
+			}
+			if len(kinds["matrix"]) > 0 {
+				if junit != "" || findings != "" {
+					return usageError{errors.New("--junit and --findings are for scoreboards; a matrix takes --md")}
+				}
+				return mergeMatrix(cmd, dirs, out, matrixMD, jsonOut, baseline)
+			}
+			if matrixMD != "" || baseline != "" {
+				return usageError{errors.New("--md and --baseline are for matrix stores; a scoreboard takes --findings")}
+			}
+			var boards []reports.Scoreboard
+			for _, d := range dirs {
+				var b reports.Scoreboard
+				path := d
+				if st, err := os.Stat(d); err == nil && st.IsDir() {
+					path = filepath.Join(d, reports.ScoreboardJSONFile)
+				}
+				if err := runstore.ReadJSON(path, &b); err != nil {
+					return usageError{fmt.Errorf("merge: %v", err)}
+				}
+				boards = append(boards, b)
+			}
+			if out == "" {
+				out = "merged"
+			}
+			for _, o := range []struct{ flag, path string }{{"--junit", junit}, {"--findings", findings}, {"--json", jsonOut}} {
+				if o.path != "" {
+					if err := writableFile(o.path); err != nil {
+						return usageError{fmt.Errorf("%s: %v", o.flag, err)}
+					}
+				}
+			}
+			if err := os.MkdirAll(out, 0o755); err != nil {
+				return usageError{fmt.Errorf("--out: %v", err)}
+			}
+			abs, _ := filepath.Abs(out)
+			board, err := scenarios.Merge(boards, abs, maxRate)
+			if err != nil {
+				return usageError{fmt.Errorf("merge: %v", err)}
+			}
+			board.Command = fmt.Sprintf("%s; merged by locktest %s", board.Command, strings.Join(os.Args[1:], " "))
+			if err := writeBoard(out, junit, findings, jsonOut, board); err != nil {
+				return err
+			}
+			printBoard(cmd.OutOrStdout(), out, board)
+			return boardOutcome(board, len(board.Rows), false)
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&out, "out", "", "folder of the merged scoreboard or matrix pages (default ./merged)")
+	f.StringVar(&jsonOut, "json", "", "also write the merged scoreboard or matrix as JSON here")
+	f.StringVar(&junit, "junit", "", "also write the merged scoreboard as JUnit XML here")
+	f.StringVar(&findings, "findings", "", "also write the merged scoreboard as Markdown without run links here (docs/findings.md)")
+	f.StringVar(&maxRateText, "max-rate", "15%", "a safe scenario is held when the one-sided 95% upper bound of its violation rate is below this")
+	f.StringVar(&matrixMD, "md", "", "also write the merged matrix's Markdown here (docs/matrix.md)")
+	f.StringVar(&baseline, "baseline", "", "compare the merged matrix with this matrix.json and exit 1 when a cell got worse")
+	return c
+}
+
+// mergeKind says what DIR holds: "debate" (a scoreboard.json, or its
+// folder) or "matrix" (a matrix store).
+func mergeKind(d string) (string, error) {
+	st, err := os.Stat(d)
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("merge: %v", err)
+	case !st.IsDir():
+		return "debate", nil
+	}
+	if _, err := os.Stat(filepath.Join(d, reports.ScoreboardJSONFile)); err == nil {
+		return "debate", nil
+	}
+	if _, err := os.Stat(filepath.Join(d, reports.MatrixHeaderFile)); err == nil {
+		return "matrix", nil
+	}
+	return "", fmt.Errorf("merge: %s holds neither a %s (a debate's output) nor a %s (a matrix store)", d, reports.ScoreboardJSONFile, reports.MatrixHeaderFile)
+}
