@@ -410,8 +410,8 @@ func TestStoreThatCannotBeWrittenExitsTwo(t *testing.T) {
 }
 
 // TestDiskFullEndsTheRunUnknown runs against a store on a small tmpfs that
-// fills during the run. The run must end unknown, never valid, say why on
-// stdout, leave a history of whole lines that `locktest check` reads, and
+// fills during the run. The run must end unknown (exit 3), never valid, say
+// why on stdout, leave a history of whole lines that `locktest check` reads, and
 // leave nothing running.
 func TestDiskFullEndsTheRunUnknown(t *testing.T) {
 	testbin.Need(t, "redis-server")
@@ -425,8 +425,8 @@ func TestDiskFullEndsTheRunUnknown(t *testing.T) {
 		}
 	})
 	stdout, stderr, code := locktest(t, "run", "--store", root, "--time", "3s", "--name", "full")
-	if code != 1 || stderr != "locktest: the run was unknown, expected valid\n" {
-		t.Fatalf("exit %d, stderr %q; want 1 and the unknown verdict\n%s", code, stderr, stdout)
+	if code != 3 || !strings.HasPrefix(stderr, "locktest: inconclusive, expected valid: ") || strings.Count(stderr, "\n") != 1 {
+		t.Fatalf("exit %d, stderr %q; want 3 (inconclusive) and one line with the reason\n%s", code, stderr, stdout)
 	}
 	for _, w := range []string{"run problem: history: write ", "no space left on device", "keeps its first ",
 		"verdict: unknown (expected valid)", "report: not written"} {

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/locktest/locktest/internal/testbin"
+	"github.com/locktest/locktest/reports"
+	"github.com/locktest/locktest/runstore"
 )
 
 func TestDebateList(t *testing.T) {
@@ -104,5 +106,61 @@ func TestDebateRunsAUserScenario(t *testing.T) {
 	}
 	if err := xml.Unmarshal(x, &suite); err != nil || suite.Tests != 1 || suite.Failures != 0 || suite.Cases[0].Name != "naive-del-pause" {
 		t.Errorf("junit (%v): %+v\n%s", err, suite, x)
+	}
+}
+
+// Two shards of a debate, each in its own store, joined by merge, make one
+// scoreboard of every seed, scored as one debate; a seed in two shards is
+// refused.
+func TestDebateShardsMerge(t *testing.T) {
+	testbin.Need(t, "redis-server")
+	dir := t.TempDir()
+	file := filepath.Join(dir, "mine.yaml")
+	const mine = `scenarios:
+  - name: naive-del-pause
+    claim: 11
+    title: a slow holder deletes the next holder's lock
+    source: my own review
+    predictions: {me: violation — plain DEL is unsafe}
+    expect: violation
+    anomalies: [foreign-release]
+    impl: redis-naive-del
+    faults: [pause-client]
+    ttl: 300ms
+    pause: 1200ms
+    interval: 500ms
+    time: 4s
+`
+	if err := os.WriteFile(file, []byte(mine), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, shard := range []string{"1/2", "2/2"} {
+		n := shard[:1]
+		stdout, errOut, code := locktest(t, "debate", "--scenarios", file, "--seeds", "2", "--shard", shard,
+			"--store", filepath.Join(dir, "store"+n), "--out", filepath.Join(dir, "shard"+n))
+		if code == 2 || !strings.Contains(errOut, "naive-del-pause seed "+n+": ") {
+			t.Fatalf("shard %s: exit %d, want one progress line for seed %s\n%s\n%s", shard, code, n, stdout, errOut)
+		}
+	}
+	merged := filepath.Join(dir, "merged.json")
+	stdout, errOut, code := locktest(t, "merge", "--out", filepath.Join(dir, "merged"), "--json", merged,
+		filepath.Join(dir, "shard1"), filepath.Join(dir, "shard2", reports.ScoreboardJSONFile))
+	var b reports.Scoreboard
+	if err := runstore.ReadJSON(merged, &b); err != nil {
+		t.Fatalf("merge: exit %d, %v\n%s\n%s", code, err, stdout, errOut)
+	}
+	if len(b.Rows) != 1 || len(b.Rows[0].Seeds) != 2 || b.Rows[0].Seeds[0].Seed != 1 || b.Rows[0].Seeds[1].Seed != 2 || b.Rows[0].Runs != 2 {
+		t.Fatalf("merged scoreboard: %+v", b)
+	}
+	row := b.Rows[0]
+	want := map[string]int{reports.Reproduced: 0, reports.NotReproduced: 1, reports.Inconclusive: 3}[row.Verdict]
+	if code != want || b.SchemaVersion != reports.ScoreboardSchemaVersion || b.Shard != "" {
+		t.Errorf("merged %s: exit %d, want %d; schema %d, shard %q\n%s", row.Verdict, code, want, b.SchemaVersion, b.Shard, errOut)
+	}
+	if !strings.Contains(row.Seeds[0].Command, "--seed 1") || !strings.Contains(row.Seeds[1].Command, "--seed 2") || row.Seeds[1].Dir == "" {
+		t.Errorf("seeds: %+v", row.Seeds)
+	}
+	if _, errOut, code := locktest(t, "merge", "--out", filepath.Join(dir, "twice"), filepath.Join(dir, "shard1"), filepath.Join(dir, "shard1")); code != 2 || !strings.Contains(errOut, "the shards overlap") {
+		t.Errorf("merging a shard with itself: exit %d, %q", code, errOut)
 	}
 }

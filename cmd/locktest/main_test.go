@@ -224,13 +224,14 @@ func TestCheckRejectsCorruptHistoriesWithTheLineNumber(t *testing.T) {
 // TestCheckReadsThePrefixOfACutHistory checks a history whose last line was
 // cut short, as a crash of the machine leaves it: the ops before it are
 // checked, and the cut line is a problem of the run, so the verdict is
-// unknown (exit 1) — here on a prefix that shows a real overlap, invalid.
+// unknown (exit 3, inconclusive) — here on a prefix that shows a real
+// overlap, invalid (exit 1).
 func TestCheckReadsThePrefixOfACutHistory(t *testing.T) {
 	for _, tt := range []struct {
 		name, content, verdict string
 		ops, code              int
 	}{
-		{"valid prefix", goodHistory[:strings.Index(goodHistory, `{"index":3`)+20], "unknown", 3, 1},
+		{"valid prefix", goodHistory[:strings.Index(goodHistory, `{"index":3`)+20], "unknown", 3, 3},
 		{"invalid prefix", goodHistory + `{"index":4,"type":"inv`, "INVALID", 4, 1},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -507,4 +508,20 @@ func historyShows(root, name string, parts ...string) bool {
 		}
 	}
 	return true
+}
+
+// A run whose fault cannot be applied — partitions on loopback, where no
+// host has a network of its own — tested less than it was asked to: it is
+// inconclusive, exit 3, never valid (0) nor a violation (1), and says why.
+func TestUnappliedFaultExitsThree(t *testing.T) {
+	testbin.Need(t, "redis-server")
+	root := t.TempDir()
+	stdout, stderr, code := locktest(t, "run", "--impl", "redis-set-nx-px", "--net", "loopback", "--faults", "isolate",
+		"--time", "2s", "--store", root, "--name", "unapplied")
+	if code != 3 || !strings.HasPrefix(stderr, "locktest: inconclusive, expected valid: ") || !strings.Contains(stderr, "isolate") {
+		t.Fatalf("exit %d, stderr %q; want 3 naming the fault\n%s", code, stderr, stdout)
+	}
+	if _, r := storedRun(t, root, "unapplied"); r.Valid != checker.Unknown {
+		t.Errorf("stored verdict %s, want unknown", r.Valid)
+	}
 }

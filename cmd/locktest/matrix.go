@@ -49,6 +49,7 @@ matrix was interrupted; 2 bad usage or a set-up failure.`,
   locktest matrix --impls redis-set-nx-px,etcd-mutex --faults none,client-pause --seeds 2 --time 8s
   locktest matrix --from /tmp/matrix-store --md docs/matrix.md
   locktest matrix --seeds 5 --parallel 2 --baseline docs/matrix.json
+  locktest matrix --from today/matrix.json --baseline docs/matrix.json
   locktest matrix --seeds 5 --shard 1/3 --store m1   # then: locktest merge m1 m2 m3 --out matrix`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -74,6 +75,22 @@ matrix was interrupted; 2 bad usage or a set-up failure.`,
 				if err := writableFile(jsonOut); err != nil {
 					return usageError{fmt.Errorf("--json: %v", err)}
 				}
+			}
+			if st, err := os.Stat(from); from != "" && err == nil && !st.IsDir() {
+				// A matrix.json: compare it, and write its pages where asked.
+				m, err := reports.ReadMatrix(from)
+				if err != nil {
+					return usageError{fmt.Errorf("--from: %v", err)}
+				}
+				if out != "" || md != "" || jsonOut != "" {
+					if out == "" {
+						out = filepath.Dir(jsonOut)
+					}
+					if err := writeMatrix(cmd, m, out, md, jsonOut); err != nil {
+						return err
+					}
+				}
+				return matrixOutcome(cmd, m, base, false)
 			}
 			if from != "" {
 				m, err := rebuildMatrix(cmd, from, out, md, jsonOut)
@@ -176,7 +193,7 @@ matrix was interrupted; 2 bad usage or a set-up failure.`,
 	f.StringVar(&o.Base.Provider, "provider", o.Base.Provider, "where the nodes of every run and probe run: "+strings.Join(run.Providers, " or ")+" (see docs/providers.md)")
 	f.StringVar(&out, "out", "", "folder of matrix.html and matrix.md (default: the store)")
 	f.StringVar(&md, "md", "", "also write the Markdown matrix to this file (e.g. docs/matrix.md)")
-	f.StringVar(&from, "from", "", "run nothing: aggregate the matrix runs already stored in this folder again and write the pages")
+	f.StringVar(&from, "from", "", "run nothing: aggregate the matrix runs already stored in this folder again and write the pages; or take a matrix.json as it is (to compare with --baseline)")
 	c.Flags().BoolVarP(&q, "quiet", "q", false, "no progress lines on stderr (by default one line per finished run)")
 	return c
 }

@@ -1,8 +1,14 @@
 package main
 
 import (
+	"maps"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/locktest/locktest/reports"
+	"github.com/locktest/locktest/runstore"
 )
 
 func TestMatrixBadFlagsExitTwoWithOneLine(t *testing.T) {
@@ -28,5 +34,74 @@ func TestMatrixBadFlagsExitTwoWithOneLine(t *testing.T) {
 		if out != "" {
 			t.Errorf("%v: stdout %q, want nothing", tt.args, out)
 		}
+	}
+}
+
+// writeMatrixJSON writes m as a matrix.json into a new file and returns
+// its path.
+func writeMatrixJSON(t *testing.T, dir, name string, m reports.Matrix) string {
+	t.Helper()
+	m.SchemaVersion = reports.MatrixSchemaVersion
+	path := filepath.Join(dir, name)
+	if err := runstore.WriteJSON(path, m); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// A cell made worse by hand in a copy of a baseline exits 1 against that
+// baseline; the same matrix exits 0; a held cell that became inconclusive
+// exits 3. Each says which cell on stdout.
+func TestMatrixBaselineExitCodes(t *testing.T) {
+	dir := t.TempDir()
+	base := reports.Matrix{Header: reports.MatrixHeader{Seeds: 5, Command: "locktest matrix --seeds 5"},
+		Columns: []reports.MatrixColumn{{Key: "mutex-partition", Title: "partition"}, {Key: "deadlock", Title: "deadlock"}},
+		Rows: []reports.MatrixRow{{Impl: "etcd-mutex", Backend: "etcd", Nodes: 3, Cells: map[string]reports.MatrixCell{
+			"mutex-partition": {Status: reports.StatusHeld, Value: "0/5 runs", Runs: 5, Conclusive: 5, Hi: 0.43},
+			"deadlock":        {Status: reports.StatusRecovers, Value: "max 120 ms"},
+		}}}}
+	basePath := writeMatrixJSON(t, dir, "baseline.json", base)
+	edit := func(name string, cell reports.MatrixCell) string {
+		m := base
+		m.Rows = []reports.MatrixRow{base.Rows[0]}
+		m.Rows[0].Cells = maps.Clone(base.Rows[0].Cells)
+		m.Rows[0].Cells["mutex-partition"] = cell
+		return writeMatrixJSON(t, dir, name, m)
+	}
+	tests := []struct {
+		name string
+		now  string
+		code int
+		want string
+	}{
+		{"same", basePath, 0, "2 cells compared, 0 worse"},
+		{"worse", edit("worse.json", reports.MatrixCell{Status: reports.StatusViolated, Value: "2/5 runs", Runs: 5, Conclusive: 5, Violations: 2, Lo: 0.12, Hi: 0.77}),
+			1, "worse: etcd-mutex mutex-partition: violated: 2/5 runs (was held: 0/5 runs)"},
+		{"lost", edit("lost.json", reports.MatrixCell{Status: reports.StatusInconclusive, Reason: "not root"}),
+			3, "no longer shown: etcd-mutex mutex-partition"},
+	}
+	for _, tt := range tests {
+		out, errOut, code := locktest(t, "matrix", "--from", tt.now, "--baseline", basePath)
+		if code != tt.code || !strings.Contains(out, tt.want) {
+			t.Errorf("%s: exit %d, stdout %q, stderr %q; want exit %d and %q", tt.name, code, out, errOut, tt.code, tt.want)
+		}
+	}
+	// A baseline that is a store's header alone cannot be compared with.
+	hdr := filepath.Join(dir, "store")
+	if err := os.MkdirAll(hdr, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := reports.WriteMatrixHeader(hdr, base.Header); err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut, code := locktest(t, "matrix", "--from", basePath, "--baseline", hdr); code != 2 || !strings.Contains(errOut, "holds no cells") {
+		t.Errorf("header-only baseline: exit %d, %q", code, errOut)
+	}
+}
+
+func TestVersionFlag(t *testing.T) {
+	out, errOut, code := locktest(t, "--version")
+	if code != 0 || !strings.HasPrefix(out, "locktest version ") || strings.TrimSpace(strings.TrimPrefix(out, "locktest version ")) == "" {
+		t.Errorf("--version: exit %d, %q %q", code, out, errOut)
 	}
 }
