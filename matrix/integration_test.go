@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/locktest/locktest/internal/schemacheck"
 	"github.com/locktest/locktest/internal/testbin"
 	"github.com/locktest/locktest/internal/testexe"
 	"github.com/locktest/locktest/reports"
@@ -78,6 +79,20 @@ func TestTinyMatrix(t *testing.T) {
 	m := Aggregate(reports.MatrixHeader{Date: time.Now(), Seeds: 1, Duration: o.Duration}, o.Classes, results)
 	if len(m.Rows) != 1 {
 		t.Fatalf("%d rows, want 1", len(m.Rows))
+	}
+	// Its matrix.json is what docs/schemas says, and compared with itself
+	// nothing got worse.
+	jsonDir := t.TempDir()
+	if err := reports.WriteMatrix(jsonDir, m); err != nil {
+		t.Fatal(err)
+	}
+	if err := schemacheck.ValidateFile("matrix", filepath.Join(jsonDir, reports.MatrixHeaderFile)); err != nil {
+		t.Error(err)
+	}
+	if back, err := reports.ReadMatrix(jsonDir); err != nil || len(back.Rows) != 1 {
+		t.Errorf("matrix.json read back: %v, %d rows", err, len(back.Rows))
+	} else if c := Compare(back, m); len(c.Worse)+len(c.Lost) > 0 || c.Compared < 10 {
+		t.Errorf("the matrix against its own matrix.json: %+v", c)
 	}
 	cells := m.Rows[0].Cells
 	ms := regexp.MustCompile(`^[0-9.]+ / [0-9.]+ ms$`)

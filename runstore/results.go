@@ -104,10 +104,17 @@ type RunInfo struct {
 	Errors []string `json:"errors,omitempty"`
 }
 
+// ResultsSchemaVersion is the version of results.json's layout
+// (docs/schemas/results.schema.json). It grows by one with every change a
+// reader could trip on; results written before it existed have none (0).
+const ResultsSchemaVersion = 1
+
 // Results is the content of results.json.
 type Results struct {
-	Run   RunInfo         `json:"run"`
-	Valid checker.Verdict `json:"valid"`
+	Run RunInfo `json:"run"`
+	// SchemaVersion is ResultsSchemaVersion when written.
+	SchemaVersion int             `json:"schema_version"`
+	Valid         checker.Verdict `json:"valid"`
 	// Problems are reasons the run tested less than it meant to: the run's
 	// own errors, no successful acquire, faults asked for but none applied.
 	// Any problem makes a valid verdict unknown.
@@ -135,8 +142,11 @@ func (r Results) Met() bool {
 	return r.Valid == checker.Valid
 }
 
-// WriteResults writes dir/results.json.
-func WriteResults(dir string, r Results) error { return WriteJSON(filepath.Join(dir, ResultsFile), r) }
+// WriteResults writes dir/results.json, of schema ResultsSchemaVersion.
+func WriteResults(dir string, r Results) error {
+	r.SchemaVersion = ResultsSchemaVersion
+	return WriteJSON(filepath.Join(dir, ResultsFile), r)
+}
 
 // ReadResults reads dir/results.json. A missing file gives zero results and
 // an error satisfying errors.Is(err, os.ErrNotExist).

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/locktest/locktest/internal/schemacheck"
 	"github.com/locktest/locktest/internal/testbin"
 	"github.com/locktest/locktest/reports"
 	"github.com/locktest/locktest/runstore"
@@ -159,6 +160,12 @@ func TestDebateShardsMerge(t *testing.T) {
 	}
 	if !strings.Contains(row.Seeds[0].Command, "--seed 1") || !strings.Contains(row.Seeds[1].Command, "--seed 2") || row.Seeds[1].Dir == "" {
 		t.Errorf("seeds: %+v", row.Seeds)
+	}
+	// What a shard and the merge wrote is what docs/schemas says.
+	for _, f := range []string{merged, filepath.Join(dir, "shard1", reports.ScoreboardJSONFile), filepath.Join(dir, "merged", reports.ScoreboardJSONFile)} {
+		if err := schemacheck.ValidateFile("scoreboard", f); err != nil {
+			t.Error(err)
+		}
 	}
 	if _, errOut, code := locktest(t, "merge", "--out", filepath.Join(dir, "twice"), filepath.Join(dir, "shard1"), filepath.Join(dir, "shard1")); code != 2 || !strings.Contains(errOut, "the shards overlap") {
 		t.Errorf("merging a shard with itself: exit %d, %q", code, errOut)

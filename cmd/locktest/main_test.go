@@ -19,6 +19,7 @@ import (
 	"github.com/locktest/locktest/clusters/local/netlab"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/internal/procfs"
+	"github.com/locktest/locktest/internal/schemacheck"
 	"github.com/locktest/locktest/internal/testbin"
 	"github.com/locktest/locktest/runstore"
 )
@@ -521,7 +522,11 @@ func TestUnappliedFaultExitsThree(t *testing.T) {
 	if code != 3 || !strings.HasPrefix(stderr, "locktest: inconclusive, expected valid: ") || !strings.Contains(stderr, "isolate") {
 		t.Fatalf("exit %d, stderr %q; want 3 naming the fault\n%s", code, stderr, stdout)
 	}
-	if _, r := storedRun(t, root, "unapplied"); r.Valid != checker.Unknown {
+	dir, r := storedRun(t, root, "unapplied")
+	if r.Valid != checker.Unknown {
 		t.Errorf("stored verdict %s, want unknown", r.Valid)
+	}
+	if err := schemacheck.ValidateFile("results", filepath.Join(dir, runstore.ResultsFile)); err != nil {
+		t.Error(err)
 	}
 }
