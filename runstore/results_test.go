@@ -6,8 +6,10 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/locktest/locktest/checker"
 )
@@ -180,5 +182,35 @@ func TestVersionsMerge(t *testing.T) {
 	}
 	if m := (Versions{}).Merge(Versions{}); m.Servers != nil || m.Clients != nil || m.Locktest != "" {
 		t.Errorf("empty merge %+v", m)
+	}
+}
+
+// Runs of one name that end at once each link latest without failing, and
+// the link points at one of them.
+func TestLinkLatestConcurrently(t *testing.T) {
+	root := t.TempDir()
+	var dirs []string
+	for i := range 8 {
+		d, err := MakeRunDir(root, "same", time.Date(2026, 1, 1, 0, 0, i, 0, time.UTC))
+		if err != nil {
+			t.Fatal(err)
+		}
+		dirs = append(dirs, d)
+	}
+	errs := make(chan error, len(dirs))
+	for _, d := range dirs {
+		go func() { errs <- LinkLatest(d) }()
+	}
+	for range dirs {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	target, err := os.Readlink(filepath.Join(root, "same", Latest))
+	if err != nil || !slices.Contains(dirs, filepath.Join(root, "same", target)) {
+		t.Errorf("latest -> %q, %v", target, err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(root, "same", "*.tmp")); len(left) > 0 {
+		t.Errorf("temporary links left: %v", left)
 	}
 }

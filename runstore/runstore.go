@@ -54,10 +54,12 @@ func MakeRunDir(root, name string, t time.Time) (string, error) {
 }
 
 // LinkLatest points the Latest link in dir's parent at dir, replacing the
-// link atomically.
+// link atomically. Runs of one name that end at once (a debate's seeds
+// made in parallel) each use a temporary link of their own, and the last
+// rename wins.
 func LinkLatest(dir string) error {
 	link := filepath.Join(filepath.Dir(dir), Latest)
-	tmp := link + ".tmp"
+	tmp := link + "." + filepath.Base(dir) + ".tmp"
 	_ = os.Remove(tmp)
 	if err := os.Symlink(filepath.Base(dir), tmp); err != nil {
 		return err

@@ -20,6 +20,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -186,18 +187,44 @@ func (p *proc) exitStatus() string {
 	return p.err.Error()
 }
 
-// freePort asks the kernel for a free TCP port on 127.0.0.1. The port is
-// free only until someone else takes it, so callers retry on a bind failure.
+// handedOut remembers the ports freePort gave in this process, and when,
+// so that runs made side by side (debate --parallel) are never given the
+// same port before the first has bound it.
+var handedOut = struct {
+	sync.Mutex
+	at map[int]time.Time
+}{at: map[int]time.Time{}}
+
+// portHold is how long a port freePort gave stays out of its answers.
+const portHold = 2 * time.Minute
+
+// freePort asks the kernel for a free TCP port on 127.0.0.1 that this
+// process has not handed out in the last portHold. The port is free only
+// until someone else takes it, so callers retry on a bind failure.
 func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	now := time.Now()
+	for p, t := range handedOut.at {
+		if now.Sub(t) > portHold {
+			delete(handedOut.at, p)
+		}
 	}
-	port := l.Addr().(*net.TCPAddr).Port
-	if err := l.Close(); err != nil {
-		return 0, err
+	for range 50 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, fmt.Errorf("find a free port: %w", err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		if err := l.Close(); err != nil {
+			return 0, err
+		}
+		if _, taken := handedOut.at[port]; !taken {
+			handedOut.at[port] = now
+			return port, nil
+		}
 	}
-	return port, nil
+	return 0, fmt.Errorf("find a free port: the kernel kept offering ports this process handed out in the last %v", portHold)
 }
 
 // portFree reports whether 127.0.0.1:port can be listened on right now.
