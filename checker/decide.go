@@ -69,6 +69,15 @@ func Decide(ctx context.Context, h *history.Table, facts RunFacts, maxVisualOps 
 // stored run's).
 func Judge(h *history.Table, facts RunFacts, rs []Result) Decision {
 	d := Decision{Valid: Overall(rs), Results: rs, Stats: Summarize(facts.Faults, h)}
+	// How many faults had a chance to matter, as the liveness checker
+	// counted them.
+	for _, r := range rs {
+		for _, k := range []string{"fault_windows", "faults_effective"} {
+			if x, ok := r.Stats[k]; ok && len(facts.Faults) > 0 {
+				d.Stats[k] = x
+			}
+		}
+	}
 	d.Problems = append(d.Problems, facts.Errors...)
 	if facts.Interrupted {
 		d.Problems = append(d.Problems, Interrupted)

@@ -279,6 +279,11 @@ func (c Liveness) Check(ctx context.Context, h *history.Table) Result {
 			r.Stats["acquire_latency_p99_ms"] = float64(percentile(lat, 99)) / 1e6
 		}
 	}
+	faults := faultWindows(h, v.maxTime)
+	if len(faults) > 0 {
+		r.Stats["fault_windows"] = float64(len(faults))
+		r.Stats["faults_effective"] = float64(effective(v, faults))
+	}
 	if firstTime >= 0 {
 		// Holds are in start order: the gaps between successive grants,
 		// and before the first and after the last.
@@ -289,7 +294,6 @@ func (c Liveness) Check(ctx context.Context, h *history.Table) Result {
 		}
 		longest = max(longest, v.maxTime-prev)
 		r.Stats["longest_no_acquire_s"] = float64(longest) / 1e9
-		faults := faultWindows(h, v.maxTime)
 		if len(faults) > 0 {
 			r.Stats["longest_no_acquire_outside_faults_s"] = float64(longestOutside(v, firstTime, faults)) / 1e9
 			worst, sum, n, never := recovery(v, faults)
@@ -405,6 +409,31 @@ func faultWindows(h *history.Table, end int64) []span {
 		out = append(out, span{open, max(open, end)})
 	}
 	return out
+}
+
+// effective counts the fault windows that overlap a critical section as its
+// holder believed it: an injection that had a chance to matter, after
+// Antithesis's "sometimes" assertions. A fault in force while no process
+// held a lock could not have broken mutual exclusion, so a run whose every
+// fault fell between critical sections tested nothing of them.
+func effective(v *view, faults []span) int {
+	// Holds are in start order; reach[j] is the latest end of holds[0..j].
+	reach := make([]int64, len(v.holds))
+	for j, hd := range v.holds {
+		reach[j] = hd.end
+		if j > 0 {
+			reach[j] = max(reach[j], reach[j-1])
+		}
+	}
+	n := 0
+	for _, f := range faults {
+		// The last hold that began before the window closed.
+		j := sort.Search(len(v.holds), func(j int) bool { return v.holds[j].start > f.to }) - 1
+		if j >= 0 && reach[j] >= f.from {
+			n++
+		}
+	}
+	return n
 }
 
 // longestOutside returns the longest stretch of time from start to the end

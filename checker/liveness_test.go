@@ -260,6 +260,8 @@ func TestLivenessStatsAroundFaults(t *testing.T) {
 		"recovery_after_heal_max_s":           0.05,
 		"recovery_after_heal_mean_s":          0.05,
 		"heals_without_recovery":              0,
+		"fault_windows":                       1,
+		"faults_effective":                    0, // nothing held from 100 to 300 ms
 	} {
 		if got := r.Stats[k]; got < want-1e-9 || got > want+1e-9 {
 			t.Errorf("%s = %v, want %v", k, got, want)
@@ -275,6 +277,24 @@ func TestLivenessStatsAroundFaults(t *testing.T) {
 	r = Run(context.Background(), history.NewTable(b.h), Liveness{})[0]
 	if r.Stats["heals_without_recovery"] != 1 {
 		t.Errorf("heals_without_recovery = %v, want 1", r.Stats["heals_without_recovery"])
+	}
+	// A fault in force while p1 held x (1010 to 1100 ms) had a chance to
+	// matter; so does one that began inside a lease that never ends.
+	b.acquire(1, "x", 1000, 1010, 0, 1100)
+	b.invoke(history.NemesisProcess, "pause-node", 1050, history.Value{})
+	b.ok(history.NemesisProcess, "pause-node", 1051, history.Value{Targets: []string{"n1"}})
+	b.invoke(history.NemesisProcess, "resume-node", 1200, history.Value{})
+	b.ok(history.NemesisProcess, "resume-node", 1201, history.Value{Targets: []string{"n1"}})
+	r = Run(context.Background(), history.NewTable(b.h), Liveness{})[0]
+	if r.Stats["fault_windows"] != 3 || r.Stats["faults_effective"] != 1 {
+		t.Errorf("fault_windows %v, faults_effective %v; want 3 and 1", r.Stats["fault_windows"], r.Stats["faults_effective"])
+	}
+	b.acquire(2, "y", 1300, 1310, 0, 0)
+	b.invoke(history.NemesisProcess, "kill-node", 1400, history.Value{})
+	b.ok(history.NemesisProcess, "kill-node", 1401, history.Value{Targets: []string{"n1"}})
+	r = Run(context.Background(), history.NewTable(b.h), Liveness{})[0]
+	if r.Stats["fault_windows"] != 4 || r.Stats["faults_effective"] != 2 {
+		t.Errorf("fault_windows %v, faults_effective %v; want 4 and 2", r.Stats["fault_windows"], r.Stats["faults_effective"])
 	}
 }
 

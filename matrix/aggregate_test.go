@@ -31,7 +31,7 @@ func safetyResult(c Class, seed int64, s Safety) Result {
 }
 
 func TestSafetyCell(t *testing.T) {
-	held := Safety{Conclusive: true, Faults: 2}
+	held := Safety{Conclusive: true, Faults: 2, Effective: 1}
 	violated := Safety{Conclusive: true, Violated: true, Faults: 3, Kinds: map[string]int{"stale-write": 2}}
 	na := Safety{NA: true, Reason: "etcd nodes are Go programs (not applicable)"}
 	noRoot := Safety{Reason: "fault isolate: fault unavailable: not root"}
@@ -46,17 +46,17 @@ func TestSafetyCell(t *testing.T) {
 		{"violated in one of two seeds", []Result{safetyResult(ClassClientPause, 1, violated), safetyResult(ClassClientPause, 2, held)},
 			reports.StatusViolated, "1/2 runs", "violation rate 1/2 runs (95% interval 9%–91%), 5 faults applied: stale-write ×2"},
 		{"held in both seeds, with an upper bound and never 'safe'", []Result{safetyResult(ClassNone, 1, held), safetyResult(ClassNone, 2, held)},
-			reports.StatusHeld, "0/2 runs", "no violation in 2 run(s) with 4 faults applied; the violation rate is at most 66% at 95% confidence, not zero"},
+			reports.StatusHeld, "0/2 runs", "no violation in 2 run(s) with 4 faults applied, 2 of them in force while a client held the lock; the violation rate is at most 66% at 95% confidence, not zero"},
 		{"a fault that does not apply is n/a with its reason", []Result{safetyResult(ClassClock, 1, na), safetyResult(ClassClock, 2, na)},
 			reports.StatusNA, "", "etcd nodes are Go programs (not applicable)"},
 		{"a fault the machine cannot make is inconclusive with its reason", []Result{safetyResult(ClassPartition, 1, noRoot)},
 			reports.StatusInconclusive, "", "fault isolate: fault unavailable: not root"},
 		{"a run that did not start is inconclusive with its error", []Result{{Job: Job{Class: ClassNodePause}, Err: "start redis cluster: port in use"}},
 			reports.StatusInconclusive, "", "start redis cluster: port in use"},
-		{"a token repeated to one holder is held, and says so", []Result{safetyResult(ClassNodePause, 1, Safety{Conclusive: true, Faults: 2, SameHolderTokens: 1})},
+		{"a token repeated to one holder is held, and says so", []Result{safetyResult(ClassNodePause, 1, Safety{Conclusive: true, Faults: 2, Effective: -1, SameHolderTokens: 1})},
 			reports.StatusHeld, "0/1 runs", "no violation in 1 run(s) with 2 faults applied; the violation rate is at most 79% at 95% confidence, not zero; not counted: 1 duplicate token(s) granted to one process only"},
 		{"an inconclusive seed is counted apart from a held one", []Result{safetyResult(ClassPartition, 1, held), safetyResult(ClassPartition, 2, noRoot)},
-			reports.StatusHeld, "0/1 runs", "no violation in 1 run(s) with 2 faults applied; the violation rate is at most 79% at 95% confidence, not zero; 1 more run(s) inconclusive: fault isolate"},
+			reports.StatusHeld, "0/1 runs", "no violation in 1 run(s) with 2 faults applied, 1 of them in force while a client held the lock; the violation rate is at most 79% at 95% confidence, not zero; 1 more run(s) inconclusive: fault isolate"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -366,7 +366,7 @@ func safetyCell(rs []Result) reports.MatrixCell {
 		cell.Status, cell.Reason = reports.StatusNotRun, "the class was not in this matrix"
 		return cell
 	}
-	k, n, faults, same := 0, 0, 0, 0
+	k, n, faults, same, effective, unknownEffective := 0, 0, 0, 0, 0, false
 	kinds := map[string]int{}
 	var na, inconclusive []Result
 	for _, r := range rs {
@@ -376,6 +376,8 @@ func safetyCell(rs []Result) reports.MatrixCell {
 		case r.Safety.Conclusive:
 			n++
 			faults += r.Safety.Faults
+			effective += max(r.Safety.Effective, 0)
+			unknownEffective = unknownEffective || r.Safety.Effective < 0
 			same += r.Safety.SameHolderTokens
 			if r.Safety.Violated {
 				k++
@@ -407,8 +409,12 @@ func safetyCell(rs []Result) reports.MatrixCell {
 			k, n, pct(ci.Lo), pct(ci.Hi), faults, reports.KindsText(kinds))
 	} else {
 		cell.Status = reports.StatusHeld
-		cell.Reason = fmt.Sprintf("no violation in %d run(s) with %d faults applied; the violation rate is at most %s at 95%% confidence, not zero",
-			n, faults, pct(ci.Hi))
+		applied := fmt.Sprintf("%d faults applied", faults)
+		if faults > 0 && !unknownEffective {
+			applied += fmt.Sprintf(", %d of them in force while a client held the lock", effective)
+		}
+		cell.Reason = fmt.Sprintf("no violation in %d run(s) with %s; the violation rate is at most %s at 95%% confidence, not zero",
+			n, applied, pct(ci.Hi))
 	}
 	if same > 0 {
 		cell.Reason += fmt.Sprintf("; not counted: %d duplicate token(s) granted to one process only (see the fencing token column)", same)

@@ -31,8 +31,11 @@ type Safety struct {
 	Violated bool
 	// Kinds counts the violations by anomaly kind.
 	Kinds map[string]int
-	// Faults is how many faults the nemesis applied.
-	Faults int
+	// Faults is how many faults the nemesis applied; Effective how many of
+	// their windows overlapped a critical section (a fault in force while
+	// no one held the lock could not break it), -1 when the results do not
+	// say (runs stored before it was counted).
+	Faults, Effective int
 	// NA is true when the fault does not apply to the backend at all (its
 	// reason says "not applicable"), as opposed to a machine that could not
 	// make it.
@@ -83,7 +86,8 @@ func oneProcess(h history.History, ops []int) bool {
 // without violations is conclusive only when it has no problems (run
 // errors, unavailable faults, faults never applied, no acquire) and every
 // safety checker gave a verdict. It never calls a run that tested nothing
-// safe.
+// safe, nor a run whose faults were all applied while no client held the
+// lock (none was effective).
 //
 // h is the run's history, or nil. With it, a duplicate-token anomaly whose
 // grants all went to one process (a session that acquired again the key
@@ -91,7 +95,10 @@ func oneProcess(h history.History, ops []int) bool {
 // as a violation of mutual exclusion — there was one holder — but in
 // Safety.SameHolderTokens.
 func ClassifySafety(r runstore.Results, h history.History) Safety {
-	s := Safety{Kinds: map[string]int{}, Faults: int(r.Stats["faults_injected"])}
+	s := Safety{Kinds: map[string]int{}, Faults: int(r.Stats["faults_injected"]), Effective: -1}
+	if x, ok := r.Stats["faults_effective"]; ok {
+		s.Effective = int(x)
+	}
 	for _, c := range r.Checkers {
 		for _, a := range c.Anomalies {
 			switch {
@@ -144,6 +151,12 @@ func ClassifySafety(r runstore.Results, h history.History) Safety {
 			s.Reason = "the results have no " + name + " checker"
 			return s
 		}
+	}
+	if len(r.Run.Faults) > 0 && s.Effective == 0 {
+		// Antithesis's "sometimes": no fault ever met a holder, so the run
+		// says nothing of what the faults do to one.
+		s.Reason = fmt.Sprintf("none of the %d faults applied was in force while a client held the lock: they had no chance to matter", s.Faults)
+		return s
 	}
 	s.Conclusive = true
 	return s

@@ -39,6 +39,13 @@ func results(problems []string, cs ...checker.Result) runstore.Results {
 	return runstore.Results{Problems: problems, Checkers: cs, Stats: map[string]float64{"faults_injected": 2}}
 }
 
+// ineffective makes r a run of faults of which n met a holder.
+func ineffective(r runstore.Results, n float64) runstore.Results {
+	r.Run.Faults = []string{"pause-node"}
+	r.Stats["faults_effective"] = n
+	return r
+}
+
 func valid(name string, anomalies ...checker.Anomaly) checker.Result {
 	v := checker.Valid
 	if len(anomalies) > 0 {
@@ -107,6 +114,14 @@ func TestClassifySafety(t *testing.T) {
 		{name: "an unknown safety checker is inconclusive",
 			r:      results(nil, valid("mutual-exclusion"), checker.Result{Checker: "resource", Valid: checker.Unknown, Error: "panicked"}, valid("fencing-tokens")),
 			reason: "the resource checker gave unknown: panicked"},
+		{name: "faults none of which met a holder are inconclusive, never held",
+			r:      ineffective(results(nil, allValid()...), 0),
+			reason: "none of the 2 faults applied was in force while a client held the lock: they had no chance to matter"},
+		{name: "one fault that met a holder is enough",
+			r: ineffective(results(nil, allValid()...), 1), conclusive: true},
+		{name: "a violation counts though no fault met a holder",
+			r:          ineffective(results(nil, valid("mutual-exclusion", checker.Anomaly{Kind: "overlapping-holds"})), 0),
+			conclusive: true, violated: true, kinds: "overlapping-holds ×1"},
 		{name: "a missing safety checker is inconclusive",
 			r:      results(nil, valid("mutual-exclusion"), valid("resource")),
 			reason: "the results have no fencing-tokens checker"},

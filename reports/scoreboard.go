@@ -96,6 +96,11 @@ type ScoreRun struct {
 	// earliest op of an anomaly that counts as the violation; -1 if none.
 	FirstViolation float64 `json:"first_violation_s"`
 	Seconds        float64 `json:"seconds"`
+	// Faults counts the faults applied; Effective those in force while a
+	// client held the lock (faults that had a chance to matter), -1 when
+	// the run did not say.
+	Faults    int `json:"faults_injected"`
+	Effective int `json:"faults_effective"`
 	// Command reproduces this run.
 	Command string `json:"command"`
 	// Versions are what the run ran.

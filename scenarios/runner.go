@@ -240,7 +240,8 @@ func runOne(ctx context.Context, s Scenario, seed int64, opt Options) (RunResult
 // Classify decides what one run showed about scenario s, from its results
 // and history, into r: a violation (an anomaly of a kind the scenario
 // counts), safe (a valid verdict), or inconclusive with the reason (the run
-// did not test what it meant to, or a checker could not decide).
+// did not test what it meant to, a checker could not decide, or none of
+// its faults was in force while a client held the lock).
 func Classify(s Scenario, res runstore.Results, h history.History, r *RunResult) {
 	r.Kinds = map[string]int{}
 	first := int64(math.MaxInt64)
@@ -264,6 +265,11 @@ func Classify(s Scenario, res runstore.Results, h history.History, r *RunResult)
 		}
 	}
 	r.FirstViolation = -1
+	r.Faults = int(res.Stats["faults_injected"])
+	r.Effective = -1
+	if x, ok := res.Stats["faults_effective"]; ok {
+		r.Effective = int(x)
+	}
 	switch {
 	case len(res.Problems) > 0:
 		r.Outcome, r.Reason = "", res.Problems[0]
@@ -282,6 +288,12 @@ func Classify(s Scenario, res runstore.Results, h history.History, r *RunResult)
 			}
 		}
 		r.Outcome, r.Reason = "", "checkers could not decide: "+strings.Join(undecided, ", ")
+		return
+	}
+	if len(res.Run.Faults) > 0 && r.Effective == 0 {
+		// Antithesis's "sometimes": no fault met a holder, so the run
+		// says nothing of what the faults do to one.
+		r.Outcome, r.Reason = "", fmt.Sprintf("none of the %d faults applied was in force while a client held the lock: they had no chance to matter", r.Faults)
 		return
 	}
 	r.Outcome = ExpectSafe

@@ -27,6 +27,14 @@ func results(valid checker.Verdict, problems []string, anomalies ...checker.Anom
 	}}
 }
 
+// faulty makes res a run of 3 pause-node faults, effective of them in force
+// while a client held the lock.
+func faulty(res runstore.Results, effective float64) runstore.Results {
+	res.Run.Faults = []string{"pause-node"}
+	res.Stats = map[string]float64{"faults_injected": 3, "faults_effective": effective}
+	return res
+}
+
 func TestClassify(t *testing.T) {
 	viol := Scenario{Name: "v", Expect: ExpectViolation, Anomalies: []string{"stale-write"}}
 	anyViol := Scenario{Name: "any", Expect: ExpectViolation}
@@ -48,6 +56,9 @@ func TestClassify(t *testing.T) {
 		{"safe scenario, invalid run", safe, results(checker.Invalid, nil, foreign), ExpectViolation, 2, ""},
 		{"problems make it inconclusive", viol, results(checker.Invalid, []string{"fault partition unavailable: not root"}, stale), "", -1, "fault partition unavailable: not root"},
 		{"undecided checker", safe, results(checker.Unknown, nil), "", -1, "checkers could not decide: mutual-exclusion"},
+		{"faults that met no holder", safe, faulty(results(checker.Valid, nil), 0), "", -1, "none of the 3 faults applied was in force while a client held the lock: they had no chance to matter"},
+		{"a fault that met a holder", safe, faulty(results(checker.Valid, nil), 1), ExpectSafe, -1, ""},
+		{"a violation though no fault met a holder", viol, faulty(results(checker.Invalid, nil, stale), 0), ExpectViolation, 5, ""},
 	}
 	for _, tt := range tests {
 		var r RunResult
