@@ -311,8 +311,17 @@ func (o Options) job(impl impls.Impl, p Probe, c Class, seed int64) Job {
 		cfg.Clients, name = 2, "reentrancy"
 	default:
 		cfg.Faults = Faults(c, impl)
-		if c == ClassNone {
+		switch c {
+		case ClassNone:
 			cfg.Clients = 8
+		case ClassKillRestart:
+			// A fault must have a chance to matter: a holder's critical
+			// section outlasts the node's restart, so that a lock the
+			// restart lost is granted again while its holder still works,
+			// and the lease outlasts the section, so that only the fault
+			// can end it early.
+			cfg.Work = cfg.NodeDown * 3 / 2
+			cfg.TTL = max(cfg.TTL, 2*cfg.Work)
 		}
 	}
 	cfg.Name = fmt.Sprintf("matrix-%s-%s", impl.Name, name)
@@ -322,6 +331,9 @@ func (o Options) job(impl impls.Impl, p Probe, c Class, seed int64) Job {
 	}
 	cmd = append(cmd, fmt.Sprintf("--clients %d --ttl %s --time %s --seed %d --resource none --retry 5ms --backoff uniform --interval 1s --window 2s --down 1s --quiet-time 1s --pause %s",
 		cfg.Clients, cfg.TTL, cfg.Duration, seed, cfg.ClientPause))
+	if cfg.Work > 0 {
+		cmd = append(cmd, "--work "+cfg.Work.String())
+	}
 	if cfg.KillHolder {
 		cmd = append(cmd, "--kill-holder")
 	}

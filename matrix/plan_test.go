@@ -200,3 +200,31 @@ func TestPlanGivesExternalClientsRowsOfTheirOwn(t *testing.T) {
 		t.Errorf("an unknown client: %v, want an error naming --client", err)
 	}
 }
+
+// Under kill/restart a holder's critical section outlasts the node's
+// restart and its lease outlasts the section, so that the fault, not the
+// lease, is what can break mutual exclusion; its command says so.
+func TestKillRestartSectionsOutlastTheRestart(t *testing.T) {
+	o := DefaultOptions()
+	o.Impls, o.Classes = []string{"redis-set-nx-px"}, []Class{ClassKillRestart}
+	jobs, err := Plan(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, j := range jobs {
+		c := j.Config
+		switch {
+		case j.Probe == ProbeSafety && j.Class == ClassKillRestart:
+			found = true
+			if c.Work <= c.NodeDown || c.TTL < 2*c.Work || !strings.Contains(c.Command, "--work "+c.Work.String()) || !strings.Contains(c.Command, "--ttl "+c.TTL.String()) {
+				t.Errorf("kill-restart job: work %v, down %v, ttl %v, command %q", c.Work, c.NodeDown, c.TTL, c.Command)
+			}
+		case c.Work != 0 || c.TTL != o.TTL:
+			t.Errorf("%s: work %v, ttl %v; want 0 and %v", j.Label(), c.Work, c.TTL, o.TTL)
+		}
+	}
+	if !found {
+		t.Error("no kill-restart safety job")
+	}
+}
