@@ -131,6 +131,15 @@ var badValues = map[string][]badCase{
 	"debate --inventory": {bc("--inventory needs --provider ssh", "--inventory", "STORE/lab.yaml"),
 		bc("--inventory: inventory STORE/none.yaml: no such file or directory", "--provider", "ssh", "--inventory", "STORE/none.yaml")},
 	"debate --findings": {bc("--findings: stat STORE/nodir: no such file or directory", "--findings", "STORE/nodir/f.md")},
+	"debate --json":     {bc("--json: stat STORE/nodir: no such file or directory", "--json", "STORE/nodir/b.json"), bc("--json: STORE is a folder", "--json", "STORE")},
+	"debate --parallel": {bc("--parallel must be at least 1, got 0", "--parallel", "0")},
+	"debate --max-rate": {bc(`--max-rate must be a rate between 0 and 100%, such as 15% or 0.15, got "150%"`, "--max-rate", "150%"),
+		bc(`--max-rate must be a rate between 0 and 100%, such as 15% or 0.15, got "often"`, "--max-rate", "often")},
+	"debate --shard": {bc(`--shard: want I/N with 1 ≤ I ≤ N, such as 2/4, got "3/2"`, "--shard", "3/2"), bc(`--shard: want I/N with 1 ≤ I ≤ N, such as 2/4, got "1"`, "--shard", "1"),
+		bc("--shard needs a fixed set of runs: leave out --until-reproduced and --until-ci-width", "--shard", "1/2", "--until-reproduced")},
+	"debate --until-ci-width": {bc(`--until-ci-width must be a width between 0 and 100%, such as 20% or 0.2, got "0"`, "--until-ci-width", "0"),
+		bc("--until-ci-width takes its seeds up to --max-seeds; leave out --seeds", "--until-ci-width", "20%")},
+	"debate --max-seeds": {bc("--max-seeds caps --until-ci-width; without it, give --seeds", "--max-seeds", "5")},
 
 	"matrix --impls":  {bc(`--impls: unknown impl "nope" (known: etcd-lease-txn, `, "--impls", "nope")},
 	"matrix --faults": {bc(`--faults: unknown fault class "meteor" (known: none, client-pause, node-pause, kill-restart, partition, clock, or a fault: bridge, `, "--faults", "meteor")},
@@ -145,6 +154,19 @@ var badValues = map[string][]badCase{
 	"matrix --out":      {bc("--out: mkdir STORE/file: not a directory", "--out", "STORE/file/out")},
 	"matrix --md":       {bc("--md: stat STORE/nodir: no such file or directory", "--md", "STORE/nodir/m.md")},
 	"matrix --from":     {bc("--from: open STORE/nodir: no such file or directory", "--from", "STORE/nodir")},
+	"matrix --parallel": {bc("--parallel must be at least 1, got 0", "--parallel", "0")},
+	"matrix --shard":    {bc(`--shard: want I/N with 1 ≤ I ≤ N, such as 2/4, got "0/2"`, "--shard", "0/2")},
+	"matrix --json":     {bc("--json: stat STORE/nodir: no such file or directory", "--json", "STORE/nodir/m.json")},
+	"matrix --baseline": {bc("--baseline: open STORE/nodir: no such file or directory", "--baseline", "STORE/nodir"),
+		bc("--baseline: STORE/bad.yaml: invalid character", "--baseline", "STORE/bad.yaml")},
+
+	"merge --out":      {bc("--out: STORE/file is not a folder", "--out", "STORE/file/out")},
+	"merge --json":     {bc("--json: stat STORE/nodir: no such file or directory", "--json", "STORE/nodir/m.json")},
+	"merge --junit":    {bc("--junit: STORE is a folder", "--junit", "STORE")},
+	"merge --findings": {bc("--findings: stat STORE/nodir: no such file or directory", "--findings", "STORE/nodir/f.md")},
+	"merge --max-rate": {bc(`--max-rate must be a rate between 0 and 100%, such as 15%, got "0"`, "--max-rate", "0")},
+	"merge --md":       {bc("--md is for matrix stores; a scoreboard takes --findings", "--md", "STORE/m.md")},
+	"merge --baseline": {bc("--baseline is for matrix stores; a scoreboard has none", "--baseline", "STORE/file")},
 
 	"images build --node-binary": {bc("--node-binary STORE/nodir: not an executable file", "--node-binary", "STORE/nodir")},
 
@@ -172,6 +194,7 @@ var badBase = map[string][]string{
 	"cleanup":      {"cleanup"},
 	"check":        {"check", "STORE"},
 	"images build": {"images", "build", "redis"},
+	"merge":        {"merge", "STORE/file"},
 }
 
 // TestEveryFlagRefusesABadValue runs every command with each bad value of

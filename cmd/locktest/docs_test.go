@@ -87,9 +87,10 @@ type span struct {
 }
 
 // commands returns every command of the CLI by its path ("run",
-// "images build"), hidden ones aside.
+// "images build"; "" for locktest itself), hidden ones aside.
 func commands() map[string]*cobra.Command {
-	out := map[string]*cobra.Command{}
+	root := newRoot()
+	out := map[string]*cobra.Command{"": root}
 	var walk func(prefix string, c *cobra.Command)
 	walk = func(prefix string, c *cobra.Command) {
 		for _, s := range c.Commands() {
@@ -101,7 +102,7 @@ func commands() map[string]*cobra.Command {
 			walk(p, s)
 		}
 	}
-	walk("", newRoot())
+	walk("", root)
 	return out
 }
 

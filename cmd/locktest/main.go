@@ -128,6 +128,8 @@ Exit codes, the same for run, check, debate and matrix:
 		SilenceErrors: true,
 		SilenceUsage:  true,
 	}
+	root.SetVersionTemplate("locktest version {{.Version}}\n")
+	root.InitDefaultVersionFlag()
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(newRunCmd(), newCheckCmd(), newReportCmd(), newIndexCmd(), newListCmd(), newWorkerCmd(), newNodeCmd(), newCleanupCmd(),
 		newMatrixCmd(), newDebateCmd(), newMergeCmd(), newImagesCmd(), newLabCmd(),

@@ -268,9 +268,6 @@ func mergeMatrix(cmd *cobra.Command, stores []string, out, md, jsonOut, baseline
 		}
 		header.Elapsed = max(header.Elapsed, h.Elapsed)
 	}
-	if out == "" {
-		out = "merged"
-	}
 	header.Shard, header.Store = "", strings.Join(stores, ", ")
 	header.Command = fmt.Sprintf("%s; merged by locktest %s", header.Command, strings.Join(os.Args[1:], " "))
 	m := matrix.Aggregate(header, classes, all)

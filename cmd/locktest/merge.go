@@ -54,14 +54,34 @@ verdict (or, with --baseline, a cell worse than the baseline), 3 inconclusive,
 				return usageError{fmt.Errorf("merge: %s are scoreboards and %s are matrix stores; merge one kind at a time",
 					strings.Join(kinds["debate"], ", "), strings.Join(kinds["matrix"], ", "))}
 			}
-			if len(kinds["matrix"]) > 0 {
-				if junit != "" || findings != "" {
-					return usageError{errors.New("--junit and --findings are for scoreboards; a matrix takes --md")}
-				}
-				return mergeMatrix(cmd, dirs, out, matrixMD, jsonOut, baseline)
+			isMatrix := len(kinds["matrix"]) > 0
+			switch {
+			case isMatrix && junit != "":
+				return usageError{errors.New("--junit is for scoreboards; a matrix takes --md")}
+			case isMatrix && findings != "":
+				return usageError{errors.New("--findings is for scoreboards; a matrix takes --md")}
+			case !isMatrix && matrixMD != "":
+				return usageError{errors.New("--md is for matrix stores; a scoreboard takes --findings")}
+			case !isMatrix && baseline != "":
+				return usageError{errors.New("--baseline is for matrix stores; a scoreboard has none")}
 			}
-			if matrixMD != "" || baseline != "" {
-				return usageError{errors.New("--md and --baseline are for matrix stores; a scoreboard takes --findings")}
+			// Every output must be writable before anything is read or
+			// written.
+			if out == "" {
+				out = "merged"
+			}
+			if err := creatableDir(out); err != nil {
+				return usageError{fmt.Errorf("--out: %v", err)}
+			}
+			for _, o := range []struct{ flag, path string }{{"--junit", junit}, {"--findings", findings}, {"--json", jsonOut}, {"--md", matrixMD}} {
+				if o.path != "" {
+					if err := writableFile(o.path); err != nil {
+						return usageError{fmt.Errorf("%s: %v", o.flag, err)}
+					}
+				}
+			}
+			if isMatrix {
+				return mergeMatrix(cmd, dirs, out, matrixMD, jsonOut, baseline)
 			}
 			var boards []reports.Scoreboard
 			for _, d := range dirs {
@@ -75,23 +95,13 @@ verdict (or, with --baseline, a cell worse than the baseline), 3 inconclusive,
 				}
 				boards = append(boards, b)
 			}
-			if out == "" {
-				out = "merged"
-			}
-			for _, o := range []struct{ flag, path string }{{"--junit", junit}, {"--findings", findings}, {"--json", jsonOut}} {
-				if o.path != "" {
-					if err := writableFile(o.path); err != nil {
-						return usageError{fmt.Errorf("%s: %v", o.flag, err)}
-					}
-				}
-			}
-			if err := os.MkdirAll(out, 0o755); err != nil {
-				return usageError{fmt.Errorf("--out: %v", err)}
-			}
 			abs, _ := filepath.Abs(out)
 			board, err := scenarios.Merge(boards, abs, maxRate)
 			if err != nil {
 				return usageError{fmt.Errorf("merge: %v", err)}
+			}
+			if err := os.MkdirAll(out, 0o755); err != nil {
+				return usageError{fmt.Errorf("--out: %v", err)}
 			}
 			board.Command = fmt.Sprintf("%s; merged by locktest %s", board.Command, strings.Join(os.Args[1:], " "))
 			if err := writeBoard(out, junit, findings, jsonOut, board); err != nil {

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -70,6 +72,29 @@ func writableDir(dir string) error {
 	name := f.Name()
 	f.Close()
 	return os.Remove(name)
+}
+
+// creatableDir checks that dir exists as a folder that takes new files, or
+// can be made: its nearest existing ancestor is a folder that does. It
+// creates nothing.
+func creatableDir(dir string) error {
+	d := filepath.Clean(dir)
+	for {
+		st, err := os.Stat(d)
+		switch {
+		case err == nil && !st.IsDir():
+			return fmt.Errorf("%s is not a folder", d)
+		case err == nil:
+			return writableDir(d)
+		case !errors.Is(err, os.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR):
+			return err
+		}
+		up := filepath.Dir(d)
+		if up == d {
+			return err
+		}
+		d = up
+	}
 }
 
 // writableFile checks, before a long command, that path can be written at
