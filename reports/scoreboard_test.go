@@ -6,12 +6,16 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/locktest/locktest/runstore"
 )
 
 func sampleBoard() Scoreboard {
 	return Scoreboard{
 		Date: "2026-11-22 04:00 UTC", Commit: "abc1234", Machine: "2 cores, 24 GiB, linux/amd64", Seeds: 3,
-		Elapsed: "1m30s", Command: "locktest debate --only 1,2,3",
+		Elapsed: "1m30s", Command: "locktest debate --only 1,2,3", MaxRate: 0.15, Parallel: 2,
+		Versions: runstore.Versions{Locktest: "v0.2.0 abc1234", Servers: map[string]string{"redis": "7.0.15", "zookeeper": "3.8.4"},
+			Clients: map[string]string{"github.com/redis/go-redis/v9": "v9.23.0"}},
 		Rows: []ScoreRow{
 			{Name: "redis-gc-pause", Claim: 1, Title: "A paused client writes late", Source: "Kleppmann (2016)", Expect: "violation",
 				Predictions: []ScorePrediction{{"kleppmann", "violation — a lease cannot stop it", "yes"}, {"antirez", "violation | needs a check", "yes"}},
@@ -20,7 +24,8 @@ func sampleBoard() Scoreboard {
 				Report: "../redis-gc-pause/20261122T040000/report.html", Command: "locktest run --impl redis-set-nx-px --seed 1", Seconds: 8.2},
 			{Name: "redlock-pause-before-validity", Claim: 3, Title: "Paused before the validity check", Source: "antirez (2016)", Expect: "safe",
 				Predictions: []ScorePrediction{{"kleppmann", "violation", "no"}, {"antirez", "safe", "yes"}},
-				Runs:        3, Conclusive: 3, Rate: 0, Lo: 0, Hi: 0.5615, FirstViolation: -1, Observed: "safe", Verdict: Reproduced,
+				Runs:        3, Conclusive: 3, Rate: 0, Lo: 0, Hi: 0.5615, Upper: 0.4742, FirstViolation: -1, Observed: "safe", Verdict: NotRefuted,
+				Reason:  "no violation in 3 runs: the rate is at most 47% at 95% confidence, not below 15% (16 runs without one would show that)",
 				Command: "locktest run --impl redlock --seed 1", Seconds: 24},
 			{Name: "redlock-clock-jump", Claim: 2, Title: "C's clock jumps", Source: "Kleppmann (2016)", Expect: "violation",
 				Predictions: []ScorePrediction{{"kleppmann", "violation", ""}},
@@ -29,7 +34,7 @@ func sampleBoard() Scoreboard {
 			{Name: "zk-pause-fenced", Claim: 12, Title: "fenced", Source: "Kleppmann (2016)", Expect: "safe",
 				Predictions: []ScorePrediction{{"kleppmann", "safe", "no"}},
 				Runs:        3, Conclusive: 3, Violations: 1, Rate: 1.0 / 3, Lo: 0.0615, Hi: 0.7923, FirstViolation: 2.25, Observed: "violation",
-				Verdict: NotReproduced, Reason: "1 of 3 runs showed a violation", Command: "locktest run --impl zk-recipe --seed 2", Seconds: 30},
+				Verdict: Refuted, Reason: "1 of 3 runs showed a violation", Command: "locktest run --impl zk-recipe --seed 2", Seconds: 30},
 		},
 	}
 }
@@ -50,7 +55,9 @@ func TestScoreboardHTML(t *testing.T) {
 	s := string(page)
 	for _, want := range []string{
 		`<td class="verdict-reproduced">reproduced`, `<td class="verdict-inconclusive">inconclusive<br><span class="small">seed 1: fault partition unavailable: not root`,
-		`<td class="verdict-not-reproduced">not reproduced`, `href="../redis-gc-pause/20261122T040000/report.html"`,
+		`<td class="verdict-refuted">refuted`, `<td class="verdict-not-refuted">not refuted<br><span class="small">no violation in 3 runs: the rate is at most 47%`,
+		`Versions: redis 7.0.15, zookeeper 3.8.4; github.com/redis/go-redis/v9 v9.23.0; locktest v0.2.0 abc1234.`,
+		`below 15%`, `href="../redis-gc-pause/20261122T040000/report.html"`,
 		`1/3 (33%, 95% CI 6%–79%)`, `id="redlock-clock-jump"`, `make repro-zk-pause-fenced`,
 	} {
 		if !strings.Contains(s, want) {
@@ -71,7 +78,7 @@ func TestJUnit(t *testing.T) {
 	if err := xml.Unmarshal(x, &suite); err != nil {
 		t.Fatalf("%v\n%s", err, x)
 	}
-	if suite.Tests != 4 || suite.Failures != 1 || suite.Skipped != 1 || len(suite.Cases) != 4 {
+	if suite.Tests != 4 || suite.Failures != 1 || suite.Skipped != 2 || len(suite.Cases) != 4 {
 		t.Fatalf("suite %d tests %d failures %d skipped:\n%s", suite.Tests, suite.Failures, suite.Skipped, x)
 	}
 	byName := map[string]junitCase{}
@@ -79,10 +86,13 @@ func TestJUnit(t *testing.T) {
 		byName[c.Name] = c
 	}
 	if c := byName["zk-pause-fenced"]; c.Failure == nil || !strings.Contains(c.Failure.Message, "expected safe, observed violation") {
-		t.Errorf("not reproduced case: %+v", c)
+		t.Errorf("refuted case: %+v", c)
 	}
 	if c := byName["redlock-clock-jump"]; c.Skipped == nil || !strings.Contains(c.Skipped.Message, "not root") {
 		t.Errorf("inconclusive case: %+v", c)
+	}
+	if c := byName["redlock-pause-before-validity"]; c.Skipped == nil || !strings.HasPrefix(c.Skipped.Message, "not refuted: ") {
+		t.Errorf("not refuted case: %+v", c)
 	}
 	if c := byName["redis-gc-pause"]; c.Failure != nil || c.Skipped != nil || c.Classname != "locktest.claim1" || c.Time != "8.200" {
 		t.Errorf("reproduced case: %+v", c)

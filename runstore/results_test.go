@@ -69,6 +69,10 @@ func TestResultsRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ReadResults: %v", err)
 	}
+	if got.SchemaVersion != ResultsSchemaVersion {
+		t.Errorf("schema_version %d, want %d", got.SchemaVersion, ResultsSchemaVersion)
+	}
+	want.SchemaVersion = ResultsSchemaVersion
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("round trip changed the results:\ngot  %+v\nwant %+v", got, want)
 	}
