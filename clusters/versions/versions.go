@@ -276,7 +276,8 @@ func askZooKeeper(ctx context.Context, addr string, _ map[string]string) (string
 // ParseSrvr reads ZooKeeper's reply to srvr, whose first line is
 // "Zookeeper version: 3.8.4-9316c2a7a97e1666d8f4593f34dd6fc36ecc436c,
 // built on 2024-02-12 22:16 UTC", and returns the version, without the
-// build date. A server whose 4lw.commands.whitelist leaves srvr out
+// build date, and without the suffix "-${mvngit.commit.id}" of a build
+// (Debian's) that left Maven's commit placeholder unexpanded. A server whose 4lw.commands.whitelist leaves srvr out
 // replies that it is not executed; the error says so and quotes the reply,
 // which is all such a server tells a client of itself (its client
 // protocol carries no version).
@@ -284,6 +285,9 @@ func ParseSrvr(reply string) (string, error) {
 	for line := range strings.Lines(reply) {
 		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "Zookeeper version:"); ok {
 			v, _, _ = strings.Cut(v, ", built on")
+			if i := strings.Index(v, "-${"); i > 0 && strings.HasSuffix(v, "}") {
+				v = v[:i] // a build that left Maven's commit placeholder unexpanded
+			}
 			if v = strings.TrimSpace(v); v != "" {
 				return v, nil
 			}

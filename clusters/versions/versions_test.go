@@ -52,6 +52,7 @@ func TestParseSrvr(t *testing.T) {
 		{name: "3.8", reply: full, want: "3.8.4-9316c2a7a97e1666d8f4593f34dd6fc36ecc436c"},
 		{name: "3.4 date", reply: "Zookeeper version: 3.4.13-2d71af4dbe22557fda74f9a9b4309b15a7487f03, built on 06/29/2018 04:05 GMT\nMode: standalone\n",
 			want: "3.4.13-2d71af4dbe22557fda74f9a9b4309b15a7487f03"},
+		{name: "debian", reply: "Zookeeper version: 3.8.0-${mvngit.commit.id}, built on 2024-12-29 17:54 UTC\nMode: standalone\n", want: "3.8.0"},
 		{name: "no build date", reply: "Zookeeper version: 3.9.2\n", want: "3.9.2"},
 		{name: "disabled", reply: "srvr is not executed because it is not in the whitelist.\n",
 			err: `srvr is disabled on this server (not in its 4lw.commands.whitelist); it replied "srvr is not executed because it is not in the whitelist."`},
