@@ -3,10 +3,12 @@ package runstore
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 
 	"github.com/locktest/locktest/internal/procfs"
@@ -67,4 +69,99 @@ func Machine() string {
 		parts = append(parts, "not root (no network namespaces: partitions are unavailable)")
 	}
 	return strings.Join(parts, ", ")
+}
+
+// LibraryVersions returns the version of each Go module of paths (module
+// paths, as an impl's Libraries name them) as this binary's build info
+// records it. Workers are processes of the same binary as the driver, so
+// these are the versions the workers' clients ran. A module that the
+// binary does not contain, or a binary without build info, maps to
+// "unknown: " and why; so does every module under `go test` of a package
+// other than main, whose test binary's build info lists no modules.
+func LibraryVersions(paths []string) map[string]string {
+	bi, _ := debug.ReadBuildInfo() // nil without build info
+	return libraryVersions(bi, paths)
+}
+
+// libraryVersions is LibraryVersions on the build info bi (nil: none). A
+// module replaced by another version gives that version; one replaced by
+// another module gives its version and names it; one replaced by a
+// directory (no version) says so.
+func libraryVersions(bi *debug.BuildInfo, paths []string) map[string]string {
+	if len(paths) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(paths))
+	for _, p := range paths {
+		out[p] = "unknown: the binary has no build info"
+		if bi == nil {
+			continue
+		}
+		out[p] = "unknown: the binary's build info does not list this module"
+		if len(bi.Deps) == 0 {
+			// Not even the libraries the impls import: the build info of
+			// a test binary of a package other than main, which lists no
+			// modules.
+			out[p] = "unknown: the binary's build info lists no modules (as a go test binary's does not)"
+		}
+		if p == bi.Main.Path {
+			out[p] = bi.Main.Version
+			continue
+		}
+		for _, d := range bi.Deps {
+			if d.Path != p {
+				continue
+			}
+			switch r := d.Replace; {
+			case r == nil:
+				out[p] = d.Version
+			case r.Version == "":
+				out[p] = "unknown: replaced by the directory " + r.Path
+			case r.Path != p:
+				out[p] = r.Version + " (replaced by " + r.Path + ")"
+			default:
+				out[p] = r.Version
+			}
+			break
+		}
+	}
+	return out
+}
+
+// Line says in one line what a run ran: each server product and its
+// version, then each client library (a Go module by its path without the
+// host and the major-version suffix: "redis/go-redis v9.23.0") and its
+// version, then locktest's, all separated by "; ", as in "redis 7.0.15;
+// redis/go-redis v9.23.0; locktest v0.4.0 1f2e3d4". Servers and libraries
+// are in the order of their names. It is "" for the versions of a run
+// stored before runs recorded them.
+func (v Versions) Line() string {
+	var parts []string
+	for _, p := range slices.Sorted(maps.Keys(v.Servers)) {
+		parts = append(parts, p+" "+v.Servers[p])
+	}
+	for _, l := range slices.Sorted(maps.Keys(v.Clients)) {
+		parts = append(parts, LibraryName(l)+" "+v.Clients[l])
+	}
+	if v.Locktest != "" {
+		parts = append(parts, "locktest "+v.Locktest)
+	}
+	return strings.Join(parts, "; ")
+}
+
+// LibraryName shortens a Go module path for a summary: without its host
+// and its major-version suffix ("github.com/redis/go-redis/v9" is
+// "redis/go-redis", "go.etcd.io/etcd/client/v3" "etcd/client"). A name
+// that is no module path (an external client's library, "redis-py") is
+// kept as it is.
+func LibraryName(path string) string {
+	elems := strings.Split(path, "/")
+	if len(elems) < 2 || !strings.Contains(elems[0], ".") {
+		return path
+	}
+	elems = elems[1:]
+	if last := elems[len(elems)-1]; len(elems) > 1 && len(last) > 1 && last[0] == 'v' && strings.Trim(last[1:], "0123456789") == "" {
+		elems = elems[:len(elems)-1]
+	}
+	return strings.Join(elems, "/")
 }
