@@ -194,3 +194,16 @@ func TestServersNeverFail(t *testing.T) {
 		})
 	}
 }
+
+// TestNotAsked: a cluster whose nodes never came up has its product
+// unknown, with the reason.
+func TestNotAsked(t *testing.T) {
+	for _, tt := range []struct{ backend, key string }{
+		{"redis", "redis"}, {"redis-sentinel", "redis"}, {"postgres", "postgresql"}, {"mysql", "mysql"}, {"zookeeper", "zookeeper"},
+	} {
+		got := NotAsked(tt.backend, "the nodes did not come up: n1 exited")
+		if want := map[string]string{tt.key: "unknown: the nodes did not come up: n1 exited"}; !maps.Equal(got, want) {
+			t.Errorf("NotAsked(%s) = %v, want %v", tt.backend, got, want)
+		}
+	}
+}
