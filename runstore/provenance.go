@@ -3,12 +3,10 @@ package runstore
 import (
 	"context"
 	"fmt"
-	"maps"
 	"os"
 	"os/exec"
 	"runtime"
 	"runtime/debug"
-	"slices"
 	"strings"
 
 	"github.com/locktest/locktest/internal/procfs"
@@ -126,42 +124,4 @@ func libraryVersions(bi *debug.BuildInfo, paths []string) map[string]string {
 		}
 	}
 	return out
-}
-
-// Line says in one line what a run ran: each server product and its
-// version, then each client library (a Go module by its path without the
-// host and the major-version suffix: "redis/go-redis v9.23.0") and its
-// version, then locktest's, all separated by "; ", as in "redis 7.0.15;
-// redis/go-redis v9.23.0; locktest v0.4.0 1f2e3d4". Servers and libraries
-// are in the order of their names. It is "" for the versions of a run
-// stored before runs recorded them.
-func (v Versions) Line() string {
-	var parts []string
-	for _, p := range slices.Sorted(maps.Keys(v.Servers)) {
-		parts = append(parts, p+" "+v.Servers[p])
-	}
-	for _, l := range slices.Sorted(maps.Keys(v.Clients)) {
-		parts = append(parts, LibraryName(l)+" "+v.Clients[l])
-	}
-	if v.Locktest != "" {
-		parts = append(parts, "locktest "+v.Locktest)
-	}
-	return strings.Join(parts, "; ")
-}
-
-// LibraryName shortens a Go module path for a summary: without its host
-// and its major-version suffix ("github.com/redis/go-redis/v9" is
-// "redis/go-redis", "go.etcd.io/etcd/client/v3" "etcd/client"). A name
-// that is no module path (an external client's library, "redis-py") is
-// kept as it is.
-func LibraryName(path string) string {
-	elems := strings.Split(path, "/")
-	if len(elems) < 2 || !strings.Contains(elems[0], ".") {
-		return path
-	}
-	elems = elems[1:]
-	if last := elems[len(elems)-1]; len(elems) > 1 && len(last) > 1 && last[0] == 'v' && strings.Trim(last[1:], "0123456789") == "" {
-		elems = elems[:len(elems)-1]
-	}
-	return strings.Join(elems, "/")
 }
