@@ -206,7 +206,13 @@ type Impl struct {
 	// operations, besides the worker's own (after-acquire, before-write);
 	// the nemesis may pause a client at any of them.
 	Points []string
-	New    func(ctx context.Context, cfg Config) (Client, error)
+	// Libraries are the Go modules of the client libraries its clients
+	// are written with, by module path as go.mod names them
+	// ("github.com/redis/go-redis/v9"). A run records each one's version
+	// from the binary's build info (runstore.LibraryVersions), so every Go
+	// impl names at least one.
+	Libraries []string
+	New       func(ctx context.Context, cfg Config) (Client, error)
 }
 
 var (

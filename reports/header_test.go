@@ -49,3 +49,33 @@ func TestClusterTextSaysWhatRanTheNodes(t *testing.T) {
 		})
 	}
 }
+
+// TestHeaderShowsVersions: the report's header has one row with what the
+// run ran, servers, client libraries and locktest, escaped; a run stored
+// before runs recorded versions says so.
+func TestHeaderShowsVersions(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		v    runstore.Versions
+		want string
+	}{
+		{"a Go impl", runstore.Versions{Locktest: "v0.4.0 1f2e3d4", Servers: map[string]string{"redis": "7.0.15"},
+			Clients: map[string]string{"github.com/redis/go-redis/v9": "v9.23.0", "github.com/go-redsync/redsync/v4": "v4.18.1"}},
+			"redis 7.0.15; github.com/go-redsync/redsync/v4 v4.18.1, github.com/redis/go-redis/v9 v9.23.0; locktest v0.4.0 1f2e3d4"},
+		{"a mixed cluster, one node unknown", runstore.Versions{Locktest: "(devel)",
+			Servers: map[string]string{"redis": "7.0.15, 7.2.4; unknown on n3: dial tcp 127.0.0.1:7003: connect: connection refused", "redis-sentinel": "7.0.15"},
+			Clients: map[string]string{"redis-py": "5.0.1 <rc>"}},
+			"redis 7.0.15, 7.2.4; unknown on n3: dial tcp 127.0.0.1:7003: connect: connection refused, redis-sentinel 7.0.15; redis-py 5.0.1 &lt;rc&gt;; locktest (devel)"},
+		{"stored before versions were", runstore.Versions{}, "not recorded (the run was stored before locktest recorded versions)"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			page, err := RenderHTML(runstore.Results{Run: runstore.RunInfo{Nodes: 1, Backend: "redis", Versions: tt.v}, Valid: "true"}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if row := `<tr><th>versions</th><td colspan="3">` + tt.want + "</td></tr>"; !strings.Contains(string(page), row) {
+				t.Errorf("the report's header lacks %q", row)
+			}
+		})
+	}
+}

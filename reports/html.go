@@ -29,13 +29,14 @@ var funcs = template.FuncMap{
 		}
 		return "expected to be valid"
 	},
-	"join":    strings.Join,
-	"replace": func(s, old, new string) string { return strings.ReplaceAll(s, old, new) },
-	"pct":     pct,
-	"stats":   formatStats,
-	"sub":     func(a, b int) int { return a - b },
-	"isLin":   func(name string) bool { return name == mutexChecker },
-	"durUS":   func(u int64) string { return secsLabel(u, 1000) },
+	"join":         strings.Join,
+	"replace":      func(s, old, new string) string { return strings.ReplaceAll(s, old, new) },
+	"pct":          pct,
+	"stats":        formatStats,
+	"sub":          func(a, b int) int { return a - b },
+	"isLin":        func(name string) bool { return name == mutexChecker },
+	"durUS":        func(u int64) string { return secsLabel(u, 1000) },
+	"versionsText": VersionsText,
 }
 
 var reportTmpl = template.Must(template.New("report.html.tmpl").Funcs(funcs).ParseFS(templates, "templates/report.html.tmpl"))

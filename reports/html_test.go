@@ -46,6 +46,8 @@ func reportInfo(expect string) runstore.RunInfo {
 		TTL: "1s", Duration: "2s", Seed: 7, Mode: "counter", PausePoint: "before-write", ClientPause: "2s",
 		Command: "locktest run --impl redis-set-nx-px --faults pause-client --seed 7",
 		Version: "v0.0.0-test",
+		Versions: runstore.Versions{Locktest: "v0.0.0-test", Servers: map[string]string{"redis": "7.0.15"},
+			Clients: map[string]string{"github.com/redis/go-redis/v9": "v9.23.0"}},
 		Started: "2025-01-02T03:04:05Z",
 		Elapsed: "2.1s",
 		Expect:  expect,

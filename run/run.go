@@ -363,6 +363,8 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 		info.Client = &runstore.ClientInfo{Command: strings.Join(spec.Command, " "), Library: c.Library, Version: c.Version,
 			Fenced: c.Fenced, Expires: c.Expires, Blocking: c.Blocking}
 	}
+	// The servers' versions follow once the nodes are up (start).
+	info.Versions = runstore.Versions{Locktest: runstore.Version(), Clients: clientVersions(impl, info.Client)}
 	if strings.Contains(strings.Join(cfg.Faults, ","), "+") {
 		info.Stagger = cfg.Stagger.String()
 	}
@@ -423,10 +425,15 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 		}
 	}
 	var startErr error
-	cl, pool, resStore, startErr = start(ctx, cfg, impl, dir, logDir, clock, rec, plat, lg)
+	cl, pool, resStore, startErr = start(ctx, cfg, impl, dir, logDir, clock, rec, plat, &info, lg)
 	if startErr != nil {
 		setupFailure = startErr
 		return nil, startErr
+	}
+	// results.json, written before the nodes were up, learns their versions.
+	if err := runstore.WriteResults(dir, runstore.Results{Run: info, Valid: checker.Unknown,
+		Problems: []string{"the run did not finish: its driver stopped before checking; `locktest check` this folder"}}); err != nil {
+		return nil, setupErr("store: %v", err)
 	}
 	network := plat.network(cl)
 	var clients nemesis.Clients = pool
@@ -595,11 +602,15 @@ func progress(ctx context.Context, lg *slog.Logger, total time.Duration, rec *hi
 	}
 }
 
-// start brings up the cluster, the store and the workers. What it started
-// is returned even on error, so the caller can stop it.
+// start brings up the cluster, the store and the workers. Once the
+// cluster's nodes are up, before the workers start, it records the
+// servers' versions in info (or, when they did not come up, why there are
+// none). What it started is returned even on error, so the caller can stop
+// it.
 func start(ctx context.Context, cfg Config, impl impls.Impl, dir, logDir string, clock history.Clock,
-	rec *history.Recorder, plat *platform, lg *slog.Logger) (clusters.Cluster, *workloads.Pool, *workloads.Store, error) {
+	rec *history.Recorder, plat *platform, info *runstore.RunInfo, lg *slog.Logger) (clusters.Cluster, *workloads.Pool, *workloads.Store, error) {
 	cl, err := startCluster(ctx, cfg, impl, dir, plat, lg)
+	info.Versions.Servers = serverVersions(ctx, cfg, impl.Backend, cl, err, lg)
 	if err != nil {
 		return cl, nil, nil, err
 	}

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -155,7 +157,44 @@ func TestNoFaultRunsAreValid(t *testing.T) {
 			if acc := result(t, r, "resource").Stats["writes_accepted"]; acc < 50 {
 				t.Errorf("%v accepted writes, want at least 50", acc)
 			}
+			assertVersions(t, cfg, out)
 		})
+	}
+}
+
+// assertVersions checks the versions the stored results.json of a run of
+// a single-node Redis impl carries: the redis-server's own (the one
+// `redis-server --version` reports, for local processes), the impl's
+// client library as this binary's build info gives it (the workers are
+// this binary), and locktest's.
+func assertVersions(t *testing.T, cfg Config, out *Outcome) {
+	t.Helper()
+	stored, err := runstore.ReadResults(out.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := stored.Run.Versions
+	server := v.Servers["redis"]
+	if cfg.Provider == ProviderDocker {
+		if server == "" || strings.HasPrefix(server, "unknown") || len(v.Servers) != 1 {
+			t.Errorf("server versions %v, want redis's", v.Servers)
+		}
+	} else {
+		b, err := exec.Command("redis-server", "--version").Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := regexp.MustCompile(`\bv=(\S+)`).FindSubmatch(b)
+		if m == nil || len(v.Servers) != 1 || server != string(m[1]) {
+			t.Errorf("server versions %v, want redis %q (redis-server --version: %q)", v.Servers, m, b)
+		}
+	}
+	const goRedis = "github.com/redis/go-redis/v9"
+	if want := runstore.LibraryVersions([]string{goRedis}); len(v.Clients) != 1 || v.Clients[goRedis] != want[goRedis] {
+		t.Errorf("client versions %v, want %v", v.Clients, want)
+	}
+	if v.Locktest == "" || v.Locktest != runstore.Version() {
+		t.Errorf("locktest version %q, want %q", v.Locktest, runstore.Version())
 	}
 }
 

@@ -68,3 +68,60 @@ func Machine() string {
 	}
 	return strings.Join(parts, ", ")
 }
+
+// LibraryVersions returns the version of each Go module of paths (module
+// paths, as an impl's Libraries name them) as this binary's build info
+// records it. Workers are processes of the same binary as the driver, so
+// these are the versions the workers' clients ran. A module that the
+// binary does not contain, or a binary without build info, maps to
+// "unknown: " and why; so does every module under `go test` of a package
+// other than main, whose test binary's build info lists no modules.
+func LibraryVersions(paths []string) map[string]string {
+	bi, _ := debug.ReadBuildInfo() // nil without build info
+	return libraryVersions(bi, paths)
+}
+
+// libraryVersions is LibraryVersions on the build info bi (nil: none). A
+// module replaced by another version gives that version; one replaced by
+// another module gives its version and names it; one replaced by a
+// directory (no version) says so.
+func libraryVersions(bi *debug.BuildInfo, paths []string) map[string]string {
+	if len(paths) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(paths))
+	for _, p := range paths {
+		out[p] = "unknown: the binary has no build info"
+		if bi == nil {
+			continue
+		}
+		out[p] = "unknown: the binary's build info does not list this module"
+		if len(bi.Deps) == 0 {
+			// Not even the libraries the impls import: the build info of
+			// a test binary of a package other than main, which lists no
+			// modules.
+			out[p] = "unknown: the binary's build info lists no modules (as a go test binary's does not)"
+		}
+		if p == bi.Main.Path {
+			out[p] = bi.Main.Version
+			continue
+		}
+		for _, d := range bi.Deps {
+			if d.Path != p {
+				continue
+			}
+			switch r := d.Replace; {
+			case r == nil:
+				out[p] = d.Version
+			case r.Version == "":
+				out[p] = "unknown: replaced by the directory " + r.Path
+			case r.Path != p:
+				out[p] = r.Version + " (replaced by " + r.Path + ")"
+			default:
+				out[p] = r.Version
+			}
+			break
+		}
+	}
+	return out
+}

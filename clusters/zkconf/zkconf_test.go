@@ -58,3 +58,20 @@ func lines(s string) []string {
 	}
 	return out
 }
+
+// TestSrvrIsWhitelisted: every peer allows the four-letter word srvr,
+// which the harness asks for a peer's mode (clusters/roles) and its
+// version (clusters/versions).
+func TestSrvrIsWhitelisted(t *testing.T) {
+	for _, peers := range [][]Peer{{{1, "127.0.0.1", 1, 2}}, {{1, "10.0.0.1", 2888, 3888}, {2, "10.0.0.2", 2888, 3888}}} {
+		var words []string
+		for _, l := range lines(Config{Node: "n1", Tick: time.Second, Peers: peers}.String()) {
+			if v, ok := strings.CutPrefix(l, "4lw.commands.whitelist="); ok {
+				words = append(words, strings.Split(v, ",")...)
+			}
+		}
+		if !slices.Contains(words, "srvr") && !slices.Contains(words, "*") {
+			t.Errorf("the 4lw whitelist of %d peers is %q, without srvr", len(peers), words)
+		}
+	}
+}

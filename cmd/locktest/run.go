@@ -210,12 +210,16 @@ func parseLevel(s string) (slog.Level, error) {
 	return l, nil
 }
 
-// printResults prints the verdict of every checker, the first anomalies and
+// printResults prints what the run ran (its versions, for a run that
+// recorded them), the verdict of every checker, the first anomalies and
 // where the report is; stored says whether results.json and the report
 // were written.
 func printResults(w io.Writer, dir string, r runstore.Results, stored bool) {
 	fmt.Fprintf(w, "run %s (%s, resource %s, faults %s, seed %d)\n", dir, r.Run.Impl, r.Run.Mode,
 		orNone(r.Run.Faults), r.Run.Seed)
+	if v := reports.VersionsText(r.Run.Versions); v != "" {
+		fmt.Fprintf(w, "  versions: %s\n", v)
+	}
 	fmt.Fprintf(w, "  %d ops, %d critical sections, %d faults\n", int(r.Stats["ops"]),
 		int(r.Stats["critical_sections"]), int(r.Stats["faults_injected"]))
 	for _, c := range r.Checkers {

@@ -76,6 +76,7 @@ func init() {
 			New: impls.Wrap(newBase, func(b *base) impls.Client { return &leaseTxnClient{base: b} }),
 		},
 	} {
+		i.Libraries = []string{"go.etcd.io/etcd/client/v3"}
 		impls.Register(i)
 	}
 }

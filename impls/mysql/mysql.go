@@ -93,6 +93,7 @@ func init() {
 			New: newOptimistic,
 		},
 	} {
+		i.Libraries = []string{"github.com/go-sql-driver/mysql"}
 		impls.Register(i)
 	}
 }

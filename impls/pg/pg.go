@@ -74,6 +74,7 @@ func init() {
 			New: impls.Wrap(newSession, func(s *session) impls.Client { return &AdvisoryXact{session: s} }),
 		},
 	} {
+		i.Libraries = []string{"github.com/jackc/pgx/v5"}
 		impls.Register(i)
 	}
 }

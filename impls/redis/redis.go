@@ -63,9 +63,14 @@ func init() {
 			New: impls.Wrap(newConn, func(c *conn) impls.Client { return &NaiveDel{c} }),
 		},
 	} {
+		i.Libraries = []string{GoRedisModule}
 		impls.Register(i)
 	}
 }
+
+// GoRedisModule is the module of go-redis, the client every Redis impl of
+// this package is written with.
+const GoRedisModule = "github.com/redis/go-redis/v9"
 
 // conn is what the four clients share: the connection, the configuration
 // and the source of unique lock values.

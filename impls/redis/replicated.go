@@ -32,14 +32,16 @@ func init() {
 		TokenSource: "Redis INCR counter on the master, replicated asynchronously", Wait: "fails at once",
 		Doc: "redis-set-nx-px against the master of a Redis with two asynchronous replicas, failed over by three Sentinels and followed by go-redis's failover client; " +
 			"a lock granted by a master that dies before its replicas got it is granted again by the promoted replica, and the INCR tokens can go back.",
-		New: newReplicated,
+		Libraries: []string{GoRedisModule},
+		New:       newReplicated,
 	})
 	impls.Register(impls.Impl{
 		Name: "redis-cluster", Backend: "redis-cluster", Nodes: 6, Fenced: true,
 		TokenSource: "Redis INCR counter in the lock's slot, replicated asynchronously", Wait: "fails at once",
 		Doc: "redis-set-nx-px on a Redis Cluster of 3 masters and 3 asynchronous replicas through go-redis's cluster client, each lock (and its token counter) in the slot of its name; " +
 			"a master that dies before its replica got the lock loses it in the cluster failover, and the INCR tokens can go back.",
-		New: newClusterLock,
+		Libraries: []string{GoRedisModule},
+		New:       newClusterLock,
 	})
 }
 

@@ -95,7 +95,8 @@ func init() {
 			"and a node that restarts without its data gives a second majority."
 		impls.Register(impls.Impl{
 			Name: i.name, Backend: "redis", Nodes: i.nodes, Doc: doc, Points: Points(i.nodes),
-			Wait: "fails at once (tries=1)",
+			Wait:      "fails at once (tries=1)",
+			Libraries: []string{"github.com/go-redsync/redsync/v4", "github.com/redis/go-redis/v9"},
 			New: func(ctx context.Context, cfg impls.Config) (impls.Client, error) {
 				return New(ctx, cfg, i.extend)
 			},

@@ -69,14 +69,16 @@ func init() {
 		Wait: "watches its predecessor's node, until its deadline; a second acquire queues behind its own node",
 		Doc: "the ZooKeeper lock recipe (protected ephemeral sequential node, lowest holds, watch the predecessor) with the node's czxid as fencing token; " +
 			"the lock is a session lease, so a holder paused past its session timeout still believes it holds it while the next holder has it.",
-		New: impls.Wrap(sessionFor("zk-recipe"), func(s *session) impls.Client { return &Recipe{session: s, holds: map[string]hold{}} }),
+		Libraries: []string{"github.com/go-zookeeper/zk"},
+		New:       impls.Wrap(sessionFor("zk-recipe"), func(s *session) impls.Client { return &Recipe{session: s, holds: map[string]hold{}} }),
 	})
 	impls.Register(impls.Impl{
 		Name: "zk-lock", Backend: "zookeeper", Nodes: 3, Blocking: true,
 		Wait: "zk.Lock watches its predecessor with no deadline; the acquire gives up at its deadline",
 		Doc: "go-zookeeper's own zk.NewLock as a user calls it, with no fencing token; " +
 			"a session lease that a paused holder outlives, and a library whose Lock takes no deadline and leaves its node behind on errors.",
-		New: impls.Wrap(sessionFor("zk-lock"), func(s *session) impls.Client { return &Lock{session: s, holds: map[string]lockHold{}} }),
+		Libraries: []string{"github.com/go-zookeeper/zk"},
+		New:       impls.Wrap(sessionFor("zk-lock"), func(s *session) impls.Client { return &Lock{session: s, holds: map[string]lockHold{}} }),
 	})
 }
 

@@ -1,0 +1,118 @@
+package local
+
+import (
+	"context"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	etcdversion "go.etcd.io/etcd/api/v3/version"
+
+	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/clusters/versions"
+)
+
+// The tests here start real servers and check that clusters/versions
+// reads from each, over its own protocol, the version its program
+// reports on the command line.
+
+// programVersion runs name with args and returns the first submatch of re
+// in its output.
+func programVersion(t *testing.T, re string, name string, args ...string) string {
+	t.Helper()
+	out, err := exec.Command(name, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %s: %v: %s", name, strings.Join(args, " "), err, out)
+	}
+	m := regexp.MustCompile(re).FindSubmatch(out)
+	if m == nil {
+		t.Fatalf("%s %s: no version (%s) in %q", name, strings.Join(args, " "), re, out)
+	}
+	return string(m[1])
+}
+
+// askVersions asks the nodes of backend for their versions and checks
+// that exactly the products of want answered, with those versions.
+func askVersions(t *testing.T, backend string, nodes []clusters.Node, want map[string]string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	got := versions.Servers(ctx, backend, nodes, nil)
+	t.Logf("%s: %v", backend, got)
+	for product, v := range want {
+		if v == "" {
+			t.Fatalf("the expected version of %s is empty", product)
+		}
+		if got[product] != v {
+			t.Errorf("%s: version %q, want %q (the program's own)", product, got[product], v)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("versions %v, want only %v", got, want)
+	}
+}
+
+// redisServerVersion is the version `redis-server --version` reports.
+func redisServerVersion(t *testing.T, bin string) string {
+	return programVersion(t, `\bv=(\S+)`, bin, "--version")
+}
+
+// TestRedisVersions: three independent redis-servers (as the redlock
+// impls use them) report INFO server's redis_version, once.
+func TestRedisVersions(t *testing.T) {
+	r := startRedis(t, RedisOptions{Nodes: 3})
+	askVersions(t, "redis", r.Nodes(), map[string]string{versions.Redis: redisServerVersion(t, r.bin)})
+}
+
+// TestSentinelVersions: the data nodes of a redis-sentinel cluster are
+// "redis" and its sentinels, which report redis_mode sentinel,
+// "redis-sentinel".
+func TestSentinelVersions(t *testing.T) {
+	s := startSentinel(t, SentinelOptions{})
+	v := redisServerVersion(t, "redis-server")
+	askVersions(t, "redis-sentinel", s.Nodes(), map[string]string{
+		versions.Redis: v, versions.RedisSentinel: programVersion(t, `\bv=(\S+)`, "redis-sentinel", "--version")})
+}
+
+// TestEtcdVersions: the members, locktest's embedded etcd, report the
+// version of the etcd module this binary was built with.
+func TestEtcdVersions(t *testing.T) {
+	e := startEtcd(t, testEtcdOptions(t))
+	askVersions(t, "etcd", e.Nodes(), map[string]string{versions.Etcd: etcdversion.Version})
+}
+
+// TestZooKeeperVersions: srvr's version is the one the jars the peers
+// run report (VersionInfoMain), with or without the build's commit.
+func TestZooKeeperVersions(t *testing.T) {
+	z := newZK(t, ZooKeeperOptions{Nodes: 1})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := z.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	jar := programVersion(t, `version (\S+)`, z.java, "-cp", z.classPath, "org.apache.zookeeper.version.VersionInfoMain")
+	got := versions.Servers(ctx, "zookeeper", z.Nodes(), nil)
+	t.Logf("zookeeper: %v (the jar: %s)", got, jar)
+	v := got[versions.ZooKeeper]
+	if len(got) != 1 || (v != jar && !strings.HasPrefix(v, jar+"-")) {
+		t.Errorf("versions %v, want only zookeeper %s", got, jar)
+	}
+}
+
+// TestMariaDBVersions: SELECT version() names MariaDB and is the version
+// `mariadbd --version` reports.
+func TestMariaDBVersions(t *testing.T) {
+	c := startSQL(t, mariadbBackend, SQLOptions{})
+	bin := c.(*MariaDB).eng.(*mariadbEngine).server
+	askVersions(t, "mysql", c.Nodes(), map[string]string{versions.MariaDB: programVersion(t, `Ver (\S+)`, bin, "--version")})
+}
+
+// TestPostgresVersions: SELECT version() gives the version and packager's
+// note that `postgres --version` reports.
+func TestPostgresVersions(t *testing.T) {
+	c := startSQL(t, postgresBackend, SQLOptions{})
+	bin := c.(*Postgres).eng.(*postgresEngine).server
+	askVersions(t, "postgres", c.Nodes(), map[string]string{versions.PostgreSQL: programVersion(t, `\(PostgreSQL\) (.+?)\s*$`, bin, "--version")})
+}

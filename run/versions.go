@@ -1,0 +1,46 @@
+package run
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/clusters/versions"
+	"github.com/locktest/locktest/impls"
+	"github.com/locktest/locktest/runstore"
+)
+
+// clientVersions returns the versions of the run's client libraries: an
+// external client's library as its hello_ok named it, or the Go modules a
+// Go impl declares (impls.Impl.Libraries) as this binary's build info
+// gives them, which are the workers' too, since the workers are processes
+// of this binary.
+func clientVersions(impl impls.Impl, client *runstore.ClientInfo) map[string]string {
+	if client == nil {
+		return runstore.LibraryVersions(impl.Libraries)
+	}
+	switch {
+	case client.Library == "":
+		return map[string]string{"external client": "unknown: its hello_ok named no library"}
+	case client.Version == "":
+		return map[string]string{client.Library: "unknown: its hello_ok named no version"}
+	}
+	return map[string]string{client.Library: client.Version}
+}
+
+// serverVersions asks the nodes of cl, which startCluster returned with
+// startErr, for their versions (clusters/versions), straight at their
+// addresses, not through the delaying proxy; the SQL servers are asked
+// with the impl's user and password. A cluster that did not start gives
+// its product as unknown, with startCluster's error as the reason. It
+// logs what it found, and never fails the run.
+func serverVersions(ctx context.Context, cfg Config, backend string, cl clusters.Cluster, startErr error, lg *slog.Logger) map[string]string {
+	var vs map[string]string
+	if startErr != nil {
+		vs = versions.NotAsked(backend, "the nodes did not come up: "+startErr.Error())
+	} else {
+		vs = versions.Servers(ctx, backend, cl.Nodes(), cfg.ImplParams)
+	}
+	lg.Info("server versions", "backend", backend, "versions", vs)
+	return vs
+}
