@@ -13,7 +13,7 @@ setup:
 	@scripts/setup
 
 build:
-	$(GO) build -o $(BIN) ./cmd/locktest
+	$(GO) build -buildvcs=auto -o $(BIN) ./cmd/locktest
 
 # demo: the GC pause of the debate against a single Redis lock, first with a
 # resource that trusts the lock (a violation is expected), then with a

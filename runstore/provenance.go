@@ -13,19 +13,28 @@ import (
 )
 
 // Version is locktest's own version as the binary's build info gives it:
-// the module version, the VCS revision and "(modified)" for a build from
-// a changed tree; "unknown" without build info.
+// the module version, then the VCS revision (12 digits) unless the version
+// already names it (a pseudo-version does), and "(modified)" for a build
+// from a changed tree unless the version says "+dirty"; "unknown" without
+// build info.
 func Version() string {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
 		return "unknown"
 	}
-	v := bi.Main.Version
-	for _, s := range bi.Settings {
-		if s.Key == "vcs.revision" {
-			v += " " + s.Value
-		}
-		if s.Key == "vcs.modified" && s.Value == "true" {
+	return versionOf(bi.Main.Version, bi.Settings)
+}
+
+// versionOf is Version of a main module's version and build settings.
+func versionOf(v string, settings []debug.BuildSetting) string {
+	for _, s := range settings {
+		switch {
+		case s.Key == "vcs.revision":
+			rev := s.Value[:min(12, len(s.Value))]
+			if !strings.Contains(v, rev) {
+				v += " " + rev
+			}
+		case s.Key == "vcs.modified" && s.Value == "true" && !strings.Contains(v, "+dirty"):
 			v += " (modified)"
 		}
 	}

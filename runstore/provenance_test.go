@@ -3,6 +3,7 @@ package runstore
 import (
 	"maps"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -60,5 +61,24 @@ func TestLibraryVersionsOfThisBinary(t *testing.T) {
 	}
 	if v := got["github.com/locktest/locktest"]; v == "" || strings.HasPrefix(v, "unknown") {
 		t.Errorf("the main module's version is %q", v)
+	}
+}
+
+func TestVersionOf(t *testing.T) {
+	rev := []debug.BuildSetting{{Key: "vcs.revision", Value: "45024014edadde4f2ae33b2807dd8f5a6cf94008"}}
+	dirty := append(slices.Clone(rev), debug.BuildSetting{Key: "vcs.modified", Value: "true"})
+	for _, tt := range []struct {
+		v        string
+		settings []debug.BuildSetting
+		want     string
+	}{
+		{"v0.0.0-20261126074016-45024014edad+dirty", dirty, "v0.0.0-20261126074016-45024014edad+dirty"},
+		{"v0.0.0-20261126074016-45024014edad", rev, "v0.0.0-20261126074016-45024014edad"},
+		{"(devel)", dirty, "(devel) 45024014edad (modified)"},
+		{"v1.2.0", nil, "v1.2.0"},
+	} {
+		if got := versionOf(tt.v, tt.settings); got != tt.want {
+			t.Errorf("versionOf(%q) = %q, want %q", tt.v, got, tt.want)
+		}
 	}
 }
