@@ -179,9 +179,24 @@ func TestRunAllShardsSplitTheRuns(t *testing.T) {
 			t.Errorf("merged row %s:\n%+v\nwant the unsharded\n%+v", s.Name, merged.Rows[i], want)
 		}
 	}
-	// A seed in two boards is refused.
-	if _, err := Merge([]reports.Scoreboard{boards[0], boards[0]}, "/out", DefaultMaxRate); err == nil {
-		t.Error("merging a board with itself gave no error")
+	// A shard given twice, a missing shard, or shards of other seeds are
+	// refused; so is a seed in two boards that are not shards.
+	other := boards[2]
+	other.Seeds = 6
+	unsharded := boards[0]
+	unsharded.Shard = ""
+	for name, bs := range map[string][]reports.Scoreboard{
+		"twice":        {boards[0], boards[0], boards[1], boards[2]},
+		"missing":      {boards[0], boards[2]},
+		"other seeds":  {boards[0], boards[1], other},
+		"same seed":    {unsharded, unsharded},
+		"other counts": {boards[0], boards[1], {Shard: "3/4", Seeds: 5}},
+	} {
+		if _, err := Merge(bs, "/out", DefaultMaxRate); err == nil {
+			t.Errorf("%s: merged without an error", name)
+		} else {
+			t.Logf("%s: %v", name, err)
+		}
 	}
 }
 

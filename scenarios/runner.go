@@ -439,6 +439,9 @@ func Merge(boards []reports.Scoreboard, dir string, maxRate float64) (reports.Sc
 		runs  []RunResult
 		seeds map[int64]int
 	}
+	if err := completeShards(boards); err != nil {
+		return out, err
+	}
 	var order []string
 	rows := map[string]*acc{}
 	var elapsed time.Duration
@@ -474,6 +477,45 @@ func Merge(boards []reports.Scoreboard, dir string, maxRate float64) (reports.Sc
 	}
 	out.Elapsed = elapsed.String()
 	return out, nil
+}
+
+// completeShards checks that boards made by shards (Shard "I/N") are every
+// shard of one debate: one N, each I once, the same seeds. Boards that are
+// not shards (a debate of its own, a merge) are joined as they are.
+func completeShards(boards []reports.Scoreboard) error {
+	n, seeds := 0, -1
+	have := map[int]bool{}
+	for bi, b := range boards {
+		if b.Shard == "" {
+			continue
+		}
+		var i, m int
+		if _, err := fmt.Sscanf(b.Shard, "%d/%d", &i, &m); err != nil || i < 1 || i > m {
+			return fmt.Errorf("scoreboard %d: shard %q is not I/N", bi+1, b.Shard)
+		}
+		switch {
+		case n == 0:
+			n, seeds = m, b.Seeds
+		case m != n:
+			return fmt.Errorf("scoreboard %d is shard %s, the others are of %d shards", bi+1, b.Shard, n)
+		case b.Seeds != seeds:
+			return fmt.Errorf("scoreboard %d (shard %s) ran %d seeds, the others %d: not shards of one debate", bi+1, b.Shard, b.Seeds, seeds)
+		}
+		if have[i] {
+			return fmt.Errorf("shard %s is given twice: the shards overlap", b.Shard)
+		}
+		have[i] = true
+	}
+	var missing []string
+	for i := 1; i <= n; i++ {
+		if !have[i] {
+			missing = append(missing, fmt.Sprintf("%d/%d", i, n))
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("shards %s are missing: a merge of some shards would score only their seeds", strings.Join(missing, ", "))
+	}
+	return nil
 }
 
 func pct(x float64) string { return fmt.Sprintf("%.0f%%", 100*x) }

@@ -183,7 +183,7 @@ matrix was interrupted; 2 bad usage or a set-up failure.`,
 	f.StringSliceVar(&faults, "faults", nil, "fault classes (default all; none is always run): "+run.Join(matrix.Classes)+", or the name of any fault, run alone")
 	f.IntVar(&o.Seeds, "seeds", o.Seeds, "seeds per run")
 	f.IntVar(&parallel, "parallel", 1, "runs at once (the latency and throughput runs still run alone)")
-	f.StringVar(&shard, "shard", "", "make only shard I of N of the jobs (I/N, e.g. 2/4); `locktest merge` joins the shards' stores")
+	f.StringVar(&shard, "shard", "", "make only shard I of N of the jobs (I/N, e.g. 2/4); locktest merge joins the shards' stores")
 	f.StringVar(&baseline, "baseline", "", "a stored matrix.json to compare with: exit 1 when a cell got worse")
 	f.StringVar(&jsonOut, "json", "", "also write matrix.json here (it is always in --out)")
 	f.DurationVar(&o.Duration, "time", o.Duration, "workload time of each run")

@@ -28,7 +28,7 @@ For a debate, each DIR is a debate's output folder (it holds scoreboard.json)
 or a scoreboard.json itself; the rows are matched by scenario and rescored
 over every shard's seeds. A seed found in two shards is an error: the shards
 overlap. For a matrix, each DIR is the store of a sharded matrix (it holds
-matrix-header.json); the stored runs of all of them are aggregated into one
+matrix.json); the stored runs of all of them are aggregated into one
 matrix.
 
 Exit codes are the debate's and the matrix's: 0 as expected, 1 an unexpected
