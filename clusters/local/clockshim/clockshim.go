@@ -108,7 +108,7 @@ func compiler() (string, error) {
 			return p, nil
 		}
 	}
-	return "", errors.New("clock faults need a C compiler to build the clock shim: run `make setup` (installs gcc)")
+	return "", errors.New("the clock shim, which clock faults and power-loss need, is built with a C compiler, and there is none: run `make setup` (installs gcc)")
 }
 
 // Clocks holds the offset files of a run's nodes, one per node, under a
