@@ -26,7 +26,8 @@ const (
 	// PersistenceOff keeps data in memory only: a killed node comes back empty.
 	PersistenceOff = "off"
 	// PersistenceEverysec writes an append-only file fsynced once a second:
-	// a killed node may lose up to a second of writes.
+	// a node that loses power may lose up to a second of writes; a killed
+	// process loses none, since the kernel's page cache keeps them.
 	PersistenceEverysec = "everysec"
 	// PersistenceAlways fsyncs the append-only file before each reply, the
 	// setting antirez recommends for Redlock nodes that restart at once.
