@@ -1,8 +1,8 @@
 // Package clusters defines how the harness sees the nodes of a lock service
 // and the optional abilities a provider has to hurt them: its cluster's
-// (Killer, Pauser, LogCollector) and its platform's (Network, Delayer,
-// Clocks). Providers live in sub-packages (local, docker, ssh) and implement
-// them; roles reads a node's role for both. A fault that needs an ability
+// (Killer, PowerCutter, Pauser, LogCollector) and its platform's (Network,
+// Delayer, Clocks). Providers live in sub-packages (local, docker, ssh) and
+// implement them; roles reads a node's role for both. A fault that needs an ability
 // the provider lacks is reported as unavailable, with the provider's
 // reason, never faked.
 package clusters
@@ -41,6 +41,37 @@ type Cluster interface {
 type Killer interface {
 	Kill(ctx context.Context, n Node) error
 	Restart(ctx context.Context, n Node) error
+}
+
+// PowerCutter can cut a node's power: every process of the node dies at
+// once, and each of its data files is left as a machine crash would leave
+// it, cut back to what the node last made durable (what its last
+// successful fsync or fdatasync of the file covered; nothing, for a file
+// never synced since it was created). A process kill, by contrast, loses
+// nothing the node wrote: the kernel's page cache keeps it. Killer's
+// Restart starts the node again.
+type PowerCutter interface {
+	Killer
+	// PowerCutReason says why the cluster cannot cut its nodes' power, or
+	// "" when it can: a cluster that does not know what its nodes synced
+	// has nothing to cut back to, and must not fake it.
+	PowerCutReason() string
+	// Unsynced returns how many bytes of n's data files a power cut would
+	// lose now: 0 when the node has synced everything it wrote.
+	Unsynced(ctx context.Context, n Node) (int64, error)
+	// CutPower kills n, as Kill does, and cuts its data files back to
+	// their durable sizes. It returns the cuts it made, in path order, also
+	// when cutting a file failed (with the error).
+	CutPower(ctx context.Context, n Node) ([]FileCut, error)
+}
+
+// FileCut is what a power cut did to one data file of a node: it went
+// from Size back to Durable bytes.
+type FileCut struct {
+	// Path is the file's path relative to the node's data directory.
+	Path    string
+	Size    int64
+	Durable int64
 }
 
 // Pauser can freeze and thaw a node process.

@@ -26,6 +26,9 @@ const (
 	NeedSkewClients Ability = "skew-clients"
 	// NeedKillNodes: kill nodes and restart them (clusters.Killer).
 	NeedKillNodes Ability = "kill-nodes"
+	// NeedPowerCut: cut a node's power, losing what it had not synced
+	// (clusters.PowerCutter, with the run's sync records).
+	NeedPowerCut Ability = "power-cut"
 	// NeedPauseNodes: stop and continue nodes (clusters.Pauser).
 	NeedPauseNodes Ability = "pause-nodes"
 	// NeedNetwork: cut and degrade the links between hosts (Env.Net).
@@ -50,6 +53,7 @@ var abilities = map[Ability]func(env Env) error{
 	NeedCrashClients: needCrashableClients,
 	NeedSkewClients:  needSkewableClients,
 	NeedKillNodes:    needKiller,
+	NeedPowerCut:     needPowerCutter,
 	NeedPauseNodes:   needPauser,
 	NeedNetwork:      needNetwork,
 	NeedDelay:        needDelayer,
@@ -109,6 +113,24 @@ func needSkewableClients(env Env) error {
 func needKiller(env Env) error {
 	if _, ok := env.Cluster.(clusters.Killer); !ok {
 		return fmt.Errorf("%w: the cluster provider cannot kill nodes", ErrUnavailable)
+	}
+	return nil
+}
+
+// needPowerCutter: a fault that cuts a node's power. The provider must
+// know what its nodes synced (only the local provider's redis nodes do, and
+// only under the shim that records it); a cut without that knowledge would
+// be a kill, not a power loss.
+func needPowerCutter(env Env) error {
+	pc, ok := env.Cluster.(clusters.PowerCutter)
+	if !ok {
+		return fmt.Errorf("%w: the cluster cannot cut a node's power: it does not know what its nodes synced (the local provider's redis nodes record it)", ErrUnavailable)
+	}
+	if env.PowerReason != "" {
+		return fmt.Errorf("%w: %s", ErrUnavailable, env.PowerReason)
+	}
+	if why := pc.PowerCutReason(); why != "" {
+		return fmt.Errorf("%w: the cluster cannot cut a node's power: %s", ErrUnavailable, why)
 	}
 	return nil
 }

@@ -40,6 +40,11 @@ type Env struct {
 	// NodeDown is how long a killed node stays down before its restart
 	// (antirez's "delayed restart" when it exceeds the TTL).
 	NodeDown time.Duration
+	// PowerReason says why the run's nodes do not record what they sync
+	// (no shim: no C compiler), which makes power-loss unavailable; ""
+	// when they do or when the cluster says itself why not
+	// (clusters.PowerCutter).
+	PowerReason string
 	// Window is how long the faults without a duration of their own (node
 	// pauses, partitions, loss, delay, clock faults) stay before the heal.
 	Window time.Duration

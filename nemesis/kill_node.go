@@ -21,5 +21,5 @@ func init() {
 // same data directory, when healed.
 func newKillNode(env Env) (Fault, error) {
 	k := env.Cluster.(clusters.Killer)
-	return env.stopNode(env.NodeDown, "kill", k.Kill, "restart", k.Restart), nil
+	return env.stopNode(env.NodeDown, "kill", plain(k.Kill), "restart", k.Restart), nil
 }

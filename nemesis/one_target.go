@@ -96,21 +96,23 @@ func (env Env) undoEachProcess(dur time.Duration, hit func(ctx context.Context, 
 		})
 }
 
-// stopNode returns the body of kill-node and pause-node: a fault that stays
-// dur, hurts one data node at each injection and undoes it, for every node
-// it hurt, at the heal. hurt and undo are the provider's ability (Kill and
-// Restart, Pause and Resume); hurtVerb and undoVerb name them in errors.
+// stopNode returns the body of kill-node, power-loss and pause-node: a
+// fault that stays dur, hurts one data node at each injection and undoes
+// it, for every node it hurt, at the heal. hurt and undo are the
+// provider's ability (Kill or CutPower and Restart, Pause and Resume);
+// hurt may add to the value it records (what a power cut lost); hurtVerb
+// and undoVerb name them in errors.
 //
 // A failed hurt is recorded as info, and its node is undone at the heal
 // all the same: it may be hurt anyway (undoing an unhurt node does
 // nothing). The heal undoes the nodes in the order they were first hurt,
 // each once, and stops at the first node it cannot undo, which stays for
 // the next heal.
-func (env Env) stopNode(dur time.Duration, hurtVerb string, hurt func(context.Context, clusters.Node) error, undoVerb string, undo func(context.Context, clusters.Node) error) Fault {
+func (env Env) stopNode(dur time.Duration, hurtVerb string, hurt func(context.Context, clusters.Node, *history.Value) error, undoVerb string, undo func(context.Context, clusters.Node) error) Fault {
 	var hurts undoList[clusters.Node]
 	return env.onNode(dur,
-		func(ctx context.Context, n clusters.Node, _ *history.Value, _ *rand.Rand) error {
-			err := hurt(ctx, n)
+		func(ctx context.Context, n clusters.Node, v *history.Value, _ *rand.Rand) error {
+			err := hurt(ctx, n, v)
 			hurts.add(n, true)
 			if err != nil {
 				return fmt.Errorf("%s %s: %w", hurtVerb, n.Name, err)
@@ -125,6 +127,11 @@ func (env Env) stopNode(dur time.Duration, hurtVerb string, hurt func(context.Co
 				return n.Name, nil
 			})
 		})
+}
+
+// plain makes an ability that records nothing more a hurt of stopNode.
+func plain(f func(context.Context, clusters.Node) error) func(context.Context, clusters.Node, *history.Value) error {
+	return func(ctx context.Context, n clusters.Node, _ *history.Value) error { return f(ctx, n) }
 }
 
 // holdAt makes worker p stop at the pause point the next time it passes it

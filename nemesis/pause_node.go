@@ -25,5 +25,5 @@ func newPauseNode(env Env) (Fault, error) {
 	if err := positive("fault window", env.Window); err != nil {
 		return nil, err
 	}
-	return env.stopNode(env.Window, "pause", p.Pause, "resume", p.Resume), nil
+	return env.stopNode(env.Window, "pause", plain(p.Pause), "resume", p.Resume), nil
 }

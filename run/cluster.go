@@ -28,7 +28,7 @@ func startCluster(ctx context.Context, cfg Config, impl impls.Impl, dir string, 
 	} else {
 		cl, err = local.New(impl.Backend, local.Options{Nodes: impl.Nodes, Dir: dir, Logger: lg,
 			Persistence: cfg.Persistence, Params: cfg.ClusterParams, Exe: cfg.NodeCommand, ExeEnv: cfg.NodeEnv,
-			Hosts: plat.nodeHosts, NodeEnv: plat.nodeEnv})
+			Hosts: plat.nodeHosts, NodeEnv: plat.nodeEnv, TrackSyncs: plat.syncs})
 	}
 	if err != nil {
 		return nil, &SetupError{err}

@@ -45,12 +45,16 @@ const (
 // platform is what a run set up for its faults beyond the cluster: the
 // network lab, the clock shim, and the reasons for what it could not set up.
 type platform struct {
-	lab        *netlab.Lab
-	nodeHosts  []local.Host
-	clientNS   map[int]string
-	netReason  string
-	clocks     *clockshim.Clocks
-	clockWhy   string
+	lab       *netlab.Lab
+	nodeHosts []local.Host
+	clientNS  map[int]string
+	netReason string
+	clocks    *clockshim.Clocks
+	clockWhy  string
+	// syncs is set when the nodes record what they sync (under the shim,
+	// for power-loss); powerWhy says why not when the run asked for it.
+	syncs      bool
+	powerWhy   string
 	proxy      *netlab.Proxy
 	netem      bool
 	delayWhy   string
@@ -124,14 +128,27 @@ func setupPlatform(ctx context.Context, cfg Config, impl impls.Impl, dir string,
 	} else if p.netReason == "" {
 		p.netReason = "the run has no network namespaces (no network fault was asked for)"
 	}
-	if nemesis.Needs(cfg.faultParts(), nemesis.NeedClocks) {
+	// The shim moves node clocks and records what nodes sync. Only the
+	// local provider's nodes record their syncs; on the others, and on
+	// backends the shim cannot reach, the cluster says why power-loss is
+	// unavailable (nemesis.NeedPowerCut).
+	clocks := nemesis.Needs(cfg.faultParts(), nemesis.NeedClocks)
+	power := nemesis.Needs(cfg.faultParts(), nemesis.NeedPowerCut) && p.dock == nil && p.ssh == nil
+	if clocks || power {
 		switch {
 		case local.ClockShimReason(impl.Backend) != "":
-			p.clockWhy = local.ClockShimReason(impl.Backend)
+			if clocks {
+				p.clockWhy = local.ClockShimReason(impl.Backend)
+			}
 		default:
 			lib, err := clockshim.Build(ctx, "")
 			if err != nil {
-				p.clockWhy = err.Error()
+				if clocks {
+					p.clockWhy = err.Error()
+				}
+				if power {
+					p.powerWhy = "the nodes cannot record what they sync: " + err.Error()
+				}
 				break
 			}
 			if p.ssh != nil {
@@ -145,7 +162,7 @@ func setupPlatform(ctx context.Context, cfg Config, impl impls.Impl, dir string,
 			if err != nil {
 				return p, setupErr("clock shim: %v", err)
 			}
-			p.clocks = c
+			p.clocks, p.syncs = c, power
 		}
 	}
 	if nemesis.Needs(cfg.faultParts(), nemesis.NeedDelay) {
@@ -238,8 +255,8 @@ func (p *platform) network(cl clusters.Cluster) nemesis.Network {
 }
 
 // describe says, for results.json, where the run's nodes and clients run
-// (and how it delays packets), the network lab's id, and whether node
-// clocks run under the shim or why not.
+// (and how it delays packets), the network lab's id, and whether the nodes
+// run under the shim (and record their syncs) or why not.
 func (p *platform) describe() (network, lab, clock string) {
 	network = "loopback"
 	if p.lab != nil {
@@ -255,6 +272,8 @@ func (p *platform) describe() (network, lab, clock string) {
 		network += "; " + p.delayHow
 	}
 	switch {
+	case p.clocks != nil && p.syncs:
+		clock = "clock shim, which records what each node syncs (power-loss)"
 	case p.clocks != nil:
 		clock = "clock shim"
 	case p.ssh != nil && p.ssh.shim != "":
@@ -264,6 +283,8 @@ func (p *platform) describe() (network, lab, clock string) {
 		clock = "clock shim, uploaded to each node's host and preloaded into the node"
 	case p.clockWhy != "":
 		clock = "no clock shim: " + p.clockWhy
+	case p.powerWhy != "":
+		clock = "no clock shim: " + p.powerWhy
 	}
 	return network, lab, clock
 }

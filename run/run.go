@@ -445,7 +445,7 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 		Window: cfg.Window, Net: network, NetReason: plat.netReason, ClientHosts: plat.clientHosts(cfg.Clients),
 		Groups: cfg.Groups, Loss: cfg.Loss, Delay: cfg.Delay, Delayer: plat.delayer(network), DelayReason: plat.delayWhy,
 		Clocks: clockControl(plat), ClockReason: plat.clockWhy, ClockBump: cfg.ClockBump, StrobeRate: cfg.StrobeRate,
-		KillHolder: cfg.KillHolder, KillPoint: cfg.PausePoint,
+		PowerReason: plat.powerWhy, KillHolder: cfg.KillHolder, KillPoint: cfg.PausePoint,
 		Targets: cfg.Targets, ClockDirection: cfg.ClockDirection, Stagger: cfg.Stagger,
 	})
 	if err != nil {

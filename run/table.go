@@ -87,8 +87,8 @@ var Settings = []Setting{
 	{"pause", GroupFaults, "how long pause-client freezes a worker (0: 2×ttl)", rule(dur(func(c *Config) *time.Duration { return &c.ClientPause }), "must not be negative", notNegative[time.Duration]), true},
 	{"pause-point", GroupFaults, "where pause-client (and kill-client --kill-holder) stops a worker: " +
 		strings.Join([]string{workloads.PointAfterAcquire, workloads.PointBeforeWrite}, ", ") + ", an impl's own point (locktest list), or random", pausePoint(func(c *Config) *string { return &c.PausePoint }), true},
-	{"down", GroupFaults, "how long kill-node keeps a node down before restarting it (the restart delay)", rule(dur(func(c *Config) *time.Duration { return &c.NodeDown }), "must not be negative", notNegative[time.Duration]), true},
-	{"window", GroupFaults, "how long the other faults last (node pause, partition, loss, delay, clock faults, a killed client's absence)", rule(dur(func(c *Config) *time.Duration { return &c.Window }), "must be positive", positive[time.Duration]), true},
+	{"down", GroupFaults, "how long kill-node and power-loss keep a node down before restarting it (the restart delay)", rule(dur(func(c *Config) *time.Duration { return &c.NodeDown }), "must not be negative", notNegative[time.Duration]), true},
+	{"window", GroupFaults, "how long the other faults last (node pause, partition, loss, delay, clock faults, a killed client's absence), and how long power-loss waits at most for writes its node has not synced", rule(dur(func(c *Config) *time.Duration { return &c.Window }), "must be positive", positive[time.Duration]), true},
 	{"quiet-time", GroupFaults, "fault-free time at the end of the run, after the final heal", dur(func(c *Config) *time.Duration { return &c.Quiet }), true},
 	{"partition", GroupFaults, "groups of the partition fault: hosts (n1.., c0..) by commas, groups by slashes, e.g. n1,n2,c0/n3,c1", groups(func(c *Config) *[][]string { return &c.Groups }), true},
 	{"target", GroupFaults, "pin what faults hit: fault=node-or-role-or-process[,...], several separated by ;, e.g. 'clock-bump=n3;kill-node=master'", targets(func(c *Config) *map[string][]string { return &c.Targets }), true},

@@ -66,6 +66,11 @@ type Options struct {
 	// NodeEnv is added to the environment of every node process (the clock
 	// shim's LD_PRELOAD and offset file).
 	NodeEnv func(node string) []string
+	// TrackSyncs makes the nodes of the backends that can record their
+	// syncs (redis) do it, for the power-loss fault: NodeEnv must then
+	// preload the clock shim, which writes the record. Other backends
+	// ignore it, and say why they cannot cut power (PowerCutReason).
+	TrackSyncs bool
 	// Params holds backend-specific settings, documented by each backend.
 	Params map[string]string
 	// Logger receives node starts, exits, kills and pauses; nil discards.

@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/clusters/local/durable"
 )
 
 // The persistence modes of RedisOptions.Persistence.
@@ -25,7 +26,8 @@ const (
 	// PersistenceOff keeps data in memory only: a killed node comes back empty.
 	PersistenceOff = "off"
 	// PersistenceEverysec writes an append-only file fsynced once a second:
-	// a killed node may lose up to a second of writes.
+	// a node that loses power may lose up to a second of writes; a killed
+	// process loses none, since the kernel's page cache keeps them.
 	PersistenceEverysec = "everysec"
 	// PersistenceAlways fsyncs the append-only file before each reply, the
 	// setting antirez recommends for Redlock nodes that restart at once.
@@ -92,6 +94,11 @@ type RedisOptions struct {
 	// monitor, ...). It is called with the cluster's lock held, after the
 	// node's port is known.
 	ExtraConfig func(node string) []string
+	// SyncRecords makes each node record what it syncs into syncs.log in
+	// its folder, which CutPower reads: the node's process gets
+	// durable.EnvFile naming that file, and NodeEnv must preload the clock
+	// shim, which writes it. Without it the cluster cannot cut power.
+	SyncRecords bool
 	// KeepConfig writes a node's redis.conf only at its first start; later
 	// starts (Restart, Start after Stop) reuse the file as the node, or a
 	// Redis Sentinel, last rewrote it (CONFIG REWRITE), as a deployed node
@@ -102,7 +109,7 @@ type RedisOptions struct {
 func init() {
 	Register("redis", func(o Options) (clusters.Cluster, error) {
 		return NewRedis(RedisOptions{Nodes: o.Nodes, Dir: o.Dir, Persistence: o.Persistence,
-			Hosts: o.Hosts, NodeEnv: o.NodeEnv, Logger: o.Logger})
+			Hosts: o.Hosts, NodeEnv: o.NodeEnv, Logger: o.Logger, SyncRecords: o.TrackSyncs})
 	})
 }
 
@@ -117,6 +124,9 @@ type Redis struct {
 	nodeEnv     func(node string) []string
 	extraConfig func(node string) []string
 	keepConfig  bool
+	// powerWhy says why the cluster cannot cut power; "" when its nodes
+	// record their syncs.
+	powerWhy string
 
 	nodeSet[*redisNode]
 }
@@ -129,6 +139,9 @@ type redisNode struct {
 	port     int  // 0 until the first start picks one
 	fixed    bool // port given by the user: never replaced
 	started  bool // it has started once: its redis.conf exists
+	// syncs is the node's sync record (RedisOptions.SyncRecords); nil
+	// when it keeps none.
+	syncs *durable.Record
 }
 
 func (n *redisNode) addr() string {
@@ -167,9 +180,16 @@ func NewRedis(opts RedisOptions) (*Redis, error) {
 		extraConfig: opts.ExtraConfig, keepConfig: opts.KeepConfig}
 	r.nodeSet = nodeSet[*redisNode]{kind: "local redis", log: log, pauseLimit: time.Second,
 		restart: func(ctx context.Context, n *redisNode) error { return r.startNode(ctx, n, false) }}
+	if !opts.SyncRecords {
+		r.powerWhy = noSyncRecords
+	}
 	for i, m := range ms {
-		r.nodes = append(r.nodes, &redisNode{member: m, dataDir: filepath.Join(m.dir, "data"),
-			confPath: filepath.Join(m.dir, "redis.conf"), port: ports[i], fixed: ports[i] != 0})
+		n := &redisNode{member: m, dataDir: filepath.Join(m.dir, "data"),
+			confPath: filepath.Join(m.dir, "redis.conf"), port: ports[i], fixed: ports[i] != 0}
+		if opts.SyncRecords {
+			n.syncs = durable.NewRecord(filepath.Join(m.dir, syncRecordName))
+		}
+		r.nodes = append(r.nodes, n)
 	}
 	return r, nil
 }
@@ -258,6 +278,9 @@ func (r *Redis) spawnNode(ctx context.Context, n *redisNode) error {
 	var env []string
 	if r.nodeEnv != nil {
 		env = r.nodeEnv(n.name)
+	}
+	if n.syncs != nil {
+		env = append(slices.Clip(env), durable.EnvFile+"="+n.syncs.Path())
 	}
 	p, off, err := spawnWith(spawnSpec{Bin: r.bin, Args: []string{n.confPath}, Dir: n.dir, LogPath: n.logPath, Env: env, Host: n.host})
 	if err != nil {

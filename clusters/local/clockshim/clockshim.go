@@ -6,6 +6,11 @@
 // one atomic store into the shared mapping, visible to the node at its next
 // clock read.
 //
+// The same library records, for the power-loss fault, what a node has made
+// durable: with durable.EnvFile in its environment, a process appends a
+// line to that file after each fsync or fdatasync of a regular file that
+// succeeds (package durable reads it).
+//
 // Processes that read the wall clock without libc — Go programs such as the
 // embedded etcd member — are not moved by the shim; clock faults on them are
 // not applicable, which is itself a finding of the debate.
@@ -103,7 +108,7 @@ func compiler() (string, error) {
 			return p, nil
 		}
 	}
-	return "", errors.New("clock faults need a C compiler to build the clock shim: run `make setup` (installs gcc)")
+	return "", errors.New("the clock shim, which clock faults and power-loss need, is built with a C compiler, and there is none: run `make setup` (installs gcc)")
 }
 
 // Clocks holds the offset files of a run's nodes, one per node, under a

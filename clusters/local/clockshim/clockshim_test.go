@@ -2,8 +2,10 @@ package clockshim
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,6 +15,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/locktest/locktest/clusters/local"
+	"github.com/locktest/locktest/clusters/local/durable"
 	"github.com/locktest/locktest/internal/testbin"
 )
 
@@ -203,5 +206,77 @@ func TestZooKeeperUnderTheShim(t *testing.T) {
 	}
 	if d := time.Until(ctime("/after")); d < time.Hour-5*time.Second || d > time.Hour+5*time.Second {
 		t.Errorf("ctime after a one-hour bump is %v ahead of the host clock, want about 1h", d)
+	}
+}
+
+// TestShimRecordsSyncs runs dd, which writes a file and then fsyncs or
+// fdatasyncs it through libc, under the shim with a sync record, and reads
+// the record back: one line per sync of a regular file, naming the file as
+// durable.Scan does and its size when the sync began; without the
+// variable, nothing is recorded.
+func TestShimRecordsSyncs(t *testing.T) {
+	testbin.Need(t, "dd")
+	_, lib := build(t)
+	dir := t.TempDir()
+	record := filepath.Join(dir, "syncs.log")
+	data := filepath.Join(dir, "data")
+	if err := os.Mkdir(data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dd := func(withRecord bool, args ...string) {
+		t.Helper()
+		cmd := exec.Command("dd", args...)
+		cmd.Dir = data
+		cmd.Env = append(os.Environ(), "LD_PRELOAD="+lib)
+		if withRecord {
+			cmd.Env = append(cmd.Env, durable.EnvFile+"="+record)
+		}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("dd %v: %v: %s", args, err, out)
+		}
+	}
+	dd(true, "if=/dev/zero", "of=a", "bs=100", "count=1", "conv=fsync", "status=none")
+	dd(true, "if=/dev/zero", "of=a", "bs=50", "count=1", "conv=notrunc,fdatasync", "oflag=append", "status=none")
+	dd(false, "if=/dev/zero", "of=b", "bs=10", "count=1", "conv=fsync", "status=none")
+	dd(true, "if=/dev/zero", "of=c", "bs=10", "count=1", "status=none") // no sync
+	b, err := os.ReadFile(record)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("record has %d lines, want 2 (fsync and fdatasync of a):\n%s", len(lines), b)
+	}
+	var syncs []durable.Sync
+	for _, l := range lines {
+		s, err := durable.ParseLine(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		syncs = append(syncs, s)
+	}
+	files, err := durable.Scan(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != 3 || files[0].Path != "a" {
+		t.Fatalf("Scan = %+v", files)
+	}
+	a := files[0]
+	for i, want := range []int64{100, 150} {
+		s := syncs[i]
+		if s.File != a.ID || s.Size != want || s.Path != filepath.Join(data, "a") || s.Pid <= 0 {
+			t.Errorf("sync %d = %+v, want file %+v at size %d, path %s", i, s, a.ID, want, filepath.Join(data, "a"))
+		}
+	}
+	if syncs[1].Began <= syncs[0].Began {
+		t.Errorf("the second sync began at %d, before the first (%d)", syncs[1].Began, syncs[0].Began)
+	}
+	d := durable.Durable{}
+	for _, s := range syncs {
+		d.Add(s)
+	}
+	if got := fmt.Sprint(durable.Plan(files, d)); got != "[b 10->0 (-10B) c 10->0 (-10B)]" {
+		t.Errorf("Plan = %s", got)
 	}
 }

@@ -8,10 +8,19 @@
  * named by LOCKTEST_CLOCK_FILE, mapped shared and read-only, so the nemesis
  * moves the clock by rewriting that word: no signal, no restart.
  *
+ * When LOCKTEST_SYNC_FILE names a file, the shim also records what the
+ * process has made durable, for the power-loss fault: after each fsync or
+ * fdatasync of a regular file that succeeds, it appends one line to that
+ * file (see record_sync for the format) with the file's identity and the
+ * size it had when the sync began, which the sync guarantees is on disk.
+ * A forked child (Redis's AOF rewrite) records its own syncs the same way.
+ *
  * Everything here reaches the kernel by raw system calls, never through libc
  * or dlsym: redis-server's jemalloc reads the clock while it initialises, and
  * a shim that called malloc or dlsym then (as libfaketime does) would recurse
- * into the allocator being set up and crash the server at start-up.
+ * into the allocator being set up and crash the server at start-up. The
+ * sync interposers use no lock and no heap, only the stack and system
+ * calls, and leave errno as the sync set it.
  */
 #define _GNU_SOURCE
 #include <stddef.h>
@@ -20,6 +29,7 @@
 #include <sys/time.h>
 #include <sys/syscall.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <fcntl.h>
 #include <errno.h>
 
@@ -62,7 +72,37 @@ static int64_t current_offset(void)
 	return p ? __atomic_load_n(p, __ATOMIC_RELAXED) : 0;
 }
 
-static const char envname[] = "LOCKTEST_CLOCK_FILE=";
+static const char clock_env[] = "LOCKTEST_CLOCK_FILE=";
+static const char sync_env[] = "LOCKTEST_SYNC_FILE=";
+
+/*
+ * sync_path is the record file of LOCKTEST_SYNC_FILE, copied at start-up:
+ * redis-server rewrites the memory of its environment to set its process
+ * title, so a pointer into it would not last. Empty when syncs are not
+ * recorded.
+ */
+static char sync_path[4096];
+
+/* env_value returns the value of e if it starts with name, or NULL. */
+static const char *env_value(const char *e, const char *name)
+{
+	size_t i = 0;
+	while (name[i] && e[i] == name[i])
+		i++;
+	return name[i] ? NULL : e + i;
+}
+
+static void map_offset(const char *path)
+{
+	long fd = raw_syscall6(SYS_openat, AT_FDCWD, (long)path, O_RDONLY | O_CLOEXEC, 0, 0, 0);
+	if (fd < 0)
+		return;
+	long m = raw_syscall6(SYS_mmap, 0, 4096, PROT_READ, MAP_SHARED, fd, 0);
+	raw_syscall6(SYS_close, fd, 0, 0, 0, 0, 0);
+	if (m < 0 && m > -4096)
+		return;
+	__atomic_store_n(&offset, (volatile int64_t *)m, __ATOMIC_RELEASE);
+}
 
 /* glibc passes argc, argv and envp to the functions of .init_array. */
 __attribute__((constructor)) static void locktest_clock_init(int argc, char **argv, char **envp)
@@ -72,21 +112,25 @@ __attribute__((constructor)) static void locktest_clock_init(int argc, char **ar
 	if (!envp)
 		return;
 	for (char **e = envp; *e; e++) {
-		const char *s = *e;
-		size_t i = 0;
-		while (envname[i] && s[i] == envname[i])
-			i++;
-		if (envname[i])
-			continue;
-		long fd = raw_syscall6(SYS_openat, AT_FDCWD, (long)(s + i), O_RDONLY | O_CLOEXEC, 0, 0, 0);
-		if (fd < 0)
-			return;
-		long m = raw_syscall6(SYS_mmap, 0, 4096, PROT_READ, MAP_SHARED, fd, 0);
-		raw_syscall6(SYS_close, fd, 0, 0, 0, 0, 0);
-		if (m < 0 && m > -4096)
-			return;
-		__atomic_store_n(&offset, (volatile int64_t *)m, __ATOMIC_RELEASE);
-		return;
+		const char *v;
+		if ((v = env_value(*e, clock_env)) != NULL) {
+			map_offset(v);
+		} else if ((v = env_value(*e, sync_env)) != NULL) {
+			size_t n = 0;
+			while (v[n] && n < sizeof sync_path - 1)
+				n++;
+			if (v[n])
+				continue; /* too long: record nothing rather than elsewhere */
+			for (size_t i = 0; i < n; i++)
+				sync_path[i] = v[i];
+			sync_path[n] = 0;
+			/* The record exists from the start: proof that the shim is
+			 * loaded, before the process has synced anything. */
+			long fd = raw_syscall6(SYS_openat, AT_FDCWD, (long)sync_path,
+					       O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644, 0, 0);
+			if (fd >= 0)
+				raw_syscall6(SYS_close, fd, 0, 0, 0, 0, 0);
+		}
 	}
 }
 
@@ -138,4 +182,140 @@ time_t time(time_t *t)
 	if (t)
 		*t = ts.tv_sec;
 	return ts.tv_sec;
+}
+
+/* put_u64 writes v in decimal at p and returns the end. */
+static char *put_u64(char *p, uint64_t v)
+{
+	char tmp[24];
+	int n = 0;
+	do {
+		tmp[n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	while (n)
+		*p++ = tmp[--n];
+	return p;
+}
+
+static char *put_i64(char *p, int64_t v)
+{
+	if (v < 0) {
+		*p++ = '-';
+		return put_u64(p, (uint64_t)0 - (uint64_t)v);
+	}
+	return put_u64(p, (uint64_t)v);
+}
+
+/* A sync about to happen: what record_sync writes if it succeeds. */
+struct pending_sync {
+	int ok; /* fd is a regular file and the record is wanted */
+	int64_t began;
+	struct statx st;
+};
+
+/*
+ * before_sync notes the file's identity and size, and the monotonic time,
+ * before the sync starts: the sync guarantees what was written before it
+ * began, not what a concurrent write adds while it runs.
+ */
+static void before_sync(int fd, struct pending_sync *ps)
+{
+	ps->ok = 0;
+	if (!sync_path[0])
+		return;
+	long r = raw_syscall6(SYS_statx, fd, (long)"", AT_EMPTY_PATH,
+			      STATX_TYPE | STATX_INO | STATX_SIZE | STATX_BTIME, (long)&ps->st, 0);
+	if (r < 0 || !S_ISREG(ps->st.stx_mode))
+		return;
+	struct timespec ts;
+	if (raw_syscall6(SYS_clock_gettime, CLOCK_MONOTONIC, (long)&ts, 0, 0, 0, 0) < 0)
+		return;
+	ps->began = (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+	ps->ok = 1;
+}
+
+/*
+ * record_sync appends one line to the sync record for a sync of fd that
+ * succeeded:
+ *
+ *	<began> <major>:<minor> <inode> <birth> <size> <pid> <path>\n
+ *
+ * began is CLOCK_MONOTONIC in ns when the sync began; major:minor and inode
+ * identify the file, birth is its creation time in ns (0 where the file
+ * system keeps none), which tells a file from a later one that reuses its
+ * inode; size is its size when the sync began; path is where /proc/self/fd
+ * says the file is, for people (a rename moves the file, not its record).
+ * The line is written in one write(2) to a file opened O_APPEND, so lines
+ * of concurrent threads and processes do not mix.
+ */
+static void record_sync(int fd, const struct pending_sync *ps)
+{
+	char line[4096 + 160];
+	char *p = line;
+	p = put_i64(p, ps->began);
+	*p++ = ' ';
+	p = put_u64(p, ps->st.stx_dev_major);
+	*p++ = ':';
+	p = put_u64(p, ps->st.stx_dev_minor);
+	*p++ = ' ';
+	p = put_u64(p, ps->st.stx_ino);
+	*p++ = ' ';
+	int64_t birth = 0;
+	if (ps->st.stx_mask & STATX_BTIME)
+		birth = (int64_t)ps->st.stx_btime.tv_sec * 1000000000LL + ps->st.stx_btime.tv_nsec;
+	p = put_i64(p, birth);
+	*p++ = ' ';
+	p = put_u64(p, ps->st.stx_size);
+	*p++ = ' ';
+	p = put_i64(p, raw_syscall6(SYS_getpid, 0, 0, 0, 0, 0, 0));
+	*p++ = ' ';
+	char link[32] = "/proc/self/fd/";
+	*put_u64(link + 14, (uint64_t)fd) = 0;
+	long n = raw_syscall6(SYS_readlinkat, AT_FDCWD, (long)link, (long)p, 4096 - 1, 0, 0);
+	if (n < 0)
+		n = 0;
+	for (long i = 0; i < n; i++)
+		if (p[i] == '\n')
+			p[i] = '?';
+	p += n;
+	*p++ = '\n';
+	long rec = raw_syscall6(SYS_openat, AT_FDCWD, (long)sync_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644, 0, 0);
+	if (rec < 0)
+		return;
+	raw_syscall6(SYS_write, rec, (long)line, p - line, 0, 0, 0);
+	raw_syscall6(SYS_close, rec, 0, 0, 0, 0, 0);
+}
+
+/* synced runs the sync system call nr on fd and records it if it succeeds. */
+static int synced(long nr, int fd)
+{
+	struct pending_sync ps;
+	before_sync(fd, &ps);
+	long r = raw_syscall6(nr, fd, 0, 0, 0, 0, 0);
+	if (r < 0) {
+		errno = (int)-r;
+		return -1;
+	}
+	if (ps.ok)
+		record_sync(fd, &ps);
+	return 0;
+}
+
+/*
+ * fsync and fdatasync are the syncs recorded. sync_file_range is not: it
+ * writes no metadata (a grown file's new size among it) and, with the flags
+ * Redis gives it, does not even wait, so it guarantees nothing a power loss
+ * would respect. Writes through O_SYNC or O_DSYNC descriptors, sync, syncfs
+ * and msync are not recorded either: a node that relies on them is not one
+ * whose power can be cut.
+ */
+int fsync(int fd)
+{
+	return synced(SYS_fsync, fd);
+}
+
+int fdatasync(int fd)
+{
+	return synced(SYS_fdatasync, fd);
 }

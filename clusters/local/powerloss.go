@@ -1,0 +1,97 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"syscall"
+
+	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/clusters/local/durable"
+)
+
+// syncRecordName is the file, in a node's folder, where the clock shim
+// records the node's syncs (RedisOptions.SyncRecords).
+const syncRecordName = "syncs.log"
+
+// noSyncRecords is why a Redis cluster whose nodes keep no sync record
+// cannot cut power.
+const noSyncRecords = "its nodes do not record what they sync: the local provider has the nodes of the redis backend (redis, redlock) record it, under the clock shim, when a run's faults include power-loss"
+
+var _ clusters.PowerCutter = (*Redis)(nil)
+
+// PowerCutReason says why the cluster cannot cut its nodes' power: "" when
+// they record their syncs (RedisOptions.SyncRecords).
+func (r *Redis) PowerCutReason() string { return r.powerWhy }
+
+// Unsynced returns how many bytes of the node's data directory a power cut
+// would lose now: what it wrote beyond the size of each file's last sync.
+func (r *Redis) Unsynced(ctx context.Context, node clusters.Node) (int64, error) {
+	var lost int64
+	err := r.locked(node, func(n *redisNode) error {
+		cuts, err := r.plan(n)
+		lost = durable.Lost(cuts)
+		return err
+	})
+	return lost, err
+}
+
+// CutPower cuts the node's power: SIGKILL of its process group (the server
+// and any child it forked, such as an AOF rewrite, die together), then each
+// file of its data directory is cut back to the size its last successful
+// fsync or fdatasync covered, a file never synced to nothing. A node that
+// is not running is only cut. Its folder's other files (redis.conf, the log)
+// are the harness's, and stay. It refuses, changing nothing, a node whose
+// sync record is missing or unreadable: it would cut what was synced.
+func (r *Redis) CutPower(ctx context.Context, node clusters.Node) ([]clusters.FileCut, error) {
+	var out []clusters.FileCut
+	err := r.locked(node, func(n *redisNode) error {
+		if r.powerWhy != "" {
+			return fmt.Errorf("%s: cannot cut the power of %s: %s", r.kind, n.name, r.powerWhy)
+		}
+		if _, err := os.Stat(n.syncs.Path()); errors.Is(err, fs.ErrNotExist) && n.started {
+			return fmt.Errorf("%s: node %s has no sync record %s: the clock shim that writes it is not preloaded into it", r.kind, n.name, n.syncs.Path())
+		}
+		if _, err := n.syncs.Update(); err != nil {
+			return fmt.Errorf("%s: node %s: %w", r.kind, n.name, err)
+		}
+		if p := n.proc; p.running() {
+			n.proc = nil
+			p.ended.Store(true)
+			_ = syscall.Kill(-p.pid, syscall.SIGKILL) // the node's own process group (Setpgid)
+			p.kill()
+		}
+		cuts, err := r.plan(n)
+		for _, c := range cuts {
+			out = append(out, clusters.FileCut{Path: c.Path, Size: c.Size, Durable: c.Durable})
+		}
+		if err == nil {
+			err = durable.Apply(n.dataDir, cuts)
+		}
+		r.log.Info("node power cut", "node", n.name, "addr", n.addr(), "files_cut", len(cuts), "bytes_lost", durable.Lost(cuts))
+		if err != nil {
+			return fmt.Errorf("%s: cut the files of %s: %w", r.kind, n.name, err)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// plan returns the cuts a power loss would make to n's data directory now.
+// r.mu must be held.
+func (r *Redis) plan(n *redisNode) ([]durable.Cut, error) {
+	if n.syncs == nil {
+		return nil, fmt.Errorf("%s: %s: %s", r.kind, n.name, r.powerWhy)
+	}
+	d, err := n.syncs.Update()
+	if err != nil {
+		return nil, err
+	}
+	files, err := durable.Scan(n.dataDir)
+	if err != nil {
+		return nil, err
+	}
+	return durable.Plan(files, d), nil
+}
