@@ -52,13 +52,13 @@ func TestDebateBadInput(t *testing.T) {
 	}
 }
 
-// A user's scenario file runs for real: the scoreboard, its Markdown and
-// the JUnit XML are written, and the exit code says it reproduced.
-func TestDebateRunsAUserScenario(t *testing.T) {
-	testbin.Need(t, "redis-server")
-	dir := t.TempDir()
+// naiveDelScenario writes, into dir, a user's scenario file of one
+// scenario: plain DEL under a client pause, whose runs last runTime; it
+// returns the file's path.
+func naiveDelScenario(t *testing.T, dir, runTime string) string {
+	t.Helper()
 	file := filepath.Join(dir, "mine.yaml")
-	const mine = `scenarios:
+	mine := `scenarios:
   - name: naive-del-pause
     claim: 11
     title: a slow holder deletes the next holder's lock
@@ -71,11 +71,19 @@ func TestDebateRunsAUserScenario(t *testing.T) {
     ttl: 300ms
     pause: 1200ms
     interval: 500ms
-    time: 5s
-`
+    time: ` + runTime + "\n"
 	if err := os.WriteFile(file, []byte(mine), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	return file
+}
+
+// A user's scenario file runs for real: the scoreboard, its Markdown and
+// the JUnit XML are written, and the exit code says it reproduced.
+func TestDebateRunsAUserScenario(t *testing.T) {
+	testbin.Need(t, "redis-server")
+	dir := t.TempDir()
+	file := naiveDelScenario(t, dir, "5s")
 	out := filepath.Join(dir, "board")
 	junit := filepath.Join(dir, "junit.xml")
 	stdout, errOut, code := locktest(t, "debate", "--scenarios", file, "--seeds", "3", "--until-reproduced",
@@ -116,25 +124,7 @@ func TestDebateRunsAUserScenario(t *testing.T) {
 func TestDebateShardsMerge(t *testing.T) {
 	testbin.Need(t, "redis-server")
 	dir := t.TempDir()
-	file := filepath.Join(dir, "mine.yaml")
-	const mine = `scenarios:
-  - name: naive-del-pause
-    claim: 11
-    title: a slow holder deletes the next holder's lock
-    source: my own review
-    predictions: {me: violation — plain DEL is unsafe}
-    expect: violation
-    anomalies: [foreign-release]
-    impl: redis-naive-del
-    faults: [pause-client]
-    ttl: 300ms
-    pause: 1200ms
-    interval: 500ms
-    time: 4s
-`
-	if err := os.WriteFile(file, []byte(mine), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	file := naiveDelScenario(t, dir, "4s")
 	for _, shard := range []string{"1/2", "2/2"} {
 		n := shard[:1]
 		stdout, errOut, code := locktest(t, "debate", "--scenarios", file, "--seeds", "2", "--shard", shard,
