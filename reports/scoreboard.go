@@ -79,6 +79,80 @@ type Scoreboard struct {
 	Elapsed  string            `json:"elapsed"`
 	Command  string            `json:"command"`
 	Rows     []ScoreRow        `json:"rows"`
+	// Compared, when set, sets this scoreboard beside another of the
+	// same scenarios (merge --compare).
+	Compared *ScoreComparison `json:"compared,omitempty"`
+}
+
+// ScoreComparison sets a scoreboard beside another of the same scenarios,
+// made another way (with --parallel 1, say, or on another machine): per
+// scenario both rates and whether they agree.
+type ScoreComparison struct {
+	// Command, Parallel and Elapsed say how the other scoreboard was made.
+	Command  string `json:"command"`
+	Parallel int    `json:"parallel"`
+	Elapsed  string `json:"elapsed"`
+	// Rows are the scenarios found in both, in this board's order.
+	Rows []ScoreAgreement `json:"rows"`
+	// Missing names the scenarios of this board the other lacks.
+	Missing []string `json:"missing,omitempty"`
+}
+
+// ScoreAgreement is one scenario in two scoreboards.
+type ScoreAgreement struct {
+	Name string `json:"name"`
+	// Here and There are the rates with their intervals (RateText), and
+	// HereVerdict and ThereVerdict the verdicts.
+	Here         string `json:"here"`
+	There        string `json:"there"`
+	HereVerdict  string `json:"here_verdict"`
+	ThereVerdict string `json:"there_verdict"`
+	// Agree is true when both showed the same outcome (a violation in
+	// some run, or none) and their 95% intervals overlap; Why says why not.
+	Agree bool   `json:"agree"`
+	Why   string `json:"why,omitempty"`
+}
+
+// Disagreements counts the rows that do not agree.
+func (c ScoreComparison) Disagreements() int {
+	n := 0
+	for _, r := range c.Rows {
+		if !r.Agree {
+			n++
+		}
+	}
+	return n
+}
+
+// CompareScoreboards compares board with other, scenario by scenario: two
+// rows agree when both have conclusive runs, both saw a violation or both
+// saw none, and their 95% Wilson intervals overlap. It is pure.
+func CompareScoreboards(board, other Scoreboard) ScoreComparison {
+	c := ScoreComparison{Command: other.Command, Parallel: other.Parallel, Elapsed: other.Elapsed}
+	theirs := map[string]ScoreRow{}
+	for _, r := range other.Rows {
+		theirs[r.Name] = r
+	}
+	for _, r := range board.Rows {
+		o, ok := theirs[r.Name]
+		if !ok {
+			c.Missing = append(c.Missing, r.Name)
+			continue
+		}
+		a := ScoreAgreement{Name: r.Name, Here: r.RateText(), There: o.RateText(), HereVerdict: r.Verdict, ThereVerdict: o.Verdict}
+		switch {
+		case r.Conclusive == 0 || o.Conclusive == 0:
+			a.Why = "no conclusive run on one side"
+		case (r.Violations > 0) != (o.Violations > 0):
+			a.Why = "one side saw a violation, the other none"
+		case r.Lo > o.Hi || o.Lo > r.Hi:
+			a.Why = "the 95% intervals do not overlap"
+		default:
+			a.Agree = true
+		}
+		c.Rows = append(c.Rows, a)
+	}
+	return c
 }
 
 // ScoreRun is what one run of a scenario showed.
@@ -276,8 +350,8 @@ func RenderScoreboardHTML(s Scoreboard) ([]byte, error) {
 func RenderScoreboardMarkdown(s Scoreboard, links bool) []byte {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "# The debate, measured\n\n")
-	fmt.Fprintf(&b, "Made by `%s` on %s, from commit %s, on %s; up to %d seeds per scenario; %s in all.\n\n",
-		s.Command, s.Date, s.Commit, s.Machine, s.Seeds, s.Elapsed)
+	fmt.Fprintf(&b, "Made by `%s` on %s, from commit %s, on %s; up to %d seeds per scenario, %d run(s) at once; %s in all.\n\n",
+		s.Command, s.Date, s.Commit, s.Machine, s.Seeds, max(s.Parallel, 1), s.Elapsed)
 	fmt.Fprintf(&b, "%d scenarios: %s.\n\n", len(s.Rows), s.TallyText())
 	if v := VersionsText(s.Versions); v != "" {
 		fmt.Fprintf(&b, "Versions: %s.\n\n", v)
@@ -291,6 +365,22 @@ func RenderScoreboardMarkdown(s Scoreboard, links bool) []byte {
 			name = fmt.Sprintf("[`%s`](%s)", r.Name, r.Report)
 		}
 		fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | **%s** | %s |\n", r.Claim, name, r.Expect, r.RateText(), r.FirstText(), r.Verdict, agreeText(r))
+	}
+	if c := s.Compared; c != nil {
+		fmt.Fprintf(&b, "\n## Compared with another run of the same scenarios\n\n")
+		fmt.Fprintf(&b, "`%s`, %d at once, took %s; this one, %d at once, took %s. %d of %d scenarios agree (the same outcome, and overlapping 95%% intervals).\n\n",
+			c.Command, c.Parallel, c.Elapsed, s.Parallel, s.Elapsed, len(c.Rows)-c.Disagreements(), len(c.Rows))
+		fmt.Fprintf(&b, "| scenario | here | verdict | there | verdict | agree |\n| --- | --- | --- | --- | --- | --- |\n")
+		for _, r := range c.Rows {
+			agree := "yes"
+			if !r.Agree {
+				agree = "**no**: " + r.Why
+			}
+			fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s | %s |\n", r.Name, r.Here, r.HereVerdict, r.There, r.ThereVerdict, agree)
+		}
+		if len(c.Missing) > 0 {
+			fmt.Fprintf(&b, "\nNot in the other run: %s.\n", strings.Join(c.Missing, ", "))
+		}
 	}
 	for _, r := range s.Rows {
 		fmt.Fprintf(&b, "\n## %d. %s — %s\n\n", r.Claim, r.Name, mdEscape(r.Title))

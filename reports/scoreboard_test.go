@@ -98,3 +98,42 @@ func TestJUnit(t *testing.T) {
 		t.Errorf("reproduced case: %+v", c)
 	}
 }
+
+func TestCompareScoreboards(t *testing.T) {
+	row := func(name string, k, n int) ScoreRow {
+		r := ScoreRow{Name: name, Conclusive: n, Violations: k, Verdict: "x"}
+		if n > 0 {
+			r.Rate, r.Lo, r.Hi = float64(k)/float64(n), 0, 1
+			switch {
+			case k == 0:
+				r.Hi = 0.2
+			case k == n:
+				r.Lo = 0.8
+			}
+		}
+		return r
+	}
+	here := Scoreboard{Parallel: 4, Rows: []ScoreRow{row("both-safe", 0, 20), row("both-violate", 20, 20), row("flipped", 0, 20),
+		row("apart", 20, 20), row("empty", 0, 0), row("only-here", 1, 3)}}
+	there := Scoreboard{Command: "locktest debate --parallel 1", Parallel: 1, Rows: []ScoreRow{row("both-safe", 0, 5), row("both-violate", 5, 5),
+		row("flipped", 2, 5), row("apart", 1, 5), row("empty", 0, 5)}}
+	there.Rows[3].Lo, there.Rows[3].Hi = 0.04, 0.6 // below here's 80%
+	c := CompareScoreboards(here, there)
+	want := map[string]string{"both-safe": "", "both-violate": "", "flipped": "one side saw a violation, the other none",
+		"apart": "the 95% intervals do not overlap", "empty": "no conclusive run on one side"}
+	if len(c.Rows) != len(want) || c.Disagreements() != 3 || len(c.Missing) != 1 || c.Missing[0] != "only-here" || c.Parallel != 1 {
+		t.Fatalf("comparison %+v", c)
+	}
+	for _, r := range c.Rows {
+		if r.Why != want[r.Name] || r.Agree != (want[r.Name] == "") {
+			t.Errorf("%s: agree %v, why %q; want %q", r.Name, r.Agree, r.Why, want[r.Name])
+		}
+	}
+	here.Compared = &c
+	md := string(RenderScoreboardMarkdown(here, false))
+	for _, w := range []string{"## Compared with another run of the same scenarios", "2 of 5 scenarios agree", "| `flipped` |", "**no**: the 95% intervals do not overlap", "Not in the other run: only-here."} {
+		if !strings.Contains(md, w) {
+			t.Errorf("the Markdown lacks %q", w)
+		}
+	}
+}

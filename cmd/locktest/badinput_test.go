@@ -167,6 +167,7 @@ var badValues = map[string][]badCase{
 	"merge --max-rate": {bc(`--max-rate must be a rate between 0 and 100%, such as 15%, got "0"`, "--max-rate", "0")},
 	"merge --md":       {bc("--md is for matrix stores; a scoreboard takes --findings", "--md", "STORE/m.md")},
 	"merge --baseline": {bc("--baseline is for matrix stores; a scoreboard has none", "--baseline", "STORE/file")},
+	"merge --compare":  {bc("--compare: open STORE/nodir/scoreboard.json: no such file or directory", "--compare", "STORE/nodir/scoreboard.json")},
 
 	"images build --node-binary": {bc("--node-binary STORE/nodir: not an executable file", "--node-binary", "STORE/nodir")},
 

@@ -157,6 +157,14 @@ func TestDebateShardsMerge(t *testing.T) {
 			t.Error(err)
 		}
 	}
+	// Set beside itself, the merged board agrees in every scenario.
+	stdout, errOut, code = locktest(t, "merge", "--out", filepath.Join(dir, "compared"), "--compare", merged, filepath.Join(dir, "merged"))
+	if code != want || !strings.Contains(stdout, "1 of 1 scenarios agree") {
+		t.Errorf("merge --compare: exit %d, want %d\n%s\n%s", code, want, stdout, errOut)
+	}
+	if err := schemacheck.ValidateFile("scoreboard", filepath.Join(dir, "compared", reports.ScoreboardJSONFile)); err != nil {
+		t.Error(err)
+	}
 	if _, errOut, code := locktest(t, "merge", "--out", filepath.Join(dir, "twice"), filepath.Join(dir, "shard1"), filepath.Join(dir, "shard1")); code != 2 || !strings.Contains(errOut, "the shards overlap") {
 		t.Errorf("merging a shard with itself: exit %d, %q", code, errOut)
 	}

@@ -16,7 +16,7 @@ import (
 
 func newMergeCmd() *cobra.Command {
 	var out, junit, findings, jsonOut, maxRateText string
-	var matrixMD, baseline string
+	var matrixMD, baseline, compare string
 	c := &cobra.Command{
 		Use:   "merge DIR...",
 		Short: "Join the scoreboards (or matrix stores) of sharded runs into one",
@@ -64,6 +64,16 @@ verdict (or, with --baseline, a cell worse than the baseline), 3 inconclusive,
 				return usageError{errors.New("--md is for matrix stores; a scoreboard takes --findings")}
 			case !isMatrix && baseline != "":
 				return usageError{errors.New("--baseline is for matrix stores; a scoreboard has none")}
+			case isMatrix && compare != "":
+				return usageError{errors.New("--compare is for scoreboards; a matrix takes --baseline")}
+			}
+			var other *reports.Scoreboard
+			if compare != "" {
+				b, err := readBoard(compare)
+				if err != nil {
+					return usageError{fmt.Errorf("--compare: %v", err)}
+				}
+				other = &b
 			}
 			// Every output must be writable before anything is read or
 			// written.
@@ -85,12 +95,8 @@ verdict (or, with --baseline, a cell worse than the baseline), 3 inconclusive,
 			}
 			var boards []reports.Scoreboard
 			for _, d := range dirs {
-				var b reports.Scoreboard
-				path := d
-				if st, err := os.Stat(d); err == nil && st.IsDir() {
-					path = filepath.Join(d, reports.ScoreboardJSONFile)
-				}
-				if err := runstore.ReadJSON(path, &b); err != nil {
+				b, err := readBoard(d)
+				if err != nil {
 					return usageError{fmt.Errorf("merge: %v", err)}
 				}
 				boards = append(boards, b)
@@ -103,11 +109,28 @@ verdict (or, with --baseline, a cell worse than the baseline), 3 inconclusive,
 			if err := os.MkdirAll(out, 0o755); err != nil {
 				return usageError{fmt.Errorf("--out: %v", err)}
 			}
-			board.Command = fmt.Sprintf("%s; merged by locktest %s", board.Command, strings.Join(os.Args[1:], " "))
+			if len(boards) > 1 {
+				board.Command = fmt.Sprintf("%s; merged by locktest %s", board.Command, strings.Join(os.Args[1:], " "))
+			}
+			if other != nil {
+				c := reports.CompareScoreboards(board, *other)
+				board.Compared = &c
+			}
 			if err := writeBoard(out, junit, findings, jsonOut, board); err != nil {
 				return err
 			}
 			printBoard(cmd.OutOrStdout(), out, board)
+			if c := board.Compared; c != nil {
+				fmt.Fprintf(cmd.OutOrStdout(), "compared with %s: %d of %d scenarios agree\n", c.Command, len(c.Rows)-c.Disagreements(), len(c.Rows))
+				for _, r := range c.Rows {
+					if !r.Agree {
+						fmt.Fprintf(cmd.OutOrStdout(), "  disagree: %s: %s (%s) against %s (%s): %s\n", r.Name, r.Here, r.HereVerdict, r.There, r.ThereVerdict, r.Why)
+					}
+				}
+				if n := c.Disagreements(); n > 0 {
+					return verdictError{fmt.Errorf("%d scenarios disagree with %s", n, compare)}
+				}
+			}
 			return boardOutcome(board, len(board.Rows), false)
 		},
 	}
@@ -119,7 +142,17 @@ verdict (or, with --baseline, a cell worse than the baseline), 3 inconclusive,
 	f.StringVar(&maxRateText, "max-rate", "15%", "a safe scenario is held when the one-sided 95% upper bound of its violation rate is below this")
 	f.StringVar(&matrixMD, "md", "", "also write the merged matrix's Markdown here (docs/matrix.md)")
 	f.StringVar(&baseline, "baseline", "", "compare the merged matrix with this matrix.json and exit 1 when a cell got worse")
+	f.StringVar(&compare, "compare", "", "set the scoreboard beside another of the same scenarios (its scoreboard.json or folder), e.g. one made with --parallel 1: exit 1 when they disagree")
 	return c
+}
+
+// readBoard reads a scoreboard.json, or the one in the folder path.
+func readBoard(path string) (reports.Scoreboard, error) {
+	var b reports.Scoreboard
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		path = filepath.Join(path, reports.ScoreboardJSONFile)
+	}
+	return b, runstore.ReadJSON(path, &b)
 }
 
 // mergeKind says what DIR holds: "debate" (a scoreboard.json, or its
