@@ -82,6 +82,17 @@ type Scoreboard struct {
 	// Compared, when set, sets this scoreboard beside another of the
 	// same scenarios (merge --compare).
 	Compared *ScoreComparison `json:"compared,omitempty"`
+	// Sources are the works the scenarios' claims come from.
+	Sources []ScoreSource `json:"sources,omitempty"`
+}
+
+// ScoreSource is a work a scenario's claim comes from, as the catalogue
+// lists it: the short name scenarios cite it by, its author and title, and
+// where to read it ("" for a source without an address).
+type ScoreSource struct {
+	Name  string `json:"name" yaml:"name"`
+	Title string `json:"title" yaml:"title"`
+	URL   string `json:"url,omitempty" yaml:"url"`
 }
 
 // ScoreComparison sets a scoreboard beside another of the same scenarios,
@@ -365,6 +376,16 @@ func RenderScoreboardMarkdown(s Scoreboard, links bool) []byte {
 			name = fmt.Sprintf("[`%s`](%s)", r.Name, r.Report)
 		}
 		fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | **%s** | %s |\n", r.Claim, name, r.Expect, r.RateText(), r.FirstText(), r.Verdict, agreeText(r))
+	}
+	if len(s.Sources) > 0 {
+		fmt.Fprintf(&b, "\nSources:\n\n")
+		for _, src := range s.Sources {
+			title := mdEscape(src.Title)
+			if src.URL != "" {
+				title = fmt.Sprintf("[%s](%s)", title, src.URL)
+			}
+			fmt.Fprintf(&b, "- %s: %s\n", mdEscape(src.Name), title)
+		}
 	}
 	if c := s.Compared; c != nil {
 		fmt.Fprintf(&b, "\n## Compared with another run of the same scenarios\n\n")

@@ -14,6 +14,8 @@ func sampleBoard() Scoreboard {
 	return Scoreboard{
 		Date: "2026-11-22 04:00 UTC", Commit: "abc1234", Machine: "2 cores, 24 GiB, linux/amd64", Seeds: 3,
 		Elapsed: "1m30s", Command: "locktest debate --only 1,2,3", MaxRate: 0.15, Parallel: 2,
+		Sources: []ScoreSource{{Name: "Kleppmann (2016)", Title: "Martin Kleppmann, How to do distributed locking", URL: "https://martin.kleppmann.com/2016/02/08/how-to-do-distributed-locking.html"},
+			{Name: "the lock-selection articles", Title: "digested in locktest's docs/locks.md"}},
 		Versions: runstore.Versions{Locktest: "v0.2.0 abc1234", Servers: map[string]string{"redis": "7.0.15", "zookeeper": "3.8.4"},
 			Clients: map[string]string{"github.com/redis/go-redis/v9": "v9.23.0"}},
 		Rows: []ScoreRow{
@@ -58,13 +60,15 @@ func TestScoreboardHTML(t *testing.T) {
 		`<td class="verdict-refuted">refuted`, `<td class="verdict-not-refuted">not refuted<br><span class="small">no violation in 3 runs: the rate is at most 47%`,
 		`Versions: redis 7.0.15, zookeeper 3.8.4; github.com/redis/go-redis/v9 v9.23.0; locktest v0.2.0 abc1234.`,
 		`below 15%`, `href="../redis-gc-pause/20261122T040000/report.html"`,
+		`<li>Kleppmann (2016): <a href="https://martin.kleppmann.com/2016/02/08/how-to-do-distributed-locking.html">Martin Kleppmann, How to do distributed locking</a></li>`,
 		`1/3 (33%, 95% CI 6%–79%)`, `id="redlock-clock-jump"`, `make repro-zk-pause-fenced`,
 	} {
 		if !strings.Contains(s, want) {
 			t.Errorf("scoreboard.html lacks %q", want)
 		}
 	}
-	if strings.Contains(s, "http://") || strings.Contains(s, "https://") || strings.Contains(s, "<script src") || strings.Contains(s, `<link `) {
+	// Links to the sources are fine; nothing may be loaded from elsewhere.
+	if strings.Contains(s, `src="http`) || strings.Contains(s, "url(http") || strings.Contains(s, "@import") || strings.Contains(s, "<script src") || strings.Contains(s, `<link `) {
 		t.Error("scoreboard.html loads something from elsewhere")
 	}
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/nemesis"
+	"github.com/locktest/locktest/reports"
 	"github.com/locktest/locktest/run"
 )
 
@@ -64,7 +65,9 @@ type Scenario struct {
 // file is the layout of a scenario file; each item is decoded by
 // decodeScenario.
 type file struct {
-	Scenarios []yaml.Node `yaml:"scenarios"`
+	// Sources are the works the scenarios cite, listed once.
+	Sources   []reports.ScoreSource `yaml:"sources"`
+	Scenarios []yaml.Node           `yaml:"scenarios"`
 }
 
 // metaKeys are the keys of a scenario that are not run settings.
@@ -196,6 +199,31 @@ func Builtin() []Scenario {
 		panic("scenarios: the built-in catalogue is broken: " + err.Error()) // caught by the tests
 	}
 	return s
+}
+
+// BuiltinSources returns the works the built-in catalogue's claims come
+// from, with where to read them.
+func BuiltinSources() []reports.ScoreSource {
+	s, err := ParseSources(builtin, "debate.yaml")
+	if err != nil {
+		panic("scenarios: the built-in catalogue is broken: " + err.Error()) // caught by the tests
+	}
+	return s
+}
+
+// ParseSources reads the sources list of a scenario file: each needs a
+// name and a title; a file without one has none.
+func ParseSources(b []byte, name string) ([]reports.ScoreSource, error) {
+	var f file
+	if err := yaml.Unmarshal(b, &f); err != nil {
+		return nil, fmt.Errorf("%s: %v", name, err)
+	}
+	for i, s := range f.Sources {
+		if s.Name == "" || s.Title == "" {
+			return nil, fmt.Errorf("%s: source %d needs a name and a title", name, i+1)
+		}
+	}
+	return f.Sources, nil
 }
 
 // Load reads a scenario file.

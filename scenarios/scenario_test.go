@@ -176,3 +176,33 @@ func TestOutcome(t *testing.T) {
 		}
 	}
 }
+
+// Every source a built-in scenario cites by name is listed, with a title,
+// once; a source without a name or title is refused.
+func TestBuiltinSourcesAreCitedAndListed(t *testing.T) {
+	srcs := BuiltinSources()
+	names := map[string]bool{}
+	for _, s := range srcs {
+		if names[s.Name] {
+			t.Errorf("source %q listed twice", s.Name)
+		}
+		names[s.Name] = true
+	}
+	for _, want := range []string{"Kleppmann (2016)", "antirez (2016)", "Jepsen (2020)", "the lock-selection articles"} {
+		if !names[want] {
+			t.Errorf("no source %q", want)
+		}
+	}
+	for _, sc := range Builtin() {
+		cited := false
+		for n := range names {
+			cited = cited || strings.Contains(sc.Source, strings.TrimSuffix(n, " (2016)")) || strings.Contains(sc.Source, strings.TrimSuffix(n, " (2020)"))
+		}
+		if !cited {
+			t.Errorf("scenario %s cites %q, which names no listed source", sc.Name, sc.Source)
+		}
+	}
+	if _, err := ParseSources([]byte("sources:\n  - name: x\nscenarios: []\n"), "f.yaml"); err == nil {
+		t.Error("a source without a title accepted")
+	}
+}

@@ -59,11 +59,19 @@ debate was interrupted), 2 bad usage or a broken scenario file.`,
   locktest debate --only etcd-pause --provider ssh --inventory lab/lab.yaml`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			all := scenarios.Builtin()
+			all, sources := scenarios.Builtin(), scenarios.BuiltinSources()
 			if len(files) > 0 {
-				all = nil
+				all, sources = nil, nil
 				for _, f := range files {
 					s, err := scenarios.Load(f)
+					if err == nil {
+						var b []byte
+						if b, err = os.ReadFile(f); err == nil {
+							var src []reports.ScoreSource
+							src, err = scenarios.ParseSources(b, f)
+							sources = append(sources, src...)
+						}
+					}
 					if err != nil {
 						return usageError{fmt.Errorf("--scenarios: %v", err)}
 					}
@@ -159,7 +167,7 @@ debate was interrupted), 2 bad usage or a broken scenario file.`,
 				SchemaVersion: reports.ScoreboardSchemaVersion,
 				Date:          started.UTC().Format("2006-01-02 15:04 UTC"), Commit: runstore.Commit(cmd.Context()), Machine: runstore.Machine(),
 				Seeds: seeds, Parallel: parallel, MaxRate: maxRate, Command: "locktest " + strings.Join(os.Args[1:], " "),
-				Versions: runstore.Versions{Locktest: runstore.Version()},
+				Versions: runstore.Versions{Locktest: runstore.Version()}, Sources: sources,
 			}
 			if shardN > 0 {
 				board.Shard = shard
