@@ -196,7 +196,7 @@ debate was interrupted), 2 bad usage or a broken scenario file.`,
 	f.StringSliceVar(&files, "scenarios", nil, "scenario files (YAML) to run instead of the built-in catalogue")
 	f.StringSliceVar(&only, "only", nil, "scenarios to run, by name (a trailing * matches a prefix) or claim number")
 	f.IntVar(&seeds, "seeds", 3, "seeds per scenario")
-	f.IntVar(&parallel, "parallel", 1, "runs at once; each has its own ports, network lab, subnet and store folder (docs/findings.md measures the choice)")
+	f.IntVar(&parallel, "parallel", 4, "runs at once; each has its own ports, network lab, subnet and store folder (4 made the catalogue 3.6 times as fast as 1 on 2 cores, with the same verdicts: docs/findings.md)")
 	f.StringVar(&shard, "shard", "", "make only shard I of N of the runs (I/N, e.g. 2/4); locktest merge joins the shards' scoreboards")
 	f.StringVar(&maxRateText, "max-rate", "15%", "a safe scenario is held when the one-sided 95% upper bound of its violation rate is below this")
 	f.StringVar(&ciWidthText, "until-ci-width", "", "stop adding seeds to a scenario once its 95% interval is narrower than this (e.g. 20%), up to --max-seeds")
