@@ -185,6 +185,12 @@ func RenderMatrixMarkdown(m Matrix, dir string) []byte {
 	if h.Settings != "" {
 		fmt.Fprintf(&b, "- settings: %s\n", h.Settings)
 	}
+	if v := VersionsText(h.Versions); v != "" {
+		fmt.Fprintf(&b, "- versions: %s\n", v)
+	}
+	if h.Parallel > 1 {
+		fmt.Fprintf(&b, "- %d runs at once (the latency and throughput runs alone)\n", h.Parallel)
+	}
 	if h.Elapsed > 0 {
 		fmt.Fprintf(&b, "- the whole matrix took %s\n", h.Elapsed.Round(time.Second))
 	}
@@ -285,7 +291,8 @@ func statusClass(status string) string {
 
 type matrixData struct {
 	Matrix
-	Date  string
+	Versions string
+	Date     string
 	Style template.CSS
 	Rows  []matrixRowData
 }
@@ -307,7 +314,7 @@ type matrixCellData struct {
 // impl the explanations with links to the stored runs (relative, where the
 // runs lie under dir).
 func RenderMatrixHTML(m Matrix, dir string) ([]byte, error) {
-	d := matrixData{Matrix: m, Date: m.Header.Date.UTC().Format(time.RFC3339), Style: reportCSS}
+	d := matrixData{Matrix: m, Versions: VersionsText(m.Header.Versions), Date: m.Header.Date.UTC().Format(time.RFC3339), Style: reportCSS}
 	for _, r := range m.Rows {
 		rd := matrixRowData{MatrixRow: r}
 		for _, c := range m.Columns {

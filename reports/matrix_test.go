@@ -30,7 +30,8 @@ func testMatrix(root string) Matrix {
 		Header: MatrixHeader{
 			Date: time.Date(2026, 11, 22, 3, 0, 0, 0, time.UTC), Commit: "b22d6e1", Machine: "2 cores, 23.5 GiB memory",
 			Seeds: 2, Duration: 8 * time.Second, Settings: "ttl 500ms, 5 clients", Elapsed: 21*time.Minute + 30*time.Second,
-			Store: "/tmp/matrix-store", Command: "locktest matrix --seeds 2",
+			Store: "/tmp/matrix-store", Command: "locktest matrix --seeds 2", Parallel: 2,
+			Versions: runstore.Versions{Locktest: "v0.2.0", Servers: map[string]string{"redis": "7.0.15"}},
 		},
 		Columns: cols,
 		Rows: []MatrixRow{
