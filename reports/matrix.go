@@ -293,8 +293,8 @@ type matrixData struct {
 	Matrix
 	Versions string
 	Date     string
-	Style template.CSS
-	Rows  []matrixRowData
+	Style    template.CSS
+	Rows     []matrixRowData
 }
 
 type matrixRowData struct {
