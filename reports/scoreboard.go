@@ -99,8 +99,10 @@ type ScoreSource struct {
 // made another way (with --parallel 1, say, or on another machine): per
 // scenario both rates and whether they agree.
 type ScoreComparison struct {
-	// Command, Parallel and Elapsed say how the other scoreboard was made.
+	// Command, Seeds, Parallel and Elapsed say how the other scoreboard
+	// was made.
 	Command  string `json:"command"`
+	Seeds    int    `json:"seeds"`
 	Parallel int    `json:"parallel"`
 	Elapsed  string `json:"elapsed"`
 	// Rows are the scenarios found in both, in this board's order.
@@ -139,7 +141,7 @@ func (c ScoreComparison) Disagreements() int {
 // rows agree when both have conclusive runs, both saw a violation or both
 // saw none, and their 95% Wilson intervals overlap. It is pure.
 func CompareScoreboards(board, other Scoreboard) ScoreComparison {
-	c := ScoreComparison{Command: other.Command, Parallel: other.Parallel, Elapsed: other.Elapsed}
+	c := ScoreComparison{Command: other.Command, Seeds: other.Seeds, Parallel: other.Parallel, Elapsed: other.Elapsed}
 	theirs := map[string]ScoreRow{}
 	for _, r := range other.Rows {
 		theirs[r.Name] = r
@@ -389,8 +391,8 @@ func RenderScoreboardMarkdown(s Scoreboard, links bool) []byte {
 	}
 	if c := s.Compared; c != nil {
 		fmt.Fprintf(&b, "\n## Compared with another run of the same scenarios\n\n")
-		fmt.Fprintf(&b, "`%s`, %d at once, took %s; this one, %d at once, took %s. %d of %d scenarios agree (the same outcome, and overlapping 95%% intervals).\n\n",
-			c.Command, c.Parallel, c.Elapsed, s.Parallel, s.Elapsed, len(c.Rows)-c.Disagreements(), len(c.Rows))
+		fmt.Fprintf(&b, "`%s`, up to %d seeds per scenario, %d run(s) at once, took %s; this one, up to %d seeds, %d at once, took %s. %d of %d scenarios agree (the same outcome, and overlapping 95%% intervals).\n\n",
+			c.Command, c.Seeds, max(c.Parallel, 1), c.Elapsed, s.Seeds, max(s.Parallel, 1), s.Elapsed, len(c.Rows)-c.Disagreements(), len(c.Rows))
 		fmt.Fprintf(&b, "| scenario | here | verdict | there | verdict | agree |\n| --- | --- | --- | --- | --- | --- |\n")
 		for _, r := range c.Rows {
 			agree := "yes"

@@ -122,11 +122,18 @@ debate was interrupted), 2 bad usage or a broken scenario file.`,
 				return usageError{errors.New("--provider ssh needs --inventory FILE")}
 			case provider != run.ProviderSSH && inventory != "":
 				return usageError{errors.New("--inventory needs --provider ssh")}
+			case provider == run.ProviderSSH && cmd.Flags().Changed("parallel") && parallel > 1:
+				// The hosts of one inventory serve one run at a time: their
+				// servers listen on the ports the inventory gives.
+				return usageError{fmt.Errorf("--parallel %d: the ssh provider's hosts take one run at a time", parallel)}
 			case inventory != "":
 				// A bad inventory would make every scenario inconclusive.
 				if _, err := sshp.LoadInventory(inventory); err != nil {
 					return usageError{fmt.Errorf("--inventory: %v", err)}
 				}
+			}
+			if provider == run.ProviderSSH {
+				parallel = 1
 			}
 			silent := q
 			started := time.Now()

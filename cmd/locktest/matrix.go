@@ -67,6 +67,9 @@ matrix was interrupted; 2 bad usage or a set-up failure.`,
 			if parallel < 1 {
 				return usageError{fmt.Errorf("--parallel must be at least 1, got %d", parallel)}
 			}
+			if parallel > 1 && o.Base.Provider == run.ProviderSSH {
+				return usageError{fmt.Errorf("--parallel %d: the ssh provider's hosts take one run at a time", parallel)}
+			}
 			shardI, shardN, err := parseShard(shard)
 			if err != nil {
 				return usageError{fmt.Errorf("--shard: %v", err)}
