@@ -33,7 +33,7 @@ func TestMain(m *testing.M) {
 
 // testPool starts a redis-server, a store and n workers of impl, all
 // stopped at the end of the test.
-func testPool(t *testing.T, impl string, n int) (*Pool, *history.Recorder, *local.Redis) {
+func testPool(t *testing.T, impl string, n int) (*Pool, *history.Recorder, *local.Redis, history.Clock) {
 	t.Helper()
 	testbin.Need(t, "redis-server")
 	dir := t.TempDir()
@@ -65,7 +65,7 @@ func testPool(t *testing.T, impl string, n int) (*Pool, *history.Recorder, *loca
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { pool.Stop(context.Background()) })
-	return pool, rec, cl
+	return pool, rec, cl, clock
 }
 
 // opsOf counts the ops of process p recorded so far.
@@ -92,7 +92,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 func TestPoolHoldsAWorkerAtItsPausePoint(t *testing.T) {
-	pool, rec, _ := testPool(t, "redis-set-nx-px", 2)
+	pool, rec, _, _ := testPool(t, "redis-set-nx-px", 2)
 	ctx := context.Background()
 	if err := pool.Arm(0, PointAfterAcquire); err != nil {
 		t.Fatal(err)
@@ -126,7 +126,7 @@ func TestPoolHoldsAWorkerAtItsPausePoint(t *testing.T) {
 }
 
 func TestPoolSkewsAWorkersWallClock(t *testing.T) {
-	pool, rec, _ := testPool(t, "redis-setnx-getset", 1)
+	pool, rec, _, _ := testPool(t, "redis-setnx-getset", 1)
 	if err := pool.SetWallOffset(0, time.Hour); err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +151,7 @@ func TestPoolSkewsAWorkersWallClock(t *testing.T) {
 }
 
 func TestPoolCompletesADeadWorkersOpenOpAsInfo(t *testing.T) {
-	pool, rec, cl := testPool(t, "redis-set-nx-px", 2)
+	pool, rec, cl, _ := testPool(t, "redis-set-nx-px", 2)
 	ctx := context.Background()
 	// Freeze the node, so that every worker soon waits in a lock call, and
 	// kill worker 1 there: its open op may have taken effect.
@@ -213,7 +213,7 @@ func TestPoolReportsAWorkerThatCannotStart(t *testing.T) {
 }
 
 func TestPoolCrashReplacesTheWorkerWithANewProcess(t *testing.T) {
-	pool, rec, _ := testPool(t, "redis-set-nx-px", 2)
+	pool, rec, _, _ := testPool(t, "redis-set-nx-px", 2)
 	ctx := context.Background()
 	// Crash p1 while it holds the lock: arm it after acquire and kill it
 	// there.
@@ -257,7 +257,7 @@ func TestPoolCrashReplacesTheWorkerWithANewProcess(t *testing.T) {
 }
 
 func TestPoolDisarm(t *testing.T) {
-	pool, rec, _ := testPool(t, "redis-set-nx-px", 1)
+	pool, rec, _, _ := testPool(t, "redis-set-nx-px", 1)
 	ctx := context.Background()
 	// Reached: the worker waits at the point; Disarm lets it go on.
 	if err := pool.Arm(0, PointAfterAcquire); err != nil {
@@ -304,17 +304,21 @@ func TestPoolDisarm(t *testing.T) {
 // ops a worker published before it was killed are recorded before the
 // pool completes its open op.
 func TestPoolRecordsOpsThroughTheRing(t *testing.T) {
-	pool, rec, cl := testPool(t, "redis-set-nx-px", 2)
+	pool, rec, cl, clock := testPool(t, "redis-set-nx-px", 2)
 	ctx := context.Background()
 	waitFor(t, "100 ops", func() bool { return rec.Len() >= 100 })
-	// Kill worker 1 while it waits on a frozen node, so it has an op open.
+	// Kill worker 1 while it waits on a frozen node, so it has an op open:
+	// one it invoked after the node froze, which cannot have been answered
+	// (an op open in the recorder may be one whose answer is still in the
+	// worker's ring, on a loaded machine).
 	node := cl.Nodes()[0]
 	if err := cl.Pause(ctx, node); err != nil {
 		t.Fatal(err)
 	}
+	frozen := clock.Now()
 	waitFor(t, "worker 1 to wait on the frozen node", func() bool {
 		o, open := rec.Open(1)
-		return open && (o.F == history.Acquire || o.F == history.Release)
+		return open && (o.F == history.Acquire || o.F == history.Release) && time.Duration(o.Time) > frozen
 	})
 	if err := pool.Kill(ctx, 1); err != nil {
 		t.Fatal(err)
