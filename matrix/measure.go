@@ -95,10 +95,7 @@ func oneProcess(h history.History, ops []int) bool {
 // as a violation of mutual exclusion — there was one holder — but in
 // Safety.SameHolderTokens.
 func ClassifySafety(r runstore.Results, h history.History) Safety {
-	s := Safety{Kinds: map[string]int{}, Faults: int(r.Stats["faults_injected"]), Effective: -1}
-	if x, ok := r.Stats["faults_effective"]; ok {
-		s.Effective = int(x)
-	}
+	s := Safety{Kinds: map[string]int{}, Faults: int(r.Stats["faults_injected"]), Effective: r.EffectiveFaults()}
 	for _, c := range r.Checkers {
 		for _, a := range c.Anomalies {
 			switch {
@@ -152,10 +149,8 @@ func ClassifySafety(r runstore.Results, h history.History) Safety {
 			return s
 		}
 	}
-	if len(r.Run.Faults) > 0 && s.Effective == 0 {
-		// Antithesis's "sometimes": no fault ever met a holder, so the run
-		// says nothing of what the faults do to one.
-		s.Reason = fmt.Sprintf("none of the %d faults applied was in force while a client held the lock: they had no chance to matter", s.Faults)
+	if why := r.Ineffective(); why != "" {
+		s.Reason = why
 		return s
 	}
 	s.Conclusive = true

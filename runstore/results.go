@@ -134,6 +134,39 @@ func New(info RunInfo, d checker.Decision) Results {
 	return Results{Run: info, Valid: d.Valid, Problems: d.Problems, Checkers: d.Results, Stats: d.Stats}
 }
 
+// Undecided names the checkers whose verdict is unknown, in order.
+func (r Results) Undecided() []string {
+	var out []string
+	for _, c := range r.Checkers {
+		if c.Valid == checker.Unknown {
+			out = append(out, c.Checker)
+		}
+	}
+	return out
+}
+
+// EffectiveFaults is how many of the run's fault windows overlapped a
+// critical section (the liveness checker's faults_effective); -1 when the
+// results do not say (a run without faults, or one stored before it was
+// counted).
+func (r Results) EffectiveFaults() int {
+	if x, ok := r.Stats["faults_effective"]; ok {
+		return int(x)
+	}
+	return -1
+}
+
+// Ineffective says why a run with faults says nothing of them, after
+// Antithesis's "sometimes": none of its faults was in force while a client
+// held the lock. It is "" for a run whose faults met a holder, and for
+// results that do not say.
+func (r Results) Ineffective() string {
+	if len(r.Run.Faults) == 0 || r.EffectiveFaults() != 0 {
+		return ""
+	}
+	return fmt.Sprintf("none of the %d faults applied was in force while a client held the lock: they had no chance to matter", int(r.Stats["faults_injected"]))
+}
+
 // Met reports whether the results match the run's expectation.
 func (r Results) Met() bool {
 	if r.Run.Expect == "invalid" {

@@ -265,11 +265,7 @@ func Classify(s Scenario, res runstore.Results, h history.History, r *RunResult)
 		}
 	}
 	r.FirstViolation = -1
-	r.Faults = int(res.Stats["faults_injected"])
-	r.Effective = -1
-	if x, ok := res.Stats["faults_effective"]; ok {
-		r.Effective = int(x)
-	}
+	r.Faults, r.Effective = int(res.Stats["faults_injected"]), res.EffectiveFaults()
 	switch {
 	case len(res.Problems) > 0:
 		r.Outcome, r.Reason = "", res.Problems[0]
@@ -281,19 +277,10 @@ func Classify(s Scenario, res runstore.Results, h history.History, r *RunResult)
 		}
 		return
 	case res.Valid == checker.Unknown:
-		var undecided []string
-		for _, c := range res.Checkers {
-			if c.Valid == checker.Unknown {
-				undecided = append(undecided, c.Checker)
-			}
-		}
-		r.Outcome, r.Reason = "", "checkers could not decide: "+strings.Join(undecided, ", ")
+		r.Outcome, r.Reason = "", "checkers could not decide: "+strings.Join(res.Undecided(), ", ")
 		return
-	}
-	if len(res.Run.Faults) > 0 && r.Effective == 0 {
-		// Antithesis's "sometimes": no fault met a holder, so the run
-		// says nothing of what the faults do to one.
-		r.Outcome, r.Reason = "", fmt.Sprintf("none of the %d faults applied was in force while a client held the lock: they had no chance to matter", r.Faults)
+	case res.Ineffective() != "":
+		r.Outcome, r.Reason = "", res.Ineffective()
 		return
 	}
 	r.Outcome = ExpectSafe

@@ -70,16 +70,8 @@ func outcomeError(res runstore.Results) error {
 			if n := len(res.Problems) - 1; n > 0 {
 				why += fmt.Sprintf(" (and %d more problems)", n)
 			}
-		} else {
-			var undecided []string
-			for _, c := range res.Checkers {
-				if c.Valid == checker.Unknown {
-					undecided = append(undecided, c.Checker)
-				}
-			}
-			if len(undecided) > 0 {
-				why = "checkers could not decide: " + strings.Join(undecided, ", ")
-			}
+		} else if u := res.Undecided(); len(u) > 0 {
+			why = "checkers could not decide: " + strings.Join(u, ", ")
 		}
 		return inconclusiveError{fmt.Errorf("inconclusive, expected %s: %s", res.Run.Expect, why)}
 	}
