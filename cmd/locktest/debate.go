@@ -63,19 +63,19 @@ debate was interrupted), 2 bad usage or a broken scenario file.`,
 			if len(files) > 0 {
 				all, sources = nil, nil
 				for _, f := range files {
-					s, err := scenarios.Load(f)
+					b, err := os.ReadFile(f)
+					var s []scenarios.Scenario
+					var src []reports.ScoreSource
 					if err == nil {
-						var b []byte
-						if b, err = os.ReadFile(f); err == nil {
-							var src []reports.ScoreSource
-							src, err = scenarios.ParseSources(b, f)
-							sources = append(sources, src...)
-						}
+						s, err = scenarios.Parse(b, f)
+					}
+					if err == nil {
+						src, err = scenarios.ParseSources(b, f)
 					}
 					if err != nil {
 						return usageError{fmt.Errorf("--scenarios: %v", err)}
 					}
-					all = append(all, s...)
+					all, sources = append(all, s...), append(sources, src...)
 				}
 			}
 			picked, err := scenarios.Select(all, only)
@@ -257,13 +257,18 @@ func progressLine(w io.Writer, silent bool, parallel int, started time.Time) fun
 		if len(r.Kinds) > 0 {
 			what += " (" + reports.KindsText(r.Kinds) + ")"
 		}
-		eta := ""
-		if left > 0 {
-			per := time.Since(started) / time.Duration(done)
-			eta = fmt.Sprintf(", about %s to go", (per * time.Duration(left)).Round(time.Second))
-		}
-		fmt.Fprintf(w, "[%d done, %d left%s] %s seed %d: %s, %.0fs\n", done, left, eta, s.Name, r.Seed, what, r.Seconds)
+		fmt.Fprintf(w, "[%d done, %d left%s] %s seed %d: %s, %.0fs\n", done, left, toGo(started, done, left), s.Name, r.Seed, what, r.Seconds)
 	}
+}
+
+// toGo estimates, for a progress line, the time the left runs take at the
+// pace of the done ones since started: ", about 3m10s to go", or "" when
+// none is left.
+func toGo(started time.Time, done, left int) string {
+	if left <= 0 || done <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(", about %s to go", (time.Since(started) / time.Duration(done) * time.Duration(left)).Round(time.Second))
 }
 
 // parseRate reads a rate given as a percentage ("15%") or a fraction

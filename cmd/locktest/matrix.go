@@ -53,16 +53,9 @@ matrix was interrupted; 2 bad usage or a set-up failure.`,
   locktest matrix --seeds 5 --shard 1/3 --store m1   # then: locktest merge m1 m2 m3 --out matrix`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var base *reports.Matrix
-			if baseline != "" {
-				b, err := reports.ReadMatrix(baseline)
-				if err != nil {
-					return usageError{fmt.Errorf("--baseline: %v", err)}
-				}
-				if len(b.Rows) == 0 {
-					return usageError{fmt.Errorf("--baseline %s holds no cells (a matrix store's header, not a matrix.json made by this version)", baseline)}
-				}
-				base = &b
+			base, err := readBaseline(baseline)
+			if err != nil {
+				return err
 			}
 			if parallel < 1 {
 				return usageError{fmt.Errorf("--parallel must be at least 1, got %d", parallel)}
@@ -160,11 +153,8 @@ matrix was interrupted; 2 bad usage or a set-up failure.`,
 			}
 			fmt.Fprintf(progress, "matrix: %d jobs (%d impls, %d seeds), %d at once, store %s\n", len(jobs), len(names), o.Seeds, parallel, o.Base.StoreDir)
 			results, runErr := matrix.Execute(cmd.Context(), jobs, parallel, func(i int, r matrix.Result) {
-				left, eta := len(jobs)-i, ""
-				if left > 0 {
-					eta = fmt.Sprintf(", about %s to go", (time.Since(start) / time.Duration(i) * time.Duration(left)).Round(time.Second))
-				}
-				fmt.Fprintf(progress, "[%*d/%d%s] %s: %s (%s)\n", len(fmt.Sprint(len(jobs))), i, len(jobs), eta, r.Job.Label(), summary(r), r.Elapsed.Round(100*time.Millisecond))
+				fmt.Fprintf(progress, "[%*d/%d%s] %s: %s (%s)\n", len(fmt.Sprint(len(jobs))), i, len(jobs), toGo(start, i, len(jobs)-i),
+					r.Job.Label(), summary(r), r.Elapsed.Round(100*time.Millisecond))
 			})
 			header.Elapsed = time.Since(start).Round(time.Second)
 			if err := reports.WriteMatrixHeader(o.Base.StoreDir, header); err != nil {
@@ -240,17 +230,30 @@ func rebuildMatrix(cmd *cobra.Command, from, out, md, jsonOut string) (reports.M
 	return m, writeMatrix(cmd, m, out, md, jsonOut)
 }
 
+// readBaseline reads --baseline's matrix.json; nil without one. A file
+// that cannot be read, or holds no cells (a matrix store's header), is a
+// usage error.
+func readBaseline(path string) (*reports.Matrix, error) {
+	if path == "" {
+		return nil, nil
+	}
+	b, err := reports.ReadMatrix(path)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("--baseline: %v", err)}
+	}
+	if len(b.Rows) == 0 {
+		return nil, usageError{fmt.Errorf("--baseline %s holds no cells (a matrix store's header, not a matrix.json made by this version)", path)}
+	}
+	return &b, nil
+}
+
 // mergeMatrix aggregates the runs of several matrix stores, made by the
 // shards of one matrix, into one matrix written into out (default
 // ./merged), md and jsonOut, and compares it with baseline when given.
 func mergeMatrix(cmd *cobra.Command, stores []string, out, md, jsonOut, baseline string) error {
-	var base *reports.Matrix
-	if baseline != "" {
-		b, err := reports.ReadMatrix(baseline)
-		if err != nil {
-			return usageError{fmt.Errorf("--baseline: %v", err)}
-		}
-		base = &b
+	base, err := readBaseline(baseline)
+	if err != nil {
+		return err
 	}
 	var all []matrix.Result
 	var classes []matrix.Class
