@@ -355,8 +355,6 @@ func whyNot(rs []Result, reason func(Result) string) string {
 	return strings.Join(out, "; ")
 }
 
-func pct(x float64) string { return strconv.FormatFloat(100*x, 'f', 0, 64) + "%" }
-
 // safetyCell aggregates the mutual-exclusion runs of one class over its
 // seeds: violated in k of the n conclusive runs, held in none of them, or
 // n/a or inconclusive with the reasons when no run was conclusive.
@@ -406,7 +404,7 @@ func safetyCell(rs []Result) reports.MatrixCell {
 	if k > 0 {
 		cell.Status = reports.StatusViolated
 		cell.Reason = fmt.Sprintf("violation rate %d/%d runs (95%% interval %s–%s), %d faults applied: %s",
-			k, n, pct(ci.Lo), pct(ci.Hi), faults, reports.KindsText(kinds))
+			k, n, reports.Percent(ci.Lo), reports.Percent(ci.Hi), faults, reports.KindsText(kinds))
 	} else {
 		cell.Status = reports.StatusHeld
 		applied := fmt.Sprintf("%d faults applied", faults)
@@ -414,7 +412,7 @@ func safetyCell(rs []Result) reports.MatrixCell {
 			applied += fmt.Sprintf(", %d of them in force while a client held the lock", effective)
 		}
 		cell.Reason = fmt.Sprintf("no violation in %d run(s) with %s; the violation rate is at most %s at 95%% confidence, not zero",
-			n, applied, pct(ci.Hi))
+			n, applied, reports.Percent(ci.Hi))
 	}
 	if same > 0 {
 		cell.Reason += fmt.Sprintf("; not counted: %d duplicate token(s) granted to one process only (see the fencing token column)", same)
@@ -545,7 +543,7 @@ func pctOrNone(x float64) string {
 	if math.IsNaN(x) {
 		return "none"
 	}
-	return pct(x)
+	return reports.Percent(x)
 }
 
 // fencingCell states the impl's token and what the runs showed of it.

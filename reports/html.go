@@ -31,7 +31,7 @@ var funcs = template.FuncMap{
 	},
 	"join":         strings.Join,
 	"replace":      func(s, old, new string) string { return strings.ReplaceAll(s, old, new) },
-	"pct":          pct,
+	"pct":          Percent,
 	"stats":        formatStats,
 	"sub":          func(a, b int) int { return a - b },
 	"isLin":        func(name string) bool { return name == mutexChecker },

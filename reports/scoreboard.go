@@ -306,7 +306,7 @@ func (r ScoreRow) RateText() string {
 	if r.Conclusive == 0 {
 		return "no conclusive run"
 	}
-	return fmt.Sprintf("%d/%d (%s, 95%% CI %s–%s)", r.Violations, r.Conclusive, pct(r.Rate), pct(r.Lo), pct(r.Hi))
+	return fmt.Sprintf("%d/%d (%s, 95%% CI %s–%s)", r.Violations, r.Conclusive, Percent(r.Rate), Percent(r.Lo), Percent(r.Hi))
 }
 
 // FirstText renders the time to the first violation.
@@ -340,7 +340,8 @@ func KindsText(k map[string]int) string {
 	return strings.Join(parts, ", ")
 }
 
-func pct(x float64) string { return fmt.Sprintf("%.0f%%", 100*x) }
+// Percent renders a proportion as a whole percentage: 0.156 is "16%".
+func Percent(x float64) string { return fmt.Sprintf("%.0f%%", 100*x) }
 
 var scoreTmpl = template.Must(template.New("scoreboard.html.tmpl").Funcs(funcs).ParseFS(templates, "templates/scoreboard.html.tmpl"))
 
@@ -369,7 +370,7 @@ func RenderScoreboardMarkdown(s Scoreboard, links bool) []byte {
 	if v := VersionsText(s.Versions); v != "" {
 		fmt.Fprintf(&b, "Versions: %s.\n\n", v)
 	}
-	fmt.Fprintf(&b, "A safe scenario is *held* when the one-sided 95%% upper bound of its violation rate is below %s; with no violation in fewer runs it is *not refuted*, with the bound it reached.\n\n", pct(s.MaxRate))
+	fmt.Fprintf(&b, "A safe scenario is *held* when the one-sided 95%% upper bound of its violation rate is below %s; with no violation in fewer runs it is *not refuted*, with the bound it reached.\n\n", Percent(s.MaxRate))
 	fmt.Fprintf(&b, "| claim | scenario | tests for | violations (95%% CI) | first violation | verdict | who the runs agree with |\n")
 	fmt.Fprintf(&b, "| --- | --- | --- | --- | --- | --- | --- |\n")
 	for _, r := range s.Rows {

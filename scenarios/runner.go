@@ -390,11 +390,11 @@ func Rescore(row reports.ScoreRow, runs []RunResult, dir string, maxRate float64
 		row.Verdict, row.Reason = reports.Inconclusive, inconclusive
 	case row.Upper < maxRate:
 		row.Verdict = reports.Held
-		row.Reason = fmt.Sprintf("no violation in %d runs: the rate is at most %s at 95%% confidence, below %s", row.Conclusive, pct(row.Upper), pct(maxRate))
+		row.Reason = fmt.Sprintf("no violation in %d runs: the rate is at most %s at 95%% confidence, below %s", row.Conclusive, reports.Percent(row.Upper), reports.Percent(maxRate))
 	default:
 		row.Verdict = reports.NotRefuted
 		row.Reason = fmt.Sprintf("no violation in %d runs: the rate is at most %s at 95%% confidence, not below %s (%d runs without one would show that)",
-			row.Conclusive, pct(row.Upper), pct(maxRate), stats.SeedsToHold(maxRate))
+			row.Conclusive, reports.Percent(row.Upper), reports.Percent(maxRate), stats.SeedsToHold(maxRate))
 	}
 	for i := range row.Predictions {
 		p := &row.Predictions[i]
@@ -504,8 +504,6 @@ func completeShards(boards []reports.Scoreboard) error {
 	}
 	return nil
 }
-
-func pct(x float64) string { return fmt.Sprintf("%.0f%%", 100*x) }
 
 func orDefault(s, d string) string {
 	if s == "" {
