@@ -208,6 +208,15 @@ func (p *platform) nodeEnv(node string) []string {
 	return env
 }
 
+// cgroup returns the cgroup the worker of process c starts in (its client
+// host's own address on this host), or nil.
+func (p *platform) cgroup() func(int) string {
+	if p.ssh == nil {
+		return nil
+	}
+	return p.ssh.cgroup()
+}
+
 // netNS returns the namespace of the client host of process c.
 func (p *platform) netNS() func(int) string {
 	if p.lab == nil {

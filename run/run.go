@@ -640,7 +640,7 @@ func start(ctx context.Context, cfg Config, impl impls.Impl, dir, logDir string,
 	}
 	pool, err := workloads.StartPool(ctx, workloads.PoolConfig{
 		Command: cfg.WorkerCommand, Env: cfg.WorkerEnv, LogDir: logDir, Recorder: rec, Clock: clock, Logger: lg,
-		NetNS: plat.netNS(), ReplaceDead: client != nil,
+		NetNS: plat.netNS(), Cgroup: plat.cgroup(), ReplaceDead: client != nil,
 		Base: workloads.WorkerConfig{
 			Impl: cfg.Impl, Client: client, Addrs: addrs, Nodes: clientNodes(nodes), Params: cfg.ImplParams, Locks: locks, TTL: workloads.Duration(cfg.TTL),
 			Think: workloads.Duration(cfg.Think), Backoff: cfg.backoff(),

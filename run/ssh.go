@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"os"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/clusters/clientaddr"
 	sshp "github.com/locktest/locktest/clusters/ssh"
 	"github.com/locktest/locktest/impls"
 	"github.com/locktest/locktest/nemesis"
@@ -85,6 +87,11 @@ type sshPlatform struct {
 	// ruled is set once the run's network faults were handed out: only
 	// then are there rules to remove.
 	ruled bool
+	// clients gives each client host an address of its own on this host,
+	// when the run has network faults and the inventory client_addresses;
+	// otherwise clientWhy says why the clients share one.
+	clients   *clientaddr.Set
+	clientWhy string
 }
 
 // setupSSH reads the inventory, connects to every host (checking host
@@ -116,10 +123,59 @@ func setupSSH(ctx context.Context, cfg Config, p *platform, lg *slog.Logger) err
 	for _, c := range conns {
 		lg.Info("ssh host", "host", c.Host.Name, "addr", c.Host.Addr(), "rtt", c.RTT(), "control_ip", c.LocalIP())
 	}
+	if s.netWhy == "" && nemesis.Needs(cfg.faultParts(), nemesis.NeedNetwork) {
+		s.setupClients(ctx, cfg, lg)
+	}
 	if inv.InsecureIgnoreHostKey {
 		lg.Warn("ssh host keys are not checked (--insecure-ignore-host-key)")
 	}
 	return nil
+}
+
+// setupClients gives each client host an address of its own from the
+// inventory's client_addresses, or says in s.clientWhy why it cannot.
+// Without them the faults that cut one client off are unavailable, never
+// faked.
+func (s *sshPlatform) setupClients(ctx context.Context, cfg Config, lg *slog.Logger) {
+	switch {
+	case len(s.inv.Clients) == 0:
+		s.clientWhy = "the inventory gives no client_addresses"
+		return
+	case len(s.inv.Clients) < cfg.Clients:
+		s.clientWhy = fmt.Sprintf("the run has %d clients and the inventory only %d client_addresses", cfg.Clients, len(s.inv.Clients))
+		return
+	}
+	toward, err := netip.ParseAddr(s.conns[0].RemoteIP())
+	if err != nil {
+		s.clientWhy = fmt.Sprintf("the address of host %s: %v", s.conns[0].Host.Name, err)
+		return
+	}
+	set, err := clientaddr.New(ctx, clientaddr.Options{RunID: "ssh-" + s.runID, Addresses: s.inv.Clients[:cfg.Clients], Toward: toward})
+	if err != nil {
+		s.clientWhy = err.Error()
+		lg.Warn("ssh: clients share the control host's address", "reason", err)
+		return
+	}
+	s.clients = set
+	var as []string
+	for i := range set.Len() {
+		as = append(as, fmt.Sprintf("c%d %v", i, set.Address(i)))
+	}
+	lg.Info("ssh: client addresses", "device", set.Device(), "clients", strings.Join(as, ", "))
+}
+
+// cgroup returns the cgroup each worker process starts in, so that its
+// connections leave from its client host's address, or nil.
+func (s *sshPlatform) cgroup() func(int) string {
+	if s.clients == nil {
+		return nil
+	}
+	return func(c int) string {
+		if c >= s.clients.Len() {
+			return ""
+		}
+		return s.clients.Cgroup(c)
+	}
 }
 
 // cluster returns the run's cluster on the hosts.
@@ -165,7 +221,13 @@ func (s *sshPlatform) network() nemesis.Network {
 		return nil
 	}
 	s.ruled = true
-	return s.cl.Network(s.conns)
+	var addrs []netip.Addr
+	if s.clients != nil {
+		for i := range s.clients.Len() {
+			addrs = append(addrs, s.clients.Address(i))
+		}
+	}
+	return s.cl.Network(s.conns, addrs, s.clientWhy)
 }
 
 // lost says, in one line, which hosts lost their SSH connection during
@@ -196,6 +258,13 @@ func (s *sshPlatform) describe() (network, lab string) {
 		hs = append(hs, fmt.Sprintf("%s %s rtt %v", c.Host.Name, c.Host.Address, c.RTT().Round(time.Microsecond)))
 	}
 	network = "ssh hosts " + strings.Join(hs, ", ")
+	if s.clients != nil {
+		var cs []string
+		for i := range s.clients.Len() {
+			cs = append(cs, fmt.Sprintf("c%d %v", i, s.clients.Address(i)))
+		}
+		network += "; clients from " + strings.Join(cs, ", ")
+	}
 	if s.inv.InsecureIgnoreHostKey {
 		network += "; host keys NOT checked (--insecure-ignore-host-key)"
 	} else {
@@ -214,6 +283,9 @@ func (s *sshPlatform) close(ctx context.Context, lg *slog.Logger) {
 		if err := sshp.RemoveRules(ctx, s.conns, s.runID); err != nil {
 			lg.Error("ssh: remove rules", "err", err)
 		}
+	}
+	if err := s.clients.Close(ctx); err != nil {
+		lg.Error("ssh: remove client addresses", "err", err)
 	}
 	if err := sshp.RemoveRunDirs(ctx, s.conns, s.runID); err != nil {
 		lg.Error("ssh: remove run directories", "err", err)

@@ -46,6 +46,12 @@ type PoolConfig struct {
 	// process runs in; "" runs it in the driver's. The worker is started
 	// through `ip netns exec`, which execs it in place: its pid is its own.
 	NetNS func(process int) string
+	// Cgroup, if set, names the cgroup v2 directory worker process starts
+	// in ("" for the driver's): the client host's own source address on
+	// the control host (clusters/clientaddr). The worker is placed there
+	// as it is created (CLONE_INTO_CGROUP), so it never opens a
+	// connection from outside it.
+	Cgroup func(process int) string
 	// ReplaceDead, when set, replaces a worker that died by itself (not by
 	// Kill, Crash or Stop) with a new process on the same client host, as
 	// kill-client's heal does: an external client program that exited.
@@ -63,9 +69,9 @@ type Pool struct {
 	workers map[int]*workerProc
 	// next is the process id the next replacement worker gets.
 	next int
-	// host maps a process to the client host (namespace) it runs on; a
-	// replacement runs on its predecessor's host.
-	host map[int]string
+	// host maps a process to the client host (namespace or cgroup) it runs
+	// on; a replacement runs on its predecessor's host.
+	host map[int]placement
 	errs []error
 	wg   sync.WaitGroup
 	// stopping is set by Stop: no worker starts after it.
@@ -81,6 +87,10 @@ type Pool struct {
 // gave it); anything else a worker sends makes the pool read its ring
 // first, so the ops before it are recorded before it is handled.
 const ringPoll = 2 * time.Millisecond
+
+// placement is where a worker runs: its client host's network namespace
+// or cgroup, each "" for the driver's.
+type placement struct{ ns, cgroup string }
 
 type workerProc struct {
 	process int
@@ -122,12 +132,17 @@ func StartPool(ctx context.Context, cfg PoolConfig, n int) (*Pool, error) {
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
-	p := &Pool{cfg: cfg, lg: lg, workers: map[int]*workerProc{}, next: n, host: map[int]string{}, pollDone: make(chan struct{})}
+	p := &Pool{cfg: cfg, lg: lg, workers: map[int]*workerProc{}, next: n, host: map[int]placement{}, pollDone: make(chan struct{})}
 	p.pollWG.Go(p.poll)
 	var starting []*workerProc
 	for i := 0; i < n; i++ {
 		if cfg.NetNS != nil {
-			p.host[i] = cfg.NetNS(i)
+			p.host[i] = placement{ns: cfg.NetNS(i)}
+		}
+		if cfg.Cgroup != nil {
+			pl := p.host[i]
+			pl.cgroup = cfg.Cgroup(i)
+			p.host[i] = pl
 		}
 		w, err := p.start(i)
 		if err != nil {
@@ -154,10 +169,10 @@ func StartPool(ctx context.Context, cfg PoolConfig, n int) (*Pool, error) {
 func (p *Pool) start(process int) (*workerProc, error) {
 	argv := p.cfg.Command
 	p.mu.Lock()
-	ns := p.host[process]
+	host := p.host[process]
 	p.mu.Unlock()
-	if ns != "" {
-		argv = append([]string{"ip", "netns", "exec", ns}, argv...)
+	if host.ns != "" {
+		argv = append([]string{"ip", "netns", "exec", host.ns}, argv...)
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), p.cfg.Env...)
@@ -165,6 +180,14 @@ func (p *Pool) start(process int) (*workerProc, error) {
 	// the driver, which then stops it in order; Pdeathsig kills it if the
 	// driver dies without doing so.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if host.cgroup != "" {
+		fd, err := syscall.Open(host.cgroup, syscall.O_DIRECTORY|syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+		if err != nil {
+			return nil, fmt.Errorf("worker p%d: its client host's cgroup: %w", process, err)
+		}
+		defer syscall.Close(fd)
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, fd
+	}
 	logf, err := os.Create(filepath.Join(p.cfg.LogDir, fmt.Sprintf("p%d.log", process)))
 	if err != nil {
 		return nil, err

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/locktest/locktest/clusters/clientaddr"
 	"github.com/locktest/locktest/clusters/local"
 	"github.com/locktest/locktest/history"
 	_ "github.com/locktest/locktest/impls/all"
@@ -35,6 +36,12 @@ func TestMain(m *testing.M) {
 // stopped at the end of the test.
 func testPool(t *testing.T, impl string, n int) (*Pool, *history.Recorder, *local.Redis, history.Clock) {
 	t.Helper()
+	return testPoolWith(t, impl, n, nil)
+}
+
+// testPoolWith is testPool with the pool's config changed by edit first.
+func testPoolWith(t *testing.T, impl string, n int, edit func(*PoolConfig)) (*Pool, *history.Recorder, *local.Redis, history.Clock) {
+	t.Helper()
 	testbin.Need(t, "redis-server")
 	dir := t.TempDir()
 	ctx := context.Background()
@@ -53,14 +60,18 @@ func testPool(t *testing.T, impl string, n int) (*Pool, *history.Recorder, *loca
 	}
 	t.Cleanup(func() { store.Close(context.Background()) })
 	rec := history.NewRecorder(nil)
-	pool, err := StartPool(ctx, PoolConfig{
+	cfg := PoolConfig{
 		Command: []string{os.Args[0]}, Env: []string{workerEnv + "=1"}, LogDir: dir, Recorder: rec, Clock: clock,
 		Base: WorkerConfig{
 			Impl: impl, Addrs: []string{cl.Nodes()[0].Addr}, Locks: []string{"l"}, TTL: Duration(time.Second),
 			Backoff: Backoff{Policy: BackoffUniform, Retry: Duration(2 * time.Millisecond)}, Think: Duration(2 * time.Millisecond), Timeout: Duration(time.Second),
 			StoreAddr: store.Addr(), Mode: ModeNone, ClockOrigin: clock.Origin(), Seed: 1,
 		},
-	}, n)
+	}
+	if edit != nil {
+		edit(&cfg)
+	}
+	pool, err := StartPool(ctx, cfg, n)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,5 +356,63 @@ func TestPoolRecordsOpsThroughTheRing(t *testing.T) {
 	}
 	if last.Type != history.Info || !strings.Contains(last.Error, "worker exited") {
 		t.Errorf("the killed worker's last op is %s %q, want info \"worker exited\"", last.Type, last.Error)
+	}
+}
+
+// TestPoolStartsWorkersInTheirCgroups: a worker starts in its client
+// host's cgroup (where its source address is given to it), and a
+// replacement starts in its predecessor's.
+func TestPoolStartsWorkersInTheirCgroups(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: cgroups")
+	}
+	root, err := clientaddr.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := filepath.Join(root, "locktest-pool-test-"+strconv.Itoa(os.Getpid()))
+	for i := range 2 {
+		if err := os.MkdirAll(filepath.Join(base, "c"+strconv.Itoa(i)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		os.Remove(filepath.Join(base, "c0"))
+		os.Remove(filepath.Join(base, "c1"))
+		os.Remove(base)
+	})
+	pool, _, _, _ := testPoolWith(t, "redis-set-nx-px", 2, func(c *PoolConfig) {
+		c.Cgroup = func(i int) string { return filepath.Join(base, "c"+strconv.Itoa(i)) }
+	})
+	in := func(process int) string {
+		t.Helper()
+		w, err := pool.worker(process)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(w.cmd.Process.Pid) + "/cgroup")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			if p, ok := strings.CutPrefix(l, "0::"); ok {
+				return p
+			}
+		}
+		t.Fatalf("p%d has no cgroup v2 line in %q", process, b)
+		return ""
+	}
+	rel := "/" + filepath.Base(base)
+	for i := range 2 {
+		if got, want := in(i), rel+"/c"+strconv.Itoa(i); got != want {
+			t.Errorf("p%d runs in cgroup %q, want %q", i, got, want)
+		}
+	}
+	np, err := pool.Crash(context.Background(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := in(np), rel+"/c1"; got != want {
+		t.Errorf("p1's replacement p%d runs in cgroup %q, want %q", np, got, want)
 	}
 }

@@ -368,6 +368,21 @@ func procs(cg string) []int {
 	return out
 }
 
+// Owned returns the run ids of the sets whose owner file names process
+// pid: those it made and has not closed.
+func Owned(pid int) []string {
+	ents, _ := os.ReadDir(ownerDir)
+	var ids []string
+	for _, e := range ents {
+		raw, _ := os.ReadFile(filepath.Join(ownerDir, e.Name()))
+		var o owner
+		if json.Unmarshal(raw, &o) == nil && o.PID == pid {
+			ids = append(ids, e.Name())
+		}
+	}
+	return ids
+}
+
 // Leftover is what a driver that is gone left of its client addresses.
 type Leftover struct {
 	RunID string
@@ -381,6 +396,12 @@ type Leftover struct {
 // process that no longer runs, or there is none) and, unless dry, removes
 // what they made. Live runs' sets are left alone.
 func Cleanup(ctx context.Context, dry bool) ([]Leftover, error) {
+	return cleanup(ctx, dry, nil)
+}
+
+// cleanup is Cleanup of the sets whose run id match accepts (every set's,
+// when match is nil).
+func cleanup(ctx context.Context, dry bool, match func(id string) bool) ([]Leftover, error) {
 	if os.Geteuid() != 0 {
 		return nil, nil
 	}
@@ -417,6 +438,9 @@ func Cleanup(ctx context.Context, dry bool) ([]Leftover, error) {
 			}
 		}
 	}) {
+		if match != nil && !match(id) {
+			continue
+		}
 		raw, _ := os.ReadFile(filepath.Join(ownerDir, id))
 		var o owner
 		if len(raw) > 0 && json.Unmarshal(raw, &o) == nil && o.PID > 0 && procfs.StartTime(o.PID) != "" && procfs.StartTime(o.PID) == o.Start {
@@ -451,6 +475,11 @@ func Cleanup(ctx context.Context, dry bool) ([]Leftover, error) {
 	}
 	return left, errors.Join(errs...)
 }
+
+// Root returns where the cgroup v2 hierarchy is mounted: the unified
+// hierarchy of a cgroup v2 host, or its "unified" mount under a hybrid v1
+// layout.
+func Root() (string, error) { return cgroup2Root() }
 
 // cgroup2Root returns where the cgroup v2 hierarchy is mounted: the
 // unified hierarchy of a cgroup v2 host, or its "unified" mount under a

@@ -157,8 +157,8 @@ type SSHLab struct {
 // root; it writes the key, a known_hosts file and an inventory into
 // opts.Dir. A failure removes whatever it had made.
 func (e *Engine) SSHLabUp(ctx context.Context, opts SSHLabOptions) (lab *SSHLab, err error) {
-	if opts.Hosts < 5 {
-		return nil, fmt.Errorf("lab up: --hosts %d: want at least 5", opts.Hosts)
+	if opts.Hosts < 5 || opts.Hosts > 100 {
+		return nil, fmt.Errorf("lab up: --hosts %d: want 5 to 100", opts.Hosts)
 	}
 	if opts.Dir == "" {
 		return nil, errors.New("lab up: no directory for the inventory")
@@ -208,7 +208,12 @@ func (e *Engine) SSHLabUp(ctx context.Context, opts SSHLabOptions) (lab *SSHLab,
 	}
 	var known, inv strings.Builder
 	inv.WriteString("# Written by locktest lab up: the lab's SSH hosts, containers on the Docker network " + lab.Network + ".\n")
-	inv.WriteString("user: root\nkey: " + SSHLabKey + "\nknown_hosts: " + SSHLabKnownHosts + "\nhosts:\n")
+	inv.WriteString("user: root\nkey: " + SSHLabKey + "\nknown_hosts: " + SSHLabKnownHosts + "\n")
+	// The clients' own addresses: the top of the lab's /24, which the
+	// hosts (from .2 up) never reach; the control host answers ARP for
+	// them on the lab's bridge.
+	inv.WriteString("# One address per client on this host (added for a run and removed after), so a cut can single out a client.\n")
+	inv.WriteString("client_addresses: [" + labClients(subnet).String() + "]\nhosts:\n")
 	ip := subnet.Addr().Next().Next() // .1 is the gateway
 	for i := range opts.Hosts {
 		name := fmt.Sprintf("h%d", i+1)
@@ -358,6 +363,14 @@ func removeByLabel(ctx context.Context, cli *client.Client, key, val string) err
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// labClients is the block of a lab's subnet its inventory gives the
+// clients: .192/27, 32 addresses.
+func labClients(subnet netip.Prefix) netip.Prefix {
+	a := subnet.Addr().As4()
+	a[3] = 192
+	return netip.PrefixFrom(netip.AddrFrom4(a), 27)
 }
 
 // createLabNetwork creates a bridge network on a free /24 of 10.79.0.0/16.

@@ -266,6 +266,13 @@ func (c *Conn) LocalIP() string {
 	return host
 }
 
+// RemoteIP returns the host's address on the connection, the one the
+// clients on the control host dial it at.
+func (c *Conn) RemoteIP() string {
+	host, _, _ := net.SplitHostPort(c.cli.RemoteAddr().String())
+	return host
+}
+
 // Close closes the connection and ends its watch.
 func (c *Conn) Close() error {
 	c.mu.Lock()

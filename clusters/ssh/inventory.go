@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -43,6 +44,18 @@ type Inventory struct {
 	// Backends names, per backend, the hosts that run its nodes (default:
 	// every host, in order).
 	Backends map[string][]string `yaml:"backends"`
+	// ClientAddresses are addresses on the control host, one for each
+	// client host the run has (c0 gets the first): IPv4 addresses or CIDR
+	// blocks (every address of a block, at most 256 in all). With them
+	// each client reaches the nodes from an address of its own, so a
+	// partition can single out one client or put clients on different
+	// sides (package clusters/clientaddr). An address the control host
+	// lacks is added for the run and removed after; the hosts must route
+	// it back to the control host (an address of their shared subnet
+	// does).
+	ClientAddresses []string `yaml:"client_addresses"`
+	// Clients are ClientAddresses, expanded and checked.
+	Clients []netip.Addr `yaml:"-"`
 
 	// InsecureIgnoreHostKey skips the host key check. It is never read
 	// from the file: only the --insecure-ignore-host-key flag sets it, and
@@ -285,6 +298,9 @@ func (inv *Inventory) check() error {
 			}
 		}
 	}
+	if err := inv.checkClients(); err != nil {
+		return err
+	}
 	for b, hs := range inv.Backends {
 		if !slices.Contains(Backends(), b) {
 			return fmt.Errorf("inventory %s: backends: no backend %q (the ssh provider runs %s)", inv.Source, b, strings.Join(Backends(), ", "))
@@ -296,6 +312,47 @@ func (inv *Inventory) check() error {
 			if _, ok := names[n]; !ok {
 				return fmt.Errorf("inventory %s: backends: %s: no host named %q", inv.Source, b, n)
 			}
+		}
+	}
+	return nil
+}
+
+// maxClientAddresses bounds what the client_addresses may expand to.
+const maxClientAddresses = 256
+
+// checkClients expands ClientAddresses into Clients.
+func (inv *Inventory) checkClients() error {
+	inv.Clients = nil
+	seen := map[netip.Addr]bool{}
+	for _, h := range inv.Hosts {
+		if a, err := netip.ParseAddr(h.Address); err == nil {
+			seen[a] = true // a host's own address is not a client's
+		}
+	}
+	for i, e := range inv.ClientAddresses {
+		var block []netip.Addr
+		if p, err := netip.ParsePrefix(strings.TrimSpace(e)); err == nil && p.Addr().Is4() {
+			p = p.Masked()
+			if p.Bits() < 32-8 {
+				return fmt.Errorf("inventory %s: client_addresses: entry %d %q: more than %d addresses", inv.Source, i+1, e, maxClientAddresses)
+			}
+			for a := p.Addr(); p.Contains(a); a = a.Next() {
+				block = append(block, a)
+			}
+		} else if a, err := netip.ParseAddr(strings.TrimSpace(e)); err == nil && a.Is4() {
+			block = []netip.Addr{a}
+		} else {
+			return fmt.Errorf("inventory %s: client_addresses: entry %d %q: want an IPv4 address or a CIDR block (10.0.0.200/29)", inv.Source, i+1, e)
+		}
+		for _, a := range block {
+			if seen[a] {
+				return fmt.Errorf("inventory %s: client_addresses: entry %d %q: %v is named twice, or is a host's address", inv.Source, i+1, e, a)
+			}
+			seen[a] = true
+			inv.Clients = append(inv.Clients, a)
+		}
+		if len(inv.Clients) > maxClientAddresses {
+			return fmt.Errorf("inventory %s: client_addresses: more than %d addresses", inv.Source, maxClientAddresses)
 		}
 	}
 	return nil

@@ -1,6 +1,7 @@
 package ssh
 
 import (
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -25,6 +26,9 @@ func TestInventoryErrors(t *testing.T) {
 		{"wrong-type.yaml", "wrong-type.yaml:2: cannot unmarshal"},
 		{"empty.yaml", "empty.yaml: empty"},
 		{"missing.yaml", "missing.yaml: no such file or directory"},
+		{"bad-client-address.yaml", `bad-client-address.yaml: client_addresses: entry 1 "10.0.0.300": want an IPv4 address or a CIDR block`},
+		{"client-is-host.yaml", `client-is-host.yaml: client_addresses: entry 1 "10.0.0.0/31": 10.0.0.1 is named twice, or is a host's address`},
+		{"client-block-too-big.yaml", `client-block-too-big.yaml: client_addresses: entry 1 "10.0.0.0/16": more than 256 addresses`},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			_, err := LoadInventory(filepath.Join("testdata", "inventory", tc.file))
@@ -54,6 +58,9 @@ func TestInventoryGood(t *testing.T) {
 	}
 	if h2.Addr() != "10.0.0.2:2222" || inv.UserOf(h2) != "admin" || !inv.SudoOf(h2) {
 		t.Errorf("h2 = %+v, user %s: want its own port, user and sudo", h2, inv.UserOf(h2))
+	}
+	if got := fmt.Sprint(inv.Clients); got != "[10.0.0.200 10.0.0.201 10.0.0.202 10.0.0.203 10.0.0.210]" {
+		t.Errorf("client addresses %s, want the block's four and the one", got)
 	}
 	if h3.Name != "db3.example" || h3.Binary("redis-server") != "/opt/redis/bin/redis-server" || h1.Binary("redis-server") != "redis-server" {
 		t.Errorf("h3 = %+v: want its address as its name and its binary", h3)

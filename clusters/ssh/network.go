@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,20 +13,46 @@ import (
 
 // Network makes the nemesis's network faults with iptables rules on the
 // node hosts, each carrying the comment locktest:<run id>. Hosts are named
-// as the nemesis names them: nodes by name, client hosts c0, c1, ... — the
-// clients all run on the control host, so every client host stands for
-// the control host's address as each node host sees it. SSH to the hosts
-// is never cut: node-to-client cuts drop only the node's service port,
-// and loss spares the SSH port. Its methods are safe for concurrent use.
+// as the nemesis names them: nodes by name, client hosts c0, c1, ... The
+// clients all run on the control host. With client addresses, client host
+// cK is the K-th of them (its processes' connections leave the control
+// host from it, see package clusters/clientaddr), and a cut drops
+// everything between a node host and that address. Without, every client
+// host stands for the control host's address as each node host sees it,
+// and a cut drops only the node's service port. SSH to the hosts is never
+// cut: loss spares the SSH port, and the SSH port's ACCEPT stays above
+// every DROP. Its methods are safe for concurrent use.
 type Network struct {
-	cl    *Cluster
-	conns []*Conn
-	mu    sync.Mutex
+	cl      *Cluster
+	conns   []*Conn
+	clients []netip.Addr
+	// sharedWhy says why clients cannot be told apart, when clients is
+	// empty.
+	sharedWhy string
+	mu        sync.Mutex
 }
 
 // Network returns the cluster's network faults over the hosts of conns.
-func (cl *Cluster) Network(conns []*Conn) *Network {
-	return &Network{cl: cl, conns: conns}
+// clients are the client hosts' own addresses, c0's first, or nil when
+// they share the control host's; then sharedWhy says why.
+func (cl *Cluster) Network(conns []*Conn, clients []netip.Addr, sharedWhy string) *Network {
+	return &Network{cl: cl, conns: conns, clients: clients, sharedWhy: sharedWhy}
+}
+
+// client returns the address of client host name ("c3"), and whether the
+// network has one.
+func (nw *Network) client(name string) (netip.Addr, bool, error) {
+	k, err := strconv.Atoi(strings.TrimPrefix(name, "c"))
+	if !strings.HasPrefix(name, "c") || err != nil || k < 0 {
+		return netip.Addr{}, false, fmt.Errorf("ssh network: unknown host %q", name)
+	}
+	if len(nw.clients) == 0 {
+		return netip.Addr{}, false, nil
+	}
+	if k >= len(nw.clients) {
+		return netip.Addr{}, false, fmt.Errorf("ssh network: client host %s has no address (the run has %d)", name, len(nw.clients))
+	}
+	return nw.clients[k], true, nil
 }
 
 // NetworkFaultsReason says why iptables faults cannot be made on the hosts
@@ -39,11 +66,18 @@ func NetworkFaultsReason(ctx context.Context, conns []*Conn) string {
 	return ""
 }
 
-// SharedClientAddress says why no cut can tell clients apart: they all run
-// on the control host, behind one address. It makes the network a
+// SharedClientAddress says why no cut can tell clients apart, or "" when
+// each client host has an address of its own. It makes the network a
 // clusters.SharedClientAddress.
 func (nw *Network) SharedClientAddress() string {
-	return "under the ssh provider every client runs on the control host, behind one address, so a cut cannot single out one client or put clients on different sides"
+	if len(nw.clients) > 0 {
+		return ""
+	}
+	why := "under the ssh provider every client runs on the control host, behind one address, so a cut cannot single out one client or put clients on different sides"
+	if nw.sharedWhy != "" {
+		why += ": " + nw.sharedWhy
+	}
+	return why
 }
 
 // comment is the owner comment of the run's rules.
@@ -69,8 +103,14 @@ func (nw *Network) Cut(ctx context.Context, a, b []string) error {
 			rules[nx.conn] = append(rules[nx.conn], rule{"INPUT", "-s " + ip}, rule{"OUTPUT", "-d " + ip})
 			return nil
 		}
-		if !strings.HasPrefix(y, "c") {
-			return fmt.Errorf("ssh network: unknown host %q", y)
+		ca, own, err := nw.client(y)
+		if err != nil {
+			return err
+		}
+		if own {
+			ip := ca.String()
+			rules[nx.conn] = append(rules[nx.conn], rule{"INPUT", "-s " + ip}, rule{"OUTPUT", "-d " + ip})
+			return nil
 		}
 		ctl := nx.conn.LocalIP()
 		port := strconv.Itoa(nx.port())
@@ -101,11 +141,22 @@ func (nw *Network) Loss(ctx context.Context, hosts []string, p float64) error {
 	clients := false
 	for _, h := range hosts {
 		n, _ := nw.cl.find(h)
-		if n == nil {
+		if n != nil {
+			rules[n.conn] = append(rules[n.conn], rule{"INPUT", stat}, rule{"OUTPUT", stat})
+			continue
+		}
+		ca, own, err := nw.client(h)
+		if err != nil {
+			return err
+		}
+		if !own {
 			clients = true
 			continue
 		}
-		rules[n.conn] = append(rules[n.conn], rule{"INPUT", stat}, rule{"OUTPUT", stat})
+		for _, n := range nw.cl.nodes {
+			ip := ca.String()
+			rules[n.conn] = append(rules[n.conn], rule{"INPUT", "-s " + ip + " " + stat}, rule{"OUTPUT", "-d " + ip + " " + stat})
+		}
 	}
 	if clients {
 		for _, n := range nw.cl.nodes {

@@ -173,7 +173,7 @@ var badValues = map[string][]badCase{
 
 	"images build --node-binary": {bc("--node-binary STORE/nodir: not an executable file", "--node-binary", "STORE/nodir")},
 
-	"lab up --hosts":     {bc("--hosts 2: want at least 5", "--hosts", "2")},
+	"lab up --hosts":     {bc("--hosts 2: want 5 to 100", "--hosts", "2"), bc("--hosts 101: want 5 to 100", "--hosts", "101")},
 	"lab up --dir":       {bc("--dir: mkdir STORE/file: not a directory", "--dir", "STORE/file/lab")},
 	"lab down --dir":     {bc("--dir STORE/nodir: not a folder", "--dir", "STORE/nodir")},
 	"cleanup --provider": {bc(`cleanup --provider "docker": want ssh`, "--provider", "docker"), bc("cleanup --provider ssh needs --inventory FILE", "--provider", "ssh")},

@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/locktest/locktest/clusters/clientaddr"
 	"github.com/locktest/locktest/clusters/docker"
 	"github.com/locktest/locktest/clusters/local/netlab"
 	sshp "github.com/locktest/locktest/clusters/ssh"
@@ -45,7 +46,11 @@ With --provider ssh --inventory FILE, cleanup clears the inventory's hosts
 instead: the run directories (<workdir>/locktest-<run>) whose owner file
 names this control host and a driver that is gone, the redis-server each
 started (by the pid in its pid file), and the iptables rules commented
-locktest:<run>.`,
+locktest:<run>.
+
+Either way it removes, on this host, the client addresses of ssh runs whose
+driver is gone: the addresses they added, their cgroups (and any client
+process left in them) and their nat rules commented locktest-clients:<run>.`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			w := cmd.OutOrStdout()
@@ -60,6 +65,9 @@ locktest:<run>.`,
 				return usageError{errors.New("--inventory and --insecure-ignore-host-key need --provider ssh")}
 			}
 			if err := cleanupLabs(cmd.Context(), w, dry); err != nil {
+				return err
+			}
+			if err := cleanupClientAddrs(cmd.Context(), w, dry); err != nil {
 				return err
 			}
 			if err := cleanupSockets(w, os.TempDir(), dry); err != nil {
@@ -202,6 +210,23 @@ func printLeft(w interface{ Write([]byte) (int, error) }, verb string, l netlab.
 	}
 }
 
+// cleanupClientAddrs removes the client addresses, cgroups and nat rules
+// of ssh runs whose driver is gone, on this (the control) host.
+func cleanupClientAddrs(ctx context.Context, w io.Writer, dry bool) error {
+	left, err := clientaddr.Cleanup(ctx, dry)
+	verb := "removed"
+	if dry {
+		verb = "would remove"
+	}
+	for _, l := range left {
+		fmt.Fprintf(w, "%s the client addresses of run %s (added %s; owner %s)\n", verb, l.RunID, orNone(l.Added), orNone(nonEmpty(l.Owner)))
+	}
+	if err != nil {
+		return fmt.Errorf("cleanup: %w", err)
+	}
+	return nil
+}
+
 // cleanupSSH clears what killed drivers left on the hosts of an inventory.
 func cleanupSSH(ctx context.Context, w io.Writer, inventory string, insecure, dry bool) error {
 	inv, err := sshp.LoadInventory(inventory)
@@ -214,6 +239,9 @@ func cleanupSSH(ctx context.Context, w io.Writer, inventory string, insecure, dr
 		return usageError{err}
 	}
 	defer sshp.CloseAll(conns)
+	if err := cleanupClientAddrs(ctx, w, dry); err != nil {
+		return err
+	}
 	left, err := sshp.Cleanup(ctx, conns, dry)
 	verb := "removed"
 	if dry {

@@ -37,8 +37,8 @@ the folder); ` + "`locktest lab down --dir`" + ` with the same folder removes it
 A failed up removes what it had made.`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if hosts < 5 {
-				return usageError{fmt.Errorf("--hosts %d: want at least 5", hosts)}
+			if hosts < 5 || hosts > 100 {
+				return usageError{fmt.Errorf("--hosts %d: want 5 to 100", hosts)}
 			}
 			if err := os.MkdirAll(dir, 0o755); err != nil {
 				return usageError{fmt.Errorf("--dir: %v", err)}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -62,6 +63,11 @@ func TestSSHLabInterruptAndCleanup(t *testing.T) {
 				if code != 0 || !strings.Contains(stdout, "ssh: removed run") {
 					t.Fatalf("cleanup: exit %d: %s%s", code, stdout, stderr)
 				}
+				// The killed run's clients had addresses of their own
+				// on this host (its isolate may cut a client off).
+				if !strings.Contains(stdout, "removed the client addresses of run ssh-") {
+					t.Errorf("cleanup removed no client addresses of the killed run: %s", stdout)
+				}
 			} else {
 				logs, _ := filepath.Glob(filepath.Join(root, name, "2*", "logs", "n5.log"))
 				if len(logs) != 1 {
@@ -73,19 +79,51 @@ func TestSSHLabInterruptAndCleanup(t *testing.T) {
 	}
 }
 
-// sshDebate runs claim 7 of the catalogue (etcd-pause: a holder paused
-// at before-write, past its lease, writes after the next holder) through
-// `locktest debate --provider ssh` over the lab: the scenario reproduces,
-// as it does locally (up to three seeds, as the scheduler decides whether
-// the next holder writes before the woken one), its run's reproducing
-// command names the provider and the inventory, and no host keeps
-// anything of it.
+// sshClaims are the catalogue's scenarios that sshDebate runs over the
+// lab, one per claim the ssh provider must reproduce as the local one does:
+// claim 1 (a GC pause on one Redis), claim 2 (a clock jump on a Redlock node
+// while a partition splits the clients between the nodes: each client
+// reaches the nodes from an address of its own), claim 6 (a Redlock node
+// restarted without persistence, the partition splitting the clients
+// again) and claim 7 (an etcd lease outlived by a paused holder).
+var sshClaims = []string{"redis-gc-pause", "redlock-clock-jump", "redlock-restart-without-persistence", "etcd-pause"}
+
+// sshDebate runs sshClaims through `locktest debate --provider ssh` over
+// the lab: each reproduces, as it does locally (up to three seeds each, as
+// the scheduler decides whether the next holder writes before the woken
+// one), each run's reproducing command names the provider and the
+// inventory, the partitions had the clients on their own addresses, and
+// no host keeps anything of it (nor this host an address of it).
 func sshDebate(t *testing.T, inventory, root string) {
 	out := t.TempDir()
-	stdout, stderr, code := locktest(t, "debate", "--provider", "ssh", "--inventory", inventory, "--only", "etcd-pause",
+	stdout, stderr, code := locktest(t, "debate", "--provider", "ssh", "--inventory", inventory, "--only", strings.Join(sshClaims, ","),
 		"--seeds", "3", "--until-reproduced", "--store", root, "--out", out, "-q")
 	if code != 0 {
 		t.Fatalf("debate: exit %d, want 0 (reproduced): %s%s", code, stdout, stderr)
+	}
+	for _, sc := range sshClaims {
+		if !regexp.MustCompile(`(?m)^\d+ +` + sc + ` .*reproduced$`).MatchString(stdout) {
+			t.Errorf("%s not reproduced over ssh:\n%s", sc, stdout)
+		}
+	}
+	for sc, want := range map[string]string{
+		"redlock-clock-jump":                  "clients from c0 ",
+		"redlock-restart-without-persistence": "clients from c0 ",
+	} {
+		results, _ := filepath.Glob(filepath.Join(root, sc, "2*", "results.json"))
+		if len(results) == 0 {
+			t.Fatalf("no stored run of %s", sc)
+		}
+		b, err := os.ReadFile(results[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(b), want) {
+			t.Errorf("%s's results do not say %q: its clients had no addresses of their own", sc, want)
+		}
+		if sc == "redlock-clock-jump" && !strings.Contains(string(b), "clock shim") {
+			t.Errorf("%s's results do not say the clock shim moved the clock", sc)
+		}
 	}
 	board, err := os.ReadFile(filepath.Join(out, "scoreboard.md"))
 	if err != nil || !strings.Contains(string(board), "etcd-pause") {
