@@ -128,12 +128,12 @@ func setupPlatform(ctx context.Context, cfg Config, impl impls.Impl, dir string,
 	} else if p.netReason == "" {
 		p.netReason = "the run has no network namespaces (no network fault was asked for)"
 	}
-	// The shim moves node clocks and records what nodes sync. Only the
-	// local provider's nodes record their syncs; on the others, and on
+	// The shim moves node clocks and records what nodes sync. The local
+	// and ssh providers' nodes record their syncs; on docker, and on
 	// backends the shim cannot reach, the cluster says why power-loss is
 	// unavailable (nemesis.NeedPowerCut).
 	clocks := nemesis.Needs(cfg.faultParts(), nemesis.NeedClocks)
-	power := nemesis.Needs(cfg.faultParts(), nemesis.NeedPowerCut) && p.dock == nil && p.ssh == nil
+	power := nemesis.Needs(cfg.faultParts(), nemesis.NeedPowerCut) && p.dock == nil
 	if clocks || power {
 		switch {
 		case local.ClockShimReason(impl.Backend) != "":
@@ -155,7 +155,7 @@ func setupPlatform(ctx context.Context, cfg Config, impl impls.Impl, dir string,
 				// The ssh cluster uploads the library to its hosts and
 				// writes the offsets there; whether every host can
 				// preload it is known once the nodes started.
-				p.ssh.shim = lib
+				p.ssh.shim, p.ssh.syncs = lib, power
 				break
 			}
 			c, err := clockshim.New(lib, filepath.Join(dir, "clocks"))
@@ -290,6 +290,9 @@ func (p *platform) describe() (network, lab, clock string) {
 		// preload the shim makes the clock faults unavailable, with
 		// its reason among the run's problems.
 		clock = "clock shim, uploaded to each node's host and preloaded into the node"
+		if p.ssh.syncs {
+			clock += ", which records what each node syncs (power-loss)"
+		}
 	case p.clockWhy != "":
 		clock = "no clock shim: " + p.clockWhy
 	case p.powerWhy != "":

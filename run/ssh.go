@@ -82,8 +82,10 @@ type sshPlatform struct {
 	cl     *sshp.Cluster
 	netWhy string
 	// shim is the clock shim library on this host, when the run's clock
-	// faults need it and the backend's nodes can take it.
-	shim string
+	// or power faults need it and the backend's nodes can take it; syncs
+	// is set when the nodes record their syncs under it (power-loss).
+	shim  string
+	syncs bool
 	// ruled is set once the run's network faults were handed out: only
 	// then are there rules to remove.
 	ruled bool
@@ -189,7 +191,7 @@ func (s *sshPlatform) cluster(cfg Config, impl impls.Impl, lg *slog.Logger) (clu
 		node = []string{self}
 	}
 	cl, err := sshp.New(sshp.Options{Backend: impl.Backend, Nodes: impl.Nodes, Conns: s.conns, Inventory: s.inv,
-		RunID: s.runID, Persistence: cfg.Persistence, NodeCommand: node, NodeEnv: cfg.NodeEnv, ClockShim: s.shim, Logger: lg})
+		RunID: s.runID, Persistence: cfg.Persistence, NodeCommand: node, NodeEnv: cfg.NodeEnv, ClockShim: s.shim, SyncRecords: s.syncs, Logger: lg})
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/clusters/local/clockshim"
+	"github.com/locktest/locktest/clusters/local/durable"
 )
 
 // clockFileSize is the size of a node's offset file: one page, which the
@@ -36,10 +37,19 @@ func (cl *Cluster) installShim(ctx context.Context, n *node) (env []string, why 
 		return nil, "", fmt.Errorf("node %s on %s: offset file: %w", n.name, n.conn.Host.Name, err)
 	}
 	env = []string{"LD_PRELOAD=" + lib, clockshim.EnvFile + "=" + file}
+	if cl.opts.SyncRecords && n.backend == "redis" {
+		// The node program reads the record on the host at a power cut.
+		if len(cl.opts.NodeCommand) > 0 {
+			if err := n.conn.Upload(ctx, cl.opts.NodeCommand[0], n.nodeBin()); err != nil {
+				return nil, "", fmt.Errorf("node %s on %s: upload the node program: %w", n.name, n.conn.Host.Name, err)
+			}
+		}
+		env = append(env, durable.EnvFile+"="+n.syncRecord())
+	}
 	// A library the loader cannot take (another architecture, another C
 	// library) is reported on stderr and ignored: the node would run with
 	// a clock no fault moves.
-	out, err := n.conn.Run(ctx, fmt.Sprintf("env %s %s sh -c : 2>&1", Quote(env[0]), Quote(env[1])))
+	out, err := n.conn.Run(ctx, fmt.Sprintf("env %s %s sh -c : 2>&1", Quote(env[0]), Quote(env[1]))) // no sync record of the try
 	if err != nil {
 		return nil, "", fmt.Errorf("node %s on %s: try the clock shim: %w", n.name, n.conn.Host.Name, err)
 	}

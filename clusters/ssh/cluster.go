@@ -77,6 +77,11 @@ type Options struct {
 	// environment there.
 	NodeCommand []string
 	NodeEnv     []string
+	// SyncRecords makes each Redis node record what it syncs, through the
+	// clock shim (ClockShim must be set), into syncs.log in its
+	// directory, and uploads NodeCommand's program to read it: the
+	// cluster can then cut a node's power (clusters.PowerCutter).
+	SyncRecords bool
 	// ClockShim is the clock shim library on the control host
 	// (clockshim.Build); when set, it is uploaded into the run's
 	// directory on each Redis host and preloaded into the node, and the
@@ -271,7 +276,7 @@ func (cl *Cluster) startNode(ctx context.Context, n *node, first bool) error {
 	n.mu.Unlock()
 	start := Quote(bin)
 	if len(env) > 0 {
-		start = "env " + Quote(env[0]) + " " + Quote(env[1]) + " " + start
+		start = "env " + quoteAll(env) + " " + start
 	}
 	if !first {
 		// A restart right after a kill: the killed server's listening

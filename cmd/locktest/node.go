@@ -23,5 +23,6 @@ func newNodeCmd() *cobra.Command {
 			return etcdnode.Main(cmd.Context(), args)
 		},
 	})
+	node.AddCommand(newNodeDurableCmd())
 	return node
 }

@@ -84,9 +84,11 @@ func TestSSHLabInterruptAndCleanup(t *testing.T) {
 // claim 1 (a GC pause on one Redis), claim 2 (a clock jump on a Redlock node
 // while a partition splits the clients between the nodes: each client
 // reaches the nodes from an address of its own), claim 6 (a Redlock node
-// restarted without persistence, the partition splitting the clients
-// again) and claim 7 (an etcd lease outlived by a paused holder).
-var sshClaims = []string{"redis-gc-pause", "redlock-clock-jump", "redlock-restart-without-persistence", "etcd-pause"}
+// restarted without persistence, and one whose power is cut under
+// appendfsync everysec, losing what it had not synced; the partition
+// splitting the clients again) and claim 7 (an etcd lease outlived by a
+// paused holder).
+var sshClaims = []string{"redis-gc-pause", "redlock-clock-jump", "redlock-restart-without-persistence", "redlock-power-loss-everysec", "etcd-pause"}
 
 // sshDebate runs sshClaims through `locktest debate --provider ssh` over
 // the lab: each reproduces, as it does locally (up to three seeds each, as
@@ -109,6 +111,7 @@ func sshDebate(t *testing.T, inventory, root string) {
 	for sc, want := range map[string]string{
 		"redlock-clock-jump":                  "clients from c0 ",
 		"redlock-restart-without-persistence": "clients from c0 ",
+		"redlock-power-loss-everysec":         "records what each node syncs",
 	} {
 		results, _ := filepath.Glob(filepath.Join(root, sc, "2*", "results.json"))
 		if len(results) == 0 {

@@ -305,3 +305,20 @@ func Apply(dir string, cuts []Cut) error {
 	}
 	return errors.Join(errs...)
 }
+
+// PlanDir returns the cuts a power loss would make now to the files under
+// dataDir, given the sync record at record (a missing record: nothing was
+// synced). It is Scan and Plan with what the record says, for a caller
+// that reads the record once (a host of the ssh provider, where the node
+// program runs it for the control host).
+func PlanDir(dataDir, record string) ([]Cut, error) {
+	d, err := NewRecord(record).Update()
+	if err != nil {
+		return nil, err
+	}
+	files, err := Scan(dataDir)
+	if err != nil {
+		return nil, err
+	}
+	return Plan(files, d), nil
+}

@@ -1,0 +1,127 @@
+package ssh
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path"
+	"strconv"
+	"strings"
+
+	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/clusters/local/durable"
+)
+
+var _ clusters.PowerCutter = (*Cluster)(nil)
+
+// quoteAll quotes each of args for the host's shell and joins them.
+func quoteAll(args []string) string {
+	q := make([]string, len(args))
+	for i, a := range args {
+		q[i] = Quote(a)
+	}
+	return strings.Join(q, " ")
+}
+
+// syncRecord is where the clock shim records n's syncs on its host.
+func (n *node) syncRecord() string { return path.Join(n.dir, "syncs.log") }
+
+// nodeBin is where locktest's node program is uploaded on n's host.
+func (n *node) nodeBin() string { return path.Join(path.Dir(n.dir), nodeProgram) }
+
+// PowerCutReason says why the cluster cannot cut its nodes' power, or "":
+// its Redis nodes must record their syncs under the clock shim (the run's
+// faults include power-loss, and every host preloads the shim), and
+// locktest's node program must be there to read the records on the hosts.
+// It is meaningful after Start.
+func (cl *Cluster) PowerCutReason() string {
+	switch {
+	case cl.opts.Backend != "redis":
+		return "over ssh only the redis backend's nodes (redis, redlock) record what they sync"
+	case !cl.opts.SyncRecords:
+		return "its nodes do not record what they sync: the ssh provider has them record it, under the clock shim, when a run's faults include power-loss"
+	case len(cl.opts.NodeCommand) == 0:
+		return "no node program to upload, which reads the sync records on the hosts"
+	}
+	if why := cl.ClockReason(); why != "" {
+		return "its nodes cannot record what they sync: " + why
+	}
+	return ""
+}
+
+// durableCmd is the command line, on n's host, of the node program's
+// `node durable` over n's data directory and sync record, with extra
+// flags.
+func (n *node) durableCmd(extra ...string) string {
+	return quoteAll(append([]string{n.nodeBin(), "node", "durable", "--data", path.Join(n.dir, "data"), "--record", n.syncRecord()}, extra...))
+}
+
+// remoteCuts runs cmd on n's host and reads the cuts it prints.
+func (n *node) remoteCuts(ctx context.Context, cmd string) ([]durable.Cut, error) {
+	out, err := n.conn.Run(ctx, cmd)
+	if err != nil {
+		return nil, err
+	}
+	var cuts []durable.Cut
+	if err := json.Unmarshal([]byte(out), &cuts); err != nil {
+		return nil, fmt.Errorf("node %s on %s: read the cuts %q: %v", n.name, n.conn.Host.Name, strings.TrimSpace(out), err)
+	}
+	return cuts, nil
+}
+
+// Unsynced returns how many bytes of the node's data files a power cut
+// would lose now, as the node program on its host reads them.
+func (cl *Cluster) Unsynced(ctx context.Context, cn clusters.Node) (int64, error) {
+	n, err := cl.find(cn.Name)
+	if err != nil {
+		return 0, err
+	}
+	if why := cl.PowerCutReason(); why != "" {
+		return 0, fmt.Errorf("ssh: node %s: %s", n.name, why)
+	}
+	cuts, err := n.remoteCuts(ctx, n.durableCmd())
+	return durable.Lost(cuts), err
+}
+
+// CutPower cuts the node's power on its host, in one command there: the
+// node program SIGKILLs the server's process group (a daemonized Redis
+// leads its own, with any child it forked), waits until it is gone, and
+// cuts each data file back to its durable size, which the shim recorded.
+// It refuses, changing nothing, a running node without a sync record.
+func (cl *Cluster) CutPower(ctx context.Context, cn clusters.Node) ([]clusters.FileCut, error) {
+	n, err := cl.find(cn.Name)
+	if err != nil {
+		return nil, err
+	}
+	if why := cl.PowerCutReason(); why != "" {
+		return nil, fmt.Errorf("ssh: cannot cut the power of %s: %s", n.name, why)
+	}
+	n.mu.Lock()
+	pid := n.pid
+	n.mu.Unlock()
+	extra := []string{"--cut"}
+	if pid != 0 {
+		extra = append(extra, "--kill", strconv.Itoa(pid), "--program", n.program())
+	}
+	cuts, err := n.remoteCuts(ctx, n.durableCmd(extra...))
+	if err != nil {
+		if pid != 0 {
+			// The kill may have gone through before the cut failed.
+			if _, aerr := n.conn.Run(ctx, fmt.Sprintf("[ -e /proc/%d ] && [ \"$(awk '{print $3}' /proc/%d/stat)\" != Z ]", pid, pid)); aerr != nil {
+				n.mu.Lock()
+				n.pid = 0
+				n.mu.Unlock()
+			}
+		}
+		return nil, fmt.Errorf("node %s: cut its power: %w", n.name, err)
+	}
+	n.mu.Lock()
+	n.pid = 0
+	n.mu.Unlock()
+	out := make([]clusters.FileCut, len(cuts))
+	for i, c := range cuts {
+		out[i] = clusters.FileCut{Path: c.Path, Size: c.Size, Durable: c.Durable}
+	}
+	cl.lg.Info("node power cut", "node", n.name, "host", n.conn.Host.Name, "files_cut", len(cuts), "bytes_lost", durable.Lost(cuts))
+	return out, nil
+}

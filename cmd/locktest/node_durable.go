@@ -1,0 +1,97 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/locktest/locktest/clusters/local/durable"
+	"github.com/locktest/locktest/internal/procfs"
+)
+
+// newNodeDurableCmd is `locktest node durable`: run on a host of the ssh
+// provider, it says what a power loss would cut from a node's data files
+// now, and with --cut cuts it, after SIGKILLing the node's process group
+// with --kill. It prints the cuts as JSON, one object per file.
+func newNodeDurableCmd() *cobra.Command {
+	var data, record, program string
+	var kill int
+	var cut bool
+	c := &cobra.Command{
+		Use:    "durable --data DIR --record FILE [--kill PID --program NAME] [--cut]",
+		Short:  "Print (and with --cut make) the cuts a power loss makes to a node's data files (internal, for the ssh provider)",
+		Hidden: true,
+		Args:   args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if data == "" || record == "" {
+				return usageError{errors.New("node durable needs --data and --record")}
+			}
+			if kill > 0 {
+				// A running node without a record never had the shim
+				// that writes it: refuse, changing nothing, rather than
+				// cut what it did sync.
+				if _, err := os.Stat(record); err != nil {
+					return fmt.Errorf("the node has no sync record %s: the clock shim that writes it is not preloaded into it", record)
+				}
+				if err := killGroup(kill, program); err != nil {
+					return err
+				}
+			}
+			cuts, err := durable.PlanDir(data, record)
+			if err != nil {
+				return err
+			}
+			if cut {
+				if err := durable.Apply(data, cuts); err != nil {
+					return fmt.Errorf("cut the files of %s: %w", data, err)
+				}
+			}
+			if cuts == nil {
+				cuts = []durable.Cut{}
+			}
+			return json.NewEncoder(cmd.OutOrStdout()).Encode(cuts)
+		},
+	}
+	c.Flags().StringVar(&data, "data", "", "the node's data directory")
+	c.Flags().StringVar(&record, "record", "", "the node's sync record, written by the clock shim")
+	c.Flags().IntVar(&kill, "kill", 0, "first SIGKILL this process's group and wait until it is gone")
+	c.Flags().StringVar(&program, "program", "", "with --kill: the program the process must be, checked before the signal")
+	c.Flags().BoolVar(&cut, "cut", false, "cut the files back to their durable sizes")
+	return c
+}
+
+// killGroup SIGKILLs the process group that pid leads (a daemonized server
+// leads its own session) once its command line names program, and waits
+// until pid is gone or a zombie.
+func killGroup(pid int, program string) error {
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		return fmt.Errorf("pid %d: %w", pid, err)
+	}
+	if program != "" && !strings.Contains(string(cmdline), program) {
+		return fmt.Errorf("pid %d is not a %s", pid, program)
+	}
+	if err := syscall.Kill(-pid, syscall.SIGKILL); err != nil {
+		// Not a group leader: kill the process alone.
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			return fmt.Errorf("kill %d: %w", pid, err)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st, err := procfs.State(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil || st == 'Z' || st == 'X' {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("pid %d still runs 5 s after SIGKILL", pid)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
