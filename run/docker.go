@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"slices"
 	"sort"
 	"strings"
 
 	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/clusters/clientaddr"
 	"github.com/locktest/locktest/clusters/docker"
 	"github.com/locktest/locktest/clusters/local/clockshim"
 	"github.com/locktest/locktest/impls"
@@ -69,6 +71,10 @@ type dockerPlatform struct {
 	image  docker.Image
 	// netWhy is why network faults are unavailable, or "".
 	netWhy string
+	// clients gives each client host an address of its own on the run's
+	// network, when the run has network faults; clientWhy says why not.
+	clients   *clientaddr.Set
+	clientWhy string
 }
 
 // setupDocker connects to the Docker engine, resolves the backend's image
@@ -98,7 +104,51 @@ func setupDocker(ctx context.Context, cfg Config, impl impls.Impl, p *platform, 
 	default:
 		d.netWhy = docker.NetworkFaultsReason(e)
 	}
+	if d.netWhy == "" && nemesis.Needs(cfg.faultParts(), nemesis.NeedNetwork) {
+		d.setupClients(ctx, cfg, lg)
+	}
 	return nil
+}
+
+// setupClients gives each client host an address of its own from the
+// run's network's client block, so that a cut can single out one client;
+// where it cannot, the clients share the host's address and the faults
+// that need to tell them apart are unavailable, with clientWhy.
+func (d *dockerPlatform) setupClients(ctx context.Context, cfg Config, lg *slog.Logger) {
+	block := d.lab.ClientBlock()
+	if cfg.Clients > len(block) {
+		d.clientWhy = fmt.Sprintf("the run has %d clients and the network %d addresses for them", cfg.Clients, len(block))
+		return
+	}
+	// Any address of the network leads to its bridge.
+	toward := netip.MustParsePrefix(d.lab.Subnet()).Addr().Next().Next()
+	set, err := clientaddr.New(ctx, clientaddr.Options{RunID: "docker-" + d.lab.ID(), Addresses: block[:cfg.Clients], Toward: toward})
+	if err != nil {
+		d.clientWhy = err.Error()
+		lg.Warn("docker: clients share the host's address", "reason", err)
+		return
+	}
+	d.clients = set
+	addrs := make([]netip.Addr, set.Len())
+	for i := range addrs {
+		addrs[i] = set.Address(i)
+	}
+	d.lab.SetClients(addrs)
+	lg.Info("docker: client addresses", "device", set.Device(), "first", addrs[0], "clients", len(addrs))
+}
+
+// cgroup returns the cgroup each worker process starts in, so that its
+// connections leave from its client host's address, or nil.
+func (d *dockerPlatform) cgroup() func(int) string {
+	if d.clients == nil {
+		return nil
+	}
+	return func(c int) string {
+		if c >= d.clients.Len() {
+			return ""
+		}
+		return d.clients.Cgroup(c)
+	}
 }
 
 // cluster returns the run's cluster of containers.
@@ -146,12 +196,19 @@ func (d *dockerPlatform) describe() (network, lab string) {
 	if d.lab == nil {
 		return "docker", ""
 	}
-	return fmt.Sprintf("docker network %s %s, image %s", d.lab.Name(), d.lab.Subnet(), d.image.Ref), d.lab.ID()
+	network = fmt.Sprintf("docker network %s %s, image %s", d.lab.Name(), d.lab.Subnet(), d.image.Ref)
+	if d.clients != nil {
+		network += fmt.Sprintf("; clients from %v to %v", d.clients.Address(0), d.clients.Address(d.clients.Len()-1))
+	}
+	return network, d.lab.ID()
 }
 
 // close removes the run's containers and network, with a fresh context if
 // ctx has ended (an interrupted run still cleans up).
 func (d *dockerPlatform) close(ctx context.Context, lg *slog.Logger) {
+	if err := d.clients.Close(ctx); err != nil {
+		lg.Error("docker: remove client addresses", "err", err)
+	}
 	if d.lab != nil {
 		if err := d.lab.Close(ctx); err != nil {
 			lg.Error("docker network", "err", err)

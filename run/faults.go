@@ -211,10 +211,13 @@ func (p *platform) nodeEnv(node string) []string {
 // cgroup returns the cgroup the worker of process c starts in (its client
 // host's own address on this host), or nil.
 func (p *platform) cgroup() func(int) string {
-	if p.ssh == nil {
-		return nil
+	switch {
+	case p.ssh != nil:
+		return p.ssh.cgroup()
+	case p.dock != nil:
+		return p.dock.cgroup()
 	}
-	return p.ssh.cgroup()
+	return nil
 }
 
 // netNS returns the namespace of the client host of process c.

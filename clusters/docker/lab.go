@@ -56,7 +56,10 @@ type Lab struct {
 	nodes  map[string]*node // by node name, registered by clusters
 	faulty map[string]bool
 	chains map[string]int // node → the pid whose namespace has the lab's chains
-	closed bool
+	// clients are the client hosts' own addresses on this host, c0's
+	// first (SetClients); empty while every client is the gateway.
+	clients []netip.Addr
+	closed  bool
 }
 
 // NewLab creates a run's network, locktest-<id>, on a free /24 of
@@ -147,12 +150,48 @@ func (l *Lab) Labels() map[string]string {
 func (l *Lab) allocIP() (netip.Addr, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if !l.subnet.Contains(l.next) || l.next.As4()[3] == 255 {
+	if !l.subnet.Contains(l.next) || l.next.As4()[3] >= clientBlockStart {
 		return netip.Addr{}, errors.New("docker: the run's network has no address left")
 	}
 	a := l.next
 	l.next = l.next.Next()
 	return a, nil
+}
+
+// clientBlockStart is the last octet where the network's block for the
+// clients' own addresses (ClientBlock) begins; nodes get addresses below
+// it.
+const clientBlockStart = 192
+
+// ClientBlock returns the addresses of the network that the clients may
+// have for their own (clusters/clientaddr): its .192/27, which no node
+// container is given.
+func (l *Lab) ClientBlock() []netip.Addr {
+	a := l.subnet.Addr().As4()
+	a[3] = clientBlockStart
+	var out []netip.Addr
+	for p, x := netip.PrefixFrom(netip.AddrFrom4(a), 27), netip.AddrFrom4(a); p.Contains(x); x = x.Next() {
+		out = append(out, x)
+	}
+	return out
+}
+
+// SetClients gives the client hosts their own addresses, c0's first:
+// from then on a cut of client host cK drops cK's address, not the
+// gateway's, and the clients can be told apart.
+func (l *Lab) SetClients(addrs []netip.Addr) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.clients = slices.Clone(addrs)
+}
+
+// clientIP returns the address client host name has on the network: its
+// own when SetClients gave it one, else the gateway's. l.mu must be held.
+func (l *Lab) clientIP(name string) string {
+	if k, err := strconv.Atoi(strings.TrimPrefix(name, "c")); err == nil && strings.HasPrefix(name, "c") && k >= 0 && k < len(l.clients) {
+		return l.clients[k].String()
+	}
+	return l.gw.String()
 }
 
 // register makes n a host of the lab's network faults.
@@ -162,10 +201,17 @@ func (l *Lab) register(n *node) {
 	l.nodes[n.name] = n
 }
 
-// SharedClientAddress says why no cut can tell clients apart here: every
+// SharedClientAddress says why no cut can tell clients apart here, or ""
+// when the clients have addresses of their own (SetClients): every
 // client of a docker run runs on the host, behind its one address on the
-// run's network. It makes the lab a clusters.SharedClientAddress.
+// run's network unless given its own. It makes the lab a
+// clusters.SharedClientAddress.
 func (l *Lab) SharedClientAddress() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.clients) > 0 {
+		return ""
+	}
 	return "under the docker provider every client runs on the host, behind one address, so a cut cannot single out one client or put clients on different sides"
 }
 
@@ -190,8 +236,9 @@ func NetworkFaultsReason(e *Engine) string {
 
 // Cut drops every packet between each host of a and each host of b, in
 // both directions, until Heal. Hosts are node names and client hosts; every
-// client runs on the host, so any other name stands for the host (the
-// network's gateway address). Rules go into the node containers only: a
+// client runs on the host, so a client host stands for its own address
+// (SetClients) or, without one, for the host (the network's gateway
+// address). Rules go into the node containers only: a
 // pair of a node and the host is cut inside the node, a pair of two nodes
 // inside both. Each node's rules go in at once, each rule once, in one
 // iptables-restore inside its network namespace.
@@ -217,7 +264,7 @@ func (l *Lab) Cut(ctx context.Context, a, b []string) error {
 				if x == y {
 					continue
 				}
-				ip := l.gw.String()
+				ip := l.clientIP(y)
 				if ny, ok := l.nodes[y]; ok {
 					ip = ny.ip.String()
 				}
