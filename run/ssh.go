@@ -36,11 +36,14 @@ type SSHConfig struct {
 	KnownHosts string
 	// InsecureIgnoreHostKey skips the host key check; results.json says so.
 	InsecureIgnoreHostKey bool
+	// ClientAddresses are the clients' own addresses of Hosts, the
+	// inventory's client_addresses comma-separated.
+	ClientAddresses string
 }
 
 // used reports whether any ssh setting is set.
 func (s SSHConfig) used() bool {
-	return s.Inventory != "" || s.Hosts != "" || s.User != "" || s.Key != "" || s.KnownHosts != "" || s.InsecureIgnoreHostKey
+	return s.Inventory != "" || s.Hosts != "" || s.User != "" || s.Key != "" || s.KnownHosts != "" || s.InsecureIgnoreHostKey || s.ClientAddresses != ""
 }
 
 // validateSSH checks the ssh settings of c for impl; it does not read the
@@ -48,7 +51,7 @@ func (s SSHConfig) used() bool {
 func (c *Config) validateSSH(impl impls.Impl) error {
 	if c.Provider != ProviderSSH {
 		if c.SSH.used() {
-			return setupErr("--inventory, --hosts, --ssh-user, --ssh-key, --known-hosts and --insecure-ignore-host-key need --provider ssh")
+			return setupErr("--inventory, --hosts, --ssh-user, --ssh-key, --known-hosts, --client-addresses and --insecure-ignore-host-key need --provider ssh")
 		}
 		return nil
 	}
@@ -60,8 +63,8 @@ func (c *Config) validateSSH(impl impls.Impl) error {
 		return setupErr("--provider ssh needs --inventory FILE or --hosts a,b,c")
 	case c.SSH.Inventory != "" && c.SSH.Hosts != "":
 		return setupErr("--inventory and --hosts both name the hosts: give one")
-	case c.SSH.Inventory != "" && (c.SSH.User != "" || c.SSH.Key != "" || c.SSH.KnownHosts != ""):
-		return setupErr("--ssh-user, --ssh-key and --known-hosts go with --hosts; the inventory names its own")
+	case c.SSH.Inventory != "" && (c.SSH.User != "" || c.SSH.Key != "" || c.SSH.KnownHosts != "" || c.SSH.ClientAddresses != ""):
+		return setupErr("--ssh-user, --ssh-key, --known-hosts and --client-addresses go with --hosts; the inventory names its own")
 	}
 	if len(c.ClusterParams) > 0 {
 		return setupErr("--cluster-opt: the ssh provider reads no cluster settings yet")
@@ -104,7 +107,7 @@ func setupSSH(ctx context.Context, cfg Config, p *platform, lg *slog.Logger) err
 	if cfg.SSH.Inventory != "" {
 		inv, err = sshp.LoadInventory(cfg.SSH.Inventory)
 	} else {
-		inv, err = sshp.HostsInventory(cfg.SSH.Hosts, cfg.SSH.User, cfg.SSH.Key, cfg.SSH.KnownHosts)
+		inv, err = sshp.HostsInventory(cfg.SSH.Hosts, cfg.SSH.User, cfg.SSH.Key, cfg.SSH.KnownHosts, cfg.SSH.ClientAddresses)
 	}
 	if err != nil {
 		return setupErr("%v", err)

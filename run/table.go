@@ -109,6 +109,7 @@ var Settings = []Setting{
 	{"ssh-user", GroupPlatform, "ssh provider: the login user of --hosts (default root)", str(func(c *Config) *string { return &c.SSH.User }), false},
 	{"ssh-key", GroupPlatform, "ssh provider: the private key of --hosts (default: the ssh-agent)", str(func(c *Config) *string { return &c.SSH.Key }), false},
 	{"known-hosts", GroupPlatform, "ssh provider: the known_hosts file of --hosts (default ~/.ssh/known_hosts)", str(func(c *Config) *string { return &c.SSH.KnownHosts }), false},
+	{"client-addresses", GroupPlatform, "ssh provider: the clients' own addresses on this host for --hosts (the inventory's client_addresses otherwise), IPv4 addresses or CIDR blocks, comma-separated: with them a cut can single out one client (see docs/providers.md)", str(func(c *Config) *string { return &c.SSH.ClientAddresses }), false},
 	{"insecure-ignore-host-key", GroupPlatform, "ssh provider: do not check the hosts' keys (results.json records it)", boolean(func(c *Config) *bool { return &c.SSH.InsecureIgnoreHostKey }), false},
 	{"net", GroupPlatform, "network: " + strings.Join(NetModes, ", ") + " (" + NetAuto + ": namespaces when a network fault is asked for)", str(func(c *Config) *string { return &c.Net }), true},
 	{"subnet", GroupPlatform, "IPv4 /24 of the run's network namespaces (default: a free 10.77.N.0/24)", str(func(c *Config) *string { return &c.Subnet }), true},

@@ -197,9 +197,15 @@ func hostLines(doc *yaml.Node, inv *Inventory) {
 
 // HostsInventory makes the inventory of `--hosts a,b,c`: every host with
 // the same user, key (or the ssh-agent when key is empty) and known_hosts.
-// An entry may be host or host:port.
-func HostsInventory(list, user, key, knownHosts string) (*Inventory, error) {
+// An entry may be host or host:port. clientAddrs is `--client-addresses`,
+// the client_addresses comma-separated.
+func HostsInventory(list, user, key, knownHosts, clientAddrs string) (*Inventory, error) {
 	inv := &Inventory{Source: "--hosts", User: user, Key: key, KnownHosts: knownHosts}
+	for a := range strings.SplitSeq(clientAddrs, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			inv.ClientAddresses = append(inv.ClientAddresses, a)
+		}
+	}
 	for i, a := range strings.Split(list, ",") {
 		a = strings.TrimSpace(a)
 		h := Host{Address: a, line: i + 1}
@@ -323,6 +329,10 @@ const maxClientAddresses = 256
 // checkClients expands ClientAddresses into Clients.
 func (inv *Inventory) checkClients() error {
 	inv.Clients = nil
+	where := "inventory " + inv.Source + ": client_addresses"
+	if inv.Source == "--hosts" {
+		where = "--client-addresses"
+	}
 	seen := map[netip.Addr]bool{}
 	for _, h := range inv.Hosts {
 		if a, err := netip.ParseAddr(h.Address); err == nil {
@@ -334,7 +344,7 @@ func (inv *Inventory) checkClients() error {
 		if p, err := netip.ParsePrefix(strings.TrimSpace(e)); err == nil && p.Addr().Is4() {
 			p = p.Masked()
 			if p.Bits() < 32-8 {
-				return fmt.Errorf("inventory %s: client_addresses: entry %d %q: more than %d addresses", inv.Source, i+1, e, maxClientAddresses)
+				return fmt.Errorf("%s: entry %d %q: more than %d addresses", where, i+1, e, maxClientAddresses)
 			}
 			for a := p.Addr(); p.Contains(a); a = a.Next() {
 				block = append(block, a)
@@ -342,17 +352,17 @@ func (inv *Inventory) checkClients() error {
 		} else if a, err := netip.ParseAddr(strings.TrimSpace(e)); err == nil && a.Is4() {
 			block = []netip.Addr{a}
 		} else {
-			return fmt.Errorf("inventory %s: client_addresses: entry %d %q: want an IPv4 address or a CIDR block (10.0.0.200/29)", inv.Source, i+1, e)
+			return fmt.Errorf("%s: entry %d %q: want an IPv4 address or a CIDR block (10.0.0.200/29)", where, i+1, e)
 		}
 		for _, a := range block {
 			if seen[a] {
-				return fmt.Errorf("inventory %s: client_addresses: entry %d %q: %v is named twice, or is a host's address", inv.Source, i+1, e, a)
+				return fmt.Errorf("%s: entry %d %q: %v is named twice, or is a host's address", where, i+1, e, a)
 			}
 			seen[a] = true
 			inv.Clients = append(inv.Clients, a)
 		}
 		if len(inv.Clients) > maxClientAddresses {
-			return fmt.Errorf("inventory %s: client_addresses: more than %d addresses", inv.Source, maxClientAddresses)
+			return fmt.Errorf("%s: more than %d addresses", where, maxClientAddresses)
 		}
 	}
 	return nil

@@ -75,9 +75,15 @@ func TestInventoryGood(t *testing.T) {
 
 // TestHostsShortForm checks `--hosts a,b,c`.
 func TestHostsShortForm(t *testing.T) {
-	inv, err := HostsInventory("10.0.0.1, 10.0.0.2:2200,db3", "admin", "/k", "")
+	inv, err := HostsInventory("10.0.0.1, 10.0.0.2:2200,db3", "admin", "/k", "", "10.0.0.200/31, 10.0.0.9")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if got := fmt.Sprint(inv.Clients); got != "[10.0.0.200 10.0.0.201 10.0.0.9]" {
+		t.Errorf("--client-addresses gave %s", got)
+	}
+	if _, err := HostsInventory("10.0.0.1", "", "", "", "10.0.0.1"); err == nil || err.Error() != `--client-addresses: entry 1 "10.0.0.1": 10.0.0.1 is named twice, or is a host's address` {
+		t.Errorf("a client address that is a host's: %v", err)
 	}
 	if len(inv.Hosts) != 3 || inv.Hosts[1].Addr() != "10.0.0.2:2200" || inv.Hosts[2].Addr() != "db3:22" || inv.UserOf(inv.Hosts[0]) != "admin" || inv.Hosts[0].Key != "/k" {
 		t.Errorf("hosts %+v", inv.Hosts)
@@ -89,7 +95,7 @@ func TestHostsShortForm(t *testing.T) {
 		{"a:ssh", `--hosts: entry 1 "a:ssh": port "ssh" is not a number`},
 		{"root@a", `--hosts: entry 1: address "root@a"`},
 	} {
-		if _, err := HostsInventory(tc.list, "", "", ""); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := HostsInventory(tc.list, "", "", "", ""); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("--hosts %q: error %v, want %q", tc.list, err, tc.want)
 		}
 	}
