@@ -48,9 +48,10 @@ names this control host and a driver that is gone, the redis-server each
 started (by the pid in its pid file), and the iptables rules commented
 locktest:<run>.
 
-Either way it removes, on this host, the client addresses of ssh runs whose
-driver is gone: the addresses they added, their cgroups (and any client
-process left in them) and their nat rules commented locktest-clients:<run>.`,
+Either way it removes, on this host, the client addresses of ssh and docker
+runs whose driver is gone: the addresses they added, their cgroups (and any
+client process left in them) and their nat rules commented
+locktest-clients:<run>.`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			w := cmd.OutOrStdout()
@@ -211,7 +212,7 @@ func printLeft(w interface{ Write([]byte) (int, error) }, verb string, l netlab.
 }
 
 // cleanupClientAddrs removes the client addresses, cgroups and nat rules
-// of ssh runs whose driver is gone, on this (the control) host.
+// of ssh and docker runs whose driver is gone, on this host.
 func cleanupClientAddrs(ctx context.Context, w io.Writer, dry bool) error {
 	left, err := clientaddr.Cleanup(ctx, dry)
 	verb := "removed"
