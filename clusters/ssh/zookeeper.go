@@ -12,7 +12,8 @@ import (
 	"github.com/locktest/locktest/clusters/zkconf"
 )
 
-// The ports of a ZooKeeper peer, one a host.
+// The first ports of a ZooKeeper peer; the k-th peer of a host adds k to
+// each.
 const (
 	zkClientPort   = 2181
 	zkQuorumPort   = 2888
@@ -63,7 +64,7 @@ func (cl *Cluster) startZooKeeper(ctx context.Context, n *node, first bool) erro
 	}
 	var peers []zkconf.Peer
 	for i, m := range cl.nodes {
-		peers = append(peers, zkconf.Peer{ID: i + 1, IP: m.conn.Host.Address, Quorum: zkQuorumPort, Election: zkElectionPort})
+		peers = append(peers, zkconf.Peer{ID: i + 1, IP: m.ip(), Quorum: zkQuorumPort + m.slot, Election: zkElectionPort + m.slot})
 	}
 	myid := 0
 	for i, m := range cl.nodes {
@@ -71,7 +72,7 @@ func (cl *Cluster) startZooKeeper(ctx context.Context, n *node, first bool) erro
 			myid = i + 1
 		}
 	}
-	conf := zkconf.Config{Node: n.name, Tick: zkTick, DataDir: n.dir + "/data", ClientIP: h.Address, ClientPort: zkClientPort, Peers: peers}
+	conf := zkconf.Config{Node: n.name, Tick: zkTick, DataDir: n.dir + "/data", ClientIP: n.ip(), ClientPort: n.port(), Peers: peers}
 	args := append([]string{java}, zkconf.JVM(zkHeap, strings.Join(cp, ":"), n.dir+"/log4j.properties", n.dir+"/zoo.cfg", "-Dzookeeper.log.dir="+n.dir)...)
 	n.mu.Lock()
 	env := n.env
