@@ -41,7 +41,9 @@ func sshConfig(t *testing.T, impl, inventory string) Config {
 // isolated by iptables; and a fault-free etcd mutex. Each fault is pinned to n1 and must really happen
 // and be undone; each run is valid, as the same runs are on the local
 // provider; and afterwards no host keeps a file, rule or process of the
-// run. Bad hosts (sshBadHosts) are tried on the same lab.
+// run. The replicated Redis backends (sshReplicated), bad hosts
+// (sshBadHosts) and the cleanup of a dead run (sshCleanup) are tried on
+// the same lab.
 func TestSSHLabRuns(t *testing.T) {
 	inventory := testlab.Up(t)
 	for _, tc := range []struct {
@@ -421,11 +423,11 @@ func sshClockShimRefused(t *testing.T, inventory string) {
 }
 
 // sshCleanup leaves on h1 what a killed driver would (a run directory whose
-// owner is a process that is gone, a redis-server started there, a node
-// program named as the uploaded etcd member's with its node.pid, an
-// iptables rule with the run's comment) next to a run directory of this
-// live process, and checks that Cleanup removes the first whole and keeps
-// the second.
+// owner is a process that is gone, a redis-server started there, a
+// sentinel started by the name redis-sentinel, a node program named as the
+// uploaded etcd member's with its node.pid, an iptables rule with the
+// run's comment) next to a run directory of this live process, and checks
+// that Cleanup removes the first whole and keeps the second.
 func sshCleanup(t *testing.T, inventory string) {
 	ctx, conns := testlab.Dial(t, inventory)
 	h1 := conns[0]
@@ -439,10 +441,17 @@ redis-server --port 6390 --daemonize yes --pidfile %[1]s/n1/redis.pid --dir %[1]
 i=0; while [ ! -s %[1]s/n1/redis.pid ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
 cat "$(command -v sleep)" > %[1]s/locktest-node && chmod 755 %[1]s/locktest-node
 setsid %[1]s/locktest-node 1000 </dev/null >/dev/null 2>&1 & echo $! > %[1]s/n2/node.pid
+mkdir -p %[1]s/s1 && printf 'port 26390\ndaemonize yes\npidfile %[1]s/s1/redis.pid\n' > %[1]s/s1/sentinel.conf
+cat "$(command -v redis-server)" > %[1]s/redis-sentinel && chmod 755 %[1]s/redis-sentinel && %[1]s/redis-sentinel %[1]s/s1/sentinel.conf
+i=0; while [ ! -s %[1]s/s1/redis.pid ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
 iptables -w -I INPUT -s 192.0.2.1 -m comment --comment locktest:deadbeef -j DROP
 `, dead, live, host, os.Getpid(), procfs.StartTime(os.Getpid()))
 	if _, err := h1.Run(ctx, script); err != nil {
 		t.Fatal(err)
+	}
+	// The sentinel is known by the name it was started by.
+	if out, err := h1.Run(ctx, "cat /proc/$(cat "+dead+"/s1/redis.pid)/cmdline"); err != nil || !strings.Contains(out, "redis-sentinel") || !strings.Contains(out, "[sentinel]") {
+		t.Fatalf("the sentinel's command line %q (%v) does not name redis-sentinel", out, err)
 	}
 	defer h1.Run(context.Background(), "rm -rf "+live)
 	left, err := sshp.Cleanup(ctx, conns, false)
