@@ -168,18 +168,15 @@ func (c *RedisCluster) create(ctx context.Context) error {
 func (c *RedisCluster) WaitHealthy(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, clusterReadyTimeout)
 	defer cancel()
-	var roles map[string]string
-	err := redisha.Poll(ctx, func() error {
+	roles, err := redisha.WaitClusterHealthy(ctx, func() ([]clusters.Node, map[string]bool) {
 		up := map[string]bool{}
 		for name, pid := range c.Redis.Pids() {
 			up[name] = pid != 0
 		}
-		var err error
-		roles, err = redisha.CheckClusterHealthy(ctx, c.Redis.Nodes(), up, c.masters)
-		return err
-	})
+		return c.Redis.Nodes(), up
+	}, c.masters)
 	if err != nil {
-		return fmt.Errorf("local redis-cluster: not healthy: %w", err)
+		return fmt.Errorf("local %w", err)
 	}
 	c.mu.Lock()
 	c.roles = roles

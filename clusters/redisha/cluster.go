@@ -124,6 +124,23 @@ func CreateCluster(ctx context.Context, nodes []clusters.Node, masters int) erro
 	return nil
 }
 
+// WaitClusterHealthy polls CheckClusterHealthy until the cluster passes
+// or ctx ends; state gives the nodes and which of them run anew at each
+// round. It returns each node's role as the cluster last reported it.
+func WaitClusterHealthy(ctx context.Context, state func() ([]clusters.Node, map[string]bool), masters int) (map[string]string, error) {
+	var roles map[string]string
+	err := Poll(ctx, func() error {
+		nodes, up := state()
+		var err error
+		roles, err = CheckClusterHealthy(ctx, nodes, up, masters)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("redis-cluster: not healthy: %w", err)
+	}
+	return roles, nil
+}
+
 // CheckClusterHealthy is one round of the checks that a Redis Cluster of
 // nodes with masters masters serves: every running node (up says which
 // run) reports cluster_state:ok (CLUSTER INFO) and sees, in CLUSTER NODES,

@@ -79,20 +79,17 @@ func (cl *Cluster) startRedisCluster(ctx context.Context) error {
 		cl.created = true
 		cl.roleMu.Unlock()
 	}
-	var seen map[string]string
-	err := redisha.Poll(ctx, func() error {
+	seen, err := redisha.WaitClusterHealthy(ctx, func() ([]clusters.Node, map[string]bool) {
 		up := map[string]bool{}
 		for _, n := range cl.nodes {
 			n.mu.Lock()
 			up[n.name] = n.pid != 0
 			n.mu.Unlock()
 		}
-		var err error
-		seen, err = redisha.CheckClusterHealthy(ctx, cl.Nodes(), up, cl.masters)
-		return err
-	})
+		return cl.Nodes(), up
+	}, cl.masters)
 	if err != nil {
-		return fmt.Errorf("ssh redis-cluster: not healthy: %w", err)
+		return fmt.Errorf("ssh %w", err)
 	}
 	cl.roleMu.Lock()
 	cl.roles = seen
