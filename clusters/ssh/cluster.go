@@ -72,6 +72,11 @@ const (
 // readyTimeout bounds the wait for one node to answer after its start.
 const readyTimeout = 30 * time.Second
 
+// startCommandTimeout bounds the commands that prepare a node's host
+// (uploads included) and start its server, which an interrupted run still
+// lets finish.
+const startCommandTimeout = 2 * time.Minute
+
 // Options says what cluster New makes.
 type Options struct {
 	// Backend is the backend whose nodes run ("redis").
@@ -412,19 +417,31 @@ func (cl *Cluster) startAll(ctx context.Context, nodes []*node) error {
 // too), starts redis-server daemonized (a sentinel with --sentinel) and
 // waits for it. The nodes of redis-sentinel and redis-cluster keep their
 // config across restarts, as Sentinel and Redis Cluster rewrite it.
+//
+// The commands that prepare and start the server on its host are not
+// abandoned when ctx ends (Ctrl-C): one cut off midway would leave a
+// server running whose pid the cluster never learnt, which Stop could
+// not kill. They run to their end, bounded by startCommandTimeout; only
+// the wait for the server to answer ends with ctx, and a node whose start
+// had not begun when ctx ended is not started.
 func (cl *Cluster) startNode(ctx context.Context, n *node, first bool) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("node %s: %w", n.name, err)
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startCommandTimeout)
+	defer cancel()
 	switch n.kind {
 	case kindEtcd:
-		return cl.startEtcd(ctx, n, first)
+		return cl.startEtcd(ctx, rctx, n, first)
 	case kindZooKeeper:
-		return cl.startZooKeeper(ctx, n, first)
+		return cl.startZooKeeper(ctx, rctx, n, first)
 	}
 	h := n.conn.Host
 	bin := h.Binary("redis-server")
 	var script strings.Builder
 	if first {
 		check := fmt.Sprintf("command -v %s >/dev/null || { echo 'no %s on the host (install it, or give its path under binaries: in the inventory)' >&2; exit 3; }\n", Quote(bin), bin)
-		if err := cl.prepare(ctx, n, check); err != nil {
+		if err := cl.prepare(rctx, n, check); err != nil {
 			return err
 		}
 	}
@@ -456,7 +473,7 @@ func (cl *Cluster) startNode(ctx context.Context, n *node, first bool) error {
 	// error.
 	fmt.Fprintf(&script, "i=0; while [ ! -s %[1]s/redis.pid ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done; "+
 		"[ -s %[1]s/redis.pid ] || { echo \"redis-server wrote no pid file: $(tail -n 1 %[1]s/redis.log 2>/dev/null)\" >&2; exit 1; }; cat %[1]s/redis.pid\n", Quote(n.dir))
-	out, err := n.conn.Run(ctx, script.String())
+	out, err := n.conn.Run(rctx, script.String())
 	if err != nil {
 		return fmt.Errorf("node %s on %s: %w", n.name, h.Name, err)
 	}
@@ -543,6 +560,7 @@ func (cl *Cluster) redisConf(n *node) string {
 
 // waitPing polls addr until Redis answers PING with PONG.
 func waitPing(ctx context.Context, addr string) error {
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
 	defer cancel()
 	var last error
@@ -552,6 +570,9 @@ func waitPing(ctx context.Context, addr string) error {
 		}
 		select {
 		case <-ctx.Done():
+			if err := parent.Err(); err != nil {
+				return fmt.Errorf("redis %s not ready: %w", addr, err)
+			}
 			return fmt.Errorf("redis %s not ready after %s: %v", addr, readyTimeout, last)
 		case <-time.After(50 * time.Millisecond):
 		}

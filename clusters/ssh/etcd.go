@@ -26,8 +26,10 @@ func (n *node) peerURL() string {
 
 // startEtcd uploads locktest's node program into the run's directory on
 // n's host (first start only), starts `node etcd` there in the
-// background, and waits until the member reports itself healthy.
-func (cl *Cluster) startEtcd(ctx context.Context, n *node, first bool) error {
+// background, and waits until the member reports itself healthy. The
+// commands on the host run under rctx, the wait under ctx (see
+// startNode).
+func (cl *Cluster) startEtcd(ctx, rctx context.Context, n *node, first bool) error {
 	h := n.conn.Host
 	runDir := path.Dir(n.dir)
 	bin := path.Join(runDir, nodeProgram)
@@ -35,13 +37,13 @@ func (cl *Cluster) startEtcd(ctx context.Context, n *node, first bool) error {
 		return fmt.Errorf("node %s: no node program to upload", n.name)
 	}
 	if first {
-		if err := cl.prepare(ctx, n, ""); err != nil {
+		if err := cl.prepare(rctx, n, ""); err != nil {
 			return err
 		}
 		// The members of one host share the uploaded program.
 		mu := cl.hostMu[h.Name]
 		mu.Lock()
-		err := n.conn.Upload(ctx, cl.opts.NodeCommand[0], bin)
+		err := n.conn.Upload(rctx, cl.opts.NodeCommand[0], bin)
 		mu.Unlock()
 		if err != nil {
 			return fmt.Errorf("node %s on %s: upload the node program: %w", n.name, h.Name, err)
@@ -57,7 +59,7 @@ func (cl *Cluster) startEtcd(ctx context.Context, n *node, first bool) error {
 		"--initial-cluster", strings.Join(cluster, ","),
 		"--tick-ms", strconv.Itoa(etcdTickMs), "--election-ms", strconv.Itoa(etcdElectionMs),
 		"--log-file", n.dir+"/etcd.log")
-	if err := cl.startDetached(ctx, n, "", append(slices.Clone(cl.opts.NodeEnv), args...), "stdout.log"); err != nil {
+	if err := cl.startDetached(rctx, n, "", append(slices.Clone(cl.opts.NodeEnv), args...), "stdout.log"); err != nil {
 		return err
 	}
 	return waitEtcdHealthy(ctx, n.addr())
