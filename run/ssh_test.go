@@ -8,6 +8,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -134,6 +135,57 @@ func TestSSHLabRuns(t *testing.T) {
 	t.Run("bad-hosts", func(t *testing.T) { sshBadHosts(t, inventory) })
 	t.Run("clock-shim-refused", func(t *testing.T) { sshClockShimRefused(t, inventory) })
 	t.Run("cleanup", func(t *testing.T) { sshCleanup(t, inventory) })
+	t.Run("interrupted-start", func(t *testing.T) { sshInterruptedStart(t, inventory) })
+}
+
+// cancelOn is a log handler that cancels a context at the first record
+// whose message is msg.
+type cancelOn struct {
+	slog.Handler
+	msg    string
+	cancel context.CancelFunc
+}
+
+func (h cancelOn) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h cancelOn) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == h.msg {
+		h.cancel()
+	}
+	return nil
+}
+
+// sshInterruptedStart interrupts the start of a redis-cluster on the lab
+// (six nodes on five hosts) the moment the first node has started, while
+// the others' start commands are under way, as a Ctrl-C would: Start must
+// fail with the cancellation, and Stop must then find every server that
+// did start, so that nothing is left on the hosts.
+func sshInterruptedStart(t *testing.T, inventory string) {
+	_, conns := testlab.Dial(t, inventory)
+	inv, err := sshp.LoadInventory(inventory)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	lg := slog.New(cancelOn{Handler: slog.DiscardHandler, msg: "ssh node started", cancel: cancel})
+	runID := sshp.NewRunID()
+	cl, err := sshp.New(sshp.Options{Backend: "redis-cluster", Conns: conns, Inventory: inv, RunID: runID, Logger: lg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Start(ctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("start: %v, want it cancelled", err)
+	}
+	stop, stopCancel := context.WithTimeout(context.Background(), time.Minute)
+	defer stopCancel()
+	if err := cl.Stop(stop); err != nil {
+		t.Error(err)
+	}
+	if err := sshp.RemoveRunDirs(stop, conns, runID); err != nil {
+		t.Error(err)
+	}
+	testlab.AssertClean(t, inventory)
 }
 
 // sshReplicated runs the replicated Redis backends over the lab, each
