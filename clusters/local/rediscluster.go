@@ -169,11 +169,7 @@ func (c *RedisCluster) WaitHealthy(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, clusterReadyTimeout)
 	defer cancel()
 	roles, err := redisha.WaitClusterHealthy(ctx, func() ([]clusters.Node, map[string]bool) {
-		up := map[string]bool{}
-		for name, pid := range c.Redis.Pids() {
-			up[name] = pid != 0
-		}
-		return c.Redis.Nodes(), up
+		return c.Redis.Nodes(), redisha.Running(c.Redis.Pids())
 	}, c.masters)
 	if err != nil {
 		return fmt.Errorf("local %w", err)

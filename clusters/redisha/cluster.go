@@ -124,6 +124,16 @@ func CreateCluster(ctx context.Context, nodes []clusters.Node, masters int) erro
 	return nil
 }
 
+// Running returns which nodes run, by name, from their pids (0 for a node
+// that does not run).
+func Running(pids map[string]int) map[string]bool {
+	up := make(map[string]bool, len(pids))
+	for name, pid := range pids {
+		up[name] = pid != 0
+	}
+	return up
+}
+
 // WaitClusterHealthy polls CheckClusterHealthy until the cluster passes
 // or ctx ends; state gives the nodes and which of them run anew at each
 // round. It returns each node's role as the cluster last reported it.

@@ -80,13 +80,7 @@ func (cl *Cluster) startRedisCluster(ctx context.Context) error {
 		cl.roleMu.Unlock()
 	}
 	seen, err := redisha.WaitClusterHealthy(ctx, func() ([]clusters.Node, map[string]bool) {
-		up := map[string]bool{}
-		for _, n := range cl.nodes {
-			n.mu.Lock()
-			up[n.name] = n.pid != 0
-			n.mu.Unlock()
-		}
-		return cl.Nodes(), up
+		return cl.Nodes(), redisha.Running(cl.Pids())
 	}, cl.masters)
 	if err != nil {
 		return fmt.Errorf("ssh %w", err)
@@ -95,6 +89,18 @@ func (cl *Cluster) startRedisCluster(ctx context.Context) error {
 	cl.roles = seen
 	cl.roleMu.Unlock()
 	return nil
+}
+
+// Pids returns each node's pid on its host, by name: 0 for a node that is
+// not running.
+func (cl *Cluster) Pids() map[string]int {
+	out := make(map[string]int, len(cl.nodes))
+	for _, n := range cl.nodes {
+		n.mu.Lock()
+		out[n.name] = n.pid
+		n.mu.Unlock()
+	}
+	return out
 }
 
 // Targets returns the nodes a fault that stops a process picks from: a
