@@ -66,12 +66,12 @@ func (c *Config) validateSSH(impl impls.Impl) error {
 	case c.SSH.Inventory != "" && (c.SSH.User != "" || c.SSH.Key != "" || c.SSH.KnownHosts != "" || c.SSH.ClientAddresses != ""):
 		return setupErr("--ssh-user, --ssh-key, --known-hosts and --client-addresses go with --hosts; the inventory names its own")
 	}
-	if len(c.ClusterParams) > 0 {
-		return setupErr("--cluster-opt: the ssh provider reads no cluster settings yet")
-	}
 	if !slices.Contains(sshp.Backends(), impl.Backend) {
 		return setupErr("--provider ssh: %s needs backend %s, which the ssh provider does not run yet (it runs %s; use --provider local)",
 			c.Impl, impl.Backend, strings.Join(sshp.Backends(), ", "))
+	}
+	if err := sshp.CheckParams(impl.Backend, c.ClusterParams); err != nil {
+		return setupErr("%v", err)
 	}
 	return nil
 }
@@ -194,7 +194,7 @@ func (s *sshPlatform) cluster(cfg Config, impl impls.Impl, lg *slog.Logger) (clu
 		node = []string{self}
 	}
 	cl, err := sshp.New(sshp.Options{Backend: impl.Backend, Nodes: impl.Nodes, Conns: s.conns, Inventory: s.inv,
-		RunID: s.runID, Persistence: cfg.Persistence, NodeCommand: node, NodeEnv: cfg.NodeEnv, ClockShim: s.shim, SyncRecords: s.syncs, Logger: lg})
+		RunID: s.runID, Persistence: cfg.Persistence, Params: cfg.ClusterParams, NodeCommand: node, NodeEnv: cfg.NodeEnv, ClockShim: s.shim, SyncRecords: s.syncs, Logger: lg})
 	if err != nil {
 		return nil, err
 	}

@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -19,6 +18,7 @@ import (
 
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/local/durable"
+	"github.com/locktest/locktest/clusters/redisha"
 )
 
 // The persistence modes of RedisOptions.Persistence.
@@ -300,32 +300,14 @@ func (r *Redis) spawnNode(ctx context.Context, n *redisNode) error {
 	return r.notStarted(n, p, exited, werr, quoteTail(n.logPath, tail))
 }
 
-// config renders n's redis.conf. RDB snapshots are off in every mode: with
-// the append-only file on, Redis loads that file at start and ignores the
-// snapshot, so snapshots would only add fork pauses.
+// config renders n's redis.conf.
 func (r *Redis) config(n *redisNode) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "# Written by locktest for node %s; rewritten at each start.\n", n.name)
-	fmt.Fprintf(&b, "port %d\n", n.port)
-	fmt.Fprintf(&b, "bind %s\n", n.host.ip())
-	fmt.Fprintf(&b, "dir %s\n", strconv.Quote(n.dataDir))
-	fmt.Fprintf(&b, "logfile %s\n", strconv.Quote(n.logPath))
-	b.WriteString("daemonize no\n")
-	b.WriteString("protected-mode no\n")
-	b.WriteString("save \"\"\n")
-	switch r.persistence {
-	case PersistenceEverysec, PersistenceAlways:
-		b.WriteString("appendonly yes\n")
-		fmt.Fprintf(&b, "appendfsync %s\n", r.persistence)
-	default:
-		b.WriteString("appendonly no\n")
-	}
+	var extra []string
 	if r.extraConfig != nil {
-		for _, l := range r.extraConfig(n.name) {
-			b.WriteString(l + "\n")
-		}
+		extra = r.extraConfig(n.name)
 	}
-	return b.String()
+	return redisha.Conf{Header: fmt.Sprintf("Written by locktest for node %s; rewritten at each start.", n.name),
+		Port: n.port, Bind: n.host.ip(), Dir: n.dataDir, LogFile: n.logPath, Persistence: r.persistence, Extra: extra}.String()
 }
 
 // waitRedisReady polls addr until it answers PING, p exits, or ctx (capped at

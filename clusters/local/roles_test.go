@@ -8,32 +8,10 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/clusters/redisha"
 	"github.com/locktest/locktest/clusters/roles"
 	"github.com/locktest/locktest/internal/testcluster"
 )
-
-func TestClusterSelfRole(t *testing.T) {
-	for _, tt := range []struct {
-		name, text, want, wantErr string
-	}{
-		{"master", "i1 a:1@11 myself,master - 0 0 1 connected 0-5460\ni4 a:4@14 slave i1 0 0 1 connected", RoleMaster, ""},
-		{"replica", "i1 a:1@11 master - 0 0 1 connected 0-5460\ni4 a:4@14 myself,slave i1 0 0 1 connected", RoleReplica, ""},
-		{"promoted", "i1 a:1@11 master,fail - 0 0 1 disconnected\ni4 a:4@14 myself,master - 0 0 7 connected 0-5460", RoleMaster, ""},
-		{"master without slots", "i1 a:1@11 myself,master - 0 0 1 connected\ni4 a:4@14 master - 0 0 7 connected 0-5460", "", "serves no slots"},
-		{"only migrating slots", "i1 a:1@11 myself,master - 0 0 1 connected [93->-i4]", "", "serves no slots"},
-		{"failing", "i1 a:1@11 myself,master,fail? - 0 0 1 connected 0-5460", "", "flagged myself,master,fail?"},
-		{"no myself", "i1 a:1@11 master - 0 0 1 connected 0-5460", "", "no line of CLUSTER NODES is flagged myself"},
-		{"bad slot", "i1 a:1@11 myself,master - 0 0 1 connected x-5", "", `bad slot`},
-	} {
-		got, err := clusterSelfRole(tt.text)
-		switch {
-		case tt.wantErr == "" && (err != nil || got != tt.want):
-			t.Errorf("%s: %q, %v; want %q", tt.name, got, err, tt.want)
-		case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
-			t.Errorf("%s: %q, %v; want an error saying %q", tt.name, got, err, tt.wantErr)
-		}
-	}
-}
 
 // etcdRoles reads every member's role with Role; an unreadable one is "?".
 func etcdRoles(e *Etcd) map[string]string {
@@ -111,7 +89,7 @@ func TestRedisClusterRoleFollowsFailover(t *testing.T) {
 	byROLE := func() map[string]string {
 		out := map[string]string{}
 		for _, n := range c.Nodes() {
-			r, err := nodeRole(ctx, n.Addr)
+			r, err := redisha.NodeRole(ctx, n.Addr)
 			switch {
 			case err != nil:
 				r = "?"

@@ -5,37 +5,29 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	goredis "github.com/redis/go-redis/v9"
-	"github.com/redis/go-redis/v9/maintnotifications"
-
 	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/clusters/redisha"
 )
 
 // SentinelMasterName is the name under which the sentinels of a
 // redis-sentinel cluster monitor its master; clients ask the sentinels for
 // it (go-redis FailoverOptions.MasterName).
-const SentinelMasterName = "locktest"
+const SentinelMasterName = redisha.SentinelMasterName
 
 // The roles of the nodes of a redis-sentinel cluster, as Node.Role.
 const (
-	RoleMaster   = "master"
-	RoleReplica  = "replica"
-	RoleSentinel = "sentinel"
+	RoleMaster   = redisha.RoleMaster
+	RoleReplica  = redisha.RoleReplica
+	RoleSentinel = redisha.RoleSentinel
 )
 
-// Defaults of SentinelOptions.
+// Timings of the local redis-sentinel backend.
 const (
-	defaultSentinelReplicas  = 2
-	defaultSentinels         = 3
-	defaultDownAfter         = time.Second
-	defaultFailoverTimeout   = 3 * time.Second
-	sentinelReadyTimeout     = 20 * time.Second
-	defaultSentinelPollEvery = 20 * time.Millisecond
+	sentinelReadyTimeout = 20 * time.Second
 	// sentinelRoleTimeout bounds Role's questions to the sentinels.
 	sentinelRoleTimeout = 2 * time.Second
 )
@@ -69,48 +61,17 @@ type SentinelOptions struct {
 
 func init() {
 	Register("redis-sentinel", func(o Options) (clusters.Cluster, error) {
-		so := SentinelOptions{Dir: o.Dir, Persistence: o.Persistence, Hosts: o.Hosts, NodeEnv: o.NodeEnv, Logger: o.Logger}
+		replicas := 0
 		if o.Nodes > 0 {
-			so.Replicas = o.Nodes - 1
+			replicas = o.Nodes - 1
 		}
-		var err error
-		if so.Replicas, err = intParam(o.Params, "replicas", so.Replicas); err != nil {
+		set, err := redisha.ParseSentinelParams(o.Params, replicas)
+		if err != nil {
 			return nil, err
 		}
-		if so.DownAfter, err = durationParam(o.Params, "down-after", 0); err != nil {
-			return nil, err
-		}
-		if so.FailoverTimeout, err = durationParam(o.Params, "failover-timeout", 0); err != nil {
-			return nil, err
-		}
-		return NewSentinel(so)
+		return NewSentinel(SentinelOptions{Replicas: set.Replicas, DownAfter: set.DownAfter, FailoverTimeout: set.FailoverTimeout,
+			Dir: o.Dir, Persistence: o.Persistence, Hosts: o.Hosts, NodeEnv: o.NodeEnv, Logger: o.Logger})
 	})
-}
-
-// intParam reads an integer backend parameter, def when absent.
-func intParam(p map[string]string, key string, def int) (int, error) {
-	s, ok := p[key]
-	if !ok {
-		return def, nil
-	}
-	v, err := strconv.Atoi(s)
-	if err != nil {
-		return 0, fmt.Errorf("backend param %s=%q: not an integer", key, s)
-	}
-	return v, nil
-}
-
-// durationParam reads a duration backend parameter, def when absent.
-func durationParam(p map[string]string, key string, def time.Duration) (time.Duration, error) {
-	s, ok := p[key]
-	if !ok {
-		return def, nil
-	}
-	v, err := time.ParseDuration(s)
-	if err != nil || v <= 0 {
-		return 0, fmt.Errorf("backend param %s=%q: not a positive duration", key, s)
-	}
-	return v, nil
 }
 
 // Sentinel is one Redis master with asynchronous replicas, and the Redis
@@ -134,26 +95,16 @@ type Sentinel struct {
 
 // NewSentinel checks opts and returns a cluster that has not started yet.
 func NewSentinel(opts SentinelOptions) (*Sentinel, error) {
-	if opts.Replicas == 0 {
-		opts.Replicas = defaultSentinelReplicas
+	set := redisha.SentinelSettings{Replicas: opts.Replicas, DownAfter: opts.DownAfter, FailoverTimeout: opts.FailoverTimeout}
+	if err := set.Check("local redis-sentinel"); err != nil {
+		return nil, err
 	}
-	if opts.Replicas < 1 || opts.Replicas > 2 {
-		return nil, fmt.Errorf("local redis-sentinel: Replicas must be 1 or 2, not %d", opts.Replicas)
-	}
+	opts.Replicas, opts.DownAfter, opts.FailoverTimeout = set.Replicas, set.DownAfter, set.FailoverTimeout
 	if opts.Sentinels == 0 {
-		opts.Sentinels = defaultSentinels
+		opts.Sentinels = redisha.DefaultSentinels
 	}
 	if opts.Sentinels < 1 {
 		return nil, fmt.Errorf("local redis-sentinel: Sentinels must be at least 1, not %d", opts.Sentinels)
-	}
-	if opts.DownAfter == 0 {
-		opts.DownAfter = defaultDownAfter
-	}
-	if opts.FailoverTimeout == 0 {
-		opts.FailoverTimeout = defaultFailoverTimeout
-	}
-	if opts.DownAfter < time.Millisecond || opts.FailoverTimeout < time.Millisecond {
-		return nil, fmt.Errorf("local redis-sentinel: DownAfter %v and FailoverTimeout %v must be at least 1ms", opts.DownAfter, opts.FailoverTimeout)
 	}
 	log := opts.Logger
 	if log == nil {
@@ -190,25 +141,18 @@ func NewSentinel(opts SentinelOptions) (*Sentinel, error) {
 // dataConfig makes every data node but n1 a replica of n1 at its first
 // start; later starts keep what Sentinel wrote. s.data.mu is held.
 func (s *Sentinel) dataConfig(node string) []string {
-	lines := []string{"replica-serve-stale-data yes", "repl-diskless-sync no"}
 	if node == "n1" {
-		return lines
+		return redisha.DataConfig("", "")
 	}
 	m := s.data.nodes[0]
-	return append(lines, fmt.Sprintf("replicaof %s %d", m.host.ip(), m.port))
+	return redisha.DataConfig(m.addr(), "")
 }
 
 // sentinelConfig points a sentinel at n1, the first master. s.sentinels.mu
 // is held; the data nodes have started.
 func (s *Sentinel) sentinelConfig(string) []string {
-	m := s.data.nodes[0]
-	quorum := s.opts.Sentinels/2 + 1
-	return []string{
-		fmt.Sprintf("sentinel monitor %s %s %d %d", SentinelMasterName, m.host.ip(), m.port, quorum),
-		fmt.Sprintf("sentinel down-after-milliseconds %s %d", SentinelMasterName, s.opts.DownAfter.Milliseconds()),
-		fmt.Sprintf("sentinel failover-timeout %s %d", SentinelMasterName, s.opts.FailoverTimeout.Milliseconds()),
-		fmt.Sprintf("sentinel parallel-syncs %s 1", SentinelMasterName),
-	}
+	set := redisha.SentinelSettings{Replicas: s.opts.Replicas, DownAfter: s.opts.DownAfter, FailoverTimeout: s.opts.FailoverTimeout}
+	return redisha.SentinelConfig(s.data.nodes[0].addr(), s.opts.Sentinels, set, "")
 }
 
 // Nodes returns the data nodes n1.. with Role "master" or "replica" as last
@@ -257,7 +201,7 @@ func (s *Sentinel) Start(ctx context.Context) error {
 		return err
 	}
 	nodes := s.data.Nodes()
-	if err := waitReplicasLinked(ctx, nodes[0], nodes[1:]); err != nil {
+	if err := redisha.WaitReplicasLinked(ctx, nodes[0], nodes[1:]); err != nil {
 		s.data.Stop(context.Background())
 		return fmt.Errorf("local redis-sentinel: %w", err)
 	}
@@ -265,7 +209,7 @@ func (s *Sentinel) Start(ctx context.Context) error {
 		s.data.Stop(context.Background())
 		return err
 	}
-	if err := s.waitSentinelsReady(ctx, nodes[0].Addr); err != nil {
+	if err := redisha.WaitSentinelsReady(ctx, s.sentinels.Nodes(), nodes[0].Addr, s.opts.Replicas); err != nil {
 		s.Stop(context.Background())
 		return fmt.Errorf("local redis-sentinel: %w", err)
 	}
@@ -338,9 +282,9 @@ func (s *Sentinel) Pids() map[string]int {
 // majority of the sentinels that answer. It records the answer as the node's
 // role in Nodes.
 func (s *Sentinel) Master(ctx context.Context) (clusters.Node, error) {
-	addr, err := s.sentinelsMaster(ctx)
+	addr, err := redisha.SentinelsMaster(ctx, s.sentinels.Nodes())
 	if err != nil {
-		return clusters.Node{}, err
+		return clusters.Node{}, fmt.Errorf("local redis-sentinel: %w", err)
 	}
 	return s.setMaster(addr)
 }
@@ -362,19 +306,11 @@ func (s *Sentinel) Role(ctx context.Context, node clusters.Node) (string, error)
 	}
 	ctx, cancel := context.WithTimeout(ctx, sentinelRoleTimeout)
 	defer cancel()
-	master, err := s.sentinelsMaster(ctx)
+	r, err := redisha.DataRole(ctx, s.sentinels.Nodes(), s.data.Nodes(), node.Name)
 	if err != nil {
 		return "", fmt.Errorf("local redis-sentinel: %w", err)
 	}
-	for _, n := range s.data.Nodes() {
-		if n.Name == node.Name {
-			if n.Addr == master {
-				return RoleMaster, nil
-			}
-			return RoleReplica, nil
-		}
-	}
-	return "", fmt.Errorf("local redis-sentinel: no data node %q", node.Name)
+	return r, nil
 }
 
 // Roles returns the roles a node can have: master or replica for a data
@@ -392,25 +328,26 @@ func (s *Sentinel) Roles(node clusters.Node) []string {
 func (s *Sentinel) WaitFailover(ctx context.Context, old clusters.Node) (clusters.Node, error) {
 	ctx, cancel := context.WithTimeout(ctx, sentinelReadyTimeout)
 	defer cancel()
-	var last error
-	for {
-		addr, err := s.sentinelsMaster(ctx)
-		if err == nil && addr != old.Addr {
-			var role string
-			if role, err = nodeRole(ctx, addr); err == nil && role == "master" {
-				return s.setMaster(addr)
-			}
-			if err == nil {
-				err = fmt.Errorf("%s answers ROLE %s", addr, role)
-			}
-		} else if err == nil {
-			err = fmt.Errorf("sentinels still name %s (%s)", old.Name, addr)
+	var addr string
+	err := redisha.Poll(ctx, func() error {
+		var err error
+		addr, err = redisha.SentinelsMaster(ctx, s.sentinels.Nodes())
+		if err != nil {
+			return err
 		}
-		last = err
-		if err := sleepCtx(ctx, defaultSentinelPollEvery); err != nil {
-			return clusters.Node{}, fmt.Errorf("local redis-sentinel: no failover from %s: %w (last: %v)", old.Name, err, last)
+		if addr == old.Addr {
+			return fmt.Errorf("sentinels still name %s (%s)", old.Name, addr)
 		}
+		role, err := redisha.NodeRole(ctx, addr)
+		if err == nil && role != "master" {
+			err = fmt.Errorf("%s answers ROLE %s", addr, role)
+		}
+		return err
+	})
+	if err != nil {
+		return clusters.Node{}, fmt.Errorf("local redis-sentinel: no failover from %s: %w", old.Name, err)
 	}
+	return s.setMaster(addr)
 }
 
 // setMaster records the data node at addr as the master.
@@ -425,148 +362,4 @@ func (s *Sentinel) setMaster(addr string) (clusters.Node, error) {
 		}
 	}
 	return clusters.Node{}, fmt.Errorf("local redis-sentinel: sentinels name %s, not a data node", addr)
-}
-
-// sentinelsMaster returns the master address a majority of the running
-// sentinels report.
-func (s *Sentinel) sentinelsMaster(ctx context.Context) (string, error) {
-	votes := map[string]int{}
-	var errs []error
-	sents := s.sentinels.Nodes()
-	for _, n := range sents {
-		c := sentinelClient(n.Addr)
-		a, err := c.GetMasterAddrByName(ctx, SentinelMasterName).Result()
-		c.Close()
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", n.Name, err))
-			continue
-		}
-		if len(a) == 2 {
-			votes[a[0]+":"+a[1]]++
-		}
-	}
-	for a, v := range votes {
-		if v > len(sents)/2 {
-			return a, nil
-		}
-	}
-	return "", fmt.Errorf("no majority of sentinels agrees on a master: %v %v", votes, errors.Join(errs...))
-}
-
-// waitSentinelsReady waits until every sentinel names master and knows all
-// replicas and all other sentinels.
-func (s *Sentinel) waitSentinelsReady(ctx context.Context, master string) error {
-	sents := s.sentinels.Nodes()
-	for _, n := range sents {
-		c := sentinelClient(n.Addr)
-		err := poll(ctx, func() error {
-			a, err := c.GetMasterAddrByName(ctx, SentinelMasterName).Result()
-			if err != nil {
-				return err
-			}
-			if len(a) != 2 || a[0]+":"+a[1] != master {
-				return fmt.Errorf("names master %v, want %s", a, master)
-			}
-			m, err := c.Master(ctx, SentinelMasterName).Result()
-			if err != nil {
-				return err
-			}
-			if m["num-slaves"] != strconv.Itoa(s.opts.Replicas) || m["num-other-sentinels"] != strconv.Itoa(len(sents)-1) {
-				return fmt.Errorf("knows %s replicas and %s other sentinels", m["num-slaves"], m["num-other-sentinels"])
-			}
-			if m["flags"] != "master" {
-				return fmt.Errorf("master flags %q", m["flags"])
-			}
-			return nil
-		})
-		c.Close()
-		if err != nil {
-			return fmt.Errorf("sentinel %s not ready: %w (log %s)", n.Name, err, n.LogPath)
-		}
-	}
-	return nil
-}
-
-// waitReplicasLinked waits until each replica reports, by ROLE, that its
-// link to master is up.
-func waitReplicasLinked(ctx context.Context, master clusters.Node, replicas []clusters.Node) error {
-	for _, r := range replicas {
-		c := dataClient(r.Addr)
-		err := poll(ctx, func() error {
-			v, err := c.Do(ctx, "ROLE").Slice()
-			if err != nil {
-				return err
-			}
-			if len(v) < 4 || v[0] != "slave" || fmt.Sprintf("%v:%v", v[1], v[2]) != master.Addr || v[3] != "connected" {
-				return fmt.Errorf("ROLE %v, want a connected replica of %s", v, master.Addr)
-			}
-			return nil
-		})
-		c.Close()
-		if err != nil {
-			return fmt.Errorf("replica %s not linked: %w (log %s)", r.Name, err, r.LogPath)
-		}
-	}
-	return nil
-}
-
-// nodeRole returns the first field of addr's ROLE reply: master, slave or
-// sentinel.
-func nodeRole(ctx context.Context, addr string) (string, error) {
-	c := dataClient(addr)
-	defer c.Close()
-	v, err := c.Do(ctx, "ROLE").Slice()
-	if err != nil {
-		return "", err
-	}
-	if len(v) == 0 {
-		return "", errors.New("empty ROLE reply")
-	}
-	r, _ := v[0].(string)
-	return r, nil
-}
-
-// poll calls f until it returns nil or ctx ends, and then returns f's last
-// error with ctx's.
-func poll(ctx context.Context, f func() error) error {
-	for {
-		err := f()
-		if err == nil {
-			return nil
-		}
-		if e := sleepCtx(ctx, defaultSentinelPollEvery); e != nil {
-			return fmt.Errorf("%w (last: %v)", e, err)
-		}
-	}
-}
-
-// sleepCtx sleeps for d or until ctx ends, returning ctx's error then.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
-
-// dataClient returns a client for one node with short timeouts and no
-// retries, for readiness checks.
-func dataClient(addr string) *goredis.Client {
-	return goredis.NewClient(&goredis.Options{
-		Addr: addr, Protocol: 2, DisableIdentity: true, PoolSize: 1, MaxRetries: -1, DialerRetries: 1,
-		DialTimeout: 300 * time.Millisecond, ReadTimeout: 300 * time.Millisecond, WriteTimeout: 300 * time.Millisecond,
-		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
-	})
-}
-
-// sentinelClient returns a Sentinel client with short timeouts.
-func sentinelClient(addr string) *goredis.SentinelClient {
-	return goredis.NewSentinelClient(&goredis.Options{
-		Addr: addr, Protocol: 2, DisableIdentity: true, PoolSize: 1, MaxRetries: -1, DialerRetries: 1,
-		DialTimeout: 300 * time.Millisecond, ReadTimeout: 300 * time.Millisecond, WriteTimeout: 300 * time.Millisecond,
-		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
-	})
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/clusters/redisha"
 	"github.com/locktest/locktest/internal/testbin"
 )
 
@@ -85,7 +86,7 @@ func TestSentinelFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, r := range replicas {
-		err := poll(ctx, func() error {
+		err := redisha.Poll(ctx, func() error {
 			v, err := client(t, r).Get(ctx, "k").Result()
 			if err == nil && v != "v" {
 				err = fmt.Errorf("got %q", v)
@@ -122,8 +123,8 @@ func TestSentinelFailover(t *testing.T) {
 	}
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	err = poll(wctx, func() error {
-		role, err := nodeRole(wctx, masters[0].Addr)
+	err = redisha.Poll(wctx, func() error {
+		role, err := redisha.NodeRole(wctx, masters[0].Addr)
 		if err == nil && role != "slave" {
 			err = fmt.Errorf("ROLE %s", role)
 		}

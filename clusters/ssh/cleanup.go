@@ -51,8 +51,10 @@ func atoi(s string) int {
 // Cleanup finds, on every host of conns, the run directories whose driver
 // is gone (their owner file names this control host and a process that no
 // longer runs) and, unless dry, kills the servers they started (by the
-// pids in their pid files, each checked to be a redis-server, locktest's
-// node program or a ZooKeeper peer before the signal), removes the
+// pids in their pid files, each checked to be a redis-server, a sentinel
+// (whose command line reads "redis-server <addr> [sentinel]", or
+// "redis-sentinel ..." when started by that name), locktest's node program
+// or a ZooKeeper peer before the signal), removes the
 // run's iptables rules and removes the directory. Runs still going, and
 // runs of other control hosts, are left alone. It returns what it found.
 func Cleanup(ctx context.Context, conns []*Conn, dry bool) ([]Leftover, error) {
@@ -75,7 +77,7 @@ func Cleanup(ctx context.Context, conns []*Conn, dry bool) ([]Leftover, error) {
 			if dry {
 				continue
 			}
-			kill := fmt.Sprintf("for p in %s/*/redis.pid %s/*/node.pid; do [ -f \"$p\" ] || continue; pid=$(cat \"$p\"); grep -qa -e redis-server -e %s -e %s /proc/$pid/cmdline 2>/dev/null && kill -CONT $pid && kill -KILL $pid; done; true", Quote(dir), Quote(dir), nodeProgram, zkMain)
+			kill := fmt.Sprintf("for p in %s/*/redis.pid %s/*/node.pid; do [ -f \"$p\" ] || continue; pid=$(cat \"$p\"); grep -qa -e redis-server -e redis-sentinel -e %s -e %s /proc/$pid/cmdline 2>/dev/null && kill -CONT $pid && kill -KILL $pid; done; true", Quote(dir), Quote(dir), nodeProgram, zkMain)
 			if _, err := c.Root(ctx, kill); err != nil {
 				errs = append(errs, err)
 			}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"path"
@@ -19,6 +20,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/clusters/redisha"
 
 	"github.com/locktest/locktest/internal/procfs"
 )
@@ -28,7 +30,9 @@ import (
 var Programs = []string{"redis-server", "java"}
 
 // Backends returns the backends the ssh provider runs.
-func Backends() []string { return []string{"redis", "etcd", "zookeeper"} }
+func Backends() []string {
+	return []string{"redis", "redis-sentinel", "redis-cluster", "etcd", "zookeeper"}
+}
 
 // Persistence settings of the Redis nodes, as the local provider's.
 const (
@@ -37,13 +41,25 @@ const (
 	PersistenceAlways   = "always"
 )
 
-// redisPort is the port every Redis node listens on: one node per host.
-const redisPort = 6379
-
-// The ports of an etcd member, one a host.
+// The first ports of each kind of node. The nodes of a cluster are placed
+// on its hosts in turn; the k-th node of a kind on one host (k from 0)
+// listens on its kind's ports plus k (an etcd member plus 2k, its two
+// ports being adjacent), so a host with one node of a kind uses these, and
+// nodes that share a host each have ports of their own. A Redis Cluster
+// node's bus port is its port plus 10000, as Redis has it.
 const (
+	redisPort      = 6379
+	sentinelPort   = 26379
 	etcdClientPort = 2379
 	etcdPeerPort   = 2380
+)
+
+// The kinds of node: what server a node runs.
+const (
+	kindRedis     = "redis"     // redis-server: the redis backend's nodes, and the data nodes of redis-sentinel and redis-cluster
+	kindSentinel  = "sentinel"  // redis-server --sentinel
+	kindEtcd      = "etcd"      // locktest's node program
+	kindZooKeeper = "zookeeper" // the host's java running QuorumPeerMain
 )
 
 // The heartbeat and election timeout of the etcd members, the local
@@ -56,12 +72,20 @@ const (
 // readyTimeout bounds the wait for one node to answer after its start.
 const readyTimeout = 30 * time.Second
 
+// startCommandTimeout bounds the commands that prepare a node's host
+// (uploads included) and start its server, which an interrupted run still
+// lets finish.
+const startCommandTimeout = 2 * time.Minute
+
 // Options says what cluster New makes.
 type Options struct {
 	// Backend is the backend whose nodes run ("redis").
 	Backend string
-	// Nodes is the number of nodes; each runs on a host of its own, the
-	// first Nodes hosts the inventory gives the backend.
+	// Nodes is the number of nodes (of redis-sentinel: data nodes, a
+	// master and its replicas; three sentinels come with them). The nodes
+	// are placed on the hosts the inventory gives the backend in turn,
+	// node i on host i modulo their number; 0 means the backend's default
+	// (3; 6 for redis-cluster).
 	Nodes int
 	// Conns are the connections to the inventory's hosts (Dial).
 	Conns []*Conn
@@ -71,6 +95,10 @@ type Options struct {
 	RunID string
 	// Persistence is Redis's durability: off (default), everysec, always.
 	Persistence string
+	// Params are the backend's settings (--cluster-opt): redis-sentinel's
+	// replicas, down-after and failover-timeout, redis-cluster's
+	// node-timeout (docs/backends.md). The other backends take none.
+	Params map[string]string
 	// NodeCommand is locktest's own node program on this host (its
 	// `node etcd` runs an etcd member), with arguments to put before
 	// "node etcd"; it is uploaded to each etcd host. NodeEnv is its
@@ -99,18 +127,34 @@ func NewRunID() string {
 }
 
 // Cluster is a backend's nodes on SSH hosts. It is a clusters.Cluster, a
-// clusters.Killer, a clusters.Pauser, a clusters.LogCollector and, when
-// its nodes run under the clock shim (ClockReason is ""), clusters.Clocks;
-// its Network method gives the iptables faults. Its methods are safe for
-// concurrent use.
+// clusters.Killer, a clusters.Pauser, a clusters.LogCollector, a
+// nemesis.RoleReader and Targeter and, when its nodes run under the clock
+// shim (ClockReason is ""), clusters.Clocks; its Network method gives the
+// iptables faults. Its methods are safe for concurrent use.
 type Cluster struct {
 	opts  Options
 	nodes []*node
 	lg    *slog.Logger
+	// sentinel are redis-sentinel's settings; masters and nodeTimeout are
+	// redis-cluster's.
+	sentinel    redisha.SentinelSettings
+	masters     int
+	nodeTimeout time.Duration
+
+	// hostMu serializes the preparation of the nodes of one host (by host
+	// name), which upload files into the run's directory there.
+	hostMu map[string]*sync.Mutex
 
 	clockMu  sync.Mutex
 	clockWhy string
 	offsets  map[string]time.Duration
+
+	roleMu sync.Mutex
+	// roles are the data nodes' roles as last seen (redis-sentinel,
+	// redis-cluster), for Nodes.
+	roles map[string]string
+	// created is set once the Redis Cluster was created.
+	created bool
 }
 
 // node is one server on one host.
@@ -118,30 +162,40 @@ type node struct {
 	name string
 	conn *Conn
 	dir  string // the node's directory on the host
-	// backend is the node's server: "redis", "etcd" (locktest's node
-	// program) or "zookeeper".
-	backend string
-	mu      sync.Mutex
-	pid     int      // 0 when not running
-	env     []string // the clock shim's environment, when the node runs under it
+	// kind is the node's server (kindRedis, ...).
+	kind string
+	// slot is the number of nodes of the same kind placed on the node's
+	// host before it: its ports are its kind's first ports plus slot.
+	slot int
+	mu   sync.Mutex
+	pid  int      // 0 when not running
+	env  []string // the clock shim's environment, when the node runs under it
 }
 
-// New checks opts and returns the cluster, not started.
+// New checks opts and returns the cluster, not started. The nodes are
+// placed on the hosts the inventory gives the backend in turn (a host may
+// get more than one); a redis-sentinel's sentinels follow its data nodes.
 func New(opts Options) (*Cluster, error) {
 	if !slices.Contains(Backends(), opts.Backend) {
 		return nil, fmt.Errorf("--provider ssh: backend %s is not run by the ssh provider yet (it runs %s)", opts.Backend, strings.Join(Backends(), ", "))
 	}
 	if opts.Nodes <= 0 {
 		opts.Nodes = 3
+		if opts.Backend == "redis-cluster" {
+			opts.Nodes = 2 * redisha.DefaultClusterMasters
+		}
 	}
 	switch opts.Persistence {
 	case "", PersistenceOff, PersistenceEverysec, PersistenceAlways:
 	default:
 		return nil, fmt.Errorf("ssh: persistence %q: want off, everysec or always", opts.Persistence)
 	}
+	if err := CheckParams(opts.Backend, opts.Params); err != nil {
+		return nil, err
+	}
 	hosts := opts.Inventory.HostsFor(opts.Backend)
-	if len(hosts) < opts.Nodes {
-		return nil, fmt.Errorf("--provider ssh: %s needs %d hosts, one per node, and inventory %s gives it %d", opts.Backend, opts.Nodes, opts.Inventory.Source, len(hosts))
+	if len(hosts) == 0 {
+		return nil, fmt.Errorf("--provider ssh: inventory %s gives %s no host", opts.Inventory.Source, opts.Backend)
 	}
 	byName := map[string]*Conn{}
 	for _, c := range opts.Conns {
@@ -151,56 +205,148 @@ func New(opts Options) (*Cluster, error) {
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
-	cl := &Cluster{opts: opts, lg: lg, offsets: map[string]time.Duration{}}
+	cl := &Cluster{opts: opts, lg: lg, offsets: map[string]time.Duration{}, hostMu: map[string]*sync.Mutex{}, roles: map[string]string{}}
 	if opts.ClockShim != "" && opts.Backend == "etcd" {
 		cl.clockWhy = "etcd members are Go programs, which read the clock without the C library the shim wraps"
 	}
+	type proc struct{ name, kind string }
+	var procs []proc
+	kind := map[string]string{"etcd": kindEtcd, "zookeeper": kindZooKeeper}[opts.Backend]
+	if kind == "" {
+		kind = kindRedis
+	}
 	for i := range opts.Nodes {
-		c := byName[hosts[i].Name]
-		if c == nil {
-			return nil, fmt.Errorf("ssh: no connection to host %s", hosts[i].Name)
+		procs = append(procs, proc{fmt.Sprintf("n%d", i+1), kind})
+	}
+	var err error
+	switch opts.Backend {
+	case "redis-sentinel":
+		if cl.sentinel, err = redisha.ParseSentinelParams(opts.Params, opts.Nodes-1); err != nil {
+			return nil, fmt.Errorf("ssh redis-sentinel: %w", err)
 		}
-		name := fmt.Sprintf("n%d", i+1)
-		cl.nodes = append(cl.nodes, &node{name: name, conn: c, dir: path.Join(RunDir(c.Host, opts.RunID), name), backend: opts.Backend})
+		if err := cl.sentinel.Check("ssh redis-sentinel"); err != nil {
+			return nil, err
+		}
+		if cl.sentinel.Replicas != opts.Nodes-1 {
+			procs = procs[:0]
+			for i := range cl.sentinel.Replicas + 1 {
+				procs = append(procs, proc{fmt.Sprintf("n%d", i+1), kindRedis})
+			}
+		}
+		for i := range redisha.DefaultSentinels {
+			procs = append(procs, proc{fmt.Sprintf("s%d", i+1), kindSentinel})
+		}
+		cl.roles["n1"] = redisha.RoleMaster
+	case "redis-cluster":
+		if opts.Nodes%2 != 0 || opts.Nodes < 2*redisha.DefaultClusterMasters {
+			return nil, fmt.Errorf("ssh redis-cluster: %d nodes: want an even number, at least 6 (3 masters and one replica each)", opts.Nodes)
+		}
+		cl.masters = opts.Nodes / 2
+		if cl.nodeTimeout, err = redisha.ParseClusterParams(opts.Params); err != nil {
+			return nil, fmt.Errorf("ssh redis-cluster: %w", err)
+		}
+	}
+	placed := map[string]int{} // host and kind → nodes placed there
+	for i, p := range procs {
+		h := hosts[i%len(hosts)]
+		c := byName[h.Name]
+		if c == nil {
+			return nil, fmt.Errorf("ssh: no connection to host %s", h.Name)
+		}
+		if cl.hostMu[h.Name] == nil {
+			cl.hostMu[h.Name] = &sync.Mutex{}
+		}
+		key := h.Name + " " + p.kind
+		cl.nodes = append(cl.nodes, &node{name: p.name, conn: c, dir: path.Join(RunDir(c.Host, opts.RunID), p.name), kind: p.kind, slot: placed[key]})
+		placed[key]++
 	}
 	return cl, nil
+}
+
+// CheckParams refuses backend params (--cluster-opt) that backend does not
+// read on the ssh provider, and values they cannot take.
+func CheckParams(backend string, params map[string]string) error {
+	if len(params) == 0 {
+		return nil
+	}
+	known := map[string][]string{"redis-sentinel": redisha.SentinelParams, "redis-cluster": redisha.ClusterParams}[backend]
+	if known == nil {
+		return fmt.Errorf("--cluster-opt: the ssh provider reads no cluster settings yet for backend %s (only redis-sentinel's and redis-cluster's)", backend)
+	}
+	for _, k := range slices.Sorted(maps.Keys(params)) {
+		if !slices.Contains(known, k) {
+			return fmt.Errorf("--cluster-opt: %s=%s: %s reads %s on the ssh provider", k, params[k], backend, strings.Join(known, ", "))
+		}
+	}
+	var err error
+	if backend == "redis-sentinel" {
+		_, err = redisha.ParseSentinelParams(params, 0)
+	} else {
+		_, err = redisha.ParseClusterParams(params)
+	}
+	if err != nil {
+		return fmt.Errorf("--cluster-opt: %w", err)
+	}
+	return nil
 }
 
 // RunDir returns the run's directory on host h.
 func RunDir(h Host, runID string) string { return path.Join(h.Workdir, "locktest-"+runID) }
 
-// Nodes returns the nodes: each at its host's address.
+// Nodes returns the nodes, each at its host's address and its own port.
+// A redis-sentinel's data nodes have the Role master or replica as last
+// known (n1 master at the start), its sentinels sentinel; a
+// redis-cluster's nodes the role each had when the cluster was last seen
+// healthy.
 func (cl *Cluster) Nodes() []clusters.Node {
 	out := make([]clusters.Node, len(cl.nodes))
+	cl.roleMu.Lock()
+	defer cl.roleMu.Unlock()
 	for i, n := range cl.nodes {
-		out[i] = clusters.Node{Name: n.name, Addr: n.addr()}
+		out[i] = clusters.Node{Name: n.name, Addr: n.addr(), Role: cl.roles[n.name]}
+		if n.kind == kindSentinel {
+			out[i].Role = redisha.RoleSentinel
+		}
 	}
 	return out
 }
 
+// ip is the address of n's host that the clients dial and the nodes
+// announce: the inventory's address when it is an IP address, else the
+// one its name resolved to when the provider connected.
+func (n *node) ip() string {
+	if net.ParseIP(n.conn.Host.Address) != nil {
+		return n.conn.Host.Address
+	}
+	return n.conn.RemoteIP()
+}
+
 func (n *node) addr() string {
-	return net.JoinHostPort(n.conn.Host.Address, strconv.Itoa(n.port()))
+	return net.JoinHostPort(n.ip(), strconv.Itoa(n.port()))
 }
 
 // port is the port the clients dial n at, which a cut between n and the
 // clients drops.
 func (n *node) port() int {
-	switch n.backend {
-	case "etcd":
-		return etcdClientPort
-	case "zookeeper":
-		return zkClientPort
+	switch n.kind {
+	case kindEtcd:
+		return etcdClientPort + 2*n.slot
+	case kindZooKeeper:
+		return zkClientPort + n.slot
+	case kindSentinel:
+		return sentinelPort + n.slot
 	}
-	return redisPort
+	return redisPort + n.slot
 }
 
 // program is the name of n's server process, which its pid is checked
-// against before a signal.
+// against before a signal. A sentinel is redis-server too: its command
+// line reads "redis-server <addr> [sentinel]".
 func (n *node) program() string {
-	switch n.backend {
-	case "etcd":
+	switch n.kind {
+	case kindEtcd:
 		return nodeProgram
-	case "zookeeper":
+	case kindZooKeeper:
 		return zkMain
 	}
 	return "redis-server"
@@ -224,18 +370,41 @@ func ownerLine() string {
 }
 
 // Start writes each node's config into its directory on its host, starts
-// the servers, and waits until each answers PING from the control host. A
+// the servers, and waits until each answers from the control host: a Redis
+// node or sentinel PING, an etcd member its health, a ZooKeeper peer its
+// mode. A redis-sentinel is ready when its replicas are linked to the
+// master and every sentinel names the master and knows the replicas and
+// the other sentinels; a redis-cluster, created at its first start, when
+// every node reports cluster_state:ok and its masters own every slot. A
 // host that lacks the server binary is an error naming the host; when
 // several nodes fail, the error is the first's, and the log has the rest.
 func (cl *Cluster) Start(ctx context.Context) error {
 	t0 := time.Now()
-	errs := make([]error, len(cl.nodes))
+	var err error
+	switch cl.opts.Backend {
+	case "redis-sentinel":
+		err = cl.startSentinel(ctx)
+	case "redis-cluster":
+		err = cl.startRedisCluster(ctx)
+	default:
+		err = cl.startAll(ctx, cl.nodes)
+	}
+	if err != nil {
+		return err
+	}
+	cl.lg.Info("ssh nodes ready", "backend", cl.opts.Backend, "nodes", len(cl.nodes), "hosts", len(cl.opts.Inventory.HostsFor(cl.opts.Backend)), "took", time.Since(t0).Round(time.Millisecond))
+	return nil
+}
+
+// startAll starts nodes at once (startNode) and waits for each. The error
+// is the first node's; the log has the others'.
+func (cl *Cluster) startAll(ctx context.Context, nodes []*node) error {
+	errs := make([]error, len(nodes))
 	var wg sync.WaitGroup
-	for i, n := range cl.nodes {
+	for i, n := range nodes {
 		wg.Go(func() { errs[i] = cl.startNode(ctx, n, true) })
 	}
 	wg.Wait()
-	// One line: the first node's error; the others go to the log.
 	var first error
 	for _, err := range errs {
 		switch {
@@ -246,28 +415,38 @@ func (cl *Cluster) Start(ctx context.Context) error {
 			cl.lg.Error("ssh node start", "err", err)
 		}
 	}
-	if first != nil {
-		return first
-	}
-	cl.lg.Info("ssh nodes ready", "nodes", len(cl.nodes), "took", time.Since(t0).Round(time.Millisecond))
-	return nil
+	return first
 }
 
 // startNode writes n's config (first: the run directory and owner file
-// too), starts redis-server daemonized and waits for it.
+// too), starts redis-server daemonized (a sentinel with --sentinel) and
+// waits for it. The nodes of redis-sentinel and redis-cluster keep their
+// config across restarts, as Sentinel and Redis Cluster rewrite it.
+//
+// The commands that prepare and start the server on its host are not
+// abandoned when ctx ends (Ctrl-C): one cut off midway would leave a
+// server running whose pid the cluster never learnt, which Stop could
+// not kill. They run to their end, bounded by startCommandTimeout; only
+// the wait for the server to answer ends with ctx, and a node whose start
+// had not begun when ctx ended is not started.
 func (cl *Cluster) startNode(ctx context.Context, n *node, first bool) error {
-	switch n.backend {
-	case "etcd":
-		return cl.startEtcd(ctx, n, first)
-	case "zookeeper":
-		return cl.startZooKeeper(ctx, n, first)
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("node %s: %w", n.name, err)
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startCommandTimeout)
+	defer cancel()
+	switch n.kind {
+	case kindEtcd:
+		return cl.startEtcd(ctx, rctx, n, first)
+	case kindZooKeeper:
+		return cl.startZooKeeper(ctx, rctx, n, first)
 	}
 	h := n.conn.Host
 	bin := h.Binary("redis-server")
 	var script strings.Builder
 	if first {
 		check := fmt.Sprintf("command -v %s >/dev/null || { echo 'no %s on the host (install it, or give its path under binaries: in the inventory)' >&2; exit 3; }\n", Quote(bin), bin)
-		if err := cl.prepare(ctx, n, check); err != nil {
+		if err := cl.prepare(rctx, n, check); err != nil {
 			return err
 		}
 	}
@@ -282,18 +461,24 @@ func (cl *Cluster) startNode(ctx context.Context, n *node, first bool) error {
 		// A restart right after a kill: the killed server's listening
 		// socket can outlive the wait for its process on a loaded host,
 		// and the new server would fail to listen. Wait, up to 10 s, for
-		// no socket to listen on the port (/proc/net/tcp: local port in
-		// hex, state 0A).
-		fmt.Fprintf(&script, "i=0; while grep -q ':%04X 00000000:0000 0A' /proc/net/tcp && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done\n", redisPort)
+		// no socket to listen on the node's ports (/proc/net/tcp: local
+		// port in hex, state 0A).
+		fmt.Fprintf(&script, "i=0; while grep -q -e ':%04X 00000000:0000 0A' -e ':%04X 00000000:0000 0A' /proc/net/tcp && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done\n", n.port(), n.busPort())
 	}
-	fmt.Fprintf(&script, "cat > %s/redis.conf <<'EOF'\n%sEOF\n", Quote(n.dir), cl.redisConf(n))
-	fmt.Fprintf(&script, "rm -f %[1]s/redis.pid; %[2]s %[1]s/redis.conf </dev/null >>%[1]s/stdout.log 2>&1\n", Quote(n.dir), start)
+	if first || !cl.keepsConfig() {
+		fmt.Fprintf(&script, "cat > %s/redis.conf <<'EOF'\n%sEOF\n", Quote(n.dir), cl.redisConf(n))
+	}
+	args := ""
+	if n.kind == kindSentinel {
+		args = " --sentinel"
+	}
+	fmt.Fprintf(&script, "rm -f %[1]s/redis.pid; %[2]s %[1]s/redis.conf%[3]s </dev/null >>%[1]s/stdout.log 2>&1\n", Quote(n.dir), start, args)
 	// Wait for the pid file the daemonized server writes.
 	// A server that wrote none says why in its log: its last line is the
 	// error.
 	fmt.Fprintf(&script, "i=0; while [ ! -s %[1]s/redis.pid ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done; "+
 		"[ -s %[1]s/redis.pid ] || { echo \"redis-server wrote no pid file: $(tail -n 1 %[1]s/redis.log 2>/dev/null)\" >&2; exit 1; }; cat %[1]s/redis.pid\n", Quote(n.dir))
-	out, err := n.conn.Run(ctx, script.String())
+	out, err := n.conn.Run(rctx, script.String())
 	if err != nil {
 		return fmt.Errorf("node %s on %s: %w", n.name, h.Name, err)
 	}
@@ -315,11 +500,16 @@ func (cl *Cluster) startNode(ctx context.Context, n *node, first bool) error {
 // ClockReason).
 func (cl *Cluster) prepare(ctx context.Context, n *node, check string) error {
 	h := n.conn.Host
+	// The nodes of one host share the run's directory there and the
+	// files uploaded into it: they are prepared one at a time.
+	mu := cl.hostMu[h.Name]
+	mu.Lock()
+	defer mu.Unlock()
 	script := check + fmt.Sprintf("mkdir -p %s/data && printf %%s %s > %s/owner\n", Quote(n.dir), Quote(ownerLine()), Quote(path.Dir(n.dir)))
 	if _, err := n.conn.Run(ctx, script); err != nil {
 		return fmt.Errorf("node %s on %s: %w", n.name, h.Name, err)
 	}
-	if cl.opts.ClockShim == "" || n.backend == "etcd" {
+	if cl.opts.ClockShim == "" || n.kind == kindEtcd {
 		return nil
 	}
 	env, why, err := cl.installShim(ctx, n)
@@ -339,25 +529,43 @@ func (cl *Cluster) prepare(ctx context.Context, n *node, check string) error {
 	return nil
 }
 
-// redisConf renders n's redis.conf.
+// keepsConfig reports whether the cluster's Redis nodes keep their
+// config across restarts: those of redis-sentinel and redis-cluster, which
+// Sentinel and Redis Cluster rewrite (a sentinel's, a failed-over node's
+// replicaof; the cluster's nodes.conf lives beside it in the data
+// directory).
+func (cl *Cluster) keepsConfig() bool {
+	return cl.opts.Backend == "redis-sentinel" || cl.opts.Backend == "redis-cluster"
+}
+
+// busPort is the Redis Cluster bus port of n: its port plus 10000. It is
+// only listened on by the nodes of a redis-cluster.
+func (n *node) busPort() int { return n.port() + 10000 }
+
+// redisConf renders n's redis.conf: the provider's base, with the lines of
+// its part in a redis-sentinel or redis-cluster. Every node binds all the
+// host's addresses and announces the one the clients dial.
 func (cl *Cluster) redisConf(n *node) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "# Written by locktest for node %s of run %s.\n", n.name, cl.opts.RunID)
-	fmt.Fprintf(&b, "port %d\nbind 0.0.0.0\nprotected-mode no\nsave \"\"\n", redisPort)
-	fmt.Fprintf(&b, "dir %s/data\n", n.dir)
-	fmt.Fprintf(&b, "logfile %s/redis.log\n", n.dir)
-	fmt.Fprintf(&b, "daemonize yes\npidfile %s/redis.pid\n", n.dir)
-	switch cl.opts.Persistence {
-	case PersistenceEverysec, PersistenceAlways:
-		fmt.Fprintf(&b, "appendonly yes\nappendfsync %s\n", cl.opts.Persistence)
-	default:
-		b.WriteString("appendonly no\n")
+	c := redisha.Conf{Header: fmt.Sprintf("Written by locktest for node %s of run %s.", n.name, cl.opts.RunID),
+		Port: n.port(), Bind: "0.0.0.0", Dir: n.dir + "/data", LogFile: n.dir + "/redis.log", PidFile: n.dir + "/redis.pid",
+		Persistence: cl.opts.Persistence}
+	switch {
+	case n.kind == kindSentinel:
+		c.Persistence = ""
+		c.Extra = redisha.SentinelConfig(cl.nodes[0].addr(), redisha.DefaultSentinels, cl.sentinel, n.addr())
+	case cl.opts.Backend == "redis-sentinel" && n == cl.nodes[0]:
+		c.Extra = redisha.DataConfig("", n.addr())
+	case cl.opts.Backend == "redis-sentinel":
+		c.Extra = redisha.DataConfig(cl.nodes[0].addr(), n.addr())
+	case cl.opts.Backend == "redis-cluster":
+		c.Extra = redisha.ClusterConfig(cl.nodeTimeout, n.ip())
 	}
-	return b.String()
+	return c.String()
 }
 
 // waitPing polls addr until Redis answers PING with PONG.
 func waitPing(ctx context.Context, addr string) error {
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
 	defer cancel()
 	var last error
@@ -367,6 +575,9 @@ func waitPing(ctx context.Context, addr string) error {
 		}
 		select {
 		case <-ctx.Done():
+			if err := parent.Err(); err != nil {
+				return fmt.Errorf("redis %s not ready: %w", addr, err)
+			}
 			return fmt.Errorf("redis %s not ready after %s: %v", addr, readyTimeout, last)
 		case <-time.After(50 * time.Millisecond):
 		}
@@ -501,14 +712,15 @@ func (cl *Cluster) Stop(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// CollectLogs copies each node's log (redis.log, etcd.log) from its host
-// into dir as <node>.log.
+// CollectLogs copies each node's log (redis.log of a Redis node or a
+// sentinel, etcd.log, zookeeper.log) from its host into dir as
+// <node>.log.
 func (cl *Cluster) CollectLogs(dir string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var errs []error
 	for _, n := range cl.nodes {
-		log := "/" + map[string]string{"redis": "redis", "etcd": "etcd", "zookeeper": "zookeeper"}[n.backend] + ".log"
+		log := "/" + map[string]string{kindRedis: "redis", kindSentinel: "redis", kindEtcd: "etcd", kindZooKeeper: "zookeeper"}[n.kind] + ".log"
 		out, err := n.conn.Run(ctx, "cat "+Quote(n.dir+log))
 		if err != nil {
 			errs = append(errs, err)

@@ -13,9 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/locktest/locktest/clusters"
-	"github.com/locktest/locktest/clusters/roles"
 )
 
 // nodeProgram is the name locktest's node program gets on a host; pids
@@ -24,13 +21,15 @@ const nodeProgram = "locktest-node"
 
 // peerURL is n's etcd peer URL.
 func (n *node) peerURL() string {
-	return "http://" + net.JoinHostPort(n.conn.Host.Address, strconv.Itoa(etcdPeerPort))
+	return "http://" + net.JoinHostPort(n.ip(), strconv.Itoa(etcdPeerPort+2*n.slot))
 }
 
 // startEtcd uploads locktest's node program into the run's directory on
 // n's host (first start only), starts `node etcd` there in the
-// background, and waits until the member reports itself healthy.
-func (cl *Cluster) startEtcd(ctx context.Context, n *node, first bool) error {
+// background, and waits until the member reports itself healthy. The
+// commands on the host run under rctx, the wait under ctx (see
+// startNode).
+func (cl *Cluster) startEtcd(ctx, rctx context.Context, n *node, first bool) error {
 	h := n.conn.Host
 	runDir := path.Dir(n.dir)
 	bin := path.Join(runDir, nodeProgram)
@@ -38,10 +37,15 @@ func (cl *Cluster) startEtcd(ctx context.Context, n *node, first bool) error {
 		return fmt.Errorf("node %s: no node program to upload", n.name)
 	}
 	if first {
-		if err := cl.prepare(ctx, n, ""); err != nil {
+		if err := cl.prepare(rctx, n, ""); err != nil {
 			return err
 		}
-		if err := n.conn.Upload(ctx, cl.opts.NodeCommand[0], bin); err != nil {
+		// The members of one host share the uploaded program.
+		mu := cl.hostMu[h.Name]
+		mu.Lock()
+		err := n.conn.Upload(rctx, cl.opts.NodeCommand[0], bin)
+		mu.Unlock()
+		if err != nil {
 			return fmt.Errorf("node %s on %s: upload the node program: %w", n.name, h.Name, err)
 		}
 	}
@@ -55,7 +59,7 @@ func (cl *Cluster) startEtcd(ctx context.Context, n *node, first bool) error {
 		"--initial-cluster", strings.Join(cluster, ","),
 		"--tick-ms", strconv.Itoa(etcdTickMs), "--election-ms", strconv.Itoa(etcdElectionMs),
 		"--log-file", n.dir+"/etcd.log")
-	if err := cl.startDetached(ctx, n, "", append(slices.Clone(cl.opts.NodeEnv), args...), "stdout.log"); err != nil {
+	if err := cl.startDetached(rctx, n, "", append(slices.Clone(cl.opts.NodeEnv), args...), "stdout.log"); err != nil {
 		return err
 	}
 	return waitEtcdHealthy(ctx, n.addr())
@@ -131,37 +135,4 @@ func (c *Conn) Upload(ctx context.Context, src, dst string) error {
 	defer f.Close()
 	_, err = c.run(ctx, fmt.Sprintf("cat > %[1]s.part && chmod 755 %[1]s.part && mv %[1]s.part %[1]s", Quote(dst)), f)
 	return err
-}
-
-// Role asks the node, from the control host, what it is now: an etcd
-// member whether it leads (roles.Etcd), a ZooKeeper peer its mode
-// (roles.ZooKeeper); a Redis node has no role (""). It
-// implements the nemesis's RoleReader, for faults pinned to a role.
-func (cl *Cluster) Role(ctx context.Context, cn clusters.Node) (string, error) {
-	n, err := cl.find(cn.Name)
-	if err != nil {
-		return "", err
-	}
-	switch n.backend {
-	case "etcd":
-		return roles.Etcd(ctx, n.addr())
-	case "zookeeper":
-		return roles.ZooKeeper(ctx, n.addr())
-	}
-	return "", nil
-}
-
-// Roles returns the roles Role can answer for a node: leader and follower
-// for etcd members and ZooKeeper peers, none for Redis.
-func (cl *Cluster) Roles(clusters.Node) []string {
-	switch cl.opts.Backend {
-	case "etcd":
-		return []string{roles.EtcdLeader, roles.EtcdFollower}
-	case "zookeeper":
-		if len(cl.nodes) == 1 {
-			return []string{"standalone"}
-		}
-		return []string{"leader", "follower"}
-	}
-	return nil
 }

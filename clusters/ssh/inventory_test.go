@@ -71,6 +71,10 @@ func TestInventoryGood(t *testing.T) {
 	if got := inv.HostsFor("redis"); len(got) != 2 || got[0].Name != "h2" || got[1].Name != "h1" {
 		t.Errorf("redis hosts %+v, want h2, h1", got)
 	}
+	// A host named twice takes two nodes.
+	if got := inv.HostsFor("redis-sentinel"); len(got) != 3 || got[0].Name != "h1" || got[1].Name != "h2" || got[2].Name != "h1" {
+		t.Errorf("redis-sentinel hosts %+v, want h1, h2, h1", got)
+	}
 }
 
 // TestHostsShortForm checks `--hosts a,b,c`.

@@ -16,12 +16,17 @@ import (
 // as the nemesis names them: nodes by name, client hosts c0, c1, ... The
 // clients all run on the control host. With client addresses, client host
 // cK is the K-th of them (its processes' connections leave the control
-// host from it, see package clusters/clientaddr), and a cut drops
-// everything between a node host and that address. Without, every client
-// host stands for the control host's address as each node host sees it,
-// and a cut drops only the node's service port. SSH to the hosts is never
+// host from it, see package clusters/clientaddr). Without, every client
+// host stands for the control host's address as each node host sees it.
+// A cut of a node and a client host drops that address on the node's own
+// port only, which is exact also on a host of several nodes. SSH to the
+// hosts is never
 // cut: loss spares the SSH port, and the SSH port's ACCEPT stays above
-// every DROP. Its methods are safe for concurrent use.
+// every DROP. A rule on a host's address hits every node of that host, so
+// a cut between nodes or a loss that would hit a node it does not name
+// (two nodes of one host on two sides of a cut, or a node on neither side
+// beside one that is cut) is an error that says so, and no rule is made. Its methods are safe
+// for concurrent use.
 type Network struct {
 	cl      *Cluster
 	conns   []*Conn
@@ -87,18 +92,51 @@ func (nw *Network) comment() string { return "locktest:" + nw.cl.opts.RunID }
 type rule struct{ chain, spec string }
 
 // Cut drops every packet between each host of a and each host of b, in
-// both directions, until Heal.
+// both directions, until Heal. A cut that rules on the hosts' addresses
+// cannot make exactly (see Network) is an error, and nothing is cut.
 func (nw *Network) Cut(ctx context.Context, a, b []string) error {
 	nw.mu.Lock()
 	defer nw.mu.Unlock()
+	rules, err := nw.cutRules(a, b)
+	if err != nil {
+		return err
+	}
+	return nw.apply(ctx, rules)
+}
+
+// alone returns an error when n's host runs a node that is not on n's
+// side of a cut (side): a rule on the host's address, made to cut n from
+// other, would cut that node too. others is the cut's other side.
+func (nw *Network) alone(n *node, side, others []string, other string) error {
+	for _, m := range nw.cl.nodes {
+		if m.conn != n.conn || slices.Contains(side, m.name) {
+			continue
+		}
+		if slices.Contains(others, m.name) {
+			return fmt.Errorf("ssh network: cannot cut %s from %s: both run on host %s, and iptables rules on a host's address cannot cut two nodes of one host apart (give them hosts of their own: inventory backends:)", n.name, m.name, n.conn.Host.Name)
+		}
+		return fmt.Errorf("ssh network: cannot cut %s from %s: host %s also runs %s, which is on neither side, and a rule on the host's address would cut it too (give them hosts of their own: inventory backends:)", n.name, other, n.conn.Host.Name, m.name)
+	}
+	return nil
+}
+
+// cutRules returns the rules of a cut between a and b on each host, or
+// why rules on the hosts' addresses cannot make it exactly.
+func (nw *Network) cutRules(a, b []string) (map[*Conn][]rule, error) {
 	rules := map[*Conn][]rule{}
-	add := func(x, y string) error {
+	add := func(x, y string, xs, ys []string) error {
 		nx, _ := nw.cl.find(x)
 		if nx == nil {
 			return nil // a client host: its rules go into the nodes
 		}
 		ny, _ := nw.cl.find(y)
 		if ny != nil {
+			if err := nw.alone(nx, xs, ys, y); err != nil {
+				return err
+			}
+			if err := nw.alone(ny, ys, xs, x); err != nil {
+				return err
+			}
 			ip := ny.conn.Host.Address
 			rules[nx.conn] = append(rules[nx.conn], rule{"INPUT", "-s " + ip}, rule{"OUTPUT", "-d " + ip})
 			return nil
@@ -107,32 +145,36 @@ func (nw *Network) Cut(ctx context.Context, a, b []string) error {
 		if err != nil {
 			return err
 		}
+		// A client reaches a node on the node's own port only, so a rule
+		// on that port cuts the pair exactly, also where the host runs
+		// other nodes: from the client's own address, or, without one,
+		// from the control host's (then every client at once).
+		ip := nx.conn.LocalIP()
 		if own {
-			ip := ca.String()
-			rules[nx.conn] = append(rules[nx.conn], rule{"INPUT", "-s " + ip}, rule{"OUTPUT", "-d " + ip})
-			return nil
+			ip = ca.String()
 		}
-		ctl := nx.conn.LocalIP()
 		port := strconv.Itoa(nx.port())
-		rules[nx.conn] = append(rules[nx.conn], rule{"INPUT", "-s " + ctl + " -p tcp --dport " + port}, rule{"OUTPUT", "-d " + ctl + " -p tcp --sport " + port})
+		rules[nx.conn] = append(rules[nx.conn], rule{"INPUT", "-s " + ip + " -p tcp --dport " + port}, rule{"OUTPUT", "-d " + ip + " -p tcp --sport " + port})
 		return nil
 	}
 	for _, x := range a {
 		for _, y := range b {
-			if err := add(x, y); err != nil {
-				return err
+			if err := add(x, y, a, b); err != nil {
+				return nil, err
 			}
-			if err := add(y, x); err != nil {
-				return err
+			if err := add(y, x, b, a); err != nil {
+				return nil, err
 			}
 		}
 	}
-	return nw.apply(ctx, rules)
+	return rules, nil
 }
 
 // Loss drops each packet to or from hosts with probability p, until Heal.
 // A client host's loss is put on the node hosts' traffic with the control
-// host.
+// host. A node's loss falls on all of its host's traffic: a node that
+// shares its host with one hosts does not name is an error, and nothing is
+// lost.
 func (nw *Network) Loss(ctx context.Context, hosts []string, p float64) error {
 	nw.mu.Lock()
 	defer nw.mu.Unlock()
@@ -142,6 +184,11 @@ func (nw *Network) Loss(ctx context.Context, hosts []string, p float64) error {
 	for _, h := range hosts {
 		n, _ := nw.cl.find(h)
 		if n != nil {
+			for _, m := range nw.cl.nodes {
+				if m.conn == n.conn && !slices.Contains(hosts, m.name) {
+					return fmt.Errorf("ssh network: cannot make %s lossy: host %s also runs %s, and the loss would fall on its traffic too (give them hosts of their own: inventory backends:)", n.name, n.conn.Host.Name, m.name)
+				}
+			}
 			rules[n.conn] = append(rules[n.conn], rule{"INPUT", stat}, rule{"OUTPUT", stat})
 			continue
 		}

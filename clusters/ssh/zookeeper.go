@@ -12,7 +12,8 @@ import (
 	"github.com/locktest/locktest/clusters/zkconf"
 )
 
-// The ports of a ZooKeeper peer, one a host.
+// The first ports of a ZooKeeper peer; the k-th peer of a host adds k to
+// each.
 const (
 	zkClientPort   = 2181
 	zkQuorumPort   = 2888
@@ -43,8 +44,9 @@ const zkMain = "QuorumPeerMain"
 // startZooKeeper writes n's zoo.cfg, log4j.properties and myid (first
 // start: after checking that the host has java and the jars), starts the
 // peer's JVM in the background in a session of its own, and waits until
-// the peer serves in a quorum.
-func (cl *Cluster) startZooKeeper(ctx context.Context, n *node, first bool) error {
+// the peer serves in a quorum. The commands on the host run under rctx,
+// the wait under ctx (see startNode).
+func (cl *Cluster) startZooKeeper(ctx, rctx context.Context, n *node, first bool) error {
 	h := n.conn.Host
 	java := h.Binary("java")
 	var cp []string
@@ -57,13 +59,13 @@ func (cl *Cluster) startZooKeeper(ctx context.Context, n *node, first bool) erro
 		for _, j := range cp {
 			fmt.Fprintf(&check, "[ -f %[1]s ] || { echo 'no %[1]s on the host (install ZooKeeper, Debian'\\''s zookeeper package)' >&2; exit 3; }\n", j)
 		}
-		if err := cl.prepare(ctx, n, check.String()); err != nil {
+		if err := cl.prepare(rctx, n, check.String()); err != nil {
 			return err
 		}
 	}
 	var peers []zkconf.Peer
 	for i, m := range cl.nodes {
-		peers = append(peers, zkconf.Peer{ID: i + 1, IP: m.conn.Host.Address, Quorum: zkQuorumPort, Election: zkElectionPort})
+		peers = append(peers, zkconf.Peer{ID: i + 1, IP: m.ip(), Quorum: zkQuorumPort + m.slot, Election: zkElectionPort + m.slot})
 	}
 	myid := 0
 	for i, m := range cl.nodes {
@@ -71,7 +73,7 @@ func (cl *Cluster) startZooKeeper(ctx context.Context, n *node, first bool) erro
 			myid = i + 1
 		}
 	}
-	conf := zkconf.Config{Node: n.name, Tick: zkTick, DataDir: n.dir + "/data", ClientIP: h.Address, ClientPort: zkClientPort, Peers: peers}
+	conf := zkconf.Config{Node: n.name, Tick: zkTick, DataDir: n.dir + "/data", ClientIP: n.ip(), ClientPort: n.port(), Peers: peers}
 	args := append([]string{java}, zkconf.JVM(zkHeap, strings.Join(cp, ":"), n.dir+"/log4j.properties", n.dir+"/zoo.cfg", "-Dzookeeper.log.dir="+n.dir)...)
 	n.mu.Lock()
 	env := n.env
@@ -80,7 +82,7 @@ func (cl *Cluster) startZooKeeper(ctx context.Context, n *node, first bool) erro
 	fmt.Fprintf(&files, "cat > %s/zoo.cfg <<'EOF'\n%sEOF\n", Quote(n.dir), conf.String())
 	fmt.Fprintf(&files, "cat > %s/log4j.properties <<'EOF'\n%sEOF\n", Quote(n.dir), zkconf.Log4j)
 	fmt.Fprintf(&files, "echo %d > %s/data/myid\n", myid, Quote(n.dir))
-	if err := cl.startDetached(ctx, n, files.String(), append(slices.Clone(env), args...), "zookeeper.log"); err != nil {
+	if err := cl.startDetached(rctx, n, files.String(), append(slices.Clone(env), args...), "zookeeper.log"); err != nil {
 		return err
 	}
 	return waitZooKeeper(ctx, n.addr())

@@ -78,10 +78,11 @@ func Dial(tb testing.TB, inventory string) (context.Context, []*sshp.Conn) {
 // Leftovers is the shell command that lists, on a host, what a run of the
 // ssh provider makes there: the run directories under the default
 // working directory, locktest's iptables rules, and the processes of the
-// servers it starts (redis-server, locktest's uploaded node program, a
+// servers it starts (redis-server, a sentinel, which is redis-server
+// --sentinel or redis-sentinel, locktest's uploaded node program, a
 // ZooKeeper peer).
 const Leftovers = "ls -A " + sshp.DefaultWorkdir + " 2>/dev/null; iptables-save | grep locktest; " +
-	"for f in /proc/[0-9]*/cmdline; do grep -qa -e 'redis-serve[r]' -e 'locktest-nod[e]' -e 'QuorumPeerMai[n]' $f 2>/dev/null && echo process $f; done; true"
+	"for f in /proc/[0-9]*/cmdline; do grep -qa -e 'redis-serve[r]' -e 'redis-sentine[l]' -e 'locktest-nod[e]' -e 'QuorumPeerMai[n]' $f 2>/dev/null && echo process $f; done; true"
 
 // AssertClean checks that no host of the inventory, but those named in
 // except, keeps a run directory, a locktest iptables rule or a server

@@ -1,0 +1,177 @@
+package ssh
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/clusters/redisha"
+	"github.com/locktest/locktest/clusters/roles"
+)
+
+// The bounds of the waits of a replicated Redis on the hosts.
+const (
+	// replicatedReadyTimeout bounds the wait, after its nodes answer, for a
+	// redis-sentinel's replicas and sentinels or a redis-cluster's
+	// creation and health.
+	replicatedReadyTimeout = 60 * time.Second
+	// roleTimeout bounds Role's questions to the nodes.
+	roleTimeout = 2 * time.Second
+)
+
+// byKind returns the nodes of kind, in order, as clusters.Node.
+func (cl *Cluster) byKind(kind string) (raw []*node, nodes []clusters.Node) {
+	all := cl.Nodes()
+	for i, n := range cl.nodes {
+		if n.kind == kind {
+			raw = append(raw, n)
+			nodes = append(nodes, all[i])
+		}
+	}
+	return raw, nodes
+}
+
+// startSentinel starts the data nodes of a redis-sentinel (n1 the master,
+// the others its replicas), waits until each replica's link to the master
+// is up, then starts the sentinels and waits until each names n1 as the
+// master and knows every replica and every other sentinel, so that a
+// failover can happen from the moment it returns.
+func (cl *Cluster) startSentinel(ctx context.Context) error {
+	data, dataNodes := cl.byKind(kindRedis)
+	sents, sentNodes := cl.byKind(kindSentinel)
+	if err := cl.startAll(ctx, data); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, replicatedReadyTimeout)
+	defer cancel()
+	if err := redisha.WaitReplicasLinked(ctx, dataNodes[0], dataNodes[1:]); err != nil {
+		return fmt.Errorf("ssh redis-sentinel: %w", err)
+	}
+	if err := cl.startAll(ctx, sents); err != nil {
+		return err
+	}
+	if err := redisha.WaitSentinelsReady(ctx, sentNodes, dataNodes[0].Addr, len(data)-1); err != nil {
+		return fmt.Errorf("ssh redis-sentinel: %w", err)
+	}
+	return nil
+}
+
+// startRedisCluster starts every node of a redis-cluster, creates the
+// cluster at the first start (redisha.CreateCluster: the first half of the
+// nodes masters, each with one replica), and waits until every node
+// reports cluster_state:ok and the masters own every slot; it records the
+// roles for Nodes.
+func (cl *Cluster) startRedisCluster(ctx context.Context) error {
+	if err := cl.startAll(ctx, cl.nodes); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, replicatedReadyTimeout)
+	defer cancel()
+	cl.roleMu.Lock()
+	created := cl.created
+	cl.roleMu.Unlock()
+	if !created {
+		if err := redisha.CreateCluster(ctx, cl.Nodes(), cl.masters); err != nil {
+			return fmt.Errorf("ssh %w", err)
+		}
+		cl.roleMu.Lock()
+		cl.created = true
+		cl.roleMu.Unlock()
+	}
+	seen, err := redisha.WaitClusterHealthy(ctx, func() ([]clusters.Node, map[string]bool) {
+		return cl.Nodes(), redisha.Running(cl.Pids())
+	}, cl.masters)
+	if err != nil {
+		return fmt.Errorf("ssh %w", err)
+	}
+	cl.roleMu.Lock()
+	cl.roles = seen
+	cl.roleMu.Unlock()
+	return nil
+}
+
+// Pids returns each node's pid on its host, by name: 0 for a node that is
+// not running.
+func (cl *Cluster) Pids() map[string]int {
+	out := make(map[string]int, len(cl.nodes))
+	for _, n := range cl.nodes {
+		n.mu.Lock()
+		out[n.name] = n.pid
+		n.mu.Unlock()
+	}
+	return out
+}
+
+// Targets returns the nodes a fault that stops a process picks from: a
+// redis-sentinel's data nodes (killing a sentinel tests Sentinel, not the
+// lock), every node of the other backends.
+func (cl *Cluster) Targets() []clusters.Node {
+	if cl.opts.Backend != "redis-sentinel" {
+		return cl.Nodes()
+	}
+	_, data := cl.byKind(kindRedis)
+	return data
+}
+
+// Role asks, from the control host, what the node is now: an etcd member
+// whether it leads (roles.Etcd), a ZooKeeper peer its mode
+// (roles.ZooKeeper); a redis-sentinel data node is the master when a
+// majority of the sentinels name it so, else a replica, and a sentinel is a
+// sentinel; a redis-cluster node is what its own CLUSTER NODES line says
+// (a master serving slots, or a replica). A node of the redis backend has
+// no role (""). A role that cannot be read now (the node or the sentinels
+// down, a failover under way) is an error. It implements the nemesis's
+// RoleReader, for faults pinned to a role.
+func (cl *Cluster) Role(ctx context.Context, cn clusters.Node) (string, error) {
+	n, err := cl.find(cn.Name)
+	if err != nil {
+		return "", err
+	}
+	ctx, cancel := context.WithTimeout(ctx, roleTimeout)
+	defer cancel()
+	var r string
+	switch cl.opts.Backend {
+	case "etcd":
+		return roles.Etcd(ctx, n.addr())
+	case "zookeeper":
+		return roles.ZooKeeper(ctx, n.addr())
+	case "redis-sentinel":
+		if n.kind == kindSentinel {
+			return redisha.RoleSentinel, nil
+		}
+		_, data := cl.byKind(kindRedis)
+		_, sents := cl.byKind(kindSentinel)
+		r, err = redisha.DataRole(ctx, sents, data, n.name)
+	case "redis-cluster":
+		r, err = redisha.ClusterRole(ctx, n.addr())
+	default:
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("ssh %s: %s: %w", cl.opts.Backend, n.name, err)
+	}
+	return r, nil
+}
+
+// Roles returns the roles Role can answer for a node: leader and follower
+// for etcd members and ZooKeeper peers (standalone for a single peer),
+// master and replica for the data nodes of redis-sentinel and
+// redis-cluster, sentinel for a sentinel, none for Redis.
+func (cl *Cluster) Roles(cn clusters.Node) []string {
+	switch cl.opts.Backend {
+	case "etcd":
+		return []string{roles.EtcdLeader, roles.EtcdFollower}
+	case "zookeeper":
+		if len(cl.nodes) == 1 {
+			return []string{"standalone"}
+		}
+		return []string{"leader", "follower"}
+	case "redis-sentinel", "redis-cluster":
+		if n, err := cl.find(cn.Name); err == nil && n.kind == kindSentinel {
+			return []string{redisha.RoleSentinel}
+		}
+		return []string{redisha.RoleMaster, redisha.RoleReplica}
+	}
+	return nil
+}
