@@ -46,10 +46,12 @@ var mariadbInnoDB = []string{"--innodb-buffer-pool-size=16M", "--innodb-log-file
 // create the data directory dataDir for a server running as the system
 // user user: no option file read, root without a password (normal
 // authentication, not the Unix socket's), no test database, no host name
-// lookups, and the server's InnoDB settings.
+// in the grant tables and no look-up of the host's name (--force: the
+// script would otherwise fail on a host whose name does not resolve, and
+// needs resolveip), and the server's InnoDB settings.
 func MariaDBInstallArgs(dataDir, user string) []string {
 	return append([]string{"--no-defaults", "--datadir=" + dataDir, "--user=" + user,
-		"--auth-root-authentication-method=normal", "--skip-test-db", "--skip-name-resolve"}, mariadbInnoDB...)
+		"--auth-root-authentication-method=normal", "--skip-test-db", "--skip-name-resolve", "--force"}, mariadbInnoDB...)
 }
 
 // MariaDB is the command line of one mariadbd.

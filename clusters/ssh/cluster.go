@@ -25,10 +25,12 @@ import (
 
 // Programs are the server programs the provider runs, by the names an
 // inventory's binaries: map gives paths for.
-var Programs = []string{"redis-server", "java"}
+var Programs = []string{"redis-server", "java", "mariadbd", "mariadb-install-db", "postgres", "initdb"}
 
 // Backends returns the backends the ssh provider runs.
-func Backends() []string { return []string{"redis", "etcd", "zookeeper"} }
+func Backends() []string {
+	return []string{"redis", "etcd", "zookeeper", backendMariaDB, backendPostgres}
+}
 
 // Persistence settings of the Redis nodes, as the local provider's.
 const (
@@ -190,6 +192,8 @@ func (n *node) port() int {
 		return etcdClientPort
 	case "zookeeper":
 		return zkClientPort
+	case backendMariaDB, backendPostgres:
+		return n.sqlPort()
 	}
 	return redisPort
 }
@@ -202,6 +206,10 @@ func (n *node) program() string {
 		return nodeProgram
 	case "zookeeper":
 		return zkMain
+	case backendMariaDB:
+		return mariadbProgram
+	case backendPostgres:
+		return postgresProgram
 	}
 	return "redis-server"
 }
@@ -261,6 +269,10 @@ func (cl *Cluster) startNode(ctx context.Context, n *node, first bool) error {
 		return cl.startEtcd(ctx, n, first)
 	case "zookeeper":
 		return cl.startZooKeeper(ctx, n, first)
+	case backendMariaDB:
+		return cl.startMariaDB(ctx, n, first)
+	case backendPostgres:
+		return cl.startPostgres(ctx, n, first)
 	}
 	h := n.conn.Host
 	bin := h.Binary("redis-server")
@@ -414,6 +426,9 @@ func (n *node) signal(ctx context.Context, sig string) (int, error) {
 		return 0, fmt.Errorf("ssh: node %s is not running", n.name)
 	}
 	cmd := fmt.Sprintf("grep -qa %[3]s /proc/%[1]d/cmdline && kill -%[2]s %[1]d || { echo 'pid %[1]d is not a %[3]s' >&2; exit 1; }", pid, sig, n.program())
+	if n.isSQL() {
+		cmd = n.sqlSignal(pid, sig)
+	}
 	if _, err := n.conn.Root(ctx, cmd); err != nil {
 		return pid, fmt.Errorf("node %s: kill -%s %d: %w", n.name, sig, pid, err)
 	}
@@ -508,7 +523,7 @@ func (cl *Cluster) CollectLogs(dir string) error {
 	defer cancel()
 	var errs []error
 	for _, n := range cl.nodes {
-		log := "/" + map[string]string{"redis": "redis", "etcd": "etcd", "zookeeper": "zookeeper"}[n.backend] + ".log"
+		log := "/" + map[string]string{"redis": "redis", "etcd": "etcd", "zookeeper": "zookeeper", backendMariaDB: "mariadb", backendPostgres: "postgres"}[n.backend] + ".log"
 		out, err := n.conn.Run(ctx, "cat "+Quote(n.dir+log))
 		if err != nil {
 			errs = append(errs, err)
