@@ -2,6 +2,7 @@ package docker
 
 import (
 	"context"
+	"debug/elf"
 	"errors"
 	"fmt"
 	"os"
@@ -114,14 +115,7 @@ func addLabMariaDB(ctx context.Context, r *Rootfs) (bool, error) {
 // addLabPostgres adds PostgreSQL's server and initdb and reports whether
 // this host has them.
 func addLabPostgres(ctx context.Context, r *Rootfs) (bool, error) {
-	bins, _ := filepath.Glob("/usr/lib/postgresql/*/bin/postgres")
-	best, version := "", -1
-	for _, b := range bins {
-		v, err := strconv.Atoi(filepath.Base(filepath.Dir(filepath.Dir(b))))
-		if err == nil && v > version && isExec(b) && isExec(filepath.Join(filepath.Dir(b), "initdb")) {
-			best, version = b, v
-		}
-	}
+	best, version := highestPostgres()
 	if best == "" {
 		return false, nil
 	}
@@ -139,10 +133,13 @@ func addLabPostgres(ctx context.Context, r *Rootfs) (bool, error) {
 		if err := r.AddPath(m); err != nil {
 			return false, err
 		}
-		// A module whose libraries this host lacks is one no server of
-		// the lab loads.
-		if _, err := r.AddLibs(ctx, m); err != nil {
-			return false, err
+		// Most modules link the C library alone, which the image has:
+		// ldd runs only for the others. A module whose libraries this
+		// host lacks is one no server of the lab loads.
+		if needsMoreThanLibc(m) {
+			if _, err := r.AddLibs(ctx, m); err != nil {
+				return false, err
+			}
 		}
 	}
 	if err := addDirBut(r, filepath.Join("/usr/share/postgresql", strconv.Itoa(version)), pgShareSkip); err != nil {
@@ -162,6 +159,21 @@ func addLabPostgres(ctx context.Context, r *Rootfs) (bool, error) {
 	appendLine(r, "/etc/passwd", fmt.Sprintf("postgres:x:%s:%s:PostgreSQL administrator:/var/lib/postgresql:/bin/sh", uid, gid))
 	appendLine(r, "/etc/group", fmt.Sprintf("postgres:x:%s:", gid))
 	return true, nil
+}
+
+// highestPostgres returns the postgres of the highest
+// /usr/lib/postgresql/<version>/bin that has initdb too, and the version;
+// "" when there is none.
+func highestPostgres() (string, int) {
+	bins, _ := filepath.Glob("/usr/lib/postgresql/*/bin/postgres")
+	best, version := "", -1
+	for _, b := range bins {
+		v, err := strconv.Atoi(filepath.Base(filepath.Dir(filepath.Dir(b))))
+		if err == nil && v > version && isExec(b) && isExec(filepath.Join(filepath.Dir(b), "initdb")) {
+			best, version = b, v
+		}
+	}
+	return best, version
 }
 
 // addDirBut adds the host directory dir with everything below it but its
@@ -195,6 +207,21 @@ func appendLine(r *Rootfs, p, line string) {
 	}
 	data := append(append([]byte{}, e.data...), line+"\n"...)
 	r.AddFile(p, data, e.mode)
+}
+
+// needsMoreThanLibc reports whether the ELF file p names a library it
+// needs besides the C and maths libraries, or cannot be read as one.
+func needsMoreThanLibc(p string) bool {
+	f, err := elf.Open(p)
+	if err != nil {
+		return true
+	}
+	defer f.Close()
+	libs, err := f.ImportedLibraries()
+	if err != nil {
+		return true
+	}
+	return slices.ContainsFunc(libs, func(l string) bool { return l != "libc.so.6" && l != "libm.so.6" })
 }
 
 func isExec(p string) bool {
