@@ -107,16 +107,7 @@ func TestSSHLabSQL(t *testing.T) {
 				if !strings.Contains(string(log), tc.recovered) {
 					t.Errorf("logs/n1.log lacks %q: the server did not restart from the data directory the kill left", tc.recovered)
 				}
-				firstRestart, okAfter := int64(-1), 0
-				for _, o := range h {
-					switch {
-					case o.IsNemesis() && o.F == "restart-node" && o.Type == history.OK && firstRestart < 0:
-						firstRestart = o.Time
-					case o.F == history.Acquire && o.Type == history.OK && firstRestart >= 0:
-						okAfter++
-					}
-				}
-				if okAfter == 0 {
+				if acquiredAfter(h, "restart-node") == 0 {
 					t.Errorf("no acquire granted after the first restart")
 				}
 			}
@@ -125,6 +116,22 @@ func TestSSHLabSQL(t *testing.T) {
 	}
 	t.Run("no-server-binary", func(t *testing.T) { sshSQLMissingBinary(t, inventory) })
 	t.Run("cleanup", func(t *testing.T) { sshSQLCleanup(t, inventory) })
+}
+
+// acquiredAfter counts the acquires granted after the first nemesis op f
+// that went in.
+func acquiredAfter(h history.History, f string) int {
+	i := slices.IndexFunc(h, func(o history.Op) bool { return o.IsNemesis() && o.F == f && o.Type == history.OK })
+	if i < 0 {
+		return 0
+	}
+	n := 0
+	for _, o := range h[i:] {
+		if o.F == history.Acquire && o.Type == history.OK {
+			n++
+		}
+	}
+	return n
 }
 
 // sshSQLMissingBinary gives h1 a server binary that is not there, in the
