@@ -79,8 +79,11 @@ func TestSSHLabSQL(t *testing.T) {
 			cfg.Duration, cfg.MaxCriticalSections, cfg.Timeout = 8*time.Second, 40, 5*time.Second
 			if tc.fault != "" {
 				cfg.Faults, cfg.Targets = []string{tc.fault}, map[string][]string{tc.fault: {"n1"}}
-				cfg.Interval, cfg.NodeDown, cfg.Window = 500*time.Millisecond, 500*time.Millisecond, 600*time.Millisecond
-				cfg.Duration, cfg.Quiet, cfg.MaxCriticalSections, cfg.Timeout = 9*time.Second, 3*time.Second, 0, time.Second
+				cfg.Interval, cfg.NodeDown = 500*time.Millisecond, 500*time.Millisecond
+				cfg.Duration, cfg.Quiet, cfg.MaxCriticalSections, cfg.Timeout = 8*time.Second, 2*time.Second, 0, time.Second
+				// A pause between ops keeps the history small enough for
+				// the linearizability checkers to decide.
+				cfg.Think = 5 * time.Millisecond
 			}
 			out, h := mustRun(t, cfg)
 			r := out.Results

@@ -21,8 +21,13 @@ const (
 	postgresProgram = "postgres"
 )
 
-// sqlProbeTimeout bounds the look-up of a host's SQL programs.
-const sqlProbeTimeout = 30 * time.Second
+// sqlProbeTimeout bounds the look-up of a host's SQL programs;
+// sqlInitTimeout the creation of a data directory and the server's start,
+// which run on when the run is interrupted.
+const (
+	sqlProbeTimeout = 30 * time.Second
+	sqlInitTimeout  = 2 * time.Minute
+)
 
 // isSQL reports whether n runs a one-node SQL server (MariaDB or
 // PostgreSQL).
@@ -55,13 +60,14 @@ func (n *node) sqlLog() string {
 //   - lt_stop and lt_cont PID pause and resume the server and every
 //     process below it (the server first, so it starts no process
 //     meanwhile; on resume last), lt_stop waiting until each is stopped;
-//   - lt_kill PID DATADIR freezes the server, SIGKILLs every process below
-//     it, its process group and itself, waits until each is gone, and then
-//     removes the System V shared memory segment a killed PostgreSQL
-//     leaves (the one its postmaster.pid names, when no process is
-//     attached to it any more), which only a clean shutdown removes: as
-//     the segment's owner, since root in a container may lack the
-//     capability to remove another user's.
+//   - lt_kill PID freezes the server, SIGKILLs every process below it,
+//     its process group and itself, waits until each is gone, and then
+//     removes the System V shared memory segments the server created that
+//     no process is attached to any more: a killed PostgreSQL leaves one,
+//     which only a clean shutdown removes (found by its creator's pid, not
+//     by postmaster.pid, which names it only a moment after its
+//     creation). It removes them as their owner: root in a container may
+//     lack the capability to remove another user's.
 const sqlShell = `rp=') '
 lt_state() { st=; { read -r l < /proc/$1/stat; } 2>/dev/null || return 1; set -- ${l##*"$rp"}; st=$1; }
 lt_alive() { lt_state $1 && [ "$st" != Z ]; }
@@ -84,14 +90,10 @@ lt_kill() {
 	kill -KILL -$1 2>/dev/null; kill -KILL $1 2>/dev/null
 	for p in $1 $kids; do i=0; while lt_alive $p && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done; done
 	if lt_alive $1; then echo "pid $1 outlived SIGKILL for 10 s" >&2; return 1; fi
-	[ -f "$2/postmaster.pid" ] || return 0
-	set -- $(sed -n 7p "$2/postmaster.pid")
-	[ $# -eq 2 ] || return 0
-	seg=$(awk -v k="$1" -v i="$2" '$1 == k && $2 == i && $7 == 0 {print $8, $9}' /proc/sysvipc/shm 2>/dev/null)
-	[ -n "$seg" ] || return 0
-	set -- $2 $seg
-	as=; [ "$(id -u)" = 0 ] && [ "$2" != 0 ] && as="setpriv --reuid=$2 --regid=$3 --clear-groups"
-	$as ipcrm -m $1 || { echo "the killed server's shared memory segment $1 is left" >&2; return 1; }
+	awk -v p="$1" '$5 == p && $7 == 0 {print $2, $8, $9}' /proc/sysvipc/shm 2>/dev/null | while read -r seg u g; do
+		as=; [ "$(id -u)" = 0 ] && [ "$u" != 0 ] && as="setpriv --reuid=$u --regid=$g --clear-groups"
+		$as ipcrm -m $seg || { echo "the killed server's shared memory segment $seg is left" >&2; exit 1; }
+	done
 }
 `
 
@@ -99,7 +101,7 @@ lt_kill() {
 // server at pid and to every process below it, after checking that pid is
 // n's server (its program, and n's data directory on its command line).
 func (n *node) sqlSignal(pid int, sig string) string {
-	fn := map[string]string{"STOP": "lt_stop %d", "CONT": "lt_cont %d", "KILL": "lt_kill %d " + Quote(n.sqlDataDir())}[sig]
+	fn := map[string]string{"STOP": "lt_stop %d", "CONT": "lt_cont %d", "KILL": "lt_kill %d"}[sig]
 	if fn == "" {
 		fn = "kill -" + sig + " %d"
 	}
@@ -114,7 +116,7 @@ func (n *node) sqlSignal(pid int, sig string) string {
 // for a dead driver's run.
 func sqlCleanup(dir string) string {
 	return sqlShell + fmt.Sprintf("for f in %s/*/node.pid; do [ -f \"$f\" ] || continue; d=${f%%/node.pid}/data; read -r pid < \"$f\" || continue; "+
-		"{ lt_is \"$pid\" %s \"$d\" || lt_is \"$pid\" %s \"$d\"; } && lt_kill \"$pid\" \"$d\"; done; true\n", Quote(dir), mariadbProgram, postgresProgram)
+		"{ lt_is \"$pid\" %s \"$d\" || lt_is \"$pid\" %s \"$d\"; } && lt_kill \"$pid\"; done; true\n", Quote(dir), mariadbProgram, postgresProgram)
 }
 
 // sqlHost is what n's host runs a SQL server with, as the host resolved
@@ -246,10 +248,7 @@ func (cl *Cluster) startMariaDB(ctx context.Context, n *node, first bool) error 
 	n.mu.Lock()
 	argv := append(slices.Clone(n.env), sh.server)
 	n.mu.Unlock()
-	if err := cl.startDetached(ctx, n, pre.String(), append(argv, m.Args()...), n.sqlLog()); err != nil {
-		return err
-	}
-	return cl.waitSQL(ctx, n, sqlconf.PingMariaDB)
+	return cl.startSQL(ctx, n, pre.String(), append(argv, m.Args()...), sqlconf.PingMariaDB)
 }
 
 // startPostgres starts n's PostgreSQL server: the first start checks the
@@ -294,10 +293,30 @@ func (cl *Cluster) startPostgres(ctx context.Context, n *node, first bool) error
 	argv := append(slices.Clone(n.env), as...)
 	n.mu.Unlock()
 	argv = append(append(argv, sh.server), p.Args()...)
-	if err := cl.startDetached(ctx, n, pre.String(), argv, n.sqlLog()); err != nil {
+	return cl.startSQL(ctx, n, pre.String(), argv, sqlconf.PingPostgres)
+}
+
+// startSQL runs the shell command init on n's host (the data directory's
+// creation, the files the server reads), starts argv there in the
+// background (startDetached) and waits until the server answers ping.
+// The first two run to their end even when ctx ends meanwhile (within
+// sqlInitTimeout), so that the server's pid is known once it started and
+// Stop kills it: a start cut short would leave a server, or an initdb,
+// running on after the run removed its directory. Only the wait for the
+// answer ends with ctx.
+func (cl *Cluster) startSQL(ctx context.Context, n *node, init string, argv []string, ping func(context.Context, string) error) error {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sqlInitTimeout)
+	defer cancel()
+	if _, err := n.conn.Run(dctx, init); err != nil {
+		return fmt.Errorf("node %s on %s: %w", n.name, n.conn.Host.Name, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("node %s on %s: %w", n.name, n.conn.Host.Name, err)
+	}
+	if err := cl.startDetached(dctx, n, "", argv, n.sqlLog()); err != nil {
 		return err
 	}
-	return cl.waitSQL(ctx, n, sqlconf.PingPostgres)
+	return cl.waitSQL(ctx, n, ping)
 }
 
 // waitSQL polls n's server with ping, a real query from the control host,
