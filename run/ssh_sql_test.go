@@ -119,6 +119,50 @@ func TestSSHLabSQL(t *testing.T) {
 	}
 	t.Run("no-server-binary", func(t *testing.T) { sshSQLMissingBinary(t, inventory) })
 	t.Run("cleanup", func(t *testing.T) { sshSQLCleanup(t, inventory) })
+	t.Run("port-taken", func(t *testing.T) { sshSQLPortTaken(t, inventory) })
+}
+
+// sshSQLPortTaken starts a PostgreSQL on h1 and then a second cluster on
+// the same host and port, as a second run on the same hosts would: the
+// second's start must fail, in one line, saying that another server
+// answers there, rather than take the first server for its own; both stop
+// without a trace.
+func sshSQLPortTaken(t *testing.T, inventory string) {
+	needSQLServer(t, "postgres")
+	ctx, conns := testlab.Dial(t, inventory)
+	inv, err := sshp.LoadInventory(inventory)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var errs [2]error
+	func() {
+		for i := range errs {
+			id := sshp.NewRunID()
+			cl, err := sshp.New(sshp.Options{Backend: "postgres", Nodes: 1, Conns: conns, Inventory: inv, RunID: id})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Stopped, and its directory removed, as a run does, once both
+			// tried.
+			defer func() {
+				if err := cl.Stop(context.Background()); err != nil {
+					t.Error(err)
+				}
+				if err := sshp.RemoveRunDirs(context.Background(), conns, id); err != nil {
+					t.Error(err)
+				}
+			}()
+			errs[i] = cl.Start(ctx)
+			if i == 0 && errs[i] != nil {
+				t.Fatal(errs[i])
+			}
+		}
+	}()
+	addr := inv.Hosts[0].Address + ":5432"
+	if err := errs[1]; err == nil || !strings.Contains(err.Error(), "another server answers on "+addr) || strings.Contains(err.Error(), "\n") {
+		t.Errorf("second start: %v, want a one-line error saying that another server answers on %s", err, addr)
+	}
+	testlab.AssertClean(t, inventory)
 }
 
 // acquiredAfter counts the acquires granted after the first nemesis op f

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -95,20 +96,31 @@ func (m MariaDB) Args() []string {
 	}, mariadbInnoDB...)
 }
 
-// PingMariaDB runs SELECT 1 on the server at addr (host:port) over TCP as
+// PingMariaDB runs a query on the server at addr (host:port) over TCP as
 // root without a password, as the mysql-* impls connect.
 func PingMariaDB(ctx context.Context, addr string) error {
+	_, err := MariaDBDataDir(ctx, addr)
+	return err
+}
+
+// MariaDBDataDir asks the server at addr, as PingMariaDB does, for its
+// data directory (@@datadir), without a trailing slash: which server
+// answers on a port.
+func MariaDBDataDir(ctx context.Context, addr string) (string, error) {
 	cfg := mysql.NewConfig()
 	cfg.User, cfg.Net, cfg.Addr = "root", "tcp", addr
 	cfg.Timeout = 500 * time.Millisecond
 	c, err := mysql.NewConnector(cfg)
 	if err != nil {
-		return err
+		return "", err
 	}
 	db := sql.OpenDB(c)
 	defer db.Close()
-	var one int
-	return db.QueryRowContext(ctx, "SELECT 1").Scan(&one)
+	var dir string
+	if err := db.QueryRowContext(ctx, "SELECT @@datadir").Scan(&dir); err != nil {
+		return "", err
+	}
+	return strings.TrimSuffix(dir, "/"), nil
 }
 
 // PostgresUser is both the superuser the impls log in as and the system
@@ -156,18 +168,29 @@ func (p Postgres) Args() []string {
 	}
 }
 
-// PingPostgres runs SELECT 1 on the server at addr (host:port) over TCP as
+// PingPostgres runs a query on the server at addr (host:port) over TCP as
 // postgres in the database postgres, as the pg-* impls connect.
 func PingPostgres(ctx context.Context, addr string) error {
+	_, err := PostgresDataDir(ctx, addr)
+	return err
+}
+
+// PostgresDataDir asks the server at addr, as PingPostgres does, for its
+// data directory (SHOW data_directory, which the superuser may): which
+// server answers on a port.
+func PostgresDataDir(ctx context.Context, addr string) (string, error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
-		return err
+		return "", err
 	}
 	c, err := pgx.Connect(ctx, fmt.Sprintf("host=%s port=%s user=%s dbname=%s sslmode=disable connect_timeout=1", host, port, PostgresUser, PostgresUser))
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer c.Close(context.Background())
-	var one int
-	return c.QueryRow(ctx, "SELECT 1").Scan(&one)
+	var dir string
+	if err := c.QueryRow(ctx, "SHOW data_directory").Scan(&dir); err != nil {
+		return "", err
+	}
+	return dir, nil
 }

@@ -248,7 +248,7 @@ func (cl *Cluster) startMariaDB(ctx context.Context, n *node, first bool) error 
 	n.mu.Lock()
 	argv := append(slices.Clone(n.env), sh.server)
 	n.mu.Unlock()
-	return cl.startSQL(ctx, n, pre.String(), append(argv, m.Args()...), sqlconf.PingMariaDB)
+	return cl.startSQL(ctx, n, pre.String(), append(argv, m.Args()...), sqlconf.MariaDBDataDir)
 }
 
 // startPostgres starts n's PostgreSQL server: the first start checks the
@@ -293,18 +293,19 @@ func (cl *Cluster) startPostgres(ctx context.Context, n *node, first bool) error
 	argv := append(slices.Clone(n.env), as...)
 	n.mu.Unlock()
 	argv = append(append(argv, sh.server), p.Args()...)
-	return cl.startSQL(ctx, n, pre.String(), argv, sqlconf.PingPostgres)
+	return cl.startSQL(ctx, n, pre.String(), argv, sqlconf.PostgresDataDir)
 }
 
 // startSQL runs the shell command init on n's host (the data directory's
 // creation, the files the server reads), starts argv there in the
-// background (startDetached) and waits until the server answers ping.
+// background (startDetached) and waits until the server answers
+// dataDir (waitSQL).
 // The first two run to their end even when ctx ends meanwhile (within
 // sqlInitTimeout), so that the server's pid is known once it started and
 // Stop kills it: a start cut short would leave a server, or an initdb,
 // running on after the run removed its directory. Only the wait for the
 // answer ends with ctx.
-func (cl *Cluster) startSQL(ctx context.Context, n *node, init string, argv []string, ping func(context.Context, string) error) error {
+func (cl *Cluster) startSQL(ctx context.Context, n *node, init string, argv []string, dataDir func(context.Context, string) (string, error)) error {
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sqlInitTimeout)
 	defer cancel()
 	if _, err := n.conn.Run(dctx, init); err != nil {
@@ -316,42 +317,76 @@ func (cl *Cluster) startSQL(ctx context.Context, n *node, init string, argv []st
 	if err := cl.startDetached(dctx, n, "", argv, n.sqlLog()); err != nil {
 		return err
 	}
-	return cl.waitSQL(ctx, n, ping)
+	return cl.waitSQL(ctx, n, dataDir)
 }
 
-// waitSQL polls n's server with ping, a real query from the control host,
-// until it answers; about every half second it asks n's host whether the
-// server still runs, and one that exited is an error quoting the last line
-// of its log. It gives up after readyTimeout.
-func (cl *Cluster) waitSQL(ctx context.Context, n *node, ping func(context.Context, string) error) error {
-	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
+// waitSQL polls n's server with dataDir, a real query from the control
+// host that asks the server for its data directory, until it answers;
+// a server that answers with another data directory than n's (one not in
+// this run's directory) is another server on n's port (the host's own,
+// another run's), which is an error.
+// About every half second it asks n's host whether the server still runs,
+// and one that exited is an error quoting the last line of its log. It
+// gives up after readyTimeout, or when ctx ends.
+func (cl *Cluster) waitSQL(parent context.Context, n *node, dataDir func(context.Context, string) (string, error)) error {
+	ctx, cancel := context.WithTimeout(parent, readyTimeout)
 	defer cancel()
 	n.mu.Lock()
 	pid := n.pid
 	n.mu.Unlock()
 	logf := path.Join(n.dir, n.sqlLog())
+	// The server may name its directory by another path (a workdir below
+	// a symbolic link, which MariaDB resolves): the run's and the node's
+	// part of it tell.
+	mine := path.Join(path.Base(path.Dir(n.dir)), n.name, "data")
 	var last error
 	for i := 1; ; i++ {
 		qctx, qcancel := context.WithTimeout(ctx, time.Second)
-		last = ping(qctx, n.addr())
+		dir, err := dataDir(qctx, n.addr())
 		qcancel()
-		if last == nil {
+		switch {
+		case err == nil && strings.HasSuffix(path.Clean(dir), mine):
 			return nil
+		case err == nil:
+			cl.abandon(ctx, n)
+			return fmt.Errorf("node %s on %s: another server answers on %s, with the data directory %s (the host's own, or another run's): stop it, or give the backend other hosts", n.name, n.conn.Host.Name, n.addr(), dir)
 		}
+		last = err
 		if i%10 == 0 {
 			out, err := n.conn.Run(ctx, sqlShell+fmt.Sprintf("lt_alive %d && echo alive || grep . %s | tail -n 1", pid, Quote(logf)))
 			if err == nil && strings.TrimSpace(out) != "alive" {
-				n.mu.Lock()
-				n.pid = 0
-				n.mu.Unlock()
+				cl.abandon(ctx, n)
 				return fmt.Errorf("node %s on %s: %s exited before it answered: %s (log %s on the host)", n.name, n.conn.Host.Name, n.program(), strings.TrimSpace(out), logf)
 			}
 		}
 		select {
 		case <-ctx.Done():
+			if err := parent.Err(); err != nil {
+				return fmt.Errorf("node %s on %s: %w", n.name, n.conn.Host.Name, err)
+			}
 			return fmt.Errorf("node %s on %s: %s at %s answers no query after %s: %v (log %s on the host)", n.name, n.conn.Host.Name, n.program(), n.addr(), readyTimeout, oneLine(last), logf)
 		case <-time.After(50 * time.Millisecond):
 		}
+	}
+}
+
+// abandon kills n's server, if it still runs, with every process below
+// it, and forgets its pid: a start that failed leaves nothing for Stop to
+// find. The kill runs to its end even when ctx ends meanwhile; its
+// failure goes to the log.
+func (cl *Cluster) abandon(ctx context.Context, n *node) {
+	n.mu.Lock()
+	pid := n.pid
+	n.pid = 0
+	n.mu.Unlock()
+	if pid == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sqlInitTimeout)
+	defer cancel()
+	cmd := sqlShell + fmt.Sprintf("if lt_is %[1]d %[2]s %[3]s; then lt_kill %[1]d; fi", pid, n.program(), Quote(n.sqlDataDir()))
+	if _, err := n.conn.Root(ctx, cmd); err != nil {
+		cl.lg.Error("ssh node kill after a failed start", "node", n.name, "host", n.conn.Host.Name, "pid", pid, "err", err)
 	}
 }
 
