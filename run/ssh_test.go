@@ -595,7 +595,6 @@ func TestSSHBadInputIsASetupError(t *testing.T) {
 		{"no hosts", func(c *Config) { c.Provider = ProviderSSH }, "--provider ssh needs --inventory FILE or --hosts a,b,c"},
 		{"both inventory and hosts", func(c *Config) { c.Provider, c.SSH = ProviderSSH, SSHConfig{Inventory: "lab.yaml", Hosts: "a"} }, "--inventory and --hosts both name the hosts"},
 		{"inventory without ssh", func(c *Config) { c.SSH.Inventory = "lab.yaml" }, "need --provider ssh"},
-		{"backend ssh lacks", func(c *Config) { c.Provider, c.Impl, c.SSH.Hosts = ProviderSSH, "mysql-get-lock", "a" }, "needs backend mysql, which the ssh provider does not run yet"},
 		{"cluster settings", func(c *Config) {
 			c.Provider, c.SSH.Hosts, c.ClusterParams = ProviderSSH, "a", map[string]string{"tick-ms": "10"}
 		}, "--cluster-opt: the ssh provider reads no cluster settings yet"},

@@ -82,7 +82,8 @@ Subsystem sftp /usr/lib/openssh/sftp-server
 // openssh-server), redis-server, iptables and a few tools, with their
 // libraries, an sshd configuration and the users sshd needs; and, when
 // this host has them, its Java runtime and Debian's ZooKeeper jars, as in
-// the zookeeper image.
+// the zookeeper image, and its MariaDB and PostgreSQL servers
+// (addSSHLabSQL).
 func SSHLabRootfs(ctx context.Context) (*Rootfs, error) {
 	r := baseRootfs()
 	r.AddFile("/etc/passwd", []byte("root:x:0:0:root:/root:/bin/sh\nsshd:x:100:65534::/run/sshd:/usr/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"), 0o644)
@@ -120,6 +121,10 @@ func SSHLabRootfs(ctx context.Context) (*Rootfs, error) {
 	// ZooKeeper, when this host has it: a lab of a host without Java
 	// runs Redis and etcd only, and the provider says a host lacks java.
 	if err := addZooKeeper(ctx, r); err != nil && !errors.Is(err, errNoJava) && !errors.Is(err, errNoZooKeeperJars) {
+		return nil, err
+	}
+	// MariaDB and PostgreSQL, each when this host has it.
+	if _, err := addSSHLabSQL(ctx, r); err != nil {
 		return nil, err
 	}
 	if _, err := os.Stat("/usr/lib/openssh/sftp-server"); err == nil {

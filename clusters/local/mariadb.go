@@ -2,7 +2,6 @@ package local
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -11,11 +10,9 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
-	"time"
-
-	"github.com/go-sql-driver/mysql"
 
 	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/clusters/sqlconf"
 )
 
 // Defaults of the MariaDB provider: the Debian mariadb-server package's
@@ -24,13 +21,6 @@ const (
 	defaultMariaDBServer  = "mariadbd"
 	defaultMariaDBInstall = "mariadb-install-db"
 )
-
-// mariadbInit is run by the server at every start, before it accepts
-// connections: it lets root in over TCP from any address without a
-// password, so clients in other network namespaces can connect too.
-const mariadbInit = `CREATE USER IF NOT EXISTS 'root'@'%';
-GRANT ALL PRIVILEGES ON *.* TO 'root'@'%' WITH GRANT OPTION;
-`
 
 func init() {
 	Register("mysql", func(o Options) (clusters.Cluster, error) {
@@ -107,12 +97,8 @@ type mariadbEngine struct {
 }
 
 func (e *mariadbEngine) kind() string               { return "mariadb" }
-func (e *mariadbEngine) standardPort() int          { return 3306 }
+func (e *mariadbEngine) standardPort() int          { return sqlconf.MariaDBPort }
 func (e *mariadbEngine) stopSignal() syscall.Signal { return syscall.SIGTERM }
-
-// innodbArgs are the storage settings of both the install and the server;
-// the log file size must match between them.
-var mariadbInnoDBArgs = []string{"--innodb-buffer-pool-size=16M", "--innodb-log-file-size=8M", "--innodb-log-buffer-size=1M"}
 
 func (e *mariadbEngine) initPath(n *sqlNode) string { return filepath.Join(n.dir, "init.sql") }
 
@@ -137,49 +123,24 @@ func (e *mariadbEngine) prepare(ctx context.Context, n *sqlNode) error {
 		return fmt.Errorf("local mariadb: node %s: data directory %s is not a directory (log %s)", n.name, n.dataDir, n.logPath)
 	}
 	if _, err := os.Stat(filepath.Join(n.dataDir, "mysql")); errors.Is(err, os.ErrNotExist) {
-		args := append([]string{"--no-defaults", "--datadir=" + n.dataDir, "--user=root",
-			"--auth-root-authentication-method=normal", "--skip-test-db", "--skip-name-resolve"}, mariadbInnoDBArgs...)
-		if err := runLogged(ctx, n.logPath, e.install, args, nil); err != nil {
+		if err := runLogged(ctx, n.logPath, e.install, sqlconf.MariaDBInstallArgs(n.dataDir, "root"), nil); err != nil {
 			return fmt.Errorf("local mariadb: node %s: %s: %v; log %s%s", n.name, filepath.Base(e.install), err, n.logPath, lastLine(logTail(n.logPath, 0, 1)))
 		}
 	}
-	if err := os.WriteFile(e.initPath(n), []byte(mariadbInit), 0o644); err != nil {
+	if err := os.WriteFile(e.initPath(n), []byte(sqlconf.MariaDBInit), 0o644); err != nil {
 		return fmt.Errorf("local mariadb: node %s: %w", n.name, err)
 	}
 	return nil
 }
 
 func (e *mariadbEngine) spec(n *sqlNode) spawnSpec {
-	args := append([]string{"--no-defaults",
-		"--datadir=" + n.dataDir,
-		fmt.Sprintf("--port=%d", n.port),
-		"--bind-address=" + n.host.ip(),
-		"--socket=" + e.socketPath(n),
-		"--pid-file=" + filepath.Join(n.dir, "mariadb.pid"),
-		"--log-error=" + n.logPath,
-		"--init-file=" + e.initPath(n),
-		"--user=root",
-		"--skip-name-resolve",
-		"--skip-log-bin",
-		"--performance-schema=OFF",
-		"--max-connections=500",
-		"--max-connect-errors=1000000",
-	}, mariadbInnoDBArgs...)
-	return spawnSpec{Bin: e.server, Args: args}
+	m := sqlconf.MariaDB{DataDir: n.dataDir, Bind: n.host.ip(), Port: n.port, Socket: e.socketPath(n),
+		PidFile: filepath.Join(n.dir, "mariadb.pid"), LogFile: n.logPath, InitFile: e.initPath(n), User: "root"}
+	return spawnSpec{Bin: e.server, Args: m.Args()}
 }
 
 func (e *mariadbEngine) ping(ctx context.Context, addr string) error {
-	cfg := mysql.NewConfig()
-	cfg.User, cfg.Net, cfg.Addr = "root", "tcp", addr
-	cfg.Timeout = 500 * time.Millisecond
-	c, err := mysql.NewConnector(cfg)
-	if err != nil {
-		return err
-	}
-	db := sql.OpenDB(c)
-	defer db.Close()
-	var one int
-	return db.QueryRowContext(ctx, "SELECT 1").Scan(&one)
+	return sqlconf.PingMariaDB(ctx, addr)
 }
 
 func (e *mariadbEngine) cleanup(n *sqlNode) {

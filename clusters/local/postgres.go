@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -13,19 +12,14 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/clusters/sqlconf"
 )
 
 // postgresUser is the system user the server runs as when the driver is
 // root: PostgreSQL refuses to run as root, and the Debian postgresql
 // package creates this user.
-const postgresUser = "postgres"
-
-// postgresHBA is appended to the generated pg_hba.conf: trust TCP clients
-// from any address, so clients in other network namespaces can connect.
-const postgresHBA = "\n# locktest: any client, no password (a throw-away test server)\nhost all all 0.0.0.0/0 trust\n"
+const postgresUser = sqlconf.PostgresUser
 
 func init() {
 	Register("postgres", func(o Options) (clusters.Cluster, error) {
@@ -145,7 +139,7 @@ type postgresEngine struct {
 }
 
 func (e *postgresEngine) kind() string               { return "postgres" }
-func (e *postgresEngine) standardPort() int          { return 5432 }
+func (e *postgresEngine) standardPort() int          { return sqlconf.PostgresPort }
 func (e *postgresEngine) stopSignal() syscall.Signal { return syscall.SIGINT }
 
 // cleanup removes the System V shared memory segment a killed server left
@@ -194,8 +188,7 @@ func (e *postgresEngine) prepare(ctx context.Context, n *sqlNode) error {
 		}
 	}
 	if _, err := os.Stat(filepath.Join(n.dataDir, "PG_VERSION")); errors.Is(err, os.ErrNotExist) {
-		bin, args := e.initdb, []string{"-D", n.dataDir, "-U", "postgres", "--auth=trust", "--no-sync",
-			"--no-instructions", "-E", "UTF8", "--locale=C"}
+		bin, args := e.initdb, sqlconf.InitdbArgs(n.dataDir)
 		if e.cred != nil {
 			bin, args = "setpriv", append(setprivArgs(e.cred, e.initdb), args...)
 		}
@@ -205,7 +198,7 @@ func (e *postgresEngine) prepare(ctx context.Context, n *sqlNode) error {
 		hba := filepath.Join(n.dataDir, "pg_hba.conf")
 		f, err := os.OpenFile(hba, os.O_WRONLY|os.O_APPEND, 0)
 		if err == nil {
-			_, err = f.WriteString(postgresHBA)
+			_, err = f.WriteString(sqlconf.PostgresHBA)
 			if cerr := f.Close(); err == nil {
 				err = cerr
 			}
@@ -218,27 +211,10 @@ func (e *postgresEngine) prepare(ctx context.Context, n *sqlNode) error {
 }
 
 func (e *postgresEngine) spec(n *sqlNode) spawnSpec {
-	args := []string{"-D", n.dataDir,
-		"-c", "port=" + strconv.Itoa(n.port),
-		"-c", "listen_addresses=" + n.host.ip(),
-		"-c", "unix_socket_directories=" + e.socketDir(n),
-		"-c", "logging_collector=off",
-		"-c", "shared_buffers=16MB",
-		"-c", "max_connections=200",
-	}
-	return spawnSpec{Bin: e.server, Args: args, Cred: e.cred}
+	p := sqlconf.Postgres{DataDir: n.dataDir, Listen: n.host.ip(), Port: n.port, SocketDir: e.socketDir(n)}
+	return spawnSpec{Bin: e.server, Args: p.Args(), Cred: e.cred}
 }
 
 func (e *postgresEngine) ping(ctx context.Context, addr string) error {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return err
-	}
-	c, err := pgx.Connect(ctx, fmt.Sprintf("host=%s port=%s user=postgres dbname=postgres sslmode=disable connect_timeout=1", host, port))
-	if err != nil {
-		return err
-	}
-	defer c.Close(context.Background())
-	var one int
-	return c.QueryRow(ctx, "SELECT 1").Scan(&one)
+	return sqlconf.PingPostgres(ctx, addr)
 }

@@ -77,7 +77,7 @@ func Cleanup(ctx context.Context, conns []*Conn, dry bool) ([]Leftover, error) {
 			if dry {
 				continue
 			}
-			kill := fmt.Sprintf("for p in %s/*/redis.pid %s/*/node.pid; do [ -f \"$p\" ] || continue; pid=$(cat \"$p\"); grep -qa -e redis-server -e redis-sentinel -e %s -e %s /proc/$pid/cmdline 2>/dev/null && kill -CONT $pid && kill -KILL $pid; done; true", Quote(dir), Quote(dir), nodeProgram, zkMain)
+			kill := sqlCleanup(dir) + fmt.Sprintf("for p in %s/*/redis.pid %s/*/node.pid; do [ -f \"$p\" ] || continue; pid=$(cat \"$p\"); grep -qa -e redis-server -e redis-sentinel -e %s -e %s /proc/$pid/cmdline 2>/dev/null && kill -CONT $pid && kill -KILL $pid; done; true", Quote(dir), Quote(dir), nodeProgram, zkMain)
 			if _, err := c.Root(ctx, kill); err != nil {
 				errs = append(errs, err)
 			}

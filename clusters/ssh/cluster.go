@@ -27,11 +27,11 @@ import (
 
 // Programs are the server programs the provider runs, by the names an
 // inventory's binaries: map gives paths for.
-var Programs = []string{"redis-server", "java"}
+var Programs = []string{"redis-server", "java", "mariadbd", "mariadb-install-db", "postgres", "initdb"}
 
 // Backends returns the backends the ssh provider runs.
 func Backends() []string {
-	return []string{"redis", "redis-sentinel", "redis-cluster", "etcd", "zookeeper"}
+	return []string{"redis", "redis-sentinel", "redis-cluster", "etcd", "zookeeper", backendMariaDB, backendPostgres}
 }
 
 // Persistence settings of the Redis nodes, as the local provider's.
@@ -56,10 +56,12 @@ const (
 
 // The kinds of node: what server a node runs.
 const (
-	kindRedis     = "redis"     // redis-server: the redis backend's nodes, and the data nodes of redis-sentinel and redis-cluster
-	kindSentinel  = "sentinel"  // redis-server --sentinel
-	kindEtcd      = "etcd"      // locktest's node program
-	kindZooKeeper = "zookeeper" // the host's java running QuorumPeerMain
+	kindRedis     = "redis"         // redis-server: the redis backend's nodes, and the data nodes of redis-sentinel and redis-cluster
+	kindSentinel  = "sentinel"      // redis-server --sentinel
+	kindEtcd      = "etcd"          // locktest's node program
+	kindZooKeeper = "zookeeper"     // the host's java running QuorumPeerMain
+	kindMariaDB   = backendMariaDB  // the host's mariadbd
+	kindPostgres  = backendPostgres // the host's PostgreSQL postmaster
 )
 
 // The heartbeat and election timeout of the etcd members, the local
@@ -211,7 +213,7 @@ func New(opts Options) (*Cluster, error) {
 	}
 	type proc struct{ name, kind string }
 	var procs []proc
-	kind := map[string]string{"etcd": kindEtcd, "zookeeper": kindZooKeeper}[opts.Backend]
+	kind := map[string]string{"etcd": kindEtcd, "zookeeper": kindZooKeeper, backendMariaDB: kindMariaDB, backendPostgres: kindPostgres}[opts.Backend]
 	if kind == "" {
 		kind = kindRedis
 	}
@@ -335,6 +337,8 @@ func (n *node) port() int {
 		return zkClientPort + n.slot
 	case kindSentinel:
 		return sentinelPort + n.slot
+	case kindMariaDB, kindPostgres:
+		return n.sqlPort()
 	}
 	return redisPort + n.slot
 }
@@ -348,6 +352,10 @@ func (n *node) program() string {
 		return nodeProgram
 	case kindZooKeeper:
 		return zkMain
+	case kindMariaDB:
+		return mariadbProgram
+	case kindPostgres:
+		return postgresProgram
 	}
 	return "redis-server"
 }
@@ -440,6 +448,10 @@ func (cl *Cluster) startNode(ctx context.Context, n *node, first bool) error {
 		return cl.startEtcd(ctx, rctx, n, first)
 	case kindZooKeeper:
 		return cl.startZooKeeper(ctx, rctx, n, first)
+	case kindMariaDB:
+		return cl.startMariaDB(ctx, n, first)
+	case kindPostgres:
+		return cl.startPostgres(ctx, n, first)
 	}
 	h := n.conn.Host
 	bin := h.Binary("redis-server")
@@ -625,6 +637,9 @@ func (n *node) signal(ctx context.Context, sig string) (int, error) {
 		return 0, fmt.Errorf("ssh: node %s is not running", n.name)
 	}
 	cmd := fmt.Sprintf("grep -qa %[3]s /proc/%[1]d/cmdline && kill -%[2]s %[1]d || { echo 'pid %[1]d is not a %[3]s' >&2; exit 1; }", pid, sig, n.program())
+	if n.isSQL() {
+		cmd = n.sqlSignal(pid, sig)
+	}
 	if _, err := n.conn.Root(ctx, cmd); err != nil {
 		return pid, fmt.Errorf("node %s: kill -%s %d: %w", n.name, sig, pid, err)
 	}
@@ -720,7 +735,7 @@ func (cl *Cluster) CollectLogs(dir string) error {
 	defer cancel()
 	var errs []error
 	for _, n := range cl.nodes {
-		log := "/" + map[string]string{kindRedis: "redis", kindSentinel: "redis", kindEtcd: "etcd", kindZooKeeper: "zookeeper"}[n.kind] + ".log"
+		log := "/" + map[string]string{kindRedis: "redis", kindSentinel: "redis", kindEtcd: "etcd", kindZooKeeper: "zookeeper", kindMariaDB: "mariadb", kindPostgres: "postgres"}[n.kind] + ".log"
 		out, err := n.conn.Run(ctx, "cat "+Quote(n.dir+log))
 		if err != nil {
 			errs = append(errs, err)

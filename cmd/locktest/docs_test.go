@@ -127,6 +127,7 @@ var foreignFlags = map[string]string{
 	"--clear-groups": "setpriv", "--regid": "setpriv", "--reuid": "setpriv",
 	"--case": "scripts/soak", "--no-cleanup": "scripts/soak", "--max-ms": "scripts/soak", "--providers": "scripts/soak",
 	"--election-timeout": "etcd", "--heartbeat-interval": "etcd", "--initial-cluster": "etcd",
+	"--path": "iptables (the cgroup match)",
 }
 
 var flagRE = regexp.MustCompile(`(?:^|[^A-Za-z0-9_-])(--[a-z][a-z0-9-]*)`)

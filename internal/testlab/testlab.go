@@ -77,12 +77,15 @@ func Dial(tb testing.TB, inventory string) (context.Context, []*sshp.Conn) {
 
 // Leftovers is the shell command that lists, on a host, what a run of the
 // ssh provider makes there: the run directories under the default
-// working directory, locktest's iptables rules, and the processes of the
+// working directory, locktest's iptables rules, the processes of the
 // servers it starts (redis-server, a sentinel, which is redis-server
 // --sentinel or redis-sentinel, locktest's uploaded node program, a
-// ZooKeeper peer).
+// ZooKeeper peer, mariadbd, PostgreSQL's postmaster and backends), and
+// System V shared memory segments (a killed PostgreSQL's; a lab host has
+// an IPC namespace of its own, where nothing else makes one).
 const Leftovers = "ls -A " + sshp.DefaultWorkdir + " 2>/dev/null; iptables-save | grep locktest; " +
-	"for f in /proc/[0-9]*/cmdline; do grep -qa -e 'redis-serve[r]' -e 'redis-sentine[l]' -e 'locktest-nod[e]' -e 'QuorumPeerMai[n]' $f 2>/dev/null && echo process $f; done; true"
+	"for f in /proc/[0-9]*/cmdline; do grep -qa -e 'redis-serve[r]' -e 'redis-sentine[l]' -e 'locktest-nod[e]' -e 'QuorumPeerMai[n]' -e 'mariad[b]d' -e 'postgre[s]' $f 2>/dev/null && echo process $f; done; " +
+	"awk 'NR > 1 {print \"shared memory segment\", $2}' /proc/sysvipc/shm 2>/dev/null; true"
 
 // AssertClean checks that no host of the inventory, but those named in
 // except, keeps a run directory, a locktest iptables rule or a server

@@ -1,0 +1,230 @@
+package docker
+
+import (
+	"context"
+	"debug/elf"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/user"
+	"path"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// sshLabSQLTools are the programs the ssh provider's SQL servers need on a
+// host besides those of sshLabPrograms: the user look-ups of their
+// set-up, mariadb-install-db's dirname and uname, chown and setpriv to run
+// PostgreSQL as its own user, and ipcrm to remove the shared memory of a
+// killed PostgreSQL.
+var sshLabSQLTools = []string{"id", "chown", "dirname", "uname", "setpriv", "ipcrm"}
+
+// pgShareSkip are the parts of PostgreSQL's share directory a server does
+// not need: its manual pages. (Of its lib directory the image takes the
+// modules but the JIT: llvmjit.so links libLLVM, over 100 MB, and without
+// it the server just does not compile queries; its bitcode and the
+// extension build kit stay out too.)
+var pgShareSkip = []string{"man"}
+
+// addSSHLabSQL adds to the lab's image this host's MariaDB and PostgreSQL
+// servers, each when this host has it: mariadbd with its libraries,
+// mariadb-install-db and my_print_defaults, which it calls, MariaDB's
+// share directory (the bootstrap SQL, error messages, character sets) and
+// plugin directory; PostgreSQL's postgres and initdb of the highest
+// /usr/lib/postgresql/<version>/bin with their libraries, the server's
+// modules of lib (plpgsql, the text search dictionaries, the encoding
+// conversions) but the JIT, its share directory but the manual, the time
+// zones, and a postgres user and group, the server's, with this host's
+// ids; and, with either, the tools of sshLabSQLTools. It returns the
+// servers it added ("mariadb", "postgres").
+func addSSHLabSQL(ctx context.Context, r *Rootfs) ([]string, error) {
+	var added []string
+	maria, err := addLabMariaDB(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	if maria {
+		added = append(added, "mariadb")
+	}
+	pg, err := addLabPostgres(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	if pg {
+		added = append(added, "postgres")
+	}
+	if len(added) == 0 {
+		return nil, nil
+	}
+	for _, p := range sshLabSQLTools {
+		bin, err := exec.LookPath(p)
+		if err != nil {
+			return nil, fmt.Errorf("lab: %s is not installed on this host (the SQL servers' set-up on the hosts needs it): run `make setup`", p)
+		}
+		bin, _ = filepath.Abs(bin)
+		if err := r.AddProgram(ctx, "lab", bin); err != nil {
+			return nil, err
+		}
+	}
+	return added, nil
+}
+
+// lookProgram returns the absolute path of program in the PATH or at
+// fallback, or "".
+func lookProgram(program, fallback string) string {
+	for _, p := range []string{program, fallback} {
+		if bin, err := exec.LookPath(p); err == nil {
+			bin, _ = filepath.Abs(bin)
+			return bin
+		}
+	}
+	return ""
+}
+
+// addLabMariaDB adds MariaDB's server and what its install script needs,
+// and reports whether this host has them.
+func addLabMariaDB(ctx context.Context, r *Rootfs) (bool, error) {
+	server := lookProgram("mariadbd", "/usr/sbin/mariadbd")
+	install := lookProgram("mariadb-install-db", "/usr/bin/mariadb-install-db")
+	defaults := lookProgram("my_print_defaults", "/usr/bin/my_print_defaults")
+	if server == "" || install == "" || defaults == "" {
+		return false, nil
+	}
+	for _, bin := range []string{server, defaults} {
+		if err := r.AddProgram(ctx, "lab", bin); err != nil {
+			return false, err
+		}
+	}
+	// A shell script, run by the lab's sh.
+	if err := r.AddPath(install); err != nil {
+		return false, err
+	}
+	for _, dir := range []string{"/usr/share/mysql", "/usr/share/mariadb", "/usr/lib/mysql/plugin"} {
+		if _, err := os.Stat(dir); err == nil {
+			if err := r.AddPath(dir); err != nil {
+				return false, err
+			}
+		}
+	}
+	return true, nil
+}
+
+// addLabPostgres adds PostgreSQL's server and initdb and reports whether
+// this host has them.
+func addLabPostgres(ctx context.Context, r *Rootfs) (bool, error) {
+	best, version := highestPostgres()
+	if best == "" {
+		return false, nil
+	}
+	home := filepath.Dir(filepath.Dir(best)) // /usr/lib/postgresql/<version>
+	for _, bin := range []string{best, filepath.Join(home, "bin", "initdb")} {
+		if err := r.AddProgram(ctx, "lab", bin); err != nil {
+			return false, err
+		}
+	}
+	mods, _ := filepath.Glob(filepath.Join(home, "lib", "*.so"))
+	for _, m := range mods {
+		if strings.HasPrefix(filepath.Base(m), "llvmjit") {
+			continue
+		}
+		if err := r.AddPath(m); err != nil {
+			return false, err
+		}
+		// Most modules link the C library alone, which the image has:
+		// ldd runs only for the others. A module whose libraries this
+		// host lacks is one no server of the lab loads.
+		if needsMoreThanLibc(m) {
+			if _, err := r.AddLibs(ctx, m); err != nil {
+				return false, err
+			}
+		}
+	}
+	if err := addDirBut(r, filepath.Join("/usr/share/postgresql", strconv.Itoa(version)), pgShareSkip); err != nil {
+		return false, err
+	}
+	// The time zones, which initdb and the server look up (Debian builds
+	// PostgreSQL with the system's).
+	if _, err := os.Stat("/usr/share/zoneinfo"); err == nil {
+		if err := r.AddPath("/usr/share/zoneinfo"); err != nil {
+			return false, err
+		}
+	}
+	uid, gid := "999", "999"
+	if u, err := user.Lookup("postgres"); err == nil {
+		uid, gid = u.Uid, u.Gid
+	}
+	appendLine(r, "/etc/passwd", fmt.Sprintf("postgres:x:%s:%s:PostgreSQL administrator:/var/lib/postgresql:/bin/sh", uid, gid))
+	appendLine(r, "/etc/group", fmt.Sprintf("postgres:x:%s:", gid))
+	return true, nil
+}
+
+// highestPostgres returns the postgres of the highest
+// /usr/lib/postgresql/<version>/bin that has initdb too, and the version;
+// "" when there is none.
+func highestPostgres() (string, int) {
+	bins, _ := filepath.Glob("/usr/lib/postgresql/*/bin/postgres")
+	best, version := "", -1
+	for _, b := range bins {
+		v, err := strconv.Atoi(filepath.Base(filepath.Dir(filepath.Dir(b))))
+		if err == nil && v > version && isExec(b) && isExec(filepath.Join(filepath.Dir(b), "initdb")) {
+			best, version = b, v
+		}
+	}
+	return best, version
+}
+
+// addDirBut adds the host directory dir with everything below it but its
+// entries named in skip.
+func addDirBut(r *Rootfs, dir string, skip []string) error {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	r.AddDir(dir, 0o755)
+	for _, e := range entries {
+		if slices.Contains(skip, e.Name()) {
+			continue
+		}
+		if err := r.AddPath(filepath.Join(dir, e.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// appendLine appends line to the file p that the rootfs made up (AddFile).
+func appendLine(r *Rootfs, p, line string) {
+	e, ok := r.entries[path.Clean(p)]
+	if !ok || e.src != "" {
+		r.AddFile(p, []byte(line+"\n"), 0o644)
+		return
+	}
+	data := append(append([]byte{}, e.data...), line+"\n"...)
+	r.AddFile(p, data, e.mode)
+}
+
+// needsMoreThanLibc reports whether the ELF file p names a library it
+// needs besides the C and maths libraries, or cannot be read as one.
+func needsMoreThanLibc(p string) bool {
+	f, err := elf.Open(p)
+	if err != nil {
+		return true
+	}
+	defer f.Close()
+	libs, err := f.ImportedLibraries()
+	if err != nil {
+		return true
+	}
+	return slices.ContainsFunc(libs, func(l string) bool { return l != "libc.so.6" && l != "libm.so.6" })
+}
+
+func isExec(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0
+}

@@ -1,0 +1,399 @@
+package ssh
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/locktest/locktest/clusters/sqlconf"
+)
+
+// The one-node SQL servers the provider runs: the backend names the impls
+// give (impls/mysql, impls/pg) and the server programs, which a node's pid
+// is checked against before a signal.
+const (
+	backendMariaDB  = "mysql"
+	backendPostgres = "postgres"
+	mariadbProgram  = "mariadbd"
+	postgresProgram = "postgres"
+)
+
+// sqlProbeTimeout bounds the look-up of a host's SQL programs;
+// sqlInitTimeout the creation of a data directory and the server's start,
+// which run on when the run is interrupted.
+const (
+	sqlProbeTimeout = 30 * time.Second
+	sqlInitTimeout  = 2 * time.Minute
+)
+
+// isSQL reports whether n runs a one-node SQL server (MariaDB or
+// PostgreSQL).
+func (n *node) isSQL() bool { return n.kind == kindMariaDB || n.kind == kindPostgres }
+
+// sqlDataDir is n's data directory, which the server's command line names:
+// a pid is taken for n's server only if its command line holds it.
+func (n *node) sqlDataDir() string { return path.Join(n.dir, "data") }
+
+// sqlLog is the name of n's server log in its directory.
+func (n *node) sqlLog() string {
+	if n.kind == kindMariaDB {
+		return "mariadb.log"
+	}
+	return "postgres.log"
+}
+
+// sqlShell defines the shell functions of the SQL nodes' commands on a
+// host, in POSIX sh (read, set and parameter expansion; awk, grep, sed,
+// sleep and ipcrm besides):
+//
+//   - lt_state PID sets st to the process's state letter (R, S, T, Z…),
+//     and fails when it is gone;
+//   - lt_alive PID succeeds while it exists and is no zombie;
+//   - lt_tree PID prints the pids below PID in the process tree, parents
+//     first (PostgreSQL's backends make themselves session leaders, so its
+//     process group does not hold them);
+//   - lt_is PID PROGRAM DATADIR succeeds when PID's command line holds the
+//     program's name and the node's data directory;
+//   - lt_stop and lt_cont PID pause and resume the server and every
+//     process below it (the server first, so it starts no process
+//     meanwhile; on resume last), lt_stop waiting until each is stopped;
+//   - lt_kill PID freezes the server, SIGKILLs every process below it,
+//     its process group and itself, waits until each is gone, and then
+//     removes the System V shared memory segments the server created that
+//     no process is attached to any more: a killed PostgreSQL leaves one,
+//     which only a clean shutdown removes (found by its creator's pid, not
+//     by postmaster.pid, which names it only a moment after its
+//     creation). It removes them as their owner: root in a container may
+//     lack the capability to remove another user's.
+const sqlShell = `rp=') '
+lt_state() { st=; { read -r l < /proc/$1/stat; } 2>/dev/null || return 1; set -- ${l##*"$rp"}; st=$1; }
+lt_alive() { lt_state $1 && [ "$st" != Z ]; }
+lt_tree() {
+	for f in /proc/[0-9]*/stat; do { read -r l < $f; } 2>/dev/null || continue; p=${f#/proc/}; set -- ${l##*"$rp"}; echo "${p%/stat} $2"; done |
+		awk -v root="$1" '{kids[$2] = kids[$2] " " $1}
+			END {n = split(kids[root], q, " "); for (i = 1; i <= n; i++) {print q[i]; m = split(kids[q[i]], more, " "); for (j = 1; j <= m; j++) q[++n] = more[j]}}'
+}
+lt_is() { grep -qa -e "$2" /proc/$1/cmdline 2>/dev/null && grep -qaF -e "$3" /proc/$1/cmdline 2>/dev/null; }
+lt_stop() {
+	kill -STOP $1 || return 1
+	kids=$(lt_tree $1); [ -z "$kids" ] || kill -STOP $kids 2>/dev/null
+	for p in $1 $kids; do i=0; while lt_alive $p && [ "$st" != T ] && [ $i -lt 100 ]; do sleep 0.02; i=$((i+1)); done; done
+	true
+}
+lt_cont() { kids=$(lt_tree $1); [ -z "$kids" ] || kill -CONT $kids 2>/dev/null; kill -CONT $1; }
+lt_kill() {
+	kill -STOP $1 2>/dev/null
+	kids=$(lt_tree $1); [ -z "$kids" ] || kill -KILL $kids 2>/dev/null
+	kill -KILL -$1 2>/dev/null; kill -KILL $1 2>/dev/null
+	for p in $1 $kids; do i=0; while lt_alive $p && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done; done
+	if lt_alive $1; then echo "pid $1 outlived SIGKILL for 10 s" >&2; return 1; fi
+	awk -v p="$1" '$5 == p && $7 == 0 {print $2, $8, $9}' /proc/sysvipc/shm 2>/dev/null | while read -r seg u g; do
+		as=; [ "$(id -u)" = 0 ] && [ "$u" != 0 ] && as="setpriv --reuid=$u --regid=$g --clear-groups"
+		$as ipcrm -m $seg || { echo "the killed server's shared memory segment $seg is left" >&2; exit 1; }
+	done
+}
+`
+
+// sqlSignal is the command that sends sig (STOP, CONT or KILL) to n's
+// server at pid and to every process below it, after checking that pid is
+// n's server (its program, and n's data directory on its command line).
+func (n *node) sqlSignal(pid int, sig string) string {
+	fn := map[string]string{"STOP": "lt_stop %d", "CONT": "lt_cont %d", "KILL": "lt_kill %d"}[sig]
+	if fn == "" {
+		fn = "kill -" + sig + " %d"
+	}
+	return sqlShell + fmt.Sprintf("lt_is %[1]d %[2]s %[3]s || { echo 'pid %[1]d is not the %[2]s of node %[4]s' >&2; exit 1; }\n", pid, n.program(), Quote(n.sqlDataDir()), n.name) +
+		fmt.Sprintf(fn, pid)
+}
+
+// sqlCleanup is the command that kills, with every process below it, each
+// SQL server a run in dir started (node.pid in a node directory, checked
+// to be a mariadbd or postgres whose command line names that node's data
+// directory), and removes what a killed PostgreSQL leaves; Cleanup runs it
+// for a dead driver's run.
+func sqlCleanup(dir string) string {
+	return sqlShell + fmt.Sprintf("for f in %s/*/node.pid; do [ -f \"$f\" ] || continue; d=${f%%/node.pid}/data; read -r pid < \"$f\" || continue; "+
+		"{ lt_is \"$pid\" %s \"$d\" || lt_is \"$pid\" %s \"$d\"; } && lt_kill \"$pid\"; done; true\n", Quote(dir), mariadbProgram, postgresProgram)
+}
+
+// sqlHost is what n's host runs a SQL server with, as the host resolved
+// it: the server and the program that creates its data directory, and
+// the user the server runs as.
+type sqlHost struct {
+	server, init string
+	// user is the login's user name (mariadbd's --user).
+	user string
+	// uid and gid are the postgres user's when the login is root, which
+	// PostgreSQL refuses to run as; empty otherwise.
+	uid, gid string
+}
+
+// probeSQL resolves, on n's host, the programs of n's server: those the
+// inventory's binaries: map gives, else the host's (mariadbd and
+// mariadb-install-db in the PATH or /usr/sbin; the postgres and initdb of
+// the highest /usr/lib/postgresql/<version>/bin, else the PATH). A host
+// that lacks one is an error that names the program and says how to get
+// it.
+func (cl *Cluster) probeSQL(ctx context.Context, n *node) (sqlHost, error) {
+	h := n.conn.Host
+	var b strings.Builder
+	b.WriteString("fail() { echo \"no $1 on the host ($2, or give its path under binaries: in the inventory)\" >&2; exit 3; }\n")
+	find := func(v, program, fallback, install string) {
+		if given := h.Binaries[program]; given != "" {
+			fmt.Fprintf(&b, "%s=$(command -v %s) || fail %s %s\n", v, Quote(given), Quote(given), Quote(install))
+			return
+		}
+		fmt.Fprintf(&b, "%s=$(command -v %s || command -v %s) || fail %s %s\n", v, program, fallback, program, Quote(install))
+	}
+	if n.kind == kindMariaDB {
+		const install = "install mariadb-server"
+		find("s", mariadbProgram, "/usr/sbin/mariadbd", install)
+		find("i", "mariadb-install-db", "/usr/bin/mariadb-install-db", install)
+		b.WriteString("echo \"$s\"; echo \"$i\"; id -un\n")
+	} else {
+		const install = "install postgresql: /usr/lib/postgresql/<version>/bin/postgres"
+		if given := h.Binaries[postgresProgram]; given != "" {
+			fmt.Fprintf(&b, "s=$(command -v %s) || fail %s %s\n", Quote(given), Quote(given), Quote(install))
+		} else {
+			b.WriteString("s=; v=0; for c in /usr/lib/postgresql/*/bin/postgres; do [ -x \"$c\" ] || continue; w=${c#/usr/lib/postgresql/}; w=${w%%/*}; " +
+				"case $w in *[!0-9]*) continue;; esac; [ \"$w\" -gt \"$v\" ] && { v=$w; s=$c; }; done\n")
+			fmt.Fprintf(&b, "[ -n \"$s\" ] || s=$(command -v postgres) || fail postgres %s\n", Quote(install))
+		}
+		if given := h.Binaries["initdb"]; given != "" {
+			fmt.Fprintf(&b, "i=$(command -v %s) || fail %s %s\n", Quote(given), Quote(given), Quote(install))
+		} else {
+			fmt.Fprintf(&b, "i=${s%%/*}/initdb; [ -x \"$i\" ] || fail \"$i\" %s\n", Quote(install))
+		}
+		b.WriteString("echo \"$s\"; echo \"$i\"; id -un\n")
+		fmt.Fprintf(&b, "if [ \"$(id -u)\" = 0 ]; then id -u %[1]s 2>/dev/null && id -g %[1]s || "+
+			"{ echo 'PostgreSQL does not run as root, and the host has no user %[1]s to run it as (Debian'\\''s postgresql package creates it)' >&2; exit 3; }; fi\n", sqlconf.PostgresUser)
+	}
+	ctx, cancel := context.WithTimeout(ctx, sqlProbeTimeout)
+	defer cancel()
+	out, err := n.conn.Run(ctx, b.String())
+	if err != nil {
+		return sqlHost{}, fmt.Errorf("node %s on %s: %w", n.name, h.Name, err)
+	}
+	f := strings.Split(strings.TrimSpace(out), "\n")
+	if len(f) != 3 && len(f) != 5 {
+		return sqlHost{}, fmt.Errorf("node %s on %s: the look-up of the %s programs answered %q", n.name, h.Name, n.kind, strings.TrimSpace(out))
+	}
+	sh := sqlHost{server: f[0], init: f[1], user: f[2]}
+	if len(f) == 5 {
+		sh.uid, sh.gid = f[3], f[4]
+	}
+	return sh, nil
+}
+
+// setupSQL checks that the cluster is one server, resolves its programs
+// on n's host (probeSQL) and, at the first start, makes n's directory with
+// the run's owner file (prepare).
+func (cl *Cluster) setupSQL(ctx context.Context, n *node, first bool) (sqlHost, error) {
+	if len(cl.nodes) > 1 {
+		return sqlHost{}, fmt.Errorf("--provider ssh: %s runs one server, not %d nodes", n.kind, len(cl.nodes))
+	}
+	sh, err := cl.probeSQL(ctx, n)
+	if err != nil || !first {
+		return sh, err
+	}
+	return sh, cl.prepare(ctx, n, "")
+}
+
+// waitPortFree is a command that waits, up to 10 s, until no socket on
+// the host listens on port (/proc/net/tcp: local port in hex, state 0A):
+// right after a kill, the killed server's socket can outlive the wait for
+// its process on a loaded host, and the restarted server would fail to
+// listen.
+func waitPortFree(port int) string {
+	return fmt.Sprintf("i=0; while grep -q ':%04X 00000000:0000 0A' /proc/net/tcp && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done\n", port)
+}
+
+// startMariaDB starts n's mariadbd: the first start checks the host's
+// programs, makes n's directory and creates the data directory there with
+// mariadb-install-db; every start writes the init file that lets root in
+// over TCP, starts mariadbd in the background in a session of its own,
+// listening on the host's address, and waits until it answers a query
+// from the control host.
+func (cl *Cluster) startMariaDB(ctx context.Context, n *node, first bool) error {
+	h := n.conn.Host
+	// A Unix socket's path holds at most 107 bytes, and mariadbd always
+	// makes one; one outside the node's directory would outlive a killed
+	// run.
+	sock := path.Join(n.dir, "mariadb.sock")
+	if len(sock) > 100 {
+		return fmt.Errorf("node %s on %s: the socket path %s is too long for a Unix socket: give the host a shorter workdir", n.name, h.Name, sock)
+	}
+	sh, err := cl.setupSQL(ctx, n, first)
+	if err != nil {
+		return err
+	}
+	logf := path.Join(n.dir, n.sqlLog())
+	var pre strings.Builder
+	if !first {
+		pre.WriteString(waitPortFree(sqlconf.MariaDBPort))
+	}
+	fmt.Fprintf(&pre, "cat > %s/init.sql <<'EOF'\n%sEOF\n", Quote(n.dir), sqlconf.MariaDBInit)
+	if first {
+		// mariadb-install-db runs its own mariadbd to bootstrap; the one the
+		// inventory names, if any.
+		fmt.Fprintf(&pre, "[ -d %[1]s/mysql ] || MYSQLD_BOOTSTRAP=%[2]s %[3]s %[4]s </dev/null >>%[5]s 2>&1 || "+
+			"{ echo \"mariadb-install-db failed: $(grep . %[5]s | tail -n 1)\" >&2; exit 1; }\n",
+			Quote(n.sqlDataDir()), Quote(sh.server), Quote(sh.init), quoteAll(sqlconf.MariaDBInstallArgs(n.sqlDataDir(), sh.user)), Quote(logf))
+	}
+	m := sqlconf.MariaDB{DataDir: n.sqlDataDir(), Bind: h.Address, Port: sqlconf.MariaDBPort, Socket: sock,
+		PidFile: path.Join(n.dir, "mariadb.pid"), LogFile: logf, InitFile: path.Join(n.dir, "init.sql"), User: sh.user}
+	n.mu.Lock()
+	argv := append(slices.Clone(n.env), sh.server)
+	n.mu.Unlock()
+	return cl.startSQL(ctx, n, pre.String(), append(argv, m.Args()...), sqlconf.MariaDBDataDir)
+}
+
+// startPostgres starts n's PostgreSQL server: the first start checks the
+// host's programs, makes n's directory and creates the data directory
+// there with initdb, trusting TCP clients from any address; every start
+// runs postgres in the background in a session of its own, listening on
+// the host's address, and waits until it answers a query from the control
+// host. When the login is root, initdb and the server run as the postgres
+// user (setpriv), which then owns n's directory.
+func (cl *Cluster) startPostgres(ctx context.Context, n *node, first bool) error {
+	h := n.conn.Host
+	sh, err := cl.setupSQL(ctx, n, first)
+	if err != nil {
+		return err
+	}
+	var as []string
+	if sh.uid != "" {
+		as = []string{"setpriv", "--reuid=" + sh.uid, "--regid=" + sh.gid, "--clear-groups"}
+	}
+	logf := path.Join(n.dir, n.sqlLog())
+	var pre strings.Builder
+	fmt.Fprintf(&pre, "cd %s || exit 1\n", Quote(n.dir)) // initdb's user may not enter the login's home
+	if !first {
+		pre.WriteString(waitPortFree(sqlconf.PostgresPort))
+	}
+	if first {
+		if sh.uid != "" {
+			fmt.Fprintf(&pre, "chown -R %s:%s %s\n", sh.uid, sh.gid, Quote(n.dir))
+		}
+		fmt.Fprintf(&pre, "[ -f %[1]s/PG_VERSION ] || { %[2]s </dev/null >>%[3]s 2>&1 && printf %%s %[4]s >> %[1]s/pg_hba.conf; } || "+
+			"{ echo \"initdb failed: $(grep . %[3]s | tail -n 1)\" >&2; exit 1; }\n",
+			Quote(n.sqlDataDir()), quoteAll(append(append(slices.Clone(as), sh.init), sqlconf.InitdbArgs(n.sqlDataDir())...)), Quote(logf), Quote(sqlconf.PostgresHBA))
+	}
+	// The socket and its lock file go into n's directory when their path
+	// fits a socket address; otherwise there is none (clients use TCP).
+	sockDir := n.dir
+	if len(path.Join(n.dir, ".s.PGSQL.5432.lock")) > 100 {
+		sockDir = ""
+	}
+	p := sqlconf.Postgres{DataDir: n.sqlDataDir(), Listen: h.Address, Port: sqlconf.PostgresPort, SocketDir: sockDir}
+	n.mu.Lock()
+	argv := append(slices.Clone(n.env), as...)
+	n.mu.Unlock()
+	argv = append(append(argv, sh.server), p.Args()...)
+	return cl.startSQL(ctx, n, pre.String(), argv, sqlconf.PostgresDataDir)
+}
+
+// startSQL runs the shell command init on n's host (the data directory's
+// creation, the files the server reads), starts argv there in the
+// background (startDetached) and waits until the server answers
+// dataDir (waitSQL).
+// The first two run to their end even when ctx ends meanwhile (within
+// sqlInitTimeout), so that the server's pid is known once it started and
+// Stop kills it: a start cut short would leave a server, or an initdb,
+// running on after the run removed its directory. Only the wait for the
+// answer ends with ctx.
+func (cl *Cluster) startSQL(ctx context.Context, n *node, init string, argv []string, dataDir func(context.Context, string) (string, error)) error {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sqlInitTimeout)
+	defer cancel()
+	if _, err := n.conn.Run(dctx, init); err != nil {
+		return fmt.Errorf("node %s on %s: %w", n.name, n.conn.Host.Name, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("node %s on %s: %w", n.name, n.conn.Host.Name, err)
+	}
+	if err := cl.startDetached(dctx, n, "", argv, n.sqlLog()); err != nil {
+		return err
+	}
+	return cl.waitSQL(ctx, n, dataDir)
+}
+
+// waitSQL polls n's server with dataDir, a real query from the control
+// host that asks the server for its data directory, until it answers;
+// a server that answers with another data directory than n's (one not in
+// this run's directory) is another server on n's port (the host's own,
+// another run's), which is an error.
+// About every half second it asks n's host whether the server still runs,
+// and one that exited is an error quoting the last line of its log. It
+// gives up after readyTimeout, or when ctx ends.
+func (cl *Cluster) waitSQL(parent context.Context, n *node, dataDir func(context.Context, string) (string, error)) error {
+	ctx, cancel := context.WithTimeout(parent, readyTimeout)
+	defer cancel()
+	n.mu.Lock()
+	pid := n.pid
+	n.mu.Unlock()
+	logf := path.Join(n.dir, n.sqlLog())
+	// The server may name its directory by another path (a workdir below
+	// a symbolic link, which MariaDB resolves): the run's and the node's
+	// part of it tell.
+	mine := path.Join(path.Base(path.Dir(n.dir)), n.name, "data")
+	var last error
+	for i := 1; ; i++ {
+		qctx, qcancel := context.WithTimeout(ctx, time.Second)
+		dir, err := dataDir(qctx, n.addr())
+		qcancel()
+		switch {
+		case err == nil && strings.HasSuffix(path.Clean(dir), mine):
+			return nil
+		case err == nil:
+			cl.abandon(ctx, n)
+			return fmt.Errorf("node %s on %s: another server answers on %s, with the data directory %s (the host's own, or another run's): stop it, or give the backend other hosts", n.name, n.conn.Host.Name, n.addr(), dir)
+		}
+		last = err
+		if i%10 == 0 {
+			out, err := n.conn.Run(ctx, sqlShell+fmt.Sprintf("lt_alive %d && echo alive || grep . %s | tail -n 1", pid, Quote(logf)))
+			if err == nil && strings.TrimSpace(out) != "alive" {
+				cl.abandon(ctx, n)
+				return fmt.Errorf("node %s on %s: %s exited before it answered: %s (log %s on the host)", n.name, n.conn.Host.Name, n.program(), strings.TrimSpace(out), logf)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			if err := parent.Err(); err != nil {
+				return fmt.Errorf("node %s on %s: %w", n.name, n.conn.Host.Name, err)
+			}
+			return fmt.Errorf("node %s on %s: %s at %s answers no query after %s: %v (log %s on the host)", n.name, n.conn.Host.Name, n.program(), n.addr(), readyTimeout, oneLine(last), logf)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// abandon kills n's server, if it still runs, with every process below
+// it, and forgets its pid: a start that failed leaves nothing for Stop to
+// find. The kill runs to its end even when ctx ends meanwhile; its
+// failure goes to the log.
+func (cl *Cluster) abandon(ctx context.Context, n *node) {
+	n.mu.Lock()
+	pid := n.pid
+	n.pid = 0
+	n.mu.Unlock()
+	if pid == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sqlInitTimeout)
+	defer cancel()
+	cmd := sqlShell + fmt.Sprintf("if lt_is %[1]d %[2]s %[3]s; then lt_kill %[1]d; fi", pid, n.program(), Quote(n.sqlDataDir()))
+	if _, err := n.conn.Root(ctx, cmd); err != nil {
+		cl.lg.Error("ssh node kill after a failed start", "node", n.name, "host", n.conn.Host.Name, "pid", pid, "err", err)
+	}
+}
+
+// sqlPort is the port of n's SQL server.
+func (n *node) sqlPort() int {
+	if n.kind == kindMariaDB {
+		return sqlconf.MariaDBPort
+	}
+	return sqlconf.PostgresPort
+}
