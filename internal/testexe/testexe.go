@@ -12,6 +12,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/locktest/locktest/clusters/clientaddr"
 	"github.com/locktest/locktest/clusters/local/etcdnode"
 	"github.com/locktest/locktest/impls/external"
 	"github.com/locktest/locktest/internal/bareloop"
@@ -33,7 +34,14 @@ const (
 // it, else the tests; it exits with their code and does not return.
 func Main(m *testing.M) {
 	ServeIfAsked()
-	os.Exit(m.Run())
+	code := m.Run()
+	// Every run closes its client addresses (clusters/clientaddr); one
+	// this process still owns was left behind.
+	if ids := clientaddr.Owned(os.Getpid()); len(ids) > 0 {
+		fmt.Fprintf(os.Stderr, "FAIL: the tests left the client addresses of runs %v on this host\n", ids)
+		code = 1
+	}
+	os.Exit(code)
 }
 
 // ServeIfAsked runs one worker, one etcd member or the reference client
