@@ -119,6 +119,25 @@ func (p *peer) connect(t *testing.T, cg string) string {
 	return ""
 }
 
+// sleepIn starts a long sleep in cgroup cg; the channel gets its end.
+func sleepIn(t *testing.T, cg string) <-chan error {
+	t.Helper()
+	sleeper := exec.Command("sleep", "60")
+	fd, err := syscall.Open(cg, syscall.O_DIRECTORY|syscall.O_RDONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(fd)
+	sleeper.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: fd}
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sleeper.Process.Kill() })
+	reaped := make(chan error, 1)
+	go func() { reaped <- sleeper.Wait() }()
+	return reaped
+}
+
 func natRules(t *testing.T, id string) []string {
 	t.Helper()
 	out, err := exec.Command("iptables-save", "-t", "nat").Output()
@@ -173,18 +192,7 @@ func TestEachClientHostConnectsFromItsOwnAddress(t *testing.T) {
 		t.Errorf("%d nat rules, want 2", n)
 	}
 	// A process still in a cgroup at Close is killed, not left behind.
-	sleeper := exec.Command("sleep", "60")
-	fd, err := syscall.Open(s.Cgroup(1), syscall.O_DIRECTORY|syscall.O_RDONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sleeper.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: fd}
-	if err := sleeper.Start(); err != nil {
-		t.Fatal(err)
-	}
-	syscall.Close(fd)
-	reaped := make(chan error, 1)
-	go func() { reaped <- sleeper.Wait() }()
+	reaped := sleepIn(t, s.Cgroup(1))
 	if err := s.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -252,18 +260,7 @@ func TestCleanupRemovesWhatADeadDriverLeft(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(ownerDir, deadID), []byte(o), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	sleeper := exec.Command("sleep", "60")
-	fd, err := syscall.Open(dead.Cgroup(0), syscall.O_DIRECTORY|syscall.O_RDONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sleeper.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: fd}
-	if err := sleeper.Start(); err != nil {
-		t.Fatal(err)
-	}
-	syscall.Close(fd)
-	reaped := make(chan error, 1)
-	go func() { reaped <- sleeper.Wait() }()
+	reaped := sleepIn(t, dead.Cgroup(0))
 
 	found := func(dry bool) []string {
 		t.Helper()
