@@ -140,15 +140,7 @@ func (d *dockerPlatform) setupClients(ctx context.Context, cfg Config, lg *slog.
 // cgroup returns the cgroup each worker process starts in, so that its
 // connections leave from its client host's address, or nil.
 func (d *dockerPlatform) cgroup() func(int) string {
-	if d.clients == nil {
-		return nil
-	}
-	return func(c int) string {
-		if c >= d.clients.Len() {
-			return ""
-		}
-		return d.clients.Cgroup(c)
-	}
+	return d.clients.Cgroups()
 }
 
 // cluster returns the run's cluster of containers.

@@ -172,15 +172,7 @@ func (s *sshPlatform) setupClients(ctx context.Context, cfg Config, lg *slog.Log
 // cgroup returns the cgroup each worker process starts in, so that its
 // connections leave from its client host's address, or nil.
 func (s *sshPlatform) cgroup() func(int) string {
-	if s.clients == nil {
-		return nil
-	}
-	return func(c int) string {
-		if c >= s.clients.Len() {
-			return ""
-		}
-		return s.clients.Cgroup(c)
-	}
+	return s.clients.Cgroups()
 }
 
 // cluster returns the run's cluster on the hosts.

@@ -195,6 +195,21 @@ func (s *Set) Cgroup(i int) string {
 	return filepath.Join(s.root, cgroupPrefix+s.id, "c"+strconv.Itoa(i))
 }
 
+// Cgroups returns the cgroup each worker process starts in
+// (workloads.PoolConfig.Cgroup): client host i's for process i, "" (the
+// driver's) for a process beyond the set. A nil set gives nil: no cgroups.
+func (s *Set) Cgroups() func(process int) string {
+	if s == nil {
+		return nil
+	}
+	return func(i int) string {
+		if i >= len(s.addrs) {
+			return ""
+		}
+		return s.Cgroup(i)
+	}
+}
+
 // Close kills any process still in the set's cgroups, removes the cgroups,
 // the rules and the addresses it added, and its owner file. It is
 // idempotent.
