@@ -154,25 +154,49 @@ func dialHost(ctx context.Context, inv *Inventory, h Host, hostKey xssh.HostKeyC
 	}
 	defer done()
 	cfg := &xssh.ClientConfig{User: inv.UserOf(h), Auth: methods, HostKeyCallback: hostKey, Timeout: dialTimeout}
-	d := net.Dialer{Timeout: dialTimeout}
-	tc, err := d.DialContext(ctx, "tcp", h.Addr())
-	if err != nil {
-		return nil, fmt.Errorf("ssh %s (%s): %v", h.Name, h.Addr(), err)
+	// A connect or handshake that times out is tried again, up to
+	// dialAttempts in all: a loaded host (or control host) may leave one
+	// unanswered for seconds. A refusal, a bad key or an unknown host key
+	// is final at once.
+	var cli *xssh.Client
+	for attempt := 1; ; attempt++ {
+		cli, err = handshake(ctx, h, cfg)
+		var ne net.Error
+		if err == nil || attempt == dialAttempts || ctx.Err() != nil || !errors.As(err, &ne) || !ne.Timeout() {
+			break
+		}
 	}
-	tc.SetDeadline(time.Now().Add(dialTimeout))
-	cc, chans, reqs, err := xssh.NewClientConn(tc, h.Addr(), cfg)
 	if err != nil {
-		tc.Close()
 		return nil, fmt.Errorf("ssh %s (%s): %v", h.Name, h.Addr(), oneLine(err))
 	}
-	tc.SetDeadline(time.Time{})
-	c := &Conn{Host: h, Sudo: inv.SudoOf(h), cli: xssh.NewClient(cc, chans, reqs), done: make(chan struct{})}
+	c := &Conn{Host: h, Sudo: inv.SudoOf(h), cli: cli, done: make(chan struct{})}
 	if _, err := c.MeasureRTT(ctx); err != nil {
 		c.Close()
 		return nil, err
 	}
 	go c.watch()
 	return c, nil
+}
+
+// dialAttempts is how many times a connection that timed out is tried.
+const dialAttempts = 3
+
+// handshake connects to h and runs the SSH handshake, each bounded by
+// dialTimeout.
+func handshake(ctx context.Context, h Host, cfg *xssh.ClientConfig) (*xssh.Client, error) {
+	d := net.Dialer{Timeout: dialTimeout}
+	tc, err := d.DialContext(ctx, "tcp", h.Addr())
+	if err != nil {
+		return nil, err
+	}
+	tc.SetDeadline(time.Now().Add(dialTimeout))
+	cc, chans, reqs, err := xssh.NewClientConn(tc, h.Addr(), cfg)
+	if err != nil {
+		tc.Close()
+		return nil, err
+	}
+	tc.SetDeadline(time.Time{})
+	return xssh.NewClient(cc, chans, reqs), nil
 }
 
 // watch notices the loss of the connection: the host closing it (its sshd
