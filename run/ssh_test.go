@@ -362,8 +362,8 @@ func startRun(cfg Config) <-chan runResult {
 // pinned to n1 (cut once the history shows the first isolation), the heals
 // that follow cannot remove the run's rules on h2; with no fault at all,
 // nothing is left to apply there, yet the run no longer controls one of
-// its hosts. Either way the run must end unknown, never valid, with a
-// one-line problem naming h2, and keep what it recorded; the other hosts
+// its hosts. Either way the run must never be valid (unknown, or invalid
+// when it saw a violation too), with a one-line problem naming h2, and keep what it recorded; the other hosts
 // keep nothing of it. (h2 keeps its node, rules and directory: no
 // connection of the run reaches it any more, and its owner, this test,
 // still runs; the lab's removal takes them.)
@@ -413,8 +413,14 @@ func TestSSHLabLostHostIsNotValid(t *testing.T) {
 				t.Fatalf("run: %v", r.err)
 			}
 			res := r.out.Results
-			if res.Valid != checker.Unknown {
-				t.Errorf("verdict %s, want unknown: the run lost h2", res.Valid)
+			// Never valid. Unknown, unless a violation was seen before or
+			// beside the loss (CI run 30, loaded: a holder stalled past its
+			// lease while n1 was cut), which the run rightly reports.
+			switch {
+			case res.Valid == checker.Valid:
+				t.Errorf("verdict valid, want unknown: the run lost h2")
+			case res.Valid == checker.Invalid:
+				t.Logf("verdict invalid (anomalies %v), and the run lost h2", kinds(res))
 			}
 			named := false
 			for _, p := range res.Problems {

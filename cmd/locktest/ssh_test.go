@@ -91,15 +91,16 @@ func TestSSHLabInterruptAndCleanup(t *testing.T) {
 var sshClaims = []string{"redis-gc-pause", "redlock-clock-jump", "redlock-restart-without-persistence", "redlock-power-loss-everysec", "etcd-pause"}
 
 // sshDebate runs sshClaims through `locktest debate --provider ssh` over
-// the lab: each reproduces, as it does locally (up to three seeds each, as
+// the lab: each reproduces, as it does locally (up to six seeds each, as
 // the scheduler decides whether the next holder writes before the woken
-// one), each run's reproducing command names the provider and the
+// one; redlock-restart-without-persistence, 16 of 20 locally, missed three
+// seeds in a row over the lab in loaded CI run 30), each run's reproducing command names the provider and the
 // inventory, the partitions had the clients on their own addresses, and
 // no host keeps anything of it (nor this host an address of it).
 func sshDebate(t *testing.T, inventory, root string) {
 	out := t.TempDir()
 	stdout, stderr, code := locktest(t, "debate", "--provider", "ssh", "--inventory", inventory, "--only", strings.Join(sshClaims, ","),
-		"--seeds", "3", "--until-reproduced", "--store", root, "--out", out, "-q")
+		"--seeds", "6", "--until-reproduced", "--store", root, "--out", out, "-q")
 	if code != 0 {
 		t.Fatalf("debate: exit %d, want 0 (reproduced): %s%s", code, stdout, stderr)
 	}
