@@ -105,7 +105,11 @@ func TestSSHLabSQL(t *testing.T) {
 			}
 			if tc.fault != "" {
 				t.Logf("verdict %s, anomalies %v (not asserted: it depends on timing)", r.Valid, kinds(r))
-				kills, restarts := nemesisOps(h, tc.fault, history.OK), nemesisOps(h, "restart-node", history.OK)
+				// A kill whose command outlived its op on a loaded machine
+				// (CI run 31, load 17) ends info, not ok: it still counts,
+				// as the server's log below shows the crash recovery.
+				kills := nemesisOps(h, tc.fault, history.OK) + nemesisOps(h, tc.fault, history.Info)
+				restarts := nemesisOps(h, "restart-node", history.OK)
 				if kills < 1 || restarts < kills || nemesisOps(h, tc.fault, history.Fail)+nemesisOps(h, "restart-node", history.Fail) > 0 {
 					t.Errorf("%d kills, %d restarts: want every kill applied and healed; nemesis %v", kills, restarts, nemesisSeq(h))
 				}

@@ -31,7 +31,9 @@ func TestNoopFaultReachesEveryReader(t *testing.T) {
 	}
 
 	root := t.TempDir()
-	stdout, stderr, code = locktest(t, "run", "--impl", "redis-set-nx-px", "--faults", "noop", "--time", "4s",
+	// 5 s leases: with no real fault the run must be valid, and a loaded
+	// machine (CI run 31) stalled a holder past the default 500 ms lease.
+	stdout, stderr, code = locktest(t, "run", "--impl", "redis-set-nx-px", "--faults", "noop", "--time", "4s", "--ttl", "5s",
 		"--interval", "500ms", "--window", "300ms", "--quiet-time", "500ms", "--store", root, "--name", "noop")
 	if code != 0 {
 		t.Fatalf("run --faults noop: exit %d: %s%s", code, stdout, stderr)
