@@ -55,8 +55,6 @@ func needSQLServer(t *testing.T, backend string) {
 // backends) are found and killed by Cleanup. Afterwards no host keeps a
 // file, rule, process or shared memory segment of a run.
 func TestSSHLabSQL(t *testing.T) {
-	// A lab of its own: it runs beside the other ssh lab tests.
-	t.Parallel()
 	inventory := testlab.Up(t)
 	for _, tc := range []struct {
 		name, impl, fault string

@@ -47,8 +47,6 @@ func sshConfig(t *testing.T, impl, inventory string) Config {
 // (sshBadHosts) and the cleanup of a dead run (sshCleanup) are tried on
 // the same lab.
 func TestSSHLabRuns(t *testing.T) {
-	// A lab of its own: it runs beside the other ssh lab tests.
-	t.Parallel()
 	inventory := testlab.Up(t)
 	for _, tc := range []struct {
 		name, impl, fault, heal string
@@ -298,8 +296,6 @@ func assertLeaderHit(t *testing.T, h history.History, fault string) {
 // addresses of their own, on two sides of a partition). Afterwards no
 // host keeps a file, rule or process of the run.
 func TestSSHLabFaultsShowViolations(t *testing.T) {
-	// A lab of its own: it runs beside the other ssh lab tests.
-	t.Parallel()
 	inventory := testlab.Up(t)
 	for _, tc := range []struct {
 		name, impl, fault string
@@ -368,8 +364,6 @@ func startRun(cfg Config) <-chan runResult {
 // connection of the run reaches it any more, and its owner, this test,
 // still runs; the lab's removal takes them.)
 func TestSSHLabLostHostIsNotValid(t *testing.T) {
-	// A lab of its own: it runs beside the other ssh lab tests.
-	t.Parallel()
 	for _, faults := range []string{"isolate", ""} {
 		t.Run("faults="+faults, func(t *testing.T) {
 			// A lab of its own: h2 keeps the last case's node on its port.
