@@ -385,6 +385,15 @@ func Quote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
+// quoteAll quotes each of args for the host's shell and joins them.
+func quoteAll(args []string) string {
+	q := make([]string, len(args))
+	for i, a := range args {
+		q[i] = Quote(a)
+	}
+	return strings.Join(q, " ")
+}
+
 func oneLine(err error) string {
 	s := err.Error()
 	if i := strings.IndexByte(s, '\n'); i >= 0 {

@@ -73,14 +73,10 @@ func (cl *Cluster) startEtcd(ctx, rctx context.Context, n *node, first bool) err
 // n's node.pid, which cleanup reads.
 func (cl *Cluster) startDetached(ctx context.Context, n *node, prelude string, argv []string, logFile string) error {
 	h := n.conn.Host
-	q := make([]string, len(argv))
-	for i, a := range argv {
-		q[i] = Quote(a)
-	}
 	// In a shell without job control the background job is no process
 	// group leader, so setsid runs the program in a new session without
 	// forking: $! is its pid.
-	script := prelude + fmt.Sprintf("cd %[1]s && setsid env %[2]s </dev/null >>%[1]s/%[3]s 2>&1 & pid=$!; echo $pid > %[1]s/node.pid; echo $pid", Quote(n.dir), strings.Join(q, " "), logFile)
+	script := prelude + fmt.Sprintf("cd %[1]s && setsid env %[2]s </dev/null >>%[1]s/%[3]s 2>&1 & pid=$!; echo $pid > %[1]s/node.pid; echo $pid", Quote(n.dir), quoteAll(argv), logFile)
 	out, err := n.conn.Run(ctx, script)
 	if err != nil {
 		return fmt.Errorf("node %s on %s: %w", n.name, h.Name, err)

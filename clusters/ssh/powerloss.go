@@ -14,15 +14,6 @@ import (
 
 var _ clusters.PowerCutter = (*Cluster)(nil)
 
-// quoteAll quotes each of args for the host's shell and joins them.
-func quoteAll(args []string) string {
-	q := make([]string, len(args))
-	for i, a := range args {
-		q[i] = Quote(a)
-	}
-	return strings.Join(q, " ")
-}
-
 // syncRecord is where the clock shim records n's syncs on its host.
 func (n *node) syncRecord() string { return path.Join(n.dir, "syncs.log") }
 
