@@ -7,7 +7,9 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -520,25 +522,22 @@ var kebab = regexp.MustCompile(`^[a-z0-9]+(-[a-z0-9]+)+$`)
 func goLiterals(t *testing.T) map[string]bool {
 	lit := regexp.MustCompile(`"([^"\\\n]*)"`)
 	out := map[string]bool{}
-	err := filepath.WalkDir(repoRoot, func(p string, d os.DirEntry, err error) error {
+	files, err := repoFiles(repoRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if !strings.HasSuffix(f, ".go") || strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(repoRoot, f))
 		if err != nil {
-			return err
-		}
-		if d.IsDir() && strings.HasPrefix(d.Name(), ".") && p != repoRoot {
-			return filepath.SkipDir
-		}
-		if !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
-			return nil
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
+			t.Fatal(err)
 		}
 		for _, m := range lit.FindAllStringSubmatch(string(b), -1) {
 			out[m[1]] = true
 		}
-		return nil
-	})
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -652,15 +651,13 @@ func literalEndsWith(lits map[string]bool, suffix string) bool {
 
 // repoHas reports whether a file named name is somewhere in the repository.
 func repoHas(name string) bool {
-	found := false
-	_ = filepath.WalkDir(repoRoot, func(p string, d os.DirEntry, err error) error {
-		if err == nil && d.Name() == name {
-			found = true
-			return filepath.SkipAll
+	files, _ := repoFiles(repoRoot)
+	for _, f := range files {
+		if path.Base(f) == name {
+			return true
 		}
-		return nil
-	})
-	return found
+	}
+	return false
 }
 
 // TestMakeTargetsInDocsExist fails when a doc tells to run a make target
@@ -768,34 +765,42 @@ var outsideCitation = regexp.MustCompile(`\b(DESIGN|LOCKS)` + `\.md\b|\b[Ii]ssue
 // of the repository cites a document outside it, an issue number or a
 // machine path: the design lives in docs/architecture.md and docs/locks.md.
 func TestNoOutsideCitations(t *testing.T) {
-	err := filepath.WalkDir(repoRoot, func(path string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if n := d.Name(); n == ".git" || n == "testdata" {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		switch filepath.Ext(path) {
-		case ".go", ".md", ".yaml", ".yml", ".sh", "":
-		default:
-			return nil
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		for i, l := range strings.Split(string(b), "\n") {
-			if m := outsideCitation.FindString(l); m != "" {
-				rel, _ := filepath.Rel(repoRoot, path)
-				t.Errorf("%s:%d cites %q, which is outside the repository: cite docs/ instead", rel, i+1, strings.TrimSpace(m))
-			}
-		}
-		return nil
-	})
+	cites, err := outsideCitations(repoRoot)
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, c := range cites {
+		t.Error(c)
+	}
+}
+
+// outsideCitations returns, for each line of a source file, doc, scenario
+// or script of the repository at root (repoFiles: what git tracks, never
+// a run store) that cites something outside it, where and what.
+func outsideCitations(root string) ([]string, error) {
+	files, err := repoFiles(root)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, f := range files {
+		if slices.Contains(strings.Split(f, "/"), "testdata") {
+			continue
+		}
+		switch path.Ext(f) {
+		case ".go", ".md", ".yaml", ".yml", ".sh", "":
+		default:
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(root, f))
+		if err != nil {
+			return nil, err
+		}
+		for i, l := range strings.Split(string(b), "\n") {
+			if m := outsideCitation.FindString(l); m != "" {
+				out = append(out, fmt.Sprintf("%s:%d cites %q, which is outside the repository: cite docs/ instead", f, i+1, strings.TrimSpace(m)))
+			}
+		}
+	}
+	return out, nil
 }
