@@ -157,6 +157,9 @@ type fakeClients struct {
 	armErr    error
 	waitErr   error
 	signalErr map[syscall.Signal]error
+	// starving workers never reach a pause point: their WaitPoint lasts
+	// until its context ends.
+	starving map[int]bool
 }
 
 var _ Clients = (*fakeClients)(nil)
@@ -173,6 +176,10 @@ func (c *fakeClients) Arm(p int, point string) error {
 
 func (c *fakeClients) WaitPoint(ctx context.Context, p int) (string, error) {
 	c.add("wait p%d", p)
+	if c.starving[p] {
+		<-ctx.Done()
+		return "", ctx.Err()
+	}
 	if c.waitErr != nil {
 		return "", c.waitErr
 	}

@@ -704,3 +704,57 @@ func TestSharedClientAddressRefusesClientCuts(t *testing.T) {
 		}
 	}
 }
+
+// TestPointFaultsHitTheFirstWorkerThere: a fault at a pause point hits the
+// first of its candidates to reach the point, not a worker drawn in
+// advance that may starve for the whole run, and disarms the others; with
+// pins only the pinned workers are candidates, and when none gets there
+// every armed worker is disarmed and nothing is hit.
+func TestPointFaultsHitTheFirstWorkerThere(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		starving  map[int]bool
+		pins      []string
+		wantErr   bool
+		wantHit   string
+		wantCalls []string // sorted: the waits run at once
+	}{
+		{name: "the one worker that gets there", starving: map[int]bool{1: true, 3: true}, wantHit: "p2",
+			wantCalls: []string{"SIGSTOP p2", "arm p1 after-acquire", "arm p2 after-acquire", "arm p3 after-acquire",
+				"disarm p1", "disarm p3", "wait p1", "wait p2", "wait p3"}},
+		{name: "pinned to a starving worker", starving: map[int]bool{1: true, 3: true}, pins: []string{"p1"}, wantErr: true,
+			wantCalls: []string{"arm p1 after-acquire", "disarm p1", "wait p1"}},
+		{name: "nobody gets there", starving: map[int]bool{1: true, 2: true, 3: true}, wantErr: true,
+			wantCalls: []string{"arm p1 after-acquire", "arm p2 after-acquire", "arm p3 after-acquire",
+				"disarm p1", "disarm p2", "disarm p3", "wait p1", "wait p2", "wait p3"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pool := &fakeClients{procs: []int{1, 2, 3}, starving: tc.starving}
+			env := Env{Clients: pool, ClientPause: time.Second, PausePoint: "after-acquire"}
+			if tc.pins != nil {
+				env.Targets = map[string][]string{"pause-client": tc.pins}
+			}
+			f := buildOne(t, "pause-client", env)
+			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+			defer cancel()
+			v, err := f.Inject(ctx, testRng())
+			calls := pool.log()
+			slices.Sort(calls)
+			if !slices.Equal(calls, tc.wantCalls) {
+				t.Errorf("calls %q, want %q", calls, tc.wantCalls)
+			}
+			if v.Point != "after-acquire" {
+				t.Errorf("recorded point %q, want after-acquire", v.Point)
+			}
+			if tc.wantErr {
+				if !errors.Is(err, errNotApplied) || len(v.Targets) != 0 {
+					t.Errorf("Inject = %+v, %v; want no target and an error that wraps errNotApplied", v, err)
+				}
+				return
+			}
+			if err != nil || !slices.Equal(v.Targets, []string{tc.wantHit}) {
+				t.Errorf("Inject = %+v, %v; want target %s", v, err, tc.wantHit)
+			}
+		})
+	}
+}

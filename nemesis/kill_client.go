@@ -29,14 +29,13 @@ func newKillClient(env Env) (Fault, error) {
 	if err := positive("fault window", env.Window); err != nil {
 		return nil, err
 	}
-	return env.undoEachProcess(env.Window,
+	point := ""
+	if env.KillHolder {
+		point = cmp.Or(env.KillPoint, "after-acquire")
+	}
+	// With KillHolder, onProcess found p waiting at the point.
+	return env.undoEachProcess(env.Window, point,
 		func(ctx context.Context, p int, v *history.Value, _ *rand.Rand) error {
-			if env.KillHolder {
-				v.Point = cmp.Or(env.KillPoint, "after-acquire")
-				if err := holdAt(ctx, c, p, v.Point); err != nil {
-					return err
-				}
-			}
 			if err := c.Kill(ctx, p); err != nil {
 				if env.KillHolder {
 					_ = c.Continue(p)

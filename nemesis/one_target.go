@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/locktest/locktest/clusters"
@@ -64,9 +65,25 @@ func (env Env) onNode(dur time.Duration, hit func(ctx context.Context, n cluster
 
 // onProcess returns a fault that stays dur and, at each injection, hits one
 // live worker of env's pool, honouring the fault's pins (see
-// Env.pickProcess), recorded as the target "p3".
-func (env Env) onProcess(dur time.Duration, hit func(ctx context.Context, p int, v *history.Value, rng *rand.Rand) error, heal func(ctx context.Context) ([]string, error)) Fault {
-	pick := func(_ context.Context, fault string, rng *rand.Rand) (int, history.Value, error) {
+// Env.pickProcess), recorded as the target "p3". With a pause point, the
+// worker hit is instead the first of the candidates to stop at the point
+// (see holdFirst), and hit finds it waiting there; the point is recorded
+// also when no worker got there.
+func (env Env) onProcess(dur time.Duration, point string, hit func(ctx context.Context, p int, v *history.Value, rng *rand.Rand) error, heal func(ctx context.Context) ([]string, error)) Fault {
+	pick := func(ctx context.Context, fault string, rng *rand.Rand) (int, history.Value, error) {
+		if point != "" {
+			v := history.Value{Point: point}
+			procs, err := env.processCandidates(fault, env.Clients.Processes())
+			if err != nil {
+				return 0, v, err
+			}
+			p, err := holdFirst(ctx, env.Clients, procs, point)
+			if err != nil {
+				return 0, v, err
+			}
+			v.Targets = []string{procName(p)}
+			return p, v, nil
+		}
 		p, err := env.pickProcess(fault, env.Clients.Processes(), rng)
 		if err != nil {
 			return 0, history.Value{}, err
@@ -77,13 +94,13 @@ func (env Env) onProcess(dur time.Duration, hit func(ctx context.Context, p int,
 }
 
 // undoEachProcess returns a fault that stays dur and hits one live worker
-// at each injection with hit (see onProcess). Its heal calls undo for each
+// at each injection with hit (see onProcess, also for point). Its heal calls undo for each
 // worker whose hit succeeded since the last heal, oldest first, and records
 // the targets undo names; it stops at the first worker undo fails on, which
 // stays for the next heal.
-func (env Env) undoEachProcess(dur time.Duration, hit func(ctx context.Context, p int, v *history.Value, rng *rand.Rand) error, undo func(ctx context.Context, p int) (string, error)) Fault {
+func (env Env) undoEachProcess(dur time.Duration, point string, hit func(ctx context.Context, p int, v *history.Value, rng *rand.Rand) error, undo func(ctx context.Context, p int) (string, error)) Fault {
 	var hits undoList[int]
-	return env.onProcess(dur,
+	return env.onProcess(dur, point,
 		func(ctx context.Context, p int, v *history.Value, rng *rand.Rand) error {
 			if err := hit(ctx, p, v, rng); err != nil {
 				return err
@@ -134,19 +151,64 @@ func plain(f func(context.Context, clusters.Node) error) func(context.Context, c
 	return func(ctx context.Context, n clusters.Node, _ *history.Value) error { return f(ctx, n) }
 }
 
-// holdAt makes worker p stop at the pause point the next time it passes it
-// and waits until it is there; a worker that does not get there is
-// disarmed, so that it never blocks at the point later with no one to let
-// it go. Its errors wrap errNotApplied: the worker was not touched.
-func holdAt(ctx context.Context, c Clients, p int, point string) error {
-	if err := c.Arm(p, point); err != nil {
-		return fmt.Errorf("%w: arm p%d: %v", errNotApplied, p, err)
+// holdFirst arms every worker of procs at the pause point, waits until the
+// first of them stops there and returns it, waiting at the point; the
+// others are disarmed (one that got there too goes on). Waiting for one
+// worker picked in advance could miss the whole run: under the exponential
+// backoff a worker that lost a few times can starve while the others take
+// the lock, and the first to reach the point is the holder whose pause or
+// death matters now. When none gets there (the run ends, the workers
+// exit), every armed worker is disarmed, so that none blocks at the point
+// later with no one to let it go, and the error wraps errNotApplied: no
+// worker was touched.
+func holdFirst(ctx context.Context, c Clients, procs []int, point string) (int, error) {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type arrival struct {
+		p   int
+		err error
 	}
-	if _, err := c.WaitPoint(ctx, p); err != nil {
-		_ = c.Disarm(p)
-		return fmt.Errorf("%w: p%d did not reach %s: %v", errNotApplied, p, point, err)
+	arrived := make(chan arrival, len(procs))
+	var armed []int
+	var armErr error
+	for _, p := range procs {
+		if err := c.Arm(p, point); err != nil {
+			armErr = fmt.Errorf("arm p%d: %v", p, err)
+			continue
+		}
+		armed = append(armed, p)
+		go func() {
+			_, err := c.WaitPoint(wctx, p)
+			arrived <- arrival{p, err}
+		}()
 	}
-	return nil
+	if len(armed) == 0 {
+		return 0, fmt.Errorf("%w: %v", errNotApplied, armErr)
+	}
+	first, waitErr := -1, error(nil)
+	for range armed {
+		a := <-arrived
+		switch {
+		case a.err == nil && first < 0:
+			first = a.p
+			cancel()
+		case a.err != nil && waitErr == nil:
+			waitErr = a.err
+		}
+	}
+	for _, p := range armed {
+		if p != first {
+			_ = c.Disarm(p)
+		}
+	}
+	if first < 0 {
+		names := make([]string, len(armed))
+		for i, p := range armed {
+			names[i] = procName(p)
+		}
+		return 0, fmt.Errorf("%w: %s did not reach %s: %v", errNotApplied, strings.Join(names, ","), point, waitErr)
+	}
+	return first, nil
 }
 
 // procName names worker p as a target, "p3".

@@ -39,17 +39,13 @@ func newPauseClient(env Env) (Fault, error) {
 		return nil, err
 	}
 	f := &pauseClient{env: env}
-	return env.onProcess(env.ClientPause, f.stop, f.resume), nil
+	return env.onProcess(env.ClientPause, env.PausePoint, f.stop, f.resume), nil
 }
 
-// stop freezes worker p, at the pause point if there is one.
-func (f *pauseClient) stop(ctx context.Context, p int, v *history.Value, _ *rand.Rand) error {
-	v.Point, v.Duration = f.env.PausePoint, int64(f.env.ClientPause)
-	if f.env.PausePoint != "" {
-		if err := holdAt(ctx, f.env.Clients, p, f.env.PausePoint); err != nil {
-			return err
-		}
-	}
+// stop freezes worker p, which waits at the pause point if there is one
+// (onProcess found it there).
+func (f *pauseClient) stop(_ context.Context, p int, v *history.Value, _ *rand.Rand) error {
+	v.Duration = int64(f.env.ClientPause)
 	// The worker waits at the point until it is told to go on, which the
 	// heal does only after SIGCONT: however late the kernel applies
 	// SIGSTOP, the worker cannot get past the point while it is meant to be

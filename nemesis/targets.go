@@ -395,18 +395,29 @@ func (env Env) pickNode(ctx context.Context, fault string, cands []clusters.Node
 // pickProcess chooses the worker fault hits among procs: any, or only the
 // processes ("p0") Env.Targets pins for the fault.
 func (env Env) pickProcess(fault string, procs []int, rng *rand.Rand) (int, error) {
+	procs, err := env.processCandidates(fault, procs)
+	if err != nil {
+		return 0, err
+	}
+	return procs[rng.IntN(len(procs))], nil
+}
+
+// processCandidates returns the workers of procs that fault may hit: the
+// ones its pins name, or all when it has none. It fails, wrapping
+// errNotApplied, when none is left.
+func (env Env) processCandidates(fault string, procs []int) ([]int, error) {
 	if pins := env.Targets[fault]; len(pins) > 0 {
 		procs = slices.DeleteFunc(slices.Clone(procs), func(p int) bool {
 			return !slices.Contains(pins, fmt.Sprintf("p%d", p))
 		})
 		if len(procs) == 0 {
-			return 0, fmt.Errorf("%w: no live process is among the targets %s", errNotApplied, strings.Join(pins, ","))
+			return nil, fmt.Errorf("%w: no live process is among the targets %s", errNotApplied, strings.Join(pins, ","))
 		}
 	}
 	if len(procs) == 0 {
-		return 0, fmt.Errorf("%w: no live client", errNotApplied)
+		return nil, fmt.Errorf("%w: no live client", errNotApplied)
 	}
-	return procs[rng.IntN(len(procs))], nil
+	return procs, nil
 }
 
 // jump returns the signed clock jump of one injection: ClockBump, in the
