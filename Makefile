@@ -4,7 +4,7 @@ BIN     := bin/locktest
 STORE   ?= store
 export PATH := /usr/local/go/bin:$(PATH)
 
-.PHONY: setup build demo test lint bench clean debate findings soak
+.PHONY: setup build demo test test-unit test-local test-docker test-ssh lint bench clean debate findings soak
 
 # setup installs the lock servers and tools locktest starts, where they are
 # missing (scripts/setup lists them).
@@ -25,11 +25,35 @@ demo: setup build
 		--ttl 500ms --time 10s --work 5ms --interval 1s --expect valid --store $(STORE) -q
 	@echo "reports: $(STORE)/*/latest/report.html"
 
-# The longest packages come first: go test starts packages in the order
-# given, two at a time on 2 cores, and run alone takes most of the time.
+# test runs every test against real servers, also in containers and over
+# the ssh lab. The tests are in parts by what they need (docs/testing.md):
+# the longest packages come first, since go test starts packages in the
+# order given, two at a time on 2 cores.
 test: setup
 	$(GO) vet ./...
-	$(GO) test -count=1 -timeout 18m ./run ./clients ./cmd/locktest ./...
+	$(GO) test -count=1 -timeout 12m ./e2e/local ./clients ./e2e/ssh ./cmd/locktest ./e2e/docker ./...
+
+# test-unit needs no server, no root and no Docker: every test that needs
+# more goes through a gate (internal/gate), which skips it under -short.
+test-unit:
+	$(GO) test -count=1 -short -timeout 5m ./...
+
+# test-local runs the tests of the local provider and everything else that
+# needs no Docker engine (LOCKTEST_WITHOUT=docker skips those that do).
+test-local: setup
+	LOCKTEST_WITHOUT=docker $(GO) test -count=1 -timeout 12m ./e2e/local ./clients ./cmd/locktest ./...
+
+# test-docker runs the docker provider's tests: its runs, its engine and
+# images, and the CLI's runs in containers.
+test-docker: setup
+	$(GO) test -count=1 -timeout 12m ./e2e/docker ./clusters/docker
+	$(GO) test -count=1 -timeout 12m -run 'Docker|ReportSaysWhatRanTheNodes' ./cmd/locktest
+
+# test-ssh runs the ssh provider's tests over a lab of containers
+# (`locktest lab up`): its runs, its connections, and the debate over it.
+test-ssh: setup
+	$(GO) test -count=1 -timeout 12m ./e2e/ssh ./clusters/ssh
+	$(GO) test -count=1 -timeout 12m -run 'SSH' ./cmd/locktest
 
 # debate runs the whole scenario catalogue (docs/findings.md is one such
 # run) and writes the scoreboard into the store.

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/locktest/locktest/internal/gate"
 	"github.com/locktest/locktest/internal/schemacheck"
-	"github.com/locktest/locktest/internal/testbin"
 	"github.com/locktest/locktest/internal/testexe"
 	"github.com/locktest/locktest/reports"
 	"github.com/locktest/locktest/run"
@@ -30,7 +30,7 @@ func TestMain(m *testing.M) { testexe.Main(m) }
 // fault phase: the first fault comes within the 1 s interval, and the
 // phase ends 1 s before the run.
 func TestTinyMatrix(t *testing.T) {
-	testbin.Need(t, "redis-server")
+	gate.Need(t, "redis-server")
 	o := DefaultOptions()
 	o.Impls, o.Classes, o.Seeds, o.Duration = []string{"redis-set-nx-px"}, []Class{ClassNone, ClassClientPause}, 1, 11*time.Second
 	o.TTL = 2 * time.Second

@@ -89,11 +89,12 @@ func WithCluster(ctx context.Context, cfg Config, dir string, fn func(ctx contex
 	if err != nil {
 		return &SetupError{err}
 	}
-	return fn(ctx, clientNodes(nodes))
+	return fn(ctx, ClientNodes(nodes))
 }
 
-// clientNodes returns the nodes as lock clients see them.
-func clientNodes(nodes []clusters.Node) []impls.Node {
+// ClientNodes returns the nodes as lock clients see them: their names,
+// addresses and roles.
+func ClientNodes(nodes []clusters.Node) []impls.Node {
 	out := make([]impls.Node, len(nodes))
 	for i, n := range nodes {
 		out[i] = impls.Node{Name: n.Name, Addr: n.Addr, Role: n.Role}

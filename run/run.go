@@ -546,8 +546,9 @@ func recorded(dir string, rec *history.Recorder) (*history.Table, error) {
 	return h, nil
 }
 
-// backoff is the workers' wait after a failed acquire.
-func (c *Config) backoff() workloads.Backoff {
+// WorkerBackoff is the workers' wait after a failed acquire, as the
+// config sets it.
+func (c *Config) WorkerBackoff() workloads.Backoff {
 	return workloads.Backoff{Policy: c.Backoff, Retry: workloads.Duration(c.Retry), Max: workloads.Duration(c.RetryMax)}
 }
 
@@ -645,8 +646,8 @@ func start(ctx context.Context, cfg Config, impl impls.Impl, dir, logDir string,
 		Command: cfg.WorkerCommand, Env: cfg.WorkerEnv, LogDir: logDir, Recorder: rec, Clock: clock, Logger: lg,
 		NetNS: plat.netNS(), Cgroup: plat.cgroup(), ReplaceDead: client != nil,
 		Base: workloads.WorkerConfig{
-			Impl: cfg.Impl, Client: client, Addrs: addrs, Nodes: clientNodes(nodes), Params: cfg.ImplParams, Locks: locks, TTL: workloads.Duration(cfg.TTL),
-			Think: workloads.Duration(cfg.Think), Backoff: cfg.backoff(),
+			Impl: cfg.Impl, Client: client, Addrs: addrs, Nodes: ClientNodes(nodes), Params: cfg.ImplParams, Locks: locks, TTL: workloads.Duration(cfg.TTL),
+			Think: workloads.Duration(cfg.Think), Backoff: cfg.WorkerBackoff(),
 			Work: workloads.Duration(cfg.Work), WorkMin: workloads.Duration(cfg.WorkMin), Timeout: workloads.Duration(cfg.Timeout),
 			StoreAddr: resStore.Addr(), Mode: cfg.Mode, ClockOrigin: clock.Origin(), Seed: cfg.Seed,
 			ProfileDir: cfg.ProfileDir,

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/clusters/local/netlab"
-	"github.com/locktest/locktest/internal/testbin"
+	"github.com/locktest/locktest/internal/gate"
 	"github.com/locktest/locktest/internal/testexe"
 	"github.com/locktest/locktest/reports"
 	"github.com/locktest/locktest/run"
@@ -22,7 +22,7 @@ func TestMain(m *testing.M) { testexe.Main(m) }
 // partition, and etcd's lease under a pause — each over up to three seeds
 // until it shows its violation, and asserts that each reproduced.
 func TestDebateSmoke(t *testing.T) {
-	testbin.Need(t, "redis-server")
+	gate.Need(t, "redis-server")
 	if err := netlab.Check(); err != nil {
 		t.Skipf("claim 2 needs network namespaces: %v", err)
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/locktest/locktest/clusters/local"
 	"github.com/locktest/locktest/history"
 	_ "github.com/locktest/locktest/impls/all"
-	"github.com/locktest/locktest/internal/testbin"
+	"github.com/locktest/locktest/internal/gate"
 )
 
 // The test binary doubles as the worker program: with this variable set it
@@ -42,7 +42,7 @@ func testPool(t *testing.T, impl string, n int) (*Pool, *history.Recorder, *loca
 // testPoolWith is testPool with the pool's config changed by edit first.
 func testPoolWith(t *testing.T, impl string, n int, edit func(*PoolConfig)) (*Pool, *history.Recorder, *local.Redis, history.Clock) {
 	t.Helper()
-	testbin.Need(t, "redis-server")
+	gate.Need(t, "redis-server")
 	dir := t.TempDir()
 	ctx := context.Background()
 	cl, err := local.NewRedis(local.RedisOptions{Dir: dir})
@@ -211,7 +211,7 @@ func TestPoolCompletesADeadWorkersOpenOpAsInfo(t *testing.T) {
 }
 
 func TestPoolReportsAWorkerThatCannotStart(t *testing.T) {
-	testbin.Need(t, "redis-server")
+	gate.Need(t, "redis-server")
 	dir := t.TempDir()
 	_, err := StartPool(context.Background(), PoolConfig{
 		Command: []string{os.Args[0]}, Env: []string{workerEnv + "=1"}, LogDir: dir,

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/locktest/locktest/internal/gate"
+
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/locktest/locktest/clusters"
@@ -19,6 +21,7 @@ import (
 // saying why there is none.
 func needEngine(t *testing.T) *Engine {
 	t.Helper()
+	gate.Docker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	e, err := Open(ctx, nil)

@@ -13,7 +13,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/locktest/locktest/internal/testbin"
+	"github.com/locktest/locktest/internal/gate"
 )
 
 func TestParseLdd(t *testing.T) {
@@ -174,7 +174,7 @@ func TestAddJarsFollowsManifests(t *testing.T) {
 // The redis image's rootfs holds the server, its loader and libraries, as
 // ldd lists them on this host.
 func TestRedisRootfsHasTheServerAndItsLibraries(t *testing.T) {
-	testbin.Need(t, "redis-server")
+	gate.Need(t, "redis-server")
 	r, err := RedisRootfs(context.Background())
 	if err != nil {
 		t.Fatal(err)

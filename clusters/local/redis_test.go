@@ -16,14 +16,14 @@ import (
 	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/locktest/locktest/clusters"
-	"github.com/locktest/locktest/internal/testbin"
+	"github.com/locktest/locktest/internal/gate"
 )
 
 // startRedis starts a cluster in a fresh temporary directory and stops it
 // when the test ends.
 func startRedis(t *testing.T, opts RedisOptions) *Redis {
 	t.Helper()
-	testbin.Need(t, "redis-server")
+	gate.Need(t, "redis-server")
 	if opts.Dir == "" {
 		opts.Dir = t.TempDir()
 	}
@@ -330,7 +330,7 @@ func TestMissingBinary(t *testing.T) {
 }
 
 func TestOptionErrors(t *testing.T) {
-	testbin.Need(t, "redis-server")
+	gate.Need(t, "redis-server")
 	for _, opts := range []RedisOptions{
 		{},
 		{Dir: "x", Nodes: -1},
@@ -345,7 +345,7 @@ func TestOptionErrors(t *testing.T) {
 }
 
 func TestPortInUse(t *testing.T) {
-	testbin.Need(t, "redis-server")
+	gate.Need(t, "redis-server")
 	t.Parallel()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -418,7 +418,7 @@ func TestStartTimeout(t *testing.T) {
 // A node whose automatically picked port is taken before it binds is
 // started again on another port. Not parallel: it replaces pickPort.
 func TestPortRaceRetried(t *testing.T) {
-	testbin.Need(t, "redis-server")
+	gate.Need(t, "redis-server")
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

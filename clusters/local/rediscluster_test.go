@@ -7,14 +7,14 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/clusters"
-	"github.com/locktest/locktest/internal/testbin"
+	"github.com/locktest/locktest/internal/gate"
 )
 
 // startRedisCluster starts a Redis Cluster of the default shape, and
 // stops it when the test ends; it skips the test without redis-server.
 func startRedisCluster(t *testing.T) *RedisCluster {
 	t.Helper()
-	testbin.Need(t, "redis-server")
+	gate.Need(t, "redis-server")
 	c, err := NewRedisCluster(RedisClusterOptions{Dir: t.TempDir()})
 	return started(t, c, err, time.Minute)
 }
@@ -73,7 +73,7 @@ func roleOf(nodes []clusters.Node, name string) string {
 }
 
 func TestRedisClusterOptionErrors(t *testing.T) {
-	testbin.Need(t, "redis-server")
+	gate.Need(t, "redis-server")
 	if _, err := NewRedisCluster(RedisClusterOptions{Masters: 2, Dir: t.TempDir()}); err == nil || !strings.Contains(err.Error(), "at least 3") {
 		t.Errorf("Masters 2: %v", err)
 	}

@@ -11,13 +11,13 @@ import (
 
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/redisha"
-	"github.com/locktest/locktest/internal/testbin"
+	"github.com/locktest/locktest/internal/gate"
 )
 
 func skipWithoutSentinel(t *testing.T) {
 	t.Helper()
-	testbin.Need(t, "redis-server")
-	testbin.Need(t, "redis-sentinel")
+	gate.Need(t, "redis-server")
+	gate.Need(t, "redis-sentinel")
 }
 
 // startSentinel starts a sentinel cluster and stops it when the test ends,

@@ -19,7 +19,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/locktest/locktest/history"
-	"github.com/locktest/locktest/internal/testbin"
+	"github.com/locktest/locktest/internal/gate"
 	"github.com/locktest/locktest/runstore"
 )
 
@@ -356,7 +356,7 @@ func fakeServer(t *testing.T, name, script string) string {
 // folder is kept, since the line quotes the node's log in it, and says in
 // results.json that the run could not start.
 func TestServerThatFailsAtStartExitsTwo(t *testing.T) {
-	testbin.Need(t, "redis-server")
+	gate.Need(t, "redis-server")
 	tests := []struct {
 		name, script string
 		want         []string
@@ -443,7 +443,7 @@ func TestStoreThatCannotBeWrittenExitsTwo(t *testing.T) {
 // why on stdout, leave a history of whole lines that `locktest check` reads, and
 // leave nothing running.
 func TestDiskFullEndsTheRunUnknown(t *testing.T) {
-	testbin.Need(t, "redis-server")
+	gate.Need(t, "redis-server")
 	root := t.TempDir()
 	if err := syscall.Mount("tmpfs", root, "tmpfs", 0, "size=256k"); err != nil {
 		t.Skipf("cannot mount a tmpfs (root needed): %v", err)

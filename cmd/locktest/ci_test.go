@@ -27,7 +27,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	k8syaml "sigs.k8s.io/yaml"
 
-	"github.com/locktest/locktest/internal/testbin"
+	"github.com/locktest/locktest/internal/gate"
 	"github.com/locktest/locktest/reports"
 	"github.com/locktest/locktest/runstore"
 )
@@ -614,7 +614,7 @@ func TestCIDocWorkflow(t *testing.T) {
 	}
 
 	t.Run("run", func(t *testing.T) {
-		testbin.Need(t, "redis-server")
+		gate.Need(t, "redis-server")
 		dir := t.TempDir()
 		pathDir, wrapper := ciTools(t, dir)
 		r := &ghRunner{t: t, wf: &wf, root: dir, path: pathDir, bin: wrapper, log: ciLog{filepath.Join(dir, "locktest.log")},
@@ -1056,7 +1056,7 @@ func TestCIDocKubernetesJobDecodesStrictly(t *testing.T) {
 	}
 
 	t.Run("run", func(t *testing.T) {
-		testbin.Need(t, "redis-server")
+		gate.Need(t, "redis-server")
 		dir := t.TempDir()
 		pathDir, _ := ciTools(t, dir)
 		log := ciLog{filepath.Join(dir, "locktest.log")}

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/locktest/locktest/internal/gate"
 	"github.com/locktest/locktest/internal/schemacheck"
-	"github.com/locktest/locktest/internal/testbin"
 	"github.com/locktest/locktest/reports"
 	"github.com/locktest/locktest/runstore"
 )
@@ -81,7 +81,7 @@ func naiveDelScenario(t *testing.T, dir, runTime string) string {
 // A user's scenario file runs for real: the scoreboard, its Markdown and
 // the JUnit XML are written, and the exit code says it reproduced.
 func TestDebateRunsAUserScenario(t *testing.T) {
-	testbin.Need(t, "redis-server")
+	gate.Need(t, "redis-server")
 	dir := t.TempDir()
 	file := naiveDelScenario(t, dir, "5s")
 	out := filepath.Join(dir, "board")
@@ -122,7 +122,7 @@ func TestDebateRunsAUserScenario(t *testing.T) {
 // scoreboard of every seed, scored as one debate; a seed in two shards is
 // refused.
 func TestDebateShardsMerge(t *testing.T) {
-	testbin.Need(t, "redis-server")
+	gate.Need(t, "redis-server")
 	dir := t.TempDir()
 	file := naiveDelScenario(t, dir, "4s")
 	for _, shard := range []string{"1/2", "2/2"} {

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/clusters/docker"
-	"github.com/locktest/locktest/internal/testbin"
+	"github.com/locktest/locktest/internal/gate"
 	"github.com/locktest/locktest/runstore"
 )
 
@@ -18,7 +18,8 @@ import (
 // SIGKILL they are left, and `locktest cleanup` removes them by label. The
 // images `locktest images build` made are kept.
 func TestDockerInterruptRemovesContainers(t *testing.T) {
-	testbin.Need(t, "redis-server")
+	gate.Need(t, "redis-server")
+	gate.Docker(t)
 	e, err := docker.Open(context.Background(), nil)
 	if err != nil {
 		t.Skipf("docker provider tests: %v", err)

@@ -10,6 +10,7 @@ import (
 // (the CLI): a package may import only packages of a lower or equal rank,
 // as docs/architecture.md draws the pipeline. The internal packages are
 // leaves any layer may use, except testexe, which builds test programs.
+// e2e holds the end-to-end tests, which drive the run as the CLI does.
 var layers = map[string]int{
 	"history":   0,
 	"checker":   1,
@@ -24,6 +25,7 @@ var layers = map[string]int{
 	"matrix":    6,
 	"cmd":       7,
 	"clients":   7, // programs, as cmd: the reference adapter
+	"e2e":       7, // the end-to-end tests and their kit, above the run
 	"internal":  -1,
 }
 

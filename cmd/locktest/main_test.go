@@ -18,9 +18,9 @@ import (
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/clusters/local/netlab"
 	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/internal/gate"
 	"github.com/locktest/locktest/internal/procfs"
 	"github.com/locktest/locktest/internal/schemacheck"
-	"github.com/locktest/locktest/internal/testbin"
 	"github.com/locktest/locktest/runstore"
 )
 
@@ -311,7 +311,7 @@ func alive(pid int) bool {
 }
 
 func TestInterruptStopsEverythingAndKeepsTheHistory(t *testing.T) {
-	testbin.Need(t, "redis-server")
+	gate.Need(t, "redis-server")
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGKILL} {
 		t.Run(sig.String(), func(t *testing.T) {
 			root := t.TempDir()
@@ -439,7 +439,7 @@ func TestInterruptStopsEverythingAndKeepsTheHistory(t *testing.T) {
 // after SIGINT the driver removes its namespaces, bridge and rules itself;
 // after SIGKILL they are left, and `locktest cleanup` removes them.
 func TestInterruptRemovesTheNetworkLab(t *testing.T) {
-	testbin.Need(t, "redis-server")
+	gate.Need(t, "redis-server")
 	if err := netlab.Check(); err != nil {
 		t.Skip(err)
 	}
@@ -515,7 +515,7 @@ func historyShows(root, name string, parts ...string) bool {
 // host has a network of its own — tested less than it was asked to: it is
 // inconclusive, exit 3, never valid (0) nor a violation (1), and says why.
 func TestUnappliedFaultExitsThree(t *testing.T) {
-	testbin.Need(t, "redis-server")
+	gate.Need(t, "redis-server")
 	root := t.TempDir()
 	stdout, stderr, code := locktest(t, "run", "--impl", "redis-set-nx-px", "--net", "loopback", "--faults", "isolate",
 		"--time", "2s", "--store", root, "--name", "unapplied")

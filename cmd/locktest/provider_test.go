@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/locktest/locktest/clusters/docker"
-	"github.com/locktest/locktest/internal/testbin"
+	"github.com/locktest/locktest/internal/gate"
 	"github.com/locktest/locktest/runstore"
 )
 
@@ -17,10 +17,11 @@ import (
 // docker), and that the report's header says local processes or docker
 // containers accordingly.
 func TestReportSaysWhatRanTheNodes(t *testing.T) {
-	testbin.Need(t, "redis-server")
+	gate.Need(t, "redis-server")
 	for _, provider := range []string{"local", "docker"} {
 		t.Run(provider, func(t *testing.T) {
 			if provider == "docker" {
+				gate.Docker(t)
 				e, err := docker.Open(context.Background(), nil)
 				if err != nil {
 					t.Skipf("docker provider tests: %v", err)

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/clusters/docker"
-	"github.com/locktest/locktest/internal/testbin"
+	"github.com/locktest/locktest/internal/gate"
 	"github.com/locktest/locktest/internal/testlab"
 )
 
@@ -22,7 +22,8 @@ import (
 // outright and checks that `locktest cleanup --provider ssh` removes what
 // it left; `locktest lab down` removes the lab.
 func TestSSHLabInterruptAndCleanup(t *testing.T) {
-	testbin.Need(t, "sshd", "redis-server", "iptables")
+	gate.Need(t, "sshd", "redis-server", "iptables")
+	gate.Docker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	e, err := docker.Open(ctx, nil)
 	cancel()

@@ -11,7 +11,7 @@ import (
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/local"
 	"github.com/locktest/locktest/impls"
-	"github.com/locktest/locktest/internal/testbin"
+	"github.com/locktest/locktest/internal/gate"
 	"github.com/locktest/locktest/internal/testcluster"
 )
 
@@ -49,7 +49,7 @@ func TestReplicatedConfigErrors(t *testing.T) {
 // replica promoted, the clients follow the new master and the lease names
 // it.
 func TestReplicatedFollowsFailover(t *testing.T) {
-	testbin.Need(t, "redis-server", "redis-sentinel")
+	gate.Need(t, "redis-server", "redis-sentinel")
 	s, err := local.NewSentinel(local.SentinelOptions{Dir: t.TempDir(), Replicas: 2})
 	if err != nil {
 		t.Fatal(err)
@@ -107,7 +107,7 @@ func TestReplicatedFollowsFailover(t *testing.T) {
 
 // Locks spread over the cluster's slots and masters; each is exclusive.
 func TestClusterLocks(t *testing.T) {
-	testbin.Need(t, "redis-server", "redis-cli")
+	gate.Need(t, "redis-server", "redis-cli")
 	c, err := local.NewRedisCluster(local.RedisClusterOptions{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)

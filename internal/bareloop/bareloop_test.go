@@ -9,7 +9,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/locktest/locktest/clusters/local"
-	"github.com/locktest/locktest/internal/testbin"
+	"github.com/locktest/locktest/internal/gate"
 	"github.com/locktest/locktest/internal/testcluster"
 	"github.com/locktest/locktest/workloads"
 )
@@ -19,7 +19,7 @@ import (
 // the counter is their sum. (Either loop may starve behind the other, so
 // only their sum must be positive.)
 func TestTwoLoopsCountEveryCriticalSection(t *testing.T) {
-	testbin.Need(t, "redis-server")
+	gate.Need(t, "redis-server")
 	r, err := local.NewRedis(local.RedisOptions{Dir: t.TempDir()})
 	addr := testcluster.Started(t, r, err).Nodes()[0].Addr
 	ctx := context.Background()

@@ -12,7 +12,7 @@ import (
 
 	"github.com/locktest/locktest/clusters/docker"
 	sshp "github.com/locktest/locktest/clusters/ssh"
-	"github.com/locktest/locktest/internal/testbin"
+	"github.com/locktest/locktest/internal/gate"
 )
 
 // Up starts an SSH lab of five hosts for the test (skipping when no
@@ -22,7 +22,8 @@ import (
 // inventory file.
 func Up(t *testing.T) string {
 	t.Helper()
-	testbin.Need(t, "sshd", "redis-server", "iptables")
+	gate.Need(t, "sshd", "redis-server", "iptables")
+	gate.Docker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	e, err := docker.Open(ctx, nil)

@@ -16,7 +16,7 @@ import (
 
 	"github.com/locktest/locktest/clusters/local"
 	"github.com/locktest/locktest/clusters/local/durable"
-	"github.com/locktest/locktest/internal/testbin"
+	"github.com/locktest/locktest/internal/gate"
 )
 
 func build(t *testing.T) (*Clocks, string) {
@@ -108,7 +108,7 @@ func TestBuildIsCachedAndDeterministic(t *testing.T) {
 // checks that TIME moves by a bump and that a key with PX expires early
 // after a forward bump.
 func TestRedisUnderTheShim(t *testing.T) {
-	testbin.Need(t, "redis-server")
+	gate.Need(t, "redis-server")
 	c, _ := build(t)
 	ctx := context.Background()
 	cl, err := local.NewRedis(local.RedisOptions{Dir: t.TempDir(), NodeEnv: func(n string) []string {
@@ -158,7 +158,7 @@ func TestRedisUnderTheShim(t *testing.T) {
 // shim and checks that a forward bump moves the wall clock the server
 // stamps on new znodes (ctime comes from System.currentTimeMillis).
 func TestZooKeeperUnderTheShim(t *testing.T) {
-	testbin.Need(t, "java")
+	gate.Need(t, "java")
 	c, _ := build(t)
 	ctx := context.Background()
 	cl, err := local.New("zookeeper", local.Options{Nodes: 1, Dir: t.TempDir(), NodeEnv: func(n string) []string {
@@ -215,7 +215,7 @@ func TestZooKeeperUnderTheShim(t *testing.T) {
 // durable.Scan does and its size when the sync began; without the
 // variable, nothing is recorded.
 func TestShimRecordsSyncs(t *testing.T) {
-	testbin.Need(t, "dd")
+	gate.Need(t, "dd")
 	_, lib := build(t)
 	dir := t.TempDir()
 	record := filepath.Join(dir, "syncs.log")

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/clusters/local"
-	"github.com/locktest/locktest/internal/testbin"
+	"github.com/locktest/locktest/internal/gate"
 )
 
 func needLab(t *testing.T) {
@@ -18,7 +18,7 @@ func needLab(t *testing.T) {
 	if err := Check(); err != nil {
 		t.Skip(err)
 	}
-	testbin.Need(t, "redis-server")
+	gate.Need(t, "redis-server")
 }
 
 // ping asks the redis node at addr for PONG from inside namespace ns, with a

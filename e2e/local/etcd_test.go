@@ -1,9 +1,7 @@
-package run
+package local_test
 
 import (
 	"cmp"
-	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,15 +11,17 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/e2e/testkit"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/internal/testexe"
+	"github.com/locktest/locktest/run"
 	"github.com/locktest/locktest/runstore"
 	"github.com/locktest/locktest/workloads"
 )
 
-// etcdConfig is testConfig whose etcd members are this test binary too.
-func etcdConfig(t *testing.T, impl string) Config {
-	cfg := testConfig(t, impl)
+// etcdConfig is testkit.Config whose etcd members are this test binary too.
+func etcdConfig(t *testing.T, impl string) run.Config {
+	cfg := testkit.Config(t, impl)
 	cfg.NodeCommand, cfg.NodeEnv = testexe.Node()
 	return cfg
 }
@@ -71,9 +71,9 @@ func TestEtcdNoFaultRunsAreValid(t *testing.T) {
 			// fixed short run when healthy, and a slow machine only waits
 			// longer instead of failing the count.
 			cfg.Mode, cfg.Duration, cfg.MaxCriticalSections = tc.mode, 30*time.Second, 60
-			out, h := mustRun(t, cfg)
+			out, h := testkit.MustRun(t, cfg)
 			r := out.Results
-			validWithWrites(t, r, 30)
+			testkit.ValidWithWrites(t, r, 30)
 			assertTokensIncrease(t, h)
 			if tc.mode == workloads.ModeEtcdGuarded {
 				// The resource lives in etcd: the store saw no write.
@@ -158,15 +158,15 @@ func TestEtcdGuardedRejectsAPausedHoldersWrite(t *testing.T) {
 			cfg.PausePoint = workloads.PointBeforeWrite
 			cfg.TTL, cfg.ClientPause = time.Second, 2500*time.Millisecond
 			cfg.Interval, cfg.Duration, cfg.Quiet = 500*time.Millisecond, 10*time.Second, time.Second
-			out, h := mustRun(t, cfg)
-			if n := nemesisOps(h, "pause-client", history.OK); n < 1 {
+			out, h := testkit.MustRun(t, cfg)
+			if n := testkit.NemesisOps(h, "pause-client", history.OK); n < 1 {
 				t.Fatalf("%d client pauses applied", n)
 			}
-			res := result(t, out.Results, "resource")
+			res := testkit.Result(t, out.Results, "resource")
 			if res.Stats["saved_by_fencing"] < 1 {
 				t.Errorf("no write of a paused holder was refused; stats %v", res.Stats)
 			}
-			if k := kinds(out.Results); len(k) > 0 || out.Results.Valid != checker.Valid {
+			if k := testkit.Kinds(out.Results); len(k) > 0 || out.Results.Valid != checker.Valid {
 				t.Errorf("verdict %s, anomalies %v: etcd let a stale write through", out.Results.Valid, k)
 			}
 			// The refusals are etcd's: failed writes that say so, by processes
@@ -198,7 +198,7 @@ func TestEtcdGuardedRejectsAPausedHoldersWrite(t *testing.T) {
 				t.Errorf("%d writes refused by etcd, %d releases of paused holders failed; want both > 0", refused, releaseFails)
 			}
 			t.Logf("%s: %d pauses, %d stale writes refused by etcd, %d releases failed (%d saying the session expired)",
-				impl, nemesisOps(h, "pause-client", history.OK), refused, releaseFails, sessionExpired)
+				impl, testkit.NemesisOps(h, "pause-client", history.OK), refused, releaseFails, sessionExpired)
 		})
 	}
 }
@@ -212,47 +212,29 @@ func TestEtcdPauseBreaksAnUnfencedResource(t *testing.T) {
 	cfg.PausePoint = workloads.PointBeforeWrite
 	cfg.TTL, cfg.ClientPause = time.Second, 2500*time.Millisecond
 	cfg.Interval, cfg.Duration, cfg.Quiet = 500*time.Millisecond, 10*time.Second, time.Second
-	out, h := mustRun(t, cfg)
-	if n := nemesisOps(h, "pause-client", history.OK); n < 1 {
+	out, h := testkit.MustRun(t, cfg)
+	if n := testkit.NemesisOps(h, "pause-client", history.OK); n < 1 {
 		t.Fatalf("%d client pauses applied", n)
 	}
-	k := kinds(out.Results)
+	k := testkit.Kinds(out.Results)
 	if out.Results.Valid != checker.Invalid || k["stale-write"] == 0 {
 		t.Fatalf("verdict %s, anomalies %v: want a stale write", out.Results.Valid, k)
 	}
 	t.Logf("etcd-mutex, resource none, pauses past the lease: anomalies %v", k)
 }
 
-func TestEtcdGuardedNeedsAGuardingImpl(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.StoreDir = t.TempDir()
-	cfg.Impl, cfg.Mode = "redis-set-nx-px", workloads.ModeEtcdGuarded
-	_, err := Run(context.Background(), cfg)
-	var se *SetupError
-	if !errors.As(err, &se) || !strings.Contains(err.Error(), "--resource etcd-guarded") {
-		t.Fatalf("err %v, want a SetupError about --resource etcd-guarded", err)
-	}
-	for _, impl := range etcdImpls {
-		cfg.Impl = impl
-		cfg.fillAuto()
-		if err := cfg.Validate(); err != nil {
-			t.Errorf("%s in mode etcd-guarded: %v", impl, err)
-		}
-	}
-}
-
 // assertKilledHoldersRecover runs cfg with holders killed while holding (TTL
 // 1s), checks the run is valid and that every dead holder's lock was taken
 // again before the run ended, and logs how long each stayed unavailable.
-func assertKilledHoldersRecover(t *testing.T, impl string, cfg Config) {
+func assertKilledHoldersRecover(t *testing.T, impl string, cfg run.Config) {
 	t.Helper()
 	cfg.Faults, cfg.KillHolder = []string{"kill-client"}, true
 	cfg.TTL = time.Second
 	cfg.Interval, cfg.Window = time.Second, 2*time.Second
 	cfg.Duration, cfg.Quiet = 9*time.Second, 3*time.Second
-	out, h := mustRun(t, cfg)
+	out, h := testkit.MustRun(t, cfg)
 	if out.Results.Valid != checker.Valid {
-		t.Errorf("verdict %s, anomalies %v", out.Results.Valid, kinds(out.Results))
+		t.Errorf("verdict %s, anomalies %v", out.Results.Valid, testkit.Kinds(out.Results))
 	}
 	gaps := killedHolderGaps(t, h)
 	if len(gaps) == 0 {

@@ -1,4 +1,4 @@
-package run
+package local_test
 
 import (
 	"fmt"
@@ -13,9 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/locktest/locktest/e2e/testkit"
+	"github.com/locktest/locktest/internal/gate"
 	"github.com/locktest/locktest/internal/listeners"
-	"github.com/locktest/locktest/internal/testbin"
 	"github.com/locktest/locktest/internal/testexe"
+	"github.com/locktest/locktest/run"
 )
 
 // mariadbFallback is the name of a MariaDB socket whose node directory is
@@ -51,9 +53,9 @@ func TestExposure(t *testing.T) {
 		servers []string
 		need    func(t *testing.T)
 	}{
-		{"redis-set-nx-px", NetLoopback, []string{"redis-server"}, func(t *testing.T) { testbin.Need(t, "redis-server") }},
-		{"zk-recipe", NetNamespaces, []string{"java"}, func(t *testing.T) { needNetns(t); needZooKeeper(t) }},
-		{"mysql-get-lock", NetNamespaces, []string{"mariadbd"}, func(t *testing.T) { needNetns(t); needImplBackend(t, "mysql-get-lock") }},
+		{"redis-set-nx-px", run.NetLoopback, []string{"redis-server"}, func(t *testing.T) { gate.Need(t, "redis-server") }},
+		{"zk-recipe", run.NetNamespaces, []string{"java"}, func(t *testing.T) { needNetns(t); needZooKeeper(t) }},
+		{"mysql-get-lock", run.NetNamespaces, []string{"mariadbd"}, func(t *testing.T) { needNetns(t); needImplBackend(t, "mysql-get-lock") }},
 	} {
 		t.Run(tc.impl+"-"+tc.net, func(t *testing.T) {
 			tc.need(t)
@@ -61,7 +63,7 @@ func TestExposure(t *testing.T) {
 			// create nothing world-writable.
 			defer syscall.Umask(syscall.Umask(0))
 			// The local provider's servers, whatever LOCKTEST_PROVIDER says.
-			cfg := DefaultConfig()
+			cfg := run.DefaultConfig()
 			cfg.Impl, cfg.Net, cfg.Seed, cfg.StoreDir = tc.impl, tc.net, 7, t.TempDir()
 			cfg.WorkerCommand, cfg.WorkerEnv = testexe.Worker()
 			cfg.Duration = 6 * time.Second
@@ -71,7 +73,7 @@ func TestExposure(t *testing.T) {
 			out, seen := watchRun(t, cfg)
 
 			var allowed []netip.Prefix
-			if tc.net == NetNamespaces {
+			if tc.net == run.NetNamespaces {
 				sub, ok := strings.CutPrefix(out.Results.Run.Network, "netns ")
 				p, err := netip.ParsePrefix(sub)
 				if !ok || err != nil {
@@ -113,10 +115,10 @@ func TestExposure(t *testing.T) {
 // watchRun runs cfg and, until it ends, looks every 200ms at the sockets
 // of every process below this one (the run's), at its workers' standard
 // input and output and at the store's file modes.
-func watchRun(t *testing.T, cfg Config) (*Outcome, exposure) {
+func watchRun(t *testing.T, cfg run.Config) (*run.Outcome, exposure) {
 	t.Helper()
 	seen := exposure{sockets: map[string]listeners.Socket{}, workers: map[int]string{}, writable: map[string]bool{}}
-	done := startRun(cfg)
+	done := testkit.StartRun(cfg)
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -126,10 +128,10 @@ func watchRun(t *testing.T, cfg Config) (*Outcome, exposure) {
 	for {
 		select {
 		case r := <-done:
-			if r.err != nil {
-				t.Fatalf("run: %v", r.err)
+			if r.Err != nil {
+				t.Fatalf("run: %v", r.Err)
 			}
-			return r.out, seen
+			return r.Out, seen
 		case <-tick.C:
 		}
 		pids, err := listeners.Descendants(os.Getpid())

@@ -1,9 +1,8 @@
-package run
+package docker_test
 
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"os"
 	"strings"
 	"sync"
@@ -11,120 +10,18 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/checker"
-	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/clientaddr"
 	"github.com/locktest/locktest/clusters/docker"
+	"github.com/locktest/locktest/e2e/testkit"
 	"github.com/locktest/locktest/history"
-	"github.com/locktest/locktest/impls"
+	"github.com/locktest/locktest/run"
 	"github.com/locktest/locktest/workloads"
-	goredis "github.com/redis/go-redis/v9"
 )
-
-// providerEnv makes every run test that goes through testConfig use that
-// provider: LOCKTEST_PROVIDER=docker runs the run tests against containers
-// (the images are built first). Unset, the tests use the local provider,
-// and only the tests of this file use docker.
-const providerEnv = "LOCKTEST_PROVIDER"
 
 var (
 	imagesMu  sync.Mutex
 	imagesFor = map[string]error{} // backend → its build's outcome
 )
-
-// needDocker skips the test when no Docker engine answers, and otherwise
-// builds (once per test binary, reusing what an earlier run built)
-// locktest's image of the backend of impl, so that a machine whose engine
-// has no image and no registry can run the tests.
-func needDocker(tb testing.TB, impl string) {
-	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	e, err := docker.Open(ctx, nil)
-	if err != nil {
-		tb.Skipf("docker provider tests: %v", err)
-	}
-	defer e.Close()
-	im, err := impls.Lookup(impl)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	imagesMu.Lock()
-	defer imagesMu.Unlock()
-	berr, done := imagesFor[im.Backend]
-	if !done {
-		if why := dockerBuildNeeds(im.Backend); why != "" {
-			berr = errors.New(why)
-		} else {
-			t0 := time.Now()
-			var bs []docker.BuiltImage
-			bs, berr = e.BuildImages(ctx, docker.BuildOptions{Backends: []string{im.Backend}})
-			if berr == nil {
-				tb.Logf("image %s: reused %v, %d MB, %v", bs[0].Ref, bs[0].Reused, bs[0].Size>>20, time.Since(t0).Round(time.Millisecond))
-			}
-		}
-		imagesFor[im.Backend] = berr
-	}
-	if berr != nil {
-		tb.Skipf("docker provider tests: no %s image: %v", im.Backend, berr)
-	}
-}
-
-// dockerBuildNeeds says what the host lacks to build a backend's image.
-func dockerBuildNeeds(backend string) string {
-	switch backend {
-	case "redis":
-		if _, err := os.Stat("/usr/bin/redis-server"); err != nil {
-			return "redis-server not installed (make setup)"
-		}
-	case "zookeeper":
-		if _, err := os.Stat("/usr/share/java/zookeeper.jar"); err != nil {
-			return "zookeeper not installed (make setup)"
-		}
-	}
-	return ""
-}
-
-// localOnly skips a test of the local provider's own mechanisms when
-// LOCKTEST_PROVIDER runs the tests under docker, saying why.
-func localOnly(t *testing.T, why string) {
-	t.Helper()
-	if os.Getenv(providerEnv) == ProviderDocker {
-		t.Skip("local provider only: " + why)
-	}
-}
-
-// dockerConfig is testConfig under the docker provider.
-func dockerConfig(t *testing.T, impl string) Config {
-	t.Helper()
-	needDocker(t, impl)
-	cfg := testConfig(t, impl)
-	cfg.Provider = ProviderDocker
-	return cfg
-}
-
-// assertNothingLeft checks that a docker run left no container and no
-// network: everything labelled with its run id is gone.
-func assertNothingLeft(t *testing.T, out *Outcome) {
-	t.Helper()
-	if !strings.HasPrefix(out.Results.Run.Network, "docker") {
-		return
-	}
-	e, err := docker.Open(context.Background(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	all, err := e.Find(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out.Results.Run.Lab == "" {
-		t.Fatal("the docker run recorded no run id")
-	}
-	if left := docker.OfRun(all, out.Results.Run.Lab); len(left) > 0 {
-		t.Errorf("the run left %+v", left)
-	}
-}
 
 // Every backend the docker provider runs keeps mutual exclusion without
 // faults, with locktest's own images.
@@ -139,15 +36,15 @@ func TestDockerNoFaultRunsAreValid(t *testing.T) {
 		{"zk-recipe", workloads.ModeFenced},
 	} {
 		t.Run(tc.impl, func(t *testing.T) {
-			cfg := dockerConfig(t, tc.impl)
+			cfg := testkit.DockerConfig(t, tc.impl)
 			cfg.Mode, cfg.Duration, cfg.MaxCriticalSections = tc.mode, 30*time.Second, 40
 			if tc.impl == "zk-recipe" {
 				cfg.TTL = 4 * time.Second // a long session: no expiry on a loaded machine
 			}
-			out, _ := mustRun(t, cfg)
+			out, _ := testkit.MustRun(t, cfg)
 			r := out.Results
 			if r.Valid != checker.Valid {
-				t.Errorf("verdict %s, want valid; anomalies %v", r.Valid, kinds(r))
+				t.Errorf("verdict %s, want valid; anomalies %v", r.Valid, testkit.Kinds(r))
 			}
 			if cs := r.Stats["critical_sections"]; cs < 20 {
 				t.Errorf("%v critical sections, want at least 20", cs)
@@ -156,71 +53,6 @@ func TestDockerNoFaultRunsAreValid(t *testing.T) {
 				t.Errorf("network %q: want the run's docker network and locktest's image", r.Run.Network)
 			}
 		})
-	}
-}
-
-// TestDockerClockShimMovesANodesClock checks what a clock fault needs of
-// the docker provider, with no schedule to depend on: the platform of a
-// docker run that asks for clock faults mounts the clock shim into the
-// Redlock nodes' containers, and setting a node's offset moves that
-// node's clock as Redis itself reads it (TIME), and only that node's, and
-// setting it back restores it. (The overlap a forward jump causes is
-// TestRedlockClockJumpOverlaps's; under docker no partition can keep one
-// client from some nodes, which that construction needs.)
-func TestDockerClockShimMovesANodesClock(t *testing.T) {
-	cfg := dockerConfig(t, "redlock")
-	cfg.Faults = []string{"clock-bump"}
-	impl, err := impls.Lookup(cfg.Impl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	dir, lg := t.TempDir(), slog.New(slog.DiscardHandler)
-	plat, err := setupPlatform(ctx, cfg, impl, dir, lg)
-	t.Cleanup(func() { plat.close(context.Background(), lg) })
-	if err != nil {
-		t.Fatal(err)
-	}
-	if plat.clocks == nil {
-		t.Fatalf("no clock shim: %s", plat.clockWhy)
-	}
-	cl, err := startCluster(ctx, cfg, impl, dir, plat, lg)
-	if cl != nil {
-		t.Cleanup(func() { cl.Stop(context.Background()) })
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	nodes := cl.Nodes()
-	skew := func(n clusters.Node) time.Duration {
-		t.Helper()
-		rc := goredis.NewClient(&goredis.Options{Addr: n.Addr})
-		defer rc.Close()
-		at, err := rc.Time(ctx).Result()
-		if err != nil {
-			t.Fatalf("TIME of %s: %v", n.Name, err)
-		}
-		return time.Until(at)
-	}
-	const jump = 30 * time.Second
-	if err := plat.clocks.Set("n3", jump); err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range nodes {
-		want := time.Duration(0)
-		if n.Name == "n3" {
-			want = jump
-		}
-		if d := skew(n); d < want-5*time.Second || d > want+5*time.Second {
-			t.Errorf("%s's clock is %v off the host's, want %v", n.Name, d.Round(time.Millisecond), want)
-		}
-	}
-	if err := plat.clocks.Set("n3", 0); err != nil {
-		t.Fatal(err)
-	}
-	if d := skew(nodes[2]); d < -5*time.Second || d > 5*time.Second {
-		t.Errorf("n3's clock is %v off the host's after the reset, want 0", d.Round(time.Millisecond))
 	}
 }
 
@@ -236,22 +68,22 @@ func TestDockerEtcdClientPause(t *testing.T) {
 		{workloads.ModeEtcdGuarded, checker.Valid},
 	} {
 		t.Run(string(tc.mode), func(t *testing.T) {
-			cfg := dockerConfig(t, "etcd-mutex")
+			cfg := testkit.DockerConfig(t, "etcd-mutex")
 			cfg.Faults, cfg.Mode = []string{"pause-client"}, tc.mode
 			cfg.PausePoint = workloads.PointBeforeWrite
 			cfg.TTL, cfg.ClientPause = time.Second, 2500*time.Millisecond
 			cfg.Interval, cfg.Duration, cfg.Quiet = 500*time.Millisecond, 10*time.Second, time.Second
-			out, h := reproduce(t, cfg, func(o *Outcome, _ history.History) bool { return o.Results.Valid == tc.want })
-			if n := nemesisOps(h, "pause-client", history.OK); n < 1 {
+			out, h := testkit.Reproduce(t, cfg, func(o *run.Outcome, _ history.History) bool { return o.Results.Valid == tc.want })
+			if n := testkit.NemesisOps(h, "pause-client", history.OK); n < 1 {
 				t.Fatalf("%d client pauses applied", n)
 			}
-			k := kinds(out.Results)
+			k := testkit.Kinds(out.Results)
 			switch {
 			case out.Results.Valid != tc.want:
 				t.Fatalf("verdict %s, want %s; anomalies %v", out.Results.Valid, tc.want, k)
 			case tc.want == checker.Invalid && k["stale-write"] == 0:
 				t.Fatalf("anomalies %v: want a stale write", k)
-			case tc.want == checker.Valid && result(t, out.Results, "resource").Stats["saved_by_fencing"] < 1:
+			case tc.want == checker.Valid && testkit.Result(t, out.Results, "resource").Stats["saved_by_fencing"] < 1:
 				t.Errorf("no write of a paused holder was refused by etcd")
 			}
 		})
@@ -280,11 +112,11 @@ func TestDockerNodeFaults(t *testing.T) {
 				(strings.Contains(o.Error, "dial tcp") || o.Error == "EOF")
 		}, "acquires that could not reach the killed node"},
 		{"pause-node", "resume-node", func(o history.Op) bool {
-			return !o.IsNemesis() && (o.Type == history.Fail || o.Type == history.Info) && timedOut(o.Error)
+			return !o.IsNemesis() && (o.Type == history.Fail || o.Type == history.Info) && testkit.TimedOut(o.Error)
 		}, "ops timed out at the paused node"},
 	} {
 		t.Run(tc.fault, func(t *testing.T) {
-			cfg := dockerConfig(t, "redis-set-nx-px")
+			cfg := testkit.DockerConfig(t, "redis-set-nx-px")
 			cfg.Faults = []string{tc.fault}
 			cfg.TTL, cfg.Timeout = 500*time.Millisecond, 300*time.Millisecond
 			cfg.Interval, cfg.Window, cfg.NodeDown = 500*time.Millisecond, 600*time.Millisecond, 500*time.Millisecond
@@ -295,10 +127,10 @@ func TestDockerNodeFaults(t *testing.T) {
 			// them too, the Docker daemon takes over 5 s to answer the kill
 			// and over 20 s to start the container again.
 			cfg.Retry = 50 * time.Millisecond
-			_, h := mustRun(t, cfg)
-			faults, heals := nemesisOps(h, tc.fault, history.OK), nemesisOps(h, tc.heal, history.OK)
+			_, h := testkit.MustRun(t, cfg)
+			faults, heals := testkit.NemesisOps(h, tc.fault, history.OK), testkit.NemesisOps(h, tc.heal, history.OK)
 			if faults < 1 || heals < faults {
-				t.Fatalf("%d %s, %d %s: %v", faults, tc.fault, heals, tc.heal, nemesisSeq(h))
+				t.Fatalf("%d %s, %d %s: %v", faults, tc.fault, heals, tc.heal, testkit.NemesisSeq(h))
 			}
 			var seen, okAfter int
 			var firstHeal int64 = -1
@@ -319,7 +151,7 @@ func TestDockerNodeFaults(t *testing.T) {
 				}
 			}
 			if seen == 0 || okAfter == 0 {
-				t.Errorf("%d %s (want > 0), %d acquired after a heal (want > 0): %v", seen, tc.what, okAfter, nemesisSeq(h))
+				t.Errorf("%d %s (want > 0), %d acquired after a heal (want > 0): %v", seen, tc.what, okAfter, testkit.NemesisSeq(h))
 			}
 		})
 	}
@@ -336,7 +168,7 @@ func TestDockerNodeFaults(t *testing.T) {
 // 10 s with the last 1.5 s fault-free, so the isolate is in and healed
 // well before the nemesis stops even on a loaded machine.
 func TestDockerPartitions(t *testing.T) {
-	cfg := dockerConfig(t, "redlock")
+	cfg := testkit.DockerConfig(t, "redlock")
 	if why := dockerNetWhy(); why != "" {
 		t.Skip(why)
 	}
@@ -346,25 +178,25 @@ func TestDockerPartitions(t *testing.T) {
 	cfg.Interval, cfg.Window = 300*time.Millisecond, 2*time.Second
 	cfg.Duration, cfg.Quiet = 10*time.Second, 1500*time.Millisecond
 	cfg.Seed = 3
-	out, err := Run(context.Background(), cfg)
+	out, err := run.Run(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	assertNothingLeft(t, out)
+	testkit.AssertNothingLeft(t, out)
 	h, err := history.ReadFile(out.Dir + "/history.jsonl")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if k := kinds(out.Results); len(k) > 0 {
+	if k := testkit.Kinds(out.Results); len(k) > 0 {
 		t.Errorf("anomalies %v", k)
 	}
-	if n := nemesisOps(h, "loss", history.OK); n == 0 {
-		t.Errorf("no loss applied: %v", nemesisSeq(h))
+	if n := testkit.NemesisOps(h, "loss", history.OK); n == 0 {
+		t.Errorf("no loss applied: %v", testkit.NemesisSeq(h))
 	}
-	isolates, healed, during := isolatedAcquires(t, h)
+	isolates, healed, during := testkit.IsolatedAcquires(t, h)
 	if isolates == 0 || healed < isolates || during == 0 {
 		t.Errorf("%d isolates, %d healed, %d acquires during them; want isolates > 0, each healed, acquires > 0: %v",
-			isolates, healed, during, nemesisSeq(h))
+			isolates, healed, during, testkit.NemesisSeq(h))
 	}
 }
 
@@ -375,7 +207,7 @@ func TestDockerPartitions(t *testing.T) {
 // While c0 is cut none of its acquires is granted and c1's are; the run
 // names the clients' addresses, and leaves none of them behind.
 func TestDockerClientIsolate(t *testing.T) {
-	cfg := dockerConfig(t, "redlock")
+	cfg := testkit.DockerConfig(t, "redlock")
 	if why := dockerNetWhy(); why != "" {
 		t.Skip(why)
 	}
@@ -385,11 +217,11 @@ func TestDockerClientIsolate(t *testing.T) {
 	cfg.TTL, cfg.Timeout = time.Second, 300*time.Millisecond
 	cfg.Interval, cfg.Window = 300*time.Millisecond, 2*time.Second
 	cfg.Duration, cfg.Quiet = 8*time.Second, 1500*time.Millisecond
-	out, err := Run(context.Background(), cfg)
+	out, err := run.Run(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	assertNothingLeft(t, out)
+	testkit.AssertNothingLeft(t, out)
 	if ids := clientaddr.Owned(os.Getpid()); len(ids) > 0 {
 		t.Errorf("the run left its client addresses: %v", ids)
 	}
@@ -402,12 +234,12 @@ func TestDockerClientIsolate(t *testing.T) {
 	}
 	cuts, granted := clientCutAcquires(h)
 	if cuts == 0 || granted[1] == 0 {
-		t.Fatalf("%d cuts of c0, acquires granted during them %v: want cuts and c1's acquires: %v", cuts, granted, nemesisSeq(h))
+		t.Fatalf("%d cuts of c0, acquires granted during them %v: want cuts and c1's acquires: %v", cuts, granted, testkit.NemesisSeq(h))
 	}
 	if granted[0] > 0 {
 		t.Errorf("%d acquires of p0 were granted while its client host was cut from every node", granted[0])
 	}
-	if k := kinds(out.Results); len(k) > 0 {
+	if k := testkit.Kinds(out.Results); len(k) > 0 {
 		t.Errorf("anomalies %v", k)
 	}
 }
@@ -448,35 +280,35 @@ func dockerNetWhy() string {
 func TestDockerBadInputIsASetupError(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
-		change func(*Config)
+		change func(*run.Config)
 		want   string
 		needs  bool // needs a Docker engine
 	}{
-		{"unknown backend in --image", func(c *Config) { c.Provider, c.Images = ProviderDocker, map[string]string{"mongo": "mongo:7"} }, `--image mongo=mongo:7: the docker provider has no backend "mongo"`, false},
-		{"--image without docker", func(c *Config) { c.Images = map[string]string{"redis": "redis:7.2"} }, "--image needs --provider docker", false},
-		{"unknown provider", func(c *Config) { c.Provider = "k8s" }, `--provider must be local, docker or ssh, got "k8s"`, false},
-		{"backend docker lacks", func(c *Config) { c.Provider, c.Impl = ProviderDocker, "mysql-get-lock" }, "needs backend mysql, which the docker provider does not run", false},
-		{"daemon unreachable", func(c *Config) { c.Provider = ProviderDocker }, "docker daemon not reachable at unix:///nonexistent/docker.sock", false},
-		{"missing image", func(c *Config) {
-			c.Provider, c.Images = ProviderDocker, map[string]string{"redis": "locktest/no-such-image:never"}
+		{"unknown backend in --image", func(c *run.Config) { c.Provider, c.Images = run.ProviderDocker, map[string]string{"mongo": "mongo:7"} }, `--image mongo=mongo:7: the docker provider has no backend "mongo"`, false},
+		{"--image without docker", func(c *run.Config) { c.Images = map[string]string{"redis": "redis:7.2"} }, "--image needs --provider docker", false},
+		{"unknown provider", func(c *run.Config) { c.Provider = "k8s" }, `--provider must be local, docker or ssh, got "k8s"`, false},
+		{"backend docker lacks", func(c *run.Config) { c.Provider, c.Impl = run.ProviderDocker, "mysql-get-lock" }, "needs backend mysql, which the docker provider does not run", false},
+		{"daemon unreachable", func(c *run.Config) { c.Provider = run.ProviderDocker }, "docker daemon not reachable at unix:///nonexistent/docker.sock", false},
+		{"missing image", func(c *run.Config) {
+			c.Provider, c.Images = run.ProviderDocker, map[string]string{"redis": "locktest/no-such-image:never"}
 		}, "locktest/no-such-image:never", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.needs {
-				needDocker(t, "redis-set-nx-px")
+				testkit.NeedDocker(t, "redis-set-nx-px")
 			}
-			cfg := testConfig(t, "redis-set-nx-px")
-			cfg.Provider = ProviderLocal
+			cfg := testkit.Config(t, "redis-set-nx-px")
+			cfg.Provider = run.ProviderLocal
 			if tc.name == "daemon unreachable" {
 				t.Setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
 			}
 			tc.change(&cfg)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			_, err := Run(ctx, cfg)
-			var se *SetupError
+			_, err := run.Run(ctx, cfg)
+			var se *run.SetupError
 			if !errors.As(err, &se) || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("err %v, want a SetupError containing %q", err, tc.want)
+				t.Fatalf("err %v, want a run.SetupError containing %q", err, tc.want)
 			}
 			if tc.needs && !strings.Contains(err.Error(), "locktest images build redis") {
 				t.Errorf("err %v does not say how to get an image", err)

@@ -1,4 +1,4 @@
-package run
+package local_test
 
 import (
 	"strings"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/clusters/local"
+	"github.com/locktest/locktest/e2e/testkit"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/workloads"
 )
@@ -33,7 +34,7 @@ func TestZooKeeperNoFaultRunsAreValid(t *testing.T) {
 		{"zk-lock", workloads.ModeNone},
 	} {
 		t.Run(tc.impl, func(t *testing.T) {
-			cfg := testConfig(t, tc.impl)
+			cfg := testkit.Config(t, tc.impl)
 			// Ends once enough critical sections were done: as fast as a
 			// fixed short run when healthy, and a slow machine only waits
 			// longer instead of failing the count.
@@ -41,9 +42,9 @@ func TestZooKeeperNoFaultRunsAreValid(t *testing.T) {
 			// No fault: a long session, so that a JVM pause on a loaded
 			// machine does not expire one.
 			cfg.TTL = 4 * time.Second
-			out, h := mustRun(t, cfg)
+			out, h := testkit.MustRun(t, cfg)
 			r := out.Results
-			validWithWrites(t, r, 30)
+			testkit.ValidWithWrites(t, r, 30)
 			if tc.impl == "zk-recipe" {
 				assertTokensIncrease(t, h)
 			}
@@ -73,7 +74,7 @@ func TestZooKeeperKilledHolderRecovers(t *testing.T) {
 	needZooKeeper(t)
 	for _, impl := range zkImpls {
 		t.Run(impl, func(t *testing.T) {
-			assertKilledHoldersRecover(t, impl, testConfig(t, impl))
+			assertKilledHoldersRecover(t, impl, testkit.Config(t, impl))
 		})
 	}
 }
@@ -83,14 +84,14 @@ func TestZooKeeperKilledHolderRecovers(t *testing.T) {
 // while it held the lock.
 func TestZooKeeperPausedHolderSessionExpires(t *testing.T) {
 	needZooKeeper(t)
-	cfg := testConfig(t, "zk-recipe")
+	cfg := testkit.Config(t, "zk-recipe")
 	cfg.Faults = []string{"pause-client"}
 	cfg.Mode = workloads.ModeFenced
 	cfg.TTL = 500 * time.Millisecond // the servers grant 500ms
 	cfg.ClientPause = 2 * time.Second
 	cfg.Interval = 500 * time.Millisecond
 	cfg.Duration = 7 * time.Second
-	out, h := mustRun(t, cfg)
+	out, h := testkit.MustRun(t, cfg)
 	expired := 0
 	for _, o := range h {
 		if o.F == history.Release && o.Type == history.Fail && strings.Contains(o.Error, "session") && strings.Contains(o.Error, "expired") &&
@@ -104,14 +105,14 @@ func TestZooKeeperPausedHolderSessionExpires(t *testing.T) {
 	// The holds as the clients believed them did not overlap (a hold ends
 	// at its session timeout), and the fenced store refused the woken
 	// holders' stale writes.
-	res := result(t, out.Results, "resource")
+	res := testkit.Result(t, out.Results, "resource")
 	if res.Stats["token_regressions"] != 0 {
 		t.Errorf("%v token regressions accepted by a fenced store", res.Stats["token_regressions"])
 	}
 	if out.Results.Valid != checker.Valid {
-		t.Errorf("verdict %s, anomalies %v", out.Results.Valid, kinds(out.Results))
+		t.Errorf("verdict %s, anomalies %v", out.Results.Valid, testkit.Kinds(out.Results))
 	}
-	t.Logf("%d releases reported an expired session; resource stats %v; verdict %s %v", expired, res.Stats, out.Results.Valid, kinds(out.Results))
+	t.Logf("%d releases reported an expired session; resource stats %v; verdict %s %v", expired, res.Stats, out.Results.Valid, testkit.Kinds(out.Results))
 }
 
 // A 3-peer ensemble keeps serving the lock while one peer at a time is
@@ -119,19 +120,19 @@ func TestZooKeeperPausedHolderSessionExpires(t *testing.T) {
 // their session timeout, and the verdict stays valid.
 func TestZooKeeperSurvivesNodeKills(t *testing.T) {
 	needZooKeeper(t)
-	cfg := testConfig(t, "zk-recipe")
+	cfg := testkit.Config(t, "zk-recipe")
 	cfg.Mode = workloads.ModeFenced
 	cfg.Faults = []string{"kill-node"}
 	cfg.TTL = 2 * time.Second
 	cfg.Interval, cfg.NodeDown = time.Second, time.Second
 	cfg.Duration = 6 * time.Second
-	out, h := mustRun(t, cfg)
-	kills, restarts := nemesisOps(h, "kill-node", history.OK), nemesisOps(h, "restart-node", history.OK)
+	out, h := testkit.MustRun(t, cfg)
+	kills, restarts := testkit.NemesisOps(h, "kill-node", history.OK), testkit.NemesisOps(h, "restart-node", history.OK)
 	if kills < 1 || restarts < kills {
 		t.Fatalf("%d kills, %d restarts", kills, restarts)
 	}
 	if out.Results.Valid != checker.Valid {
-		t.Errorf("verdict %s, anomalies %v", out.Results.Valid, kinds(out.Results))
+		t.Errorf("verdict %s, anomalies %v", out.Results.Valid, testkit.Kinds(out.Results))
 	}
 	var firstKill int64 = -1
 	okAfter := 0

@@ -1,4 +1,4 @@
-package run
+package local_test
 
 import (
 	"context"
@@ -14,27 +14,29 @@ import (
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/local"
+	"github.com/locktest/locktest/e2e/testkit"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/impls"
-	"github.com/locktest/locktest/internal/testbin"
+	"github.com/locktest/locktest/internal/gate"
+	"github.com/locktest/locktest/run"
 	"github.com/locktest/locktest/workloads"
 )
 
 // The multi-node Redis locks hold up without faults.
 func TestMultiNodeRedisNoFaultRunsAreValid(t *testing.T) {
-	testbin.Need(t, "redis-server", "redis-sentinel", "redis-cli")
+	gate.Need(t, "redis-server", "redis-sentinel", "redis-cli")
 	for _, impl := range []string{"redlock", "redis-replicated", "redis-cluster"} {
 		t.Run(impl, func(t *testing.T) {
-			cfg := testConfig(t, impl)
+			cfg := testkit.Config(t, impl)
 			// Ends once enough critical sections were done: as fast as a
 			// fixed short run when healthy, and a slow machine only waits
 			// longer instead of failing the count.
 			cfg.Duration, cfg.MaxCriticalSections = 30*time.Second, 40
 			cfg.Locks = 2
-			out, h := mustRun(t, cfg)
+			out, h := testkit.MustRun(t, cfg)
 			r := out.Results
 			if r.Valid != checker.Valid {
-				t.Errorf("verdict %s, want valid; anomalies %v", r.Valid, kinds(r))
+				t.Errorf("verdict %s, want valid; anomalies %v", r.Valid, testkit.Kinds(r))
 			}
 			if cs := r.Stats["critical_sections"]; cs < 20 {
 				t.Errorf("%v critical sections, want at least 20", cs)
@@ -54,11 +56,11 @@ func TestMultiNodeRedisNoFaultRunsAreValid(t *testing.T) {
 // back an Until() in the past: its validity check runs after the last reply
 // on Go's monotonic clock, which the stop does not stop.
 func TestRedlockPauseAfterMajorityIsRefused(t *testing.T) {
-	testbin.Need(t, "redis-server")
-	cfg := pauseConfig(t, "redlock", workloads.ModeNone)
+	gate.Need(t, "redis-server")
+	cfg := testkit.PauseConfig(t, "redlock", workloads.ModeNone)
 	cfg.PausePoint = "after-majority"
 	cfg.Duration = 5 * time.Second
-	out, h := mustRun(t, cfg)
+	out, h := testkit.MustRun(t, cfg)
 	pauses := 0
 	pair := h.Pair()
 	for i, o := range h {
@@ -103,7 +105,7 @@ func TestRedlockPauseAfterMajorityIsRefused(t *testing.T) {
 		t.Fatalf("%d pauses at after-majority applied, want at least 1", pauses)
 	}
 	if out.Results.Valid != checker.Valid {
-		t.Errorf("verdict %s, anomalies %v: a refused lock cannot break anything", out.Results.Valid, kinds(out.Results))
+		t.Errorf("verdict %s, anomalies %v: a refused lock cannot break anything", out.Results.Valid, testkit.Kinds(out.Results))
 	}
 }
 
@@ -115,7 +117,7 @@ func TestRedlockPauseAfterMajorityIsRefused(t *testing.T) {
 // its stale write through: Redlock's value says who holds the lock, not
 // in which order holders came.
 func TestRedlockPauseBeforeWrite(t *testing.T) {
-	testbin.Need(t, "redis-server")
+	gate.Need(t, "redis-server")
 	tests := []struct {
 		mode  workloads.Mode
 		point string
@@ -127,7 +129,7 @@ func TestRedlockPauseBeforeWrite(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(string(tt.mode)+"/"+tt.point, func(t *testing.T) {
-			cfg := pauseConfig(t, "redlock", tt.mode)
+			cfg := testkit.PauseConfig(t, "redlock", tt.mode)
 			cfg.PausePoint = tt.point
 			// 8 s, so that the two pauses asserted below (1.2 s each, and
 			// the wait for a client to reach the point) fit in the fault
@@ -138,7 +140,7 @@ func TestRedlockPauseBeforeWrite(t *testing.T) {
 			// client still gets the lock (a Redlock acquire asks 5 nodes)
 			// before the paused one wakes.
 			cfg.ClientPause = 4 * cfg.TTL
-			var out *Outcome
+			var out *run.Outcome
 			var h history.History
 			var res checker.Result
 			var k map[string]int
@@ -148,11 +150,11 @@ func TestRedlockPauseBeforeWrite(t *testing.T) {
 			// were not always enough on a loaded machine).
 			for attempt := 0; attempt < 5; attempt++ {
 				cfg.Seed = int64(7 + attempt)
-				out, h = mustRun(t, cfg)
-				if n := nemesisOps(h, "pause-client", history.OK); n < 2 {
+				out, h = testkit.MustRun(t, cfg)
+				if n := testkit.NemesisOps(h, "pause-client", history.OK); n < 2 {
 					t.Fatalf("%d client pauses applied, want at least 2", n)
 				}
-				res, k = result(t, out.Results, "resource"), kinds(out.Results)
+				res, k = testkit.Result(t, out.Results, "resource"), testkit.Kinds(out.Results)
 				if tt.valid || res.Valid == checker.Invalid {
 					break
 				}
@@ -178,15 +180,15 @@ func TestRedlockPauseBeforeWrite(t *testing.T) {
 // its lease expires, another process takes the lock, and the woken holder,
 // which believes it holds the lock until it releases it, overlaps it.
 func TestRedlockExtendPausedLosesLock(t *testing.T) {
-	testbin.Need(t, "redis-server")
-	cfg := pauseConfig(t, "redlock-extend", workloads.ModeNone)
+	gate.Need(t, "redis-server")
+	cfg := testkit.PauseConfig(t, "redlock-extend", workloads.ModeNone)
 	cfg.Duration = 6 * time.Second
-	out, h := reproduce(t, cfg, func(o *Outcome, _ history.History) bool {
-		return kinds(o.Results)["overlapping-holds"] > 0
+	out, h := testkit.Reproduce(t, cfg, func(o *run.Outcome, _ history.History) bool {
+		return testkit.Kinds(o.Results)["overlapping-holds"] > 0
 	})
 	// One pause is what the overlap needs; a loaded machine (CI run 30)
 	// may fit only one into the run's fault phase.
-	if n := nemesisOps(h, "pause-client", history.OK); n < 1 {
+	if n := testkit.NemesisOps(h, "pause-client", history.OK); n < 1 {
 		t.Fatalf("%d client pauses applied, want at least 1", n)
 	}
 	for _, o := range h {
@@ -194,7 +196,7 @@ func TestRedlockExtendPausedLosesLock(t *testing.T) {
 			t.Fatalf("acquire ok %d has valid_until %d; a kept-alive lease has none", o.Index, o.Value.ValidUntil)
 		}
 	}
-	if k := kinds(out.Results); k["overlapping-holds"] == 0 {
+	if k := testkit.Kinds(out.Results); k["overlapping-holds"] == 0 {
 		t.Errorf("anomalies %v: want overlapping holds", k)
 	}
 }
@@ -206,7 +208,7 @@ func TestRedlockExtendPausedLosesLock(t *testing.T) {
 // Sentinel promotes one, and a second client acquires the same lock from
 // it. The checkers see overlapping holds naming both acquires.
 func TestReplicatedFailoverGivesTwoHolders(t *testing.T) {
-	testbin.Need(t, "redis-server", "redis-sentinel")
+	gate.Need(t, "redis-server", "redis-sentinel")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	s, err := local.NewSentinel(local.SentinelOptions{Dir: t.TempDir(), Replicas: 2})
@@ -221,7 +223,7 @@ func TestReplicatedFailoverGivesTwoHolders(t *testing.T) {
 	rec := history.NewRecorder(nil)
 	client := func(p int) impls.Client {
 		impl, _ := impls.Lookup("redis-replicated")
-		cfg := impls.Config{Nodes: clientNodes(s.Nodes()), Process: p, Now: clock.Now, Wall: time.Now}
+		cfg := impls.Config{Nodes: run.ClientNodes(s.Nodes()), Process: p, Now: clock.Now, Wall: time.Now}
 		c, err := impl.New(ctx, cfg)
 		if err != nil {
 			t.Fatal(err)

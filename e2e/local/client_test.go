@@ -1,4 +1,4 @@
-package run
+package local_test
 
 import (
 	"context"
@@ -11,9 +11,11 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/e2e/testkit"
 	"github.com/locktest/locktest/history"
-	"github.com/locktest/locktest/internal/testbin"
+	"github.com/locktest/locktest/internal/gate"
 	"github.com/locktest/locktest/internal/testexe"
+	"github.com/locktest/locktest/run"
 	"github.com/locktest/locktest/workloads"
 )
 
@@ -40,8 +42,8 @@ func needPython(t testing.TB, modules ...string) {
 
 // clientConfig is a run of the external client program client against
 // backend.
-func clientConfig(t testing.TB, client, backend string) Config {
-	cfg := testConfig(t, "")
+func clientConfig(t testing.TB, client, backend string) run.Config {
+	cfg := testkit.Config(t, "")
 	cfg.Client, cfg.Backend = client, backend
 	return cfg
 }
@@ -51,7 +53,7 @@ func clientConfig(t testing.TB, client, backend string) Config {
 // outcome with the reason, a lie is caught, a dead client is replaced, and
 // no such run is valid.
 func TestBadClientsNeverPassAsValid(t *testing.T) {
-	testbin.Need(t, "redis-server")
+	gate.Need(t, "redis-server")
 	needPython(t, "json")
 	for _, tc := range []struct {
 		mode  string
@@ -79,15 +81,15 @@ func TestBadClientsNeverPassAsValid(t *testing.T) {
 				// die clients die at their fourth acquire, 1.2 s in.
 				cfg.Duration, cfg.Work, cfg.WorkMin = 4*time.Second, 400*time.Millisecond, 400*time.Millisecond
 			}
-			out, err := Run(context.Background(), cfg)
+			out, err := run.Run(context.Background(), cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if out.Results.Valid == checker.Valid {
 				t.Fatalf("a %s client's run is valid: stats %v, store %s", tc.mode, out.Results.Stats, out.Dir)
 			}
-			if tc.kind != "" && kinds(out.Results)[tc.kind] == 0 {
-				t.Errorf("anomalies %v: want %s", kinds(out.Results), tc.kind)
+			if tc.kind != "" && testkit.Kinds(out.Results)[tc.kind] == 0 {
+				t.Errorf("anomalies %v: want %s", testkit.Kinds(out.Results), tc.kind)
 			}
 			h, err := out.History()
 			if err != nil {
@@ -99,7 +101,7 @@ func TestBadClientsNeverPassAsValid(t *testing.T) {
 			if tc.mode == "die" && maxProcess(h) < cfg.Clients {
 				t.Errorf("processes up to p%d: the dead clients were not replaced", maxProcess(h))
 			}
-			assertNothingLeft(t, out)
+			testkit.AssertNothingLeft(t, out)
 		})
 	}
 }
@@ -130,16 +132,16 @@ func maxProcess(h history.History) int {
 // exits before it answers hello, stop the run before it begins, with one
 // line; the second's stderr is kept in the run's logs.
 func TestAClientThatCannotStartIsASetupError(t *testing.T) {
-	testbin.Need(t, "redis-server")
+	gate.Need(t, "redis-server")
 	cfg := clientConfig(t, "/nonexistent/client", "redis")
-	_, err := Run(context.Background(), cfg)
-	var se *SetupError
+	_, err := run.Run(context.Background(), cfg)
+	var se *run.SetupError
 	if !errors.As(err, &se) || !strings.Contains(err.Error(), "no program /nonexistent/client") {
 		t.Fatalf("missing program: %v, want a setup error naming it", err)
 	}
 
 	cfg = clientConfig(t, clientPath(t, "testdata/exit_at_start.sh"), "redis")
-	_, err = Run(context.Background(), cfg)
+	_, err = run.Run(context.Background(), cfg)
 	if !errors.As(err, &se) || !strings.Contains(err.Error(), "exited before it answered hello (exit status 3): cannot start: no such library") {
 		t.Fatalf("a program that exits at start: %v, want a setup error with its last stderr line", err)
 	}
@@ -157,11 +159,11 @@ func TestAClientThatCannotStartIsASetupError(t *testing.T) {
 // reference adapter: the protocol carries its tokens and validity, and a
 // fault-free run is valid.
 func TestGoImplThroughTheProtocolIsValid(t *testing.T) {
-	testbin.Need(t, "redis-server")
+	gate.Need(t, "redis-server")
 	cfg := clientConfig(t, testexe.GoRef("redis-set-nx-px"), "redis")
 	cfg.Mode, cfg.Duration = workloads.ModeFenced, 3*time.Second
-	out, h := mustRun(t, cfg)
-	validWithWrites(t, out.Results, 20)
+	out, h := testkit.MustRun(t, cfg)
+	testkit.ValidWithWrites(t, out.Results, 20)
 	if out.Results.Run.Impl != "goref-redis-set-nx-px" {
 		t.Errorf("impl %q", out.Results.Run.Impl)
 	}
@@ -185,10 +187,10 @@ func TestGoImplThroughTheProtocolIsValid(t *testing.T) {
 // own wall clock, which the worker's offset does not move, so
 // clock-skew-client is reported unavailable, not applied in name only.
 func TestClockSkewIsUnavailableToExternalClients(t *testing.T) {
-	testbin.Need(t, "redis-server")
+	gate.Need(t, "redis-server")
 	cfg := clientConfig(t, testexe.GoRef("redis-set-nx-px"), "redis")
 	cfg.Faults, cfg.Duration, cfg.Interval = []string{"clock-skew-client"}, 3*time.Second, 500*time.Millisecond
-	out, err := Run(context.Background(), cfg)
+	out, err := run.Run(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

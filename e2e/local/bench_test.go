@@ -1,4 +1,4 @@
-package run
+package local_test
 
 import (
 	"context"
@@ -15,13 +15,15 @@ import (
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/clusters/local"
 	"github.com/locktest/locktest/clusters/local/netlab"
+	"github.com/locktest/locktest/e2e/testkit"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/internal/bareloop"
+	"github.com/locktest/locktest/internal/gate"
 	"github.com/locktest/locktest/internal/stats"
-	"github.com/locktest/locktest/internal/testbin"
 	"github.com/locktest/locktest/internal/testcluster"
 	"github.com/locktest/locktest/internal/testexe"
 	"github.com/locktest/locktest/nemesis"
+	"github.com/locktest/locktest/run"
 	"github.com/locktest/locktest/workloads"
 )
 
@@ -33,16 +35,16 @@ import (
 // rate of a shared 2-core machine drifts; the metrics are the medians of
 // the rounds, ratio being locktest's rate over the loop's.
 func BenchmarkDriverVsBare(b *testing.B) {
-	testbin.Need(b, "redis-server")
+	gate.Need(b, "redis-server")
 	for _, clients := range []int{1, 16} {
 		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
 			var bare, drv, ratio []float64
 			for range b.N {
 				for range 5 {
-					cfg := testConfig(b, "redis-set-nx-px")
+					cfg := testkit.Config(b, "redis-set-nx-px")
 					cfg.Clients, cfg.Duration = clients, time.Minute
-					br := bareRate(b, clients, 3*time.Second, cfg.backoff())
-					rate, err := Throughput(context.Background(), cfg, 6000)
+					br := bareRate(b, clients, 3*time.Second, cfg.WorkerBackoff())
+					rate, err := run.Throughput(context.Background(), cfg, 6000)
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -116,7 +118,7 @@ func bareRateOn(tb testing.TB, clients, locks int, d time.Duration, bo workloads
 // growth near 0), and the peak RSS of the whole run, the check at the end
 // included, whose verdict must be valid.
 func BenchmarkDriverMemory(b *testing.B) {
-	testbin.Need(b, "redis-server")
+	gate.Need(b, "redis-server")
 	d := 30 * time.Second
 	if s := os.Getenv("LOCKTEST_BENCH_SOAK"); s != "" {
 		var err error
@@ -125,7 +127,7 @@ func BenchmarkDriverMemory(b *testing.B) {
 		}
 	}
 	for range b.N {
-		cfg := testConfig(b, "redis-set-nx-px")
+		cfg := testkit.Config(b, "redis-set-nx-px")
 		cfg.Clients, cfg.Duration = 4, d
 		type sample struct {
 			at        time.Duration
@@ -154,7 +156,7 @@ func BenchmarkDriverMemory(b *testing.B) {
 				mu.Unlock()
 			}
 		}()
-		out, err := Run(context.Background(), cfg)
+		out, err := run.Run(context.Background(), cfg)
 		close(stop)
 		if err != nil {
 			b.Fatal(err)
@@ -210,7 +212,7 @@ func selfRSS() uint64 {
 // effect (heal-ms): invoke to completion, the median over the times it
 // was injected. A fault the platform cannot apply is skipped, with why.
 func BenchmarkFaultLatency(b *testing.B) {
-	testbin.Need(b, "redis-server")
+	gate.Need(b, "redis-server")
 	if err := netlab.Check(); err != nil {
 		b.Skip(err)
 	}
@@ -220,7 +222,7 @@ func BenchmarkFaultLatency(b *testing.B) {
 			spec, _ := nemesis.Lookup(fault)
 			var inject, heal []float64 // ms
 			for range b.N {
-				cfg := testConfig(b, "redlock")
+				cfg := testkit.Config(b, "redlock")
 				cfg.Clients, cfg.Duration = 2, 6*time.Second
 				cfg.Faults, cfg.Interval, cfg.Window = []string{fault}, 300*time.Millisecond, 300*time.Millisecond
 				cfg.NodeDown, cfg.ClientPause = 300*time.Millisecond, 300*time.Millisecond
@@ -228,7 +230,7 @@ func BenchmarkFaultLatency(b *testing.B) {
 					cfg.Groups = [][]string{{"n1", "n2", "c0"}, {"n3", "n4", "n5", "c1"}}
 				}
 				cfg.Expect = "invalid" // redlock under faults may well be; only the timing counts
-				out, err := Run(context.Background(), cfg)
+				out, err := run.Run(context.Background(), cfg)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -266,16 +268,16 @@ func BenchmarkFaultLatency(b *testing.B) {
 // the critical sections per second of as many bare loops (bareRateOn,
 // 5 s, right before) on as many locks.
 func BenchmarkScaling(b *testing.B) {
-	testbin.Need(b, "redis-server")
+	gate.Need(b, "redis-server")
 	for _, locks := range []int{1, 8} {
 		for _, clients := range []int{1, 4, 16, 64} {
 			b.Run(fmt.Sprintf("locks=%d/clients=%d", locks, clients), func(b *testing.B) {
 				var cs, ops, bare float64
 				for range b.N {
-					cfg := testConfig(b, "redis-set-nx-px")
+					cfg := testkit.Config(b, "redis-set-nx-px")
 					cfg.Clients, cfg.Locks, cfg.Duration = clients, locks, 10*time.Second
-					bare += bareRateOn(b, clients, locks, 5*time.Second, cfg.backoff())
-					out, err := Run(context.Background(), cfg)
+					bare += bareRateOn(b, clients, locks, 5*time.Second, cfg.WorkerBackoff())
+					out, err := run.Run(context.Background(), cfg)
 					if err != nil {
 						b.Fatal(err)
 					}

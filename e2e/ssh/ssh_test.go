@@ -1,4 +1,4 @@
-package run
+package ssh_test
 
 import (
 	"cmp"
@@ -18,22 +18,24 @@ import (
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/clusters/roles"
 	sshp "github.com/locktest/locktest/clusters/ssh"
+	"github.com/locktest/locktest/e2e/testkit"
 	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/internal/gate"
 	"github.com/locktest/locktest/internal/procfs"
-	"github.com/locktest/locktest/internal/testbin"
 	"github.com/locktest/locktest/internal/testexe"
 	"github.com/locktest/locktest/internal/testlab"
+	"github.com/locktest/locktest/run"
 	"github.com/locktest/locktest/runstore"
 	"github.com/locktest/locktest/workloads"
 	xssh "golang.org/x/crypto/ssh"
 )
 
-// sshConfig is testConfig under the ssh provider, on the lab's hosts.
-func sshConfig(t *testing.T, impl, inventory string) Config {
+// sshConfig is testkit.Config under the ssh provider, on the lab's hosts.
+func sshConfig(t *testing.T, impl, inventory string) run.Config {
 	t.Helper()
-	cfg := testConfig(t, impl)
-	cfg.Provider = ProviderSSH
-	cfg.SSH = SSHConfig{Inventory: inventory}
+	cfg := testkit.Config(t, impl)
+	cfg.Provider = run.ProviderSSH
+	cfg.SSH = run.SSHConfig{Inventory: inventory}
 	return cfg
 }
 
@@ -81,7 +83,7 @@ func TestSSHLabRuns(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if strings.HasPrefix(tc.impl, "zk-") {
-				testbin.Need(t, "java")
+				gate.Need(t, "java")
 			}
 			cfg := sshConfig(t, tc.impl, inventory)
 			if tc.impl == "zk-recipe" {
@@ -104,7 +106,7 @@ func TestSSHLabRuns(t *testing.T) {
 				// loaded machine.
 				cfg.Duration, cfg.Quiet, cfg.MaxCriticalSections = 14*time.Second, 4*time.Second, 0
 			}
-			out, h := mustRun(t, cfg)
+			out, h := testkit.MustRun(t, cfg)
 			r := out.Results
 			wantValid(t, r, tc.open)
 			if !strings.HasPrefix(r.Run.Network, "ssh hosts h1 ") || !strings.Contains(r.Run.Network, "rtt") || !strings.Contains(r.Run.Network, "host keys checked") {
@@ -117,9 +119,9 @@ func TestSSHLabRuns(t *testing.T) {
 						faults++
 					}
 				}
-				heals := nemesisOps(h, tc.heal, history.OK)
+				heals := testkit.NemesisOps(h, tc.heal, history.OK)
 				if faults < 1 || heals < 1 {
-					t.Errorf("%d %s, %d %s applied: %v", faults, tc.fault, heals, tc.heal, nemesisSeq(h))
+					t.Errorf("%d %s, %d %s applied: %v", faults, tc.fault, heals, tc.heal, testkit.NemesisSeq(h))
 				}
 				if tc.target == "leader" {
 					assertLeaderHit(t, h, tc.fault)
@@ -230,7 +232,7 @@ func sshReplicated(t *testing.T, inventory string) {
 				cfg.Interval, cfg.NodeDown, cfg.Window = 500*time.Millisecond, 2*time.Second, 600*time.Millisecond
 				cfg.Duration, cfg.Quiet, cfg.MaxCriticalSections = 6*time.Second, 2*time.Second, 0
 			}
-			out, h := mustRun(t, cfg)
+			out, h := testkit.MustRun(t, cfg)
 			r := out.Results
 			wantValid(t, r, tc.open)
 			if tc.fault != "" {
@@ -244,8 +246,8 @@ func sshReplicated(t *testing.T, inventory string) {
 						t.Errorf("%s of %v recorded roles %v, want its node as master", o.F, o.Value.Targets, o.Value.Roles)
 					}
 				}
-				if heals := nemesisOps(h, tc.heal, history.OK); faults < 1 || heals < 1 {
-					t.Errorf("%d %s, %d %s applied: %v", faults, tc.fault, heals, tc.heal, nemesisSeq(h))
+				if heals := testkit.NemesisOps(h, tc.heal, history.OK); faults < 1 || heals < 1 {
+					t.Errorf("%d %s, %d %s applied: %v", faults, tc.fault, heals, tc.heal, testkit.NemesisSeq(h))
 				}
 			}
 			driver, _ := os.ReadFile(filepath.Join(out.Dir, "logs", "driver.log"))
@@ -265,9 +267,9 @@ func sshReplicated(t *testing.T, inventory string) {
 func wantValid(t *testing.T, r runstore.Results, open string) {
 	t.Helper()
 	if open != "" {
-		t.Logf("verdict %s, anomalies %v (not asserted: %s)", r.Valid, kinds(r), open)
+		t.Logf("verdict %s, anomalies %v (not asserted: %s)", r.Valid, testkit.Kinds(r), open)
 	} else if r.Valid != checker.Valid {
-		t.Errorf("verdict %s, want valid; anomalies %v, problems %v", r.Valid, kinds(r), r.Problems)
+		t.Errorf("verdict %s, want valid; anomalies %v, problems %v", r.Valid, testkit.Kinds(r), r.Problems)
 	}
 }
 
@@ -299,11 +301,11 @@ func TestSSHLabFaultsShowViolations(t *testing.T) {
 	inventory := testlab.Up(t)
 	for _, tc := range []struct {
 		name, impl, fault string
-		setup             func(*Config)
+		setup             func(*run.Config)
 		// kinds are the anomalies of which the run must show one.
 		kinds []string
 	}{
-		{name: "redlock-gc-pause", impl: "redlock", fault: "pause-client", kinds: []string{"stale-write", "lost-update"}, setup: func(c *Config) {
+		{name: "redlock-gc-pause", impl: "redlock", fault: "pause-client", kinds: []string{"stale-write", "lost-update"}, setup: func(c *run.Config) {
 			c.Mode, c.PausePoint = workloads.ModeNone, workloads.PointAfterAcquire
 			c.TTL, c.Work, c.ClientPause = 300*time.Millisecond, 5*time.Millisecond, 1200*time.Millisecond
 			c.Targets = map[string][]string{"pause-client": {"p0"}}
@@ -314,8 +316,8 @@ func TestSSHLabFaultsShowViolations(t *testing.T) {
 			cfg.Faults, cfg.Clients = []string{tc.fault}, 3
 			cfg.Interval, cfg.Duration, cfg.Quiet = time.Second, 14*time.Second, 4*time.Second
 			tc.setup(&cfg)
-			shown := func(out *Outcome, h history.History) bool {
-				k := kinds(out.Results)
+			shown := func(out *run.Outcome, h history.History) bool {
+				k := testkit.Kinds(out.Results)
 				for _, want := range tc.kinds {
 					if k[want] > 0 {
 						return out.Results.Valid == checker.Invalid
@@ -323,33 +325,16 @@ func TestSSHLabFaultsShowViolations(t *testing.T) {
 				}
 				return false
 			}
-			out, h := reproduce(t, cfg, shown)
-			if n := nemesisOps(h, tc.fault, history.OK); n < 1 {
-				t.Fatalf("no %s applied: %v", tc.fault, nemesisSeq(h))
+			out, h := testkit.Reproduce(t, cfg, shown)
+			if n := testkit.NemesisOps(h, tc.fault, history.OK); n < 1 {
+				t.Fatalf("no %s applied: %v", tc.fault, testkit.NemesisSeq(h))
 			}
 			if !shown(out, h) {
-				t.Errorf("verdict %s, anomalies %v, problems %v: want invalid with one of %v", out.Results.Valid, kinds(out.Results), out.Results.Problems, tc.kinds)
+				t.Errorf("verdict %s, anomalies %v, problems %v: want invalid with one of %v", out.Results.Valid, testkit.Kinds(out.Results), out.Results.Problems, tc.kinds)
 			}
 			testlab.AssertClean(t, inventory)
 		})
 	}
-}
-
-// runResult is what Run returned.
-type runResult struct {
-	out *Outcome
-	err error
-}
-
-// startRun runs cfg in the background; the channel gets what Run
-// returned.
-func startRun(cfg Config) <-chan runResult {
-	done := make(chan runResult, 1)
-	go func() {
-		out, err := Run(context.Background(), cfg)
-		done <- runResult{out, err}
-	}()
-	return done
 }
 
 // TestSSHLabLostHostIsNotValid runs Redlock over the lab and, in the
@@ -380,7 +365,7 @@ func TestSSHLabLostHostIsNotValid(t *testing.T) {
 			} else {
 				cfg.Faults, mark = nil, `"type":"ok","process":0,"f":"acquire"`
 			}
-			done := startRun(cfg)
+			done := testkit.StartRun(cfg)
 			marked := func() bool {
 				files, _ := filepath.Glob(filepath.Join(cfg.StoreDir, cfg.Name, "2*", "history.jsonl"))
 				for _, f := range files {
@@ -393,7 +378,7 @@ func TestSSHLabLostHostIsNotValid(t *testing.T) {
 			for !marked() {
 				select {
 				case r := <-done:
-					t.Fatalf("the run ended before %s: %v", mark, r.err)
+					t.Fatalf("the run ended before %s: %v", mark, r.Err)
 				case <-time.After(50 * time.Millisecond):
 				}
 			}
@@ -403,10 +388,10 @@ func TestSSHLabLostHostIsNotValid(t *testing.T) {
 			// inside does not kill, so the host stays reachable for the checks.
 			conns[1].Run(ctx, "for f in /proc/[0-9]*/cmdline; do grep -qa -e '^sshd' -e '^/usr/sbin/sshd' $f 2>/dev/null && p=${f#/proc/} && kill -KILL ${p%/cmdline}; done")
 			r := <-done
-			if r.err != nil {
-				t.Fatalf("run: %v", r.err)
+			if r.Err != nil {
+				t.Fatalf("run: %v", r.Err)
 			}
-			res := r.out.Results
+			res := r.Out.Results
 			// Never valid. Unknown, unless a violation was seen before or
 			// beside the loss (CI run 30, loaded: a holder stalled past its
 			// lease while n1 was cut), which the run rightly reports.
@@ -414,7 +399,7 @@ func TestSSHLabLostHostIsNotValid(t *testing.T) {
 			case res.Valid == checker.Valid:
 				t.Errorf("verdict valid, want unknown: the run lost h2")
 			case res.Valid == checker.Invalid:
-				t.Logf("verdict invalid (anomalies %v), and the run lost h2", kinds(res))
+				t.Logf("verdict invalid (anomalies %v), and the run lost h2", testkit.Kinds(res))
 			}
 			named := false
 			for _, p := range res.Problems {
@@ -423,8 +408,8 @@ func TestSSHLabLostHostIsNotValid(t *testing.T) {
 			if !named {
 				t.Errorf("problems %q: want one naming h2's lost connection", res.Problems)
 			}
-			h, err := r.out.History()
-			if err != nil || len(h) == 0 || faults != "" && nemesisOps(h, "partition-isolate", history.OK) < 1 {
+			h, err := r.Out.History()
+			if err != nil || len(h) == 0 || faults != "" && testkit.NemesisOps(h, "partition-isolate", history.OK) < 1 {
 				t.Errorf("the recorded history was not kept whole (%d ops, err %v)", len(h), err)
 			}
 			testlab.AssertClean(t, inventory, "h2")
@@ -458,7 +443,7 @@ func sshClockShimRefused(t *testing.T, inventory string) {
 	cfg.Faults, cfg.Targets = []string{"clock-bump"}, map[string][]string{"clock-bump": {"n1"}}
 	cfg.Duration, cfg.TTL = 6*time.Second, 5*time.Second
 	// Not mustRun: this run has a problem by design.
-	out, err := Run(context.Background(), cfg)
+	out, err := run.Run(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("run: %v", err)
 	}
@@ -474,7 +459,7 @@ func sshClockShimRefused(t *testing.T, inventory string) {
 	if !refused || r.Valid == checker.Valid {
 		t.Errorf("verdict %s, problems %q: want clock-bump unavailable with h1's reason, and the run not valid", r.Valid, r.Problems)
 	}
-	if n := nemesisOps(h, "clock-bump", history.OK); n != 0 {
+	if n := testkit.NemesisOps(h, "clock-bump", history.OK); n != 0 {
 		t.Errorf("%d clock-bumps applied on a node whose host refused the shim", n)
 	}
 	if left, err := conns[0].Run(ctx, "ls -A "+workdir+" 2>/dev/null; true"); err != nil || strings.TrimSpace(left) != "" {
@@ -567,8 +552,8 @@ func sshBadHosts(t *testing.T, inventory string) {
 				t.Fatal(err)
 			}
 			cfg := sshConfig(t, "redlock", bad)
-			_, err := Run(context.Background(), cfg)
-			var se *SetupError
+			_, err := run.Run(context.Background(), cfg)
+			var se *run.SetupError
 			if !errors.As(err, &se) || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), "ssh h") {
 				t.Errorf("error %v, want a one-line setup error naming the host with %q", err, tc.want)
 			}
@@ -595,26 +580,28 @@ func newKey(t *testing.T) []byte {
 func TestSSHBadInputIsASetupError(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
-		change func(*Config)
+		change func(*run.Config)
 		want   string
 	}{
-		{"no hosts", func(c *Config) { c.Provider = ProviderSSH }, "--provider ssh needs --inventory FILE or --hosts a,b,c"},
-		{"both inventory and hosts", func(c *Config) { c.Provider, c.SSH = ProviderSSH, SSHConfig{Inventory: "lab.yaml", Hosts: "a"} }, "--inventory and --hosts both name the hosts"},
-		{"inventory without ssh", func(c *Config) { c.SSH.Inventory = "lab.yaml" }, "need --provider ssh"},
-		{"cluster settings", func(c *Config) {
-			c.Provider, c.SSH.Hosts, c.ClusterParams = ProviderSSH, "a", map[string]string{"tick-ms": "10"}
+		{"no hosts", func(c *run.Config) { c.Provider = run.ProviderSSH }, "--provider ssh needs --inventory FILE or --hosts a,b,c"},
+		{"both inventory and hosts", func(c *run.Config) {
+			c.Provider, c.SSH = run.ProviderSSH, run.SSHConfig{Inventory: "lab.yaml", Hosts: "a"}
+		}, "--inventory and --hosts both name the hosts"},
+		{"inventory without ssh", func(c *run.Config) { c.SSH.Inventory = "lab.yaml" }, "need --provider ssh"},
+		{"cluster settings", func(c *run.Config) {
+			c.Provider, c.SSH.Hosts, c.ClusterParams = run.ProviderSSH, "a", map[string]string{"tick-ms": "10"}
 		}, "--cluster-opt: the ssh provider reads no cluster settings yet"},
-		{"missing inventory", func(c *Config) { c.Provider, c.SSH.Inventory = ProviderSSH, "testdata/none.yaml" }, "inventory testdata/none.yaml: no such file or directory"},
-		{"bad hosts", func(c *Config) { c.Provider, c.SSH.Hosts = ProviderSSH, "a,,b" }, "--hosts: entry 2: no address"},
+		{"missing inventory", func(c *run.Config) { c.Provider, c.SSH.Inventory = run.ProviderSSH, "testdata/none.yaml" }, "inventory testdata/none.yaml: no such file or directory"},
+		{"bad hosts", func(c *run.Config) { c.Provider, c.SSH.Hosts = run.ProviderSSH, "a,,b" }, "--hosts: entry 2: no address"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := testConfig(t, "redis-set-nx-px")
-			cfg.Provider = ProviderLocal
+			cfg := testkit.Config(t, "redis-set-nx-px")
+			cfg.Provider = run.ProviderLocal
 			tc.change(&cfg)
-			_, err := Run(context.Background(), cfg)
-			var se *SetupError
+			_, err := run.Run(context.Background(), cfg)
+			var se *run.SetupError
 			if !errors.As(err, &se) || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
-				t.Fatalf("err %v, want a one-line SetupError containing %q", err, tc.want)
+				t.Fatalf("err %v, want a one-line run.SetupError containing %q", err, tc.want)
 			}
 		})
 	}

@@ -1,4 +1,4 @@
-package run
+package local_test
 
 import (
 	"context"
@@ -11,47 +11,23 @@ import (
 
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/clusters/local/netlab"
+	"github.com/locktest/locktest/e2e/testkit"
 	"github.com/locktest/locktest/history"
-	"github.com/locktest/locktest/internal/testbin"
+	"github.com/locktest/locktest/internal/gate"
+	"github.com/locktest/locktest/run"
 )
 
 func needNetns(t *testing.T) {
 	t.Helper()
-	testbin.Need(t, "redis-server")
+	gate.Need(t, "redis-server")
 	if err := netlab.Check(); err != nil {
 		t.Skip(err)
 	}
 }
 
-// nemesisSeq lists the successful nemesis ops of h as "f targets".
-func nemesisSeq(h history.History) []string {
-	var out []string
-	for _, o := range h {
-		if o.IsNemesis() && o.Type == history.OK {
-			out = append(out, o.F+" "+strings.Join(o.Value.Targets, ";"))
-		}
-	}
-	return out
-}
-
-// assertLabGone checks that the run's network lab left nothing behind.
-func assertLabGone(t *testing.T, id string) {
-	t.Helper()
-	if id == "" {
-		t.Fatal("the run recorded no network lab")
-	}
-	f, err := netlab.Find(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if left := f.Of(id); !left.Empty() {
-		t.Errorf("the run left %+v", left)
-	}
-}
-
 // faultConfig is a short run of a single Redis lock with the given faults.
-func faultConfig(t *testing.T, faults ...string) Config {
-	cfg := testConfig(t, "redis-set-nx-px")
+func faultConfig(t *testing.T, faults ...string) run.Config {
+	cfg := testkit.Config(t, "redis-set-nx-px")
 	cfg.Faults = faults
 	cfg.TTL = 500 * time.Millisecond
 	cfg.Timeout = 300 * time.Millisecond
@@ -67,7 +43,7 @@ func faultConfig(t *testing.T, faults ...string) Config {
 // requests time out (info, or fail when certainly not applied); after the
 // last heal every client acquires again.
 func TestNetworkFaultsCutAndHeal(t *testing.T) {
-	localOnly(t, "client-isolate needs each client in a namespace of its own")
+	testkit.LocalOnly(t, "client-isolate needs each client in a namespace of its own")
 	needNetns(t)
 	cfg := faultConfig(t, "client-isolate", "loss")
 	cfg.Loss = 1 // every packet: a loss window is a partition of the node
@@ -75,12 +51,12 @@ func TestNetworkFaultsCutAndHeal(t *testing.T) {
 	// on a loaded machine the heal's iptables calls alone can take seconds.
 	cfg.Think = 5 * time.Millisecond
 	cfg.Duration, cfg.Quiet = 11*time.Second, 8*time.Second
-	out, h := mustRun(t, cfg)
-	defer assertLabGone(t, out.Results.Run.Lab)
+	out, h := testkit.MustRun(t, cfg)
+	defer testkit.AssertLabGone(t, out.Results.Run.Lab)
 	if !strings.HasPrefix(out.Results.Run.Network, "netns 10.77.") {
 		t.Errorf("network %q, want the run's namespaces", out.Results.Run.Network)
 	}
-	seq := nemesisSeq(h)
+	seq := testkit.NemesisSeq(h)
 	var cuts, heals int
 	for _, s := range seq {
 		switch {
@@ -104,7 +80,7 @@ func TestNetworkFaultsCutAndHeal(t *testing.T) {
 	timeouts := 0
 	after := map[int]bool{}
 	for _, o := range h {
-		if !o.IsNemesis() && o.Type != history.OK && o.Type != history.Invoke && timedOut(o.Error) {
+		if !o.IsNemesis() && o.Type != history.OK && o.Type != history.Invoke && testkit.TimedOut(o.Error) {
 			timeouts++
 		}
 		if o.F == history.Acquire && o.Type == history.OK && o.Time > lastHeal {
@@ -125,16 +101,16 @@ func TestNetworkFaultsCutAndHeal(t *testing.T) {
 // 5.5 s, room for about five faults, and the comparison needs two in each
 // run.
 func TestSameSeedSameFaults(t *testing.T) {
-	localOnly(t, "its schedule includes client-isolate, which needs each client in a namespace of its own")
+	testkit.LocalOnly(t, "its schedule includes client-isolate, which needs each client in a namespace of its own")
 	needNetns(t)
 	var seqs [][]string
 	for i := 0; i < 2; i++ {
 		cfg := faultConfig(t, "client-isolate", "kill-client", "pause-node", "clock-bump")
 		cfg.Seed = 42
 		cfg.Duration = 7 * time.Second
-		out, h := mustRun(t, cfg)
-		assertLabGone(t, out.Results.Run.Lab)
-		seqs = append(seqs, nemesisSeq(h))
+		out, h := testkit.MustRun(t, cfg)
+		testkit.AssertLabGone(t, out.Results.Run.Lab)
+		seqs = append(seqs, testkit.NemesisSeq(h))
 	}
 	n := min(len(seqs[0]), len(seqs[1]))
 	if n < 4 {
@@ -156,10 +132,10 @@ func TestSameSeedSameFaults(t *testing.T) {
 // each replacement is a new process, and the lock is acquired again once
 // the dead holder's lease ran out.
 func TestKillClientReplacesTheWorker(t *testing.T) {
-	testbin.Need(t, "redis-server")
+	gate.Need(t, "redis-server")
 	cfg := faultConfig(t, "kill-client")
 	cfg.KillHolder = true
-	out, h := mustRun(t, cfg)
+	out, h := testkit.MustRun(t, cfg)
 	var replaced []string
 	for _, o := range h {
 		if o.IsNemesis() && o.F == "replace-client" && o.Type == history.OK {
@@ -167,7 +143,7 @@ func TestKillClientReplacesTheWorker(t *testing.T) {
 		}
 	}
 	if len(replaced) == 0 {
-		t.Fatalf("no client replaced: %v", nemesisSeq(h))
+		t.Fatalf("no client replaced: %v", testkit.NemesisSeq(h))
 	}
 	procs := map[int]bool{}
 	for _, o := range h {
@@ -186,9 +162,9 @@ func TestKillClientReplacesTheWorker(t *testing.T) {
 // TestClockBumpMovesTheNodeClock runs the node under the clock shim and
 // checks each bump was recorded and undone.
 func TestClockBumpMovesTheNodeClock(t *testing.T) {
-	testbin.Need(t, "redis-server")
+	gate.Need(t, "redis-server")
 	cfg := faultConfig(t, "clock-bump")
-	out, h := mustRun(t, cfg)
+	out, h := testkit.MustRun(t, cfg)
 	if out.Results.Run.Clock != "clock shim" {
 		t.Fatalf("clock %q, want the shim", out.Results.Run.Clock)
 	}
@@ -225,11 +201,11 @@ func TestClockBumpMovesTheNodeClock(t *testing.T) {
 // TestUnavailableFaultsAreReported asks for a partition on loopback: the
 // fault is left out with its reason, the rest of the run goes on.
 func TestUnavailableFaultsAreReported(t *testing.T) {
-	localOnly(t, "it checks the loopback network of the local provider; TestDockerPartitions checks unavailable faults under docker")
-	testbin.Need(t, "redis-server")
+	testkit.LocalOnly(t, "it checks the loopback network of the local provider; TestDockerPartitions checks unavailable faults under docker")
+	gate.Need(t, "redis-server")
 	cfg := faultConfig(t, "client-isolate", "pause-node")
-	cfg.Net = NetLoopback
-	out, err := Run(context.Background(), cfg)
+	cfg.Net = run.NetLoopback
+	out, err := run.Run(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,7 +220,7 @@ func TestUnavailableFaultsAreReported(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if seq := nemesisSeq(h); !slices.ContainsFunc(seq, func(s string) bool { return strings.HasPrefix(s, "pause-node") }) {
+	if seq := testkit.NemesisSeq(h); !slices.ContainsFunc(seq, func(s string) bool { return strings.HasPrefix(s, "pause-node") }) {
 		t.Errorf("pause-node did not run: %v", seq)
 	}
 }
@@ -253,22 +229,22 @@ func TestUnavailableFaultsAreReported(t *testing.T) {
 // the node is delayed, operations time out; the op names the mechanism
 // (tc netem where the kernel has it, else the delaying proxy).
 func TestDelayMakesRequestsSlow(t *testing.T) {
-	testbin.Need(t, "redis-server")
+	gate.Need(t, "redis-server")
 	cfg := faultConfig(t, "delay")
 	cfg.Delay = 400 * time.Millisecond
-	out, h := mustRun(t, cfg)
+	out, h := testkit.MustRun(t, cfg)
 	// The run says how it made the delay, and why.
 	if n := out.Results.Run.Network; !strings.Contains(n, "delay by tc netem") && !strings.Contains(n, "delay by a TCP proxy: ") {
 		t.Errorf("network %q does not say how the delay was made", n)
 	}
 	var delays int
-	for _, s := range nemesisSeq(h) {
+	for _, s := range testkit.NemesisSeq(h) {
 		if strings.HasPrefix(s, "delay n1+400ms(") {
 			delays++
 		}
 	}
 	if delays == 0 {
-		t.Fatalf("no delay recorded: %v", nemesisSeq(h))
+		t.Fatalf("no delay recorded: %v", testkit.NemesisSeq(h))
 	}
 	var slow, okAfter int
 	var lastHeal int64
@@ -278,7 +254,7 @@ func TestDelayMakesRequestsSlow(t *testing.T) {
 		}
 	}
 	for _, o := range h {
-		if !o.IsNemesis() && o.Type != history.OK && o.Type != history.Invoke && timedOut(o.Error) {
+		if !o.IsNemesis() && o.Type != history.OK && o.Type != history.Invoke && testkit.TimedOut(o.Error) {
 			slow++
 		}
 		if o.F == history.Acquire && o.Type == history.OK && o.Time > lastHeal {
@@ -294,12 +270,6 @@ func TestDelayMakesRequestsSlow(t *testing.T) {
 		}
 		t.Errorf("%d timed-out ops during delays (want > 0), %d acquires after the heal (want > 0); errors %v", slow, okAfter, errs)
 	}
-}
-
-// timedOut reports whether an op's error is a timeout, as the go-redis
-// client or the context reports it.
-func timedOut(err string) bool {
-	return strings.Contains(err, "timeout") || strings.Contains(err, "deadline")
 }
 
 // TestRedlockSurvivesIsolatedNodes isolates one Redlock node at a time:
@@ -320,77 +290,32 @@ func TestRedlockSurvivesIsolatedNodes(t *testing.T) {
 	cfg.Timeout = 500 * time.Millisecond
 	cfg.Window = 2 * time.Second
 	cfg.Duration = 10 * time.Second
-	out, h := mustRun(t, cfg)
-	defer assertLabGone(t, out.Results.Run.Lab)
+	out, h := testkit.MustRun(t, cfg)
+	defer testkit.AssertLabGone(t, out.Results.Run.Lab)
 	if out.Results.Valid != checker.Valid {
-		t.Errorf("verdict %s; anomalies %v", out.Results.Valid, kinds(out.Results))
+		t.Errorf("verdict %s; anomalies %v", out.Results.Valid, testkit.Kinds(out.Results))
 	}
-	isolates, healed, during := isolatedAcquires(t, h)
+	isolates, healed, during := testkit.IsolatedAcquires(t, h)
 	if isolates == 0 || healed < isolates || during == 0 {
 		t.Errorf("%d isolates, %d healed, %d acquires during them; want isolates > 0, each healed, acquires > 0: %v",
-			isolates, healed, during, nemesisSeq(h))
+			isolates, healed, during, testkit.NemesisSeq(h))
 	}
-}
-
-// isolatedAcquires counts the isolates of h that went in, those healed
-// after, and the acquires that were invoked after an isolate went in and
-// granted before its heal began. Such an acquire must have been granted
-// without the isolated node (Redlock's acquire lists the nodes that granted
-// it): it reports an error for any that was not.
-func isolatedAcquires(t *testing.T, h history.History) (isolates, healed, during int) {
-	t.Helper()
-	cut := ""                   // the node cut now, "" when none
-	unhealed := false           // an isolate went in and no heal ended since
-	invokedIn := map[int]bool{} // process → its pending acquire was invoked while cut
-	var invoked int64           // when the latest isolate was invoked
-	wrong := 0                  // acquires granted by the node cut
-	for _, o := range h {
-		switch {
-		case o.IsNemesis() && o.F == "partition-isolate" && o.Type == history.Invoke:
-			invoked = o.Time
-		case o.IsNemesis() && o.F == "partition-isolate" && o.Type == history.OK:
-			t.Logf("isolate %v went in in %v, at %v", o.Value.Targets, time.Duration(o.Time-invoked).Round(time.Millisecond),
-				time.Duration(o.Time).Round(time.Millisecond))
-			isolates++
-			cut, _, _ = strings.Cut(strings.Join(o.Value.Targets, ""), "|")
-			clear(invokedIn)
-			unhealed = true
-		case o.IsNemesis() && o.F == "heal-network" && o.Type == history.Invoke:
-			cut = ""
-		case o.IsNemesis() && o.F == "heal-network" && o.Type == history.OK && unhealed:
-			healed++
-			unhealed = false
-		case o.F == history.Acquire && o.Type == history.Invoke:
-			invokedIn[o.Process] = cut != ""
-		case o.F == history.Acquire && o.Type == history.OK && cut != "" && invokedIn[o.Process]:
-			during++
-			if slices.Contains(strings.Split(o.Value.Node, ","), cut) {
-				if wrong++; wrong == 1 {
-					t.Errorf("acquire %v was granted by %s, which was cut from every host", o, cut)
-				}
-			}
-		}
-	}
-	if wrong > 1 {
-		t.Errorf("%d acquires in all were granted by an isolated node", wrong)
-	}
-	return isolates, healed, during
 }
 
 // TestKillBetweenSetNXAndExpireLeavesAStuckLock kills clients of
 // redis-setnx-expire between its SETNX and its PEXPIRE: the lock has no TTL
 // and nobody can ever take it again, which liveness reports.
 func TestKillBetweenSetNXAndExpireLeavesAStuckLock(t *testing.T) {
-	testbin.Need(t, "redis-server")
+	gate.Need(t, "redis-server")
 	cfg := faultConfig(t, "kill-client")
 	cfg.Impl = "redis-setnx-expire"
 	cfg.KillHolder, cfg.PausePoint = true, "between-setnx-expire"
 	cfg.Duration, cfg.Quiet = 12*time.Second, 8*time.Second
 	// The kill must land while a client is between its two commands, which
 	// only the client that won SETNX reaches: three seeds to get there.
-	out, h := reproduce(t, cfg, func(o *Outcome, _ history.History) bool { return kinds(o.Results)["stuck-lock"] > 0 })
-	if k := kinds(out.Results); k["stuck-lock"] != 1 {
-		t.Fatalf("anomalies %v, want one stuck-lock; nemesis ops %v", k, nemesisSeq(h))
+	out, h := testkit.Reproduce(t, cfg, func(o *run.Outcome, _ history.History) bool { return testkit.Kinds(o.Results)["stuck-lock"] > 0 })
+	if k := testkit.Kinds(out.Results); k["stuck-lock"] != 1 {
+		t.Fatalf("anomalies %v, want one stuck-lock; nemesis ops %v", k, testkit.NemesisSeq(h))
 	}
 	if out.Results.Valid != checker.Invalid {
 		t.Errorf("verdict %s, want invalid", out.Results.Valid)

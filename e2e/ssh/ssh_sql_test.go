@@ -1,4 +1,4 @@
-package run
+package ssh_test
 
 import (
 	"context"
@@ -18,9 +18,11 @@ import (
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/clusters/sqlconf"
 	sshp "github.com/locktest/locktest/clusters/ssh"
+	"github.com/locktest/locktest/e2e/testkit"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/impls"
 	"github.com/locktest/locktest/internal/testlab"
+	"github.com/locktest/locktest/run"
 )
 
 // needSQLServer skips the test unless this host has the server of
@@ -85,18 +87,18 @@ func TestSSHLabSQL(t *testing.T) {
 				// the linearizability checkers to decide.
 				cfg.Think = 5 * time.Millisecond
 			}
-			out, h := mustRun(t, cfg)
+			out, h := testkit.MustRun(t, cfg)
 			// A restart that a loaded machine (CI run 32, load 15) kept
 			// from answering within the heal's deadline is the run's
 			// problem, rightly; the kill and restart are tried once more.
 			if tc.fault != "" && strings.Contains(strings.Join(out.Results.Problems, "\n"), "context deadline exceeded") {
 				t.Logf("run problems %q: trying once more", out.Results.Problems)
 				cfg.Seed++
-				out, h = mustRun(t, cfg)
+				out, h = testkit.MustRun(t, cfg)
 			}
 			r := out.Results
 			if tc.fault == "" && r.Valid != checker.Valid {
-				t.Errorf("verdict %s, want valid; anomalies %v, problems %v", r.Valid, kinds(r), r.Problems)
+				t.Errorf("verdict %s, want valid; anomalies %v, problems %v", r.Valid, testkit.Kinds(r), r.Problems)
 			}
 			if !strings.HasPrefix(r.Run.Network, "ssh hosts h1 ") {
 				t.Errorf("network %q: want the lab's hosts", r.Run.Network)
@@ -110,14 +112,14 @@ func TestSSHLabSQL(t *testing.T) {
 				t.Errorf("logs/n1.log is not the server's log collected from its host: no %q", ready)
 			}
 			if tc.fault != "" {
-				t.Logf("verdict %s, anomalies %v (not asserted: it depends on timing)", r.Valid, kinds(r))
+				t.Logf("verdict %s, anomalies %v (not asserted: it depends on timing)", r.Valid, testkit.Kinds(r))
 				// A kill whose command outlived its op on a loaded machine
 				// (CI run 31, load 17) ends info, not ok: it still counts,
 				// as the server's log below shows the crash recovery.
-				kills := nemesisOps(h, tc.fault, history.OK) + nemesisOps(h, tc.fault, history.Info)
-				restarts := nemesisOps(h, "restart-node", history.OK)
-				if kills < 1 || restarts < kills || nemesisOps(h, tc.fault, history.Fail)+nemesisOps(h, "restart-node", history.Fail) > 0 {
-					t.Errorf("%d kills, %d restarts: want every kill applied and healed; nemesis %v", kills, restarts, nemesisSeq(h))
+				kills := testkit.NemesisOps(h, tc.fault, history.OK) + testkit.NemesisOps(h, tc.fault, history.Info)
+				restarts := testkit.NemesisOps(h, "restart-node", history.OK)
+				if kills < 1 || restarts < kills || testkit.NemesisOps(h, tc.fault, history.Fail)+testkit.NemesisOps(h, "restart-node", history.Fail) > 0 {
+					t.Errorf("%d kills, %d restarts: want every kill applied and healed; nemesis %v", kills, restarts, testkit.NemesisSeq(h))
 				}
 				if !strings.Contains(string(log), tc.recovered) {
 					t.Errorf("logs/n1.log lacks %q: the server did not restart from the data directory the kill left", tc.recovered)
@@ -216,8 +218,8 @@ func sshSQLMissingBinary(t *testing.T, inventory string) {
 			if err := os.WriteFile(bad, b, 0o644); err != nil {
 				t.Fatal(err)
 			}
-			_, err = Run(context.Background(), sshConfig(t, tc.impl, bad))
-			var se *SetupError
+			_, err = run.Run(context.Background(), sshConfig(t, tc.impl, bad))
+			var se *run.SetupError
 			want := "no " + missing + " on the host"
 			if !errors.As(err, &se) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "ssh h1") || strings.Contains(err.Error(), "\n") {
 				t.Errorf("error %v, want a one-line setup error naming h1 with %q", err, want)
@@ -294,12 +296,12 @@ func TestSSHBackendItLacksIsASetupError(t *testing.T) {
 	if impl.Name == "" {
 		t.Skipf("the ssh provider runs every backend (%s)", strings.Join(sshp.Backends(), ", "))
 	}
-	cfg := testConfig(t, impl.Name)
-	cfg.Provider, cfg.SSH.Hosts = ProviderSSH, "a"
-	_, err := Run(context.Background(), cfg)
-	var se *SetupError
+	cfg := testkit.Config(t, impl.Name)
+	cfg.Provider, cfg.SSH.Hosts = run.ProviderSSH, "a"
+	_, err := run.Run(context.Background(), cfg)
+	var se *run.SetupError
 	want := "needs backend " + impl.Backend + ", which the ssh provider does not run yet"
 	if !errors.As(err, &se) || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {
-		t.Fatalf("err %v, want a one-line SetupError containing %q", err, want)
+		t.Fatalf("err %v, want a one-line run.SetupError containing %q", err, want)
 	}
 }

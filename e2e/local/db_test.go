@@ -1,4 +1,4 @@
-package run
+package local_test
 
 import (
 	"context"
@@ -11,9 +11,11 @@ import (
 
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/clusters/local"
+	"github.com/locktest/locktest/e2e/testkit"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/impls"
 	"github.com/locktest/locktest/internal/testexe"
+	"github.com/locktest/locktest/run"
 	"github.com/locktest/locktest/workloads"
 )
 
@@ -44,7 +46,7 @@ func TestSQLNoFaultRunsAreValid(t *testing.T) {
 	for _, impl := range sqlImpls {
 		t.Run(impl, func(t *testing.T) {
 			needImplBackend(t, impl)
-			cfg := testConfig(t, impl)
+			cfg := testkit.Config(t, impl)
 			// Ends once enough critical sections were done: as fast as a
 			// fixed short run when healthy, and a slow machine only waits
 			// longer instead of failing the count.
@@ -53,10 +55,10 @@ func TestSQLNoFaultRunsAreValid(t *testing.T) {
 			// a loaded machine is not mistaken for an unknown outcome (CI
 			// run 29, load 13: a pg-advisory acquire waited past 5 s).
 			cfg.Timeout = 20 * time.Second
-			out, h := mustRun(t, cfg)
+			out, h := testkit.MustRun(t, cfg)
 			r := out.Results
 			if r.Valid != checker.Valid {
-				t.Errorf("verdict %s, want valid; anomalies %v", r.Valid, kinds(r))
+				t.Errorf("verdict %s, want valid; anomalies %v", r.Valid, testkit.Kinds(r))
 			}
 			cs := r.Stats["critical_sections"]
 			if cs < 30 {
@@ -128,7 +130,7 @@ func killHolder(t *testing.T, impl impls.Impl, params map[string]string, ttl, wi
 	pool, err := workloads.StartPool(ctx, workloads.PoolConfig{
 		Command: []string{os.Args[0]}, Env: []string{testexe.WorkerEnv + "=1"}, LogDir: dir, Recorder: rec, Clock: clock,
 		Base: workloads.WorkerConfig{
-			Impl: impl.Name, Addrs: addrs, Nodes: clientNodes(cl.Nodes()), Params: params, Locks: []string{"lock-0"},
+			Impl: impl.Name, Addrs: addrs, Nodes: run.ClientNodes(cl.Nodes()), Params: params, Locks: []string{"lock-0"},
 			TTL: workloads.Duration(ttl), Backoff: workloads.Backoff{Policy: workloads.BackoffUniform, Retry: workloads.Duration(5 * time.Millisecond)}, Timeout: workloads.Duration(time.Second),
 			StoreAddr: store.Addr(), Mode: workloads.ModeNone, ClockOrigin: clock.Origin(), Seed: 7,
 		},

@@ -1,0 +1,391 @@
+// Package testkit is what the end-to-end tests of locktest share (the
+// packages under e2e/, one per provider): run configs whose workers are
+// the test binary, a run that must succeed and leave nothing behind, the
+// verdicts and anomalies of its results, the faults its history shows, and
+// the Docker images a test needs. Its functions fail or skip the test they
+// are given; the gates (root, servers, Docker) are package gate's.
+package testkit
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/clusters/docker"
+	"github.com/locktest/locktest/clusters/local"
+	"github.com/locktest/locktest/clusters/local/netlab"
+	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/impls"
+	"github.com/locktest/locktest/internal/gate"
+	"github.com/locktest/locktest/internal/testcluster"
+	"github.com/locktest/locktest/internal/testexe"
+	"github.com/locktest/locktest/run"
+	"github.com/locktest/locktest/runstore"
+	"github.com/locktest/locktest/workloads"
+)
+
+// Config returns a run config whose workers are this test binary.
+// A test keeps the tight retry (--backoff uniform) its expectations were
+// set with: the fault tests count on a contender taking the lock within
+// milliseconds of a paused holder's lease end, so that fencing refuses the
+// woken holder's write (under the exponential default that write can come
+// first, with nobody holding, and is a stale write). A benchmark measures
+// the default.
+func Config(tb testing.TB, impl string) run.Config {
+	cfg := run.DefaultConfig()
+	cfg.Impl, cfg.Seed, cfg.StoreDir = impl, 7, tb.TempDir()
+	if _, test := tb.(*testing.T); test {
+		cfg.Backoff = workloads.BackoffUniform
+	}
+	cfg.WorkerCommand, cfg.WorkerEnv = testexe.Worker()
+	if os.Getenv(ProviderEnv) == run.ProviderDocker {
+		NeedDocker(tb, impl)
+		cfg.Provider = run.ProviderDocker
+	}
+	return cfg
+}
+
+func MustRun(t *testing.T, cfg run.Config) (*run.Outcome, history.History) {
+	t.Helper()
+	out, err := run.Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	h, err := out.History()
+	if err != nil {
+		t.Fatalf("stored history: %v", err)
+	}
+	if len(h) != int(out.Results.Stats["ops"]) {
+		t.Fatalf("stored history has %d ops, results say %v", len(h), out.Results.Stats["ops"])
+	}
+	for _, f := range []string{runstore.ResultsFile, runstore.ReportFile, runstore.ResourceFile, "logs/n1.log", "logs/p0.log", "logs/driver.log"} {
+		if _, err := os.Stat(filepath.Join(out.Dir, f)); err != nil {
+			t.Errorf("run dir lacks %s: %v", f, err)
+		}
+	}
+	if target, err := os.Readlink(filepath.Join(cfg.StoreDir, out.Results.Run.Name, "latest")); err != nil || target != filepath.Base(out.Dir) {
+		t.Errorf("latest link: %q %v", target, err)
+	}
+	if len(out.Results.Run.Errors) > 0 {
+		t.Errorf("run problems: %v", out.Results.Run.Errors)
+	}
+	AssertNothingLeft(t, out)
+	return out, h
+}
+
+// ValidWithWrites fails t unless r is valid with at least n critical
+// sections and n writes the resource accepted.
+func ValidWithWrites(t *testing.T, r runstore.Results, n float64) {
+	t.Helper()
+	if r.Valid != checker.Valid {
+		t.Errorf("verdict %s, want valid; anomalies %v", r.Valid, Kinds(r))
+	}
+	if cs := r.Stats["critical_sections"]; cs < n {
+		t.Errorf("%v critical sections, want at least %v", cs, n)
+	}
+	if acc := Result(t, r, "resource").Stats["writes_accepted"]; acc < n {
+		t.Errorf("%v accepted writes, want at least %v", acc, n)
+	}
+}
+
+// StartLocal starts backend's cluster of local processes with opts
+// (Dir defaults to a temporary folder) and stops it when the test ends.
+func StartLocal(t *testing.T, backend string, opts local.Options) clusters.Cluster {
+	t.Helper()
+	if opts.Dir == "" {
+		opts.Dir = t.TempDir()
+	}
+	cl, err := local.New(backend, opts)
+	return testcluster.Started(t, cl, err)
+}
+
+func Result(t *testing.T, r runstore.Results, name string) checker.Result {
+	t.Helper()
+	for _, c := range r.Checkers {
+		if c.Checker == name {
+			return c
+		}
+	}
+	t.Fatalf("no %s checker in results", name)
+	return checker.Result{}
+}
+
+// FirstAnomalies returns the explanations of r's first three anomalies,
+// for a failure message that says what happened, not only its kind.
+func FirstAnomalies(r runstore.Results) []string {
+	var out []string
+	for _, c := range r.Checkers {
+		for _, a := range c.Anomalies {
+			if len(out) < 3 {
+				out = append(out, c.Checker+": "+a.Explanation)
+			}
+		}
+	}
+	return out
+}
+
+func Kinds(r runstore.Results) map[string]int {
+	k := map[string]int{}
+	for _, c := range r.Checkers {
+		for _, a := range c.Anomalies {
+			k[a.Kind]++
+		}
+	}
+	return k
+}
+
+// PauseConfig is the GC pause of the debate: a client frozen right after its
+// acquire for twice the TTL, while others contend for the lock.
+func PauseConfig(t *testing.T, impl string, mode workloads.Mode) run.Config {
+	cfg := Config(t, impl)
+	cfg.Faults = []string{"pause-client"}
+	cfg.Mode = mode
+	cfg.TTL = 300 * time.Millisecond
+	cfg.Work = 5 * time.Millisecond
+	cfg.Interval = 500 * time.Millisecond
+	cfg.Duration = 8 * time.Second
+	// Four leases long: time enough, on a loaded machine, for another
+	// client to take the lock before the paused one wakes.
+	cfg.ClientPause = 4 * cfg.TTL
+	return cfg
+}
+
+// Reproduce runs cfg with up to three seeds until shown(outcome, history)
+// holds, and returns the last run. A violation that needs the scheduler to
+// interleave processes one way (another client acquiring while one is
+// paused) is then asserted to be reproducible, not to happen on every seed;
+// a broken fault or checker still fails all three.
+func Reproduce(t *testing.T, cfg run.Config, shown func(*run.Outcome, history.History) bool) (*run.Outcome, history.History) {
+	t.Helper()
+	var out *run.Outcome
+	var h history.History
+	base := cfg.Seed
+	for attempt := int64(0); attempt < 3; attempt++ {
+		cfg.Seed = base + attempt
+		out, h = MustRun(t, cfg)
+		if shown(out, h) {
+			break
+		}
+		t.Logf("seed %d did not show it (anomalies %v); trying another", cfg.Seed, Kinds(out.Results))
+	}
+	return out, h
+}
+
+func NemesisOps(h history.History, f string, typ history.Type) int {
+	n := 0
+	for _, o := range h {
+		if o.IsNemesis() && o.F == f && o.Type == typ {
+			n++
+		}
+	}
+	return n
+}
+
+// ProviderEnv makes every test that takes its config from Config use that
+// provider: LOCKTEST_PROVIDER=docker runs the tests of e2e/local against
+// containers (the images are built first). Unset, those tests use the
+// local provider, and only e2e/docker's use docker.
+const ProviderEnv = "LOCKTEST_PROVIDER"
+
+// NeedDocker skips the test when no Docker engine answers, and otherwise
+// builds (once per test binary, reusing what an earlier run built)
+// locktest's image of the backend of impl, so that a machine whose engine
+// has no image and no registry can run the tests.
+func NeedDocker(tb testing.TB, impl string) {
+	tb.Helper()
+	gate.Docker(tb)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	e, err := docker.Open(ctx, nil)
+	if err != nil {
+		tb.Skipf("docker provider tests: %v", err)
+	}
+	defer e.Close()
+	im, err := impls.Lookup(impl)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	imagesMu.Lock()
+	defer imagesMu.Unlock()
+	berr, done := imagesFor[im.Backend]
+	if !done {
+		if why := dockerBuildNeeds(im.Backend); why != "" {
+			berr = errors.New(why)
+		} else {
+			t0 := time.Now()
+			var bs []docker.BuiltImage
+			bs, berr = e.BuildImages(ctx, docker.BuildOptions{Backends: []string{im.Backend}})
+			if berr == nil {
+				tb.Logf("image %s: reused %v, %d MB, %v", bs[0].Ref, bs[0].Reused, bs[0].Size>>20, time.Since(t0).Round(time.Millisecond))
+			}
+		}
+		imagesFor[im.Backend] = berr
+	}
+	if berr != nil {
+		tb.Skipf("docker provider tests: no %s image: %v", im.Backend, berr)
+	}
+}
+
+// dockerBuildNeeds says what the host lacks to build a backend's image.
+func dockerBuildNeeds(backend string) string {
+	switch backend {
+	case "redis":
+		if _, err := os.Stat("/usr/bin/redis-server"); err != nil {
+			return "redis-server not installed (make setup)"
+		}
+	case "zookeeper":
+		if _, err := os.Stat("/usr/share/java/zookeeper.jar"); err != nil {
+			return "zookeeper not installed (make setup)"
+		}
+	}
+	return ""
+}
+
+// LocalOnly skips a test of the local provider's own mechanisms when
+// LOCKTEST_PROVIDER runs the tests under docker, saying why.
+func LocalOnly(t *testing.T, why string) {
+	t.Helper()
+	if os.Getenv(ProviderEnv) == run.ProviderDocker {
+		t.Skip("local provider only: " + why)
+	}
+}
+
+// DockerConfig is Config under the docker provider.
+func DockerConfig(t *testing.T, impl string) run.Config {
+	t.Helper()
+	NeedDocker(t, impl)
+	cfg := Config(t, impl)
+	cfg.Provider = run.ProviderDocker
+	return cfg
+}
+
+// AssertNothingLeft checks that a docker run left no container and no
+// network: everything labelled with its run id is gone.
+func AssertNothingLeft(t *testing.T, out *run.Outcome) {
+	t.Helper()
+	if !strings.HasPrefix(out.Results.Run.Network, "docker") {
+		return
+	}
+	e, err := docker.Open(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	all, err := e.Find(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Results.Run.Lab == "" {
+		t.Fatal("the docker run recorded no run id")
+	}
+	if left := docker.OfRun(all, out.Results.Run.Lab); len(left) > 0 {
+		t.Errorf("the run left %+v", left)
+	}
+}
+
+// NemesisSeq lists the successful nemesis ops of h as "f targets".
+func NemesisSeq(h history.History) []string {
+	var out []string
+	for _, o := range h {
+		if o.IsNemesis() && o.Type == history.OK {
+			out = append(out, o.F+" "+strings.Join(o.Value.Targets, ";"))
+		}
+	}
+	return out
+}
+
+// AssertLabGone checks that the run's network lab left nothing behind.
+func AssertLabGone(t *testing.T, id string) {
+	t.Helper()
+	if id == "" {
+		t.Fatal("the run recorded no network lab")
+	}
+	f, err := netlab.Find(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if left := f.Of(id); !left.Empty() {
+		t.Errorf("the run left %+v", left)
+	}
+}
+
+// TimedOut reports whether an op's error is a timeout, as the go-redis
+// client or the context reports it.
+func TimedOut(err string) bool {
+	return strings.Contains(err, "timeout") || strings.Contains(err, "deadline")
+}
+
+// IsolatedAcquires counts the isolates of h that went in, those healed
+// after, and the acquires that were invoked after an isolate went in and
+// granted before its heal began. Such an acquire must have been granted
+// without the isolated node (Redlock's acquire lists the nodes that granted
+// it): it reports an error for any that was not.
+func IsolatedAcquires(t *testing.T, h history.History) (isolates, healed, during int) {
+	t.Helper()
+	cut := ""                   // the node cut now, "" when none
+	unhealed := false           // an isolate went in and no heal ended since
+	invokedIn := map[int]bool{} // process → its pending acquire was invoked while cut
+	var invoked int64           // when the latest isolate was invoked
+	wrong := 0                  // acquires granted by the node cut
+	for _, o := range h {
+		switch {
+		case o.IsNemesis() && o.F == "partition-isolate" && o.Type == history.Invoke:
+			invoked = o.Time
+		case o.IsNemesis() && o.F == "partition-isolate" && o.Type == history.OK:
+			t.Logf("isolate %v went in in %v, at %v", o.Value.Targets, time.Duration(o.Time-invoked).Round(time.Millisecond),
+				time.Duration(o.Time).Round(time.Millisecond))
+			isolates++
+			cut, _, _ = strings.Cut(strings.Join(o.Value.Targets, ""), "|")
+			clear(invokedIn)
+			unhealed = true
+		case o.IsNemesis() && o.F == "heal-network" && o.Type == history.Invoke:
+			cut = ""
+		case o.IsNemesis() && o.F == "heal-network" && o.Type == history.OK && unhealed:
+			healed++
+			unhealed = false
+		case o.F == history.Acquire && o.Type == history.Invoke:
+			invokedIn[o.Process] = cut != ""
+		case o.F == history.Acquire && o.Type == history.OK && cut != "" && invokedIn[o.Process]:
+			during++
+			if slices.Contains(strings.Split(o.Value.Node, ","), cut) {
+				if wrong++; wrong == 1 {
+					t.Errorf("acquire %v was granted by %s, which was cut from every host", o, cut)
+				}
+			}
+		}
+	}
+	if wrong > 1 {
+		t.Errorf("%d acquires in all were granted by an isolated node", wrong)
+	}
+	return isolates, healed, during
+}
+
+// RunResult is what run.Run returned.
+type RunResult struct {
+	Out *run.Outcome
+	Err error
+}
+
+// StartRun runs cfg in the background; the channel gets what run.Run
+// returned.
+func StartRun(cfg run.Config) <-chan RunResult {
+	done := make(chan RunResult, 1)
+	go func() {
+		out, err := run.Run(context.Background(), cfg)
+		done <- RunResult{out, err}
+	}()
+	return done
+}
+
+var (
+	imagesMu  sync.Mutex
+	imagesFor = map[string]error{} // backend → its build's outcome
+)
