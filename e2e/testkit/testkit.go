@@ -179,6 +179,7 @@ func Reproduce(t *testing.T, cfg run.Config, shown func(*run.Outcome, history.Hi
 	return out, h
 }
 
+// NemesisOps counts the nemesis ops of h of fault (or heal) f and type typ.
 func NemesisOps(h history.History, f string, typ history.Type) int {
 	n := 0
 	for _, o := range h {
