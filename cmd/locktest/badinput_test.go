@@ -4,11 +4,8 @@ package main
 // already recorded lost and nothing left running; never a panic.
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -299,20 +296,7 @@ func flagTitle(f *pflag.Flag) string {
 // locktestEnv is locktest with env added to the environment.
 func locktestEnv(t *testing.T, env []string, args ...string) (string, string, int) {
 	t.Helper()
-	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), env...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-		return out.String(), errb.String(), 0
-	case errors.As(err, &ee):
-		return out.String(), errb.String(), ee.ExitCode()
-	}
-	t.Fatalf("run locktest: %v", err)
-	return "", "", -1
+	return cli.Run(t, env, args...)
 }
 
 // leftovers lists the processes whose command line holds one of marks.

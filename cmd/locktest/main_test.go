@@ -17,6 +17,7 @@ import (
 
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/clusters/local/netlab"
+	"github.com/locktest/locktest/e2e/testkit"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/internal/gate"
 	"github.com/locktest/locktest/internal/procfs"
@@ -24,58 +25,41 @@ import (
 	"github.com/locktest/locktest/runstore"
 )
 
-// bin is the locktest binary, built once for these tests.
-var bin string
+// cli is the locktest binary, built once for these tests; bin is its path.
+var (
+	cli testkit.CLI
+	bin string
+)
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "locktest-bin")
+	c, remove, err := testkit.BuildCLI()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	bin = filepath.Join(dir, "locktest")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build locktest: %v\n%s", err, out)
-		os.Exit(2)
-	}
+	cli, bin = c, c.Bin
 	code := m.Run()
-	os.RemoveAll(dir)
+	remove()
 	os.Exit(code)
 }
 
 // locktest runs the binary and returns stdout, stderr and the exit code.
 func locktest(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
-	return locktestEnv(t, nil, args...)
+	return cli.Run(t, nil, args...)
 }
 
-// startLocktest starts the binary with args, its stdout and stderr going
-// to the returned buffer; the test kills it when it ends.
+// startLocktest starts the binary with args (testkit.CLI.Start).
 func startLocktest(t *testing.T, args ...string) (*exec.Cmd, *bytes.Buffer) {
 	t.Helper()
-	cmd := exec.Command(bin, args...)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill() })
-	return cmd, &out
+	return cli.Start(t, args...)
 }
 
-// stopLocktest sends sig to the locktest cmd and waits for it to exit;
-// it fails t (and kills cmd) when cmd still runs 30 s later.
+// stopLocktest sends sig to the locktest cmd and waits for it to exit
+// (testkit.Stop).
 func stopLocktest(t *testing.T, cmd *exec.Cmd, out *bytes.Buffer, sig os.Signal) {
 	t.Helper()
-	cmd.Process.Signal(sig)
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		cmd.Process.Kill()
-		t.Fatalf("locktest did not stop after %v: %s", sig, out.String())
-	}
+	testkit.Stop(t, cmd, out, sig)
 }
 
 // storedRun returns the folder and the results of the one run stored as
@@ -488,27 +472,9 @@ func TestInterruptRemovesTheNetworkLab(t *testing.T) {
 	}
 }
 
-// historyShows reports whether the history of the only run named name in
-// store holds a line with each of parts, and an acquire ok.
+// historyShows is testkit.HistoryShows.
 func historyShows(root, name string, parts ...string) bool {
-	dirs, _ := filepath.Glob(filepath.Join(root, name, "2*", "history.jsonl"))
-	if len(dirs) != 1 {
-		return false
-	}
-	b, err := os.ReadFile(dirs[0])
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	if !strings.Contains(s, `"type":"ok","process":`) || !strings.Contains(s, `"f":"acquire"`) {
-		return false
-	}
-	for _, p := range parts {
-		if !strings.Contains(s, p) {
-			return false
-		}
-	}
-	return true
+	return testkit.HistoryShows(root, name, parts...)
 }
 
 // A run whose fault cannot be applied — partitions on loopback, where no

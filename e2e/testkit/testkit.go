@@ -191,7 +191,7 @@ func NemesisOps(h history.History, f string, typ history.Type) int {
 }
 
 // ProviderEnv makes every test that takes its config from Config use that
-// provider: LOCKTEST_PROVIDER=docker runs the tests of e2e/local against
+// provider: LOCKTEST_PROVIDER=docker runs the tests of e2e/redis and e2e/quorum against
 // containers (the images are built first). Unset, those tests use the
 // local provider, and only e2e/docker's use docker.
 const ProviderEnv = "LOCKTEST_PROVIDER"
@@ -390,3 +390,34 @@ var (
 	imagesMu  sync.Mutex
 	imagesFor = map[string]error{} // backend → its build's outcome
 )
+
+// NeedImplBackend skips the test when the server of impl's backend is not
+// installed.
+func NeedImplBackend(tb testing.TB, impl string) impls.Impl {
+	tb.Helper()
+	gate.Servers(tb, "the backend of "+impl)
+	i, err := impls.Lookup(impl)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := local.New(i.Backend, local.Options{Dir: tb.TempDir()}); err != nil {
+		tb.Skipf("%v (make setup)", err)
+	}
+	return i
+}
+
+// EtcdConfig is Config whose etcd members are this test binary too.
+func EtcdConfig(t *testing.T, impl string) run.Config {
+	cfg := Config(t, impl)
+	cfg.NodeCommand, cfg.NodeEnv = testexe.Node()
+	return cfg
+}
+
+// NeedZooKeeper skips the test when java or the ZooKeeper jars are missing.
+func NeedZooKeeper(t *testing.T) {
+	t.Helper()
+	gate.Servers(t, "ZooKeeper")
+	if _, err := local.NewZooKeeper(local.ZooKeeperOptions{Dir: t.TempDir()}); err != nil {
+		t.Skipf("%v", err)
+	}
+}

@@ -40,6 +40,13 @@ func Need(tb testing.TB, bins ...string) {
 	}
 }
 
+// Servers skips, under -short, a test that starts the servers named by
+// what; the test itself then finds out whether they are installed.
+func Servers(tb testing.TB, what string) {
+	tb.Helper()
+	short(tb, "servers: "+what)
+}
+
 // Root skips the test unless it runs as root, saying why it needs to.
 func Root(tb testing.TB, why string) {
 	tb.Helper()

@@ -31,10 +31,14 @@ const (
 )
 
 // Main runs one worker or one etcd member when the environment asks for
-// it, else the tests; it exits with their code and does not return.
-func Main(m *testing.M) {
+// it, else the tests, and then each of after; it exits with the tests'
+// code and does not return.
+func Main(m *testing.M, after ...func()) {
 	ServeIfAsked()
 	code := m.Run()
+	for _, f := range after {
+		f()
+	}
 	// Every run closes its client addresses (clusters/clientaddr); one
 	// this process still owns was left behind.
 	if ids := clientaddr.Owned(os.Getpid()); len(ids) > 0 {

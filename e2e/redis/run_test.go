@@ -1,4 +1,4 @@
-package local_test
+package redis_test
 
 import (
 	"context"

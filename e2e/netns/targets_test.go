@@ -1,4 +1,4 @@
-package local_test
+package netns_test
 
 import (
 	"context"
@@ -42,7 +42,7 @@ func TestRunRecordsIsolatedLeader(t *testing.T) {
 		t.Skip(err)
 	}
 	testkit.LocalOnly(t, "the docker provider's own test runs cover it")
-	cfg := etcdConfig(t, "etcd-mutex")
+	cfg := testkit.EtcdConfig(t, "etcd-mutex")
 	cfg.Faults, cfg.Targets = []string{"isolate"}, map[string][]string{"isolate": {"leader"}}
 	cfg.Duration, cfg.Interval, cfg.Window, cfg.Quiet = 12*time.Second, time.Second, 1500*time.Millisecond, 3*time.Second
 	_, h := testkit.MustRun(t, cfg)

@@ -1,4 +1,4 @@
-package local_test
+package sql_test
 
 import (
 	"context"
@@ -25,27 +25,13 @@ var sqlImpls = []string{
 	"pg-advisory", "pg-advisory-xact",
 }
 
-// needImplBackend skips the test when the server of impl's backend is not
-// installed.
-func needImplBackend(tb testing.TB, impl string) impls.Impl {
-	tb.Helper()
-	i, err := impls.Lookup(impl)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if _, err := local.New(i.Backend, local.Options{Dir: tb.TempDir()}); err != nil {
-		tb.Skipf("%v (make setup)", err)
-	}
-	return i
-}
-
 // Each database lock, without faults, at 5 clients contending for one lock:
 // the run is valid, has enough critical sections, and every acquire that
 // gave up did so certainly (fail), never with an unknown outcome (info).
 func TestSQLNoFaultRunsAreValid(t *testing.T) {
 	for _, impl := range sqlImpls {
 		t.Run(impl, func(t *testing.T) {
-			needImplBackend(t, impl)
+			testkit.NeedImplBackend(t, impl)
 			cfg := testkit.Config(t, impl)
 			// Ends once enough critical sections were done: as fast as a
 			// fixed short run when healthy, and a slow machine only waits
@@ -219,7 +205,7 @@ func TestSQLHolderKilled(t *testing.T) {
 			name += ",cleanup=off"
 		}
 		t.Run(name, func(t *testing.T) {
-			impl := needImplBackend(t, tt.impl)
+			impl := testkit.NeedImplBackend(t, tt.impl)
 			k := killHolder(t, impl, tt.params, ttl, tt.window, tt.stuck)
 			var stuck []checker.Anomaly
 			found, dup := false, false

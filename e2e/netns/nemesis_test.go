@@ -1,4 +1,4 @@
-package local_test
+package netns_test
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package local_test
+package quorum_test
 
 import (
 	"strings"
@@ -6,26 +6,17 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/checker"
-	"github.com/locktest/locktest/clusters/local"
 	"github.com/locktest/locktest/e2e/testkit"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/workloads"
 )
-
-// needZooKeeper skips the test when java or the ZooKeeper jars are missing.
-func needZooKeeper(t *testing.T) {
-	t.Helper()
-	if _, err := local.NewZooKeeper(local.ZooKeeperOptions{Dir: t.TempDir()}); err != nil {
-		t.Skipf("%v", err)
-	}
-}
 
 var zkImpls = []string{"zk-recipe", "zk-lock"}
 
 // Both ZooKeeper locks keep mutual exclusion without faults, on a 3-peer
 // ensemble; zk-recipe's czxid tokens increase and fence the store.
 func TestZooKeeperNoFaultRunsAreValid(t *testing.T) {
-	needZooKeeper(t)
+	testkit.NeedZooKeeper(t)
 	for _, tc := range []struct {
 		impl string
 		mode workloads.Mode
@@ -71,7 +62,7 @@ func TestZooKeeperNoFaultRunsAreValid(t *testing.T) {
 // how long no other client could take the lock, and checks that one did
 // before the run ended.
 func TestZooKeeperKilledHolderRecovers(t *testing.T) {
-	needZooKeeper(t)
+	testkit.NeedZooKeeper(t)
 	for _, impl := range zkImpls {
 		t.Run(impl, func(t *testing.T) {
 			assertKilledHoldersRecover(t, impl, testkit.Config(t, impl))
@@ -83,7 +74,7 @@ func TestZooKeeperKilledHolderRecovers(t *testing.T) {
 // holder and, when it wakes, its release says that the session expired
 // while it held the lock.
 func TestZooKeeperPausedHolderSessionExpires(t *testing.T) {
-	needZooKeeper(t)
+	testkit.NeedZooKeeper(t)
 	cfg := testkit.Config(t, "zk-recipe")
 	cfg.Faults = []string{"pause-client"}
 	cfg.Mode = workloads.ModeFenced
@@ -119,7 +110,7 @@ func TestZooKeeperPausedHolderSessionExpires(t *testing.T) {
 // killed and restarted: clients of the dead peer move to another within
 // their session timeout, and the verdict stays valid.
 func TestZooKeeperSurvivesNodeKills(t *testing.T) {
-	needZooKeeper(t)
+	testkit.NeedZooKeeper(t)
 	cfg := testkit.Config(t, "zk-recipe")
 	cfg.Mode = workloads.ModeFenced
 	cfg.Faults = []string{"kill-node"}

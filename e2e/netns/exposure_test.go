@@ -1,4 +1,4 @@
-package local_test
+package netns_test
 
 import (
 	"fmt"
@@ -54,8 +54,8 @@ func TestExposure(t *testing.T) {
 		need    func(t *testing.T)
 	}{
 		{"redis-set-nx-px", run.NetLoopback, []string{"redis-server"}, func(t *testing.T) { gate.Need(t, "redis-server") }},
-		{"zk-recipe", run.NetNamespaces, []string{"java"}, func(t *testing.T) { needNetns(t); needZooKeeper(t) }},
-		{"mysql-get-lock", run.NetNamespaces, []string{"mariadbd"}, func(t *testing.T) { needNetns(t); needImplBackend(t, "mysql-get-lock") }},
+		{"zk-recipe", run.NetNamespaces, []string{"java"}, func(t *testing.T) { needNetns(t); testkit.NeedZooKeeper(t) }},
+		{"mysql-get-lock", run.NetNamespaces, []string{"mariadbd"}, func(t *testing.T) { needNetns(t); testkit.NeedImplBackend(t, "mysql-get-lock") }},
 	} {
 		t.Run(tc.impl+"-"+tc.net, func(t *testing.T) {
 			tc.need(t)

@@ -1,4 +1,4 @@
-package main
+package ssh_test
 
 import (
 	"context"
@@ -7,11 +7,13 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/locktest/locktest/clusters/docker"
+	"github.com/locktest/locktest/e2e/testkit"
 	"github.com/locktest/locktest/internal/gate"
 	"github.com/locktest/locktest/internal/testlab"
 )
@@ -33,11 +35,11 @@ func TestSSHLabInterruptAndCleanup(t *testing.T) {
 	}
 	defer e.Close()
 	dir, root := t.TempDir(), t.TempDir()
-	if _, stderr, code := locktest(t, "lab", "up", "--dir", dir); code != 0 {
+	if _, stderr, code := locktestCLI(t).Run(t, nil, "lab", "up", "--dir", dir); code != 0 {
 		t.Fatalf("lab up: exit %d: %s", code, stderr)
 	}
 	t.Cleanup(func() {
-		if stdout, stderr, code := locktest(t, "lab", "down", "--dir", dir); code != 0 || !strings.Contains(stdout, "removed lab") {
+		if stdout, stderr, code := locktestCLI(t).Run(t, nil, "lab", "down", "--dir", dir); code != 0 || !strings.Contains(stdout, "removed lab") {
 			t.Errorf("lab down: exit %d: %s%s", code, stdout, stderr)
 		}
 		if _, err := os.Stat(filepath.Join(dir, docker.SSHLabInventory)); err == nil {
@@ -49,19 +51,19 @@ func TestSSHLabInterruptAndCleanup(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGKILL} {
 		t.Run(sig.String(), func(t *testing.T) {
 			name := strings.ToLower(sig.String()[:3])
-			cmd, out := startLocktest(t, "run", "--provider", "ssh", "--inventory", inventory, "--impl", "redlock",
+			cmd, out := locktestCLI(t).Start(t, "run", "--provider", "ssh", "--inventory", inventory, "--impl", "redlock",
 				"--faults", "isolate", "--interval", "500ms", "--time", "60s", "--store", root, "--name", name)
 			deadline := time.Now().Add(60 * time.Second)
-			for time.Now().Before(deadline) && !historyShows(root, name, `"type":"ok","process":-1,"f":"partition-isolate"`) {
+			for time.Now().Before(deadline) && !testkit.HistoryShows(root, name, `"type":"ok","process":-1,"f":"partition-isolate"`) {
 				time.Sleep(50 * time.Millisecond)
 			}
-			if !historyShows(root, name, `"type":"ok","process":-1,"f":"partition-isolate"`) {
+			if !testkit.HistoryShows(root, name, `"type":"ok","process":-1,"f":"partition-isolate"`) {
 				cmd.Process.Kill()
 				t.Fatalf("no partition within a minute: %s", out.String())
 			}
-			stopLocktest(t, cmd, out, sig)
+			testkit.Stop(t, cmd, out, sig)
 			if sig == syscall.SIGKILL {
-				stdout, stderr, code := locktest(t, "cleanup", "--provider", "ssh", "--inventory", inventory)
+				stdout, stderr, code := locktestCLI(t).Run(t, nil, "cleanup", "--provider", "ssh", "--inventory", inventory)
 				if code != 0 || !strings.Contains(stdout, "ssh: removed run") {
 					t.Fatalf("cleanup: exit %d: %s%s", code, stdout, stderr)
 				}
@@ -92,8 +94,8 @@ func TestSSHLabInterruptAndCleanup(t *testing.T) {
 var sshClaims = []string{"redis-gc-pause", "redlock-clock-jump", "redlock-power-loss-everysec", "etcd-pause"}
 
 // sshSlowHostsClaim is claim 6's restart without persistence with holds
-// long enough for SSH commands to starved hosts (testdata/ssh-restart-
-// without-persistence.yaml says why): the catalogue's 1.2 s holds were
+// long enough for SSH commands to starved hosts (testdata/ssh-restart-without-
+// persistence.yaml says why): the catalogue's 1.2 s holds were
 // over before the node came back in loaded CI, 0 of 6 seeds.
 const sshSlowHostsClaim = "redlock-restart-without-persistence-slow-hosts"
 
@@ -106,12 +108,12 @@ const sshSlowHostsClaim = "redlock-restart-without-persistence-slow-hosts"
 // address of it).
 func sshDebate(t *testing.T, inventory, root string) {
 	out := t.TempDir()
-	stdout, stderr, code := locktest(t, "debate", "--provider", "ssh", "--inventory", inventory, "--only", strings.Join(sshClaims, ","),
+	stdout, stderr, code := locktestCLI(t).Run(t, nil, "debate", "--provider", "ssh", "--inventory", inventory, "--only", strings.Join(sshClaims, ","),
 		"--seeds", "6", "--until-reproduced", "--store", root, "--out", out, "-q")
 	if code != 0 {
 		t.Fatalf("debate: exit %d, want 0 (reproduced): %s%s", code, stdout, stderr)
 	}
-	slow, stderr, code := locktest(t, "debate", "--provider", "ssh", "--inventory", inventory, "--scenarios", filepath.Join("testdata", "ssh-restart-without-persistence.yaml"),
+	slow, stderr, code := locktestCLI(t).Run(t, nil, "debate", "--provider", "ssh", "--inventory", inventory, "--scenarios", filepath.Join("testdata", "ssh-restart-without-persistence.yaml"),
 		"--seeds", "6", "--until-reproduced", "--store", root, "--out", t.TempDir(), "-q")
 	if code != 0 {
 		t.Fatalf("debate of %s: exit %d, want 0 (reproduced): %s%s", sshSlowHostsClaim, code, slow, stderr)
@@ -161,4 +163,22 @@ func sshDebate(t *testing.T, inventory, root string) {
 		t.Errorf("the run's results do not say provider ssh")
 	}
 	testlab.AssertClean(t, inventory)
+}
+
+var (
+	cliOnce   sync.Once
+	cli       testkit.CLI
+	removeCLI = func() {}
+	cliErr    error
+)
+
+// locktestCLI returns the locktest command, built at its first use by
+// this package's tests and removed when they end (TestMain).
+func locktestCLI(t *testing.T) testkit.CLI {
+	t.Helper()
+	cliOnce.Do(func() { cli, removeCLI, cliErr = testkit.BuildCLI() })
+	if cliErr != nil {
+		t.Fatal(cliErr)
+	}
+	return cli
 }

@@ -1,4 +1,4 @@
-package local_test
+package quorum_test
 
 import (
 	"cmp"
@@ -13,18 +13,10 @@ import (
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/e2e/testkit"
 	"github.com/locktest/locktest/history"
-	"github.com/locktest/locktest/internal/testexe"
 	"github.com/locktest/locktest/run"
 	"github.com/locktest/locktest/runstore"
 	"github.com/locktest/locktest/workloads"
 )
-
-// etcdConfig is testkit.Config whose etcd members are this test binary too.
-func etcdConfig(t *testing.T, impl string) run.Config {
-	cfg := testkit.Config(t, impl)
-	cfg.NodeCommand, cfg.NodeEnv = testexe.Node()
-	return cfg
-}
 
 var etcdImpls = []string{"etcd-mutex", "etcd-lease-txn"}
 
@@ -66,7 +58,7 @@ func TestEtcdNoFaultRunsAreValid(t *testing.T) {
 		{"etcd-lease-txn", workloads.ModeFenced},
 	} {
 		t.Run(tc.impl+"/"+string(tc.mode), func(t *testing.T) {
-			cfg := etcdConfig(t, tc.impl)
+			cfg := testkit.EtcdConfig(t, tc.impl)
 			// Ends once enough critical sections were done: as fast as a
 			// fixed short run when healthy, and a slow machine only waits
 			// longer instead of failing the count.
@@ -96,7 +88,7 @@ func TestEtcdNoFaultRunsAreValid(t *testing.T) {
 func TestEtcdKilledHolderRecovers(t *testing.T) {
 	for _, impl := range etcdImpls {
 		t.Run(impl, func(t *testing.T) {
-			assertKilledHoldersRecover(t, impl, etcdConfig(t, impl))
+			assertKilledHoldersRecover(t, impl, testkit.EtcdConfig(t, impl))
 		})
 	}
 }
@@ -153,7 +145,7 @@ func killedHolderGaps(t *testing.T, h history.History) []gap {
 func TestEtcdGuardedRejectsAPausedHoldersWrite(t *testing.T) {
 	for _, impl := range etcdImpls {
 		t.Run(impl, func(t *testing.T) {
-			cfg := etcdConfig(t, impl)
+			cfg := testkit.EtcdConfig(t, impl)
 			cfg.Faults, cfg.Mode = []string{"pause-client"}, workloads.ModeEtcdGuarded
 			cfg.PausePoint = workloads.PointBeforeWrite
 			cfg.TTL, cfg.ClientPause = time.Second, 2500*time.Millisecond
@@ -207,7 +199,7 @@ func TestEtcdGuardedRejectsAPausedHoldersWrite(t *testing.T) {
 // guard: the woken holder's write reaches a store that trusts the lock,
 // after its lease ended and another client took the lock (Jepsen 2020).
 func TestEtcdPauseBreaksAnUnfencedResource(t *testing.T) {
-	cfg := etcdConfig(t, "etcd-mutex")
+	cfg := testkit.EtcdConfig(t, "etcd-mutex")
 	cfg.Faults, cfg.Mode = []string{"pause-client"}, workloads.ModeNone
 	cfg.PausePoint = workloads.PointBeforeWrite
 	cfg.TTL, cfg.ClientPause = time.Second, 2500*time.Millisecond

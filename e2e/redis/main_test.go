@@ -1,0 +1,13 @@
+package redis_test
+
+import (
+	"testing"
+
+	// Library code never picks the lock drivers: only the command and the
+	// tests register them, by importing impls/all.
+	_ "github.com/locktest/locktest/impls/all"
+	"github.com/locktest/locktest/internal/testexe"
+)
+
+// The test binary doubles as the worker and etcd node programs.
+func TestMain(m *testing.M) { testexe.Main(m) }
