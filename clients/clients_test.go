@@ -93,7 +93,7 @@ func programsLeft() []string {
 	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 	for _, p := range procs {
 		b, err := os.ReadFile(p)
-		// testdata's programs are run's tests' (a package that may run
+		// testdata's programs are e2e/redis's tests' (a package that may run
 		// beside this one), not this package's clients.
 		if err == nil && strings.Contains(string(b), dir+"/") && !strings.Contains(string(b), dir+"/testdata/") && strings.Contains(string(b), ".py") {
 			left = append(left, strings.ReplaceAll(string(b), "\x00", " "))

@@ -23,7 +23,7 @@ import (
 // clients/ folder.
 func clientPath(t testing.TB, name string) string {
 	t.Helper()
-	p, err := filepath.Abs(filepath.Join("..", "clients", name))
+	p, err := filepath.Abs(filepath.Join("..", "..", "clients", name))
 	if err != nil {
 		t.Fatal(err)
 	}
