@@ -41,9 +41,12 @@ import (
 // The release may then never have taken effect, and the lock service, which
 // still held the same lease for the process, handed it back: one hold going
 // on, as a re-entrant lock (etcd's concurrency.Mutex on the same session)
-// does. A chain of such re-grants is one hold. When another grant of the
-// lock came between, the lease had certainly changed hands, and the same
-// token again is a duplicate; its explanation says so.
+// does. A chain of such re-grants is one hold. If the release takes
+// effect later after all, it ends that hold under its holder, which the
+// next holder's grant shows to the mutual-exclusion checker. When another
+// grant of the lock came between the two oks, the lease had certainly
+// changed hands, and the same token again is a duplicate; its explanation
+// says so.
 //
 // The verdict is invalid when there is an anomaly and valid otherwise; when
 // no acquire carries a token there is nothing to check, the verdict is valid
