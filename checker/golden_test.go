@@ -98,9 +98,11 @@ var goldenHistories = map[string]func(b *builder){
 	},
 	// The same start, but p1's next acquire, invoked after its release
 	// timed out, is granted its old token 396 only after p2 and p3 were
-	// granted 406 and 415: the lease changed hands in between, so 396 is a
-	// duplicate. The fenced store refuses p1's write with it, and p1's
-	// release finds the lock gone.
+	// granted 406 and 415 (its release was applied late, between the
+	// re-grant in the lock service and the acquire's return, which waited
+	// long enough to leave the lease only 650 ms): the lease changed hands
+	// in between, so 396 is a duplicate. The fenced store refuses p1's
+	// write with it, and p1's release finds the lock gone.
 	"regrant-after-others.jsonl": func(b *builder) {
 		b.section(0, "x", 100, 390, 0)
 		b.acquire(1, "x", 200, 210, 396, 1210)
@@ -115,14 +117,14 @@ var goldenHistories = map[string]func(b *builder){
 		b.ok(history.NemesisProcess, "heal-network", 1310, history.Value{})
 		b.section(2, "x", 1400, 406, 2)
 		b.section(3, "x", 1500, 415, 3)
-		b.ok(1, history.Acquire, 1600, history.Value{Lock: "x", Token: tok(396), LockValue: lv(1, 396), ValidUntil: ms(2600)})
+		b.ok(1, history.Acquire, 1600, history.Value{Lock: "x", Token: tok(396), LockValue: lv(1, 396), ValidUntil: ms(2250)})
 		b.read(1, "x", 1601, 1602, 4)
 		w := history.Value{Lock: "x", N: history.Num(5), Token: tok(396), LockValue: lv(1, 396)}
-		b.invoke(1, history.Write, 1603, w)
-		w.StoreTime = ms(1604)
-		b.fail(1, history.Write, 1605, w, "rejected: token 396 < 415")
-		b.invoke(1, history.Release, 1606, history.Value{Lock: "x", Token: tok(396), LockValue: lv(1, 396)})
-		b.fail(1, history.Release, 1610, history.Value{Lock: "x"}, "not held: key with revision 396 is gone")
+		b.invoke(1, history.Write, 2300, w)
+		w.StoreTime = ms(2301)
+		b.fail(1, history.Write, 2302, w, "rejected: token 396 < 415")
+		b.invoke(1, history.Release, 2303, history.Value{Lock: "x", Token: tok(396), LockValue: lv(1, 396)})
+		b.fail(1, history.Release, 2305, history.Value{Lock: "x"}, "not held: key with revision 396 is gone")
 	},
 	// Session locks: p0's acquire times out (info): it may or may not have
 	// taken the lock. p1 then takes and releases the lock, and p0 retries
