@@ -30,14 +30,35 @@ import (
 // consecutive values (what a restarted counter grants again) are one
 // anomaly, the first, whose explanation names the range.
 //
+// A re-grant that continues a hold is not a second grant: it is left out of
+// both rules. Acquire ok B continues the hold of acquire ok A when all of
+// these hold: A and B are of the same process and lock and carry the same
+// token and the same, non-empty lock value; that process invoked a release
+// of A's hold (nothing else ended it) and the release's outcome is unknown
+// (info); between the release's completion and B's invocation the process
+// recorded nothing but acquires that failed, and did not die; and no other
+// acquire of the lock, by any process, was granted between A's ok and B's.
+// The release may then never have taken effect, and the lock service, which
+// still held the same lease for the process, handed it back: one hold going
+// on, as a re-entrant lock (etcd's concurrency.Mutex on the same session)
+// does. A chain of such re-grants is one hold. If the release takes
+// effect later after all, it ends that hold under its holder, which the
+// next holder's grant shows to the mutual-exclusion checker. When another
+// grant of the lock came between the two oks, the lease had certainly
+// changed hands, and the same token again is a duplicate; its explanation
+// says so.
+//
 // The verdict is invalid when there is an anomaly and valid otherwise; when
 // no acquire carries a token there is nothing to check, the verdict is valid
 // and a note of kind "no-tokens" says so. Stats: "tokens" (acquire oks with
 // a token), "token_regressions" (token-regression anomalies),
 // "regressed_grants" (acquire oks whose token was lower than an earlier
-// one, the collapsed ones included) and "duplicate_tokens" (token values
-// granted more than once, the collapsed ones included). Nemesis ops are
-// ignored. The check takes O(n log n) time.
+// one, the collapsed ones included), "duplicate_tokens" (token values
+// granted more than once, the collapsed ones included) and
+// "continued_holds" (re-grants that continue a hold, left out of the
+// rules). Nemesis ops are ignored. The check takes O(n log n) time, plus,
+// for each re-grant of a token to the process that held it, a walk over
+// the ops recorded between its release's completion and its invocation.
 type FencingTokens struct{}
 
 var _ Checker = FencingTokens{}
@@ -53,23 +74,36 @@ func (c FencingTokens) Check(ctx context.Context, h *history.Table) Result {
 		return r
 	}
 
-	// byOK are the holds with a token in order of their acquire ok.
+	// byOK are the holds with a token in order of their acquire ok, but
+	// the re-grants that continue a hold.
 	var byOK []int32
+	tokens := 0
 	for i := range v.holds {
 		if h.Token(int(v.holds[i].ok)) != nil {
-			byOK = append(byOK, int32(i))
+			tokens++
 		}
 	}
-	r.Stats["tokens"] = float64(len(byOK))
+	r.Stats["tokens"] = float64(tokens)
 	r.Stats["token_regressions"] = 0
 	r.Stats["regressed_grants"] = 0
 	r.Stats["duplicate_tokens"] = 0
-	if len(byOK) == 0 {
+	r.Stats["continued_holds"] = 0
+	if tokens == 0 {
 		r.Notes = append(r.Notes, Anomaly{Kind: KindNoTokens, Ops: []int{},
 			Explanation: "no acquire carried a fencing token, so there were no tokens to check"})
 		return r
 	}
 	tok := func(i int32) uint64 { return *h.Token(int(v.holds[i].ok)) }
+	rg, err := v.regrants(ctx)
+	if err != nil {
+		return cancelled(c.Name(), err)
+	}
+	for i := range v.holds {
+		if h.Token(int(v.holds[i].ok)) != nil && !rg.continues[i] {
+			byOK = append(byOK, int32(i))
+		}
+	}
+	r.Stats["continued_holds"] = float64(tokens - len(byOK))
 	// invoked is when the acquire of hold i was invoked (its ok's time when
 	// the invocation is missing).
 	invoked := func(i int32) int32 {
@@ -157,7 +191,7 @@ func (c FencingTokens) Check(ctx context.Context, h *history.Table) Result {
 			} else {
 				closeRun()
 				runAnomaly, runLock, runFirst, runLast = len(r.Anomalies), l, t, t
-				r.Anomalies = append(r.Anomalies, v.duplicate(byTok[i:j], t))
+				r.Anomalies = append(r.Anomalies, v.duplicate(byTok[i:j], t, rg))
 			}
 		}
 		i = j
@@ -170,8 +204,10 @@ func (c FencingTokens) Check(ctx context.Context, h *history.Table) Result {
 	return settle(r)
 }
 
-// duplicate explains that the holds of group were all granted token t.
-func (v *view) duplicate(group []int32, t uint64) Anomaly {
+// duplicate explains that the holds of group were all granted token t;
+// where a hold of the group was a re-grant after its process's release of
+// unknown outcome that rg refused to call the same hold, it says why.
+func (v *view) duplicate(group []int32, t uint64, rg *regrantSet) Anomaly {
 	ops := make([]int32, 0, len(group))
 	var each []string
 	for k, i := range group {
@@ -184,12 +220,121 @@ func (v *view) duplicate(group []int32, t uint64) Anomaly {
 	if len(group) > 5 {
 		each = append(each, fmt.Sprintf("%d more", len(group)-5))
 	}
+	why := ""
+	for _, i := range group {
+		if n, ok := rg.between[i]; ok {
+			hd := &v.holds[i]
+			why = fmt.Sprintf("; the grant to process %d at %s came after its release of unknown outcome, but %s of the lock came between, so it was not the same hold going on",
+				hd.proc, secs(hd.start), plural(int64(n), "other grant"))
+			break
+		}
+	}
 	return Anomaly{
 		Kind: KindDuplicateToken,
 		Ops:  v.indexes(ops...),
-		Explanation: fmt.Sprintf("token %d of lock %q was granted %d times: to %s",
-			t, v.locks[v.holds[group[0]].lock], len(group), strings.Join(each, ", ")),
+		Explanation: fmt.Sprintf("token %d of lock %q was granted %d times: to %s%s",
+			t, v.locks[v.holds[group[0]].lock], len(group), strings.Join(each, ", "), why),
 	}
+}
+
+// regrantSet is what regrants finds about the re-grants of a token to the
+// process that held it.
+type regrantSet struct {
+	// continues is, per hold, whether it continues the hold before it
+	// (see FencingTokens).
+	continues []bool
+	// between holds, for a re-grant that met every condition of a
+	// continued hold but the last, how many grants of the lock by other
+	// processes came between the two.
+	between map[int32]int
+}
+
+// regrants finds, for each hold, whether it continues its process's
+// previous hold of the lock, as FencingTokens defines it. It returns ctx's
+// error if ctx is done first.
+func (v *view) regrants(ctx context.Context) (*regrantSet, error) {
+	h := v.h
+	rg := &regrantSet{continues: make([]bool, len(v.holds)), between: map[int32]int{}}
+	var dead map[int][]int64
+	step := 0
+	for _, list := range v.holdsByLock() {
+		// last is, per process, its latest hold of the lock so far and
+		// where in list it was.
+		type at struct{ hold, pos int }
+		last := map[int]at{}
+		for pos, b := range list {
+			hb := &v.holds[b]
+			prev, seen := last[hb.proc]
+			last[hb.proc] = at{int(b), pos}
+			if !seen {
+				continue
+			}
+			step++
+			if err := stopped(ctx, step); err != nil {
+				return nil, err
+			}
+			ha := &v.holds[prev.hold]
+			ta, tb := h.Token(int(ha.ok)), h.Token(int(hb.ok))
+			if ta == nil || tb == nil || *ta != *tb {
+				continue
+			}
+			val := h.LockValue(int(ha.ok))
+			if val == "" || val != h.LockValue(int(hb.ok)) {
+				continue
+			}
+			if ha.release < 0 || ha.closer != ha.release {
+				continue
+			}
+			done := v.pair[ha.release]
+			if done < 0 || h.Type(int(done)) != history.Info || hb.inv < 0 || !v.onlyFailedAcquires(hb.proc, done, hb.inv) {
+				continue
+			}
+			if dead == nil {
+				dead = deaths(h)
+			}
+			if diedBetween(dead[hb.proc], h.Time(int(done)), h.Time(int(hb.inv))) {
+				continue
+			}
+			if others := pos - prev.pos - 1; others > 0 {
+				rg.between[b] = others
+				continue
+			}
+			rg.continues[b] = true
+		}
+	}
+	return rg, nil
+}
+
+// onlyFailedAcquires reports whether process proc recorded nothing but
+// failed acquires (their invocations and completions) between the ops at
+// positions from and to, both left out.
+func (v *view) onlyFailedAcquires(proc int, from, to int32) bool {
+	h := v.h
+	for i := from + 1; i < to; i++ {
+		if h.Process(int(i)) != proc {
+			continue
+		}
+		if h.F(int(i)) != history.Acquire {
+			return false
+		}
+		switch h.Type(int(i)) {
+		case history.Fail:
+		case history.Invoke:
+			if d := v.pair[i]; d < 0 || d >= to || h.Type(int(d)) != history.Fail {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// diedBetween reports whether one of the death times ds (ascending) is in
+// [from, to].
+func diedBetween(ds []int64, from, to int64) bool {
+	k, _ := slices.BinarySearch(ds, from)
+	return k < len(ds) && ds[k] <= to
 }
 
 // regressions collapses token regressions: successive regressions of a lock

@@ -131,6 +131,138 @@ func TestFencingTokens(t *testing.T) {
 			explained: `token 7 of lock "x" was granted 2 times: to process 0 at 1.100s, process 2 at 1.204s`,
 		},
 		{
+			name: "a re-grant after a release of unknown outcome continues the hold",
+			build: func(b *builder) ([]want, []want) {
+				b.acquire(0, "x", 90, 100, 7, 1100)
+				b.releaseUnknown(0, "x", 150, 1150, 7)
+				b.acquire(0, "x", 1150, 1160, 7, 2160)
+				b.release(0, "x", 1200, 1210, 7, lv(0, 7))
+				b.acquire(1, "x", 1300, 1310, 8, 2310)
+				return nil, nil
+			},
+			verdict: Valid,
+			stats:   map[string]float64{"tokens": 3, "duplicate_tokens": 0, "continued_holds": 1, "token_regressions": 0},
+		},
+		{
+			name: "a chain of re-grants is one hold, failed acquires between allowed",
+			build: func(b *builder) ([]want, []want) {
+				b.acquire(2, "x", 90, 100, 1339, 1100)
+				t := int64(150)
+				for range 3 {
+					b.releaseUnknown(2, "x", t, t+1000, 1339)
+					b.invoke(2, history.Acquire, t+1001, history.Value{Lock: "x"})
+					b.fail(2, history.Acquire, t+1500, history.Value{Lock: "x"}, "not acquired")
+					b.acquire(2, "x", t+1501, t+1510, 1339, t+2510)
+					t += 2000
+				}
+				return nil, nil
+			},
+			verdict: Valid,
+			stats:   map[string]float64{"tokens": 4, "duplicate_tokens": 0, "continued_holds": 3},
+		},
+		{
+			name: "a re-grant after others were granted is a duplicate",
+			build: func(b *builder) ([]want, []want) {
+				a := b.acquire(1, "x", 90, 100, 396, 1100)
+				b.releaseUnknown(1, "x", 150, 1150, 396)
+				b.invoke(1, history.Acquire, 1151, history.Value{Lock: "x"})
+				b.section(2, "x", 1200, 406, 0)
+				b.section(3, "x", 1300, 415, 1)
+				c := b.ok(1, history.Acquire, 1400, history.Value{Lock: "x", Token: tok(396), LockValue: lv(1, 396), ValidUntil: ms(2400)})
+				return []want{{"duplicate-token", ops(a.done, c)}}, nil
+			},
+			verdict:   Invalid,
+			stats:     map[string]float64{"tokens": 4, "duplicate_tokens": 1, "continued_holds": 0, "token_regressions": 0},
+			explained: `token 396 of lock "x" was granted 2 times: to process 1 at 0.100s, process 1 at 1.400s; the grant to process 1 at 1.400s came after its release of unknown outcome, but 2 other grants of the lock came between, so it was not the same hold going on`,
+		},
+		{
+			name: "a re-grant invoked after others were granted is a regression too",
+			build: func(b *builder) ([]want, []want) {
+				a := b.acquire(1, "x", 90, 100, 396, 1100)
+				b.releaseUnknown(1, "x", 150, 1150, 396)
+				b.section(2, "x", 1200, 406, 0)
+				top := b.section(3, "x", 1300, 415, 1)
+				c := b.acquire(1, "x", 1400, 1410, 396, 2410)
+				return []want{
+					{"token-regression", ops(top.acq.done, c.inv, c.done)},
+					{"duplicate-token", ops(a.done, c.done)},
+				}, nil
+			},
+			verdict: Invalid,
+			stats:   map[string]float64{"tokens": 4, "duplicate_tokens": 1, "continued_holds": 0, "token_regressions": 1},
+		},
+		{
+			name: "a re-grant after a release that succeeded is a duplicate",
+			build: func(b *builder) ([]want, []want) {
+				a := b.acquire(0, "x", 90, 100, 7, 1100)
+				b.release(0, "x", 150, 160, 7, lv(0, 7))
+				c := b.acquire(0, "x", 200, 210, 7, 1210)
+				return []want{{"duplicate-token", ops(a.done, c.done)}}, nil
+			},
+			verdict: Invalid,
+			stats:   map[string]float64{"duplicate_tokens": 1, "continued_holds": 0},
+		},
+		{
+			name: "a re-grant after a release that failed is a duplicate",
+			build: func(b *builder) ([]want, []want) {
+				a := b.acquire(0, "x", 90, 100, 7, 1100)
+				b.invoke(0, history.Release, 150, history.Value{Lock: "x", Token: tok(7), LockValue: lv(0, 7)})
+				b.fail(0, history.Release, 160, history.Value{Lock: "x"}, "not held")
+				c := b.acquire(0, "x", 200, 210, 7, 1210)
+				return []want{{"duplicate-token", ops(a.done, c.done)}}, nil
+			},
+			verdict: Invalid,
+			stats:   map[string]float64{"duplicate_tokens": 1, "continued_holds": 0},
+		},
+		{
+			name: "a re-grant with another lock value is a duplicate",
+			build: func(b *builder) ([]want, []want) {
+				a := b.acquire(0, "x", 90, 100, 7, 1100)
+				b.releaseUnknown(0, "x", 150, 1150, 7)
+				b.invoke(0, history.Acquire, 1160, history.Value{Lock: "x"})
+				c := b.ok(0, history.Acquire, 1170, history.Value{Lock: "x", Token: tok(7), LockValue: "another", ValidUntil: ms(2170)})
+				return []want{{"duplicate-token", ops(a.done, c)}}, nil
+			},
+			verdict: Invalid,
+			stats:   map[string]float64{"duplicate_tokens": 1, "continued_holds": 0},
+		},
+		{
+			name: "a re-grant after an acquire of unknown outcome is a duplicate",
+			build: func(b *builder) ([]want, []want) {
+				a := b.acquire(0, "x", 90, 100, 7, 1100)
+				b.releaseUnknown(0, "x", 150, 1150, 7)
+				b.invoke(0, history.Acquire, 1160, history.Value{Lock: "x"})
+				b.info(0, history.Acquire, 2160, history.Value{Lock: "x"})
+				c := b.acquire(0, "x", 2170, 2180, 7, 3180)
+				return []want{{"duplicate-token", ops(a.done, c.done)}}, nil
+			},
+			verdict: Invalid,
+			stats:   map[string]float64{"duplicate_tokens": 1, "continued_holds": 0},
+		},
+		{
+			name: "a re-grant to a process killed after its release is a duplicate",
+			build: func(b *builder) ([]want, []want) {
+				a := b.acquire(0, "x", 90, 100, 7, 1100)
+				b.releaseUnknown(0, "x", 150, 1150, 7)
+				b.invoke(history.NemesisProcess, "kill-client", 1155, history.Value{})
+				b.ok(history.NemesisProcess, "kill-client", 1156, history.Value{Targets: []string{"p0"}})
+				c := b.acquire(0, "x", 1200, 1210, 7, 2210)
+				return []want{{"duplicate-token", ops(a.done, c.done)}}, nil
+			},
+			verdict: Invalid,
+			stats:   map[string]float64{"duplicate_tokens": 1, "continued_holds": 0},
+		},
+		{
+			name: "a second grant to a holder that never released is a duplicate",
+			build: func(b *builder) ([]want, []want) {
+				a := b.acquire(0, "x", 90, 100, 7, 1100)
+				c := b.acquire(0, "x", 200, 210, 7, 1210)
+				return []want{{"duplicate-token", ops(a.done, c.done)}}, nil
+			},
+			verdict: Invalid,
+			stats:   map[string]float64{"duplicate_tokens": 1, "continued_holds": 0},
+		},
+		{
 			name: "tokens granted again after a reset are one duplicate anomaly per range",
 			build: func(b *builder) ([]want, []want) {
 				t := int64(100)
@@ -231,4 +363,12 @@ func TestDuplicateRangeIsExplained(t *testing.T) {
 	if len(dup) != 1 || dup[0] != want {
 		t.Fatalf("duplicate-token explanations %q, want exactly\n%s", dup, want)
 	}
+}
+
+// releaseUnknown appends a release by p of its hold with token t whose
+// outcome is unknown (info at done: its deadline passed).
+func (b *builder) releaseUnknown(p int, lock string, inv, done int64, t uint64) pair {
+	i := b.invoke(p, history.Release, inv, history.Value{Lock: lock, Token: tok(t), LockValue: lv(p, int(t))})
+	d := b.add(history.Info, p, history.Release, done, history.Value{Lock: lock, Token: tok(t), LockValue: lv(p, int(t))}, "context deadline exceeded")
+	return pair{i, d}
 }

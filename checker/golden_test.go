@@ -72,6 +72,60 @@ var goldenHistories = map[string]func(b *builder){
 		b.release(0, "x", 50, 51, 0, "")
 		b.release(1, "x", 52, 53, 0, "")
 	},
+	// A lease with tokens (etcd-mutex's re-entrant session): p1 holds token
+	// 851 when the leader is cut off; its release times out (info), and
+	// its next acquire is granted token 851 again, with the same lock
+	// value, no one else having been granted the lock in between (p2 gave
+	// up waiting). The same hold going on, not a duplicate.
+	"regrant-after-unknown-release.jsonl": func(b *builder) {
+		b.section(0, "x", 100, 850, 0)
+		b.acquire(1, "x", 200, 210, 851, 1210)
+		b.read(1, "x", 211, 212, 1)
+		b.write(1, "x", 213, 214, 2, 851, 214)
+		b.invoke(history.NemesisProcess, "partition-isolate", 215, history.Value{})
+		b.invoke(1, history.Release, 216, history.Value{Lock: "x", Token: tok(851), LockValue: lv(1, 851)})
+		b.ok(history.NemesisProcess, "partition-isolate", 220, history.Value{Targets: []string{"n2|n1,n3,c0,c1,c2"}})
+		b.invoke(2, history.Acquire, 300, history.Value{Lock: "x"})
+		b.fail(2, history.Acquire, 1300, history.Value{Lock: "x"}, "not acquired: gave up waiting for an older waiter to go: context deadline exceeded")
+		b.add(history.Info, 1, history.Release, 1216, history.Value{Lock: "x", Token: tok(851), LockValue: lv(1, 851)}, "context deadline exceeded")
+		b.acquire(1, "x", 1217, 1221, 851, 2221)
+		b.read(1, "x", 1222, 1223, 2)
+		b.write(1, "x", 1224, 1225, 3, 851, 1225)
+		b.release(1, "x", 1226, 1230, 851, lv(1, 851))
+		b.invoke(history.NemesisProcess, "heal-network", 2215, history.Value{})
+		b.ok(history.NemesisProcess, "heal-network", 2220, history.Value{})
+		b.section(2, "x", 2300, 900, 3)
+	},
+	// The same start, but p1's next acquire, invoked after its release
+	// timed out, is granted its old token 396 only after p2 and p3 were
+	// granted 406 and 415 (its release was applied late, between the
+	// re-grant in the lock service and the acquire's return, which waited
+	// long enough to leave the lease only 650 ms): the lease changed hands
+	// in between, so 396 is a duplicate. The fenced store refuses p1's
+	// write with it, and p1's release finds the lock gone.
+	"regrant-after-others.jsonl": func(b *builder) {
+		b.section(0, "x", 100, 390, 0)
+		b.acquire(1, "x", 200, 210, 396, 1210)
+		b.read(1, "x", 211, 212, 1)
+		b.write(1, "x", 213, 214, 2, 396, 214)
+		b.invoke(history.NemesisProcess, "partition-isolate", 215, history.Value{})
+		b.invoke(1, history.Release, 216, history.Value{Lock: "x", Token: tok(396), LockValue: lv(1, 396)})
+		b.ok(history.NemesisProcess, "partition-isolate", 220, history.Value{Targets: []string{"n2|n1,n3,c0,c1,c2,c3"}})
+		b.add(history.Info, 1, history.Release, 1216, history.Value{Lock: "x", Token: tok(396), LockValue: lv(1, 396)}, "context deadline exceeded")
+		b.invoke(1, history.Acquire, 1217, history.Value{Lock: "x"})
+		b.invoke(history.NemesisProcess, "heal-network", 1300, history.Value{})
+		b.ok(history.NemesisProcess, "heal-network", 1310, history.Value{})
+		b.section(2, "x", 1400, 406, 2)
+		b.section(3, "x", 1500, 415, 3)
+		b.ok(1, history.Acquire, 1600, history.Value{Lock: "x", Token: tok(396), LockValue: lv(1, 396), ValidUntil: ms(2250)})
+		b.read(1, "x", 1601, 1602, 4)
+		w := history.Value{Lock: "x", N: history.Num(5), Token: tok(396), LockValue: lv(1, 396)}
+		b.invoke(1, history.Write, 2300, w)
+		w.StoreTime = ms(2301)
+		b.fail(1, history.Write, 2302, w, "rejected: token 396 < 415")
+		b.invoke(1, history.Release, 2303, history.Value{Lock: "x", Token: tok(396), LockValue: lv(1, 396)})
+		b.fail(1, history.Release, 2305, history.Value{Lock: "x"}, "not held: key with revision 396 is gone")
+	},
 	// Session locks: p0's acquire times out (info): it may or may not have
 	// taken the lock. p1 then takes and releases the lock, and p0 retries
 	// and gets it: consistent with p0's first acquire never taking effect.

@@ -43,6 +43,15 @@ import (
 // holder and tells an expired one apart: the release then fails with
 // impls.ErrNotHeld, and its error says whether Session.Done() had fired (the
 // worker saw its lease expire while it believed it held the lock).
+//
+// A release whose deadline passes is of unknown outcome, and the session is
+// kept, as the library's users keep it. Mutex.Lock is re-entrant within a
+// session, so the next Acquire finds the session's key still there when
+// the release has not taken effect, and is granted it at once with the same
+// key and token: the same hold going on. The release may still be applied
+// later (a request delivered after a partition heals gets a fresh server
+// deadline); it then deletes that key, and the hold ends before ValidUntil
+// (docs/findings.md: a re-grant overtaken by a late release).
 type mutexClient struct {
 	*base
 	sess    *concurrency.Session
