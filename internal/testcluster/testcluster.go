@@ -15,14 +15,16 @@ import (
 
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/impls"
+	"github.com/locktest/locktest/internal/gate"
 )
 
 // Started starts c, which a provider's constructor returned with err, for
 // the test t and returns it: a constructor error (a server that is not
 // installed, bad options) or a start that fails within a minute fails t,
-// and c is stopped when t ends.
+// and c is stopped when t ends. Under -short it skips t (gate.Servers).
 func Started[C clusters.Cluster](t testing.TB, c C, err error) C {
 	t.Helper()
+	gate.Servers(t, fmt.Sprintf("a cluster (%T)", c))
 	if err != nil {
 		t.Fatalf("%v (make setup installs the servers)", err)
 	}
