@@ -50,6 +50,22 @@ var goldenHistories = map[string]func(b *builder){
 		b.fail(0, history.Write, 2110, history.Value{Lock: "x", N: history.Num(1), Token: tok(1), LockValue: lv(0, 1), StoreTime: ms(2105)}, "rejected: token 1 < 2")
 		b.release(0, "x", 2120, 2130, 1, "")
 	},
+	// The fenced store, and p0 wakes from its pause after its lease ran out
+	// but before anyone else took the lock: its write of token 1 is
+	// accepted, as no newer token exists yet. p1 then takes the lock with
+	// token 2, reads what p0 wrote and writes over it. A stale write that
+	// trampled nobody: a late-write note, no violation.
+	"late-write-fenced.jsonl": func(b *builder) {
+		b.acquire(0, "x", 0, 10, 1, 1010)
+		b.read(0, "x", 20, 30, 0)
+		b.invoke(history.NemesisProcess, "pause-client", 40, history.Value{Targets: []string{"p0"}})
+		b.ok(history.NemesisProcess, "pause-client", 41, history.Value{Targets: []string{"p0"}, Duration: ms(1000)})
+		b.invoke(1, history.Acquire, 1000, history.Value{Lock: "x"})
+		b.fail(1, history.Acquire, 1001, history.Value{Lock: "x"}, "not acquired")
+		b.write(0, "x", 1040, 1050, 1, 1, 1045)
+		b.release(0, "x", 1060, 1070, 1, "")
+		b.section(1, "x", 1100, 2, 1)
+	},
 	// p1 is granted token 3 after p0's grant of token 5 had completed.
 	"token-regression.jsonl": func(b *builder) {
 		b.section(0, "x", 100, 5, 0)
