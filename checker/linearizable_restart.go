@@ -53,7 +53,7 @@ const endedRelease = 1
 // restartOp is the f of the op that heals the server-killing faults.
 const restartOp = "restart-node"
 
-// crashes returns the restarts of h: the times, ascending, of the
+// restarts returns the restarts of h: the times, ascending, of the
 // restart-node invocations, each with whether it follows a crash (the ok of
 // a node fault healed by restart-node that completed after the restart
 // before it, if any).
