@@ -25,6 +25,9 @@ type RunFacts struct {
 	// Interrupted is a run stopped early (Ctrl-C, SIGTERM): it tested
 	// less than it was asked to, so it is never valid.
 	Interrupted bool
+	// ServerSessions says that the locks are session locks of one server,
+	// which a crash of its node ends (Linearizability.ServerSessions).
+	ServerSessions bool
 }
 
 // Interrupted is the problem of a run stopped before its time was up.
@@ -50,12 +53,20 @@ type Decision struct {
 
 // Decide runs the checkers a run of facts calls for on h (For: those of its
 // resource mode, the porcupine mutex model when the locks are not leases,
-// the register model) and decides the run's verdict. The visualization
+// told whether they are sessions of one server, the register model) and
+// decides the run's verdict. The visualization
 // covers at most maxVisualOps mutex ops. A run with problems is at best
 // Unknown: it did not test what it meant to. Decide is pure, like every
 // checker.
 func Decide(ctx context.Context, h *history.Table, facts RunFacts, maxVisualOps int) Decision {
-	rs, vis := RunVisual(ctx, h, maxVisualOps, For(facts.Mode, Leases(h))...)
+	cs := For(facts.Mode, Leases(h))
+	for i, c := range cs {
+		if l, ok := c.(Linearizability); ok && l.Model == MutexModel {
+			l.ServerSessions = facts.ServerSessions
+			cs[i] = l
+		}
+	}
+	rs, vis := RunVisual(ctx, h, maxVisualOps, cs...)
 	d := Judge(h, facts, rs)
 	d.Visual = vis
 	return d

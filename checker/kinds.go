@@ -38,6 +38,10 @@ const (
 	// KindLiveWriteRejected: the resource refused a write of a holder whose
 	// lease had not ended.
 	KindLiveWriteRejected = "live-write-rejected"
+	// KindLateWrite: the resource accepted a write of a holder whose lease
+	// had run out, before any other process was granted the lock: a stale
+	// write that trampled nobody.
+	KindLateWrite = "late-write"
 )
 
 // SafetyKinds are the anomaly kinds that break mutual exclusion or what
@@ -52,7 +56,7 @@ var SafetyKinds = []string{KindOverlappingHolds, KindForeignRelease, KindStaleWr
 var AnomalyKinds = append(slices.Clone(SafetyKinds), KindStuckLock)
 
 // NoteKinds are every kind of note a checker reports.
-var NoteKinds = []string{KindNoTokens, KindWriteRejected, KindLiveWriteRejected}
+var NoteKinds = []string{KindNoTokens, KindWriteRejected, KindLiveWriteRejected, KindLateWrite}
 
 // IsAnomalyKind reports whether kind is the kind of an anomaly some checker
 // reports.

@@ -81,6 +81,12 @@ const DefaultMaxWindowOps = 20_000
 type Linearizability struct {
 	Model   Model
 	Timeout time.Duration
+	// ServerSessions says that the locks are session locks of one server
+	// (a single MariaDB or PostgreSQL server): a crash of its node (an ok
+	// kill-node or power-loss) ends every session, so the restart that
+	// follows it ends what the ops of those sessions did (see
+	// linearizable_restart.go). Mutex model only.
+	ServerSessions bool
 	// WindowOps is the length windows are cut at, when they can be; 0 means
 	// DefaultWindowOps.
 	WindowOps int
@@ -233,6 +239,9 @@ func (m Model) describe(in linInput, out linOutput) string {
 	case 'r':
 		return fmt.Sprintf("p%d release(%s) -> %s", in.proc, in.lock, res)
 	case 'd':
+		if in.n == endedRelease {
+			return fmt.Sprintf("p%d release(%s) -> unknown, over by the server's restart: freed if p%d holds it", in.proc, in.lock, in.proc)
+		}
 		return fmt.Sprintf("p%d died: %s is freed if p%d holds it", in.proc, in.lock, in.proc)
 	case 'R':
 		return fmt.Sprintf("p%d read(%s) -> %d", in.proc, in.lock, out.n)
@@ -258,9 +267,21 @@ func (m Model) ops(ctx context.Context, h *history.Table) (map[string][]linOp, e
 	return m.allOps(ctx, h, false)
 }
 
+// ops returns, per lock name, the ops of h that c's model looks at, in
+// call order, after what the restarts prove when c.ServerSessions.
+func (c Linearizability) ops(ctx context.Context, h *history.Table) (map[string][]linOp, error) {
+	return c.Model.collectOps(ctx, h, false, c.ServerSessions)
+}
+
 // allOps is ops, with the mutex model's unknown acquires that cannot
 // matter kept when keepIdle.
 func (m Model) allOps(ctx context.Context, h *history.Table, keepIdle bool) (map[string][]linOp, error) {
+	return m.collectOps(ctx, h, keepIdle, false)
+}
+
+// collectOps is allOps, after what the server's restarts prove (see
+// endAtRestarts) when serverSessions and m is the mutex model.
+func (m Model) collectOps(ctx context.Context, h *history.Table, keepIdle, serverSessions bool) (map[string][]linOp, error) {
 	pair := h.Pair()
 	out := make(map[string][]linOp)
 	for i := range h.Len() {
@@ -309,8 +330,13 @@ func (m Model) allOps(ctx context.Context, h *history.Table, keepIdle bool) (map
 		lock := o.Value.Lock
 		out[lock] = append(out[lock], op)
 	}
+	var times []int64
+	var valid []bool
 	if m == MutexModel {
 		addDeaths(h, out)
+		if serverSessions {
+			times, valid = restarts(h)
+		}
 	}
 	for l, ops := range out {
 		slices.SortFunc(ops, func(a, b linOp) int {
@@ -319,8 +345,15 @@ func (m Model) allOps(ctx context.Context, h *history.Table, keepIdle bool) (map
 			}
 			return cmp.Compare(a.inv, b.inv)
 		})
-		if m == MutexModel && !keepIdle {
-			out[l] = dropIdleAcquires(ops)
+		if m != MutexModel {
+			continue
+		}
+		var ended []int64
+		if serverSessions {
+			ended = endAtRestarts(h, ops, times, valid)
+		}
+		if !keepIdle {
+			out[l] = dropIdleAcquires(ops, ended)
 		}
 	}
 	return out, nil
@@ -376,10 +409,16 @@ func addDeaths(h *history.Table, byLock map[string][]linOp) {
 // that can be taken after A (returning at or after A's call) is clean.
 // This is what lets the windows be cut after the usual unknown acquires: a
 // timed-out try whose process then carried on, or died.
-func dropIdleAcquires(ops []linOp) []linOp {
+//
+// ended, when not nil, gives per op the time by which a server restart
+// ended what the op did (math.MaxInt64: none; see endAtRestarts): a release
+// ok invoked at or after it cannot end the op's effect, and only the
+// release oks invoked before it need to be clean.
+func dropIdleAcquires(ops []linOp, ended []int64) []linOp {
 	type procOps struct {
-		acqs, frees []int // its acquire oks; its releases and deaths
-		unclean     int64 // latest return of a release ok that is not clean
+		acqs, frees []int   // its acquire oks; its releases and deaths
+		unclean     int64   // latest return of a release ok that is not clean
+		uncleanOps  []int32 // the release oks that are not clean, by call
 	}
 	procs := map[int]*procOps{}
 	for i := range ops {
@@ -410,14 +449,31 @@ func dropIdleAcquires(ops []linOp) []linOp {
 					(k+1 == len(pr.frees) || ops[pr.frees[k+1]].call > r.ret)
 				if !clean {
 					pr.unclean = max(pr.unclean, r.ret)
+					pr.uncleanOps = append(pr.uncleanOps, int32(i))
 				}
 			}
 			before = max(before, r.ret)
 		}
 	}
+	// idle reports whether the unknown acquire ops[i] cannot matter.
+	idle := func(i int) bool {
+		op, pr := &ops[i], procs[ops[i].in.proc]
+		if pr.unclean < op.call {
+			return true
+		}
+		if ended == nil || ended[i] == math.MaxInt64 {
+			return false
+		}
+		for _, j := range pr.uncleanOps {
+			if r := &ops[j]; r.ret >= op.call && r.call < ended[i] {
+				return false
+			}
+		}
+		return true
+	}
 	out := ops[:0]
-	for _, op := range ops {
-		if op.in.kind == 'a' && op.out.unknown && procs[op.in.proc].unclean < op.call {
+	for i, op := range ops {
+		if op.in.kind == 'a' && op.out.unknown && idle(i) {
 			continue
 		}
 		out = append(out, op)
@@ -452,7 +508,7 @@ func (c Linearizability) CheckVisual(ctx context.Context, h *history.Table, maxO
 	if c.Model != MutexModel && c.Model != RegisterModel {
 		return Result{Checker: c.Name(), Valid: Unknown, Anomalies: []Anomaly{}, Error: fmt.Sprintf("unknown model %q", c.Model)}, nil
 	}
-	byLock, err := c.Model.ops(ctx, h)
+	byLock, err := c.ops(ctx, h)
 	if err != nil {
 		return cancelled(c.Name(), err), nil
 	}
@@ -758,6 +814,9 @@ func (c Linearizability) explain(h *history.Table, w window, partials [][]int) A
 // 1.200s)".
 func describeLinOp(h *history.Table, op *linOp) string {
 	o := h.At(int(op.inv))
+	if op.in.kind == 'd' && o.F == history.Release {
+		return fmt.Sprintf("process %d's release (invoked at %s, of unknown outcome, over by the server's restart at %s)", op.in.proc, secs(o.Time), secs(op.ret))
+	}
 	if op.in.kind == 'd' {
 		return fmt.Sprintf("process %d's death (shown at %s)", op.in.proc, secs(o.Time))
 	}

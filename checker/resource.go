@@ -29,9 +29,13 @@ import (
 //     the writer's lease, or whose writer held no lease at all. The Ops are
 //     the writer's acquire ok, the write invocation and ok and, when there
 //     is one, the first acquire ok of the same lock by another process with
-//     a Time strictly between the lease end and the store time: the holder
+//     a Time after the lease end and at or before the store time: the holder
 //     the write trampled. Like all Anomaly.Ops they are listed in time
 //     order, so the trampled holder's acquire ok may precede the write ok.
+//     A write whose lease ran out (its valid_until, not a release of its
+//     writer, ended it) and that trampled nobody — no other process's
+//     acquire ok has a Time after the lease end and at or before the store
+//     time — is no anomaly but a "late-write" note (see below).
 //   - "lost-update": per lock, the accepted writes form a sequence in store
 //     time order (ties by the history index of their oks); writes of
 //     unknown outcome are not in it. A write's base is the n of the
@@ -63,12 +67,25 @@ import (
 // was still live, as in check-and-set mode after a woken stale holder
 // re-claimed the resource, an availability cost of the store's check.
 //
+// A "late-write" note names the writer's acquire ok and the write
+// invocation and ok of a stale write that trampled nobody: no other client
+// believed it held the lock between the lease end and the write, so no
+// critical section overlapped the write, every later holder read what it
+// wrote (what it overwrote, lost-update still reports), and the resource's
+// history is the one it would have been had the lease lasted until the
+// write. No store could have refused it for the lock's sake: a fenced
+// store had seen no newer token, because none had been granted. It is the
+// holder's overrun of its own lease, not a broken lock, so it does not
+// change the verdict; once another process is granted the lock before the
+// write lands, the same write is a stale-write.
+//
 // The verdict is invalid when there is an anomaly and valid otherwise.
 // Stats: "writes_accepted"; "writes_rejected" (every rejected write),
 // "saved_by_fencing" (those noted write-rejected) and
 // "live_writes_rejected" (those noted live-write-rejected);
 // "writes_failed" (failed writes the store never answered);
-// "writes_unknown"; "stale_writes"; "lost_updates" (lost-update anomalies)
+// "writes_unknown"; "stale_writes"; "late_writes" (those noted
+// late-write); "lost_updates" (lost-update anomalies)
 // and "updates_lost" (the updates they lost, summed); and, only when the
 // token-regression rule applies, "token_regressions" (anomalies) and
 // "regressed_writes" (accepted writes below an earlier token, the
@@ -121,7 +138,7 @@ func (c Resource) Check(ctx context.Context, h *history.Table) Result {
 
 	var acc []accepted
 	var tr *trampled
-	rejected, live, failed, unknown, stale := 0, 0, 0, 0, 0
+	rejected, live, failed, unknown, stale, late := 0, 0, 0, 0, 0, 0
 	for i := range v.writes {
 		if err := stopped(ctx, i); err != nil {
 			return cancelled(c.Name(), err)
@@ -162,6 +179,11 @@ func (c Resource) Check(ctx context.Context, h *history.Table) Result {
 			if tr == nil {
 				tr = newTrampled(v)
 			}
+			if v.trampledNobody(w, a.store, tr) {
+				late++
+				r.Notes = append(r.Notes, v.late(w, a.store))
+				continue
+			}
 			stale++
 			r.Anomalies = append(r.Anomalies, v.stale(w, a.store, tr))
 		}
@@ -197,6 +219,7 @@ func (c Resource) Check(ctx context.Context, h *history.Table) Result {
 	r.Stats["writes_failed"] = float64(failed)
 	r.Stats["writes_unknown"] = float64(unknown)
 	r.Stats["stale_writes"] = float64(stale)
+	r.Stats["late_writes"] = float64(late)
 	r.Stats["lost_updates"] = float64(lost)
 	r.Stats["updates_lost"] = float64(updates)
 	return settle(r)
@@ -288,7 +311,7 @@ func (v *view) stale(w *write, store int64, tr *trampled) Anomaly {
 	expl := fmt.Sprintf("process %d %s at %s, %s after %s at %s",
 		proc, v.wrote(w), secs(store), secs(store-hd.leaseEnd), ended, secs(hd.leaseEnd))
 	ops := []int32{hd.ok, w.inv, w.done}
-	if t := tr.find(v, hd.lock, proc, hd.leaseEnd, store); t >= 0 {
+	if t := tr.find(v, hd.lock, proc, hd.leaseEnd, store+1); t >= 0 {
 		o := &v.holds[t]
 		ops = append(ops, o.ok)
 		if tok := v.h.Token(int(o.ok)); tok != nil {
@@ -298,6 +321,33 @@ func (v *view) stale(w *write, store int64, tr *trampled) Anomaly {
 		}
 	}
 	return Anomaly{Kind: KindStaleWrite, Ops: v.indexes(ops...), Explanation: expl}
+}
+
+// trampledNobody reports whether w, accepted at store after its writer's
+// lease ended, is a late write: its writer held a lease that ran out (its
+// valid_until ended it, not the writer's release), and no other process
+// acquired the lock after the lease end and at or before store.
+func (v *view) trampledNobody(w *write, store int64, tr *trampled) bool {
+	if w.hold < 0 {
+		return false
+	}
+	hd := &v.holds[w.hold]
+	if hd.leaseEnd == noEnd || hd.release >= 0 && v.h.Time(int(hd.release)) <= hd.leaseEnd {
+		return false
+	}
+	return tr.find(v, hd.lock, hd.proc, hd.leaseEnd, store+1) < 0
+}
+
+// late notes an accepted write whose writer's lease had run out, before any
+// other process acquired the lock.
+func (v *view) late(w *write, store int64) Anomaly {
+	hd := &v.holds[w.hold]
+	return Anomaly{
+		Kind: KindLateWrite,
+		Ops:  v.indexes(hd.ok, w.inv, w.done),
+		Explanation: fmt.Sprintf("process %d %s at %s, %s after its lease ended at %s, but before any other process acquired the lock: a stale write that trampled nobody",
+			hd.proc, v.wrote(w), secs(store), secs(store-hd.leaseEnd), secs(hd.leaseEnd)),
+	}
 }
 
 // rejectedWhat renders "write of token 41", "write of 12" or "write", and

@@ -48,6 +48,44 @@ func TestResource(t *testing.T) {
 			explained: `process 3 wrote 12 under lock "x" with token 41 at 12.403s, 0.900s after its lease ended at 11.503s; process 1 had acquired token 42 at 12.100s`,
 		},
 		{
+			name: "a stale write that trampled nobody is a late write",
+			mode: "fenced",
+			build: func(b *builder) ([]want, []want) {
+				a := b.acquire(0, "x", 0, 10, 1, 1010)
+				b.read(0, "x", 20, 30, 0)
+				w := b.write(0, "x", 1040, 1050, 1, 1, 1045) // woken after its lease ran out
+				b.release(0, "x", 1060, 1070, 1, "")
+				b.section(1, "x", 1100, 2, 1) // the next holder reads what it wrote
+				return nil, []want{{"late-write", ops(a.done, w.inv, w.done)}}
+			},
+			verdict:   Valid,
+			stats:     map[string]float64{"writes_accepted": 2, "stale_writes": 0, "late_writes": 1, "lost_updates": 0, "token_regressions": 0},
+			explained: `process 0 wrote 1 under lock "x" with token 1 at 1.045s, 0.035s after its lease ended at 1.010s, but before any other process acquired the lock: a stale write that trampled nobody`,
+		},
+		{
+			name: "a late write in mode none is a late write too",
+			mode: "none",
+			build: func(b *builder) ([]want, []want) {
+				a := b.acquire(0, "x", 0, 10, 0, 1010)
+				w := b.write(0, "x", 1040, 1050, 1, 0, 1045)
+				return nil, []want{{"late-write", ops(a.done, w.inv, w.done)}}
+			},
+			verdict: Valid,
+			stats:   map[string]float64{"stale_writes": 0, "late_writes": 1},
+		},
+		{
+			name: "a holder granted at the very ns the late write is stored is trampled",
+			mode: "fenced",
+			build: func(b *builder) ([]want, []want) {
+				a := b.acquire(0, "x", 0, 10, 1, 1010)
+				c := b.acquire(1, "x", 1020, 1045, 2, 2045)
+				w := b.write(0, "x", 1040, 1050, 1, 1, 1045)
+				return []want{{"stale-write", ops(a.done, w.inv, c.done, w.done)}}, nil
+			},
+			verdict: Invalid,
+			stats:   map[string]float64{"stale_writes": 1, "late_writes": 0},
+		},
+		{
 			name: "stale write after its own release",
 			build: func(b *builder) ([]want, []want) {
 				a := b.acquire(0, "x", 90, 100, 0, 0)

@@ -1,9 +1,11 @@
 package matrix
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -380,4 +382,126 @@ func MeasureAvailability(h history.History, fault, heal string) Availability {
 		}
 	}
 	return a
+}
+
+// RestartExposure is what the kills of one kill/restart run gave a
+// violation a chance at.
+type RestartExposure struct {
+	// Restarts counts the kills of a node that completed ok and were
+	// followed by the node's restart (a restart-node ok).
+	Restarts int
+	// Across counts those of them that a holder lived through: a client
+	// was granted the lock before the kill completed and still held it
+	// (it had not invoked its release, its lease had not run out, it had
+	// not died) when the restart completed.
+	Across int
+	// Holds are the lengths of the run's holds that ended (from an
+	// acquire ok to the holder's release invocation, lease end or death),
+	// ascending.
+	Holds []time.Duration
+}
+
+// HoldsText renders the holds' lengths as "holds of 2.0–3.1 s (median
+// 2.5 s)", or "" without a hold.
+func HoldsText(holds []time.Duration) string {
+	if len(holds) == 0 {
+		return ""
+	}
+	s := func(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', 1, 64) }
+	med := holds[len(holds)/2]
+	if len(holds)%2 == 0 {
+		med = (holds[len(holds)/2-1] + med) / 2
+	}
+	return fmt.Sprintf("holds of %s–%s s (median %s s)", s(holds[0]), s(holds[len(holds)-1]), s(med))
+}
+
+// restartOp is the f of the op that heals the faults that kill a node.
+const restartOp = "restart-node"
+
+// MeasureRestarts measures, for a kill/restart run, which restarts of the
+// killed node came while a holder still held the lock it had been granted
+// before the kill. A crash is the ok of a node fault that restart-node
+// heals (kill-node, power-loss); its restart is the first restart-node ok
+// after it. A hold runs from an acquire ok to the first of the holder's
+// next release or acquire invocation, its valid_until (when set) and its
+// death (a "worker exited" info of it, or the ok of a fault that kills it);
+// one still open at the end of the history ends there and is not counted
+// among Holds.
+func MeasureRestarts(h history.History) RestartExposure {
+	ops := slices.Clone(h)
+	slices.SortStableFunc(ops, func(a, b history.Op) int { return cmp.Compare(a.Time, b.Time) })
+	type hold struct{ start, end int64 }
+	var holds []hold
+	open := map[int]int{} // process → index in holds of its open hold
+	end := func(p int, at int64) {
+		if i, ok := open[p]; ok {
+			holds[i].end = min(holds[i].end, at)
+			delete(open, p)
+		}
+	}
+	type crash struct{ killed, back int64 }
+	var crashes []crash
+	for _, o := range ops {
+		if o.IsNemesis() {
+			switch {
+			case o.Type == history.OK && o.F == restartOp:
+				for i := range crashes {
+					if crashes[i].back == 0 {
+						crashes[i].back = o.Time
+					}
+				}
+			case o.Type == history.OK:
+				if k, ok := history.FaultOfOp(o.F); ok && k.Family == history.FamilyNode && k.Heal == restartOp {
+					crashes = append(crashes, crash{killed: o.Time})
+				}
+				if history.Kills(o) {
+					for _, t := range o.Value.Targets {
+						var p int
+						if _, err := fmt.Sscanf(t, "p%d", &p); err == nil {
+							end(p, o.Time)
+						}
+					}
+				}
+			}
+			continue
+		}
+		switch {
+		case o.Type == history.Invoke && (o.F == history.Release || o.F == history.Acquire):
+			end(o.Process, o.Time)
+		case o.Type == history.Info && strings.HasPrefix(o.Error, "worker exited"):
+			end(o.Process, o.Time)
+		}
+		if o.F == history.Acquire && o.Type == history.OK {
+			e := int64(math.MaxInt64)
+			if o.Value.ValidUntil > 0 {
+				e = o.Value.ValidUntil
+			}
+			open[o.Process] = len(holds)
+			holds = append(holds, hold{start: o.Time, end: e})
+		}
+	}
+	var x RestartExposure
+	for _, c := range crashes {
+		if c.back == 0 {
+			continue
+		}
+		x.Restarts++
+		for _, hd := range holds {
+			if hd.start <= c.killed && hd.end > c.back {
+				x.Across++
+				break
+			}
+		}
+	}
+	stillOpen := map[int]bool{}
+	for _, i := range open {
+		stillOpen[i] = true
+	}
+	for i, hd := range holds {
+		if !stillOpen[i] && hd.end >= hd.start {
+			x.Holds = append(x.Holds, time.Duration(hd.end-hd.start))
+		}
+	}
+	slices.Sort(x.Holds)
+	return x
 }

@@ -2,6 +2,7 @@ package matrix
 
 import (
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -260,5 +261,107 @@ func TestMeasureAvailability(t *testing.T) {
 	}
 	if got := MeasureAvailability((&hist{}).acquire(0, 0, 1, history.OK).h, "kill-node", "restart-node"); got.Windows != 0 || !math.IsNaN(got.SuccessDuring()) {
 		t.Errorf("no fault: %+v", got)
+	}
+}
+
+// TestMeasureRestarts checks which restarts of a killed node came while a
+// holder still worked: the holder granted before the kill and still
+// holding when the restart completed counts, one that invoked its release
+// before, one whose lease ran out before, and one granted after the kill
+// do not; a kill with no restart is not a restart.
+func TestMeasureRestarts(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		build        func(b *hist)
+		restarts, in int
+		holds        int
+	}{
+		{"holder working across the restart", func(b *hist) {
+			b.acquire(0, 0, 10, history.OK)
+			b.nemesis("kill-node", 100, 110, "n1")
+			b.nemesis("restart-node", 1110, 1250, "n1")
+			b.release(0, 2000, 2001)
+		}, 1, 1, 1},
+		{"holder done before the node was back", func(b *hist) {
+			b.acquire(0, 0, 10, history.OK)
+			b.nemesis("kill-node", 100, 110, "n1")
+			b.release(0, 500, 501)
+			b.nemesis("restart-node", 1110, 1250, "n1")
+		}, 1, 0, 1},
+		{"lease ran out while the node was down", func(b *hist) {
+			b.add(history.Invoke, 0, history.Acquire, 0, history.Value{Lock: "lock-0"})
+			b.add(history.OK, 0, history.Acquire, 10, history.Value{Lock: "lock-0", ValidUntil: 600e6})
+			b.nemesis("kill-node", 100, 110, "n1")
+			b.nemesis("restart-node", 1110, 1250, "n1")
+			b.release(0, 2000, 2001)
+		}, 1, 0, 1},
+		{"granted after the kill", func(b *hist) {
+			b.nemesis("kill-node", 100, 110, "n1")
+			b.acquire(0, 105, 120, history.OK)
+			b.nemesis("restart-node", 1110, 1250, "n1")
+			b.release(0, 2000, 2001)
+		}, 1, 0, 1},
+		{"a kill with no restart", func(b *hist) {
+			b.acquire(0, 0, 10, history.OK)
+			b.nemesis("kill-node", 100, 110, "n1")
+		}, 0, 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var b hist
+			tc.build(&b)
+			x := MeasureRestarts(b.h)
+			if x.Restarts != tc.restarts || x.Across != tc.in || len(x.Holds) != tc.holds {
+				t.Errorf("restarts %d, across %d, holds %v; want %d, %d and %d holds", x.Restarts, x.Across, x.Holds, tc.restarts, tc.in, tc.holds)
+			}
+		})
+	}
+	if got := HoldsText([]time.Duration{2 * time.Second, 2500 * time.Millisecond, 3100 * time.Millisecond}); got != "holds of 2.0–3.1 s (median 2.5 s)" {
+		t.Errorf("HoldsText = %q", got)
+	}
+}
+
+// TestKillRestartNeedsAHolderAcrossTheRestart checks that a kill/restart
+// run of a one-node backend without a violation is held only when a holder
+// lived through a restart: otherwise it could not show a violation, and
+// its cell says so instead of "held". A violation stays one, and a backend
+// of several nodes keeps the rule of the other classes.
+func TestKillRestartNeedsAHolderAcrossTheRestart(t *testing.T) {
+	clean := Safety{Conclusive: true, Kinds: map[string]int{}, Faults: 3, Effective: 3}
+	violated := Safety{Conclusive: true, Violated: true, Kinds: map[string]int{"overlapping-holds": 1}, Faults: 3, Effective: 3}
+	for _, tc := range []struct {
+		name       string
+		s          Safety
+		nodes      int
+		x          RestartExposure
+		conclusive bool
+	}{
+		{"no holder across a restart", clean, 1, RestartExposure{Restarts: 3}, false},
+		{"a holder across a restart", clean, 1, RestartExposure{Restarts: 3, Across: 1}, true},
+		{"a violation", violated, 1, RestartExposure{Restarts: 3}, true},
+		{"several nodes", clean, 3, RestartExposure{Restarts: 3}, true},
+	} {
+		got := tc.s.needsHolderAcrossRestart(tc.nodes, tc.x)
+		if got.Conclusive != tc.conclusive || !tc.conclusive && got.Reason != NoHolderAcrossRestart {
+			t.Errorf("%s: conclusive %v (%q), want %v", tc.name, got.Conclusive, got.Reason, tc.conclusive)
+		}
+	}
+	// A cell of such runs is inconclusive, with the reason and the holds
+	// they tested, not held.
+	job := Job{Probe: ProbeSafety, Class: ClassKillRestart}
+	var rs []Result
+	for range 2 {
+		x := RestartExposure{Restarts: 2, Holds: []time.Duration{5 * time.Millisecond, 7 * time.Millisecond}}
+		rs = append(rs, Result{Job: job, Safety: clean.needsHolderAcrossRestart(1, x), Restart: &x})
+	}
+	cell := safetyCell(rs)
+	if cell.Status != reports.StatusInconclusive || !strings.Contains(cell.Reason, NoHolderAcrossRestart) ||
+		!strings.Contains(cell.Reason, "0 of the 4 restarts came while a holder was still working; holds of 0.0–0.0 s") {
+		t.Errorf("cell %s: %s", cell.Status, cell.Reason)
+	}
+	x := RestartExposure{Restarts: 2, Across: 1, Holds: []time.Duration{2 * time.Second}}
+	rs[1] = Result{Job: job, Safety: clean.needsHolderAcrossRestart(1, x), Restart: &x}
+	if cell := safetyCell(rs); cell.Status != reports.StatusHeld || !strings.Contains(cell.Reason, "1 more run(s) inconclusive") ||
+		!strings.Contains(cell.Reason, "1 of the 4 restarts came while a holder was still working") {
+		t.Errorf("cell %s: %s", cell.Status, cell.Reason)
 	}
 }

@@ -55,6 +55,18 @@ const (
 // measure availability with one node lost.
 const killRestartFault = "kill-node"
 
+// OneNodeKillRestartTime is the shortest workload of a kill/restart run of
+// a one-node backend, whose critical sections last seconds (OneNodeWork).
+const OneNodeKillRestartTime = 12 * time.Second
+
+// OneNodeWork returns the shortest and longest critical section (the work
+// between the read and the write) of a kill/restart run of a one-node
+// backend whose node stays down for down: two and three times down, so that
+// a holder granted the lock before a kill is, most of the time, still
+// working when the node is back (down, then a start that takes a fraction
+// of a second).
+func OneNodeWork(down time.Duration) (lo, hi time.Duration) { return 2 * down, 3 * down }
+
 // Classes are the fault classes in the order of the matrix's columns.
 var Classes = []Class{ClassNone, ClassClientPause, ClassNodePause, ClassKillRestart, ClassPartition, ClassClock}
 
@@ -294,7 +306,7 @@ func (o Options) job(impl impls.Impl, p Probe, c Class, seed int64) Job {
 	cfg.TTL, cfg.Duration, cfg.Clients, cfg.Locks = o.TTL, o.Duration, o.Clients, 1
 	// The tight retry the matrix was measured with: contention at its
 	// highest (docs/performance.md).
-	cfg.Think, cfg.Work, cfg.Retry, cfg.Backoff = 0, 0, 5*time.Millisecond, workloads.BackoffUniform
+	cfg.Think, cfg.Work, cfg.WorkMin, cfg.Retry, cfg.Backoff = 0, 0, 0, 5*time.Millisecond, workloads.BackoffUniform
 	cfg.Interval, cfg.Window, cfg.NodeDown, cfg.Quiet = time.Second, 2*time.Second, time.Second, time.Second
 	cfg.ClientPause, cfg.ClockBump = 4*o.TTL, 0
 	cfg.PausePoint, cfg.KillHolder, cfg.MaxCriticalSections = workloads.PointAfterAcquire, false, 0
@@ -321,6 +333,15 @@ func (o Options) job(impl impls.Impl, p Probe, c Class, seed int64) Job {
 			// and the lease outlasts the section, so that only the fault
 			// can end it early.
 			cfg.Work = cfg.NodeDown * 3 / 2
+			if impl.Nodes == 1 {
+				// The one node is the lock service: nothing is granted
+				// while it is down, so only a holder still working when it
+				// is back can meet the next holder. Every section lasts
+				// longer than the restart (the node down, then its start),
+				// and the run is long enough for a few of them.
+				cfg.WorkMin, cfg.Work = OneNodeWork(cfg.NodeDown)
+				cfg.Duration = max(cfg.Duration, OneNodeKillRestartTime)
+			}
 			cfg.TTL = max(cfg.TTL, 2*cfg.Work)
 		}
 	}
@@ -333,6 +354,9 @@ func (o Options) job(impl impls.Impl, p Probe, c Class, seed int64) Job {
 		cfg.Clients, cfg.TTL, cfg.Duration, seed, cfg.ClientPause))
 	if cfg.Work > 0 {
 		cmd = append(cmd, "--work "+cfg.Work.String())
+	}
+	if cfg.WorkMin > 0 {
+		cmd = append(cmd, "--work-min "+cfg.WorkMin.String())
 	}
 	if cfg.KillHolder {
 		cmd = append(cmd, "--kill-holder")

@@ -203,28 +203,42 @@ func TestPlanGivesExternalClientsRowsOfTheirOwn(t *testing.T) {
 
 // Under kill/restart a holder's critical section outlasts the node's
 // restart and its lease outlasts the section, so that the fault, not the
-// lease, is what can break mutual exclusion; its command says so.
+// lease, is what can break mutual exclusion; its command says so. On a
+// one-node backend, whose one node is the lock service, every section
+// outlasts the restart (its shortest one too), and the run is long enough
+// for a few of them.
 func TestKillRestartSectionsOutlastTheRestart(t *testing.T) {
-	o := DefaultOptions()
-	o.Impls, o.Classes = []string{"redis-set-nx-px"}, []Class{ClassKillRestart}
-	jobs, err := Plan(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	found := false
-	for _, j := range jobs {
-		c := j.Config
-		switch {
-		case j.Probe == ProbeSafety && j.Class == ClassKillRestart:
-			found = true
-			if c.Work <= c.NodeDown || c.TTL < 2*c.Work || !strings.Contains(c.Command, "--work "+c.Work.String()) || !strings.Contains(c.Command, "--ttl "+c.TTL.String()) {
-				t.Errorf("kill-restart job: work %v, down %v, ttl %v, command %q", c.Work, c.NodeDown, c.TTL, c.Command)
-			}
-		case c.Work != 0 || c.TTL != o.TTL:
-			t.Errorf("%s: work %v, ttl %v; want 0 and %v", j.Label(), c.Work, c.TTL, o.TTL)
+	for _, tc := range []struct {
+		impl    string
+		oneNode bool
+	}{{"redis-set-nx-px", true}, {"mysql-get-lock", true}, {"etcd-mutex", false}} {
+		o := DefaultOptions()
+		o.Impls, o.Classes = []string{tc.impl}, []Class{ClassKillRestart}
+		jobs, err := Plan(o)
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if !found {
-		t.Error("no kill-restart safety job")
+		found := false
+		for _, j := range jobs {
+			c := j.Config
+			switch {
+			case j.Probe == ProbeSafety && j.Class == ClassKillRestart:
+				found = true
+				if c.Work <= c.NodeDown || c.TTL < 2*c.Work || !strings.Contains(c.Command, "--work "+c.Work.String()) || !strings.Contains(c.Command, "--ttl "+c.TTL.String()) {
+					t.Errorf("%s kill-restart job: work %v, down %v, ttl %v, command %q", tc.impl, c.Work, c.NodeDown, c.TTL, c.Command)
+				}
+				if tc.oneNode && (c.WorkMin <= c.NodeDown+c.NodeDown/2 || c.Duration < OneNodeKillRestartTime || !strings.Contains(c.Command, "--work-min "+c.WorkMin.String())) {
+					t.Errorf("%s kill-restart job: work-min %v, down %v, time %v, command %q", tc.impl, c.WorkMin, c.NodeDown, c.Duration, c.Command)
+				}
+				if !tc.oneNode && (c.WorkMin != 0 || c.Duration != o.Duration) {
+					t.Errorf("%s kill-restart job: work-min %v, time %v; want 0 and %v", tc.impl, c.WorkMin, c.Duration, o.Duration)
+				}
+			case c.Work != 0 || c.WorkMin != 0 || c.TTL != o.TTL:
+				t.Errorf("%s: work %v, work-min %v, ttl %v; want 0, 0 and %v", j.Label(), c.Work, c.WorkMin, c.TTL, o.TTL)
+			}
+		}
+		if !found {
+			t.Errorf("%s: no kill-restart safety job", tc.impl)
+		}
 	}
 }

@@ -375,7 +375,7 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	// unfinished, so `locktest check` of a run whose driver was killed
 	// still knows its resource mode and expectation.
 	if err := runstore.WriteResults(dir, runstore.Results{Run: info, Valid: checker.Unknown,
-		Problems: []string{"the run did not finish: its driver stopped before checking; `locktest check` this folder"}}); err != nil {
+		Problems: []string{runstore.Unfinished}}); err != nil {
 		return nil, setupErr("store: %v", err)
 	}
 
@@ -420,7 +420,7 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 		// A driver killed from here on leaves a lab behind: say which, so
 		// the folder tells what `locktest cleanup` will remove.
 		if err := runstore.WriteResults(dir, runstore.Results{Run: info, Valid: checker.Unknown,
-			Problems: []string{"the run did not finish: its driver stopped before checking; `locktest check` this folder"}}); err != nil {
+			Problems: []string{runstore.Unfinished}}); err != nil {
 			return nil, setupErr("store: %v", err)
 		}
 	}
@@ -435,7 +435,7 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	// leaves the first results.json, which says as much (unknown,
 	// unfinished), and the run goes on to end with its store problem.
 	if err := runstore.WriteResults(dir, runstore.Results{Run: info, Valid: checker.Unknown,
-		Problems: []string{"the run did not finish: its driver stopped before checking; `locktest check` this folder"}}); err != nil {
+		Problems: []string{runstore.Unfinished}}); err != nil {
 		lg.Warn("results.json keeps no versions until the run ends", "err", err)
 	}
 	network := plat.network(cl)

@@ -126,7 +126,21 @@ type Results struct {
 // Facts are what checker.Decide needs to know of the run besides its
 // history.
 func (r RunInfo) Facts() checker.RunFacts {
-	return checker.RunFacts{Mode: r.Mode, Faults: r.Faults, Errors: r.Errors, Interrupted: r.Interrupted}
+	return checker.RunFacts{Mode: r.Mode, Faults: r.Faults, Errors: r.Errors, Interrupted: r.Interrupted,
+		ServerSessions: r.ServerSessions()}
+}
+
+// sessionBackends are the backends whose locks, when they are not leases,
+// belong to the sessions of the server they were taken on and live in its
+// memory: MariaDB's GET_LOCK and row locks, PostgreSQL's advisory and row
+// locks. A kill of the server ends them all.
+var sessionBackends = []string{"mysql", "postgres"}
+
+// ServerSessions reports whether the run's locks, when they are not leases,
+// are sessions of one server (a one-node MariaDB or PostgreSQL backend), so
+// that a crash of that node ends every one (checker.RunFacts).
+func (r RunInfo) ServerSessions() bool {
+	return r.Nodes == 1 && slices.Contains(sessionBackends, r.Backend)
 }
 
 // New returns the results of a run made as info and decided as d.
@@ -224,6 +238,79 @@ func ReadRunInfo(dir string) (RunInfo, error) {
 		}
 	}
 	return info, nil
+}
+
+// Unfinished is the problem that results.json names while a run goes: the
+// driver writes it with the run's settings before the first op, and the
+// results of the finished run replace it. A results.json that still names
+// it belongs to a run whose driver stopped (SIGKILL, a crash, a job
+// timeout) before it checked the history; its history is a prefix.
+const Unfinished = "the run did not finish: its driver stopped before checking; `locktest check` this folder"
+
+// UnfinishedChecked is the problem `locktest check` gives a run whose
+// results.json says it did not finish (see Unfinished): what it checks is a
+// prefix of the run, which may hold a violation but never shows the run
+// valid. It is kept among the run's errors, so that every later check of
+// the folder finds it again.
+const UnfinishedChecked = "the run did not finish (its driver stopped before checking): its history is only a prefix of the run, so it is never valid"
+
+// Head is the part of results.json before the checkers' results: the run's
+// description and the problems of its verdict.
+type Head struct {
+	Run      RunInfo
+	Valid    checker.Verdict
+	Problems []string
+}
+
+// Unfinished reports whether the results are those of a run that did not
+// finish: they name Unfinished among their problems, or UnfinishedChecked
+// among the run's errors (a check of such a run wrote them).
+func (h Head) Unfinished() bool {
+	return slices.Contains(h.Problems, Unfinished) || slices.Contains(h.Run.Errors, UnfinishedChecked) ||
+		slices.Contains(h.Problems, UnfinishedChecked)
+}
+
+// ReadHead reads dir's results.json up to the checkers' results, which
+// WriteResults puts after the run, the verdict and the problems, so that
+// their anomalies are not read at all. Errors are as ReadResults's.
+func ReadHead(dir string) (Head, error) {
+	path := filepath.Join(dir, ResultsFile)
+	f, err := os.Open(path)
+	if err != nil {
+		return Head{}, err
+	}
+	defer f.Close()
+	var h Head
+	bad := func(err error) (Head, error) { return Head{}, fmt.Errorf("%s: %w", path, err) }
+	d := json.NewDecoder(bufio.NewReader(f))
+	if t, err := d.Token(); err != nil {
+		return bad(err)
+	} else if t != json.Delim('{') {
+		return bad(fmt.Errorf("not a JSON object"))
+	}
+	for d.More() {
+		t, err := d.Token()
+		if err != nil {
+			return bad(err)
+		}
+		var into any
+		switch t {
+		case "checkers":
+			return h, nil
+		case "run":
+			into = &h.Run
+		case "valid":
+			into = &h.Valid
+		case "problems":
+			into = &h.Problems
+		default:
+			into = &json.RawMessage{}
+		}
+		if err := d.Decode(into); err != nil {
+			return bad(err)
+		}
+	}
+	return h, nil
 }
 
 // WriteJSON writes v to path as indented JSON, atomically.

@@ -218,3 +218,74 @@ func TestLinkLatestConcurrently(t *testing.T) {
 		t.Errorf("temporary links left: %v", left)
 	}
 }
+
+// TestReadHead reads the run, the verdict and the problems of a
+// results.json without its checkers' results, and tells the results of a
+// run that did not finish from those of one that did.
+func TestReadHead(t *testing.T) {
+	want := sampleResults()
+	want.Problems = []string{Unfinished}
+	info, _ := json.Marshal(want.Run)
+	for _, tt := range []struct {
+		name, text string
+		unfinished bool
+	}{
+		{"as written", "", true},
+		// The checkers' results are never read: here they are not JSON.
+		{"checkers unread", `{"run": ` + string(info) + `, "valid": "true", "problems": ["x"], "checkers": [{{{`, false},
+		{"unfinished, rest unread", `{"run": ` + string(info) + `, "valid": "unknown", "problems": ["` + Unfinished + `"], "checkers": [{{{`, true},
+		{"checked once", `{"run": {"errors": ["` + UnfinishedChecked + `"]}, "valid": "false"}`, true},
+		{"no problems", `{"run": ` + string(info) + `, "valid": "true"}`, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if tt.text == "" {
+				if err := WriteResults(dir, want); err != nil {
+					t.Fatal(err)
+				}
+			} else if err := os.WriteFile(filepath.Join(dir, ResultsFile), []byte(tt.text), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			h, err := ReadHead(dir)
+			if err != nil {
+				t.Fatalf("ReadHead: %v", err)
+			}
+			if h.Unfinished() != tt.unfinished {
+				t.Errorf("Unfinished() = %v, want %v (head %+v)", h.Unfinished(), tt.unfinished, h)
+			}
+			if tt.text == "" && (!reflect.DeepEqual(h.Run, want.Run) || h.Valid != want.Valid || !slices.Equal(h.Problems, want.Problems)) {
+				t.Errorf("ReadHead = %+v, want the run, verdict and problems of %+v", h, want)
+			}
+		})
+	}
+	if _, err := ReadHead(t.TempDir()); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("ReadHead without results.json: %v, want os.ErrNotExist", err)
+	}
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, ResultsFile), []byte(`{"run": {"impl": 3}}`), 0o644)
+	if _, err := ReadHead(dir); err == nil || !strings.Contains(err.Error(), ResultsFile) {
+		t.Errorf("ReadHead of a corrupt run = %v, want an error naming %s", err, ResultsFile)
+	}
+}
+
+// TestServerSessions checks which runs' locks are sessions of one server
+// that a crash of its node ends.
+func TestServerSessions(t *testing.T) {
+	for _, tc := range []struct {
+		backend string
+		nodes   int
+		want    bool
+	}{
+		{"mysql", 1, true},
+		{"postgres", 1, true},
+		{"mysql", 3, false},
+		{"zookeeper", 1, false}, // sessions outlive a restart
+		{"redis", 1, false},
+		{"", 0, false}, // a history checked without results.json
+	} {
+		info := RunInfo{Backend: tc.backend, Nodes: tc.nodes}
+		if got := info.ServerSessions(); got != tc.want || info.Facts().ServerSessions != tc.want {
+			t.Errorf("%s with %d nodes: ServerSessions() = %v, want %v", tc.backend, tc.nodes, got, tc.want)
+		}
+	}
+}

@@ -34,7 +34,12 @@ order, a double invoke, a completion without its invoke) is refused with its
 line number and reason (exit 2), and nothing is rewritten. A last line cut
 short (no newline: the machine crashed or the disk filled while it was
 written) is not: the ops before it are checked, and the cut line is a run
-problem, so the verdict is at best unknown.`,
+problem, so the verdict is at best unknown.
+
+A run whose results.json says it did not finish (its driver was killed, or
+crashed, before it checked) is never valid, whatever its history's prefix
+shows: invalid (exit 1) when the prefix holds a violation, else unknown
+(exit 3), as for a run stopped by Ctrl-C or SIGTERM.`,
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			if profile != "" {
@@ -102,7 +107,9 @@ func newReportCmd() *cobra.Command {
 }
 
 // loadRun reads the history of a stored run and the run's description from
-// its results.json, if there is one. A history whose last line was cut short
+// its results.json, if there is one. When results.json says the run did not
+// finish (runstore.Head.Unfinished), the description's errors name
+// runstore.UnfinishedChecked, so the run's verdict is at best unknown. A history whose last line was cut short
 // is returned (without that line) with its error, which wraps
 // history.ErrTruncated in a *history.LineError; any other bad history is
 // an error alone.
@@ -118,10 +125,17 @@ func loadRun(arg string) (dir string, h *history.Table, info runstore.RunInfo, e
 	if herr != nil && !errors.Is(herr, history.ErrTruncated) {
 		return "", nil, info, herr
 	}
-	prev, rerr := runstore.ReadRunInfo(dir)
+	prev, rerr := runstore.ReadHead(dir)
 	switch {
 	case rerr == nil:
-		info = prev
+		info = prev.Run
+		// A run whose driver stopped before checking (killed, crashed, cut
+		// off by a job's timeout) left a prefix of its history: never
+		// valid, whatever the prefix shows. The problem stays among the
+		// run's errors, so that a second check finds it too.
+		if prev.Unfinished() && !slices.Contains(info.Errors, runstore.UnfinishedChecked) {
+			info.Errors = append(info.Errors, runstore.UnfinishedChecked)
+		}
 	case errors.Is(rerr, os.ErrNotExist):
 		info = runstore.RunInfo{Name: filepath.Base(dir), Expect: "valid"} // resource mode unknown: check everything
 	default:
