@@ -72,7 +72,7 @@ func (r Result) Report() string {
 
 // Measure computes what the matrix needs of one stored run.
 func Measure(job Job, dir string, res runstore.Results, h history.History) Result {
-	r := Result{Job: job, Dir: dir, Results: res, Safety: ClassifySafety(res, h)}
+	r := Result{Job: job, Dir: dir, Results: res, Safety: ClassifySafety(res)}
 	r.P50, r.P99, r.Acquired = Latency(h)
 	r.Throughput = Throughput(h)
 	r.Tokens = Tokens(h)

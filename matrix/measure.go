@@ -45,42 +45,10 @@ type Safety struct {
 	// Reason says why the run is inconclusive or not applicable; for a
 	// conclusive run it is empty.
 	Reason string
-	// SameHolderTokens counts duplicate-token anomalies whose grants all
-	// went to one process: a fencing token repeated, not two holders.
+	// SameHolderTokens counts the re-grants of a token that continued one
+	// hold (the fencing-tokens checker's continued_holds): a fencing token
+	// repeated to one holder, not two holders.
 	SameHolderTokens int
-}
-
-// allSameHolder reports whether every anomaly is a duplicate token granted
-// to one process only.
-func allSameHolder(as []checker.Anomaly, h history.History) bool {
-	for _, a := range as {
-		if a.Kind != checker.KindDuplicateToken || !oneProcess(h, a.Ops) {
-			return false
-		}
-	}
-	return len(as) > 0
-}
-
-// oneProcess reports whether the ops at indexes ops of h all belong to one
-// process; without a history (or with an index outside it) it cannot tell
-// and reports false.
-func oneProcess(h history.History, ops []int) bool {
-	if h == nil || len(ops) == 0 {
-		return false
-	}
-	p := -2
-	for _, i := range ops {
-		if i < 0 || i >= len(h) {
-			return false
-		}
-		switch {
-		case p == -2:
-			p = h[i].Process
-		case h[i].Process != p:
-			return false
-		}
-	}
-	return true
 }
 
 // ClassifySafety reads a run's results as the matrix's mutual-exclusion
@@ -91,20 +59,21 @@ func oneProcess(h history.History, ops []int) bool {
 // safe, nor a run whose faults were all applied while no client held the
 // lock (none was effective).
 //
-// h is the run's history, or nil. With it, a duplicate-token anomaly whose
-// grants all went to one process (a session that acquired again the key
-// it still had, after a release whose outcome was unknown) is not counted
-// as a violation of mutual exclusion — there was one holder — but in
-// Safety.SameHolderTokens.
-func ClassifySafety(r runstore.Results, h history.History) Safety {
+// A re-grant of the same token to a process whose release had an unknown
+// outcome, with no other grant in between (a session that acquired again
+// the key it still had), is one hold going on: the fencing-tokens checker
+// leaves it out of its anomalies and counts it in its "continued_holds"
+// stat, which Safety.SameHolderTokens carries. Every duplicate-token the
+// checker does report is a violation, also when one process had both
+// grants (a late release ended the hold between them).
+func ClassifySafety(r runstore.Results) Safety {
 	s := Safety{Kinds: map[string]int{}, Faults: int(r.Stats["faults_injected"]), Effective: r.EffectiveFaults()}
 	for _, c := range r.Checkers {
+		if c.Checker == "fencing-tokens" {
+			s.SameHolderTokens += int(c.Stats["continued_holds"])
+		}
 		for _, a := range c.Anomalies {
-			switch {
-			case !slices.Contains(checker.SafetyKinds, a.Kind):
-			case a.Kind == checker.KindDuplicateToken && oneProcess(h, a.Ops):
-				s.SameHolderTokens++
-			default:
+			if slices.Contains(checker.SafetyKinds, a.Kind) {
 				s.Kinds[a.Kind]++
 			}
 		}
@@ -135,9 +104,6 @@ func ClassifySafety(r runstore.Results, h history.History) Safety {
 				continue
 			}
 			found = true
-			if c.Valid == checker.Invalid && allSameHolder(c.Anomalies, h) {
-				continue // invalid only for tokens repeated to one holder
-			}
 			if c.Valid != checker.Valid {
 				s.Reason = fmt.Sprintf("the %s checker gave %s", name, reports.VerdictWord(c.Valid))
 				if c.Error != "" {
