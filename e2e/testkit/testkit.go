@@ -38,10 +38,12 @@ import (
 // milliseconds of a paused holder's lease end, so that fencing refuses the
 // woken holder's write (under the exponential default that write can come
 // first, with nobody holding, and is a stale write). A benchmark measures
-// the default.
+// the default. Its store is a temporary folder that a failed test keeps
+// (KeepFailedStore).
 func Config(tb testing.TB, impl string) run.Config {
 	cfg := run.DefaultConfig()
 	cfg.Impl, cfg.Seed, cfg.StoreDir = impl, 7, tb.TempDir()
+	KeepFailedStore(tb, cfg.StoreDir)
 	if _, test := tb.(*testing.T); test {
 		cfg.Backoff = workloads.BackoffUniform
 	}
@@ -420,4 +422,34 @@ func NeedZooKeeper(t *testing.T) {
 	if _, err := local.NewZooKeeper(local.ZooKeeperOptions{Dir: t.TempDir()}); err != nil {
 		t.Skipf("%v", err)
 	}
+}
+
+// KeptStores is the folder, under the system's temporary folder, where a
+// failed test's run store is kept (KeepFailedStore).
+const KeptStores = "locktest-failed-tests"
+
+// KeepFailedStore makes a test that fails keep the runs it stored in
+// store, a temporary folder the test removes otherwise: they are moved to
+// $TMPDIR/locktest-failed-tests/<test>-<time>, and the test's log says
+// where, so that a failure seen once (on a loaded CI machine) can be read
+// afterwards with `locktest check` and its report.
+func KeepFailedStore(tb testing.TB, store string) {
+	tb.Cleanup(func() {
+		if !tb.Failed() {
+			return
+		}
+		name := strings.NewReplacer("/", "_", " ", "_").Replace(tb.Name())
+		dst := filepath.Join(os.TempDir(), KeptStores, name+"-"+time.Now().Format("20060102T150405"))
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err == nil {
+			err = os.Rename(store, dst)
+			if err == nil {
+				err = os.Mkdir(store, 0o700) // for the test's own removal
+			}
+			if err == nil {
+				tb.Logf("the runs of this failed test are kept in %s", dst)
+				return
+			}
+		}
+		tb.Logf("the runs of this failed test could not be kept")
+	})
 }
