@@ -6,6 +6,8 @@ package run
 // e2e/ (docs/testing.md).
 
 import (
+	// Library code never picks the lock drivers: only the command and the
+	// tests register them, by importing impls/all.
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +16,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	_ "github.com/locktest/locktest/impls/all"
 
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/docker"

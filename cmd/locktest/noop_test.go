@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/locktest/locktest/internal/gate"
+
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/runstore"
 )
@@ -16,6 +18,7 @@ import (
 // the report's timeline. The checker's fault windows and the matrix's
 // columns are shown by their packages' tests of the same fault.
 func TestNoopFaultReachesEveryReader(t *testing.T) {
+	gate.Need(t, "redis-server")
 	stdout, stderr, code := locktest(t, "list")
 	if code != 0 {
 		t.Fatalf("list: exit %d: %s", code, stderr)
