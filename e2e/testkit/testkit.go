@@ -39,8 +39,11 @@ import (
 // woken holder's write (under the exponential default that write can come
 // first, with nobody holding, and is a stale write). A benchmark measures
 // the default. Its store is a temporary folder that a failed test keeps
-// (KeepFailedStore).
+// (KeepFailedStore). Under -short it skips the test: a run starts
+// servers, embedded etcd members too (gate.Servers).
 func Config(tb testing.TB, impl string) run.Config {
+	tb.Helper()
+	gate.Servers(tb, "a run of "+impl)
 	cfg := run.DefaultConfig()
 	cfg.Impl, cfg.Seed, cfg.StoreDir = impl, 7, tb.TempDir()
 	KeepFailedStore(tb, cfg.StoreDir)
