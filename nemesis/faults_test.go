@@ -345,6 +345,23 @@ func TestKillNodeHealAfterFailures(t *testing.T) {
 			t.Errorf("calls %q, want %q", got, want)
 		}
 	})
+	t.Run("kill cut short by the run's deadline", func(t *testing.T) {
+		// A kill sent over SSH whose command outlived the fault phase may
+		// have landed: info, not fail, and the heal restarts the node.
+		c := newLiveCluster("n1")
+		c.killErr = fmt.Errorf("kill -KILL 404: ssh h1: %w", context.DeadlineExceeded)
+		f := buildOne(t, "kill-node", Env{Cluster: c, NodeDown: time.Second})
+		_, err := f.Inject(context.Background(), testRng())
+		if completion(err) != history.Info {
+			t.Errorf("a kill cut short by the deadline is recorded as %s (%v), want %s", completion(err), err, history.Info)
+		}
+		if _, err := f.Heal(context.Background()); err != nil {
+			t.Fatalf("Heal: %v", err)
+		}
+		if want, got := []string{"kill n1", "restart n1"}, c.log(); !slices.Equal(got, want) {
+			t.Errorf("calls %q, want %q", got, want)
+		}
+	})
 	t.Run("no nodes", func(t *testing.T) {
 		c := &liveCluster{}
 		f := buildOne(t, "kill-node", Env{Cluster: c, NodeDown: time.Second})

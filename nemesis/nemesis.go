@@ -205,9 +205,12 @@ func (s *Schedule) Applied() int {
 }
 
 func completion(err error) history.Type {
+	var unknown unknownOutcome
 	switch {
 	case err == nil:
 		return history.OK
+	case errors.As(err, &unknown):
+		return history.Info
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded), errors.Is(err, errNotApplied):
 		return history.Fail
 	}

@@ -2,6 +2,7 @@ package nemesis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -131,10 +132,15 @@ func (env Env) stopNode(dur time.Duration, hurtVerb string, hurt func(context.Co
 		func(ctx context.Context, n clusters.Node, v *history.Value, _ *rand.Rand) error {
 			err := hurt(ctx, n, v)
 			hurts.add(n, true)
-			if err != nil {
+			switch {
+			case err == nil:
+				return nil
+			case errors.Is(err, errNotApplied):
 				return fmt.Errorf("%s %s: %w", hurtVerb, n.Name, err)
 			}
-			return nil
+			// Also a hurt that the run's deadline cut short may have
+			// happened: a kill sent over SSH before the deadline.
+			return unknownOutcome{fmt.Errorf("%s %s: %w", hurtVerb, n.Name, err)}
 		},
 		func(ctx context.Context) ([]string, error) {
 			return hurts.undo(false, func(n clusters.Node) (string, error) {
@@ -145,6 +151,15 @@ func (env Env) stopNode(dur time.Duration, hurtVerb string, hurt func(context.Co
 			})
 		})
 }
+
+// unknownOutcome is the error of an act that may have happened: the
+// schedule records its completion as info, also when what cut it short was
+// the run's context (a command to a remote host whose deadline passed after
+// it was sent), which otherwise means that nothing was done.
+type unknownOutcome struct{ err error }
+
+func (e unknownOutcome) Error() string { return e.err.Error() }
+func (e unknownOutcome) Unwrap() error { return e.err }
 
 // plain makes an ability that records nothing more a hurt of stopNode.
 func plain(f func(context.Context, clusters.Node) error) func(context.Context, clusters.Node, *history.Value) error {
