@@ -31,8 +31,11 @@ func TestZooKeeperNoFaultRunsAreValid(t *testing.T) {
 			// longer instead of failing the count.
 			cfg.Mode, cfg.Duration, cfg.MaxCriticalSections = tc.mode, 30*time.Second, 60
 			// No fault: a long session, so that a JVM pause on a loaded
-			// machine does not expire one.
-			cfg.TTL = 4 * time.Second
+			// machine does not expire one, and ops that may take seconds:
+			// with stress-ng beside the three JVMs a release's delete (a
+			// quorum write) outlived the default 1 s op timeout, an info
+			// release with no fault.
+			cfg.TTL, cfg.Timeout = 4*time.Second, 10*time.Second
 			out, h := testkit.MustRun(t, cfg)
 			r := out.Results
 			testkit.ValidWithWrites(t, r, 30)
