@@ -32,7 +32,9 @@ func TestReportSaysWhatRanTheNodes(t *testing.T) {
 				}
 			}
 			root := t.TempDir()
-			stdout, stderr, code := locktest(t, "run", "--provider", provider, "--time", "2s", "--clients", "2", "--store", root, "--name", "p")
+			// 8 s: under stress-ng no client of a 2 s run in a container
+			// got the lock (no acquire succeeded: inconclusive, exit 3).
+			stdout, stderr, code := locktest(t, "run", "--provider", provider, "--time", "8s", "--clients", "2", "--store", root, "--name", "p")
 			if code != 0 {
 				t.Fatalf("exit %d: %s%s", code, stdout, stderr)
 			}

@@ -82,7 +82,11 @@ func TestSSHLabSQL(t *testing.T) {
 			if tc.fault != "" {
 				cfg.Faults, cfg.Targets = []string{tc.fault}, map[string][]string{tc.fault: {"n1"}}
 				cfg.Interval, cfg.NodeDown = 500*time.Millisecond, 500*time.Millisecond
-				cfg.Duration, cfg.Quiet, cfg.MaxCriticalSections, cfg.Timeout = 8*time.Second, 2*time.Second, 0, time.Second
+				// The workload goes on 12 s after the fault phase: a
+				// PostgreSQL crash recovery over the lab took 10.6 s with
+				// stress-ng beside it, and the clients must get the lock
+				// from the restarted server before the run ends.
+				cfg.Duration, cfg.Quiet, cfg.MaxCriticalSections, cfg.Timeout = 18*time.Second, 12*time.Second, 0, time.Second
 				// A pause between ops keeps the history small enough for
 				// the linearizability checkers to decide.
 				cfg.Think = 5 * time.Millisecond
