@@ -203,41 +203,13 @@ func ReadResults(dir string) (Results, error) {
 }
 
 // ReadRunInfo reads only the run's description from dir's results.json:
-// its "run" field, which WriteResults puts first, so that the anomalies
-// after it (30 MB of them for 95,000) are not read at all. Errors are as
+// its "run" field, which WriteResults puts first, through ReadHead, so
+// that the anomalies after it (30 MB of them for 95,000) are not read at
+// all. Errors are as
 // ReadResults's; a file without a "run" field gives the zero RunInfo.
 func ReadRunInfo(dir string) (RunInfo, error) {
-	path := filepath.Join(dir, ResultsFile)
-	f, err := os.Open(path)
-	if err != nil {
-		return RunInfo{}, err
-	}
-	defer f.Close()
-	var info RunInfo
-	bad := func(err error) (RunInfo, error) { return RunInfo{}, fmt.Errorf("%s: %w", path, err) }
-	d := json.NewDecoder(bufio.NewReader(f))
-	if t, err := d.Token(); err != nil {
-		return bad(err)
-	} else if t != json.Delim('{') {
-		return bad(fmt.Errorf("not a JSON object"))
-	}
-	for d.More() {
-		t, err := d.Token()
-		if err != nil {
-			return bad(err)
-		}
-		if t == "run" {
-			if err := d.Decode(&info); err != nil {
-				return bad(err)
-			}
-			return info, nil
-		}
-		var skip json.RawMessage
-		if err := d.Decode(&skip); err != nil {
-			return bad(err)
-		}
-	}
-	return info, nil
+	h, err := ReadHead(dir)
+	return h.Run, err
 }
 
 // Unfinished is the problem that results.json names while a run goes: the
