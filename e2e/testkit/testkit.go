@@ -58,6 +58,11 @@ func Config(tb testing.TB, impl string) run.Config {
 	return cfg
 }
 
+// MustRun runs cfg and returns its outcome and its stored history. It fails
+// t when the run returns an error, when the stored history and the results
+// disagree on the op count, when the run folder lacks a file every run
+// writes or its latest link, when the run had problems, and when a docker
+// run left a container or network.
 func MustRun(t *testing.T, cfg run.Config) (*run.Outcome, history.History) {
 	t.Helper()
 	out, err := run.Run(context.Background(), cfg)
@@ -112,6 +117,8 @@ func StartLocal(t *testing.T, backend string, opts local.Options) clusters.Clust
 	return testcluster.Started(t, cl, err)
 }
 
+// Result returns the result of the checker called name in r, failing t
+// when r has none.
 func Result(t *testing.T, r runstore.Results, name string) checker.Result {
 	t.Helper()
 	for _, c := range r.Checkers {
@@ -137,6 +144,7 @@ func FirstAnomalies(r runstore.Results) []string {
 	return out
 }
 
+// Kinds counts r's anomalies by kind, over every checker.
 func Kinds(r runstore.Results) map[string]int {
 	k := map[string]int{}
 	for _, c := range r.Checkers {
