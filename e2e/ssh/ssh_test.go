@@ -102,9 +102,10 @@ func TestSSHLabRuns(t *testing.T) {
 				cfg.Targets = map[string][]string{tc.fault: {cmp.Or(tc.target, "n1")}}
 				cfg.Persistence = tc.persistence
 				cfg.Interval, cfg.NodeDown, cfg.Window = 500*time.Millisecond, 500*time.Millisecond, 600*time.Millisecond
-				// A fault phase of 10 s: room for the first fault on a
-				// loaded machine.
-				cfg.Duration, cfg.Quiet, cfg.MaxCriticalSections = 14*time.Second, 4*time.Second, 0
+				// A fault phase of 7 s: room for the first fault, one
+				// every 500 ms, on a loaded machine (an SSH command to a
+				// starved host took up to 4.5 s under stress-ng).
+				cfg.Duration, cfg.Quiet, cfg.MaxCriticalSections = 11*time.Second, 4*time.Second, 0
 			}
 			out, h := testkit.MustRun(t, cfg)
 			r := out.Results
@@ -352,10 +353,14 @@ func TestSSHLabLostHostIsNotValid(t *testing.T) {
 	for _, faults := range []string{"isolate", ""} {
 		t.Run("faults="+faults, func(t *testing.T) {
 			// A lab of its own: h2 keeps the last case's node on its port.
+			// The two labs run at once: the test asserts no timing.
+			t.Parallel()
 			inventory := testlab.Up(t)
 			cfg := sshConfig(t, "redlock", inventory)
 			cfg.Name, cfg.TTL = "lost-host", 5*time.Second
-			cfg.Duration, cfg.Quiet = 20*time.Second, 4*time.Second
+			// The cut comes at the first isolation or section, within
+			// the first seconds even under load; the run goes on 8 s.
+			cfg.Duration, cfg.Quiet = 12*time.Second, 4*time.Second
 			// The moment to cut h2: the first isolation, or, with no
 			// fault, the first critical section.
 			mark := `"type":"ok","process":-1,"f":"partition-isolate"`
