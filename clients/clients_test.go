@@ -86,7 +86,8 @@ func mustRun(t *testing.T, cfg run.Config) (*run.Outcome, history.History) {
 }
 
 // programsLeft lists the processes still running an adapter of this
-// folder.
+// folder: a Python one, or the Curator adapter's JVM, whose command line
+// names its folder (curator/run.sh).
 func programsLeft() []string {
 	dir, _ := filepath.Abs(".")
 	var left []string
@@ -95,7 +96,8 @@ func programsLeft() []string {
 		b, err := os.ReadFile(p)
 		// testdata's programs are e2e/redis's tests' (a package that may run
 		// beside this one), not this package's clients.
-		if err == nil && strings.Contains(string(b), dir+"/") && !strings.Contains(string(b), dir+"/testdata/") && strings.Contains(string(b), ".py") {
+		if err == nil && strings.Contains(string(b), dir+"/") && !strings.Contains(string(b), dir+"/testdata/") &&
+			(strings.Contains(string(b), ".py") || strings.Contains(string(b), "CuratorLock")) {
 			left = append(left, strings.ReplaceAll(string(b), "\x00", " "))
 		}
 	}

@@ -45,12 +45,12 @@ else
 	cache=${TMPDIR:-/tmp}/locktest-curator-$(id -u)
 fi
 
-# The classes of these sources, compiled against these versions of the jars
-# (readlink names the versioned file each jar links to).
-# shellcheck disable=SC2086
+# The classes of these sources, compiled against these jars (their sizes and
+# times change when Debian upgrades them).
+# shellcheck disable=SC2046
 sum=$({
 	cat "$here"/*.java
-	for j in $(echo "$cp" | tr : ' '); do readlink -f "$j"; done
+	stat -L -c '%n %s %Y' $(echo "$cp" | tr : ' ')
 } | sha256sum | cut -c1-16)
 classes=$cache/classes-$sum
 
