@@ -9,12 +9,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/internal/gate"
 	"github.com/locktest/locktest/internal/testexe"
 	"github.com/locktest/locktest/run"
 	"github.com/locktest/locktest/runstore"
@@ -28,9 +30,11 @@ import (
 // adapter.
 func TestMain(m *testing.M) { testexe.Main(m) }
 
-// needs skips t unless the servers and Debian's python3 modules are there.
+// needs skips t unless the servers and Debian's python3 modules are there,
+// and under -short, as every gate does.
 func needs(t testing.TB, programs []string, modules ...string) {
 	t.Helper()
+	gate.Servers(t, strings.Join(slices.Concat(programs, modules), ", "))
 	for _, p := range programs {
 		if _, err := exec.LookPath(p); err != nil {
 			t.Skipf("%s not installed (make setup)", p)
