@@ -115,11 +115,22 @@ public final class CuratorLock implements LocktestClient.Client {
     @Override
     public Map<String, Object> release(String lock, String value, Object token, long deadlineMs) throws Exception {
         // Curator deletes the lease's znode, and says nothing when the
-        // server had deleted it already (an expired session).
+        // server had deleted it already (an expired session). A release
+        // that ends after its deadline is answered too late for locktest
+        // to record: the log says how it ended.
+        InterProcessLock lk = leases.lease(value);
+        long start = System.nanoTime();
         try {
-            leases.lease(value).release();
+            lk.release();
+        } catch (Exception e) {
+            log("release of %s of %s failed after %d ms: %s", value, lock, (System.nanoTime() - start) / 1_000_000, e);
+            throw e;
         } finally {
             leases.released(value);
+        }
+        long took = (System.nanoTime() - start) / 1_000_000;
+        if (deadlineMs > 0 && took >= deadlineMs) {
+            log("release of %s of %s returned after %d ms, past its deadline of %d ms", value, lock, took, deadlineMs);
         }
         return LocktestClient.fields();
     }
