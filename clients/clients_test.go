@@ -9,12 +9,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/internal/gate"
 	"github.com/locktest/locktest/internal/testexe"
 	"github.com/locktest/locktest/run"
 	"github.com/locktest/locktest/runstore"
@@ -28,9 +30,11 @@ import (
 // adapter.
 func TestMain(m *testing.M) { testexe.Main(m) }
 
-// needs skips t unless the servers and Debian's python3 modules are there.
+// needs skips t unless the servers and Debian's python3 modules are there,
+// and under -short, as every gate does.
 func needs(t testing.TB, programs []string, modules ...string) {
 	t.Helper()
+	gate.Servers(t, strings.Join(slices.Concat(programs, modules), ", "))
 	for _, p := range programs {
 		if _, err := exec.LookPath(p); err != nil {
 			t.Skipf("%s not installed (make setup)", p)
@@ -86,7 +90,8 @@ func mustRun(t *testing.T, cfg run.Config) (*run.Outcome, history.History) {
 }
 
 // programsLeft lists the processes still running an adapter of this
-// folder.
+// folder: a Python one, or the Curator adapter's JVM, whose command line
+// names its folder (curator/run.sh).
 func programsLeft() []string {
 	dir, _ := filepath.Abs(".")
 	var left []string
@@ -95,7 +100,8 @@ func programsLeft() []string {
 		b, err := os.ReadFile(p)
 		// testdata's programs are e2e/redis's tests' (a package that may run
 		// beside this one), not this package's clients.
-		if err == nil && strings.Contains(string(b), dir+"/") && !strings.Contains(string(b), dir+"/testdata/") && strings.Contains(string(b), ".py") {
+		if err == nil && strings.Contains(string(b), dir+"/") && !strings.Contains(string(b), dir+"/testdata/") &&
+			(strings.Contains(string(b), ".py") || strings.Contains(string(b), "CuratorLock")) {
 			left = append(left, strings.ReplaceAll(string(b), "\x00", " "))
 		}
 	}

@@ -507,7 +507,8 @@ var otherNames = map[string]string{
 	"redis-server": "a program", "mariadb-install-db": "a program", "mariadb-server": "a Debian package",
 	"libzookeeper-java": "a Debian package", "python3-redis": "a Debian package", "python3-kazoo": "a Debian package",
 	"python3-tooz": "a Debian package", "python3-pymysql": "a Debian package", "python3-psycopg2": "a Debian package",
-	"python3-etcd3": "a Debian package", "bind-address": "a MariaDB setting", "skip-name-resolve": "a MariaDB setting",
+	"python3-etcd3": "a Debian package", "openjdk-17-jdk-headless": "a Debian package", "libcurator-recipes-java": "a Debian package",
+	"libcurator-framework-java": "a Debian package", "libcurator-client-java": "a Debian package", "bind-address": "a MariaDB setting", "skip-name-resolve": "a MariaDB setting",
 	"p2-2s": "an example of a recorded clock-skew-client target", "between-set-and-expire": "an example of an external client's pause point",
 }
 

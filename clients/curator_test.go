@@ -1,0 +1,243 @@
+package clients
+
+import (
+	"archive/zip"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/impls/external"
+	"github.com/locktest/locktest/internal/gate"
+)
+
+// curatorJars are the jars of /usr/share/java that the Curator adapter's
+// launcher compiles and runs against.
+var curatorJars = []string{"curator-recipes", "curator-framework", "curator-client", "zookeeper", "zookeeper-jute", "guava", "slf4j-api", "slf4j-simple"}
+
+// needsCurator skips t unless java, javac and the jars of the Curator
+// adapter are installed (and under -short). It points the launcher's cache
+// at a folder of t's own, so that the test compiles the adapter as a first
+// use does.
+func needsCurator(t *testing.T) {
+	t.Helper()
+	gate.Need(t, "java", "javac")
+	for _, j := range curatorJars {
+		if _, err := os.Stat("/usr/share/java/" + j + ".jar"); err != nil {
+			t.Skipf("/usr/share/java/%s.jar not installed (make setup)", j)
+		}
+	}
+	t.Setenv("LOCKTEST_CACHE", t.TempDir())
+}
+
+// probeHello is the probe hello of a recipe, as a line.
+func probeHello(recipe string) string {
+	return `{"type":"hello","protocol":1,"probe":true,"backend":"zookeeper","params":{"recipe":"` + recipe + `"}}` + "\n"
+}
+
+// TestCuratorLauncher: the launcher compiles the adapter on first use, also
+// when two clients start at once into an empty cache, and the adapter
+// answers a probe with each recipe's name and the version of Debian's
+// Curator jar; an unknown recipe stops it at start with one line that
+// names the option.
+func TestCuratorLauncher(t *testing.T) {
+	needsCurator(t)
+	version := jarVersion(t, "/usr/share/java/curator-recipes.jar", "META-INF/maven/org.apache.curator/curator-recipes/pom.properties")
+	var wg sync.WaitGroup
+	for _, tc := range []struct{ recipe, name string }{{"mutex", "curator"}, {"semaphore-mutex", "curator-semaphore"}} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			caps, err := external.Probe(context.Background(),
+				external.Spec{Command: []string{"./curator/run.sh"}, Backend: "zookeeper", Params: map[string]string{"recipe": tc.recipe}}, os.Stderr)
+			if err != nil {
+				t.Errorf("%s: %v", tc.recipe, err)
+				return
+			}
+			if caps.Name != tc.name || caps.Version != version || !strings.Contains(caps.Library, "Curator") || caps.Fenced || caps.Expires || !caps.Blocking {
+				t.Errorf("%s: capabilities %+v, want %s, Apache Curator %s, not fenced, not expiring, blocking", tc.recipe, caps, tc.name, version)
+			}
+		}()
+	}
+	wg.Wait()
+	classes, _ := filepath.Glob(filepath.Join(os.Getenv("LOCKTEST_CACHE"), "curator", "classes-*", "CuratorLock.class"))
+	leftovers, _ := filepath.Glob(filepath.Join(os.Getenv("LOCKTEST_CACHE"), "curator", ".build.*"))
+	if len(classes) != 1 || len(leftovers) != 0 {
+		t.Errorf("the cache holds the classes %v and the builds %v: want one compiled adapter and no temporary folder", classes, leftovers)
+	}
+	_, err := external.Probe(context.Background(),
+		external.Spec{Command: []string{"./curator/run.sh"}, Backend: "zookeeper", Params: map[string]string{"recipe": "semaphore"}}, nil)
+	if err == nil || !strings.Contains(err.Error(), "recipe=semaphore: want mutex or semaphore-mutex") {
+		t.Errorf("recipe=semaphore: %v, want the probe refused, naming the option", err)
+	}
+}
+
+// TestCuratorLauncherWithoutJavac: without javac on PATH and with nothing
+// compiled yet, the launcher exits at once with one line that says javac
+// is missing and which package installs it, and the harness's probe
+// reports that line.
+func TestCuratorLauncherWithoutJavac(t *testing.T) {
+	needsCurator(t)
+	// A PATH of every program of the system's folders but javac.
+	bin := t.TempDir()
+	for _, dir := range []string{"/usr/local/bin", "/usr/bin", "/bin"} {
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			if e.Name() == "javac" {
+				continue
+			}
+			_ = os.Symlink(filepath.Join(dir, e.Name()), filepath.Join(bin, e.Name())) // the first folder's wins
+		}
+	}
+	t.Setenv("PATH", bin)
+	if _, err := exec.LookPath("javac"); err == nil {
+		t.Fatal("javac is still on PATH")
+	}
+	if _, err := exec.LookPath("java"); err != nil {
+		t.Fatal("java is no longer on PATH")
+	}
+	cmd := exec.Command("./curator/run.sh")
+	cmd.Stdin = strings.NewReader(probeHello("mutex"))
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() == 0 {
+		t.Fatalf("the launcher without javac: %v, want a non-zero exit", err)
+	}
+	line := strings.TrimSuffix(stderr.String(), "\n")
+	if stdout.Len() != 0 || strings.Contains(line, "\n") || !strings.Contains(line, "javac is missing") || !strings.Contains(line, "openjdk-17-jdk-headless") {
+		t.Errorf("stdout %q, stderr %q: want no output and one line saying javac is missing and what to install", stdout.String(), stderr.String())
+	}
+	_, err = external.Probe(context.Background(), external.Spec{Command: []string{"./curator/run.sh"}, Backend: "zookeeper"}, nil)
+	if err == nil || !strings.Contains(err.Error(), line) {
+		t.Errorf("the probe without javac: %v, want it to report %q", err, line)
+	}
+}
+
+// TestCuratorLock: both of Curator's locks keep mutual exclusion without
+// faults, and a client paused past its session timeout loses its lock to
+// another while it still believes it holds it. The pause is pinned where
+// it decides the outcome: right after an acquire (the pause point
+// after-acquire), for four session timeouts of 500 ms (what the servers
+// grant), while the other two clients wait for the lock. Every run with a
+// pause applied must show an overlapping hold of a paused process; the
+// paused adapter logs, with their times, the SUSPENDED and LOST of its
+// connection while it holds the lease.
+func TestCuratorLock(t *testing.T) {
+	needsCurator(t)
+	if _, err := os.Stat("/usr/share/java/zookeeper.jar"); err != nil {
+		t.Skip("zookeeper not installed (make setup)")
+	}
+	for _, client := range []string{"curator", "curator-semaphore"} {
+		t.Run(client, func(t *testing.T) {
+			out, _ := mustRun(t, config(t, client))
+			if out.Results.Valid != checker.Valid || out.Results.Stats["critical_sections"] < 20 {
+				t.Errorf("without faults: %s with %v critical sections, anomalies %v", out.Results.Valid, out.Results.Stats["critical_sections"], anomalies(out.Results))
+			}
+			if out.Results.Run.Impl != client || !regexp.MustCompile(`Apache Curator \S+ [0-9]+\.`).MatchString(out.Results.Run.ImplDoc) {
+				t.Errorf("impl %q (%q): want %s, with Curator's version", out.Results.Run.Impl, out.Results.Run.ImplDoc, client)
+			}
+			for seed := int64(1); seed <= 2; seed++ {
+				cfg := pause(config(t, client), 500*time.Millisecond)
+				cfg.Seed = seed
+				out, h := mustRun(t, cfg)
+				t.Logf("seed %d: %s %v", seed, out.Results.Valid, anomalies(out.Results))
+				paused := pausedProcesses(t, h)
+				if len(paused) == 0 {
+					t.Errorf("seed %d: no client pause was applied", seed)
+					continue
+				}
+				if !violated(out.Results) {
+					t.Errorf("seed %d: %s %v after %d pauses of a holder past its session: want overlapping holds", seed, out.Results.Valid, anomalies(out.Results), len(paused))
+				}
+				if !overlapsOf(out.Results.Checkers, h, paused) {
+					t.Errorf("seed %d: no overlapping hold names an op of the paused processes %v", seed, paused)
+				}
+				for _, p := range paused {
+					log, err := os.ReadFile(filepath.Join(out.Dir, "logs", "p"+p[1:]+".log"))
+					if err != nil {
+						t.Fatal(err)
+					}
+					for _, state := range []string{"SUSPENDED, holding", "LOST"} {
+						if !regexp.MustCompile(`(?m)^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+Z curator ` + p + `: connection ` + state).Match(log) {
+							t.Errorf("seed %d: the log of %s has no timed line of its connection %s", seed, p, state)
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+// pausedProcesses are the processes ("p1") that pause-client paused in h.
+func pausedProcesses(t *testing.T, h history.History) []string {
+	t.Helper()
+	var ps []string
+	for _, o := range h {
+		if o.IsNemesis() && o.F == "pause-client" && o.Type == history.OK {
+			if len(o.Value.Targets) != 1 {
+				t.Fatalf("pause-client targets %q, want one process", o.Value.Targets)
+			}
+			if !slices.Contains(ps, o.Value.Targets[0]) {
+				ps = append(ps, o.Value.Targets[0])
+			}
+		}
+	}
+	return ps
+}
+
+// overlapsOf reports whether an overlapping-holds anomaly names an op of
+// one of the processes ps.
+func overlapsOf(results []checker.Result, h history.History, ps []string) bool {
+	for _, c := range results {
+		for _, a := range c.Anomalies {
+			if a.Kind != "overlapping-holds" {
+				continue
+			}
+			for _, i := range a.Ops {
+				if i >= 0 && i < len(h) && slices.Contains(ps, "p"+strconv.Itoa(h[i].Process)) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// jarVersion reads the version of a Maven artifact from the properties
+// file props in the jar at path.
+func jarVersion(t *testing.T, path, props string) string {
+	t.Helper()
+	z, err := zip.OpenReader(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer z.Close()
+	f, err := z.Open(props)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^version=(\S+)$`).FindSubmatch(b)
+	if m == nil {
+		t.Fatalf("%s: no version in %s", path, props)
+	}
+	return string(m[1])
+}
