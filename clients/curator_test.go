@@ -152,7 +152,10 @@ func TestCuratorLock(t *testing.T) {
 			}
 			for seed := int64(1); seed <= 2; seed++ {
 				cfg := pause(config(t, client), 500*time.Millisecond)
-				cfg.Seed = seed
+				// The run goes on 4 s after its last pause: the woken JVM
+				// must reconnect and hear that its session expired (LOST)
+				// before the run stops it, also with both cores busy.
+				cfg.Seed, cfg.Quiet = seed, 4*time.Second
 				out, h := mustRun(t, cfg)
 				t.Logf("seed %d: %s %v", seed, out.Results.Valid, anomalies(out.Results))
 				paused := pausedProcesses(t, h)
