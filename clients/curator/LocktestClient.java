@@ -13,6 +13,9 @@ import java.util.List;
 import java.util.Map;
 import java.util.function.Function;
 
+import com.fasterxml.jackson.core.JsonProcessingException;
+import com.fasterxml.jackson.databind.ObjectMapper;
+
 /**
  * The client side of locktest's client protocol (docs/clients.md), for
  * adapters in Java, as clients/locktest_client.py is for Python.
@@ -147,7 +150,7 @@ public final class LocktestClient {
     /** Sends one message as a line of standard output. */
     public static synchronized void send(Map<String, Object> msg) {
         try {
-            out.write(Json.write(msg));
+            out.write(JSON.writeValueAsString(msg));
             out.write('\n');
             out.flush();
         } catch (IOException e) {
@@ -167,7 +170,7 @@ public final class LocktestClient {
             if (line == null) {
                 System.exit(0);
             }
-            Map<String, Object> msg = Json.object(line);
+            Map<String, Object> msg = object(line);
             if ("go".equals(msg.get("type")) && name.equals(msg.get("point"))) {
                 return;
             }
@@ -191,7 +194,7 @@ public final class LocktestClient {
         if (line == null) {
             return null;
         }
-        Map<String, Object> hello = Json.object(line);
+        Map<String, Object> hello = object(line);
         Map<String, Object> ok = new LinkedHashMap<>(caps.apply(hello));
         ok.put("type", "hello_ok");
         ok.put("protocol", PROTOCOL);
@@ -210,7 +213,7 @@ public final class LocktestClient {
         while ((line = in.readLine()) != null) {
             Map<String, Object> req;
             try {
-                req = Json.object(line);
+                req = object(line);
             } catch (IllegalArgumentException e) {
                 System.err.println("locktest_client: a request that is not JSON: " + line);
                 continue;
@@ -250,230 +253,21 @@ public final class LocktestClient {
         return o instanceof Number n ? n.longValue() : 0;
     }
 
+    private static final ObjectMapper JSON = new ObjectMapper();
+
     /**
-     * The little JSON the protocol needs: objects, arrays, strings,
-     * numbers (Long when whole, else Double), true, false and null.
+     * Parses a line that holds one JSON object, with Jackson (Debian's
+     * libjackson2-databind-java, which ZooKeeper and Curator depend on):
+     * objects as maps in their order, whole numbers as Integer or Long.
+     *
+     * @throws IllegalArgumentException when the line is not one JSON object
      */
-    public static final class Json {
-        private final String s;
-        private int i;
-
-        private Json(String s) {
-            this.s = s;
-        }
-
-        /** Parses a line that holds one JSON object. */
-        @SuppressWarnings("unchecked")
-        public static Map<String, Object> object(String line) {
-            Json p = new Json(line);
-            Object v = p.value();
-            p.space();
-            if (!(v instanceof Map) || p.i != p.s.length()) {
-                throw new IllegalArgumentException("not one JSON object");
-            }
-            return (Map<String, Object>) v;
-        }
-
-        private void space() {
-            while (i < s.length() && Character.isWhitespace(s.charAt(i))) {
-                i++;
-            }
-        }
-
-        private IllegalArgumentException bad() {
-            return new IllegalArgumentException("bad JSON at " + i);
-        }
-
-        private Object value() {
-            space();
-            if (i >= s.length()) {
-                throw bad();
-            }
-            char c = s.charAt(i);
-            switch (c) {
-                case '{': {
-                    i++;
-                    Map<String, Object> m = new LinkedHashMap<>();
-                    space();
-                    if (i < s.length() && s.charAt(i) == '}') {
-                        i++;
-                        return m;
-                    }
-                    while (true) {
-                        space();
-                        if (i >= s.length() || s.charAt(i) != '"') {
-                            throw bad();
-                        }
-                        String k = string();
-                        space();
-                        if (i >= s.length() || s.charAt(i++) != ':') {
-                            throw bad();
-                        }
-                        m.put(k, value());
-                        space();
-                        if (i < s.length() && s.charAt(i) == ',') {
-                            i++;
-                        } else if (i < s.length() && s.charAt(i) == '}') {
-                            i++;
-                            return m;
-                        } else {
-                            throw bad();
-                        }
-                    }
-                }
-                case '[': {
-                    i++;
-                    List<Object> l = new ArrayList<>();
-                    space();
-                    if (i < s.length() && s.charAt(i) == ']') {
-                        i++;
-                        return l;
-                    }
-                    while (true) {
-                        l.add(value());
-                        space();
-                        if (i < s.length() && s.charAt(i) == ',') {
-                            i++;
-                        } else if (i < s.length() && s.charAt(i) == ']') {
-                            i++;
-                            return l;
-                        } else {
-                            throw bad();
-                        }
-                    }
-                }
-                case '"':
-                    return string();
-                default:
-                    if (s.startsWith("true", i)) {
-                        i += 4;
-                        return Boolean.TRUE;
-                    }
-                    if (s.startsWith("false", i)) {
-                        i += 5;
-                        return Boolean.FALSE;
-                    }
-                    if (s.startsWith("null", i)) {
-                        i += 4;
-                        return null;
-                    }
-                    return number();
-            }
-        }
-
-        private String string() {
-            StringBuilder b = new StringBuilder();
-            i++; // the opening quote
-            while (i < s.length()) {
-                char c = s.charAt(i++);
-                if (c == '"') {
-                    return b.toString();
-                }
-                if (c != '\\') {
-                    b.append(c);
-                    continue;
-                }
-                if (i >= s.length()) {
-                    break;
-                }
-                char e = s.charAt(i++);
-                switch (e) {
-                    case 'n' -> b.append('\n');
-                    case 't' -> b.append('\t');
-                    case 'r' -> b.append('\r');
-                    case 'b' -> b.append('\b');
-                    case 'f' -> b.append('\f');
-                    case 'u' -> {
-                        if (i + 4 > s.length()) {
-                            throw bad();
-                        }
-                        b.append((char) Integer.parseInt(s.substring(i, i + 4), 16));
-                        i += 4;
-                    }
-                    default -> b.append(e); // \" \\ \/
-                }
-            }
-            throw bad();
-        }
-
-        private Object number() {
-            int start = i;
-            while (i < s.length() && "+-0123456789.eE".indexOf(s.charAt(i)) >= 0) {
-                i++;
-            }
-            String t = s.substring(start, i);
-            if (t.isEmpty()) {
-                throw bad();
-            }
-            try {
-                if (t.matches("-?[0-9]+")) {
-                    return Long.parseLong(t);
-                }
-                return Double.parseDouble(t);
-            } catch (NumberFormatException e) {
-                throw bad();
-            }
-        }
-
-        /** Renders maps, lists, strings, numbers, booleans and null as JSON. */
-        public static String write(Object v) {
-            StringBuilder b = new StringBuilder();
-            write(b, v);
-            return b.toString();
-        }
-
-        private static void write(StringBuilder b, Object v) {
-            if (v == null) {
-                b.append("null");
-            } else if (v instanceof Map<?, ?> m) {
-                b.append('{');
-                boolean first = true;
-                for (Map.Entry<?, ?> e : m.entrySet()) {
-                    if (!first) {
-                        b.append(',');
-                    }
-                    first = false;
-                    quote(b, String.valueOf(e.getKey()));
-                    b.append(':');
-                    write(b, e.getValue());
-                }
-                b.append('}');
-            } else if (v instanceof List<?> l) {
-                b.append('[');
-                for (int k = 0; k < l.size(); k++) {
-                    if (k > 0) {
-                        b.append(',');
-                    }
-                    write(b, l.get(k));
-                }
-                b.append(']');
-            } else if (v instanceof Number || v instanceof Boolean) {
-                b.append(v);
-            } else {
-                quote(b, v.toString());
-            }
-        }
-
-        private static void quote(StringBuilder b, String t) {
-            b.append('"');
-            for (int k = 0; k < t.length(); k++) {
-                char c = t.charAt(k);
-                switch (c) {
-                    case '"' -> b.append("\\\"");
-                    case '\\' -> b.append("\\\\");
-                    case '\n' -> b.append("\\n");
-                    case '\r' -> b.append("\\r");
-                    case '\t' -> b.append("\\t");
-                    default -> {
-                        if (c < 0x20) {
-                            b.append(String.format("\\u%04x", (int) c));
-                        } else {
-                            b.append(c);
-                        }
-                    }
-                }
-            }
-            b.append('"');
+    @SuppressWarnings("unchecked")
+    public static Map<String, Object> object(String line) {
+        try {
+            return JSON.readValue(line, LinkedHashMap.class);
+        } catch (JsonProcessingException e) {
+            throw new IllegalArgumentException("not one JSON object: " + e.getOriginalMessage(), e);
         }
     }
 }

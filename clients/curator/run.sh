@@ -22,12 +22,14 @@ fail() {
 
 # The jars the adapter compiles and runs against, each with the Debian
 # package that installs it. The ZooKeeper client talks over NIO, so it needs
-# neither netty nor jackson; slf4j-simple prints Curator's and ZooKeeper's
-# warnings on stderr, which is the worker's log.
+# no netty; jackson (which ZooKeeper and Curator depend on in Debian) reads
+# and writes the protocol's JSON; slf4j-simple prints Curator's and
+# ZooKeeper's warnings on stderr, which is the worker's log.
 cp=
 for need in curator-recipes:libcurator-recipes-java curator-framework:libcurator-framework-java \
 	curator-client:libcurator-client-java zookeeper:libzookeeper-java zookeeper-jute:libzookeeper-java \
-	guava:libguava-java slf4j-api:libslf4j-java slf4j-simple:libslf4j-java; do
+	guava:libguava-java slf4j-api:libslf4j-java slf4j-simple:libslf4j-java \
+	jackson-databind:libjackson2-databind-java jackson-core:libjackson2-core-java jackson-annotations:libjackson2-annotations-java; do
 	jar=$jars/${need%%:*}.jar
 	pkg=${need#*:}
 	[ -f "$jar" ] || fail "$jar is missing: install $pkg (apt-get install $pkg, or make setup)"

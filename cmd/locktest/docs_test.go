@@ -508,7 +508,7 @@ var otherNames = map[string]string{
 	"libzookeeper-java": "a Debian package", "python3-redis": "a Debian package", "python3-kazoo": "a Debian package",
 	"python3-tooz": "a Debian package", "python3-pymysql": "a Debian package", "python3-psycopg2": "a Debian package",
 	"python3-etcd3": "a Debian package", "openjdk-17-jdk-headless": "a Debian package", "libcurator-recipes-java": "a Debian package",
-	"libcurator-framework-java": "a Debian package", "libcurator-client-java": "a Debian package", "bind-address": "a MariaDB setting", "skip-name-resolve": "a MariaDB setting",
+	"libcurator-framework-java": "a Debian package", "libcurator-client-java": "a Debian package", "libjackson2-databind-java": "a Debian package", "bind-address": "a MariaDB setting", "skip-name-resolve": "a MariaDB setting",
 	"p2-2s": "an example of a recorded clock-skew-client target", "between-set-and-expire": "an example of an external client's pause point",
 }
 
