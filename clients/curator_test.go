@@ -150,7 +150,10 @@ func TestCuratorLock(t *testing.T) {
 			if out.Results.Run.Impl != client || !regexp.MustCompile(`Apache Curator \S+ [0-9]+\.`).MatchString(out.Results.Run.ImplDoc) {
 				t.Errorf("impl %q (%q): want %s, with Curator's version", out.Results.Run.Impl, out.Results.Run.ImplDoc, client)
 			}
-			for seed := int64(1); seed <= 2; seed++ {
+			// One seed: every pause is pinned where it decides the
+			// outcome, so each run must show it (docs/clients.md gives the
+			// rate over 5 seeds).
+			for seed := int64(1); seed <= 1; seed++ {
 				cfg := pause(config(t, client), 500*time.Millisecond)
 				// The run goes on 4 s after its last pause: the woken JVM
 				// must reconnect and hear that its session expired (LOST)
