@@ -153,7 +153,7 @@ func TestCuratorLock(t *testing.T) {
 			// One seed: every pause is pinned where it decides the
 			// outcome, so each run must show it (docs/clients.md gives the
 			// rate over 5 seeds).
-			for seed := int64(1); seed <= 1; seed++ {
+			for _, seed := range []int64{1} {
 				cfg := pause(config(t, client), 500*time.Millisecond)
 				// The run goes on 4 s after its last pause: the woken JVM
 				// must reconnect and hear that its session expired (LOST)
