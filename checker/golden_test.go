@@ -189,6 +189,25 @@ var goldenHistories = map[string]func(b *builder){
 		b.release(0, "x", 20030, 20040, 0, lv(0, 0))
 		b.section(1, "x", 21000, 0, 0)
 	},
+	// A lease of 1 s (the CI run at c343ada, under stress-ng, with no
+	// fault): p0's release times out, then the server stops answering;
+	// p1's attempts time out (info) or cannot even dial (fail "not
+	// sent: …") for 9 s. The service was unreachable: no attempt was
+	// refused, so nothing shows the lock stuck.
+	"unreachable-not-stuck.jsonl": func(b *builder) {
+		b.acquire(0, "x", 0, 10, 1, 1000)
+		b.invoke(0, history.Release, 20, history.Value{Lock: "x", LockValue: lv(0, 1)})
+		b.add(history.Info, 0, history.Release, 1020, history.Value{Lock: "x", LockValue: lv(0, 1)}, "context deadline exceeded")
+		for k := range 6 {
+			at := int64(2000 + 1500*k)
+			b.invoke(1, history.Acquire, at, history.Value{Lock: "x"})
+			if k%2 == 0 {
+				b.add(history.Info, 1, history.Acquire, at+1000, history.Value{Lock: "x"}, "context deadline exceeded")
+			} else {
+				b.fail(1, history.Acquire, at+1000, history.Value{Lock: "x"}, history.NotSent+"dial tcp 172.18.0.2:6379: i/o timeout")
+			}
+		}
+	},
 	// Session locks, blocking: p0, p1 and p2 take x in turn, each invoking
 	// its next acquire right after its release, so that two acquires are
 	// always waiting and no moment comes at which every op has completed.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/locktest/locktest/history"
@@ -17,9 +18,9 @@ import (
 // A lock is stuck when its last hold (the latest acquire ok of the lock,
 // by start) was never released — no release ok of the holder followed it —
 // and every acquire of the lock that another process invoked after the hold
-// ended failed (completed fail or info, or never completed), at least
-// MinAttempts of them, over a window from the end of the hold to the
-// completion of the last failed attempt that is at least MinWindow long,
+// ended was refused by the service, at least MinAttempts of them, over a
+// window from the end of the hold to the completion of the last refusal
+// that is at least MinWindow long,
 // and for a lease at least as long as the lease itself (valid_until minus
 // the acquire ok's time). When the hold ended depends on what it was:
 //
@@ -33,7 +34,13 @@ import (
 //     merely silent — paused, or still working when the history ended —
 //     holds its lock rightly, and the others failing is no anomaly.
 //
-// The holder's own later acquire attempts neither count nor clear it. So
+// A refusal is an acquire completed fail, but for a fail whose error
+// begins with history.NotSent (the request never reached the service). An
+// attempt whose outcome is unknown (completed info, or never completed)
+// or that never reached the service shows nothing of the lock: it neither
+// counts nor clears it, so a service that stops answering, with no fault
+// (a starved server or container), is not a stuck lock. The holder's own
+// later acquire attempts neither count nor clear it. So
 // ordinary contention (a later acquire succeeds), a long client pause (the
 // holder releases after it, or a session lock is rightly held through it)
 // and a short history are not stuck. Each stuck lock is one "stuck-lock"
@@ -226,10 +233,13 @@ func (c Liveness) Check(ctx context.Context, h *history.Table) Result {
 			cd.broken = true
 			continue
 		}
-		end := int32(step)
-		if done >= 0 {
-			end = done
+		// Only a refusal by the service shows the lock held: an attempt
+		// whose outcome is unknown (a timeout, open at the end) or that
+		// never reached the service shows nothing of the lock.
+		if done < 0 || h.Type(int(done)) != history.Fail || strings.HasPrefix(h.At(int(done)).Error, history.NotSent) {
+			continue
 		}
+		end := done
 		cd.fails++
 		if cd.first < 0 || v.before(end, cd.first) < 0 {
 			cd.first = end
@@ -359,7 +369,7 @@ func (v *view) stuck(l int32, hd *hold, ended int64, proof []int32, fails int, f
 	return Anomaly{
 		Kind: KindStuckLock,
 		Ops:  v.indexes(ops...),
-		Explanation: fmt.Sprintf("lock %q stayed stuck: process %d acquired it at %s%s and never released it (%s), and all %d acquire attempts by other processes from %s to %s failed, %s after the hold ended",
+		Explanation: fmt.Sprintf("lock %q stayed stuck: process %d acquired it at %s%s and never released it (%s), and all %d acquire attempts by other processes from %s to %s were refused, %s after the hold ended",
 			v.locks[l], hd.proc, secs(hd.start), tokenWord(v.h.Token(int(hd.ok))), how, fails,
 			secs(v.h.Time(int(first))), secs(v.h.Time(int(last))), secs(v.h.Time(int(last))-ended)),
 	}
@@ -375,7 +385,7 @@ func (v *view) stuckUnknown(l, inv int32, died int64, proof []int32, fails int, 
 	return Anomaly{
 		Kind: KindStuckLock,
 		Ops:  v.indexes(ops...),
-		Explanation: fmt.Sprintf("lock %q stayed stuck: process %d died at %s inside an acquire invoked at %s whose outcome is unknown, and all %d acquire attempts by other processes from %s to %s failed, %s after its death",
+		Explanation: fmt.Sprintf("lock %q stayed stuck: process %d died at %s inside an acquire invoked at %s whose outcome is unknown, and all %d acquire attempts by other processes from %s to %s were refused, %s after its death",
 			v.locks[l], v.h.Process(int(inv)), secs(died), secs(v.h.Time(int(inv))), fails,
 			secs(v.h.Time(int(first))), secs(v.h.Time(int(last))), secs(v.h.Time(int(last))-died)),
 	}

@@ -38,6 +38,12 @@ func (t Type) Valid() bool {
 // NemesisProcess is the process id of the fault injector.
 const NemesisProcess = -1
 
+// NotSent begins the error of a fail whose request never reached the
+// lock service (its connection could not even be dialled): the op
+// certainly had no effect, and it says nothing of the lock's state either.
+// The liveness checker does not count such a fail as a refusal.
+const NotSent = "not sent: "
+
 // The operation names of lock clients. Nemesis ops use the fault's name.
 const (
 	Acquire = "acquire"

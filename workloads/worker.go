@@ -320,7 +320,9 @@ func (w *worker) acquire(ctx context.Context, lock string) (impls.Lease, bool) {
 	case err == nil:
 		done.Type = history.OK
 		done.Value = leaseValue(lease)
-	case errors.Is(err, impls.ErrNotAcquired), notSent(err):
+	case notSent(err):
+		done.Type, done.Error = history.Fail, history.NotSent+err.Error()
+	case errors.Is(err, impls.ErrNotAcquired):
 		done.Type, done.Error = history.Fail, err.Error()
 	default:
 		done.Type, done.Error = history.Info, err.Error()
@@ -455,7 +457,9 @@ func (w *worker) release(ctx context.Context, l impls.Lease) {
 	case err == nil:
 		done.Type = history.OK
 		done.Value.Removed = rel.Removed
-	case errors.Is(err, impls.ErrNotHeld), notSent(err):
+	case notSent(err):
+		done.Type, done.Error = history.Fail, history.NotSent+err.Error()
+	case errors.Is(err, impls.ErrNotHeld):
 		done.Type, done.Error = history.Fail, err.Error()
 	default:
 		done.Type, done.Error = history.Info, err.Error()
