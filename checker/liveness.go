@@ -18,9 +18,10 @@ import (
 // A lock is stuck when its last hold (the latest acquire ok of the lock,
 // by start) was never released — no release ok of the holder followed it —
 // and every acquire of the lock that another process invoked after the hold
-// ended was refused by the service, at least MinAttempts of them, over a
-// window from the end of the hold to the completion of the last refusal
-// that is at least MinWindow long,
+// ended failed (completed fail or info, or never completed), at least
+// MinAttempts of them and at least one of them refused by the service,
+// over a window from the end of the hold to the completion of the last
+// failed attempt that is at least MinWindow long,
 // and for a lease at least as long as the lease itself (valid_until minus
 // the acquire ok's time). When the hold ended depends on what it was:
 //
@@ -35,12 +36,13 @@ import (
 //     holds its lock rightly, and the others failing is no anomaly.
 //
 // A refusal is an acquire completed fail, but for a fail whose error
-// begins with history.NotSent (the request never reached the service). An
-// attempt whose outcome is unknown (completed info, or never completed)
-// or that never reached the service shows nothing of the lock: it neither
-// counts nor clears it, so a service that stops answering, with no fault
-// (a starved server or container), is not a stuck lock. The holder's own
-// later acquire attempts neither count nor clear it. So
+// begins with history.NotSent (the request never reached the service).
+// Attempts whose outcome is unknown (completed info, or never completed),
+// or that never reached the service, show nothing of the lock by
+// themselves: with no refusal among the failed attempts, a service that
+// stopped answering (a starved server or container, with no fault) is not
+// a stuck lock. The holder's own later acquire attempts neither count nor
+// clear it. So
 // ordinary contention (a later acquire succeeds), a long client pause (the
 // holder releases after it, or a session lock is rightly held through it)
 // and a short history are not stuck. Each stuck lock is one "stuck-lock"
@@ -116,9 +118,13 @@ func (c Liveness) Check(ctx context.Context, h *history.Table) Result {
 		ended   int64   // when the hold ended
 		proof   []int32 // the ops that ended it
 		fails   int
-		first   int32 // completion (or invocation) of the first failed attempt
-		lastF   int32 // of the last failed attempt
-		broken  bool  // an attempt after ended succeeded
+		// refusals are the failed attempts the service answered with a
+		// refusal (fail, but not "not sent"): at least one must show the
+		// lock held.
+		refusals int
+		first    int32 // completion (or invocation) of the first failed attempt
+		lastF    int32 // of the last failed attempt
+		broken   bool  // an attempt after ended succeeded
 	}
 	cands := make([]*cand, len(v.locks))
 	deaths := deathOps(h) // process → ops that show it died
@@ -233,13 +239,16 @@ func (c Liveness) Check(ctx context.Context, h *history.Table) Result {
 			cd.broken = true
 			continue
 		}
-		// Only a refusal by the service shows the lock held: an attempt
-		// whose outcome is unknown (a timeout, open at the end) or that
-		// never reached the service shows nothing of the lock.
-		if done < 0 || h.Type(int(done)) != history.Fail || strings.HasPrefix(h.At(int(done)).Error, history.NotSent) {
-			continue
+		end := int32(step)
+		if done >= 0 {
+			end = done
 		}
-		end := done
+		// A refusal by the service shows the lock held; an attempt whose
+		// outcome is unknown (a timeout, open at the end) or that never
+		// reached the service does not.
+		if done >= 0 && h.Type(int(done)) == history.Fail && !strings.HasPrefix(h.At(int(done)).Error, history.NotSent) {
+			cd.refusals++
+		}
 		cd.fails++
 		if cd.first < 0 || v.before(end, cd.first) < 0 {
 			cd.first = end
@@ -250,7 +259,7 @@ func (c Liveness) Check(ctx context.Context, h *history.Table) Result {
 	}
 	stuck := 0
 	for l, cd := range cands {
-		if cd == nil || cd.broken || cd.fails < minAttempts {
+		if cd == nil || cd.broken || cd.fails < minAttempts || cd.refusals == 0 {
 			continue
 		}
 		window := h.Time(int(cd.lastF)) - cd.ended
@@ -369,7 +378,7 @@ func (v *view) stuck(l int32, hd *hold, ended int64, proof []int32, fails int, f
 	return Anomaly{
 		Kind: KindStuckLock,
 		Ops:  v.indexes(ops...),
-		Explanation: fmt.Sprintf("lock %q stayed stuck: process %d acquired it at %s%s and never released it (%s), and all %d acquire attempts by other processes from %s to %s were refused, %s after the hold ended",
+		Explanation: fmt.Sprintf("lock %q stayed stuck: process %d acquired it at %s%s and never released it (%s), and all %d acquire attempts by other processes from %s to %s failed, %s after the hold ended",
 			v.locks[l], hd.proc, secs(hd.start), tokenWord(v.h.Token(int(hd.ok))), how, fails,
 			secs(v.h.Time(int(first))), secs(v.h.Time(int(last))), secs(v.h.Time(int(last))-ended)),
 	}
@@ -385,7 +394,7 @@ func (v *view) stuckUnknown(l, inv int32, died int64, proof []int32, fails int, 
 	return Anomaly{
 		Kind: KindStuckLock,
 		Ops:  v.indexes(ops...),
-		Explanation: fmt.Sprintf("lock %q stayed stuck: process %d died at %s inside an acquire invoked at %s whose outcome is unknown, and all %d acquire attempts by other processes from %s to %s were refused, %s after its death",
+		Explanation: fmt.Sprintf("lock %q stayed stuck: process %d died at %s inside an acquire invoked at %s whose outcome is unknown, and all %d acquire attempts by other processes from %s to %s failed, %s after its death",
 			v.locks[l], v.h.Process(int(inv)), secs(died), secs(v.h.Time(int(inv))), fails,
 			secs(v.h.Time(int(first))), secs(v.h.Time(int(last))), secs(v.h.Time(int(last))-died)),
 	}

@@ -54,7 +54,7 @@ func TestLiveness(t *testing.T) {
 				return []want{{"stuck-lock", ops(a.done, d, f, l)}}
 			},
 			verdict:   Invalid,
-			explained: `lock "x" stayed stuck: process 0 acquired it at 0.010s and never released it (it died at 1.000s), and all 4 acquire attempts by other processes from 2.100s to 8.100s were refused, 7.100s after the hold ended`,
+			explained: `lock "x" stayed stuck: process 0 acquired it at 0.010s and never released it (it died at 1.000s), and all 4 acquire attempts by other processes from 2.100s to 8.100s failed, 7.100s after the hold ended`,
 		},
 		{
 			name: "a session holder killed by the nemesis between ops",
