@@ -81,6 +81,12 @@ func TestBadClientsNeverPassAsValid(t *testing.T) {
 				// die clients die at their fourth acquire, 1.2 s in.
 				cfg.Duration, cfg.Work, cfg.WorkMin = 4*time.Second, 400*time.Millisecond, 400*time.Millisecond
 			}
+			if tc.mode == "die" {
+				// Under stress-ng the die clients reached their fourth
+				// acquire only at 4.27 s, after a 4 s run had ended: no
+				// death came in time to be replaced. 8 s leaves room.
+				cfg.Duration = 8 * time.Second
+			}
 			out, err := run.Run(context.Background(), cfg)
 			if err != nil {
 				t.Fatal(err)
