@@ -42,10 +42,9 @@ import (
 // themselves: with no refusal among the failed attempts, a service that
 // stopped answering (a starved server or container, with no fault) is not
 // a stuck lock. The holder's own later acquire attempts neither count nor
-// clear it. So
-// ordinary contention (a later acquire succeeds), a long client pause (the
-// holder releases after it, or a session lock is rightly held through it)
-// and a short history are not stuck. Each stuck lock is one "stuck-lock"
+// clear it. So ordinary contention (a later acquire succeeds), a long
+// client pause (the holder releases after it, or a session lock is rightly
+// held through it) and a short history are not stuck. Each stuck lock is one "stuck-lock"
 // anomaly naming the holder's acquire ok, the op that ended the hold (the
 // death op, or the failed release's invocation and completion; none for a
 // lease that simply expired) and the completions of the first and the last
@@ -246,7 +245,7 @@ func (c Liveness) Check(ctx context.Context, h *history.Table) Result {
 		// A refusal by the service shows the lock held; an attempt whose
 		// outcome is unknown (a timeout, open at the end) or that never
 		// reached the service does not.
-		if done >= 0 && h.Type(int(done)) == history.Fail && !strings.HasPrefix(h.At(int(done)).Error, history.NotSent) {
+		if done >= 0 && h.Type(int(done)) == history.Fail && !strings.HasPrefix(h.Error(int(done)), history.NotSent) {
 			cd.refusals++
 		}
 		cd.fails++

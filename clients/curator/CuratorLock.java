@@ -109,7 +109,7 @@ public final class CuratorLock implements LocktestClient.Client {
         if (!got) {
             throw new LocktestClient.Fail("timed out waiting for the lock (" + waitMs + " ms)");
         }
-        return leases.granted(true, lock, value, lk);
+        return leases.granted(lock, value, lk);
     }
 
     @Override
