@@ -40,6 +40,12 @@ func (b *builder) info(p int, f string, at int64, v history.Value) int {
 	return b.add(history.Info, p, f, at, v, "")
 }
 
+// notice appends a lost-lock notice of p about the lease value of lock
+// (both "" when it names none), with the client's reason.
+func (b *builder) notice(p int, at int64, lock, value, reason string) int {
+	return b.add(history.Notice, p, history.Lost, at, history.Value{Lock: lock, LockValue: value}, reason)
+}
+
 // pair is the indexes of an invocation and its completion.
 type pair struct{ inv, done int }
 

@@ -208,6 +208,48 @@ var goldenHistories = map[string]func(b *builder){
 			}
 		}
 	},
+	// Lost-lock notices. A session lock (no valid_until), as Curator's:
+	// p0 holds x and is paused after its read; p1 takes x, writes and
+	// releases; p0 wakes, writes over p1's update and invokes its release,
+	// and only then does its client tell it (SUSPENDED) that the lease may
+	// be gone: told 2 s after the takeover.
+	"notice-after-takeover.jsonl": func(b *builder) {
+		b.acquire(0, "x", 0, 10, 0, 0)
+		b.read(0, "x", 20, 30, 0)
+		b.invoke(history.NemesisProcess, "pause-client", 40, history.Value{Targets: []string{"p0"}})
+		b.ok(history.NemesisProcess, "pause-client", 41, history.Value{Targets: []string{"p0"}, Duration: ms(3000)})
+		b.section(1, "x", 1100, 0, 0)
+		b.write(0, "x", 3010, 3020, 1, 0, 3015)
+		b.invoke(0, history.Release, 3030, history.Value{Lock: "x", LockValue: lv(0, 0)})
+		b.notice(0, 3100, "x", lv(0, 0), "SUSPENDED: the connection dropped")
+		b.add(history.Info, 0, history.Release, 4000, history.Value{Lock: "x", LockValue: lv(0, 0)}, "context deadline exceeded")
+	},
+	// The same lock, p0 cut off from the service: its client tells it at
+	// 700 ms, and p0, careful (--on-lost stop-writing), writes nothing and
+	// releases (the release times out); p1 takes x only after that. A
+	// notice of p1's, naming no lease, comes while it holds nothing.
+	"notice-stop-writing.jsonl": func(b *builder) {
+		b.acquire(0, "x", 0, 10, 0, 0)
+		b.read(0, "x", 20, 30, 0)
+		b.invoke(history.NemesisProcess, "isolate-client", 40, history.Value{Targets: []string{"p0"}})
+		b.ok(history.NemesisProcess, "isolate-client", 41, history.Value{Targets: []string{"p0"}, Duration: ms(3000)})
+		b.notice(0, 700, "x", lv(0, 0), "SUSPENDED: the connection dropped")
+		b.invoke(0, history.Release, 701, history.Value{Lock: "x", LockValue: lv(0, 0)})
+		b.add(history.Info, 0, history.Release, 1701, history.Value{Lock: "x", LockValue: lv(0, 0)}, "context deadline exceeded")
+		b.section(1, "x", 2100, 0, 0)
+		b.notice(1, 3000, "", "", "SUSPENDED: the connection dropped")
+	},
+	// A lease of 1 s: p0's client tells it at 600 ms that the lease may be
+	// gone, a notice that names no lease, and p0 writes at 700 ms all the
+	// same (--on-lost ignore). Nobody else takes the lock: the write is no
+	// violation, but the client's code did not listen.
+	"notice-wrote-after.jsonl": func(b *builder) {
+		b.acquire(0, "x", 0, 10, 1, 1010)
+		b.read(0, "x", 20, 30, 0)
+		b.notice(0, 600, "", "", "Disconnected")
+		b.write(0, "x", 700, 710, 1, 1, 705)
+		b.release(0, "x", 720, 730, 1, lv(0, 1))
+	},
 	// Session locks, blocking: p0, p1 and p2 take x in turn, each invoking
 	// its next acquire right after its release, so that two acquires are
 	// always waiting and no moment comes at which every op has completed.

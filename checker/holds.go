@@ -92,7 +92,9 @@ type view struct {
 	writes []write
 	// foreign are the release oks that removed a lock value other than
 	// their invocation's own, in time order.
-	foreign     []int32
+	foreign []int32
+	// notices are the lost-lock notices of the clients, in time order.
+	notices     []int32
 	acquireFail int
 	acquireInfo int
 	maxTime     int64
@@ -134,7 +136,7 @@ type procState struct {
 
 // buildView computes the view of h. Ops of the nemesis (negative processes)
 // and of functions other than acquire, release, read and write are left
-// out. It returns ctx's error if ctx is done before it finishes.
+// out, but for the lost-lock notices, kept apart. It returns ctx's error if ctx is done before it finishes.
 func buildView(ctx context.Context, h *history.Table) (*view, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -147,11 +149,18 @@ func buildView(ctx context.Context, h *history.Table) (*view, error) {
 		if h.Process(i) < 0 {
 			continue
 		}
+		if h.Type(i) == history.Notice {
+			if h.F(i) == history.Lost {
+				v.notices = append(v.notices, int32(i))
+			}
+			continue
+		}
 		switch h.F(i) {
 		case history.Acquire, history.Release, history.Read, history.Write:
 			order = append(order, opKey{t: t, pos: int32(i)})
 		}
 	}
+	slices.SortStableFunc(v.notices, func(a, b int32) int { return cmp.Compare(h.Time(int(a)), h.Time(int(b))) })
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -455,13 +464,7 @@ type sharedView struct {
 // fresh Result; when ctx ends first, ok is false and the Result is the
 // unknown of a cancelled check.
 func begin(ctx context.Context, h *history.Table, name string) (v *view, r Result, ok bool) {
-	var err error
-	if s, shared := ctx.Value(viewKey{}).(*sharedView); shared && s.h == h {
-		s.once.Do(func() { s.v, s.err = buildView(ctx, h) })
-		v, err = s.v, s.err
-	} else {
-		v, err = buildView(ctx, h)
-	}
+	v, err := sharedOrBuild(ctx, h)
 	if err != nil {
 		return nil, cancelled(name, err), false
 	}

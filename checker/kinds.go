@@ -42,6 +42,10 @@ const (
 	// had run out, before any other process was granted the lock: a stale
 	// write that trampled nobody.
 	KindLateWrite = "late-write"
+	// KindWroteAfterNotice: a holder wrote after its client had told it
+	// that its lease was lost (a lost notice): its code did not listen.
+	// It is the client code's fault, not the lock's.
+	KindWroteAfterNotice = "wrote-after-notice"
 )
 
 // SafetyKinds are the anomaly kinds that break mutual exclusion or what
@@ -56,7 +60,7 @@ var SafetyKinds = []string{KindOverlappingHolds, KindForeignRelease, KindStaleWr
 var AnomalyKinds = append(slices.Clone(SafetyKinds), KindStuckLock)
 
 // NoteKinds are every kind of note a checker reports.
-var NoteKinds = []string{KindNoTokens, KindWriteRejected, KindLiveWriteRejected, KindLateWrite}
+var NoteKinds = []string{KindNoTokens, KindWriteRejected, KindLiveWriteRejected, KindLateWrite, KindWroteAfterNotice}
 
 // IsAnomalyKind reports whether kind is the kind of an anomaly some checker
 // reports.

@@ -57,8 +57,10 @@ import (
 // "acquire_latency_p99_ms" (from invocation to ok, of the acquires that
 // succeeded; left out when none did), "longest_no_acquire_s" (the longest
 // time, from the first client op to the end of the history, in which no
-// acquire of any lock succeeded) and "stuck_locks". Nemesis ops count only
-// as death evidence. The check takes O(n log n) time.
+// acquire of any lock succeeded) and "stuck_locks"; when the history holds
+// lost-lock notices, also those of NoticeStats, the notice latency among
+// them. Nemesis ops count only as death evidence. The check takes
+// O(n log n) time.
 type Liveness struct {
 	// MinAttempts is how many failed acquire attempts by other processes a
 	// stuck lock needs; 0 means DefaultStuckAttempts.
@@ -323,6 +325,7 @@ func (c Liveness) Check(ctx context.Context, h *history.Table) Result {
 		}
 	}
 	r.Stats["stuck_locks"] = float64(stuck)
+	v.noticeStats(&r)
 	return settle(r)
 }
 

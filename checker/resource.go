@@ -89,7 +89,10 @@ import (
 // and "updates_lost" (the updates they lost, summed); and, only when the
 // token-regression rule applies, "token_regressions" (anomalies) and
 // "regressed_writes" (accepted writes below an earlier token, the
-// collapsed ones included). Nemesis ops are ignored. The check takes
+// collapsed ones included). When the history holds lost-lock notices, it
+// notes every hold whose holder wrote after it was told
+// (wrote-after-notice: the client code's fault, not the lock's) and adds
+// the statistics of NoticeStats. Nemesis ops are ignored. The check takes
 // O(n log n) time.
 type Resource struct {
 	// Mode is the resource mode of the run: "none" (the store accepts
@@ -222,6 +225,11 @@ func (c Resource) Check(ctx context.Context, h *history.Table) Result {
 	r.Stats["late_writes"] = float64(late)
 	r.Stats["lost_updates"] = float64(lost)
 	r.Stats["updates_lost"] = float64(updates)
+	for _, row := range v.noticeStats(&r) {
+		if len(row.WritesAfter) > 0 {
+			r.Notes = append(r.Notes, wroteAfterNotice(row))
+		}
+	}
 	return settle(r)
 }
 

@@ -7,7 +7,10 @@ One KazooClient per process, whose session timeout is the run's ttl
 /locktest-kazoo/<lock> with a unique identifier, waiting for the lock until
 a little before the op's deadline. The lock is an ephemeral sequential
 znode: the server deletes it when the holder's session expires, which the
-holder learns of only later, if at all. Options (--client-opt):
+holder learns of only later, if at all: through the client's state
+listener, which says SUSPENDED when the connection drops (the lease may be
+gone) and LOST when the session expired (it is gone). Both go to locktest
+as lost notices for the leases held. Options (--client-opt):
 session-timeout (seconds) overrides the ttl.
 """
 
@@ -17,7 +20,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import kazoo  # noqa: E402
-from kazoo.client import KazooClient  # noqa: E402
+from kazoo.client import KazooClient, KazooState  # noqa: E402
 from kazoo.exceptions import LockTimeout  # noqa: E402
 from kazoo.recipe.lock import Lock  # noqa: E402
 
@@ -39,6 +42,7 @@ CAPS = {
     "fenced": False,
     "expires": False,
     "blocking": True,
+    "notices": "its state listener hears SUSPENDED (may be lost) or LOST (lost)",
     "doc": "kazoo's Lock recipe: an ephemeral sequential znode that waits for its predecessor; the server frees it when the session expires, and the holder goes on believing it holds it",
 }
 
@@ -48,9 +52,17 @@ class Client:
         params = hello.get("params") or {}
         timeout = float(params.get("session-timeout", hello.get("ttl_ms", 1000) / 1000))
         hosts = ",".join(n["addr"] for n in hello["nodes"])
-        self.zk = KazooClient(hosts=hosts, timeout=timeout)
-        self.zk.start(timeout=15)
         self.leases = Leases(hello["process"])
+        self.zk = KazooClient(hosts=hosts, timeout=timeout)
+        self.zk.add_listener(self.state_changed)
+        self.zk.start(timeout=15)
+
+    def state_changed(self, state):
+        """kazoo's state listener (on kazoo's thread; it must not block)."""
+        if state == KazooState.SUSPENDED:
+            self.leases.lost("SUSPENDED: the connection to ZooKeeper dropped; the session, and the lease, may expire")
+        elif state == KazooState.LOST:
+            self.leases.lost("LOST: the session expired; the lease's ephemeral znode went with it")
 
     def acquire(self, lock, ttl_ms, deadline_ms):
         value = self.leases.next_value()
@@ -60,11 +72,14 @@ class Client:
             got = lk.acquire(blocking=True, timeout=wait)
         except LockTimeout as e:
             raise Fail("timed out waiting: %s" % e)
-        return self.leases.granted(got, value, lk)
+        return self.leases.granted(got, value, lk, lock)
 
     def release(self, lock, value, token, deadline_ms):
-        if not self.leases.take(value).release():
-            raise Fail("kazoo says the lock was not acquired")
+        try:
+            if not self.leases.take(value).release():
+                raise Fail("kazoo says the lock was not acquired")
+        finally:
+            self.leases.released(value)
         return {}
 
 

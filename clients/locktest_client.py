@@ -7,11 +7,14 @@ each acquire and release with ok, fail or unknown.
 
 The adapter's client raises Fail when an op certainly did nothing (the lock
 is taken, the lease is not held) and Unknown when its outcome is not known;
-any other exception is an unknown outcome too, named by its type.
+any other exception is an unknown outcome too, named by its type. When its
+library says a lease is gone, or may be gone, it calls lost() (from any
+thread) or Leases.lost() for every lease held.
 """
 
 import json
 import sys
+import threading
 
 PROTOCOL = 1
 
@@ -26,21 +29,29 @@ class Unknown(Exception):
 
 class Leases:
     """The leases a client holds, by their values, and the unique values
-    of its next ones ("p<process>-<n>")."""
+    of its next ones ("p<process>-<n>"). A lease whose release is under way
+    stays named (for lost()) until released() says the release returned;
+    a listener on another thread may call lost() at any time."""
 
     def __init__(self, process):
         self.process, self.n, self.held = process, 0, {}
+        self.names, self.mu = {}, threading.Lock()
 
     def next_value(self):
         self.n += 1
         return "p%d-%d" % (self.process, self.n)
 
-    def granted(self, got, value, lease):
+    def granted(self, got, value, lease, lock=""):
         """The ok of an acquire that got (True) the lock: it holds lease
-        under value; Fail when it did not get it."""
+        under value; Fail when it did not get it. An adapter that sends lost
+        notices names the lock, and calls released() once the release
+        returned."""
         if not got:
             raise Fail("the lock is taken")
         self.held[value] = lease
+        if lock:  # named: lost() can tell of it
+            with self.mu:
+                self.names[value] = lock
         return {"value": value}
 
     def take(self, value):
@@ -51,10 +62,35 @@ class Leases:
             raise Fail("no lease with this value")
         return lease
 
+    def released(self, value):
+        """Forget the lease of value, whose release returned or raised."""
+        with self.mu:
+            self.names.pop(value, None)
+
+    def lost(self, reason, lock=None):
+        """Tell locktest that every lease held (of lock, if given), and
+        those whose release is under way, are lost or may be: reason is the
+        library's word for it."""
+        with self.mu:
+            named = list(self.names.items())
+        for value, name in named:
+            if lock is None or name == lock:
+                lost(name, value, reason)
+
+
+_out = threading.Lock()
+
 
 def _send(msg):
-    sys.stdout.write(json.dumps(msg) + "\n")
-    sys.stdout.flush()
+    with _out:
+        sys.stdout.write(json.dumps(msg) + "\n")
+        sys.stdout.flush()
+
+
+def lost(lock, value, reason):
+    """Tell locktest that the lease value of lock is lost, or may be: a
+    lost notice, which may be sent at any time, from any thread."""
+    _send({"type": "lost", "lock": lock or "", "value": value or "", "reason": reason})
 
 
 def point(name):

@@ -253,9 +253,11 @@ func (v *validator) check(op *Op, line int) error {
 	if err := admit(op, &p.inv, p.open); err != nil {
 		return &LineError{line, err}
 	}
-	p.open = op.Type == Invoke
-	if p.open {
-		p.inv = *op
+	if op.Type != Notice {
+		p.open = op.Type == Invoke
+		if p.open {
+			p.inv = *op
+		}
 	}
 	p.time, p.line = op.Time, line
 	return nil

@@ -24,6 +24,10 @@ func TestRecorderRefusesMalformedSequences(t *testing.T) {
 		{"completion of another process", []Op{{Type: Invoke, Process: 1, F: Acquire}, {Type: OK, Process: 2, F: Acquire}}, ErrNoInvoke},
 		{"second completion", []Op{{Type: Invoke, Process: 1, F: Acquire}, {Type: Fail, Process: 1, F: Acquire}, {Type: OK, Process: 1, F: Acquire}}, ErrNoInvoke},
 		{"nemesis interleaves", []Op{{Type: Invoke, Process: 1, F: Acquire}, {Type: Invoke, Process: NemesisProcess, F: "kill-node"}, {Type: Info, Process: 1, F: Acquire}}, nil},
+		{"notice while an op is open", []Op{{Type: Invoke, Process: 1, F: Write}, {Type: Notice, Process: 1, F: Lost}, {Type: OK, Process: 1, F: Write}}, nil},
+		{"notice alone", []Op{{Type: Notice, Process: 1, F: Lost}, {Type: Notice, Process: 1, F: Lost}}, nil},
+		{"notice completes nothing", []Op{{Type: Invoke, Process: 1, F: Write}, {Type: Notice, Process: 1, F: Lost}, {Type: Invoke, Process: 1, F: Read}}, ErrDoubleInvoke},
+		{"notice opens nothing", []Op{{Type: Notice, Process: 1, F: Lost}, {Type: OK, Process: 1, F: Lost}}, ErrNoInvoke},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

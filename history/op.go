@@ -24,12 +24,18 @@ const (
 	// Info says the outcome is unknown: the operation may have taken effect at
 	// any time after its invocation, or never.
 	Info Type = "info"
+	// Notice is an event, not an operation: a client's library told the
+	// holder something at that moment (f "lost": its lease is gone, or may
+	// be). It stands alone, with no invocation; a process may record one
+	// while an op of its own is open, and it neither opens nor completes
+	// an op.
+	Notice Type = "notice"
 )
 
 // Valid reports whether t is one of the four op types.
 func (t Type) Valid() bool {
 	switch t {
-	case Invoke, OK, Fail, Info:
+	case Invoke, OK, Fail, Info, Notice:
 		return true
 	}
 	return false
@@ -51,6 +57,10 @@ const (
 	Claim   = "claim" // check-and-set mode: make this holder the resource's claimant
 	Read    = "read"
 	Write   = "write"
+	// Lost is the f of a notice: the holder's library said its lease is
+	// gone, or may be gone (the op's error gives the library's reason, its
+	// value the lock and lock value when the client named them).
+	Lost = "lost"
 )
 
 // Op is one line of a history: an invocation or a completion.
@@ -150,15 +160,18 @@ func (h History) ClientSpan() time.Duration {
 
 // Pair links each invocation to its completion: Pair()[i] is the index of the
 // completion of invoke i (or of the invoke of completion i), and -1 where the
-// history ended before the op completed. It assumes a well-formed history, as
-// the recorder and the decoder guarantee.
+// history ended before the op completed, and for a notice. It assumes a
+// well-formed history, as the recorder and the decoder guarantee.
 func (h History) Pair() []int {
 	pair := make([]int, len(h))
 	open := make(map[int]int)
 	for i, o := range h {
 		pair[i] = -1
-		if o.Type == Invoke {
+		switch o.Type {
+		case Invoke:
 			open[o.Process] = i
+			continue
+		case Notice:
 			continue
 		}
 		if inv, ok := open[o.Process]; ok {

@@ -58,9 +58,11 @@ func (r *Recorder) Record(op Op) (Op, error) {
 	}
 	op.Index = r.n
 	r.n++
-	if op.Type == Invoke {
+	switch op.Type {
+	case Invoke:
 		r.open[op.Process] = op
-	} else {
+	case Notice:
+	default:
 		delete(r.open, op.Process)
 	}
 	if r.sink == nil || r.sinkErr != nil {
@@ -97,6 +99,9 @@ func admit(op, inv *Op, isOpen bool) error {
 	}
 	if op.F == "" {
 		return errors.New("op without f")
+	}
+	if op.Type == Notice {
+		return nil
 	}
 	if op.Type == Invoke {
 		if isOpen {

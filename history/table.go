@@ -53,7 +53,7 @@ const (
 	recFull                   // the op is in Table.full
 )
 
-var recTypes = [...]Type{"", Invoke, OK, Fail, Info}
+var recTypes = [...]Type{"", Invoke, OK, Fail, Info, Notice}
 
 func typeCode(t Type) (uint8, bool) {
 	for i, rt := range recTypes[1:] {
@@ -330,8 +330,11 @@ func (t *Table) Pair() []int32 {
 	for i := range pair {
 		pair[i] = -1
 		proc := t.Process(i)
-		if t.Type(i) == Invoke {
+		switch t.Type(i) {
+		case Invoke:
 			open[proc] = int32(i)
+			continue
+		case Notice:
 			continue
 		}
 		if inv, ok := open[proc]; ok {

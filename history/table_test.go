@@ -28,6 +28,7 @@ func tableOps() History {
 		{Index: 12, Type: Invoke, Process: 2, F: Acquire, Time: 30, Value: Value{Lock: "lock-1"}},
 		{Index: 12, Type: Info, Process: 2, F: Acquire, Time: 31, Value: Value{Lock: "lock-1", ValidUntil: 50, StoreTime: 40}, Error: "worker exited"},
 		{Index: 13, Type: Invoke, Process: 1 << 40, F: Claim, Time: 32},
+		{Index: 14, Type: Notice, Process: 1, F: Lost, Time: 33, Value: Value{Lock: "lock-0", LockValue: "p1-2"}, Error: "session expired"},
 	}
 }
 

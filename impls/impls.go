@@ -121,6 +121,67 @@ type Config struct {
 	// Hook, if set, is called at named points inside an impl's operations
 	// (see the impl's doc) so the harness can pause the process there.
 	Hook func(point string)
+	// Lost, if set, is how an impl tells its holder that a lease is gone,
+	// or may be gone, at the moment its library says so: a session that
+	// expired or lost its connection, a keep-alive that failed. lock and
+	// value name the lease (both "" when the impl cannot tell which);
+	// reason is the library's word for it. It may be called from any
+	// goroutine and returns at once; impls call it through Tell or a
+	// Holding.
+	Lost func(lock, value, reason string)
+}
+
+// Tell calls Lost, if there is one, for the lease lock/value.
+func (c Config) Tell(lock, value, reason string) {
+	if c.Lost != nil {
+		c.Lost(lock, value, reason)
+	}
+}
+
+// Holding is the set of leases a client holds, kept for the lost-lock
+// notices a library delivers on a goroutine of its own (a session's event
+// callback), which must name the leases the news is about. Its methods are
+// safe for concurrent use; the zero value holds nothing and tells nobody
+// until Tell is set.
+type Holding struct {
+	mu   sync.Mutex
+	held map[string]string // lease value → lock
+	// Tell receives the notices: Config.Tell, set once before use.
+	Tell func(lock, value, reason string)
+}
+
+// Add records that l is held. A client adds a lease when its acquire
+// succeeds.
+func (h *Holding) Add(l Lease) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.held == nil {
+		h.held = map[string]string{}
+	}
+	h.held[l.Value] = l.Lock
+}
+
+// Remove forgets the lease of value. A client removes a lease when its
+// release returns, whatever its outcome, so that news that comes while
+// the release is in flight still names it.
+func (h *Holding) Remove(value string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.held, value)
+}
+
+// Lost tells of every lease held now, with reason, and reports how many
+// it told of; news while nothing is held concerns no lease and is
+// dropped.
+func (h *Holding) Lost(reason string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.Tell != nil {
+		for v, l := range h.held {
+			h.Tell(l, v, reason)
+		}
+	}
+	return len(h.held)
 }
 
 // Check returns an error, prefixed with the impl's name, unless c has what
@@ -202,6 +263,10 @@ type Impl struct {
 	// by another client, e.g. "fails at once" or "polls the INSERT every
 	// 10ms until its deadline".
 	Wait string
+	// Notices says in a few words what tells a holder of this impl that
+	// its lease is gone, through Config.Lost ("the session's Done channel
+	// closes"); empty when nothing does.
+	Notices string
 	// Points are the pause points the impl passes to Config.Hook inside its
 	// operations, besides the worker's own (after-acquire, before-write);
 	// the nemesis may pause a client at any of them.

@@ -82,6 +82,7 @@ func (s *Schedule) Run(ctx context.Context) error {
 			// the same faults and targets as before.
 			wait -= s.Interval / 2
 		}
+		lg.Debug("quiet before the next fault", "wait", wait)
 		if !sleep(ctx, wait) {
 			break
 		}

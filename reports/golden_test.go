@@ -86,6 +86,14 @@ func TestGoldenHistoryReports(t *testing.T) {
 			want: []string{"None: no checker found a violation.", `class="w w1"`, "write-rejected", `class="exp"`}},
 		{name: "stuck-lock", file: "stuck-lock.jsonl", verdict: "invalid",
 			kinds: []string{"stuck-lock"}, want: []string{`norel"`}},
+		// A holder told of its lost lease 2 s after the takeover: the
+		// notice section's row, a late one, and the notice's triangle on
+		// the timeline.
+		{name: "lost-notice", file: "notice-after-takeover.jsonl", verdict: "invalid",
+			kinds: []string{"overlapping-holds", "lost-update", "not-linearizable"},
+			want: []string{`<h2 id="notices">Lost-lock notices</h2>`, "1 notices; 1 of 1 holds that another client overlapped were told, 1 told only after the loss",
+				`<tr class="late"><td>p0</td><td>x</td><td class="num">0.010 s</td><td>op 7</td><td class="num">1.101 s</td><td class="num">3.100 s</td><td class="num">&#43;1.999 s</td>`,
+				`<path class="n" data-n="0"`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r, h := loadGolden(t, tc.file)

@@ -215,6 +215,7 @@ type reportData struct {
 	Legend     []legendItem
 	Pct        []percentileRow
 	TL         *timeline
+	Notices    *noticeSection
 	Data       template.JS
 	Script     template.JS
 	Style      template.CSS
@@ -241,7 +242,7 @@ func RenderReport(r runstore.Results, h *history.Table, x Extras) ([]byte, error
 		return nil, err
 	}
 	d := reportData{Results: r, Met: r.Met(), TL: tl, Data: template.JS(data), Script: reportJS, Style: reportCSS, X: x,
-		Timeline: timelineSVG(tl), Pct: percentiles(h)}
+		Timeline: timelineSVG(tl), Pct: percentiles(h), Notices: buildNotices(r.Run, h)}
 	d.Cluster = ClusterText(r.Run)
 	if r.Run.Network != "" {
 		d.Cluster += ", network: " + r.Run.Network

@@ -191,6 +191,15 @@ func timelineSVG(t *timeline) template.HTML {
 		}
 		b.WriteString(`</line>`)
 	}
+	// Lost-lock notices: a small triangle above the lane, pointing down.
+	for i, n := range t.Notices {
+		x, y := s.x(n[1]), laneY(int(n[0]))
+		fmt.Fprintf(&b, `<path class="n" data-n="%d" d="M%s %sL%s %sL%s %sZ">`, i, f1(x-4), f1(y-3), f1(x+4), f1(y-3), f1(x), f1(y+4))
+		if titles {
+			fmt.Fprintf(&b, `<title>%s</title>`, template.HTMLEscapeString(t.opTitle(int(n[2]))))
+		}
+		b.WriteString(`</path>`)
+	}
 	// Anomalies, in red, each a line through the ops that prove it.
 	for i, a := range t.Anoms {
 		fmt.Fprintf(&b, `<g class="anom" id="tl-%s" data-a="%d">`, a.ID, i)

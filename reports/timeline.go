@@ -67,13 +67,16 @@ type tlAnomaly struct {
 
 // timeline is the whole model.
 type timeline struct {
-	End    int64       `json:"end"`
-	Lanes  []string    `json:"lanes"` // lane 0 is the nemesis
-	Locks  []string    `json:"locks"`
-	Holds  []tlHold    `json:"holds"`
-	Writes []tlWrite   `json:"writes"`
-	Faults []tlFault   `json:"faults"`
-	Anoms  []tlAnomaly `json:"anomalies"`
+	End    int64     `json:"end"`
+	Lanes  []string  `json:"lanes"` // lane 0 is the nemesis
+	Locks  []string  `json:"locks"`
+	Holds  []tlHold  `json:"holds"`
+	Writes []tlWrite `json:"writes"`
+	// Notices are the lost-lock notices as [lane, time, idx], in time
+	// order: a holder's client said its lease is lost.
+	Notices [][3]int64  `json:"notices"`
+	Faults  []tlFault   `json:"faults"`
+	Anoms   []tlAnomaly `json:"anomalies"`
 	// Ops are the full records shown on hover, by history index: every op
 	// when the history has at most fullOpsLimit ops, else only those that
 	// anomalies name and the nemesis's.
@@ -91,7 +94,7 @@ func us(ns int64) int64 { return ns / 1000 }
 
 // buildTimeline computes the timeline of h with the anomalies of rs.
 func buildTimeline(rs []checker.Result, h *history.Table) *timeline {
-	t := &timeline{Lanes: []string{"nemesis"}, Holds: []tlHold{}, Writes: []tlWrite{}, Faults: []tlFault{},
+	t := &timeline{Lanes: []string{"nemesis"}, Holds: []tlHold{}, Writes: []tlWrite{}, Notices: [][3]int64{}, Faults: []tlFault{},
 		Anoms: []tlAnomaly{}, Ops: map[int]string{}, Locks: []string{}}
 	var end int64
 	procs := map[int]bool{}
@@ -187,6 +190,10 @@ func buildTimeline(rs []checker.Result, h *history.Table) *timeline {
 			}
 			continue
 		}
+		if o.Type == history.Notice {
+			t.Notices = append(t.Notices, [3]int64{int64(laneOf(o.Process)), us(o.Time), int64(i)})
+			continue
+		}
 		k := key{o.Process, o.Value.Lock}
 		switch {
 		case o.F == history.Acquire && o.Type == history.Invoke:
@@ -246,6 +253,7 @@ func buildTimeline(rs []checker.Result, h *history.Table) *timeline {
 		}
 	}
 	slices.SortStableFunc(t.Writes, func(a, b tlWrite) int { return int(a[1] - b[1]) })
+	slices.SortStableFunc(t.Notices, func(a, b [3]int64) int { return int(a[1] - b[1]) })
 
 	shownAnomalies(rs, func(a checker.Anomaly, chk, id string) {
 		ta := tlAnomaly{ID: id, Checker: chk, Kind: a.Kind, Explanation: a.Explanation,

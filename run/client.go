@@ -193,7 +193,7 @@ func clientImpl(spec external.Spec, caps external.Caps) impls.Impl {
 	}
 	return impls.Impl{
 		Name: caps.Name, Backend: spec.Backend, Nodes: ClientBackends[spec.Backend], Fenced: caps.Fenced,
-		Blocking: caps.Blocking, Points: caps.Points,
+		Blocking: caps.Blocking, Points: caps.Points, Notices: caps.Notices,
 		Doc: fmt.Sprintf("%s (%s %s, through the client protocol: %s)", doc, caps.Library, caps.Version, strings.Join(spec.Command, " ")),
 	}
 }

@@ -68,6 +68,9 @@ type Config struct {
 	// WorkMin is the shortest time between the read and the write; the
 	// work time is uniform in [WorkMin, Work].
 	WorkMin time.Duration
+	// OnLost is what a holder does when its client tells it that its
+	// lease is lost: workloads.OnLostIgnore or workloads.OnLostStopWriting.
+	OnLost string
 	// Timeout bounds every single lock or store operation of a worker.
 	Timeout time.Duration
 	// Interval is the mean quiet time between faults.
@@ -165,7 +168,7 @@ func DefaultConfig() Config {
 	return Config{
 		Impl: "redis-set-nx-px", Clients: 5, Locks: 1, TTL: time.Second, Duration: 10 * time.Second, Seed: 1,
 		Mode: workloads.ModeNone, StoreDir: "store", Retry: 5 * time.Millisecond, RetryMax: 100 * time.Millisecond,
-		Backoff: workloads.BackoffExponential, Timeout: time.Second,
+		Backoff: workloads.BackoffExponential, Timeout: time.Second, OnLost: workloads.OnLostIgnore,
 		Interval: 2 * time.Second, NodeDown: time.Second, PausePoint: workloads.PointAfterAcquire, Expect: "valid",
 		Window: 2 * time.Second, Quiet: time.Second, Net: NetAuto, Loss: 0.3, Delay: 100 * time.Millisecond,
 		StrobeRate: 10 * time.Millisecond, Provider: ProviderLocal,
@@ -220,6 +223,8 @@ func (c *Config) Validate() error {
 		return setupErr("--quiet-time must be at least 0 and shorter than --time (%v), got %v", c.Duration, c.Quiet)
 	case !slices.Contains(NetModes, c.Net):
 		return setupErr("--net must be %s, got %q", strings.Join(NetModes, ", "), c.Net)
+	case !slices.Contains(workloads.OnLostModes, c.OnLost):
+		return setupErr("--on-lost must be %s, got %q", strings.Join(workloads.OnLostModes, " or "), c.OnLost)
 	case !slices.Contains(workloads.Backoffs, c.Backoff):
 		return setupErr("--backoff must be %s, got %q", strings.Join(workloads.Backoffs, " or "), c.Backoff)
 	case c.ClockDirection != nemesis.ClockEither && !slices.Contains(ClockDirections, c.ClockDirection):
@@ -240,6 +245,10 @@ func (c *Config) Validate() error {
 	}
 	if c.Client == "" && len(c.ClientParams) > 0 {
 		return setupErr("--client-opt changes nothing in this run: it needs --client")
+	}
+	// A client's notices are known once it was probed.
+	if c.OnLost == workloads.OnLostStopWriting && impl.Notices == "" && (c.Client == "" || c.clientCaps != nil) {
+		return setupErr("--on-lost %s changes nothing in this run: %s sends no lost notices (etcd-mutex, etcd-lease-txn, zk-recipe, zk-lock, redlock-extend and the clients curator, curator-semaphore and kazoo do)", c.OnLost, c.Impl)
 	}
 	for f := range c.Targets {
 		if !slices.Contains(c.faultParts(), f) {
@@ -351,7 +360,7 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	lg.Info("run starting", "dir", dir, "impl", cfg.Impl, "faults", strings.Join(cfg.Faults, ","), "seed", cfg.Seed)
 
 	info = runstore.RunInfo{
-		Name: cfg.Name, Impl: cfg.Impl, ImplDoc: impl.Doc, Backend: impl.Backend, Nodes: impl.Nodes,
+		Name: cfg.Name, Impl: cfg.Impl, ImplDoc: impl.Doc, Notices: impl.Notices, Backend: impl.Backend, Nodes: impl.Nodes,
 		Faults: append([]string{}, cfg.Faults...), Clients: cfg.Clients, Locks: cfg.Locks,
 		TTL: cfg.TTL.String(), Duration: cfg.Duration.String(), Seed: cfg.Seed, Mode: string(cfg.Mode),
 		Command: cfg.Command, Version: runstore.Version(), Started: started.Format(time.RFC3339), Expect: cfg.Expect,
@@ -649,7 +658,7 @@ func start(ctx context.Context, cfg Config, impl impls.Impl, dir, logDir string,
 			Impl: cfg.Impl, Client: client, Addrs: addrs, Nodes: ClientNodes(nodes), Params: cfg.ImplParams, Locks: locks, TTL: workloads.Duration(cfg.TTL),
 			Think: workloads.Duration(cfg.Think), Backoff: cfg.WorkerBackoff(),
 			Work: workloads.Duration(cfg.Work), WorkMin: workloads.Duration(cfg.WorkMin), Timeout: workloads.Duration(cfg.Timeout),
-			StoreAddr: resStore.Addr(), Mode: cfg.Mode, ClockOrigin: clock.Origin(), Seed: cfg.Seed,
+			StoreAddr: resStore.Addr(), Mode: cfg.Mode, OnLost: cfg.OnLost, ClockOrigin: clock.Origin(), Seed: cfg.Seed,
 			ProfileDir: cfg.ProfileDir,
 		},
 	}, cfg.Clients)

@@ -79,6 +79,7 @@ var Settings = []Setting{
 	{"backoff", GroupWorkload, "wait after failed acquires in a row: " + workloads.BackoffExponential + " (a random wait up to --retry, doubling up to --retry-max, as real clients do) or " + workloads.BackoffUniform + " (a random wait up to --retry every time: the tight retry)", str(func(c *Config) *string { return &c.Backoff }), true},
 	{"work", GroupWorkload, "longest time spent between the read and the write", rule(dur(func(c *Config) *time.Duration { return &c.Work }), "must not be negative", notNegative[time.Duration]), true},
 	{"work-min", GroupWorkload, "shortest time spent between the read and the write (a slow critical section)", dur(func(c *Config) *time.Duration { return &c.WorkMin }), true},
+	{"on-lost", GroupWorkload, "what a holder does when its client tells it that its lease is lost (a lost notice): " + workloads.OnLostIgnore + " (goes on, as a client that does not listen) or " + workloads.OnLostStopWriting + " (writes no more and releases, as a careful holder)", str(func(c *Config) *string { return &c.OnLost }), true},
 	{"op-timeout", GroupWorkload, "deadline of each lock or store operation", rule(dur(func(c *Config) *time.Duration { return &c.Timeout }), "must be positive", positive[time.Duration]), true},
 	{"impl-opt", GroupWorkload, "impl settings key=value (see docs/backends.md)", strMap(func(c *Config) *map[string]string { return &c.ImplParams }), true},
 

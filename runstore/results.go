@@ -51,6 +51,10 @@ type RunInfo struct {
 	Name     string   `json:"name"`
 	Impl     string   `json:"impl"`
 	ImplDoc  string   `json:"impl_doc,omitempty"`
+	// Notices says what tells a holder of the impl that its lease is lost
+	// (impls.Impl.Notices, or an external client's notices capability),
+	// as lost notices in the history; empty when it sends none.
+	Notices string `json:"notices,omitempty"`
 	// Client describes the external lock client that took the place of a
 	// Go impl, as it described itself; nil for a Go impl.
 	Client      *ClientInfo `json:"client,omitempty"`

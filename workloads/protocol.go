@@ -40,6 +40,9 @@ type WorkerConfig struct {
 	Timeout   Duration `json:"timeout"` // per-operation deadline
 	StoreAddr string   `json:"store_addr"`
 	Mode      Mode     `json:"mode"`
+	// OnLost is what the holder does when its client tells it that its
+	// lease is lost (a notice): OnLostIgnore ("" too) or OnLostStopWriting.
+	OnLost string `json:"on_lost,omitempty"`
 	// ClockOrigin is the driver's CLOCK_MONOTONIC origin for history times.
 	ClockOrigin int64 `json:"clock_origin"`
 	Seed        int64 `json:"seed"`
@@ -95,6 +98,21 @@ type Event struct {
 // eventOpPrefix starts the JSON of an Event that carries an op, which the
 // pool decodes on a fast path (history.OpParser).
 const eventOpPrefix = `{"op":`
+
+// What a holder does when its client tells it that its lease is gone, or
+// may be gone (--on-lost). The notice is recorded either way.
+const (
+	// OnLostIgnore goes on with the critical section as if nothing was
+	// said: what a client that does not listen does.
+	OnLostIgnore = "ignore"
+	// OnLostStopWriting is the careful holder: once told, it writes no
+	// more (it cuts its work short and skips its read and write) and
+	// releases the lock.
+	OnLostStopWriting = "stop-writing"
+)
+
+// OnLostModes are the values of --on-lost.
+var OnLostModes = []string{OnLostIgnore, OnLostStopWriting}
 
 // The pause points of the worker loop.
 const (

@@ -26,7 +26,7 @@ import (
 // until stopped, until in closes, or until ctx is done. It returns an error
 // only when it could not start; the error was also sent as a Fatal event.
 func RunWorker(ctx context.Context, in io.Reader, out io.Writer) error {
-	w := &worker{out: json.NewEncoder(out), raw: out, cont: make(chan struct{}, 1)}
+	w := &worker{out: json.NewEncoder(out), raw: out, cont: make(chan struct{}, 1), toldC: make(chan struct{}, 1)}
 	cmds := bufio.NewScanner(in)
 	cmds.Buffer(make([]byte, 1<<20), 1<<20)
 	if !cmds.Scan() {
@@ -124,7 +124,7 @@ func RunWorker(ctx context.Context, in io.Reader, out io.Writer) error {
 func (w *worker) newClient(ctx context.Context) (impls.Client, error) {
 	c := impls.Config{
 		Addrs: w.cfg.Addrs, Nodes: w.cfg.Nodes, Params: w.cfg.Params, Process: w.cfg.Process, Now: w.clock.Now, Wall: w.wall,
-		Hook: w.pausePoint,
+		Hook: w.pausePoint, Lost: w.lost,
 	}
 	if w.cfg.Client != nil {
 		return external.New(ctx, *w.cfg.Client, c, external.Run{Locks: w.cfg.Locks, TTL: time.Duration(w.cfg.TTL), Deadline: time.Duration(w.cfg.Timeout)}, os.Stderr)
@@ -159,6 +159,62 @@ type worker struct {
 	dead       error
 	armed      atomic.Pointer[string]
 	wallOffset atomic.Int64
+
+	// noticeMu guards what the lost-lock notices act on: the lease held
+	// now (holding, heldLock, heldValue) and whether its holder was told
+	// it is lost (told, also signalled on toldC for a wait to end).
+	noticeMu  sync.Mutex
+	holding   bool
+	heldLock  string
+	heldValue string
+	told      bool
+	toldC     chan struct{}
+}
+
+// lost is the impls.Config.Lost of the worker's client: it records the
+// notice (history.Notice, f lost) at once, and when it concerns the lease
+// held now (the same lock and value, or the client named none), marks
+// that lease told. It may be called from any goroutine.
+func (w *worker) lost(lock, value, reason string) {
+	w.noticeMu.Lock()
+	defer w.noticeMu.Unlock()
+	w.record(history.Op{Type: history.Notice, F: history.Lost, Value: history.Value{Lock: lock, LockValue: value}, Error: reason})
+	if !w.holding || (lock != "" && lock != w.heldLock) || (value != "" && value != w.heldValue) || w.told {
+		return
+	}
+	w.told = true
+	select {
+	case w.toldC <- struct{}{}:
+	default:
+	}
+}
+
+// hold records that l is held from now on, not yet told lost; a zero l
+// records that nothing is held.
+func (w *worker) hold(l impls.Lease, held bool) {
+	w.noticeMu.Lock()
+	defer w.noticeMu.Unlock()
+	w.holding, w.heldLock, w.heldValue, w.told = held, l.Lock, l.Value, false
+	select {
+	case <-w.toldC: // a signal of an earlier lease
+	default:
+	}
+}
+
+// invoke records the invocation of the resource op f on v, unless the
+// holder stops writing (--on-lost stop-writing, and its lease was told
+// lost): then it records nothing and reports false. The check and the
+// record are one step, so that no notice comes between them.
+func (w *worker) invoke(f string, v history.Value) bool {
+	if w.cfg.OnLost == OnLostStopWriting {
+		w.noticeMu.Lock()
+		defer w.noticeMu.Unlock()
+		if w.told {
+			return false
+		}
+	}
+	w.record(history.Op{Type: history.Invoke, F: f, Value: v})
+	return true
 }
 
 func (w *worker) wall() time.Time { return time.Now().Add(time.Duration(w.wallOffset.Load())) }
@@ -190,13 +246,12 @@ func (w *worker) pausePoint(point string) {
 	}
 }
 
-func (w *worker) record(op history.Op) history.Op {
+// record sends op as this process's, timed now unless it has a time. The
+// time is read under the lock that orders the sends, so that a notice
+// recorded on another goroutine never goes out after a later op.
+func (w *worker) record(op history.Op) {
 	op.Process = w.cfg.Process
-	if op.Time == 0 {
-		op.Time = int64(w.clock.Now())
-	}
 	w.sendOp(op)
-	return op
 }
 
 // sendOp sends Event{Op: &op}, encoded as encoding/json would, through
@@ -205,8 +260,9 @@ func (w *worker) record(op history.Op) history.Op {
 // full ring makes stdout the way of this op and all later ones. On
 // stdout, an invocation is written at once, together with the completions held back
 // before it, since the request it announces is about to leave this
-// process; a completion is held back until the next write, so that a
-// critical section costs the driver one wake-up per request rather than
+// process, and so is a notice, which may come while the loop waits; a
+// completion is held back until the next write, so that a critical
+// section costs the driver one wake-up per request rather than
 // two. Nothing is held back across a wait (sleepFor, a pause point) or
 // the end of the loop, and a worker killed with a completion held back
 // leaves that op open, which the pool completes as info: sound, as every
@@ -214,6 +270,9 @@ func (w *worker) record(op history.Op) history.Op {
 func (w *worker) sendOp(op history.Op) {
 	w.outMu.Lock()
 	defer w.outMu.Unlock()
+	if op.Time == 0 {
+		op.Time = int64(w.clock.Now())
+	}
 	w.line = append(history.AppendJSON(append(w.line, eventOpPrefix...), op), '}', '\n')
 	if w.ring != nil {
 		if w.ring.write(w.line) {
@@ -229,7 +288,7 @@ func (w *worker) sendOp(op history.Op) {
 		w.flushLocked()
 		return
 	}
-	if op.Type == history.Invoke {
+	if op.Type == history.Invoke || op.Type == history.Notice {
 		w.flushLocked()
 	}
 }
@@ -296,9 +355,11 @@ func (w *worker) loop(ctx context.Context) {
 			continue
 		}
 		failed = 0
+		w.hold(lease, true)
 		w.pausePoint(PointAfterAcquire)
 		w.critical(ctx, lease)
 		w.release(ctx, lease)
+		w.hold(impls.Lease{}, false)
 		if w.dead != nil {
 			return
 		}
@@ -349,6 +410,9 @@ func leaseRef(l impls.Lease) history.Value {
 
 // critical runs the critical section: claim (check-and-set mode), read,
 // optional work, write value+1 with the lease's token and value.
+// With --on-lost stop-writing, a holder told that its lease is lost does
+// none of these steps from then on (invoke), and its work ends at the
+// notice.
 func (w *worker) critical(ctx context.Context, l impls.Lease) {
 	base := leaseRef(l)
 	if w.cfg.Mode == ModeCheckAndSet {
@@ -361,10 +425,30 @@ func (w *worker) critical(ctx context.Context, l impls.Lease) {
 	if !ok {
 		return
 	}
-	w.sleepBetween(ctx, w.cfg.WorkMin, w.cfg.Work)
+	w.work(ctx)
 	w.pausePoint(PointBeforeWrite)
 	base.N = history.Num(n + 1)
 	w.resourceOp(ctx, history.Write, base, l)
+}
+
+// work spends the time between the read and the write (uniform in
+// [WorkMin, Work]); with --on-lost stop-writing, a notice of the lease's
+// loss ends it.
+func (w *worker) work(ctx context.Context) {
+	if w.cfg.OnLost != OnLostStopWriting {
+		w.sleepBetween(ctx, w.cfg.WorkMin, w.cfg.Work)
+		return
+	}
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-w.toldC:
+			cancel()
+		case <-lctx.Done():
+		}
+	}()
+	w.sleepBetween(lctx, w.cfg.WorkMin, w.cfg.Work)
 }
 
 // resourceOp reads or writes the resource: through the lock service in mode
@@ -382,7 +466,9 @@ func (w *worker) resourceOp(ctx context.Context, f string, v history.Value, l im
 // "rejected", as a store's refusal is; a write whose outcome is unknown is
 // info; a read that failed is a fail.
 func (w *worker) guardedOp(ctx context.Context, f string, v history.Value, l impls.Lease) (int64, bool) {
-	w.record(history.Op{Type: history.Invoke, F: f, Value: v})
+	if !w.invoke(f, v) {
+		return 0, false
+	}
 	octx, cancel := w.opCtx(ctx)
 	var n int64
 	var err error
@@ -414,7 +500,9 @@ func (w *worker) guardedOp(ctx context.Context, f string, v history.Value, l imp
 // fail (the store changed nothing); a lost connection leaves a write info
 // (the store may have applied it) and a read or claim fail.
 func (w *worker) storeOp(ctx context.Context, f string, v history.Value) (int64, bool) {
-	w.record(history.Op{Type: history.Invoke, F: f, Value: v})
+	if !w.invoke(f, v) {
+		return 0, false
+	}
 	req := StoreRequest{F: f, Process: w.cfg.Process, Lock: v.Lock, Token: v.Token, LockValue: v.LockValue}
 	if v.N != nil {
 		req.N = *v.N

@@ -30,7 +30,8 @@ import org.apache.curator.retry.ExponentialBackoffRetry;
  * Both recipes hold the lock in an ephemeral sequential znode, which the
  * server deletes when the holder's session expires; the holder learns of
  * it only through its ConnectionStateListener, which this adapter logs to
- * standard error (SUSPENDED: the leases may be gone; LOST: they are).
+ * standard error and sends to locktest as lost notices (SUSPENDED: the
+ * leases may be gone; LOST: they are).
  *
  * <p>Options (--client-opt): recipe (mutex, the default, or
  * semaphore-mutex); session-timeout and connection-timeout (seconds, or a
@@ -142,6 +143,8 @@ public final class CuratorLock implements LocktestClient.Client {
      * gone (the session expired, or Curator gave it up after a whole
      * session timeout suspended). Curator's recipes do not act on it: the
      * holder goes on believing it holds the lock unless its code listens.
+     * Both go to locktest as a lost notice for each lease held, which the
+     * run's --on-lost setting acts on or not.
      */
     private void stateChanged(ConnectionState state) {
         List<LocktestClient.Leases.Held<InterProcessLock>> held = leases.held();
@@ -155,9 +158,10 @@ public final class CuratorLock implements LocktestClient.Client {
             return;
         }
         for (LocktestClient.Leases.Held<InterProcessLock> h : held) {
-            // A lost-lock notice to locktest, for a protocol that carries
-            // one, goes here: this lease is gone, or may be gone.
+            // This lease is gone, or may be gone: a lost notice to
+            // locktest, which records it as the listener heard it.
             log("lease %s of %s: %s", h.value(), h.lock(), notice);
+            LocktestClient.lost(h.lock(), h.value(), state + ": " + notice);
         }
     }
 
@@ -192,6 +196,7 @@ public final class CuratorLock implements LocktestClient.Client {
                 "expires", false,
                 "blocking", true,
                 "points", List.of(),
+                "notices", "its ConnectionStateListener hears SUSPENDED (may be lost) or LOST (lost)",
                 "doc", doc);
     }
 

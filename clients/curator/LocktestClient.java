@@ -154,6 +154,14 @@ public final class LocktestClient {
     }
 
     /**
+     * Tells locktest that the lease value of lock is lost, or may be: a
+     * lost notice, sent at once from any thread (a connection listener's).
+     */
+    public static void lost(String lock, String value, String reason) {
+        send(fields("type", "lost", "lock", lock, "value", value, "reason", reason));
+    }
+
+    /**
      * Reports reaching the pause point name, and waits for the driver's
      * go. It is called during an op, on the thread that serves them.
      */

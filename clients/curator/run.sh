@@ -10,6 +10,10 @@
 #
 # The cache is $LOCKTEST_CACHE/curator, else $XDG_CACHE_HOME/locktest/curator,
 # else ~/.cache/locktest/curator.
+#
+# run.sh --build only compiles (when the cache has no classes of these
+# sources yet), removes the classes of older sources or jars, and exits:
+# make setup runs it.
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -72,6 +76,16 @@ if [ ! -f "$classes/CuratorLock.class" ]; then
 	# first, and then those are used.
 	mv -T "$tmp" "$classes" 2>/dev/null || rm -rf "$tmp"
 	[ -f "$classes/CuratorLock.class" ] || fail "no classes in $classes after compiling"
+fi
+
+if [ "${1:-}" = --build ]; then
+	# Classes of older sources or jars are of no use any more; at setup
+	# no client runs them.
+	for old in "$cache"/classes-*; do
+		[ "$old" = "$classes" ] || [ ! -d "$old" ] || rm -rf "$old"
+	done
+	echo "curator/run.sh: the adapter's classes are in $classes"
+	exit 0
 fi
 
 # A small JVM that starts fast: serial GC, the C1 compiler only, no

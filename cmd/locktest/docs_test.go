@@ -127,7 +127,7 @@ var foreignFlags = map[string]string{
 	"--auth": "mariadb-install-db", "--auth-root-authentication-method": "mariadb-install-db", "--init-file": "mariadbd",
 	"--no-defaults": "mariadbd", "--locale": "initdb", "--no-sync": "initdb",
 	"--clear-groups": "setpriv", "--regid": "setpriv", "--reuid": "setpriv",
-	"--case": "scripts/soak", "--no-cleanup": "scripts/soak", "--max-ms": "scripts/soak", "--providers": "scripts/soak",
+	"--case": "scripts/soak", "--no-cleanup": "scripts/soak", "--max-ms": "scripts/soak", "--providers": "scripts/soak", "--build": "clients/curator/run.sh",
 	"--election-timeout": "etcd", "--heartbeat-interval": "etcd", "--initial-cluster": "etcd",
 	"--path": "iptables (the cgroup match)",
 }

@@ -33,6 +33,9 @@ func newListCmd() *cobra.Command {
 				if len(i.Points) > 0 {
 					fmt.Fprintf(w, "  %-20s pause points: %s\n", "", strings.Join(i.Points, ", "))
 				}
+				if i.Notices != "" {
+					fmt.Fprintf(w, "  %-20s lost notices: when %s\n", "", i.Notices)
+				}
 			}
 			fmt.Fprintln(w, "faults:")
 			for _, s := range nemesis.Specs() {

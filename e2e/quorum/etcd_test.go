@@ -243,3 +243,20 @@ func assertKilledHoldersRecover(t *testing.T, impl string, cfg run.Config) {
 			time.Duration(g.recovered-g.acquired).Round(time.Millisecond), cfg.TTL)
 	}
 }
+
+// A holder of either etcd lock paused past its lease is told that it lost
+// the lock when it wakes: etcd-mutex by its session's Done channel (the
+// session's keep-alive finds the lease gone), etcd-lease-txn by its own
+// timer at the lease's end, which a paused process runs late. Told in the
+// middle of its critical section, it writes all the same with --on-lost
+// ignore and writes nothing more with --on-lost stop-writing.
+func TestEtcdPausedHolderIsTold(t *testing.T) {
+	for impl, reason := range map[string]string{
+		"etcd-mutex":     "Session.Done",
+		"etcd-lease-txn": "the client's own timer",
+	} {
+		t.Run(impl, func(t *testing.T) {
+			testkit.AssertPausedHolderIsTold(t, testkit.EtcdConfig(t, impl), reason)
+		})
+	}
+}

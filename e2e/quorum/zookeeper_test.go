@@ -144,3 +144,11 @@ func TestZooKeeperSurvivesNodeKills(t *testing.T) {
 	assertTokensIncrease(t, h)
 	t.Logf("%d kills, %d restarts, %d acquires after the first kill, %v critical sections", kills, restarts, okAfter, out.Results.Stats["critical_sections"])
 }
+
+// A zk-recipe holder paused past its session timeout is told by its
+// session's events when it wakes (Disconnected, then Expired), and writes
+// after being told or not as --on-lost says.
+func TestZooKeeperPausedHolderIsTold(t *testing.T) {
+	testkit.NeedZooKeeper(t)
+	testkit.AssertPausedHolderIsTold(t, testkit.Config(t, "zk-recipe"), "zk session event")
+}

@@ -369,3 +369,11 @@ func backedUp(t *testing.T, ctx context.Context, m *goredis.Client, n int) bool 
 	}
 	return true
 }
+
+// A redlock-extend holder paused past its lease is told when its
+// keep-alive's next ExtendContext fails, right after it wakes, and writes
+// after being told or not as --on-lost says.
+func TestRedlockExtendPausedHolderIsTold(t *testing.T) {
+	gate.Need(t, "redis-server")
+	testkit.AssertPausedHolderIsTold(t, testkit.Config(t, "redlock-extend"), "ExtendContext failed")
+}

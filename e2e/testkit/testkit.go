@@ -9,6 +9,7 @@ package testkit
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -463,4 +464,90 @@ func KeepFailedStore(tb testing.TB, store string) {
 		}
 		tb.Logf("the runs of this failed test could not be kept")
 	})
+}
+
+// AssertPausedHolderIsTold runs cfg, a run of an impl that sends lost
+// notices, with a holder paused right after its acquire for 2.5 leases of
+// 1 s, while another client takes the lock, and a critical section of
+// 1.5 s, so that the news reaches the woken holder before its write. It
+// runs twice. With --on-lost ignore, a paused holder is told after its
+// pause (a lost notice whose reason contains reason) and writes all the
+// same: the resource checker notes wrote-after-notice. With --on-lost
+// stop-writing, it is told and writes nothing after the notice. It
+// returns the two outcomes and histories, ignore first.
+func AssertPausedHolderIsTold(t *testing.T, cfg run.Config, reason string) (outs [2]*run.Outcome, hs [2]history.History) {
+	t.Helper()
+	cfg.Faults, cfg.PausePoint = []string{"pause-client"}, workloads.PointAfterAcquire
+	cfg.Mode, cfg.Clients = workloads.ModeNone, 2
+	cfg.TTL, cfg.ClientPause = time.Second, 2500*time.Millisecond
+	cfg.WorkMin, cfg.Work, cfg.Think = 1500*time.Millisecond, 1500*time.Millisecond, 0
+	cfg.Interval, cfg.Duration, cfg.Quiet = time.Second, 9*time.Second, time.Second
+	for i, mode := range []string{workloads.OnLostIgnore, workloads.OnLostStopWriting} {
+		cfg.OnLost = mode
+		cfg.Name = cfg.Impl + "-told-" + mode
+		out, h := MustRun(t, cfg)
+		outs[i], hs[i] = out, h
+		if n := NemesisOps(h, "pause-client", history.OK); n < 1 {
+			t.Fatalf("--on-lost %s: %d client pauses applied", mode, n)
+		}
+		told := ToldAfterPause(h, reason)
+		res := Result(t, out.Results, "resource")
+		notes := 0
+		for _, n := range res.Notes {
+			if n.Kind == checker.KindWroteAfterNotice {
+				notes++
+			}
+		}
+		t.Logf("%s --on-lost %s: %d paused holders told (%s); resource stats notices %v, writes_after_notice %v, notice latency p50 %v s max %v s; verdict %s %v",
+			cfg.Impl, mode, told, reason, res.Stats["notices"], res.Stats["writes_after_notice"],
+			res.Stats["notice_latency_p50_s"], res.Stats["notice_latency_max_s"], out.Results.Valid, Kinds(out.Results))
+		if told == 0 {
+			t.Errorf("--on-lost %s: no paused holder was told that its lease was lost (want a lost notice naming %q after its pause)", mode, reason)
+		}
+		switch mode {
+		case workloads.OnLostIgnore:
+			if notes == 0 || res.Stats["writes_after_notice"] == 0 {
+				t.Errorf("--on-lost ignore: no holder wrote after being told (notes %d, stats %v)", notes, res.Stats)
+			}
+		case workloads.OnLostStopWriting:
+			if notes != 0 || res.Stats["writes_after_notice"] != 0 {
+				t.Errorf("--on-lost stop-writing: %d holds wrote after being told (stats %v)", notes, res.Stats)
+			}
+		}
+	}
+	return outs, hs
+}
+
+// ToldAfterPause counts the client pauses of h that were followed by a
+// lost notice of the paused process, whose reason contains reason, before
+// that process's next pause.
+func ToldAfterPause(h history.History, reason string) int {
+	told := 0
+	for i, o := range h {
+		p, ok := pausedProcess(o)
+		if !ok {
+			continue
+		}
+		for _, n := range h[i+1:] {
+			if q, again := pausedProcess(n); again && q == p {
+				break
+			}
+			if n.Process == p && n.Type == history.Notice && n.F == history.Lost && strings.Contains(n.Error, reason) {
+				told++
+				break
+			}
+		}
+	}
+	return told
+}
+
+// pausedProcess returns the process a pause-client injection (its ok)
+// paused.
+func pausedProcess(o history.Op) (int, bool) {
+	if !o.IsNemesis() || o.F != "pause-client" || o.Type != history.OK || len(o.Value.Targets) == 0 {
+		return 0, false
+	}
+	var p int
+	_, err := fmt.Sscanf(o.Value.Targets[0], "p%d", &p)
+	return p, err == nil
 }

@@ -62,7 +62,8 @@ func init() {
 		{
 			Name: "etcd-mutex", Backend: "etcd", Nodes: 3, Fenced: true, Guarded: true,
 			TokenSource: "etcd create revision of the holder's key", Reentrant: true, Blocking: true,
-			Wait: "waits on the server for its predecessor's key to be deleted (Mutex.Lock), until its deadline; a second acquire on the same session finds the session's own key and is granted at once",
+			Wait:    "waits on the server for its predecessor's key to be deleted (Mutex.Lock), until its deadline; a second acquire on the same session finds the session's own key and is granted at once",
+			Notices: "the session's Done channel closes (its lease expired, or the client could not renew it before its TTL ran out)",
 			Doc: "concurrency.Session (one lease per worker, kept alive) plus concurrency.Mutex, token = the create revision of the holder's key; " +
 				"a holder paused past the session TTL loses its key while it still believes it holds the lock.",
 			New: impls.Wrap(newBase, func(b *base) impls.Client { return &mutexClient{base: b} }),
@@ -70,10 +71,11 @@ func init() {
 		{
 			Name: "etcd-lease-txn", Backend: "etcd", Nodes: 3, Fenced: true, Guarded: true,
 			TokenSource: "etcd create revision of the lock key", Blocking: true,
-			Wait: "watches the key for its deletion and retries the transaction (every waiter at once), until its deadline",
+			Wait:    "watches the key for its deletion and retries the transaction (every waiter at once), until its deadline",
+			Notices: "its own timer at the lease's end (the lease is never renewed, so it is then gone)",
 			Doc: "a transaction that puts the lock key only if its CreateRevision is 0, attached to a lease of the TTL that is never renewed, " +
 				"released by a guarded delete, token = the key's create revision; a holder that outlives its TTL loses the lock.",
-			New: impls.Wrap(newBase, func(b *base) impls.Client { return &leaseTxnClient{base: b} }),
+			New: impls.Wrap(newBase, func(b *base) impls.Client { return &leaseTxnClient{base: b, timers: map[string]*time.Timer{}} }),
 		},
 	} {
 		i.Libraries = []string{"go.etcd.io/etcd/client/v3"}
@@ -86,6 +88,8 @@ type base struct {
 	cli    *clientv3.Client
 	cfg    impls.Config
 	values impls.Values
+	// holding are the leases held, for the lost-lock notices.
+	holding impls.Holding
 }
 
 func newBase(cfg impls.Config) (*base, error) {
@@ -99,7 +103,9 @@ func newBase(cfg impls.Config) (*base, error) {
 	if err != nil {
 		return nil, fmt.Errorf("etcd client: %w", err)
 	}
-	return &base{cli: cli, cfg: cfg, values: impls.Values{Process: cfg.Process}}, nil
+	b := &base{cli: cli, cfg: cfg, values: impls.Values{Process: cfg.Process}}
+	b.holding.Tell = cfg.Tell
+	return b, nil
 }
 
 // ttlSeconds is the etcd lease TTL for ttl: whole seconds, rounded up, at

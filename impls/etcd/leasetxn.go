@@ -34,8 +34,16 @@ import (
 // Release deletes the key in a transaction guarded by its create revision
 // and value, so a holder whose lease expired cannot delete the next
 // holder's key: it fails with impls.ErrNotHeld.
+//
+// The lease is never renewed, so its holder knows when it ends: a timer of
+// the client's own fires at ValidUntil and sends a lost-lock notice
+// (Config.Lost) unless the lease was released first. A paused holder's
+// timer fires only when it runs again.
 type leaseTxnClient struct {
 	*base
+	// timers are the notice timers of the leases held, by value; only the
+	// worker's goroutine touches the map.
+	timers map[string]*time.Timer
 }
 
 var (
@@ -67,10 +75,14 @@ func (c *leaseTxnClient) Acquire(ctx context.Context, lock string, ttl time.Dura
 			return impls.Lease{}, fmt.Errorf("txn: %w (outcome unknown; revoked the attempt's lease)", err)
 		}
 		if resp.Succeeded {
-			return impls.Lease{
+			l := impls.Lease{
 				Lock: lock, Token: uint64(resp.Header.Revision), HasToken: true, Value: value,
 				ValidUntil: t0 + time.Duration(g.TTL)*time.Second,
-			}, nil
+			}
+			c.timers[value] = time.AfterFunc(l.ValidUntil-c.cfg.Now(), func() {
+				c.cfg.Tell(lock, value, "the lease's TTL ran out (the client's own timer: etcd-lease-txn never renews it)")
+			})
+			return l, nil
 		}
 		go c.revoke(g.ID) // unused; it would expire anyway
 		holder := "?"
@@ -113,6 +125,10 @@ func (c *leaseTxnClient) revoke(id clientv3.LeaseID) {
 
 // Release implements impls.Client; see leaseTxnClient.
 func (c *leaseTxnClient) Release(ctx context.Context, l impls.Lease) (impls.Released, error) {
+	if t, ok := c.timers[l.Value]; ok {
+		t.Stop()
+		delete(c.timers, l.Value)
+	}
 	key := txnPrefix + l.Lock
 	resp, err := c.cli.Txn(ctx).
 		If(ownerCmp(key, l.Token), clientv3.Compare(clientv3.Value(key), "=", l.Value)).
@@ -139,4 +155,9 @@ func (c *leaseTxnClient) GuardedWrite(ctx context.Context, l impls.Lease, key st
 }
 
 // Close closes the client; leases still held expire with their TTL.
-func (c *leaseTxnClient) Close() error { return c.cli.Close() }
+func (c *leaseTxnClient) Close() error {
+	for _, t := range c.timers {
+		t.Stop()
+	}
+	return c.cli.Close()
+}

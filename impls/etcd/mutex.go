@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -52,10 +53,18 @@ import (
 // later (a request delivered after a partition heals gets a fresh server
 // deadline); it then deletes that key, and the hold ends before ValidUntil
 // (docs/findings.md: a re-grant overtaken by a late release).
+//
+// A lost-lock notice goes to the holder (Config.Lost) when the session's
+// Done channel closes while a lease is held: the session's lease expired,
+// or its keep-alive could not renew it before the TTL ran out, the way
+// the library tells its users.
 type mutexClient struct {
 	*base
 	sess    *concurrency.Session
 	sessTTL int64
+	// dropped is set when this client ends its session itself, whose
+	// Done then closes too: that is no news of a lost lease.
+	dropped *atomic.Bool
 	// held is the mutex of the current hold, nil when none.
 	held *concurrency.Mutex
 }
@@ -95,14 +104,25 @@ func (c *mutexClient) session(ctx context.Context, sec int64) (*concurrency.Sess
 	if err != nil {
 		return nil, err
 	}
-	c.sess, c.sessTTL = s, sec
+	c.sess, c.sessTTL, c.dropped = s, sec, &atomic.Bool{}
+	go c.watch(s, c.dropped)
 	return s, nil
+}
+
+// watch tells of every lease held when s's Done closes, unless this
+// client dropped s itself.
+func (c *mutexClient) watch(s *concurrency.Session, dropped *atomic.Bool) {
+	<-s.Done()
+	if !dropped.Load() {
+		c.holding.Lost("the etcd session's lease expired or could not be renewed (Session.Done closed)")
+	}
 }
 
 // dropSession stops renewing the session's lease and forgets it; the lease
 // and every key attached to it expire within the TTL.
 func (c *mutexClient) dropSession() {
 	if c.sess != nil {
+		c.dropped.Store(true)
 		c.sess.Orphan()
 		c.sess = nil
 	}
@@ -128,10 +148,16 @@ func (c *mutexClient) Acquire(ctx context.Context, lock string, ttl time.Duratio
 		return impls.Lease{}, fmt.Errorf("locked %s at revision %d but could not renew the session's lease (%v); deleted the key, outcome unknown", key, rev, err)
 	}
 	c.held = m
-	return impls.Lease{
+	l := impls.Lease{
 		Lock: lock, Token: rev, HasToken: true, Value: key,
 		ValidUntil: t0 + time.Duration(ka.TTL)*time.Second,
-	}, nil
+	}
+	c.holding.Add(l)
+	if sessionExpired(s) {
+		// Done closed between the grant and now: no notice named l.
+		c.holding.Lost("the etcd session's lease expired or could not be renewed (Session.Done closed)")
+	}
+	return l, nil
 }
 
 // lockFailed classifies a failed Mutex.Lock and cleans up after it.
@@ -168,6 +194,7 @@ func (c *mutexClient) abandon(key string) {
 
 // Release implements impls.Client; see mutexClient.
 func (c *mutexClient) Release(ctx context.Context, l impls.Lease) (impls.Released, error) {
+	defer c.holding.Remove(l.Value)
 	owner := ownerCmp(l.Value, l.Token)
 	if m := c.held; m != nil && m.Key() == l.Value {
 		owner = m.IsOwner()
@@ -207,6 +234,7 @@ func (c *mutexClient) GuardedWrite(ctx context.Context, l impls.Lease, key strin
 func (c *mutexClient) Close() error {
 	var err error
 	if c.sess != nil {
+		c.dropped.Store(true)
 		err = c.sess.Close()
 		c.sess = nil
 	}

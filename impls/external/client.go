@@ -37,14 +37,21 @@ type Run struct {
 
 // New starts spec's program in the caller's process group, says hello with
 // cfg's nodes and process and with run, and returns the client once the
-// program answered. The program's stderr goes to stderr. New fails, in one
+// program answered. The lost notices the program prints go to cfg.Lost as
+// they come. The program's stderr goes to stderr. New fails, in one
 // line, when the program cannot start, exits or stays silent at start, or
 // does not answer hello as this protocol says.
 func New(ctx context.Context, spec Spec, cfg impls.Config, run Run, stderr io.Writer) (*Client, error) {
 	if cfg.Now == nil {
 		return nil, errors.New("external: Config.Now is required (the harness clock for ValidUntil)")
 	}
-	p, err := start(spec, stderr, false)
+	p, err := start(spec, stderr, false, func(r Reply) {
+		reason := r.Reason
+		if reason == "" {
+			reason = "the client said the lease is lost"
+		}
+		cfg.Tell(r.Lock, r.Value, reason)
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -37,6 +38,12 @@ func (s *syncBuffer) String() string {
 // read.
 func scripted(t *testing.T, caps, delays string) (*Client, *syncBuffer) {
 	t.Helper()
+	return scriptedLost(t, caps, delays, nil)
+}
+
+// scriptedLost is scripted with cfg.Lost set to lost.
+func scriptedLost(t *testing.T, caps, delays string, lost func(lock, value, reason string)) (*Client, *syncBuffer) {
+	t.Helper()
 	if _, err := os.Stat("/usr/bin/python3"); err != nil {
 		t.Skip("no /usr/bin/python3")
 	}
@@ -45,7 +52,7 @@ func scripted(t *testing.T, caps, delays string) (*Client, *syncBuffer) {
 	var read syncBuffer
 	start := time.Now()
 	c, err := New(context.Background(), Spec{Command: []string{"testdata/scripted.py"}, Backend: "redis"},
-		impls.Config{Addrs: []string{"127.0.0.1:1"}, Now: func() time.Duration { return time.Since(start) }},
+		impls.Config{Addrs: []string{"127.0.0.1:1"}, Now: func() time.Duration { return time.Since(start) }, Lost: lost},
 		Run{Locks: []string{"x"}, TTL: time.Second, Deadline: time.Second}, &read)
 	if err != nil {
 		t.Fatal(err)
@@ -104,6 +111,38 @@ func TestALockGrantedTooLateIsGivenBack(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(read.String()), "\n")
 	if len(lines) != 3 || !strings.Contains(lines[1], `"type":"release"`) || !strings.Contains(lines[1], `"value":"v1"`) {
 		t.Fatalf("the program read %q, want acquire, the release of v1, acquire", lines)
+	}
+}
+
+// TestLostNoticesGoToConfigLost: a notice printed while no request is in
+// flight, and one printed in the middle of a request, both reach
+// Config.Lost, with their lease and reason, and neither is taken for the
+// request's answer.
+func TestLostNoticesGoToConfigLost(t *testing.T) {
+	t.Setenv("LOST", "1")
+	var mu sync.Mutex
+	var got []string
+	c, _ := scriptedLost(t, `{"name": "noisy", "notices": "a test"}`, `{}`, func(lock, value, reason string) {
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, lock+"|"+value+"|"+reason)
+	})
+	if c.Caps().Notices != "a test" {
+		t.Errorf("caps notices %q, want the hello_ok's", c.Caps().Notices)
+	}
+	for i, want := range []string{"v1", "v2"} {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		l, err := c.Acquire(ctx, "x", time.Second)
+		cancel()
+		if err != nil || l.Value != want {
+			t.Fatalf("acquire %d: %+v %v, want lease %s", i+1, l, err, want)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := []string{"||idle news", "x|v1|news mid-request"}
+	if !slices.Equal(got, want) {
+		t.Errorf("notices %q, want %q", got, want)
 	}
 }
 

@@ -49,7 +49,10 @@ type program struct {
 // its own, which kill then ends whole; without, it stays in the caller's
 // group, so that a signal to the caller's group (a paused or killed
 // client) reaches it too. Either way it dies with the caller.
-func start(spec Spec, stderr io.Writer, group bool) (*program, error) {
+//
+// A lost notice the program prints, at any time, goes to lost (when not
+// nil) as it is read, never to the lines a request waits for.
+func start(spec Spec, stderr io.Writer, group bool, lost func(Reply)) (*program, error) {
 	if len(spec.Command) == 0 {
 		return nil, errors.New("no client program given")
 	}
@@ -77,6 +80,12 @@ func start(spec Spec, stderr io.Writer, group bool) (*program, error) {
 		sc := bufio.NewScanner(out)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		for sc.Scan() {
+			if r, ok := lostNotice(sc.Bytes()); ok {
+				if lost != nil {
+					lost(r)
+				}
+				continue
+			}
 			p.lines <- bytes.Clone(sc.Bytes())
 		}
 		_, _ = io.Copy(io.Discard, out) // a line too long: drain the rest
@@ -84,6 +93,18 @@ func start(spec Spec, stderr io.Writer, group bool) (*program, error) {
 		close(p.exited)
 	}()
 	return p, nil
+}
+
+// lostNotice reads line as a lost notice, if it is one.
+func lostNotice(line []byte) (Reply, bool) {
+	if !bytes.Contains(line, []byte(`"`+TypeLost+`"`)) {
+		return Reply{}, false
+	}
+	var r Reply
+	if json.Unmarshal(line, &r) != nil || r.Type != TypeLost {
+		return Reply{}, false
+	}
+	return r, true
 }
 
 // send writes one message as a line.
@@ -186,7 +207,7 @@ func (p *program) hello(ctx context.Context, h Hello) (Caps, error) {
 // the program could not be used: missing, not executable, exited or
 // silent at start, or an answer that is not a hello_ok of this protocol.
 func Probe(ctx context.Context, spec Spec, stderr io.Writer) (Caps, error) {
-	p, err := start(spec, stderr, true)
+	p, err := start(spec, stderr, true, nil)
 	if err != nil {
 		return Caps{}, err
 	}

@@ -36,6 +36,10 @@ const (
 	TypeFail    = "fail"
 	TypeUnknown = "unknown"
 	TypePoint   = "point" // reached one of its announced pause points
+	// TypeLost is a notice the program may send at any time, unasked: its
+	// library said a lease is gone, or may be gone. It is answered by
+	// nothing.
+	TypeLost = "lost"
 )
 
 // Node is one node of the backend as the program sees it.
@@ -88,6 +92,10 @@ type Caps struct {
 	Blocking bool `json:"blocking"`
 	// Points are the pause points the program reports as it passes them.
 	Points []string `json:"points,omitempty"`
+	// Notices says in a few words what tells the program that a lease is
+	// lost, when it sends lost notices (a library's connection listener);
+	// empty when it sends none.
+	Notices string `json:"notices,omitempty"`
 	// Doc says in one sentence what the client does.
 	Doc string `json:"doc,omitempty"`
 }
@@ -136,6 +144,11 @@ type Reply struct {
 	Error string `json:"error,omitempty"`
 	// Point names the pause point reached.
 	Point string `json:"point,omitempty"`
+	// Lock, with Value, names the lease a lost notice is about (both
+	// empty: every lease the program holds), and Reason is its library's
+	// word for what happened.
+	Lock   string `json:"lock,omitempty"`
+	Reason string `json:"reason,omitempty"`
 }
 
 // parseCaps reads a hello_ok line and checks it.

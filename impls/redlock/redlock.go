@@ -93,8 +93,12 @@ func init() {
 		}
 		doc += "a lease without a fencing token: a holder paused after Lock returned writes after another process took the lock, " +
 			"and a node that restarts without its data gives a second majority."
+		notices := ""
+		if i.extend {
+			notices = "a failed ExtendContext of its keep-alive"
+		}
 		impls.Register(impls.Impl{
-			Name: i.name, Backend: "redis", Nodes: i.nodes, Doc: doc, Points: Points(i.nodes),
+			Name: i.name, Backend: "redis", Nodes: i.nodes, Doc: doc, Points: Points(i.nodes), Notices: notices,
 			Wait:      "fails at once (tries=1)",
 			Libraries: []string{"github.com/go-redsync/redsync/v4", "github.com/redis/go-redis/v9"},
 			New: func(ctx context.Context, cfg impls.Config) (impls.Client, error) {
@@ -270,7 +274,9 @@ func (c *Client) Acquire(ctx context.Context, lock string, ttl time.Duration) (i
 	if c.extend {
 		kctx, cancel := context.WithCancel(context.Background())
 		h.stop, h.done = cancel, make(chan struct{})
-		go h.keepAlive(kctx, ttl)
+		go h.keepAlive(kctx, ttl, func(err error) {
+			c.cfg.Tell(lock, l.Value, fmt.Sprintf("redsync ExtendContext failed, the keep-alive gave up: %v", err))
+		})
 	}
 	c.held[l.Value] = h
 	return l, nil
@@ -308,8 +314,8 @@ func classifyLockErr(err error, grants, quorum, nodes int) error {
 
 // keepAlive extends the lease every ttl/3 until stopped. It stops at the
 // first failure: the lock is lost, and redsync's users typically only log
-// that.
-func (h *holding) keepAlive(ctx context.Context, ttl time.Duration) {
+// that; lost hears of it (the lost-lock notice).
+func (h *holding) keepAlive(ctx context.Context, ttl time.Duration, lost func(error)) {
 	defer close(h.done)
 	t := time.NewTicker(ttl / 3)
 	defer t.Stop()
@@ -328,6 +334,7 @@ func (h *holding) keepAlive(ctx context.Context, ttl time.Duration) {
 				err = redsync.ErrExtendFailed
 			}
 			h.extendErr.Store(&err)
+			lost(err)
 			return
 		}
 	}

@@ -89,12 +89,14 @@ func (c *Lock) Acquire(ctx context.Context, lock string, ttl time.Duration) (imp
 	c.mu.Lock()
 	c.holds[l.Value] = lockHold{lock: zl, hold: c.newHold()}
 	c.mu.Unlock()
+	c.holding.Add(l)
 	return l, nil
 }
 
 // Release calls Unlock. It returns impls.ErrNotHeld when the node was gone
 // (the session expired, which the error says, or it was released already).
 func (c *Lock) Release(ctx context.Context, l impls.Lease) (impls.Released, error) {
+	defer c.holding.Remove(l.Value)
 	c.mu.Lock()
 	h, ok := c.holds[l.Value]
 	delete(c.holds, l.Value)

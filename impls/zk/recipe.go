@@ -91,6 +91,7 @@ func (c *Recipe) Acquire(ctx context.Context, lock string, ttl time.Duration) (i
 	c.mu.Lock()
 	c.holds[l.Value] = h
 	c.mu.Unlock()
+	c.holding.Add(l)
 	return l, nil
 }
 
@@ -319,6 +320,7 @@ func (c *Recipe) abandon(r created, cause error) error {
 // node is gone: the session it was created in expired (the error says
 // when), or it was released already.
 func (c *Recipe) Release(ctx context.Context, l impls.Lease) (impls.Released, error) {
+	defer c.holding.Remove(l.Value)
 	c.mu.Lock()
 	h, ok := c.holds[l.Value]
 	delete(c.holds, l.Value)

@@ -66,7 +66,8 @@ func init() {
 	impls.Register(impls.Impl{
 		Name: "zk-recipe", Backend: "zookeeper", Nodes: 3, Fenced: true, Points: []string{HookAfterCreate},
 		TokenSource: "ZooKeeper czxid of the holder's node", Blocking: true,
-		Wait: "watches its predecessor's node, until its deadline; a second acquire queues behind its own node",
+		Wait:    "watches its predecessor's node, until its deadline; a second acquire queues behind its own node",
+		Notices: "the session's events Disconnected (may be lost) and Expired (lost)",
 		Doc: "the ZooKeeper lock recipe (protected ephemeral sequential node, lowest holds, watch the predecessor) with the node's czxid as fencing token; " +
 			"the lock is a session lease, so a holder paused past its session timeout still believes it holds it while the next holder has it.",
 		Libraries: []string{"github.com/go-zookeeper/zk"},
@@ -74,7 +75,8 @@ func init() {
 	})
 	impls.Register(impls.Impl{
 		Name: "zk-lock", Backend: "zookeeper", Nodes: 3, Blocking: true,
-		Wait: "zk.Lock watches its predecessor with no deadline; the acquire gives up at its deadline",
+		Wait:    "zk.Lock watches its predecessor with no deadline; the acquire gives up at its deadline",
+		Notices: "the session's events Disconnected (may be lost) and Expired (lost)",
 		Doc: "go-zookeeper's own zk.NewLock as a user calls it, with no fencing token; " +
 			"a session lease that a paused holder outlives, and a library whose Lock takes no deadline and leaves its node behind on errors.",
 		Libraries: []string{"github.com/go-zookeeper/zk"},
@@ -93,6 +95,9 @@ type session struct {
 	log     *slog.Logger
 
 	conn *zk.Conn
+	// holding are the leases held, for the lost-lock notices the
+	// session's events send.
+	holding impls.Holding
 	// foundByGUID counts creates whose reply was lost and whose node was
 	// found by its GUID.
 	foundByGUID atomic.Int64
@@ -118,6 +123,7 @@ func newSession(cfg impls.Config, name string) (*session, error) {
 		return nil, err
 	}
 	s := &session{cfg: cfg, name: name, log: slog.Default().With("impl", name, "process", cfg.Process)}
+	s.holding.Tell = cfg.Tell
 	if v := cfg.Params["session-timeout"]; v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {
@@ -152,9 +158,21 @@ func (s *session) connect(ttl time.Duration) error {
 	return nil
 }
 
-// onEvent is the library's event callback: it must not block.
+// onEvent is the library's event callback: it must not block. It tells
+// the holder of every lease held of a session event that puts it in doubt:
+// Disconnected (the connection dropped; the session, and the leases with
+// it, may be gone, as Curator's SUSPENDED) and Expired (they are gone).
 func (s *session) onEvent(ev zk.Event) {
-	if ev.Type != zk.EventSession || ev.State != zk.StateExpired {
+	if ev.Type != zk.EventSession {
+		return
+	}
+	switch ev.State {
+	case zk.StateDisconnected:
+		s.holding.Lost("zk session event Disconnected: the connection to ZooKeeper dropped; the session and its nodes may be gone")
+		return
+	case zk.StateExpired:
+		s.holding.Lost("zk session event Expired: the session expired; ZooKeeper deleted its nodes")
+	default:
 		return
 	}
 	s.mu.Lock()

@@ -105,6 +105,12 @@
       var wy = laneY(w[0]), y0 = w[2] === 1 ? wy - 1 : wy + LANE - 5;
       o.push('<line class="w w' + w[2] + '" data-w="' + k + '" x1="' + f1(wx) + '" x2="' + f1(wx) + '" y1="' + y0 + '" y2="' + (wy + LANE + 2) + '"/>');
     }
+    // Lost-lock notices: a small triangle above the lane.
+    var nt = function (n) { return n[1]; };
+    for (var q = firstAtOrAfter(D.notices, t0, nt); q < D.notices.length && D.notices[q][1] <= t1; q++) {
+      var n = D.notices[q], nx = x(n[1]), ny = laneY(n[0]);
+      o.push('<path class="n" data-n="' + q + '" d="M' + f1(nx - 4) + ' ' + f1(ny - 3) + 'L' + f1(nx + 4) + ' ' + f1(ny - 3) + 'L' + f1(nx) + ' ' + f1(ny + 4) + 'Z"/>');
+    }
     o.push('<g clip-path="url(#tlclip)">');
     D.anomalies.forEach(function (a, i) {
       o.push('<g class="anom' + (i === sel ? " sel" : "") + '" id="tl-' + a.id + '" data-a="' + i + '">');
@@ -185,6 +191,10 @@
     if (d.w !== undefined) {
       var w = D.writes[+d.w];
       return ["write accepted", "write rejected by the store", "write failed", "write of unknown outcome"][w[2]] + " at " + secs(w[1], 1000) + "\n" + rec(w[3]);
+    }
+    if (d.n !== undefined) {
+      var nn = D.notices[+d.n];
+      return "lost-lock notice at " + secs(nn[1], 1000) + "\n" + rec(nn[2]);
     }
     if (d.m !== undefined) return d.m + " holds, too short to tell apart here: zoom in";
     if (d.f !== undefined) {

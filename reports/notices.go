@@ -1,0 +1,111 @@
+package reports
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/runstore"
+)
+
+// noticeRowsShown is how many holds the report's table of lost-lock
+// notices lists; results.json keeps the statistics of them all.
+const noticeRowsShown = 50
+
+// noticeSection is the report's section on lost-lock notices: for every
+// hold that another client overlapped, and every hold whose holder was
+// told, whether the holder was told, how late, and whether it wrote after.
+type noticeSection struct {
+	// Source says what tells this client's holders (RunInfo.Notices).
+	Source string
+	// Notices is how many notices the history holds.
+	Notices int
+	// Summary is one sentence over every row.
+	Summary string
+	Rows    []noticeRow
+	// More is how many rows are not shown.
+	More int
+}
+
+// noticeRow is one hold of the table, its times as text.
+type noticeRow struct {
+	Process   int
+	Lock      string
+	Acquired  string
+	TakenOver string
+	LostAt    string
+	Told      string
+	Latency   string
+	Reason    string
+	Wrote     string
+	// Late is set when the holder was told after it lost the lock, or
+	// never; Wrote is not empty when it wrote after it was told.
+	Late bool
+}
+
+// buildNotices returns the notice section of run's report, or nil when the
+// client sends no notices and the history holds none.
+func buildNotices(run runstore.RunInfo, h *history.Table) *noticeSection {
+	notices := 0
+	for i := range h.Len() {
+		if h.Type(i) == history.Notice && h.F(i) == history.Lost && h.Process(i) >= 0 {
+			notices++
+		}
+	}
+	if notices == 0 && run.Notices == "" {
+		return nil
+	}
+	rows, err := checker.HoldNotices(context.Background(), h)
+	if err != nil {
+		return nil
+	}
+	s := &noticeSection{Source: run.Notices, Notices: notices}
+	overlapped, told, late, wrote := 0, 0, 0, 0
+	for _, r := range rows {
+		if r.Overlapped() {
+			overlapped++
+			if r.Told() {
+				told++
+			}
+		}
+		if len(r.WritesAfter) > 0 {
+			wrote++
+		}
+		row := noticeRow{Process: r.Process, Lock: r.Lock, Acquired: secsText(r.Start), TakenOver: "—", LostAt: "—", Told: "never", Latency: "—", Reason: r.Reason}
+		if r.Overlapped() {
+			row.TakenOver = "op " + strconv.Itoa(r.TakenOver)
+		}
+		if r.LostAt != 0 {
+			row.LostAt = secsText(r.LostAt)
+		}
+		switch {
+		case r.Told():
+			row.Told = secsText(r.NoticeAt)
+			if r.HasLatency {
+				row.Latency = fmt.Sprintf("%+.3f s", float64(r.Latency)/1e9)
+				row.Late = r.Latency > 0
+			}
+		case r.Overlapped():
+			row.Late = true
+		}
+		if r.Latency > 0 && r.HasLatency {
+			late++
+		}
+		if n := len(r.WritesAfter); n > 0 {
+			row.Wrote = fmt.Sprintf("%d write(s), first op %d", n, r.WritesAfter[0])
+		}
+		if len(s.Rows) < noticeRowsShown {
+			s.Rows = append(s.Rows, row)
+		} else {
+			s.More++
+		}
+	}
+	s.Summary = fmt.Sprintf("%d notices; %d of %d holds that another client overlapped were told, %d told only after the loss; %d holds wrote after being told.",
+		notices, told, overlapped, late, wrote)
+	return s
+}
+
+// secsText is a history time as seconds since the start.
+func secsText(ns int64) string { return strconv.FormatFloat(float64(ns)/1e9, 'f', 3, 64) + " s" }
