@@ -91,7 +91,7 @@ func TestGoldenHistoryReports(t *testing.T) {
 		// the timeline.
 		{name: "lost-notice", file: "notice-after-takeover.jsonl", verdict: "invalid",
 			kinds: []string{"overlapping-holds", "lost-update", "not-linearizable"},
-			want: []string{`<h2 id="notices">Lost-lock notices</h2>`, "1 notices; 1 of 1 holds that another client overlapped were told, 1 told only after the loss",
+			want: []string{`<h2 id="notices">Lost-lock notices</h2>`, "1 notices; 1 of 1 holds that another client overlapped were told, 1 told only after the loss; 0 writes after being told.",
 				`<tr class="late"><td>p0</td><td>x</td><td class="num">0.010 s</td><td>op 7</td><td class="num">1.101 s</td><td class="num">3.100 s</td><td class="num">&#43;1.999 s</td>`,
 				`<path class="n" data-n="0"`}},
 	} {

@@ -62,17 +62,8 @@ func buildNotices(run runstore.RunInfo, h *history.Table) *noticeSection {
 		return nil
 	}
 	s := &noticeSection{Source: run.Notices, Notices: notices}
-	overlapped, told, late, wrote := 0, 0, 0, 0
+	late := 0
 	for _, r := range rows {
-		if r.Overlapped() {
-			overlapped++
-			if r.Told() {
-				told++
-			}
-		}
-		if len(r.WritesAfter) > 0 {
-			wrote++
-		}
 		row := noticeRow{Process: r.Process, Lock: r.Lock, Acquired: secsText(r.Start), TakenOver: "—", LostAt: "—", Told: "never", Latency: "—", Reason: r.Reason}
 		if r.Overlapped() {
 			row.TakenOver = "op " + strconv.Itoa(r.TakenOver)
@@ -102,8 +93,9 @@ func buildNotices(run runstore.RunInfo, h *history.Table) *noticeSection {
 			s.More++
 		}
 	}
-	s.Summary = fmt.Sprintf("%d notices; %d of %d holds that another client overlapped were told, %d told only after the loss; %d holds wrote after being told.",
-		notices, told, overlapped, late, wrote)
+	st := checker.NoticeStats(rows, notices, 0)
+	s.Summary = fmt.Sprintf("%d notices; %v of %v holds that another client overlapped were told, %d told only after the loss; %v writes after being told.",
+		notices, st["holds_overlapped_told"], st["holds_overlapped"], late, st["writes_after_notice"])
 	return s
 }
 
