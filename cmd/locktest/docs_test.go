@@ -7,7 +7,9 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -351,8 +353,24 @@ func checkCommand(t *testing.T, dc docCommand) {
 			}
 		}
 	case "debate":
+		// --only selects among the --scenarios files' scenarios, when the
+		// command names some, else among the built-in catalogue's.
+		pool := scenarios.Builtin()
+		if files, _ := c.Flags().GetStringSlice("scenarios"); len(files) > 0 {
+			pool = nil
+			for _, f := range files {
+				if _, err := os.Stat(f); errors.Is(err, fs.ErrNotExist) {
+					return // a file of the reader's own (my.yaml)
+				}
+				ss, err := scenarios.Load(f)
+				if err != nil {
+					t.Fatalf("--scenarios: %v", err)
+				}
+				pool = append(pool, ss...)
+			}
+		}
 		only, _ := c.Flags().GetStringSlice("only")
-		if _, err := scenarios.Select(scenarios.Builtin(), only); err != nil {
+		if _, err := scenarios.Select(pool, only); err != nil {
 			t.Errorf("--only: %v", err)
 		}
 	case "images build":
