@@ -32,43 +32,35 @@ const (
 // session having expired meanwhile. With --on-lost ignore the holder
 // goes on and overlaps the new holder: told, with a negative notice
 // latency (told before the takeover). With --on-lost stop-writing it
-// releases at the notice: no overlap, no write after the notice.
+// releases at the notice: no overlap, no write after the notice. The
+// client is Curator's InterProcessMutex; kazoo's Lock behaves alike (told
+// SUSPENDED 0.8 s into the cut, taken over 5.2 s after that, measured
+// once with this schedule), and is left out to keep the suite short.
 func TestToldOfAPartition(t *testing.T) {
 	if _, err := os.Stat("/usr/share/java/zookeeper.jar"); err != nil {
 		t.Skip("zookeeper not installed (make setup)")
 	}
-	for _, tc := range []struct{ client, mode string }{
-		{"curator", workloads.OnLostIgnore}, {"curator", workloads.OnLostStopWriting},
-		{"kazoo", workloads.OnLostIgnore},
-	} {
-		client, mode := tc.client, tc.mode
-		{
-			t.Run(client+"/"+mode, func(t *testing.T) {
-				if client == "curator" {
-					needsCurator(t)
-				} else {
-					needs(t, []string{"java"}, "kazoo")
-				}
-				cfg := config(t, client)
-				cfg.Faults, cfg.Groups = []string{"partition"}, [][]string{{"n1", "n2", "n3"}, {"c0", "c1"}}
-				cfg.Seed, cfg.Interval, cfg.Window = partitionSeed, partitionInterval, 5*time.Second
-				cfg.Clients, cfg.TTL = 2, 2*time.Second
-				cfg.WorkMin, cfg.Work, cfg.Think = time.Minute, time.Minute, 0
-				// After the heal the other client reconnects, with a new
-				// session, and takes the lock: within 1 s for kazoo, and
-				// 4.6 s for Curator, whose retry policy sleeps 100 ms, 200
-				// ms... here (8.5 s with its default base of 1 s). An op
-				// deadline of 4 s keeps its adapter's requests, which wait
-				// for the connection one after the other, from piling up.
-				cfg.Timeout, cfg.Duration, cfg.Quiet = 4*time.Second, 22*time.Second, 12*time.Second
-				if client == "curator" {
-					cfg.ClientParams = map[string]string{"retry-base-sleep": "100ms"}
-				}
-				cfg.OnLost, cfg.Name = mode, client+"-partition-"+mode
-				out, h := mustRun(t, cfg)
-				checkToldOfPartition(t, out.Results.Checkers, h, mode)
-			})
-		}
+	const client = "curator"
+	for _, mode := range []string{workloads.OnLostIgnore, workloads.OnLostStopWriting} {
+		t.Run(client+"/"+mode, func(t *testing.T) {
+			needsCurator(t)
+			cfg := config(t, client)
+			cfg.Faults, cfg.Groups = []string{"partition"}, [][]string{{"n1", "n2", "n3"}, {"c0", "c1"}}
+			cfg.Seed, cfg.Interval, cfg.Window = partitionSeed, partitionInterval, 5*time.Second
+			cfg.Clients, cfg.TTL = 2, 2*time.Second
+			cfg.WorkMin, cfg.Work, cfg.Think = time.Minute, time.Minute, 0
+			// After the heal the other client reconnects, with a new
+			// session, and takes the lock: 4.6 s after it here, with a
+			// retry policy that sleeps 100 ms, 200 ms... (8.5 s with
+			// Curator's default base of 1 s; kazoo took 1 s). An op
+			// deadline of 4 s keeps the adapter's requests, which wait
+			// for the connection one after the other, from piling up.
+			cfg.Timeout, cfg.Duration, cfg.Quiet = 4*time.Second, 22*time.Second, 12*time.Second
+			cfg.ClientParams = map[string]string{"retry-base-sleep": "100ms"}
+			cfg.OnLost, cfg.Name = mode, client+"-partition-"+mode
+			out, h := mustRun(t, cfg)
+			checkToldOfPartition(t, out.Results.Checkers, h, mode)
+		})
 	}
 }
 
