@@ -227,8 +227,11 @@ func TestMutualExclusion(t *testing.T) {
 				t.Errorf("HasToken = %v", la.HasToken)
 			}
 
-			// b waits until its deadline.
-			_, err := acquire(t, b, lock, ttl, 300*time.Millisecond)
+			// b waits until its deadline: 2 s, so that its create (a
+			// quorum write) is answered before it, also on a loaded
+			// machine (300 ms was not, under stress-ng: an unknown
+			// outcome, rightly).
+			_, err := acquire(t, b, lock, ttl, 2*time.Second)
 			switch name {
 			case "zk-recipe":
 				// Its node was deleted again: a certain failure.
