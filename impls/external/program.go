@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/impls"
+	"github.com/locktest/locktest/internal/procfs"
 )
 
 // Spec says how to start a client program and what to tell it.
@@ -30,8 +31,13 @@ type Spec struct {
 }
 
 // helloTimeout bounds the wait for a program's hello_ok: an interpreter
-// that loads its libraries takes a fraction of a second, a JVM a few.
-const helloTimeout = 30 * time.Second
+// that loads its libraries takes a fraction of a second, a JVM a few. A
+// starved one takes much longer: under stress-ng, beside the ssh lab's
+// containers (each a scheduler group of its own, as large as the whole
+// test run's), kazoo's Python adapter did not answer within 30 s, although
+// it answers within 0.2 s on an idle machine. The error then says how much
+// CPU the program got (helloStall).
+const helloTimeout = 60 * time.Second
 
 // program is a started client program.
 type program struct {
@@ -197,9 +203,25 @@ func (p *program) hello(ctx context.Context, h Hello) (Caps, error) {
 	case errors.Is(err, impls.ErrDead):
 		return Caps{}, fmt.Errorf("it exited before it answered hello (%s)%s", exitStatus(p.err), p.tail.suffix())
 	case err != nil:
-		return Caps{}, fmt.Errorf("no answer to hello within %v", helloTimeout)
+		return Caps{}, fmt.Errorf("no answer to hello within %v (%s)", helloTimeout, helloStall(p.cmd.Process.Pid))
 	}
 	return parseCaps(line)
+}
+
+// helloStall says what a program that did not answer hello was doing: its
+// state and the CPU time it used, which tell a program that waits or hangs
+// (asleep, little CPU) from one the machine gave no CPU to (runnable,
+// little CPU) and from one that works on (much CPU).
+func helloStall(pid int) string {
+	state, used, err := procfs.CPU(pid)
+	if err != nil {
+		return "its state cannot be read: " + err.Error()
+	}
+	what := map[byte]string{'R': "runnable", 'S': "asleep", 'D': "in uninterruptible wait", 'T': "stopped", 'Z': "exited"}[state]
+	if what == "" {
+		what = "state " + string(state)
+	}
+	return fmt.Sprintf("it is %s, and used %v of CPU since it started", what, used.Round(10*time.Millisecond))
 }
 
 // Probe starts spec's program with a probe hello, reads its capabilities

@@ -147,3 +147,34 @@ func StartTime(pid int) string {
 	}
 	return f[19]
 }
+
+// ticksPerSecond is USER_HZ, the unit of the times of /proc/<pid>/stat:
+// 100 on every Linux locktest runs on (its ABI fixes it for user space).
+const ticksPerSecond = 100
+
+// CPU returns the state letter of process pid and the CPU time it has
+// used, user and system (fields 3, 14 and 15 of /proc/<pid>/stat): enough
+// to tell a process that waits (S, little CPU) from one that was not given
+// the CPU to get anywhere (R, little CPU) or one that works (much CPU).
+func CPU(pid int) (state byte, used time.Duration, err error) {
+	path := "/proc/" + strconv.Itoa(pid) + "/stat"
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, 0, err
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, 0, fmt.Errorf("%s: no command name", path)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	// f[0] is field 3 (state); fields 14 and 15 are f[11] and f[12].
+	if len(f) < 13 {
+		return 0, 0, fmt.Errorf("%s: %d fields after the name, want at least 13", path, len(f))
+	}
+	ut, err1 := strconv.ParseUint(f[11], 10, 64)
+	st, err2 := strconv.ParseUint(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, 0, fmt.Errorf("%s: utime %q, stime %q: not numbers", path, f[11], f[12])
+	}
+	return f[0][0], time.Duration(ut+st) * time.Second / ticksPerSecond, nil
+}

@@ -74,3 +74,56 @@ func TestWaitGroupStoppedSeesTheWholeGroup(t *testing.T) {
 	}
 	syscall.Kill(-pgid, syscall.SIGCONT)
 }
+
+// TestCPUTellsWaitingFromWorking: a sleeping process is S and has used
+// almost no CPU; a busy loop is R and has used CPU time.
+func TestCPUTellsWaitingFromWorking(t *testing.T) {
+	sleeper := exec.Command("sleep", "30")
+	busy := exec.Command("sh", "-c", "while :; do :; done")
+	for _, c := range []*exec.Cmd{sleeper, busy} {
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { c.Process.Kill(); c.Wait() }()
+	}
+	// A just-started process is runnable until it has exec'd and gone to
+	// sleep; however loaded the machine, it gets there in time.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		state, used, err := CPU(sleeper.Process.Pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if state == 'S' {
+			if used > 100*time.Millisecond {
+				t.Errorf("sleep used %v of CPU, want almost none", used)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sleep: state %c after 30s, want S", state)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	var (
+		state byte
+		used  time.Duration
+		err   error
+	)
+	for {
+		state, used, err = CPU(busy.Process.Pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if used >= 20*time.Millisecond {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("busy loop: state %c, cpu %v after 30s", state, used)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, _, err := CPU(1 << 30); err == nil {
+		t.Error("no error for a pid that does not exist")
+	}
+}
