@@ -94,6 +94,10 @@ type Env struct {
 	// Stagger is the wait between the injections of the parts of a
 	// combined fault ("partition+kill-node").
 	Stagger time.Duration
+
+	// cuts, in a replay (BuildPlan), are the exact cuts a partition fault
+	// makes, in place of its shape.
+	cuts []Cut
 }
 
 // Network is what network faults need of the platform (clusters.Network).
@@ -173,8 +177,8 @@ func build(name string, env Env) (Fault, error) {
 	if err != nil {
 		return nil, err
 	}
-	if k, ok := f.(interface{ setKind(*Spec) }); ok {
-		k.setKind(s)
+	if k, ok := f.(interface{ setKind(*Spec, Env) }); ok {
+		k.setKind(s, env)
 	}
 	if c, ok := f.(interface{ check() error }); ok {
 		if err := c.check(); err != nil {

@@ -52,9 +52,14 @@ type Schedule struct {
 	Recorder *history.Recorder
 	Clock    history.Clock
 	Logger   *slog.Logger
+	// Steps, when set, replace the seeded choice: Run injects exactly
+	// these planned faults (BuildPlan) at their offsets, and Faults and
+	// Interval are not used.
+	Steps *PlanSteps
 
 	mu      sync.Mutex
 	applied int
+	plan    planRecord
 }
 
 // Run injects faults until ctx is done, then heals every fault, recording
@@ -63,14 +68,23 @@ type Schedule struct {
 // cancelled early or its injection (a pause waiting for its point) takes
 // that long. It returns the errors of heals that failed, in one line (a
 // fault left in place is a bug worth reporting loudly).
+//
+// Every injection is also an entry of the schedule's plan (Planned), so
+// that the run can be replayed; with Steps, Run replays a plan instead.
 func (s *Schedule) Run(ctx context.Context) error {
-	if len(s.Faults) == 0 {
-		<-ctx.Done()
-		return nil
-	}
+	s.plan.begin()
 	lg := s.Logger
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
+	}
+	if s.Steps != nil {
+		err := s.replay(ctx, lg)
+		<-ctx.Done()
+		return err
+	}
+	if len(s.Faults) == 0 {
+		<-ctx.Done()
+		return nil
 	}
 	rng := rand.New(rand.NewPCG(uint64(s.Seed), 0x6e656d65736973))
 	var healErrs []error
@@ -107,19 +121,23 @@ func (s *Schedule) Run(ctx context.Context) error {
 		type inForce struct {
 			f        Fault
 			deadline time.Time
+			entry    int       // of the plan
+			injected time.Time // when its injection ended
 		}
 		var in []inForce
 		for i, p := range parts {
 			if i > 0 && !sleep(ctx, stagger) {
 				break
 			}
-			if !s.inject(ctx, p, rng, lg) {
+			ok, entry := s.injectPlanned(ctx, p, rng, lg, time.Now())
+			now := time.Now()
+			if !ok {
 				// A part that failed is healed too, at once: it may have
 				// half happened.
-				in = append(in, inForce{p, time.Now()})
+				in = append(in, inForce{p, now, entry, now})
 				break
 			}
-			in = append(in, inForce{p, time.Now().Add(p.Duration())})
+			in = append(in, inForce{p, now.Add(p.Duration()), entry, now})
 		}
 		last := time.Now()
 		for i := range in {
@@ -134,6 +152,7 @@ func (s *Schedule) Run(ctx context.Context) error {
 			if err := s.heal(p.f); err != nil {
 				healErrs = append(healErrs, err)
 			}
+			s.plan.healed(p.entry, p.injected)
 		}
 		if ctx.Err() != nil {
 			break
@@ -170,19 +189,22 @@ func span(parts []Fault, stagger time.Duration) time.Duration {
 	return d
 }
 
-// inject injects one fault, recording it, and reports whether it applied.
-func (s *Schedule) inject(ctx context.Context, f Fault, rng *rand.Rand, lg *slog.Logger) bool {
+// injectPlanned injects one fault, whose injection began at began,
+// recording it in the history and in the plan; it reports whether it
+// applied, and returns the index of its plan entry.
+func (s *Schedule) injectPlanned(ctx context.Context, f Fault, rng *rand.Rand, lg *slog.Logger, began time.Time) (bool, int) {
 	s.record(history.Invoke, f.Name(), history.Value{}, nil)
 	v, err := f.Inject(ctx, rng)
 	s.record(completion(err), f.Name(), v, err)
+	entry := s.plan.injected(f, began, v, err)
 	if err != nil {
-		return false
+		return false, entry
 	}
 	s.mu.Lock()
 	s.applied++
 	s.mu.Unlock()
 	lg.Info("fault injected", "fault", f.Name(), "targets", strings.Join(v.Targets, ","))
-	return true
+	return true, entry
 }
 
 // heal heals f with a context of its own, so a cancelled run still heals.

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/locktest/locktest/history"
@@ -138,7 +139,8 @@ func nodeNames(env Env) []string {
 	return out
 }
 
-// describe renders cuts as "a,b|c,d; ...", the targets of the op.
+// describe renders cuts as "a,b|c,d", one per cut, the targets of the op;
+// parseCut reads one back.
 func describe(cuts []Cut) []string {
 	var out []string
 	for _, c := range cuts {
@@ -147,10 +149,40 @@ func describe(cuts []Cut) []string {
 	return out
 }
 
-// partitionFault cuts the network in one shape for the window.
+func parseCut(s string) (Cut, error) {
+	a, b, ok := strings.Cut(s, "|")
+	split := func(x string) []string {
+		var out []string
+		for _, h := range strings.Split(x, ",") {
+			if h = strings.TrimSpace(h); h != "" {
+				out = append(out, h)
+			}
+		}
+		return out
+	}
+	c := Cut{A: split(a), B: split(b)}
+	if !ok || len(c.A) == 0 || len(c.B) == 0 {
+		return Cut{}, fmt.Errorf("cut %q: want hosts|hosts, e.g. n1|n2,n3,c0", s)
+	}
+	return c, nil
+}
+
+// partitionFault cuts the network in one shape for the window, or, in a
+// replay (Env.cuts), exactly the cuts a plan recorded.
 type partitionFault struct {
 	kind
 	env Env
+
+	mu   sync.Mutex
+	last []string // the cuts of the last injection, for its Plan entry
+}
+
+// plannedCuts returns the cuts of the last injection, as its op records
+// them.
+func (f *partitionFault) plannedCuts() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.last
 }
 
 // newPartition builds a partition fault; Build gives it its kind, whose
@@ -166,6 +198,17 @@ func newPartition(env Env) (Fault, error) {
 // cluster, and what the shape's own check refuses.
 func (f *partitionFault) check() error {
 	in := shapeIn{nodes: nodeNames(f.env), clients: f.env.ClientHosts, groups: f.env.Groups}
+	if f.env.cuts != nil {
+		known := append(slices.Clone(in.nodes), in.clients...)
+		for _, c := range f.env.cuts {
+			for _, h := range append(slices.Clone(c.A), c.B...) {
+				if !slices.Contains(known, h) {
+					return fmt.Errorf("cut %s names host %q, which this run does not have (hosts: %s)", describe([]Cut{c})[0], h, strings.Join(known, ", "))
+				}
+			}
+		}
+		return nil
+	}
 	if _, _, err := cutShape(f.spec.Name, in, rand.New(rand.NewPCG(0, 0))); err != nil {
 		return err
 	}
@@ -182,6 +225,9 @@ func (f *partitionFault) Duration() time.Duration { return f.env.Window }
 // cluster reports at this moment) and the client hosts they name; a pin
 // that matches nothing now leaves the network as it is.
 func (f *partitionFault) Inject(ctx context.Context, rng *rand.Rand) (history.Value, error) {
+	if f.env.cuts != nil {
+		return f.cut(ctx, f.env.cuts, nil, nil)
+	}
 	in := shapeIn{nodes: nodeNames(f.env), clients: f.env.ClientHosts, groups: f.env.Groups}
 	for _, p := range f.env.Targets[f.spec.Name] {
 		if clientPin.MatchString(p) && slices.Contains(in.clients, p) {
@@ -197,9 +243,21 @@ func (f *partitionFault) Inject(ctx context.Context, rng *rand.Rand) (history.Va
 	}
 	cuts, subject, err := cutShape(f.spec.Name, in, rng)
 	if err != nil {
+		f.mu.Lock()
+		f.last = nil
+		f.mu.Unlock()
 		return history.Value{}, fmt.Errorf("%w: %v", errNotApplied, err)
 	}
+	return f.cut(ctx, cuts, roles, subject)
+}
+
+// cut makes the cuts, recording them as the op's targets and as the
+// plan's, with the roles of the subject's nodes.
+func (f *partitionFault) cut(ctx context.Context, cuts []Cut, roles map[string]string, subject []string) (history.Value, error) {
 	v := history.Value{Targets: describe(cuts), Duration: int64(f.env.Window), Roles: rolesOf(roles, subject...)}
+	f.mu.Lock()
+	f.last = describe(cuts)
+	f.mu.Unlock()
 	for _, c := range cuts {
 		if err := f.env.Net.Cut(ctx, c.A, c.B); err != nil {
 			return v, err

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/locktest/locktest/clusters"
@@ -32,6 +34,17 @@ type oneTarget[T any] struct {
 	hit func(ctx context.Context, x T, v *history.Value, rng *rand.Rand) error
 	// heal undoes every hit not undone yet and names what it undid.
 	heal func(ctx context.Context) ([]string, error)
+
+	// pinOf names a target as a pin would ("n2", "p3"). racing marks a
+	// fault at a pause point, whose target is whichever candidate gets
+	// there first: its plan pins the candidates (pins, the run's pins by
+	// fault name), not the one that won the race.
+	pinOf  func(T) string
+	racing bool
+	pins   map[string][]string
+
+	mu   sync.Mutex
+	last []string // the pins of the last injection, for its Plan entry
 }
 
 func (f *oneTarget[T]) Duration() time.Duration { return f.dur }
@@ -40,11 +53,29 @@ func (f *oneTarget[T]) Duration() time.Duration { return f.dur }
 // failed hit is recorded with the value it completed.
 func (f *oneTarget[T]) Inject(ctx context.Context, rng *rand.Rand) (history.Value, error) {
 	x, v, err := f.pick(ctx, f.Name(), rng)
+	f.mu.Lock()
+	switch {
+	case f.racing || err != nil:
+		// The candidates: a failed pick hit nothing, and a replay tries
+		// the same choice again.
+		f.last = slices.Clone(f.pins[f.Name()])
+	default:
+		f.last = []string{f.pinOf(x)}
+	}
+	f.mu.Unlock()
 	if err != nil {
 		return v, err
 	}
 	err = f.hit(ctx, x, &v, rng)
 	return v, err
+}
+
+// plannedPins returns what the last injection's Plan entry pins: the
+// target it hit, or its candidates (see racing).
+func (f *oneTarget[T]) plannedPins() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.last
 }
 
 // Heal undoes what the injections since the last heal did and names it.
@@ -61,7 +92,8 @@ func (env Env) onNode(dur time.Duration, hit func(ctx context.Context, n cluster
 	pick := func(ctx context.Context, fault string, rng *rand.Rand) (clusters.Node, history.Value, error) {
 		return env.hitNode(ctx, fault, dur, rng)
 	}
-	return &oneTarget[clusters.Node]{dur: dur, pick: pick, hit: hit, heal: heal}
+	return &oneTarget[clusters.Node]{dur: dur, pick: pick, hit: hit, heal: heal,
+		pinOf: func(n clusters.Node) string { return n.Name }, pins: env.Targets}
 }
 
 // onProcess returns a fault that stays dur and, at each injection, hits one
@@ -91,7 +123,8 @@ func (env Env) onProcess(dur time.Duration, point string, hit func(ctx context.C
 		}
 		return p, history.Value{Targets: []string{procName(p)}}, nil
 	}
-	return &oneTarget[int]{dur: dur, pick: pick, hit: hit, heal: heal}
+	return &oneTarget[int]{dur: dur, pick: pick, hit: hit, heal: heal,
+		pinOf: procName, racing: point != "", pins: env.Targets}
 }
 
 // undoEachProcess returns a fault that stays dur and hits one live worker

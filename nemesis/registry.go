@@ -122,12 +122,24 @@ func Available(name string, env Env) error {
 }
 
 // kind gives a fault the names its spec registered: the f of its
-// injection and of its heal ops. Every fault embeds one, and Build sets
-// it.
-type kind struct{ spec *Spec }
+// injection and of its heal ops, and the settings it was built with (the
+// spec's Settings, as the schedule's Plan records them). Every fault
+// embeds one, and Build sets it.
+type kind struct {
+	spec     *Spec
+	settings map[string]string
+}
 
-// setKind gives the fault its spec; Build calls it.
-func (k *kind) setKind(s *Spec) { k.spec = s }
+// setKind gives the fault its spec and the settings env gives it; Build
+// calls it.
+func (k *kind) setKind(s *Spec, env Env) { k.spec, k.settings = s, settingsOf(s, env) }
+
+// plannedName returns the fault's registered name, which a plan records
+// (its op may be named otherwise: partition-isolate).
+func (k kind) plannedName() string { return k.spec.Name }
+
+// plannedSettings returns the settings the fault was built with.
+func (k kind) plannedSettings() map[string]string { return k.settings }
 
 // Name is the f of the injection op.
 func (k kind) Name() string { return k.spec.InjectOp() }

@@ -393,8 +393,17 @@ func (v *netView) Heal(ctx context.Context) error { return v.lab.Heal(ctx) }
 
 // buildFaults builds the run's faults. A fault the platform cannot apply is
 // left out and its reason returned, so the rest of the run goes on; any
-// other error (a bad setting) is a setup error.
-func buildFaults(p *platform, cfg Config, env nemesis.Env) ([]nemesis.Fault, []string, error) {
+// other error (a bad setting) is a setup error. A run of a schedule file
+// gets its planned faults (steps) instead, every one of them: a replay
+// without one of its faults would not be a replay.
+func buildFaults(p *platform, cfg Config, env nemesis.Env) ([]nemesis.Fault, *nemesis.PlanSteps, []string, error) {
+	if cfg.Plan != nil {
+		steps, err := nemesis.BuildPlan(*cfg.Plan, env)
+		if err != nil {
+			return nil, nil, nil, setupErr("--schedule %s: %v", orDash(cfg.Schedule), err)
+		}
+		return nil, steps, nil, nil
+	}
 	var out []nemesis.Fault
 	var unavailable []string
 	for _, name := range cfg.Faults {
@@ -404,36 +413,11 @@ func buildFaults(p *platform, cfg Config, env nemesis.Env) ([]nemesis.Fault, []s
 			continue
 		}
 		if err != nil {
-			return nil, nil, setupErr("--faults: %v", err)
+			return nil, nil, nil, setupErr("--faults: %v", err)
 		}
 		out = append(out, fs...)
 	}
-	return out, unavailable, nil
-}
-
-// ParseGroups reads an explicit partition, "n1,n2/n3,c0": groups separated
-// by slashes, hosts by commas.
-func ParseGroups(s string) ([][]string, error) {
-	if strings.TrimSpace(s) == "" {
-		return nil, nil
-	}
-	var out [][]string
-	for _, g := range strings.Split(s, "/") {
-		var hosts []string
-		for _, h := range strings.Split(g, ",") {
-			if h = strings.TrimSpace(h); h != "" {
-				hosts = append(hosts, h)
-			}
-		}
-		if len(hosts) == 0 {
-			return nil, fmt.Errorf("empty group in %q", s)
-		}
-		out = append(out, hosts)
-	}
-	if len(out) < 2 {
-		return nil, fmt.Errorf("%q has one group; a partition needs two or more, separated by /", s)
-	}
-	return out, nil
+	return out, nil, unavailable, nil
 }
 
 // netemView delays nodes with tc netem inside their namespaces.

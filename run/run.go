@@ -126,6 +126,14 @@ type Config struct {
 	// (driver.cpu.pprof) and of each worker (worker-pN.cpu.pprof), and the
 	// driver's heap at the end of the workload (driver.heap.pprof).
 	ProfileDir string
+	// Schedule is a schedule file (a stored run's schedule.json, or one
+	// written by hand) whose faults the run injects exactly, at their
+	// offsets, in place of a seeded schedule; Plan is that schedule, read
+	// by Run from Schedule when it is nil. The run's Faults are then the
+	// plan's, and --faults, --target and the fault settings must not be
+	// given: every planned fault carries its own.
+	Schedule string
+	Plan     *nemesis.Plan
 	// MaxCriticalSections, if positive, ends the run early once that many
 	// acquires succeeded (for benchmarks).
 	MaxCriticalSections int
@@ -229,7 +237,7 @@ func (c *Config) Validate() error {
 		return setupErr("--backoff must be %s, got %q", strings.Join(workloads.Backoffs, " or "), c.Backoff)
 	case c.ClockDirection != nemesis.ClockEither && !slices.Contains(ClockDirections, c.ClockDirection):
 		return setupErr("--clock-direction must be %s, got %q", strings.Join(ClockDirections, " or "), c.ClockDirection)
-	case slices.Contains(c.faultParts(), "partition") && len(c.Groups) < 2:
+	case slices.Contains(c.faultParts(), "partition") && len(c.Groups) < 2 && c.Plan == nil:
 		return setupErr("--faults partition needs --partition with two or more groups, e.g. n1,n2/n3,c0")
 	case !slices.Contains(Expectations, c.Expect):
 		return setupErr("--expect must be %s, got %q", strings.Join(Expectations, " or "), c.Expect)
@@ -249,6 +257,9 @@ func (c *Config) Validate() error {
 	// A client's notices are known once it was probed.
 	if c.OnLost == workloads.OnLostStopWriting && impl.Notices == "" && (c.Client == "" || c.clientCaps != nil) {
 		return setupErr("--on-lost %s changes nothing in this run: %s sends no lost notices (etcd-mutex, etcd-lease-txn, zk-recipe, zk-lock, redlock-extend and the clients curator, curator-semaphore and kazoo do)", c.OnLost, c.Impl)
+	}
+	if c.Plan != nil && len(c.Targets) > 0 {
+		return setupErr("--target changes nothing with --schedule: each planned fault names its own targets")
 	}
 	for f := range c.Targets {
 		if !slices.Contains(c.faultParts(), f) {
@@ -305,6 +316,9 @@ func (o *Outcome) History() (history.History, error) {
 // Outcome, whose Results say so among their problems and so are at best
 // unknown, together with the error.
 func Run(ctx context.Context, cfg Config) (*Outcome, error) {
+	if err := cfg.loadPlan(); err != nil {
+		return nil, err
+	}
 	cfg.fillAuto()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -452,7 +466,7 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	if cfg.Client != "" {
 		clients = externalPool{pool}
 	}
-	faults, unavailable, err := buildFaults(plat, cfg, nemesis.Env{
+	faults, steps, unavailable, err := buildFaults(plat, cfg, nemesis.Env{
 		Cluster: cl, Clients: clients, ClientPause: cfg.ClientPause, PausePoint: cfg.PausePoint, NodeDown: cfg.NodeDown,
 		Window: cfg.Window, Net: network, NetReason: plat.netReason, ClientHosts: plat.clientHosts(cfg.Clients),
 		Groups: cfg.Groups, Loss: cfg.Loss, Delay: cfg.Delay, Delayer: plat.delayer(network), DelayReason: plat.delayWhy,
@@ -468,7 +482,7 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 		runErrs = append(runErrs, u)
 	}
 	begun = true
-	sched := &nemesis.Schedule{Faults: faults, Interval: cfg.Interval, Seed: cfg.Seed, Recorder: rec, Clock: clock, Logger: lg}
+	sched := &nemesis.Schedule{Faults: faults, Interval: cfg.Interval, Seed: cfg.Seed, Recorder: rec, Clock: clock, Logger: lg, Steps: steps}
 
 	// The workload runs until its time is up, enough critical sections were
 	// done, or the user interrupts.
@@ -489,6 +503,9 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	if err := <-nemDone; err != nil {
 		runErrs = append(runErrs, err.Error())
 		lg.Error("nemesis", "err", err)
+	}
+	if err := writeSchedule(dir, cfg, sched); err != nil {
+		runErrs = append(runErrs, "schedule: "+err.Error())
 	}
 	// A host whose SSH connection was lost during the run may have run its
 	// node on without the faults meant for it, or been healed of none: the

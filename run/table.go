@@ -84,6 +84,7 @@ var Settings = []Setting{
 	{"impl-opt", GroupWorkload, "impl settings key=value (see docs/backends.md)", strMap(func(c *Config) *map[string]string { return &c.ImplParams }), true},
 
 	{"faults", GroupFaults, "faults to inject, comma-separated, one at a time; a+b injects a and b together: " + strings.Join(nemesis.Names(), ", "), list(func(c *Config) *[]string { return &c.Faults }), true},
+	{"schedule", GroupFaults, "replay a schedule file (a stored run's schedule.json): exactly its faults, with their targets and settings, at their offsets, in place of --faults; its workload settings apply unless given here", str(func(c *Config) *string { return &c.Schedule }), false},
 	{"interval", GroupFaults, "mean quiet time between faults", rule(dur(func(c *Config) *time.Duration { return &c.Interval }), "must be positive", positive[time.Duration]), true},
 	{"pause", GroupFaults, "how long pause-client freezes a worker (0: 2×ttl)", rule(dur(func(c *Config) *time.Duration { return &c.ClientPause }), "must not be negative", notNegative[time.Duration]), true},
 	{"pause-point", GroupFaults, "where pause-client (and kill-client --kill-holder) stops a worker: " +
@@ -327,22 +328,16 @@ func (v mapValue) Set(s string) error {
 }
 
 // groupsValue is the explicit partition: hosts by commas, groups by
-// slashes (ParseGroups).
+// slashes (nemesis.ParseGroups).
 type groupsValue struct{ p *[][]string }
 
 func groups(f func(*Config) *[][]string) func(*Config) Value {
 	return func(c *Config) Value { return groupsValue{f(c)} }
 }
-func (v groupsValue) String() string {
-	parts := make([]string, len(*v.p))
-	for i, g := range *v.p {
-		parts[i] = strings.Join(g, ",")
-	}
-	return strings.Join(parts, "/")
-}
-func (v groupsValue) Type() string { return "groups" }
+func (v groupsValue) String() string { return nemesis.FormatGroups(*v.p) }
+func (v groupsValue) Type() string   { return "groups" }
 func (v groupsValue) Set(s string) error {
-	g, err := ParseGroups(s)
+	g, err := nemesis.ParseGroups(s)
 	if err != nil {
 		return err
 	}

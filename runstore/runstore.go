@@ -23,6 +23,10 @@ const (
 	ReportFile = "report.html"
 	// ResourceFile is the resource store's log of reads and writes.
 	ResourceFile = "resource.jsonl"
+	// ScheduleFile is the run's fault schedule as data (nemesis.Plan,
+	// docs/schemas/schedule.schema.json): what `locktest run --schedule`
+	// replays.
+	ScheduleFile = "schedule.json"
 	// LogsDir holds the driver's, the workers' and the nodes' logs.
 	LogsDir = "logs"
 	// Latest is the link, beside a run name's folders, to its newest run.

@@ -112,6 +112,9 @@ var scheduleFlags = []string{"interval", "quiet-time", "stagger"}
 // of the run lists it among its Settings; --pause-point reaches kill-client
 // only with --kill-holder.
 func checkFaultFlags(f changer, cfg run.Config) error {
+	if cfg.Plan != nil {
+		cfg.Faults = cfg.Plan.FaultNames()
+	}
 	parts := checker.FaultParts(cfg.Faults)
 	readers := map[string][]string{} // flag → the faults that read it
 	for _, s := range nemesis.Specs() {
@@ -166,6 +169,11 @@ func needs(flag string, readers []string) string {
 // run.Config.Validate's, which run.Run calls.
 func (rf *runFlags) config(f changer) (run.Config, error) {
 	cfg := rf.cfg
+	if cfg.Schedule != "" {
+		if err := scheduleConfig(f, &cfg); err != nil {
+			return cfg, err
+		}
+	}
 	if err := checkTargets(cfg); err != nil {
 		return cfg, usageError{fmt.Errorf("--target: %v", err)}
 	}
@@ -181,6 +189,51 @@ func (rf *runFlags) config(f changer) (run.Config, error) {
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
 	}
 	return cfg, nil
+}
+
+// scheduleConfig reads the schedule file of --schedule into cfg: its plan,
+// and its workload's settings wherever the command line gives none. A
+// flag that would pick or shape faults (--faults, --target, --interval,
+// --stagger and every fault's own settings) is refused: each planned fault
+// carries its own.
+func scheduleConfig(f changer, cfg *run.Config) error {
+	for _, flag := range append([]string{"faults", "target", "interval", "stagger"}, faultSettingFlags()...) {
+		if f.Changed(flag) {
+			return usageError{fmt.Errorf("--%s changes nothing with --schedule: the schedule file says which faults go in, where and how hard", flag)}
+		}
+	}
+	plan, err := run.ReadSchedule(cfg.Schedule)
+	if err != nil {
+		return usageError{err}
+	}
+	cfg.Plan = plan
+	for _, k := range slices.Sorted(maps.Keys(plan.Workload)) {
+		s, ok := run.SettingNamed(k)
+		if !ok || !slices.Contains(run.WorkloadKeys(), s.Name) {
+			return usageError{fmt.Errorf("--schedule %s: workload.%s: not a workload setting of locktest run", cfg.Schedule, k)}
+		}
+		if f.Changed(s.Name) {
+			continue
+		}
+		if err := s.Field(cfg).Set(plan.Workload[k]); err != nil {
+			return usageError{fmt.Errorf("--schedule %s: workload.%s: %v", cfg.Schedule, k, err)}
+		}
+	}
+	return nil
+}
+
+// faultSettingFlags are the flags that set one fault's settings
+// (nemesis.Spec.Settings), each once.
+func faultSettingFlags() []string {
+	var out []string
+	for _, s := range nemesis.Specs() {
+		for _, flag := range s.Settings {
+			if !slices.Contains(out, flag) {
+				out = append(out, flag)
+			}
+		}
+	}
+	return out
 }
 
 // changer tells whether a flag was given on the command line (a

@@ -2,6 +2,7 @@ package netns_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,7 +15,10 @@ import (
 	"github.com/locktest/locktest/e2e/testkit"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/internal/gate"
+	"github.com/locktest/locktest/internal/schemacheck"
+	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/run"
+	"github.com/locktest/locktest/runstore"
 )
 
 func needNetns(t *testing.T) {
@@ -126,6 +130,79 @@ func TestSameSeedSameFaults(t *testing.T) {
 	if len(kinds) < 4 {
 		t.Errorf("only %v happened in %v", kinds, seqs[0])
 	}
+}
+
+// TestReplayInjectsTheSameFaults runs a seeded schedule, then replays its
+// schedule.json (--schedule) under another workload seed, and compares the
+// nemesis ops: the same injections, with the same targets and durations,
+// in the same order, and the same heals. The replay runs 3 s longer, so
+// that a late injection on a loaded machine is not left out at the end of
+// its fault phase; replayed heals run on timers of their own, so only
+// their set is compared.
+func TestReplayInjectsTheSameFaults(t *testing.T) {
+	testkit.LocalOnly(t, "its schedule includes client-isolate, which needs each client in a namespace of its own")
+	needNetns(t)
+	cfg := faultConfig(t, "client-isolate", "kill-client", "pause-node", "clock-bump")
+	cfg.Seed = 42
+	cfg.Duration = 6 * time.Second
+	out, h := testkit.MustRun(t, cfg)
+	schedule := filepath.Join(out.Dir, runstore.ScheduleFile)
+	if err := schemacheck.ValidateFile("schedule", schedule); err != nil {
+		t.Fatal(err)
+	}
+	plan, err := run.ReadSchedule(schedule)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantInj, wantHeals := injectionsAndHeals(h)
+	if len(plan.Faults) < 4 || len(plan.Faults) != len(wantInj) {
+		t.Fatalf("schedule.json has %d faults for %d injections, want one each and at least 4", len(plan.Faults), len(wantInj))
+	}
+
+	replay := faultConfig(t)
+	replay.Schedule, replay.Seed = schedule, 43
+	replay.Duration = cfg.Duration + 3*time.Second
+	rout, rh := testkit.MustRun(t, replay)
+	testkit.AssertLabGone(t, rout.Results.Run.Lab)
+	gotInj, gotHeals := injectionsAndHeals(rh)
+	if !slices.Equal(gotInj, wantInj) {
+		t.Errorf("the replay's injections differ:\n got %q\nwant %q", gotInj, wantInj)
+	}
+	if !slices.Equal(gotHeals, wantHeals) {
+		t.Errorf("the replay's heals differ:\n got %q\nwant %q", gotHeals, wantHeals)
+	}
+	if !slices.Equal(rout.Results.Run.Faults, plan.FaultNames()) {
+		t.Errorf("the replay's faults are %v, want the schedule's %v", rout.Results.Run.Faults, plan.FaultNames())
+	}
+	again, err := run.ReadSchedule(filepath.Join(rout.Dir, runstore.ScheduleFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.ReplayOf != schedule || len(again.Faults) != len(plan.Faults) {
+		t.Errorf("the replay's own schedule: replay_of %q, %d faults; want %q and %d", again.ReplayOf, len(again.Faults), schedule, len(plan.Faults))
+	}
+}
+
+// injectionsAndHeals lists the nemesis completions of h as "f type
+// targets duration": the injections in order, the heals sorted.
+func injectionsAndHeals(h history.History) (injections, heals []string) {
+	injectOps := map[string]bool{}
+	for _, s := range nemesis.Specs() {
+		injectOps[s.InjectOp()] = true
+	}
+	for _, o := range h {
+		if !o.IsNemesis() || o.Type == history.Invoke {
+			continue
+		}
+		line := fmt.Sprintf("%s %s %s %d", o.F, o.Type, strings.Join(o.Value.Targets, ";"), o.Value.Duration)
+		if injectOps[o.F] {
+			injections = append(injections, line)
+		} else {
+			heals = append(heals, line)
+		}
+	}
+	slices.Sort(heals)
+	return injections, heals
 }
 
 // TestKillClientReplacesTheWorker kills workers while they hold the lock;

@@ -77,7 +77,7 @@ func MustRun(t *testing.T, cfg run.Config) (*run.Outcome, history.History) {
 	if len(h) != int(out.Results.Stats["ops"]) {
 		t.Fatalf("stored history has %d ops, results say %v", len(h), out.Results.Stats["ops"])
 	}
-	for _, f := range []string{runstore.ResultsFile, runstore.ReportFile, runstore.ResourceFile, "logs/n1.log", "logs/p0.log", "logs/driver.log"} {
+	for _, f := range []string{runstore.ResultsFile, runstore.ReportFile, runstore.ResourceFile, runstore.ScheduleFile, "logs/n1.log", "logs/p0.log", "logs/driver.log"} {
 		if _, err := os.Stat(filepath.Join(out.Dir, f)); err != nil {
 			t.Errorf("run dir lacks %s: %v", f, err)
 		}

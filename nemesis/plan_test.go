@@ -1,0 +1,235 @@
+package nemesis
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/locktest/locktest/history"
+)
+
+// planEnv returns an environment over fakes in which every fault of
+// planFaults can be applied, with the magnitudes given.
+func planEnv(window, pause, bump time.Duration) (Env, *liveCluster, *fakeNet) {
+	c := newLiveCluster("n1", "n2", "n3")
+	net := &fakeNet{}
+	return Env{
+		Cluster: c, Clients: &fakeClients{procs: []int{0, 1, 2}}, Net: net, ClientHosts: []string{"c0", "c1", "c2"},
+		Clocks: &fakeClocks{}, Window: window, ClientPause: pause, NodeDown: time.Millisecond, ClockBump: bump,
+	}, c, net
+}
+
+// planFaults are faults of every kind a plan records: a node, a worker,
+// cuts, a clock jump with its drawn direction, and a combined fault.
+var planFaults = []string{"kill-node", "pause-client", "isolate", "halves", "client-isolate", "clock-bump", "kill-node+isolate"}
+
+// nemesisOps returns the injections of h in order, and its heals sorted:
+// "f ok targets duration". Replayed heals run on their own timers, so only
+// their set is fixed.
+func nemesisOps(h []history.Op) (injections, heals []string) {
+	injectOps := map[string]bool{}
+	for _, s := range Specs() {
+		injectOps[s.InjectOp()] = true
+	}
+	for _, o := range h {
+		if o.Process != history.NemesisProcess || o.Type == history.Invoke {
+			continue
+		}
+		line := fmt.Sprintf("%s %s %s %d", o.F, o.Type, strings.Join(o.Value.Targets, ","), o.Value.Duration)
+		if injectOps[o.F] {
+			injections = append(injections, line)
+		} else {
+			heals = append(heals, line)
+		}
+	}
+	slices.Sort(heals)
+	return injections, heals
+}
+
+// A seeded schedule's plan, written and read back, replays the same
+// injections with the same targets, settings and directions, in a run
+// whose own settings differ: the plan's are the ones used.
+func TestPlanReplaysTheSameFaults(t *testing.T) {
+	env, _, _ := planEnv(15*time.Millisecond, 10*time.Millisecond, time.Second)
+	faults, err := Build(planFaults, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newSchedule(10*time.Millisecond, 7, faults...)
+	ctx, cancel := context.WithTimeout(context.Background(), 800*time.Millisecond)
+	defer cancel()
+	if err := s.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	planned := s.Planned()
+	wantInj, wantHeals := nemesisOps(s.Recorder.History())
+	if len(planned) < 5 || len(planned) != len(wantInj) {
+		t.Fatalf("%d plan entries for %d injections, want one each and at least 5", len(planned), len(wantInj))
+	}
+	kinds := map[string]bool{}
+	for i, pf := range planned {
+		kinds[pf.Fault] = true
+		if i > 0 && pf.At < planned[i-1].At {
+			t.Errorf("entry %d at %v before entry %d at %v", i, pf.At, i-1, planned[i-1].At)
+		}
+		if pf.Outcome != "ok" || pf.Lasts <= 0 {
+			t.Errorf("entry %d: outcome %q, lasts %v, want ok and a positive stay", i, pf.Outcome, pf.Lasts)
+		}
+		switch pf.Fault {
+		case "kill-node", "pause-client":
+			if len(pf.Pins) != 1 || !slices.Equal(pf.Pins, pf.Hit) {
+				t.Errorf("entry %d (%s): pins %v, want the one target it hit, %v", i, pf.Fault, pf.Pins, pf.Hit)
+			}
+		case "clock-bump":
+			if d := pf.Settings["clock-direction"]; d != ClockForward && d != ClockBackward || len(pf.Pins) != 1 {
+				t.Errorf("entry %d: clock-bump with direction %q and pins %v", i, d, pf.Pins)
+			}
+		case "isolate", "halves", "client-isolate":
+			if len(pf.Cuts) == 0 || len(pf.Pins) != 0 || !slices.Equal(pf.Cuts, pf.Hit) {
+				t.Errorf("entry %d (%s): cuts %v pins %v hit %v, want its cuts only", i, pf.Fault, pf.Cuts, pf.Pins, pf.Hit)
+			}
+		}
+	}
+	if len(kinds) < 3 {
+		t.Fatalf("seed 7 planned only %v", kinds)
+	}
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(Plan{SchemaVersion: PlanSchemaVersion, Seed: 7, Interval: 10 * time.Millisecond, Faults: planned}); err != nil {
+		t.Fatal(err)
+	}
+	plan, err := ReadPlan(&buf)
+	if err != nil {
+		t.Fatalf("ReadPlan of a written plan: %v", err)
+	}
+	// Other magnitudes in the replaying run: the plan's must win.
+	renv, _, _ := planEnv(time.Hour, time.Hour, time.Minute)
+	steps, err := BuildPlan(plan, renv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newSchedule(time.Hour, 99)
+	r.Steps = steps
+	rctx, rcancel := context.WithTimeout(context.Background(), 800*time.Millisecond+2*time.Second)
+	defer rcancel()
+	if err := r.Run(rctx); err != nil {
+		t.Fatal(err)
+	}
+	gotInj, gotHeals := nemesisOps(r.Recorder.History())
+	if !slices.Equal(gotInj, wantInj) {
+		t.Errorf("replayed injections differ:\n got %q\nwant %q", gotInj, wantInj)
+	}
+	if !slices.Equal(gotHeals, wantHeals) {
+		t.Errorf("replayed heals differ:\n got %q\nwant %q", gotHeals, wantHeals)
+	}
+	replanned := r.Planned()
+	if len(replanned) != len(planned) {
+		t.Fatalf("the replay's own plan has %d entries, want %d", len(replanned), len(planned))
+	}
+	for i := range planned {
+		a, b := planned[i], replanned[i]
+		if a.Fault != b.Fault || !slices.Equal(a.Pins, b.Pins) || !slices.Equal(a.Cuts, b.Cuts) || fmt.Sprint(a.Settings) != fmt.Sprint(b.Settings) {
+			t.Errorf("entry %d: replayed as %+v, planned %+v", i, b, a)
+		}
+		// Offsets are kept: a replayed injection begins at its offset or
+		// later, never earlier.
+		if b.At < a.At {
+			t.Errorf("entry %d replayed at %v, before its offset %v", i, b.At, a.At)
+		}
+	}
+}
+
+// A fault at a pause point hits the first worker to get there: its plan
+// pins the candidates, not the winner of that race.
+func TestPlanPinsTheCandidatesOfAPausePoint(t *testing.T) {
+	for _, tc := range []struct {
+		pins []string
+		want []string
+	}{
+		{nil, nil},
+		{[]string{"p0", "p2"}, []string{"p0", "p2"}},
+	} {
+		pool := &fakeClients{procs: []int{0, 1, 2}}
+		env := Env{Clients: pool, ClientPause: time.Millisecond, PausePoint: "after-acquire"}
+		if tc.pins != nil {
+			env.Targets = map[string][]string{"pause-client": tc.pins}
+		}
+		s := newSchedule(time.Hour, 1, buildOne(t, "pause-client", env))
+		ok, _ := s.injectPlanned(context.Background(), s.Faults[0], testRng(), slog.New(slog.DiscardHandler), time.Now())
+		if !ok {
+			t.Fatalf("pins %v: the pause did not apply: %v", tc.pins, pool.log())
+		}
+		got := s.Planned()[0]
+		if !slices.Equal(got.Pins, tc.want) || len(got.Hit) != 1 || got.Settings["pause-point"] != "after-acquire" || got.Settings["pause"] != "1ms" {
+			t.Errorf("pins %v: planned %+v, want pins %v, one hit, and the point and pause", tc.pins, got, tc.want)
+		}
+		s.Faults[0].Heal(context.Background())
+	}
+}
+
+// Every setting a fault reads can be recorded and replayed.
+func TestEveryFaultSettingCanBePlanned(t *testing.T) {
+	for _, s := range Specs() {
+		for _, name := range s.Settings {
+			if _, ok := faultSettings[name]; !ok {
+				t.Errorf("%s reads --%s, which a plan cannot record (nemesis.faultSettings)", s.Name, name)
+			}
+		}
+	}
+}
+
+// A bad schedule file is one line naming the field.
+func TestReadPlanErrorsNameTheField(t *testing.T) {
+	entry := func(s string) string {
+		return `{"schema_version":1,"seed":1,"faults":[` + s + `]}`
+	}
+	for _, tc := range []struct{ in, want string }{
+		{`not json`, "not a schedule file"},
+		{`{"schema_version":2,"faults":[]}`, "schema_version: this locktest reads version 1, got 2"},
+		{`{"schema_version":1}`, "faults: missing"},
+		{`{"schema_version":1,"faults":[],"extra":1}`, `unknown field "extra"`},
+		{`{"schema_version":1,"seed":"x","faults":[]}`, "seed: want int64"},
+		{entry(`{"at":"soon","fault":"kill-node","lasts":"1s"}`), `faults[0].at: want a duration such as 1.5s, got "soon"`},
+		{entry(`{"at":"-1s","fault":"kill-node","lasts":"1s"}`), `faults[0].at: must not be negative`},
+		{entry(`{"at":"1s","fault":"kill-node"}`), `faults[0].lasts: missing`},
+		{entry(`{"at":"1s","fault":"kill-nodes","lasts":"1s"}`), `faults[0].fault: unknown fault "kill-nodes"`},
+		{entry(`{"at":"1s","fault":"kill-node","lasts":"1s","settings":{"pause":"1s"}}`), `faults[0].settings.pause: kill-node does not read it`},
+		{entry(`{"at":"1s","fault":"pause-client","lasts":"1s","settings":{"pause":"long"}}`), `faults[0].settings.pause: want a duration`},
+		{entry(`{"at":"1s","fault":"loss","lasts":"1s","settings":{"loss":"2"}}`), `faults[0].settings.loss: want a fraction in (0, 1]`},
+		{entry(`{"at":"1s","fault":"kill-node","lasts":"1s","pins":["p1"]}`), `faults[0].pins: kill-node=p1: kill-node hits nodes`},
+		{entry(`{"at":"1s","fault":"kill-node","lasts":"1s","cuts":["n1|n2"]}`), `faults[0].cuts: kill-node is not a partition`},
+		{entry(`{"at":"1s","fault":"isolate","lasts":"1s","cuts":["n1"]}`), `faults[0].cuts: cut "n1": want hosts|hosts`},
+		{entry(`{"at":"1s","fault":"isolate","lasts":"1s","outcome":"maybe"}`), `faults[0].outcome: want ok, info or fail`},
+		{entry(`{"at":"2s","fault":"isolate","lasts":"1s"},{"at":"1s","fault":"isolate","lasts":"1s"}`), `faults: not in the order of their at`},
+	} {
+		_, err := ReadPlan(strings.NewReader(tc.in))
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("ReadPlan(%s): %v, want one line with %q", tc.in, err, tc.want)
+		}
+	}
+}
+
+// BuildPlan refuses what the run cannot have, naming the entry.
+func TestBuildPlanRefusesWhatTheRunLacks(t *testing.T) {
+	env, _, _ := planEnv(time.Second, time.Second, time.Second)
+	for _, tc := range []struct {
+		pf   PlannedFault
+		want string
+	}{
+		{PlannedFault{At: time.Second, Fault: "kill-node", Pins: []string{"n9"}}, "faults[0] (kill-node at 1s): pins: kill-node=n9"},
+		{PlannedFault{At: time.Second, Fault: "pause-client", Pins: []string{"p7"}}, "faults[0] (pause-client at 1s): pins: pause-client=p7: the run starts workers p0, p1, p2"},
+		{PlannedFault{At: time.Second, Fault: "isolate", Cuts: []string{"n1|n9"}}, `faults[0] (isolate at 1s): cut n1|n9 names host "n9"`},
+		{PlannedFault{At: time.Second, Fault: "delay"}, "faults[0] (delay at 1s): "},
+	} {
+		_, err := BuildPlan(Plan{SchemaVersion: PlanSchemaVersion, Faults: []PlannedFault{tc.pf}}, env)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("BuildPlan(%+v): %v, want %q", tc.pf, err, tc.want)
+		}
+	}
+}

@@ -1,0 +1,102 @@
+package run
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/locktest/locktest/nemesis"
+	"github.com/locktest/locktest/runstore"
+)
+
+// ReadSchedule reads the schedule file path (nemesis.ReadPlan); its error
+// names the file and the field.
+func ReadSchedule(path string) (*nemesis.Plan, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("--schedule: %v", err)
+	}
+	defer f.Close()
+	p, err := nemesis.ReadPlan(f)
+	if err != nil {
+		return nil, fmt.Errorf("--schedule %s: %v", path, err)
+	}
+	return &p, nil
+}
+
+// loadPlan reads c.Schedule into c.Plan when the caller did not, and makes
+// the plan's faults the run's. A run given both a plan and --faults is
+// refused: the two would say different things.
+func (c *Config) loadPlan() error {
+	if c.Plan == nil && c.Schedule != "" {
+		p, err := ReadSchedule(c.Schedule)
+		if err != nil {
+			return setupErr("%v", err)
+		}
+		c.Plan = p
+	}
+	if c.Plan == nil {
+		return nil
+	}
+	if len(c.Faults) > 0 {
+		return setupErr("--faults and --schedule both say which faults to inject: give one")
+	}
+	c.Faults = c.Plan.FaultNames()
+	return nil
+}
+
+// orDash names a schedule file, or says it was given in memory.
+func orDash(path string) string {
+	if path == "" {
+		return "(given)"
+	}
+	return path
+}
+
+// WorkloadKeys are the settings a schedule file records of its run's
+// workload (nemesis.Plan.Workload), by flag name: every setting of the
+// run but the faults (which the plan holds, each with its own settings),
+// the platform's addresses and credentials, and the output. A replay
+// takes them from the file unless its command line gives them.
+func WorkloadKeys() []string {
+	var out []string
+	for _, s := range Settings {
+		switch {
+		case s.Group == GroupOutput:
+		case s.Group == GroupFaults && s.Name != "quiet-time":
+		case slices.Contains(machineSettings, s.Name):
+		default:
+			out = append(out, s.Name)
+		}
+	}
+	return out
+}
+
+// machineSettings name this machine or its hosts, not the run: a replay
+// elsewhere gives its own.
+var machineSettings = []string{"subnet", "inventory", "hosts", "ssh-user", "ssh-key", "known-hosts", "client-addresses", "insecure-ignore-host-key"}
+
+// writeSchedule writes the run's schedule.json: what its schedule did, the
+// seed (or the file) it came from, and its workload's settings.
+func writeSchedule(dir string, cfg Config, s *nemesis.Schedule) error {
+	p := nemesis.Plan{SchemaVersion: nemesis.PlanSchemaVersion, Seed: cfg.Seed, Faults: s.Planned(), Workload: map[string]string{}}
+	if cfg.Plan != nil {
+		p.ReplayOf = orDash(cfg.Schedule)
+	} else if len(cfg.Faults) > 0 {
+		p.Interval = cfg.Interval
+	}
+	values := cfg.Values()
+	for _, k := range WorkloadKeys() {
+		set, _ := SettingNamed(k)
+		if v := values[set.Key()]; v != "" {
+			p.Workload[k] = v
+		}
+	}
+	data, err := json.MarshalIndent(p, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, runstore.ScheduleFile), append(data, '\n'), 0o644)
+}
