@@ -60,6 +60,11 @@ type Schedule struct {
 	mu      sync.Mutex
 	applied int
 	plan    planRecord
+	// act makes the schedule's ops one at a time, invocation to
+	// completion, as the history needs of a process (the nemesis is
+	// process -1): a replay's heals and injections run on timers of
+	// their own, and one that comes due while another acts waits for it.
+	act sync.Mutex
 }
 
 // Run injects faults until ctx is done, then heals every fault, recording
@@ -193,6 +198,8 @@ func span(parts []Fault, stagger time.Duration) time.Duration {
 // recording it in the history and in the plan; it reports whether it
 // applied, and returns the index of its plan entry.
 func (s *Schedule) injectPlanned(ctx context.Context, f Fault, rng *rand.Rand, lg *slog.Logger, began time.Time) (bool, int) {
+	s.act.Lock()
+	defer s.act.Unlock()
 	s.record(history.Invoke, f.Name(), history.Value{}, nil)
 	v, err := f.Inject(ctx, rng)
 	s.record(completion(err), f.Name(), v, err)
@@ -209,6 +216,8 @@ func (s *Schedule) injectPlanned(ctx context.Context, f Fault, rng *rand.Rand, l
 
 // heal heals f with a context of its own, so a cancelled run still heals.
 func (s *Schedule) heal(f Fault) error {
+	s.act.Lock()
+	defer s.act.Unlock()
 	hctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	s.record(history.Invoke, f.HealName(), history.Value{}, nil)

@@ -137,10 +137,10 @@ func TestPlanReplaysTheSameFaults(t *testing.T) {
 		if a.Fault != b.Fault || !slices.Equal(a.Pins, b.Pins) || !slices.Equal(a.Cuts, b.Cuts) || fmt.Sprint(a.Settings) != fmt.Sprint(b.Settings) {
 			t.Errorf("entry %d: replayed as %+v, planned %+v", i, b, a)
 		}
-		// Offsets are kept: a replayed injection begins at its offset or
-		// later, never earlier.
-		if b.At < a.At {
-			t.Errorf("entry %d replayed at %v, before its offset %v", i, b.At, a.At)
+		// Offsets are kept: a replayed injection begins at its offset (as
+		// the file has it, to the millisecond) or later, never earlier.
+		if at := plan.Faults[i].At; b.At < at {
+			t.Errorf("entry %d replayed at %v, before its offset %v", i, b.At, at)
 		}
 	}
 }
@@ -230,6 +230,37 @@ func TestBuildPlanRefusesWhatTheRunLacks(t *testing.T) {
 		_, err := BuildPlan(Plan{SchemaVersion: PlanSchemaVersion, Faults: []PlannedFault{tc.pf}}, env)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("BuildPlan(%+v): %v, want %q", tc.pf, err, tc.want)
+		}
+	}
+}
+
+// A replay's faults may overlap (a hand-written plan, or a late injection
+// behind a pause point): its ops are still one at a time, invocation to
+// completion, in time order, as the history of one process must be. Here
+// b comes due while a's heal (50 ms) is under way.
+func TestReplayOfOverlappingFaultsKeepsOneOpAtATime(t *testing.T) {
+	a := &fakeFault{name: "a", onHeal: func() { time.Sleep(50 * time.Millisecond) }}
+	b := &fakeFault{name: "b"}
+	s := newSchedule(time.Hour, 1)
+	s.Steps = &PlanSteps{steps: []planStep{
+		{PlannedFault{At: 0, Fault: "a"}, a},
+		{PlannedFault{At: 20 * time.Millisecond, Fault: "b"}, b},
+	}}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := s.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h := s.Recorder.History()
+	if len(h) != 8 {
+		t.Fatalf("%d ops, want 8 (2 injections and 2 heals, each invoked and completed): %v", len(h), h)
+	}
+	for i := 0; i < len(h); i += 2 {
+		if h[i].Type != history.Invoke || h[i+1].Type == history.Invoke || h[i].F != h[i+1].F {
+			t.Errorf("ops %d and %d are not one op's invocation and completion: %v, %v", i, i+1, h[i], h[i+1])
+		}
+		if i > 0 && h[i].Time < h[i-1].Time {
+			t.Errorf("op %d at %d before op %d at %d", i, h[i].Time, i-1, h[i-1].Time)
 		}
 	}
 }

@@ -138,13 +138,15 @@ func TestSameSeedSameFaults(t *testing.T) {
 // in the same order, and the same heals. The replay runs 3 s longer, so
 // that a late injection on a loaded machine is not left out at the end of
 // its fault phase; replayed heals run on timers of their own, so only
-// their set is compared.
+// their set is compared. How many faults fit in the first run's 6.5 s of
+// faults depends on the machine's load (3 under stress-ng, 5 idle); the
+// comparison needs two.
 func TestReplayInjectsTheSameFaults(t *testing.T) {
 	testkit.LocalOnly(t, "its schedule includes client-isolate, which needs each client in a namespace of its own")
 	needNetns(t)
 	cfg := faultConfig(t, "client-isolate", "kill-client", "pause-node", "clock-bump")
 	cfg.Seed = 42
-	cfg.Duration = 6 * time.Second
+	cfg.Duration = 8 * time.Second
 	out, h := testkit.MustRun(t, cfg)
 	schedule := filepath.Join(out.Dir, runstore.ScheduleFile)
 	if err := schemacheck.ValidateFile("schedule", schedule); err != nil {
@@ -155,8 +157,8 @@ func TestReplayInjectsTheSameFaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantInj, wantHeals := injectionsAndHeals(h)
-	if len(plan.Faults) < 4 || len(plan.Faults) != len(wantInj) {
-		t.Fatalf("schedule.json has %d faults for %d injections, want one each and at least 4", len(plan.Faults), len(wantInj))
+	if len(plan.Faults) < 2 || len(plan.Faults) != len(wantInj) {
+		t.Fatalf("schedule.json has %d faults for %d injections, want one each and at least 2", len(plan.Faults), len(wantInj))
 	}
 
 	replay := faultConfig(t)

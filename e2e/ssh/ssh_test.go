@@ -232,7 +232,10 @@ func sshReplicated(t *testing.T, inventory string) {
 				cfg.Targets = map[string][]string{tc.fault: {"master"}}
 				cfg.Persistence = "always"
 				cfg.Interval, cfg.NodeDown, cfg.Window = 500*time.Millisecond, 2*time.Second, 600*time.Millisecond
-				cfg.Duration, cfg.Quiet, cfg.MaxCriticalSections = 6*time.Second, 2*time.Second, 0
+				// 8 s of faults: under stress-ng, with the other lab
+				// beside it, reading the roles and sending the pause over
+				// SSH took 3.5 s, past the end of a 4 s fault phase.
+				cfg.Duration, cfg.Quiet, cfg.MaxCriticalSections = 10*time.Second, 2*time.Second, 0
 			}
 			out, h := testkit.MustRun(t, cfg)
 			r := out.Results
