@@ -151,16 +151,7 @@ func describe(cuts []Cut) []string {
 
 func parseCut(s string) (Cut, error) {
 	a, b, ok := strings.Cut(s, "|")
-	split := func(x string) []string {
-		var out []string
-		for _, h := range strings.Split(x, ",") {
-			if h = strings.TrimSpace(h); h != "" {
-				out = append(out, h)
-			}
-		}
-		return out
-	}
-	c := Cut{A: split(a), B: split(b)}
+	c := Cut{A: hostList(a), B: hostList(b)}
 	if !ok || len(c.A) == 0 || len(c.B) == 0 {
 		return Cut{}, fmt.Errorf("cut %q: want hosts|hosts, e.g. n1|n2,n3,c0", s)
 	}

@@ -248,9 +248,6 @@ type PlanSteps struct {
 	steps []planStep
 }
 
-// Len returns how many entries the plan has.
-func (s *PlanSteps) Len() int { return len(s.steps) }
-
 // BuildPlan builds the faults of plan's entries for env: each fault with
 // env's abilities, the settings it had (env's own where the entry has
 // none), exactly its pins (none: any target, as the fault chooses), and

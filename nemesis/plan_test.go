@@ -33,16 +33,12 @@ var planFaults = []string{"kill-node", "pause-client", "isolate", "halves", "cli
 // "f ok targets duration". Replayed heals run on their own timers, so only
 // their set is fixed.
 func nemesisOps(h []history.Op) (injections, heals []string) {
-	injectOps := map[string]bool{}
-	for _, s := range Specs() {
-		injectOps[s.InjectOp()] = true
-	}
 	for _, o := range h {
 		if o.Process != history.NemesisProcess || o.Type == history.Invoke {
 			continue
 		}
 		line := fmt.Sprintf("%s %s %s %d", o.F, o.Type, strings.Join(o.Value.Targets, ","), o.Value.Duration)
-		if injectOps[o.F] {
+		if _, inject := history.FaultOfOp(o.F); inject {
 			injections = append(injections, line)
 		} else {
 			heals = append(heals, line)

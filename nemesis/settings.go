@@ -142,12 +142,7 @@ func ParseGroups(s string) ([][]string, error) {
 	}
 	var out [][]string
 	for _, g := range strings.Split(s, "/") {
-		var hosts []string
-		for _, h := range strings.Split(g, ",") {
-			if h = strings.TrimSpace(h); h != "" {
-				hosts = append(hosts, h)
-			}
-		}
+		hosts := hostList(g)
 		if len(hosts) == 0 {
 			return nil, fmt.Errorf("empty group in %q", s)
 		}
@@ -157,6 +152,18 @@ func ParseGroups(s string) ([][]string, error) {
 		return nil, fmt.Errorf("%q has one group; a partition needs two or more, separated by /", s)
 	}
 	return out, nil
+}
+
+// hostList reads hosts separated by commas, skipping blanks: a group of
+// ParseGroups, a side of a cut (parseCut).
+func hostList(s string) []string {
+	var out []string
+	for _, h := range strings.Split(s, ",") {
+		if h = strings.TrimSpace(h); h != "" {
+			out = append(out, h)
+		}
+	}
+	return out
 }
 
 // FormatGroups renders groups as ParseGroups reads them.

@@ -16,7 +16,6 @@ import (
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/internal/gate"
 	"github.com/locktest/locktest/internal/schemacheck"
-	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/run"
 	"github.com/locktest/locktest/runstore"
 )
@@ -188,16 +187,12 @@ func TestReplayInjectsTheSameFaults(t *testing.T) {
 // injectionsAndHeals lists the nemesis completions of h as "f type
 // targets duration": the injections in order, the heals sorted.
 func injectionsAndHeals(h history.History) (injections, heals []string) {
-	injectOps := map[string]bool{}
-	for _, s := range nemesis.Specs() {
-		injectOps[s.InjectOp()] = true
-	}
 	for _, o := range h {
 		if !o.IsNemesis() || o.Type == history.Invoke {
 			continue
 		}
 		line := fmt.Sprintf("%s %s %s %d", o.F, o.Type, strings.Join(o.Value.Targets, ";"), o.Value.Duration)
-		if injectOps[o.F] {
+		if _, inject := history.FaultOfOp(o.F); inject {
 			injections = append(injections, line)
 		} else {
 			heals = append(heals, line)

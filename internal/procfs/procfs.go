@@ -130,22 +130,28 @@ func WaitStopped(pid int, limit time.Duration) error {
 // boot (field 22 of /proc/<pid>/stat), or "" if it cannot be read. With the
 // pid it names a process for good: a recycled pid starts at another time.
 func StartTime(pid int) string {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return ""
-	}
-	s := string(b)
-	// The command name (field 2) may hold spaces; it ends at the last ')'.
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return ""
-	}
-	f := strings.Fields(s[i+1:])
+	f, err := statFields(pid)
 	// f[0] is field 3 (state); field 22 is f[19].
-	if len(f) < 20 {
+	if err != nil || len(f) < 20 {
 		return ""
 	}
 	return f[19]
+}
+
+// statFields returns the fields of /proc/<pid>/stat after the command
+// name (field 2, which may hold spaces and ends at the last ')'): f[0] is
+// field 3, the state.
+func statFields(pid int) ([]string, error) {
+	path := "/proc/" + strconv.Itoa(pid) + "/stat"
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return nil, fmt.Errorf("%s: no command name", path)
+	}
+	return strings.Fields(string(b[i+1:])), nil
 }
 
 // ticksPerSecond is USER_HZ, the unit of the times of /proc/<pid>/stat:
@@ -157,24 +163,18 @@ const ticksPerSecond = 100
 // to tell a process that waits (S, little CPU) from one that was not given
 // the CPU to get anywhere (R, little CPU) or one that works (much CPU).
 func CPU(pid int) (state byte, used time.Duration, err error) {
-	path := "/proc/" + strconv.Itoa(pid) + "/stat"
-	b, err := os.ReadFile(path)
+	f, err := statFields(pid)
 	if err != nil {
 		return 0, 0, err
 	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, 0, fmt.Errorf("%s: no command name", path)
-	}
-	f := strings.Fields(string(b[i+1:]))
-	// f[0] is field 3 (state); fields 14 and 15 are f[11] and f[12].
+	// Fields 14 and 15 are f[11] and f[12].
 	if len(f) < 13 {
-		return 0, 0, fmt.Errorf("%s: %d fields after the name, want at least 13", path, len(f))
+		return 0, 0, fmt.Errorf("/proc/%d/stat: %d fields after the name, want at least 13", pid, len(f))
 	}
 	ut, err1 := strconv.ParseUint(f[11], 10, 64)
 	st, err2 := strconv.ParseUint(f[12], 10, 64)
 	if err1 != nil || err2 != nil {
-		return 0, 0, fmt.Errorf("%s: utime %q, stime %q: not numbers", path, f[11], f[12])
+		return 0, 0, fmt.Errorf("/proc/%d/stat: utime %q, stime %q: not numbers", pid, f[11], f[12])
 	}
 	return f[0][0], time.Duration(ut+st) * time.Second / ticksPerSecond, nil
 }
