@@ -77,7 +77,7 @@ type Schedule struct {
 // Every injection is also an entry of the schedule's plan (Planned), so
 // that the run can be replayed; with Steps, Run replays a plan instead.
 func (s *Schedule) Run(ctx context.Context) error {
-	s.plan.begin()
+	s.plan.begin(s.Clock)
 	lg := s.Logger
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)

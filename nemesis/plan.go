@@ -38,6 +38,11 @@ type Plan struct {
 	Seed     int64         `json:"seed"`
 	Interval time.Duration `json:"-"`
 	ReplayOf string        `json:"replay_of,omitempty"`
+	// Began is the history's clock when the fault phase began: what
+	// ties the plan's offsets to the times of the run's history (an op at
+	// history time t came at offset t − Began). 0 in files that do not
+	// say.
+	Began time.Duration `json:"-"`
 	// Workload holds the run's own settings by flag name: what a replay
 	// of the file runs with, unless its command line says otherwise.
 	Workload map[string]string `json:"workload,omitempty"`
@@ -73,6 +78,11 @@ type PlannedFault struct {
 	// Lasts is how long the fault stayed, from the end of its injection
 	// to its heal.
 	Lasts time.Duration
+	// Healed is when its heal began, from the start of the fault phase; 0
+	// when the file does not say. A replay keeps the order of heals and
+	// injections it shows: a fault healed before another began is healed
+	// before that one goes in, however late its own injection was.
+	Healed time.Duration
 	// Outcome is the injection's completion, ok, info or fail, and Error
 	// its error.
 	Outcome string
@@ -89,6 +99,7 @@ type plannedJSON struct {
 	Hit      []string          `json:"hit,omitempty"`
 	Roles    map[string]string `json:"roles,omitempty"`
 	Lasts    string            `json:"lasts"`
+	Healed   string            `json:"healed,omitempty"`
 	Outcome  string            `json:"outcome,omitempty"`
 	Error    string            `json:"error,omitempty"`
 }
@@ -98,6 +109,7 @@ type planJSON struct {
 	Seed          int64             `json:"seed"`
 	Interval      string            `json:"interval,omitempty"`
 	ReplayOf      string            `json:"replay_of,omitempty"`
+	Began         string            `json:"began,omitempty"`
 	Workload      map[string]string `json:"workload,omitempty"`
 	Faults        []plannedJSON     `json:"faults"`
 }
@@ -109,10 +121,17 @@ func (p Plan) MarshalJSON() ([]byte, error) {
 	if p.Interval != 0 {
 		out.Interval = p.Interval.String()
 	}
+	if p.Began != 0 {
+		out.Began = p.Began.Round(time.Millisecond).String()
+	}
 	for _, f := range p.Faults {
 		// Milliseconds: finer would claim a precision no replay has.
-		out.Faults = append(out.Faults, plannedJSON{At: f.At.Round(time.Millisecond).String(), Fault: f.Fault, Settings: f.Settings, Pins: f.Pins,
-			Cuts: f.Cuts, Hit: f.Hit, Roles: f.Roles, Lasts: f.Lasts.Round(time.Millisecond).String(), Outcome: f.Outcome, Error: f.Error})
+		pj := plannedJSON{At: f.At.Round(time.Millisecond).String(), Fault: f.Fault, Settings: f.Settings, Pins: f.Pins,
+			Cuts: f.Cuts, Hit: f.Hit, Roles: f.Roles, Lasts: f.Lasts.Round(time.Millisecond).String(), Outcome: f.Outcome, Error: f.Error}
+		if f.Healed != 0 {
+			pj.Healed = f.Healed.Round(time.Millisecond).String()
+		}
+		out.Faults = append(out.Faults, pj)
 	}
 	return json.Marshal(out)
 }
@@ -146,6 +165,11 @@ func ReadPlan(r io.Reader) (Plan, error) {
 			return Plan{}, fmt.Errorf("interval: %v", err)
 		}
 	}
+	if in.Began != "" {
+		if p.Began, err = parseOffset(in.Began); err != nil {
+			return Plan{}, fmt.Errorf("began: %v", err)
+		}
+	}
 	if in.Faults == nil {
 		return Plan{}, fmt.Errorf("faults: missing (an empty schedule is [])")
 	}
@@ -157,6 +181,11 @@ func ReadPlan(r io.Reader) (Plan, error) {
 		}
 		if pf.Lasts, err = parseOffset(f.Lasts); err != nil {
 			return Plan{}, fmt.Errorf("%s.lasts: %v", at, err)
+		}
+		if f.Healed != "" {
+			if pf.Healed, err = parseOffset(f.Healed); err != nil {
+				return Plan{}, fmt.Errorf("%s.healed: %v", at, err)
+			}
 		}
 		if err := pf.check(); err != nil {
 			return Plan{}, fmt.Errorf("%s.%v", at, err)
@@ -307,14 +336,15 @@ type settingsPlanner interface {
 type planRecord struct {
 	mu      sync.Mutex
 	start   time.Time
+	began   time.Duration // on the history's clock
 	entries []PlannedFault
 }
 
-// begin notes the start of the fault phase.
-func (r *planRecord) begin() {
+// begin notes the start of the fault phase, now, and clock's reading then.
+func (r *planRecord) begin(clock history.Clock) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.start = time.Now()
+	r.start, r.began = time.Now(), clock.Now()
 	r.entries = nil
 }
 
@@ -346,12 +376,23 @@ func (r *planRecord) injected(f Fault, began time.Time, v history.Value, err err
 	return len(r.entries) - 1
 }
 
-// healed sets how long entry i stayed: from when its injection completed
-// to now.
+// healed sets how long entry i stayed, from when its injection completed
+// to now, and when its heal began, now.
 func (r *planRecord) healed(i int, injected time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.entries[i].Lasts = time.Since(injected)
+	r.entries[i].Healed = time.Since(r.start)
+}
+
+// healedBefore reports whether the plan shows step j healed before step
+// i began: by its heal's offset, or, in a file that does not give it,
+// by its offset and stay.
+func healedBefore(j, i PlannedFault) bool {
+	if j.Healed > 0 {
+		return j.Healed <= i.At
+	}
+	return j.At+j.Lasts <= i.At
 }
 
 // Planned returns the plan of what the schedule did so far (Plan's
@@ -365,10 +406,19 @@ func (s *Schedule) Planned() []PlannedFault {
 	return slices.Clone(s.plan.entries)
 }
 
+// Began returns the history clock's reading when Run began the fault
+// phase (Plan.Began), 0 before it did.
+func (s *Schedule) Began() time.Duration {
+	s.plan.mu.Lock()
+	defer s.plan.mu.Unlock()
+	return s.plan.began
+}
+
 // replay injects the steps of s.Steps at their offsets from now, in plan
 // order (a step whose injection is late, behind a pause that waited for
-// its point, goes in as soon as the one before it has), each healed its
-// Lasts after its injection ended; a step planned from an injection that
+// its point, goes in as soon as the one before it has, and a step goes in
+// only after the heals of the steps the plan shows healed before it
+// began), each healed its Lasts after its injection ended; a step planned from an injection that
 // failed (outcome fail) is tried again, and stays its fault's own
 // duration if it applies now. A step that would still be in at ctx's
 // deadline is left out, as a seeded schedule leaves out its last fault.
@@ -383,11 +433,22 @@ func (s *Schedule) replay(ctx context.Context, lg *slog.Logger) error {
 	)
 	prev := make(chan struct{})
 	close(prev)
-	for _, st := range s.Steps.steps {
+	healed := make([]chan struct{}, len(s.Steps.steps))
+	for i, st := range s.Steps.steps {
 		done := make(chan struct{})
+		healed[i] = make(chan struct{})
+		// The steps the plan shows healed before this one began: it goes
+		// in after their heals, as it did.
+		var after []<-chan struct{}
+		for j := range i {
+			if healedBefore(s.Steps.steps[j].PlannedFault, st.PlannedFault) {
+				after = append(after, healed[j])
+			}
+		}
 		wg.Add(1)
-		go func(st planStep, prev <-chan struct{}, done chan<- struct{}) {
+		go func(st planStep, prev <-chan struct{}, done chan<- struct{}, healed chan<- struct{}) {
 			defer wg.Done()
+			defer close(healed)
 			injectedOK, injectedAt, entry := false, time.Time{}, -1
 			func() {
 				defer close(done)
@@ -398,6 +459,13 @@ func (s *Schedule) replay(ctx context.Context, lg *slog.Logger) error {
 				}
 				if !sleep(ctx, time.Until(start.Add(st.At))) {
 					return
+				}
+				for _, h := range after {
+					select {
+					case <-h:
+					case <-ctx.Done():
+						return
+					}
 				}
 				if end, ok := ctx.Deadline(); ok && time.Now().Add(st.Lasts).After(end) {
 					lg.Info("planned fault left out: it would outlast the fault phase", "fault", st.Fault, "at", st.At, "lasts", st.Lasts)
@@ -425,7 +493,7 @@ func (s *Schedule) replay(ctx context.Context, lg *slog.Logger) error {
 				mu.Unlock()
 			}
 			s.plan.healed(entry, injectedAt)
-		}(st, prev, done)
+		}(st, prev, done, healed[i])
 		prev = done
 	}
 	wg.Wait()

@@ -230,17 +230,18 @@ func TestBuildPlanRefusesWhatTheRunLacks(t *testing.T) {
 	}
 }
 
-// A replay's faults may overlap (a hand-written plan, or a late injection
-// behind a pause point): its ops are still one at a time, invocation to
-// completion, in time order, as the history of one process must be. Here
-// b comes due while a's heal (50 ms) is under way.
+// A replay's faults may overlap (a hand-written plan, or combined
+// faults): its ops are still one at a time, invocation to completion, in
+// time order, as the history of one process must be. Here b comes due
+// while a is in, and its heal (at 120 ms) while a's heal (100–150 ms) is
+// under way.
 func TestReplayOfOverlappingFaultsKeepsOneOpAtATime(t *testing.T) {
 	a := &fakeFault{name: "a", onHeal: func() { time.Sleep(50 * time.Millisecond) }}
 	b := &fakeFault{name: "b"}
 	s := newSchedule(time.Hour, 1)
 	s.Steps = &PlanSteps{steps: []planStep{
-		{PlannedFault{At: 0, Fault: "a"}, a},
-		{PlannedFault{At: 20 * time.Millisecond, Fault: "b"}, b},
+		{PlannedFault{At: 0, Fault: "a", Lasts: 100 * time.Millisecond}, a},
+		{PlannedFault{At: 20 * time.Millisecond, Fault: "b", Lasts: 100 * time.Millisecond}, b},
 	}}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
@@ -258,5 +259,47 @@ func TestReplayOfOverlappingFaultsKeepsOneOpAtATime(t *testing.T) {
 		if i > 0 && h[i].Time < h[i-1].Time {
 			t.Errorf("op %d at %d before op %d at %d", i, h[i].Time, i-1, h[i-1].Time)
 		}
+	}
+}
+
+// A replay keeps the order of heals and injections its plan shows: a was
+// healed (at 60 ms) before b began (at 80 ms), so b goes in after a's
+// heal even when a's injection is 100 ms late (found under stress-ng: a
+// late clock jump still in when the next one came read the first's
+// offset as its base).
+func TestReplayKeepsTheOrderOfHealsAndInjections(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		a    PlannedFault
+	}{
+		{"healed given", PlannedFault{At: 0, Fault: "a", Lasts: 50 * time.Millisecond, Healed: 60 * time.Millisecond}},
+		{"healed not given: at and lasts", PlannedFault{At: 0, Fault: "a", Lasts: 50 * time.Millisecond}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := &fakeFault{name: "a", onInject: func() { time.Sleep(100 * time.Millisecond) }}
+			b := &fakeFault{name: "b"}
+			s := newSchedule(time.Hour, 1)
+			s.Steps = &PlanSteps{steps: []planStep{
+				{tc.a, a},
+				{PlannedFault{At: 80 * time.Millisecond, Fault: "b", Lasts: 10 * time.Millisecond}, b},
+			}}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			if err := s.Run(ctx); err != nil {
+				t.Fatal(err)
+			}
+			var fs []string
+			for _, op := range s.Recorder.History() {
+				if op.Type == history.Invoke {
+					fs = append(fs, op.F)
+				}
+			}
+			if want := []string{"a", "heal-a", "b", "heal-b"}; !slices.Equal(fs, want) {
+				t.Errorf("ops %v, want %v", fs, want)
+			}
+			if p := s.Planned(); len(p) != 2 || p[0].Healed < 150*time.Millisecond || p[1].At < p[0].Healed {
+				t.Errorf("plan of the replay %+v: a healed at 150 ms or later, b after it", p)
+			}
+		})
 	}
 }

@@ -3,6 +3,7 @@ package run
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,7 +17,7 @@ import (
 func ReadSchedule(path string) (*nemesis.Plan, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("--schedule: %v", err)
+		return nil, fmt.Errorf("--schedule: %w", err)
 	}
 	defer f.Close()
 	p, err := nemesis.ReadPlan(f)
@@ -47,6 +48,28 @@ func (c *Config) loadPlan() error {
 	return nil
 }
 
+// ApplyWorkload sets cfg's settings from plan's workload (Plan.Workload),
+// each as its flag takes it, but not those keep says to keep (the command
+// line gave them; nil keeps none). A key that is not a workload setting
+// (WorkloadKeys), or a value its setting refuses, is an error naming the
+// schedule file (cfg.Schedule) and the key.
+func ApplyWorkload(cfg *Config, plan *nemesis.Plan, keep func(flag string) bool) error {
+	workload := WorkloadKeys()
+	for _, k := range slices.Sorted(maps.Keys(plan.Workload)) {
+		s, ok := SettingNamed(k)
+		if !ok || !slices.Contains(workload, s.Name) {
+			return fmt.Errorf("--schedule %s: workload.%s: not a workload setting of locktest run", orDash(cfg.Schedule), k)
+		}
+		if keep != nil && keep(s.Name) {
+			continue
+		}
+		if err := s.Field(cfg).Set(plan.Workload[k]); err != nil {
+			return fmt.Errorf("--schedule %s: workload.%s: %v", orDash(cfg.Schedule), k, err)
+		}
+	}
+	return nil
+}
+
 // orDash names a schedule file, or says it was given in memory.
 func orDash(path string) string {
 	if path == "" {
@@ -74,6 +97,25 @@ func WorkloadKeys() []string {
 	return out
 }
 
+// ApplyMachine sets cfg's machine settings (the hosts, addresses and
+// credentials of machineSettings) from settings, a stored run's
+// (RunInfo.Settings, by key): a replay on the machine that made the run
+// reaches its hosts as the run did. A value its setting refuses is an
+// error naming it.
+func ApplyMachine(cfg *Config, settings map[string]string) error {
+	for _, name := range machineSettings {
+		s, _ := SettingNamed(name)
+		v, ok := settings[s.Key()]
+		if !ok || v == "" {
+			continue
+		}
+		if err := s.Field(cfg).Set(v); err != nil {
+			return fmt.Errorf("settings.%s: %v", s.Key(), err)
+		}
+	}
+	return nil
+}
+
 // machineSettings name this machine or its hosts, not the run: a replay
 // elsewhere gives its own.
 var machineSettings = []string{"subnet", "inventory", "hosts", "ssh-user", "ssh-key", "known-hosts", "client-addresses", "insecure-ignore-host-key"}
@@ -81,7 +123,7 @@ var machineSettings = []string{"subnet", "inventory", "hosts", "ssh-user", "ssh-
 // writeSchedule writes the run's schedule.json: what its schedule did, the
 // seed (or the file) it came from, and its workload's settings.
 func writeSchedule(dir string, cfg Config, s *nemesis.Schedule) error {
-	p := nemesis.Plan{SchemaVersion: nemesis.PlanSchemaVersion, Seed: cfg.Seed, Faults: s.Planned(), Workload: map[string]string{}}
+	p := nemesis.Plan{SchemaVersion: nemesis.PlanSchemaVersion, Seed: cfg.Seed, Began: s.Began(), Faults: s.Planned(), Workload: map[string]string{}}
 	if cfg.Plan != nil {
 		p.ReplayOf = orDash(cfg.Schedule)
 	} else if len(cfg.Faults) > 0 {

@@ -106,6 +106,62 @@ type RunInfo struct {
 	// Errors are problems of the run itself (a fault that could not be
 	// healed, a worker protocol error) that make its history suspect.
 	Errors []string `json:"errors,omitempty"`
+	// Shrunk, on a replay of a shrunk schedule (`locktest shrink`), says
+	// what it was shrunk from; nil on every other run.
+	Shrunk *Shrunk `json:"shrunk,omitempty"`
+}
+
+// Shrunk says how a run's schedule came from a shrink (`locktest
+// shrink`): which stored run it started from, the anomaly it kept, the
+// sizes before and after, and how often the smallest schedule failed the
+// same way again when replayed after the search.
+type Shrunk struct {
+	// From is the stored run the search started from; Search is the
+	// search's folder (shrink.json and every candidate's replays).
+	From   string `json:"from"`
+	Search string `json:"search"`
+	// Checker and Kind are the anomaly every accepted candidate showed.
+	Checker string `json:"checker"`
+	Kind    string `json:"kind"`
+	// Before and After are the sizes of the stored run and of the
+	// smallest schedule.
+	Before ShrinkSize `json:"before"`
+	After  ShrinkSize `json:"after"`
+	// Replays counts the search's replays; Need of Replays is its rule.
+	Replays     int  `json:"replays"`
+	Need        int  `json:"need"`
+	OfReplays   int  `json:"of_replays"`
+	BudgetSpent bool `json:"budget_spent,omitempty"`
+	// Reproduced of Confirmations is how many replays of the smallest
+	// schedule, made after the search and counted whole, failed the same
+	// way.
+	Reproduced    int `json:"reproduced"`
+	Confirmations int `json:"confirmations"`
+	// Story says the smallest failing story in one sentence.
+	Story string `json:"story,omitempty"`
+}
+
+// ShrinkSize is a run's size as a shrink counts it.
+type ShrinkSize struct {
+	Faults  int    `json:"faults"`
+	Time    string `json:"time"`
+	Clients int    `json:"clients"`
+	Locks   int    `json:"locks"`
+}
+
+// Summary says in one line what the shrink did: "shrunk from RUN: 23 → 1
+// faults, 30s → 4s, 8 → 2 clients, 61 replays".
+func (s Shrunk) Summary() string {
+	out := fmt.Sprintf("shrunk from %s: %d → %d faults, %s → %s, %d → %d clients", s.From, s.Before.Faults, s.After.Faults,
+		s.Before.Time, s.After.Time, s.Before.Clients, s.After.Clients)
+	if s.Before.Locks != s.After.Locks {
+		out += fmt.Sprintf(", %d → %d locks", s.Before.Locks, s.After.Locks)
+	}
+	out += fmt.Sprintf(", %d replays", s.Replays)
+	if s.BudgetSpent {
+		out += " (the budget ran out)"
+	}
+	return out
 }
 
 // ResultsSchemaVersion is the version of results.json's layout

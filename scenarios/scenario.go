@@ -9,6 +9,7 @@ package scenarios
 import (
 	"bytes"
 	_ "embed"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -60,6 +61,12 @@ type Scenario struct {
 	// by key, as the flag of the same name would take them; the others
 	// keep `locktest run`'s defaults. "impl" is required.
 	Settings map[string]string `yaml:"-"`
+	// Plan, when the scenario gives `schedule:` (a list of faults in the
+	// format of schedule.json's, docs/schemas/schedule.schema.json), is
+	// what its runs inject, exactly, at those offsets, in place of a
+	// seeded choice of faults: explicit steps and a seeded schedule are
+	// the same thing, and each run writes its schedule.json.
+	Plan *nemesis.Plan `yaml:"-"`
 }
 
 // file is the layout of a scenario file; each item is decoded by
@@ -90,6 +97,21 @@ func decodeScenario(n *yaml.Node) (Scenario, error) {
 		k, v := n.Content[i], n.Content[i+1]
 		if slices.Contains(metaKeys, k.Value) {
 			meta.Content = append(meta.Content, k, v)
+			continue
+		}
+		if k.Value == "schedule" {
+			p, err := decodeSteps(v)
+			if err != nil {
+				line := v.Line
+				// An error about faults[i] is at that step's line.
+				var i int
+				if _, serr := fmt.Sscanf(err.Error(), "faults[%d]", &i); serr == nil && i >= 0 && i < len(v.Content) {
+					line = v.Content[i].Line
+				}
+				errs = append(errs, fmt.Sprintf("line %d: schedule: %v", line, err))
+				continue
+			}
+			sc.Plan = p
 			continue
 		}
 		set, ok := run.SettingNamed(k.Value)
@@ -123,10 +145,35 @@ func decodeScenario(n *yaml.Node) (Scenario, error) {
 		}
 		errs = append(te.Errors, errs...)
 	}
+	if _, ok := sc.Settings["faults"]; ok && sc.Plan != nil {
+		errs = append(errs, fmt.Sprintf("line %d: faults and schedule both say which faults go in: give one", n.Line))
+	}
 	if len(errs) > 0 {
 		return sc, &yaml.TypeError{Errors: errs}
 	}
 	return sc, nil
+}
+
+// decodeSteps reads a scenario's schedule: a list of faults as
+// schedule.json has them, checked as a schedule file's are (its errors
+// name the entry and the field, "faults[1].at: ...").
+func decodeSteps(v *yaml.Node) (*nemesis.Plan, error) {
+	if v.Kind != yaml.SequenceNode {
+		return nil, fmt.Errorf("want a list of faults (at, fault, settings, pins or cuts, lasts)")
+	}
+	var steps []any
+	if err := v.Decode(&steps); err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(map[string]any{"schema_version": nemesis.PlanSchemaVersion, "faults": steps})
+	if err != nil {
+		return nil, err
+	}
+	p, err := nemesis.ReadPlan(bytes.NewReader(b))
+	if err != nil {
+		return nil, err
+	}
+	return &p, nil
 }
 
 // settingText turns a setting's YAML value into the text its flag takes:
@@ -186,6 +233,9 @@ func (s Scenario) Impl() string {
 
 // Faults are the faults the scenario injects.
 func (s Scenario) Faults() []string {
+	if s.Plan != nil {
+		return s.Plan.FaultNames()
+	}
 	if f := s.Settings["faults"]; f != "" {
 		return strings.Split(f, ",")
 	}
@@ -448,6 +498,10 @@ func (s Scenario) Config(base run.Config) (run.Config, error) {
 			return c, fmt.Errorf("%s: %v", set.Key(), err)
 		}
 	}
+	if s.Plan != nil {
+		p := *s.Plan
+		c.Plan = &p
+	}
 	// down: a scenario that kills nodes and does not say how long they stay
 	// down restarts them at once.
 	if _, ok := s.Settings["down"]; !ok && nemesis.Reads(checker.FaultParts(c.Faults), "down") {
@@ -459,6 +513,10 @@ func (s Scenario) Config(base run.Config) (run.Config, error) {
 // Command returns the `locktest run` command line that makes one run of
 // the scenario with seed.
 func (s Scenario) Command(seed int64) string {
+	if s.Plan != nil {
+		// Its steps are in the scenario file, not on a command line.
+		return fmt.Sprintf("locktest debate --only %s --seeds 1 --seed %d", s.Name, seed)
+	}
 	a := []string{"locktest", "run", "--impl", s.Impl(), "--name", s.Name}
 	if s.Settings["client"] != "" {
 		a[2] = "--client"

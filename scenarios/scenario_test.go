@@ -206,3 +206,55 @@ func TestBuiltinSourcesAreCitedAndListed(t *testing.T) {
 		t.Error("a source without a title accepted")
 	}
 }
+
+// TestScenarioSchedule: a scenario's explicit steps (schedule:) are a
+// plan in schedule.json's format: its runs inject exactly them, and a bad
+// step is one line naming the scenario's line, the entry and the field.
+func TestScenarioSchedule(t *testing.T) {
+	const good = `scenarios:
+  - name: a
+    claim: 1
+    title: t
+    source: s
+    predictions: {kleppmann: violation}
+    expect: violation
+    impl: redis-set-nx-px
+    ttl: 300ms
+    schedule:
+      - {at: 1s, fault: pause-client, pins: [p0], settings: {pause: 1200ms, pause-point: before-write}, lasts: 1200ms}
+      - {at: 4s, fault: kill-node, lasts: 0s}
+`
+	s, err := Parse([]byte(good), "f.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := s[0].Plan
+	if p == nil || len(p.Faults) != 2 || p.Faults[0].At != time.Second || p.Faults[0].Settings["pause"] != "1200ms" || p.Faults[1].Fault != "kill-node" {
+		t.Fatalf("plan %+v", p)
+	}
+	if f := s[0].Faults(); !slices.Equal(f, []string{"pause-client", "kill-node"}) {
+		t.Errorf("Faults() = %v", f)
+	}
+	cfg, err := s[0].Config(run.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Plan == nil || len(cfg.Plan.Faults) != 2 || len(cfg.Faults) != 0 {
+		t.Errorf("config: plan %v, faults %v; want the plan and no --faults", cfg.Plan, cfg.Faults)
+	}
+	if got, want := s[0].Command(5), "locktest debate --only a --seeds 1 --seed 5"; got != want {
+		t.Errorf("command %q, want %q", got, want)
+	}
+	for _, tc := range []struct{ name, yaml, want string }{
+		{"bad offset", strings.Replace(good, "at: 4s", "at: soon", 1), `f.yaml: line 12: schedule: faults[1].at: want a duration such as 1.5s, got "soon" (in scenario "a")`},
+		{"unknown fault", strings.Replace(good, "fault: kill-node", "fault: meteor", 1), `schedule: faults[1].fault: unknown fault "meteor"`},
+		{"unknown field", strings.Replace(good, "lasts: 0s}", "lasts: 0s, colour: red}", 1), `schedule: not a schedule file: unknown field "colour"`},
+		{"not a list", strings.Replace(good, "    schedule:\n", "    schedule: 3\n    x:\n", 1), "schedule: want a list of faults"},
+		{"with faults", good + "    faults: [kill-node]\n", "faults and schedule both say which faults go in: give one"},
+	} {
+		_, err := Parse([]byte(tc.yaml), "f.yaml")
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: error %v, want one line containing %q", tc.name, err, tc.want)
+		}
+	}
+}

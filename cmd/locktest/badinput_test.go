@@ -177,6 +177,13 @@ var badValues = map[string][]badCase{
 	"merge --baseline": {bc("--baseline is for matrix stores; a scoreboard has none", "--baseline", "STORE/file")},
 	"merge --compare":  {bc("--compare: open STORE/nodir/scoreboard.json: no such file or directory", "--compare", "STORE/nodir/scoreboard.json")},
 
+	"shrink --replays": {bc("--need 2 of --replays 1: want 1 ≤ need ≤ replays", "--replays", "1")},
+	"shrink --need":    {bc("--need 0 of --replays 3: want 1 ≤ need ≤ replays", "--need", "0"), bc("--need 4 of --replays 3", "--need", "4")},
+	"shrink --confirm": {bc("--confirm must not be negative, got -1", "--confirm", "-1")},
+	"shrink --budget":  {bc("--budget must not be negative, got -1s", "--budget", "-1s")},
+	"shrink --grace":   {bc("--grace must not be negative, got -1s", "--grace", "-1s")},
+	"shrink --store":   {bc("--store: STORE/file is not a folder", "--store", "STORE/file"), bc("--store: stat STORE/file/s: not a directory", "--store", "STORE/file/s")},
+
 	"images build --node-binary": {bc("--node-binary STORE/nodir: not an executable file", "--node-binary", "STORE/nodir")},
 
 	"lab up --hosts":     {bc("--hosts 2: want 5 to 100", "--hosts", "2"), bc("--hosts 101: want 5 to 100", "--hosts", "101")},
@@ -190,8 +197,9 @@ var badValues = map[string][]badCase{
 // anyValue are flags that take every value of their type, with the reason;
 // they get only the automatic case of a value that does not parse.
 var anyValue = map[string]string{
-	"run --seed":    "every int64 is a seed",
-	"debate --seed": "every int64 is a first seed",
+	"run --seed":       "every int64 is a seed",
+	"debate --seed":    "every int64 is a first seed",
+	"shrink --anomaly": "any name may be a kind; one the run lacks is refused once the run is read (TestShrinkRefusesWhatItCannotShrink)",
 }
 
 // badBase are the arguments each command gets before a case's: a valid
@@ -204,6 +212,7 @@ var badBase = map[string][]string{
 	"check":        {"check", "STORE"},
 	"images build": {"images", "build", "redis"},
 	"merge":        {"merge", "STORE/file"},
+	"shrink":       {"shrink", "STORE/nodir"},
 }
 
 // TestEveryFlagRefusesABadValue runs every command with each bad value of

@@ -21,6 +21,7 @@ var layers = map[string]int{
 	"workloads": 4,
 	"impls":     4,
 	"run":       5,
+	"shrink":    5, // the search over schedules, pure: the CLI replays its candidates
 	"scenarios": 6,
 	"matrix":    6,
 	"cmd":       7,

@@ -207,18 +207,8 @@ func scheduleConfig(f changer, cfg *run.Config) error {
 		return usageError{err}
 	}
 	cfg.Plan = plan
-	workload := run.WorkloadKeys()
-	for _, k := range slices.Sorted(maps.Keys(plan.Workload)) {
-		s, ok := run.SettingNamed(k)
-		if !ok || !slices.Contains(workload, s.Name) {
-			return usageError{fmt.Errorf("--schedule %s: workload.%s: not a workload setting of locktest run", cfg.Schedule, k)}
-		}
-		if f.Changed(s.Name) {
-			continue
-		}
-		if err := s.Field(cfg).Set(plan.Workload[k]); err != nil {
-			return usageError{fmt.Errorf("--schedule %s: workload.%s: %v", cfg.Schedule, k, err)}
-		}
+	if err := run.ApplyWorkload(cfg, plan, f.Changed); err != nil {
+		return usageError{err}
 	}
 	return nil
 }

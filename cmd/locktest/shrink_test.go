@@ -1,0 +1,209 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/internal/gate"
+	"github.com/locktest/locktest/internal/schemacheck"
+	"github.com/locktest/locktest/nemesis"
+	"github.com/locktest/locktest/run"
+	"github.com/locktest/locktest/runstore"
+)
+
+// failingRun stores goodHistory's overlap, checked, with a schedule.json
+// of one pause when withSchedule, and returns its folder.
+func failingRun(t *testing.T, withSchedule bool) string {
+	t.Helper()
+	dir := writeRun(t, goodHistory)
+	if _, stderr, code := locktest(t, "check", dir); code != 1 {
+		t.Fatalf("check: exit %d %s", code, stderr)
+	}
+	if withSchedule {
+		p := nemesis.Plan{SchemaVersion: nemesis.PlanSchemaVersion, Seed: 1, Workload: map[string]string{"impl": "redis-set-nx-px", "time": "2s", "clients": "2", "locks": "1", "ttl": "1ms"},
+			Faults: []nemesis.PlannedFault{{At: 10, Fault: "pause-client", Settings: map[string]string{"pause": "1s"}, Lasts: time.Second}}}
+		if err := writePlan(filepath.Join(dir, runstore.ScheduleFile), p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// TestShrinkRefusesWhatItCannotShrink: a run that did not fail, one with
+// no schedule.json, and an anomaly the run lacks are each one line and
+// exit 2, and leave nothing in the store.
+func TestShrinkRefusesWhatItCannotShrink(t *testing.T) {
+	valid := writeRun(t, strings.Join(strings.SplitAfter(goodHistory, "\n")[:2], ""))
+	if _, stderr, code := locktest(t, "check", valid); code != 0 {
+		t.Fatalf("check: exit %d %s", code, stderr)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no such run", []string{"shrink", "NODIR"}, "shrink NODIR: open NODIR/results.json: no such file or directory"},
+		{"a valid run", []string{"shrink", valid}, "the run did not fail (verdict valid): nothing to shrink"},
+		{"no schedule", []string{"shrink", failingRun(t, false)}, "no schedule.json (the run was stored before locktest wrote schedules): nothing to replay"},
+		{"an anomaly it lacks", []string{"shrink", failingRun(t, true), "--anomaly", "stale-write"}, "--anomaly stale-write: the run has none (it has: mutual-exclusion:overlapping-holds"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			store := t.TempDir()
+			args := append(tc.args, "--store", store)
+			stdout, stderr, code := locktest(t, args...)
+			if code != 2 || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, tc.want) {
+				t.Fatalf("exit %d, stderr %q; want exit 2 and one line with %q", code, stderr, tc.want)
+			}
+			if stdout != "" {
+				t.Errorf("stdout %q, want none", stdout)
+			}
+			if ents, _ := os.ReadDir(store); len(ents) != 0 {
+				t.Errorf("the store holds %d entries, want none", len(ents))
+			}
+		})
+	}
+}
+
+// TestShrinkJudgesAReplay: the anomaly kept is the run's first proven
+// one, and a replay counts as failing the same way when the same checker
+// finds one of its kind, at the time its last op proves it, from the
+// start of the replay's fault phase.
+func TestShrinkJudgesAReplay(t *testing.T) {
+	// goodHistory, its times in ms.
+	ms := strings.NewReplacer(`"time":10,`, `"time":10000000,`, `"time":20,`, `"time":20000000,`, `"time":30,`, `"time":30000000,`, `"time":40,`, `"time":40000000,`, `"valid_until":1000}`, `"valid_until":1000000000}`).Replace(goodHistory)
+	dir := writeRun(t, ms)
+	if _, stderr, code := locktest(t, "check", dir); code != 1 {
+		t.Fatalf("check: exit %d %s", code, stderr)
+	}
+	res, err := runstore.ReadResults(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := history.ReadTable(filepath.Join(dir, runstore.HistoryFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg, first, err := pickTarget(res, h, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tg != (target{"mutual-exclusion", "overlapping-holds"}) || first != 40*time.Millisecond {
+		t.Errorf("target %v at %v, want mutual-exclusion's overlapping-holds at 40ms (op 3)", tg, first)
+	}
+	if _, _, err := pickTarget(res, h, "mutual-exclusion:overlapping-holds"); err != nil {
+		t.Errorf("CHECKER:KIND refused: %v", err)
+	}
+	// The replay's fault phase began at 15ms of its history.
+	p := nemesis.Plan{SchemaVersion: nemesis.PlanSchemaVersion, Began: 15 * time.Millisecond, Faults: []nemesis.PlannedFault{}}
+	if err := writePlan(filepath.Join(dir, runstore.ScheduleFile), p); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := judge(dir, res, tg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !tr.Failed || tr.FirstViolation != 25*time.Millisecond || tr.Run != dir || tr.Verdict != "INVALID" {
+		t.Errorf("trial %+v, want failed at 25ms", tr)
+	}
+	tr, err = judge(dir, res, target{"mutual-exclusion", "stale-write"})
+	if err != nil || tr.Failed {
+		t.Errorf("a replay without the kind counted as failing: %+v %v", tr, err)
+	}
+}
+
+// gcStory is a schedule of three faults against a single Redis lock of
+// three clients, of which one breaks it: p0 paused for 1.2s right before
+// its write, four TTLs, while the others take the lock. The noop and the
+// 50ms pause (a sixth of the TTL) change nothing.
+const gcStory = `{
+  "schema_version": 1,
+  "seed": 1,
+  "workload": {"impl": "redis-set-nx-px", "clients": "3", "locks": "1", "ttl": "300ms", "time": "4s", "quiet-time": "1s",
+    "resource": "none", "work": "5ms", "net": "loopback"},
+  "faults": [
+    {"at": "200ms", "fault": "noop", "settings": {"window": "300ms"}, "lasts": "300ms"},
+    {"at": "700ms", "fault": "pause-client", "settings": {"pause": "1200ms", "pause-point": "before-write"}, "pins": ["p0"], "lasts": "1200ms"},
+    {"at": "2200ms", "fault": "pause-client", "settings": {"pause": "50ms", "pause-point": "before-write"}, "pins": ["p1"], "lasts": "50ms"}
+  ]
+}
+`
+
+// TestShrinkFindsThePause shrinks a failing run of gcStory against a real
+// Redis: the search drops the faults that do not matter and keeps p0's
+// pause, the replay of its result fails the same way, and the report of
+// that replay says what it was shrunk from.
+func TestShrinkFindsThePause(t *testing.T) {
+	gate.Need(t, "redis-server")
+	root := t.TempDir()
+	story := filepath.Join(root, "story.json")
+	if err := os.WriteFile(story, []byte(gcStory), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	store := filepath.Join(root, "store")
+	if out, stderr, code := locktest(t, "run", "--schedule", story, "--store", store, "--name", "gc", "--expect", "invalid"); code != 0 {
+		t.Fatalf("the story did not fail: exit %d %s\n%s", code, stderr, out)
+	}
+	dir, _ := storedRun(t, store, "gc")
+	// One replay a candidate keeps the test short; the 2-of-3 rule is the
+	// shrink package's to test. The pause fails nearly every time, so a
+	// replay that does not leaves the result one fault larger at most.
+	out, stderr, code := locktest(t, "shrink", dir, "--store", store, "--replays", "1", "--need", "1", "--confirm", "1", "--budget", "45s")
+	t.Logf("%s", out)
+	if code != 0 {
+		t.Fatalf("shrink: exit %d %s", code, stderr)
+	}
+	searches, _ := filepath.Glob(filepath.Join(store, "gc.shrink", "2*"))
+	if len(searches) != 1 {
+		t.Fatalf("search folders %v, want one", searches)
+	}
+	plan, err := run.ReadSchedule(filepath.Join(searches[0], shrinkSchedule))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kept []string
+	for _, f := range plan.Faults {
+		kept = append(kept, f.Fault+"="+strings.Join(f.Pins, ","))
+	}
+	if len(plan.Faults) > 2 || !slices.Contains(kept, "pause-client=p0") {
+		t.Errorf("smallest schedule keeps %v, want p0's pause and at most one other", kept)
+	}
+	if n, _ := strconv.Atoi(plan.Workload["clients"]); n > 3 {
+		t.Errorf("clients %d", n)
+	}
+	var log shrinkLog
+	if err := runstore.ReadJSON(filepath.Join(searches[0], shrinkFile), &log); err != nil {
+		t.Fatal(err)
+	}
+	if len(log.Steps) == 0 || log.Smallest == "" || len(log.Confirmations) != 1 || !log.Confirmations[0].Failed {
+		t.Errorf("shrink.json: %d steps, smallest %q, confirmations %+v", len(log.Steps), log.Smallest, log.Confirmations)
+	}
+	for _, st := range log.Steps {
+		for _, tr := range st.Trials {
+			if _, err := os.Stat(filepath.Join(tr.Run, runstore.HistoryFile)); err != nil {
+				t.Errorf("%s: its replay is not kept: %v", st.ID, err)
+			}
+		}
+	}
+	confirmed, res := storedRun(t, store, "gc-shrunk")
+	if s := res.Run.Shrunk; s == nil || s.From != dir || s.After.Faults != len(plan.Faults) || s.Reproduced != 1 || s.Story == "" {
+		t.Errorf("the confirmation run's results say %+v", res.Run.Shrunk)
+	}
+	if err := schemacheck.ValidateFile("results", filepath.Join(confirmed, runstore.ResultsFile)); err != nil {
+		t.Error(err)
+	}
+	report, err := os.ReadFile(filepath.Join(confirmed, runstore.ReportFile))
+	if err != nil || !strings.Contains(string(report), "shrunk from "+dir) {
+		t.Errorf("the report does not say what it was shrunk from (%v)", err)
+	}
+	for _, want := range []string{"smallest: ", "confirmed: failed the same way in 1 of 1 replays", "story: p0 paused", "replay: locktest run --schedule " + searches[0]} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+}
