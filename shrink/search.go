@@ -108,6 +108,11 @@ type search struct {
 	// longer are taken as rejected too, since a run that ends sooner has
 	// no more chance to fail.
 	rejected map[string]time.Duration
+	// moves holds the changes (Candidate.Change) rejected so far. Every
+	// accepted candidate is smaller or weaker than the ones before it, so
+	// a move rejected on a larger candidate is taken as rejected on a
+	// smaller one: fewer or weaker faults fail no more often.
+	moves map[string]bool
 }
 
 // Lead is how long the workload runs before the first fault of a
@@ -127,7 +132,8 @@ const Lead = time.Second
 //   - weaken each fault that stays (Weakenings), one step at a time.
 //
 // A candidate is accepted when Need of its Replays fail (Options); no
-// candidate is replayed twice. Search returns what it found with a nil
+// candidate is replayed twice, and no move that was rejected is tried
+// again on a smaller candidate. Search returns what it found with a nil
 // error, or with ErrBudget when the budget ran out, ctx's error when ctx
 // ended, or the Runner's error; the Result is the search so far in every
 // case.
@@ -138,7 +144,7 @@ func Search(ctx context.Context, from Candidate, first time.Duration, run Runner
 	if opt.Now == nil {
 		opt.Now = time.Now
 	}
-	s := &search{ctx: ctx, opt: opt, run: run, tested: map[string]bool{key(from): true}, rejected: map[string]time.Duration{},
+	s := &search{ctx: ctx, opt: opt, run: run, tested: map[string]bool{key(from): true}, rejected: map[string]time.Duration{}, moves: map[string]bool{},
 		res: Result{From: from, Smallest: from, FirstViolation: first}}
 	err := s.rounds()
 	return s.res, err
@@ -334,6 +340,9 @@ func (s *search) try(c Candidate) (bool, error) {
 	if at, ok := s.rejected[shape]; ok && long <= at {
 		return false, nil
 	}
+	if c.Change != "" && s.moves[c.Change] {
+		return false, nil
+	}
 	st := Step{ID: fmt.Sprintf("c%03d", len(s.res.Steps)+1), Change: c.Change, Size: SizeOf(c)}
 	for {
 		fails := st.Failures()
@@ -362,6 +371,7 @@ func (s *search) try(c Candidate) (bool, error) {
 	s.tested[k] = st.Accepted
 	if !st.Accepted && st.NotRun == "" {
 		s.rejected[shape] = max(s.rejected[shape], long)
+		s.moves[c.Change] = true
 	}
 	s.res.Steps = append(s.res.Steps, st)
 	if st.Accepted {

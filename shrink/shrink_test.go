@@ -211,7 +211,7 @@ func TestTryStopsOnceDecided(t *testing.T) {
 				i++
 				return Trial{Failed: o == 'f'}, nil
 			}
-			s := &search{ctx: context.Background(), opt: Options{Need: tc.need, Replays: tc.of, Now: time.Now}, run: run, tested: map[string]bool{}, rejected: map[string]time.Duration{}}
+			s := &search{ctx: context.Background(), opt: Options{Need: tc.need, Replays: tc.of, Now: time.Now}, run: run, tested: map[string]bool{}, rejected: map[string]time.Duration{}, moves: map[string]bool{}}
 			ok, err := s.try(story())
 			if err != nil {
 				t.Fatal(err)
@@ -411,5 +411,32 @@ func golden(t *testing.T, name string, res Result) {
 	}
 	if b.String() != string(want) {
 		t.Errorf("search log differs from %s:\n%s", path, b.String())
+	}
+}
+
+// TestRejectedMoveIsNotTriedAgain: once halving a fault's pause was
+// rejected, a later, weaker candidate (another fault halved) does not try
+// the same move again.
+func TestRejectedMoveIsNotTriedAgain(t *testing.T) {
+	c := Subset(story(), []int{1, 4}) // a 200ms pause of p1 or p6, and p3's 1.5s pause
+	tries := map[string]int{}
+	run := func(_ context.Context, id string, c Candidate) (Trial, error) {
+		tries[c.Change]++
+		if len(c.Plan.Faults) != 2 {
+			return Trial{Run: id}, nil
+		}
+		d, _ := time.ParseDuration(c.Plan.Faults[1].Settings["pause"])
+		return Trial{Run: id, Failed: d >= time.Second, FirstViolation: 9 * time.Second}, nil
+	}
+	res, err := Search(context.Background(), c, 9*time.Second, run, Options{Need: 1, Replays: 1, Grace: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	move := "fault 2 (pause-client at 6s): pause 1.5s → 750ms, stays 750ms"
+	if tries[move] != 1 {
+		t.Errorf("%q tried %d times, want once", move, tries[move])
+	}
+	if got := res.Smallest.Plan.Faults[0].Settings["pause"]; got != "10ms" {
+		t.Errorf("the other pause weakened to %s, want its floor", got)
 	}
 }

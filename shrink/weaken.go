@@ -84,7 +84,9 @@ func Weakenings(c Candidate) []Candidate {
 			p.Faults[i].Settings[s] = half
 			change := fmt.Sprintf("%s: %s %s → %s", name, s, f.Settings[s], half)
 			if w.stay && f.Lasts > 0 {
-				p.Faults[i].Lasts = (f.Lasts / 2).Round(time.Millisecond)
+				// The stay shrinks as the setting did (by half, or to
+				// its floor).
+				p.Faults[i].Lasts = time.Duration(float64(f.Lasts) * ratio(f.Settings[s], half)).Round(time.Millisecond)
 				change += fmt.Sprintf(", stays %s", p.Faults[i].Lasts)
 			}
 			out = append(out, Candidate{Plan: p, Change: change})
@@ -109,4 +111,14 @@ func halve(v string, fraction bool, floor float64) (string, bool) {
 		return v, false
 	}
 	return max(d/2, time.Duration(floor)).Round(time.Millisecond).String(), true
+}
+
+// ratio is to/from for two durations, 0.5 when they do not parse.
+func ratio(from, to string) float64 {
+	a, errA := time.ParseDuration(from)
+	b, errB := time.ParseDuration(to)
+	if errA != nil || errB != nil || a == 0 {
+		return 0.5
+	}
+	return float64(b) / float64(a)
 }
