@@ -106,7 +106,10 @@ for a set-up failure of a replay.`,
 }
 
 // target is the anomaly a shrink keeps.
-type target struct{ Checker, Kind string }
+type target struct {
+	Checker string `json:"checker"`
+	Kind    string `json:"kind"`
+}
 
 func (t target) String() string { return t.Checker + ": " + t.Kind }
 

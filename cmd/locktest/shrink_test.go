@@ -180,6 +180,9 @@ func TestShrinkFindsThePause(t *testing.T) {
 	if err := runstore.ReadJSON(filepath.Join(searches[0], shrinkFile), &log); err != nil {
 		t.Fatal(err)
 	}
+	if err := schemacheck.ValidateFile("shrink", filepath.Join(searches[0], shrinkFile)); err != nil {
+		t.Error(err)
+	}
 	if len(log.Steps) == 0 || log.Smallest == "" || len(log.Confirmations) != 1 || !log.Confirmations[0].Failed {
 		t.Errorf("shrink.json: %d steps, smallest %q, confirmations %+v", len(log.Steps), log.Smallest, log.Confirmations)
 	}

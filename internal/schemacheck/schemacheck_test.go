@@ -18,11 +18,20 @@ func TestSchemasRefuseBadDocuments(t *testing.T) {
 		"results": `{"schema_version": 1, "valid": "unknown", "checkers": [], "stats": {"ops": 3}, "run": {"versions": ` + versions + `,
 			"name": "n", "impl": "redlock", "backend": "redis", "nodes": 5, "faults": null, "clients": 4, "locks": 1, "ttl": "1s",
 			"duration": "2s", "seed": 1, "resource_mode": "none", "command": "c", "version": "v", "started": "s", "elapsed": "e", "expect": "valid"}}`,
+		"schedule": `{"schema_version": 1, "seed": 7, "began": "1.2s", "workload": {"impl": "redlock"}, "faults": [
+			{"at": "1s", "fault": "pause-client", "settings": {"pause": "1s"}, "pins": ["p0"], "lasts": "1s", "healed": "2.1s", "outcome": "ok"}]}`,
+		"shrink": `{"schema_version": 1, "from": "store/x/1", "anomaly": {"checker": "resource", "kind": "stale-write"}, "need": 2, "replays": 3,
+			"grace": "1.3s", "budget": "30m0s", "started": "s", "elapsed": "1m", "before": {"faults": 4, "time": "8s", "clients": 5, "locks": 1},
+			"after": {"faults": 1, "time": "2s", "clients": 2, "locks": 1}, "smallest": "c004", "replays_run": 9, "steps": [
+			{"id": "c001", "change": "end at 2s", "size": {"faults": 1, "time": "2s", "clients": 5, "locks": 1}, "schedule": "c001.json",
+			"trials": [{"run": "r", "verdict": "INVALID", "failed": true, "first_violation_ns": 5}], "accepted": true}], "confirmations": []}`,
 	}
 	bad := map[string][]string{
 		"scoreboard": {`"rows": []`, `"rows": [], "colour": "red"`, `"seeds": 1`, `"seeds": "one"`, `"schema_version": 1`, `"schema_version": 2`},
 		"matrix":     {`"status": "held"`, `"status": "fine"`, `"hi": 0.79`, `"hi": 1.5`, `"nodes": 5`, `"nodes": -5`},
 		"results":    {`"valid": "unknown"`, `"valid": "maybe"`, `"expect": "valid"`, `"expect": "perhaps"`, `"stats": {"ops": 3}`, `"stats": {"ops": "three"}`},
+		"schedule":   {`"seed": 7`, `"seed": 7, "colour": "red"`, `"lasts": "1s"`, `"lasts": 1`, `"fault": "pause-client", `, ``},
+		"shrink":     {`"need": 2`, `"need": 0`, `"id": "c001"`, `"id": "one"`, `"accepted": true`, `"accepted": true, "colour": "red"`},
 	}
 	for name, doc := range good {
 		if err := Validate(name, []byte(doc)); err != nil {
