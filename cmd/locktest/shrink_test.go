@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -208,5 +209,51 @@ func TestShrinkFindsThePause(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q", want)
 		}
+	}
+}
+
+// TestShrinkInterrupted: Ctrl-C in the middle of a search stops the
+// replay under way (nothing it started outlives it), keeps the search so
+// far in shrink.json, and exits 3.
+func TestShrinkInterrupted(t *testing.T) {
+	gate.Need(t, "redis-server")
+	root := t.TempDir()
+	story := filepath.Join(root, "story.json")
+	if err := os.WriteFile(story, []byte(gcStory), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	store := filepath.Join(root, "store")
+	if out, stderr, code := locktest(t, "run", "--schedule", story, "--store", store, "--name", "gc", "--expect", "invalid"); code != 0 {
+		t.Fatalf("the story did not fail: exit %d %s\n%s", code, stderr, out)
+	}
+	dir, _ := storedRun(t, store, "gc")
+	cmd, out := startLocktest(t, "shrink", dir, "--store", store)
+	// Wait for a replay's node and workers.
+	var kids []int
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if kids = children(cmd.Process.Pid); len(kids) >= 3 {
+			break
+		}
+	}
+	if len(kids) < 3 {
+		cmd.Process.Kill()
+		t.Fatalf("no replay started: %d children; %s", len(kids), out.String())
+	}
+	stopLocktest(t, cmd, out, syscall.SIGINT)
+	if code := cmd.ProcessState.ExitCode(); code != 3 || !strings.Contains(out.String(), "shrink interrupted") {
+		t.Errorf("exit %d, want 3 saying it was interrupted: %s", code, out.String())
+	}
+	for _, k := range kids {
+		if alive(k) {
+			t.Errorf("process %d outlived the search", k)
+		}
+	}
+	searches, _ := filepath.Glob(filepath.Join(store, "gc.shrink", "2*", shrinkFile))
+	if len(searches) != 1 {
+		t.Fatalf("shrink.json files %v, want one", searches)
+	}
+	var log shrinkLog
+	if err := runstore.ReadJSON(searches[0], &log); err != nil || !log.Interrupted {
+		t.Errorf("shrink.json: interrupted %v (%v)", log.Interrupted, err)
 	}
 }

@@ -1,0 +1,530 @@
+package checker
+
+import (
+	"container/heap"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/locktest/locktest/history"
+)
+
+// reorder puts the ops of a history, as they are recorded, back in the
+// order the checkers read them: by time, then index. The recorder writes
+// an op when it reaches the driver, and a worker stamps its ops itself, so
+// one worker's ops come in time order but may come after another's later
+// ones (a worker stopped between stamping an op and sending it sends it
+// when it wakes). An op is released once no op of a lower time can still
+// come: its time is below the watermark, the lowest last time of the
+// processes that may still send one. The nemesis's ops and the pool's
+// (process -1, and a worker's "worker exited" info) are stamped when
+// recorded, so they never come late and do not hold the watermark back.
+//
+// Its memory is the ops not yet released: those after the watermark,
+// which a stopped worker holds back for as long as it is stopped.
+type reorder struct {
+	buf  opHeap
+	last map[int]int64 // per worker process, the time of its last op
+	gone map[int]bool  // workers known to be dead, which hold nothing back
+	// released is the highest time released so far; an op that comes
+	// with a lower time came late (late counts them).
+	released int64
+	late     int
+}
+
+func newReorder() *reorder {
+	return &reorder{last: map[int]int64{}, gone: map[int]bool{}}
+}
+
+// expect makes the watermark wait for the first op of process p.
+func (r *reorder) expect(p int) {
+	if _, ok := r.last[p]; !ok {
+		r.last[p] = -1
+	}
+}
+
+// revive makes the watermark wait again for process p, dead until now,
+// whose id a new worker takes from at on: its ops come from then on.
+func (r *reorder) revive(p int, at int64) {
+	delete(r.gone, p)
+	r.last[p] = max(r.last[p], at)
+}
+
+// push adds op, which came next.
+func (r *reorder) push(op history.Op) {
+	if op.Time < r.released {
+		r.late++
+	}
+	heap.Push(&r.buf, op)
+	if op.Process < 0 {
+		return
+	}
+	if op.Type == history.Info && strings.HasPrefix(op.Error, "worker exited") {
+		r.gone[op.Process] = true
+		return
+	}
+	delete(r.gone, op.Process) // an id used again
+	r.last[op.Process] = max(r.last[op.Process], op.Time)
+}
+
+// watermark is the time below which no op can still come.
+func (r *reorder) watermark() int64 {
+	w := int64(1<<63 - 1)
+	for p, t := range r.last {
+		if !r.gone[p] {
+			w = min(w, t)
+		}
+	}
+	return w
+}
+
+// ready gives f, in order, every op below the watermark (every op, with
+// all), and drops it.
+func (r *reorder) ready(all bool, f func(history.Op)) {
+	w := r.watermark()
+	for r.buf.Len() > 0 && (all || r.buf[0].Time < w) {
+		op := heap.Pop(&r.buf).(history.Op)
+		r.released = max(r.released, op.Time)
+		f(op)
+	}
+}
+
+// opHeap orders ops by time, then index.
+type opHeap []history.Op
+
+func (h opHeap) Len() int { return len(h) }
+func (h opHeap) Less(i, j int) bool {
+	if h[i].Time != h[j].Time {
+		return h[i].Time < h[j].Time
+	}
+	return h[i].Index < h[j].Index
+}
+func (h opHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *opHeap) Push(x any)   { *h = append(*h, x.(history.Op)) }
+func (h *opHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// sHold is a hold as the streaming mutual-exclusion checker keeps it
+// while it can still matter.
+type sHold struct {
+	proc       int
+	lock       string
+	ok         history.Op // the acquire ok
+	validUntil int64
+	closer     int64 // the release or acquire invocation that ended it, or -1
+	closedBy   endReason
+	release    int   // the index of the release invocation, or -1
+	death      int64 // the first death of its process at or after its start, or -1
+	decided    bool  // its own overlap (as a B) is decided
+}
+
+// end is when the hold ended as known now, and why; ok is false while
+// nothing has ended it yet.
+func (h *sHold) end() (int64, endReason, bool) {
+	end, why, ok := int64(noEnd), endHistory, false
+	if h.closer >= 0 {
+		end, why, ok = h.closer, h.closedBy, true
+	}
+	if h.validUntil != 0 && h.validUntil < end {
+		end, why, ok = h.validUntil, endValidUntil, true
+	}
+	if h.death >= 0 && h.death < end {
+		end, why, ok = h.death, endDeath, true
+	}
+	return end, why, ok
+}
+
+// StreamMutex checks mutual exclusion as MutualExclusion does, on the ops
+// of a history as they are recorded (Add), without keeping the history:
+// its memory is bounded by what is still open (holds whose end is not
+// known yet, invocations not completed, kills under way) and by the ops
+// the watermark holds back (reorder). Every overlap and foreign release
+// it reports is one MutualExclusion reports of the whole history: it
+// reports an overlap only once no op still to come can undo it (a release
+// invocation at the same ns, a kill whose invocation came before).
+// Finish ends the history and gives the Result, which agrees with
+// MutualExclusion's: the same verdict, the same anomalies by kind and
+// count, and the same stats; an anomaly may name another of the holds it
+// overlapped.
+type StreamMutex struct {
+	r       *reorder
+	open    map[procLockName]*sHold // a process's hold not yet ended by a release or acquire invocation
+	holds   map[string][]*sHold     // per lock, the holds that may still overlap one to come
+	pending []*sHold                // holds whose own overlap is not decided yet
+	invs    map[int]history.Op      // per process, its invocation under way
+	kills   map[int]history.Op      // the kill invocations under way, by index
+	// watch holds, while a kill is under way, each process's ops read
+	// since its invocation (index and time), for deathTime's rule.
+	watch map[int][][2]int64
+	// deaths are, per process, the deaths proved so far that a hold read
+	// later may still begin by (its ok at the same ns, read after).
+	deaths map[int][]int64
+	now    int64 // the time of the last op read in order
+	// decided is the safe time of the last decide: nothing changes
+	// until it moves.
+	decidedAt int64
+
+	anomalies          []Anomaly
+	firstSeen          int // anomalies already given by Confirmed
+	holdsN, fail, info int
+	overlaps, foreignN int
+	maxTime            int64
+	// lockValues is, per lock value, the latest hold that wrote it while
+	// that hold is kept: who a foreign release removed.
+	lockValues map[lockValueName]*sHold
+}
+
+type procLockName struct {
+	proc int
+	lock string
+}
+
+type lockValueName struct{ lock, value string }
+
+// NewStreamMutex returns a streaming mutual-exclusion checker.
+func NewStreamMutex() *StreamMutex {
+	return &StreamMutex{r: newReorder(), open: map[procLockName]*sHold{}, holds: map[string][]*sHold{},
+		invs: map[int]history.Op{}, kills: map[int]history.Op{}, watch: map[int][][2]int64{}, deaths: map[int][]int64{}, lockValues: map[lockValueName]*sHold{}}
+}
+
+// Expect makes the checker wait for process p's first op before it
+// decides anything after it: a run's workers are known before their
+// first op.
+func (s *StreamMutex) Expect(p int) { s.r.expect(p) }
+
+// Revive says that a new worker takes the id p of a dead one from at on
+// (the pool restarts a killed client): the checker waits for its ops
+// again.
+func (s *StreamMutex) Revive(p int, at int64) { s.r.revive(p, at) }
+
+// Add reads the op recorded next.
+func (s *StreamMutex) Add(op history.Op) {
+	s.maxTime = max(s.maxTime, op.Time)
+	s.r.push(op)
+	s.r.ready(false, s.read)
+	s.decide(false)
+}
+
+// Confirmed returns the anomalies found since the last call: each is one
+// the whole history has, whatever comes after.
+func (s *StreamMutex) Confirmed() []Anomaly {
+	out := s.anomalies[s.firstSeen:]
+	s.firstSeen = len(s.anomalies)
+	return out
+}
+
+// Late counts the ops that came after the watermark had passed their
+// time: none in a run whose workers stamp and send their ops in order.
+func (s *StreamMutex) Late() int { return s.r.late }
+
+// Finish ends the history: every op held back is read, the holds still
+// open last past its end, and the Result is MutualExclusion's.
+func (s *StreamMutex) Finish() Result {
+	s.r.ready(true, s.read)
+	s.now = noEnd
+	s.decide(true)
+	r := newResult(MutualExclusion{}.Name())
+	r.Anomalies = append(r.Anomalies, s.anomalies...)
+	r.Stats["holds"] = float64(s.holdsN)
+	r.Stats["acquire_ok"] = float64(s.holdsN)
+	r.Stats["acquire_fail"] = float64(s.fail)
+	r.Stats["acquire_info"] = float64(s.info)
+	r.Stats["overlaps"] = float64(s.overlaps)
+	r.Stats["foreign_releases"] = float64(s.foreignN)
+	return settle(r)
+}
+
+// read takes the next op in order.
+func (s *StreamMutex) read(op history.Op) {
+	s.now = op.Time
+	if op.Process >= 0 && len(s.kills) > 0 {
+		s.watch[op.Process] = append(s.watch[op.Process], [2]int64{int64(op.Index), op.Time})
+	}
+	switch {
+	case op.Process < 0:
+		s.nemesis(op)
+		return
+	case op.Type == history.Info && strings.HasPrefix(op.Error, "worker exited"):
+		s.died(op.Process, op.Time)
+	case op.Type == history.Notice:
+		return
+	}
+	lock := op.Value.Lock
+	inv, hasInv := s.invs[op.Process]
+	if op.Type == history.Invoke {
+		s.invs[op.Process] = op
+	} else {
+		delete(s.invs, op.Process)
+		if lock == "" && hasInv {
+			lock = inv.Value.Lock
+		}
+	}
+	key := procLockName{op.Process, lock}
+	switch op.F {
+	case history.Acquire:
+		switch op.Type {
+		case history.Invoke:
+			if h := s.open[key]; h != nil {
+				h.closer, h.closedBy = op.Time, endReacquire
+				delete(s.open, key)
+			}
+		case history.OK:
+			h := &sHold{proc: op.Process, lock: lock, ok: op, validUntil: op.Value.ValidUntil, closer: -1, release: -1, death: -1}
+			for _, d := range s.deaths[op.Process] {
+				if d >= h.ok.Time && (h.death < 0 || d < h.death) {
+					h.death = d
+				}
+			}
+			s.holdsN++
+			s.open[key] = h
+			s.holds[lock] = append(s.holds[lock], h)
+			s.pending = append(s.pending, h)
+			if op.Value.LockValue != "" {
+				s.lockValues[lockValueName{lock, op.Value.LockValue}] = h
+			}
+		case history.Fail:
+			s.fail++
+		case history.Info:
+			s.info++
+		}
+	case history.Release:
+		switch op.Type {
+		case history.Invoke:
+			if h := s.open[key]; h != nil {
+				h.closer, h.closedBy, h.release = op.Time, endRelease, op.Index
+				delete(s.open, key)
+			}
+		case history.OK:
+			own := ""
+			if hasInv {
+				own = inv.Value.LockValue
+			}
+			if removed := op.Value.Removed; removed != "" && removed != own {
+				s.foreignN++
+				s.anomalies = append(s.anomalies, s.foreignRelease(op, inv, hasInv, lock))
+			}
+		}
+	}
+}
+
+// nemesis takes a nemesis op: a kill under way holds back the decisions
+// it could change, and a kill's ok proves the deaths it names.
+func (s *StreamMutex) nemesis(op history.Op) {
+	switch op.Type {
+	case history.Invoke:
+		s.kills[op.Index] = op
+		return
+	}
+	// Its invocation is the latest one of the same f before it.
+	var inv *history.Op
+	for i, k := range s.kills {
+		if k.F == op.F && k.Index < op.Index && (inv == nil || k.Index > inv.Index) {
+			k := s.kills[i]
+			inv = &k
+		}
+	}
+	if inv != nil {
+		delete(s.kills, inv.Index)
+	}
+	defer func() {
+		if len(s.kills) == 0 {
+			clear(s.watch)
+		}
+	}()
+	if op.Type != history.OK || !history.Kills(op) {
+		return
+	}
+	for _, t := range op.Value.Targets {
+		p, ok := processTarget(t)
+		if !ok {
+			continue
+		}
+		d := op.Time
+		if inv != nil {
+			// deathTime: when the kill began, or later if p still
+			// recorded ops between its invocation and its completion.
+			d = inv.Time
+			for _, w := range s.watch[p] {
+				if w[0] > int64(inv.Index) && w[0] < int64(op.Index) && w[1] > d && w[1] <= op.Time {
+					d = w[1]
+				}
+			}
+		}
+		s.died(p, d)
+	}
+}
+
+// died sets the death of process p at d on its holds that began by d and
+// have no earlier death.
+func (s *StreamMutex) died(p int, d int64) {
+	s.deaths[p] = append(s.deaths[p], d)
+	for _, hs := range s.holds {
+		for _, h := range hs {
+			if h.proc == p && h.ok.Time <= d && (h.death < 0 || d < h.death) {
+				h.death = d
+			}
+		}
+	}
+}
+
+// decide settles the holds whose overlap no op to come can change, and
+// forgets the holds that can no longer overlap one to come. With final,
+// the history has ended.
+func (s *StreamMutex) decide(final bool) {
+	// An op at the time of the last one read may still come; a kill
+	// under way may still prove a death from its invocation on.
+	safe := int64(noEnd)
+	if !final {
+		// Every op below the watermark has been read.
+		safe = s.r.watermark()
+		for _, k := range s.kills {
+			safe = min(safe, k.Time)
+		}
+		if safe <= s.decidedAt {
+			return
+		}
+		s.decidedAt = safe
+	}
+	kept := s.pending[:0]
+	for _, b := range s.pending {
+		if !final && b.ok.Time >= safe {
+			kept = append(kept, b)
+			continue
+		}
+		if a := s.overlapped(b, final); a != nil {
+			s.overlaps++
+			s.anomalies = append(s.anomalies, s.overlap(a, b, final))
+		}
+		b.decided = true
+	}
+	s.pending = kept
+	if final {
+		return
+	}
+	for p, ds := range s.deaths {
+		// A hold still to come begins at the watermark or later.
+		ds = slices.DeleteFunc(ds, func(d int64) bool { return d < safe })
+		if len(ds) == 0 {
+			delete(s.deaths, p)
+		} else {
+			s.deaths[p] = ds
+		}
+	}
+	for lock, hs := range s.holds {
+		live := hs[:0]
+		for _, h := range hs {
+			if end, _, ok := h.end(); ok && end < safe && h.decided {
+				// It ended before any hold still to be decided began.
+				if k := (lockValueName{lock, h.ok.Value.LockValue}); s.lockValues[k] == h {
+					delete(s.lockValues, k)
+				}
+				continue
+			}
+			live = append(live, h)
+		}
+		if len(live) == 0 {
+			delete(s.holds, lock)
+			continue
+		}
+		s.holds[lock] = live
+	}
+}
+
+// overlapped returns the hold of another process that b began inside,
+// or nil. As MutualExclusion, it looks only at the hold of another
+// process, begun before b, that ends last (the first of those that end
+// together), as far as is known now: an open hold ends after everything.
+func (s *StreamMutex) overlapped(b *sHold, final bool) *sHold {
+	var best *sHold
+	var bestEnd int64
+	for _, a := range s.holds[b.lock] {
+		if a == b || a.proc == b.proc || !before(a.ok, b.ok) {
+			continue
+		}
+		end, why, _ := a.end()
+		if why == endHistory {
+			end = noEnd
+		}
+		if best == nil || end > bestEnd || end == bestEnd && before(a.ok, best.ok) {
+			best, bestEnd = a, end
+		}
+	}
+	if best == nil {
+		return nil
+	}
+	aEnd, aWhy, _ := best.end()
+	bEnd, bWhy, _ := b.end()
+	if (aEnd > b.ok.Time || aWhy == endHistory) && (bEnd > best.ok.Time || bWhy == endHistory) {
+		return best
+	}
+	return nil
+}
+
+// before orders two ops by time, then index.
+func before(a, b history.Op) bool {
+	if a.Time != b.Time {
+		return a.Time < b.Time
+	}
+	return a.Index < b.Index
+}
+
+// overlap explains that hold b began while a was still held, as
+// MutualExclusion's does.
+func (s *StreamMutex) overlap(a, b *sHold, final bool) Anomaly {
+	end, why, _ := a.end()
+	if why == endHistory {
+		end = s.maxTime
+	}
+	var until string
+	switch why {
+	case endValidUntil:
+		until = "believed valid until " + secs(end)
+	case endRelease:
+		until = "released only at " + secs(end)
+	case endReacquire:
+		until = "held until it invoked acquire again at " + secs(end)
+	case endDeath:
+		until = "held until its process was killed by " + secs(end)
+	default:
+		until = "never released before the history ended at " + secs(end)
+		if !final {
+			until = "not released by " + secs(s.now)
+		}
+	}
+	ops := []int{a.ok.Index, b.ok.Index}
+	if a.release >= 0 {
+		ops = append(ops, a.release)
+	}
+	return Anomaly{
+		Kind: KindOverlappingHolds,
+		Ops:  ops,
+		Explanation: fmt.Sprintf("process %d acquired lock %q at %s%s while process %d still held it (acquired at %s%s, %s)",
+			b.proc, b.lock, secs(b.ok.Time), withToken(b.ok.Value.Token), a.proc, secs(a.ok.Time), tokenWord(a.ok.Value.Token), until),
+	}
+}
+
+// foreignRelease explains a release ok that removed a lock value not its
+// own, as MutualExclusion's does.
+func (s *StreamMutex) foreignRelease(ok, inv history.Op, hasInv bool, lock string) Anomaly {
+	own, at := "", ok.Time
+	ops := []int{ok.Index}
+	if hasInv {
+		own, at = inv.Value.LockValue, inv.Time
+		ops = []int{inv.Index, ok.Index}
+	}
+	var whose string
+	if o := s.lockValues[lockValueName{lock, ok.Value.Removed}]; o != nil && before(o.ok, ok) {
+		ops = append(ops, o.ok.Index)
+		whose = fmt.Sprintf(" of process %d (acquired at %s%s)", o.proc, secs(o.ok.Time), tokenWord(o.ok.Value.Token))
+	}
+	return Anomaly{
+		Kind: KindForeignRelease,
+		Ops:  ops,
+		Explanation: fmt.Sprintf("process %d's release of lock %q at %s removed lock value %q%s, not its own %q",
+			ok.Process, lock, secs(at), ok.Value.Removed, whose, own),
+	}
+}

@@ -1,0 +1,382 @@
+package checker
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/locktest/locktest/history"
+)
+
+var streamRuns = flag.Int("stream-runs", 1000, "random histories TestStreamMutexAgrees checks")
+
+// kindCounts counts a result's anomalies by kind.
+func kindCounts(r Result) map[string]int {
+	out := map[string]int{}
+	for _, a := range r.Anomalies {
+		out[a.Kind]++
+	}
+	return out
+}
+
+// streamDisagrees compares MutualExclusion on h with StreamMutex fed h's
+// ops in index order (the order they were recorded), and says how they
+// differ: verdict, anomalies by kind and count, stats. It also checks
+// that every anomaly the stream confirmed before the end is one of the
+// final ones.
+func streamDisagrees(h history.History, revives ...revival) string {
+	t := history.NewTable(h)
+	batch := MutualExclusion{}.Check(context.Background(), t)
+	s := NewStreamMutex()
+	for _, op := range h {
+		if op.Process >= 0 {
+			s.Expect(op.Process) // the driver knows its workers from the start
+		}
+	}
+	var early []Anomaly
+	for _, op := range h {
+		for _, r := range revives {
+			if r.before == op.Index {
+				s.Revive(r.proc, r.at)
+			}
+		}
+		s.Add(op)
+		early = append(early, s.Confirmed()...)
+	}
+	got := s.Finish()
+	switch {
+	case got.Valid != batch.Valid:
+		return fmt.Sprintf("verdict %s, batch %s", got.Valid, batch.Valid)
+	case !maps.Equal(kindCounts(got), kindCounts(batch)):
+		return fmt.Sprintf("anomalies %v, batch %v (stream: %v; batch: %v)", kindCounts(got), kindCounts(batch), got.Anomalies, batch.Anomalies)
+	case !maps.Equal(got.Stats, batch.Stats):
+		return fmt.Sprintf("stats %v, batch %v", got.Stats, batch.Stats)
+	case len(early) > len(got.Anomalies):
+		return fmt.Sprintf("%d anomalies confirmed early, %d at the end", len(early), len(got.Anomalies))
+	case s.Late() > 0:
+		return fmt.Sprintf("%d ops came late", s.Late())
+	}
+	return ""
+}
+
+// TestStreamMutexAgreesOnTheGoldenHistories: on every golden history of
+// testdata/, the streaming checker agrees with MutualExclusion.
+func TestStreamMutexAgreesOnTheGoldenHistories(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join("testdata", "*.jsonl"))
+	if len(files) < 10 {
+		t.Fatalf("only %d golden histories", len(files))
+	}
+	for _, f := range files {
+		h, err := history.ReadFile(f)
+		if err != nil && !errors.Is(err, history.ErrTruncated) {
+			t.Fatal(err)
+		}
+		if d := streamDisagrees(h); d != "" {
+			t.Errorf("%s: %s", filepath.Base(f), d)
+		}
+	}
+}
+
+// TestStreamMutexAgrees: on random lease histories (valid_until, release,
+// acquire again, kills proved by the nemesis and by the pool, ids used
+// again, foreign releases, grants of a held lock, ties in time), recorded
+// in the order a driver receives them (a worker's ops late behind
+// others', in its own order; the nemesis's and the pool's as they
+// happen), the streaming checker agrees with MutualExclusion.
+func TestStreamMutexAgrees(t *testing.T) {
+	violations := 0
+	for seed := range uint64(*streamRuns) {
+		h, revives := genLeases(rand.New(rand.NewPCG(seed, 7)))
+		if d := streamDisagrees(h, revives...); d != "" {
+			t.Fatalf("seed %d: %s\n%s", seed, d, dump(h))
+		}
+		if r := (MutualExclusion{}).Check(context.Background(), history.NewTable(h)); r.Valid == Invalid {
+			violations++
+		}
+	}
+	// The generator must exercise both verdicts.
+	if violations < *streamRuns/10 || violations > *streamRuns*9/10 {
+		t.Errorf("%d of %d histories invalid: the generator is lopsided", violations, *streamRuns)
+	}
+}
+
+// TestStreamMutexConfirmsEarly: an overlap is confirmed as soon as no op
+// to come can undo it, long before the history ends, and not before.
+func TestStreamMutexConfirmsEarly(t *testing.T) {
+	s := NewStreamMutex()
+	s.Expect(0)
+	s.Expect(1)
+	ops := []history.Op{
+		{Index: 0, Type: history.Invoke, Process: 0, F: history.Acquire, Time: 10, Value: history.Value{Lock: "l"}},
+		{Index: 1, Type: history.OK, Process: 0, F: history.Acquire, Time: 20, Value: history.Value{Lock: "l", ValidUntil: 100}},
+		{Index: 2, Type: history.Invoke, Process: 1, F: history.Acquire, Time: 30, Value: history.Value{Lock: "l"}},
+		{Index: 3, Type: history.OK, Process: 1, F: history.Acquire, Time: 40, Value: history.Value{Lock: "l", ValidUntil: 200}},
+	}
+	for _, op := range ops {
+		s.Add(op)
+	}
+	if got := s.Confirmed(); len(got) != 0 {
+		t.Fatalf("confirmed %v while process 0 could still have released at 40", got)
+	}
+	// Process 0's next op, at 50: process 1 may still send an op at 40.
+	s.Add(history.Op{Index: 4, Type: history.Invoke, Process: 0, F: history.Release, Time: 50, Value: history.Value{Lock: "l"}})
+	if got := s.Confirmed(); len(got) != 0 {
+		t.Fatalf("confirmed %v before process 1 moved past 40", got)
+	}
+	// Process 1's next op, at 45, moves the watermark past 40: process
+	// 0's lease was in force at 40, whatever comes.
+	s.Add(history.Op{Index: 5, Type: history.Invoke, Process: 1, F: history.Release, Time: 45, Value: history.Value{Lock: "l"}})
+	if got := s.Confirmed(); len(got) != 1 || got[0].Kind != KindOverlappingHolds {
+		t.Fatalf("confirmed %v, want the overlap", got)
+	}
+	// A kill under way holds the decision back: it may prove a death
+	// from its invocation on.
+	s2 := NewStreamMutex()
+	s2.Expect(0)
+	s2.Expect(1)
+	for _, op := range ops[:2] {
+		s2.Add(op)
+	}
+	s2.Add(history.Op{Index: 2, Type: history.Invoke, Process: history.NemesisProcess, F: "kill-client", Time: 25})
+	for _, op := range ops[2:] {
+		op.Index++
+		s2.Add(op)
+	}
+	s2.Add(history.Op{Index: 5, Type: history.Invoke, Process: 0, F: history.Release, Time: 50, Value: history.Value{Lock: "l"}})
+	s2.Add(history.Op{Index: 6, Type: history.Invoke, Process: 1, F: history.Release, Time: 60, Value: history.Value{Lock: "l"}})
+	if got := s2.Confirmed(); len(got) != 0 {
+		t.Fatalf("confirmed %v with a kill under way since 25", got)
+	}
+}
+
+// revival is a dead worker's id taken by a new worker at at, which the
+// driver learns before it records the op of index before.
+type revival struct {
+	before, proc int
+	at           int64
+}
+
+// genLeases returns a random history of a lease lock as a driver records
+// it, and the revivals of dead workers' ids; see TestStreamMutexAgrees.
+func genLeases(rng *rand.Rand) (history.History, []revival) {
+	procs := 2 + rng.IntN(3)
+	locks := []string{"x", "y"}[:1+rng.IntN(2)]
+	const (
+		idle = iota
+		acquiring
+		holding
+		releasing
+		dead
+	)
+	type proc struct {
+		state       int
+		lock, value string
+		// revive is when a dead process's id is taken by a new worker,
+		// or 0.
+		revive int64
+	}
+	ps := make([]proc, procs)
+	holder := map[string]int{}
+	for _, l := range locks {
+		holder[l] = -1
+	}
+	var h history.History
+	var revs []revival
+	now, values := int64(0), 0
+	add := func(typ history.Type, p int, f string, v history.Value, errText string) {
+		h = append(h, history.Op{Type: typ, Process: p, F: f, Time: now, Value: v, Error: errText})
+	}
+	kill := -1
+	die := func(p int) {
+		st := &ps[p]
+		if st.state == acquiring || st.state == releasing {
+			f := history.Acquire
+			if st.state == releasing {
+				f = history.Release
+			}
+			add(history.Info, p, f, history.Value{Lock: st.lock}, "worker exited: signal: killed")
+		}
+		for _, l := range locks {
+			if holder[l] == p {
+				holder[l] = -1
+			}
+		}
+		st.state = dead
+		if rng.IntN(3) == 0 {
+			// The id is used again: the pool starts a new worker a
+			// little later, which stamps its ops from then on.
+			st.revive = now + 5
+			revs = append(revs, revival{proc: p, at: st.revive})
+		}
+	}
+	for range 10 + rng.IntN(60) {
+		if rng.IntN(3) != 0 {
+			now += 1 + rng.Int64N(3)
+		}
+		if rng.IntN(10) == 0 {
+			switch {
+			case kill < 0:
+				kill = rng.IntN(procs)
+				add(history.Invoke, history.NemesisProcess, "kill-client", history.Value{}, "")
+			case rng.IntN(5) == 0:
+				add(history.Fail, history.NemesisProcess, "kill-client", history.Value{Targets: []string{fmt.Sprintf("p%d", kill)}}, "not applied")
+				kill = -1
+			default:
+				if ps[kill].state != dead {
+					die(kill)
+				}
+				add(history.OK, history.NemesisProcess, "kill-client", history.Value{Targets: []string{fmt.Sprintf("p%d", kill)}}, "")
+				kill = -1
+			}
+			continue
+		}
+		p := rng.IntN(procs)
+		st := &ps[p]
+		if st.state == dead && st.revive > 0 && now >= st.revive {
+			st.state, st.revive = idle, 0
+		}
+		switch st.state {
+		case idle:
+			st.lock = locks[rng.IntN(len(locks))]
+			st.state = acquiring
+			add(history.Invoke, p, history.Acquire, history.Value{Lock: st.lock}, "")
+		case acquiring:
+			hd := holder[st.lock]
+			switch r := rng.IntN(10); {
+			case r == 0:
+				add(history.Info, p, history.Acquire, history.Value{Lock: st.lock}, "timeout")
+				st.state = idle
+			case hd < 0 || r == 1: // r == 1: a grant of a held lock
+				holder[st.lock] = p
+				values++
+				st.value = fmt.Sprintf("v%d", values)
+				var until int64
+				if rng.IntN(3) != 0 {
+					until = now + rng.Int64N(12)
+				}
+				add(history.OK, p, history.Acquire, history.Value{Lock: st.lock, LockValue: st.value, ValidUntil: until}, "")
+				st.state = holding
+			default:
+				add(history.Fail, p, history.Acquire, history.Value{Lock: st.lock}, "held")
+				st.state = idle
+			}
+		case holding:
+			if rng.IntN(6) == 0 {
+				st.state = acquiring // acquire again, holding
+				add(history.Invoke, p, history.Acquire, history.Value{Lock: st.lock}, "")
+				continue
+			}
+			add(history.Invoke, p, history.Release, history.Value{Lock: st.lock, LockValue: st.value}, "")
+			st.state = releasing
+		case releasing:
+			removed := st.value
+			if other := holder[st.lock]; other >= 0 && other != p && rng.IntN(2) == 0 {
+				removed = ps[other].value // a release that deletes another's lock
+			}
+			if holder[st.lock] == p || removed != st.value {
+				holder[st.lock] = -1
+			}
+			if rng.IntN(8) == 0 {
+				add(history.Info, p, history.Release, history.Value{Lock: st.lock}, "timeout")
+			} else {
+				add(history.OK, p, history.Release, history.Value{Lock: st.lock, Removed: removed}, "")
+			}
+			st.state = idle
+		}
+	}
+	// Record the ops in the order a driver receives them: a worker's op
+	// up to 4 ns late, in its own order; the nemesis's and the pool's at
+	// once. A revival comes, as the pool's ops do, when it happens: before
+	// the first op recorded after its time.
+	arrive := make([]float64, len(h))
+	last := map[int]float64{}
+	for i, op := range h {
+		a := float64(op.Time)
+		if op.Process >= 0 && !strings.HasPrefix(op.Error, "worker exited") {
+			a += rng.Float64() * 4
+		}
+		a = max(a, last[op.Process])
+		last[op.Process] = a
+		arrive[i] = a + float64(i)*1e-6
+	}
+	order := make([]int, len(h))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return arrive[order[a]] < arrive[order[b]] })
+	out := make(history.History, len(h))
+	for i, j := range order {
+		out[i] = h[j]
+		out[i].Index = i
+	}
+	for k := range revs {
+		// The driver revives the id at its time, before any op that
+		// comes after it.
+		revs[k].before = len(out)
+		for i := range out {
+			if arrive[order[i]] >= float64(revs[k].at) {
+				revs[k].before = i
+				break
+			}
+		}
+	}
+	return out, revs
+}
+
+// dump renders a history one op a line, for a failure's message.
+func dump(h history.History) string {
+	var b []byte
+	for _, op := range h {
+		b = fmt.Appendf(b, "%s\n", op.String())
+	}
+	return string(b)
+}
+
+// TestStreamMutexMemoryIsBounded: over a long history of a lease lock,
+// the checker keeps only what is still open: its kept holds, undecided
+// holds, held-back ops and remembered lock values stay a handful however
+// many ops have gone by.
+func TestStreamMutexMemoryIsBounded(t *testing.T) {
+	s := NewStreamMutex()
+	const procs = 4
+	for p := range procs {
+		s.Expect(p)
+	}
+	most := 0
+	now, idx := int64(0), 0
+	add := func(op history.Op) {
+		op.Index, op.Time = idx, now
+		idx++
+		s.Add(op)
+	}
+	for i := range 50000 {
+		p := i % procs
+		v := fmt.Sprintf("v%d", i)
+		now++
+		add(history.Op{Type: history.Invoke, Process: p, F: history.Acquire, Value: history.Value{Lock: "l"}})
+		now++
+		add(history.Op{Type: history.OK, Process: p, F: history.Acquire, Value: history.Value{Lock: "l", LockValue: v, ValidUntil: now + 10}})
+		now++
+		add(history.Op{Type: history.Invoke, Process: p, F: history.Release, Value: history.Value{Lock: "l", LockValue: v}})
+		now++
+		add(history.Op{Type: history.OK, Process: p, F: history.Release, Value: history.Value{Lock: "l", Removed: v}})
+		kept := len(s.pending) + s.r.buf.Len() + len(s.lockValues)
+		for _, hs := range s.holds {
+			kept += len(hs)
+		}
+		most = max(most, kept)
+	}
+	if r := s.Finish(); r.Valid != Valid || r.Stats["holds"] != 50000 {
+		t.Fatalf("verdict %s, %v holds", r.Valid, r.Stats["holds"])
+	}
+	if most > 40 {
+		t.Errorf("the checker kept up to %d things at once over 200000 ops, want a handful", most)
+	}
+}
