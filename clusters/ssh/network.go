@@ -219,8 +219,13 @@ func (nw *Network) Loss(ctx context.Context, hosts []string, p float64) error {
 // apply inserts rules on their hosts, with the run's comment, after an
 // ACCEPT of the host's SSH port that keeps the control connection alive.
 func (nw *Network) apply(ctx context.Context, rules map[*Conn][]rule) error {
-	var errs []error
-	for c, rs := range rules {
+	conns := make([]*Conn, 0, len(rules))
+	for c := range rules {
+		conns = append(conns, c)
+	}
+	slices.SortFunc(conns, func(a, b *Conn) int { return strings.Compare(a.Host.Name, b.Host.Name) })
+	return onEach(conns, func(c *Conn) error {
+		rs := rules[c]
 		var b strings.Builder
 		b.WriteString("set -e\n")
 		seen := map[rule]bool{}
@@ -235,10 +240,22 @@ func (nw *Network) apply(ctx context.Context, rules map[*Conn][]rule) error {
 		// The ACCEPT goes (back) to the top, above the DROPs just added.
 		fmt.Fprintf(&b, "iptables -w -D INPUT -p tcp --dport %[1]s -m comment --comment %[2]s -j ACCEPT 2>/dev/null || true\niptables -w -I INPUT -p tcp --dport %[1]s -m comment --comment %[2]s -j ACCEPT\n", sp, nw.comment())
 		fmt.Fprintf(&b, "iptables -w -D OUTPUT -p tcp --sport %[1]s -m comment --comment %[2]s -j ACCEPT 2>/dev/null || true\niptables -w -I OUTPUT -p tcp --sport %[1]s -m comment --comment %[2]s -j ACCEPT\n", sp, nw.comment())
-		if _, err := c.Root(ctx, b.String()); err != nil {
-			errs = append(errs, err)
-		}
+		_, err := c.Root(ctx, b.String())
+		return err
+	})
+}
+
+// onEach runs f on every host of conns at once, so that a fault goes in
+// on all of them together (one after another, a partition would stand
+// half-made for as long as the slowest hosts take, seconds on a loaded
+// machine), and returns their errors joined in the order of conns.
+func onEach(conns []*Conn, f func(c *Conn) error) error {
+	errs := make([]error, len(conns))
+	var wg sync.WaitGroup
+	for i, c := range conns {
+		wg.Go(func() { errs[i] = f(c) })
 	}
+	wg.Wait()
 	return errors.Join(errs...)
 }
 
@@ -263,11 +280,10 @@ for pass in 1 2 3 4 5; do
 	printf '%%s\n' "$rules" | while read -r r; do eval "iptables -w -t filter $r" || true; done
 done
 echo "rules of %[2]s are still there after 5 passes" >&2; exit 1`, Quote(pat), pat)
-	var errs []error
-	for _, c := range slices.Clone(conns) {
+	return onEach(slices.Clone(conns), func(c *Conn) error {
 		if _, err := c.Root(ctx, cmd); err != nil {
-			errs = append(errs, fmt.Errorf("heal: %w", err))
+			return fmt.Errorf("heal: %w", err)
 		}
-	}
-	return errors.Join(errs...)
+		return nil
+	})
 }

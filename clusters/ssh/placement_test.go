@@ -3,7 +3,9 @@ package ssh
 import (
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 )
 
 // placed makes the cluster of backend with nodes nodes over hosts hosts
@@ -165,5 +167,50 @@ func TestCutsOfSharedHosts(t *testing.T) {
 	}
 	if err := nw.Loss(t.Context(), []string{"n1"}, 0.5); err == nil || !strings.Contains(err.Error(), "host h1 also runs n6") {
 		t.Errorf("loss on n1 alone: %v, want an error naming n6 on h1", err)
+	}
+}
+
+// TestOnEachRunsTheHostsAtOnce: a fault's commands go to every host
+// together, not one after another (a partition made host by host would
+// stand half-made for as long as the slow hosts take: 19 s under
+// stress-ng in the ssh lab), and their errors come back in host order.
+func TestOnEachRunsTheHostsAtOnce(t *testing.T) {
+	conns := []*Conn{{Host: Host{Name: "h1"}}, {Host: Host{Name: "h2"}}, {Host: Host{Name: "h3"}}}
+	var mu sync.Mutex
+	in, most := 0, 0
+	release := make(chan struct{})
+	go func() {
+		// Let them all in before any leaves: with one at a time, the
+		// second would never come in and this would time out.
+		for {
+			mu.Lock()
+			n := in
+			mu.Unlock()
+			if n == len(conns) {
+				close(release)
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	err := onEach(conns, func(c *Conn) error {
+		mu.Lock()
+		in++
+		most = max(most, in)
+		mu.Unlock()
+		select {
+		case <-release:
+		case <-time.After(10 * time.Second):
+		}
+		if c.Host.Name != "h2" {
+			return fmt.Errorf("%s failed", c.Host.Name)
+		}
+		return nil
+	})
+	if most != len(conns) {
+		t.Errorf("at most %d hosts at once, want all %d", most, len(conns))
+	}
+	if err == nil || err.Error() != "h1 failed\nh3 failed" {
+		t.Errorf("errors %q, want h1's then h3's", err)
 	}
 }
