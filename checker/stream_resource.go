@@ -1,0 +1,553 @@
+package checker
+
+import (
+	"container/heap"
+	"fmt"
+	"strings"
+
+	"github.com/locktest/locktest/history"
+)
+
+// rHold is a hold as the streaming resource checker keeps it: the
+// writer's lease, and the first hold of another process that began after
+// the lease ended (the holder a stale write tramples).
+type rHold struct {
+	proc       int
+	lock       string
+	ok         history.Op
+	validUntil int64
+	release    int64 // the time of the release invocation that ended it, or -1
+	// closed says a release or acquire invocation of its process ended
+	// it (only the first one counts, as MutualExclusion's holds end).
+	closed bool
+	firstOther *rHold
+	latest     bool // it is its process's latest hold of the lock
+	refs       int  // the writes under way or undecided that were made under it
+}
+
+// leaseEnd is the end of the lease as Resource takes it: the earlier of
+// valid_until and the release invocation; a later acquire does not end it.
+func (h *rHold) leaseEnd() int64 {
+	end := int64(noEnd)
+	if h.release >= 0 {
+		end = h.release
+	}
+	if h.validUntil != 0 && h.validUntil < end {
+		end = h.validUntil
+	}
+	return end
+}
+
+// rWrite is a write as the streaming resource checker keeps it until it is
+// placed in its lock's sequence.
+type rWrite struct {
+	inv  history.Op
+	done history.Op
+	lock string
+	hold *rHold
+	read *history.Op // the writer's latest read ok since its latest acquire invocation
+	// The accepted write's place and values, once decided.
+	store          int64
+	n, base        int64
+	hasN, hasBase  bool
+	token          *uint64
+	completed      bool
+	decidedUnknown bool
+}
+
+// StreamResource checks what the resource store accepted, as Resource
+// does, on the ops of a history as they are recorded (Add), without
+// keeping the history. A write is judged once every op up to its
+// completion's time has been read: a stale write (and whom it trampled)
+// or a late one, a rejected write and whether the writer's lease was
+// live. Accepted writes are put in their lock's store order once no write
+// still open can come before them, and the lost updates and token
+// regressions among them found there. Its memory is bounded by what is
+// open: each process's latest hold and read, the writes under way or not
+// yet placed, and the ops the watermark holds back. Finish ends the
+// history and gives the Result, which agrees with Resource's: the same
+// verdict, anomalies and notes by kind and count, and stats, but for the
+// statistics and notes of lost-lock notices, which only the check of the
+// whole history gives.
+type StreamResource struct {
+	mode  string
+	r     *reorder
+	last  map[procLockName]*rHold
+	reads map[procLockName]*history.Op
+	invs  map[int]history.Op
+	open  map[int]*rWrite // per process, its write under way
+	// watched are, per lock, the holds whose firstOther is still to find
+	// and that a write may still be judged under.
+	watched map[string][]*rHold
+	// undecided are the completed writes waiting for the watermark.
+	undecided []*rWrite
+	// unplaced are, per lock, the writes invoked but not yet decided,
+	// by invocation index: an accepted write waits until none of them
+	// can come before it.
+	unplaced map[string]map[int]int64
+	ready    map[string]*writeHeap
+	prev     map[string]*rWrite // per lock, the last write placed
+	top      map[string]*rWrite // per lock, the placed write of the highest token
+	runTop   map[string]*rWrite // per lock, the top of its latest regression run
+	runs     []regressionRun
+	runOf    map[*rWrite]int
+	regTotal int
+
+	settledAt        int64 // the watermark of the last settle
+	anomalies, notes []Anomaly
+	firstSeen        int
+	accepted         int
+	rejected, live   int
+	failed, unknown  int
+	stale, late      int
+	lost             int
+	updates          int64
+}
+
+// NewStreamResource returns a streaming resource checker of the resource
+// mode mode (Resource.Mode).
+func NewStreamResource(mode string) *StreamResource {
+	return &StreamResource{mode: mode, r: newReorder(), last: map[procLockName]*rHold{}, reads: map[procLockName]*history.Op{},
+		invs: map[int]history.Op{}, open: map[int]*rWrite{}, watched: map[string][]*rHold{}, unplaced: map[string]map[int]int64{},
+		ready: map[string]*writeHeap{}, prev: map[string]*rWrite{}, top: map[string]*rWrite{}, runTop: map[string]*rWrite{}, runOf: map[*rWrite]int{}}
+}
+
+// Expect makes the checker wait for process p's first op.
+func (s *StreamResource) Expect(p int) { s.r.expect(p) }
+
+// Revive says that a new worker takes the id p of a dead one from at on.
+func (s *StreamResource) Revive(p int, at int64) { s.r.revive(p, at) }
+
+// Add reads the op recorded next.
+func (s *StreamResource) Add(op history.Op) {
+	s.r.push(op)
+	s.r.ready(false, s.read)
+	// Nothing can be judged or placed until the watermark moves or a
+	// write completes.
+	if w := s.r.watermark(); w > s.settledAt || len(s.undecided) > 0 {
+		s.settledAt = w
+		s.settle(w)
+	}
+}
+
+// Confirmed returns the anomalies found since the last call.
+func (s *StreamResource) Confirmed() []Anomaly {
+	out := s.anomalies[s.firstSeen:]
+	s.firstSeen = len(s.anomalies)
+	return out
+}
+
+// Finish ends the history and gives Resource's Result.
+func (s *StreamResource) Finish() Result {
+	s.r.ready(true, s.read)
+	for _, w := range s.open {
+		s.unknown++
+		s.unplace(w)
+		s.unref(w)
+	}
+	s.open = map[int]*rWrite{}
+	s.settle(noEnd)
+	r := newResult(Resource{}.Name())
+	r.Anomalies = append(r.Anomalies, s.anomalies...)
+	r.Notes = append(r.Notes, s.notes...)
+	for _, run := range s.runs {
+		if run.more > 0 {
+			verb := "were"
+			if run.more == 1 {
+				verb = "was"
+			}
+			r.Anomalies[run.anomaly].Explanation += fmt.Sprintf(", and %s %s below token %d too",
+				plural(int64(run.more), "later accepted write"), verb, run.token)
+		}
+	}
+	if (Resource{Mode: s.mode}).fenced() {
+		r.Stats["token_regressions"] = float64(len(s.runs))
+		r.Stats["regressed_writes"] = float64(s.regTotal)
+	}
+	r.Stats["writes_accepted"] = float64(s.accepted)
+	r.Stats["writes_rejected"] = float64(s.rejected)
+	r.Stats["saved_by_fencing"] = float64(s.rejected - s.live)
+	r.Stats["live_writes_rejected"] = float64(s.live)
+	r.Stats["writes_failed"] = float64(s.failed)
+	r.Stats["writes_unknown"] = float64(s.unknown)
+	r.Stats["stale_writes"] = float64(s.stale)
+	r.Stats["late_writes"] = float64(s.late)
+	r.Stats["lost_updates"] = float64(s.lost)
+	r.Stats["updates_lost"] = float64(s.updates)
+	return settle(r)
+}
+
+// read takes the next op in order.
+func (s *StreamResource) read(op history.Op) {
+	if op.Process < 0 || op.Type == history.Notice {
+		return
+	}
+	lock := op.Value.Lock
+	inv, hasInv := s.invs[op.Process]
+	if op.Type == history.Invoke {
+		s.invs[op.Process] = op
+	} else {
+		delete(s.invs, op.Process)
+		if lock == "" && hasInv {
+			lock = inv.Value.Lock
+		}
+	}
+	key := procLockName{op.Process, lock}
+	switch op.F {
+	case history.Acquire:
+		switch op.Type {
+		case history.Invoke:
+			delete(s.reads, key)
+			if h := s.last[key]; h != nil {
+				h.closed = true
+			}
+		case history.OK:
+			h := &rHold{proc: op.Process, lock: lock, ok: op, validUntil: op.Value.ValidUntil, release: -1, latest: true}
+			s.trample(h)
+			if old := s.last[key]; old != nil {
+				old.latest = false
+			}
+			s.last[key] = h
+			s.watched[lock] = append(s.watched[lock], h)
+		}
+	case history.Release:
+		if op.Type == history.Invoke {
+			if h := s.last[key]; h != nil && !h.closed {
+				h.release, h.closed = op.Time, true
+			}
+		}
+	case history.Read:
+		if op.Type == history.OK {
+			o := op
+			if o.Value.N == nil && hasInv {
+				o.Value.N = inv.Value.N
+			}
+			s.reads[key] = &o
+		}
+	case history.Write:
+		if op.Type == history.Invoke {
+			w := &rWrite{inv: op, lock: lock, hold: s.last[key], read: s.reads[key]}
+			if w.hold != nil {
+				w.hold.refs++
+			}
+			s.open[op.Process] = w
+			if s.unplaced[lock] == nil {
+				s.unplaced[lock] = map[int]int64{}
+			}
+			s.unplaced[lock][op.Index] = op.Time
+			return
+		}
+		w := s.open[op.Process]
+		if w == nil {
+			return
+		}
+		delete(s.open, op.Process)
+		w.done, w.completed = op, true
+		s.undecided = append(s.undecided, w)
+	}
+}
+
+// trample sets g as the first hold of another process after the lease of
+// every watched hold of its lock whose lease ended before g began.
+func (s *StreamResource) trample(g *rHold) {
+	hs := s.watched[g.lock]
+	kept := hs[:0]
+	for _, h := range hs {
+		if h.firstOther == nil && h.proc != g.proc && h.leaseEnd() < g.ok.Time {
+			h.firstOther = g
+		}
+		if h.firstOther == nil && (h.latest || h.refs > 0) {
+			kept = append(kept, h)
+		}
+	}
+	s.watched[g.lock] = kept
+}
+
+// unref drops w's hold from the watched ones when nothing needs it.
+func (s *StreamResource) unref(w *rWrite) {
+	if w.hold != nil {
+		w.hold.refs--
+	}
+}
+
+// unplace drops w from the writes its lock's placing waits for.
+func (s *StreamResource) unplace(w *rWrite) {
+	if m := s.unplaced[w.lock]; m != nil {
+		delete(m, w.inv.Index)
+		if len(m) == 0 {
+			delete(s.unplaced, w.lock)
+		}
+	}
+}
+
+// settle judges the writes completed before safe, and places the accepted
+// writes no open one can come before.
+func (s *StreamResource) settle(safe int64) {
+	kept := s.undecided[:0]
+	for _, w := range s.undecided {
+		if w.done.Time >= safe {
+			kept = append(kept, w)
+			continue
+		}
+		s.judge(w)
+		s.unplace(w)
+		s.unref(w)
+	}
+	s.undecided = kept
+	for lock, q := range s.ready {
+		for q.Len() > 0 {
+			w := (*q)[0]
+			if w.store >= safe {
+				break
+			}
+			blocked := false
+			for _, t := range s.unplaced[lock] {
+				if t <= w.store {
+					blocked = true
+					break
+				}
+			}
+			if blocked {
+				break
+			}
+			heap.Pop(q)
+			s.place(w)
+		}
+		if q.Len() == 0 {
+			delete(s.ready, lock)
+		}
+	}
+}
+
+// judge classifies a completed write, as Resource does.
+func (s *StreamResource) judge(w *rWrite) {
+	done := w.done
+	if done.Type == history.Info {
+		s.unknown++
+		return
+	}
+	w.store = done.Value.StoreTime
+	if w.store == 0 {
+		w.store = w.inv.Time
+	}
+	if done.Type == history.Fail {
+		if done.Value.StoreTime == 0 && !strings.HasPrefix(done.Error, "rejected") {
+			s.failed++
+			return
+		}
+		s.rejected++
+		if w.hold != nil && w.store <= w.hold.leaseEnd() {
+			s.live++
+			s.notes = append(s.notes, s.liveRejected(w))
+		} else {
+			s.notes = append(s.notes, s.rejectedNote(w))
+		}
+		return
+	}
+	s.accepted++
+	w.token = done.Value.Token
+	if w.token == nil {
+		w.token = w.inv.Value.Token
+	}
+	if n := done.Value.N; n != nil {
+		w.n, w.hasN = *n, true
+	} else if n := w.inv.Value.N; n != nil {
+		w.n, w.hasN = *n, true
+	}
+	if w.read != nil && w.read.Value.N != nil {
+		w.base, w.hasBase = *w.read.Value.N, true
+	} else if n := w.inv.Value.N; n != nil {
+		w.base, w.hasBase = *n-1, true
+	}
+	if q := s.ready[w.lock]; q == nil {
+		s.ready[w.lock] = &writeHeap{}
+	}
+	heap.Push(s.ready[w.lock], w)
+	if h := w.hold; h == nil || w.store > h.leaseEnd() {
+		if h != nil && h.leaseEnd() != noEnd && !(h.release >= 0 && h.release <= h.leaseEnd()) &&
+			(h.firstOther == nil || h.firstOther.ok.Time > w.store) {
+			s.late++
+			s.notes = append(s.notes, s.lateNote(w))
+			return
+		}
+		s.stale++
+		s.anomalies = append(s.anomalies, s.staleWrite(w))
+	}
+}
+
+// place takes the next accepted write of its lock in store order: a lost
+// update over the one before it, a token regression below the highest
+// token before it.
+func (s *StreamResource) place(b *rWrite) {
+	if a := s.prev[b.lock]; a != nil && a.hasN && b.hasBase && b.base < a.n {
+		s.lost++
+		s.updates += a.n - b.base
+		s.anomalies = append(s.anomalies, s.lostUpdate(a, b))
+	}
+	s.prev[b.lock] = b
+	if !(Resource{Mode: s.mode}).fenced() || b.token == nil {
+		return
+	}
+	a := s.top[b.lock]
+	switch {
+	case a == nil || *b.token > *a.token:
+		s.top[b.lock] = b
+	case *b.token < *a.token:
+		s.regTotal++
+		if s.runTop[b.lock] == a {
+			s.runs[s.runOf[a]].more++
+			return
+		}
+		s.runTop[b.lock] = a
+		s.runOf[a] = len(s.runs)
+		s.runs = append(s.runs, regressionRun{token: *a.token, anomaly: len(s.anomalies)})
+		s.anomalies = append(s.anomalies, Anomaly{
+			Kind: KindTokenRegression,
+			Ops:  []int{a.done.Index, b.inv.Index, b.done.Index},
+			Explanation: fmt.Sprintf("the store accepted process %d's write of token %d under lock %q at %s after it had accepted process %d's write of token %d at %s",
+				b.inv.Process, *b.token, b.lock, secs(b.store), a.inv.Process, *a.token, secs(a.store)),
+		})
+	}
+}
+
+// wrote renders "wrote 12 under lock "x" with token 41".
+func (w *rWrite) wrote() string {
+	var b strings.Builder
+	b.WriteString("wrote")
+	if n := w.invN(); n != nil {
+		fmt.Fprintf(&b, " %d", *n)
+	}
+	fmt.Fprintf(&b, " under lock %q", w.lock)
+	if t := w.invToken(); t != nil {
+		fmt.Fprintf(&b, " with token %d", *t)
+	}
+	return b.String()
+}
+
+// invN and invToken are the invocation's n and token, or its
+// completion's when it carries none.
+func (w *rWrite) invN() *int64 {
+	if w.inv.Value.N != nil || !w.completed {
+		return w.inv.Value.N
+	}
+	return w.done.Value.N
+}
+
+func (w *rWrite) invToken() *uint64 {
+	if w.inv.Value.Token != nil || !w.completed {
+		return w.inv.Value.Token
+	}
+	return w.done.Value.Token
+}
+
+func (s *StreamResource) staleWrite(w *rWrite) Anomaly {
+	if w.hold == nil {
+		return Anomaly{Kind: KindStaleWrite, Ops: []int{w.inv.Index, w.done.Index},
+			Explanation: fmt.Sprintf("process %d %s at %s without having acquired the lock", w.inv.Process, w.wrote(), secs(w.store))}
+	}
+	h := w.hold
+	end := h.leaseEnd()
+	ended := "its lease ended"
+	if h.release >= 0 && h.release == end {
+		ended = "it invoked release"
+	}
+	expl := fmt.Sprintf("process %d %s at %s, %s after %s at %s", w.inv.Process, w.wrote(), secs(w.store), secs(w.store-end), ended, secs(end))
+	ops := []int{h.ok.Index, w.inv.Index, w.done.Index}
+	if o := h.firstOther; o != nil && o.ok.Time <= w.store {
+		ops = append(ops, o.ok.Index)
+		if tok := o.ok.Value.Token; tok != nil {
+			expl += fmt.Sprintf("; process %d had acquired token %d at %s", o.proc, *tok, secs(o.ok.Time))
+		} else {
+			expl += fmt.Sprintf("; process %d had acquired the lock at %s", o.proc, secs(o.ok.Time))
+		}
+	}
+	return Anomaly{Kind: KindStaleWrite, Ops: ops, Explanation: expl}
+}
+
+func (s *StreamResource) lateNote(w *rWrite) Anomaly {
+	h := w.hold
+	end := h.leaseEnd()
+	return Anomaly{Kind: KindLateWrite, Ops: []int{h.ok.Index, w.inv.Index, w.done.Index},
+		Explanation: fmt.Sprintf("process %d %s at %s, %s after its lease ended at %s, but before any other process acquired the lock: a stale write that trampled nobody",
+			h.proc, w.wrote(), secs(w.store), secs(w.store-end), secs(end))}
+}
+
+func (w *rWrite) rejectedWhat() (what, reason string) {
+	what = "write"
+	if t := w.invToken(); t != nil {
+		what = fmt.Sprintf("write of token %d", *t)
+	} else if n := w.invN(); n != nil {
+		what = fmt.Sprintf("write of %d", *n)
+	}
+	reason = w.done.Error
+	if reason == "" {
+		reason = "no reason given"
+	}
+	return what, reason
+}
+
+func (s *StreamResource) rejectedNote(w *rWrite) Anomaly {
+	what, reason := w.rejectedWhat()
+	return Anomaly{Kind: KindWriteRejected, Ops: []int{w.inv.Index, w.done.Index},
+		Explanation: fmt.Sprintf("the store rejected process %d's %s under lock %q at %s: %s (saved by fencing)", w.inv.Process, what, w.lock, secs(w.store), reason)}
+}
+
+func (s *StreamResource) liveRejected(w *rWrite) Anomaly {
+	what, reason := w.rejectedWhat()
+	h := w.hold
+	var lease string
+	switch end := h.leaseEnd(); {
+	case end == noEnd:
+		lease = "its lease had not ended"
+	case h.release >= 0 && h.release == end:
+		lease = "it held the lock until it invoked release at " + secs(end)
+	default:
+		lease = "its lease ran until " + secs(end)
+	}
+	return Anomaly{Kind: KindLiveWriteRejected, Ops: []int{w.inv.Index, w.done.Index},
+		Explanation: fmt.Sprintf("the store rejected process %d's %s under lock %q at %s (%s) although %s: an availability cost of the resource's check",
+			w.inv.Process, what, w.lock, secs(w.store), reason, lease)}
+}
+
+func (s *StreamResource) lostUpdate(a, b *rWrite) Anomaly {
+	var based string
+	ops := []int{a.done.Index}
+	if b.read != nil && b.read.Value.N != nil {
+		at := b.read.Value.StoreTime
+		if at == 0 {
+			at = b.read.Time
+		}
+		based = fmt.Sprintf("read %d at %s", b.base, secs(at))
+		ops = append(ops, b.read.Index)
+	} else {
+		based = fmt.Sprintf("read nothing, so based on %d", b.base)
+	}
+	ops = append(ops, b.done.Index)
+	wrote := "wrote"
+	if b.hasN {
+		wrote = fmt.Sprintf("wrote %d", b.n)
+	}
+	return Anomaly{Kind: KindLostUpdate, Ops: ops,
+		Explanation: fmt.Sprintf("process %d %s under lock %q (%s) at %s over process %d's write of %d at %s: %s lost",
+			b.inv.Process, wrote, b.lock, based, secs(b.store), a.inv.Process, a.n, secs(a.store), plural(a.n-b.base, "update"))}
+}
+
+// writeHeap orders a lock's accepted writes as the store took them: by
+// store time, then by their completions' time and index.
+type writeHeap []*rWrite
+
+func (h writeHeap) Len() int { return len(h) }
+func (h writeHeap) Less(i, j int) bool {
+	if h[i].store != h[j].store {
+		return h[i].store < h[j].store
+	}
+	return before(h[i].done, h[j].done)
+}
+func (h writeHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *writeHeap) Push(x any)   { *h = append(*h, x.(*rWrite)) }
+func (h *writeHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
