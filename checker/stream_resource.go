@@ -19,7 +19,7 @@ type rHold struct {
 	release    int64 // the time of the release invocation that ended it, or -1
 	// closed says a release or acquire invocation of its process ended
 	// it (only the first one counts, as MutualExclusion's holds end).
-	closed bool
+	closed     bool
 	firstOther *rHold
 	latest     bool // it is its process's latest hold of the lock
 	refs       int  // the writes under way or undecided that were made under it

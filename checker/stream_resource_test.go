@@ -285,8 +285,6 @@ func genResource(rng *rand.Rand) history.History {
 	return out
 }
 
-
-
 // TestStreamResourceMemoryIsBounded: over a long history of holders that
 // read and write the counter, the checker keeps a handful of holds,
 // writes and ops however many have gone by.
