@@ -130,6 +130,10 @@ func (s *StreamResource) Add(op history.Op) {
 	}
 }
 
+// Late counts the ops that came after the watermark had passed their
+// time.
+func (s *StreamResource) Late() int { return s.r.late }
+
 // Confirmed returns the anomalies found since the last call.
 func (s *StreamResource) Confirmed() []Anomaly {
 	out := s.anomalies[s.firstSeen:]

@@ -134,6 +134,12 @@ type Config struct {
 	// given: every planned fault carries its own.
 	Schedule string
 	Plan     *nemesis.Plan
+	// StopOnViolation ends the workload a grace (1 s and the TTL) after
+	// the first violation that the checks run on the ops as they are
+	// recorded confirm (checker.StreamMutex, checker.StreamResource); the
+	// faults are healed, everything is stopped and the whole history is
+	// checked as in any run, so the verdict is a full run's.
+	StopOnViolation bool
 	// MaxCriticalSections, if positive, ends the run early once that many
 	// acquires succeeded (for benchmarks).
 	MaxCriticalSections int
@@ -409,7 +415,14 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	}
 	var acquired atomic.Int64
 	enough := make(chan struct{})
-	sink := countingSink{Sink: hw, onAcquire: func() {
+	var watch *violationWatch
+	var watchStop <-chan struct{} // nil: never
+	if cfg.StopOnViolation {
+		watch = newViolationWatch(string(cfg.Mode), time.Second+cfg.TTL, clock, lg)
+		watchStop = watch.stop
+		defer watch.close()
+	}
+	sink := countingSink{Sink: hw, watch: watch, onAcquire: func() {
 		if n := acquired.Add(1); cfg.MaxCriticalSections > 0 && n == int64(cfg.MaxCriticalSections) {
 			close(enough)
 		}
@@ -448,7 +461,11 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 		}
 	}
 	var startErr error
-	cl, pool, resStore, startErr = start(ctx, cfg, impl, dir, logDir, clock, rec, plat, &info, lg)
+	var starting func(int)
+	if watch != nil {
+		starting = watch.starting
+	}
+	cl, pool, resStore, startErr = start(ctx, cfg, impl, dir, logDir, clock, rec, plat, &info, starting, lg)
 	if startErr != nil {
 		setupFailure = startErr
 		return nil, startErr
@@ -494,9 +511,12 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	nemDone := make(chan error, 1)
 	go func() { nemDone <- sched.Run(nctx) }()
 	go progress(wctx, cfg.Logger, cfg.Duration, rec, &acquired, sched)
+	stoppedEarly := false
 	select {
 	case <-wctx.Done():
 	case <-enough:
+	case <-watchStop:
+		stoppedEarly = true
 	}
 	info.Interrupted = ctx.Err() != nil
 	wcancel()
@@ -522,6 +542,10 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	cancel()
 	if err := hw.Close(); err != nil {
 		runErrs = append(runErrs, "history: "+err.Error())
+	}
+	if watch != nil {
+		watch.close()
+		info.StoppedEarly = watch.stopped(stoppedEarly)
 	}
 	info.Elapsed = time.Since(started).Round(time.Millisecond).String()
 	info.Errors = runErrs
@@ -638,7 +662,7 @@ func progress(ctx context.Context, lg *slog.Logger, total time.Duration, rec *hi
 // none). What it started is returned even on error, so the caller can stop
 // it.
 func start(ctx context.Context, cfg Config, impl impls.Impl, dir, logDir string, clock history.Clock,
-	rec *history.Recorder, plat *platform, info *runstore.RunInfo, lg *slog.Logger) (clusters.Cluster, *workloads.Pool, *workloads.Store, error) {
+	rec *history.Recorder, plat *platform, info *runstore.RunInfo, starting func(int), lg *slog.Logger) (clusters.Cluster, *workloads.Pool, *workloads.Store, error) {
 	cl, err := startCluster(ctx, cfg, impl, dir, plat, lg)
 	info.Versions.Servers = serverVersions(ctx, cfg, impl.Backend, cl, err, lg)
 	if err != nil {
@@ -670,7 +694,7 @@ func start(ctx context.Context, cfg Config, impl impls.Impl, dir, logDir string,
 	}
 	pool, err := workloads.StartPool(ctx, workloads.PoolConfig{
 		Command: cfg.WorkerCommand, Env: cfg.WorkerEnv, LogDir: logDir, Recorder: rec, Clock: clock, Logger: lg,
-		NetNS: plat.netNS(), Cgroup: plat.cgroup(), ReplaceDead: client != nil,
+		NetNS: plat.netNS(), Cgroup: plat.cgroup(), ReplaceDead: client != nil, Starting: starting,
 		Base: workloads.WorkerConfig{
 			Impl: cfg.Impl, Client: client, Addrs: addrs, Nodes: ClientNodes(nodes), Params: cfg.ImplParams, Locks: locks, TTL: workloads.Duration(cfg.TTL),
 			Think: workloads.Duration(cfg.Think), Backoff: cfg.WorkerBackoff(),
@@ -710,15 +734,20 @@ func stopAll(ctx context.Context, cl clusters.Cluster, pool *workloads.Pool, res
 	}
 }
 
-// countingSink passes ops on and counts successful acquires.
+// countingSink passes ops on, counts successful acquires and shows each
+// op to the violation watch of a --stop-on-violation run.
 type countingSink struct {
 	history.Sink
 	onAcquire func()
+	watch     *violationWatch
 }
 
 func (s countingSink) Append(op history.Op) error {
 	if op.F == history.Acquire && op.Type == history.OK {
 		s.onAcquire()
+	}
+	if s.watch != nil {
+		s.watch.add(op)
 	}
 	return s.Sink.Append(op)
 }

@@ -106,6 +106,9 @@ type RunInfo struct {
 	// Errors are problems of the run itself (a fault that could not be
 	// healed, a worker protocol error) that make its history suspect.
 	Errors []string `json:"errors,omitempty"`
+	// StoppedEarly, for a run with --stop-on-violation, says how it was
+	// stopped at its first violation, or why it was not.
+	StoppedEarly string `json:"stopped_early,omitempty"`
 	// Shrunk, on a replay of a shrunk schedule (`locktest shrink`), says
 	// what it was shrunk from; nil on every other run.
 	Shrunk *Shrunk `json:"shrunk,omitempty"`

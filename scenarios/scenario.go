@@ -488,6 +488,10 @@ func (s Scenario) Config(base run.Config) (run.Config, error) {
 	c.Expect = "valid"
 	if s.Expect == ExpectViolation {
 		c.Expect = "invalid"
+		// A run that expects a violation stops at its first one (a
+		// grace after it), unless the scenario says otherwise: the rest
+		// of the run could not change its outcome.
+		c.StopOnViolation = true
 	}
 	for _, set := range run.Settings {
 		text, ok := s.Settings[set.Key()]
@@ -535,6 +539,9 @@ func (s Scenario) Command(seed int64) string {
 		a = append(a, "--down", "0s")
 	}
 	if s.Expect == ExpectViolation {
+		if _, given := s.Settings["stop_on_violation"]; !given {
+			a = append(a, "--stop-on-violation")
+		}
 		a = append(a, "--expect", "invalid")
 	}
 	a = append(a, "--seed", strconv.FormatInt(seed, 10))

@@ -28,6 +28,14 @@ func TestBuiltinCatalogue(t *testing.T) {
 		if s.Expect == ExpectViolation && cfg.Expect != "invalid" {
 			t.Errorf("%s expects a violation but its run expects %s", s.Name, cfg.Expect)
 		}
+		// A run that expects a violation stops at its first one; one that
+		// expects safety runs its whole time.
+		if cfg.StopOnViolation != (s.Expect == ExpectViolation) {
+			t.Errorf("%s (expects %s): stop-on-violation %v", s.Name, s.Expect, cfg.StopOnViolation)
+		}
+		if cmd := s.Command(1); strings.Contains(cmd, "--stop-on-violation") != cfg.StopOnViolation {
+			t.Errorf("%s: its command %q and its run disagree on --stop-on-violation", s.Name, cmd)
+		}
 		for _, side := range s.Sides() {
 			if Outcome(s.Predictions[side]) == "" {
 				t.Errorf("%s: %s's prediction %q names no outcome", s.Name, side, s.Predictions[side])

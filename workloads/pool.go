@@ -56,6 +56,10 @@ type PoolConfig struct {
 	// Kill, Crash or Stop) with a new process on the same client host, as
 	// kill-client's heal does: an external client program that exited.
 	ReplaceDead bool
+	// Starting, when set, is told of every worker the pool is about to
+	// start (the first ones and every replacement), before it can record
+	// anything.
+	Starting func(process int)
 }
 
 // Pool starts and watches worker processes, one per logical client, and
@@ -167,6 +171,9 @@ func StartPool(ctx context.Context, cfg PoolConfig, n int) (*Pool, error) {
 }
 
 func (p *Pool) start(process int) (*workerProc, error) {
+	if p.cfg.Starting != nil {
+		p.cfg.Starting(process)
+	}
 	argv := p.cfg.Command
 	p.mu.Lock()
 	host := p.host[process]

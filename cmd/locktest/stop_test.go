@@ -1,0 +1,69 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/locktest/locktest/internal/gate"
+	"github.com/locktest/locktest/internal/schemacheck"
+	"github.com/locktest/locktest/runstore"
+)
+
+// TestStopOnViolation: a run of gcStory's schedule with --stop-on-violation
+// and 30 s to run stops soon after p0's stale write, and its verdict is the
+// full check's (invalid, with the stale write); the same schedule against
+// a fenced resource, which refuses the write, runs its whole time.
+func TestStopOnViolation(t *testing.T) {
+	gate.Need(t, "redis-server")
+	root := t.TempDir()
+	story := filepath.Join(root, "story.json")
+	if err := os.WriteFile(story, []byte(gcStory), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	store := filepath.Join(root, "store")
+	out, stderr, code := locktest(t, "run", "--schedule", story, "--time", "30s", "--stop-on-violation", "--store", store, "--name", "stop", "--expect", "invalid")
+	if code != 0 {
+		t.Fatalf("exit %d %s\n%s", code, stderr, out)
+	}
+	dir, res := storedRun(t, store, "stop")
+	elapsed, err := time.ParseDuration(res.Run.Elapsed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(res.Run.StoppedEarly, "stopped ") || elapsed >= 30*time.Second || res.Run.Interrupted {
+		t.Errorf("stopped_early %q after %s (interrupted %v): want a stop before the 30 s", res.Run.StoppedEarly, elapsed, res.Run.Interrupted)
+	}
+	if kinds := kindsOf(res); !strings.Contains(kinds, "stale-write") {
+		t.Errorf("anomalies %s, want the stale write", kinds)
+	}
+	if err := schemacheck.ValidateFile("results", filepath.Join(dir, runstore.ResultsFile)); err != nil {
+		t.Error(err)
+	}
+	report, _ := os.ReadFile(filepath.Join(dir, runstore.ReportFile))
+	if !strings.Contains(string(report), res.Run.StoppedEarly) {
+		t.Error("the report does not say the run stopped at its first violation")
+	}
+
+	out, stderr, code = locktest(t, "run", "--schedule", story, "--resource", "fenced", "--stop-on-violation", "--store", store, "--name", "fenced", "--expect", "valid")
+	if code != 0 {
+		t.Fatalf("fenced: exit %d %s\n%s", code, stderr, out)
+	}
+	_, res = storedRun(t, store, "fenced")
+	if elapsed, _ := time.ParseDuration(res.Run.Elapsed); res.Run.StoppedEarly != "" || elapsed < 4*time.Second {
+		t.Errorf("fenced: stopped_early %q after %s, want the whole 4 s", res.Run.StoppedEarly, elapsed)
+	}
+}
+
+// kindsOf lists the kinds of a result's anomalies.
+func kindsOf(r runstore.Results) string {
+	var ks []string
+	for _, c := range r.Checkers {
+		for _, a := range c.Anomalies {
+			ks = append(ks, a.Kind)
+		}
+	}
+	return strings.Join(ks, ",")
+}
