@@ -43,6 +43,20 @@ func (r *reorder) expect(p int) {
 	}
 }
 
+// matters reports whether op, come late, could have changed what the
+// checks decided before it came: every op of a worker, and of the
+// nemesis the ops of a fault that kills (a death ends holds). The
+// nemesis stamps an op just before it records it, so under load another
+// op may be recorded in between: a late pause or heal changes nothing
+// the checks read.
+func matters(op history.Op) bool {
+	if op.Process >= 0 {
+		return true
+	}
+	k, ok := history.FaultOfOp(op.F)
+	return ok && k.Kills
+}
+
 // revive makes the watermark wait again for process p, dead until now,
 // whose id a new worker takes from at on: its ops come from then on.
 func (r *reorder) revive(p int, at int64) {
@@ -52,7 +66,7 @@ func (r *reorder) revive(p int, at int64) {
 
 // push adds op, which came next.
 func (r *reorder) push(op history.Op) {
-	if op.Time < r.released {
+	if op.Time < r.released && matters(op) {
 		r.late++
 	}
 	heap.Push(&r.buf, op)
@@ -253,16 +267,7 @@ func (s *StreamMutex) read(op history.Op) {
 	case op.Type == history.Notice:
 		return
 	}
-	lock := op.Value.Lock
-	inv, hasInv := s.invs[op.Process]
-	if op.Type == history.Invoke {
-		s.invs[op.Process] = op
-	} else {
-		delete(s.invs, op.Process)
-		if lock == "" && hasInv {
-			lock = inv.Value.Lock
-		}
-	}
+	inv, hasInv, lock := pairOp(s.invs, op)
 	key := procLockName{op.Process, lock}
 	switch op.F {
 	case history.Acquire:
@@ -462,6 +467,23 @@ func (s *StreamMutex) overlapped(b *sHold, final bool) *sHold {
 		return best
 	}
 	return nil
+}
+
+// pairOp keeps, per process, the invocation under way (invs), and returns
+// op's invocation when op completes one, and the lock op is about, taken
+// from its invocation when a completion does not repeat it.
+func pairOp(invs map[int]history.Op, op history.Op) (inv history.Op, hasInv bool, lock string) {
+	lock = op.Value.Lock
+	inv, hasInv = invs[op.Process]
+	if op.Type == history.Invoke {
+		invs[op.Process] = op
+		return inv, hasInv, lock
+	}
+	delete(invs, op.Process)
+	if lock == "" && hasInv {
+		lock = inv.Value.Lock
+	}
+	return inv, hasInv, lock
 }
 
 // before orders two ops by time, then index.

@@ -186,16 +186,7 @@ func (s *StreamResource) read(op history.Op) {
 	if op.Process < 0 || op.Type == history.Notice {
 		return
 	}
-	lock := op.Value.Lock
-	inv, hasInv := s.invs[op.Process]
-	if op.Type == history.Invoke {
-		s.invs[op.Process] = op
-	} else {
-		delete(s.invs, op.Process)
-		if lock == "" && hasInv {
-			lock = inv.Value.Lock
-		}
-	}
+	inv, hasInv, lock := pairOp(s.invs, op)
 	key := procLockName{op.Process, lock}
 	switch op.F {
 	case history.Acquire:

@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
-	"sort"
 	"testing"
 
 	"github.com/locktest/locktest/history"
@@ -263,25 +262,7 @@ func genResource(rng *rand.Rand) history.History {
 			}
 		}
 	}
-	// Recorded as a driver receives them: a worker's op up to 4 ns late,
-	// in its own order.
-	arrive := make([]float64, len(h))
-	last := map[int]float64{}
-	for i, op := range h {
-		a := max(float64(op.Time)+rng.Float64()*4, last[op.Process])
-		last[op.Process] = a
-		arrive[i] = a + float64(i)*1e-6
-	}
-	order := make([]int, len(h))
-	for i := range order {
-		order[i] = i
-	}
-	sort.SliceStable(order, func(a, b int) bool { return arrive[order[a]] < arrive[order[b]] })
-	out := make(history.History, len(h))
-	for i, j := range order {
-		out[i] = h[j]
-		out[i].Index = i
-	}
+	out, _ := received(h, rng)
 	return out
 }
 

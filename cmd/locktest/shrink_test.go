@@ -136,6 +136,22 @@ const gcStory = `{
 }
 `
 
+// runStory stores a run of gcStory named name in store, with args added
+// to its command line, and returns its folder and results; the command
+// must exit 0 (as expected).
+func runStory(t *testing.T, store, name string, args ...string) (string, runstore.Results) {
+	t.Helper()
+	story := filepath.Join(store, "story.json")
+	if err := os.WriteFile(story, []byte(gcStory), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args = append([]string{"run", "--schedule", story, "--store", store, "--name", name}, args...)
+	if out, stderr, code := locktest(t, args...); code != 0 {
+		t.Fatalf("locktest %s: exit %d %s\n%s", strings.Join(args, " "), code, stderr, out)
+	}
+	return storedRun(t, store, name)
+}
+
 // TestShrinkFindsThePause shrinks a failing run of gcStory against a real
 // Redis: the search drops the faults that do not matter and keeps the
 // long pause, the replay of its result fails the same way, and the report of
@@ -143,16 +159,8 @@ const gcStory = `{
 func TestShrinkFindsThePause(t *testing.T) {
 	gate.Need(t, "redis-server")
 	t.Parallel() // its runs are its own: a store, a Redis and workers of its own
-	root := t.TempDir()
-	story := filepath.Join(root, "story.json")
-	if err := os.WriteFile(story, []byte(gcStory), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	store := filepath.Join(root, "store")
-	if out, stderr, code := locktest(t, "run", "--schedule", story, "--store", store, "--name", "gc", "--expect", "invalid"); code != 0 {
-		t.Fatalf("the story did not fail: exit %d %s\n%s", code, stderr, out)
-	}
-	dir, _ := storedRun(t, store, "gc")
+	store := t.TempDir()
+	dir, _ := runStory(t, store, "gc", "--expect", "invalid")
 	// One replay a candidate keeps the test short; the 2-of-3 rule is the
 	// shrink package's to test. The pause fails nearly every time, so a
 	// replay that does not leaves the result one fault larger at most. The
@@ -223,16 +231,8 @@ func TestShrinkFindsThePause(t *testing.T) {
 func TestShrinkInterrupted(t *testing.T) {
 	gate.Need(t, "redis-server")
 	t.Parallel()
-	root := t.TempDir()
-	story := filepath.Join(root, "story.json")
-	if err := os.WriteFile(story, []byte(gcStory), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	store := filepath.Join(root, "store")
-	if out, stderr, code := locktest(t, "run", "--schedule", story, "--store", store, "--name", "gc", "--expect", "invalid"); code != 0 {
-		t.Fatalf("the story did not fail: exit %d %s\n%s", code, stderr, out)
-	}
-	dir, _ := storedRun(t, store, "gc")
+	store := t.TempDir()
+	dir, _ := runStory(t, store, "gc", "--expect", "invalid")
 	cmd, out := startLocktest(t, "shrink", dir, "--store", store)
 	// Wait for a replay's node and workers.
 	var kids []int

@@ -19,17 +19,8 @@ import (
 func TestStopOnViolation(t *testing.T) {
 	gate.Need(t, "redis-server")
 	t.Parallel()
-	root := t.TempDir()
-	story := filepath.Join(root, "story.json")
-	if err := os.WriteFile(story, []byte(gcStory), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	store := filepath.Join(root, "store")
-	out, stderr, code := locktest(t, "run", "--schedule", story, "--time", "30s", "--stop-on-violation", "--store", store, "--name", "stop", "--expect", "invalid")
-	if code != 0 {
-		t.Fatalf("exit %d %s\n%s", code, stderr, out)
-	}
-	dir, res := storedRun(t, store, "stop")
+	store := t.TempDir()
+	dir, res := runStory(t, store, "stop", "--time", "30s", "--stop-on-violation", "--expect", "invalid")
 	elapsed, err := time.ParseDuration(res.Run.Elapsed)
 	if err != nil {
 		t.Fatal(err)
@@ -48,11 +39,7 @@ func TestStopOnViolation(t *testing.T) {
 		t.Error("the report does not say the run stopped at its first violation")
 	}
 
-	out, stderr, code = locktest(t, "run", "--schedule", story, "--resource", "fenced", "--stop-on-violation", "--store", store, "--name", "fenced", "--expect", "valid")
-	if code != 0 {
-		t.Fatalf("fenced: exit %d %s\n%s", code, stderr, out)
-	}
-	_, res = storedRun(t, store, "fenced")
+	_, res = runStory(t, store, "fenced", "--resource", "fenced", "--stop-on-violation", "--expect", "valid")
 	if elapsed, _ := time.ParseDuration(res.Run.Elapsed); res.Run.StoppedEarly != "" || elapsed < 5*time.Second {
 		t.Errorf("fenced: stopped_early %q after %s, want the whole 5 s", res.Run.StoppedEarly, elapsed)
 	}
