@@ -118,20 +118,22 @@ func TestShrinkJudgesAReplay(t *testing.T) {
 
 // gcStory is a schedule of three faults against a single Redis lock of
 // four clients, of which one breaks it: the first worker to get to its
-// write paused there for 2s, almost seven TTLs, while the others take the
-// lock (they would have to be kept off the CPU for 1.7s to miss it).
-// Pinned to one worker, the pause could wait seconds for it under the
-// exponential backoff, and a loaded machine made it miss the run. The noop
-// and the 50ms pause (a sixth of the TTL) change nothing.
+// write paused there for 3s, three TTLs, while the others take the lock
+// (they would have to be kept off the CPU for 2s to miss it). The TTL is
+// 1s: with 300ms, stress-ng's scheduler alone made stale writes in
+// fault-free runs, and a search of one replay a candidate took them for
+// the story. Pinned to one worker, the pause could wait seconds for it
+// under the exponential backoff, and a loaded machine made it miss the
+// run. The noop and the 50ms pause change nothing.
 const gcStory = `{
   "schema_version": 1,
   "seed": 1,
-  "workload": {"impl": "redis-set-nx-px", "clients": "4", "locks": "1", "ttl": "300ms", "time": "5s", "quiet-time": "1s",
+  "workload": {"impl": "redis-set-nx-px", "clients": "4", "locks": "1", "ttl": "1s", "time": "6s", "quiet-time": "1s",
     "resource": "none", "work": "5ms", "net": "loopback"},
   "faults": [
     {"at": "200ms", "fault": "noop", "settings": {"window": "300ms"}, "lasts": "300ms"},
-    {"at": "700ms", "fault": "pause-client", "settings": {"pause": "2s", "pause-point": "before-write"}, "lasts": "2s"},
-    {"at": "3200ms", "fault": "pause-client", "settings": {"pause": "50ms", "pause-point": "before-write"}, "pins": ["p1"], "lasts": "50ms"}
+    {"at": "700ms", "fault": "pause-client", "settings": {"pause": "3s", "pause-point": "before-write"}, "lasts": "3s"},
+    {"at": "4400ms", "fault": "pause-client", "settings": {"pause": "50ms", "pause-point": "before-write"}, "pins": ["p1"], "lasts": "50ms"}
   ]
 }
 `
@@ -167,7 +169,7 @@ func TestShrinkFindsThePause(t *testing.T) {
 	// budget lets ddmin's four replays in, one at a time, on a loaded
 	// machine; spent sooner, the first replay's cut leaves two faults
 	// already (the 50ms pause came after the violation).
-	out, stderr, code := locktest(t, "shrink", dir, "--store", store, "--replays", "1", "--need", "1", "--confirm", "1", "--budget", "20s")
+	out, stderr, code := locktest(t, "shrink", dir, "--store", store, "--replays", "1", "--need", "1", "--confirm", "1", "--budget", "30s")
 	t.Logf("%s", out)
 	if code != 0 {
 		t.Fatalf("shrink: exit %d %s", code, stderr)
@@ -185,7 +187,7 @@ func TestShrinkFindsThePause(t *testing.T) {
 	for _, f := range plan.Faults {
 		kept = append(kept, f.Fault+"@"+f.At.String())
 		// The long pause went in at 700ms, or a little later.
-		long = long || f.Fault == "pause-client" && f.At >= 700*time.Millisecond && f.At < 3*time.Second
+		long = long || f.Fault == "pause-client" && f.At >= 700*time.Millisecond && f.At < 4*time.Second
 	}
 	if len(plan.Faults) > 2 || !long {
 		t.Errorf("smallest schedule keeps %v, want the long pause (at 700ms) and at most one other", kept)
