@@ -368,6 +368,9 @@ func newRegressions(locks int) *regressions {
 // anomaly; otherwise the latest run of the lock was below the same
 // maximum and the regression is counted in it.
 func (g *regressions) add(lock, top int32, anomaly int, token uint64) bool {
+	for int(lock) >= len(g.cur) {
+		g.cur = append(g.cur, -1) // a lock first seen now (a streaming check)
+	}
 	g.total++
 	if c := g.cur[lock]; c >= 0 && g.runs[c].top == top {
 		g.runs[c].more++

@@ -88,10 +88,10 @@ type StreamResource struct {
 	ready    map[string]*writeHeap
 	prev     map[string]*rWrite // per lock, the last write placed
 	top      map[string]*rWrite // per lock, the placed write of the highest token
-	runTop   map[string]*rWrite // per lock, the top of its latest regression run
-	runs     []regressionRun
-	runOf    map[*rWrite]int
-	regTotal int
+	// regs collapses the token regressions as Resource does, by lock id
+	// (lockIDs) and by the id of the write that set the maximum.
+	regs    *regressions
+	lockIDs map[string]int32
 
 	settledAt        int64 // the watermark of the last settle
 	anomalies, notes []Anomaly
@@ -109,7 +109,7 @@ type StreamResource struct {
 func NewStreamResource(mode string) *StreamResource {
 	return &StreamResource{mode: mode, r: newReorder(), last: map[procLockName]*rHold{}, reads: map[procLockName]*history.Op{},
 		invs: map[int]history.Op{}, open: map[int]*rWrite{}, watched: map[string][]*rHold{}, unplaced: map[string]map[int]int64{},
-		ready: map[string]*writeHeap{}, prev: map[string]*rWrite{}, top: map[string]*rWrite{}, runTop: map[string]*rWrite{}, runOf: map[*rWrite]int{}}
+		ready: map[string]*writeHeap{}, prev: map[string]*rWrite{}, top: map[string]*rWrite{}, regs: newRegressions(0), lockIDs: map[string]int32{}}
 }
 
 // Expect makes the checker wait for process p's first op.
@@ -154,19 +154,10 @@ func (s *StreamResource) Finish() Result {
 	r := newResult(Resource{}.Name())
 	r.Anomalies = append(r.Anomalies, s.anomalies...)
 	r.Notes = append(r.Notes, s.notes...)
-	for _, run := range s.runs {
-		if run.more > 0 {
-			verb := "were"
-			if run.more == 1 {
-				verb = "was"
-			}
-			r.Anomalies[run.anomaly].Explanation += fmt.Sprintf(", and %s %s below token %d too",
-				plural(int64(run.more), "later accepted write"), verb, run.token)
-		}
-	}
+	s.regs.finish(r.Anomalies, "accepted write")
 	if (Resource{Mode: s.mode}).fenced() {
-		r.Stats["token_regressions"] = float64(len(s.runs))
-		r.Stats["regressed_writes"] = float64(s.regTotal)
+		r.Stats["token_regressions"] = float64(len(s.regs.runs))
+		r.Stats["regressed_writes"] = float64(s.regs.total)
 	}
 	r.Stats["writes_accepted"] = float64(s.accepted)
 	r.Stats["writes_rejected"] = float64(s.rejected)
@@ -388,14 +379,14 @@ func (s *StreamResource) place(b *rWrite) {
 	case a == nil || *b.token > *a.token:
 		s.top[b.lock] = b
 	case *b.token < *a.token:
-		s.regTotal++
-		if s.runTop[b.lock] == a {
-			s.runs[s.runOf[a]].more++
+		lock, ok := s.lockIDs[b.lock]
+		if !ok {
+			lock = int32(len(s.lockIDs))
+			s.lockIDs[b.lock] = lock
+		}
+		if !s.regs.add(lock, int32(a.inv.Index), len(s.anomalies), *a.token) {
 			return
 		}
-		s.runTop[b.lock] = a
-		s.runOf[a] = len(s.runs)
-		s.runs = append(s.runs, regressionRun{token: *a.token, anomaly: len(s.anomalies)})
 		s.anomalies = append(s.anomalies, Anomaly{
 			Kind: KindTokenRegression,
 			Ops:  []int{a.done.Index, b.inv.Index, b.done.Index},

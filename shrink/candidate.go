@@ -168,10 +168,11 @@ const injectSlack = 500 * time.Millisecond
 
 // Subset returns c with only the faults at the given indexes.
 func Subset(c Candidate, keep []int) Candidate {
-	p := clone(c.Plan)
+	all := clone(c.Plan)
+	p := all
 	p.Faults = nil
 	for _, i := range keep {
-		p.Faults = append(p.Faults, clone(c.Plan).Faults[i])
+		p.Faults = append(p.Faults, all.Faults[i])
 	}
 	return Candidate{Plan: p, Change: describeKept(len(c.Plan.Faults), keep)}
 }
