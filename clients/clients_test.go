@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/e2e/testkit"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/internal/gate"
 	"github.com/locktest/locktest/internal/testexe"
@@ -57,6 +58,7 @@ func config(t testing.TB, client string) run.Config {
 	}
 	cfg := run.DefaultConfig()
 	cfg.Client, cfg.Seed, cfg.StoreDir = filepath.Join(dir, client+".yaml"), 11, t.TempDir()
+	testkit.KeepFailedStore(t, cfg.StoreDir)
 	cfg.WorkerCommand, cfg.WorkerEnv = testexe.Worker()
 	cfg.NodeCommand, cfg.NodeEnv = testexe.Node()
 	cfg.Duration, cfg.Clients = 4*time.Second, 3

@@ -551,3 +551,45 @@ func pausedProcess(o history.Op) (int, bool) {
 	_, err := fmt.Sscanf(o.Value.Targets[0], "p%d", &p)
 	return p, err == nil
 }
+
+// DescribePauses says, for a failed test's message, when each client pause
+// of h went in (harness clock), whom it froze and how long it lasted until
+// its resume, and what each paused process's next release returned after
+// it: "p0 at 2.217s for 2.001s, then release fail: …". A pause that a
+// timed window cut short, or a release that timed out, shows there.
+func DescribePauses(h history.History) string {
+	var out []string
+	for i, o := range h {
+		p, ok := pausedProcess(o)
+		if !ok {
+			continue
+		}
+		s := fmt.Sprintf("p%d at %v", p, time.Duration(o.Time).Round(time.Millisecond))
+		resumed, released := false, false
+		for _, n := range h[i+1:] {
+			if !resumed && n.IsNemesis() && n.F == "resume-client" && n.Type == history.OK && slices.Contains(n.Value.Targets, fmt.Sprintf("p%d", p)) {
+				s += fmt.Sprintf(" for %v", time.Duration(n.Time-o.Time).Round(time.Millisecond))
+				resumed = true
+			}
+			if n.Process == p && n.F == history.Release && n.Type != history.Invoke {
+				s += fmt.Sprintf(", then release %s at %v", n.Type, time.Duration(n.Time).Round(time.Millisecond))
+				if n.Error != "" {
+					s += ": " + n.Error
+				}
+				released = true
+				break
+			}
+		}
+		if !resumed {
+			s += " (no resume recorded)"
+		}
+		if !released {
+			s += ", no release after it"
+		}
+		out = append(out, s)
+	}
+	if len(out) == 0 {
+		return "no client pause applied"
+	}
+	return strings.Join(out, "; ")
+}
