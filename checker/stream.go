@@ -9,6 +9,30 @@ import (
 	"github.com/locktest/locktest/history"
 )
 
+// Stream is a checker that reads the ops of a history as they are
+// recorded, in the order they reach the driver, and confirms anomalies
+// while the history goes on: StreamMutex, StreamResource and
+// StreamFencing. Expect and Revive tell it of a worker whose ops are to
+// come; Confirmed gives each anomaly it found since the last call, every
+// one an anomaly of the whole history; Late counts the ops that came after
+// it had passed their time (a confirmation may then rest on an order that
+// was not the history's); Finish ends the history and gives the Result of
+// the batch checker it streams.
+type Stream interface {
+	Expect(p int)
+	Revive(p int, at int64)
+	Add(op history.Op)
+	Confirmed() []Anomaly
+	Late() int
+	Finish() Result
+}
+
+var (
+	_ Stream = (*StreamMutex)(nil)
+	_ Stream = (*StreamResource)(nil)
+	_ Stream = (*StreamFencing)(nil)
+)
+
 // reorder puts the ops of a history, as they are recorded, back in the
 // order the checkers read them: by time, then index. The recorder writes
 // an op when it reaches the driver, and a worker stamps its ops itself, so
@@ -122,6 +146,86 @@ func (h *opHeap) Pop() any {
 	return x
 }
 
+// killWatch follows the nemesis's faults under way for the streaming
+// checkers, and proves the deaths of the processes a kill's ok names at
+// deathTime's moment: when the kill began, or later if the process still
+// recorded ops between the kill's invocation and its ok.
+type killWatch struct {
+	// kills are the nemesis invocations under way, by index: any of
+	// them may be a kill, whose death goes back to its invocation.
+	kills map[int]history.Op
+	// watch holds, while a kill is under way, each process's ops read
+	// since (index and time), for deathTime's rule.
+	watch map[int][][2]int64
+}
+
+func newKillWatch() killWatch {
+	return killWatch{kills: map[int]history.Op{}, watch: map[int][][2]int64{}}
+}
+
+// saw notes op, a worker's op read in order.
+func (k *killWatch) saw(op history.Op) {
+	if len(k.kills) > 0 {
+		k.watch[op.Process] = append(k.watch[op.Process], [2]int64{int64(op.Index), op.Time})
+	}
+}
+
+// nemesis takes a nemesis op read in order; for the ok of a fault that
+// kills, it calls died with each process the op names and its death time.
+func (k *killWatch) nemesis(op history.Op, died func(p int, d int64)) {
+	if op.Type == history.Invoke {
+		k.kills[op.Index] = op
+		return
+	}
+	// Its invocation is the latest one of the same f before it.
+	var inv *history.Op
+	for i, o := range k.kills {
+		if o.F == op.F && o.Index < op.Index && (inv == nil || o.Index > inv.Index) {
+			o := k.kills[i]
+			inv = &o
+		}
+	}
+	if inv != nil {
+		delete(k.kills, inv.Index)
+	}
+	defer func() {
+		if len(k.kills) == 0 {
+			clear(k.watch)
+		}
+	}()
+	if op.Type != history.OK || !history.Kills(op) {
+		return
+	}
+	for _, t := range op.Value.Targets {
+		p, ok := processTarget(t)
+		if !ok {
+			continue
+		}
+		d := op.Time
+		if inv != nil {
+			d = inv.Time
+			for _, w := range k.watch[p] {
+				if w[0] > int64(inv.Index) && w[0] < int64(op.Index) && w[1] > d && w[1] <= op.Time {
+					d = w[1]
+				}
+			}
+		}
+		died(p, d)
+	}
+}
+
+// earliest returns t, or the invocation time of a fault under way if
+// earlier: a death may still be proved from then on.
+func (k *killWatch) earliest(t int64) int64 {
+	for _, o := range k.kills {
+		t = min(t, o.Time)
+	}
+	return t
+}
+
+// since reports whether a fault under way was invoked at or before t.
+func (k *killWatch) since(t int64) bool { return k.earliest(t+1) <= t }
+
 // sHold is a hold as the streaming mutual-exclusion checker keeps it
 // while it can still matter.
 type sHold struct {
@@ -170,10 +274,7 @@ type StreamMutex struct {
 	holds   map[string][]*sHold     // per lock, the holds that may still overlap one to come
 	pending []*sHold                // holds whose own overlap is not decided yet
 	invs    map[int]history.Op      // per process, its invocation under way
-	kills   map[int]history.Op      // the kill invocations under way, by index
-	// watch holds, while a kill is under way, each process's ops read
-	// since its invocation (index and time), for deathTime's rule.
-	watch map[int][][2]int64
+	kills   killWatch
 	// deaths are, per process, the deaths proved so far that a hold read
 	// later may still begin by (its ok at the same ns, read after).
 	deaths map[int][]int64
@@ -202,7 +303,7 @@ type lockValueName struct{ lock, value string }
 // NewStreamMutex returns a streaming mutual-exclusion checker.
 func NewStreamMutex() *StreamMutex {
 	return &StreamMutex{r: newReorder(), open: map[procLockName]*sHold{}, holds: map[string][]*sHold{},
-		invs: map[int]history.Op{}, kills: map[int]history.Op{}, watch: map[int][][2]int64{}, deaths: map[int][]int64{}, lockValues: map[lockValueName]*sHold{}}
+		invs: map[int]history.Op{}, kills: newKillWatch(), deaths: map[int][]int64{}, lockValues: map[lockValueName]*sHold{}}
 }
 
 // Expect makes the checker wait for process p's first op before it
@@ -255,12 +356,12 @@ func (s *StreamMutex) Finish() Result {
 // read takes the next op in order.
 func (s *StreamMutex) read(op history.Op) {
 	s.now = op.Time
-	if op.Process >= 0 && len(s.kills) > 0 {
-		s.watch[op.Process] = append(s.watch[op.Process], [2]int64{int64(op.Index), op.Time})
+	if op.Process >= 0 {
+		s.kills.saw(op)
 	}
 	switch {
 	case op.Process < 0:
-		s.nemesis(op)
+		s.kills.nemesis(op, s.died)
 		return
 	case op.Type == history.Info && strings.HasPrefix(op.Error, "worker exited"):
 		s.died(op.Process, op.Time)
@@ -316,53 +417,6 @@ func (s *StreamMutex) read(op history.Op) {
 	}
 }
 
-// nemesis takes a nemesis op: a kill under way holds back the decisions
-// it could change, and a kill's ok proves the deaths it names.
-func (s *StreamMutex) nemesis(op history.Op) {
-	switch op.Type {
-	case history.Invoke:
-		s.kills[op.Index] = op
-		return
-	}
-	// Its invocation is the latest one of the same f before it.
-	var inv *history.Op
-	for i, k := range s.kills {
-		if k.F == op.F && k.Index < op.Index && (inv == nil || k.Index > inv.Index) {
-			k := s.kills[i]
-			inv = &k
-		}
-	}
-	if inv != nil {
-		delete(s.kills, inv.Index)
-	}
-	defer func() {
-		if len(s.kills) == 0 {
-			clear(s.watch)
-		}
-	}()
-	if op.Type != history.OK || !history.Kills(op) {
-		return
-	}
-	for _, t := range op.Value.Targets {
-		p, ok := processTarget(t)
-		if !ok {
-			continue
-		}
-		d := op.Time
-		if inv != nil {
-			// deathTime: when the kill began, or later if p still
-			// recorded ops between its invocation and its completion.
-			d = inv.Time
-			for _, w := range s.watch[p] {
-				if w[0] > int64(inv.Index) && w[0] < int64(op.Index) && w[1] > d && w[1] <= op.Time {
-					d = w[1]
-				}
-			}
-		}
-		s.died(p, d)
-	}
-}
-
 // died sets the death of process p at d on its holds that began by d and
 // have no earlier death.
 func (s *StreamMutex) died(p int, d int64) {
@@ -385,10 +439,7 @@ func (s *StreamMutex) decide(final bool) {
 	safe := int64(noEnd)
 	if !final {
 		// Every op below the watermark has been read.
-		safe = s.r.watermark()
-		for _, k := range s.kills {
-			safe = min(safe, k.Time)
-		}
+		safe = s.kills.earliest(s.r.watermark())
 		if safe <= s.decidedAt {
 			return
 		}

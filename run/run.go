@@ -136,7 +136,8 @@ type Config struct {
 	Plan     *nemesis.Plan
 	// StopOnViolation ends the workload a grace (1 s and the TTL) after
 	// the first violation that the checks run on the ops as they are
-	// recorded confirm (checker.StreamMutex, checker.StreamResource); the
+	// recorded confirm (checker.StreamMutex, checker.StreamResource,
+	// checker.StreamFencing); the
 	// faults are healed, everything is stopped and the whole history is
 	// checked as in any run, so the verdict is a full run's.
 	StopOnViolation bool

@@ -21,7 +21,8 @@ type watchItem struct {
 }
 
 // violationWatch checks the run's ops as they are recorded, with the
-// streaming checkers (checker.StreamMutex, checker.StreamResource), and
+// streaming checkers (checker.StreamMutex, checker.StreamResource,
+// checker.StreamFencing), and
 // closes stop a grace after the first violation they confirm: the
 // workload of a --stop-on-violation run ends there, and the run's final
 // check (every checker, on the whole history) gives its verdict. It is a
@@ -54,7 +55,7 @@ type violationWatch struct {
 func newViolationWatch(mode string, grace time.Duration, clock history.Clock, lg *slog.Logger) *violationWatch {
 	w := &violationWatch{ch: make(chan watchItem, watchQueue), grace: grace, clock: clock, lg: lg,
 		stop: make(chan struct{}), done: make(chan struct{})}
-	go w.loop(checker.NewStreamMutex(), checker.NewStreamResource(mode))
+	go w.loop(checker.NewStreamMutex(), checker.NewStreamResource(mode), checker.NewStreamFencing())
 	return w
 }
 
@@ -108,21 +109,26 @@ func (w *violationWatch) close() {
 	}
 }
 
-func (w *violationWatch) loop(mx *checker.StreamMutex, rs *checker.StreamResource) {
+func (w *violationWatch) loop(streams ...checker.Stream) {
 	defer close(w.done)
 	for it := range w.ch {
 		if it.expect >= 0 {
-			mx.Revive(it.expect, int64(w.clock.Now()))
-			rs.Revive(it.expect, int64(w.clock.Now()))
+			for _, s := range streams {
+				s.Revive(it.expect, int64(w.clock.Now()))
+			}
 			continue
 		}
-		mx.Add(it.op)
-		rs.Add(it.op)
-		found := append(mx.Confirmed(), rs.Confirmed()...)
+		var found []checker.Anomaly
+		late := false
+		for _, s := range streams {
+			s.Add(it.op)
+			found = append(found, s.Confirmed()...)
+			late = late || s.Late() > 0
+		}
 		if len(found) == 0 {
 			continue
 		}
-		if mx.Late() > 0 || rs.Late() > 0 {
+		if late {
 			// An op came after ops of later times had been checked: a
 			// confirmation may rest on an order that was not the
 			// history's. Never stop a run on it.

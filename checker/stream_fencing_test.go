@@ -1,0 +1,355 @@
+package checker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/locktest/locktest/history"
+)
+
+// fencingDisagrees feeds h, in its order, to a StreamFencing (reviving the
+// ids revives names) and says how its result differs from FencingTokens'
+// on the whole history, or "" when they agree.
+func fencingDisagrees(h history.History, revives ...revival) string {
+	batch := FencingTokens{}.Check(context.Background(), history.NewTable(h))
+	s := NewStreamFencing()
+	for _, op := range h {
+		if op.Process >= 0 {
+			s.Expect(op.Process)
+		}
+	}
+	var early []Anomaly
+	for _, op := range h {
+		for _, r := range revives {
+			if r.before == op.Index {
+				s.Revive(r.proc, r.at)
+			}
+		}
+		s.Add(op)
+		early = append(early, s.Confirmed()...)
+	}
+	got := s.Finish()
+	switch {
+	case got.Valid != batch.Valid:
+		return fmt.Sprintf("verdict %s, batch %s (stream %v; batch %v)", got.Valid, batch.Valid, got.Anomalies, batch.Anomalies)
+	case !maps.Equal(kindCounts(got), kindCounts(batch)):
+		return fmt.Sprintf("anomalies %v, batch %v (stream: %v; batch: %v)", kindCounts(got), kindCounts(batch), got.Anomalies, batch.Anomalies)
+	case len(got.Notes) != len(batch.Notes):
+		return fmt.Sprintf("notes %v, batch %v", got.Notes, batch.Notes)
+	case !maps.Equal(got.Stats, batch.Stats):
+		return fmt.Sprintf("stats %v, batch %v", got.Stats, batch.Stats)
+	case len(early) > len(got.Anomalies):
+		return fmt.Sprintf("%d anomalies confirmed early, %d at the end", len(early), len(got.Anomalies))
+	case s.Late() > 0:
+		return fmt.Sprintf("%d ops came late", s.Late())
+	}
+	for i, a := range got.Anomalies {
+		if a.Kind == KindTokenRegression && a.Explanation != batch.Anomalies[i].Explanation {
+			return fmt.Sprintf("regression %d explained %q, batch %q", i, a.Explanation, batch.Anomalies[i].Explanation)
+		}
+	}
+	return ""
+}
+
+// TestStreamFencingAgreesOnTheGoldenHistories: on every golden history of
+// testdata/, the streaming checker agrees with FencingTokens.
+func TestStreamFencingAgreesOnTheGoldenHistories(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join("testdata", "*.jsonl"))
+	if len(files) < 10 {
+		t.Fatalf("only %d golden histories", len(files))
+	}
+	for _, f := range files {
+		h, err := history.ReadFile(f)
+		if err != nil && !errors.Is(err, history.ErrTruncated) {
+			t.Fatal(err)
+		}
+		if d := fencingDisagrees(h); d != "" {
+			t.Errorf("%s: %s", filepath.Base(f), d)
+		}
+	}
+}
+
+// TestStreamFencingAgrees: on random histories of a lock with fencing
+// tokens (counters that restart and grant tokens again, tokens granted
+// twice, grants without a token, releases of unknown outcome that did not
+// take effect and the re-grant of the same lease that follows, kills
+// proved by the nemesis and by the pool, ids used again, ties in time),
+// recorded in the order a driver receives them, the streaming checker
+// agrees with FencingTokens.
+func TestStreamFencingAgrees(t *testing.T) {
+	kinds := map[string]int{}
+	continued, between := 0, 0
+	for seed := range uint64(*streamRuns) {
+		h, revives := genTokens(rand.New(rand.NewPCG(seed, 11)))
+		if d := fencingDisagrees(h, revives...); d != "" {
+			t.Fatalf("seed %d: %s\n%s", seed, d, dump(h))
+		}
+		r := FencingTokens{}.Check(context.Background(), history.NewTable(h))
+		for k := range kindCounts(r) {
+			kinds[k]++
+		}
+		if r.Stats["continued_holds"] > 0 {
+			continued++
+		}
+		for _, a := range r.Anomalies {
+			if a.Kind == KindDuplicateToken && strings.Contains(a.Explanation, "not the same hold") {
+				between++
+			}
+		}
+	}
+	t.Logf("of %d histories: %v; continued holds in %d, re-grants with grants between in %d", *streamRuns, kinds, continued, between)
+	// The generator must exercise every rule.
+	for _, k := range []string{KindTokenRegression, KindDuplicateToken} {
+		if kinds[k] < *streamRuns/20 {
+			t.Errorf("%s in %d of %d histories: the generator hardly makes it", k, kinds[k], *streamRuns)
+		}
+	}
+	if continued < *streamRuns/20 || between == 0 {
+		t.Errorf("continued holds in %d and re-grants with grants between in %d of %d histories: the generator hardly makes them", continued, between, *streamRuns)
+	}
+	if valid := *streamRuns - kinds[KindTokenRegression] - kinds[KindDuplicateToken]; valid < *streamRuns/10 {
+		t.Errorf("at most %d of %d histories valid: the generator is lopsided", valid, *streamRuns)
+	}
+}
+
+// genTokens returns a random history of a lock that grants fencing
+// tokens, as a driver records it, and the revivals of dead workers' ids;
+// see TestStreamFencingAgrees.
+func genTokens(rng *rand.Rand) (history.History, []revival) {
+	procs := 2 + rng.IntN(3)
+	locks := []string{"x", "y"}[:1+rng.IntN(2)]
+	const (
+		idle = iota
+		acquiring
+		holding
+		releasing
+		dead
+	)
+	type proc struct {
+		state       int
+		lock, value string
+		token       uint64
+		// kept: its last release was of unknown outcome and did not
+		// take effect; the service still holds its lease.
+		kept   bool
+		revive int64
+	}
+	ps := make([]proc, procs)
+	holder := map[string]int{}
+	counter := map[string]uint64{}
+	for _, l := range locks {
+		holder[l] = -1
+	}
+	var h history.History
+	var revs []revival
+	now, values := int64(0), 0
+	add := func(typ history.Type, p int, f string, v history.Value, errText string) {
+		h = append(h, history.Op{Type: typ, Process: p, F: f, Time: now, Value: v, Error: errText})
+	}
+	tok := func(t uint64) *uint64 { return &t }
+	kill := -1
+	die := func(p int) {
+		st := &ps[p]
+		if st.state == acquiring || st.state == releasing {
+			f := history.Acquire
+			if st.state == releasing {
+				f = history.Release
+			}
+			add(history.Info, p, f, history.Value{Lock: st.lock}, "worker exited: signal: killed")
+		}
+		for _, l := range locks {
+			if holder[l] == p {
+				holder[l] = -1
+			}
+		}
+		st.state, st.kept = dead, false
+		if rng.IntN(3) == 0 {
+			st.revive = now + 5
+			revs = append(revs, revival{proc: p, at: st.revive})
+		}
+	}
+	for range 10 + rng.IntN(70) {
+		if rng.IntN(3) != 0 {
+			now += 1 + rng.Int64N(3)
+		}
+		if rng.IntN(12) == 0 {
+			switch {
+			case kill < 0:
+				kill = rng.IntN(procs)
+				add(history.Invoke, history.NemesisProcess, "kill-client", history.Value{}, "")
+			case rng.IntN(5) == 0:
+				add(history.Fail, history.NemesisProcess, "kill-client", history.Value{Targets: []string{fmt.Sprintf("p%d", kill)}}, "not applied")
+				kill = -1
+			default:
+				if ps[kill].state != dead {
+					die(kill)
+				}
+				add(history.OK, history.NemesisProcess, "kill-client", history.Value{Targets: []string{fmt.Sprintf("p%d", kill)}}, "")
+				kill = -1
+			}
+			continue
+		}
+		p := rng.IntN(procs)
+		st := &ps[p]
+		if st.state == dead && st.revive > 0 && now >= st.revive {
+			st.state, st.revive = idle, 0
+		}
+		switch st.state {
+		case idle:
+			if !st.kept || rng.IntN(3) == 0 {
+				st.lock = locks[rng.IntN(len(locks))]
+			}
+			st.state = acquiring
+			add(history.Invoke, p, history.Acquire, history.Value{Lock: st.lock}, "")
+		case acquiring:
+			hd := holder[st.lock]
+			switch r := rng.IntN(10); {
+			case r == 0:
+				add(history.Info, p, history.Acquire, history.Value{Lock: st.lock}, "timeout")
+				st.state = idle
+			case hd == p && st.kept:
+				// The service hands the lease it still holds back: the
+				// same token and lock value.
+				add(history.OK, p, history.Acquire, history.Value{Lock: st.lock, LockValue: st.value, Token: tok(st.token)}, "")
+				st.state, st.kept = holding, false
+			case hd < 0 || r == 1 || r == 2 && ps[hd].kept: // a grant of a held lock, also of a lease kept after a release of unknown outcome
+				holder[st.lock] = p
+				values++
+				st.value = fmt.Sprintf("v%d", values)
+				switch r := rng.IntN(20); {
+				case r == 0 && counter[st.lock] > 2:
+					counter[st.lock] -= 3 // a counter that restarted
+				case r == 1 && counter[st.lock] > 0:
+					counter[st.lock]-- // the same token again
+				}
+				counter[st.lock]++
+				st.token = counter[st.lock]
+				v := history.Value{Lock: st.lock, LockValue: st.value, Token: tok(st.token)}
+				if rng.IntN(12) == 0 {
+					v.Token = nil
+				}
+				add(history.OK, p, history.Acquire, v, "")
+				st.state, st.kept = holding, false
+			default:
+				add(history.Fail, p, history.Acquire, history.Value{Lock: st.lock}, "held")
+				st.state = idle
+			}
+		case holding:
+			switch r := rng.IntN(8); {
+			case r == 0:
+				st.state = acquiring // acquire again, holding
+				add(history.Invoke, p, history.Acquire, history.Value{Lock: st.lock}, "")
+				continue
+			case r == 1:
+				add(history.Invoke, p, history.Read, history.Value{Lock: st.lock}, "")
+				add(history.OK, p, history.Read, history.Value{Lock: st.lock, N: new(int64)}, "")
+				continue
+			}
+			add(history.Invoke, p, history.Release, history.Value{Lock: st.lock, LockValue: st.value}, "")
+			st.state = releasing
+		case releasing:
+			st.state = idle
+			if rng.IntN(3) == 0 {
+				add(history.Info, p, history.Release, history.Value{Lock: st.lock}, "timeout")
+				if holder[st.lock] == p && rng.IntN(3) != 0 {
+					st.kept = true // it did not take effect
+					continue
+				}
+			} else {
+				add(history.OK, p, history.Release, history.Value{Lock: st.lock, Removed: st.value}, "")
+			}
+			if holder[st.lock] == p {
+				holder[st.lock] = -1
+			}
+		}
+	}
+	out, arrive := received(h, rng)
+	for k := range revs {
+		revs[k].before = len(out)
+		for i := range out {
+			if arrive[i] >= float64(revs[k].at) {
+				revs[k].before = i
+				break
+			}
+		}
+	}
+	return out, revs
+}
+
+// TestStreamFencingConfirmsEarly: a token regression is confirmed as soon
+// as its grant's outcome and every earlier invocation's are known, long
+// before the history ends.
+func TestStreamFencingConfirmsEarly(t *testing.T) {
+	s := NewStreamFencing()
+	s.Expect(0)
+	s.Expect(1)
+	tok := func(t uint64) *uint64 { return &t }
+	ops := []history.Op{
+		{Type: history.Invoke, Process: 0, F: history.Acquire, Time: 10, Value: history.Value{Lock: "l"}},
+		{Type: history.OK, Process: 0, F: history.Acquire, Time: 20, Value: history.Value{Lock: "l", Token: tok(7)}},
+		{Type: history.Invoke, Process: 1, F: history.Acquire, Time: 30, Value: history.Value{Lock: "l"}},
+		{Type: history.OK, Process: 1, F: history.Acquire, Time: 40, Value: history.Value{Lock: "l", Token: tok(3)}},
+	}
+	for i, op := range ops {
+		op.Index = i
+		s.Add(op)
+	}
+	if got := s.Confirmed(); len(got) != 0 {
+		t.Fatalf("confirmed %v before the watermark passed process 1's grant", got)
+	}
+	// Both processes move on: the grant at 40 is read, its rule applied.
+	s.Add(history.Op{Index: 4, Type: history.Invoke, Process: 0, F: history.Release, Time: 50, Value: history.Value{Lock: "l"}})
+	s.Add(history.Op{Index: 5, Type: history.Invoke, Process: 1, F: history.Release, Time: 55, Value: history.Value{Lock: "l"}})
+	got := s.Confirmed()
+	if len(got) != 1 || got[0].Kind != KindTokenRegression {
+		t.Fatalf("confirmed %v, want the token regression", got)
+	}
+	if r := s.Finish(); r.Valid != Invalid || r.Stats["token_regressions"] != 1 {
+		t.Errorf("finish: %s %v", r.Valid, r.Stats)
+	}
+}
+
+// TestStreamFencingMemoryIsBounded: over a long history of holders with
+// increasing tokens, the checker keeps a handful of grants in its queue
+// and a bounded number of remembered first grants, however many ops have
+// gone by.
+func TestStreamFencingMemoryIsBounded(t *testing.T) {
+	s := NewStreamFencing()
+	const procs = 4
+	for p := range procs {
+		s.Expect(p)
+	}
+	now, idx := int64(0), 0
+	add := func(op history.Op) {
+		now++
+		op.Time, op.Index = now, idx
+		idx++
+		s.Add(op)
+	}
+	tok := func(t uint64) *uint64 { return &t }
+	maxQueue := 0
+	for i := range 50000 {
+		p := i % procs
+		add(history.Op{Type: history.Invoke, Process: p, F: history.Acquire, Value: history.Value{Lock: "l"}})
+		add(history.Op{Type: history.OK, Process: p, F: history.Acquire, Value: history.Value{Lock: "l", Token: tok(uint64(i + 1)), LockValue: fmt.Sprint(i)}})
+		add(history.Op{Type: history.Invoke, Process: p, F: history.Release, Value: history.Value{Lock: "l"}})
+		add(history.Op{Type: history.OK, Process: p, F: history.Release, Value: history.Value{Lock: "l"}})
+		maxQueue = max(maxQueue, len(s.queue))
+	}
+	lk := s.locks["l"]
+	if maxQueue > 2*procs || len(lk.recent) > 2*recentTokens || len(s.r.buf) > 4*procs {
+		t.Errorf("queue up to %d, %d first grants remembered, %d ops held back: not bounded by what is open", maxQueue, len(lk.recent), len(s.r.buf))
+	}
+	if b := lk.seen.GetSizeInBytes(); b > 50000 {
+		t.Errorf("the set of 50000 dense tokens takes %d bytes", b)
+	}
+	if r := s.Finish(); r.Valid != Valid || r.Stats["tokens"] != 50000 {
+		t.Errorf("finish: %s %v", r.Valid, r.Stats)
+	}
+}
