@@ -255,9 +255,13 @@ func Columns(classes []Class) []reports.MatrixColumn {
 		if s, ok := nemesis.Lookup(string(c)); ok && title == "" {
 			title, doc = s.Name, s.Name+": "+s.Doc
 		}
+		stop := ""
+		if StopsAtFirstViolation(ProbeSafety, c) {
+			stop = " Each run stops 1s + the TTL after its first violation (--stop-on-violation)."
+		}
 		cols = append(cols, reports.MatrixColumn{Key: SafetyColumn(c), Title: "mutex: " + title,
 			Doc: "mutual exclusion under " + doc + ", resource mode none: the share of runs with a violation (" +
-				strings.Join(checker.SafetyKinds, ", ") + "), with its 95% Wilson interval."})
+				strings.Join(checker.SafetyKinds, ", ") + "), with its 95% Wilson interval." + stop})
 	}
 	return append(cols,
 		reports.MatrixColumn{Key: ColDeadlock, Title: "deadlock freedom",

@@ -299,6 +299,17 @@ func (o Options) clientJob(impl impls.Impl, p Probe, c Class, seed int64) Job {
 	return j
 }
 
+// StopsAtFirstViolation reports whether the runs of probe p and class c
+// stop a grace after their first violation (--stop-on-violation): those
+// whose only product is whether they saw one, the safety runs of a fault
+// class. The fault-free safety runs also measure the rate and latency at 8
+// clients, and the kill/restart ones the availability while a node is
+// down, so they run their whole time. A stopped run is a run with a
+// violation: the rates are the same, and the runs end sooner.
+func StopsAtFirstViolation(p Probe, c Class) bool {
+	return p == ProbeSafety && c != ClassNone && c != ClassKillRestart
+}
+
 // job builds one job's run config.
 func (o Options) job(impl impls.Impl, p Probe, c Class, seed int64) Job {
 	cfg := o.Base
@@ -360,6 +371,10 @@ func (o Options) job(impl impls.Impl, p Probe, c Class, seed int64) Job {
 	}
 	if cfg.KillHolder {
 		cmd = append(cmd, "--kill-holder")
+	}
+	if StopsAtFirstViolation(p, c) {
+		cfg.StopOnViolation = true
+		cmd = append(cmd, "--stop-on-violation")
 	}
 	cfg.Command = strings.Join(cmd, " ")
 	return Job{Impl: impl.Name, Probe: p, Class: c, Seed: seed, Config: cfg}

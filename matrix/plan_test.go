@@ -130,6 +130,11 @@ func TestPlan(t *testing.T) {
 				t.Errorf("%s: %d clients, faults %v, pause %v at %s", j.Label(), c.Clients, c.Faults, c.ClientPause, c.PausePoint)
 			}
 		}
+		// Only the fault classes' safety runs stop at their first
+		// violation; the command says so as the config does.
+		if stop := j.Probe == ProbeSafety && j.Class == ClassClientPause; c.StopOnViolation != stop || strings.Contains(c.Command, "--stop-on-violation") != stop {
+			t.Errorf("%s: stop-on-violation %v, command %q", j.Label(), c.StopOnViolation, c.Command)
+		}
 		if j.Probe != ProbeReentrant {
 			if err := c.Validate(); err != nil {
 				t.Errorf("%s: the run config is refused: %v", j.Label(), err)
