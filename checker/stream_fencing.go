@@ -278,6 +278,11 @@ func (s *StreamFencing) read(op history.Op) {
 	if op.Type == history.Notice {
 		return
 	}
+	if g := pr.acquiring; g != nil && op.Type == history.Invoke {
+		// Its acquire never completed: it granted nothing, and the
+		// acquires invoked after it need not wait for it.
+		g.done, pr.acquiring = true, nil
+	}
 	_, hasInv, name := pairOp(s.invs, op)
 	switch op.F {
 	case history.Acquire, history.Release, history.Read, history.Write:

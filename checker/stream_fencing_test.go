@@ -289,13 +289,7 @@ func TestStreamFencingConfirmsEarly(t *testing.T) {
 	s := NewStreamFencing()
 	s.Expect(0)
 	s.Expect(1)
-	tok := func(t uint64) *uint64 { return &t }
-	ops := []history.Op{
-		{Type: history.Invoke, Process: 0, F: history.Acquire, Time: 10, Value: history.Value{Lock: "l"}},
-		{Type: history.OK, Process: 0, F: history.Acquire, Time: 20, Value: history.Value{Lock: "l", Token: tok(7)}},
-		{Type: history.Invoke, Process: 1, F: history.Acquire, Time: 30, Value: history.Value{Lock: "l"}},
-		{Type: history.OK, Process: 1, F: history.Acquire, Time: 40, Value: history.Value{Lock: "l", Token: tok(3)}},
-	}
+	ops := regressionStory()
 	for i, op := range ops {
 		op.Index = i
 		s.Add(op)
@@ -312,6 +306,44 @@ func TestStreamFencingConfirmsEarly(t *testing.T) {
 	}
 	if r := s.Finish(); r.Valid != Invalid || r.Stats["token_regressions"] != 1 {
 		t.Errorf("finish: %s %v", r.Valid, r.Stats)
+	}
+}
+
+// regressionStory is process 0 granted token 7 of lock l at 20, and
+// process 1, invoked after that, token 3 at 40.
+func regressionStory() []history.Op {
+	tok := func(t uint64) *uint64 { return &t }
+	return []history.Op{
+		{Type: history.Invoke, Process: 0, F: history.Acquire, Time: 10, Value: history.Value{Lock: "l"}},
+		{Type: history.OK, Process: 0, F: history.Acquire, Time: 20, Value: history.Value{Lock: "l", Token: tok(7)}},
+		{Type: history.Invoke, Process: 1, F: history.Acquire, Time: 30, Value: history.Value{Lock: "l"}},
+		{Type: history.OK, Process: 1, F: history.Acquire, Time: 40, Value: history.Value{Lock: "l", Token: tok(3)}},
+	}
+}
+
+// TestStreamFencingDoesNotWaitForAnAcquireNeverCompleted: an acquire
+// whose completion never came (its process went on to invoke another op)
+// granted nothing, and the regression of a later grant is confirmed
+// without waiting for the end of the history.
+func TestStreamFencingDoesNotWaitForAnAcquireNeverCompleted(t *testing.T) {
+	s := NewStreamFencing()
+	s.Expect(0)
+	s.Expect(1)
+	ops := append([]history.Op{{Type: history.Invoke, Process: 1, F: history.Acquire, Time: 5, Value: history.Value{Lock: "l"}}}, regressionStory()...)
+	ops = append(ops,
+		history.Op{Type: history.Invoke, Process: 0, F: history.Release, Time: 50, Value: history.Value{Lock: "l"}},
+		history.Op{Type: history.Invoke, Process: 1, F: history.Release, Time: 55, Value: history.Value{Lock: "l"}})
+	var early []Anomaly
+	for i := range ops {
+		ops[i].Index = i
+		s.Add(ops[i])
+		early = append(early, s.Confirmed()...)
+	}
+	if len(early) != 1 || early[0].Kind != KindTokenRegression {
+		t.Errorf("confirmed %v before the end, want the token regression", early)
+	}
+	if d := fencingDisagrees(ops); d != "" {
+		t.Error(d)
 	}
 }
 

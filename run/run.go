@@ -141,6 +141,11 @@ type Config struct {
 	// faults are healed, everything is stopped and the whole history is
 	// checked as in any run, so the verdict is a full run's.
 	StopOnViolation bool
+	// StopOnly, with StopOnViolation, names the one violation that stops
+	// the run: an anomaly of kind StopOnly.Kind found by the checker called
+	// StopOnly.Checker (either "" for any). A shrink's replay stops at the
+	// violation it is judged by, not at another that came first.
+	StopOnly StopTarget
 	// MaxCriticalSections, if positive, ends the run early once that many
 	// acquires succeeded (for benchmarks).
 	MaxCriticalSections int
@@ -419,7 +424,7 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	var watch *violationWatch
 	var watchStop <-chan struct{} // nil: never
 	if cfg.StopOnViolation {
-		watch = newViolationWatch(string(cfg.Mode), time.Second+cfg.TTL, clock, lg)
+		watch = newViolationWatch(string(cfg.Mode), time.Second+cfg.TTL, cfg.StopOnly, clock, lg)
 		watchStop = watch.stop
 		defer watch.close()
 	}

@@ -32,6 +32,7 @@ type watchItem struct {
 type violationWatch struct {
 	ch    chan watchItem
 	grace time.Duration
+	only  StopTarget
 	clock history.Clock
 	lg    *slog.Logger
 	stop  chan struct{}
@@ -50,12 +51,32 @@ type violationWatch struct {
 	timer   *time.Timer
 }
 
+// StopTarget names a violation: an anomaly of kind Kind found by the
+// checker called Checker; an empty field matches any.
+type StopTarget struct{ Checker, Kind string }
+
+// matches reports whether anomaly a, found by the checker called name, is
+// the violation t names.
+func (t StopTarget) matches(name string, a checker.Anomaly) bool {
+	return (t.Checker == "" || t.Checker == name) && (t.Kind == "" || t.Kind == a.Kind)
+}
+
+// namedStream is a streaming checker and the name of the checker whose
+// result it gives.
+type namedStream struct {
+	name string
+	checker.Stream
+}
+
 // newViolationWatch starts a watch of a run of resource mode mode, which
-// stops the run grace after the first violation.
-func newViolationWatch(mode string, grace time.Duration, clock history.Clock, lg *slog.Logger) *violationWatch {
-	w := &violationWatch{ch: make(chan watchItem, watchQueue), grace: grace, clock: clock, lg: lg,
+// stops the run grace after the first violation that only matches.
+func newViolationWatch(mode string, grace time.Duration, only StopTarget, clock history.Clock, lg *slog.Logger) *violationWatch {
+	w := &violationWatch{ch: make(chan watchItem, watchQueue), grace: grace, only: only, clock: clock, lg: lg,
 		stop: make(chan struct{}), done: make(chan struct{})}
-	go w.loop(checker.NewStreamMutex(), checker.NewStreamResource(mode), checker.NewStreamFencing())
+	go w.loop(
+		namedStream{checker.MutualExclusion{}.Name(), checker.NewStreamMutex()},
+		namedStream{checker.Resource{}.Name(), checker.NewStreamResource(mode)},
+		namedStream{checker.FencingTokens{}.Name(), checker.NewStreamFencing()})
 	return w
 }
 
@@ -109,7 +130,7 @@ func (w *violationWatch) close() {
 	}
 }
 
-func (w *violationWatch) loop(streams ...checker.Stream) {
+func (w *violationWatch) loop(streams ...namedStream) {
 	defer close(w.done)
 	for it := range w.ch {
 		if it.expect >= 0 {
@@ -122,7 +143,11 @@ func (w *violationWatch) loop(streams ...checker.Stream) {
 		late := false
 		for _, s := range streams {
 			s.Add(it.op)
-			found = append(found, s.Confirmed()...)
+			for _, a := range s.Confirmed() {
+				if w.only.matches(s.name, a) {
+					found = append(found, a)
+				}
+			}
 			late = late || s.Late() > 0
 		}
 		if len(found) == 0 {

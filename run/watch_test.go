@@ -14,7 +14,8 @@ import (
 // run stops it after a violation that only one of the streaming checks
 // sees: an overlap of holds (mutual exclusion), a stale write (the
 // resource), a token that went back between holds that never overlapped
-// (fencing tokens). A history without one does not stop it.
+// (fencing tokens). A history without one does not stop it, nor does a
+// violation other than the one the run stops on (Config.StopOnly).
 func TestWatchStopsOnEachStreamingCheck(t *testing.T) {
 	tok := func(t uint64) *uint64 { return &t }
 	n := func(x int64) *int64 { return &x }
@@ -51,18 +52,25 @@ func TestWatchStopsOnEachStreamingCheck(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name, mode, want string
+		only             StopTarget
 		ops              []op
 	}{
-		{"none", "none", "", cat(acq(0, 10, tok(1), 0), rel(0, 20), acq(1, 30, tok(2), 0), rel(1, 40))},
-		{"overlap", "none", checker.KindOverlappingHolds, cat(acq(0, 10, tok(1), 0), acq(1, 20, tok(2), 0), rel(0, 30))},
-		{"stale write", "fenced", checker.KindStaleWrite, cat(acq(0, 10, tok(1), 15), acq(1, 20, tok(2), 0), write(0, 30, nil, 1), rel(1, 40))},
-		{"token regression", "none", checker.KindTokenRegression, cat(acq(0, 10, tok(5), 0), rel(0, 20), acq(1, 30, tok(3), 0), rel(1, 40))},
+		{"none", "none", "", StopTarget{}, cat(acq(0, 10, tok(1), 0), rel(0, 20), acq(1, 30, tok(2), 0), rel(1, 40))},
+		{"overlap", "none", checker.KindOverlappingHolds, StopTarget{}, cat(acq(0, 10, tok(1), 0), acq(1, 20, tok(2), 0), rel(0, 30))},
+		{"stale write", "fenced", checker.KindStaleWrite, StopTarget{}, cat(acq(0, 10, tok(1), 15), acq(1, 20, tok(2), 0), write(0, 30, nil, 1), rel(1, 40))},
+		{"token regression", "none", checker.KindTokenRegression, StopTarget{}, cat(acq(0, 10, tok(5), 0), rel(0, 20), acq(1, 30, tok(3), 0), rel(1, 40))},
+		// Only the violation named stops the run: an overlap does not stop
+		// a run that stops on stale writes, and does stop one that stops
+		// on what mutual-exclusion finds.
+		{"overlap, only stale writes", "none", "", StopTarget{Checker: "resource", Kind: checker.KindStaleWrite}, cat(acq(0, 10, tok(1), 0), acq(1, 20, tok(2), 0), rel(0, 30))},
+		{"overlap, only mutual exclusion", "none", checker.KindOverlappingHolds, StopTarget{Checker: "mutual-exclusion"}, cat(acq(0, 10, tok(1), 0), acq(1, 20, tok(2), 0), rel(0, 30))},
+		{"stale write, only stale writes", "fenced", checker.KindStaleWrite, StopTarget{Checker: "resource", Kind: checker.KindStaleWrite}, cat(acq(0, 10, tok(1), 15), acq(1, 20, tok(2), 0), write(0, 30, nil, 1), rel(1, 40))},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// The workers start (the watch waits for their ops from the
 			// clock's now on) before the history's time 0.
 			clock := history.ClockAt(history.Monotonic() + int64(time.Hour))
-			w := newViolationWatch(tc.mode, time.Millisecond, clock, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			w := newViolationWatch(tc.mode, time.Millisecond, tc.only, clock, slog.New(slog.NewTextHandler(io.Discard, nil)))
 			w.starting(0)
 			w.starting(1)
 			for i, o := range tc.ops {
