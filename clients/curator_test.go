@@ -157,10 +157,14 @@ func TestCuratorLock(t *testing.T) {
 			if out.Results.Run.Impl != client || !regexp.MustCompile(`Apache Curator \S+ [0-9]+\.`).MatchString(out.Results.Run.ImplDoc) {
 				t.Errorf("impl %q (%q): want %s, with Curator's version", out.Results.Run.Impl, out.Results.Run.ImplDoc, client)
 			}
-			// One seed: every pause is pinned where it decides the
-			// outcome, so each run must show it (docs/clients.md gives the
-			// rate over 5 seeds).
-			for _, seed := range []int64{1} {
+			// Every pause is pinned where it decides the outcome, so the
+			// first run with a pause applied must show it (docs/clients.md
+			// gives the rate over 5 seeds). A run may apply none: under
+			// stress-ng, beside the other packages' servers, the 500 ms
+			// sessions expired with no fault and no acquire succeeded for
+			// 8 s, so no holder came to the pause point. Up to three seeds
+			// are tried for one such run.
+			for seed := int64(1); seed <= 3; seed++ {
 				cfg := pause(config(t, client), 500*time.Millisecond)
 				// The run goes on 4 s after its last pause: the woken JVM
 				// must reconnect and hear that its session expired (LOST)
@@ -171,7 +175,10 @@ func TestCuratorLock(t *testing.T) {
 				t.Logf("seed %d: %s %v", seed, out.Results.Valid, anomalies(out.Results))
 				paused := pausedProcesses(t, h)
 				if len(paused) == 0 {
-					t.Errorf("seed %d: no client pause was applied", seed)
+					t.Logf("seed %d: no client pause was applied (%v); trying the next seed", seed, out.Results.Run.Errors)
+					if seed == 3 {
+						t.Errorf("no client pause was applied in %d runs", seed)
+					}
 					continue
 				}
 				if !violated(out.Results) {
@@ -191,6 +198,7 @@ func TestCuratorLock(t *testing.T) {
 						}
 					}
 				}
+				break
 			}
 		})
 	}

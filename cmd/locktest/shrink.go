@@ -368,7 +368,11 @@ func (sh *shrinker) replayAs(ctx context.Context, path string, c shrink.Candidat
 		return shrink.Trial{}, err
 	}
 	cfg.StoreDir, cfg.Name, cfg.Expect = store, name, "invalid"
-	cfg.Command = "locktest run --schedule " + path
+	// A replay that fails as the search wants has shown what it was run
+	// for: it stops a grace after that violation, confirmed while it runs
+	// (another violation first does not stop it).
+	cfg.StopOnViolation, cfg.StopOnly = true, run.StopTarget{Checker: sh.target.Checker, Kind: sh.target.Kind}
+	cfg.Command = "locktest run --schedule " + path + " --stop-on-violation"
 	o, err := run.Run(ctx, cfg)
 	if o == nil {
 		if strings.Contains(err.Error(), "faults[") {

@@ -222,6 +222,12 @@ func TestShrinkFindsThePause(t *testing.T) {
 	if s := res.Run.Shrunk; s == nil || s.From != dir || s.After.Faults != len(plan.Faults) || s.Reproduced != 1 || s.Story == "" {
 		t.Errorf("the confirmation run's results say %+v", res.Run.Shrunk)
 	}
+	// A replay that failed the same way watched for that violation while
+	// it ran (it stops a grace after it, unless its time, cut to end soon
+	// after the violation, ran out first).
+	if !strings.Contains(res.Run.StoppedEarly, "stale-write") {
+		t.Errorf("the confirmation run: stopped_early %q, want its stale write confirmed while it ran", res.Run.StoppedEarly)
+	}
 	if err := schemacheck.ValidateFile("results", filepath.Join(confirmed, runstore.ResultsFile)); err != nil {
 		t.Error(err)
 	}

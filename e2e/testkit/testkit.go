@@ -452,6 +452,11 @@ func KeepFailedStore(tb testing.TB, store string) {
 		}
 		name := strings.NewReplacer("/", "_", " ", "_").Replace(tb.Name())
 		dst := filepath.Join(os.TempDir(), KeptStores, name+"-"+time.Now().Format("20060102T150405"))
+		// A test with several stores keeps each beside the others.
+		base := dst
+		for i := 2; exists(dst); i++ {
+			dst = fmt.Sprintf("%s-%d", base, i)
+		}
 		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err == nil {
 			err = os.Rename(store, dst)
 			if err == nil {
@@ -464,6 +469,12 @@ func KeepFailedStore(tb testing.TB, store string) {
 		}
 		tb.Logf("the runs of this failed test could not be kept")
 	})
+}
+
+// exists reports whether path names a file or folder.
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 // AssertPausedHolderIsTold runs cfg, a run of an impl that sends lost
