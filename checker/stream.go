@@ -1,7 +1,6 @@
 package checker
 
 import (
-	"container/heap"
 	"fmt"
 	"slices"
 	"strings"
@@ -93,7 +92,7 @@ func (r *reorder) push(op history.Op) {
 	if op.Time < r.released && matters(op) {
 		r.late++
 	}
-	heap.Push(&r.buf, op)
+	r.buf.push(op)
 	if op.Process < 0 {
 		return
 	}
@@ -121,29 +120,64 @@ func (r *reorder) watermark() int64 {
 func (r *reorder) ready(all bool, f func(history.Op)) {
 	w := r.watermark()
 	for r.buf.Len() > 0 && (all || r.buf[0].Time < w) {
-		op := heap.Pop(&r.buf).(history.Op)
+		op := r.buf.pop()
 		r.released = max(r.released, op.Time)
 		f(op)
 	}
 }
 
-// opHeap orders ops by time, then index.
+// opHeap is a binary min-heap of ops by time, then index. It holds the
+// ops themselves, not boxed in interfaces as container/heap would: an
+// allocation of each op's 224 bytes saved, on every op a run records.
 type opHeap []history.Op
 
 func (h opHeap) Len() int { return len(h) }
-func (h opHeap) Less(i, j int) bool {
+
+func (h opHeap) less(i, j int) bool {
 	if h[i].Time != h[j].Time {
 		return h[i].Time < h[j].Time
 	}
 	return h[i].Index < h[j].Index
 }
-func (h opHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *opHeap) Push(x any)   { *h = append(*h, x.(history.Op)) }
-func (h *opHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
+
+// push adds op.
+func (h *opHeap) push(op history.Op) {
+	*h = append(*h, op)
+	q := *h
+	for i := len(q) - 1; i > 0; {
+		up := (i - 1) / 2
+		if !q.less(i, up) {
+			break
+		}
+		q[i], q[up] = q[up], q[i]
+		i = up
+	}
+}
+
+// pop removes and returns the first op; h must not be empty.
+func (h *opHeap) pop() history.Op {
+	q := *h
+	first := q[0]
+	last := len(q) - 1
+	q[0] = q[last]
+	q[last] = history.Op{} // let its strings go
+	q = q[:last]
+	for i := 0; ; {
+		l, r, m := 2*i+1, 2*i+2, i
+		if l < len(q) && q.less(l, m) {
+			m = l
+		}
+		if r < len(q) && q.less(r, m) {
+			m = r
+		}
+		if m == i {
+			break
+		}
+		q[i], q[m] = q[m], q[i]
+		i = m
+	}
+	*h = q
+	return first
 }
 
 // killWatch follows the nemesis's faults under way for the streaming

@@ -84,9 +84,18 @@ const recentTokens = 4096
 // fTop is one grant: its token, ok and process.
 type fTop struct {
 	token uint64
-	ok    history.Op
+	ok    opAt
 	proc  int
 }
+
+// opAt is where an op is in the history: its index and time, all the
+// streaming fencing check keeps of it.
+type opAt struct {
+	Index int
+	Time  int64
+}
+
+func at(op history.Op) opAt { return opAt{op.Index, op.Time} }
 
 // fDup is a token granted more than once, and to whom.
 type fDup struct {
@@ -126,14 +135,16 @@ type fProc struct {
 type fGrant struct {
 	lock       *fLock
 	proc       int
-	inv        history.Op
+	inv        opAt
 	hasInv     bool
 	top        fTop // the lock's top when it was invoked
 	hasTop     bool
 	cleanSince int // the process's cleanSince when it was invoked
 	done       bool
 	granted    bool
-	ok         history.Op
+	ok         opAt
+	token      *uint64 // the ok's token
+	value      string  // the ok's lock value
 	pos        int
 	prev       *fHold // the process's previous hold of the lock
 }
@@ -297,7 +308,7 @@ func (s *StreamFencing) read(op history.Op) {
 			if h := pr.open[name]; h != nil {
 				delete(pr.open, name) // ended by this acquire, not by a release
 			}
-			g := &fGrant{lock: lk, proc: op.Process, inv: op, hasInv: true, top: lk.best, hasTop: lk.hasTop, cleanSince: pr.cleanSince}
+			g := &fGrant{lock: lk, proc: op.Process, inv: at(op), hasInv: true, top: lk.best, hasTop: lk.hasTop, cleanSince: pr.cleanSince}
 			pr.acquiring = g
 			s.queue = append(s.queue, g)
 		case history.OK:
@@ -309,7 +320,8 @@ func (s *StreamFencing) read(op history.Op) {
 			}
 			pr.acquiring = nil
 			lk.grants++
-			g.done, g.granted, g.ok, g.pos, g.prev = true, true, op, lk.grants, pr.last[name]
+			g.done, g.granted, g.ok, g.pos, g.prev = true, true, at(op), lk.grants, pr.last[name]
+			g.token, g.value = op.Value.Token, op.Value.LockValue
 			h := &fHold{token: op.Value.Token, value: op.Value.LockValue, pos: lk.grants}
 			pr.last[name], pr.open[name] = h, h
 			if t := op.Value.Token; t != nil {
@@ -317,7 +329,7 @@ func (s *StreamFencing) read(op history.Op) {
 				if len(lk.fresh) == 0 {
 					s.fresh = append(s.fresh, lk)
 				}
-				lk.fresh = append(lk.fresh, fTop{token: *t, ok: op, proc: op.Process})
+				lk.fresh = append(lk.fresh, fTop{token: *t, ok: at(op), proc: op.Process})
 			}
 		default:
 			if g := pr.acquiring; g != nil {
@@ -361,7 +373,7 @@ func (s *StreamFencing) decide(final bool) {
 		if !g.done && !final {
 			break
 		}
-		if g.done && g.granted && g.ok.Value.Token != nil {
+		if g.done && g.granted && g.token != nil {
 			if !s.apply(g, final) {
 				break
 			}
@@ -383,10 +395,10 @@ func (s *StreamFencing) decide(final bool) {
 // and does nothing, when a kill under way may still prove g's process
 // dead in the time its re-grant rule reads.
 func (s *StreamFencing) apply(g *fGrant, final bool) bool {
-	tok := *g.ok.Value.Token
+	tok := *g.token
 	lk := g.lock
 	between := 0
-	if a := g.prev; a != nil && a.token != nil && *a.token == tok && a.value != "" && a.value == g.ok.Value.LockValue &&
+	if a := g.prev; a != nil && a.token != nil && *a.token == tok && a.value != "" && a.value == g.value &&
 		a.byRelease && a.hasDone && a.doneType == history.Info && g.hasInv && g.cleanSince == a.doneIndex {
 		if !final && s.kills.since(g.inv.Time) {
 			return false
