@@ -32,6 +32,72 @@ var (
 	_ Stream = (*StreamFencing)(nil)
 )
 
+// ordered is a streaming checker that can share its reorder buffer: read
+// takes the next op in order, and step decides what the ops read so far
+// let it decide.
+type ordered interface {
+	Stream
+	read(history.Op)
+	step()
+	reorderOf() **reorder
+}
+
+func (s *StreamMutex) reorderOf() **reorder    { return &s.r }
+func (s *StreamResource) reorderOf() **reorder { return &s.r }
+func (s *StreamFencing) reorderOf() **reorder  { return &s.r }
+
+// Streams runs streaming checkers over one reorder buffer: each op is put
+// in order once for all of them, not once for each. Add, Expect, Revive
+// and Late go through it; Confirmed of each checker gives what that one
+// found, and Finish ends the history for all of them, after which each
+// checker's Finish gives its Result.
+type Streams struct {
+	r    *reorder
+	list []ordered
+}
+
+// NewStreams returns the streams of ss, fresh checkers of this package
+// (NewStreamMutex, NewStreamResource, NewStreamFencing), which from now
+// on must be fed through it.
+func NewStreams(ss ...Stream) *Streams {
+	m := &Streams{r: newReorder()}
+	for _, s := range ss {
+		o := s.(ordered)
+		*o.reorderOf() = m.r
+		m.list = append(m.list, o)
+	}
+	return m
+}
+
+// Expect makes the checkers wait for process p's first op.
+func (m *Streams) Expect(p int) { m.r.expect(p) }
+
+// Revive says that a new worker takes the id p of a dead one from at on.
+func (m *Streams) Revive(p int, at int64) { m.r.revive(p, at) }
+
+// Late counts the ops that came after the watermark had passed their
+// time.
+func (m *Streams) Late() int { return m.r.late }
+
+// Add reads the op recorded next into every checker.
+func (m *Streams) Add(op history.Op) {
+	m.r.push(op)
+	m.r.ready(false, m.read)
+	for _, s := range m.list {
+		s.step()
+	}
+}
+
+func (m *Streams) read(op history.Op) {
+	for _, s := range m.list {
+		s.read(op)
+	}
+}
+
+// Finish reads every op still held back into every checker; then each
+// checker's Finish gives its Result.
+func (m *Streams) Finish() { m.r.ready(true, m.read) }
+
 // reorder puts the ops of a history, as they are recorded, back in the
 // order the checkers read them: by time, then index. The recorder writes
 // an op when it reaches the driver, and a worker stamps its ops itself, so
@@ -352,11 +418,13 @@ func (s *StreamMutex) Revive(p int, at int64) { s.r.revive(p, at) }
 
 // Add reads the op recorded next.
 func (s *StreamMutex) Add(op history.Op) {
-	s.maxTime = max(s.maxTime, op.Time)
 	s.r.push(op)
 	s.r.ready(false, s.read)
-	s.decide(false)
+	s.step()
 }
+
+// step decides what the ops read so far let it decide.
+func (s *StreamMutex) step() { s.decide(false) }
 
 // Confirmed returns the anomalies found since the last call: each is one
 // the whole history has, whatever comes after.
@@ -389,6 +457,7 @@ func (s *StreamMutex) Finish() Result {
 
 // read takes the next op in order.
 func (s *StreamMutex) read(op history.Op) {
+	s.maxTime = max(s.maxTime, op.Time)
 	s.now = op.Time
 	if op.Process >= 0 {
 		s.kills.saw(op)

@@ -169,8 +169,11 @@ func (s *StreamFencing) Late() int { return s.r.late }
 func (s *StreamFencing) Add(op history.Op) {
 	s.r.push(op)
 	s.r.ready(false, s.read)
-	s.decide(false)
+	s.step()
 }
+
+// step applies the rules to the grants the ops read so far let it.
+func (s *StreamFencing) step() { s.decide(false) }
 
 // Confirmed returns the anomalies found since the last call.
 func (s *StreamFencing) Confirmed() []Anomaly {

@@ -385,3 +385,66 @@ func TestStreamFencingMemoryIsBounded(t *testing.T) {
 		t.Errorf("finish: %s %v", r.Valid, r.Stats)
 	}
 }
+
+// TestStreamsGiveWhatEachStreamGives: fed through one shared reorder
+// buffer (Streams), the three streaming checkers confirm the same
+// anomalies while the history goes on and give the same Results as each
+// fed on its own, on the random histories of their agreement tests.
+func TestStreamsGiveWhatEachStreamGives(t *testing.T) {
+	fresh := func() []Stream {
+		return []Stream{NewStreamMutex(), NewStreamResource("fenced"), NewStreamFencing()}
+	}
+	for seed := range uint64(*streamRuns / 3) {
+		rng := rand.New(rand.NewPCG(seed, 13))
+		var h history.History
+		var revives []revival
+		switch seed % 3 {
+		case 0:
+			h, revives = genLeases(rng)
+		case 1:
+			h = genResource(rng)
+		default:
+			h, revives = genTokens(rng)
+		}
+		alone, shared := fresh(), fresh()
+		m := NewStreams(shared...)
+		for _, op := range h {
+			if op.Process >= 0 {
+				m.Expect(op.Process)
+				for _, s := range alone {
+					s.Expect(op.Process)
+				}
+			}
+		}
+		var early [2][3]int
+		for _, op := range h {
+			for _, r := range revives {
+				if r.before == op.Index {
+					m.Revive(r.proc, r.at)
+					for _, s := range alone {
+						s.Revive(r.proc, r.at)
+					}
+				}
+			}
+			m.Add(op)
+			for i := range alone {
+				alone[i].Add(op)
+				early[0][i] += len(alone[i].Confirmed())
+				early[1][i] += len(shared[i].Confirmed())
+			}
+		}
+		m.Finish()
+		if early[0] != early[1] {
+			t.Fatalf("seed %d: confirmed early %v alone, %v shared", seed, early[0], early[1])
+		}
+		for i := range alone {
+			a, b := alone[i].Finish(), shared[i].Finish()
+			if fmt.Sprint(a) != fmt.Sprint(b) {
+				t.Fatalf("seed %d: %s alone\n%v\nshared\n%v\n%s", seed, a.Checker, a, b, dump(h))
+			}
+		}
+		if m.Late() != alone[0].Late() {
+			t.Fatalf("seed %d: %d late shared, %d alone", seed, m.Late(), alone[0].Late())
+		}
+	}
+}

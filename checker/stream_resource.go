@@ -122,6 +122,11 @@ func (s *StreamResource) Revive(p int, at int64) { s.r.revive(p, at) }
 func (s *StreamResource) Add(op history.Op) {
 	s.r.push(op)
 	s.r.ready(false, s.read)
+	s.step()
+}
+
+// step judges and places what the ops read so far let it.
+func (s *StreamResource) step() {
 	// Nothing can be judged or placed until the watermark moves or a
 	// write completes.
 	if w := s.r.watermark(); w > s.settledAt || len(s.undecided) > 0 {

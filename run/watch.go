@@ -80,6 +80,15 @@ func newViolationWatch(mode string, grace time.Duration, only StopTarget, clock 
 	return w
 }
 
+// streamsOf returns the streams of ns, sharing one reorder buffer.
+func streamsOf(ns []namedStream) *checker.Streams {
+	ss := make([]checker.Stream, len(ns))
+	for i, n := range ns {
+		ss[i] = n.Stream
+	}
+	return checker.NewStreams(ss...)
+}
+
 // starting tells the watch that worker process is about to start: its
 // ops are waited for from now on.
 func (w *violationWatch) starting(process int) { w.send(watchItem{expect: process}) }
@@ -132,28 +141,25 @@ func (w *violationWatch) close() {
 
 func (w *violationWatch) loop(streams ...namedStream) {
 	defer close(w.done)
+	all := streamsOf(streams)
 	for it := range w.ch {
 		if it.expect >= 0 {
-			for _, s := range streams {
-				s.Revive(it.expect, int64(w.clock.Now()))
-			}
+			all.Revive(it.expect, int64(w.clock.Now()))
 			continue
 		}
+		all.Add(it.op)
 		var found []checker.Anomaly
-		late := false
 		for _, s := range streams {
-			s.Add(it.op)
 			for _, a := range s.Confirmed() {
 				if w.only.matches(s.name, a) {
 					found = append(found, a)
 				}
 			}
-			late = late || s.Late() > 0
 		}
 		if len(found) == 0 {
 			continue
 		}
-		if late {
+		if all.Late() > 0 {
 			// An op came after ops of later times had been checked: a
 			// confirmation may rest on an order that was not the
 			// history's. Never stop a run on it.
