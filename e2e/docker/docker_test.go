@@ -3,6 +3,7 @@ package docker_test
 import (
 	"context"
 	"errors"
+	"math"
 	"os"
 	"strings"
 	"sync"
@@ -256,25 +257,40 @@ func TestDockerClientIsolate(t *testing.T) {
 }
 
 // clientCutAcquires counts the client-isolate cuts in h and, per process,
-// the acquires invoked while one was in place that were granted.
+// the acquires invoked while one was in place (from its ok to its heal's
+// invocation, by the ops' times) that were granted. Times, not the order
+// of the file: a worker stamps its ops and sends them, so an acquire
+// stamped just before a cut's ok can be recorded after it.
 func clientCutAcquires(h history.History) (cuts int, granted map[int]int) {
 	granted = map[int]int{}
-	in := false
-	invokedIn := map[int]bool{}
+	type span struct{ from, to int64 }
+	var in []span
 	for _, o := range h {
 		switch {
 		case o.IsNemesis() && o.F == "partition-client-isolate" && o.Type == history.OK:
-			cuts++
-			in = true
-		case o.IsNemesis() && o.F == "heal-network" && o.Type == history.Invoke:
-			in = false
+			in = append(in, span{o.Time, math.MaxInt64})
+		case o.IsNemesis() && o.F == "heal-network" && o.Type == history.Invoke && len(in) > 0 && in[len(in)-1].to == math.MaxInt64:
+			in[len(in)-1].to = o.Time
+		}
+	}
+	during := func(t int64) bool {
+		for _, s := range in {
+			if t >= s.from && t < s.to {
+				return true
+			}
+		}
+		return false
+	}
+	invokedIn := map[int]bool{}
+	for _, o := range h {
+		switch {
 		case o.F == history.Acquire && o.Type == history.Invoke:
-			invokedIn[o.Process] = in
-		case o.F == history.Acquire && o.Type == history.OK && in && invokedIn[o.Process]:
+			invokedIn[o.Process] = during(o.Time)
+		case o.F == history.Acquire && o.Type == history.OK && invokedIn[o.Process] && during(o.Time):
 			granted[o.Process]++
 		}
 	}
-	return cuts, granted
+	return len(in), granted
 }
 
 // dockerNetWhy says why network faults are unavailable under docker here.
