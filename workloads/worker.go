@@ -113,7 +113,7 @@ func RunWorker(ctx context.Context, in io.Reader, out io.Writer) error {
 		// The client died with an op open: exit without completing it, so
 		// that the pool completes it as "worker exited", the proof of this
 		// process's death.
-		fmt.Fprintf(os.Stderr, "worker p%d: %v\n", w.cfg.Process, w.dead)
+		fmt.Fprintf(os.Stderr, "%s worker p%d: %v\n", time.Now().UTC().Format(time.RFC3339Nano), w.cfg.Process, w.dead)
 		return w.dead
 	}
 	return nil

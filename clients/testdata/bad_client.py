@@ -32,7 +32,7 @@ for line in sys.stdin:
     elif mode == "wrong-id":
         out = json.dumps({"type": "ok", "id": req["id"] + 1000, "value": "v%d" % n})
     elif mode == "die" and n > 6 and req["type"] == "acquire":
-        sys.stderr.write("bad-client: dying on purpose\n")
+        sys.stderr.write("bad-client: dying on purpose at %.3f (Unix time)\n" % time.time())
         sys.exit(3)
     else:
         out = json.dumps({"type": "ok", "id": req["id"], "value": "v%d-%d" % (hello["process"], n)})

@@ -48,6 +48,10 @@ type program struct {
 	exited chan struct{} // closed once it exited and was reaped
 	err    error         // its exit status, set before exited closes
 	tail   *tail         // the end of its stderr
+	// eofAt and reapedAt are when its output closed and when it was
+	// reaped (its exit and the end of its stderr), set before exited
+	// closes: a death noticed late says where the time went.
+	eofAt, reapedAt time.Time
 }
 
 // start starts spec's program with its stderr copied to stderr (and kept
@@ -95,7 +99,9 @@ func start(spec Spec, stderr io.Writer, group bool, lost func(Reply)) (*program,
 			p.lines <- bytes.Clone(sc.Bytes())
 		}
 		_, _ = io.Copy(io.Discard, out) // a line too long: drain the rest
+		p.eofAt = time.Now()
 		p.err = cmd.Wait()
+		p.reapedAt = time.Now()
 		close(p.exited)
 	}()
 	return p, nil
@@ -151,7 +157,13 @@ func (p *program) next(ctx context.Context) ([]byte, error) {
 // died is the error of a program that exited: impls.ErrDead with its
 // status and the last line of its stderr.
 func (p *program) died() error {
-	return fmt.Errorf("%w: the client program exited (%s)%s", impls.ErrDead, exitStatus(p.err), p.tail.suffix())
+	late := ""
+	if d := p.reapedAt.Sub(p.eofAt); d > time.Second {
+		// Its exit or its stderr's end came long after its output closed
+		// (seen once under stress-ng, unexplained): say so.
+		late = fmt.Sprintf(", reaped %v after its output closed at %s", d.Round(time.Millisecond), p.eofAt.UTC().Format(time.RFC3339Nano))
+	}
+	return fmt.Errorf("%w: the client program exited (%s%s)%s", impls.ErrDead, exitStatus(p.err), late, p.tail.suffix())
 }
 
 // exitStatus says how a program ended.
