@@ -116,3 +116,12 @@ type Clocks interface {
 type LogCollector interface {
 	CollectLogs(dir string) error
 }
+
+// Reconnector is a cluster whose control connections to its hosts can be
+// lost mid-run (the ssh provider's). Reconnect dials the lost ones again,
+// before the run copies the nodes' logs, stops them and removes what it
+// made, so that nothing is left behind on a host that came back; the loss
+// stays a problem of the run.
+type Reconnector interface {
+	Reconnect(ctx context.Context) error
+}

@@ -724,6 +724,11 @@ func stopAll(ctx context.Context, cl clusters.Cluster, pool *workloads.Pool, res
 		}
 	}
 	if cl != nil {
+		if rc, ok := cl.(clusters.Reconnector); ok {
+			if err := rc.Reconnect(ctx); err != nil {
+				lg.Warn("reconnect to the hosts lost during the run", "err", err)
+			}
+		}
 		if lc, ok := cl.(clusters.LogCollector); ok {
 			if err := lc.CollectLogs(logDir); err != nil {
 				lg.Warn("collect node logs", "err", err)

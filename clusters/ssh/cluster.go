@@ -700,6 +700,20 @@ func (cl *Cluster) Resume(ctx context.Context, cn clusters.Node) error {
 	return err
 }
 
+// Reconnect dials again every host whose connection was lost during the
+// run (Conn.Reconnect), at once, so that the nodes there can be stopped
+// and the run's files and rules removed. It returns the hosts it could
+// not reach.
+func (cl *Cluster) Reconnect(ctx context.Context) error {
+	errs := make([]error, len(cl.opts.Conns))
+	var wg sync.WaitGroup
+	for i, c := range cl.opts.Conns {
+		wg.Go(func() { errs[i] = c.Reconnect(ctx) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
 // Stop kills every server the cluster started (by pid, after SIGCONT so
 // a paused one dies too), waits for each to go, and removes the run's
 // directory on each host. It is idempotent.

@@ -43,6 +43,11 @@ type Conn struct {
 	lost   error
 	closed bool
 	done   chan struct{}
+	// redial connects to the host anew (Reconnect); revived says that it
+	// did after the loss, so that commands run again, on the new
+	// connection, while the loss stays recorded.
+	redial  func(context.Context) (*xssh.Client, error)
+	revived bool
 }
 
 // The watch of a connection: a keepalive every KeepaliveEvery, and the
@@ -148,16 +153,31 @@ func auth(h Host) ([]xssh.AuthMethod, func(), error) {
 }
 
 func dialHost(ctx context.Context, inv *Inventory, h Host, hostKey xssh.HostKeyCallback) (*Conn, error) {
+	redial := func(ctx context.Context) (*xssh.Client, error) { return connect(ctx, inv, h, hostKey) }
+	cli, err := redial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c := &Conn{Host: h, Sudo: inv.SudoOf(h), cli: cli, done: make(chan struct{}), redial: redial}
+	if _, err := c.MeasureRTT(ctx); err != nil {
+		c.Close()
+		return nil, err
+	}
+	go c.watch()
+	return c, nil
+}
+
+// connect authenticates to h and runs the SSH handshake. A connect or
+// handshake that times out is tried again, up to dialAttempts in all: a
+// loaded host (or control host) may leave one unanswered for seconds. A
+// refusal, a bad key or an unknown host key is final at once.
+func connect(ctx context.Context, inv *Inventory, h Host, hostKey xssh.HostKeyCallback) (*xssh.Client, error) {
 	methods, done, err := auth(h)
 	if err != nil {
 		return nil, err
 	}
 	defer done()
 	cfg := &xssh.ClientConfig{User: inv.UserOf(h), Auth: methods, HostKeyCallback: hostKey, Timeout: dialTimeout}
-	// A connect or handshake that times out is tried again, up to
-	// dialAttempts in all: a loaded host (or control host) may leave one
-	// unanswered for seconds. A refusal, a bad key or an unknown host key
-	// is final at once.
 	var cli *xssh.Client
 	for attempt := 1; ; attempt++ {
 		cli, err = handshake(ctx, h, cfg)
@@ -169,13 +189,40 @@ func dialHost(ctx context.Context, inv *Inventory, h Host, hostKey xssh.HostKeyC
 	if err != nil {
 		return nil, fmt.Errorf("ssh %s (%s): %v", h.Name, h.Addr(), oneLine(err))
 	}
-	c := &Conn{Host: h, Sudo: inv.SudoOf(h), cli: cli, done: make(chan struct{})}
-	if _, err := c.MeasureRTT(ctx); err != nil {
-		c.Close()
-		return nil, err
+	return cli, nil
+}
+
+// Reconnect dials the host again if its connection was lost mid-run (a
+// host that stopped answering keepalives on a loaded machine is often
+// back seconds later), so that what the run made there can still be
+// stopped and removed. The loss stays recorded (Lost): the run that lost
+// the host is not valid all the same. On a connection that holds, or was
+// closed, it does nothing.
+func (c *Conn) Reconnect(ctx context.Context) error {
+	c.mu.Lock()
+	lost, closed, revived := c.lost, c.closed, c.revived
+	c.mu.Unlock()
+	if lost == nil || closed || revived || c.redial == nil {
+		return nil
 	}
-	go c.watch()
-	return c, nil
+	cli, err := c.redial(ctx)
+	if err != nil {
+		return fmt.Errorf("reconnect after the loss: %w", err)
+	}
+	c.mu.Lock()
+	old := c.cli
+	c.cli, c.revived = cli, true
+	c.mu.Unlock()
+	old.Close()
+	return nil
+}
+
+// client returns the connection's SSH client: the one of its dial, or of
+// its Reconnect.
+func (c *Conn) client() *xssh.Client {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cli
 }
 
 // dialAttempts is how many times a connection that timed out is tried.
@@ -248,6 +295,13 @@ func (c *Conn) setLost(err error) {
 	c.cli.Close()
 }
 
+// isRevived says whether Reconnect dialed the host again after a loss.
+func (c *Conn) isRevived() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.revived
+}
+
 // Lost says why the connection to the host was lost after Dial (the host
 // closed it, or stopped answering keepalives), or nil while it holds or
 // after Close.
@@ -286,14 +340,14 @@ func (c *Conn) RTT() time.Duration {
 // LocalIP returns the control host's address on the connection, the
 // address the host sees the clients come from.
 func (c *Conn) LocalIP() string {
-	host, _, _ := net.SplitHostPort(c.cli.LocalAddr().String())
+	host, _, _ := net.SplitHostPort(c.client().LocalAddr().String())
 	return host
 }
 
 // RemoteIP returns the host's address on the connection, the one the
 // clients on the control host dial it at.
 func (c *Conn) RemoteIP() string {
-	host, _, _ := net.SplitHostPort(c.cli.RemoteAddr().String())
+	host, _, _ := net.SplitHostPort(c.client().RemoteAddr().String())
 	return host
 }
 
@@ -306,8 +360,9 @@ func (c *Conn) Close() error {
 			close(c.done)
 		}
 	}
+	cli := c.cli
 	c.mu.Unlock()
-	return c.cli.Close()
+	return cli.Close()
 }
 
 // Run runs the shell command cmd on the host and returns its standard
@@ -331,12 +386,18 @@ func (c *Conn) Root(ctx context.Context, cmd string) (string, error) {
 }
 
 func (c *Conn) run(ctx context.Context, cmd string, stdin io.Reader) (string, error) {
-	if err := c.Lost(); err != nil {
-		return "", err
+	c.mu.Lock()
+	lost := c.lost
+	if c.revived {
+		lost = nil
 	}
-	s, err := c.cli.NewSession()
+	c.mu.Unlock()
+	if lost != nil {
+		return "", lost
+	}
+	s, err := c.client().NewSession()
 	if err != nil {
-		if lost := c.Lost(); lost != nil {
+		if lost := c.Lost(); lost != nil && !c.isRevived() {
 			return "", lost
 		}
 		return "", fmt.Errorf("ssh %s: %v", c.Host.Name, err)

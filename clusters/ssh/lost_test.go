@@ -15,7 +15,8 @@ import (
 // connection) and h3's SSH port dropped by iptables on h3 itself (its
 // network cut: the connection goes silent). Each connection must then say,
 // in one line naming its host, that it was lost, and a command on it must
-// fail with that line without waiting; the other hosts' connections hold. The
+// fail with that line without waiting; the other hosts' connections hold.
+// h2, whose sshd survives, can be reconnected to for what is left to do. The
 // lab's containers, and what the test did in them, go with the lab.
 func TestConnNoticesALostHost(t *testing.T) {
 	inventory := testlab.Up(t)
@@ -45,6 +46,18 @@ func TestConnNoticesALostHost(t *testing.T) {
 		if _, rerr := tc.c.Run(context.Background(), "true"); rerr == nil || rerr.Error() != err.Error() {
 			t.Errorf("a command on %s after the loss: %v, want %v", tc.c.Host.Name, rerr, err)
 		}
+	}
+	// h2's sshd, the container's pid 1, outlives the kill: Reconnect dials
+	// it again, and commands run there once more, while the loss stays
+	// recorded for the run that suffered it.
+	lost := h2.Lost()
+	if err := h2.Reconnect(ctx); err != nil {
+		t.Errorf("reconnect to h2: %v", err)
+	} else if _, err := h2.Run(ctx, "true"); err != nil {
+		t.Errorf("a command on h2 after its reconnect: %v", err)
+	}
+	if h2.Lost() == nil || h2.Lost().Error() != lost.Error() {
+		t.Errorf("after the reconnect h2 says lost %v, want the loss kept: %v", h2.Lost(), lost)
 	}
 	for _, c := range []*sshp.Conn{conns[0], conns[3], conns[4]} {
 		if err := c.Lost(); err != nil {
