@@ -42,9 +42,26 @@ type ordered interface {
 	reorderOf() **reorder
 }
 
-func (s *StreamMutex) reorderOf() **reorder    { return &s.r }
-func (s *StreamResource) reorderOf() **reorder { return &s.r }
-func (s *StreamFencing) reorderOf() **reorder  { return &s.r }
+// ordering is what every streaming checker has of the order of its ops:
+// its reorder buffer, its own or one that Streams shares, and the methods
+// of Stream that only the buffer answers.
+type ordering struct{ r *reorder }
+
+func (o *ordering) reorderOf() **reorder { return &o.r }
+
+// Expect makes the checker wait for process p's first op before it
+// decides anything after it: a run's workers are known before their
+// first op.
+func (o *ordering) Expect(p int) { o.r.expect(p) }
+
+// Revive says that a new worker takes the id p of a dead one from at on
+// (the pool restarts a killed client): the checker waits for its ops
+// again.
+func (o *ordering) Revive(p int, at int64) { o.r.revive(p, at) }
+
+// Late counts the ops that came after the watermark had passed their
+// time: none in a run whose workers stamp and send their ops in order.
+func (o *ordering) Late() int { return o.r.late }
 
 // Streams runs streaming checkers over one reorder buffer: each op is put
 // in order once for all of them, not once for each. Add, Expect, Revive
@@ -369,7 +386,7 @@ func (h *sHold) end() (int64, endReason, bool) {
 // count, and the same stats; an anomaly may name another of the holds it
 // overlapped.
 type StreamMutex struct {
-	r       *reorder
+	ordering
 	open    map[procLockName]*sHold // a process's hold not yet ended by a release or acquire invocation
 	holds   map[string][]*sHold     // per lock, the holds that may still overlap one to come
 	pending []*sHold                // holds whose own overlap is not decided yet
@@ -402,19 +419,9 @@ type lockValueName struct{ lock, value string }
 
 // NewStreamMutex returns a streaming mutual-exclusion checker.
 func NewStreamMutex() *StreamMutex {
-	return &StreamMutex{r: newReorder(), open: map[procLockName]*sHold{}, holds: map[string][]*sHold{},
+	return &StreamMutex{ordering: ordering{newReorder()}, open: map[procLockName]*sHold{}, holds: map[string][]*sHold{},
 		invs: map[int]history.Op{}, kills: newKillWatch(), deaths: map[int][]int64{}, lockValues: map[lockValueName]*sHold{}}
 }
-
-// Expect makes the checker wait for process p's first op before it
-// decides anything after it: a run's workers are known before their
-// first op.
-func (s *StreamMutex) Expect(p int) { s.r.expect(p) }
-
-// Revive says that a new worker takes the id p of a dead one from at on
-// (the pool restarts a killed client): the checker waits for its ops
-// again.
-func (s *StreamMutex) Revive(p int, at int64) { s.r.revive(p, at) }
 
 // Add reads the op recorded next.
 func (s *StreamMutex) Add(op history.Op) {
@@ -433,10 +440,6 @@ func (s *StreamMutex) Confirmed() []Anomaly {
 	s.firstSeen = len(s.anomalies)
 	return out
 }
-
-// Late counts the ops that came after the watermark had passed their
-// time: none in a run whose workers stamp and send their ops in order.
-func (s *StreamMutex) Late() int { return s.r.late }
 
 // Finish ends the history: every op held back is read, the holds still
 // open last past its end, and the Result is MutualExclusion's.

@@ -37,7 +37,7 @@ import (
 // found, and the first duplicate of each lock: duplicates of consecutive
 // tokens are one anomaly only at the end, when all of them are known.
 type StreamFencing struct {
-	r     *reorder
+	ordering
 	kills killWatch
 	invs  map[int]history.Op
 	now   int64 // the time of the last op read
@@ -151,19 +151,9 @@ type fGrant struct {
 
 // NewStreamFencing returns a streaming fencing-tokens checker.
 func NewStreamFencing() *StreamFencing {
-	return &StreamFencing{r: newReorder(), kills: newKillWatch(), invs: map[int]history.Op{}, locks: map[string]*fLock{},
+	return &StreamFencing{ordering: ordering{newReorder()}, kills: newKillWatch(), invs: map[int]history.Op{}, locks: map[string]*fLock{},
 		procs: map[int]*fProc{}, regs: newRegressions(0), dupLocks: map[string]bool{}}
 }
-
-// Expect makes the checker wait for process p's first op.
-func (s *StreamFencing) Expect(p int) { s.r.expect(p) }
-
-// Revive says that a new worker takes the id p of a dead one from at on.
-func (s *StreamFencing) Revive(p int, at int64) { s.r.revive(p, at) }
-
-// Late counts the ops that came after the watermark had passed their
-// time.
-func (s *StreamFencing) Late() int { return s.r.late }
 
 // Add reads the op recorded next.
 func (s *StreamFencing) Add(op history.Op) {

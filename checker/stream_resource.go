@@ -70,8 +70,8 @@ type rWrite struct {
 // statistics and notes of lost-lock notices, which only the check of the
 // whole history gives.
 type StreamResource struct {
-	mode  string
-	r     *reorder
+	mode string
+	ordering
 	last  map[procLockName]*rHold
 	reads map[procLockName]*history.Op
 	invs  map[int]history.Op
@@ -107,16 +107,10 @@ type StreamResource struct {
 // NewStreamResource returns a streaming resource checker of the resource
 // mode mode (Resource.Mode).
 func NewStreamResource(mode string) *StreamResource {
-	return &StreamResource{mode: mode, r: newReorder(), last: map[procLockName]*rHold{}, reads: map[procLockName]*history.Op{},
+	return &StreamResource{mode: mode, ordering: ordering{newReorder()}, last: map[procLockName]*rHold{}, reads: map[procLockName]*history.Op{},
 		invs: map[int]history.Op{}, open: map[int]*rWrite{}, watched: map[string][]*rHold{}, unplaced: map[string]map[int]int64{},
 		ready: map[string]*writeHeap{}, prev: map[string]*rWrite{}, top: map[string]*rWrite{}, regs: newRegressions(0), lockIDs: map[string]int32{}}
 }
-
-// Expect makes the checker wait for process p's first op.
-func (s *StreamResource) Expect(p int) { s.r.expect(p) }
-
-// Revive says that a new worker takes the id p of a dead one from at on.
-func (s *StreamResource) Revive(p int, at int64) { s.r.revive(p, at) }
 
 // Add reads the op recorded next.
 func (s *StreamResource) Add(op history.Op) {
@@ -134,10 +128,6 @@ func (s *StreamResource) step() {
 		s.settle(w)
 	}
 }
-
-// Late counts the ops that came after the watermark had passed their
-// time.
-func (s *StreamResource) Late() int { return s.r.late }
 
 // Confirmed returns the anomalies found since the last call.
 func (s *StreamResource) Confirmed() []Anomaly {
