@@ -19,21 +19,7 @@ import (
 func fencingDisagrees(h history.History, revives ...revival) string {
 	batch := FencingTokens{}.Check(context.Background(), history.NewTable(h))
 	s := NewStreamFencing()
-	for _, op := range h {
-		if op.Process >= 0 {
-			s.Expect(op.Process)
-		}
-	}
-	var early []Anomaly
-	for _, op := range h {
-		for _, r := range revives {
-			if r.before == op.Index {
-				s.Revive(r.proc, r.at)
-			}
-		}
-		s.Add(op)
-		early = append(early, s.Confirmed()...)
-	}
+	early := feed(s, h, revives)
 	got := s.Finish()
 	switch {
 	case got.Valid != batch.Valid:

@@ -40,21 +40,7 @@ func withoutNotices(r Result) (map[string]float64, map[string]int) {
 func resourceDisagrees(h history.History, mode string, revives ...revival) string {
 	batch := Resource{Mode: mode}.Check(context.Background(), history.NewTable(h))
 	s := NewStreamResource(mode)
-	for _, op := range h {
-		if op.Process >= 0 {
-			s.Expect(op.Process)
-		}
-	}
-	var early []Anomaly
-	for _, op := range h {
-		for _, r := range revives {
-			if r.before == op.Index {
-				s.Revive(r.proc, r.at)
-			}
-		}
-		s.Add(op)
-		early = append(early, s.Confirmed()...)
-	}
+	early := feed(s, h, revives)
 	got := s.Finish()
 	gs, gn := withoutNotices(got)
 	bs, bn := withoutNotices(batch)

@@ -35,21 +35,7 @@ func streamDisagrees(h history.History, revives ...revival) string {
 	t := history.NewTable(h)
 	batch := MutualExclusion{}.Check(context.Background(), t)
 	s := NewStreamMutex()
-	for _, op := range h {
-		if op.Process >= 0 {
-			s.Expect(op.Process) // the driver knows its workers from the start
-		}
-	}
-	var early []Anomaly
-	for _, op := range h {
-		for _, r := range revives {
-			if r.before == op.Index {
-				s.Revive(r.proc, r.at)
-			}
-		}
-		s.Add(op)
-		early = append(early, s.Confirmed()...)
-	}
+	early := feed(s, h, revives)
 	got := s.Finish()
 	switch {
 	case got.Valid != batch.Valid:
@@ -64,6 +50,28 @@ func streamDisagrees(h history.History, revives ...revival) string {
 		return fmt.Sprintf("%d ops came late", s.Late())
 	}
 	return ""
+}
+
+// feed gives s the ops of h in their order, reviving the ids revives
+// names, as a driver does (it knows its workers from the start), and
+// returns the anomalies s confirmed on the way.
+func feed(s Stream, h history.History, revives []revival) []Anomaly {
+	for _, op := range h {
+		if op.Process >= 0 {
+			s.Expect(op.Process)
+		}
+	}
+	var early []Anomaly
+	for _, op := range h {
+		for _, r := range revives {
+			if r.before == op.Index {
+				s.Revive(r.proc, r.at)
+			}
+		}
+		s.Add(op)
+		early = append(early, s.Confirmed()...)
+	}
+	return early
 }
 
 // TestStreamMutexAgreesOnTheGoldenHistories: on every golden history of
