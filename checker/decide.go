@@ -79,7 +79,13 @@ func Decide(ctx context.Context, h *history.Table, facts RunFacts, maxVisualOps 
 // Judge alone serves results that were found elsewhere (a test's, a
 // stored run's).
 func Judge(h *history.Table, facts RunFacts, rs []Result) Decision {
-	d := Decision{Valid: Overall(rs), Results: rs, Stats: Summarize(facts.Faults, h)}
+	return judge(facts, rs, Summarize(facts.Faults, h), neverApplied(facts.Faults, h))
+}
+
+// judge is Judge, given the history's stats (Summarize) and the faults it
+// shows never applied (neverApplied).
+func judge(facts RunFacts, rs []Result, stats map[string]float64, never []string) Decision {
+	d := Decision{Valid: Overall(rs), Results: rs, Stats: stats}
 	// How many faults had a chance to matter, as the liveness checker
 	// counted them.
 	for _, r := range rs {
@@ -99,7 +105,7 @@ func Judge(h *history.Table, facts RunFacts, rs []Result) Decision {
 	if len(facts.Faults) > 0 && d.Stats["faults_injected"] == 0 {
 		d.Problems = append(d.Problems, "no fault was applied: run longer, lower --interval, or shorten the faults (each must fit in --time less --quiet-time)")
 	} else {
-		d.Problems = append(d.Problems, neverApplied(facts.Faults, h)...)
+		d.Problems = append(d.Problems, never...)
 	}
 	if len(d.Problems) > 0 {
 		d.Valid = Merge(d.Valid, Unknown)

@@ -655,9 +655,44 @@ func (c Linearizability) CheckVisual(ctx context.Context, h *history.Table, maxO
 	return r, vis
 }
 
+// opSource is what the porcupine checker reads of the ops behind its
+// linOps, by position: a Table, or what a streaming check kept of them
+// (linSource).
+type opSource interface {
+	Index(pos int) int
+	Time(pos int) int64
+	Process(pos int) int
+	F(pos int) string
+	Type(pos int) history.Type
+}
+
+var _ opSource = (*history.Table)(nil)
+
+// indexesOf returns the history indexes of the ops at positions ps of h
+// in time order (then index, then position), leaving out negative
+// positions and repeats, as view.indexes does. It may reorder ps.
+func indexesOf(h opSource, ps ...int32) []int {
+	ps = slices.DeleteFunc(ps, func(p int32) bool { return p < 0 })
+	slices.SortFunc(ps, func(a, b int32) int {
+		if c := cmp.Compare(h.Time(int(a)), h.Time(int(b))); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(h.Index(int(a)), h.Index(int(b))); c != 0 {
+			return c
+		}
+		return cmp.Compare(a, b)
+	})
+	ps = slices.Compact(ps)
+	out := make([]int, len(ps))
+	for i, p := range ps {
+		out[i] = h.Index(int(p))
+	}
+	return out
+}
+
 // tooBig says why window w, longer than maxSize ops, was not checked,
 // naming the ops that kept it from being cut.
-func (c Linearizability) tooBig(h *history.Table, w window, maxSize int) string {
+func (c Linearizability) tooBig(h opSource, w window, maxSize int) string {
 	what := "who holds the lock"
 	if c.Model == RegisterModel {
 		what = "the register's value"
@@ -703,7 +738,7 @@ func (c Linearizability) firstWindows(ws []window, maxSize, maxOps int) []int {
 // partition each, sets their status and returns porcupine's information:
 // a window whose partition porcupine linearized whole is ok; one it did
 // not is illegal, or unknown when the check was aborted.
-func verbose(h *history.Table, model porcupine.Model, ws []window, idx []int, abort *atomic.Bool, status []porcupine.CheckResult) porcupine.LinearizationInfo {
+func verbose(h opSource, model porcupine.Model, ws []window, idx []int, abort *atomic.Bool, status []porcupine.CheckResult) porcupine.LinearizationInfo {
 	var ops []porcupine.Operation
 	for n, i := range idx {
 		ops = append(ops, ws[i].porcupineOps(h, n)...)
@@ -740,7 +775,7 @@ func opSpan(ops []linOp) (first, last int64) {
 // porcupineOps returns w's ops for porcupine, after a synthetic op that
 // sets w's initial state and precedes them all; win is the window's
 // partition in a verbose search of several.
-func (w window) porcupineOps(h *history.Table, win int) []porcupine.Operation {
+func (w window) porcupineOps(h opSource, win int) []porcupine.Operation {
 	out := make([]porcupine.Operation, 0, len(w.ops)+1)
 	first := w.ops[0].call
 	out = append(out, porcupine.Operation{ClientId: 0, Call: first - 2, Return: first - 1,
@@ -764,7 +799,7 @@ type linMeta struct {
 // explain names, for a window with no linearization, the op that cannot
 // be linearized after the longest linearizable prefix porcupine found
 // (partials: porcupine's partial linearizations of the window).
-func (c Linearizability) explain(h *history.Table, w window, partials [][]int) Anomaly {
+func (c Linearizability) explain(h opSource, w window, partials [][]int) Anomaly {
 	first, last := opSpan(w.ops)
 	a := Anomaly{Kind: KindNotLinearizable, Ops: []int{},
 		Explanation: fmt.Sprintf("the %d ops of lock %q from %s to %s have no linearization as a %s",
@@ -791,7 +826,6 @@ func (c Linearizability) explain(h *history.Table, w window, partials [][]int) A
 		return a
 	}
 	b := &w.ops[blocked-1]
-	v := &view{h: h}
 	ps := []int32{b.inv, b.done}
 	prefix := "its start"
 	if w.init != init0(c.Model) {
@@ -805,22 +839,23 @@ func (c Linearizability) explain(h *history.Table, w window, partials [][]int) A
 		ps = append(ps, p.inv, p.done)
 		prefix = describeLinOp(h, p)
 	}
-	a.Ops = v.indexes(ps...)
+	a.Ops = indexesOf(h, ps...)
 	a.Explanation += fmt.Sprintf(": after %s, %s cannot take effect", prefix, describeLinOp(h, b))
 	return a
 }
 
 // describeLinOp renders "process 2's acquire (invoked at 1.000s, ok at
 // 1.200s)".
-func describeLinOp(h *history.Table, op *linOp) string {
-	o := h.At(int(op.inv))
-	if op.in.kind == 'd' && o.F == history.Release {
-		return fmt.Sprintf("process %d's release (invoked at %s, of unknown outcome, over by the server's restart at %s)", op.in.proc, secs(o.Time), secs(op.ret))
+func describeLinOp(h opSource, op *linOp) string {
+	pos := int(op.inv)
+	oF, oTime, oProc := h.F(pos), h.Time(pos), h.Process(pos)
+	if op.in.kind == 'd' && oF == history.Release {
+		return fmt.Sprintf("process %d's release (invoked at %s, of unknown outcome, over by the server's restart at %s)", op.in.proc, secs(oTime), secs(op.ret))
 	}
 	if op.in.kind == 'd' {
-		return fmt.Sprintf("process %d's death (shown at %s)", op.in.proc, secs(o.Time))
+		return fmt.Sprintf("process %d's death (shown at %s)", op.in.proc, secs(oTime))
 	}
-	what := o.F
+	what := oF
 	switch op.in.kind {
 	case 'R':
 		what = fmt.Sprintf("read of %d", op.out.n)
@@ -831,7 +866,7 @@ func describeLinOp(h *history.Table, op *linOp) string {
 	if op.done >= 0 && h.Type(int(op.done)) == history.OK {
 		end = "ok at " + secs(h.Time(int(op.done)))
 	}
-	return fmt.Sprintf("process %d's %s (invoked at %s, %s)", o.Process, what, secs(o.Time), end)
+	return fmt.Sprintf("process %d's %s (invoked at %s, %s)", oProc, what, secs(oTime), end)
 }
 
 // Leases reports whether any acquire ok of h carries a valid_until: the

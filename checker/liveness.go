@@ -362,28 +362,51 @@ func (v *view) freedBefore(hd *hold, inv, died int64) bool {
 
 // stuck explains that lock l stayed unacquirable after hold hd ended.
 func (v *view) stuck(l int32, hd *hold, ended int64, proof []int32, fails int, first, last int32) Anomaly {
-	var how string
 	released := len(proof) > 0 && v.h.F(int(proof[0])) == history.Release
-	switch {
-	case hd.validUntil != 0 && released:
-		how = fmt.Sprintf("its release failed at %s, its lease ended at %s", secs(v.h.Time(int(proof[len(proof)-1]))), secs(ended))
-	case hd.validUntil != 0 && len(proof) > 0:
-		how = fmt.Sprintf("it died at %s, its lease ended at %s", secs(v.h.Time(int(proof[0]))), secs(ended))
-	case hd.validUntil != 0:
-		how = "its lease ended at " + secs(ended)
-	case released:
-		how = "its release failed at " + secs(ended)
-	default:
-		how = "it died at " + secs(ended)
+	var firstProof, lastProof int64
+	if len(proof) > 0 {
+		firstProof, lastProof = v.h.Time(int(proof[0])), v.h.Time(int(proof[len(proof)-1]))
 	}
 	ops := append([]int32{hd.ok, first, last}, proof...)
 	return Anomaly{
 		Kind: KindStuckLock,
 		Ops:  v.indexes(ops...),
-		Explanation: fmt.Sprintf("lock %q stayed stuck: process %d acquired it at %s%s and never released it (%s), and all %d acquire attempts by other processes from %s to %s failed, %s after the hold ended",
-			v.locks[l], hd.proc, secs(hd.start), tokenWord(v.h.Token(int(hd.ok))), how, fails,
-			secs(v.h.Time(int(first))), secs(v.h.Time(int(last))), secs(v.h.Time(int(last))-ended)),
+		Explanation: stuckText(v.locks[l], hd.proc, hd.start, v.h.Token(int(hd.ok)),
+			stuckHow(hd.validUntil != 0, released, len(proof) > 0, firstProof, lastProof, ended),
+			fails, v.h.Time(int(first)), v.h.Time(int(last)), ended),
 	}
+}
+
+// stuckHow says how a stuck lock's hold ended at ended: its lease (a
+// valid_until), a release that failed, or its holder's death; proof is
+// whether ops proved it, the first and last of them at firstProof and
+// lastProof, released whether they are its failed release.
+func stuckHow(lease, released, proof bool, firstProof, lastProof, ended int64) string {
+	switch {
+	case lease && released:
+		return fmt.Sprintf("its release failed at %s, its lease ended at %s", secs(lastProof), secs(ended))
+	case lease && proof:
+		return fmt.Sprintf("it died at %s, its lease ended at %s", secs(firstProof), secs(ended))
+	case lease:
+		return "its lease ended at " + secs(ended)
+	case released:
+		return "its release failed at " + secs(ended)
+	}
+	return "it died at " + secs(ended)
+}
+
+// stuckText explains a lock stuck after the hold of proc begun at start
+// ended (how), with fails attempts of others failing from first to last.
+func stuckText(lock string, proc int, start int64, token *uint64, how string, fails int, first, last, ended int64) string {
+	return fmt.Sprintf("lock %q stayed stuck: process %d acquired it at %s%s and never released it (%s), and all %d acquire attempts by other processes from %s to %s failed, %s after the hold ended",
+		lock, proc, secs(start), tokenWord(token), how, fails, secs(first), secs(last), secs(last-ended))
+}
+
+// stuckUnknownText explains a lock stuck after proc died at died inside an
+// acquire invoked at inv whose outcome is unknown.
+func stuckUnknownText(lock string, proc int, died, inv int64, fails int, first, last int64) string {
+	return fmt.Sprintf("lock %q stayed stuck: process %d died at %s inside an acquire invoked at %s whose outcome is unknown, and all %d acquire attempts by other processes from %s to %s failed, %s after its death",
+		lock, proc, secs(died), secs(inv), fails, secs(first), secs(last), secs(last-died))
 }
 
 // stuckUnknown explains a lock stuck after an acquire of unknown outcome
@@ -394,11 +417,9 @@ func (v *view) stuckUnknown(l, inv int32, died int64, proof []int32, fails int, 
 		ops = append(ops, done)
 	}
 	return Anomaly{
-		Kind: KindStuckLock,
-		Ops:  v.indexes(ops...),
-		Explanation: fmt.Sprintf("lock %q stayed stuck: process %d died at %s inside an acquire invoked at %s whose outcome is unknown, and all %d acquire attempts by other processes from %s to %s failed, %s after its death",
-			v.locks[l], v.h.Process(int(inv)), secs(died), secs(v.h.Time(int(inv))), fails,
-			secs(v.h.Time(int(first))), secs(v.h.Time(int(last))), secs(v.h.Time(int(last))-died)),
+		Kind:        KindStuckLock,
+		Ops:         v.indexes(ops...),
+		Explanation: stuckUnknownText(v.locks[l], v.h.Process(int(inv)), died, v.h.Time(int(inv)), fails, v.h.Time(int(first)), v.h.Time(int(last))),
 	}
 }
 

@@ -74,10 +74,25 @@ type Streams struct {
 }
 
 // NewStreams returns the streams of ss, fresh checkers of this package
-// (NewStreamMutex, NewStreamResource, NewStreamFencing), which from now
-// on must be fed through it.
+// (NewStreamMutex, NewStreamResource, NewStreamFencing, NewStreamLiveness),
+// which from now on must be fed through it.
 func NewStreams(ss ...Stream) *Streams {
-	m := &Streams{r: newReorder()}
+	return newStreams(newReorder(), ss)
+}
+
+// NewFileStreams returns the streams of ss for the ops of a recorded
+// history read in its file's order, where no op comes more than slack ns
+// after an op of a later time (ScanFacts measures it): an op is read once
+// an op slack ns later than it has come, so Expect and Revive are not
+// needed, and no op comes late.
+func NewFileStreams(slack int64, ss ...Stream) *Streams {
+	r := newReorder()
+	r.slack = max(slack, 0)
+	return newStreams(r, ss)
+}
+
+func newStreams(r *reorder, ss []Stream) *Streams {
+	m := &Streams{r: r}
 	for _, s := range ss {
 		o := s.(ordered)
 		*o.reorderOf() = m.r
@@ -136,10 +151,15 @@ type reorder struct {
 	// with a lower time came late (late counts them).
 	released int64
 	late     int
+	// slack, when not negative, makes the watermark the highest time
+	// pushed (seen) less slack, for ops known to come at most slack ns
+	// out of order (a recorded file).
+	slack int64
+	seen  int64
 }
 
 func newReorder() *reorder {
-	return &reorder{last: map[int]int64{}, gone: map[int]bool{}}
+	return &reorder{last: map[int]int64{}, gone: map[int]bool{}, slack: -1}
 }
 
 // expect makes the watermark wait for the first op of process p.
@@ -176,7 +196,8 @@ func (r *reorder) push(op history.Op) {
 		r.late++
 	}
 	r.buf.push(op)
-	if op.Process < 0 {
+	r.seen = max(r.seen, op.Time)
+	if op.Process < 0 || r.slack >= 0 {
 		return
 	}
 	if op.Type == history.Info && strings.HasPrefix(op.Error, "worker exited") {
@@ -189,6 +210,9 @@ func (r *reorder) push(op history.Op) {
 
 // watermark is the time below which no op can still come.
 func (r *reorder) watermark() int64 {
+	if r.slack >= 0 {
+		return r.seen - r.slack
+	}
 	w := int64(1<<63 - 1)
 	for p, t := range r.last {
 		if !r.gone[p] {

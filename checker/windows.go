@@ -481,9 +481,20 @@ func (c *registerCutter) try(k int) (int64, []int, bool, int) {
 	if haveNext {
 		nextW = c.writeCalls[c.seenW]
 	}
-	var later []int
+	later, b := registerLater(pend, func(j int) *linOp { return &c.ops[j] }, s, nextW, haveNext)
+	if b >= 0 {
+		return 0, nil, false, b
+	}
+	return s, later, true, -1
+}
+
+// registerLater gives each op pending at a last-write cut in state s
+// its side: it returns those that go to the later window, or the first
+// that can go to neither (-1 when there is none). nextW is the call of the
+// first write at or after the cut, when haveNext.
+func registerLater(pend []int, op func(int) *linOp, s, nextW int64, haveNext bool) (later []int, blocker int) {
 	for _, j := range pend {
-		op := &c.ops[j]
+		op := op(j)
 		switch {
 		case op.in.kind == 'W' && op.out.unknown:
 			continue
@@ -493,9 +504,9 @@ func (c *registerCutter) try(k int) (int64, []int, bool, int) {
 			later = append(later, j)
 			continue
 		}
-		return 0, nil, false, j
+		return nil, j
 	}
-	return s, later, true, -1
+	return later, -1
 }
 
 // firstPending returns the op of pend invoked first, or -1 when pend is

@@ -2,6 +2,7 @@ package history
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -230,7 +231,48 @@ func decodeBoth(t *testing.T, content []byte) (History, error) {
 	if !reflect.DeepEqual(h, fh) && (len(h) > 0 || len(fh) > 0) {
 		t.Fatalf("Decode read %d ops, ReadFile %d, or they differ", len(h), len(fh))
 	}
+	// Scan gives the same ops, one at a time, and the same error.
+	var sh History
+	n, serr := Scan(context.Background(), path, func(op *Op) error {
+		sh = append(sh, *op)
+		return nil
+	})
+	if fmt.Sprint(serr) != fmt.Sprint(ferr) || n != len(sh) {
+		t.Fatalf("Scan: %d ops, %v; ReadFile: %v", n, serr, ferr)
+	}
+	if !reflect.DeepEqual(sh, fh) && (len(sh) > 0 || len(fh) > 0) {
+		t.Fatalf("Scan read %d ops, ReadFile %d, or they differ", len(sh), len(fh))
+	}
 	return h, err
+}
+
+// Scan stops at the first error its function returns, and returns it,
+// having given it the ops before.
+func TestScanStopsAtItsFunctionsError(t *testing.T) {
+	h := History{
+		{Index: 0, Type: Invoke, Process: 0, F: Acquire, Time: 10, Value: Value{Lock: "l"}},
+		{Index: 1, Type: OK, Process: 0, F: Acquire, Time: 11, Value: Value{Lock: "l"}},
+		{Index: 2, Type: Invoke, Process: 0, F: Release, Time: 12, Value: Value{Lock: "l"}},
+	}
+	path := filepath.Join(t.TempDir(), "history.jsonl")
+	if err := WriteFile(path, h); err != nil {
+		t.Fatal(err)
+	}
+	stop := errors.New("enough")
+	var seen []int
+	n, err := Scan(context.Background(), path, func(op *Op) error {
+		seen = append(seen, op.Index)
+		if op.Index == 1 {
+			return stop
+		}
+		return nil
+	})
+	if !errors.Is(err, stop) || n != 1 || !slices.Equal(seen, []int{0, 1}) {
+		t.Errorf("Scan gave %v, counted %d, returned %v; want ops 0 and 1, 1 counted, the function's error", seen, n, err)
+	}
+	if _, err := Scan(context.Background(), filepath.Join(t.TempDir(), "none.jsonl"), func(*Op) error { return nil }); err == nil {
+		t.Error("Scan of a missing file gave no error")
+	}
 }
 
 // WriteFile writes what ReadFile reads back op for op, and says why it

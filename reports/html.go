@@ -216,10 +216,14 @@ type reportData struct {
 	Pct        []percentileRow
 	TL         *timeline
 	Notices    *noticeSection
-	Data       template.JS
-	Script     template.JS
-	Style      template.CSS
-	X          Extras
+	// Excerpt says that h holds only the first ops of the history (a
+	// history too long to hold, checked as a stream): what the timeline,
+	// the charts and the percentiles show.
+	Excerpt string
+	Data    template.JS
+	Script  template.JS
+	Style   template.CSS
+	X       Extras
 }
 
 type legendItem struct{ Name, Color string }
@@ -244,6 +248,10 @@ func RenderReport(r runstore.Results, h *history.Table, x Extras) ([]byte, error
 	d := reportData{Results: r, Met: r.Met(), TL: tl, Data: template.JS(data), Script: reportJS, Style: reportCSS, X: x,
 		Timeline: timelineSVG(tl), Pct: percentiles(h), Notices: buildNotices(r.Run, h)}
 	d.Cluster = ClusterText(r.Run)
+	if total := int(r.Stats["ops"]); total > h.Len() {
+		d.Excerpt = fmt.Sprintf("This history has %d ops, too many to draw: the timeline, the latency and throughput charts and the percentiles show its first %d, up to %s. The verdicts, the stats and the anomalies cover all of them; results.json lists every anomaly.",
+			total, h.Len(), secsLabel(tl.End, 1000))
+	}
 	if r.Run.Network != "" {
 		d.Cluster += ", network: " + r.Run.Network
 	}

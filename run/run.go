@@ -556,11 +556,7 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	info.Elapsed = time.Since(started).Round(time.Millisecond).String()
 	info.Errors = runErrs
 
-	h, err := recorded(dir, rec)
-	if err != nil {
-		info.Errors = append(info.Errors, err.Error())
-	}
-	d := checker.Decide(context.Background(), h, info.Facts(), reports.MaxVisualizedOps)
+	d, h := decideRecorded(dir, rec, &info, lg)
 	res := runstore.New(info, d)
 	if err := storeResults(dir, &res, h, d.Visual); err != nil {
 		lg.Error("store results", "err", err)
@@ -572,8 +568,35 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	if err := reports.WriteIndex(cfg.StoreDir); err != nil {
 		lg.Warn("store index", "err", err)
 	}
-	lg.Info("run done", "valid", res.Valid, "ops", h.Len(), "critical_sections", acquired.Load())
+	lg.Info("run done", "valid", res.Valid, "ops", int(res.Stats["ops"]), "critical_sections", acquired.Load())
 	return &Outcome{Dir: dir, Results: res}, nil
+}
+
+// decideRecorded decides the run from what it recorded, adding to
+// info's errors what kept the check from reading all of it: a large
+// history as a stream (StreamFile, DecideStream), which returns its first
+// ops for the report, any other held whole (recorded, checker.Decide).
+func decideRecorded(dir string, rec *history.Recorder, info *runstore.RunInfo, lg *slog.Logger) (checker.Decision, *history.Table) {
+	ctx := context.Background()
+	path := filepath.Join(dir, runstore.HistoryFile)
+	if stream, ff, err := StreamFile(ctx, path, false); stream && err == nil {
+		tail := rec.History()
+		if len(tail) > 0 && tail[0].Index != ff.Ops {
+			info.Errors = append(info.Errors, fmt.Sprintf("history: the file has %d ops but the ops kept in memory start at %d; the check sees the file's", ff.Ops, tail[0].Index))
+			tail = nil
+		}
+		d, h, err := DecideStream(ctx, path, info.Facts(), ff, tail)
+		if err == nil {
+			lg.Info("history checked as a stream", "ops", ff.Ops+len(tail), "slack", time.Duration(ff.Slack))
+			return d, h
+		}
+		lg.Warn("history: streaming check failed; holding it", "err", err)
+	}
+	h, err := recorded(dir, rec)
+	if err != nil {
+		info.Errors = append(info.Errors, err.Error())
+	}
+	return checker.Decide(ctx, h, info.Facts(), reports.MaxVisualizedOps), h
 }
 
 // recorded reads back what the run recorded: the history file, which the

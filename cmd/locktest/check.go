@@ -19,6 +19,7 @@ import (
 
 func newCheckCmd() *cobra.Command {
 	var profile string
+	var stream bool
 	c := &cobra.Command{
 		Use:   "check DIR",
 		Short: "Re-check a stored run's history and rewrite its results.json and report.html",
@@ -39,7 +40,15 @@ problem, so the verdict is at best unknown.
 A run whose results.json says it did not finish (its driver was killed, or
 crashed, before it checked) is never valid, whatever its history's prefix
 shows: invalid (exit 1) when the prefix holds a violation, else unknown
-(exit 3), as for a run stopped by Ctrl-C or SIGTERM.`,
+(exit 3), as for a run stopped by Ctrl-C or SIGTERM.
+
+A history of 256 MB or more whose locks are leases and that has no lost-lock
+notices (or any such history, with --stream) is checked as a stream: it is
+read once or twice for its facts and once more into the checkers, which keep
+only what is still open, so the check takes tens of MB however long the run
+was; its report draws the first 200,000 ops and says so. Any other history is
+held whole, and refused (exit 2) when this machine has too little memory for
+it.`,
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			if profile != "" {
@@ -50,6 +59,9 @@ shows: invalid (exit 1) when the prefix holds a violation, else unknown
 				defer stop()
 			}
 			start := time.Now()
+			if done, err := checkStream(cmd, a[0], start, stream); done {
+				return err
+			}
 			dir, h, info, err := loadRun(a[0])
 			var cut *history.LineError
 			switch {
@@ -80,6 +92,7 @@ shows: invalid (exit 1) when the prefix holds a violation, else unknown
 		},
 	}
 	c.Flags().StringVar(&profile, "profile", "", "folder for a CPU profile (check.cpu.pprof) and the heap (check.heap.pprof) of this check")
+	c.Flags().BoolVar(&stream, "stream", false, "check the history as a stream, whatever its size (one of 256 MB or more is, when its locks are leases): less memory, no porcupine picture, and a report of its first ops")
 	return c
 }
 
@@ -89,7 +102,16 @@ func newReportCmd() *cobra.Command {
 		Short: "Re-render a stored run's report.html from its history and results.json",
 		Args:  args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			dir, h, _, err := loadRun(a[0])
+			var h *history.Table
+			dir, path := runPaths(a[0])
+			var err error
+			if st, serr := os.Stat(path); serr == nil && st.Size() >= run.StreamFrom {
+				// A history this large is drawn from its first ops, as
+				// its check drew it when it streamed it.
+				h, err = history.ReadTableHead(cmd.Context(), path, run.ReportOps)
+			} else {
+				dir, h, _, err = loadRun(a[0])
+			}
 			if err != nil && !errors.Is(err, history.ErrTruncated) {
 				return err
 			}
@@ -114,10 +136,7 @@ func newReportCmd() *cobra.Command {
 // history.ErrTruncated in a *history.LineError; any other bad history is
 // an error alone.
 func loadRun(arg string) (dir string, h *history.Table, info runstore.RunInfo, err error) {
-	dir, path := arg, filepath.Join(arg, runstore.HistoryFile)
-	if st, serr := os.Stat(arg); serr == nil && !st.IsDir() {
-		dir, path = filepath.Dir(arg), arg
-	}
+	dir, path := runPaths(arg)
 	if err := run.FitMemory(path); err != nil {
 		return "", nil, info, err
 	}
@@ -125,6 +144,26 @@ func loadRun(arg string) (dir string, h *history.Table, info runstore.RunInfo, e
 	if herr != nil && !errors.Is(herr, history.ErrTruncated) {
 		return "", nil, info, herr
 	}
+	info, err = loadInfo(dir)
+	if err != nil {
+		return "", nil, info, err
+	}
+	return dir, h, info, herr
+}
+
+// runPaths returns the run folder and the history file that arg, either
+// of them, names.
+func runPaths(arg string) (dir, path string) {
+	dir, path = arg, filepath.Join(arg, runstore.HistoryFile)
+	if st, err := os.Stat(arg); err == nil && !st.IsDir() {
+		dir, path = filepath.Dir(arg), arg
+	}
+	return dir, path
+}
+
+// loadInfo reads the run's description from dir's results.json, as
+// loadRun says.
+func loadInfo(dir string) (info runstore.RunInfo, err error) {
 	prev, rerr := runstore.ReadHead(dir)
 	switch {
 	case rerr == nil:
@@ -139,7 +178,46 @@ func loadRun(arg string) (dir string, h *history.Table, info runstore.RunInfo, e
 	case errors.Is(rerr, os.ErrNotExist):
 		info = runstore.RunInfo{Name: filepath.Base(dir), Expect: "valid"} // resource mode unknown: check everything
 	default:
-		return "", nil, info, rerr
+		return info, rerr
 	}
-	return dir, h, info, herr
+	return info, nil
+}
+
+// checkStream checks the run arg names as a stream when its history is
+// large enough (run.StreamFile), and then reports done: it reads the
+// history for its facts, checks it (checker.DecideFile), and rewrites
+// results.json and the report, which draws the history's first
+// run.ReportOps ops. Otherwise it does nothing, and the history is held
+// whole.
+func checkStream(cmd *cobra.Command, arg string, start time.Time, force bool) (done bool, err error) {
+	dir, path := runPaths(arg)
+	stream, ff, err := run.StreamFile(cmd.Context(), path, force)
+	switch {
+	case force && err == nil && !stream:
+		return true, usageError{fmt.Errorf("--stream: %s cannot be checked as a stream: %v", path, ff.Streamable())}
+	case !stream || err != nil:
+		return false, nil
+	}
+	info, err := loadInfo(dir)
+	if err != nil {
+		return true, err
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "read the facts of %d ops in %s; checking them as a stream\n", ff.Ops, time.Since(start).Round(time.Millisecond))
+	checked := time.Now()
+	d, h, err := run.DecideStream(cmd.Context(), path, info.Facts(), ff, nil)
+	if err != nil {
+		return true, err
+	}
+	res := runstore.New(info, d)
+	if err := runstore.WriteResults(dir, res); err != nil {
+		return true, err
+	}
+	rendered := time.Now()
+	if err := reports.WriteHTMLVisual(dir, res, h, nil); err != nil {
+		return true, err
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "checked in %s (the checkers on one stream), report of the first %d ops written in %s\n",
+		rendered.Sub(checked).Round(time.Millisecond), h.Len(), time.Since(rendered).Round(time.Millisecond))
+	printResults(cmd.OutOrStdout(), dir, res, true)
+	return true, outcomeError(res)
 }
