@@ -40,8 +40,8 @@ func TestStopOnViolation(t *testing.T) {
 	}
 
 	_, res = runStory(t, store, "fenced", "--resource", "fenced", "--stop-on-violation", "--expect", "valid")
-	if elapsed, _ := time.ParseDuration(res.Run.Elapsed); res.Run.StoppedEarly != "" || elapsed < 8*time.Second {
-		t.Errorf("fenced: stopped_early %q after %s, want the whole 8 s", res.Run.StoppedEarly, elapsed)
+	if elapsed, _ := time.ParseDuration(res.Run.Elapsed); res.Run.StoppedEarly != "" || elapsed < 11*time.Second {
+		t.Errorf("fenced: stopped_early %q after %s, want the whole 11 s", res.Run.StoppedEarly, elapsed)
 	}
 }
 

@@ -1,6 +1,8 @@
 package quorum_test
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -37,6 +39,21 @@ func TestZooKeeperNoFaultRunsAreValid(t *testing.T) {
 			// release with no fault.
 			cfg.TTL, cfg.Timeout = 4*time.Second, 10*time.Second
 			out, h := testkit.MustRun(t, cfg)
+			// Under stress-ng a stall of the JVMs past syncLimit made the
+			// leader drop its followers, and in the election that followed
+			// ZooKeeper 3.8.0 itself broke: a NullPointerException killed
+			// the SyncThread of two peers, and no write was served for the
+			// rest of the run. That is the server's failure, which no lock
+			// can survive, not one of the lock's: such a run is logged and
+			// tried again, twice at most.
+			for attempt := 2; attempt <= 3; attempt++ {
+				bug := zkCriticalFailure(t, out.Dir)
+				if bug == "" {
+					break
+				}
+				t.Logf("run %d: ZooKeeper failed on its own (%s); running again", attempt-1, bug)
+				out, h = testkit.MustRun(t, cfg)
+			}
 			r := out.Results
 			testkit.ValidWithWrites(t, r, 30)
 			if tc.impl == "zk-recipe" {
@@ -55,6 +72,31 @@ func TestZooKeeperNoFaultRunsAreValid(t *testing.T) {
 			t.Logf("%s/%s: %v critical sections in %v; acquires %v", tc.impl, tc.mode, r.Stats["critical_sections"], cfg.Duration, acquires)
 		})
 	}
+}
+
+// zkCriticalFailure returns the first line in which a ZooKeeper node of
+// the run in dir logged that a critical thread of its own died ("Severe
+// unrecoverable error"), with the exception that killed it, or "".
+func zkCriticalFailure(t *testing.T, dir string) string {
+	t.Helper()
+	logs, _ := filepath.Glob(filepath.Join(dir, "logs", "n*.log"))
+	for _, l := range logs {
+		b, err := os.ReadFile(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(string(b), "\n")
+		for i, line := range lines {
+			if strings.Contains(line, "Severe unrecoverable error") {
+				why := strings.TrimSpace(line)
+				if i+1 < len(lines) {
+					why += ": " + strings.TrimSpace(lines[i+1])
+				}
+				return filepath.Base(l) + ": " + why
+			}
+		}
+	}
+	return ""
 }
 
 // TestZooKeeperKilledHolderRecovers SIGKILLs workers while they hold the

@@ -1,0 +1,168 @@
+package stats
+
+import (
+	"cmp"
+	"math"
+	"slices"
+)
+
+// Observation is one run as survival analysis sees it: its time to the
+// first violation (Event true), or the time it ran clean, after which it
+// is censored (Event false).
+type Observation struct {
+	Time  float64
+	Event bool
+}
+
+// Step is one step of a Kaplan–Meier curve: at Time, Events of the AtRisk
+// runs still unbroken failed, and the survival fell to Survival, with the
+// pointwise 95% interval [Lo, Hi] (log-log transform, Greenwood's
+// variance).
+type Step struct {
+	Time     float64
+	AtRisk   int
+	Events   int
+	Survival float64
+	Lo, Hi   float64
+}
+
+// Curve is a Kaplan–Meier estimate of the time a lock survives under a
+// set of faults, from runs that broke it and runs that ended clean.
+type Curve struct {
+	// Steps are the curve's steps, one per distinct time of an event, in
+	// time order; before the first, the survival is 1.
+	Steps []Step
+	// Runs and Events count the observations and those that broke it.
+	Runs, Events int
+	// Exposure is the time observed, summed over the runs.
+	Exposure float64
+	// Median is the median time to failure, the first time the survival
+	// is at most 1/2, with its 95% interval [MedianLo, MedianHi]
+	// (Brookmeyer–Crowley: where the pointwise interval's bounds reach
+	// 1/2). Each is +Inf when the curve (or that bound) never reaches 1/2:
+	// more than half the runs outlived what was observed.
+	Median, MedianLo, MedianHi float64
+}
+
+// KaplanMeier estimates the survival curve of obs. At a time where runs
+// both failed and were censored, the failures count first: a censored run
+// was at risk of them. No observation gives a curve with no step and an
+// infinite median.
+func KaplanMeier(obs []Observation) Curve {
+	c := Curve{Runs: len(obs), Median: math.Inf(1), MedianLo: math.Inf(1), MedianHi: math.Inf(1)}
+	sorted := slices.Clone(obs)
+	slices.SortStableFunc(sorted, func(a, b Observation) int {
+		if d := cmp.Compare(a.Time, b.Time); d != 0 {
+			return d
+		}
+		switch { // events before censorings at one time
+		case a.Event && !b.Event:
+			return -1
+		case !a.Event && b.Event:
+			return 1
+		}
+		return 0
+	})
+	s, greenwood := 1.0, 0.0
+	atRisk := len(sorted)
+	for i := 0; i < len(sorted); {
+		t := sorted[i].Time
+		events, leaving := 0, 0
+		for i < len(sorted) && sorted[i].Time == t {
+			if sorted[i].Event {
+				events++
+			}
+			c.Exposure += max(sorted[i].Time, 0)
+			leaving++
+			i++
+		}
+		if events > 0 {
+			s *= 1 - float64(events)/float64(atRisk)
+			if atRisk > events {
+				greenwood += float64(events) / float64(atRisk*(atRisk-events))
+			} else {
+				greenwood = math.Inf(1)
+			}
+			lo, hi := logLog(s, greenwood)
+			c.Steps = append(c.Steps, Step{Time: t, AtRisk: atRisk, Events: events, Survival: s, Lo: lo, Hi: hi})
+			c.Events += events
+		}
+		atRisk -= leaving
+	}
+	c.Median = firstAtMost(c.Steps, func(st Step) float64 { return st.Survival })
+	c.MedianLo = firstAtMost(c.Steps, func(st Step) float64 { return st.Lo })
+	c.MedianHi = firstAtMost(c.Steps, func(st Step) float64 { return st.Hi })
+	return c
+}
+
+// logLog is the 95% interval of a survival s whose Greenwood sum is g, on
+// the log(-log) scale, which keeps it inside [0, 1].
+func logLog(s, g float64) (lo, hi float64) {
+	switch {
+	case s <= 0 || math.IsInf(g, 1):
+		return 0, 0
+	case s >= 1:
+		return 1, 1
+	}
+	se := math.Sqrt(g) / math.Abs(math.Log(s))
+	return math.Pow(s, math.Exp(z95*se)), math.Pow(s, math.Exp(-z95*se))
+}
+
+// firstAtMost returns the time of the first step whose value is at most
+// 1/2, or +Inf.
+func firstAtMost(steps []Step, value func(Step) float64) float64 {
+	for _, st := range steps {
+		if value(st) <= 0.5 {
+			return st.Time
+		}
+	}
+	return math.Inf(1)
+}
+
+// SurvivalAt returns the curve's survival just after time t, with its
+// interval: 1 before the first step.
+func (c Curve) SurvivalAt(t float64) (s, lo, hi float64) {
+	s, lo, hi = 1, 1, 1
+	for _, st := range c.Steps {
+		if st.Time > t {
+			break
+		}
+		s, lo, hi = st.Survival, st.Lo, st.Hi
+	}
+	return s, lo, hi
+}
+
+// PoissonUpper95 returns the one-sided 95% upper bound of the rate of
+// events of which k were seen in an exposure (a time: run-hours, say),
+// exact for a Poisson process: the rate at which seeing k or fewer has a
+// 5% chance. For k = 0 it is ln(20)/exposure, about 3/exposure: no
+// violation in 60 run-minutes bounds the rate below 3.0 per hour. An
+// exposure that is not positive gives +Inf: nothing is known.
+func PoissonUpper95(k int, exposure float64) float64 {
+	if exposure <= 0 || math.IsNaN(exposure) {
+		return math.Inf(1)
+	}
+	k = max(k, 0)
+	// P(X <= k; mu) falls as mu grows: find mu where it is 0.05.
+	cdf := func(mu float64) float64 {
+		sum := 0.0
+		for i := range k + 1 {
+			lg, _ := math.Lgamma(float64(i) + 1)
+			sum += math.Exp(float64(i)*math.Log(mu) - mu - lg)
+		}
+		return sum
+	}
+	lo, hi := 0.0, float64(k)+10
+	for cdf(hi) > 0.05 {
+		hi *= 2
+	}
+	for range 200 {
+		mid := (lo + hi) / 2
+		if cdf(mid) > 0.05 {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return hi / exposure
+}
