@@ -367,23 +367,25 @@ func (k *killWatch) earliest(t int64) int64 {
 // since reports whether a fault under way was invoked at or before t.
 func (k *killWatch) since(t int64) bool { return k.earliest(t+1) <= t }
 
-// sHold is a hold as the streaming mutual-exclusion checker keeps it
-// while it can still matter.
-type sHold struct {
-	proc       int
-	lock       string
-	ok         history.Op // the acquire ok
+// holdEnds are what may end a hold of a streaming checker: its
+// valid_until (0: none), the release or acquire invocation of its process
+// that ended it (closer, -1 while none has, and why) and the first death
+// of its process at or after its start (-1: none known).
+type holdEnds struct {
 	validUntil int64
-	closer     int64 // the release or acquire invocation that ended it, or -1
+	closer     int64
 	closedBy   endReason
-	release    int   // the index of the release invocation, or -1
-	death      int64 // the first death of its process at or after its start, or -1
-	decided    bool  // its own overlap (as a B) is decided
+	death      int64
+}
+
+// newHoldEnds are the ends of a hold just begun, leasing to validUntil.
+func newHoldEnds(validUntil int64) holdEnds {
+	return holdEnds{validUntil: validUntil, closer: -1, death: -1}
 }
 
 // end is when the hold ended as known now, and why; ok is false while
 // nothing has ended it yet.
-func (h *sHold) end() (int64, endReason, bool) {
+func (h *holdEnds) end() (int64, endReason, bool) {
 	end, why, ok := int64(noEnd), endHistory, false
 	if h.closer >= 0 {
 		end, why, ok = h.closer, h.closedBy, true
@@ -395,6 +397,17 @@ func (h *sHold) end() (int64, endReason, bool) {
 		end, why, ok = h.death, endDeath, true
 	}
 	return end, why, ok
+}
+
+// sHold is a hold as the streaming mutual-exclusion checker keeps it
+// while it can still matter.
+type sHold struct {
+	holdEnds
+	proc    int
+	lock    string
+	ok      history.Op // the acquire ok
+	release int        // the index of the release invocation, or -1
+	decided bool       // its own overlap (as a B) is decided
 }
 
 // StreamMutex checks mutual exclusion as MutualExclusion does, on the ops
@@ -509,7 +522,7 @@ func (s *StreamMutex) read(op history.Op) {
 				delete(s.open, key)
 			}
 		case history.OK:
-			h := &sHold{proc: op.Process, lock: lock, ok: op, validUntil: op.Value.ValidUntil, closer: -1, release: -1, death: -1}
+			h := &sHold{holdEnds: newHoldEnds(op.Value.ValidUntil), proc: op.Process, lock: lock, ok: op, release: -1}
 			for _, d := range s.deaths[op.Process] {
 				if d >= h.ok.Time && (h.death < 0 || d < h.death) {
 					h.death = d

@@ -82,20 +82,17 @@ type lvDeath struct {
 
 // lvHold is a hold as StreamLiveness keeps it.
 type lvHold struct {
-	proc       int
-	lock       int
-	okIdx      int
-	start      int64
-	validUntil int64
-	token      *uint64
-	closer     int64 // the release or acquire invocation that ended it, or -1
-	closedBy   endReason
-	release    *lvRelease
-	death      int64 // the first death of its process at or after start, or -1
-	deathOp    *lvDeath
-	final      bool
-	end        int64
-	why        endReason
+	holdEnds
+	proc    int
+	lock    int
+	okIdx   int
+	start   int64
+	token   *uint64
+	release *lvRelease
+	deathOp *lvDeath
+	// endAt and endWhy are its end once final (finalize).
+	endAt  int64
+	endWhy endReason
 }
 
 // lvRelease is the release invocation that ended a hold, and how it
@@ -138,10 +135,9 @@ type lvLock struct {
 	unknowns []*lvAttempt
 }
 
-// lvWindow is one fault window.
+// lvWindow is one closed fault window.
 type lvWindow struct {
 	from, to  int64
-	closed    bool
 	effective bool
 }
 
@@ -178,7 +174,7 @@ func (s *StreamLiveness) step() {
 	safe := s.kills.earliest(s.r.watermark())
 	kept := s.live[:0]
 	for _, h := range s.live {
-		if e, ok := h.knownEnd(); ok && e < safe {
+		if e, _, ok := h.end(); ok && e < safe {
 			s.finalize(h)
 			continue
 		}
@@ -188,41 +184,16 @@ func (s *StreamLiveness) step() {
 	s.live = kept
 }
 
-// knownEnd is the earliest of what has ended h so far, if anything has.
-func (h *lvHold) knownEnd() (int64, bool) {
-	end, ok := int64(noEnd), false
-	if h.closer >= 0 {
-		end, ok = h.closer, true
-	}
-	if h.validUntil != 0 && h.validUntil < end {
-		end, ok = h.validUntil, true
-	}
-	if h.death >= 0 && h.death < end {
-		end, ok = h.death, true
-	}
-	return end, ok
-}
-
 // finalize fixes h's end: the earliest of what ended it, or the
 // history's end.
 func (s *StreamLiveness) finalize(h *lvHold) {
-	h.final = true
-	h.end, h.why = noEnd, endHistory
-	if h.closer >= 0 {
-		h.end, h.why = h.closer, h.closedBy
+	var ok bool
+	if h.endAt, h.endWhy, ok = h.end(); !ok {
+		h.endAt, h.endWhy = s.maxTime, endHistory
 	}
-	if h.validUntil != 0 && h.validUntil < h.end {
-		h.end, h.why = h.validUntil, endValidUntil
-	}
-	if h.death >= 0 && h.death < h.end {
-		h.end, h.why = h.death, endDeath
-	}
-	if h.end == noEnd {
-		h.end, h.why = s.maxTime, endHistory
-	}
-	s.maxFinalEnd = max(s.maxFinalEnd, h.end)
+	s.maxFinalEnd = max(s.maxFinalEnd, h.endAt)
 	for _, w := range s.windows {
-		if w.closed && !w.effective && h.start <= w.to && h.end >= w.from {
+		if !w.effective && h.start <= w.to && h.endAt >= w.from {
 			w.effective = true
 		}
 	}
@@ -349,8 +320,8 @@ func (s *StreamLiveness) candidate(a *lvAttempt) {
 
 // hold records the hold that the acquire ok op begins.
 func (s *StreamLiveness) hold(op, inv history.Op, hasInv bool, l int, key procLockName) {
-	h := &lvHold{proc: op.Process, lock: l, okIdx: op.Index, start: op.Time, validUntil: op.Value.ValidUntil,
-		token: op.Value.Token, closer: -1, death: -1}
+	h := &lvHold{holdEnds: newHoldEnds(op.Value.ValidUntil), proc: op.Process, lock: l, okIdx: op.Index, start: op.Time,
+		token: op.Value.Token}
 	for _, d := range s.deaths[op.Process] {
 		if d >= h.start && (h.death < 0 || d < h.death) {
 			h.death = d
@@ -471,7 +442,7 @@ func (s *StreamLiveness) nemesis(op history.Op) {
 
 // closeWindow records the fault window [from, to].
 func (s *StreamLiveness) closeWindow(from, to int64) {
-	w := &lvWindow{from: from, to: to, closed: true}
+	w := &lvWindow{from: from, to: to}
 	s.windows = append(s.windows, w)
 	// The holds whose end is final and that began by to (every one read
 	// so far began by now); the others are checked as they end.
@@ -618,7 +589,7 @@ type lvRef struct {
 // freedBefore is view.freedBefore for hold h: it certainly left its lock
 // free for an acquire invoked at inv whose process died at died.
 func (h *lvHold) freedBefore(inv, died int64) bool {
-	if h.why != endHistory && h.start <= inv && h.end <= inv {
+	if h.endWhy != endHistory && h.start <= inv && h.endAt <= inv {
 		return true
 	}
 	return h.release != nil && h.release.done && h.release.ok && h.release.doneAt <= died

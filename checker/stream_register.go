@@ -1,7 +1,6 @@
 package checker
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -107,13 +106,10 @@ type regLock struct {
 	seq        int
 
 	// The register cutter (registerCutter), on absolute indexes.
-	readRet        map[int64]int64
-	lastW          linOp
-	lastWIdx       int
-	prevRet, okRet int64
-	blind          int64
-	pend           []int
-	maxRet         int64 // the latest return of an op given to the cutter
+	lastWrites
+	readRet map[int64]int64
+	pend    []int
+	maxRet  int64 // the latest return of an op given to the cutter
 
 	nOps, unknownOps, windows, largest int
 	tooBig                             *window // its first window too long to check
@@ -161,7 +157,7 @@ func (s *StreamRegister) lock(name string) *regLock {
 	if l == nil {
 		l = &regLock{name: name, infoAt: map[int32]int64{}, init: init0(RegisterModel), start: 0,
 			blocked: map[int]int{}, blockedOps: map[int]linOp{}, readRet: s.facts[name],
-			lastWIdx: -1, prevRet: none, okRet: none, blind: none, maxRet: none}
+			lastWrites: newLastWrites(), maxRet: none}
 		s.locks[name] = l
 	}
 	return l
@@ -307,16 +303,7 @@ func (l *regLock) trim() {
 // add is registerCutter.add.
 func (l *regLock) add(k int) {
 	op := l.op(k)
-	if op.in.kind == 'W' {
-		if op.out.unknown {
-			if r, ok := l.readRet[op.in.n]; ok {
-				l.blind = max(l.blind, r)
-			}
-		} else {
-			l.prevRet, l.lastW, l.lastWIdx = l.okRet, *op, k
-			l.okRet = max(l.okRet, op.ret)
-		}
-	}
+	l.lastWrites.add(op, k, l.readRet)
 	if op.ret != math.MaxInt64 {
 		l.maxRet = max(l.maxRet, op.ret)
 	}
@@ -326,32 +313,19 @@ func (l *regLock) add(k int) {
 // try is registerCutter.try, which also returns the blocking op.
 func (l *regLock) try(k int) (int64, []int, bool, int, linOp) {
 	T := l.op(k).call
-	l.pend = slices.DeleteFunc(l.pend, func(j int) bool { return l.op(j).ret < T })
-	s, since := init0(RegisterModel), int64(none)
-	first := func() (int64, []int, bool, int, linOp) {
-		b := -1
-		for _, j := range l.pend {
-			if b < 0 || l.op(j).call < l.op(b).call {
-				b = j
-			}
+	l.pend = stillOpen(l.pend, l.op, T)
+	s, ok, b := l.state(T)
+	if !ok {
+		if b < 0 {
+			b = firstPending(l.pend, l.op)
 		}
 		if b < 0 {
 			return 0, nil, false, -1, linOp{}
 		}
+		if b == l.lastW {
+			return 0, nil, false, b, l.w // it may be before the ops kept
+		}
 		return 0, nil, false, b, *l.op(b)
-	}
-	if l.lastWIdx >= 0 {
-		w := &l.lastW
-		if w.ret >= T {
-			return 0, nil, false, l.lastWIdx, *w
-		}
-		if l.prevRet >= w.call {
-			return first()
-		}
-		s, since = w.in.n, w.call
-	}
-	if l.blind != none && (since == none || l.blind >= since) {
-		return first()
 	}
 	// The next write at or after the cut: one invoked after every op read
 	// so far is invoked after every pending read returned (cut waits for
@@ -373,38 +347,9 @@ func (l *regLock) try(k int) (int64, []int, bool, int, linOp) {
 // materialize is the window of l's ops from its start to end, less later
 // and with its moved ops first.
 func (l *regLock) materialize(end int, later []int) window {
-	w := window{lock: l.name, init: l.init}
-	skip := map[int]bool{}
-	for _, j := range later {
-		skip[j] = true
-	}
-	w.ops = make([]linOp, 0, len(l.moved)+end-l.start)
-	for _, j := range l.moved {
-		if !skip[j] {
-			w.ops = append(w.ops, *l.op(j))
-		}
-	}
-	for j := l.start; j < end; j++ {
-		if !skip[j] {
-			w.ops = append(w.ops, *l.op(j))
-		}
-	}
-	if len(l.blocked) > 0 {
-		ks := make([]int, 0, len(l.blocked))
-		for k := range l.blocked {
-			ks = append(ks, k)
-		}
-		slices.SortFunc(ks, func(a, b int) int {
-			if c := cmp.Compare(l.blocked[b], l.blocked[a]); c != 0 {
-				return c
-			}
-			return cmp.Compare(a, b)
-		})
-		for _, k := range ks[:min(len(ks), maxBlockers)] {
-			w.blockers = append(w.blockers, l.blockedOps[k])
-		}
-	}
-	return w
+	at := func(j int) linOp { return *l.op(j) }
+	return window{lock: l.name, init: l.init, ops: gather(l.moved, l.start, end, later, at),
+		blockers: topBlockers(l.blocked, func(j int) linOp { return l.blockedOps[j] })}
 }
 
 // emit checks window w of l, or notes why it is not checked.

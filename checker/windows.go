@@ -117,28 +117,15 @@ func (m Model) windows(lock string, ops []linOp, size int) []window {
 	var moved []int // ops[start:] of the current window come after these
 	start := 0
 	blocked := map[int]int{}
+	at := func(j int) linOp { return ops[j] }
 	materialize := func(end int, later []int) window {
 		w := window{lock: lock, init: init}
 		if len(moved) == 0 && len(later) == 0 {
 			w.ops = ops[start:end]
 		} else {
-			skip := map[int]bool{}
-			for _, j := range later {
-				skip[j] = true
-			}
-			w.ops = make([]linOp, 0, len(moved)+end-start)
-			for _, j := range moved {
-				if !skip[j] {
-					w.ops = append(w.ops, ops[j])
-				}
-			}
-			for j := start; j < end; j++ {
-				if !skip[j] {
-					w.ops = append(w.ops, ops[j])
-				}
-			}
+			w.ops = gather(moved, start, end, later, at)
 		}
-		w.blockers = topBlockers(ops, blocked)
+		w.blockers = topBlockers(blocked, at)
 		return w
 	}
 	for k := range ops {
@@ -164,8 +151,31 @@ func (m Model) windows(lock string, ops []linOp, size int) []window {
 	return ws
 }
 
-// topBlockers returns the ops that blocked the most cuts.
-func topBlockers(ops []linOp, blocked map[int]int) []linOp {
+// gather returns a window's ops in order: the ops moved into it, then
+// those from start to end, leaving out later (those that move on); op
+// gives an op by its index.
+func gather(moved []int, start, end int, later []int, op func(int) linOp) []linOp {
+	skip := map[int]bool{}
+	for _, j := range later {
+		skip[j] = true
+	}
+	out := make([]linOp, 0, len(moved)+end-start)
+	for _, j := range moved {
+		if !skip[j] {
+			out = append(out, op(j))
+		}
+	}
+	for j := start; j < end; j++ {
+		if !skip[j] {
+			out = append(out, op(j))
+		}
+	}
+	return out
+}
+
+// topBlockers returns the ops that blocked the most cuts (blocked counts
+// the cuts each op, by index, blocked; op gives an op by its index).
+func topBlockers(blocked map[int]int, op func(int) linOp) []linOp {
 	if len(blocked) == 0 {
 		return nil
 	}
@@ -181,7 +191,7 @@ func topBlockers(ops []linOp, blocked map[int]int) []linOp {
 	})
 	out := make([]linOp, 0, maxBlockers)
 	for _, k := range ks[:min(len(ks), maxBlockers)] {
-		out = append(out, ops[k])
+		out = append(out, op(k))
 	}
 	return out
 }
@@ -327,7 +337,7 @@ func (c *mutexCutter) add(k int) {
 
 func (c *mutexCutter) try(k int) (int64, []int, bool, int) {
 	T := c.ops[k].call
-	c.pend = stillOpen(c.pend, c.ops, T)
+	c.pend = stillOpen(c.pend, sliceAt(c.ops), T)
 	pend := c.pend
 	if c.maxRet < T && !c.tainted {
 		if s, ok := c.countState(); ok {
@@ -343,7 +353,7 @@ func (c *mutexCutter) try(k int) (int64, []int, bool, int) {
 		}
 	}
 	if p < 0 {
-		return 0, nil, false, firstPending(pend, c.ops)
+		return 0, nil, false, firstPending(pend, sliceAt(c.ops))
 	}
 	// The processes with an acquire pending at T: any, and ok.
 	pendAcq, pendOKAcq := map[int]bool{}, map[int]bool{}
@@ -407,8 +417,62 @@ func (c *mutexCutter) countState() (int64, bool) {
 	return s, true
 }
 
+// lastWrites is what the register cut knows of the writes before the cut
+// it tries: the latest write ok (w, at index lastW; -1 for none), the
+// latest return of the write oks before it (prevRet) and of all of them
+// (okRet), and blind, the latest return of a read of the value of a write
+// of unknown outcome before the cut.
+type lastWrites struct {
+	lastW          int
+	w              linOp
+	prevRet, okRet int64
+	blind          int64
+}
+
+func newLastWrites() lastWrites {
+	return lastWrites{lastW: -1, prevRet: none, okRet: none, blind: none}
+}
+
+// add takes op, of index k, which comes next; readRet gives, per value,
+// the latest return of a read ok of it in the whole history.
+func (lw *lastWrites) add(op *linOp, k int, readRet map[int64]int64) {
+	if op.in.kind != 'W' {
+		return
+	}
+	if op.out.unknown {
+		if r, ok := readRet[op.in.n]; ok {
+			lw.blind = max(lw.blind, r)
+		}
+		return
+	}
+	lw.prevRet, lw.lastW, lw.w = lw.okRet, k, *op
+	lw.okRet = max(lw.okRet, op.ret)
+}
+
+// state returns the register's value at a cut at T when the writes before
+// it leave it certain (the last write's, or the start's). When they do
+// not, ok is false and blocker is the op that prevents the cut: the last
+// write, or -1 for the first op pending at T.
+func (lw *lastWrites) state(T int64) (s int64, ok bool, blocker int) {
+	s, since := init0(RegisterModel), int64(none)
+	if lw.lastW >= 0 {
+		if lw.w.ret >= T {
+			return 0, false, lw.lastW
+		}
+		if lw.prevRet >= lw.w.call {
+			return 0, false, -1
+		}
+		s, since = lw.w.in.n, lw.w.call
+	}
+	if lw.blind != none && (since == none || lw.blind >= since) {
+		return 0, false, -1
+	}
+	return s, true, -1
+}
+
 // registerCutter cuts register ops at the last-write cut.
 type registerCutter struct {
+	lastWrites
 	ops []linOp
 	// readRet is, per value, the latest return of a read ok of it.
 	readRet map[int64]int64
@@ -416,18 +480,11 @@ type registerCutter struct {
 	// before the cut.
 	writeCalls []int64
 	seenW      int
-	// lastW is the latest write ok before the cut (-1: none), prevRet the
-	// latest return of the write oks before it and okRet of all of them.
-	lastW          int
-	prevRet, okRet int64
-	// blind is the latest return of a read of the value of a write of
-	// unknown outcome before the cut.
-	blind int64
-	pend  []int
+	pend       []int
 }
 
 func newRegisterCutter(ops []linOp) *registerCutter {
-	c := &registerCutter{ops: ops, readRet: map[int64]int64{}, lastW: -1, prevRet: none, okRet: none, blind: none}
+	c := &registerCutter{lastWrites: newLastWrites(), ops: ops, readRet: map[int64]int64{}}
 	for i := range ops {
 		switch op := &ops[i]; op.in.kind {
 		case 'R':
@@ -444,44 +501,29 @@ func newRegisterCutter(ops []linOp) *registerCutter {
 func (c *registerCutter) moved(_ int64, later []int) { c.pend = append(c.pend[:0], later...) }
 
 func (c *registerCutter) add(k int) {
-	op := &c.ops[k]
-	if op.in.kind == 'W' {
+	if c.ops[k].in.kind == 'W' {
 		c.seenW++
-		if op.out.unknown {
-			if r, ok := c.readRet[op.in.n]; ok {
-				c.blind = max(c.blind, r)
-			}
-		} else {
-			c.prevRet, c.lastW = c.okRet, k
-			c.okRet = max(c.okRet, op.ret)
-		}
 	}
+	c.lastWrites.add(&c.ops[k], k, c.readRet)
 	c.pend = append(c.pend, k)
 }
 
 func (c *registerCutter) try(k int) (int64, []int, bool, int) {
 	T := c.ops[k].call
-	c.pend = stillOpen(c.pend, c.ops, T)
+	c.pend = stillOpen(c.pend, sliceAt(c.ops), T)
 	pend := c.pend
-	s, since := init0(RegisterModel), int64(none)
-	if c.lastW >= 0 {
-		w := &c.ops[c.lastW]
-		if w.ret >= T {
-			return 0, nil, false, c.lastW
+	s, ok, b := c.state(T)
+	if !ok {
+		if b < 0 {
+			b = firstPending(pend, sliceAt(c.ops))
 		}
-		if c.prevRet >= w.call {
-			return 0, nil, false, firstPending(pend, c.ops)
-		}
-		s, since = w.in.n, w.call
-	}
-	if c.blind != none && (since == none || c.blind >= since) {
-		return 0, nil, false, firstPending(pend, c.ops)
+		return 0, nil, false, b
 	}
 	nextW, haveNext := int64(0), c.seenW < len(c.writeCalls)
 	if haveNext {
 		nextW = c.writeCalls[c.seenW]
 	}
-	later, b := registerLater(pend, func(j int) *linOp { return &c.ops[j] }, s, nextW, haveNext)
+	later, b := registerLater(pend, sliceAt(c.ops), s, nextW, haveNext)
 	if b >= 0 {
 		return 0, nil, false, b
 	}
@@ -509,12 +551,15 @@ func registerLater(pend []int, op func(int) *linOp, s, nextW int64, haveNext boo
 	return later, -1
 }
 
+// sliceAt gives the ops of a slice by their index.
+func sliceAt(ops []linOp) func(int) *linOp { return func(j int) *linOp { return &ops[j] } }
+
 // firstPending returns the op of pend invoked first, or -1 when pend is
-// empty.
-func firstPending(pend []int, ops []linOp) int {
+// empty; op gives an op by its index.
+func firstPending(pend []int, op func(int) *linOp) int {
 	first := -1
 	for _, j := range pend {
-		if first < 0 || ops[j].call < ops[first].call {
+		if first < 0 || op(j).call < op(first).call {
 			first = j
 		}
 	}
@@ -522,7 +567,7 @@ func firstPending(pend []int, ops []linOp) int {
 }
 
 // stillOpen keeps, in place, the ops of pend that have not returned before
-// time T.
-func stillOpen(pend []int, ops []linOp, T int64) []int {
-	return slices.DeleteFunc(pend, func(j int) bool { return ops[j].ret < T })
+// time T; op gives an op by its index.
+func stillOpen(pend []int, op func(int) *linOp, T int64) []int {
+	return slices.DeleteFunc(pend, func(j int) bool { return op(j).ret < T })
 }
