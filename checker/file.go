@@ -72,25 +72,16 @@ func ScanFacts(ctx context.Context, path string) (FileFacts, error) {
 		if op.Process < 0 {
 			return nil
 		}
-		switch op.Type {
-		case history.Notice:
+		if op.Type == history.Notice {
 			if op.F == history.Lost {
 				ff.Notices++
 			}
-		case history.Invoke:
-			if old, ok := invs[op.Process]; ok {
-				unknownWrite(old) // it never completed
-			}
-			invs[op.Process] = *op
-		default:
-			inv, ok := invs[op.Process]
-			if !ok {
-				return nil
-			}
-			delete(invs, op.Process)
-			if op.Type == history.Info {
-				unknownWrite(inv)
-			}
+			return nil
+		}
+		// A write is of unknown outcome when it completed info, or never
+		// completed: its process invoked again while it was open.
+		if inv, ok, _ := pairOp(invs, *op); ok && (op.Type == history.Invoke || op.Type == history.Info) {
+			unknownWrite(inv)
 		}
 		return nil
 	})
@@ -110,16 +101,8 @@ func ScanFacts(ctx context.Context, path string) (FileFacts, error) {
 		if op.Process < 0 || op.Type == history.Notice {
 			return nil
 		}
-		if op.Type == history.Invoke {
-			invs[op.Process] = *op
-			return nil
-		}
-		inv, ok := invs[op.Process]
-		if !ok {
-			return nil
-		}
-		delete(invs, op.Process)
-		if inv.F != history.Read || op.Type != history.OK || op.Value.N == nil || !unknown[inv.Value.Lock][*op.Value.N] {
+		inv, ok, _ := pairOp(invs, *op)
+		if !ok || op.Type != history.OK || inv.F != history.Read || op.Value.N == nil || !unknown[inv.Value.Lock][*op.Value.N] {
 			return nil
 		}
 		l := inv.Value.Lock

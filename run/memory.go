@@ -61,14 +61,13 @@ func FitMemory(path string) error {
 	if err != nil {
 		return nil
 	}
-	free, err := memAvailable()
-	if err != nil {
+	size := uint64(st.Size())
+	free, known, tooLarge := holdable(path, size)
+	if !known {
 		return nil
 	}
-	size := uint64(st.Size())
-	need := size * CheckBytesPerFileByte
-	if need > free {
-		return &MemoryError{Path: path, Size: size, Need: need, Free: free}
+	if tooLarge != nil {
+		return tooLarge
 	}
 	if size >= bigHistory && os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(checkGCPercent)
@@ -81,6 +80,20 @@ func FitMemory(path string) error {
 		debug.SetMemoryLimit(int64(limit))
 	}
 	return nil
+}
+
+// holdable says whether this machine has the memory to check, holding it,
+// a history file of size bytes at path: the free memory (known is false
+// when it cannot be read), and the *MemoryError when it is too little.
+func holdable(path string, size uint64) (free uint64, known bool, tooLarge *MemoryError) {
+	free, err := memAvailable()
+	if err != nil {
+		return 0, false, nil
+	}
+	if need := size * CheckBytesPerFileByte; need > free {
+		return free, true, &MemoryError{Path: path, Size: size, Need: need, Free: free}
+	}
+	return free, true, nil
 }
 
 // memAvailable is procfs.MemAvailable; tests replace it.

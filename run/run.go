@@ -581,8 +581,8 @@ func decideRecorded(dir string, rec *history.Recorder, info *runstore.RunInfo, l
 	path := filepath.Join(dir, runstore.HistoryFile)
 	if stream, ff, err := StreamFile(ctx, path, false); stream && err == nil {
 		tail := rec.History()
-		if len(tail) > 0 && tail[0].Index != ff.Ops {
-			info.Errors = append(info.Errors, fmt.Sprintf("history: the file has %d ops but the ops kept in memory start at %d; the check sees the file's", ff.Ops, tail[0].Index))
+		if err := tailFits(ff.Ops, tail); err != nil {
+			info.Errors = append(info.Errors, err.Error())
 			tail = nil
 		}
 		d, h, err := DecideStream(ctx, path, info.Facts(), ff, tail)
@@ -616,13 +616,22 @@ func recorded(dir string, rec *history.Recorder) (*history.Table, error) {
 	if err != nil {
 		return h, fmt.Errorf("history: reading it back: %v; the check sees its first %d ops of %d", err, h.Len(), rec.Len())
 	}
-	if len(tail) > 0 && tail[0].Index != h.Len() {
-		return h, fmt.Errorf("history: the file has %d ops but the ops kept in memory start at %d; the check sees the file's", h.Len(), tail[0].Index)
+	if err := tailFits(h.Len(), tail); err != nil {
+		return h, err
 	}
 	for _, op := range tail {
 		h.Append(op)
 	}
 	return h, nil
+}
+
+// tailFits says why the ops a recorder kept after its file failed (tail)
+// cannot follow the file's n ops, or returns nil.
+func tailFits(n int, tail []history.Op) error {
+	if len(tail) > 0 && tail[0].Index != n {
+		return fmt.Errorf("history: the file has %d ops but the ops kept in memory start at %d; the check sees the file's", n, tail[0].Index)
+	}
+	return nil
 }
 
 // WorkerBackoff is the workers' wait after a failed acquire, as the

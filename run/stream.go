@@ -37,7 +37,7 @@ func StreamFile(ctx context.Context, path string, force bool) (bool, checker.Fil
 		return false, checker.FileFacts{}, nil
 	}
 	if st.Size() < StreamFrom && !force {
-		if free, err := memAvailable(); err != nil || uint64(st.Size())*CheckBytesPerFileByte <= free {
+		if _, _, tooLarge := holdable(path, uint64(st.Size())); tooLarge == nil {
 			return false, checker.FileFacts{}, nil
 		}
 	}

@@ -77,18 +77,7 @@ it.`,
 			fmt.Fprintf(cmd.OutOrStdout(), "read %d ops in %s\n", h.Len(), time.Since(start).Round(time.Millisecond))
 			checked := time.Now()
 			d := checker.Decide(cmd.Context(), h, info.Facts(), reports.MaxVisualizedOps)
-			res := runstore.New(info, d)
-			if err := runstore.WriteResults(dir, res); err != nil {
-				return err
-			}
-			rendered := time.Now()
-			if err := reports.WriteHTMLVisual(dir, res, h, d.Visual); err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "checked in %s (the checkers side by side), report written in %s\n",
-				rendered.Sub(checked).Round(time.Millisecond), time.Since(rendered).Round(time.Millisecond))
-			printResults(cmd.OutOrStdout(), dir, res, true)
-			return outcomeError(res)
+			return storeCheck(cmd, dir, info, d, h, checked, "the checkers side by side", "report")
 		},
 	}
 	c.Flags().StringVar(&profile, "profile", "", "folder for a CPU profile (check.cpu.pprof) and the heap (check.heap.pprof) of this check")
@@ -208,16 +197,24 @@ func checkStream(cmd *cobra.Command, arg string, start time.Time, force bool) (d
 	if err != nil {
 		return true, err
 	}
+	return true, storeCheck(cmd, dir, info, d, h, checked, "the checkers on one stream", fmt.Sprintf("report of the first %d ops", h.Len()))
+}
+
+// storeCheck writes the results of the check of the run in dir, made as
+// info and decided as d (from checked on, how), and its report, drawn
+// from h (what), says so and prints the verdicts; its error is the
+// verdict's exit.
+func storeCheck(cmd *cobra.Command, dir string, info runstore.RunInfo, d checker.Decision, h *history.Table, checked time.Time, how, what string) error {
 	res := runstore.New(info, d)
 	if err := runstore.WriteResults(dir, res); err != nil {
-		return true, err
+		return err
 	}
 	rendered := time.Now()
-	if err := reports.WriteHTMLVisual(dir, res, h, nil); err != nil {
-		return true, err
+	if err := reports.WriteHTMLVisual(dir, res, h, d.Visual); err != nil {
+		return err
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "checked in %s (the checkers on one stream), report of the first %d ops written in %s\n",
-		rendered.Sub(checked).Round(time.Millisecond), h.Len(), time.Since(rendered).Round(time.Millisecond))
+	fmt.Fprintf(cmd.OutOrStdout(), "checked in %s (%s), %s written in %s\n",
+		rendered.Sub(checked).Round(time.Millisecond), how, what, time.Since(rendered).Round(time.Millisecond))
 	printResults(cmd.OutOrStdout(), dir, res, true)
-	return true, outcomeError(res)
+	return outcomeError(res)
 }
