@@ -143,16 +143,23 @@ const gcStory = `{
 }
 `
 
-// runStory stores a run of gcStory named name in store, with args added
-// to its command line, and returns its folder and results; the command
-// must exit 0 (as expected).
-func runStory(t *testing.T, store, name string, args ...string) (string, runstore.Results) {
+// storyArgs writes gcStory into store and returns the command line that
+// runs it there under name.
+func storyArgs(t *testing.T, store, name string) []string {
 	t.Helper()
 	story := filepath.Join(store, "story.json")
 	if err := os.WriteFile(story, []byte(gcStory), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	args = append([]string{"run", "--schedule", story, "--store", store, "--name", name}, args...)
+	return []string{"run", "--schedule", story, "--store", store, "--name", name}
+}
+
+// runStory stores a run of gcStory named name in store, with args added
+// to its command line, and returns its folder and results; the command
+// must exit 0 (as expected).
+func runStory(t *testing.T, store, name string, args ...string) (string, runstore.Results) {
+	t.Helper()
+	args = append(storyArgs(t, store, name), args...)
 	if out, stderr, code := locktest(t, args...); code != 0 {
 		t.Fatalf("locktest %s: exit %d %s\n%s", strings.Join(args, " "), code, stderr, out)
 	}
@@ -173,11 +180,7 @@ func failingStory(t *testing.T) (store, dir string) {
 	for attempt := 1; ; attempt++ {
 		store = t.TempDir()
 		testkit.KeepFailedStore(t, store)
-		story := filepath.Join(store, "story.json")
-		if err := os.WriteFile(story, []byte(gcStory), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		args := []string{"run", "--schedule", story, "--store", store, "--name", "gc", "--expect", "invalid"}
+		args := append(storyArgs(t, store, "gc"), "--expect", "invalid")
 		out, stderr, code := locktest(t, args...)
 		dirs, _ := filepath.Glob(filepath.Join(store, "gc", "2*"))
 		paused := false // the long pause went in, whole
