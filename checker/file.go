@@ -131,11 +131,9 @@ func DecideFile(ctx context.Context, path string, facts RunFacts, ff FileFacts, 
 	if err := ff.Streamable(); err != nil {
 		return Decision{}, err
 	}
-	names := []string{MutualExclusion{}.Name(), Resource{}.Name(), FencingTokens{}.Name(), Liveness{}.Name()}
 	lin := Linearizability{Model: RegisterModel, Timeout: DefaultLinearizableTimeout}
 	ss := []Stream{NewStreamMutex(), NewStreamResource(facts.Mode), NewStreamFencing(), NewStreamLiveness(Liveness{}),
 		NewStreamRegister(ctx, lin, ff.Register)}
-	names = append(names, lin.Name())
 	all := NewFileStreams(ff.Slack, ss...)
 	sum := newSummary(facts.Faults)
 	start := time.Now()
@@ -144,23 +142,19 @@ func DecideFile(ctx context.Context, path string, facts RunFacts, ff FileFacts, 
 		all.Add(*op)
 		return nil
 	}
-	_, err := history.Scan(ctx, path, add)
+	if _, err := history.Scan(ctx, path, add); err != nil {
+		return Decision{}, err
+	}
 	for i := range tail {
 		_ = add(&tail[i])
-	}
-	if err != nil {
-		return Decision{}, err
 	}
 	all.Finish()
 	elapsed := time.Since(start)
 	rs := make([]Result, len(ss))
 	for i, s := range ss {
+		// Each Finish names its checker, as the batch checkers do.
 		rs[i] = s.Finish()
-		rs[i].Checker = names[i]
 		rs[i].Elapsed = int64(elapsed)
-		if rs[i].Anomalies == nil {
-			rs[i].Anomalies = []Anomaly{}
-		}
 	}
 	if err := ctx.Err(); err != nil {
 		return Decision{}, err
