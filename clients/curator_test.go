@@ -150,7 +150,7 @@ func TestCuratorLock(t *testing.T) {
 	}
 	for _, client := range []string{"curator", "curator-semaphore"} {
 		t.Run(client, func(t *testing.T) {
-			out, _ := mustRun(t, config(t, client))
+			out, _ := steadyValid(t, config(t, client))
 			if out.Results.Valid != checker.Valid || out.Results.Stats["critical_sections"] < 20 {
 				t.Errorf("without faults: %s with %v critical sections, anomalies %v", out.Results.Valid, out.Results.Stats["critical_sections"], anomalies(out.Results))
 			}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/locktest/locktest/runstore"
 )
@@ -546,4 +547,28 @@ func WriteScoreboard(dir string, s Scoreboard) error {
 		return err
 	}
 	return os.WriteFile(filepath.Join(dir, "scoreboard.md"), RenderScoreboardMarkdown(s, true), 0o644)
+}
+
+// StallsText says in one sentence what the run's stall watch saw
+// (runstore.Stalls): "none over 250ms (a 10ms timer of the driver)", or
+// "the driver's 10ms timer woke up to 2.7s late, at 6.8s (4 times 250ms or
+// more): longer than half the TTL of 1s, so a lease may have broken with no
+// fault"; "" when the run did not measure it.
+func StallsText(r runstore.RunInfo) string {
+	s := r.Stalls
+	if s == nil {
+		return ""
+	}
+	if s.Count == 0 {
+		return fmt.Sprintf("none of %s or more (a %s timer of the driver)", s.Over, s.Tick)
+	}
+	times := "once"
+	if s.Count > 1 {
+		times = fmt.Sprintf("%d times", s.Count)
+	}
+	out := fmt.Sprintf("the driver's %s timer woke up to %s late, at %s (%s %s or more)", s.Tick, s.Longest, s.LongestAt, times, s.Over)
+	if ttl, err := time.ParseDuration(r.TTL); err == nil && ttl > 0 && r.LongestStall() >= ttl/2 {
+		out += fmt.Sprintf(": longer than half the TTL of %s, so a lease may have broken with no fault (the machine paused every process, as a GC pause would)", ttl)
+	}
+	return out
 }

@@ -514,6 +514,7 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	wctx, wcancel := context.WithTimeout(ctx, cfg.Duration)
 	nctx, ncancel := context.WithTimeout(wctx, cfg.Duration-cfg.Quiet)
 	defer ncancel()
+	stalls := startStallWatch(clock.Now, nil)
 	nemDone := make(chan error, 1)
 	go func() { nemDone <- sched.Run(nctx) }()
 	go progress(wctx, cfg.Logger, cfg.Duration, rec, &acquired, sched)
@@ -526,6 +527,11 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	}
 	info.Interrupted = ctx.Err() != nil
 	wcancel()
+	info.Stalls = stalls.finish()
+	if d := info.LongestStall(); d >= cfg.TTL/2 {
+		lg.Warn("the machine stalled: a lease this short may break with no fault", "longest", d,
+			"at", info.Stalls.LongestAt, "stalls", info.Stalls.Count, "ttl", cfg.TTL)
+	}
 	if err := <-nemDone; err != nil {
 		runErrs = append(runErrs, err.Error())
 		lg.Error("nemesis", "err", err)

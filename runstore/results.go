@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/locktest/locktest/checker"
 )
@@ -112,6 +113,47 @@ type RunInfo struct {
 	// Shrunk, on a replay of a shrunk schedule (`locktest shrink`), says
 	// what it was shrunk from; nil on every other run.
 	Shrunk *Shrunk `json:"shrunk,omitempty"`
+	// Stalls is how promptly the machine ran a process while the
+	// workload ran (nil in runs stored before it was measured).
+	Stalls *Stalls `json:"stalls,omitempty"`
+}
+
+// Stalls is what the driver saw of the machine while the workload ran: a
+// timer of its own set every Tick, and how late it woke. A machine too
+// loaded to run a process for a second stops every process of the run
+// alike (clients, servers and the driver), as a GC pause would, with no
+// fault planned: a lease shorter than Longest may break with no fault at
+// all. The figures change no verdict; they say what the machine did.
+type Stalls struct {
+	// Tick is the timer's period; Over is the lateness from which a
+	// wake-up counts as a stall.
+	Tick string `json:"tick"`
+	Over string `json:"over"`
+	// Count counts the stalls; Longest is the longest one's lateness
+	// ("0s" when none) and LongestAt when it began, on the history's
+	// clock.
+	Count     int    `json:"count"`
+	Longest   string `json:"longest"`
+	LongestAt string `json:"longest_at,omitempty"`
+	// Top are the longest stalls, five at most, in time order.
+	Top []Stall `json:"top,omitempty"`
+}
+
+// Stall is one late wake-up of the stall watch: when it began, on the
+// history's clock, and how late it came.
+type Stall struct {
+	At     string `json:"at"`
+	Length string `json:"length"`
+}
+
+// LongestStall is the longest stall the run measured, 0 when it measured
+// none or did not measure.
+func (r RunInfo) LongestStall() time.Duration {
+	if r.Stalls == nil {
+		return 0
+	}
+	d, _ := time.ParseDuration(r.Stalls.Longest)
+	return d
 }
 
 // Shrunk says how a run's schedule came from a shrink (`locktest

@@ -495,4 +495,8 @@ func TestUnappliedFaultExitsThree(t *testing.T) {
 	if err := schemacheck.ValidateFile("results", filepath.Join(dir, runstore.ResultsFile)); err != nil {
 		t.Error(err)
 	}
+	// Every run measures how promptly the machine ran it.
+	if s := r.Run.Stalls; s == nil || s.Tick != "10ms" || s.Over != "250ms" || s.Longest == "" {
+		t.Errorf("stalls %+v: want the stall watch's figures", s)
+	}
 }

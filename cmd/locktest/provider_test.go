@@ -9,6 +9,7 @@ import (
 
 	"github.com/locktest/locktest/clusters/docker"
 	"github.com/locktest/locktest/internal/gate"
+	"github.com/locktest/locktest/reports"
 	"github.com/locktest/locktest/runstore"
 )
 
@@ -34,11 +35,19 @@ func TestReportSaysWhatRanTheNodes(t *testing.T) {
 			root := t.TempDir()
 			// 8 s: under stress-ng no client of a 2 s run in a container
 			// got the lock (no acquire succeeded: inconclusive, exit 3).
+			// The verdict is not this test's subject (e2e/docker's and the
+			// local provider's tests assert it): under stress-ng a machine
+			// stall of seconds once left a fault-free run's 1 s lease
+			// unreleased and its lock stuck (invalid, exit 1), and the run
+			// and its report were whole all the same.
 			stdout, stderr, code := locktest(t, "run", "--provider", provider, "--time", "8s", "--clients", "2", "--store", root, "--name", "p")
-			if code != 0 {
+			if code != 0 && code != 1 {
 				t.Fatalf("exit %d: %s%s", code, stdout, stderr)
 			}
 			dir, r := storedRun(t, root, "p")
+			if code == 1 {
+				t.Logf("the run was invalid (%v; machine stalls: %s); the report is checked all the same", r.Valid, reports.StallsText(r.Run))
+			}
 			page, err := os.ReadFile(filepath.Join(dir, runstore.ReportFile))
 			if err != nil {
 				t.Fatal(err)

@@ -278,6 +278,9 @@ func printResults(w io.Writer, dir string, r runstore.Results, stored bool) {
 	for _, e := range r.Problems {
 		fmt.Fprintf(w, "  run problem: %s\n", e)
 	}
+	if r.Run.Stalls != nil && r.Run.Stalls.Count > 0 {
+		fmt.Fprintf(w, "  machine stalls: %s\n", reports.StallsText(r.Run))
+	}
 	fmt.Fprintf(w, "verdict: %s (expected %s)\n", verdictWord(r.Valid), r.Run.Expect)
 	if !stored {
 		fmt.Fprintf(w, "report: not written (see the run problems); %s holds what was stored\n", dir)

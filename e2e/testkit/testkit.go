@@ -29,6 +29,7 @@ import (
 	"github.com/locktest/locktest/internal/gate"
 	"github.com/locktest/locktest/internal/testcluster"
 	"github.com/locktest/locktest/internal/testexe"
+	"github.com/locktest/locktest/reports"
 	"github.com/locktest/locktest/run"
 	"github.com/locktest/locktest/runstore"
 	"github.com/locktest/locktest/workloads"
@@ -92,6 +93,34 @@ func MustRun(t *testing.T, cfg run.Config) (*run.Outcome, history.History) {
 	AssertNothingLeft(t, out)
 	return out, h
 }
+
+// SteadyRun runs cfg as MustRun does, until met holds of its results or
+// a run misses it on a machine that ran steadily. A run that misses it
+// while the machine stalled for tolerance or longer (runstore.Stalls: every
+// process of the run stopped, as in a GC pause that no fault planned) is
+// logged and run again, three runs at most: the premise of an expectation
+// such as "a fault-free run with 5 s leases is valid" did not hold, so the
+// run is no evidence either way. A run that misses it with no such stall
+// is returned at once, for the test to fail on.
+func SteadyRun(t *testing.T, cfg run.Config, tolerance time.Duration, met func(runstore.Results) bool) (*run.Outcome, history.History) {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		out, h := MustRun(t, cfg)
+		r := out.Results
+		if met(r) || attempt == 3 || Stalled(r) < tolerance {
+			return out, h
+		}
+		t.Logf("run %d missed its expectation (verdict %s, anomalies %v) while the machine stalled: %s; running it again",
+			attempt, r.Valid, Kinds(r), reports.StallsText(r.Run))
+	}
+}
+
+// Stalled is the longest stall of the machine that the run measured
+// (runstore.Stalls), 0 when none.
+func Stalled(r runstore.Results) time.Duration { return r.Run.LongestStall() }
+
+// IsValid is SteadyRun's expectation of a valid verdict.
+func IsValid(r runstore.Results) bool { return r.Valid == checker.Valid }
 
 // ValidWithWrites fails t unless r is valid with at least n critical
 // sections and n writes the resource accepted.

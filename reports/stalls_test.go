@@ -1,0 +1,30 @@
+package reports
+
+import (
+	"testing"
+
+	"github.com/locktest/locktest/runstore"
+)
+
+func TestStallsText(t *testing.T) {
+	one := &runstore.Stalls{Tick: "10ms", Over: "250ms", Count: 1, Longest: "300ms", LongestAt: "2.1s"}
+	many := &runstore.Stalls{Tick: "10ms", Over: "250ms", Count: 4, Longest: "2.7s", LongestAt: "6.8s"}
+	for _, c := range []struct {
+		name string
+		run  runstore.RunInfo
+		want string
+	}{
+		{"not measured", runstore.RunInfo{TTL: "1s"}, ""},
+		{"none", runstore.RunInfo{TTL: "1s", Stalls: &runstore.Stalls{Tick: "10ms", Over: "250ms", Longest: "0s"}},
+			"none of 250ms or more (a 10ms timer of the driver)"},
+		{"short against the ttl", runstore.RunInfo{TTL: "1s", Stalls: one},
+			"the driver's 10ms timer woke up to 300ms late, at 2.1s (once 250ms or more)"},
+		{"over half the ttl", runstore.RunInfo{TTL: "5s", Stalls: many},
+			"the driver's 10ms timer woke up to 2.7s late, at 6.8s (4 times 250ms or more): longer than half the TTL of 5s, " +
+				"so a lease may have broken with no fault (the machine paused every process, as a GC pause would)"},
+	} {
+		if got := StallsText(c.run); got != c.want {
+			t.Errorf("%s:\n got %q\nwant %q", c.name, got, c.want)
+		}
+	}
+}

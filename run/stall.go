@@ -1,0 +1,113 @@
+package run
+
+import (
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/locktest/locktest/runstore"
+)
+
+// The stall watch's settings: its timer's period, the lateness from which
+// a wake-up counts as a stall, and how many of the longest stalls the
+// results keep.
+const (
+	stallTick = 10 * time.Millisecond
+	stallOver = 250 * time.Millisecond
+	stallTop  = 5
+)
+
+// stallWatch measures how promptly this machine runs a process while the
+// workload runs: a goroutine of the driver sleeps stallTick again and
+// again and notes how late each wake-up came. A machine too loaded to run
+// a process for a second stops every process of the run alike (clients,
+// servers and the driver), as a GC pause would, and no fault planned it:
+// a lease shorter than the longest stall may break with no fault at all.
+// The watch only measures; it changes no verdict. Its figures go into
+// results.json (runstore.Stalls).
+type stallWatch struct {
+	now   func() time.Duration // the history's clock
+	sleep func(time.Duration)
+	stop  chan struct{}
+	done  chan struct{}
+
+	mu      sync.Mutex
+	longest runstore.Stall
+	count   int
+	top     []runstore.Stall
+	late    time.Duration // the longest stall, as a duration
+}
+
+// startStallWatch starts a watch whose stall times are on the clock now
+// (the history's), sleeping with sleep; a nil sleep is time.Sleep.
+func startStallWatch(now func() time.Duration, sleep func(time.Duration)) *stallWatch {
+	if sleep == nil {
+		sleep = time.Sleep
+	}
+	w := &stallWatch{now: now, sleep: sleep, stop: make(chan struct{}), done: make(chan struct{})}
+	go w.loop()
+	return w
+}
+
+func (w *stallWatch) loop() {
+	defer close(w.done)
+	prev := w.now()
+	for {
+		select {
+		case <-w.stop:
+			return
+		default:
+		}
+		w.sleep(stallTick)
+		t := w.now()
+		w.note(prev, t-prev-stallTick)
+		prev = t
+	}
+}
+
+// note records a wake-up that came late after sleeping from at.
+func (w *stallWatch) note(at, late time.Duration) {
+	if late < stallOver {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.count++
+	s := runstore.Stall{At: at.Round(time.Millisecond).String(), Length: late.Round(time.Millisecond).String()}
+	if late > w.late {
+		w.late, w.longest = late, s
+	}
+	w.top = append(w.top, s)
+	if len(w.top) > stallTop {
+		// Drop the shortest; the rest stay in time order.
+		i := 0
+		for j := range w.top {
+			if stallLength(w.top[j]) < stallLength(w.top[i]) {
+				i = j
+			}
+		}
+		w.top = slices.Delete(w.top, i, i+1)
+	}
+}
+
+func stallLength(s runstore.Stall) time.Duration {
+	d, _ := time.ParseDuration(s.Length)
+	return d
+}
+
+// finish stops the watch and returns what it saw.
+func (w *stallWatch) finish() *runstore.Stalls {
+	select {
+	case <-w.stop:
+	default:
+		close(w.stop)
+	}
+	<-w.done
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	st := &runstore.Stalls{Tick: stallTick.String(), Over: stallOver.String(), Count: w.count, Longest: "0s"}
+	if w.count > 0 {
+		st.Longest, st.LongestAt, st.Top = w.longest.Length, w.longest.At, slices.Clone(w.top)
+	}
+	return st
+}

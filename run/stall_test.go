@@ -1,0 +1,88 @@
+package run
+
+import (
+	"reflect"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/locktest/locktest/runstore"
+)
+
+// scriptedSleep is a sleep whose wake-ups come as late as its script
+// says, on a clock of its own; when the script is done it closes done and
+// wakes on time.
+type scriptedSleep struct {
+	now    atomic.Int64
+	late   []time.Duration
+	i      int
+	once   sync.Once
+	served chan struct{}
+}
+
+func (s *scriptedSleep) sleep(d time.Duration) {
+	var late time.Duration
+	if s.i < len(s.late) {
+		late = s.late[s.i]
+		s.i++
+	} else {
+		s.once.Do(func() { close(s.served) })
+	}
+	s.now.Add(int64(d + late))
+}
+
+func (s *scriptedSleep) clock() time.Duration { return time.Duration(s.now.Load()) }
+
+func TestStallWatchKeepsTheLongestStalls(t *testing.T) {
+	ms := time.Millisecond
+	cases := []struct {
+		name string
+		late []time.Duration
+		want runstore.Stalls
+	}{
+		{"none", []time.Duration{0, 5 * ms, 249 * ms, 0}, runstore.Stalls{Tick: "10ms", Over: "250ms", Longest: "0s"}},
+		{"one", []time.Duration{0, 0, 2700 * ms, 0},
+			runstore.Stalls{Tick: "10ms", Over: "250ms", Count: 1, Longest: "2.7s", LongestAt: "20ms",
+				Top: []runstore.Stall{{At: "20ms", Length: "2.7s"}}}},
+		// Seven stalls: the two shortest leave the top five, which stay in
+		// time order; the longest is the third.
+		{"seven", []time.Duration{300 * ms, 0, 260 * ms, 2 * time.Second, 400 * ms, 250 * ms, 500 * ms, 0, 350 * ms},
+			runstore.Stalls{Tick: "10ms", Over: "250ms", Count: 7, Longest: "2s", LongestAt: "590ms",
+				Top: []runstore.Stall{{At: "0s", Length: "300ms"}, {At: "590ms", Length: "2s"}, {At: "2.6s", Length: "400ms"},
+					{At: "3.27s", Length: "500ms"}, {At: "3.79s", Length: "350ms"}}}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := &scriptedSleep{late: c.late, served: make(chan struct{})}
+			w := startStallWatch(s.clock, s.sleep)
+			<-s.served
+			got := w.finish()
+			if !reflect.DeepEqual(*got, c.want) {
+				t.Errorf("stalls\n got %+v\nwant %+v", *got, c.want)
+			}
+		})
+	}
+}
+
+// TestStallWatchSeesARealStall runs the watch on the real clock with a
+// time.Sleep that once sleeps 300ms longer than asked, as a loaded
+// machine's late wake-up would: the watch must note it.
+func TestStallWatchSeesARealStall(t *testing.T) {
+	var calls atomic.Int32
+	sleep := func(d time.Duration) {
+		if calls.Add(1) == 3 {
+			d += 300 * time.Millisecond // a wake-up 300ms late, as a loaded machine gives one
+		}
+		time.Sleep(d)
+	}
+	start := time.Now()
+	w := startStallWatch(func() time.Duration { return time.Since(start) }, sleep)
+	for calls.Load() < 5 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	got := w.finish()
+	if longest := (runstore.RunInfo{Stalls: got}).LongestStall(); got.Count < 1 || longest < 300*time.Millisecond {
+		t.Errorf("stalls %+v: want the 300ms late wake-up", *got)
+	}
+}
