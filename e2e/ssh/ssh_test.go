@@ -325,7 +325,11 @@ func TestSSHLabFaultsShowViolations(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := sshConfig(t, tc.impl, inventory)
-			cfg.Faults, cfg.Clients = []string{tc.fault}, 3
+			// Two clients, as in Kleppmann's figure: with three, Redlock's
+			// attempts over the lab split the votes again and again under
+			// stress-ng, and p0 got no lock to be paused with for 9 s
+			// (stuck-lock, the pause not applied) in three seeds.
+			cfg.Faults, cfg.Clients = []string{tc.fault}, 2
 			cfg.Interval, cfg.Duration, cfg.Quiet = time.Second, 14*time.Second, 4*time.Second
 			tc.setup(&cfg)
 			shown := func(out *run.Outcome, h history.History) bool {
