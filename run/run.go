@@ -215,6 +215,15 @@ func (c *Config) fillAuto() {
 	}
 }
 
+// Prepared returns c as Run prepares it: its derived settings filled in
+// (a client pause and a clock jump of twice the TTL, the run's name) and
+// checked by Validate. A command that makes runs of its own from a
+// run's flags (locktest margin) checks them so before it starts any.
+func (c Config) Prepared() (Config, error) {
+	c.fillAuto()
+	return c, c.Validate()
+}
+
 // Validate checks c, naming the bad setting as its flag.
 func (c *Config) Validate() error {
 	impl, err := c.ImplInfo()

@@ -162,7 +162,10 @@ func TestPoolSkewsAWorkersWallClock(t *testing.T) {
 }
 
 func TestPoolCompletesADeadWorkersOpenOpAsInfo(t *testing.T) {
-	pool, rec, cl, _ := testPool(t, "redis-set-nx-px", 2)
+	// Ops that wait 4 s: one sent before the node froze ends well within
+	// waitFor's 10 s, and one sent after stays open for the kill, also
+	// through a stall of a loaded machine.
+	pool, rec, cl, clock := testPoolWith(t, "redis-set-nx-px", 2, func(c *PoolConfig) { c.Base.Timeout = Duration(4 * time.Second) })
 	ctx := context.Background()
 	// Freeze the node, so that every worker soon waits in a lock call, and
 	// kill worker 1 there: its open op may have taken effect.
@@ -170,9 +173,13 @@ func TestPoolCompletesADeadWorkersOpenOpAsInfo(t *testing.T) {
 	if err := cl.Pause(ctx, node); err != nil {
 		t.Fatal(err)
 	}
+	frozen := clock.Now()
+	// An op invoked after the node froze: one open before may have had its
+	// answer already (under stress-ng, its ok was on its way to the
+	// recorder when the worker died, and it was rightly recorded ok).
 	waitFor(t, "worker 1 to wait on the frozen node", func() bool {
 		o, open := rec.Open(1)
-		return open && (o.F == history.Acquire || o.F == history.Release)
+		return open && time.Duration(o.Time) > frozen && (o.F == history.Acquire || o.F == history.Release)
 	})
 	inv, _ := rec.Open(1)
 	if err := pool.Signal(1, syscall.SIGKILL); err != nil {

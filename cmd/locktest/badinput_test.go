@@ -30,6 +30,15 @@ type badCase struct {
 
 func bc(want string, args ...string) badCase { return badCase{args, want} }
 
+// withFault gives margin's cases the one fault it varies, so that they
+// get as far as its first run.
+func withFault(cs ...badCase) []badCase {
+	for i := range cs {
+		cs[i].args = append([]string{"--faults", "pause-client"}, cs[i].args...)
+	}
+	return cs
+}
+
 // badValues holds, for every flag of every command ("run --ttl"), command
 // lines that give it a malformed or out-of-range value. A flag of a type
 // that does not parse every string (int, duration, float, bool) also gets
@@ -177,12 +186,44 @@ var badValues = map[string][]badCase{
 	"merge --baseline": {bc("--baseline is for matrix stores; a scoreboard has none", "--baseline", "STORE/file")},
 	"merge --compare":  {bc("--compare: open STORE/nodir/scoreboard.json: no such file or directory", "--compare", "STORE/nodir/scoreboard.json")},
 
-	"shrink --replays": {bc("--need 2 of --replays 1: want 1 ≤ need ≤ replays", "--replays", "1")},
-	"shrink --need":    {bc("--need 0 of --replays 3: want 1 ≤ need ≤ replays", "--need", "0"), bc("--need 4 of --replays 3", "--need", "4")},
-	"shrink --confirm": {bc("--confirm must not be negative, got -1", "--confirm", "-1")},
-	"shrink --budget":  {bc("--budget must not be negative, got -1s", "--budget", "-1s")},
-	"shrink --grace":   {bc("--grace must not be negative, got -1s", "--grace", "-1s")},
-	"shrink --store":   {bc("--store: STORE/file is not a folder", "--store", "STORE/file"), bc("--store: stat STORE/file/s: not a directory", "--store", "STORE/file/s")},
+	"margin --vary": {bc("--vary NAME=FROM..TO is required", "--vary", ""),
+		bc(`--vary "speed=1..2": want NAME=FROM..TO with NAME one of clock-bump, delay, down, pause, targets, ttl, window`, "--vary", "speed=1..2"),
+		bc(`--vary pause: the range "1s" is not FROM..TO`, "--vary", "pause=1s"),
+		bc(`--vary pause: "fast" is not a duration (e.g. 1.5s)`, "--vary", "pause=fast..2s"),
+		bc("--vary pause: the range 2s..1s must go up from 0 or more", "--vary", "pause=2s..1s"),
+		bc("--faults none: margin varies one fault: give exactly one", "--vary", "pause=1s..2s"),
+		bc("--vary down: pause-client does not read it (it reads pause, pause-point)", "--faults", "pause-client", "--vary", "down=1s..2s"),
+		bc("--vary targets=1..9: redis-set-nx-px has 1 nodes", "--faults", "pause-client", "--vary", "targets=1..9"),
+		bc("--pause and --vary pause=… both set it: give one", "--faults", "pause-client", "--pause", "2s")},
+	"margin --faults": {bc(`--faults: unknown fault "meteor" (known: bridge, `, "--faults", "meteor"),
+		bc("--faults pause-client,kill-node: margin varies one fault: give exactly one", "--faults", "pause-client,kill-node"),
+		bc("--faults pause-client+kill-node: margin varies one fault: give exactly one", "--faults", "pause-client+kill-node")},
+	// A run's flags that locktest run checks only when it sets up: the
+	// search's first run meets them, and the search leaves nothing.
+	"margin --profile": withFault(bc("--profile: mkdir STORE/file: not a directory", "--profile", "STORE/file/p")),
+	"margin --inventory": append(withFault(bc("inventory STORE/none.yaml: no such file or directory", "--provider", "ssh", "--inventory", "STORE/none.yaml"),
+		bc("inventory STORE/bad.yaml:1: field scenarios not found", "--provider", "ssh", "--inventory", "STORE/bad.yaml")),
+		bc("--client-addresses and --insecure-ignore-host-key need --provider ssh", "--inventory", "STORE/lab.yaml")),
+	"margin --hosts": append(withFault(bc("--hosts: entry 2: no address", "--provider", "ssh", "--hosts", "a,,b")),
+		bc("--inventory and --hosts both name the hosts: give one", "--provider", "ssh", "--hosts", "a", "--inventory", "STORE/lab.yaml")),
+	"margin --ssh-key": withFault(bc("ssh a: key: open STORE/nokey: no such file or directory", "--provider", "ssh", "--hosts", "a", "--insecure-ignore-host-key", "--ssh-key", "STORE/nokey"),
+		bc("ssh a: key STORE/file: ssh: no key found", "--provider", "ssh", "--hosts", "a", "--insecure-ignore-host-key", "--ssh-key", "STORE/file")),
+	"margin --client-addresses": append(withFault(bc(`--client-addresses: entry 1 "x": want an IPv4 address or a CIDR block`, "--provider", "ssh", "--hosts", "a", "--client-addresses", "x")),
+		bc("--ssh-user, --ssh-key, --known-hosts and --client-addresses go with --hosts", "--provider", "ssh", "--inventory", "STORE/lab.yaml", "--client-addresses", "10.0.0.9"),
+		bc("--client-addresses and --insecure-ignore-host-key need --provider ssh", "--client-addresses", "10.0.0.9")),
+	"margin --known-hosts": withFault(bc("ssh: known_hosts STORE/none: no such file or directory", "--provider", "ssh", "--hosts", "a", "--known-hosts", "STORE/none")),
+	"margin --trials":      {bc("--trials must be at least 1, got 0", "--trials", "0")},
+	"margin --grid":        {bc("--grid must be at least 2, got 1", "--grid", "1")},
+	"margin --resolution":  {bc("--resolution must be positive, got 0s", "--resolution", "0")},
+	"margin --at":          {bc("--at must not be negative, got -1s", "--at", "-1s")},
+	"margin --budget":      {bc("--budget must not be negative, got -1s", "--budget", "-1s")},
+	"margin --store":       {bc("--store: mkdir STORE/file: not a directory", "--faults", "pause-client", "--store", "STORE/file")},
+	"shrink --replays":     {bc("--need 2 of --replays 1: want 1 ≤ need ≤ replays", "--replays", "1")},
+	"shrink --need":        {bc("--need 0 of --replays 3: want 1 ≤ need ≤ replays", "--need", "0"), bc("--need 4 of --replays 3", "--need", "4")},
+	"shrink --confirm":     {bc("--confirm must not be negative, got -1", "--confirm", "-1")},
+	"shrink --budget":      {bc("--budget must not be negative, got -1s", "--budget", "-1s")},
+	"shrink --grace":       {bc("--grace must not be negative, got -1s", "--grace", "-1s")},
+	"shrink --store":       {bc("--store: STORE/file is not a folder", "--store", "STORE/file"), bc("--store: stat STORE/file/s: not a directory", "--store", "STORE/file/s")},
 
 	"images build --node-binary": {bc("--node-binary STORE/nodir: not an executable file", "--node-binary", "STORE/nodir")},
 
@@ -213,6 +254,7 @@ var badBase = map[string][]string{
 	"images build": {"images", "build", "redis"},
 	"merge":        {"merge", "STORE/file"},
 	"shrink":       {"shrink", "STORE/nodir"},
+	"margin":       {"margin", "--store", "STORE", "--time", "2s", "--vary", "pause=100ms..1s"},
 }
 
 // TestEveryFlagRefusesABadValue runs every command with each bad value of
@@ -234,6 +276,11 @@ func TestEveryFlagRefusesABadValue(t *testing.T) {
 			key := path + " --" + f.Name
 			hand, hasHand := badValues[key]
 			_, isAny := anyValue[key]
+			if !hasHand && !isAny && path == "margin" {
+				// margin takes a run's flags and checks them as run does.
+				hand, hasHand = badValues["run --"+f.Name]
+				_, isAny = anyValue["run --"+f.Name]
+			}
 			if auto := unparsable(f); auto != "" {
 				cases = append(cases, tc{key + " " + auto, path, []string{"--" + f.Name + "=" + auto},
 					fmt.Sprintf("invalid argument %q for %q flag", auto, flagTitle(f))})

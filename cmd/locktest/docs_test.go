@@ -315,11 +315,17 @@ func checkCommand(t *testing.T, dc docCommand) {
 	// A fresh command, so flags of one line do not leak into the next.
 	var c *cobra.Command
 	var rf *runFlags
-	if path == "run" {
+	var mf *marginFlags
+	switch path {
+	case "run":
 		rf = &runFlags{cfg: run.DefaultConfig()}
 		c = &cobra.Command{Use: "run"}
 		rf.define(c)
-	} else {
+	case "margin":
+		rf, mf = &runFlags{cfg: run.DefaultConfig()}, &marginFlags{}
+		c = &cobra.Command{Use: "margin"}
+		defineMarginFlags(c, rf, mf)
+	default:
 		c = commands()[path]
 	}
 	if err := c.ParseFlags(rest); err != nil {
@@ -333,6 +339,13 @@ func checkCommand(t *testing.T, dc docCommand) {
 		t.Fatalf("locktest %s %s: %v", path, strings.Join(rest, " "), err)
 	}
 	switch path {
+	case "margin":
+		if dc.mention && len(rest) == 0 {
+			return // the command named in a sentence
+		}
+		if _, err := prepareMargin(c.Flags(), rf, *mf); err != nil {
+			t.Fatalf("locktest margin %s: %v", strings.Join(rest, " "), err)
+		}
 	case "run":
 		cfg, err := rf.config(c.Flags())
 		if err == nil {

@@ -22,6 +22,7 @@ var layers = map[string]int{
 	"impls":     4,
 	"run":       5,
 	"shrink":    5, // the search over schedules, pure: the CLI replays its candidates
+	"margin":    5, // the search over a fault's size, pure: the CLI runs its trials
 	"scenarios": 6,
 	"matrix":    6,
 	"cmd":       7,
