@@ -19,7 +19,6 @@ import (
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/internal/gate"
 	"github.com/locktest/locktest/internal/testexe"
-	"github.com/locktest/locktest/reports"
 	"github.com/locktest/locktest/run"
 	"github.com/locktest/locktest/runstore"
 	"github.com/locktest/locktest/scenarios"
@@ -99,14 +98,7 @@ func mustRun(t *testing.T, cfg run.Config) (*run.Outcome, history.History) {
 // most.
 func steadyValid(t *testing.T, cfg run.Config) (*run.Outcome, history.History) {
 	t.Helper()
-	for attempt := 1; ; attempt++ {
-		out, h := mustRun(t, cfg)
-		r := out.Results
-		if r.Valid == checker.Valid || attempt == 3 || testkit.Stalled(r) < cfg.TTL/2 {
-			return out, h
-		}
-		t.Logf("fault-free run %d: %s %v while the machine stalled: %s; running it again", attempt, r.Valid, anomalies(r), reports.StallsText(r.Run))
-	}
+	return testkit.AgainOnStall(t, func() (*run.Outcome, history.History) { return mustRun(t, cfg) }, cfg.TTL/2, testkit.IsValid)
 }
 
 // programsLeft lists the processes still running an adapter of this

@@ -200,8 +200,8 @@ func MarginSVG(m Margin) template.HTML {
 	return template.HTML(b.String())
 }
 
-// valueOf finds the value of the point labelled label, or of the stated
-// bound; 0 when none has it.
+// valueOf finds the value of the point labelled label; 0 when none has
+// it.
 func valueOf(m Margin, label string) float64 {
 	for _, p := range m.Points {
 		if p.Label == label {

@@ -97,6 +97,21 @@ func WorkloadKeys() []string {
 	return out
 }
 
+// WorkloadValues are c's workload settings (WorkloadKeys) that have a
+// value, by flag name: what a schedule file records of its run
+// (nemesis.Plan.Workload).
+func (c *Config) WorkloadValues() map[string]string {
+	out := map[string]string{}
+	values := c.Values()
+	for _, k := range WorkloadKeys() {
+		set, _ := SettingNamed(k)
+		if v := values[set.Key()]; v != "" {
+			out[k] = v
+		}
+	}
+	return out
+}
+
 // ApplyMachine sets cfg's machine settings (the hosts, addresses and
 // credentials of machineSettings) from settings, a stored run's
 // (RunInfo.Settings, by key): a replay on the machine that made the run
@@ -123,19 +138,13 @@ var machineSettings = []string{"subnet", "inventory", "hosts", "ssh-user", "ssh-
 // writeSchedule writes the run's schedule.json: what its schedule did, the
 // seed (or the file) it came from, and its workload's settings.
 func writeSchedule(dir string, cfg Config, s *nemesis.Schedule) error {
-	p := nemesis.Plan{SchemaVersion: nemesis.PlanSchemaVersion, Seed: cfg.Seed, Began: s.Began(), Faults: s.Planned(), Workload: map[string]string{}}
+	p := nemesis.Plan{SchemaVersion: nemesis.PlanSchemaVersion, Seed: cfg.Seed, Began: s.Began(), Faults: s.Planned()}
 	if cfg.Plan != nil {
 		p.ReplayOf = orDash(cfg.Schedule)
 	} else if len(cfg.Faults) > 0 {
 		p.Interval = cfg.Interval
 	}
-	values := cfg.Values()
-	for _, k := range WorkloadKeys() {
-		set, _ := SettingNamed(k)
-		if v := values[set.Key()]; v != "" {
-			p.Workload[k] = v
-		}
-	}
+	p.Workload = cfg.WorkloadValues()
 	data, err := json.MarshalIndent(p, "", "  ")
 	if err != nil {
 		return err

@@ -31,12 +31,13 @@ type stallWatch struct {
 	stop  chan struct{}
 	done  chan struct{}
 
-	mu      sync.Mutex
-	longest runstore.Stall
-	count   int
-	top     []runstore.Stall
-	late    time.Duration // the longest stall, as a duration
+	mu    sync.Mutex
+	count int
+	top   []stall // the longest stalls, stallTop at most, in time order
 }
+
+// stall is one late wake-up: when its sleep began and how late it came.
+type stall struct{ at, late time.Duration }
 
 // startStallWatch starts a watch whose stall times are on the clock now
 // (the history's), sleeping with sleep; a nil sleep is time.Sleep.
@@ -73,16 +74,12 @@ func (w *stallWatch) note(at, late time.Duration) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.count++
-	s := runstore.Stall{At: at.Round(time.Millisecond).String(), Length: late.Round(time.Millisecond).String()}
-	if late > w.late {
-		w.late, w.longest = late, s
-	}
-	w.top = append(w.top, s)
+	w.top = append(w.top, stall{at, late})
 	if len(w.top) > stallTop {
 		// Drop the shortest; the rest stay in time order.
 		i := 0
 		for j := range w.top {
-			if stallLength(w.top[j]) < stallLength(w.top[i]) {
+			if w.top[j].late < w.top[i].late {
 				i = j
 			}
 		}
@@ -90,12 +87,8 @@ func (w *stallWatch) note(at, late time.Duration) {
 	}
 }
 
-func stallLength(s runstore.Stall) time.Duration {
-	d, _ := time.ParseDuration(s.Length)
-	return d
-}
-
-// finish stops the watch and returns what it saw.
+// finish stops the watch and returns what it saw. The longest stall is
+// always among the top ones kept.
 func (w *stallWatch) finish() *runstore.Stalls {
 	select {
 	case <-w.stop:
@@ -106,8 +99,18 @@ func (w *stallWatch) finish() *runstore.Stalls {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	st := &runstore.Stalls{Tick: stallTick.String(), Over: stallOver.String(), Count: w.count, Longest: "0s"}
+	var longest stall
+	for _, s := range w.top {
+		st.Top = append(st.Top, runstore.Stall{At: ms(s.at), Length: ms(s.late)})
+		if s.late > longest.late {
+			longest = s
+		}
+	}
 	if w.count > 0 {
-		st.Longest, st.LongestAt, st.Top = w.longest.Length, w.longest.At, slices.Clone(w.top)
+		st.Longest, st.LongestAt = ms(longest.late), ms(longest.at)
 	}
 	return st
 }
+
+// ms renders d to the millisecond, as results.json keeps durations.
+func ms(d time.Duration) string { return d.Round(time.Millisecond).String() }

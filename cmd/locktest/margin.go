@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -197,7 +197,7 @@ func prepareMargin(f changer, rf *runFlags, mf marginFlags) (*marginSearch, erro
 	if name != "targets" && f.Changed(name) {
 		return nil, usageError{fmt.Errorf("--%s and --vary %s=… both set it: give one", name, name)}
 	}
-	m := &marginSearch{cfg: cfg, mf: mf, fault: fault, settings: map[string]string{}, name: cmpOr(given, cfg.Impl+"-"+fault+"-"+name),
+	m := &marginSearch{cfg: cfg, mf: mf, fault: fault, settings: map[string]string{}, name: cmp.Or(given, cfg.Impl+"-"+fault+"-"+name),
 		param: margin.Param{Name: name, Kind: kind, From: from, To: to, BreaksLow: slices.Contains(breaksLow, name)}}
 	for _, s := range spec.Settings {
 		st, ok := run.SettingNamed(s)
@@ -245,13 +245,6 @@ func (m *marginSearch) makeDir() error {
 	}
 	m.dir = dir
 	return nil
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // nodesOf is how many nodes cfg's impl runs.
@@ -310,14 +303,7 @@ func (m *marginSearch) plan(v float64) (nemesis.Plan, run.Config, error) {
 	if cfg.Duration < need {
 		cfg.Duration = need.Round(time.Second)
 	}
-	plan := nemesis.Plan{SchemaVersion: nemesis.PlanSchemaVersion, Seed: cfg.Seed, Workload: map[string]string{}}
-	values := cfg.Values()
-	for _, k := range run.WorkloadKeys() {
-		st, _ := run.SettingNamed(k)
-		if v := values[st.Key()]; v != "" {
-			plan.Workload[k] = v
-		}
-	}
+	plan := nemesis.Plan{SchemaVersion: nemesis.PlanSchemaVersion, Seed: cfg.Seed, Workload: cfg.WorkloadValues()}
 	hit := [][]string{pins}
 	if m.param.Name == "targets" {
 		// One fault per node hit, n1 up, all at --at: a fault hits one
@@ -428,8 +414,7 @@ func median(ds []time.Duration) time.Duration {
 	if len(ds) == 0 {
 		return 0
 	}
-	s := slices.Clone(ds)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	s := slices.Sorted(slices.Values(ds))
 	return s[len(s)/2]
 }
 
