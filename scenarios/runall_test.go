@@ -29,7 +29,15 @@ func fakeRuns(t *testing.T, outcome func(name string, seed int64) string) *atomi
 				break
 			}
 		}
-		time.Sleep(5 * time.Millisecond) // long enough for the others to start
+		// Long enough for the others to start. A run cancelled before it
+		// ends returns the context's error and no result, as a real run
+		// does; one that ended returns its result, even if the context was
+		// cancelled since (by another run, or by its own outcome).
+		select {
+		case <-time.After(5 * time.Millisecond):
+		case <-ctx.Done():
+			return RunResult{}, ctx.Err()
+		}
 		r := RunResult{Seed: seed, Outcome: outcome(s.Name, seed), FirstViolation: -1, Seconds: 1,
 			Dir: fmt.Sprintf("/st/%s/%d", s.Name, seed), Command: fmt.Sprintf("%s --seed %d", s.Name, seed)}
 		switch r.Outcome {
@@ -38,7 +46,7 @@ func fakeRuns(t *testing.T, outcome func(name string, seed int64) string) *atomi
 		case "":
 			r.Reason = "not root"
 		}
-		return r, ctx.Err()
+		return r, nil
 	}
 	return &most
 }
