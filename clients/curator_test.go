@@ -22,6 +22,8 @@ import (
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/impls/external"
 	"github.com/locktest/locktest/internal/gate"
+	"github.com/locktest/locktest/run"
+	"github.com/locktest/locktest/runstore"
 )
 
 // curatorJars are the jars of /usr/share/java that the Curator adapter's
@@ -150,8 +152,14 @@ func TestCuratorLock(t *testing.T) {
 	}
 	for _, client := range []string{"curator", "curator-semaphore"} {
 		t.Run(client, func(t *testing.T) {
-			out, _ := steadyValid(t, config(t, client))
-			if out.Results.Valid != checker.Valid || out.Results.Stats["critical_sections"] < 20 {
+			// Twenty critical sections in 4 s is what a working adapter
+			// makes; under load a sync of ZooKeeper's log took 1.9 s on all
+			// three servers at once (the disk probe sees such a stall, and
+			// the run is then made again).
+			enough := func(r runstore.Results) bool { return r.Valid == checker.Valid && r.Stats["critical_sections"] >= 20 }
+			free := config(t, client)
+			out, _ := testkit.AgainOnStall(t, func() (*run.Outcome, history.History) { return mustRun(t, free) }, free.TTL/2, enough)
+			if !enough(out.Results) {
 				t.Errorf("without faults: %s with %v critical sections, anomalies %v", out.Results.Valid, out.Results.Stats["critical_sections"], anomalies(out.Results))
 			}
 			if out.Results.Run.Impl != client || !regexp.MustCompile(`Apache Curator \S+ [0-9]+\.`).MatchString(out.Results.Run.ImplDoc) {

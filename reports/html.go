@@ -37,7 +37,10 @@ var funcs = template.FuncMap{
 	"isLin":        func(name string) bool { return name == mutexChecker },
 	"durUS":        func(u int64) string { return secsLabel(u, 1000) },
 	"versionsText": VersionsText,
-	"stallsText":   StallsText,
+	"survivalSVG": func(label string, s *Survival) template.HTML {
+		return SurvivalSVG(label, []SurvivalCurve{{Survival: s}})
+	},
+	"stallsText": StallsText,
 }
 
 var reportTmpl = template.Must(template.New("report.html.tmpl").Funcs(funcs).ParseFS(templates, "templates/report.html.tmpl"))

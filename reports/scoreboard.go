@@ -55,7 +55,7 @@ func Unexpected(verdict string) bool { return verdict == NotReproduced || verdic
 // ScoreboardSchemaVersion is the version of the scoreboard's JSON layout
 // (docs/schemas/scoreboard.schema.json). It grows by one with every change
 // a reader could trip on.
-const ScoreboardSchemaVersion = 1
+const ScoreboardSchemaVersion = 2
 
 // Scoreboard is the result of running a scenario catalogue over seeds:
 // one row per scenario.
@@ -184,6 +184,12 @@ type ScoreRun struct {
 	// earliest op of an anomaly that counts as the violation; -1 if none.
 	FirstViolation float64 `json:"first_violation_s"`
 	Seconds        float64 `json:"seconds"`
+	// Workload is how long the run's workload ran, in seconds from the
+	// run's start (its last recorded op): to its end, or to where it was
+	// stopped at its first violation. A run that ended clean says the lock
+	// lasted at least this long (its survival is censored here); 0 when
+	// the run recorded nothing.
+	Workload float64 `json:"workload_s,omitempty"`
 	// Faults counts the faults applied; Effective those in force while a
 	// client held the lock (faults that had a chance to matter), -1 when
 	// the run did not say.
@@ -247,6 +253,10 @@ type ScoreRow struct {
 	Seconds float64 `json:"seconds"`
 	// Versions are the versions its runs ran, joined where they differ.
 	Versions runstore.Versions `json:"versions"`
+	// Survival is how long the lock lasted in the conclusive runs: the
+	// time to each run's first violation, or the time a clean run ran
+	// (its Workload); nil without a conclusive run.
+	Survival *Survival `json:"survival,omitempty"`
 	// Seeds are its runs, one per seed, in seed order.
 	Seeds []ScoreRun `json:"seeds"`
 }
@@ -372,14 +382,14 @@ func RenderScoreboardMarkdown(s Scoreboard, links bool) []byte {
 		fmt.Fprintf(&b, "Versions: %s.\n\n", v)
 	}
 	fmt.Fprintf(&b, "A safe scenario is *held* when the one-sided 95%% upper bound of its violation rate is below %s; with no violation in fewer runs it is *not refuted*, with the bound it reached.\n\n", Percent(s.MaxRate))
-	fmt.Fprintf(&b, "| claim | scenario | tests for | violations (95%% CI) | first violation | verdict | who the runs agree with |\n")
-	fmt.Fprintf(&b, "| --- | --- | --- | --- | --- | --- | --- |\n")
+	fmt.Fprintf(&b, "| claim | scenario | tests for | violations (95%% CI) | first violation | median time to failure | verdict | who the runs agree with |\n")
+	fmt.Fprintf(&b, "| --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	for _, r := range s.Rows {
 		name := "`" + r.Name + "`"
 		if links && r.Report != "" {
 			name = fmt.Sprintf("[`%s`](%s)", r.Name, r.Report)
 		}
-		fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | **%s** | %s |\n", r.Claim, name, r.Expect, r.RateText(), r.FirstText(), r.Verdict, agreeText(r))
+		fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | **%s** | %s |\n", r.Claim, name, r.Expect, r.RateText(), r.FirstText(), r.Survival.MedianText(), r.Verdict, agreeText(r))
 	}
 	if len(s.Sources) > 0 {
 		fmt.Fprintf(&b, "\nSources:\n\n")
@@ -425,7 +435,11 @@ func RenderScoreboardMarkdown(s Scoreboard, links bool) []byte {
 		if r.Reason != "" {
 			fmt.Fprintf(&b, " — %s", mdEscape(r.Reason))
 		}
-		fmt.Fprintf(&b, ".\n\nReproduce: `make repro-%s`, or one run: `%s`", r.Name, r.Command)
+		b.WriteString(".\n\n")
+		if t := r.Survival.Text(); t != "" {
+			fmt.Fprintf(&b, "Time to failure: %s.\n\n", t)
+		}
+		fmt.Fprintf(&b, "Reproduce: `make repro-%s`, or one run: `%s`", r.Name, r.Command)
 		if links && r.Report != "" {
 			fmt.Fprintf(&b, "; [report](%s)", r.Report)
 		}
@@ -559,16 +573,33 @@ func StallsText(r runstore.RunInfo) string {
 	if s == nil {
 		return ""
 	}
+	ttl, _ := time.ParseDuration(r.TTL)
+	var out string
 	if s.Count == 0 {
-		return fmt.Sprintf("none of %s or more (a %s timer of the driver)", s.Over, s.Tick)
+		out = fmt.Sprintf("none of %s or more (a %s timer of the driver)", s.Over, s.Tick)
+	} else {
+		out = fmt.Sprintf("the driver's %s timer woke up to %s late, at %s (%s %s or more)", s.Tick, s.Longest, s.LongestAt, timesText(s.Count), s.Over)
+		if ttl > 0 && r.LongestStall() >= ttl/2 {
+			out += fmt.Sprintf(": longer than half the TTL of %s, so a lease may have broken with no fault (the machine paused every process, as a GC pause would)", ttl)
+		}
 	}
-	times := "once"
-	if s.Count > 1 {
-		times = fmt.Sprintf("%d times", s.Count)
-	}
-	out := fmt.Sprintf("the driver's %s timer woke up to %s late, at %s (%s %s or more)", s.Tick, s.Longest, s.LongestAt, times, s.Over)
-	if ttl, err := time.ParseDuration(r.TTL); err == nil && ttl > 0 && r.LongestStall() >= ttl/2 {
-		out += fmt.Sprintf(": longer than half the TTL of %s, so a lease may have broken with no fault (the machine paused every process, as a GC pause would)", ttl)
+	switch d := s.Disk; {
+	case d == nil:
+	case d.Count == 0:
+		out += fmt.Sprintf("; the disk synced within %s (%d syncs of a probe file)", d.Over, d.Syncs)
+	default:
+		out += fmt.Sprintf("; a sync of the disk took up to %s, at %s (%d of %d syncs of a probe file over %s)", d.Longest, d.LongestAt, d.Count, d.Syncs, d.Over)
+		if ttl > 0 && r.LongestDiskStall() >= ttl/2 {
+			out += fmt.Sprintf(": longer than half the TTL of %s, so a service that syncs before it answers (ZooKeeper, etcd) may have let a lease expire with no fault", ttl)
+		}
 	}
 	return out
+}
+
+// timesText renders a count as "once" or "3 times".
+func timesText(n int) string {
+	if n == 1 {
+		return "once"
+	}
+	return fmt.Sprintf("%d times", n)
 }

@@ -2,11 +2,14 @@ package reports
 
 import (
 	"bytes"
+	"encoding/json"
 	"encoding/xml"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/locktest/locktest/internal/schemacheck"
+	"github.com/locktest/locktest/internal/stats"
 	"github.com/locktest/locktest/runstore"
 )
 
@@ -23,12 +26,14 @@ func sampleBoard() Scoreboard {
 				Predictions: []ScorePrediction{{"kleppmann", "violation — a lease cannot stop it", "yes"}, {"antirez", "violation | needs a check", "yes"}},
 				Runs:        1, Conclusive: 1, Violations: 1, Rate: 1, Lo: 0.2065, Hi: 1, FirstViolation: 0.54,
 				Observed: "violation", Verdict: Reproduced, Anomalies: map[string]int{"stale-write": 4, "lost-update": 3},
-				Report: "../redis-gc-pause/20261122T040000/report.html", Command: "locktest run --impl redis-set-nx-px --seed 1", Seconds: 8.2},
+				Report: "../redis-gc-pause/20261122T040000/report.html", Command: "locktest run --impl redis-set-nx-px --seed 1", Seconds: 8.2,
+				Survival: NewSurvival([]stats.Observation{{Time: 0.54, Event: true}})},
 			{Name: "redlock-pause-before-validity", Claim: 3, Title: "Paused before the validity check", Source: "antirez (2016)", Expect: "safe",
 				Predictions: []ScorePrediction{{"kleppmann", "violation", "no"}, {"antirez", "safe", "yes"}},
 				Runs:        3, Conclusive: 3, Rate: 0, Lo: 0, Hi: 0.5615, Upper: 0.4742, FirstViolation: -1, Observed: "safe", Verdict: NotRefuted,
 				Reason:  "no violation in 3 runs: the rate is at most 47% at 95% confidence, not below 15% (16 runs without one would show that)",
-				Command: "locktest run --impl redlock --seed 1", Seconds: 24},
+				Command: "locktest run --impl redlock --seed 1", Seconds: 24,
+				Survival: NewSurvival([]stats.Observation{{Time: 20}, {Time: 20}, {Time: 20}})},
 			{Name: "redlock-clock-jump", Claim: 2, Title: "C's clock jumps", Source: "Kleppmann (2016)", Expect: "violation",
 				Predictions: []ScorePrediction{{"kleppmann", "violation", ""}},
 				Runs:        3, FirstViolation: -1, Verdict: Inconclusive, Reason: "seed 1: fault partition unavailable: not root",
@@ -36,7 +41,8 @@ func sampleBoard() Scoreboard {
 			{Name: "zk-pause-fenced", Claim: 12, Title: "fenced", Source: "Kleppmann (2016)", Expect: "safe",
 				Predictions: []ScorePrediction{{"kleppmann", "safe", "no"}},
 				Runs:        3, Conclusive: 3, Violations: 1, Rate: 1.0 / 3, Lo: 0.0615, Hi: 0.7923, FirstViolation: 2.25, Observed: "violation",
-				Verdict: Refuted, Reason: "1 of 3 runs showed a violation", Command: "locktest run --impl zk-recipe --seed 2", Seconds: 30},
+				Verdict: Refuted, Reason: "1 of 3 runs showed a violation", Command: "locktest run --impl zk-recipe --seed 2", Seconds: 30,
+				Survival: NewSurvival([]stats.Observation{{Time: 10}, {Time: 2.25, Event: true}, {Time: 10}})},
 		},
 	}
 }
@@ -62,6 +68,9 @@ func TestScoreboardHTML(t *testing.T) {
 		`below 15%`, `href="../redis-gc-pause/20261122T040000/report.html"`,
 		`<li>Kleppmann (2016): <a href="https://martin.kleppmann.com/2016/02/08/how-to-do-distributed-locking.html">Martin Kleppmann, How to do distributed locking</a></li>`,
 		`1/3 (33%, 95% CI 6%–79%)`, `id="redlock-clock-jump"`, `make repro-zk-pause-fenced`,
+		`<td class="num">not reached (over half the runs outlived 10 s)</td>`,
+		`Time to failure: no violation in 1.0 run-minutes under these faults: fewer than 180 per hour at 95%.`,
+		`<svg class="survival"`,
 	} {
 		if !strings.Contains(s, want) {
 			t.Errorf("scoreboard.html lacks %q", want)
@@ -139,5 +148,27 @@ func TestCompareScoreboards(t *testing.T) {
 		if !strings.Contains(md, w) {
 			t.Errorf("the Markdown lacks %q", w)
 		}
+	}
+}
+
+// TestScoreboardJSONValidates: a scoreboard with survival curves, a row
+// without one, and runs with their workload times validates against
+// docs/schemas/scoreboard.schema.json at its version; a curve that lost
+// its observations does not.
+func TestScoreboardJSONValidates(t *testing.T) {
+	b := sampleBoard()
+	b.SchemaVersion = ScoreboardSchemaVersion
+	b.Rows[0].Seeds = []ScoreRun{{Seed: 1, Outcome: "violation", FirstViolation: 0.54, Workload: 1.2, Seconds: 8.2, Command: "x", Faults: 1, Effective: 1}}
+	doc, err := json.Marshal(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := schemacheck.Validate("scoreboard", doc); err != nil {
+		t.Fatal(err)
+	}
+	b.Rows[0].Survival = &Survival{Runs: 1}
+	doc, _ = json.Marshal(b)
+	if err := schemacheck.Validate("scoreboard", doc); err == nil {
+		t.Error("a survival without observations validated")
 	}
 }

@@ -22,6 +22,13 @@ func TestStallsText(t *testing.T) {
 		{"over half the ttl", runstore.RunInfo{TTL: "5s", Stalls: many},
 			"the driver's 10ms timer woke up to 2.7s late, at 6.8s (4 times 250ms or more): longer than half the TTL of 5s, " +
 				"so a lease may have broken with no fault (the machine paused every process, as a GC pause would)"},
+		{"the disk synced promptly", runstore.RunInfo{TTL: "1s", Stalls: &runstore.Stalls{Tick: "10ms", Over: "250ms", Longest: "0s",
+			Disk: &runstore.DiskStalls{Every: "100ms", Over: "250ms", Syncs: 40, Longest: "0s"}}},
+			"none of 250ms or more (a 10ms timer of the driver); the disk synced within 250ms (40 syncs of a probe file)"},
+		{"a slow sync over half the ttl", runstore.RunInfo{TTL: "1s", Stalls: &runstore.Stalls{Tick: "10ms", Over: "250ms", Longest: "0s",
+			Disk: &runstore.DiskStalls{Every: "100ms", Over: "250ms", Syncs: 38, Count: 2, Longest: "1.868s", LongestAt: "5.1s"}}},
+			"none of 250ms or more (a 10ms timer of the driver); a sync of the disk took up to 1.868s, at 5.1s (2 of 38 syncs of a probe file over 250ms): " +
+				"longer than half the TTL of 1s, so a service that syncs before it answers (ZooKeeper, etcd) may have let a lease expire with no fault"},
 	} {
 		if got := StallsText(c.run); got != c.want {
 			t.Errorf("%s:\n got %q\nwant %q", c.name, got, c.want)

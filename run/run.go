@@ -524,6 +524,10 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	nctx, ncancel := context.WithTimeout(wctx, cfg.Duration-cfg.Quiet)
 	defer ncancel()
 	stalls := startStallWatch(clock.Now, nil)
+	disk, derr := startDiskWatch(filepath.Join(dir, ".disk-probe"), clock.Now, nil)
+	if derr != nil {
+		lg.Warn("the disk is not measured: no probe file", "err", derr)
+	}
 	nemDone := make(chan error, 1)
 	go func() { nemDone <- sched.Run(nctx) }()
 	go progress(wctx, cfg.Logger, cfg.Duration, rec, &acquired, sched)
@@ -537,9 +541,14 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	info.Interrupted = ctx.Err() != nil
 	wcancel()
 	info.Stalls = stalls.finish()
+	info.Stalls.Disk = disk.finish()
 	if d := info.LongestStall(); d >= cfg.TTL/2 {
 		lg.Warn("the machine stalled: a lease this short may break with no fault", "longest", d,
 			"at", info.Stalls.LongestAt, "stalls", info.Stalls.Count, "ttl", cfg.TTL)
+	}
+	if d := info.LongestDiskStall(); d >= cfg.TTL/2 {
+		lg.Warn("the disk stalled: a service that syncs before it answers may have let a lease this short expire with no fault", "longest", d,
+			"at", info.Stalls.Disk.LongestAt, "slow_syncs", info.Stalls.Disk.Count, "ttl", cfg.TTL)
 	}
 	if err := <-nemDone; err != nil {
 		runErrs = append(runErrs, err.Error())

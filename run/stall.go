@@ -31,9 +31,15 @@ type stallWatch struct {
 	stop  chan struct{}
 	done  chan struct{}
 
+	log stallLog
+}
+
+// stallLog keeps a watch's stalls: how many, and the longest, stallTop
+// at most, in time order. It is safe for concurrent use.
+type stallLog struct {
 	mu    sync.Mutex
 	count int
-	top   []stall // the longest stalls, stallTop at most, in time order
+	top   []stall
 }
 
 // stall is one late wake-up: when its sleep began and how late it came.
@@ -61,30 +67,49 @@ func (w *stallWatch) loop() {
 		}
 		w.sleep(stallTick)
 		t := w.now()
-		w.note(prev, t-prev-stallTick)
+		w.log.note(prev, t-prev-stallTick)
 		prev = t
 	}
 }
 
-// note records a wake-up that came late after sleeping from at.
-func (w *stallWatch) note(at, late time.Duration) {
+// note records a stall of length late that began at, if it is stallOver
+// or longer.
+func (l *stallLog) note(at, late time.Duration) {
 	if late < stallOver {
 		return
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.count++
-	w.top = append(w.top, stall{at, late})
-	if len(w.top) > stallTop {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.count++
+	l.top = append(l.top, stall{at, late})
+	if len(l.top) > stallTop {
 		// Drop the shortest; the rest stay in time order.
 		i := 0
-		for j := range w.top {
-			if w.top[j].late < w.top[i].late {
+		for j := range l.top {
+			if l.top[j].late < l.top[i].late {
 				i = j
 			}
 		}
-		w.top = slices.Delete(w.top, i, i+1)
+		l.top = slices.Delete(l.top, i, i+1)
 	}
+}
+
+// figures returns how many stalls there were, the longest one's length
+// and start ("0s" and "" without one), and the top ones kept.
+func (l *stallLog) figures() (count int, longest, at string, top []runstore.Stall) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var most stall
+	for _, s := range l.top {
+		top = append(top, runstore.Stall{At: ms(s.at), Length: ms(s.late)})
+		if s.late > most.late {
+			most = s
+		}
+	}
+	if l.count == 0 {
+		return 0, "0s", "", top
+	}
+	return l.count, ms(most.late), ms(most.at), top
 }
 
 // finish stops the watch and returns what it saw. The longest stall is
@@ -96,19 +121,8 @@ func (w *stallWatch) finish() *runstore.Stalls {
 		close(w.stop)
 	}
 	<-w.done
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	st := &runstore.Stalls{Tick: stallTick.String(), Over: stallOver.String(), Count: w.count, Longest: "0s"}
-	var longest stall
-	for _, s := range w.top {
-		st.Top = append(st.Top, runstore.Stall{At: ms(s.at), Length: ms(s.late)})
-		if s.late > longest.late {
-			longest = s
-		}
-	}
-	if w.count > 0 {
-		st.Longest, st.LongestAt = ms(longest.late), ms(longest.at)
-	}
+	st := &runstore.Stalls{Tick: stallTick.String(), Over: stallOver.String()}
+	st.Count, st.Longest, st.LongestAt, st.Top = w.log.figures()
 	return st
 }
 

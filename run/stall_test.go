@@ -1,6 +1,8 @@
 package run
 
 import (
+	"os"
+	"path/filepath"
 	"reflect"
 	"sync"
 	"sync/atomic"
@@ -84,5 +86,68 @@ func TestStallWatchSeesARealStall(t *testing.T) {
 	got := w.finish()
 	if longest := (runstore.RunInfo{Stalls: got}).LongestStall(); got.Count < 1 || longest < 300*time.Millisecond {
 		t.Errorf("stalls %+v: want the 300ms late wake-up", *got)
+	}
+}
+
+// TestDiskWatchSeesASlowSync: the disk watch syncs its probe file every
+// 100 ms and keeps the syncs that took 250 ms or more; here the third
+// sync is made to take 400 ms. Its probe file is gone afterwards. A
+// real fdatasync is measured the same way (TestDiskWatchSyncsARealFile).
+func TestDiskWatchSeesASlowSync(t *testing.T) {
+	start := time.Now()
+	now := func() time.Duration { return time.Since(start) }
+	var n atomic.Int32
+	slowDone := make(chan struct{})
+	path := filepath.Join(t.TempDir(), ".disk-probe")
+	w, err := startDiskWatch(path, now, func(*os.File) error {
+		if n.Add(1) == 3 {
+			time.Sleep(400 * time.Millisecond)
+			close(slowDone)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-slowDone
+	for n.Load() < 5 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	d := w.finish()
+	if d.Syncs < 4 || d.Count < 1 || len(d.Top) < 1 || d.Every != "100ms" || d.Over != "250ms" {
+		t.Fatalf("%+v: want 4 syncs or more, the slow one among them", d)
+	}
+	if l, _ := time.ParseDuration(d.Longest); l < 400*time.Millisecond {
+		t.Errorf("longest %s, want the 400 ms sync", d.Longest)
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Errorf("the probe file is left: %v", err)
+	}
+	info := runstore.RunInfo{Stalls: &runstore.Stalls{Disk: d}}
+	if info.LongestDiskStall() < 400*time.Millisecond {
+		t.Errorf("LongestDiskStall %s", info.LongestDiskStall())
+	}
+}
+
+// TestDiskWatchSyncsARealFile: with the real fdatasync the watch counts
+// its syncs; a folder it cannot write to gives an error and no watch.
+func TestDiskWatchSyncsARealFile(t *testing.T) {
+	start := time.Now()
+	w, err := startDiskWatch(filepath.Join(t.TempDir(), ".disk-probe"), func() time.Duration { return time.Since(start) }, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for w.syncs.Load() < 3 {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if d := w.finish(); d.Syncs < 3 {
+		t.Errorf("%+v: want 3 syncs or more", d)
+	}
+	if _, err := startDiskWatch(filepath.Join(t.TempDir(), "no", "such", "folder", "p"), func() time.Duration { return 0 }, nil); err == nil {
+		t.Error("a probe file in a missing folder gave no error")
+	}
+	var none *diskWatch
+	if none.finish() != nil {
+		t.Error("a nil watch gave figures")
 	}
 }

@@ -137,6 +137,34 @@ type Stalls struct {
 	LongestAt string `json:"longest_at,omitempty"`
 	// Top are the longest stalls, five at most, in time order.
 	Top []Stall `json:"top,omitempty"`
+	// Disk is how promptly the disk synced while the workload ran (nil in
+	// runs stored before it was measured, or where no probe file could be
+	// written).
+	Disk *DiskStalls `json:"disk,omitempty"`
+}
+
+// DiskStalls is what the driver saw of the disk while the workload ran:
+// every Every it wrote a few bytes to a file of its own beside the run's
+// and synced them (fdatasync), as a lock service syncs its log before it
+// answers a write. A sync that takes a second holds up every write of a
+// ZooKeeper or etcd node on the same disk for as long, with no fault
+// planned: sessions and leases may expire, and a fault-free run may find
+// no lock to take. Like the timer's stalls, the figures change no
+// verdict.
+type DiskStalls struct {
+	// Every is the probe's period and Over the sync time from which a
+	// sync counts as a stall.
+	Every string `json:"every"`
+	Over  string `json:"over"`
+	// Syncs counts the probe's syncs, Count those that took Over or
+	// longer; Longest is the longest sync ("0s" when none was slow) and
+	// LongestAt when it began, on the history's clock.
+	Syncs     int    `json:"syncs"`
+	Count     int    `json:"count"`
+	Longest   string `json:"longest"`
+	LongestAt string `json:"longest_at,omitempty"`
+	// Top are the longest slow syncs, five at most, in time order.
+	Top []Stall `json:"top,omitempty"`
 }
 
 // Stall is one late wake-up of the stall watch: when it began, on the
@@ -146,13 +174,23 @@ type Stall struct {
 	Length string `json:"length"`
 }
 
-// LongestStall is the longest stall the run measured, 0 when it measured
-// none or did not measure.
+// LongestStall is the longest stall of the driver's timer the run
+// measured, 0 when it measured none or did not measure.
 func (r RunInfo) LongestStall() time.Duration {
 	if r.Stalls == nil {
 		return 0
 	}
 	d, _ := time.ParseDuration(r.Stalls.Longest)
+	return d
+}
+
+// LongestDiskStall is the longest sync of the disk probe the run measured
+// over its threshold, 0 when none was slow or the disk was not measured.
+func (r RunInfo) LongestDiskStall() time.Duration {
+	if r.Stalls == nil || r.Stalls.Disk == nil {
+		return 0
+	}
+	d, _ := time.ParseDuration(r.Stalls.Disk.Longest)
 	return d
 }
 

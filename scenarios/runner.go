@@ -265,6 +265,10 @@ func Classify(s Scenario, res runstore.Results, h history.History, r *RunResult)
 		}
 	}
 	r.FirstViolation = -1
+	r.Workload = 0
+	for _, op := range h {
+		r.Workload = max(r.Workload, float64(op.Time)/1e9)
+	}
 	r.Faults, r.Effective = int(res.Stats["faults_injected"]), res.EffectiveFaults()
 	switch {
 	case len(res.Problems) > 0:
@@ -289,6 +293,27 @@ func Classify(s Scenario, res runstore.Results, h history.History, r *RunResult)
 		// goes, and said so.
 		r.Reason = "other anomalies: " + reports.KindsText(r.Kinds)
 	}
+}
+
+// SurvivalSample returns the conclusive runs of runs as survival
+// observations: a run that showed its violation fails at its first
+// violation (or, where that time is unknown, at the end of its workload);
+// a safe run is censored at the end of its workload. Inconclusive runs
+// tested nothing and are left out, as are safe runs that recorded no
+// workload time (stored before it was kept).
+func SurvivalSample(runs []RunResult) []stats.Observation {
+	var out []stats.Observation
+	for _, r := range runs {
+		switch {
+		case r.Outcome == ExpectViolation && r.FirstViolation >= 0:
+			out = append(out, stats.Observation{Time: r.FirstViolation, Event: true})
+		case r.Outcome == ExpectViolation:
+			out = append(out, stats.Observation{Time: r.Workload, Event: true})
+		case r.Outcome == ExpectSafe && r.Workload > 0:
+			out = append(out, stats.Observation{Time: r.Workload})
+		}
+	}
+	return out
 }
 
 // DefaultMaxRate is the violation rate a safe scenario must be shown to
@@ -362,6 +387,7 @@ func Rescore(row reports.ScoreRow, runs []RunResult, dir string, maxRate float64
 			row.Report = rel
 		}
 	}
+	row.Survival = reports.NewSurvival(SurvivalSample(runs))
 	if row.Conclusive > 0 {
 		ci := stats.Wilson(row.Violations, row.Conclusive)
 		row.Rate, row.Lo, row.Hi = float64(row.Violations)/float64(row.Conclusive), ci.Lo, ci.Hi

@@ -3,11 +3,13 @@ package scenarios
 import (
 	"fmt"
 	"math"
+	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/internal/stats"
 	"github.com/locktest/locktest/reports"
 	"github.com/locktest/locktest/runstore"
 )
@@ -65,6 +67,9 @@ func TestClassify(t *testing.T) {
 		Classify(tt.s, tt.res, hist(10), &r)
 		if r.Outcome != tt.outcome || r.FirstViolation != tt.first || r.Reason != tt.reason {
 			t.Errorf("%s: outcome %q first %v reason %q; want %q %v %q", tt.name, r.Outcome, r.FirstViolation, r.Reason, tt.outcome, tt.first, tt.reason)
+		}
+		if r.Workload != 9 {
+			t.Errorf("%s: workload %v s, want 9 s (the last op's time)", tt.name, r.Workload)
 		}
 	}
 }
@@ -147,5 +152,33 @@ func TestScore(t *testing.T) {
 		if !strings.Contains(row.Command, "--seed") || row.Runs != len(tt.runs) || row.Seconds != 10*float64(len(tt.runs)) {
 			t.Errorf("%s: command %q runs %d seconds %v", tt.name, row.Command, row.Runs, row.Seconds)
 		}
+	}
+}
+
+// TestSurvivalSample: a violation fails at its first violation (or at the
+// end of its workload when that time is unknown), a safe run is censored
+// at its workload's end, and inconclusive runs, or safe runs that kept no
+// workload time, are left out; Score's row carries the curve.
+func TestSurvivalSample(t *testing.T) {
+	runs := []RunResult{
+		{Seed: 1, Outcome: ExpectViolation, FirstViolation: 2.5, Workload: 4},
+		{Seed: 2, Outcome: ExpectViolation, FirstViolation: -1, Workload: 6},
+		{Seed: 3, Outcome: ExpectSafe, FirstViolation: -1, Workload: 10},
+		{Seed: 4, Outcome: "", Reason: "not root", FirstViolation: -1, Workload: 10},
+		{Seed: 5, Outcome: ExpectSafe, FirstViolation: -1},
+		{Seed: 6, Outcome: ExpectViolation, FirstViolation: 7, Workload: 7.5},
+	}
+	got := SurvivalSample(runs)
+	want := []stats.Observation{{Time: 2.5, Event: true}, {Time: 6, Event: true}, {Time: 10}, {Time: 7, Event: true}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("sample %+v, want %+v", got, want)
+	}
+	row := Score(Scenario{Name: "v", Expect: ExpectViolation}, runs, "/out", DefaultMaxRate)
+	sv := row.Survival
+	if sv == nil || sv.Runs != 4 || sv.Violations != 3 || sv.ExposureS != 25.5 || sv.MedianS == nil || *sv.MedianS != 6 {
+		t.Fatalf("survival %+v; want 4 runs, 3 violations, 25.5 s observed, median 6 s (where half the runs had broken)", sv)
+	}
+	if none := Score(Scenario{Name: "v", Expect: ExpectViolation}, runs[3:4], "/out", DefaultMaxRate); none.Survival != nil {
+		t.Errorf("an inconclusive run alone gave a curve: %+v", none.Survival)
 	}
 }

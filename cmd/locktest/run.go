@@ -278,7 +278,7 @@ func printResults(w io.Writer, dir string, r runstore.Results, stored bool) {
 	for _, e := range r.Problems {
 		fmt.Fprintf(w, "  run problem: %s\n", e)
 	}
-	if r.Run.Stalls != nil && r.Run.Stalls.Count > 0 {
+	if r.Run.LongestStall() > 0 || r.Run.LongestDiskStall() > 0 {
 		fmt.Fprintf(w, "  machine stalls: %s\n", reports.StallsText(r.Run))
 	}
 	fmt.Fprintf(w, "verdict: %s (expected %s)\n", verdictWord(r.Valid), r.Run.Expect)

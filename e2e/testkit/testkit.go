@@ -123,9 +123,13 @@ func AgainOnStall(t *testing.T, once func() (*run.Outcome, history.History), tol
 	}
 }
 
-// Stalled is the longest stall of the machine that the run measured
-// (runstore.Stalls), 0 when none.
-func Stalled(r runstore.Results) time.Duration { return r.Run.LongestStall() }
+// Stalled is the longest stall of the machine that the run measured, 0
+// when none: of the driver's timer (every process waited for a CPU) or of
+// the disk probe (every service that syncs before it answers waited for
+// the disk), whichever was longer (runstore.Stalls).
+func Stalled(r runstore.Results) time.Duration {
+	return max(r.Run.LongestStall(), r.Run.LongestDiskStall())
+}
 
 // IsValid is SteadyRun's expectation of a valid verdict.
 func IsValid(r runstore.Results) bool { return r.Valid == checker.Valid }

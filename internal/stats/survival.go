@@ -96,11 +96,14 @@ func KaplanMeier(obs []Observation) Curve {
 }
 
 // logLog is the 95% interval of a survival s whose Greenwood sum is g, on
-// the log(-log) scale, which keeps it inside [0, 1].
+// the log(-log) scale, which keeps it inside [0, 1]. Where every run at
+// risk broke (s is 0, Greenwood's variance does not exist) nothing bounds
+// it: the interval is [0, 1], so that a single run's failure time is not
+// taken for a tight interval of the median.
 func logLog(s, g float64) (lo, hi float64) {
 	switch {
 	case s <= 0 || math.IsInf(g, 1):
-		return 0, 0
+		return 0, 1
 	case s >= 1:
 		return 1, 1
 	}
@@ -165,4 +168,73 @@ func PoissonUpper95(k int, exposure float64) float64 {
 		}
 	}
 	return hi / exposure
+}
+
+// LogRank is the log-rank test of two samples of survival times: whether
+// they come from one survival curve.
+type LogRank struct {
+	// ObservedA counts the events of the first sample, and ExpectedA how
+	// many it would have had if both samples failed at one rate (each
+	// event shared out by the runs at risk at its time). ObservedA above
+	// ExpectedA says the first sample failed sooner.
+	ObservedA, ExpectedA float64
+	// Chi2 is the test's statistic (chi-square, one degree of freedom),
+	// and P its two-sided p-value: 1 when no event was seen, or no time
+	// had runs of both samples at risk.
+	Chi2, P float64
+}
+
+// LogRankTest compares samples a and b with the log-rank test (Mantel's
+// form, with the hypergeometric variance, which handles ties). A censored
+// run is at risk at its own time, as in KaplanMeier.
+func LogRankTest(a, b []Observation) LogRank {
+	type obs struct {
+		Observation
+		inA bool
+	}
+	var all []obs
+	for _, o := range a {
+		all = append(all, obs{o, true})
+	}
+	for _, o := range b {
+		all = append(all, obs{o, false})
+	}
+	slices.SortStableFunc(all, func(x, y obs) int { return cmp.Compare(x.Time, y.Time) })
+	r := LogRank{P: 1}
+	atA, atB := len(a), len(b)
+	variance := 0.0
+	for i := 0; i < len(all); {
+		t := all[i].Time
+		dA, d, leaveA, leaveB := 0, 0, 0, 0
+		for i < len(all) && all[i].Time == t {
+			if all[i].Event {
+				d++
+				if all[i].inA {
+					dA++
+				}
+			}
+			if all[i].inA {
+				leaveA++
+			} else {
+				leaveB++
+			}
+			i++
+		}
+		if n := atA + atB; d > 0 && n > 0 {
+			nf, df := float64(n), float64(d)
+			r.ObservedA += float64(dA)
+			r.ExpectedA += df * float64(atA) / nf
+			if n > 1 {
+				variance += float64(atA) * float64(atB) * df * (nf - df) / (nf * nf * (nf - 1))
+			}
+		}
+		atA -= leaveA
+		atB -= leaveB
+	}
+	if variance > 0 {
+		diff := r.ObservedA - r.ExpectedA
+		r.Chi2 = diff * diff / variance
+		r.P = math.Erfc(math.Sqrt(r.Chi2 / 2))
+	}
+	return r
 }

@@ -61,7 +61,8 @@ func TestKaplanMeierOfTheTextbookData(t *testing.T) {
 }
 
 // TestKaplanMeierEdges: no run, runs that all ended clean, and runs that
-// all broke the lock.
+// all broke the lock (where the last step's survival is 0 and its interval
+// [0, 1], so the median's upper bound is not known).
 func TestKaplanMeierEdges(t *testing.T) {
 	if c := KaplanMeier(nil); len(c.Steps) != 0 || !math.IsInf(c.Median, 1) {
 		t.Errorf("no runs: %+v", c)
@@ -72,7 +73,7 @@ func TestKaplanMeierEdges(t *testing.T) {
 	}
 	broken := KaplanMeier([]Observation{{1, true}, {2, true}, {3, true}, {4, true}})
 	last := broken.Steps[len(broken.Steps)-1]
-	if broken.Median != 2 || last.Survival != 0 || last.Lo != 0 || last.Hi != 0 || broken.MedianHi != 4 {
+	if broken.Median != 2 || last.Survival != 0 || last.Lo != 0 || last.Hi != 1 || !math.IsInf(broken.MedianHi, 1) {
 		t.Errorf("broken runs: median %v (%v–%v), last step %+v", broken.Median, broken.MedianLo, broken.MedianHi, last)
 	}
 }
@@ -97,5 +98,40 @@ func TestPoissonUpper95(t *testing.T) {
 	// normal approximation's.
 	if got := PoissonUpper95(2000, 1); got < 2000 || got > 2000+1.645*math.Sqrt(2000)+3 {
 		t.Errorf("PoissonUpper95(2000, 1) = %v", got)
+	}
+}
+
+// TestLogRankOfTheTextbookData: the 6-MP group of Freireich et al. (1963)
+// against its placebo group, every one of whose 21 remissions ended (Klein
+// and Moeschberger, example 7.2): chi-square 16.79, p 4.2e-5, with 9
+// relapses seen in the 6-MP group where 19.25 were expected.
+func TestLogRankOfTheTextbookData(t *testing.T) {
+	var drug, placebo []Observation
+	for _, x := range []struct {
+		t     float64
+		event bool
+	}{{6, true}, {6, true}, {6, true}, {6, false}, {7, true}, {9, false}, {10, true}, {10, false}, {11, false},
+		{13, true}, {16, true}, {17, false}, {19, false}, {20, false}, {22, true}, {23, true}, {25, false},
+		{32, false}, {32, false}, {34, false}, {35, false}} {
+		drug = append(drug, Observation{x.t, x.event})
+	}
+	for _, x := range []float64{1, 1, 2, 2, 3, 4, 4, 5, 5, 8, 8, 8, 8, 11, 11, 12, 12, 15, 17, 22, 23} {
+		placebo = append(placebo, Observation{x, true})
+	}
+	r := LogRankTest(drug, placebo)
+	if r.ObservedA != 9 || math.Abs(r.ExpectedA-19.25) > 0.005 || math.Abs(r.Chi2-16.79) > 0.005 || math.Abs(r.P-4.17e-5) > 1e-6 {
+		t.Errorf("log-rank %+v; want 9 observed, 19.25 expected, chi-square 16.79, p 4.17e-5", r)
+	}
+	// The test is symmetric: the other order sees the placebo's excess.
+	if s := LogRankTest(placebo, drug); s.ObservedA != 21 || math.Abs(s.Chi2-r.Chi2) > 1e-9 {
+		t.Errorf("reversed: %+v", s)
+	}
+	// One sample against itself is no evidence; no events neither.
+	if s := LogRankTest(drug, drug); s.Chi2 != 0 || s.P != 1 {
+		t.Errorf("against itself: %+v", s)
+	}
+	clean := []Observation{{10, false}, {10, false}}
+	if s := LogRankTest(clean, clean); s.P != 1 || s.ObservedA != 0 {
+		t.Errorf("no events: %+v", s)
 	}
 }
