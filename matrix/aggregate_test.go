@@ -11,6 +11,7 @@ import (
 	"github.com/locktest/locktest/runstore"
 
 	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/impls"
 	"github.com/locktest/locktest/reports"
 	"github.com/locktest/locktest/run"
@@ -262,5 +263,38 @@ func TestAggregateRowsAndColumns(t *testing.T) {
 				t.Errorf("%s has no %s cell", row.Impl, col.Key)
 			}
 		}
+	}
+}
+
+// TestSafetySurvival: a run's time to failure is the earliest op of a
+// safety anomaly (other anomalies do not count), its workload's length the
+// last op's time; the cell's curve takes the conclusive runs only, and its
+// reason ends with what the curve says.
+func TestSafetySurvival(t *testing.T) {
+	h := make(history.History, 10)
+	for i := range h {
+		h[i] = history.Op{Index: i, Time: int64(i) * 1e9}
+	}
+	res := runstore.Results{Checkers: []checker.Result{
+		{Checker: "liveness", Anomalies: []checker.Anomaly{{Kind: "stuck-lock", Ops: []int{1}}}},
+		{Checker: "resource", Anomalies: []checker.Anomaly{{Kind: "stale-write", Ops: []int{6, 4}}}},
+	}}
+	s := ClassifySafety(res).SurvivalTimes(res, h)
+	if s.FirstViolation != 4 || s.Workload != 9 || !s.Violated {
+		t.Fatalf("%+v: want the first violation at 4 s and the workload 9 s", s)
+	}
+	if c := (Safety{}).SurvivalTimes(runstore.Results{}, nil); c.FirstViolation != -1 || c.Workload != 0 {
+		t.Errorf("no history: %+v", c)
+	}
+	held := Safety{Conclusive: true, Faults: 2, Effective: 1, FirstViolation: -1, Workload: 8}
+	noRoot := Safety{Reason: "fault isolate: fault unavailable: not root", FirstViolation: -1, Workload: 8}
+	rs := []Result{safetyResult(ClassClientPause, 1, s), safetyResult(ClassClientPause, 2, held), safetyResult(ClassClientPause, 3, noRoot),
+		{Job: Job{Class: ClassClientPause, Seed: 4}, Err: "port in use"}}
+	c := safetyCell(rs)
+	if c.Survival == nil || c.Survival.Runs != 2 || c.Survival.Violations != 1 || c.Survival.ExposureS != 12 {
+		t.Fatalf("survival %+v: want 2 runs, 1 violation, 12 s observed", c.Survival)
+	}
+	if !strings.HasSuffix(c.Reason, "; "+c.Survival.Text()) {
+		t.Errorf("the reason %q does not end with the time to failure", c.Reason)
 	}
 }

@@ -4,8 +4,14 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/locktest/locktest/internal/stats"
 	"github.com/locktest/locktest/reports"
 )
+
+// SurvivalP is the log-rank p-value below which matrix --baseline calls a
+// cell's survival worse than the baseline's: 1 in 20 cells whose lock did
+// not change would be flagged by chance.
+const SurvivalP = 0.05
 
 // Change is one cell of a matrix compared with the same impl's cell of
 // the same column in a baseline matrix.
@@ -29,6 +35,10 @@ type Comparison struct {
 	Lost []Change
 	// Compared counts the cells found in both matrices.
 	Compared int
+	// Survival are the cells whose time to failure was measured in both,
+	// with the medians (Before, After) and the log-rank test (Why); those
+	// that got worse are in Worse too.
+	Survival []Change
 }
 
 // bad reports whether a cell shows a failure of the property.
@@ -69,6 +79,11 @@ func Compare(baseline, now reports.Matrix) Comparison {
 			}
 			c.Compared++
 			ch := Change{Impl: r.Impl, Column: k, Before: before.Text(), After: after.Text()}
+			sv, survivalWorse := compareSurvival(before.Survival, after.Survival)
+			if sv != nil {
+				sv.Impl, sv.Column = r.Impl, k
+				c.Survival = append(c.Survival, *sv)
+			}
 			switch {
 			case bad(after) && !bad(before):
 				ch.Why = fmt.Sprintf("%s now, %s in the baseline", after.Status, before.Status)
@@ -78,6 +93,9 @@ func Compare(baseline, now reports.Matrix) Comparison {
 				ch.Why = fmt.Sprintf("violation rate up: %d/%d (95%% interval from %.0f%%) against %d/%d (up to %.0f%%)",
 					after.Violations, after.Conclusive, 100*after.Lo, before.Violations, before.Conclusive, 100*before.Hi)
 				c.Worse = append(c.Worse, ch)
+			case survivalWorse:
+				ch.Why = sv.Why
+				c.Worse = append(c.Worse, ch)
 			case good(before) && !good(after) && !bad(after):
 				ch.Why = fmt.Sprintf("%s now, %s in the baseline", after.Status, before.Status)
 				c.Lost = append(c.Lost, ch)
@@ -85,4 +103,25 @@ func Compare(baseline, now reports.Matrix) Comparison {
 		}
 	}
 	return c
+}
+
+// compareSurvival compares the time to failure of a cell in the baseline
+// (before) and now (after) with the log-rank test: the change gives the
+// medians and the test, and worse is true when the lock now fails sooner
+// (more violations than a common curve would give it) with p below
+// SurvivalP. Without runs on both sides, or with no violation on either,
+// there is nothing to compare: nil.
+func compareSurvival(before, after *reports.Survival) (*Change, bool) {
+	if before == nil || after == nil || before.Runs == 0 || after.Runs == 0 || before.Violations+after.Violations == 0 {
+		return nil, false
+	}
+	lr := stats.LogRankTest(after.Sample(), before.Sample())
+	worse := lr.P < SurvivalP && lr.ObservedA > lr.ExpectedA
+	ch := &Change{Before: "median time to failure " + before.MedianText(), After: "median time to failure " + after.MedianText()}
+	ch.Why = fmt.Sprintf("time to failure: median %s now, %s in the baseline; log-rank p = %.2g (%.0f violations now where a common curve gives %.1f)",
+		after.MedianText(), before.MedianText(), lr.P, lr.ObservedA, lr.ExpectedA)
+	if worse {
+		ch.Why = "survival worse: " + ch.Why
+	}
+	return ch, worse
 }

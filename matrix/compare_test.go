@@ -1,8 +1,10 @@
 package matrix
 
 import (
+	"strings"
 	"testing"
 
+	"github.com/locktest/locktest/internal/stats"
 	"github.com/locktest/locktest/reports"
 )
 
@@ -47,6 +49,52 @@ func TestCompare(t *testing.T) {
 		for _, ch := range append(c.Worse, c.Lost...) {
 			if ch.Impl != "redlock" || ch.Column != "mutex-partition" || ch.Why == "" || ch.Before == "" || ch.After == "" {
 				t.Errorf("%s: change %+v", tt.name, ch)
+			}
+		}
+	}
+}
+
+// TestCompareSurvival: a cell whose lock now breaks sooner, with the same
+// violation count, is worse by the log-rank test, with both medians in
+// its reason; one that breaks later, or as soon, is not; a cell without
+// times on one side is not compared. The numbers are hand-built: 8 runs
+// that broke at 9 to 16 s against 8 that broke at 0.5 to 4 s.
+func TestCompareSurvival(t *testing.T) {
+	late := []stats.Observation{{Time: 9, Event: true}, {Time: 10, Event: true}, {Time: 11, Event: true}, {Time: 12, Event: true},
+		{Time: 13, Event: true}, {Time: 14, Event: true}, {Time: 15, Event: true}, {Time: 16, Event: true}}
+	early := []stats.Observation{{Time: 0.5, Event: true}, {Time: 1, Event: true}, {Time: 1.5, Event: true}, {Time: 2, Event: true},
+		{Time: 2.5, Event: true}, {Time: 3, Event: true}, {Time: 3.5, Event: true}, {Time: 4, Event: true}}
+	cell := func(obs []stats.Observation) reports.MatrixCell {
+		return reports.MatrixCell{Status: reports.StatusViolated, Value: "8/8 runs", Runs: 8, Conclusive: 8, Violations: 8, Lo: 0.68, Hi: 1,
+			Survival: reports.NewSurvival(obs)}
+	}
+	clean := reports.MatrixCell{Status: reports.StatusHeld, Value: "0/8 runs", Runs: 8, Conclusive: 8, Hi: 0.32,
+		Survival: reports.NewSurvival([]stats.Observation{{Time: 20}, {Time: 20}, {Time: 20}, {Time: 20}, {Time: 20}, {Time: 20}, {Time: 20}, {Time: 20}})}
+	tests := []struct {
+		name         string
+		before, now  reports.MatrixCell
+		worse, times int
+	}{
+		{"breaks sooner", cell(late), cell(early), 1, 1},
+		{"breaks later", cell(early), cell(late), 0, 1},
+		{"the same", cell(late), cell(late), 0, 1},
+		{"no times in the baseline", reports.MatrixCell{Status: reports.StatusViolated, Runs: 8, Conclusive: 8, Violations: 8, Lo: 0.68, Hi: 1}, cell(early), 0, 0},
+		{"clean on both sides", clean, clean, 0, 0},
+	}
+	for _, tt := range tests {
+		base := matrixOf(map[string]map[string]reports.MatrixCell{"redlock": {"mutex-client-pause": tt.before}})
+		now := matrixOf(map[string]map[string]reports.MatrixCell{"redlock": {"mutex-client-pause": tt.now}})
+		c := Compare(base, now)
+		if len(c.Worse) != tt.worse || len(c.Survival) != tt.times {
+			t.Errorf("%s: %d worse, %d compared by time; want %d, %d: %+v", tt.name, len(c.Worse), len(c.Survival), tt.worse, tt.times, c)
+			continue
+		}
+		if tt.worse == 1 {
+			why := c.Worse[0].Why
+			for _, want := range []string{"survival worse", "median 2.0 s", "12 s (95% CI 9.0–15 s) in the baseline", "log-rank p = "} {
+				if !strings.Contains(why, want) {
+					t.Errorf("%s: %q lacks %q", tt.name, why, want)
+				}
 			}
 		}
 	}

@@ -72,7 +72,7 @@ func (r Result) Report() string {
 
 // Measure computes what the matrix needs of one stored run.
 func Measure(job Job, dir string, res runstore.Results, h history.History) Result {
-	r := Result{Job: job, Dir: dir, Results: res, Safety: ClassifySafety(res)}
+	r := Result{Job: job, Dir: dir, Results: res, Safety: ClassifySafety(res).SurvivalTimes(res, h)}
 	r.P50, r.P99, r.Acquired = Latency(h)
 	r.Throughput = Throughput(h)
 	r.Tokens = Tokens(h)
@@ -431,6 +431,7 @@ func safetyCell(rs []Result) reports.MatrixCell {
 	}
 	ci := stats.Wilson(k, n)
 	cell.Runs, cell.Conclusive, cell.Violations, cell.Lo, cell.Hi = len(rs), n, k, ci.Lo, ci.Hi
+	cell.Survival = reports.NewSurvival(survivalSample(rs))
 	cell.Value = fmt.Sprintf("%d/%d runs", k, n)
 	if k > 0 {
 		cell.Status = reports.StatusViolated
@@ -452,7 +453,32 @@ func safetyCell(rs []Result) reports.MatrixCell {
 		cell.Reason += fmt.Sprintf("; %d more run(s) inconclusive: %s", len(inconclusive)+len(na), whyNot(append(inconclusive, na...), reason))
 	}
 	cell.Reason += restartText(rs)
+	if t := cell.Survival.Text(); t != "" {
+		cell.Reason += "; " + t
+	}
 	return cell
+}
+
+// survivalSample returns the conclusive runs of rs as survival
+// observations: a violated run fails at its first violation (at the end
+// of its workload where that time is unknown), a clean one is censored at
+// the end of its workload. Runs that kept no workload time (measured
+// without their history) are left out.
+func survivalSample(rs []Result) []stats.Observation {
+	var out []stats.Observation
+	for _, r := range rs {
+		s := r.Safety
+		switch {
+		case r.Err != "" || !s.Conclusive:
+		case s.Violated && s.FirstViolation >= 0:
+			out = append(out, stats.Observation{Time: s.FirstViolation, Event: true})
+		case s.Violated && s.Workload > 0:
+			out = append(out, stats.Observation{Time: s.Workload, Event: true})
+		case !s.Violated && s.Workload > 0:
+			out = append(out, stats.Observation{Time: s.Workload})
+		}
+	}
+	return out
 }
 
 // restartText says, for the kill/restart runs among rs, how many of their

@@ -49,6 +49,39 @@ type Safety struct {
 	// hold (the fencing-tokens checker's continued_holds): a fencing token
 	// repeated to one holder, not two holders.
 	SameHolderTokens int
+	// FirstViolation is the time, in seconds from the run's start, of the
+	// earliest op of a safety anomaly (-1 without one, or when the history
+	// was not read); Workload the time of the run's last recorded op (0
+	// without a history). They give the run's time to failure, or the
+	// time a clean run lasted (SurvivalTimes).
+	FirstViolation, Workload float64
+}
+
+// SurvivalTimes sets s's time to its first violation and its workload's
+// length from the run's results and history h. The first violation is
+// the earliest op of any anomaly of checker.SafetyKinds.
+func (s Safety) SurvivalTimes(r runstore.Results, h history.History) Safety {
+	s.FirstViolation, s.Workload = -1, 0
+	for _, op := range h {
+		s.Workload = max(s.Workload, float64(op.Time)/1e9)
+	}
+	first := int64(-1)
+	for _, c := range r.Checkers {
+		for _, a := range c.Anomalies {
+			if !slices.Contains(checker.SafetyKinds, a.Kind) {
+				continue
+			}
+			for _, i := range a.Ops {
+				if i >= 0 && i < len(h) && (first < 0 || h[i].Time < first) {
+					first = h[i].Time
+				}
+			}
+		}
+	}
+	if first >= 0 {
+		s.FirstViolation = float64(first) / 1e9
+	}
+	return s
 }
 
 // ClassifySafety reads a run's results as the matrix's mutual-exclusion

@@ -37,7 +37,7 @@ type Matrix struct {
 // MatrixSchemaVersion is the version of matrix.json's layout
 // (docs/schemas/matrix.schema.json). It grows by one with every change a
 // reader could trip on.
-const MatrixSchemaVersion = 1
+const MatrixSchemaVersion = 2
 
 // MatrixHeader says how and where a matrix was measured.
 type MatrixHeader struct {
@@ -128,6 +128,10 @@ type MatrixCell struct {
 	Violations int     `json:"violations,omitempty"`
 	Lo         float64 `json:"lo,omitempty"`
 	Hi         float64 `json:"hi,omitempty"`
+	// Survival is how long the lock lasted in a safety cell's conclusive
+	// runs (time to the first violation, or the time a clean run ran);
+	// nil in other cells and where no run kept its times.
+	Survival *Survival `json:"survival,omitempty"`
 }
 
 // MatrixLink points at one stored run's report.
@@ -221,6 +225,16 @@ func RenderMatrixMarkdown(m Matrix, dir string) []byte {
 		}
 		b.WriteString("\n")
 	}
+	if svs := MatrixSurvivals(m); len(svs) > 0 {
+		b.WriteString("\n## Time to failure\n\n")
+		b.WriteString("Per safety column, each impl's time from a run's start to its first violation over the conclusive runs (Kaplan–Meier: a run that ended clean counts as lasting at least its length), with the median's 95% interval and the violations per run-hour; the HTML page draws the curves.\n")
+		for _, sv := range svs {
+			fmt.Fprintf(&b, "\n### %s\n\n| impl | median time to failure | over the runs |\n| --- | --- | --- |\n", mdEscape(sv.Column.Title))
+			for _, r := range sv.Rows {
+				fmt.Fprintf(&b, "| `%s` | %s | %s |\n", r.Impl, mdEscape(r.Median), mdEscape(r.Text))
+			}
+		}
+	}
 	b.WriteString("\n## Columns\n\n")
 	for _, c := range m.Columns {
 		fmt.Fprintf(&b, "- **%s**: %s\n", c.Title, c.Doc)
@@ -295,6 +309,54 @@ type matrixData struct {
 	Date     string
 	Style    template.CSS
 	Rows     []matrixRowData
+	Survival []MatrixSurvival
+}
+
+// MatrixSurvival is one safety column's time to failure: a chart of the
+// impls that broke under its faults, and a line per impl whose runs kept
+// their times.
+type MatrixSurvival struct {
+	Column MatrixColumn
+	// Chart draws the Kaplan–Meier curves of the impls with a violation;
+	// "" when none had one.
+	Chart template.HTML
+	Rows  []MatrixSurvivalRow
+}
+
+// MatrixSurvivalRow is one impl's time to failure in one column.
+type MatrixSurvivalRow struct {
+	Impl   string
+	Median string
+	Text   string
+}
+
+// MatrixSurvivals returns, per column, the time to failure of each impl
+// whose cell has one, in the matrix's order; columns without any are
+// left out.
+func MatrixSurvivals(m Matrix) []MatrixSurvival {
+	var out []MatrixSurvival
+	for _, c := range m.Columns {
+		ms := MatrixSurvival{Column: c}
+		var curves []SurvivalCurve
+		for _, r := range m.Rows {
+			sv := r.Cells[c.Key].Survival
+			if sv == nil {
+				continue
+			}
+			ms.Rows = append(ms.Rows, MatrixSurvivalRow{Impl: r.Impl, Median: sv.MedianText(), Text: sv.Text()})
+			if sv.Violations > 0 {
+				curves = append(curves, SurvivalCurve{Name: r.Impl, Survival: sv})
+			}
+		}
+		if len(ms.Rows) == 0 {
+			continue
+		}
+		if len(curves) > 0 {
+			ms.Chart = SurvivalSVG("time to failure under "+c.Title, curves)
+		}
+		out = append(out, ms)
+	}
+	return out
 }
 
 type matrixRowData struct {
@@ -314,7 +376,8 @@ type matrixCellData struct {
 // impl the explanations with links to the stored runs (relative, where the
 // runs lie under dir).
 func RenderMatrixHTML(m Matrix, dir string) ([]byte, error) {
-	d := matrixData{Matrix: m, Versions: VersionsText(m.Header.Versions), Date: m.Header.Date.UTC().Format(time.RFC3339), Style: reportCSS}
+	d := matrixData{Matrix: m, Versions: VersionsText(m.Header.Versions), Date: m.Header.Date.UTC().Format(time.RFC3339), Style: reportCSS,
+		Survival: MatrixSurvivals(m)}
 	for _, r := range m.Rows {
 		rd := matrixRowData{MatrixRow: r}
 		for _, c := range m.Columns {

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/locktest/locktest/internal/schemacheck"
+	"github.com/locktest/locktest/internal/stats"
 	"github.com/locktest/locktest/runstore"
 )
 
@@ -36,9 +38,11 @@ func testMatrix(root string) Matrix {
 		Columns: cols,
 		Rows: []MatrixRow{
 			{Impl: "redis-set-nx-px", Backend: "redis", Nodes: 1, Doc: "SET NX PX.", Cells: map[string]MatrixCell{
-				"mutex-none": {Status: StatusHeld, Value: "0/2 runs", Reason: "no violation in 2 runs"},
+				"mutex-none": {Status: StatusHeld, Value: "0/2 runs", Reason: "no violation in 2 runs",
+					Survival: NewSurvival([]stats.Observation{{Time: 8}, {Time: 8}})},
 				"mutex-client-pause": {Status: StatusViolated, Value: "2/2 runs", Reason: "stale-write×3",
-					Links: []MatrixLink{{Label: "seed 1", Report: inStore}, {Label: "seed 2", Report: "/elsewhere/report.html"}}},
+					Links:    []MatrixLink{{Label: "seed 1", Report: inStore}, {Label: "seed 2", Report: "/elsewhere/report.html"}},
+					Survival: NewSurvival([]stats.Observation{{Time: 1.2, Event: true}, {Time: 3.4, Event: true}})},
 				"mutex-clock": {Status: StatusInconclusive, Reason: "fault clock-bump: no C compiler"},
 				"deadlock":    {Status: StatusRecovers, Value: "max 500 ms", Reason: "after 2 kills"},
 				"node-loss":   {Status: StatusNA, Reason: "a one-node backend"},
@@ -46,7 +50,7 @@ func testMatrix(root string) Matrix {
 				"latency-1":   {Status: StatusMeasured, Value: "0.06 / 0.15 ms"},
 			}},
 			{Impl: "etcd-mutex", Backend: "etcd", Nodes: 3, Cells: map[string]MatrixCell{
-				"mutex-none":  {Status: StatusHeld, Value: "0/2 runs"},
+				"mutex-none":  {Status: StatusHeld, Value: "0/2 runs", Survival: NewSurvival([]stats.Observation{{Time: 8}, {Time: 7.5}})},
 				"mutex-clock": {Status: StatusNA, Reason: "etcd nodes are Go programs (not applicable)"},
 				"deadlock":    {Status: StatusStuck, Value: "1 of 2 kills", Reason: "p3 died holding \"lock-0\""},
 				"node-loss":   {Status: StatusYes, Value: "yes: 52 vs 61 cs/s"},
@@ -93,16 +97,26 @@ func TestMatrixMarkdownCells(t *testing.T) {
 	if strings.Contains(md, "/elsewhere/") {
 		t.Errorf("a link outside the page's folder was written: %s", md)
 	}
-	// Every table row has as many cells as the header.
-	var widths []int
-	for _, l := range strings.Split(md, "\n") {
-		if strings.HasPrefix(l, "| ") {
-			widths = append(widths, len(regexp.MustCompile(`[^\\]\|`).FindAllString(l, -1)))
+	// Every table row has as many cells as its table's header.
+	header := -1
+	for i, l := range strings.Split(md, "\n") {
+		if !strings.HasPrefix(l, "| ") {
+			header = -1
+			continue
+		}
+		w := len(regexp.MustCompile(`[^\\]\|`).FindAllString(l, -1))
+		if header < 0 {
+			header = w
+		} else if w != header {
+			t.Errorf("line %d has %d cell borders, its table's header %d", i+1, w, header)
 		}
 	}
-	for i, w := range widths {
-		if w != widths[0] {
-			t.Errorf("table line %d has %d cell borders, the header %d", i, w, widths[0])
+	// The time to failure: a table per safety column with times, a line
+	// per impl, and a clean cell bounded by its rate.
+	for _, want := range []string{"## Time to failure", "### mutex: client pause", "| `redis-set-nx-px` | 1.2 s (95% CI 1.2–∞) |",
+		"| `etcd-mutex` | no violation | no violation in 0.3 run-minutes under these faults: fewer than 696 per hour at 95% |"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the Markdown lacks %q", want)
 		}
 	}
 }
@@ -127,10 +141,26 @@ func TestWriteMatrixHTMLIsSelfContained(t *testing.T) {
 		`<td class="s-inconclusive" title="fault clock-bump: no C compiler">inconclusive</td>`,
 		`<td class="s-stuck"`,
 		"b22d6e1", "2 cores, 23.5 GiB memory", "<th>seeds per fault cell</th><td>2</td>",
+		"<h2>Time to failure</h2>", `<svg class="survival" viewBox="0 0 300 150"`, "<h3>mutex: client pause</h3>",
 	} {
 		if !strings.Contains(s, want) {
 			t.Errorf("matrix.html lacks %q", want)
 		}
+	}
+	// One chart: only the client-pause column had a violation.
+	if n := strings.Count(s, `<svg class="survival"`); n != 1 {
+		t.Errorf("%d survival charts, want 1", n)
+	}
+	// The JSON carries the curves and validates at its version.
+	if err := schemacheck.ValidateFile("matrix", filepath.Join(dir, MatrixHeaderFile)); err != nil {
+		t.Error(err)
+	}
+	back, err := ReadMatrix(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sv := back.Rows[0].Cells["mutex-client-pause"].Survival; sv == nil || sv.Violations != 2 || len(sv.Observations) != 2 {
+		t.Errorf("the survival read back: %+v", sv)
 	}
 	// Nothing is fetched from elsewhere: the only links are relative
 	// anchors and the stored runs.

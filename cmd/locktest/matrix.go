@@ -302,6 +302,12 @@ func matrixOutcome(cmd *cobra.Command, m reports.Matrix, base *reports.Matrix, i
 		for _, ch := range c.Lost {
 			fmt.Fprintf(w, "  no longer shown: %s %s: %s (was %s)\n", ch.Impl, ch.Column, ch.After, ch.Before)
 		}
+		if len(c.Survival) > 0 {
+			fmt.Fprintf(w, "baseline: time to failure compared in %d cells (log-rank test, worse below p = %.2g)\n", len(c.Survival), matrix.SurvivalP)
+			for _, ch := range c.Survival {
+				fmt.Fprintf(w, "  %s %s: %s\n", ch.Impl, ch.Column, ch.Why)
+			}
+		}
 		if len(c.Worse) > 0 {
 			return verdictError{fmt.Errorf("%d cells worse than the baseline, e.g. %s %s: %s", len(c.Worse), c.Worse[0].Impl, c.Worse[0].Column, c.Worse[0].Why)}
 		}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/locktest/locktest/internal/stats"
 	"github.com/locktest/locktest/reports"
 	"github.com/locktest/locktest/runstore"
 )
@@ -79,6 +80,26 @@ func TestMatrixBaselineExitCodes(t *testing.T) {
 			1, "worse: etcd-mutex mutex-partition: violated: 2/5 runs (was held: 0/5 runs)"},
 		{"lost", edit("lost.json", reports.MatrixCell{Status: reports.StatusInconclusive, Reason: "not root"}),
 			3, "no longer shown: etcd-mutex mutex-partition"},
+	}
+	// A survival regression: the same 8 of 8 runs broke, now at 0.5 to
+	// 4 s where the baseline's broke at 9 to 16 s. The rates agree; the
+	// log-rank test does not.
+	broke := func(from, step float64) reports.MatrixCell {
+		var obs []stats.Observation
+		for i := range 8 {
+			obs = append(obs, stats.Observation{Time: from + float64(i)*step, Event: true})
+		}
+		return reports.MatrixCell{Status: reports.StatusViolated, Value: "8/8 runs", Runs: 8, Conclusive: 8, Violations: 8, Lo: 0.68, Hi: 1,
+			Survival: reports.NewSurvival(obs)}
+	}
+	lateBase := base
+	lateBase.Rows = []reports.MatrixRow{base.Rows[0]}
+	lateBase.Rows[0].Cells = maps.Clone(base.Rows[0].Cells)
+	lateBase.Rows[0].Cells["mutex-partition"] = broke(9, 1)
+	latePath := writeMatrixJSON(t, dir, "late.json", lateBase)
+	out, errOut, code := locktest(t, "matrix", "--from", edit("early.json", broke(0.5, 0.5)), "--baseline", latePath)
+	if code != 1 || !strings.Contains(out, "survival worse: time to failure: median 2.0 s") || !strings.Contains(out, "time to failure compared in 1 cells") {
+		t.Errorf("survival regression: exit %d, stdout %q, stderr %q; want exit 1 and the survival named worse", code, out, errOut)
 	}
 	for _, tt := range tests {
 		out, errOut, code := locktest(t, "matrix", "--from", tt.now, "--baseline", basePath)

@@ -17,6 +17,15 @@ import (
 // both reach C (n3); client 0 locks A, B, C; C's clock jumps forward past
 // the TTL and its key expires; client 1 locks C, D, E while client 0 still
 // holds the lock. Each of the run's partition windows repeats it.
+//
+// The faults are pinned; the clients' phase is not. The construction
+// needs client 0 to hold a lock granted by A, B and C alone (so, granted
+// inside the partition) when C's clock jumps. Under stress-ng (at 0ff0001)
+// no window of a run lined up so: client 0 took its locks before the
+// partition was in, on four or five nodes, or released them before the
+// jump. Such a run did not make the construction, and says nothing of the
+// lock: it is logged and made again (three runs at most). A run that made
+// it and shows no overlapping hold fails at once.
 func TestRedlockClockJumpOverlaps(t *testing.T) {
 	gate.Need(t, "redis-server")
 	needNetns(t)
@@ -27,11 +36,49 @@ func TestRedlockClockJumpOverlaps(t *testing.T) {
 	cfg.Targets = map[string][]string{"clock-bump": {"n3"}}
 	cfg.ClockDirection, cfg.ClockBump, cfg.Stagger = "forward", 6*time.Second, 3500*time.Millisecond
 	cfg.TTL, cfg.Work, cfg.Interval, cfg.Window, cfg.Duration = 3*time.Second, 2500*time.Millisecond, time.Second, 3*time.Second, 26*time.Second
-	out, h := testkit.MustRun(t, cfg)
-	if n := testkit.NemesisOps(h, "clock-bump", history.OK); n < 1 {
-		t.Fatalf("%d clock bumps applied", n)
+	for attempt := 1; ; attempt++ {
+		out, h := testkit.MustRun(t, cfg)
+		if n := testkit.NemesisOps(h, "clock-bump", history.OK); n < 1 {
+			t.Fatalf("%d clock bumps applied", n)
+		}
+		k := testkit.Kinds(out.Results)
+		if out.Results.Valid == checker.Invalid && k["overlapping-holds"] > 0 {
+			return
+		}
+		made := constructionMade(h, "n1,n2,n3")
+		if made > 0 || attempt == 3 {
+			t.Fatalf("verdict %s, anomalies %v: want overlapping holds (%s); %d of its windows had client 0 holding A, B and C alone when C's clock jumped",
+				out.Results.Valid, k, out.Results.Run.Network, made)
+		}
+		t.Logf("run %d: no window had client 0 holding a lock of A, B and C alone when C's clock jumped (verdict %s); running it again", attempt, out.Results.Valid)
 	}
-	if k := testkit.Kinds(out.Results); out.Results.Valid != checker.Invalid || k["overlapping-holds"] == 0 {
-		t.Fatalf("verdict %s, anomalies %v: want overlapping holds (%s)", out.Results.Valid, k, out.Results.Run.Network)
+}
+
+// constructionMade counts the clock bumps of h that came while process 0
+// held a lock granted by exactly the nodes nodes (its acquire's ok before
+// the bump, its release invoked after it, or never).
+func constructionMade(h history.History, nodes string) int {
+	made := 0
+	for _, b := range h {
+		if !b.IsNemesis() || b.F != "clock-bump" || b.Type != history.OK {
+			continue
+		}
+		var granted *history.Op
+		for i := range h {
+			o := &h[i]
+			if o.Process != 0 || o.Time > b.Time {
+				continue
+			}
+			switch {
+			case o.F == "acquire" && o.Type == history.OK:
+				granted = o
+			case o.F == "release" && o.Type == history.Invoke:
+				granted = nil
+			}
+		}
+		if granted != nil && granted.Value.Node == nodes {
+			made++
+		}
 	}
+	return made
 }

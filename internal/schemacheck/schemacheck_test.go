@@ -10,11 +10,12 @@ import (
 func TestSchemasRefuseBadDocuments(t *testing.T) {
 	versions := `{"locktest": "v0 abc", "servers": {"redis": "7.0.15"}}`
 	good := map[string]string{
-		"scoreboard": `{"schema_version": 1, "date": "d", "commit": "c", "machine": "m", "seeds": 1, "parallel": 1, "max_rate": 0.15,
+		"scoreboard": `{"schema_version": 2, "date": "d", "commit": "c", "machine": "m", "seeds": 1, "parallel": 1, "max_rate": 0.15,
 			"versions": ` + versions + `, "elapsed": "1s", "command": "locktest debate", "rows": []}`,
-		"matrix": `{"schema_version": 1, "header": {"date": "2026-11-26T10:00:00Z", "commit": "c", "machine": "m", "seeds": 1, "duration": 1,
+		"matrix": `{"schema_version": 2, "header": {"date": "2026-11-26T10:00:00Z", "commit": "c", "machine": "m", "seeds": 1, "duration": 1,
 			"settings": "s", "store": "st", "elapsed": 2, "command": "locktest matrix", "versions": ` + versions + `}, "columns": [], "rows": [
-			{"impl": "redlock", "backend": "redis", "nodes": 5, "doc": "d", "versions": ` + versions + `, "cells": {"mutex-none": {"status": "held", "runs": 1, "conclusive": 1, "hi": 0.79}}}]}`,
+			{"impl": "redlock", "backend": "redis", "nodes": 5, "doc": "d", "versions": ` + versions + `, "cells": {"mutex-none": {"status": "held", "runs": 1, "conclusive": 1, "hi": 0.79,
+				"survival": {"runs": 1, "violations": 0, "exposure_s": 8, "rate_per_hour": 0, "rate_upper_per_hour": 1348, "observations": [{"t_s": 8, "violation": false}]}}}}]}`,
 		"results": `{"schema_version": 1, "valid": "unknown", "checkers": [], "stats": {"ops": 3}, "run": {"versions": ` + versions + `,
 			"name": "n", "impl": "redlock", "backend": "redis", "nodes": 5, "faults": null, "clients": 4, "locks": 1, "ttl": "1s",
 			"duration": "2s", "seed": 1, "resource_mode": "none", "command": "c", "version": "v", "started": "s", "elapsed": "e", "expect": "valid"}}`,
@@ -27,8 +28,8 @@ func TestSchemasRefuseBadDocuments(t *testing.T) {
 			"trials": [{"run": "r", "verdict": "INVALID", "failed": true, "first_violation_ns": 5}], "accepted": true}], "confirmations": []}`,
 	}
 	bad := map[string][]string{
-		"scoreboard": {`"rows": []`, `"rows": [], "colour": "red"`, `"seeds": 1`, `"seeds": "one"`, `"schema_version": 1`, `"schema_version": 2`},
-		"matrix":     {`"status": "held"`, `"status": "fine"`, `"hi": 0.79`, `"hi": 1.5`, `"nodes": 5`, `"nodes": -5`},
+		"scoreboard": {`"rows": []`, `"rows": [], "colour": "red"`, `"seeds": 1`, `"seeds": "one"`, `"schema_version": 2`, `"schema_version": 3`},
+		"matrix":     {`"status": "held"`, `"status": "fine"`, `"hi": 0.79`, `"hi": 1.5`, `"nodes": 5`, `"nodes": -5`, `"violation": false`, `"violation": "no"`},
 		"results":    {`"valid": "unknown"`, `"valid": "maybe"`, `"expect": "valid"`, `"expect": "perhaps"`, `"stats": {"ops": 3}`, `"stats": {"ops": "three"}`},
 		"schedule":   {`"seed": 7`, `"seed": 7, "colour": "red"`, `"lasts": "1s"`, `"lasts": 1`, `"fault": "pause-client", `, ``},
 		"shrink":     {`"need": 2`, `"need": 0`, `"id": "c001"`, `"id": "one"`, `"accepted": true`, `"accepted": true, "colour": "red"`},
