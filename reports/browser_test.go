@@ -232,3 +232,53 @@ func TestScreenshotForDocs(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestSurvivalChartsInChromium: the scoreboard's and the matrix's time to
+// failure, drawn by a real browser from the file alone: each chart has a
+// size, its curves and bands, and nothing is fetched from the network.
+func TestSurvivalChartsInChromium(t *testing.T) {
+	dir := t.TempDir()
+	board, err := RenderScoreboardHTML(sampleBoard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "scoreboard.html"), board, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteMatrix(dir, testMatrix(filepath.Join(dir, "store"))); err != nil {
+		t.Fatal(err)
+	}
+	ctx := browser(t)
+	var reqs requests
+	reqs.listen(t, ctx)
+	for _, page := range []struct {
+		file           string
+		charts, curves int
+	}{
+		{"scoreboard.html", 3, 3}, // the three rows with conclusive runs, one curve each
+		{MatrixHTMLFile, 1, 1},    // client pause: the one impl that broke
+	} {
+		url := "file://" + filepath.Join(dir, page.file)
+		if err := chromedp.Do(ctx, chromedp.Navigate(url)); err != nil {
+			t.Fatalf("load %s: %v", url, err)
+		}
+		if n := eval[int](t, ctx, `document.querySelectorAll("svg.survival").length`); n != page.charts {
+			t.Errorf("%s: %d survival charts, want %d", page.file, n, page.charts)
+		}
+		if n := eval[int](t, ctx, `document.querySelectorAll("svg.survival path[fill=none]").length`); n != page.curves {
+			t.Errorf("%s: %d curves, want %d", page.file, n, page.curves)
+		}
+		// Every chart is laid out with a size, and its curve has length.
+		if w := eval[float64](t, ctx, `Math.min(...[...document.querySelectorAll("svg.survival")].map(s => s.getBoundingClientRect().width))`); w < 200 {
+			t.Errorf("%s: a chart is %v px wide", page.file, w)
+		}
+		if l := eval[float64](t, ctx, `Math.min(...[...document.querySelectorAll("svg.survival path[fill=none]")].map(p => p.getTotalLength()))`); l < 100 {
+			t.Errorf("%s: a curve is %v px long", page.file, l)
+		}
+	}
+	for _, u := range reqs.list() {
+		if !strings.HasPrefix(u, "file://") {
+			t.Errorf("a page fetched %s", u)
+		}
+	}
+}
