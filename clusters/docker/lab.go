@@ -488,8 +488,8 @@ func removeRun(ctx context.Context, cli *client.Client, run string) error {
 		return errors.Join(append(errs, fmt.Errorf("docker: list networks of run %s: %s", run, firstLine(err)))...)
 	}
 	for _, n := range ns.Items {
-		if _, err := cli.NetworkRemove(ctx, n.ID, client.NetworkRemoveOptions{}); err != nil && !isNotFound(err) {
-			errs = append(errs, fmt.Errorf("docker: remove network %s: %s", n.Name, firstLine(err)))
+		if err := removeNetwork(ctx, cli, n.ID); err != nil {
+			errs = append(errs, fmt.Errorf("docker: remove network %s: %w", n.Name, err))
 		}
 	}
 	return errors.Join(errs...)

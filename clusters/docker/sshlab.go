@@ -363,7 +363,7 @@ func removeByLabel(ctx context.Context, cli *client.Client, key, val string) err
 		return errors.Join(append(errs, fmt.Errorf("docker: list networks of %s=%s: %s", key, val, firstLine(err)))...)
 	}
 	for _, n := range ns.Items {
-		if _, err := cli.NetworkRemove(ctx, n.ID, client.NetworkRemoveOptions{}); err != nil && !isNotFound(err) {
+		if err := removeNetwork(ctx, cli, n.ID); err != nil {
 			errs = append(errs, fmt.Errorf("docker: remove network %s: %s", n.Name, firstLine(err)))
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -48,16 +49,16 @@ func TestMarginFindsThePauseBoundary(t *testing.T) {
 		if err := json.Unmarshal(b, &m); err != nil {
 			t.Fatal(err)
 		}
-		stalled := marginStalls(t, filepath.Dir(files[0]), m)
+		stalled, lag := marginStalls(t, filepath.Dir(files[0]), m)
 		missed := checkMargin(m, stdout)
 		if missed == "" {
 			t.Logf("%s; stated bound %s", m.Summary, m.Bound.Label)
 			return
 		}
-		if attempt == 2 || stalled < 100*time.Millisecond {
-			t.Fatalf("%s\n%s", missed, stdout)
+		if attempt == 2 || stalled < 100*time.Millisecond && lag < 25*time.Millisecond {
+			t.Fatalf("%s (longest stall %v, longest lag from a resume to the holder's write %v)\n%s", missed, stalled, lag, stdout)
 		}
-		t.Logf("%s, while the machine stalled for up to %v: searching again", missed, stalled)
+		t.Logf("%s, while the machine stalled for up to %v and a resumed holder took up to %v to write: searching again", missed, stalled, lag)
 	}
 }
 
@@ -86,10 +87,17 @@ func checkMargin(m reports.Margin, stdout string) string {
 }
 
 // marginStalls is the longest machine stall of the search's runs, and
-// checks that each run injected its value's pinned fault and nothing else.
-func marginStalls(t *testing.T, dir string, m reports.Margin) time.Duration {
+// the longest time a resumed holder took to send its write; it checks
+// that each run injected its value's pinned fault and nothing else. The
+// stated bound counts the time from the acquire to the pause, not the
+// holder's time from its resume to its write, which is a few
+// milliseconds on an idle machine: under stress-ng (at 0f6bb8c) a 950 ms
+// pause broke the 1 s lease whose bound was 976 ms, the holder's write
+// coming late. A search whose resumed holders took 25 ms or more is
+// searched again, once.
+func marginStalls(t *testing.T, dir string, m reports.Margin) (time.Duration, time.Duration) {
 	t.Helper()
-	var longest time.Duration
+	var longest, lag time.Duration
 	for _, p := range m.Points {
 		for _, r := range p.Runs {
 			res, err := runstore.ReadResults(filepath.Join(dir, r.Run))
@@ -113,7 +121,26 @@ func marginStalls(t *testing.T, dir string, m reports.Margin) time.Duration {
 			if pauses != 1 {
 				t.Errorf("run %s of %s injected %d pauses, want the one pinned", r.Run, p.Label, pauses)
 			}
+			lag = max(lag, resumeLag(h))
 		}
 	}
-	return longest
+	return longest, lag
+}
+
+// resumeLag is the longest time in h from a client's resume to the
+// invocation of that client's next write.
+func resumeLag(h history.History) time.Duration {
+	var most time.Duration
+	for i, o := range h {
+		if !o.IsNemesis() || o.F != "resume-client" || o.Type != history.OK || len(o.Value.Targets) == 0 {
+			continue
+		}
+		for _, w := range h[i+1:] {
+			if w.F == "write" && w.Type == history.Invoke && "p"+strconv.Itoa(w.Process) == o.Value.Targets[0] {
+				most = max(most, time.Duration(w.Time-o.Time))
+				break
+			}
+		}
+	}
+	return most
 }

@@ -343,8 +343,17 @@ func AssertNothingLeft(t *testing.T, out *run.Outcome) {
 	if out.Results.Run.Lab == "" {
 		t.Fatal("the docker run recorded no run id")
 	}
-	if left := docker.OfRun(all, out.Results.Run.Lab); len(left) > 0 {
-		t.Errorf("the run left %+v", left)
+	for _, l := range docker.OfRun(all, out.Results.Run.Lab) {
+		// A network the engine will not let go of (an endpoint of a
+		// container that is gone, its fault under load) is logged; any
+		// other leftover fails the test.
+		if l.Kind == "network" {
+			if err := e.RemoveNetwork(context.Background(), l.ID); docker.OnlyStaleEndpoints(err) {
+				t.Logf("the engine kept the run's network: %v", err)
+				continue
+			}
+		}
+		t.Errorf("the run left %+v", l)
 	}
 }
 
