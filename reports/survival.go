@@ -201,14 +201,14 @@ type SurvivalCurve struct {
 
 // The geometry of a survival chart, in px.
 const (
-	kmW, kmH             = 520.0, 240.0
-	kmLeft, kmRight      = 46.0, 150.0 // the legend is on the right
-	kmTop, kmBottom      = 10.0, 34.0
-	kmPlotW, kmPlotH     = kmW - kmLeft - kmRight, kmH - kmTop - kmBottom
-	kmPlotB              = kmTop + kmPlotH
-	kmSmallW, kmSmallH   = 300.0, 150.0
-	kmSmallL, kmSmallRt  = 40.0, 10.0
-	kmSmallPlotW, kmSmPH = kmSmallW - kmSmallL - kmSmallRt, kmSmallH - kmTop - kmBottom
+	kmW, kmH                   = 520.0, 240.0
+	kmLeft, kmRight            = 46.0, 150.0 // the legend is on the right
+	kmTop, kmBottom            = 10.0, 34.0
+	kmPlotW, kmPlotH           = kmW - kmLeft - kmRight, kmH - kmTop - kmBottom
+	kmPlotB                    = kmTop + kmPlotH
+	kmSmallW, kmSmallH         = 300.0, 150.0
+	kmSmallLeft, kmSmallRight  = 40.0, 10.0
+	kmSmallPlotW, kmSmallPlotH = kmSmallW - kmSmallLeft - kmSmallRight, kmSmallH - kmTop - kmBottom
 )
 
 // kmColors are the curves' colours, in order; the eighth and later reuse
@@ -242,7 +242,7 @@ func SurvivalSVG(label string, curves []SurvivalCurve) template.HTML {
 	small := len(cs) == 1
 	w, h, left, plotW, plotH := kmW, kmH, kmLeft, kmPlotW, kmPlotH
 	if small {
-		w, h, left, plotW, plotH = kmSmallW, kmSmallH, kmSmallL, kmSmallPlotW, kmSmPH
+		w, h, left, plotW, plotH = kmSmallW, kmSmallH, kmSmallLeft, kmSmallPlotW, kmSmallPlotH
 	} else if legend := kmTop + 14 + float64(len(cs))*16; legend > kmTop+plotH {
 		// A long legend makes the chart taller.
 		plotH = legend - kmTop

@@ -8,11 +8,9 @@ import (
 // near reports whether a and b agree to 4 decimals.
 func near(a, b float64) bool { return math.Abs(a-b) < 5e-5 }
 
-// TestKaplanMeierOfTheTextbookData: the remission times of the 6-MP
-// group of Freireich et al. (1963), the classic example (Klein and
-// Moeschberger, table 4.1): the estimate and Greenwood's standard error
-// at each event time, the median and its log-log interval.
-func TestKaplanMeierOfTheTextbookData(t *testing.T) {
+// sixMP is the remission times, in weeks, of the 6-MP group of Freireich
+// et al. (1963); a remission still going at the end is censored.
+func sixMP() []Observation {
 	var obs []Observation
 	for _, x := range []struct {
 		t     float64
@@ -22,7 +20,15 @@ func TestKaplanMeierOfTheTextbookData(t *testing.T) {
 		{32, false}, {32, false}, {34, false}, {35, false}} {
 		obs = append(obs, Observation{x.t, x.event})
 	}
-	c := KaplanMeier(obs)
+	return obs
+}
+
+// TestKaplanMeierOfTheTextbookData: the remission times of the 6-MP
+// group of Freireich et al. (1963), the classic example (Klein and
+// Moeschberger, table 4.1): the estimate and Greenwood's standard error
+// at each event time, the median and its log-log interval.
+func TestKaplanMeierOfTheTextbookData(t *testing.T) {
+	c := KaplanMeier(sixMP())
 	want := []struct {
 		t              float64
 		atRisk, events int
@@ -106,15 +112,7 @@ func TestPoissonUpper95(t *testing.T) {
 // and Moeschberger, example 7.2): chi-square 16.79, p 4.2e-5, with 9
 // relapses seen in the 6-MP group where 19.25 were expected.
 func TestLogRankOfTheTextbookData(t *testing.T) {
-	var drug, placebo []Observation
-	for _, x := range []struct {
-		t     float64
-		event bool
-	}{{6, true}, {6, true}, {6, true}, {6, false}, {7, true}, {9, false}, {10, true}, {10, false}, {11, false},
-		{13, true}, {16, true}, {17, false}, {19, false}, {20, false}, {22, true}, {23, true}, {25, false},
-		{32, false}, {32, false}, {34, false}, {35, false}} {
-		drug = append(drug, Observation{x.t, x.event})
-	}
+	drug, placebo := sixMP(), []Observation(nil)
 	for _, x := range []float64{1, 1, 2, 2, 3, 4, 4, 5, 5, 8, 8, 8, 8, 11, 11, 12, 12, 15, 17, 22, 23} {
 		placebo = append(placebo, Observation{x, true})
 	}
