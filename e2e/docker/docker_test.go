@@ -16,6 +16,7 @@ import (
 	"github.com/locktest/locktest/e2e/testkit"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/run"
+	"github.com/locktest/locktest/runstore"
 	"github.com/locktest/locktest/workloads"
 )
 
@@ -42,13 +43,26 @@ func TestDockerNoFaultRunsAreValid(t *testing.T) {
 			if tc.impl == "zk-recipe" {
 				cfg.TTL = 4 * time.Second // a long session: no expiry on a loaded machine
 			}
-			out, _ := testkit.MustRun(t, cfg)
-			r := out.Results
-			if r.Valid != checker.Valid {
-				t.Errorf("verdict %s, want valid; anomalies %v", r.Valid, testkit.Kinds(r))
-			}
-			if cs := r.Stats["critical_sections"]; cs < 20 {
-				t.Errorf("%v critical sections, want at least 20", cs)
+			// Every run must be valid. The 20 critical sections are a
+			// liveness figure: under stress-ng a Redlock run in containers
+			// made 14 (at 04e138c) while the driver saw no stall (the
+			// containers can stall apart from it), so a valid run short
+			// of them is run again, three runs at most.
+			var r runstore.Results
+			for attempt := 1; ; attempt++ {
+				out, _ := testkit.MustRun(t, cfg)
+				r = out.Results
+				if r.Valid != checker.Valid {
+					t.Fatalf("verdict %s, want valid; anomalies %v", r.Valid, testkit.Kinds(r))
+				}
+				cs := r.Stats["critical_sections"]
+				if cs >= 20 {
+					break
+				}
+				if attempt == 3 {
+					t.Fatalf("%v critical sections in each of 3 runs, want at least 20", cs)
+				}
+				t.Logf("run %d: valid, %v critical sections, want at least 20; running it again", attempt, cs)
 			}
 			if !strings.HasPrefix(r.Run.Network, "docker network locktest-") || !strings.Contains(r.Run.Network, "image locktest/") {
 				t.Errorf("network %q: want the run's docker network and locktest's image", r.Run.Network)
@@ -190,25 +204,39 @@ func TestDockerPartitions(t *testing.T) {
 	cfg.Interval, cfg.Window = 300*time.Millisecond, 2*time.Second
 	cfg.Duration, cfg.Quiet = 10*time.Second, 1500*time.Millisecond
 	cfg.Seed = 3
-	out, err := run.Run(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	testkit.AssertNothingLeft(t, out)
-	h, err := history.ReadFile(out.Dir + "/history.jsonl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if k := testkit.Kinds(out.Results); len(k) > 0 {
-		t.Errorf("anomalies %v", k)
-	}
-	if n := testkit.NemesisOps(h, "loss", history.OK); n == 0 {
-		t.Errorf("no loss applied: %v", testkit.NemesisSeq(h))
-	}
-	isolates, healed, during := testkit.IsolatedAcquires(t, h)
-	if isolates == 0 || healed < isolates || during == 0 {
-		t.Errorf("%d isolates, %d healed, %d acquires during them; want isolates > 0, each healed, acquires > 0: %v",
-			isolates, healed, during, testkit.NemesisSeq(h))
+	// Every run must be safe, apply its loss and heal each isolate. An
+	// acquire granted during an isolate is a liveness figure: under
+	// stress-ng none was in either isolate of a run (at bae4ec1, 12
+	// critical sections in 526 attempts) while the driver saw no stall, so
+	// a run without one is run again, three runs at most.
+	for attempt := 1; ; attempt++ {
+		out, err := run.Run(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		testkit.AssertNothingLeft(t, out)
+		h, err := history.ReadFile(out.Dir + "/history.jsonl")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if k := testkit.Kinds(out.Results); len(k) > 0 {
+			t.Fatalf("anomalies %v", k)
+		}
+		if n := testkit.NemesisOps(h, "loss", history.OK); n == 0 {
+			t.Fatalf("no loss applied: %v", testkit.NemesisSeq(h))
+		}
+		isolates, healed, during := testkit.IsolatedAcquires(t, h)
+		if isolates == 0 || healed < isolates {
+			t.Fatalf("%d isolates, %d healed; want isolates > 0, each healed: %v", isolates, healed, testkit.NemesisSeq(h))
+		}
+		if during > 0 {
+			return
+		}
+		if attempt == 3 {
+			t.Fatalf("no acquire granted during the %d isolates of each of 3 runs: %v", isolates, testkit.NemesisSeq(h))
+		}
+		t.Logf("run %d: no acquire granted during its %d isolates (%v critical sections); running it again",
+			attempt, isolates, out.Results.Stats["critical_sections"])
 	}
 }
 

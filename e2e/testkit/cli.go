@@ -70,17 +70,25 @@ func (c CLI) Start(t *testing.T, args ...string) (*exec.Cmd, *bytes.Buffer) {
 }
 
 // Stop sends sig to a command Start started and waits for it to exit; it
-// fails t (and kills the command) when it still runs 30 s later.
+// fails t (and kills the command) when it still runs 120 s later. The
+// bound guards against a hang, not a speed: an interrupted run heals its
+// faults and stops its nodes, over SSH for the ssh lab, and under
+// stress-ng that took over 30 s (at bae4ec1). A stop that took over 10 s
+// is logged with its time.
 func Stop(t *testing.T, cmd *exec.Cmd, out *bytes.Buffer, sig os.Signal) {
 	t.Helper()
+	start := time.Now()
 	cmd.Process.Signal(sig)
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	select {
 	case <-done:
-	case <-time.After(30 * time.Second):
+		if took := time.Since(start); took > 10*time.Second {
+			t.Logf("locktest took %v to stop after %v", took.Round(time.Millisecond), sig)
+		}
+	case <-time.After(120 * time.Second):
 		cmd.Process.Kill()
-		t.Fatalf("locktest did not stop after %v: %s", sig, out.String())
+		t.Fatalf("locktest did not stop within 120s of %v: %s", sig, out.String())
 	}
 }
 
