@@ -117,9 +117,10 @@ func compareSurvival(before, after *reports.Survival) (*Change, bool) {
 	}
 	lr := stats.LogRankTest(after.Sample(), before.Sample())
 	worse := lr.P < SurvivalP && lr.ObservedA > lr.ExpectedA
-	ch := &Change{Before: "median time to failure " + before.MedianText(), After: "median time to failure " + after.MedianText()}
+	was, now := before.MedianText(), after.MedianText()
+	ch := &Change{Before: "median time to failure " + was, After: "median time to failure " + now}
 	ch.Why = fmt.Sprintf("time to failure: median %s now, %s in the baseline; log-rank p = %.2g (%.0f violations now where a common curve gives %.1f)",
-		after.MedianText(), before.MedianText(), lr.P, lr.ObservedA, lr.ExpectedA)
+		now, was, lr.P, lr.ObservedA, lr.ExpectedA)
 	if worse {
 		ch.Why = "survival worse: " + ch.Why
 	}

@@ -459,23 +459,18 @@ func safetyCell(rs []Result) reports.MatrixCell {
 	return cell
 }
 
-// survivalSample returns the conclusive runs of rs as survival
-// observations: a violated run fails at its first violation (at the end
-// of its workload where that time is unknown), a clean one is censored at
-// the end of its workload. Runs that kept no workload time (measured
-// without their history) are left out.
+// survivalSample returns the runs of rs as survival observations, by
+// reports.RunObservation's rule: a violated run fails at its first
+// violation (at the end of its workload where that time is unknown), a
+// clean one is censored at the end of its workload. Runs that failed to
+// run, are inconclusive or kept no workload time (measured without their
+// history) are left out.
 func survivalSample(rs []Result) []stats.Observation {
 	var out []stats.Observation
 	for _, r := range rs {
 		s := r.Safety
-		switch {
-		case r.Err != "" || !s.Conclusive:
-		case s.Violated && s.FirstViolation >= 0:
-			out = append(out, stats.Observation{Time: s.FirstViolation, Event: true})
-		case s.Violated && s.Workload > 0:
-			out = append(out, stats.Observation{Time: s.Workload, Event: true})
-		case !s.Violated && s.Workload > 0:
-			out = append(out, stats.Observation{Time: s.Workload})
+		if o, ok := reports.RunObservation(r.Err == "" && s.Conclusive, s.Violated, s.FirstViolation, s.Workload); ok {
+			out = append(out, o)
 		}
 	}
 	return out

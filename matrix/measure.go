@@ -61,26 +61,7 @@ type Safety struct {
 // length from the run's results and history h. The first violation is
 // the earliest op of any anomaly of checker.SafetyKinds.
 func (s Safety) SurvivalTimes(r runstore.Results, h history.History) Safety {
-	s.FirstViolation, s.Workload = -1, 0
-	for _, op := range h {
-		s.Workload = max(s.Workload, float64(op.Time)/1e9)
-	}
-	first := int64(-1)
-	for _, c := range r.Checkers {
-		for _, a := range c.Anomalies {
-			if !slices.Contains(checker.SafetyKinds, a.Kind) {
-				continue
-			}
-			for _, i := range a.Ops {
-				if i >= 0 && i < len(h) && (first < 0 || h[i].Time < first) {
-					first = h[i].Time
-				}
-			}
-		}
-	}
-	if first >= 0 {
-		s.FirstViolation = float64(first) / 1e9
-	}
+	s.FirstViolation, s.Workload = reports.TimeToFailure(r, h, func(kind string) bool { return slices.Contains(checker.SafetyKinds, kind) })
 	return s
 }
 

@@ -6,7 +6,9 @@ import (
 	"math"
 	"strings"
 
+	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/internal/stats"
+	"github.com/locktest/locktest/runstore"
 )
 
 // Survival is how long a lock lasted under one set of faults, from the
@@ -72,7 +74,7 @@ func NewSurvival(obs []stats.Observation) *Survival {
 	for _, o := range obs {
 		s.Observations = append(s.Observations, SurvivalObservation{TS: round3(max(o.Time, 0)), Violation: o.Event})
 	}
-	c := KaplanMeierOf(s)
+	c := s.Curve()
 	s.Runs, s.Violations, s.ExposureS = c.Runs, c.Events, round3(c.Exposure)
 	s.MedianS, s.MedianLoS, s.MedianHiS = finite(c.Median), finite(c.MedianLo), finite(c.MedianHi)
 	if c.Exposure > 0 {
@@ -99,8 +101,57 @@ func (s *Survival) Sample() []stats.Observation {
 	return out
 }
 
-// KaplanMeierOf estimates the curve of s's runs again.
-func KaplanMeierOf(s *Survival) stats.Curve { return stats.KaplanMeier(s.Sample()) }
+// Curve estimates the Kaplan–Meier curve of s's runs again.
+func (s *Survival) Curve() stats.Curve { return stats.KaplanMeier(s.Sample()) }
+
+// TimeToFailure reads one run's times from its results r and history h,
+// in seconds from the run's start: first is the time of the earliest op
+// of any anomaly whose kind counts (-1 when none names an op of h), and
+// workload the time of h's last op (0 for an empty history). The
+// scoreboard counts a scenario's own anomaly kinds, the matrix every
+// safety kind.
+func TimeToFailure(r runstore.Results, h history.History, counts func(kind string) bool) (first, workload float64) {
+	earliest := int64(-1)
+	for _, c := range r.Checkers {
+		for _, a := range c.Anomalies {
+			if !counts(a.Kind) {
+				continue
+			}
+			for _, i := range a.Ops {
+				if i >= 0 && i < len(h) && (earliest < 0 || h[i].Time < earliest) {
+					earliest = h[i].Time
+				}
+			}
+		}
+	}
+	for _, op := range h {
+		workload = max(workload, float64(op.Time)/1e9)
+	}
+	if earliest < 0 {
+		return -1, workload
+	}
+	return float64(earliest) / 1e9, workload
+}
+
+// RunObservation is one run's survival observation, by the rule the
+// scoreboard and the matrix share: a conclusive run that broke the lock
+// fails at its first violation (first, in seconds), or at the end of its
+// workload where that time is unknown; a conclusive clean run is
+// censored at the end of its workload. ok is false for a run that tells
+// nothing of how long the lock lasts: an inconclusive one, or one whose
+// times were not recorded (a history not read, a run stored before its
+// workload time was kept).
+func RunObservation(conclusive, violated bool, first, workload float64) (o stats.Observation, ok bool) {
+	switch {
+	case !conclusive:
+		return o, false
+	case violated && first >= 0:
+		return stats.Observation{Time: first, Event: true}, true
+	case workload <= 0:
+		return o, false
+	}
+	return stats.Observation{Time: workload, Event: violated}, true
+}
 
 func finite(x float64) *float64 {
 	if math.IsInf(x, 0) || math.IsNaN(x) {

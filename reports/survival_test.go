@@ -5,7 +5,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/internal/stats"
+	"github.com/locktest/locktest/runstore"
 )
 
 // TestSurvivalFiguresAndText: the texts a design review quotes, on
@@ -39,7 +42,7 @@ func TestSurvivalFiguresAndText(t *testing.T) {
 			t.Errorf("%s: %d runs, %d observations", tt.name, s.Runs, len(s.Observations))
 		}
 		// The stored runs give the same curve again.
-		if c := KaplanMeierOf(s); c.Events != s.Violations || len(c.Steps) != len(s.Steps) {
+		if c := s.Curve(); c.Events != s.Violations || len(c.Steps) != len(s.Steps) {
 			t.Errorf("%s: the curve made again has %d events and %d steps, the stored one %d and %d", tt.name, c.Events, len(c.Steps), s.Violations, len(s.Steps))
 		}
 	}
@@ -95,5 +98,53 @@ func TestSurvivalSVG(t *testing.T) {
 	// (the scoreboard page is checked for none).
 	if strings.Contains(svg, "http") {
 		t.Error("the chart names an address")
+	}
+}
+
+// TestTimeToFailureAndRunObservation: the one rule by which the
+// scoreboard and the matrix turn a run into a survival observation, on
+// hand-built results: the earliest op of a counted anomaly, not the first
+// anomaly listed; uncounted kinds and ops outside the history ignored.
+func TestTimeToFailureAndRunObservation(t *testing.T) {
+	h := history.History{
+		{Type: history.Invoke, Process: 0, F: history.Acquire, Time: ms(100)},
+		{Type: history.OK, Process: 0, F: history.Acquire, Time: ms(200)},
+		{Type: history.Invoke, Process: 1, F: history.Acquire, Time: ms(1500)},
+		{Type: history.OK, Process: 1, F: history.Acquire, Time: ms(2500)},
+	}
+	r := runstore.Results{Checkers: []checker.Result{
+		{Checker: "a", Anomalies: []checker.Anomaly{{Kind: "stale-write", Ops: []int{3}}, {Kind: "stuck-lock", Ops: []int{0}}}},
+		{Checker: "b", Anomalies: []checker.Anomaly{{Kind: "overlapping-holds", Ops: []int{2, 3, 99}}}},
+	}}
+	safety := func(k string) bool { return k != "stuck-lock" }
+	if first, workload := TimeToFailure(r, h, safety); first != 1.5 || workload != 2.5 {
+		t.Errorf("safety kinds: first %v, workload %v; want 1.5 and 2.5", first, workload)
+	}
+	if first, _ := TimeToFailure(r, h, func(k string) bool { return k == "stale-write" }); first != 2.5 {
+		t.Errorf("stale writes only: first %v, want 2.5", first)
+	}
+	if first, workload := TimeToFailure(r, nil, safety); first != -1 || workload != 0 {
+		t.Errorf("no history: first %v, workload %v; want -1 and 0", first, workload)
+	}
+
+	tests := []struct {
+		name                 string
+		conclusive, violated bool
+		first, workload      float64
+		want                 stats.Observation
+		ok                   bool
+	}{
+		{"broke at its first violation", true, true, 1.5, 10, stats.Observation{Time: 1.5, Event: true}, true},
+		{"broke, its time unknown", true, true, -1, 10, stats.Observation{Time: 10, Event: true}, true},
+		{"clean, censored at its end", true, false, -1, 10, stats.Observation{Time: 10}, true},
+		{"inconclusive", false, true, 1.5, 10, stats.Observation{}, false},
+		{"clean with no workload time", true, false, -1, 0, stats.Observation{}, false},
+		{"broke with no time at all", true, true, -1, 0, stats.Observation{}, false},
+	}
+	for _, tt := range tests {
+		o, ok := RunObservation(tt.conclusive, tt.violated, tt.first, tt.workload)
+		if o != tt.want || ok != tt.ok {
+			t.Errorf("%s: %+v, %v; want %+v, %v", tt.name, o, ok, tt.want, tt.ok)
+		}
 	}
 }

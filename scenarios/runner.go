@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -244,41 +243,27 @@ func runOne(ctx context.Context, s Scenario, seed int64, opt Options) (RunResult
 // its faults was in force while a client held the lock).
 func Classify(s Scenario, res runstore.Results, h history.History, r *RunResult) {
 	r.Kinds = map[string]int{}
-	first := int64(math.MaxInt64)
 	for _, c := range res.Checkers {
 		for _, a := range c.Anomalies {
 			r.Kinds[a.Kind]++
-			if len(s.Anomalies) > 0 && !slices.Contains(s.Anomalies, a.Kind) {
-				continue
-			}
-			for _, i := range a.Ops {
-				if i >= 0 && i < len(h) && h[i].Time < first {
-					first = h[i].Time
-				}
-			}
 		}
 	}
+	counts := func(kind string) bool { return len(s.Anomalies) == 0 || slices.Contains(s.Anomalies, kind) }
 	counted := 0
 	for k, n := range r.Kinds {
-		if len(s.Anomalies) == 0 || slices.Contains(s.Anomalies, k) {
+		if counts(k) {
 			counted += n
 		}
 	}
-	r.FirstViolation = -1
-	r.Workload = 0
-	for _, op := range h {
-		r.Workload = max(r.Workload, float64(op.Time)/1e9)
-	}
+	first, workload := reports.TimeToFailure(res, h, counts)
+	r.FirstViolation, r.Workload = -1, workload
 	r.Faults, r.Effective = int(res.Stats["faults_injected"]), res.EffectiveFaults()
 	switch {
 	case len(res.Problems) > 0:
 		r.Outcome, r.Reason = "", res.Problems[0]
 		return
 	case counted > 0:
-		r.Outcome = ExpectViolation
-		if first != math.MaxInt64 {
-			r.FirstViolation = float64(first) / 1e9
-		}
+		r.Outcome, r.FirstViolation = ExpectViolation, first
 		return
 	case res.Valid == checker.Unknown:
 		r.Outcome, r.Reason = "", "checkers could not decide: "+strings.Join(res.Undecided(), ", ")
@@ -295,22 +280,18 @@ func Classify(s Scenario, res runstore.Results, h history.History, r *RunResult)
 	}
 }
 
-// SurvivalSample returns the conclusive runs of runs as survival
-// observations: a run that showed its violation fails at its first
-// violation (or, where that time is unknown, at the end of its workload);
-// a safe run is censored at the end of its workload. Inconclusive runs
-// tested nothing and are left out, as are safe runs that recorded no
-// workload time (stored before it was kept).
+// SurvivalSample returns the runs as survival observations, by
+// reports.RunObservation's rule: a run that showed its violation fails at
+// its first violation (or, where that time is unknown, at the end of its
+// workload); a safe run is censored at the end of its workload.
+// Inconclusive runs tested nothing and are left out, as are runs that
+// recorded no workload time (stored before it was kept).
 func SurvivalSample(runs []RunResult) []stats.Observation {
 	var out []stats.Observation
 	for _, r := range runs {
-		switch {
-		case r.Outcome == ExpectViolation && r.FirstViolation >= 0:
-			out = append(out, stats.Observation{Time: r.FirstViolation, Event: true})
-		case r.Outcome == ExpectViolation:
-			out = append(out, stats.Observation{Time: r.Workload, Event: true})
-		case r.Outcome == ExpectSafe && r.Workload > 0:
-			out = append(out, stats.Observation{Time: r.Workload})
+		conclusive := r.Outcome == ExpectViolation || r.Outcome == ExpectSafe
+		if o, ok := reports.RunObservation(conclusive, r.Outcome == ExpectViolation, r.FirstViolation, r.Workload); ok {
+			out = append(out, o)
 		}
 	}
 	return out
