@@ -593,6 +593,12 @@ func StallsText(r runstore.RunInfo) string {
 			out += fmt.Sprintf(": longer than half the TTL of %s, so a service that syncs before it answers (ZooKeeper, etcd) may have let a lease expire with no fault", ttl)
 		}
 	}
+	if h := s.Hosts; h != nil && h.Host != "" {
+		out += fmt.Sprintf("; the hosts answered keepalives within %s (slowest: %s, at %s)", h.Longest, h.Host, h.LongestAt)
+		if ttl > 0 && r.LongestHostStall() >= ttl/2 {
+			out += fmt.Sprintf(": longer than half the TTL of %s, so a node on that host may have let a lease expire with no fault", ttl)
+		}
+	}
 	return out
 }
 

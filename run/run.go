@@ -524,6 +524,9 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	nctx, ncancel := context.WithTimeout(wctx, cfg.Duration-cfg.Quiet)
 	defer ncancel()
 	stalls := startStallWatch(clock.Now, nil)
+	if plat.ssh != nil {
+		plat.ssh.markHosts()
+	}
 	disk, derr := startDiskWatch(filepath.Join(dir, ".disk-probe"), clock.Now, nil)
 	if derr != nil {
 		lg.Warn("the disk is not measured: no probe file", "err", derr)
@@ -542,6 +545,13 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	wcancel()
 	info.Stalls = stalls.finish()
 	info.Stalls.Disk = disk.finish()
+	if plat.ssh != nil {
+		info.Stalls.Hosts = plat.ssh.hostStalls(clock.Now())
+		if d := info.LongestHostStall(); d >= cfg.TTL/2 {
+			lg.Warn("a host answered its keepalive late: a node there may have let a lease this short expire with no fault", "longest", d,
+				"host", info.Stalls.Hosts.Host, "at", info.Stalls.Hosts.LongestAt, "ttl", cfg.TTL)
+		}
+	}
 	if d := info.LongestStall(); d >= cfg.TTL/2 {
 		lg.Warn("the machine stalled: a lease this short may break with no fault", "longest", d,
 			"at", info.Stalls.LongestAt, "stalls", info.Stalls.Count, "ttl", cfg.TTL)

@@ -15,6 +15,7 @@ import (
 	sshp "github.com/locktest/locktest/clusters/ssh"
 	"github.com/locktest/locktest/impls"
 	"github.com/locktest/locktest/nemesis"
+	"github.com/locktest/locktest/runstore"
 )
 
 // ProviderSSH runs nodes on hosts reached over SSH (clusters/ssh).
@@ -245,6 +246,29 @@ func (s *sshPlatform) lost() string {
 		return why[0]
 	}
 	return fmt.Sprintf("%s; and %d more hosts lost theirs", why[0], len(why)-1)
+}
+
+// markHosts starts the measure of the hosts' keepalive round trips, as
+// the workload begins.
+func (s *sshPlatform) markHosts() {
+	for _, c := range s.conns {
+		c.MarkKeepalives()
+	}
+}
+
+// hostStalls returns the slowest keepalive round trip of the hosts since
+// markHosts, with its host and its time on the history's clock, whose
+// reading is now.
+func (s *sshPlatform) hostStalls(now time.Duration) *runstore.HostStalls {
+	st := &runstore.HostStalls{Every: sshp.KeepaliveEvery.String(), Longest: "0s"}
+	var most time.Duration
+	for _, c := range s.conns {
+		if d, at := c.SlowestKeepalive(); d > most {
+			most = d
+			st.Longest, st.Host, st.LongestAt = ms(d), c.Host.Name, ms(now-time.Since(at))
+		}
+	}
+	return st
 }
 
 // describe says, for results.json, which hosts the nodes run on, the

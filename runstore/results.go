@@ -141,6 +141,26 @@ type Stalls struct {
 	// runs stored before it was measured, or where no probe file could be
 	// written).
 	Disk *DiskStalls `json:"disk,omitempty"`
+	// Hosts is how promptly the hosts of the ssh provider answered while
+	// the workload ran (nil for the other providers, and in runs stored
+	// before it was measured).
+	Hosts *HostStalls `json:"hosts,omitempty"`
+}
+
+// HostStalls is what the driver saw of the ssh provider's hosts while the
+// workload ran: each connection sends a keepalive every Every, and the
+// slowest round trip says how long a host's sshd went without answering.
+// A host starved of CPU (containers of a loaded machine) answers late
+// while the driver's own timer runs on time, and a fault's or a node's
+// command over SSH waits as long. The figures change no verdict.
+type HostStalls struct {
+	Every string `json:"every"`
+	// Longest is the slowest keepalive round trip of any host, Host that
+	// host and LongestAt when the keepalive was sent, on the history's
+	// clock.
+	Longest   string `json:"longest"`
+	Host      string `json:"host,omitempty"`
+	LongestAt string `json:"longest_at,omitempty"`
 }
 
 // DiskStalls is what the driver saw of the disk while the workload ran:
@@ -191,6 +211,16 @@ func (r RunInfo) LongestDiskStall() time.Duration {
 		return 0
 	}
 	d, _ := time.ParseDuration(r.Stalls.Disk.Longest)
+	return d
+}
+
+// LongestHostStall is the slowest keepalive round trip of the ssh
+// provider's hosts during the workload, 0 for the other providers.
+func (r RunInfo) LongestHostStall() time.Duration {
+	if r.Stalls == nil || r.Stalls.Hosts == nil {
+		return 0
+	}
+	d, _ := time.ParseDuration(r.Stalls.Hosts.Longest)
 	return d
 }
 

@@ -48,6 +48,16 @@ func atoi(s string) int {
 	return n
 }
 
+// killRunServers is the shell command that kills, on a host, the servers
+// of the run whose directory is dir: the pids of its nodes' pid files,
+// each checked to be a redis-server, a sentinel (whose command line reads
+// "redis-server <addr> [sentinel]", or "redis-sentinel ..." when started
+// by that name), locktest's node program or a ZooKeeper peer before the
+// signal, and its SQL servers (sqlCleanup). It needs root.
+func killRunServers(dir string) string {
+	return sqlCleanup(dir) + fmt.Sprintf("for p in %s/*/redis.pid %s/*/node.pid; do [ -f \"$p\" ] || continue; pid=$(cat \"$p\"); grep -qa -e redis-server -e redis-sentinel -e %s -e %s /proc/$pid/cmdline 2>/dev/null && kill -CONT $pid && kill -KILL $pid; done; true", Quote(dir), Quote(dir), nodeProgram, zkMain)
+}
+
 // Cleanup finds, on every host of conns, the run directories whose driver
 // is gone (their owner file names this control host and a process that no
 // longer runs) and, unless dry, kills the servers they started (by the
@@ -77,8 +87,7 @@ func Cleanup(ctx context.Context, conns []*Conn, dry bool) ([]Leftover, error) {
 			if dry {
 				continue
 			}
-			kill := sqlCleanup(dir) + fmt.Sprintf("for p in %s/*/redis.pid %s/*/node.pid; do [ -f \"$p\" ] || continue; pid=$(cat \"$p\"); grep -qa -e redis-server -e redis-sentinel -e %s -e %s /proc/$pid/cmdline 2>/dev/null && kill -CONT $pid && kill -KILL $pid; done; true", Quote(dir), Quote(dir), nodeProgram, zkMain)
-			if _, err := c.Root(ctx, kill); err != nil {
+			if _, err := c.Root(ctx, killRunServers(dir)); err != nil {
 				errs = append(errs, err)
 			}
 			if err := RemoveRules(ctx, []*Conn{c}, id); err != nil {

@@ -762,11 +762,21 @@ func (cl *Cluster) CollectLogs(dir string) error {
 	return errors.Join(errs...)
 }
 
-// RemoveRunDirs removes the run's directory from every host of conns.
+// RemoveRunDirs removes the run's directory from every host of conns,
+// after killing any server whose pid file is in it (killRunServers). The
+// cluster's Stop kills the servers whose pids it knows; a server can be
+// running with a pid the driver never learnt: a restart whose command
+// started it on a host that then stopped answering (under stress-ng, at
+// 94e275f, a restarted redis-server kept its port after the run, and
+// every later run on that host failed to listen).
 func RemoveRunDirs(ctx context.Context, conns []*Conn, runID string) error {
 	var errs []error
 	for _, c := range conns {
-		if _, err := c.Run(ctx, "rm -rf "+Quote(RunDir(c.Host, runID))); err != nil {
+		dir := RunDir(c.Host, runID)
+		if _, err := c.Root(ctx, killRunServers(dir)); err != nil {
+			errs = append(errs, err)
+		}
+		if _, err := c.Run(ctx, "rm -rf "+Quote(dir)); err != nil {
 			errs = append(errs, err)
 		}
 	}

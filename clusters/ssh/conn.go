@@ -48,6 +48,12 @@ type Conn struct {
 	// connection, while the loss stays recorded.
 	redial  func(context.Context) (*xssh.Client, error)
 	revived bool
+	// The keepalives' round trips since MarkKeepalives: the slowest and
+	// when it was sent, and when the one still unanswered was sent (zero
+	// when none is).
+	slowest   time.Duration
+	slowestAt time.Time
+	pending   time.Time
 }
 
 // The watch of a connection: a keepalive every KeepaliveEvery, and the
@@ -265,6 +271,10 @@ func (c *Conn) watch() {
 		case <-tick.C:
 		}
 		answered := make(chan error, 1)
+		sent := time.Now()
+		c.mu.Lock()
+		c.pending = sent
+		c.mu.Unlock()
 		go func() {
 			_, _, err := c.cli.SendRequest("keepalive@openssh.com", true, nil)
 			answered <- err
@@ -273,15 +283,53 @@ func (c *Conn) watch() {
 		case <-c.done:
 			return
 		case err := <-answered:
+			c.answered(sent, time.Since(sent))
 			if err != nil {
 				c.setLost(fmt.Errorf("ssh %s: the connection failed mid-run (%v)", c.Host.Name, err))
 				return
 			}
 		case <-time.After(LostAfter):
+			c.answered(sent, LostAfter)
 			c.setLost(fmt.Errorf("ssh %s: the host answered no keepalive for %v mid-run (its network or sshd is gone)", c.Host.Name, LostAfter))
 			return
 		}
 	}
+}
+
+// answered records the round trip d of the keepalive sent at sent.
+func (c *Conn) answered(sent time.Time, d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.pending = time.Time{}
+	if d > c.slowest {
+		c.slowest, c.slowestAt = d, sent
+	}
+}
+
+// MarkKeepalives starts a new measure of the keepalives' round trips
+// (SlowestKeepalive), as a run's workload begins.
+func (c *Conn) MarkKeepalives() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.slowest, c.slowestAt = 0, time.Time{}
+}
+
+// SlowestKeepalive returns the slowest round trip of a keepalive since
+// MarkKeepalives (or Dial), and when it was sent: how long the host's sshd
+// went without answering, which a host starved of CPU or stalled by the
+// machine shows while the driver's own timer may not. A keepalive still
+// unanswered counts for the time it has waited; one never answered before
+// the loss counts as LostAfter. It is 0 before a keepalive was answered.
+func (c *Conn) SlowestKeepalive() (time.Duration, time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	d, at := c.slowest, c.slowestAt
+	if !c.pending.IsZero() && c.lost == nil {
+		if w := time.Since(c.pending); w > d {
+			d, at = w, c.pending
+		}
+	}
+	return d, at
 }
 
 // setLost records why the connection was lost, unless Close ended it,

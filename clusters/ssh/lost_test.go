@@ -21,7 +21,10 @@ import (
 func TestConnNoticesALostHost(t *testing.T) {
 	inventory := testlab.Up(t)
 	ctx, conns := testlab.Dial(t, inventory)
-	h2, h3 := conns[1], conns[2]
+	h1, h2, h3 := conns[0], conns[1], conns[2]
+	for _, c := range conns {
+		c.MarkKeepalives()
+	}
 	// The command's own session dies with the sshd that serves it, so
 	// its error is expected; the loss is what is checked.
 	h2.Run(ctx, "for f in /proc/[0-9]*/cmdline; do grep -qa -e '^sshd' -e '^/usr/sbin/sshd' $f 2>/dev/null && p=${f#/proc/} && kill -KILL ${p%/cmdline}; done")
@@ -46,6 +49,14 @@ func TestConnNoticesALostHost(t *testing.T) {
 		if _, rerr := tc.c.Run(context.Background(), "true"); rerr == nil || rerr.Error() != err.Error() {
 			t.Errorf("a command on %s after the loss: %v, want %v", tc.c.Host.Name, rerr, err)
 		}
+	}
+	// The keepalives' round trips: h3's unanswered one counts as
+	// LostAfter; h1, which still answers, answered each in less.
+	if d, _ := h3.SlowestKeepalive(); d < sshp.LostAfter {
+		t.Errorf("h3's slowest keepalive %v, want the %v it went unanswered", d, sshp.LostAfter)
+	}
+	if d, at := h1.SlowestKeepalive(); d <= 0 || d >= sshp.LostAfter || at.IsZero() {
+		t.Errorf("h1's slowest keepalive %v at %v, want an answered one", d, at)
 	}
 	// h2's sshd, the container's pid 1, outlives the kill: Reconnect dials
 	// it again, and commands run there once more, while the loss stays

@@ -112,9 +112,14 @@ func TestSSHLabRuns(t *testing.T) {
 			// took 3.7 s to go in over SSH, the unlocks of redsync's failed
 			// attempts timed out and left their keys, and no acquire won a
 			// quorum for 5.5 s: stuck-lock): a run that misses its verdict
-			// during a stall of a second or more is run again.
+			// during a stall of a second or more is run again, as is one
+			// whose fault did not go in or that lost a host while a host
+			// answered its keepalives a second late or more (the lab's
+			// containers stall apart from the driver: at 94e275f all five
+			// hosts went 15 s without answering while the driver's timer
+			// ran on time).
 			out, h := testkit.SteadyRun(t, cfg, time.Second, func(r runstore.Results) bool {
-				return tc.open != "" || testkit.IsValid(r)
+				return len(r.Problems) == 0 && (tc.open != "" || testkit.IsValid(r))
 			})
 			r := out.Results
 			open := tc.open
@@ -255,7 +260,12 @@ func sshReplicated(t *testing.T, inventory string) {
 				// SSH took 3.5 s, past the end of a 4 s fault phase.
 				cfg.Duration, cfg.Quiet, cfg.MaxCriticalSections = 10*time.Second, 2*time.Second, 0
 			}
-			out, h := testkit.MustRun(t, cfg)
+			// A run that lost a host, or whose fault did not go in, while
+			// a host answered its keepalives a second late or more is run
+			// again (as in TestSSHLabRuns).
+			out, h := testkit.SteadyRun(t, cfg, time.Second, func(r runstore.Results) bool {
+				return len(r.Problems) == 0 && (tc.open != "" || testkit.IsValid(r))
+			})
 			r := out.Results
 			wantValid(t, r, tc.open)
 			if tc.fault != "" {

@@ -68,6 +68,17 @@ func Config(tb testing.TB, impl string) run.Config {
 // run left a container or network.
 func MustRun(t *testing.T, cfg run.Config) (*run.Outcome, history.History) {
 	t.Helper()
+	out, h := runChecked(t, cfg)
+	if len(out.Results.Run.Errors) > 0 {
+		t.Errorf("run problems: %v", out.Results.Run.Errors)
+	}
+	return out, h
+}
+
+// runChecked is MustRun but for the run's problems, which it leaves to
+// its caller.
+func runChecked(t *testing.T, cfg run.Config) (*run.Outcome, history.History) {
+	t.Helper()
 	out, err := run.Run(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("run: %v", err)
@@ -87,9 +98,6 @@ func MustRun(t *testing.T, cfg run.Config) (*run.Outcome, history.History) {
 	if target, err := os.Readlink(filepath.Join(cfg.StoreDir, out.Results.Run.Name, "latest")); err != nil || target != filepath.Base(out.Dir) {
 		t.Errorf("latest link: %q %v", target, err)
 	}
-	if len(out.Results.Run.Errors) > 0 {
-		t.Errorf("run problems: %v", out.Results.Run.Errors)
-	}
 	AssertNothingLeft(t, out)
 	return out, h
 }
@@ -102,9 +110,19 @@ func MustRun(t *testing.T, cfg run.Config) (*run.Outcome, history.History) {
 // such as "a fault-free run with 5 s leases is valid" did not hold, so the
 // run is no evidence either way. A run that misses it with no such stall
 // is returned at once, for the test to fail on.
+//
+// A run with problems (run.Errors: a host lost, a heal that failed) misses
+// its expectation too, and is run again on the same terms; the last run's
+// problems fail t.
 func SteadyRun(t *testing.T, cfg run.Config, tolerance time.Duration, met func(runstore.Results) bool) (*run.Outcome, history.History) {
 	t.Helper()
-	return AgainOnStall(t, func() (*run.Outcome, history.History) { return MustRun(t, cfg) }, tolerance, met)
+	out, h := AgainOnStall(t, func() (*run.Outcome, history.History) { return runChecked(t, cfg) }, tolerance, func(r runstore.Results) bool {
+		return len(r.Run.Errors) == 0 && met(r)
+	})
+	if len(out.Results.Run.Errors) > 0 {
+		t.Errorf("run problems: %v", out.Results.Run.Errors)
+	}
+	return out, h
 }
 
 // AgainOnStall is SteadyRun's rule for a run made by once (a package's
@@ -118,17 +136,18 @@ func AgainOnStall(t *testing.T, once func() (*run.Outcome, history.History), tol
 		if met(r) || attempt == 3 || Stalled(r) < tolerance {
 			return out, h
 		}
-		t.Logf("run %d missed its expectation (verdict %s, anomalies %v) while the machine stalled: %s; running it again",
-			attempt, r.Valid, Kinds(r), reports.StallsText(r.Run))
+		t.Logf("run %d missed its expectation (verdict %s, anomalies %v, problems %v) while the machine stalled: %s; running it again",
+			attempt, r.Valid, Kinds(r), r.Problems, reports.StallsText(r.Run))
 	}
 }
 
 // Stalled is the longest stall of the machine that the run measured, 0
-// when none: of the driver's timer (every process waited for a CPU) or of
+// when none: of the driver's timer (every process waited for a CPU), of
 // the disk probe (every service that syncs before it answers waited for
-// the disk), whichever was longer (runstore.Stalls).
+// the disk) or of the ssh provider's hosts (a keepalive answered late),
+// whichever was longest (runstore.Stalls).
 func Stalled(r runstore.Results) time.Duration {
-	return max(r.Run.LongestStall(), r.Run.LongestDiskStall())
+	return max(r.Run.LongestStall(), r.Run.LongestDiskStall(), r.Run.LongestHostStall())
 }
 
 // IsValid is SteadyRun's expectation of a valid verdict.
