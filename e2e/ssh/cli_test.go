@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -16,6 +17,7 @@ import (
 	"github.com/locktest/locktest/e2e/testkit"
 	"github.com/locktest/locktest/internal/gate"
 	"github.com/locktest/locktest/internal/testlab"
+	"github.com/locktest/locktest/runstore"
 )
 
 // TestSSHLabInterruptAndCleanup brings a lab up with `locktest lab up`,
@@ -113,10 +115,26 @@ func sshDebate(t *testing.T, inventory, root string) {
 	if code != 0 {
 		t.Fatalf("debate: exit %d, want 0 (reproduced): %s%s", code, stdout, stderr)
 	}
-	slow, stderr, code := locktestCLI(t).Run(t, nil, "debate", "--provider", "ssh", "--inventory", inventory, "--scenarios", filepath.Join("testdata", "ssh-restart-without-persistence.yaml"),
-		"--seeds", "6", "--until-reproduced", "--store", root, "--out", t.TempDir(), "-q")
-	if code != 0 {
-		t.Fatalf("debate of %s: exit %d, want 0 (reproduced): %s%s", sshSlowHostsClaim, code, slow, stderr)
+	// Claim 6 needs the holder still working when the restarted node
+	// grants the lock again. Under stress-ng (at 94e275f) it reproduced
+	// in 0 of 5 seeds while the lab's hosts went 15 s without answering:
+	// a debate that does not reproduce it while a host or the machine
+	// stalled for a second or more is run again, once, in a store of its
+	// own.
+	var slow, slowStore string
+	for attempt := 1; ; attempt++ {
+		store := filepath.Join(root, "slow"+strconv.Itoa(attempt))
+		slow, stderr, code = locktestCLI(t).Run(t, nil, "debate", "--provider", "ssh", "--inventory", inventory, "--scenarios", filepath.Join("testdata", "ssh-restart-without-persistence.yaml"),
+			"--seeds", "6", "--until-reproduced", "--store", store, "--out", t.TempDir(), "-q")
+		stalled := storedStall(t, filepath.Join(store, sshSlowHostsClaim))
+		if code == 0 || attempt == 2 || stalled < time.Second {
+			if code != 0 {
+				t.Fatalf("debate of %s: exit %d, want 0 (reproduced), with stalls of up to %v: %s%s", sshSlowHostsClaim, code, stalled, slow, stderr)
+			}
+			slowStore = store
+			break
+		}
+		t.Logf("debate of %s: exit %d while a host or the machine stalled for up to %v; running it again: %s", sshSlowHostsClaim, code, stalled, slow)
 	}
 	stdout += slow
 	for _, sc := range append(slices.Clone(sshClaims), sshSlowHostsClaim) {
@@ -129,7 +147,11 @@ func sshDebate(t *testing.T, inventory, root string) {
 		sshSlowHostsClaim:             "clients from c0 ",
 		"redlock-power-loss-everysec": "records what each node syncs",
 	} {
-		results, _ := filepath.Glob(filepath.Join(root, sc, "2*", "results.json"))
+		store := root
+		if sc == sshSlowHostsClaim {
+			store = slowStore
+		}
+		results, _ := filepath.Glob(filepath.Join(store, sc, "2*", "results.json"))
 		if len(results) == 0 {
 			t.Fatalf("no stored run of %s", sc)
 		}
@@ -163,6 +185,23 @@ func sshDebate(t *testing.T, inventory, root string) {
 		t.Errorf("the run's results do not say provider ssh")
 	}
 	testlab.AssertClean(t, inventory)
+}
+
+// storedStall is the longest stall (testkit.Stalled: the driver's timer,
+// the disk or a host's keepalive) of the runs stored in dir.
+func storedStall(t *testing.T, dir string) time.Duration {
+	t.Helper()
+	var most time.Duration
+	runs, _ := filepath.Glob(filepath.Join(dir, "2*"))
+	for _, r := range runs {
+		res, err := runstore.ReadResults(r)
+		if err != nil {
+			t.Errorf("%s: %v", r, err)
+			continue
+		}
+		most = max(most, testkit.Stalled(res))
+	}
+	return most
 }
 
 var (
