@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/locktest/locktest/e2e/testkit"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/internal/gate"
 	"github.com/locktest/locktest/internal/schemacheck"
@@ -36,6 +37,7 @@ func TestMarginFindsThePauseBoundary(t *testing.T) {
 	gate.Need(t, "redis-server")
 	for attempt := 1; ; attempt++ {
 		root := t.TempDir()
+		testkit.KeepFailedStore(t, root)
 		stdout, stderr, code := locktest(t, "margin", "--impl", "redis-set-nx-px", "--faults", "pause-client", "--pause-point", "after-acquire",
 			"--vary", "pause=800ms..1200ms", "--ttl", "1s", "--grid", "3", "--trials", "2", "--resolution", "50ms", "--at", "500ms",
 			"--time", "3s", "--clients", "2", "--backoff", "uniform", "--retry", "5ms", "--store", root)
@@ -57,18 +59,16 @@ func TestMarginFindsThePauseBoundary(t *testing.T) {
 		if err := json.Unmarshal(b, &m); err != nil {
 			t.Fatal(err)
 		}
-		stalled, lag, spread := marginStalls(t, filepath.Dir(files[0]), m)
+		stalled, spread := marginStalls(t, filepath.Dir(files[0]), m)
 		missed := checkMargin(m, stdout)
 		if missed == "" {
 			t.Logf("%s; stated bound %s", m.Summary, m.Bound.Label)
 			return
 		}
-		if attempt == 2 || stalled < 100*time.Millisecond && lag < 25*time.Millisecond && spread < 25*time.Millisecond {
-			t.Fatalf("%s (longest stall %v, longest lag from a resume to the holder's write %v, longest gap from an acquire to its pause %v past the median)\n%s",
-				missed, stalled, lag, spread, stdout)
+		if attempt == 2 || stalled < 100*time.Millisecond && spread < 25*time.Millisecond {
+			t.Fatalf("%s (longest stall %v; a hold outlasted its pause by up to %v more than the median)\n%s", missed, stalled, spread, stdout)
 		}
-		t.Logf("%s, while the machine stalled for up to %v, a resumed holder took up to %v to write and a pause came up to %v later after its acquire than the median: searching again",
-			missed, stalled, lag, spread)
+		t.Logf("%s, while the machine stalled for up to %v and a hold outlasted its pause by up to %v more than the median: searching again", missed, stalled, spread)
 	}
 }
 
@@ -96,33 +96,34 @@ func checkMargin(m reports.Margin, stdout string) string {
 	return ""
 }
 
-// marginStalls is the longest machine stall of the search's runs, the
-// longest time a resumed holder took to send its write, and how much
-// longer than the median the longest time from an acquire to its pause
-// was; it checks that each run injected its value's pinned fault and
-// nothing else, and that every trial that failed is explained by its own
-// pause: the pause and its trial's time from the acquire to it outlast
-// the 1 s TTL, less 50 ms.
+// marginStalls is the longest machine stall of the search's runs, and
+// how much more than the median the paused holder's hold outlasted its
+// pause in any run; it checks that each run injected its value's pinned
+// fault and nothing else, and that every trial that failed is explained
+// by its own hold: from the paused holder's acquire (its invocation) to
+// its write after the resume, at least the 1 s TTL less 50 ms.
 //
-// The stated bound counts the median time from the acquire to the pause,
-// not the holder's time from its resume to its write, which is a few
-// milliseconds on an idle machine: under stress-ng (at 0f6bb8c) a 950 ms
-// pause broke the 1 s lease whose bound was 976 ms, the holder's write
-// coming late; and at 7e6c887 an 850 ms pause broke it, its trial's pause
-// coming late after the acquire where the median was 26 ms. A search
-// whose resumed holders took 25 ms or more, or one of whose pauses came
-// 25 ms or more later than the median, is searched again, once.
-func marginStalls(t *testing.T, dir string, m reports.Margin) (stall, lag, spread time.Duration) {
+// The stated bound counts the median time from an acquire to its pause;
+// a hold also takes the holder's time from the end of the pause to its
+// write (SIGCONT, the release from the pause point, the write's send),
+// a few milliseconds on an idle machine. Under stress-ng either can take
+// tens of milliseconds in one trial and not another: a 950 ms pause
+// broke the 1 s lease whose bound was 976 ms (at 0f6bb8c), and an 800 ms
+// pause broke one whose bound was 967 ms (at 9f7d237), its pause coming
+// 21 ms after the acquire (the rest of that hold was not kept). A
+// search in which some hold outlasted its pause by 25 ms or more beyond
+// the median, or the machine stalled, is searched again, once.
+func marginStalls(t *testing.T, dir string, m reports.Margin) (stall, spread time.Duration) {
 	t.Helper()
-	var longest time.Duration
-	var gaps []time.Duration
+	var extras []time.Duration
 	for _, p := range m.Points {
+		pause, _ := time.ParseDuration(p.Label)
 		for _, r := range p.Runs {
 			res, err := runstore.ReadResults(filepath.Join(dir, r.Run))
 			if err != nil {
 				t.Fatal(err)
 			}
-			longest = max(longest, res.Run.LongestStall())
+			stall = max(stall, res.Run.LongestStall())
 			h, err := history.ReadFile(filepath.Join(dir, r.Run, runstore.HistoryFile))
 			if err != nil {
 				t.Fatal(err)
@@ -139,52 +140,50 @@ func marginStalls(t *testing.T, dir string, m reports.Margin) (stall, lag, sprea
 			if pauses != 1 {
 				t.Errorf("run %s of %s injected %d pauses, want the one pinned", r.Run, p.Label, pauses)
 			}
-			lag = max(lag, resumeLag(h))
-			gap := pauseGap(h)
-			gaps = append(gaps, gap)
-			if pause, _ := time.ParseDuration(p.Label); r.Failed && pause+gap < time.Second-50*time.Millisecond {
-				t.Errorf("run %s failed with a pause of %v %v after its acquire, which a 1s lease outlasts", r.Run, pause, gap)
+			held, ok := pausedHold(h)
+			if !ok {
+				continue
+			}
+			extras = append(extras, held-pause)
+			if r.Failed && held < time.Second-50*time.Millisecond {
+				t.Errorf("run %s failed with a pause of %v in a hold of %v from the acquire to the write, which a 1s lease outlasts", r.Run, pause, held)
 			}
 		}
 	}
-	slices.Sort(gaps)
-	if len(gaps) > 0 {
-		spread = gaps[len(gaps)-1] - gaps[len(gaps)/2]
+	slices.Sort(extras)
+	if len(extras) > 0 {
+		spread = extras[len(extras)-1] - extras[len(extras)/2]
 	}
-	return longest, lag, spread
+	return stall, spread
 }
 
-// pauseGap is the time in h from the paused client's last granted
-// acquire to its pause (0 without a pause).
-func pauseGap(h history.History) time.Duration {
-	granted := map[string]int64{}
+// pausedHold is, in h, the time from the invocation of the paused
+// client's last granted acquire before its pause (the lease cannot start
+// before the request was sent; under load its answer can be recorded
+// long after the server granted it) to the invocation of its first write
+// after its resume; false when h lacks one of them.
+func pausedHold(h history.History) (time.Duration, bool) {
+	invoked, granted := map[string]int64{}, map[string]int64{}
+	var who string
+	var from int64
+	resumed := false
 	for _, o := range h {
 		switch {
-		case o.F == history.Acquire && o.Type == history.OK:
-			granted["p"+strconv.Itoa(o.Process)] = o.Time
-		case o.IsNemesis() && o.F == "pause-client" && o.Type == history.OK && len(o.Value.Targets) > 0:
-			if at, ok := granted[o.Value.Targets[0]]; ok {
-				return time.Duration(o.Time - at)
+		case o.F == history.Acquire && o.Type == history.Invoke && who == "":
+			invoked["p"+strconv.Itoa(o.Process)] = o.Time
+		case o.F == history.Acquire && o.Type == history.OK && who == "":
+			granted["p"+strconv.Itoa(o.Process)] = invoked["p"+strconv.Itoa(o.Process)]
+		case o.IsNemesis() && o.F == "pause-client" && o.Type == history.OK && len(o.Value.Targets) > 0 && who == "":
+			at, ok := granted[o.Value.Targets[0]]
+			if !ok {
+				return 0, false
 			}
+			who, from = o.Value.Targets[0], at
+		case o.IsNemesis() && o.F == "resume-client" && o.Type == history.OK && who != "":
+			resumed = true
+		case resumed && o.F == "write" && o.Type == history.Invoke && "p"+strconv.Itoa(o.Process) == who:
+			return time.Duration(o.Time - from), true
 		}
 	}
-	return 0
-}
-
-// resumeLag is the longest time in h from a client's resume to the
-// invocation of that client's next write.
-func resumeLag(h history.History) time.Duration {
-	var most time.Duration
-	for i, o := range h {
-		if !o.IsNemesis() || o.F != "resume-client" || o.Type != history.OK || len(o.Value.Targets) == 0 {
-			continue
-		}
-		for _, w := range h[i+1:] {
-			if w.F == "write" && w.Type == history.Invoke && "p"+strconv.Itoa(w.Process) == o.Value.Targets[0] {
-				most = max(most, time.Duration(w.Time-o.Time))
-				break
-			}
-		}
-	}
-	return most
+	return 0, false
 }
