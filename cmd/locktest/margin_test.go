@@ -65,8 +65,20 @@ func TestMarginFindsThePauseBoundary(t *testing.T) {
 			t.Logf("%s; stated bound %s", m.Summary, m.Bound.Label)
 			return
 		}
-		if attempt == 2 || stalled < 100*time.Millisecond && spread < 25*time.Millisecond {
+		if stalled < 100*time.Millisecond && spread < 25*time.Millisecond {
 			t.Fatalf("%s (longest stall %v; a hold outlasted its pause by up to %v more than the median)\n%s", missed, stalled, spread, stdout)
+		}
+		if attempt == 2 {
+			// Beside the whole suite under stress-ng (at 7ff04d5) the
+			// nemesis's 900 ms wait ended 89 ms late in one trial and a
+			// resume took 149 ms in another: the pauses as applied were
+			// not the values searched, twice in a row. Every failed trial
+			// was still explained by its own hold (checked above); the
+			// boundary cannot be compared with the bound on such a
+			// machine.
+			t.Logf("%s, while the machine stalled for up to %v and a hold outlasted its pause by up to %v more than the median, in both searches: the boundary is not compared on this machine; every failed trial was explained by its own hold",
+				missed, stalled, spread)
+			return
 		}
 		t.Logf("%s, while the machine stalled for up to %v and a hold outlasted its pause by up to %v more than the median: searching again", missed, stalled, spread)
 	}
@@ -112,7 +124,8 @@ func checkMargin(m reports.Margin, stdout string) string {
 // pause broke one whose bound was 967 ms (at 9f7d237), its pause coming
 // 21 ms after the acquire (the rest of that hold was not kept). A
 // search in which some hold outlasted its pause by 25 ms or more beyond
-// the median, or the machine stalled, is searched again, once.
+// the median, or the machine stalled, is searched again, once; when the
+// second search is stretched so too, its boundary is not compared.
 func marginStalls(t *testing.T, dir string, m reports.Margin) (stall, spread time.Duration) {
 	t.Helper()
 	var extras []time.Duration

@@ -153,8 +153,20 @@ func TestDockerNodeFaults(t *testing.T) {
 			// them too, the Docker daemon takes over 5 s to answer the kill
 			// and over 20 s to start the container again.
 			cfg.Retry = 50 * time.Millisecond
-			_, h := testkit.MustRun(t, cfg)
-			faults, heals := testkit.NemesisOps(h, tc.fault, history.OK), testkit.NemesisOps(h, tc.heal, history.OK)
+			// Under stress-ng beside the suite (at 7ff04d5) no kill went in
+			// during the 6 s fault phase: the engine had not answered. A
+			// run with no fault applied tested nothing and is run again,
+			// three runs at most; each fault that went in must be healed.
+			var h history.History
+			faults, heals := 0, 0
+			for attempt := 1; ; attempt++ {
+				_, h = testkit.MustRun(t, cfg)
+				faults, heals = testkit.NemesisOps(h, tc.fault, history.OK), testkit.NemesisOps(h, tc.heal, history.OK)
+				if faults > 0 || attempt == 3 {
+					break
+				}
+				t.Logf("run %d: no %s went in (%v); running it again", attempt, tc.fault, testkit.NemesisSeq(h))
+			}
 			if faults < 1 || heals < faults {
 				t.Fatalf("%d %s, %d %s: %v", faults, tc.fault, heals, tc.heal, testkit.NemesisSeq(h))
 			}
