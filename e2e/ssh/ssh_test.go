@@ -118,9 +118,7 @@ func TestSSHLabRuns(t *testing.T) {
 			// containers stall apart from the driver: at 94e275f all five
 			// hosts went 15 s without answering while the driver's timer
 			// ran on time).
-			out, h := testkit.SteadyRun(t, cfg, time.Second, func(r runstore.Results) bool {
-				return len(r.Problems) == 0 && (tc.open != "" || testkit.IsValid(r))
-			})
+			out, h := testkit.SteadyRun(t, cfg, time.Second, steadyLab(tc.open))
 			r := out.Results
 			open := tc.open
 			if open == "" && strings.HasPrefix(tc.impl, "redlock") && livenessOnly(r) {
@@ -263,9 +261,7 @@ func sshReplicated(t *testing.T, inventory string) {
 			// A run that lost a host, or whose fault did not go in, while
 			// a host answered its keepalives a second late or more is run
 			// again (as in TestSSHLabRuns).
-			out, h := testkit.SteadyRun(t, cfg, time.Second, func(r runstore.Results) bool {
-				return len(r.Problems) == 0 && (tc.open != "" || testkit.IsValid(r))
-			})
+			out, h := testkit.SteadyRun(t, cfg, time.Second, steadyLab(tc.open))
 			r := out.Results
 			wantValid(t, r, tc.open)
 			if tc.fault != "" {
@@ -292,6 +288,16 @@ func sshReplicated(t *testing.T, inventory string) {
 			}
 			testlab.AssertClean(t, inventory)
 		})
+	}
+}
+
+// steadyLab is the expectation by which the lab's runs are run again
+// during a stall (testkit.SteadyRun): no problem (every fault went in, no
+// host lost) and, unless open says why the verdict is not asserted, a
+// valid verdict.
+func steadyLab(open string) func(runstore.Results) bool {
+	return func(r runstore.Results) bool {
+		return len(r.Problems) == 0 && (open != "" || testkit.IsValid(r))
 	}
 }
 
