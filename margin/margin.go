@@ -80,6 +80,14 @@ type Trial struct {
 	// why.
 	Unusable bool   `json:"unusable,omitempty"`
 	Why      string `json:"why,omitempty"`
+	// Applied, when Measured, is the magnitude the run really applied, in
+	// the parameter's unit: for a pause, a time down or a window, from
+	// its fault's ok to its heal's ok in the run's history. A loaded
+	// machine stretches it past the value planned; the search still
+	// counts the trial at the value planned, and its caller says by how
+	// much the two differ.
+	Applied  float64 `json:"applied,omitempty"`
+	Measured bool    `json:"measured,omitempty"`
 }
 
 // Runner runs value v once, as its trial-th trial, and says what it

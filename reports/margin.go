@@ -19,7 +19,7 @@ const (
 
 // MarginSchemaVersion is the version of margin.json's layout
 // (docs/schemas/margin.schema.json).
-const MarginSchemaVersion = 1
+const MarginSchemaVersion = 2
 
 // Margin is margin.json: one search for the boundary of one fault
 // magnitude or lock setting, every value it tried with its trials, the
@@ -56,7 +56,13 @@ type Margin struct {
 	Boundary    string   `json:"boundary,omitempty"`
 	Reached     string   `json:"reached,omitempty"`
 	NotMonotone []string `json:"not_monotone,omitempty"`
-	Summary     string   `json:"summary"`
+	// OffPlan lists the runs whose applied magnitude differed from the
+	// value planned by more than the resolution ("planned 900ms, applied
+	// 1.012s (runs/…)"), farthest first: the search counted them at the
+	// value planned, so a boundary beside them is less sharp than it
+	// says.
+	OffPlan []string `json:"off_plan,omitempty"`
+	Summary string   `json:"summary"`
 	// Bound is the bound the lock itself states for this parameter, nil
 	// when it states none.
 	Bound       *MarginBound `json:"stated_bound,omitempty"`
@@ -86,6 +92,10 @@ type MarginRun struct {
 	Failed   bool   `json:"failed"`
 	Unusable bool   `json:"unusable,omitempty"`
 	Why      string `json:"why,omitempty"`
+	// Applied is the magnitude the run really applied, as its history
+	// measures it (a pause, a time down or a window: from the fault's ok
+	// to its heal's ok), empty when the parameter is not such a length.
+	Applied string `json:"applied,omitempty"`
 }
 
 // MarginBound is a lock's stated bound for the varied parameter: its

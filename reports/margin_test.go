@@ -20,11 +20,11 @@ func handMargin() Margin {
 	pt := func(v float64, label string, k, n int, lo, hi float64, bisect bool) MarginPoint {
 		p := MarginPoint{Value: v, Label: label, Failures: k, Trials: n, Rate: float64(k) / float64(n), Low: lo, High: hi, Bisect: bisect, Runs: []MarginRun{}}
 		for i := range n {
-			p.Runs = append(p.Runs, MarginRun{Run: "runs/pause-" + label + "/2026112" + string(rune('0'+i)), Verdict: map[bool]string{true: "INVALID", false: "valid"}[i < k], Failed: i < k})
+			p.Runs = append(p.Runs, MarginRun{Run: "runs/pause-" + label + "/2026112" + string(rune('0'+i)), Verdict: map[bool]string{true: "INVALID", false: "valid"}[i < k], Failed: i < k, Applied: label})
 		}
 		return p
 	}
-	return Margin{SchemaVersion: MarginSchemaVersion, Command: "locktest margin --impl redis-set-nx-px --faults pause-client --vary pause=0s..3s --ttl 1s --trials 3 --grid 3",
+	m := Margin{SchemaVersion: MarginSchemaVersion, Command: "locktest margin --impl redis-set-nx-px --faults pause-client --vary pause=0s..3s --ttl 1s --trials 3 --grid 3",
 		Started: "2026-11-28T15:00:00Z", Elapsed: "2m10s", Impl: "redis-set-nx-px", Fault: "pause-client", Param: "pause", Unit: "duration", From: "0s", To: "3s",
 		Settings: map[string]string{"ttl": "1s", "clients": "5", "pause-point": "after-acquire"}, Trials: 3, Grid: 3, Resolution: "200ms",
 		Points: []MarginPoint{
@@ -34,11 +34,15 @@ func handMargin() Margin {
 			pt(1500*ms, "1.5s", 3, 3, 0.44, 1, false),
 			pt(3000*ms, "3s", 3, 3, 0.44, 1, false),
 		},
-		Found: true, Breaks: "1.125s", Holds: "938ms", Boundary: "1.032s",
+		OffPlan: []string{"planned 938ms, applied 1.052s (runs/pause-938ms/20261122)"},
+		Found:   true, Breaks: "1.125s", Holds: "938ms", Boundary: "1.032s",
 		Summary: "breaks at pause ≥ 1.032s (between 938ms, 0 of 3 failed, and 1.125s, 2 of 3 failed)",
 		Bound:   &MarginBound{Value: 997 * ms, Label: "997ms", Rule: "the lease less the time from the acquire to the pause: TTL − gap = 1s − 3ms"},
 		Runs:    15,
 	}
+	// One run the machine stretched: its pause ran 114 ms long.
+	m.Points[1].Runs[2].Applied = "1.052s"
+	return m
 }
 
 // TestMarginPage renders a hand-made search: margin.json validates against
@@ -81,6 +85,11 @@ func TestMarginPage(t *testing.T) {
 	}
 	if bytes.Contains(page, []byte("<script")) {
 		t.Error("the page has a script: it must work as a file, offline")
+	}
+	for _, want := range []string{"(applied 1.052s)", "1 of 15 runs applied a pause more than 200ms off the value planned", "planned 938ms, applied 1.052s (runs/pause-938ms/20261122)"} {
+		if !bytes.Contains(page, []byte(want)) {
+			t.Errorf("the page lacks %q", want)
+		}
 	}
 	got := bytes.Replace(page, []byte(reportCSS), []byte("/* report.css */"), 1)
 	compareFile(t, filepath.Join("testdata", "margin.html.golden"), got)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -381,7 +382,69 @@ func (m *marginSearch) trial(ctx context.Context, v float64, i int) (margin.Tria
 	if applied > 0 {
 		m.measure(h)
 	}
+	if slices.Contains(heldFor, m.param.Name) && v > 0 {
+		if k, ok := history.FaultNamed(m.fault); ok {
+			if d, ok := appliedSpan(h, k); ok {
+				t.Applied, t.Measured = float64(d), true
+			}
+		}
+	}
 	return t, nil
+}
+
+// heldFor are the parameters that are how long a fault holds, which a
+// trial's history measures as applied.
+var heldFor = []string{"pause", "down", "window"}
+
+// appliedSpan is how long the first fault of kind k in h held: from its
+// injection's ok to the next ok of its heal (for a node's time down, that
+// includes its restart until it answers); false when h has no such pair
+// (the fault did not go in, or was never healed).
+func appliedSpan(h history.History, k history.FaultKind) (time.Duration, bool) {
+	var from int64
+	in := false
+	for _, op := range h {
+		if !op.IsNemesis() || op.Type != history.OK {
+			continue
+		}
+		switch {
+		case !in && op.F == k.InjectOp():
+			from, in = op.Time, true
+		case in && op.F == k.Heal:
+			return time.Duration(op.Time - from), true
+		}
+	}
+	return 0, false
+}
+
+// offPlan lists the trials of res whose applied magnitude differs from
+// the value planned by more than the search's resolution, each as
+// "planned 900ms, applied 1.012s (runs/…)", farthest first.
+func (m *marginSearch) offPlan(res margin.Result) []string {
+	type off struct {
+		by   float64
+		line string
+	}
+	var offs []off
+	for _, p := range res.Points {
+		for _, t := range p.Trials {
+			by := math.Abs(t.Applied - p.Value)
+			if !t.Measured || by <= float64(m.mf.resolution) {
+				continue
+			}
+			rel, err := filepath.Rel(m.dir, t.Run)
+			if err != nil {
+				rel = t.Run
+			}
+			offs = append(offs, off{by, fmt.Sprintf("planned %s, applied %s (%s)", p.Label, m.param.Format(t.Applied), rel)})
+		}
+	}
+	slices.SortStableFunc(offs, func(a, b off) int { return cmp.Compare(b.by, a.by) })
+	lines := make([]string, len(offs))
+	for i, o := range offs {
+		lines[i] = o.line
+	}
+	return lines
 }
 
 // measure notes, for each pause of a holder in h, the time from its
@@ -515,6 +578,10 @@ func (m *marginSearch) run(ctx context.Context, out io.Writer, quiet bool) error
 	case serr != nil && !doc.BudgetSpent:
 		return fmt.Errorf("margin: a run could not start: %w (what it decided is in %s)", serr, m.dir)
 	}
+	if n := len(doc.OffPlan); n > 0 {
+		fmt.Fprintf(out, "warning: %d of %d runs applied a %s more than %s off the value planned, which the search counts at the value planned (a loaded machine stretches faults; search again on a quiet one): %s\n",
+			n, res.Runs, m.param.Name, doc.Resolution, strings.Join(doc.OffPlan[:min(n, 3)], "; "))
+	}
 	fmt.Fprintf(out, "%s\n", doc.Summary)
 	if doc.Bound != nil {
 		fmt.Fprintf(out, "stated bound: %s (%s)\n", doc.Bound.Label, doc.Bound.Rule)
@@ -559,7 +626,11 @@ func (m *marginSearch) document(res margin.Result) reports.Margin {
 			if err != nil {
 				rel = t.Run
 			}
-			mp.Runs = append(mp.Runs, reports.MarginRun{Run: rel, Verdict: t.Verdict, Failed: t.Failed, Unusable: t.Unusable, Why: t.Why})
+			mr := reports.MarginRun{Run: rel, Verdict: t.Verdict, Failed: t.Failed, Unusable: t.Unusable, Why: t.Why}
+			if t.Measured {
+				mr.Applied = m.param.Format(t.Applied)
+			}
+			mp.Runs = append(mp.Runs, mr)
 		}
 		doc.Points = append(doc.Points, mp)
 	}
@@ -574,6 +645,7 @@ func (m *marginSearch) document(res margin.Result) reports.Margin {
 	for _, v := range res.NotMonotone {
 		doc.NotMonotone = append(doc.NotMonotone, m.param.Format(v))
 	}
+	doc.OffPlan = m.offPlan(res)
 	doc.Bound = m.bound()
 	return doc
 }

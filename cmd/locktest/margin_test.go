@@ -153,6 +153,11 @@ func marginStalls(t *testing.T, dir string, m reports.Margin) (stall, spread tim
 			if pauses != 1 {
 				t.Errorf("run %s of %s injected %d pauses, want the one pinned", r.Run, p.Label, pauses)
 			}
+			// The pause as applied, from the pause's ok to the resume's
+			// ok, is recorded, and is never shorter than the one planned.
+			if applied, err := time.ParseDuration(r.Applied); err != nil || applied < pause {
+				t.Errorf("run %s of %s records the pause applied as %q, want at least %v", r.Run, p.Label, r.Applied, pause)
+			}
 			held, ok := pausedHold(h)
 			if !ok {
 				continue
