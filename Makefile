@@ -31,7 +31,7 @@ demo: setup build
 # order given, two at a time on 2 cores.
 test: setup
 	$(GO) vet ./...
-	$(GO) test -count=1 -timeout 15m ./e2e/ssh ./cmd/locktest ./clients ./e2e/netns ./e2e/redis ./e2e/quorum ./e2e/docker ./e2e/sql ./...
+	$(GO) test -count=1 -timeout 20m ./e2e/ssh ./cmd/locktest ./clients ./e2e/netns ./e2e/redis ./e2e/quorum ./e2e/docker ./e2e/sql ./...
 
 # test-unit needs no server, no root and no Docker: every test that needs
 # more goes through a gate (internal/gate), which skips it under -short.
@@ -41,19 +41,19 @@ test-unit:
 # test-local runs the tests of the local provider and everything else that
 # needs no Docker engine (LOCKTEST_WITHOUT=docker skips those that do).
 test-local: setup
-	LOCKTEST_WITHOUT=docker $(GO) test -count=1 -timeout 15m ./cmd/locktest ./clients ./e2e/netns ./e2e/redis ./e2e/quorum ./e2e/sql ./...
+	LOCKTEST_WITHOUT=docker $(GO) test -count=1 -timeout 20m ./cmd/locktest ./clients ./e2e/netns ./e2e/redis ./e2e/quorum ./e2e/sql ./...
 
 # test-docker runs the docker provider's tests: its runs, its engine and
 # images, and the CLI's runs in containers.
 test-docker: setup
-	$(GO) test -count=1 -timeout 15m ./e2e/docker ./clusters/docker
-	$(GO) test -count=1 -timeout 15m -run 'Docker|ReportSaysWhatRanTheNodes' ./cmd/locktest
+	$(GO) test -count=1 -timeout 20m ./e2e/docker ./clusters/docker
+	$(GO) test -count=1 -timeout 20m -run 'Docker|ReportSaysWhatRanTheNodes' ./cmd/locktest
 
 # test-ssh runs the ssh provider's tests over a lab of containers
 # (`locktest lab up`): its runs, the command over it (the debate, Ctrl-C,
 # cleanup), and its connections.
 test-ssh: setup
-	$(GO) test -count=1 -timeout 15m ./e2e/ssh ./clusters/ssh
+	$(GO) test -count=1 -timeout 20m ./e2e/ssh ./clusters/ssh
 
 # debate runs the whole scenario catalogue (docs/findings.md is one such
 # run) and writes the scoreboard into the store.
