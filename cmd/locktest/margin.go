@@ -522,6 +522,13 @@ func (m *marginSearch) bound() *reports.MarginBound {
 		if redlock {
 			return mk(ttl, fmt.Sprintf("antirez's delayed restart: a node without persistence restarted after at least the TTL, %s, cannot have lost a live key", ttl))
 		}
+	case "targets":
+		if redlock {
+			n := nodesOf(m.cfg)
+			q := n/2 + 1
+			return &reports.MarginBound{Value: float64(q), Label: strconv.Itoa(q),
+				Rule: fmt.Sprintf("Redlock's quorum: a fault on a minority of its %d nodes cannot let two clients each hold a majority; %d nodes can", n, q)}
+		}
 	case "clock-bump":
 		if redlock {
 			return mk(drift, fmt.Sprintf("Redlock's drift allowance, TTL × 0.01 + 2ms = %s: its model assumes no clock moves more", drift))
@@ -534,9 +541,13 @@ func (m *marginSearch) bound() *reports.MarginBound {
 func (m *marginSearch) run(ctx context.Context, out io.Writer, quiet bool) error {
 	// The header comes with the first run that started: a search whose
 	// first run cannot start prints nothing but its error.
+	resolution := m.param.Format(float64(m.mf.resolution))
+	if m.param.Kind == margin.Count {
+		resolution = "neighbouring counts"
+	}
 	m.header = func() {
 		fmt.Fprintf(out, "margin of %s under %s, varying %s from %s to %s: %d trials at %d values, then bisection to %s\n", m.cfg.Impl, m.fault,
-			m.param.Name, m.param.Format(m.param.From), m.param.Format(m.param.To), m.mf.trials, m.mf.grid, m.param.Format(float64(m.mf.resolution)))
+			m.param.Name, m.param.Format(m.param.From), m.param.Format(m.param.To), m.mf.trials, m.mf.grid, resolution)
 		fmt.Fprintf(out, "  runs in %s\n", m.dir)
 	}
 	opt := margin.Options{Grid: m.mf.grid, Trials: m.mf.trials, Resolution: float64(m.mf.resolution)}
@@ -588,7 +599,7 @@ func (m *marginSearch) run(ctx context.Context, out io.Writer, quiet bool) error
 	}
 	fmt.Fprintf(out, "report: %s\n", filepath.Join(m.dir, reports.MarginHTMLFile))
 	if doc.BudgetSpent {
-		return inconclusiveError{fmt.Errorf("the budget ran out after %d runs, before the bracket was %s wide", res.Runs, m.param.Format(float64(m.mf.resolution)))}
+		return inconclusiveError{fmt.Errorf("the budget ran out after %d runs, before the bracket was %s wide", res.Runs, doc.Resolution)}
 	}
 	return nil
 }

@@ -70,3 +70,23 @@ func TestOffPlanListsStretchedRuns(t *testing.T) {
 		t.Errorf("offPlan = %q\nwant %q", got, want)
 	}
 }
+
+// TestStatedBoundOfTargetsIsRedlocksQuorum: varying how many of Redlock's
+// nodes a fault hits, the stated bound is the quorum (3 of 5); a lock of
+// one node states none.
+func TestStatedBoundOfTargetsIsRedlocksQuorum(t *testing.T) {
+	for _, c := range []struct {
+		impl  string
+		label string
+	}{{"redlock", "3"}, {"redis-set-nx-px", ""}} {
+		m := &marginSearch{param: margin.Param{Name: "targets", Kind: margin.Count}}
+		m.cfg.Impl = c.impl
+		b := m.bound()
+		switch {
+		case c.label == "" && b != nil:
+			t.Errorf("%s: stated bound %+v, want none", c.impl, *b)
+		case c.label != "" && (b == nil || b.Label != c.label || b.Value != 3):
+			t.Errorf("%s: stated bound %+v, want %s", c.impl, b, c.label)
+		}
+	}
+}
