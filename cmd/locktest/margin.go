@@ -382,7 +382,7 @@ func (m *marginSearch) trial(ctx context.Context, v float64, i int) (margin.Tria
 	if applied > 0 {
 		m.measure(h)
 	}
-	if slices.Contains(heldFor, m.param.Name) && v > 0 {
+	if slices.Contains(heldFor, m.param.Name) {
 		if k, ok := history.FaultNamed(m.fault); ok {
 			if d, ok := appliedSpan(h, k); ok {
 				t.Applied, t.Measured = float64(d), true
@@ -417,6 +417,16 @@ func appliedSpan(h history.History, k history.FaultKind) (time.Duration, bool) {
 	return 0, false
 }
 
+// relRun is a trial's run folder relative to the search's, as margin.json
+// names it; run itself when it lies elsewhere.
+func (m *marginSearch) relRun(run string) string {
+	rel, err := filepath.Rel(m.dir, run)
+	if err != nil {
+		return run
+	}
+	return rel
+}
+
 // offPlan lists the trials of res whose applied magnitude differs from
 // the value planned by more than the search's resolution, each as
 // "planned 900ms, applied 1.012s (runs/…)", farthest first.
@@ -432,11 +442,7 @@ func (m *marginSearch) offPlan(res margin.Result) []string {
 			if !t.Measured || by <= float64(m.mf.resolution) {
 				continue
 			}
-			rel, err := filepath.Rel(m.dir, t.Run)
-			if err != nil {
-				rel = t.Run
-			}
-			offs = append(offs, off{by, fmt.Sprintf("planned %s, applied %s (%s)", p.Label, m.param.Format(t.Applied), rel)})
+			offs = append(offs, off{by, fmt.Sprintf("planned %s, applied %s (%s)", p.Label, m.param.Format(t.Applied), m.relRun(t.Run))})
 		}
 	}
 	slices.SortStableFunc(offs, func(a, b off) int { return cmp.Compare(b.by, a.by) })
@@ -633,11 +639,7 @@ func (m *marginSearch) document(res margin.Result) reports.Margin {
 		mp := reports.MarginPoint{Value: p.Value, Label: p.Label, Failures: p.Failures, Trials: p.Counted(), Unusable: p.Unusable,
 			Rate: p.Rate, Low: p.Low, High: p.High, Bisect: p.Bisect, Runs: []reports.MarginRun{}}
 		for _, t := range p.Trials {
-			rel, err := filepath.Rel(m.dir, t.Run)
-			if err != nil {
-				rel = t.Run
-			}
-			mr := reports.MarginRun{Run: rel, Verdict: t.Verdict, Failed: t.Failed, Unusable: t.Unusable, Why: t.Why}
+			mr := reports.MarginRun{Run: m.relRun(t.Run), Verdict: t.Verdict, Failed: t.Failed, Unusable: t.Unusable, Why: t.Why}
 			if t.Measured {
 				mr.Applied = m.param.Format(t.Applied)
 			}
