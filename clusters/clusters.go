@@ -9,6 +9,7 @@ package clusters
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -63,7 +64,20 @@ type PowerCutter interface {
 	// their durable sizes. It returns the cuts it made, in path order, also
 	// when cutting a file failed (with the error).
 	CutPower(ctx context.Context, n Node) ([]FileCut, error)
+	// CutPowerOnWrite waits, for at most within, until n holds a write
+	// that a power cut would lose and that n has had time to acknowledge
+	// (for the redis backend a SET, which is how its locks are granted),
+	// and then cuts n's power as CutPower does; at the end of within it
+	// cuts all the same. The wait and the cut run where n runs, so that
+	// the cut follows the write within milliseconds: a write under
+	// appendfsync everysec is synced within a second or so. An error that
+	// wraps ErrUntouched did nothing to n.
+	CutPowerOnWrite(ctx context.Context, n Node, within time.Duration) ([]FileCut, error)
 }
+
+// ErrUntouched marks an error of an ability that certainly did nothing to
+// the node (a wait that ended before its act).
+var ErrUntouched = errors.New("nothing was done to the node")
 
 // FileCut is what a power cut did to one data file of a node: it went
 // from Size back to Durable bytes.

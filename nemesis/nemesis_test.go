@@ -16,6 +16,13 @@ import (
 	"github.com/locktest/locktest/history"
 )
 
+// hangGuard is how long runWithin lets a schedule run before it calls it
+// hung. It guards against a hang, not a slow machine: a test process that
+// the scheduler starves (the suite under stress-ng, beside a niced build)
+// took 9 s for a run of a few hundred milliseconds, which a 5 s guard
+// failed.
+const hangGuard = 2 * time.Minute
+
 // runWithin runs s until it returns or limit passes; on the limit it
 // cancels ctx, waits for Run and fails the test.
 func runWithin(t *testing.T, ctx context.Context, cancel context.CancelFunc, s *Schedule, limit time.Duration) error {
@@ -158,7 +165,7 @@ func TestScheduleNeverCutsAFaultShort(t *testing.T) {
 	s = newSchedule(time.Millisecond, 1, long)
 	ctx, cancel = context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	if err := runWithin(t, ctx, cancel, s, 5*time.Second); err != nil {
+	if err := runWithin(t, ctx, cancel, s, hangGuard); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
 	if injects, _ := long.counts(); injects != 0 || len(s.Recorder.History()) != 0 {
@@ -180,7 +187,7 @@ func TestScheduleFirstFaultWithinOneInterval(t *testing.T) {
 		var waits waitLog
 		s.Logger = slog.New(&waits)
 		start := time.Now()
-		if err := runWithin(t, ctx, cancel, s, 5*time.Second); err != nil {
+		if err := runWithin(t, ctx, cancel, s, hangGuard); err != nil {
 			t.Fatalf("seed %d: Run: %v", seed, err)
 		}
 		cancel()
@@ -204,7 +211,7 @@ func TestScheduleNoFaultsWaitsForCtx(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	if err := runWithin(t, ctx, cancel, s, 5*time.Second); err != nil {
+	if err := runWithin(t, ctx, cancel, s, hangGuard); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
 	if el := time.Since(start); el < 20*time.Millisecond {
@@ -233,7 +240,7 @@ func TestScheduleFailedInjection(t *testing.T) {
 			// an hour would trip runWithin's limit. The heal ends the run.
 			f := &fakeFault{name: "fake", duration: time.Hour, injectErr: tc.err, onHeal: cancel}
 			s := newSchedule(time.Millisecond, 1, f)
-			if err := runWithin(t, ctx, cancel, s, 5*time.Second); err != nil {
+			if err := runWithin(t, ctx, cancel, s, hangGuard); err != nil {
 				t.Fatalf("Run: %v", err)
 			}
 			h := s.Recorder.History()
@@ -298,7 +305,7 @@ func TestScheduleReturnsHealErrors(t *testing.T) {
 		}
 	}
 	s := newSchedule(time.Millisecond, 1, f)
-	err := runWithin(t, ctx, cancel, s, 5*time.Second)
+	err := runWithin(t, ctx, cancel, s, hangGuard)
 	if !errors.Is(err, healErr) {
 		t.Fatalf("Run returned %v, want an error wrapping %v", err, healErr)
 	}
@@ -335,7 +342,7 @@ func injections(t *testing.T, seed int64, n int) []string {
 		faults = append(faults, &fakeFault{name: name, onInject: onInject})
 	}
 	s := newSchedule(100*time.Microsecond, seed, faults...)
-	if err := runWithin(t, ctx, cancel, s, 10*time.Second); err != nil {
+	if err := runWithin(t, ctx, cancel, s, hangGuard); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
 	var out []string

@@ -155,8 +155,9 @@ func (env Env) undoEachProcess(dur time.Duration, point string, hit func(ctx con
 // and undoVerb name them in errors.
 //
 // A failed hurt is recorded as info, and its node is undone at the heal
-// all the same: it may be hurt anyway (undoing an unhurt node does
-// nothing). The heal undoes the nodes in the order they were first hurt,
+// all the same: it may be hurt anyway. A hurt that certainly did nothing
+// (errNotApplied) is recorded as fail, and its node is not undone: a
+// restart of a server that still runs would find its port taken. The heal undoes the nodes in the order they were first hurt,
 // each once, and stops at the first node it cannot undo, which stays for
 // the next heal.
 func (env Env) stopNode(dur time.Duration, hurtVerb string, hurt func(context.Context, clusters.Node, *history.Value) error, undoVerb string, undo func(context.Context, clusters.Node) error) Fault {
@@ -164,12 +165,15 @@ func (env Env) stopNode(dur time.Duration, hurtVerb string, hurt func(context.Co
 	return env.onNode(dur,
 		func(ctx context.Context, n clusters.Node, v *history.Value, _ *rand.Rand) error {
 			err := hurt(ctx, n, v)
-			hurts.add(n, true)
-			switch {
-			case err == nil:
-				return nil
-			case errors.Is(err, errNotApplied):
+			if errors.Is(err, errNotApplied) {
+				// Nothing was done to n: its heal must not undo
+				// anything (a restart of a node still running would
+				// find its port taken).
 				return fmt.Errorf("%s %s: %w", hurtVerb, n.Name, err)
+			}
+			hurts.add(n, true)
+			if err == nil {
+				return nil
 			}
 			// Also a hurt that the run's deadline cut short may have
 			// happened: a kill sent over SSH before the deadline.

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"syscall"
+	"time"
 
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/local/durable"
@@ -77,6 +78,39 @@ func (r *Redis) CutPower(ctx context.Context, node clusters.Node) ([]clusters.Fi
 		return nil
 	})
 	return out, err
+}
+
+// grantWrite is the command whose unsynced write CutPowerOnWrite waits
+// for: every Redis lock is granted by a SET (NX, with an expiry).
+const grantWrite = "SET"
+
+// CutPowerOnWrite waits, for at most within, until the node holds an
+// unsynced SET it has had time to acknowledge (durable.WaitForWrite,
+// reading its files here every few milliseconds), and then cuts its power
+// (CutPower); at the end of within it cuts all the same. An error of the
+// wait wraps clusters.ErrUntouched.
+func (r *Redis) CutPowerOnWrite(ctx context.Context, node clusters.Node, within time.Duration) ([]clusters.FileCut, error) {
+	var dir string
+	if err := r.locked(node, func(n *redisNode) error {
+		if r.powerWhy != "" {
+			return fmt.Errorf("%s: cannot cut the power of %s: %s", r.kind, n.name, r.powerWhy)
+		}
+		dir = n.dataDir
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("%w: %w", clusters.ErrUntouched, err)
+	}
+	plan := func() (cuts []durable.Cut, err error) {
+		err = r.locked(node, func(n *redisNode) error {
+			cuts, err = r.plan(n)
+			return err
+		})
+		return cuts, err
+	}
+	if _, err := durable.WaitForWrite(ctx, dir, plan, grantWrite, within); err != nil {
+		return nil, fmt.Errorf("%w: %s: wait for an unsynced write of %s: %w", clusters.ErrUntouched, r.kind, node.Name, err)
+	}
+	return r.CutPower(ctx, node)
 }
 
 // plan returns the cuts a power loss would make to n's data directory now.

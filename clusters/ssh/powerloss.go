@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"path"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/local/durable"
@@ -114,5 +116,79 @@ func (cl *Cluster) CutPower(ctx context.Context, cn clusters.Node) ([]clusters.F
 		out[i] = clusters.FileCut{Path: c.Path, Size: c.Size, Durable: c.Durable}
 	}
 	cl.lg.Info("node power cut", "node", n.name, "host", n.conn.Host.Name, "files_cut", len(cuts), "bytes_lost", durable.Lost(cuts))
+	return out, nil
+}
+
+// grantWrite is the command whose unsynced write CutPowerOnWrite waits
+// for: every Redis lock is granted by a SET (NX, with an expiry).
+const grantWrite = "SET"
+
+// WaitResult is what `node durable --wait` prints: the cuts it made, or
+// why it made none (Untouched: its wait ended first, and nothing was done
+// to the node), and whether the write it waited for came (Found) or the
+// wait's limit did.
+type WaitResult struct {
+	Cuts      []durable.Cut `json:"cuts"`
+	Found     bool          `json:"found"`
+	Untouched string        `json:"untouched,omitempty"`
+}
+
+// CutPowerOnWrite waits, for at most within, until the node holds an
+// unsynced SET it has had time to acknowledge, and then cuts its power,
+// all in one command on its host: the node program reads the node's files
+// there every few milliseconds and cuts at once (a wait from here, a
+// round trip of SSH per look, would come seconds late on a loaded host,
+// after everysec had synced the write). The command gives up, doing
+// nothing, when its standard input closes: when ctx ends, this side
+// closes the session. An error that wraps clusters.ErrUntouched did
+// nothing to the node.
+func (cl *Cluster) CutPowerOnWrite(ctx context.Context, cn clusters.Node, within time.Duration) ([]clusters.FileCut, error) {
+	n, err := cl.find(cn.Name)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", clusters.ErrUntouched, err)
+	}
+	if why := cl.PowerCutReason(); why != "" {
+		return nil, fmt.Errorf("%w: ssh: cannot cut the power of %s: %s", clusters.ErrUntouched, n.name, why)
+	}
+	n.mu.Lock()
+	pid := n.pid
+	n.mu.Unlock()
+	extra := []string{"--cut", "--wait", within.String(), "--command", grantWrite}
+	if pid != 0 {
+		extra = append(extra, "--kill", strconv.Itoa(pid), "--program", n.program())
+	}
+	// The command's standard input stays open until it returns: its
+	// close tells the command that this side gave up.
+	stdin, hold := io.Pipe()
+	defer hold.Close()
+	raw, err := n.conn.run(ctx, n.durableCmd(extra...), stdin)
+	var res WaitResult
+	if err == nil {
+		if jerr := json.Unmarshal([]byte(raw), &res); jerr != nil {
+			err = fmt.Errorf("node %s on %s: read the cuts %q: %v", n.name, n.conn.Host.Name, strings.TrimSpace(raw), jerr)
+		}
+	}
+	switch {
+	case err != nil:
+		// The kill may have gone through before the command failed.
+		if pid != 0 {
+			if _, aerr := n.conn.Run(context.WithoutCancel(ctx), fmt.Sprintf("[ -e /proc/%d ] && [ \"$(awk '{print $3}' /proc/%d/stat)\" != Z ]", pid, pid)); aerr != nil {
+				n.mu.Lock()
+				n.pid = 0
+				n.mu.Unlock()
+			}
+		}
+		return nil, fmt.Errorf("node %s: cut its power: %w", n.name, err)
+	case res.Untouched != "":
+		return nil, fmt.Errorf("%w: node %s: wait for an unsynced write: %s", clusters.ErrUntouched, n.name, res.Untouched)
+	}
+	n.mu.Lock()
+	n.pid = 0
+	n.mu.Unlock()
+	out := make([]clusters.FileCut, len(res.Cuts))
+	for i, c := range res.Cuts {
+		out[i] = clusters.FileCut{Path: c.Path, Size: c.Size, Durable: c.Durable}
+	}
+	cl.lg.Info("node power cut", "node", n.name, "host", n.conn.Host.Name, "on_write", res.Found, "files_cut", len(res.Cuts), "bytes_lost", durable.Lost(res.Cuts))
 	return out, nil
 }

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"syscall"
@@ -12,25 +14,50 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/locktest/locktest/clusters/local/durable"
+	"github.com/locktest/locktest/clusters/ssh"
 	"github.com/locktest/locktest/internal/procfs"
 )
 
 // newNodeDurableCmd is `locktest node durable`: run on a host of the ssh
 // provider, it says what a power loss would cut from a node's data files
 // now, and with --cut cuts it, after SIGKILLing the node's process group
-// with --kill. It prints the cuts as JSON, one object per file.
+// with --kill. It prints the cuts as JSON, one object per file. With
+// --wait it first waits there for an unsynced write (the ssh provider's
+// CutPowerOnWrite) and prints an ssh.WaitResult.
 func newNodeDurableCmd() *cobra.Command {
-	var data, record, program string
+	var data, record, program, command string
 	var kill int
+	var wait time.Duration
 	var cut bool
 	c := &cobra.Command{
-		Use:    "durable --data DIR --record FILE [--kill PID --program NAME] [--cut]",
+		Use:    "durable --data DIR --record FILE [--kill PID --program NAME] [--cut] [--wait DURATION --command NAME]",
 		Short:  "Print (and with --cut make) the cuts a power loss makes to a node's data files (internal, for the ssh provider)",
 		Hidden: true,
 		Args:   args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if data == "" || record == "" {
 				return usageError{errors.New("node durable needs --data and --record")}
+			}
+			var res ssh.WaitResult
+			if wait > 0 {
+				// Wait here, where the files are, and give up, doing
+				// nothing, when the control host closes our input.
+				ctx, cancel := context.WithCancel(cmd.Context())
+				defer cancel()
+				go func() {
+					_, _ = io.Copy(io.Discard, cmd.InOrStdin())
+					cancel()
+				}()
+				plan := func() ([]durable.Cut, error) { return durable.PlanDir(data, record) }
+				found, err := durable.WaitForWrite(ctx, data, plan, command, wait)
+				if err != nil {
+					res.Untouched = err.Error()
+					if ctx.Err() != nil {
+						res.Untouched = "the control host gave up the wait"
+					}
+					return json.NewEncoder(cmd.OutOrStdout()).Encode(res)
+				}
+				res.Found = found
 			}
 			if kill > 0 {
 				// A running node without a record never had the shim
@@ -55,6 +82,10 @@ func newNodeDurableCmd() *cobra.Command {
 			if cuts == nil {
 				cuts = []durable.Cut{}
 			}
+			if wait > 0 {
+				res.Cuts = cuts
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(res)
+			}
 			return json.NewEncoder(cmd.OutOrStdout()).Encode(cuts)
 		},
 	}
@@ -63,6 +94,8 @@ func newNodeDurableCmd() *cobra.Command {
 	c.Flags().IntVar(&kill, "kill", 0, "first SIGKILL this process's group and wait until it is gone")
 	c.Flags().StringVar(&program, "program", "", "with --kill: the program the process must be, checked before the signal")
 	c.Flags().BoolVar(&cut, "cut", false, "cut the files back to their durable sizes")
+	c.Flags().DurationVar(&wait, "wait", 0, "first wait, for at most this long, until the files hold an unsynced write of --command, reading them every few milliseconds (until the standard input closes); print a JSON object with the cuts")
+	c.Flags().StringVar(&command, "command", "", "with --wait: the command (as an append-only file logs it in RESP) whose unsynced write to wait for; empty: any unsynced byte")
 	return c
 }
 

@@ -22,6 +22,7 @@ package durable
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -32,6 +33,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -321,4 +323,102 @@ func PlanDir(dataDir, record string) ([]Cut, error) {
 		return nil, err
 	}
 	return Plan(files, d), nil
+}
+
+// Poll is how often WaitForWrite reads a node's files.
+const Poll = 5 * time.Millisecond
+
+// AckGrace is how long WaitForWrite waits, once the node's files hold the
+// write it waits for, before it returns: the server writes its log before
+// it sends the reply (Redis appends to its AOF, then answers, in the same
+// turn of its event loop), and a power cut between the two would lose a
+// write nobody was told of. It is short beside the second within which a
+// server under appendfsync everysec syncs what it wrote.
+const AckGrace = 50 * time.Millisecond
+
+// LostHolds says whether the bytes that cuts would lose, of the files
+// under dir, hold a command named command, as an append-only file that
+// logs commands in RESP (Redis's AOF) writes it: "$3\r\nSET\r\n", in any
+// case. An empty command matches any lost byte. At most the last MiB of
+// each cut is read.
+func LostHolds(dir string, cuts []Cut, command string) (bool, error) {
+	if command == "" {
+		return Lost(cuts) > 0, nil
+	}
+	want := []byte(fmt.Sprintf("$%d\r\n%s\r\n", len(command), strings.ToUpper(command)))
+	for _, c := range cuts {
+		from := max(c.Durable, c.Size-1<<20)
+		if c.Size <= from {
+			continue
+		}
+		f, err := os.Open(filepath.Join(dir, filepath.FromSlash(c.Path)))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // gone since the scan (a rewrite's temporary file)
+		}
+		if err != nil {
+			return false, err
+		}
+		b := make([]byte, c.Size-from)
+		n, err := f.ReadAt(b, from)
+		f.Close()
+		if err != nil && !errors.Is(err, io.EOF) {
+			return false, fmt.Errorf("read %s: %w", c.Path, err)
+		}
+		if bytes.Contains(bytes.ToUpper(b[:n]), want) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// WaitForWrite waits, for at most limit, until the files under dir hold a
+// write of command that a power cut would lose now (plan returns the cuts
+// it would make; LostHolds reads them), then for AckGrace, and returns
+// true if they still hold one. It returns false at the limit, and ctx's
+// error when ctx ends first. It reads the files every Poll, on the host
+// that has them, so that the cut that follows comes within milliseconds
+// of the write: a write under appendfsync everysec stays unsynced for at
+// most a second or so.
+func WaitForWrite(ctx context.Context, dir string, plan func() ([]Cut, error), command string, limit time.Duration) (bool, error) {
+	deadline := time.Now().Add(limit)
+	holds := func() (bool, error) {
+		cuts, err := plan()
+		if err != nil {
+			return false, err
+		}
+		return LostHolds(dir, cuts, command)
+	}
+	for {
+		ok, err := holds()
+		if err != nil {
+			return false, err
+		}
+		if ok {
+			if err := sleepCtx(ctx, AckGrace); err != nil {
+				return false, err
+			}
+			if ok, err := holds(); ok || err != nil {
+				return ok, err
+			}
+			// Synced in the grace: wait for the next one.
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return false, nil
+		}
+		if err := sleepCtx(ctx, min(Poll, left)); err != nil {
+			return false, err
+		}
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }

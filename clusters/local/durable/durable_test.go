@@ -1,12 +1,16 @@
 package durable
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -218,3 +222,111 @@ func TestScanAndApply(t *testing.T) {
 		t.Errorf("Scan of a missing dir: %v, %v", files, err)
 	}
 }
+
+// aofOf is a file that logs commands as Redis's AOF does, in RESP.
+func aofOf(cmds ...[]string) []byte {
+	var b []byte
+	for _, c := range cmds {
+		b = fmt.Appendf(b, "*%d\r\n", len(c))
+		for _, a := range c {
+			b = fmt.Appendf(b, "$%d\r\n%s\r\n", len(a), a)
+		}
+	}
+	return b
+}
+
+func TestLostHolds(t *testing.T) {
+	dir := t.TempDir()
+	synced := aofOf([]string{"SELECT", "0"}, []string{"set", "lock", "a", "PXAT", "1700000000000"})
+	del := aofOf([]string{"DEL", "lock"})
+	set := aofOf([]string{"SET", "lock", "b", "PXAT", "1700000002000"})
+	write := func(b []byte) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, "a.aof"), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	all := append(append(append([]byte{}, synced...), del...), set...)
+	write(all)
+	durable := int64(len(synced))
+	for _, tc := range []struct {
+		name    string
+		cuts    []Cut
+		command string
+		want    bool
+	}{
+		{"a lost SET", []Cut{{Path: "a.aof", Size: int64(len(all)), Durable: durable}}, "SET", true},
+		{"the lost bytes hold a DEL only", []Cut{{Path: "a.aof", Size: durable + int64(len(del)), Durable: durable}}, "SET", false},
+		{"the SET was synced", []Cut{{Path: "a.aof", Size: durable, Durable: 0}}, "DEL", false},
+		{"in any case", []Cut{{Path: "a.aof", Size: durable, Durable: 0}}, "set", true},
+		{"nothing lost", nil, "SET", false},
+		{"any byte", []Cut{{Path: "a.aof", Size: durable + 1, Durable: durable}}, "", true},
+		{"a file gone since the scan", []Cut{{Path: "gone.aof", Size: 10}}, "SET", false},
+	} {
+		got, err := LostHolds(dir, tc.cuts, tc.command)
+		if err != nil || got != tc.want {
+			t.Errorf("%s: LostHolds = %v, %v; want %v", tc.name, got, err, tc.want)
+		}
+	}
+}
+
+// WaitForWrite returns once the lost bytes hold the command, after
+// AckGrace, and not for another command or a write synced meanwhile; at
+// its limit it returns false, and when ctx ends, ctx's error.
+func TestWaitForWrite(t *testing.T) {
+	dir := t.TempDir()
+	set := aofOf([]string{"SET", "lock", "b"})
+	if err := os.WriteFile(filepath.Join(dir, "a.aof"), set, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	plans := 0
+	cuts := func(durable int64) func() ([]Cut, error) {
+		return func() ([]Cut, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			plans++
+			return Plan([]File{{Path: "a.aof", Size: int64(len(set))}}, Durable{{}: {Size: durable}}), nil
+		}
+	}
+	ctx := context.Background()
+	found, err := WaitForWrite(ctx, dir, cuts(0), "SET", time.Minute)
+	if err != nil || !found || plans != 2 {
+		t.Errorf("an unsynced SET: WaitForWrite = %v, %v after %d looks; want true after 2 (the write, and again after the grace)", found, err, plans)
+	}
+	start := time.Now()
+	found, err = WaitForWrite(ctx, dir, cuts(0), "DEL", 30*time.Millisecond)
+	if err != nil || found || time.Since(start) < 30*time.Millisecond {
+		t.Errorf("no DEL: WaitForWrite = %v, %v after %v; want false at the limit", found, err, time.Since(start))
+	}
+	found, err = WaitForWrite(ctx, dir, cuts(int64(len(set))), "SET", 30*time.Millisecond)
+	if err != nil || found {
+		t.Errorf("a synced SET: WaitForWrite = %v, %v; want false", found, err)
+	}
+	// Synced during the grace: the wait goes on.
+	plans = 0
+	synced := func() ([]Cut, error) {
+		mu.Lock()
+		n := plans
+		mu.Unlock()
+		if n >= 1 {
+			return cuts(int64(len(set)))()
+		}
+		return cuts(0)()
+	}
+	found, err = WaitForWrite(ctx, dir, synced, "SET", 100*time.Millisecond)
+	if err != nil || found || plans < 3 {
+		t.Errorf("a SET synced in the grace: WaitForWrite = %v, %v after %d looks; want false at the limit, looking on", found, err, plans)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := WaitForWrite(cctx, dir, cuts(len64(set)), "SET", time.Minute); !errors.Is(err, context.Canceled) {
+		t.Errorf("a cancelled wait: %v, want context.Canceled", err)
+	}
+	planErr := errors.New("record unreadable")
+	if _, err := WaitForWrite(ctx, dir, func() ([]Cut, error) { return nil, planErr }, "SET", time.Minute); !errors.Is(err, planErr) {
+		t.Errorf("a plan that fails: %v, want its error", err)
+	}
+}
+
+func len64(b []byte) int64 { return int64(len(b)) }
