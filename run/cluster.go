@@ -77,7 +77,10 @@ func WithCluster(ctx context.Context, cfg Config, dir string, fn func(ctx contex
 				lg.Warn("stop cluster", "impl", cfg.Impl, "err", serr)
 			}
 		}
-		plat.close(stopCtx, lg)
+		// A budget of its own, as Run's teardown has.
+		closeCtx, cancelClose := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancelClose()
+		plat.close(closeCtx, lg)
 	}()
 	if err != nil {
 		return err

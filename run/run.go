@@ -453,11 +453,19 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	var pool *workloads.Pool
 	var resStore *workloads.Store
 	defer func() {
-		// Whatever happened, nothing the run started outlives it.
+		// Whatever happened, nothing the run started outlives it. The
+		// stop of its processes and the removal of its platform each
+		// have a budget of their own: a run that failed to start on a
+		// starved machine (stress-ng beside the suite) spent the shared
+		// 30 s in the stop, and every command of the network lab's
+		// removal then failed at once, leaving its namespaces, bridge
+		// and FORWARD rule behind.
 		stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		stopAll(stopCtx, cl, pool, resStore, logDir, lg)
-		plat.close(stopCtx, lg)
+		closeCtx, cancelClose := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancelClose()
+		plat.close(closeCtx, lg)
 		hw.Close() // idempotent; closed already when the run got to its end
 	}()
 	if platErr != nil {
