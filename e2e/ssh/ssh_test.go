@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -411,7 +412,7 @@ func TestSSHLabLostHostIsNotValid(t *testing.T) {
 			t.Parallel()
 			inventory := testlab.Up(t)
 			cfg := sshConfig(t, "redlock", inventory)
-			cfg.Name, cfg.TTL = "lost-host", 5*time.Second
+			cfg.TTL = 5 * time.Second
 			// The cut comes at the first isolation or section. Under
 			// stress-ng, with the other lab beside it, applying isolate's
 			// rules on the five hosts took more than 8 s, past the end of
@@ -431,27 +432,26 @@ func TestSSHLabLostHostIsNotValid(t *testing.T) {
 			// Connected before the run, so that the cut follows the mark
 			// at once, not after an SSH handshake on a loaded machine.
 			ctx, conns := testlab.Dial(t, inventory)
-			done := testkit.StartRun(cfg)
-			marked := func() bool {
-				files, _ := filepath.Glob(filepath.Join(cfg.StoreDir, cfg.Name, "2*", "history.jsonl"))
-				for _, f := range files {
-					if b, _ := os.ReadFile(f); mark.Match(b) {
-						return true
-					}
+			var done <-chan testkit.RunResult
+			for attempt := 1; done == nil; attempt++ {
+				cfg.Name = "lost-host-" + strconv.Itoa(attempt)
+				done = testkit.StartRun(cfg)
+				why := waitForMark(cfg, done, mark)
+				if why == "" {
+					break
 				}
-				return false
-			}
-			for !marked() {
-				select {
-				case r := <-done:
-					t.Fatalf("the run ended before %s: %v", mark, r.Err)
-				case <-time.After(50 * time.Millisecond):
+				// Under stress-ng (at 423b5df) the lab's hosts answered
+				// nothing for 15 to 25 s at once, both labs of this
+				// test together, from the run's start: no grant came in
+				// the 24 s run, and the other lab's start failed. The
+				// run said so (unknown, a host's lost keepalive); this
+				// test, which needs the mark before it can cut h2,
+				// runs it once more.
+				if attempt == 2 || !strings.Contains(why, "keepalive") {
+					t.Fatalf("the run ended before %s (the test proves nothing): %s", mark, why)
 				}
-			}
-			select {
-			case r := <-done:
-				t.Fatalf("the run ended before h2 could be cut (%v): the test proves nothing", r.Err)
-			default:
+				t.Logf("the run ended before %s while the lab stalled; running it again: %s", mark, why)
+				done = nil
 			}
 			// The command's own session dies with the others: its error is
 			// expected. sshd itself is the container's pid 1, which a signal from
@@ -486,6 +486,40 @@ func TestSSHLabLostHostIsNotValid(t *testing.T) {
 			// its end and left nothing there either.
 			testlab.AssertClean(t, inventory)
 		})
+	}
+}
+
+// waitForMark waits until a run of cfg's name has mark in its history
+// and returns "", or returns why the run ended first: its error, or its
+// verdict and problems.
+func waitForMark(cfg run.Config, done <-chan testkit.RunResult, mark *regexp.Regexp) string {
+	marked := func() bool {
+		files, _ := filepath.Glob(filepath.Join(cfg.StoreDir, cfg.Name, "2*", "history.jsonl"))
+		for _, f := range files {
+			if b, _ := os.ReadFile(f); mark.Match(b) {
+				return true
+			}
+		}
+		return false
+	}
+	ended := func(r testkit.RunResult) string {
+		if r.Err != nil {
+			return r.Err.Error()
+		}
+		return fmt.Sprintf("verdict %s, problems %q", r.Out.Results.Valid, r.Out.Results.Problems)
+	}
+	for !marked() {
+		select {
+		case r := <-done:
+			return ended(r)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	select {
+	case r := <-done:
+		return "it ended right after the mark: " + ended(r)
+	default:
+		return ""
 	}
 }
 
