@@ -666,11 +666,33 @@ func (cl *Cluster) Kill(ctx context.Context, cn clusters.Node) error {
 }
 
 // Restart starts the node's server again in the same directory: with
-// persistence on, it reloads its append-only file.
+// persistence on, it reloads its append-only file. A server of the node
+// that may still run is killed first: a kill whose command went out but
+// whose reply the run's deadline cut off (under stress-ng, a ZooKeeper
+// leader's kill on a stalled host) leaves the old pid recorded, and a
+// restart beside it started a second server, which the run then knew as
+// the node's, so that its stop left the first one running.
 func (cl *Cluster) Restart(ctx context.Context, cn clusters.Node) error {
 	n, err := cl.find(cn.Name)
 	if err != nil {
 		return err
+	}
+	n.mu.Lock()
+	pid := n.pid
+	n.mu.Unlock()
+	if pid != 0 {
+		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startCommandTimeout)
+		defer cancel()
+		if kerr := cl.Kill(kctx, cn); kerr != nil {
+			out, err := n.conn.Run(kctx, fmt.Sprintf("if [ -e /proc/%d ] && [ \"$(awk '{print $3}' /proc/%d/stat)\" != Z ]; then echo running; else echo gone; fi", pid, pid))
+			if err != nil || strings.TrimSpace(out) != "gone" {
+				return fmt.Errorf("node %s: restart: its server (pid %d) may still run: %w", n.name, pid, errors.Join(kerr, err))
+			}
+			n.mu.Lock()
+			n.pid = 0
+			n.mu.Unlock()
+		}
+		cl.lg.Info("ssh node killed before its restart", "node", n.name, "host", n.conn.Host.Name, "pid", pid)
 	}
 	return cl.startNode(ctx, n, false)
 }

@@ -125,12 +125,14 @@ type marginSearch struct {
 	cfg      run.Config
 	mf       marginFlags
 	fault    string
+	parts    []string // the fault's parts, in order: one, or a combined fault's (a+b)
+	readers  []string // the parts that read the varied setting (none for ttl)
 	param    margin.Param
-	settings map[string]string // the fault's own settings, by flag name
-	pins     []string          // the fault's pins, from --target
-	name     string            // the search's name in the store
-	header   func()            // prints the search's header, until the first run started
-	dir      string            // the search's folder
+	settings map[string]string   // the settings its parts read, by flag name
+	pins     map[string][]string // each part's pins, from --target
+	name     string              // the search's name in the store
+	header   func()              // prints the search's header, until the first run started
+	dir      string              // the search's folder
 	started  time.Time
 	// gaps are the measured times from a paused holder's acquire to its
 	// pause, and elapsed the acquires' durations, for the stated bound.
@@ -187,32 +189,50 @@ func prepareMargin(f changer, rf *runFlags, mf marginFlags) (*marginSearch, erro
 	if cfg.Plan != nil {
 		return nil, usageError{errors.New("--schedule: margin makes its own schedule of one pinned fault; give --faults")}
 	}
-	if len(cfg.Faults) != 1 || strings.Contains(cfg.Faults[0], "+") {
-		return nil, usageError{fmt.Errorf("--faults %s: margin varies one fault: give exactly one", orNone(cfg.Faults))}
+	if len(cfg.Faults) != 1 {
+		return nil, usageError{fmt.Errorf("--faults %s: margin varies one fault (a combined fault a+b counts as one): give exactly one", orNone(cfg.Faults))}
 	}
 	fault := cfg.Faults[0]
-	spec, _ := nemesis.Lookup(fault)
-	if name != "ttl" && name != "targets" && !slices.Contains(spec.Settings, name) {
-		return nil, usageError{fmt.Errorf("--vary %s: %s does not read it (it reads %s)", name, fault, strings.Join(spec.Settings, ", "))}
+	parts := strings.Split(fault, "+")
+	var reads, readers []string
+	for _, p := range parts {
+		spec, _ := nemesis.Lookup(p)
+		for _, st := range spec.Settings {
+			if !slices.Contains(reads, st) {
+				reads = append(reads, st)
+			}
+		}
+		if slices.Contains(spec.Settings, name) {
+			readers = append(readers, p)
+		}
+	}
+	switch {
+	case name == "targets" && len(parts) > 1:
+		return nil, usageError{fmt.Errorf("--vary targets: the parts of %s hit different things; vary the targets of one fault", fault)}
+	case name != "ttl" && name != "targets" && len(readers) == 0:
+		return nil, usageError{fmt.Errorf("--vary %s: %s does not read it (it reads %s)", name, fault, strings.Join(reads, ", "))}
 	}
 	if name != "targets" && f.Changed(name) {
 		return nil, usageError{fmt.Errorf("--%s and --vary %s=… both set it: give one", name, name)}
 	}
-	m := &marginSearch{cfg: cfg, mf: mf, fault: fault, settings: map[string]string{}, name: cmp.Or(given, cfg.Impl+"-"+fault+"-"+name),
+	m := &marginSearch{cfg: cfg, mf: mf, fault: fault, parts: parts, readers: readers, settings: map[string]string{}, pins: map[string][]string{},
+		name:  cmp.Or(given, cfg.Impl+"-"+fault+"-"+name),
 		param: margin.Param{Name: name, Kind: kind, From: from, To: to, BreaksLow: slices.Contains(breaksLow, name)}}
-	for _, s := range spec.Settings {
+	for _, s := range reads {
 		st, ok := run.SettingNamed(s)
 		if !ok {
 			return nil, fmt.Errorf("margin: %s reads %s, which is no setting", fault, s)
 		}
 		m.settings[s] = st.Field(&m.cfg).String()
 	}
-	m.pins = cfg.Targets[fault]
+	for _, p := range parts {
+		m.pins[p] = cfg.Targets[p]
+	}
 	if name == "targets" {
 		if n := nodesOf(cfg); to > float64(n) {
 			return nil, usageError{fmt.Errorf("--vary targets=%s: %s has %d nodes", rng, cfg.Impl, n)}
 		}
-		if len(m.pins) > 0 {
+		if len(m.pins[fault]) > 0 {
 			return nil, usageError{fmt.Errorf("--target %s=… and --vary targets=… both say what it hits: give one", fault)}
 		}
 	}
@@ -271,12 +291,17 @@ func parseMagnitude(k margin.Kind, s string) (float64, error) {
 }
 
 // plan is the pinned schedule of value v: the one fault at --at, with v
-// put in.
+// put in. A combined fault's parts go in --stagger apart from --at, as a
+// run injects them; each stays its own length, and each but the last
+// stays at least until the last has healed (a run keeps them at least
+// until the last went in; a replay with that bound would race the last
+// part's injection), so that the last part, whose setting a search of a
+// combined fault usually varies (claim 6's restart delay after a kill
+// during a partition), happens inside the others.
 func (m *marginSearch) plan(v float64) (nemesis.Plan, run.Config, error) {
 	cfg := m.cfg
 	label := m.param.Format(v)
 	settings := maps.Clone(m.settings)
-	pins := slices.Clone(m.pins)
 	switch m.param.Name {
 	case "ttl":
 		if err := cfg.Set("ttl", label); err != nil {
@@ -288,38 +313,57 @@ func (m *marginSearch) plan(v float64) (nemesis.Plan, run.Config, error) {
 	}
 	// A fault stays its own length: a pause its pause, a kill its time
 	// down, the rest their window.
-	lasts := cfg.Window
-	for _, s := range []string{"pause", "down", "window"} {
-		if v, ok := settings[s]; ok {
-			d, err := time.ParseDuration(v)
-			if err != nil {
-				return nemesis.Plan{}, cfg, fmt.Errorf("margin: %s %q: %v", s, v, err)
+	lasts := make([]time.Duration, len(m.parts))
+	partSettings := make([]map[string]string, len(m.parts))
+	for i, p := range m.parts {
+		spec, _ := nemesis.Lookup(p)
+		partSettings[i] = map[string]string{}
+		for _, st := range spec.Settings {
+			partSettings[i][st] = settings[st]
+		}
+		lasts[i] = cfg.Window
+		for _, st := range []string{"pause", "down", "window"} {
+			if v, ok := partSettings[i][st]; ok {
+				d, err := time.ParseDuration(v)
+				if err != nil {
+					return nemesis.Plan{}, cfg, fmt.Errorf("margin: %s %q: %v", st, v, err)
+				}
+				lasts[i] = d
+				break
 			}
-			lasts = d
-			break
 		}
 	}
+	last := len(m.parts) - 1
+	var ends time.Duration
+	for i := range m.parts {
+		if i < last {
+			lasts[i] = max(lasts[i], time.Duration(last-i)*cfg.Stagger+lasts[last])
+		}
+		ends = max(ends, m.mf.at+time.Duration(i)*cfg.Stagger+lasts[i])
+	}
 	// The run lasts until the fault has healed, and its quiet time after.
-	need := m.mf.at + lasts + cfg.Quiet + time.Second
+	need := ends + cfg.Quiet + time.Second
 	if cfg.Duration < need {
 		cfg.Duration = need.Round(time.Second)
 	}
 	plan := nemesis.Plan{SchemaVersion: nemesis.PlanSchemaVersion, Seed: cfg.Seed, Workload: cfg.WorkloadValues()}
-	hit := [][]string{pins}
-	if m.param.Name == "targets" {
+	switch {
+	case v == 0 && !m.param.BreaksLow:
+		// A fault of no size is no fault: the value 0 is the run without
+		// it. (A lease of 0, or a node restarted at once, is the worst
+		// case of its kind, not none.)
+	case m.param.Name == "targets":
 		// One fault per node hit, n1 up, all at --at: a fault hits one
 		// node at a time.
-		hit = nil
 		for i := range int(v) {
-			hit = append(hit, []string{fmt.Sprintf("n%d", i+1)})
+			plan.Faults = append(plan.Faults, nemesis.PlannedFault{At: m.mf.at, Fault: m.fault, Settings: maps.Clone(partSettings[0]),
+				Pins: []string{fmt.Sprintf("n%d", i+1)}, Lasts: lasts[0], Outcome: string(history.OK)})
 		}
-	}
-	if v == 0 && m.param.Name != "ttl" {
-		// A fault of no size is no fault: the value 0 is the run without it.
-		hit = nil
-	}
-	for _, p := range hit {
-		plan.Faults = append(plan.Faults, nemesis.PlannedFault{At: m.mf.at, Fault: m.fault, Settings: maps.Clone(settings), Pins: p, Lasts: lasts, Outcome: string(history.OK)})
+	default:
+		for i, p := range m.parts {
+			plan.Faults = append(plan.Faults, nemesis.PlannedFault{At: m.mf.at + time.Duration(i)*cfg.Stagger, Fault: p, Settings: partSettings[i],
+				Pins: slices.Clone(m.pins[p]), Lasts: lasts[i], Outcome: string(history.OK)})
+		}
 	}
 	cfg.Faults = nil
 	cfg.Targets = nil
@@ -366,9 +410,15 @@ func (m *marginSearch) trial(ctx context.Context, v float64, i int) (margin.Tria
 	if herr != nil {
 		return t, fmt.Errorf("margin: %s: %w", o.Dir, herr)
 	}
+	injects := map[string]bool{}
+	for _, p := range m.parts {
+		if k, ok := history.FaultNamed(p); ok {
+			injects[k.InjectOp()] = true
+		}
+	}
 	applied := 0
 	for _, op := range h {
-		if op.IsNemesis() && op.F == m.fault && op.Type == history.OK {
+		if op.IsNemesis() && injects[op.F] && op.Type == history.OK {
 			applied++
 		}
 	}
@@ -382,8 +432,9 @@ func (m *marginSearch) trial(ctx context.Context, v float64, i int) (margin.Tria
 	if applied > 0 {
 		m.measure(h)
 	}
-	if slices.Contains(heldFor, m.param.Name) {
-		if k, ok := history.FaultNamed(m.fault); ok {
+	if slices.Contains(heldFor, m.param.Name) && len(m.readers) > 0 {
+		// The last part that reads it: a combined fault's varied part.
+		if k, ok := history.FaultNamed(m.readers[len(m.readers)-1]); ok {
 			if d, ok := appliedSpan(h, k); ok {
 				t.Applied, t.Measured = float64(d), true
 			}
