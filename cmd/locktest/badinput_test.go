@@ -191,13 +191,13 @@ var badValues = map[string][]badCase{
 		bc(`--vary pause: the range "1s" is not FROM..TO`, "--vary", "pause=1s"),
 		bc(`--vary pause: "fast" is not a duration (e.g. 1.5s)`, "--vary", "pause=fast..2s"),
 		bc("--vary pause: the range 2s..1s must go up from 0 or more", "--vary", "pause=2s..1s"),
-		bc("--faults none: margin varies one fault: give exactly one", "--vary", "pause=1s..2s"),
+		bc("--faults none: margin varies one fault (a combined fault a+b counts as one): give exactly one", "--vary", "pause=1s..2s"),
 		bc("--vary down: pause-client does not read it (it reads pause, pause-point)", "--faults", "pause-client", "--vary", "down=1s..2s"),
 		bc("--vary targets=1..9: redis-set-nx-px has 1 nodes", "--faults", "pause-client", "--vary", "targets=1..9"),
 		bc("--pause and --vary pause=… both set it: give one", "--faults", "pause-client", "--pause", "2s")},
 	"margin --faults": {bc(`--faults: unknown fault "meteor" (known: bridge, `, "--faults", "meteor"),
-		bc("--faults pause-client,kill-node: margin varies one fault: give exactly one", "--faults", "pause-client,kill-node"),
-		bc("--faults pause-client+kill-node: margin varies one fault: give exactly one", "--faults", "pause-client+kill-node")},
+		bc("--faults pause-client,kill-node: margin varies one fault (a combined fault a+b counts as one): give exactly one", "--faults", "pause-client,kill-node"),
+		bc("--vary pause: pause-node+kill-node does not read it (it reads window, down)", "--faults", "pause-node+kill-node")},
 	// A run's flags that locktest run checks only when it sets up: the
 	// search's first run meets them, and the search leaves nothing.
 	"margin --profile": withFault(bc("--profile: mkdir STORE/file: not a directory", "--profile", "STORE/file/p")),
