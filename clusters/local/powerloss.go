@@ -80,10 +80,6 @@ func (r *Redis) CutPower(ctx context.Context, node clusters.Node) ([]clusters.Fi
 	return out, err
 }
 
-// grantWrite is the command whose unsynced write CutPowerOnWrite waits
-// for: every Redis lock is granted by a SET (NX, with an expiry).
-const grantWrite = "SET"
-
 // CutPowerOnWrite waits, for at most within, until the node holds an
 // unsynced SET it has had time to acknowledge (durable.WaitForWrite,
 // reading its files here every few milliseconds), and then cuts its power
@@ -107,7 +103,7 @@ func (r *Redis) CutPowerOnWrite(ctx context.Context, node clusters.Node, within 
 		})
 		return cuts, err
 	}
-	if _, err := durable.WaitForWrite(ctx, dir, plan, grantWrite, within); err != nil {
+	if _, err := durable.WaitForWrite(ctx, dir, plan, durable.GrantWrite, within); err != nil {
 		return nil, fmt.Errorf("%w: %s: wait for an unsynced write of %s: %w", clusters.ErrUntouched, r.kind, node.Name, err)
 	}
 	return r.CutPower(ctx, node)

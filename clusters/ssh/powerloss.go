@@ -119,10 +119,6 @@ func (cl *Cluster) CutPower(ctx context.Context, cn clusters.Node) ([]clusters.F
 	return out, nil
 }
 
-// grantWrite is the command whose unsynced write CutPowerOnWrite waits
-// for: every Redis lock is granted by a SET (NX, with an expiry).
-const grantWrite = "SET"
-
 // WaitResult is what `node durable --wait` prints: the cuts it made, or
 // why it made none (Untouched: its wait ended first, and nothing was done
 // to the node), and whether the write it waited for came (Found) or the
@@ -153,7 +149,7 @@ func (cl *Cluster) CutPowerOnWrite(ctx context.Context, cn clusters.Node, within
 	n.mu.Lock()
 	pid := n.pid
 	n.mu.Unlock()
-	extra := []string{"--cut", "--wait", within.String(), "--command", grantWrite}
+	extra := []string{"--cut", "--wait", within.String(), "--command", durable.GrantWrite}
 	if pid != 0 {
 		extra = append(extra, "--kill", strconv.Itoa(pid), "--program", n.program())
 	}

@@ -325,6 +325,11 @@ func PlanDir(dataDir, record string) ([]Cut, error) {
 	return Plan(files, d), nil
 }
 
+// GrantWrite is the command whose unsynced write a power cut of a Redis
+// node waits for (WaitForWrite): every Redis lock is granted by a SET (NX,
+// with an expiry).
+const GrantWrite = "SET"
+
 // Poll is how often WaitForWrite reads a node's files.
 const Poll = 5 * time.Millisecond
 
