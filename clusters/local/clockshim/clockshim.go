@@ -40,6 +40,12 @@ var source []byte
 // EnvFile is the variable naming a process's offset file.
 const EnvFile = "LOCKTEST_CLOCK_FILE"
 
+// EnvSyncDelay is the variable that makes every fsync and fdatasync of a
+// process under the shim begin that many milliseconds late (decimal digits,
+// at most 600000): a slow disk, made exact, for a test that needs a sync in
+// progress for a known time. Unset or 0 delays nothing.
+const EnvSyncDelay = "LOCKTEST_SYNC_DELAY_MS"
+
 // CacheDir returns where the compiled library is kept:
 // $XDG_CACHE_HOME/locktest or ~/.cache/locktest.
 func CacheDir() (string, error) {

@@ -280,3 +280,103 @@ func TestShimRecordsSyncs(t *testing.T) {
 		t.Errorf("Plan = %s", got)
 	}
 }
+
+// TestEverysecKillLosesAWriteMadeDuringTheFsync pins why a process kill
+// can lose an acknowledged write under appendfsync everysec (docs/findings.md,
+// redlock-kill-everysec): while its background fsync runs, Redis postpones
+// writing the commands it answers to its append-only file, for up to 2 s.
+// Every fsync of the node is made 5 s long (EnvSyncDelay); a SET answered
+// while one runs is gone after SIGKILL and a restart, and the SET made
+// before it is kept. A trial in which the fsync had ended by the time the
+// SET was answered, or the kill came a second or more after it (a stalled
+// machine: Redis then writes anyway), proves nothing, and is made again.
+func TestEverysecKillLosesAWriteMadeDuringTheFsync(t *testing.T) {
+	gate.Need(t, "redis-server")
+	c, _ := build(t)
+	ctx := context.Background()
+	pending := func(rc *goredis.Client) bool {
+		info, err := rc.Info(ctx, "persistence").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Contains(info, "aof_pending_bio_fsync:1")
+	}
+	for trial := 1; ; trial++ {
+		// Redis syncs the files it creates at its first start in its main
+		// thread, which the delay would hold past the readiness deadline:
+		// the node starts without it and is restarted with it on its
+		// files, which a restart only reads.
+		slow := false
+		cl, err := local.NewRedis(local.RedisOptions{Dir: t.TempDir(), Persistence: local.PersistenceEverysec,
+			NodeEnv: func(n string) []string {
+				env, err := c.Env(n)
+				if err != nil {
+					t.Error(err)
+				}
+				if slow {
+					env = append(env, EnvSyncDelay+"=5000")
+				}
+				return env
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.Start(ctx); err != nil {
+			t.Fatalf("redis-server under the shim did not start: %v", err)
+		}
+		t.Cleanup(func() { cl.Stop(context.Background()) }) // idempotent
+		node := cl.Nodes()[0]
+		slow = true
+		if err := cl.Kill(ctx, node); err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.Restart(ctx, node); err != nil {
+			t.Fatalf("restart with every fsync 5 s late: %v", err)
+		}
+		rc := goredis.NewClient(&goredis.Options{Addr: node.Addr, Protocol: 2})
+		if err := rc.Set(ctx, "a", "1", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for !pending(rc) {
+			if time.Now().After(deadline) {
+				t.Fatal("no background fsync began within 10 s of a write under appendfsync everysec")
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		if err := rc.Set(ctx, "b", "1", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		answered := time.Now()
+		during := pending(rc)
+		if err := cl.Kill(ctx, node); err != nil {
+			t.Fatal(err)
+		}
+		late := time.Since(answered)
+		rc.Close()
+		if !during || late >= time.Second {
+			cl.Stop(ctx)
+			t.Logf("trial %d proves nothing (fsync still running after the SET: %v; the kill came %v after it); again", trial, during, late)
+			if trial == 3 {
+				t.Fatal("three trials in a row without a kill within a second of a SET answered during the fsync")
+			}
+			continue
+		}
+		slow = false
+		if err := cl.Restart(ctx, node); err != nil {
+			t.Fatal(err)
+		}
+		rc = goredis.NewClient(&goredis.Options{Addr: node.Addr, Protocol: 2})
+		a, aerr := rc.Get(ctx, "a").Result()
+		_, berr := rc.Get(ctx, "b").Result()
+		rc.Close()
+		cl.Stop(ctx)
+		if aerr != nil || a != "1" {
+			t.Errorf("the SET made before the fsync began is gone after the kill: %q, %v", a, aerr)
+		}
+		if berr != goredis.Nil {
+			t.Errorf("the SET answered while the fsync ran survived the kill (GET: %v); Redis wrote it before answering", berr)
+		}
+		return
+	}
+}

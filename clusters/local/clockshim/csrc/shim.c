@@ -14,6 +14,8 @@
  * file (see record_sync for the format) with the file's identity and the
  * size it had when the sync began, which the sync guarantees is on disk.
  * A forked child (Redis's AOF rewrite) records its own syncs the same way.
+ * LOCKTEST_SYNC_DELAY_MS makes every fsync and fdatasync begin that many
+ * milliseconds late, recorded or not: a slow disk, made exact.
  *
  * Everything here reaches the kernel by raw system calls, never through libc
  * or dlsym: redis-server's jemalloc reads the clock while it initialises, and
@@ -74,6 +76,15 @@ static int64_t current_offset(void)
 
 static const char clock_env[] = "LOCKTEST_CLOCK_FILE=";
 static const char sync_env[] = "LOCKTEST_SYNC_FILE=";
+static const char delay_env[] = "LOCKTEST_SYNC_DELAY_MS=";
+
+/*
+ * sync_delay_ns, when LOCKTEST_SYNC_DELAY_MS names a positive count of
+ * milliseconds (decimal digits, at most 600000), is how much longer every
+ * fsync and fdatasync takes: a slow disk, made exact. The process sleeps
+ * that long before the sync begins. 0 (the default) delays nothing.
+ */
+static int64_t sync_delay_ns;
 
 /*
  * sync_path is the record file of LOCKTEST_SYNC_FILE, copied at start-up:
@@ -115,6 +126,13 @@ __attribute__((constructor)) static void locktest_clock_init(int argc, char **ar
 		const char *v;
 		if ((v = env_value(*e, clock_env)) != NULL) {
 			map_offset(v);
+		} else if ((v = env_value(*e, delay_env)) != NULL) {
+			int64_t ms = 0;
+			size_t i = 0;
+			for (; v[i] >= '0' && v[i] <= '9' && ms <= 600000; i++)
+				ms = ms * 10 + (v[i] - '0');
+			if (v[i] == 0 && i > 0 && ms <= 600000)
+				sync_delay_ns = ms * 1000000LL;
 		} else if ((v = env_value(*e, sync_env)) != NULL) {
 			size_t n = 0;
 			while (v[n] && n < sizeof sync_path - 1)
@@ -291,6 +309,11 @@ static void record_sync(int fd, const struct pending_sync *ps)
 static int synced(long nr, int fd)
 {
 	struct pending_sync ps;
+	if (sync_delay_ns > 0) {
+		struct timespec d = {sync_delay_ns / 1000000000LL, sync_delay_ns % 1000000000LL};
+		while (raw_syscall6(SYS_clock_nanosleep, CLOCK_MONOTONIC, 0, (long)&d, (long)&d, 0, 0) == -EINTR)
+			;
+	}
 	before_sync(fd, &ps);
 	long r = raw_syscall6(nr, fd, 0, 0, 0, 0, 0);
 	if (r < 0) {
