@@ -49,8 +49,10 @@ type Killer interface {
 // it, cut back to what the node last made durable (what its last
 // successful fsync or fdatasync of the file covered; nothing, for a file
 // never synced since it was created). A process kill, by contrast, loses
-// nothing the node wrote: the kernel's page cache keeps it. Killer's
-// Restart starts the node again.
+// nothing the node wrote: the kernel's page cache keeps it. (It loses what
+// the node answered but had not yet written: Redis under appendfsync
+// everysec postpones its writes while a background fsync runs; see
+// docs/findings.md.) Killer's Restart starts the node again.
 type PowerCutter interface {
 	Killer
 	// PowerCutReason says why the cluster cannot cut its nodes' power, or
