@@ -131,9 +131,13 @@ type marginSearch struct {
 	settings map[string]string   // the settings its parts read, by flag name
 	pins     map[string][]string // each part's pins, from --target
 	name     string              // the search's name in the store
-	header   func()              // prints the search's header, until the first run started
-	dir      string              // the search's folder
-	started  time.Time
+	// lock names what the search tests: the impl, or the external
+	// client's label (--client), and backend the lock service a client
+	// runs against ("" for an impl, whose name says it).
+	lock, backend string
+	header        func() // prints the search's header, until the first run started
+	dir           string // the search's folder
+	started       time.Time
 	// gaps are the measured times from a paused holder's acquire to its
 	// pause, and elapsed the acquires' durations, for the stated bound.
 	gaps, elapsed []time.Duration
@@ -215,8 +219,17 @@ func prepareMargin(f changer, rf *runFlags, mf marginFlags) (*marginSearch, erro
 	if name != "targets" && f.Changed(name) {
 		return nil, usageError{fmt.Errorf("--%s and --vary %s=… both set it: give one", name, name)}
 	}
+	lock, backend := cfg.Impl, ""
+	if cfg.Client != "" {
+		info, err := cfg.ImplInfo()
+		if err != nil {
+			return nil, usageError{err}
+		}
+		lock, backend = info.Name, info.Backend
+	}
 	m := &marginSearch{cfg: cfg, mf: mf, fault: fault, parts: parts, readers: readers, settings: map[string]string{}, pins: map[string][]string{},
-		name:  cmp.Or(given, cfg.Impl+"-"+fault+"-"+name),
+		lock: lock, backend: backend,
+		name:  cmp.Or(given, lock+"-"+fault+"-"+name),
 		param: margin.Param{Name: name, Kind: kind, From: from, To: to, BreaksLow: slices.Contains(breaksLow, name)}}
 	for _, s := range reads {
 		st, ok := run.SettingNamed(s)
@@ -548,7 +561,15 @@ func (m *marginSearch) bound() *reports.MarginBound {
 	redlock := strings.HasPrefix(impl, "redlock")
 	drift := ttl/100 + 2*time.Millisecond
 	lease := strings.HasPrefix(impl, "redis-") || strings.HasPrefix(impl, "etcd-") || redlock
-	zk := strings.HasPrefix(impl, "zk-") || m.cfg.Client != ""
+	zk := strings.HasPrefix(impl, "zk-")
+	if m.cfg.Client != "" {
+		// An external client is known by the service it locks on: a
+		// lease on Redis and etcd, a session on ZooKeeper, and no stated
+		// bound on a database's session lock.
+		redlock = false
+		zk = m.backend == "zookeeper"
+		lease = m.backend == "etcd" || strings.HasPrefix(m.backend, "redis")
+	}
 	mk := func(d time.Duration, rule string) *reports.MarginBound {
 		return &reports.MarginBound{Value: float64(d), Label: d.String(), Rule: rule}
 	}
@@ -603,7 +624,7 @@ func (m *marginSearch) run(ctx context.Context, out io.Writer, quiet bool) error
 		resolution = "neighbouring counts"
 	}
 	m.header = func() {
-		fmt.Fprintf(out, "margin of %s under %s, varying %s from %s to %s: %d trials at %d values, then bisection to %s\n", m.cfg.Impl, m.fault,
+		fmt.Fprintf(out, "margin of %s under %s, varying %s from %s to %s: %d trials at %d values, then bisection to %s\n", m.lock, m.fault,
 			m.param.Name, m.param.Format(m.param.From), m.param.Format(m.param.To), m.mf.trials, m.mf.grid, resolution)
 		fmt.Fprintf(out, "  runs in %s\n", m.dir)
 	}
@@ -679,7 +700,7 @@ func (m *marginSearch) document(res margin.Result) reports.Margin {
 	}
 	delete(fixed, m.param.Name)
 	doc := reports.Margin{SchemaVersion: reports.MarginSchemaVersion, Command: "locktest " + strings.Join(os.Args[1:], " "),
-		Started: m.started.Format(time.RFC3339), Elapsed: time.Since(m.started).Round(time.Second).String(), Impl: m.cfg.Impl, Fault: m.fault,
+		Started: m.started.Format(time.RFC3339), Elapsed: time.Since(m.started).Round(time.Second).String(), Impl: m.lock, Fault: m.fault,
 		Param: m.param.Name, Unit: unit, From: m.param.Format(m.param.From), To: m.param.Format(m.param.To), BreaksLow: m.param.BreaksLow,
 		Settings: fixed, Trials: m.mf.trials, Grid: m.mf.grid, Resolution: m.param.Format(float64(m.mf.resolution)),
 		Found: res.Found, Summary: res.Summary(), Runs: res.Runs, Points: []reports.MarginPoint{}}

@@ -90,3 +90,28 @@ func TestStatedBoundOfTargetsIsRedlocksQuorum(t *testing.T) {
 		}
 	}
 }
+
+// TestStatedBoundOfAClientIsItsService: an external client's stated bound
+// for a pause comes from the service it locks on (a ZooKeeper session, a
+// Redis or etcd lease, none for a database's session lock), not from the
+// --impl flag's default, which a --client run does not use.
+func TestStatedBoundOfAClientIsItsService(t *testing.T) {
+	for _, c := range []struct {
+		backend, rule string
+	}{
+		{"zookeeper", "the session timeout, 2s"},
+		{"redis", "the lease less the time from the acquire to the pause: TTL − gap = 2s − 0s"},
+		{"etcd", "the lease less the time from the acquire to the pause: TTL − gap = 2s − 0s"},
+		{"postgres", ""},
+	} {
+		m := &marginSearch{param: margin.Param{Name: "pause", Kind: margin.Duration}, backend: c.backend}
+		m.cfg.Impl, m.cfg.Client, m.cfg.TTL = "redis-set-nx-px", "a-client", 2*time.Second
+		b := m.bound()
+		switch {
+		case c.rule == "" && b != nil:
+			t.Errorf("%s: stated bound %+v, want none", c.backend, *b)
+		case c.rule != "" && (b == nil || b.Rule != c.rule):
+			t.Errorf("%s: stated bound %+v, want the rule %q", c.backend, b, c.rule)
+		}
+	}
+}
