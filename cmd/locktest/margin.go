@@ -132,8 +132,8 @@ type marginSearch struct {
 	pins     map[string][]string // each part's pins, from --target
 	name     string              // the search's name in the store
 	// lock names what the search tests: the impl, or the external
-	// client's label (--client), and backend the lock service a client
-	// runs against ("" for an impl, whose name says it).
+	// client's label (--client); backend is the lock service it runs
+	// against (impls.Impl.Backend).
 	lock, backend string
 	header        func() // prints the search's header, until the first run started
 	dir           string // the search's folder
@@ -219,17 +219,13 @@ func prepareMargin(f changer, rf *runFlags, mf marginFlags) (*marginSearch, erro
 	if name != "targets" && f.Changed(name) {
 		return nil, usageError{fmt.Errorf("--%s and --vary %s=… both set it: give one", name, name)}
 	}
-	lock, backend := cfg.Impl, ""
-	if cfg.Client != "" {
-		info, err := cfg.ImplInfo()
-		if err != nil {
-			return nil, usageError{err}
-		}
-		lock, backend = info.Name, info.Backend
+	info, err := cfg.ImplInfo()
+	if err != nil {
+		return nil, usageError{err}
 	}
 	m := &marginSearch{cfg: cfg, mf: mf, fault: fault, parts: parts, readers: readers, settings: map[string]string{}, pins: map[string][]string{},
-		lock: lock, backend: backend,
-		name:  cmp.Or(given, lock+"-"+fault+"-"+name),
+		lock: info.Name, backend: info.Backend,
+		name:  cmp.Or(given, info.Name+"-"+fault+"-"+name),
 		param: margin.Param{Name: name, Kind: kind, From: from, To: to, BreaksLow: slices.Contains(breaksLow, name)}}
 	for _, s := range reads {
 		st, ok := run.SettingNamed(s)
@@ -557,19 +553,14 @@ func (m *marginSearch) bound() *reports.MarginBound {
 	ttl := m.cfg.TTL
 	gap := median(m.gaps).Round(time.Millisecond)
 	el := median(m.elapsed).Round(time.Millisecond)
-	impl := m.cfg.Impl
-	redlock := strings.HasPrefix(impl, "redlock")
+	// A lock's bound comes from the service it locks on: a lease on Redis
+	// and etcd, a session on ZooKeeper, none stated for a database's
+	// locks. Redlock is known by its impl's name (its backend is redis);
+	// an external client is never taken for it.
+	redlock := m.cfg.Client == "" && strings.HasPrefix(m.cfg.Impl, "redlock")
 	drift := ttl/100 + 2*time.Millisecond
-	lease := strings.HasPrefix(impl, "redis-") || strings.HasPrefix(impl, "etcd-") || redlock
-	zk := strings.HasPrefix(impl, "zk-")
-	if m.cfg.Client != "" {
-		// An external client is known by the service it locks on: a
-		// lease on Redis and etcd, a session on ZooKeeper, and no stated
-		// bound on a database's session lock.
-		redlock = false
-		zk = m.backend == "zookeeper"
-		lease = m.backend == "etcd" || strings.HasPrefix(m.backend, "redis")
-	}
+	lease := m.backend == "etcd" || strings.HasPrefix(m.backend, "redis")
+	zk := m.backend == "zookeeper"
 	mk := func(d time.Duration, rule string) *reports.MarginBound {
 		return &reports.MarginBound{Value: float64(d), Label: d.String(), Rule: rule}
 	}

@@ -79,7 +79,7 @@ func TestStatedBoundOfTargetsIsRedlocksQuorum(t *testing.T) {
 		impl  string
 		label string
 	}{{"redlock", "3"}, {"redis-set-nx-px", ""}} {
-		m := &marginSearch{param: margin.Param{Name: "targets", Kind: margin.Count}}
+		m := &marginSearch{param: margin.Param{Name: "targets", Kind: margin.Count}, backend: "redis"}
 		m.cfg.Impl = c.impl
 		b := m.bound()
 		switch {
