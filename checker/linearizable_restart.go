@@ -13,7 +13,7 @@ import (
 // belong to the server's sessions, in its memory).
 //
 // A crash is the ok completion of a node fault that kills the server and
-// that restart-node heals (kill-node, power-loss). Its restart is the
+// that restart-node heals (kill-node, kill-on-grant, power-loss). Its restart is the
 // invocation of the first restart-node op after it, when no other
 // restart-node was invoked between them: from the kill until then no server
 // runs, so no session is opened. Hence every session opened before a

@@ -77,6 +77,19 @@ type PowerCutter interface {
 	CutPowerOnWrite(ctx context.Context, n Node, within time.Duration) ([]FileCut, error)
 }
 
+// GrantWatcher can tell when a node grants a lock, so that a fault can
+// hit the node just after it did (kill-on-grant).
+type GrantWatcher interface {
+	// GrantWatchReason says why the cluster cannot tell when its nodes
+	// grant a lock, or "" when it can.
+	GrantWatchReason() string
+	// WaitForGrant waits, for at most within, until n holds a lock it did
+	// not hold when the wait began, and names it (for Redis, the lease's
+	// key). A wait that saw no grant returns an error wrapping
+	// ErrUntouched.
+	WaitForGrant(ctx context.Context, n Node, within time.Duration) (string, error)
+}
+
 // ErrUntouched marks an error of an ability that certainly did nothing to
 // the node (a wait that ended before its act).
 var ErrUntouched = errors.New("nothing was done to the node")

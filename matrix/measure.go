@@ -401,7 +401,7 @@ const restartOp = "restart-node"
 // MeasureRestarts measures, for a kill/restart run, which restarts of the
 // killed node came while a holder still held the lock it had been granted
 // before the kill. A crash is the ok of a node fault that restart-node
-// heals (kill-node, power-loss); its restart is the first restart-node ok
+// heals (kill-node, kill-on-grant, power-loss); its restart is the first restart-node ok
 // after it. A hold runs from an acquire ok to the first of the holder's
 // next release or acquire invocation, its valid_until (when set) and its
 // death (a "worker exited" info of it, or the ok of a fault that kills it);

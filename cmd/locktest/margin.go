@@ -321,8 +321,11 @@ func (m *marginSearch) plan(v float64) (nemesis.Plan, run.Config, error) {
 		settings[m.param.Name] = label
 	}
 	// A fault stays its own length: a pause its pause, a kill its time
-	// down, the rest their window.
+	// down, the rest their window. A fault that waits for its moment
+	// before it hits (power-loss, kill-on-grant: both a time down and a
+	// window) may begin up to its window late: waits[i].
 	lasts := make([]time.Duration, len(m.parts))
+	waits := make([]time.Duration, len(m.parts))
 	partSettings := make([]map[string]string, len(m.parts))
 	for i, p := range m.parts {
 		spec, _ := nemesis.Lookup(p)
@@ -341,14 +344,23 @@ func (m *marginSearch) plan(v float64) (nemesis.Plan, run.Config, error) {
 				break
 			}
 		}
+		if _, ok := partSettings[i]["down"]; ok {
+			if v, ok := partSettings[i]["window"]; ok {
+				d, err := time.ParseDuration(v)
+				if err != nil {
+					return nemesis.Plan{}, cfg, fmt.Errorf("margin: window %q: %v", v, err)
+				}
+				waits[i] = d
+			}
+		}
 	}
 	last := len(m.parts) - 1
 	var ends time.Duration
 	for i := range m.parts {
 		if i < last {
-			lasts[i] = max(lasts[i], time.Duration(last-i)*cfg.Stagger+lasts[last])
+			lasts[i] = max(lasts[i], time.Duration(last-i)*cfg.Stagger+waits[last]+lasts[last])
 		}
-		ends = max(ends, m.mf.at+time.Duration(i)*cfg.Stagger+lasts[i])
+		ends = max(ends, m.mf.at+time.Duration(i)*cfg.Stagger+waits[i]+lasts[i])
 	}
 	// The run lasts until the fault has healed, and its quiet time after.
 	need := ends + cfg.Quiet + time.Second
