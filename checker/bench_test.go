@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/history"
-	"github.com/locktest/locktest/internal/genhist"
+	"github.com/locktest/locktest/testkit/genhist"
 )
 
 // benchSizes are the history lengths of the benchmarks: growth from one to

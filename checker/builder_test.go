@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/locktest/locktest/history"
-	"github.com/locktest/locktest/internal/genhist"
+	"github.com/locktest/locktest/testkit/genhist"
 )
 
 // ms converts milliseconds to ns on the history clock.

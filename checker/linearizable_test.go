@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/history"
-	"github.com/locktest/locktest/internal/genhist"
+	"github.com/locktest/locktest/testkit/genhist"
 )
 
 // mutexLin is the porcupine mutex checker without a timeout.

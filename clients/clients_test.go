@@ -18,10 +18,10 @@ import (
 	"github.com/locktest/locktest/e2e/testkit"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/internal/gate"
-	"github.com/locktest/locktest/internal/testexe"
 	"github.com/locktest/locktest/run"
 	"github.com/locktest/locktest/runstore"
 	"github.com/locktest/locktest/scenarios"
+	"github.com/locktest/locktest/testkit/testexe"
 	"github.com/locktest/locktest/workloads"
 
 	_ "github.com/locktest/locktest/impls/all"

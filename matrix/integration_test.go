@@ -12,9 +12,9 @@ import (
 
 	"github.com/locktest/locktest/internal/gate"
 	"github.com/locktest/locktest/internal/schemacheck"
-	"github.com/locktest/locktest/internal/testexe"
 	"github.com/locktest/locktest/reports"
 	"github.com/locktest/locktest/run"
+	"github.com/locktest/locktest/testkit/testexe"
 )
 
 // The test binary doubles as the worker program, as in run's tests.

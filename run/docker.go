@@ -11,8 +11,8 @@ import (
 
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/clientaddr"
+	"github.com/locktest/locktest/clusters/clockshim"
 	"github.com/locktest/locktest/clusters/docker"
-	"github.com/locktest/locktest/clusters/local/clockshim"
 	"github.com/locktest/locktest/impls"
 	"github.com/locktest/locktest/nemesis"
 )

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/clusters/clockshim"
 	"github.com/locktest/locktest/clusters/local"
-	"github.com/locktest/locktest/clusters/local/clockshim"
 	"github.com/locktest/locktest/clusters/local/netlab"
 	"github.com/locktest/locktest/impls"
 	"github.com/locktest/locktest/nemesis"

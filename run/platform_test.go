@@ -26,9 +26,9 @@ import (
 	"github.com/locktest/locktest/clusters/roles"
 	"github.com/locktest/locktest/impls"
 	"github.com/locktest/locktest/internal/gate"
-	"github.com/locktest/locktest/internal/testcluster"
-	"github.com/locktest/locktest/internal/testexe"
 	"github.com/locktest/locktest/nemesis"
+	"github.com/locktest/locktest/testkit/testcluster"
+	"github.com/locktest/locktest/testkit/testexe"
 	"github.com/locktest/locktest/workloads"
 	goredis "github.com/redis/go-redis/v9"
 )

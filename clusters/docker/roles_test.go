@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/clusters"
-	"github.com/locktest/locktest/internal/testcluster"
+	"github.com/locktest/locktest/testkit/testcluster"
 )
 
 // Role names the etcd container that the members' own status reports as

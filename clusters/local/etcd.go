@@ -19,7 +19,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/locktest/locktest/clusters"
-	"github.com/locktest/locktest/clusters/local/etcdnode"
+	"github.com/locktest/locktest/clusters/etcdnode"
 	"github.com/locktest/locktest/clusters/roles"
 )
 

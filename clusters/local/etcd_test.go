@@ -14,7 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/locktest/locktest/clusters"
-	"github.com/locktest/locktest/internal/testcluster"
+	"github.com/locktest/locktest/testkit/testcluster"
 )
 
 // testEtcdOptions returns options whose members are this test binary (see

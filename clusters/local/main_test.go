@@ -6,7 +6,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/locktest/locktest/internal/testexe"
+	"github.com/locktest/locktest/testkit/testexe"
 )
 
 // nodeEnv makes the test binary double as locktest's own node programs:

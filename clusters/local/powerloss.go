@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/clusters"
-	"github.com/locktest/locktest/clusters/local/durable"
+	"github.com/locktest/locktest/clusters/durable"
 )
 
 // syncRecordName is the file, in a node's folder, where the clock shim

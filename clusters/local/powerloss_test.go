@@ -14,7 +14,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/locktest/locktest/clusters"
-	"github.com/locktest/locktest/clusters/local/clockshim"
+	"github.com/locktest/locktest/clusters/clockshim"
 )
 
 // incrAOF is where Redis 7 appends, in its data directory.

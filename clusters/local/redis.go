@@ -17,7 +17,7 @@ import (
 	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/locktest/locktest/clusters"
-	"github.com/locktest/locktest/clusters/local/durable"
+	"github.com/locktest/locktest/clusters/durable"
 	"github.com/locktest/locktest/clusters/redisha"
 )
 

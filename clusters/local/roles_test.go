@@ -10,7 +10,7 @@ import (
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/redisha"
 	"github.com/locktest/locktest/clusters/roles"
-	"github.com/locktest/locktest/internal/testcluster"
+	"github.com/locktest/locktest/testkit/testcluster"
 )
 
 // etcdRoles reads every member's role with Role; an unreadable one is "?".

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/locktest/locktest/clusters/local/clockshim"
-	"github.com/locktest/locktest/clusters/local/durable"
+	"github.com/locktest/locktest/clusters/clockshim"
+	"github.com/locktest/locktest/clusters/durable"
 )
 
 // clockFileSize is the size of a node's offset file: one page, which the

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	sshp "github.com/locktest/locktest/clusters/ssh"
-	"github.com/locktest/locktest/internal/testlab"
+	"github.com/locktest/locktest/testkit/testlab"
 )
 
 // TestConnNoticesALostHost connects to the lab's hosts and takes two of

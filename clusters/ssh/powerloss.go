@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/clusters"
-	"github.com/locktest/locktest/clusters/local/durable"
+	"github.com/locktest/locktest/clusters/durable"
 )
 
 var _ clusters.PowerCutter = (*Cluster)(nil)

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	sshp "github.com/locktest/locktest/clusters/ssh"
-	"github.com/locktest/locktest/internal/testlab"
+	"github.com/locktest/locktest/testkit/testlab"
 )
 
 // TestRestartKillsAServerThatMayStillRun: a kill whose command never

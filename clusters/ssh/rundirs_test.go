@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	sshp "github.com/locktest/locktest/clusters/ssh"
-	"github.com/locktest/locktest/internal/testlab"
+	"github.com/locktest/locktest/testkit/testlab"
 )
 
 // TestRemoveRunDirsKillsServersOfUnknownPid: a redis-server started in a

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/history"
-	"github.com/locktest/locktest/internal/genhist"
 	"github.com/locktest/locktest/runstore"
+	"github.com/locktest/locktest/testkit/genhist"
 )
 
 // BenchmarkCheck runs `locktest check` end to end — reading the history,

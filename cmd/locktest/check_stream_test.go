@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/locktest/locktest/history"
-	"github.com/locktest/locktest/internal/genhist"
 	"github.com/locktest/locktest/runstore"
+	"github.com/locktest/locktest/testkit/genhist"
 )
 
 // TestCheckStreamDecidesAsTheWholeHistory: `check --stream` of a history

@@ -9,8 +9,12 @@ import (
 // layers ranks locktest's packages from the bottom (history) to the top
 // (the CLI): a package may import only packages of a lower or equal rank,
 // as docs/architecture.md draws the pipeline. The internal packages are
-// leaves any layer may use, except testexe, which builds test programs.
-// e2e holds the end-to-end tests, which drive the run as the CLI does.
+// leaves any layer may use, and import nothing of the module but each
+// other. testkit holds the test rigs (a test cluster, the test binary's
+// programs, the ssh lab, generated histories), which tests of every layer
+// use and which use every layer: no package but a test rig and e2e's kit
+// imports one. e2e holds the end-to-end tests, which drive the run as the
+// CLI does.
 var layers = map[string]int{
 	"history":   0,
 	"checker":   1,
@@ -28,6 +32,7 @@ var layers = map[string]int{
 	"cmd":       7,
 	"clients":   7, // programs, as cmd: the reference adapter
 	"e2e":       7, // the end-to-end tests and their kit, above the run
+	"testkit":   8, // test rigs: imported by tests and e2e's kit only
 	"internal":  -1,
 }
 
@@ -37,11 +42,20 @@ var layers = map[string]int{
 // chooses the drivers (impls/all) and the providers.
 var forbidden = []struct{ from, to, why string }{
 	{"impls", "clusters", "lock clients know nodes as impls.Node, not a provider's type"},
-	{"clusters/docker", "clusters/local", "a provider builds on no other provider (shared code lives in clusters)"},
-	{"clusters/local", "clusters/docker", "a provider builds on no other provider (shared code lives in clusters)"},
+	{"clusters/docker", "clusters/local", providerWhy},
+	{"clusters/docker", "clusters/ssh", providerWhy},
+	{"clusters/local", "clusters/docker", providerWhy},
+	{"clusters/local", "clusters/ssh", providerWhy},
+	{"clusters/ssh", "clusters/local", providerWhy},
+	{"clusters/ssh", "clusters/docker", providerWhy},
 	{"matrix", "clusters", "the matrix reaches clusters only through run, so --provider holds"},
 	{"scenarios", "clusters", "scenarios reach clusters only through run"},
 }
+
+// providerWhy is the rule between providers: what two of them share (the
+// clock shim, the durable-data code, the embedded etcd node) lives in
+// clusters, beside them.
+const providerWhy = "a provider builds on no other provider (shared code lives in clusters)"
 
 // rank returns the layer of a package path inside the module.
 func rank(pkg string) (int, bool) {
@@ -80,8 +94,12 @@ func TestImportsPointOneWay(t *testing.T) {
 				t.Errorf("package %s has no layer: add it to layers", to)
 				continue
 			}
-			internalLeaf := tr < 0 && to != "internal/testexe"
-			if !internalLeaf && fr >= 0 && tr > fr {
+			if fr < 0 && tr >= 0 {
+				t.Errorf("%s imports %s: an internal package is a leaf, which imports nothing of the module above it (a test rig goes in testkit)", from, to)
+			}
+			if tr == layers["testkit"] && !under(from, "testkit") && !under(from, "e2e/testkit") {
+				t.Errorf("%s imports %s: only tests, other rigs and e2e's kit use a test rig", from, to)
+			} else if fr >= 0 && tr > fr && !under(from, "e2e/testkit") {
 				t.Errorf("%s (layer %d) imports %s (layer %d): imports point down, from cmd to history", from, fr, to, tr)
 			}
 			if to == "impls/all" && !strings.HasPrefix(from, "cmd/") && !strings.HasPrefix(from, "clients/") {

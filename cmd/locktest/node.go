@@ -3,7 +3,7 @@ package main
 import (
 	"github.com/spf13/cobra"
 
-	"github.com/locktest/locktest/clusters/local/etcdnode"
+	"github.com/locktest/locktest/clusters/etcdnode"
 )
 
 // newNodeCmd is the hidden `locktest node` command: the server programs that

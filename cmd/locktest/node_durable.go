@@ -13,7 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/locktest/locktest/clusters/local/durable"
+	"github.com/locktest/locktest/clusters/durable"
 	"github.com/locktest/locktest/clusters/ssh"
 	"github.com/locktest/locktest/internal/procfs"
 )

@@ -16,8 +16,8 @@ import (
 	"github.com/locktest/locktest/e2e/testkit"
 	"github.com/locktest/locktest/internal/gate"
 	"github.com/locktest/locktest/internal/listeners"
-	"github.com/locktest/locktest/internal/testexe"
 	"github.com/locktest/locktest/run"
+	"github.com/locktest/locktest/testkit/testexe"
 )
 
 // mariadbFallback is the name of a MariaDB socket whose node directory is

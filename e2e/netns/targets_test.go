@@ -20,9 +20,9 @@ import (
 	"github.com/locktest/locktest/e2e/testkit"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/internal/gate"
-	"github.com/locktest/locktest/internal/testcluster"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/run"
+	"github.com/locktest/locktest/testkit/testcluster"
 )
 
 // waitFor polls cond until it returns nil, failing the test with cond's

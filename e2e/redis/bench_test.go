@@ -17,19 +17,19 @@ import (
 	"github.com/locktest/locktest/clusters/local/netlab"
 	"github.com/locktest/locktest/e2e/testkit"
 	"github.com/locktest/locktest/history"
-	"github.com/locktest/locktest/internal/bareloop"
 	"github.com/locktest/locktest/internal/gate"
 	"github.com/locktest/locktest/internal/stats"
-	"github.com/locktest/locktest/internal/testcluster"
-	"github.com/locktest/locktest/internal/testexe"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/run"
+	"github.com/locktest/locktest/testkit/bareloop"
+	"github.com/locktest/locktest/testkit/testcluster"
+	"github.com/locktest/locktest/testkit/testexe"
 	"github.com/locktest/locktest/workloads"
 )
 
 // BenchmarkDriverVsBare measures locktest's critical sections per second
 // with redis-set-nx-px and no faults against its reference: the bare
-// go-redis loop of internal/bareloop making the same four round trips,
+// go-redis loop of testkit/bareloop making the same four round trips,
 // one separate process per client, with the same retry policy. The two
 // alternate, bare loop first, in five rounds per iteration, since the
 // rate of a shared 2-core machine drifts; the metrics are the medians of

@@ -14,8 +14,8 @@ import (
 	"github.com/locktest/locktest/e2e/testkit"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/impls"
-	"github.com/locktest/locktest/internal/testexe"
 	"github.com/locktest/locktest/run"
+	"github.com/locktest/locktest/testkit/testexe"
 	"github.com/locktest/locktest/workloads"
 )
 

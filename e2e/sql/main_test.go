@@ -6,7 +6,7 @@ import (
 	// Library code never picks the lock drivers: only the command and the
 	// tests register them, by importing impls/all.
 	_ "github.com/locktest/locktest/impls/all"
-	"github.com/locktest/locktest/internal/testexe"
+	"github.com/locktest/locktest/testkit/testexe"
 )
 
 // The test binary doubles as the worker and etcd node programs.

@@ -17,8 +17,8 @@ import (
 	"github.com/locktest/locktest/clusters/docker"
 	"github.com/locktest/locktest/e2e/testkit"
 	"github.com/locktest/locktest/internal/gate"
-	"github.com/locktest/locktest/internal/testlab"
 	"github.com/locktest/locktest/runstore"
+	"github.com/locktest/locktest/testkit/testlab"
 )
 
 // TestSSHLabInterruptAndCleanup brings a lab up with `locktest lab up`,

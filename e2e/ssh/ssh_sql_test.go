@@ -21,8 +21,8 @@ import (
 	"github.com/locktest/locktest/e2e/testkit"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/impls"
-	"github.com/locktest/locktest/internal/testlab"
 	"github.com/locktest/locktest/run"
+	"github.com/locktest/locktest/testkit/testlab"
 )
 
 // needSQLServer skips the test unless this host has the server of

@@ -24,10 +24,10 @@ import (
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/internal/gate"
 	"github.com/locktest/locktest/internal/procfs"
-	"github.com/locktest/locktest/internal/testexe"
-	"github.com/locktest/locktest/internal/testlab"
 	"github.com/locktest/locktest/run"
 	"github.com/locktest/locktest/runstore"
+	"github.com/locktest/locktest/testkit/testexe"
+	"github.com/locktest/locktest/testkit/testlab"
 	"github.com/locktest/locktest/workloads"
 	xssh "golang.org/x/crypto/ssh"
 )

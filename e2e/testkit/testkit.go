@@ -27,11 +27,11 @@ import (
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/impls"
 	"github.com/locktest/locktest/internal/gate"
-	"github.com/locktest/locktest/internal/testcluster"
-	"github.com/locktest/locktest/internal/testexe"
 	"github.com/locktest/locktest/reports"
 	"github.com/locktest/locktest/run"
 	"github.com/locktest/locktest/runstore"
+	"github.com/locktest/locktest/testkit/testcluster"
+	"github.com/locktest/locktest/testkit/testexe"
 	"github.com/locktest/locktest/workloads"
 )
 

@@ -15,8 +15,8 @@ import (
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/local"
 	"github.com/locktest/locktest/impls"
-	"github.com/locktest/locktest/internal/testcluster"
-	"github.com/locktest/locktest/internal/testexe"
+	"github.com/locktest/locktest/testkit/testcluster"
+	"github.com/locktest/locktest/testkit/testexe"
 )
 
 // The test binary doubles as the etcd member program.

@@ -9,7 +9,7 @@ import (
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/local"
 	"github.com/locktest/locktest/impls"
-	"github.com/locktest/locktest/internal/testcluster"
+	"github.com/locktest/locktest/testkit/testcluster"
 )
 
 // startServer starts a PostgreSQL server for the test and returns its

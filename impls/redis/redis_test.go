@@ -12,7 +12,7 @@ import (
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/local"
 	"github.com/locktest/locktest/impls"
-	"github.com/locktest/locktest/internal/testcluster"
+	"github.com/locktest/locktest/testkit/testcluster"
 )
 
 var allImpls = []string{"redis-set-nx-px", "redis-setnx-expire", "redis-setnx-getset", "redis-naive-del"}

@@ -12,7 +12,7 @@ import (
 	"github.com/locktest/locktest/clusters/local"
 	"github.com/locktest/locktest/impls"
 	"github.com/locktest/locktest/internal/gate"
-	"github.com/locktest/locktest/internal/testcluster"
+	"github.com/locktest/locktest/testkit/testcluster"
 )
 
 // newNodesClient builds a client of impl name over nodes for process p.

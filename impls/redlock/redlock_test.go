@@ -15,7 +15,7 @@ import (
 
 	"github.com/locktest/locktest/clusters/local"
 	"github.com/locktest/locktest/impls"
-	"github.com/locktest/locktest/internal/testcluster"
+	"github.com/locktest/locktest/testkit/testcluster"
 )
 
 // epoch is the start of the harness clock the tests give the clients.

@@ -20,7 +20,7 @@ import (
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/local"
 	"github.com/locktest/locktest/impls"
-	"github.com/locktest/locktest/internal/testcluster"
+	"github.com/locktest/locktest/testkit/testcluster"
 )
 
 // ensemble is the one 3-peer ZooKeeper every test of this package shares;

@@ -14,8 +14,8 @@ import (
 	"github.com/go-zookeeper/zk"
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/locktest/locktest/clusters/durable"
 	"github.com/locktest/locktest/clusters/local"
-	"github.com/locktest/locktest/clusters/local/durable"
 	"github.com/locktest/locktest/internal/gate"
 )
 

@@ -10,7 +10,7 @@ import (
 
 	"github.com/locktest/locktest/clusters/local"
 	"github.com/locktest/locktest/internal/gate"
-	"github.com/locktest/locktest/internal/testcluster"
+	"github.com/locktest/locktest/testkit/testcluster"
 	"github.com/locktest/locktest/workloads"
 )
 

@@ -13,9 +13,9 @@ import (
 	"testing"
 
 	"github.com/locktest/locktest/clusters/clientaddr"
-	"github.com/locktest/locktest/clusters/local/etcdnode"
+	"github.com/locktest/locktest/clusters/etcdnode"
 	"github.com/locktest/locktest/impls/external"
-	"github.com/locktest/locktest/internal/bareloop"
+	"github.com/locktest/locktest/testkit/bareloop"
 	"github.com/locktest/locktest/workloads"
 )
 

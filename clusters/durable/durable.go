@@ -1,7 +1,7 @@
 // Package durable knows what a node process has made durable, and cuts its
 // data files back to that, as a power loss would leave them.
 //
-// The clock shim (clusters/local/clockshim), preloaded into a node process
+// The clock shim (clusters/clockshim), preloaded into a node process
 // whose environment names a sync record in EnvFile, appends one line to that
 // record after each fsync or fdatasync of a regular file that succeeds: the
 // file's identity (device, inode and birth time, which follow it across
