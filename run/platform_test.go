@@ -20,6 +20,7 @@ import (
 	_ "github.com/locktest/locktest/impls/all"
 
 	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/clusters/backend"
 	"github.com/locktest/locktest/clusters/docker"
 	"github.com/locktest/locktest/clusters/local"
 	"github.com/locktest/locktest/clusters/local/netlab"
@@ -101,7 +102,7 @@ func TestIsolateLeaderOnEtcd(t *testing.T) {
 	// cannot move the leader between the test's question and the pick.
 	cl, err := local.New(impl.Backend, local.Options{Nodes: impl.Nodes, Dir: dir, Logger: lg,
 		Exe: cfg.NodeCommand, ExeEnv: cfg.NodeEnv, Hosts: plat.nodeHosts,
-		Params: map[string]string{local.EtcdParamTickMs: "100", local.EtcdParamElectionMs: "2000"}})
+		Params: map[string]string{backend.EtcdParamTickMs: "100", backend.EtcdParamElectionMs: "2000"}})
 	cl = testcluster.Started(t, cl, err)
 	faults, err := nemesis.Build([]string{"isolate"}, nemesis.Env{Cluster: cl, Net: plat.network(cl),
 		ClientHosts: plat.clientHosts(cfg.Clients), Window: time.Second, Targets: map[string][]string{"isolate": {"leader"}}})

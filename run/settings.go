@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/locktest/locktest/clusters/local"
+	"github.com/locktest/locktest/clusters/backend"
 	"github.com/locktest/locktest/impls"
 	"github.com/locktest/locktest/nemesis"
 )
@@ -25,7 +25,7 @@ var (
 	ClockDirections = []string{nemesis.ClockForward, nemesis.ClockBackward}
 	// Persistences are the values of Config.Persistence besides "" (the
 	// backend's default, which is off).
-	Persistences = []string{local.PersistenceOff, local.PersistenceEverysec, local.PersistenceAlways}
+	Persistences = backend.Persistences
 	// Expectations are the values of Config.Expect.
 	Expectations = []string{"valid", "invalid"}
 )

@@ -14,6 +14,7 @@ import (
 	"github.com/go-zookeeper/zk"
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/locktest/locktest/clusters/backend"
 	"github.com/locktest/locktest/clusters/durable"
 	"github.com/locktest/locktest/clusters/local"
 	"github.com/locktest/locktest/internal/gate"
@@ -307,7 +308,7 @@ func TestEverysecKillLosesAWriteMadeDuringTheFsync(t *testing.T) {
 		// the node starts without it and is restarted with it on its
 		// files, which a restart only reads.
 		slow := false
-		cl, err := local.NewRedis(local.RedisOptions{Dir: t.TempDir(), Persistence: local.PersistenceEverysec,
+		cl, err := local.NewRedis(local.RedisOptions{Dir: t.TempDir(), Persistence: backend.PersistenceEverysec,
 			NodeEnv: func(n string) []string {
 				env, err := c.Env(n)
 				if err != nil {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/locktest/locktest/clusters/backend"
 	"github.com/locktest/locktest/clusters/grants"
 	"github.com/locktest/locktest/clusters/roles"
 	"github.com/locktest/locktest/clusters/zkconf"
@@ -19,8 +20,8 @@ import (
 	"go.uber.org/zap"
 )
 
-// backend says how to run one lock service's nodes as containers.
-type backend struct {
+// containerBackend says how to run one lock service's nodes as containers.
+type containerBackend struct {
 	// defaultNodes is the cluster size when Options.Nodes is 0.
 	defaultNodes int
 	// clientPort is the port clients dial, the same in every container.
@@ -54,7 +55,7 @@ type containerSpec struct {
 	files      []testcontainers.ContainerFile
 }
 
-var backends = map[string]*backend{
+var backends = map[string]*containerBackend{
 	"redis":     redisBackend,
 	"etcd":      etcdBackend,
 	"zookeeper": zkBackend,
@@ -64,17 +65,15 @@ var backends = map[string]*backend{
 // so the official image (whose entrypoint runs a `redis-server ...` command
 // as given) and locktest's own both work. Its data directory /data lives in
 // the container's writable layer, which a kill and restart keep.
-var redisBackend = &backend{
+var redisBackend = &containerBackend{
 	grant:        grants.Redis,
 	defaultNodes: 1,
 	clientPort:   6379,
 	readyTimeout: 30 * time.Second,
 	shimmable:    true,
 	check: func(o Options) error {
-		switch o.Persistence {
-		case "", "off", "everysec", "always":
-		default:
-			return fmt.Errorf("docker redis: unknown persistence %q (want off, everysec or always)", o.Persistence)
+		if _, err := backend.CheckPersistence(o.Persistence); err != nil {
+			return fmt.Errorf("docker redis: %w", err)
 		}
 		for k := range o.Params {
 			return fmt.Errorf("docker redis: unknown cluster param %q (redis has none)", k)
@@ -84,11 +83,8 @@ var redisBackend = &backend{
 	container: func(c *Cluster, n *node) (containerSpec, error) {
 		cmd := []string{"redis-server", "--port", strconv.Itoa(n.port), "--bind", "0.0.0.0",
 			"--protected-mode", "no", "--save", "", "--dir", "/data"}
-		switch p := c.opts.Persistence; p {
-		case "everysec", "always":
-			cmd = append(cmd, "--appendonly", "yes", "--appendfsync", p)
-		default:
-			cmd = append(cmd, "--appendonly", "no")
+		for _, d := range backend.RedisPersistence(c.opts.Persistence) {
+			cmd = append(cmd, "--"+d[0], d[1])
 		}
 		return containerSpec{cmd: cmd}, nil
 	},
@@ -106,28 +102,22 @@ var redisBackend = &backend{
 	},
 }
 
-// The Options.Params the etcd backend understands (as the local provider's).
-const (
-	etcdParamTickMs     = "tick-ms"
-	etcdParamElectionMs = "election-ms"
-)
-
 // etcd: with locktest's node image (LabelNodeProgram), each container runs
 // `locktest node etcd` with locktest's flags; with another image, the
 // upstream `etcd` binary with its own flags. Members have fixed addresses,
 // so the initial cluster is known before any starts. Go programs read the
 // wall clock without libc: the clock shim is not mounted.
-var etcdBackend = &backend{
+var etcdBackend = &containerBackend{
 	defaultNodes: 3,
 	clientPort:   2379,
 	readyTimeout: 60 * time.Second,
 	shimmable:    false,
 	check: func(o Options) error {
-		_, _, err := etcdTimings(o.Params)
+		_, err := etcdTiming(o.Params)
 		return err
 	},
 	container: func(c *Cluster, n *node) (containerSpec, error) {
-		tick, election, err := etcdTimings(c.opts.Params)
+		timing, err := etcdTiming(c.opts.Params)
 		if err != nil {
 			return containerSpec{}, err
 		}
@@ -138,21 +128,19 @@ var etcdBackend = &backend{
 		client := fmt.Sprintf("http://%s:2379", n.ip)
 		peer := fmt.Sprintf("http://%s:2380", n.ip)
 		if c.image.NodeProgram {
-			return containerSpec{entrypoint: []string{"/locktest", "node", "etcd"}, cmd: []string{
+			return containerSpec{entrypoint: []string{"/locktest", "node", "etcd"}, cmd: append([]string{
 				"--name", n.name, "--data-dir", "/data/" + n.name,
 				"--listen-client-urls", client, "--listen-peer-urls", peer,
 				"--initial-cluster", strings.Join(initial, ","),
-				"--tick-ms", strconv.Itoa(tick), "--election-ms", strconv.Itoa(election),
-			}}, nil
+			}, timing.NodeArgs()...)}, nil
 		}
-		return containerSpec{cmd: []string{"etcd",
+		return containerSpec{cmd: append([]string{"etcd",
 			"--name", n.name, "--data-dir", "/data/" + n.name,
 			"--listen-client-urls", client, "--advertise-client-urls", client,
 			"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
 			"--initial-cluster", strings.Join(initial, ","), "--initial-cluster-token", "locktest",
 			"--initial-cluster-state", "new",
-			"--heartbeat-interval", strconv.Itoa(tick), "--election-timeout", strconv.Itoa(election),
-		}}, nil
+		}, timing.UpstreamArgs()...)}, nil
 	},
 	roles: func(int) []string { return []string{roles.EtcdLeader, roles.EtcdFollower} },
 	role:  roles.Etcd,
@@ -178,27 +166,14 @@ var etcdBackend = &backend{
 	},
 }
 
-// etcdTimings reads the tick and election timeout from params; the defaults
-// are those of the local provider (etcdnode's).
-func etcdTimings(params map[string]string) (tick, election int, err error) {
-	tick, election = 25, 250
-	for k, v := range params {
-		x, err := strconv.Atoi(v)
-		switch {
-		case k != etcdParamTickMs && k != etcdParamElectionMs:
-			return 0, 0, fmt.Errorf("docker etcd: unknown cluster param %q (known: %s, %s)", k, etcdParamTickMs, etcdParamElectionMs)
-		case err != nil || x <= 0:
-			return 0, 0, fmt.Errorf("docker etcd: cluster param %s=%q must be a positive number of milliseconds", k, v)
-		case k == etcdParamTickMs:
-			tick = x
-		default:
-			election = x
-		}
+// etcdTiming reads the tick and election timeout from params
+// (backend.ParseEtcdParams).
+func etcdTiming(params map[string]string) (backend.EtcdTiming, error) {
+	t, err := backend.ParseEtcdParams(params)
+	if err != nil {
+		return t, fmt.Errorf("docker %w", err)
 	}
-	if election < 5*tick {
-		return 0, 0, fmt.Errorf("docker etcd: election timeout %dms must be at least 5 heartbeats of %dms", election, tick)
-	}
-	return tick, election, nil
+	return t, nil
 }
 
 // The Options.Params the zookeeper backend understands.
@@ -220,7 +195,7 @@ const zkDefaultClassPath = "/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-
 // in the official image). The JVM runs under the clock shim when the run
 // has one; its session timeouts use the monotonic clock, which the shim
 // does not move.
-var zkBackend = &backend{
+var zkBackend = &containerBackend{
 	defaultNodes: 3,
 	clientPort:   2181,
 	readyTimeout: 90 * time.Second,
@@ -254,13 +229,8 @@ var zkBackend = &backend{
 		_, err := roles.ZooKeeper(ctx, n.addr())
 		return err
 	},
-	roles: func(nodes int) []string {
-		if nodes == 1 {
-			return []string{"standalone"}
-		}
-		return []string{"leader", "follower"}
-	},
-	role: roles.ZooKeeper,
+	roles: backend.ZooKeeperRoles,
+	role:  roles.ZooKeeper,
 }
 
 func zkParams(params map[string]string) (time.Duration, string, error) {

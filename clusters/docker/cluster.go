@@ -76,7 +76,7 @@ type Options struct {
 // concurrent use; each that starts, stops or changes a node holds the
 // cluster's lock for its whole duration.
 type Cluster struct {
-	b     *backend
+	b     *containerBackend
 	lab   *Lab
 	image Image
 	opts  Options

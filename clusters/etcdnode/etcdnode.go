@@ -18,15 +18,8 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
-)
 
-// Defaults of the timing flags: a heartbeat every 25ms and a 250ms election
-// timeout elect the first leader of a fresh 3-member cluster within a few
-// hundred milliseconds, and make etcd's smallest lease TTL
-// (1.5 election timeouts, rounded up to whole seconds) one second.
-const (
-	DefaultTickMs     = 25
-	DefaultElectionMs = 250
+	"github.com/locktest/locktest/clusters/backend"
 )
 
 // readyTimeout bounds how long a member waits to join its cluster before it
@@ -48,8 +41,8 @@ func Main(ctx context.Context, args []string) error {
 	peerURL := fs.String("listen-peer-urls", "", "peer URL to listen on and advertise, e.g. http://127.0.0.1:2380 (required)")
 	cluster := fs.String("initial-cluster", "", "every member as name=peerURL, comma-separated (required)")
 	token := fs.String("initial-cluster-token", "locktest", "cluster token of a new cluster")
-	tickMs := fs.Uint("tick-ms", DefaultTickMs, "raft heartbeat interval in ms")
-	electionMs := fs.Uint("election-ms", DefaultElectionMs, "raft election timeout in ms")
+	tickMs := fs.Uint("tick-ms", uint(backend.DefaultEtcdTiming.TickMs), "raft heartbeat interval in ms")
+	electionMs := fs.Uint("election-ms", uint(backend.DefaultEtcdTiming.ElectionMs), "raft election timeout in ms")
 	logFile := fs.String("log-file", "", "where the member logs (JSON lines); empty means stderr")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -19,7 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/locktest/locktest/clusters"
-	"github.com/locktest/locktest/clusters/etcdnode"
+	"github.com/locktest/locktest/clusters/backend"
 	"github.com/locktest/locktest/clusters/roles"
 )
 
@@ -53,7 +52,7 @@ type EtcdOptions struct {
 	// start. A fixed port that is in use makes Start fail.
 	ClientPorts []int
 	// TickMs and ElectionMs are the raft heartbeat interval and election
-	// timeout; 0 means etcdnode.DefaultTickMs and DefaultElectionMs.
+	// timeout; 0 means backend.DefaultEtcdTiming's.
 	TickMs, ElectionMs int
 	// Hosts optionally places member i on Hosts[i] (its address and network
 	// namespace); a missing entry is loopback in the driver's namespace.
@@ -66,14 +65,6 @@ type EtcdOptions struct {
 	Logger *slog.Logger
 }
 
-// The Options.Params the etcd backend understands.
-const (
-	// EtcdParamTickMs sets EtcdOptions.TickMs.
-	EtcdParamTickMs = "tick-ms"
-	// EtcdParamElectionMs sets EtcdOptions.ElectionMs.
-	EtcdParamElectionMs = "election-ms"
-)
-
 func init() {
 	// The members are Go programs, which read the wall clock through the
 	// vDSO, not libc.
@@ -81,19 +72,11 @@ func init() {
 	Register("etcd", func(o Options) (clusters.Cluster, error) {
 		eo := EtcdOptions{Nodes: o.Nodes, Dir: o.Dir, Exe: o.Exe, ExeEnv: o.ExeEnv, Hosts: o.Hosts,
 			NodeEnv: o.NodeEnv, Logger: o.Logger}
-		for k, v := range o.Params {
-			n, err := strconv.Atoi(v)
-			switch {
-			case k != EtcdParamTickMs && k != EtcdParamElectionMs:
-				return nil, fmt.Errorf("local etcd: unknown cluster param %q (known: %s, %s)", k, EtcdParamTickMs, EtcdParamElectionMs)
-			case err != nil || n <= 0:
-				return nil, fmt.Errorf("local etcd: cluster param %s=%q must be a positive number of milliseconds", k, v)
-			case k == EtcdParamTickMs:
-				eo.TickMs = n
-			default:
-				eo.ElectionMs = n
-			}
+		t, err := backend.ParseEtcdParams(o.Params)
+		if err != nil {
+			return nil, fmt.Errorf("local %w", err)
 		}
+		eo.TickMs, eo.ElectionMs = t.TickMs, t.ElectionMs
 		return NewEtcd(eo)
 	})
 }
@@ -143,13 +126,13 @@ func NewEtcd(opts EtcdOptions) (*Etcd, error) {
 		return nil, err
 	}
 	if opts.TickMs == 0 {
-		opts.TickMs = etcdnode.DefaultTickMs
+		opts.TickMs = backend.DefaultEtcdTiming.TickMs
 	}
 	if opts.ElectionMs == 0 {
-		opts.ElectionMs = etcdnode.DefaultElectionMs
+		opts.ElectionMs = backend.DefaultEtcdTiming.ElectionMs
 	}
-	if opts.TickMs < 0 || opts.ElectionMs < 5*opts.TickMs {
-		return nil, fmt.Errorf("local etcd: election timeout %dms must be at least 5 heartbeats of %dms", opts.ElectionMs, opts.TickMs)
+	if err := (backend.EtcdTiming{TickMs: opts.TickMs, ElectionMs: opts.ElectionMs}).Check(); err != nil {
+		return nil, fmt.Errorf("local %w", err)
 	}
 	exe := opts.Exe
 	if len(exe) == 0 {
@@ -344,10 +327,9 @@ func (e *Etcd) spawn(n *etcdNode) (*proc, int64, error) {
 		"--listen-client-urls", "http://"+n.addr(),
 		"--listen-peer-urls", n.peerURL(),
 		"--initial-cluster", strings.Join(cluster, ","),
-		"--tick-ms", strconv.Itoa(e.tickMs),
-		"--election-ms", strconv.Itoa(e.electionMs),
 		"--log-file", n.logPath,
 	)
+	args = append(args, backend.EtcdTiming{TickMs: e.tickMs, ElectionMs: e.electionMs}.NodeArgs()...)
 	env := append([]string{}, e.exeEnv...)
 	if e.nodeEnv != nil {
 		env = append(env, e.nodeEnv(n.name)...)

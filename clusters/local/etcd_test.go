@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/clusters/backend"
 	"github.com/locktest/locktest/testkit/testcluster"
 )
 
@@ -166,8 +167,16 @@ func TestEtcdKillRestartRejoins(t *testing.T) {
 	if _, err := status(c, victim); err == nil {
 		t.Fatal("a killed member answered")
 	}
-	// The majority elects a new leader and takes writes.
-	put(t, etcdClient(t, others...), "during", "2")
+	// The majority elects a new leader and takes writes: asked again until
+	// it does, since an election on a loaded machine can outlast one
+	// put's timeout.
+	during := etcdClient(t, others...)
+	eventually(t, "a put to the majority after the leader's kill", func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, err := during.Put(ctx, "during", "2")
+		return err
+	})
 	if err := e.Restart(ctx, victim); err != nil {
 		t.Fatal(err)
 	}
@@ -368,14 +377,14 @@ func TestEtcdOptionErrors(t *testing.T) {
 		want   string
 	}{
 		{map[string]string{"tick": "10"}, `unknown cluster param "tick"`},
-		{map[string]string{EtcdParamElectionMs: "soon"}, "must be a positive number"},
+		{map[string]string{backend.EtcdParamElectionMs: "soon"}, "must be a positive number"},
 	} {
 		_, err := New("etcd", Options{Dir: t.TempDir(), Exe: self, Params: tc.params})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("New(etcd, %v) = %v, want an error saying %q", tc.params, err, tc.want)
 		}
 	}
-	cl, err := New("etcd", Options{Dir: t.TempDir(), Exe: self, Params: map[string]string{EtcdParamTickMs: "10", EtcdParamElectionMs: "100"}})
+	cl, err := New("etcd", Options{Dir: t.TempDir(), Exe: self, Params: map[string]string{backend.EtcdParamTickMs: "10", backend.EtcdParamElectionMs: "100"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/clusters/backend"
 	"github.com/locktest/locktest/clusters/clockshim"
 )
 
@@ -83,7 +84,7 @@ func aofSize(t *testing.T, r *Redis) int64 {
 // and the others at the next second, so a burst of writes leaves some
 // unsynced.
 func TestPowerLossLosesWhatWasNotSynced(t *testing.T) {
-	r := startRedis(t, RedisOptions{Persistence: PersistenceEverysec, NodeEnv: shimEnv(t), SyncRecords: true})
+	r := startRedis(t, RedisOptions{Persistence: backend.PersistenceEverysec, NodeEnv: shimEnv(t), SyncRecords: true})
 	ctx := context.Background()
 	n := r.Nodes()[0]
 	if why := r.PowerCutReason(); why != "" {
@@ -265,7 +266,7 @@ func TestPowerCutRefusedWithoutSyncRecords(t *testing.T) {
 // that the cut came after a grant the node had acknowledged and lost it:
 // after the restart, a lock key whose SET was answered OK is gone.
 func TestCutPowerOnWriteLosesAnAcknowledgedGrant(t *testing.T) {
-	r := startRedis(t, RedisOptions{Persistence: PersistenceEverysec, NodeEnv: shimEnv(t), SyncRecords: true})
+	r := startRedis(t, RedisOptions{Persistence: backend.PersistenceEverysec, NodeEnv: shimEnv(t), SyncRecords: true})
 	ctx := context.Background()
 	n := r.Nodes()[0]
 	type result struct {

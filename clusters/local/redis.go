@@ -17,21 +17,9 @@ import (
 	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/clusters/backend"
 	"github.com/locktest/locktest/clusters/durable"
 	"github.com/locktest/locktest/clusters/redisha"
-)
-
-// The persistence modes of RedisOptions.Persistence.
-const (
-	// PersistenceOff keeps data in memory only: a killed node comes back empty.
-	PersistenceOff = "off"
-	// PersistenceEverysec writes an append-only file fsynced once a second:
-	// a node that loses power may lose up to a second of writes; a killed
-	// process loses none, since the kernel's page cache keeps them.
-	PersistenceEverysec = "everysec"
-	// PersistenceAlways fsyncs the append-only file before each reply, the
-	// setting antirez recommends for Redlock nodes that restart at once.
-	PersistenceAlways = "always"
 )
 
 // Timings of the Redis provider.
@@ -75,7 +63,7 @@ type RedisOptions struct {
 	// Binary is the redis-server executable: a name looked up in PATH or a
 	// path; empty means "redis-server".
 	Binary string
-	// Persistence is PersistenceOff (the default when empty),
+	// Persistence is backend.PersistenceOff (the default when empty),
 	// PersistenceEverysec or PersistenceAlways.
 	Persistence string
 	// Hosts optionally places node i on Hosts[i] (its address and network
@@ -160,13 +148,8 @@ func NewRedis(opts RedisOptions) (*Redis, error) {
 	if err != nil {
 		return nil, err
 	}
-	switch opts.Persistence {
-	case "":
-		opts.Persistence = PersistenceOff
-	case PersistenceOff, PersistenceEverysec, PersistenceAlways:
-	default:
-		return nil, fmt.Errorf("local redis: unknown persistence %q (want %q, %q or %q)",
-			opts.Persistence, PersistenceOff, PersistenceEverysec, PersistenceAlways)
+	if opts.Persistence, err = backend.CheckPersistence(opts.Persistence); err != nil {
+		return nil, fmt.Errorf("local redis: %w", err)
 	}
 	bin, err := findRedisBinary(opts.Binary)
 	if err != nil {

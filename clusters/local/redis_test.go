@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/clusters/backend"
 	"github.com/locktest/locktest/internal/gate"
 )
 
@@ -159,10 +160,10 @@ func TestKillRestart(t *testing.T) {
 		survives    bool
 	}{
 		{"", false},
-		{PersistenceAlways, true},
+		{backend.PersistenceAlways, true},
 		// A process kill loses nothing the server wrote, synced or not: the
 		// page cache keeps it (TestPowerLossLosesWhatWasNotSynced).
-		{PersistenceEverysec, true},
+		{backend.PersistenceEverysec, true},
 	} {
 		t.Run("persistence="+tc.persistence, func(t *testing.T) {
 			t.Parallel()

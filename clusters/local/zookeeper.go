@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/clusters/backend"
 	"github.com/locktest/locktest/clusters/roles"
 	"github.com/locktest/locktest/clusters/zkconf"
 )
@@ -215,10 +216,7 @@ func (z *ZooKeeper) Role(ctx context.Context, node clusters.Node) (string, error
 func (z *ZooKeeper) Roles(clusters.Node) []string {
 	z.mu.Lock()
 	defer z.mu.Unlock()
-	if len(z.nodes) == 1 {
-		return []string{"standalone"}
-	}
-	return []string{"leader", "follower"}
+	return backend.ZooKeeperRoles(len(z.nodes))
 }
 
 // Mode asks the peer with the `srvr` four-letter command what it is:

@@ -16,6 +16,8 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
+
+	"github.com/locktest/locktest/clusters/backend"
 )
 
 // SentinelMasterName is the name under which the sentinels of a
@@ -83,11 +85,8 @@ func (c Conf) String() string {
 	}
 	b.WriteString("protected-mode no\n")
 	b.WriteString("save \"\"\n")
-	switch c.Persistence {
-	case "everysec", "always":
-		fmt.Fprintf(&b, "appendonly yes\nappendfsync %s\n", c.Persistence)
-	default:
-		b.WriteString("appendonly no\n")
+	for _, d := range backend.RedisPersistence(c.Persistence) {
+		fmt.Fprintf(&b, "%s %s\n", d[0], d[1])
 	}
 	for _, l := range c.Extra {
 		b.WriteString(l + "\n")

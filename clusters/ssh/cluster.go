@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/clusters/backend"
 	"github.com/locktest/locktest/clusters/redisha"
 
 	"github.com/locktest/locktest/internal/procfs"
@@ -33,13 +34,6 @@ var Programs = []string{"redis-server", "java", "mariadbd", "mariadb-install-db"
 func Backends() []string {
 	return []string{"redis", "redis-sentinel", "redis-cluster", "etcd", "zookeeper", backendMariaDB, backendPostgres}
 }
-
-// Persistence settings of the Redis nodes, as the local provider's.
-const (
-	PersistenceOff      = "off"
-	PersistenceEverysec = "everysec"
-	PersistenceAlways   = "always"
-)
 
 // The first ports of each kind of node. The nodes of a cluster are placed
 // on its hosts in turn; the k-th node of a kind on one host (k from 0)
@@ -62,13 +56,6 @@ const (
 	kindZooKeeper = "zookeeper"     // the host's java running QuorumPeerMain
 	kindMariaDB   = backendMariaDB  // the host's mariadbd
 	kindPostgres  = backendPostgres // the host's PostgreSQL postmaster
-)
-
-// The heartbeat and election timeout of the etcd members, the local
-// provider's defaults.
-const (
-	etcdTickMs     = 25
-	etcdElectionMs = 250
 )
 
 // readyTimeout bounds the wait for one node to answer after its start.
@@ -138,10 +125,11 @@ type Cluster struct {
 	nodes []*node
 	lg    *slog.Logger
 	// sentinel are redis-sentinel's settings; masters and nodeTimeout are
-	// redis-cluster's.
+	// redis-cluster's; etcd is etcd's raft timing.
 	sentinel    redisha.SentinelSettings
 	masters     int
 	nodeTimeout time.Duration
+	etcd        backend.EtcdTiming
 
 	// hostMu serializes the preparation of the nodes of one host (by host
 	// name), which upload files into the run's directory there.
@@ -187,10 +175,8 @@ func New(opts Options) (*Cluster, error) {
 			opts.Nodes = 2 * redisha.DefaultClusterMasters
 		}
 	}
-	switch opts.Persistence {
-	case "", PersistenceOff, PersistenceEverysec, PersistenceAlways:
-	default:
-		return nil, fmt.Errorf("ssh: persistence %q: want off, everysec or always", opts.Persistence)
+	if _, err := backend.CheckPersistence(opts.Persistence); err != nil {
+		return nil, fmt.Errorf("ssh: %w", err)
 	}
 	if err := CheckParams(opts.Backend, opts.Params); err != nil {
 		return nil, err
@@ -222,6 +208,10 @@ func New(opts Options) (*Cluster, error) {
 	}
 	var err error
 	switch opts.Backend {
+	case "etcd":
+		if cl.etcd, err = backend.ParseEtcdParams(opts.Params); err != nil {
+			return nil, fmt.Errorf("ssh: %w", err)
+		}
 	case "redis-sentinel":
 		if cl.sentinel, err = redisha.ParseSentinelParams(opts.Params, opts.Nodes-1); err != nil {
 			return nil, fmt.Errorf("ssh redis-sentinel: %w", err)
@@ -267,23 +257,26 @@ func New(opts Options) (*Cluster, error) {
 
 // CheckParams refuses backend params (--cluster-opt) that backend does not
 // read on the ssh provider, and values they cannot take.
-func CheckParams(backend string, params map[string]string) error {
+func CheckParams(name string, params map[string]string) error {
 	if len(params) == 0 {
 		return nil
 	}
-	known := map[string][]string{"redis-sentinel": redisha.SentinelParams, "redis-cluster": redisha.ClusterParams}[backend]
+	known := map[string][]string{"redis-sentinel": redisha.SentinelParams, "redis-cluster": redisha.ClusterParams, "etcd": backend.EtcdParams}[name]
 	if known == nil {
-		return fmt.Errorf("--cluster-opt: the ssh provider reads no cluster settings yet for backend %s (only redis-sentinel's and redis-cluster's)", backend)
+		return fmt.Errorf("--cluster-opt: the ssh provider reads no cluster settings yet for backend %s (only etcd's, redis-sentinel's and redis-cluster's)", name)
 	}
 	for _, k := range slices.Sorted(maps.Keys(params)) {
 		if !slices.Contains(known, k) {
-			return fmt.Errorf("--cluster-opt: %s=%s: %s reads %s on the ssh provider", k, params[k], backend, strings.Join(known, ", "))
+			return fmt.Errorf("--cluster-opt: %s=%s: %s reads %s on the ssh provider", k, params[k], name, strings.Join(known, ", "))
 		}
 	}
 	var err error
-	if backend == "redis-sentinel" {
+	switch name {
+	case "redis-sentinel":
 		_, err = redisha.ParseSentinelParams(params, 0)
-	} else {
+	case "etcd":
+		_, err = backend.ParseEtcdParams(params)
+	default:
 		_, err = redisha.ParseClusterParams(params)
 	}
 	if err != nil {

@@ -57,8 +57,8 @@ func (cl *Cluster) startEtcd(ctx, rctx context.Context, n *node, first bool) err
 	args = append(args, "node", "etcd", "--name", n.name, "--data-dir", n.dir+"/data",
 		"--listen-client-urls", "http://"+n.addr(), "--listen-peer-urls", n.peerURL(),
 		"--initial-cluster", strings.Join(cluster, ","),
-		"--tick-ms", strconv.Itoa(etcdTickMs), "--election-ms", strconv.Itoa(etcdElectionMs),
 		"--log-file", n.dir+"/etcd.log")
+	args = append(args, cl.etcd.NodeArgs()...)
 	if err := cl.startDetached(rctx, n, "", append(slices.Clone(cl.opts.NodeEnv), args...), "stdout.log"); err != nil {
 		return err
 	}

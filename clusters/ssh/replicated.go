@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/clusters/backend"
 	"github.com/locktest/locktest/clusters/redisha"
 	"github.com/locktest/locktest/clusters/roles"
 )
@@ -163,10 +164,7 @@ func (cl *Cluster) Roles(cn clusters.Node) []string {
 	case "etcd":
 		return []string{roles.EtcdLeader, roles.EtcdFollower}
 	case "zookeeper":
-		if len(cl.nodes) == 1 {
-			return []string{"standalone"}
-		}
-		return []string{"leader", "follower"}
+		return backend.ZooKeeperRoles(len(cl.nodes))
 	case "redis-sentinel", "redis-cluster":
 		if n, err := cl.find(cn.Name); err == nil && n.kind == kindSentinel {
 			return []string{redisha.RoleSentinel}

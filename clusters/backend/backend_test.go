@@ -1,0 +1,149 @@
+package backend
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+func TestParseEtcdParams(t *testing.T) {
+	for _, tc := range []struct {
+		params map[string]string
+		want   EtcdTiming
+		err    string // a part of the error; "" for none
+	}{
+		{nil, DefaultEtcdTiming, ""},
+		{map[string]string{EtcdParamTickMs: "10", EtcdParamElectionMs: "100"}, EtcdTiming{10, 100}, ""},
+		{map[string]string{EtcdParamElectionMs: "1000"}, EtcdTiming{25, 1000}, ""},
+		{map[string]string{"tick": "10"}, EtcdTiming{}, `unknown cluster param "tick" (known: tick-ms, election-ms)`},
+		{map[string]string{EtcdParamTickMs: "soon"}, EtcdTiming{}, `tick-ms="soon" must be a positive number of milliseconds`},
+		{map[string]string{EtcdParamTickMs: "0"}, EtcdTiming{}, "must be a positive number"},
+		{map[string]string{EtcdParamTickMs: "100"}, EtcdTiming{}, "election timeout 250ms must be at least 5 heartbeats of 100ms"},
+	} {
+		got, err := ParseEtcdParams(tc.params)
+		switch {
+		case tc.err == "" && (err != nil || got != tc.want):
+			t.Errorf("ParseEtcdParams(%v) = %+v, %v; want %+v", tc.params, got, err, tc.want)
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("ParseEtcdParams(%v) = %v; want an error saying %q", tc.params, err, tc.err)
+		}
+	}
+	want := []string{"--tick-ms", "25", "--election-ms", "250"}
+	if got := DefaultEtcdTiming.NodeArgs(); !slices.Equal(got, want) {
+		t.Errorf("NodeArgs = %q, want %q", got, want)
+	}
+	want = []string{"--heartbeat-interval", "25", "--election-timeout", "250"}
+	if got := DefaultEtcdTiming.UpstreamArgs(); !slices.Equal(got, want) {
+		t.Errorf("UpstreamArgs = %q, want %q", got, want)
+	}
+}
+
+func TestRedisPersistence(t *testing.T) {
+	for _, tc := range []struct {
+		in, mode string
+		conf     [][2]string
+	}{
+		{"", PersistenceOff, [][2]string{{"appendonly", "no"}}},
+		{PersistenceOff, PersistenceOff, [][2]string{{"appendonly", "no"}}},
+		{PersistenceEverysec, PersistenceEverysec, [][2]string{{"appendonly", "yes"}, {"appendfsync", "everysec"}}},
+		{PersistenceAlways, PersistenceAlways, [][2]string{{"appendonly", "yes"}, {"appendfsync", "always"}}},
+	} {
+		mode, err := CheckPersistence(tc.in)
+		if err != nil || mode != tc.mode {
+			t.Errorf("CheckPersistence(%q) = %q, %v; want %q", tc.in, mode, err, tc.mode)
+		}
+		if got := RedisPersistence(mode); !slices.Equal(got, tc.conf) {
+			t.Errorf("RedisPersistence(%q) = %q, want %q", mode, got, tc.conf)
+		}
+	}
+	if _, err := CheckPersistence("sometimes"); err == nil || !strings.Contains(err.Error(), `"sometimes" (want off, everysec or always)`) {
+		t.Errorf("CheckPersistence(sometimes) = %v", err)
+	}
+}
+
+func TestZooKeeperRoles(t *testing.T) {
+	if got := ZooKeeperRoles(1); !slices.Equal(got, []string{"standalone"}) {
+		t.Errorf("one peer: %q", got)
+	}
+	for _, n := range []int{3, 5} {
+		if got := ZooKeeperRoles(n); !slices.Equal(got, []string{"leader", "follower"}) {
+			t.Errorf("%d peers: %q", n, got)
+		}
+	}
+}
+
+// writtenOnce are string constants that spell a fact of this package's:
+// no other code of the module writes them. Each names the fact.
+var writtenOnce = map[string]string{
+	"standalone":           "ZooKeeper's roles",
+	"everysec":             "Redis's persistence modes",
+	"appendfsync":          "Redis's persistence directives",
+	"appendonly":           "Redis's persistence directives",
+	"--tick-ms":            "etcd's timing flags",
+	"--election-ms":        "etcd's timing flags",
+	"--heartbeat-interval": "etcd's timing flags",
+	"--election-timeout":   "etcd's timing flags",
+	EtcdParamTickMs:        "etcd's timing params",
+	EtcdParamElectionMs:    "etcd's timing params",
+}
+
+// ownFlags are files that may spell one of writtenOnce because it is
+// theirs: the etcd member program defines its own flags.
+var ownFlags = map[string][]string{
+	"clusters/etcdnode/etcdnode.go": {EtcdParamTickMs, EtcdParamElectionMs},
+}
+
+// TestFactsAreWrittenOnce reads every Go file of the module but tests
+// and this package's, and fails where a string constant spells a fact of
+// writtenOnce: the providers ask this package instead.
+func TestFactsAreWrittenOnce(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := 0
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		if d.IsDir() {
+			if strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" || rel == filepath.Join("clusters", "backend") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		files++
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			lit, ok := n.(*ast.BasicLit)
+			if !ok || lit.Kind != token.STRING {
+				return true
+			}
+			s, err := strconv.Unquote(lit.Value)
+			if fact, ok := writtenOnce[s]; ok && err == nil && !slices.Contains(ownFlags[filepath.ToSlash(rel)], s) {
+				t.Errorf("%s spells %q, one of %s: ask package backend", rel, s, fact)
+			}
+			return true
+		})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files < 100 {
+		t.Fatalf("only %d Go files read: is the walk at the module's root?", files)
+	}
+}
