@@ -1,7 +1,8 @@
 // Package clusters defines how the harness sees the nodes of a lock service
-// and the optional abilities a provider has to hurt them: its cluster's
-// (Killer, PowerCutter, Pauser, LogCollector) and its platform's (Network,
-// Delayer, Clocks). Providers live in sub-packages (local, docker, ssh) and
+// and the optional abilities a provider has to hurt them, all of them here:
+// its cluster's (Killer, PowerCutter, Pauser, GrantWatcher, LogCollector,
+// and RoleReader and Targeter, which faults use to choose their node) and
+// its platform's (Network, Delayer, Clocks). Providers live in sub-packages (local, docker, ssh) and
 // implement them; roles reads a node's role for both. A fault that needs an ability
 // the provider lacks is reported as unavailable, with the provider's
 // reason, never faked.
@@ -36,6 +37,25 @@ type Cluster interface {
 	// Stop stops every node the cluster started. It is idempotent and must
 	// leave no process behind.
 	Stop(ctx context.Context) error
+}
+
+// RoleReader is an optional ability of a cluster whose nodes' roles change
+// as it runs (a ZooKeeper or etcd leader, a Redis master after a failover).
+// A fault pinned to a role asks Role of every node it may hit at the moment
+// it picks, and Roles before the run, to refuse a role no node can have.
+type RoleReader interface {
+	// Role asks the cluster what node n is now; an error means its role is
+	// not known at this moment (the node is down or cut off, an election
+	// is under way).
+	Role(ctx context.Context, n Node) (string, error)
+	// Roles lists every role Role can ever answer for n.
+	Roles(n Node) []string
+}
+
+// Targeter is an optional ability of a cluster whose nodes are not all data
+// nodes (Sentinel's sentinels, say): node faults pick among Targets only.
+type Targeter interface {
+	Targets() []Node
 }
 
 // Killer can kill a node and restart it with the same data directory.

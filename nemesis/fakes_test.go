@@ -70,9 +70,9 @@ type liveCluster struct {
 }
 
 var (
-	_ clusters.Killer = (*liveCluster)(nil)
-	_ clusters.Pauser = (*liveCluster)(nil)
-	_ RoleReader      = (*liveCluster)(nil)
+	_ clusters.Killer     = (*liveCluster)(nil)
+	_ clusters.Pauser     = (*liveCluster)(nil)
+	_ clusters.RoleReader = (*liveCluster)(nil)
 )
 
 func newLiveCluster(names ...string) *liveCluster {

@@ -35,7 +35,7 @@ type Spec struct {
 	pins   pinKind
 	noPins string
 	// dataNodes makes a node fault pick among the data nodes only
-	// (Targeter), for the faults that stop a node's process.
+	// (clusters.Targeter), for the faults that stop a node's process.
 	dataNodes bool
 }
 

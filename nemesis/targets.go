@@ -152,7 +152,7 @@ func CheckTargets(targets map[string][]string, cluster clusters.Cluster, clients
 // cluster and clients can never match: a node the run does not have, a
 // role no node the fault hits can have, a client host or worker (among
 // procs; nil when they are not known) the run does not start. Roles are
-// checked against what each node can ever be (RoleReader.Roles), not what
+// checked against what each node can ever be (clusters.RoleReader.Roles), not what
 // it is now.
 func (env Env) checkPins(fault string, procs []int) error {
 	pins := env.Targets[fault]
@@ -218,19 +218,6 @@ func orNone(s []string) string {
 	return strings.Join(s, ", ")
 }
 
-// RoleReader is an optional ability of a cluster whose nodes' roles change
-// as it runs (a ZooKeeper or etcd leader, a Redis master after a failover).
-// A fault pinned to a role asks Role of every node it may hit at the moment
-// it picks, and Roles before the run, to refuse a role no node can have.
-type RoleReader interface {
-	// Role asks the cluster what node n is now; an error means its role is
-	// not known at this moment (the node is down or cut off, an election
-	// is under way).
-	Role(ctx context.Context, n clusters.Node) (string, error)
-	// Roles lists every role Role can ever answer for n.
-	Roles(n clusters.Node) []string
-}
-
 // roleReadTimeout bounds the reading of every node's role at one pick.
 const roleReadTimeout = 2 * time.Second
 
@@ -244,9 +231,9 @@ func (env Env) candidates(fault string) []clusters.Node {
 }
 
 // possibleRoles returns the roles n can ever have: what the cluster's
-// RoleReader says, else the role it started with.
+// clusters.RoleReader says, else the role it started with.
 func (env Env) possibleRoles(n clusters.Node) []string {
-	if rr, ok := env.Cluster.(RoleReader); ok {
+	if rr, ok := env.Cluster.(clusters.RoleReader); ok {
 		return rr.Roles(n)
 	}
 	if n.Role != "" {
@@ -256,11 +243,11 @@ func (env Env) possibleRoles(n clusters.Node) []string {
 }
 
 // readRoles returns the role of each of nodes now: asked of the cluster, all
-// at once, where it can tell (RoleReader), else the role the node started
+// at once, where it can tell (clusters.RoleReader), else the role the node started
 // with. A node whose role cannot be read now is left out.
 func (env Env) readRoles(ctx context.Context, nodes []clusters.Node) map[string]string {
 	roles := make(map[string]string, len(nodes))
-	rr, ok := env.Cluster.(RoleReader)
+	rr, ok := env.Cluster.(clusters.RoleReader)
 	if !ok {
 		for _, n := range nodes {
 			if n.Role != "" {
@@ -374,7 +361,7 @@ func (env Env) hitNode(ctx context.Context, fault string, d time.Duration, rng *
 
 // pickNode chooses the node fault hits among cands: any of them, or only
 // those Env.Targets pins for the fault, by name or by the role the cluster
-// reports at the moment of the pick (RoleReader; a node whose role cannot be
+// reports at the moment of the pick (clusters.RoleReader; a node whose role cannot be
 // read then matches only by name). It also returns the role the chosen node
 // had, as {name: role}, when a pin named a role.
 func (env Env) pickNode(ctx context.Context, fault string, cands []clusters.Node, rng *rand.Rand) (clusters.Node, map[string]string, error) {

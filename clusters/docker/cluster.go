@@ -91,6 +91,7 @@ var (
 	_ clusters.Killer       = (*Cluster)(nil)
 	_ clusters.Pauser       = (*Cluster)(nil)
 	_ clusters.LogCollector = (*Cluster)(nil)
+	_ clusters.RoleReader   = (*Cluster)(nil)
 )
 
 // node is one container of a cluster.
@@ -590,7 +591,7 @@ func (c *Cluster) CollectLogs(dir string) error {
 // Role asks the node, from the host, what it is now: an etcd member
 // whether it is the leader (its status), a ZooKeeper server its mode
 // (srvr). Redis nodes are all alike: their role is "". It implements the
-// nemesis's RoleReader, for faults pinned to a role.
+// clusters.RoleReader, for faults pinned to a role.
 func (c *Cluster) Role(ctx context.Context, node clusters.Node) (string, error) {
 	n, err := c.find(node)
 	if err != nil || c.b.role == nil {

@@ -144,3 +144,14 @@ func Backends() []string {
 	sort.Strings(out)
 	return out
 }
+
+// The clusters whose nodes' roles change as they run tell them
+// (clusters.RoleReader); Sentinel's sentinels are no data nodes
+// (clusters.Targeter).
+var (
+	_ clusters.RoleReader = (*Etcd)(nil)
+	_ clusters.RoleReader = (*ZooKeeper)(nil)
+	_ clusters.RoleReader = (*Sentinel)(nil)
+	_ clusters.RoleReader = (*RedisCluster)(nil)
+	_ clusters.Targeter   = (*Sentinel)(nil)
+)

@@ -167,7 +167,7 @@ func NewEtcd(opts EtcdOptions) (*Etcd, error) {
 
 // Role asks the member what it is now, "leader" or "follower" (roles.Etcd);
 // a member that is down, cut off or in an election is an error. It
-// implements the nemesis's RoleReader, for faults pinned to the leader.
+// implements clusters.RoleReader, for faults pinned to the leader.
 func (e *Etcd) Role(ctx context.Context, node clusters.Node) (string, error) {
 	return e.ask(ctx, node, roles.Etcd)
 }

@@ -185,7 +185,7 @@ func (c *RedisCluster) WaitHealthy(ctx context.Context) error {
 // replicates one. A master without slots (one that came back after its
 // failover and has not been turned into a replica yet), a node flagged
 // failing, and a node that does not answer are errors. It implements the
-// nemesis's RoleReader, so a fault pinned to the masters follows failovers.
+// clusters.RoleReader, so a fault pinned to the masters follows failovers.
 func (c *RedisCluster) Role(ctx context.Context, node clusters.Node) (string, error) {
 	var addr string
 	for _, n := range c.Redis.Nodes() {

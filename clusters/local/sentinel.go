@@ -294,7 +294,7 @@ func (s *Sentinel) Master(ctx context.Context) (clusters.Node, error) {
 // (SENTINEL get-master-addr-by-name, as the clients ask them), else
 // "replica". With no majority of the sentinels agreeing (a failover under
 // way, sentinels down) a data node's role is an error. It implements the
-// nemesis's RoleReader, so a kill-node=master after a failover hits the
+// clusters.RoleReader, so a kill-node=master after a failover hits the
 // new master. Unlike Master, it does not change the roles Nodes reports.
 func (s *Sentinel) Role(ctx context.Context, node clusters.Node) (string, error) {
 	p, err := s.part(node)

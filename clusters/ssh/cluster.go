@@ -117,7 +117,7 @@ func NewRunID() string {
 
 // Cluster is a backend's nodes on SSH hosts. It is a clusters.Cluster, a
 // clusters.Killer, a clusters.Pauser, a clusters.LogCollector, a
-// nemesis.RoleReader and Targeter and, when its nodes run under the clock
+// clusters.RoleReader and Targeter and, when its nodes run under the clock
 // shim (ClockReason is ""), clusters.Clocks; its Network method gives the
 // iptables faults. Its methods are safe for concurrent use.
 type Cluster struct {

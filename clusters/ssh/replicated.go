@@ -173,3 +173,8 @@ func (cl *Cluster) Roles(cn clusters.Node) []string {
 	}
 	return nil
 }
+
+var (
+	_ clusters.RoleReader = (*Cluster)(nil)
+	_ clusters.Targeter   = (*Cluster)(nil)
+)
