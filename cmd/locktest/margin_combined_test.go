@@ -73,6 +73,43 @@ func TestMarginPlansEveryPartOfACombinedFault(t *testing.T) {
 	}
 }
 
+// A part that waits for its moment (kill-on-grant waits up to its window
+// for a grant) may hit that much later than planned: the other parts stay
+// through the wait too, and the run lasts past its latest heal.
+func TestMarginKeepsTheOtherPartsThroughAWait(t *testing.T) {
+	args := slices.Clone(claim6Restart)
+	for i, a := range args {
+		args[i] = strings.ReplaceAll(a, "kill-node", "kill-on-grant")
+	}
+	m, err := marginOf(t, append(args, "--vary", "down=0s..10s")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const down = 2 * time.Second
+	plan, cfg, err := m.plan(float64(down))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.Faults) != 2 {
+		t.Fatalf("plan %+v, want a partition and a kill-on-grant", plan.Faults)
+	}
+	part, kill := plan.Faults[0], plan.Faults[1]
+	// The kill waits from 4 s up to its 3 s window, then stays down 2 s.
+	if want := 3*time.Second + 3*time.Second + down; part.Fault != "partition" || part.Lasts != want {
+		t.Errorf("partition %+v, want it to last %v: the stagger, the kill's wait and its time down", part, want)
+	}
+	if want := (map[string]string{"down": "2s", "window": "3s"}); kill.Fault != "kill-on-grant" || kill.Lasts != down || !maps.Equal(kill.Settings, want) {
+		t.Errorf("kill %+v, want kill-on-grant lasting %v with settings %v", kill, down, want)
+	}
+	if end := 4*time.Second + 3*time.Second + down + cfg.Quiet; cfg.Duration <= end {
+		t.Errorf("the run lasts %v, not past the latest heal and the quiet time (%v)", cfg.Duration, end)
+	}
+	cfg.Plan = &plan
+	if _, err := cfg.Prepared(); err != nil {
+		t.Errorf("locktest run refuses the plan: %v", err)
+	}
+}
+
 // A combined fault is one fault to margin, but the setting it varies must
 // be one its parts read, and its parts' targets cannot be varied together.
 func TestMarginRefusesWhatACombinedFaultCannotVary(t *testing.T) {
