@@ -1,6 +1,6 @@
 // Package clusters defines how the harness sees the nodes of a lock service
 // and the optional abilities a provider has to hurt them, all of them here:
-// its cluster's (Killer, PowerCutter, Pauser, GrantWatcher, LogCollector,
+// its cluster's (Killer, PowerCutter, Pauser, LogCollector,
 // and RoleReader and Targeter, which faults use to choose their node) and
 // its platform's (Network, Delayer, Clocks). Providers live in sub-packages (local, docker, ssh) and
 // implement them; roles reads a node's role for both. A fault that needs an ability
@@ -95,19 +95,6 @@ type PowerCutter interface {
 	// appendfsync everysec is synced within a second or so. An error that
 	// wraps ErrUntouched did nothing to n.
 	CutPowerOnWrite(ctx context.Context, n Node, within time.Duration) ([]FileCut, error)
-}
-
-// GrantWatcher can tell when a node grants a lock, so that a fault can
-// hit the node just after it did (kill-on-grant).
-type GrantWatcher interface {
-	// GrantWatchReason says why the cluster cannot tell when its nodes
-	// grant a lock, or "" when it can.
-	GrantWatchReason() string
-	// WaitForGrant waits, for at most within, until n holds a lock it did
-	// not hold when the wait began, and names it (for Redis, the lease's
-	// key). A wait that saw no grant returns an error wrapping
-	// ErrUntouched.
-	WaitForGrant(ctx context.Context, n Node, within time.Duration) (string, error)
 }
 
 // ErrUntouched marks an error of an ability that certainly did nothing to

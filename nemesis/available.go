@@ -29,9 +29,6 @@ const (
 	// NeedPowerCut: cut a node's power, losing what it had not synced
 	// (clusters.PowerCutter, with the run's sync records).
 	NeedPowerCut Ability = "power-cut"
-	// NeedGrantWatch: tell when a node grants a lock
-	// (clusters.GrantWatcher).
-	NeedGrantWatch Ability = "grant-watch"
 	// NeedPauseNodes: stop and continue nodes (clusters.Pauser).
 	NeedPauseNodes Ability = "pause-nodes"
 	// NeedNetwork: cut and degrade the links between hosts (Env.Net).
@@ -57,7 +54,6 @@ var abilities = map[Ability]func(env Env) error{
 	NeedSkewClients:  needSkewableClients,
 	NeedKillNodes:    needKiller,
 	NeedPowerCut:     needPowerCutter,
-	NeedGrantWatch:   needGrantWatcher,
 	NeedPauseNodes:   needPauser,
 	NeedNetwork:      needNetwork,
 	NeedDelay:        needDelayer,
@@ -135,18 +131,6 @@ func needPowerCutter(env Env) error {
 	}
 	if why := pc.PowerCutReason(); why != "" {
 		return fmt.Errorf("%w: the cluster cannot cut a node's power: %s", ErrUnavailable, why)
-	}
-	return nil
-}
-
-// needGrantWatcher: a fault timed to a node's grant of a lock.
-func needGrantWatcher(env Env) error {
-	gw, ok := env.Cluster.(clusters.GrantWatcher)
-	if !ok {
-		return fmt.Errorf("%w: the cluster cannot tell when a node grants a lock (the local provider's redis nodes can)", ErrUnavailable)
-	}
-	if why := gw.GrantWatchReason(); why != "" {
-		return fmt.Errorf("%w: the cluster cannot tell when a node grants a lock: %s", ErrUnavailable, why)
 	}
 	return nil
 }

@@ -2,7 +2,6 @@ package nemesis
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/locktest/locktest/clusters"
@@ -12,45 +11,53 @@ import (
 func init() {
 	Register(Spec{
 		FaultKind: history.FaultKind{Name: "kill-on-grant", Heal: "restart-node", Family: history.FamilyNode,
-			Doc: "SIGKILLs a data node as soon as it grants a lock it did not hold when the fault began (waiting up to --window), and restarts it after --down"},
+			Doc: "SIGKILLs a data node right after a client's acquire succeeds (waiting up to --window), while the new holder waits at its after-acquire point; restarts it after --down"},
 		Settings:  []string{"down", "window"},
-		Needs:     []Ability{NeedKillNodes, NeedGrantWatch},
+		Needs:     []Ability{NeedKillNodes, NeedClients},
 		New:       newKillOnGrant,
 		pins:      pinNode,
 		dataNodes: true,
 	})
 }
 
-// newKillOnGrant kills one node right after it grants a lock, and
-// restarts it, with the same data directory, when healed: the kill of
-// antirez's claim 6 (a Redlock node without persistence that forgets a
-// live lease) timed so that it always meets one, where kill-node meets one
-// only by chance. The cluster watches the node (clusters.GrantWatcher) and
-// the kill follows the grant by a few milliseconds; the holder has its
-// reply by then. A window in which the node grants nothing leaves it
-// untouched, and the fault is recorded as not applied: a kill then would
-// test nothing the fault promises. The injection records the node and
-// then what it granted, as power-loss records its files:
-// "n3", "n3:granted locktest-lock".
+// grantPoint is where kill-on-grant holds the client whose acquire it
+// waits for: its acquire has succeeded, and it has done nothing with the
+// lock yet.
+const grantPoint = "after-acquire"
+
+// newKillOnGrant kills one node right after a client was granted the
+// lock, and restarts it, with the same data directory, when healed: the
+// kill of antirez's claim 6 (a Redlock node without persistence that
+// forgets a live lease) timed so that it meets a live grant, where
+// kill-node meets one only by chance. Every worker is armed at its
+// after-acquire point; the first to get there waits while the node is
+// killed, and then goes on (a stop of a few milliseconds). The grant is
+// live on the node when the node is the lock service (one node), or when
+// the acquirer could not have won without it (a partition that leaves it
+// a bare majority through the node, as claim 6's does); elsewhere the
+// kill may hit a node the holder did not need. A window in which no
+// acquire succeeds leaves the node untouched, and the fault is recorded
+// as not applied: a kill then would test nothing it promises. The
+// injection records the node and the holder: "n3", "n3:after p1's
+// acquire".
 func newKillOnGrant(env Env) (Fault, error) {
 	k := env.Cluster.(clusters.Killer)
-	gw := env.Cluster.(clusters.GrantWatcher)
 	if err := positive("fault window", env.Window); err != nil {
 		return nil, err
 	}
 	kill := func(ctx context.Context, n clusters.Node, v *history.Value) error {
-		key, err := gw.WaitForGrant(ctx, n, env.Window)
-		if errors.Is(err, clusters.ErrUntouched) {
-			return fmt.Errorf("%w: %v", errNotApplied, err)
-		}
+		wctx, cancel := context.WithTimeout(ctx, env.Window)
+		p, err := holdFirst(wctx, env.Clients, env.Clients.Processes(), grantPoint)
+		cancel()
 		if err != nil {
-			return err
+			return fmt.Errorf("%w: no acquire succeeded within %s: %v", errNotApplied, env.Window, err)
 		}
-		if err := k.Kill(ctx, n); err != nil {
-			return err
+		err = k.Kill(ctx, n)
+		if cerr := env.Clients.Continue(p); cerr != nil && err == nil {
+			err = fmt.Errorf("continue %s after the kill: %w", procName(p), cerr)
 		}
-		v.Targets = append(v.Targets, fmt.Sprintf("%s:granted %s", n.Name, key))
-		return nil
+		v.Targets = append(v.Targets, fmt.Sprintf("%s:after %s's acquire", n.Name, procName(p)))
+		return err
 	}
 	return env.stopNode(env.NodeDown, "kill", kill, "restart", k.Restart), nil
 }

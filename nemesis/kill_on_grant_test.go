@@ -3,7 +3,6 @@ package nemesis
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -13,112 +12,87 @@ import (
 	"github.com/locktest/locktest/history"
 )
 
-// grantCluster is a live cluster whose nodes grant a lock when a test
-// says so: WaitForGrant returns the key sent on grants, or, when none
-// comes within its time, an error wrapping clusters.ErrUntouched.
+// grantCluster is a live cluster whose kills record, in the clients'
+// log, when they came: so that a test sees the kill between the holder's
+// arrival at its point and its continuing.
 type grantCluster struct {
 	*liveCluster
-	why    string
-	grants chan string
+	clients *fakeClients
 }
 
-var _ clusters.GrantWatcher = (*grantCluster)(nil)
-
-func (c *grantCluster) GrantWatchReason() string { return c.why }
-
-func (c *grantCluster) WaitForGrant(ctx context.Context, n clusters.Node, within time.Duration) (string, error) {
-	c.add("watch %s", n.Name)
-	select {
-	case key := <-c.grants:
-		return key, nil
-	case <-time.After(within):
-		return "", fmt.Errorf("%w: %s granted nothing", clusters.ErrUntouched, n.Name)
-	case <-ctx.Done():
-		return "", fmt.Errorf("%w: %w", clusters.ErrUntouched, ctx.Err())
-	}
+func (c *grantCluster) Kill(ctx context.Context, n clusters.Node) error {
+	c.clients.add("kill %s", n.Name)
+	return c.liveCluster.Kill(ctx, n)
 }
 
-func newGrantCluster() *grantCluster {
-	return &grantCluster{liveCluster: newLiveCluster("n1"), grants: make(chan string, 1)}
-}
-
-// kill-on-grant is available only where the cluster can watch its nodes
-// grant, and says why not.
+// kill-on-grant needs a cluster that kills nodes and clients it can hold
+// at a point, and a window to wait in.
 func TestKillOnGrantAvailable(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		env  Env
-		want string // "" when available
-	}{
-		{"watching cluster", Env{Cluster: newGrantCluster(), Window: time.Second}, ""},
-		{"cluster that cannot watch", Env{Cluster: newLiveCluster("n1"), Window: time.Second}, "cannot tell when a node grants"},
-		{"cluster that says why not", Env{Cluster: &grantCluster{liveCluster: newLiveCluster("n1"), why: "no client port"}, Window: time.Second}, "no client port"},
-	} {
-		err := Available("kill-on-grant", tc.env)
-		if tc.want == "" && err != nil || tc.want != "" && (!errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), tc.want)) {
-			t.Errorf("%s: Available = %v, want %q", tc.name, err, tc.want)
-		}
+	pool := &fakeClients{procs: []int{1}}
+	if err := Available("kill-on-grant", Env{Cluster: newLiveCluster("n1"), Clients: pool, Window: time.Second}); err != nil {
+		t.Errorf("with a killer and clients: %v", err)
 	}
-	if _, err := Build([]string{"kill-on-grant"}, Env{Cluster: newGrantCluster()}); err == nil || !strings.Contains(err.Error(), "positive") {
+	if err := Available("kill-on-grant", Env{Cluster: &fakeCluster{nodes: nodes("n1")}, Clients: pool, Window: time.Second}); !errors.Is(err, ErrUnavailable) {
+		t.Errorf("without a killer: %v, want unavailable", err)
+	}
+	if err := Available("kill-on-grant", Env{Cluster: newLiveCluster("n1"), Window: time.Second}); !errors.Is(err, ErrUnavailable) {
+		t.Errorf("without clients: %v, want unavailable", err)
+	}
+	if _, err := Build([]string{"kill-on-grant"}, Env{Cluster: newLiveCluster("n1"), Clients: pool}); err == nil || !strings.Contains(err.Error(), "positive") {
 		t.Errorf("kill-on-grant without a window: %v", err)
 	}
 }
 
-// The kill waits for the node's grant, comes after it, records what was
-// granted, and the heal restarts the node.
-func TestKillOnGrantKillsAfterTheGrant(t *testing.T) {
+// The kill waits for a client's acquire to succeed (its arrival at
+// after-acquire), kills the node while that client waits there, then lets
+// it go on; it records the node and the holder, and the heal restarts the
+// node.
+func TestKillOnGrantKillsAfterAnAcquire(t *testing.T) {
 	const down = 300 * time.Millisecond
-	c := newGrantCluster()
-	f := buildOne(t, "kill-on-grant", Env{Cluster: c, NodeDown: down, Window: time.Minute})
+	pool := &fakeClients{procs: []int{2}}
+	c := &grantCluster{liveCluster: newLiveCluster("n1"), clients: pool}
+	f := buildOne(t, "kill-on-grant", Env{Cluster: c, Clients: pool, NodeDown: down, Window: time.Minute})
 	if f.Name() != "kill-on-grant" || f.HealName() != "restart-node" || f.Duration() != down {
 		t.Errorf("fault is %s/%s for %v, want kill-on-grant/restart-node for %v", f.Name(), f.HealName(), f.Duration(), down)
 	}
-	go func() {
-		for !slices.Contains(c.log(), "watch n1") {
-			time.Sleep(time.Millisecond)
-		}
-		if slices.Contains(c.log(), "kill n1") {
-			t.Error("killed before the grant")
-		}
-		c.grants <- "lock-0"
-	}()
 	v, err := f.Inject(context.Background(), testRng())
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"n1", "n1:granted lock-0"}
+	want := []string{"n1", "n1:after p2's acquire"}
 	if !slices.Equal(v.Targets, want) || v.Duration != int64(down) {
 		t.Errorf("Inject value %+v, want targets %q and duration %v", v, want, down)
 	}
-	hv, err := f.Heal(context.Background())
-	if err != nil || !slices.Equal(hv.Targets, []string{"n1"}) {
-		t.Errorf("Heal = %+v, %v", hv, err)
-	}
-	if got, want := c.log(), []string{"watch n1", "kill n1", "restart n1"}; !slices.Equal(got, want) {
+	if got, want := pool.log(), []string{"arm p2 after-acquire", "wait p2", "kill n1", "continue p2"}; !slices.Equal(got, want) {
 		t.Errorf("calls %q, want %q", got, want)
+	}
+	hv, err := f.Heal(context.Background())
+	if err != nil || !slices.Equal(hv.Targets, []string{"n1"}) || !slices.Contains(c.log(), "restart n1") {
+		t.Errorf("Heal = %+v, %v, cluster calls %q", hv, err, c.log())
 	}
 }
 
-// A window without a grant, or a wait cut short, kills nothing: the
-// fault fails as not applied and its heal restarts nothing (a restart of
-// the running server would find its port taken).
-func TestKillOnGrantWithoutAGrant(t *testing.T) {
+// A window in which no acquire succeeds, or a wait cut short, kills
+// nothing: the fault fails as not applied and its heal restarts nothing
+// (a restart of the running server would find its port taken).
+func TestKillOnGrantWithoutAnAcquire(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		window time.Duration
 		cancel bool
 	}{
-		{"no grant in the window", 20 * time.Millisecond, false},
+		{"no acquire in the window", 20 * time.Millisecond, false},
 		{"cancelled while waiting", time.Minute, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := newGrantCluster()
-			f := buildOne(t, "kill-on-grant", Env{Cluster: c, NodeDown: time.Second, Window: tc.window})
+			pool := &fakeClients{procs: []int{2}, starving: map[int]bool{2: true}}
+			c := &grantCluster{liveCluster: newLiveCluster("n1"), clients: pool}
+			f := buildOne(t, "kill-on-grant", Env{Cluster: c, Clients: pool, NodeDown: time.Second, Window: tc.window})
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			if tc.cancel {
 				go func() {
-					for !slices.Contains(c.log(), "watch n1") {
+					for !slices.Contains(pool.log(), "wait p2") {
 						time.Sleep(time.Millisecond)
 					}
 					cancel()
@@ -129,8 +103,8 @@ func TestKillOnGrantWithoutAGrant(t *testing.T) {
 				t.Errorf("Inject = %v, want a fail that applied nothing", err)
 			}
 			hv, err := f.Heal(context.Background())
-			if err != nil || len(hv.Targets) != 0 || slices.Contains(c.log(), "kill n1") || slices.Contains(c.log(), "restart n1") {
-				t.Errorf("Heal = %+v, %v, calls %q; want nothing killed or restarted", hv, err, c.log())
+			if err != nil || len(hv.Targets) != 0 || slices.Contains(pool.log(), "kill n1") || slices.Contains(c.log(), "restart n1") {
+				t.Errorf("Heal = %+v, %v, calls %q %q; want nothing killed or restarted", hv, err, pool.log(), c.log())
 			}
 		})
 	}

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/clusters/backend"
-	"github.com/locktest/locktest/clusters/grants"
 	"github.com/locktest/locktest/clusters/roles"
 	"github.com/locktest/locktest/clusters/zkconf"
 	goredis "github.com/redis/go-redis/v9"
@@ -41,10 +40,6 @@ type containerBackend struct {
 	// has now; both nil for a backend whose nodes are all alike.
 	roles func(nodes int) []string
 	role  func(ctx context.Context, addr string) (string, error)
-	// grant waits, from the host, until the node at addr grants a lock
-	// (clusters.GrantWatcher); nil for a backend whose nodes are not
-	// asked what they hold.
-	grant func(ctx context.Context, addr string, within time.Duration) (grants.Grant, error)
 }
 
 // containerSpec is a node's entrypoint, command, environment and files.
@@ -66,7 +61,6 @@ var backends = map[string]*containerBackend{
 // as given) and locktest's own both work. Its data directory /data lives in
 // the container's writable layer, which a kill and restart keep.
 var redisBackend = &containerBackend{
-	grant:        grants.Redis,
 	defaultNodes: 1,
 	clientPort:   6379,
 	readyTimeout: 30 * time.Second,
