@@ -45,6 +45,21 @@ type Setting struct {
 	Scenario bool
 }
 
+// listed are the settings whose values come from a registry, which Help
+// names after the setting's Doc. They are read when the help is shown,
+// not when the table is built: the impls register themselves in packages
+// that may be initialized after this one.
+var listed = map[string]func() []string{"impl": impls.Names, "faults": nemesis.Names}
+
+// Help is the setting's help: its Doc, then the values it takes where a
+// registry lists them.
+func (s Setting) Help() string {
+	if names, ok := listed[s.Name]; ok {
+		return s.Doc + ": " + strings.Join(names(), ", ")
+	}
+	return s.Doc
+}
+
 // Key is the setting's key in a scenario file and in results.json.
 func (s Setting) Key() string { return strings.ReplaceAll(s.Name, "-", "_") }
 
@@ -64,7 +79,7 @@ type Value interface {
 // here (and the Config field it binds): the flag, the scenario key, the
 // results and the help follow from it.
 var Settings = []Setting{
-	{"impl", GroupWorkload, "lock implementation: " + strings.Join(impls.Names(), ", "), str(func(c *Config) *string { return &c.Impl }), true},
+	{"impl", GroupWorkload, "lock implementation", str(func(c *Config) *string { return &c.Impl }), true},
 	{"client", GroupWorkload, "an external lock client in place of --impl: a manifest name in clients/, a manifest file, or a command line whose program speaks the client protocol (see docs/clients.md)", str(func(c *Config) *string { return &c.Client }), true},
 	{"backend", GroupWorkload, "the lock service an external client runs against: " + strings.Join(slices.Sorted(maps.Keys(ClientBackends)), ", ") + " (a manifest may give it)", str(func(c *Config) *string { return &c.Backend }), true},
 	{"client-opt", GroupWorkload, "external client settings key=value, passed in its hello", strMap(func(c *Config) *map[string]string { return &c.ClientParams }), true},
@@ -84,7 +99,7 @@ var Settings = []Setting{
 	{"op-timeout", GroupWorkload, "deadline of each lock or store operation", rule(dur(func(c *Config) *time.Duration { return &c.Timeout }), "must be positive", positive[time.Duration]), true},
 	{"impl-opt", GroupWorkload, "impl settings key=value (see docs/backends.md)", strMap(func(c *Config) *map[string]string { return &c.ImplParams }), true},
 
-	{"faults", GroupFaults, "faults to inject, comma-separated, one at a time; a+b injects a and b together: " + strings.Join(nemesis.Names(), ", "), list(func(c *Config) *[]string { return &c.Faults }), true},
+	{"faults", GroupFaults, "faults to inject, comma-separated, one at a time; a+b injects a and b together", list(func(c *Config) *[]string { return &c.Faults }), true},
 	{"schedule", GroupFaults, "replay a schedule file (a stored run's schedule.json): exactly its faults, with their targets and settings, at their offsets, in place of --faults; its workload settings apply unless given here", str(func(c *Config) *string { return &c.Schedule }), false},
 	{"interval", GroupFaults, "mean quiet time between faults", rule(dur(func(c *Config) *time.Duration { return &c.Interval }), "must be positive", positive[time.Duration]), true},
 	{"pause", GroupFaults, "how long pause-client freezes a worker (0: 2×ttl)", rule(dur(func(c *Config) *time.Duration { return &c.ClientPause }), "must not be negative", notNegative[time.Duration]), true},

@@ -67,7 +67,7 @@ func (rf *runFlags) define(c *cobra.Command) {
 	f := c.Flags()
 	for _, s := range run.Settings {
 		v := s.Field(&rf.cfg)
-		fl := f.VarPF(v, s.Name, "", s.Doc)
+		fl := f.VarPF(v, s.Name, "", s.Help())
 		if _, ok := v.(run.BoolValue); ok {
 			fl.NoOptDefVal = "true"
 		}
