@@ -1,9 +1,11 @@
 // Package clusters defines how the harness sees the nodes of a lock service
 // and the optional abilities a provider has to hurt them, all of them here:
-// its cluster's (Killer, PowerCutter, Pauser, LogCollector,
-// and RoleReader and Targeter, which faults use to choose their node) and
-// its platform's (Network, Delayer, Clocks). Providers live in sub-packages (local, docker, ssh) and
-// implement them; roles reads a node's role for both. A fault that needs an ability
+// its cluster's (Killer, PowerCutter, Pauser, LogCollector, and RoleReader
+// and Targeter, which faults use to choose their node) and its platform's
+// (Network, Delayer, Clocks). Providers live in sub-packages (local,
+// docker, ssh) and implement them; roles reads a node's role for every
+// provider, and backend holds each lock service's facts for every
+// provider. A fault that needs an ability
 // the provider lacks is reported as unavailable, with the provider's
 // reason, never faked.
 package clusters

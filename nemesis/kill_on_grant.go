@@ -12,11 +12,12 @@ func init() {
 	Register(Spec{
 		FaultKind: history.FaultKind{Name: "kill-on-grant", Heal: "restart-node", Family: history.FamilyNode,
 			Doc: "SIGKILLs a data node right after a client's acquire succeeds (waiting up to --window), while the new holder waits at its after-acquire point; restarts it after --down"},
-		Settings:  []string{"down", "window"},
-		Needs:     []Ability{NeedKillNodes, NeedClients},
-		New:       newKillOnGrant,
-		pins:      pinNode,
-		dataNodes: true,
+		Settings:    []string{"down", "window"},
+		Needs:       []Ability{NeedKillNodes, NeedClients},
+		WaitsWindow: true,
+		New:         newKillOnGrant,
+		pins:        pinNode,
+		dataNodes:   true,
 	})
 }
 

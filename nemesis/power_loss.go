@@ -13,11 +13,12 @@ func init() {
 	Register(Spec{
 		FaultKind: history.FaultKind{Name: "power-loss", Heal: "restart-node", Family: history.FamilyNode,
 			Doc: "cuts a data node's power once it holds a grant's write it has not synced (waiting up to --window): it dies and loses it; restarted after --down"},
-		Settings:  []string{"down", "window"},
-		Needs:     []Ability{NeedKillNodes, NeedPowerCut},
-		New:       newPowerLoss,
-		pins:      pinNode,
-		dataNodes: true,
+		Settings:    []string{"down", "window"},
+		Needs:       []Ability{NeedKillNodes, NeedPowerCut},
+		WaitsWindow: true,
+		New:         newPowerLoss,
+		pins:        pinNode,
+		dataNodes:   true,
 	})
 }
 

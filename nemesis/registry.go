@@ -26,6 +26,12 @@ type Spec struct {
 	// client pool; without one it is not available (see Available).
 	Needs []Ability
 
+	// WaitsWindow says that the fault waits, up to its window, for its
+	// moment (an unsynced write, a client's acquire) before it hits, and
+	// then stays its own length: a plan that keeps other faults in until
+	// it has healed must allow for the wait.
+	WaitsWindow bool
+
 	// New builds the fault for a run whose environment it is available in.
 	// An error is a bad setting (a window that is not positive, say).
 	New func(env Env) (Fault, error)

@@ -322,8 +322,8 @@ func (m *marginSearch) plan(v float64) (nemesis.Plan, run.Config, error) {
 	}
 	// A fault stays its own length: a pause its pause, a kill its time
 	// down, the rest their window. A fault that waits for its moment
-	// before it hits (power-loss, kill-on-grant: both a time down and a
-	// window) may begin up to its window late: waits[i].
+	// before it hits (nemesis.Spec.WaitsWindow: power-loss, kill-on-grant)
+	// may begin up to its window late: waits[i].
 	lasts := make([]time.Duration, len(m.parts))
 	waits := make([]time.Duration, len(m.parts))
 	partSettings := make([]map[string]string, len(m.parts))
@@ -333,25 +333,25 @@ func (m *marginSearch) plan(v float64) (nemesis.Plan, run.Config, error) {
 		for _, st := range spec.Settings {
 			partSettings[i][st] = settings[st]
 		}
-		lasts[i] = cfg.Window
+		durs := map[string]time.Duration{}
 		for _, st := range []string{"pause", "down", "window"} {
 			if v, ok := partSettings[i][st]; ok {
 				d, err := time.ParseDuration(v)
 				if err != nil {
 					return nemesis.Plan{}, cfg, fmt.Errorf("margin: %s %q: %v", st, v, err)
 				}
+				durs[st] = d
+			}
+		}
+		lasts[i] = cfg.Window
+		for _, st := range []string{"pause", "down", "window"} {
+			if d, ok := durs[st]; ok {
 				lasts[i] = d
 				break
 			}
 		}
-		if _, ok := partSettings[i]["down"]; ok {
-			if v, ok := partSettings[i]["window"]; ok {
-				d, err := time.ParseDuration(v)
-				if err != nil {
-					return nemesis.Plan{}, cfg, fmt.Errorf("margin: window %q: %v", v, err)
-				}
-				waits[i] = d
-			}
+		if spec.WaitsWindow {
+			waits[i] = durs["window"]
 		}
 	}
 	last := len(m.parts) - 1
