@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Network makes the nemesis's network faults with iptables rules on the
@@ -216,9 +217,26 @@ func (nw *Network) Loss(ctx context.Context, hosts []string, p float64) error {
 	return nw.apply(ctx, rules)
 }
 
+// applyTimeout bounds a change of a host's rules once it has begun.
+const applyTimeout = 30 * time.Second
+
 // apply inserts rules on their hosts, with the run's comment, after an
 // ACCEPT of the host's SSH port that keeps the control connection alive.
+//
+// A change, once begun, runs to its end even when ctx ends first (within
+// applyTimeout): closing the SSH session does not stop the host's shell,
+// which would go on inserting rules behind the heal that follows (CI at
+// ed6ca05: the fault phase ended during an isolate that took seconds to
+// go in, and the heal's five passes found rules still coming). A ctx
+// already ended begins nothing. So the
+// rules on a host are always those the driver knows of, and a Heal after
+// apply removes them all.
 func (nw *Network) apply(ctx context.Context, rules map[*Conn][]rule) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("ssh network: not begun: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), applyTimeout)
+	defer cancel()
 	conns := make([]*Conn, 0, len(rules))
 	for c := range rules {
 		conns = append(conns, c)
