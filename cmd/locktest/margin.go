@@ -461,7 +461,25 @@ func (m *marginSearch) trial(ctx context.Context, v float64, i int) (margin.Tria
 			}
 		}
 	}
+	if cutShort(t, v, m.mf.resolution) {
+		// A fault that went in late (a pause waiting for its point while
+		// the clients were slow to start) is cut short by the end of the
+		// fault phase: the run that held tested a smaller fault than the
+		// value, and is run again (under stress-ng at 08f6f6f a pause of
+		// 800ms was applied as 196ms). A run that broke with less than
+		// planned still broke, and counts.
+		t.Unusable, t.Why = true, fmt.Sprintf("its %s was applied as %s of the %s planned (it went in late, and the fault phase's end cut it short)",
+			m.param.Name, m.param.Format(t.Applied), label)
+	}
 	return t, nil
+}
+
+// cutShort says whether t held with its fault applied more than
+// resolution shorter than v, the value planned: such a run tested a
+// smaller fault than v. A failed run, an unusable one, and one whose
+// fault's length was not measured are never cut short.
+func cutShort(t margin.Trial, v float64, resolution time.Duration) bool {
+	return t.Measured && !t.Failed && !t.Unusable && v-t.Applied > float64(resolution)
 }
 
 // heldFor are the parameters that are how long a fault holds, which a

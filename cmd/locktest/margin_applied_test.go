@@ -115,3 +115,33 @@ func TestStatedBoundOfAClientIsItsService(t *testing.T) {
 		}
 	}
 }
+
+// TestCutShortRunsAreRunAgain: a run that held while its fault was
+// applied more than the resolution shorter than planned (a late pause
+// that the fault phase's end cut short) tested a smaller fault, and only
+// such a run is cut short: not one that broke, not one within the
+// resolution or longer than planned, not one unmeasured or already
+// unusable.
+func TestCutShortRunsAreRunAgain(t *testing.T) {
+	ms := float64(time.Millisecond)
+	res := 50 * time.Millisecond
+	for _, c := range []struct {
+		name string
+		t    margin.Trial
+		want bool
+	}{
+		{"held, 196ms of 800ms", margin.Trial{Applied: 196 * ms, Measured: true}, true},
+		{"held, 51ms short", margin.Trial{Applied: 749 * ms, Measured: true}, true},
+		{"held, 50ms short", margin.Trial{Applied: 750 * ms, Measured: true}, false},
+		{"held, stretched", margin.Trial{Applied: 900 * ms, Measured: true}, false},
+		{"broke, 196ms of 800ms", margin.Trial{Applied: 196 * ms, Measured: true, Failed: true}, false},
+		{"not measured", margin.Trial{}, false},
+		{"already unusable", margin.Trial{Applied: 196 * ms, Measured: true, Unusable: true}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := cutShort(c.t, 800*ms, res); got != c.want {
+				t.Errorf("cutShort = %v, want %v", got, c.want)
+			}
+		})
+	}
+}
