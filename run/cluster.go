@@ -9,37 +9,25 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/clusters"
-	"github.com/locktest/locktest/clusters/local"
 	"github.com/locktest/locktest/impls"
 	"github.com/locktest/locktest/runstore"
 )
 
 // startCluster makes the cluster of impl's backend on the run's provider
-// (containers when the platform is docker's, processes on this host
-// otherwise) and starts it. What it made is returned even on error, so the
+// and starts it. What it made is returned even on error, so the
 // caller can stop it; errors are SetupErrors.
 func startCluster(ctx context.Context, cfg Config, impl impls.Impl, dir string, plat *platform, lg *slog.Logger) (clusters.Cluster, error) {
-	var cl clusters.Cluster
-	var err error
-	if plat.dock != nil {
-		cl, err = plat.dock.cluster(cfg, impl, dir, plat, lg)
-	} else if plat.ssh != nil {
-		cl, err = plat.ssh.cluster(cfg, impl, lg)
-	} else {
-		cl, err = local.New(impl.Backend, local.Options{Nodes: impl.Nodes, Dir: dir, Logger: lg,
-			Persistence: cfg.Persistence, Params: cfg.ClusterParams, Exe: cfg.NodeCommand, ExeEnv: cfg.NodeEnv,
-			Hosts: plat.nodeHosts, NodeEnv: plat.nodeEnv, TrackSyncs: plat.syncs})
-	}
+	cl, err := plat.prov.cluster(cfg, impl, dir, plat, lg)
 	if err != nil {
 		return nil, &SetupError{err}
 	}
 	if err := cl.Start(ctx); err != nil {
 		return cl, &SetupError{fmt.Errorf("start %s cluster: %w", impl.Backend, err)}
 	}
-	if plat.ssh != nil && plat.ssh.clockReason() != "" {
+	if why := plat.prov.clockReason(); why != "" {
 		// A host that could not preload the clock shim: clock faults are
 		// unavailable, with its reason.
-		plat.clockWhy = plat.ssh.clockReason()
+		plat.clockWhy = why
 	}
 	return cl, nil
 }

@@ -66,6 +66,7 @@ func (c *Config) validateProvider(impl impls.Impl) error {
 // dockerPlatform is what a docker run set up: the engine connection, the
 // run's network and the image its nodes run.
 type dockerPlatform struct {
+	onThisMachine
 	engine *docker.Engine
 	lab    *docker.Lab
 	image  docker.Image
@@ -78,23 +79,22 @@ type dockerPlatform struct {
 }
 
 // setupDocker connects to the Docker engine, resolves the backend's image
-// and creates the run's network, filling p.dock. A daemon that does not
-// answer or a bad image is a setup error.
-func setupDocker(ctx context.Context, cfg Config, impl impls.Impl, p *platform, lg *slog.Logger) error {
+// and creates the run's network. A daemon that does not answer or a bad
+// image is a setup error; what was made before it is returned, to close.
+func setupDocker(ctx context.Context, cfg Config, impl impls.Impl, lg *slog.Logger) (provider, error) {
 	e, err := docker.Open(ctx, lg)
 	if err != nil {
-		return setupErr("--provider docker: %v", err)
+		return nil, setupErr("--provider docker: %v", err)
 	}
 	d := &dockerPlatform{engine: e}
-	p.dock = d
 	img, err := e.ResolveImage(ctx, impl.Backend, cfg.Images[impl.Backend])
 	if err != nil {
-		return setupErr("--provider docker: %v", err)
+		return d, setupErr("--provider docker: %v", err)
 	}
 	d.image = img
 	lab, err := e.NewLab(ctx)
 	if err != nil {
-		return setupErr("--provider docker: %v", err)
+		return d, setupErr("--provider docker: %v", err)
 	}
 	d.lab = lab
 	lg.Info("docker provider", "engine", e.Host(), "image", img.Ref, "built_by_locktest", img.Built, "network", lab.Name(), "subnet", lab.Subnet())
@@ -107,8 +107,25 @@ func setupDocker(ctx context.Context, cfg Config, impl impls.Impl, p *platform, 
 	if d.netWhy == "" && nemesis.Needs(cfg.faultParts(), nemesis.NeedNetwork) {
 		d.setupClients(ctx, cfg, lg)
 	}
-	return nil
+	return d, nil
 }
+
+func (d *dockerPlatform) name() string { return ProviderDocker }
+
+func (d *dockerPlatform) abilities() map[string]string {
+	return map[string]string{AbilityNetwork: d.netWhy,
+		AbilityNetem:       "the docker provider does not use tc netem",
+		AbilitySyncRecords: "the docker provider's nodes do not record what they sync"}
+}
+
+// netNS returns nil: a worker runs on this host, in its namespace.
+func (d *dockerPlatform) netNS() func(int) string { return nil }
+
+// netem returns nil: the docker provider does not use tc netem.
+func (d *dockerPlatform) netem(nemesis.Network) nemesis.Delayer { return nil }
+
+// proxyIP is loopback: the workers run on this host.
+func (d *dockerPlatform) proxyIP() string { return "127.0.0.1" }
 
 // setupClients gives each client host an address of its own from the
 // run's network's client block, so that a cut can single out one client;
@@ -176,23 +193,23 @@ func shimPaths(c *clockshim.Clocks, node string) (lib, file string, err error) {
 
 // network returns the lab as the nemesis's network, or nil when network
 // faults are unavailable.
-func (d *dockerPlatform) network() nemesis.Network {
+func (d *dockerPlatform) network(clusters.Cluster) nemesis.Network {
 	if d.netWhy != "" || d.lab == nil {
 		return nil
 	}
 	return d.lab
 }
 
-// describe says, for results.json, where the nodes run.
-func (d *dockerPlatform) describe() (network, lab string) {
+// describe says, for results.json, where the nodes run, and their image.
+func (d *dockerPlatform) describe() (network, lab, image string) {
 	if d.lab == nil {
-		return "docker", ""
+		return "docker", "", d.image.Ref
 	}
 	network = fmt.Sprintf("docker network %s %s, image %s", d.lab.Name(), d.lab.Subnet(), d.image.Ref)
 	if d.clients != nil {
 		network += fmt.Sprintf("; clients from %v to %v", d.clients.Address(0), d.clients.Address(d.clients.Len()-1))
 	}
-	return network, d.lab.ID()
+	return network, d.lab.ID(), d.image.Ref
 }
 
 // close removes the run's containers and network, with a fresh context if

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -42,98 +41,58 @@ const (
 	NetLoopback = "loopback"
 )
 
-// platform is what a run set up for its faults beyond the cluster: the
-// network lab, the clock shim, and the reasons for what it could not set up.
+// platform is what a run set up for its faults beyond the cluster: its
+// provider (where the nodes run, and their network), the clock shim, the
+// delaying proxy, and the reasons for what it could not set up.
 type platform struct {
-	lab       *netlab.Lab
-	nodeHosts []local.Host
-	clientNS  map[int]string
+	prov      provider
 	netReason string
 	clocks    *clockshim.Clocks
 	clockWhy  string
 	// syncs is set when the nodes record what they sync (under the shim,
 	// for power-loss); powerWhy says why not when the run asked for it.
-	syncs      bool
-	powerWhy   string
-	proxy      *netlab.Proxy
-	netem      bool
-	delayWhy   string
-	delayHow   string // how the delay fault is made, and why, for results.json
-	storeAddr  string
-	clientHost func(p int) string
-	// dock is set when the nodes run under the docker provider.
-	dock *dockerPlatform
-	// ssh is set when the nodes run under the ssh provider.
-	ssh *sshPlatform
+	syncs     bool
+	powerWhy  string
+	proxy     *netlab.Proxy
+	netem     bool
+	delayWhy  string
+	delayHow  string // how the delay fault is made, and why, for results.json
+	storeAddr string
 }
 
-// setupPlatform creates the network namespaces and the clock shim the run's
-// faults need. What cannot be had here (not root, no compiler, a Go node)
-// is not an error: the reason is kept, and the faults that need it are
-// reported unavailable.
+// setupPlatform sets up the run's provider (a network lab for a local
+// run that needs one, the Docker engine's network, the SSH hosts) and the
+// clock shim the run's faults need. What cannot be had here (not root, no
+// compiler, a Go node) is not an error: the reason is kept, and the faults
+// that need it are reported unavailable.
 func setupPlatform(ctx context.Context, cfg Config, impl impls.Impl, dir string, lg *slog.Logger) (*platform, error) {
 	// Workers that share the driver's network namespace reach the store
 	// through a Unix socket in the run's folder, cheaper per request than
 	// loopback TCP (and reachable only by who may enter the folder); in
-	// client namespaces they reach it on the bridge (below).
-	p := &platform{storeAddr: workloads.StoreAddrIn(dir), clientNS: map[int]string{}}
-	useNet := cfg.Net == NetNamespaces || (cfg.Net == NetAuto && nemesis.Needs(cfg.faultParts(), nemesis.NeedNetwork))
-	if cfg.Net == NetLoopback {
-		p.netReason = "the run was asked to use loopback (--net loopback)"
-	}
-	if cfg.Provider == ProviderDocker {
-		// The nodes get the run's Docker network instead of namespaces;
-		// the clients stay on the host.
-		if err := setupDocker(ctx, cfg, impl, p, lg); err != nil {
-			return p, err
-		}
-		p.netReason = p.dock.netWhy
-	} else if cfg.Provider == ProviderSSH {
+	// client namespaces they reach it on the bridge (setupLocal).
+	p := &platform{storeAddr: workloads.StoreAddrIn(dir)}
+	var err error
+	switch cfg.Provider {
+	case ProviderDocker:
+		// The nodes get the run's Docker network; the clients stay here.
+		p.prov, err = setupDocker(ctx, cfg, impl, lg)
+	case ProviderSSH:
 		// The nodes run on the inventory's hosts, the clients here.
-		if err := setupSSH(ctx, cfg, p, lg); err != nil {
-			return p, err
-		}
-		p.netReason = p.ssh.netWhy
-	} else if useNet {
-		if err := netlab.Check(); err != nil {
-			p.netReason = err.Error()
-			if cfg.Net == NetNamespaces {
-				return p, setupErr("--net netns: %v", err)
-			}
-			lg.Warn("network faults unavailable", "reason", err)
-		} else {
-			lab, err := netlab.New(ctx, netlab.Options{Subnet: cfg.Subnet, Logger: lg})
-			if err != nil {
-				return p, setupErr("network: %v", err)
-			}
-			p.lab = lab
-			// Nodes get hosts h1..hK in order; backends with more processes
-			// than data nodes (sentinels, cluster replicas) use the extra.
-			for i := 0; i < hostsFor(impl); i++ {
-				h, err := lab.Add(ctx, fmt.Sprintf("h%d", i+1))
-				if err != nil {
-					return p, setupErr("network: %v", err)
-				}
-				p.nodeHosts = append(p.nodeHosts, local.Host{IP: h.IP, NetNS: h.NS})
-			}
-			for c := 0; c < cfg.Clients; c++ {
-				h, err := lab.Add(ctx, fmt.Sprintf("c%d", c))
-				if err != nil {
-					return p, setupErr("network: %v", err)
-				}
-				p.clientNS[c] = h.NS
-			}
-			p.storeAddr = net.JoinHostPort(lab.Gateway(), "0")
-		}
-	} else if p.netReason == "" {
-		p.netReason = "the run has no network namespaces (no network fault was asked for)"
+		p.prov, err = setupSSH(ctx, cfg, lg)
+	default:
+		p.prov, err = setupLocal(ctx, cfg, impl, p, lg)
 	}
-	// The shim moves node clocks and records what nodes sync. The local
-	// and ssh providers' nodes record their syncs; on docker, and on
-	// backends the shim cannot reach, the cluster says why power-loss is
+	if err != nil {
+		return p, err
+	}
+	ab := p.prov.abilities()
+	p.netReason = ab[AbilityNetwork]
+	// The shim moves node clocks and records what nodes sync. Where the
+	// provider's nodes cannot record their syncs, or the shim cannot
+	// reach the backend's nodes, the cluster says why power-loss is
 	// unavailable (nemesis.NeedPowerCut).
 	clocks := nemesis.Needs(cfg.faultParts(), nemesis.NeedClocks)
-	power := nemesis.Needs(cfg.faultParts(), nemesis.NeedPowerCut) && p.dock == nil
+	power := nemesis.Needs(cfg.faultParts(), nemesis.NeedPowerCut) && ab[AbilitySyncRecords] == ""
 	if clocks || power {
 		switch {
 		case local.ClockShimReason(impl.Backend) != "":
@@ -151,11 +110,10 @@ func setupPlatform(ctx context.Context, cfg Config, impl impls.Impl, dir string,
 				}
 				break
 			}
-			if p.ssh != nil {
-				// The ssh cluster uploads the library to its hosts and
-				// writes the offsets there; whether every host can
+			if p.prov.usesShim(lib, power) {
+				// The provider puts the library beside its nodes and
+				// moves their clocks itself; whether every node can
 				// preload it is known once the nodes started.
-				p.ssh.shim, p.ssh.syncs = lib, power
 				break
 			}
 			c, err := clockshim.New(lib, filepath.Join(dir, "clocks"))
@@ -166,34 +124,17 @@ func setupPlatform(ctx context.Context, cfg Config, impl impls.Impl, dir string,
 		}
 	}
 	if nemesis.Needs(cfg.faultParts(), nemesis.NeedDelay) {
-		// tc netem delays every packet a node sends; without it (or without
-		// namespaces) a delaying proxy sits between the clients and nodes.
-		p.delayHow = "delay by a TCP proxy: the run has no network namespaces"
-		if p.dock != nil {
-			p.delayHow = "delay by a TCP proxy: the docker provider does not use tc netem"
-		}
-		if p.ssh != nil {
-			p.delayHow = "delay by a TCP proxy on the control host: the ssh provider does not use tc netem yet"
-		}
-		if p.lab != nil {
-			if err := netlab.NetemAvailable(ctx); err == nil {
-				p.netem, p.delayHow = true, "delay by tc netem"
-			} else {
-				p.delayHow = "delay by a TCP proxy: " + err.Error()
-			}
+		// tc netem delays every packet a node sends; without it a
+		// delaying proxy sits between the clients and nodes.
+		if why := ab[AbilityNetem]; why != "" {
+			p.delayHow = "delay by a TCP proxy: " + why
+			p.proxy = netlab.NewProxy()
+		} else {
+			p.netem, p.delayHow = true, "delay by tc netem"
 		}
 		lg.Info(p.delayHow)
-		if !p.netem {
-			p.proxy = netlab.NewProxy()
-		}
 	}
 	return p, nil
-}
-
-// hostsFor is how many node hosts a run of impl needs: its nodes, and room
-// for the auxiliary processes of the backends that have them.
-func hostsFor(impl impls.Impl) int {
-	return 2*max(impl.Nodes, 1) + 3
 }
 
 // nodeEnv returns the extra environment of a node process: the clock shim's.
@@ -210,27 +151,15 @@ func (p *platform) nodeEnv(node string) []string {
 
 // cgroup returns the cgroup the worker of process c starts in (its client
 // host's own address on this host), or nil.
-func (p *platform) cgroup() func(int) string {
-	switch {
-	case p.ssh != nil:
-		return p.ssh.cgroup()
-	case p.dock != nil:
-		return p.dock.cgroup()
-	}
-	return nil
-}
+func (p *platform) cgroup() func(int) string { return p.prov.cgroup() }
 
-// netNS returns the namespace of the client host of process c.
-func (p *platform) netNS() func(int) string {
-	if p.lab == nil {
-		return nil
-	}
-	return func(c int) string { return p.clientNS[c] }
-}
+// netNS returns the namespace of the client host of process c, or nil.
+func (p *platform) netNS() func(int) string { return p.prov.netNS() }
 
-// clientHosts names the client hosts as the nemesis sees them.
+// clientHosts names the client hosts as the nemesis sees them, nil when
+// the run has no network faults.
 func (p *platform) clientHosts(n int) []string {
-	if p.lab == nil && (p.dock == nil || p.dock.network() == nil) && (p.ssh == nil || p.ssh.netWhy != "") {
+	if p.netReason != "" {
 		return nil
 	}
 	out := make([]string, n)
@@ -240,60 +169,35 @@ func (p *platform) clientHosts(n int) []string {
 	return out
 }
 
-// network returns the nemesis's view of the lab, which names node hosts by
-// node name: it maps each node to the lab host that holds its address.
+// network returns the nemesis's network over the nodes of cl, or nil.
 func (p *platform) network(cl clusters.Cluster) nemesis.Network {
-	if p.dock != nil {
-		return p.dock.network()
-	}
-	if p.ssh != nil {
-		return p.ssh.network()
-	}
-	if p.lab == nil {
+	if p.netReason != "" {
 		return nil
 	}
-	byIP := map[string]string{}
-	for _, h := range p.lab.Hosts() {
-		byIP[h.IP] = h.Name
-	}
-	names := map[string]string{}
-	for _, n := range cl.Nodes() {
-		host, _, err := net.SplitHostPort(n.Addr)
-		if err == nil && byIP[host] != "" {
-			names[n.Name] = byIP[host]
-		}
-	}
-	return &netView{lab: p.lab, names: names}
+	return p.prov.network(cl)
 }
 
 // describe says, for results.json, where the run's nodes and clients run
-// (and how it delays packets), the network lab's id, and whether the nodes
-// run under the shim (and record their syncs) or why not.
-func (p *platform) describe() (network, lab, clock string) {
-	network = "loopback"
-	if p.lab != nil {
-		network, lab = "netns "+p.lab.Subnet(), p.lab.ID()
-	}
-	if p.dock != nil {
-		network, lab = p.dock.describe()
-	}
-	if p.ssh != nil {
-		network, lab = p.ssh.describe()
-	}
+// (and how it delays packets), the id of what a killed driver would leave
+// behind, the nodes' image, and whether the nodes run under the shim (and
+// record their syncs) or why not.
+func (p *platform) describe() (network, lab, image, clock string) {
+	network, lab, image = p.prov.describe()
 	if p.delayHow != "" {
 		network += "; " + p.delayHow
 	}
+	remote, syncs := p.prov.shim()
 	switch {
 	case p.clocks != nil && p.syncs:
 		clock = "clock shim, which records what each node syncs (power-loss)"
 	case p.clocks != nil:
 		clock = "clock shim"
-	case p.ssh != nil && p.ssh.shim != "":
+	case remote:
 		// Described before the nodes start: a host that then cannot
 		// preload the shim makes the clock faults unavailable, with
 		// its reason among the run's problems.
 		clock = "clock shim, uploaded to each node's host and preloaded into the node"
-		if p.ssh.syncs {
+		if syncs {
 			clock += ", which records what each node syncs (power-loss)"
 		}
 	case p.clockWhy != "":
@@ -301,7 +205,7 @@ func (p *platform) describe() (network, lab, clock string) {
 	case p.powerWhy != "":
 		clock = "no clock shim: " + p.powerWhy
 	}
-	return network, lab, clock
+	return network, lab, image, clock
 }
 
 // delayer returns how the delay fault is made, or nil; network is the
@@ -309,7 +213,7 @@ func (p *platform) describe() (network, lab, clock string) {
 func (p *platform) delayer(network nemesis.Network) nemesis.Delayer {
 	switch {
 	case p.netem:
-		return &netemView{network.(*netView)}
+		return p.prov.netem(network)
 	case p.proxy != nil:
 		return p.proxy
 	}
@@ -322,10 +226,7 @@ func (p *platform) proxied(nodes []clusters.Node) ([]clusters.Node, error) {
 	if p.proxy == nil {
 		return nodes, nil
 	}
-	ip := "127.0.0.1"
-	if p.lab != nil {
-		ip = p.lab.Gateway()
-	}
+	ip := p.prov.proxyIP()
 	out := slices.Clone(nodes)
 	for i, n := range out {
 		a, err := p.proxy.Add(n.Name, ip, n.Addr)
@@ -350,16 +251,8 @@ func (p *platform) close(ctx context.Context, lg *slog.Logger) {
 			lg.Warn("clock shim", "err", err)
 		}
 	}
-	if p.lab != nil {
-		if err := p.lab.Close(ctx); err != nil {
-			lg.Error("network lab", "err", err)
-		}
-	}
-	if p.dock != nil {
-		p.dock.close(ctx, lg)
-	}
-	if p.ssh != nil {
-		p.ssh.close(ctx, lg)
+	if p.prov != nil {
+		p.prov.close(ctx, lg)
 	}
 }
 
@@ -432,10 +325,8 @@ func (n *netemView) Mechanism() string { return "netem" }
 // clockControl returns the platform's clocks as the nemesis sees them, or
 // nil (a nil *Clocks in the interface would look usable).
 func clockControl(p *platform) nemesis.ClockControl {
-	if p.ssh != nil {
-		if c := p.ssh.clocks(); c != nil {
-			return c
-		}
+	if c := p.prov.clocks(); c != nil {
+		return c
 	}
 	if p.clocks == nil {
 		return nil

@@ -85,12 +85,13 @@ func TestIsolateLeaderOnEtcd(t *testing.T) {
 	if plat != nil {
 		t.Cleanup(func() {
 			plat.close(context.Background(), lg)
-			if plat.lab == nil {
+			l, ok := plat.prov.(*localPlatform)
+			if !ok || l.lab == nil {
 				return
 			}
 			if f, err := netlab.Find(context.Background()); err != nil {
 				t.Error(err)
-			} else if left := f.Of(plat.lab.ID()); !left.Empty() {
+			} else if left := f.Of(l.lab.ID()); !left.Empty() {
 				t.Errorf("the lab left %+v", left)
 			}
 		})
@@ -101,7 +102,7 @@ func TestIsolateLeaderOnEtcd(t *testing.T) {
 	// Elections wait 2s of silence, not etcd's 250ms: a loaded machine then
 	// cannot move the leader between the test's question and the pick.
 	cl, err := local.New(impl.Backend, local.Options{Nodes: impl.Nodes, Dir: dir, Logger: lg,
-		Exe: cfg.NodeCommand, ExeEnv: cfg.NodeEnv, Hosts: plat.nodeHosts,
+		Exe: cfg.NodeCommand, ExeEnv: cfg.NodeEnv, Hosts: plat.prov.(*localPlatform).nodeHosts,
 		Params: map[string]string{backend.EtcdParamTickMs: "100", backend.EtcdParamElectionMs: "2000"}})
 	cl = testcluster.Started(t, cl, err)
 	faults, err := nemesis.Build([]string{"isolate"}, nemesis.Env{Cluster: cl, Net: plat.network(cl),

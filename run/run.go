@@ -471,10 +471,7 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	if platErr != nil {
 		return nil, platErr
 	}
-	info.Network, info.Lab, info.Clock = plat.describe()
-	if plat.dock != nil {
-		info.Image = plat.dock.image.Ref
-	}
+	info.Network, info.Lab, info.Image, info.Clock = plat.describe()
 	if info.Lab != "" {
 		// A driver killed from here on leaves a lab behind: say which, so
 		// the folder tells what `locktest cleanup` will remove.
@@ -532,9 +529,7 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	nctx, ncancel := context.WithTimeout(wctx, cfg.Duration-cfg.Quiet)
 	defer ncancel()
 	stalls := startStallWatch(clock.Now, nil)
-	if plat.ssh != nil {
-		plat.ssh.markHosts()
-	}
+	plat.prov.watch()
 	disk, derr := startDiskWatch(filepath.Join(dir, ".disk-probe"), clock.Now, nil)
 	if derr != nil {
 		lg.Warn("the disk is not measured: no probe file", "err", derr)
@@ -553,8 +548,7 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	wcancel()
 	info.Stalls = stalls.finish()
 	info.Stalls.Disk = disk.finish()
-	if plat.ssh != nil {
-		info.Stalls.Hosts = plat.ssh.hostStalls(clock.Now())
+	if info.Stalls.Hosts = plat.prov.hostStalls(clock.Now()); info.Stalls.Hosts != nil {
 		if d := info.LongestHostStall(); d >= cfg.TTL/2 {
 			lg.Warn("a host answered its keepalive late: a node there may have let a lease this short expire with no fault", "longest", d,
 				"host", info.Stalls.Hosts.Host, "at", info.Stalls.Hosts.LongestAt, "ttl", cfg.TTL)
@@ -578,10 +572,8 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	// A host whose SSH connection was lost during the run may have run its
 	// node on without the faults meant for it, or been healed of none: the
 	// run did not test what it meant to, even with nothing left to apply.
-	if plat.ssh != nil {
-		if why := plat.ssh.lost(); why != "" {
-			runErrs = append(runErrs, "ssh: "+why)
-		}
+	if why := plat.prov.lost(); why != "" {
+		runErrs = append(runErrs, plat.prov.name()+": "+why)
 	}
 	stopCtx, cancel := context.WithTimeout(context.Background(), cfg.Timeout+cfg.TTL+5*time.Second)
 	if err := pool.Stop(stopCtx); err != nil {

@@ -85,11 +85,12 @@ type sshPlatform struct {
 	runID  string
 	cl     *sshp.Cluster
 	netWhy string
-	// shim is the clock shim library on this host, when the run's clock
-	// or power faults need it and the backend's nodes can take it; syncs
-	// is set when the nodes record their syncs under it (power-loss).
-	shim  string
-	syncs bool
+	// shimLib is the clock shim library on this host, when the run's
+	// clock or power faults need it and the backend's nodes can take it;
+	// syncs is set when the nodes record their syncs under it
+	// (power-loss).
+	shimLib string
+	syncs   bool
 	// ruled is set once the run's network faults were handed out: only
 	// then are there rules to remove.
 	ruled bool
@@ -101,8 +102,9 @@ type sshPlatform struct {
 }
 
 // setupSSH reads the inventory, connects to every host (checking host
-// keys unless told not to) and measures each round trip, filling p.ssh.
-func setupSSH(ctx context.Context, cfg Config, p *platform, lg *slog.Logger) error {
+// keys unless told not to) and measures each round trip. A bad inventory
+// or a host it cannot reach is a setup error.
+func setupSSH(ctx context.Context, cfg Config, lg *slog.Logger) (provider, error) {
 	var inv *sshp.Inventory
 	var err error
 	if cfg.SSH.Inventory != "" {
@@ -111,15 +113,14 @@ func setupSSH(ctx context.Context, cfg Config, p *platform, lg *slog.Logger) err
 		inv, err = sshp.HostsInventory(cfg.SSH.Hosts, cfg.SSH.User, cfg.SSH.Key, cfg.SSH.KnownHosts, cfg.SSH.ClientAddresses)
 	}
 	if err != nil {
-		return setupErr("%v", err)
+		return nil, setupErr("%v", err)
 	}
 	inv.InsecureIgnoreHostKey = cfg.SSH.InsecureIgnoreHostKey
 	conns, err := sshp.Dial(ctx, inv)
 	if err != nil {
-		return setupErr("--provider ssh: %v", err)
+		return nil, setupErr("--provider ssh: %v", err)
 	}
 	s := &sshPlatform{inv: inv, conns: conns, runID: sshp.NewRunID()}
-	p.ssh = s
 	switch {
 	case cfg.Net == NetLoopback:
 		s.netWhy = "the run was asked to use no network faults (--net loopback)"
@@ -135,8 +136,34 @@ func setupSSH(ctx context.Context, cfg Config, p *platform, lg *slog.Logger) err
 	if inv.InsecureIgnoreHostKey {
 		lg.Warn("ssh host keys are not checked (--insecure-ignore-host-key)")
 	}
-	return nil
+	return s, nil
 }
+
+func (s *sshPlatform) name() string { return ProviderSSH }
+
+func (s *sshPlatform) abilities() map[string]string {
+	return map[string]string{AbilityNetwork: s.netWhy,
+		AbilityNetem:       "the ssh provider does not use tc netem yet",
+		AbilitySyncRecords: ""}
+}
+
+// usesShim uploads lib to the hosts with the nodes and writes the offsets
+// there: the ssh provider always takes the shim.
+func (s *sshPlatform) usesShim(lib string, power bool) bool {
+	s.shimLib, s.syncs = lib, power
+	return true
+}
+
+func (s *sshPlatform) shim() (bool, bool) { return s.shimLib != "", s.syncs }
+
+// netNS returns nil: the workers run on the control host.
+func (s *sshPlatform) netNS() func(int) string { return nil }
+
+// netem returns nil: the ssh provider does not use tc netem.
+func (s *sshPlatform) netem(nemesis.Network) nemesis.Delayer { return nil }
+
+// proxyIP is loopback: the workers run on the control host.
+func (s *sshPlatform) proxyIP() string { return "127.0.0.1" }
 
 // setupClients gives each client host an address of its own from the
 // inventory's client_addresses, or says in s.clientWhy why it cannot.
@@ -177,7 +204,7 @@ func (s *sshPlatform) cgroup() func(int) string {
 }
 
 // cluster returns the run's cluster on the hosts.
-func (s *sshPlatform) cluster(cfg Config, impl impls.Impl, lg *slog.Logger) (clusters.Cluster, error) {
+func (s *sshPlatform) cluster(cfg Config, impl impls.Impl, _ string, _ *platform, lg *slog.Logger) (clusters.Cluster, error) {
 	node := cfg.NodeCommand
 	if len(node) == 0 {
 		self, err := os.Executable()
@@ -187,7 +214,7 @@ func (s *sshPlatform) cluster(cfg Config, impl impls.Impl, lg *slog.Logger) (clu
 		node = []string{self}
 	}
 	cl, err := sshp.New(sshp.Options{Backend: impl.Backend, Nodes: impl.Nodes, Conns: s.conns, Inventory: s.inv,
-		RunID: s.runID, Persistence: cfg.Persistence, Params: cfg.ClusterParams, NodeCommand: node, NodeEnv: cfg.NodeEnv, ClockShim: s.shim, SyncRecords: s.syncs, Logger: lg})
+		RunID: s.runID, Persistence: cfg.Persistence, Params: cfg.ClusterParams, NodeCommand: node, NodeEnv: cfg.NodeEnv, ClockShim: s.shimLib, SyncRecords: s.syncs, Logger: lg})
 	if err != nil {
 		return nil, err
 	}
@@ -198,7 +225,7 @@ func (s *sshPlatform) cluster(cfg Config, impl impls.Impl, lg *slog.Logger) (clu
 // clocks returns the nodes' clocks on the hosts, or nil when the run has
 // no clock shim or a host could not preload it.
 func (s *sshPlatform) clocks() nemesis.ClockControl {
-	if s.cl == nil || s.shim == "" || s.cl.ClockReason() != "" {
+	if s.cl == nil || s.shimLib == "" || s.cl.ClockReason() != "" {
 		return nil
 	}
 	return s.cl
@@ -207,14 +234,14 @@ func (s *sshPlatform) clocks() nemesis.ClockControl {
 // clockReason says why the run's clock faults cannot move the nodes'
 // clocks once the nodes started, or "".
 func (s *sshPlatform) clockReason() string {
-	if s.cl == nil || s.shim == "" {
+	if s.cl == nil || s.shimLib == "" {
 		return ""
 	}
 	return s.cl.ClockReason()
 }
 
 // network returns the hosts' iptables faults, or nil when unavailable.
-func (s *sshPlatform) network() nemesis.Network {
+func (s *sshPlatform) network(clusters.Cluster) nemesis.Network {
 	if s.netWhy != "" || s.cl == nil {
 		return nil
 	}
@@ -248,16 +275,16 @@ func (s *sshPlatform) lost() string {
 	return fmt.Sprintf("%s; and %d more hosts lost theirs", why[0], len(why)-1)
 }
 
-// markHosts starts the measure of the hosts' keepalive round trips, as
-// the workload begins.
-func (s *sshPlatform) markHosts() {
+// watch starts the measure of the hosts' keepalive round trips, as the
+// workload begins.
+func (s *sshPlatform) watch() {
 	for _, c := range s.conns {
 		c.MarkKeepalives()
 	}
 }
 
 // hostStalls returns the slowest keepalive round trip of the hosts since
-// markHosts, with its host and its time on the history's clock, whose
+// watch, with its host and its time on the history's clock, whose
 // reading is now.
 func (s *sshPlatform) hostStalls(now time.Duration) *runstore.HostStalls {
 	st := &runstore.HostStalls{Every: sshp.KeepaliveEvery.String(), Longest: "0s"}
@@ -273,7 +300,7 @@ func (s *sshPlatform) hostStalls(now time.Duration) *runstore.HostStalls {
 
 // describe says, for results.json, which hosts the nodes run on, the
 // measured SSH round trip to each, and whether host keys were checked.
-func (s *sshPlatform) describe() (network, lab string) {
+func (s *sshPlatform) describe() (network, lab, image string) {
 	var hs []string
 	for _, c := range s.conns {
 		hs = append(hs, fmt.Sprintf("%s %s rtt %v", c.Host.Name, c.Host.Address, c.RTT().Round(time.Microsecond)))
@@ -291,7 +318,7 @@ func (s *sshPlatform) describe() (network, lab string) {
 	} else {
 		network += "; host keys checked against known_hosts"
 	}
-	return network, s.runID
+	return network, s.runID, ""
 }
 
 // close removes the run's rules and directories from every host and closes

@@ -1,0 +1,104 @@
+package run
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/impls"
+	"github.com/locktest/locktest/nemesis"
+	"github.com/locktest/locktest/runstore"
+)
+
+// Abilities a provider has or lacks in a run (provider.abilities).
+const (
+	// AbilityNetwork is the network faults: cuts and loss between the
+	// nodes and the client hosts.
+	AbilityNetwork = "network"
+	// AbilityNetem is delaying a node's packets with tc netem; without
+	// it the delay fault uses a TCP proxy on this host.
+	AbilityNetem = "netem"
+	// AbilitySyncRecords is a node recording what it syncs (under the
+	// clock shim), which power-loss needs.
+	AbilitySyncRecords = "sync-records"
+)
+
+// provider is where a run's nodes run, as run sees it: on this machine
+// (local), in containers (docker) or on an inventory's hosts (ssh). Run
+// makes no other distinction between them: a provider makes the cluster,
+// gives the nemesis its network, tells where each worker starts, says what
+// it set up for results.json, and removes it all. Set-up that cannot be
+// had (no root, no engine, a host without iptables) is not an error: the
+// provider says why in abilities, and the faults that need it are
+// unavailable with that reason.
+type provider interface {
+	// name is the provider's name as --provider takes it.
+	name() string
+	// abilities says, for each ability a run may want (the Ability
+	// constants), why this provider lacks it in this run, or "" when it
+	// has it. An ability the run did not ask for may be missing with the
+	// reason that it was not asked for.
+	abilities() map[string]string
+	// cluster returns the run's cluster of impl's backend, not started.
+	// p is the run's platform (the clock shim its nodes preload).
+	cluster(cfg Config, impl impls.Impl, dir string, p *platform, lg *slog.Logger) (clusters.Cluster, error)
+	// usesShim takes the clock shim library lib, built on this host, for
+	// the run's nodes, which record their syncs when power is set; it
+	// returns false when the provider does not put it beside its nodes
+	// itself, and run gives the nodes its own clocks (clockshim.New)
+	// instead. shim says whether it took it, and with power.
+	usesShim(lib string, power bool) bool
+	shim() (took, power bool)
+	// clocks returns the nodes' clocks when the provider moves them
+	// itself (usesShim), or nil; clockReason says, once the nodes
+	// started, why they cannot move, or "".
+	clocks() nemesis.ClockControl
+	clockReason() string
+	// cgroup returns the cgroup each worker starts in (its client host's
+	// own address), or nil; netNS the network namespace, or nil.
+	cgroup() func(int) string
+	netNS() func(int) string
+	// network returns the nemesis's network over the nodes of cl, or nil
+	// when network faults are unavailable.
+	network(cl clusters.Cluster) nemesis.Network
+	// netem returns tc netem's delay over network, which the provider
+	// has when abilities says so; proxyIP is the address a delaying TCP
+	// proxy on this host listens on, as the workers reach it, when it
+	// has not.
+	netem(network nemesis.Network) nemesis.Delayer
+	proxyIP() string
+	// describe says, for results.json, where the nodes and clients run,
+	// the id of what the run made there that a killed driver would leave
+	// (a network lab, a run's id on the hosts), and the nodes' image.
+	describe() (network, lab, image string)
+	// watch begins the measure of the hosts' own stalls as the workload
+	// begins, and hostStalls returns it, nil when the provider has no
+	// hosts of its own to measure; now is the history clock's reading.
+	watch()
+	hostStalls(now time.Duration) *runstore.HostStalls
+	// lost says why the run lost control of some node's host (its nodes
+	// ran on without the faults meant for them), or "".
+	lost() string
+	// close removes everything the provider set up, with ctx's budget.
+	close(ctx context.Context, lg *slog.Logger)
+}
+
+// onThisMachine is what the providers whose nodes' hosts are not remote
+// (local, docker) share: the clock shim is run's own, and there are no
+// hosts to watch or lose.
+type onThisMachine struct{}
+
+func (onThisMachine) usesShim(string, bool) bool                    { return false }
+func (onThisMachine) shim() (bool, bool)                            { return false, false }
+func (onThisMachine) clocks() nemesis.ClockControl                  { return nil }
+func (onThisMachine) clockReason() string                           { return "" }
+func (onThisMachine) watch()                                        {}
+func (onThisMachine) hostStalls(time.Duration) *runstore.HostStalls { return nil }
+func (onThisMachine) lost() string                                  { return "" }
+
+var (
+	_ provider = (*localPlatform)(nil)
+	_ provider = (*dockerPlatform)(nil)
+	_ provider = (*sshPlatform)(nil)
+)
