@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/clusters/backend"
 	"github.com/locktest/locktest/clusters/clockshim"
-	"github.com/locktest/locktest/clusters/local"
 	"github.com/locktest/locktest/clusters/local/netlab"
 	"github.com/locktest/locktest/impls"
 	"github.com/locktest/locktest/nemesis"
@@ -95,9 +95,9 @@ func setupPlatform(ctx context.Context, cfg Config, impl impls.Impl, dir string,
 	power := nemesis.Needs(cfg.faultParts(), nemesis.NeedPowerCut) && ab[AbilitySyncRecords] == ""
 	if clocks || power {
 		switch {
-		case local.ClockShimReason(impl.Backend) != "":
+		case backend.ClockShimReason(impl.Backend) != "":
 			if clocks {
-				p.clockWhy = local.ClockShimReason(impl.Backend)
+				p.clockWhy = backend.ClockShimReason(impl.Backend)
 			}
 		default:
 			lib, err := clockshim.Build(ctx, "")

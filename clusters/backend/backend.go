@@ -5,3 +5,15 @@
 // have, and runs the nodes its own way; no provider writes these facts
 // again. It imports nothing of a provider's.
 package backend
+
+// ClockShimReason says why the LD_PRELOAD clock shim (package
+// clusters/clockshim) cannot move the clocks of the nodes of backend, or
+// "" when it can: a Go program reads the wall clock through the vDSO,
+// not through the C library the shim wraps. Every provider asks here.
+func ClockShimReason(backend string) string {
+	switch backend {
+	case "etcd":
+		return etcdNoClockShim
+	}
+	return ""
+}

@@ -67,6 +67,17 @@ func TestRedisPersistence(t *testing.T) {
 	}
 }
 
+func TestClockShimReason(t *testing.T) {
+	if got := ClockShimReason("etcd"); !strings.Contains(got, "Go programs") {
+		t.Errorf("etcd: %q, want why the shim cannot move a Go program's clock", got)
+	}
+	for _, b := range []string{"redis", "zookeeper", "mysql", "postgres"} {
+		if got := ClockShimReason(b); got != "" {
+			t.Errorf("%s: %q, want none", b, got)
+		}
+	}
+}
+
 func TestZooKeeperRoles(t *testing.T) {
 	if got := ZooKeeperRoles(1); !slices.Equal(got, []string{"standalone"}) {
 		t.Errorf("one peer: %q", got)
@@ -91,6 +102,12 @@ var writtenOnce = map[string]string{
 	"--election-timeout":   "etcd's timing flags",
 	EtcdParamTickMs:        "etcd's timing params",
 	EtcdParamElectionMs:    "etcd's timing params",
+}
+
+// writtenOnceIn are words that a string constant spelling a fact of this
+// package's holds: no other code of the module holds them.
+var writtenOnceIn = map[string]string{
+	"Go programs": "which nodes the clock shim cannot move",
 }
 
 // ownFlags are files that may spell one of writtenOnce because it is
@@ -135,6 +152,11 @@ func TestFactsAreWrittenOnce(t *testing.T) {
 			s, err := strconv.Unquote(lit.Value)
 			if fact, ok := writtenOnce[s]; ok && err == nil && !slices.Contains(ownFlags[filepath.ToSlash(rel)], s) {
 				t.Errorf("%s spells %q, one of %s: ask package backend", rel, s, fact)
+			}
+			for w, fact := range writtenOnceIn {
+				if err == nil && strings.Contains(s, w) {
+					t.Errorf("%s spells %q, which says %s: ask package backend", rel, s, fact)
+				}
 			}
 			return true
 		})

@@ -77,3 +77,7 @@ func (t EtcdTiming) NodeArgs() []string {
 func (t EtcdTiming) UpstreamArgs() []string {
 	return []string{"--heartbeat-interval", strconv.Itoa(t.TickMs), "--election-timeout", strconv.Itoa(t.ElectionMs)}
 }
+
+// etcdNoClockShim is why the clock shim cannot move an etcd member's
+// clock.
+const etcdNoClockShim = "etcd nodes are Go programs, which read the wall clock without libc: the LD_PRELOAD clock shim cannot move them (not applicable)"

@@ -27,8 +27,6 @@ type containerBackend struct {
 	clientPort int
 	// readyTimeout bounds a start, all nodes together.
 	readyTimeout time.Duration
-	// shimmable is false for nodes the clock shim cannot move (Go programs).
-	shimmable bool
 	// check validates Options for the backend.
 	check func(o Options) error
 	// container returns how to run node n.
@@ -64,7 +62,6 @@ var redisBackend = &containerBackend{
 	defaultNodes: 1,
 	clientPort:   6379,
 	readyTimeout: 30 * time.Second,
-	shimmable:    true,
 	check: func(o Options) error {
 		if _, err := backend.CheckPersistence(o.Persistence); err != nil {
 			return fmt.Errorf("docker redis: %w", err)
@@ -105,7 +102,6 @@ var etcdBackend = &containerBackend{
 	defaultNodes: 3,
 	clientPort:   2379,
 	readyTimeout: 60 * time.Second,
-	shimmable:    false,
 	check: func(o Options) error {
 		_, err := etcdTiming(o.Params)
 		return err
@@ -193,7 +189,6 @@ var zkBackend = &containerBackend{
 	defaultNodes: 3,
 	clientPort:   2181,
 	readyTimeout: 90 * time.Second,
-	shimmable:    true,
 	check: func(o Options) error {
 		_, _, err := zkParams(o.Params)
 		return err

@@ -27,6 +27,7 @@ import (
 	"github.com/testcontainers/testcontainers-go/wait"
 
 	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/clusters/backend"
 	"github.com/locktest/locktest/internal/procfs"
 )
 
@@ -288,7 +289,7 @@ func (c *Cluster) create(ctx context.Context, n *node) error {
 		env[k] = v
 	}
 	var binds []string
-	if c.opts.Shim != nil && c.b.shimmable {
+	if c.opts.Shim != nil && backend.ClockShimReason(c.opts.Backend) == "" {
 		lib, file, err := c.opts.Shim(n.name)
 		if err != nil {
 			return fmt.Errorf("docker %s: node %s: clock shim: %w", c.opts.Backend, n.name, err)

@@ -98,14 +98,6 @@ func (o Options) nodeEnv(node string) []string {
 // it.
 type Factory func(opts Options) (clusters.Cluster, error)
 
-// noClockShim maps a backend whose nodes the clock shim cannot move to why
-// not; its backend's file fills it.
-var noClockShim = map[string]string{}
-
-// ClockShimReason says why the LD_PRELOAD clock shim cannot move the
-// clocks of backend's nodes, or "" when it can.
-func ClockShimReason(backend string) string { return noClockShim[backend] }
-
 var (
 	factoriesMu sync.RWMutex
 	factories   = map[string]Factory{}

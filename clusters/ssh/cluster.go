@@ -194,8 +194,8 @@ func New(opts Options) (*Cluster, error) {
 		lg = slog.New(slog.DiscardHandler)
 	}
 	cl := &Cluster{opts: opts, lg: lg, offsets: map[string]time.Duration{}, hostMu: map[string]*sync.Mutex{}, roles: map[string]string{}}
-	if opts.ClockShim != "" && opts.Backend == "etcd" {
-		cl.clockWhy = "etcd members are Go programs, which read the clock without the C library the shim wraps"
+	if opts.ClockShim != "" {
+		cl.clockWhy = backend.ClockShimReason(opts.Backend)
 	}
 	type proc struct{ name, kind string }
 	var procs []proc
