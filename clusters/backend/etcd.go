@@ -81,3 +81,12 @@ func (t EtcdTiming) UpstreamArgs() []string {
 // etcdNoClockShim is why the clock shim cannot move an etcd member's
 // clock.
 const etcdNoClockShim = "etcd nodes are Go programs, which read the wall clock without libc: the LD_PRELOAD clock shim cannot move them (not applicable)"
+
+// The roles of etcd members, as package clusters/roles reads them.
+const (
+	EtcdLeader   = "leader"
+	EtcdFollower = "follower"
+)
+
+// EtcdRoles returns the roles a member can have: it leads or follows.
+func EtcdRoles() []string { return []string{EtcdLeader, EtcdFollower} }

@@ -132,7 +132,7 @@ var etcdBackend = &containerBackend{
 			"--initial-cluster-state", "new",
 		}, timing.UpstreamArgs()...)}, nil
 	},
-	roles: func(int) []string { return []string{roles.EtcdLeader, roles.EtcdFollower} },
+	roles: func(int) []string { return backend.EtcdRoles() },
 	role:  roles.Etcd,
 	probe: func(ctx context.Context, c *Cluster, n *node) error {
 		if err := dialable(ctx, n.addr()); err != nil {

@@ -170,7 +170,7 @@ func (e *Etcd) Role(ctx context.Context, node clusters.Node) (string, error) {
 }
 
 // Roles returns the roles any member can have: leader and follower.
-func (e *Etcd) Roles(clusters.Node) []string { return []string{roles.EtcdLeader, roles.EtcdFollower} }
+func (e *Etcd) Roles(clusters.Node) []string { return backend.EtcdRoles() }
 
 // Start starts every member that is not running and returns once each of
 // them answers a status request naming a leader. The first start forms the

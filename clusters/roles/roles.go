@@ -16,12 +16,15 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/locktest/locktest/clusters/backend"
 )
 
-// The roles of etcd members, as Etcd reports them.
+// The roles of etcd members, as Etcd reports them (package
+// clusters/backend says which roles a member can have).
 const (
-	EtcdLeader   = "leader"
-	EtcdFollower = "follower"
+	EtcdLeader   = backend.EtcdLeader
+	EtcdFollower = backend.EtcdFollower
 )
 
 // etcdTimeout bounds one member's answer to Etcd when the caller's

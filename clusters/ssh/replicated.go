@@ -162,7 +162,7 @@ func (cl *Cluster) Role(ctx context.Context, cn clusters.Node) (string, error) {
 func (cl *Cluster) Roles(cn clusters.Node) []string {
 	switch cl.opts.Backend {
 	case "etcd":
-		return []string{roles.EtcdLeader, roles.EtcdFollower}
+		return backend.EtcdRoles()
 	case "zookeeper":
 		return backend.ZooKeeperRoles(len(cl.nodes))
 	case "redis-sentinel", "redis-cluster":
