@@ -33,6 +33,15 @@ import (
 // grows to 100 ms while the lock is held, a pause 30 ms past the bound
 // held in 2 of 2 trials about one time in five (at 04e138c: a boundary
 // 53 ms past the bound), whatever the load.
+//
+// Each client thinks up to 2 ms between critical sections. Without it the
+// two clients made 10,000 ops a second; beside the loaded suite (at
+// 8e8b0cf) the driver fell behind, their event rings filled, and a
+// worker's report of its pause point waited behind a second of ops on its
+// stdout: the worker that reached the point first, holding the lock, was
+// not the one picked and stayed at its point until the other reached
+// its own, an unplanned pause of 1.05 s that broke the lease (the test
+// caught it: the failed trial's hold was not its pause's).
 func TestMarginFindsThePauseBoundary(t *testing.T) {
 	gate.Need(t, "redis-server")
 	for attempt := 1; ; attempt++ {
@@ -40,7 +49,7 @@ func TestMarginFindsThePauseBoundary(t *testing.T) {
 		testkit.KeepFailedStore(t, root)
 		stdout, stderr, code := locktest(t, "margin", "--impl", "redis-set-nx-px", "--faults", "pause-client", "--pause-point", "after-acquire",
 			"--vary", "pause=800ms..1200ms", "--ttl", "1s", "--grid", "3", "--trials", "2", "--resolution", "50ms", "--at", "500ms",
-			"--time", "3s", "--clients", "2", "--backoff", "uniform", "--retry", "5ms", "--store", root)
+			"--time", "3s", "--clients", "2", "--backoff", "uniform", "--retry", "5ms", "--think", "2ms", "--store", root)
 		if code != 0 {
 			t.Fatalf("exit %d: %s%s", code, stdout, stderr)
 		}
