@@ -1,4 +1,4 @@
-package ssh_test
+package sshcli_test
 
 import (
 	"context"
