@@ -28,10 +28,11 @@ demo: setup build
 # test runs every test against real servers, also in containers and over
 # the ssh lab. The tests are in parts by what they need (docs/testing.md):
 # the longest packages come first, since go test starts packages in the
-# order given, two at a time on 2 cores.
+# order given, two at a time on 2 cores. The timeout bounds a hang: e2e/ssh
+# took 17.6 minutes beside the rest under stress-ng (docs/reliability.md).
 test: setup
 	$(GO) vet ./...
-	$(GO) test -count=1 -timeout 20m ./e2e/ssh ./e2e/sshcli ./cmd/locktest ./clients ./e2e/netns ./e2e/redis ./e2e/quorum ./e2e/docker ./e2e/sql ./...
+	$(GO) test -count=1 -timeout 30m ./e2e/ssh ./cmd/locktest ./clients ./e2e/netns ./e2e/redis ./e2e/quorum ./e2e/docker ./e2e/sql ./...
 
 # test-unit needs no server, no root and no Docker: every test that needs
 # more goes through a gate (internal/gate), which skips it under -short.
@@ -53,7 +54,7 @@ test-docker: setup
 # (`locktest lab up`): its runs, the command over it (the debate, Ctrl-C,
 # cleanup), and its connections.
 test-ssh: setup
-	$(GO) test -count=1 -timeout 20m ./e2e/ssh ./e2e/sshcli ./clusters/ssh
+	$(GO) test -count=1 -timeout 30m ./e2e/ssh ./clusters/ssh
 
 # debate runs the whole scenario catalogue (docs/findings.md is one such
 # run) and writes the scoreboard into the store.

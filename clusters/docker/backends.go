@@ -11,7 +11,6 @@ import (
 
 	"github.com/locktest/locktest/clusters/backend"
 	"github.com/locktest/locktest/clusters/roles"
-	"github.com/locktest/locktest/clusters/zkconf"
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
 	"github.com/testcontainers/testcontainers-go"
@@ -198,20 +197,20 @@ var zkBackend = &containerBackend{
 		if err != nil {
 			return containerSpec{}, err
 		}
-		cfg := zkconf.Config{Node: n.name, Tick: tick, DataDir: "/data", ClientIP: n.ip.String(), ClientPort: n.port}
+		cfg := backend.ZooKeeperConfig{Node: n.name, Tick: tick, DataDir: "/data", ClientIP: n.ip.String(), ClientPort: n.port}
 		var myid int
 		for i, m := range c.nodes {
-			cfg.Peers = append(cfg.Peers, zkconf.Peer{ID: i + 1, IP: m.ip.String(), Quorum: 2888, Election: 3888})
+			cfg.Peers = append(cfg.Peers, backend.ZooKeeperPeer{ID: i + 1, IP: m.ip.String(), Quorum: 2888, Election: 3888})
 			if m == n {
 				myid = i + 1
 			}
 		}
 		files := []testcontainers.ContainerFile{
 			{Reader: strings.NewReader(cfg.String()), ContainerFilePath: "/conf/zoo.cfg", FileMode: 0o644},
-			{Reader: strings.NewReader(zkconf.Log4j), ContainerFilePath: "/conf/log4j.properties", FileMode: 0o644},
+			{Reader: strings.NewReader(backend.ZooKeeperLog4j), ContainerFilePath: "/conf/log4j.properties", FileMode: 0o644},
 			{Reader: strings.NewReader(strconv.Itoa(myid) + "\n"), ContainerFilePath: "/data/myid", FileMode: 0o644},
 		}
-		cmd := append([]string{"java"}, zkconf.JVM("128m", cp, "/conf/log4j.properties", "/conf/zoo.cfg")...)
+		cmd := append([]string{"java"}, backend.ZooKeeperJVM("128m", cp, "/conf/log4j.properties", "/conf/zoo.cfg")...)
 		return containerSpec{cmd: cmd, files: files}, nil
 	},
 	probe: func(ctx context.Context, c *Cluster, n *node) error {

@@ -12,7 +12,7 @@ import (
 	"syscall"
 
 	"github.com/locktest/locktest/clusters"
-	"github.com/locktest/locktest/clusters/sqlconf"
+	"github.com/locktest/locktest/clusters/backend"
 )
 
 // Defaults of the MariaDB provider: the Debian mariadb-server package's
@@ -97,7 +97,7 @@ type mariadbEngine struct {
 }
 
 func (e *mariadbEngine) kind() string               { return "mariadb" }
-func (e *mariadbEngine) standardPort() int          { return sqlconf.MariaDBPort }
+func (e *mariadbEngine) standardPort() int          { return backend.MariaDBPort }
 func (e *mariadbEngine) stopSignal() syscall.Signal { return syscall.SIGTERM }
 
 func (e *mariadbEngine) initPath(n *sqlNode) string { return filepath.Join(n.dir, "init.sql") }
@@ -123,24 +123,24 @@ func (e *mariadbEngine) prepare(ctx context.Context, n *sqlNode) error {
 		return fmt.Errorf("local mariadb: node %s: data directory %s is not a directory (log %s)", n.name, n.dataDir, n.logPath)
 	}
 	if _, err := os.Stat(filepath.Join(n.dataDir, "mysql")); errors.Is(err, os.ErrNotExist) {
-		if err := runLogged(ctx, n.logPath, e.install, sqlconf.MariaDBInstallArgs(n.dataDir, "root"), nil); err != nil {
+		if err := runLogged(ctx, n.logPath, e.install, backend.MariaDBInstallArgs(n.dataDir, "root"), nil); err != nil {
 			return fmt.Errorf("local mariadb: node %s: %s: %v; log %s%s", n.name, filepath.Base(e.install), err, n.logPath, lastLine(logTail(n.logPath, 0, 1)))
 		}
 	}
-	if err := os.WriteFile(e.initPath(n), []byte(sqlconf.MariaDBInit), 0o644); err != nil {
+	if err := os.WriteFile(e.initPath(n), []byte(backend.MariaDBInit), 0o644); err != nil {
 		return fmt.Errorf("local mariadb: node %s: %w", n.name, err)
 	}
 	return nil
 }
 
 func (e *mariadbEngine) spec(n *sqlNode) spawnSpec {
-	m := sqlconf.MariaDB{DataDir: n.dataDir, Bind: n.host.ip(), Port: n.port, Socket: e.socketPath(n),
+	m := backend.MariaDB{DataDir: n.dataDir, Bind: n.host.ip(), Port: n.port, Socket: e.socketPath(n),
 		PidFile: filepath.Join(n.dir, "mariadb.pid"), LogFile: n.logPath, InitFile: e.initPath(n), User: "root"}
 	return spawnSpec{Bin: e.server, Args: m.Args()}
 }
 
 func (e *mariadbEngine) ping(ctx context.Context, addr string) error {
-	return sqlconf.PingMariaDB(ctx, addr)
+	return backend.PingMariaDB(ctx, addr)
 }
 
 func (e *mariadbEngine) cleanup(n *sqlNode) {

@@ -13,13 +13,13 @@ import (
 	"syscall"
 
 	"github.com/locktest/locktest/clusters"
-	"github.com/locktest/locktest/clusters/sqlconf"
+	"github.com/locktest/locktest/clusters/backend"
 )
 
 // postgresUser is the system user the server runs as when the driver is
 // root: PostgreSQL refuses to run as root, and the Debian postgresql
 // package creates this user.
-const postgresUser = sqlconf.PostgresUser
+const postgresUser = backend.PostgresUser
 
 func init() {
 	Register("postgres", func(o Options) (clusters.Cluster, error) {
@@ -139,7 +139,7 @@ type postgresEngine struct {
 }
 
 func (e *postgresEngine) kind() string               { return "postgres" }
-func (e *postgresEngine) standardPort() int          { return sqlconf.PostgresPort }
+func (e *postgresEngine) standardPort() int          { return backend.PostgresPort }
 func (e *postgresEngine) stopSignal() syscall.Signal { return syscall.SIGINT }
 
 // cleanup removes the System V shared memory segment a killed server left
@@ -188,7 +188,7 @@ func (e *postgresEngine) prepare(ctx context.Context, n *sqlNode) error {
 		}
 	}
 	if _, err := os.Stat(filepath.Join(n.dataDir, "PG_VERSION")); errors.Is(err, os.ErrNotExist) {
-		bin, args := e.initdb, sqlconf.InitdbArgs(n.dataDir)
+		bin, args := e.initdb, backend.InitdbArgs(n.dataDir)
 		if e.cred != nil {
 			bin, args = "setpriv", append(setprivArgs(e.cred, e.initdb), args...)
 		}
@@ -198,7 +198,7 @@ func (e *postgresEngine) prepare(ctx context.Context, n *sqlNode) error {
 		hba := filepath.Join(n.dataDir, "pg_hba.conf")
 		f, err := os.OpenFile(hba, os.O_WRONLY|os.O_APPEND, 0)
 		if err == nil {
-			_, err = f.WriteString(sqlconf.PostgresHBA)
+			_, err = f.WriteString(backend.PostgresHBA)
 			if cerr := f.Close(); err == nil {
 				err = cerr
 			}
@@ -211,10 +211,10 @@ func (e *postgresEngine) prepare(ctx context.Context, n *sqlNode) error {
 }
 
 func (e *postgresEngine) spec(n *sqlNode) spawnSpec {
-	p := sqlconf.Postgres{DataDir: n.dataDir, Listen: n.host.ip(), Port: n.port, SocketDir: e.socketDir(n)}
+	p := backend.Postgres{DataDir: n.dataDir, Listen: n.host.ip(), Port: n.port, SocketDir: e.socketDir(n)}
 	return spawnSpec{Bin: e.server, Args: p.Args(), Cred: e.cred}
 }
 
 func (e *postgresEngine) ping(ctx context.Context, addr string) error {
-	return sqlconf.PingPostgres(ctx, addr)
+	return backend.PingPostgres(ctx, addr)
 }

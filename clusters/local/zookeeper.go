@@ -17,7 +17,6 @@ import (
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/backend"
 	"github.com/locktest/locktest/clusters/roles"
-	"github.com/locktest/locktest/clusters/zkconf"
 )
 
 // Timings and defaults of the ZooKeeper provider.
@@ -359,14 +358,14 @@ func (z *ZooKeeper) writeFiles(n *zkNode) error {
 	if err := os.WriteFile(n.confPath, []byte(z.config(n).String()), 0o644); err != nil {
 		return err
 	}
-	return os.WriteFile(n.log4jPath, []byte(zkconf.Log4j), 0o644)
+	return os.WriteFile(n.log4jPath, []byte(backend.ZooKeeperLog4j), 0o644)
 }
 
 // config returns n's zoo.cfg, which lists every peer.
-func (z *ZooKeeper) config(n *zkNode) zkconf.Config {
-	c := zkconf.Config{Node: n.name, Tick: z.tick, DataDir: n.dataDir, ClientIP: n.host.ip(), ClientPort: n.client}
+func (z *ZooKeeper) config(n *zkNode) backend.ZooKeeperConfig {
+	c := backend.ZooKeeperConfig{Node: n.name, Tick: z.tick, DataDir: n.dataDir, ClientIP: n.host.ip(), ClientPort: n.client}
 	for _, p := range z.nodes {
-		c.Peers = append(c.Peers, zkconf.Peer{ID: p.myid, IP: p.host.ip(), Quorum: p.quorum, Election: p.election})
+		c.Peers = append(c.Peers, backend.ZooKeeperPeer{ID: p.myid, IP: p.host.ip(), Quorum: p.quorum, Election: p.election})
 	}
 	return c
 }
@@ -375,7 +374,7 @@ func (z *ZooKeeper) config(n *zkNode) zkconf.Config {
 // output, which spawn appends to the peer's zookeeper.log together with
 // anything the JVM itself prints.
 func (z *ZooKeeper) args(n *zkNode) []string {
-	return zkconf.JVM(z.heap, z.classPath, n.log4jPath, n.confPath, "-Dzookeeper.log.dir="+n.dir)
+	return backend.ZooKeeperJVM(z.heap, z.classPath, n.log4jPath, n.confPath, "-Dzookeeper.log.dir="+n.dir)
 }
 
 // spawnNode starts n's JVM and waits until it serves. On failure the

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/locktest/locktest/clusters/sqlconf"
+	"github.com/locktest/locktest/clusters/backend"
 )
 
 // The one-node SQL servers the provider runs: the backend names the impls
@@ -169,7 +169,7 @@ func (cl *Cluster) probeSQL(ctx context.Context, n *node) (sqlHost, error) {
 		}
 		b.WriteString("echo \"$s\"; echo \"$i\"; id -un\n")
 		fmt.Fprintf(&b, "if [ \"$(id -u)\" = 0 ]; then id -u %[1]s 2>/dev/null && id -g %[1]s || "+
-			"{ echo 'PostgreSQL does not run as root, and the host has no user %[1]s to run it as (Debian'\\''s postgresql package creates it)' >&2; exit 3; }; fi\n", sqlconf.PostgresUser)
+			"{ echo 'PostgreSQL does not run as root, and the host has no user %[1]s to run it as (Debian'\\''s postgresql package creates it)' >&2; exit 3; }; fi\n", backend.PostgresUser)
 	}
 	ctx, cancel := context.WithTimeout(ctx, sqlProbeTimeout)
 	defer cancel()
@@ -233,22 +233,22 @@ func (cl *Cluster) startMariaDB(ctx context.Context, n *node, first bool) error 
 	logf := path.Join(n.dir, n.sqlLog())
 	var pre strings.Builder
 	if !first {
-		pre.WriteString(waitPortFree(sqlconf.MariaDBPort))
+		pre.WriteString(waitPortFree(backend.MariaDBPort))
 	}
-	fmt.Fprintf(&pre, "cat > %s/init.sql <<'EOF'\n%sEOF\n", Quote(n.dir), sqlconf.MariaDBInit)
+	fmt.Fprintf(&pre, "cat > %s/init.sql <<'EOF'\n%sEOF\n", Quote(n.dir), backend.MariaDBInit)
 	if first {
 		// mariadb-install-db runs its own mariadbd to bootstrap; the one the
 		// inventory names, if any.
 		fmt.Fprintf(&pre, "[ -d %[1]s/mysql ] || MYSQLD_BOOTSTRAP=%[2]s %[3]s %[4]s </dev/null >>%[5]s 2>&1 || "+
 			"{ echo \"mariadb-install-db failed: $(grep . %[5]s | tail -n 1)\" >&2; exit 1; }\n",
-			Quote(n.sqlDataDir()), Quote(sh.server), Quote(sh.init), quoteAll(sqlconf.MariaDBInstallArgs(n.sqlDataDir(), sh.user)), Quote(logf))
+			Quote(n.sqlDataDir()), Quote(sh.server), Quote(sh.init), quoteAll(backend.MariaDBInstallArgs(n.sqlDataDir(), sh.user)), Quote(logf))
 	}
-	m := sqlconf.MariaDB{DataDir: n.sqlDataDir(), Bind: h.Address, Port: sqlconf.MariaDBPort, Socket: sock,
+	m := backend.MariaDB{DataDir: n.sqlDataDir(), Bind: h.Address, Port: backend.MariaDBPort, Socket: sock,
 		PidFile: path.Join(n.dir, "mariadb.pid"), LogFile: logf, InitFile: path.Join(n.dir, "init.sql"), User: sh.user}
 	n.mu.Lock()
 	argv := append(slices.Clone(n.env), sh.server)
 	n.mu.Unlock()
-	return cl.startSQL(ctx, n, pre.String(), append(argv, m.Args()...), sqlconf.MariaDBDataDir)
+	return cl.startSQL(ctx, n, pre.String(), append(argv, m.Args()...), backend.MariaDBDataDir)
 }
 
 // startPostgres starts n's PostgreSQL server: the first start checks the
@@ -272,7 +272,7 @@ func (cl *Cluster) startPostgres(ctx context.Context, n *node, first bool) error
 	var pre strings.Builder
 	fmt.Fprintf(&pre, "cd %s || exit 1\n", Quote(n.dir)) // initdb's user may not enter the login's home
 	if !first {
-		pre.WriteString(waitPortFree(sqlconf.PostgresPort))
+		pre.WriteString(waitPortFree(backend.PostgresPort))
 	}
 	if first {
 		if sh.uid != "" {
@@ -280,7 +280,7 @@ func (cl *Cluster) startPostgres(ctx context.Context, n *node, first bool) error
 		}
 		fmt.Fprintf(&pre, "[ -f %[1]s/PG_VERSION ] || { %[2]s </dev/null >>%[3]s 2>&1 && printf %%s %[4]s >> %[1]s/pg_hba.conf; } || "+
 			"{ echo \"initdb failed: $(grep . %[3]s | tail -n 1)\" >&2; exit 1; }\n",
-			Quote(n.sqlDataDir()), quoteAll(append(append(slices.Clone(as), sh.init), sqlconf.InitdbArgs(n.sqlDataDir())...)), Quote(logf), Quote(sqlconf.PostgresHBA))
+			Quote(n.sqlDataDir()), quoteAll(append(append(slices.Clone(as), sh.init), backend.InitdbArgs(n.sqlDataDir())...)), Quote(logf), Quote(backend.PostgresHBA))
 	}
 	// The socket and its lock file go into n's directory when their path
 	// fits a socket address; otherwise there is none (clients use TCP).
@@ -288,12 +288,12 @@ func (cl *Cluster) startPostgres(ctx context.Context, n *node, first bool) error
 	if len(path.Join(n.dir, ".s.PGSQL.5432.lock")) > 100 {
 		sockDir = ""
 	}
-	p := sqlconf.Postgres{DataDir: n.sqlDataDir(), Listen: h.Address, Port: sqlconf.PostgresPort, SocketDir: sockDir}
+	p := backend.Postgres{DataDir: n.sqlDataDir(), Listen: h.Address, Port: backend.PostgresPort, SocketDir: sockDir}
 	n.mu.Lock()
 	argv := append(slices.Clone(n.env), as...)
 	n.mu.Unlock()
 	argv = append(append(argv, sh.server), p.Args()...)
-	return cl.startSQL(ctx, n, pre.String(), argv, sqlconf.PostgresDataDir)
+	return cl.startSQL(ctx, n, pre.String(), argv, backend.PostgresDataDir)
 }
 
 // startSQL runs the shell command init on n's host (the data directory's
@@ -393,7 +393,7 @@ func (cl *Cluster) abandon(ctx context.Context, n *node) {
 // sqlPort is the port of n's SQL server.
 func (n *node) sqlPort() int {
 	if n.kind == kindMariaDB {
-		return sqlconf.MariaDBPort
+		return backend.MariaDBPort
 	}
-	return sqlconf.PostgresPort
+	return backend.PostgresPort
 }

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/locktest/locktest/clusters/backend"
 	"github.com/locktest/locktest/clusters/roles"
-	"github.com/locktest/locktest/clusters/zkconf"
 )
 
 // The first ports of a ZooKeeper peer; the k-th peer of a host adds k to
@@ -63,9 +63,9 @@ func (cl *Cluster) startZooKeeper(ctx, rctx context.Context, n *node, first bool
 			return err
 		}
 	}
-	var peers []zkconf.Peer
+	var peers []backend.ZooKeeperPeer
 	for i, m := range cl.nodes {
-		peers = append(peers, zkconf.Peer{ID: i + 1, IP: m.ip(), Quorum: zkQuorumPort + m.slot, Election: zkElectionPort + m.slot})
+		peers = append(peers, backend.ZooKeeperPeer{ID: i + 1, IP: m.ip(), Quorum: zkQuorumPort + m.slot, Election: zkElectionPort + m.slot})
 	}
 	myid := 0
 	for i, m := range cl.nodes {
@@ -73,14 +73,14 @@ func (cl *Cluster) startZooKeeper(ctx, rctx context.Context, n *node, first bool
 			myid = i + 1
 		}
 	}
-	conf := zkconf.Config{Node: n.name, Tick: zkTick, DataDir: n.dir + "/data", ClientIP: n.ip(), ClientPort: n.port(), Peers: peers}
-	args := append([]string{java}, zkconf.JVM(zkHeap, strings.Join(cp, ":"), n.dir+"/log4j.properties", n.dir+"/zoo.cfg", "-Dzookeeper.log.dir="+n.dir)...)
+	conf := backend.ZooKeeperConfig{Node: n.name, Tick: zkTick, DataDir: n.dir + "/data", ClientIP: n.ip(), ClientPort: n.port(), Peers: peers}
+	args := append([]string{java}, backend.ZooKeeperJVM(zkHeap, strings.Join(cp, ":"), n.dir+"/log4j.properties", n.dir+"/zoo.cfg", "-Dzookeeper.log.dir="+n.dir)...)
 	n.mu.Lock()
 	env := n.env
 	n.mu.Unlock()
 	var files strings.Builder
 	fmt.Fprintf(&files, "cat > %s/zoo.cfg <<'EOF'\n%sEOF\n", Quote(n.dir), conf.String())
-	fmt.Fprintf(&files, "cat > %s/log4j.properties <<'EOF'\n%sEOF\n", Quote(n.dir), zkconf.Log4j)
+	fmt.Fprintf(&files, "cat > %s/log4j.properties <<'EOF'\n%sEOF\n", Quote(n.dir), backend.ZooKeeperLog4j)
 	fmt.Fprintf(&files, "echo %d > %s/data/myid\n", myid, Quote(n.dir))
 	if err := cl.startDetached(rctx, n, files.String(), append(slices.Clone(env), args...), "zookeeper.log"); err != nil {
 		return err

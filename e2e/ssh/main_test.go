@@ -9,5 +9,6 @@ import (
 	"github.com/locktest/locktest/testkit/testexe"
 )
 
-// The test binary doubles as the worker and etcd node programs.
-func TestMain(m *testing.M) { testexe.Main(m) }
+// The test binary doubles as the worker and etcd node programs; the
+// locktest command the CLI tests built is removed at the end.
+func TestMain(m *testing.M) { testexe.Main(m, func() { removeCLI() }) }

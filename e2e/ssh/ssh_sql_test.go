@@ -16,7 +16,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/locktest/locktest/checker"
-	"github.com/locktest/locktest/clusters/sqlconf"
+	"github.com/locktest/locktest/clusters/backend"
 	sshp "github.com/locktest/locktest/clusters/ssh"
 	"github.com/locktest/locktest/e2e/testkit"
 	"github.com/locktest/locktest/history"
@@ -246,20 +246,20 @@ func sshSQLCleanup(t *testing.T, inventory string) {
 	}
 	host, _ := os.Hostname()
 	var ids []string
-	for _, backend := range []string{"mysql", "postgres"} {
-		needSQLServer(t, backend)
+	for _, be := range []string{"mysql", "postgres"} {
+		needSQLServer(t, be)
 		id := sshp.NewRunID()
-		cl, err := sshp.New(sshp.Options{Backend: backend, Nodes: 1, Conns: conns, Inventory: inv, RunID: id})
+		cl, err := sshp.New(sshp.Options{Backend: be, Nodes: 1, Conns: conns, Inventory: inv, RunID: id})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if err := cl.Start(ctx); err != nil {
-			t.Fatalf("start %s: %v", backend, err)
+			t.Fatalf("start %s: %v", be, err)
 		}
-		if backend == "postgres" {
+		if be == "postgres" {
 			// A client's backend, a process of its own below the
 			// postmaster, open until the cleanup.
-			c, err := pgx.Connect(ctx, fmt.Sprintf("postgres://%s@%s/%s?sslmode=disable", sqlconf.PostgresUser, cl.Nodes()[0].Addr, sqlconf.PostgresUser))
+			c, err := pgx.Connect(ctx, fmt.Sprintf("postgres://%s@%s/%s?sslmode=disable", backend.PostgresUser, cl.Nodes()[0].Addr, backend.PostgresUser))
 			if err != nil {
 				t.Fatal(err)
 			}

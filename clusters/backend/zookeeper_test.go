@@ -1,4 +1,4 @@
-package zkconf
+package backend
 
 import (
 	"os"
@@ -12,8 +12,8 @@ import (
 // TestZooCfgGolden: the zoo.cfg of a peer of three is the one in
 // testdata/.
 func TestZooCfgGolden(t *testing.T) {
-	c := Config{Node: "n2", Tick: 200 * time.Millisecond, DataDir: "/data", ClientIP: "10.0.0.2", ClientPort: 2181,
-		Peers: []Peer{{1, "10.0.0.1", 2888, 3888}, {2, "10.0.0.2", 2888, 3888}, {3, "10.0.0.3", 2888, 3888}}}
+	c := ZooKeeperConfig{Node: "n2", Tick: 200 * time.Millisecond, DataDir: "/data", ClientIP: "10.0.0.2", ClientPort: 2181,
+		Peers: []ZooKeeperPeer{{1, "10.0.0.1", 2888, 3888}, {2, "10.0.0.2", 2888, 3888}, {3, "10.0.0.3", 2888, 3888}}}
 	golden := filepath.Join("testdata", "zoo.cfg.golden")
 	if os.Getenv("UPDATE_GOLDEN") != "" {
 		if err := os.WriteFile(golden, []byte(c.String()), 0o644); err != nil {
@@ -32,7 +32,7 @@ func TestZooCfgGolden(t *testing.T) {
 // TestStandaloneIsNotDisabledForOnePeer: one peer alone may run
 // standalone; an ensemble may not.
 func TestStandaloneIsNotDisabledForOnePeer(t *testing.T) {
-	one := Config{Node: "n1", Tick: time.Second, Peers: []Peer{{1, "127.0.0.1", 1, 2}}}.String()
+	one := ZooKeeperConfig{Node: "n1", Tick: time.Second, Peers: []ZooKeeperPeer{{1, "127.0.0.1", 1, 2}}}.String()
 	if slices.Contains(lines(one), "standaloneEnabled=false") {
 		t.Errorf("one peer's zoo.cfg disables standalone:\n%s", one)
 	}
@@ -41,13 +41,13 @@ func TestStandaloneIsNotDisabledForOnePeer(t *testing.T) {
 // TestJVMEndsWithTheMainClass: the extra properties come before the class
 // path, the main class and the zoo.cfg, which end the command line.
 func TestJVMEndsWithTheMainClass(t *testing.T) {
-	args := JVM("64m", "a.jar:b.jar", "/c/log4j.properties", "/c/zoo.cfg", "-Dx=y")
+	args := ZooKeeperJVM("64m", "a.jar:b.jar", "/c/log4j.properties", "/c/zoo.cfg", "-Dx=y")
 	tail := args[len(args)-5:]
-	if !slices.Equal(tail, []string{"-Dx=y", "-cp", "a.jar:b.jar", Main, "/c/zoo.cfg"}) {
-		t.Errorf("JVM ends %q", tail)
+	if !slices.Equal(tail, []string{"-Dx=y", "-cp", "a.jar:b.jar", ZooKeeperMain, "/c/zoo.cfg"}) {
+		t.Errorf("ZooKeeperJVM ends %q", tail)
 	}
 	if !slices.Contains(args, "-Xmx64m") || !slices.Contains(args, "-Dlog4j.configuration=file:/c/log4j.properties") {
-		t.Errorf("JVM %q lacks the heap or the log4j file", args)
+		t.Errorf("ZooKeeperJVM %q lacks the heap or the log4j file", args)
 	}
 }
 
@@ -63,9 +63,9 @@ func lines(s string) []string {
 // which the harness asks for a peer's mode (clusters/roles) and its
 // version (clusters/versions).
 func TestSrvrIsWhitelisted(t *testing.T) {
-	for _, peers := range [][]Peer{{{1, "127.0.0.1", 1, 2}}, {{1, "10.0.0.1", 2888, 3888}, {2, "10.0.0.2", 2888, 3888}}} {
+	for _, peers := range [][]ZooKeeperPeer{{{1, "127.0.0.1", 1, 2}}, {{1, "10.0.0.1", 2888, 3888}, {2, "10.0.0.2", 2888, 3888}}} {
 		var words []string
-		for _, l := range lines(Config{Node: "n1", Tick: time.Second, Peers: peers}.String()) {
+		for _, l := range lines(ZooKeeperConfig{Node: "n1", Tick: time.Second, Peers: peers}.String()) {
 			if v, ok := strings.CutPrefix(l, "4lw.commands.whitelist="); ok {
 				words = append(words, strings.Split(v, ",")...)
 			}

@@ -1,4 +1,4 @@
-package sshcli_test
+package ssh_test
 
 import (
 	"context"

@@ -1,4 +1,6 @@
-// Package sqlconf says how a one-node SQL server of locktest is set up,
+package backend
+
+// How a one-node SQL server of locktest is set up,
 // the same for every provider that runs one: the arguments that create a
 // data directory (mariadb-install-db, initdb), the server's command line
 // (mariadbd, postgres), what lets the impls in over TCP (MariaDB's init
@@ -9,7 +11,6 @@
 // The impls (impls/mysql, impls/pg) connect over TCP from any address
 // without a password: MariaDB as root, PostgreSQL as the superuser
 // postgres to the database postgres.
-package sqlconf
 
 import (
 	"context"
