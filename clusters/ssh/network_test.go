@@ -5,9 +5,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	sshp "github.com/locktest/locktest/clusters/ssh"
-	"github.com/locktest/locktest/testkit/testlab"
 )
 
 // TestHealAfterACutItsContextCutShort: a cut whose context ends while it
@@ -17,17 +14,7 @@ import (
 // and none comes back later from a host's shell still at work. Each round
 // ends the cut's context a little later, to meet it at another point.
 func TestHealAfterACutItsContextCutShort(t *testing.T) {
-	inventory := testlab.Up(t)
-	ctx, conns := testlab.Dial(t, inventory)
-	inv, err := sshp.LoadInventory(inventory)
-	if err != nil {
-		t.Fatal(err)
-	}
-	runID := sshp.NewRunID()
-	cl, err := sshp.New(sshp.Options{Backend: "redis", Nodes: 3, Conns: conns, Inventory: inv, RunID: runID})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, conns, cl, runID := labCluster(t, "redis", 3)
 	nw := cl.Network(conns, nil, "test")
 	t.Cleanup(func() { nw.Heal(context.Background()) })
 	rules := func() []string {

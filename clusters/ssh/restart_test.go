@@ -5,9 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-
-	sshp "github.com/locktest/locktest/clusters/ssh"
-	"github.com/locktest/locktest/testkit/testlab"
 )
 
 // TestRestartKillsAServerThatMayStillRun: a kill whose command never
@@ -18,16 +15,7 @@ import (
 // of the node runs after it, the one the cluster knows, and the stop
 // leaves none.
 func TestRestartKillsAServerThatMayStillRun(t *testing.T) {
-	inventory := testlab.Up(t)
-	ctx, conns := testlab.Dial(t, inventory)
-	inv, err := sshp.LoadInventory(inventory)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl, err := sshp.New(sshp.Options{Backend: "redis", Nodes: 1, Conns: conns, Inventory: inv, RunID: sshp.NewRunID()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, conns, cl, _ := labCluster(t, "redis", 1)
 	if err := cl.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
