@@ -143,7 +143,7 @@ func (s *sshPlatform) name() string { return ProviderSSH }
 
 func (s *sshPlatform) abilities() map[string]string {
 	return map[string]string{AbilityNetwork: s.netWhy,
-		AbilityNetem:       "the ssh provider does not use tc netem yet",
+		AbilityNetem:       "the ssh provider does not use tc netem yet (the proxy runs on the control host)",
 		AbilitySyncRecords: ""}
 }
 

@@ -53,13 +53,13 @@ func atoi(s string) int {
 // each checked to be a redis-server, a sentinel (whose command line reads
 // "redis-server <addr> [sentinel]", or "redis-sentinel ..." when started
 // by that name), locktest's node program or a ZooKeeper peer before the
-// signal, and its SQL servers (sqlCleanup). Each server killed is gone
-// (or a zombie) when the command ends, or 10 s have passed: a kill's
-// signal is handled later than the kill returns (an idle suite at
-// 1a9b6ff found a redis-server still alive just after it). It needs root.
+// signal, and its SQL servers (sqlCleanup). Each is killed as a SQL
+// server is (lt_kill: with the processes below it, and waited for until
+// it is gone or a zombie, up to 10 s): a kill's signal is handled later
+// than the kill returns (an idle suite at 1a9b6ff found a redis-server
+// still alive just after it). It needs root.
 func killRunServers(dir string) string {
-	return sqlCleanup(dir) + fmt.Sprintf("for p in %s/*/redis.pid %s/*/node.pid; do [ -f \"$p\" ] || continue; pid=$(cat \"$p\"); grep -qa -e redis-server -e redis-sentinel -e %s -e %s /proc/$pid/cmdline 2>/dev/null && kill -CONT $pid && kill -KILL $pid && "+
-		"{ i=0; while lt_alive $pid && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done; }; done; true", Quote(dir), Quote(dir), nodeProgram, zkMain)
+	return sqlCleanup(dir) + fmt.Sprintf("for p in %s/*/redis.pid %s/*/node.pid; do [ -f \"$p\" ] || continue; pid=$(cat \"$p\"); grep -qa -e redis-server -e redis-sentinel -e %s -e %s /proc/$pid/cmdline 2>/dev/null && lt_kill $pid; done; true", Quote(dir), Quote(dir), nodeProgram, zkMain)
 }
 
 // Cleanup finds, on every host of conns, the run directories whose driver

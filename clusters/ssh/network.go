@@ -228,9 +228,8 @@ const applyTimeout = 30 * time.Second
 // which would go on inserting rules behind the heal that follows (CI at
 // ed6ca05: the fault phase ended during an isolate that took seconds to
 // go in, and the heal's five passes found rules still coming). A ctx
-// already ended begins nothing. So the
-// rules on a host are always those the driver knows of, and a Heal after
-// apply removes them all.
+// already ended begins nothing. So the rules on a host are always those
+// the driver knows of, and a Heal after apply removes them all.
 func (nw *Network) apply(ctx context.Context, rules map[*Conn][]rule) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("ssh network: not begun: %w", err)

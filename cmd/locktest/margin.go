@@ -334,7 +334,7 @@ func (m *marginSearch) plan(v float64) (nemesis.Plan, run.Config, error) {
 			partSettings[i][st] = settings[st]
 		}
 		durs := map[string]time.Duration{}
-		for _, st := range []string{"pause", "down", "window"} {
+		for _, st := range heldFor {
 			if v, ok := partSettings[i][st]; ok {
 				d, err := time.ParseDuration(v)
 				if err != nil {
@@ -344,7 +344,7 @@ func (m *marginSearch) plan(v float64) (nemesis.Plan, run.Config, error) {
 			}
 		}
 		lasts[i] = cfg.Window
-		for _, st := range []string{"pause", "down", "window"} {
+		for _, st := range heldFor {
 			if d, ok := durs[st]; ok {
 				lasts[i] = d
 				break
