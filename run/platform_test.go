@@ -24,7 +24,6 @@ import (
 	"github.com/locktest/locktest/clusters/docker"
 	"github.com/locktest/locktest/clusters/local"
 	"github.com/locktest/locktest/clusters/local/netlab"
-	"github.com/locktest/locktest/clusters/roles"
 	"github.com/locktest/locktest/impls"
 	"github.com/locktest/locktest/internal/gate"
 	"github.com/locktest/locktest/nemesis"
@@ -128,7 +127,7 @@ func TestIsolateLeaderOnEtcd(t *testing.T) {
 		if cut != leader {
 			t.Errorf("round %d: isolated %s (targets %v), but %s led when the fault went in", round, cut, v.Targets, leader)
 		}
-		if len(v.Roles) != 1 || v.Roles[leader] != roles.EtcdLeader {
+		if len(v.Roles) != 1 || v.Roles[leader] != backend.EtcdLeader {
 			t.Errorf("round %d: recorded roles %v, want %s=leader", round, v.Roles, leader)
 		}
 		// The cut is real: the others elect a leader among themselves.

@@ -82,7 +82,7 @@ func (t EtcdTiming) UpstreamArgs() []string {
 // clock.
 const etcdNoClockShim = "etcd nodes are Go programs, which read the wall clock without libc: the LD_PRELOAD clock shim cannot move them (not applicable)"
 
-// The roles of etcd members, as package clusters/roles reads them.
+// The roles of etcd members, as EtcdRole reads them.
 const (
 	EtcdLeader   = "leader"
 	EtcdFollower = "follower"

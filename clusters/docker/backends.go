@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/clusters/backend"
-	"github.com/locktest/locktest/clusters/roles"
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
 	"github.com/testcontainers/testcontainers-go"
@@ -132,7 +131,7 @@ var etcdBackend = &containerBackend{
 		}, timing.UpstreamArgs()...)}, nil
 	},
 	roles: func(int) []string { return backend.EtcdRoles() },
-	role:  roles.Etcd,
+	role:  backend.EtcdRole,
 	probe: func(ctx context.Context, c *Cluster, n *node) error {
 		if err := dialable(ctx, n.addr()); err != nil {
 			return err
@@ -214,11 +213,11 @@ var zkBackend = &containerBackend{
 		return containerSpec{cmd: cmd, files: files}, nil
 	},
 	probe: func(ctx context.Context, c *Cluster, n *node) error {
-		_, err := roles.ZooKeeper(ctx, n.addr())
+		_, err := backend.ZooKeeperRole(ctx, n.addr())
 		return err
 	},
 	roles: backend.ZooKeeperRoles,
-	role:  roles.ZooKeeper,
+	role:  backend.ZooKeeperRole,
 }
 
 func zkParams(params map[string]string) (time.Duration, string, error) {

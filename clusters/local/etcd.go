@@ -19,7 +19,6 @@ import (
 
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/backend"
-	"github.com/locktest/locktest/clusters/roles"
 )
 
 // Timings of the etcd provider.
@@ -162,11 +161,11 @@ func NewEtcd(opts EtcdOptions) (*Etcd, error) {
 	return e, nil
 }
 
-// Role asks the member what it is now, "leader" or "follower" (roles.Etcd);
+// Role asks the member what it is now, "leader" or "follower" (backend.EtcdRole);
 // a member that is down, cut off or in an election is an error. It
 // implements clusters.RoleReader, for faults pinned to the leader.
 func (e *Etcd) Role(ctx context.Context, node clusters.Node) (string, error) {
-	return e.ask(ctx, node, roles.Etcd)
+	return e.ask(ctx, node, backend.EtcdRole)
 }
 
 // Roles returns the roles any member can have: leader and follower.

@@ -19,7 +19,6 @@ import (
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/backend"
 	"github.com/locktest/locktest/clusters/durable"
-	"github.com/locktest/locktest/clusters/redisha"
 )
 
 // Timings of the Redis provider.
@@ -289,7 +288,7 @@ func (r *Redis) config(n *redisNode) string {
 	if r.extraConfig != nil {
 		extra = r.extraConfig(n.name)
 	}
-	return redisha.Conf{Header: fmt.Sprintf("Written by locktest for node %s; rewritten at each start.", n.name),
+	return backend.RedisConf{Header: fmt.Sprintf("Written by locktest for node %s; rewritten at each start.", n.name),
 		Port: n.port, Bind: n.host.ip(), Dir: n.dataDir, LogFile: n.logPath, Persistence: r.persistence, Extra: extra}.String()
 }
 

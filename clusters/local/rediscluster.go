@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/clusters"
-	"github.com/locktest/locktest/clusters/redisha"
+	"github.com/locktest/locktest/clusters/backend"
 )
 
 // clusterReadyTimeout bounds Start and WaitHealthy.
@@ -45,7 +45,7 @@ func init() {
 			co.Masters = o.Nodes / 2
 		}
 		var err error
-		if co.NodeTimeout, err = redisha.ParseClusterParams(o.Params); err != nil {
+		if co.NodeTimeout, err = backend.ParseRedisClusterParams(o.Params); err != nil {
 			return nil, err
 		}
 		return NewRedisCluster(co)
@@ -55,7 +55,7 @@ func init() {
 // RedisCluster is a Redis Cluster on this host: masters that share the
 // 16384 hash slots, each with one asynchronous replica that the cluster
 // promotes when its master fails. It implements clusters.Cluster, Killer,
-// Pauser and LogCollector. The cluster is created (redisha.CreateCluster,
+// Pauser and LogCollector. The cluster is created (backend.CreateRedisCluster,
 // the steps of redis-cli --cluster create) at its first start; a node that is killed and restarted rejoins
 // with its nodes.conf, as a replica if it was failed over meanwhile (a
 // killed master is failed over by the cluster after NodeTimeout;
@@ -75,13 +75,13 @@ type RedisCluster struct {
 // yet. It fails if redis-server cannot be found.
 func NewRedisCluster(opts RedisClusterOptions) (*RedisCluster, error) {
 	if opts.Masters == 0 {
-		opts.Masters = redisha.DefaultClusterMasters
+		opts.Masters = backend.DefaultRedisClusterMasters
 	}
 	if opts.Masters < 3 {
 		return nil, fmt.Errorf("local redis-cluster: Masters must be at least 3 (Redis Cluster's minimum), not %d", opts.Masters)
 	}
 	if opts.NodeTimeout == 0 {
-		opts.NodeTimeout = redisha.DefaultNodeTimeout
+		opts.NodeTimeout = backend.DefaultRedisClusterNodeTimeout
 	}
 	if opts.NodeTimeout < time.Millisecond {
 		return nil, fmt.Errorf("local redis-cluster: NodeTimeout %v is below 1ms", opts.NodeTimeout)
@@ -103,7 +103,7 @@ func NewRedisCluster(opts RedisClusterOptions) (*RedisCluster, error) {
 }
 
 // config is the cluster part of every node's redis.conf.
-func (c *RedisCluster) config(string) []string { return redisha.ClusterConfig(c.nodeTimeout, "") }
+func (c *RedisCluster) config(string) []string { return backend.RedisClusterConfig(c.nodeTimeout, "") }
 
 // Nodes returns the nodes n1.. with Role "master" (a master that owns
 // slots) or "replica" as last seen (at Start or the latest WaitHealthy); a
@@ -122,7 +122,7 @@ func (c *RedisCluster) Nodes() []clusters.Node {
 func (c *RedisCluster) Targets() []clusters.Node { return c.Nodes() }
 
 // Start starts every node, creates the cluster at the first start
-// (redisha.CreateCluster: each master with one replica), and returns once
+// (backend.CreateRedisCluster: each master with one replica), and returns once
 // every node reports cluster_state:ok and all slots are served by live
 // masters (see WaitHealthy). On error it stops the nodes.
 func (c *RedisCluster) Start(ctx context.Context) error {
@@ -149,7 +149,7 @@ func (c *RedisCluster) Start(ctx context.Context) error {
 
 // create makes one cluster of all nodes.
 func (c *RedisCluster) create(ctx context.Context) error {
-	if err := redisha.CreateCluster(ctx, c.Redis.Nodes(), c.masters); err != nil {
+	if err := backend.CreateRedisCluster(ctx, c.Redis.Nodes(), c.masters); err != nil {
 		return fmt.Errorf("local %w", err)
 	}
 	c.mu.Lock()
@@ -168,8 +168,8 @@ func (c *RedisCluster) create(ctx context.Context) error {
 func (c *RedisCluster) WaitHealthy(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, clusterReadyTimeout)
 	defer cancel()
-	roles, err := redisha.WaitClusterHealthy(ctx, func() ([]clusters.Node, map[string]bool) {
-		return c.Redis.Nodes(), redisha.Running(c.Redis.Pids())
+	roles, err := backend.WaitRedisClusterHealthy(ctx, func() ([]clusters.Node, map[string]bool) {
+		return c.Redis.Nodes(), backend.RunningNodes(c.Redis.Pids())
 	}, c.masters)
 	if err != nil {
 		return fmt.Errorf("local %w", err)
@@ -196,7 +196,7 @@ func (c *RedisCluster) Role(ctx context.Context, node clusters.Node) (string, er
 	if addr == "" {
 		return "", fmt.Errorf("local redis-cluster: no node %q", node.Name)
 	}
-	r, err := redisha.ClusterRole(ctx, addr)
+	r, err := backend.RedisClusterRole(ctx, addr)
 	if err != nil {
 		return "", fmt.Errorf("local redis-cluster: %s: %w", node.Name, err)
 	}

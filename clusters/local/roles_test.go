@@ -8,8 +8,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/clusters"
-	"github.com/locktest/locktest/clusters/redisha"
-	"github.com/locktest/locktest/clusters/roles"
+	"github.com/locktest/locktest/clusters/backend"
 	"github.com/locktest/locktest/testkit/testcluster"
 )
 
@@ -39,8 +38,8 @@ func TestEtcdRoleFollowsTheLeader(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		want := map[string]string{"n1": roles.EtcdFollower, "n2": roles.EtcdFollower, "n3": roles.EtcdFollower}
-		want[l] = roles.EtcdLeader
+		want := map[string]string{"n1": backend.EtcdFollower, "n2": backend.EtcdFollower, "n3": backend.EtcdFollower}
+		want[l] = backend.EtcdLeader
 		if got := etcdRoles(e); fmt.Sprint(got) != fmt.Sprint(want) {
 			return fmt.Errorf("roles %v, members say %v", got, want)
 		}
@@ -69,7 +68,7 @@ func TestEtcdRoleFollowsTheLeader(t *testing.T) {
 			return err
 		}
 		got := etcdRoles(e)
-		if l == first || got[l] != roles.EtcdLeader || got[first] != "?" {
+		if l == first || got[l] != backend.EtcdLeader || got[first] != "?" {
 			return fmt.Errorf("roles %v, members say %s leads", got, l)
 		}
 		return nil
@@ -89,7 +88,7 @@ func TestRedisClusterRoleFollowsFailover(t *testing.T) {
 	byROLE := func() map[string]string {
 		out := map[string]string{}
 		for _, n := range c.Nodes() {
-			r, err := redisha.NodeRole(ctx, n.Addr)
+			r, err := backend.RedisRole(ctx, n.Addr)
 			switch {
 			case err != nil:
 				r = "?"

@@ -10,19 +10,19 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/clusters"
-	"github.com/locktest/locktest/clusters/redisha"
+	"github.com/locktest/locktest/clusters/backend"
 )
 
 // SentinelMasterName is the name under which the sentinels of a
 // redis-sentinel cluster monitor its master; clients ask the sentinels for
 // it (go-redis FailoverOptions.MasterName).
-const SentinelMasterName = redisha.SentinelMasterName
+const SentinelMasterName = backend.SentinelMasterName
 
 // The roles of the nodes of a redis-sentinel cluster, as Node.Role.
 const (
-	RoleMaster   = redisha.RoleMaster
-	RoleReplica  = redisha.RoleReplica
-	RoleSentinel = redisha.RoleSentinel
+	RoleMaster   = backend.RoleMaster
+	RoleReplica  = backend.RoleReplica
+	RoleSentinel = backend.RoleSentinel
 )
 
 // Timings of the local redis-sentinel backend.
@@ -65,7 +65,7 @@ func init() {
 		if o.Nodes > 0 {
 			replicas = o.Nodes - 1
 		}
-		set, err := redisha.ParseSentinelParams(o.Params, replicas)
+		set, err := backend.ParseSentinelParams(o.Params, replicas)
 		if err != nil {
 			return nil, err
 		}
@@ -95,13 +95,13 @@ type Sentinel struct {
 
 // NewSentinel checks opts and returns a cluster that has not started yet.
 func NewSentinel(opts SentinelOptions) (*Sentinel, error) {
-	set := redisha.SentinelSettings{Replicas: opts.Replicas, DownAfter: opts.DownAfter, FailoverTimeout: opts.FailoverTimeout}
+	set := backend.SentinelSettings{Replicas: opts.Replicas, DownAfter: opts.DownAfter, FailoverTimeout: opts.FailoverTimeout}
 	if err := set.Check("local redis-sentinel"); err != nil {
 		return nil, err
 	}
 	opts.Replicas, opts.DownAfter, opts.FailoverTimeout = set.Replicas, set.DownAfter, set.FailoverTimeout
 	if opts.Sentinels == 0 {
-		opts.Sentinels = redisha.DefaultSentinels
+		opts.Sentinels = backend.DefaultSentinels
 	}
 	if opts.Sentinels < 1 {
 		return nil, fmt.Errorf("local redis-sentinel: Sentinels must be at least 1, not %d", opts.Sentinels)
@@ -142,17 +142,17 @@ func NewSentinel(opts SentinelOptions) (*Sentinel, error) {
 // start; later starts keep what Sentinel wrote. s.data.mu is held.
 func (s *Sentinel) dataConfig(node string) []string {
 	if node == "n1" {
-		return redisha.DataConfig("", "")
+		return backend.SentinelDataConfig("", "")
 	}
 	m := s.data.nodes[0]
-	return redisha.DataConfig(m.addr(), "")
+	return backend.SentinelDataConfig(m.addr(), "")
 }
 
 // sentinelConfig points a sentinel at n1, the first master. s.sentinels.mu
 // is held; the data nodes have started.
 func (s *Sentinel) sentinelConfig(string) []string {
-	set := redisha.SentinelSettings{Replicas: s.opts.Replicas, DownAfter: s.opts.DownAfter, FailoverTimeout: s.opts.FailoverTimeout}
-	return redisha.SentinelConfig(s.data.nodes[0].addr(), s.opts.Sentinels, set, "")
+	set := backend.SentinelSettings{Replicas: s.opts.Replicas, DownAfter: s.opts.DownAfter, FailoverTimeout: s.opts.FailoverTimeout}
+	return backend.SentinelConfig(s.data.nodes[0].addr(), s.opts.Sentinels, set, "")
 }
 
 // Nodes returns the data nodes n1.. with Role "master" or "replica" as last
@@ -201,7 +201,7 @@ func (s *Sentinel) Start(ctx context.Context) error {
 		return err
 	}
 	nodes := s.data.Nodes()
-	if err := redisha.WaitReplicasLinked(ctx, nodes[0], nodes[1:]); err != nil {
+	if err := backend.WaitReplicasLinked(ctx, nodes[0], nodes[1:]); err != nil {
 		s.data.Stop(context.Background())
 		return fmt.Errorf("local redis-sentinel: %w", err)
 	}
@@ -209,7 +209,7 @@ func (s *Sentinel) Start(ctx context.Context) error {
 		s.data.Stop(context.Background())
 		return err
 	}
-	if err := redisha.WaitSentinelsReady(ctx, s.sentinels.Nodes(), nodes[0].Addr, s.opts.Replicas); err != nil {
+	if err := backend.WaitSentinelsReady(ctx, s.sentinels.Nodes(), nodes[0].Addr, s.opts.Replicas); err != nil {
 		s.Stop(context.Background())
 		return fmt.Errorf("local redis-sentinel: %w", err)
 	}
@@ -282,7 +282,7 @@ func (s *Sentinel) Pids() map[string]int {
 // majority of the sentinels that answer. It records the answer as the node's
 // role in Nodes.
 func (s *Sentinel) Master(ctx context.Context) (clusters.Node, error) {
-	addr, err := redisha.SentinelsMaster(ctx, s.sentinels.Nodes())
+	addr, err := backend.SentinelsMaster(ctx, s.sentinels.Nodes())
 	if err != nil {
 		return clusters.Node{}, fmt.Errorf("local redis-sentinel: %w", err)
 	}
@@ -306,7 +306,7 @@ func (s *Sentinel) Role(ctx context.Context, node clusters.Node) (string, error)
 	}
 	ctx, cancel := context.WithTimeout(ctx, sentinelRoleTimeout)
 	defer cancel()
-	r, err := redisha.DataRole(ctx, s.sentinels.Nodes(), s.data.Nodes(), node.Name)
+	r, err := backend.SentinelDataRole(ctx, s.sentinels.Nodes(), s.data.Nodes(), node.Name)
 	if err != nil {
 		return "", fmt.Errorf("local redis-sentinel: %w", err)
 	}
@@ -329,16 +329,16 @@ func (s *Sentinel) WaitFailover(ctx context.Context, old clusters.Node) (cluster
 	ctx, cancel := context.WithTimeout(ctx, sentinelReadyTimeout)
 	defer cancel()
 	var addr string
-	err := redisha.Poll(ctx, func() error {
+	err := backend.Poll(ctx, func() error {
 		var err error
-		addr, err = redisha.SentinelsMaster(ctx, s.sentinels.Nodes())
+		addr, err = backend.SentinelsMaster(ctx, s.sentinels.Nodes())
 		if err != nil {
 			return err
 		}
 		if addr == old.Addr {
 			return fmt.Errorf("sentinels still name %s (%s)", old.Name, addr)
 		}
-		role, err := redisha.NodeRole(ctx, addr)
+		role, err := backend.RedisRole(ctx, addr)
 		if err == nil && role != "master" {
 			err = fmt.Errorf("%s answers ROLE %s", addr, role)
 		}

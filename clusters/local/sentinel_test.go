@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/clusters"
-	"github.com/locktest/locktest/clusters/redisha"
+	"github.com/locktest/locktest/clusters/backend"
 	"github.com/locktest/locktest/internal/gate"
 )
 
@@ -86,7 +86,7 @@ func TestSentinelFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, r := range replicas {
-		err := redisha.Poll(ctx, func() error {
+		err := backend.Poll(ctx, func() error {
 			v, err := client(t, r).Get(ctx, "k").Result()
 			if err == nil && v != "v" {
 				err = fmt.Errorf("got %q", v)
@@ -123,8 +123,8 @@ func TestSentinelFailover(t *testing.T) {
 	}
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	err = redisha.Poll(wctx, func() error {
-		role, err := redisha.NodeRole(wctx, masters[0].Addr)
+	err = backend.Poll(wctx, func() error {
+		role, err := backend.RedisRole(wctx, masters[0].Addr)
 		if err == nil && role != "slave" {
 			err = fmt.Errorf("ROLE %s", role)
 		}

@@ -16,7 +16,6 @@ import (
 
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/backend"
-	"github.com/locktest/locktest/clusters/roles"
 )
 
 // Timings and defaults of the ZooKeeper provider.
@@ -222,7 +221,7 @@ func (z *ZooKeeper) Roles(clusters.Node) []string {
 // "leader", "follower" or "standalone". A peer that is up but not in a
 // quorum is an error.
 func (z *ZooKeeper) Mode(ctx context.Context, node clusters.Node) (string, error) {
-	return z.ask(ctx, node, roles.ZooKeeper)
+	return z.ask(ctx, node, backend.ZooKeeperRole)
 }
 
 // Start starts every peer that is not running, all at once, and returns
@@ -435,7 +434,7 @@ func waitZKReady(ctx context.Context, addr string, p *proc) (string, error) {
 		if !p.running() {
 			return "", errors.New("process exited")
 		}
-		mode, err := roles.ZooKeeper(ctx, addr)
+		mode, err := backend.ZooKeeperRole(ctx, addr)
 		if err == nil {
 			return mode, nil
 		}

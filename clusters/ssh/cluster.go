@@ -21,7 +21,6 @@ import (
 
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/backend"
-	"github.com/locktest/locktest/clusters/redisha"
 
 	"github.com/locktest/locktest/internal/procfs"
 )
@@ -126,7 +125,7 @@ type Cluster struct {
 	lg    *slog.Logger
 	// sentinel are redis-sentinel's settings; masters and nodeTimeout are
 	// redis-cluster's; etcd is etcd's raft timing.
-	sentinel    redisha.SentinelSettings
+	sentinel    backend.SentinelSettings
 	masters     int
 	nodeTimeout time.Duration
 	etcd        backend.EtcdTiming
@@ -172,7 +171,7 @@ func New(opts Options) (*Cluster, error) {
 	if opts.Nodes <= 0 {
 		opts.Nodes = 3
 		if opts.Backend == "redis-cluster" {
-			opts.Nodes = 2 * redisha.DefaultClusterMasters
+			opts.Nodes = 2 * backend.DefaultRedisClusterMasters
 		}
 	}
 	if _, err := backend.CheckPersistence(opts.Persistence); err != nil {
@@ -213,7 +212,7 @@ func New(opts Options) (*Cluster, error) {
 			return nil, fmt.Errorf("ssh: %w", err)
 		}
 	case "redis-sentinel":
-		if cl.sentinel, err = redisha.ParseSentinelParams(opts.Params, opts.Nodes-1); err != nil {
+		if cl.sentinel, err = backend.ParseSentinelParams(opts.Params, opts.Nodes-1); err != nil {
 			return nil, fmt.Errorf("ssh redis-sentinel: %w", err)
 		}
 		if err := cl.sentinel.Check("ssh redis-sentinel"); err != nil {
@@ -225,16 +224,16 @@ func New(opts Options) (*Cluster, error) {
 				procs = append(procs, proc{fmt.Sprintf("n%d", i+1), kindRedis})
 			}
 		}
-		for i := range redisha.DefaultSentinels {
+		for i := range backend.DefaultSentinels {
 			procs = append(procs, proc{fmt.Sprintf("s%d", i+1), kindSentinel})
 		}
-		cl.roles["n1"] = redisha.RoleMaster
+		cl.roles["n1"] = backend.RoleMaster
 	case "redis-cluster":
-		if opts.Nodes%2 != 0 || opts.Nodes < 2*redisha.DefaultClusterMasters {
+		if opts.Nodes%2 != 0 || opts.Nodes < 2*backend.DefaultRedisClusterMasters {
 			return nil, fmt.Errorf("ssh redis-cluster: %d nodes: want an even number, at least 6 (3 masters and one replica each)", opts.Nodes)
 		}
 		cl.masters = opts.Nodes / 2
-		if cl.nodeTimeout, err = redisha.ParseClusterParams(opts.Params); err != nil {
+		if cl.nodeTimeout, err = backend.ParseRedisClusterParams(opts.Params); err != nil {
 			return nil, fmt.Errorf("ssh redis-cluster: %w", err)
 		}
 	}
@@ -261,7 +260,7 @@ func CheckParams(name string, params map[string]string) error {
 	if len(params) == 0 {
 		return nil
 	}
-	known := map[string][]string{"redis-sentinel": redisha.SentinelParams, "redis-cluster": redisha.ClusterParams, "etcd": backend.EtcdParams}[name]
+	known := map[string][]string{"redis-sentinel": backend.SentinelParams, "redis-cluster": backend.RedisClusterParams, "etcd": backend.EtcdParams}[name]
 	if known == nil {
 		return fmt.Errorf("--cluster-opt: the ssh provider reads no cluster settings yet for backend %s (only etcd's, redis-sentinel's and redis-cluster's)", name)
 	}
@@ -273,11 +272,11 @@ func CheckParams(name string, params map[string]string) error {
 	var err error
 	switch name {
 	case "redis-sentinel":
-		_, err = redisha.ParseSentinelParams(params, 0)
+		_, err = backend.ParseSentinelParams(params, 0)
 	case "etcd":
 		_, err = backend.ParseEtcdParams(params)
 	default:
-		_, err = redisha.ParseClusterParams(params)
+		_, err = backend.ParseRedisClusterParams(params)
 	}
 	if err != nil {
 		return fmt.Errorf("--cluster-opt: %w", err)
@@ -300,7 +299,7 @@ func (cl *Cluster) Nodes() []clusters.Node {
 	for i, n := range cl.nodes {
 		out[i] = clusters.Node{Name: n.name, Addr: n.addr(), Role: cl.roles[n.name]}
 		if n.kind == kindSentinel {
-			out[i].Role = redisha.RoleSentinel
+			out[i].Role = backend.RoleSentinel
 		}
 	}
 	return out
@@ -551,19 +550,19 @@ func (n *node) busPort() int { return n.port() + 10000 }
 // its part in a redis-sentinel or redis-cluster. Every node binds all the
 // host's addresses and announces the one the clients dial.
 func (cl *Cluster) redisConf(n *node) string {
-	c := redisha.Conf{Header: fmt.Sprintf("Written by locktest for node %s of run %s.", n.name, cl.opts.RunID),
+	c := backend.RedisConf{Header: fmt.Sprintf("Written by locktest for node %s of run %s.", n.name, cl.opts.RunID),
 		Port: n.port(), Bind: "0.0.0.0", Dir: n.dir + "/data", LogFile: n.dir + "/redis.log", PidFile: n.dir + "/redis.pid",
 		Persistence: cl.opts.Persistence}
 	switch {
 	case n.kind == kindSentinel:
 		c.Persistence = ""
-		c.Extra = redisha.SentinelConfig(cl.nodes[0].addr(), redisha.DefaultSentinels, cl.sentinel, n.addr())
+		c.Extra = backend.SentinelConfig(cl.nodes[0].addr(), backend.DefaultSentinels, cl.sentinel, n.addr())
 	case cl.opts.Backend == "redis-sentinel" && n == cl.nodes[0]:
-		c.Extra = redisha.DataConfig("", n.addr())
+		c.Extra = backend.SentinelDataConfig("", n.addr())
 	case cl.opts.Backend == "redis-sentinel":
-		c.Extra = redisha.DataConfig(cl.nodes[0].addr(), n.addr())
+		c.Extra = backend.SentinelDataConfig(cl.nodes[0].addr(), n.addr())
 	case cl.opts.Backend == "redis-cluster":
-		c.Extra = redisha.ClusterConfig(cl.nodeTimeout, n.ip())
+		c.Extra = backend.RedisClusterConfig(cl.nodeTimeout, n.ip())
 	}
 	return c.String()
 }

@@ -7,8 +7,6 @@ import (
 
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/backend"
-	"github.com/locktest/locktest/clusters/redisha"
-	"github.com/locktest/locktest/clusters/roles"
 )
 
 // The bounds of the waits of a replicated Redis on the hosts.
@@ -46,20 +44,20 @@ func (cl *Cluster) startSentinel(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, replicatedReadyTimeout)
 	defer cancel()
-	if err := redisha.WaitReplicasLinked(ctx, dataNodes[0], dataNodes[1:]); err != nil {
+	if err := backend.WaitReplicasLinked(ctx, dataNodes[0], dataNodes[1:]); err != nil {
 		return fmt.Errorf("ssh redis-sentinel: %w", err)
 	}
 	if err := cl.startAll(ctx, sents); err != nil {
 		return err
 	}
-	if err := redisha.WaitSentinelsReady(ctx, sentNodes, dataNodes[0].Addr, len(data)-1); err != nil {
+	if err := backend.WaitSentinelsReady(ctx, sentNodes, dataNodes[0].Addr, len(data)-1); err != nil {
 		return fmt.Errorf("ssh redis-sentinel: %w", err)
 	}
 	return nil
 }
 
 // startRedisCluster starts every node of a redis-cluster, creates the
-// cluster at the first start (redisha.CreateCluster: the first half of the
+// cluster at the first start (backend.CreateRedisCluster: the first half of the
 // nodes masters, each with one replica), and waits until every node
 // reports cluster_state:ok and the masters own every slot; it records the
 // roles for Nodes.
@@ -73,15 +71,15 @@ func (cl *Cluster) startRedisCluster(ctx context.Context) error {
 	created := cl.created
 	cl.roleMu.Unlock()
 	if !created {
-		if err := redisha.CreateCluster(ctx, cl.Nodes(), cl.masters); err != nil {
+		if err := backend.CreateRedisCluster(ctx, cl.Nodes(), cl.masters); err != nil {
 			return fmt.Errorf("ssh %w", err)
 		}
 		cl.roleMu.Lock()
 		cl.created = true
 		cl.roleMu.Unlock()
 	}
-	seen, err := redisha.WaitClusterHealthy(ctx, func() ([]clusters.Node, map[string]bool) {
-		return cl.Nodes(), redisha.Running(cl.Pids())
+	seen, err := backend.WaitRedisClusterHealthy(ctx, func() ([]clusters.Node, map[string]bool) {
+		return cl.Nodes(), backend.RunningNodes(cl.Pids())
 	}, cl.masters)
 	if err != nil {
 		return fmt.Errorf("ssh %w", err)
@@ -116,8 +114,8 @@ func (cl *Cluster) Targets() []clusters.Node {
 }
 
 // Role asks, from the control host, what the node is now: an etcd member
-// whether it leads (roles.Etcd), a ZooKeeper peer its mode
-// (roles.ZooKeeper); a redis-sentinel data node is the master when a
+// whether it leads (backend.EtcdRole), a ZooKeeper peer its mode
+// (backend.ZooKeeperRole); a redis-sentinel data node is the master when a
 // majority of the sentinels name it so, else a replica, and a sentinel is a
 // sentinel; a redis-cluster node is what its own CLUSTER NODES line says
 // (a master serving slots, or a replica). A node of the redis backend has
@@ -134,18 +132,18 @@ func (cl *Cluster) Role(ctx context.Context, cn clusters.Node) (string, error) {
 	var r string
 	switch cl.opts.Backend {
 	case "etcd":
-		return roles.Etcd(ctx, n.addr())
+		return backend.EtcdRole(ctx, n.addr())
 	case "zookeeper":
-		return roles.ZooKeeper(ctx, n.addr())
+		return backend.ZooKeeperRole(ctx, n.addr())
 	case "redis-sentinel":
 		if n.kind == kindSentinel {
-			return redisha.RoleSentinel, nil
+			return backend.RoleSentinel, nil
 		}
 		_, data := cl.byKind(kindRedis)
 		_, sents := cl.byKind(kindSentinel)
-		r, err = redisha.DataRole(ctx, sents, data, n.name)
+		r, err = backend.SentinelDataRole(ctx, sents, data, n.name)
 	case "redis-cluster":
-		r, err = redisha.ClusterRole(ctx, n.addr())
+		r, err = backend.RedisClusterRole(ctx, n.addr())
 	default:
 		return "", nil
 	}
@@ -167,9 +165,9 @@ func (cl *Cluster) Roles(cn clusters.Node) []string {
 		return backend.ZooKeeperRoles(len(cl.nodes))
 	case "redis-sentinel", "redis-cluster":
 		if n, err := cl.find(cn.Name); err == nil && n.kind == kindSentinel {
-			return []string{redisha.RoleSentinel}
+			return []string{backend.RoleSentinel}
 		}
-		return []string{redisha.RoleMaster, redisha.RoleReplica}
+		return []string{backend.RoleMaster, backend.RoleReplica}
 	}
 	return nil
 }

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/clusters/backend"
-	"github.com/locktest/locktest/clusters/roles"
 )
 
 // The first ports of a ZooKeeper peer; the k-th peer of a host adds k to
@@ -95,7 +94,7 @@ func waitZooKeeper(ctx context.Context, addr string) error {
 	defer cancel()
 	var last error
 	for {
-		if _, last = roles.ZooKeeper(ctx, addr); last == nil {
+		if _, last = backend.ZooKeeperRole(ctx, addr); last == nil {
 			return nil
 		}
 		select {

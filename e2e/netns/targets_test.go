@@ -14,9 +14,9 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/clusters/backend"
 	"github.com/locktest/locktest/clusters/local"
 	"github.com/locktest/locktest/clusters/local/netlab"
-	"github.com/locktest/locktest/clusters/roles"
 	"github.com/locktest/locktest/e2e/testkit"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/internal/gate"
@@ -61,7 +61,7 @@ func TestRunRecordsIsolatedLeader(t *testing.T) {
 		}
 		isolates++
 		cut, _, _ := strings.Cut(strings.Join(o.Value.Targets, " "), "|")
-		if len(o.Value.Roles) != 1 || o.Value.Roles[cut] != roles.EtcdLeader {
+		if len(o.Value.Roles) != 1 || o.Value.Roles[cut] != backend.EtcdLeader {
 			t.Errorf("isolate of %s recorded roles %v, want %s=leader: %s", cut, o.Value.Roles, cut, o)
 		}
 	}

@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/checker"
-	"github.com/locktest/locktest/clusters/roles"
+	"github.com/locktest/locktest/clusters/backend"
 	sshp "github.com/locktest/locktest/clusters/ssh"
 	"github.com/locktest/locktest/e2e/testkit"
 	"github.com/locktest/locktest/history"
@@ -334,7 +334,7 @@ func assertLeaderHit(t *testing.T, h history.History, fault string) {
 			continue
 		}
 		cut, _, _ := strings.Cut(strings.Join(o.Value.Targets, " "), "|")
-		if len(o.Value.Roles) != 1 || o.Value.Roles[cut] != roles.EtcdLeader {
+		if len(o.Value.Roles) != 1 || o.Value.Roles[cut] != backend.EtcdLeader {
 			t.Errorf("%s of %s recorded roles %v, want %s=leader", o.F, cut, o.Value.Roles, cut)
 		}
 	}

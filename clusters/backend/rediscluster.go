@@ -1,4 +1,4 @@
-package redisha
+package backend
 
 import (
 	"context"
@@ -15,17 +15,17 @@ import (
 	"github.com/locktest/locktest/clusters"
 )
 
-// Slots is the number of hash slots of a Redis Cluster.
-const Slots = 16384
+// RedisClusterSlots is the number of hash slots of a Redis Cluster.
+const RedisClusterSlots = 16384
 
-// ClusterConfig returns the cluster lines of every Redis Cluster node's
+// RedisClusterConfig returns the cluster lines of every Redis Cluster node's
 // redis.conf: the cluster's own state in nodes.conf in the node's
 // directory, nodeTimeout, and a replica that may fail over however long it
 // was cut from its master (cluster-replica-validity-factor 0), so that a
 // failover always happens. With announceIP set, the node tells the others,
 // and the clients through CLUSTER SLOTS and redirections, that address
 // instead of the one it sees itself at.
-func ClusterConfig(nodeTimeout time.Duration, announceIP string) []string {
+func RedisClusterConfig(nodeTimeout time.Duration, announceIP string) []string {
 	lines := []string{
 		"cluster-enabled yes",
 		"cluster-config-file nodes.conf",
@@ -39,23 +39,23 @@ func ClusterConfig(nodeTimeout time.Duration, announceIP string) []string {
 	return lines
 }
 
-// createTimeout bounds each command of CreateCluster.
-const createTimeout = 5 * time.Second
+// redisClusterCreateTimeout bounds each command of CreateRedisCluster.
+const redisClusterCreateTimeout = 5 * time.Second
 
-// CreateCluster makes one Redis Cluster of nodes, which are started with
-// ClusterConfig and know no other node yet, as `redis-cli --cluster create
+// CreateRedisCluster makes one Redis Cluster of nodes, which are started with
+// RedisClusterConfig and know no other node yet, as `redis-cli --cluster create
 // ... --cluster-replicas 1` does: the first masters nodes share the hash
 // slots in equal ranges, every node gets a config epoch of its own, all
 // meet, and once every node knows every other, node masters+i replicates
 // master i (modulo masters). It returns when the replicas were told whom
-// to replicate; WaitClusterHealthy says when the cluster serves.
-func CreateCluster(ctx context.Context, nodes []clusters.Node, masters int) error {
+// to replicate; WaitRedisClusterHealthy says when the cluster serves.
+func CreateRedisCluster(ctx context.Context, nodes []clusters.Node, masters int) error {
 	if masters < 3 || len(nodes) < masters {
 		return fmt.Errorf("redis-cluster: %d nodes and %d masters: want at least 3 masters", len(nodes), masters)
 	}
 	cs := make([]*goredis.Client, len(nodes))
 	for i, n := range nodes {
-		cs[i] = goredis.NewClient(options(n.Addr, createTimeout))
+		cs[i] = goredis.NewClient(redisOptions(n.Addr, redisClusterCreateTimeout))
 		defer cs[i].Close()
 	}
 	ids := make([]string, len(nodes))
@@ -68,12 +68,12 @@ func CreateCluster(ctx context.Context, nodes []clusters.Node, masters int) erro
 	}
 	// The slot ranges of redis-cli: 0-5460, 5461-10922, 10923-16383 for
 	// three masters.
-	per := float64(Slots) / float64(masters)
+	per := float64(RedisClusterSlots) / float64(masters)
 	first := 0
 	for i := range masters {
 		last := int(math.Round(float64(first) + per - 1))
-		if i == masters-1 || last > Slots-1 {
-			last = Slots - 1
+		if i == masters-1 || last > RedisClusterSlots-1 {
+			last = RedisClusterSlots - 1
 		}
 		if err := cs[i].ClusterAddSlotsRange(ctx, first, last).Err(); err != nil {
 			return fmt.Errorf("redis-cluster: %s: CLUSTER ADDSLOTS %d-%d: %w", nodes[i].Name, first, last, err)
@@ -112,7 +112,7 @@ func CreateCluster(ctx context.Context, nodes []clusters.Node, masters int) erro
 			return nil
 		})
 		if err != nil {
-			return fmt.Errorf("redis-cluster: %s does not know every node: %w", where(nodes[i]), err)
+			return fmt.Errorf("redis-cluster: %s does not know every node: %w", nodeWhere(nodes[i]), err)
 		}
 	}
 	for i := masters; i < len(nodes); i++ {
@@ -124,9 +124,9 @@ func CreateCluster(ctx context.Context, nodes []clusters.Node, masters int) erro
 	return nil
 }
 
-// Running returns which nodes run, by name, from their pids (0 for a node
+// RunningNodes returns which nodes run, by name, from their pids (0 for a node
 // that does not run).
-func Running(pids map[string]int) map[string]bool {
+func RunningNodes(pids map[string]int) map[string]bool {
 	up := make(map[string]bool, len(pids))
 	for name, pid := range pids {
 		up[name] = pid != 0
@@ -134,15 +134,15 @@ func Running(pids map[string]int) map[string]bool {
 	return up
 }
 
-// WaitClusterHealthy polls CheckClusterHealthy until the cluster passes
+// WaitRedisClusterHealthy polls CheckRedisClusterHealthy until the cluster passes
 // or ctx ends; state gives the nodes and which of them run anew at each
 // round. It returns each node's role as the cluster last reported it.
-func WaitClusterHealthy(ctx context.Context, state func() ([]clusters.Node, map[string]bool), masters int) (map[string]string, error) {
+func WaitRedisClusterHealthy(ctx context.Context, state func() ([]clusters.Node, map[string]bool), masters int) (map[string]string, error) {
 	var roles map[string]string
 	err := Poll(ctx, func() error {
 		nodes, up := state()
 		var err error
-		roles, err = CheckClusterHealthy(ctx, nodes, up, masters)
+		roles, err = CheckRedisClusterHealthy(ctx, nodes, up, masters)
 		return err
 	})
 	if err != nil {
@@ -151,7 +151,7 @@ func WaitClusterHealthy(ctx context.Context, state func() ([]clusters.Node, map[
 	return roles, nil
 }
 
-// CheckClusterHealthy is one round of the checks that a Redis Cluster of
+// CheckRedisClusterHealthy is one round of the checks that a Redis Cluster of
 // nodes with masters masters serves: every running node (up says which
 // run) reports cluster_state:ok (CLUSTER INFO) and sees, in CLUSTER NODES,
 // masters masters that are running, not flagged fail, and together own
@@ -159,7 +159,7 @@ func WaitClusterHealthy(ctx context.Context, state func() ([]clusters.Node, map[
 // up. After a master was killed this is the end of the failover: a
 // replica was promoted. It returns the role of each node as the last
 // running node saw it.
-func CheckClusterHealthy(ctx context.Context, nodes []clusters.Node, up map[string]bool, masters int) (map[string]string, error) {
+func CheckRedisClusterHealthy(ctx context.Context, nodes []clusters.Node, up map[string]bool, masters int) (map[string]string, error) {
 	byAddr := map[string]string{}
 	for _, n := range nodes {
 		byAddr[n.Addr] = n.Name
@@ -169,7 +169,7 @@ func CheckClusterHealthy(ctx context.Context, nodes []clusters.Node, up map[stri
 		if !up[n.Name] {
 			continue
 		}
-		cl := DataClient(n.Addr)
+		cl := RedisDataClient(n.Addr)
 		info, err := cl.ClusterInfo(ctx).Result()
 		if err != nil {
 			cl.Close()
@@ -184,7 +184,7 @@ func CheckClusterHealthy(ctx context.Context, nodes []clusters.Node, up map[stri
 		if err != nil {
 			return nil, fmt.Errorf("%s: CLUSTER NODES: %w", n.Name, err)
 		}
-		r, err := ParseClusterNodes(text, byAddr, up, masters)
+		r, err := ParseRedisClusterNodes(text, byAddr, up, masters)
 		if err != nil {
 			return nil, fmt.Errorf("%s's view: %w", n.Name, err)
 		}
@@ -193,11 +193,11 @@ func CheckClusterHealthy(ctx context.Context, nodes []clusters.Node, up map[stri
 	return roles, nil
 }
 
-// ParseClusterNodes checks one node's CLUSTER NODES output: masters live
+// ParseRedisClusterNodes checks one node's CLUSTER NODES output: masters live
 // masters own all slots, and every other running node is a connected
 // replica. byAddr maps addresses to node names, up says which run. It
 // returns each node's role; a master without slots has none.
-func ParseClusterNodes(text string, byAddr map[string]string, up map[string]bool, masters int) (map[string]string, error) {
+func ParseRedisClusterNodes(text string, byAddr map[string]string, up map[string]bool, masters int) (map[string]string, error) {
 	roles := map[string]string{}
 	slots, live := 0, 0
 	for _, line := range strings.Split(strings.TrimSpace(text), "\n") {
@@ -245,8 +245,8 @@ func ParseClusterNodes(text string, byAddr map[string]string, up map[string]bool
 			return nil, fmt.Errorf("running node %s flagged %s", name, flags)
 		}
 	}
-	if live != masters || slots != Slots {
-		return nil, fmt.Errorf("%d live masters own %d slots, want %d masters owning %d", live, slots, masters, Slots)
+	if live != masters || slots != RedisClusterSlots {
+		return nil, fmt.Errorf("%d live masters own %d slots, want %d masters owning %d", live, slots, masters, RedisClusterSlots)
 	}
 	return roles, nil
 }
@@ -275,27 +275,27 @@ func CountSlots(fields []string) (int, error) {
 	return n, nil
 }
 
-// ClusterRole asks the Redis Cluster node at addr what it is now, from its
+// RedisClusterRole asks the Redis Cluster node at addr what it is now, from its
 // own CLUSTER NODES line: "master" when it is a master that serves slots,
 // "replica" when it replicates one. A master without slots (one that came
 // back after its failover and has not been turned into a replica yet), a
 // node flagged failing, and a node that does not answer within a second
 // are errors.
-func ClusterRole(ctx context.Context, addr string) (string, error) {
+func RedisClusterRole(ctx context.Context, addr string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	cl := DataClient(addr)
+	cl := RedisDataClient(addr)
 	defer cl.Close()
 	text, err := cl.ClusterNodes(ctx).Result()
 	if err != nil {
 		return "", fmt.Errorf("CLUSTER NODES: %w", err)
 	}
-	return SelfRole(text)
+	return RedisClusterSelfRole(text)
 }
 
-// SelfRole reads the role of the node that answered CLUSTER NODES with
+// RedisClusterSelfRole reads the role of the node that answered CLUSTER NODES with
 // text from its own line (flags "myself,master" or "myself,slave").
-func SelfRole(text string) (string, error) {
+func RedisClusterSelfRole(text string) (string, error) {
 	for _, line := range strings.Split(strings.TrimSpace(text), "\n") {
 		f := strings.Fields(line)
 		if len(f) < 8 || !slices.Contains(strings.Split(f[2], ","), "myself") {

@@ -1,4 +1,4 @@
-package redisha
+package backend
 
 import (
 	"strings"
@@ -36,7 +36,7 @@ i6 a:6@16 slave i3 0 0 3 connected`
 		{"bad line", "i1 a:1", all, "bad CLUSTER NODES line", nil},
 	}
 	for _, tt := range tests {
-		roles, err := ParseClusterNodes(tt.text, byAddr, tt.up, 3)
+		roles, err := ParseRedisClusterNodes(tt.text, byAddr, tt.up, 3)
 		switch {
 		case tt.want == "" && err != nil:
 			t.Errorf("%s: %v", tt.name, err)
@@ -64,7 +64,7 @@ func TestSelfRole(t *testing.T) {
 		{"no myself", "i1 a:1@11 master - 0 0 1 connected 0-5460", "", "no line of CLUSTER NODES is flagged myself"},
 		{"bad slot", "i1 a:1@11 myself,master - 0 0 1 connected x-5", "", `bad slot`},
 	} {
-		got, err := SelfRole(tt.text)
+		got, err := RedisClusterSelfRole(tt.text)
 		switch {
 		case tt.wantErr == "" && (err != nil || got != tt.want):
 			t.Errorf("%s: %q, %v; want %q", tt.name, got, err, tt.want)

@@ -1,9 +1,10 @@
-// Package roles reads what a node of a lock service is to its peers now
-// (etcd's leader or a follower, ZooKeeper's leader, follower or
-// standalone) by asking the node itself over its client port. Every
-// provider uses it to answer the nemesis's role pins, so that a fault
-// pinned to "leader" hits the node that leads when the fault goes in.
-package roles
+// How a node of a lock service says what it is to its peers now (etcd's
+// leader or a follower, ZooKeeper's leader, follower or standalone), asked
+// over its client port. Every provider answers the nemesis's role pins
+// with it, so that a fault pinned to "leader" hits the node that leads
+// when the fault goes in.
+
+package backend
 
 import (
 	"bufio"
@@ -16,27 +17,18 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
-
-	"github.com/locktest/locktest/clusters/backend"
 )
 
-// The roles of etcd members, as Etcd reports them (package
-// clusters/backend says which roles a member can have).
-const (
-	EtcdLeader   = backend.EtcdLeader
-	EtcdFollower = backend.EtcdFollower
-)
-
-// etcdTimeout bounds one member's answer to Etcd when the caller's
+// etcdTimeout bounds one member's answer to EtcdRole when the caller's
 // context has no earlier deadline.
 const etcdTimeout = time.Second
 
-// Etcd asks the etcd member at addr for its status (the Maintenance
+// EtcdRole asks the etcd member at addr for its status (the Maintenance
 // API's Status) and returns "leader" when the leader it knows is itself
 // and "follower" when it knows another member as leader. A member that
 // knows no leader (an election is under way), reports errors or does not
 // answer within a second is an error.
-func Etcd(ctx context.Context, addr string) (string, error) {
+func EtcdRole(ctx context.Context, addr string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, etcdTimeout)
 	defer cancel()
 	c, err := clientv3.New(clientv3.Config{Endpoints: []string{addr}, DialTimeout: etcdTimeout, Logger: zap.NewNop()})
@@ -58,10 +50,10 @@ func Etcd(ctx context.Context, addr string) (string, error) {
 	return EtcdFollower, nil
 }
 
-// ZooKeeper sends the `srvr` four-letter command to addr and returns the
+// ZooKeeperRole sends the `srvr` four-letter command to addr and returns the
 // "Mode:" it reports: leader, follower or standalone. A peer that is not in
 // a quorum answers that it is not serving requests, which is an error.
-func ZooKeeper(ctx context.Context, addr string) (string, error) {
+func ZooKeeperRole(ctx context.Context, addr string) (string, error) {
 	d := net.Dialer{Timeout: 500 * time.Millisecond}
 	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {

@@ -1,4 +1,4 @@
-package redisha
+package backend
 
 import (
 	"context"
@@ -10,13 +10,13 @@ import (
 	"github.com/locktest/locktest/clusters"
 )
 
-// DataConfig returns the lines of a redis-sentinel data node's redis.conf:
+// SentinelDataConfig returns the lines of a redis-sentinel data node's redis.conf:
 // a replica of the master at masterAddr (host:port), or the first master
 // when masterAddr is "". With announce (host:port) set, the node tells its
 // master and the sentinels that address instead of the one its
 // connections come from, so that what the sentinels report is an address
 // the clients reach.
-func DataConfig(masterAddr, announce string) []string {
+func SentinelDataConfig(masterAddr, announce string) []string {
 	lines := []string{"replica-serve-stale-data yes", "repl-diskless-sync no"}
 	if masterAddr != "" {
 		host, port, _ := net.SplitHostPort(masterAddr)
@@ -50,7 +50,7 @@ func SentinelConfig(masterAddr string, sentinels int, s SentinelSettings, announ
 }
 
 // where names a node in an error: its name, and its log when it has one.
-func where(n clusters.Node) string {
+func nodeWhere(n clusters.Node) string {
 	if n.LogPath != "" {
 		return fmt.Sprintf("%s (log %s)", n.Name, n.LogPath)
 	}
@@ -61,7 +61,7 @@ func where(n clusters.Node) string {
 // link to master is up.
 func WaitReplicasLinked(ctx context.Context, master clusters.Node, replicas []clusters.Node) error {
 	for _, r := range replicas {
-		c := DataClient(r.Addr)
+		c := RedisDataClient(r.Addr)
 		err := Poll(ctx, func() error {
 			v, err := c.Do(ctx, "ROLE").Slice()
 			if err != nil {
@@ -74,7 +74,7 @@ func WaitReplicasLinked(ctx context.Context, master clusters.Node, replicas []cl
 		})
 		c.Close()
 		if err != nil {
-			return fmt.Errorf("replica %s not linked: %w", where(r), err)
+			return fmt.Errorf("replica %s not linked: %w", nodeWhere(r), err)
 		}
 	}
 	return nil
@@ -108,7 +108,7 @@ func WaitSentinelsReady(ctx context.Context, sentinels []clusters.Node, master s
 		})
 		c.Close()
 		if err != nil {
-			return fmt.Errorf("sentinel %s not ready: %w", where(n), err)
+			return fmt.Errorf("sentinel %s not ready: %w", nodeWhere(n), err)
 		}
 	}
 	return nil
@@ -140,11 +140,11 @@ func SentinelsMaster(ctx context.Context, sentinels []clusters.Node) (string, er
 	return "", fmt.Errorf("no majority of sentinels agrees on a master: %v %v", votes, errors.Join(errs...))
 }
 
-// DataRole returns what the data node node of data is now by the
+// SentinelDataRole returns what the data node node of data is now by the
 // sentinels' majority: "master" when they name its address as the
 // master's, else "replica". With no majority of the sentinels agreeing (a
 // failover under way, sentinels down) its role is an error.
-func DataRole(ctx context.Context, sentinels, data []clusters.Node, node string) (string, error) {
+func SentinelDataRole(ctx context.Context, sentinels, data []clusters.Node, node string) (string, error) {
 	master, err := SentinelsMaster(ctx, sentinels)
 	if err != nil {
 		return "", err
@@ -160,10 +160,10 @@ func DataRole(ctx context.Context, sentinels, data []clusters.Node, node string)
 	return "", fmt.Errorf("no data node %q", node)
 }
 
-// NodeRole returns the first field of addr's ROLE reply: master, slave or
+// RedisRole returns the first field of addr's ROLE reply: master, slave or
 // sentinel.
-func NodeRole(ctx context.Context, addr string) (string, error) {
-	c := DataClient(addr)
+func RedisRole(ctx context.Context, addr string) (string, error) {
+	c := RedisDataClient(addr)
 	defer c.Close()
 	v, err := c.Do(ctx, "ROLE").Slice()
 	if err != nil {

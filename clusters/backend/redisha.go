@@ -1,11 +1,12 @@
-// Package redisha holds what the providers share about running Redis:
+// What the providers share about running Redis:
 // the redis.conf a node starts with and, for Redis with replicas (a master
 // watched by Redis Sentinel, and Redis Cluster), the configuration lines
 // of each kind of node, the creation of a Redis Cluster, the checks that
 // say when each is ready, and what role each node has now. The providers
-// start and stop the processes; this package only writes text and talks to
+// start and stop the processes; this file only writes text and talks to
 // the nodes over the network, so it is the same for every provider.
-package redisha
+
+package backend
 
 import (
 	"context"
@@ -16,8 +17,6 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
-
-	"github.com/locktest/locktest/clusters/backend"
 )
 
 // SentinelMasterName is the name under which the sentinels of a
@@ -35,22 +34,22 @@ const (
 
 // The defaults of the backends' settings (docs/backends.md).
 const (
-	DefaultSentinelReplicas = 2
-	DefaultSentinels        = 3
-	DefaultDownAfter        = time.Second
-	DefaultFailoverTimeout  = 3 * time.Second
-	DefaultClusterMasters   = 3
-	DefaultNodeTimeout      = time.Second
+	DefaultSentinelReplicas        = 2
+	DefaultSentinels               = 3
+	DefaultDownAfter               = time.Second
+	DefaultFailoverTimeout         = 3 * time.Second
+	DefaultRedisClusterMasters     = 3
+	DefaultRedisClusterNodeTimeout = time.Second
 )
 
 // PollEvery is how often the readiness checks ask again.
 const PollEvery = 20 * time.Millisecond
 
-// Conf is a node's redis.conf, as every provider writes it. RDB snapshots
+// RedisConf is a node's redis.conf, as every provider writes it. RDB snapshots
 // are off in every mode: with the append-only file on, Redis loads that
 // file at start and ignores the snapshot, so snapshots would only add fork
 // pauses.
-type Conf struct {
+type RedisConf struct {
 	// Header is the text of the file's first line, a comment.
 	Header string
 	// Port and Bind are what the node listens on.
@@ -71,7 +70,7 @@ type Conf struct {
 }
 
 // String renders the file. Paths are quoted, as redis.conf takes them.
-func (c Conf) String() string {
+func (c RedisConf) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# %s\n", c.Header)
 	fmt.Fprintf(&b, "port %d\n", c.Port)
@@ -85,7 +84,7 @@ func (c Conf) String() string {
 	}
 	b.WriteString("protected-mode no\n")
 	b.WriteString("save \"\"\n")
-	for _, d := range backend.RedisPersistence(c.Persistence) {
+	for _, d := range RedisPersistence(c.Persistence) {
 		fmt.Fprintf(&b, "%s %s\n", d[0], d[1])
 	}
 	for _, l := range c.Extra {
@@ -109,8 +108,8 @@ type SentinelSettings struct {
 // SentinelParams are the backend params of redis-sentinel.
 var SentinelParams = []string{"replicas", "down-after", "failover-timeout"}
 
-// ClusterParams are the backend params of redis-cluster.
-var ClusterParams = []string{"node-timeout"}
+// RedisClusterParams are the backend params of redis-cluster.
+var RedisClusterParams = []string{"node-timeout"}
 
 // ParseSentinelParams reads the params replicas, down-after and
 // failover-timeout from p (other keys are not looked at); replicas is the
@@ -150,15 +149,15 @@ func (s *SentinelSettings) Check(kind string) error {
 	return nil
 }
 
-// ParseClusterParams reads the param node-timeout from p (other keys are
+// ParseRedisClusterParams reads the param node-timeout from p (other keys are
 // not looked at): the default when absent.
-func ParseClusterParams(p map[string]string) (time.Duration, error) {
+func ParseRedisClusterParams(p map[string]string) (time.Duration, error) {
 	d, err := durationParam(p, "node-timeout", 0)
 	if err != nil {
 		return 0, err
 	}
 	if d == 0 {
-		d = DefaultNodeTimeout
+		d = DefaultRedisClusterNodeTimeout
 	}
 	return d, nil
 }
@@ -207,24 +206,24 @@ func Poll(ctx context.Context, f func() error) error {
 	}
 }
 
-// checkTimeout bounds each command of the readiness checks and role reads.
-const checkTimeout = 300 * time.Millisecond
+// redisCheckTimeout bounds each command of the readiness checks and role reads.
+const redisCheckTimeout = 300 * time.Millisecond
 
-// DataClient returns a client of the Redis node at addr with short
+// RedisDataClient returns a client of the Redis node at addr with short
 // timeouts and no retries, for readiness checks and role reads.
-func DataClient(addr string) *goredis.Client {
-	return goredis.NewClient(options(addr, checkTimeout))
+func RedisDataClient(addr string) *goredis.Client {
+	return goredis.NewClient(redisOptions(addr, redisCheckTimeout))
 }
 
 // SentinelClient returns a client of the sentinel at addr with short
 // timeouts and no retries.
 func SentinelClient(addr string) *goredis.SentinelClient {
-	return goredis.NewSentinelClient(options(addr, checkTimeout))
+	return goredis.NewSentinelClient(redisOptions(addr, redisCheckTimeout))
 }
 
-// options are the client options of DataClient and SentinelClient, with
+// options are the client options of RedisDataClient and SentinelClient, with
 // timeout for the dial and each read and write.
-func options(addr string, timeout time.Duration) *goredis.Options {
+func redisOptions(addr string, timeout time.Duration) *goredis.Options {
 	return &goredis.Options{
 		Addr: addr, Protocol: 2, DisableIdentity: true, PoolSize: 1, MaxRetries: -1, DialerRetries: 1,
 		DialTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout,
