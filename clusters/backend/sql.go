@@ -56,8 +56,8 @@ func MariaDBInstallArgs(dataDir, user string) []string {
 		"--auth-root-authentication-method=normal", "--skip-test-db", "--skip-name-resolve", "--force"}, mariadbInnoDB...)
 }
 
-// MariaDB is the command line of one mariadbd.
-type MariaDB struct {
+// MariaDBServer is the command line of one mariadbd.
+type MariaDBServer struct {
 	// DataDir is the data directory MariaDBInstallArgs created.
 	DataDir string
 	// Bind and Port are the TCP address the server listens on.
@@ -79,7 +79,7 @@ type MariaDB struct {
 // buffers and logs; otherwise MariaDB's defaults, durability included
 // (innodb_flush_log_at_trx_commit=1), so that a killed server keeps every
 // committed row.
-func (m MariaDB) Args() []string {
+func (m MariaDBServer) Args() []string {
 	return append([]string{"--no-defaults",
 		"--datadir=" + m.DataDir,
 		"--port=" + strconv.Itoa(m.Port),
@@ -143,8 +143,8 @@ func InitdbArgs(dataDir string) []string {
 		"--no-instructions", "-E", "UTF8", "--locale=C"}
 }
 
-// Postgres is the command line of one postgres server.
-type Postgres struct {
+// PostgresServer is the command line of one postgres server.
+type PostgresServer struct {
 	// DataDir is the data directory initdb created.
 	DataDir string
 	// Listen and Port are the TCP address the server listens on.
@@ -158,7 +158,7 @@ type Postgres struct {
 // synchronous_commit included (a killed server keeps every committed row),
 // but shared_buffers 16MB, 200 connections and no logging collector (the
 // log is the server's standard error).
-func (p Postgres) Args() []string {
+func (p PostgresServer) Args() []string {
 	return []string{"-D", p.DataDir,
 		"-c", "port=" + strconv.Itoa(p.Port),
 		"-c", "listen_addresses=" + p.Listen,

@@ -108,3 +108,29 @@ func ZooKeeperRoles(nodes int) []string {
 	}
 	return []string{ZooKeeperLeader, ZooKeeperFollower}
 }
+
+// ZooKeeperParamTickTime is the cluster param (--cluster-opt) that sets
+// ZooKeeper's tickTime, a Go duration of 1ms or more.
+const ZooKeeperParamTickTime = "tick-time"
+
+// ZooKeeperParams are the params ParseZooKeeperParams reads.
+var ZooKeeperParams = []string{ZooKeeperParamTickTime}
+
+// ZooKeeperDefaultTick is the tickTime of every provider's peers when the
+// run sets none: the server clamps session timeouts to [2, 20] ticks, so
+// it allows sessions of 400ms to 4s.
+const ZooKeeperDefaultTick = 200 * time.Millisecond
+
+// ParseZooKeeperParams returns the tickTime params set, or
+// ZooKeeperDefaultTick. Other keys are not looked at.
+func ParseZooKeeperParams(params map[string]string) (time.Duration, error) {
+	s, ok := params[ZooKeeperParamTickTime]
+	if !ok {
+		return ZooKeeperDefaultTick, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < time.Millisecond {
+		return 0, fmt.Errorf("zookeeper: cluster param %s=%q must be a duration of 1ms or more", ZooKeeperParamTickTime, s)
+	}
+	return d, nil
+}

@@ -134,7 +134,7 @@ func (e *mariadbEngine) prepare(ctx context.Context, n *sqlNode) error {
 }
 
 func (e *mariadbEngine) spec(n *sqlNode) spawnSpec {
-	m := backend.MariaDB{DataDir: n.dataDir, Bind: n.host.ip(), Port: n.port, Socket: e.socketPath(n),
+	m := backend.MariaDBServer{DataDir: n.dataDir, Bind: n.host.ip(), Port: n.port, Socket: e.socketPath(n),
 		PidFile: filepath.Join(n.dir, "mariadb.pid"), LogFile: n.logPath, InitFile: e.initPath(n), User: "root"}
 	return spawnSpec{Bin: e.server, Args: m.Args()}
 }

@@ -211,7 +211,7 @@ func (e *postgresEngine) prepare(ctx context.Context, n *sqlNode) error {
 }
 
 func (e *postgresEngine) spec(n *sqlNode) spawnSpec {
-	p := backend.Postgres{DataDir: n.dataDir, Listen: n.host.ip(), Port: n.port, SocketDir: e.socketDir(n)}
+	p := backend.PostgresServer{DataDir: n.dataDir, Listen: n.host.ip(), Port: n.port, SocketDir: e.socketDir(n)}
 	return spawnSpec{Bin: e.server, Args: p.Args(), Cred: e.cred}
 }
 

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"net"
 	"os"
 	"path"
@@ -31,7 +30,7 @@ var Programs = []string{"redis-server", "java", "mariadbd", "mariadb-install-db"
 
 // Backends returns the backends the ssh provider runs.
 func Backends() []string {
-	return []string{"redis", "redis-sentinel", "redis-cluster", "etcd", "zookeeper", backendMariaDB, backendPostgres}
+	return backend.All()
 }
 
 // The first ports of each kind of node. The nodes of a cluster are placed
@@ -41,20 +40,20 @@ func Backends() []string {
 // nodes that share a host each have ports of their own. A Redis Cluster
 // node's bus port is its port plus 10000, as Redis has it.
 const (
-	redisPort      = 6379
-	sentinelPort   = 26379
-	etcdClientPort = 2379
-	etcdPeerPort   = 2380
+	redisPort      = backend.RedisPort
+	sentinelPort   = backend.SentinelPort
+	etcdClientPort = backend.EtcdPort
+	etcdPeerPort   = backend.EtcdPeerPort
 )
 
-// The kinds of node: what server a node runs.
+// The kinds of node: what server a node runs (backend.NodeSpec.Kind).
 const (
-	kindRedis     = "redis"         // redis-server: the redis backend's nodes, and the data nodes of redis-sentinel and redis-cluster
-	kindSentinel  = "sentinel"      // redis-server --sentinel
-	kindEtcd      = "etcd"          // locktest's node program
-	kindZooKeeper = "zookeeper"     // the host's java running QuorumPeerMain
-	kindMariaDB   = backendMariaDB  // the host's mariadbd
-	kindPostgres  = backendPostgres // the host's PostgreSQL postmaster
+	kindRedis     = backend.KindRedis     // redis-server: the redis backend's nodes, and the data nodes of redis-sentinel and redis-cluster
+	kindSentinel  = backend.KindSentinel  // redis-server --sentinel
+	kindEtcd      = backend.KindEtcd      // locktest's node program
+	kindZooKeeper = backend.KindZooKeeper // the host's java running QuorumPeerMain
+	kindMariaDB   = backend.KindMariaDB   // the host's mariadbd
+	kindPostgres  = backend.KindPostgres  // the host's PostgreSQL postmaster
 )
 
 // readyTimeout bounds the wait for one node to answer after its start.
@@ -73,7 +72,7 @@ type Options struct {
 	// master and its replicas; three sentinels come with them). The nodes
 	// are placed on the hosts the inventory gives the backend in turn,
 	// node i on host i modulo their number; 0 means the backend's default
-	// (3; 6 for redis-cluster).
+	// (backend.DefaultNodes).
 	Nodes int
 	// Conns are the connections to the inventory's hosts (Dial).
 	Conns []*Conn
@@ -123,12 +122,9 @@ type Cluster struct {
 	opts  Options
 	nodes []*node
 	lg    *slog.Logger
-	// sentinel are redis-sentinel's settings; masters and nodeTimeout are
-	// redis-cluster's; etcd is etcd's raft timing.
-	sentinel    backend.SentinelSettings
-	masters     int
-	nodeTimeout time.Duration
-	etcd        backend.EtcdTiming
+	// layout is the backend's nodes and settings, as every provider
+	// makes them.
+	layout backend.Layout
 
 	// hostMu serializes the preparation of the nodes of one host (by host
 	// name), which upload files into the run's directory there.
@@ -168,17 +164,12 @@ func New(opts Options) (*Cluster, error) {
 	if !slices.Contains(Backends(), opts.Backend) {
 		return nil, fmt.Errorf("--provider ssh: backend %s is not run by the ssh provider yet (it runs %s)", opts.Backend, strings.Join(Backends(), ", "))
 	}
-	if opts.Nodes <= 0 {
-		opts.Nodes = 3
-		if opts.Backend == "redis-cluster" {
-			opts.Nodes = 2 * backend.DefaultRedisClusterMasters
-		}
-	}
 	if _, err := backend.CheckPersistence(opts.Persistence); err != nil {
 		return nil, fmt.Errorf("ssh: %w", err)
 	}
-	if err := CheckParams(opts.Backend, opts.Params); err != nil {
-		return nil, err
+	layout, err := backend.NewLayout(opts.Backend, opts.Nodes, opts.Params)
+	if err != nil {
+		return nil, fmt.Errorf("ssh %w", err)
 	}
 	hosts := opts.Inventory.HostsFor(opts.Backend)
 	if len(hosts) == 0 {
@@ -192,53 +183,15 @@ func New(opts Options) (*Cluster, error) {
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
-	cl := &Cluster{opts: opts, lg: lg, offsets: map[string]time.Duration{}, hostMu: map[string]*sync.Mutex{}, roles: map[string]string{}}
+	cl := &Cluster{opts: opts, layout: layout, lg: lg, offsets: map[string]time.Duration{}, hostMu: map[string]*sync.Mutex{}, roles: map[string]string{}}
 	if opts.ClockShim != "" {
 		cl.clockWhy = backend.ClockShimReason(opts.Backend)
 	}
-	type proc struct{ name, kind string }
-	var procs []proc
-	kind := map[string]string{"etcd": kindEtcd, "zookeeper": kindZooKeeper, backendMariaDB: kindMariaDB, backendPostgres: kindPostgres}[opts.Backend]
-	if kind == "" {
-		kind = kindRedis
-	}
-	for i := range opts.Nodes {
-		procs = append(procs, proc{fmt.Sprintf("n%d", i+1), kind})
-	}
-	var err error
-	switch opts.Backend {
-	case "etcd":
-		if cl.etcd, err = backend.ParseEtcdParams(opts.Params); err != nil {
-			return nil, fmt.Errorf("ssh: %w", err)
-		}
-	case "redis-sentinel":
-		if cl.sentinel, err = backend.ParseSentinelParams(opts.Params, opts.Nodes-1); err != nil {
-			return nil, fmt.Errorf("ssh redis-sentinel: %w", err)
-		}
-		if err := cl.sentinel.Check("ssh redis-sentinel"); err != nil {
-			return nil, err
-		}
-		if cl.sentinel.Replicas != opts.Nodes-1 {
-			procs = procs[:0]
-			for i := range cl.sentinel.Replicas + 1 {
-				procs = append(procs, proc{fmt.Sprintf("n%d", i+1), kindRedis})
-			}
-		}
-		for i := range backend.DefaultSentinels {
-			procs = append(procs, proc{fmt.Sprintf("s%d", i+1), kindSentinel})
-		}
+	if opts.Backend == backend.RedisSentinel {
 		cl.roles["n1"] = backend.RoleMaster
-	case "redis-cluster":
-		if opts.Nodes%2 != 0 || opts.Nodes < 2*backend.DefaultRedisClusterMasters {
-			return nil, fmt.Errorf("ssh redis-cluster: %d nodes: want an even number, at least 6 (3 masters and one replica each)", opts.Nodes)
-		}
-		cl.masters = opts.Nodes / 2
-		if cl.nodeTimeout, err = backend.ParseRedisClusterParams(opts.Params); err != nil {
-			return nil, fmt.Errorf("ssh redis-cluster: %w", err)
-		}
 	}
 	placed := map[string]int{} // host and kind → nodes placed there
-	for i, p := range procs {
+	for i, p := range layout.Nodes {
 		h := hosts[i%len(hosts)]
 		c := byName[h.Name]
 		if c == nil {
@@ -247,38 +200,18 @@ func New(opts Options) (*Cluster, error) {
 		if cl.hostMu[h.Name] == nil {
 			cl.hostMu[h.Name] = &sync.Mutex{}
 		}
-		key := h.Name + " " + p.kind
-		cl.nodes = append(cl.nodes, &node{name: p.name, conn: c, dir: path.Join(RunDir(c.Host, opts.RunID), p.name), kind: p.kind, slot: placed[key]})
+		key := h.Name + " " + p.Kind
+		cl.nodes = append(cl.nodes, &node{name: p.Name, conn: c, dir: path.Join(RunDir(c.Host, opts.RunID), p.Name), kind: p.Kind, slot: placed[key]})
 		placed[key]++
 	}
 	return cl, nil
 }
 
 // CheckParams refuses backend params (--cluster-opt) that backend does not
-// read on the ssh provider, and values they cannot take.
+// read, and values they cannot take, as the backend's definition checks
+// them (backend.NewLayout).
 func CheckParams(name string, params map[string]string) error {
-	if len(params) == 0 {
-		return nil
-	}
-	known := map[string][]string{"redis-sentinel": backend.SentinelParams, "redis-cluster": backend.RedisClusterParams, "etcd": backend.EtcdParams}[name]
-	if known == nil {
-		return fmt.Errorf("--cluster-opt: the ssh provider reads no cluster settings yet for backend %s (only etcd's, redis-sentinel's and redis-cluster's)", name)
-	}
-	for _, k := range slices.Sorted(maps.Keys(params)) {
-		if !slices.Contains(known, k) {
-			return fmt.Errorf("--cluster-opt: %s=%s: %s reads %s on the ssh provider", k, params[k], name, strings.Join(known, ", "))
-		}
-	}
-	var err error
-	switch name {
-	case "redis-sentinel":
-		_, err = backend.ParseSentinelParams(params, 0)
-	case "etcd":
-		_, err = backend.ParseEtcdParams(params)
-	default:
-		_, err = backend.ParseRedisClusterParams(params)
-	}
-	if err != nil {
+	if _, err := backend.NewLayout(name, 0, params); err != nil {
 		return fmt.Errorf("--cluster-opt: %w", err)
 	}
 	return nil
@@ -556,13 +489,13 @@ func (cl *Cluster) redisConf(n *node) string {
 	switch {
 	case n.kind == kindSentinel:
 		c.Persistence = ""
-		c.Extra = backend.SentinelConfig(cl.nodes[0].addr(), backend.DefaultSentinels, cl.sentinel, n.addr())
+		c.Extra = backend.SentinelConfig(cl.nodes[0].addr(), backend.DefaultSentinels, cl.layout.Sentinel, n.addr())
 	case cl.opts.Backend == "redis-sentinel" && n == cl.nodes[0]:
 		c.Extra = backend.SentinelDataConfig("", n.addr())
 	case cl.opts.Backend == "redis-sentinel":
 		c.Extra = backend.SentinelDataConfig(cl.nodes[0].addr(), n.addr())
 	case cl.opts.Backend == "redis-cluster":
-		c.Extra = backend.RedisClusterConfig(cl.nodeTimeout, n.ip())
+		c.Extra = backend.RedisClusterConfig(cl.layout.NodeTimeout, n.ip())
 	}
 	return c.String()
 }

@@ -58,7 +58,7 @@ func (cl *Cluster) startEtcd(ctx, rctx context.Context, n *node, first bool) err
 		"--listen-client-urls", "http://"+n.addr(), "--listen-peer-urls", n.peerURL(),
 		"--initial-cluster", strings.Join(cluster, ","),
 		"--log-file", n.dir+"/etcd.log")
-	args = append(args, cl.etcd.NodeArgs()...)
+	args = append(args, cl.layout.Etcd.NodeArgs()...)
 	if err := cl.startDetached(rctx, n, "", append(slices.Clone(cl.opts.NodeEnv), args...), "stdout.log"); err != nil {
 		return err
 	}

@@ -17,10 +17,12 @@ func TestCheckParams(t *testing.T) {
 		{"redis", nil, ""},
 		{"etcd", map[string]string{"tick-ms": "50", "election-ms": "500"}, ""},
 		{"etcd", map[string]string{"tick-ms": "100"}, "at least 5 heartbeats"},
-		{"etcd", map[string]string{"node-timeout": "1s"}, "node-timeout=1s: etcd reads tick-ms, election-ms"},
+		{"etcd", map[string]string{"node-timeout": "1s"}, `etcd: unknown cluster param "node-timeout" (known: tick-ms, election-ms)`},
 		{"redis-cluster", map[string]string{"node-timeout": "2s"}, ""},
 		{"redis-sentinel", map[string]string{"down-after": "2s"}, ""},
-		{"zookeeper", map[string]string{"ticktime": "100ms"}, "reads no cluster settings yet for backend zookeeper"},
+		{"zookeeper", map[string]string{"tick-time": "100ms"}, ""},
+		{"zookeeper", map[string]string{"ticktime": "100ms"}, `zookeeper: unknown cluster param "ticktime" (known: tick-time)`},
+		{"mysql", map[string]string{"replicas": "1"}, `mysql: unknown cluster param "replicas" (mysql has none)`},
 	} {
 		err := CheckParams(tc.backend, tc.params)
 		switch {

@@ -71,7 +71,7 @@ func (cl *Cluster) startRedisCluster(ctx context.Context) error {
 	created := cl.created
 	cl.roleMu.Unlock()
 	if !created {
-		if err := backend.CreateRedisCluster(ctx, cl.Nodes(), cl.masters); err != nil {
+		if err := backend.CreateRedisCluster(ctx, cl.Nodes(), cl.layout.Masters); err != nil {
 			return fmt.Errorf("ssh %w", err)
 		}
 		cl.roleMu.Lock()
@@ -80,7 +80,7 @@ func (cl *Cluster) startRedisCluster(ctx context.Context) error {
 	}
 	seen, err := backend.WaitRedisClusterHealthy(ctx, func() ([]clusters.Node, map[string]bool) {
 		return cl.Nodes(), backend.RunningNodes(cl.Pids())
-	}, cl.masters)
+	}, cl.layout.Masters)
 	if err != nil {
 		return fmt.Errorf("ssh %w", err)
 	}
@@ -102,75 +102,34 @@ func (cl *Cluster) Pids() map[string]int {
 	return out
 }
 
-// Targets returns the nodes a fault that stops a process picks from: a
-// redis-sentinel's data nodes (killing a sentinel tests Sentinel, not the
-// lock), every node of the other backends.
-func (cl *Cluster) Targets() []clusters.Node {
-	if cl.opts.Backend != "redis-sentinel" {
-		return cl.Nodes()
-	}
-	_, data := cl.byKind(kindRedis)
-	return data
-}
+// Targets returns the nodes a fault that stops a process picks from
+// (backend.Layout.Targets): a redis-sentinel's data nodes, every node of
+// the other backends.
+func (cl *Cluster) Targets() []clusters.Node { return cl.layout.Targets(cl.Nodes()) }
 
-// Role asks, from the control host, what the node is now: an etcd member
-// whether it leads (backend.EtcdRole), a ZooKeeper peer its mode
-// (backend.ZooKeeperRole); a redis-sentinel data node is the master when a
-// majority of the sentinels name it so, else a replica, and a sentinel is a
-// sentinel; a redis-cluster node is what its own CLUSTER NODES line says
-// (a master serving slots, or a replica). A node of the redis backend has
-// no role (""). A role that cannot be read now (the node or the sentinels
-// down, a failover under way) is an error. It implements the nemesis's
+// Role asks, from the control host, what the node is now, as the
+// backend's definition reads it (backend.Layout.Role): an etcd member
+// whether it leads, a ZooKeeper peer its mode, a redis-sentinel data node
+// what a majority of the sentinels say, a redis-cluster node its own
+// CLUSTER NODES line; a node of the redis backend has no role (""). A
+// role that cannot be read now is an error. It implements the nemesis's
 // RoleReader, for faults pinned to a role.
 func (cl *Cluster) Role(ctx context.Context, cn clusters.Node) (string, error) {
-	n, err := cl.find(cn.Name)
-	if err != nil {
+	if _, err := cl.find(cn.Name); err != nil {
 		return "", err
 	}
 	ctx, cancel := context.WithTimeout(ctx, roleTimeout)
 	defer cancel()
-	var r string
-	switch cl.opts.Backend {
-	case "etcd":
-		return backend.EtcdRole(ctx, n.addr())
-	case "zookeeper":
-		return backend.ZooKeeperRole(ctx, n.addr())
-	case "redis-sentinel":
-		if n.kind == kindSentinel {
-			return backend.RoleSentinel, nil
-		}
-		_, data := cl.byKind(kindRedis)
-		_, sents := cl.byKind(kindSentinel)
-		r, err = backend.SentinelDataRole(ctx, sents, data, n.name)
-	case "redis-cluster":
-		r, err = backend.RedisClusterRole(ctx, n.addr())
-	default:
-		return "", nil
-	}
+	r, err := cl.layout.Role(ctx, cl.Nodes(), cn.Name)
 	if err != nil {
-		return "", fmt.Errorf("ssh %s: %s: %w", cl.opts.Backend, n.name, err)
+		return "", fmt.Errorf("ssh %w", err)
 	}
 	return r, nil
 }
 
-// Roles returns the roles Role can answer for a node: leader and follower
-// for etcd members and ZooKeeper peers (standalone for a single peer),
-// master and replica for the data nodes of redis-sentinel and
-// redis-cluster, sentinel for a sentinel, none for Redis.
-func (cl *Cluster) Roles(cn clusters.Node) []string {
-	switch cl.opts.Backend {
-	case "etcd":
-		return backend.EtcdRoles()
-	case "zookeeper":
-		return backend.ZooKeeperRoles(len(cl.nodes))
-	case "redis-sentinel", "redis-cluster":
-		if n, err := cl.find(cn.Name); err == nil && n.kind == kindSentinel {
-			return []string{backend.RoleSentinel}
-		}
-		return []string{backend.RoleMaster, backend.RoleReplica}
-	}
-	return nil
-}
+// Roles returns the roles Role can answer for a node
+// (backend.Layout.Roles).
+func (cl *Cluster) Roles(cn clusters.Node) []string { return cl.layout.Roles(cn.Name) }
 
 var (
 	_ clusters.RoleReader = (*Cluster)(nil)

@@ -15,8 +15,8 @@ import (
 // give (impls/mysql, impls/pg) and the server programs, which a node's pid
 // is checked against before a signal.
 const (
-	backendMariaDB  = "mysql"
-	backendPostgres = "postgres"
+	backendMariaDB  = backend.MySQL
+	backendPostgres = backend.Postgres
 	mariadbProgram  = "mariadbd"
 	postgresProgram = "postgres"
 )
@@ -243,7 +243,7 @@ func (cl *Cluster) startMariaDB(ctx context.Context, n *node, first bool) error 
 			"{ echo \"mariadb-install-db failed: $(grep . %[5]s | tail -n 1)\" >&2; exit 1; }\n",
 			Quote(n.sqlDataDir()), Quote(sh.server), Quote(sh.init), quoteAll(backend.MariaDBInstallArgs(n.sqlDataDir(), sh.user)), Quote(logf))
 	}
-	m := backend.MariaDB{DataDir: n.sqlDataDir(), Bind: h.Address, Port: backend.MariaDBPort, Socket: sock,
+	m := backend.MariaDBServer{DataDir: n.sqlDataDir(), Bind: h.Address, Port: backend.MariaDBPort, Socket: sock,
 		PidFile: path.Join(n.dir, "mariadb.pid"), LogFile: logf, InitFile: path.Join(n.dir, "init.sql"), User: sh.user}
 	n.mu.Lock()
 	argv := append(slices.Clone(n.env), sh.server)
@@ -288,7 +288,7 @@ func (cl *Cluster) startPostgres(ctx context.Context, n *node, first bool) error
 	if len(path.Join(n.dir, ".s.PGSQL.5432.lock")) > 100 {
 		sockDir = ""
 	}
-	p := backend.Postgres{DataDir: n.sqlDataDir(), Listen: h.Address, Port: backend.PostgresPort, SocketDir: sockDir}
+	p := backend.PostgresServer{DataDir: n.sqlDataDir(), Listen: h.Address, Port: backend.PostgresPort, SocketDir: sockDir}
 	n.mu.Lock()
 	argv := append(slices.Clone(n.env), as...)
 	n.mu.Unlock()

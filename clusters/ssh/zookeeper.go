@@ -19,9 +19,9 @@ const (
 	zkElectionPort = 3888
 )
 
-// The ZooKeeper peers' settings: the local provider's defaults.
+// The ZooKeeper peers' settings: the local provider's defaults (the tick
+// is the backend's, backend.Layout.ZooKeeperTick).
 const (
-	zkTick = 200 * time.Millisecond
 	zkHeap = "128m"
 	// zkJarDir is where Debian's libzookeeper-java puts its jars, on each
 	// host.
@@ -72,7 +72,7 @@ func (cl *Cluster) startZooKeeper(ctx, rctx context.Context, n *node, first bool
 			myid = i + 1
 		}
 	}
-	conf := backend.ZooKeeperConfig{Node: n.name, Tick: zkTick, DataDir: n.dir + "/data", ClientIP: n.ip(), ClientPort: n.port(), Peers: peers}
+	conf := backend.ZooKeeperConfig{Node: n.name, Tick: cl.layout.ZooKeeperTick, DataDir: n.dir + "/data", ClientIP: n.ip(), ClientPort: n.port(), Peers: peers}
 	args := append([]string{java}, backend.ZooKeeperJVM(zkHeap, strings.Join(cp, ":"), n.dir+"/log4j.properties", n.dir+"/zoo.cfg", "-Dzookeeper.log.dir="+n.dir)...)
 	n.mu.Lock()
 	env := n.env
