@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"net"
 	"slices"
 	"strings"
 	"time"
@@ -290,4 +291,27 @@ func (l Layout) Role(ctx context.Context, nodes []clusters.Node, name string) (s
 		return "", fmt.Errorf("%s: %s: %w", l.Backend, name, err)
 	}
 	return r, nil
+}
+
+// RedisNodeConf returns c, the redis.conf of the node called name, with
+// its part in the layout added: a sentinel monitors n1 and keeps no
+// append-only file; a redis-sentinel data node is the first master (n1) or
+// its replica; a redis-cluster node runs in cluster mode. addrOf gives a
+// node's address (host:port) as the other nodes and the clients reach it,
+// which the node announces.
+func (l Layout) RedisNodeConf(c RedisConf, name string, addrOf func(name string) string) RedisConf {
+	self := addrOf(name)
+	switch {
+	case l.Kind(name) == KindSentinel:
+		c.Persistence = ""
+		c.Extra = SentinelConfig(addrOf("n1"), DefaultSentinels, l.Sentinel, self)
+	case l.Backend == RedisSentinel && name == "n1":
+		c.Extra = SentinelDataConfig("", self)
+	case l.Backend == RedisSentinel:
+		c.Extra = SentinelDataConfig(addrOf("n1"), self)
+	case l.Backend == RedisCluster:
+		host, _, _ := net.SplitHostPort(self)
+		c.Extra = RedisClusterConfig(l.NodeTimeout, host)
+	}
+	return c
 }

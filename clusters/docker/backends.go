@@ -9,86 +9,117 @@ import (
 	"strings"
 	"time"
 
+	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/backend"
-	goredis "github.com/redis/go-redis/v9"
-	"github.com/redis/go-redis/v9/maintnotifications"
 	"github.com/testcontainers/testcontainers-go"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
 
-// containerBackend says how to run one lock service's nodes as containers.
-type containerBackend struct {
-	// defaultNodes is the cluster size when Options.Nodes is 0.
-	defaultNodes int
-	// clientPort is the port clients dial, the same in every container.
-	clientPort int
-	// readyTimeout bounds a start, all nodes together.
+// containerKind says how to run one kind of node (backend.NodeSpec.Kind)
+// as a container.
+type containerKind struct {
+	// port is the port clients dial, the same in every container.
+	port int
+	// readyTimeout bounds a start, all nodes of the kind together.
 	readyTimeout time.Duration
-	// check validates Options for the backend.
-	check func(o Options) error
 	// container returns how to run node n.
 	container func(c *Cluster, n *node) (containerSpec, error)
 	// probe checks, from the host, that n is ready.
 	probe func(ctx context.Context, c *Cluster, n *node) error
-	// roles lists the roles a node of a cluster of the given size can
-	// have, and role asks, from the host, which of them the node at addr
-	// has now; both nil for a backend whose nodes are all alike.
-	roles func(nodes int) []string
-	role  func(ctx context.Context, addr string) (string, error)
+	// several is set for a server of several processes (PostgreSQL's
+	// postmaster and a backend per connection): a pause freezes the whole
+	// container (the cgroup freezer, `docker pause`), as a SIGSTOP of its
+	// main process alone would leave the connections served.
+	several bool
 }
 
-// containerSpec is a node's entrypoint, command, environment and files.
+// containerSpec is a node's entrypoint, command, user, environment and
+// files.
 type containerSpec struct {
 	entrypoint []string
 	cmd        []string
+	user       string
 	env        map[string]string
 	files      []testcontainers.ContainerFile
 }
 
-var backends = map[string]*containerBackend{
-	"redis":     redisBackend,
-	"etcd":      etcdBackend,
-	"zookeeper": zkBackend,
+// kinds are the kinds of node the provider runs, which make every backend
+// of backend.All().
+var kinds = map[string]*containerKind{
+	backend.KindRedis:     redisKind,
+	backend.KindSentinel:  sentinelKind,
+	backend.KindEtcd:      etcdKind,
+	backend.KindZooKeeper: zkKind,
+	backend.KindMariaDB:   mariadbKind,
+	backend.KindPostgres:  postgresKind,
+}
+
+// ownParams are the backend params (--cluster-opt) the docker provider
+// reads itself, beside the backend's own (backend.Params).
+var ownParams = map[string][]string{backend.ZooKeeper: {zkParamClassPath}}
+
+// ImageOf returns the image a backend's nodes run, by locktest's name for
+// it (locktest/<name>): the three Redis backends share redis's, mysql runs
+// mariadb's.
+func ImageOf(b string) string {
+	switch b {
+	case backend.RedisSentinel, backend.RedisCluster:
+		return backend.Redis
+	case backend.MySQL:
+		return "mariadb"
+	}
+	return b
 }
 
 // Redis: one redis-server per container, its settings on the command line,
 // so the official image (whose entrypoint runs a `redis-server ...` command
 // as given) and locktest's own both work. Its data directory /data lives in
 // the container's writable layer, which a kill and restart keep.
-var redisBackend = &containerBackend{
-	defaultNodes: 1,
-	clientPort:   6379,
+var redisKind = &containerKind{
+	port:         backend.RedisPort,
 	readyTimeout: 30 * time.Second,
-	check: func(o Options) error {
-		if _, err := backend.CheckPersistence(o.Persistence); err != nil {
-			return fmt.Errorf("docker redis: %w", err)
-		}
-		for k := range o.Params {
-			return fmt.Errorf("docker redis: unknown cluster param %q (redis has none)", k)
-		}
-		return nil
-	},
-	container: func(c *Cluster, n *node) (containerSpec, error) {
-		cmd := []string{"redis-server", "--port", strconv.Itoa(n.port), "--bind", "0.0.0.0",
-			"--protected-mode", "no", "--save", "", "--dir", "/data"}
-		for _, d := range backend.RedisPersistence(c.opts.Persistence) {
-			cmd = append(cmd, "--"+d[0], d[1])
-		}
-		return containerSpec{cmd: cmd}, nil
-	},
+	container:    redisContainer,
 	probe: func(ctx context.Context, c *Cluster, n *node) error {
 		if err := dialable(ctx, n.addr()); err != nil {
 			return err
 		}
-		rc := goredis.NewClient(&goredis.Options{
-			Addr: n.addr(), Protocol: 2, DisableIdentity: true, MaxRetries: -1, PoolSize: 1,
-			DialTimeout: 300 * time.Millisecond, ReadTimeout: 300 * time.Millisecond, WriteTimeout: 300 * time.Millisecond,
-			MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
-		})
+		rc := backend.RedisDataClient(n.addr())
 		defer rc.Close()
 		return rc.Ping(ctx).Err()
 	},
+}
+
+// redisContainer runs a redis-server, or a sentinel, on /conf/redis.conf,
+// which Sentinel and Redis Cluster rewrite as they run (the writable layer
+// keeps it across a kill and a restart): the configuration every provider
+// writes for the node's part in the layout (backend.Layout.RedisNodeConf),
+// its log on standard output. A node announces its container's address.
+func redisContainer(c *Cluster, n *node) (containerSpec, error) {
+	conf := backend.RedisConf{Header: "Written by locktest for node " + n.name + ".",
+		Port: n.port, Bind: "0.0.0.0", Dir: "/data", LogFile: "", Persistence: c.opts.Persistence}
+	conf = c.layout.RedisNodeConf(conf, n.name, func(name string) string {
+		if m, err := c.find(clusters.Node{Name: name}); err == nil {
+			return m.addr()
+		}
+		return ""
+	})
+	cmd := []string{"redis-server", "/conf/redis.conf"}
+	if n.kind == backend.KindSentinel {
+		cmd = append(cmd, "--sentinel")
+	}
+	return containerSpec{cmd: cmd, files: []testcontainers.ContainerFile{
+		{Reader: strings.NewReader(conf.String()), ContainerFilePath: "/conf/redis.conf", FileMode: 0o644},
+	}}, nil
+}
+
+// sentinelKind is a sentinel: redis-server in sentinel mode, in the redis
+// image.
+var sentinelKind = &containerKind{
+	port:         backend.SentinelPort,
+	readyTimeout: 30 * time.Second,
+	container:    redisContainer,
+	probe:        redisKind.probe,
 }
 
 // etcd: with locktest's node image (LabelNodeProgram), each container runs
@@ -96,19 +127,11 @@ var redisBackend = &containerBackend{
 // upstream `etcd` binary with its own flags. Members have fixed addresses,
 // so the initial cluster is known before any starts. Go programs read the
 // wall clock without libc: the clock shim is not mounted.
-var etcdBackend = &containerBackend{
-	defaultNodes: 3,
-	clientPort:   2379,
+var etcdKind = &containerKind{
+	port:         backend.EtcdPort,
 	readyTimeout: 60 * time.Second,
-	check: func(o Options) error {
-		_, err := etcdTiming(o.Params)
-		return err
-	},
 	container: func(c *Cluster, n *node) (containerSpec, error) {
-		timing, err := etcdTiming(c.opts.Params)
-		if err != nil {
-			return containerSpec{}, err
-		}
+		timing := c.layout.Etcd
 		var initial []string
 		for _, m := range c.nodes {
 			initial = append(initial, fmt.Sprintf("%s=http://%s:2380", m.name, m.ip))
@@ -130,8 +153,6 @@ var etcdBackend = &containerBackend{
 			"--initial-cluster-state", "new",
 		}, timing.UpstreamArgs()...)}, nil
 	},
-	roles: func(int) []string { return backend.EtcdRoles() },
-	role:  backend.EtcdRole,
 	probe: func(ctx context.Context, c *Cluster, n *node) error {
 		if err := dialable(ctx, n.addr()); err != nil {
 			return err
@@ -154,20 +175,9 @@ var etcdBackend = &containerBackend{
 	},
 }
 
-// etcdTiming reads the tick and election timeout from params
-// (backend.ParseEtcdParams).
-func etcdTiming(params map[string]string) (backend.EtcdTiming, error) {
-	t, err := backend.ParseEtcdParams(params)
-	if err != nil {
-		return t, fmt.Errorf("docker %w", err)
-	}
-	return t, nil
-}
-
 // The Options.Params the zookeeper backend understands.
+// (Its tickTime is the backend's param, backend.ZooKeeperParamTickTime.)
 const (
-	// zkParamTickTime is ZooKeeper's tickTime, a Go duration (default 200ms).
-	zkParamTickTime = "tick-time"
 	// zkParamClassPath is the JVM class path inside the image; the default
 	// is that of Debian's zookeeper package, which locktest's own image
 	// holds. For the official image use e.g. /apache-zookeeper-3.9.3-bin/lib/*.
@@ -183,20 +193,15 @@ const zkDefaultClassPath = "/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-
 // in the official image). The JVM runs under the clock shim when the run
 // has one; its session timeouts use the monotonic clock, which the shim
 // does not move.
-var zkBackend = &containerBackend{
-	defaultNodes: 3,
-	clientPort:   2181,
+var zkKind = &containerKind{
+	port:         backend.ZooKeeperPort,
 	readyTimeout: 90 * time.Second,
-	check: func(o Options) error {
-		_, _, err := zkParams(o.Params)
-		return err
-	},
 	container: func(c *Cluster, n *node) (containerSpec, error) {
-		tick, cp, err := zkParams(c.opts.Params)
-		if err != nil {
-			return containerSpec{}, err
+		cp := zkDefaultClassPath
+		if v := c.opts.Params[zkParamClassPath]; v != "" {
+			cp = v
 		}
-		cfg := backend.ZooKeeperConfig{Node: n.name, Tick: tick, DataDir: "/data", ClientIP: n.ip.String(), ClientPort: n.port}
+		cfg := backend.ZooKeeperConfig{Node: n.name, Tick: c.layout.ZooKeeperTick, DataDir: "/data", ClientIP: n.ip.String(), ClientPort: n.port}
 		var myid int
 		for i, m := range c.nodes {
 			cfg.Peers = append(cfg.Peers, backend.ZooKeeperPeer{ID: i + 1, IP: m.ip.String(), Quorum: 2888, Election: 3888})
@@ -216,27 +221,6 @@ var zkBackend = &containerBackend{
 		_, err := backend.ZooKeeperRole(ctx, n.addr())
 		return err
 	},
-	roles: backend.ZooKeeperRoles,
-	role:  backend.ZooKeeperRole,
-}
-
-func zkParams(params map[string]string) (time.Duration, string, error) {
-	tick, cp := 200*time.Millisecond, zkDefaultClassPath
-	for k, v := range params {
-		switch k {
-		case zkParamTickTime:
-			d, err := time.ParseDuration(v)
-			if err != nil || d < time.Millisecond {
-				return 0, "", fmt.Errorf("docker zookeeper: cluster param %s=%q must be a duration of 1ms or more", k, v)
-			}
-			tick = d
-		case zkParamClassPath:
-			cp = v
-		default:
-			return 0, "", fmt.Errorf("docker zookeeper: unknown cluster param %q (known: %s, %s)", k, zkParamTickTime, zkParamClassPath)
-		}
-	}
-	return tick, cp, nil
 }
 
 // dialable checks that addr accepts TCP connections, so a client library
@@ -248,4 +232,72 @@ func dialable(ctx context.Context, addr string) error {
 		return err
 	}
 	return conn.Close()
+}
+
+// The data directory of a SQL server in its container, which the
+// container's writable layer keeps across a kill and a restart.
+const sqlDataDir = "/data/db"
+
+// sqlShell is the shell a SQL server's container starts with: it creates
+// the data directory at the first start and then execs the server.
+var sqlShell = []string{"/bin/sh", "-c"}
+
+// mariadbKind is one MariaDB server, backend mysql: mariadb-install-db
+// creates its data directory at the first start, then mariadbd runs as
+// root (--user=root) with the command line every provider gives it
+// (backend.MariaDBServer), its error log on standard error.
+var mariadbKind = &containerKind{
+	port:         backend.MariaDBPort,
+	readyTimeout: 90 * time.Second,
+	container: func(c *Cluster, n *node) (containerSpec, error) {
+		m := backend.MariaDBServer{DataDir: sqlDataDir, Bind: "0.0.0.0", Port: n.port, Socket: "/tmp/mysqld.sock",
+			PidFile: "/data/mysqld.pid", LogFile: "/dev/stderr", InitFile: "/conf/init.sql", User: "root"}
+		script := fmt.Sprintf("[ -d %[1]s/mysql ] || mariadb-install-db %[2]s >/data/install.log 2>&1 || { cat /data/install.log >&2; exit 1; }; exec mariadbd %[3]s",
+			sqlDataDir, shellWords(backend.MariaDBInstallArgs(sqlDataDir, "root")), shellWords(m.Args()))
+		return containerSpec{entrypoint: sqlShell, cmd: []string{script}, files: []testcontainers.ContainerFile{
+			{Reader: strings.NewReader(backend.MariaDBInit), ContainerFilePath: "/conf/init.sql", FileMode: 0o644},
+		}}, nil
+	},
+	probe: func(ctx context.Context, c *Cluster, n *node) error {
+		if err := dialable(ctx, n.addr()); err != nil {
+			return err
+		}
+		return backend.PingMariaDB(ctx, n.addr())
+	},
+}
+
+// postgresKind is one PostgreSQL server: initdb creates its data
+// directory at the first start, with the pg_hba.conf line every provider
+// adds (backend.PostgresHBA), and the server runs as the postgres user
+// (it refuses root) with the command line every provider gives it
+// (backend.PostgresServer), its log on standard error.
+var postgresKind = &containerKind{
+	port:         backend.PostgresPort,
+	readyTimeout: 90 * time.Second,
+	several:      true,
+	container: func(c *Cluster, n *node) (containerSpec, error) {
+		p := backend.PostgresServer{DataDir: sqlDataDir, Listen: "*", Port: n.port}
+		as := "setpriv --reuid=" + backend.PostgresUser + " --regid=" + backend.PostgresUser + " --init-groups"
+		script := fmt.Sprintf("mkdir -p %[1]s && chown %[2]s:%[2]s %[1]s && chmod 700 %[1]s || exit 1; "+
+			"[ -s %[1]s/PG_VERSION ] || { %[3]s initdb %[4]s && cat /conf/pg_hba.add >> %[1]s/pg_hba.conf; } || exit 1; exec %[3]s postgres %[5]s",
+			sqlDataDir, backend.PostgresUser, as, shellWords(backend.InitdbArgs(sqlDataDir)), shellWords(p.Args()))
+		return containerSpec{entrypoint: sqlShell, cmd: []string{script}, files: []testcontainers.ContainerFile{
+			{Reader: strings.NewReader(backend.PostgresHBA), ContainerFilePath: "/conf/pg_hba.add", FileMode: 0o644},
+		}}, nil
+	},
+	probe: func(ctx context.Context, c *Cluster, n *node) error {
+		if err := dialable(ctx, n.addr()); err != nil {
+			return err
+		}
+		return backend.PingPostgres(ctx, n.addr())
+	},
+}
+
+// shellWords quotes each argument for sh and joins them with spaces.
+func shellWords(args []string) string {
+	q := make([]string, len(args))
+	for i, a := range args {
+		q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+	}
+	return strings.Join(q, " ")
 }

@@ -11,7 +11,6 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -77,14 +76,21 @@ type Options struct {
 // concurrent use; each that starts, stops or changes a node holds the
 // cluster's lock for its whole duration.
 type Cluster struct {
-	b     *containerBackend
-	lab   *Lab
-	image Image
-	opts  Options
-	log   *slog.Logger
+	layout backend.Layout
+	lab    *Lab
+	image  Image
+	opts   Options
+	log    *slog.Logger
 
 	mu    sync.Mutex
 	nodes []*node
+
+	roleMu sync.Mutex
+	// roles are the data nodes' roles as last seen (redis-sentinel,
+	// redis-cluster), for Nodes.
+	roles map[string]string
+	// created is set once the Redis Cluster was created.
+	created bool
 }
 
 var (
@@ -93,11 +99,13 @@ var (
 	_ clusters.Pauser       = (*Cluster)(nil)
 	_ clusters.LogCollector = (*Cluster)(nil)
 	_ clusters.RoleReader   = (*Cluster)(nil)
+	_ clusters.Targeter     = (*Cluster)(nil)
 )
 
 // node is one container of a cluster.
 type node struct {
 	name    string
+	kind    string // backend.NodeSpec.Kind
 	ip      netip.Addr
 	port    int
 	dir     string
@@ -157,36 +165,25 @@ func (n *node) localPid(ctx context.Context) (int, error) {
 	return pid, nil
 }
 
-// Backends returns the backends the docker provider can run, sorted.
-func Backends() []string {
-	out := make([]string, 0, len(backends))
-	for k := range backends {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
+// Backends returns the backends the docker provider can run: every one.
+func Backends() []string { return backend.All() }
 
-// New checks opts and returns a cluster that has not started yet.
+// New checks opts and returns a cluster that has not started yet: the
+// backend's layout (backend.NewLayout), each node with an address of its
+// own on the lab's network.
 func New(opts Options) (*Cluster, error) {
-	b, ok := backends[opts.Backend]
-	if !ok {
-		return nil, fmt.Errorf("docker provider: no backend %q (it runs %s)", opts.Backend, strings.Join(Backends(), ", "))
-	}
 	if opts.Lab == nil {
 		return nil, errors.New("docker provider: Options.Lab (the run's network) is required")
 	}
+	if _, err := backend.CheckPersistence(opts.Persistence); err != nil {
+		return nil, fmt.Errorf("docker %s: %w", opts.Backend, err)
+	}
+	layout, err := backend.NewLayout(opts.Backend, opts.Nodes, opts.Params, ownParams[opts.Backend]...)
+	if err != nil {
+		return nil, fmt.Errorf("docker %w", err)
+	}
 	if opts.Image.Ref == "" {
 		return nil, fmt.Errorf("docker provider: no image for %s", opts.Backend)
-	}
-	if opts.Nodes < 0 {
-		return nil, fmt.Errorf("docker %s: Nodes must be at least 1, not %d", opts.Backend, opts.Nodes)
-	}
-	if opts.Nodes == 0 {
-		opts.Nodes = b.defaultNodes
-	}
-	if err := b.check(opts); err != nil {
-		return nil, err
 	}
 	dir, err := filepath.Abs(opts.Dir)
 	if err != nil {
@@ -196,15 +193,18 @@ func New(opts Options) (*Cluster, error) {
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
-	c := &Cluster{b: b, lab: opts.Lab, image: opts.Image, opts: opts, log: lg}
-	for i := range opts.Nodes {
+	c := &Cluster{layout: layout, lab: opts.Lab, image: opts.Image, opts: opts, log: lg, roles: map[string]string{}}
+	if opts.Backend == backend.RedisSentinel {
+		c.roles["n1"] = backend.RoleMaster
+	}
+	for _, spec := range layout.Nodes {
+		k := kinds[spec.Kind]
 		ip, err := opts.Lab.allocIP()
 		if err != nil {
 			return nil, err
 		}
-		name := fmt.Sprintf("n%d", i+1)
-		nd := filepath.Join(dir, "nodes", name)
-		n := &node{name: name, ip: ip, port: b.clientPort, dir: nd, logPath: filepath.Join(nd, "container.log"), cli: opts.Lab.e.cli}
+		nd := filepath.Join(dir, "nodes", spec.Name)
+		n := &node{name: spec.Name, kind: spec.Kind, ip: ip, port: k.port, dir: nd, logPath: filepath.Join(nd, "container.log"), cli: opts.Lab.e.cli}
 		c.nodes = append(c.nodes, n)
 		opts.Lab.register(n)
 	}
@@ -215,8 +215,13 @@ func New(opts Options) (*Cluster, error) {
 // address on the run's network.
 func (c *Cluster) Nodes() []clusters.Node {
 	out := make([]clusters.Node, len(c.nodes))
+	c.roleMu.Lock()
+	defer c.roleMu.Unlock()
 	for i, n := range c.nodes {
-		out[i] = clusters.Node{Name: n.name, Addr: n.addr(), LogPath: n.logPath}
+		out[i] = clusters.Node{Name: n.name, Addr: n.addr(), LogPath: n.logPath, Role: c.roles[n.name]}
+		if n.kind == backend.KindSentinel {
+			out[i].Role = backend.RoleSentinel
+		}
 	}
 	return out
 }
@@ -235,15 +240,120 @@ func (c *Cluster) Pids() map[string]int {
 }
 
 // Start creates the nodes' containers that do not exist yet, starts every
-// node that is not running, all at once, and returns once each is ready
-// (the backend's own readiness check, run as testcontainers' wait
-// strategy). If a node fails, Start removes the containers it created and
-// returns an error naming the node and quoting its last output.
+// node that is not running and returns once each is ready (the backend's
+// own readiness check, run as testcontainers' wait strategy) and the
+// cluster as a whole is: a redis-sentinel's data nodes start first, and
+// its sentinels once every replica's link to the master is up, Start
+// returning when every sentinel names n1 as the master and knows the
+// others; a redis-cluster is created at its first start and is ready when
+// every node reports cluster_state:ok and the masters own every slot. The
+// other backends' nodes start all at once. If a node fails, Start removes
+// the containers it created and returns an error naming the node and
+// quoting its last output.
 func (c *Cluster) Start(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var todo []*node
+	var err error
+	switch c.layout.Backend {
+	case backend.RedisSentinel:
+		err = c.startSentinel(ctx)
+	case backend.RedisCluster:
+		err = c.startRedisCluster(ctx)
+	default:
+		err = c.startGroup(ctx, c.nodes)
+	}
+	if err != nil {
+		c.removeAll(c.nodes)
+	}
+	return err
+}
+
+// replicatedReadyTimeout bounds the wait, after its nodes answer, for a
+// redis-sentinel's replicas and sentinels or a redis-cluster's creation
+// and health.
+const replicatedReadyTimeout = 60 * time.Second
+
+// startSentinel starts a redis-sentinel's data nodes, waits for the
+// replicas' links, then starts the sentinels and waits until they agree.
+func (c *Cluster) startSentinel(ctx context.Context) error {
+	data, sents := c.ofKind(backend.KindRedis), c.ofKind(backend.KindSentinel)
+	if err := c.startGroup(ctx, data); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, replicatedReadyTimeout)
+	defer cancel()
+	all := c.Nodes()
+	dataNodes := c.layout.OfKind(all, backend.KindRedis)
+	if err := backend.WaitReplicasLinked(ctx, dataNodes[0], dataNodes[1:]); err != nil {
+		return fmt.Errorf("docker redis-sentinel: %w", err)
+	}
+	if err := c.startGroup(ctx, sents); err != nil {
+		return err
+	}
+	if err := backend.WaitSentinelsReady(ctx, c.layout.OfKind(all, backend.KindSentinel), dataNodes[0].Addr, len(data)-1); err != nil {
+		return fmt.Errorf("docker redis-sentinel: %w", err)
+	}
+	return nil
+}
+
+// startRedisCluster starts every node of a redis-cluster, creates the
+// cluster at the first start (backend.CreateRedisCluster), waits until it
+// is healthy, and records the roles it saw for Nodes.
+func (c *Cluster) startRedisCluster(ctx context.Context) error {
+	if err := c.startGroup(ctx, c.nodes); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, replicatedReadyTimeout)
+	defer cancel()
+	c.roleMu.Lock()
+	created := c.created
+	c.roleMu.Unlock()
+	if !created {
+		if err := backend.CreateRedisCluster(ctx, c.Nodes(), c.layout.Masters); err != nil {
+			return fmt.Errorf("docker %w", err)
+		}
+		c.roleMu.Lock()
+		c.created = true
+		c.roleMu.Unlock()
+	}
+	seen, err := backend.WaitRedisClusterHealthy(ctx, func() ([]clusters.Node, map[string]bool) {
+		return c.Nodes(), backend.RunningNodes(c.Pids())
+	}, c.layout.Masters)
+	if err != nil {
+		return fmt.Errorf("docker %w", err)
+	}
+	c.roleMu.Lock()
+	c.roles = seen
+	c.roleMu.Unlock()
+	return nil
+}
+
+// ofKind returns the nodes of kind, in order.
+func (c *Cluster) ofKind(kind string) []*node {
+	var out []*node
 	for _, n := range c.nodes {
+		if n.kind == kind {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// readyTimeout is the longest start bound of the kinds of ns.
+func readyTimeout(ns []*node) time.Duration {
+	var d time.Duration
+	for _, n := range ns {
+		d = max(d, kinds[n.kind].readyTimeout)
+	}
+	return d
+}
+
+// startGroup creates the containers of ns that do not exist yet, starts
+// those not running, all at once, and returns once each is ready. c.mu
+// must be held.
+func (c *Cluster) startGroup(ctx context.Context, ns []*node) error {
+	var todo []*node
+	for _, n := range ns {
 		if _, err := n.hostPid(ctx); err == nil {
 			continue
 		}
@@ -254,11 +364,10 @@ func (c *Cluster) Start(ctx context.Context) error {
 			continue
 		}
 		if err := c.create(ctx, n); err != nil {
-			c.removeAll(todo)
 			return err
 		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.b.readyTimeout)
+	ctx, cancel := context.WithTimeout(ctx, readyTimeout(todo))
 	defer cancel()
 	errs := make([]error, len(todo))
 	var wg sync.WaitGroup
@@ -266,11 +375,7 @@ func (c *Cluster) Start(ctx context.Context) error {
 		wg.Go(func() { errs[i] = c.startNode(ctx, n) })
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		c.removeAll(todo)
-		return err
-	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // create creates n's container without starting it.
@@ -278,7 +383,7 @@ func (c *Cluster) create(ctx context.Context, n *node) error {
 	if err := os.MkdirAll(n.dir, 0o755); err != nil {
 		return fmt.Errorf("docker %s: node %s: %w", c.opts.Backend, n.name, err)
 	}
-	spec, err := c.b.container(c, n)
+	spec, err := kinds[n.kind].container(c, n)
 	if err != nil {
 		return err
 	}
@@ -306,6 +411,7 @@ func (c *Cluster) create(ctx context.Context, n *node) error {
 			Entrypoint: spec.entrypoint,
 			Cmd:        spec.cmd,
 			Env:        env,
+			User:       spec.user,
 			Labels:     labels,
 			Files:      spec.files,
 			Networks:   []string{netName},
@@ -321,7 +427,7 @@ func (c *Cluster) create(ctx context.Context, n *node) error {
 				}
 				es.IPAMConfig = &network.EndpointIPAMConfig{IPv4Address: n.ip}
 			},
-			WaitingFor: probeStrategy{probe: func(ctx context.Context) error { return c.b.probe(ctx, c, n) }},
+			WaitingFor: probeStrategy{probe: func(ctx context.Context) error { return kinds[n.kind].probe(ctx, c, n) }},
 		},
 		Started: false,
 		Logger:  slogPrintf{c.log},
@@ -493,7 +599,7 @@ func (c *Cluster) Restart(ctx context.Context, target clusters.Node) error {
 		if n.id() == "" {
 			return fmt.Errorf("docker %s: restart %s: the node was never started", c.opts.Backend, n.name)
 		}
-		ctx, cancel := context.WithTimeout(ctx, c.b.readyTimeout)
+		ctx, cancel := context.WithTimeout(ctx, kinds[n.kind].readyTimeout)
 		defer cancel()
 		return c.startNode(ctx, n)
 	})
@@ -503,8 +609,9 @@ func (c *Cluster) Restart(ctx context.Context, target clusters.Node) error {
 // host pid, and returns once the kernel reports every thread stopped. As
 // with a local node, the kernel still accepts connections on its port:
 // clients see timeouts, not refusals. When the container's process is not
-// one of this host's (a remote daemon), the container is frozen through
-// the Docker API (`docker pause`) instead. Pausing a node that is not
+// one of this host's (a remote daemon), or the server is several
+// processes (PostgreSQL), the whole container is frozen through the Docker
+// API (`docker pause`, the cgroup freezer) instead. Pausing a node that is not
 // running is an error.
 func (c *Cluster) Pause(ctx context.Context, target clusters.Node) error {
 	return c.with(target, func(n *node) error {
@@ -512,7 +619,7 @@ func (c *Cluster) Pause(ctx context.Context, target clusters.Node) error {
 			return fmt.Errorf("docker %s: pause: %w", c.opts.Backend, err)
 		}
 		pid, err := n.localPid(ctx)
-		if err != nil {
+		if err != nil || kinds[n.kind].several {
 			if _, err := n.cli.ContainerPause(ctx, n.id(), client.ContainerPauseOptions{}); err != nil {
 				return fmt.Errorf("docker %s: pause %s: %s", c.opts.Backend, n.name, firstLine(err))
 			}
@@ -589,26 +696,31 @@ func (c *Cluster) CollectLogs(dir string) error {
 	return errors.Join(errs...)
 }
 
-// Role asks the node, from the host, what it is now: an etcd member
-// whether it is the leader (its status), a ZooKeeper server its mode
-// (srvr). Redis nodes are all alike: their role is "". It implements the
-// clusters.RoleReader, for faults pinned to a role.
+// Role asks the node, from the host, what it is now, as the backend's
+// definition reads it (backend.Layout.Role): an etcd member whether it
+// leads, a ZooKeeper peer its mode, a redis-sentinel data node what a
+// majority of the sentinels say, a redis-cluster node its own CLUSTER
+// NODES line; a node of a backend without roles has none (""). It
+// implements the clusters.RoleReader, for faults pinned to a role.
 func (c *Cluster) Role(ctx context.Context, node clusters.Node) (string, error) {
-	n, err := c.find(node)
-	if err != nil || c.b.role == nil {
+	if _, err := c.find(node); err != nil {
 		return "", err
 	}
-	return c.b.role(ctx, n.addr())
+	r, err := c.layout.Role(ctx, c.Nodes(), node.Name)
+	if err != nil {
+		return "", fmt.Errorf("docker %w", err)
+	}
+	return r, nil
 }
 
-// Roles returns the roles Role can answer for a node of this cluster; none
-// for Redis.
-func (c *Cluster) Roles(clusters.Node) []string {
-	if c.b.roles == nil {
-		return nil
-	}
-	return c.b.roles(len(c.nodes))
-}
+// Roles returns the roles Role can answer for a node of this cluster
+// (backend.Layout.Roles); none for Redis and the SQL servers.
+func (c *Cluster) Roles(node clusters.Node) []string { return c.layout.Roles(node.Name) }
+
+// Targets returns the nodes a fault that stops a process picks from
+// (backend.Layout.Targets): a redis-sentinel's data nodes, every node of
+// the other backends.
+func (c *Cluster) Targets() []clusters.Node { return c.layout.Targets(c.Nodes()) }
 
 // with calls f with the node called target.Name, holding the cluster's lock.
 func (c *Cluster) with(target clusters.Node, f func(n *node) error) error {

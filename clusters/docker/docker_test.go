@@ -47,14 +47,14 @@ func needImage(t *testing.T, e *Engine, backend string) Image {
 	if img, ok := built[backend]; ok {
 		return img
 	}
-	if err, ok := buildErrs[backend]; ok {
+	if err, ok := buildErrs[ImageOf(backend)]; ok {
 		t.Skip(err)
 	}
-	switch backend {
+	switch ImageOf(backend) {
 	case "redis":
 		if _, err := exec.LookPath("redis-server"); err != nil {
-			buildErrs[backend] = errors.New("redis-server not installed (make setup)")
-			t.Skip(buildErrs[backend])
+			buildErrs["redis"] = errors.New("redis-server not installed (make setup)")
+			t.Skip(buildErrs["redis"])
 		}
 	case "zookeeper":
 		if _, err := os.Stat(zkJars[0]); err != nil {

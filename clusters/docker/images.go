@@ -22,10 +22,28 @@ import (
 
 // DefaultImages are the official images each backend runs when the run
 // names no other and locktest built none (`locktest images build`).
+// They are keyed by image (ImageOf), and only locktest's own are tried
+// with the SQL servers' (whose official images start through their own
+// entrypoint scripts, which the provider does not run).
 var DefaultImages = map[string]string{
 	"redis":     "redis:7.2",
 	"etcd":      "gcr.io/etcd-development/etcd:v3.5.21",
 	"zookeeper": "zookeeper:3.9",
+	"mariadb":   "mariadb:11.8",
+	"postgres":  "postgres:17",
+}
+
+// Images returns the images locktest builds, one for each server program:
+// the names ImageOf gives the backends, sorted.
+func Images() []string {
+	var out []string
+	for _, b := range Backends() {
+		if im := ImageOf(b); !slices.Contains(out, im) {
+			out = append(out, im)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // Image is the image a backend's nodes run.
@@ -43,22 +61,22 @@ type Image struct {
 
 // ResolveImage returns the image backend's nodes run: override when the
 // run names one (--image backend=ref), else the newest image locktest built
-// for backend, else the official image (DefaultImages), which the start
-// pulls if the engine lacks it.
+// for it (ImageOf), else the official image (DefaultImages), which the
+// start pulls if the engine lacks it.
 func (e *Engine) ResolveImage(ctx context.Context, backend, override string) (Image, error) {
-	if _, ok := backends[backend]; !ok {
+	if !slices.Contains(Backends(), backend) {
 		return Image{}, fmt.Errorf("docker provider: no backend %q (it runs %s)", backend, strings.Join(Backends(), ", "))
 	}
 	img := Image{Backend: backend, Ref: override}
 	if override == "" {
-		built, err := e.builtImages(ctx, backend)
+		built, err := e.builtImages(ctx, ImageOf(backend))
 		if err != nil {
 			return Image{}, err
 		}
 		if len(built) > 0 {
 			img.Ref = built[0].Ref
 		} else {
-			img.Ref = DefaultImages[backend]
+			img.Ref = DefaultImages[ImageOf(backend)]
 		}
 	}
 	res, err := e.cli.ImageInspect(ctx, img.Ref)
@@ -140,14 +158,17 @@ type BuildOptions struct {
 // is reused, not rebuilt. A newer build of a backend replaces the older
 // images locktest built for it.
 func (e *Engine) BuildImages(ctx context.Context, opts BuildOptions) ([]BuiltImage, error) {
-	todo := opts.Backends
-	if len(todo) == 0 {
-		todo = Backends()
-	}
-	for _, b := range todo {
-		if _, ok := backends[b]; !ok {
+	var todo []string
+	for _, b := range opts.Backends {
+		if !slices.Contains(Backends(), b) && !slices.Contains(Images(), b) {
 			return nil, fmt.Errorf("images build: no backend %q (known: %s)", b, strings.Join(Backends(), ", "))
 		}
+		if im := ImageOf(b); !slices.Contains(todo, im) {
+			todo = append(todo, im)
+		}
+	}
+	if len(todo) == 0 {
+		todo = Images()
 	}
 	// Concurrent builds (test binaries of several packages) wait for each
 	// other, and then find the image built.
@@ -175,6 +196,9 @@ func (e *Engine) BuildImages(ctx context.Context, opts BuildOptions) ([]BuiltIma
 	return out, nil
 }
 
+// imagePath is the PATH of every image.
+const imagePath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
 // imageRecipe is what one image is made of.
 type imageRecipe struct {
 	fs      *Rootfs
@@ -186,6 +210,14 @@ type imageRecipe struct {
 // recipe assembles the root file system of backend's image.
 func (e *Engine) recipe(ctx context.Context, backend string, opts BuildOptions) (*imageRecipe, func(), error) {
 	switch backend {
+	case "mariadb", "postgres":
+		r, err := SQLRootfs(ctx, backend)
+		changes := []string{"WORKDIR /data"}
+		if best, _ := highestPostgres(); backend == "postgres" && best != "" {
+			// initdb and postgres live in their version's directory.
+			changes = append(changes, "ENV PATH="+filepath.Dir(best)+":"+imagePath)
+		}
+		return &imageRecipe{fs: r, tag: "host", changes: changes}, func() {}, err
 	case "redis":
 		r, err := RedisRootfs(ctx)
 		return &imageRecipe{fs: r, tag: "host", changes: []string{"WORKDIR /data", `CMD ["redis-server"]`}}, func() {}, err
@@ -231,7 +263,7 @@ func (e *Engine) buildOne(ctx context.Context, backend string, rc *imageRecipe, 
 	for k, v := range rc.labels {
 		labels[k] = v
 	}
-	changes := []string{"ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+	changes := []string{"ENV PATH=" + imagePath}
 	changes = append(changes, rc.changes...)
 	keys := make([]string, 0, len(labels))
 	for k := range labels {

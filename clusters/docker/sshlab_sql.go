@@ -228,3 +228,53 @@ func isExec(p string) bool {
 	fi, err := os.Stat(p)
 	return err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0
 }
+
+// sqlImageTools are the programs a SQL server's image holds besides the
+// server's own: the shell and tools of the container's start (the data
+// directory's creation at the first start, which mariadb-install-db's
+// script does with sed and the like, and PostgreSQL's user switch).
+var sqlImageTools = []string{"sh", "cat", "mkdir", "rm", "chmod", "chown", "mv", "ls", "sed", "awk", "grep", "tail", "env",
+	"id", "dirname", "uname", "hostname", "setpriv"}
+
+// SQLRootfs assembles the image of one SQL server from this host's
+// installed packages, as the ssh lab's image carries it: "mariadb"
+// (mariadbd, mariadb-install-db and what it needs) or "postgres" (the
+// highest installed PostgreSQL's postgres and initdb, its modules, share
+// directory and time zones, and the postgres user), with the tools of
+// sqlImageTools. A host without the server is an error saying what to
+// install.
+func SQLRootfs(ctx context.Context, server string) (*Rootfs, error) {
+	r := baseRootfs()
+	var ok bool
+	var err error
+	switch server {
+	case "mariadb":
+		ok, err = addLabMariaDB(ctx, r)
+	case "postgres":
+		ok, err = addLabPostgres(ctx, r)
+	default:
+		return nil, fmt.Errorf("images build: no SQL server %q", server)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, fmt.Errorf("images build %s: this host has no %s server to copy: run `make setup`", server, server)
+	}
+	for _, p := range sqlImageTools {
+		bin, err := exec.LookPath(p)
+		if err != nil {
+			return nil, fmt.Errorf("images build %s: %s is not installed on this host: run `make setup`", server, p)
+		}
+		bin, _ = filepath.Abs(bin)
+		if err := r.AddProgram(ctx, "images build "+server, bin); err != nil {
+			return nil, err
+		}
+	}
+	// The container starts /bin/sh, and mariadb-install-db is a script
+	// for it.
+	if err := r.AddPath("/bin/sh"); err != nil {
+		return nil, err
+	}
+	return r, nil
+}

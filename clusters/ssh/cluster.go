@@ -486,17 +486,10 @@ func (cl *Cluster) redisConf(n *node) string {
 	c := backend.RedisConf{Header: fmt.Sprintf("Written by locktest for node %s of run %s.", n.name, cl.opts.RunID),
 		Port: n.port(), Bind: "0.0.0.0", Dir: n.dir + "/data", LogFile: n.dir + "/redis.log", PidFile: n.dir + "/redis.pid",
 		Persistence: cl.opts.Persistence}
-	switch {
-	case n.kind == kindSentinel:
-		c.Persistence = ""
-		c.Extra = backend.SentinelConfig(cl.nodes[0].addr(), backend.DefaultSentinels, cl.layout.Sentinel, n.addr())
-	case cl.opts.Backend == "redis-sentinel" && n == cl.nodes[0]:
-		c.Extra = backend.SentinelDataConfig("", n.addr())
-	case cl.opts.Backend == "redis-sentinel":
-		c.Extra = backend.SentinelDataConfig(cl.nodes[0].addr(), n.addr())
-	case cl.opts.Backend == "redis-cluster":
-		c.Extra = backend.RedisClusterConfig(cl.layout.NodeTimeout, n.ip())
-	}
+	c = cl.layout.RedisNodeConf(c, n.name, func(name string) string {
+		m, _ := cl.find(name)
+		return m.addr()
+	})
 	return c.String()
 }
 

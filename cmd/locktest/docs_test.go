@@ -123,8 +123,7 @@ func flagsOf(c *cobra.Command) []*pflag.Flag {
 
 // foreignFlags are flags the docs quote of programs other than locktest.
 var foreignFlags = map[string]string{
-	"--appendonly": "redis-server", "--bind": "redis-server", "--port": "redis-server",
-	"--protected-mode": "redis-server", "--save": "redis-server", "--sentinel": "redis-server",
+	"--sentinel": "redis-server",
 	"--cluster": "redis-cli", "--noflush": "iptables-restore", "--cluster-replicas": "redis-cli", "--cluster-yes": "redis-cli",
 	"--auth": "mariadb-install-db", "--auth-root-authentication-method": "mariadb-install-db", "--init-file": "mariadbd",
 	"--no-defaults": "mariadbd", "--locale": "initdb", "--no-sync": "initdb",

@@ -27,11 +27,13 @@ func newImagesCmd() *cobra.Command {
 		Use:   "build [backend...]",
 		Short: "Build locktest's own image of each backend without pulling anything: " + strings.Join(docker.Backends(), ", "),
 		Long: `build makes, for each backend named (all by default), an image the docker
-provider then runs, without a registry: redis and zookeeper from this host's
-installed packages (the server, the libraries ldd lists, for ZooKeeper the
-Java runtime and the jars), etcd from locktest's own executable, which embeds
-etcd (` + "`locktest node etcd`" + `). Each root file system is tarred and given to
-` + "`docker import`" + `, tagged locktest/<backend>:<tag> and labelled locktest.image=1.
+provider then runs, without a registry, one per server program (the Redis
+backends share redis's, mysql runs mariadb's): redis, zookeeper, mariadb and
+postgres from this host's installed packages (the server, the libraries ldd
+lists, for ZooKeeper the Java runtime and the jars), etcd from locktest's own
+executable, which embeds etcd (` + "`locktest node etcd`" + `). Each root file system is
+tarred and given to ` + "`docker import`" + `, tagged locktest/<image>:<tag> and labelled
+locktest.image=1.
 An image whose inputs have not changed is reused. Built images are kept
 between runs; runs use them unless --image names another.
 
