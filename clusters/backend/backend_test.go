@@ -102,6 +102,7 @@ var writtenOnce = map[string]string{
 	"--election-timeout":   "etcd's timing flags",
 	EtcdParamTickMs:        "etcd's timing params",
 	EtcdParamElectionMs:    "etcd's timing params",
+	ZooKeeperParamTickTime: "ZooKeeper's tickTime param",
 }
 
 // writtenOnceIn are words that a string constant spelling a fact of this

@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/clusters/backend"
 )
 
 // Host is where one node runs: the address it binds and, when the run puts
@@ -114,13 +115,26 @@ func Register(backend string, f Factory) {
 	factories[backend] = f
 }
 
-// New returns a not yet started local cluster of backend.
-func New(backend string, opts Options) (clusters.Cluster, error) {
+// ownParams are the backend params (--cluster-opt) the local provider
+// reads itself, beside the backend's own (backend.Params): where a SQL
+// server's programs are.
+var ownParams = map[string][]string{
+	backend.MySQL:    {"mariadbd", "mariadb-install-db"},
+	backend.Postgres: {"postgres", "initdb"},
+}
+
+// New returns a not yet started local cluster of backend b. Its size and
+// params are checked first as the backend's definition checks them
+// (backend.NewLayout), for the same one-line refusal on every provider.
+func New(b string, opts Options) (clusters.Cluster, error) {
 	factoriesMu.RLock()
-	f, ok := factories[backend]
+	f, ok := factories[b]
 	factoriesMu.RUnlock()
 	if !ok {
-		return nil, fmt.Errorf("local provider: no backend %q (known: %s)", backend, strings.Join(Backends(), ", "))
+		return nil, fmt.Errorf("local provider: no backend %q (known: %s)", b, strings.Join(Backends(), ", "))
+	}
+	if _, err := backend.NewLayout(b, opts.Nodes, opts.Params, ownParams[b]...); err != nil {
+		return nil, fmt.Errorf("local %w", err)
 	}
 	return f(opts)
 }

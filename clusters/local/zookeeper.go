@@ -21,11 +21,7 @@ import (
 // Timings and defaults of the ZooKeeper provider.
 const (
 	// zkDefaultNodes is the size of the ensemble when Options.Nodes is 0.
-	zkDefaultNodes = 3
-	// zkDefaultTick is ZooKeeper's tickTime: its unit of time for heartbeats
-	// and the bounds of the session timeout, which the server clamps to
-	// [2, 20] ticks. 200ms allows session timeouts from 400ms to 4s.
-	zkDefaultTick = 200 * time.Millisecond
+	zkDefaultNodes = backend.ZooKeeperDefaultNodes
 	// zkReadyTimeout bounds the wait for a started peer to join a quorum
 	// when the caller's context has no earlier deadline. Three JVMs start
 	// at once, so on a loaded two-core machine this takes seconds.
@@ -66,7 +62,7 @@ type ZooKeeperOptions struct {
 	// NodeEnv, if set, returns extra environment for a peer's JVM (the
 	// clock shim).
 	NodeEnv func(node string) []string
-	// TickTime is ZooKeeper's tickTime; 0 means 200ms. Session timeouts are
+	// TickTime is ZooKeeper's tickTime; 0 means backend.ZooKeeperDefaultTick. Session timeouts are
 	// clamped by the server to [2·TickTime, 20·TickTime].
 	TickTime time.Duration
 	// Java is the java executable, a name looked up in PATH or a path;
@@ -85,13 +81,11 @@ type ZooKeeperOptions struct {
 func init() {
 	Register("zookeeper", func(o Options) (clusters.Cluster, error) {
 		zo := ZooKeeperOptions{Nodes: o.Nodes, Dir: o.Dir, Hosts: o.Hosts, NodeEnv: o.NodeEnv, Logger: o.Logger}
-		if s := o.Params["tick-time"]; s != "" {
-			d, err := time.ParseDuration(s)
-			if err != nil {
-				return nil, fmt.Errorf("local zookeeper: cluster param tick-time=%q: %v", s, err)
-			}
-			zo.TickTime = d
+		tick, err := backend.ParseZooKeeperParams(o.Params)
+		if err != nil {
+			return nil, fmt.Errorf("local %w", err)
 		}
+		zo.TickTime = tick
 		return NewZooKeeper(zo)
 	})
 }
@@ -146,7 +140,7 @@ func NewZooKeeper(opts ZooKeeperOptions) (*ZooKeeper, error) {
 		return nil, err
 	}
 	if opts.TickTime == 0 {
-		opts.TickTime = zkDefaultTick
+		opts.TickTime = backend.ZooKeeperDefaultTick
 	}
 	if opts.TickTime < time.Millisecond || opts.TickTime%time.Millisecond != 0 {
 		return nil, fmt.Errorf("local zookeeper: tick time %v must be a positive whole number of milliseconds", opts.TickTime)

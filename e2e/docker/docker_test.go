@@ -354,7 +354,6 @@ func TestDockerBadInputIsASetupError(t *testing.T) {
 		{"unknown backend in --image", func(c *run.Config) { c.Provider, c.Images = run.ProviderDocker, map[string]string{"mongo": "mongo:7"} }, `--image mongo=mongo:7: the docker provider has no backend "mongo"`, false},
 		{"--image without docker", func(c *run.Config) { c.Images = map[string]string{"redis": "redis:7.2"} }, "--image needs --provider docker", false},
 		{"unknown provider", func(c *run.Config) { c.Provider = "k8s" }, `--provider must be local, docker or ssh, got "k8s"`, false},
-		{"backend docker lacks", func(c *run.Config) { c.Provider, c.Impl = run.ProviderDocker, "mysql-get-lock" }, "needs backend mysql, which the docker provider does not run", false},
 		{"daemon unreachable", func(c *run.Config) { c.Provider = run.ProviderDocker }, "docker daemon not reachable at unix:///nonexistent/docker.sock", false},
 		{"missing image", func(c *run.Config) {
 			c.Provider, c.Images = run.ProviderDocker, map[string]string{"redis": "locktest/no-such-image:never"}
