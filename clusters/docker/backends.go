@@ -1,10 +1,7 @@
 package docker
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"net"
 	"strconv"
 	"strings"
 	"time"
@@ -12,8 +9,6 @@ import (
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/backend"
 	"github.com/testcontainers/testcontainers-go"
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 )
 
 // containerKind says how to run one kind of node (backend.NodeSpec.Kind)
@@ -25,8 +20,6 @@ type containerKind struct {
 	readyTimeout time.Duration
 	// container returns how to run node n.
 	container func(c *Cluster, n *node) (containerSpec, error)
-	// probe checks, from the host, that n is ready.
-	probe func(ctx context.Context, c *Cluster, n *node) error
 	// several is set for a server of several processes (PostgreSQL's
 	// postmaster and a backend per connection): a pause freezes the whole
 	// container (the cgroup freezer, `docker pause`), as a SIGSTOP of its
@@ -80,14 +73,6 @@ var redisKind = &containerKind{
 	port:         backend.RedisPort,
 	readyTimeout: 30 * time.Second,
 	container:    redisContainer,
-	probe: func(ctx context.Context, c *Cluster, n *node) error {
-		if err := dialable(ctx, n.addr()); err != nil {
-			return err
-		}
-		rc := backend.RedisDataClient(n.addr())
-		defer rc.Close()
-		return rc.Ping(ctx).Err()
-	},
 }
 
 // redisContainer runs a redis-server, or a sentinel, on /conf/redis.conf,
@@ -119,7 +104,6 @@ var sentinelKind = &containerKind{
 	port:         backend.SentinelPort,
 	readyTimeout: 30 * time.Second,
 	container:    redisContainer,
-	probe:        redisKind.probe,
 }
 
 // etcd: with locktest's node image (LabelNodeProgram), each container runs
@@ -152,26 +136,6 @@ var etcdKind = &containerKind{
 			"--initial-cluster", strings.Join(initial, ","), "--initial-cluster-token", "locktest",
 			"--initial-cluster-state", "new",
 		}, timing.UpstreamArgs()...)}, nil
-	},
-	probe: func(ctx context.Context, c *Cluster, n *node) error {
-		if err := dialable(ctx, n.addr()); err != nil {
-			return err
-		}
-		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{n.addr()}, DialTimeout: 300 * time.Millisecond, Logger: zap.NewNop()})
-		if err != nil {
-			return err
-		}
-		defer cli.Close()
-		st, err := cli.Status(ctx, n.addr())
-		switch {
-		case err != nil:
-			return err
-		case len(st.Errors) > 0:
-			return fmt.Errorf("member reports %s", strings.Join(st.Errors, "; "))
-		case st.Leader == 0:
-			return errors.New("no leader yet")
-		}
-		return nil
 	},
 }
 
@@ -217,21 +181,6 @@ var zkKind = &containerKind{
 		cmd := append([]string{"java"}, backend.ZooKeeperJVM("128m", cp, "/conf/log4j.properties", "/conf/zoo.cfg")...)
 		return containerSpec{cmd: cmd, files: files}, nil
 	},
-	probe: func(ctx context.Context, c *Cluster, n *node) error {
-		_, err := backend.ZooKeeperRole(ctx, n.addr())
-		return err
-	},
-}
-
-// dialable checks that addr accepts TCP connections, so a client library
-// does not log a failed dial on every poll.
-func dialable(ctx context.Context, addr string) error {
-	d := net.Dialer{Timeout: 300 * time.Millisecond}
-	conn, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return err
-	}
-	return conn.Close()
 }
 
 // The data directory of a SQL server in its container, which the
@@ -258,12 +207,6 @@ var mariadbKind = &containerKind{
 			{Reader: strings.NewReader(backend.MariaDBInit), ContainerFilePath: "/conf/init.sql", FileMode: 0o644},
 		}}, nil
 	},
-	probe: func(ctx context.Context, c *Cluster, n *node) error {
-		if err := dialable(ctx, n.addr()); err != nil {
-			return err
-		}
-		return backend.PingMariaDB(ctx, n.addr())
-	},
 }
 
 // postgresKind is one PostgreSQL server: initdb creates its data
@@ -284,12 +227,6 @@ var postgresKind = &containerKind{
 		return containerSpec{entrypoint: sqlShell, cmd: []string{script}, files: []testcontainers.ContainerFile{
 			{Reader: strings.NewReader(backend.PostgresHBA), ContainerFilePath: "/conf/pg_hba.add", FileMode: 0o644},
 		}}, nil
-	},
-	probe: func(ctx context.Context, c *Cluster, n *node) error {
-		if err := dialable(ctx, n.addr()); err != nil {
-			return err
-		}
-		return backend.PingPostgres(ctx, n.addr())
 	},
 }
 

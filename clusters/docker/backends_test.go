@@ -12,100 +12,23 @@ import (
 
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/backend"
+	"github.com/locktest/locktest/testkit/backendtable"
 )
 
-// Every backend runs on the docker provider: its cluster starts (each
-// node ready by its backend's own probe, the cluster ready as a whole),
-// has the layout's nodes, answers for each node a role the backend says
-// it can have, pauses and resumes a node, restarts a killed node, and
-// stops leaving nothing behind (newLab's check). A
-// backend missing here is a failure, not a gap in a doc.
+// Every backend runs on the docker provider, with the checks every
+// provider passes (backendtable.Run): its layout, readiness, roles and
+// targets, a pause, a kill and a restart, and a stop that leaves nothing
+// behind (newLab's check). A backend missing here is a failure, not a gap
+// in a doc.
 func TestEveryBackendRunsOnDocker(t *testing.T) {
 	for _, b := range backend.All() {
-		t.Run(b, func(t *testing.T) {
-			if !slices.Contains(Backends(), b) {
-				t.Fatalf("the docker provider does not run %s", b)
-			}
-			c := startCluster(t, b, 0)
-			layout, err := backend.NewLayout(b, 0, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			nodes := c.Nodes()
-			if len(nodes) != len(layout.Nodes) {
-				t.Fatalf("%d nodes, want the layout's %d", len(nodes), len(layout.Nodes))
-			}
-			for i, n := range nodes {
-				if n.Name != layout.Nodes[i].Name || n.Addr == "" {
-					t.Errorf("node %d = %+v, want %s with an address", i, n, layout.Nodes[i].Name)
-				}
-				if pid := c.Pids()[n.Name]; pid == 0 {
-					t.Errorf("%s: no running process", n.Name)
-				}
-				roles := c.Roles(n)
-				if len(roles) == 0 {
-					continue
-				}
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				var role string
-				// A role can be unreadable for a moment after the start
-				// (ZooKeeper's followers sync with the leader).
-				for {
-					role, err = c.Role(ctx, n)
-					if err == nil || ctx.Err() != nil {
-						break
-					}
-					time.Sleep(100 * time.Millisecond)
-				}
-				cancel()
-				if err != nil || !slices.Contains(roles, role) {
-					t.Errorf("%s: role %q, %v; want one of %v", n.Name, role, err, roles)
-				}
-			}
-			// A target paused does not answer its own readiness query
-			// (every process of the server stopped), and answers again
-			// once resumed.
-			target := c.Targets()[0]
-			tn, err := c.find(target)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := c.Pause(context.Background(), target); err != nil {
-				t.Fatalf("pause %s: %v", target.Name, err)
-			}
-			pctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
-			err = kinds[tn.kind].probe(pctx, c, tn)
-			cancel()
-			if err == nil {
-				t.Errorf("%s answered while paused", target.Name)
-			}
-			if err := c.Resume(context.Background(), target); err != nil {
-				t.Fatalf("resume %s: %v", target.Name, err)
-			}
-			rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			err = kinds[tn.kind].probe(rctx, c, tn)
-			cancel()
-			if err != nil {
-				t.Errorf("%s does not answer after its resume: %v", target.Name, err)
-			}
-			// A target killed comes back on its data, ready.
-			if err := c.Kill(context.Background(), target); err != nil {
-				t.Fatalf("kill %s: %v", target.Name, err)
-			}
-			if pid := c.Pids()[target.Name]; pid != 0 {
-				t.Errorf("%s still runs after Kill (pid %d)", target.Name, pid)
-			}
-			if err := c.Restart(context.Background(), target); err != nil {
-				t.Fatalf("restart %s: %v", target.Name, err)
-			}
-			if err := c.Stop(context.Background()); err != nil {
-				t.Errorf("stop: %v", err)
-			}
-			if pids := c.Pids(); slices.ContainsFunc(nodes, func(n clusters.Node) bool { return pids[n.Name] != 0 }) {
-				t.Errorf("a node still runs after Stop: %v", pids)
-			}
-		})
+		if !slices.Contains(Backends(), b) {
+			t.Errorf("the docker provider does not run %s", b)
+		}
 	}
+	backendtable.Run(t, Backends(), func(t *testing.T, b string) clusters.Cluster {
+		return startCluster(t, b, 0)
+	})
 }
 
 // A paused PostgreSQL serves no query, not even on a connection opened

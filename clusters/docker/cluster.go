@@ -427,7 +427,7 @@ func (c *Cluster) create(ctx context.Context, n *node) error {
 				}
 				es.IPAMConfig = &network.EndpointIPAMConfig{IPv4Address: n.ip}
 			},
-			WaitingFor: probeStrategy{probe: func(ctx context.Context) error { return kinds[n.kind].probe(ctx, c, n) }},
+			WaitingFor: probeStrategy{probe: func(ctx context.Context) error { return backend.Ready(ctx, n.kind, n.addr()) }},
 		},
 		Started: false,
 		Logger:  slogPrintf{c.log},

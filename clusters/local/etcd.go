@@ -426,16 +426,9 @@ func waitEtcdReady(ctx context.Context, c *clientv3.Client, addr string, procs [
 		} else {
 			conn.Close()
 			sctx, cancel := context.WithTimeout(ctx, etcdStatusTimeout)
-			st, err := c.Status(sctx, addr)
+			last = backend.EtcdStatusReady(sctx, c, addr)
 			cancel()
-			switch {
-			case err != nil:
-				last = err
-			case len(st.Errors) > 0:
-				last = fmt.Errorf("member reports %s", strings.Join(st.Errors, "; "))
-			case st.Leader == 0:
-				last = errors.New("no leader yet")
-			default:
+			if last == nil {
 				return nil
 			}
 		}

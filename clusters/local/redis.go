@@ -5,16 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
-
-	goredis "github.com/redis/go-redis/v9"
-	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/backend"
@@ -292,47 +288,15 @@ func (r *Redis) config(n *redisNode) string {
 		Port: n.port, Bind: n.host.ip(), Dir: n.dataDir, LogFile: n.logPath, Persistence: r.persistence, Extra: extra}.String()
 }
 
-// waitRedisReady polls addr until it answers PING, p exits, or ctx (capped at
-// readyTimeout) ends. It first checks that the port accepts connections, so
-// the Redis client does not log a dial failure on every poll.
+// waitRedisReady polls addr every 10ms until it answers PING
+// (backend.Ready), p exits, or ctx (capped at readyTimeout) ends.
 func waitRedisReady(ctx context.Context, addr string, p *proc) error {
 	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
 	defer cancel()
-	c := goredis.NewClient(&goredis.Options{
-		Addr:                     addr,
-		Protocol:                 2,
-		DisableIdentity:          true,
-		DialTimeout:              200 * time.Millisecond,
-		ReadTimeout:              200 * time.Millisecond,
-		WriteTimeout:             200 * time.Millisecond,
-		MaxRetries:               -1,
-		DialerRetries:            1,
-		PoolSize:                 1,
-		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
-	})
-	defer c.Close()
-	last := errors.New("no answer yet")
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for {
+	return backend.WaitReady(ctx, backend.KindRedis, addr, 10*time.Millisecond, func() error {
 		if !p.running() {
 			return errors.New("process exited")
 		}
-		d := net.Dialer{Timeout: 200 * time.Millisecond}
-		if conn, err := d.DialContext(ctx, "tcp", addr); err != nil {
-			last = err
-		} else {
-			conn.Close()
-			if last = c.Ping(ctx).Err(); last == nil {
-				return nil
-			}
-		}
-		select {
-		case <-p.done:
-			return errors.New("process exited")
-		case <-ctx.Done():
-			return fmt.Errorf("%w (last: %v)", ctx.Err(), last)
-		case <-tick.C:
-		}
-	}
+		return nil
+	})
 }

@@ -1,7 +1,6 @@
 package ssh
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -427,7 +426,7 @@ func (cl *Cluster) startNode(ctx context.Context, n *node, first bool) error {
 	n.pid = pid
 	n.mu.Unlock()
 	cl.lg.Info("ssh node started", "node", n.name, "host", h.Name, "pid", pid, "dir", n.dir)
-	return waitPing(ctx, n.addr())
+	return waitReady(ctx, n, readyTimeout)
 }
 
 // prepare runs the shell command check on n's host (it says what the host
@@ -493,46 +492,12 @@ func (cl *Cluster) redisConf(n *node) string {
 	return c.String()
 }
 
-// waitPing polls addr until Redis answers PING with PONG.
-func waitPing(ctx context.Context, addr string) error {
-	parent := ctx
-	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
+// waitReady waits, up to limit, until n serves, by the readiness query of
+// its kind (backend.WaitReady), asked from the control host.
+func waitReady(ctx context.Context, n *node, limit time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
-	var last error
-	for {
-		if last = ping(ctx, addr); last == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			if err := parent.Err(); err != nil {
-				return fmt.Errorf("redis %s not ready: %w", addr, err)
-			}
-			return fmt.Errorf("redis %s not ready after %s: %v", addr, readyTimeout, last)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
-
-func ping(ctx context.Context, addr string) error {
-	d := net.Dialer{Timeout: time.Second}
-	c, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(time.Second))
-	if _, err := c.Write([]byte("PING\r\n")); err != nil {
-		return err
-	}
-	line, err := bufio.NewReader(c).ReadString('\n')
-	if err != nil {
-		return err
-	}
-	if !strings.HasPrefix(line, "+PONG") {
-		return fmt.Errorf("PING answered %q", strings.TrimSpace(line))
-	}
-	return nil
+	return backend.WaitReady(ctx, n.kind, n.addr(), 0, nil)
 }
 
 func (cl *Cluster) find(name string) (*node, error) {

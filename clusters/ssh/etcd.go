@@ -2,17 +2,13 @@ package ssh
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"os"
 	"path"
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 )
 
 // nodeProgram is the name locktest's node program gets on a host; pids
@@ -62,7 +58,7 @@ func (cl *Cluster) startEtcd(ctx, rctx context.Context, n *node, first bool) err
 	if err := cl.startDetached(rctx, n, "", append(slices.Clone(cl.opts.NodeEnv), args...), "stdout.log"); err != nil {
 		return err
 	}
-	return waitEtcdHealthy(ctx, n.addr())
+	return waitReady(ctx, n, readyTimeout)
 }
 
 // startDetached runs the shell command prelude on n's host (files to
@@ -90,35 +86,6 @@ func (cl *Cluster) startDetached(ctx context.Context, n *node, prelude string, a
 	n.mu.Unlock()
 	cl.lg.Info("ssh node started", "node", n.name, "host", h.Name, "pid", pid, "dir", n.dir)
 	return nil
-}
-
-// waitEtcdHealthy polls the member's /health until it says true.
-func waitEtcdHealthy(ctx context.Context, addr string) error {
-	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
-	defer cancel()
-	cli := &http.Client{Timeout: time.Second}
-	var last error
-	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/health", nil)
-		resp, err := cli.Do(req)
-		if err == nil {
-			var h struct {
-				Health string `json:"health"`
-			}
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if json.Unmarshal(b, &h) == nil && h.Health == "true" {
-				return nil
-			}
-			err = fmt.Errorf("health %s", strings.TrimSpace(string(b)))
-		}
-		last = err
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("etcd %s not healthy after %s: %v", addr, readyTimeout, last)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
 }
 
 // Upload copies the local file src to dst on the host, executable, through

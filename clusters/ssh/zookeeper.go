@@ -84,23 +84,5 @@ func (cl *Cluster) startZooKeeper(ctx, rctx context.Context, n *node, first bool
 	if err := cl.startDetached(rctx, n, files.String(), append(slices.Clone(env), args...), "zookeeper.log"); err != nil {
 		return err
 	}
-	return waitZooKeeper(ctx, n.addr())
-}
-
-// waitZooKeeper polls the peer's srvr until it reports a mode: it serves
-// in a quorum.
-func waitZooKeeper(ctx context.Context, addr string) error {
-	ctx, cancel := context.WithTimeout(ctx, zkReadyTimeout)
-	defer cancel()
-	var last error
-	for {
-		if _, last = backend.ZooKeeperRole(ctx, addr); last == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("zookeeper %s not serving after %s: %v", addr, zkReadyTimeout, last)
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
+	return waitReady(ctx, n, zkReadyTimeout)
 }

@@ -1,0 +1,173 @@
+// Package backendtable is the backend × provider table test: each
+// provider's tests call Run with a way to start a cluster of a backend, and
+// every backend gets the same checks on every provider, against the
+// backend's one definition (clusters/backend).
+package backendtable
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/clusters/backend"
+)
+
+// Start returns a started cluster of backend b with its default size,
+// which it stops when t ends; it skips t, saying why, where the provider
+// cannot run b here (a server this host lacks).
+type Start func(t *testing.T, b string) clusters.Cluster
+
+// stepTimeout bounds each wait of the checks.
+const stepTimeout = 30 * time.Second
+
+// Run checks, for each of backends on the provider that start makes
+// clusters on, in a subtest named after the backend:
+//   - the cluster has the backend's layout (backend.NewLayout): its nodes,
+//     in order, each with an address;
+//   - every node serves by its kind's readiness query (backend.Ready),
+//     asked from this host;
+//   - a backend whose nodes have roles reads, for each node, one of the
+//     roles the layout gives it (clusters.RoleReader), and the cluster's
+//     fault targets are the layout's (clusters.Targeter);
+//   - a target paused does not serve until it is resumed (clusters.Pauser);
+//   - a target killed does not serve until it is restarted
+//     (clusters.Killer), and then serves;
+//   - after Stop no node serves.
+//
+// A provider that lacks one of these abilities for a backend fails the
+// test: every provider has them all.
+func Run(t *testing.T, backends []string, start Start) {
+	for _, b := range backends {
+		t.Run(b, func(t *testing.T) {
+			layout, err := backend.NewLayout(b, 0, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := start(t, b)
+			nodes := c.Nodes()
+			if len(nodes) != len(layout.Nodes) {
+				t.Fatalf("%d nodes %v, want the layout's %d", len(nodes), names(nodes), len(layout.Nodes))
+			}
+			for i, n := range nodes {
+				if n.Name != layout.Nodes[i].Name || n.Addr == "" {
+					t.Errorf("node %d is %q at %q, want %s with an address", i, n.Name, n.Addr, layout.Nodes[i].Name)
+				}
+				if err := ready(n, layout); err != nil {
+					t.Errorf("%s does not serve after the start: %v", n.Name, err)
+				}
+			}
+			checkRoles(t, c, layout, nodes)
+			targets := layout.Targets(nodes)
+			if tg, ok := c.(clusters.Targeter); ok {
+				targets = tg.Targets()
+				if want := layout.Targets(nodes); !slices.Equal(names(targets), names(want)) {
+					t.Errorf("targets %v, want the layout's %v", names(targets), names(want))
+				}
+			}
+			target := targets[0]
+			ctx := context.Background()
+
+			p, ok := c.(clusters.Pauser)
+			if !ok {
+				t.Fatalf("%T cannot pause a node", c)
+			}
+			if err := p.Pause(ctx, target); err != nil {
+				t.Fatalf("pause %s: %v", target.Name, err)
+			}
+			if err := ready(target, layout); err == nil {
+				t.Errorf("%s served while paused", target.Name)
+			}
+			if err := p.Resume(ctx, target); err != nil {
+				t.Fatalf("resume %s: %v", target.Name, err)
+			}
+			if err := waitReady(target, layout); err != nil {
+				t.Errorf("%s does not serve after its resume: %v", target.Name, err)
+			}
+
+			k, ok := c.(clusters.Killer)
+			if !ok {
+				t.Fatalf("%T cannot kill a node", c)
+			}
+			if err := k.Kill(ctx, target); err != nil {
+				t.Fatalf("kill %s: %v", target.Name, err)
+			}
+			if err := ready(target, layout); err == nil {
+				t.Errorf("%s served after it was killed", target.Name)
+			}
+			if err := k.Restart(ctx, target); err != nil {
+				t.Fatalf("restart %s: %v", target.Name, err)
+			}
+			if err := waitReady(target, layout); err != nil {
+				t.Errorf("%s does not serve after its restart: %v", target.Name, err)
+			}
+
+			if err := c.Stop(ctx); err != nil {
+				t.Errorf("stop: %v", err)
+			}
+			for _, n := range nodes {
+				if err := ready(n, layout); err == nil {
+					t.Errorf("%s still serves after Stop", n.Name)
+				}
+			}
+		})
+	}
+}
+
+// checkRoles checks that each node of a backend with roles reads one of
+// the roles its layout gives it, within stepTimeout (a role can be
+// unreadable for a moment after a start: ZooKeeper's followers sync with
+// the leader, Sentinel's majority forms).
+func checkRoles(t *testing.T, c clusters.Cluster, layout backend.Layout, nodes []clusters.Node) {
+	t.Helper()
+	if !layout.HasRoles() {
+		return
+	}
+	rr, ok := c.(clusters.RoleReader)
+	if !ok {
+		t.Errorf("%T reads no roles, but %s's nodes have them", c, layout.Backend)
+		return
+	}
+	for _, n := range nodes {
+		want := layout.Roles(n.Name)
+		if got := rr.Roles(n); !slices.Equal(got, want) {
+			t.Errorf("%s can have roles %v, want the layout's %v", n.Name, got, want)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
+		var role string
+		var err error
+		for {
+			if role, err = rr.Role(ctx, n); err == nil || ctx.Err() != nil {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		cancel()
+		if err != nil || !slices.Contains(want, role) {
+			t.Errorf("%s: role %q (%v), want one of %v", n.Name, role, err, want)
+		}
+	}
+}
+
+// ready asks n once, within 1.5 s, whether it serves.
+func ready(n clusters.Node, layout backend.Layout) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	return backend.Ready(ctx, layout.Kind(n.Name), n.Addr)
+}
+
+// waitReady waits up to stepTimeout until n serves.
+func waitReady(n clusters.Node, layout backend.Layout) error {
+	ctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
+	defer cancel()
+	return backend.WaitReady(ctx, layout.Kind(n.Name), n.Addr, 0, nil)
+}
+
+func names(ns []clusters.Node) []string {
+	out := make([]string, len(ns))
+	for i, n := range ns {
+		out[i] = n.Name
+	}
+	return out
+}
