@@ -1,0 +1,58 @@
+package ssh_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/clusters/backend"
+	sshp "github.com/locktest/locktest/clusters/ssh"
+	"github.com/locktest/locktest/testkit/backendtable"
+	"github.com/locktest/locktest/testkit/testexe"
+	"github.com/locktest/locktest/testkit/testlab"
+)
+
+func TestMain(m *testing.M) { testexe.Main(m) }
+
+// Every backend runs on the ssh provider's lab, whose image carries every
+// server (the lab's SQL servers where this host has them), with the checks
+// every provider passes (backendtable.Run): its layout, readiness, roles
+// and targets, a pause, a kill and a restart, and a stop; then no host
+// keeps anything of the runs. A backend missing here is a failure, not a
+// gap in a doc.
+func TestEveryBackendRunsOnSSH(t *testing.T) {
+	for _, b := range backend.All() {
+		if !slices.Contains(sshp.Backends(), b) {
+			t.Errorf("the ssh provider does not run %s", b)
+		}
+	}
+	inventory := testlab.Up(t)
+	_, conns := testlab.Dial(t, inventory)
+	inv, err := sshp.LoadInventory(inventory)
+	if err != nil {
+		t.Fatal(err)
+	}
+	node, env := testexe.Node()
+	backendtable.Run(t, sshp.Backends(), func(t *testing.T, b string) clusters.Cluster {
+		runID := sshp.NewRunID()
+		cl, err := sshp.New(sshp.Options{Backend: b, Conns: conns, Inventory: inv, RunID: runID, NodeCommand: node, NodeEnv: env})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			cl.Stop(context.Background())
+			if err := sshp.RemoveRunDirs(context.Background(), conns, runID); err != nil {
+				t.Errorf("remove the run's directories: %v", err)
+			}
+		})
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		if err := cl.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return cl
+	})
+	testlab.AssertClean(t, inventory)
+}
