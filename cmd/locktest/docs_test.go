@@ -124,7 +124,7 @@ func flagsOf(c *cobra.Command) []*pflag.Flag {
 // foreignFlags are flags the docs quote of programs other than locktest.
 var foreignFlags = map[string]string{
 	"--sentinel": "redis-server",
-	"--cluster": "redis-cli", "--noflush": "iptables-restore", "--cluster-replicas": "redis-cli", "--cluster-yes": "redis-cli",
+	"--cluster":  "redis-cli", "--noflush": "iptables-restore", "--cluster-replicas": "redis-cli", "--cluster-yes": "redis-cli",
 	"--auth": "mariadb-install-db", "--auth-root-authentication-method": "mariadb-install-db", "--init-file": "mariadbd",
 	"--no-defaults": "mariadbd", "--locale": "initdb", "--no-sync": "initdb",
 	"--clear-groups": "setpriv", "--regid": "setpriv", "--reuid": "setpriv",
