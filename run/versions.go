@@ -5,7 +5,7 @@ import (
 	"log/slog"
 
 	"github.com/locktest/locktest/clusters"
-	"github.com/locktest/locktest/clusters/versions"
+	"github.com/locktest/locktest/clusters/backend"
 	"github.com/locktest/locktest/impls"
 	"github.com/locktest/locktest/runstore"
 )
@@ -29,18 +29,18 @@ func clientVersions(impl impls.Impl, client *runstore.ClientInfo) map[string]str
 }
 
 // serverVersions asks the nodes of cl, which startCluster returned with
-// startErr, for their versions (clusters/versions), straight at their
+// startErr, for their versions (backend.Versions), straight at their
 // addresses, not through the delaying proxy; the SQL servers are asked
 // with the impl's user and password. A cluster that did not start gives
 // its product as unknown, with startCluster's error as the reason. It
 // logs what it found, and never fails the run.
-func serverVersions(ctx context.Context, cfg Config, backend string, cl clusters.Cluster, startErr error, lg *slog.Logger) map[string]string {
+func serverVersions(ctx context.Context, cfg Config, b string, cl clusters.Cluster, startErr error, lg *slog.Logger) map[string]string {
 	var vs map[string]string
 	if startErr != nil {
-		vs = versions.NotAsked(backend, "the nodes did not come up: "+startErr.Error())
+		vs = backend.VersionsNotAsked(b, "the nodes did not come up: "+startErr.Error())
 	} else {
-		vs = versions.Servers(ctx, backend, cl.Nodes(), cfg.ImplParams)
+		vs = backend.Versions(ctx, b, cl.Nodes(), cfg.ImplParams)
 	}
-	lg.Info("server versions", "backend", backend, "versions", vs)
+	lg.Info("server versions", "backend", b, "versions", vs)
 	return vs
 }

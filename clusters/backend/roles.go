@@ -86,8 +86,6 @@ func ZooKeeperRole(ctx context.Context, addr string) (string, error) {
 }
 
 func firstLine(s string) string {
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		return s[:i]
-	}
-	return s
+	line, _, _ := strings.Cut(s, "\n")
+	return strings.TrimRight(line, "\r")
 }

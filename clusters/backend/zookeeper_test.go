@@ -61,7 +61,7 @@ func lines(s string) []string {
 
 // TestSrvrIsWhitelisted: every peer allows the four-letter word srvr,
 // which the harness asks for a peer's mode (ZooKeeperRole) and its
-// version (clusters/versions).
+// version (Versions).
 func TestSrvrIsWhitelisted(t *testing.T) {
 	for _, peers := range [][]ZooKeeperPeer{{{1, "127.0.0.1", 1, 2}}, {{1, "10.0.0.1", 2888, 3888}, {2, "10.0.0.2", 2888, 3888}}} {
 		var words []string

@@ -11,10 +11,10 @@ import (
 	etcdversion "go.etcd.io/etcd/api/v3/version"
 
 	"github.com/locktest/locktest/clusters"
-	"github.com/locktest/locktest/clusters/versions"
+	"github.com/locktest/locktest/clusters/backend"
 )
 
-// The tests here start real servers and check that clusters/versions
+// The tests here start real servers and check that backend.Versions
 // reads from each, over its own protocol, the version its program
 // reports on the command line.
 
@@ -35,12 +35,12 @@ func programVersion(t *testing.T, re string, name string, args ...string) string
 
 // askVersions asks the nodes of backend for their versions and checks
 // that exactly the products of want answered, with those versions.
-func askVersions(t *testing.T, backend string, nodes []clusters.Node, want map[string]string) {
+func askVersions(t *testing.T, b string, nodes []clusters.Node, want map[string]string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	got := versions.Servers(ctx, backend, nodes, nil)
-	t.Logf("%s: %v", backend, got)
+	got := backend.Versions(ctx, b, nodes, nil)
+	t.Logf("%s: %v", b, got)
 	for product, v := range want {
 		if v == "" {
 			t.Fatalf("the expected version of %s is empty", product)
@@ -63,7 +63,7 @@ func redisServerVersion(t *testing.T, bin string) string {
 // impls use them) report INFO server's redis_version, once.
 func TestRedisVersions(t *testing.T) {
 	r := startRedis(t, RedisOptions{Nodes: 3})
-	askVersions(t, "redis", r.Nodes(), map[string]string{versions.Redis: redisServerVersion(t, r.bin)})
+	askVersions(t, "redis", r.Nodes(), map[string]string{backend.ProductRedis: redisServerVersion(t, r.bin)})
 }
 
 // TestSentinelVersions: the data nodes of a redis-sentinel cluster are
@@ -73,14 +73,14 @@ func TestSentinelVersions(t *testing.T) {
 	s := startSentinel(t, SentinelOptions{})
 	v := redisServerVersion(t, "redis-server")
 	askVersions(t, "redis-sentinel", s.Nodes(), map[string]string{
-		versions.Redis: v, versions.RedisSentinel: programVersion(t, `\bv=(\S+)`, "redis-sentinel", "--version")})
+		backend.ProductRedis: v, backend.ProductRedisSentinel: programVersion(t, `\bv=(\S+)`, "redis-sentinel", "--version")})
 }
 
 // TestEtcdVersions: the members, locktest's embedded etcd, report the
 // version of the etcd module this binary was built with.
 func TestEtcdVersions(t *testing.T) {
 	e := startEtcd(t, testEtcdOptions(t))
-	askVersions(t, "etcd", e.Nodes(), map[string]string{versions.Etcd: etcdversion.Version})
+	askVersions(t, "etcd", e.Nodes(), map[string]string{backend.ProductEtcd: etcdversion.Version})
 }
 
 // TestZooKeeperVersions: srvr's version is the one the jars the peers
@@ -93,9 +93,9 @@ func TestZooKeeperVersions(t *testing.T) {
 		t.Fatal(err)
 	}
 	jar := programVersion(t, `version (\S+)`, z.java, "-cp", z.classPath, "org.apache.zookeeper.version.VersionInfoMain")
-	got := versions.Servers(ctx, "zookeeper", z.Nodes(), nil)
+	got := backend.Versions(ctx, "zookeeper", z.Nodes(), nil)
 	t.Logf("zookeeper: %v (the jar: %s)", got, jar)
-	v := got[versions.ZooKeeper]
+	v := got[backend.ProductZooKeeper]
 	if len(got) != 1 || (v != jar && !strings.HasPrefix(v, jar+"-")) {
 		t.Errorf("versions %v, want only zookeeper %s", got, jar)
 	}
@@ -106,7 +106,7 @@ func TestZooKeeperVersions(t *testing.T) {
 func TestMariaDBVersions(t *testing.T) {
 	c := startSQL(t, mariadbBackend, SQLOptions{})
 	bin := c.(*MariaDB).eng.(*mariadbEngine).server
-	askVersions(t, "mysql", c.Nodes(), map[string]string{versions.MariaDB: programVersion(t, `Ver (\S+)`, bin, "--version")})
+	askVersions(t, "mysql", c.Nodes(), map[string]string{backend.ProductMariaDB: programVersion(t, `Ver (\S+)`, bin, "--version")})
 }
 
 // TestPostgresVersions: SELECT version() gives the version and packager's
@@ -114,5 +114,5 @@ func TestMariaDBVersions(t *testing.T) {
 func TestPostgresVersions(t *testing.T) {
 	c := startSQL(t, postgresBackend, SQLOptions{})
 	bin := c.(*Postgres).eng.(*postgresEngine).server
-	askVersions(t, "postgres", c.Nodes(), map[string]string{versions.PostgreSQL: programVersion(t, `\(PostgreSQL\) (.+?)\s*$`, bin, "--version")})
+	askVersions(t, "postgres", c.Nodes(), map[string]string{backend.ProductPostgreSQL: programVersion(t, `\(PostgreSQL\) (.+?)\s*$`, bin, "--version")})
 }

@@ -1,4 +1,4 @@
-// Package versions asks the running servers of a lock service for their
+// How locktest asks the running servers of a lock service for their
 // versions, each over its own protocol and with the client library locktest
 // already uses for it: Redis's INFO server (go-redis), etcd's Status RPC
 // (etcd's clientv3), ZooKeeper's four-letter word srvr, and SELECT
@@ -6,7 +6,8 @@
 // It needs only the nodes' addresses, so it works the same for every
 // provider (local, docker, ssh), and it never fails: a server that cannot
 // be asked is recorded as "unknown: " and the reason.
-package versions
+
+package backend
 
 import (
 	"context"
@@ -30,59 +31,59 @@ import (
 	"github.com/locktest/locktest/clusters"
 )
 
-// NodeTimeout bounds the question to one node, its connection included.
-// The nodes are asked all at once, so Servers takes about as long as the
+// VersionTimeout bounds the question to one node, its connection included.
+// The nodes are asked all at once, so Versions takes about as long as the
 // slowest node, and at most this long.
-const NodeTimeout = 2 * time.Second
+const VersionTimeout = 2 * time.Second
 
-// Unknown is the prefix of the version of a server that could not be
+// VersionUnknown is the prefix of the version of a server that could not be
 // asked; the reason follows it.
-const Unknown = "unknown: "
+const VersionUnknown = "unknown: "
 
-// The server products Servers names, as keys of its map.
+// The server products Versions names, as keys of its map.
 const (
-	Redis         = "redis"
-	RedisSentinel = "redis-sentinel"
-	Valkey        = "valkey"
-	Etcd          = "etcd"
-	ZooKeeper     = "zookeeper"
-	MariaDB       = "mariadb"
-	MySQL         = "mysql"
-	PostgreSQL    = "postgresql"
+	ProductRedis         = "redis"
+	ProductRedisSentinel = "redis-sentinel"
+	ProductValkey        = "valkey"
+	ProductEtcd          = "etcd"
+	ProductZooKeeper     = "zookeeper"
+	ProductMariaDB       = "mariadb"
+	ProductMySQL         = "mysql"
+	ProductPostgreSQL    = "postgresql"
 )
 
-// Answer is one node's reply: the product it reports itself as and its
+// VersionAnswer is one node's reply: the product it reports itself as and its
 // version, or the error that kept it from answering.
-type Answer struct {
+type VersionAnswer struct {
 	Node    string
 	Product string
 	Version string
 	Err     error
 }
 
-// Servers asks every node of a cluster of backend (a backend name of the
+// Versions asks every node of a cluster of backend (a backend name of the
 // providers: "redis", "redis-sentinel", "redis-cluster", "etcd",
 // "zookeeper", "mysql", "postgres") for its version, all nodes at once,
-// each within NodeTimeout, and returns the versions by server product (see
-// Join). The SQL servers are asked as the impls log in: params "user" and
+// each within VersionTimeout, and returns the versions by server product (see
+// JoinVersions). The SQL servers are asked as the impls log in: params "user" and
 // "password" (and "dbname" for PostgreSQL), by default root for MariaDB
 // and postgres for PostgreSQL, without a password. A backend it does not
 // know maps to "unknown: " and why. It never fails and never panics.
-func Servers(ctx context.Context, backend string, nodes []clusters.Node, params map[string]string) map[string]string {
+func Versions(ctx context.Context, backend string, nodes []clusters.Node, params map[string]string) map[string]string {
 	ask, ok := askers[backend]
 	if !ok {
-		return map[string]string{backend: Unknown + fmt.Sprintf("locktest does not know how to ask a %q server for its version", backend)}
+		return map[string]string{backend: VersionUnknown + fmt.Sprintf("locktest does not know how to ask a %q server for its version", backend)}
 	}
 	if len(nodes) == 0 {
-		return NotAsked(backend, "the cluster has no nodes")
+		return VersionsNotAsked(backend, "the cluster has no nodes")
 	}
-	answers := make([]Answer, len(nodes))
+	answers := make([]VersionAnswer, len(nodes))
 	var wg sync.WaitGroup
 	for i, n := range nodes {
 		wg.Go(func() {
-			nctx, cancel := context.WithTimeout(ctx, NodeTimeout)
+			nctx, cancel := context.WithTimeout(ctx, VersionTimeout)
 			defer cancel()
-			a := Answer{Node: n.Name, Product: ProductOf(backend, n)}
+			a := VersionAnswer{Node: n.Name, Product: ProductOf(backend, n)}
 			product, version, err := ask(nctx, n.Addr, params)
 			if err != nil {
 				a.Err = err
@@ -96,14 +97,14 @@ func Servers(ctx context.Context, backend string, nodes []clusters.Node, params 
 		})
 	}
 	wg.Wait()
-	return Join(answers)
+	return JoinVersions(answers)
 }
 
-// NotAsked returns the versions of a cluster of backend whose servers were
+// VersionsNotAsked returns the versions of a cluster of backend whose servers were
 // not asked, for the reason why (its nodes never came up, say): its
 // product maps to "unknown: " and why.
-func NotAsked(backend, why string) map[string]string {
-	return map[string]string{ProductOf(backend, clusters.Node{}): Unknown + why}
+func VersionsNotAsked(backend, why string) map[string]string {
+	return map[string]string{ProductOf(backend, clusters.Node{}): VersionUnknown + why}
 }
 
 // ProductOf returns the product a node of backend is before it has said
@@ -116,25 +117,25 @@ func ProductOf(backend string, n clusters.Node) string {
 	switch backend {
 	case "redis", "redis-cluster", "redis-sentinel":
 		if n.Role == "sentinel" {
-			return RedisSentinel
+			return ProductRedisSentinel
 		}
-		return Redis
+		return ProductRedis
 	case "postgres":
-		return PostgreSQL
+		return ProductPostgreSQL
 	}
 	return backend
 }
 
-// Join folds the nodes' answers into one version per product. A product's
+// JoinVersions folds the nodes' answers into one version per product. A product's
 // versions are joined in node order, each once ("7.0.15, 7.2.4"), so that
 // a cluster whose nodes run different versions shows them all. Nodes that
 // did not answer are added as "; unknown on n3: reason"; a product none of
 // whose nodes answered is "unknown: reason", or, when the nodes failed for
 // different reasons, "unknown: n1: reason; n2: reason".
-func Join(answers []Answer) map[string]string {
+func JoinVersions(answers []VersionAnswer) map[string]string {
 	type acc struct {
 		versions []string
-		failed   []Answer
+		failed   []VersionAnswer
 	}
 	by := map[string]*acc{}
 	var order []string
@@ -164,9 +165,9 @@ func Join(answers []Answer) map[string]string {
 		}
 		switch {
 		case len(p.versions) == 0 && same:
-			out[product] = Unknown + p.failed[0].Err.Error()
+			out[product] = VersionUnknown + p.failed[0].Err.Error()
 		case len(p.versions) == 0:
-			out[product] = Unknown + strings.Join(failed, "; ")
+			out[product] = VersionUnknown + strings.Join(failed, "; ")
 		case len(p.failed) == 0:
 			out[product] = strings.Join(p.versions, ", ")
 		default:
@@ -194,7 +195,7 @@ var askers = map[string]asker{
 func askRedis(ctx context.Context, addr string, _ map[string]string) (string, string, error) {
 	c := goredis.NewClient(&goredis.Options{
 		Addr: addr, Protocol: 2, DisableIdentity: true,
-		DialTimeout: NodeTimeout, ReadTimeout: NodeTimeout, WriteTimeout: NodeTimeout, ContextTimeoutEnabled: true,
+		DialTimeout: VersionTimeout, ReadTimeout: VersionTimeout, WriteTimeout: VersionTimeout, ContextTimeoutEnabled: true,
 		MaxRetries: -1, DialerRetries: 1, PoolSize: 1,
 		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
 	})
@@ -218,9 +219,9 @@ func ParseRedisInfo(info string) (product, version string, err error) {
 			fields[k] = strings.TrimSpace(v)
 		}
 	}
-	product, version = Redis, fields["redis_version"]
+	product, version = ProductRedis, fields["redis_version"]
 	if fields["server_name"] == "valkey" && fields["valkey_version"] != "" {
-		product, version = Valkey, fields["valkey_version"]
+		product, version = ProductValkey, fields["valkey_version"]
 	}
 	if version == "" {
 		return "", "", fmt.Errorf("INFO server: no redis_version in %q", firstLine(info))
@@ -233,7 +234,7 @@ func ParseRedisInfo(info string) (product, version string, err error) {
 
 // askEtcd calls the Maintenance API's Status on the member itself.
 func askEtcd(ctx context.Context, addr string, _ map[string]string) (string, string, error) {
-	c, err := clientv3.New(clientv3.Config{Endpoints: []string{addr}, DialTimeout: NodeTimeout, Logger: zap.NewNop()})
+	c, err := clientv3.New(clientv3.Config{Endpoints: []string{addr}, DialTimeout: VersionTimeout, Logger: zap.NewNop()})
 	if err != nil {
 		return "", "", fmt.Errorf("etcd client: %w", err)
 	}
@@ -245,7 +246,7 @@ func askEtcd(ctx context.Context, addr string, _ map[string]string) (string, str
 	if st.Version == "" {
 		return "", "", errors.New("status: the member reports no version")
 	}
-	return Etcd, st.Version, nil
+	return ProductEtcd, st.Version, nil
 }
 
 // askZooKeeper sends the four-letter word srvr. (go-zookeeper's
@@ -253,7 +254,7 @@ func askEtcd(ctx context.Context, addr string, _ map[string]string) (string, str
 // MM/dd/yyyy, which ZooKeeper 3.5 and later no longer write, and drops the
 // reply it cannot parse.)
 func askZooKeeper(ctx context.Context, addr string, _ map[string]string) (string, string, error) {
-	d := net.Dialer{Timeout: NodeTimeout}
+	d := net.Dialer{Timeout: VersionTimeout}
 	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return "", "", err
@@ -270,7 +271,7 @@ func askZooKeeper(ctx context.Context, addr string, _ map[string]string) (string
 		return "", "", fmt.Errorf("srvr: %w", err)
 	}
 	v, err := ParseSrvr(string(b))
-	return ZooKeeper, v, err
+	return ProductZooKeeper, v, err
 }
 
 // ParseSrvr reads ZooKeeper's reply to srvr, whose first line is
@@ -311,7 +312,7 @@ func askMySQL(ctx context.Context, addr string, params map[string]string) (strin
 		mc.User = u
 	}
 	mc.Passwd = params["password"]
-	mc.Timeout, mc.ReadTimeout, mc.WriteTimeout = NodeTimeout, NodeTimeout, NodeTimeout
+	mc.Timeout, mc.ReadTimeout, mc.WriteTimeout = VersionTimeout, VersionTimeout, VersionTimeout
 	conn, err := mysql.NewConnector(mc)
 	if err != nil {
 		return "", "", err
@@ -333,9 +334,9 @@ func askMySQL(ctx context.Context, addr string, params map[string]string) (strin
 func ParseMySQLVersion(v string) (product, version string) {
 	v = strings.TrimSpace(v)
 	if strings.Contains(strings.ToLower(v), "mariadb") {
-		return MariaDB, v
+		return ProductMariaDB, v
 	}
-	return MySQL, v
+	return ProductMySQL, v
 }
 
 // askPostgres runs SELECT version() as the pg impls log in.
@@ -351,7 +352,7 @@ func askPostgres(ctx context.Context, addr string, params map[string]string) (st
 		return def
 	}
 	cfg, err := pgx.ParseConfig(fmt.Sprintf("host=%s port=%s user=%s dbname=%s sslmode=disable connect_timeout=%d",
-		host, port, param("user", "postgres"), param("dbname", "postgres"), int(NodeTimeout.Seconds())))
+		host, port, param("user", "postgres"), param("dbname", "postgres"), int(VersionTimeout.Seconds())))
 	if err != nil {
 		return "", "", err
 	}
@@ -369,7 +370,7 @@ func askPostgres(ctx context.Context, addr string, params map[string]string) (st
 	if err := c.QueryRow(ctx, "SELECT version()").Scan(&v); err != nil {
 		return "", "", fmt.Errorf("SELECT version(): %w", err)
 	}
-	return PostgreSQL, ParsePostgresVersion(v), nil
+	return ProductPostgreSQL, ParsePostgresVersion(v), nil
 }
 
 // ParsePostgresVersion reads the result of SELECT version() on
@@ -391,7 +392,3 @@ func ParsePostgresVersion(v string) string {
 }
 
 // firstLine returns s up to its first line break.
-func firstLine(s string) string {
-	line, _, _ := strings.Cut(s, "\n")
-	return strings.TrimRight(line, "\r")
-}

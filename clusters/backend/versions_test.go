@@ -1,4 +1,4 @@
-package versions
+package backend
 
 import (
 	"context"
@@ -56,8 +56,8 @@ func TestParseSrvr(t *testing.T) {
 		{name: "no build date", reply: "Zookeeper version: 3.9.2\n", want: "3.9.2"},
 		{name: "disabled", reply: "srvr is not executed because it is not in the whitelist.\n",
 			err: `srvr is disabled on this server (not in its 4lw.commands.whitelist); it replied "srvr is not executed because it is not in the whitelist."`},
-		{name: "not serving", reply: "This ZooKeeper instance is not currently serving requests\n",
-			err: `srvr: no version in "This ZooKeeper instance is not currently serving requests"`},
+		{name: "not serving", reply: "This ProductZooKeeper instance is not currently serving requests\n",
+			err: `srvr: no version in "This ProductZooKeeper instance is not currently serving requests"`},
 		{name: "empty", reply: "", err: "srvr: an empty reply"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -77,8 +77,8 @@ func TestParseSrvr(t *testing.T) {
 
 func TestParseSQLVersions(t *testing.T) {
 	for _, tt := range []struct{ in, product, version string }{
-		{"10.11.6-MariaDB-0+deb12u1", "mariadb", "10.11.6-MariaDB-0+deb12u1"},
-		{"11.4.2-MariaDB-ubu2404-log", "mariadb", "11.4.2-MariaDB-ubu2404-log"},
+		{"10.11.6-ProductMariaDB-0+deb12u1", "mariadb", "10.11.6-ProductMariaDB-0+deb12u1"},
+		{"11.4.2-ProductMariaDB-ubu2404-log", "mariadb", "11.4.2-ProductMariaDB-ubu2404-log"},
 		{"8.0.36", "mysql", "8.0.36"},
 		{" 8.4.0-commercial\n", "mysql", "8.4.0-commercial"},
 	} {
@@ -104,26 +104,26 @@ func TestJoin(t *testing.T) {
 	refused := errors.New("dial tcp 127.0.0.1:7003: connect: connection refused")
 	for _, tt := range []struct {
 		name    string
-		answers []Answer
+		answers []VersionAnswer
 		want    map[string]string
 	}{
-		{"one node", []Answer{{Node: "n1", Product: "redis", Version: "7.0.15"}}, map[string]string{"redis": "7.0.15"}},
-		{"all alike", []Answer{{"n1", "etcd", "3.5.17", nil}, {"n2", "etcd", "3.5.17", nil}, {"n3", "etcd", "3.5.17", nil}},
+		{"one node", []VersionAnswer{{Node: "n1", Product: "redis", Version: "7.0.15"}}, map[string]string{"redis": "7.0.15"}},
+		{"all alike", []VersionAnswer{{"n1", "etcd", "3.5.17", nil}, {"n2", "etcd", "3.5.17", nil}, {"n3", "etcd", "3.5.17", nil}},
 			map[string]string{"etcd": "3.5.17"}},
-		{"mixed, in node order", []Answer{{"n1", "redis", "7.2.4", nil}, {"n2", "redis", "7.0.15", nil}, {"n3", "redis", "7.2.4", nil}},
+		{"mixed, in node order", []VersionAnswer{{"n1", "redis", "7.2.4", nil}, {"n2", "redis", "7.0.15", nil}, {"n3", "redis", "7.2.4", nil}},
 			map[string]string{"redis": "7.2.4, 7.0.15"}},
-		{"sentinels apart", []Answer{{"n1", "redis", "7.0.15", nil}, {"s1", "redis-sentinel", "7.0.15", nil}},
+		{"sentinels apart", []VersionAnswer{{"n1", "redis", "7.0.15", nil}, {"s1", "redis-sentinel", "7.0.15", nil}},
 			map[string]string{"redis": "7.0.15", "redis-sentinel": "7.0.15"}},
-		{"one node silent", []Answer{{"n1", "redis", "7.0.15", nil}, {"n2", "redis", "", refused}},
+		{"one node silent", []VersionAnswer{{"n1", "redis", "7.0.15", nil}, {"n2", "redis", "", refused}},
 			map[string]string{"redis": "7.0.15; unknown on n2: " + refused.Error()}},
-		{"none answered, one reason", []Answer{{"n1", "zookeeper", "", context.DeadlineExceeded}, {"n2", "zookeeper", "", context.DeadlineExceeded}},
+		{"none answered, one reason", []VersionAnswer{{"n1", "zookeeper", "", context.DeadlineExceeded}, {"n2", "zookeeper", "", context.DeadlineExceeded}},
 			map[string]string{"zookeeper": "unknown: context deadline exceeded"}},
-		{"none answered, several reasons", []Answer{{"n1", "zookeeper", "", context.DeadlineExceeded}, {"n2", "zookeeper", "", refused}},
+		{"none answered, several reasons", []VersionAnswer{{"n1", "zookeeper", "", context.DeadlineExceeded}, {"n2", "zookeeper", "", refused}},
 			map[string]string{"zookeeper": "unknown: n1: context deadline exceeded; n2: " + refused.Error()}},
 		{"nothing", nil, map[string]string{}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := Join(tt.answers); !maps.Equal(got, tt.want) {
+			if got := JoinVersions(tt.answers); !maps.Equal(got, tt.want) {
 				t.Errorf("Join = %v, want %v", got, tt.want)
 			}
 		})
@@ -147,7 +147,7 @@ func TestProductOf(t *testing.T) {
 // TestServersNeverFail asks servers that cannot answer: an unknown
 // backend, no nodes, a port nobody listens on, and a peer that accepts
 // the connection but says nothing. Each maps to "unknown: " and why,
-// within NodeTimeout.
+// within VersionTimeout.
 func TestServersNeverFail(t *testing.T) {
 	silent, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -186,7 +186,7 @@ func TestServersNeverFail(t *testing.T) {
 		{"mysql refused", "mysql", []clusters.Node{{Name: "n1", Addr: deadAddr}}, "mysql", "unknown: SELECT version(): "},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			got := Servers(ctx, tt.backend, tt.nodes, nil)
+			got := Versions(ctx, tt.backend, tt.nodes, nil)
 			t.Log(got)
 			if len(got) != 1 || !strings.HasPrefix(got[tt.key], tt.want) {
 				t.Errorf("Servers = %v, want only %s: %q…", got, tt.key, tt.want)
@@ -201,7 +201,7 @@ func TestNotAsked(t *testing.T) {
 	for _, tt := range []struct{ backend, key string }{
 		{"redis", "redis"}, {"redis-sentinel", "redis"}, {"postgres", "postgresql"}, {"mysql", "mysql"}, {"zookeeper", "zookeeper"},
 	} {
-		got := NotAsked(tt.backend, "the nodes did not come up: n1 exited")
+		got := VersionsNotAsked(tt.backend, "the nodes did not come up: n1 exited")
 		if want := map[string]string{tt.key: "unknown: the nodes did not come up: n1 exited"}; !maps.Equal(got, want) {
 			t.Errorf("NotAsked(%s) = %v, want %v", tt.backend, got, want)
 		}
