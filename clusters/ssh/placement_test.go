@@ -127,8 +127,8 @@ func TestBadReplicatedSettings(t *testing.T) {
 		{"redis-cluster", 5, nil, "5 nodes: want an even number, at least 6"},
 		{"redis-sentinel", 4, nil, "Replicas must be 1 or 2, not 3"},
 		{"redis-sentinel", 3, map[string]string{"down-after": "soon"}, `down-after="soon": not a positive duration`},
-		{"redis-sentinel", 3, map[string]string{"node-timeout": "1s"}, "node-timeout=1s: redis-sentinel reads replicas, down-after, failover-timeout"},
-		{"redis", 3, map[string]string{"tick-ms": "10"}, "reads no cluster settings yet for backend redis"},
+		{"redis-sentinel", 3, map[string]string{"node-timeout": "1s"}, `redis-sentinel: unknown cluster param "node-timeout" (known: replicas, down-after, failover-timeout)`},
+		{"redis", 3, map[string]string{"tick-ms": "10"}, `redis: unknown cluster param "tick-ms" (redis has none)`},
 	} {
 		_, err := New(Options{Backend: tc.backend, Nodes: tc.nodes, Conns: conns, Inventory: inv, RunID: "r1", Params: tc.params})
 		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -119,3 +121,89 @@ func TestImportsPointOneWay(t *testing.T) {
 
 // under reports whether pkg is dir or inside it.
 func under(pkg, dir string) bool { return pkg == dir || strings.HasPrefix(pkg, dir+"/") }
+
+// TestArchitectureDrawsTheProvidersImports reads the drawing of
+// docs/architecture.md's "How the providers import" (the fenced block
+// after its marker) and fails where an arrow it draws is not in the code,
+// or one in the code is not drawn: the imports into clusters/... of each
+// package under clusters and of run, internal leaves left out.
+func TestArchitectureDrawsTheProvidersImports(t *testing.T) {
+	const mod = "github.com/locktest/locktest/"
+	b, err := os.ReadFile("../../docs/architecture.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(b), "<!-- imports: the drawing below is checked against the code -->")
+	if !ok {
+		t.Fatal("docs/architecture.md has no drawing of the providers' imports")
+	}
+	_, rest, _ = strings.Cut(rest, "```text\n")
+	block, _, ok := strings.Cut(rest, "```")
+	if !ok {
+		t.Fatal("the drawing's block does not end")
+	}
+	drawn := map[string][]string{}
+	var from []string
+	for _, line := range strings.Split(block, "\n") {
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		left, right, arrow := strings.Cut(line, "→")
+		if arrow {
+			from = nil
+			for _, f := range strings.Split(left, ",") {
+				from = append(from, strings.TrimSpace(f))
+			}
+		} else {
+			right = line // a continuation of the line above
+		}
+		for _, f := range from {
+			if _, ok := drawn[f]; !ok {
+				drawn[f] = []string{}
+			}
+			if strings.Contains(right, "(nothing of clusters)") {
+				continue
+			}
+			for _, to := range strings.Split(right, ",") {
+				if to = strings.TrimSpace(to); to != "" {
+					drawn[f] = append(drawn[f], to)
+				}
+			}
+		}
+	}
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, mod+"clusters/...", mod+"run").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	real := map[string][]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		pkg := strings.TrimPrefix(fields[0], mod)
+		if pkg == "clusters" {
+			continue // the interfaces: they import nothing of the module
+		}
+		real[pkg] = []string{}
+		for _, imp := range fields[1:] {
+			if to, ours := strings.CutPrefix(imp, mod); ours && (to == "clusters" || strings.HasPrefix(to, "clusters/")) {
+				real[pkg] = append(real[pkg], to)
+			}
+		}
+	}
+	for pkg, imps := range real {
+		got, ok := drawn[pkg]
+		if !ok {
+			t.Errorf("the drawing leaves out %s (it imports %v)", pkg, imps)
+			continue
+		}
+		slices.Sort(got)
+		slices.Sort(imps)
+		if !slices.Equal(got, imps) {
+			t.Errorf("the drawing has %s → %v; the code has %s → %v", pkg, got, pkg, imps)
+		}
+	}
+	for pkg := range drawn {
+		if _, ok := real[pkg]; !ok {
+			t.Errorf("the drawing has %s, which is not a package under clusters or run", pkg)
+		}
+	}
+}

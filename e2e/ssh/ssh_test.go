@@ -696,7 +696,7 @@ func TestSSHBadInputIsASetupError(t *testing.T) {
 		{"inventory without ssh", func(c *run.Config) { c.SSH.Inventory = "lab.yaml" }, "need --provider ssh"},
 		{"cluster settings", func(c *run.Config) {
 			c.Provider, c.SSH.Hosts, c.ClusterParams = run.ProviderSSH, "a", map[string]string{"tick-ms": "10"}
-		}, "--cluster-opt: the ssh provider reads no cluster settings yet"},
+		}, `--cluster-opt: redis: unknown cluster param "tick-ms" (redis has none)`},
 		{"missing inventory", func(c *run.Config) { c.Provider, c.SSH.Inventory = run.ProviderSSH, "testdata/none.yaml" }, "inventory testdata/none.yaml: no such file or directory"},
 		{"bad hosts", func(c *run.Config) { c.Provider, c.SSH.Hosts = run.ProviderSSH, "a,,b" }, "--hosts: entry 2: no address"},
 	} {
