@@ -22,8 +22,10 @@ type Start func(t *testing.T, b string) clusters.Cluster
 // stepTimeout bounds each wait of the checks.
 const stepTimeout = 30 * time.Second
 
-// Run checks, for each of backends on the provider that start makes
-// clusters on, in a subtest named after the backend:
+// Run fails where a backend of backend.All is not among provides, the
+// backends the provider says it runs, and then checks, for each backend on
+// the provider that start makes clusters on, in a subtest named after the
+// backend:
 //   - the cluster has the backend's layout (backend.NewLayout): its nodes,
 //     in order, each with an address;
 //   - every node serves by its kind's readiness query (backend.Ready),
@@ -38,8 +40,13 @@ const stepTimeout = 30 * time.Second
 //
 // A provider that lacks one of these abilities for a backend fails the
 // test: every provider has them all.
-func Run(t *testing.T, backends []string, start Start) {
-	for _, b := range backends {
+func Run(t *testing.T, provides []string, start Start) {
+	for _, b := range backend.All() {
+		if !slices.Contains(provides, b) {
+			t.Errorf("the provider does not run %s", b)
+		}
+	}
+	for _, b := range backend.All() {
 		t.Run(b, func(t *testing.T) {
 			layout, err := backend.NewLayout(b, 0, nil)
 			if err != nil {
