@@ -315,3 +315,80 @@ func (l Layout) RedisNodeConf(c RedisConf, name string, addrOf func(name string)
 	}
 	return c
 }
+
+// ReplicatedReadyTimeout bounds the wait, once its nodes serve, for a
+// redis-sentinel's replicas and sentinels or a redis-cluster's creation
+// and health.
+const ReplicatedReadyTimeout = 60 * time.Second
+
+// Formation is what Form needs of a provider's cluster.
+type Formation struct {
+	// Start starts the named nodes, all at once, and returns once each
+	// serves (a provider's own start of its nodes).
+	Start func(ctx context.Context, names []string) error
+	// Nodes returns the cluster's nodes with their addresses, in the
+	// layout's order, and Running which of them run now, by name.
+	Nodes   func() []clusters.Node
+	Running func() map[string]bool
+	// Created says a redis-cluster was created by an earlier Form (its
+	// nodes know each other already); Form sets it once it created one.
+	// Nil for the other backends.
+	Created *bool
+}
+
+// Form starts the layout's cluster as every provider does and returns
+// once it is ready as a whole: a redis-sentinel's data nodes start first,
+// and its sentinels once every replica's link to n1 is up, Form returning
+// when every sentinel names n1 as the master and knows the replicas and
+// the other sentinels, so that a failover can happen from then on; a
+// redis-cluster's nodes start together, it is created unless *f.Created
+// (CreateRedisCluster: its first half masters, each with one replica),
+// and it is ready when every running node reports cluster_state:ok and
+// its masters own every slot, which Form returns as the roles it saw. The
+// other backends' nodes start all at once. Errors name the backend.
+func (l Layout) Form(ctx context.Context, f Formation) (roles map[string]string, err error) {
+	names := func(kind string) []string {
+		var out []string
+		for _, n := range l.Nodes {
+			if kind == "" || n.Kind == kind {
+				out = append(out, n.Name)
+			}
+		}
+		return out
+	}
+	switch l.Backend {
+	case RedisSentinel:
+		if err := f.Start(ctx, names(KindRedis)); err != nil {
+			return nil, err
+		}
+		ctx, cancel := context.WithTimeout(ctx, ReplicatedReadyTimeout)
+		defer cancel()
+		data := l.OfKind(f.Nodes(), KindRedis)
+		if err := WaitReplicasLinked(ctx, data[0], data[1:]); err != nil {
+			return nil, fmt.Errorf("%s: %w", l.Backend, err)
+		}
+		if err := f.Start(ctx, names(KindSentinel)); err != nil {
+			return nil, err
+		}
+		if err := WaitSentinelsReady(ctx, l.OfKind(f.Nodes(), KindSentinel), data[0].Addr, len(data)-1); err != nil {
+			return nil, fmt.Errorf("%s: %w", l.Backend, err)
+		}
+		return nil, nil
+	case RedisCluster:
+		if err := f.Start(ctx, names("")); err != nil {
+			return nil, err
+		}
+		ctx, cancel := context.WithTimeout(ctx, ReplicatedReadyTimeout)
+		defer cancel()
+		if !*f.Created {
+			if err := CreateRedisCluster(ctx, f.Nodes(), l.Masters); err != nil {
+				return nil, err
+			}
+			*f.Created = true
+		}
+		return WaitRedisClusterHealthy(ctx, func() ([]clusters.Node, map[string]bool) {
+			return f.Nodes(), f.Running()
+		}, l.Masters)
+	}
+	return nil, f.Start(ctx, names(""))
+}

@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -253,90 +254,36 @@ func (c *Cluster) Pids() map[string]int {
 func (c *Cluster) Start(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var err error
-	switch c.layout.Backend {
-	case backend.RedisSentinel:
-		err = c.startSentinel(ctx)
-	case backend.RedisCluster:
-		err = c.startRedisCluster(ctx)
-	default:
-		err = c.startGroup(ctx, c.nodes)
+	c.roleMu.Lock()
+	created := c.created
+	c.roleMu.Unlock()
+	roles, err := c.layout.Form(ctx, backend.Formation{
+		Start: func(ctx context.Context, names []string) error {
+			var ns []*node
+			for _, n := range c.nodes {
+				if slices.Contains(names, n.name) {
+					ns = append(ns, n)
+				}
+			}
+			return c.startGroup(ctx, ns)
+		},
+		Nodes:   c.Nodes,
+		Running: func() map[string]bool { return backend.RunningNodes(c.Pids()) },
+		Created: &created,
+	})
+	c.roleMu.Lock()
+	c.created = created
+	if roles != nil {
+		c.roles = roles
+	}
+	c.roleMu.Unlock()
+	if err != nil && strings.HasPrefix(err.Error(), c.layout.Backend+":") {
+		err = fmt.Errorf("docker %w", err)
 	}
 	if err != nil {
 		c.removeAll(c.nodes)
 	}
 	return err
-}
-
-// replicatedReadyTimeout bounds the wait, after its nodes answer, for a
-// redis-sentinel's replicas and sentinels or a redis-cluster's creation
-// and health.
-const replicatedReadyTimeout = 60 * time.Second
-
-// startSentinel starts a redis-sentinel's data nodes, waits for the
-// replicas' links, then starts the sentinels and waits until they agree.
-func (c *Cluster) startSentinel(ctx context.Context) error {
-	data, sents := c.ofKind(backend.KindRedis), c.ofKind(backend.KindSentinel)
-	if err := c.startGroup(ctx, data); err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, replicatedReadyTimeout)
-	defer cancel()
-	all := c.Nodes()
-	dataNodes := c.layout.OfKind(all, backend.KindRedis)
-	if err := backend.WaitReplicasLinked(ctx, dataNodes[0], dataNodes[1:]); err != nil {
-		return fmt.Errorf("docker redis-sentinel: %w", err)
-	}
-	if err := c.startGroup(ctx, sents); err != nil {
-		return err
-	}
-	if err := backend.WaitSentinelsReady(ctx, c.layout.OfKind(all, backend.KindSentinel), dataNodes[0].Addr, len(data)-1); err != nil {
-		return fmt.Errorf("docker redis-sentinel: %w", err)
-	}
-	return nil
-}
-
-// startRedisCluster starts every node of a redis-cluster, creates the
-// cluster at the first start (backend.CreateRedisCluster), waits until it
-// is healthy, and records the roles it saw for Nodes.
-func (c *Cluster) startRedisCluster(ctx context.Context) error {
-	if err := c.startGroup(ctx, c.nodes); err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, replicatedReadyTimeout)
-	defer cancel()
-	c.roleMu.Lock()
-	created := c.created
-	c.roleMu.Unlock()
-	if !created {
-		if err := backend.CreateRedisCluster(ctx, c.Nodes(), c.layout.Masters); err != nil {
-			return fmt.Errorf("docker %w", err)
-		}
-		c.roleMu.Lock()
-		c.created = true
-		c.roleMu.Unlock()
-	}
-	seen, err := backend.WaitRedisClusterHealthy(ctx, func() ([]clusters.Node, map[string]bool) {
-		return c.Nodes(), backend.RunningNodes(c.Pids())
-	}, c.layout.Masters)
-	if err != nil {
-		return fmt.Errorf("docker %w", err)
-	}
-	c.roleMu.Lock()
-	c.roles = seen
-	c.roleMu.Unlock()
-	return nil
-}
-
-// ofKind returns the nodes of kind, in order.
-func (c *Cluster) ofKind(kind string) []*node {
-	var out []*node
-	for _, n := range c.nodes {
-		if n.kind == kind {
-			out = append(out, n)
-		}
-	}
-	return out
 }
 
 // readyTimeout is the longest start bound of the kinds of ns.

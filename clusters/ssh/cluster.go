@@ -312,16 +312,33 @@ func ownerLine() string {
 // several nodes fail, the error is the first's, and the log has the rest.
 func (cl *Cluster) Start(ctx context.Context) error {
 	t0 := time.Now()
-	var err error
-	switch cl.opts.Backend {
-	case "redis-sentinel":
-		err = cl.startSentinel(ctx)
-	case "redis-cluster":
-		err = cl.startRedisCluster(ctx)
-	default:
-		err = cl.startAll(ctx, cl.nodes)
+	cl.roleMu.Lock()
+	created := cl.created
+	cl.roleMu.Unlock()
+	roles, err := cl.layout.Form(ctx, backend.Formation{
+		Start: func(ctx context.Context, names []string) error {
+			var ns []*node
+			for _, n := range cl.nodes {
+				if slices.Contains(names, n.name) {
+					ns = append(ns, n)
+				}
+			}
+			return cl.startAll(ctx, ns)
+		},
+		Nodes:   cl.Nodes,
+		Running: func() map[string]bool { return backend.RunningNodes(cl.Pids()) },
+		Created: &created,
+	})
+	cl.roleMu.Lock()
+	cl.created = created
+	if roles != nil {
+		cl.roles = roles
 	}
+	cl.roleMu.Unlock()
 	if err != nil {
+		if strings.HasPrefix(err.Error(), cl.opts.Backend+":") {
+			err = fmt.Errorf("ssh %w", err)
+		}
 		return err
 	}
 	cl.lg.Info("ssh nodes ready", "backend", cl.opts.Backend, "nodes", len(cl.nodes), "hosts", len(cl.opts.Inventory.HostsFor(cl.opts.Backend)), "took", time.Since(t0).Round(time.Millisecond))
