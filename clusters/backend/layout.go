@@ -7,6 +7,7 @@ import (
 	"net"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/locktest/locktest/clusters"
@@ -323,30 +324,57 @@ const ReplicatedReadyTimeout = 60 * time.Second
 
 // Formation is what Form needs of a provider's cluster.
 type Formation struct {
+	// Provider names the provider in Form's errors ("docker").
+	Provider string
 	// Start starts the named nodes, all at once, and returns once each
-	// serves (a provider's own start of its nodes).
+	// serves (a provider's own start of its nodes); its errors are the
+	// provider's, which Form returns as they are.
 	Start func(ctx context.Context, names []string) error
 	// Nodes returns the cluster's nodes with their addresses, in the
-	// layout's order, and Running which of them run now, by name.
-	Nodes   func() []clusters.Node
-	Running func() map[string]bool
-	// Created says a redis-cluster was created by an earlier Form (its
-	// nodes know each other already); Form sets it once it created one.
-	// Nil for the other backends.
-	Created *bool
+	// layout's order, and Pids each one's pid by name (0 for one that does
+	// not run).
+	Nodes func() []clusters.Node
+	Pids  func() map[string]int
 }
 
-// Form starts the layout's cluster as every provider does and returns
-// once it is ready as a whole: a redis-sentinel's data nodes start first,
-// and its sentinels once every replica's link to n1 is up, Form returning
-// when every sentinel names n1 as the master and knows the replicas and
-// the other sentinels, so that a failover can happen from then on; a
-// redis-cluster's nodes start together, it is created unless *f.Created
-// (CreateRedisCluster: its first half masters, each with one replica),
-// and it is ready when every running node reports cluster_state:ok and
-// its masters own every slot, which Form returns as the roles it saw. The
-// other backends' nodes start all at once. Errors name the backend.
-func (l Layout) Form(ctx context.Context, f Formation) (roles map[string]string, err error) {
+// Roster is what a provider's cluster knows of its formation: whether its
+// Redis Cluster was created, and the roles its data nodes had when Form
+// last saw the cluster ready. The zero Roster knows nothing yet. It is
+// safe for concurrent use.
+type Roster struct {
+	mu      sync.Mutex
+	roles   map[string]string
+	created bool
+}
+
+// Role returns the role the node called name of l had when last seen, for
+// clusters.Node.Role: a sentinel is a sentinel; a redis-sentinel's n1 is
+// the master it starts as; a redis-cluster's nodes have the roles Form saw
+// when it was ready; other nodes have none ("").
+func (r *Roster) Role(l Layout, name string) string {
+	switch {
+	case l.Kind(name) == KindSentinel:
+		return RoleSentinel
+	case l.Backend == RedisSentinel && name == "n1":
+		return RoleMaster
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.roles[name]
+}
+
+// Form starts l's cluster as every provider does and returns once it is
+// ready as a whole: a redis-sentinel's data nodes start first, and its
+// sentinels once every replica's link to n1 is up, Form returning when
+// every sentinel names n1 as the master and knows the replicas and the
+// other sentinels, so that a failover can happen from then on; a
+// redis-cluster's nodes start together, it is created unless r says it
+// was (CreateRedisCluster: its first half masters, each with one
+// replica), and it is ready when every running node reports
+// cluster_state:ok and its masters own every slot, the roles r then
+// keeps. The other backends' nodes start all at once. Its own errors name
+// the provider and the backend.
+func (r *Roster) Form(ctx context.Context, l Layout, f Formation) error {
 	names := func(kind string) []string {
 		var out []string
 		for _, n := range l.Nodes {
@@ -359,36 +387,49 @@ func (l Layout) Form(ctx context.Context, f Formation) (roles map[string]string,
 	switch l.Backend {
 	case RedisSentinel:
 		if err := f.Start(ctx, names(KindRedis)); err != nil {
-			return nil, err
+			return err
 		}
 		ctx, cancel := context.WithTimeout(ctx, ReplicatedReadyTimeout)
 		defer cancel()
 		data := l.OfKind(f.Nodes(), KindRedis)
 		if err := WaitReplicasLinked(ctx, data[0], data[1:]); err != nil {
-			return nil, fmt.Errorf("%s: %w", l.Backend, err)
+			return fmt.Errorf("%s %s: %w", f.Provider, l.Backend, err)
 		}
 		if err := f.Start(ctx, names(KindSentinel)); err != nil {
-			return nil, err
+			return err
 		}
 		if err := WaitSentinelsReady(ctx, l.OfKind(f.Nodes(), KindSentinel), data[0].Addr, len(data)-1); err != nil {
-			return nil, fmt.Errorf("%s: %w", l.Backend, err)
+			return fmt.Errorf("%s %s: %w", f.Provider, l.Backend, err)
 		}
-		return nil, nil
+		return nil
 	case RedisCluster:
 		if err := f.Start(ctx, names("")); err != nil {
-			return nil, err
+			return err
 		}
 		ctx, cancel := context.WithTimeout(ctx, ReplicatedReadyTimeout)
 		defer cancel()
-		if !*f.Created {
+		r.mu.Lock()
+		created := r.created
+		r.mu.Unlock()
+		if !created {
+			// The errors of the Redis Cluster's steps name it already.
 			if err := CreateRedisCluster(ctx, f.Nodes(), l.Masters); err != nil {
-				return nil, err
+				return fmt.Errorf("%s %w", f.Provider, err)
 			}
-			*f.Created = true
+			r.mu.Lock()
+			r.created = true
+			r.mu.Unlock()
 		}
-		return WaitRedisClusterHealthy(ctx, func() ([]clusters.Node, map[string]bool) {
-			return f.Nodes(), f.Running()
+		roles, err := WaitRedisClusterHealthy(ctx, func() ([]clusters.Node, map[string]bool) {
+			return f.Nodes(), RunningNodes(f.Pids())
 		}, l.Masters)
+		if err != nil {
+			return fmt.Errorf("%s %w", f.Provider, err)
+		}
+		r.mu.Lock()
+		r.roles = roles
+		r.mu.Unlock()
+		return nil
 	}
-	return nil, f.Start(ctx, names(""))
+	return f.Start(ctx, names(""))
 }

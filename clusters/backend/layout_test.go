@@ -145,3 +145,22 @@ func TestLayoutLeavesAProvidersOwnParams(t *testing.T) {
 		t.Errorf("mysql with an unknown param: %v", err)
 	}
 }
+
+func TestRosterRoles(t *testing.T) {
+	s, _ := NewLayout(RedisSentinel, 0, nil)
+	var r Roster
+	for name, want := range map[string]string{"n1": RoleMaster, "n2": "", "s1": RoleSentinel, "s3": RoleSentinel} {
+		if got := r.Role(s, name); got != want {
+			t.Errorf("redis-sentinel %s: role %q, want %q", name, got, want)
+		}
+	}
+	c, _ := NewLayout(RedisCluster, 0, nil)
+	var rc Roster
+	if got := rc.Role(c, "n1"); got != "" {
+		t.Errorf("redis-cluster n1 before Form: role %q, want none", got)
+	}
+	rc.roles = map[string]string{"n1": RoleReplica}
+	if got := rc.Role(c, "n1"); got != RoleReplica {
+		t.Errorf("redis-cluster n1 as seen: role %q, want replica", got)
+	}
+}

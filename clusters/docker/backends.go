@@ -8,6 +8,7 @@ import (
 
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/backend"
+	"github.com/locktest/locktest/internal/shellquote"
 	"github.com/testcontainers/testcontainers-go"
 )
 
@@ -27,12 +28,10 @@ type containerKind struct {
 	several bool
 }
 
-// containerSpec is a node's entrypoint, command, user, environment and
-// files.
+// containerSpec is a node's entrypoint, command, environment and files.
 type containerSpec struct {
 	entrypoint []string
 	cmd        []string
-	user       string
 	env        map[string]string
 	files      []testcontainers.ContainerFile
 }
@@ -65,10 +64,11 @@ func ImageOf(b string) string {
 	return b
 }
 
-// Redis: one redis-server per container, its settings on the command line,
-// so the official image (whose entrypoint runs a `redis-server ...` command
-// as given) and locktest's own both work. Its data directory /data lives in
-// the container's writable layer, which a kill and restart keep.
+// redisKind is one redis-server per container, run as `redis-server
+// /conf/redis.conf` (redisContainer), which the official image (whose
+// entrypoint runs a `redis-server ...` command as given) and locktest's
+// own both run. Its data directory /data lives in the container's
+// writable layer, which a kill and restart keep.
 var redisKind = &containerKind{
 	port:         backend.RedisPort,
 	readyTimeout: 30 * time.Second,
@@ -202,7 +202,7 @@ var mariadbKind = &containerKind{
 		m := backend.MariaDBServer{DataDir: sqlDataDir, Bind: "0.0.0.0", Port: n.port, Socket: "/tmp/mysqld.sock",
 			PidFile: "/data/mysqld.pid", LogFile: "/dev/stderr", InitFile: "/conf/init.sql", User: "root"}
 		script := fmt.Sprintf("[ -d %[1]s/mysql ] || mariadb-install-db %[2]s >/data/install.log 2>&1 || { cat /data/install.log >&2; exit 1; }; exec mariadbd %[3]s",
-			sqlDataDir, shellWords(backend.MariaDBInstallArgs(sqlDataDir, "root")), shellWords(m.Args()))
+			sqlDataDir, shellquote.Join(backend.MariaDBInstallArgs(sqlDataDir, "root")), shellquote.Join(m.Args()))
 		return containerSpec{entrypoint: sqlShell, cmd: []string{script}, files: []testcontainers.ContainerFile{
 			{Reader: strings.NewReader(backend.MariaDBInit), ContainerFilePath: "/conf/init.sql", FileMode: 0o644},
 		}}, nil
@@ -223,18 +223,9 @@ var postgresKind = &containerKind{
 		as := "setpriv --reuid=" + backend.PostgresUser + " --regid=" + backend.PostgresUser + " --init-groups"
 		script := fmt.Sprintf("mkdir -p %[1]s && chown %[2]s:%[2]s %[1]s && chmod 700 %[1]s || exit 1; "+
 			"[ -s %[1]s/PG_VERSION ] || { %[3]s initdb %[4]s && cat /conf/pg_hba.add >> %[1]s/pg_hba.conf; } || exit 1; exec %[3]s postgres %[5]s",
-			sqlDataDir, backend.PostgresUser, as, shellWords(backend.InitdbArgs(sqlDataDir)), shellWords(p.Args()))
+			sqlDataDir, backend.PostgresUser, as, shellquote.Join(backend.InitdbArgs(sqlDataDir)), shellquote.Join(p.Args()))
 		return containerSpec{entrypoint: sqlShell, cmd: []string{script}, files: []testcontainers.ContainerFile{
 			{Reader: strings.NewReader(backend.PostgresHBA), ContainerFilePath: "/conf/pg_hba.add", FileMode: 0o644},
 		}}, nil
 	},
-}
-
-// shellWords quotes each argument for sh and joins them with spaces.
-func shellWords(args []string) string {
-	q := make([]string, len(args))
-	for i, a := range args {
-		q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
-	}
-	return strings.Join(q, " ")
 }

@@ -86,12 +86,9 @@ type Cluster struct {
 	mu    sync.Mutex
 	nodes []*node
 
-	roleMu sync.Mutex
-	// roles are the data nodes' roles as last seen (redis-sentinel,
-	// redis-cluster), for Nodes.
-	roles map[string]string
-	// created is set once the Redis Cluster was created.
-	created bool
+	// roster keeps whether the Redis Cluster was created and the roles
+	// last seen, for Nodes.
+	roster backend.Roster
 }
 
 var (
@@ -194,10 +191,7 @@ func New(opts Options) (*Cluster, error) {
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
-	c := &Cluster{layout: layout, lab: opts.Lab, image: opts.Image, opts: opts, log: lg, roles: map[string]string{}}
-	if opts.Backend == backend.RedisSentinel {
-		c.roles["n1"] = backend.RoleMaster
-	}
+	c := &Cluster{layout: layout, lab: opts.Lab, image: opts.Image, opts: opts, log: lg}
 	for _, spec := range layout.Nodes {
 		k := kinds[spec.Kind]
 		ip, err := opts.Lab.allocIP()
@@ -216,13 +210,8 @@ func New(opts Options) (*Cluster, error) {
 // address on the run's network.
 func (c *Cluster) Nodes() []clusters.Node {
 	out := make([]clusters.Node, len(c.nodes))
-	c.roleMu.Lock()
-	defer c.roleMu.Unlock()
 	for i, n := range c.nodes {
-		out[i] = clusters.Node{Name: n.name, Addr: n.addr(), LogPath: n.logPath, Role: c.roles[n.name]}
-		if n.kind == backend.KindSentinel {
-			out[i].Role = backend.RoleSentinel
-		}
+		out[i] = clusters.Node{Name: n.name, Addr: n.addr(), LogPath: n.logPath, Role: c.roster.Role(c.layout, n.name)}
 	}
 	return out
 }
@@ -254,10 +243,8 @@ func (c *Cluster) Pids() map[string]int {
 func (c *Cluster) Start(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.roleMu.Lock()
-	created := c.created
-	c.roleMu.Unlock()
-	roles, err := c.layout.Form(ctx, backend.Formation{
+	err := c.roster.Form(ctx, c.layout, backend.Formation{
+		Provider: "docker",
 		Start: func(ctx context.Context, names []string) error {
 			var ns []*node
 			for _, n := range c.nodes {
@@ -267,19 +254,9 @@ func (c *Cluster) Start(ctx context.Context) error {
 			}
 			return c.startGroup(ctx, ns)
 		},
-		Nodes:   c.Nodes,
-		Running: func() map[string]bool { return backend.RunningNodes(c.Pids()) },
-		Created: &created,
+		Nodes: c.Nodes,
+		Pids:  c.Pids,
 	})
-	c.roleMu.Lock()
-	c.created = created
-	if roles != nil {
-		c.roles = roles
-	}
-	c.roleMu.Unlock()
-	if err != nil && strings.HasPrefix(err.Error(), c.layout.Backend+":") {
-		err = fmt.Errorf("docker %w", err)
-	}
 	if err != nil {
 		c.removeAll(c.nodes)
 	}
@@ -358,7 +335,6 @@ func (c *Cluster) create(ctx context.Context, n *node) error {
 			Entrypoint: spec.entrypoint,
 			Cmd:        spec.cmd,
 			Env:        env,
-			User:       spec.user,
 			Labels:     labels,
 			Files:      spec.files,
 			Networks:   []string{netName},

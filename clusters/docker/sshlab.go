@@ -91,19 +91,11 @@ func SSHLabRootfs(ctx context.Context) (*Rootfs, error) {
 	r.AddDir("/run/sshd", 0o755)
 	r.AddDir(path.Join("/root", ".ssh"), 0o700)
 	r.AddDir("/var/tmp", fs.ModeSticky|0o777)
-	progs := append([]string{"sshd"}, sshLabPrograms...)
-	for _, p := range progs {
-		bin, err := exec.LookPath(p)
-		if err != nil {
-			if p == "sshd" {
-				return nil, errors.New("lab: sshd is not installed on this host: run `make setup` (installs openssh-server)")
-			}
-			return nil, fmt.Errorf("lab: %s is not installed on this host: run `make setup`", p)
-		}
-		bin, _ = filepath.Abs(bin)
-		if err := r.AddProgram(ctx, "lab", bin); err != nil {
-			return nil, err
-		}
+	if _, err := exec.LookPath("sshd"); err != nil {
+		return nil, errors.New("lab: sshd is not installed on this host: run `make setup` (installs openssh-server)")
+	}
+	if err := addHostPrograms(ctx, r, "lab", "", append([]string{"sshd"}, sshLabPrograms...)); err != nil {
+		return nil, err
 	}
 	// root's login shell, by the path /etc/passwd gives (a link to
 	// usr/bin on a merged /usr).

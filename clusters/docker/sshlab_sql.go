@@ -59,17 +59,27 @@ func addSSHLabSQL(ctx context.Context, r *Rootfs) ([]string, error) {
 	if len(added) == 0 {
 		return nil, nil
 	}
-	for _, p := range sshLabSQLTools {
-		bin, err := exec.LookPath(p)
-		if err != nil {
-			return nil, fmt.Errorf("lab: %s is not installed on this host (the SQL servers' set-up on the hosts needs it): run `make setup`", p)
-		}
-		bin, _ = filepath.Abs(bin)
-		if err := r.AddProgram(ctx, "lab", bin); err != nil {
-			return nil, err
-		}
+	if err := addHostPrograms(ctx, r, "lab", " (the SQL servers' set-up on the hosts needs it)", sshLabSQLTools); err != nil {
+		return nil, err
 	}
 	return added, nil
+}
+
+// addHostPrograms adds each of progs, found in this host's PATH, to r with
+// the libraries it needs (Rootfs.AddProgram). A program the host lacks is
+// an error naming who needs it, and why when why is not "".
+func addHostPrograms(ctx context.Context, r *Rootfs, who, why string, progs []string) error {
+	for _, p := range progs {
+		bin, err := exec.LookPath(p)
+		if err != nil {
+			return fmt.Errorf("%s: %s is not installed on this host%s: run `make setup`", who, p, why)
+		}
+		bin, _ = filepath.Abs(bin)
+		if err := r.AddProgram(ctx, who, bin); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // lookProgram returns the absolute path of program in the PATH or at
@@ -261,15 +271,8 @@ func SQLRootfs(ctx context.Context, server string) (*Rootfs, error) {
 	if !ok {
 		return nil, fmt.Errorf("images build %s: this host has no %s server to copy: run `make setup`", server, server)
 	}
-	for _, p := range sqlImageTools {
-		bin, err := exec.LookPath(p)
-		if err != nil {
-			return nil, fmt.Errorf("images build %s: %s is not installed on this host: run `make setup`", server, p)
-		}
-		bin, _ = filepath.Abs(bin)
-		if err := r.AddProgram(ctx, "images build "+server, bin); err != nil {
-			return nil, err
-		}
+	if err := addHostPrograms(ctx, r, "images build "+server, "", sqlImageTools); err != nil {
+		return nil, err
 	}
 	// The container starts /bin/sh, and mariadb-install-db is a script
 	// for it.

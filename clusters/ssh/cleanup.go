@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/locktest/locktest/internal/procfs"
+	"github.com/locktest/locktest/internal/shellquote"
 )
 
 // Leftover is a run directory that a driver left on a host.
@@ -59,7 +60,7 @@ func atoi(s string) int {
 // than the kill returns (an idle suite at 1a9b6ff found a redis-server
 // still alive just after it). It needs root.
 func killRunServers(dir string) string {
-	return sqlCleanup(dir) + fmt.Sprintf("for p in %s/*/redis.pid %s/*/node.pid; do [ -f \"$p\" ] || continue; pid=$(cat \"$p\"); grep -qa -e redis-server -e redis-sentinel -e %s -e %s /proc/$pid/cmdline 2>/dev/null && lt_kill $pid; done; true", Quote(dir), Quote(dir), nodeProgram, zkMain)
+	return sqlCleanup(dir) + fmt.Sprintf("for p in %s/*/redis.pid %s/*/node.pid; do [ -f \"$p\" ] || continue; pid=$(cat \"$p\"); grep -qa -e redis-server -e redis-sentinel -e %s -e %s /proc/$pid/cmdline 2>/dev/null && lt_kill $pid; done; true", shellquote.Quote(dir), shellquote.Quote(dir), nodeProgram, zkMain)
 }
 
 // Cleanup finds, on every host of conns, the run directories whose driver
@@ -75,7 +76,7 @@ func Cleanup(ctx context.Context, conns []*Conn, dry bool) ([]Leftover, error) {
 	var out []Leftover
 	var errs []error
 	for _, c := range conns {
-		list, err := c.Run(ctx, fmt.Sprintf("for f in %s/locktest-*/owner; do [ -f \"$f\" ] && echo \"$f $(cat \"$f\")\"; done; true", Quote(c.Host.Workdir)))
+		list, err := c.Run(ctx, fmt.Sprintf("for f in %s/locktest-*/owner; do [ -f \"$f\" ] && echo \"$f $(cat \"$f\")\"; done; true", shellquote.Quote(c.Host.Workdir)))
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -97,7 +98,7 @@ func Cleanup(ctx context.Context, conns []*Conn, dry bool) ([]Leftover, error) {
 			if err := RemoveRules(ctx, []*Conn{c}, id); err != nil {
 				errs = append(errs, err)
 			}
-			if _, err := c.Run(ctx, "rm -rf "+Quote(dir)); err != nil {
+			if _, err := c.Run(ctx, "rm -rf "+shellquote.Quote(dir)); err != nil {
 				errs = append(errs, err)
 			}
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/locktest/locktest/clusters/clockshim"
 	"github.com/locktest/locktest/clusters/durable"
+	"github.com/locktest/locktest/internal/shellquote"
 )
 
 // clockFileSize is the size of a node's offset file: one page, which the
@@ -33,7 +34,7 @@ func (cl *Cluster) installShim(ctx context.Context, n *node) (env []string, why 
 	if err := n.conn.Upload(ctx, cl.opts.ClockShim, lib); err != nil {
 		return nil, "", fmt.Errorf("node %s on %s: upload the clock shim: %w", n.name, n.conn.Host.Name, err)
 	}
-	if _, err := n.conn.RunInput(ctx, "cat > "+Quote(file), make([]byte, clockFileSize)); err != nil {
+	if _, err := n.conn.RunInput(ctx, "cat > "+shellquote.Quote(file), make([]byte, clockFileSize)); err != nil {
 		return nil, "", fmt.Errorf("node %s on %s: offset file: %w", n.name, n.conn.Host.Name, err)
 	}
 	env = []string{"LD_PRELOAD=" + lib, clockshim.EnvFile + "=" + file}
@@ -49,7 +50,7 @@ func (cl *Cluster) installShim(ctx context.Context, n *node) (env []string, why 
 	// A library the loader cannot take (another architecture, another C
 	// library) is reported on stderr and ignored: the node would run with
 	// a clock no fault moves.
-	out, err := n.conn.Run(ctx, fmt.Sprintf("env %s %s sh -c : 2>&1", Quote(env[0]), Quote(env[1]))) // no sync record of the try
+	out, err := n.conn.Run(ctx, fmt.Sprintf("env %s %s sh -c : 2>&1", shellquote.Quote(env[0]), shellquote.Quote(env[1]))) // no sync record of the try
 	if err != nil {
 		return nil, "", fmt.Errorf("node %s on %s: try the clock shim: %w", n.name, n.conn.Host.Name, err)
 	}
@@ -93,7 +94,7 @@ func (cl *Cluster) Set(name string, d time.Duration) error {
 	defer cancel()
 	// 1<> opens the file for writing without truncating it: a truncated
 	// mapping would fault the node.
-	if _, err := n.conn.Run(ctx, fmt.Sprintf("printf '%s' 1<> %s", esc.String(), Quote(path.Join(n.dir, "clock")))); err != nil {
+	if _, err := n.conn.Run(ctx, fmt.Sprintf("printf '%s' 1<> %s", esc.String(), shellquote.Quote(path.Join(n.dir, "clock")))); err != nil {
 		return fmt.Errorf("node %s: set its clock offset: %w", name, err)
 	}
 	cl.clockMu.Lock()

@@ -21,6 +21,7 @@ import (
 	"github.com/locktest/locktest/clusters/backend"
 
 	"github.com/locktest/locktest/internal/procfs"
+	"github.com/locktest/locktest/internal/shellquote"
 )
 
 // Programs are the server programs the provider runs, by the names an
@@ -133,12 +134,9 @@ type Cluster struct {
 	clockWhy string
 	offsets  map[string]time.Duration
 
-	roleMu sync.Mutex
-	// roles are the data nodes' roles as last seen (redis-sentinel,
-	// redis-cluster), for Nodes.
-	roles map[string]string
-	// created is set once the Redis Cluster was created.
-	created bool
+	// roster keeps whether the Redis Cluster was created and the roles
+	// last seen, for Nodes.
+	roster backend.Roster
 }
 
 // node is one server on one host.
@@ -160,9 +158,6 @@ type node struct {
 // placed on the hosts the inventory gives the backend in turn (a host may
 // get more than one); a redis-sentinel's sentinels follow its data nodes.
 func New(opts Options) (*Cluster, error) {
-	if !slices.Contains(Backends(), opts.Backend) {
-		return nil, fmt.Errorf("--provider ssh: backend %s is not run by the ssh provider yet (it runs %s)", opts.Backend, strings.Join(Backends(), ", "))
-	}
 	if _, err := backend.CheckPersistence(opts.Persistence); err != nil {
 		return nil, fmt.Errorf("ssh: %w", err)
 	}
@@ -182,12 +177,9 @@ func New(opts Options) (*Cluster, error) {
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
-	cl := &Cluster{opts: opts, layout: layout, lg: lg, offsets: map[string]time.Duration{}, hostMu: map[string]*sync.Mutex{}, roles: map[string]string{}}
+	cl := &Cluster{opts: opts, layout: layout, lg: lg, offsets: map[string]time.Duration{}, hostMu: map[string]*sync.Mutex{}}
 	if opts.ClockShim != "" {
 		cl.clockWhy = backend.ClockShimReason(opts.Backend)
-	}
-	if opts.Backend == backend.RedisSentinel {
-		cl.roles["n1"] = backend.RoleMaster
 	}
 	placed := map[string]int{} // host and kind → nodes placed there
 	for i, p := range layout.Nodes {
@@ -226,13 +218,8 @@ func RunDir(h Host, runID string) string { return path.Join(h.Workdir, "locktest
 // healthy.
 func (cl *Cluster) Nodes() []clusters.Node {
 	out := make([]clusters.Node, len(cl.nodes))
-	cl.roleMu.Lock()
-	defer cl.roleMu.Unlock()
 	for i, n := range cl.nodes {
-		out[i] = clusters.Node{Name: n.name, Addr: n.addr(), Role: cl.roles[n.name]}
-		if n.kind == kindSentinel {
-			out[i].Role = backend.RoleSentinel
-		}
+		out[i] = clusters.Node{Name: n.name, Addr: n.addr(), Role: cl.roster.Role(cl.layout, n.name)}
 	}
 	return out
 }
@@ -312,10 +299,8 @@ func ownerLine() string {
 // several nodes fail, the error is the first's, and the log has the rest.
 func (cl *Cluster) Start(ctx context.Context) error {
 	t0 := time.Now()
-	cl.roleMu.Lock()
-	created := cl.created
-	cl.roleMu.Unlock()
-	roles, err := cl.layout.Form(ctx, backend.Formation{
+	err := cl.roster.Form(ctx, cl.layout, backend.Formation{
+		Provider: "ssh",
 		Start: func(ctx context.Context, names []string) error {
 			var ns []*node
 			for _, n := range cl.nodes {
@@ -325,20 +310,10 @@ func (cl *Cluster) Start(ctx context.Context) error {
 			}
 			return cl.startAll(ctx, ns)
 		},
-		Nodes:   cl.Nodes,
-		Running: func() map[string]bool { return backend.RunningNodes(cl.Pids()) },
-		Created: &created,
+		Nodes: cl.Nodes,
+		Pids:  cl.Pids,
 	})
-	cl.roleMu.Lock()
-	cl.created = created
-	if roles != nil {
-		cl.roles = roles
-	}
-	cl.roleMu.Unlock()
 	if err != nil {
-		if strings.HasPrefix(err.Error(), cl.opts.Backend+":") {
-			err = fmt.Errorf("ssh %w", err)
-		}
 		return err
 	}
 	cl.lg.Info("ssh nodes ready", "backend", cl.opts.Backend, "nodes", len(cl.nodes), "hosts", len(cl.opts.Inventory.HostsFor(cl.opts.Backend)), "took", time.Since(t0).Round(time.Millisecond))
@@ -398,7 +373,7 @@ func (cl *Cluster) startNode(ctx context.Context, n *node, first bool) error {
 	bin := h.Binary("redis-server")
 	var script strings.Builder
 	if first {
-		check := fmt.Sprintf("command -v %s >/dev/null || { echo 'no %s on the host (install it, or give its path under binaries: in the inventory)' >&2; exit 3; }\n", Quote(bin), bin)
+		check := fmt.Sprintf("command -v %s >/dev/null || { echo 'no %s on the host (install it, or give its path under binaries: in the inventory)' >&2; exit 3; }\n", shellquote.Quote(bin), bin)
 		if err := cl.prepare(rctx, n, check); err != nil {
 			return err
 		}
@@ -406,9 +381,9 @@ func (cl *Cluster) startNode(ctx context.Context, n *node, first bool) error {
 	n.mu.Lock()
 	env := n.env
 	n.mu.Unlock()
-	start := Quote(bin)
+	start := shellquote.Quote(bin)
 	if len(env) > 0 {
-		start = "env " + quoteAll(env) + " " + start
+		start = "env " + shellquote.Join(env) + " " + start
 	}
 	if !first {
 		// A restart right after a kill: the killed server's listening
@@ -419,18 +394,18 @@ func (cl *Cluster) startNode(ctx context.Context, n *node, first bool) error {
 		fmt.Fprintf(&script, "i=0; while grep -q -e ':%04X 00000000:0000 0A' -e ':%04X 00000000:0000 0A' /proc/net/tcp && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done\n", n.port(), n.busPort())
 	}
 	if first || !cl.keepsConfig() {
-		fmt.Fprintf(&script, "cat > %s/redis.conf <<'EOF'\n%sEOF\n", Quote(n.dir), cl.redisConf(n))
+		fmt.Fprintf(&script, "cat > %s/redis.conf <<'EOF'\n%sEOF\n", shellquote.Quote(n.dir), cl.redisConf(n))
 	}
 	args := ""
 	if n.kind == kindSentinel {
 		args = " --sentinel"
 	}
-	fmt.Fprintf(&script, "rm -f %[1]s/redis.pid; %[2]s %[1]s/redis.conf%[3]s </dev/null >>%[1]s/stdout.log 2>&1\n", Quote(n.dir), start, args)
+	fmt.Fprintf(&script, "rm -f %[1]s/redis.pid; %[2]s %[1]s/redis.conf%[3]s </dev/null >>%[1]s/stdout.log 2>&1\n", shellquote.Quote(n.dir), start, args)
 	// Wait for the pid file the daemonized server writes.
 	// A server that wrote none says why in its log: its last line is the
 	// error.
 	fmt.Fprintf(&script, "i=0; while [ ! -s %[1]s/redis.pid ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done; "+
-		"[ -s %[1]s/redis.pid ] || { echo \"redis-server wrote no pid file: $(tail -n 1 %[1]s/redis.log 2>/dev/null)\" >&2; exit 1; }; cat %[1]s/redis.pid\n", Quote(n.dir))
+		"[ -s %[1]s/redis.pid ] || { echo \"redis-server wrote no pid file: $(tail -n 1 %[1]s/redis.log 2>/dev/null)\" >&2; exit 1; }; cat %[1]s/redis.pid\n", shellquote.Quote(n.dir))
 	out, err := n.conn.Run(rctx, script.String())
 	if err != nil {
 		return fmt.Errorf("node %s on %s: %w", n.name, h.Name, err)
@@ -458,7 +433,7 @@ func (cl *Cluster) prepare(ctx context.Context, n *node, check string) error {
 	mu := cl.hostMu[h.Name]
 	mu.Lock()
 	defer mu.Unlock()
-	script := check + fmt.Sprintf("mkdir -p %s/data && printf %%s %s > %s/owner\n", Quote(n.dir), Quote(ownerLine()), Quote(path.Dir(n.dir)))
+	script := check + fmt.Sprintf("mkdir -p %s/data && printf %%s %s > %s/owner\n", shellquote.Quote(n.dir), shellquote.Quote(ownerLine()), shellquote.Quote(path.Dir(n.dir)))
 	if _, err := n.conn.Run(ctx, script); err != nil {
 		return fmt.Errorf("node %s on %s: %w", n.name, h.Name, err)
 	}
@@ -672,7 +647,7 @@ func (cl *Cluster) CollectLogs(dir string) error {
 	var errs []error
 	for _, n := range cl.nodes {
 		log := "/" + map[string]string{kindRedis: "redis", kindSentinel: "redis", kindEtcd: "etcd", kindZooKeeper: "zookeeper", kindMariaDB: "mariadb", kindPostgres: "postgres"}[n.kind] + ".log"
-		out, err := n.conn.Run(ctx, "cat "+Quote(n.dir+log))
+		out, err := n.conn.Run(ctx, "cat "+shellquote.Quote(n.dir+log))
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -698,7 +673,7 @@ func RemoveRunDirs(ctx context.Context, conns []*Conn, runID string) error {
 		if _, err := c.Root(ctx, killRunServers(dir)); err != nil {
 			errs = append(errs, err)
 		}
-		if _, err := c.Run(ctx, "rm -rf "+Quote(dir)); err != nil {
+		if _, err := c.Run(ctx, "rm -rf "+shellquote.Quote(dir)); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -27,6 +27,8 @@ import (
 	xssh "golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/agent"
 	"golang.org/x/crypto/ssh/knownhosts"
+
+	"github.com/locktest/locktest/internal/shellquote"
 )
 
 // Conn is an SSH connection to one host of the inventory. Its methods are
@@ -428,7 +430,7 @@ func (c *Conn) RunInput(ctx context.Context, cmd string, stdin []byte) (string, 
 // Root runs cmd as root: under sudo -n when the host's inventory says so.
 func (c *Conn) Root(ctx context.Context, cmd string) (string, error) {
 	if c.Sudo {
-		cmd = "sudo -n sh -c " + Quote(cmd)
+		cmd = "sudo -n sh -c " + shellquote.Quote(cmd)
 	}
 	return c.run(ctx, cmd, nil)
 }
@@ -487,20 +489,6 @@ func short(cmd string) string {
 		return cmd[:77] + "..."
 	}
 	return cmd
-}
-
-// Quote quotes s for a POSIX shell.
-func Quote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
-
-// quoteAll quotes each of args for the host's shell and joins them.
-func quoteAll(args []string) string {
-	q := make([]string, len(args))
-	for i, a := range args {
-		q[i] = Quote(a)
-	}
-	return strings.Join(q, " ")
 }
 
 func oneLine(err error) string {

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/locktest/locktest/internal/shellquote"
 )
 
 // nodeProgram is the name locktest's node program gets on a host; pids
@@ -72,7 +74,7 @@ func (cl *Cluster) startDetached(ctx context.Context, n *node, prelude string, a
 	// In a shell without job control the background job is no process
 	// group leader, so setsid runs the program in a new session without
 	// forking: $! is its pid.
-	script := prelude + fmt.Sprintf("cd %[1]s && setsid env %[2]s </dev/null >>%[1]s/%[3]s 2>&1 & pid=$!; echo $pid > %[1]s/node.pid; echo $pid", Quote(n.dir), quoteAll(argv), logFile)
+	script := prelude + fmt.Sprintf("cd %[1]s && setsid env %[2]s </dev/null >>%[1]s/%[3]s 2>&1 & pid=$!; echo $pid > %[1]s/node.pid; echo $pid", shellquote.Quote(n.dir), shellquote.Join(argv), logFile)
 	out, err := n.conn.Run(ctx, script)
 	if err != nil {
 		return fmt.Errorf("node %s on %s: %w", n.name, h.Name, err)
@@ -96,6 +98,6 @@ func (c *Conn) Upload(ctx context.Context, src, dst string) error {
 		return err
 	}
 	defer f.Close()
-	_, err = c.run(ctx, fmt.Sprintf("cat > %[1]s.part && chmod 755 %[1]s.part && mv %[1]s.part %[1]s", Quote(dst)), f)
+	_, err = c.run(ctx, fmt.Sprintf("cat > %[1]s.part && chmod 755 %[1]s.part && mv %[1]s.part %[1]s", shellquote.Quote(dst)), f)
 	return err
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/locktest/locktest/internal/shellquote"
 )
 
 // Network makes the nemesis's network faults with iptables rules on the
@@ -296,7 +298,7 @@ for pass in 1 2 3 4 5; do
 	[ -z "$rules" ] && exit 0
 	printf '%%s\n' "$rules" | while read -r r; do eval "iptables -w -t filter $r" || true; done
 done
-echo "rules of %[2]s are still there after 5 passes" >&2; exit 1`, Quote(pat), pat)
+echo "rules of %[2]s are still there after 5 passes" >&2; exit 1`, shellquote.Quote(pat), pat)
 	return onEach(slices.Clone(conns), func(c *Conn) error {
 		if _, err := c.Root(ctx, cmd); err != nil {
 			return fmt.Errorf("heal: %w", err)

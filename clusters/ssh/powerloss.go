@@ -12,6 +12,7 @@ import (
 
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/durable"
+	"github.com/locktest/locktest/internal/shellquote"
 )
 
 var _ clusters.PowerCutter = (*Cluster)(nil)
@@ -46,7 +47,7 @@ func (cl *Cluster) PowerCutReason() string {
 // `node durable` over n's data directory and sync record, with extra
 // flags.
 func (n *node) durableCmd(extra ...string) string {
-	return quoteAll(append([]string{n.nodeBin(), "node", "durable", "--data", path.Join(n.dir, "data"), "--record", n.syncRecord()}, extra...))
+	return shellquote.Join(append([]string{n.nodeBin(), "node", "durable", "--data", path.Join(n.dir, "data"), "--record", n.syncRecord()}, extra...))
 }
 
 // remoteCuts runs cmd on n's host and reads the cuts it prints.

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	sshp "github.com/locktest/locktest/clusters/ssh"
+	"github.com/locktest/locktest/internal/shellquote"
 	"github.com/locktest/locktest/testkit/testlab"
 )
 
@@ -25,7 +26,7 @@ func TestRemoveRunDirsKillsServersOfUnknownPid(t *testing.T) {
 		t.Helper()
 		dir := sshp.RunDir(h1.Host, id) + "/n1"
 		out, err := h1.Run(ctx, fmt.Sprintf("mkdir -p %[1]s && %[3]s --port %[2]d --daemonize yes --pidfile %[1]s/redis.pid --dir %[1]s --save '' --logfile %[1]s/redis.log && "+
-			"i=0; while [ ! -s %[1]s/redis.pid ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done; cat %[1]s/redis.pid", sshp.Quote(dir), port, sshp.Quote(h1.Host.Binary("redis-server"))))
+			"i=0; while [ ! -s %[1]s/redis.pid ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done; cat %[1]s/redis.pid", shellquote.Quote(dir), port, shellquote.Quote(h1.Host.Binary("redis-server"))))
 		pid, aerr := strconv.Atoi(strings.TrimSpace(out))
 		if err != nil || aerr != nil {
 			t.Fatalf("start a redis-server in %s: %v %q", dir, err, out)
@@ -51,7 +52,7 @@ func TestRemoveRunDirsKillsServersOfUnknownPid(t *testing.T) {
 	if !alive(kept) {
 		t.Errorf("another run's redis-server (pid %d) was killed", kept)
 	}
-	if out, _ := h1.Run(ctx, "ls -d "+sshp.Quote(sshp.RunDir(h1.Host, mine))+" 2>/dev/null; true"); strings.TrimSpace(out) != "" {
+	if out, _ := h1.Run(ctx, "ls -d "+shellquote.Quote(sshp.RunDir(h1.Host, mine))+" 2>/dev/null; true"); strings.TrimSpace(out) != "" {
 		t.Errorf("the run's directory is still there: %s", out)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/clusters/backend"
+	"github.com/locktest/locktest/internal/shellquote"
 )
 
 // The one-node SQL servers the provider runs: the backend names the impls
@@ -105,7 +106,7 @@ func (n *node) sqlSignal(pid int, sig string) string {
 	if fn == "" {
 		fn = "kill -" + sig + " %d"
 	}
-	return sqlShell + fmt.Sprintf("lt_is %[1]d %[2]s %[3]s || { echo 'pid %[1]d is not the %[2]s of node %[4]s' >&2; exit 1; }\n", pid, n.program(), Quote(n.sqlDataDir()), n.name) +
+	return sqlShell + fmt.Sprintf("lt_is %[1]d %[2]s %[3]s || { echo 'pid %[1]d is not the %[2]s of node %[4]s' >&2; exit 1; }\n", pid, n.program(), shellquote.Quote(n.sqlDataDir()), n.name) +
 		fmt.Sprintf(fn, pid)
 }
 
@@ -116,7 +117,7 @@ func (n *node) sqlSignal(pid int, sig string) string {
 // for a dead driver's run.
 func sqlCleanup(dir string) string {
 	return sqlShell + fmt.Sprintf("for f in %s/*/node.pid; do [ -f \"$f\" ] || continue; d=${f%%/node.pid}/data; read -r pid < \"$f\" || continue; "+
-		"{ lt_is \"$pid\" %s \"$d\" || lt_is \"$pid\" %s \"$d\"; } && lt_kill \"$pid\"; done; true\n", Quote(dir), mariadbProgram, postgresProgram)
+		"{ lt_is \"$pid\" %s \"$d\" || lt_is \"$pid\" %s \"$d\"; } && lt_kill \"$pid\"; done; true\n", shellquote.Quote(dir), mariadbProgram, postgresProgram)
 }
 
 // sqlHost is what n's host runs a SQL server with, as the host resolved
@@ -143,10 +144,10 @@ func (cl *Cluster) probeSQL(ctx context.Context, n *node) (sqlHost, error) {
 	b.WriteString("fail() { echo \"no $1 on the host ($2, or give its path under binaries: in the inventory)\" >&2; exit 3; }\n")
 	find := func(v, program, fallback, install string) {
 		if given := h.Binaries[program]; given != "" {
-			fmt.Fprintf(&b, "%s=$(command -v %s) || fail %s %s\n", v, Quote(given), Quote(given), Quote(install))
+			fmt.Fprintf(&b, "%s=$(command -v %s) || fail %s %s\n", v, shellquote.Quote(given), shellquote.Quote(given), shellquote.Quote(install))
 			return
 		}
-		fmt.Fprintf(&b, "%s=$(command -v %s || command -v %s) || fail %s %s\n", v, program, fallback, program, Quote(install))
+		fmt.Fprintf(&b, "%s=$(command -v %s || command -v %s) || fail %s %s\n", v, program, fallback, program, shellquote.Quote(install))
 	}
 	if n.kind == kindMariaDB {
 		const install = "install mariadb-server"
@@ -156,16 +157,16 @@ func (cl *Cluster) probeSQL(ctx context.Context, n *node) (sqlHost, error) {
 	} else {
 		const install = "install postgresql: /usr/lib/postgresql/<version>/bin/postgres"
 		if given := h.Binaries[postgresProgram]; given != "" {
-			fmt.Fprintf(&b, "s=$(command -v %s) || fail %s %s\n", Quote(given), Quote(given), Quote(install))
+			fmt.Fprintf(&b, "s=$(command -v %s) || fail %s %s\n", shellquote.Quote(given), shellquote.Quote(given), shellquote.Quote(install))
 		} else {
 			b.WriteString("s=; v=0; for c in /usr/lib/postgresql/*/bin/postgres; do [ -x \"$c\" ] || continue; w=${c#/usr/lib/postgresql/}; w=${w%%/*}; " +
 				"case $w in *[!0-9]*) continue;; esac; [ \"$w\" -gt \"$v\" ] && { v=$w; s=$c; }; done\n")
-			fmt.Fprintf(&b, "[ -n \"$s\" ] || s=$(command -v postgres) || fail postgres %s\n", Quote(install))
+			fmt.Fprintf(&b, "[ -n \"$s\" ] || s=$(command -v postgres) || fail postgres %s\n", shellquote.Quote(install))
 		}
 		if given := h.Binaries["initdb"]; given != "" {
-			fmt.Fprintf(&b, "i=$(command -v %s) || fail %s %s\n", Quote(given), Quote(given), Quote(install))
+			fmt.Fprintf(&b, "i=$(command -v %s) || fail %s %s\n", shellquote.Quote(given), shellquote.Quote(given), shellquote.Quote(install))
 		} else {
-			fmt.Fprintf(&b, "i=${s%%/*}/initdb; [ -x \"$i\" ] || fail \"$i\" %s\n", Quote(install))
+			fmt.Fprintf(&b, "i=${s%%/*}/initdb; [ -x \"$i\" ] || fail \"$i\" %s\n", shellquote.Quote(install))
 		}
 		b.WriteString("echo \"$s\"; echo \"$i\"; id -un\n")
 		fmt.Fprintf(&b, "if [ \"$(id -u)\" = 0 ]; then id -u %[1]s 2>/dev/null && id -g %[1]s || "+
@@ -235,13 +236,13 @@ func (cl *Cluster) startMariaDB(ctx context.Context, n *node, first bool) error 
 	if !first {
 		pre.WriteString(waitPortFree(backend.MariaDBPort))
 	}
-	fmt.Fprintf(&pre, "cat > %s/init.sql <<'EOF'\n%sEOF\n", Quote(n.dir), backend.MariaDBInit)
+	fmt.Fprintf(&pre, "cat > %s/init.sql <<'EOF'\n%sEOF\n", shellquote.Quote(n.dir), backend.MariaDBInit)
 	if first {
 		// mariadb-install-db runs its own mariadbd to bootstrap; the one the
 		// inventory names, if any.
 		fmt.Fprintf(&pre, "[ -d %[1]s/mysql ] || MYSQLD_BOOTSTRAP=%[2]s %[3]s %[4]s </dev/null >>%[5]s 2>&1 || "+
 			"{ echo \"mariadb-install-db failed: $(grep . %[5]s | tail -n 1)\" >&2; exit 1; }\n",
-			Quote(n.sqlDataDir()), Quote(sh.server), Quote(sh.init), quoteAll(backend.MariaDBInstallArgs(n.sqlDataDir(), sh.user)), Quote(logf))
+			shellquote.Quote(n.sqlDataDir()), shellquote.Quote(sh.server), shellquote.Quote(sh.init), shellquote.Join(backend.MariaDBInstallArgs(n.sqlDataDir(), sh.user)), shellquote.Quote(logf))
 	}
 	m := backend.MariaDBServer{DataDir: n.sqlDataDir(), Bind: h.Address, Port: backend.MariaDBPort, Socket: sock,
 		PidFile: path.Join(n.dir, "mariadb.pid"), LogFile: logf, InitFile: path.Join(n.dir, "init.sql"), User: sh.user}
@@ -270,17 +271,17 @@ func (cl *Cluster) startPostgres(ctx context.Context, n *node, first bool) error
 	}
 	logf := path.Join(n.dir, n.sqlLog())
 	var pre strings.Builder
-	fmt.Fprintf(&pre, "cd %s || exit 1\n", Quote(n.dir)) // initdb's user may not enter the login's home
+	fmt.Fprintf(&pre, "cd %s || exit 1\n", shellquote.Quote(n.dir)) // initdb's user may not enter the login's home
 	if !first {
 		pre.WriteString(waitPortFree(backend.PostgresPort))
 	}
 	if first {
 		if sh.uid != "" {
-			fmt.Fprintf(&pre, "chown -R %s:%s %s\n", sh.uid, sh.gid, Quote(n.dir))
+			fmt.Fprintf(&pre, "chown -R %s:%s %s\n", sh.uid, sh.gid, shellquote.Quote(n.dir))
 		}
 		fmt.Fprintf(&pre, "[ -f %[1]s/PG_VERSION ] || { %[2]s </dev/null >>%[3]s 2>&1 && printf %%s %[4]s >> %[1]s/pg_hba.conf; } || "+
 			"{ echo \"initdb failed: $(grep . %[3]s | tail -n 1)\" >&2; exit 1; }\n",
-			Quote(n.sqlDataDir()), quoteAll(append(append(slices.Clone(as), sh.init), backend.InitdbArgs(n.sqlDataDir())...)), Quote(logf), Quote(backend.PostgresHBA))
+			shellquote.Quote(n.sqlDataDir()), shellquote.Join(append(append(slices.Clone(as), sh.init), backend.InitdbArgs(n.sqlDataDir())...)), shellquote.Quote(logf), shellquote.Quote(backend.PostgresHBA))
 	}
 	// The socket and its lock file go into n's directory when their path
 	// fits a socket address; otherwise there is none (clients use TCP).
@@ -353,7 +354,7 @@ func (cl *Cluster) waitSQL(parent context.Context, n *node, dataDir func(context
 		}
 		last = err
 		if i%10 == 0 {
-			out, err := n.conn.Run(ctx, sqlShell+fmt.Sprintf("lt_alive %d && echo alive || grep . %s | tail -n 1", pid, Quote(logf)))
+			out, err := n.conn.Run(ctx, sqlShell+fmt.Sprintf("lt_alive %d && echo alive || grep . %s | tail -n 1", pid, shellquote.Quote(logf)))
 			if err == nil && strings.TrimSpace(out) != "alive" {
 				cl.abandon(ctx, n)
 				return fmt.Errorf("node %s on %s: %s exited before it answered: %s (log %s on the host)", n.name, n.conn.Host.Name, n.program(), strings.TrimSpace(out), logf)
@@ -384,7 +385,7 @@ func (cl *Cluster) abandon(ctx context.Context, n *node) {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sqlInitTimeout)
 	defer cancel()
-	cmd := sqlShell + fmt.Sprintf("if lt_is %[1]d %[2]s %[3]s; then lt_kill %[1]d; fi", pid, n.program(), Quote(n.sqlDataDir()))
+	cmd := sqlShell + fmt.Sprintf("if lt_is %[1]d %[2]s %[3]s; then lt_kill %[1]d; fi", pid, n.program(), shellquote.Quote(n.sqlDataDir()))
 	if _, err := n.conn.Root(ctx, cmd); err != nil {
 		cl.lg.Error("ssh node kill after a failed start", "node", n.name, "host", n.conn.Host.Name, "pid", pid, "err", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/clusters/backend"
+	"github.com/locktest/locktest/internal/shellquote"
 )
 
 // The first ports of a ZooKeeper peer; the k-th peer of a host adds k to
@@ -54,7 +55,7 @@ func (cl *Cluster) startZooKeeper(ctx, rctx context.Context, n *node, first bool
 	}
 	if first {
 		var check strings.Builder
-		fmt.Fprintf(&check, "command -v %s >/dev/null || { echo 'no %s on the host (install a Java runtime, or give its path under binaries: in the inventory)' >&2; exit 3; }\n", Quote(java), java)
+		fmt.Fprintf(&check, "command -v %s >/dev/null || { echo 'no %s on the host (install a Java runtime, or give its path under binaries: in the inventory)' >&2; exit 3; }\n", shellquote.Quote(java), java)
 		for _, j := range cp {
 			fmt.Fprintf(&check, "[ -f %[1]s ] || { echo 'no %[1]s on the host (install ZooKeeper, Debian'\\''s zookeeper package)' >&2; exit 3; }\n", j)
 		}
@@ -78,9 +79,9 @@ func (cl *Cluster) startZooKeeper(ctx, rctx context.Context, n *node, first bool
 	env := n.env
 	n.mu.Unlock()
 	var files strings.Builder
-	fmt.Fprintf(&files, "cat > %s/zoo.cfg <<'EOF'\n%sEOF\n", Quote(n.dir), conf.String())
-	fmt.Fprintf(&files, "cat > %s/log4j.properties <<'EOF'\n%sEOF\n", Quote(n.dir), backend.ZooKeeperLog4j)
-	fmt.Fprintf(&files, "echo %d > %s/data/myid\n", myid, Quote(n.dir))
+	fmt.Fprintf(&files, "cat > %s/zoo.cfg <<'EOF'\n%sEOF\n", shellquote.Quote(n.dir), conf.String())
+	fmt.Fprintf(&files, "cat > %s/log4j.properties <<'EOF'\n%sEOF\n", shellquote.Quote(n.dir), backend.ZooKeeperLog4j)
+	fmt.Fprintf(&files, "echo %d > %s/data/myid\n", myid, shellquote.Quote(n.dir))
 	if err := cl.startDetached(rctx, n, files.String(), append(slices.Clone(env), args...), "zookeeper.log"); err != nil {
 		return err
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/locktest/locktest/e2e/testkit"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/impls"
+	"github.com/locktest/locktest/internal/shellquote"
 	"github.com/locktest/locktest/run"
 	"github.com/locktest/locktest/testkit/testlab"
 )
@@ -266,7 +267,7 @@ func sshSQLCleanup(t *testing.T, inventory string) {
 			defer c.Close(context.Background())
 		}
 		dir := sshp.RunDir(conns[0].Host, id)
-		if _, err := conns[0].Run(ctx, fmt.Sprintf("echo '%s 999999999 1' > %s/owner", host, sshp.Quote(dir))); err != nil {
+		if _, err := conns[0].Run(ctx, fmt.Sprintf("echo '%s 999999999 1' > %s/owner", host, shellquote.Quote(dir))); err != nil {
 			t.Fatal(err)
 		}
 		ids = append(ids, id)
