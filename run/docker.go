@@ -13,6 +13,8 @@ import (
 	"github.com/locktest/locktest/clusters/clientaddr"
 	"github.com/locktest/locktest/clusters/clockshim"
 	"github.com/locktest/locktest/clusters/docker"
+	"github.com/locktest/locktest/clusters/engine"
+	"github.com/locktest/locktest/clusters/images"
 	"github.com/locktest/locktest/impls"
 	"github.com/locktest/locktest/nemesis"
 )
@@ -67,9 +69,9 @@ func (c *Config) validateProvider(impl impls.Impl) error {
 // run's network and the image its nodes run.
 type dockerPlatform struct {
 	onThisMachine
-	engine *docker.Engine
+	engine *engine.Engine
 	lab    *docker.Lab
-	image  docker.Image
+	image  images.Image
 	// netWhy is why network faults are unavailable, or "".
 	netWhy string
 	// clients gives each client host an address of its own on the run's
@@ -82,17 +84,17 @@ type dockerPlatform struct {
 // and creates the run's network. A daemon that does not answer or a bad
 // image is a setup error; what was made before it is returned, to close.
 func setupDocker(ctx context.Context, cfg Config, impl impls.Impl, lg *slog.Logger) (provider, error) {
-	e, err := docker.Open(ctx, lg)
+	e, err := engine.Open(ctx, lg)
 	if err != nil {
 		return nil, setupErr("--provider docker: %v", err)
 	}
 	d := &dockerPlatform{engine: e}
-	img, err := e.ResolveImage(ctx, impl.Backend, cfg.Images[impl.Backend])
+	img, err := images.Resolve(ctx, e, impl.Backend, cfg.Images[impl.Backend])
 	if err != nil {
 		return d, setupErr("--provider docker: %v", err)
 	}
 	d.image = img
-	lab, err := e.NewLab(ctx)
+	lab, err := docker.NewLab(ctx, e)
 	if err != nil {
 		return d, setupErr("--provider docker: %v", err)
 	}

@@ -21,7 +21,8 @@ import (
 
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/backend"
-	"github.com/locktest/locktest/clusters/docker"
+	"github.com/locktest/locktest/clusters/engine"
+	"github.com/locktest/locktest/clusters/images"
 	"github.com/locktest/locktest/clusters/local"
 	"github.com/locktest/locktest/clusters/local/netlab"
 	"github.com/locktest/locktest/impls"
@@ -54,12 +55,12 @@ func dockerImage(t *testing.T, backend string) {
 	gate.Need(t, "redis-server")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	e, err := docker.Open(ctx, nil)
+	e, err := engine.Open(ctx, nil)
 	if err != nil {
 		t.Skipf("docker: %v", err)
 	}
 	defer e.Close()
-	if _, err := e.BuildImages(ctx, docker.BuildOptions{Backends: []string{backend}}); err != nil {
+	if _, err := images.Build(ctx, e, images.BuildOptions{Backends: []string{backend}}); err != nil {
 		t.Fatalf("build the %s image: %v", backend, err)
 	}
 }

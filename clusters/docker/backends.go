@@ -51,19 +51,6 @@ var kinds = map[string]*containerKind{
 // reads itself, beside the backend's own (backend.Params).
 var ownParams = map[string][]string{backend.ZooKeeper: {zkParamClassPath}}
 
-// ImageOf returns the image a backend's nodes run, by locktest's name for
-// it (locktest/<name>): the three Redis backends share redis's, mysql runs
-// mariadb's.
-func ImageOf(b string) string {
-	switch b {
-	case backend.RedisSentinel, backend.RedisCluster:
-		return backend.Redis
-	case backend.MySQL:
-		return "mariadb"
-	}
-	return b
-}
-
 // redisKind is one redis-server per container, run as `redis-server
 // /conf/redis.conf` (redisContainer), which the official image (whose
 // entrypoint runs a `redis-server ...` command as given) and locktest's
@@ -106,11 +93,12 @@ var sentinelKind = &containerKind{
 	container:    redisContainer,
 }
 
-// etcd: with locktest's node image (LabelNodeProgram), each container runs
-// `locktest node etcd` with locktest's flags; with another image, the
-// upstream `etcd` binary with its own flags. Members have fixed addresses,
-// so the initial cluster is known before any starts. Go programs read the
-// wall clock without libc: the clock shim is not mounted.
+// etcd: with locktest's node image (engine.LabelNodeProgram), each
+// container runs `locktest node etcd` with locktest's flags; with another
+// image, the upstream `etcd` binary with its own flags. Members have fixed
+// addresses, so the initial cluster is known before any starts. Go
+// programs read the wall clock without libc: the clock shim is not
+// mounted.
 var etcdKind = &containerKind{
 	port:         backend.EtcdPort,
 	readyTimeout: 60 * time.Second,

@@ -1,3 +1,23 @@
+// Package docker is the cluster provider that runs the nodes of a lock
+// service as Docker containers, beside the local
+// provider's processes. A run gets a user-defined bridge network of its own
+// (a [Lab]); each node is a container on it with a fixed address, created,
+// started and waited for with testcontainers-go. The faults go below
+// testcontainers, through the Docker API (github.com/moby/moby/client) and
+// the container's host pid: SIGSTOP and SIGCONT for pauses, SIGKILL and a
+// start of the same container for kills, iptables rules inside the
+// container's network namespace for partitions and loss, and the clock shim
+// bind-mounted into the container for clock faults. The lock clients stay on
+// the host and dial the containers' addresses.
+//
+// The connection to the engine is clusters/engine's: everything a run
+// creates carries the run's labels ([engine.OwnerLabels]) and is removed at
+// the run's end ([Lab.Close]); [engine.Engine.Cleanup] removes what a
+// driver that was killed outright left.
+//
+// Images are the official ones by name and tag unless the run names others
+// or locktest built its own with [images.Build] (`locktest images
+// build`), from the host's installed packages without pulling anything.
 package docker
 
 import (
@@ -18,7 +38,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/containerd/errdefs"
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/network"
@@ -28,6 +47,8 @@ import (
 
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/backend"
+	"github.com/locktest/locktest/clusters/engine"
+	"github.com/locktest/locktest/clusters/images"
 	"github.com/locktest/locktest/internal/procfs"
 )
 
@@ -55,8 +76,8 @@ type Options struct {
 	Dir string
 	// Lab is the run's network; the cluster registers its nodes there.
 	Lab *Lab
-	// Image is the image every node runs (see Engine.ResolveImage).
-	Image Image
+	// Image is the image every node runs (see images.Resolve).
+	Image images.Image
 	// Persistence is the durability of backends that have a setting for it
 	// (Redis: off, everysec, always; "" is off).
 	Persistence string
@@ -79,7 +100,7 @@ type Options struct {
 type Cluster struct {
 	layout backend.Layout
 	lab    *Lab
-	image  Image
+	image  images.Image
 	opts   Options
 	log    *slog.Logger
 
@@ -138,7 +159,7 @@ func (n *node) hostPid(ctx context.Context) (int, error) {
 	}
 	res, err := n.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
 	if err != nil {
-		return 0, fmt.Errorf("node %s: inspect: %s", n.name, firstLine(err))
+		return 0, fmt.Errorf("node %s: inspect: %s", n.name, engine.FirstLine(err))
 	}
 	st := res.Container.State
 	if st == nil || !st.Running || st.Pid == 0 {
@@ -199,7 +220,7 @@ func New(opts Options) (*Cluster, error) {
 			return nil, err
 		}
 		nd := filepath.Join(dir, "nodes", spec.Name)
-		n := &node{name: spec.Name, kind: spec.Kind, ip: ip, port: k.port, dir: nd, logPath: filepath.Join(nd, "container.log"), cli: opts.Lab.e.cli}
+		n := &node{name: spec.Name, kind: spec.Kind, ip: ip, port: k.port, dir: nd, logPath: filepath.Join(nd, "container.log"), cli: opts.Lab.e.Client()}
 		c.nodes = append(c.nodes, n)
 		opts.Lab.register(n)
 	}
@@ -217,7 +238,7 @@ func (c *Cluster) Nodes() []clusters.Node {
 }
 
 // Image returns the image the nodes run.
-func (c *Cluster) Image() Image { return c.image }
+func (c *Cluster) Image() images.Image { return c.image }
 
 // Pids returns each node's host pid, or 0 for a node that is not running.
 func (c *Cluster) Pids() map[string]int {
@@ -312,7 +333,7 @@ func (c *Cluster) create(ctx context.Context, n *node) error {
 		return err
 	}
 	labels := c.lab.Labels()
-	labels[LabelNode] = n.name
+	labels[engine.LabelNode] = n.name
 	env := map[string]string{}
 	for k, v := range spec.env {
 		env[k] = v
@@ -370,7 +391,7 @@ func (c *Cluster) create(ctx context.Context, n *node) error {
 		n.mu.Unlock()
 	}
 	if err != nil {
-		return fmt.Errorf("docker %s: node %s: create a container of image %s: %s%s", c.opts.Backend, n.name, c.image.Ref, firstLine(err), c.pullHint())
+		return fmt.Errorf("docker %s: node %s: create a container of image %s: %s%s", c.opts.Backend, n.name, c.image.Ref, engine.FirstLine(err), c.pullHint())
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("docker %s: node %s: %w", c.opts.Backend, n.name, err)
@@ -386,7 +407,7 @@ const createTimeout = time.Minute
 func (c *Cluster) pullHint() string {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := c.lab.e.cli.ImageInspect(ctx, c.image.Ref); err == nil || !isNotFound(err) {
+	if _, err := c.lab.e.Client().ImageInspect(ctx, c.image.Ref); err == nil || !engine.IsNotFound(err) {
 		return ""
 	}
 	return fmt.Sprintf(" (the image is not on this docker engine and could not be pulled: `locktest images build %s` builds locktest's own without a registry, or --image %s=REF names another)", c.image.Backend, c.image.Backend)
@@ -405,10 +426,10 @@ func (c *Cluster) startNode(ctx context.Context, n *node) error {
 			quoted = "; last output:\n\t" + strings.ReplaceAll(tail, "\n", "\n\t")
 		}
 		c.log.Warn("node did not start", "node", n.name, "addr", n.addr(), "err", err)
-		return fmt.Errorf("docker %s: node %s (%s, image %s) not ready: %s%s", c.opts.Backend, n.name, n.addr(), c.image.Ref, firstLine(err), quoted)
+		return fmt.Errorf("docker %s: node %s (%s, image %s) not ready: %s%s", c.opts.Backend, n.name, n.addr(), c.image.Ref, engine.FirstLine(err), quoted)
 	}
 	pid, _ := n.hostPid(ctx)
-	c.log.Info("node started", "node", n.name, "addr", n.addr(), "pid", pid, "container", shortID(n.id()), "took", time.Since(t0).Round(time.Millisecond))
+	c.log.Info("node started", "node", n.name, "addr", n.addr(), "pid", pid, "container", engine.ShortID(n.id()), "took", time.Since(t0).Round(time.Millisecond))
 	return nil
 }
 
@@ -453,14 +474,14 @@ func (c *Cluster) remove(ctx context.Context, n *node) {
 	if id == "" {
 		return
 	}
-	if _, err := n.cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !isNotFound(err) {
-		c.log.Warn("remove container", "node", n.name, "container", shortID(id), "err", firstLine(err))
+	if _, err := n.cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !engine.IsNotFound(err) {
+		c.log.Warn("remove container", "node", n.name, "container", engine.ShortID(id), "err", engine.FirstLine(err))
 		return
 	}
 	n.mu.Lock()
 	n.c = nil
 	n.mu.Unlock()
-	c.log.Info("node removed", "node", n.name, "container", shortID(id))
+	c.log.Info("node removed", "node", n.name, "container", engine.ShortID(id))
 }
 
 // Stop removes every node's container (SIGKILL, then removal with its
@@ -496,12 +517,12 @@ func (c *Cluster) Kill(ctx context.Context, target clusters.Node) error {
 		id := n.id()
 		wait := n.cli.ContainerWait(ctx, id, client.ContainerWaitOptions{Condition: container.WaitConditionNotRunning})
 		if _, err := n.cli.ContainerKill(ctx, id, client.ContainerKillOptions{Signal: "SIGKILL"}); err != nil {
-			return fmt.Errorf("docker %s: kill %s: %s", c.opts.Backend, n.name, firstLine(err))
+			return fmt.Errorf("docker %s: kill %s: %s", c.opts.Backend, n.name, engine.FirstLine(err))
 		}
 		select {
 		case <-wait.Result:
 		case err := <-wait.Error:
-			return fmt.Errorf("docker %s: kill %s: wait: %s", c.opts.Backend, n.name, firstLine(err))
+			return fmt.Errorf("docker %s: kill %s: wait: %s", c.opts.Backend, n.name, engine.FirstLine(err))
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -544,7 +565,7 @@ func (c *Cluster) Pause(ctx context.Context, target clusters.Node) error {
 		pid, err := n.localPid(ctx)
 		if err != nil || kinds[n.kind].several {
 			if _, err := n.cli.ContainerPause(ctx, n.id(), client.ContainerPauseOptions{}); err != nil {
-				return fmt.Errorf("docker %s: pause %s: %s", c.opts.Backend, n.name, firstLine(err))
+				return fmt.Errorf("docker %s: pause %s: %s", c.opts.Backend, n.name, engine.FirstLine(err))
 			}
 			n.frozen = true
 			c.log.Info("node paused", "node", n.name, "addr", n.addr(), "by", "docker pause")
@@ -566,8 +587,8 @@ func (c *Cluster) Pause(ctx context.Context, target clusters.Node) error {
 func (c *Cluster) Resume(ctx context.Context, target clusters.Node) error {
 	return c.with(target, func(n *node) error {
 		if n.frozen {
-			if _, err := n.cli.ContainerUnpause(ctx, n.id(), client.ContainerUnpauseOptions{}); err != nil && !isNotFound(err) {
-				return fmt.Errorf("docker %s: resume %s: %s", c.opts.Backend, n.name, firstLine(err))
+			if _, err := n.cli.ContainerUnpause(ctx, n.id(), client.ContainerUnpauseOptions{}); err != nil && !engine.IsNotFound(err) {
+				return fmt.Errorf("docker %s: resume %s: %s", c.opts.Backend, n.name, engine.FirstLine(err))
 			}
 			n.frozen = false
 			c.log.Info("node resumed", "node", n.name, "addr", n.addr(), "by", "docker unpause")
@@ -603,9 +624,9 @@ func (c *Cluster) CollectLogs(dir string) error {
 			continue
 		}
 		var b bytes.Buffer
-		fmt.Fprintf(&b, "# container %s of image %s, node %s at %s\n", shortID(id), c.image.Ref, n.name, n.addr())
+		fmt.Fprintf(&b, "# container %s of image %s, node %s at %s\n", engine.ShortID(id), c.image.Ref, n.name, n.addr())
 		if err := containerLogs(ctx, n.cli, id, "all", &b); err != nil {
-			errs = append(errs, fmt.Errorf("collect log of %s: %s", n.name, firstLine(err)))
+			errs = append(errs, fmt.Errorf("collect log of %s: %s", n.name, engine.FirstLine(err)))
 		}
 		for _, p := range []string{filepath.Join(dir, n.name+".log"), n.logPath} {
 			if err := os.MkdirAll(filepath.Dir(p), 0o755); err == nil {
@@ -701,4 +722,12 @@ func (s probeStrategy) WaitUntilReady(ctx context.Context, t wait.StrategyTarget
 	}
 }
 
-func isNotFound(err error) bool { return errdefs.IsNotFound(err) }
+// errNotRunning marks a node whose container is not running.
+var errNotRunning = errors.New("container is not running")
+
+// slogPrintf adapts testcontainers' Printf logger to slog at debug level.
+type slogPrintf struct{ lg *slog.Logger }
+
+func (s slogPrintf) Printf(format string, v ...any) {
+	s.lg.Debug(strings.TrimSpace(fmt.Sprintf(format, v...)), "from", "testcontainers")
+}

@@ -15,16 +15,18 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/clusters/engine"
+	"github.com/locktest/locktest/clusters/images"
 )
 
 // needEngine returns a connection to the Docker engine, or skips the test
 // saying why there is none.
-func needEngine(t *testing.T) *Engine {
+func needEngine(t *testing.T) *engine.Engine {
 	t.Helper()
 	gate.Docker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	e, err := Open(ctx, nil)
+	e, err := engine.Open(ctx, nil)
 	if err != nil {
 		t.Skipf("docker tests need a Docker engine: %v", err)
 	}
@@ -34,30 +36,30 @@ func needEngine(t *testing.T) *Engine {
 
 var (
 	buildMu   sync.Mutex
-	built     = map[string]Image{}
+	built     = map[string]images.Image{}
 	buildErrs = map[string]error{}
 )
 
 // needImage builds (or reuses) locktest's image of backend once per test
 // binary, skipping the test when the host lacks what the image is made of.
-func needImage(t *testing.T, e *Engine, backend string) Image {
+func needImage(t *testing.T, e *engine.Engine, backend string) images.Image {
 	t.Helper()
 	buildMu.Lock()
 	defer buildMu.Unlock()
 	if img, ok := built[backend]; ok {
 		return img
 	}
-	if err, ok := buildErrs[ImageOf(backend)]; ok {
+	if err, ok := buildErrs[images.Of(backend)]; ok {
 		t.Skip(err)
 	}
-	switch ImageOf(backend) {
+	switch images.Of(backend) {
 	case "redis":
 		if _, err := exec.LookPath("redis-server"); err != nil {
 			buildErrs["redis"] = errors.New("redis-server not installed (make setup)")
 			t.Skip(buildErrs["redis"])
 		}
 	case "zookeeper":
-		if _, err := os.Stat(zkJars[0]); err != nil {
+		if _, err := os.Stat("/usr/share/java/zookeeper.jar"); err != nil {
 			buildErrs[backend] = errors.New("zookeeper not installed (make setup)")
 			t.Skip(buildErrs[backend])
 		}
@@ -65,12 +67,12 @@ func needImage(t *testing.T, e *Engine, backend string) Image {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	t0 := time.Now()
-	bs, err := e.BuildImages(ctx, BuildOptions{Backends: []string{backend}})
+	bs, err := images.Build(ctx, e, images.BuildOptions{Backends: []string{backend}})
 	if err != nil {
 		t.Fatalf("build %s image: %v", backend, err)
 	}
 	t.Logf("%s image %s: reused %v, %d MB, %v", backend, bs[0].Ref, bs[0].Reused, bs[0].Size>>20, time.Since(t0).Round(time.Millisecond))
-	img, err := e.ResolveImage(ctx, backend, "")
+	img, err := images.Resolve(ctx, e, backend, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,9 +85,9 @@ func needImage(t *testing.T, e *Engine, backend string) Image {
 
 // newLab makes a run network and checks at the test's end that nothing of
 // the run is left.
-func newLab(t *testing.T, e *Engine) *Lab {
+func newLab(t *testing.T, e *engine.Engine) *Lab {
 	t.Helper()
-	l, err := e.NewLab(context.Background())
+	l, err := NewLab(context.Background(), e)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,13 +119,13 @@ func startCluster(t *testing.T, backend string, nodes int) *Cluster {
 	return c
 }
 
-func assertRunGone(t *testing.T, e *Engine, run string) {
+func assertRunGone(t *testing.T, e *engine.Engine, run string) {
 	t.Helper()
 	all, err := e.Find(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if left := OfRun(all, run); len(left) > 0 {
+	if left := engine.OfRun(all, run); len(left) > 0 {
 		t.Errorf("run %s left %+v", run, left)
 	}
 }

@@ -9,8 +9,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/big"
-	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -18,10 +16,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
-	"github.com/moby/moby/api/types/network"
 	"github.com/moby/moby/client"
+
+	"github.com/locktest/locktest/clusters/engine"
 )
 
 // The chains that hold a container's fault rules, as in netlab: INPUT and
@@ -42,7 +40,7 @@ var subnetBase = [2]byte{10, 78}
 // (nsenter): they need root and the Docker daemon on this host. Its methods
 // are safe for concurrent use.
 type Lab struct {
-	e      *Engine
+	e      *engine.Engine
 	id     string
 	labels map[string]string
 	netID  string
@@ -65,66 +63,25 @@ type Lab struct {
 // NewLab creates a run's network, locktest-<id>, on a free /24 of
 // 10.78.0.0/16, labelled with the run's id and this process as its owner.
 // Close removes it with every container that carries the run's label.
-func (e *Engine) NewLab(ctx context.Context) (*Lab, error) {
+func NewLab(ctx context.Context, e *engine.Engine) (*Lab, error) {
 	b := make([]byte, 4)
 	if _, err := rand.Read(b); err != nil {
 		return nil, err
 	}
 	id := hex.EncodeToString(b)
-	l := &Lab{e: e, id: id, labels: ownerLabels(id), name: "locktest-" + id, lg: e.log,
+	l := &Lab{e: e, id: id, labels: engine.OwnerLabels(id), name: "locktest-" + id, lg: e.Logger(),
 		nodes: map[string]*node{}, faulty: map[string]bool{}, chains: map[string]int{}}
-	used := hostSubnets()
-	start, _ := rand.Int(rand.Reader, big.NewInt(256))
-	var lastErr error
-	for i := range 256 {
-		third := byte((int(start.Int64()) + i) % 256)
-		p := netip.PrefixFrom(netip.AddrFrom4([4]byte{subnetBase[0], subnetBase[1], third, 0}), 24)
-		if used[p] {
-			continue
-		}
-		gw := p.Addr().Next()
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		// As for containers, a cancelled create may still be carried
-		// out: it is waited for, so the network is known and removed.
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-		res, err := e.cli.NetworkCreate(cctx, l.name, client.NetworkCreateOptions{
-			Driver: "bridge",
-			IPAM:   &network.IPAM{Config: []network.IPAMConfig{{Subnet: p, Gateway: gw}}},
-			Labels: l.labels,
-		})
-		cancel()
-		if err != nil {
-			lastErr = err
-			if strings.Contains(err.Error(), "overlaps") || strings.Contains(err.Error(), "in use") {
-				continue
-			}
-			return nil, fmt.Errorf("docker: create network %s: %s", l.name, firstLine(err))
-		}
-		l.netID, l.subnet, l.gw, l.next = res.ID, p, gw, gw.Next()
-		l.lg.Info("docker network created", "lab", id, "network", l.name, "subnet", p)
-		return l, nil
-	}
-	return nil, fmt.Errorf("docker: no free /24 in %d.%d.0.0/16 for the run's network (last: %v)", subnetBase[0], subnetBase[1], lastErr)
-}
-
-// hostSubnets returns the /24s of this host's interface addresses.
-func hostSubnets() map[netip.Prefix]bool {
-	used := map[netip.Prefix]bool{}
-	addrs, err := net.InterfaceAddrs()
+	netID, p, err := e.CreateNetwork(ctx, l.name, subnetBase, l.labels)
 	if err != nil {
-		return used
+		return nil, err
 	}
-	for _, a := range addrs {
-		if p, err := netip.ParsePrefix(a.String()); err == nil && p.Addr().Is4() {
-			used[netip.PrefixFrom(p.Addr(), 24).Masked()] = true
-		}
-	}
-	return used
+	gw := p.Addr().Next()
+	l.netID, l.subnet, l.gw, l.next = netID, p, gw, gw.Next()
+	l.lg.Info("docker network created", "lab", id, "network", l.name, "subnet", p)
+	return l, nil
 }
 
-// ID returns the run's id, the value of its LabelRun label.
+// ID returns the run's id, the value of its engine.LabelRun label.
 func (l *Lab) ID() string { return l.id }
 
 // Name returns the Docker network's name.
@@ -219,7 +176,7 @@ func (l *Lab) SharedClientAddress() string {
 // "" if they can: they enter the containers' network namespaces by host
 // pid, which needs root, nsenter, iptables and iptables-restore, and a
 // daemon on this host.
-func NetworkFaultsReason(e *Engine) string {
+func NetworkFaultsReason(e *engine.Engine) string {
 	if os.Geteuid() != 0 {
 		return "network faults under docker need root (nsenter into the containers' network namespaces)"
 	}
@@ -460,7 +417,7 @@ func (l *Lab) Close(ctx context.Context) error {
 		ctx = context.Background()
 	}
 	var errs []error
-	if err := removeRun(ctx, l.e.cli, l.id); err != nil {
+	if err := removeRun(ctx, l.e, l.id); err != nil {
 		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err == nil {
@@ -471,33 +428,27 @@ func (l *Lab) Close(ctx context.Context) error {
 }
 
 // removeRun removes the containers, then the networks, labelled with run.
-func removeRun(ctx context.Context, cli *client.Client, run string) error {
-	f := client.Filters{}.Add("label", LabelRun+"="+run)
+func removeRun(ctx context.Context, e *engine.Engine, run string) error {
+	cli := e.Client()
+	f := client.Filters{}.Add("label", engine.LabelRun+"="+run)
 	var errs []error
 	cs, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
 	if err != nil {
-		return fmt.Errorf("docker: list containers of run %s: %s", run, firstLine(err))
+		return fmt.Errorf("docker: list containers of run %s: %s", run, engine.FirstLine(err))
 	}
 	for _, c := range cs.Items {
-		if _, err := cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !isNotFound(err) {
-			errs = append(errs, fmt.Errorf("docker: remove container %s: %s", shortID(c.ID), firstLine(err)))
+		if _, err := cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !engine.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("docker: remove container %s: %s", engine.ShortID(c.ID), engine.FirstLine(err)))
 		}
 	}
 	ns, err := cli.NetworkList(ctx, client.NetworkListOptions{Filters: f})
 	if err != nil {
-		return errors.Join(append(errs, fmt.Errorf("docker: list networks of run %s: %s", run, firstLine(err)))...)
+		return errors.Join(append(errs, fmt.Errorf("docker: list networks of run %s: %s", run, engine.FirstLine(err)))...)
 	}
 	for _, n := range ns.Items {
-		if err := removeNetwork(ctx, cli, n.ID); err != nil {
+		if err := e.RemoveNetwork(ctx, n.ID); err != nil {
 			errs = append(errs, fmt.Errorf("docker: remove network %s: %w", n.Name, err))
 		}
 	}
 	return errors.Join(errs...)
-}
-
-func shortID(id string) string {
-	if len(id) > 12 {
-		return id[:12]
-	}
-	return id
 }

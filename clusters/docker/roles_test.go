@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/clusters/images"
 	"github.com/locktest/locktest/testkit/testcluster"
 )
 
@@ -75,7 +76,7 @@ func TestDockerRoles(t *testing.T) {
 		{"zookeeper", 1, []string{"standalone"}},
 		{"redis", 2, nil},
 	} {
-		other, err := New(Options{Backend: tt.backend, Nodes: tt.nodes, Dir: t.TempDir(), Lab: c.opts.Lab, Image: Image{Ref: "unused"}})
+		other, err := New(Options{Backend: tt.backend, Nodes: tt.nodes, Dir: t.TempDir(), Lab: c.opts.Lab, Image: images.Image{Ref: "unused"}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -15,7 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/locktest/locktest/clusters/clientaddr"
-	"github.com/locktest/locktest/clusters/docker"
+	"github.com/locktest/locktest/clusters/engine"
 	"github.com/locktest/locktest/clusters/local/netlab"
 	sshp "github.com/locktest/locktest/clusters/ssh"
 )
@@ -156,7 +156,7 @@ func cleanupSockets(w io.Writer, dir string, dry bool) error {
 func cleanupDocker(ctx context.Context, w io.Writer, dry bool) error {
 	octx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	e, err := docker.Open(octx, nil)
+	e, err := engine.Open(octx, nil)
 	if err != nil {
 		fmt.Fprintf(w, "docker: nothing to do: %v\n", err)
 		return nil
@@ -167,7 +167,7 @@ func cleanupDocker(ctx context.Context, w io.Writer, dry bool) error {
 		return fmt.Errorf("cleanup: %w", err)
 	}
 	if dry {
-		printDockerLeft(w, "would remove", docker.Orphans(all))
+		printDockerLeft(w, "would remove", engine.Orphans(all))
 		return nil
 	}
 	removed, err := e.Cleanup(ctx)
@@ -178,7 +178,7 @@ func cleanupDocker(ctx context.Context, w io.Writer, dry bool) error {
 	return nil
 }
 
-func printDockerLeft(w io.Writer, verb string, ls []docker.Leftover) {
+func printDockerLeft(w io.Writer, verb string, ls []engine.Leftover) {
 	if len(ls) == 0 {
 		fmt.Fprintln(w, "docker: nothing left behind by earlier runs")
 		return

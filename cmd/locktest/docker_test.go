@@ -8,7 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/locktest/locktest/clusters/docker"
+	"github.com/locktest/locktest/clusters/engine"
+	"github.com/locktest/locktest/clusters/images"
 	"github.com/locktest/locktest/internal/gate"
 	"github.com/locktest/locktest/runstore"
 )
@@ -20,7 +21,7 @@ import (
 func TestDockerInterruptRemovesContainers(t *testing.T) {
 	gate.Need(t, "redis-server")
 	gate.Docker(t)
-	e, err := docker.Open(context.Background(), nil)
+	e, err := engine.Open(context.Background(), nil)
 	if err != nil {
 		t.Skipf("docker provider tests: %v", err)
 	}
@@ -36,7 +37,7 @@ func TestDockerInterruptRemovesContainers(t *testing.T) {
 			// Wait until the run is under way: its results name the run, and
 			// its five containers exist.
 			var run string
-			var left []docker.Leftover
+			var left []engine.Leftover
 			deadline := time.Now().Add(30 * time.Second)
 			for time.Now().Before(deadline) && len(left) < 6 {
 				if dirs, _ := filepath.Glob(filepath.Join(root, "dock", "2*")); len(dirs) == 1 && run == "" {
@@ -46,7 +47,7 @@ func TestDockerInterruptRemovesContainers(t *testing.T) {
 				}
 				if run != "" {
 					all, _ := e.Find(context.Background())
-					left = docker.OfRun(all, run)
+					left = engine.OfRun(all, run)
 				}
 				time.Sleep(100 * time.Millisecond)
 			}
@@ -57,7 +58,7 @@ func TestDockerInterruptRemovesContainers(t *testing.T) {
 			stopLocktest(t, cmd, out, sig)
 			if sig == syscall.SIGKILL {
 				all, _ := e.Find(context.Background())
-				if n := len(docker.Orphans(docker.OfRun(all, run))); n < 6 {
+				if n := len(engine.Orphans(engine.OfRun(all, run))); n < 6 {
 					t.Errorf("after SIGKILL %d orphans of run %s, want its 5 containers and network", n, run)
 				}
 				stdout, stderr, code := locktest(t, "cleanup")
@@ -69,10 +70,10 @@ func TestDockerInterruptRemovesContainers(t *testing.T) {
 				}
 			}
 			all, _ := e.Find(context.Background())
-			if left := docker.OfRun(all, run); len(left) > 0 {
+			if left := engine.OfRun(all, run); len(left) > 0 {
 				t.Errorf("after %v the run is still there: %+v", sig, left)
 			}
-			if bs, _ := e.ListBuilt(context.Background()); len(bs) == 0 {
+			if bs, _ := images.ListBuilt(context.Background(), e); len(bs) == 0 {
 				t.Error("the built images were removed")
 			}
 		})

@@ -13,11 +13,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/locktest/locktest/clusters/docker"
+	"github.com/locktest/locktest/clusters/engine"
+	"github.com/locktest/locktest/clusters/images"
 )
 
 // newImagesCmd is `locktest images`: the images of the docker provider.
 func newImagesCmd() *cobra.Command {
-	images := &cobra.Command{
+	imagesCmd := &cobra.Command{
 		Use:   "images",
 		Short: "Build and list the container images of the docker provider",
 	}
@@ -64,7 +66,7 @@ Backends: ` + strings.Join(docker.Backends(), ", ") + `.`,
 				return err
 			}
 			defer e.Close()
-			bs, err := e.BuildImages(cmd.Context(), docker.BuildOptions{Backends: backends, NodeBinary: nodeBinary, Force: force})
+			bs, err := images.Build(cmd.Context(), e, images.BuildOptions{Backends: backends, NodeBinary: nodeBinary, Force: force})
 			printImages(cmd.OutOrStdout(), bs, true)
 			return err
 		},
@@ -81,7 +83,7 @@ Backends: ` + strings.Join(docker.Backends(), ", ") + `.`,
 				return err
 			}
 			defer e.Close()
-			bs, err := e.ListBuilt(cmd.Context())
+			bs, err := images.ListBuilt(cmd.Context(), e)
 			if err != nil {
 				return err
 			}
@@ -92,18 +94,18 @@ Backends: ` + strings.Join(docker.Backends(), ", ") + `.`,
 			return nil
 		},
 	}
-	images.AddCommand(build, list)
-	return images
+	imagesCmd.AddCommand(build, list)
+	return imagesCmd
 }
 
 // openDocker connects to the Docker engine, with a bounded wait.
-func openDocker(ctx context.Context) (*docker.Engine, error) {
+func openDocker(ctx context.Context) (*engine.Engine, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	return docker.Open(ctx, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	return engine.Open(ctx, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 }
 
-func printImages(w io.Writer, bs []docker.BuiltImage, built bool) {
+func printImages(w io.Writer, bs []images.BuiltImage, built bool) {
 	for _, b := range bs {
 		line := fmt.Sprintf("%-10s %-32s %6.1f MB", b.Backend, b.Ref, float64(b.Size)/1e6)
 		if built {

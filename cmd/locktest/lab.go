@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/locktest/locktest/clusters/docker"
+	"github.com/locktest/locktest/clusters/sshlab"
 )
 
 // newLabCmd is `locktest lab`: a test bed of SSH hosts on this machine for
@@ -43,8 +43,8 @@ A failed up removes what it had made.`,
 			if err := os.MkdirAll(dir, 0o755); err != nil {
 				return usageError{fmt.Errorf("--dir: %v", err)}
 			}
-			if _, err := os.Stat(filepath.Join(dir, docker.SSHLabInventory)); err == nil {
-				return usageError{fmt.Errorf("--dir %s holds a lab's %s already: `locktest lab down --dir %s` first", dir, docker.SSHLabInventory, dir)}
+			if _, err := os.Stat(filepath.Join(dir, sshlab.Inventory)); err == nil {
+				return usageError{fmt.Errorf("--dir %s holds a lab's %s already: `locktest lab down --dir %s` first", dir, sshlab.Inventory, dir)}
 			}
 			e, err := openDocker(cmd.Context())
 			if err != nil {
@@ -52,7 +52,7 @@ A failed up removes what it had made.`,
 			}
 			defer e.Close()
 			t0 := time.Now()
-			l, err := e.SSHLabUp(cmd.Context(), docker.SSHLabOptions{Hosts: hosts, Dir: dir})
+			l, err := sshlab.Up(cmd.Context(), e, sshlab.Options{Hosts: hosts, Dir: dir})
 			if err != nil {
 				return err
 			}
@@ -79,7 +79,7 @@ A failed up removes what it had made.`,
 			defer e.Close()
 			ctx, cancel := context.WithTimeout(context.WithoutCancel(cmd.Context()), 2*time.Minute)
 			defer cancel()
-			ids, err := e.SSHLabDown(ctx, downDir)
+			ids, err := sshlab.Down(ctx, e, downDir)
 			for _, id := range ids {
 				fmt.Fprintf(cmd.OutOrStdout(), "removed lab %s\n", id)
 			}

@@ -40,8 +40,10 @@ var layers = map[string]int{
 
 // forbidden are imports between packages of one rank (or going down) that
 // the design still rules out, by path prefix: the lock recipes know no
-// provider, a provider builds on no other provider, and only the CLI
-// chooses the drivers (impls/all) and the providers.
+// provider, a provider builds on no other provider, the Docker engine's
+// packages build on no provider (and the docker provider not on the SSH
+// lab), and only the CLI chooses the drivers (impls/all) and the
+// providers.
 var forbidden = []struct{ from, to, why string }{
 	{"impls", "clusters", "lock clients know nodes as impls.Node, not a provider's type"},
 	{"clusters/docker", "clusters/local", providerWhy},
@@ -50,6 +52,16 @@ var forbidden = []struct{ from, to, why string }{
 	{"clusters/local", "clusters/ssh", providerWhy},
 	{"clusters/ssh", "clusters/local", providerWhy},
 	{"clusters/ssh", "clusters/docker", providerWhy},
+	{"clusters/engine", "clusters/local", engineWhy},
+	{"clusters/engine", "clusters/docker", engineWhy},
+	{"clusters/engine", "clusters/ssh", engineWhy},
+	{"clusters/images", "clusters/local", engineWhy},
+	{"clusters/images", "clusters/docker", engineWhy},
+	{"clusters/images", "clusters/ssh", engineWhy},
+	{"clusters/sshlab", "clusters/local", engineWhy},
+	{"clusters/sshlab", "clusters/docker", engineWhy},
+	{"clusters/sshlab", "clusters/ssh", engineWhy},
+	{"clusters/docker", "clusters/sshlab", "the docker provider runs no SSH lab: the lab is the ssh provider's test bed, beside the provider"},
 	{"matrix", "clusters", "the matrix reaches clusters only through run, so --provider holds"},
 	{"scenarios", "clusters", "scenarios reach clusters only through run"},
 }
@@ -58,6 +70,12 @@ var forbidden = []struct{ from, to, why string }{
 // clock shim, the durable-data code, the embedded etcd node) lives in
 // clusters, beside them.
 const providerWhy = "a provider builds on no other provider (shared code lives in clusters)"
+
+// engineWhy is the rule of what sits beside the providers on the Docker
+// engine: the engine's connection (clusters/engine), the image builder
+// (clusters/images) and the SSH lab (clusters/sshlab) are built on by
+// providers and tests, and build on none.
+const engineWhy = "the Docker engine's packages (engine, images, sshlab) import no provider: the providers build on them"
 
 // rank returns the layer of a package path inside the module.
 func rank(pkg string) (int, bool) {

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/locktest/locktest/clusters/docker"
+	"github.com/locktest/locktest/clusters/engine"
 	"github.com/locktest/locktest/internal/gate"
 	"github.com/locktest/locktest/reports"
 	"github.com/locktest/locktest/runstore"
@@ -23,7 +23,7 @@ func TestReportSaysWhatRanTheNodes(t *testing.T) {
 		t.Run(provider, func(t *testing.T) {
 			if provider == "docker" {
 				gate.Docker(t)
-				e, err := docker.Open(context.Background(), nil)
+				e, err := engine.Open(context.Background(), nil)
 				if err != nil {
 					t.Skipf("docker provider tests: %v", err)
 				}

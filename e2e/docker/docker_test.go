@@ -13,6 +13,7 @@ import (
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/clusters/clientaddr"
 	"github.com/locktest/locktest/clusters/docker"
+	"github.com/locktest/locktest/clusters/engine"
 	"github.com/locktest/locktest/e2e/testkit"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/run"
@@ -335,7 +336,7 @@ func clientCutAcquires(h history.History) (cuts int, granted map[int]int) {
 
 // dockerNetWhy says why network faults are unavailable under docker here.
 func dockerNetWhy() string {
-	e, err := docker.Open(context.Background(), nil)
+	e, err := engine.Open(context.Background(), nil)
 	if err != nil {
 		return err.Error()
 	}

@@ -14,7 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/locktest/locktest/clusters/docker"
+	"github.com/locktest/locktest/clusters/engine"
+	"github.com/locktest/locktest/clusters/sshlab"
 	"github.com/locktest/locktest/e2e/testkit"
 	"github.com/locktest/locktest/internal/gate"
 	"github.com/locktest/locktest/runstore"
@@ -31,7 +32,7 @@ func TestSSHLabInterruptAndCleanup(t *testing.T) {
 	gate.Need(t, "sshd", "redis-server", "iptables")
 	gate.Docker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	e, err := docker.Open(ctx, nil)
+	e, err := engine.Open(ctx, nil)
 	cancel()
 	if err != nil {
 		t.Skipf("the ssh lab needs a Docker engine: %v", err)
@@ -45,11 +46,11 @@ func TestSSHLabInterruptAndCleanup(t *testing.T) {
 		if stdout, stderr, code := locktestCLI(t).Run(t, nil, "lab", "down", "--dir", dir); code != 0 || !strings.Contains(stdout, "removed lab") {
 			t.Errorf("lab down: exit %d: %s%s", code, stdout, stderr)
 		}
-		if _, err := os.Stat(filepath.Join(dir, docker.SSHLabInventory)); err == nil {
-			t.Errorf("lab down left %s", docker.SSHLabInventory)
+		if _, err := os.Stat(filepath.Join(dir, sshlab.Inventory)); err == nil {
+			t.Errorf("lab down left %s", sshlab.Inventory)
 		}
 	})
-	inventory := filepath.Join(dir, docker.SSHLabInventory)
+	inventory := filepath.Join(dir, sshlab.Inventory)
 	t.Run("debate", func(t *testing.T) { sshDebate(t, inventory, root) })
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGKILL} {
 		t.Run(sig.String(), func(t *testing.T) {

@@ -21,7 +21,8 @@ import (
 
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/clusters"
-	"github.com/locktest/locktest/clusters/docker"
+	"github.com/locktest/locktest/clusters/engine"
+	"github.com/locktest/locktest/clusters/images"
 	"github.com/locktest/locktest/clusters/local"
 	"github.com/locktest/locktest/clusters/local/netlab"
 	"github.com/locktest/locktest/history"
@@ -280,7 +281,7 @@ func NeedDocker(tb testing.TB, impl string) {
 	gate.Docker(tb)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	e, err := docker.Open(ctx, nil)
+	e, err := engine.Open(ctx, nil)
 	if err != nil {
 		tb.Skipf("docker provider tests: %v", err)
 	}
@@ -297,8 +298,8 @@ func NeedDocker(tb testing.TB, impl string) {
 			berr = errors.New(why)
 		} else {
 			t0 := time.Now()
-			var bs []docker.BuiltImage
-			bs, berr = e.BuildImages(ctx, docker.BuildOptions{Backends: []string{im.Backend}})
+			var bs []images.BuiltImage
+			bs, berr = images.Build(ctx, e, images.BuildOptions{Backends: []string{im.Backend}})
 			if berr == nil {
 				tb.Logf("image %s: reused %v, %d MB, %v", bs[0].Ref, bs[0].Reused, bs[0].Size>>20, time.Since(t0).Round(time.Millisecond))
 			}
@@ -350,7 +351,7 @@ func AssertNothingLeft(t *testing.T, out *run.Outcome) {
 	if !strings.HasPrefix(out.Results.Run.Network, "docker") {
 		return
 	}
-	e, err := docker.Open(context.Background(), nil)
+	e, err := engine.Open(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -362,12 +363,12 @@ func AssertNothingLeft(t *testing.T, out *run.Outcome) {
 	if out.Results.Run.Lab == "" {
 		t.Fatal("the docker run recorded no run id")
 	}
-	for _, l := range docker.OfRun(all, out.Results.Run.Lab) {
+	for _, l := range engine.OfRun(all, out.Results.Run.Lab) {
 		// A network the engine will not let go of (an endpoint of a
 		// container that is gone, its fault under load) is logged; any
 		// other leftover fails the test.
 		if l.Kind == "network" {
-			if err := e.RemoveNetwork(context.Background(), l.ID); docker.OnlyStaleEndpoints(err) {
+			if err := e.RemoveNetwork(context.Background(), l.ID); engine.OnlyStaleEndpoints(err) {
 				t.Logf("the engine kept the run's network: %v", err)
 				continue
 			}

@@ -10,8 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/locktest/locktest/clusters/docker"
+	"github.com/locktest/locktest/clusters/engine"
 	sshp "github.com/locktest/locktest/clusters/ssh"
+	"github.com/locktest/locktest/clusters/sshlab"
 	"github.com/locktest/locktest/internal/gate"
 )
 
@@ -26,21 +27,21 @@ func Up(t *testing.T) string {
 	gate.Docker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	e, err := docker.Open(ctx, nil)
+	e, err := engine.Open(ctx, nil)
 	if err != nil {
 		t.Skipf("ssh provider tests need the lab's Docker engine: %v", err)
 	}
-	lab, err := e.SSHLabUp(ctx, docker.SSHLabOptions{Hosts: 5, Dir: t.TempDir()})
+	lab, err := sshlab.Up(ctx, e, sshlab.Options{Hosts: 5, Dir: t.TempDir()})
 	if err != nil {
 		e.Close()
 		t.Fatalf("lab up: %v", err)
 	}
 	t.Cleanup(func() {
 		defer e.Close()
-		if err := e.SSHLabRemove(context.Background(), lab.ID); err != nil {
+		if err := sshlab.Remove(context.Background(), e, lab.ID); err != nil {
 			t.Errorf("lab down: %v", err)
 		}
-		ids, err := e.SSHLabIDs(context.Background())
+		ids, err := sshlab.IDs(context.Background(), e)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package docker
+package images
 
 import (
 	"context"
@@ -15,13 +15,6 @@ import (
 	"strings"
 )
 
-// sshLabSQLTools are the programs the ssh provider's SQL servers need on a
-// host besides those of sshLabPrograms: the user look-ups of their
-// set-up, mariadb-install-db's dirname and uname, chown and setpriv to run
-// PostgreSQL as its own user, and ipcrm to remove the shared memory of a
-// killed PostgreSQL.
-var sshLabSQLTools = []string{"id", "chown", "dirname", "uname", "setpriv", "ipcrm"}
-
 // pgShareSkip are the parts of PostgreSQL's share directory a server does
 // not need: its manual pages. (Of its lib directory the image takes the
 // modules but the JIT: llvmjit.so links libLLVM, over 100 MB, and without
@@ -29,46 +22,10 @@ var sshLabSQLTools = []string{"id", "chown", "dirname", "uname", "setpriv", "ipc
 // extension build kit stay out too.)
 var pgShareSkip = []string{"man"}
 
-// addSSHLabSQL adds to the lab's image this host's MariaDB and PostgreSQL
-// servers, each when this host has it: mariadbd with its libraries,
-// mariadb-install-db and my_print_defaults, which it calls, MariaDB's
-// share directory (the bootstrap SQL, error messages, character sets) and
-// plugin directory; PostgreSQL's postgres and initdb of the highest
-// /usr/lib/postgresql/<version>/bin with their libraries, the server's
-// modules of lib (plpgsql, the text search dictionaries, the encoding
-// conversions) but the JIT, its share directory but the manual, the time
-// zones, and a postgres user and group, the server's, with this host's
-// ids; and, with either, the tools of sshLabSQLTools. It returns the
-// servers it added ("mariadb", "postgres").
-func addSSHLabSQL(ctx context.Context, r *Rootfs) ([]string, error) {
-	var added []string
-	maria, err := addLabMariaDB(ctx, r)
-	if err != nil {
-		return nil, err
-	}
-	if maria {
-		added = append(added, "mariadb")
-	}
-	pg, err := addLabPostgres(ctx, r)
-	if err != nil {
-		return nil, err
-	}
-	if pg {
-		added = append(added, "postgres")
-	}
-	if len(added) == 0 {
-		return nil, nil
-	}
-	if err := addHostPrograms(ctx, r, "lab", " (the SQL servers' set-up on the hosts needs it)", sshLabSQLTools); err != nil {
-		return nil, err
-	}
-	return added, nil
-}
-
-// addHostPrograms adds each of progs, found in this host's PATH, to r with
+// AddHostPrograms adds each of progs, found in this host's PATH, to r with
 // the libraries it needs (Rootfs.AddProgram). A program the host lacks is
 // an error naming who needs it, and why when why is not "".
-func addHostPrograms(ctx context.Context, r *Rootfs, who, why string, progs []string) error {
+func AddHostPrograms(ctx context.Context, r *Rootfs, who, why string, progs []string) error {
 	for _, p := range progs {
 		bin, err := exec.LookPath(p)
 		if err != nil {
@@ -82,9 +39,9 @@ func addHostPrograms(ctx context.Context, r *Rootfs, who, why string, progs []st
 	return nil
 }
 
-// lookProgram returns the absolute path of program in the PATH or at
+// LookProgram returns the absolute path of program in the PATH or at
 // fallback, or "".
-func lookProgram(program, fallback string) string {
+func LookProgram(program, fallback string) string {
 	for _, p := range []string{program, fallback} {
 		if bin, err := exec.LookPath(p); err == nil {
 			bin, _ = filepath.Abs(bin)
@@ -94,12 +51,12 @@ func lookProgram(program, fallback string) string {
 	return ""
 }
 
-// addLabMariaDB adds MariaDB's server and what its install script needs,
-// and reports whether this host has them.
-func addLabMariaDB(ctx context.Context, r *Rootfs) (bool, error) {
-	server := lookProgram("mariadbd", "/usr/sbin/mariadbd")
-	install := lookProgram("mariadb-install-db", "/usr/bin/mariadb-install-db")
-	defaults := lookProgram("my_print_defaults", "/usr/bin/my_print_defaults")
+// AddMariaDB adds to r this host's MariaDB server and what its install
+// script needs, and reports whether this host has them.
+func AddMariaDB(ctx context.Context, r *Rootfs) (bool, error) {
+	server := LookProgram("mariadbd", "/usr/sbin/mariadbd")
+	install := LookProgram("mariadb-install-db", "/usr/bin/mariadb-install-db")
+	defaults := LookProgram("my_print_defaults", "/usr/bin/my_print_defaults")
 	if server == "" || install == "" || defaults == "" {
 		return false, nil
 	}
@@ -122,10 +79,10 @@ func addLabMariaDB(ctx context.Context, r *Rootfs) (bool, error) {
 	return true, nil
 }
 
-// addLabPostgres adds PostgreSQL's server and initdb and reports whether
-// this host has them.
-func addLabPostgres(ctx context.Context, r *Rootfs) (bool, error) {
-	best, version := highestPostgres()
+// AddPostgres adds to r this host's PostgreSQL server and initdb (those
+// of HighestPostgres) and reports whether this host has them.
+func AddPostgres(ctx context.Context, r *Rootfs) (bool, error) {
+	best, version := HighestPostgres()
 	if best == "" {
 		return false, nil
 	}
@@ -171,10 +128,10 @@ func addLabPostgres(ctx context.Context, r *Rootfs) (bool, error) {
 	return true, nil
 }
 
-// highestPostgres returns the postgres of the highest
+// HighestPostgres returns the postgres of the highest
 // /usr/lib/postgresql/<version>/bin that has initdb too, and the version;
 // "" when there is none.
-func highestPostgres() (string, int) {
+func HighestPostgres() (string, int) {
 	bins, _ := filepath.Glob("/usr/lib/postgresql/*/bin/postgres")
 	best, version := "", -1
 	for _, b := range bins {
@@ -247,21 +204,21 @@ var sqlImageTools = []string{"sh", "cat", "mkdir", "rm", "chmod", "chown", "mv",
 	"id", "dirname", "uname", "hostname", "setpriv"}
 
 // SQLRootfs assembles the image of one SQL server from this host's
-// installed packages, as the ssh lab's image carries it: "mariadb"
+// installed packages, as the ssh lab's image (clusters/sshlab) carries it: "mariadb"
 // (mariadbd, mariadb-install-db and what it needs) or "postgres" (the
 // highest installed PostgreSQL's postgres and initdb, its modules, share
 // directory and time zones, and the postgres user), with the tools of
 // sqlImageTools. A host without the server is an error saying what to
 // install.
 func SQLRootfs(ctx context.Context, server string) (*Rootfs, error) {
-	r := baseRootfs()
+	r := BaseRootfs()
 	var ok bool
 	var err error
 	switch server {
 	case "mariadb":
-		ok, err = addLabMariaDB(ctx, r)
+		ok, err = AddMariaDB(ctx, r)
 	case "postgres":
-		ok, err = addLabPostgres(ctx, r)
+		ok, err = AddPostgres(ctx, r)
 	default:
 		return nil, fmt.Errorf("images build: no SQL server %q", server)
 	}
@@ -271,7 +228,7 @@ func SQLRootfs(ctx context.Context, server string) (*Rootfs, error) {
 	if !ok {
 		return nil, fmt.Errorf("images build %s: this host has no %s server to copy: run `make setup`", server, server)
 	}
-	if err := addHostPrograms(ctx, r, "images build "+server, "", sqlImageTools); err != nil {
+	if err := AddHostPrograms(ctx, r, "images build "+server, "", sqlImageTools); err != nil {
 		return nil, err
 	}
 	// The container starts /bin/sh, and mariadb-install-db is a script

@@ -1,4 +1,4 @@
-package docker
+package images
 
 import (
 	"archive/tar"
@@ -101,6 +101,17 @@ func (r *Rootfs) Link(p string) (string, bool) {
 		return "", false
 	}
 	return e.link, true
+}
+
+// Content returns the content of the file at p that the rootfs made up
+// (AddFile), and whether there is one: a host file (AddPath, AddHostFile)
+// gives false.
+func (r *Rootfs) Content(p string) ([]byte, bool) {
+	e, ok := r.entries[path.Clean(p)]
+	if !ok || e.kind != tar.TypeReg || e.src != "" {
+		return nil, false
+	}
+	return e.data, true
 }
 
 // AddDir adds an empty directory (and its parents) with mode perm, or

@@ -1,4 +1,4 @@
-package docker
+package engine
 
 import (
 	"context"
@@ -30,21 +30,21 @@ func (e *Engine) Find(ctx context.Context) ([]Leftover, error) {
 	var out []Leftover
 	cs, err := e.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
 	if err != nil {
-		return nil, fmt.Errorf("docker: list containers: %s", firstLine(err))
+		return nil, fmt.Errorf("docker: list containers: %s", FirstLine(err))
 	}
 	for _, c := range cs.Items {
 		name := ""
 		if len(c.Names) > 0 {
 			name = c.Names[0]
 		}
-		out = append(out, Leftover{Kind: "container", ID: c.ID, Name: trimSlash(name), Run: c.Labels[LabelRun], Orphan: !ownerAlive(c.Labels)})
+		out = append(out, Leftover{Kind: "container", ID: c.ID, Name: trimSlash(name), Run: c.Labels[LabelRun], Orphan: !OwnerAlive(c.Labels)})
 	}
 	ns, err := e.cli.NetworkList(ctx, client.NetworkListOptions{Filters: f})
 	if err != nil {
-		return nil, fmt.Errorf("docker: list networks: %s", firstLine(err))
+		return nil, fmt.Errorf("docker: list networks: %s", FirstLine(err))
 	}
 	for _, n := range ns.Items {
-		out = append(out, Leftover{Kind: "network", ID: n.ID, Name: n.Name, Run: n.Labels[LabelRun], Orphan: !ownerAlive(n.Labels)})
+		out = append(out, Leftover{Kind: "network", ID: n.ID, Name: n.Name, Run: n.Labels[LabelRun], Orphan: !OwnerAlive(n.Labels)})
 	}
 	sort.SliceStable(out, func(i, j int) bool {
 		if out[i].Run != out[j].Run {
@@ -100,8 +100,8 @@ func (e *Engine) Cleanup(ctx context.Context) ([]Leftover, error) {
 		case errors.As(err, &stale):
 			errs = append(errs, err)
 			continue
-		case err != nil && !isNotFound(err):
-			errs = append(errs, fmt.Errorf("docker: remove %s %s: %s", l.Kind, l.Name, firstLine(err)))
+		case err != nil && !IsNotFound(err):
+			errs = append(errs, fmt.Errorf("docker: remove %s %s: %s", l.Kind, l.Name, FirstLine(err)))
 			continue
 		}
 		removed = append(removed, l)
@@ -151,6 +151,33 @@ func (e *Engine) RemoveNetwork(ctx context.Context, id string) error {
 	return removeNetwork(ctx, e.cli, id)
 }
 
+// RemoveByLabel removes the containers, then the networks, whose label
+// key has the value val.
+func (e *Engine) RemoveByLabel(ctx context.Context, key, val string) error {
+	cli := e.cli
+	f := client.Filters{}.Add("label", key+"="+val)
+	var errs []error
+	cs, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
+	if err != nil {
+		return fmt.Errorf("docker: list containers of %s=%s: %s", key, val, FirstLine(err))
+	}
+	for _, c := range cs.Items {
+		if _, err := cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("docker: remove container %s: %s", ShortID(c.ID), FirstLine(err)))
+		}
+	}
+	ns, err := cli.NetworkList(ctx, client.NetworkListOptions{Filters: f})
+	if err != nil {
+		return errors.Join(append(errs, fmt.Errorf("docker: list networks of %s=%s: %s", key, val, FirstLine(err)))...)
+	}
+	for _, n := range ns.Items {
+		if err := removeNetwork(ctx, cli, n.ID); err != nil {
+			errs = append(errs, fmt.Errorf("docker: remove network %s: %s", n.Name, FirstLine(err)))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // removeNetwork removes the network id. Under load the engine may still
 // count an endpoint of a container it has just removed (it answers "has
 // active endpoints"): then the endpoints left are disconnected, by force,
@@ -162,7 +189,7 @@ func removeNetwork(ctx context.Context, cli *client.Client, id string) error {
 	var err error
 	attached := -1
 	for attempt := 0; attempt < 10; attempt++ {
-		if _, err = cli.NetworkRemove(ctx, id, client.NetworkRemoveOptions{}); err == nil || isNotFound(err) {
+		if _, err = cli.NetworkRemove(ctx, id, client.NetworkRemoveOptions{}); err == nil || IsNotFound(err) {
 			return nil
 		}
 		if !strings.Contains(err.Error(), "active endpoints") || ctx.Err() != nil {
@@ -181,7 +208,7 @@ func removeNetwork(ctx context.Context, cli *client.Client, id string) error {
 		}
 	}
 	if attached == 0 {
-		return &StaleEndpointError{Network: shortID(id)}
+		return &StaleEndpointError{Network: ShortID(id)}
 	}
 	return err
 }

@@ -1,4 +1,12 @@
-package docker
+// Package images builds locktest's own container images, which the docker
+// provider (clusters/docker) runs, and resolves the image a backend's nodes
+// run. Images are the official ones by name and tag unless the run names
+// others or locktest built its own with [Build] (`locktest images
+// build`), from the host's installed packages without pulling anything: a
+// root file system ([Rootfs]) assembled from this host's files, imported
+// into the Docker engine (clusters/engine) and labelled so that a build
+// whose inputs did not change reuses the image.
+package images
 
 import (
 	"context"
@@ -18,14 +26,17 @@ import (
 	"time"
 
 	"github.com/moby/moby/client"
+
+	"github.com/locktest/locktest/clusters/backend"
+	"github.com/locktest/locktest/clusters/engine"
 )
 
-// DefaultImages are the official images each backend runs when the run
+// Defaults are the official images each backend runs when the run
 // names no other and locktest built none (`locktest images build`).
-// They are keyed by image (ImageOf), and only locktest's own are tried
+// They are keyed by image (Of), and only locktest's own are tried
 // with the SQL servers' (whose official images start through their own
 // entrypoint scripts, which the provider does not run).
-var DefaultImages = map[string]string{
+var Defaults = map[string]string{
 	"redis":     "redis:7.2",
 	"etcd":      "gcr.io/etcd-development/etcd:v3.5.21",
 	"zookeeper": "zookeeper:3.9",
@@ -33,17 +44,30 @@ var DefaultImages = map[string]string{
 	"postgres":  "postgres:17",
 }
 
-// Images returns the images locktest builds, one for each server program:
-// the names ImageOf gives the backends, sorted.
-func Images() []string {
+// Names returns the images locktest builds, one for each server program:
+// the names Of gives the backends, sorted.
+func Names() []string {
 	var out []string
-	for _, b := range Backends() {
-		if im := ImageOf(b); !slices.Contains(out, im) {
+	for _, b := range backends() {
+		if im := Of(b); !slices.Contains(out, im) {
 			out = append(out, im)
 		}
 	}
 	sort.Strings(out)
 	return out
+}
+
+// Of returns the image a backend's nodes run, by locktest's name for
+// it (locktest/<name>): the three Redis backends share redis's, mysql runs
+// mariadb's.
+func Of(b string) string {
+	switch b {
+	case backend.RedisSentinel, backend.RedisCluster:
+		return backend.Redis
+	case backend.MySQL:
+		return "mariadb"
+	}
+	return b
 }
 
 // Image is the image a backend's nodes run.
@@ -52,43 +76,43 @@ type Image struct {
 	Backend string
 	// Ref is the image's name and tag (or id).
 	Ref string
-	// Built is set for an image locktest built (LabelImage).
+	// Built is set for an image locktest built (engine.LabelImage).
 	Built bool
 	// NodeProgram is set for an image whose entrypoint is locktest's own
-	// node program (LabelNodeProgram), which takes locktest's flags.
+	// node program (engine.LabelNodeProgram), which takes locktest's flags.
 	NodeProgram bool
 }
 
-// ResolveImage returns the image backend's nodes run: override when the
-// run names one (--image backend=ref), else the newest image locktest built
-// for it (ImageOf), else the official image (DefaultImages), which the
-// start pulls if the engine lacks it.
-func (e *Engine) ResolveImage(ctx context.Context, backend, override string) (Image, error) {
-	if !slices.Contains(Backends(), backend) {
-		return Image{}, fmt.Errorf("docker provider: no backend %q (it runs %s)", backend, strings.Join(Backends(), ", "))
+// Resolve returns the image backend's nodes run on the engine e: override
+// when the run names one (--image backend=ref), else the newest image
+// locktest built for it (Of), else the official image (Defaults), which
+// the start pulls if the engine lacks it.
+func Resolve(ctx context.Context, e *engine.Engine, backend, override string) (Image, error) {
+	if !slices.Contains(backends(), backend) {
+		return Image{}, fmt.Errorf("docker provider: no backend %q (it runs %s)", backend, strings.Join(backends(), ", "))
 	}
 	img := Image{Backend: backend, Ref: override}
 	if override == "" {
-		built, err := e.builtImages(ctx, ImageOf(backend))
+		built, err := builtImages(ctx, e, Of(backend))
 		if err != nil {
 			return Image{}, err
 		}
 		if len(built) > 0 {
 			img.Ref = built[0].Ref
 		} else {
-			img.Ref = DefaultImages[ImageOf(backend)]
+			img.Ref = Defaults[Of(backend)]
 		}
 	}
-	res, err := e.cli.ImageInspect(ctx, img.Ref)
+	res, err := e.Client().ImageInspect(ctx, img.Ref)
 	if err != nil {
-		if isNotFound(err) {
+		if engine.IsNotFound(err) {
 			return img, nil // the start pulls it, or says how to get it
 		}
-		return Image{}, fmt.Errorf("docker: inspect image %s: %s", img.Ref, firstLine(err))
+		return Image{}, fmt.Errorf("docker: inspect image %s: %s", img.Ref, engine.FirstLine(err))
 	}
 	if res.Config != nil {
-		img.Built = res.Config.Labels[LabelImage] == "1"
-		img.NodeProgram = res.Config.Labels[LabelNodeProgram] != ""
+		img.Built = res.Config.Labels[engine.LabelImage] == "1"
+		img.NodeProgram = res.Config.Labels[engine.LabelNodeProgram] != ""
 	}
 	return img, nil
 }
@@ -101,33 +125,34 @@ type BuiltImage struct {
 	Hash    string
 	Size    int64
 	Created time.Time
-	// Reused is set when BuildImages found the image already built from
-	// the same inputs.
+	// Reused is set when Build found the image already built from the
+	// same inputs.
 	Reused bool
-	// Took is how long BuildImages spent on it.
+	// Took is how long Build spent on it.
 	Took time.Duration
 }
 
-// ListBuilt returns the images locktest built, newest first.
-func (e *Engine) ListBuilt(ctx context.Context) ([]BuiltImage, error) {
-	return e.builtImages(ctx, "")
+// ListBuilt returns the images locktest built on the engine e, newest
+// first.
+func ListBuilt(ctx context.Context, e *engine.Engine) ([]BuiltImage, error) {
+	return builtImages(ctx, e, "")
 }
 
-// builtImages lists the images labelled LabelImage (of backend, unless it
-// is ""), newest first, one entry per tag.
-func (e *Engine) builtImages(ctx context.Context, backend string) ([]BuiltImage, error) {
-	f := client.Filters{}.Add("label", LabelImage+"=1")
+// builtImages lists the images labelled engine.LabelImage (of backend,
+// unless it is ""), newest first, one entry per tag.
+func builtImages(ctx context.Context, e *engine.Engine, backend string) ([]BuiltImage, error) {
+	f := client.Filters{}.Add("label", engine.LabelImage+"=1")
 	if backend != "" {
-		f = f.Add("label", LabelBackend+"="+backend)
+		f = f.Add("label", engine.LabelBackend+"="+backend)
 	}
-	res, err := e.cli.ImageList(ctx, client.ImageListOptions{Filters: f})
+	res, err := e.Client().ImageList(ctx, client.ImageListOptions{Filters: f})
 	if err != nil {
-		return nil, fmt.Errorf("docker: list images: %s", firstLine(err))
+		return nil, fmt.Errorf("docker: list images: %s", engine.FirstLine(err))
 	}
 	var out []BuiltImage
 	for _, im := range res.Items {
 		for _, tag := range im.RepoTags {
-			out = append(out, BuiltImage{Backend: im.Labels[LabelBackend], Ref: tag, ID: im.ID, Hash: im.Labels[LabelHash],
+			out = append(out, BuiltImage{Backend: im.Labels[engine.LabelBackend], Ref: tag, ID: im.ID, Hash: im.Labels[engine.LabelHash],
 				Size: im.Size, Created: time.Unix(im.Created, 0)})
 		}
 	}
@@ -135,7 +160,7 @@ func (e *Engine) builtImages(ctx context.Context, backend string) ([]BuiltImage,
 	return out, nil
 }
 
-// BuildOptions says what BuildImages builds.
+// BuildOptions says what Build builds.
 type BuildOptions struct {
 	// Backends to build; empty means all.
 	Backends []string
@@ -148,27 +173,28 @@ type BuildOptions struct {
 	Force bool
 }
 
-// BuildImages builds locktest's own image of each backend without pulling
-// anything: a root file system assembled from this host's installed
-// packages (the server's binary, the libraries ldd lists, for ZooKeeper the
-// JRE and the jars) or, for etcd, from locktest's own executable alone,
-// imported with `docker import` (the API's ImageImport) and tagged
-// locktest/<backend>:<tag>. The images carry LabelImage, LabelBackend and
-// LabelHash, the hash of their inputs: an image whose inputs did not change
-// is reused, not rebuilt. A newer build of a backend replaces the older
-// images locktest built for it.
-func (e *Engine) BuildImages(ctx context.Context, opts BuildOptions) ([]BuiltImage, error) {
+// Build builds, on the engine e, locktest's own image of each backend
+// without pulling anything: a root file system assembled from this host's
+// installed packages (the server's binary, the libraries ldd lists, for
+// ZooKeeper the JRE and the jars) or, for etcd, from locktest's own
+// executable alone, imported with `docker import` (the API's ImageImport)
+// and tagged locktest/<backend>:<tag>. The images carry
+// engine.LabelImage, engine.LabelBackend and engine.LabelHash, the hash of
+// their inputs: an image whose inputs did not change is reused, not
+// rebuilt. A newer build of a backend replaces the older images locktest
+// built for it.
+func Build(ctx context.Context, e *engine.Engine, opts BuildOptions) ([]BuiltImage, error) {
 	var todo []string
 	for _, b := range opts.Backends {
-		if !slices.Contains(Backends(), b) && !slices.Contains(Images(), b) {
-			return nil, fmt.Errorf("images build: no backend %q (known: %s)", b, strings.Join(Backends(), ", "))
+		if !slices.Contains(backends(), b) && !slices.Contains(Names(), b) {
+			return nil, fmt.Errorf("images build: no backend %q (known: %s)", b, strings.Join(backends(), ", "))
 		}
-		if im := ImageOf(b); !slices.Contains(todo, im) {
+		if im := Of(b); !slices.Contains(todo, im) {
 			todo = append(todo, im)
 		}
 	}
 	if len(todo) == 0 {
-		todo = Images()
+		todo = Names()
 	}
 	// Concurrent builds (test binaries of several packages) wait for each
 	// other, and then find the image built.
@@ -180,17 +206,17 @@ func (e *Engine) BuildImages(ctx context.Context, opts BuildOptions) ([]BuiltIma
 	var out []BuiltImage
 	for _, b := range todo {
 		t0 := time.Now()
-		recipe, cleanup, err := e.recipe(ctx, b, opts)
+		rc, cleanup, err := recipe(ctx, b, opts)
 		if err != nil {
 			return out, err
 		}
-		bi, err := e.buildOne(ctx, b, recipe, opts.Force)
+		bi, err := BuildOne(ctx, e, b, rc, opts.Force)
 		cleanup()
 		if err != nil {
 			return out, err
 		}
 		bi.Took = time.Since(t0)
-		e.log.Info("image ready", "backend", b, "image", bi.Ref, "reused", bi.Reused, "size", bi.Size, "took", bi.Took.Round(time.Millisecond))
+		e.Logger().Info("image ready", "backend", b, "image", bi.Ref, "reused", bi.Reused, "size", bi.Size, "took", bi.Took.Round(time.Millisecond))
 		out = append(out, bi)
 	}
 	return out, nil
@@ -199,31 +225,41 @@ func (e *Engine) BuildImages(ctx context.Context, opts BuildOptions) ([]BuiltIma
 // imagePath is the PATH of every image.
 const imagePath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
-// imageRecipe is what one image is made of.
-type imageRecipe struct {
-	fs      *Rootfs
-	tag     string // locktest/<backend>:<tag>; "" means the hash
-	changes []string
-	labels  map[string]string
+// Recipe is what one image is made of.
+type Recipe struct {
+	// Rootfs is the image's root file system.
+	Rootfs *Rootfs
+	// Tag is the image's tag, locktest/<name>:<tag>; "" means the first
+	// 12 digits of the Rootfs's hash.
+	Tag string
+	// Changes are Dockerfile instructions (`docker import --change`)
+	// beside the PATH and the labels, which every image gets.
+	Changes []string
+	// Labels are the image's labels beside those of every built image.
+	Labels map[string]string
 }
 
+// backends are the backends an image serves: every backend of
+// clusters/backend, as the docker provider runs them.
+func backends() []string { return backend.All() }
+
 // recipe assembles the root file system of backend's image.
-func (e *Engine) recipe(ctx context.Context, backend string, opts BuildOptions) (*imageRecipe, func(), error) {
+func recipe(ctx context.Context, backend string, opts BuildOptions) (*Recipe, func(), error) {
 	switch backend {
 	case "mariadb", "postgres":
 		r, err := SQLRootfs(ctx, backend)
 		changes := []string{"WORKDIR /data"}
-		if best, _ := highestPostgres(); backend == "postgres" && best != "" {
+		if best, _ := HighestPostgres(); backend == "postgres" && best != "" {
 			// initdb and postgres live in their version's directory.
 			changes = append(changes, "ENV PATH="+filepath.Dir(best)+":"+imagePath)
 		}
-		return &imageRecipe{fs: r, tag: "host", changes: changes}, func() {}, err
+		return &Recipe{Rootfs: r, Tag: "host", Changes: changes}, func() {}, err
 	case "redis":
 		r, err := RedisRootfs(ctx)
-		return &imageRecipe{fs: r, tag: "host", changes: []string{"WORKDIR /data", `CMD ["redis-server"]`}}, func() {}, err
+		return &Recipe{Rootfs: r, Tag: "host", Changes: []string{"WORKDIR /data", `CMD ["redis-server"]`}}, func() {}, err
 	case "zookeeper":
 		r, err := ZooKeeperRootfs(ctx)
-		return &imageRecipe{fs: r, tag: "host", changes: []string{"WORKDIR /data", `CMD ["java", "-version"]`}}, func() {}, err
+		return &Recipe{Rootfs: r, Tag: "host", Changes: []string{"WORKDIR /data", `CMD ["java", "-version"]`}}, func() {}, err
 	case "etcd":
 		bin, cleanup := opts.NodeBinary, func() {}
 		if bin == "" {
@@ -234,22 +270,25 @@ func (e *Engine) recipe(ctx context.Context, backend string, opts BuildOptions) 
 			bin, cleanup = b, c
 		}
 		r, err := EtcdRootfs(ctx, bin)
-		return &imageRecipe{fs: r, changes: []string{"WORKDIR /data", `ENTRYPOINT ["/locktest", "node", "etcd"]`},
-			labels: map[string]string{LabelNodeProgram: "etcd"}}, cleanup, err
+		return &Recipe{Rootfs: r, Changes: []string{"WORKDIR /data", `ENTRYPOINT ["/locktest", "node", "etcd"]`},
+			Labels: map[string]string{engine.LabelNodeProgram: "etcd"}}, cleanup, err
 	}
 	return nil, func() {}, fmt.Errorf("images build: no recipe for %s", backend)
 }
 
-// buildOne imports recipe as backend's image unless an image of the same
-// inputs exists.
-func (e *Engine) buildOne(ctx context.Context, backend string, rc *imageRecipe, force bool) (BuiltImage, error) {
-	hash := rc.fs.Hash()
-	tag := rc.tag
+// BuildOne imports rc into the engine e as the image
+// locktest/<backend>:<tag>, labelled as built for backend, unless an image
+// of the same inputs exists (or force is set), and removes the older images
+// locktest built for backend that no container uses. backend is a name of
+// Names, or another image's name (the SSH lab's).
+func BuildOne(ctx context.Context, e *engine.Engine, backend string, rc *Recipe, force bool) (BuiltImage, error) {
+	hash := rc.Rootfs.Hash()
+	tag := rc.Tag
 	if tag == "" {
 		tag = hash[:12]
 	}
 	ref := "locktest/" + backend + ":" + tag
-	existing, err := e.builtImages(ctx, backend)
+	existing, err := builtImages(ctx, e, backend)
 	if err != nil {
 		return BuiltImage{}, err
 	}
@@ -259,12 +298,12 @@ func (e *Engine) buildOne(ctx context.Context, backend string, rc *imageRecipe, 
 			return x, nil
 		}
 	}
-	labels := map[string]string{LabelImage: "1", LabelBackend: backend, LabelHash: hash}
-	for k, v := range rc.labels {
+	labels := map[string]string{engine.LabelImage: "1", engine.LabelBackend: backend, engine.LabelHash: hash}
+	for k, v := range rc.Labels {
 		labels[k] = v
 	}
 	changes := []string{"ENV PATH=" + imagePath}
-	changes = append(changes, rc.changes...)
+	changes = append(changes, rc.Changes...)
 	keys := make([]string, 0, len(labels))
 	for k := range labels {
 		keys = append(keys, k)
@@ -274,12 +313,12 @@ func (e *Engine) buildOne(ctx context.Context, backend string, rc *imageRecipe, 
 		changes = append(changes, fmt.Sprintf("LABEL %s=%q", k, labels[k]))
 	}
 	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(rc.fs.WriteTar(pw)) }()
-	res, err := e.cli.ImageImport(ctx, client.ImageImportSource{Source: pr, SourceName: "-"}, ref,
+	go func() { pw.CloseWithError(rc.Rootfs.WriteTar(pw)) }()
+	res, err := e.Client().ImageImport(ctx, client.ImageImportSource{Source: pr, SourceName: "-"}, ref,
 		client.ImageImportOptions{Changes: changes, Message: "built by locktest images build"})
 	if err != nil {
 		pr.CloseWithError(err)
-		return BuiltImage{}, fmt.Errorf("images build %s: docker import: %s", backend, firstLine(err))
+		return BuiltImage{}, fmt.Errorf("images build %s: docker import: %s", backend, engine.FirstLine(err))
 	}
 	msg, rerr := io.ReadAll(res)
 	res.Close()
@@ -290,7 +329,7 @@ func (e *Engine) buildOne(ctx context.Context, backend string, rc *imageRecipe, 
 	if strings.Contains(string(msg), `"error"`) {
 		return BuiltImage{}, fmt.Errorf("images build %s: docker import: %s", backend, strings.TrimSpace(string(msg)))
 	}
-	now, err := e.builtImages(ctx, backend)
+	now, err := builtImages(ctx, e, backend)
 	if err != nil {
 		return BuiltImage{}, err
 	}
@@ -314,16 +353,16 @@ func (e *Engine) buildOne(ctx context.Context, backend string, rc *imageRecipe, 
 		if x.Ref == ref {
 			target = x.ID // untagged by the import
 		}
-		if _, err := e.cli.ImageRemove(ctx, target, client.ImageRemoveOptions{}); err != nil {
-			e.log.Debug("keep older image", "image", target, "err", firstLine(err))
+		if _, err := e.Client().ImageRemove(ctx, target, client.ImageRemoveOptions{}); err != nil {
+			e.Logger().Debug("keep older image", "image", target, "err", engine.FirstLine(err))
 		}
 	}
 	return *fresh, nil
 }
 
-// baseRootfs returns the directories and files every image has: /tmp,
+// BaseRootfs returns the directories and files every image has: /tmp,
 // /data, /conf, and an /etc/passwd and /etc/group naming root.
-func baseRootfs() *Rootfs {
+func BaseRootfs() *Rootfs {
 	r := &Rootfs{}
 	r.AddDir("/tmp", fs.ModeSticky|0o777)
 	r.AddDir("/data", 0o755)
@@ -342,7 +381,7 @@ func RedisRootfs(ctx context.Context) (*Rootfs, error) {
 		return nil, errors.New("images build redis: redis-server is not installed on this host: run `make setup`, or give the provider another image with --image redis=REF")
 	}
 	bin, _ = filepath.Abs(bin)
-	r := baseRootfs()
+	r := BaseRootfs()
 	if err := r.AddProgram(ctx, "images build redis", bin); err != nil {
 		return nil, err
 	}
@@ -361,11 +400,11 @@ var jreSkip = []string{"jmods", "include", "man", "legal", "docs", "demo", "src.
 // parts), the libraries of its binaries, and Debian's ZooKeeper jars.
 func ZooKeeperRootfs(ctx context.Context) (*Rootfs, error) {
 	const setup = "run `make setup` (installs zookeeper and a Java runtime), or give the provider another image with --image zookeeper=REF"
-	r := baseRootfs()
-	switch err := addZooKeeper(ctx, r); {
-	case errors.Is(err, errNoJava):
+	r := BaseRootfs()
+	switch err := AddZooKeeper(ctx, r); {
+	case errors.Is(err, ErrNoJava):
 		return nil, errors.New("images build zookeeper: java is not installed on this host: " + setup)
-	case errors.Is(err, errNoZooKeeperJars):
+	case errors.Is(err, ErrNoZooKeeperJars):
 		return nil, errors.New("images build zookeeper: the ZooKeeper jars are not installed on this host: " + setup)
 	case err != nil:
 		return nil, err
@@ -375,19 +414,19 @@ func ZooKeeperRootfs(ctx context.Context) (*Rootfs, error) {
 
 // The ZooKeeper parts this host may lack.
 var (
-	errNoJava          = errors.New("java is not installed on this host")
-	errNoZooKeeperJars = errors.New("the ZooKeeper jars are not installed on this host")
+	ErrNoJava          = errors.New("java is not installed on this host")
+	ErrNoZooKeeperJars = errors.New("the ZooKeeper jars are not installed on this host")
 )
 
-// addZooKeeper adds to r what runs a ZooKeeper peer: the host's Java
+// AddZooKeeper adds to r what runs a ZooKeeper peer: the host's Java
 // runtime (the directory `java` resolves into, without the JDK's
 // development parts), the libraries of its binaries, and Debian's
 // ZooKeeper jars with the jars their manifests name. A host without java
-// or the jars gives errNoJava or errNoZooKeeperJars.
-func addZooKeeper(ctx context.Context, r *Rootfs) error {
+// or the jars gives ErrNoJava or ErrNoZooKeeperJars.
+func AddZooKeeper(ctx context.Context, r *Rootfs) error {
 	java, err := exec.LookPath("java")
 	if err != nil {
-		return errNoJava
+		return ErrNoJava
 	}
 	java, _ = filepath.Abs(java)
 	realJava, err := filepath.EvalSymlinks(java)
@@ -435,7 +474,7 @@ func addZooKeeper(ctx context.Context, r *Rootfs) error {
 	if missing, err := r.AddJars(zkJars); err != nil {
 		return err
 	} else if slices.ContainsFunc(missing, func(m string) bool { return slices.Contains(zkJars, m) }) {
-		return errNoZooKeeperJars
+		return ErrNoZooKeeperJars
 	}
 	return nil
 }
@@ -444,7 +483,7 @@ func addZooKeeper(ctx context.Context, r *Rootfs) error {
 // /locktest, whose `node etcd` command embeds the etcd server, and, when
 // bin is not statically linked, the libraries it needs.
 func EtcdRootfs(ctx context.Context, bin string) (*Rootfs, error) {
-	r := baseRootfs()
+	r := BaseRootfs()
 	if err := r.AddHostFile("/locktest", bin); err != nil {
 		return nil, fmt.Errorf("images build etcd: %w", err)
 	}

@@ -1,29 +1,17 @@
-// Package docker is the cluster provider that runs the nodes of a lock
-// service as Docker containers, beside the local
-// provider's processes. A run gets a user-defined bridge network of its own
-// (a [Lab]); each node is a container on it with a fixed address, created,
-// started and waited for with testcontainers-go. The faults go below
-// testcontainers, through the Docker API (github.com/moby/moby/client) and
-// the container's host pid: SIGSTOP and SIGCONT for pauses, SIGKILL and a
-// start of the same container for kills, iptables rules inside the
-// container's network namespace for partitions and loss, and the clock shim
-// bind-mounted into the container for clock faults. The lock clients stay on
-// the host and dial the containers' addresses.
+// Package engine is locktest's connection to a Docker engine and what
+// every user of the engine shares: the docker provider (clusters/docker),
+// the image builder (clusters/images) and the SSH lab (clusters/sshlab).
 //
 // Everything a run creates carries its labels ([LabelRun], [LabelOwnerPID],
-// [LabelOwnerStart]) and is removed at the run's end; [Cleanup] removes what
-// a driver that was killed outright left. Ryuk, testcontainers' reaper,
-// needs an image that cannot be pulled without a registry: [Open] disables
-// it, and this package cleans up by label itself.
-//
-// Images are the official ones by name and tag unless the run names others
-// or locktest built its own with [Engine.BuildImages] (`locktest images
-// build`), from the host's installed packages without pulling anything.
-package docker
+// [LabelOwnerStart]) and is removed at the run's end; [Engine.Cleanup]
+// removes what a driver that was killed outright left. Ryuk,
+// testcontainers' reaper, needs an image that cannot be pulled without a
+// registry: [Open] disables it, and this package cleans up by label
+// itself.
+package engine
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -31,6 +19,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
 	tclog "github.com/testcontainers/testcontainers-go/log"
 
@@ -39,7 +28,8 @@ import (
 
 // Labels of the containers and networks of a run, and of built images.
 const (
-	// LabelRun holds the id of the run (its Lab) that made the object.
+	// LabelRun holds the id of the run (its docker.Lab) that made the
+	// object.
 	LabelRun = "locktest.run"
 	// LabelOwnerPID holds the pid of the driver that owns the run.
 	LabelOwnerPID = "locktest.owner-pid"
@@ -94,7 +84,7 @@ func Open(ctx context.Context, lg *slog.Logger) (*Engine, error) {
 	}
 	if _, err := cli.Ping(ctx, client.PingOptions{}); err != nil {
 		cli.Close()
-		return nil, fmt.Errorf("docker daemon not reachable at %s: %s", cli.DaemonHost(), firstLine(err))
+		return nil, fmt.Errorf("docker daemon not reachable at %s: %s", cli.DaemonHost(), FirstLine(err))
 	}
 	return &Engine{cli: cli, log: lg}, nil
 }
@@ -105,18 +95,16 @@ func (e *Engine) Client() *client.Client { return e.cli }
 // Host returns where the engine is, e.g. unix:///var/run/docker.sock.
 func (e *Engine) Host() string { return e.cli.DaemonHost() }
 
+// Logger returns the logger Open was given: the engine's users log what
+// they make and remove there.
+func (e *Engine) Logger() *slog.Logger { return e.log }
+
 // Close closes the connection.
 func (e *Engine) Close() error { return e.cli.Close() }
 
-// slogPrintf adapts testcontainers' Printf logger to slog at debug level.
-type slogPrintf struct{ lg *slog.Logger }
-
-func (s slogPrintf) Printf(format string, v ...any) {
-	s.lg.Debug(strings.TrimSpace(fmt.Sprintf(format, v...)), "from", "testcontainers")
-}
-
-// ownerLabels returns the labels naming this process as the owner.
-func ownerLabels(run string) map[string]string {
+// OwnerLabels returns the labels naming this process as the owner of the
+// run run: LabelRun, LabelOwnerPID and LabelOwnerStart.
+func OwnerLabels(run string) map[string]string {
 	pid := os.Getpid()
 	return map[string]string{
 		LabelRun:        run,
@@ -125,10 +113,10 @@ func ownerLabels(run string) map[string]string {
 	}
 }
 
-// ownerAlive reports whether the driver named by an object's labels still
+// OwnerAlive reports whether the driver named by an object's labels still
 // runs: its pid exists and, when the labels record one, has the same start
 // time. Objects without an owner pid are never taken for orphans.
-func ownerAlive(labels map[string]string) bool {
+func OwnerAlive(labels map[string]string) bool {
 	pid, err := strconv.Atoi(labels[LabelOwnerPID])
 	if err != nil || pid <= 0 {
 		return true
@@ -143,7 +131,9 @@ func ownerAlive(labels map[string]string) bool {
 	return true
 }
 
-func firstLine(err error) string {
+// FirstLine returns the first line of err's message: the Docker API's
+// errors may go on for lines.
+func FirstLine(err error) string {
 	s := err.Error()
 	if i := strings.IndexByte(s, '\n'); i >= 0 {
 		s = s[:i]
@@ -151,5 +141,15 @@ func firstLine(err error) string {
 	return s
 }
 
-// errNotRunning marks a node whose container is not running.
-var errNotRunning = errors.New("container is not running")
+// IsNotFound reports whether err is the engine's answer that the object
+// asked for does not exist.
+func IsNotFound(err error) bool { return errdefs.IsNotFound(err) }
+
+// ShortID returns the first 12 characters of a Docker object's id, as
+// docker ps shows it.
+func ShortID(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}

@@ -1,4 +1,12 @@
-package docker
+// Package sshlab is the SSH lab (`locktest lab up`): containers running
+// sshd on a Docker network of their own, which the ssh provider
+// (clusters/ssh) and its tests use as hosts. Its image is built, as the
+// docker provider's are (clusters/images), from this host's installed
+// packages without pulling anything. Lab objects carry the lab's labels
+// ([Label], [LabelDir]) and no owner pid: a lab outlives the command that
+// made it, so `locktest cleanup` leaves it alone and `locktest lab down`
+// removes it.
+package sshlab
 
 import (
 	"archive/tar"
@@ -12,7 +20,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"math/big"
 	"net"
 	"net/netip"
 	"os"
@@ -27,37 +34,40 @@ import (
 	"github.com/moby/moby/client"
 	xssh "golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
+
+	"github.com/locktest/locktest/clusters/engine"
+	"github.com/locktest/locktest/clusters/images"
 )
 
-// LabelSSHLab holds the id of the SSH lab (`locktest lab up`) a container
+// Label holds the id of the SSH lab (`locktest lab up`) a container
 // or network belongs to. Lab objects carry no owner pid: a lab outlives
 // the command that made it, so `locktest cleanup` leaves it alone and
 // `locktest lab down` removes it.
-const LabelSSHLab = "locktest.sshlab"
+const Label = "locktest.sshlab"
 
-// LabelSSHLabDir holds the absolute folder an SSH lab wrote its inventory
+// LabelDir holds the absolute folder an SSH lab wrote its inventory
 // into; `locktest lab down --dir` removes the lab of that folder.
-const LabelSSHLabDir = "locktest.sshlab-dir"
+const LabelDir = "locktest.sshlab-dir"
 
-// sshLabSubnetBase is the first two octets of the /24 a lab picks; runs use
+// subnetBase is the first two octets of the /24 a lab picks; runs use
 // 10.78, the local provider's namespaces 10.77.
-var sshLabSubnetBase = [2]byte{10, 79}
+var subnetBase = [2]byte{10, 79}
 
-// SSHLabBackend is the name the lab's image is built under
+// Backend is the name the lab's image is built under
 // (locktest/sshlab:host).
-const SSHLabBackend = "sshlab"
+const Backend = "sshlab"
 
 // The files an SSH lab writes into its directory.
 const (
-	SSHLabInventory  = "lab.yaml"
-	SSHLabKey        = "id_ed25519"
-	SSHLabKnownHosts = "known_hosts"
+	Inventory  = "lab.yaml"
+	Key        = "id_ed25519"
+	KnownHosts = "known_hosts"
 )
 
-// sshLabPrograms are the host programs the lab's image holds besides
+// labPrograms are the host programs the lab's image holds besides
 // sshd: the servers the provider starts, the iptables of its network
 // faults, and the tools of the provider's shell commands.
-var sshLabPrograms = []string{"sh", "redis-server", "iptables", "iptables-save", "iptables-restore",
+var labPrograms = []string{"sh", "redis-server", "iptables", "iptables-save", "iptables-restore",
 	"cat", "mkdir", "rm", "chmod", "mv", "sleep", "awk", "grep", "sed", "ls", "tail", "env", "setsid"}
 
 // sshdConfig is the lab hosts' sshd configuration: root logs in with the
@@ -78,14 +88,14 @@ SetEnv PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 Subsystem sftp /usr/lib/openssh/sftp-server
 `
 
-// SSHLabRootfs assembles the lab's image: this host's sshd (Debian's
+// Rootfs assembles the lab's image: this host's sshd (Debian's
 // openssh-server), redis-server, iptables and a few tools, with their
 // libraries, an sshd configuration and the users sshd needs; and, when
 // this host has them, its Java runtime and Debian's ZooKeeper jars, as in
 // the zookeeper image, and its MariaDB and PostgreSQL servers
-// (addSSHLabSQL).
-func SSHLabRootfs(ctx context.Context) (*Rootfs, error) {
-	r := baseRootfs()
+// (addLabSQL).
+func Rootfs(ctx context.Context) (*images.Rootfs, error) {
+	r := images.BaseRootfs()
 	r.AddFile("/etc/passwd", []byte("root:x:0:0:root:/root:/bin/sh\nsshd:x:100:65534::/run/sshd:/usr/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"), 0o644)
 	r.AddFile("/etc/ssh/sshd_config", []byte(sshdConfig), 0o644)
 	r.AddDir("/run/sshd", 0o755)
@@ -94,7 +104,7 @@ func SSHLabRootfs(ctx context.Context) (*Rootfs, error) {
 	if _, err := exec.LookPath("sshd"); err != nil {
 		return nil, errors.New("lab: sshd is not installed on this host: run `make setup` (installs openssh-server)")
 	}
-	if err := addHostPrograms(ctx, r, "lab", "", append([]string{"sshd"}, sshLabPrograms...)); err != nil {
+	if err := images.AddHostPrograms(ctx, r, "lab", "", append([]string{"sshd"}, labPrograms...)); err != nil {
 		return nil, err
 	}
 	// root's login shell, by the path /etc/passwd gives (a link to
@@ -112,11 +122,11 @@ func SSHLabRootfs(ctx context.Context) (*Rootfs, error) {
 	}
 	// ZooKeeper, when this host has it: a lab of a host without Java
 	// runs Redis and etcd only, and the provider says a host lacks java.
-	if err := addZooKeeper(ctx, r); err != nil && !errors.Is(err, errNoJava) && !errors.Is(err, errNoZooKeeperJars) {
+	if err := images.AddZooKeeper(ctx, r); err != nil && !errors.Is(err, images.ErrNoJava) && !errors.Is(err, images.ErrNoZooKeeperJars) {
 		return nil, err
 	}
 	// MariaDB and PostgreSQL, each when this host has it.
-	if _, err := addSSHLabSQL(ctx, r); err != nil {
+	if _, err := addLabSQL(ctx, r); err != nil {
 		return nil, err
 	}
 	if _, err := os.Stat("/usr/lib/openssh/sftp-server"); err == nil {
@@ -130,16 +140,16 @@ func SSHLabRootfs(ctx context.Context) (*Rootfs, error) {
 	return r, nil
 }
 
-// SSHLabOptions says what SSHLabUp makes.
-type SSHLabOptions struct {
+// Options says what Up makes.
+type Options struct {
 	// Hosts is the number of SSH hosts; at least 5.
 	Hosts int
 	// Dir receives the lab's inventory, key and known_hosts.
 	Dir string
 }
 
-// SSHLab is an SSH lab that SSHLabUp made.
-type SSHLab struct {
+// Lab is an SSH lab that Up made.
+type Lab struct {
 	ID        string
 	Network   string
 	Subnet    string
@@ -148,26 +158,26 @@ type SSHLab struct {
 	Image     string
 }
 
-// SSHLabUp starts opts.Hosts containers of locktest's SSH image (built if
-// needed) on a Docker network of their own, each with NET_ADMIN for
-// iptables, a host key of its own and the lab's client key authorized for
-// root; it writes the key, a known_hosts file and an inventory into
-// opts.Dir. A failure removes whatever it had made.
-func (e *Engine) SSHLabUp(ctx context.Context, opts SSHLabOptions) (lab *SSHLab, err error) {
+// Up starts, on the engine e, opts.Hosts containers of locktest's SSH
+// image (built if needed) on a Docker network of their own, each with
+// NET_ADMIN for iptables, a host key of its own and the lab's client key
+// authorized for root; it writes the key, a known_hosts file and an
+// inventory into opts.Dir. A failure removes whatever it had made.
+func Up(ctx context.Context, e *engine.Engine, opts Options) (lab *Lab, err error) {
 	if opts.Hosts < 5 || opts.Hosts > 100 {
 		return nil, fmt.Errorf("lab up: --hosts %d: want 5 to 100", opts.Hosts)
 	}
 	if opts.Dir == "" {
 		return nil, errors.New("lab up: no directory for the inventory")
 	}
-	if _, err := os.Stat(filepath.Join(opts.Dir, SSHLabInventory)); err == nil {
-		return nil, fmt.Errorf("lab up: %s exists: a lab is up there already (`locktest lab down` first)", filepath.Join(opts.Dir, SSHLabInventory))
+	if _, err := os.Stat(filepath.Join(opts.Dir, Inventory)); err == nil {
+		return nil, fmt.Errorf("lab up: %s exists: a lab is up there already (`locktest lab down` first)", filepath.Join(opts.Dir, Inventory))
 	}
-	rc, err := SSHLabRootfs(ctx)
+	rc, err := Rootfs(ctx)
 	if err != nil {
 		return nil, err
 	}
-	img, err := e.buildOne(ctx, SSHLabBackend, &imageRecipe{fs: rc, tag: "host", changes: []string{`CMD ["/usr/sbin/sshd", "-D", "-e"]`}}, false)
+	img, err := images.BuildOne(ctx, e, Backend, &images.Recipe{Rootfs: rc, Tag: "host", Changes: []string{`CMD ["/usr/sbin/sshd", "-D", "-e"]`}}, false)
 	if err != nil {
 		return nil, err
 	}
@@ -177,13 +187,13 @@ func (e *Engine) SSHLabUp(ctx context.Context, opts SSHLabOptions) (lab *SSHLab,
 	b := make([]byte, 4)
 	rand.Read(b)
 	id := hex.EncodeToString(b)
-	lab = &SSHLab{ID: id, Network: "locktest-sshlab-" + id, Image: img.Ref}
+	lab = &Lab{ID: id, Network: "locktest-sshlab-" + id, Image: img.Ref}
 	defer func() {
 		if err != nil {
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 			defer cancel()
-			if rerr := removeByLabel(rctx, e.cli, LabelSSHLab, id); rerr != nil {
-				e.log.Error("lab up: remove after failure", "err", rerr)
+			if rerr := e.RemoveByLabel(rctx, Label, id); rerr != nil {
+				e.Logger().Error("lab up: remove after failure", "err", rerr)
 			}
 			removeLabFiles(opts.Dir)
 			lab = nil
@@ -193,8 +203,8 @@ func (e *Engine) SSHLabUp(ctx context.Context, opts SSHLabOptions) (lab *SSHLab,
 	if err != nil {
 		return lab, err
 	}
-	labels := map[string]string{LabelSSHLab: id, LabelSSHLabDir: absDir}
-	subnet, err := e.createLabNetwork(ctx, lab.Network, labels)
+	labels := map[string]string{Label: id, LabelDir: absDir}
+	_, subnet, err := e.CreateNetwork(ctx, lab.Network, subnetBase, labels)
 	if err != nil {
 		return lab, err
 	}
@@ -205,7 +215,7 @@ func (e *Engine) SSHLabUp(ctx context.Context, opts SSHLabOptions) (lab *SSHLab,
 	}
 	var known, inv strings.Builder
 	inv.WriteString("# Written by locktest lab up: the lab's SSH hosts, containers on the Docker network " + lab.Network + ".\n")
-	inv.WriteString("user: root\nkey: " + SSHLabKey + "\nknown_hosts: " + SSHLabKnownHosts + "\n")
+	inv.WriteString("user: root\nkey: " + Key + "\nknown_hosts: " + KnownHosts + "\n")
 	// The clients' own addresses: the top of the lab's /24, which the
 	// hosts (from .2 up) never reach; the control host answers ARP for
 	// them on the lab's bridge.
@@ -219,7 +229,7 @@ func (e *Engine) SSHLabUp(ctx context.Context, opts SSHLabOptions) (lab *SSHLab,
 			return lab, err
 		}
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-		ctr, err := e.cli.ContainerCreate(cctx, client.ContainerCreateOptions{
+		ctr, err := e.Client().ContainerCreate(cctx, client.ContainerCreateOptions{
 			Name:   lab.Network + "-" + name,
 			Config: &container.Config{Image: img.Ref, Hostname: name, Labels: labels, Cmd: []string{"/usr/sbin/sshd", "-D", "-e"}},
 			HostConfig: &container.HostConfig{NetworkMode: container.NetworkMode(lab.Network), CapAdd: []string{"NET_ADMIN"},
@@ -229,18 +239,18 @@ func (e *Engine) SSHLabUp(ctx context.Context, opts SSHLabOptions) (lab *SSHLab,
 		})
 		cancel()
 		if err != nil {
-			return lab, fmt.Errorf("lab up: create %s: %s", name, firstLine(err))
+			return lab, fmt.Errorf("lab up: create %s: %s", name, engine.FirstLine(err))
 		}
 		files := []tarFile{
 			{"etc/ssh/ssh_host_ed25519_key", hostPEM, 0o600},
 			{"etc/ssh/ssh_host_ed25519_key.pub", xssh.MarshalAuthorizedKey(hostPub), 0o644},
 			{"root/.ssh/authorized_keys", xssh.MarshalAuthorizedKey(clientPub), 0o600},
 		}
-		if _, err := e.cli.CopyToContainer(ctx, ctr.ID, client.CopyToContainerOptions{DestinationPath: "/", Content: tarOf(files)}); err != nil {
-			return lab, fmt.Errorf("lab up: copy keys into %s: %s", name, firstLine(err))
+		if _, err := e.Client().CopyToContainer(ctx, ctr.ID, client.CopyToContainerOptions{DestinationPath: "/", Content: tarOf(files)}); err != nil {
+			return lab, fmt.Errorf("lab up: copy keys into %s: %s", name, engine.FirstLine(err))
 		}
-		if _, err := e.cli.ContainerStart(ctx, ctr.ID, client.ContainerStartOptions{}); err != nil {
-			return lab, fmt.Errorf("lab up: start %s: %s", name, firstLine(err))
+		if _, err := e.Client().ContainerStart(ctx, ctr.ID, client.ContainerStartOptions{}); err != nil {
+			return lab, fmt.Errorf("lab up: start %s: %s", name, engine.FirstLine(err))
 		}
 		known.WriteString(knownhosts.Line([]string{ip.String()}, hostPub) + "\n")
 		fmt.Fprintf(&inv, "  - name: %s\n    address: %s\n", name, ip)
@@ -252,35 +262,35 @@ func (e *Engine) SSHLabUp(ctx context.Context, opts SSHLabOptions) (lab *SSHLab,
 			return lab, err
 		}
 	}
-	if err := os.WriteFile(filepath.Join(opts.Dir, SSHLabKey), clientPEM, 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(opts.Dir, Key), clientPEM, 0o600); err != nil {
 		return lab, fmt.Errorf("lab up: %v", err)
 	}
-	if err := os.WriteFile(filepath.Join(opts.Dir, SSHLabKnownHosts), []byte(known.String()), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(opts.Dir, KnownHosts), []byte(known.String()), 0o644); err != nil {
 		return lab, fmt.Errorf("lab up: %v", err)
 	}
-	lab.Inventory = filepath.Join(opts.Dir, SSHLabInventory)
+	lab.Inventory = filepath.Join(opts.Dir, Inventory)
 	if err := os.WriteFile(lab.Inventory, []byte(inv.String()), 0o644); err != nil {
 		return lab, fmt.Errorf("lab up: %v", err)
 	}
-	e.log.Info("ssh lab up", "lab", id, "network", lab.Network, "subnet", lab.Subnet, "hosts", len(lab.Hosts), "inventory", lab.Inventory)
+	e.Logger().Info("ssh lab up", "lab", id, "network", lab.Network, "subnet", lab.Subnet, "hosts", len(lab.Hosts), "inventory", lab.Inventory)
 	return lab, nil
 }
 
-// SSHLabDown removes the containers and network of the SSH lab that wrote
-// its files into dir, and those files. It returns the ids of the labs it
-// removed.
-func (e *Engine) SSHLabDown(ctx context.Context, dir string) ([]string, error) {
+// Down removes, on the engine e, the containers and network of the SSH
+// lab that wrote its files into dir, and those files. It returns the ids
+// of the labs it removed.
+func Down(ctx context.Context, e *engine.Engine, dir string) ([]string, error) {
 	absDir, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, err
 	}
-	ids, err := e.sshLabIDs(ctx, absDir)
+	ids, err := labIDs(ctx, e, absDir)
 	if err != nil {
 		return nil, err
 	}
 	var errs []error
 	for _, id := range ids {
-		if err := removeByLabel(ctx, e.cli, LabelSSHLab, id); err != nil {
+		if err := e.RemoveByLabel(ctx, Label, id); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -288,40 +298,41 @@ func (e *Engine) SSHLabDown(ctx context.Context, dir string) ([]string, error) {
 	return ids, errors.Join(errs...)
 }
 
-// SSHLabRemove removes the containers and network of the lab id.
-func (e *Engine) SSHLabRemove(ctx context.Context, id string) error {
-	return removeByLabel(ctx, e.cli, LabelSSHLab, id)
+// Remove removes, on the engine e, the containers and network of the lab
+// id.
+func Remove(ctx context.Context, e *engine.Engine, id string) error {
+	return e.RemoveByLabel(ctx, Label, id)
 }
 
-// SSHLabIDs returns the ids of the SSH labs whose containers or networks
-// exist.
-func (e *Engine) SSHLabIDs(ctx context.Context) ([]string, error) { return e.sshLabIDs(ctx, "") }
+// IDs returns the ids of the SSH labs whose containers or networks exist
+// on the engine e.
+func IDs(ctx context.Context, e *engine.Engine) ([]string, error) { return labIDs(ctx, e, "") }
 
-// sshLabIDs returns the ids of the SSH labs whose containers or networks
+// labIDs returns the ids of the SSH labs whose containers or networks
 // exist, only those of folder dir unless it is empty.
-func (e *Engine) sshLabIDs(ctx context.Context, dir string) ([]string, error) {
-	f := client.Filters{}.Add("label", LabelSSHLab)
+func labIDs(ctx context.Context, e *engine.Engine, dir string) ([]string, error) {
+	f := client.Filters{}.Add("label", Label)
 	if dir != "" {
-		f = f.Add("label", LabelSSHLabDir+"="+dir)
+		f = f.Add("label", LabelDir+"="+dir)
 	}
 	seen := map[string]bool{}
 	var ids []string
-	cs, err := e.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
+	cs, err := e.Client().ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
 	if err != nil {
-		return nil, fmt.Errorf("docker: list lab containers: %s", firstLine(err))
+		return nil, fmt.Errorf("docker: list lab containers: %s", engine.FirstLine(err))
 	}
 	for _, c := range cs.Items {
-		if id := c.Labels[LabelSSHLab]; !seen[id] {
+		if id := c.Labels[Label]; !seen[id] {
 			seen[id] = true
 			ids = append(ids, id)
 		}
 	}
-	ns, err := e.cli.NetworkList(ctx, client.NetworkListOptions{Filters: f})
+	ns, err := e.Client().NetworkList(ctx, client.NetworkListOptions{Filters: f})
 	if err != nil {
-		return nil, fmt.Errorf("docker: list lab networks: %s", firstLine(err))
+		return nil, fmt.Errorf("docker: list lab networks: %s", engine.FirstLine(err))
 	}
 	for _, n := range ns.Items {
-		if id := n.Labels[LabelSSHLab]; !seen[id] {
+		if id := n.Labels[Label]; !seen[id] {
 			seen[id] = true
 			ids = append(ids, id)
 		}
@@ -329,37 +340,11 @@ func (e *Engine) sshLabIDs(ctx context.Context, dir string) ([]string, error) {
 	return ids, nil
 }
 
-// removeLabFiles removes the files SSHLabUp writes into dir.
+// removeLabFiles removes the files Up writes into dir.
 func removeLabFiles(dir string) {
-	for _, f := range []string{SSHLabInventory, SSHLabKey, SSHLabKnownHosts} {
+	for _, f := range []string{Inventory, Key, KnownHosts} {
 		os.Remove(filepath.Join(dir, f))
 	}
-}
-
-// removeByLabel removes the containers, then the networks, whose label
-// key has the value val.
-func removeByLabel(ctx context.Context, cli *client.Client, key, val string) error {
-	f := client.Filters{}.Add("label", key+"="+val)
-	var errs []error
-	cs, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
-	if err != nil {
-		return fmt.Errorf("docker: list containers of %s=%s: %s", key, val, firstLine(err))
-	}
-	for _, c := range cs.Items {
-		if _, err := cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !isNotFound(err) {
-			errs = append(errs, fmt.Errorf("docker: remove container %s: %s", shortID(c.ID), firstLine(err)))
-		}
-	}
-	ns, err := cli.NetworkList(ctx, client.NetworkListOptions{Filters: f})
-	if err != nil {
-		return errors.Join(append(errs, fmt.Errorf("docker: list networks of %s=%s: %s", key, val, firstLine(err)))...)
-	}
-	for _, n := range ns.Items {
-		if err := removeNetwork(ctx, cli, n.ID); err != nil {
-			errs = append(errs, fmt.Errorf("docker: remove network %s: %s", n.Name, firstLine(err)))
-		}
-	}
-	return errors.Join(errs...)
 }
 
 // labClients is the block of a lab's subnet its inventory gives the
@@ -368,36 +353,6 @@ func labClients(subnet netip.Prefix) netip.Prefix {
 	a := subnet.Addr().As4()
 	a[3] = 192
 	return netip.PrefixFrom(netip.AddrFrom4(a), 27)
-}
-
-// createLabNetwork creates a bridge network on a free /24 of 10.79.0.0/16.
-func (e *Engine) createLabNetwork(ctx context.Context, name string, labels map[string]string) (netip.Prefix, error) {
-	used := hostSubnets()
-	start, _ := rand.Int(rand.Reader, big.NewInt(256))
-	var lastErr error
-	for i := range 256 {
-		third := byte((int(start.Int64()) + i) % 256)
-		p := netip.PrefixFrom(netip.AddrFrom4([4]byte{sshLabSubnetBase[0], sshLabSubnetBase[1], third, 0}), 24)
-		if used[p] {
-			continue
-		}
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-		_, err := e.cli.NetworkCreate(cctx, name, client.NetworkCreateOptions{
-			Driver: "bridge",
-			IPAM:   &network.IPAM{Config: []network.IPAMConfig{{Subnet: p, Gateway: p.Addr().Next()}}},
-			Labels: labels,
-		})
-		cancel()
-		if err != nil {
-			lastErr = err
-			if strings.Contains(err.Error(), "overlaps") || strings.Contains(err.Error(), "in use") {
-				continue
-			}
-			return netip.Prefix{}, fmt.Errorf("docker: create network %s: %s", name, firstLine(err))
-		}
-		return p, nil
-	}
-	return netip.Prefix{}, fmt.Errorf("docker: no free /24 in %d.%d.0.0/16 for the lab's network (last: %v)", sshLabSubnetBase[0], sshLabSubnetBase[1], lastErr)
 }
 
 // newKey makes an ed25519 key pair: the public key and the private key in
