@@ -28,11 +28,14 @@ demo: setup build
 # test runs every test against real servers, also in containers and over
 # the ssh lab. The tests are in parts by what they need (docs/testing.md):
 # the longest packages come first, since go test starts packages in the
-# order given, two at a time on 2 cores. The timeout bounds a hang: e2e/ssh
-# took 17.6 minutes beside the rest under stress-ng (docs/reliability.md).
+# order given. Three run at once (-p 3; the default is one per core): most
+# of a test's time is a run's timed workload, which waits, and at two at a
+# time the cores were a third idle (docs/testing.md). The timeout bounds a
+# hang: e2e/ssh took 17.6 minutes beside the rest under stress-ng
+# (docs/reliability.md).
 test: setup
 	$(GO) vet ./...
-	$(GO) test -count=1 -timeout 30m ./e2e/ssh ./cmd/locktest ./clients ./e2e/netns ./e2e/redis ./e2e/quorum ./e2e/docker ./e2e/sql ./...
+	$(GO) test -count=1 -p 3 -timeout 30m ./e2e/ssh ./cmd/locktest ./clients ./e2e/netns ./e2e/redis ./e2e/quorum ./e2e/docker ./e2e/sql ./...
 
 # test-unit needs no server, no root and no Docker: every test that needs
 # more goes through a gate (internal/gate), which skips it under -short.
@@ -47,7 +50,7 @@ test-local: setup
 # test-docker runs the docker provider's tests: its runs, its engine and
 # images, and the CLI's runs in containers.
 test-docker: setup
-	$(GO) test -count=1 -timeout 20m ./e2e/docker ./clusters/docker
+	$(GO) test -count=1 -timeout 20m ./e2e/docker ./clusters/docker ./clusters/engine ./clusters/images ./clusters/sshlab
 	$(GO) test -count=1 -timeout 20m -run 'Docker|ReportSaysWhatRanTheNodes' ./cmd/locktest
 
 # test-ssh runs the ssh provider's tests over a lab of containers
