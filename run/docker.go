@@ -19,31 +19,29 @@ import (
 	"github.com/locktest/locktest/nemesis"
 )
 
-// Providers of Config.Provider.
-const (
-	// ProviderLocal runs nodes as processes on this host (the default).
-	ProviderLocal = "local"
-	// ProviderDocker runs nodes as containers (clusters/docker).
-	ProviderDocker = "docker"
-)
+// ProviderDocker runs nodes as containers (clusters/docker).
+const ProviderDocker = "docker"
 
-// validateProvider checks Config.Provider and Config.Images for impl.
-func (c *Config) validateProvider(impl impls.Impl) error {
-	if err := c.validateSSH(impl); err != nil {
-		return err
-	}
-	switch c.Provider {
-	case ProviderSSH:
-		return nil
-	case "", ProviderLocal:
+// dockerDef is the docker provider: its nodes are containers on a
+// network of the run's; --image is its own.
+var dockerDef = providerDef{
+	name: ProviderDocker,
+	doc:  "containers",
+	foreign: func(c *Config) error {
 		if len(c.Images) > 0 {
 			return setupErr("--image needs --provider docker")
 		}
 		return nil
-	case ProviderDocker:
-	default:
-		return setupErr("--provider must be %s, %s or %s, got %q", ProviderLocal, ProviderDocker, ProviderSSH, c.Provider)
-	}
+	},
+	validate: (*Config).validateDocker,
+	setup: func(ctx context.Context, cfg Config, impl impls.Impl, _ *platform, lg *slog.Logger) (provider, error) {
+		return setupDocker(ctx, cfg, impl, lg)
+	},
+}
+
+// validateDocker checks Config.Images, and that the docker provider runs
+// impl's backend.
+func (c *Config) validateDocker(impl impls.Impl) error {
 	known := docker.Backends()
 	keys := make([]string, 0, len(c.Images))
 	for k := range c.Images {

@@ -72,16 +72,13 @@ func setupPlatform(ctx context.Context, cfg Config, impl impls.Impl, dir string,
 	// client namespaces they reach it on the bridge (setupLocal).
 	p := &platform{storeAddr: workloads.StoreAddrIn(dir)}
 	var err error
-	switch cfg.Provider {
-	case ProviderDocker:
-		// The nodes get the run's Docker network; the clients stay here.
-		p.prov, err = setupDocker(ctx, cfg, impl, lg)
-	case ProviderSSH:
-		// The nodes run on the inventory's hosts, the clients here.
-		p.prov, err = setupSSH(ctx, cfg, lg)
-	default:
-		p.prov, err = setupLocal(ctx, cfg, impl, p, lg)
+	def, ok := cfg.providerOf()
+	if !ok {
+		return p, setupErr("--provider must be %s, got %q", orList(Providers), cfg.Provider)
 	}
+	// The nodes run where the provider puts them (this host's processes,
+	// the run's containers, the inventory's hosts); the clients run here.
+	p.prov, err = def.setup(ctx, cfg, impl, p, lg)
 	if err != nil {
 		return p, err
 	}

@@ -26,6 +26,21 @@ type localPlatform struct {
 	netWhy, netemWhy string
 }
 
+// ProviderLocal runs nodes as processes on this host (the default).
+const ProviderLocal = "local"
+
+// localDef is the local provider, the default: its nodes are processes
+// on this host, in network namespaces of the run's when its faults need
+// them.
+var localDef = providerDef{
+	name:       ProviderLocal,
+	doc:        "processes on this host",
+	namespaces: true,
+	setup: func(ctx context.Context, cfg Config, impl impls.Impl, p *platform, lg *slog.Logger) (provider, error) {
+		return setupLocal(ctx, cfg, impl, p, lg)
+	},
+}
+
 // setupLocal creates the network lab when the run needs one (--net netns,
 // or a network fault under --net auto): a host per node and auxiliary
 // process, and one per client; the workers then reach the store on the

@@ -1,8 +1,10 @@
 package run
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/locktest/locktest/clusters"
@@ -102,3 +104,98 @@ var (
 	_ provider = (*dockerPlatform)(nil)
 	_ provider = (*sshPlatform)(nil)
 )
+
+// providerDef is how run knows one provider, written once: its name as
+// --provider takes it, the settings of Config only it reads, their check,
+// and its set-up. Run names no provider anywhere else: a new provider is
+// one providerDef in providerDefs (and its platform type).
+type providerDef struct {
+	// name is --provider's value; doc says in a few words where its
+	// nodes run, for the help.
+	name, doc string
+	// namespaces says whether the run puts its nodes and clients into
+	// network namespaces of this host when its faults need them (or
+	// --net netns asks for them): only where the nodes are processes
+	// here.
+	namespaces bool
+	// foreign returns the error for c setting what only this provider
+	// reads (its flags), or nil when c sets none of it; it is asked when
+	// c names another provider.
+	foreign func(c *Config) error
+	// validate checks this provider's own settings for impl, when c
+	// names it.
+	validate func(c *Config, impl impls.Impl) error
+	// setup makes the provider for a run of impl: what cannot be had is
+	// a reason in its abilities, what is wrong a setup error; what was
+	// made before an error is returned with it, to close.
+	setup func(ctx context.Context, cfg Config, impl impls.Impl, p *platform, lg *slog.Logger) (provider, error)
+}
+
+// providerDefs are the providers, in the order the help and the docs list
+// them; the first is the default.
+var providerDefs = []providerDef{localDef, dockerDef, sshDef}
+
+// Providers are the values of Config.Provider, in providerDefs' order.
+var Providers = func() []string {
+	names := make([]string, len(providerDefs))
+	for i, d := range providerDefs {
+		names[i] = d.name
+	}
+	return names
+}()
+
+// providersHelp is --provider's help: each provider and where its nodes
+// run.
+func providersHelp() string {
+	docs := make([]string, len(providerDefs))
+	for i, d := range providerDefs {
+		docs[i] = d.name + ": " + d.doc
+	}
+	return "where the nodes run: " + strings.Join(Providers, " or ") + " (" + strings.Join(docs, "; ") + "; see docs/providers.md)"
+}
+
+// providerOf returns the definition of the provider c names ("" is the
+// default, the first), and false for a name no provider has.
+func (c *Config) providerOf() (providerDef, bool) {
+	name := cmp.Or(c.Provider, providerDefs[0].name)
+	for _, d := range providerDefs {
+		if d.name == name {
+			return d, true
+		}
+	}
+	return providerDef{}, false
+}
+
+// validateProvider checks Config.Provider and the settings only some
+// provider reads: those of another provider than c's are refused, and
+// c's own provider checks its own for impl.
+func (c *Config) validateProvider(impl impls.Impl) error {
+	def, ok := c.providerOf()
+	for _, d := range providerDefs {
+		if d.name == def.name || d.foreign == nil {
+			continue
+		}
+		if err := d.foreign(c); err != nil {
+			return err
+		}
+	}
+	if !ok {
+		return setupErr("--provider must be %s, got %q", orList(Providers), c.Provider)
+	}
+	if def.validate == nil {
+		return nil
+	}
+	return def.validate(c, impl)
+}
+
+// orList joins names as "a, b or c".
+func orList(names []string) string {
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	s := names[0]
+	for _, n := range names[1 : len(names)-1] {
+		s += ", " + n
+	}
+	return s + " or " + names[len(names)-1]
+}

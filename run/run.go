@@ -162,7 +162,8 @@ type Config struct {
 	// Logger receives the driver's log; it is also written to logs/driver.log.
 	Logger *slog.Logger
 	// Provider runs the nodes: ProviderLocal (processes on this host, the
-	// default when empty) or ProviderDocker (containers).
+	// default when empty), ProviderDocker (containers) or ProviderSSH (an
+	// inventory's hosts).
 	Provider string
 	// Images names, per backend, the image the docker provider runs
 	// ("redis": "redis:7.2"); a backend without one runs the image locktest

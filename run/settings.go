@@ -16,8 +16,6 @@ import (
 // docs list them. The CLI builds its flag help from these lists, so the help
 // names every value Validate accepts.
 var (
-	// Providers are the values of Config.Provider.
-	Providers = []string{ProviderLocal, ProviderDocker, ProviderSSH}
 	// NetModes are the values of Config.Net.
 	NetModes = []string{NetAuto, NetNamespaces, NetLoopback}
 	// ClockDirections are the values of Config.ClockDirection besides
@@ -37,7 +35,7 @@ func hasPersistence(backend string) bool { return strings.HasPrefix(backend, "re
 // usesNamespaces reports whether the run puts its nodes and clients into
 // network namespaces of its own (the only place Config.Subnet is used).
 func (c *Config) usesNamespaces() bool {
-	if c.Provider == ProviderDocker || c.Provider == ProviderSSH {
+	if def, ok := c.providerOf(); !ok || !def.namespaces {
 		return false
 	}
 	return c.Net == NetNamespaces || (c.Net == NetAuto && nemesis.Needs(c.faultParts(), nemesis.NeedNetwork))

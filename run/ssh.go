@@ -47,18 +47,26 @@ func (s SSHConfig) used() bool {
 	return s.Inventory != "" || s.Hosts != "" || s.User != "" || s.Key != "" || s.KnownHosts != "" || s.InsecureIgnoreHostKey || s.ClientAddresses != ""
 }
 
-// validateSSH checks the ssh settings of c for impl; it does not read the
-// inventory file (setup does, and its errors are setup errors too).
-func (c *Config) validateSSH(impl impls.Impl) error {
-	if c.Provider != ProviderSSH {
+// sshDef is the ssh provider: its nodes run on an inventory's hosts; the
+// inventory and the settings of --hosts are its own.
+var sshDef = providerDef{
+	name: ProviderSSH,
+	doc:  "hosts over SSH",
+	foreign: func(c *Config) error {
 		if c.SSH.used() {
 			return setupErr("--inventory, --hosts, --ssh-user, --ssh-key, --known-hosts, --client-addresses and --insecure-ignore-host-key need --provider ssh")
 		}
 		return nil
-	}
-	if len(c.Images) > 0 {
-		return setupErr("--image needs --provider docker")
-	}
+	},
+	validate: (*Config).validateSSH,
+	setup: func(ctx context.Context, cfg Config, _ impls.Impl, _ *platform, lg *slog.Logger) (provider, error) {
+		return setupSSH(ctx, cfg, lg)
+	},
+}
+
+// validateSSH checks the ssh settings of c for impl; it does not read the
+// inventory file (setup does, and its errors are setup errors too).
+func (c *Config) validateSSH(impl impls.Impl) error {
 	switch {
 	case c.SSH.Inventory == "" && c.SSH.Hosts == "":
 		return setupErr("--provider ssh needs --inventory FILE or --hosts a,b,c")

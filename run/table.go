@@ -120,7 +120,7 @@ var Settings = []Setting{
 
 	{"resource", GroupResource, "resource store mode: " + Join(workloads.Modes()), mode(func(c *Config) *workloads.Mode { return &c.Mode }), true},
 
-	{"provider", GroupPlatform, "where the nodes run: " + strings.Join(Providers, " or ") + " (" + ProviderLocal + ": processes on this host; " + ProviderDocker + ": containers; " + ProviderSSH + ": hosts over SSH; see docs/providers.md)", str(func(c *Config) *string { return &c.Provider }), false},
+	{"provider", GroupPlatform, providersHelp(), str(func(c *Config) *string { return &c.Provider }), false},
 	{"image", GroupPlatform, "docker provider: the image of a backend, backend=ref, repeatable (e.g. redis=redis:7.2); default: locktest's own (locktest images build), else the official one", strMap(func(c *Config) *map[string]string { return &c.Images }), false},
 	{"inventory", GroupPlatform, "ssh provider: the inventory file (YAML) of the hosts, see docs/providers.md (locktest lab up writes one)", str(func(c *Config) *string { return &c.SSH.Inventory }), false},
 	{"hosts", GroupPlatform, "ssh provider: the hosts as a,b,c (host or host:port), with one --ssh-user and --ssh-key, instead of --inventory", str(func(c *Config) *string { return &c.SSH.Hosts }), false},
