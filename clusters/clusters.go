@@ -112,7 +112,15 @@ type FileCut struct {
 	Durable int64
 }
 
-// Pauser can freeze and thaw a node process.
+// PauseWait is how long a Pauser's Pause waits for the kernel to report
+// every thread of the node stopped (state T in /proc) before it says the
+// pause failed. A thread in an uninterruptible sleep (a disk write) stops
+// only once that returns: under stress-ng, with three test packages at
+// once, a Redis Cluster node's threads in a container took over a second.
+const PauseWait = 5 * time.Second
+
+// Pauser can freeze and thaw a node process. Pause returns once every
+// thread of the node is stopped (within PauseWait).
 type Pauser interface {
 	Pause(ctx context.Context, n Node) error
 	Resume(ctx context.Context, n Node) error

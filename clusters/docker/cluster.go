@@ -574,7 +574,7 @@ func (c *Cluster) Pause(ctx context.Context, target clusters.Node) error {
 		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 			return fmt.Errorf("docker %s: pause %s (host pid %d): %w", c.opts.Backend, n.name, pid, err)
 		}
-		if err := procfs.WaitStopped(pid, time.Second); err != nil {
+		if err := procfs.WaitStopped(pid, clusters.PauseWait); err != nil {
 			return fmt.Errorf("docker %s: pause %s (host pid %d): %w", c.opts.Backend, n.name, pid, err)
 		}
 		c.log.Info("node paused", "node", n.name, "pid", pid, "addr", n.addr())

@@ -148,7 +148,7 @@ func NewEtcd(opts EtcdOptions) (*Etcd, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	e := &Etcd{exe: exe, exeEnv: opts.ExeEnv, nodeEnv: opts.NodeEnv, tickMs: opts.TickMs, electionMs: opts.ElectionMs}
-	e.nodeSet = nodeSet[*etcdNode]{kind: "local etcd", log: log, pauseLimit: time.Second,
+	e.nodeSet = nodeSet[*etcdNode]{kind: "local etcd", log: log,
 		restart: func(ctx context.Context, n *etcdNode) error {
 			if !e.bootstrapped {
 				return fmt.Errorf("local etcd: restart %s: the cluster was never started", n.name)

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/locktest/locktest/clusters"
 )
@@ -65,9 +64,6 @@ type nodeSet[N localNode] struct {
 	// kind names the backend in errors: "local redis".
 	kind string
 	log  *slog.Logger
-	// pauseLimit is how long Pause waits for the kernel to report every
-	// thread of the node stopped.
-	pauseLimit time.Duration
 
 	mu    sync.Mutex
 	nodes []N
@@ -201,7 +197,7 @@ func (s *nodeSet[N]) Pause(ctx context.Context, node clusters.Node) error {
 		if s.group != nil {
 			return s.group.pause(n)
 		}
-		return n.self().proc.pause(s.pauseLimit)
+		return n.self().proc.pause(clusters.PauseWait)
 	})
 }
 

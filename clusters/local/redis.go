@@ -156,7 +156,7 @@ func NewRedis(opts RedisOptions) (*Redis, error) {
 	}
 	r := &Redis{bin: bin, persistence: opts.Persistence, nodeEnv: opts.NodeEnv,
 		extraConfig: opts.ExtraConfig, keepConfig: opts.KeepConfig}
-	r.nodeSet = nodeSet[*redisNode]{kind: "local redis", log: log, pauseLimit: time.Second,
+	r.nodeSet = nodeSet[*redisNode]{kind: "local redis", log: log,
 		restart: func(ctx context.Context, n *redisNode) error { return r.startNode(ctx, n, false) }}
 	if !opts.SyncRecords {
 		r.powerWhy = noSyncRecords

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/internal/procfs"
 )
 
@@ -208,7 +209,7 @@ func (g sqlGroup) pause(n *sqlNode) error {
 		_ = syscall.Kill(pid, syscall.SIGSTOP)
 	}
 	for _, pid := range pids {
-		if err := procfs.WaitStopped(pid, time.Second); err != nil && !errors.Is(err, os.ErrNotExist) && pidAlive(pid) {
+		if err := procfs.WaitStopped(pid, clusters.PauseWait); err != nil && !errors.Is(err, os.ErrNotExist) && pidAlive(pid) {
 			return fmt.Errorf("pid %d: %w", pid, err)
 		}
 	}

@@ -157,7 +157,7 @@ func NewZooKeeper(opts ZooKeeperOptions) (*ZooKeeper, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	z := &ZooKeeper{java: java, classPath: cp, tick: opts.TickTime, heap: opts.Heap, nodeEnv: opts.NodeEnv}
-	z.nodeSet = nodeSet[*zkNode]{kind: "local zookeeper", log: log, pauseLimit: 2 * time.Second,
+	z.nodeSet = nodeSet[*zkNode]{kind: "local zookeeper", log: log,
 		restart: func(ctx context.Context, n *zkNode) error { return z.startNodes(ctx, []*zkNode{n}) }}
 	for i, m := range ms {
 		z.nodes = append(z.nodes, &zkNode{member: m, myid: i + 1, dataDir: filepath.Join(m.dir, "data"),
