@@ -10,29 +10,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/locktest/locktest/internal/gate"
-
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/engine"
 	"github.com/locktest/locktest/clusters/images"
+	"github.com/locktest/locktest/testkit/dockertest"
 )
-
-// needEngine returns a connection to the Docker engine, or skips the test
-// saying why there is none.
-func needEngine(t *testing.T) *engine.Engine {
-	t.Helper()
-	gate.Docker(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	e, err := engine.Open(ctx, nil)
-	if err != nil {
-		t.Skipf("docker tests need a Docker engine: %v", err)
-	}
-	t.Cleanup(func() { e.Close() })
-	return e
-}
 
 var (
 	buildMu   sync.Mutex
@@ -105,7 +89,7 @@ func newLab(t *testing.T, e *engine.Engine) *Lab {
 // backend's image.
 func startCluster(t *testing.T, backend string, nodes int) *Cluster {
 	t.Helper()
-	e := needEngine(t)
+	e := dockertest.Engine(t)
 	img := needImage(t, e, backend)
 	lab := newLab(t, e)
 	c, err := New(Options{Backend: backend, Nodes: nodes, Dir: t.TempDir(), Lab: lab, Image: img})

@@ -16,22 +16,8 @@ import (
 	"github.com/locktest/locktest/clusters/engine"
 	"github.com/locktest/locktest/clusters/images"
 	"github.com/locktest/locktest/internal/gate"
+	"github.com/locktest/locktest/testkit/dockertest"
 )
-
-// needEngine returns a connection to the Docker engine, or skips the test
-// saying why there is none.
-func needEngine(t *testing.T) *engine.Engine {
-	t.Helper()
-	gate.Docker(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	e, err := engine.Open(ctx, nil)
-	if err != nil {
-		t.Skipf("docker tests need a Docker engine: %v", err)
-	}
-	t.Cleanup(func() { e.Close() })
-	return e
-}
 
 // needRedisImage builds (or reuses) locktest's redis image, skipping the
 // test when this host lacks redis-server, which the image is made of.
@@ -112,7 +98,7 @@ func TestOwnerAlive(t *testing.T) {
 // live run's network: Cleanup removes the first two and spares the other,
 // and the image stays.
 func TestCleanupRemovesOnlyOrphans(t *testing.T) {
-	e := needEngine(t)
+	e := dockertest.Engine(t)
 	img := needRedisImage(t, e)
 	ctx := context.Background()
 	live := newRun(t, e)

@@ -5,30 +5,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/locktest/locktest/clusters/engine"
 	"github.com/locktest/locktest/internal/gate"
+	"github.com/locktest/locktest/testkit/dockertest"
 )
-
-// needEngine returns a connection to the Docker engine, or skips the test
-// saying why there is none.
-func needEngine(t *testing.T) *engine.Engine {
-	t.Helper()
-	gate.Docker(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	e, err := engine.Open(ctx, nil)
-	if err != nil {
-		t.Skipf("docker tests need a Docker engine: %v", err)
-	}
-	t.Cleanup(func() { e.Close() })
-	return e
-}
 
 // A build of the redis image, asked for by any backend that runs it, is
 // reused while its inputs stay the same; Resolve gives it to each of those
 // backends, ListBuilt lists it, and an image the run names wins over it.
 func TestBuiltImageIsReusedAndResolved(t *testing.T) {
-	e := needEngine(t)
+	e := dockertest.Engine(t)
 	gate.Need(t, "redis-server")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

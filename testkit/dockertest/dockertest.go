@@ -1,0 +1,29 @@
+// Package dockertest is the test rig of the tests that need a Docker
+// engine: a connection to it, or the test skipped saying why there is
+// none.
+package dockertest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/locktest/locktest/clusters/engine"
+	"github.com/locktest/locktest/internal/gate"
+)
+
+// Engine returns a connection to the Docker engine, closed at the test's
+// end, or skips the test (gate.Docker, or an engine that does not answer
+// within 10 s) saying why there is none.
+func Engine(t testing.TB) *engine.Engine {
+	t.Helper()
+	gate.Docker(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	e, err := engine.Open(ctx, nil)
+	if err != nil {
+		t.Skipf("docker tests need a Docker engine: %v", err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e
+}
