@@ -102,12 +102,18 @@ func testSQLLifecycle(t *testing.T, b sqlBackend, schema []string) {
 	}
 	n := ns[0]
 	ctx := context.Background()
-	qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := b.exec(qctx, n.Addr, schema...); err != nil {
+	// Each step that asks the server gets its budget of its own: under
+	// stress-ng at -p 3 a pause and a resume took seconds, and one 10 s
+	// budget for every query ran out on the count after the resume.
+	qctx := func() context.Context {
+		c, cancel := context.WithTimeout(ctx, 20*time.Second)
+		t.Cleanup(cancel)
+		return c
+	}
+	if err := b.exec(qctx(), n.Addr, schema...); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := b.count(qctx, n.Addr); err != nil || got != 2 {
+	if got, err := b.count(qctx(), n.Addr); err != nil || got != 2 {
 		t.Fatalf("count = %d, %v; want 2", got, err)
 	}
 
@@ -123,7 +129,7 @@ func testSQLLifecycle(t *testing.T, b sqlBackend, schema []string) {
 	if err := c.Resume(ctx, n); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := b.count(qctx, n.Addr); err != nil || got != 2 {
+	if got, err := b.count(qctx(), n.Addr); err != nil || got != 2 {
 		t.Fatalf("after resume: count = %d, %v; want 2", got, err)
 	}
 
@@ -154,7 +160,7 @@ func testSQLLifecycle(t *testing.T, b sqlBackend, schema []string) {
 	if got := c.Nodes()[0].Addr; got != n.Addr {
 		t.Errorf("restarted on %s, was %s", got, n.Addr)
 	}
-	if got, err := b.count(qctx, n.Addr); err != nil || got != 2 {
+	if got, err := b.count(qctx(), n.Addr); err != nil || got != 2 {
 		t.Fatalf("after restart: count = %d, %v; want the 2 rows written before the kill", got, err)
 	}
 
