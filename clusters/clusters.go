@@ -119,11 +119,11 @@ type FileCut struct {
 // once, a Redis Cluster node's threads in a container took over a second.
 const PauseWait = 5 * time.Second
 
-// Pauser can freeze and thaw a node process. Pause returns once the node
-// is stopped: the local and docker providers wait up to PauseWait for
-// every thread of it and fail past that; the ssh provider waits up to 2 s
-// for its main thread (each process of a SQL server's group), over the
-// host's shell.
+// Pauser can freeze and thaw a node process. Pause returns once every
+// thread of the node is stopped, waiting up to PauseWait and failing past
+// it, on every provider; the ssh provider's SQL servers, whose group of
+// processes its shell stops one by one, wait up to 2 s for each process
+// and do not fail.
 type Pauser interface {
 	Pause(ctx context.Context, n Node) error
 	Resume(ctx context.Context, n Node) error

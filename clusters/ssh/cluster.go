@@ -573,7 +573,9 @@ func (cl *Cluster) Restart(ctx context.Context, cn clusters.Node) error {
 }
 
 // Pause stops the node's server with SIGSTOP and waits until the host's
-// kernel shows it stopped.
+// kernel shows every thread of it stopped (a SQL server: each process of
+// its group), for at least clusters.PauseWait; a server still running
+// then is an error, so that the fault is not recorded as in.
 func (cl *Cluster) Pause(ctx context.Context, cn clusters.Node) error {
 	n, err := cl.find(cn.Name)
 	if err != nil {
@@ -583,8 +585,25 @@ func (cl *Cluster) Pause(ctx context.Context, cn clusters.Node) error {
 	if err != nil {
 		return err
 	}
-	_, err = n.conn.Run(ctx, fmt.Sprintf("i=0; until [ \"$(awk '{print $3}' /proc/%d/stat)\" = T ] || [ $i -ge 100 ]; do sleep 0.02; i=$((i+1)); done", pid))
-	return err
+	if n.isSQL() {
+		// lt_stop waited for each process of the group.
+		return nil
+	}
+	if _, err := n.conn.Run(ctx, waitStoppedScript(pid, clusters.PauseWait)); err != nil {
+		return fmt.Errorf("node %s: pause: %w", n.name, err)
+	}
+	return nil
+}
+
+// waitStoppedScript is the shell command that waits until every thread of
+// pid is stopped (state T in /proc/PID/task/*/stat, read after the last
+// ") ", since a thread's name may hold spaces and parentheses), polling
+// every 20 ms for at least limit, and fails saying so when one still
+// runs. A process that is gone ends the wait.
+func waitStoppedScript(pid int, limit time.Duration) string {
+	polls := int(limit / (20 * time.Millisecond))
+	return fmt.Sprintf("i=0; while sed -n 's/.*) \\(.\\).*/\\1/p' /proc/%[1]d/task/*/stat 2>/dev/null | grep -qv '^T$'; do "+
+		"[ $i -ge %[2]d ] && { echo 'process %[1]d not stopped after %[3]v' >&2; exit 1; }; sleep 0.02; i=$((i+1)); done", pid, polls, limit)
 }
 
 // Resume continues the node's server with SIGCONT.

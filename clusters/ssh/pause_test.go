@@ -1,0 +1,49 @@
+package ssh
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestWaitStoppedScript runs the shell wait of Pause on this host: it
+// ends at once for a stopped process, and fails naming the process for
+// one that runs on past the limit. The program's name holds ") R ", as a
+// thread's name may, which a reader of the third field of /proc's stat
+// would take for the state.
+func TestWaitStoppedScript(t *testing.T) {
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Skip("no sleep on this host")
+	}
+	prog := filepath.Join(t.TempDir(), "a) R (b")
+	data, err := os.ReadFile(sleep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(prog, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(prog, "60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	pid := cmd.Process.Pid
+
+	out, err := exec.Command("sh", "-c", waitStoppedScript(pid, 100*time.Millisecond)).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "not stopped after 100ms") {
+		t.Errorf("a running process: %v, %q; want an error saying it is not stopped", err, out)
+	}
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("sh", "-c", waitStoppedScript(pid, 5*time.Second)).CombinedOutput(); err != nil {
+		t.Errorf("a stopped process: %v, %q; want the wait to end", err, out)
+	}
+	syscall.Kill(pid, syscall.SIGCONT)
+}
