@@ -394,11 +394,15 @@ func (z *ZooKeeper) spawnNode(ctx context.Context, n *zkNode) error {
 		quoted = "; " + n.logPath + " is empty"
 	}
 	// A JVM's last lines are often a stack trace; its first error says
-	// what went wrong.
-	if first := zkFirstError(logTail(n.logPath, off, 500)); first != "" && !slices.Contains(tail, first) {
+	// what went wrong. A port taken between its pick and the peer's bind
+	// (another test package picks ports at the same moment) is a
+	// BindException above a stack trace longer than the tail: the whole
+	// log of this start is read for it.
+	all := logTail(n.logPath, off, 500)
+	if first := zkFirstError(all); first != "" && !slices.Contains(tail, first) {
 		quoted = "; first error in " + n.logPath + ": " + first + quoted
 	}
-	if slices.ContainsFunc(tail, func(l string) bool { return strings.Contains(l, "Address already in use") }) {
+	if zkPortTaken(all) {
 		return &zkPortInUse{node: n.name, ports: fmt.Sprintf("%d, %d, %d", n.client, n.quorum, n.election), ip: n.host.ip()}
 	}
 	if !exited && errors.Is(werr, context.Canceled) && ctx.Err() != nil {
@@ -441,4 +445,12 @@ func waitZKReady(ctx context.Context, addr string, p *proc) (string, error) {
 		case <-tick.C:
 		}
 	}
+}
+
+// zkPortTaken reports whether the log lines of a peer's start say that one
+// of its ports was taken (java.net.BindException: Address already in
+// use), wherever they say it: the stack trace below it is longer than the
+// tail an error quotes.
+func zkPortTaken(lines []string) bool {
+	return slices.ContainsFunc(lines, func(l string) bool { return strings.Contains(l, "Address already in use") })
 }

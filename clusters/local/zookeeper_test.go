@@ -304,3 +304,39 @@ func TestZooKeeperStandalone(t *testing.T) {
 		t.Errorf("modes %v, want n1 standalone", m)
 	}
 }
+
+// A peer whose port was taken between its pick and its bind logs a
+// BindException above a stack trace longer than the tail an error quotes:
+// the start log is read whole for it (TestCuratorLock's ZooKeeper failed
+// its start under stress-ng at -p 3, the BindException 13 lines above the
+// log's end, and was not retried on other ports).
+func TestZooKeeperPortTakenIsFoundAboveItsStack(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "zookeeper.log")
+	log := `2026-11-29 21:31:02,434 - ERROR [main:QuorumPeerMain@114] - Unexpected exception, exiting abnormally
+java.net.BindException: Address already in use
+	at java.base/sun.nio.ch.Net.bind0(Native Method)
+	at java.base/sun.nio.ch.Net.bind(Net.java:555)
+	at java.base/sun.nio.ch.ServerSocketChannelImpl.netBind(ServerSocketChannelImpl.java:337)
+	at java.base/sun.nio.ch.ServerSocketChannelImpl.bind(ServerSocketChannelImpl.java:294)
+	at java.base/sun.nio.ch.ServerSocketAdaptor.bind(ServerSocketAdaptor.java:89)
+	at java.base/sun.nio.ch.ServerSocketAdaptor.bind(ServerSocketAdaptor.java:81)
+	at org.apache.zookeeper.server.NIOServerCnxnFactory.configure(NIOServerCnxnFactory.java:662)
+	at org.apache.zookeeper.server.quorum.QuorumPeerMain.runFromConfig(QuorumPeerMain.java:169)
+	at org.apache.zookeeper.server.quorum.QuorumPeerMain.initializeAndRun(QuorumPeerMain.java:137)
+	at org.apache.zookeeper.server.quorum.QuorumPeerMain.main(QuorumPeerMain.java:91)
+2026-11-29 21:31:02,439 - INFO  [main:ZKAuditProvider@42] - ZooKeeper audit is disabled.
+2026-11-29 21:31:02,453 - ERROR [main:ServiceUtils@42] - Exiting JVM with code 1
+`
+	if err := os.WriteFile(path, []byte(log), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if tail := logTail(path, 0, logTailLines); zkPortTaken(tail) {
+		t.Fatalf("the test's log is too short: its last %d lines already say it", logTailLines)
+	}
+	if !zkPortTaken(logTail(path, 0, 500)) {
+		t.Error("a BindException above a long stack trace is not found")
+	}
+	if zkPortTaken(strings.Split(strings.ReplaceAll(log, "Address already in use", "Permission denied"), "\n")) {
+		t.Error("another BindException is taken for a port in use")
+	}
+}
