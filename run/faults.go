@@ -71,10 +71,9 @@ func setupPlatform(ctx context.Context, cfg Config, impl impls.Impl, dir string,
 	// loopback TCP (and reachable only by who may enter the folder); in
 	// client namespaces they reach it on the bridge (setupLocal).
 	p := &platform{storeAddr: workloads.StoreAddrIn(dir)}
-	var err error
-	def, ok := cfg.providerOf()
-	if !ok {
-		return p, setupErr("--provider must be %s, got %q", orList(Providers), cfg.Provider)
+	def, err := cfg.providerOf()
+	if err != nil {
+		return p, err
 	}
 	// The nodes run where the provider puts them (this host's processes,
 	// the run's containers, the inventory's hosts); the clients run here.

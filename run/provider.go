@@ -155,22 +155,22 @@ func providersHelp() string {
 }
 
 // providerOf returns the definition of the provider c names ("" is the
-// default, the first), and false for a name no provider has.
-func (c *Config) providerOf() (providerDef, bool) {
+// default, the first), or the setup error for a name no provider has.
+func (c *Config) providerOf() (providerDef, error) {
 	name := cmp.Or(c.Provider, providerDefs[0].name)
 	for _, d := range providerDefs {
 		if d.name == name {
-			return d, true
+			return d, nil
 		}
 	}
-	return providerDef{}, false
+	return providerDef{}, setupErr("--provider must be %s, got %q", orList(Providers), c.Provider)
 }
 
 // validateProvider checks Config.Provider and the settings only some
 // provider reads: those of another provider than c's are refused, and
 // c's own provider checks its own for impl.
 func (c *Config) validateProvider(impl impls.Impl) error {
-	def, ok := c.providerOf()
+	def, err := c.providerOf()
 	for _, d := range providerDefs {
 		if d.name == def.name || d.foreign == nil {
 			continue
@@ -179,8 +179,8 @@ func (c *Config) validateProvider(impl impls.Impl) error {
 			return err
 		}
 	}
-	if !ok {
-		return setupErr("--provider must be %s, got %q", orList(Providers), c.Provider)
+	if err != nil {
+		return err
 	}
 	if def.validate == nil {
 		return nil

@@ -35,7 +35,7 @@ func hasPersistence(backend string) bool { return strings.HasPrefix(backend, "re
 // usesNamespaces reports whether the run puts its nodes and clients into
 // network namespaces of its own (the only place Config.Subnet is used).
 func (c *Config) usesNamespaces() bool {
-	if def, ok := c.providerOf(); !ok || !def.namespaces {
+	if def, err := c.providerOf(); err != nil || !def.namespaces {
 		return false
 	}
 	return c.Net == NetNamespaces || (c.Net == NetAuto && nemesis.Needs(c.faultParts(), nemesis.NeedNetwork))
