@@ -20,6 +20,30 @@ import (
 // from Acquire leaves the outcome unknown (info).
 var ErrNotAcquired = errors.New("not acquired")
 
+// ErrNotSent marks an error from before the request left the client: the
+// connection it needed could not be opened (a dial, a TLS or database
+// start-up, the schema set-up of a new connection). The attempt certainly
+// changed nothing, so an acquire completes as fail, with history.NotSent
+// before its error, and not as info. Impls mark such errors with NotSent;
+// errors.Is(err, ErrNotSent) finds the mark.
+var ErrNotSent = errors.New("not sent")
+
+// NotSent marks err as an error from before the request was sent (see
+// ErrNotSent). Its message is err's; nil stays nil.
+func NotSent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return notSentError{err}
+}
+
+// notSentError is err marked by NotSent.
+type notSentError struct{ err error }
+
+func (e notSentError) Error() string        { return e.err.Error() }
+func (e notSentError) Unwrap() error        { return e.err }
+func (e notSentError) Is(target error) bool { return target == ErrNotSent }
+
 // ErrNotHeld means a release found the lock no longer held by this lease (it
 // expired, or another holder has it) and changed nothing: the release
 // completes as fail.

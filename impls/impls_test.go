@@ -3,6 +3,7 @@ package impls
 import (
 	"context"
 	"errors"
+	"fmt"
 	"regexp"
 	"strconv"
 	"testing"
@@ -58,5 +59,25 @@ func TestWrapBuildsOrFails(t *testing.T) {
 	}
 	if _, err := newFn(context.Background(), Config{Process: -1}); !errors.Is(err, boom) {
 		t.Fatalf("New with a failing build: %v, want boom", err)
+	}
+}
+
+// TestNotSentMarksAnError: NotSent keeps the message and the cause of the
+// error it marks, errors.Is finds the mark through further wrapping, an
+// unmarked error has none, and nil stays nil.
+func TestNotSentMarksAnError(t *testing.T) {
+	cause := errors.New("dial: i/o timeout")
+	err := fmt.Errorf("acquire: %w", NotSent(cause))
+	if !errors.Is(err, ErrNotSent) || !errors.Is(err, cause) {
+		t.Errorf("%v: want both the mark and its cause", err)
+	}
+	if err.Error() != "acquire: dial: i/o timeout" {
+		t.Errorf("message %q, want the cause's", err.Error())
+	}
+	if errors.Is(cause, ErrNotSent) || errors.Is(ErrNotAcquired, ErrNotSent) {
+		t.Error("an unmarked error is taken for not sent")
+	}
+	if NotSent(nil) != nil {
+		t.Error("NotSent(nil) is not nil")
 	}
 }

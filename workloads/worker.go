@@ -611,10 +611,12 @@ func (w *worker) storeDo(ctx context.Context, req StoreRequest) (StoreReply, err
 }
 
 // notSent reports whether err says the request never left the client: the
-// connection could not even be dialled, so the op certainly had no effect.
+// connection could not even be dialled, or the impl marked the error
+// impls.ErrNotSent (its connection could not be opened), so the op
+// certainly had no effect.
 func notSent(err error) bool {
 	var oe *net.OpError
-	return errors.As(err, &oe) && oe.Op == "dial"
+	return errors.Is(err, impls.ErrNotSent) || errors.As(err, &oe) && oe.Op == "dial"
 }
 
 // startCPUProfile writes a CPU profile of this process to path until the

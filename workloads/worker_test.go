@@ -4,13 +4,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"math/rand/v2"
+	"net"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/impls"
 )
 
 // A slow critical section: the work time stays inside [WorkMin, Work].
@@ -103,6 +107,30 @@ func TestBackoff(t *testing.T) {
 		}
 		if got := tt.b.Wait(tt.n, 0); got != 0 {
 			t.Errorf("%+v: shortest wait %v, want 0 (full jitter)", tt.b, got)
+		}
+	}
+}
+
+// TestNotSent: an op is a certain failure, recorded with history.NotSent,
+// when its request never left the client: a dial that failed, or an
+// impl's error marked impls.NotSent, however wrapped. An impl's other
+// errors, a refusal or a timeout after the request was sent, are not.
+func TestNotSent(t *testing.T) {
+	dial := &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}
+	read := &net.OpError{Op: "read", Net: "tcp", Err: errors.New("i/o timeout")}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"dial", fmt.Errorf("acquire: %w", dial), true},
+		{"marked", fmt.Errorf("acquire: %w", impls.NotSent(errors.New("failed to connect: timeout"))), true},
+		{"read", read, false},
+		{"refused", impls.ErrNotAcquired, false},
+		{"deadline", context.DeadlineExceeded, false},
+	} {
+		if got := notSent(tc.err); got != tc.want {
+			t.Errorf("%s: notSent(%v) = %v, want %v", tc.name, tc.err, got, tc.want)
 		}
 	}
 }

@@ -15,8 +15,23 @@ import (
 
 // startServer starts a MariaDB server for the test and returns its address.
 func startServer(t *testing.T) string {
+	return startCluster(t).Nodes()[0].Addr
+}
+
+// startCluster starts a MariaDB server for the test and returns it.
+func startCluster(t *testing.T) clusters.Cluster {
 	m, err := local.NewMariaDB(local.SQLOptions{Dir: t.TempDir()})
-	return testcluster.Started(t, m, err).Nodes()[0].Addr
+	return testcluster.Started(t, m, err)
+}
+
+// A connection that opens slowly is waited for within the op's deadline,
+// and one that does not open by then is a certain failure
+// (testcluster.SlowConnect).
+func TestSlowConnect(t *testing.T) {
+	c := startCluster(t)
+	for _, name := range []string{"mysql-unique-insert", "mysql-for-update", "mysql-get-lock", "mysql-optimistic"} {
+		t.Run(name, func(t *testing.T) { testcluster.SlowConnect(t, c, name) })
+	}
 }
 
 func newClient(t *testing.T, name, addr string, process int, params map[string]string) impls.Client {

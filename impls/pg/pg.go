@@ -16,7 +16,10 @@
 // password and dbname change that), over one dedicated connection (a
 // pgx.Conn, never a pool: the locks belong to the session). The first
 // client creates the sequence, under an advisory lock so that clients
-// starting together do not collide. After any error whose outcome is
+// starting together do not collide. A connection is opened within the
+// op's deadline; one that could not be opened (or its set-up failed) is an
+// error marked impls.NotSent, since no request of the op reached the
+// server, and the acquire completes as a certain failure. After any error whose outcome is
 // unknown the client closes the connection, which ends the session and
 // frees its locks, and opens a new one on the next call; a lease taken on
 // an earlier connection is then reported as not held.
@@ -104,7 +107,10 @@ func newSession(cfg impls.Config) (*session, error) {
 		}
 		return def
 	}
-	connStr := fmt.Sprintf("host=%s port=%s user=%s dbname=%s sslmode=disable connect_timeout=1",
+	// No connect_timeout: the op's deadline bounds the dial and the
+	// start-up, so a run with a longer --timeout waits longer for a
+	// connection on a slow machine, as it does for an answer.
+	connStr := fmt.Sprintf("host=%s port=%s user=%s dbname=%s sslmode=disable",
 		host, port, param("user", "postgres"), param("dbname", "postgres"))
 	if pw := cfg.Params["password"]; pw != "" {
 		connStr += " password=" + pw

@@ -15,8 +15,23 @@ import (
 // startServer starts a PostgreSQL server for the test and returns its
 // address.
 func startServer(t *testing.T) string {
+	return startCluster(t).Nodes()[0].Addr
+}
+
+// startCluster starts a PostgreSQL server for the test and returns it.
+func startCluster(t *testing.T) clusters.Cluster {
 	p, err := local.NewPostgres(local.SQLOptions{Dir: t.TempDir()})
-	return testcluster.Started(t, p, err).Nodes()[0].Addr
+	return testcluster.Started(t, p, err)
+}
+
+// A connection that opens slowly is waited for within the op's deadline,
+// and one that does not open by then is a certain failure
+// (testcluster.SlowConnect).
+func TestSlowConnect(t *testing.T) {
+	c := startCluster(t)
+	for _, name := range []string{"pg-advisory", "pg-advisory-xact"} {
+		t.Run(name, func(t *testing.T) { testcluster.SlowConnect(t, c, name) })
+	}
 }
 
 func newClient(t *testing.T, name, addr string, process int) impls.Client {

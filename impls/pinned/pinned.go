@@ -13,6 +13,8 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+
+	"github.com/locktest/locktest/impls"
 )
 
 // Driver is what a Session needs of one kind of connection.
@@ -51,7 +53,10 @@ type Session[C any] struct {
 }
 
 // Get returns the pinned connection, opening it (and running Setup, until
-// it has succeeded once) when there is none or it is no longer alive.
+// it has succeeded once) when there is none or it is no longer alive. An
+// error of Open or Setup is marked impls.NotSent: no request of the
+// caller's op has reached the server yet, so its op certainly changed
+// nothing.
 func (s *Session[C]) Get(ctx context.Context) (C, error) {
 	if c, ok := s.Current(); ok {
 		return c, nil
@@ -60,12 +65,12 @@ func (s *Session[C]) Get(ctx context.Context) (C, error) {
 	var zero C
 	c, id, err := s.Open(ctx)
 	if err != nil {
-		return zero, err
+		return zero, impls.NotSent(err)
 	}
 	if !s.setup && s.Setup != nil {
 		if err := s.Setup(ctx, c); err != nil {
 			s.Discard(c)
-			return zero, fmt.Errorf("create schema: %w", err)
+			return zero, impls.NotSent(fmt.Errorf("create schema: %w", err))
 		}
 	}
 	s.setup = true

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"regexp"
 	"testing"
+
+	"github.com/locktest/locktest/impls"
 )
 
 // fakeConn stands for a connection; closed is set by Discard.
@@ -123,5 +125,39 @@ func TestSetupRunsUntilItSucceeds(t *testing.T) {
 	}
 	if calls != 1 {
 		t.Fatalf("setup ran %d times after it failed once, want 1", calls)
+	}
+}
+
+// TestAConnectionNotOpenedIsNotSent: an error of Open or of Setup is
+// marked impls.ErrNotSent (the op's request never reached the server),
+// keeps its cause and its message, and nothing is held afterwards.
+func TestAConnectionNotOpenedIsNotSent(t *testing.T) {
+	ctx := context.Background()
+	refused := errors.New("failed to connect: timeout")
+	for _, tc := range []struct {
+		name    string
+		open    error
+		setup   error
+		message string
+	}{
+		{"open", refused, nil, "failed to connect: timeout"},
+		{"setup", nil, refused, "create schema: failed to connect: timeout"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, _ := newFake(tc.setup)
+			if tc.open != nil {
+				s.Open = func(context.Context) (*fakeConn, int64, error) { return nil, 0, tc.open }
+			}
+			_, err := s.Get(ctx)
+			if !errors.Is(err, impls.ErrNotSent) || !errors.Is(err, refused) {
+				t.Fatalf("Get = %v, want an error marked ErrNotSent that wraps its cause", err)
+			}
+			if err.Error() != tc.message {
+				t.Errorf("message %q, want %q", err.Error(), tc.message)
+			}
+			if _, ok := s.Current(); ok {
+				t.Error("a connection is current after Get failed")
+			}
+		})
 	}
 }

@@ -5,6 +5,7 @@ package procfs
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -29,7 +30,14 @@ func State(statPath string) (byte, error) {
 	return b[i+2], nil
 }
 
-// Stopped reports whether every thread of pid is stopped.
+// ErrExited is Stopped's error for a process that has exited but is not
+// yet reaped (a zombie): it can be neither running nor stopped.
+var ErrExited = errors.New("exited (a zombie, not yet reaped)")
+
+// Stopped reports whether every live thread of pid is stopped. A thread
+// that has exited (state Z or X) runs nothing and is passed over; a
+// process all of whose threads have exited is an error wrapping
+// ErrExited.
 func Stopped(pid int) (bool, error) {
 	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
 	if err != nil {
@@ -38,14 +46,22 @@ func Stopped(pid int) (bool, error) {
 	if len(tasks) == 0 {
 		return false, fmt.Errorf("process %d: no tasks in /proc", pid)
 	}
+	stopped := 0
 	for _, t := range tasks {
 		s, err := State(t)
 		if err != nil {
 			return false, err
 		}
-		if s != 'T' && s != 't' {
+		switch s {
+		case 'T', 't':
+			stopped++
+		case 'Z', 'X':
+		default:
 			return false, nil
 		}
+	}
+	if stopped == 0 {
+		return false, fmt.Errorf("process %d: %w", pid, ErrExited)
 	}
 	return true, nil
 }
@@ -110,8 +126,9 @@ func WaitGroupStopped(pgid int, limit time.Duration) error {
 }
 
 // WaitStopped polls until every thread of pid is stopped, for at most
-// limit. It returns an error if the process cannot be read (it is gone) or
-// is still running at the limit.
+// limit. It returns an error at once if the process cannot be read (it is
+// gone) or has exited (ErrExited), and one if it is still running at the
+// limit.
 func WaitStopped(pid int, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
 	for {

@@ -1,6 +1,8 @@
 package procfs
 
 import (
+	"errors"
+	"fmt"
 	"os/exec"
 	"syscall"
 	"testing"
@@ -125,5 +127,36 @@ func TestCPUTellsWaitingFromWorking(t *testing.T) {
 	}
 	if _, _, err := CPU(1 << 30); err == nil {
 		t.Error("no error for a pid that does not exist")
+	}
+}
+
+// TestAZombieIsNotWaitedFor: a child that exited and was not reaped runs
+// nothing. Stopped says so at once with ErrExited, and WaitStopped does
+// not wait out its limit for it (a paused server cannot reap the backend
+// that exited just before the pause, and its pause waited 5 s for it).
+func TestAZombieIsNotWaitedFor(t *testing.T) {
+	cmd := exec.Command("true")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	pid := cmd.Process.Pid
+	for {
+		st, err := State(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st == 'Z' {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if ok, err := Stopped(pid); ok || !errors.Is(err, ErrExited) {
+		t.Fatalf("zombie: stopped %v, err %v; want ErrExited", ok, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- WaitStopped(pid, time.Hour) }()
+	if err := <-done; !errors.Is(err, ErrExited) {
+		t.Fatalf("WaitStopped on a zombie: %v, want ErrExited", err)
 	}
 }

@@ -165,3 +165,70 @@ func Eventually(t testing.TB, limit time.Duration, what string, cond func() erro
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// SlowConnect checks how a client of impl, on the one-node cluster c,
+// opens its connection while the node is paused (its kernel still accepts
+// TCP connections, but the server answers nothing):
+//   - a first client's acquire, whose op deadline is far off, waits for
+//     the connection past the node's resume 1.5 s later and takes the lock
+//     (a connect bounded by a second of its own failed here);
+//   - a second client's acquire, bounded by 1 s while the node stays
+//     paused, fails with an error marked impls.ErrNotSent, the mark that
+//     makes the worker record a certain failure, and not ErrNotAcquired;
+//     once the node is resumed, the same client takes the lock.
+func SlowConnect(t testing.TB, c clusters.Cluster, impl string) {
+	t.Helper()
+	p, ok := c.(clusters.Pauser)
+	if !ok {
+		t.Fatalf("%T cannot pause its nodes", c)
+	}
+	n := c.Nodes()[0]
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	start := time.Now()
+	now := func() time.Duration { return time.Since(start) }
+	lock := "slow-connect-" + impl
+
+	a := Client(t, impl, c.Nodes(), 0, now, nil)
+	if err := p.Pause(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	resumed := make(chan error, 1)
+	go func() {
+		time.Sleep(1500 * time.Millisecond)
+		resumed <- p.Resume(ctx, n)
+	}()
+	actx, acancel := context.WithTimeout(ctx, 30*time.Second)
+	la, err := a.Acquire(actx, lock, time.Minute)
+	acancel()
+	if rerr := <-resumed; rerr != nil {
+		t.Fatal(rerr)
+	}
+	if err != nil {
+		t.Fatalf("acquire through a connection that opened after 1.5 s, with 30 s to go: %v", err)
+	}
+	if _, err := a.Release(ctx, la); err != nil {
+		t.Fatal(err)
+	}
+
+	b := Client(t, impl, c.Nodes(), 1, now, nil)
+	if err := p.Pause(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	bctx, bcancel := context.WithTimeout(ctx, time.Second)
+	_, err = b.Acquire(bctx, lock, time.Minute)
+	bcancel()
+	if rerr := p.Resume(ctx, n); rerr != nil {
+		t.Fatal(rerr)
+	}
+	if !errors.Is(err, impls.ErrNotSent) || errors.Is(err, impls.ErrNotAcquired) {
+		t.Errorf("acquire whose connection never opened: %v, want an error marked ErrNotSent", err)
+	}
+	lb, err := b.Acquire(ctx, lock, time.Minute)
+	if err != nil {
+		t.Fatalf("acquire after the node resumed: %v", err)
+	}
+	if _, err := b.Release(ctx, lb); err != nil {
+		t.Fatal(err)
+	}
+}
