@@ -103,12 +103,17 @@ var writtenOnce = map[string]string{
 	EtcdParamTickMs:        "etcd's timing params",
 	EtcdParamElectionMs:    "etcd's timing params",
 	ZooKeeperParamTickTime: "ZooKeeper's tickTime param",
+	"--initial-cluster":    "an etcd member's command line (kind.go)",
+	"--listen-peer-urls":   "an etcd member's command line (kind.go)",
+	"--sentinel":           "a sentinel's command line (kind.go)",
+	"myid":                 "a ZooKeeper peer's files (kind.go)",
 }
 
 // writtenOnceIn are words that a string constant spelling a fact of this
 // package's holds: no other code of the module holds them.
 var writtenOnceIn = map[string]string{
-	"Go programs": "which nodes the clock shim cannot move",
+	"Go programs":   "which nodes the clock shim cannot move",
+	"zookeeper.jar": "a ZooKeeper peer's class path (ZooKeeperClassPath)",
 }
 
 // ownFlags are files that may spell one of writtenOnce because it is

@@ -15,6 +15,10 @@ import (
 	"github.com/locktest/locktest/clusters"
 )
 
+// RedisClusterBusOffset is how far above its client port a Redis Cluster
+// node listens on the cluster bus, as Redis has it.
+const RedisClusterBusOffset = 10000
+
 // RedisClusterSlots is the number of hash slots of a Redis Cluster.
 const RedisClusterSlots = 16384
 

@@ -2,12 +2,32 @@ package backend
 
 import (
 	"fmt"
+	"path"
 	"strings"
 	"time"
 )
 
 // ZooKeeperMain is the class every peer runs.
 const ZooKeeperMain = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
+
+// ZooKeeperJars are the jars of a peer's class path, as Debian's
+// zookeeper package installs them into DebianJarDir: zookeeper.jar's
+// manifest names the rest of its dependencies (netty, jute, slf4j-api,
+// ...) by absolute path; the slf4j binding and log4j are what make it log
+// at all.
+var ZooKeeperJars = []string{"zookeeper.jar", "slf4j-log4j12.jar", "log4j-1.2.jar"}
+
+// DebianJarDir is where Debian's Java packages put their jars.
+const DebianJarDir = "/usr/share/java"
+
+// ZooKeeperClassPath returns a peer's class path with the jars in dir.
+func ZooKeeperClassPath(dir string) string {
+	cp := make([]string, len(ZooKeeperJars))
+	for i, j := range ZooKeeperJars {
+		cp[i] = path.Join(dir, j)
+	}
+	return strings.Join(cp, ":")
+}
 
 // ZooKeeperLog4j sends ZooKeeper's log to standard output, where the provider
 // collects it (a log file, the container's log).

@@ -2,11 +2,9 @@ package docker
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
-	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/backend"
 	"github.com/locktest/locktest/internal/shellquote"
 	"github.com/testcontainers/testcontainers-go"
@@ -37,94 +35,76 @@ type containerSpec struct {
 }
 
 // kinds are the kinds of node the provider runs, which make every backend
-// of backend.All().
-var kinds = map[string]*containerKind{
-	backend.KindRedis:     redisKind,
-	backend.KindSentinel:  sentinelKind,
-	backend.KindEtcd:      etcdKind,
-	backend.KindZooKeeper: zkKind,
-	backend.KindMariaDB:   mariadbKind,
-	backend.KindPostgres:  postgresKind,
-}
+// of backend.All(): every kind backend.Kinds defines, run from its launch
+// (launchKind), and the SQL servers, whose first start creates their data
+// directory inside the container.
+var kinds = func() map[string]*containerKind {
+	m := map[string]*containerKind{
+		backend.KindMariaDB:  mariadbKind,
+		backend.KindPostgres: postgresKind,
+	}
+	for name, k := range backend.Kinds() {
+		m[name] = launchKind(k)
+	}
+	return m
+}()
 
 // ownParams are the backend params (--cluster-opt) the docker provider
 // reads itself, beside the backend's own (backend.Params).
 var ownParams = map[string][]string{backend.ZooKeeper: {zkParamClassPath}}
 
-// redisKind is one redis-server per container, run as `redis-server
-// /conf/redis.conf` (redisContainer), which the official image (whose
-// entrypoint runs a `redis-server ...` command as given) and locktest's
-// own both run. Its data directory /data lives in the container's
-// writable layer, which a kill and restart keep.
-var redisKind = &containerKind{
-	port:         backend.RedisPort,
-	readyTimeout: 30 * time.Second,
-	container:    redisContainer,
-}
+// The places of a node's files in its container: its configuration in
+// /conf and its data in /data, both in the container's writable layer,
+// which a kill and a restart keep (and the official images' layout).
+const (
+	confDir = "/conf"
+	dataDir = "/data"
+)
 
-// redisContainer runs a redis-server, or a sentinel, on /conf/redis.conf,
-// which Sentinel and Redis Cluster rewrite as they run (the writable layer
-// keeps it across a kill and a restart): the configuration every provider
-// writes for the node's part in the layout (backend.Layout.RedisNodeConf),
-// its log on standard output. A node announces its container's address.
-func redisContainer(c *Cluster, n *node) (containerSpec, error) {
-	conf := backend.RedisConf{Header: "Written by locktest for node " + n.name + ".",
-		Port: n.port, Bind: "0.0.0.0", Dir: "/data", LogFile: "", Persistence: c.opts.Persistence}
-	conf = c.layout.RedisNodeConf(conf, n.name, func(name string) string {
-		if m, err := c.find(clusters.Node{Name: name}); err == nil {
-			return m.addr()
-		}
-		return ""
-	})
-	cmd := []string{"redis-server", "/conf/redis.conf"}
-	if n.kind == backend.KindSentinel {
-		cmd = append(cmd, "--sentinel")
+// launchKind runs a node of kind k as its container's one process: the
+// kind's launch (backend.Kind.Launch) placed at the container's address,
+// listening on all of its addresses, with the kind's first ports, its
+// files copied in before the start, and its log on standard output. With
+// locktest's node image (engine.LabelNodeProgram) etcd runs in `/locktest
+// node etcd`; with another image, the upstream etcd binary.
+func launchKind(k *backend.Kind) *containerKind {
+	return &containerKind{
+		port:         k.Ports[0].Base,
+		readyTimeout: k.ReadyTimeout,
+		container: func(c *Cluster, n *node) (containerSpec, error) {
+			placed := func(m *node) backend.Placed {
+				pk := backend.Kinds()[m.kind]
+				var ports []int
+				if pk != nil {
+					for _, p := range pk.Ports {
+						ports = append(ports, p.Base)
+					}
+				}
+				return backend.Placed{Name: m.name, IP: m.ip.String(), Ports: ports}
+			}
+			p := backend.Placement{Layout: &c.layout, Node: placed(n), Bind: "0.0.0.0", Dir: confDir, DataDir: dataDir,
+				Bin: func(program string) string { return program }, Persistence: c.opts.Persistence,
+				Header: "Written by locktest for node " + n.name + ".", ClassPath: zkDefaultClassPath}
+			for _, m := range c.nodes {
+				p.Peers = append(p.Peers, placed(m))
+			}
+			if c.image.NodeProgram {
+				p.NodeProgram = []string{"/locktest"}
+			}
+			if v := c.opts.Params[zkParamClassPath]; v != "" {
+				p.ClassPath = v
+			}
+			l, err := k.Launch(p)
+			if err != nil {
+				return containerSpec{}, fmt.Errorf("docker %s: node %s: %w", c.opts.Backend, n.name, err)
+			}
+			var files []testcontainers.ContainerFile
+			for _, f := range l.Files {
+				files = append(files, testcontainers.ContainerFile{Reader: strings.NewReader(f.Data), ContainerFilePath: f.Path, FileMode: 0o644})
+			}
+			return containerSpec{entrypoint: l.Argv, files: files}, nil
+		},
 	}
-	return containerSpec{cmd: cmd, files: []testcontainers.ContainerFile{
-		{Reader: strings.NewReader(conf.String()), ContainerFilePath: "/conf/redis.conf", FileMode: 0o644},
-	}}, nil
-}
-
-// sentinelKind is a sentinel: redis-server in sentinel mode, in the redis
-// image.
-var sentinelKind = &containerKind{
-	port:         backend.SentinelPort,
-	readyTimeout: 30 * time.Second,
-	container:    redisContainer,
-}
-
-// etcd: with locktest's node image (engine.LabelNodeProgram), each
-// container runs `locktest node etcd` with locktest's flags; with another
-// image, the upstream `etcd` binary with its own flags. Members have fixed
-// addresses, so the initial cluster is known before any starts. Go
-// programs read the wall clock without libc: the clock shim is not
-// mounted.
-var etcdKind = &containerKind{
-	port:         backend.EtcdPort,
-	readyTimeout: 60 * time.Second,
-	container: func(c *Cluster, n *node) (containerSpec, error) {
-		timing := c.layout.Etcd
-		var initial []string
-		for _, m := range c.nodes {
-			initial = append(initial, fmt.Sprintf("%s=http://%s:2380", m.name, m.ip))
-		}
-		client := fmt.Sprintf("http://%s:2379", n.ip)
-		peer := fmt.Sprintf("http://%s:2380", n.ip)
-		if c.image.NodeProgram {
-			return containerSpec{entrypoint: []string{"/locktest", "node", "etcd"}, cmd: append([]string{
-				"--name", n.name, "--data-dir", "/data/" + n.name,
-				"--listen-client-urls", client, "--listen-peer-urls", peer,
-				"--initial-cluster", strings.Join(initial, ","),
-			}, timing.NodeArgs()...)}, nil
-		}
-		return containerSpec{cmd: append([]string{"etcd",
-			"--name", n.name, "--data-dir", "/data/" + n.name,
-			"--listen-client-urls", client, "--advertise-client-urls", client,
-			"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-			"--initial-cluster", strings.Join(initial, ","), "--initial-cluster-token", "locktest",
-			"--initial-cluster-state", "new",
-		}, timing.UpstreamArgs()...)}, nil
-	},
 }
 
 // The Options.Params the zookeeper backend understands.
@@ -137,39 +117,8 @@ const (
 )
 
 // zkDefaultClassPath is the class path of Debian's zookeeper package (the
-// local provider's): zookeeper.jar's manifest names the rest.
-const zkDefaultClassPath = "/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-log4j12.jar:/usr/share/java/log4j-1.2.jar"
-
-// ZooKeeper: one JVM running QuorumPeerMain per container, with zoo.cfg,
-// log4j.properties and myid copied in before the start (/conf and /data, as
-// in the official image). The JVM runs under the clock shim when the run
-// has one; its session timeouts use the monotonic clock, which the shim
-// does not move.
-var zkKind = &containerKind{
-	port:         backend.ZooKeeperPort,
-	readyTimeout: 90 * time.Second,
-	container: func(c *Cluster, n *node) (containerSpec, error) {
-		cp := zkDefaultClassPath
-		if v := c.opts.Params[zkParamClassPath]; v != "" {
-			cp = v
-		}
-		cfg := backend.ZooKeeperConfig{Node: n.name, Tick: c.layout.ZooKeeperTick, DataDir: "/data", ClientIP: n.ip.String(), ClientPort: n.port}
-		var myid int
-		for i, m := range c.nodes {
-			cfg.Peers = append(cfg.Peers, backend.ZooKeeperPeer{ID: i + 1, IP: m.ip.String(), Quorum: 2888, Election: 3888})
-			if m == n {
-				myid = i + 1
-			}
-		}
-		files := []testcontainers.ContainerFile{
-			{Reader: strings.NewReader(cfg.String()), ContainerFilePath: "/conf/zoo.cfg", FileMode: 0o644},
-			{Reader: strings.NewReader(backend.ZooKeeperLog4j), ContainerFilePath: "/conf/log4j.properties", FileMode: 0o644},
-			{Reader: strings.NewReader(strconv.Itoa(myid) + "\n"), ContainerFilePath: "/data/myid", FileMode: 0o644},
-		}
-		cmd := append([]string{"java"}, backend.ZooKeeperJVM("128m", cp, "/conf/log4j.properties", "/conf/zoo.cfg")...)
-		return containerSpec{cmd: cmd, files: files}, nil
-	},
-}
+// local provider's), which locktest's own image holds.
+var zkDefaultClassPath = backend.ZooKeeperClassPath(backend.DebianJarDir)
 
 // The data directory of a SQL server in its container, which the
 // container's writable layer keeps across a kill and a restart.

@@ -389,8 +389,8 @@ func RedisRootfs(ctx context.Context) (*Rootfs, error) {
 }
 
 // zkJars are the jars of ZooKeeper's class path in Debian's package, the
-// local provider's; zookeeper.jar's manifest names the rest.
-var zkJars = []string{"/usr/share/java/zookeeper.jar", "/usr/share/java/slf4j-log4j12.jar", "/usr/share/java/log4j-1.2.jar"}
+// local provider's (backend.ZooKeeperClassPath).
+var zkJars = strings.Split(backend.ZooKeeperClassPath(backend.DebianJarDir), ":")
 
 // jreSkip are the parts of a JDK directory a server does not need.
 var jreSkip = []string{"jmods", "include", "man", "legal", "docs", "demo", "src.zip"}

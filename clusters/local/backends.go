@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -161,3 +162,23 @@ var (
 	_ clusters.RoleReader = (*RedisCluster)(nil)
 	_ clusters.Targeter   = (*Sentinel)(nil)
 )
+
+// writeLaunch makes the directories of a node's launch and writes its
+// files (backend.Launch), but those marked Once unless first: the first
+// start writes them, and the server rewrites them as it runs.
+func writeLaunch(l backend.Launch, first bool) error {
+	for _, d := range l.Dirs {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	for _, f := range l.Files {
+		if f.Once && !first {
+			continue
+		}
+		if err := os.WriteFile(f.Path, []byte(f.Data), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}

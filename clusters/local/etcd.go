@@ -308,29 +308,30 @@ func (e *Etcd) startNodes(ctx context.Context, ns []*etcdNode) error {
 	return nil
 }
 
-// spawn starts n's member process. e.mu must be held.
+// spawn starts n's member process, on the command line every provider's
+// member has (backend.Kind.Launch), run by the node program e.exe. e.mu
+// must be held.
 func (e *Etcd) spawn(n *etcdNode) (*proc, int64, error) {
 	if err := os.MkdirAll(n.dir, 0o755); err != nil {
 		return nil, 0, err
 	}
-	var cluster []string
-	for _, m := range e.nodes {
-		cluster = append(cluster, m.name+"="+m.peerURL())
+	placed := func(m *etcdNode) backend.Placed {
+		return backend.Placed{Name: m.name, IP: m.host.ip(), Ports: []int{m.clientPort, m.peerPort}}
 	}
-	args := append(append([]string{}, e.exe[1:]...), "node", "etcd",
-		"--name", n.name,
-		"--data-dir", n.dataDir,
-		"--listen-client-urls", "http://"+n.addr(),
-		"--listen-peer-urls", n.peerURL(),
-		"--initial-cluster", strings.Join(cluster, ","),
-		"--log-file", n.logPath,
-	)
-	args = append(args, backend.EtcdTiming{TickMs: e.tickMs, ElectionMs: e.electionMs}.NodeArgs()...)
+	p := backend.Placement{Layout: &backend.Layout{Backend: backend.Etcd, Etcd: backend.EtcdTiming{TickMs: e.tickMs, ElectionMs: e.electionMs}},
+		Node: placed(n), Bind: n.host.ip(), Dir: n.dir, DataDir: n.dataDir, LogFile: n.logPath, NodeProgram: e.exe}
+	for _, m := range e.nodes {
+		p.Peers = append(p.Peers, placed(m))
+	}
+	l, err := backend.Kinds()[backend.KindEtcd].Launch(p)
+	if err != nil {
+		return nil, 0, err
+	}
 	env := append([]string{}, e.exeEnv...)
 	if e.nodeEnv != nil {
 		env = append(env, e.nodeEnv(n.name)...)
 	}
-	return spawnWith(spawnSpec{Bin: e.exe[0], Args: args, Dir: n.dir, LogPath: n.logPath, Env: env, Host: n.host})
+	return spawnWith(spawnSpec{Bin: l.Argv[0], Args: l.Argv[1:], Dir: n.dir, LogPath: n.logPath, Env: env, Host: n.host})
 }
 
 // endpoints returns every member's client address. e.mu must be held.

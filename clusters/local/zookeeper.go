@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -26,19 +25,7 @@ const (
 	// when the caller's context has no earlier deadline. Three JVMs start
 	// at once, so on a loaded two-core machine this takes seconds.
 	zkReadyTimeout = 60 * time.Second
-	// zkDefaultHeap is the JVM's -Xmx: a test ensemble holds a few hundred
-	// znodes.
-	zkDefaultHeap = "128m"
-	// zkDefaultJarDir is where Debian's libzookeeper-java and its
-	// dependencies put their jars.
-	zkDefaultJarDir = "/usr/share/java"
 )
-
-// zkJars are the jars of the class path, relative to the jar directory.
-// zookeeper.jar's manifest names the rest of its dependencies (netty,
-// jute, slf4j-api, ...) by absolute path; the slf4j binding and log4j are
-// what make it log at all.
-var zkJars = []string{"zookeeper.jar", "slf4j-log4j12.jar", "log4j-1.2.jar"}
 
 // ZooKeeperOptions configures a local ZooKeeper ensemble. The zero value is
 // not usable: Dir is required.
@@ -71,8 +58,6 @@ type ZooKeeperOptions struct {
 	// JarDir holds zookeeper.jar, slf4j-log4j12.jar and log4j-1.2.jar;
 	// empty means /usr/share/java.
 	JarDir string
-	// Heap is the JVM's maximum heap (-Xmx); empty means 128m.
-	Heap string
 	// Logger receives one record per peer start, exit, kill, pause and
 	// resume, with the keys node, pid and addr; nil discards them.
 	Logger *slog.Logger
@@ -104,7 +89,6 @@ type ZooKeeper struct {
 	java      string
 	classPath string
 	tick      time.Duration
-	heap      string
 	nodeEnv   func(node string) []string
 
 	nodeSet[*zkNode]
@@ -113,10 +97,7 @@ type ZooKeeper struct {
 // zkNode is one peer's fixed paths, its ports and its current process.
 type zkNode struct {
 	member
-	myid      int
-	dataDir   string
-	confPath  string
-	log4jPath string
+	dataDir string
 	// client, quorum and election ports; 0 until the first start picks
 	// them.
 	client, quorum, election int
@@ -145,9 +126,6 @@ func NewZooKeeper(opts ZooKeeperOptions) (*ZooKeeper, error) {
 	if opts.TickTime < time.Millisecond || opts.TickTime%time.Millisecond != 0 {
 		return nil, fmt.Errorf("local zookeeper: tick time %v must be a positive whole number of milliseconds", opts.TickTime)
 	}
-	if opts.Heap == "" {
-		opts.Heap = zkDefaultHeap
-	}
 	java, cp, err := findZooKeeper(opts.Java, opts.JarDir)
 	if err != nil {
 		return nil, err
@@ -156,12 +134,11 @@ func NewZooKeeper(opts ZooKeeperOptions) (*ZooKeeper, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	z := &ZooKeeper{java: java, classPath: cp, tick: opts.TickTime, heap: opts.Heap, nodeEnv: opts.NodeEnv}
+	z := &ZooKeeper{java: java, classPath: cp, tick: opts.TickTime, nodeEnv: opts.NodeEnv}
 	z.nodeSet = nodeSet[*zkNode]{kind: "local zookeeper", log: log,
 		restart: func(ctx context.Context, n *zkNode) error { return z.startNodes(ctx, []*zkNode{n}) }}
 	for i, m := range ms {
-		z.nodes = append(z.nodes, &zkNode{member: m, myid: i + 1, dataDir: filepath.Join(m.dir, "data"),
-			confPath: filepath.Join(m.dir, "zoo.cfg"), log4jPath: filepath.Join(m.dir, "log4j.properties"),
+		z.nodes = append(z.nodes, &zkNode{member: m, dataDir: filepath.Join(m.dir, "data"),
 			client: ports[i], fixed: ports[i] != 0})
 	}
 	return z, nil
@@ -178,17 +155,15 @@ func findZooKeeper(java, jarDir string) (string, string, error) {
 		return "", "", fmt.Errorf("local zookeeper: java (%s) not found or not executable: %s", java, setup)
 	}
 	if jarDir == "" {
-		jarDir = zkDefaultJarDir
+		jarDir = backend.DebianJarDir
 	}
-	var cp []string
-	for _, j := range zkJars {
-		p := filepath.Join(jarDir, j)
+	cp := backend.ZooKeeperClassPath(jarDir)
+	for _, p := range strings.Split(cp, ":") {
 		if _, err := os.Stat(p); err != nil {
 			return "", "", fmt.Errorf("local zookeeper: ZooKeeper jar %s not found: %s", p, setup)
 		}
-		cp = append(cp, p)
 	}
-	return bin, strings.Join(cp, string(os.PathListSeparator)), nil
+	return bin, cp, nil
 }
 
 // TickTime returns the ensemble's tickTime; the servers clamp session
@@ -290,7 +265,11 @@ func (z *ZooKeeper) startNodes(ctx context.Context, todo []*zkNode) error {
 				}
 			}
 		}
-		if err := z.writeFiles(n); err != nil {
+		l, err := z.launch(n)
+		if err == nil {
+			err = writeLaunch(l, true)
+		}
+		if err != nil {
 			return fmt.Errorf("local zookeeper: node %s: %w", n.name, err)
 		}
 	}
@@ -340,34 +319,22 @@ func (z *ZooKeeper) pickPorts(n *zkNode) error {
 	return nil
 }
 
-// writeFiles writes n's zoo.cfg, log4j.properties and myid.
-func (z *ZooKeeper) writeFiles(n *zkNode) error {
-	if err := os.MkdirAll(n.dataDir, 0o755); err != nil {
-		return err
+// launch returns n's launch, as every provider's peer has it
+// (backend.Kind.Launch): its zoo.cfg listing every peer, its
+// log4j.properties and myid, and the JVM's command line. Its log goes to
+// standard output, which spawn appends to the peer's zookeeper.log
+// together with anything the JVM itself prints.
+func (z *ZooKeeper) launch(n *zkNode) (backend.Launch, error) {
+	placed := func(m *zkNode) backend.Placed {
+		return backend.Placed{Name: m.name, IP: m.host.ip(), Ports: []int{m.client, m.quorum, m.election}}
 	}
-	if err := os.WriteFile(filepath.Join(n.dataDir, "myid"), []byte(strconv.Itoa(n.myid)+"\n"), 0o644); err != nil {
-		return err
+	p := backend.Placement{Layout: &backend.Layout{Backend: backend.ZooKeeper, ZooKeeperTick: z.tick}, Node: placed(n),
+		Bind: n.host.ip(), Dir: n.dir, DataDir: n.dataDir, ClassPath: z.classPath,
+		Bin: func(string) string { return z.java }}
+	for _, m := range z.nodes {
+		p.Peers = append(p.Peers, placed(m))
 	}
-	if err := os.WriteFile(n.confPath, []byte(z.config(n).String()), 0o644); err != nil {
-		return err
-	}
-	return os.WriteFile(n.log4jPath, []byte(backend.ZooKeeperLog4j), 0o644)
-}
-
-// config returns n's zoo.cfg, which lists every peer.
-func (z *ZooKeeper) config(n *zkNode) backend.ZooKeeperConfig {
-	c := backend.ZooKeeperConfig{Node: n.name, Tick: z.tick, DataDir: n.dataDir, ClientIP: n.host.ip(), ClientPort: n.client}
-	for _, p := range z.nodes {
-		c.Peers = append(c.Peers, backend.ZooKeeperPeer{ID: p.myid, IP: p.host.ip(), Quorum: p.quorum, Election: p.election})
-	}
-	return c
-}
-
-// args returns the JVM command line of n; its log goes to standard
-// output, which spawn appends to the peer's zookeeper.log together with
-// anything the JVM itself prints.
-func (z *ZooKeeper) args(n *zkNode) []string {
-	return backend.ZooKeeperJVM(z.heap, z.classPath, n.log4jPath, n.confPath, "-Dzookeeper.log.dir="+n.dir)
+	return backend.Kinds()[backend.KindZooKeeper].Launch(p)
 }
 
 // spawnNode starts n's JVM and waits until it serves. On failure the
@@ -377,7 +344,11 @@ func (z *ZooKeeper) spawnNode(ctx context.Context, n *zkNode) error {
 	if z.nodeEnv != nil {
 		env = z.nodeEnv(n.name)
 	}
-	p, off, err := spawnWith(spawnSpec{Bin: z.java, Args: z.args(n), Dir: n.dir, LogPath: n.logPath, Env: env, Host: n.host})
+	l, err := z.launch(n)
+	if err != nil {
+		return fmt.Errorf("local zookeeper: node %s: %w", n.name, err)
+	}
+	p, off, err := spawnWith(spawnSpec{Bin: l.Argv[0], Args: l.Argv[1:], Dir: n.dir, LogPath: n.logPath, Env: env, Host: n.host})
 	if err != nil {
 		return fmt.Errorf("local zookeeper: node %s: start %s: %w", n.name, z.java, err)
 	}

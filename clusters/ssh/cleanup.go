@@ -8,6 +8,7 @@ import (
 	"path"
 	"strings"
 
+	"github.com/locktest/locktest/clusters/backend"
 	"github.com/locktest/locktest/internal/procfs"
 	"github.com/locktest/locktest/internal/shellquote"
 )
@@ -60,7 +61,7 @@ func atoi(s string) int {
 // than the kill returns (an idle suite at 1a9b6ff found a redis-server
 // still alive just after it). It needs root.
 func killRunServers(dir string) string {
-	return sqlCleanup(dir) + fmt.Sprintf("for p in %s/*/redis.pid %s/*/node.pid; do [ -f \"$p\" ] || continue; pid=$(cat \"$p\"); grep -qa -e redis-server -e redis-sentinel -e %s -e %s /proc/$pid/cmdline 2>/dev/null && lt_kill $pid; done; true", shellquote.Quote(dir), shellquote.Quote(dir), nodeProgram, zkMain)
+	return sqlCleanup(dir) + fmt.Sprintf("for p in %s/*/redis.pid %s/*/node.pid; do [ -f \"$p\" ] || continue; pid=$(cat \"$p\"); grep -qa -e redis-server -e redis-sentinel -e %s -e %s /proc/$pid/cmdline 2>/dev/null && lt_kill $pid; done; true", shellquote.Quote(dir), shellquote.Quote(dir), nodeProgram, backend.Kinds()[backend.KindZooKeeper].Program)
 }
 
 // Cleanup finds, on every host of conns, the run directories whose driver

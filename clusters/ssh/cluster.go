@@ -33,27 +33,20 @@ func Backends() []string {
 	return backend.All()
 }
 
-// The first ports of each kind of node. The nodes of a cluster are placed
-// on its hosts in turn; the k-th node of a kind on one host (k from 0)
-// listens on its kind's ports plus k (an etcd member plus 2k, its two
-// ports being adjacent), so a host with one node of a kind uses these, and
-// nodes that share a host each have ports of their own. A Redis Cluster
-// node's bus port is its port plus 10000, as Redis has it.
-const (
-	redisPort      = backend.RedisPort
-	sentinelPort   = backend.SentinelPort
-	etcdClientPort = backend.EtcdPort
-	etcdPeerPort   = backend.EtcdPeerPort
-)
+// The nodes of a cluster are placed on its hosts in turn; the k-th node of
+// a kind on one host (k from 0) listens on its kind's ports in slot k
+// (backend.Port.At), so a host with one node of a kind uses the kind's
+// first ports, and nodes that share a host each have ports of their own.
+// A Redis Cluster node's bus port is its port plus
+// backend.RedisClusterBusOffset.
 
 // The kinds of node: what server a node runs (backend.NodeSpec.Kind).
+// The provider starts every other kind from its definition (launch.go).
 const (
-	kindRedis     = backend.KindRedis     // redis-server: the redis backend's nodes, and the data nodes of redis-sentinel and redis-cluster
-	kindSentinel  = backend.KindSentinel  // redis-server --sentinel
-	kindEtcd      = backend.KindEtcd      // locktest's node program
-	kindZooKeeper = backend.KindZooKeeper // the host's java running QuorumPeerMain
-	kindMariaDB   = backend.KindMariaDB   // the host's mariadbd
-	kindPostgres  = backend.KindPostgres  // the host's PostgreSQL postmaster
+	kindRedis    = backend.KindRedis    // redis-server: the redis backend's nodes, and the data nodes of redis-sentinel and redis-cluster
+	kindEtcd     = backend.KindEtcd     // locktest's node program
+	kindMariaDB  = backend.KindMariaDB  // the host's mariadbd
+	kindPostgres = backend.KindPostgres // the host's PostgreSQL postmaster
 )
 
 // readyTimeout bounds the wait for one node to answer after its start.
@@ -239,36 +232,23 @@ func (n *node) addr() string {
 }
 
 // port is the port the clients dial n at, which a cut between n and the
-// clients drops.
-func (n *node) port() int {
-	switch n.kind {
-	case kindEtcd:
-		return etcdClientPort + 2*n.slot
-	case kindZooKeeper:
-		return zkClientPort + n.slot
-	case kindSentinel:
-		return sentinelPort + n.slot
-	case kindMariaDB, kindPostgres:
-		return n.sqlPort()
-	}
-	return redisPort + n.slot
-}
+// clients drops: its kind's client port in its slot on its host.
+func (n *node) port() int { return placedNode(n).Ports[0] }
 
 // program is the name of n's server process, which its pid is checked
 // against before a signal. A sentinel is redis-server too: its command
 // line reads "redis-server <addr> [sentinel]".
 func (n *node) program() string {
-	switch n.kind {
-	case kindEtcd:
-		return nodeProgram
-	case kindZooKeeper:
-		return zkMain
-	case kindMariaDB:
+	switch k := kindOf(n); {
+	case k == nil && n.kind == kindMariaDB:
 		return mariadbProgram
-	case kindPostgres:
+	case k == nil:
 		return postgresProgram
+	case k.Program == backend.NodeProgram:
+		return nodeProgram
+	default:
+		return k.Program
 	}
-	return "redis-server"
 }
 
 // Hosts returns the name of the host of each node, by node name.
@@ -360,65 +340,16 @@ func (cl *Cluster) startNode(ctx context.Context, n *node, first bool) error {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startCommandTimeout)
 	defer cancel()
 	switch n.kind {
-	case kindEtcd:
-		return cl.startEtcd(ctx, rctx, n, first)
-	case kindZooKeeper:
-		return cl.startZooKeeper(ctx, rctx, n, first)
 	case kindMariaDB:
 		return cl.startMariaDB(ctx, n, first)
 	case kindPostgres:
 		return cl.startPostgres(ctx, n, first)
 	}
-	h := n.conn.Host
-	bin := h.Binary("redis-server")
-	var script strings.Builder
-	if first {
-		check := fmt.Sprintf("command -v %s >/dev/null || { echo 'no %s on the host (install it, or give its path under binaries: in the inventory)' >&2; exit 3; }\n", shellquote.Quote(bin), bin)
-		if err := cl.prepare(rctx, n, check); err != nil {
-			return err
-		}
+	k := kindOf(n)
+	if k == nil {
+		return fmt.Errorf("node %s: the ssh provider runs no %s node", n.name, n.kind)
 	}
-	n.mu.Lock()
-	env := n.env
-	n.mu.Unlock()
-	start := shellquote.Quote(bin)
-	if len(env) > 0 {
-		start = "env " + shellquote.Join(env) + " " + start
-	}
-	if !first {
-		// A restart right after a kill: the killed server's listening
-		// socket can outlive the wait for its process on a loaded host,
-		// and the new server would fail to listen. Wait, up to 10 s, for
-		// no socket to listen on the node's ports (/proc/net/tcp: local
-		// port in hex, state 0A).
-		fmt.Fprintf(&script, "i=0; while grep -q -e ':%04X 00000000:0000 0A' -e ':%04X 00000000:0000 0A' /proc/net/tcp && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done\n", n.port(), n.busPort())
-	}
-	if first || !cl.keepsConfig() {
-		fmt.Fprintf(&script, "cat > %s/redis.conf <<'EOF'\n%sEOF\n", shellquote.Quote(n.dir), cl.redisConf(n))
-	}
-	args := ""
-	if n.kind == kindSentinel {
-		args = " --sentinel"
-	}
-	fmt.Fprintf(&script, "rm -f %[1]s/redis.pid; %[2]s %[1]s/redis.conf%[3]s </dev/null >>%[1]s/stdout.log 2>&1\n", shellquote.Quote(n.dir), start, args)
-	// Wait for the pid file the daemonized server writes.
-	// A server that wrote none says why in its log: its last line is the
-	// error.
-	fmt.Fprintf(&script, "i=0; while [ ! -s %[1]s/redis.pid ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done; "+
-		"[ -s %[1]s/redis.pid ] || { echo \"redis-server wrote no pid file: $(tail -n 1 %[1]s/redis.log 2>/dev/null)\" >&2; exit 1; }; cat %[1]s/redis.pid\n", shellquote.Quote(n.dir))
-	out, err := n.conn.Run(rctx, script.String())
-	if err != nil {
-		return fmt.Errorf("node %s on %s: %w", n.name, h.Name, err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(out))
-	if err != nil || pid <= 0 {
-		return fmt.Errorf("node %s on %s: redis-server wrote no pid file (see %s/redis.log on the host)", n.name, h.Name, n.dir)
-	}
-	n.mu.Lock()
-	n.pid = pid
-	n.mu.Unlock()
-	cl.lg.Info("ssh node started", "node", n.name, "host", h.Name, "pid", pid, "dir", n.dir)
-	return waitReady(ctx, n, readyTimeout)
+	return cl.startKind(ctx, rctx, n, k, first)
 }
 
 // prepare runs the shell command check on n's host (it says what the host
@@ -455,33 +386,6 @@ func (cl *Cluster) prepare(ctx context.Context, n *node, check string) error {
 	n.env = env
 	n.mu.Unlock()
 	return nil
-}
-
-// keepsConfig reports whether the cluster's Redis nodes keep their
-// config across restarts: those of redis-sentinel and redis-cluster, which
-// Sentinel and Redis Cluster rewrite (a sentinel's, a failed-over node's
-// replicaof; the cluster's nodes.conf lives beside it in the data
-// directory).
-func (cl *Cluster) keepsConfig() bool {
-	return cl.opts.Backend == "redis-sentinel" || cl.opts.Backend == "redis-cluster"
-}
-
-// busPort is the Redis Cluster bus port of n: its port plus 10000. It is
-// only listened on by the nodes of a redis-cluster.
-func (n *node) busPort() int { return n.port() + 10000 }
-
-// redisConf renders n's redis.conf: the provider's base, with the lines of
-// its part in a redis-sentinel or redis-cluster. Every node binds all the
-// host's addresses and announces the one the clients dial.
-func (cl *Cluster) redisConf(n *node) string {
-	c := backend.RedisConf{Header: fmt.Sprintf("Written by locktest for node %s of run %s.", n.name, cl.opts.RunID),
-		Port: n.port(), Bind: "0.0.0.0", Dir: n.dir + "/data", LogFile: n.dir + "/redis.log", PidFile: n.dir + "/redis.pid",
-		Persistence: cl.opts.Persistence}
-	c = cl.layout.RedisNodeConf(c, n.name, func(name string) string {
-		m, _ := cl.find(name)
-		return m.addr()
-	})
-	return c.String()
 }
 
 // waitReady waits, up to limit, until n serves, by the readiness query of
@@ -665,7 +569,10 @@ func (cl *Cluster) CollectLogs(dir string) error {
 	defer cancel()
 	var errs []error
 	for _, n := range cl.nodes {
-		log := "/" + map[string]string{kindRedis: "redis", kindSentinel: "redis", kindEtcd: "etcd", kindZooKeeper: "zookeeper", kindMariaDB: "mariadb", kindPostgres: "postgres"}[n.kind] + ".log"
+		log := "/" + n.sqlLog()
+		if k := kindOf(n); k != nil {
+			log = "/" + k.Log
+		}
 		out, err := n.conn.Run(ctx, "cat "+shellquote.Quote(n.dir+log))
 		if err != nil {
 			errs = append(errs, err)

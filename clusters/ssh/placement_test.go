@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/locktest/locktest/clusters/backend"
 )
 
 // placed makes the cluster of backend with nodes nodes over hosts hosts
@@ -74,12 +76,35 @@ func TestPlacement(t *testing.T) {
 		})
 	}
 	cl := placed(t, "etcd", 3, 2, nil, nil)
-	if got := cl.nodes[2].peerURL(); got != "http://10.0.0.1:2382" {
-		t.Errorf("n3's peer URL %s, want http://10.0.0.1:2382 (n1's is 2380)", got)
+	argv := strings.Join(launchOf(t, cl, 2).Argv, " ")
+	for _, w := range []string{"--listen-peer-urls http://10.0.0.1:2382", "n1=http://10.0.0.1:2380,n2=http://10.0.0.2:2380,n3=http://10.0.0.1:2382"} {
+		if !strings.Contains(argv, w) {
+			t.Errorf("n3's command line lacks %q (n1's peer port is 2380): %s", w, argv)
+		}
 	}
-	if got := placed(t, "redis-cluster", 6, 5, nil, nil).nodes[5].busPort(); got != 16380 {
-		t.Errorf("n6's bus port %d, want 16380", got)
+}
+
+// launchOf returns the launch of cl's i-th node, as it starts there.
+func launchOf(t *testing.T, cl *Cluster, i int) backend.Launch {
+	t.Helper()
+	n := cl.nodes[i]
+	l, err := kindOf(n).Launch(cl.placement(n, kindOf(n)))
+	if err != nil {
+		t.Fatal(err)
 	}
+	return l
+}
+
+// redisConf returns the redis.conf cl's i-th node starts with.
+func redisConf(t *testing.T, cl *Cluster, i int) string {
+	t.Helper()
+	for _, f := range launchOf(t, cl, i).Files {
+		if strings.HasSuffix(f.Path, "/redis.conf") {
+			return f.Data
+		}
+	}
+	t.Fatalf("%s has no redis.conf", cl.nodes[i].name)
+	return ""
 }
 
 // TestReplicatedConfigs: a redis-sentinel's replicas replicate n1 and its
@@ -94,18 +119,18 @@ func TestReplicatedConfigs(t *testing.T) {
 		"", "", "",
 		"port 26379\n.*sentinel monitor locktest 10.0.0.1 6379 2\nsentinel down-after-milliseconds locktest 300\n.*sentinel announce-ip 10.0.0.1\nsentinel announce-port 26379\n",
 	} {
-		conf := cl.redisConf(cl.nodes[i])
+		conf := redisConf(t, cl, i)
 		for _, w := range strings.Split(want, ".*") {
 			if !strings.Contains(conf, w) {
 				t.Errorf("%s's redis.conf lacks %q:\n%s", cl.nodes[i].name, w, conf)
 			}
 		}
 	}
-	if conf := cl.redisConf(cl.nodes[0]); strings.Contains(conf, "replicaof") {
+	if conf := redisConf(t, cl, 0); strings.Contains(conf, "replicaof") {
 		t.Errorf("n1, the first master, replicates:\n%s", conf)
 	}
 	rc := placed(t, "redis-cluster", 6, 5, nil, map[string]string{"node-timeout": "5s"})
-	conf := rc.redisConf(rc.nodes[5])
+	conf := redisConf(t, rc, 5)
 	for _, w := range []string{"port 6380\n", "cluster-enabled yes\n", "cluster-node-timeout 5000\n", "cluster-announce-ip 10.0.0.1\n"} {
 		if !strings.Contains(conf, w) {
 			t.Errorf("n6's redis.conf lacks %q:\n%s", w, conf)

@@ -21,6 +21,7 @@ import (
 
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/clusters"
+	clusterbackend "github.com/locktest/locktest/clusters/backend"
 	"github.com/locktest/locktest/clusters/engine"
 	"github.com/locktest/locktest/clusters/images"
 	"github.com/locktest/locktest/clusters/local"
@@ -319,7 +320,7 @@ func dockerBuildNeeds(backend string) string {
 			return "redis-server not installed (make setup)"
 		}
 	case "zookeeper":
-		if _, err := os.Stat("/usr/share/java/zookeeper.jar"); err != nil {
+		if _, err := os.Stat(strings.Split(clusterbackend.ZooKeeperClassPath(clusterbackend.DebianJarDir), ":")[0]); err != nil {
 			return "zookeeper not installed (make setup)"
 		}
 	}

@@ -121,7 +121,7 @@ func newSession(cfg impls.Config, schema []string, poolSize int) (*session, erro
 	mc.Passwd = cfg.Params["password"]
 	// No dial timeout of its own: the op's deadline bounds the dial and
 	// the handshake (the connector watches the context), so a run with a
-	// longer --timeout waits longer for a connection on a slow machine.
+	// longer --op-timeout waits longer for a connection on a slow machine.
 	mc.InterpolateParams = true // one round trip per statement, no prepared statements
 	conn, err := mysql.NewConnector(mc)
 	if err != nil {

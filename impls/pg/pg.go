@@ -108,7 +108,7 @@ func newSession(cfg impls.Config) (*session, error) {
 		return def
 	}
 	// No connect_timeout: the op's deadline bounds the dial and the
-	// start-up, so a run with a longer --timeout waits longer for a
+	// start-up, so a run with a longer --op-timeout waits longer for a
 	// connection on a slow machine, as it does for an answer.
 	connStr := fmt.Sprintf("host=%s port=%s user=%s dbname=%s sslmode=disable",
 		host, port, param("user", "postgres"), param("dbname", "postgres"))

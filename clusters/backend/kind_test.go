@@ -1,0 +1,161 @@
+package backend
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// placeAll places the nodes of backend's default layout as a provider
+// whose hosts are 10.0.0.1.. (one node each) would: each node at the
+// first ports of its kind, in /w/<node>, its log there, under locktest's
+// node program when withNodeProgram.
+func placeAll(t *testing.T, backend string, params map[string]string, withNodeProgram bool) (*Layout, []Placement) {
+	t.Helper()
+	l, err := NewLayout(backend, 0, params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var peers []Placed
+	for i, n := range l.Nodes {
+		k, err := KindOf(n.Kind)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := Placed{Name: n.Name, IP: fmt.Sprintf("10.0.0.%d", i+1)}
+		for _, port := range k.Ports {
+			p.Ports = append(p.Ports, port.At(0))
+		}
+		peers = append(peers, p)
+	}
+	var out []Placement
+	for i, n := range l.Nodes {
+		k := Kinds()[n.Kind]
+		dir := "/w/" + n.Name
+		p := Placement{Layout: &l, Node: peers[i], Peers: peers, Bind: "0.0.0.0", Dir: dir, DataDir: dir + "/data",
+			Bin:       func(program string) string { return "/usr/bin/" + program },
+			ClassPath: ZooKeeperClassPath(DebianJarDir), Persistence: PersistenceEverysec, Header: "Written by locktest for node " + n.Name + "."}
+		if !k.Stdout {
+			p.LogFile = dir + "/" + k.Log
+		}
+		if withNodeProgram {
+			p.NodeProgram = []string{"/w/locktest-node"}
+		}
+		out = append(out, p)
+	}
+	return &l, out
+}
+
+// render writes a launch as the golden files hold it: the directories,
+// each file with its path (and "once" when only the first start writes
+// it), then the command line, one argument a line.
+func render(b *strings.Builder, node string, l Launch) {
+	fmt.Fprintf(b, "=== %s\n", node)
+	for _, d := range l.Dirs {
+		fmt.Fprintf(b, "dir %s\n", d)
+	}
+	for _, f := range l.Files {
+		once := ""
+		if f.Once {
+			once = " (once)"
+		}
+		fmt.Fprintf(b, "--- file %s%s\n%s", f.Path, once, f.Data)
+	}
+	for _, n := range l.Needs {
+		fmt.Fprintf(b, "needs %s\n", n)
+	}
+	b.WriteString("--- argv\n")
+	for _, a := range l.Argv {
+		fmt.Fprintf(b, "  %s\n", a)
+	}
+}
+
+// TestLaunchesGolden: the launch of every node of each backend whose
+// nodes are kinds, as every provider starts them, is the one in
+// testdata/launch-<backend>.golden (UPDATE_GOLDEN=1 rewrites them).
+func TestLaunchesGolden(t *testing.T) {
+	for _, tc := range []struct {
+		backend     string
+		params      map[string]string
+		nodeProgram bool
+	}{
+		{Redis, nil, false},
+		{RedisSentinel, map[string]string{"down-after": "300ms"}, false},
+		{RedisCluster, nil, false},
+		{Etcd, map[string]string{EtcdParamTickMs: "50", EtcdParamElectionMs: "500"}, true},
+		{ZooKeeper, nil, false},
+	} {
+		t.Run(tc.backend, func(t *testing.T) {
+			l, ps := placeAll(t, tc.backend, tc.params, tc.nodeProgram)
+			var b strings.Builder
+			for i, p := range ps {
+				launch, err := Kinds()[l.Nodes[i].Kind].Launch(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				render(&b, l.Nodes[i].Name, launch)
+			}
+			golden := filepath.Join("testdata", "launch-"+tc.backend+".golden")
+			if os.Getenv("UPDATE_GOLDEN") != "" {
+				if err := os.WriteFile(golden, []byte(b.String()), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if b.String() != string(want) {
+				t.Errorf("launches\n%s\nwant (%s)\n%s", b.String(), golden, want)
+			}
+		})
+	}
+}
+
+// TestUpstreamEtcdLaunch: without locktest's node program (an image of
+// the upstream etcd), a member runs the etcd binary with its own flags,
+// advertising the addresses it listens on, with the same timing.
+func TestUpstreamEtcdLaunch(t *testing.T) {
+	l, ps := placeAll(t, Etcd, map[string]string{EtcdParamTickMs: "50", EtcdParamElectionMs: "500"}, false)
+	launch, err := Kinds()[KindEtcd].Launch(ps[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	argv := strings.Join(launch.Argv, " ")
+	for _, w := range []string{"/usr/bin/etcd ", "--advertise-client-urls http://10.0.0.2:2379", "--initial-advertise-peer-urls http://10.0.0.2:2380",
+		"--initial-cluster n1=http://10.0.0.1:2380,n2=http://10.0.0.2:2380,n3=http://10.0.0.3:2380", "--heartbeat-interval 50", "--election-timeout 500"} {
+		if !strings.Contains(argv, w) {
+			t.Errorf("%s's command line lacks %q: %s", l.Nodes[1].Name, w, argv)
+		}
+	}
+}
+
+// TestEveryKindIsDefined: every kind a layout gives its nodes, but the SQL
+// servers', has a definition with a client port, a program, a log and a
+// launch, and a kind that does not exist is an error naming those that
+// do.
+func TestEveryKindIsDefined(t *testing.T) {
+	for _, b := range All() {
+		l, err := NewLayout(b, 0, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range l.Nodes {
+			if n.Kind == KindMariaDB || n.Kind == KindPostgres {
+				continue
+			}
+			k, err := KindOf(n.Kind)
+			if err != nil {
+				t.Fatalf("%s: %v", b, err)
+			}
+			if len(k.Ports) == 0 || k.Program == "" || k.Log == "" || k.Launch == nil || k.ReadyTimeout <= 0 {
+				t.Errorf("%s: kind %s is missing a part: %+v", b, n.Kind, k)
+			}
+		}
+	}
+	if _, err := KindOf("consul"); err == nil || !strings.Contains(err.Error(), `"consul"`) {
+		t.Errorf("KindOf(consul) = %v", err)
+	}
+}

@@ -1,0 +1,177 @@
+package ssh
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/locktest/locktest/clusters/backend"
+	"github.com/locktest/locktest/internal/shellquote"
+)
+
+// nodeProgram is the name locktest's node program gets on a host; pids
+// are checked against it before a signal.
+const nodeProgram = "locktest-node"
+
+// kindOf returns the definition of n's kind, or nil for the SQL servers,
+// which the provider starts itself (sql.go).
+func kindOf(n *node) *backend.Kind { return backend.Kinds()[n.kind] }
+
+// placedNode is n as its kind's launch sees it: its host's address and the
+// ports of its slot there.
+func placedNode(n *node) backend.Placed {
+	p := backend.Placed{Name: n.name, IP: n.ip()}
+	if k := kindOf(n); k != nil {
+		for _, port := range k.Ports {
+			p.Ports = append(p.Ports, port.At(n.slot))
+		}
+	} else {
+		p.Ports = []int{n.sqlPort()}
+	}
+	return p
+}
+
+// placement is where n is, as its kind's launch takes it: its directory
+// on its host with the data directory inside, its host's programs (the
+// inventory's binaries:), locktest's node program as uploaded into the
+// run's directory, and Debian's ZooKeeper jars. Every node binds all the
+// host's addresses and announces the one the clients dial.
+func (cl *Cluster) placement(n *node, k *backend.Kind) backend.Placement {
+	h := n.conn.Host
+	p := backend.Placement{Layout: &cl.layout, Node: placedNode(n), Bind: "0.0.0.0", Dir: n.dir, DataDir: n.dir + "/data",
+		Bin: h.Binary, NodeProgram: append([]string{n.nodeBin()}, cl.opts.NodeCommand[min(1, len(cl.opts.NodeCommand)):]...),
+		ClassPath: backend.ZooKeeperClassPath(backend.DebianJarDir), Persistence: cl.opts.Persistence,
+		Header: fmt.Sprintf("Written by locktest for node %s of run %s.", n.name, cl.opts.RunID)}
+	if !k.Stdout {
+		p.LogFile = path.Join(n.dir, k.Log)
+	}
+	for _, m := range cl.nodes {
+		p.Peers = append(p.Peers, placedNode(m))
+	}
+	return p
+}
+
+// startKind starts n from its kind's launch (backend.Kind.Launch). The
+// first start checks that the host has the launch's program and the
+// files it needs, makes n's directory (prepare) and uploads locktest's
+// node program when the kind runs in it. Every start writes the launch's
+// files (those marked Once only at the first), starts the server in the
+// background in a session of its own (startDetached), and waits until it
+// serves, by its kind's readiness query asked from the control host. A
+// restart first waits for no socket to listen on n's ports: the killed
+// server's can outlive the wait for its process on a loaded host. The
+// commands on the host run under rctx, the wait under ctx (see
+// startNode).
+func (cl *Cluster) startKind(ctx, rctx context.Context, n *node, k *backend.Kind, first bool) error {
+	h := n.conn.Host
+	p := cl.placement(n, k)
+	l, err := k.Launch(p)
+	if err != nil {
+		return fmt.Errorf("node %s on %s: %w", n.name, h.Name, err)
+	}
+	own := k.Program == backend.NodeProgram
+	if own && len(cl.opts.NodeCommand) == 0 {
+		return fmt.Errorf("node %s: no node program to upload", n.name)
+	}
+	if first {
+		var check strings.Builder
+		if !own {
+			bin := l.Argv[0]
+			fmt.Fprintf(&check, "command -v %s >/dev/null || { echo %s >&2; exit 3; }\n", shellquote.Quote(bin),
+				shellquote.Quote(fmt.Sprintf("no %s on the host (%s, or give its path under binaries: in the inventory)", bin, k.Install)))
+		}
+		for _, f := range l.Needs {
+			fmt.Fprintf(&check, "[ -e %s ] || { echo %s >&2; exit 3; }\n", shellquote.Quote(f),
+				shellquote.Quote(fmt.Sprintf("no %s on the host (%s)", f, k.Install)))
+		}
+		if err := cl.prepare(rctx, n, check.String()); err != nil {
+			return err
+		}
+		if own {
+			// The members of one host share the uploaded program.
+			mu := cl.hostMu[h.Name]
+			mu.Lock()
+			err := n.conn.Upload(rctx, cl.opts.NodeCommand[0], n.nodeBin())
+			mu.Unlock()
+			if err != nil {
+				return fmt.Errorf("node %s on %s: upload the node program: %w", n.name, h.Name, err)
+			}
+		}
+	}
+	var pre strings.Builder
+	if !first {
+		ports := slices.Clone(p.Node.Ports)
+		if cl.layout.Backend == backend.RedisCluster {
+			ports = append(ports, ports[0]+backend.RedisClusterBusOffset) // the cluster bus
+		}
+		for _, port := range ports {
+			pre.WriteString(waitPortFree(port))
+		}
+	}
+	if len(l.Dirs) > 0 {
+		fmt.Fprintf(&pre, "mkdir -p %s\n", shellquote.Join(l.Dirs))
+	}
+	for _, f := range l.Files {
+		if f.Once && !first {
+			continue
+		}
+		fmt.Fprintf(&pre, "cat > %s <<'EOF'\n%sEOF\n", shellquote.Quote(f.Path), f.Data)
+	}
+	n.mu.Lock()
+	argv := slices.Clone(n.env)
+	n.mu.Unlock()
+	if own {
+		argv = append(argv, cl.opts.NodeEnv...)
+	}
+	stdout := "stdout.log"
+	if k.Stdout {
+		stdout = k.Log
+	}
+	if err := cl.startDetached(rctx, n, pre.String(), append(argv, l.Argv...), stdout); err != nil {
+		return err
+	}
+	return waitReady(ctx, n, k.ReadyTimeout)
+}
+
+// startDetached runs the shell command prelude on n's host (files to
+// write first; it may be empty), then starts argv there (environment
+// assignments first, as env takes them) in the background in n's
+// directory, in a session of its own, with its output appended to
+// logFile in that directory; it records the program's pid as n's and in
+// n's node.pid, which cleanup reads.
+func (cl *Cluster) startDetached(ctx context.Context, n *node, prelude string, argv []string, logFile string) error {
+	h := n.conn.Host
+	// In a shell without job control the background job is no process
+	// group leader, so setsid runs the program in a new session without
+	// forking: $! is its pid.
+	script := prelude + fmt.Sprintf("cd %[1]s && setsid env %[2]s </dev/null >>%[1]s/%[3]s 2>&1 & pid=$!; echo $pid > %[1]s/node.pid; echo $pid", shellquote.Quote(n.dir), shellquote.Join(argv), logFile)
+	out, err := n.conn.Run(ctx, script)
+	if err != nil {
+		return fmt.Errorf("node %s on %s: %w", n.name, h.Name, err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(out))
+	if err != nil || pid <= 0 {
+		return fmt.Errorf("node %s on %s: no pid from the start (%q)", n.name, h.Name, strings.TrimSpace(out))
+	}
+	n.mu.Lock()
+	n.pid = pid
+	n.mu.Unlock()
+	cl.lg.Info("ssh node started", "node", n.name, "host", h.Name, "pid", pid, "dir", n.dir)
+	return nil
+}
+
+// Upload copies the local file src to dst on the host, executable, through
+// the standard input of `cat` (no SFTP server is needed on the host).
+func (c *Conn) Upload(ctx context.Context, src, dst string) error {
+	f, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = c.run(ctx, fmt.Sprintf("cat > %[1]s.part && chmod 755 %[1]s.part && mv %[1]s.part %[1]s", shellquote.Quote(dst)), f)
+	return err
+}
