@@ -127,10 +127,17 @@ var ownParams = map[string][]string{
 // New returns a not yet started local cluster of backend b. Its size and
 // params are checked first as the backend's definition checks them
 // (backend.NewLayout), for the same one-line refusal on every provider.
+//
+// A backend with a node type of its own here (Register) gets it; any
+// other backend whose nodes are all of kinds backend.Kinds defines runs on
+// the generic KindCluster.
 func New(b string, opts Options) (clusters.Cluster, error) {
 	factoriesMu.RLock()
 	f, ok := factories[b]
 	factoriesMu.RUnlock()
+	if !ok && kindBackend(b) {
+		return NewKindCluster(b, opts)
+	}
 	if !ok {
 		return nil, fmt.Errorf("local provider: no backend %q (known: %s)", b, strings.Join(Backends(), ", "))
 	}
@@ -140,13 +147,34 @@ func New(b string, opts Options) (clusters.Cluster, error) {
 	return f(opts)
 }
 
-// Backends returns the registered backend names, sorted.
+// kindBackend reports whether b is a backend whose nodes are all of kinds
+// that backend.Kinds defines, which KindCluster runs.
+func kindBackend(b string) bool {
+	l, err := backend.NewLayout(b, 0, nil)
+	if err != nil {
+		return false
+	}
+	for _, n := range l.Nodes {
+		if _, err := backend.KindOf(n.Kind); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// Backends returns the backends the provider runs, sorted: those with a
+// node type of their own here and those KindCluster runs.
 func Backends() []string {
 	factoriesMu.RLock()
 	defer factoriesMu.RUnlock()
 	var out []string
 	for k := range factories {
 		out = append(out, k)
+	}
+	for _, b := range backend.All() {
+		if _, own := factories[b]; !own && kindBackend(b) {
+			out = append(out, b)
+		}
 	}
 	sort.Strings(out)
 	return out
@@ -156,8 +184,6 @@ func Backends() []string {
 // (clusters.RoleReader); Sentinel's sentinels are no data nodes
 // (clusters.Targeter).
 var (
-	_ clusters.RoleReader = (*Etcd)(nil)
-	_ clusters.RoleReader = (*ZooKeeper)(nil)
 	_ clusters.RoleReader = (*Sentinel)(nil)
 	_ clusters.RoleReader = (*RedisCluster)(nil)
 	_ clusters.Targeter   = (*Sentinel)(nil)

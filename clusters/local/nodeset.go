@@ -22,13 +22,11 @@ type fullCluster interface {
 }
 
 var (
-	_ fullCluster = (*Etcd)(nil)
 	_ fullCluster = (*MariaDB)(nil)
 	_ fullCluster = (*Postgres)(nil)
 	_ fullCluster = (*Redis)(nil)
 	_ fullCluster = (*RedisCluster)(nil)
 	_ fullCluster = (*Sentinel)(nil)
-	_ fullCluster = (*ZooKeeper)(nil)
 )
 
 // member is the part of a local node that the node set manages: its name,

@@ -13,7 +13,7 @@ import (
 )
 
 // etcdRoles reads every member's role with Role; an unreadable one is "?".
-func etcdRoles(e *Etcd) map[string]string {
+func etcdRoles(e *KindCluster) map[string]string {
 	out := map[string]string{}
 	for _, n := range e.Nodes() {
 		r, err := e.Role(context.Background(), n)
@@ -29,7 +29,7 @@ func etcdRoles(e *Etcd) map[string]string {
 // the leadership when that member is killed.
 func TestEtcdRoleFollowsTheLeader(t *testing.T) {
 	t.Parallel()
-	e := startEtcd(t, testEtcdOptions(t))
+	e := startEtcd(t)
 	nodes := e.Nodes()
 	leader := func(skip string) (string, error) { return testcluster.EtcdLeader(context.Background(), nodes, skip) }
 	var first string

@@ -79,20 +79,19 @@ func TestSentinelVersions(t *testing.T) {
 // TestEtcdVersions: the members, locktest's embedded etcd, report the
 // version of the etcd module this binary was built with.
 func TestEtcdVersions(t *testing.T) {
-	e := startEtcd(t, testEtcdOptions(t))
+	e := startEtcd(t)
 	askVersions(t, "etcd", e.Nodes(), map[string]string{backend.ProductEtcd: etcdversion.Version})
 }
 
 // TestZooKeeperVersions: srvr's version is the one the jars the peers
 // run report (VersionInfoMain), with or without the build's commit.
 func TestZooKeeperVersions(t *testing.T) {
-	z := newZK(t, ZooKeeperOptions{Nodes: 1})
+	opts := kindOptions(t, nil)
+	opts.Nodes = 1
+	z := startKinds(t, backend.ZooKeeper, opts)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := z.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	jar := programVersion(t, `version (\S+)`, z.java, "-cp", z.classPath, "org.apache.zookeeper.version.VersionInfoMain")
+	jar := programVersion(t, `version (\S+)`, "java", "-cp", backend.ZooKeeperClassPath(backend.DebianJarDir), "org.apache.zookeeper.version.VersionInfoMain")
 	got := backend.Versions(ctx, "zookeeper", z.Nodes(), nil)
 	t.Logf("zookeeper: %v (the jar: %s)", got, jar)
 	v := got[backend.ProductZooKeeper]

@@ -524,7 +524,7 @@ func EtcdConfig(t *testing.T, impl string) run.Config {
 func NeedZooKeeper(t *testing.T) {
 	t.Helper()
 	gate.Servers(t, "ZooKeeper")
-	if _, err := local.NewZooKeeper(local.ZooKeeperOptions{Dir: t.TempDir()}); err != nil {
+	if _, err := local.New("zookeeper", local.Options{Dir: t.TempDir()}); err != nil {
 		t.Skipf("%v", err)
 	}
 }

@@ -29,7 +29,7 @@ func now() time.Duration { return time.Since(start) }
 // startCluster starts a 3-member cluster for the test and returns its
 // client addresses.
 func startCluster(t *testing.T) []string {
-	e, err := local.NewEtcd(local.EtcdOptions{Dir: t.TempDir(), Exe: []string{os.Args[0]}, ExeEnv: []string{testexe.NodeEnv + "=etcd"}})
+	e, err := local.New("etcd", local.Options{Dir: t.TempDir(), Exe: []string{os.Args[0]}, ExeEnv: []string{testexe.NodeEnv + "=etcd"}})
 	return testcluster.Addrs(testcluster.Started(t, e, err).Nodes())
 }
 

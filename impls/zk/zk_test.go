@@ -26,7 +26,7 @@ import (
 // ensemble is the one 3-peer ZooKeeper every test of this package shares;
 // nil when java or the jars are missing.
 var (
-	ensemble *local.ZooKeeper
+	ensemble clusters.Cluster
 	addrs    []string
 	setupErr error
 )
@@ -39,7 +39,7 @@ func TestMain(m *testing.M) {
 			return m.Run()
 		}
 		defer os.RemoveAll(dir)
-		z, err := local.NewZooKeeper(local.ZooKeeperOptions{Dir: dir})
+		z, err := local.New("zookeeper", local.Options{Dir: dir})
 		if err != nil {
 			setupErr = err
 			return m.Run()

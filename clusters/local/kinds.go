@@ -1,0 +1,427 @@
+package local
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/clusters/backend"
+)
+
+// KindCluster is the local provider's cluster of any backend whose nodes
+// are all of kinds that backend.Kinds defines: each node runs from its
+// kind's launch (backend.Kind.Launch) as a process of this host (in its
+// Host's network namespace, when it has one), and the cluster is formed
+// as every provider forms it (backend.Roster.Form: a Sentinel set's
+// replicas and sentinels, a Redis Cluster's creation). It has the process
+// control every local backend shares (nodeSet), reads roles and targets as
+// the backend's definition does, and needs no code of a backend's own: a
+// backend written in clusters/backend runs here as it is. New uses it for
+// a backend that has no node type of its own here. Its methods are safe
+// for concurrent use.
+type KindCluster struct {
+	layout backend.Layout
+	opts   Options
+	exe    []string
+	roster backend.Roster
+
+	nodeSet[*kindNode]
+}
+
+var (
+	_ fullCluster         = (*KindCluster)(nil)
+	_ clusters.RoleReader = (*KindCluster)(nil)
+	_ clusters.Targeter   = (*KindCluster)(nil)
+)
+
+// kindNode is one node of a KindCluster: its kind and its ports.
+type kindNode struct {
+	member
+	kind *backend.Kind
+	// ports are the node's ports, in the order of its kind's; nil until
+	// the first start picks them.
+	ports []int
+	// launched is set once the node has started: its files marked Once
+	// exist, and its ports are its address for good.
+	launched bool
+}
+
+func (n *kindNode) addr() string {
+	if len(n.ports) == 0 {
+		return ""
+	}
+	return n.host.Addr(n.ports[0])
+}
+
+// NewKindCluster checks opts and returns a not yet started cluster of
+// backend b, whose nodes must all be of kinds that backend.Kinds defines.
+// It fails, naming what is missing and how to get it, when a program a
+// node runs is not installed here.
+func NewKindCluster(b string, opts Options) (*KindCluster, error) {
+	l, err := backend.NewLayout(b, opts.Nodes, opts.Params)
+	if err != nil {
+		return nil, fmt.Errorf("local %w", err)
+	}
+	if opts.Persistence, err = backend.CheckPersistence(opts.Persistence); err != nil {
+		return nil, fmt.Errorf("local %s: %w", b, err)
+	}
+	if opts.Dir == "" {
+		return nil, fmt.Errorf("local %s: Options.Dir (the run directory) is required", b)
+	}
+	dir, err := filepath.Abs(opts.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("local %s: %w", b, err)
+	}
+	exe := opts.Exe
+	if len(exe) == 0 {
+		self, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("local %s: find this executable to run locktest's node program: %w", b, err)
+		}
+		exe = []string{self}
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	c := &KindCluster{layout: l, opts: opts, exe: exe}
+	c.nodeSet = nodeSet[*kindNode]{kind: "local " + b, log: log,
+		restart: func(ctx context.Context, n *kindNode) error { return c.startGroup(ctx, []*kindNode{n}) }}
+	for i, spec := range l.Nodes {
+		k, err := backend.KindOf(spec.Kind)
+		if err != nil {
+			return nil, fmt.Errorf("local %s: node %s: %w", b, spec.Name, err)
+		}
+		nd := filepath.Join(dir, "nodes", spec.Name)
+		c.nodes = append(c.nodes, &kindNode{member: member{name: spec.Name, dir: nd, logPath: filepath.Join(nd, k.Log), host: opts.host(i)}, kind: k})
+	}
+	// A program or file a node needs and this host lacks is reported now,
+	// before anything starts.
+	for _, n := range c.nodes {
+		l, err := n.kind.Launch(c.placement(n))
+		if err != nil {
+			return nil, fmt.Errorf("local %s: node %s: %w", b, n.name, err)
+		}
+		if _, err := exec.LookPath(l.Argv[0]); err != nil {
+			return nil, fmt.Errorf("local %s: %s not found or not executable: run `make setup` (%s)", b, l.Argv[0], n.kind.Install)
+		}
+		for _, f := range l.Needs {
+			if _, err := os.Stat(f); err != nil {
+				return nil, fmt.Errorf("local %s: %s not found: run `make setup` (%s)", b, f, n.kind.Install)
+			}
+		}
+	}
+	return c, nil
+}
+
+// placement is where n is, as its kind's launch takes it: its host's
+// address with its ports (each kind's first ports until the start picks
+// them), its directory with the data directory inside, its log, this
+// host's programs, locktest's node program, Debian's ZooKeeper jars.
+func (c *KindCluster) placement(n *kindNode) backend.Placement {
+	p := backend.Placement{Layout: &c.layout, Node: c.placed(n), Bind: n.host.ip(), Dir: n.dir, DataDir: filepath.Join(n.dir, "data"),
+		Bin: func(program string) string { return program }, NodeProgram: c.exe,
+		ClassPath: backend.ZooKeeperClassPath(backend.DebianJarDir), Persistence: c.opts.Persistence,
+		Header: "Written by locktest for node " + n.name + "; rewritten at each start but where its server rewrites it."}
+	if !n.kind.Stdout {
+		p.LogFile = n.logPath
+	}
+	for _, m := range c.nodes {
+		p.Peers = append(p.Peers, c.placed(m))
+	}
+	return p
+}
+
+// placed is n at its host's address with its ports.
+func (c *KindCluster) placed(n *kindNode) backend.Placed {
+	ports := n.ports
+	if len(ports) == 0 {
+		for _, p := range n.kind.Ports {
+			ports = append(ports, p.Base)
+		}
+	}
+	return backend.Placed{Name: n.name, IP: n.host.ip(), Ports: ports}
+}
+
+// Start starts every node and returns once the cluster is formed and
+// ready (backend.Roster.Form). A port another process took between its
+// pick and the node's bind is replaced, and the start tried again, up to
+// startAttempts times.
+func (c *KindCluster) Start(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.roster.Form(ctx, c.layout, backend.Formation{
+		Provider: "local",
+		Start: func(ctx context.Context, names []string) error {
+			var ns []*kindNode
+			for _, n := range c.nodes {
+				if slices.Contains(names, n.name) && !n.proc.running() {
+					ns = append(ns, n)
+				}
+			}
+			return c.startGroup(ctx, ns)
+		},
+		Nodes: c.nodesLocked,
+		Pids:  c.pidsLocked,
+	})
+}
+
+// nodesLocked and pidsLocked are Nodes and Pids for Form, which runs with
+// c.mu held.
+func (c *KindCluster) nodesLocked() []clusters.Node {
+	out := make([]clusters.Node, len(c.nodes))
+	for i, n := range c.nodes {
+		out[i] = clusters.Node{Name: n.name, Addr: n.addr(), LogPath: n.logPath}
+	}
+	return out
+}
+
+func (c *KindCluster) pidsLocked() map[string]int {
+	out := map[string]int{}
+	for _, n := range c.nodes {
+		out[n.name] = 0
+		if n.proc.running() {
+			out[n.name] = n.proc.pid
+		}
+	}
+	return out
+}
+
+// Nodes returns the nodes in order, each with the role it had when the
+// cluster was last seen formed (a Sentinel set's and a Redis Cluster's;
+// backend.Roster.Role).
+func (c *KindCluster) Nodes() []clusters.Node {
+	ns := c.nodeSet.Nodes()
+	for i := range ns {
+		ns[i].Role = c.roster.Role(c.layout, ns[i].Name)
+	}
+	return ns
+}
+
+// Role asks, from this host, what the node is now, as the backend's
+// definition reads it (backend.Layout.Role).
+func (c *KindCluster) Role(ctx context.Context, node clusters.Node) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	r, err := c.layout.Role(ctx, c.Nodes(), node.Name)
+	if err != nil {
+		return "", fmt.Errorf("local %w", err)
+	}
+	return r, nil
+}
+
+// Roles returns the roles Role can answer for a node
+// (backend.Layout.Roles).
+func (c *KindCluster) Roles(node clusters.Node) []string { return c.layout.Roles(node.Name) }
+
+// Targets returns the nodes a fault that stops a process picks from
+// (backend.Layout.Targets).
+func (c *KindCluster) Targets() []clusters.Node { return c.layout.Targets(c.Nodes()) }
+
+// errPortTaken is a start that failed because a node's port was taken.
+var errPortTaken = errors.New("a port was taken")
+
+// startGroup starts the nodes ns all at once and returns once each serves,
+// by its kind's readiness query, or the first failure, having killed the
+// nodes of ns it started. Nodes that never started get their ports now
+// (retrying, on new ports, a start whose port another process took
+// meanwhile); a node that has started keeps its own: its clients and
+// peers know it by its address. c.mu must be held.
+func (c *KindCluster) startGroup(ctx context.Context, ns []*kindNode) error {
+	for attempt := 1; ; attempt++ {
+		err := c.launchGroup(ctx, ns)
+		if !errors.Is(err, errPortTaken) || attempt == startAttempts || slices.ContainsFunc(ns, func(n *kindNode) bool { return n.launched }) {
+			return err
+		}
+		c.log.Warn("port taken, retrying the nodes on other ports", "err", err)
+		for _, n := range ns {
+			n.ports = nil
+			if err := os.RemoveAll(filepath.Join(n.dir, "data")); err != nil {
+				return fmt.Errorf("%s: node %s: %w", c.kind, n.name, err)
+			}
+		}
+	}
+}
+
+// launchGroup is one attempt of startGroup.
+func (c *KindCluster) launchGroup(ctx context.Context, ns []*kindNode) error {
+	for _, n := range ns {
+		if err := c.pickPorts(n); err != nil {
+			return err
+		}
+	}
+	type started struct {
+		n   *kindNode
+		p   *proc
+		off int64
+	}
+	var ss []started
+	killAll := func() {
+		for _, s := range ss {
+			s.p.kill()
+		}
+	}
+	fail := func(err error) error {
+		killAll()
+		return err
+	}
+	for _, n := range ns {
+		l, err := n.kind.Launch(c.placement(n))
+		if err != nil {
+			return fail(fmt.Errorf("%s: node %s: %w", c.kind, n.name, err))
+		}
+		if err := os.MkdirAll(n.dir, 0o755); err != nil {
+			return fail(fmt.Errorf("%s: node %s: %w", c.kind, n.name, err))
+		}
+		if err := writeLaunch(l, !n.launched); err != nil {
+			return fail(fmt.Errorf("%s: node %s: %w", c.kind, n.name, err))
+		}
+		env := c.opts.nodeEnv(n.name)
+		if n.kind.Program == backend.NodeProgram {
+			env = append(slices.Clone(c.opts.ExeEnv), env...)
+		}
+		p, off, err := spawnWith(spawnSpec{Bin: l.Argv[0], Args: l.Argv[1:], Dir: n.dir, LogPath: n.logPath, Env: env, Host: n.host})
+		if err != nil {
+			return fail(fmt.Errorf("%s: node %s: start %s: %w", c.kind, n.name, l.Argv[0], err))
+		}
+		ss = append(ss, started{n, p, off})
+	}
+	// The nodes of an ensemble serve only once a quorum runs: they are
+	// waited for together, and the first that fails ends the wait of the
+	// others.
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make([]error, len(ss))
+	var wg sync.WaitGroup
+	for i, s := range ss {
+		wg.Go(func() {
+			rctx, rcancel := context.WithTimeout(wctx, s.n.kind.ReadyTimeout)
+			defer rcancel()
+			errs[i] = backend.WaitReady(rctx, s.n.kind.Name, s.n.addr(), 10*time.Millisecond, func() error {
+				if !s.p.running() {
+					return errors.New("process exited")
+				}
+				return nil
+			})
+			if errs[i] != nil {
+				cancel()
+			}
+		})
+	}
+	wg.Wait()
+	// The node to blame is one that exited (its log says why), else the
+	// first that did not get ready.
+	blame := -1
+	for i, s := range ss {
+		if !s.p.running() {
+			blame = i
+			break
+		}
+		if errs[i] != nil && blame < 0 {
+			blame = i
+		}
+	}
+	if blame < 0 {
+		for _, s := range ss {
+			s.n.launched = true
+			c.adopt(s.n, s.p)
+		}
+		return nil
+	}
+	s := ss[blame]
+	exited := !s.p.running()
+	killAll()
+	// The start's whole log is read for a port taken: a JVM's
+	// BindException stands above a stack trace longer than a tail.
+	if exited && portTaken(logTail(s.n.logPath, s.off, 1000)) {
+		return fmt.Errorf("%s: node %s (%s): %w (log: %s)", c.kind, s.n.name, s.n.addr(), errPortTaken, s.n.logPath)
+	}
+	what := fmt.Sprintf("not ready: %v", errs[blame])
+	if exited {
+		what = fmt.Sprintf("exited during start-up (%s)", s.p.exitStatus())
+	}
+	if last := lastLogLine(logTail(s.n.logPath, s.off, logTailLines)); last != "" {
+		what += ": " + last
+	}
+	c.log.Warn("node did not start", "node", s.n.name, "pid", s.p.pid, "addr", s.n.addr(), "why", what)
+	return fmt.Errorf("%s: node %s (pid %d, %s) %s (log: %s)", c.kind, s.n.name, s.p.pid, s.n.addr(), what, s.n.logPath)
+}
+
+// portTaken reports whether the log lines of a node's start say that one
+// of its ports was taken ("Address already in use", a JVM's
+// java.net.BindException; "address already in use", Go's), wherever they
+// say it.
+func portTaken(lines []string) bool {
+	return slices.ContainsFunc(lines, func(l string) bool { return strings.Contains(strings.ToLower(l), "address already in use") })
+}
+
+// lastLogLine returns the most telling of a node's last log lines as one
+// short line: the last that is not a JSON log record (a program's own
+// error), else the message and error of the last JSON record (etcd's).
+func lastLogLine(tail []string) string {
+	for i := len(tail) - 1; i >= 0; i-- {
+		if strings.TrimSpace(tail[i]) != "" && !strings.HasPrefix(tail[i], "{") {
+			return clip(tail[i])
+		}
+	}
+	if len(tail) == 0 {
+		return ""
+	}
+	var rec struct {
+		Msg   string `json:"msg"`
+		Error string `json:"error"`
+	}
+	last := tail[len(tail)-1]
+	if json.Unmarshal([]byte(last), &rec) != nil || rec.Msg == "" {
+		return clip(last)
+	}
+	if rec.Error != "" {
+		return clip(rec.Msg + ": " + rec.Error)
+	}
+	return clip(rec.Msg)
+}
+
+// clip makes s one line of at most 300 bytes.
+func clip(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > 300 {
+		s = s[:300] + "…"
+	}
+	return s
+}
+
+// pickPorts gives n its ports, unless it has them: each of its kind's
+// ports inside a namespace of its own, else free loopback ports. A Redis
+// Cluster node's bus port (its port plus backend.RedisClusterBusOffset)
+// must be a port too.
+func (c *KindCluster) pickPorts(n *kindNode) error {
+	if len(n.ports) > 0 {
+		return nil
+	}
+	var ports []int
+	for _, kp := range n.kind.Ports {
+		for {
+			p, err := n.host.port(kp.Base)
+			if err != nil {
+				return fmt.Errorf("%s: node %s: %w", c.kind, n.name, err)
+			}
+			if c.layout.Backend == backend.RedisCluster && p+backend.RedisClusterBusOffset > 65535 {
+				continue
+			}
+			ports = append(ports, p)
+			break
+		}
+	}
+	n.ports = ports
+	return nil
+}
