@@ -34,18 +34,18 @@ func TestMain(m *testing.M) {
 
 // testPool starts a redis-server, a store and n workers of impl, all
 // stopped at the end of the test.
-func testPool(t *testing.T, impl string, n int) (*Pool, *history.Recorder, *local.Redis, history.Clock) {
+func testPool(t *testing.T, impl string, n int) (*Pool, *history.Recorder, *local.KindCluster, history.Clock) {
 	t.Helper()
 	return testPoolWith(t, impl, n, nil)
 }
 
 // testPoolWith is testPool with the pool's config changed by edit first.
-func testPoolWith(t *testing.T, impl string, n int, edit func(*PoolConfig)) (*Pool, *history.Recorder, *local.Redis, history.Clock) {
+func testPoolWith(t *testing.T, impl string, n int, edit func(*PoolConfig)) (*Pool, *history.Recorder, *local.KindCluster, history.Clock) {
 	t.Helper()
 	gate.Need(t, "redis-server")
 	dir := t.TempDir()
 	ctx := context.Background()
-	cl, err := local.NewRedis(local.RedisOptions{Dir: dir})
+	cl, err := local.NewKindCluster("redis", local.Options{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -155,6 +155,22 @@ func (l Layout) KeepsRedisConf() bool {
 	return l.Backend == RedisSentinel || l.Backend == RedisCluster
 }
 
+// SyncRecordReason says why the nodes of l cannot record what they sync,
+// which a power cut needs to know what to cut back, or "" when they can:
+// the redis backend's nodes, C programs whose syncs the clock shim
+// (LD_PRELOAD) sees and records. A Go program's it cannot see
+// (ClockShimReason); for the other backends a power cut is not written
+// yet.
+func (l Layout) SyncRecordReason() string {
+	if why := ClockShimReason(l.Backend); why != "" {
+		return "its nodes' syncs cannot be recorded: " + why
+	}
+	if l.Backend != Redis {
+		return "its nodes do not record what they sync: locktest records the syncs of the redis backend's nodes (redis, redlock) only"
+	}
+	return ""
+}
+
 // redisKind is a redis-server on its redis.conf: the base every provider
 // gives, with the node's part in the layout (Layout.RedisNodeConf). The
 // node announces the address it is reached at.

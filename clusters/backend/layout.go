@@ -349,14 +349,18 @@ type Roster struct {
 
 // Role returns the role the node called name of l had when last seen, for
 // clusters.Node.Role: a sentinel is a sentinel; a redis-sentinel's n1 is
-// the master it starts as; a redis-cluster's nodes have the roles Form saw
-// when it was ready; other nodes have none ("").
+// the master it starts as, its other data nodes the replicas they start
+// as; a redis-cluster's nodes have the roles Form saw when it was ready;
+// other nodes have none (""). What a node is now, after a failover, its
+// cluster's Role reads.
 func (r *Roster) Role(l Layout, name string) string {
 	switch {
 	case l.Kind(name) == KindSentinel:
 		return RoleSentinel
 	case l.Backend == RedisSentinel && name == "n1":
 		return RoleMaster
+	case l.Backend == RedisSentinel:
+		return RoleReplica
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -149,7 +149,7 @@ func TestLayoutLeavesAProvidersOwnParams(t *testing.T) {
 func TestRosterRoles(t *testing.T) {
 	s, _ := NewLayout(RedisSentinel, 0, nil)
 	var r Roster
-	for name, want := range map[string]string{"n1": RoleMaster, "n2": "", "s1": RoleSentinel, "s3": RoleSentinel} {
+	for name, want := range map[string]string{"n1": RoleMaster, "n2": RoleReplica, "s1": RoleSentinel, "s3": RoleSentinel} {
 		if got := r.Role(s, name); got != want {
 			t.Errorf("redis-sentinel %s: role %q, want %q", name, got, want)
 		}

@@ -180,13 +180,13 @@ func Backends() []string {
 	return out
 }
 
-// The clusters whose nodes' roles change as they run tell them
-// (clusters.RoleReader); Sentinel's sentinels are no data nodes
-// (clusters.Targeter).
-var (
-	_ clusters.RoleReader = (*Sentinel)(nil)
-	_ clusters.RoleReader = (*RedisCluster)(nil)
-	_ clusters.Targeter   = (*Sentinel)(nil)
+// The roles of a replicated Redis's nodes, as Nodes and Role report
+// them, and the name its sentinels monitor the master under.
+const (
+	RoleMaster         = backend.RoleMaster
+	RoleReplica        = backend.RoleReplica
+	RoleSentinel       = backend.RoleSentinel
+	SentinelMasterName = backend.SentinelMasterName
 )
 
 // writeLaunch makes the directories of a node's launch and writes its

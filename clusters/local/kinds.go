@@ -16,6 +16,7 @@ import (
 
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/backend"
+	"github.com/locktest/locktest/clusters/durable"
 )
 
 // KindCluster is the local provider's cluster of any backend whose nodes
@@ -34,6 +35,9 @@ type KindCluster struct {
 	opts   Options
 	exe    []string
 	roster backend.Roster
+	// powerWhy says why the nodes' power cannot be cut ("" when it can):
+	// their syncs are not recorded.
+	powerWhy string
 
 	nodeSet[*kindNode]
 }
@@ -54,7 +58,13 @@ type kindNode struct {
 	// launched is set once the node has started: its files marked Once
 	// exist, and its ports are its address for good.
 	launched bool
+	// syncs is the node's sync record, which the clock shim writes
+	// (Options.TrackSyncs); nil when it keeps none.
+	syncs *durable.Record
 }
+
+// dataDir is the node's data directory, which a power cut cuts back.
+func (n *kindNode) dataDir() string { return filepath.Join(n.dir, "data") }
 
 func (n *kindNode) addr() string {
 	if len(n.ports) == 0 {
@@ -94,7 +104,10 @@ func NewKindCluster(b string, opts Options) (*KindCluster, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	c := &KindCluster{layout: l, opts: opts, exe: exe}
+	c := &KindCluster{layout: l, opts: opts, exe: exe, powerWhy: l.SyncRecordReason()}
+	if c.powerWhy == "" && !opts.TrackSyncs {
+		c.powerWhy = noSyncRecords
+	}
 	c.nodeSet = nodeSet[*kindNode]{kind: "local " + b, log: log,
 		restart: func(ctx context.Context, n *kindNode) error { return c.startGroup(ctx, []*kindNode{n}) }}
 	for i, spec := range l.Nodes {
@@ -103,7 +116,11 @@ func NewKindCluster(b string, opts Options) (*KindCluster, error) {
 			return nil, fmt.Errorf("local %s: node %s: %w", b, spec.Name, err)
 		}
 		nd := filepath.Join(dir, "nodes", spec.Name)
-		c.nodes = append(c.nodes, &kindNode{member: member{name: spec.Name, dir: nd, logPath: filepath.Join(nd, k.Log), host: opts.host(i)}, kind: k})
+		n := &kindNode{member: member{name: spec.Name, dir: nd, logPath: filepath.Join(nd, k.Log), host: opts.host(i)}, kind: k}
+		if c.powerWhy == "" {
+			n.syncs = durable.NewRecord(filepath.Join(nd, syncRecordName))
+		}
+		c.nodes = append(c.nodes, n)
 	}
 	// A program or file a node needs and this host lacks is reported now,
 	// before anything starts.
@@ -129,7 +146,7 @@ func NewKindCluster(b string, opts Options) (*KindCluster, error) {
 // them), its directory with the data directory inside, its log, this
 // host's programs, locktest's node program, Debian's ZooKeeper jars.
 func (c *KindCluster) placement(n *kindNode) backend.Placement {
-	p := backend.Placement{Layout: &c.layout, Node: c.placed(n), Bind: n.host.ip(), Dir: n.dir, DataDir: filepath.Join(n.dir, "data"),
+	p := backend.Placement{Layout: &c.layout, Node: c.placed(n), Bind: n.host.ip(), Dir: n.dir, DataDir: n.dataDir(),
 		Bin: func(program string) string { return program }, NodeProgram: c.exe,
 		ClassPath: backend.ZooKeeperClassPath(backend.DebianJarDir), Persistence: c.opts.Persistence,
 		Header: "Written by locktest for node " + n.name + "; rewritten at each start but where its server rewrites it."}
@@ -246,7 +263,7 @@ func (c *KindCluster) startGroup(ctx context.Context, ns []*kindNode) error {
 		c.log.Warn("port taken, retrying the nodes on other ports", "err", err)
 		for _, n := range ns {
 			n.ports = nil
-			if err := os.RemoveAll(filepath.Join(n.dir, "data")); err != nil {
+			if err := os.RemoveAll(n.dataDir()); err != nil {
 				return fmt.Errorf("%s: node %s: %w", c.kind, n.name, err)
 			}
 		}
@@ -289,6 +306,9 @@ func (c *KindCluster) launchGroup(ctx context.Context, ns []*kindNode) error {
 		env := c.opts.nodeEnv(n.name)
 		if n.kind.Program == backend.NodeProgram {
 			env = append(slices.Clone(c.opts.ExeEnv), env...)
+		}
+		if n.syncs != nil {
+			env = append(slices.Clip(env), durable.EnvFile+"="+n.syncs.Path())
 		}
 		p, off, err := spawnWith(spawnSpec{Bin: l.Argv[0], Args: l.Argv[1:], Dir: n.dir, LogPath: n.logPath, Env: env, Host: n.host})
 		if err != nil {

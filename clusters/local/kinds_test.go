@@ -3,7 +3,6 @@ package local
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -206,35 +205,6 @@ func TestKindClusterZooKeeperStandalone(t *testing.T) {
 		t.Errorf("zoo.cfg %q, %v: want tickTime=100", cfg, err)
 	}
 	assertLogsCollected(t, z, "QuorumPeer")
-}
-
-// A port that another process took between its pick and the node's bind
-// makes the node exit; the start is tried again on other ports, and the
-// node serves there.
-func TestKindClusterRetriesATakenPort(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	taken := l.Addr().(*net.TCPAddr).Port
-	picks := 0
-	pickPort = func() (int, error) {
-		picks++
-		if picks == 1 {
-			return taken, nil
-		}
-		return freePort()
-	}
-	t.Cleanup(func() { pickPort = freePort })
-	r := startKinds(t, backend.Redis, kindOptions(t, nil))
-	addr := r.Nodes()[0].Addr
-	if picks < 2 || addr == fmt.Sprintf("127.0.0.1:%d", taken) {
-		t.Fatalf("the node is at %s after %d picks; the first, %d, was taken", addr, picks, taken)
-	}
-	if err := backend.Ready(context.Background(), backend.KindRedis, addr); err != nil {
-		t.Errorf("the node on its second port does not serve: %v", err)
-	}
 }
 
 // A node that its server refuses to run (an etcd member whose data

@@ -8,9 +8,25 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/locktest/locktest/clusters"
 )
+
+// Timings of the local provider's nodes.
+const (
+	// stopGrace is how long Stop waits after SIGTERM before SIGKILL.
+	stopGrace = 2 * time.Second
+	// startAttempts is how often the nodes whose ports were picked
+	// automatically are started on fresh ports after losing a race for
+	// the old ones.
+	startAttempts = 3
+	// logTailLines is how many lines of a node's log a start-up error quotes.
+	logTailLines = 8
+)
+
+// pickPort picks a port of a node that has none; tests replace it.
+var pickPort = freePort
 
 // fullCluster is what every local backend is: a cluster with all the
 // abilities its node set gives it.
@@ -24,9 +40,6 @@ type fullCluster interface {
 var (
 	_ fullCluster = (*MariaDB)(nil)
 	_ fullCluster = (*Postgres)(nil)
-	_ fullCluster = (*Redis)(nil)
-	_ fullCluster = (*RedisCluster)(nil)
-	_ fullCluster = (*Sentinel)(nil)
 )
 
 // member is the part of a local node that the node set manages: its name,

@@ -14,24 +14,25 @@ import (
 )
 
 // syncRecordName is the file, in a node's folder, where the clock shim
-// records the node's syncs (RedisOptions.SyncRecords).
+// records the node's syncs (Options.TrackSyncs).
 const syncRecordName = "syncs.log"
 
-// noSyncRecords is why a Redis cluster whose nodes keep no sync record
-// cannot cut power.
+// noSyncRecords is why a cluster whose nodes keep no sync record cannot
+// cut power.
 const noSyncRecords = "its nodes do not record what they sync: the local provider has the nodes of the redis backend (redis, redlock) record it, under the clock shim, when a run's faults include power-loss"
 
-var _ clusters.PowerCutter = (*Redis)(nil)
+var _ clusters.PowerCutter = (*KindCluster)(nil)
 
 // PowerCutReason says why the cluster cannot cut its nodes' power: "" when
-// they record their syncs (RedisOptions.SyncRecords).
-func (r *Redis) PowerCutReason() string { return r.powerWhy }
+// they record their syncs (Options.TrackSyncs, on a backend whose nodes
+// can: backend.Layout.SyncRecordReason).
+func (r *KindCluster) PowerCutReason() string { return r.powerWhy }
 
 // Unsynced returns how many bytes of the node's data directory a power cut
 // would lose now: what it wrote beyond the size of each file's last sync.
-func (r *Redis) Unsynced(ctx context.Context, node clusters.Node) (int64, error) {
+func (r *KindCluster) Unsynced(ctx context.Context, node clusters.Node) (int64, error) {
 	var lost int64
-	err := r.locked(node, func(n *redisNode) error {
+	err := r.locked(node, func(n *kindNode) error {
 		cuts, err := r.plan(n)
 		lost = durable.Lost(cuts)
 		return err
@@ -46,13 +47,13 @@ func (r *Redis) Unsynced(ctx context.Context, node clusters.Node) (int64, error)
 // is not running is only cut. Its folder's other files (redis.conf, the log)
 // are the harness's, and stay. It refuses, changing nothing, a node whose
 // sync record is missing or unreadable: it would cut what was synced.
-func (r *Redis) CutPower(ctx context.Context, node clusters.Node) ([]clusters.FileCut, error) {
+func (r *KindCluster) CutPower(ctx context.Context, node clusters.Node) ([]clusters.FileCut, error) {
 	var out []clusters.FileCut
-	err := r.locked(node, func(n *redisNode) error {
+	err := r.locked(node, func(n *kindNode) error {
 		if r.powerWhy != "" {
 			return fmt.Errorf("%s: cannot cut the power of %s: %s", r.kind, n.name, r.powerWhy)
 		}
-		if _, err := os.Stat(n.syncs.Path()); errors.Is(err, fs.ErrNotExist) && n.started {
+		if _, err := os.Stat(n.syncs.Path()); errors.Is(err, fs.ErrNotExist) && n.launched {
 			return fmt.Errorf("%s: node %s has no sync record %s: the clock shim that writes it is not preloaded into it", r.kind, n.name, n.syncs.Path())
 		}
 		if _, err := n.syncs.Update(); err != nil {
@@ -69,7 +70,7 @@ func (r *Redis) CutPower(ctx context.Context, node clusters.Node) ([]clusters.Fi
 			out = append(out, clusters.FileCut{Path: c.Path, Size: c.Size, Durable: c.Durable})
 		}
 		if err == nil {
-			err = durable.Apply(n.dataDir, cuts)
+			err = durable.Apply(n.dataDir(), cuts)
 		}
 		r.log.Info("node power cut", "node", n.name, "addr", n.addr(), "files_cut", len(cuts), "bytes_lost", durable.Lost(cuts))
 		if err != nil {
@@ -85,19 +86,19 @@ func (r *Redis) CutPower(ctx context.Context, node clusters.Node) ([]clusters.Fi
 // reading its files here every few milliseconds), and then cuts its power
 // (CutPower); at the end of within it cuts all the same. An error of the
 // wait wraps clusters.ErrUntouched.
-func (r *Redis) CutPowerOnWrite(ctx context.Context, node clusters.Node, within time.Duration) ([]clusters.FileCut, error) {
+func (r *KindCluster) CutPowerOnWrite(ctx context.Context, node clusters.Node, within time.Duration) ([]clusters.FileCut, error) {
 	var dir string
-	if err := r.locked(node, func(n *redisNode) error {
+	if err := r.locked(node, func(n *kindNode) error {
 		if r.powerWhy != "" {
 			return fmt.Errorf("%s: cannot cut the power of %s: %s", r.kind, n.name, r.powerWhy)
 		}
-		dir = n.dataDir
+		dir = n.dataDir()
 		return nil
 	}); err != nil {
 		return nil, fmt.Errorf("%w: %w", clusters.ErrUntouched, err)
 	}
 	plan := func() (cuts []durable.Cut, err error) {
-		err = r.locked(node, func(n *redisNode) error {
+		err = r.locked(node, func(n *kindNode) error {
 			cuts, err = r.plan(n)
 			return err
 		})
@@ -111,7 +112,7 @@ func (r *Redis) CutPowerOnWrite(ctx context.Context, node clusters.Node, within 
 
 // plan returns the cuts a power loss would make to n's data directory now.
 // r.mu must be held.
-func (r *Redis) plan(n *redisNode) ([]durable.Cut, error) {
+func (r *KindCluster) plan(n *kindNode) ([]durable.Cut, error) {
 	if n.syncs == nil {
 		return nil, fmt.Errorf("%s: %s: %s", r.kind, n.name, r.powerWhy)
 	}
@@ -119,7 +120,7 @@ func (r *Redis) plan(n *redisNode) ([]durable.Cut, error) {
 	if err != nil {
 		return nil, err
 	}
-	files, err := durable.Scan(n.dataDir)
+	files, err := durable.Scan(n.dataDir())
 	if err != nil {
 		return nil, err
 	}

@@ -65,9 +65,9 @@ func waitFor(t *testing.T, what string, cond func() (bool, error)) {
 }
 
 // aofSize is the size of n's incremental AOF now.
-func aofSize(t *testing.T, r *Redis) int64 {
+func aofSize(t *testing.T, r *KindCluster) int64 {
 	t.Helper()
-	st, err := os.Stat(filepath.Join(r.nodes[0].dataDir, incrAOF))
+	st, err := os.Stat(filepath.Join(r.nodes[0].dataDir(), incrAOF))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +84,7 @@ func aofSize(t *testing.T, r *Redis) int64 {
 // and the others at the next second, so a burst of writes leaves some
 // unsynced.
 func TestPowerLossLosesWhatWasNotSynced(t *testing.T) {
-	r := startRedis(t, RedisOptions{Persistence: backend.PersistenceEverysec, NodeEnv: shimEnv(t), SyncRecords: true})
+	r := startRedis(t, Options{Persistence: backend.PersistenceEverysec, NodeEnv: shimEnv(t), TrackSyncs: true})
 	ctx := context.Background()
 	n := r.Nodes()[0]
 	if why := r.PowerCutReason(); why != "" {
@@ -151,7 +151,7 @@ func TestPowerLossLosesWhatWasNotSynced(t *testing.T) {
 	// is read from the file, not from its size after the reply: with
 	// everysec, Redis answers before it writes while a slow fsync is in
 	// progress, as under stress-ng.)
-	durable, err := os.ReadFile(filepath.Join(r.nodes[0].dataDir, incrAOF))
+	durable, err := os.ReadFile(filepath.Join(r.nodes[0].dataDir(), incrAOF))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,18 +233,18 @@ func TestPowerLossLosesWhatWasNotSynced(t *testing.T) {
 func TestPowerCutRefusedWithoutSyncRecords(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		opts RedisOptions
+		opts Options
 		want string
 	}{
-		{"not asked", RedisOptions{}, "do not record what they sync"},
+		{"not asked", Options{}, "do not record what they sync"},
 		// Asked, but the shim that writes the record is not preloaded.
-		{"no shim", RedisOptions{SyncRecords: true}, "no sync record"},
+		{"no shim", Options{TrackSyncs: true}, "no sync record"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			r := startRedis(t, tc.opts)
 			n := r.Nodes()[0]
-			if why := r.PowerCutReason(); (why == "") != tc.opts.SyncRecords {
+			if why := r.PowerCutReason(); (why == "") != tc.opts.TrackSyncs {
 				t.Errorf("PowerCutReason = %q", why)
 			}
 			pid := r.Pids()[n.Name]
@@ -266,7 +266,7 @@ func TestPowerCutRefusedWithoutSyncRecords(t *testing.T) {
 // that the cut came after a grant the node had acknowledged and lost it:
 // after the restart, a lock key whose SET was answered OK is gone.
 func TestCutPowerOnWriteLosesAnAcknowledgedGrant(t *testing.T) {
-	r := startRedis(t, RedisOptions{Persistence: backend.PersistenceEverysec, NodeEnv: shimEnv(t), SyncRecords: true})
+	r := startRedis(t, Options{Persistence: backend.PersistenceEverysec, NodeEnv: shimEnv(t), TrackSyncs: true})
 	ctx := context.Background()
 	n := r.Nodes()[0]
 	type result struct {

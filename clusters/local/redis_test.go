@@ -22,13 +22,13 @@ import (
 
 // startRedis starts a cluster in a fresh temporary directory and stops it
 // when the test ends.
-func startRedis(t *testing.T, opts RedisOptions) *Redis {
+func startRedis(t *testing.T, opts Options) *KindCluster {
 	t.Helper()
 	gate.Need(t, "redis-server")
 	if opts.Dir == "" {
 		opts.Dir = t.TempDir()
 	}
-	r, err := NewRedis(opts)
+	r, err := NewKindCluster(backend.Redis, opts)
 	return started(t, r, err, 15*time.Second)
 }
 
@@ -112,7 +112,7 @@ func TestStartPingStop(t *testing.T) {
 	for _, nodes := range []int{1, 3} {
 		t.Run(fmt.Sprintf("nodes=%d", nodes), func(t *testing.T) {
 			t.Parallel()
-			r := startRedis(t, RedisOptions{Nodes: nodes})
+			r := startRedis(t, Options{Nodes: nodes})
 			ns := r.Nodes()
 			if len(ns) != nodes {
 				t.Fatalf("got %d nodes, want %d", len(ns), nodes)
@@ -167,7 +167,7 @@ func TestKillRestart(t *testing.T) {
 	} {
 		t.Run("persistence="+tc.persistence, func(t *testing.T) {
 			t.Parallel()
-			r := startRedis(t, RedisOptions{Nodes: 3, Persistence: tc.persistence})
+			r := startRedis(t, Options{Nodes: 3, Persistence: tc.persistence})
 			ctx := context.Background()
 			n := r.Nodes()[1]
 			c := client(t, n)
@@ -226,7 +226,7 @@ func TestKillRestart(t *testing.T) {
 
 func TestPauseResume(t *testing.T) {
 	t.Parallel()
-	r := startRedis(t, RedisOptions{})
+	r := startRedis(t, Options{})
 	ctx := context.Background()
 	n := r.Nodes()[0]
 	if err := r.Pause(ctx, n); err != nil {
@@ -273,7 +273,7 @@ func TestPauseResume(t *testing.T) {
 
 func TestStopStart(t *testing.T) {
 	t.Parallel()
-	r := startRedis(t, RedisOptions{Nodes: 2})
+	r := startRedis(t, Options{Nodes: 2})
 	ctx := context.Background()
 	before := r.Nodes()
 	if err := r.Stop(ctx); err != nil {
@@ -294,7 +294,7 @@ func TestStopStart(t *testing.T) {
 
 func TestCollectLogs(t *testing.T) {
 	t.Parallel()
-	assertLogsCollected(t, startRedis(t, RedisOptions{Nodes: 2}), "Ready to accept connections")
+	assertLogsCollected(t, startRedis(t, Options{Nodes: 2}), "Ready to accept connections")
 }
 
 // assertLogsCollected collects c's logs into a fresh folder and fails t
@@ -317,70 +317,34 @@ func assertLogsCollected(t *testing.T, c fullCluster, marker string) {
 	}
 }
 
-func TestMissingBinary(t *testing.T) {
-	t.Setenv("PATH", t.TempDir())
-	_, err := NewRedis(RedisOptions{Dir: t.TempDir()})
-	want := "redis-server not found in PATH: run `make setup` (installs it with apt-get on Debian/Ubuntu)"
-	if err == nil || err.Error() != want {
-		t.Fatalf("err = %v, want %q", err, want)
-	}
-	_, err = NewRedis(RedisOptions{Dir: t.TempDir(), Binary: "/nonexistent/redis-server"})
-	if err == nil || !strings.Contains(err.Error(), "/nonexistent/redis-server") {
-		t.Fatalf("err = %v, want it to name the binary", err)
-	}
-}
-
 func TestOptionErrors(t *testing.T) {
 	gate.Need(t, "redis-server")
-	for _, opts := range []RedisOptions{
+	for _, opts := range []Options{
 		{},
 		{Dir: "x", Nodes: -1},
 		{Dir: "x", Persistence: "sometimes"},
-		{Dir: "x", Nodes: 1, Ports: []int{1, 2}},
-		{Dir: "x", Nodes: 2, Ports: []int{7000, 7000}},
 	} {
-		if _, err := NewRedis(opts); err == nil {
-			t.Errorf("NewRedis(%+v) succeeded", opts)
+		if _, err := NewKindCluster(backend.Redis, opts); err == nil {
+			t.Errorf("NewKindCluster(redis, %+v) succeeded", opts)
 		}
 	}
 }
 
-func TestPortInUse(t *testing.T) {
-	gate.Need(t, "redis-server")
-	t.Parallel()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
+// fakeServer puts a program called redis-server, which runs script, first
+// in the PATH for the test. Not parallel: it sets the PATH.
+func fakeServer(t *testing.T, script string) {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "redis-server"), []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	port := l.Addr().(*net.TCPAddr).Port
-	r, err := NewRedis(RedisOptions{Dir: t.TempDir(), Ports: []int{port}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { r.Stop(context.Background()) })
-	err = r.Start(context.Background())
-	want := fmt.Sprintf("port %d on 127.0.0.1 is in use", port)
-	if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {
-		t.Fatalf("err = %v, want one line saying %q", err, want)
-	}
-	for name, pid := range r.Pids() {
-		if pid != 0 {
-			t.Errorf("node %s left running as %d", name, pid)
-		}
-	}
+	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
 }
 
 // A node that exits during start-up is reported with the end of its log.
 func TestEarlyExitQuotesLog(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "fake-redis-server")
-	script := "#!/bin/sh\necho 'FATAL CONFIG FILE ERROR: something is wrong' >&2\nexit 1\n"
-	if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	r, err := NewRedis(RedisOptions{Dir: dir, Binary: bin})
+	fakeServer(t, "#!/bin/sh\necho 'FATAL CONFIG FILE ERROR: something is wrong' >&2\nexit 1\n")
+	r, err := NewKindCluster(backend.Redis, Options{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -393,13 +357,8 @@ func TestEarlyExitQuotesLog(t *testing.T) {
 
 // Start gives up when the context ends before the node answers.
 func TestStartTimeout(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "silent-server")
-	if err := os.WriteFile(bin, []byte("#!/bin/sh\nexec sleep 30\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	r, err := NewRedis(RedisOptions{Dir: dir, Binary: bin})
+	fakeServer(t, "#!/bin/sh\nexec sleep 30\n")
+	r, err := NewKindCluster(backend.Redis, Options{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -436,7 +395,7 @@ func TestPortRaceRetried(t *testing.T) {
 	}
 	t.Cleanup(func() { pickPort = freePort })
 	var logs strings.Builder
-	r, err := NewRedis(RedisOptions{Dir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	r, err := NewKindCluster(backend.Redis, Options{Dir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,16 +7,31 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/clusters/backend"
 	"github.com/locktest/locktest/internal/gate"
 )
 
-// startRedisCluster starts a Redis Cluster of the default shape, and
-// stops it when the test ends; it skips the test without redis-server.
-func startRedisCluster(t *testing.T) *RedisCluster {
+// startRedisCluster starts a Redis Cluster of the default shape on the
+// generic cluster, and stops it when the test ends; it skips the test
+// without redis-server.
+func startRedisCluster(t *testing.T) *KindCluster {
 	t.Helper()
 	gate.Need(t, "redis-server")
-	c, err := NewRedisCluster(RedisClusterOptions{Dir: t.TempDir()})
+	c, err := NewKindCluster(backend.RedisCluster, Options{Dir: t.TempDir()})
 	return started(t, c, err, time.Minute)
+}
+
+// healthy waits until c's cluster is healthy again and returns the roles
+// it then has.
+func healthy(t *testing.T, ctx context.Context, c *KindCluster) map[string]string {
+	t.Helper()
+	roles, err := backend.WaitRedisClusterHealthy(ctx, func() ([]clusters.Node, map[string]bool) {
+		return c.Nodes(), backend.RunningNodes(c.Pids())
+	}, backend.DefaultRedisClusterMasters)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return roles
 }
 
 // A started cluster has 3 masters and 3 replicas; a killed master is failed
@@ -40,43 +55,29 @@ func TestRedisClusterFailover(t *testing.T) {
 	if err := c.Kill(ctx, victim); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.WaitHealthy(ctx); err != nil {
-		t.Fatal(err)
-	}
-	after := byRole(c.Nodes(), RoleMaster)
-	if len(after) != 3 {
-		t.Fatalf("masters after failover %+v", after)
-	}
-	for _, m := range after {
-		if m.Name == victim.Name {
-			t.Fatalf("killed %s is still a serving master", victim.Name)
+	roles := healthy(t, ctx, c)
+	n := 0
+	for name, r := range roles {
+		if r == RoleMaster {
+			n++
+			if name == victim.Name {
+				t.Fatalf("killed %s is still a serving master", victim.Name)
+			}
 		}
+	}
+	if n != 3 {
+		t.Fatalf("masters after failover %v", roles)
 	}
 	if err := c.Restart(ctx, victim); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.WaitHealthy(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if got := roleOf(c.Nodes(), victim.Name); got != RoleReplica {
+	if got := healthy(t, ctx, c)[victim.Name]; got != RoleReplica {
 		t.Errorf("restarted %s has role %q, want replica", victim.Name, got)
 	}
 }
 
-func roleOf(nodes []clusters.Node, name string) string {
-	for _, n := range nodes {
-		if n.Name == name {
-			return n.Role
-		}
-	}
-	return ""
-}
-
 func TestRedisClusterOptionErrors(t *testing.T) {
 	gate.Need(t, "redis-server")
-	if _, err := NewRedisCluster(RedisClusterOptions{Masters: 2, Dir: t.TempDir()}); err == nil || !strings.Contains(err.Error(), "at least 3") {
-		t.Errorf("Masters 2: %v", err)
-	}
 	if _, err := New("redis-cluster", Options{Nodes: 5, Dir: t.TempDir()}); err == nil || !strings.Contains(err.Error(), "even") {
 		t.Errorf("5 nodes: %v", err)
 	}

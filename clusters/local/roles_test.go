@@ -117,9 +117,7 @@ func TestRedisClusterRoleFollowsFailover(t *testing.T) {
 	if err := c.Kill(ctx, victim); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.WaitHealthy(ctx); err != nil {
-		t.Fatal(err)
-	}
+	healthy(t, ctx, c)
 	got, want := roles(), byROLE()
 	if fmt.Sprint(got) != fmt.Sprint(want) || got[victim.Name] != "?" {
 		t.Fatalf("after %s's failover Role says %v, ROLE says %v", victim.Name, got, want)

@@ -20,14 +20,14 @@ func skipWithoutSentinel(t *testing.T) {
 	gate.Need(t, "redis-sentinel")
 }
 
-// startSentinel starts a sentinel cluster and stops it when the test ends,
-// checking that the stop left no process behind.
-func startSentinel(t *testing.T, opts SentinelOptions) *Sentinel {
+// startSentinel starts a redis-sentinel cluster of nodes data nodes on
+// the generic cluster and stops it when the test ends, checking that the
+// stop left no process behind.
+func startSentinel(t *testing.T, nodes int) *KindCluster {
 	t.Helper()
 	skipWithoutSentinel(t)
-	opts.Dir = t.TempDir()
-	s, err := NewSentinel(opts)
-	return started(t, s, err, 30*time.Second)
+	s, err := NewKindCluster(backend.RedisSentinel, Options{Dir: t.TempDir(), Nodes: nodes})
+	return started(t, s, err, time.Minute)
 }
 
 // hasRole reports whether nodes holds a node of role.
@@ -47,31 +47,28 @@ func byRole(nodes []clusters.Node, role string) []clusters.Node {
 
 func TestSentinelOptionErrors(t *testing.T) {
 	skipWithoutSentinel(t)
-	tests := []struct {
-		opts SentinelOptions
-		want string
+	for _, tc := range []struct {
+		nodes  int
+		params map[string]string
+		want   string
 	}{
-		{SentinelOptions{Replicas: 3, Dir: t.TempDir()}, "Replicas must be 1 or 2"},
-		{SentinelOptions{Sentinels: -1, Dir: t.TempDir()}, "Sentinels must be at least 1"},
-		{SentinelOptions{}, "Dir"},
-	}
-	for _, tt := range tests {
-		if _, err := NewSentinel(tt.opts); err == nil || !strings.Contains(err.Error(), tt.want) {
-			t.Errorf("NewSentinel(%+v) = %v, want an error containing %q", tt.opts, err, tt.want)
-		}
-	}
-	for _, p := range []map[string]string{{"replicas": "x"}, {"down-after": "soon"}, {"failover-timeout": "-1s"}} {
-		if _, err := New("redis-sentinel", Options{Dir: t.TempDir(), Params: p}); err == nil {
-			t.Errorf("params %v accepted", p)
+		{4, nil, "Replicas must be 1 or 2"},
+		{0, map[string]string{"replicas": "x"}, "replicas"},
+		{0, map[string]string{"down-after": "soon"}, "down-after"},
+		{0, map[string]string{"failover-timeout": "-1s"}, "failover-timeout"},
+	} {
+		if _, err := New(backend.RedisSentinel, Options{Dir: t.TempDir(), Nodes: tc.nodes, Params: tc.params}); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("New(redis-sentinel, %d nodes, %v) = %v, want an error containing %q", tc.nodes, tc.params, err, tc.want)
 		}
 	}
 }
 
 // A started cluster has one master, its replicas linked, three sentinels
 // agreeing on the master; killing the master makes Sentinel promote a
-// replica, and the old master, restarted, becomes a replica of the new one.
+// replica, which Role then names, and the old master, restarted, becomes
+// a replica of the new one.
 func TestSentinelFailover(t *testing.T) {
-	s := startSentinel(t, SentinelOptions{Replicas: 2})
+	s := startSentinel(t, 3)
 	nodes := s.Nodes()
 	masters, replicas, sents := byRole(nodes, RoleMaster), byRole(nodes, RoleReplica), byRole(nodes, RoleSentinel)
 	if len(masters) != 1 || len(replicas) != 2 || len(sents) != 3 || masters[0].Name != "n1" {
@@ -80,7 +77,8 @@ func TestSentinelFailover(t *testing.T) {
 	if got := s.Targets(); len(got) != 3 || hasRole(got, RoleSentinel) {
 		t.Errorf("Targets %+v, want the 3 data nodes", got)
 	}
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	// The master's writes reach the replicas.
 	if err := client(t, masters[0]).Set(ctx, "k", "v", 0).Err(); err != nil {
 		t.Fatal(err)
@@ -97,34 +95,35 @@ func TestSentinelFailover(t *testing.T) {
 			t.Errorf("replica %s: %v", r.Name, err)
 		}
 	}
-	if m, err := s.Master(ctx); err != nil || m.Name != "n1" {
-		t.Fatalf("Master = %+v, %v; want n1", m, err)
+	if addr, err := backend.SentinelsMaster(ctx, sents); err != nil || addr != masters[0].Addr {
+		t.Fatalf("the sentinels name %s, %v; want n1 at %s", addr, err, masters[0].Addr)
 	}
 
 	if err := s.Kill(ctx, masters[0]); err != nil {
 		t.Fatal(err)
 	}
-	nm, err := s.WaitFailover(ctx, masters[0])
+	var nm clusters.Node
+	err := backend.Poll(ctx, func() error {
+		for _, n := range replicas {
+			if r, err := s.Role(ctx, n); err == nil && r == RoleMaster {
+				nm = n
+				return nil
+			}
+		}
+		return fmt.Errorf("no replica of %s is named master yet", masters[0].Name)
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if nm.Name == "n1" || nm.Role != RoleMaster {
-		t.Fatalf("new master %+v", nm)
-	}
-	if got := byRole(s.Nodes(), RoleMaster); len(got) != 1 || got[0].Name != nm.Name {
-		t.Errorf("Nodes names masters %+v, want %s", got, nm.Name)
-	}
 	if v, err := client(t, nm).Get(ctx, "k").Result(); err != nil || v != "v" {
-		t.Errorf("new master has k = %q, %v", v, err)
+		t.Errorf("new master %s has k = %q, %v", nm.Name, v, err)
 	}
 
 	if err := s.Restart(ctx, masters[0]); err != nil {
 		t.Fatal(err)
 	}
-	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	err = backend.Poll(wctx, func() error {
-		role, err := backend.RedisRole(wctx, masters[0].Addr)
+	err = backend.Poll(ctx, func() error {
+		role, err := backend.RedisRole(ctx, masters[0].Addr)
 		if err == nil && role != "slave" {
 			err = fmt.Errorf("ROLE %s", role)
 		}
@@ -133,10 +132,13 @@ func TestSentinelFailover(t *testing.T) {
 	if err != nil {
 		t.Errorf("restarted old master not turned into a replica: %v", err)
 	}
+	if r, err := s.Role(ctx, masters[0]); err != nil || r != RoleReplica {
+		t.Errorf("Role of the restarted old master: %q, %v; want replica", r, err)
+	}
 }
 
 func TestSentinelPauseAndLogs(t *testing.T) {
-	s := startSentinel(t, SentinelOptions{Replicas: 1})
+	s := startSentinel(t, 2)
 	ctx := context.Background()
 	r := byRole(s.Nodes(), RoleReplica)[0]
 	if err := s.Pause(ctx, r); err != nil {

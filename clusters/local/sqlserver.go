@@ -18,6 +18,9 @@ import (
 	"github.com/locktest/locktest/internal/procfs"
 )
 
+// errAddrInUse marks a SQL server that could not bind its port.
+var errAddrInUse = errors.New("address already in use")
+
 // Timings of the one-node SQL servers (MariaDB, PostgreSQL).
 const (
 	// sqlStopGrace is how long Stop waits for a clean shutdown before

@@ -62,15 +62,15 @@ func redisServerVersion(t *testing.T, bin string) string {
 // TestRedisVersions: three independent redis-servers (as the redlock
 // impls use them) report INFO server's redis_version, once.
 func TestRedisVersions(t *testing.T) {
-	r := startRedis(t, RedisOptions{Nodes: 3})
-	askVersions(t, "redis", r.Nodes(), map[string]string{backend.ProductRedis: redisServerVersion(t, r.bin)})
+	r := startRedis(t, Options{Nodes: 3})
+	askVersions(t, "redis", r.Nodes(), map[string]string{backend.ProductRedis: redisServerVersion(t, "redis-server")})
 }
 
 // TestSentinelVersions: the data nodes of a redis-sentinel cluster are
 // "redis" and its sentinels, which report redis_mode sentinel,
 // "redis-sentinel".
 func TestSentinelVersions(t *testing.T) {
-	s := startSentinel(t, SentinelOptions{})
+	s := startSentinel(t, 3)
 	v := redisServerVersion(t, "redis-server")
 	askVersions(t, "redis-sentinel", s.Nodes(), map[string]string{
 		backend.ProductRedis: v, backend.ProductRedisSentinel: programVersion(t, `\bv=(\S+)`, "redis-sentinel", "--version")})

@@ -38,7 +38,7 @@ func (cl *Cluster) installShim(ctx context.Context, n *node) (env []string, why 
 		return nil, "", fmt.Errorf("node %s on %s: offset file: %w", n.name, n.conn.Host.Name, err)
 	}
 	env = []string{"LD_PRELOAD=" + lib, clockshim.EnvFile + "=" + file}
-	if cl.opts.SyncRecords && cl.opts.Backend == "redis" && n.kind == kindRedis {
+	if cl.opts.SyncRecords && cl.layout.SyncRecordReason() == "" {
 		// The node program reads the record on the host at a power cut.
 		if len(cl.opts.NodeCommand) > 0 {
 			if err := n.conn.Upload(ctx, cl.opts.NodeCommand[0], n.nodeBin()); err != nil {

@@ -29,9 +29,9 @@ func (n *node) nodeBin() string { return path.Join(path.Dir(n.dir), nodeProgram)
 // locktest's node program must be there to read the records on the hosts.
 // It is meaningful after Start.
 func (cl *Cluster) PowerCutReason() string {
-	switch {
-	case cl.opts.Backend != "redis":
-		return "over ssh only the redis backend's nodes (redis, redlock) record what they sync"
+	switch why := cl.layout.SyncRecordReason(); {
+	case why != "":
+		return why
 	case !cl.opts.SyncRecords:
 		return "its nodes do not record what they sync: the ssh provider has them record it, under the clock shim, when a run's faults include power-loss"
 	case len(cl.opts.NodeCommand) == 0:

@@ -73,7 +73,7 @@ func bareRateOn(tb testing.TB, clients, locks int, d time.Duration, bo workloads
 	for i := range names {
 		names[i] = fmt.Sprintf("lock-%d", i)
 	}
-	r, err := local.NewRedis(local.RedisOptions{Dir: tb.TempDir()})
+	r, err := local.NewKindCluster("redis", local.Options{Dir: tb.TempDir()})
 	r = testcluster.Started(tb, r, err)
 	var (
 		mu       sync.Mutex

@@ -19,6 +19,7 @@ import (
 	"github.com/locktest/locktest/impls"
 	"github.com/locktest/locktest/internal/gate"
 	"github.com/locktest/locktest/run"
+	"github.com/locktest/locktest/testkit/testcluster"
 	"github.com/locktest/locktest/workloads"
 )
 
@@ -290,7 +291,7 @@ func TestReplicatedFailoverGivesTwoHolders(t *testing.T) {
 	gate.Need(t, "redis-server", "redis-sentinel")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	s, err := local.NewSentinel(local.SentinelOptions{Dir: t.TempDir(), Replicas: 2})
+	s, err := local.NewKindCluster("redis-sentinel", local.Options{Dir: t.TempDir(), Nodes: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -381,7 +382,7 @@ func TestReplicatedFailoverGivesTwoHolders(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	nm, err := s.WaitFailover(ctx, master)
+	nm, err := testcluster.SentinelFailover(ctx, s.Nodes(), master)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,8 +27,8 @@ func now() time.Duration { return time.Since(epoch) }
 
 // startNode starts a one-node Redis cluster in a temporary directory,
 // stopped when the test ends, and returns the cluster and its address.
-func startNode(t *testing.T) (*local.Redis, string) {
-	r, err := local.NewRedis(local.RedisOptions{Dir: t.TempDir()})
+func startNode(t *testing.T) (*local.KindCluster, string) {
+	r, err := local.NewKindCluster("redis", local.Options{Dir: t.TempDir()})
 	r = testcluster.Started(t, r, err)
 	return r, r.Nodes()[0].Addr
 }

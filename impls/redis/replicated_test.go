@@ -50,7 +50,7 @@ func TestReplicatedConfigErrors(t *testing.T) {
 // it.
 func TestReplicatedFollowsFailover(t *testing.T) {
 	gate.Need(t, "redis-server", "redis-sentinel")
-	s, err := local.NewSentinel(local.SentinelOptions{Dir: t.TempDir(), Replicas: 2})
+	s, err := local.NewKindCluster("redis-sentinel", local.Options{Dir: t.TempDir(), Nodes: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,11 +80,11 @@ func TestReplicatedFollowsFailover(t *testing.T) {
 		t.Errorf("second release: %v, want ErrNotHeld", err)
 	}
 
-	old, _ := s.Master(ctx)
+	old := s.Nodes()[0] // n1, the master it starts with
 	if err := s.Kill(ctx, old); err != nil {
 		t.Fatal(err)
 	}
-	nm, err := s.WaitFailover(ctx, old)
+	nm, err := testcluster.SentinelFailover(ctx, s.Nodes(), old)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +108,7 @@ func TestReplicatedFollowsFailover(t *testing.T) {
 // Locks spread over the cluster's slots and masters; each is exclusive.
 func TestClusterLocks(t *testing.T) {
 	gate.Need(t, "redis-server", "redis-cli")
-	c, err := local.NewRedisCluster(local.RedisClusterOptions{Dir: t.TempDir()})
+	c, err := local.NewKindCluster("redis-cluster", local.Options{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

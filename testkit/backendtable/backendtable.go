@@ -46,13 +46,7 @@ func Run(t *testing.T, provides []string, start Start) {
 			t.Errorf("the provider does not run %s", b)
 		}
 	}
-	RunSome(t, backend.All(), start)
-}
-
-// RunSome makes Run's checks of each backend of bs, in a subtest named
-// after it, without asking that the provider run every backend.
-func RunSome(t *testing.T, bs []string, start Start) {
-	for _, b := range bs {
+	for _, b := range backend.All() {
 		t.Run(b, func(t *testing.T) {
 			layout, err := backend.NewLayout(b, 0, nil)
 			if err != nil {

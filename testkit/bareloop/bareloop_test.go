@@ -20,7 +20,7 @@ import (
 // only their sum must be positive.)
 func TestTwoLoopsCountEveryCriticalSection(t *testing.T) {
 	gate.Need(t, "redis-server")
-	r, err := local.NewRedis(local.RedisOptions{Dir: t.TempDir()})
+	r, err := local.NewKindCluster("redis", local.Options{Dir: t.TempDir()})
 	addr := testcluster.Started(t, r, err).Nodes()[0].Addr
 	ctx := context.Background()
 	var wg sync.WaitGroup

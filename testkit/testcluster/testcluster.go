@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/clusters/backend"
 	"github.com/locktest/locktest/impls"
 	"github.com/locktest/locktest/internal/gate"
 )
@@ -231,4 +232,43 @@ func SlowConnect(t testing.TB, c clusters.Cluster, impl string) {
 	if _, err := b.Release(ctx, lb); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// SentinelFailover waits, for at most a minute, until the sentinels among
+// nodes (those of Role sentinel) name a master other than old, and that
+// node answers ROLE master, and returns it: a failover after old was
+// killed.
+func SentinelFailover(ctx context.Context, nodes []clusters.Node, old clusters.Node) (clusters.Node, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	var sentinels []clusters.Node
+	for _, n := range nodes {
+		if n.Role == backend.RoleSentinel {
+			sentinels = append(sentinels, n)
+		}
+	}
+	var master clusters.Node
+	err := backend.Poll(ctx, func() error {
+		addr, err := backend.SentinelsMaster(ctx, sentinels)
+		if err != nil {
+			return err
+		}
+		if addr == old.Addr {
+			return fmt.Errorf("the sentinels still name %s (%s)", old.Name, addr)
+		}
+		if role, err := backend.RedisRole(ctx, addr); err != nil || role != backend.RoleMaster {
+			return fmt.Errorf("%s answers ROLE %q, %v", addr, role, err)
+		}
+		for _, n := range nodes {
+			if n.Addr == addr {
+				master = n
+				return nil
+			}
+		}
+		return fmt.Errorf("the sentinels name %s, none of the nodes", addr)
+	})
+	if err != nil {
+		return clusters.Node{}, fmt.Errorf("no failover from %s: %w", old.Name, err)
+	}
+	return master, nil
 }

@@ -77,7 +77,7 @@ func TestLabPartitionsLossAndHeal(t *testing.T) {
 	if _, err := lab.Add(ctx, "Bad_Name"); err == nil {
 		t.Error("a host name with capitals and _ was accepted")
 	}
-	cl, err := local.NewRedis(local.RedisOptions{Nodes: 2, Dir: t.TempDir(), Hosts: hosts})
+	cl, err := local.NewKindCluster("redis", local.Options{Nodes: 2, Dir: t.TempDir(), Hosts: hosts})
 	if err != nil {
 		t.Fatal(err)
 	}
