@@ -174,25 +174,23 @@ func (l Layout) SyncRecordReason() string {
 // redisKind is a redis-server on its redis.conf: the base every provider
 // gives, with the node's part in the layout (Layout.RedisNodeConf). The
 // node announces the address it is reached at.
-var redisKind = &Kind{
-	Name:         KindRedis,
-	Ports:        []Port{{Name: "client", Base: RedisPort, Step: 1}},
-	Program:      "redis-server",
-	ReadyTimeout: 30 * time.Second,
-	Log:          "redis.log",
-	Install:      "install redis-server",
-	Launch:       func(p Placement) (Launch, error) { return redisLaunch(p, false) },
-}
+var redisKind = redisServer(KindRedis, RedisPort, false)
 
 // sentinelKind is a sentinel: redis-server in sentinel mode.
-var sentinelKind = &Kind{
-	Name:         KindSentinel,
-	Ports:        []Port{{Name: "client", Base: SentinelPort, Step: 1}},
-	Program:      "redis-server",
-	ReadyTimeout: 30 * time.Second,
-	Log:          "redis.log",
-	Install:      "install redis-server",
-	Launch:       func(p Placement) (Launch, error) { return redisLaunch(p, true) },
+var sentinelKind = redisServer(KindSentinel, SentinelPort, true)
+
+// redisServer is the kind of a redis-server listening on port, in
+// sentinel mode when sentinel is set.
+func redisServer(name string, port int, sentinel bool) *Kind {
+	return &Kind{
+		Name:         name,
+		Ports:        []Port{{Name: "client", Base: port, Step: 1}},
+		Program:      "redis-server",
+		ReadyTimeout: 30 * time.Second,
+		Log:          "redis.log",
+		Install:      "install redis-server",
+		Launch:       func(p Placement) (Launch, error) { return redisLaunch(p, sentinel) },
+	}
 }
 
 func redisLaunch(p Placement, sentinel bool) (Launch, error) {

@@ -337,6 +337,18 @@ type Formation struct {
 	Pids  func() map[string]int
 }
 
+// Named returns those of a provider's nodes whose names are among names,
+// in their order: the nodes a Formation's Start is asked to start.
+func Named[N any](nodes []N, name func(N) string, names []string) []N {
+	var out []N
+	for _, n := range nodes {
+		if slices.Contains(names, name(n)) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
 // Roster is what a provider's cluster knows of its formation: whether its
 // Redis Cluster was created, and the roles its data nodes had when Form
 // last saw the cluster ready. The zero Roster knows nothing yet. It is

@@ -31,7 +31,6 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -267,13 +266,7 @@ func (c *Cluster) Start(ctx context.Context) error {
 	err := c.roster.Form(ctx, c.layout, backend.Formation{
 		Provider: "docker",
 		Start: func(ctx context.Context, names []string) error {
-			var ns []*node
-			for _, n := range c.nodes {
-				if slices.Contains(names, n.name) {
-					ns = append(ns, n)
-				}
-			}
-			return c.startGroup(ctx, ns)
+			return c.startGroup(ctx, backend.Named(c.nodes, func(n *node) string { return n.name }, names))
 		},
 		Nodes: c.Nodes,
 		Pids:  c.Pids,

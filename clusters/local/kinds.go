@@ -181,8 +181,8 @@ func (c *KindCluster) Start(ctx context.Context) error {
 		Provider: "local",
 		Start: func(ctx context.Context, names []string) error {
 			var ns []*kindNode
-			for _, n := range c.nodes {
-				if slices.Contains(names, n.name) && !n.proc.running() {
+			for _, n := range backend.Named(c.nodes, func(n *kindNode) string { return n.name }, names) {
+				if !n.proc.running() {
 					ns = append(ns, n)
 				}
 			}

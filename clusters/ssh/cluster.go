@@ -11,7 +11,6 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -282,13 +281,7 @@ func (cl *Cluster) Start(ctx context.Context) error {
 	err := cl.roster.Form(ctx, cl.layout, backend.Formation{
 		Provider: "ssh",
 		Start: func(ctx context.Context, names []string) error {
-			var ns []*node
-			for _, n := range cl.nodes {
-				if slices.Contains(names, n.name) {
-					ns = append(ns, n)
-				}
-			}
-			return cl.startAll(ctx, ns)
+			return cl.startAll(ctx, backend.Named(cl.nodes, func(n *node) string { return n.name }, names))
 		},
 		Nodes: cl.Nodes,
 		Pids:  cl.Pids,
