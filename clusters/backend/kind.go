@@ -1,8 +1,10 @@
 package backend
 
 import (
+	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"path"
 	"strconv"
 	"strings"
@@ -39,6 +41,12 @@ type Kind struct {
 	// Launch returns what runs the node placed at p. It is the same on
 	// every provider, but for what p says of the host.
 	Launch func(p Placement) (Launch, error)
+	// PeerServing, when set, asks a node at addr, its second port (Ports[1]),
+	// whether it serves its peers yet. A provider that starts the nodes of
+	// a new cluster starts each once the one before serves its peers:
+	// those of such a kind lose time when a peer's port is open and not
+	// yet served.
+	PeerServing func(ctx context.Context, addr string) error
 }
 
 // NodeProgram stands in Kind.Program for locktest's own node program,
@@ -224,6 +232,7 @@ var etcdKind = &Kind{
 	Ports:        []Port{{Name: "client", Base: EtcdPort, Step: 2}, {Name: "peer", Base: EtcdPeerPort, Step: 2}},
 	Program:      NodeProgram,
 	ReadyTimeout: 60 * time.Second,
+	PeerServing:  etcdPeerServing,
 	Log:          "etcd.log",
 	Install:      "locktest uploads its node program; the upstream etcd is installed with the etcd-server package",
 	Launch: func(p Placement) (Launch, error) {
@@ -305,4 +314,21 @@ func classPathFiles(cp string) []string {
 		}
 	}
 	return out
+}
+
+// etcdPeerServing asks the etcd member whose peer address is addr for
+// its version over its peer port. A new member asks each peer whether it
+// joined already, and waits a whole second for a peer whose port is open
+// but not yet served: the members of a new cluster start in turn.
+func etcdPeerServing(ctx context.Context, addr string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/version", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := (&http.Client{Timeout: 100 * time.Millisecond}).Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	return nil
 }

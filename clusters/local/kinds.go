@@ -315,6 +315,9 @@ func (c *KindCluster) launchGroup(ctx context.Context, ns []*kindNode) error {
 			return fail(fmt.Errorf("%s: node %s: start %s: %w", c.kind, n.name, l.Argv[0], err))
 		}
 		ss = append(ss, started{n, p, off})
+		if n.kind.PeerServing != nil && !n.launched {
+			waitPeerServing(ctx, n.kind, n.host.Addr(n.ports[1]), p)
+		}
 	}
 	// The nodes of an ensemble serve only once a quorum runs: they are
 	// waited for together, and the first that fails ends the wait of the
@@ -444,4 +447,18 @@ func (c *KindCluster) pickPorts(n *kindNode) error {
 	}
 	n.ports = ports
 	return nil
+}
+
+// waitPeerServing waits, for at most a second, until the node at peer,
+// its peer address, serves its peers (backend.Kind.PeerServing), or its
+// process p exits: the next node of a new cluster starts then.
+func waitPeerServing(ctx context.Context, k *backend.Kind, peer string, p *proc) {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	for ctx.Err() == nil && p.running() {
+		if k.PeerServing(ctx, peer) == nil {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }

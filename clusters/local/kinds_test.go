@@ -14,6 +14,7 @@ import (
 
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/backend"
+	"github.com/locktest/locktest/internal/gate"
 	"github.com/locktest/locktest/testkit/testcluster"
 	"github.com/locktest/locktest/testkit/testexe"
 )
@@ -324,5 +325,31 @@ java.net.BindException: Address already in use
 	}
 	if !portTaken([]string{`{"level":"fatal","msg":"listen tcp 127.0.0.1:2380: bind: address already in use"}`}) {
 		t.Error("Go's bind error is not found")
+	}
+}
+
+// BenchmarkKindClusterStart measures a start of each backend of kinds on
+// the generic cluster, to every node ready and the cluster formed, and its
+// stop: `go test -run '^$' -bench KindClusterStart -benchtime 3x
+// ./clusters/local` (figures in docs/backends.md).
+func BenchmarkKindClusterStart(b *testing.B) {
+	gate.Need(b, "redis-server")
+	exe, env := testexe.Node()
+	for _, name := range []string{backend.Redis, backend.RedisSentinel, backend.RedisCluster, backend.Etcd, backend.ZooKeeper} {
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				c, err := NewKindCluster(name, Options{Dir: b.TempDir(), Exe: exe, ExeEnv: env})
+				if err != nil {
+					b.Fatal(err)
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+				err = c.Start(ctx)
+				cancel()
+				c.Stop(context.Background())
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
