@@ -154,7 +154,7 @@ func needNetwork(env Env) error {
 // needDelayer: a fault that delays a node's traffic.
 func needDelayer(env Env) error {
 	if env.Delayer == nil {
-		return fmt.Errorf("%w: %s", ErrUnavailable, orDefault(env.DelayReason, "no delay mechanism"))
+		return fmt.Errorf("%w: the run set up no delay (tc netem or a delaying proxy): it does so only when its faults include delay", ErrUnavailable)
 	}
 	return nil
 }

@@ -62,10 +62,11 @@ type Env struct {
 	// Loss is the fraction of packets the loss fault drops.
 	Loss float64
 	// Delay is the latency the delay fault adds to each packet, made by
-	// Delayer; nil Delayer makes delay unavailable, DelayReason says why.
-	Delay       time.Duration
-	Delayer     Delayer
-	DelayReason string
+	// Delayer; nil Delayer makes delay unavailable. A run makes one (tc
+	// netem, or a delaying proxy where the provider has no netem) whenever
+	// its faults include delay, so only a run without it has none.
+	Delay   time.Duration
+	Delayer Delayer
 
 	// Clocks moves nodes' wall clocks; nil when the clock shim is not in
 	// use, and ClockReason says why.

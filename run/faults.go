@@ -55,7 +55,6 @@ type platform struct {
 	powerWhy  string
 	proxy     *netlab.Proxy
 	netem     bool
-	delayWhy  string
 	delayHow  string // how the delay fault is made, and why, for results.json
 	storeAddr string
 }

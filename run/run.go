@@ -507,7 +507,7 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	faults, steps, unavailable, err := buildFaults(plat, cfg, nemesis.Env{
 		Cluster: cl, Clients: clients, ClientPause: cfg.ClientPause, PausePoint: cfg.PausePoint, NodeDown: cfg.NodeDown,
 		Window: cfg.Window, Net: network, NetReason: plat.netReason, ClientHosts: plat.clientHosts(cfg.Clients),
-		Groups: cfg.Groups, Loss: cfg.Loss, Delay: cfg.Delay, Delayer: plat.delayer(network), DelayReason: plat.delayWhy,
+		Groups: cfg.Groups, Loss: cfg.Loss, Delay: cfg.Delay, Delayer: plat.delayer(network),
 		Clocks: clockControl(plat), ClockReason: plat.clockWhy, ClockBump: cfg.ClockBump, StrobeRate: cfg.StrobeRate,
 		PowerReason: plat.powerWhy, KillHolder: cfg.KillHolder, KillPoint: cfg.PausePoint,
 		Targets: cfg.Targets, ClockDirection: cfg.ClockDirection, Stagger: cfg.Stagger,
