@@ -8,6 +8,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -41,6 +42,22 @@ type Kind struct {
 	// Launch returns what runs the node placed at p. It is the same on
 	// every provider, but for what p says of the host.
 	Launch func(p Placement) (Launch, error)
+	// RunAs names the user a node's server and its Init run as when the
+	// provider would run them as root, for a server that refuses root
+	// (PostgreSQL); "" runs them as the provider's user.
+	RunAs string
+	// Several says the server is a tree of processes (PostgreSQL's
+	// postmaster and a backend per connection, MariaDB's helpers): a
+	// pause, a kill and a stop take every process below the server too,
+	// and the server's group.
+	Several bool
+	// StopSignal asks the server to stop at once but cleanly; SIGTERM
+	// when 0.
+	StopSignal syscall.Signal
+	// DataDirQuery, when set, asks the server at addr for its data
+	// directory, a real query: a provider checks that the server that
+	// answers on a node's port is the node's, not another on that port.
+	DataDirQuery func(ctx context.Context, addr string) (string, error)
 	// PeerServing, when set, asks a node at addr, its second port (Ports[1]),
 	// whether it serves its peers yet. A provider that starts the nodes of
 	// a new cluster starts each once the one before serves its peers:
@@ -113,6 +130,14 @@ type Placement struct {
 	// Header is the first comment line of the configuration files the
 	// node is given, naming the node and the run.
 	Header string
+	// User is the user the provider runs the node's server as (mariadbd
+	// takes it as --user, which root must give).
+	User string
+	// Socket is the path of a server's Unix socket, for a server that
+	// always makes one (mariadbd), short enough for a socket's address
+	// (107 bytes); SocketDir the directory of one that puts its sockets
+	// there (PostgreSQL), "" for none.
+	Socket, SocketDir string
 }
 
 // Launch is what runs one node: files to write, then a command line.
@@ -127,6 +152,23 @@ type Launch struct {
 	// Needs are files the host must have for the launch to run (a JVM's
 	// class path), beside its program.
 	Needs []string
+	// Init, when set, makes the node's data directory at its first start
+	// (a SQL server's): a provider runs it, as the server's user, when the
+	// data directory has no Init.Done yet.
+	Init *Init
+}
+
+// Init is the command that makes a node's data directory.
+type Init struct {
+	// Done is the file or directory, in the data directory, that exists
+	// once the data directory was made.
+	Done string
+	// Argv is its command line, Env the environment assignments it needs
+	// beside the provider's.
+	Argv, Env []string
+	// Append are text to append, once it ran, to files it made (a line of
+	// pg_hba.conf).
+	Append []File
 }
 
 // File is one file of a launch, at an absolute path on the node's host.
@@ -143,6 +185,8 @@ func Kinds() map[string]*Kind {
 		KindSentinel:  sentinelKind,
 		KindEtcd:      etcdKind,
 		KindZooKeeper: zooKeeperKind,
+		KindMariaDB:   mariadbKind,
+		KindPostgres:  postgresKind,
 	}
 }
 
@@ -152,7 +196,7 @@ func KindOf(name string) (*Kind, error) {
 	if k, ok := Kinds()[name]; ok {
 		return k, nil
 	}
-	return nil, fmt.Errorf("no kind of node %q (want %s, %s, %s or %s)", name, KindRedis, KindSentinel, KindEtcd, KindZooKeeper)
+	return nil, fmt.Errorf("no kind of node %q (want %s, %s, %s, %s, %s or %s)", name, KindRedis, KindSentinel, KindEtcd, KindZooKeeper, KindMariaDB, KindPostgres)
 }
 
 // KeepsRedisConf reports whether a Redis node of the layout keeps its
@@ -331,4 +375,70 @@ func etcdPeerServing(ctx context.Context, addr string) error {
 	}
 	resp.Body.Close()
 	return nil
+}
+
+// mariadbKind is one MariaDB server, backend mysql: mariadb-install-db
+// makes its data directory at the first start (naming the server it
+// bootstraps with), and mariadbd runs on the command line of
+// MariaDBServer, as the provider's user, its error log to the node's log
+// (standard error when the provider takes it from there), with the init
+// file that lets root in over TCP.
+var mariadbKind = &Kind{
+	Name:         KindMariaDB,
+	Ports:        []Port{{Name: "client", Base: MariaDBPort, Step: 1}},
+	Program:      "mariadbd",
+	ReadyTimeout: 90 * time.Second,
+	Log:          "mariadb.log",
+	Install:      "install mariadb-server",
+	Several:      true,
+	DataDirQuery: MariaDBDataDir,
+	Launch: func(p Placement) (Launch, error) {
+		if p.Socket == "" {
+			return Launch{}, fmt.Errorf("mariadb: node %s: no path for mariadbd's socket (it always makes one)", p.Node.Name)
+		}
+		user := p.User
+		if user == "" {
+			user = "root"
+		}
+		logf := p.LogFile
+		if logf == "" {
+			logf = "/dev/stderr"
+		}
+		initFile := path.Join(p.Dir, "init.sql")
+		m := MariaDBServer{DataDir: p.DataDir, Bind: p.Bind, Port: p.Node.Ports[0], Socket: p.Socket,
+			PidFile: path.Join(p.Dir, "mariadb.pid"), LogFile: logf, InitFile: initFile, User: user}
+		server := p.Bin("mariadbd")
+		return Launch{
+			Files: []File{{Path: initFile, Data: MariaDBInit}},
+			Init: &Init{Done: "mysql", Argv: append([]string{p.Bin("mariadb-install-db")}, MariaDBInstallArgs(p.DataDir, user)...),
+				Env: []string{"MYSQLD_BOOTSTRAP=" + server}},
+			Argv: append([]string{server}, m.Args()...),
+		}, nil
+	},
+}
+
+// postgresKind is one PostgreSQL server: initdb makes its data directory
+// at the first start, with the pg_hba.conf line that trusts any client,
+// and postgres runs on the command line of PostgresServer, as the
+// postgres user (it refuses root), its log on standard error.
+var postgresKind = &Kind{
+	Name:         KindPostgres,
+	Ports:        []Port{{Name: "client", Base: PostgresPort, Step: 1}},
+	Program:      "postgres",
+	ReadyTimeout: 90 * time.Second,
+	Log:          "postgres.log",
+	Stdout:       true,
+	Install:      "install postgresql",
+	RunAs:        PostgresUser,
+	Several:      true,
+	StopSignal:   syscall.SIGINT, // fast shutdown: ends the sessions, as a kill would not
+	DataDirQuery: PostgresDataDir,
+	Launch: func(p Placement) (Launch, error) {
+		srv := PostgresServer{DataDir: p.DataDir, Listen: p.Bind, Port: p.Node.Ports[0], SocketDir: p.SocketDir}
+		return Launch{
+			Init: &Init{Done: "PG_VERSION", Argv: append([]string{p.Bin("initdb")}, InitdbArgs(p.DataDir)...),
+				Append: []File{{Path: path.Join(p.DataDir, "pg_hba.conf"), Data: PostgresHBA}}},
+			Argv: append([]string{p.Bin("postgres")}, srv.Args()...),
+		}, nil
+	},
 }

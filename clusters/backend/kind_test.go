@@ -36,7 +36,8 @@ func placeAll(t *testing.T, backend string, params map[string]string, withNodePr
 		dir := "/w/" + n.Name
 		p := Placement{Layout: &l, Node: peers[i], Peers: peers, Bind: "0.0.0.0", Dir: dir, DataDir: dir + "/data",
 			Bin:       func(program string) string { return "/usr/bin/" + program },
-			ClassPath: ZooKeeperClassPath(DebianJarDir), Persistence: PersistenceEverysec, Header: "Written by locktest for node " + n.Name + "."}
+			ClassPath: ZooKeeperClassPath(DebianJarDir), Persistence: PersistenceEverysec, Header: "Written by locktest for node " + n.Name + ".",
+			User: "root", Socket: dir + "/mariadb.sock", SocketDir: dir}
 		if !k.Stdout {
 			p.LogFile = dir + "/" + k.Log
 		}
@@ -66,14 +67,23 @@ func render(b *strings.Builder, node string, l Launch) {
 	for _, n := range l.Needs {
 		fmt.Fprintf(b, "needs %s\n", n)
 	}
+	if i := l.Init; i != nil {
+		fmt.Fprintf(b, "--- init unless %s exists, with %q\n", i.Done, i.Env)
+		for _, a := range i.Argv {
+			fmt.Fprintf(b, "  %s\n", a)
+		}
+		for _, f := range i.Append {
+			fmt.Fprintf(b, "--- then append to %s\n%s", f.Path, f.Data)
+		}
+	}
 	b.WriteString("--- argv\n")
 	for _, a := range l.Argv {
 		fmt.Fprintf(b, "  %s\n", a)
 	}
 }
 
-// TestLaunchesGolden: the launch of every node of each backend whose
-// nodes are kinds, as every provider starts them, is the one in
+// TestLaunchesGolden: the launch of every node of each backend, as the
+// providers that start it from its kind start it, is the one in
 // testdata/launch-<backend>.golden (UPDATE_GOLDEN=1 rewrites them).
 func TestLaunchesGolden(t *testing.T) {
 	for _, tc := range []struct {
@@ -86,6 +96,8 @@ func TestLaunchesGolden(t *testing.T) {
 		{RedisCluster, nil, false},
 		{Etcd, map[string]string{EtcdParamTickMs: "50", EtcdParamElectionMs: "500"}, true},
 		{ZooKeeper, nil, false},
+		{MySQL, nil, false},
+		{Postgres, nil, false},
 	} {
 		t.Run(tc.backend, func(t *testing.T) {
 			l, ps := placeAll(t, tc.backend, tc.params, tc.nodeProgram)
@@ -132,10 +144,9 @@ func TestUpstreamEtcdLaunch(t *testing.T) {
 	}
 }
 
-// TestEveryKindIsDefined: every kind a layout gives its nodes, but the SQL
-// servers', has a definition with a client port, a program, a log and a
-// launch, and a kind that does not exist is an error naming those that
-// do.
+// TestEveryKindIsDefined: every kind a layout gives its nodes has a
+// definition with a client port, a program, a log and a launch, and a
+// kind that does not exist is an error naming those that do.
 func TestEveryKindIsDefined(t *testing.T) {
 	for _, b := range All() {
 		l, err := NewLayout(b, 0, nil)
@@ -143,9 +154,6 @@ func TestEveryKindIsDefined(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, n := range l.Nodes {
-			if n.Kind == KindMariaDB || n.Kind == KindPostgres {
-				continue
-			}
 			k, err := KindOf(n.Kind)
 			if err != nil {
 				t.Fatalf("%s: %v", b, err)

@@ -35,14 +35,10 @@ type containerSpec struct {
 }
 
 // kinds are the kinds of node the provider runs, which make every backend
-// of backend.All(): every kind backend.Kinds defines, run from its launch
-// (launchKind), and the SQL servers, whose first start creates their data
-// directory inside the container.
+// of backend.All(): every kind backend.Kinds defines, each run from its
+// launch (launchKind).
 var kinds = func() map[string]*containerKind {
-	m := map[string]*containerKind{
-		backend.KindMariaDB:  mariadbKind,
-		backend.KindPostgres: postgresKind,
-	}
+	m := map[string]*containerKind{}
 	for name, k := range backend.Kinds() {
 		m[name] = launchKind(k)
 	}
@@ -54,23 +50,32 @@ var kinds = func() map[string]*containerKind {
 var ownParams = map[string][]string{backend.ZooKeeper: {zkParamClassPath}}
 
 // The places of a node's files in its container: its configuration in
-// /conf and its data in /data, both in the container's writable layer,
-// which a kill and a restart keep (and the official images' layout).
+// /conf and its data in /data (a SQL server's in /data/db, a directory
+// of its own that its first start makes), all in the container's
+// writable layer, which a kill and a restart keep (and the official
+// images' layout).
 const (
-	confDir = "/conf"
-	dataDir = "/data"
+	confDir   = "/conf"
+	dataDir   = "/data"
+	sqlData   = "/data/db"
+	sqlSocket = "/tmp/mysqld.sock"
 )
 
-// launchKind runs a node of kind k as its container's one process: the
+// launchKind runs a node of kind k as its container's process: the
 // kind's launch (backend.Kind.Launch) placed at the container's address,
 // listening on all of its addresses, with the kind's first ports, its
 // files copied in before the start, and its log on standard output. With
 // locktest's node image (engine.LabelNodeProgram) etcd runs in `/locktest
-// node etcd`; with another image, the upstream etcd binary.
+// node etcd`; with another image, the upstream etcd binary. A kind with
+// an init (a SQL server) starts in a shell that makes the data
+// directory at the first start (initScript) and then execs the server,
+// as the kind's user (setpriv) when it refuses root; a kind that is a
+// tree of processes is paused with the whole container.
 func launchKind(k *backend.Kind) *containerKind {
 	return &containerKind{
 		port:         k.Ports[0].Base,
 		readyTimeout: k.ReadyTimeout,
+		several:      k.Several,
 		container: func(c *Cluster, n *node) (containerSpec, error) {
 			placed := func(m *node) backend.Placed {
 				pk := backend.Kinds()[m.kind]
@@ -84,7 +89,8 @@ func launchKind(k *backend.Kind) *containerKind {
 			}
 			p := backend.Placement{Layout: &c.layout, Node: placed(n), Bind: "0.0.0.0", Dir: confDir, DataDir: dataDir,
 				Bin: func(program string) string { return program }, Persistence: c.opts.Persistence,
-				Header: "Written by locktest for node " + n.name + ".", ClassPath: zkDefaultClassPath}
+				Header: "Written by locktest for node " + n.name + ".", ClassPath: zkDefaultClassPath,
+				User: "root", Socket: sqlSocket}
 			for _, m := range c.nodes {
 				p.Peers = append(p.Peers, placed(m))
 			}
@@ -95,6 +101,11 @@ func launchKind(k *backend.Kind) *containerKind {
 				p.ClassPath = v
 			}
 			l, err := k.Launch(p)
+			if err == nil && l.Init != nil {
+				// An init makes a data directory of its own.
+				p.DataDir = sqlData
+				l, err = k.Launch(p)
+			}
 			if err != nil {
 				return containerSpec{}, fmt.Errorf("docker %s: node %s: %w", c.opts.Backend, n.name, err)
 			}
@@ -102,9 +113,47 @@ func launchKind(k *backend.Kind) *containerKind {
 			for _, f := range l.Files {
 				files = append(files, testcontainers.ContainerFile{Reader: strings.NewReader(f.Data), ContainerFilePath: f.Path, FileMode: 0o644})
 			}
-			return containerSpec{entrypoint: l.Argv, files: files}, nil
+			if l.Init == nil && k.RunAs == "" {
+				return containerSpec{entrypoint: l.Argv, files: files}, nil
+			}
+			script, more := initScript(k, p.DataDir, l)
+			return containerSpec{entrypoint: []string{"/bin/sh", "-c"}, cmd: []string{script}, files: append(files, more...)}, nil
 		},
 	}
+}
+
+// initScript is the shell command of a container whose server has an
+// init or a user of its own (a SQL server): it makes dataDir, owned by
+// the kind's user with mode 0700 when there is one; runs the launch's
+// init unless the data directory has its done-file, its output kept in
+// /data/init.log and shown when it fails; appends the launch's text to
+// the files it made (copied in as /conf/append-N); and execs the server,
+// as the kind's user through setpriv when there is one. It also returns
+// the files the appends copy in.
+func initScript(k *backend.Kind, dataDir string, l backend.Launch) (string, []testcontainers.ContainerFile) {
+	var b strings.Builder
+	as := ""
+	if k.RunAs != "" {
+		as = "setpriv --reuid=" + k.RunAs + " --regid=" + k.RunAs + " --init-groups "
+		fmt.Fprintf(&b, "mkdir -p %[1]s && chown %[2]s:%[2]s %[1]s && chmod 700 %[1]s || exit 1; ", dataDir, k.RunAs)
+	}
+	var files []testcontainers.ContainerFile
+	if i := l.Init; i != nil {
+		var after strings.Builder
+		for j, f := range i.Append {
+			src := fmt.Sprintf("%s/append-%d", confDir, j)
+			files = append(files, testcontainers.ContainerFile{Reader: strings.NewReader(f.Data), ContainerFilePath: src, FileMode: 0o644})
+			fmt.Fprintf(&after, " && cat %s >> %s", src, shellquote.Quote(f.Path))
+		}
+		env := ""
+		if len(i.Env) > 0 {
+			env = "env " + shellquote.Join(i.Env) + " "
+		}
+		fmt.Fprintf(&b, "[ -e %[1]s ] || { %[2]s%[3]s%[4]s >/data/init.log 2>&1%[5]s; } || { cat /data/init.log >&2; exit 1; }; ",
+			shellquote.Quote(dataDir+"/"+i.Done), as, env, shellquote.Join(i.Argv), after.String())
+	}
+	fmt.Fprintf(&b, "exec %s%s", as, shellquote.Join(l.Argv))
+	return b.String(), files
 }
 
 // The Options.Params the zookeeper backend understands.
@@ -119,50 +168,3 @@ const (
 // zkDefaultClassPath is the class path of Debian's zookeeper package (the
 // local provider's), which locktest's own image holds.
 var zkDefaultClassPath = backend.ZooKeeperClassPath(backend.DebianJarDir)
-
-// The data directory of a SQL server in its container, which the
-// container's writable layer keeps across a kill and a restart.
-const sqlDataDir = "/data/db"
-
-// sqlShell is the shell a SQL server's container starts with: it creates
-// the data directory at the first start and then execs the server.
-var sqlShell = []string{"/bin/sh", "-c"}
-
-// mariadbKind is one MariaDB server, backend mysql: mariadb-install-db
-// creates its data directory at the first start, then mariadbd runs as
-// root (--user=root) with the command line every provider gives it
-// (backend.MariaDBServer), its error log on standard error.
-var mariadbKind = &containerKind{
-	port:         backend.MariaDBPort,
-	readyTimeout: 90 * time.Second,
-	container: func(c *Cluster, n *node) (containerSpec, error) {
-		m := backend.MariaDBServer{DataDir: sqlDataDir, Bind: "0.0.0.0", Port: n.port, Socket: "/tmp/mysqld.sock",
-			PidFile: "/data/mysqld.pid", LogFile: "/dev/stderr", InitFile: "/conf/init.sql", User: "root"}
-		script := fmt.Sprintf("[ -d %[1]s/mysql ] || mariadb-install-db %[2]s >/data/install.log 2>&1 || { cat /data/install.log >&2; exit 1; }; exec mariadbd %[3]s",
-			sqlDataDir, shellquote.Join(backend.MariaDBInstallArgs(sqlDataDir, "root")), shellquote.Join(m.Args()))
-		return containerSpec{entrypoint: sqlShell, cmd: []string{script}, files: []testcontainers.ContainerFile{
-			{Reader: strings.NewReader(backend.MariaDBInit), ContainerFilePath: "/conf/init.sql", FileMode: 0o644},
-		}}, nil
-	},
-}
-
-// postgresKind is one PostgreSQL server: initdb creates its data
-// directory at the first start, with the pg_hba.conf line every provider
-// adds (backend.PostgresHBA), and the server runs as the postgres user
-// (it refuses root) with the command line every provider gives it
-// (backend.PostgresServer), its log on standard error.
-var postgresKind = &containerKind{
-	port:         backend.PostgresPort,
-	readyTimeout: 90 * time.Second,
-	several:      true,
-	container: func(c *Cluster, n *node) (containerSpec, error) {
-		p := backend.PostgresServer{DataDir: sqlDataDir, Listen: "*", Port: n.port}
-		as := "setpriv --reuid=" + backend.PostgresUser + " --regid=" + backend.PostgresUser + " --init-groups"
-		script := fmt.Sprintf("mkdir -p %[1]s && chown %[2]s:%[2]s %[1]s && chmod 700 %[1]s || exit 1; "+
-			"[ -s %[1]s/PG_VERSION ] || { %[3]s initdb %[4]s && cat /conf/pg_hba.add >> %[1]s/pg_hba.conf; } || exit 1; exec %[3]s postgres %[5]s",
-			sqlDataDir, backend.PostgresUser, as, shellquote.Join(backend.InitdbArgs(sqlDataDir)), shellquote.Join(p.Args()))
-		return containerSpec{entrypoint: sqlShell, cmd: []string{script}, files: []testcontainers.ContainerFile{
-			{Reader: strings.NewReader(backend.PostgresHBA), ContainerFilePath: "/conf/pg_hba.add", FileMode: 0o644},
-		}}, nil
-	},
-}

@@ -238,16 +238,10 @@ func (n *node) port() int { return placedNode(n).Ports[0] }
 // against before a signal. A sentinel is redis-server too: its command
 // line reads "redis-server <addr> [sentinel]".
 func (n *node) program() string {
-	switch k := kindOf(n); {
-	case k == nil && n.kind == kindMariaDB:
-		return mariadbProgram
-	case k == nil:
-		return postgresProgram
-	case k.Program == backend.NodeProgram:
-		return nodeProgram
-	default:
+	if k := kindOf(n); k.Program != backend.NodeProgram {
 		return k.Program
 	}
+	return nodeProgram
 }
 
 // Hosts returns the name of the host of each node, by node name.
@@ -332,12 +326,6 @@ func (cl *Cluster) startNode(ctx context.Context, n *node, first bool) error {
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startCommandTimeout)
 	defer cancel()
-	switch n.kind {
-	case kindMariaDB:
-		return cl.startMariaDB(ctx, n, first)
-	case kindPostgres:
-		return cl.startPostgres(ctx, n, first)
-	}
 	k := kindOf(n)
 	if k == nil {
 		return fmt.Errorf("node %s: the ssh provider runs no %s node", n.name, n.kind)
@@ -562,10 +550,7 @@ func (cl *Cluster) CollectLogs(dir string) error {
 	defer cancel()
 	var errs []error
 	for _, n := range cl.nodes {
-		log := "/" + n.sqlLog()
-		if k := kindOf(n); k != nil {
-			log = "/" + k.Log
-		}
+		log := "/" + kindOf(n).Log
 		out, err := n.conn.Run(ctx, "cat "+shellquote.Quote(n.dir+log))
 		if err != nil {
 			errs = append(errs, err)

@@ -17,20 +17,16 @@ import (
 // are checked against it before a signal.
 const nodeProgram = "locktest-node"
 
-// kindOf returns the definition of n's kind, or nil for the SQL servers,
-// which the provider starts itself (sql.go).
+// kindOf returns the definition of n's kind (every kind of a layout has
+// one: TestEveryKindIsDefined).
 func kindOf(n *node) *backend.Kind { return backend.Kinds()[n.kind] }
 
 // placedNode is n as its kind's launch sees it: its host's address and the
 // ports of its slot there.
 func placedNode(n *node) backend.Placed {
 	p := backend.Placed{Name: n.name, IP: n.ip()}
-	if k := kindOf(n); k != nil {
-		for _, port := range k.Ports {
-			p.Ports = append(p.Ports, port.At(n.slot))
-		}
-	} else {
-		p.Ports = []int{n.sqlPort()}
+	for _, port := range kindOf(n).Ports {
+		p.Ports = append(p.Ports, port.At(n.slot))
 	}
 	return p
 }
@@ -58,10 +54,16 @@ func (cl *Cluster) placement(n *node, k *backend.Kind) backend.Placement {
 // startKind starts n from its kind's launch (backend.Kind.Launch). The
 // first start checks that the host has the launch's program and the
 // files it needs, makes n's directory (prepare) and uploads locktest's
-// node program when the kind runs in it. Every start writes the launch's
-// files (those marked Once only at the first), starts the server in the
+// node program when the kind runs in it; a SQL server's programs and
+// user are found by one probe of the host instead (setupSQL), and its
+// server binds the host's address only, beside a server of the host's own
+// on its loopback. Every start writes the launch's files (those marked
+// Once only at the first), makes the data directory with the launch's
+// init where it has none yet, as the kind's user when the login is root
+// (setpriv, which then owns n's directory), starts the server in the
 // background in a session of its own (startDetached), and waits until it
-// serves, by its kind's readiness query asked from the control host. A
+// serves, by its kind's readiness query asked from the control host (a
+// SQL server's data directory, which proves it is n's: waitSQL). A
 // restart first waits for no socket to listen on n's ports: the killed
 // server's can outlive the wait for its process on a loaded host. The
 // commands on the host run under rctx, the wait under ctx (see
@@ -69,15 +71,40 @@ func (cl *Cluster) placement(n *node, k *backend.Kind) backend.Placement {
 func (cl *Cluster) startKind(ctx, rctx context.Context, n *node, k *backend.Kind, first bool) error {
 	h := n.conn.Host
 	p := cl.placement(n, k)
+	var as []string
+	if k.DataDirQuery != nil {
+		sh, err := cl.setupSQL(rctx, n, first)
+		if err != nil {
+			return err
+		}
+		p.Bin = func(program string) string {
+			if program == k.Program {
+				return sh.server
+			}
+			return sh.init
+		}
+		p.User, p.Bind = sh.user, h.Address
+		// Unix sockets go into n's directory when their path fits a
+		// socket's address; a server that needs one has none otherwise.
+		if sock := path.Join(n.dir, "mariadb.sock"); len(sock) <= 100 {
+			p.Socket = sock
+		}
+		if len(path.Join(n.dir, ".s.PGSQL.65535.lock")) <= 100 {
+			p.SocketDir = n.dir
+		}
+		if sh.uid != "" && k.RunAs != "" {
+			as = []string{"setpriv", "--reuid=" + sh.uid, "--regid=" + sh.gid, "--clear-groups"}
+		}
+	}
 	l, err := k.Launch(p)
 	if err != nil {
-		return fmt.Errorf("node %s on %s: %w", n.name, h.Name, err)
+		return fmt.Errorf("node %s on %s: %w (a shorter workdir for the host makes room for a socket's path)", n.name, h.Name, err)
 	}
 	own := k.Program == backend.NodeProgram
 	if own && len(cl.opts.NodeCommand) == 0 {
 		return fmt.Errorf("node %s: no node program to upload", n.name)
 	}
-	if first {
+	if first && k.DataDirQuery == nil {
 		var check strings.Builder
 		if !own {
 			bin := l.Argv[0]
@@ -103,6 +130,8 @@ func (cl *Cluster) startKind(ctx, rctx context.Context, n *node, k *backend.Kind
 		}
 	}
 	var pre strings.Builder
+	// An init run as another user may not enter the login's home.
+	fmt.Fprintf(&pre, "cd %s || exit 1\n", shellquote.Quote(n.dir))
 	if !first {
 		ports := slices.Clone(p.Node.Ports)
 		if cl.layout.Backend == backend.RedisCluster {
@@ -111,6 +140,9 @@ func (cl *Cluster) startKind(ctx, rctx context.Context, n *node, k *backend.Kind
 		for _, port := range ports {
 			pre.WriteString(waitPortFree(port))
 		}
+	}
+	if first && len(as) > 0 {
+		fmt.Fprintf(&pre, "chown -R %s:%s %s\n", strings.TrimPrefix(as[1], "--reuid="), strings.TrimPrefix(as[2], "--regid="), shellquote.Quote(n.dir))
 	}
 	if len(l.Dirs) > 0 {
 		fmt.Fprintf(&pre, "mkdir -p %s\n", shellquote.Join(l.Dirs))
@@ -121,18 +153,36 @@ func (cl *Cluster) startKind(ctx, rctx context.Context, n *node, k *backend.Kind
 		}
 		fmt.Fprintf(&pre, "cat > %s <<'EOF'\n%sEOF\n", shellquote.Quote(f.Path), f.Data)
 	}
+	logf := path.Join(n.dir, k.Log)
+	if i := l.Init; i != nil {
+		var after strings.Builder
+		for _, f := range i.Append {
+			fmt.Fprintf(&after, " && printf %%s %s >> %s", shellquote.Quote(f.Data), shellquote.Quote(f.Path))
+		}
+		argv := append(slices.Clone(as), i.Argv...)
+		if len(i.Env) > 0 {
+			argv = append([]string{"env"}, append(slices.Clone(i.Env), argv...)...)
+		}
+		fmt.Fprintf(&pre, "[ -e %[1]s ] || { %[2]s </dev/null >>%[3]s 2>&1%[4]s; } || { echo %[5]s\"$(grep . %[3]s | tail -n 1)\" >&2; exit 1; }\n",
+			shellquote.Quote(path.Join(p.DataDir, i.Done)), shellquote.Join(argv), shellquote.Quote(logf), after.String(),
+			shellquote.Quote(path.Base(i.Argv[0])+" failed: "))
+	}
 	n.mu.Lock()
 	argv := slices.Clone(n.env)
 	n.mu.Unlock()
 	if own {
 		argv = append(argv, cl.opts.NodeEnv...)
 	}
+	argv = append(append(argv, as...), l.Argv...)
 	stdout := "stdout.log"
 	if k.Stdout {
 		stdout = k.Log
 	}
-	if err := cl.startDetached(rctx, n, pre.String(), append(argv, l.Argv...), stdout); err != nil {
+	if err := cl.startDetached(rctx, n, pre.String(), argv, stdout); err != nil {
 		return err
+	}
+	if k.DataDirQuery != nil {
+		return cl.waitSQL(ctx, n, k.DataDirQuery)
 	}
 	return waitReady(ctx, n, k.ReadyTimeout)
 }

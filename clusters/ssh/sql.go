@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"path"
-	"slices"
 	"strings"
 	"time"
 
@@ -12,19 +11,16 @@ import (
 	"github.com/locktest/locktest/internal/shellquote"
 )
 
-// The one-node SQL servers the provider runs: the backend names the impls
-// give (impls/mysql, impls/pg) and the server programs, which a node's pid
-// is checked against before a signal.
-const (
-	backendMariaDB  = backend.MySQL
-	backendPostgres = backend.Postgres
-	mariadbProgram  = "mariadbd"
-	postgresProgram = "postgres"
+// The server programs of the one-node SQL servers, which a node's pid is
+// checked against before a signal, and a cleanup's kill.
+var (
+	mariadbProgram  = backend.Kinds()[backend.KindMariaDB].Program
+	postgresProgram = backend.Kinds()[backend.KindPostgres].Program
 )
 
 // sqlProbeTimeout bounds the look-up of a host's SQL programs;
-// sqlInitTimeout the creation of a data directory and the server's start,
-// which run on when the run is interrupted.
+// sqlInitTimeout the kill of a server whose start failed, which runs on
+// when the run is interrupted.
 const (
 	sqlProbeTimeout = 30 * time.Second
 	sqlInitTimeout  = 2 * time.Minute
@@ -37,14 +33,6 @@ func (n *node) isSQL() bool { return n.kind == kindMariaDB || n.kind == kindPost
 // sqlDataDir is n's data directory, which the server's command line names:
 // a pid is taken for n's server only if its command line holds it.
 func (n *node) sqlDataDir() string { return path.Join(n.dir, "data") }
-
-// sqlLog is the name of n's server log in its directory.
-func (n *node) sqlLog() string {
-	if n.kind == kindMariaDB {
-		return "mariadb.log"
-	}
-	return "postgres.log"
-}
 
 // sqlShell defines the shell functions of the SQL nodes' commands on a
 // host, in POSIX sh (read, set and parameter expansion; awk, grep, sed,
@@ -212,115 +200,6 @@ func waitPortFree(port int) string {
 	return fmt.Sprintf("i=0; while grep -q ':%04X 00000000:0000 0A' /proc/net/tcp && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done\n", port)
 }
 
-// startMariaDB starts n's mariadbd: the first start checks the host's
-// programs, makes n's directory and creates the data directory there with
-// mariadb-install-db; every start writes the init file that lets root in
-// over TCP, starts mariadbd in the background in a session of its own,
-// listening on the host's address, and waits until it answers a query
-// from the control host.
-func (cl *Cluster) startMariaDB(ctx context.Context, n *node, first bool) error {
-	h := n.conn.Host
-	// A Unix socket's path holds at most 107 bytes, and mariadbd always
-	// makes one; one outside the node's directory would outlive a killed
-	// run.
-	sock := path.Join(n.dir, "mariadb.sock")
-	if len(sock) > 100 {
-		return fmt.Errorf("node %s on %s: the socket path %s is too long for a Unix socket: give the host a shorter workdir", n.name, h.Name, sock)
-	}
-	sh, err := cl.setupSQL(ctx, n, first)
-	if err != nil {
-		return err
-	}
-	logf := path.Join(n.dir, n.sqlLog())
-	var pre strings.Builder
-	if !first {
-		pre.WriteString(waitPortFree(backend.MariaDBPort))
-	}
-	fmt.Fprintf(&pre, "cat > %s/init.sql <<'EOF'\n%sEOF\n", shellquote.Quote(n.dir), backend.MariaDBInit)
-	if first {
-		// mariadb-install-db runs its own mariadbd to bootstrap; the one the
-		// inventory names, if any.
-		fmt.Fprintf(&pre, "[ -d %[1]s/mysql ] || MYSQLD_BOOTSTRAP=%[2]s %[3]s %[4]s </dev/null >>%[5]s 2>&1 || "+
-			"{ echo \"mariadb-install-db failed: $(grep . %[5]s | tail -n 1)\" >&2; exit 1; }\n",
-			shellquote.Quote(n.sqlDataDir()), shellquote.Quote(sh.server), shellquote.Quote(sh.init), shellquote.Join(backend.MariaDBInstallArgs(n.sqlDataDir(), sh.user)), shellquote.Quote(logf))
-	}
-	m := backend.MariaDBServer{DataDir: n.sqlDataDir(), Bind: h.Address, Port: backend.MariaDBPort, Socket: sock,
-		PidFile: path.Join(n.dir, "mariadb.pid"), LogFile: logf, InitFile: path.Join(n.dir, "init.sql"), User: sh.user}
-	n.mu.Lock()
-	argv := append(slices.Clone(n.env), sh.server)
-	n.mu.Unlock()
-	return cl.startSQL(ctx, n, pre.String(), append(argv, m.Args()...), backend.MariaDBDataDir)
-}
-
-// startPostgres starts n's PostgreSQL server: the first start checks the
-// host's programs, makes n's directory and creates the data directory
-// there with initdb, trusting TCP clients from any address; every start
-// runs postgres in the background in a session of its own, listening on
-// the host's address, and waits until it answers a query from the control
-// host. When the login is root, initdb and the server run as the postgres
-// user (setpriv), which then owns n's directory.
-func (cl *Cluster) startPostgres(ctx context.Context, n *node, first bool) error {
-	h := n.conn.Host
-	sh, err := cl.setupSQL(ctx, n, first)
-	if err != nil {
-		return err
-	}
-	var as []string
-	if sh.uid != "" {
-		as = []string{"setpriv", "--reuid=" + sh.uid, "--regid=" + sh.gid, "--clear-groups"}
-	}
-	logf := path.Join(n.dir, n.sqlLog())
-	var pre strings.Builder
-	fmt.Fprintf(&pre, "cd %s || exit 1\n", shellquote.Quote(n.dir)) // initdb's user may not enter the login's home
-	if !first {
-		pre.WriteString(waitPortFree(backend.PostgresPort))
-	}
-	if first {
-		if sh.uid != "" {
-			fmt.Fprintf(&pre, "chown -R %s:%s %s\n", sh.uid, sh.gid, shellquote.Quote(n.dir))
-		}
-		fmt.Fprintf(&pre, "[ -f %[1]s/PG_VERSION ] || { %[2]s </dev/null >>%[3]s 2>&1 && printf %%s %[4]s >> %[1]s/pg_hba.conf; } || "+
-			"{ echo \"initdb failed: $(grep . %[3]s | tail -n 1)\" >&2; exit 1; }\n",
-			shellquote.Quote(n.sqlDataDir()), shellquote.Join(append(append(slices.Clone(as), sh.init), backend.InitdbArgs(n.sqlDataDir())...)), shellquote.Quote(logf), shellquote.Quote(backend.PostgresHBA))
-	}
-	// The socket and its lock file go into n's directory when their path
-	// fits a socket address; otherwise there is none (clients use TCP).
-	sockDir := n.dir
-	if len(path.Join(n.dir, ".s.PGSQL.5432.lock")) > 100 {
-		sockDir = ""
-	}
-	p := backend.PostgresServer{DataDir: n.sqlDataDir(), Listen: h.Address, Port: backend.PostgresPort, SocketDir: sockDir}
-	n.mu.Lock()
-	argv := append(slices.Clone(n.env), as...)
-	n.mu.Unlock()
-	argv = append(append(argv, sh.server), p.Args()...)
-	return cl.startSQL(ctx, n, pre.String(), argv, backend.PostgresDataDir)
-}
-
-// startSQL runs the shell command init on n's host (the data directory's
-// creation, the files the server reads), starts argv there in the
-// background (startDetached) and waits until the server answers
-// dataDir (waitSQL).
-// The first two run to their end even when ctx ends meanwhile (within
-// sqlInitTimeout), so that the server's pid is known once it started and
-// Stop kills it: a start cut short would leave a server, or an initdb,
-// running on after the run removed its directory. Only the wait for the
-// answer ends with ctx.
-func (cl *Cluster) startSQL(ctx context.Context, n *node, init string, argv []string, dataDir func(context.Context, string) (string, error)) error {
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sqlInitTimeout)
-	defer cancel()
-	if _, err := n.conn.Run(dctx, init); err != nil {
-		return fmt.Errorf("node %s on %s: %w", n.name, n.conn.Host.Name, err)
-	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("node %s on %s: %w", n.name, n.conn.Host.Name, err)
-	}
-	if err := cl.startDetached(dctx, n, "", argv, n.sqlLog()); err != nil {
-		return err
-	}
-	return cl.waitSQL(ctx, n, dataDir)
-}
-
 // waitSQL polls n's server with dataDir, a real query from the control
 // host that asks the server for its data directory, until it answers;
 // a server that answers with another data directory than n's (one not in
@@ -335,7 +214,7 @@ func (cl *Cluster) waitSQL(parent context.Context, n *node, dataDir func(context
 	n.mu.Lock()
 	pid := n.pid
 	n.mu.Unlock()
-	logf := path.Join(n.dir, n.sqlLog())
+	logf := path.Join(n.dir, kindOf(n).Log)
 	// The server may name its directory by another path (a workdir below
 	// a symbolic link, which MariaDB resolves): the run's and the node's
 	// part of it tell.
@@ -389,12 +268,4 @@ func (cl *Cluster) abandon(ctx context.Context, n *node) {
 	if _, err := n.conn.Root(ctx, cmd); err != nil {
 		cl.lg.Error("ssh node kill after a failed start", "node", n.name, "host", n.conn.Host.Name, "pid", pid, "err", err)
 	}
-}
-
-// sqlPort is the port of n's SQL server.
-func (n *node) sqlPort() int {
-	if n.kind == kindMariaDB {
-		return backend.MariaDBPort
-	}
-	return backend.PostgresPort
 }
