@@ -8,7 +8,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/backend"
@@ -95,27 +94,6 @@ func (o Options) nodeEnv(node string) []string {
 	return o.NodeEnv(node)
 }
 
-// Factory builds a cluster that has not started yet. It fails early, e.g.
-// when the server binary is missing, naming what is missing and how to get
-// it.
-type Factory func(opts Options) (clusters.Cluster, error)
-
-var (
-	factoriesMu sync.RWMutex
-	factories   = map[string]Factory{}
-)
-
-// Register makes a backend available to New; it panics on a duplicate,
-// which is a programming error found at start-up.
-func Register(backend string, f Factory) {
-	factoriesMu.Lock()
-	defer factoriesMu.Unlock()
-	if _, dup := factories[backend]; dup {
-		panic("local: duplicate backend " + backend)
-	}
-	factories[backend] = f
-}
-
 // ownParams are the backend params (--cluster-opt) the local provider
 // reads itself, beside the backend's own (backend.Params): where a SQL
 // server's programs are.
@@ -124,27 +102,15 @@ var ownParams = map[string][]string{
 	backend.Postgres: {"postgres", "initdb"},
 }
 
-// New returns a not yet started local cluster of backend b. Its size and
-// params are checked first as the backend's definition checks them
-// (backend.NewLayout), for the same one-line refusal on every provider.
-//
-// A backend with a node type of its own here (Register) gets it; any
-// other backend whose nodes are all of kinds backend.Kinds defines runs on
-// the generic KindCluster.
+// New returns a not yet started local cluster of backend b, on the
+// generic KindCluster. Its size and params are checked first as the
+// backend's definition checks them (backend.NewLayout), for the same
+// one-line refusal on every provider.
 func New(b string, opts Options) (clusters.Cluster, error) {
-	factoriesMu.RLock()
-	f, ok := factories[b]
-	factoriesMu.RUnlock()
-	if !ok && kindBackend(b) {
-		return NewKindCluster(b, opts)
-	}
-	if !ok {
+	if !kindBackend(b) {
 		return nil, fmt.Errorf("local provider: no backend %q (known: %s)", b, strings.Join(Backends(), ", "))
 	}
-	if _, err := backend.NewLayout(b, opts.Nodes, opts.Params, ownParams[b]...); err != nil {
-		return nil, fmt.Errorf("local %w", err)
-	}
-	return f(opts)
+	return NewKindCluster(b, opts)
 }
 
 // kindBackend reports whether b is a backend whose nodes are all of kinds
@@ -162,17 +128,11 @@ func kindBackend(b string) bool {
 	return true
 }
 
-// Backends returns the backends the provider runs, sorted: those with a
-// node type of their own here and those KindCluster runs.
+// Backends returns the backends the provider runs, sorted.
 func Backends() []string {
-	factoriesMu.RLock()
-	defer factoriesMu.RUnlock()
 	var out []string
-	for k := range factories {
-		out = append(out, k)
-	}
 	for _, b := range backend.All() {
-		if _, own := factories[b]; !own && kindBackend(b) {
+		if kindBackend(b) {
 			out = append(out, b)
 		}
 	}

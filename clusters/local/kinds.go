@@ -7,16 +7,17 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/backend"
 	"github.com/locktest/locktest/clusters/durable"
+	"github.com/locktest/locktest/internal/procfs"
 )
 
 // KindCluster is the local provider's cluster of any backend whose nodes
@@ -38,6 +39,11 @@ type KindCluster struct {
 	// powerWhy says why the nodes' power cannot be cut ("" when it can):
 	// their syncs are not recorded.
 	powerWhy string
+	// bins are the host programs the launches run, by the names they
+	// give them, as found here (hostProgram); creds the users that kinds
+	// which refuse root run as, by kind, when this process is root.
+	bins  map[string]string
+	creds map[string]*syscall.Credential
 
 	nodeSet[*kindNode]
 }
@@ -78,7 +84,7 @@ func (n *kindNode) addr() string {
 // It fails, naming what is missing and how to get it, when a program a
 // node runs is not installed here.
 func NewKindCluster(b string, opts Options) (*KindCluster, error) {
-	l, err := backend.NewLayout(b, opts.Nodes, opts.Params)
+	l, err := backend.NewLayout(b, opts.Nodes, opts.Params, ownParams[b]...)
 	if err != nil {
 		return nil, fmt.Errorf("local %w", err)
 	}
@@ -104,12 +110,14 @@ func NewKindCluster(b string, opts Options) (*KindCluster, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	c := &KindCluster{layout: l, opts: opts, exe: exe, powerWhy: l.SyncRecordReason()}
+	c := &KindCluster{layout: l, opts: opts, exe: exe, powerWhy: l.SyncRecordReason(),
+		bins: map[string]string{}, creds: map[string]*syscall.Credential{}}
 	if c.powerWhy == "" && !opts.TrackSyncs {
 		c.powerWhy = noSyncRecords
 	}
 	c.nodeSet = nodeSet[*kindNode]{kind: "local " + b, log: log,
 		restart: func(ctx context.Context, n *kindNode) error { return c.startGroup(ctx, []*kindNode{n}) }}
+	c.group = kindGroup{c}
 	for i, spec := range l.Nodes {
 		k, err := backend.KindOf(spec.Kind)
 		if err != nil {
@@ -122,23 +130,49 @@ func NewKindCluster(b string, opts Options) (*KindCluster, error) {
 		}
 		c.nodes = append(c.nodes, n)
 	}
-	// A program or file a node needs and this host lacks is reported now,
-	// before anything starts.
+	// A program, a file or a user a node needs and this host lacks is
+	// reported now, before anything starts.
 	for _, n := range c.nodes {
-		l, err := n.kind.Launch(c.placement(n))
+		var asked []string
+		p := c.placement(n)
+		p.Bin = func(program string) string { asked = append(asked, program); return program }
+		l, err := n.kind.Launch(p)
 		if err != nil {
 			return nil, fmt.Errorf("local %s: node %s: %w", b, n.name, err)
 		}
-		if _, err := exec.LookPath(l.Argv[0]); err != nil {
-			return nil, fmt.Errorf("local %s: %s not found or not executable: run `make setup` (%s)", b, l.Argv[0], n.kind.Install)
+		for _, name := range asked {
+			if _, done := c.bins[name]; done {
+				continue
+			}
+			path, err := hostProgram(name, opts.Params[name])
+			if err != nil {
+				return nil, fmt.Errorf("local %s: node %s: %v: run `make setup` (%s)", b, n.name, err, n.kind.Install)
+			}
+			c.bins[name] = path
 		}
 		for _, f := range l.Needs {
 			if _, err := os.Stat(f); err != nil {
 				return nil, fmt.Errorf("local %s: %s not found: run `make setup` (%s)", b, f, n.kind.Install)
 			}
 		}
+		if _, done := c.creds[n.kind.Name]; !done {
+			cred, err := credOf(n.kind.RunAs)
+			if err != nil {
+				return nil, fmt.Errorf("local %s: node %s: %w", b, n.name, err)
+			}
+			c.creds[n.kind.Name] = cred
+		}
 	}
 	return c, nil
+}
+
+// bin is where this host has the program a launch names (hostProgram, at
+// NewKindCluster); the name itself for one not looked up.
+func (c *KindCluster) bin(program string) string {
+	if p, ok := c.bins[program]; ok {
+		return p
+	}
+	return program
 }
 
 // placement is where n is, as its kind's launch takes it: its host's
@@ -147,11 +181,14 @@ func NewKindCluster(b string, opts Options) (*KindCluster, error) {
 // host's programs, locktest's node program, Debian's ZooKeeper jars.
 func (c *KindCluster) placement(n *kindNode) backend.Placement {
 	p := backend.Placement{Layout: &c.layout, Node: c.placed(n), Bind: n.host.ip(), Dir: n.dir, DataDir: n.dataDir(),
-		Bin: func(program string) string { return program }, NodeProgram: c.exe,
+		Bin: c.bin, NodeProgram: c.exe, User: "root", Socket: socketPath(n.dir),
 		ClassPath: backend.ZooKeeperClassPath(backend.DebianJarDir), Persistence: c.opts.Persistence,
 		Header: "Written by locktest for node " + n.name + "; rewritten at each start but where its server rewrites it."}
 	if !n.kind.Stdout {
 		p.LogFile = n.logPath
+	}
+	if len(filepath.Join(n.dir, ".s.PGSQL.65535.lock")) < 100 {
+		p.SocketDir = n.dir // else none: the clients use TCP
 	}
 	for _, m := range c.nodes {
 		p.Peers = append(p.Peers, c.placed(m))
@@ -285,7 +322,7 @@ func (c *KindCluster) launchGroup(ctx context.Context, ns []*kindNode) error {
 	var ss []started
 	killAll := func() {
 		for _, s := range ss {
-			s.p.kill()
+			kindGroup{c}.kill(s.n, s.p)
 		}
 	}
 	fail := func(err error) error {
@@ -303,6 +340,11 @@ func (c *KindCluster) launchGroup(ctx context.Context, ns []*kindNode) error {
 		if err := writeLaunch(l, !n.launched); err != nil {
 			return fail(fmt.Errorf("%s: node %s: %w", c.kind, n.name, err))
 		}
+		if l.Init != nil {
+			if err := c.initData(ctx, n, l.Init); err != nil {
+				return fail(err)
+			}
+		}
 		env := c.opts.nodeEnv(n.name)
 		if n.kind.Program == backend.NodeProgram {
 			env = append(slices.Clone(c.opts.ExeEnv), env...)
@@ -310,7 +352,7 @@ func (c *KindCluster) launchGroup(ctx context.Context, ns []*kindNode) error {
 		if n.syncs != nil {
 			env = append(slices.Clip(env), durable.EnvFile+"="+n.syncs.Path())
 		}
-		p, off, err := spawnWith(spawnSpec{Bin: l.Argv[0], Args: l.Argv[1:], Dir: n.dir, LogPath: n.logPath, Env: env, Host: n.host})
+		p, off, err := spawnWith(spawnSpec{Bin: l.Argv[0], Args: l.Argv[1:], Dir: n.dir, LogPath: n.logPath, Env: env, Host: n.host, Cred: c.creds[n.kind.Name]})
 		if err != nil {
 			return fail(fmt.Errorf("%s: node %s: start %s: %w", c.kind, n.name, l.Argv[0], err))
 		}
@@ -461,4 +503,140 @@ func waitPeerServing(ctx context.Context, k *backend.Kind, peer string, p *proc)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// kindGroup is how a KindCluster stops, kills, pauses and resumes a node
+// (nodeSet.group): a server of one process by its process alone, a tree of
+// processes (backend.Kind.Several) whole, and what a dead tree leaves
+// outside its files removed (removeLeftovers).
+type kindGroup struct{ c *KindCluster }
+
+// stop asks the server to stop (its kind's stop signal, SIGTERM by
+// default), thaws it and every process below it so that a paused tree
+// hears it, waits up to the grace, then kills what is left.
+func (g kindGroup) stop(ctx context.Context, n *kindNode, p *proc) {
+	if !n.kind.Several {
+		if p.running() {
+			graceful := p.stop(ctx, stopGrace)
+			g.c.log.Info("node stopped", "node", n.name, "pid", p.pid, "addr", n.addr(), "graceful", graceful)
+		}
+		return
+	}
+	if p.running() {
+		p.ended.Store(true)
+		sig := n.kind.StopSignal
+		if sig == 0 {
+			sig = syscall.SIGTERM
+		}
+		_ = p.signal(sig)
+		for _, k := range descendants(p.pid) {
+			_ = syscall.Kill(k, syscall.SIGCONT)
+		}
+		_ = p.signal(syscall.SIGCONT)
+		t := time.NewTimer(treeStopGrace)
+		graceful := true
+		select {
+		case <-p.done:
+		case <-t.C:
+			graceful = false
+		case <-ctx.Done():
+			graceful = false
+		}
+		t.Stop()
+		g.c.log.Info("node stopped", "node", n.name, "pid", p.pid, "addr", n.addr(), "graceful", graceful)
+	}
+	killTree(p) // whatever is left of the tree: the backends of a crashed postmaster
+	removeLeftovers(n)
+}
+
+func (g kindGroup) kill(n *kindNode, p *proc) {
+	if !n.kind.Several {
+		p.kill()
+		return
+	}
+	killTree(p)
+	removeLeftovers(n)
+}
+
+// pause stops a tree's server first, so that it starts no process while
+// the others are being stopped, then each process below it, and waits
+// until the kernel reports each stopped (one that exited meanwhile runs
+// nothing).
+func (g kindGroup) pause(n *kindNode) error {
+	if !n.kind.Several {
+		return n.proc.pause(clusters.PauseWait)
+	}
+	if !n.proc.running() {
+		return errors.New("node is not running")
+	}
+	if err := n.proc.signal(syscall.SIGSTOP); err != nil {
+		return err
+	}
+	pids := append([]int{n.proc.pid}, descendants(n.proc.pid)...)
+	for _, pid := range pids[1:] {
+		_ = syscall.Kill(pid, syscall.SIGSTOP)
+	}
+	for _, pid := range pids {
+		if err := procfs.WaitStopped(pid, clusters.PauseWait); err != nil && !errors.Is(err, os.ErrNotExist) && pidAlive(pid) {
+			return fmt.Errorf("pid %d: %w", pid, err)
+		}
+	}
+	return nil
+}
+
+// resume continues every process below a tree's server, then the server.
+func (g kindGroup) resume(n *kindNode) error {
+	if !n.kind.Several {
+		return n.proc.resume()
+	}
+	for _, pid := range descendants(n.proc.pid) {
+		_ = syscall.Kill(pid, syscall.SIGCONT)
+	}
+	if err := n.proc.signal(syscall.SIGCONT); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return err
+	}
+	return nil
+}
+
+// initData makes n's data directory with the launch's init (as the
+// kind's user, when it has one and this process is root) when it has
+// none yet, and appends what the init's files need.
+func (c *KindCluster) initData(ctx context.Context, n *kindNode, in *backend.Init) error {
+	data := n.dataDir()
+	if fi, err := os.Stat(data); err == nil && !fi.IsDir() {
+		return fmt.Errorf("%s: node %s: data directory %s is not a directory (log: %s)", c.kind, n.name, data, n.logPath)
+	}
+	cred := c.creds[n.kind.Name]
+	if cred != nil {
+		if err := os.Chown(n.dir, int(cred.Uid), int(cred.Gid)); err != nil {
+			return fmt.Errorf("%s: node %s: %w", c.kind, n.name, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(data, in.Done)); !errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	off := int64(0)
+	if fi, err := os.Stat(n.logPath); err == nil {
+		off = fi.Size()
+	}
+	if err := runLogged(ctx, n.logPath, in.Argv[0], in.Argv[1:], in.Env, cred); err != nil {
+		what := fmt.Sprintf("%s: %v", filepath.Base(in.Argv[0]), err)
+		if last := lastLogLine(logTail(n.logPath, off, logTailLines)); last != "" {
+			what += ": " + last
+		}
+		return fmt.Errorf("%s: node %s: %s (log: %s)", c.kind, n.name, what, n.logPath)
+	}
+	for _, f := range in.Append {
+		fh, err := os.OpenFile(f.Path, os.O_WRONLY|os.O_APPEND, 0)
+		if err == nil {
+			_, err = fh.WriteString(f.Data)
+			if cerr := fh.Close(); err == nil {
+				err = cerr
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("%s: node %s: %w", c.kind, n.name, err)
+		}
+	}
+	return nil
 }

@@ -335,7 +335,7 @@ java.net.BindException: Address already in use
 func BenchmarkKindClusterStart(b *testing.B) {
 	gate.Need(b, "redis-server")
 	exe, env := testexe.Node()
-	for _, name := range []string{backend.Redis, backend.RedisSentinel, backend.RedisCluster, backend.Etcd, backend.ZooKeeper} {
+	for _, name := range backend.All() {
 		b.Run(name, func(b *testing.B) {
 			for b.Loop() {
 				c, err := NewKindCluster(name, Options{Dir: b.TempDir(), Exe: exe, ExeEnv: env})

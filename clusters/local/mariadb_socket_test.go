@@ -12,24 +12,21 @@ import (
 // standard port, in network namespaces of concurrent runs) get different
 // sockets, and a node keeps its socket across restarts.
 func TestMariaDBSocketPath(t *testing.T) {
-	e := &mariadbEngine{}
 	long := "/tmp/" + strings.Repeat("x", 100)
-	a := &sqlNode{member: member{dir: filepath.Join(long, "a", "nodes", "n1")}, port: 3306}
-	b := &sqlNode{member: member{dir: filepath.Join(long, "b", "nodes", "n1")}, port: 3306}
-	pa, pb := e.socketPath(a), e.socketPath(b)
+	a, b := filepath.Join(long, "a", "nodes", "n1"), filepath.Join(long, "b", "nodes", "n1")
+	pa, pb := socketPath(a), socketPath(b)
 	if pa == pb {
-		t.Errorf("two nodes on port 3306 share the socket %s", pa)
+		t.Errorf("two nodes share the socket %s", pa)
 	}
 	for _, p := range []string{pa, pb} {
-		if filepath.Dir(p) != os.TempDir() || len(p) >= 108 {
-			t.Errorf("socket %s: want one in %s that fits a socket address", p, os.TempDir())
+		if filepath.Dir(p) != os.TempDir() || len(p) >= 108 || !strings.HasPrefix(filepath.Base(p), "locktest-mariadb-") {
+			t.Errorf("socket %s: want a locktest-mariadb-*.sock in %s that fits a socket address", p, os.TempDir())
 		}
 	}
-	if again := e.socketPath(a); again != pa {
+	if again := socketPath(a); again != pa {
 		t.Errorf("socket changed from %s to %s", pa, again)
 	}
-	short := &sqlNode{member: member{dir: "/tmp/s/nodes/n1"}, port: 3306}
-	if p := e.socketPath(short); p != "/tmp/s/nodes/n1/mariadb.sock" {
+	if p := socketPath("/tmp/s/nodes/n1"); p != "/tmp/s/nodes/n1/mariadb.sock" {
 		t.Errorf("short directory: socket %s, want it in the node's directory", p)
 	}
 }

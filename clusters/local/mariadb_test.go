@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,26 +13,13 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
-
-	"github.com/locktest/locktest/clusters"
 )
 
-// sqlCluster is what the MariaDB and PostgreSQL tests drive.
-type sqlCluster interface {
-	clusters.Cluster
-	clusters.Killer
-	clusters.Pauser
-	clusters.LogCollector
-	Pid() int
-	Pids() map[string]int
-}
-
-// sqlBackend is one SQL server kind under test: how to build it and how to
-// talk to it.
+// sqlBackend is one SQL server under test, on the generic cluster: its
+// backend, and how to talk to it.
 type sqlBackend struct {
 	name    string
 	logName string
-	newFn   func(SQLOptions) (sqlCluster, error)
 	// exec runs statements, one by one, on a fresh connection.
 	exec func(ctx context.Context, addr string, stmts ...string) error
 	// count returns SELECT count(*) FROM t.
@@ -41,8 +27,7 @@ type sqlBackend struct {
 }
 
 var mariadbBackend = sqlBackend{
-	name: "mariadb", logName: "mariadb.log",
-	newFn: func(o SQLOptions) (sqlCluster, error) { return NewMariaDB(o) },
+	name: "mysql", logName: "mariadb.log",
 	exec: func(ctx context.Context, addr string, stmts ...string) error {
 		db := mysqlDB(addr)
 		defer db.Close()
@@ -74,16 +59,13 @@ func mysqlDB(addr string) *sql.DB {
 }
 
 // startSQL starts b in a fresh directory and stops it when the test ends.
-func startSQL(t *testing.T, b sqlBackend, opts SQLOptions) sqlCluster {
+func startSQL(t *testing.T, b sqlBackend) *KindCluster {
 	t.Helper()
-	if opts.Dir == "" {
-		opts.Dir = t.TempDir()
-	}
-	c, err := b.newFn(opts)
+	c, err := NewKindCluster(b.name, Options{Dir: t.TempDir()})
 	if err != nil {
 		t.Skipf("%v (make setup)", err)
 	}
-	return started(t, c, nil, 60*time.Second)
+	return started(t, c, nil, 90*time.Second)
 }
 
 // groupGone reports whether no process of the process group pgid is left.
@@ -95,7 +77,7 @@ func groupGone(pgid int) bool {
 // kills and restarts it (the rows survive, on the same address), collects
 // its log and stops it, leaving no process.
 func testSQLLifecycle(t *testing.T, b sqlBackend, schema []string) {
-	c := startSQL(t, b, SQLOptions{})
+	c := startSQL(t, b)
 	ns := c.Nodes()
 	if len(ns) != 1 || ns[0].Name != "n1" || ns[0].Addr == "" || filepath.Base(ns[0].LogPath) != b.logName {
 		t.Fatalf("Nodes() = %+v", ns)
@@ -133,9 +115,9 @@ func testSQLLifecycle(t *testing.T, b sqlBackend, schema []string) {
 		t.Fatalf("after resume: count = %d, %v; want 2", got, err)
 	}
 
-	pid := c.Pid()
+	pid := c.Pids()["n1"]
 	if pid == 0 {
-		t.Fatal("Pid() = 0 while running")
+		t.Fatal("no pid while running")
 	}
 	kids := descendants(pid)
 	if err := c.Kill(ctx, n); err != nil {
@@ -146,7 +128,7 @@ func testSQLLifecycle(t *testing.T, b sqlBackend, schema []string) {
 	for deadline := time.Now().Add(10 * time.Second); !(procGone(pid) && groupGone(pid)) && time.Now().Before(deadline); {
 		time.Sleep(20 * time.Millisecond)
 	}
-	if !procGone(pid) || !groupGone(pid) || c.Pid() != 0 {
+	if !procGone(pid) || !groupGone(pid) || c.Pids()["n1"] != 0 {
 		t.Fatalf("pid %d (or its group) still there 10s after Kill", pid)
 	}
 	for _, k := range kids {
@@ -171,12 +153,12 @@ func testSQLLifecycle(t *testing.T, b sqlBackend, schema []string) {
 	if fi, err := os.Stat(filepath.Join(logs, "n1.log")); err != nil || fi.Size() == 0 {
 		t.Errorf("collected log: %v", err)
 	}
-	pid = c.Pid()
+	pid = c.Pids()["n1"]
 	kids = descendants(pid)
 	if err := c.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if !procGone(pid) || !groupGone(pid) || c.Pid() != 0 {
+	if !procGone(pid) || !groupGone(pid) || c.Pids()["n1"] != 0 {
 		t.Errorf("pid %d (or its group) still there after Stop", pid)
 	}
 	for _, k := range kids {
@@ -192,20 +174,12 @@ func testSQLLifecycle(t *testing.T, b sqlBackend, schema []string) {
 // testSQLStartFailures checks that each way a start can fail gives one
 // line naming the node and its log, and leaves no process.
 func testSQLStartFailures(t *testing.T, b sqlBackend, badData func(t *testing.T, dataDir string)) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	port := l.Addr().(*net.TCPAddr).Port
 	tests := []struct {
 		name  string
-		port  int
 		setup func(t *testing.T, dir string)
 		want  string
 	}{
-		{"port in use", port, nil, fmt.Sprintf("port %d on 127.0.0.1 is in use", port)},
-		{"data dir is a file", 0, func(t *testing.T, dir string) {
+		{"data dir is a file", func(t *testing.T, dir string) {
 			if err := os.MkdirAll(filepath.Join(dir, "nodes", "n1"), 0o755); err != nil {
 				t.Fatal(err)
 			}
@@ -213,15 +187,13 @@ func testSQLStartFailures(t *testing.T, b sqlBackend, badData func(t *testing.T,
 				t.Fatal(err)
 			}
 		}, "is not a directory"},
-		{"bad data dir", 0, func(t *testing.T, dir string) { badData(t, filepath.Join(dir, "nodes", "n1", "data")) }, "exited during start-up"},
+		{"bad data dir", func(t *testing.T, dir string) { badData(t, filepath.Join(dir, "nodes", "n1", "data")) }, "exited during start-up"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
-			if tt.setup != nil {
-				tt.setup(t, dir)
-			}
-			c, err := b.newFn(SQLOptions{Dir: dir, Port: tt.port})
+			tt.setup(t, dir)
+			c, err := NewKindCluster(b.name, Options{Dir: dir})
 			if err != nil {
 				t.Skipf("%v (make setup)", err)
 			}
@@ -238,7 +210,7 @@ func testSQLStartFailures(t *testing.T, b sqlBackend, badData func(t *testing.T,
 					t.Errorf("err = %v, want it to say %q", err, want)
 				}
 			}
-			if pid := c.Pid(); pid != 0 {
+			if pid := c.Pids()["n1"]; pid != 0 {
 				t.Errorf("left running as %d", pid)
 			}
 			if len(serverPids(t, logPath)) > 0 {
@@ -288,7 +260,7 @@ func TestMariaDBStartFailures(t *testing.T) {
 }
 
 func TestMariaDBMissingBinary(t *testing.T) {
-	_, err := NewMariaDB(SQLOptions{Dir: t.TempDir(), Server: "/nonexistent/mariadbd"})
+	_, err := NewKindCluster("mysql", Options{Dir: t.TempDir(), Params: map[string]string{"mariadbd": "/nonexistent/mariadbd"}})
 	if err == nil || !strings.Contains(err.Error(), "/nonexistent/mariadbd") || !strings.Contains(err.Error(), "node n1") {
 		t.Fatalf("err = %v, want it to name the missing program", err)
 	}

@@ -37,11 +37,6 @@ type fullCluster interface {
 	clusters.LogCollector
 }
 
-var (
-	_ fullCluster = (*MariaDB)(nil)
-	_ fullCluster = (*Postgres)(nil)
-)
-
 // member is the part of a local node that the node set manages: its name,
 // folder, log, host and current process. Each backend's node type embeds
 // it and adds its own paths and ports.

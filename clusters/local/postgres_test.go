@@ -12,11 +12,12 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/locktest/locktest/clusters/backend"
 )
 
 var postgresBackend = sqlBackend{
 	name: "postgres", logName: "postgres.log",
-	newFn: func(o SQLOptions) (sqlCluster, error) { return NewPostgres(o) },
 	exec: func(ctx context.Context, addr string, stmts ...string) error {
 		c, err := pgConnect(ctx, addr)
 		if err != nil {
@@ -66,9 +67,9 @@ func TestPostgresStartFailures(t *testing.T) {
 			t.Fatal(err)
 		}
 		if os.Geteuid() == 0 {
-			u, err := user.Lookup(postgresUser)
+			u, err := user.Lookup(backend.PostgresUser)
 			if err != nil {
-				t.Skipf("no user %s (make setup)", postgresUser)
+				t.Skipf("no user %s (make setup)", backend.PostgresUser)
 			}
 			uid, _ := strconv.Atoi(u.Uid)
 			gid, _ := strconv.Atoi(u.Gid)
@@ -82,7 +83,7 @@ func TestPostgresStartFailures(t *testing.T) {
 }
 
 func TestPostgresMissingBinary(t *testing.T) {
-	_, err := NewPostgres(SQLOptions{Dir: t.TempDir(), Server: "/nonexistent/postgres"})
+	_, err := NewKindCluster("postgres", Options{Dir: t.TempDir(), Params: map[string]string{"postgres": "/nonexistent/postgres"}})
 	if err == nil || !strings.Contains(err.Error(), "/nonexistent/postgres") || !strings.Contains(err.Error(), "node n1") {
 		t.Fatalf("err = %v, want it to name the missing program", err)
 	}
@@ -95,7 +96,7 @@ func TestPostgresKillLeavesNoSharedMemory(t *testing.T) {
 	if _, err := os.Stat("/proc/sysvipc/shm"); err != nil {
 		t.Skip("no /proc/sysvipc/shm")
 	}
-	c := startSQL(t, postgresBackend, SQLOptions{})
+	c := startSQL(t, postgresBackend)
 	n := c.Nodes()[0]
 	b, err := os.ReadFile(filepath.Join(filepath.Dir(n.LogPath), "data", "postmaster.pid"))
 	if err != nil {

@@ -103,15 +103,15 @@ func TestZooKeeperVersions(t *testing.T) {
 // TestMariaDBVersions: SELECT version() names MariaDB and is the version
 // `mariadbd --version` reports.
 func TestMariaDBVersions(t *testing.T) {
-	c := startSQL(t, mariadbBackend, SQLOptions{})
-	bin := c.(*MariaDB).eng.(*mariadbEngine).server
+	c := startSQL(t, mariadbBackend)
+	bin := c.bin("mariadbd")
 	askVersions(t, "mysql", c.Nodes(), map[string]string{backend.ProductMariaDB: programVersion(t, `Ver (\S+)`, bin, "--version")})
 }
 
 // TestPostgresVersions: SELECT version() gives the version and packager's
 // note that `postgres --version` reports.
 func TestPostgresVersions(t *testing.T) {
-	c := startSQL(t, postgresBackend, SQLOptions{})
-	bin := c.(*Postgres).eng.(*postgresEngine).server
+	c := startSQL(t, postgresBackend)
+	bin := c.bin("postgres")
 	askVersions(t, "postgres", c.Nodes(), map[string]string{backend.ProductPostgreSQL: programVersion(t, `\(PostgreSQL\) (.+?)\s*$`, bin, "--version")})
 }

@@ -20,7 +20,7 @@ func startServer(t *testing.T) string {
 
 // startCluster starts a MariaDB server for the test and returns it.
 func startCluster(t *testing.T) clusters.Cluster {
-	m, err := local.NewMariaDB(local.SQLOptions{Dir: t.TempDir()})
+	m, err := local.New("mysql", local.Options{Dir: t.TempDir()})
 	return testcluster.Started(t, m, err)
 }
 

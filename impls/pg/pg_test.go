@@ -20,7 +20,7 @@ func startServer(t *testing.T) string {
 
 // startCluster starts a PostgreSQL server for the test and returns it.
 func startCluster(t *testing.T) clusters.Cluster {
-	p, err := local.NewPostgres(local.SQLOptions{Dir: t.TempDir()})
+	p, err := local.New("postgres", local.Options{Dir: t.TempDir()})
 	return testcluster.Started(t, p, err)
 }
 
