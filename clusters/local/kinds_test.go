@@ -213,6 +213,7 @@ func TestKindClusterZooKeeperStandalone(t *testing.T) {
 // it exited, quotes its log's last words and names the log; no node is
 // left running.
 func TestKindClusterStartFailureIsOneLine(t *testing.T) {
+	gate.Servers(t, "etcd")
 	t.Parallel()
 	opts := kindOptions(t, nil)
 	bad := filepath.Join(opts.Dir, "nodes", "n2", "data")

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/locktest/locktest/internal/gate"
 )
 
 // sqlBackend is one SQL server under test, on the generic cluster: its
@@ -174,6 +176,7 @@ func testSQLLifecycle(t *testing.T, b sqlBackend, schema []string) {
 // testSQLStartFailures checks that each way a start can fail gives one
 // line naming the node and its log, and leaves no process.
 func testSQLStartFailures(t *testing.T, b sqlBackend, badData func(t *testing.T, dataDir string)) {
+	gate.Servers(t, b.name)
 	tests := []struct {
 		name  string
 		setup func(t *testing.T, dir string)

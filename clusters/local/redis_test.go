@@ -96,6 +96,7 @@ func started[C interface {
 	Start(ctx context.Context) error
 }](t *testing.T, c C, err error, timeout time.Duration) C {
 	t.Helper()
+	gate.Servers(t, fmt.Sprintf("a cluster (%T)", c))
 	if err != nil {
 		t.Fatal(err)
 	}
