@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -48,12 +49,17 @@ func TestDockerNoFaultRunsAreValid(t *testing.T) {
 			// liveness figure: under stress-ng a Redlock run in containers
 			// made 14 (at 04e138c) while the driver saw no stall (the
 			// containers can stall apart from it), so a valid run short
-			// of them is run again, three runs at most.
+			// of them is run again, three runs at most. So is a run that
+			// tested nothing (unknown, no acquire succeeded, no anomaly):
+			// at c5fa175 five Redis containers answered almost nothing
+			// for 47 s of a fault-free run.
 			var r runstore.Results
 			for attempt := 1; ; attempt++ {
 				out, _ := testkit.MustRun(t, cfg)
 				r = out.Results
-				if r.Valid != checker.Valid {
+				testedNothing := r.Valid == checker.Unknown && len(testkit.Kinds(r)) == 0 &&
+					slices.ContainsFunc(r.Problems, func(p string) bool { return strings.HasPrefix(p, "no acquire succeeded") })
+				if r.Valid != checker.Valid && !testedNothing {
 					t.Fatalf("verdict %s, want valid; anomalies %v", r.Valid, testkit.Kinds(r))
 				}
 				cs := r.Stats["critical_sections"]
