@@ -225,30 +225,10 @@ func (c *KindCluster) Start(ctx context.Context) error {
 			}
 			return c.startGroup(ctx, ns)
 		},
+		// Form runs with c.mu held.
 		Nodes: c.nodesLocked,
 		Pids:  c.pidsLocked,
 	})
-}
-
-// nodesLocked and pidsLocked are Nodes and Pids for Form, which runs with
-// c.mu held.
-func (c *KindCluster) nodesLocked() []clusters.Node {
-	out := make([]clusters.Node, len(c.nodes))
-	for i, n := range c.nodes {
-		out[i] = clusters.Node{Name: n.name, Addr: n.addr(), LogPath: n.logPath}
-	}
-	return out
-}
-
-func (c *KindCluster) pidsLocked() map[string]int {
-	out := map[string]int{}
-	for _, n := range c.nodes {
-		out[n.name] = 0
-		if n.proc.running() {
-			out[n.name] = n.proc.pid
-		}
-	}
-	return out
 }
 
 // Nodes returns the nodes in order, each with the role it had when the
@@ -322,7 +302,7 @@ func (c *KindCluster) launchGroup(ctx context.Context, ns []*kindNode) error {
 	var ss []started
 	killAll := func() {
 		for _, s := range ss {
-			kindGroup{c}.kill(s.n, s.p)
+			c.killProc(s.n, s.p)
 		}
 	}
 	fail := func(err error) error {
@@ -506,22 +486,17 @@ func waitPeerServing(ctx context.Context, k *backend.Kind, peer string, p *proc)
 }
 
 // kindGroup is how a KindCluster stops, kills, pauses and resumes a node
-// (nodeSet.group): a server of one process by its process alone, a tree of
-// processes (backend.Kind.Several) whole, and what a dead tree leaves
-// outside its files removed (removeLeftovers).
+// that is a tree of processes (backend.Kind.Several; nodeSet.group) whole,
+// and removes what a dead tree leaves outside its files
+// (removeLeftovers). A server of one process gets the set's defaults.
 type kindGroup struct{ c *KindCluster }
+
+func (g kindGroup) takes(n *kindNode) bool { return n.kind.Several }
 
 // stop asks the server to stop (its kind's stop signal, SIGTERM by
 // default), thaws it and every process below it so that a paused tree
 // hears it, waits up to the grace, then kills what is left.
 func (g kindGroup) stop(ctx context.Context, n *kindNode, p *proc) {
-	if !n.kind.Several {
-		if p.running() {
-			graceful := p.stop(ctx, stopGrace)
-			g.c.log.Info("node stopped", "node", n.name, "pid", p.pid, "addr", n.addr(), "graceful", graceful)
-		}
-		return
-	}
 	if p.running() {
 		p.ended.Store(true)
 		sig := n.kind.StopSignal
@@ -550,10 +525,6 @@ func (g kindGroup) stop(ctx context.Context, n *kindNode, p *proc) {
 }
 
 func (g kindGroup) kill(n *kindNode, p *proc) {
-	if !n.kind.Several {
-		p.kill()
-		return
-	}
 	killTree(p)
 	removeLeftovers(n)
 }
@@ -563,9 +534,6 @@ func (g kindGroup) kill(n *kindNode, p *proc) {
 // until the kernel reports each stopped (one that exited meanwhile runs
 // nothing).
 func (g kindGroup) pause(n *kindNode) error {
-	if !n.kind.Several {
-		return n.proc.pause(clusters.PauseWait)
-	}
 	if !n.proc.running() {
 		return errors.New("node is not running")
 	}
@@ -586,9 +554,6 @@ func (g kindGroup) pause(n *kindNode) error {
 
 // resume continues every process below a tree's server, then the server.
 func (g kindGroup) resume(n *kindNode) error {
-	if !n.kind.Several {
-		return n.proc.resume()
-	}
 	for _, pid := range descendants(n.proc.pid) {
 		_ = syscall.Kill(pid, syscall.SIGCONT)
 	}

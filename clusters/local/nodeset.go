@@ -78,16 +78,18 @@ type nodeSet[N localNode] struct {
 	// directory and ports, and returns once it is ready.
 	restart func(ctx context.Context, n N) error
 	// group replaces the single-process defaults of stopping, killing,
-	// pausing and resuming, for a server of several processes; nil for a
-	// server of one.
+	// pausing and resuming for the nodes it takes, servers of several
+	// processes; nil when there are none.
 	group processGroup[N]
 }
 
 // processGroup is how a server of several processes (a SQL server and
 // the processes it starts) is stopped, killed, paused and resumed. Each
 // runs with the set's lock held; stop and kill get the process the node
-// had, which the set has already forgotten.
+// had, which the set has already forgotten. takes says which nodes it
+// handles; the others get the set's single-process defaults.
 type processGroup[N localNode] interface {
+	takes(n N) bool
 	stop(ctx context.Context, n N, p *proc)
 	kill(n N, p *proc)
 	pause(n N) error
@@ -99,6 +101,11 @@ type processGroup[N localNode] interface {
 func (s *nodeSet[N]) Nodes() []clusters.Node {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.nodesLocked()
+}
+
+// nodesLocked is Nodes with s.mu held.
+func (s *nodeSet[N]) nodesLocked() []clusters.Node {
 	out := make([]clusters.Node, len(s.nodes))
 	for i, n := range s.nodes {
 		out[i] = clusters.Node{Name: n.self().name, Addr: n.addr(), LogPath: n.self().logPath}
@@ -111,6 +118,11 @@ func (s *nodeSet[N]) Nodes() []clusters.Node {
 func (s *nodeSet[N]) Pids() map[string]int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.pidsLocked()
+}
+
+// pidsLocked is Pids with s.mu held.
+func (s *nodeSet[N]) pidsLocked() map[string]int {
 	m := make(map[string]int, len(s.nodes))
 	for _, n := range s.nodes {
 		m[n.self().name] = 0
@@ -147,7 +159,7 @@ func (s *nodeSet[N]) stopNode(ctx context.Context, n N) {
 		return
 	}
 	m.proc = nil
-	if s.group != nil {
+	if s.group != nil && s.group.takes(n) {
 		s.group.stop(ctx, n, p)
 		return
 	}
@@ -169,14 +181,20 @@ func (s *nodeSet[N]) Kill(ctx context.Context, node clusters.Node) error {
 		if !p.running() {
 			return nil
 		}
-		if s.group != nil {
-			s.group.kill(n, p)
-		} else {
-			p.kill()
-		}
+		s.killProc(n, p)
 		s.log.Info("node killed", "node", m.name, "pid", p.pid, "addr", n.addr())
 		return nil
 	})
+}
+
+// killProc kills p, n's process, with SIGKILL (the whole tree, for a
+// node the group takes) and returns once it is gone. s.mu must be held.
+func (s *nodeSet[N]) killProc(n N, p *proc) {
+	if s.group != nil && s.group.takes(n) {
+		s.group.kill(n, p)
+		return
+	}
+	p.kill()
 }
 
 // Restart starts a node that is not running again, with the same
@@ -200,7 +218,7 @@ func (s *nodeSet[N]) Restart(ctx context.Context, node clusters.Node) error {
 // a node that is not running is an error.
 func (s *nodeSet[N]) Pause(ctx context.Context, node clusters.Node) error {
 	return s.signal(node, "pause", "node paused", func(n N) error {
-		if s.group != nil {
+		if s.group != nil && s.group.takes(n) {
 			return s.group.pause(n)
 		}
 		return n.self().proc.pause(clusters.PauseWait)
@@ -214,7 +232,7 @@ func (s *nodeSet[N]) Resume(ctx context.Context, node clusters.Node) error {
 		if !n.self().proc.running() {
 			return errNotRunning
 		}
-		if s.group != nil {
+		if s.group != nil && s.group.takes(n) {
 			return s.group.resume(n)
 		}
 		return n.self().proc.resume()
