@@ -71,7 +71,8 @@ func (cl *Cluster) placement(n *node, k *backend.Kind) backend.Placement {
 func (cl *Cluster) startKind(ctx, rctx context.Context, n *node, k *backend.Kind, first bool) error {
 	h := n.conn.Host
 	p := cl.placement(n, k)
-	var as []string
+	var as []string  // the setpriv prefix of the server and its init, when they run as another user
+	var owner string // that user's uid:gid, who then owns n's directory
 	if k.DataDirQuery != nil {
 		sh, err := cl.setupSQL(rctx, n, first)
 		if err != nil {
@@ -94,6 +95,7 @@ func (cl *Cluster) startKind(ctx, rctx context.Context, n *node, k *backend.Kind
 		}
 		if sh.uid != "" && k.RunAs != "" {
 			as = []string{"setpriv", "--reuid=" + sh.uid, "--regid=" + sh.gid, "--clear-groups"}
+			owner = sh.uid + ":" + sh.gid
 		}
 	}
 	l, err := k.Launch(p)
@@ -141,8 +143,8 @@ func (cl *Cluster) startKind(ctx, rctx context.Context, n *node, k *backend.Kind
 			pre.WriteString(waitPortFree(port))
 		}
 	}
-	if first && len(as) > 0 {
-		fmt.Fprintf(&pre, "chown -R %s:%s %s\n", strings.TrimPrefix(as[1], "--reuid="), strings.TrimPrefix(as[2], "--regid="), shellquote.Quote(n.dir))
+	if first && owner != "" {
+		fmt.Fprintf(&pre, "chown -R %s %s\n", owner, shellquote.Quote(n.dir))
 	}
 	if len(l.Dirs) > 0 {
 		fmt.Fprintf(&pre, "mkdir -p %s\n", shellquote.Join(l.Dirs))
