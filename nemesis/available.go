@@ -192,7 +192,7 @@ func needClientGroups(env Env) error {
 		return nil
 	}
 	sides := 0
-	for _, g := range env.Groups {
+	for _, g := range Partition.Of(env) {
 		if slices.ContainsFunc(g, isClientHost) {
 			sides++
 		}

@@ -2,6 +2,7 @@ package nemesis
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"time"
 
@@ -20,6 +21,19 @@ func init() {
 	})
 }
 
+// ClockBump is how far clock-bump jumps a node's clock, and
+// clock-skew-client a worker's; clock-strobe flips a clock by it.
+var ClockBump = newDuration("clock-bump")
+
+// ClockDirection is the way a clock jump goes: ClockEither (a coin toss
+// per jump), ClockForward or ClockBackward.
+var ClockDirection = newSetting("clock-direction", func(s string) (string, error) {
+	if s != ClockEither && s != ClockForward && s != ClockBackward {
+		return "", fmt.Errorf("want %s or %s, got %q", ClockForward, ClockBackward, s)
+	}
+	return s, nil
+}, func(s string) string { return s })
+
 // offsetWas is a node's clock offset before a fault moved it.
 type offsetWas struct {
 	node string
@@ -36,7 +50,7 @@ func newClockBump(env Env) (Fault, error) {
 	}
 	var moved undoList[offsetWas]
 	clocks := env.Clocks
-	return env.onNode(env.Window,
+	return env.onNode(Window.Of(env),
 		func(_ context.Context, n clusters.Node, v *history.Value, rng *rand.Rand) error {
 			d := env.jump(rng)
 			was := clocks.Offset(n.Name)

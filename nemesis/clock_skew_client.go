@@ -28,7 +28,7 @@ func newClockSkewClient(env Env) (Fault, error) {
 	if err := clockEnv(env); err != nil {
 		return nil, err
 	}
-	return env.undoEachProcess(env.Window, "",
+	return env.undoEachProcess(Window.Of(env), "",
 		func(_ context.Context, p int, v *history.Value, rng *rand.Rand) error {
 			d := env.jump(rng)
 			v.Targets[0] += signed(d)

@@ -22,6 +22,9 @@ func init() {
 	})
 }
 
+// Strobe is how often clock-strobe flips a node's clock.
+var Strobe = newDuration("strobe")
+
 // clockStrobe flips one node's clock between its offset and the offset plus
 // ClockBump every StrobeRate for the window; the heal restores the offset.
 type clockStrobe struct {
@@ -38,11 +41,11 @@ func newClockStrobe(env Env) (Fault, error) {
 	if err := clockEnv(env); err != nil {
 		return nil, err
 	}
-	if err := positive("clock strobe rate", env.StrobeRate); err != nil {
+	if err := positive("clock strobe rate", Strobe.Of(env)); err != nil {
 		return nil, err
 	}
 	s := &clockStrobe{env: env}
-	return env.onNode(env.Window, s.start, s.restore), nil
+	return env.onNode(Window.Of(env), s.start, s.restore), nil
 }
 
 // start starts flipping node n's clock.
@@ -55,7 +58,7 @@ func (s *clockStrobe) start(_ context.Context, node clusters.Node, v *history.Va
 	s.was = was
 	go func(stop, done chan struct{}) {
 		defer close(done)
-		t := time.NewTicker(s.env.StrobeRate)
+		t := time.NewTicker(Strobe.Of(s.env))
 		defer t.Stop()
 		on := false
 		for {
@@ -66,13 +69,13 @@ func (s *clockStrobe) start(_ context.Context, node clusters.Node, v *history.Va
 				on = !on
 				d := was
 				if on {
-					d = was + s.env.ClockBump
+					d = was + ClockBump.Of(s.env)
 				}
 				_ = s.env.Clocks.Set(n, d)
 			}
 		}
 	}(s.stop, s.done)
-	v.Targets = []string{fmt.Sprintf("%s 0/%+v every %v", n, s.env.ClockBump, s.env.StrobeRate)}
+	v.Targets = []string{fmt.Sprintf("%s 0/%+v every %v", n, ClockBump.Of(s.env), Strobe.Of(s.env))}
 	return nil
 }
 

@@ -20,17 +20,20 @@ func init() {
 	})
 }
 
+// Delay is the latency the delay fault adds to each packet.
+var Delay = newDuration("delay")
+
 // newDelay adds latency to the traffic of one node; the heal takes every
 // delay away.
 func newDelay(env Env) (Fault, error) {
-	if err := positive("delay and fault window", env.Delay, env.Window); err != nil {
+	if err := positive("delay and fault window", Delay.Of(env), Window.Of(env)); err != nil {
 		return nil, err
 	}
 	d := env.Delayer
-	return env.onNode(env.Window,
+	return env.onNode(Window.Of(env),
 		func(ctx context.Context, n clusters.Node, v *history.Value, _ *rand.Rand) error {
-			v.Targets = []string{fmt.Sprintf("%s+%v(%s)", n.Name, env.Delay, d.Mechanism())}
-			return d.Delay(ctx, []string{n.Name}, env.Delay)
+			v.Targets = []string{fmt.Sprintf("%s+%v(%s)", n.Name, Delay.Of(env), d.Mechanism())}
+			return d.Delay(ctx, []string{n.Name}, Delay.Of(env))
 		},
 		func(ctx context.Context) ([]string, error) { return nil, d.Delay(ctx, nil, 0) }), nil
 }

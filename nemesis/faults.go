@@ -29,25 +29,17 @@ type Clients interface {
 	Signal(process int, sig syscall.Signal) error
 }
 
-// Env is what faults may act on, and their settings.
+// Env is what faults may act on, and the values of their settings. The
+// settings themselves are declared by the faults that own them (Setting):
+// a run gives them values with Setting.Set.
 type Env struct {
 	Cluster clusters.Cluster
 	Clients Clients
-	// ClientPause is how long a client stays paused.
-	ClientPause time.Duration
-	// PausePoint is where a client is paused; "" pauses it at a random moment.
-	PausePoint string
-	// NodeDown is how long a killed node stays down before its restart
-	// (antirez's "delayed restart" when it exceeds the TTL).
-	NodeDown time.Duration
 	// PowerReason says why the run's nodes do not record what they sync
 	// (no shim: no C compiler), which makes power-loss unavailable; ""
 	// when they do or when the cluster says itself why not
 	// (clusters.PowerCutter).
 	PowerReason string
-	// Window is how long the faults without a duration of their own (node
-	// pauses, partitions, loss, delay, clock faults) stay before the heal.
-	Window time.Duration
 
 	// Net cuts and degrades the network between hosts; nil when the run has
 	// no network namespaces, and NetReason says why.
@@ -56,45 +48,30 @@ type Env struct {
 	// ClientHosts are the network hosts of the clients, one per initial
 	// worker ("c0", "c1", ...); node hosts are named as the nodes.
 	ClientHosts []string
-	// Groups is the explicit grouping of the "partition" fault, host names
-	// per side.
-	Groups [][]string
-	// Loss is the fraction of packets the loss fault drops.
-	Loss float64
-	// Delay is the latency the delay fault adds to each packet, made by
-	// Delayer; nil Delayer makes delay unavailable. A run makes one (tc
-	// netem, or a delaying proxy where the provider has no netem) whenever
-	// its faults include delay, so only a run without it has none.
-	Delay   time.Duration
+	// Delayer delays the packets of the delay fault; nil makes delay
+	// unavailable. A run makes one (tc netem, or a delaying proxy where
+	// the provider has no netem) whenever its faults include delay, so
+	// only a run without it has none.
 	Delayer Delayer
 
 	// Clocks moves nodes' wall clocks; nil when the clock shim is not in
 	// use, and ClockReason says why.
 	Clocks      ClockControl
 	ClockReason string
-	// ClockBump is how far clock-bump jumps a node's clock and
-	// clock-skew-client a worker's.
-	ClockBump time.Duration
-	// StrobeRate is how often clock-strobe flips a clock.
-	StrobeRate time.Duration
-
-	// KillHolder makes kill-client kill a worker at a pause point —
-	// KillPoint, or after-acquire when that is empty: while it holds the
-	// lock — rather than at a random moment.
-	KillHolder bool
-	KillPoint  string
 
 	// Targets pins what a fault may hit: for a fault name, the nodes (by
 	// name or role), client hosts ("c0", client-isolate only) or processes
 	// ("p0") to choose among, each fault giving the pin its own meaning (see
 	// ParseTargets and the shapes); a fault missing from it hits anything.
-	// Build refuses pins a fault cannot honour. ClockDirection is
-	// ClockEither, ClockForward or ClockBackward.
-	Targets        map[string][]string
-	ClockDirection string
+	// Build refuses pins a fault cannot honour.
+	Targets map[string][]string
 	// Stagger is the wait between the injections of the parts of a
 	// combined fault ("partition+kill-node").
 	Stagger time.Duration
+
+	// settings are the values of the faults' settings by flag name
+	// (Setting.Set, Setting.Of).
+	settings map[string]any
 
 	// cuts, in a replay (BuildPlan), are the exact cuts a partition fault
 	// makes, in place of its shape.

@@ -28,7 +28,7 @@ func TestNames(t *testing.T) {
 func TestBuild(t *testing.T) {
 	pool := &fakeClients{procs: []int{1}}
 	killer := newLiveCluster("n1")
-	good := Env{Cluster: killer, Clients: pool, ClientPause: time.Second, NodeDown: time.Second}
+	good := Env{Cluster: killer, Clients: pool}.With(Pause.Is(time.Second), Down.Is(time.Second))
 	for _, tc := range []struct {
 		name  string
 		names []string
@@ -45,12 +45,12 @@ func TestBuild(t *testing.T) {
 		{name: "unknown", names: []string{"pause-client", "flood"}, env: good,
 			wantText: append([]string{`"flood"`}, Names()...)},
 		{name: "kill-node without Killer", names: []string{"kill-node"},
-			env:    Env{Cluster: &fakeCluster{nodes: nodes("n1")}, NodeDown: time.Second},
+			env:    Env{Cluster: &fakeCluster{nodes: nodes("n1")}}.With(Down.Is(time.Second)),
 			wantIs: ErrUnavailable, wantText: []string{"kill-node"}},
 		{name: "kill-node without cluster", names: []string{"kill-node"}, env: Env{},
 			wantIs: ErrUnavailable, wantText: []string{"kill-node"}},
 		{name: "pause-client without Clients", names: []string{"pause-client"},
-			env:    Env{Cluster: killer, ClientPause: time.Second},
+			env:    Env{Cluster: killer}.With(Pause.Is(time.Second)),
 			wantIs: ErrUnavailable, wantText: []string{"pause-client"}},
 		{name: "pause-client without pause", names: []string{"pause-client"},
 			env:      Env{Clients: pool},
@@ -87,7 +87,7 @@ func TestBuild(t *testing.T) {
 }
 
 func TestBuildCombined(t *testing.T) {
-	env := Env{Window: time.Second, ClientPause: time.Second, Clients: nil}
+	env := Env{Clients: nil}.With(Window.Is(time.Second), Pause.Is(time.Second))
 	if !Known("pause-node+kill-node") || Known("pause-node+bogus") {
 		t.Error("Known misjudges combined names")
 	}
@@ -139,7 +139,7 @@ func TestPauseClientInject(t *testing.T) {
 			wantErr: true, want: nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := buildOne(t, "pause-client", Env{Clients: tc.pool, ClientPause: pause, PausePoint: tc.point})
+			f := buildOne(t, "pause-client", Env{Clients: tc.pool}.With(Pause.Is(pause), PausePoint.Is(tc.point)))
 			if f.Name() != "pause-client" || f.HealName() != "resume-client" || f.Duration() != pause {
 				t.Errorf("fault is %s/%s for %v, want pause-client/resume-client for %v",
 					f.Name(), f.HealName(), f.Duration(), pause)
@@ -204,12 +204,12 @@ func TestHealRetriesAfterFailure(t *testing.T) {
 	}{
 		{"pause-client", func() (Env, *callLog, func()) {
 			pool := &fakeClients{procs: []int{5}, signalErr: map[syscall.Signal]error{syscall.SIGCONT: healErr}}
-			return Env{Clients: pool, ClientPause: time.Second}, &pool.callLog, func() { pool.locked(func() { pool.signalErr = nil }) }
+			return Env{Clients: pool}.With(Pause.Is(time.Second)), &pool.callLog, func() { pool.locked(func() { pool.signalErr = nil }) }
 		}, []string{"SIGSTOP p5", "SIGCONT p5", "SIGCONT p5"}},
 		{"kill-node", func() (Env, *callLog, func()) {
 			c := newLiveCluster("n1")
 			c.restartErr = healErr
-			return Env{Cluster: c, NodeDown: time.Second}, &c.callLog, func() { c.locked(func() { c.restartErr = nil }) }
+			return Env{Cluster: c}.With(Down.Is(time.Second)), &c.callLog, func() { c.locked(func() { c.restartErr = nil }) }
 		}, []string{"kill n1", "restart n1", "restart n1"}},
 	} {
 		t.Run(tc.fault, func(t *testing.T) {
@@ -234,7 +234,7 @@ func TestHealRetriesAfterFailure(t *testing.T) {
 
 func TestPauseClientTargetsALiveProcess(t *testing.T) {
 	pool := &fakeClients{procs: []int{2, 4, 6}}
-	f := buildOne(t, "pause-client", Env{Clients: pool, ClientPause: time.Second})
+	f := buildOne(t, "pause-client", Env{Clients: pool}.With(Pause.Is(time.Second)))
 	rng := testRng()
 	seen := map[string]bool{}
 	for range 30 {
@@ -259,7 +259,7 @@ func TestPauseClientTargetsALiveProcess(t *testing.T) {
 func TestKillNode(t *testing.T) {
 	const down = 400 * time.Millisecond
 	c := newLiveCluster("n1", "n2", "n3")
-	f := buildOne(t, "kill-node", Env{Cluster: c, NodeDown: down})
+	f := buildOne(t, "kill-node", Env{Cluster: c}.With(Down.Is(down)))
 	if f.Name() != "kill-node" || f.HealName() != "restart-node" || f.Duration() != down {
 		t.Errorf("fault is %s/%s for %v, want kill-node/restart-node for %v", f.Name(), f.HealName(), f.Duration(), down)
 	}
@@ -294,7 +294,7 @@ func TestKillNode(t *testing.T) {
 
 func TestKillNodeHealRestartsEveryKilledNodeOnce(t *testing.T) {
 	c := newLiveCluster("n1", "n2", "n3")
-	f := buildOne(t, "kill-node", Env{Cluster: c, NodeDown: time.Second})
+	f := buildOne(t, "kill-node", Env{Cluster: c}.With(Down.Is(time.Second)))
 	rng := testRng()
 	var killed []string
 	for range 6 {
@@ -330,7 +330,7 @@ func TestKillNodeHealAfterFailures(t *testing.T) {
 		killErr := errors.New("kill timed out")
 		c := newLiveCluster("n1")
 		c.killErr = killErr
-		f := buildOne(t, "kill-node", Env{Cluster: c, NodeDown: time.Second})
+		f := buildOne(t, "kill-node", Env{Cluster: c}.With(Down.Is(time.Second)))
 		_, err := f.Inject(context.Background(), testRng())
 		if !errors.Is(err, killErr) || errors.Is(err, errNotApplied) {
 			t.Fatalf("Inject error %v, want one wrapping %v and not errNotApplied", err, killErr)
@@ -350,7 +350,7 @@ func TestKillNodeHealAfterFailures(t *testing.T) {
 		// have landed: info, not fail, and the heal restarts the node.
 		c := newLiveCluster("n1")
 		c.killErr = fmt.Errorf("kill -KILL 404: ssh h1: %w", context.DeadlineExceeded)
-		f := buildOne(t, "kill-node", Env{Cluster: c, NodeDown: time.Second})
+		f := buildOne(t, "kill-node", Env{Cluster: c}.With(Down.Is(time.Second)))
 		_, err := f.Inject(context.Background(), testRng())
 		if completion(err) != history.Info {
 			t.Errorf("a kill cut short by the deadline is recorded as %s (%v), want %s", completion(err), err, history.Info)
@@ -364,7 +364,7 @@ func TestKillNodeHealAfterFailures(t *testing.T) {
 	})
 	t.Run("no nodes", func(t *testing.T) {
 		c := &liveCluster{}
-		f := buildOne(t, "kill-node", Env{Cluster: c, NodeDown: time.Second})
+		f := buildOne(t, "kill-node", Env{Cluster: c}.With(Down.Is(time.Second)))
 		if _, err := f.Inject(context.Background(), testRng()); !errors.Is(err, errNotApplied) {
 			t.Errorf("Inject on a cluster without nodes: %v, want errNotApplied", err)
 		}
@@ -382,7 +382,7 @@ func TestKillNodeHealAfterFailures(t *testing.T) {
 // also when the run is cancelled during the pause.
 func TestScheduleWithPauseClient(t *testing.T) {
 	pool := &fakeClients{procs: []int{1, 2}}
-	f := buildOne(t, "pause-client", Env{Clients: pool, ClientPause: 15 * time.Millisecond, PausePoint: "after-acquire"})
+	f := buildOne(t, "pause-client", Env{Clients: pool}.With(Pause.Is(15*time.Millisecond), PausePoint.Is("after-acquire")))
 	s := newSchedule(10*time.Millisecond, 3, f)
 	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
 	defer cancel()
@@ -578,8 +578,8 @@ func TestPartitionWithABridgeHost(t *testing.T) {
 
 func TestNetworkFaultsInjectAndHeal(t *testing.T) {
 	net := &fakeNet{}
-	env := Env{Cluster: &fakeCluster{nodes: nodes("n1", "n2", "n3")}, Net: net, Window: time.Second,
-		ClientHosts: []string{"c0"}, Loss: 0.25}
+	env := Env{Cluster: &fakeCluster{nodes: nodes("n1", "n2", "n3")}, Net: net,
+		ClientHosts: []string{"c0"}}.With(Window.Is(time.Second), Loss.Is(0.25))
 	for _, name := range []string{"isolate", "halves", "bridge", "client-isolate", "loss"} {
 		before := len(net.log())
 		f := buildOne(t, name, env)
@@ -599,7 +599,7 @@ func TestNetworkFaultsInjectAndHeal(t *testing.T) {
 	}
 	// Without namespaces, every network fault is unavailable with the reason.
 	for _, name := range []string{"isolate", "loss", "partition"} {
-		_, err := Build([]string{name}, Env{Cluster: env.Cluster, Window: time.Second, NetReason: "not root"})
+		_, err := Build([]string{name}, Env{Cluster: env.Cluster, NetReason: "not root"}.With(Window.Is(time.Second)))
 		if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "not root") {
 			t.Errorf("%s without a network: %v", name, err)
 		}
@@ -608,11 +608,11 @@ func TestNetworkFaultsInjectAndHeal(t *testing.T) {
 		t.Error("majorities-ring on 3 nodes built")
 	}
 	// An explicit grouping must name hosts the run has.
-	env.Groups = [][]string{{"n1", "c0"}, {"n9"}}
+	env = env.With(Partition.Is([][]string{{"n1", "c0"}, {"n9"}}))
 	if _, err := Build([]string{"partition"}, env); err == nil || !strings.Contains(err.Error(), `"n9"`) {
 		t.Errorf("partition naming n9: %v", err)
 	}
-	env.Groups = [][]string{{"n1", "c0"}, {"n2", "n3"}}
+	env = env.With(Partition.Is([][]string{{"n1", "c0"}, {"n2", "n3"}}))
 	if _, err := Build([]string{"partition"}, env); err != nil {
 		t.Errorf("partition n1,c0/n2,n3: %v", err)
 	}
@@ -620,8 +620,7 @@ func TestNetworkFaultsInjectAndHeal(t *testing.T) {
 
 func TestClockFaults(t *testing.T) {
 	clocks := &fakeClocks{}
-	env := Env{Cluster: &fakeCluster{nodes: nodes("n1", "n2")}, Clocks: clocks, Window: time.Second,
-		ClockBump: time.Minute, StrobeRate: time.Millisecond}
+	env := Env{Cluster: &fakeCluster{nodes: nodes("n1", "n2")}, Clocks: clocks}.With(Window.Is(time.Second), ClockBump.Is(time.Minute), Strobe.Is(time.Millisecond))
 	f := buildOne(t, "clock-bump", env)
 	v, err := f.Inject(context.Background(), testRng())
 	if err != nil {
@@ -679,8 +678,8 @@ func TestClockFaults(t *testing.T) {
 		t.Errorf("clock-reset: offsets %v, targets %v", clocks.off, v.Targets)
 	}
 
-	_, err = Build([]string{"clock-bump"}, Env{Cluster: env.Cluster, Window: time.Second, ClockBump: time.Second,
-		ClockReason: "etcd members are Go programs: the shim cannot move their clocks"})
+	_, err = Build([]string{"clock-bump"}, Env{Cluster: env.Cluster,
+		ClockReason: "etcd members are Go programs: the shim cannot move their clocks"}.With(Window.Is(time.Second), ClockBump.Is(time.Second)))
 	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "etcd") {
 		t.Errorf("clock-bump without clocks: %v", err)
 	}
@@ -706,7 +705,7 @@ func TestSharedClientAddressRefusesClientCuts(t *testing.T) {
 		{"loss", nil, ""},
 	} {
 		for _, net := range []Network{&sharedNet{}, &fakeNet{}} {
-			env := Env{Cluster: cl, Net: net, Window: time.Second, ClientHosts: []string{"c0", "c1"}, Loss: 0.5, Groups: tc.groups}
+			env := Env{Cluster: cl, Net: net, ClientHosts: []string{"c0", "c1"}}.With(Window.Is(time.Second), Loss.Is(0.5), Partition.Is(tc.groups))
 			_, err := Build([]string{tc.fault}, env)
 			want := tc.want
 			if _, shared := net.(*sharedNet); !shared {
@@ -747,7 +746,7 @@ func TestPointFaultsHitTheFirstWorkerThere(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pool := &fakeClients{procs: []int{1, 2, 3}, starving: tc.starving}
-			env := Env{Clients: pool, ClientPause: time.Second, PausePoint: "after-acquire"}
+			env := Env{Clients: pool}.With(Pause.Is(time.Second), PausePoint.Is("after-acquire"))
 			if tc.pins != nil {
 				env.Targets = map[string][]string{"pause-client": tc.pins}
 			}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 
 	"github.com/locktest/locktest/history"
 )
@@ -20,24 +21,35 @@ func init() {
 	})
 }
 
+// KillHolder makes kill-client kill a worker at a pause point,
+// PausePoint or after-acquire when that is empty: while it holds the lock,
+// rather than at a random moment.
+var KillHolder = newSetting("kill-holder", func(s string) (bool, error) {
+	b, err := strconv.ParseBool(s)
+	if err != nil {
+		return false, fmt.Errorf("want true or false, got %q", s)
+	}
+	return b, nil
+}, strconv.FormatBool)
+
 // newKillClient SIGKILLs one worker process, as a crashed client host
 // would lose it — with KillHolder, at a pause point: while it holds the
 // lock — and its heal starts a replacement with a new process id on the
 // same client host, for each worker killed.
 func newKillClient(env Env) (Fault, error) {
 	c := env.Clients.(CrashableClients)
-	if err := positive("fault window", env.Window); err != nil {
+	if err := positive("fault window", Window.Of(env)); err != nil {
 		return nil, err
 	}
 	point := ""
-	if env.KillHolder {
-		point = cmp.Or(env.KillPoint, "after-acquire")
+	if KillHolder.Of(env) {
+		point = cmp.Or(PausePoint.Of(env), "after-acquire")
 	}
 	// With KillHolder, onProcess found p waiting at the point.
-	return env.undoEachProcess(env.Window, point,
+	return env.undoEachProcess(Window.Of(env), point,
 		func(ctx context.Context, p int, v *history.Value, _ *rand.Rand) error {
 			if err := c.Kill(ctx, p); err != nil {
-				if env.KillHolder {
+				if KillHolder.Of(env) {
 					_ = c.Continue(p)
 				}
 				return fmt.Errorf("%w: kill p%d: %v", errNotApplied, p, err)

@@ -17,9 +17,14 @@ func init() {
 	})
 }
 
+// Down is how long a killed node stays down before its restart
+// (antirez's "delayed restart" when it exceeds the TTL); kill-on-grant
+// and power-loss read it too.
+var Down = newDuration("down")
+
 // newKillNode SIGKILLs one node of the cluster and restarts it, with the
 // same data directory, when healed.
 func newKillNode(env Env) (Fault, error) {
 	k := env.Cluster.(clusters.Killer)
-	return env.stopNode(env.NodeDown, "kill", plain(k.Kill), "restart", k.Restart), nil
+	return env.stopNode(Down.Of(env), "kill", plain(k.Kill), "restart", k.Restart), nil
 }

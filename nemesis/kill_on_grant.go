@@ -43,15 +43,15 @@ const grantPoint = "after-acquire"
 // acquire".
 func newKillOnGrant(env Env) (Fault, error) {
 	k := env.Cluster.(clusters.Killer)
-	if err := positive("fault window", env.Window); err != nil {
+	if err := positive("fault window", Window.Of(env)); err != nil {
 		return nil, err
 	}
 	kill := func(ctx context.Context, n clusters.Node, v *history.Value) error {
-		wctx, cancel := context.WithTimeout(ctx, env.Window)
+		wctx, cancel := context.WithTimeout(ctx, Window.Of(env))
 		p, err := holdFirst(wctx, env.Clients, env.Clients.Processes(), grantPoint)
 		cancel()
 		if err != nil {
-			return fmt.Errorf("%w: no acquire succeeded within %s: %v", errNotApplied, env.Window, err)
+			return fmt.Errorf("%w: no acquire succeeded within %s: %v", errNotApplied, Window.Of(env), err)
 		}
 		err = k.Kill(ctx, n)
 		if cerr := env.Clients.Continue(p); cerr != nil && err == nil {
@@ -60,5 +60,5 @@ func newKillOnGrant(env Env) (Fault, error) {
 		v.Targets = append(v.Targets, fmt.Sprintf("%s:after %s's acquire", n.Name, procName(p)))
 		return err
 	}
-	return env.stopNode(env.NodeDown, "kill", kill, "restart", k.Restart), nil
+	return env.stopNode(Down.Of(env), "kill", kill, "restart", k.Restart), nil
 }

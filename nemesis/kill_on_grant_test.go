@@ -29,13 +29,13 @@ func (c *grantCluster) Kill(ctx context.Context, n clusters.Node) error {
 // at a point, and a window to wait in.
 func TestKillOnGrantAvailable(t *testing.T) {
 	pool := &fakeClients{procs: []int{1}}
-	if err := Available("kill-on-grant", Env{Cluster: newLiveCluster("n1"), Clients: pool, Window: time.Second}); err != nil {
+	if err := Available("kill-on-grant", Env{Cluster: newLiveCluster("n1"), Clients: pool}.With(Window.Is(time.Second))); err != nil {
 		t.Errorf("with a killer and clients: %v", err)
 	}
-	if err := Available("kill-on-grant", Env{Cluster: &fakeCluster{nodes: nodes("n1")}, Clients: pool, Window: time.Second}); !errors.Is(err, ErrUnavailable) {
+	if err := Available("kill-on-grant", Env{Cluster: &fakeCluster{nodes: nodes("n1")}, Clients: pool}.With(Window.Is(time.Second))); !errors.Is(err, ErrUnavailable) {
 		t.Errorf("without a killer: %v, want unavailable", err)
 	}
-	if err := Available("kill-on-grant", Env{Cluster: newLiveCluster("n1"), Window: time.Second}); !errors.Is(err, ErrUnavailable) {
+	if err := Available("kill-on-grant", Env{Cluster: newLiveCluster("n1")}.With(Window.Is(time.Second))); !errors.Is(err, ErrUnavailable) {
 		t.Errorf("without clients: %v, want unavailable", err)
 	}
 	if _, err := Build([]string{"kill-on-grant"}, Env{Cluster: newLiveCluster("n1"), Clients: pool}); err == nil || !strings.Contains(err.Error(), "positive") {
@@ -51,7 +51,7 @@ func TestKillOnGrantKillsAfterAnAcquire(t *testing.T) {
 	const down = 300 * time.Millisecond
 	pool := &fakeClients{procs: []int{2}}
 	c := &grantCluster{liveCluster: newLiveCluster("n1"), clients: pool}
-	f := buildOne(t, "kill-on-grant", Env{Cluster: c, Clients: pool, NodeDown: down, Window: time.Minute})
+	f := buildOne(t, "kill-on-grant", Env{Cluster: c, Clients: pool}.With(Down.Is(down), Window.Is(time.Minute)))
 	if f.Name() != "kill-on-grant" || f.HealName() != "restart-node" || f.Duration() != down {
 		t.Errorf("fault is %s/%s for %v, want kill-on-grant/restart-node for %v", f.Name(), f.HealName(), f.Duration(), down)
 	}
@@ -87,7 +87,7 @@ func TestKillOnGrantWithoutAnAcquire(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			pool := &fakeClients{procs: []int{2}, starving: map[int]bool{2: true}}
 			c := &grantCluster{liveCluster: newLiveCluster("n1"), clients: pool}
-			f := buildOne(t, "kill-on-grant", Env{Cluster: c, Clients: pool, NodeDown: time.Second, Window: tc.window})
+			f := buildOne(t, "kill-on-grant", Env{Cluster: c, Clients: pool}.With(Down.Is(time.Second), Window.Is(tc.window)))
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			if tc.cancel {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/history"
@@ -20,19 +21,28 @@ func init() {
 	})
 }
 
+// Loss is the fraction of packets, in (0, 1], that the loss fault drops.
+var Loss = newSetting("loss", func(s string) (float64, error) {
+	x, err := strconv.ParseFloat(s, 64)
+	if err != nil || !(x > 0 && x <= 1) {
+		return 0, fmt.Errorf("want a fraction in (0, 1], got %q", s)
+	}
+	return x, nil
+}, func(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) })
+
 // newLoss drops a fraction of the packets arriving at one node; the heal
 // clears every rule of the network.
 func newLoss(env Env) (Fault, error) {
-	if !(env.Loss > 0 && env.Loss <= 1) {
-		return nil, fmt.Errorf("loss probability must be in (0, 1], got %v", env.Loss)
+	if !(Loss.Of(env) > 0 && Loss.Of(env) <= 1) {
+		return nil, fmt.Errorf("loss probability must be in (0, 1], got %v", Loss.Of(env))
 	}
-	if err := positive("fault window", env.Window); err != nil {
+	if err := positive("fault window", Window.Of(env)); err != nil {
 		return nil, err
 	}
-	return env.onNode(env.Window,
+	return env.onNode(Window.Of(env),
 		func(ctx context.Context, n clusters.Node, v *history.Value, _ *rand.Rand) error {
-			v.Targets = []string{fmt.Sprintf("%s@%g%%", n.Name, env.Loss*100)}
-			return env.Net.Loss(ctx, []string{n.Name}, env.Loss)
+			v.Targets = []string{fmt.Sprintf("%s@%g%%", n.Name, Loss.Of(env)*100)}
+			return env.Net.Loss(ctx, []string{n.Name}, Loss.Of(env))
 		},
 		env.clearNetwork), nil
 }

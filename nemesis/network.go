@@ -179,7 +179,7 @@ func (f *partitionFault) plannedCuts() []string {
 // newPartition builds a partition fault; Build gives it its kind, whose
 // name is the shape.
 func newPartition(env Env) (Fault, error) {
-	if err := positive("fault window", env.Window); err != nil {
+	if err := positive("fault window", Window.Of(env)); err != nil {
 		return nil, err
 	}
 	return &partitionFault{env: env}, nil
@@ -188,7 +188,7 @@ func newPartition(env Env) (Fault, error) {
 // check refuses, before the run starts, a shape that cannot fit the
 // cluster, and what the shape's own check refuses.
 func (f *partitionFault) check() error {
-	in := shapeIn{nodes: nodeNames(f.env), clients: f.env.ClientHosts, groups: f.env.Groups}
+	in := shapeIn{nodes: nodeNames(f.env), clients: f.env.ClientHosts, groups: Partition.Of(f.env)}
 	if f.env.cuts != nil {
 		known := append(slices.Clone(in.nodes), in.clients...)
 		for _, c := range f.env.cuts {
@@ -209,7 +209,7 @@ func (f *partitionFault) check() error {
 	return nil
 }
 
-func (f *partitionFault) Duration() time.Duration { return f.env.Window }
+func (f *partitionFault) Duration() time.Duration { return Window.Of(f.env) }
 
 // Inject cuts the network in the fault's shape. A pinned fault first
 // resolves its pins: the nodes they name now (by name, or by the role the
@@ -219,7 +219,7 @@ func (f *partitionFault) Inject(ctx context.Context, rng *rand.Rand) (history.Va
 	if f.env.cuts != nil {
 		return f.cut(ctx, f.env.cuts, nil, nil)
 	}
-	in := shapeIn{nodes: nodeNames(f.env), clients: f.env.ClientHosts, groups: f.env.Groups}
+	in := shapeIn{nodes: nodeNames(f.env), clients: f.env.ClientHosts, groups: Partition.Of(f.env)}
 	for _, p := range f.env.Targets[f.spec.Name] {
 		if clientPin.MatchString(p) && slices.Contains(in.clients, p) {
 			in.pinnedClients = append(in.pinnedClients, p)
@@ -245,7 +245,7 @@ func (f *partitionFault) Inject(ctx context.Context, rng *rand.Rand) (history.Va
 // cut makes the cuts, recording them as the op's targets and as the
 // plan's, with the roles of the subject's nodes.
 func (f *partitionFault) cut(ctx context.Context, cuts []Cut, roles map[string]string, subject []string) (history.Value, error) {
-	v := history.Value{Targets: describe(cuts), Duration: int64(f.env.Window), Roles: rolesOf(roles, subject...)}
+	v := history.Value{Targets: describe(cuts), Duration: int64(Window.Of(f.env)), Roles: rolesOf(roles, subject...)}
 	f.mu.Lock()
 	f.last = describe(cuts)
 	f.mu.Unlock()

@@ -20,7 +20,7 @@ func init() {
 // heal are recorded like any other fault's, so a run with it shows what the
 // schedule alone does to the results (nothing, for a sound harness).
 func newNoop(env Env) (Fault, error) {
-	return &step{dur: env.Window, inject: func(context.Context) (history.Value, error) {
-		return history.Value{Duration: int64(env.Window)}, nil
+	return &step{dur: Window.Of(env), inject: func(context.Context) (history.Value, error) {
+		return history.Value{Duration: int64(Window.Of(env))}, nil
 	}}, nil
 }

@@ -20,6 +20,10 @@ func init() {
 	}, partitionShape{cut: partitionGroups, check: knownHosts})
 }
 
+// Partition is the explicit grouping of the partition fault: host names
+// per side (ParseGroups, FormatGroups).
+var Partition = newSetting("partition", ParseGroups, FormatGroups)
+
 // partitionGroups applies the grouping given on the command line: hosts of
 // different groups are cut; hosts in no group keep everything, and so
 // does a host named in two groups, which bridges them (Kleppmann's

@@ -22,6 +22,15 @@ func init() {
 	})
 }
 
+// Pause is how long pause-client keeps a worker paused.
+var Pause = newDuration("pause")
+
+// PausePoint is where pause-client pauses a worker, and kill-client with
+// kill-holder kills it: a pause point of the worker's loop
+// (workloads.PausePoints); "" pauses at a random moment, and kills at
+// after-acquire.
+var PausePoint = newSetting("pause-point", func(s string) (string, error) { return s, nil }, func(s string) string { return s })
+
 // pauseClient freezes one worker process with SIGSTOP, as a stop-the-world
 // GC pause would, and thaws it with SIGCONT. At a pause point it stops the
 // worker exactly there: the worker reports the point and blocks, and is
@@ -35,17 +44,17 @@ type pauseClient struct {
 }
 
 func newPauseClient(env Env) (Fault, error) {
-	if err := positive("client pause duration", env.ClientPause); err != nil {
+	if err := positive("client pause duration", Pause.Of(env)); err != nil {
 		return nil, err
 	}
 	f := &pauseClient{env: env}
-	return env.onProcess(env.ClientPause, env.PausePoint, f.stop, f.resume), nil
+	return env.onProcess(Pause.Of(env), PausePoint.Of(env), f.stop, f.resume), nil
 }
 
 // stop freezes worker p, which waits at the pause point if there is one
 // (onProcess found it there).
 func (f *pauseClient) stop(_ context.Context, p int, v *history.Value, _ *rand.Rand) error {
-	v.Duration = int64(f.env.ClientPause)
+	v.Duration = int64(Pause.Of(f.env))
 	// The worker waits at the point until it is told to go on, which the
 	// heal does only after SIGCONT: however late the kernel applies
 	// SIGSTOP, the worker cannot get past the point while it is meant to be
@@ -87,7 +96,7 @@ func (f *pauseClient) resume(context.Context) ([]string, error) {
 // release lets a worker held at the pause point go on; for a worker that
 // is not at a point (or has died) it is harmless.
 func (f *pauseClient) release(p int) {
-	if f.env.PausePoint != "" {
+	if PausePoint.Of(f.env) != "" {
 		_ = f.env.Clients.Continue(p)
 	}
 }

@@ -22,8 +22,8 @@ func init() {
 // once.
 func newPauseNode(env Env) (Fault, error) {
 	p := env.Cluster.(clusters.Pauser)
-	if err := positive("fault window", env.Window); err != nil {
+	if err := positive("fault window", Window.Of(env)); err != nil {
 		return nil, err
 	}
-	return env.stopNode(env.Window, "pause", plain(p.Pause), "resume", p.Resume), nil
+	return env.stopNode(Window.Of(env), "pause", plain(p.Pause), "resume", p.Resume), nil
 }

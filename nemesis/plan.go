@@ -222,12 +222,12 @@ func (f PlannedFault) check() error {
 		return fmt.Errorf("fault: unknown fault %q (known: %s)", f.Fault, strings.Join(Names(), ", "))
 	}
 	for _, name := range slices.Sorted(maps.Keys(f.Settings)) {
-		fs, known := faultSettings[name]
+		fs, known := settings[name]
 		if !known || !slices.Contains(s.Settings, name) {
 			return fmt.Errorf("settings.%s: %s does not read it (it reads: %s)", name, f.Fault, orNone(s.Settings))
 		}
 		var env Env
-		if err := fs.set(&env, f.Settings[name]); err != nil {
+		if err := fs.setText(&env, f.Settings[name]); err != nil {
 			return fmt.Errorf("settings.%s: %v", name, err)
 		}
 	}
@@ -298,7 +298,7 @@ func BuildPlan(plan Plan, env Env) (*PlanSteps, error) {
 		}
 		e := env
 		for _, name := range slices.Sorted(maps.Keys(pf.Settings)) {
-			_ = faultSettings[name].set(&e, pf.Settings[name]) // checked above
+			_ = settings[name].setText(&e, pf.Settings[name]) // checked above
 		}
 		e.Targets = nil
 		if len(pf.Pins) > 0 {

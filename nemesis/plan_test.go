@@ -21,8 +21,7 @@ func planEnv(window, pause, bump time.Duration) (Env, *liveCluster, *fakeNet) {
 	net := &fakeNet{}
 	return Env{
 		Cluster: c, Clients: &fakeClients{procs: []int{0, 1, 2}}, Net: net, ClientHosts: []string{"c0", "c1", "c2"},
-		Clocks: &fakeClocks{}, Window: window, ClientPause: pause, NodeDown: time.Millisecond, ClockBump: bump,
-	}, c, net
+		Clocks: &fakeClocks{}}.With(Window.Is(window), Pause.Is(pause), Down.Is(time.Millisecond), ClockBump.Is(bump)), c, net
 }
 
 // planFaults are faults of every kind a plan records: a node, a worker,
@@ -152,7 +151,7 @@ func TestPlanPinsTheCandidatesOfAPausePoint(t *testing.T) {
 		{[]string{"p0", "p2"}, []string{"p0", "p2"}},
 	} {
 		pool := &fakeClients{procs: []int{0, 1, 2}}
-		env := Env{Clients: pool, ClientPause: time.Millisecond, PausePoint: "after-acquire"}
+		env := Env{Clients: pool}.With(Pause.Is(time.Millisecond), PausePoint.Is("after-acquire"))
 		if tc.pins != nil {
 			env.Targets = map[string][]string{"pause-client": tc.pins}
 		}
@@ -169,14 +168,79 @@ func TestPlanPinsTheCandidatesOfAPausePoint(t *testing.T) {
 	}
 }
 
-// Every setting a fault reads can be recorded and replayed.
+// Every setting a fault reads can be recorded and replayed: its flag's
+// text parses into an Env and renders back the same, and a text its flag
+// refuses is refused with what it wants.
 func TestEveryFaultSettingCanBePlanned(t *testing.T) {
+	samples := map[string]struct{ good, bad, want string }{
+		"pause":           {"1.5s", "soon", "want a duration"},
+		"pause-point":     {"after-acquire", "", ""},
+		"down":            {"2s", "2", "want a duration"},
+		"window":          {"250ms", "x", "want a duration"},
+		"clock-bump":      {"-30s", "1 minute", "want a duration"},
+		"clock-direction": {"backward", "sideways", "want forward or backward"},
+		"strobe":          {"10ms", "", "want a duration"},
+		"delay":           {"50ms", "fast", "want a duration"},
+		"loss":            {"0.25", "1.5", "want a fraction in (0, 1]"},
+		"kill-holder":     {"true", "yes please", "want true or false"},
+		"partition":       {"n1,n2/n3,c0", "n1,n2", "one group"},
+	}
+	read := map[string]bool{}
 	for _, s := range Specs() {
 		for _, name := range s.Settings {
-			if _, ok := faultSettings[name]; !ok {
-				t.Errorf("%s reads --%s, which a plan cannot record (nemesis.faultSettings)", s.Name, name)
-			}
+			read[name] = true
 		}
+	}
+	for name, st := range settings {
+		if !read[name] {
+			t.Errorf("setting %s is declared but no fault reads it", name)
+		}
+		sample, ok := samples[name]
+		if !ok {
+			t.Errorf("setting %s has no sample in this test", name)
+			continue
+		}
+		var env Env
+		if err := st.setText(&env, sample.good); err != nil {
+			t.Errorf("%s=%q: %v", name, sample.good, err)
+		} else if got := st.text(env); got != sample.good {
+			t.Errorf("%s=%q renders back as %q", name, sample.good, got)
+		}
+		if sample.want == "" {
+			continue
+		}
+		if err := st.setText(&env, sample.bad); err == nil || !strings.Contains(err.Error(), sample.want) {
+			t.Errorf("%s=%q: got %v, want an error saying %q", name, sample.bad, err, sample.want)
+		}
+	}
+}
+
+// A fault that reads a setting no Setting declares is refused at its
+// registration, before anything of it is registered.
+func TestRegisterRefusesAnUndeclaredSetting(t *testing.T) {
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), `"no-such-setting"`) {
+			t.Errorf("Register: recovered %v, want a panic naming the setting", r)
+		}
+		if _, ok := lookup("undeclared-setting-test"); ok {
+			t.Error("the refused fault was registered")
+		}
+	}()
+	Register(Spec{FaultKind: history.FaultKind{Name: "undeclared-setting-test"}, Settings: []string{"no-such-setting"},
+		New: func(Env) (Fault, error) { return nil, nil }})
+}
+
+// Set on a copy of an Env leaves the original's value alone: a replay
+// gives each entry its own settings over the run's.
+func TestSettingsOfACopyAreItsOwn(t *testing.T) {
+	base := Env{}.With(Window.Is(time.Second))
+	other := base.With(Window.Is(time.Minute))
+	Pause.Set(&other, time.Hour)
+	if Window.Of(base) != time.Second || Pause.Of(base) != 0 {
+		t.Errorf("the original changed: window %v, pause %v", Window.Of(base), Pause.Of(base))
+	}
+	if Window.Of(other) != time.Minute || Pause.Of(other) != time.Hour {
+		t.Errorf("the copy: window %v, pause %v", Window.Of(other), Pause.Of(other))
 	}
 }
 

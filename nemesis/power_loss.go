@@ -35,11 +35,11 @@ func init() {
 // the cut, the size it was cut back to and the bytes lost.
 func newPowerLoss(env Env) (Fault, error) {
 	pc := env.Cluster.(clusters.PowerCutter)
-	if err := positive("fault window", env.Window); err != nil {
+	if err := positive("fault window", Window.Of(env)); err != nil {
 		return nil, err
 	}
 	cut := func(ctx context.Context, n clusters.Node, v *history.Value) error {
-		cuts, err := pc.CutPowerOnWrite(ctx, n, env.Window)
+		cuts, err := pc.CutPowerOnWrite(ctx, n, Window.Of(env))
 		for _, c := range cuts {
 			v.Targets = append(v.Targets, fmt.Sprintf("%s:%s %d->%d (-%dB)", n.Name, c.Path, c.Size, c.Durable, c.Size-c.Durable))
 		}
@@ -48,5 +48,5 @@ func newPowerLoss(env Env) (Fault, error) {
 		}
 		return err
 	}
-	return env.stopNode(env.NodeDown, "cut the power of", cut, "restart", pc.Restart), nil
+	return env.stopNode(Down.Of(env), "cut the power of", cut, "restart", pc.Restart), nil
 }

@@ -82,11 +82,11 @@ func TestPowerLossAvailability(t *testing.T) {
 		env  Env
 		want string // "" when available
 	}{
-		{"power cutter", Env{Cluster: newPowerCluster(0), Window: time.Second}, ""},
-		{"a killer that cannot cut power", Env{Cluster: newLiveCluster("n1"), Window: time.Second}, "does not know what its nodes synced"},
-		{"no cluster", Env{Window: time.Second}, "cannot kill nodes"},
-		{"no shim", Env{Cluster: newPowerCluster(0), Window: time.Second, PowerReason: "no C compiler"}, "no C compiler"},
-		{"nodes without records", Env{Cluster: &powerCluster{liveCluster: newLiveCluster("n1"), why: "its nodes record nothing"}, Window: time.Second},
+		{"power cutter", Env{Cluster: newPowerCluster(0)}.With(Window.Is(time.Second)), ""},
+		{"a killer that cannot cut power", Env{Cluster: newLiveCluster("n1")}.With(Window.Is(time.Second)), "does not know what its nodes synced"},
+		{"no cluster", Env{}.With(Window.Is(time.Second)), "cannot kill nodes"},
+		{"no shim", Env{Cluster: newPowerCluster(0), PowerReason: "no C compiler"}.With(Window.Is(time.Second)), "no C compiler"},
+		{"nodes without records", Env{Cluster: &powerCluster{liveCluster: newLiveCluster("n1"), why: "its nodes record nothing"}}.With(Window.Is(time.Second)),
 			"its nodes record nothing"},
 	} {
 		err := Available("power-loss", tc.env)
@@ -107,7 +107,7 @@ func TestPowerLossAvailability(t *testing.T) {
 func TestPowerLossCutsOnceTheNodeHoldsUnsyncedData(t *testing.T) {
 	const down = 300 * time.Millisecond
 	c := newPowerCluster(0, 0, 0, 56)
-	f := buildOne(t, "power-loss", Env{Cluster: c, NodeDown: down, Window: time.Minute})
+	f := buildOne(t, "power-loss", Env{Cluster: c}.With(Down.Is(down), Window.Is(time.Minute)))
 	if f.Name() != "power-loss" || f.HealName() != "restart-node" || f.Duration() != down {
 		t.Errorf("fault is %s/%s for %v, want power-loss/restart-node for %v", f.Name(), f.HealName(), f.Duration(), down)
 	}
@@ -134,7 +134,7 @@ func TestPowerLossWait(t *testing.T) {
 		// The cut comes at the end of the window, and loses nothing.
 		c := newPowerCluster(0)
 		c.cuts = nil
-		f := buildOne(t, "power-loss", Env{Cluster: c, NodeDown: time.Second, Window: 20 * time.Millisecond})
+		f := buildOne(t, "power-loss", Env{Cluster: c}.With(Down.Is(time.Second), Window.Is(20*time.Millisecond)))
 		v, err := f.Inject(context.Background(), testRng())
 		if err != nil || !slices.Equal(v.Targets, []string{"n1"}) {
 			t.Fatalf("Inject = %+v, %v", v, err)
@@ -145,7 +145,7 @@ func TestPowerLossWait(t *testing.T) {
 	})
 	t.Run("cancelled while waiting", func(t *testing.T) {
 		c := newPowerCluster(0)
-		f := buildOne(t, "power-loss", Env{Cluster: c, NodeDown: time.Second, Window: time.Minute})
+		f := buildOne(t, "power-loss", Env{Cluster: c}.With(Down.Is(time.Second), Window.Is(time.Minute)))
 		ctx, cancel := context.WithCancel(context.Background())
 		go func() {
 			for !slices.Contains(c.log(), "unsynced n1") {
@@ -170,7 +170,7 @@ func TestPowerLossWait(t *testing.T) {
 	t.Run("unsynced unknown", func(t *testing.T) {
 		c := newPowerCluster(0)
 		c.unsyncedErr = errors.New("record unreadable")
-		f := buildOne(t, "power-loss", Env{Cluster: c, NodeDown: time.Second, Window: time.Minute})
+		f := buildOne(t, "power-loss", Env{Cluster: c}.With(Down.Is(time.Second), Window.Is(time.Minute)))
 		_, err := f.Inject(context.Background(), testRng())
 		if !errors.Is(err, errNotApplied) || !strings.Contains(err.Error(), "record unreadable") || slices.Contains(c.log(), "cut n1") {
 			t.Errorf("Inject = %v, calls %q; want a fail that applied nothing", err, c.log())
@@ -181,7 +181,7 @@ func TestPowerLossWait(t *testing.T) {
 		// restarted at the heal.
 		c := newPowerCluster(1)
 		c.cutErr = errors.New("truncate: permission denied")
-		f := buildOne(t, "power-loss", Env{Cluster: c, NodeDown: time.Second, Window: time.Minute})
+		f := buildOne(t, "power-loss", Env{Cluster: c}.With(Down.Is(time.Second), Window.Is(time.Minute)))
 		v, err := f.Inject(context.Background(), testRng())
 		if completion(err) != history.Info || len(v.Targets) != 2 || !strings.Contains(err.Error(), "cut the power of n1") {
 			t.Errorf("Inject = %+v, %v", v, err)

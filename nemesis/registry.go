@@ -50,12 +50,18 @@ var registry = struct {
 	specs map[string]*Spec
 }{specs: map[string]*Spec{}}
 
-// Register adds a fault. It panics on a spec without New, and on a name
-// registered twice (see history.RegisterFault): both are programming
-// errors found at start-up.
+// Register adds a fault. It panics on a spec without New, on one that
+// reads a setting no Setting declares, and on a name registered twice
+// (see history.RegisterFault): all are programming errors found at
+// start-up.
 func Register(s Spec) {
 	if s.New == nil {
 		panic(fmt.Sprintf("nemesis: fault %q has no New", s.Name))
+	}
+	for _, name := range s.Settings {
+		if _, ok := settings[name]; !ok {
+			panic(fmt.Sprintf("nemesis: fault %q reads setting %q, which no Setting declares", s.Name, name))
+		}
 	}
 	history.RegisterFault(s.FaultKind)
 	registry.Lock()

@@ -2,8 +2,8 @@ package nemesis
 
 import (
 	"fmt"
+	"maps"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -25,98 +25,116 @@ func positive(what string, ds ...time.Duration) error {
 // clockEnv checks the settings of the faults that move a clock, a node's
 // or a worker's: a jump and a window to keep it for.
 func clockEnv(env Env) error {
-	if env.ClockBump == 0 || env.Window <= 0 {
-		return fmt.Errorf("clock bump must be non-zero and the fault window positive, got %v and %v", env.ClockBump, env.Window)
+	if ClockBump.Of(env) == 0 || Window.Of(env) <= 0 {
+		return fmt.Errorf("clock bump must be non-zero and the fault window positive, got %v and %v", ClockBump.Of(env), Window.Of(env))
 	}
 	return nil
 }
 
-// faultSetting is one run setting a fault reads (Spec.Settings), bound to
-// its Env field: get renders it as its flag takes it, for a fault of the
-// given name; set parses a flag's text into it. The schedule records each
-// fault's settings so (Plan), and a replay sets them back.
-type faultSetting struct {
-	get func(env Env, fault string) string
-	set func(env *Env, s string) error
+// Setting is one run setting that faults read, named as its flag
+// ("pause", "window"). Each is declared once, in the file of the fault
+// that owns it (the window, which most faults read, here), and the faults
+// that read it name it in Spec.Settings; Register refuses a name that no
+// declaration made. Its value travels in Env: a run sets it (Set), a fault
+// reads it (Of), a schedule records it as its flag's text (Plan), and a
+// replay parses that text back (BuildPlan).
+type Setting[T any] struct {
+	name   string
+	parse  func(string) (T, error)
+	format func(T) string
 }
 
-// faultSettings are the settings of Spec.Settings by flag name. A fault
-// whose spec names a setting missing here cannot be planned; a test keeps
-// the two in step.
-var faultSettings = map[string]faultSetting{
-	"pause":      durSetting(func(e *Env) *time.Duration { return &e.ClientPause }),
-	"down":       durSetting(func(e *Env) *time.Duration { return &e.NodeDown }),
-	"window":     durSetting(func(e *Env) *time.Duration { return &e.Window }),
-	"clock-bump": durSetting(func(e *Env) *time.Duration { return &e.ClockBump }),
-	"strobe":     durSetting(func(e *Env) *time.Duration { return &e.StrobeRate }),
-	"delay":      durSetting(func(e *Env) *time.Duration { return &e.Delay }),
-	"pause-point": {
-		// kill-client reads its point from KillPoint; the run sets both
-		// from --pause-point.
-		get: func(e Env, fault string) string {
-			if fault == "kill-client" {
-				return e.KillPoint
-			}
-			return e.PausePoint
-		},
-		set: func(e *Env, s string) error { e.PausePoint, e.KillPoint = s, s; return nil },
-	},
-	"loss": {
-		get: func(e Env, _ string) string { return strconv.FormatFloat(e.Loss, 'g', -1, 64) },
-		set: func(e *Env, s string) error {
-			x, err := strconv.ParseFloat(s, 64)
-			if err != nil || !(x > 0 && x <= 1) {
-				return fmt.Errorf("want a fraction in (0, 1], got %q", s)
-			}
-			e.Loss = x
-			return nil
-		},
-	},
-	"kill-holder": {
-		get: func(e Env, _ string) string { return strconv.FormatBool(e.KillHolder) },
-		set: func(e *Env, s string) error {
-			b, err := strconv.ParseBool(s)
-			if err != nil {
-				return fmt.Errorf("want true or false, got %q", s)
-			}
-			e.KillHolder = b
-			return nil
-		},
-	},
-	"clock-direction": {
-		get: func(e Env, _ string) string { return e.ClockDirection },
-		set: func(e *Env, s string) error {
-			if s != ClockEither && s != ClockForward && s != ClockBackward {
-				return fmt.Errorf("want %s or %s, got %q", ClockForward, ClockBackward, s)
-			}
-			e.ClockDirection = s
-			return nil
-		},
-	},
-	"partition": {
-		get: func(e Env, _ string) string { return FormatGroups(e.Groups) },
-		set: func(e *Env, s string) error {
-			g, err := ParseGroups(s)
-			e.Groups = g
-			return err
-		},
-	},
+// setting is a Setting with its type left out: what a plan's record and
+// its replay need of it.
+type setting interface {
+	// text renders the setting's value in env as its flag takes it.
+	text(env Env) string
+	// setText parses a flag's text into env's value of the setting; an
+	// error says what the text should have been.
+	setText(env *Env, s string) error
 }
 
-// durSetting binds a duration setting to its Env field.
-func durSetting(field func(*Env) *time.Duration) faultSetting {
-	return faultSetting{
-		get: func(e Env, _ string) string { return field(&e).String() },
-		set: func(e *Env, s string) error {
-			d, err := time.ParseDuration(s)
-			if err != nil {
-				return fmt.Errorf("want a duration such as 1.5s, got %q", s)
-			}
-			*field(e) = d
-			return nil
-		},
+// settings are the declared settings by flag name.
+var settings = map[string]setting{}
+
+// newSetting declares the setting of the flag name, whose text parse reads
+// and format writes. It panics on a name declared twice: a programming
+// error found at start-up.
+func newSetting[T any](name string, parse func(string) (T, error), format func(T) string) *Setting[T] {
+	if _, dup := settings[name]; dup {
+		panic(fmt.Sprintf("nemesis: setting %q declared twice", name))
 	}
+	s := &Setting[T]{name: name, parse: parse, format: format}
+	settings[name] = s
+	return s
 }
+
+// newDuration declares a duration setting, as time.ParseDuration reads it.
+func newDuration(name string) *Setting[time.Duration] {
+	return newSetting(name, func(s string) (time.Duration, error) {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return 0, fmt.Errorf("want a duration such as 1.5s, got %q", s)
+		}
+		return d, nil
+	}, time.Duration.String)
+}
+
+// Name is the setting's flag name.
+func (s *Setting[T]) Name() string { return s.name }
+
+// Of returns the setting's value in env: the zero value where the run did
+// not set it.
+func (s *Setting[T]) Of(env Env) T {
+	v, _ := env.settings[s.name].(T)
+	return v
+}
+
+// Set gives the setting the value v in env. Copies of env made before keep
+// their own value.
+func (s *Setting[T]) Set(env *Env, v T) {
+	m := maps.Clone(env.settings)
+	if m == nil {
+		m = map[string]any{}
+	}
+	m[s.name] = v
+	env.settings = m
+}
+
+// Is pairs the setting with the value v, for Env.With.
+func (s *Setting[T]) Is(v T) SettingValue {
+	return SettingValue{set: func(env *Env) { s.Set(env, v) }}
+}
+
+// SettingValue is a setting paired with a value (Setting.Is).
+type SettingValue struct {
+	set func(env *Env)
+}
+
+// With returns a copy of env whose settings have the values vs give them;
+// env itself keeps its own.
+func (env Env) With(vs ...SettingValue) Env {
+	for _, v := range vs {
+		v.set(&env)
+	}
+	return env
+}
+
+func (s *Setting[T]) text(env Env) string { return s.format(s.Of(env)) }
+
+func (s *Setting[T]) setText(env *Env, text string) error {
+	v, err := s.parse(text)
+	if err != nil {
+		return err
+	}
+	s.Set(env, v)
+	return nil
+}
+
+// Window is how long the faults without a length of their own (node
+// pauses, partitions, loss, delay, clock faults) stay before their heal,
+// and how long a fault that waits for its moment waits at most.
+var Window = newDuration("window")
 
 // settingsOf returns the settings the fault of spec reads, by flag name,
 // as env has them.
@@ -126,9 +144,7 @@ func settingsOf(spec *Spec, env Env) map[string]string {
 	}
 	out := make(map[string]string, len(spec.Settings))
 	for _, name := range spec.Settings {
-		if fs, ok := faultSettings[name]; ok {
-			out[name] = fs.get(env, spec.Name)
-		}
+		out[name] = settings[name].text(env)
 	}
 	return out
 }

@@ -411,8 +411,8 @@ func (env Env) processCandidates(fault string, procs []int) ([]int, error) {
 // direction Env.ClockDirection asks for. With ClockEither, a positive bump
 // goes either way by a coin toss and a negative one always backward.
 func (env Env) jump(rng *rand.Rand) time.Duration {
-	d := env.ClockBump
-	switch env.ClockDirection {
+	d := ClockBump.Of(env)
+	switch ClockDirection.Of(env) {
 	case ClockForward:
 		return max(d, -d)
 	case ClockBackward:

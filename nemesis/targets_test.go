@@ -86,7 +86,7 @@ func TestClockDirection(t *testing.T) {
 		{ClockBackward, time.Second, func(d time.Duration) bool { return d == -time.Second }},
 		{ClockEither, -time.Second, func(d time.Duration) bool { return d == -time.Second }},
 	} {
-		env := Env{ClockBump: tt.bump, ClockDirection: tt.dir}
+		env := Env{}.With(ClockBump.Is(tt.bump), ClockDirection.Is(tt.dir))
 		for seed := uint64(0); seed < 20; seed++ {
 			if d := env.jump(seeded(seed, 0)); !tt.want(d) {
 				t.Errorf("direction %q bump %v: jump %v", tt.dir, tt.bump, d)
@@ -94,7 +94,7 @@ func TestClockDirection(t *testing.T) {
 		}
 	}
 	both := map[bool]bool{}
-	env := Env{ClockBump: time.Second}
+	env := Env{}.With(ClockBump.Is(time.Second))
 	for seed := uint64(0); seed < 20; seed++ {
 		both[env.jump(seeded(seed, 0)) > 0] = true
 	}
@@ -284,8 +284,7 @@ func wantMinority(nodes, pinned []string, cuts []Cut, subject []string, ok func(
 // goes in — not the one that had it at the start — and records that role.
 func TestNodeFaultsHonourRolePins(t *testing.T) {
 	cl := newLiveCluster("n1", "n2", "n3")
-	base := Env{Cluster: cl, Net: &fakeNet{}, Window: time.Second, NodeDown: time.Second, ClientHosts: []string{"c0", "c1"},
-		Loss: 0.5, Delay: time.Millisecond, Delayer: &fakeDelayer{}, Clocks: &fakeClocks{}, ClockBump: time.Second, StrobeRate: time.Millisecond}
+	base := Env{Cluster: cl, Net: &fakeNet{}, ClientHosts: []string{"c0", "c1"}, Delayer: &fakeDelayer{}, Clocks: &fakeClocks{}}.With(Window.Is(time.Second), Down.Is(time.Second), Loss.Is(0.5), Delay.Is(time.Millisecond), ClockBump.Is(time.Second), Strobe.Is(time.Millisecond))
 	for _, tt := range []struct {
 		fault string
 		// hit returns the node the injection's value says it hit.
@@ -427,7 +426,7 @@ func TestUnsupportedPinsAreRefused(t *testing.T) {
 	}
 	// Build refuses a bad pin even for a fault the platform cannot apply,
 	// and says which fault and pin.
-	env := Env{Cluster: plain, Window: time.Second, NetReason: "not root", Targets: map[string][]string{"isolate": {"n9"}}}
+	env := Env{Cluster: plain, NetReason: "not root", Targets: map[string][]string{"isolate": {"n9"}}}.With(Window.Is(time.Second))
 	if _, err := Build([]string{"kill-node+isolate"}, env); err == nil || !strings.HasPrefix(err.Error(), "--target isolate=n9: ") {
 		t.Errorf("Build with isolate=n9: %v, want a --target error", err)
 	}

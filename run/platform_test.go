@@ -106,7 +106,7 @@ func TestIsolateLeaderOnEtcd(t *testing.T) {
 		Params: map[string]string{backend.EtcdParamTickMs: "100", backend.EtcdParamElectionMs: "2000"}})
 	cl = testcluster.Started(t, cl, err)
 	faults, err := nemesis.Build([]string{"isolate"}, nemesis.Env{Cluster: cl, Net: plat.network(cl),
-		ClientHosts: plat.clientHosts(cfg.Clients), Window: time.Second, Targets: map[string][]string{"isolate": {"leader"}}})
+		ClientHosts: plat.clientHosts(cfg.Clients), Targets: map[string][]string{"isolate": {"leader"}}}.With(nemesis.Window.Is(time.Second)))
 	if err != nil {
 		t.Fatal(err)
 	}

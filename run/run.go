@@ -504,14 +504,18 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	if cfg.Client != "" {
 		clients = externalPool{pool}
 	}
-	faults, steps, unavailable, err := buildFaults(plat, cfg, nemesis.Env{
-		Cluster: cl, Clients: clients, ClientPause: cfg.ClientPause, PausePoint: cfg.PausePoint, NodeDown: cfg.NodeDown,
-		Window: cfg.Window, Net: network, NetReason: plat.netReason, ClientHosts: plat.clientHosts(cfg.Clients),
-		Groups: cfg.Groups, Loss: cfg.Loss, Delay: cfg.Delay, Delayer: plat.delayer(network),
-		Clocks: clockControl(plat), ClockReason: plat.clockWhy, ClockBump: cfg.ClockBump, StrobeRate: cfg.StrobeRate,
-		PowerReason: plat.powerWhy, KillHolder: cfg.KillHolder, KillPoint: cfg.PausePoint,
-		Targets: cfg.Targets, ClockDirection: cfg.ClockDirection, Stagger: cfg.Stagger,
-	})
+	env := nemesis.Env{
+		Cluster: cl, Clients: clients, PowerReason: plat.powerWhy,
+		Net: network, NetReason: plat.netReason, ClientHosts: plat.clientHosts(cfg.Clients), Delayer: plat.delayer(network),
+		Clocks: clockControl(plat), ClockReason: plat.clockWhy,
+		Targets: cfg.Targets, Stagger: cfg.Stagger,
+	}.With(
+		nemesis.Pause.Is(cfg.ClientPause), nemesis.PausePoint.Is(cfg.PausePoint), nemesis.KillHolder.Is(cfg.KillHolder),
+		nemesis.Down.Is(cfg.NodeDown), nemesis.Window.Is(cfg.Window),
+		nemesis.Partition.Is(cfg.Groups), nemesis.Loss.Is(cfg.Loss), nemesis.Delay.Is(cfg.Delay),
+		nemesis.ClockBump.Is(cfg.ClockBump), nemesis.ClockDirection.Is(cfg.ClockDirection), nemesis.Strobe.Is(cfg.StrobeRate),
+	)
+	faults, steps, unavailable, err := buildFaults(plat, cfg, env)
 	if err != nil {
 		return nil, err
 	}

@@ -146,8 +146,8 @@ func TestKillMasterAfterSentinelFailover(t *testing.T) {
 		t.Fatalf("the cluster's Nodes already name %+v: the test would not tell a stale role from a live one", r)
 	}
 
-	faults, err := nemesis.Build([]string{"kill-node"}, nemesis.Env{Cluster: cl, NodeDown: time.Second,
-		Targets: map[string][]string{"kill-node": {"master"}}})
+	faults, err := nemesis.Build([]string{"kill-node"}, nemesis.Env{Cluster: cl,
+		Targets: map[string][]string{"kill-node": {"master"}}}.With(nemesis.Down.Is(time.Second)))
 	if err != nil {
 		t.Fatal(err)
 	}
