@@ -6,10 +6,13 @@ import (
 	"net"
 	"net/http"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/locktest/locktest/internal/shellquote"
 )
 
 // Kind is one kind of node, what server a node runs, as every provider
@@ -169,6 +172,27 @@ type Init struct {
 	// Append are text to append, once it ran, to files it made (a line of
 	// pg_hba.conf).
 	Append []File
+}
+
+// Shell renders the init as one line of POSIX shell, for a provider that
+// starts its nodes through a shell on the node's host: unless dataDir
+// holds the init's done-file, it runs the init (after the argv prefix as,
+// setpriv's when it runs as another user; none when nil) with no input
+// and its output appended to logFile, and then appends the init's text to
+// the files it made. Where that fails, the line prints "<program>
+// failed: " and the log's last line to standard error, and exits 1.
+func (i *Init) Shell(dataDir string, as []string, logFile string) string {
+	var after strings.Builder
+	for _, f := range i.Append {
+		fmt.Fprintf(&after, " && printf %%s %s >> %s", shellquote.Quote(f.Data), shellquote.Quote(f.Path))
+	}
+	argv := append(slices.Clone(as), i.Argv...)
+	if len(i.Env) > 0 {
+		argv = append([]string{"env"}, append(slices.Clone(i.Env), argv...)...)
+	}
+	return fmt.Sprintf("[ -e %[1]s ] || { %[2]s </dev/null >>%[3]s 2>&1%[4]s; } || { echo %[5]s\"$(grep . %[3]s | tail -n 1)\" >&2; exit 1; }",
+		shellquote.Quote(path.Join(dataDir, i.Done)), shellquote.Join(argv), shellquote.Quote(logFile), after.String(),
+		shellquote.Quote(path.Base(i.Argv[0])+" failed: "))
 }
 
 // File is one file of a launch, at an absolute path on the node's host.

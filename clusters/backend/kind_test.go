@@ -1,8 +1,10 @@
 package backend
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -165,5 +167,39 @@ func TestEveryKindIsDefined(t *testing.T) {
 	}
 	if _, err := KindOf("consul"); err == nil || !strings.Contains(err.Error(), `"consul"`) {
 		t.Errorf("KindOf(consul) = %v", err)
+	}
+}
+
+// An init rendered as shell (Init.Shell) runs once: it makes the data
+// directory and appends its text to the files it made; a second run finds
+// the done-file and runs nothing; a failing init prints its program and
+// its log's last line and exits 1.
+func TestInitShellRunsOnceAndSaysWhyItFailed(t *testing.T) {
+	dir := t.TempDir()
+	data, logf := filepath.Join(dir, "data"), filepath.Join(dir, "init.log")
+	in := &Init{Done: "PG_VERSION", Env: []string{"WHO=initdb"},
+		Argv:   []string{"sh", "-c", `mkdir -p "$0" && echo "$WHO ran" && echo 15 > "$0/PG_VERSION" && echo "local all all trust" > "$0/hba.conf"`, data},
+		Append: []File{{Path: filepath.Join(data, "hba.conf"), Data: "host all all 0.0.0.0/0 trust\n"}}}
+	sh := func(line string) (string, error) {
+		out, err := exec.Command("sh", "-c", line).CombinedOutput()
+		return string(out), err
+	}
+	for range 2 {
+		if out, err := sh(in.Shell(data, nil, logf)); err != nil {
+			t.Fatalf("init: %v: %s", err, out)
+		}
+	}
+	hba, _ := os.ReadFile(filepath.Join(data, "hba.conf"))
+	if string(hba) != "local all all trust\nhost all all 0.0.0.0/0 trust\n" {
+		t.Errorf("hba.conf after two starts = %q, want the init's line and the appended one, once", hba)
+	}
+	if log, _ := os.ReadFile(logf); string(log) != "initdb ran\n" {
+		t.Errorf("init.log = %q, want one run with its environment", log)
+	}
+	bad := &Init{Done: "PG_VERSION", Argv: []string{"/bin/sh", "-c", "echo first; echo 'initdb: directory exists'; exit 3"}}
+	out, err := sh(bad.Shell(filepath.Join(dir, "other"), nil, logf))
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 || strings.TrimSpace(out) != "sh failed: initdb: directory exists" {
+		t.Errorf("a failing init: %v, %q; want exit 1 and its program with its log's last line", err, out)
 	}
 }

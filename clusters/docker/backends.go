@@ -116,8 +116,7 @@ func launchKind(k *backend.Kind) *containerKind {
 			if l.Init == nil && k.RunAs == "" {
 				return containerSpec{entrypoint: l.Argv, files: files}, nil
 			}
-			script, more := initScript(k, p.DataDir, l)
-			return containerSpec{entrypoint: []string{"/bin/sh", "-c"}, cmd: []string{script}, files: append(files, more...)}, nil
+			return containerSpec{entrypoint: []string{"/bin/sh", "-c"}, cmd: []string{initScript(k, p.DataDir, l)}, files: files}, nil
 		},
 	}
 }
@@ -125,35 +124,21 @@ func launchKind(k *backend.Kind) *containerKind {
 // initScript is the shell command of a container whose server has an
 // init or a user of its own (a SQL server): it makes dataDir, owned by
 // the kind's user with mode 0700 when there is one; runs the launch's
-// init unless the data directory has its done-file, its output kept in
-// /data/init.log and shown when it fails; appends the launch's text to
-// the files it made (copied in as /conf/append-N); and execs the server,
-// as the kind's user through setpriv when there is one. It also returns
-// the files the appends copy in.
-func initScript(k *backend.Kind, dataDir string, l backend.Launch) (string, []testcontainers.ContainerFile) {
+// init unless the data directory has its done-file (backend.Init.Shell,
+// its output kept in /data/init.log); and execs the server, as the kind's
+// user through setpriv when there is one.
+func initScript(k *backend.Kind, dataDir string, l backend.Launch) string {
 	var b strings.Builder
-	as := ""
+	var as []string
 	if k.RunAs != "" {
-		as = "setpriv --reuid=" + k.RunAs + " --regid=" + k.RunAs + " --init-groups "
+		as = []string{"setpriv", "--reuid=" + k.RunAs, "--regid=" + k.RunAs, "--init-groups"}
 		fmt.Fprintf(&b, "mkdir -p %[1]s && chown %[2]s:%[2]s %[1]s && chmod 700 %[1]s || exit 1; ", dataDir, k.RunAs)
 	}
-	var files []testcontainers.ContainerFile
-	if i := l.Init; i != nil {
-		var after strings.Builder
-		for j, f := range i.Append {
-			src := fmt.Sprintf("%s/append-%d", confDir, j)
-			files = append(files, testcontainers.ContainerFile{Reader: strings.NewReader(f.Data), ContainerFilePath: src, FileMode: 0o644})
-			fmt.Fprintf(&after, " && cat %s >> %s", src, shellquote.Quote(f.Path))
-		}
-		env := ""
-		if len(i.Env) > 0 {
-			env = "env " + shellquote.Join(i.Env) + " "
-		}
-		fmt.Fprintf(&b, "[ -e %[1]s ] || { %[2]s%[3]s%[4]s >/data/init.log 2>&1%[5]s; } || { cat /data/init.log >&2; exit 1; }; ",
-			shellquote.Quote(dataDir+"/"+i.Done), as, env, shellquote.Join(i.Argv), after.String())
+	if l.Init != nil {
+		b.WriteString(l.Init.Shell(dataDir, as, "/data/init.log") + "; ")
 	}
-	fmt.Fprintf(&b, "exec %s%s", as, shellquote.Join(l.Argv))
-	return b.String(), files
+	fmt.Fprintf(&b, "exec %s", shellquote.Join(append(as, l.Argv...)))
+	return b.String()
 }
 
 // The Options.Params the zookeeper backend understands.

@@ -156,18 +156,8 @@ func (cl *Cluster) startKind(ctx, rctx context.Context, n *node, k *backend.Kind
 		fmt.Fprintf(&pre, "cat > %s <<'EOF'\n%sEOF\n", shellquote.Quote(f.Path), f.Data)
 	}
 	logf := path.Join(n.dir, k.Log)
-	if i := l.Init; i != nil {
-		var after strings.Builder
-		for _, f := range i.Append {
-			fmt.Fprintf(&after, " && printf %%s %s >> %s", shellquote.Quote(f.Data), shellquote.Quote(f.Path))
-		}
-		argv := append(slices.Clone(as), i.Argv...)
-		if len(i.Env) > 0 {
-			argv = append([]string{"env"}, append(slices.Clone(i.Env), argv...)...)
-		}
-		fmt.Fprintf(&pre, "[ -e %[1]s ] || { %[2]s </dev/null >>%[3]s 2>&1%[4]s; } || { echo %[5]s\"$(grep . %[3]s | tail -n 1)\" >&2; exit 1; }\n",
-			shellquote.Quote(path.Join(p.DataDir, i.Done)), shellquote.Join(argv), shellquote.Quote(logf), after.String(),
-			shellquote.Quote(path.Base(i.Argv[0])+" failed: "))
+	if l.Init != nil {
+		pre.WriteString(l.Init.Shell(p.DataDir, as, logf) + "\n")
 	}
 	n.mu.Lock()
 	argv := slices.Clone(n.env)
