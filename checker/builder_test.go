@@ -205,6 +205,33 @@ func expectResult(t *testing.T, r Result, anomalies, notes []want, stats map[str
 	}
 }
 
+// builtCase is a case of a table-driven test of a checker on a hand-built
+// history: what build appends to the history, and what the checker must
+// find on it.
+type builtCase struct {
+	name      string
+	mode      string // Resource.Mode, for Resource's cases
+	build     func(b *builder) (anomalies, notes []want)
+	verdict   Verdict
+	stats     map[string]float64 // -1: the stat must be absent
+	explained string             // the first anomaly's (or else note's) explanation, when set
+}
+
+// runBuilt runs each case of tests as a subtest: the checker that checker
+// returns for the case must give, on the history the case builds, its
+// verdict, anomalies, notes, stats and explanation (see expectResult).
+func runBuilt(t *testing.T, tests []builtCase, checker func(builtCase) Checker) {
+	t.Helper()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var b builder
+			as, ns := tt.build(&b)
+			r := check(t, checker(tt), b.h, tt.verdict)
+			expectResult(t, r, as, ns, tt.stats, tt.explained)
+		})
+	}
+}
+
 // ops is a readable []int literal.
 func ops(is ...int) []int { return is }
 

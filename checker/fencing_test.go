@@ -7,13 +7,7 @@ import (
 )
 
 func TestFencingTokens(t *testing.T) {
-	tests := []struct {
-		name      string
-		build     func(b *builder) (anomalies, notes []want)
-		verdict   Verdict
-		stats     map[string]float64
-		explained string // the first anomaly's (or else note's) explanation, when set
-	}{
+	runBuilt(t, []builtCase{
 		{
 			name: "clean increasing tokens",
 			build: func(b *builder) ([]want, []want) {
@@ -191,77 +185,35 @@ func TestFencingTokens(t *testing.T) {
 			verdict: Invalid,
 			stats:   map[string]float64{"tokens": 4, "duplicate_tokens": 1, "continued_holds": 0, "token_regressions": 1},
 		},
-		{
-			name: "a re-grant after a release that succeeded is a duplicate",
-			build: func(b *builder) ([]want, []want) {
-				a := b.acquire(0, "x", 90, 100, 7, 1100)
-				b.release(0, "x", 150, 160, 7, lv(0, 7))
-				c := b.acquire(0, "x", 200, 210, 7, 1210)
-				return []want{{"duplicate-token", ops(a.done, c.done)}}, nil
-			},
-			verdict: Invalid,
-			stats:   map[string]float64{"duplicate_tokens": 1, "continued_holds": 0},
-		},
-		{
-			name: "a re-grant after a release that failed is a duplicate",
-			build: func(b *builder) ([]want, []want) {
-				a := b.acquire(0, "x", 90, 100, 7, 1100)
-				b.invoke(0, history.Release, 150, history.Value{Lock: "x", Token: tok(7), LockValue: lv(0, 7)})
-				b.fail(0, history.Release, 160, history.Value{Lock: "x"}, "not held")
-				c := b.acquire(0, "x", 200, 210, 7, 1210)
-				return []want{{"duplicate-token", ops(a.done, c.done)}}, nil
-			},
-			verdict: Invalid,
-			stats:   map[string]float64{"duplicate_tokens": 1, "continued_holds": 0},
-		},
-		{
-			name: "a re-grant with another lock value is a duplicate",
-			build: func(b *builder) ([]want, []want) {
-				a := b.acquire(0, "x", 90, 100, 7, 1100)
-				b.releaseUnknown(0, "x", 150, 1150, 7)
-				b.invoke(0, history.Acquire, 1160, history.Value{Lock: "x"})
-				c := b.ok(0, history.Acquire, 1170, history.Value{Lock: "x", Token: tok(7), LockValue: "another", ValidUntil: ms(2170)})
-				return []want{{"duplicate-token", ops(a.done, c)}}, nil
-			},
-			verdict: Invalid,
-			stats:   map[string]float64{"duplicate_tokens": 1, "continued_holds": 0},
-		},
-		{
-			name: "a re-grant after an acquire of unknown outcome is a duplicate",
-			build: func(b *builder) ([]want, []want) {
-				a := b.acquire(0, "x", 90, 100, 7, 1100)
-				b.releaseUnknown(0, "x", 150, 1150, 7)
-				b.invoke(0, history.Acquire, 1160, history.Value{Lock: "x"})
-				b.info(0, history.Acquire, 2160, history.Value{Lock: "x"})
-				c := b.acquire(0, "x", 2170, 2180, 7, 3180)
-				return []want{{"duplicate-token", ops(a.done, c.done)}}, nil
-			},
-			verdict: Invalid,
-			stats:   map[string]float64{"duplicate_tokens": 1, "continued_holds": 0},
-		},
-		{
-			name: "a re-grant to a process killed after its release is a duplicate",
-			build: func(b *builder) ([]want, []want) {
-				a := b.acquire(0, "x", 90, 100, 7, 1100)
-				b.releaseUnknown(0, "x", 150, 1150, 7)
-				b.invoke(history.NemesisProcess, "kill-client", 1155, history.Value{})
-				b.ok(history.NemesisProcess, "kill-client", 1156, history.Value{Targets: []string{"p0"}})
-				c := b.acquire(0, "x", 1200, 1210, 7, 2210)
-				return []want{{"duplicate-token", ops(a.done, c.done)}}, nil
-			},
-			verdict: Invalid,
-			stats:   map[string]float64{"duplicate_tokens": 1, "continued_holds": 0},
-		},
-		{
-			name: "a second grant to a holder that never released is a duplicate",
-			build: func(b *builder) ([]want, []want) {
-				a := b.acquire(0, "x", 90, 100, 7, 1100)
-				c := b.acquire(0, "x", 200, 210, 7, 1210)
-				return []want{{"duplicate-token", ops(a.done, c.done)}}, nil
-			},
-			verdict: Invalid,
-			stats:   map[string]float64{"duplicate_tokens": 1, "continued_holds": 0},
-		},
+		regranted("a re-grant after a release that succeeded is a duplicate", func(b *builder) int {
+			b.release(0, "x", 150, 160, 7, lv(0, 7))
+			return b.acquire(0, "x", 200, 210, 7, 1210).done
+		}),
+		regranted("a re-grant after a release that failed is a duplicate", func(b *builder) int {
+			b.invoke(0, history.Release, 150, history.Value{Lock: "x", Token: tok(7), LockValue: lv(0, 7)})
+			b.fail(0, history.Release, 160, history.Value{Lock: "x"}, "not held")
+			return b.acquire(0, "x", 200, 210, 7, 1210).done
+		}),
+		regranted("a re-grant with another lock value is a duplicate", func(b *builder) int {
+			b.releaseUnknown(0, "x", 150, 1150, 7)
+			b.invoke(0, history.Acquire, 1160, history.Value{Lock: "x"})
+			return b.ok(0, history.Acquire, 1170, history.Value{Lock: "x", Token: tok(7), LockValue: "another", ValidUntil: ms(2170)})
+		}),
+		regranted("a re-grant after an acquire of unknown outcome is a duplicate", func(b *builder) int {
+			b.releaseUnknown(0, "x", 150, 1150, 7)
+			b.invoke(0, history.Acquire, 1160, history.Value{Lock: "x"})
+			b.info(0, history.Acquire, 2160, history.Value{Lock: "x"})
+			return b.acquire(0, "x", 2170, 2180, 7, 3180).done
+		}),
+		regranted("a re-grant to a process killed after its release is a duplicate", func(b *builder) int {
+			b.releaseUnknown(0, "x", 150, 1150, 7)
+			b.invoke(history.NemesisProcess, "kill-client", 1155, history.Value{})
+			b.ok(history.NemesisProcess, "kill-client", 1156, history.Value{Targets: []string{"p0"}})
+			return b.acquire(0, "x", 1200, 1210, 7, 2210).done
+		}),
+		regranted("a second grant to a holder that never released is a duplicate", func(b *builder) int {
+			return b.acquire(0, "x", 200, 210, 7, 1210).done
+		}),
 		{
 			name: "tokens granted again after a reset are one duplicate anomaly per range",
 			build: func(b *builder) ([]want, []want) {
@@ -334,15 +286,7 @@ func TestFencingTokens(t *testing.T) {
 			verdict: Valid,
 			stats:   map[string]float64{"tokens": 3},
 		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var b builder
-			as, ns := tt.build(&b)
-			r := check(t, FencingTokens{}, b.h, tt.verdict)
-			expectResult(t, r, as, ns, tt.stats, tt.explained)
-		})
-	}
+	}, func(builtCase) Checker { return FencingTokens{} })
 }
 
 func TestDuplicateRangeIsExplained(t *testing.T) {
@@ -371,4 +315,21 @@ func (b *builder) releaseUnknown(p int, lock string, inv, done int64, t uint64) 
 	i := b.invoke(p, history.Release, inv, history.Value{Lock: lock, Token: tok(t), LockValue: lv(p, int(t))})
 	d := b.add(history.Info, p, history.Release, done, history.Value{Lock: lock, Token: tok(t), LockValue: lv(p, int(t))}, "context deadline exceeded")
 	return pair{i, d}
+}
+
+// regranted is a case of TestFencingTokens in which process 0 is granted
+// token 7 of lock "x" at 0.100s, and then regrant appends what the case
+// names and a grant of token 7 again, and returns that grant's completion:
+// the two grants must be one duplicate token, not a hold going on.
+func regranted(name string, regrant func(b *builder) int) builtCase {
+	return builtCase{
+		name: name,
+		build: func(b *builder) ([]want, []want) {
+			a := b.acquire(0, "x", 90, 100, 7, 1100)
+			c := regrant(b)
+			return []want{{"duplicate-token", ops(a.done, c)}}, nil
+		},
+		verdict: Invalid,
+		stats:   map[string]float64{"duplicate_tokens": 1, "continued_holds": 0},
+	}
 }

@@ -94,13 +94,7 @@ var goldenHistories = map[string]func(b *builder){
 	// value, no one else having been granted the lock in between (p2 gave
 	// up waiting). The same hold going on, not a duplicate.
 	"regrant-after-unknown-release.jsonl": func(b *builder) {
-		b.section(0, "x", 100, 850, 0)
-		b.acquire(1, "x", 200, 210, 851, 1210)
-		b.read(1, "x", 211, 212, 1)
-		b.write(1, "x", 213, 214, 2, 851, 214)
-		b.invoke(history.NemesisProcess, "partition-isolate", 215, history.Value{})
-		b.invoke(1, history.Release, 216, history.Value{Lock: "x", Token: tok(851), LockValue: lv(1, 851)})
-		b.ok(history.NemesisProcess, "partition-isolate", 220, history.Value{Targets: []string{"n2|n1,n3,c0,c1,c2"}})
+		regrantStart(b, 850, 851, "n2|n1,n3,c0,c1,c2")
 		b.invoke(2, history.Acquire, 300, history.Value{Lock: "x"})
 		b.fail(2, history.Acquire, 1300, history.Value{Lock: "x"}, "not acquired: gave up waiting for an older waiter to go: context deadline exceeded")
 		b.add(history.Info, 1, history.Release, 1216, history.Value{Lock: "x", Token: tok(851), LockValue: lv(1, 851)}, "context deadline exceeded")
@@ -120,13 +114,7 @@ var goldenHistories = map[string]func(b *builder){
 	// in between, so 396 is a duplicate. The fenced store refuses p1's
 	// write with it, and p1's release finds the lock gone.
 	"regrant-after-others.jsonl": func(b *builder) {
-		b.section(0, "x", 100, 390, 0)
-		b.acquire(1, "x", 200, 210, 396, 1210)
-		b.read(1, "x", 211, 212, 1)
-		b.write(1, "x", 213, 214, 2, 396, 214)
-		b.invoke(history.NemesisProcess, "partition-isolate", 215, history.Value{})
-		b.invoke(1, history.Release, 216, history.Value{Lock: "x", Token: tok(396), LockValue: lv(1, 396)})
-		b.ok(history.NemesisProcess, "partition-isolate", 220, history.Value{Targets: []string{"n2|n1,n3,c0,c1,c2,c3"}})
+		regrantStart(b, 390, 396, "n2|n1,n3,c0,c1,c2,c3")
 		b.add(history.Info, 1, history.Release, 1216, history.Value{Lock: "x", Token: tok(396), LockValue: lv(1, 396)}, "context deadline exceeded")
 		b.invoke(1, history.Acquire, 1217, history.Value{Lock: "x"})
 		b.invoke(history.NemesisProcess, "heal-network", 1300, history.Value{})
@@ -412,6 +400,21 @@ func writeGolden(t *testing.T, path string, h history.History) {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// regrantStart appends the start the regrant golden histories share:
+// p0's clean section with token first, then p1 granted token tk, reading
+// 1 and writing 2, and invoking its release while the nemesis cuts the
+// leader off (the partition's targets), the release's completion still to
+// come.
+func regrantStart(b *builder, first, tk uint64, targets string) {
+	b.section(0, "x", 100, first, 0)
+	b.acquire(1, "x", 200, 210, tk, 1210)
+	b.read(1, "x", 211, 212, 1)
+	b.write(1, "x", 213, 214, 2, tk, 214)
+	b.invoke(history.NemesisProcess, "partition-isolate", 215, history.Value{})
+	b.invoke(1, history.Release, 216, history.Value{Lock: "x", Token: tok(tk), LockValue: lv(1, int(tk))})
+	b.ok(history.NemesisProcess, "partition-isolate", 220, history.Value{Targets: []string{targets}})
 }
 
 func TestGolden(t *testing.T) {

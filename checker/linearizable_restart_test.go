@@ -171,11 +171,9 @@ func restartWhole(t testing.TB, h history.History) Verdict {
 // same ops whole.
 func TestWindowsLoseNothingAcrossRestarts(t *testing.T) {
 	rng := rand.New(rand.NewPCG(21, 4))
-	n := *windowRuns
-	if testing.Short() {
-		n /= 10
-	}
-	failures, ended, invalid := 0, 0, 0
+	n := windowRunCount()
+	ended, invalid := 0, 0
+	var failures shrunkFailures
 
 	for i := range n {
 		h := genRestarts(rng, rng.IntN(3) == 0)
@@ -199,17 +197,11 @@ func TestWindowsLoseNothingAcrossRestarts(t *testing.T) {
 			if !disagree(h) {
 				continue
 			}
-			min := shrink(h, disagree)
-			t.Errorf("history %d, windows of %d: the windows disagree with the whole; shrunk from %d to %d ops:%s", i, size, len(h), len(min), render(min))
-			if failures++; failures == 3 {
-				t.Fatal("stopping after 3 disagreements")
-			}
+			failures.report(t, fmt.Sprintf("history %d, windows of %d: the windows disagree with the whole", i, size), h, shrink(h, disagree))
 			break
 		}
 	}
-	if invalid < n/10 || invalid > n*9/10 {
-		t.Errorf("%d of %d histories are not linearizable: the generator is off balance", invalid, n)
-	}
+	expectBalanced(t, invalid, n)
 	if ended < n/20 {
 		t.Errorf("only %d releases of unknown outcome were ended by a restart in %d histories", ended, n)
 	}
@@ -316,11 +308,9 @@ func genCrashing(rng *rand.Rand) history.History {
 // that it is then decided more often than without.
 func TestRestartsOfACorrectLockAreValid(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 17))
-	n := *windowRuns
-	if testing.Short() {
-		n /= 10
-	}
-	failures, decidedWith, decidedWithout := 0, 0, 0
+	n := windowRunCount()
+	decidedWith, decidedWithout := 0, 0
+	var failures shrunkFailures
 	for i := range n {
 		h := genCrashing(rng)
 		for _, size := range []int{1, 2, 3, 4, 0} {
@@ -331,11 +321,7 @@ func TestRestartsOfACorrectLockAreValid(t *testing.T) {
 			if !bad(h) {
 				continue
 			}
-			min := shrink(h, bad)
-			t.Errorf("history %d, windows of %d: a correct lock found invalid; shrunk from %d to %d ops:%s", i, size, len(h), len(min), render(min))
-			if failures++; failures == 3 {
-				t.Fatal("stopping after 3 failures")
-			}
+			failures.report(t, fmt.Sprintf("history %d, windows of %d: a correct lock found invalid", i, size), h, shrink(h, bad))
 			break
 		}
 		for sessions, count := range map[bool]*int{true: &decidedWith, false: &decidedWithout} {

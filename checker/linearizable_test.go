@@ -333,6 +333,21 @@ func wellFormed(h history.History) bool {
 	return true
 }
 
+// shrunkFailures counts the failures a property test finds on random
+// histories; the third stops the test.
+type shrunkFailures int
+
+// report fails t with what was wrong with h, shown on min, the smallest
+// history h shrank to that still has it; the third report stops t.
+func (f *shrunkFailures) report(t *testing.T, what string, h, min history.History) {
+	t.Helper()
+	t.Errorf("%s; shrunk from %d to %d ops:%s", what, len(h), len(min), render(min))
+	if *f++; *f == 3 {
+		t.Fatal("stopping after 3 failures")
+	}
+}
+
+// render renders h one op a line, each on a new indented line.
 func render(h history.History) string {
 	var b strings.Builder
 	for _, o := range h {
@@ -352,7 +367,8 @@ func TestMutexCheckersAgree(t *testing.T) {
 		n = 500
 	}
 	rng := rand.New(rand.NewPCG(6, 6))
-	invalid, failures := 0, 0
+	invalid := 0
+	var failures shrunkFailures
 	for i := range n {
 		plant := rng.IntN(3) == 0
 		window := []int{0, 1, 3}[i%3]
@@ -366,10 +382,7 @@ func TestMutexCheckersAgree(t *testing.T) {
 		}
 		min := shrink(h, func(c history.History) bool { b, _ := disagree(c, window); return b && inDomain(c) })
 		_, why = disagree(min, window)
-		t.Errorf("history %d (window %d): %s; shrunk from %d to %d ops:%s", i, window, why, len(h), len(min), render(min))
-		if failures++; failures == 3 {
-			t.Fatal("stopping after 3 disagreements")
-		}
+		failures.report(t, fmt.Sprintf("history %d (window %d): %s", i, window, why), h, min)
 	}
 	if invalid < n/20 {
 		t.Errorf("only %d of %d histories had a violation: the generator plants too few", invalid, n)

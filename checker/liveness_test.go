@@ -36,6 +36,19 @@ func (b *builder) die(p int, at int64) int {
 	return b.add(history.Info, p, history.Read, at, history.Value{Lock: "x"}, "worker exited: signal: killed")
 }
 
+// diedHolding returns a build in which process 0 acquires lock "x" and
+// dies holding it at 20 ms, and then process 1 makes n failed attempts to
+// acquire it, from 1 s on, every `every` ms; it wants no anomaly, for the
+// attempts are too few or too close together to prove the lock stuck.
+func diedHolding(n int, every int64) func(b *builder) []want {
+	return func(b *builder) []want {
+		b.acquire(0, "x", 0, 10, 0, 0)
+		b.die(0, 20)
+		b.attempts("x", []int{1}, n, 1000, every)
+		return nil
+	}
+}
+
 func TestLiveness(t *testing.T) {
 	tests := []struct {
 		name      string
@@ -133,23 +146,13 @@ func TestLiveness(t *testing.T) {
 			verdict: Valid,
 		},
 		{
-			name: "too few attempts",
-			build: func(b *builder) []want {
-				b.acquire(0, "x", 0, 10, 0, 0)
-				b.die(0, 20)
-				b.attempts("x", []int{1}, 2, 1000, 8000)
-				return nil
-			},
+			name:    "too few attempts",
+			build:   diedHolding(2, 8000),
 			verdict: Valid,
 		},
 		{
-			name: "too short a window",
-			build: func(b *builder) []want {
-				b.acquire(0, "x", 0, 10, 0, 0)
-				b.die(0, 20)
-				b.attempts("x", []int{1}, 10, 1000, 300)
-				return nil
-			},
+			name:    "too short a window",
+			build:   diedHolding(10, 300),
 			verdict: Valid,
 		},
 		{

@@ -12,14 +12,7 @@ func wv(lock string, p int, n int64, t uint64, store int64) history.Value {
 }
 
 func TestResource(t *testing.T) {
-	tests := []struct {
-		name      string
-		mode      string // Resource.Mode
-		build     func(b *builder) (anomalies, notes []want)
-		verdict   Verdict
-		stats     map[string]float64 // -1: the stat must be absent
-		explained string             // the first anomaly's (or else note's) explanation, when set
-	}{
+	runBuilt(t, []builtCase{
 		{
 			name: "clean sequential writes",
 			build: func(b *builder) ([]want, []want) {
@@ -251,28 +244,8 @@ func TestResource(t *testing.T) {
 			stats:     map[string]float64{"token_regressions": 2, "regressed_writes": 4, "lost_updates": 0, "stale_writes": 0},
 			explained: `the store accepted process 1's write of token 1 under lock "x" at 0.605s after it had accepted process 1's write of token 5 at 0.505s, and 2 later accepted writes were below token 5 too`,
 		},
-		{
-			name: "token regressions are not checked in none mode",
-			mode: "none",
-			build: func(b *builder) ([]want, []want) {
-				b.section(0, "x", 100, 2, 0)
-				b.section(1, "x", 200, 1, 1)
-				return nil, nil
-			},
-			verdict: Valid,
-			stats:   map[string]float64{"writes_accepted": 2, "token_regressions": -1, "regressed_writes": -1},
-		},
-		{
-			name: "token regressions are not checked in check-and-set mode",
-			mode: "check-and-set",
-			build: func(b *builder) ([]want, []want) {
-				b.section(0, "x", 100, 2, 0)
-				b.section(1, "x", 200, 1, 1)
-				return nil, nil
-			},
-			verdict: Valid,
-			stats:   map[string]float64{"writes_accepted": 2, "token_regressions": -1, "regressed_writes": -1},
-		},
+		regressionUnchecked("none"),
+		regressionUnchecked("check-and-set"),
 		{
 			name: "token regressions are checked when the mode is unknown",
 			build: func(b *builder) ([]want, []want) {
@@ -409,14 +382,23 @@ func TestResource(t *testing.T) {
 			verdict: Valid,
 			stats:   map[string]float64{"writes_accepted": 2},
 		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var b builder
-			as, ns := tt.build(&b)
-			r := check(t, Resource{Mode: tt.mode}, b.h, tt.verdict)
-			expectResult(t, r, as, ns, tt.stats, tt.explained)
-		})
+	}, func(tt builtCase) Checker { return Resource{Mode: tt.mode} })
+}
+
+// regressionUnchecked is a case of TestResource in mode, which does not
+// check tokens: a write under token 1 after one under token 2 is no token
+// regression, and the stats of regressions are absent.
+func regressionUnchecked(mode string) builtCase {
+	return builtCase{
+		name: "token regressions are not checked in " + mode + " mode",
+		mode: mode,
+		build: func(b *builder) ([]want, []want) {
+			b.section(0, "x", 100, 2, 0)
+			b.section(1, "x", 200, 1, 1)
+			return nil, nil
+		},
+		verdict: Valid,
+		stats:   map[string]float64{"writes_accepted": 2, "token_regressions": -1, "regressed_writes": -1},
 	}
 }
 

@@ -49,6 +49,24 @@ type ordering struct{ r *reorder }
 
 func (o *ordering) reorderOf() **reorder { return &o.r }
 
+// add is Add of a checker s with its own reorder buffer: op, recorded
+// next, is held back until no op of a lower time can still come, s reads
+// the ops that are then in order, and decides what they let it decide.
+func add(s ordered, op history.Op) {
+	r := *s.reorderOf()
+	r.push(op)
+	r.ready(false, s.read)
+	s.step()
+}
+
+// unseen returns the anomalies of found from the *seen-th on, the ones
+// Confirmed has not given yet, and counts them as given.
+func unseen(found []Anomaly, seen *int) []Anomaly {
+	out := found[*seen:]
+	*seen = len(found)
+	return out
+}
+
 // Expect makes the checker wait for process p's first op before it
 // decides anything after it: a run's workers are known before their
 // first op.
@@ -461,22 +479,14 @@ func NewStreamMutex() *StreamMutex {
 }
 
 // Add reads the op recorded next.
-func (s *StreamMutex) Add(op history.Op) {
-	s.r.push(op)
-	s.r.ready(false, s.read)
-	s.step()
-}
+func (s *StreamMutex) Add(op history.Op) { add(s, op) }
 
 // step decides what the ops read so far let it decide.
 func (s *StreamMutex) step() { s.decide(false) }
 
 // Confirmed returns the anomalies found since the last call: each is one
 // the whole history has, whatever comes after.
-func (s *StreamMutex) Confirmed() []Anomaly {
-	out := s.anomalies[s.firstSeen:]
-	s.firstSeen = len(s.anomalies)
-	return out
-}
+func (s *StreamMutex) Confirmed() []Anomaly { return unseen(s.anomalies, &s.firstSeen) }
 
 // Finish ends the history: every op held back is read, the holds still
 // open last past its end, and the Result is MutualExclusion's.

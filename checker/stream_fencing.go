@@ -156,21 +156,13 @@ func NewStreamFencing() *StreamFencing {
 }
 
 // Add reads the op recorded next.
-func (s *StreamFencing) Add(op history.Op) {
-	s.r.push(op)
-	s.r.ready(false, s.read)
-	s.step()
-}
+func (s *StreamFencing) Add(op history.Op) { add(s, op) }
 
 // step applies the rules to the grants the ops read so far let it.
 func (s *StreamFencing) step() { s.decide(false) }
 
 // Confirmed returns the anomalies found since the last call.
-func (s *StreamFencing) Confirmed() []Anomaly {
-	out := s.early[s.firstSeen:]
-	s.firstSeen = len(s.early)
-	return out
-}
+func (s *StreamFencing) Confirmed() []Anomaly { return unseen(s.early, &s.firstSeen) }
 
 // Finish ends the history and gives the Result, FencingTokens'.
 func (s *StreamFencing) Finish() Result {

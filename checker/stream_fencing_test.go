@@ -2,11 +2,9 @@ package checker
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"math/rand/v2"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -46,17 +44,9 @@ func fencingDisagrees(h history.History, revives ...revival) string {
 // TestStreamFencingAgreesOnTheGoldenHistories: on every golden history of
 // testdata/, the streaming checker agrees with FencingTokens.
 func TestStreamFencingAgreesOnTheGoldenHistories(t *testing.T) {
-	files, _ := filepath.Glob(filepath.Join("testdata", "*.jsonl"))
-	if len(files) < 10 {
-		t.Fatalf("only %d golden histories", len(files))
-	}
-	for _, f := range files {
-		h, err := history.ReadFile(f)
-		if err != nil && !errors.Is(err, history.ErrTruncated) {
-			t.Fatal(err)
-		}
-		if d := fencingDisagrees(h); d != "" {
-			t.Errorf("%s: %s", filepath.Base(f), d)
+	for _, g := range goldenFiles(t) {
+		if d := fencingDisagrees(g.h); d != "" {
+			t.Errorf("%s: %s", g.name, d)
 		}
 	}
 }
@@ -108,106 +98,30 @@ func TestStreamFencingAgrees(t *testing.T) {
 // tokens, as a driver records it, and the revivals of dead workers' ids;
 // see TestStreamFencingAgrees.
 func genTokens(rng *rand.Rand) (history.History, []revival) {
-	procs := 2 + rng.IntN(3)
-	locks := []string{"x", "y"}[:1+rng.IntN(2)]
-	const (
-		idle = iota
-		acquiring
-		holding
-		releasing
-		dead
-	)
-	type proc struct {
-		state       int
-		lock, value string
-		token       uint64
-		// kept: its last release was of unknown outcome and did not
-		// take effect; the service still holds its lease.
-		kept   bool
-		revive int64
-	}
-	ps := make([]proc, procs)
-	holder := map[string]int{}
+	s := newSim(rng)
 	counter := map[string]uint64{}
-	for _, l := range locks {
-		holder[l] = -1
-	}
-	var h history.History
-	var revs []revival
-	now, values := int64(0), 0
-	add := func(typ history.Type, p int, f string, v history.Value, errText string) {
-		h = append(h, history.Op{Type: typ, Process: p, F: f, Time: now, Value: v, Error: errText})
-	}
 	tok := func(t uint64) *uint64 { return &t }
-	kill := -1
-	die := func(p int) {
-		st := &ps[p]
-		if st.state == acquiring || st.state == releasing {
-			f := history.Acquire
-			if st.state == releasing {
-				f = history.Release
-			}
-			add(history.Info, p, f, history.Value{Lock: st.lock}, "worker exited: signal: killed")
-		}
-		for _, l := range locks {
-			if holder[l] == p {
-				holder[l] = -1
-			}
-		}
-		st.state, st.kept = dead, false
-		if rng.IntN(3) == 0 {
-			st.revive = now + 5
-			revs = append(revs, revival{proc: p, at: st.revive})
-		}
-	}
 	for range 10 + rng.IntN(70) {
-		if rng.IntN(3) != 0 {
-			now += 1 + rng.Int64N(3)
-		}
-		if rng.IntN(12) == 0 {
-			switch {
-			case kill < 0:
-				kill = rng.IntN(procs)
-				add(history.Invoke, history.NemesisProcess, "kill-client", history.Value{}, "")
-			case rng.IntN(5) == 0:
-				add(history.Fail, history.NemesisProcess, "kill-client", history.Value{Targets: []string{fmt.Sprintf("p%d", kill)}}, "not applied")
-				kill = -1
-			default:
-				if ps[kill].state != dead {
-					die(kill)
-				}
-				add(history.OK, history.NemesisProcess, "kill-client", history.Value{Targets: []string{fmt.Sprintf("p%d", kill)}}, "")
-				kill = -1
-			}
+		s.tick()
+		if s.nemesis(12) {
 			continue
 		}
-		p := rng.IntN(procs)
-		st := &ps[p]
-		if st.state == dead && st.revive > 0 && now >= st.revive {
-			st.state, st.revive = idle, 0
-		}
+		p, st := s.worker()
 		switch st.state {
 		case idle:
-			if !st.kept || rng.IntN(3) == 0 {
-				st.lock = locks[rng.IntN(len(locks))]
-			}
-			st.state = acquiring
-			add(history.Invoke, p, history.Acquire, history.Value{Lock: st.lock}, "")
+			s.acquire(p)
 		case acquiring:
-			hd := holder[st.lock]
+			hd := s.holder[st.lock]
 			switch r := rng.IntN(10); {
 			case r == 0:
-				add(history.Info, p, history.Acquire, history.Value{Lock: st.lock}, "timeout")
-				st.state = idle
+				s.timeout(p, history.Acquire)
 			case hd == p && st.kept:
 				// The service hands the lease it still holds back: the
 				// same token and lock value.
-				add(history.OK, p, history.Acquire, history.Value{Lock: st.lock, LockValue: st.value, Token: tok(st.token)}, "")
+				s.add(history.OK, p, history.Acquire, history.Value{Lock: st.lock, LockValue: st.value, Token: tok(st.token)}, "")
 				st.state, st.kept = holding, false
-			case hd < 0 || r == 1 || r == 2 && ps[hd].kept: // a grant of a held lock, also of a lease kept after a release of unknown outcome
-				holder[st.lock] = p
-				values++
-				st.value = fmt.Sprintf("v%d", values)
+			case hd < 0 || r == 1 || r == 2 && s.ws[hd].kept: // a grant of a held lock, also of a lease kept after a release of unknown outcome
+				s.grant(p)
 				switch r := rng.IntN(20); {
 				case r == 0 && counter[st.lock] > 2:
 					counter[st.lock] -= 3 // a counter that restarted
@@ -220,52 +134,40 @@ func genTokens(rng *rand.Rand) (history.History, []revival) {
 				if rng.IntN(12) == 0 {
 					v.Token = nil
 				}
-				add(history.OK, p, history.Acquire, v, "")
+				s.add(history.OK, p, history.Acquire, v, "")
 				st.state, st.kept = holding, false
 			default:
-				add(history.Fail, p, history.Acquire, history.Value{Lock: st.lock}, "held")
-				st.state = idle
+				s.refuse(p)
 			}
 		case holding:
 			switch r := rng.IntN(8); {
 			case r == 0:
 				st.state = acquiring // acquire again, holding
-				add(history.Invoke, p, history.Acquire, history.Value{Lock: st.lock}, "")
+				s.add(history.Invoke, p, history.Acquire, history.Value{Lock: st.lock}, "")
 				continue
 			case r == 1:
-				add(history.Invoke, p, history.Read, history.Value{Lock: st.lock}, "")
-				add(history.OK, p, history.Read, history.Value{Lock: st.lock, N: new(int64)}, "")
+				s.add(history.Invoke, p, history.Read, history.Value{Lock: st.lock}, "")
+				s.add(history.OK, p, history.Read, history.Value{Lock: st.lock, N: new(int64)}, "")
 				continue
 			}
-			add(history.Invoke, p, history.Release, history.Value{Lock: st.lock, LockValue: st.value}, "")
-			st.state = releasing
+			s.release(p)
 		case releasing:
 			st.state = idle
 			if rng.IntN(3) == 0 {
-				add(history.Info, p, history.Release, history.Value{Lock: st.lock}, "timeout")
-				if holder[st.lock] == p && rng.IntN(3) != 0 {
+				s.timeout(p, history.Release)
+				if s.holder[st.lock] == p && rng.IntN(3) != 0 {
 					st.kept = true // it did not take effect
 					continue
 				}
 			} else {
-				add(history.OK, p, history.Release, history.Value{Lock: st.lock, Removed: st.value}, "")
+				s.add(history.OK, p, history.Release, history.Value{Lock: st.lock, Removed: st.value}, "")
 			}
-			if holder[st.lock] == p {
-				holder[st.lock] = -1
-			}
-		}
-	}
-	out, arrive := received(h, rng)
-	for k := range revs {
-		revs[k].before = len(out)
-		for i := range out {
-			if arrive[i] >= float64(revs[k].at) {
-				revs[k].before = i
-				break
+			if s.holder[st.lock] == p {
+				s.holder[st.lock] = -1
 			}
 		}
 	}
-	return out, revs
+	return s.received()
 }
 
 // TestStreamFencingConfirmsEarly: a token regression is confirmed as soon

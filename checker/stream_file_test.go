@@ -2,7 +2,6 @@ package checker
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -49,28 +48,20 @@ func hasNotices(h history.History) bool {
 // at the default thresholds and at thresholds that make stuck locks of
 // short waits; on one with notices it says it cannot decide.
 func TestStreamLivenessAgreesOnTheGoldenHistories(t *testing.T) {
-	files, _ := filepath.Glob(filepath.Join("testdata", "*.jsonl"))
-	if len(files) < 10 {
-		t.Fatalf("only %d golden histories", len(files))
-	}
 	withNotices := 0
-	for _, f := range files {
-		h, err := history.ReadFile(f)
-		if err != nil && !errors.Is(err, history.ErrTruncated) {
-			t.Fatal(err)
-		}
-		if hasNotices(h) {
+	for _, g := range goldenFiles(t) {
+		if hasNotices(g.h) {
 			withNotices++
 			s := NewStreamLiveness(Liveness{})
-			feed(s, h, nil)
+			feed(s, g.h, nil)
 			if r := s.Finish(); r.Valid != Unknown || !strings.Contains(r.Error, "notices") {
-				t.Errorf("%s: a history with notices gave %s (%q), want unknown naming the notices", filepath.Base(f), r.Valid, r.Error)
+				t.Errorf("%s: a history with notices gave %s (%q), want unknown naming the notices", g.name, r.Valid, r.Error)
 			}
 			continue
 		}
 		for _, c := range []Liveness{{}, {MinAttempts: 1, MinWindow: 1}} {
-			if d := livenessDisagrees(h, c); d != "" {
-				t.Errorf("%s, %+v: %s", filepath.Base(f), c, d)
+			if d := livenessDisagrees(g.h, c); d != "" {
+				t.Errorf("%s, %+v: %s", g.name, c, d)
 			}
 		}
 	}
@@ -279,15 +270,10 @@ func genCounters(rng *rand.Rand) history.History {
 // with windows cut as small as they can be and at the defaults, the
 // streaming register check agrees with Linearizability's.
 func TestStreamRegisterAgreesOnTheGoldenHistories(t *testing.T) {
-	files, _ := filepath.Glob(filepath.Join("testdata", "*.jsonl"))
-	for _, f := range files {
-		h, err := history.ReadFile(f)
-		if err != nil && !errors.Is(err, history.ErrTruncated) {
-			t.Fatal(err)
-		}
+	for _, g := range goldenFiles(t) {
 		for _, c := range []Linearizability{{}, {WindowOps: 1}} {
-			if d := registerDisagrees(h, c); d != "" {
-				t.Errorf("%s, windows of %d: %s", filepath.Base(f), c.WindowOps, d)
+			if d := registerDisagrees(g.h, c); d != "" {
+				t.Errorf("%s, windows of %d: %s", g.name, c.WindowOps, d)
 			}
 		}
 	}

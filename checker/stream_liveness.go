@@ -160,11 +160,7 @@ func NewStreamLiveness(c Liveness) *StreamLiveness {
 var _ Stream = (*StreamLiveness)(nil)
 
 // Add reads the op recorded next.
-func (s *StreamLiveness) Add(op history.Op) {
-	s.r.push(op)
-	s.r.ready(false, s.read)
-	s.step()
-}
+func (s *StreamLiveness) Add(op history.Op) { add(s, op) }
 
 // Confirmed returns nothing: a stuck lock is known only at the end.
 func (s *StreamLiveness) Confirmed() []Anomaly { return nil }

@@ -136,11 +136,7 @@ func NewStreamRegister(ctx context.Context, c Linearizability, facts RegisterFac
 var _ Stream = (*StreamRegister)(nil)
 
 // Add reads the op recorded next.
-func (s *StreamRegister) Add(op history.Op) {
-	s.r.push(op)
-	s.r.ready(false, s.read)
-	s.step()
-}
+func (s *StreamRegister) Add(op history.Op) { add(s, op) }
 
 // Confirmed returns nothing: a window's verdict is given by Finish.
 func (s *StreamRegister) Confirmed() []Anomaly { return nil }

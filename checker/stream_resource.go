@@ -113,11 +113,7 @@ func NewStreamResource(mode string) *StreamResource {
 }
 
 // Add reads the op recorded next.
-func (s *StreamResource) Add(op history.Op) {
-	s.r.push(op)
-	s.r.ready(false, s.read)
-	s.step()
-}
+func (s *StreamResource) Add(op history.Op) { add(s, op) }
 
 // step judges and places what the ops read so far let it.
 func (s *StreamResource) step() {
@@ -130,11 +126,7 @@ func (s *StreamResource) step() {
 }
 
 // Confirmed returns the anomalies found since the last call.
-func (s *StreamResource) Confirmed() []Anomaly {
-	out := s.anomalies[s.firstSeen:]
-	s.firstSeen = len(s.anomalies)
-	return out
-}
+func (s *StreamResource) Confirmed() []Anomaly { return unseen(s.anomalies, &s.firstSeen) }
 
 // Finish ends the history and gives Resource's Result.
 func (s *StreamResource) Finish() Result {

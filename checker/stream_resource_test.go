@@ -2,11 +2,9 @@ package checker
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"math/rand/v2"
-	"path/filepath"
 	"slices"
 	"testing"
 
@@ -62,15 +60,10 @@ func resourceDisagrees(h history.History, mode string, revives ...revival) strin
 // TestStreamResourceAgreesOnTheGoldenHistories: on every golden history,
 // in each resource mode, the streaming checker agrees with Resource.
 func TestStreamResourceAgreesOnTheGoldenHistories(t *testing.T) {
-	files, _ := filepath.Glob(filepath.Join("testdata", "*.jsonl"))
-	for _, f := range files {
-		h, err := history.ReadFile(f)
-		if err != nil && !errors.Is(err, history.ErrTruncated) {
-			t.Fatal(err)
-		}
+	for _, g := range goldenFiles(t) {
 		for _, mode := range []string{"none", "fenced", "check-and-set", "etcd-guarded"} {
-			if d := resourceDisagrees(h, mode); d != "" {
-				t.Errorf("%s, %s: %s", filepath.Base(f), mode, d)
+			if d := resourceDisagrees(g.h, mode); d != "" {
+				t.Errorf("%s, %s: %s", g.name, mode, d)
 			}
 		}
 	}
@@ -110,58 +103,23 @@ func TestStreamResourceAgrees(t *testing.T) {
 // genResource returns a random history of a lease lock guarding a
 // counter, as a driver records it.
 func genResource(rng *rand.Rand) history.History {
-	procs := 2 + rng.IntN(3)
-	locks := []string{"x", "y"}[:1+rng.IntN(2)]
-	const (
-		idle = iota
-		acquiring
-		holding
-		reading
-		writing
-		releasing
-	)
-	type proc struct {
-		state       int
-		lock, value string
-		token       uint64
-		base        int64
-		until       int64
-		writeAt     int64
-	}
-	ps := make([]proc, procs)
-	holder := map[string]int{}
+	s := newSim(rng)
 	counter := map[string]int64{}
 	tokens := map[string]uint64{}
-	for _, l := range locks {
-		holder[l] = -1
-	}
-	var h history.History
-	now, values := int64(0), 0
-	add := func(typ history.Type, p int, f string, v history.Value, errText string) {
-		h = append(h, history.Op{Type: typ, Process: p, F: f, Time: now, Value: v, Error: errText})
-	}
 	n := func(x int64) *int64 { return &x }
 	for range 10 + rng.IntN(80) {
-		if rng.IntN(3) != 0 {
-			now += 1 + rng.Int64N(3)
-		}
-		p := rng.IntN(procs)
-		st := &ps[p]
+		s.tick()
+		p, st := s.worker()
 		switch st.state {
 		case idle:
-			st.lock = locks[rng.IntN(len(locks))]
-			st.state = acquiring
-			add(history.Invoke, p, history.Acquire, history.Value{Lock: st.lock}, "")
+			s.acquire(p)
 		case acquiring:
-			hd := holder[st.lock]
+			hd := s.holder[st.lock]
 			switch r := rng.IntN(10); {
 			case r == 0:
-				add(history.Info, p, history.Acquire, history.Value{Lock: st.lock}, "timeout")
-				st.state = idle
-			case hd < 0 || r == 1 || holder[st.lock] == p:
-				holder[st.lock] = p
-				values++
-				st.value = fmt.Sprintf("v%d", values)
+				s.timeout(p, history.Acquire)
+			case hd < 0 || r == 1 || hd == p:
+				s.grant(p)
 				tokens[st.lock]++
 				st.token = tokens[st.lock]
 				if rng.IntN(12) == 0 && st.token > 2 {
@@ -169,36 +127,34 @@ func genResource(rng *rand.Rand) history.History {
 				}
 				st.until = 0
 				if rng.IntN(4) != 0 {
-					st.until = now + rng.Int64N(10)
+					st.until = s.now + rng.Int64N(10)
 				}
-				add(history.OK, p, history.Acquire, history.Value{Lock: st.lock, LockValue: st.value, Token: tok(st.token), ValidUntil: st.until}, "")
+				s.add(history.OK, p, history.Acquire, history.Value{Lock: st.lock, LockValue: st.value, Token: tok(st.token), ValidUntil: st.until}, "")
 				st.state = holding
 			default:
-				add(history.Fail, p, history.Acquire, history.Value{Lock: st.lock}, "held")
-				st.state = idle
+				s.refuse(p)
 			}
 		case holding:
 			switch r := rng.IntN(10); {
 			case r < 5:
 				st.state = reading
-				add(history.Invoke, p, history.Read, history.Value{Lock: st.lock}, "")
+				s.add(history.Invoke, p, history.Read, history.Value{Lock: st.lock}, "")
 			case r < 8:
 				st.state, st.base = writing, -1 // a write without a read
-				st.writeAt = now
-				add(history.Invoke, p, history.Write, history.Value{Lock: st.lock, Token: tok(st.token), N: n(counter[st.lock] + 1)}, "")
+				st.writeAt = s.now
+				s.add(history.Invoke, p, history.Write, history.Value{Lock: st.lock, Token: tok(st.token), N: n(counter[st.lock] + 1)}, "")
 			case r == 8:
 				st.state = acquiring // acquire again, holding
-				add(history.Invoke, p, history.Acquire, history.Value{Lock: st.lock}, "")
+				s.add(history.Invoke, p, history.Acquire, history.Value{Lock: st.lock}, "")
 			default:
-				st.state = releasing
-				add(history.Invoke, p, history.Release, history.Value{Lock: st.lock, LockValue: st.value}, "")
+				s.release(p)
 			}
 		case reading:
 			st.base = counter[st.lock]
-			add(history.OK, p, history.Read, history.Value{Lock: st.lock, N: n(st.base), StoreTime: now}, "")
+			s.add(history.OK, p, history.Read, history.Value{Lock: st.lock, N: n(st.base), StoreTime: s.now}, "")
 			st.state = writing
-			st.writeAt = now
-			add(history.Invoke, p, history.Write, history.Value{Lock: st.lock, Token: tok(st.token), N: n(st.base + 1)}, "")
+			st.writeAt = s.now
+			s.add(history.Invoke, p, history.Write, history.Value{Lock: st.lock, Token: tok(st.token), N: n(st.base + 1)}, "")
 		case writing:
 			var nv int64
 			if st.base >= 0 {
@@ -206,18 +162,18 @@ func genResource(rng *rand.Rand) history.History {
 			} else {
 				nv = counter[st.lock] + 1
 			}
-			store := st.writeAt + rng.Int64N(now-st.writeAt+1)
+			store := st.writeAt + rng.Int64N(s.now-st.writeAt+1)
 			switch r := rng.IntN(10); {
 			case r == 0:
-				add(history.Info, p, history.Write, history.Value{Lock: st.lock}, "timeout")
+				s.add(history.Info, p, history.Write, history.Value{Lock: st.lock}, "timeout")
 			case r == 1:
-				add(history.Fail, p, history.Write, history.Value{Lock: st.lock}, "connection refused")
+				s.add(history.Fail, p, history.Write, history.Value{Lock: st.lock}, "connection refused")
 			case r < 4:
 				v := history.Value{Lock: st.lock}
 				if rng.IntN(2) == 0 {
 					v.StoreTime = store
 				}
-				add(history.Fail, p, history.Write, v, "rejected: token too old")
+				s.add(history.Fail, p, history.Write, v, "rejected: token too old")
 			default:
 				counter[st.lock] = nv
 				v := history.Value{Lock: st.lock, N: n(nv)}
@@ -227,28 +183,27 @@ func genResource(rng *rand.Rand) history.History {
 				if rng.IntN(2) == 0 {
 					v.Token = tok(st.token)
 				}
-				add(history.OK, p, history.Write, v, "")
+				s.add(history.OK, p, history.Write, v, "")
 			}
 			st.state = holding
 			if rng.IntN(3) == 0 {
-				st.state = releasing
-				add(history.Invoke, p, history.Release, history.Value{Lock: st.lock, LockValue: st.value}, "")
+				s.release(p)
 			}
 		case releasing:
-			if holder[st.lock] == p {
-				holder[st.lock] = -1
+			if s.holder[st.lock] == p {
+				s.holder[st.lock] = -1
 			}
-			add(history.OK, p, history.Release, history.Value{Lock: st.lock, Removed: st.value}, "")
+			s.add(history.OK, p, history.Release, history.Value{Lock: st.lock, Removed: st.value}, "")
 			st.state = idle
 			if rng.IntN(6) == 0 {
 				// A write after its release, without a lease of its own.
 				st.state, st.base = writing, -1
-				st.writeAt = now
-				add(history.Invoke, p, history.Write, history.Value{Lock: st.lock, N: n(counter[st.lock] + 1)}, "")
+				st.writeAt = s.now
+				s.add(history.Invoke, p, history.Write, history.Value{Lock: st.lock, N: n(counter[st.lock] + 1)}, "")
 			}
 		}
 	}
-	out, _ := received(h, rng)
+	out, _ := s.received()
 	return out
 }
 

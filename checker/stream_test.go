@@ -8,8 +8,6 @@ import (
 	"maps"
 	"math/rand/v2"
 	"path/filepath"
-	"sort"
-	"strings"
 	"testing"
 
 	"github.com/locktest/locktest/history"
@@ -74,20 +72,38 @@ func feed(s Stream, h history.History, revives []revival) []Anomaly {
 	return early
 }
 
-// TestStreamMutexAgreesOnTheGoldenHistories: on every golden history of
-// testdata/, the streaming checker agrees with MutualExclusion.
-func TestStreamMutexAgreesOnTheGoldenHistories(t *testing.T) {
+// goldenFile is a golden history of testdata/ and its file's name.
+type goldenFile struct {
+	name string
+	h    history.History
+}
+
+// goldenFiles reads every golden history of testdata/ (of a truncated
+// one, the ops before its cut), and fails t if one cannot be read or there
+// are fewer than ten.
+func goldenFiles(t *testing.T) []goldenFile {
+	t.Helper()
 	files, _ := filepath.Glob(filepath.Join("testdata", "*.jsonl"))
 	if len(files) < 10 {
 		t.Fatalf("only %d golden histories", len(files))
 	}
+	var gs []goldenFile
 	for _, f := range files {
 		h, err := history.ReadFile(f)
 		if err != nil && !errors.Is(err, history.ErrTruncated) {
 			t.Fatal(err)
 		}
-		if d := streamDisagrees(h); d != "" {
-			t.Errorf("%s: %s", filepath.Base(f), d)
+		gs = append(gs, goldenFile{filepath.Base(f), h})
+	}
+	return gs
+}
+
+// TestStreamMutexAgreesOnTheGoldenHistories: on every golden history of
+// testdata/, the streaming checker agrees with MutualExclusion.
+func TestStreamMutexAgreesOnTheGoldenHistories(t *testing.T) {
+	for _, g := range goldenFiles(t) {
+		if d := streamDisagrees(g.h); d != "" {
+			t.Errorf("%s: %s", g.name, d)
 		}
 	}
 }
@@ -164,186 +180,59 @@ func TestStreamMutexConfirmsEarly(t *testing.T) {
 	}
 }
 
-// revival is a dead worker's id taken by a new worker at at, which the
-// driver learns before it records the op of index before.
-type revival struct {
-	before, proc int
-	at           int64
-}
-
 // genLeases returns a random history of a lease lock as a driver records
 // it, and the revivals of dead workers' ids; see TestStreamMutexAgrees.
 func genLeases(rng *rand.Rand) (history.History, []revival) {
-	procs := 2 + rng.IntN(3)
-	locks := []string{"x", "y"}[:1+rng.IntN(2)]
-	const (
-		idle = iota
-		acquiring
-		holding
-		releasing
-		dead
-	)
-	type proc struct {
-		state       int
-		lock, value string
-		// revive is when a dead process's id is taken by a new worker,
-		// or 0.
-		revive int64
-	}
-	ps := make([]proc, procs)
-	holder := map[string]int{}
-	for _, l := range locks {
-		holder[l] = -1
-	}
-	var h history.History
-	var revs []revival
-	now, values := int64(0), 0
-	add := func(typ history.Type, p int, f string, v history.Value, errText string) {
-		h = append(h, history.Op{Type: typ, Process: p, F: f, Time: now, Value: v, Error: errText})
-	}
-	kill := -1
-	die := func(p int) {
-		st := &ps[p]
-		if st.state == acquiring || st.state == releasing {
-			f := history.Acquire
-			if st.state == releasing {
-				f = history.Release
-			}
-			add(history.Info, p, f, history.Value{Lock: st.lock}, "worker exited: signal: killed")
-		}
-		for _, l := range locks {
-			if holder[l] == p {
-				holder[l] = -1
-			}
-		}
-		st.state = dead
-		if rng.IntN(3) == 0 {
-			// The id is used again: the pool starts a new worker a
-			// little later, which stamps its ops from then on.
-			st.revive = now + 5
-			revs = append(revs, revival{proc: p, at: st.revive})
-		}
-	}
+	s := newSim(rng)
 	for range 10 + rng.IntN(60) {
-		if rng.IntN(3) != 0 {
-			now += 1 + rng.Int64N(3)
-		}
-		if rng.IntN(10) == 0 {
-			switch {
-			case kill < 0:
-				kill = rng.IntN(procs)
-				add(history.Invoke, history.NemesisProcess, "kill-client", history.Value{}, "")
-			case rng.IntN(5) == 0:
-				add(history.Fail, history.NemesisProcess, "kill-client", history.Value{Targets: []string{fmt.Sprintf("p%d", kill)}}, "not applied")
-				kill = -1
-			default:
-				if ps[kill].state != dead {
-					die(kill)
-				}
-				add(history.OK, history.NemesisProcess, "kill-client", history.Value{Targets: []string{fmt.Sprintf("p%d", kill)}}, "")
-				kill = -1
-			}
+		s.tick()
+		if s.nemesis(10) {
 			continue
 		}
-		p := rng.IntN(procs)
-		st := &ps[p]
-		if st.state == dead && st.revive > 0 && now >= st.revive {
-			st.state, st.revive = idle, 0
-		}
+		p, st := s.worker()
 		switch st.state {
 		case idle:
-			st.lock = locks[rng.IntN(len(locks))]
-			st.state = acquiring
-			add(history.Invoke, p, history.Acquire, history.Value{Lock: st.lock}, "")
+			s.acquire(p)
 		case acquiring:
-			hd := holder[st.lock]
+			hd := s.holder[st.lock]
 			switch r := rng.IntN(10); {
 			case r == 0:
-				add(history.Info, p, history.Acquire, history.Value{Lock: st.lock}, "timeout")
-				st.state = idle
+				s.timeout(p, history.Acquire)
 			case hd < 0 || r == 1: // r == 1: a grant of a held lock
-				holder[st.lock] = p
-				values++
-				st.value = fmt.Sprintf("v%d", values)
+				s.grant(p)
 				var until int64
 				if rng.IntN(3) != 0 {
-					until = now + rng.Int64N(12)
+					until = s.now + rng.Int64N(12)
 				}
-				add(history.OK, p, history.Acquire, history.Value{Lock: st.lock, LockValue: st.value, ValidUntil: until}, "")
+				s.add(history.OK, p, history.Acquire, history.Value{Lock: st.lock, LockValue: st.value, ValidUntil: until}, "")
 				st.state = holding
 			default:
-				add(history.Fail, p, history.Acquire, history.Value{Lock: st.lock}, "held")
-				st.state = idle
+				s.refuse(p)
 			}
 		case holding:
 			if rng.IntN(6) == 0 {
 				st.state = acquiring // acquire again, holding
-				add(history.Invoke, p, history.Acquire, history.Value{Lock: st.lock}, "")
+				s.add(history.Invoke, p, history.Acquire, history.Value{Lock: st.lock}, "")
 				continue
 			}
-			add(history.Invoke, p, history.Release, history.Value{Lock: st.lock, LockValue: st.value}, "")
-			st.state = releasing
+			s.release(p)
 		case releasing:
 			removed := st.value
-			if other := holder[st.lock]; other >= 0 && other != p && rng.IntN(2) == 0 {
-				removed = ps[other].value // a release that deletes another's lock
+			if other := s.holder[st.lock]; other >= 0 && other != p && rng.IntN(2) == 0 {
+				removed = s.ws[other].value // a release that deletes another's lock
 			}
-			if holder[st.lock] == p || removed != st.value {
-				holder[st.lock] = -1
+			if s.holder[st.lock] == p || removed != st.value {
+				s.holder[st.lock] = -1
 			}
 			if rng.IntN(8) == 0 {
-				add(history.Info, p, history.Release, history.Value{Lock: st.lock}, "timeout")
+				s.timeout(p, history.Release)
 			} else {
-				add(history.OK, p, history.Release, history.Value{Lock: st.lock, Removed: removed}, "")
+				s.add(history.OK, p, history.Release, history.Value{Lock: st.lock, Removed: removed}, "")
 			}
 			st.state = idle
 		}
 	}
-	// A revival comes, as the pool's ops do, when it happens: before the
-	// first op recorded after its time.
-	out, arrive := received(h, rng)
-	for k := range revs {
-		// The driver revives the id at its time, before any op that
-		// comes after it.
-		revs[k].before = len(out)
-		for i := range out {
-			if arrive[i] >= float64(revs[k].at) {
-				revs[k].before = i
-				break
-			}
-		}
-	}
-	return out, revs
-}
-
-// received returns h as a driver records it, re-indexed, with each op's
-// arrival: a worker's op up to 4 ns after its time (a worker stamps its
-// ops and sends them), in its own order; the nemesis's and the pool's
-// ("worker exited") at their time, as they are stamped when recorded.
-func received(h history.History, rng *rand.Rand) (history.History, []float64) {
-	arrive := make([]float64, len(h))
-	last := map[int]float64{}
-	for i, op := range h {
-		a := float64(op.Time)
-		if op.Process >= 0 && !strings.HasPrefix(op.Error, "worker exited") {
-			a += rng.Float64() * 4
-		}
-		a = max(a, last[op.Process])
-		last[op.Process] = a
-		arrive[i] = a + float64(i)*1e-6
-	}
-	order := make([]int, len(h))
-	for i := range order {
-		order[i] = i
-	}
-	sort.SliceStable(order, func(a, b int) bool { return arrive[order[a]] < arrive[order[b]] })
-	out := make(history.History, len(h))
-	at := make([]float64, len(h))
-	for i, j := range order {
-		out[i], at[i] = h[j], arrive[j]
-		out[i].Index = i
-	}
-	return out, at
+	return s.received()
 }
 
 // dump renders a history one op a line, for a failure's message.

@@ -46,29 +46,12 @@ func genSmall(rng *rand.Rand, plant bool) history.History {
 
 // genLocks is genSessionLock with session, genSmall without.
 func genLocks(rng *rand.Rand, plant, session bool) history.History {
-	procs := 2 + rng.IntN(3)
-	locks := []string{"x", "y"}[:1+rng.IntN(2)]
-	const (
-		idle = iota
-		acquiring
-		holding
-		releasing
-		dead
-	)
-	type proc struct {
-		state int
-		lock  string
-	}
-	ps := make([]proc, procs)
-	holder := map[string]int{}
-	for _, l := range locks {
-		holder[l] = -1
-	}
+	s := newSim(rng)
 	var b builder
 	now := int64(0)
 	kill := -1 // the target of the kill in progress
 	die := func(p int, why string) {
-		st := &ps[p]
+		st := &s.ws[p]
 		if st.state == acquiring || st.state == releasing {
 			f := history.Acquire
 			if st.state == releasing {
@@ -76,11 +59,7 @@ func genLocks(rng *rand.Rand, plant, session bool) history.History {
 			}
 			b.add(history.Info, p, f, now, history.Value{Lock: st.lock}, why)
 		}
-		for _, l := range locks {
-			if holder[l] == p {
-				holder[l] = -1
-			}
-		}
+		s.free(p)
 		st.state = dead
 		if rng.IntN(5) == 0 {
 			st.state = idle // the id is used again
@@ -97,13 +76,13 @@ func genLocks(rng *rand.Rand, plant, session bool) history.History {
 		if session && rng.IntN(8) == 0 {
 			switch {
 			case kill < 0:
-				kill = rng.IntN(procs)
+				kill = rng.IntN(len(s.ws))
 				b.invoke(history.NemesisProcess, "kill-client", now, history.Value{})
 			case rng.IntN(6) == 0:
 				b.fail(history.NemesisProcess, "kill-client", now, history.Value{Targets: []string{fmt.Sprintf("p%d", kill)}}, "not applied")
 				kill = -1
 			default:
-				if ps[kill].state != dead {
+				if s.ws[kill].state != dead {
 					die(kill, "worker exited: signal: killed")
 				}
 				b.ok(history.NemesisProcess, "kill-client", now, history.Value{Targets: []string{fmt.Sprintf("p%d", kill)}})
@@ -111,8 +90,8 @@ func genLocks(rng *rand.Rand, plant, session bool) history.History {
 			}
 			continue
 		}
-		p := rng.IntN(procs)
-		st := &ps[p]
+		p := rng.IntN(len(s.ws))
+		st := &s.ws[p]
 		if session && st.state != dead && rng.IntN(40) == 0 {
 			die(p, "worker exited: exit status 1")
 			continue
@@ -120,7 +99,7 @@ func genLocks(rng *rand.Rand, plant, session bool) history.History {
 		v := history.Value{Lock: st.lock}
 		switch st.state {
 		case idle:
-			st.lock = locks[rng.IntN(len(locks))]
+			st.lock = s.locks[rng.IntN(len(s.locks))]
 			f := history.Acquire
 			if session && plant && rng.IntN(10) == 0 {
 				f = history.Release // by a process that does not hold it
@@ -130,16 +109,16 @@ func genLocks(rng *rand.Rand, plant, session bool) history.History {
 			}
 			b.invoke(p, f, now, history.Value{Lock: st.lock})
 		case acquiring:
-			h := holder[st.lock]
+			h := s.holder[st.lock]
 			switch r := rng.IntN(10); {
 			case r == 0:
 				if h < 0 && rng.IntN(2) == 0 {
-					holder[st.lock] = p
+					s.holder[st.lock] = p
 				}
 				b.info(p, history.Acquire, now, v)
 				st.state = idle
 			case h < 0 || (plant && h != p && (r == 1 || !session && r < 4)):
-				holder[st.lock] = p
+				s.holder[st.lock] = p
 				b.ok(p, history.Acquire, now, v)
 				st.state = holding
 			case r < 4 || !session:
@@ -152,13 +131,13 @@ func genLocks(rng *rand.Rand, plant, session bool) history.History {
 			st.state = releasing
 		case releasing:
 			if rng.IntN(8) == 0 {
-				if rng.IntN(2) == 0 && holder[st.lock] == p {
-					holder[st.lock] = -1
+				if rng.IntN(2) == 0 && s.holder[st.lock] == p {
+					s.holder[st.lock] = -1
 				}
 				b.info(p, history.Release, now, v)
 			} else {
-				if holder[st.lock] == p {
-					holder[st.lock] = -1
+				if s.holder[st.lock] == p {
+					s.holder[st.lock] = -1
 				}
 				b.ok(p, history.Release, now, v)
 			}
@@ -243,6 +222,25 @@ func genRegister(rng *rand.Rand, plant bool) history.History {
 	return b.h
 }
 
+// windowRunCount is how many random histories a property of the windows
+// checks: -window-runs, or a tenth of it with -short.
+func windowRunCount() int {
+	if testing.Short() {
+		return *windowRuns / 10
+	}
+	return *windowRuns
+}
+
+// expectBalanced fails t unless invalid, the histories of n that are not
+// linearizable, are between a tenth and nine tenths of them: a generator
+// must exercise both verdicts.
+func expectBalanced(t *testing.T, invalid, n int) {
+	t.Helper()
+	if invalid < n/10 || invalid > n*9/10 {
+		t.Errorf("%d of %d histories are not linearizable: the generator is off balance", invalid, n)
+	}
+}
+
 // unwindowed is the reference verdict of m on h: porcupine on each lock's
 // ops whole, from the model's initial state, with no window and no op
 // left out.
@@ -290,11 +288,9 @@ func TestWindowsLoseNothing(t *testing.T) {
 				gen = genRegister
 			}
 			rng := rand.New(rand.NewPCG(14, 1))
-			n := *windowRuns
-			if testing.Short() {
-				n /= 10
-			}
-			invalid, cut, failures := 0, 0, 0
+			n := windowRunCount()
+			invalid, cut := 0, 0
+			var failures shrunkFailures
 			for i := range n {
 				h := gen(rng, rng.IntN(3) == 0)
 				if unwindowed(t, m, h) == Invalid {
@@ -310,17 +306,12 @@ func TestWindowsLoseNothing(t *testing.T) {
 					}
 					min := shrink(h, func(c history.History) bool { b, _ := windowsDisagree(t, m, c, size); return b })
 					_, why = windowsDisagree(t, m, min, size)
-					t.Errorf("history %d: %s; shrunk from %d to %d ops:%s", i, why, len(h), len(min), render(min))
-					if failures++; failures == 3 {
-						t.Fatal("stopping after 3 disagreements")
-					}
+					failures.report(t, fmt.Sprintf("history %d: %s", i, why), h, min)
 					break
 				}
 			}
 			// The generator must exercise both verdicts and the cuts.
-			if invalid < n/10 || invalid > n*9/10 {
-				t.Errorf("%d of %d histories are not linearizable: the generator is off balance", invalid, n)
-			}
+			expectBalanced(t, invalid, n)
 			if cut < n/4 {
 				t.Errorf("only %d of %d histories were cut into many windows", cut, n)
 			}
