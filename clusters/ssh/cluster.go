@@ -370,11 +370,32 @@ func (cl *Cluster) prepare(ctx context.Context, n *node, check string) error {
 }
 
 // waitReady waits, up to limit, until n serves, by the readiness query of
-// its kind (backend.WaitReady), asked from the control host.
+// its kind (backend.WaitReady), asked from the control host. About once a
+// second it also asks n's host whether n's server still runs: a server
+// that exited (a bad setting, a port taken) ends the wait at once, with
+// the last line of its output, rather than at limit.
 func waitReady(ctx context.Context, n *node, limit time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
-	return backend.WaitReady(ctx, n.kind, n.addr(), 0, nil)
+	n.mu.Lock()
+	pid := n.pid
+	n.mu.Unlock()
+	logf, stdout := path.Join(n.dir, kindOf(n).Log), path.Join(n.dir, "stdout.log")
+	var next time.Time
+	return backend.WaitReady(ctx, n.kind, n.addr(), 0, func() error {
+		if time.Now().Before(next) {
+			return nil
+		}
+		next = time.Now().Add(time.Second)
+		// The output's last line, else the log's: a server that refused
+		// its settings says so on standard error.
+		out, err := n.conn.Run(ctx, sqlShell+fmt.Sprintf("lt_alive %d && echo alive || grep -h . %s %s 2>/dev/null | tail -n 1",
+			pid, shellquote.Quote(logf), shellquote.Quote(stdout)))
+		if err != nil || strings.TrimSpace(out) == "alive" {
+			return nil // an unanswered question is asked again; the limit still holds
+		}
+		return fmt.Errorf("%s exited during start-up: %s (log %s on %s)", n.program(), strings.TrimSpace(out), logf, n.conn.Host.Name)
+	})
 }
 
 func (cl *Cluster) find(name string) (*node, error) {
