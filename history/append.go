@@ -32,6 +32,8 @@ func AppendJSON(b []byte, op Op) []byte {
 	return append(b, '}')
 }
 
+// appendValue appends v's JSON encoding to b: its fields in declaration
+// order, each left out when it is empty, as encoding/json's omitempty does.
 func appendValue(b []byte, v *Value) []byte {
 	b = append(b, '{')
 	start := len(b)
@@ -43,38 +45,32 @@ func appendValue(b []byte, v *Value) []byte {
 		b = append(b, name...)
 		b = append(b, `":`...)
 	}
-	if v.Lock != "" {
-		field("lock")
-		b = appendString(b, v.Lock)
+	str := func(name, s string) {
+		if s != "" {
+			field(name)
+			b = appendString(b, s)
+		}
 	}
+	num := func(name string, n int64) {
+		if n != 0 {
+			field(name)
+			b = strconv.AppendInt(b, n, 10)
+		}
+	}
+	str("lock", v.Lock)
 	if v.Token != nil {
 		field("token")
 		b = strconv.AppendUint(b, *v.Token, 10)
 	}
-	if v.LockValue != "" {
-		field("lock_value")
-		b = appendString(b, v.LockValue)
-	}
-	if v.ValidUntil != 0 {
-		field("valid_until")
-		b = strconv.AppendInt(b, v.ValidUntil, 10)
-	}
+	str("lock_value", v.LockValue)
+	num("valid_until", v.ValidUntil)
 	if v.N != nil {
 		field("n")
 		b = strconv.AppendInt(b, *v.N, 10)
 	}
-	if v.StoreTime != 0 {
-		field("store_time")
-		b = strconv.AppendInt(b, v.StoreTime, 10)
-	}
-	if v.Removed != "" {
-		field("removed")
-		b = appendString(b, v.Removed)
-	}
-	if v.Node != "" {
-		field("node")
-		b = appendString(b, v.Node)
-	}
+	num("store_time", v.StoreTime)
+	str("removed", v.Removed)
+	str("node", v.Node)
 	if len(v.Targets) > 0 {
 		field("targets")
 		b = append(b, '[')
@@ -86,14 +82,8 @@ func appendValue(b []byte, v *Value) []byte {
 		}
 		b = append(b, ']')
 	}
-	if v.Duration != 0 {
-		field("duration")
-		b = strconv.AppendInt(b, v.Duration, 10)
-	}
-	if v.Point != "" {
-		field("point")
-		b = appendString(b, v.Point)
-	}
+	num("duration", v.Duration)
+	str("point", v.Point)
 	if len(v.Roles) > 0 {
 		field("roles")
 		m, _ := json.Marshal(v.Roles) // a map of strings always encodes

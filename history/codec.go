@@ -531,39 +531,28 @@ func (o *OpParser) Parse(line []byte, op *Op) bool { return o.p.parse(line, op) 
 // parse decodes line (without its newline) into op and reports whether it
 // could.
 func (p *fastParser) parse(line []byte, op *Op) bool {
-	p.Reset(line)
-	ok := p.Object(func(key []byte) bool {
+	return p.ReadObject(line, func(key []byte) bool {
+		var ok bool
 		switch string(key) {
 		case "index":
-			n, ok := p.Int()
-			op.Index = int(n)
-			return ok
+			op.Index, ok = p.int()
 		case "type":
-			s, ok := p.str()
+			var s string
+			s, ok = p.str()
 			op.Type = Type(s)
-			return ok
 		case "process":
-			n, ok := p.Int()
-			op.Process = int(n)
-			return ok
+			op.Process, ok = p.int()
 		case "f":
-			s, ok := p.str()
-			op.F = s
-			return ok
+			op.F, ok = p.str()
 		case "time":
-			n, ok := p.Int()
-			op.Time = n
-			return ok
+			op.Time, ok = p.Int()
 		case "error":
-			s, ok := p.str()
-			op.Error = s
-			return ok
+			op.Error, ok = p.str()
 		case "value":
-			return p.value(&op.Value)
+			ok = p.value(&op.Value)
 		}
-		return false
+		return ok
 	})
-	return ok && p.Done()
 }
 
 func (p *fastParser) value(v *Value) bool {
@@ -573,27 +562,13 @@ func (p *fastParser) value(v *Value) bool {
 		case "lock":
 			v.Lock, ok = p.str()
 		case "token":
-			var t uint64
-			t, ok = p.Uint()
-			if p.scratch {
-				p.tok = t
-				v.Token = &p.tok
-			} else {
-				v.Token = Tok(t)
-			}
+			v.Token, ok = readPtr(p, p.Uint, &p.tok)
 		case "lock_value":
 			v.LockValue, ok = p.str()
 		case "valid_until":
 			v.ValidUntil, ok = p.Int()
 		case "n":
-			var n int64
-			n, ok = p.Int()
-			if p.scratch {
-				p.n = n
-				v.N = &p.n
-			} else {
-				v.N = Num(n)
-			}
+			v.N, ok = readPtr(p, p.Int, &p.n)
 		case "store_time":
 			v.StoreTime, ok = p.Int()
 		case "removed":
@@ -609,6 +584,25 @@ func (p *fastParser) value(v *Value) bool {
 		}
 		return ok
 	})
+}
+
+// readPtr reads a value with read and returns a pointer to it, for Value's
+// optional fields: with p.scratch a pointer to slot, which is p's own and
+// which the next parse overwrites, otherwise a pointer to memory of its
+// own. It returns the pointer even when read fails.
+func readPtr[T any](p *fastParser, read func() (T, bool), slot *T) (*T, bool) {
+	x, ok := read()
+	if !p.scratch {
+		slot = new(T)
+	}
+	*slot = x
+	return slot, ok
+}
+
+// int reads an integer that fits an int64 and converts it to an int.
+func (p *fastParser) int() (int, bool) {
+	n, ok := p.Int()
+	return int(n), ok
 }
 
 // str reads a string, interned.

@@ -73,8 +73,10 @@ func TestBuiltinCatalogue(t *testing.T) {
 	}
 }
 
-func TestParseErrors(t *testing.T) {
-	const good = `scenarios:
+// scenarioHead is a file of one valid scenario, a, named up to its impl,
+// which the tests below end with the fields they test: a fault or a
+// schedule.
+const scenarioHead = `scenarios:
   - name: a
     claim: 1
     title: t
@@ -82,7 +84,10 @@ func TestParseErrors(t *testing.T) {
     predictions: {kleppmann: violation}
     expect: violation
     impl: redis-set-nx-px
-    faults: [pause-client]
+`
+
+func TestParseErrors(t *testing.T) {
+	const good = scenarioHead + `    faults: [pause-client]
 `
 	if s, err := Parse([]byte(good), "f.yaml"); err != nil || len(s) != 1 || s[0].Name != "a" {
 		t.Fatalf("good file: %v, %v", s, err)
@@ -219,15 +224,7 @@ func TestBuiltinSourcesAreCitedAndListed(t *testing.T) {
 // plan in schedule.json's format: its runs inject exactly them, and a bad
 // step is one line naming the scenario's line, the entry and the field.
 func TestScenarioSchedule(t *testing.T) {
-	const good = `scenarios:
-  - name: a
-    claim: 1
-    title: t
-    source: s
-    predictions: {kleppmann: violation}
-    expect: violation
-    impl: redis-set-nx-px
-    ttl: 300ms
+	const good = scenarioHead + `    ttl: 300ms
     schedule:
       - {at: 1s, fault: pause-client, pins: [p0], settings: {pause: 1200ms, pause-point: before-write}, lasts: 1200ms}
       - {at: 4s, fault: kill-node, lasts: 0s}

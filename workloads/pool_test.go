@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/clientaddr"
 	"github.com/locktest/locktest/clusters/local"
 	"github.com/locktest/locktest/history"
@@ -102,15 +103,26 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// armAndWait arms worker process at point and waits, until ctx is done,
+// for it to report the pause point it stands at, which it returns. It
+// fails the test when the arm or the wait fails.
+func armAndWait(ctx context.Context, t *testing.T, pool *Pool, process int, point string) string {
+	t.Helper()
+	if err := pool.Arm(process, point); err != nil {
+		t.Fatal(err)
+	}
+	pt, err := pool.WaitPoint(ctx, process)
+	if err != nil {
+		t.Fatalf("WaitPoint: %v", err)
+	}
+	return pt
+}
+
 func TestPoolHoldsAWorkerAtItsPausePoint(t *testing.T) {
 	pool, rec, _, _ := testPool(t, "redis-set-nx-px", 2)
 	ctx := context.Background()
-	if err := pool.Arm(0, PointAfterAcquire); err != nil {
-		t.Fatal(err)
-	}
-	pt, err := pool.WaitPoint(ctx, 0)
-	if err != nil || pt != PointAfterAcquire {
-		t.Fatalf("WaitPoint = %q, %v", pt, err)
+	if pt := armAndWait(ctx, t, pool, 0, PointAfterAcquire); pt != PointAfterAcquire {
+		t.Fatalf("WaitPoint = %q", pt)
 	}
 	// At the point, the worker's last op is its acquire ok, and it records
 	// nothing more until it is told to go on, while the other worker waits
@@ -161,6 +173,26 @@ func TestPoolSkewsAWorkersWallClock(t *testing.T) {
 	})
 }
 
+// freezeNode pauses the node of cl, which the test is to resume, and waits
+// until worker p has an acquire or a release open that it invoked after
+// the node froze: one that cannot have been answered (an op open before
+// may have had its answer already, on its way to the recorder; under
+// stress-ng, one whose worker then died was rightly recorded ok). It
+// returns the node.
+func freezeNode(ctx context.Context, t *testing.T, cl *local.KindCluster, clock history.Clock, rec *history.Recorder, p int) clusters.Node {
+	t.Helper()
+	node := cl.Nodes()[0]
+	if err := cl.Pause(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	frozen := clock.Now()
+	waitFor(t, "worker "+strconv.Itoa(p)+" to wait on the frozen node", func() bool {
+		o, open := rec.Open(p)
+		return open && time.Duration(o.Time) > frozen && (o.F == history.Acquire || o.F == history.Release)
+	})
+	return node
+}
+
 func TestPoolCompletesADeadWorkersOpenOpAsInfo(t *testing.T) {
 	// Ops that wait 4 s: one sent before the node froze ends well within
 	// waitFor's 10 s, and one sent after stays open for the kill, also
@@ -169,18 +201,7 @@ func TestPoolCompletesADeadWorkersOpenOpAsInfo(t *testing.T) {
 	ctx := context.Background()
 	// Freeze the node, so that every worker soon waits in a lock call, and
 	// kill worker 1 there: its open op may have taken effect.
-	node := cl.Nodes()[0]
-	if err := cl.Pause(ctx, node); err != nil {
-		t.Fatal(err)
-	}
-	frozen := clock.Now()
-	// An op invoked after the node froze: one open before may have had its
-	// answer already (under stress-ng, its ok was on its way to the
-	// recorder when the worker died, and it was rightly recorded ok).
-	waitFor(t, "worker 1 to wait on the frozen node", func() bool {
-		o, open := rec.Open(1)
-		return open && time.Duration(o.Time) > frozen && (o.F == history.Acquire || o.F == history.Release)
-	})
+	node := freezeNode(ctx, t, cl, clock, rec, 1)
 	inv, _ := rec.Open(1)
 	if err := pool.Signal(1, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -235,12 +256,7 @@ func TestPoolCrashReplacesTheWorkerWithANewProcess(t *testing.T) {
 	ctx := context.Background()
 	// Crash p1 while it holds the lock: arm it after acquire and kill it
 	// there.
-	if err := pool.Arm(1, PointAfterAcquire); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := pool.WaitPoint(ctx, 1); err != nil {
-		t.Fatal(err)
-	}
+	armAndWait(ctx, t, pool, 1, PointAfterAcquire)
 	oldPid, _ := pool.Pid(1)
 	np, err := pool.Crash(ctx, 1)
 	if err != nil {
@@ -278,12 +294,7 @@ func TestPoolDisarm(t *testing.T) {
 	pool, rec, _, _ := testPool(t, "redis-set-nx-px", 1)
 	ctx := context.Background()
 	// Reached: the worker waits at the point; Disarm lets it go on.
-	if err := pool.Arm(0, PointAfterAcquire); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := pool.WaitPoint(ctx, 0); err != nil {
-		t.Fatal(err)
-	}
+	armAndWait(ctx, t, pool, 0, PointAfterAcquire)
 	n := opsOf(rec, 0)
 	if err := pool.Disarm(0); err != nil {
 		t.Fatal(err)
@@ -297,13 +308,10 @@ func TestPoolDisarm(t *testing.T) {
 	if err := pool.Disarm(0); err != nil {
 		t.Fatal(err)
 	}
-	if err := pool.Arm(0, PointBeforeWrite); err != nil {
-		t.Fatal(err)
-	}
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if pt, err := pool.WaitPoint(wctx, 0); err != nil || pt != PointBeforeWrite {
-		t.Fatalf("WaitPoint after disarm: %q, %v", pt, err)
+	if pt := armAndWait(wctx, t, pool, 0, PointBeforeWrite); pt != PointBeforeWrite {
+		t.Fatalf("WaitPoint after disarm: %q", pt)
 	}
 	// It really waits there: no op while held.
 	n = opsOf(rec, 0)
@@ -329,15 +337,7 @@ func TestPoolRecordsOpsThroughTheRing(t *testing.T) {
 	// one it invoked after the node froze, which cannot have been answered
 	// (an op open in the recorder may be one whose answer is still in the
 	// worker's ring, on a loaded machine).
-	node := cl.Nodes()[0]
-	if err := cl.Pause(ctx, node); err != nil {
-		t.Fatal(err)
-	}
-	frozen := clock.Now()
-	waitFor(t, "worker 1 to wait on the frozen node", func() bool {
-		o, open := rec.Open(1)
-		return open && (o.F == history.Acquire || o.F == history.Release) && time.Duration(o.Time) > frozen
-	})
+	node := freezeNode(ctx, t, cl, clock, rec, 1)
 	if err := pool.Kill(ctx, 1); err != nil {
 		t.Fatal(err)
 	}

@@ -62,44 +62,33 @@ func appendEntry(b []byte, req StoreRequest, rep StoreReply) []byte {
 
 // decodeRequest decodes one request line.
 func decodeRequest(line []byte, req *StoreRequest) error {
-	*req = StoreRequest{}
-	var tok uint64
-	hasTok := false
-	ok := scanObject(line, func(key []byte, s *jsonscan.Scanner) bool {
+	return decodeObject(line, req, func(key []byte, s *jsonscan.Scanner) bool {
 		var ok bool
 		switch string(key) {
 		case "f":
-			req.F, ok = str(s)
+			req.F, ok = s.Str()
 		case "process":
 			var n int64
 			n, ok = s.Int()
 			req.Process = int(n)
 		case "lock":
-			req.Lock, ok = str(s)
+			req.Lock, ok = s.Str()
 		case "n":
 			req.N, ok = s.Int()
 		case "token":
+			var tok uint64
 			tok, ok = s.Uint()
-			hasTok = true
+			req.Token = &tok
 		case "lock_value":
-			req.LockValue, ok = str(s)
+			req.LockValue, ok = s.Str()
 		}
 		return ok
 	})
-	if !ok {
-		*req = StoreRequest{}
-		return json.Unmarshal(line, req)
-	}
-	if hasTok {
-		req.Token = &tok
-	}
-	return nil
 }
 
 // decodeReply decodes one reply line.
 func decodeReply(line []byte, rep *StoreReply) error {
-	*rep = StoreReply{}
-	ok := scanObject(line, func(key []byte, s *jsonscan.Scanner) bool {
+	return decodeObject(line, rep, func(key []byte, s *jsonscan.Scanner) bool {
 		var ok bool
 		switch string(key) {
 		case "ok":
@@ -109,30 +98,28 @@ func decodeReply(line []byte, rep *StoreReply) error {
 		case "time":
 			rep.Time, ok = s.Int()
 		case "error":
-			rep.Error, ok = str(s)
+			rep.Error, ok = s.Str()
 		}
 		return ok
 	})
-	if !ok {
-		*rep = StoreReply{}
-		return json.Unmarshal(line, rep)
-	}
-	return nil
 }
 
-// scanObject parses line, one object with its newline or without, calling
-// field with the scanner at each key's value; an unknown key gives up.
-func scanObject(line []byte, field func(key []byte, s *jsonscan.Scanner) bool) bool {
-	if n := len(line); n > 0 && line[n-1] == '\n' {
-		line = line[:n-1]
+// decodeObject decodes line, one object with its newline or without, into
+// *v, which it zeroes first. The fast path calls field with the scanner at
+// each key's value, field storing the value in *v and reporting whether it
+// could (an unknown key gives up); when it gives up, *v is zeroed again and
+// line is decoded by encoding/json, whose error decodeObject returns.
+func decodeObject[T any](line []byte, v *T, field func(key []byte, s *jsonscan.Scanner) bool) error {
+	var zero T
+	*v = zero
+	obj := line
+	if n := len(obj); n > 0 && obj[n-1] == '\n' {
+		obj = obj[:n-1]
 	}
 	var s jsonscan.Scanner
-	s.Reset(line)
-	return s.Object(func(key []byte) bool { return field(key, &s) }) && s.Done()
-}
-
-// str reads a string.
-func str(s *jsonscan.Scanner) (string, bool) {
-	b, ok := s.Raw()
-	return string(b), ok
+	if s.ReadObject(obj, func(key []byte) bool { return field(key, &s) }) {
+		return nil
+	}
+	*v = zero
+	return json.Unmarshal(line, v)
 }

@@ -377,19 +377,30 @@ func (w *worker) acquire(ctx context.Context, lock string) (impls.Lease, bool) {
 		return impls.Lease{}, false
 	}
 	done := history.Op{F: history.Acquire, Value: history.Value{Lock: lock}}
+	if err == nil {
+		done.Value = leaseValue(lease)
+	}
+	complete(&done, err, impls.ErrNotAcquired)
+	w.record(done)
+	return lease, err == nil
+}
+
+// complete sets the type and error of done, the completion of a client op
+// that returned err: ok without an error; fail when the op was not sent
+// (its error then starts with history.NotSent) or when err is refused, the
+// client's refusal that leaves the lock service as it was; info, the
+// outcome unknown, for any other error.
+func complete(done *history.Op, err, refused error) {
 	switch {
 	case err == nil:
 		done.Type = history.OK
-		done.Value = leaseValue(lease)
 	case notSent(err):
 		done.Type, done.Error = history.Fail, history.NotSent+err.Error()
-	case errors.Is(err, impls.ErrNotAcquired):
+	case errors.Is(err, refused):
 		done.Type, done.Error = history.Fail, err.Error()
 	default:
 		done.Type, done.Error = history.Info, err.Error()
 	}
-	w.record(done)
-	return lease, err == nil
 }
 
 func leaseValue(l impls.Lease) history.Value {
@@ -541,17 +552,10 @@ func (w *worker) release(ctx context.Context, l impls.Lease) {
 		return
 	}
 	done := history.Op{F: history.Release, Value: v}
-	switch {
-	case err == nil:
-		done.Type = history.OK
+	if err == nil {
 		done.Value.Removed = rel.Removed
-	case notSent(err):
-		done.Type, done.Error = history.Fail, history.NotSent+err.Error()
-	case errors.Is(err, impls.ErrNotHeld):
-		done.Type, done.Error = history.Fail, err.Error()
-	default:
-		done.Type, done.Error = history.Info, err.Error()
 	}
+	complete(&done, err, impls.ErrNotHeld)
 	w.record(done)
 }
 

@@ -211,6 +211,41 @@ func (r *recorder) release(p int, c impls.Client, l impls.Lease, d time.Duration
 	return err
 }
 
+// startRegrant starts a cluster and brings it to where every case below
+// begins: p1, an etcd-mutex client a whose requests go through the wire w,
+// holds lock-0 with the lease la, and its release, which the wire holds
+// back, has passed its deadline; p2, the client b, has done nothing yet.
+// r holds the history so far. how says what the wire did with the release
+// ("lost", "held"), for the failure message.
+func startRegrant(t *testing.T, how string) (a *mutexClient, w *wire, b impls.Client, r *recorder, la impls.Lease) {
+	t.Helper()
+	addrs := startCluster(t)
+	a, w = wiredMutex(t, addrs, 1)
+	b = newClient(t, "etcd-mutex", addrs, 2)
+	r = &recorder{}
+	la, err := r.acquire(1, func() (impls.Lease, error) { return acquire(a, 5*time.Second) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.holdNextTxn()
+	if err := r.release(1, a, la, 300*time.Millisecond); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("release %s on the wire: %v, want the deadline", how, err)
+	}
+	return a, w, b, r, la
+}
+
+// acquireAbove records p's acquire of lock-0 through c and returns its
+// lease, failing t unless it is granted with a token above prev's; when
+// says when the acquire came, for the failure message.
+func (r *recorder) acquireAbove(t *testing.T, p int, c impls.Client, prev impls.Lease, when string) impls.Lease {
+	t.Helper()
+	l, err := r.acquire(p, func() (impls.Lease, error) { return acquire(c, 5*time.Second) })
+	if err != nil || l.Token <= prev.Token {
+		t.Fatalf("p%d %s: %d %v, want a token above %d", p, when, l.Token, err, prev.Token)
+	}
+	return l
+}
+
 // fencing runs the fencing-tokens and mutual-exclusion checkers on h.
 func fencing(h history.History) (checker.Result, checker.Result) {
 	tb := history.NewTable(h)
@@ -225,19 +260,7 @@ func fencing(h history.History) (checker.Result, checker.Result) {
 // between, since the key was there all along: the same hold going on. The
 // fencing checker must not call it a duplicate.
 func TestMutexRegrantAfterLostRelease(t *testing.T) {
-	addrs := startCluster(t)
-	a, w := wiredMutex(t, addrs, 1)
-	b := newClient(t, "etcd-mutex", addrs, 2)
-	var r recorder
-
-	la, err := r.acquire(1, func() (impls.Lease, error) { return acquire(a, 5*time.Second) })
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.holdNextTxn()
-	if err := r.release(1, a, la, 300*time.Millisecond); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("release lost on the wire: %v, want the deadline", err)
-	}
+	a, _, b, r, la := startRegrant(t, "lost")
 	// p2 waits while the key is there, and gives up.
 	if _, err := r.acquire(2, func() (impls.Lease, error) { return acquire(b, 300*time.Millisecond) }); !errors.Is(err, impls.ErrNotAcquired) {
 		t.Fatalf("p2's acquire while p1's key is there: %v, want ErrNotAcquired", err)
@@ -252,10 +275,7 @@ func TestMutexRegrantAfterLostRelease(t *testing.T) {
 	if err := r.release(1, a, la2, 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	lb, err := r.acquire(2, func() (impls.Lease, error) { return acquire(b, 5*time.Second) })
-	if err != nil || lb.Token <= la.Token {
-		t.Fatalf("p2 after p1's release: %d %v, want a token above %d", lb.Token, err, la.Token)
-	}
+	lb := r.acquireAbove(t, 2, b, la, "after p1's release")
 	if err := r.release(2, b, lb, 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -277,20 +297,8 @@ func TestMutexRegrantAfterLostRelease(t *testing.T) {
 // a hold that had already ended: a duplicate token the checker must
 // report. The lease's own guard refuses p1's write and release.
 func TestMutexRegrantOvertakenByLateRelease(t *testing.T) {
-	addrs := startCluster(t)
-	a, w := wiredMutex(t, addrs, 1)
-	b := newClient(t, "etcd-mutex", addrs, 2)
-	var r recorder
+	a, w, b, r, la := startRegrant(t, "held")
 	ctx := context.Background()
-
-	la, err := r.acquire(1, func() (impls.Lease, error) { return acquire(a, 5*time.Second) })
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.holdNextTxn()
-	if err := r.release(1, a, la, 300*time.Millisecond); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("release held on the wire: %v, want the deadline", err)
-	}
 
 	waiting, answer := w.holdKeepAlives()
 	type result struct {
@@ -313,10 +321,7 @@ func TestMutexRegrantOvertakenByLateRelease(t *testing.T) {
 	if resp := w.land(t); !resp.Succeeded {
 		t.Fatal("the late release found no key to delete: the re-grant did not keep it")
 	}
-	lb, err := r.acquire(2, func() (impls.Lease, error) { return acquire(b, 5*time.Second) })
-	if err != nil || lb.Token <= la.Token {
-		t.Fatalf("p2 after the late release: %d %v, want a token above %d", lb.Token, err, la.Token)
-	}
+	lb := r.acquireAbove(t, 2, b, la, "after the late release")
 	if err := r.release(2, b, lb, 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -364,19 +369,7 @@ func historyText(h history.History) string {
 // the overlap. (Seed 2 of the leader isolation with --work-min 300ms
 // --work 600ms --window 1500ms did this: docs/findings.md.)
 func TestMutexRegrantEndedByLateRelease(t *testing.T) {
-	addrs := startCluster(t)
-	a, w := wiredMutex(t, addrs, 1)
-	b := newClient(t, "etcd-mutex", addrs, 2)
-	var r recorder
-
-	la, err := r.acquire(1, func() (impls.Lease, error) { return acquire(a, 5*time.Second) })
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.holdNextTxn()
-	if err := r.release(1, a, la, 300*time.Millisecond); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("release held on the wire: %v, want the deadline", err)
-	}
+	a, w, b, r, la := startRegrant(t, "held")
 	la2, err := r.acquire(1, func() (impls.Lease, error) { return acquire(a, 5*time.Second) })
 	if err != nil || la2.Token != la.Token || la2.Value != la.Value {
 		t.Fatalf("re-grant %d %s %v, want the same key %s and revision %d", la2.Token, la2.Value, err, la.Value, la.Token)
@@ -384,10 +377,7 @@ func TestMutexRegrantEndedByLateRelease(t *testing.T) {
 	if resp := w.land(t); !resp.Succeeded {
 		t.Fatal("the late release found no key to delete")
 	}
-	lb, err := r.acquire(2, func() (impls.Lease, error) { return acquire(b, 5*time.Second) })
-	if err != nil || lb.Token <= la.Token {
-		t.Fatalf("p2 after the late release: %d %v, want a token above %d", lb.Token, err, la.Token)
-	}
+	lb := r.acquireAbove(t, 2, b, la, "after the late release")
 	if now() >= la2.ValidUntil {
 		t.Skipf("p2 was granted the lock only after p1's lease would have ended (%v): too slow a machine to show the overlap", la2.ValidUntil)
 	}

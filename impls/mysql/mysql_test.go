@@ -7,37 +7,27 @@ import (
 	"testing"
 	"time"
 
-	"github.com/locktest/locktest/clusters"
-	"github.com/locktest/locktest/clusters/local"
 	"github.com/locktest/locktest/impls"
+	"github.com/locktest/locktest/impls/internal/servertest"
 	"github.com/locktest/locktest/testkit/testcluster"
 )
 
 // startServer starts a MariaDB server for the test and returns its address.
 func startServer(t *testing.T) string {
-	return startCluster(t).Nodes()[0].Addr
-}
-
-// startCluster starts a MariaDB server for the test and returns it.
-func startCluster(t *testing.T) clusters.Cluster {
-	m, err := local.New("mysql", local.Options{Dir: t.TempDir()})
-	return testcluster.Started(t, m, err)
+	return servertest.Start(t, "mysql").Nodes()[0].Addr
 }
 
 // A connection that opens slowly is waited for within the op's deadline,
 // and one that does not open by then is a certain failure
 // (testcluster.SlowConnect).
 func TestSlowConnect(t *testing.T) {
-	c := startCluster(t)
-	for _, name := range []string{"mysql-unique-insert", "mysql-for-update", "mysql-get-lock", "mysql-optimistic"} {
-		t.Run(name, func(t *testing.T) { testcluster.SlowConnect(t, c, name) })
-	}
+	servertest.SlowConnect(t, servertest.Start(t, "mysql"), "mysql-unique-insert", "mysql-for-update", "mysql-get-lock", "mysql-optimistic")
 }
 
+// newClient returns a client of impl name for process against the server
+// at addr, with the impl parameters params.
 func newClient(t *testing.T, name, addr string, process int, params map[string]string) impls.Client {
-	start := time.Now()
-	return testcluster.Client(t, name, []clusters.Node{{Name: "n1", Addr: addr}}, process,
-		func() time.Duration { return time.Since(start) }, func(c *impls.Config) { c.Params = params })
+	return servertest.Client(t, name, addr, process, func(c *impls.Config) { c.Params = params })
 }
 
 // Two clients of each impl contend for one lock: the second waits, gives

@@ -6,38 +6,27 @@ import (
 	"testing"
 	"time"
 
-	"github.com/locktest/locktest/clusters"
-	"github.com/locktest/locktest/clusters/local"
 	"github.com/locktest/locktest/impls"
+	"github.com/locktest/locktest/impls/internal/servertest"
 	"github.com/locktest/locktest/testkit/testcluster"
 )
 
-// startServer starts a PostgreSQL server for the test and returns its
-// address.
+// startServer starts a PostgreSQL server for the test and returns its address.
 func startServer(t *testing.T) string {
-	return startCluster(t).Nodes()[0].Addr
-}
-
-// startCluster starts a PostgreSQL server for the test and returns it.
-func startCluster(t *testing.T) clusters.Cluster {
-	p, err := local.New("postgres", local.Options{Dir: t.TempDir()})
-	return testcluster.Started(t, p, err)
+	return servertest.Start(t, "postgres").Nodes()[0].Addr
 }
 
 // A connection that opens slowly is waited for within the op's deadline,
 // and one that does not open by then is a certain failure
 // (testcluster.SlowConnect).
 func TestSlowConnect(t *testing.T) {
-	c := startCluster(t)
-	for _, name := range []string{"pg-advisory", "pg-advisory-xact"} {
-		t.Run(name, func(t *testing.T) { testcluster.SlowConnect(t, c, name) })
-	}
+	servertest.SlowConnect(t, servertest.Start(t, "postgres"), "pg-advisory", "pg-advisory-xact")
 }
 
+// newClient returns a client of impl name for process against the server
+// at addr.
 func newClient(t *testing.T, name, addr string, process int) impls.Client {
-	start := time.Now()
-	return testcluster.Client(t, name, []clusters.Node{{Name: "n1", Addr: addr}}, process,
-		func() time.Duration { return time.Since(start) }, nil)
+	return servertest.Client(t, name, addr, process, nil)
 }
 
 // Two clients of each impl contend for one lock: the second waits, gives

@@ -25,11 +25,20 @@ var epoch = time.Now()
 
 func now() time.Duration { return time.Since(epoch) }
 
+// startKind starts a local cluster of kind with opts for the test and
+// returns it; as testcluster.Started does, it skips the test under -short,
+// fails it when the cluster cannot start, and stops the cluster when the
+// test ends.
+func startKind(t *testing.T, kind string, opts local.Options) *local.KindCluster {
+	t.Helper()
+	c, err := local.NewKindCluster(kind, opts)
+	return testcluster.Started(t, c, err)
+}
+
 // startNode starts a one-node Redis cluster in a temporary directory,
 // stopped when the test ends, and returns the cluster and its address.
 func startNode(t *testing.T) (*local.KindCluster, string) {
-	r, err := local.NewKindCluster("redis", local.Options{Dir: t.TempDir()})
-	r = testcluster.Started(t, r, err)
+	r := startKind(t, "redis", local.Options{Dir: t.TempDir()})
 	return r, r.Nodes()[0].Addr
 }
 
@@ -38,6 +47,19 @@ func startNode(t *testing.T) (*local.KindCluster, string) {
 func pair(t *testing.T, name string) (string, impls.Client, impls.Client) {
 	_, addr := startNode(t)
 	return addr, newClient(t, name, addr, 1, nil), newClient(t, name, addr, 2, nil)
+}
+
+// eachPair runs test for each impl named, each in a parallel subtest of
+// its name, with a pair of its own: a node at addr and two clients of the
+// impl on it, a (process 1) and b (process 2).
+func eachPair(t *testing.T, names []string, test func(t *testing.T, name, addr string, a, b impls.Client)) {
+	for _, name := range names {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			addr, a, b := pair(t, name)
+			test(t, name, addr, a, b)
+		})
+	}
 }
 
 // newClient builds a client of impl name for process p; edit may adjust the
@@ -100,100 +122,88 @@ func TestConfigErrors(t *testing.T) {
 
 // Acquire, contend, release, acquire again.
 func TestMutualExclusion(t *testing.T) {
-	for _, name := range allImpls {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			addr, a, b := pair(t, name)
-			ctx := context.Background()
-			const ttl = 10 * time.Second
+	eachPair(t, allImpls, func(t *testing.T, name, addr string, a, b impls.Client) {
+		ctx := context.Background()
+		const ttl = 10 * time.Second
 
-			before := now()
-			la := mustAcquire(t, a, "L", ttl)
-			after := now()
-			if la.Lock != "L" || la.Value == "" || la.Node != addr {
-				t.Errorf("lease %+v", la)
-			}
-			if la.ValidUntil < before+ttl || la.ValidUntil > after+ttl {
-				t.Errorf("ValidUntil %v not within [%v, %v]", la.ValidUntil, before+ttl, after+ttl)
-			}
-			if la.HasToken != (name == "redis-set-nx-px") {
-				t.Errorf("HasToken = %v", la.HasToken)
-			}
-			if !strings.Contains(la.Value, "p1-") {
-				t.Errorf("value %q does not name process 1", la.Value)
-			}
+		before := now()
+		la := mustAcquire(t, a, "L", ttl)
+		after := now()
+		if la.Lock != "L" || la.Value == "" || la.Node != addr {
+			t.Errorf("lease %+v", la)
+		}
+		if la.ValidUntil < before+ttl || la.ValidUntil > after+ttl {
+			t.Errorf("ValidUntil %v not within [%v, %v]", la.ValidUntil, before+ttl, after+ttl)
+		}
+		if la.HasToken != (name == "redis-set-nx-px") {
+			t.Errorf("HasToken = %v", la.HasToken)
+		}
+		if !strings.Contains(la.Value, "p1-") {
+			t.Errorf("value %q does not name process 1", la.Value)
+		}
 
-			wantNotAcquired(t, b, "L", ttl)
-			wantNotAcquired(t, a, "L", ttl) // not reentrant
-			lo := mustAcquire(t, b, "other", ttl)
+		wantNotAcquired(t, b, "L", ttl)
+		wantNotAcquired(t, a, "L", ttl) // not reentrant
+		lo := mustAcquire(t, b, "other", ttl)
 
-			rel, err := a.Release(ctx, la)
-			if err != nil {
-				t.Fatalf("Release: %v", err)
-			}
-			if rel.Removed != la.Value {
-				t.Errorf("Removed %q, want own value %q", rel.Removed, la.Value)
-			}
-			lb := mustAcquire(t, b, "L", ttl)
-			if lb.Value == la.Value {
-				t.Errorf("two acquires wrote the same value %q", lb.Value)
-			}
-			if _, err := b.Release(ctx, lb); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := b.Release(ctx, lo); err != nil {
-				t.Fatal(err)
-			}
-			// Released twice: nothing left to delete.
-			if _, err := b.Release(ctx, lb); !errors.Is(err, impls.ErrNotHeld) {
-				t.Errorf("second Release: %v, want ErrNotHeld", err)
-			}
-		})
-	}
+		rel, err := a.Release(ctx, la)
+		if err != nil {
+			t.Fatalf("Release: %v", err)
+		}
+		if rel.Removed != la.Value {
+			t.Errorf("Removed %q, want own value %q", rel.Removed, la.Value)
+		}
+		lb := mustAcquire(t, b, "L", ttl)
+		if lb.Value == la.Value {
+			t.Errorf("two acquires wrote the same value %q", lb.Value)
+		}
+		if _, err := b.Release(ctx, lb); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Release(ctx, lo); err != nil {
+			t.Fatal(err)
+		}
+		// Released twice: nothing left to delete.
+		if _, err := b.Release(ctx, lb); !errors.Is(err, impls.ErrNotHeld) {
+			t.Errorf("second Release: %v, want ErrNotHeld", err)
+		}
+	})
 }
 
 // A lease ends after its ttl and another client can take the lock.
 func TestExpiry(t *testing.T) {
-	for _, name := range allImpls {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			_, a, b := pair(t, name)
-			const ttl = time.Second
-			la := mustAcquire(t, a, "L", ttl)
-			wantNotAcquired(t, b, "L", ttl)
-			time.Sleep(ttl + 100*time.Millisecond)
-			lb := mustAcquire(t, b, "L", ttl)
-			if lb.Value == la.Value {
-				t.Errorf("same value %q", lb.Value)
-			}
-		})
-	}
+	eachPair(t, allImpls, func(t *testing.T, name, addr string, a, b impls.Client) {
+		const ttl = time.Second
+		la := mustAcquire(t, a, "L", ttl)
+		wantNotAcquired(t, b, "L", ttl)
+		time.Sleep(ttl + 100*time.Millisecond)
+		lb := mustAcquire(t, b, "L", ttl)
+		if lb.Value == la.Value {
+			t.Errorf("same value %q", lb.Value)
+		}
+	})
 }
 
 // Releasing an expired lease changes nothing for the impls that check the
 // holder, also when another client has the lock by then.
 func TestReleaseExpired(t *testing.T) {
-	for _, name := range compareAndDeleteImpls {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			addr, a, b := pair(t, name)
-			ctx := context.Background()
-			const ttl = time.Second
-			la := mustAcquire(t, a, "L", ttl)
-			time.Sleep(ttl + 100*time.Millisecond)
-			if _, err := a.Release(ctx, la); !errors.Is(err, impls.ErrNotHeld) {
-				t.Fatalf("Release of an expired lease: %v, want ErrNotHeld", err)
-			}
-			lb := mustAcquire(t, b, "L", 10*time.Second)
-			if _, err := a.Release(ctx, la); !errors.Is(err, impls.ErrNotHeld) {
-				t.Fatalf("Release of an expired lease while B holds: %v, want ErrNotHeld", err)
-			}
-			v, err := raw(t, addr).Get(ctx, "L").Result()
-			if err != nil || v != lb.Value {
-				t.Fatalf("B's lock is now %q, %v; want %q", v, err, lb.Value)
-			}
-		})
-	}
+	eachPair(t, compareAndDeleteImpls, func(t *testing.T, name, addr string, a, b impls.Client) {
+		ctx := context.Background()
+		const ttl = time.Second
+		la := mustAcquire(t, a, "L", ttl)
+		time.Sleep(ttl + 100*time.Millisecond)
+		if _, err := a.Release(ctx, la); !errors.Is(err, impls.ErrNotHeld) {
+			t.Fatalf("Release of an expired lease: %v, want ErrNotHeld", err)
+		}
+		lb := mustAcquire(t, b, "L", 10*time.Second)
+		if _, err := a.Release(ctx, la); !errors.Is(err, impls.ErrNotHeld) {
+			t.Fatalf("Release of an expired lease while B holds: %v, want ErrNotHeld", err)
+		}
+		v, err := raw(t, addr).Get(ctx, "L").Result()
+		if err != nil || v != lb.Value {
+			t.Fatalf("B's lock is now %q, %v; want %q", v, err, lb.Value)
+		}
+	})
 }
 
 // A dead or frozen node gives an error that is not ErrNotAcquired, promptly.

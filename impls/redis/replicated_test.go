@@ -50,16 +50,9 @@ func TestReplicatedConfigErrors(t *testing.T) {
 // it.
 func TestReplicatedFollowsFailover(t *testing.T) {
 	gate.Need(t, "redis-server", "redis-sentinel")
-	s, err := local.NewKindCluster("redis-sentinel", local.Options{Dir: t.TempDir(), Nodes: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Stop(context.Background()) })
+	s := startKind(t, "redis-sentinel", local.Options{Dir: t.TempDir(), Nodes: 3})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := s.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
 	a := newNodesClient(t, "redis-replicated", s.Nodes(), 1)
 	b := newNodesClient(t, "redis-replicated", s.Nodes(), 2)
 	const ttl = 30 * time.Second
@@ -108,16 +101,9 @@ func TestReplicatedFollowsFailover(t *testing.T) {
 // Locks spread over the cluster's slots and masters; each is exclusive.
 func TestClusterLocks(t *testing.T) {
 	gate.Need(t, "redis-server", "redis-cli")
-	c, err := local.NewKindCluster("redis-cluster", local.Options{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Stop(context.Background()) })
+	c := startKind(t, "redis-cluster", local.Options{Dir: t.TempDir()})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := c.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
 	masters := map[string]bool{}
 	for _, n := range c.Nodes() {
 		if n.Role == "master" {

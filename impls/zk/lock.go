@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -43,8 +42,7 @@ const lockRoot = "/locktest/zk-lock"
 type Lock struct {
 	*session
 	seq   uint64
-	mu    sync.Mutex
-	holds map[string]lockHold // by Lease.Value
+	holds leases[lockHold]
 }
 
 // lockHold is a lease's zk.Lock and the session it was taken in.
@@ -57,10 +55,7 @@ var _ impls.Client = (*Lock)(nil)
 
 // Acquire calls zk.NewLock(...).Lock() and waits for it until ctx ends.
 func (c *Lock) Acquire(ctx context.Context, lock string, ttl time.Duration) (impls.Lease, error) {
-	if err := checkLockName(c.name, lock); err != nil {
-		return impls.Lease{}, err
-	}
-	if err := c.connect(ttl); err != nil {
+	if err := c.begin(lock, ttl); err != nil {
 		return impls.Lease{}, err
 	}
 	zl := zk.NewLock(c.conn, lockRoot+"/"+lock, zk.WorldACL(zk.PermAll))
@@ -86,9 +81,7 @@ func (c *Lock) Acquire(ctx context.Context, lock string, ttl time.Duration) (imp
 		Lock: lock, Value: fmt.Sprintf("p%d-%d-s%x", c.cfg.Process, c.seq, c.conn.SessionID()),
 		ValidUntil: c.cfg.Now() + c.sessionTimeout(), Node: c.conn.Server(),
 	}
-	c.mu.Lock()
-	c.holds[l.Value] = lockHold{lock: zl, hold: c.newHold()}
-	c.mu.Unlock()
+	c.holds.put(l.Value, lockHold{lock: zl, hold: c.newHold()})
 	c.holding.Add(l)
 	return l, nil
 }
@@ -97,10 +90,7 @@ func (c *Lock) Acquire(ctx context.Context, lock string, ttl time.Duration) (imp
 // (the session expired, which the error says, or it was released already).
 func (c *Lock) Release(ctx context.Context, l impls.Lease) (impls.Released, error) {
 	defer c.holding.Remove(l.Value)
-	c.mu.Lock()
-	h, ok := c.holds[l.Value]
-	delete(c.holds, l.Value)
-	c.mu.Unlock()
+	h, ok := c.holds.take(l.Value)
 	if !ok {
 		return impls.Released{}, fmt.Errorf("%w: no lock %s taken by this client", impls.ErrNotHeld, l.Value)
 	}

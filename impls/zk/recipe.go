@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -58,18 +57,14 @@ const protectedPrefix = "_c_"
 // locks, or a lock node that is cleaned up, keeps a monotonic token.
 type Recipe struct {
 	*session
-	mu    sync.Mutex
-	holds map[string]hold // by node path (Lease.Value)
+	holds leases[hold] // by node path (Lease.Value)
 }
 
 var _ impls.Client = (*Recipe)(nil)
 
 // Acquire takes lock, waiting for it until ctx ends; see Recipe.
 func (c *Recipe) Acquire(ctx context.Context, lock string, ttl time.Duration) (impls.Lease, error) {
-	if err := checkLockName(c.name, lock); err != nil {
-		return impls.Lease{}, err
-	}
-	if err := c.connect(ttl); err != nil {
+	if err := c.begin(lock, ttl); err != nil {
 		return impls.Lease{}, err
 	}
 	c.deleteOrphans(ctx)
@@ -88,9 +83,7 @@ func (c *Recipe) Acquire(ctx context.Context, lock string, ttl time.Duration) (i
 	}
 	h := c.newHold()
 	h.lost = r.lost
-	c.mu.Lock()
-	c.holds[l.Value] = h
-	c.mu.Unlock()
+	c.holds.put(l.Value, h)
 	c.holding.Add(l)
 	return l, nil
 }
@@ -321,10 +314,7 @@ func (c *Recipe) abandon(r created, cause error) error {
 // when), or it was released already.
 func (c *Recipe) Release(ctx context.Context, l impls.Lease) (impls.Released, error) {
 	defer c.holding.Remove(l.Value)
-	c.mu.Lock()
-	h, ok := c.holds[l.Value]
-	delete(c.holds, l.Value)
-	c.mu.Unlock()
+	h, ok := c.holds.take(l.Value)
 	if c.conn == nil {
 		return impls.Released{}, impls.ErrNotHeld
 	}

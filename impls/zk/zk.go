@@ -71,7 +71,7 @@ func init() {
 		Doc: "the ZooKeeper lock recipe (protected ephemeral sequential node, lowest holds, watch the predecessor) with the node's czxid as fencing token; " +
 			"the lock is a session lease, so a holder paused past its session timeout still believes it holds it while the next holder has it.",
 		Libraries: []string{"github.com/go-zookeeper/zk"},
-		New:       impls.Wrap(sessionFor("zk-recipe"), func(s *session) impls.Client { return &Recipe{session: s, holds: map[string]hold{}} }),
+		New:       impls.Wrap(sessionFor("zk-recipe"), func(s *session) impls.Client { return &Recipe{session: s} }),
 	})
 	impls.Register(impls.Impl{
 		Name: "zk-lock", Backend: "zookeeper", Nodes: 3, Blocking: true,
@@ -80,7 +80,7 @@ func init() {
 		Doc: "go-zookeeper's own zk.NewLock as a user calls it, with no fencing token; " +
 			"a session lease that a paused holder outlives, and a library whose Lock takes no deadline and leaves its node behind on errors.",
 		Libraries: []string{"github.com/go-zookeeper/zk"},
-		New:       impls.Wrap(sessionFor("zk-lock"), func(s *session) impls.Client { return &Lock{session: s, holds: map[string]lockHold{}} }),
+		New:       impls.Wrap(sessionFor("zk-lock"), func(s *session) impls.Client { return &Lock{session: s} }),
 	})
 }
 
@@ -109,6 +109,43 @@ type session struct {
 	// orphans are the nodes of abandoned acquires still to delete: a path,
 	// or a path prefix ending in "*" for a node known only by its GUID.
 	orphans []string
+}
+
+// begin starts an acquire of lock with ttl: it checks the lock's name and
+// opens the session if it is not open yet (connect).
+func (s *session) begin(lock string, ttl time.Duration) error {
+	if err := checkLockName(s.name, lock); err != nil {
+		return err
+	}
+	return s.connect(ttl)
+}
+
+// leases are the leases a client holds, by Lease.Value, each with what the
+// client keeps of it (H) for its release. The zero value is empty and
+// ready; it is safe for concurrent use.
+type leases[H any] struct {
+	mu sync.Mutex
+	m  map[string]H
+}
+
+// put keeps h for the lease whose Lease.Value is value.
+func (ls *leases[H]) put(value string, h H) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if ls.m == nil {
+		ls.m = make(map[string]H)
+	}
+	ls.m[value] = h
+}
+
+// take removes the lease whose Lease.Value is value and returns what was
+// kept of it, and whether it was there.
+func (ls *leases[H]) take(value string) (H, bool) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	h, ok := ls.m[value]
+	delete(ls.m, value)
+	return h, ok
 }
 
 // sessionFor returns the builder of the sessions of the impl name.

@@ -133,6 +133,20 @@ func release(t *testing.T, c impls.Client, l impls.Lease) (impls.Released, error
 	return c.Release(ctx, l)
 }
 
+// contend runs test for each impl of this package, each in a parallel
+// subtest of its name, with a lock name no other test uses and two clients
+// of the impl, a (process 1) and b (process 2). It skips t when there is no
+// ensemble.
+func contend(t *testing.T, test func(t *testing.T, name, lock string, a, b impls.Client)) {
+	needEnsemble(t)
+	for _, name := range allImpls {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			test(t, name, uniqueLock(t), newClient(t, name, 1, nil), newClient(t, name, 2, nil))
+		})
+	}
+}
+
 // uniqueLock returns a lock name no other test uses.
 func uniqueLock(t *testing.T) string {
 	return strings.NewReplacer("/", "-", " ", "_").Replace(t.Name())
@@ -203,111 +217,97 @@ func TestSeqOf(t *testing.T) {
 
 // Acquire, contend until the deadline, release, acquire again.
 func TestMutualExclusion(t *testing.T) {
-	needEnsemble(t)
-	for _, name := range allImpls {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			lock := uniqueLock(t)
-			a := newClient(t, name, 1, nil)
-			b := newClient(t, name, 2, nil)
-			const ttl = 2 * time.Second
+	contend(t, func(t *testing.T, name, lock string, a, b impls.Client) {
+		const ttl = 2 * time.Second
 
-			before := now()
-			la := mustAcquire(t, a, lock, ttl)
-			after := now()
-			if la.Lock != lock || la.Value == "" || !slices.Contains(addrs, la.Node) {
-				t.Errorf("lease %+v", la)
-			}
-			// The session timeout asked for is the ttl, which the servers
-			// grant (400ms..4s with a 200ms tick).
-			if la.ValidUntil < before+ttl-10*time.Millisecond || la.ValidUntil > after+ttl {
-				t.Errorf("ValidUntil %v not within [%v, %v]", la.ValidUntil, before+ttl, after+ttl)
-			}
-			if la.HasToken != (name == "zk-recipe") {
-				t.Errorf("HasToken = %v", la.HasToken)
-			}
+		before := now()
+		la := mustAcquire(t, a, lock, ttl)
+		after := now()
+		if la.Lock != lock || la.Value == "" || !slices.Contains(addrs, la.Node) {
+			t.Errorf("lease %+v", la)
+		}
+		// The session timeout asked for is the ttl, which the servers
+		// grant (400ms..4s with a 200ms tick).
+		if la.ValidUntil < before+ttl-10*time.Millisecond || la.ValidUntil > after+ttl {
+			t.Errorf("ValidUntil %v not within [%v, %v]", la.ValidUntil, before+ttl, after+ttl)
+		}
+		if la.HasToken != (name == "zk-recipe") {
+			t.Errorf("HasToken = %v", la.HasToken)
+		}
 
-			// b waits until its deadline: 2 s, so that its create (a
-			// quorum write) is answered before it, also on a loaded
-			// machine (300 ms was not, under stress-ng: an unknown
-			// outcome, rightly).
-			_, err := acquire(t, b, lock, ttl, 2*time.Second)
-			switch name {
-			case "zk-recipe":
-				// Its node was deleted again: a certain failure.
-				if !errors.Is(err, impls.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {
-					t.Fatalf("contended acquire: %v, want ErrNotAcquired at the deadline", err)
-				}
-				children, _, err := raw(t).Children(recipeRoot + "/" + lock)
-				if err != nil || len(children) != 1 || children[0] != la.Value[len(recipeRoot)+len(lock)+2:] {
-					t.Errorf("children after a timed-out acquire: %v %v, want only the holder's", children, err)
-				}
-			case "zk-lock":
-				// zk.Lock may have created its node: unknown.
-				if err == nil || errors.Is(err, impls.ErrNotAcquired) {
-					t.Fatalf("contended acquire: %v, want an unknown outcome", err)
-				}
+		// b waits until its deadline: 2 s, so that its create (a
+		// quorum write) is answered before it, also on a loaded
+		// machine (300 ms was not, under stress-ng: an unknown
+		// outcome, rightly).
+		_, err := acquire(t, b, lock, ttl, 2*time.Second)
+		switch name {
+		case "zk-recipe":
+			// Its node was deleted again: a certain failure.
+			if !errors.Is(err, impls.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("contended acquire: %v, want ErrNotAcquired at the deadline", err)
 			}
+			children, _, err := raw(t).Children(recipeRoot + "/" + lock)
+			if err != nil || len(children) != 1 || children[0] != la.Value[len(recipeRoot)+len(lock)+2:] {
+				t.Errorf("children after a timed-out acquire: %v %v, want only the holder's", children, err)
+			}
+		case "zk-lock":
+			// zk.Lock may have created its node: unknown.
+			if err == nil || errors.Is(err, impls.ErrNotAcquired) {
+				t.Fatalf("contended acquire: %v, want an unknown outcome", err)
+			}
+		}
 
-			rel, err := release(t, a, la)
-			if err != nil {
-				t.Fatalf("Release: %v", err)
-			}
-			if rel.Removed != la.Value {
-				t.Errorf("Removed %q, want %q", rel.Removed, la.Value)
-			}
-			// zk-lock's abandoned Lock of b may get the lock for a moment
-			// and unlock it: b's next acquire waits for it.
-			lb := mustAcquire(t, b, lock, ttl)
-			if lb.Value == la.Value {
-				t.Errorf("two acquires with the same value %q", lb.Value)
-			}
-			if name == "zk-recipe" && lb.Token <= la.Token {
-				t.Errorf("token %d after %d: not increasing", lb.Token, la.Token)
-			}
-			if _, err := release(t, b, lb); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := release(t, b, lb); !errors.Is(err, impls.ErrNotHeld) {
-				t.Errorf("second Release: %v, want ErrNotHeld", err)
-			}
-		})
-	}
+		rel, err := release(t, a, la)
+		if err != nil {
+			t.Fatalf("Release: %v", err)
+		}
+		if rel.Removed != la.Value {
+			t.Errorf("Removed %q, want %q", rel.Removed, la.Value)
+		}
+		// zk-lock's abandoned Lock of b may get the lock for a moment
+		// and unlock it: b's next acquire waits for it.
+		lb := mustAcquire(t, b, lock, ttl)
+		if lb.Value == la.Value {
+			t.Errorf("two acquires with the same value %q", lb.Value)
+		}
+		if name == "zk-recipe" && lb.Token <= la.Token {
+			t.Errorf("token %d after %d: not increasing", lb.Token, la.Token)
+		}
+		if _, err := release(t, b, lb); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := release(t, b, lb); !errors.Is(err, impls.ErrNotHeld) {
+			t.Errorf("second Release: %v, want ErrNotHeld", err)
+		}
+	})
 }
 
 // A blocked acquire gets the lock as soon as the holder releases it.
 func TestBlockingHandoff(t *testing.T) {
-	needEnsemble(t)
-	for _, name := range allImpls {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			lock := uniqueLock(t)
-			a := newClient(t, name, 1, nil)
-			b := newClient(t, name, 2, nil)
-			la := mustAcquire(t, a, lock, 2*time.Second)
-			got := make(chan error, 1)
-			var lb impls.Lease
-			go func() {
-				var err error
-				lb, err = acquire(t, b, lock, 2*time.Second, 20*time.Second)
-				got <- err
-			}()
-			select {
-			case err := <-got:
-				t.Fatalf("acquire returned while the lock was held: %v", err)
-			case <-time.After(300 * time.Millisecond):
-			}
-			if _, err := release(t, a, la); err != nil {
-				t.Fatal(err)
-			}
-			if err := <-got; err != nil {
-				t.Fatalf("waiting acquire: %v", err)
-			}
-			if _, err := release(t, b, lb); err != nil {
-				t.Fatal(err)
-			}
-		})
-	}
+	contend(t, func(t *testing.T, name, lock string, a, b impls.Client) {
+		la := mustAcquire(t, a, lock, 2*time.Second)
+		got := make(chan error, 1)
+		var lb impls.Lease
+		go func() {
+			var err error
+			lb, err = acquire(t, b, lock, 2*time.Second, 20*time.Second)
+			got <- err
+		}()
+		select {
+		case err := <-got:
+			t.Fatalf("acquire returned while the lock was held: %v", err)
+		case <-time.After(300 * time.Millisecond):
+		}
+		if _, err := release(t, a, la); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-got; err != nil {
+			t.Fatalf("waiting acquire: %v", err)
+		}
+		if _, err := release(t, b, lb); err != nil {
+			t.Fatal(err)
+		}
+	})
 }
 
 // watches returns, for every path watched on any peer, how many sessions
@@ -499,51 +499,44 @@ func (cc *cutConn) Read(b []byte) (int, error) {
 // A holder whose session expires while it holds the lock loses it to the
 // next contender, and its release says that the session expired.
 func TestSessionExpiryWhileHolding(t *testing.T) {
-	needEnsemble(t)
-	for _, name := range allImpls {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			lock := uniqueLock(t)
-			a := newClient(t, name, 1, nil)
-			cut := &cutter{}
-			sessionOf(a).dialer = cut.dial
-			b := newClient(t, name, 2, nil)
-			// 100ms is below the servers' minimum of 2 ticks: they grant
-			// 400ms, and the lease says so.
-			const ttl = 100 * time.Millisecond
-			start := now()
-			la := mustAcquire(t, a, lock, ttl)
-			if got := sessionOf(a).sessionTimeout(); got != 400*time.Millisecond {
-				t.Errorf("negotiated session timeout %v, want 400ms (2·tickTime)", got)
-			}
-			if la.ValidUntil < start+400*time.Millisecond {
-				t.Errorf("ValidUntil %v is not acquire time %v + 400ms", la.ValidUntil, start)
-			}
-			cut.cut()
-			// The servers expire a's session and b gets the lock.
-			lb, err := acquire(t, b, lock, 2*time.Second, 15*time.Second)
-			if err != nil {
-				t.Fatalf("acquire after the holder's session died: %v", err)
-			}
-			if name == "zk-recipe" && lb.Token <= la.Token {
-				t.Errorf("token %d after %d", lb.Token, la.Token)
-			}
-			cut.restore()
-			// a learns of the expiry when it reconnects.
-			deadline := time.Now().Add(10 * time.Second)
-			for sessionOf(a).newHold().expiries == 0 && time.Now().Before(deadline) {
-				time.Sleep(20 * time.Millisecond)
-			}
-			_, err = release(t, a, la)
-			if !errors.Is(err, impls.ErrNotHeld) || !strings.Contains(err.Error(), "expired") || !strings.Contains(err.Error(), "while this client held") {
-				t.Fatalf("release after expiry: %v, want ErrNotHeld saying the session expired", err)
-			}
-			t.Logf("release error: %v", err)
-			if _, err := release(t, b, lb); err != nil {
-				t.Errorf("b's release: %v", err)
-			}
-		})
-	}
+	contend(t, func(t *testing.T, name, lock string, a, b impls.Client) {
+		cut := &cutter{}
+		sessionOf(a).dialer = cut.dial // a connects at its first acquire
+		// 100ms is below the servers' minimum of 2 ticks: they grant
+		// 400ms, and the lease says so.
+		const ttl = 100 * time.Millisecond
+		start := now()
+		la := mustAcquire(t, a, lock, ttl)
+		if got := sessionOf(a).sessionTimeout(); got != 400*time.Millisecond {
+			t.Errorf("negotiated session timeout %v, want 400ms (2·tickTime)", got)
+		}
+		if la.ValidUntil < start+400*time.Millisecond {
+			t.Errorf("ValidUntil %v is not acquire time %v + 400ms", la.ValidUntil, start)
+		}
+		cut.cut()
+		// The servers expire a's session and b gets the lock.
+		lb, err := acquire(t, b, lock, 2*time.Second, 15*time.Second)
+		if err != nil {
+			t.Fatalf("acquire after the holder's session died: %v", err)
+		}
+		if name == "zk-recipe" && lb.Token <= la.Token {
+			t.Errorf("token %d after %d", lb.Token, la.Token)
+		}
+		cut.restore()
+		// a learns of the expiry when it reconnects.
+		deadline := time.Now().Add(10 * time.Second)
+		for sessionOf(a).newHold().expiries == 0 && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		_, err = release(t, a, la)
+		if !errors.Is(err, impls.ErrNotHeld) || !strings.Contains(err.Error(), "expired") || !strings.Contains(err.Error(), "while this client held") {
+			t.Fatalf("release after expiry: %v, want ErrNotHeld saying the session expired", err)
+		}
+		t.Logf("release error: %v", err)
+		if _, err := release(t, b, lb); err != nil {
+			t.Errorf("b's release: %v", err)
+		}
+	})
 }
 
 // A create whose reply is lost is found by its GUID: the acquire succeeds

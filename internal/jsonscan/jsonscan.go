@@ -46,6 +46,15 @@ func (s *Scanner) Object(field func(key []byte) bool) bool {
 	}
 }
 
+// ReadObject makes s read line, which is to hold one object and nothing
+// else: it resets s to line's start, reads the object as Object does,
+// calling field for each key, and reports whether the object was read and
+// was the whole line.
+func (s *Scanner) ReadObject(line []byte, field func(key []byte) bool) bool {
+	s.Reset(line)
+	return s.Object(field) && s.Done()
+}
+
 // Eat reads the byte c, if it comes next.
 func (s *Scanner) Eat(c byte) bool {
 	if s.i < len(s.b) && s.b[s.i] == c {
@@ -72,6 +81,13 @@ func (s *Scanner) Raw() ([]byte, bool) {
 		}
 	}
 	return nil, false
+}
+
+// Str reads a string as Raw does and returns a copy of it, which does not
+// alias the line.
+func (s *Scanner) Str() (string, bool) {
+	b, ok := s.Raw()
+	return string(b), ok
 }
 
 // Uint reads an integer without sign that fits a uint64.

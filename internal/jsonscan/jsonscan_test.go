@@ -18,14 +18,11 @@ type flat struct {
 func scan(line string) (flat, bool) {
 	var f flat
 	var s Scanner
-	s.Reset([]byte(line))
-	ok := s.Object(func(key []byte) bool {
+	ok := s.ReadObject([]byte(line), func(key []byte) bool {
 		var ok bool
 		switch string(key) {
 		case "s":
-			var b []byte
-			b, ok = s.Raw()
-			f.S = string(b)
+			f.S, ok = s.Str()
 		case "i":
 			f.I, ok = s.Int()
 		case "u":
@@ -35,7 +32,7 @@ func scan(line string) (flat, bool) {
 		}
 		return ok
 	})
-	return f, ok && s.Done()
+	return f, ok
 }
 
 // What the scanner takes it reads as encoding/json does; what it refuses
