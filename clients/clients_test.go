@@ -77,14 +77,7 @@ func pause(cfg run.Config, ttl time.Duration) run.Config {
 // run error, and when a client program is left running.
 func mustRun(t *testing.T, cfg run.Config) (*run.Outcome, history.History) {
 	t.Helper()
-	out, err := run.Run(context.Background(), cfg)
-	if err != nil {
-		t.Fatalf("run: %v", err)
-	}
-	h, err := out.History()
-	if err != nil {
-		t.Fatal(err)
-	}
+	out, h := testkit.RunHistory(t, cfg)
 	if left := programsLeft(); len(left) > 0 {
 		t.Errorf("client programs left running: %v", left)
 	}
@@ -120,21 +113,10 @@ func programsLeft() []string {
 	return left
 }
 
-// anomalies counts the anomalies of a run by kind.
-func anomalies(r runstore.Results) map[string]int {
-	k := map[string]int{}
-	for _, c := range r.Checkers {
-		for _, a := range c.Anomalies {
-			k[a.Kind]++
-		}
-	}
-	return k
-}
-
 // violated reports whether the run found mutual exclusion or the
 // resource broken.
 func violated(r runstore.Results) bool {
-	k := anomalies(r)
+	k := testkit.Kinds(r)
 	return r.Valid == checker.Invalid && k["overlapping-holds"]+k["lost-update"]+k["stale-write"] > 0
 }
 
@@ -153,7 +135,7 @@ func TestRedisPyLock(t *testing.T) {
 		cfg.Backend, cfg.TTL = backend, 5*time.Second
 		out, _ := mustRun(t, cfg)
 		if out.Results.Valid != checker.Valid || out.Results.Stats["critical_sections"] < 20 {
-			t.Errorf("%s without faults: %s with %v critical sections, anomalies %v", backend, out.Results.Valid, out.Results.Stats["critical_sections"], anomalies(out.Results))
+			t.Errorf("%s without faults: %s with %v critical sections, anomalies %v", backend, out.Results.Valid, out.Results.Stats["critical_sections"], testkit.Kinds(out.Results))
 		}
 	}
 	shown := false
@@ -165,7 +147,7 @@ func TestRedisPyLock(t *testing.T) {
 			t.Errorf("impl %q (%q): want redis-py with its version", out.Results.Run.Impl, out.Results.Run.ImplDoc)
 		}
 		shown = violated(out.Results)
-		t.Logf("seed %d: %s %v", seed, out.Results.Valid, anomalies(out.Results))
+		t.Logf("seed %d: %s %v", seed, out.Results.Valid, testkit.Kinds(out.Results))
 	}
 	if !shown {
 		t.Error("no GC pause broke the resource in three seeds")
@@ -193,7 +175,7 @@ func TestKazooLock(t *testing.T) {
 	}
 	out, _ := steadyValid(t, config(t, "kazoo"))
 	if out.Results.Valid != checker.Valid || out.Results.Stats["critical_sections"] < 20 {
-		t.Errorf("without faults: %s with %v critical sections, anomalies %v", out.Results.Valid, out.Results.Stats["critical_sections"], anomalies(out.Results))
+		t.Errorf("without faults: %s with %v critical sections, anomalies %v", out.Results.Valid, out.Results.Stats["critical_sections"], testkit.Kinds(out.Results))
 	}
 	broken := 0
 	for seed := int64(1); seed <= 5; seed++ {
@@ -203,7 +185,7 @@ func TestKazooLock(t *testing.T) {
 		if violated(out.Results) {
 			broken++
 		}
-		t.Logf("seed %d: %s %v", seed, out.Results.Valid, anomalies(out.Results))
+		t.Logf("seed %d: %s %v", seed, out.Results.Valid, testkit.Kinds(out.Results))
 	}
 	if broken < 3 {
 		t.Errorf("%d of 5 seeds broke mutual exclusion, want at least 3", broken)
@@ -233,14 +215,14 @@ func TestToozDrivers(t *testing.T) {
 			free.Duration, free.MaxCriticalSections, free.Timeout = 30*time.Second, 20, 5*time.Second
 			out, _ := mustRun(t, free)
 			if out.Results.Valid != checker.Valid || out.Results.Stats["critical_sections"] < 10 {
-				t.Errorf("without faults: %s with %v critical sections, anomalies %v", out.Results.Valid, out.Results.Stats["critical_sections"], anomalies(out.Results))
+				t.Errorf("without faults: %s with %v critical sections, anomalies %v", out.Results.Valid, out.Results.Stats["critical_sections"], testkit.Kinds(out.Results))
 			}
 			shown := false
 			for seed := int64(1); seed <= 3 && !shown; seed++ {
 				cfg := pause(config(t, "tooz-"+tc.driver), time.Second) // tooz counts its timeouts in whole seconds
 				cfg.Seed = seed
 				out, h := mustRun(t, cfg)
-				t.Logf("seed %d: %s %v %q", seed, out.Results.Valid, anomalies(out.Results), out.Results.Run.Errors)
+				t.Logf("seed %d: %s %v %q", seed, out.Results.Valid, testkit.Kinds(out.Results), out.Results.Run.Errors)
 				if !tc.breaks {
 					// Only a run whose pause met a holder says the lock
 					// held through it: under stress-ng no tooz postgresql

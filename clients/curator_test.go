@@ -160,7 +160,7 @@ func TestCuratorLock(t *testing.T) {
 			free := config(t, client)
 			out, _ := testkit.AgainOnStall(t, func() (*run.Outcome, history.History) { return mustRun(t, free) }, free.TTL/2, enough)
 			if !enough(out.Results) {
-				t.Errorf("without faults: %s with %v critical sections, anomalies %v", out.Results.Valid, out.Results.Stats["critical_sections"], anomalies(out.Results))
+				t.Errorf("without faults: %s with %v critical sections, anomalies %v", out.Results.Valid, out.Results.Stats["critical_sections"], testkit.Kinds(out.Results))
 			}
 			if out.Results.Run.Impl != client || !regexp.MustCompile(`Apache Curator \S+ [0-9]+\.`).MatchString(out.Results.Run.ImplDoc) {
 				t.Errorf("impl %q (%q): want %s, with Curator's version", out.Results.Run.Impl, out.Results.Run.ImplDoc, client)
@@ -180,7 +180,7 @@ func TestCuratorLock(t *testing.T) {
 				cfg.Seed, cfg.Quiet = seed, 4*time.Second
 				cfg.ClientPause, cfg.Duration = 4*time.Second, 12*time.Second
 				out, h := mustRun(t, cfg)
-				t.Logf("seed %d: %s %v", seed, out.Results.Valid, anomalies(out.Results))
+				t.Logf("seed %d: %s %v", seed, out.Results.Valid, testkit.Kinds(out.Results))
 				paused := pausedProcesses(t, h)
 				if len(paused) == 0 {
 					t.Logf("seed %d: no client pause was applied (%v); trying the next seed", seed, out.Results.Run.Errors)
@@ -190,7 +190,7 @@ func TestCuratorLock(t *testing.T) {
 					continue
 				}
 				if !violated(out.Results) {
-					t.Errorf("seed %d: %s %v after %d pauses of a holder past its session: want overlapping holds; pauses: %s", seed, out.Results.Valid, anomalies(out.Results), len(paused), testkit.DescribePauses(h))
+					t.Errorf("seed %d: %s %v after %d pauses of a holder past its session: want overlapping holds; pauses: %s", seed, out.Results.Valid, testkit.Kinds(out.Results), len(paused), testkit.DescribePauses(h))
 				}
 				if !overlapsOf(out.Results.Checkers, h, paused) {
 					t.Errorf("seed %d: no overlapping hold names an op of the paused processes %v", seed, paused)

@@ -21,13 +21,13 @@ import (
 
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/backend"
-	"github.com/locktest/locktest/clusters/engine"
 	"github.com/locktest/locktest/clusters/images"
 	"github.com/locktest/locktest/clusters/local"
 	"github.com/locktest/locktest/clusters/local/netlab"
 	"github.com/locktest/locktest/impls"
 	"github.com/locktest/locktest/internal/gate"
 	"github.com/locktest/locktest/nemesis"
+	"github.com/locktest/locktest/testkit/dockertest"
 	"github.com/locktest/locktest/testkit/testcluster"
 	"github.com/locktest/locktest/testkit/testexe"
 	"github.com/locktest/locktest/workloads"
@@ -51,15 +51,11 @@ func platformConfig(t *testing.T, impl string) Config {
 // (reusing what an earlier build made) locktest's image of backend.
 func dockerImage(t *testing.T, backend string) {
 	t.Helper()
-	gate.Docker(t)
 	gate.Need(t, "redis-server")
+	e := dockertest.Open(t)
+	defer e.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	e, err := engine.Open(ctx, nil)
-	if err != nil {
-		t.Skipf("docker: %v", err)
-	}
-	defer e.Close()
 	if _, err := images.Build(ctx, e, images.BuildOptions{Backends: []string{backend}}); err != nil {
 		t.Fatalf("build the %s image: %v", backend, err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/locktest/locktest/clusters/images"
 	"github.com/locktest/locktest/internal/gate"
 	"github.com/locktest/locktest/runstore"
+	"github.com/locktest/locktest/testkit/dockertest"
 )
 
 // TestDockerInterruptRemovesContainers interrupts docker runs: after
@@ -20,11 +21,7 @@ import (
 // images `locktest images build` made are kept.
 func TestDockerInterruptRemovesContainers(t *testing.T) {
 	gate.Need(t, "redis-server")
-	gate.Docker(t)
-	e, err := engine.Open(context.Background(), nil)
-	if err != nil {
-		t.Skipf("docker provider tests: %v", err)
-	}
+	e := dockertest.Open(t)
 	defer e.Close()
 	if stdout, stderr, code := locktest(t, "images", "build", "redis"); code != 0 || !strings.Contains(stdout, "locktest/redis:host") {
 		t.Fatalf("images build redis: exit %d, %s%s", code, stdout, stderr)

@@ -1,16 +1,15 @@
 package main
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/locktest/locktest/clusters/engine"
 	"github.com/locktest/locktest/internal/gate"
 	"github.com/locktest/locktest/reports"
 	"github.com/locktest/locktest/runstore"
+	"github.com/locktest/locktest/testkit/dockertest"
 )
 
 // TestReportSaysWhatRanTheNodes makes a short run under each provider and
@@ -22,12 +21,7 @@ func TestReportSaysWhatRanTheNodes(t *testing.T) {
 	for _, provider := range []string{"local", "docker"} {
 		t.Run(provider, func(t *testing.T) {
 			if provider == "docker" {
-				gate.Docker(t)
-				e, err := engine.Open(context.Background(), nil)
-				if err != nil {
-					t.Skipf("docker provider tests: %v", err)
-				}
-				e.Close()
+				dockertest.Open(t).Close()
 				if stdout, stderr, code := locktest(t, "images", "build", "redis"); code != 0 {
 					t.Fatalf("images build redis: exit %d, %s%s", code, stdout, stderr)
 				}

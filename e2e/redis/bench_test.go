@@ -230,14 +230,7 @@ func BenchmarkFaultLatency(b *testing.B) {
 					cfg.Groups = [][]string{{"n1", "n2", "c0"}, {"n3", "n4", "n5", "c1"}}
 				}
 				cfg.Expect = "invalid" // redlock under faults may well be; only the timing counts
-				out, err := run.Run(context.Background(), cfg)
-				if err != nil {
-					b.Fatal(err)
-				}
-				h, err := out.History()
-				if err != nil {
-					b.Fatal(err)
-				}
+				out, h := testkit.RunHistory(b, cfg)
 				pair := h.Pair()
 				for i, o := range h {
 					if !o.IsNemesis() || o.Type != history.Invoke || pair[i] < 0 || h[pair[i]].Type != history.OK {

@@ -1,7 +1,6 @@
 package ssh_test
 
 import (
-	"context"
 	"maps"
 	"os"
 	"path/filepath"
@@ -14,11 +13,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/locktest/locktest/clusters/engine"
 	"github.com/locktest/locktest/clusters/sshlab"
 	"github.com/locktest/locktest/e2e/testkit"
 	"github.com/locktest/locktest/internal/gate"
 	"github.com/locktest/locktest/runstore"
+	"github.com/locktest/locktest/testkit/dockertest"
 	"github.com/locktest/locktest/testkit/testlab"
 )
 
@@ -30,13 +29,7 @@ import (
 // it left; `locktest lab down` removes the lab.
 func TestSSHLabInterruptAndCleanup(t *testing.T) {
 	gate.Need(t, "sshd", "redis-server", "iptables")
-	gate.Docker(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	e, err := engine.Open(ctx, nil)
-	cancel()
-	if err != nil {
-		t.Skipf("the ssh lab needs a Docker engine: %v", err)
-	}
+	e := dockertest.Open(t)
 	defer e.Close()
 	dir, root := t.TempDir(), t.TempDir()
 	if _, stderr, code := locktestCLI(t).Run(t, nil, "lab", "up", "--dir", dir); code != 0 {

@@ -548,15 +548,8 @@ func sshClockShimRefused(t *testing.T, inventory string) {
 	cfg := sshConfig(t, "redis-set-nx-px", shm)
 	cfg.Faults, cfg.Targets = []string{"clock-bump"}, map[string][]string{"clock-bump": {"n1"}}
 	cfg.Duration, cfg.TTL = 6*time.Second, 5*time.Second
-	// Not mustRun: this run has a problem by design.
-	out, err := run.Run(context.Background(), cfg)
-	if err != nil {
-		t.Fatalf("run: %v", err)
-	}
-	h, err := out.History()
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Not testkit.MustRun: this run has a problem by design.
+	out, h := testkit.RunHistory(t, cfg)
 	r := out.Results
 	refused := false
 	for _, p := range r.Problems {

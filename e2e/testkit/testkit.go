@@ -32,6 +32,7 @@ import (
 	"github.com/locktest/locktest/reports"
 	"github.com/locktest/locktest/run"
 	"github.com/locktest/locktest/runstore"
+	"github.com/locktest/locktest/testkit/dockertest"
 	"github.com/locktest/locktest/testkit/testcluster"
 	"github.com/locktest/locktest/testkit/testexe"
 	"github.com/locktest/locktest/workloads"
@@ -77,18 +78,28 @@ func MustRun(t *testing.T, cfg run.Config) (*run.Outcome, history.History) {
 	return out, h
 }
 
+// RunHistory runs cfg and returns its outcome and stored history. It
+// fails tb at once when the run returns an error or its history cannot be
+// read, and checks nothing else: the verdict, the run's problems and what
+// it left behind are the caller's to judge (MustRun judges them).
+func RunHistory(tb testing.TB, cfg run.Config) (*run.Outcome, history.History) {
+	tb.Helper()
+	out, err := run.Run(context.Background(), cfg)
+	if err != nil {
+		tb.Fatalf("run: %v", err)
+	}
+	h, err := out.History()
+	if err != nil {
+		tb.Fatalf("stored history: %v", err)
+	}
+	return out, h
+}
+
 // runChecked is MustRun but for the run's problems, which it leaves to
 // its caller.
 func runChecked(t *testing.T, cfg run.Config) (*run.Outcome, history.History) {
 	t.Helper()
-	out, err := run.Run(context.Background(), cfg)
-	if err != nil {
-		t.Fatalf("run: %v", err)
-	}
-	h, err := out.History()
-	if err != nil {
-		t.Fatalf("stored history: %v", err)
-	}
+	out, h := RunHistory(t, cfg)
 	if len(h) != int(out.Results.Stats["ops"]) {
 		t.Fatalf("stored history has %d ops, results say %v", len(h), out.Results.Stats["ops"])
 	}
@@ -279,14 +290,10 @@ const ProviderEnv = "LOCKTEST_PROVIDER"
 // has no image and no registry can run the tests.
 func NeedDocker(tb testing.TB, impl string) {
 	tb.Helper()
-	gate.Docker(tb)
+	e := dockertest.Open(tb)
+	defer e.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	e, err := engine.Open(ctx, nil)
-	if err != nil {
-		tb.Skipf("docker provider tests: %v", err)
-	}
-	defer e.Close()
 	im, err := impls.Lookup(impl)
 	if err != nil {
 		tb.Fatal(err)

@@ -74,43 +74,20 @@ func Run(t *testing.T, provides []string, start Start) {
 				}
 			}
 			target := targets[0]
-			ctx := context.Background()
 
 			p, ok := c.(clusters.Pauser)
 			if !ok {
 				t.Fatalf("%T cannot pause a node", c)
 			}
-			if err := p.Pause(ctx, target); err != nil {
-				t.Fatalf("pause %s: %v", target.Name, err)
-			}
-			if err := ready(target, layout); err == nil {
-				t.Errorf("%s served while paused", target.Name)
-			}
-			if err := p.Resume(ctx, target); err != nil {
-				t.Fatalf("resume %s: %v", target.Name, err)
-			}
-			if err := waitReady(target, layout); err != nil {
-				t.Errorf("%s does not serve after its resume: %v", target.Name, err)
-			}
+			checkOutage(t, target, layout, outage{stop: "pause", stopFn: p.Pause, stopped: "while paused", start: "resume", startFn: p.Resume})
 
 			k, ok := c.(clusters.Killer)
 			if !ok {
 				t.Fatalf("%T cannot kill a node", c)
 			}
-			if err := k.Kill(ctx, target); err != nil {
-				t.Fatalf("kill %s: %v", target.Name, err)
-			}
-			if err := ready(target, layout); err == nil {
-				t.Errorf("%s served after it was killed", target.Name)
-			}
-			if err := k.Restart(ctx, target); err != nil {
-				t.Fatalf("restart %s: %v", target.Name, err)
-			}
-			if err := waitReady(target, layout); err != nil {
-				t.Errorf("%s does not serve after its restart: %v", target.Name, err)
-			}
+			checkOutage(t, target, layout, outage{stop: "kill", stopFn: k.Kill, stopped: "after it was killed", start: "restart", startFn: k.Restart})
 
-			if err := c.Stop(ctx); err != nil {
+			if err := c.Stop(context.Background()); err != nil {
 				t.Errorf("stop: %v", err)
 			}
 			for _, n := range nodes {
@@ -119,6 +96,34 @@ func Run(t *testing.T, provides []string, start Start) {
 				}
 			}
 		})
+	}
+}
+
+// outage is one way of taking a node out of service and bringing it
+// back: a pause and its resume, or a kill and its restart.
+type outage struct {
+	stop, start     string // the verbs, for messages: "pause", "resume"
+	stopped         string // when the node is stopped, for messages: "while paused"
+	stopFn, startFn func(context.Context, clusters.Node) error
+}
+
+// checkOutage stops target by o, checks that it does not serve while
+// stopped, starts it again, and checks that it serves within stepTimeout.
+// It fails t at once when stopping or starting returns an error.
+func checkOutage(t *testing.T, target clusters.Node, layout backend.Layout, o outage) {
+	t.Helper()
+	ctx := context.Background()
+	if err := o.stopFn(ctx, target); err != nil {
+		t.Fatalf("%s %s: %v", o.stop, target.Name, err)
+	}
+	if err := ready(target, layout); err == nil {
+		t.Errorf("%s served %s", target.Name, o.stopped)
+	}
+	if err := o.startFn(ctx, target); err != nil {
+		t.Fatalf("%s %s: %v", o.start, target.Name, err)
+	}
+	if err := waitReady(target, layout); err != nil {
+		t.Errorf("%s does not serve after its %s: %v", target.Name, o.start, err)
 	}
 }
 

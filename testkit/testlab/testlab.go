@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/locktest/locktest/clusters/engine"
 	sshp "github.com/locktest/locktest/clusters/ssh"
 	"github.com/locktest/locktest/clusters/sshlab"
 	"github.com/locktest/locktest/internal/gate"
+	"github.com/locktest/locktest/testkit/dockertest"
 )
 
 // Up starts an SSH lab of five hosts for the test (skipping when no
@@ -24,13 +24,9 @@ import (
 func Up(t *testing.T) string {
 	t.Helper()
 	gate.Need(t, "sshd", "redis-server", "iptables")
-	gate.Docker(t)
+	e := dockertest.Open(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	e, err := engine.Open(ctx, nil)
-	if err != nil {
-		t.Skipf("ssh provider tests need the lab's Docker engine: %v", err)
-	}
 	lab, err := sshlab.Up(ctx, e, sshlab.Options{Hosts: 5, Dir: t.TempDir()})
 	if err != nil {
 		e.Close()
