@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/impls"
-	"github.com/locktest/locktest/impls/internal/servertest"
+	"github.com/locktest/locktest/testkit/servertest"
 	"github.com/locktest/locktest/testkit/testcluster"
 )
 
