@@ -324,13 +324,13 @@ func (c *Recipe) Release(ctx context.Context, l impls.Lease) (impls.Released, er
 			return impls.Released{}, fmt.Errorf("%w: %s", impls.ErrNotHeld, why)
 		}
 	}
-	// A delete whose connection broke is sent again: the path is this
-	// acquire's alone, so a second delete cannot remove another's node, and
-	// the new connection tells whether the session survived.
+	// A delete whose connection broke is sent again (connBroken): the path
+	// is this acquire's alone, so a second delete cannot remove another's
+	// node, and the new connection tells whether the session survived.
 	var err error
 	for {
 		_, err = call(ctx, func() (struct{}, error) { return struct{}{}, c.conn.Delete(l.Value, -1) })
-		if !errors.Is(err, zk.ErrConnectionClosed) || ctx.Err() != nil {
+		if !connBroken(err) || ctx.Err() != nil {
 			break
 		}
 	}

@@ -47,6 +47,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -285,6 +286,17 @@ func (l zkLogger) Printf(format string, args ...any) {
 		lvl = slog.LevelWarn
 	}
 	l.s.log.Log(context.Background(), lvl, "zk: "+msg)
+}
+
+// connBroken reports whether err says that the connection a request went
+// on broke before its reply came: the library's ErrConnectionClosed, or
+// the socket's own error on a write to a connection the server had closed
+// (EPIPE, ECONNRESET: a session that expired while its client was paused),
+// which the library passes on as it is. The library then reconnects, and
+// the request can be sent again on the new connection, which also tells
+// whether the session lives.
+func connBroken(err error) bool {
+	return errors.Is(err, zk.ErrConnectionClosed) || errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET)
 }
 
 // call runs f, a blocking library call, until it returns or ctx ends; an

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -575,5 +576,32 @@ func TestLostCreateReply(t *testing.T) {
 	}
 	if _, err := release(t, a, la); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A request whose connection broke is one to send again: the library's
+// ErrConnectionClosed, and the socket's EPIPE or ECONNRESET, which the
+// library passes on as a net.OpError when it writes to a connection the
+// server closed (a session that expired while its client was paused); not
+// a refusal of the server.
+func TestConnBroken(t *testing.T) {
+	write := func(errno syscall.Errno) error {
+		return &net.OpError{Op: "write", Net: "tcp", Err: os.NewSyscallError("write", errno)}
+	}
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{zk.ErrConnectionClosed, true},
+		{write(syscall.EPIPE), true},
+		{fmt.Errorf("delete: %w", write(syscall.ECONNRESET)), true},
+		{zk.ErrNoNode, false},
+		{zk.ErrSessionExpired, false},
+		{write(syscall.ENOSPC), false},
+		{nil, false},
+	} {
+		if got := connBroken(tc.err); got != tc.want {
+			t.Errorf("connBroken(%v) = %v, want %v", tc.err, got, tc.want)
+		}
 	}
 }
