@@ -1,11 +1,20 @@
 package backend
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"maps"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/locktest/locktest/clusters"
 )
 
 // The cluster params (--cluster-opt) of the etcd backend.
@@ -90,3 +99,166 @@ const (
 
 // EtcdRoles returns the roles a member can have: it leads or follows.
 func EtcdRoles() []string { return []string{EtcdLeader, EtcdFollower} }
+
+// Etcd is the backend of an etcd cluster, and KindEtcd its members,
+// locktest's node program embedding an etcd server, with their client
+// and peer ports.
+const (
+	Etcd         = "etcd"
+	KindEtcd     = "etcd"
+	EtcdPort     = 2379
+	EtcdPeerPort = 2380
+)
+
+func init() {
+	Register(Service{
+		Name: Etcd, Rank: 4, Kind: KindEtcd, DefaultNodes: EtcdDefaultNodes,
+		Params: EtcdParams,
+		Configure: func(l *Layout, nodes int, params map[string]string) (int, error) {
+			var err error
+			l.Etcd, err = ParseEtcdParams(params)
+			return nodes, err
+		},
+		Roles: func(Layout, string) []string { return EtcdRoles() },
+		Role: func(ctx context.Context, _ Layout, _ []clusters.Node, _, addr string) (string, error) {
+			return EtcdRole(ctx, addr)
+		},
+		Version:         askEtcd,
+		ClockShimReason: etcdNoClockShim,
+	}, etcdKind)
+}
+
+// etcdKind is an etcd member: locktest's node program (`locktest node
+// etcd`, the embedded server) where the host has it, else the upstream
+// etcd binary with its own flags. Members have fixed peer URLs, so the
+// initial cluster is known before any starts.
+var etcdKind = &Kind{
+	Name:         KindEtcd,
+	Ports:        []Port{{Name: "client", Base: EtcdPort, Step: 2}, {Name: "peer", Base: EtcdPeerPort, Step: 2}},
+	Ready:        etcdReady,
+	Program:      NodeProgram,
+	ReadyTimeout: 60 * time.Second,
+	PeerServing:  etcdPeerServing,
+	Log:          "etcd.log",
+	Install:      "locktest uploads its node program; the upstream etcd is installed with the etcd-server package",
+	Launch: func(p Placement) (Launch, error) {
+		var initial []string
+		for _, m := range p.Peers {
+			initial = append(initial, m.Name+"=http://"+m.Addr(1))
+		}
+		client, peer := "http://"+p.Node.Addr(0), "http://"+p.Node.Addr(1)
+		var argv []string
+		if p.NodeProgram != nil {
+			argv = append(append(argv, p.NodeProgram...), "node", "etcd", "--name", p.Node.Name, "--data-dir", p.DataDir,
+				"--listen-client-urls", client, "--listen-peer-urls", peer,
+				"--initial-cluster", strings.Join(initial, ","))
+			if p.LogFile != "" {
+				argv = append(argv, "--log-file", p.LogFile)
+			}
+			argv = append(argv, p.Layout.Etcd.NodeArgs()...)
+		} else {
+			argv = append([]string{p.Bin("etcd"),
+				"--name", p.Node.Name, "--data-dir", p.DataDir,
+				"--listen-client-urls", client, "--advertise-client-urls", client,
+				"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+				"--initial-cluster", strings.Join(initial, ","), "--initial-cluster-token", "locktest",
+				"--initial-cluster-state", "new",
+			}, p.Layout.Etcd.UpstreamArgs()...)
+		}
+		return Launch{Argv: argv}, nil
+	},
+}
+
+// etcdPeerServing asks the etcd member whose peer address is addr for
+// its version over its peer port. A new member asks each peer whether it
+// joined already, and waits a whole second for a peer whose port is open
+// but not yet served: the members of a new cluster start in turn.
+func etcdPeerServing(ctx context.Context, addr string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/version", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := (&http.Client{Timeout: 100 * time.Millisecond}).Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	return nil
+}
+
+// askEtcd calls the Maintenance API's Status on the member itself.
+func askEtcd(ctx context.Context, addr string, _ map[string]string) (string, string, error) {
+	c, err := clientv3.New(clientv3.Config{Endpoints: []string{addr}, DialTimeout: VersionTimeout, Logger: zap.NewNop()})
+	if err != nil {
+		return "", "", fmt.Errorf("etcd client: %w", err)
+	}
+	defer c.Close()
+	st, err := c.Status(ctx, addr)
+	if err != nil {
+		return "", "", fmt.Errorf("status: %w", err)
+	}
+	if st.Version == "" {
+		return "", "", errors.New("status: the member reports no version")
+	}
+	return ProductEtcd, st.Version, nil
+}
+
+// etcdReady asks the member at addr for its status: it must name a leader
+// and report no error.
+func etcdReady(ctx context.Context, addr string) error {
+	ctx, cancel := context.WithTimeout(ctx, etcdTimeout)
+	defer cancel()
+	c, err := clientv3.New(clientv3.Config{Endpoints: []string{addr}, DialTimeout: etcdTimeout, Logger: zap.NewNop()})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return EtcdStatusReady(ctx, c, addr)
+}
+
+// EtcdStatusReady asks the member at addr, through the client c, for its
+// status: it must name a leader and report no error. It is Ready's query
+// for a caller that keeps a client across its polls.
+func EtcdStatusReady(ctx context.Context, c *clientv3.Client, addr string) error {
+	st, err := c.Status(ctx, addr)
+	switch {
+	case err != nil:
+		return err
+	case len(st.Errors) > 0:
+		return fmt.Errorf("member reports %s", strings.Join(st.Errors, "; "))
+	case st.Leader == 0:
+		return errors.New("no leader yet")
+	}
+	return nil
+}
+
+// etcdTimeout bounds one member's answer to EtcdRole when the caller's
+// context has no earlier deadline.
+const etcdTimeout = time.Second
+
+// EtcdRole asks the etcd member at addr for its status (the Maintenance
+// API's Status) and returns "leader" when the leader it knows is itself
+// and "follower" when it knows another member as leader. A member that
+// knows no leader (an election is under way), reports errors or does not
+// answer within a second is an error.
+func EtcdRole(ctx context.Context, addr string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, etcdTimeout)
+	defer cancel()
+	c, err := clientv3.New(clientv3.Config{Endpoints: []string{addr}, DialTimeout: etcdTimeout, Logger: zap.NewNop()})
+	if err != nil {
+		return "", fmt.Errorf("etcd %s: %w", addr, err)
+	}
+	defer c.Close()
+	st, err := c.Status(ctx, addr)
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("etcd %s: status: %w", addr, err)
+	case len(st.Errors) > 0:
+		return "", fmt.Errorf("etcd %s reports %s", addr, strings.Join(st.Errors, "; "))
+	case st.Leader == 0:
+		return "", fmt.Errorf("etcd %s knows no leader", addr)
+	case st.Header != nil && st.Leader == st.Header.MemberId:
+		return EtcdLeader, nil
+	}
+	return EtcdFollower, nil
+}

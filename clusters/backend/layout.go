@@ -4,51 +4,12 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"net"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/locktest/locktest/clusters"
-)
-
-// The backends, by the names impls and --backend use.
-const (
-	Redis         = "redis"
-	RedisSentinel = "redis-sentinel"
-	RedisCluster  = "redis-cluster"
-	Etcd          = "etcd"
-	ZooKeeper     = "zookeeper"
-	MySQL         = "mysql"
-	Postgres      = "postgres"
-)
-
-// All returns every backend, in the order the docs list them.
-func All() []string {
-	return []string{Redis, RedisSentinel, RedisCluster, Etcd, ZooKeeper, MySQL, Postgres}
-}
-
-// The kinds of node: what server a node runs. A backend's nodes are all of
-// one kind but redis-sentinel's, whose data nodes are redis-servers and
-// whose sentinels are redis-servers in sentinel mode.
-const (
-	KindRedis     = "redis"     // redis-server
-	KindSentinel  = "sentinel"  // redis-server --sentinel
-	KindEtcd      = "etcd"      // locktest's node program, an embedded etcd member
-	KindZooKeeper = "zookeeper" // a JVM running ZooKeeperMain
-	KindMariaDB   = "mariadb"   // mariadbd
-	KindPostgres  = "postgres"  // PostgreSQL's postmaster
-)
-
-// The client ports of each kind of node, as a node with an address of its
-// own listens (a provider whose nodes share an address moves them).
-const (
-	RedisPort     = 6379
-	SentinelPort  = 26379
-	EtcdPort      = 2379
-	EtcdPeerPort  = 2380
-	ZooKeeperPort = 2181
 )
 
 // NodeSpec is one node of a backend's cluster, as every provider names it.
@@ -78,59 +39,24 @@ type Layout struct {
 	Etcd EtcdTiming
 	// ZooKeeperTick is a ZooKeeper ensemble's tickTime.
 	ZooKeeperTick time.Duration
+	// Params are the backend's params the cluster was made with (those of
+	// Service.Params), for a backend that reads them at its launch.
+	Params map[string]string
 }
 
-// DefaultNodes returns the size of backend's cluster when none is asked
-// for: one server for redis and the SQL backends, a master and two
-// replicas for redis-sentinel, three masters and their replicas for
-// redis-cluster, three members for etcd and ZooKeeper.
-func DefaultNodes(b string) int {
-	switch b {
-	case Redis, MySQL, Postgres:
-		return 1
-	case RedisSentinel:
-		return DefaultSentinelReplicas + 1
-	case RedisCluster:
-		return 2 * DefaultRedisClusterMasters
-	case Etcd:
-		return EtcdDefaultNodes
-	case ZooKeeper:
-		return ZooKeeperDefaultNodes
-	}
-	return 0
-}
-
-// Params returns the backend params (--cluster-opt) backend b reads, and
-// whether b is a backend at all.
-func Params(b string) ([]string, bool) {
-	switch b {
-	case RedisSentinel:
-		return SentinelParams, true
-	case RedisCluster:
-		return RedisClusterParams, true
-	case Etcd:
-		return EtcdParams, true
-	case ZooKeeper:
-		return ZooKeeperParams, true
-	case Redis, MySQL, Postgres:
-		return nil, true
-	}
-	return nil, false
-}
-
-// NewLayout checks nodes (0 meaning DefaultNodes) and params against
-// backend b and returns its cluster's layout. The params named in own are
-// the provider's own (where a program is on its hosts, say): NewLayout
-// lets them pass and leaves them to the provider. A redis-sentinel of nodes
-// data nodes is a master and nodes-1 replicas, unless its param replicas
-// says otherwise, with DefaultSentinels sentinels; a redis-cluster wants an
-// even number of nodes, at least six; the SQL backends run one server.
-// Errors name the backend and what is wrong, for a one-line refusal.
+// NewLayout checks nodes (0 meaning the backend's DefaultNodes) and params
+// against backend b and returns its cluster's layout: the data nodes
+// n1..nN of the service's kind, then its Extra nodes, with the settings
+// its Configure reads from params. The params named in own are the
+// provider's own (where a program is on its hosts, say): NewLayout lets
+// them pass and leaves them to the provider. Errors name the backend and
+// what is wrong, for a one-line refusal.
 func NewLayout(b string, nodes int, params map[string]string, own ...string) (Layout, error) {
-	known, ok := Params(b)
+	s, ok := ServiceOf(b)
 	if !ok {
 		return Layout{}, fmt.Errorf("no backend %q (there are %s)", b, strings.Join(All(), ", "))
 	}
+	known := s.Params
 	for _, k := range slices.Sorted(maps.Keys(params)) {
 		if !slices.Contains(known, k) && !slices.Contains(own, k) {
 			known := append(slices.Clone(known), own...)
@@ -146,50 +72,19 @@ func NewLayout(b string, nodes int, params map[string]string, own ...string) (La
 		return Layout{}, fmt.Errorf("%s: %d nodes: want at least 1", b, nodes)
 	}
 	if nodes == 0 {
-		nodes = DefaultNodes(b)
+		nodes = s.DefaultNodes
 	}
-	l := Layout{Backend: b}
-	kind := map[string]string{Redis: KindRedis, RedisSentinel: KindRedis, RedisCluster: KindRedis,
-		Etcd: KindEtcd, ZooKeeper: KindZooKeeper, MySQL: KindMariaDB, Postgres: KindPostgres}[b]
-	var err error
-	switch b {
-	case MySQL, Postgres:
-		if nodes != 1 {
-			return Layout{}, fmt.Errorf("%s: %d nodes: the SQL backends run one server", b, nodes)
-		}
-	case Etcd:
-		if l.Etcd, err = ParseEtcdParams(params); err != nil {
+	l := Layout{Backend: b, Params: params}
+	if s.Configure != nil {
+		var err error
+		if nodes, err = s.Configure(&l, nodes, params); err != nil {
 			return Layout{}, err
-		}
-	case ZooKeeper:
-		if l.ZooKeeperTick, err = ParseZooKeeperParams(params); err != nil {
-			return Layout{}, err
-		}
-	case RedisSentinel:
-		if l.Sentinel, err = ParseSentinelParams(params, nodes-1); err != nil {
-			return Layout{}, fmt.Errorf("%s: %w", b, err)
-		}
-		if err := l.Sentinel.Check(b); err != nil {
-			return Layout{}, err
-		}
-		nodes = l.Sentinel.Replicas + 1
-	case RedisCluster:
-		if nodes%2 != 0 || nodes < 2*DefaultRedisClusterMasters {
-			return Layout{}, fmt.Errorf("%s: %d nodes: want an even number, at least 6 (3 masters and one replica each)", b, nodes)
-		}
-		l.Masters = nodes / 2
-		if l.NodeTimeout, err = ParseRedisClusterParams(params); err != nil {
-			return Layout{}, fmt.Errorf("%s: %w", b, err)
 		}
 	}
 	for i := range nodes {
-		l.Nodes = append(l.Nodes, NodeSpec{Name: fmt.Sprintf("n%d", i+1), Kind: kind})
+		l.Nodes = append(l.Nodes, NodeSpec{Name: fmt.Sprintf("n%d", i+1), Kind: s.Kind})
 	}
-	if b == RedisSentinel {
-		for i := range DefaultSentinels {
-			l.Nodes = append(l.Nodes, NodeSpec{Name: fmt.Sprintf("s%d", i+1), Kind: KindSentinel})
-		}
-	}
+	l.Nodes = append(l.Nodes, s.Extra...)
 	return l, nil
 }
 
@@ -216,34 +111,24 @@ func (l Layout) OfKind(nodes []clusters.Node, kind string) []clusters.Node {
 }
 
 // Targets returns those of nodes a fault that stops a process picks from:
-// a redis-sentinel's data nodes (killing a sentinel tests Sentinel, not
-// the lock), every node of the other backends.
+// its data nodes, those of its service's Kind (a redis-sentinel's
+// sentinels are not: killing one tests Sentinel, not the lock).
 func (l Layout) Targets(nodes []clusters.Node) []clusters.Node {
-	var out []clusters.Node
-	for _, n := range nodes {
-		if l.Kind(n.Name) != KindSentinel {
-			out = append(out, n)
-		}
+	s, ok := ServiceOf(l.Backend)
+	if !ok {
+		return nodes
 	}
-	return out
+	return l.OfKind(nodes, s.Kind)
 }
 
-// Roles returns the roles a node called name can have: leader and follower
-// for etcd members and ZooKeeper peers (standalone for a single peer),
-// master and replica for the data nodes of redis-sentinel and
-// redis-cluster, sentinel for a sentinel; none for the backends whose
-// nodes are all alike.
+// Roles returns the roles a node called name can have
+// (Service.Roles): leader and follower for etcd members and ZooKeeper
+// peers (standalone for a single peer), master and replica for the data
+// nodes of redis-sentinel and redis-cluster, sentinel for a sentinel; none
+// for the backends whose nodes are all alike.
 func (l Layout) Roles(name string) []string {
-	switch l.Backend {
-	case Etcd:
-		return EtcdRoles()
-	case ZooKeeper:
-		return ZooKeeperRoles(len(l.Nodes))
-	case RedisSentinel, RedisCluster:
-		if l.Kind(name) == KindSentinel {
-			return []string{RoleSentinel}
-		}
-		return []string{RoleMaster, RoleReplica}
+	if s, ok := ServiceOf(l.Backend); ok && s.Roles != nil {
+		return s.Roles(l, name)
 	}
 	return nil
 }
@@ -252,15 +137,11 @@ func (l Layout) Roles(name string) []string {
 // cluster runs.
 func (l Layout) HasRoles() bool { return len(l.Roles("n1")) > 0 }
 
-// Role asks, over the network, what the node called name is now; nodes
-// are the cluster's nodes with their addresses, in the layout's order. An
-// etcd member says whether it leads (EtcdRole), a ZooKeeper peer its mode
-// (ZooKeeperRole); a redis-sentinel data node is the master when a
-// majority of the sentinels name it so, else a replica, and a sentinel is
-// a sentinel; a redis-cluster node is what its own CLUSTER NODES line
-// says. A node of a backend without roles has none (""). A role that
-// cannot be read now (the node or the sentinels down, a failover under
-// way) is an error naming the node.
+// Role asks, over the network, what the node called name is now
+// (Service.Role); nodes are the cluster's nodes with their addresses, in
+// the layout's order. A node of a backend without roles has none (""). A
+// role that cannot be read now (the node down, a failover under way) is
+// an error naming the node.
 func (l Layout) Role(ctx context.Context, nodes []clusters.Node, name string) (string, error) {
 	var addr string
 	for _, n := range nodes {
@@ -271,50 +152,70 @@ func (l Layout) Role(ctx context.Context, nodes []clusters.Node, name string) (s
 	if addr == "" {
 		return "", fmt.Errorf("%s: no node %q", l.Backend, name)
 	}
-	var r string
-	var err error
-	switch l.Backend {
-	case Etcd:
-		r, err = EtcdRole(ctx, addr)
-	case ZooKeeper:
-		r, err = ZooKeeperRole(ctx, addr)
-	case RedisSentinel:
-		if l.Kind(name) == KindSentinel {
-			return RoleSentinel, nil
-		}
-		r, err = SentinelDataRole(ctx, l.OfKind(nodes, KindSentinel), l.OfKind(nodes, KindRedis), name)
-	case RedisCluster:
-		r, err = RedisClusterRole(ctx, addr)
-	default:
+	s, ok := ServiceOf(l.Backend)
+	if !ok || s.Role == nil {
 		return "", nil
 	}
+	r, err := s.Role(ctx, l, nodes, name, addr)
 	if err != nil {
 		return "", fmt.Errorf("%s: %s: %w", l.Backend, name, err)
 	}
 	return r, nil
 }
 
-// RedisNodeConf returns c, the redis.conf of the node called name, with
-// its part in the layout added: a sentinel monitors n1 and keeps no
-// append-only file; a redis-sentinel data node is the first master (n1) or
-// its replica; a redis-cluster node runs in cluster mode. addrOf gives a
-// node's address (host:port) as the other nodes and the clients reach it,
-// which the node announces.
-func (l Layout) RedisNodeConf(c RedisConf, name string, addrOf func(name string) string) RedisConf {
-	self := addrOf(name)
-	switch {
-	case l.Kind(name) == KindSentinel:
-		c.Persistence = ""
-		c.Extra = SentinelConfig(addrOf("n1"), DefaultSentinels, l.Sentinel, self)
-	case l.Backend == RedisSentinel && name == "n1":
-		c.Extra = SentinelDataConfig("", self)
-	case l.Backend == RedisSentinel:
-		c.Extra = SentinelDataConfig(addrOf("n1"), self)
-	case l.Backend == RedisCluster:
-		host, _, _ := net.SplitHostPort(self)
-		c.Extra = RedisClusterConfig(l.NodeTimeout, host)
+// names returns the names of the layout's nodes of kind, or of all its
+// nodes for "", in its order.
+func (l Layout) names(kind string) []string {
+	var out []string
+	for _, n := range l.Nodes {
+		if kind == "" || n.Kind == kind {
+			out = append(out, n.Name)
+		}
 	}
-	return c
+	return out
+}
+
+// MorePorts returns the ports a node whose first port is first also
+// listens on (Service.PortOffsets: a Redis Cluster node's bus).
+func (l Layout) MorePorts(first int) []int {
+	s, ok := ServiceOf(l.Backend)
+	if !ok {
+		return nil
+	}
+	out := make([]int, 0, len(s.PortOffsets))
+	for _, off := range s.PortOffsets {
+		out = append(out, first+off)
+	}
+	return out
+}
+
+// KeepsConf reports whether the nodes of the layout keep the
+// configuration files of their first start across restarts
+// (Service.KeepsConf): those that the servers rewrite.
+func (l Layout) KeepsConf() bool {
+	s, ok := ServiceOf(l.Backend)
+	return ok && s.KeepsConf
+}
+
+// SyncRecordReason says why the nodes of l cannot record what they sync,
+// which a power cut needs to know what to cut back, or "" when they can
+// (Service.SyncsRecorded): C programs whose syncs the clock shim
+// (LD_PRELOAD) sees and records. A Go program's it cannot see
+// (ClockShimReason).
+func (l Layout) SyncRecordReason() string {
+	if why := ClockShimReason(l.Backend); why != "" {
+		return "its nodes' syncs cannot be recorded: " + why
+	}
+	if s, ok := ServiceOf(l.Backend); !ok || !s.SyncsRecorded {
+		var recorded []string
+		for _, b := range All() {
+			if s, _ := ServiceOf(b); s.SyncsRecorded {
+				recorded = append(recorded, b)
+			}
+		}
+		return fmt.Sprintf("its nodes do not record what they sync: locktest records the syncs of the nodes of %s only", strings.Join(recorded, ", "))
+	}
+	return ""
 }
 
 // ReplicatedReadyTimeout bounds the wait, once its nodes serve, for a
@@ -360,19 +261,13 @@ type Roster struct {
 }
 
 // Role returns the role the node called name of l had when last seen, for
-// clusters.Node.Role: a sentinel is a sentinel; a redis-sentinel's n1 is
-// the master it starts as, its other data nodes the replicas they start
-// as; a redis-cluster's nodes have the roles Form saw when it was ready;
-// other nodes have none (""). What a node is now, after a failover, its
-// cluster's Role reads.
+// clusters.Node.Role: the role it starts as, where its backend says
+// (Service.StartRole: a redis-sentinel's nodes), else the role Form saw
+// when the cluster was last ready (a redis-cluster's nodes), else none
+// (""). What a node is now, after a failover, its cluster's Role reads.
 func (r *Roster) Role(l Layout, name string) string {
-	switch {
-	case l.Kind(name) == KindSentinel:
-		return RoleSentinel
-	case l.Backend == RedisSentinel && name == "n1":
-		return RoleMaster
-	case l.Backend == RedisSentinel:
-		return RoleReplica
+	if s, ok := ServiceOf(l.Backend); ok && s.StartRole != nil {
+		return s.StartRole(l, name)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -380,72 +275,13 @@ func (r *Roster) Role(l Layout, name string) string {
 }
 
 // Form starts l's cluster as every provider does and returns once it is
-// ready as a whole: a redis-sentinel's data nodes start first, and its
-// sentinels once every replica's link to n1 is up, Form returning when
-// every sentinel names n1 as the master and knows the replicas and the
-// other sentinels, so that a failover can happen from then on; a
-// redis-cluster's nodes start together, it is created unless r says it
-// was (CreateRedisCluster: its first half masters, each with one
-// replica), and it is ready when every running node reports
-// cluster_state:ok and its masters own every slot, the roles r then
-// keeps. The other backends' nodes start all at once. Its own errors name
-// the provider and the backend.
+// ready as a whole (Service.Form: a redis-sentinel's data nodes before its
+// sentinels, a redis-cluster created and healthy); the nodes of the other
+// backends start all at once. Its own errors name the provider and the
+// backend.
 func (r *Roster) Form(ctx context.Context, l Layout, f Formation) error {
-	names := func(kind string) []string {
-		var out []string
-		for _, n := range l.Nodes {
-			if kind == "" || n.Kind == kind {
-				out = append(out, n.Name)
-			}
-		}
-		return out
+	if s, ok := ServiceOf(l.Backend); ok && s.Form != nil {
+		return s.Form(ctx, r, l, f)
 	}
-	switch l.Backend {
-	case RedisSentinel:
-		if err := f.Start(ctx, names(KindRedis)); err != nil {
-			return err
-		}
-		ctx, cancel := context.WithTimeout(ctx, ReplicatedReadyTimeout)
-		defer cancel()
-		data := l.OfKind(f.Nodes(), KindRedis)
-		if err := WaitReplicasLinked(ctx, data[0], data[1:]); err != nil {
-			return fmt.Errorf("%s %s: %w", f.Provider, l.Backend, err)
-		}
-		if err := f.Start(ctx, names(KindSentinel)); err != nil {
-			return err
-		}
-		if err := WaitSentinelsReady(ctx, l.OfKind(f.Nodes(), KindSentinel), data[0].Addr, len(data)-1); err != nil {
-			return fmt.Errorf("%s %s: %w", f.Provider, l.Backend, err)
-		}
-		return nil
-	case RedisCluster:
-		if err := f.Start(ctx, names("")); err != nil {
-			return err
-		}
-		ctx, cancel := context.WithTimeout(ctx, ReplicatedReadyTimeout)
-		defer cancel()
-		r.mu.Lock()
-		created := r.created
-		r.mu.Unlock()
-		if !created {
-			// The errors of the Redis Cluster's steps name it already.
-			if err := CreateRedisCluster(ctx, f.Nodes(), l.Masters); err != nil {
-				return fmt.Errorf("%s %w", f.Provider, err)
-			}
-			r.mu.Lock()
-			r.created = true
-			r.mu.Unlock()
-		}
-		roles, err := WaitRedisClusterHealthy(ctx, func() ([]clusters.Node, map[string]bool) {
-			return f.Nodes(), RunningNodes(f.Pids())
-		}, l.Masters)
-		if err != nil {
-			return fmt.Errorf("%s %w", f.Provider, err)
-		}
-		r.mu.Lock()
-		r.roles = roles
-		r.mu.Unlock()
-		return nil
-	}
-	return f.Start(ctx, names(""))
+	return f.Start(ctx, l.names(""))
 }

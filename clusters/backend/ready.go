@@ -5,11 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"strings"
 	"time"
-
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 )
 
 // readyDialTimeout bounds the TCP dial that comes before each readiness
@@ -18,7 +14,7 @@ import (
 const readyDialTimeout = 300 * time.Millisecond
 
 // Ready asks the node of kind at addr (host:port) once, over the network
-// as a client would, whether it serves: a Redis node or a sentinel answers
+// as a client would, whether it serves (Kind.Ready): a Redis node or a sentinel answers
 // PING; an etcd member answers a status request that names a leader and
 // reports no error; a ZooKeeper peer reports a mode in `srvr` (it serves
 // in a quorum); a SQL server runs a query as the impls log in (root,
@@ -33,51 +29,11 @@ func Ready(ctx context.Context, kind, addr string) error {
 		return err
 	}
 	conn.Close()
-	switch kind {
-	case KindRedis, KindSentinel:
-		c := RedisDataClient(addr)
-		defer c.Close()
-		return c.Ping(ctx).Err()
-	case KindEtcd:
-		return etcdReady(ctx, addr)
-	case KindZooKeeper:
-		_, err := ZooKeeperRole(ctx, addr)
-		return err
-	case KindMariaDB:
-		return PingMariaDB(ctx, addr)
-	case KindPostgres:
-		return PingPostgres(ctx, addr)
-	}
-	return fmt.Errorf("no node kind %q", kind)
-}
-
-// etcdReady asks the member at addr for its status: it must name a leader
-// and report no error.
-func etcdReady(ctx context.Context, addr string) error {
-	ctx, cancel := context.WithTimeout(ctx, etcdTimeout)
-	defer cancel()
-	c, err := clientv3.New(clientv3.Config{Endpoints: []string{addr}, DialTimeout: etcdTimeout, Logger: zap.NewNop()})
+	k, err := KindOf(kind)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
-	return EtcdStatusReady(ctx, c, addr)
-}
-
-// EtcdStatusReady asks the member at addr, through the client c, for its
-// status: it must name a leader and report no error. It is Ready's query
-// for a caller that keeps a client across its polls.
-func EtcdStatusReady(ctx context.Context, c *clientv3.Client, addr string) error {
-	st, err := c.Status(ctx, addr)
-	switch {
-	case err != nil:
-		return err
-	case len(st.Errors) > 0:
-		return fmt.Errorf("member reports %s", strings.Join(st.Errors, "; "))
-	case st.Leader == 0:
-		return errors.New("no leader yet")
-	}
-	return nil
+	return k.Ready(ctx, addr)
 }
 
 // ReadyPoll is how often WaitReady asks again, unless told otherwise.

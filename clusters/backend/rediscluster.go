@@ -325,3 +325,70 @@ func RedisClusterSelfRole(text string) (string, error) {
 	}
 	return "", errors.New("no line of CLUSTER NODES is flagged myself")
 }
+
+// RedisCluster is the backend of a Redis Cluster: masters that share the
+// slots, each with a replica, all of KindRedis.
+const RedisCluster = "redis-cluster"
+
+func init() {
+	Register(Service{
+		Name: RedisCluster, Rank: 3, Kind: KindRedis, DefaultNodes: 2 * DefaultRedisClusterMasters,
+		Params: RedisClusterParams,
+		Configure: func(l *Layout, nodes int, params map[string]string) (int, error) {
+			if nodes%2 != 0 || nodes < 2*DefaultRedisClusterMasters {
+				return 0, fmt.Errorf("%s: %d nodes: want an even number, at least 6 (3 masters and one replica each)", l.Backend, nodes)
+			}
+			l.Masters = nodes / 2
+			var err error
+			if l.NodeTimeout, err = ParseRedisClusterParams(params); err != nil {
+				return 0, fmt.Errorf("%s: %w", l.Backend, err)
+			}
+			return nodes, nil
+		},
+		Roles: redisDataRoles,
+		Role: func(ctx context.Context, _ Layout, _ []clusters.Node, _, addr string) (string, error) {
+			return RedisClusterRole(ctx, addr)
+		},
+		Form:        formRedisCluster,
+		PortOffsets: []int{RedisClusterBusOffset},
+		Image:       Redis,
+		KeepsConf:   true,
+		Version:     askRedis,
+		Product:     redisProduct,
+	})
+}
+
+// formRedisCluster starts a redis-cluster's nodes together, creates the
+// cluster unless r says it was (CreateRedisCluster: its first half
+// masters, each with one replica), and returns once every running node
+// reports cluster_state:ok and its masters own every slot, the roles r
+// then keeps.
+func formRedisCluster(ctx context.Context, r *Roster, l Layout, f Formation) error {
+	if err := f.Start(ctx, l.names("")); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, ReplicatedReadyTimeout)
+	defer cancel()
+	r.mu.Lock()
+	created := r.created
+	r.mu.Unlock()
+	if !created {
+		// The errors of the Redis Cluster's steps name it already.
+		if err := CreateRedisCluster(ctx, f.Nodes(), l.Masters); err != nil {
+			return fmt.Errorf("%s %w", f.Provider, err)
+		}
+		r.mu.Lock()
+		r.created = true
+		r.mu.Unlock()
+	}
+	roles, err := WaitRedisClusterHealthy(ctx, func() ([]clusters.Node, map[string]bool) {
+		return f.Nodes(), RunningNodes(f.Pids())
+	}, l.Masters)
+	if err != nil {
+		return fmt.Errorf("%s %w", f.Provider, err)
+	}
+	r.mu.Lock()
+	r.roles = roles
+	r.mu.Unlock()
+	return nil
+}

@@ -175,3 +175,96 @@ func RedisRole(ctx context.Context, addr string) (string, error) {
 	r, _ := v[0].(string)
 	return r, nil
 }
+
+// RedisSentinel is the backend of a Redis master, its replicas and the
+// sentinels that fail it over; KindSentinel is a sentinel, redis-server in
+// sentinel mode, whose client port is SentinelPort.
+const (
+	RedisSentinel = "redis-sentinel"
+	KindSentinel  = "sentinel"
+	SentinelPort  = 26379
+)
+
+func init() {
+	Register(Service{
+		Name: RedisSentinel, Rank: 2, Kind: KindRedis, DefaultNodes: DefaultSentinelReplicas + 1,
+		Params: SentinelParams,
+		Configure: func(l *Layout, nodes int, params map[string]string) (int, error) {
+			var err error
+			if l.Sentinel, err = ParseSentinelParams(params, nodes-1); err != nil {
+				return 0, fmt.Errorf("%s: %w", l.Backend, err)
+			}
+			if err := l.Sentinel.Check(l.Backend); err != nil {
+				return 0, err
+			}
+			return l.Sentinel.Replicas + 1, nil
+		},
+		Extra: sentinelNodes(DefaultSentinels),
+		Roles: redisDataRoles,
+		Role: func(ctx context.Context, l Layout, nodes []clusters.Node, name, _ string) (string, error) {
+			if l.Kind(name) == KindSentinel {
+				return RoleSentinel, nil
+			}
+			return SentinelDataRole(ctx, l.OfKind(nodes, KindSentinel), l.OfKind(nodes, KindRedis), name)
+		},
+		StartRole: func(l Layout, name string) string {
+			switch {
+			case l.Kind(name) == KindSentinel:
+				return RoleSentinel
+			case name == "n1":
+				return RoleMaster
+			}
+			return RoleReplica
+		},
+		Form:      formSentinel,
+		Image:     Redis,
+		KeepsConf: true,
+		Version:   askRedis,
+		Product:   redisProduct,
+	}, sentinelKind)
+}
+
+// sentinelNodes are the sentinels s1..sN of a redis-sentinel.
+func sentinelNodes(n int) []NodeSpec {
+	out := make([]NodeSpec, n)
+	for i := range out {
+		out[i] = NodeSpec{Name: fmt.Sprintf("s%d", i+1), Kind: KindSentinel}
+	}
+	return out
+}
+
+// redisDataRoles are the roles of a node of redis-sentinel or
+// redis-cluster: a sentinel is a sentinel, a data node a master or a
+// replica.
+func redisDataRoles(l Layout, name string) []string {
+	if l.Kind(name) == KindSentinel {
+		return []string{RoleSentinel}
+	}
+	return []string{RoleMaster, RoleReplica}
+}
+
+// formSentinel starts a redis-sentinel: its data nodes first, and its
+// sentinels once every replica's link to n1 is up; it returns when every
+// sentinel names n1 as the master and knows the replicas and the other
+// sentinels, so that a failover can happen from then on.
+func formSentinel(ctx context.Context, _ *Roster, l Layout, f Formation) error {
+	if err := f.Start(ctx, l.names(KindRedis)); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, ReplicatedReadyTimeout)
+	defer cancel()
+	data := l.OfKind(f.Nodes(), KindRedis)
+	if err := WaitReplicasLinked(ctx, data[0], data[1:]); err != nil {
+		return fmt.Errorf("%s %s: %w", f.Provider, l.Backend, err)
+	}
+	if err := f.Start(ctx, l.names(KindSentinel)); err != nil {
+		return err
+	}
+	if err := WaitSentinelsReady(ctx, l.OfKind(f.Nodes(), KindSentinel), data[0].Addr, len(data)-1); err != nil {
+		return fmt.Errorf("%s %s: %w", f.Provider, l.Backend, err)
+	}
+	return nil
+}
+
+// sentinelKind is a sentinel: redis-server in sentinel mode.
+var sentinelKind = redisServer(KindSentinel, SentinelPort, true)

@@ -1,10 +1,18 @@
 package backend
 
 import (
+	"bufio"
+	"context"
+	"errors"
 	"fmt"
+	"io"
+	"net"
 	"path"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/locktest/locktest/clusters"
 )
 
 // ZooKeeperMain is the class every peer runs.
@@ -153,4 +161,176 @@ func ParseZooKeeperParams(params map[string]string) (time.Duration, error) {
 		return 0, fmt.Errorf("zookeeper: cluster param %s=%q must be a duration of 1ms or more", ZooKeeperParamTickTime, s)
 	}
 	return d, nil
+}
+
+// ZooKeeper is the backend of a ZooKeeper ensemble, and KindZooKeeper
+// its peers, JVMs running QuorumPeerMain, with their client port.
+const (
+	ZooKeeper     = "zookeeper"
+	KindZooKeeper = "zookeeper"
+	ZooKeeperPort = 2181
+)
+
+func init() {
+	Register(Service{
+		Name: ZooKeeper, Rank: 5, Kind: KindZooKeeper, DefaultNodes: ZooKeeperDefaultNodes,
+		Params: ZooKeeperParams,
+		Configure: func(l *Layout, nodes int, params map[string]string) (int, error) {
+			var err error
+			l.ZooKeeperTick, err = ParseZooKeeperParams(params)
+			return nodes, err
+		},
+		Roles: func(l Layout, _ string) []string { return ZooKeeperRoles(len(l.Nodes)) },
+		Role: func(ctx context.Context, _ Layout, _ []clusters.Node, _, addr string) (string, error) {
+			return ZooKeeperRole(ctx, addr)
+		},
+		Version: askZooKeeper,
+	}, zooKeeperKind)
+}
+
+// zooKeeperKind is a ZooKeeper peer: a JVM running QuorumPeerMain on its
+// zoo.cfg, with its log4j.properties (the log on standard output) and its
+// myid, the node's place in the layout from 1.
+var zooKeeperKind = &Kind{
+	Name: KindZooKeeper,
+	Ports: []Port{{Name: "client", Base: ZooKeeperPort, Step: 1},
+		{Name: "quorum", Base: 2888, Step: 1}, {Name: "election", Base: 3888, Step: 1}},
+	Program: "QuorumPeerMain",
+	Ready: func(ctx context.Context, addr string) error {
+		_, err := ZooKeeperRole(ctx, addr)
+		return err
+	},
+	ReadyTimeout: 90 * time.Second,
+	Log:          "zookeeper.log",
+	Stdout:       true,
+	Install:      "install a Java runtime and ZooKeeper, Debian's zookeeper package",
+	Launch: func(p Placement) (Launch, error) {
+		cfg := ZooKeeperConfig{Node: p.Node.Name, Tick: p.Layout.ZooKeeperTick, DataDir: p.DataDir, ClientIP: p.Node.IP, ClientPort: p.Node.Ports[0]}
+		myid := 0
+		for i, m := range p.Peers {
+			cfg.Peers = append(cfg.Peers, ZooKeeperPeer{ID: i + 1, IP: m.IP, Quorum: m.Ports[1], Election: m.Ports[2]})
+			if m.Name == p.Node.Name {
+				myid = i + 1
+			}
+		}
+		if myid == 0 {
+			return Launch{}, fmt.Errorf("zookeeper: node %s is not among its peers", p.Node.Name)
+		}
+		conf, log4j := path.Join(p.Dir, "zoo.cfg"), path.Join(p.Dir, "log4j.properties")
+		return Launch{
+			Dirs: []string{p.DataDir},
+			Files: []File{
+				{Path: conf, Data: cfg.String()},
+				{Path: log4j, Data: ZooKeeperLog4j},
+				{Path: path.Join(p.DataDir, "myid"), Data: strconv.Itoa(myid) + "\n"},
+			},
+			Argv:  append([]string{p.Bin("java")}, ZooKeeperJVM(ZooKeeperHeap, p.ClassPath, log4j, conf, "-Dzookeeper.log.dir="+p.Dir)...),
+			Needs: classPathFiles(p.ClassPath),
+		}, nil
+	},
+}
+
+// ZooKeeperHeap is a peer's JVM heap, as -Xmx takes it.
+const ZooKeeperHeap = "128m"
+
+// classPathFiles returns the files a class path names, without the
+// entries that are patterns ("lib/*").
+func classPathFiles(cp string) []string {
+	var out []string
+	for _, e := range strings.Split(cp, ":") {
+		if e != "" && !strings.ContainsAny(e, "*?[") {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// askZooKeeper sends the four-letter word srvr. (go-zookeeper's
+// zk.FLWSrvr sends it too, but its parser wants the build date as
+// MM/dd/yyyy, which ZooKeeper 3.5 and later no longer write, and drops the
+// reply it cannot parse.)
+func askZooKeeper(ctx context.Context, addr string, _ map[string]string) (string, string, error) {
+	d := net.Dialer{Timeout: VersionTimeout}
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return "", "", err
+	}
+	defer conn.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(dl)
+	}
+	if _, err := io.WriteString(conn, "srvr"); err != nil {
+		return "", "", fmt.Errorf("srvr: %w", err)
+	}
+	b, err := io.ReadAll(io.LimitReader(conn, 64*1024))
+	if err != nil && len(b) == 0 {
+		return "", "", fmt.Errorf("srvr: %w", err)
+	}
+	v, err := ParseSrvr(string(b))
+	return ProductZooKeeper, v, err
+}
+
+// ParseSrvr reads ZooKeeper's reply to srvr, whose first line is
+// "Zookeeper version: 3.8.4-9316c2a7a97e1666d8f4593f34dd6fc36ecc436c,
+// built on 2024-02-12 22:16 UTC", and returns the version, without the
+// build date, and without the suffix "-${mvngit.commit.id}" of a build
+// (Debian's) that left Maven's commit placeholder unexpanded. A server whose 4lw.commands.whitelist leaves srvr out
+// replies that it is not executed; the error says so and quotes the reply,
+// which is all such a server tells a client of itself (its client
+// protocol carries no version).
+func ParseSrvr(reply string) (string, error) {
+	for line := range strings.Lines(reply) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "Zookeeper version:"); ok {
+			v, _, _ = strings.Cut(v, ", built on")
+			if i := strings.Index(v, "-${"); i > 0 && strings.HasSuffix(v, "}") {
+				v = v[:i] // a build that left Maven's commit placeholder unexpanded
+			}
+			if v = strings.TrimSpace(v); v != "" {
+				return v, nil
+			}
+		}
+	}
+	reply = strings.TrimSpace(reply)
+	switch {
+	case reply == "":
+		return "", errors.New("srvr: an empty reply (is srvr in the server's 4lw.commands.whitelist?)")
+	case strings.Contains(reply, "not in the whitelist"):
+		return "", fmt.Errorf("srvr is disabled on this server (not in its 4lw.commands.whitelist); it replied %q", firstLine(reply))
+	}
+	return "", fmt.Errorf("srvr: no version in %q", firstLine(reply))
+}
+
+// ZooKeeperRole sends the `srvr` four-letter command to addr and returns the
+// "Mode:" it reports: leader, follower or standalone. A peer that is not in
+// a quorum answers that it is not serving requests, which is an error.
+func ZooKeeperRole(ctx context.Context, addr string) (string, error) {
+	d := net.Dialer{Timeout: 500 * time.Millisecond}
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	dl := time.Now().Add(time.Second)
+	if t, ok := ctx.Deadline(); ok && t.Before(dl) {
+		dl = t
+	}
+	conn.SetDeadline(dl)
+	if _, err := io.WriteString(conn, "srvr"); err != nil {
+		return "", err
+	}
+	b, err := io.ReadAll(io.LimitReader(conn, 64*1024))
+	if err != nil && len(b) == 0 {
+		return "", err
+	}
+	sc := bufio.NewScanner(strings.NewReader(string(b)))
+	for sc.Scan() {
+		if m, ok := strings.CutPrefix(sc.Text(), "Mode: "); ok {
+			return strings.TrimSpace(m), nil
+		}
+	}
+	reply := strings.TrimSpace(string(b))
+	if reply == "" {
+		reply = "an empty reply"
+	}
+	return "", fmt.Errorf("srvr: %q", firstLine(reply))
 }

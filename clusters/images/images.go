@@ -60,15 +60,7 @@ func Names() []string {
 // Of returns the image a backend's nodes run, by locktest's name for
 // it (locktest/<name>): the three Redis backends share redis's, mysql runs
 // mariadb's.
-func Of(b string) string {
-	switch b {
-	case backend.RedisSentinel, backend.RedisCluster:
-		return backend.Redis
-	case backend.MySQL:
-		return "mariadb"
-	}
-	return b
-}
+func Of(b string) string { return backend.ImageOf(b) }
 
 // Image is the image a backend's nodes run.
 type Image struct {

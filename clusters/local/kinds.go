@@ -447,20 +447,20 @@ func clip(s string) string {
 
 // pickPorts gives n its ports, unless it has them: each of its kind's
 // ports inside a namespace of its own, else free loopback ports. A Redis
-// Cluster node's bus port (its port plus backend.RedisClusterBusOffset)
-// must be a port too.
+// Cluster node's bus port (the ports its first port brings,
+// backend.Layout.MorePorts) must be ports too.
 func (c *KindCluster) pickPorts(n *kindNode) error {
 	if len(n.ports) > 0 {
 		return nil
 	}
 	var ports []int
-	for _, kp := range n.kind.Ports {
+	for i, kp := range n.kind.Ports {
 		for {
 			p, err := n.host.port(kp.Base)
 			if err != nil {
 				return fmt.Errorf("%s: node %s: %w", c.kind, n.name, err)
 			}
-			if c.layout.Backend == backend.RedisCluster && p+backend.RedisClusterBusOffset > 65535 {
+			if i == 0 && slices.ContainsFunc(c.layout.MorePorts(p), func(q int) bool { return q > 65535 }) {
 				continue
 			}
 			ports = append(ports, p)

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/locktest/locktest/clusters"
@@ -36,17 +37,12 @@ func Backends() []string {
 // a kind on one host (k from 0) listens on its kind's ports in slot k
 // (backend.Port.At), so a host with one node of a kind uses the kind's
 // first ports, and nodes that share a host each have ports of their own.
-// A Redis Cluster node's bus port is its port plus
-// backend.RedisClusterBusOffset.
+// A Redis Cluster node's bus port is one of the ports its first port
+// brings (backend.Layout.MorePorts).
 
-// The kinds of node: what server a node runs (backend.NodeSpec.Kind).
-// The provider starts every other kind from its definition (launch.go).
-const (
-	kindRedis    = backend.KindRedis    // redis-server: the redis backend's nodes, and the data nodes of redis-sentinel and redis-cluster
-	kindEtcd     = backend.KindEtcd     // locktest's node program
-	kindMariaDB  = backend.KindMariaDB  // the host's mariadbd
-	kindPostgres = backend.KindPostgres // the host's PostgreSQL postmaster
-)
+// kindMariaDB is the kind whose programs the SQL probe finds as MariaDB's
+// (setupSQL); the other SQL kind is PostgreSQL.
+const kindMariaDB = backend.KindMariaDB
 
 // readyTimeout bounds the wait for one node to answer after its start.
 const readyTimeout = 30 * time.Second
@@ -136,7 +132,7 @@ type node struct {
 	name string
 	conn *Conn
 	dir  string // the node's directory on the host
-	// kind is the node's server (kindRedis, ...).
+	// kind is the node's server (a backend.Kind's name).
 	kind string
 	// slot is the number of nodes of the same kind placed on the node's
 	// host before it: its ports are its kind's first ports plus slot.
@@ -349,7 +345,7 @@ func (cl *Cluster) prepare(ctx context.Context, n *node, check string) error {
 	if _, err := n.conn.Run(ctx, script); err != nil {
 		return fmt.Errorf("node %s on %s: %w", n.name, h.Name, err)
 	}
-	if cl.opts.ClockShim == "" || n.kind == kindEtcd {
+	if cl.opts.ClockShim == "" || backend.ClockShimReason(cl.layout.Backend) != "" {
 		return nil
 	}
 	env, why, err := cl.installShim(ctx, n)
@@ -370,10 +366,12 @@ func (cl *Cluster) prepare(ctx context.Context, n *node, check string) error {
 }
 
 // waitReady waits, up to limit, until n serves, by the readiness query of
-// its kind (backend.WaitReady), asked from the control host. About once a
-// second it also asks n's host whether n's server still runs: a server
-// that exited (a bad setting, a port taken) ends the wait at once, with
-// the last line of its output, rather than at limit.
+// its kind (backend.WaitReady), asked from the control host. Beside it,
+// about once a second, it asks n's host whether n's server still runs: a
+// server that exited (a bad setting, a port taken) ends the wait at once,
+// with the last line of its output, rather than at limit. The question
+// goes over SSH, which a loaded host answers slowly, so it never holds up
+// the readiness query.
 func waitReady(ctx context.Context, n *node, limit time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
@@ -381,20 +379,33 @@ func waitReady(ctx context.Context, n *node, limit time.Duration) error {
 	pid := n.pid
 	n.mu.Unlock()
 	logf, stdout := path.Join(n.dir, kindOf(n).Log), path.Join(n.dir, "stdout.log")
-	var next time.Time
+	var exited atomic.Pointer[error]
+	go func() {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			// The output's last line, else the log's: a server that
+			// refused its settings says so on standard error.
+			out, err := n.conn.Run(ctx, sqlShell+fmt.Sprintf("lt_alive %d && echo alive || grep -h . %s %s 2>/dev/null | tail -n 1",
+				pid, shellquote.Quote(logf), shellquote.Quote(stdout)))
+			if err != nil || strings.TrimSpace(out) == "alive" {
+				continue // an unanswered question is asked again; the limit still holds
+			}
+			e := fmt.Errorf("%s exited during start-up: %s (log %s on %s)", n.program(), strings.TrimSpace(out), logf, n.conn.Host.Name)
+			exited.Store(&e)
+			return
+		}
+	}()
 	return backend.WaitReady(ctx, n.kind, n.addr(), 0, func() error {
-		if time.Now().Before(next) {
-			return nil
+		if e := exited.Load(); e != nil {
+			return *e
 		}
-		next = time.Now().Add(time.Second)
-		// The output's last line, else the log's: a server that refused
-		// its settings says so on standard error.
-		out, err := n.conn.Run(ctx, sqlShell+fmt.Sprintf("lt_alive %d && echo alive || grep -h . %s %s 2>/dev/null | tail -n 1",
-			pid, shellquote.Quote(logf), shellquote.Quote(stdout)))
-		if err != nil || strings.TrimSpace(out) == "alive" {
-			return nil // an unanswered question is asked again; the limit still holds
-		}
-		return fmt.Errorf("%s exited during start-up: %s (log %s on %s)", n.program(), strings.TrimSpace(out), logf, n.conn.Host.Name)
+		return nil
 	})
 }
 

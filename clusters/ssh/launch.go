@@ -135,10 +135,7 @@ func (cl *Cluster) startKind(ctx, rctx context.Context, n *node, k *backend.Kind
 	// An init run as another user may not enter the login's home.
 	fmt.Fprintf(&pre, "cd %s || exit 1\n", shellquote.Quote(n.dir))
 	if !first {
-		ports := slices.Clone(p.Node.Ports)
-		if cl.layout.Backend == backend.RedisCluster {
-			ports = append(ports, ports[0]+backend.RedisClusterBusOffset) // the cluster bus
-		}
+		ports := append(slices.Clone(p.Node.Ports), cl.layout.MorePorts(p.Node.Ports[0])...) // a Redis Cluster's bus
 		for _, port := range ports {
 			pre.WriteString(waitPortFree(port))
 		}

@@ -27,8 +27,8 @@ const (
 )
 
 // isSQL reports whether n runs a one-node SQL server (MariaDB or
-// PostgreSQL).
-func (n *node) isSQL() bool { return n.kind == kindMariaDB || n.kind == kindPostgres }
+// PostgreSQL): a server whose kind asks it for its data directory.
+func (n *node) isSQL() bool { return kindOf(n).DataDirQuery != nil }
 
 // sqlDataDir is n's data directory, which the server's command line names:
 // a pid is taken for n's server only if its command line holds it.

@@ -1,0 +1,195 @@
+package backend
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/locktest/locktest/clusters"
+)
+
+// Service is one backend as locktest runs it on every provider. Each of
+// its facts that is not a provider's is written once, in the backend's own
+// file (redis.go, sentinel.go, rediscluster.go, etcd.go, zookeeper.go,
+// mysql.go, postgres.go), which registers it with its kinds of node in an
+// init: its size and params, how its nodes are laid out, what roles they
+// have and how to read them, how its cluster forms, and how its servers
+// are asked for their version. NewLayout, Roster.Form, Layout.Roles,
+// Layout.Role, Versions and the rest read the registered services; no
+// other code of this package, and none of a provider's, names a backend.
+type Service struct {
+	// Name is the backend's name, as --backend and the impls give it.
+	Name string
+	// Rank places the backend in All, the order the docs list them in.
+	Rank int
+	// Kind is the kind of its data nodes n1..nN (a registered Kind).
+	Kind string
+	// DefaultNodes is the size of its cluster when none is asked for.
+	DefaultNodes int
+	// Params are the cluster params (--cluster-opt) it reads.
+	Params []string
+	// Configure checks the number of data nodes asked for (at least 1)
+	// against the service, reads its params (only those of Params reach
+	// it) into l, and returns how many data nodes the cluster has. Its
+	// errors start with the backend's name. Nil takes any number and
+	// reads nothing.
+	Configure func(l *Layout, nodes int, params map[string]string) (int, error)
+	// Extra are nodes of the cluster after its data nodes (a
+	// redis-sentinel's sentinels).
+	Extra []NodeSpec
+	// Roles returns the roles the node called name can have; nil for a
+	// backend whose nodes are all alike.
+	Roles func(l Layout, name string) []string
+	// Role asks the node called name, at addr, what it is now; nodes are
+	// the cluster's nodes with their addresses. Nil for a backend without
+	// roles.
+	Role func(ctx context.Context, l Layout, nodes []clusters.Node, name, addr string) (string, error)
+	// StartRole, when set, returns the role the node called name has as
+	// it starts, before anything has been read of it (Roster.Role).
+	StartRole func(l Layout, name string) string
+	// Form starts the cluster's nodes through f and returns once the
+	// cluster is ready as a whole, keeping in r what it learns (see
+	// Roster.Form). Nil starts every node at once.
+	Form func(ctx context.Context, r *Roster, l Layout, f Formation) error
+	// PortOffsets are how far above its first port each node's server
+	// also listens (Redis Cluster's bus, 10000 above): a provider keeps
+	// those ports free too.
+	PortOffsets []int
+	// Image names the image recipe its nodes run on the docker provider
+	// (clusters/images); the backend's name when empty.
+	Image string
+	// KeepsConf says its nodes keep the configuration files of their
+	// first start across restarts, because the servers rewrite them.
+	KeepsConf bool
+	// Version asks the server at addr for the product it is and its
+	// version, within ctx; params are the cluster's params. A product of
+	// "" leaves the node's Product.
+	Version func(ctx context.Context, addr string, params map[string]string) (product, version string, err error)
+	// Product returns what a node is before it says so itself, the key its
+	// version goes under when it cannot be asked; nil means the backend's
+	// name.
+	Product func(n clusters.Node) string
+	// ClockShimReason says why the LD_PRELOAD clock shim cannot move its
+	// nodes' clocks; "" when it can.
+	ClockShimReason string
+	// SyncsRecorded says that its nodes record what they sync (through
+	// the clock shim, which sees a C program's fsyncs), which a power cut
+	// needs.
+	SyncsRecorded bool
+}
+
+var services = struct {
+	sync.RWMutex
+	byName map[string]*Service
+	kinds  map[string]*Kind
+}{byName: map[string]*Service{}, kinds: map[string]*Kind{}}
+
+// Register adds a backend and the kinds of node it brings (a kind two
+// backends share is registered by one of them). It panics on a name or a
+// kind registered twice, and on a service whose data nodes are of no
+// registered kind once its kinds are in: programming errors found at
+// start-up.
+func Register(s Service, kinds ...*Kind) {
+	services.Lock()
+	defer services.Unlock()
+	if _, dup := services.byName[s.Name]; dup {
+		panic(fmt.Sprintf("backend: %q registered twice", s.Name))
+	}
+	for _, k := range kinds {
+		if _, dup := services.kinds[k.Name]; dup {
+			panic(fmt.Sprintf("backend: kind %q registered twice", k.Name))
+		}
+		services.kinds[k.Name] = k
+	}
+	services.byName[s.Name] = &s
+}
+
+// ServiceOf returns the backend called name.
+func ServiceOf(name string) (*Service, bool) {
+	services.RLock()
+	defer services.RUnlock()
+	s, ok := services.byName[name]
+	return s, ok
+}
+
+// All returns every backend, in the order the docs list them.
+func All() []string {
+	services.RLock()
+	defer services.RUnlock()
+	ss := slices.Collect(maps.Values(services.byName))
+	slices.SortFunc(ss, func(a, b *Service) int { return cmp.Or(cmp.Compare(a.Rank, b.Rank), strings.Compare(a.Name, b.Name)) })
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = s.Name
+	}
+	return out
+}
+
+// Kinds returns every kind of node, by name.
+func Kinds() map[string]*Kind {
+	services.RLock()
+	defer services.RUnlock()
+	return maps.Clone(services.kinds)
+}
+
+// KindOf returns the kind called name, or an error naming the kinds
+// there are.
+func KindOf(name string) (*Kind, error) {
+	kinds := Kinds()
+	if k, ok := kinds[name]; ok {
+		return k, nil
+	}
+	return nil, fmt.Errorf("no kind of node %q (want one of %s)", name, strings.Join(slices.Sorted(maps.Keys(kinds)), ", "))
+}
+
+// DefaultNodes returns the size of backend b's cluster when none is asked
+// for (Service.DefaultNodes), 0 for no backend.
+func DefaultNodes(b string) int {
+	if s, ok := ServiceOf(b); ok {
+		return s.DefaultNodes
+	}
+	return 0
+}
+
+// Params returns the backend params (--cluster-opt) backend b reads, and
+// whether b is a backend at all.
+func Params(b string) ([]string, bool) {
+	s, ok := ServiceOf(b)
+	if !ok {
+		return nil, false
+	}
+	return s.Params, true
+}
+
+// ClockShimReason says why the LD_PRELOAD clock shim (package
+// clusters/clockshim) cannot move the clocks of the nodes of backend, or
+// "" when it can (Service.ClockShimReason). Every provider asks here.
+func ClockShimReason(backend string) string {
+	if s, ok := ServiceOf(backend); ok {
+		return s.ClockShimReason
+	}
+	return ""
+}
+
+// ImageOf returns the name of the image recipe the nodes of backend b run
+// on the docker provider (Service.Image).
+func ImageOf(b string) string {
+	if s, ok := ServiceOf(b); ok && s.Image != "" {
+		return s.Image
+	}
+	return b
+}
+
+// ProductOf returns the product a node of backend is before it has said
+// so itself (Service.Product): the key its version goes under when it
+// cannot be asked.
+func ProductOf(backend string, n clusters.Node) string {
+	if s, ok := ServiceOf(backend); ok && s.Product != nil {
+		return s.Product(n)
+	}
+	return backend
+}
