@@ -461,40 +461,50 @@ func (c *Cluster) removeAll(ns []*node) {
 	}
 }
 
-// remove removes n's container, if any, killing it first.
-func (c *Cluster) remove(ctx context.Context, n *node) {
+// remove removes n's container, if any, killing it first. An error names
+// the container left behind, which `locktest cleanup` removes later.
+func (c *Cluster) remove(ctx context.Context, n *node) error {
 	id := n.id()
 	if id == "" {
-		return
+		return nil
 	}
 	if _, err := n.cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !engine.IsNotFound(err) {
 		c.log.Warn("remove container", "node", n.name, "container", engine.ShortID(id), "err", engine.FirstLine(err))
-		return
+		return fmt.Errorf("docker: node %s: remove container %s: %s", n.name, engine.ShortID(id), engine.FirstLine(err))
 	}
 	n.mu.Lock()
 	n.c = nil
 	n.mu.Unlock()
 	c.log.Info("node removed", "node", n.name, "container", engine.ShortID(id))
+	return nil
 }
 
+// stopTimeout bounds Stop: an engine that does not answer (its runtime
+// wedged) must not hold the run, or a test, forever.
+const stopTimeout = 2 * time.Minute
+
 // Stop removes every node's container (SIGKILL, then removal with its
-// writable layer). It is idempotent; the collected logs stay in Dir. A
-// context that has ended is replaced by a fresh one: Stop must not leave
-// containers behind because the run was interrupted.
+// writable layer). It is idempotent; the collected logs stay in Dir. It
+// takes at most stopTimeout, whatever ctx: a context that has ended, or
+// that has no deadline, is replaced by one of stopTimeout, since Stop
+// must not leave containers behind because the run was interrupted, nor
+// wait forever on an engine that does not answer. An error names the
+// containers left (`locktest cleanup` removes them).
 func (c *Cluster) Stop(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if ctx.Err() != nil {
+	if _, ok := ctx.Deadline(); !ok || ctx.Err() != nil {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), stopTimeout)
 		defer cancel()
 	}
+	errs := make([]error, len(c.nodes))
 	var wg sync.WaitGroup
-	for _, n := range c.nodes {
-		wg.Go(func() { c.remove(ctx, n) })
+	for i, n := range c.nodes {
+		wg.Go(func() { errs[i] = c.remove(ctx, n) })
 	}
 	wg.Wait()
-	return nil
+	return errors.Join(errs...)
 }
 
 // Kill sends SIGKILL to the node's container through the Docker API and
