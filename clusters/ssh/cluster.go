@@ -365,13 +365,18 @@ func (cl *Cluster) prepare(ctx context.Context, n *node, check string) error {
 	return nil
 }
 
+// aliveEvery is how often waitReady asks a starting node's host whether
+// its server still runs.
+const aliveEvery = 5 * time.Second
+
 // waitReady waits, up to limit, until n serves, by the readiness query of
 // its kind (backend.WaitReady), asked from the control host. Beside it,
-// about once a second, it asks n's host whether n's server still runs: a
-// server that exited (a bad setting, a port taken) ends the wait at once,
-// with the last line of its output, rather than at limit. The question
-// goes over SSH, which a loaded host answers slowly, so it never holds up
-// the readiness query.
+// every aliveEvery, it asks n's host whether n's server still runs: a
+// server that exited (a bad setting, a port taken) ends the wait within
+// aliveEvery, with the last line of its output, rather than at limit. The
+// question goes over SSH, which a loaded host answers slowly, so it never
+// holds up the readiness query, and it is rare enough to add no load to
+// a host whose servers are slow to start.
 func waitReady(ctx context.Context, n *node, limit time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
@@ -381,7 +386,7 @@ func waitReady(ctx context.Context, n *node, limit time.Duration) error {
 	logf, stdout := path.Join(n.dir, kindOf(n).Log), path.Join(n.dir, "stdout.log")
 	var exited atomic.Pointer[error]
 	go func() {
-		t := time.NewTicker(time.Second)
+		t := time.NewTicker(aliveEvery)
 		defer t.Stop()
 		for {
 			select {
