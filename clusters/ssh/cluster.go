@@ -365,6 +365,18 @@ func (cl *Cluster) prepare(ctx context.Context, n *node, check string) error {
 	return nil
 }
 
+// exited asks n's host whether the process pid has exited (it is gone,
+// or a zombie). When it has, it returns the last non-empty line of the
+// files logs (of the last one that has any) and true. A question the host
+// did not answer is not taken for an exit.
+func (n *node) exited(ctx context.Context, pid int, logs ...string) (string, bool) {
+	out, err := n.conn.Run(ctx, sqlShell+fmt.Sprintf("lt_alive %d && echo alive || grep -h . %s 2>/dev/null | tail -n 1", pid, shellquote.Join(logs)))
+	if err != nil || strings.TrimSpace(out) == "alive" {
+		return "", false
+	}
+	return strings.TrimSpace(out), true
+}
+
 // aliveEvery is how often waitReady asks a starting node's host whether
 // its server still runs.
 const aliveEvery = 5 * time.Second
@@ -396,12 +408,11 @@ func waitReady(ctx context.Context, n *node, limit time.Duration) error {
 			}
 			// The output's last line, else the log's: a server that
 			// refused its settings says so on standard error.
-			out, err := n.conn.Run(ctx, sqlShell+fmt.Sprintf("lt_alive %d && echo alive || grep -h . %s %s 2>/dev/null | tail -n 1",
-				pid, shellquote.Quote(logf), shellquote.Quote(stdout)))
-			if err != nil || strings.TrimSpace(out) == "alive" {
+			last, gone := n.exited(ctx, pid, logf, stdout)
+			if !gone {
 				continue // an unanswered question is asked again; the limit still holds
 			}
-			e := fmt.Errorf("%s exited during start-up: %s (log %s on %s)", n.program(), strings.TrimSpace(out), logf, n.conn.Host.Name)
+			e := fmt.Errorf("%s exited during start-up: %s (log %s on %s)", n.program(), last, logf, n.conn.Host.Name)
 			exited.Store(&e)
 			return
 		}

@@ -233,10 +233,9 @@ func (cl *Cluster) waitSQL(parent context.Context, n *node, dataDir func(context
 		}
 		last = err
 		if i%10 == 0 {
-			out, err := n.conn.Run(ctx, sqlShell+fmt.Sprintf("lt_alive %d && echo alive || grep . %s | tail -n 1", pid, shellquote.Quote(logf)))
-			if err == nil && strings.TrimSpace(out) != "alive" {
+			if last, exited := n.exited(ctx, pid, logf); exited {
 				cl.abandon(ctx, n)
-				return fmt.Errorf("node %s on %s: %s exited before it answered: %s (log %s on the host)", n.name, n.conn.Host.Name, n.program(), strings.TrimSpace(out), logf)
+				return fmt.Errorf("node %s on %s: %s exited before it answered: %s (log %s on the host)", n.name, n.conn.Host.Name, n.program(), last, logf)
 			}
 		}
 		select {
