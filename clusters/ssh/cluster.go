@@ -140,6 +140,9 @@ type node struct {
 	mu   sync.Mutex
 	pid  int      // 0 when not running
 	env  []string // the clock shim's environment, when the node runs under it
+	// sql is what the first start's probe found n's host runs a SQL
+	// server with; a restart reuses it rather than ask the host again.
+	sql *sqlHost
 }
 
 // New checks opts and returns the cluster, not started. The nodes are

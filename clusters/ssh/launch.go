@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/locktest/locktest/clusters/backend"
 	"github.com/locktest/locktest/internal/shellquote"
@@ -73,11 +74,13 @@ func (cl *Cluster) startKind(ctx, rctx context.Context, n *node, k *backend.Kind
 	p := cl.placement(n, k)
 	var as []string  // the setpriv prefix of the server and its init, when they run as another user
 	var owner string // that user's uid:gid, who then owns n's directory
+	st := newStartSteps()
 	if k.DataDirQuery != nil {
 		sh, err := cl.setupSQL(rctx, n, first)
 		if err != nil {
-			return err
+			return st.failed("probe", err)
 		}
+		st.done("probe")
 		p.Bin = func(program string) string {
 			if program == k.Program {
 				return sh.server
@@ -118,8 +121,9 @@ func (cl *Cluster) startKind(ctx, rctx context.Context, n *node, k *backend.Kind
 				shellquote.Quote(fmt.Sprintf("no %s on the host (%s)", f, k.Install)))
 		}
 		if err := cl.prepare(rctx, n, check.String()); err != nil {
-			return err
+			return st.failed("prepare", err)
 		}
+		st.done("prepare")
 		if own {
 			// The members of one host share the uploaded program.
 			mu := cl.hostMu[h.Name]
@@ -127,8 +131,9 @@ func (cl *Cluster) startKind(ctx, rctx context.Context, n *node, k *backend.Kind
 			err := n.conn.Upload(rctx, cl.opts.NodeCommand[0], n.nodeBin())
 			mu.Unlock()
 			if err != nil {
-				return fmt.Errorf("node %s on %s: upload the node program: %w", n.name, h.Name, err)
+				return st.failed("upload", fmt.Errorf("node %s on %s: upload the node program: %w", n.name, h.Name, err))
 			}
+			st.done("upload")
 		}
 	}
 	var pre strings.Builder
@@ -168,12 +173,42 @@ func (cl *Cluster) startKind(ctx, rctx context.Context, n *node, k *backend.Kind
 		stdout = k.Log
 	}
 	if err := cl.startDetached(rctx, n, pre.String(), argv, stdout); err != nil {
-		return err
+		return st.failed("start command", err)
 	}
+	st.done("start command")
 	if k.DataDirQuery != nil {
-		return cl.waitSQL(ctx, n, k.DataDirQuery)
+		return st.failed("readiness", cl.waitSQL(ctx, n, k.DataDirQuery))
 	}
-	return waitReady(ctx, n, k.ReadyTimeout)
+	return st.failed("readiness", waitReady(ctx, n, k.ReadyTimeout))
+}
+
+// startSteps times the steps of one start of a node, so that a start that
+// failed says where its time went: over SSH to a loaded host, each
+// command of a start can take seconds, and a restart's deadline is the
+// heal's.
+type startSteps struct {
+	last  time.Time
+	spent []string
+}
+
+func newStartSteps() *startSteps { return &startSteps{last: time.Now()} }
+
+// done records that step ended now.
+func (s *startSteps) done(step string) {
+	now := time.Now()
+	s.spent = append(s.spent, fmt.Sprintf("%s %v", step, now.Sub(s.last).Round(10*time.Millisecond)))
+	s.last = now
+}
+
+// failed returns err, nil or not, with the time of each step before it
+// and of step, which it ended: "… (probe 1.2s, start command 3s,
+// readiness 25.8s)".
+func (s *startSteps) failed(step string, err error) error {
+	if err == nil {
+		return nil
+	}
+	s.done(step)
+	return fmt.Errorf("%w (%s)", err, strings.Join(s.spent, ", "))
 }
 
 // startDetached runs the shell command prelude on n's host (files to

@@ -178,15 +178,29 @@ func (cl *Cluster) probeSQL(ctx context.Context, n *node) (sqlHost, error) {
 }
 
 // setupSQL checks that the cluster is one server, resolves its programs
-// on n's host (probeSQL) and, at the first start, makes n's directory with
-// the run's owner file (prepare).
+// on n's host (probeSQL) at the first start, which then makes n's
+// directory with the run's owner file (prepare). A restart reuses what
+// the first probe found: a host's programs do not change during a run,
+// and a loaded host answers each SSH command slowly.
 func (cl *Cluster) setupSQL(ctx context.Context, n *node, first bool) (sqlHost, error) {
 	if len(cl.nodes) > 1 {
 		return sqlHost{}, fmt.Errorf("--provider ssh: %s runs one server, not %d nodes", n.kind, len(cl.nodes))
 	}
+	n.mu.Lock()
+	known := n.sql
+	n.mu.Unlock()
+	if known != nil && !first {
+		return *known, nil
+	}
 	sh, err := cl.probeSQL(ctx, n)
-	if err != nil || !first {
+	if err != nil {
 		return sh, err
+	}
+	n.mu.Lock()
+	n.sql = &sh
+	n.mu.Unlock()
+	if !first {
+		return sh, nil
 	}
 	return sh, cl.prepare(ctx, n, "")
 }
