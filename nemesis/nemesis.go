@@ -214,11 +214,18 @@ func (s *Schedule) injectPlanned(ctx context.Context, f Fault, rng *rand.Rand, l
 	return true, entry
 }
 
+// healTimeout bounds one heal. It is longer than a provider's own bounds
+// on the steps of a heal (a restart's start command and its readiness
+// wait over SSH, on a loaded host), so that a slow heal ends with the
+// provider's error, which names the step that took the time, rather than
+// with this one's.
+const healTimeout = 2 * time.Minute
+
 // heal heals f with a context of its own, so a cancelled run still heals.
 func (s *Schedule) heal(f Fault) error {
 	s.act.Lock()
 	defer s.act.Unlock()
-	hctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	hctx, cancel := context.WithTimeout(context.Background(), healTimeout)
 	defer cancel()
 	s.record(history.Invoke, f.HealName(), history.Value{}, nil)
 	v, err := f.Heal(hctx)

@@ -704,6 +704,7 @@ func (s probeStrategy) WaitUntilReady(ctx context.Context, t wait.StrategyTarget
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	last := errors.New("no answer yet")
+	var patience backend.Patience
 	for i := 0; ; i++ {
 		if i%10 == 0 {
 			st, err := t.State(ctx)
@@ -711,9 +712,9 @@ func (s probeStrategy) WaitUntilReady(ctx context.Context, t wait.StrategyTarget
 				return fmt.Errorf("the container exited (%s, exit code %d)", st.Status, st.ExitCode)
 			}
 		}
-		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		pctx, done := patience.Query(ctx)
 		last = s.probe(pctx)
-		cancel()
+		done(last)
 		if last == nil {
 			return nil
 		}

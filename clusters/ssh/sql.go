@@ -219,7 +219,8 @@ func waitPortFree(port int) string {
 // a server that answers with another data directory than n's (one not in
 // this run's directory) is another server on n's port (the host's own,
 // another run's), which is an error.
-// About every half second it asks n's host whether the server still runs,
+// Each query has the time backend.Patience gives it, which grows on a
+// loaded host. Every tenth query it asks n's host whether the server still runs,
 // and one that exited is an error quoting the last line of its log. It
 // gives up after readyTimeout, or when ctx ends.
 func (cl *Cluster) waitSQL(parent context.Context, n *node, dataDir func(context.Context, string) (string, error)) error {
@@ -234,10 +235,11 @@ func (cl *Cluster) waitSQL(parent context.Context, n *node, dataDir func(context
 	// part of it tell.
 	mine := path.Join(path.Base(path.Dir(n.dir)), n.name, "data")
 	var last error
+	var patience backend.Patience
 	for i := 1; ; i++ {
-		qctx, qcancel := context.WithTimeout(ctx, time.Second)
+		qctx, done := patience.Query(ctx)
 		dir, err := dataDir(qctx, n.addr())
-		qcancel()
+		done(err)
 		switch {
 		case err == nil && strings.HasSuffix(path.Clean(dir), mine):
 			return nil
