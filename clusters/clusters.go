@@ -99,6 +99,18 @@ type PowerCutter interface {
 	CutPowerOnWrite(ctx context.Context, n Node, within time.Duration) ([]FileCut, error)
 }
 
+// GroupRestarter is an optional ability of a Killer whose Restart of one
+// node waits, holding the cluster, for that node to serve: it restarts
+// several stopped nodes together, and waits for them as a whole. A quorum
+// system whose every node is down (a power loss of all of them) serves
+// again only once a majority is back, which restarts one at a time would
+// never see. A cluster without it restarts its nodes concurrently.
+type GroupRestarter interface {
+	// RestartNodes starts every one of nodes that is not running, all at
+	// once, and returns once each serves, or with the first failure.
+	RestartNodes(ctx context.Context, nodes []Node) error
+}
+
 // ErrUntouched marks an error of an ability that certainly did nothing to
 // the node (a wait that ended before its act).
 var ErrUntouched = errors.New("nothing was done to the node")

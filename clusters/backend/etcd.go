@@ -125,6 +125,7 @@ func init() {
 		},
 		Version:         askEtcd,
 		ClockShimReason: etcdNoClockShim,
+		SyncsRecorded:   true,
 	}, etcdKind)
 }
 

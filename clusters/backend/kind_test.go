@@ -100,6 +100,7 @@ func TestLaunchesGolden(t *testing.T) {
 		{ZooKeeper, nil, false},
 		{MySQL, nil, false},
 		{Postgres, nil, false},
+		{Nats, map[string]string{NatsParamSync: "always"}, true},
 	} {
 		t.Run(tc.backend, func(t *testing.T) {
 			l, ps := placeAll(t, tc.backend, tc.params, tc.nodeProgram)

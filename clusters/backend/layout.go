@@ -200,12 +200,9 @@ func (l Layout) KeepsConf() bool {
 // SyncRecordReason says why the nodes of l cannot record what they sync,
 // which a power cut needs to know what to cut back, or "" when they can
 // (Service.SyncsRecorded): C programs whose syncs the clock shim
-// (LD_PRELOAD) sees and records. A Go program's it cannot see
-// (ClockShimReason).
+// (LD_PRELOAD) sees and records, and the servers locktest's node program
+// embeds, which its sync tracer records (clusters/synctrace).
 func (l Layout) SyncRecordReason() string {
-	if why := ClockShimReason(l.Backend); why != "" {
-		return "its nodes' syncs cannot be recorded: " + why
-	}
 	if s, ok := ServiceOf(l.Backend); !ok || !s.SyncsRecorded {
 		var recorded []string
 		for _, b := range All() {

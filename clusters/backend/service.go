@@ -76,9 +76,11 @@ type Service struct {
 	// ClockShimReason says why the LD_PRELOAD clock shim cannot move its
 	// nodes' clocks; "" when it can.
 	ClockShimReason string
-	// SyncsRecorded says that its nodes record what they sync (through
-	// the clock shim, which sees a C program's fsyncs), which a power cut
-	// needs.
+	// SyncsRecorded says that its nodes record what they sync, which a
+	// power cut needs: a C program's syncs through the clock shim, which
+	// sees its fsyncs, and locktest's node program's through its sync
+	// tracer (clusters/synctrace), when the node's environment names a
+	// record (durable.EnvFile).
 	SyncsRecorded bool
 }
 

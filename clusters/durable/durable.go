@@ -109,6 +109,29 @@ func ParseLine(line string) (Sync, error) {
 	return s, nil
 }
 
+// Line renders s as one line of a sync record, with its newline: what
+// ParseLine reads. The clock shim writes the same line from C; the sync
+// tracer of locktest's node program (clusters/synctrace) writes it with
+// Line.
+func (s Sync) Line() string {
+	return fmt.Sprintf("%d %d:%d %d %d %d %d %s\n", s.Began, unix.Major(s.File.Dev), unix.Minor(s.File.Dev), s.File.Ino, s.File.Birth, s.Size, s.Pid, s.Path)
+}
+
+// StatFD reads the identity and size of the open file fd as stat reads a
+// path's: what a sync of fd makes durable, read as the sync begins. It
+// says whether the file is a regular file, the only kind a record keeps.
+func StatFD(fd int) (FileID, int64, bool, error) {
+	var st unix.Statx_t
+	if err := unix.Statx(fd, "", unix.AT_EMPTY_PATH, unix.STATX_TYPE|unix.STATX_INO|unix.STATX_SIZE|unix.STATX_BTIME, &st); err != nil {
+		return FileID{}, 0, false, err
+	}
+	id := FileID{Dev: unix.Mkdev(st.Dev_major, st.Dev_minor), Ino: st.Ino}
+	if st.Mask&unix.STATX_BTIME != 0 {
+		id.Birth = st.Btime.Sec*1e9 + int64(st.Btime.Nsec)
+	}
+	return id, int64(st.Size), st.Mode&unix.S_IFMT == unix.S_IFREG, nil
+}
+
 // Durable holds, for each file, the sync that began last among those
 // recorded: its Size is what the file is sure to keep through a power
 // loss. (A sync that began later guarantees everything written before it

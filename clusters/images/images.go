@@ -89,10 +89,13 @@ func Resolve(ctx context.Context, e *engine.Engine, backend, override string) (I
 		if err != nil {
 			return Image{}, err
 		}
-		if len(built) > 0 {
+		switch {
+		case len(built) > 0:
 			img.Ref = built[0].Ref
-		} else {
+		case Defaults[Of(backend)] != "":
 			img.Ref = Defaults[Of(backend)]
+		default:
+			return Image{}, fmt.Errorf("docker: %s has no image: its servers run in locktest's node program, whose image locktest builds (locktest images build %s)", backend, Of(backend))
 		}
 	}
 	res, err := e.Client().ImageInspect(ctx, img.Ref)
@@ -156,7 +159,7 @@ func builtImages(ctx context.Context, e *engine.Engine, backend string) ([]Built
 type BuildOptions struct {
 	// Backends to build; empty means all.
 	Backends []string
-	// NodeBinary is the locktest executable the etcd image runs. Empty
+	// NodeBinary is the locktest executable the images of etcd and nats run. Empty
 	// means build one with `go build` from Source.
 	NodeBinary string
 	// Source is the root of locktest's module, for NodeBinary "".
@@ -168,7 +171,7 @@ type BuildOptions struct {
 // Build builds, on the engine e, locktest's own image of each backend
 // without pulling anything: a root file system assembled from this host's
 // installed packages (the server's binary, the libraries ldd lists, for
-// ZooKeeper the JRE and the jars) or, for etcd, from locktest's own
+// ZooKeeper the JRE and the jars) or, for etcd and nats, from locktest's own
 // executable alone, imported with `docker import` (the API's ImageImport)
 // and tagged locktest/<backend>:<tag>. The images carry
 // engine.LabelImage, engine.LabelBackend and engine.LabelHash, the hash of
@@ -252,7 +255,8 @@ func recipe(ctx context.Context, backend string, opts BuildOptions) (*Recipe, fu
 	case "zookeeper":
 		r, err := ZooKeeperRootfs(ctx)
 		return &Recipe{Rootfs: r, Tag: "host", Changes: []string{"WORKDIR /data", `CMD ["java", "-version"]`}}, func() {}, err
-	case "etcd":
+	}
+	if kind := nodeProgramKind(backend); kind != "" {
 		bin, cleanup := opts.NodeBinary, func() {}
 		if bin == "" {
 			b, c, err := buildNodeBinary(ctx, opts.Source)
@@ -261,11 +265,28 @@ func recipe(ctx context.Context, backend string, opts BuildOptions) (*Recipe, fu
 			}
 			bin, cleanup = b, c
 		}
-		r, err := EtcdRootfs(ctx, bin)
-		return &Recipe{Rootfs: r, Changes: []string{"WORKDIR /data", `ENTRYPOINT ["/locktest", "node", "etcd"]`},
-			Labels: map[string]string{engine.LabelNodeProgram: "etcd"}}, cleanup, err
+		r, err := NodeRootfs(ctx, bin)
+		return &Recipe{Rootfs: r, Changes: []string{"WORKDIR /data", fmt.Sprintf(`ENTRYPOINT ["/locktest", "node", %q]`, kind)},
+			Labels: map[string]string{engine.LabelNodeProgram: kind}}, cleanup, err
 	}
 	return nil, func() {}, fmt.Errorf("images build: no recipe for %s", backend)
+}
+
+// nodeProgramKind returns the kind of the data nodes of the backend whose
+// image is called image, when they run in locktest's node program (etcd,
+// nats): their image is locktest's executable alone. It returns "" for
+// the others.
+func nodeProgramKind(image string) string {
+	for _, b := range backends() {
+		s, ok := backend.ServiceOf(b)
+		if !ok || Of(b) != image {
+			continue
+		}
+		if k, err := backend.KindOf(s.Kind); err == nil && k.Program == backend.NodeProgram {
+			return k.Name
+		}
+	}
+	return ""
 }
 
 // BuildOne imports rc into the engine e as the image
@@ -471,16 +492,17 @@ func AddZooKeeper(ctx context.Context, r *Rootfs) error {
 	return nil
 }
 
-// EtcdRootfs assembles the etcd image: locktest's own executable bin at
-// /locktest, whose `node etcd` command embeds the etcd server, and, when
-// bin is not statically linked, the libraries it needs.
-func EtcdRootfs(ctx context.Context, bin string) (*Rootfs, error) {
+// NodeRootfs assembles the image of a backend whose servers run in
+// locktest's node program (etcd, nats): locktest's own executable bin at
+// /locktest, whose `node <kind>` command embeds the server, and, when bin
+// is not statically linked, the libraries it needs.
+func NodeRootfs(ctx context.Context, bin string) (*Rootfs, error) {
 	r := BaseRootfs()
 	if err := r.AddHostFile("/locktest", bin); err != nil {
-		return nil, fmt.Errorf("images build etcd: %w", err)
+		return nil, fmt.Errorf("images build: node program: %w", err)
 	}
 	if _, err := r.AddLibs(ctx, bin); err != nil {
-		return nil, fmt.Errorf("images build etcd: %w", err)
+		return nil, fmt.Errorf("images build: node program: %w", err)
 	}
 	return r, nil
 }
@@ -501,7 +523,7 @@ func buildNodeBinary(ctx context.Context, src string) (string, func(), error) {
 		if p := filepath.Join(os.Getenv("GOROOT"), "bin", "go"); os.Getenv("GOROOT") != "" {
 			goBin = p
 		} else {
-			return "", func() {}, errors.New("images build etcd: building locktest for the image needs the go command in PATH")
+			return "", func() {}, errors.New("images build: building locktest for a node program's image needs the go command in PATH")
 		}
 	}
 	tmp, err := os.MkdirTemp("", "locktest-image-")
@@ -517,7 +539,7 @@ func buildNodeBinary(ctx context.Context, src string) (string, func(), error) {
 	cmd.Dir = src
 	if msg, err := cmd.CombinedOutput(); err != nil {
 		cleanup()
-		return "", func() {}, fmt.Errorf("images build etcd: go build in %s: %v: %s", src, err, strings.TrimSpace(string(msg)))
+		return "", func() {}, fmt.Errorf("images build: node program: go build in %s: %v: %s", src, err, strings.TrimSpace(string(msg)))
 	}
 	return out, cleanup, nil
 }
@@ -535,7 +557,7 @@ func ModuleRoot() (string, error) {
 			return d, nil
 		}
 		if filepath.Dir(d) == d {
-			return "", fmt.Errorf("images build etcd: %s is not inside locktest's source tree", dir)
+			return "", fmt.Errorf("images build: node program: %s is not inside locktest's source tree", dir)
 		}
 	}
 }

@@ -81,6 +81,30 @@ func (r *KindCluster) CutPower(ctx context.Context, node clusters.Node) ([]clust
 	return out, err
 }
 
+var _ clusters.GroupRestarter = (*KindCluster)(nil)
+
+// RestartNodes restarts, all at once, every one of nodes that is not
+// running, and returns once each serves (startGroup): the restart of a
+// Raft cluster whose every member lost its power waits for a majority.
+func (r *KindCluster) RestartNodes(ctx context.Context, nodes []clusters.Node) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var ns []*kindNode
+	for _, node := range nodes {
+		n, err := r.find(node)
+		if err != nil {
+			return err
+		}
+		if !n.proc.running() {
+			ns = append(ns, n)
+		}
+	}
+	if len(ns) == 0 {
+		return nil
+	}
+	return r.startGroup(ctx, ns)
+}
+
 // CutPowerOnWrite waits, for at most within, until the node holds an
 // unsynced SET it has had time to acknowledge (durable.WaitForWrite,
 // reading its files here every few milliseconds), and then cuts its power

@@ -81,7 +81,7 @@ var badValues = map[string][]badCase{
 	"run --down": {bc("--down must not be negative, got -1s", "--faults", "kill-node", "--down", "-1s"),
 		bc("--down changes nothing in this run: it needs --faults kill-node", "--down", "2s")},
 	"run --window": {bc("--window must be positive, got 0s", "--faults", "pause-node", "--window", "0"),
-		bc("--window changes nothing in this run: it needs a fault that reads --window (any but clock-reset, kill-node, pause-client)", "--faults", "pause-client", "--window", "3s")},
+		bc("--window changes nothing in this run: it needs a fault that reads --window (any but clock-reset, kill-node, pause-client, power-loss-all)", "--faults", "pause-client", "--window", "3s")},
 	"run --quiet-time": {bc("--quiet-time must be at least 0 and shorter than --time (2s), got -1s", "--faults", "pause-client", "--quiet-time", "-1s"),
 		bc("--quiet-time must be at least 0 and shorter than --time (2s), got 2s", "--faults", "pause-client", "--quiet-time", "2s")},
 	"run --net": {bc(`--net must be auto, netns, loopback, got "wifi"`, "--net", "wifi")},

@@ -3,7 +3,7 @@ package main
 import (
 	"github.com/spf13/cobra"
 
-	"github.com/locktest/locktest/clusters/etcdnode"
+	"github.com/locktest/locktest/clusters/nodeprog"
 )
 
 // newNodeCmd is the hidden `locktest node` command: the server programs that
@@ -14,15 +14,18 @@ func newNodeCmd() *cobra.Command {
 		Short:  "Run a server node that locktest embeds (internal)",
 		Hidden: true,
 	}
-	node.AddCommand(&cobra.Command{
-		Use:                "etcd [flags]",
-		Short:              "Run one embedded etcd member, started by the local provider (internal)",
-		Hidden:             true,
-		DisableFlagParsing: true, // etcdnode.Main parses its own flags
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return etcdnode.Main(cmd.Context(), args)
-		},
-	})
+	for _, name := range nodeprog.Names() {
+		srv, _ := nodeprog.Of(name)
+		node.AddCommand(&cobra.Command{
+			Use:                name + " [flags]",
+			Short:              srv.Short,
+			Hidden:             true,
+			DisableFlagParsing: true, // the server parses its own flags
+			RunE: func(cmd *cobra.Command, args []string) error {
+				return nodeprog.Run(cmd.Context(), name, args)
+			},
+		})
+	}
 	node.AddCommand(newNodeDurableCmd())
 	return node
 }

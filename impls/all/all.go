@@ -21,4 +21,6 @@ import (
 	_ "github.com/locktest/locktest/impls/zk"
 	// Redlock (go-redsync/redsync v4): redlock, redlock-3, redlock-extend.
 	_ "github.com/locktest/locktest/impls/redlock"
+	// NATS JetStream KV (3 servers): nats-kv, nats-kv-extend.
+	_ "github.com/locktest/locktest/impls/natskv"
 )

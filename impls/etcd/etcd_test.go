@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -29,7 +28,8 @@ func now() time.Duration { return time.Since(start) }
 // startCluster starts a 3-member cluster for the test and returns its
 // client addresses.
 func startCluster(t *testing.T) []string {
-	e, err := local.New("etcd", local.Options{Dir: t.TempDir(), Exe: []string{os.Args[0]}, ExeEnv: []string{testexe.NodeEnv + "=etcd"}})
+	exe, env := testexe.Node()
+	e, err := local.New("etcd", local.Options{Dir: t.TempDir(), Exe: exe, ExeEnv: env})
 	return testcluster.Addrs(testcluster.Started(t, e, err).Nodes())
 }
 

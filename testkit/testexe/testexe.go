@@ -10,10 +10,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/locktest/locktest/clusters/clientaddr"
-	"github.com/locktest/locktest/clusters/etcdnode"
+	"github.com/locktest/locktest/clusters/nodeprog"
 	"github.com/locktest/locktest/impls/external"
 	"github.com/locktest/locktest/testkit/bareloop"
 	"github.com/locktest/locktest/workloads"
@@ -25,12 +26,12 @@ const (
 	// BareEnv, set to a bareloop.Config in JSON, makes the test binary
 	// run the bare reference loop and print its bareloop.Result.
 	BareEnv = "LOCKTEST_TEST_BARE"
-	// NodeEnv=etcd makes the test binary run one etcd member from the
-	// arguments after "node etcd".
+	// NodeEnv=1 makes the test binary run one server of locktest's node
+	// program (clusters/nodeprog) from the arguments "node <kind> ...".
 	NodeEnv = "LOCKTEST_TEST_NODE"
 )
 
-// Main runs one worker or one etcd member when the environment asks for
+// Main runs one worker or one embedded server when the environment asks for
 // it, else the tests, and then each of after; it exits with the tests'
 // code and does not return.
 func Main(m *testing.M, after ...func()) {
@@ -48,7 +49,7 @@ func Main(m *testing.M, after ...func()) {
 	os.Exit(code)
 }
 
-// ServeIfAsked runs one worker, one etcd member or the reference client
+// ServeIfAsked runs one worker, one embedded server or the reference client
 // adapter (arguments "goref IMPL"), and exits, when the environment or the
 // arguments ask for it; else it returns at once.
 func ServeIfAsked() {
@@ -79,12 +80,12 @@ func ServeIfAsked() {
 			os.Exit(2)
 		}
 		os.Exit(0)
-	case os.Getenv(NodeEnv) == "etcd":
-		if len(os.Args) < 3 || os.Args[1] != "node" || os.Args[2] != "etcd" {
-			fmt.Fprintf(os.Stderr, "test node: want arguments `node etcd ...`, got %q\n", os.Args[1:])
+	case os.Getenv(NodeEnv) == "1":
+		if len(os.Args) < 3 || os.Args[1] != "node" {
+			fmt.Fprintf(os.Stderr, "test node: want arguments `node <%s> ...`, got %q\n", strings.Join(nodeprog.Names(), "|"), os.Args[1:])
 			os.Exit(2)
 		}
-		if err := etcdnode.Main(context.Background(), os.Args[3:]); err != nil {
+		if err := nodeprog.Run(context.Background(), os.Args[2], os.Args[3:]); err != nil {
 			fmt.Fprintln(os.Stderr, "locktest:", err)
 			os.Exit(1)
 		}
@@ -103,4 +104,4 @@ func Worker() (cmd, env []string) { return []string{os.Args[0]}, []string{Worker
 
 // Node returns the command and environment that run this test binary as
 // locktest's node programs (run.Config.NodeCommand and NodeEnv).
-func Node() (cmd, env []string) { return []string{os.Args[0]}, []string{NodeEnv + "=etcd"} }
+func Node() (cmd, env []string) { return []string{os.Args[0]}, []string{NodeEnv + "=1"} }
