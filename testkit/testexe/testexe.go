@@ -1,5 +1,6 @@
 // Package testexe lets a test binary double as locktest's own programs —
-// the worker a run starts per client, and the embedded etcd member — so that
+// the worker a run starts per client, and the servers of the node program
+// (clusters/nodeprog: etcd, NATS) — so that
 // integration tests run real separate processes without building the
 // locktest binary first. A package's TestMain calls Main; its run configs
 // take their commands from Worker and Node.
