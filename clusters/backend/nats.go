@@ -166,18 +166,29 @@ func natsConnect(addr string) (*nats.Conn, error) {
 	return nats.Connect("nats://"+addr, nats.Timeout(natsTimeout), nats.NoReconnect(), nats.DontRandomize(), nats.Name("locktest-probe"))
 }
 
+// natsJetStream connects to the server at addr alone (natsConnect) and
+// returns its JetStream API and the function that closes the connection.
+func natsJetStream(addr string) (jetstream.JetStream, func(), error) {
+	nc, err := natsConnect(addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return js, nc.Close, nil
+}
+
 // natsReady asks the server at addr for JetStream's account information,
 // which it answers only once the JetStream meta group has a leader.
 func natsReady(ctx context.Context, addr string) error {
-	nc, err := natsConnect(addr)
+	js, done, err := natsJetStream(addr)
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
+	defer done()
 	ctx, cancel := context.WithTimeout(ctx, natsTimeout)
 	defer cancel()
 	_, err = js.AccountInfo(ctx)
@@ -215,15 +226,11 @@ func natsBucketReady(ctx context.Context, nodes []clusters.Node) error {
 	var errs []error
 	for _, n := range nodes {
 		err := func() error {
-			nc, err := natsConnect(n.Addr)
+			js, done, err := natsJetStream(n.Addr)
 			if err != nil {
 				return err
 			}
-			defer nc.Close()
-			js, err := jetstream.New(nc)
-			if err != nil {
-				return err
-			}
+			defer done()
 			qctx, cancel := context.WithTimeout(ctx, natsTimeout)
 			defer cancel()
 			if _, err := natsbucket.Open(qctx, js, len(nodes)); err != nil {
@@ -299,15 +306,11 @@ func splitAddr(addr string) (string, int, error) {
 func NatsRole(ctx context.Context, addr, name, httpAddr string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, natsTimeout)
 	defer cancel()
-	nc, err := natsConnect(addr)
+	js, done, err := natsJetStream(addr)
 	if err != nil {
 		return "", fmt.Errorf("nats %s: %w", addr, err)
 	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return "", fmt.Errorf("nats %s: %w", addr, err)
-	}
+	defer done()
 	s, err := js.Stream(ctx, natsbucket.Stream)
 	if err != nil {
 		return "", fmt.Errorf("nats %s: stream %s: %w", addr, natsbucket.Stream, err)
