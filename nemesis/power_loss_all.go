@@ -25,43 +25,49 @@ func init() {
 	})
 }
 
-// powerLossAll is Jepsen's coordinated power failure: every data node's
-// power is cut at the same moment (clusters.PowerCutter.CutPower, one
-// goroutine per node), so no replica keeps what none of them synced. Its
-// heal restarts every node it cut, all at once: a cluster that needs a
-// quorum to serve (Raft) serves again only when enough are back, so a
-// restart that waited for its node to serve before the next began would
-// wait for ever.
-type powerLossAll struct {
+// allNodes is a fault that stops every data node at the same moment, one
+// goroutine per node, and whose heal restarts every node it stopped, all
+// at once: a cluster that needs a quorum to serve (Raft) serves again only
+// when enough are back, so a restart that waited for its node to serve
+// before the next began would wait for ever. power-loss-all is Jepsen's
+// coordinated power failure (clusters.PowerCutter.CutPower), so that no
+// replica keeps what none of them synced; kill-all its control, a process
+// crash of every node, whose page cache keeps what they wrote.
+type allNodes struct {
+	name string
 	env  Env
-	pc   clusters.PowerCutter
+	k    clusters.Killer
 	down time.Duration
+	// stop stops one node and returns the files it cut, if any.
+	stop func(ctx context.Context, n clusters.Node) ([]clusters.FileCut, error)
 
 	mu  sync.Mutex
-	cut []clusters.Node // cut and not yet restarted, in the cluster's order
+	cut []clusters.Node // stopped and not yet restarted, in the cluster's order
 }
 
-// newPowerLossAll builds the fault for env, whose cluster can cut power.
+// newPowerLossAll builds power-loss-all for env, whose cluster can cut
+// power.
 func newPowerLossAll(env Env) (Fault, error) {
-	return &powerLossAll{env: env, pc: env.Cluster.(clusters.PowerCutter), down: Down.Of(env)}, nil
+	pc := env.Cluster.(clusters.PowerCutter)
+	return &allNodes{name: "power-loss-all", env: env, k: pc, down: Down.Of(env), stop: pc.CutPower}, nil
 }
 
-func (f *powerLossAll) Name() string            { return "power-loss-all" }
-func (f *powerLossAll) HealName() string        { return "restart-node" }
-func (f *powerLossAll) Duration() time.Duration { return f.down }
+func (f *allNodes) Name() string            { return f.name }
+func (f *allNodes) HealName() string        { return "restart-node" }
+func (f *allNodes) Duration() time.Duration { return f.down }
 
-// Inject cuts every data node's power at once. The value's targets are the
-// nodes, then one per file cut, as power-loss records them
-// ("n3:jetstream/…/1.blk 4096->0 (-4096B)"). A node whose cut failed may
-// have died all the same: the injection is then of unknown outcome, and
-// the heal restarts it too.
-func (f *powerLossAll) Inject(ctx context.Context, _ *rand.Rand) (history.Value, error) {
+// Inject stops every data node at once. The value's targets are the
+// nodes, then, for power-loss-all, one per file cut, as power-loss
+// records them ("n3:jetstream/…/1.blk 4096->0 (-4096B)"). A node whose
+// stop failed may have died all the same: the injection is then of
+// unknown outcome, and the heal restarts it too.
+func (f *allNodes) Inject(ctx context.Context, _ *rand.Rand) (history.Value, error) {
 	nodes := targetNodes(f.env.Cluster)
 	cuts := make([][]clusters.FileCut, len(nodes))
 	errs := make([]error, len(nodes))
 	var wg sync.WaitGroup
 	for i, n := range nodes {
-		wg.Go(func() { cuts[i], errs[i] = f.pc.CutPower(ctx, n) })
+		wg.Go(func() { cuts[i], errs[i] = f.stop(ctx, n) })
 	}
 	wg.Wait()
 	var v history.Value
@@ -77,7 +83,7 @@ func (f *powerLossAll) Inject(ctx context.Context, _ *rand.Rand) (history.Value,
 	f.cut = append(f.cut, nodes...)
 	f.mu.Unlock()
 	if err := errors.Join(errs...); err != nil {
-		return v, unknownOutcome{fmt.Errorf("cut the power of every node: %w", err)}
+		return v, unknownOutcome{fmt.Errorf("%s: %w", f.name, err)}
 	}
 	return v, nil
 }
@@ -85,7 +91,7 @@ func (f *powerLossAll) Inject(ctx context.Context, _ *rand.Rand) (history.Value,
 // Heal restarts every node the injections cut, all at once (in one
 // clusters.GroupRestarter start where the cluster has it), and records
 // those that came back. One whose restart failed stays for the next heal.
-func (f *powerLossAll) Heal(ctx context.Context) (history.Value, error) {
+func (f *allNodes) Heal(ctx context.Context) (history.Value, error) {
 	f.mu.Lock()
 	nodes := f.cut
 	f.cut = nil
@@ -106,7 +112,7 @@ func (f *powerLossAll) Heal(ctx context.Context) (history.Value, error) {
 	} else {
 		var wg sync.WaitGroup
 		for i, n := range nodes {
-			wg.Go(func() { errs[i] = f.pc.Restart(ctx, n) })
+			wg.Go(func() { errs[i] = f.k.Restart(ctx, n) })
 		}
 		wg.Wait()
 	}

@@ -77,3 +77,25 @@ func TestPowerLossAllFailures(t *testing.T) {
 		t.Errorf("the next Heal = %+v, %v; want both restarted", hv, err)
 	}
 }
+
+// kill-all kills every data node at once, cuts no file, and its heal
+// restarts them all; it needs only a cluster that kills nodes.
+func TestKillAllKillsEveryNodeAndRestartsThemAll(t *testing.T) {
+	c := newLiveCluster("n1", "n2", "n3")
+	f := buildOne(t, "kill-all", Env{Cluster: c}.With(Down.Is(time.Second)))
+	if f.Name() != "kill-all" || f.HealName() != "restart-node" {
+		t.Errorf("fault is %s/%s", f.Name(), f.HealName())
+	}
+	v, err := f.Inject(context.Background(), testRng())
+	if err != nil || !slices.Equal(v.Targets, []string{"n1", "n2", "n3"}) {
+		t.Fatalf("Inject = %+v, %v", v, err)
+	}
+	calls := c.log()
+	slices.Sort(calls)
+	if want := []string{"kill n1", "kill n2", "kill n3"}; !slices.Equal(calls, want) {
+		t.Errorf("calls %q, want %q", calls, want)
+	}
+	if hv, err := f.Heal(context.Background()); err != nil || !slices.Equal(hv.Targets, []string{"n1", "n2", "n3"}) {
+		t.Errorf("Heal = %+v, %v", hv, err)
+	}
+}
