@@ -511,6 +511,16 @@ func vocabulary() map[string]string {
 	for _, s := range scenarios.Builtin() {
 		add("scenario", s.Name)
 	}
+	// The scenarios of the repository's own scenario files beside the
+	// catalogue (scenarios/nats.yaml, etcd-regrant.yaml).
+	files, _ := filepath.Glob(filepath.Join(repoRoot, "scenarios", "*.yaml"))
+	for _, f := range files {
+		if ss, err := scenarios.Load(f); err == nil {
+			for _, s := range ss {
+				add("scenario", s.Name)
+			}
+		}
+	}
 	for c := range commands() {
 		add("command", c)
 	}
