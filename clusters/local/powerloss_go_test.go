@@ -133,7 +133,8 @@ func natsCreate(t *testing.T, c *KindCluster, key string) uint64 {
 	return rev
 }
 
-// natsBucket opens the lock bucket through c's servers.
+// natsBucket opens the lock bucket through c's servers, once its stream
+// answers.
 func natsBucket(t *testing.T, c *KindCluster) (jetstream.KeyValue, func()) {
 	t.Helper()
 	var urls []string
@@ -148,14 +149,24 @@ func natsBucket(t *testing.T, c *KindCluster) (jetstream.KeyValue, func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	// After a restart of every server the stream elects its leader again,
+	// which a loaded machine (stress-ng and -p 3) took more than 30 s to
+	// do: the bucket is asked for until it answers, for up to 2 minutes.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	kv, err := natsbucket.Open(ctx, js, len(c.Nodes()))
-	if err != nil {
-		nc.Close()
-		t.Fatal(err)
+	for {
+		qctx, qcancel := context.WithTimeout(ctx, 5*time.Second)
+		kv, err := natsbucket.Open(qctx, js, len(c.Nodes()))
+		qcancel()
+		if err == nil {
+			return kv, nc.Close
+		}
+		if ctx.Err() != nil {
+			nc.Close()
+			t.Fatalf("the lock bucket did not answer within 2 minutes: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
-	return kv, nc.Close
 }
 
 // TestPowerLossOfNats: NATS servers record their syncs under the tracer.
@@ -178,7 +189,7 @@ func TestPowerLossOfNats(t *testing.T) {
 		}
 		kv, done := natsBucket(t, c)
 		defer done()
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		var e jetstream.KeyValueEntry
 		var err error
