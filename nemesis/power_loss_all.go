@@ -98,16 +98,13 @@ func (f *allNodes) Heal(ctx context.Context) (history.Value, error) {
 	f.mu.Unlock()
 	errs := make([]error, len(nodes))
 	if gr, ok := f.env.Cluster.(clusters.GroupRestarter); ok && len(nodes) > 0 {
-		// One start of them all; its error names the node.
+		// One start of them all; its error names the node, and every node
+		// stays for the next heal.
 		if err := gr.RestartNodes(ctx, nodes); err != nil {
-			for i := range errs {
-				errs[i] = err
-			}
-			var v history.Value
 			f.mu.Lock()
 			f.cut = append(nodes, f.cut...)
 			f.mu.Unlock()
-			return v, fmt.Errorf("restart every node: %w", err)
+			return history.Value{}, fmt.Errorf("restart every node: %w", err)
 		}
 	} else {
 		var wg sync.WaitGroup

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -279,23 +280,14 @@ func natsHTTPAddr(nodes []clusters.Node, name string) string {
 		if n.Name != name {
 			continue
 		}
-		host, port, err := splitAddr(n.Addr)
-		if err != nil {
+		host, p, err := net.SplitHostPort(n.Addr)
+		port, perr := strconv.Atoi(p)
+		if err != nil || perr != nil {
 			return ""
 		}
-		return host + ":" + strconv.Itoa(port+NatsHTTPOffset)
+		return net.JoinHostPort(host, strconv.Itoa(port+NatsHTTPOffset))
 	}
 	return ""
-}
-
-// splitAddr splits host:port.
-func splitAddr(addr string) (string, int, error) {
-	i := strings.LastIndexByte(addr, ':')
-	if i < 0 {
-		return "", 0, fmt.Errorf("address %q has no port", addr)
-	}
-	port, err := strconv.Atoi(addr[i+1:])
-	return addr[:i], port, err
 }
 
 // NatsRole asks the server called name, at addr (its client port) and

@@ -217,18 +217,24 @@ func (c *KindCluster) Start(ctx context.Context) error {
 	return c.roster.Form(ctx, c.layout, backend.Formation{
 		Provider: "local",
 		Start: func(ctx context.Context, names []string) error {
-			var ns []*kindNode
-			for _, n := range backend.Named(c.nodes, func(n *kindNode) string { return n.name }, names) {
-				if !n.proc.running() {
-					ns = append(ns, n)
-				}
-			}
-			return c.startGroup(ctx, ns)
+			return c.startStopped(ctx, backend.Named(c.nodes, func(n *kindNode) string { return n.name }, names))
 		},
 		// Form runs with c.mu held.
 		Nodes: c.nodesLocked,
 		Pids:  c.pidsLocked,
 	})
+}
+
+// startStopped starts, all at once, those of ns that are not running
+// (startGroup). c.mu must be held.
+func (c *KindCluster) startStopped(ctx context.Context, ns []*kindNode) error {
+	var stopped []*kindNode
+	for _, n := range ns {
+		if !n.proc.running() {
+			stopped = append(stopped, n)
+		}
+	}
+	return c.startGroup(ctx, stopped)
 }
 
 // Nodes returns the nodes in order, each with the role it had when the

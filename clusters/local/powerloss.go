@@ -84,7 +84,7 @@ func (r *KindCluster) CutPower(ctx context.Context, node clusters.Node) ([]clust
 var _ clusters.GroupRestarter = (*KindCluster)(nil)
 
 // RestartNodes restarts, all at once, every one of nodes that is not
-// running, and returns once each serves (startGroup): the restart of a
+// running, and returns once each serves (startStopped): the restart of a
 // Raft cluster whose every member lost its power waits for a majority.
 func (r *KindCluster) RestartNodes(ctx context.Context, nodes []clusters.Node) error {
 	r.mu.Lock()
@@ -95,14 +95,9 @@ func (r *KindCluster) RestartNodes(ctx context.Context, nodes []clusters.Node) e
 		if err != nil {
 			return err
 		}
-		if !n.proc.running() {
-			ns = append(ns, n)
-		}
+		ns = append(ns, n)
 	}
-	if len(ns) == 0 {
-		return nil
-	}
-	return r.startGroup(ctx, ns)
+	return r.startStopped(ctx, ns)
 }
 
 // CutPowerOnWrite waits, for at most within, until the node holds an

@@ -320,16 +320,27 @@ func (s *supervisor) answer(n *seccompNotif) seccompNotifResp {
 		return resp
 	}
 	if serr == nil && regular {
-		path, _ := os.Readlink("/proc/" + strconv.Itoa(s.node) + "/fd/" + strconv.Itoa(target))
-		line := durable.Sync{Began: began, File: id, Size: size, Pid: int(n.Pid), Path: path}.Line()
-		if _, err := s.out.WriteString(line); err != nil {
+		if err := s.record(n, target, durable.Sync{Began: began, File: id, Size: size}); err != nil {
 			// A sync the record lacks would be cut by a power loss: the
 			// node is told its sync failed rather than be cut wrongly.
 			resp.Error, resp.Val = -int32(unix.EIO), -1
-			fmt.Fprintf(os.Stderr, "sync supervisor: write the record: %v\n", err)
 		}
 	}
 	return resp
+}
+
+// record appends sync, a sync of the node's descriptor target that the
+// notification n is about, to the record, with the syncing thread and
+// the file's path now. A failed write is said on standard error and
+// returned.
+func (s *supervisor) record(n *seccompNotif, target int, sync durable.Sync) error {
+	sync.Pid = int(n.Pid)
+	sync.Path, _ = os.Readlink("/proc/" + strconv.Itoa(s.node) + "/fd/" + strconv.Itoa(target))
+	if _, err := s.out.WriteString(sync.Line()); err != nil {
+		fmt.Fprintf(os.Stderr, "sync supervisor: write the record: %v\n", err)
+		return err
+	}
+	return nil
 }
 
 // closing records, for a close the node is about to make of a regular
@@ -354,10 +365,7 @@ func (s *supervisor) closing(n *seccompNotif) {
 	if err != nil || !regular {
 		return
 	}
-	path, _ := os.Readlink("/proc/" + strconv.Itoa(s.node) + "/fd/" + strconv.Itoa(target))
-	if _, err := s.out.WriteString(durable.Sync{Began: monotonic(), File: id, Size: size, Pid: int(n.Pid), Path: path}.Line()); err != nil {
-		fmt.Fprintf(os.Stderr, "sync supervisor: write the record: %v\n", err)
-	}
+	_ = s.record(n, target, durable.Sync{Began: monotonic(), File: id, Size: size})
 }
 
 // monotonic is CLOCK_MONOTONIC in ns, the shim's clock for Began.
