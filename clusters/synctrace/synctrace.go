@@ -16,7 +16,10 @@
 // cost. The supervisor, a child of the node, takes each notified call:
 //
 //   - fsync, fdatasync and syncfs it makes itself, on a duplicate of the
-//     node's file descriptor (pidfd_getfd: the same open file), and
+//     node's file descriptor (pidfd_getfd: the same open file; where the
+//     kernel refuses that, as Docker's default seccomp profile does
+//     without CAP_SYS_PTRACE, on the same file opened again through
+//     /proc/<pid>/fd, since a sync syncs the file, not the descriptor), and
 //     answers the node with the call's result; sync_file_range it makes as
 //     fdatasync, which syncs at least as much. When the call succeeded on
 //     a regular file, it appends the file's identity and the size it had
@@ -42,6 +45,7 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"strings"
 	"syscall"
 	"unsafe"
 
@@ -243,14 +247,63 @@ func Supervise() error {
 	if _, err := sock.Write([]byte{1}); err != nil {
 		return fmt.Errorf("sync supervisor: ack: %w", err)
 	}
-	s := &supervisor{listener: listener, pidfd: pidfd, node: node, out: out}
+	s := &supervisor{listener: listener, pidfd: pidfd, node: node, out: out, reopen: reopenAlways}
 	return s.serve()
 }
+
+// reopenAlways makes a supervisor open the node's files again through
+// /proc from the start, as it does once the kernel refused pidfd_getfd:
+// the tests set it, to check that way on a kernel that lends descriptors.
+var reopenAlways bool
 
 // supervisor answers one node's notified syncs.
 type supervisor struct {
 	listener, pidfd, node int
 	out                   *os.File
+	// reopen is set once the kernel refused pidfd_getfd (EPERM): the
+	// supervisor then opens the node's files again through /proc.
+	reopen bool
+}
+
+// open returns a descriptor of the file that the node's descriptor
+// target names, which the caller closes: a duplicate of it
+// (pidfd_getfd), or, where the kernel refuses to lend one, the same file
+// opened again read-only through /proc/<pid>/fd/<target>, which the
+// supervisor may open as the node's parent and owner. A sync through
+// either syncs the file, and a stat of either sees its size. It fails for
+// a descriptor the node does not have open, and for one that is no file
+// (a socket).
+func (s *supervisor) open(target int) (int, error) {
+	if !s.reopen {
+		fd, err := unix.PidfdGetfd(s.pidfd, target, 0)
+		if !errors.Is(err, unix.EPERM) && !errors.Is(err, unix.ENOSYS) {
+			return fd, err
+		}
+		s.reopen = true
+	}
+	return unix.Open("/proc/"+strconv.Itoa(s.node)+"/fd/"+strconv.Itoa(target), unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
+}
+
+// flags returns the file status flags of the node's descriptor target, as
+// its /proc/<pid>/fdinfo says them (they are the node's open file's,
+// which a file opened again would not have).
+func (s *supervisor) flags(target int) (int, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(s.node) + "/fdinfo/" + strconv.Itoa(target))
+	if err != nil {
+		return 0, err
+	}
+	return fdinfoFlags(string(b))
+}
+
+// fdinfoFlags reads the flags line of a /proc/<pid>/fdinfo file: octal.
+func fdinfoFlags(info string) (int, error) {
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(line, "flags:"); ok {
+			f, err := strconv.ParseInt(strings.TrimSpace(v), 8, 64)
+			return int(f), err
+		}
+	}
+	return 0, fmt.Errorf("no flags line in %q", info)
 }
 
 // serve answers notifications until the node has no thread left under
@@ -301,10 +354,10 @@ func (s *supervisor) answer(n *seccompNotif) seccompNotifResp {
 		return resp
 	}
 	target := int(int32(n.Data.Args[0]))
-	fd, err := unix.PidfdGetfd(s.pidfd, target, 0)
+	fd, err := s.open(target)
 	if err != nil {
-		// Not an open descriptor of the node (EBADF), or one the kernel
-		// will not lend: the kernel runs the call and gives its answer.
+		// Not an open descriptor of the node (EBADF), or not a file
+		// (a socket): the kernel runs the call and gives its answer.
 		resp.Flags = unix.SECCOMP_USER_NOTIF_FLAG_CONTINUE
 		return resp
 	}
@@ -352,15 +405,15 @@ func (s *supervisor) record(n *seccompNotif, target int, sync durable.Sync) erro
 // other close records nothing.
 func (s *supervisor) closing(n *seccompNotif) {
 	target := int(int32(n.Data.Args[0]))
-	fd, err := unix.PidfdGetfd(s.pidfd, target, 0)
+	flags, err := s.flags(target)
+	if err != nil || flags&(unix.O_SYNC|unix.O_DSYNC) == 0 {
+		return
+	}
+	fd, err := s.open(target)
 	if err != nil {
 		return
 	}
 	defer unix.Close(fd)
-	flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
-	if err != nil || flags&(unix.O_SYNC|unix.O_DSYNC) == 0 {
-		return
-	}
 	id, size, regular, err := durable.StatFD(fd)
 	if err != nil || !regular {
 		return

@@ -26,8 +26,14 @@ const childEnv = "LOCKTEST_SYNCTRACE_TEST_DIR"
 // small write and print the ns each took, for BenchmarkSync.
 const syncsEnv = "LOCKTEST_SYNCTRACE_TEST_SYNCS"
 
+// reopenEnv makes the test binary, as a supervisor, open the node's
+// files through /proc rather than borrow its descriptors, as it does
+// where the kernel refuses pidfd_getfd (a Docker container).
+const reopenEnv = "LOCKTEST_SYNCTRACE_TEST_REOPEN"
+
 func TestMain(m *testing.M) {
 	if IsSupervisor() {
+		reopenAlways = os.Getenv(reopenEnv) != ""
 		if err := Supervise(); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
@@ -134,13 +140,31 @@ func runOnce(t testing.TB, env ...string) string {
 // synced or of the directory; a power loss planned from the record cuts
 // the synced file back to its synced 100 bytes, keeps the datasynced and
 // the O_SYNC ones whole, and empties the unsynced one.
+//
+// The supervisor makes each sync through a descriptor the kernel lends it
+// (pidfd_getfd), or through the same file opened again, where the kernel
+// refuses that: both must give the same record.
 func TestARecordOfAGoProgramsSyncs(t *testing.T) {
+	for _, how := range []string{"borrowed", "reopened"} {
+		t.Run(how, func(t *testing.T) {
+			env := []string{}
+			if how == "reopened" {
+				env = append(env, reopenEnv+"=1")
+			}
+			testRecord(t, env)
+		})
+	}
+}
+
+// testRecord runs the test of TestARecordOfAGoProgramsSyncs with the
+// child's extra environment env.
+func testRecord(t *testing.T, env []string) {
 	dir, data := t.TempDir(), filepath.Join(t.TempDir(), "data")
 	if err := os.Mkdir(data, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	record := filepath.Join(dir, "syncs.log")
-	runOnce(t, childEnv+"="+data, durable.EnvFile+"="+record)
+	runOnce(t, append(env, childEnv+"="+data, durable.EnvFile+"="+record)...)
 	text, err := os.ReadFile(record)
 	if err != nil {
 		t.Fatalf("no record: %v", err)
@@ -236,3 +260,23 @@ func BenchmarkSync(b *testing.B) {
 // for the rest of its life: the runtime then makes another thread for the
 // others.
 func runtimeLockedThread() { runtime.LockOSThread() }
+
+// The flags of a /proc fdinfo file are octal; a file without them is an
+// error, never flags of zero.
+func TestFdinfoFlags(t *testing.T) {
+	for _, tc := range []struct {
+		info string
+		want int
+		bad  bool
+	}{
+		{info: "pos:\t30\nflags:\t06010001\nmnt_id:\t26\nino:\t1234\n", want: unix.O_SYNC | unix.O_WRONLY | unix.O_CLOEXEC},
+		{info: "pos:\t0\nflags:\t02\n", want: unix.O_RDWR},
+		{info: "pos:\t0\n", bad: true},
+		{info: "flags:\t9\n", bad: true},
+	} {
+		got, err := fdinfoFlags(tc.info)
+		if (err != nil) != tc.bad || got != tc.want {
+			t.Errorf("fdinfoFlags(%q) = %#o, %v; want %#o, error %v", tc.info, got, err, tc.want, tc.bad)
+		}
+	}
+}
