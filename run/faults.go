@@ -198,6 +198,13 @@ func (p *platform) describe() (network, lab, image, clock string) {
 		if syncs {
 			clock += ", which records what each node syncs (power-loss)"
 		}
+	case p.syncs:
+		// A Go node, which the shim cannot reach, records its syncs
+		// under the node program's sync tracer.
+		clock = "the node program's sync tracer, which records what each node syncs (power-loss)"
+		if p.clockWhy != "" {
+			clock += "; no clock shim: " + p.clockWhy
+		}
 	case p.clockWhy != "":
 		clock = "no clock shim: " + p.clockWhy
 	case p.powerWhy != "":

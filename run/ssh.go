@@ -212,7 +212,7 @@ func (s *sshPlatform) cgroup() func(int) string {
 }
 
 // cluster returns the run's cluster on the hosts.
-func (s *sshPlatform) cluster(cfg Config, impl impls.Impl, _ string, _ *platform, lg *slog.Logger) (clusters.Cluster, error) {
+func (s *sshPlatform) cluster(cfg Config, impl impls.Impl, _ string, p *platform, lg *slog.Logger) (clusters.Cluster, error) {
 	node := cfg.NodeCommand
 	if len(node) == 0 {
 		self, err := os.Executable()
@@ -222,7 +222,7 @@ func (s *sshPlatform) cluster(cfg Config, impl impls.Impl, _ string, _ *platform
 		node = []string{self}
 	}
 	cl, err := sshp.New(sshp.Options{Backend: impl.Backend, Nodes: impl.Nodes, Conns: s.conns, Inventory: s.inv,
-		RunID: s.runID, Persistence: cfg.Persistence, Params: cfg.ClusterParams, NodeCommand: node, NodeEnv: cfg.NodeEnv, ClockShim: s.shimLib, SyncRecords: s.syncs, Logger: lg})
+		RunID: s.runID, Persistence: cfg.Persistence, Params: cfg.ClusterParams, NodeCommand: node, NodeEnv: cfg.NodeEnv, ClockShim: s.shimLib, SyncRecords: s.syncs || p.syncs, Logger: lg})
 	if err != nil {
 		return nil, err
 	}

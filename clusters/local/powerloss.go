@@ -54,7 +54,7 @@ func (r *KindCluster) CutPower(ctx context.Context, node clusters.Node) ([]clust
 			return fmt.Errorf("%s: cannot cut the power of %s: %s", r.kind, n.name, r.powerWhy)
 		}
 		if _, err := os.Stat(n.syncs.Path()); errors.Is(err, fs.ErrNotExist) && n.launched {
-			return fmt.Errorf("%s: node %s has no sync record %s: the clock shim that writes it is not preloaded into it", r.kind, n.name, n.syncs.Path())
+			return fmt.Errorf("%s: node %s has no sync record %s: neither the clock shim nor the node program's sync tracer, which write it, ran in it", r.kind, n.name, n.syncs.Path())
 		}
 		if _, err := n.syncs.Update(); err != nil {
 			return fmt.Errorf("%s: node %s: %w", r.kind, n.name, err)

@@ -80,10 +80,13 @@ type Options struct {
 	// environment there.
 	NodeCommand []string
 	NodeEnv     []string
-	// SyncRecords makes each Redis node record what it syncs, through the
-	// clock shim (ClockShim must be set), into syncs.log in its
-	// directory, and uploads NodeCommand's program to read it: the
-	// cluster can then cut a node's power (clusters.PowerCutter).
+	// SyncRecords makes each node of a backend whose syncs locktest can
+	// record (backend.Layout.SyncRecordReason) record what it syncs into
+	// syncs.log in its directory: a C server through the clock shim
+	// (ClockShim must be set), a server of the node program under the
+	// program's sync tracer. It uploads NodeCommand's program to read the
+	// record: the cluster can then cut a node's power
+	// (clusters.PowerCutter).
 	SyncRecords bool
 	// ClockShim is the clock shim library on the control host
 	// (clockshim.Build); when set, it is uploaded into the run's

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/clusters/backend"
+	"github.com/locktest/locktest/clusters/durable"
 	"github.com/locktest/locktest/internal/shellquote"
 )
 
@@ -166,6 +167,11 @@ func (cl *Cluster) startKind(ctx, rctx context.Context, n *node, k *backend.Kind
 	n.mu.Unlock()
 	if own {
 		argv = append(argv, cl.opts.NodeEnv...)
+		if cl.opts.SyncRecords && cl.layout.SyncRecordReason() == "" {
+			// The node program runs its server under its sync tracer,
+			// which records what the server syncs there.
+			argv = append(argv, durable.EnvFile+"="+n.syncRecord())
+		}
 	}
 	argv = append(append(argv, as...), l.Argv...)
 	stdout := "stdout.log"

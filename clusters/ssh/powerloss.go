@@ -11,31 +11,37 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/clusters/backend"
 	"github.com/locktest/locktest/clusters/durable"
 	"github.com/locktest/locktest/internal/shellquote"
 )
 
 var _ clusters.PowerCutter = (*Cluster)(nil)
 
-// syncRecord is where the clock shim records n's syncs on its host.
+// syncRecord is where n's syncs are recorded on its host: by the clock
+// shim, or by the node program's sync tracer (clusters/synctrace) for a
+// server it embeds.
 func (n *node) syncRecord() string { return path.Join(n.dir, "syncs.log") }
 
 // nodeBin is where locktest's node program is uploaded on n's host.
 func (n *node) nodeBin() string { return path.Join(path.Dir(n.dir), nodeProgram) }
 
 // PowerCutReason says why the cluster cannot cut its nodes' power, or "":
-// its Redis nodes must record their syncs under the clock shim (the run's
-// faults include power-loss, and every host preloads the shim), and
-// locktest's node program must be there to read the records on the hosts.
-// It is meaningful after Start.
+// its nodes must record their syncs (the run's faults include
+// power-loss): a C server under the clock shim, which every host must
+// preload, and a server locktest's node program embeds under the
+// program's sync tracer; and the node program must be there to read the
+// records on the hosts. It is meaningful after Start.
 func (cl *Cluster) PowerCutReason() string {
 	switch why := cl.layout.SyncRecordReason(); {
 	case why != "":
 		return why
 	case !cl.opts.SyncRecords:
-		return "its nodes do not record what they sync: the ssh provider has them record it, under the clock shim, when a run's faults include power-loss"
+		return "its nodes do not record what they sync: the ssh provider has them record it (C servers under the clock shim, the servers of locktest's node program under its sync tracer) when a run's faults include power-loss"
 	case len(cl.opts.NodeCommand) == 0:
 		return "no node program to upload, which reads the sync records on the hosts"
+	case backend.ClockShimReason(cl.layout.Backend) != "":
+		return "" // the node program traces its own syncs
 	}
 	if why := cl.ClockReason(); why != "" {
 		return "its nodes cannot record what they sync: " + why

@@ -355,10 +355,18 @@ func (s *supervisor) answer(n *seccompNotif) seccompNotifResp {
 	}
 	target := int(int32(n.Data.Args[0]))
 	fd, err := s.open(target)
-	if err != nil {
-		// Not an open descriptor of the node (EBADF), or not a file
-		// (a socket): the kernel runs the call and gives its answer.
+	switch {
+	case errors.Is(err, unix.EBADF) || errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENXIO):
+		// Not an open descriptor of the node, or not a file (a
+		// socket): the kernel runs the call and gives its answer.
 		resp.Flags = unix.SECCOMP_USER_NOTIF_FLAG_CONTINUE
+		return resp
+	case err != nil:
+		// A file the supervisor cannot reach: a sync of it would go
+		// unrecorded, and a power loss would cut it. The node is told
+		// its sync failed rather than be cut wrongly.
+		fmt.Fprintf(os.Stderr, "sync supervisor: descriptor %d of the node: %v\n", target, err)
+		resp.Error, resp.Val = -int32(unix.EIO), -1
 		return resp
 	}
 	defer unix.Close(fd)

@@ -64,7 +64,7 @@ func newNodeDurableCmd() *cobra.Command {
 				// that writes it: refuse, changing nothing, rather than
 				// cut what it did sync.
 				if _, err := os.Stat(record); err != nil {
-					return fmt.Errorf("the node has no sync record %s: the clock shim that writes it is not preloaded into it", record)
+					return fmt.Errorf("the node has no sync record %s: neither the clock shim nor the node program's sync tracer, which write it, ran in it", record)
 				}
 				if err := killGroup(kill, program); err != nil {
 					return err
