@@ -115,7 +115,7 @@ func (d *dockerPlatform) name() string { return ProviderDocker }
 func (d *dockerPlatform) abilities() map[string]string {
 	return map[string]string{AbilityNetwork: d.netWhy,
 		AbilityNetem:       "the docker provider does not use tc netem",
-		AbilitySyncRecords: "the docker provider's nodes do not record what they sync"}
+		AbilitySyncRecords: ""}
 }
 
 // netNS returns nil: a worker runs on this host, in its namespace.
@@ -163,7 +163,7 @@ func (d *dockerPlatform) cgroup() func(int) string {
 // cluster returns the run's cluster of containers.
 func (d *dockerPlatform) cluster(cfg Config, impl impls.Impl, dir string, p *platform, lg *slog.Logger) (clusters.Cluster, error) {
 	opts := docker.Options{Backend: impl.Backend, Nodes: impl.Nodes, Dir: dir, Lab: d.lab, Image: d.image,
-		Persistence: cfg.Persistence, Params: cfg.ClusterParams, Logger: lg}
+		Persistence: cfg.Persistence, Params: cfg.ClusterParams, SyncRecords: p.syncs, Logger: lg}
 	if p.clocks != nil {
 		opts.Shim = func(node string) (string, string, error) { return shimPaths(p.clocks, node) }
 	}

@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
@@ -86,6 +87,13 @@ type Options struct {
 	// a node's offset file; both are bind-mounted into the node's container
 	// and preloaded there.
 	Shim func(node string) (lib, file string, err error)
+	// SyncRecords makes each node of a backend whose syncs locktest can
+	// record (backend.Layout.SyncRecordReason) record what it syncs: a C
+	// server through the clock shim (Shim must be set), a server of the
+	// node program under the program's sync tracer. The node's data
+	// directory and its record are then bind mounts of its folder under
+	// Dir, and the cluster can cut a node's power (clusters.PowerCutter).
+	SyncRecords bool
 	// Logger receives node starts, kills, pauses and resumes; nil discards.
 	Logger *slog.Logger
 }
@@ -93,7 +101,8 @@ type Options struct {
 // Cluster is the nodes of one backend as containers on a Lab's network,
 // each with a fixed address, started and waited for with testcontainers-go.
 // It implements clusters.Cluster, Killer, Pauser and LogCollector, and Role
-// tells an etcd or ZooKeeper node's role now. Its methods are safe for
+// tells an etcd or ZooKeeper node's role now; with Options.SyncRecords it
+// is a PowerCutter and a GroupRestarter too. Its methods are safe for
 // concurrent use; each that starts, stops or changes a node holds the
 // cluster's lock for its whole duration.
 type Cluster struct {
@@ -331,7 +340,11 @@ func (c *Cluster) create(ctx context.Context, n *node) error {
 	for k, v := range spec.env {
 		env[k] = v
 	}
-	var binds []string
+	binds, senv, err := c.syncMounts(n)
+	if err != nil {
+		return err
+	}
+	maps.Copy(env, senv)
 	if c.opts.Shim != nil && backend.ClockShimReason(c.opts.Backend) == "" {
 		lib, file, err := c.opts.Shim(n.name)
 		if err != nil {
@@ -512,26 +525,29 @@ func (c *Cluster) Stop(ctx context.Context) error {
 // (the node's data), stays for Restart. Killing a node that is not running
 // does nothing.
 func (c *Cluster) Kill(ctx context.Context, target clusters.Node) error {
-	return c.with(target, func(n *node) error {
-		pid, err := n.hostPid(ctx)
-		if err != nil {
-			return nil
-		}
-		id := n.id()
-		wait := n.cli.ContainerWait(ctx, id, client.ContainerWaitOptions{Condition: container.WaitConditionNotRunning})
-		if _, err := n.cli.ContainerKill(ctx, id, client.ContainerKillOptions{Signal: "SIGKILL"}); err != nil {
-			return fmt.Errorf("docker %s: kill %s: %s", c.opts.Backend, n.name, engine.FirstLine(err))
-		}
-		select {
-		case <-wait.Result:
-		case err := <-wait.Error:
-			return fmt.Errorf("docker %s: kill %s: wait: %s", c.opts.Backend, n.name, engine.FirstLine(err))
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		c.log.Info("node killed", "node", n.name, "pid", pid, "addr", n.addr())
+	return c.with(target, func(n *node) error { return c.kill(ctx, n) })
+}
+
+// kill is Kill of n; c.mu must be held.
+func (c *Cluster) kill(ctx context.Context, n *node) error {
+	pid, err := n.hostPid(ctx)
+	if err != nil {
 		return nil
-	})
+	}
+	id := n.id()
+	wait := n.cli.ContainerWait(ctx, id, client.ContainerWaitOptions{Condition: container.WaitConditionNotRunning})
+	if _, err := n.cli.ContainerKill(ctx, id, client.ContainerKillOptions{Signal: "SIGKILL"}); err != nil {
+		return fmt.Errorf("docker %s: kill %s: %s", c.opts.Backend, n.name, engine.FirstLine(err))
+	}
+	select {
+	case <-wait.Result:
+	case err := <-wait.Error:
+		return fmt.Errorf("docker %s: kill %s: wait: %s", c.opts.Backend, n.name, engine.FirstLine(err))
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	c.log.Info("node killed", "node", n.name, "pid", pid, "addr", n.addr())
+	return nil
 }
 
 // Restart starts a killed node's container again, with the same address

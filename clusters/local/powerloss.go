@@ -19,7 +19,7 @@ const syncRecordName = "syncs.log"
 
 // noSyncRecords is why a cluster whose nodes keep no sync record cannot
 // cut power.
-const noSyncRecords = "its nodes do not record what they sync: the local provider has the nodes of the redis backend (redis, redlock) record it, under the clock shim, when a run's faults include power-loss"
+const noSyncRecords = "its nodes do not record what they sync: the local provider has them record it (C servers under the clock shim, the servers of locktest's node program under its sync tracer) when a run's faults include power-loss"
 
 var _ clusters.PowerCutter = (*KindCluster)(nil)
 

@@ -1,0 +1,178 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/clusters/backend"
+	"github.com/locktest/locktest/clusters/durable"
+)
+
+// Where a node that records its syncs keeps its data and its record
+// inside its container: both are bind mounts of the node's folder on this
+// host, so that a power cut, after the container's kill, cuts the files
+// here, and the restarted container finds them cut.
+const (
+	syncDir    = "/locktest-sync"
+	syncRecord = syncDir + "/syncs.log"
+)
+
+var (
+	_ clusters.PowerCutter    = (*Cluster)(nil)
+	_ clusters.GroupRestarter = (*Cluster)(nil)
+)
+
+// records says whether n's container records its syncs: the run asked
+// for it (Options.SyncRecords) and the backend's nodes can (a C server
+// under the clock shim, a server of the node program under its sync
+// tracer).
+func (c *Cluster) records() bool { return c.PowerCutReason() == "" }
+
+// hostData and hostSyncs are the folders on this host that n's container
+// sees as its data directory and as syncDir, when it records its syncs.
+func (n *node) hostData() string  { return filepath.Join(n.dir, "data") }
+func (n *node) hostSyncs() string { return filepath.Join(n.dir, "syncs") }
+
+// syncMounts returns the bind mounts and the environment of n's container
+// when the cluster records syncs: its data directory and its record's
+// folder from n's folder on this host.
+func (c *Cluster) syncMounts(n *node) (binds []string, env map[string]string, err error) {
+	if !c.records() {
+		return nil, nil, nil
+	}
+	for _, d := range []string{n.hostData(), n.hostSyncs()} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, nil, fmt.Errorf("docker %s: node %s: %w", c.opts.Backend, n.name, err)
+		}
+	}
+	return []string{n.hostData() + ":" + dataDir, n.hostSyncs() + ":" + syncDir},
+		map[string]string{durable.EnvFile: syncRecord}, nil
+}
+
+// PowerCutReason says why the cluster cannot cut its nodes' power, or "":
+// the run must have asked for sync records (Options.SyncRecords), the
+// backend's nodes must record them (backend.Layout.SyncRecordReason), and
+// a C server needs the clock shim (Options.Shim), which records them.
+func (c *Cluster) PowerCutReason() string {
+	switch why := c.layout.SyncRecordReason(); {
+	case why != "":
+		return why
+	case !c.opts.SyncRecords:
+		return "its nodes do not record what they sync: the docker provider has them record it when a run's faults include power-loss"
+	case backend.ClockShimReason(c.opts.Backend) == "" && c.opts.Shim == nil:
+		return "its nodes cannot record what they sync: the run has no clock shim, which records a C server's syncs"
+	}
+	return ""
+}
+
+// plan returns the cuts a power loss would make to n's data directory
+// now, from the record its container wrote into n's folder. A node that
+// ran and left no record there is refused: its files are elsewhere (a
+// Docker daemon on another machine bind-mounts its own folders), or
+// nothing recorded its syncs, and a cut would cut what it synced.
+func (c *Cluster) plan(n *node) ([]durable.Cut, error) {
+	record := filepath.Join(n.hostSyncs(), filepath.Base(syncRecord))
+	if _, err := os.Stat(record); errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("docker %s: node %s has no sync record %s on this host: neither the clock shim nor the node program's sync tracer wrote one into the container's bind mount (is the Docker daemon on another machine?)", c.opts.Backend, n.name, record)
+	}
+	return durable.PlanDir(n.hostData(), record)
+}
+
+// Unsynced returns how many bytes of the node's data files a power cut
+// would lose now.
+func (c *Cluster) Unsynced(ctx context.Context, target clusters.Node) (int64, error) {
+	var lost int64
+	err := c.with(target, func(n *node) error {
+		if why := c.PowerCutReason(); why != "" {
+			return fmt.Errorf("docker %s: node %s: %s", c.opts.Backend, n.name, why)
+		}
+		cuts, err := c.plan(n)
+		lost = durable.Lost(cuts)
+		return err
+	})
+	return lost, err
+}
+
+// CutPower cuts the node's power: SIGKILL of its container, whose every
+// process dies with it (the server, and the sync tracer's supervisor),
+// waited for until it stopped; then each file of its data directory, on
+// this host, is cut back to the size its last sync covered (a file never
+// synced, to nothing). It refuses, changing nothing, a node whose sync
+// record is missing. Restart starts the container again on the cut files.
+func (c *Cluster) CutPower(ctx context.Context, target clusters.Node) ([]clusters.FileCut, error) {
+	var out []clusters.FileCut
+	err := c.with(target, func(n *node) error {
+		if why := c.PowerCutReason(); why != "" {
+			return fmt.Errorf("docker %s: cannot cut the power of %s: %s", c.opts.Backend, n.name, why)
+		}
+		if _, err := c.plan(n); err != nil {
+			return err
+		}
+		if err := c.kill(ctx, n); err != nil {
+			return err
+		}
+		cuts, err := c.plan(n)
+		for _, cut := range cuts {
+			out = append(out, clusters.FileCut{Path: cut.Path, Size: cut.Size, Durable: cut.Durable})
+		}
+		if err == nil {
+			err = durable.Apply(n.hostData(), cuts)
+		}
+		c.log.Info("node power cut", "node", n.name, "addr", n.addr(), "files_cut", len(cuts), "bytes_lost", durable.Lost(cuts))
+		if err != nil {
+			return fmt.Errorf("docker %s: cut the files of %s: %w", c.opts.Backend, n.name, err)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// CutPowerOnWrite waits, for at most within, until the node holds an
+// unsynced SET it has had time to acknowledge (durable.WaitForWrite,
+// reading its files on this host every few milliseconds), and then cuts
+// its power (CutPower); at the end of within it cuts all the same. An
+// error of the wait wraps clusters.ErrUntouched.
+func (c *Cluster) CutPowerOnWrite(ctx context.Context, target clusters.Node, within time.Duration) ([]clusters.FileCut, error) {
+	n, err := c.find(target)
+	if err == nil {
+		if why := c.PowerCutReason(); why != "" {
+			err = fmt.Errorf("docker %s: cannot cut the power of %s: %s", c.opts.Backend, n.name, why)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", clusters.ErrUntouched, err)
+	}
+	plan := func() ([]durable.Cut, error) { return c.plan(n) }
+	if _, err := durable.WaitForWrite(ctx, n.hostData(), plan, durable.GrantWrite, within); err != nil {
+		return nil, fmt.Errorf("%w: docker %s: wait for an unsynced write of %s: %w", clusters.ErrUntouched, c.opts.Backend, n.name, err)
+	}
+	return c.CutPower(ctx, target)
+}
+
+// RestartNodes starts, all at once, the containers of every one of nodes
+// that is not running, and returns once each is ready: the restart of a
+// Raft cluster whose every member lost its power serves again only once
+// a majority is back, which Restart, one node at a time under the
+// cluster's lock, would never see.
+func (c *Cluster) RestartNodes(ctx context.Context, nodes []clusters.Node) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var ns []*node
+	for _, target := range nodes {
+		n, err := c.find(target)
+		if err != nil {
+			return err
+		}
+		if n.id() == "" {
+			return fmt.Errorf("docker %s: restart %s: the node was never started", c.opts.Backend, n.name)
+		}
+		ns = append(ns, n)
+	}
+	return c.startGroup(ctx, ns)
+}
