@@ -2,21 +2,12 @@ package docker
 
 import (
 	"context"
-	"errors"
 	"strings"
-	"sync"
 	"testing"
-	"time"
-
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
 	"github.com/locktest/locktest/clusters/backend"
-	"github.com/locktest/locktest/internal/natsbucket"
 	"github.com/locktest/locktest/testkit/dockertest"
-	"github.com/locktest/locktest/testkit/testcluster"
+	"github.com/locktest/locktest/testkit/powertest"
 )
 
 // startTraced starts a cluster of backend b whose containers record their
@@ -42,104 +33,21 @@ func startTraced(t *testing.T, b string) *Cluster {
 	return c
 }
 
-// cutEvery cuts the power of every node at once and returns the bytes the
-// cuts lost.
-func cutEvery(t *testing.T, c *Cluster) int64 {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	nodes := c.Nodes()
-	lost := make([]int64, len(nodes))
-	errs := make([]error, len(nodes))
-	var wg sync.WaitGroup
-	for i, n := range nodes {
-		wg.Go(func() {
-			cuts, err := c.CutPower(ctx, n)
-			for _, cut := range cuts {
-				lost[i] += cut.Size - cut.Durable
-			}
-			errs[i] = err
-		})
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		t.Fatal(err)
-	}
-	var total int64
-	for _, l := range lost {
-		total += l
-	}
-	return total
-}
-
 // Power loss of the node program's servers in containers: the tracer
 // records their syncs into a bind mount of the node's folder, where the
 // cut is made after the container's kill. An etcd key put before every
 // member's power is cut at once is there after RestartNodes starts them
-// all together (etcd syncs its WAL before it acknowledges; one member at
-// a time would never see a quorum); a NATS create under the default sync
-// (every two minutes) is in no server's synced bytes, so the cut of every
-// server loses bytes, which is Jepsen's finding seen in the files.
+// all together (one member at a time would never see a quorum); a NATS
+// create under the default sync is in no server's synced bytes, so the
+// cut of every server loses bytes (testkit/powertest).
 func TestPowerLossOfGoNodesInContainers(t *testing.T) {
 	t.Run("etcd", func(t *testing.T) {
 		c := startTraced(t, "etcd")
-		cli, err := clientv3.New(clientv3.Config{Endpoints: testcluster.Addrs(c.Nodes()), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cli.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		if _, err := cli.Put(ctx, "k", "acknowledged"); err != nil {
-			t.Fatal(err)
-		}
-		for _, n := range c.Nodes() {
-			if _, err := c.Unsynced(ctx, n); err != nil {
-				t.Fatalf("node %s: %v", n.Name, err)
-			}
-		}
-		cutEvery(t, c)
-		if err := c.RestartNodes(ctx, c.Nodes()); err != nil {
-			t.Fatalf("etcd after a power loss of every member: %v", err)
-		}
-		var resp *clientv3.GetResponse
-		for resp, err = cli.Get(ctx, "k"); err != nil && ctx.Err() == nil; resp, err = cli.Get(ctx, "k") {
-			time.Sleep(100 * time.Millisecond)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != "acknowledged" {
-			t.Errorf("after the power loss k is %v, want the value etcd acknowledged", resp.Kvs)
-		}
+		powertest.EtcdKeepsWhatItAcknowledged(t, c, c.Nodes(), func(ctx context.Context) error { return c.RestartNodes(ctx, c.Nodes()) }, nil)
 	})
 	t.Run("nats-default-sync", func(t *testing.T) {
 		c := startTraced(t, "nats")
-		var urls []string
-		for _, a := range testcluster.Addrs(c.Nodes()) {
-			urls = append(urls, "nats://"+a)
-		}
-		nc, err := nats.Connect(strings.Join(urls, ","))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer nc.Close()
-		js, err := jetstream.New(nc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		kv, err := natsbucket.Open(ctx, js, len(c.Nodes()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := kv.Create(ctx, "held", []byte("acknowledged")); err != nil {
-			t.Fatal(err)
-		}
-		if lost := cutEvery(t, c); lost <= 0 {
-			t.Errorf("a power loss of every server lost %d bytes after an acknowledged create under the default sync, want some", lost)
-		}
+		powertest.NatsLosesUnsynced(t, c, c.Nodes())
 	})
 }
 
