@@ -23,7 +23,6 @@ import (
 	"github.com/locktest/locktest/impls/external"
 	"github.com/locktest/locktest/internal/gate"
 	"github.com/locktest/locktest/run"
-	"github.com/locktest/locktest/runstore"
 )
 
 // curatorJars are the jars of /usr/share/java that the Curator adapter's
@@ -152,15 +151,27 @@ func TestCuratorLock(t *testing.T) {
 	}
 	for _, client := range []string{"curator", "curator-semaphore"} {
 		t.Run(client, func(t *testing.T) {
-			// Twenty critical sections in 4 s is what a working adapter
-			// makes; under load a sync of ZooKeeper's log took 1.9 s on all
-			// three servers at once (the disk probe sees such a stall, and
-			// the run is then made again).
-			enough := func(r runstore.Results) bool { return r.Valid == checker.Valid && r.Stats["critical_sections"] >= 20 }
+			// A working adapter hands the lock from client to client, and
+			// mutual exclusion holds. How many critical sections it makes
+			// in 4 s is the machine's: under stress-ng, beside the other
+			// packages, the servers went 0.7 s without answering every few
+			// seconds, the 1 s sessions expired without a fault, and a run
+			// made 4 (at a376280). So the run must be valid with two
+			// holders at least, and is made again, up to three times, when
+			// the lock went to fewer.
 			free := config(t, client)
-			out, _ := testkit.AgainOnStall(t, func() (*run.Outcome, history.History) { return mustRun(t, free) }, free.TTL/2, enough)
-			if !enough(out.Results) {
-				t.Errorf("without faults: %s with %v critical sections, anomalies %v", out.Results.Valid, out.Results.Stats["critical_sections"], testkit.Kinds(out.Results))
+			var out *run.Outcome
+			var holders []int
+			for attempt := 1; attempt <= 3; attempt++ {
+				var h history.History
+				out, h = mustRun(t, free)
+				if holders = holdersOf(h); out.Results.Valid != checker.Valid || len(holders) >= 2 {
+					break
+				}
+				t.Logf("run %d without faults: the lock went to %v only, in %v critical sections; running it again", attempt, holders, out.Results.Stats["critical_sections"])
+			}
+			if out.Results.Valid != checker.Valid || len(holders) < 2 {
+				t.Errorf("without faults: %s, the lock held by processes %v in %v critical sections, anomalies %v; want valid with two holders at least", out.Results.Valid, holders, out.Results.Stats["critical_sections"], testkit.Kinds(out.Results))
 			}
 			if out.Results.Run.Impl != client || !regexp.MustCompile(`Apache Curator \S+ [0-9]+\.`).MatchString(out.Results.Run.ImplDoc) {
 				t.Errorf("impl %q (%q): want %s, with Curator's version", out.Results.Run.Impl, out.Results.Run.ImplDoc, client)
@@ -210,6 +221,18 @@ func TestCuratorLock(t *testing.T) {
 			}
 		})
 	}
+}
+
+// holdersOf lists the client processes that h shows acquiring a lock.
+func holdersOf(h history.History) []int {
+	var ps []int
+	for _, o := range h {
+		if !o.IsNemesis() && o.F == history.Acquire && o.Type == history.OK && !slices.Contains(ps, o.Process) {
+			ps = append(ps, o.Process)
+		}
+	}
+	slices.Sort(ps)
+	return ps
 }
 
 // pausedProcesses are the processes ("p1") that pause-client paused in h.

@@ -24,8 +24,8 @@ func TestEveryProviderSaysWhatItLacks(t *testing.T) {
 	}{
 		{&localPlatform{netWhy: "the run has no network namespaces", netemWhy: "the run has no network namespaces"}, []string{AbilityNetwork, AbilityNetem}},
 		{&localPlatform{}, nil},
-		{&dockerPlatform{}, []string{AbilityNetem, AbilitySyncRecords}},
-		{&dockerPlatform{netWhy: "no iptables in the engine's network"}, []string{AbilityNetwork, AbilityNetem, AbilitySyncRecords}},
+		{&dockerPlatform{}, []string{AbilityNetem}},
+		{&dockerPlatform{netWhy: "no iptables in the engine's network"}, []string{AbilityNetwork, AbilityNetem}},
 		{&sshPlatform{}, []string{AbilityNetem}},
 	} {
 		ab := c.p.abilities()

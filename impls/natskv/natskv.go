@@ -144,10 +144,16 @@ func newClient(ctx context.Context, cfg impls.Config, extend bool) (*Client, err
 var _ impls.Client = (*Client)(nil)
 
 // Acquire creates the lock's key with the lease's value and the TTL ttl
-// rounded up to whole seconds. A key that exists is impls.ErrNotAcquired;
-// any other error leaves the outcome unknown (the create may have been
-// written when its reply was lost). ValidUntil is Config.Now read before
-// the create plus the key's TTL, 0 with the keep-alive.
+// rounded up to whole seconds. A key that exists is impls.ErrNotAcquired,
+// and so is a create that no stream took (jetstream.ErrNoStreamResponse:
+// every try was answered "no responders", so no stream stored it; the
+// bucket's stream has no leader, or is gone, as after a power loss of
+// every server before its first sync): both certainly changed nothing,
+// and a lock that can never be taken again is then a stuck lock, not a
+// run of unknown outcomes. Any other error leaves the outcome unknown
+// (the create may have been written when its reply was lost). ValidUntil
+// is Config.Now read before the create plus the key's TTL, 0 with the
+// keep-alive.
 func (c *Client) Acquire(ctx context.Context, lock string, ttl time.Duration) (impls.Lease, error) {
 	value := c.values.Next()
 	keyTTL := natsbucket.TTL(ttl)
@@ -156,6 +162,8 @@ func (c *Client) Acquire(ctx context.Context, lock string, ttl time.Duration) (i
 	switch {
 	case errors.Is(err, jetstream.ErrKeyExists):
 		return impls.Lease{}, fmt.Errorf("%w: key %s exists", impls.ErrNotAcquired, lock)
+	case errors.Is(err, jetstream.ErrNoStreamResponse):
+		return impls.Lease{}, fmt.Errorf("%w: no stream took the create of %s (the bucket's stream has no leader, or is gone): %v", impls.ErrNotAcquired, lock, err)
 	case err != nil:
 		return impls.Lease{}, fmt.Errorf("nats create %s: %w", lock, err)
 	}

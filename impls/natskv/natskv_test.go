@@ -4,13 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/local"
 	"github.com/locktest/locktest/impls"
+	"github.com/locktest/locktest/internal/natsbucket"
 	"github.com/locktest/locktest/testkit/testcluster"
 	"github.com/locktest/locktest/testkit/testexe"
 )
@@ -204,6 +209,33 @@ func TestExtendKeepsTheLock(t *testing.T) {
 	lb := acquireSoon(t, b, "extend", time.Second)
 	if lb.Token <= la.Token {
 		t.Errorf("token %d after %d: want it higher", lb.Token, la.Token)
+	}
+}
+
+// A create that no stream takes (the bucket's stream is gone, as after a
+// power loss of every server before its first sync) certainly changed
+// nothing: the acquire is ErrNotAcquired, which the history records as a
+// failure, not an unknown outcome.
+func TestNoStreamIsACertainFailure(t *testing.T) {
+	nodes := startCluster(t)
+	c := testClient(t, "nats-kv", nodes, 0, nil)
+	nc, err := nats.Connect("nats://" + nodes[0].Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := js.DeleteKeyValue(ctx, natsbucket.Name); err != nil {
+		t.Fatal(err)
+	}
+	_, err = acquire(c, "gone", time.Second)
+	if !errors.Is(err, impls.ErrNotAcquired) || !strings.Contains(err.Error(), "no stream took the create") {
+		t.Errorf("acquire with the bucket's stream gone: %v, want ErrNotAcquired (no stream took it)", err)
 	}
 }
 
