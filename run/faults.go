@@ -49,8 +49,10 @@ type platform struct {
 	netReason string
 	clocks    *clockshim.Clocks
 	clockWhy  string
-	// syncs is set when the nodes record what they sync (under the shim,
-	// for power-loss); powerWhy says why not when the run asked for it.
+	// syncs is set when the nodes record what they sync, for power-loss
+	// (C servers under the clock shim, wherever the provider puts it, and
+	// the node program's servers under its sync tracer); powerWhy says
+	// why not when the run asked for it.
 	syncs     bool
 	powerWhy  string
 	proxy     *netlab.Proxy
@@ -108,10 +110,11 @@ func setupPlatform(ctx context.Context, cfg Config, impl impls.Impl, dir string,
 				}
 				break
 			}
-			if p.prov.usesShim(lib, power) {
+			if p.prov.usesShim(lib) {
 				// The provider puts the library beside its nodes and
 				// moves their clocks itself; whether every node can
 				// preload it is known once the nodes started.
+				p.syncs = power
 				break
 			}
 			c, err := clockshim.New(lib, filepath.Join(dir, "clocks"))
@@ -184,7 +187,7 @@ func (p *platform) describe() (network, lab, image, clock string) {
 	if p.delayHow != "" {
 		network += "; " + p.delayHow
 	}
-	remote, syncs := p.prov.shim()
+	remote := p.prov.shim()
 	switch {
 	case p.clocks != nil && p.syncs:
 		clock = "clock shim, which records what each node syncs (power-loss)"
@@ -195,7 +198,7 @@ func (p *platform) describe() (network, lab, image, clock string) {
 		// preload the shim makes the clock faults unavailable, with
 		// its reason among the run's problems.
 		clock = "clock shim, uploaded to each node's host and preloaded into the node"
-		if syncs {
+		if p.syncs {
 			clock += ", which records what each node syncs (power-loss)"
 		}
 	case p.syncs:

@@ -46,12 +46,12 @@ type provider interface {
 	// p is the run's platform (the clock shim its nodes preload).
 	cluster(cfg Config, impl impls.Impl, dir string, p *platform, lg *slog.Logger) (clusters.Cluster, error)
 	// usesShim takes the clock shim library lib, built on this host, for
-	// the run's nodes, which record their syncs when power is set; it
-	// returns false when the provider does not put it beside its nodes
-	// itself, and run gives the nodes its own clocks (clockshim.New)
-	// instead. shim says whether it took it, and with power.
-	usesShim(lib string, power bool) bool
-	shim() (took, power bool)
+	// the run's nodes (which record their syncs under it when the
+	// platform's syncs is set); it returns false when the provider does
+	// not put it beside its nodes itself, and run gives the nodes its own
+	// clocks (clockshim.New) instead. shim says whether it took it.
+	usesShim(lib string) bool
+	shim() (took bool)
 	// clocks returns the nodes' clocks when the provider moves them
 	// itself (usesShim), or nil; clockReason says, once the nodes
 	// started, why they cannot move, or "".
@@ -91,8 +91,8 @@ type provider interface {
 // hosts to watch or lose.
 type onThisMachine struct{}
 
-func (onThisMachine) usesShim(string, bool) bool                    { return false }
-func (onThisMachine) shim() (bool, bool)                            { return false, false }
+func (onThisMachine) usesShim(string) bool                          { return false }
+func (onThisMachine) shim() bool                                    { return false }
 func (onThisMachine) clocks() nemesis.ClockControl                  { return nil }
 func (onThisMachine) clockReason() string                           { return "" }
 func (onThisMachine) watch()                                        {}

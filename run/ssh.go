@@ -94,11 +94,8 @@ type sshPlatform struct {
 	cl     *sshp.Cluster
 	netWhy string
 	// shimLib is the clock shim library on this host, when the run's
-	// clock or power faults need it and the backend's nodes can take it;
-	// syncs is set when the nodes record their syncs under it
-	// (power-loss).
+	// clock or power faults need it and the backend's nodes can take it.
 	shimLib string
-	syncs   bool
 	// ruled is set once the run's network faults were handed out: only
 	// then are there rules to remove.
 	ruled bool
@@ -157,12 +154,12 @@ func (s *sshPlatform) abilities() map[string]string {
 
 // usesShim uploads lib to the hosts with the nodes and writes the offsets
 // there: the ssh provider always takes the shim.
-func (s *sshPlatform) usesShim(lib string, power bool) bool {
-	s.shimLib, s.syncs = lib, power
+func (s *sshPlatform) usesShim(lib string) bool {
+	s.shimLib = lib
 	return true
 }
 
-func (s *sshPlatform) shim() (bool, bool) { return s.shimLib != "", s.syncs }
+func (s *sshPlatform) shim() bool { return s.shimLib != "" }
 
 // netNS returns nil: the workers run on the control host.
 func (s *sshPlatform) netNS() func(int) string { return nil }
@@ -222,7 +219,7 @@ func (s *sshPlatform) cluster(cfg Config, impl impls.Impl, _ string, p *platform
 		node = []string{self}
 	}
 	cl, err := sshp.New(sshp.Options{Backend: impl.Backend, Nodes: impl.Nodes, Conns: s.conns, Inventory: s.inv,
-		RunID: s.runID, Persistence: cfg.Persistence, Params: cfg.ClusterParams, NodeCommand: node, NodeEnv: cfg.NodeEnv, ClockShim: s.shimLib, SyncRecords: s.syncs || p.syncs, Logger: lg})
+		RunID: s.runID, Persistence: cfg.Persistence, Params: cfg.ClusterParams, NodeCommand: node, NodeEnv: cfg.NodeEnv, ClockShim: s.shimLib, SyncRecords: p.syncs, Logger: lg})
 	if err != nil {
 		return nil, err
 	}

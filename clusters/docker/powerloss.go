@@ -71,15 +71,25 @@ func (c *Cluster) PowerCutReason() string {
 	return ""
 }
 
-// plan returns the cuts a power loss would make to n's data directory
-// now, from the record its container wrote into n's folder. A node that
-// ran and left no record there is refused: its files are elsewhere (a
-// Docker daemon on another machine bind-mounts its own folders), or
-// nothing recorded its syncs, and a cut would cut what it synced.
-func (c *Cluster) plan(n *node) ([]durable.Cut, error) {
+// record returns the path on this host of the sync record n's container
+// writes. A node that left no record there is refused: its files are
+// elsewhere (a Docker daemon on another machine bind-mounts its own
+// folders), or nothing recorded its syncs, and a cut would cut what it
+// synced.
+func (c *Cluster) record(n *node) (string, error) {
 	record := filepath.Join(n.hostSyncs(), filepath.Base(syncRecord))
 	if _, err := os.Stat(record); errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("docker %s: node %s has no sync record %s on this host: neither the clock shim nor the node program's sync tracer wrote one into the container's bind mount (is the Docker daemon on another machine?)", c.opts.Backend, n.name, record)
+		return "", fmt.Errorf("docker %s: node %s has no sync record %s on this host: neither the clock shim nor the node program's sync tracer wrote one into the container's bind mount (is the Docker daemon on another machine?)", c.opts.Backend, n.name, record)
+	}
+	return record, nil
+}
+
+// plan returns the cuts a power loss would make to n's data directory
+// now, from its record (record).
+func (c *Cluster) plan(n *node) ([]durable.Cut, error) {
+	record, err := c.record(n)
+	if err != nil {
+		return nil, err
 	}
 	return durable.PlanDir(n.hostData(), record)
 }
@@ -111,13 +121,14 @@ func (c *Cluster) CutPower(ctx context.Context, target clusters.Node) ([]cluster
 		if why := c.PowerCutReason(); why != "" {
 			return fmt.Errorf("docker %s: cannot cut the power of %s: %s", c.opts.Backend, n.name, why)
 		}
-		if _, err := c.plan(n); err != nil {
+		record, err := c.record(n)
+		if err != nil {
 			return err
 		}
 		if err := c.kill(ctx, n); err != nil {
 			return err
 		}
-		cuts, err := c.plan(n)
+		cuts, err := durable.PlanDir(n.hostData(), record)
 		for _, cut := range cuts {
 			out = append(out, clusters.FileCut{Path: cut.Path, Size: cut.Size, Durable: cut.Durable})
 		}

@@ -281,14 +281,20 @@ func (s *supervisor) open(target int) (int, error) {
 		}
 		s.reopen = true
 	}
-	return unix.Open("/proc/"+strconv.Itoa(s.node)+"/fd/"+strconv.Itoa(target), unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
+	return unix.Open(s.proc("fd", target), unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
+}
+
+// proc is the path of the node's descriptor target in its /proc folder
+// dir ("fd" or "fdinfo").
+func (s *supervisor) proc(dir string, target int) string {
+	return "/proc/" + strconv.Itoa(s.node) + "/" + dir + "/" + strconv.Itoa(target)
 }
 
 // flags returns the file status flags of the node's descriptor target, as
 // its /proc/<pid>/fdinfo says them (they are the node's open file's,
 // which a file opened again would not have).
 func (s *supervisor) flags(target int) (int, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(s.node) + "/fdinfo/" + strconv.Itoa(target))
+	b, err := os.ReadFile(s.proc("fdinfo", target))
 	if err != nil {
 		return 0, err
 	}
@@ -396,7 +402,7 @@ func (s *supervisor) answer(n *seccompNotif) seccompNotifResp {
 // returned.
 func (s *supervisor) record(n *seccompNotif, target int, sync durable.Sync) error {
 	sync.Pid = int(n.Pid)
-	sync.Path, _ = os.Readlink("/proc/" + strconv.Itoa(s.node) + "/fd/" + strconv.Itoa(target))
+	sync.Path, _ = os.Readlink(s.proc("fd", target))
 	if _, err := s.out.WriteString(sync.Line()); err != nil {
 		fmt.Fprintf(os.Stderr, "sync supervisor: write the record: %v\n", err)
 		return err
