@@ -1,9 +1,7 @@
 package ssh_test
 
 import (
-	"context"
 	"testing"
-	"time"
 
 	"github.com/locktest/locktest/clusters"
 	sshp "github.com/locktest/locktest/clusters/ssh"
@@ -29,23 +27,7 @@ func TestEveryBackendRunsOnSSH(t *testing.T) {
 	}
 	node, env := testexe.Node()
 	backendtable.Run(t, sshp.Backends(), func(t *testing.T, b string) clusters.Cluster {
-		runID := sshp.NewRunID()
-		cl, err := sshp.New(sshp.Options{Backend: b, Conns: conns, Inventory: inv, RunID: runID, NodeCommand: node, NodeEnv: env})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			cl.Stop(context.Background())
-			if err := sshp.RemoveRunDirs(context.Background(), conns, runID); err != nil {
-				t.Errorf("remove the run's directories: %v", err)
-			}
-		})
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		defer cancel()
-		if err := cl.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
-		return cl
+		return testlab.Started(t, sshp.Options{Backend: b, Conns: conns, Inventory: inv, NodeCommand: node, NodeEnv: env})
 	})
 	testlab.AssertClean(t, inventory)
 }

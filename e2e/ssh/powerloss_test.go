@@ -5,7 +5,6 @@ import (
 	"errors"
 	"sync"
 	"testing"
-	"time"
 
 	sshp "github.com/locktest/locktest/clusters/ssh"
 	"github.com/locktest/locktest/testkit/powertest"
@@ -24,22 +23,7 @@ func tracedLabCluster(t *testing.T, inventory string, b string) *sshp.Cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runID := sshp.NewRunID()
-	cl, err := sshp.New(sshp.Options{Backend: b, Conns: conns, Inventory: inv, RunID: runID, NodeCommand: []string{locktestCLI(t).Bin}, SyncRecords: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cl.Stop(context.Background())
-		if err := sshp.RemoveRunDirs(context.Background(), conns, runID); err != nil {
-			t.Errorf("remove the run's directories: %v", err)
-		}
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	if err := cl.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	cl := testlab.Started(t, sshp.Options{Backend: b, Conns: conns, Inventory: inv, NodeCommand: []string{locktestCLI(t).Bin}, SyncRecords: true})
 	if why := cl.PowerCutReason(); why != "" {
 		t.Fatalf("a traced %s on the lab cannot cut power: %s", b, why)
 	}

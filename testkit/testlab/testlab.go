@@ -104,3 +104,30 @@ func AssertClean(tb testing.TB, inventory string, except ...string) {
 		}
 	}
 }
+
+// Started makes a cluster with opts over the lab's hosts (opts.Conns and
+// opts.Inventory), with a run id of its own when opts has none, starts it
+// and returns it; the cluster is stopped, and the run's directories
+// removed from the hosts, when the test ends. A failed start fails t.
+func Started(t *testing.T, opts sshp.Options) *sshp.Cluster {
+	t.Helper()
+	if opts.RunID == "" {
+		opts.RunID = sshp.NewRunID()
+	}
+	cl, err := sshp.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cl.Stop(context.Background())
+		if err := sshp.RemoveRunDirs(context.Background(), opts.Conns, opts.RunID); err != nil {
+			t.Errorf("remove the run's directories: %v", err)
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if err := cl.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return cl
+}
