@@ -20,6 +20,7 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 
 	"github.com/locktest/locktest/clusters/backend"
+	"github.com/locktest/locktest/internal/nodeflags"
 )
 
 // readyTimeout bounds how long a member waits to join its cluster before it
@@ -44,20 +45,11 @@ func Main(ctx context.Context, args []string) error {
 	tickMs := fs.Uint("tick-ms", uint(backend.DefaultEtcdTiming.TickMs), "raft heartbeat interval in ms")
 	electionMs := fs.Uint("election-ms", uint(backend.DefaultEtcdTiming.ElectionMs), "raft election timeout in ms")
 	logFile := fs.String("log-file", "", "where the member logs (JSON lines); empty means stderr")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
+	if err := nodeflags.Parse(fs, "etcd node", args, "name", "data-dir", "listen-client-urls", "listen-peer-urls", "initial-cluster"); err != nil {
+		if errors.Is(err, nodeflags.ErrHelp) {
 			return nil // the usage went to stderr
 		}
-		return fmt.Errorf("etcd node: %w", err)
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("etcd node: unexpected arguments %q", fs.Args())
-	}
-	for flagName, v := range map[string]string{"name": *name, "data-dir": *dataDir, "listen-client-urls": *clientURL,
-		"listen-peer-urls": *peerURL, "initial-cluster": *cluster} {
-		if v == "" {
-			return fmt.Errorf("etcd node: --%s is required", flagName)
-		}
+		return err
 	}
 	if *tickMs == 0 || *electionMs < 5**tickMs {
 		return fmt.Errorf("etcd node: --election-ms (%d) must be at least 5 times --tick-ms (%d), and --tick-ms positive", *electionMs, *tickMs)

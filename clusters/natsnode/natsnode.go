@@ -24,6 +24,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/locktest/locktest/clusters/backend"
+	"github.com/locktest/locktest/internal/nodeflags"
 )
 
 // readyTimeout bounds how long a server waits to accept clients after its
@@ -50,19 +51,11 @@ func Main(ctx context.Context, args []string) error {
 	monitor := fs.String("monitor", "", "monitoring address to listen on, host:port (/jsz and the rest); empty serves none")
 	sync := fs.String("sync", "", "how often JetStream syncs its files: a duration, or always (every write); empty keeps the server's default of 2m")
 	logFile := fs.String("log-file", "", "where the server logs; empty means stderr")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
+	if err := nodeflags.Parse(fs, "nats node", args, "name", "store-dir", "listen"); err != nil {
+		if errors.Is(err, nodeflags.ErrHelp) {
 			return nil // the usage went to stderr
 		}
-		return fmt.Errorf("nats node: %w", err)
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("nats node: unexpected arguments %q", fs.Args())
-	}
-	for flagName, v := range map[string]string{"name": *name, "store-dir": *storeDir, "listen": *listen} {
-		if v == "" {
-			return fmt.Errorf("nats node: --%s is required", flagName)
-		}
+		return err
 	}
 	opts, err := Options(*name, *storeDir, *listen, *advertise, *clusterListen, *routes, *sync)
 	if err != nil {
