@@ -106,6 +106,10 @@ type Options struct {
 // concurrent use; each that starts, stops or changes a node holds the
 // cluster's lock for its whole duration.
 type Cluster struct {
+	// NodeRoles reads the nodes' roles and picks a process fault's
+	// targets, as on every provider.
+	backend.NodeRoles
+
 	layout backend.Layout
 	lab    *Lab
 	image  images.Image
@@ -221,6 +225,7 @@ func New(opts Options) (*Cluster, error) {
 		lg = slog.New(slog.DiscardHandler)
 	}
 	c := &Cluster{layout: layout, lab: opts.Lab, image: opts.Image, opts: opts, log: lg}
+	c.NodeRoles = backend.NodeRoles{Layout: layout, Provider: "docker", List: c.Nodes}
 	for _, spec := range layout.Nodes {
 		k := kinds[spec.Kind]
 		ip, err := opts.Lab.allocIP()
@@ -658,32 +663,6 @@ func (c *Cluster) CollectLogs(dir string) error {
 	}
 	return errors.Join(errs...)
 }
-
-// Role asks the node, from the host, what it is now, as the backend's
-// definition reads it (backend.Layout.Role): an etcd member whether it
-// leads, a ZooKeeper peer its mode, a redis-sentinel data node what a
-// majority of the sentinels say, a redis-cluster node its own CLUSTER
-// NODES line; a node of a backend without roles has none (""). It
-// implements the clusters.RoleReader, for faults pinned to a role.
-func (c *Cluster) Role(ctx context.Context, node clusters.Node) (string, error) {
-	if _, err := c.find(node); err != nil {
-		return "", err
-	}
-	r, err := c.layout.Role(ctx, c.Nodes(), node.Name)
-	if err != nil {
-		return "", fmt.Errorf("docker %w", err)
-	}
-	return r, nil
-}
-
-// Roles returns the roles Role can answer for a node of this cluster
-// (backend.Layout.Roles); none for Redis and the SQL servers.
-func (c *Cluster) Roles(node clusters.Node) []string { return c.layout.Roles(node.Name) }
-
-// Targets returns the nodes a fault that stops a process picks from
-// (backend.Layout.Targets): a redis-sentinel's data nodes, every node of
-// the other backends.
-func (c *Cluster) Targets() []clusters.Node { return c.layout.Targets(c.Nodes()) }
 
 // with calls f with the node called target.Name, holding the cluster's lock.
 func (c *Cluster) with(target clusters.Node, f func(n *node) error) error {

@@ -32,6 +32,10 @@ import (
 // a backend that has no node type of its own here. Its methods are safe
 // for concurrent use.
 type KindCluster struct {
+	// NodeRoles reads the nodes' roles and picks a process fault's
+	// targets, as on every provider.
+	backend.NodeRoles
+
 	layout backend.Layout
 	opts   Options
 	exe    []string
@@ -112,6 +116,7 @@ func NewKindCluster(b string, opts Options) (*KindCluster, error) {
 	}
 	c := &KindCluster{layout: l, opts: opts, exe: exe, powerWhy: l.SyncRecordReason(),
 		bins: map[string]string{}, creds: map[string]*syscall.Credential{}}
+	c.NodeRoles = backend.NodeRoles{Layout: l, Provider: "local", List: c.Nodes}
 	if c.powerWhy == "" && !opts.TrackSyncs {
 		c.powerWhy = noSyncRecords
 	}
@@ -247,26 +252,6 @@ func (c *KindCluster) Nodes() []clusters.Node {
 	}
 	return ns
 }
-
-// Role asks, from this host, what the node is now, as the backend's
-// definition reads it (backend.Layout.Role).
-func (c *KindCluster) Role(ctx context.Context, node clusters.Node) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	r, err := c.layout.Role(ctx, c.Nodes(), node.Name)
-	if err != nil {
-		return "", fmt.Errorf("local %w", err)
-	}
-	return r, nil
-}
-
-// Roles returns the roles Role can answer for a node
-// (backend.Layout.Roles).
-func (c *KindCluster) Roles(node clusters.Node) []string { return c.layout.Roles(node.Name) }
-
-// Targets returns the nodes a fault that stops a process picks from
-// (backend.Layout.Targets).
-func (c *KindCluster) Targets() []clusters.Node { return c.layout.Targets(c.Nodes()) }
 
 // errPortTaken is a start that failed because a node's port was taken.
 var errPortTaken = errors.New("a port was taken")

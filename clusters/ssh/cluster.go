@@ -110,6 +110,10 @@ func NewRunID() string {
 // shim (ClockReason is ""), clusters.Clocks; its Network method gives the
 // iptables faults. Its methods are safe for concurrent use.
 type Cluster struct {
+	// NodeRoles reads the nodes' roles and picks a process fault's
+	// targets, as on every provider.
+	backend.NodeRoles
+
 	opts  Options
 	nodes []*node
 	lg    *slog.Logger
@@ -172,6 +176,7 @@ func New(opts Options) (*Cluster, error) {
 		lg = slog.New(slog.DiscardHandler)
 	}
 	cl := &Cluster{opts: opts, layout: layout, lg: lg, offsets: map[string]time.Duration{}, hostMu: map[string]*sync.Mutex{}}
+	cl.NodeRoles = backend.NodeRoles{Layout: layout, Provider: "ssh", List: cl.Nodes}
 	if opts.ClockShim != "" {
 		cl.clockWhy = backend.ClockShimReason(opts.Backend)
 	}
@@ -244,6 +249,18 @@ func (n *node) program() string {
 		return k.Program
 	}
 	return nodeProgram
+}
+
+// Pids returns each node's pid on its host, by name: 0 for a node that is
+// not running.
+func (cl *Cluster) Pids() map[string]int {
+	out := make(map[string]int, len(cl.nodes))
+	for _, n := range cl.nodes {
+		n.mu.Lock()
+		out[n.name] = n.pid
+		n.mu.Unlock()
+	}
+	return out
 }
 
 // Hosts returns the name of the host of each node, by node name.
@@ -637,3 +654,8 @@ func RemoveRunDirs(ctx context.Context, conns []*Conn, runID string) error {
 	}
 	return errors.Join(errs...)
 }
+
+var (
+	_ clusters.RoleReader = (*Cluster)(nil)
+	_ clusters.Targeter   = (*Cluster)(nil)
+)
