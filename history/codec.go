@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/internal/jsonscan"
+	"github.com/locktest/locktest/internal/tick"
 )
 
 // Writer appends ops to a JSON-lines file. Every op is written with a single
@@ -77,23 +78,16 @@ func WriteFile(path string, h History) error {
 
 func (w *Writer) syncLoop() {
 	defer w.wg.Done()
-	t := time.NewTicker(SyncEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-w.done:
-			return
-		case <-t.C:
-			w.mu.Lock()
-			if w.dirty && w.f != nil && w.err == nil {
-				w.dirty = false
-				if err := w.f.Sync(); err != nil {
-					w.fail(err)
-				}
+	tick.Every(SyncEvery, w.done, func() {
+		w.mu.Lock()
+		if w.dirty && w.f != nil && w.err == nil {
+			w.dirty = false
+			if err := w.f.Sync(); err != nil {
+				w.fail(err)
 			}
-			w.mu.Unlock()
 		}
-	}
+		w.mu.Unlock()
+	})
 }
 
 // Append writes op as one line. It returns an error if the write fails, or

@@ -246,6 +246,17 @@ func decodeBoth(t *testing.T, content []byte) (History, error) {
 	return h, err
 }
 
+// writeFile writes h with WriteFile to a new file in a temporary folder,
+// failing t when it cannot, and returns the file's path.
+func writeFile(t *testing.T, h History) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "history.jsonl")
+	if err := WriteFile(path, h); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 // Scan stops at the first error its function returns, and returns it,
 // having given it the ops before.
 func TestScanStopsAtItsFunctionsError(t *testing.T) {
@@ -254,10 +265,7 @@ func TestScanStopsAtItsFunctionsError(t *testing.T) {
 		{Index: 1, Type: OK, Process: 0, F: Acquire, Time: 11, Value: Value{Lock: "l"}},
 		{Index: 2, Type: Invoke, Process: 0, F: Release, Time: 12, Value: Value{Lock: "l"}},
 	}
-	path := filepath.Join(t.TempDir(), "history.jsonl")
-	if err := WriteFile(path, h); err != nil {
-		t.Fatal(err)
-	}
+	path := writeFile(t, h)
 	stop := errors.New("enough")
 	var seen []int
 	n, err := Scan(context.Background(), path, func(op *Op) error {
@@ -284,10 +292,7 @@ func TestWriteFileRoundTrip(t *testing.T) {
 		{Index: 2, Type: Invoke, Process: NemesisProcess, F: "pause-client", Time: 25},
 		{Index: 3, Type: Info, Process: NemesisProcess, F: "pause-client", Time: 30, Value: Value{Targets: []string{"p0"}}, Error: "timeout"},
 	}
-	path := filepath.Join(t.TempDir(), "history.jsonl")
-	if err := WriteFile(path, h); err != nil {
-		t.Fatal(err)
-	}
+	path := writeFile(t, h)
 	got, err := ReadFile(path)
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,8 @@
 // Package history holds the record of a test: the operations every process
 // invoked and how each completed, as docs/history.md describes. It imports
-// nothing of locktest but a JSON scanner (internal/jsonscan), so checkers
-// and reports can read a stored history without the code that produced it.
+// nothing of locktest but two leaves, a JSON scanner (internal/jsonscan)
+// and the loop of its writer's fsyncs (internal/tick), so checkers and
+// reports can read a stored history without the code that produced it.
 package history
 
 import (

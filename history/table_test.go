@@ -2,7 +2,6 @@ package history
 
 import (
 	"fmt"
-	"path/filepath"
 	"reflect"
 	"testing"
 	"unsafe"
@@ -114,10 +113,7 @@ func TestReadTableMatchesDecode(t *testing.T) {
 	for i := range h {
 		h[i].Index = i
 	}
-	path := filepath.Join(t.TempDir(), "history.jsonl")
-	if err := WriteFile(path, h); err != nil {
-		t.Fatal(err)
-	}
+	path := writeFile(t, h)
 	tab, err := ReadTable(path)
 	if err != nil {
 		t.Fatal(err)

@@ -62,9 +62,7 @@ func TestSafetyCell(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := safetyCell(tt.rs)
-			if c.Status != tt.status || c.Value != tt.value || !strings.HasPrefix(c.Reason, tt.reasonPrefix) {
-				t.Errorf("got %s %q %q, want %s %q %q…", c.Status, c.Value, c.Reason, tt.status, tt.value, tt.reasonPrefix)
-			}
+			checkCell(t, c, tt.status, tt.value, tt.reasonPrefix)
 			if c.Status != reports.StatusHeld && strings.Contains(c.Text(), "held") {
 				t.Errorf("a %s cell reads %q", c.Status, c.Text())
 			}
@@ -74,6 +72,15 @@ func TestSafetyCell(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// checkCell fails t unless c has the status and value wanted and a reason
+// that begins with reasonPrefix.
+func checkCell(t *testing.T, c reports.MatrixCell, status, value, reasonPrefix string) {
+	t.Helper()
+	if c.Status != status || c.Value != value || !strings.HasPrefix(c.Reason, reasonPrefix) {
+		t.Errorf("got %s %q %q, want %s %q %q…", c.Status, c.Value, c.Reason, status, value, reasonPrefix)
 	}
 }
 
@@ -117,9 +124,7 @@ func TestDeadlockCell(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := deadlockCell(tt.rs)
-			if c.Status != tt.status || c.Value != tt.value || !strings.HasPrefix(c.Reason, tt.reason) {
-				t.Errorf("got %s %q %q, want %s %q %q…", c.Status, c.Value, c.Reason, tt.status, tt.value, tt.reason)
-			}
+			checkCell(t, c, tt.status, tt.value, tt.reason)
 		})
 	}
 }
@@ -149,9 +154,7 @@ func TestNodeLossCell(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := nodeLossCell(mustLookup(t, tt.impl), tt.planned, tt.rs)
-			if c.Status != tt.status || c.Value != tt.value || !strings.HasPrefix(c.Reason, tt.reason) {
-				t.Errorf("got %s %q %q, want %s %q %q…", c.Status, c.Value, c.Reason, tt.status, tt.value, tt.reason)
-			}
+			checkCell(t, c, tt.status, tt.value, tt.reason)
 		})
 	}
 }
@@ -217,9 +220,7 @@ func TestReentrantCell(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := reentrantCell(mustLookup(t, tt.impl), tt.probes)
-			if c.Status != tt.status || c.Value != tt.value || !strings.HasPrefix(c.Reason, tt.reason) {
-				t.Errorf("got %s %q %q, want %s %q %q…", c.Status, c.Value, c.Reason, tt.status, tt.value, tt.reason)
-			}
+			checkCell(t, c, tt.status, tt.value, tt.reason)
 		})
 	}
 }

@@ -105,6 +105,23 @@ func refused(err error, took time.Duration) bool {
 	return errors.Is(err, impls.ErrNotAcquired) || errors.Is(err, context.DeadlineExceeded) || took >= probeAttempt
 }
 
+// tryOther has client b, the other client, try the probe lock within
+// probeAttempt while the holder A keeps its leases. It reports whether b
+// got the lock (released again at once) and how long the attempt took; a
+// refusal is got false with a nil error, and an acquire that failed any
+// other way returns its error, which leaves the probe inconclusive.
+func tryOther(ctx context.Context, b impls.Client) (got bool, took time.Duration, err error) {
+	l, took, err := attempt(ctx, b, probeAttempt)
+	switch {
+	case err == nil:
+		letGo(b, l)
+		return true, took, nil
+	case refused(err, took):
+		return false, took, nil
+	}
+	return false, took, err
+}
+
 // probe runs the steps of ProbeReentrancy with two clients of one impl.
 func probe(ctx context.Context, a, b impls.Client) Reentrancy {
 	first, _, err := attempt(ctx, a, probeFirst)
@@ -126,12 +143,12 @@ func probe(ctx context.Context, a, b impls.Client) Reentrancy {
 		return inconclusive("the holder's second acquire failed: %v", err)
 	}
 	held = append(held, second)
-	if l, took, err := attempt(ctx, b, probeAttempt); err == nil {
-		letGo(b, l)
+	switch got, took, err := tryOther(ctx, b); {
+	case err != nil:
+		return inconclusive("client B's acquire while A held the lock twice failed: %v", err)
+	case got:
 		return Reentrancy{Status: reports.StatusNo, Value: "no (second acquire drops the first)",
 			Reason: fmt.Sprintf("measured: the holder's second acquire was granted, but another client then got the lock too (after %s): the second acquire gave up the first hold", took.Round(time.Millisecond))}
-	} else if !refused(err, took) {
-		return inconclusive("client B's acquire while A held the lock twice failed: %v", err)
 	}
 	// Release the outer (first) lease: a reentrant lock is still held by
 	// the inner one.
@@ -146,12 +163,12 @@ func probe(ctx context.Context, a, b impls.Client) Reentrancy {
 	case rerr != nil:
 		return inconclusive("releasing the holder's first lease failed: %v", rerr)
 	}
-	if l, took, err := attempt(ctx, b, probeAttempt); err == nil {
-		letGo(b, l)
+	switch got, took, err := tryOther(ctx, b); {
+	case err != nil:
+		return inconclusive("client B's acquire after A released its first lease failed: %v", err)
+	case got:
 		return Reentrancy{Status: reports.StatusYes, Value: "yes, one release frees it",
 			Reason: fmt.Sprintf("measured: the holder's second acquire was granted at once, but releasing the first lease freed the lock: another client got it after %s while the second lease was still in use (nesting is not counted)", took.Round(time.Millisecond))}
-	} else if !refused(err, took) {
-		return inconclusive("client B's acquire after A released its first lease failed: %v", err)
 	}
 	return Reentrancy{Status: reports.StatusYes, Value: "yes",
 		Reason: "measured: the holder's second acquire was granted, and after releasing the first lease the lock was still the holder's (another client could not get it): nesting is counted"}

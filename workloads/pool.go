@@ -20,6 +20,7 @@ import (
 
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/internal/procfs"
+	"github.com/locktest/locktest/internal/tick"
 )
 
 // stopPatience bounds Stop when its context has no deadline: a worker that
@@ -368,15 +369,8 @@ func (p *Pool) drain(w *workerProc) {
 
 // poll drains every worker's ring each ringPoll until Stop.
 func (p *Pool) poll() {
-	t := time.NewTicker(ringPoll)
-	defer t.Stop()
 	var ws []*workerProc
-	for {
-		select {
-		case <-p.pollDone:
-			return
-		case <-t.C:
-		}
+	tick.Every(ringPoll, p.pollDone, func() {
 		p.mu.Lock()
 		ws = ws[:0]
 		for _, w := range p.workers {
@@ -388,7 +382,7 @@ func (p *Pool) poll() {
 			p.drain(w)
 			w.recMu.Unlock()
 		}
-	}
+	})
 }
 
 // closeRing unmaps w's ring; w.recMu must be held once w's reader runs.

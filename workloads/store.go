@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/internal/tick"
 )
 
 // Mode says how the resource store judges writes.
@@ -178,18 +179,11 @@ const logBufSize = 64 << 10
 
 func (s *Store) flushLoop() {
 	defer s.wg.Done()
-	t := time.NewTicker(logFlushEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.done:
-			return
-		case <-t.C:
-			s.mu.Lock()
-			s.flushLog()
-			s.mu.Unlock()
-		}
-	}
+	tick.Every(logFlushEvery, s.done, func() {
+		s.mu.Lock()
+		s.flushLog()
+		s.mu.Unlock()
+	})
 }
 
 // flushLog writes the buffered log lines. s.mu must be held.
