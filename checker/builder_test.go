@@ -46,6 +46,14 @@ func (b *builder) notice(p int, at int64, lock, value, reason string) int {
 	return b.add(history.Notice, p, history.Lost, at, history.Value{Lock: lock, LockValue: value}, reason)
 }
 
+// fault appends a nemesis fault f of process p, such as "pause-client",
+// invoked at at ms and applied 1 ms later to last dur ms.
+func (b *builder) fault(f string, p int, at, dur int64) pair {
+	target := fmt.Sprintf("p%d", p)
+	inv := b.invoke(history.NemesisProcess, f, at, history.Value{Targets: []string{target}})
+	return pair{inv, b.ok(history.NemesisProcess, f, at+1, history.Value{Targets: []string{target}, Duration: ms(dur)})}
+}
+
 // pair is the indexes of an invocation and its completion.
 type pair struct{ inv, done int }
 

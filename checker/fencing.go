@@ -83,15 +83,8 @@ func (c FencingTokens) Check(ctx context.Context, h *history.Table) Result {
 			tokens++
 		}
 	}
-	r.Stats["tokens"] = float64(tokens)
-	r.Stats["token_regressions"] = 0
-	r.Stats["regressed_grants"] = 0
-	r.Stats["duplicate_tokens"] = 0
-	r.Stats["continued_holds"] = 0
 	if tokens == 0 {
-		r.Notes = append(r.Notes, Anomaly{Kind: KindNoTokens, Ops: []int{},
-			Explanation: "no acquire carried a fencing token, so there were no tokens to check"})
-		return r
+		return noTokens(r)
 	}
 	tok := func(i int32) uint64 { return *h.Token(int(v.holds[i].ok)) }
 	rg, err := v.regrants(ctx)
@@ -103,7 +96,6 @@ func (c FencingTokens) Check(ctx context.Context, h *history.Table) Result {
 			byOK = append(byOK, int32(i))
 		}
 	}
-	r.Stats["continued_holds"] = float64(tokens - len(byOK))
 	// invoked is when the acquire of hold i was invoked (its ok's time when
 	// the invocation is missing).
 	invoked := func(i int32) int32 {
@@ -198,10 +190,40 @@ func (c FencingTokens) Check(ctx context.Context, h *history.Table) Result {
 	}
 	closeRun()
 
-	r.Stats["token_regressions"] = float64(len(regs.runs))
-	r.Stats["regressed_grants"] = float64(regs.total)
-	r.Stats["duplicate_tokens"] = float64(duplicates)
+	tokenCounts{tokens: tokens, continued: tokens - len(byOK), duplicates: duplicates, regs: regs}.put(r.Stats)
 	return settle(r)
+}
+
+// tokenCounts are the counts FencingTokens' stats give, and
+// StreamFencing's too: the acquire oks with a token, the re-grants among
+// them that continue a hold, and the token values granted more than once;
+// regs are the token regressions, nil for none.
+type tokenCounts struct {
+	tokens, continued, duplicates int
+	regs                          *regressions
+}
+
+// put sets stats to the stats of c that FencingTokens' comment names.
+func (c tokenCounts) put(stats map[string]float64) {
+	stats["tokens"] = float64(c.tokens)
+	stats["continued_holds"] = float64(c.continued)
+	stats["duplicate_tokens"] = float64(c.duplicates)
+	stats["token_regressions"] = 0
+	stats["regressed_grants"] = 0
+	if c.regs != nil {
+		stats["token_regressions"] = float64(len(c.regs.runs))
+		stats["regressed_grants"] = float64(c.regs.total)
+	}
+}
+
+// noTokens returns r, a fresh (valid) FencingTokens result, as the check
+// of a history in which no acquire carried a token ends it: with every
+// stat 0 and a no-tokens note.
+func noTokens(r Result) Result {
+	tokenCounts{}.put(r.Stats)
+	r.Notes = append(r.Notes, Anomaly{Kind: KindNoTokens, Ops: []int{},
+		Explanation: "no acquire carried a fencing token, so there were no tokens to check"})
+	return r
 }
 
 // duplicate explains that the holds of group were all granted token t;

@@ -35,8 +35,7 @@ var goldenHistories = map[string]func(b *builder){
 	"stale-write-accepted.jsonl": func(b *builder) {
 		b.acquire(0, "x", 0, 10, 1, 1010)
 		b.read(0, "x", 20, 30, 0)
-		b.invoke(history.NemesisProcess, "pause-client", 40, history.Value{Targets: []string{"p0"}})
-		b.ok(history.NemesisProcess, "pause-client", 41, history.Value{Targets: []string{"p0"}, Duration: ms(2000)})
+		b.fault("pause-client", 0, 40, 2000)
 		b.section(1, "x", 1100, 2, 0)
 		b.write(0, "x", 2100, 2110, 1, 1, 2105)
 		b.release(0, "x", 2120, 2130, 1, "")
@@ -58,8 +57,7 @@ var goldenHistories = map[string]func(b *builder){
 	"late-write-fenced.jsonl": func(b *builder) {
 		b.acquire(0, "x", 0, 10, 1, 1010)
 		b.read(0, "x", 20, 30, 0)
-		b.invoke(history.NemesisProcess, "pause-client", 40, history.Value{Targets: []string{"p0"}})
-		b.ok(history.NemesisProcess, "pause-client", 41, history.Value{Targets: []string{"p0"}, Duration: ms(1000)})
+		b.fault("pause-client", 0, 40, 1000)
 		b.invoke(1, history.Acquire, 1000, history.Value{Lock: "x"})
 		b.fail(1, history.Acquire, 1001, history.Value{Lock: "x"}, "not acquired")
 		b.write(0, "x", 1040, 1050, 1, 1, 1045)
@@ -204,8 +202,7 @@ var goldenHistories = map[string]func(b *builder){
 	"notice-after-takeover.jsonl": func(b *builder) {
 		b.acquire(0, "x", 0, 10, 0, 0)
 		b.read(0, "x", 20, 30, 0)
-		b.invoke(history.NemesisProcess, "pause-client", 40, history.Value{Targets: []string{"p0"}})
-		b.ok(history.NemesisProcess, "pause-client", 41, history.Value{Targets: []string{"p0"}, Duration: ms(3000)})
+		b.fault("pause-client", 0, 40, 3000)
 		b.section(1, "x", 1100, 0, 0)
 		b.write(0, "x", 3010, 3020, 1, 0, 3015)
 		b.invoke(0, history.Release, 3030, history.Value{Lock: "x", LockValue: lv(0, 0)})
@@ -219,8 +216,7 @@ var goldenHistories = map[string]func(b *builder){
 	"notice-stop-writing.jsonl": func(b *builder) {
 		b.acquire(0, "x", 0, 10, 0, 0)
 		b.read(0, "x", 20, 30, 0)
-		b.invoke(history.NemesisProcess, "isolate-client", 40, history.Value{Targets: []string{"p0"}})
-		b.ok(history.NemesisProcess, "isolate-client", 41, history.Value{Targets: []string{"p0"}, Duration: ms(3000)})
+		b.fault("isolate-client", 0, 40, 3000)
 		b.notice(0, 700, "x", lv(0, 0), "SUSPENDED: the connection dropped")
 		b.invoke(0, history.Release, 701, history.Value{Lock: "x", LockValue: lv(0, 0)})
 		b.add(history.Info, 0, history.Release, 1701, history.Value{Lock: "x", LockValue: lv(0, 0)}, "context deadline exceeded")

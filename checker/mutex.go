@@ -101,13 +101,25 @@ func (c MutualExclusion) Check(ctx context.Context, h *history.Table) Result {
 		}
 	}
 
-	r.Stats["holds"] = float64(len(v.holds))
-	r.Stats["acquire_ok"] = float64(len(v.holds))
-	r.Stats["acquire_fail"] = float64(v.acquireFail)
-	r.Stats["acquire_info"] = float64(v.acquireInfo)
-	r.Stats["overlaps"] = float64(overlaps)
-	r.Stats["foreign_releases"] = float64(len(v.foreign))
+	mutexCounts{holds: len(v.holds), fail: v.acquireFail, info: v.acquireInfo, overlaps: overlaps, foreign: len(v.foreign)}.put(r.Stats)
 	return settle(r)
+}
+
+// mutexCounts are the counts MutualExclusion's stats give, and
+// StreamMutex's too: the holds (every acquire ok), the acquires that
+// failed and those of unknown outcome, and the overlapping-holds and
+// foreign-release anomalies.
+type mutexCounts struct{ holds, fail, info, overlaps, foreign int }
+
+// put sets stats to the stats of c that MutualExclusion's comment names:
+// "holds" and "acquire_ok" are both the holds.
+func (c mutexCounts) put(stats map[string]float64) {
+	stats["holds"] = float64(c.holds)
+	stats["acquire_ok"] = float64(c.holds)
+	stats["acquire_fail"] = float64(c.fail)
+	stats["acquire_info"] = float64(c.info)
+	stats["overlaps"] = float64(c.overlaps)
+	stats["foreign_releases"] = float64(c.foreign)
 }
 
 // lastEnd is when h ends for ordering live holds: its end, or after every

@@ -119,6 +119,38 @@ func (Resource) Name() string { return "resource" }
 // that an accepted token regression is an anomaly.
 func (c Resource) fenced() bool { return c.Mode != "none" && c.Mode != "check-and-set" }
 
+// resourceCounts are the counts Resource's stats give, and
+// StreamResource's too: the writes accepted, rejected (live: those whose
+// writer's lease was live), failed before reaching the store and of
+// unknown outcome; the stale and late writes; the lost-update anomalies
+// and the updates they lost.
+type resourceCounts struct {
+	accepted, rejected, live, failed, unknown int
+	stale, late, lost                         int
+	updates                                   int64
+}
+
+// put sets stats to the stats of c that Resource's comment names, with
+// "saved_by_fencing" the rejected writes that were not live; and, when regs
+// is not nil (the store enforces fencing tokens), to the token-regression
+// stats of regs.
+func (c resourceCounts) put(stats map[string]float64, regs *regressions) {
+	if regs != nil {
+		stats["token_regressions"] = float64(len(regs.runs))
+		stats["regressed_writes"] = float64(regs.total)
+	}
+	stats["writes_accepted"] = float64(c.accepted)
+	stats["writes_rejected"] = float64(c.rejected)
+	stats["saved_by_fencing"] = float64(c.rejected - c.live)
+	stats["live_writes_rejected"] = float64(c.live)
+	stats["writes_failed"] = float64(c.failed)
+	stats["writes_unknown"] = float64(c.unknown)
+	stats["stale_writes"] = float64(c.stale)
+	stats["late_writes"] = float64(c.late)
+	stats["lost_updates"] = float64(c.lost)
+	stats["updates_lost"] = float64(c.updates)
+}
+
 // accepted is one write ok.
 type accepted struct {
 	w       int32 // index into view.writes
@@ -141,26 +173,26 @@ func (c Resource) Check(ctx context.Context, h *history.Table) Result {
 
 	var acc []accepted
 	var tr *trampled
-	rejected, live, failed, unknown, stale, late := 0, 0, 0, 0, 0, 0
+	var counts resourceCounts
 	for i := range v.writes {
 		if err := stopped(ctx, i); err != nil {
 			return cancelled(c.Name(), err)
 		}
 		w := &v.writes[i]
 		if w.done < 0 || h.Type(int(w.done)) == history.Info {
-			unknown++
+			counts.unknown++
 			continue
 		}
 		store := v.storeTime(w)
 		if h.Type(int(w.done)) == history.Fail {
 			done := h.At(int(w.done))
 			if done.Value.StoreTime == 0 && !strings.HasPrefix(done.Error, "rejected") {
-				failed++
+				counts.failed++
 				continue
 			}
-			rejected++
+			counts.rejected++
 			if w.hold >= 0 && store <= v.holds[w.hold].leaseEnd {
-				live++
+				counts.live++
 				r.Notes = append(r.Notes, v.liveRejected(w, store))
 			} else {
 				r.Notes = append(r.Notes, v.rejected(w, store))
@@ -183,11 +215,11 @@ func (c Resource) Check(ctx context.Context, h *history.Table) Result {
 				tr = newTrampled(v)
 			}
 			if v.trampledNobody(w, a.store, tr) {
-				late++
+				counts.late++
 				r.Notes = append(r.Notes, v.late(w, a.store))
 				continue
 			}
-			stale++
+			counts.stale++
 			r.Anomalies = append(r.Anomalies, v.stale(w, a.store, tr))
 		}
 	}
@@ -202,29 +234,19 @@ func (c Resource) Check(ctx context.Context, h *history.Table) Result {
 		}
 		return v.before(v.writes[a.w].done, v.writes[b.w].done)
 	})
-	lost, updates, err := v.lostUpdates(ctx, &r, acc)
+	counts.accepted = len(acc)
+	var err error
+	counts.lost, counts.updates, err = v.lostUpdates(ctx, &r, acc)
 	if err != nil {
 		return cancelled(c.Name(), err)
 	}
+	var regs *regressions
 	if c.fenced() {
-		regs, err := v.writeRegressions(ctx, &r, acc)
-		if err != nil {
+		if regs, err = v.writeRegressions(ctx, &r, acc); err != nil {
 			return cancelled(c.Name(), err)
 		}
-		r.Stats["token_regressions"] = float64(len(regs.runs))
-		r.Stats["regressed_writes"] = float64(regs.total)
 	}
-
-	r.Stats["writes_accepted"] = float64(len(acc))
-	r.Stats["writes_rejected"] = float64(rejected)
-	r.Stats["saved_by_fencing"] = float64(rejected - live)
-	r.Stats["live_writes_rejected"] = float64(live)
-	r.Stats["writes_failed"] = float64(failed)
-	r.Stats["writes_unknown"] = float64(unknown)
-	r.Stats["stale_writes"] = float64(stale)
-	r.Stats["late_writes"] = float64(late)
-	r.Stats["lost_updates"] = float64(lost)
-	r.Stats["updates_lost"] = float64(updates)
+	counts.put(r.Stats, regs)
 	for _, row := range v.noticeStats(&r) {
 		if len(row.WritesAfter) > 0 {
 			r.Notes = append(r.Notes, wroteAfterNotice(row))

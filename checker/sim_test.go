@@ -147,6 +147,34 @@ func (s *sim) worker() (int, *worker) {
 	return p, st
 }
 
+// run takes n steps of the simulation. Each moves the clock on (tick),
+// then, unless kills is 0, lets the nemesis take a step one time in kills,
+// and otherwise has a random worker take one: an idle worker invokes an
+// acquire; an acquiring one times out one time in ten, and else grant
+// completes its acquire, given the lock's holder hd (-1: free) and the
+// draw r, from 1 to 9; a worker in any other state takes act's step.
+func (s *sim) run(n, kills int, grant func(p int, st *worker, hd, r int), act func(p int, st *worker)) {
+	for range n {
+		s.tick()
+		if kills > 0 && s.nemesis(kills) {
+			continue
+		}
+		p, st := s.worker()
+		switch st.state {
+		case idle:
+			s.acquire(p)
+		case acquiring:
+			if r := s.rng.IntN(10); r == 0 {
+				s.timeout(p, history.Acquire)
+			} else {
+				grant(p, st, s.holder[st.lock], r)
+			}
+		default:
+			act(p, st)
+		}
+	}
+}
+
 // acquire has idle worker p invoke an acquire of a random lock, or, one
 // time in three when the service kept its lease, of the same lock again.
 func (s *sim) acquire(p int) {

@@ -455,11 +455,10 @@ type StreamMutex struct {
 	// until it moves.
 	decidedAt int64
 
-	anomalies          []Anomaly
-	firstSeen          int // anomalies already given by Confirmed
-	holdsN, fail, info int
-	overlaps, foreignN int
-	maxTime            int64
+	anomalies []Anomaly
+	firstSeen int         // anomalies already given by Confirmed
+	counts    mutexCounts // what the stats count, so far
+	maxTime   int64
 	// lockValues is, per lock value, the latest hold that wrote it while
 	// that hold is kept: who a foreign release removed.
 	lockValues map[lockValueName]*sHold
@@ -496,12 +495,7 @@ func (s *StreamMutex) Finish() Result {
 	s.decide(true)
 	r := newResult(MutualExclusion{}.Name())
 	r.Anomalies = append(r.Anomalies, s.anomalies...)
-	r.Stats["holds"] = float64(s.holdsN)
-	r.Stats["acquire_ok"] = float64(s.holdsN)
-	r.Stats["acquire_fail"] = float64(s.fail)
-	r.Stats["acquire_info"] = float64(s.info)
-	r.Stats["overlaps"] = float64(s.overlaps)
-	r.Stats["foreign_releases"] = float64(s.foreignN)
+	s.counts.put(r.Stats)
 	return settle(r)
 }
 
@@ -538,7 +532,7 @@ func (s *StreamMutex) read(op history.Op) {
 					h.death = d
 				}
 			}
-			s.holdsN++
+			s.counts.holds++
 			s.open[key] = h
 			s.holds[lock] = append(s.holds[lock], h)
 			s.pending = append(s.pending, h)
@@ -546,9 +540,9 @@ func (s *StreamMutex) read(op history.Op) {
 				s.lockValues[lockValueName{lock, op.Value.LockValue}] = h
 			}
 		case history.Fail:
-			s.fail++
+			s.counts.fail++
 		case history.Info:
-			s.info++
+			s.counts.info++
 		}
 	case history.Release:
 		switch op.Type {
@@ -563,7 +557,7 @@ func (s *StreamMutex) read(op history.Op) {
 				own = inv.Value.LockValue
 			}
 			if removed := op.Value.Removed; removed != "" && removed != own {
-				s.foreignN++
+				s.counts.foreign++
 				s.anomalies = append(s.anomalies, s.foreignRelease(op, inv, hasInv, lock))
 			}
 		}
@@ -605,7 +599,7 @@ func (s *StreamMutex) decide(final bool) {
 			continue
 		}
 		if a := s.overlapped(b, final); a != nil {
-			s.overlaps++
+			s.counts.overlaps++
 			s.anomalies = append(s.anomalies, s.overlap(a, b, final))
 		}
 		b.decided = true

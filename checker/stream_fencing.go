@@ -170,17 +170,9 @@ func (s *StreamFencing) Finish() Result {
 	s.settleFresh()
 	s.decide(true)
 	r := newResult(FencingTokens{}.Name())
-	r.Stats["tokens"] = float64(s.tokens)
-	r.Stats["token_regressions"] = 0
-	r.Stats["regressed_grants"] = 0
-	r.Stats["duplicate_tokens"] = 0
-	r.Stats["continued_holds"] = 0
 	if s.tokens == 0 {
-		r.Notes = append(r.Notes, Anomaly{Kind: KindNoTokens, Ops: []int{},
-			Explanation: "no acquire carried a fencing token, so there were no tokens to check"})
-		return r
+		return noTokens(r)
 	}
-	r.Stats["continued_holds"] = float64(s.continued)
 	r.Anomalies = append(r.Anomalies, s.anomalies...)
 	s.regs.finish(r.Anomalies, "grant")
 	duplicates := 0
@@ -210,9 +202,7 @@ func (s *StreamFencing) Finish() Result {
 			i = j
 		}
 	}
-	r.Stats["token_regressions"] = float64(len(s.regs.runs))
-	r.Stats["regressed_grants"] = float64(s.regs.total)
-	r.Stats["duplicate_tokens"] = float64(duplicates)
+	tokenCounts{tokens: s.tokens, continued: s.continued, duplicates: duplicates, regs: s.regs}.put(r.Stats)
 	return settle(r)
 }
 

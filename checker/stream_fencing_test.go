@@ -3,7 +3,6 @@ package checker
 import (
 	"context"
 	"fmt"
-	"maps"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -19,19 +18,8 @@ func fencingDisagrees(h history.History, revives ...revival) string {
 	s := NewStreamFencing()
 	early := feed(s, h, revives)
 	got := s.Finish()
-	switch {
-	case got.Valid != batch.Valid:
-		return fmt.Sprintf("verdict %s, batch %s (stream %v; batch %v)", got.Valid, batch.Valid, got.Anomalies, batch.Anomalies)
-	case !maps.Equal(kindCounts(got), kindCounts(batch)):
-		return fmt.Sprintf("anomalies %v, batch %v (stream: %v; batch: %v)", kindCounts(got), kindCounts(batch), got.Anomalies, batch.Anomalies)
-	case len(got.Notes) != len(batch.Notes):
-		return fmt.Sprintf("notes %v, batch %v", got.Notes, batch.Notes)
-	case !maps.Equal(got.Stats, batch.Stats):
-		return fmt.Sprintf("stats %v, batch %v", got.Stats, batch.Stats)
-	case len(early) > len(got.Anomalies):
-		return fmt.Sprintf("%d anomalies confirmed early, %d at the end", len(early), len(got.Anomalies))
-	case s.Late() > 0:
-		return fmt.Sprintf("%d ops came late", s.Late())
+	if d := streamDiffers(got, batch, early, s.Late()); d != "" {
+		return d
 	}
 	for i, a := range got.Anomalies {
 		if a.Kind == KindTokenRegression && a.Explanation != batch.Anomalies[i].Explanation {
@@ -81,11 +69,7 @@ func TestStreamFencingAgrees(t *testing.T) {
 	}
 	t.Logf("of %d histories: %v; continued holds in %d, re-grants with grants between in %d", *streamRuns, kinds, continued, between)
 	// The generator must exercise every rule.
-	for _, k := range []string{KindTokenRegression, KindDuplicateToken} {
-		if kinds[k] < *streamRuns/20 {
-			t.Errorf("%s in %d of %d histories: the generator hardly makes it", k, kinds[k], *streamRuns)
-		}
-	}
+	expectExercised(t, 20, kinds, KindTokenRegression, KindDuplicateToken)
 	if continued < *streamRuns/20 || between == 0 {
 		t.Errorf("continued holds in %d and re-grants with grants between in %d of %d histories: the generator hardly makes them", continued, between, *streamRuns)
 	}
@@ -101,54 +85,45 @@ func genTokens(rng *rand.Rand) (history.History, []revival) {
 	s := newSim(rng)
 	counter := map[string]uint64{}
 	tok := func(t uint64) *uint64 { return &t }
-	for range 10 + rng.IntN(70) {
-		s.tick()
-		if s.nemesis(12) {
-			continue
-		}
-		p, st := s.worker()
-		switch st.state {
-		case idle:
-			s.acquire(p)
-		case acquiring:
-			hd := s.holder[st.lock]
-			switch r := rng.IntN(10); {
-			case r == 0:
-				s.timeout(p, history.Acquire)
-			case hd == p && st.kept:
-				// The service hands the lease it still holds back: the
-				// same token and lock value.
-				s.add(history.OK, p, history.Acquire, history.Value{Lock: st.lock, LockValue: st.value, Token: tok(st.token)}, "")
-				st.state, st.kept = holding, false
-			case hd < 0 || r == 1 || r == 2 && s.ws[hd].kept: // a grant of a held lock, also of a lease kept after a release of unknown outcome
-				s.grant(p)
-				switch r := rng.IntN(20); {
-				case r == 0 && counter[st.lock] > 2:
-					counter[st.lock] -= 3 // a counter that restarted
-				case r == 1 && counter[st.lock] > 0:
-					counter[st.lock]-- // the same token again
-				}
-				counter[st.lock]++
-				st.token = counter[st.lock]
-				v := history.Value{Lock: st.lock, LockValue: st.value, Token: tok(st.token)}
-				if rng.IntN(12) == 0 {
-					v.Token = nil
-				}
-				s.add(history.OK, p, history.Acquire, v, "")
-				st.state, st.kept = holding, false
-			default:
-				s.refuse(p)
+	grant := func(p int, st *worker, hd, r int) {
+		switch {
+		case hd == p && st.kept:
+			// The service hands the lease it still holds back: the
+			// same token and lock value.
+			s.add(history.OK, p, history.Acquire, history.Value{Lock: st.lock, LockValue: st.value, Token: tok(st.token)}, "")
+			st.state, st.kept = holding, false
+		case hd < 0 || r == 1 || r == 2 && s.ws[hd].kept: // a grant of a held lock, also of a lease kept after a release of unknown outcome
+			s.grant(p)
+			switch r := rng.IntN(20); {
+			case r == 0 && counter[st.lock] > 2:
+				counter[st.lock] -= 3 // a counter that restarted
+			case r == 1 && counter[st.lock] > 0:
+				counter[st.lock]-- // the same token again
 			}
+			counter[st.lock]++
+			st.token = counter[st.lock]
+			v := history.Value{Lock: st.lock, LockValue: st.value, Token: tok(st.token)}
+			if rng.IntN(12) == 0 {
+				v.Token = nil
+			}
+			s.add(history.OK, p, history.Acquire, v, "")
+			st.state, st.kept = holding, false
+		default:
+			s.refuse(p)
+		}
+	}
+	s.run(10+rng.IntN(70), 12, grant, func(p int, st *worker) {
+		switch st.state {
 		case holding:
 			switch r := rng.IntN(8); {
 			case r == 0:
 				st.state = acquiring // acquire again, holding
 				s.add(history.Invoke, p, history.Acquire, history.Value{Lock: st.lock}, "")
-				continue
+				return
 			case r == 1:
 				s.add(history.Invoke, p, history.Read, history.Value{Lock: st.lock}, "")
 				s.add(history.OK, p, history.Read, history.Value{Lock: st.lock, N: new(int64)}, "")
-				continue
+				return
 			}
 			s.release(p)
 		case releasing:
@@ -157,7 +132,7 @@ func genTokens(rng *rand.Rand) (history.History, []revival) {
 				s.timeout(p, history.Release)
 				if s.holder[st.lock] == p && rng.IntN(3) != 0 {
 					st.kept = true // it did not take effect
-					continue
+					return
 				}
 			} else {
 				s.add(history.OK, p, history.Release, history.Value{Lock: st.lock, Removed: st.value}, "")
@@ -166,7 +141,7 @@ func genTokens(rng *rand.Rand) (history.History, []revival) {
 				s.holder[st.lock] = -1
 			}
 		}
-	}
+	})
 	return s.received()
 }
 
@@ -242,24 +217,15 @@ func TestStreamFencingDoesNotWaitForAnAcquireNeverCompleted(t *testing.T) {
 func TestStreamFencingMemoryIsBounded(t *testing.T) {
 	s := NewStreamFencing()
 	const procs = 4
-	for p := range procs {
-		s.Expect(p)
-	}
-	now, idx := int64(0), 0
-	add := func(op history.Op) {
-		now++
-		op.Time, op.Index = now, idx
-		idx++
-		s.Add(op)
-	}
+	clk := newClock(s, procs, 1, 1)
 	tok := func(t uint64) *uint64 { return &t }
 	maxQueue := 0
 	for i := range 50000 {
 		p := i % procs
-		add(history.Op{Type: history.Invoke, Process: p, F: history.Acquire, Value: history.Value{Lock: "l"}})
-		add(history.Op{Type: history.OK, Process: p, F: history.Acquire, Value: history.Value{Lock: "l", Token: tok(uint64(i + 1)), LockValue: fmt.Sprint(i)}})
-		add(history.Op{Type: history.Invoke, Process: p, F: history.Release, Value: history.Value{Lock: "l"}})
-		add(history.Op{Type: history.OK, Process: p, F: history.Release, Value: history.Value{Lock: "l"}})
+		clk.add(history.Op{Type: history.Invoke, Process: p, F: history.Acquire, Value: history.Value{Lock: "l"}})
+		clk.add(history.Op{Type: history.OK, Process: p, F: history.Acquire, Value: history.Value{Lock: "l", Token: tok(uint64(i + 1)), LockValue: fmt.Sprint(i)}})
+		clk.add(history.Op{Type: history.Invoke, Process: p, F: history.Release, Value: history.Value{Lock: "l"}})
+		clk.add(history.Op{Type: history.OK, Process: p, F: history.Release, Value: history.Value{Lock: "l"}})
 		maxQueue = max(maxQueue, len(s.queue))
 	}
 	lk := s.locks["l"]

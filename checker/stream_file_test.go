@@ -145,11 +145,7 @@ func TestStreamLivenessAgrees(t *testing.T) {
 		}
 	}
 	// The generator must exercise the rules.
-	for what, n := range map[string]int{"stuck locks": stuck, "effective faults": effective, "recoveries": recovered} {
-		if n < *streamRuns/50 {
-			t.Errorf("%s in %d of %d histories: the generator hardly makes them", what, n, *streamRuns)
-		}
-	}
+	expectExercised(t, 50, map[string]int{"stuck locks": stuck, "effective faults": effective, "recoveries": recovered})
 }
 
 // registerDisagrees compares the register model's Linearizability c on h
@@ -309,11 +305,7 @@ func TestStreamRegisterAgrees(t *testing.T) {
 			cut++
 		}
 	}
-	for what, n := range map[string]int{"invalid": invalid, "cut": cut, "too big": tooBig} {
-		if n < *streamRuns/50 {
-			t.Errorf("%s in %d of %d histories: the generator hardly makes it", what, n, *streamRuns)
-		}
-	}
+	expectExercised(t, 50, map[string]int{"invalid": invalid, "cut": cut, "too big": tooBig})
 }
 
 // TestStreamRegisterMemoryIsBounded: over a long history of reads and
@@ -322,21 +314,15 @@ func TestStreamRegisterAgrees(t *testing.T) {
 func TestStreamRegisterMemoryIsBounded(t *testing.T) {
 	s := NewStreamRegister(context.Background(), Linearizability{WindowOps: 100}, RegisterFacts{})
 	n := func(x int64) *int64 { return &x }
-	idx, now := 0, int64(0)
-	add := func(op history.Op) {
-		op.Index, op.Time = idx, now
-		idx++
-		now++
-		s.Add(op)
-	}
+	clk := newClock(s, 0, 0, 1)
 	for i := range 200_000 {
 		p := i % 3
-		add(history.Op{Type: history.Invoke, Process: p, F: history.Write, Value: history.Value{Lock: "x", N: n(int64(i + 1))}})
-		add(history.Op{Type: history.OK, Process: p, F: history.Write, Value: history.Value{Lock: "x", N: n(int64(i + 1))}})
-		add(history.Op{Type: history.Invoke, Process: p, F: history.Read, Value: history.Value{Lock: "x"}})
-		add(history.Op{Type: history.OK, Process: p, F: history.Read, Value: history.Value{Lock: "x", N: n(int64(i + 1))}})
+		clk.add(history.Op{Type: history.Invoke, Process: p, F: history.Write, Value: history.Value{Lock: "x", N: n(int64(i + 1))}})
+		clk.add(history.Op{Type: history.OK, Process: p, F: history.Write, Value: history.Value{Lock: "x", N: n(int64(i + 1))}})
+		clk.add(history.Op{Type: history.Invoke, Process: p, F: history.Read, Value: history.Value{Lock: "x"}})
+		clk.add(history.Op{Type: history.OK, Process: p, F: history.Read, Value: history.Value{Lock: "x", N: n(int64(i + 1))}})
 		if l := s.locks["x"]; l != nil && len(l.ops) > 1000 {
-			t.Fatalf("after %d ops the check keeps %d ops of lock x", idx, len(l.ops))
+			t.Fatalf("after %d ops the check keeps %d ops of lock x", clk.idx, len(l.ops))
 		}
 	}
 	r := s.Finish()
@@ -350,31 +336,22 @@ func TestStreamRegisterMemoryIsBounded(t *testing.T) {
 // have gone by, but one latency per acquire ok.
 func TestStreamLivenessMemoryIsBounded(t *testing.T) {
 	s := NewStreamLiveness(Liveness{})
-	idx, now := 0, int64(0)
-	add := func(op history.Op) {
-		op.Index, op.Time = idx, now
-		idx++
-		now += 10
-		s.Add(op)
-	}
-	for p := range 3 {
-		s.Expect(p)
-	}
+	clk := newClock(s, 3, 0, 10)
 	for i := range 100_000 {
 		p := i % 3
 		q := (i + 1) % 3
-		add(history.Op{Type: history.Invoke, Process: p, F: history.Acquire, Value: history.Value{Lock: "x"}})
-		add(history.Op{Type: history.OK, Process: p, F: history.Acquire, Value: history.Value{Lock: "x", ValidUntil: now + 1000}})
-		add(history.Op{Type: history.Invoke, Process: q, F: history.Acquire, Value: history.Value{Lock: "x"}})
-		add(history.Op{Type: history.Fail, Process: q, F: history.Acquire, Value: history.Value{Lock: "x"}, Error: "held"})
-		add(history.Op{Type: history.Invoke, Process: p, F: history.Release, Value: history.Value{Lock: "x"}})
-		add(history.Op{Type: history.OK, Process: p, F: history.Release, Value: history.Value{Lock: "x"}})
+		clk.add(history.Op{Type: history.Invoke, Process: p, F: history.Acquire, Value: history.Value{Lock: "x"}})
+		clk.add(history.Op{Type: history.OK, Process: p, F: history.Acquire, Value: history.Value{Lock: "x", ValidUntil: clk.now + 1000}})
+		clk.add(history.Op{Type: history.Invoke, Process: q, F: history.Acquire, Value: history.Value{Lock: "x"}})
+		clk.add(history.Op{Type: history.Fail, Process: q, F: history.Acquire, Value: history.Value{Lock: "x"}, Error: "held"})
+		clk.add(history.Op{Type: history.Invoke, Process: p, F: history.Release, Value: history.Value{Lock: "x"}})
+		clk.add(history.Op{Type: history.OK, Process: p, F: history.Release, Value: history.Value{Lock: "x"}})
 		attempts := 0
 		if len(s.locks) > 0 {
 			attempts = len(s.locks[0].attempts)
 		}
 		if len(s.live) > 10 || attempts > 10 || len(s.r.buf) > 20 {
-			t.Fatalf("after %d ops: %d live holds, %d attempts, %d ops held back", idx, len(s.live), attempts, len(s.r.buf))
+			t.Fatalf("after %d ops: %d live holds, %d attempts, %d ops held back", clk.idx, len(s.live), attempts, len(s.r.buf))
 		}
 	}
 	r := s.Finish()
@@ -420,8 +397,7 @@ func decideDisagrees(t *testing.T, h history.History, facts RunFacts) string {
 	}
 	for i, g := range got.Results {
 		w := want.Results[i]
-		gs, _ := withoutNotices(g)
-		ws, _ := withoutNotices(w)
+		gs, ws := withoutNotices(g).Stats, withoutNotices(w).Stats
 		switch {
 		case g.Checker != w.Checker:
 			return fmt.Sprintf("result %d is %s, batch %s", i, g.Checker, w.Checker)

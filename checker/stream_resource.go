@@ -96,12 +96,7 @@ type StreamResource struct {
 	settledAt        int64 // the watermark of the last settle
 	anomalies, notes []Anomaly
 	firstSeen        int
-	accepted         int
-	rejected, live   int
-	failed, unknown  int
-	stale, late      int
-	lost             int
-	updates          int64
+	resourceCounts   // what the stats count, so far
 }
 
 // NewStreamResource returns a streaming resource checker of the resource
@@ -142,20 +137,11 @@ func (s *StreamResource) Finish() Result {
 	r.Anomalies = append(r.Anomalies, s.anomalies...)
 	r.Notes = append(r.Notes, s.notes...)
 	s.regs.finish(r.Anomalies, "accepted write")
+	var regs *regressions
 	if (Resource{Mode: s.mode}).fenced() {
-		r.Stats["token_regressions"] = float64(len(s.regs.runs))
-		r.Stats["regressed_writes"] = float64(s.regs.total)
+		regs = s.regs
 	}
-	r.Stats["writes_accepted"] = float64(s.accepted)
-	r.Stats["writes_rejected"] = float64(s.rejected)
-	r.Stats["saved_by_fencing"] = float64(s.rejected - s.live)
-	r.Stats["live_writes_rejected"] = float64(s.live)
-	r.Stats["writes_failed"] = float64(s.failed)
-	r.Stats["writes_unknown"] = float64(s.unknown)
-	r.Stats["stale_writes"] = float64(s.stale)
-	r.Stats["late_writes"] = float64(s.late)
-	r.Stats["lost_updates"] = float64(s.lost)
-	r.Stats["updates_lost"] = float64(s.updates)
+	s.resourceCounts.put(r.Stats, regs)
 	return settle(r)
 }
 

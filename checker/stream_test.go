@@ -8,6 +8,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/locktest/locktest/history"
@@ -15,39 +16,66 @@ import (
 
 var streamRuns = flag.Int("stream-runs", 1000, "random histories TestStreamMutexAgrees checks")
 
+// expectExercised fails t for each of names (every key of counts when
+// none is given) whose count in counts is below one in per of the
+// streamRuns histories: a random generator that hardly makes a case
+// leaves the rule that judges it untested.
+func expectExercised(t *testing.T, per int, counts map[string]int, names ...string) {
+	t.Helper()
+	if len(names) == 0 {
+		names = slices.Sorted(maps.Keys(counts))
+	}
+	for _, k := range names {
+		if counts[k] < *streamRuns/per {
+			t.Errorf("%s in %d of %d histories: the generator hardly makes it", k, counts[k], *streamRuns)
+		}
+	}
+}
+
 // kindCounts counts a result's anomalies by kind.
-func kindCounts(r Result) map[string]int {
+func kindCounts(r Result) map[string]int { return countKinds(r.Anomalies) }
+
+// countKinds counts anomalies or notes by kind.
+func countKinds(as []Anomaly) map[string]int {
 	out := map[string]int{}
-	for _, a := range r.Anomalies {
+	for _, a := range as {
 		out[a.Kind]++
 	}
 	return out
 }
 
-// streamDisagrees compares MutualExclusion on h with StreamMutex fed h's
-// ops in index order (the order they were recorded), and says how they
-// differ: verdict, anomalies by kind and count, stats. It also checks
-// that every anomaly the stream confirmed before the end is one of the
-// final ones.
-func streamDisagrees(h history.History, revives ...revival) string {
-	t := history.NewTable(h)
-	batch := MutualExclusion{}.Check(context.Background(), t)
-	s := NewStreamMutex()
-	early := feed(s, h, revives)
-	got := s.Finish()
+// streamDiffers says how got, the Result of a streaming checker fed a
+// history, differs from batch, the Result on that history of the batch
+// checker it streams, or returns "" when they agree as they must: the
+// same verdict, anomalies and notes by kind and count, and stats; no more
+// anomalies confirmed before the end (early) than at it; and no op that
+// came late (late, the stream's Late).
+func streamDiffers(got, batch Result, early []Anomaly, late int) string {
 	switch {
 	case got.Valid != batch.Valid:
-		return fmt.Sprintf("verdict %s, batch %s", got.Valid, batch.Valid)
+		return fmt.Sprintf("verdict %s, batch %s (stream %v; batch %v)", got.Valid, batch.Valid, got.Anomalies, batch.Anomalies)
 	case !maps.Equal(kindCounts(got), kindCounts(batch)):
 		return fmt.Sprintf("anomalies %v, batch %v (stream: %v; batch: %v)", kindCounts(got), kindCounts(batch), got.Anomalies, batch.Anomalies)
+	case !maps.Equal(countKinds(got.Notes), countKinds(batch.Notes)):
+		return fmt.Sprintf("notes %v, batch %v (stream: %v; batch: %v)", countKinds(got.Notes), countKinds(batch.Notes), got.Notes, batch.Notes)
 	case !maps.Equal(got.Stats, batch.Stats):
 		return fmt.Sprintf("stats %v, batch %v", got.Stats, batch.Stats)
 	case len(early) > len(got.Anomalies):
 		return fmt.Sprintf("%d anomalies confirmed early, %d at the end", len(early), len(got.Anomalies))
-	case s.Late() > 0:
-		return fmt.Sprintf("%d ops came late", s.Late())
+	case late > 0:
+		return fmt.Sprintf("%d ops came late", late)
 	}
 	return ""
+}
+
+// streamDisagrees compares MutualExclusion on h with StreamMutex fed h's
+// ops in index order (the order they were recorded), and says how they
+// differ (streamDiffers).
+func streamDisagrees(h history.History, revives ...revival) string {
+	batch := MutualExclusion{}.Check(context.Background(), history.NewTable(h))
+	s := NewStreamMutex()
+	early := feed(s, h, revives)
+	return streamDiffers(s.Finish(), batch, early, s.Late())
 }
 
 // feed gives s the ops of h in their order, reviving the ids revives
@@ -184,36 +212,26 @@ func TestStreamMutexConfirmsEarly(t *testing.T) {
 // it, and the revivals of dead workers' ids; see TestStreamMutexAgrees.
 func genLeases(rng *rand.Rand) (history.History, []revival) {
 	s := newSim(rng)
-	for range 10 + rng.IntN(60) {
-		s.tick()
-		if s.nemesis(10) {
-			continue
+	grant := func(p int, st *worker, hd, r int) {
+		if hd >= 0 && r != 1 { // r == 1: a grant of a held lock
+			s.refuse(p)
+			return
 		}
-		p, st := s.worker()
+		s.grant(p)
+		var until int64
+		if rng.IntN(3) != 0 {
+			until = s.now + rng.Int64N(12)
+		}
+		s.add(history.OK, p, history.Acquire, history.Value{Lock: st.lock, LockValue: st.value, ValidUntil: until}, "")
+		st.state = holding
+	}
+	s.run(10+rng.IntN(60), 10, grant, func(p int, st *worker) {
 		switch st.state {
-		case idle:
-			s.acquire(p)
-		case acquiring:
-			hd := s.holder[st.lock]
-			switch r := rng.IntN(10); {
-			case r == 0:
-				s.timeout(p, history.Acquire)
-			case hd < 0 || r == 1: // r == 1: a grant of a held lock
-				s.grant(p)
-				var until int64
-				if rng.IntN(3) != 0 {
-					until = s.now + rng.Int64N(12)
-				}
-				s.add(history.OK, p, history.Acquire, history.Value{Lock: st.lock, LockValue: st.value, ValidUntil: until}, "")
-				st.state = holding
-			default:
-				s.refuse(p)
-			}
 		case holding:
 			if rng.IntN(6) == 0 {
 				st.state = acquiring // acquire again, holding
 				s.add(history.Invoke, p, history.Acquire, history.Value{Lock: st.lock}, "")
-				continue
+				return
 			}
 			s.release(p)
 		case releasing:
@@ -231,7 +249,7 @@ func genLeases(rng *rand.Rand) (history.History, []revival) {
 			}
 			st.state = idle
 		}
-	}
+	})
 	return s.received()
 }
 
@@ -244,6 +262,32 @@ func dump(h history.History) string {
 	return string(b)
 }
 
+// clock feeds a streaming checker a long made-up history, as the tests of
+// its memory do: each op it adds is numbered in order and stamped with the
+// time now, and now then moves on by step ns.
+type clock struct {
+	s         Stream
+	idx       int
+	now, step int64
+}
+
+// newClock returns a clock that feeds s from start on, having told s of
+// the processes 0 to procs-1 (Expect).
+func newClock(s Stream, procs int, start, step int64) *clock {
+	for p := range procs {
+		s.Expect(p)
+	}
+	return &clock{s: s, now: start, step: step}
+}
+
+// add gives op to the checker as the next op, at now.
+func (c *clock) add(op history.Op) {
+	op.Index, op.Time = c.idx, c.now
+	c.idx++
+	c.now += c.step
+	c.s.Add(op)
+}
+
 // TestStreamMutexMemoryIsBounded: over a long history of a lease lock,
 // the checker keeps only what is still open: its kept holds, undecided
 // holds, held-back ops and remembered lock values stay a handful however
@@ -251,27 +295,15 @@ func dump(h history.History) string {
 func TestStreamMutexMemoryIsBounded(t *testing.T) {
 	s := NewStreamMutex()
 	const procs = 4
-	for p := range procs {
-		s.Expect(p)
-	}
+	clk := newClock(s, procs, 1, 1)
 	most := 0
-	now, idx := int64(0), 0
-	add := func(op history.Op) {
-		op.Index, op.Time = idx, now
-		idx++
-		s.Add(op)
-	}
 	for i := range 50000 {
 		p := i % procs
 		v := fmt.Sprintf("v%d", i)
-		now++
-		add(history.Op{Type: history.Invoke, Process: p, F: history.Acquire, Value: history.Value{Lock: "l"}})
-		now++
-		add(history.Op{Type: history.OK, Process: p, F: history.Acquire, Value: history.Value{Lock: "l", LockValue: v, ValidUntil: now + 10}})
-		now++
-		add(history.Op{Type: history.Invoke, Process: p, F: history.Release, Value: history.Value{Lock: "l", LockValue: v}})
-		now++
-		add(history.Op{Type: history.OK, Process: p, F: history.Release, Value: history.Value{Lock: "l", Removed: v}})
+		clk.add(history.Op{Type: history.Invoke, Process: p, F: history.Acquire, Value: history.Value{Lock: "l"}})
+		clk.add(history.Op{Type: history.OK, Process: p, F: history.Acquire, Value: history.Value{Lock: "l", LockValue: v, ValidUntil: clk.now + 10}})
+		clk.add(history.Op{Type: history.Invoke, Process: p, F: history.Release, Value: history.Value{Lock: "l", LockValue: v}})
+		clk.add(history.Op{Type: history.OK, Process: p, F: history.Release, Value: history.Value{Lock: "l", Removed: v}})
 		kept := len(s.pending) + s.r.buf.Len() + len(s.lockValues)
 		for _, hs := range s.holds {
 			kept += len(hs)
