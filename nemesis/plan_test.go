@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/testkit/faultops"
 )
 
 // planEnv returns an environment over fakes in which every fault of
@@ -27,25 +28,6 @@ func planEnv(window, pause, bump time.Duration) (Env, *liveCluster, *fakeNet) {
 // planFaults are faults of every kind a plan records: a node, a worker,
 // cuts, a clock jump with its drawn direction, and a combined fault.
 var planFaults = []string{"kill-node", "pause-client", "isolate", "halves", "client-isolate", "clock-bump", "kill-node+isolate"}
-
-// nemesisOps returns the injections of h in order, and its heals sorted:
-// "f ok targets duration". Replayed heals run on their own timers, so only
-// their set is fixed.
-func nemesisOps(h []history.Op) (injections, heals []string) {
-	for _, o := range h {
-		if o.Process != history.NemesisProcess || o.Type == history.Invoke {
-			continue
-		}
-		line := fmt.Sprintf("%s %s %s %d", o.F, o.Type, strings.Join(o.Value.Targets, ","), o.Value.Duration)
-		if _, inject := history.FaultOfOp(o.F); inject {
-			injections = append(injections, line)
-		} else {
-			heals = append(heals, line)
-		}
-	}
-	slices.Sort(heals)
-	return injections, heals
-}
 
 // A seeded schedule's plan, written and read back, replays the same
 // injections with the same targets, settings and directions, in a run
@@ -63,7 +45,7 @@ func TestPlanReplaysTheSameFaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	planned := s.Planned()
-	wantInj, wantHeals := nemesisOps(s.Recorder.History())
+	wantInj, wantHeals := faultops.Lines(s.Recorder.History())
 	if len(planned) < 5 || len(planned) != len(wantInj) {
 		t.Fatalf("%d plan entries for %d injections, want one each and at least 5", len(planned), len(wantInj))
 	}
@@ -116,7 +98,7 @@ func TestPlanReplaysTheSameFaults(t *testing.T) {
 	if err := r.Run(rctx); err != nil {
 		t.Fatal(err)
 	}
-	gotInj, gotHeals := nemesisOps(r.Recorder.History())
+	gotInj, gotHeals := faultops.Lines(r.Recorder.History())
 	if !slices.Equal(gotInj, wantInj) {
 		t.Errorf("replayed injections differ:\n got %q\nwant %q", gotInj, wantInj)
 	}

@@ -2,7 +2,6 @@ package netns_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,6 +17,7 @@ import (
 	"github.com/locktest/locktest/internal/schemacheck"
 	"github.com/locktest/locktest/run"
 	"github.com/locktest/locktest/runstore"
+	"github.com/locktest/locktest/testkit/faultops"
 )
 
 func needNetns(t *testing.T) {
@@ -155,7 +155,7 @@ func TestReplayInjectsTheSameFaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantInj, wantHeals := injectionsAndHeals(h)
+	wantInj, wantHeals := faultops.Lines(h)
 	if len(plan.Faults) < 2 || len(plan.Faults) != len(wantInj) {
 		t.Fatalf("schedule.json has %d faults for %d injections, want one each and at least 2", len(plan.Faults), len(wantInj))
 	}
@@ -170,7 +170,7 @@ func TestReplayInjectsTheSameFaults(t *testing.T) {
 	replay.Duration = cfg.Duration + 10*time.Second
 	rout, rh := testkit.MustRun(t, replay)
 	testkit.AssertLabGone(t, rout.Results.Run.Lab)
-	gotInj, gotHeals := injectionsAndHeals(rh)
+	gotInj, gotHeals := faultops.Lines(rh)
 	if !slices.Equal(gotInj, wantInj) {
 		t.Errorf("the replay's injections differ:\n got %q\nwant %q", gotInj, wantInj)
 	}
@@ -187,24 +187,6 @@ func TestReplayInjectsTheSameFaults(t *testing.T) {
 	if again.ReplayOf != schedule || len(again.Faults) != len(plan.Faults) {
 		t.Errorf("the replay's own schedule: replay_of %q, %d faults; want %q and %d", again.ReplayOf, len(again.Faults), schedule, len(plan.Faults))
 	}
-}
-
-// injectionsAndHeals lists the nemesis completions of h as "f type
-// targets duration": the injections in order, the heals sorted.
-func injectionsAndHeals(h history.History) (injections, heals []string) {
-	for _, o := range h {
-		if !o.IsNemesis() || o.Type == history.Invoke {
-			continue
-		}
-		line := fmt.Sprintf("%s %s %s %d", o.F, o.Type, strings.Join(o.Value.Targets, ";"), o.Value.Duration)
-		if _, inject := history.FaultOfOp(o.F); inject {
-			injections = append(injections, line)
-		} else {
-			heals = append(heals, line)
-		}
-	}
-	slices.Sort(heals)
-	return injections, heals
 }
 
 // TestKillClientReplacesTheWorker kills workers while they hold the lock;
