@@ -98,7 +98,11 @@ func CreateRedisCluster(ctx context.Context, nodes []clusters.Node, masters int)
 			return fmt.Errorf("redis-cluster: %s: CLUSTER MEET %s: %w", nodes[i+1].Name, nodes[0].Name, err)
 		}
 	}
+	if afterMeet != nil {
+		afterMeet(nodes)
+	}
 	for i, c := range cs {
+		lastMeet := time.Now()
 		err := Poll(ctx, func() error {
 			text, err := c.ClusterNodes(ctx).Result()
 			if err != nil {
@@ -106,6 +110,10 @@ func CreateRedisCluster(ctx context.Context, nodes []clusters.Node, masters int)
 			}
 			lines := strings.Split(strings.TrimSpace(text), "\n")
 			if len(lines) != len(nodes) {
+				if time.Since(lastMeet) >= redisClusterMeetAgain {
+					lastMeet = time.Now()
+					meetUnknown(ctx, c, nodes, i, text)
+				}
 				return fmt.Errorf("knows %d nodes of %d", len(lines), len(nodes))
 			}
 			for _, l := range lines {
@@ -126,6 +134,38 @@ func CreateRedisCluster(ctx context.Context, nodes []clusters.Node, masters int)
 		}
 	}
 	return nil
+}
+
+// afterMeet, when a test sets it, runs once the first CLUSTER MEETs went
+// out: the test stalls a node there, as a loaded host does.
+var afterMeet func(nodes []clusters.Node)
+
+// redisClusterMeetAgain is how long CreateRedisCluster waits for a node
+// to know every other before it sends CLUSTER MEET again, from that node,
+// for each it does not know.
+const redisClusterMeetAgain = 3 * time.Second
+
+// meetUnknown sends CLUSTER MEET from c, the client of nodes[self], to
+// every other node whose address its CLUSTER NODES text does not show.
+// A Redis node drops a handshake that did not finish within the node
+// timeout (1 s by default) and never tries it again: on a host too
+// loaded to answer the cluster bus in time, the one MEET of redis-cli's
+// steps leaves the node alone for good, and the gossip of the nodes it
+// did meet cannot bring it the others, which met only n1. A MEET of a
+// node already known, or whose handshake is under way, changes nothing.
+// Errors are left to the next round: the caller's poll says what it
+// still lacks.
+func meetUnknown(ctx context.Context, c *goredis.Client, nodes []clusters.Node, self int, text string) {
+	for j, n := range nodes {
+		if j == self || strings.Contains(text, " "+n.Addr+"@") {
+			continue
+		}
+		host, port, err := net.SplitHostPort(n.Addr)
+		if err != nil {
+			continue
+		}
+		_ = c.ClusterMeet(ctx, host, port).Err()
+	}
 }
 
 // RunningNodes returns which nodes run, by name, from their pids (0 for a node
