@@ -9,6 +9,7 @@ import (
 
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/internal/tick"
 )
 
 func init() {
@@ -58,22 +59,15 @@ func (s *clockStrobe) start(_ context.Context, node clusters.Node, v *history.Va
 	s.was = was
 	go func(stop, done chan struct{}) {
 		defer close(done)
-		t := time.NewTicker(Strobe.Of(s.env))
-		defer t.Stop()
 		on := false
-		for {
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-				on = !on
-				d := was
-				if on {
-					d = was + ClockBump.Of(s.env)
-				}
-				_ = s.env.Clocks.Set(n, d)
+		tick.Every(Strobe.Of(s.env), stop, func() {
+			on = !on
+			d := was
+			if on {
+				d = was + ClockBump.Of(s.env)
 			}
-		}
+			_ = s.env.Clocks.Set(n, d)
+		})
 	}(s.stop, s.done)
 	v.Targets = []string{fmt.Sprintf("%s 0/%+v every %v", n, ClockBump.Of(s.env), Strobe.Of(s.env))}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/locktest/locktest/internal/tick"
 	"github.com/locktest/locktest/runstore"
 )
 
@@ -53,26 +54,22 @@ func fdatasync(f *os.File) error { return syscall.Fdatasync(int(f.Fd())) }
 
 func (w *diskWatch) loop() {
 	defer close(w.done)
-	tick := time.NewTicker(diskEvery)
-	defer tick.Stop()
 	buf := make([]byte, 8)
-	for n := 0; ; n++ {
-		select {
-		case <-w.stop:
-			return
-		case <-tick.C:
-		}
+	n := 0
+	tick.Until(diskEvery, w.stop, func() bool {
 		buf[0] = byte(n)
+		n++
 		at := w.now()
 		if _, err := w.f.WriteAt(buf, 0); err != nil {
-			return
+			return false
 		}
 		if err := w.sync(w.f); err != nil {
-			return
+			return false
 		}
 		w.syncs.Add(1)
 		w.log.note(at, w.now()-at)
-	}
+		return true
+	})
 }
 
 // finish stops the watch, removes its probe file and returns what it saw;

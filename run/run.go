@@ -22,6 +22,7 @@ import (
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/impls"
 	"github.com/locktest/locktest/impls/external"
+	"github.com/locktest/locktest/internal/tick"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/reports"
 	"github.com/locktest/locktest/runstore"
@@ -720,17 +721,10 @@ func progress(ctx context.Context, lg *slog.Logger, total time.Duration, rec *hi
 		return
 	}
 	start := time.Now()
-	t := time.NewTicker(5 * time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			lg.Info("progress", "elapsed", time.Since(start).Round(time.Second), "of", total,
-				"ops", rec.Len(), "critical_sections", acquired.Load(), "faults", sched.Applied())
-		}
-	}
+	tick.Every(5*time.Second, ctx.Done(), func() {
+		lg.Info("progress", "elapsed", time.Since(start).Round(time.Second), "of", total,
+			"ops", rec.Len(), "critical_sections", acquired.Load(), "faults", sched.Applied())
+	})
 }
 
 // start brings up the cluster, the store and the workers. Once the

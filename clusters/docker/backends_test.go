@@ -1,13 +1,13 @@
 package docker
 
 import (
+	"context"
 	"fmt"
 	"net"
-
-	"context"
-	"github.com/jackc/pgx/v5"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/backend"

@@ -22,6 +22,7 @@ import (
 
 	"github.com/locktest/locktest/internal/procfs"
 	"github.com/locktest/locktest/internal/shellquote"
+	"github.com/locktest/locktest/internal/tick"
 )
 
 // Programs are the server programs the provider runs, by the names an
@@ -420,26 +421,17 @@ func waitReady(ctx context.Context, n *node, limit time.Duration) error {
 	n.mu.Unlock()
 	logf, stdout := path.Join(n.dir, kindOf(n).Log), path.Join(n.dir, "stdout.log")
 	var exited atomic.Pointer[error]
-	go func() {
-		t := time.NewTicker(aliveEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			// The output's last line, else the log's: a server that
-			// refused its settings says so on standard error.
-			last, gone := n.exited(ctx, pid, logf, stdout)
-			if !gone {
-				continue // an unanswered question is asked again; the limit still holds
-			}
-			e := fmt.Errorf("%s exited during start-up: %s (log %s on %s)", n.program(), last, logf, n.conn.Host.Name)
-			exited.Store(&e)
-			return
+	go tick.Until(aliveEvery, ctx.Done(), func() bool {
+		// The output's last line, else the log's: a server that
+		// refused its settings says so on standard error.
+		last, gone := n.exited(ctx, pid, logf, stdout)
+		if !gone {
+			return true // an unanswered question is asked again; the limit still holds
 		}
-	}()
+		e := fmt.Errorf("%s exited during start-up: %s (log %s on %s)", n.program(), last, logf, n.conn.Host.Name)
+		exited.Store(&e)
+		return false
+	})
 	return backend.WaitReady(ctx, n.kind, n.addr(), 0, func() error {
 		if e := exited.Load(); e != nil {
 			return *e

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/impls"
+	"github.com/locktest/locktest/internal/tick"
 )
 
 // Defaults of mysql-unique-insert's parameters.
@@ -94,18 +95,11 @@ func newUniqueInsert(ctx context.Context, cfg impls.Config) (impls.Client, error
 // round tries again.
 func (c *UniqueInsert) cleanup(interval time.Duration) {
 	defer c.wg.Done()
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-c.stop:
-			return
-		case <-t.C:
-		}
+	tick.Every(interval, c.stop, func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		_, _ = c.db.ExecContext(ctx, bounded(750*time.Millisecond, "DELETE FROM "+Database+".unique_locks WHERE expires_at < NOW(6)"))
 		cancel()
-	}
+	})
 }
 
 // Acquire inserts the lock's row, retrying while the name is taken, until a

@@ -40,6 +40,7 @@ import (
 
 	"github.com/locktest/locktest/impls"
 	"github.com/locktest/locktest/internal/natsbucket"
+	"github.com/locktest/locktest/internal/tick"
 )
 
 // Client timeouts.
@@ -191,15 +192,8 @@ func (c *Client) Acquire(ctx context.Context, lock string, ttl time.Duration) (i
 // within ttl/3.
 func (c *Client) keepAlive(h *holding, l impls.Lease, ttl time.Duration) {
 	defer close(h.done)
-	t := time.NewTicker(ttl / 3)
-	defer t.Stop()
 	subject := "$KV." + natsbucket.Name + "." + l.Lock
-	for {
-		select {
-		case <-h.stop:
-			return
-		case <-t.C:
-		}
+	tick.Until(ttl/3, h.stop, func() bool {
 		rev, _ := h.last()
 		rctx, cancel := context.WithTimeout(context.Background(), ttl/3)
 		ack, err := c.js.PublishMsg(rctx, &nats.Msg{Subject: subject, Data: []byte(l.Value)},
@@ -214,9 +208,10 @@ func (c *Client) keepAlive(h *holding, l impls.Lease, ttl time.Duration) {
 		h.mu.Unlock()
 		if err != nil {
 			c.cfg.Tell(l.Lock, l.Value, fmt.Sprintf("the renewal of revision %d failed, the keep-alive gave up: %v", rev, err))
-			return
+			return false
 		}
-	}
+		return true
+	})
 }
 
 // Release stops the lease's timer or keep-alive and deletes its key,

@@ -61,6 +61,7 @@ import (
 	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/locktest/locktest/impls"
+	"github.com/locktest/locktest/internal/tick"
 )
 
 // The pause points of the acquisition besides after-node-K.
@@ -317,17 +318,10 @@ func classifyLockErr(err error, grants, quorum, nodes int) error {
 // that; lost hears of it (the lost-lock notice).
 func (h *holding) keepAlive(ctx context.Context, ttl time.Duration, lost func(error)) {
 	defer close(h.done)
-	t := time.NewTicker(ttl / 3)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	tick.Until(ttl/3, ctx.Done(), func() bool {
 		ok, err := h.m.ExtendContext(ctx)
 		if ctx.Err() != nil {
-			return
+			return false
 		}
 		if !ok || err != nil {
 			if err == nil {
@@ -335,9 +329,10 @@ func (h *holding) keepAlive(ctx context.Context, ttl time.Duration, lost func(er
 			}
 			h.extendErr.Store(&err)
 			lost(err)
-			return
+			return false
 		}
-	}
+		return true
+	})
 }
 
 // Release stops the lease's keep-alive, if any, and runs UnlockContext. It

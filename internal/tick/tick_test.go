@@ -38,3 +38,24 @@ func TestEveryWaitsAPeriodFirst(t *testing.T) {
 	close(done)
 	Every(time.Hour, done, func() { t.Error("called before the first period") })
 }
+
+// Until returns at the first call of f that returns false, with done
+// still open, and calls f no more.
+func TestUntilStopsWhenToldTo(t *testing.T) {
+	done := make(chan struct{})
+	defer close(done)
+	var calls atomic.Int64
+	returned := make(chan struct{})
+	go func() {
+		Until(time.Millisecond, done, func() bool { return calls.Add(1) < 3 })
+		close(returned)
+	}()
+	select {
+	case <-returned:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("Until did not return within 10s; %d calls", calls.Load())
+	}
+	if n := calls.Load(); n != 3 {
+		t.Errorf("%d calls, want 3: the third returned false", n)
+	}
+}
