@@ -322,6 +322,28 @@ func testRng() *rand.Rand { return seeded(1, 2) }
 
 // buildOne builds the fault called name for env, failing the test on an
 // error.
+// wantKind fails t unless f is the fault name, healed by heal, that lasts
+// down (0: any duration).
+func wantKind(t *testing.T, f Fault, name, heal string, down time.Duration) {
+	t.Helper()
+	if f.Name() != name || f.HealName() != heal || down != 0 && f.Duration() != down {
+		t.Errorf("fault is %s/%s for %v, want %s/%s for %v", f.Name(), f.HealName(), f.Duration(), name, heal, down)
+	}
+}
+
+// injectOnce injects f once and fails t unless it went in, with exactly
+// targets and with f's duration in its value.
+func injectOnce(t *testing.T, f Fault, targets ...string) {
+	t.Helper()
+	v, err := f.Inject(context.Background(), testRng())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(v.Targets, targets) || v.Duration != int64(f.Duration()) {
+		t.Errorf("Inject value %+v, want targets %q and duration %v", v, targets, f.Duration())
+	}
+}
+
 func buildOne(t *testing.T, name string, env Env) Fault {
 	t.Helper()
 	fs, err := Build([]string{name}, env)

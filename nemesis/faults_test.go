@@ -140,10 +140,7 @@ func TestPauseClientInject(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := buildOne(t, "pause-client", Env{Clients: tc.pool}.With(Pause.Is(pause), PausePoint.Is(tc.point)))
-			if f.Name() != "pause-client" || f.HealName() != "resume-client" || f.Duration() != pause {
-				t.Errorf("fault is %s/%s for %v, want pause-client/resume-client for %v",
-					f.Name(), f.HealName(), f.Duration(), pause)
-			}
+			wantKind(t, f, "pause-client", "resume-client", pause)
 			ctx, cancel := context.WithCancel(context.Background())
 			if tc.cancelled {
 				cancel()
@@ -260,9 +257,7 @@ func TestKillNode(t *testing.T) {
 	const down = 400 * time.Millisecond
 	c := newLiveCluster("n1", "n2", "n3")
 	f := buildOne(t, "kill-node", Env{Cluster: c}.With(Down.Is(down)))
-	if f.Name() != "kill-node" || f.HealName() != "restart-node" || f.Duration() != down {
-		t.Errorf("fault is %s/%s for %v, want kill-node/restart-node for %v", f.Name(), f.HealName(), f.Duration(), down)
-	}
+	wantKind(t, f, "kill-node", "restart-node", down)
 	rng := testRng()
 	for round := range 5 {
 		before := len(c.log())

@@ -52,17 +52,8 @@ func TestKillOnGrantKillsAfterAnAcquire(t *testing.T) {
 	pool := &fakeClients{procs: []int{2}}
 	c := &grantCluster{liveCluster: newLiveCluster("n1"), clients: pool}
 	f := buildOne(t, "kill-on-grant", Env{Cluster: c, Clients: pool}.With(Down.Is(down), Window.Is(time.Minute)))
-	if f.Name() != "kill-on-grant" || f.HealName() != "restart-node" || f.Duration() != down {
-		t.Errorf("fault is %s/%s for %v, want kill-on-grant/restart-node for %v", f.Name(), f.HealName(), f.Duration(), down)
-	}
-	v, err := f.Inject(context.Background(), testRng())
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []string{"n1", "n1:after p2's acquire"}
-	if !slices.Equal(v.Targets, want) || v.Duration != int64(down) {
-		t.Errorf("Inject value %+v, want targets %q and duration %v", v, want, down)
-	}
+	wantKind(t, f, "kill-on-grant", "restart-node", down)
+	injectOnce(t, f, "n1", "n1:after p2's acquire")
 	if got, want := pool.log(), []string{"arm p2 after-acquire", "wait p2", "kill n1", "continue p2"}; !slices.Equal(got, want) {
 		t.Errorf("calls %q, want %q", got, want)
 	}

@@ -58,7 +58,8 @@ func (f *allNodes) Duration() time.Duration { return f.down }
 
 // Inject stops every data node at once. The value's targets are the
 // nodes, then, for power-loss-all, one per file cut, as power-loss
-// records them ("n3:jetstream/…/1.blk 4096->0 (-4096B)"). A node whose
+// records them ("n3:jetstream/…/1.blk 4096->0 (-4096B)"), and its
+// duration how long they stay down (--down), as kill-node's. A node whose
 // stop failed may have died all the same: the injection is then of
 // unknown outcome, and the heal restarts it too.
 func (f *allNodes) Inject(ctx context.Context, _ *rand.Rand) (history.Value, error) {
@@ -70,7 +71,7 @@ func (f *allNodes) Inject(ctx context.Context, _ *rand.Rand) (history.Value, err
 		wg.Go(func() { cuts[i], errs[i] = f.stop(ctx, n) })
 	}
 	wg.Wait()
-	var v history.Value
+	v := history.Value{Duration: int64(f.down)}
 	for _, n := range nodes {
 		v.Targets = append(v.Targets, n.Name)
 	}

@@ -20,20 +20,11 @@ func TestPowerLossAllCutsEveryNodeAndRestartsThemAll(t *testing.T) {
 	c := &powerCluster{liveCluster: newLiveCluster("n1", "n2", "n3"),
 		cuts: []clusters.FileCut{{Path: "jetstream/KV_locktest/msgs/1.blk", Size: 4096, Durable: 0}}}
 	f := buildOne(t, "power-loss-all", Env{Cluster: c}.With(Down.Is(down)))
-	if f.Name() != "power-loss-all" || f.HealName() != "restart-node" || f.Duration() != down {
-		t.Errorf("fault is %s/%s for %v", f.Name(), f.HealName(), f.Duration())
-	}
-	v, err := f.Inject(context.Background(), testRng())
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []string{"n1", "n2", "n3",
+	wantKind(t, f, "power-loss-all", "restart-node", down)
+	injectOnce(t, f, "n1", "n2", "n3",
 		"n1:jetstream/KV_locktest/msgs/1.blk 4096->0 (-4096B)",
 		"n2:jetstream/KV_locktest/msgs/1.blk 4096->0 (-4096B)",
-		"n3:jetstream/KV_locktest/msgs/1.blk 4096->0 (-4096B)"}
-	if !slices.Equal(v.Targets, want) {
-		t.Errorf("targets %q, want %q", v.Targets, want)
-	}
+		"n3:jetstream/KV_locktest/msgs/1.blk 4096->0 (-4096B)")
 	calls := c.log()
 	slices.Sort(calls)
 	if want := []string{"cut n1", "cut n2", "cut n3"}; !slices.Equal(calls, want) {
@@ -83,13 +74,8 @@ func TestPowerLossAllFailures(t *testing.T) {
 func TestKillAllKillsEveryNodeAndRestartsThemAll(t *testing.T) {
 	c := newLiveCluster("n1", "n2", "n3")
 	f := buildOne(t, "kill-all", Env{Cluster: c}.With(Down.Is(time.Second)))
-	if f.Name() != "kill-all" || f.HealName() != "restart-node" {
-		t.Errorf("fault is %s/%s", f.Name(), f.HealName())
-	}
-	v, err := f.Inject(context.Background(), testRng())
-	if err != nil || !slices.Equal(v.Targets, []string{"n1", "n2", "n3"}) {
-		t.Fatalf("Inject = %+v, %v", v, err)
-	}
+	wantKind(t, f, "kill-all", "restart-node", time.Second)
+	injectOnce(t, f, "n1", "n2", "n3")
 	calls := c.log()
 	slices.Sort(calls)
 	if want := []string{"kill n1", "kill n2", "kill n3"}; !slices.Equal(calls, want) {

@@ -108,17 +108,8 @@ func TestPowerLossCutsOnceTheNodeHoldsUnsyncedData(t *testing.T) {
 	const down = 300 * time.Millisecond
 	c := newPowerCluster(0, 0, 0, 56)
 	f := buildOne(t, "power-loss", Env{Cluster: c}.With(Down.Is(down), Window.Is(time.Minute)))
-	if f.Name() != "power-loss" || f.HealName() != "restart-node" || f.Duration() != down {
-		t.Errorf("fault is %s/%s for %v, want power-loss/restart-node for %v", f.Name(), f.HealName(), f.Duration(), down)
-	}
-	v, err := f.Inject(context.Background(), testRng())
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []string{"n1", "n1:appendonlydir/appendonly.aof.1.incr.aof 134->78 (-56B)"}
-	if !slices.Equal(v.Targets, want) || v.Duration != int64(down) {
-		t.Errorf("Inject value %+v, want targets %q and duration %v", v, want, down)
-	}
+	wantKind(t, f, "power-loss", "restart-node", down)
+	injectOnce(t, f, "n1", "n1:appendonlydir/appendonly.aof.1.incr.aof 134->78 (-56B)")
 	hv, err := f.Heal(context.Background())
 	if err != nil || !slices.Equal(hv.Targets, []string{"n1"}) {
 		t.Errorf("Heal = %+v, %v", hv, err)
