@@ -507,7 +507,11 @@ func (cl *Cluster) Restart(ctx context.Context, cn clusters.Node) error {
 		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startCommandTimeout)
 		defer cancel()
 		if kerr := cl.Kill(kctx, cn); kerr != nil {
-			out, err := n.conn.Run(kctx, fmt.Sprintf("if [ -e /proc/%d ] && [ \"$(awk '{print $3}' /proc/%d/stat)\" != Z ]; then echo running; else echo gone; fi", pid, pid))
+			// The kill that was cut off may have gone through, and the
+			// server still be exiting: its command line is already gone
+			// (so the kill above did not take it for the node's), but
+			// not yet the process. It is waited for as lt_kill waits.
+			out, err := n.conn.Run(kctx, waitGoneScript(pid, exitWait))
 			if err != nil || strings.TrimSpace(out) != "gone" {
 				return fmt.Errorf("node %s: restart: its server (pid %d) may still run: %w", n.name, pid, errors.Join(kerr, err))
 			}
@@ -518,6 +522,21 @@ func (cl *Cluster) Restart(ctx context.Context, cn clusters.Node) error {
 		cl.lg.Info("ssh node killed before its restart", "node", n.name, "host", n.conn.Host.Name, "pid", pid)
 	}
 	return cl.startNode(ctx, n, false)
+}
+
+// exitWait bounds how long a restart waits for a server of the node that
+// a cut-off kill may have killed to exit: lt_kill's own bound.
+const exitWait = 10 * time.Second
+
+// waitGoneScript is the shell command that waits, polling every 50 ms for
+// at most limit, until the process pid has exited (it is gone, or a
+// zombie), and then prints "gone", or "running" when it still runs. A
+// SIGKILLed server can take a while to exit (the kernel tears down its
+// memory, and cancels what it had in flight, such as MariaDB's io_uring
+// requests), and meanwhile /proc shows it without its command line.
+func waitGoneScript(pid int, limit time.Duration) string {
+	polls := int(limit / (50 * time.Millisecond))
+	return sqlShell + fmt.Sprintf("i=0; while lt_alive %[1]d && [ $i -lt %[2]d ]; do sleep 0.05; i=$((i+1)); done; if lt_alive %[1]d; then echo running; else echo gone; fi\n", pid, polls)
 }
 
 // Pause stops the node's server with SIGSTOP and waits until the host's

@@ -47,3 +47,58 @@ func TestWaitStoppedScript(t *testing.T) {
 	}
 	syscall.Kill(pid, syscall.SIGCONT)
 }
+
+// TestWaitGoneScript runs the shell wait of a restart after a cut-off
+// kill on this host: it says "gone" once a process exits within the
+// limit (and at once for a pid that does not exist), and "running" for
+// one that runs on past it. The program's name holds ") R (", as in
+// TestWaitStoppedScript.
+func TestWaitGoneScript(t *testing.T) {
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Skip("no sleep on this host")
+	}
+	prog := filepath.Join(t.TempDir(), "a) R (b")
+	data, err := os.ReadFile(sleep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(prog, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	run := func(pid int, limit time.Duration) string {
+		t.Helper()
+		out, err := exec.Command("sh", "-c", waitGoneScript(pid, limit)).CombinedOutput()
+		if err != nil {
+			t.Fatalf("waitGoneScript(%d): %v, %q", pid, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+
+	long := exec.Command(prog, "60")
+	if err := long.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { long.Process.Kill(); long.Wait() })
+	if got := run(long.Process.Pid, 200*time.Millisecond); got != "running" {
+		t.Errorf("a process that runs on: %q, want running", got)
+	}
+
+	// A process that exits while the wait goes on; its parent does not
+	// reap it, so it ends as a zombie, which counts as gone.
+	short := exec.Command(prog, "0.5")
+	if err := short.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { short.Wait() })
+	if got := run(short.Process.Pid, 10*time.Second); got != "gone" {
+		t.Errorf("a process that exits within the limit: %q, want gone", got)
+	}
+
+	if err := short.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if got := run(short.Process.Pid, 10*time.Second); got != "gone" {
+		t.Errorf("a pid that no longer exists: %q, want gone", got)
+	}
+}
