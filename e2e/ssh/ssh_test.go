@@ -122,7 +122,7 @@ func TestSSHLabRuns(t *testing.T) {
 			out, h := testkit.SteadyRun(t, cfg, time.Second, steadyLab(tc.open))
 			r := out.Results
 			open := tc.open
-			if open == "" && strings.HasPrefix(tc.impl, "redlock") && livenessOnly(r) {
+			if open == "" && strings.HasPrefix(tc.impl, "redlock") && testkit.LivenessOnly(r) {
 				// Under stress-ng (at ee89495) all five lab hosts timed out
 				// an unlock together for a second, with no stall of the
 				// driver: the failed attempts' keys stayed their 5 s, and
@@ -311,18 +311,6 @@ func wantValid(t *testing.T, r runstore.Results, open string) {
 	} else if r.Valid != checker.Valid {
 		t.Errorf("verdict %s, want valid; anomalies %v, problems %v", r.Valid, testkit.Kinds(r), r.Problems)
 	}
-}
-
-// livenessOnly reports whether every anomaly of r is the liveness
-// checker's.
-func livenessOnly(r runstore.Results) bool {
-	n := 0
-	for _, c := range r.Checkers {
-		if c.Checker != "liveness" {
-			n += len(c.Anomalies)
-		}
-	}
-	return n == 0 && r.Valid == checker.Invalid
 }
 
 // assertLeaderHit checks that every fault of the history that went in

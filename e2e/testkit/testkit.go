@@ -230,6 +230,20 @@ func Kinds(r runstore.Results) map[string]int {
 	return k
 }
 
+// LivenessOnly says whether r is invalid for liveness anomalies alone
+// (a stuck lock): no other checker found any. A test about something
+// else, on a machine that stalls its servers, takes such a run as a
+// liveness figure; any safety anomaly still fails it.
+func LivenessOnly(r runstore.Results) bool {
+	n := 0
+	for _, c := range r.Checkers {
+		if c.Checker != "liveness" {
+			n += len(c.Anomalies)
+		}
+	}
+	return n == 0 && r.Valid == checker.Invalid
+}
+
 // PauseConfig is the GC pause of the debate: a client frozen right after its
 // acquire for twice the TTL, while others contend for the lock.
 func PauseConfig(t *testing.T, impl string, mode workloads.Mode) run.Config {
