@@ -16,18 +16,7 @@ import (
 // thread's name may, which a reader of the third field of /proc's stat
 // would take for the state.
 func TestWaitStoppedScript(t *testing.T) {
-	sleep, err := exec.LookPath("sleep")
-	if err != nil {
-		t.Skip("no sleep on this host")
-	}
-	prog := filepath.Join(t.TempDir(), "a) R (b")
-	data, err := os.ReadFile(sleep)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(prog, data, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	prog := oddSleep(t)
 	cmd := exec.Command(prog, "60")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -54,18 +43,7 @@ func TestWaitStoppedScript(t *testing.T) {
 // one that runs on past it. The program's name holds ") R (", as in
 // TestWaitStoppedScript.
 func TestWaitGoneScript(t *testing.T) {
-	sleep, err := exec.LookPath("sleep")
-	if err != nil {
-		t.Skip("no sleep on this host")
-	}
-	prog := filepath.Join(t.TempDir(), "a) R (b")
-	data, err := os.ReadFile(sleep)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(prog, data, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	prog := oddSleep(t)
 	run := func(pid int, limit time.Duration) string {
 		t.Helper()
 		out, err := exec.Command("sh", "-c", waitGoneScript(pid, limit)).CombinedOutput()
@@ -101,4 +79,25 @@ func TestWaitGoneScript(t *testing.T) {
 	if got := run(short.Process.Pid, 10*time.Second); got != "gone" {
 		t.Errorf("a pid that no longer exists: %q, want gone", got)
 	}
+}
+
+// oddSleep returns a copy of this host's sleep named "a) R (b": a reader
+// of the third field of its /proc stat would take ") R " for its state,
+// as a thread's name may hold it. It skips the test on a host without
+// sleep.
+func oddSleep(t *testing.T) string {
+	t.Helper()
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Skip("no sleep on this host")
+	}
+	prog := filepath.Join(t.TempDir(), "a) R (b")
+	data, err := os.ReadFile(sleep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(prog, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return prog
 }
