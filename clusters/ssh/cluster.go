@@ -479,7 +479,7 @@ func (cl *Cluster) Kill(ctx context.Context, cn clusters.Node) error {
 	if err != nil {
 		return err
 	}
-	if _, err := n.conn.Run(ctx, fmt.Sprintf("i=0; while [ -e /proc/%d ] && [ \"$(awk '{print $3}' /proc/%d/stat 2>/dev/null)\" != Z ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done", pid, pid)); err != nil {
+	if _, err := n.conn.Run(ctx, waitGoneScript(pid, killWait)); err != nil {
 		return err
 	}
 	n.mu.Lock()
@@ -522,6 +522,28 @@ func (cl *Cluster) Restart(ctx context.Context, cn clusters.Node) error {
 		cl.lg.Info("ssh node killed before its restart", "node", n.name, "host", n.conn.Host.Name, "pid", pid)
 	}
 	return cl.startNode(ctx, n, false)
+}
+
+// killWait bounds how long Kill waits for the server it sent SIGKILL to
+// to exit (a SQL server's lt_kill has waited up to exitWait already).
+const killWait = 5 * time.Second
+
+// forgetIfExited forgets n's pid when its server, pid, has exited: after
+// a kill or a power cut whose command failed, the kill may have gone
+// through all the same. A server that still runs, or a host that did not
+// answer, keeps its pid, which the next restart kills first. The question
+// does not end with ctx, whose end is often why the command failed.
+func (n *node) forgetIfExited(ctx context.Context, pid int) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startCommandTimeout)
+	defer cancel()
+	if out, err := n.conn.Run(ctx, waitGoneScript(pid, 0)); err != nil || strings.TrimSpace(out) != "gone" {
+		return
+	}
+	n.mu.Lock()
+	if n.pid == pid {
+		n.pid = 0
+	}
+	n.mu.Unlock()
 }
 
 // exitWait bounds how long a restart waits for a server of the node that

@@ -61,6 +61,9 @@ func TestWaitGoneScript(t *testing.T) {
 	if got := run(long.Process.Pid, 200*time.Millisecond); got != "running" {
 		t.Errorf("a process that runs on: %q, want running", got)
 	}
+	if got := run(long.Process.Pid, 0); got != "running" {
+		t.Errorf("a process that runs, asked once (no wait): %q, want running", got)
+	}
 
 	// A process that exits while the wait goes on; its parent does not
 	// reap it, so it ends as a zombie, which counts as gone.
@@ -78,6 +81,9 @@ func TestWaitGoneScript(t *testing.T) {
 	}
 	if got := run(short.Process.Pid, 10*time.Second); got != "gone" {
 		t.Errorf("a pid that no longer exists: %q, want gone", got)
+	}
+	if got := run(short.Process.Pid, 0); got != "gone" {
+		t.Errorf("a pid that no longer exists, asked once (no wait): %q, want gone", got)
 	}
 }
 

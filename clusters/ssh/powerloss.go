@@ -107,11 +107,7 @@ func (cl *Cluster) CutPower(ctx context.Context, cn clusters.Node) ([]clusters.F
 	if err != nil {
 		if pid != 0 {
 			// The kill may have gone through before the cut failed.
-			if _, aerr := n.conn.Run(ctx, fmt.Sprintf("[ -e /proc/%d ] && [ \"$(awk '{print $3}' /proc/%d/stat)\" != Z ]", pid, pid)); aerr != nil {
-				n.mu.Lock()
-				n.pid = 0
-				n.mu.Unlock()
-			}
+			n.forgetIfExited(ctx, pid)
 		}
 		return nil, fmt.Errorf("node %s: cut its power: %w", n.name, err)
 	}
@@ -175,11 +171,7 @@ func (cl *Cluster) CutPowerOnWrite(ctx context.Context, cn clusters.Node, within
 	case err != nil:
 		// The kill may have gone through before the command failed.
 		if pid != 0 {
-			if _, aerr := n.conn.Run(context.WithoutCancel(ctx), fmt.Sprintf("[ -e /proc/%d ] && [ \"$(awk '{print $3}' /proc/%d/stat)\" != Z ]", pid, pid)); aerr != nil {
-				n.mu.Lock()
-				n.pid = 0
-				n.mu.Unlock()
-			}
+			n.forgetIfExited(ctx, pid)
 		}
 		return nil, fmt.Errorf("node %s: cut its power: %w", n.name, err)
 	case res.Untouched != "":
