@@ -100,37 +100,32 @@ type Options struct {
 
 // Cluster is the nodes of one backend as containers on a Lab's network,
 // each with a fixed address, started and waited for with testcontainers-go.
-// It implements clusters.Cluster, Killer, Pauser and LogCollector, and Role
-// tells an etcd or ZooKeeper node's role now; with Options.SyncRecords it
-// is a PowerCutter and a GroupRestarter too. Its methods are safe for
-// concurrent use; each that starts, stops or changes a node holds the
-// cluster's lock for its whole duration.
+// It is a backend.Cluster over this provider's driver: a
+// clusters.Cluster, Killer, GroupRestarter, Pauser, LogCollector,
+// RoleReader and Targeter; with Options.SyncRecords it is a PowerCutter
+// too. Its methods are safe for concurrent use; each that starts, stops
+// or changes a node holds the cluster's lock for its whole duration.
 type Cluster struct {
-	// NodeRoles reads the nodes' roles and picks a process fault's
-	// targets, as on every provider.
-	backend.NodeRoles
+	// Cluster is the nodes as every provider runs them (their lock,
+	// formation, roles and targets), over this provider's driver.
+	*backend.Cluster[*node]
 
 	layout backend.Layout
 	lab    *Lab
 	image  images.Image
 	opts   Options
 	log    *slog.Logger
-
-	mu    sync.Mutex
-	nodes []*node
-
-	// roster keeps whether the Redis Cluster was created and the roles
-	// last seen, for Nodes.
-	roster backend.Roster
+	nodes  []*node
 }
 
 var (
-	_ clusters.Cluster      = (*Cluster)(nil)
-	_ clusters.Killer       = (*Cluster)(nil)
-	_ clusters.Pauser       = (*Cluster)(nil)
-	_ clusters.LogCollector = (*Cluster)(nil)
-	_ clusters.RoleReader   = (*Cluster)(nil)
-	_ clusters.Targeter     = (*Cluster)(nil)
+	_ clusters.Cluster        = (*Cluster)(nil)
+	_ clusters.Killer         = (*Cluster)(nil)
+	_ clusters.GroupRestarter = (*Cluster)(nil)
+	_ clusters.Pauser         = (*Cluster)(nil)
+	_ clusters.LogCollector   = (*Cluster)(nil)
+	_ clusters.RoleReader     = (*Cluster)(nil)
+	_ clusters.Targeter       = (*Cluster)(nil)
 )
 
 // node is one container of a cluster.
@@ -225,7 +220,6 @@ func New(opts Options) (*Cluster, error) {
 		lg = slog.New(slog.DiscardHandler)
 	}
 	c := &Cluster{layout: layout, lab: opts.Lab, image: opts.Image, opts: opts, log: lg}
-	c.NodeRoles = backend.NodeRoles{Layout: layout, Provider: "docker", List: c.Nodes}
 	for _, spec := range layout.Nodes {
 		k := kinds[spec.Kind]
 		ip, err := opts.Lab.allocIP()
@@ -237,59 +231,12 @@ func New(opts Options) (*Cluster, error) {
 		c.nodes = append(c.nodes, n)
 		opts.Lab.register(n)
 	}
+	c.Cluster = backend.NewCluster("docker", layout, c.nodes, driver{c})
 	return c, nil
-}
-
-// Nodes returns the nodes in order n1..nN, each with its container's
-// address on the run's network.
-func (c *Cluster) Nodes() []clusters.Node {
-	out := make([]clusters.Node, len(c.nodes))
-	for i, n := range c.nodes {
-		out[i] = clusters.Node{Name: n.name, Addr: n.addr(), LogPath: n.logPath, Role: c.roster.Role(c.layout, n.name)}
-	}
-	return out
 }
 
 // Image returns the image the nodes run.
 func (c *Cluster) Image() images.Image { return c.image }
-
-// Pids returns each node's host pid, or 0 for a node that is not running.
-func (c *Cluster) Pids() map[string]int {
-	m := map[string]int{}
-	for _, n := range c.nodes {
-		pid, _ := n.hostPid(context.Background())
-		m[n.name] = pid
-	}
-	return m
-}
-
-// Start creates the nodes' containers that do not exist yet, starts every
-// node that is not running and returns once each is ready (the backend's
-// own readiness check, run as testcontainers' wait strategy) and the
-// cluster as a whole is: a redis-sentinel's data nodes start first, and
-// its sentinels once every replica's link to the master is up, Start
-// returning when every sentinel names n1 as the master and knows the
-// others; a redis-cluster is created at its first start and is ready when
-// every node reports cluster_state:ok and the masters own every slot. The
-// other backends' nodes start all at once. If a node fails, Start removes
-// the containers it created and returns an error naming the node and
-// quoting its last output.
-func (c *Cluster) Start(ctx context.Context) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	err := c.roster.Form(ctx, c.layout, backend.Formation{
-		Provider: "docker",
-		Start: func(ctx context.Context, names []string) error {
-			return c.startGroup(ctx, backend.Named(c.nodes, func(n *node) string { return n.name }, names))
-		},
-		Nodes: c.Nodes,
-		Pids:  c.Pids,
-	})
-	if err != nil {
-		c.removeAll(c.nodes)
-	}
-	return err
-}
 
 // readyTimeout is the longest start bound of the kinds of ns.
 func readyTimeout(ns []*node) time.Duration {
@@ -301,8 +248,8 @@ func readyTimeout(ns []*node) time.Duration {
 }
 
 // startGroup creates the containers of ns that do not exist yet, starts
-// those not running, all at once, and returns once each is ready. c.mu
-// must be held.
+// those not running, all at once, and returns once each is ready. The
+// cluster's lock must be held.
 func (c *Cluster) startGroup(ctx context.Context, ns []*node) error {
 	var todo []*node
 	for _, n := range ns {
@@ -470,15 +417,6 @@ func containerLogs(ctx context.Context, cli *client.Client, id, tail string, w i
 	return err
 }
 
-// removeAll removes the containers of ns. c.mu must be held.
-func (c *Cluster) removeAll(ns []*node) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	for _, n := range ns {
-		c.remove(ctx, n)
-	}
-}
-
 // remove removes n's container, if any, killing it first. An error names
 // the container left behind, which `locktest cleanup` removes later.
 func (c *Cluster) remove(ctx context.Context, n *node) error {
@@ -497,43 +435,71 @@ func (c *Cluster) remove(ctx context.Context, n *node) error {
 	return nil
 }
 
+// driver is the docker provider's backend.Driver: a node is a container
+// on the run's network, which it starts with testcontainers-go and
+// signals through the Docker API and the container's host pid.
+type driver struct{ c *Cluster }
+
+var _ backend.Driver[*node] = driver{}
+
+// Node returns n at its container's fixed address.
+func (d driver) Node(n *node) clusters.Node {
+	return clusters.Node{Name: n.name, Addr: n.addr(), LogPath: n.logPath}
+}
+
+// pidTimeout bounds the engine's answer to Pid.
+const pidTimeout = 10 * time.Second
+
+// Pid returns the host pid of n's container's main process, 0 when it is
+// not running (or the engine does not say).
+func (d driver) Pid(n *node) int {
+	ctx, cancel := context.WithTimeout(context.Background(), pidTimeout)
+	defer cancel()
+	pid, _ := n.hostPid(ctx)
+	return pid
+}
+
+// Start creates the containers of ns and starts them (startGroup).
+func (d driver) Start(ctx context.Context, ns []*node) error { return d.c.startGroup(ctx, ns) }
+
+// Restart starts the containers of ns that are not running again, with
+// the same address and writable layer (startGroup). A node that was never
+// started is an error.
+func (d driver) Restart(ctx context.Context, ns []*node) error {
+	for _, n := range ns {
+		if n.id() == "" {
+			return fmt.Errorf("docker %s: restart %s: the node was never started", d.c.opts.Backend, n.name)
+		}
+	}
+	return d.c.startGroup(ctx, ns)
+}
+
 // stopTimeout bounds Stop: an engine that does not answer (its runtime
 // wedged) must not hold the run, or a test, forever.
 const stopTimeout = 2 * time.Minute
 
-// Stop removes every node's container (SIGKILL, then removal with its
-// writable layer). It is idempotent; the collected logs stay in Dir. It
-// takes at most stopTimeout, whatever ctx: a context that has ended, or
-// that has no deadline, is replaced by one of stopTimeout, since Stop
-// must not leave containers behind because the run was interrupted, nor
-// wait forever on an engine that does not answer. An error names the
-// containers left (`locktest cleanup` removes them).
-func (c *Cluster) Stop(ctx context.Context) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+// Stop removes n's container (SIGKILL, then removal with its writable
+// layer); the collected logs stay in Dir. It takes at most stopTimeout,
+// whatever ctx: a context that has ended, or that has no deadline, is
+// replaced by one of stopTimeout, since Stop must not leave containers
+// behind because the run was interrupted, nor wait forever on an engine
+// that does not answer. An error names the container left (`locktest
+// cleanup` removes it).
+func (d driver) Stop(ctx context.Context, n *node) error {
 	if _, ok := ctx.Deadline(); !ok || ctx.Err() != nil {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), stopTimeout)
 		defer cancel()
 	}
-	errs := make([]error, len(c.nodes))
-	var wg sync.WaitGroup
-	for i, n := range c.nodes {
-		wg.Go(func() { errs[i] = c.remove(ctx, n) })
-	}
-	wg.Wait()
-	return errors.Join(errs...)
+	return d.c.remove(ctx, n)
 }
 
-// Kill sends SIGKILL to the node's container through the Docker API and
-// returns once it has stopped. The container, with its writable layer
-// (the node's data), stays for Restart. Killing a node that is not running
-// does nothing.
-func (c *Cluster) Kill(ctx context.Context, target clusters.Node) error {
-	return c.with(target, func(n *node) error { return c.kill(ctx, n) })
-}
+// Kill sends SIGKILL to n's container through the Docker API and returns
+// once it has stopped. The container, with its writable layer (the node's
+// data), stays for Restart.
+func (d driver) Kill(ctx context.Context, n *node) error { return d.c.kill(ctx, n) }
 
-// kill is Kill of n; c.mu must be held.
+// kill is Kill of n; the cluster's lock must be held.
 func (c *Cluster) kill(ctx context.Context, n *node) error {
 	pid, err := n.hostPid(ctx)
 	if err != nil {
@@ -555,134 +521,83 @@ func (c *Cluster) kill(ctx context.Context, n *node) error {
 	return nil
 }
 
-// Restart starts a killed node's container again, with the same address
-// and writable layer, and returns once it is ready. What the node still
-// knows depends on the backend's persistence. Restarting a running node
-// does nothing.
-func (c *Cluster) Restart(ctx context.Context, target clusters.Node) error {
-	return c.with(target, func(n *node) error {
-		if _, err := n.hostPid(ctx); err == nil {
-			return nil
-		}
-		if n.id() == "" {
-			return fmt.Errorf("docker %s: restart %s: the node was never started", c.opts.Backend, n.name)
-		}
-		ctx, cancel := context.WithTimeout(ctx, kinds[n.kind].readyTimeout)
-		defer cancel()
-		return c.startNode(ctx, n)
-	})
-}
-
-// Pause freezes the node's process with SIGSTOP, sent to the container's
-// host pid, and returns once the kernel reports every thread stopped. As
-// with a local node, the kernel still accepts connections on its port:
-// clients see timeouts, not refusals. When the container's process is not
-// one of this host's (a remote daemon), or the server is several
-// processes (PostgreSQL), the whole container is frozen through the Docker
-// API (`docker pause`, the cgroup freezer) instead. Pausing a node that is not
-// running is an error.
-func (c *Cluster) Pause(ctx context.Context, target clusters.Node) error {
-	return c.with(target, func(n *node) error {
-		if _, err := n.hostPid(ctx); err != nil {
-			return fmt.Errorf("docker %s: pause: %w", c.opts.Backend, err)
-		}
-		pid, err := n.localPid(ctx)
-		if err != nil || kinds[n.kind].several {
-			if _, err := n.cli.ContainerPause(ctx, n.id(), client.ContainerPauseOptions{}); err != nil {
-				return fmt.Errorf("docker %s: pause %s: %s", c.opts.Backend, n.name, engine.FirstLine(err))
-			}
-			n.frozen = true
-			c.log.Info("node paused", "node", n.name, "addr", n.addr(), "by", "docker pause")
-			return nil
-		}
-		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
-			return fmt.Errorf("docker %s: pause %s (host pid %d): %w", c.opts.Backend, n.name, pid, err)
-		}
-		if err := procfs.WaitStopped(pid, clusters.PauseWait); err != nil {
-			return fmt.Errorf("docker %s: pause %s (host pid %d): %w", c.opts.Backend, n.name, pid, err)
-		}
-		c.log.Info("node paused", "node", n.name, "pid", pid, "addr", n.addr())
-		return nil
-	})
-}
-
-// Resume thaws the node's process with SIGCONT. Resuming a node that is
-// not paused, or not running, does nothing.
-func (c *Cluster) Resume(ctx context.Context, target clusters.Node) error {
-	return c.with(target, func(n *node) error {
-		if n.frozen {
-			if _, err := n.cli.ContainerUnpause(ctx, n.id(), client.ContainerUnpauseOptions{}); err != nil && !engine.IsNotFound(err) {
-				return fmt.Errorf("docker %s: resume %s: %s", c.opts.Backend, n.name, engine.FirstLine(err))
-			}
-			n.frozen = false
-			c.log.Info("node resumed", "node", n.name, "addr", n.addr(), "by", "docker unpause")
-			return nil
-		}
-		pid, err := n.localPid(ctx)
-		if err != nil {
-			return nil
-		}
-		if err := syscall.Kill(pid, syscall.SIGCONT); err != nil && !errors.Is(err, syscall.ESRCH) {
-			return fmt.Errorf("docker %s: resume %s (host pid %d): %w", c.opts.Backend, n.name, pid, err)
-		}
-		c.log.Info("node resumed", "node", n.name, "pid", pid, "addr", n.addr())
-		return nil
-	})
-}
-
-// CollectLogs writes each node's container output (stdout and stderr,
-// across restarts) to dir/<name>.log and to the node's LogPath, creating
-// dir. Nodes whose container was never created are skipped.
-func (c *Cluster) CollectLogs(dir string) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
+// Pause freezes n's process with SIGSTOP, sent to the container's host
+// pid, and returns once the kernel reports every thread stopped. As with
+// a local node, the kernel still accepts connections on its port: clients
+// see timeouts, not refusals. When the container's process is not one of
+// this host's (a remote daemon), or the server is several processes
+// (PostgreSQL), the whole container is frozen through the Docker API
+// (`docker pause`, the cgroup freezer) instead.
+func (d driver) Pause(ctx context.Context, n *node) error {
+	c := d.c
+	if _, err := n.hostPid(ctx); err != nil {
+		return fmt.Errorf("docker %s: pause: %w", c.opts.Backend, err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	pid, err := n.localPid(ctx)
+	if err != nil || kinds[n.kind].several {
+		if _, err := n.cli.ContainerPause(ctx, n.id(), client.ContainerPauseOptions{}); err != nil {
+			return fmt.Errorf("docker %s: pause %s: %s", c.opts.Backend, n.name, engine.FirstLine(err))
+		}
+		n.frozen = true
+		c.log.Info("node paused", "node", n.name, "addr", n.addr(), "by", "docker pause")
+		return nil
+	}
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		return fmt.Errorf("docker %s: pause %s (host pid %d): %w", c.opts.Backend, n.name, pid, err)
+	}
+	if err := procfs.WaitStopped(pid, clusters.PauseWait); err != nil {
+		return fmt.Errorf("docker %s: pause %s (host pid %d): %w", c.opts.Backend, n.name, pid, err)
+	}
+	c.log.Info("node paused", "node", n.name, "pid", pid, "addr", n.addr())
+	return nil
+}
+
+// Resume thaws n's process with SIGCONT, or its container with `docker
+// unpause` when Pause froze it so.
+func (d driver) Resume(ctx context.Context, n *node) error {
+	c := d.c
+	if n.frozen {
+		if _, err := n.cli.ContainerUnpause(ctx, n.id(), client.ContainerUnpauseOptions{}); err != nil && !engine.IsNotFound(err) {
+			return fmt.Errorf("docker %s: resume %s: %s", c.opts.Backend, n.name, engine.FirstLine(err))
+		}
+		n.frozen = false
+		c.log.Info("node resumed", "node", n.name, "addr", n.addr(), "by", "docker unpause")
+		return nil
+	}
+	pid, err := n.localPid(ctx)
+	if err != nil {
+		return nil
+	}
+	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("docker %s: resume %s (host pid %d): %w", c.opts.Backend, n.name, pid, err)
+	}
+	c.log.Info("node resumed", "node", n.name, "pid", pid, "addr", n.addr())
+	return nil
+}
+
+// CollectLog writes n's container output (stdout and stderr, across
+// restarts), under a line naming the container, to path and to n's
+// LogPath. A node whose container was never created has none.
+func (d driver) CollectLog(ctx context.Context, n *node, path string) error {
+	id := n.id()
+	if id == "" {
+		return nil
+	}
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "# container %s of image %s, node %s at %s\n", engine.ShortID(id), d.c.image.Ref, n.name, n.addr())
 	var errs []error
-	for _, n := range c.nodes {
-		id := n.id()
-		if id == "" {
-			continue
-		}
-		var b bytes.Buffer
-		fmt.Fprintf(&b, "# container %s of image %s, node %s at %s\n", engine.ShortID(id), c.image.Ref, n.name, n.addr())
-		if err := containerLogs(ctx, n.cli, id, "all", &b); err != nil {
-			errs = append(errs, fmt.Errorf("collect log of %s: %s", n.name, engine.FirstLine(err)))
-		}
-		for _, p := range []string{filepath.Join(dir, n.name+".log"), n.logPath} {
-			if err := os.MkdirAll(filepath.Dir(p), 0o755); err == nil {
-				err = os.WriteFile(p, b.Bytes(), 0o644)
-				if err != nil {
-					errs = append(errs, err)
-				}
+	if err := containerLogs(ctx, n.cli, id, "all", &b); err != nil {
+		errs = append(errs, errors.New(engine.FirstLine(err)))
+	}
+	for _, p := range []string{path, n.logPath} {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err == nil {
+			err = os.WriteFile(p, b.Bytes(), 0o644)
+			if err != nil {
+				errs = append(errs, err)
 			}
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// with calls f with the node called target.Name, holding the cluster's lock.
-func (c *Cluster) with(target clusters.Node, f func(n *node) error) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n, err := c.find(target)
-	if err == nil {
-		err = f(n)
-	}
-	return err
-}
-
-// find returns the node called node.Name.
-func (c *Cluster) find(node clusters.Node) (*node, error) {
-	for _, n := range c.nodes {
-		if n.name == node.Name {
-			return n, nil
-		}
-	}
-	return nil, fmt.Errorf("docker %s: no node %q", c.opts.Backend, node.Name)
 }
 
 // probeStrategy is a testcontainers wait strategy that polls a readiness

@@ -98,7 +98,7 @@ func (c *Cluster) plan(n *node) ([]durable.Cut, error) {
 // would lose now.
 func (c *Cluster) Unsynced(ctx context.Context, target clusters.Node) (int64, error) {
 	var lost int64
-	err := c.with(target, func(n *node) error {
+	err := c.With(target, func(n *node) error {
 		if why := c.PowerCutReason(); why != "" {
 			return fmt.Errorf("docker %s: node %s: %s", c.opts.Backend, n.name, why)
 		}
@@ -117,7 +117,7 @@ func (c *Cluster) Unsynced(ctx context.Context, target clusters.Node) (int64, er
 // record is missing. Restart starts the container again on the cut files.
 func (c *Cluster) CutPower(ctx context.Context, target clusters.Node) ([]clusters.FileCut, error) {
 	var out []clusters.FileCut
-	err := c.with(target, func(n *node) error {
+	err := c.With(target, func(n *node) error {
 		if why := c.PowerCutReason(); why != "" {
 			return fmt.Errorf("docker %s: cannot cut the power of %s: %s", c.opts.Backend, n.name, why)
 		}
@@ -150,7 +150,7 @@ func (c *Cluster) CutPower(ctx context.Context, target clusters.Node) ([]cluster
 // its power (CutPower); at the end of within it cuts all the same. An
 // error of the wait wraps clusters.ErrUntouched.
 func (c *Cluster) CutPowerOnWrite(ctx context.Context, target clusters.Node, within time.Duration) ([]clusters.FileCut, error) {
-	n, err := c.find(target)
+	n, err := c.Find(target)
 	if err == nil {
 		if why := c.PowerCutReason(); why != "" {
 			err = fmt.Errorf("docker %s: cannot cut the power of %s: %s", c.opts.Backend, n.name, why)
@@ -164,26 +164,4 @@ func (c *Cluster) CutPowerOnWrite(ctx context.Context, target clusters.Node, wit
 		return nil, fmt.Errorf("%w: docker %s: wait for an unsynced write of %s: %w", clusters.ErrUntouched, c.opts.Backend, n.name, err)
 	}
 	return c.CutPower(ctx, target)
-}
-
-// RestartNodes starts, all at once, the containers of every one of nodes
-// that is not running, and returns once each is ready: the restart of a
-// Raft cluster whose every member lost its power serves again only once
-// a majority is back, which Restart, one node at a time under the
-// cluster's lock, would never see.
-func (c *Cluster) RestartNodes(ctx context.Context, nodes []clusters.Node) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var ns []*node
-	for _, target := range nodes {
-		n, err := c.find(target)
-		if err != nil {
-			return err
-		}
-		if n.id() == "" {
-			return fmt.Errorf("docker %s: restart %s: the node was never started", c.opts.Backend, n.name)
-		}
-		ns = append(ns, n)
-	}
-	return c.startGroup(ctx, ns)
 }

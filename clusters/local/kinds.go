@@ -32,14 +32,17 @@ import (
 // a backend that has no node type of its own here. Its methods are safe
 // for concurrent use.
 type KindCluster struct {
-	// NodeRoles reads the nodes' roles and picks a process fault's
-	// targets, as on every provider.
-	backend.NodeRoles
+	// Cluster is the nodes as every provider runs them (their lock,
+	// formation, roles and targets), over this provider's driver.
+	*backend.Cluster[*kindNode]
 
+	// kind names the backend in errors: "local redis".
+	kind   string
+	log    *slog.Logger
+	nodes  []*kindNode
 	layout backend.Layout
 	opts   Options
 	exe    []string
-	roster backend.Roster
 	// powerWhy says why the nodes' power cannot be cut ("" when it can):
 	// their syncs are not recorded.
 	powerWhy string
@@ -48,14 +51,13 @@ type KindCluster struct {
 	// which refuse root run as, by kind, when this process is root.
 	bins  map[string]string
 	creds map[string]*syscall.Credential
-
-	nodeSet[*kindNode]
 }
 
 var (
-	_ fullCluster         = (*KindCluster)(nil)
-	_ clusters.RoleReader = (*KindCluster)(nil)
-	_ clusters.Targeter   = (*KindCluster)(nil)
+	_ fullCluster             = (*KindCluster)(nil)
+	_ clusters.RoleReader     = (*KindCluster)(nil)
+	_ clusters.Targeter       = (*KindCluster)(nil)
+	_ clusters.GroupRestarter = (*KindCluster)(nil)
 )
 
 // kindNode is one node of a KindCluster: its kind and its ports.
@@ -114,15 +116,11 @@ func NewKindCluster(b string, opts Options) (*KindCluster, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	c := &KindCluster{layout: l, opts: opts, exe: exe, powerWhy: l.SyncRecordReason(),
+	c := &KindCluster{kind: "local " + b, log: log, layout: l, opts: opts, exe: exe, powerWhy: l.SyncRecordReason(),
 		bins: map[string]string{}, creds: map[string]*syscall.Credential{}}
-	c.NodeRoles = backend.NodeRoles{Layout: l, Provider: "local", List: c.Nodes}
 	if c.powerWhy == "" && !opts.TrackSyncs {
 		c.powerWhy = noSyncRecords
 	}
-	c.nodeSet = nodeSet[*kindNode]{kind: "local " + b, log: log,
-		restart: func(ctx context.Context, n *kindNode) error { return c.startGroup(ctx, []*kindNode{n}) }}
-	c.group = kindGroup{c}
 	for i, spec := range l.Nodes {
 		k, err := backend.KindOf(spec.Kind)
 		if err != nil {
@@ -135,6 +133,7 @@ func NewKindCluster(b string, opts Options) (*KindCluster, error) {
 		}
 		c.nodes = append(c.nodes, n)
 	}
+	c.Cluster = backend.NewCluster("local", l, c.nodes, driver{c})
 	// A program, a file or a user a node needs and this host lacks is
 	// reported now, before anything starts.
 	for _, n := range c.nodes {
@@ -212,26 +211,8 @@ func (c *KindCluster) placed(n *kindNode) backend.Placed {
 	return backend.Placed{Name: n.name, IP: n.host.ip(), Ports: ports}
 }
 
-// Start starts every node and returns once the cluster is formed and
-// ready (backend.Roster.Form). A port another process took between its
-// pick and the node's bind is replaced, and the start tried again, up to
-// startAttempts times.
-func (c *KindCluster) Start(ctx context.Context) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.roster.Form(ctx, c.layout, backend.Formation{
-		Provider: "local",
-		Start: func(ctx context.Context, names []string) error {
-			return c.startStopped(ctx, backend.Named(c.nodes, func(n *kindNode) string { return n.name }, names))
-		},
-		// Form runs with c.mu held.
-		Nodes: c.nodesLocked,
-		Pids:  c.pidsLocked,
-	})
-}
-
 // startStopped starts, all at once, those of ns that are not running
-// (startGroup). c.mu must be held.
+// (startGroup). The cluster's lock must be held.
 func (c *KindCluster) startStopped(ctx context.Context, ns []*kindNode) error {
 	var stopped []*kindNode
 	for _, n := range ns {
@@ -242,17 +223,6 @@ func (c *KindCluster) startStopped(ctx context.Context, ns []*kindNode) error {
 	return c.startGroup(ctx, stopped)
 }
 
-// Nodes returns the nodes in order, each with the role it had when the
-// cluster was last seen formed (a Sentinel set's and a Redis Cluster's;
-// backend.Roster.Role).
-func (c *KindCluster) Nodes() []clusters.Node {
-	ns := c.nodeSet.Nodes()
-	for i := range ns {
-		ns[i].Role = c.roster.Role(c.layout, ns[i].Name)
-	}
-	return ns
-}
-
 // errPortTaken is a start that failed because a node's port was taken.
 var errPortTaken = errors.New("a port was taken")
 
@@ -261,7 +231,7 @@ var errPortTaken = errors.New("a port was taken")
 // nodes of ns it started. Nodes that never started get their ports now
 // (retrying, on new ports, a start whose port another process took
 // meanwhile); a node that has started keeps its own: its clients and
-// peers know it by its address. c.mu must be held.
+// peers know it by its address. The cluster's lock must be held.
 func (c *KindCluster) startGroup(ctx context.Context, ns []*kindNode) error {
 	for attempt := 1; ; attempt++ {
 		err := c.launchGroup(ctx, ns)
@@ -270,7 +240,9 @@ func (c *KindCluster) startGroup(ctx context.Context, ns []*kindNode) error {
 		}
 		c.log.Warn("port taken, retrying the nodes on other ports", "err", err)
 		for _, n := range ns {
+			n.info.Lock()
 			n.ports = nil
+			n.info.Unlock()
 			if err := os.RemoveAll(n.dataDir()); err != nil {
 				return fmt.Errorf("%s: node %s: %w", c.kind, n.name, err)
 			}
@@ -293,7 +265,7 @@ func (c *KindCluster) launchGroup(ctx context.Context, ns []*kindNode) error {
 	var ss []started
 	killAll := func() {
 		for _, s := range ss {
-			c.killProc(s.n, s.p)
+			driver{c}.killProc(s.n, s.p)
 		}
 	}
 	fail := func(err error) error {
@@ -370,7 +342,7 @@ func (c *KindCluster) launchGroup(ctx context.Context, ns []*kindNode) error {
 	if blame < 0 {
 		for _, s := range ss {
 			s.n.launched = true
-			c.adopt(s.n, s.p)
+			driver{c}.adopt(s.n, s.p)
 		}
 		return nil
 	}
@@ -458,7 +430,9 @@ func (c *KindCluster) pickPorts(n *kindNode) error {
 			break
 		}
 	}
+	n.info.Lock()
 	n.ports = ports
+	n.info.Unlock()
 	return nil
 }
 
@@ -476,13 +450,12 @@ func waitPeerServing(ctx context.Context, k *backend.Kind, peer string, p *proc)
 	}
 }
 
-// kindGroup is how a KindCluster stops, kills, pauses and resumes a node
-// that is a tree of processes (backend.Kind.Several; nodeSet.group) whole,
-// and removes what a dead tree leaves outside its files
-// (removeLeftovers). A server of one process gets the set's defaults.
+// kindGroup is how the driver stops, kills, pauses and resumes a node
+// that is a tree of processes (backend.Kind.Several) whole, and removes
+// what a dead tree leaves outside its files (removeLeftovers). Each runs
+// with the cluster's lock held; stop and kill get the process the node
+// had, which the driver has already forgotten.
 type kindGroup struct{ c *KindCluster }
-
-func (g kindGroup) takes(n *kindNode) bool { return n.kind.Several }
 
 // stop asks the server to stop (its kind's stop signal, SIGTERM by
 // default), thaws it and every process below it so that a paused tree

@@ -32,7 +32,7 @@ func (r *KindCluster) PowerCutReason() string { return r.powerWhy }
 // would lose now: what it wrote beyond the size of each file's last sync.
 func (r *KindCluster) Unsynced(ctx context.Context, node clusters.Node) (int64, error) {
 	var lost int64
-	err := r.locked(node, func(n *kindNode) error {
+	err := r.With(node, func(n *kindNode) error {
 		cuts, err := r.plan(n)
 		lost = durable.Lost(cuts)
 		return err
@@ -49,7 +49,7 @@ func (r *KindCluster) Unsynced(ctx context.Context, node clusters.Node) (int64, 
 // sync record is missing or unreadable: it would cut what was synced.
 func (r *KindCluster) CutPower(ctx context.Context, node clusters.Node) ([]clusters.FileCut, error) {
 	var out []clusters.FileCut
-	err := r.locked(node, func(n *kindNode) error {
+	err := r.With(node, func(n *kindNode) error {
 		if r.powerWhy != "" {
 			return fmt.Errorf("%s: cannot cut the power of %s: %s", r.kind, n.name, r.powerWhy)
 		}
@@ -60,7 +60,7 @@ func (r *KindCluster) CutPower(ctx context.Context, node clusters.Node) ([]clust
 			return fmt.Errorf("%s: node %s: %w", r.kind, n.name, err)
 		}
 		if p := n.proc; p.running() {
-			n.proc = nil
+			n.setProc(nil)
 			p.ended.Store(true)
 			_ = syscall.Kill(-p.pid, syscall.SIGKILL) // the node's own process group (Setpgid)
 			p.kill()
@@ -81,25 +81,6 @@ func (r *KindCluster) CutPower(ctx context.Context, node clusters.Node) ([]clust
 	return out, err
 }
 
-var _ clusters.GroupRestarter = (*KindCluster)(nil)
-
-// RestartNodes restarts, all at once, every one of nodes that is not
-// running, and returns once each serves (startStopped): the restart of a
-// Raft cluster whose every member lost its power waits for a majority.
-func (r *KindCluster) RestartNodes(ctx context.Context, nodes []clusters.Node) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var ns []*kindNode
-	for _, node := range nodes {
-		n, err := r.find(node)
-		if err != nil {
-			return err
-		}
-		ns = append(ns, n)
-	}
-	return r.startStopped(ctx, ns)
-}
-
 // CutPowerOnWrite waits, for at most within, until the node holds an
 // unsynced SET it has had time to acknowledge (durable.WaitForWrite,
 // reading its files here every few milliseconds), and then cuts its power
@@ -107,7 +88,7 @@ func (r *KindCluster) RestartNodes(ctx context.Context, nodes []clusters.Node) e
 // wait wraps clusters.ErrUntouched.
 func (r *KindCluster) CutPowerOnWrite(ctx context.Context, node clusters.Node, within time.Duration) ([]clusters.FileCut, error) {
 	var dir string
-	if err := r.locked(node, func(n *kindNode) error {
+	if err := r.With(node, func(n *kindNode) error {
 		if r.powerWhy != "" {
 			return fmt.Errorf("%s: cannot cut the power of %s: %s", r.kind, n.name, r.powerWhy)
 		}
@@ -117,7 +98,7 @@ func (r *KindCluster) CutPowerOnWrite(ctx context.Context, node clusters.Node, w
 		return nil, fmt.Errorf("%w: %w", clusters.ErrUntouched, err)
 	}
 	plan := func() (cuts []durable.Cut, err error) {
-		err = r.locked(node, func(n *kindNode) error {
+		err = r.With(node, func(n *kindNode) error {
 			cuts, err = r.plan(n)
 			return err
 		})

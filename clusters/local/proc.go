@@ -18,7 +18,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -304,23 +303,4 @@ func (p *proc) resume() error {
 		return err
 	}
 	return nil
-}
-
-// nodeLog is a node's name and the path of its log.
-type nodeLog struct{ name, path string }
-
-// collectLogs copies each node's log to dir/<name>.log, creating dir. Nodes
-// that never started, and so have no log, are skipped.
-func collectLogs(dir string, logs []nodeLog) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	var errs []error
-	for _, l := range logs {
-		err := copyFile(l.path, filepath.Join(dir, l.name+".log"))
-		if err != nil && !errors.Is(err, os.ErrNotExist) {
-			errs = append(errs, fmt.Errorf("collect log of %s: %w", l.name, err))
-		}
-	}
-	return errors.Join(errs...)
 }

@@ -10,7 +10,6 @@ import (
 	"net"
 	"os"
 	"path"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -105,15 +104,17 @@ func NewRunID() string {
 	return hex.EncodeToString(b)
 }
 
-// Cluster is a backend's nodes on SSH hosts. It is a clusters.Cluster, a
-// clusters.Killer, a clusters.Pauser, a clusters.LogCollector, a
-// clusters.RoleReader and Targeter and, when its nodes run under the clock
-// shim (ClockReason is ""), clusters.Clocks; its Network method gives the
-// iptables faults. Its methods are safe for concurrent use.
+// Cluster is a backend's nodes on SSH hosts. It is a backend.Cluster over
+// this provider's driver: a clusters.Cluster, Killer, GroupRestarter,
+// Pauser, LogCollector, RoleReader and Targeter and, when its nodes run
+// under the clock shim (ClockReason is ""), clusters.Clocks; its Network
+// method gives the iptables faults. Its methods are safe for concurrent
+// use; each that starts, stops or changes a node holds the cluster's lock
+// for its whole duration.
 type Cluster struct {
-	// NodeRoles reads the nodes' roles and picks a process fault's
-	// targets, as on every provider.
-	backend.NodeRoles
+	// Cluster is the nodes as every provider runs them (their lock,
+	// formation, roles and targets), over this provider's driver.
+	*backend.Cluster[*node]
 
 	opts  Options
 	nodes []*node
@@ -129,10 +130,6 @@ type Cluster struct {
 	clockMu  sync.Mutex
 	clockWhy string
 	offsets  map[string]time.Duration
-
-	// roster keeps whether the Redis Cluster was created and the roles
-	// last seen, for Nodes.
-	roster backend.Roster
 }
 
 // node is one server on one host.
@@ -177,7 +174,6 @@ func New(opts Options) (*Cluster, error) {
 		lg = slog.New(slog.DiscardHandler)
 	}
 	cl := &Cluster{opts: opts, layout: layout, lg: lg, offsets: map[string]time.Duration{}, hostMu: map[string]*sync.Mutex{}}
-	cl.NodeRoles = backend.NodeRoles{Layout: layout, Provider: "ssh", List: cl.Nodes}
 	if opts.ClockShim != "" {
 		cl.clockWhy = backend.ClockShimReason(opts.Backend)
 	}
@@ -195,6 +191,7 @@ func New(opts Options) (*Cluster, error) {
 		cl.nodes = append(cl.nodes, &node{name: p.Name, conn: c, dir: path.Join(RunDir(c.Host, opts.RunID), p.Name), kind: p.Kind, slot: placed[key]})
 		placed[key]++
 	}
+	cl.Cluster = backend.NewCluster("ssh", layout, cl.nodes, driver{cl})
 	return cl, nil
 }
 
@@ -210,19 +207,6 @@ func CheckParams(name string, params map[string]string) error {
 
 // RunDir returns the run's directory on host h.
 func RunDir(h Host, runID string) string { return path.Join(h.Workdir, "locktest-"+runID) }
-
-// Nodes returns the nodes, each at its host's address and its own port.
-// A redis-sentinel's data nodes have the Role master or replica as last
-// known (n1 master at the start), its sentinels sentinel; a
-// redis-cluster's nodes the role each had when the cluster was last seen
-// healthy.
-func (cl *Cluster) Nodes() []clusters.Node {
-	out := make([]clusters.Node, len(cl.nodes))
-	for i, n := range cl.nodes {
-		out[i] = clusters.Node{Name: n.name, Addr: n.addr(), Role: cl.roster.Role(cl.layout, n.name)}
-	}
-	return out
-}
 
 // ip is the address of n's host that the clients dial and the nodes
 // announce: the inventory's address when it is an IP address, else the
@@ -250,18 +234,6 @@ func (n *node) program() string {
 		return k.Program
 	}
 	return nodeProgram
-}
-
-// Pids returns each node's pid on its host, by name: 0 for a node that is
-// not running.
-func (cl *Cluster) Pids() map[string]int {
-	out := make(map[string]int, len(cl.nodes))
-	for _, n := range cl.nodes {
-		n.mu.Lock()
-		out[n.name] = n.pid
-		n.mu.Unlock()
-	}
-	return out
 }
 
 // Hosts returns the name of the host of each node, by node name.
@@ -292,28 +264,20 @@ func ownerLine() string {
 // several nodes fail, the error is the first's, and the log has the rest.
 func (cl *Cluster) Start(ctx context.Context) error {
 	t0 := time.Now()
-	err := cl.roster.Form(ctx, cl.layout, backend.Formation{
-		Provider: "ssh",
-		Start: func(ctx context.Context, names []string) error {
-			return cl.startAll(ctx, backend.Named(cl.nodes, func(n *node) string { return n.name }, names))
-		},
-		Nodes: cl.Nodes,
-		Pids:  cl.Pids,
-	})
-	if err != nil {
+	if err := cl.Cluster.Start(ctx); err != nil {
 		return err
 	}
 	cl.lg.Info("ssh nodes ready", "backend", cl.opts.Backend, "nodes", len(cl.nodes), "hosts", len(cl.opts.Inventory.HostsFor(cl.opts.Backend)), "took", time.Since(t0).Round(time.Millisecond))
 	return nil
 }
 
-// startAll starts nodes at once (startNode) and waits for each. The error
-// is the first node's; the log has the others'.
-func (cl *Cluster) startAll(ctx context.Context, nodes []*node) error {
+// startAll calls start with each of nodes at once and waits for each.
+// The error is the first node's; the log has the others'.
+func (cl *Cluster) startAll(nodes []*node, start func(n *node) error) error {
 	errs := make([]error, len(nodes))
 	var wg sync.WaitGroup
 	for i, n := range nodes {
-		wg.Go(func() { errs[i] = cl.startNode(ctx, n, true) })
+		wg.Go(func() { errs[i] = start(n) })
 	}
 	wg.Wait()
 	var first error
@@ -440,14 +404,8 @@ func waitReady(ctx context.Context, n *node, limit time.Duration) error {
 	})
 }
 
-func (cl *Cluster) find(name string) (*node, error) {
-	for _, n := range cl.nodes {
-		if n.name == name {
-			return n, nil
-		}
-	}
-	return nil, fmt.Errorf("ssh: no node %s", name)
-}
+// find returns the node called name.
+func (cl *Cluster) find(name string) (*node, error) { return cl.Find(clusters.Node{Name: name}) }
 
 // signal sends sig to n's server by its pid on the host. The pid is
 // checked to still be this run's server (its command line names the
@@ -469,12 +427,8 @@ func (n *node) signal(ctx context.Context, sig string) (int, error) {
 	return pid, nil
 }
 
-// Kill sends SIGKILL to the node's server and waits until it is gone.
-func (cl *Cluster) Kill(ctx context.Context, cn clusters.Node) error {
-	n, err := cl.find(cn.Name)
-	if err != nil {
-		return err
-	}
+// kill sends SIGKILL to n's server and waits until it is gone.
+func (cl *Cluster) kill(ctx context.Context, n *node) error {
 	pid, err := n.signal(ctx, "KILL")
 	if err != nil {
 		return err
@@ -488,25 +442,21 @@ func (cl *Cluster) Kill(ctx context.Context, cn clusters.Node) error {
 	return nil
 }
 
-// Restart starts the node's server again in the same directory: with
+// restart starts n's server again in the same directory: with
 // persistence on, it reloads its append-only file. A server of the node
 // that may still run is killed first: a kill whose command went out but
 // whose reply the run's deadline cut off (under stress-ng, a ZooKeeper
 // leader's kill on a stalled host) leaves the old pid recorded, and a
 // restart beside it started a second server, which the run then knew as
 // the node's, so that its stop left the first one running.
-func (cl *Cluster) Restart(ctx context.Context, cn clusters.Node) error {
-	n, err := cl.find(cn.Name)
-	if err != nil {
-		return err
-	}
+func (cl *Cluster) restart(ctx context.Context, n *node) error {
 	n.mu.Lock()
 	pid := n.pid
 	n.mu.Unlock()
 	if pid != 0 {
 		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startCommandTimeout)
 		defer cancel()
-		if kerr := cl.Kill(kctx, cn); kerr != nil {
+		if kerr := cl.kill(kctx, n); kerr != nil {
 			// The kill that was cut off may have gone through, and the
 			// server still be exiting: its command line is already gone
 			// (so the kill above did not take it for the node's), but
@@ -561,15 +511,11 @@ func waitGoneScript(pid int, limit time.Duration) string {
 	return sqlShell + fmt.Sprintf("i=0; while lt_alive %[1]d && [ $i -lt %[2]d ]; do sleep 0.05; i=$((i+1)); done; if lt_alive %[1]d; then echo running; else echo gone; fi\n", pid, polls)
 }
 
-// Pause stops the node's server with SIGSTOP and waits until the host's
+// Pause stops n's server with SIGSTOP and waits until the host's
 // kernel shows every thread of it stopped (a SQL server: each process of
 // its group), for at least clusters.PauseWait; a server still running
 // then is an error, so that the fault is not recorded as in.
-func (cl *Cluster) Pause(ctx context.Context, cn clusters.Node) error {
-	n, err := cl.find(cn.Name)
-	if err != nil {
-		return err
-	}
+func (d driver) Pause(ctx context.Context, n *node) error {
 	pid, err := n.signal(ctx, "STOP")
 	if err != nil {
 		return err
@@ -595,13 +541,9 @@ func waitStoppedScript(pid int, limit time.Duration) string {
 		"[ $i -ge %[2]d ] && { echo 'process %[1]d not stopped after %[3]v' >&2; exit 1; }; sleep 0.02; i=$((i+1)); done", pid, polls, limit)
 }
 
-// Resume continues the node's server with SIGCONT.
-func (cl *Cluster) Resume(ctx context.Context, cn clusters.Node) error {
-	n, err := cl.find(cn.Name)
-	if err != nil {
-		return err
-	}
-	_, err = n.signal(ctx, "CONT")
+// Resume continues n's server with SIGCONT.
+func (d driver) Resume(ctx context.Context, n *node) error {
+	_, err := n.signal(ctx, "CONT")
 	return err
 }
 
@@ -616,54 +558,6 @@ func (cl *Cluster) Reconnect(ctx context.Context) error {
 		wg.Go(func() { errs[i] = c.Reconnect(ctx) })
 	}
 	wg.Wait()
-	return errors.Join(errs...)
-}
-
-// Stop kills every server the cluster started (by pid, after SIGCONT so
-// a paused one dies too), waits for each to go, and removes the run's
-// directory on each host. It is idempotent.
-func (cl *Cluster) Stop(ctx context.Context) error {
-	var errs []error
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for _, n := range cl.nodes {
-		wg.Go(func() {
-			n.mu.Lock()
-			running := n.pid != 0
-			n.mu.Unlock()
-			if !running {
-				return
-			}
-			n.signal(ctx, "CONT")
-			if err := cl.Kill(ctx, clusters.Node{Name: n.name}); err != nil {
-				mu.Lock()
-				errs = append(errs, err)
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-	return errors.Join(errs...)
-}
-
-// CollectLogs copies each node's log (redis.log of a Redis node or a
-// sentinel, etcd.log, zookeeper.log) from its host into dir as
-// <node>.log.
-func (cl *Cluster) CollectLogs(dir string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var errs []error
-	for _, n := range cl.nodes {
-		log := "/" + kindOf(n).Log
-		out, err := n.conn.Run(ctx, "cat "+shellquote.Quote(n.dir+log))
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if err := os.WriteFile(filepath.Join(dir, n.name+".log"), []byte(out), 0o644); err != nil {
-			errs = append(errs, err)
-		}
-	}
 	return errors.Join(errs...)
 }
 
@@ -689,6 +583,63 @@ func RemoveRunDirs(ctx context.Context, conns []*Conn, runID string) error {
 }
 
 var (
-	_ clusters.RoleReader = (*Cluster)(nil)
-	_ clusters.Targeter   = (*Cluster)(nil)
+	_ clusters.RoleReader     = (*Cluster)(nil)
+	_ clusters.Targeter       = (*Cluster)(nil)
+	_ clusters.GroupRestarter = (*Cluster)(nil)
 )
+
+// driver is the ssh provider's backend.Driver: a node is a server on a
+// remote host, which it starts in the background there and signals by
+// pid over SSH.
+type driver struct{ cl *Cluster }
+
+var _ backend.Driver[*node] = driver{}
+
+// Node returns n at its host's address and its own port; its log stays
+// on its host.
+func (d driver) Node(n *node) clusters.Node { return clusters.Node{Name: n.name, Addr: n.addr()} }
+
+// Pid returns n's server's pid on its host, 0 when it is not running.
+func (d driver) Pid(n *node) int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.pid
+}
+
+// Start writes the config of each of ns on its host (the first: the run
+// directory and owner file too), starts the servers at once and waits for
+// each (startNode).
+func (d driver) Start(ctx context.Context, ns []*node) error {
+	return d.cl.startAll(ns, func(n *node) error { return d.cl.startNode(ctx, n, true) })
+}
+
+// Restart starts the servers of ns again, at once, each in its directory
+// (restart): one that may still run is killed first.
+func (d driver) Restart(ctx context.Context, ns []*node) error {
+	return d.cl.startAll(ns, func(n *node) error { return d.cl.restart(ctx, n) })
+}
+
+// Stop kills n's server, if it runs (by pid, after SIGCONT so that a
+// paused one dies too), and waits for it to go. The run's directory on
+// its host stays until RemoveRunDirs.
+func (d driver) Stop(ctx context.Context, n *node) error {
+	if d.Pid(n) == 0 {
+		return nil
+	}
+	n.signal(ctx, "CONT")
+	return d.cl.kill(ctx, n)
+}
+
+// Kill sends SIGKILL to n's server and waits until it is gone.
+func (d driver) Kill(ctx context.Context, n *node) error { return d.cl.kill(ctx, n) }
+
+// CollectLog copies n's log (redis.log of a Redis node or a sentinel,
+// etcd.log, zookeeper.log, …) from its host to path. A node that never
+// started has none, and writes nothing.
+func (d driver) CollectLog(ctx context.Context, n *node, path string) error {
+	out, err := n.conn.Run(ctx, "cat "+shellquote.Quote(n.dir+"/"+kindOf(n).Log)+" 2>/dev/null || true")
+	if err != nil || out == "" {
+		return err
+	}
+	return os.WriteFile(path, []byte(out), 0o644)
+}

@@ -72,15 +72,16 @@ func (n *node) remoteCuts(ctx context.Context, cmd string) ([]durable.Cut, error
 // Unsynced returns how many bytes of the node's data files a power cut
 // would lose now, as the node program on its host reads them.
 func (cl *Cluster) Unsynced(ctx context.Context, cn clusters.Node) (int64, error) {
-	n, err := cl.find(cn.Name)
-	if err != nil {
-		return 0, err
-	}
-	if why := cl.PowerCutReason(); why != "" {
-		return 0, fmt.Errorf("ssh: node %s: %s", n.name, why)
-	}
-	cuts, err := n.remoteCuts(ctx, n.durableCmd())
-	return durable.Lost(cuts), err
+	var lost int64
+	err := cl.With(cn, func(n *node) error {
+		if why := cl.PowerCutReason(); why != "" {
+			return fmt.Errorf("ssh: node %s: %s", n.name, why)
+		}
+		cuts, err := n.remoteCuts(ctx, n.durableCmd())
+		lost = durable.Lost(cuts)
+		return err
+	})
+	return lost, err
 }
 
 // CutPower cuts the node's power on its host, in one command there: the
@@ -88,11 +89,18 @@ func (cl *Cluster) Unsynced(ctx context.Context, cn clusters.Node) (int64, error
 // leads its own, with any child it forked), waits until it is gone, and
 // cuts each data file back to its durable size, which the shim recorded.
 // It refuses, changing nothing, a running node without a sync record.
+// It holds the cluster's lock, as a kill does.
 func (cl *Cluster) CutPower(ctx context.Context, cn clusters.Node) ([]clusters.FileCut, error) {
-	n, err := cl.find(cn.Name)
-	if err != nil {
-		return nil, err
-	}
+	var out []clusters.FileCut
+	err := cl.With(cn, func(n *node) (err error) {
+		out, err = cl.cutPower(ctx, n)
+		return err
+	})
+	return out, err
+}
+
+// cutPower is CutPower of n, with the cluster's lock held.
+func (cl *Cluster) cutPower(ctx context.Context, n *node) ([]clusters.FileCut, error) {
 	if why := cl.PowerCutReason(); why != "" {
 		return nil, fmt.Errorf("ssh: cannot cut the power of %s: %s", n.name, why)
 	}
@@ -140,7 +148,8 @@ type WaitResult struct {
 // after everysec had synced the write). The command gives up, doing
 // nothing, when its standard input closes: when ctx ends, this side
 // closes the session. An error that wraps clusters.ErrUntouched did
-// nothing to the node.
+// nothing to the node. It does not hold the cluster's lock: its wait,
+// which is its cut's too, must not hold the other nodes' faults back.
 func (cl *Cluster) CutPowerOnWrite(ctx context.Context, cn clusters.Node, within time.Duration) ([]clusters.FileCut, error) {
 	n, err := cl.find(cn.Name)
 	if err != nil {
