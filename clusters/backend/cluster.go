@@ -161,10 +161,17 @@ func (c *Cluster[N]) Start(ctx context.Context) error {
 		Pids:  c.Pids,
 	})
 	if err != nil {
-		c.stopAll(context.WithoutCancel(ctx))
+		// The stop outlives an interrupted start (what started must not
+		// stay), bounded: a host that does not answer must not hold it.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), failedStartStop)
+		defer cancel()
+		c.stopAll(sctx)
 	}
 	return err
 }
+
+// failedStartStop bounds the stop of what a failed Start started.
+const failedStartStop = time.Minute
 
 // named returns the nodes called names, in the layout's order.
 func (c *Cluster[N]) named(names []string) []N {
