@@ -129,9 +129,7 @@ func (c *Cluster) CutPower(ctx context.Context, target clusters.Node) ([]cluster
 			return err
 		}
 		cuts, err := durable.PlanDir(n.hostData(), record)
-		for _, cut := range cuts {
-			out = append(out, clusters.FileCut{Path: cut.Path, Size: cut.Size, Durable: cut.Durable})
-		}
+		out = durable.FileCuts(cuts)
 		if err == nil {
 			err = durable.Apply(n.hostData(), cuts)
 		}

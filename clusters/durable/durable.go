@@ -36,6 +36,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/locktest/locktest/clusters"
 )
 
 // EnvFile is the environment variable that names a process's sync record;
@@ -291,6 +293,16 @@ type Cut struct {
 
 // Lost is how many bytes the cut loses.
 func (c Cut) Lost() int64 { return c.Size - c.Durable }
+
+// FileCuts returns cuts as a clusters.PowerCutter reports them, in their
+// order.
+func FileCuts(cuts []Cut) []clusters.FileCut {
+	out := make([]clusters.FileCut, len(cuts))
+	for i, c := range cuts {
+		out[i] = clusters.FileCut{Path: c.Path, Size: c.Size, Durable: c.Durable}
+	}
+	return out
+}
 
 // String renders the cut for people: "appendonlydir/a.aof 134->78 (-56B)".
 func (c Cut) String() string {

@@ -66,9 +66,7 @@ func (r *KindCluster) CutPower(ctx context.Context, node clusters.Node) ([]clust
 			p.kill()
 		}
 		cuts, err := r.plan(n)
-		for _, c := range cuts {
-			out = append(out, clusters.FileCut{Path: c.Path, Size: c.Size, Durable: c.Durable})
-		}
+		out = durable.FileCuts(cuts)
 		if err == nil {
 			err = durable.Apply(n.dataDir(), cuts)
 		}

@@ -122,10 +122,7 @@ func (cl *Cluster) cutPower(ctx context.Context, n *node) ([]clusters.FileCut, e
 	n.mu.Lock()
 	n.pid = 0
 	n.mu.Unlock()
-	out := make([]clusters.FileCut, len(cuts))
-	for i, c := range cuts {
-		out[i] = clusters.FileCut{Path: c.Path, Size: c.Size, Durable: c.Durable}
-	}
+	out := durable.FileCuts(cuts)
 	cl.lg.Info("node power cut", "node", n.name, "host", n.conn.Host.Name, "files_cut", len(cuts), "bytes_lost", durable.Lost(cuts))
 	return out, nil
 }
@@ -189,10 +186,7 @@ func (cl *Cluster) CutPowerOnWrite(ctx context.Context, cn clusters.Node, within
 	n.mu.Lock()
 	n.pid = 0
 	n.mu.Unlock()
-	out := make([]clusters.FileCut, len(res.Cuts))
-	for i, c := range res.Cuts {
-		out[i] = clusters.FileCut{Path: c.Path, Size: c.Size, Durable: c.Durable}
-	}
+	out := durable.FileCuts(res.Cuts)
 	cl.lg.Info("node power cut", "node", n.name, "host", n.conn.Host.Name, "on_write", res.Found, "files_cut", len(res.Cuts), "bytes_lost", durable.Lost(res.Cuts))
 	return out, nil
 }
