@@ -39,9 +39,11 @@ type Driver[N any] interface {
 	Start(ctx context.Context, ns []N) error
 	// Restart starts again, all at once, each of ns that is not running,
 	// on its data, ports and address, and returns once each serves. What a
-	// node still knows depends on its durability. What "not running"
-	// means is the driver's: the ssh driver takes a server whose kill it
-	// cannot confirm for one that may still run, and kills it first.
+	// node still knows depends on its durability; one that runs as it
+	// started is left alone. What "not running" means is the driver's:
+	// the ssh driver, which cannot see its hosts' processes die, takes a
+	// recorded server that a kill or a power cut was tried on for one
+	// that may still run, and kills it first.
 	Restart(ctx context.Context, ns []N) error
 	// Stop stops n's server for the rest of the run, gracefully where the
 	// host can (and at once when ctx ends first), and returns once it is

@@ -144,7 +144,12 @@ type node struct {
 	slot int
 	mu   sync.Mutex
 	pid  int      // 0 when not running
-	env  []string // the clock shim's environment, when the node runs under it
+	// serving is set while the server of pid answered its readiness
+	// query at its start and no kill or power cut of it has been tried
+	// since: a restart leaves such a server alone, and kills any other
+	// recorded server first (restart).
+	serving bool
+	env     []string // the clock shim's environment, when the node runs under it
 	// sql is what the first start's probe found n's host runs a SQL
 	// server with; a restart reuses it rather than ask the host again.
 	sql *sqlHost
@@ -314,7 +319,13 @@ func (cl *Cluster) startNode(ctx context.Context, n *node, first bool) error {
 	if k == nil {
 		return fmt.Errorf("node %s: the ssh provider runs no %s node", n.name, n.kind)
 	}
-	return cl.startKind(ctx, rctx, n, k, first)
+	if err := cl.startKind(ctx, rctx, n, k, first); err != nil {
+		return err
+	}
+	n.mu.Lock()
+	n.serving = n.pid != 0
+	n.mu.Unlock()
+	return nil
 }
 
 // prepare runs the shell command check on n's host (it says what the host
@@ -429,6 +440,7 @@ func (n *node) signal(ctx context.Context, sig string) (int, error) {
 
 // kill sends SIGKILL to n's server and waits until it is gone.
 func (cl *Cluster) kill(ctx context.Context, n *node) error {
+	n.doubt()
 	pid, err := n.signal(ctx, "KILL")
 	if err != nil {
 		return err
@@ -451,8 +463,11 @@ func (cl *Cluster) kill(ctx context.Context, n *node) error {
 // the node's, so that its stop left the first one running.
 func (cl *Cluster) restart(ctx context.Context, n *node) error {
 	n.mu.Lock()
-	pid := n.pid
+	pid, serving := n.pid, n.serving
 	n.mu.Unlock()
+	if serving {
+		return nil // it runs as it started: a restart of a running node does nothing
+	}
 	if pid != 0 {
 		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startCommandTimeout)
 		defer cancel()
@@ -472,6 +487,16 @@ func (cl *Cluster) restart(ctx context.Context, n *node) error {
 		cl.lg.Info("ssh node killed before its restart", "node", n.name, "host", n.conn.Host.Name, "pid", pid)
 	}
 	return cl.startNode(ctx, n, false)
+}
+
+// doubt marks n's recorded server as one that may no longer serve as it
+// started, since a kill or a power cut of it is under way, and returns
+// whether it served before.
+func (n *node) doubt() (served bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	served, n.serving = n.serving, false
+	return served
 }
 
 // killWait bounds how long Kill waits for the server it sent SIGKILL to

@@ -104,6 +104,7 @@ func (cl *Cluster) cutPower(ctx context.Context, n *node) ([]clusters.FileCut, e
 	if why := cl.PowerCutReason(); why != "" {
 		return nil, fmt.Errorf("ssh: cannot cut the power of %s: %s", n.name, why)
 	}
+	n.doubt()
 	n.mu.Lock()
 	pid := n.pid
 	n.mu.Unlock()
@@ -155,6 +156,7 @@ func (cl *Cluster) CutPowerOnWrite(ctx context.Context, cn clusters.Node, within
 	if why := cl.PowerCutReason(); why != "" {
 		return nil, fmt.Errorf("%w: ssh: cannot cut the power of %s: %s", clusters.ErrUntouched, n.name, why)
 	}
+	served := n.doubt()
 	n.mu.Lock()
 	pid := n.pid
 	n.mu.Unlock()
@@ -181,6 +183,10 @@ func (cl *Cluster) CutPowerOnWrite(ctx context.Context, cn clusters.Node, within
 		}
 		return nil, fmt.Errorf("node %s: cut its power: %w", n.name, err)
 	case res.Untouched != "":
+		// Nothing was done to the server: it serves as before.
+		n.mu.Lock()
+		n.serving = served && n.pid == pid
+		n.mu.Unlock()
 		return nil, fmt.Errorf("%w: node %s: wait for an unsynced write: %s", clusters.ErrUntouched, n.name, res.Untouched)
 	}
 	n.mu.Lock()
