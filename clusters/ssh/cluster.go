@@ -143,7 +143,7 @@ type node struct {
 	// host before it: its ports are its kind's first ports plus slot.
 	slot int
 	mu   sync.Mutex
-	pid  int      // 0 when not running
+	pid  int // 0 when not running
 	// serving is set while the server of pid answered its readiness
 	// query at its start and no kill or power cut of it has been tried
 	// since: a restart leaves such a server alone, and kills any other
