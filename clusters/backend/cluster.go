@@ -121,10 +121,6 @@ func NewCluster[N any](provider string, l Layout, nodes []N, d Driver[N]) *Clust
 	return c
 }
 
-// Members returns the provider's nodes, in order. The list never changes;
-// what a node's fields hold is its driver's to guard.
-func (c *Cluster[N]) Members() []N { return c.nodes }
-
 // Nodes returns the nodes in order, each with its address, its log and
 // the role it had when the cluster was last seen formed (Roster.Role).
 func (c *Cluster[N]) Nodes() []clusters.Node {
