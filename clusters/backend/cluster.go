@@ -173,13 +173,7 @@ const failedStartStop = time.Minute
 
 // named returns the nodes called names, in the layout's order.
 func (c *Cluster[N]) named(names []string) []N {
-	var out []N
-	for i, n := range c.nodes {
-		if slices.Contains(names, c.names[i]) {
-			out = append(out, n)
-		}
-	}
-	return out
+	return Named(c.nodes, func(n N) string { return c.drv.Node(n).Name }, names)
 }
 
 // Stop stops every node, all at once (Driver.Stop), and returns once each
