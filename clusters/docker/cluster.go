@@ -527,12 +527,10 @@ func (c *Cluster) kill(ctx context.Context, n *node) error {
 // see timeouts, not refusals. When the container's process is not one of
 // this host's (a remote daemon), or the server is several processes
 // (PostgreSQL), the whole container is frozen through the Docker API
-// (`docker pause`, the cgroup freezer) instead.
+// (`docker pause`, the cgroup freezer) instead. The cluster has asked
+// the engine already that the container runs (Pid).
 func (d driver) Pause(ctx context.Context, n *node) error {
 	c := d.c
-	if _, err := n.hostPid(ctx); err != nil {
-		return fmt.Errorf("docker %s: pause: %w", c.opts.Backend, err)
-	}
 	pid, err := n.localPid(ctx)
 	if err != nil || kinds[n.kind].several {
 		if _, err := n.cli.ContainerPause(ctx, n.id(), client.ContainerPauseOptions{}); err != nil {
