@@ -491,12 +491,12 @@ func (cl *Cluster) restart(ctx context.Context, n *node) error {
 
 // doubt marks n's recorded server as one that may no longer serve as it
 // started, since a kill or a power cut of it is under way, and returns
-// whether it served before.
-func (n *node) doubt() (served bool) {
+// its pid and whether it served before.
+func (n *node) doubt() (pid int, served bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	served, n.serving = n.serving, false
-	return served
+	return n.pid, served
 }
 
 // killWait bounds how long Kill waits for the server it sent SIGKILL to

@@ -104,10 +104,7 @@ func (cl *Cluster) cutPower(ctx context.Context, n *node) ([]clusters.FileCut, e
 	if why := cl.PowerCutReason(); why != "" {
 		return nil, fmt.Errorf("ssh: cannot cut the power of %s: %s", n.name, why)
 	}
-	n.doubt()
-	n.mu.Lock()
-	pid := n.pid
-	n.mu.Unlock()
+	pid, _ := n.doubt()
 	extra := []string{"--cut"}
 	if pid != 0 {
 		extra = append(extra, "--kill", strconv.Itoa(pid), "--program", n.program())
@@ -156,10 +153,7 @@ func (cl *Cluster) CutPowerOnWrite(ctx context.Context, cn clusters.Node, within
 	if why := cl.PowerCutReason(); why != "" {
 		return nil, fmt.Errorf("%w: ssh: cannot cut the power of %s: %s", clusters.ErrUntouched, n.name, why)
 	}
-	served := n.doubt()
-	n.mu.Lock()
-	pid := n.pid
-	n.mu.Unlock()
+	pid, served := n.doubt()
 	extra := []string{"--cut", "--wait", within.String(), "--command", durable.GrantWrite}
 	if pid != 0 {
 		extra = append(extra, "--kill", strconv.Itoa(pid), "--program", n.program())
