@@ -18,6 +18,7 @@ import (
 	"github.com/locktest/locktest/e2e/testkit"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/internal/gate"
+	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/run"
 	"github.com/locktest/locktest/runstore"
 	"github.com/locktest/locktest/scenarios"
@@ -68,7 +69,8 @@ func config(t testing.TB, client string) run.Config {
 // pause is cfg with pause-client: a client frozen right after its
 // acquire for four lock timeouts, twice in the run.
 func pause(cfg run.Config, ttl time.Duration) run.Config {
-	cfg.Faults, cfg.TTL, cfg.ClientPause = []string{"pause-client"}, ttl, 4*ttl
+	cfg.Faults, cfg.TTL = []string{"pause-client"}, ttl
+	nemesis.Pause.Set(&cfg.FaultSettings, 4*ttl)
 	cfg.Interval, cfg.Duration, cfg.Work = time.Second, 9*time.Second, 5*time.Millisecond
 	return cfg
 }

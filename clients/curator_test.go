@@ -22,6 +22,7 @@ import (
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/impls/external"
 	"github.com/locktest/locktest/internal/gate"
+	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/run"
 )
 
@@ -189,7 +190,8 @@ func TestCuratorLock(t *testing.T) {
 				// must reconnect and hear that its session expired (LOST)
 				// before the run stops it, also with both cores busy.
 				cfg.Seed, cfg.Quiet = seed, 4*time.Second
-				cfg.ClientPause, cfg.Duration = 4*time.Second, 12*time.Second
+				cfg.Duration = 12 * time.Second
+				nemesis.Pause.Set(&cfg.FaultSettings, 4*time.Second)
 				out, h := mustRun(t, cfg)
 				t.Logf("seed %d: %s %v", seed, out.Results.Valid, testkit.Kinds(out.Results))
 				paused := pausedProcesses(t, h)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/workloads"
 )
 
@@ -45,8 +46,8 @@ func TestToldOfAPartition(t *testing.T) {
 		t.Run(client+"/"+mode, func(t *testing.T) {
 			needsCurator(t)
 			cfg := config(t, client)
-			cfg.Faults, cfg.Groups = []string{"partition"}, [][]string{{"n1", "n2", "n3"}, {"c0", "c1"}}
-			cfg.Seed, cfg.Interval, cfg.Window = partitionSeed, partitionInterval, 5*time.Second
+			cfg.Faults, cfg.Seed, cfg.Interval = []string{"partition"}, partitionSeed, partitionInterval
+			cfg.FaultSettings = cfg.FaultSettings.With(nemesis.Partition.Is([][]string{{"n1", "n2", "n3"}, {"c0", "c1"}}), nemesis.Window.Is(5*time.Second))
 			cfg.Clients, cfg.TTL = 2, 2*time.Second
 			cfg.WorkMin, cfg.Work, cfg.Think = time.Minute, time.Minute, 0
 			// After the heal the other client reconnects, with a new

@@ -318,17 +318,18 @@ func (o Options) job(impl impls.Impl, p Probe, c Class, seed int64) Job {
 	// The tight retry the matrix was measured with: contention at its
 	// highest (docs/performance.md).
 	cfg.Think, cfg.Work, cfg.WorkMin, cfg.Retry, cfg.Backoff = 0, 0, 0, 5*time.Millisecond, workloads.BackoffUniform
-	cfg.Interval, cfg.Window, cfg.NodeDown, cfg.Quiet = time.Second, 2*time.Second, time.Second, time.Second
-	cfg.ClientPause, cfg.ClockBump = 4*o.TTL, 0
-	cfg.PausePoint, cfg.KillHolder, cfg.MaxCriticalSections = workloads.PointAfterAcquire, false, 0
-	cfg.Faults, cfg.Groups = nil, nil
+	cfg.Interval, cfg.Quiet, cfg.MaxCriticalSections, cfg.Faults = time.Second, time.Second, 0, nil
+	cfg.FaultSettings = cfg.FaultSettings.With(nemesis.Window.Is(2*time.Second), nemesis.Down.Is(time.Second),
+		nemesis.Pause.Is(4*o.TTL), nemesis.ClockBump.Is(0), nemesis.PausePoint.Is(workloads.PointAfterAcquire),
+		nemesis.KillHolder.Is(false), nemesis.Partition.Is(nil))
 	name := string(c)
 	switch p {
 	case ProbePerf1:
 		cfg.Clients, cfg.Duration = 1, min(o.Duration, 4*time.Second)
 		name = "perf-1"
 	case ProbeDeadlock:
-		cfg.Faults, cfg.KillHolder = []string{"kill-client"}, true
+		cfg.Faults = []string{"kill-client"}
+		nemesis.KillHolder.Set(&cfg.FaultSettings, true)
 		name = "deadlock"
 	case ProbeReentrant:
 		cfg.Clients, name = 2, "reentrancy"
@@ -343,14 +344,15 @@ func (o Options) job(impl impls.Impl, p Probe, c Class, seed int64) Job {
 			// restart lost is granted again while its holder still works,
 			// and the lease outlasts the section, so that only the fault
 			// can end it early.
-			cfg.Work = cfg.NodeDown * 3 / 2
+			down := nemesis.Down.Of(cfg.FaultSettings)
+			cfg.Work = down * 3 / 2
 			if impl.Nodes == 1 {
 				// The one node is the lock service: nothing is granted
 				// while it is down, so only a holder still working when it
 				// is back can meet the next holder. Every section lasts
 				// longer than the restart (the node down, then its start),
 				// and the run is long enough for a few of them.
-				cfg.WorkMin, cfg.Work = OneNodeWork(cfg.NodeDown)
+				cfg.WorkMin, cfg.Work = OneNodeWork(down)
 				cfg.Duration = max(cfg.Duration, OneNodeKillRestartTime)
 			}
 			cfg.TTL = max(cfg.TTL, 2*cfg.Work)
@@ -362,14 +364,14 @@ func (o Options) job(impl impls.Impl, p Probe, c Class, seed int64) Job {
 		cmd = append(cmd, "--faults "+strings.Join(cfg.Faults, ","))
 	}
 	cmd = append(cmd, fmt.Sprintf("--clients %d --ttl %s --time %s --seed %d --resource none --retry 5ms --backoff uniform --interval 1s --window 2s --down 1s --quiet-time 1s --pause %s",
-		cfg.Clients, cfg.TTL, cfg.Duration, seed, cfg.ClientPause))
+		cfg.Clients, cfg.TTL, cfg.Duration, seed, nemesis.Pause.Of(cfg.FaultSettings)))
 	if cfg.Work > 0 {
 		cmd = append(cmd, "--work "+cfg.Work.String())
 	}
 	if cfg.WorkMin > 0 {
 		cmd = append(cmd, "--work-min "+cfg.WorkMin.String())
 	}
-	if cfg.KillHolder {
+	if nemesis.KillHolder.Of(cfg.FaultSettings) {
 		cmd = append(cmd, "--kill-holder")
 	}
 	if StopsAtFirstViolation(p, c) {

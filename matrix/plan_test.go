@@ -122,12 +122,13 @@ func TestPlan(t *testing.T) {
 				t.Errorf("%s: %d clients, faults %v", j.Label(), c.Clients, c.Faults)
 			}
 		case j.Probe == ProbeDeadlock:
-			if !c.KillHolder || !slices.Equal(c.Faults, []string{"kill-client"}) {
-				t.Errorf("%s: kill holder %v, faults %v", j.Label(), c.KillHolder, c.Faults)
+			if kh := nemesis.KillHolder.Of(c.FaultSettings); !kh || !slices.Equal(c.Faults, []string{"kill-client"}) {
+				t.Errorf("%s: kill holder %v, faults %v", j.Label(), kh, c.Faults)
 			}
 		case j.Probe == ProbeSafety && j.Class == ClassClientPause:
-			if c.Clients != 5 || !slices.Equal(c.Faults, []string{"pause-client"}) || c.ClientPause != 2*time.Second || c.PausePoint != workloads.PointAfterAcquire {
-				t.Errorf("%s: %d clients, faults %v, pause %v at %s", j.Label(), c.Clients, c.Faults, c.ClientPause, c.PausePoint)
+			pause, point := nemesis.Pause.Of(c.FaultSettings), nemesis.PausePoint.Of(c.FaultSettings)
+			if c.Clients != 5 || !slices.Equal(c.Faults, []string{"pause-client"}) || pause != 2*time.Second || point != workloads.PointAfterAcquire {
+				t.Errorf("%s: %d clients, faults %v, pause %v at %s", j.Label(), c.Clients, c.Faults, pause, point)
 			}
 		}
 		// Only the fault classes' safety runs stop at their first
@@ -229,11 +230,12 @@ func TestKillRestartSectionsOutlastTheRestart(t *testing.T) {
 			switch {
 			case j.Probe == ProbeSafety && j.Class == ClassKillRestart:
 				found = true
-				if c.Work <= c.NodeDown || c.TTL < 2*c.Work || !strings.Contains(c.Command, "--work "+c.Work.String()) || !strings.Contains(c.Command, "--ttl "+c.TTL.String()) {
-					t.Errorf("%s kill-restart job: work %v, down %v, ttl %v, command %q", tc.impl, c.Work, c.NodeDown, c.TTL, c.Command)
+				down := nemesis.Down.Of(c.FaultSettings)
+				if c.Work <= down || c.TTL < 2*c.Work || !strings.Contains(c.Command, "--work "+c.Work.String()) || !strings.Contains(c.Command, "--ttl "+c.TTL.String()) {
+					t.Errorf("%s kill-restart job: work %v, down %v, ttl %v, command %q", tc.impl, c.Work, down, c.TTL, c.Command)
 				}
-				if tc.oneNode && (c.WorkMin <= c.NodeDown+c.NodeDown/2 || c.Duration < OneNodeKillRestartTime || !strings.Contains(c.Command, "--work-min "+c.WorkMin.String())) {
-					t.Errorf("%s kill-restart job: work-min %v, down %v, time %v, command %q", tc.impl, c.WorkMin, c.NodeDown, c.Duration, c.Command)
+				if tc.oneNode && (c.WorkMin <= down+down/2 || c.Duration < OneNodeKillRestartTime || !strings.Contains(c.Command, "--work-min "+c.WorkMin.String())) {
+					t.Errorf("%s kill-restart job: work-min %v, down %v, time %v, command %q", tc.impl, c.WorkMin, down, c.Duration, c.Command)
 				}
 				if !tc.oneNode && (c.WorkMin != 0 || c.Duration != o.Duration) {
 					t.Errorf("%s kill-restart job: work-min %v, time %v; want 0 and %v", tc.impl, c.WorkMin, c.Duration, o.Duration)

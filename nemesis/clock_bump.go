@@ -2,7 +2,6 @@ package nemesis
 
 import (
 	"context"
-	"fmt"
 	"math/rand/v2"
 	"time"
 
@@ -23,16 +22,16 @@ func init() {
 
 // ClockBump is how far clock-bump jumps a node's clock, and
 // clock-skew-client a worker's; clock-strobe flips a clock by it.
-var ClockBump = newDuration("clock-bump")
+var ClockBump = NewSetting("clock-bump", Duration, 0, "how far a clock moves (0: 2×ttl)",
+	Bound[time.Duration]{"must not be negative (--clock-direction says which way clocks jump)", nonNegativeDuration.OK})
 
 // ClockDirection is the way a clock jump goes: ClockEither (a coin toss
 // per jump), ClockForward or ClockBackward.
-var ClockDirection = newSetting("clock-direction", func(s string) (string, error) {
-	if s != ClockEither && s != ClockForward && s != ClockBackward {
-		return "", fmt.Errorf("want %s or %s, got %q", ClockForward, ClockBackward, s)
-	}
-	return s, nil
-}, func(s string) string { return s })
+var ClockDirection = NewSetting("clock-direction", Text, ClockEither,
+	"which way a clock jumps: "+ClockForward+" or "+ClockBackward+" (default: either, at random)",
+	Bound[string]{"must be " + ClockForward + " or " + ClockBackward, func(s string) bool {
+		return s == ClockEither || s == ClockForward || s == ClockBackward
+	}})
 
 // offsetWas is a node's clock offset before a fault moved it.
 type offsetWas struct {

@@ -24,7 +24,7 @@ func init() {
 }
 
 // Strobe is how often clock-strobe flips a node's clock.
-var Strobe = newDuration("strobe")
+var Strobe = NewSetting("strobe", Duration, 10*time.Millisecond, "how often a clock flips", positiveDuration)
 
 // clockStrobe flips one node's clock between its offset and the offset plus
 // ClockBump every StrobeRate for the window; the heal restores the offset.

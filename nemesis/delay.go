@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"time"
 
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/history"
@@ -21,7 +22,7 @@ func init() {
 }
 
 // Delay is the latency the delay fault adds to each packet.
-var Delay = newDuration("delay")
+var Delay = NewSetting("delay", Duration, 100*time.Millisecond, "latency added to a node's traffic", positiveDuration)
 
 // newDelay adds latency to the traffic of one node; the heal takes every
 // delay away.

@@ -31,7 +31,7 @@ type Clients interface {
 
 // Env is what faults may act on, and the values of their settings. The
 // settings themselves are declared by the faults that own them (Setting):
-// a run gives them values with Setting.Set.
+// a run gives them values (Settings).
 type Env struct {
 	Cluster clusters.Cluster
 	Clients Clients
@@ -69,14 +69,16 @@ type Env struct {
 	// combined fault ("partition+kill-node").
 	Stagger time.Duration
 
-	// settings are the values of the faults' settings by flag name
-	// (Setting.Set, Setting.Of).
-	settings map[string]any
+	// Settings are the values of the faults' settings (Setting.Of reads
+	// them from the Env).
+	Settings Values
 
 	// cuts, in a replay (BuildPlan), are the exact cuts a partition fault
 	// makes, in place of its shape.
 	cuts []Cut
 }
+
+func (env Env) values() Values { return env.Settings }
 
 // Network is what network faults need of the platform (clusters.Network).
 type Network = clusters.Network

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"strconv"
 
 	"github.com/locktest/locktest/history"
 )
@@ -24,13 +23,8 @@ func init() {
 // KillHolder makes kill-client kill a worker at a pause point,
 // PausePoint or after-acquire when that is empty: while it holds the lock,
 // rather than at a random moment.
-var KillHolder = newSetting("kill-holder", func(s string) (bool, error) {
-	b, err := strconv.ParseBool(s)
-	if err != nil {
-		return false, fmt.Errorf("want true or false, got %q", s)
-	}
-	return b, nil
-}, strconv.FormatBool)
+var KillHolder = NewSetting("kill-holder", Switch, false,
+	"kill a worker at --pause-point (default after-acquire: while it holds the lock)", Bound[bool]{})
 
 // newKillClient SIGKILLs one worker process, as a crashed client host
 // would lose it — with KillHolder, at a pause point: while it holds the

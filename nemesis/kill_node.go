@@ -3,6 +3,7 @@ package nemesis
 import (
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/history"
+	"time"
 )
 
 func init() {
@@ -20,7 +21,7 @@ func init() {
 // Down is how long a killed node stays down before its restart
 // (antirez's "delayed restart" when it exceeds the TTL); kill-on-grant
 // and power-loss read it too.
-var Down = newDuration("down")
+var Down = NewSetting("down", Duration, time.Second, "how long a killed node stays down before its restart (the restart delay)", nonNegativeDuration)
 
 // newKillNode SIGKILLs one node of the cluster and restarts it, with the
 // same data directory, when healed.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"strconv"
 
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/history"
@@ -22,13 +21,8 @@ func init() {
 }
 
 // Loss is the fraction of packets, in (0, 1], that the loss fault drops.
-var Loss = newSetting("loss", func(s string) (float64, error) {
-	x, err := strconv.ParseFloat(s, 64)
-	if err != nil || !(x > 0 && x <= 1) {
-		return 0, fmt.Errorf("want a fraction in (0, 1], got %q", s)
-	}
-	return x, nil
-}, func(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) })
+var Loss = NewSetting("loss", Number, 0.3, "fraction of the packets dropped, in (0, 1]",
+	Bound[float64]{"must be in (0, 1]", func(x float64) bool { return x > 0 && x <= 1 }})
 
 // newLoss drops a fraction of the packets arriving at one node; the heal
 // clears every rule of the network.

@@ -22,7 +22,8 @@ func init() {
 
 // Partition is the explicit grouping of the partition fault: host names
 // per side (ParseGroups, FormatGroups).
-var Partition = newSetting("partition", ParseGroups, FormatGroups)
+var Partition = NewSetting("partition", Groups, nil,
+	"the groups of the partition: hosts (n1.., c0..) by commas, groups by slashes, e.g. n1,n2,c0/n3,c1", Bound[[][]string]{})
 
 // partitionGroups applies the grouping given on the command line: hosts of
 // different groups are cut; hosts in no group keep everything, and so

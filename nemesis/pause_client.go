@@ -1,6 +1,7 @@
 package nemesis
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -23,13 +24,20 @@ func init() {
 }
 
 // Pause is how long pause-client keeps a worker paused.
-var Pause = newDuration("pause")
+var Pause = NewSetting("pause", Duration, 0, "how long a worker stays frozen (0: 2×ttl)", nonNegativeDuration)
 
 // PausePoint is where pause-client pauses a worker, and kill-client with
 // kill-holder kills it: a pause point of the worker's loop
 // (workloads.PausePoints); "" pauses at a random moment, and kills at
-// after-acquire.
-var PausePoint = newSetting("pause-point", func(s string) (string, error) { return s, nil }, func(s string) string { return s })
+// after-acquire. Its flag says "random" for "".
+var PausePoint = NewSetting("pause-point", Kind[string]{"string", func(s string) (string, error) {
+	if s == "random" {
+		return "", nil
+	}
+	return s, nil
+}, func(s string) string { return cmp.Or(s, "random") }}, "after-acquire",
+	"where a worker is stopped (by kill-client only with --kill-holder): after-acquire, before-write, an impl's own point (locktest list), or random",
+	Bound[string]{})
 
 // pauseClient freezes one worker process with SIGSTOP, as a stop-the-world
 // GC pause would, and thaws it with SIGCONT. At a pause point it stops the

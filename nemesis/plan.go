@@ -222,12 +222,16 @@ func (f PlannedFault) check() error {
 		return fmt.Errorf("fault: unknown fault %q (known: %s)", f.Fault, strings.Join(Names(), ", "))
 	}
 	for _, name := range slices.Sorted(maps.Keys(f.Settings)) {
-		fs, known := settings[name]
+		fs, known := declared[name]
 		if !known || !slices.Contains(s.Settings, name) {
 			return fmt.Errorf("settings.%s: %s does not read it (it reads: %s)", name, f.Fault, orNone(s.Settings))
 		}
-		var env Env
-		if err := fs.setText(&env, f.Settings[name]); err != nil {
+		var vs Values
+		err := fs.SetText(&vs, f.Settings[name])
+		if err == nil {
+			err = fs.Check(vs)
+		}
+		if err != nil {
 			return fmt.Errorf("settings.%s: %v", name, err)
 		}
 	}
@@ -298,7 +302,7 @@ func BuildPlan(plan Plan, env Env) (*PlanSteps, error) {
 		}
 		e := env
 		for _, name := range slices.Sorted(maps.Keys(pf.Settings)) {
-			_ = settings[name].setText(&e, pf.Settings[name]) // checked above
+			_ = declared[name].SetText(&e.Settings, pf.Settings[name]) // checked above
 		}
 		e.Targets = nil
 		if len(pf.Pins) > 0 {

@@ -151,20 +151,20 @@ func TestPlanPinsTheCandidatesOfAPausePoint(t *testing.T) {
 }
 
 // Every setting a fault reads can be recorded and replayed: its flag's
-// text parses into an Env and renders back the same, and a text its flag
-// refuses is refused with what it wants.
+// text parses into Values and renders back the same, and a text its flag
+// refuses, or a value out of its bound, is refused with what it wants.
 func TestEveryFaultSettingCanBePlanned(t *testing.T) {
 	samples := map[string]struct{ good, bad, want string }{
-		"pause":           {"1.5s", "soon", "want a duration"},
+		"pause":           {"1.5s", "soon", `"soon" is not a duration`},
 		"pause-point":     {"after-acquire", "", ""},
-		"down":            {"2s", "2", "want a duration"},
-		"window":          {"250ms", "x", "want a duration"},
-		"clock-bump":      {"-30s", "1 minute", "want a duration"},
-		"clock-direction": {"backward", "sideways", "want forward or backward"},
-		"strobe":          {"10ms", "", "want a duration"},
-		"delay":           {"50ms", "fast", "want a duration"},
-		"loss":            {"0.25", "1.5", "want a fraction in (0, 1]"},
-		"kill-holder":     {"true", "yes please", "want true or false"},
+		"down":            {"2s", "-2s", "must not be negative, got -2s"},
+		"window":          {"250ms", "0s", "must be positive, got 0s"},
+		"clock-bump":      {"30s", "1 minute", "is not a duration"},
+		"clock-direction": {"backward", "sideways", `must be forward or backward, got "sideways"`},
+		"strobe":          {"10ms", "", "is not a duration"},
+		"delay":           {"50ms", "fast", "is not a duration"},
+		"loss":            {"0.25", "1.5", "must be in (0, 1], got 1.5"},
+		"kill-holder":     {"true", "yes please", `"yes please" is not true or false`},
 		"partition":       {"n1,n2/n3,c0", "n1,n2", "one group"},
 	}
 	read := map[string]bool{}
@@ -173,7 +173,8 @@ func TestEveryFaultSettingCanBePlanned(t *testing.T) {
 			read[name] = true
 		}
 	}
-	for name, st := range settings {
+	for _, st := range Declared() {
+		name := st.Name()
 		if !read[name] {
 			t.Errorf("setting %s is declared but no fault reads it", name)
 		}
@@ -182,18 +183,52 @@ func TestEveryFaultSettingCanBePlanned(t *testing.T) {
 			t.Errorf("setting %s has no sample in this test", name)
 			continue
 		}
-		var env Env
-		if err := st.setText(&env, sample.good); err != nil {
+		var vs Values
+		if err := st.SetText(&vs, sample.good); err != nil {
 			t.Errorf("%s=%q: %v", name, sample.good, err)
-		} else if got := st.text(env); got != sample.good {
+		} else if got := st.Text(vs); got != sample.good {
 			t.Errorf("%s=%q renders back as %q", name, sample.good, got)
+		} else if err := st.Check(vs); err != nil {
+			t.Errorf("%s=%q: %v", name, sample.good, err)
 		}
 		if sample.want == "" {
 			continue
 		}
-		if err := st.setText(&env, sample.bad); err == nil || !strings.Contains(err.Error(), sample.want) {
+		err := st.SetText(&vs, sample.bad)
+		if err == nil {
+			err = st.Check(vs)
+		}
+		if err == nil || !strings.Contains(err.Error(), sample.want) {
 			t.Errorf("%s=%q: got %v, want an error saying %q", name, sample.bad, err, sample.want)
 		}
+	}
+}
+
+// Defaults gives every declared setting its default, which keeps its
+// bound; Of reads a setting no one set as its type's zero value.
+func TestDefaultsKeepTheirBounds(t *testing.T) {
+	defs := Defaults()
+	for _, st := range Declared() {
+		if err := st.Check(defs); err != nil {
+			t.Errorf("the default of %s: %v", st.Name(), err)
+		}
+	}
+	if Window.Of(defs) != 2*time.Second || PausePoint.Text(defs) != "after-acquire" || Loss.Of(defs) != 0.3 {
+		t.Errorf("defaults: window %v, pause point %s, loss %v", Window.Of(defs), PausePoint.Text(defs), Loss.Of(defs))
+	}
+	var none Values
+	if Window.Of(none) != 0 || PausePoint.Text(none) != "random" {
+		t.Errorf("no values: window %v, pause point %s", Window.Of(none), PausePoint.Text(none))
+	}
+}
+
+// Readers are the faults whose Spec reads a setting, sorted.
+func TestReadersAreTheSpecsThatReadASetting(t *testing.T) {
+	if got, want := Readers("down"), []string{"kill-all", "kill-node", "kill-on-grant", "power-loss", "power-loss-all"}; !slices.Equal(got, want) {
+		t.Errorf("Readers(down) = %v, want %v", got, want)
+	}
+	if got := Readers("no-such-setting"); got != nil {
+		t.Errorf("Readers(no-such-setting) = %v, want none", got)
 	}
 }
 
@@ -217,7 +252,7 @@ func TestRegisterRefusesAnUndeclaredSetting(t *testing.T) {
 func TestSettingsOfACopyAreItsOwn(t *testing.T) {
 	base := Env{}.With(Window.Is(time.Second))
 	other := base.With(Window.Is(time.Minute))
-	Pause.Set(&other, time.Hour)
+	Pause.Set(&other.Settings, time.Hour)
 	if Window.Of(base) != time.Second || Pause.Of(base) != 0 {
 		t.Errorf("the original changed: window %v, pause %v", Window.Of(base), Pause.Of(base))
 	}
@@ -242,8 +277,8 @@ func TestReadPlanErrorsNameTheField(t *testing.T) {
 		{entry(`{"at":"1s","fault":"kill-node"}`), `faults[0].lasts: missing`},
 		{entry(`{"at":"1s","fault":"kill-nodes","lasts":"1s"}`), `faults[0].fault: unknown fault "kill-nodes"`},
 		{entry(`{"at":"1s","fault":"kill-node","lasts":"1s","settings":{"pause":"1s"}}`), `faults[0].settings.pause: kill-node does not read it`},
-		{entry(`{"at":"1s","fault":"pause-client","lasts":"1s","settings":{"pause":"long"}}`), `faults[0].settings.pause: want a duration`},
-		{entry(`{"at":"1s","fault":"loss","lasts":"1s","settings":{"loss":"2"}}`), `faults[0].settings.loss: want a fraction in (0, 1]`},
+		{entry(`{"at":"1s","fault":"pause-client","lasts":"1s","settings":{"pause":"long"}}`), `faults[0].settings.pause: "long" is not a duration (e.g. 300ms, 2s)`},
+		{entry(`{"at":"1s","fault":"loss","lasts":"1s","settings":{"loss":"2"}}`), `faults[0].settings.loss: must be in (0, 1], got 2`},
 		{entry(`{"at":"1s","fault":"kill-node","lasts":"1s","pins":["p1"]}`), `faults[0].pins: kill-node=p1: kill-node hits nodes`},
 		{entry(`{"at":"1s","fault":"kill-node","lasts":"1s","cuts":["n1|n2"]}`), `faults[0].cuts: kill-node is not a partition`},
 		{entry(`{"at":"1s","fault":"isolate","lasts":"1s","cuts":["n1"]}`), `faults[0].cuts: cut "n1": want hosts|hosts`},

@@ -59,7 +59,7 @@ func Register(s Spec) {
 		panic(fmt.Sprintf("nemesis: fault %q has no New", s.Name))
 	}
 	for _, name := range s.Settings {
-		if _, ok := settings[name]; !ok {
+		if _, ok := declared[name]; !ok {
 			panic(fmt.Sprintf("nemesis: fault %q reads setting %q, which no Setting declares", s.Name, name))
 		}
 	}

@@ -76,17 +76,11 @@ type Config struct {
 	Timeout time.Duration
 	// Interval is the mean quiet time between faults.
 	Interval time.Duration
-	// ClientPause is how long pause-client freezes a worker; 0 means 2·TTL.
-	ClientPause time.Duration
-	// PausePoint is where pause-client stops a worker: after-acquire or
-	// before-write.
-	PausePoint string
-	// NodeDown is how long kill-node keeps a node down (a restart delay
-	// longer than the TTL is antirez's "delayed restart").
-	NodeDown time.Duration
-	// Window is how long the other faults (node pauses, partitions, loss,
-	// delay, clock faults, a killed client's absence) last.
-	Window time.Duration
+	// FaultSettings are the values of the settings the faults read, each
+	// declared beside its fault (nemesis.Setting): nemesis.Pause.Of(
+	// c.FaultSettings) reads one, nemesis.Pause.Set(&c.FaultSettings, d)
+	// sets it. A pause or a clock bump of 0 means 2·TTL (Prepared).
+	FaultSettings nemesis.Values
 	// Quiet is how long the workload runs on after the last heal, before
 	// the run ends: the time the system has to recover.
 	Quiet time.Duration
@@ -94,26 +88,12 @@ type Config struct {
 	Net string
 	// Subnet is the /24 of the network namespaces; "" picks a free one.
 	Subnet string
-	// Groups is the explicit grouping of the partition fault.
-	Groups [][]string
 	// Targets pins what faults hit: for a fault name, the nodes (by name or
 	// role) or processes ("p0") it chooses among (nemesis.Env.Targets).
 	Targets map[string][]string
-	// ClockDirection is nemesis.ClockEither, ClockForward or ClockBackward.
-	ClockDirection string
 	// Stagger is the wait between the parts of a combined fault
 	// ("partition+kill-node").
 	Stagger time.Duration
-	// Loss is the fraction of packets the loss fault drops.
-	Loss float64
-	// Delay is the latency the delay fault adds.
-	Delay time.Duration
-	// ClockBump is how far clock faults move a clock; 0 means 2·TTL.
-	ClockBump time.Duration
-	// StrobeRate is how often clock-strobe flips a clock.
-	StrobeRate time.Duration
-	// KillHolder makes kill-client kill a worker while it holds the lock.
-	KillHolder bool
 	// Persistence is the durability of nodes that have a setting for it
 	// (Redis: off, everysec, always); "" is the backend's default.
 	Persistence string
@@ -191,20 +171,18 @@ func DefaultConfig() Config {
 		Impl: "redis-set-nx-px", Clients: 5, Locks: 1, TTL: time.Second, Duration: 10 * time.Second, Seed: 1,
 		Mode: workloads.ModeNone, StoreDir: "store", Retry: 5 * time.Millisecond, RetryMax: 100 * time.Millisecond,
 		Backoff: workloads.BackoffExponential, Timeout: time.Second, OnLost: workloads.OnLostIgnore,
-		Interval: 2 * time.Second, NodeDown: time.Second, PausePoint: workloads.PointAfterAcquire, Expect: "valid",
-		Window: 2 * time.Second, Quiet: time.Second, Net: NetAuto, Loss: 0.3, Delay: 100 * time.Millisecond,
-		StrobeRate: 10 * time.Millisecond, Provider: ProviderLocal,
+		Interval: 2 * time.Second, Expect: "valid", Quiet: time.Second, Net: NetAuto, Provider: ProviderLocal,
+		FaultSettings: nemesis.Defaults(),
 	}
 }
 
 // fillAuto computes the settings whose zero value means "derived": the
 // run's name and the client pause.
 func (c *Config) fillAuto() {
-	if c.ClientPause == 0 {
-		c.ClientPause = 2 * c.TTL
-	}
-	if c.ClockBump == 0 {
-		c.ClockBump = 2 * c.TTL
+	for _, s := range []*nemesis.Setting[time.Duration]{nemesis.Pause, nemesis.ClockBump} {
+		if s.Of(c.FaultSettings) == 0 {
+			s.Set(&c.FaultSettings, 2*c.TTL)
+		}
 	}
 	if c.Name == "" {
 		parts := []string{c.Impl}
@@ -258,16 +236,13 @@ func (c *Config) Validate() error {
 		return setupErr("--on-lost must be %s, got %q", strings.Join(workloads.OnLostModes, " or "), c.OnLost)
 	case !slices.Contains(workloads.Backoffs, c.Backoff):
 		return setupErr("--backoff must be %s, got %q", strings.Join(workloads.Backoffs, " or "), c.Backoff)
-	case c.ClockDirection != nemesis.ClockEither && !slices.Contains(ClockDirections, c.ClockDirection):
-		return setupErr("--clock-direction must be %s, got %q", strings.Join(ClockDirections, " or "), c.ClockDirection)
-	case slices.Contains(c.faultParts(), "partition") && len(c.Groups) < 2 && c.Plan == nil:
+	case slices.Contains(c.faultParts(), "partition") && len(nemesis.Partition.Of(c.FaultSettings)) < 2 && c.Plan == nil:
 		return setupErr("--faults partition needs --partition with two or more groups, e.g. n1,n2/n3,c0")
 	case !slices.Contains(Expectations, c.Expect):
 		return setupErr("--expect must be %s, got %q", strings.Join(Expectations, " or "), c.Expect)
-	case c.PausePoint != "" && c.PausePoint != workloads.PointAfterAcquire && c.PausePoint != workloads.PointBeforeWrite && !slices.Contains(impl.Points, c.PausePoint) &&
-		(c.Client == "" || c.clientCaps != nil): // a client's points are known once it was probed
+	case !c.knownPausePoint(impl) && (c.Client == "" || c.clientCaps != nil): // a client's points are known once it was probed
 		return setupErr("--pause-point must be one of %s for %s, got %q",
-			strings.Join(append([]string{workloads.PointAfterAcquire, workloads.PointBeforeWrite}, impl.Points...), ", "), c.Impl, c.PausePoint)
+			strings.Join(append([]string{workloads.PointAfterAcquire, workloads.PointBeforeWrite}, impl.Points...), ", "), c.Impl, nemesis.PausePoint.Of(c.FaultSettings))
 	case strings.ContainsAny(c.Name, `/\`) || c.Name == "." || c.Name == "..":
 		return setupErr("--name %q must be a plain folder name", c.Name)
 	}
@@ -293,6 +268,13 @@ func (c *Config) Validate() error {
 		return err
 	}
 	return c.validateProvider(impl)
+}
+
+// knownPausePoint reports whether c's pause point is random, one of the
+// worker's own or one of impl's.
+func (c *Config) knownPausePoint(impl impls.Impl) bool {
+	p := nemesis.PausePoint.Of(c.FaultSettings)
+	return p == "" || p == workloads.PointAfterAcquire || p == workloads.PointBeforeWrite || slices.Contains(impl.Points, p)
 }
 
 // faultParts returns the run's faults with combined ones split into their
@@ -403,7 +385,7 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 		Command: cfg.Command, Version: runstore.Version(), Started: started.Format(time.RFC3339), Expect: cfg.Expect,
 		Provider: cfg.Provider, Settings: cfg.Values(),
 	}
-	info.Targets, info.ClockDirection, info.Partition = cfg.Targets, cfg.ClockDirection, cfg.Groups
+	info.Targets, info.ClockDirection, info.Partition = cfg.Targets, nemesis.ClockDirection.Of(cfg.FaultSettings), nemesis.Partition.Of(cfg.FaultSettings)
 	if c := cfg.clientCaps; c != nil {
 		spec, _ := cfg.clientSpec()
 		info.Client = &runstore.ClientInfo{Command: strings.Join(spec.Command, " "), Library: c.Library, Version: c.Version,
@@ -415,7 +397,7 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 		info.Stagger = cfg.Stagger.String()
 	}
 	if nemesis.Reads(cfg.faultParts(), "pause") {
-		info.PausePoint, info.ClientPause = cfg.PausePoint, cfg.ClientPause.String()
+		info.PausePoint, info.ClientPause = nemesis.PausePoint.Of(cfg.FaultSettings), nemesis.Pause.Of(cfg.FaultSettings).String()
 	}
 	// Until the run ends, results.json says how it was made and that it is
 	// unfinished, so `locktest check` of a run whose driver was killed
@@ -509,13 +491,8 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 		Cluster: cl, Clients: clients, PowerReason: plat.powerWhy,
 		Net: network, NetReason: plat.netReason, ClientHosts: plat.clientHosts(cfg.Clients), Delayer: plat.delayer(network),
 		Clocks: clockControl(plat), ClockReason: plat.clockWhy,
-		Targets: cfg.Targets, Stagger: cfg.Stagger,
-	}.With(
-		nemesis.Pause.Is(cfg.ClientPause), nemesis.PausePoint.Is(cfg.PausePoint), nemesis.KillHolder.Is(cfg.KillHolder),
-		nemesis.Down.Is(cfg.NodeDown), nemesis.Window.Is(cfg.Window),
-		nemesis.Partition.Is(cfg.Groups), nemesis.Loss.Is(cfg.Loss), nemesis.Delay.Is(cfg.Delay),
-		nemesis.ClockBump.Is(cfg.ClockBump), nemesis.ClockDirection.Is(cfg.ClockDirection), nemesis.Strobe.Is(cfg.StrobeRate),
-	)
+		Targets: cfg.Targets, Stagger: cfg.Stagger, Settings: cfg.FaultSettings,
+	}
 	faults, steps, unavailable, err := buildFaults(plat, cfg, env)
 	if err != nil {
 		return nil, err

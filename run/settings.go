@@ -67,7 +67,7 @@ func (c *Config) validateSettings(impl impls.Impl) error {
 				networkFaults())
 		}
 	}
-	for _, g := range c.Groups {
+	for _, g := range nemesis.Partition.Of(c.FaultSettings) {
 		for _, h := range g {
 			m := hostRE.FindStringSubmatch(h)
 			if m == nil || (m[1] == "n" && m[2] == "0") {

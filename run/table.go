@@ -52,10 +52,13 @@ type Setting struct {
 var listed = map[string]func() []string{"impl": impls.Names, "faults": nemesis.Names}
 
 // Help is the setting's help: its Doc, then the values it takes where a
-// registry lists them.
+// registry lists them, or the faults that read it (nemesis.Readers).
 func (s Setting) Help() string {
 	if names, ok := listed[s.Name]; ok {
 		return s.Doc + ": " + strings.Join(names(), ", ")
+	}
+	if readers := nemesis.Readers(s.Name); len(readers) > 0 {
+		return s.Doc + " (read by " + strings.Join(readers, ", ") + ")"
 	}
 	return s.Doc
 }
@@ -77,8 +80,12 @@ type Value interface {
 
 // Settings is the table of run settings. Adding one means adding one entry
 // here (and the Config field it binds): the flag, the scenario key, the
-// results and the help follow from it.
-var Settings = []Setting{
+// results and the help follow from it. The settings of the faults are not
+// entries here: each is declared beside its fault (nemesis.NewSetting),
+// and withFaultSettings makes their entries. Those that stay here shape
+// the schedule rather than one fault (faults, schedule, interval,
+// quiet-time, target, stagger).
+var Settings = withFaultSettings([]Setting{
 	{"impl", GroupWorkload, "lock implementation", str(func(c *Config) *string { return &c.Impl }), true},
 	{"client", GroupWorkload, "an external lock client in place of --impl: a manifest name in clients/, a manifest file, or a command line whose program speaks the client protocol (see docs/clients.md)", str(func(c *Config) *string { return &c.Client }), true},
 	{"backend", GroupWorkload, "the lock service an external client runs against: " + strings.Join(slices.Sorted(maps.Keys(ClientBackends)), ", ") + " (a manifest may give it)", str(func(c *Config) *string { return &c.Backend }), true},
@@ -102,21 +109,9 @@ var Settings = []Setting{
 	{"faults", GroupFaults, "faults to inject, comma-separated, one at a time; a+b injects a and b together", list(func(c *Config) *[]string { return &c.Faults }), true},
 	{"schedule", GroupFaults, "replay a schedule file (a stored run's schedule.json): exactly its faults, with their targets and settings, at their offsets, in place of --faults; its workload settings apply unless given here", str(func(c *Config) *string { return &c.Schedule }), false},
 	{"interval", GroupFaults, "mean quiet time between faults", rule(dur(func(c *Config) *time.Duration { return &c.Interval }), "must be positive", positive[time.Duration]), true},
-	{"pause", GroupFaults, "how long pause-client freezes a worker (0: 2×ttl)", rule(dur(func(c *Config) *time.Duration { return &c.ClientPause }), "must not be negative", notNegative[time.Duration]), true},
-	{"pause-point", GroupFaults, "where pause-client (and kill-client --kill-holder) stops a worker: " +
-		strings.Join([]string{workloads.PointAfterAcquire, workloads.PointBeforeWrite}, ", ") + ", an impl's own point (locktest list), or random", pausePoint(func(c *Config) *string { return &c.PausePoint }), true},
-	{"down", GroupFaults, "how long kill-node, kill-all, kill-on-grant, power-loss and power-loss-all keep a node down before restarting it (the restart delay)", rule(dur(func(c *Config) *time.Duration { return &c.NodeDown }), "must not be negative", notNegative[time.Duration]), true},
-	{"window", GroupFaults, "how long the other faults last (node pause, partition, loss, delay, clock faults, a killed client's absence), how long power-loss waits at most for writes its node has not synced, and kill-on-grant for a client's acquire", rule(dur(func(c *Config) *time.Duration { return &c.Window }), "must be positive", positive[time.Duration]), true},
 	{"quiet-time", GroupFaults, "fault-free time at the end of the run, after the final heal", dur(func(c *Config) *time.Duration { return &c.Quiet }), true},
-	{"partition", GroupFaults, "groups of the partition fault: hosts (n1.., c0..) by commas, groups by slashes, e.g. n1,n2,c0/n3,c1", groups(func(c *Config) *[][]string { return &c.Groups }), true},
 	{"target", GroupFaults, "pin what faults hit: fault=node-or-role-or-process[,...], several separated by ;, e.g. 'clock-bump=n3;kill-node=master'", targets(func(c *Config) *map[string][]string { return &c.Targets }), true},
-	{"clock-direction", GroupFaults, "which way clock-bump and clock-skew-client jump: " + strings.Join(ClockDirections, " or ") + " (default: either, at random)", str(func(c *Config) *string { return &c.ClockDirection }), true},
 	{"stagger", GroupFaults, "wait between the parts of a combined fault (a+b)", rule(dur(func(c *Config) *time.Duration { return &c.Stagger }), "must not be negative", notNegative[time.Duration]), true},
-	{"loss", GroupFaults, "fraction of packets the loss fault drops, in (0, 1]", rule(float(func(c *Config) *float64 { return &c.Loss }), "must be in (0, 1]", func(x float64) bool { return x > 0 && x <= 1 }), true},
-	{"delay", GroupFaults, "latency the delay fault adds", rule(dur(func(c *Config) *time.Duration { return &c.Delay }), "must be positive", positive[time.Duration]), true},
-	{"clock-bump", GroupFaults, "how far clock faults move a clock (0: 2×ttl)", rule(dur(func(c *Config) *time.Duration { return &c.ClockBump }), "must not be negative (--clock-direction says which way clocks jump)", notNegative[time.Duration]), true},
-	{"strobe", GroupFaults, "how often clock-strobe flips a clock", rule(dur(func(c *Config) *time.Duration { return &c.StrobeRate }), "must be positive", positive[time.Duration]), true},
-	{"kill-holder", GroupFaults, "kill-client kills a worker at --pause-point (default after-acquire: while it holds the lock)", boolean(func(c *Config) *bool { return &c.KillHolder }), true},
 
 	{"resource", GroupResource, "resource store mode: " + Join(workloads.Modes()), mode(func(c *Config) *workloads.Mode { return &c.Mode }), true},
 
@@ -138,7 +133,46 @@ var Settings = []Setting{
 	{"name", GroupOutput, "name of the run's folder in the store (default impl-faults-resource)", str(func(c *Config) *string { return &c.Name }), false},
 	{"profile", GroupOutput, "folder for CPU profiles of the driver and of each worker, and the driver's heap (go tool pprof reads them)", str(func(c *Config) *string { return &c.ProfileDir }), false},
 	{"expect", GroupOutput, "expected verdict: " + strings.Join(Expectations, " or ") + " (invalid: a run meant to reproduce an anomaly)", str(func(c *Config) *string { return &c.Expect }), false},
+})
+
+// withFaultSettings returns table with an entry for each fault setting
+// (nemesis.Declared), in the faults group after --interval, by name: its
+// flag, scenario key and results key are its name, its help its Doc and
+// the faults that read it, its value Config.FaultSettings' and its
+// default nemesis.Defaults' (DefaultConfig).
+func withFaultSettings(table []Setting) []Setting {
+	var rows []Setting
+	for _, fs := range nemesis.Declared() {
+		rows = append(rows, Setting{Name: fs.Name(), Group: GroupFaults, Doc: fs.Doc(), Scenario: true,
+			Field: func(c *Config) Value {
+				v := faultValue{fs, &c.FaultSettings}
+				if fs.Type() == "bool" {
+					return faultSwitch{v}
+				}
+				return v
+			}})
+	}
+	at := slices.IndexFunc(table, func(s Setting) bool { return s.Name == "interval" }) + 1
+	return slices.Insert(table, at, rows...)
 }
+
+// faultValue is the Value of a fault setting inside Config.FaultSettings;
+// its bound is the setting's own (nemesis.AnySetting.Check).
+type faultValue struct {
+	s  nemesis.AnySetting
+	vs *nemesis.Values
+}
+
+func (v faultValue) String() string     { return v.s.Text(*v.vs) }
+func (v faultValue) Type() string       { return v.s.Type() }
+func (v faultValue) Set(s string) error { return v.s.SetText(v.vs, s) }
+func (v faultValue) check() error       { return v.s.Check(*v.vs) }
+
+// faultSwitch is a fault setting that is a switch: a flag without a value
+// sets it.
+type faultSwitch struct{ faultValue }
+
+func (faultSwitch) IsBoolFlag() bool { return true }
 
 // SettingNamed returns the setting named name (its flag name or its key).
 func SettingNamed(name string) (Setting, bool) {
@@ -172,19 +206,17 @@ func Join[S ~string](names []S) string {
 // The kinds of Value, each bound to a Config field by a function from the
 // Config to the field.
 
-// scalar is the Value of a one-value field of type T: its parsing, its
-// flag form and its type's name.
+// scalar is the Value of a one-value field of type T, whose text is its
+// kind's (nemesis.Kind: the fault settings' kinds, and the others below).
 type scalar[T any] struct {
-	p      *T
-	parse  func(string) (T, error)
-	format func(T) string
-	typ    string
+	p    *T
+	kind nemesis.Kind[T]
 }
 
-func (v scalar[T]) String() string { return v.format(*v.p) }
-func (v scalar[T]) Type() string   { return v.typ }
+func (v scalar[T]) String() string { return v.kind.Format(*v.p) }
+func (v scalar[T]) Type() string   { return v.kind.Type }
 func (v scalar[T]) Set(s string) error {
-	x, err := v.parse(s)
+	x, err := v.kind.Parse(s)
 	if err != nil {
 		return err
 	}
@@ -192,49 +224,21 @@ func (v scalar[T]) Set(s string) error {
 	return nil
 }
 
-// bind makes the Value constructor of a scalar setting.
-func bind[T any](typ string, parse func(string) (T, error), format func(T) string) func(func(*Config) *T) func(*Config) Value {
+// bind makes the Value constructor of a scalar setting of kind k.
+func bind[T any](k nemesis.Kind[T]) func(func(*Config) *T) func(*Config) Value {
 	return func(f func(*Config) *T) func(*Config) Value {
-		return func(c *Config) Value { return scalar[T]{f(c), parse, format, typ} }
+		return func(c *Config) Value { return scalar[T]{f(c), k} }
 	}
 }
-
-// parseFail wraps a parser so its error says what the text should be.
-func parseFail[T any](parse func(string) (T, error), want string) func(string) (T, error) {
-	return func(s string) (T, error) {
-		x, err := parse(s)
-		if err != nil {
-			return x, fmt.Errorf("%q is not %s", s, want)
-		}
-		return x, nil
-	}
-}
-
-func same(s string) (string, error) { return s, nil }
 
 var (
-	dur     = bind("duration", parseFail(time.ParseDuration, "a duration (e.g. 300ms, 2s)"), time.Duration.String)
-	integer = bind("int", parseFail(strconv.Atoi, "a whole number"), strconv.Itoa)
-	int64v  = bind("int", parseFail(func(s string) (int64, error) { return strconv.ParseInt(s, 10, 64) }, "a whole number"),
-		func(n int64) string { return strconv.FormatInt(n, 10) })
-	float = bind("float", parseFail(func(s string) (float64, error) { return strconv.ParseFloat(s, 64) }, "a number"),
-		func(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) })
-	str  = bind("string", same, func(s string) string { return s })
-	mode = bind("string", func(s string) (workloads.Mode, error) { return workloads.Mode(s), nil },
-		func(m workloads.Mode) string { return string(m) })
-	// pausePoint is a pause point; "random" (a random moment) is stored
-	// as "".
-	pausePoint = bind("string", func(s string) (string, error) {
-		if s == "random" {
-			return "", nil
-		}
-		return s, nil
-	}, func(s string) string {
-		if s == "" {
-			return "random"
-		}
-		return s
-	})
+	dur     = bind(nemesis.Duration)
+	integer = bind(nemesis.Kind[int]{Type: "int", Parse: nemesis.ParseAs(strconv.Atoi, "a whole number"), Format: strconv.Itoa})
+	int64v  = bind(nemesis.Kind[int64]{Type: "int", Parse: nemesis.ParseAs(func(s string) (int64, error) { return strconv.ParseInt(s, 10, 64) }, "a whole number"),
+		Format: func(n int64) string { return strconv.FormatInt(n, 10) }})
+	str  = bind(nemesis.Text)
+	mode = bind(nemesis.Kind[workloads.Mode]{Type: "string", Parse: func(s string) (workloads.Mode, error) { return workloads.Mode(s), nil },
+		Format: func(m workloads.Mode) string { return string(m) }})
 )
 
 // rule gives a scalar setting the bound Config.Validate checks: ok says
@@ -292,7 +296,7 @@ type boolValue struct{ scalar[bool] }
 func (boolValue) IsBoolFlag() bool { return true }
 
 func boolean(f func(*Config) *bool) func(*Config) Value {
-	b := bind("bool", parseFail(strconv.ParseBool, "true or false"), strconv.FormatBool)(f)
+	b := bind(nemesis.Switch)(f)
 	return func(c *Config) Value { return boolValue{b(c).(scalar[bool])} }
 }
 
@@ -340,24 +344,6 @@ func (v mapValue) Set(s string) error {
 		}
 		(*v.p)[k] = val
 	}
-	return nil
-}
-
-// groupsValue is the explicit partition: hosts by commas, groups by
-// slashes (nemesis.ParseGroups).
-type groupsValue struct{ p *[][]string }
-
-func groups(f func(*Config) *[][]string) func(*Config) Value {
-	return func(c *Config) Value { return groupsValue{f(c)} }
-}
-func (v groupsValue) String() string { return nemesis.FormatGroups(*v.p) }
-func (v groupsValue) Type() string   { return "groups" }
-func (v groupsValue) Set(s string) error {
-	g, err := nemesis.ParseGroups(s)
-	if err != nil {
-		return err
-	}
-	*v.p = g
 	return nil
 }
 

@@ -509,7 +509,7 @@ func (s Scenario) Config(base run.Config) (run.Config, error) {
 	// down: a scenario that kills nodes and does not say how long they stay
 	// down restarts them at once.
 	if _, ok := s.Settings["down"]; !ok && nemesis.Reads(checker.FaultParts(c.Faults), "down") {
-		c.NodeDown = 0
+		nemesis.Down.Set(&c.FaultSettings, 0)
 	}
 	return c, nil
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/run"
 	"github.com/locktest/locktest/workloads"
 )
@@ -54,19 +55,21 @@ func TestBuiltinCatalogue(t *testing.T) {
 	}
 	jump := byName["redlock-clock-jump"]
 	cfg, _ := jump.Config(run.DefaultConfig())
-	if cfg.Impl != "redlock" || !slices.Equal(cfg.Targets["clock-bump"], []string{"n3"}) || cfg.ClockDirection != "forward" ||
-		len(cfg.Groups) != 2 || !slices.Contains(cfg.Groups[0], "n3") || !slices.Contains(cfg.Groups[1], "n3") {
+	groups := nemesis.Partition.Of(cfg.FaultSettings)
+	if cfg.Impl != "redlock" || !slices.Equal(cfg.Targets["clock-bump"], []string{"n3"}) || nemesis.ClockDirection.Of(cfg.FaultSettings) != "forward" ||
+		len(groups) != 2 || !slices.Contains(groups[0], "n3") || !slices.Contains(groups[1], "n3") {
 		t.Errorf("redlock-clock-jump is not Kleppmann's case: %+v", cfg)
 	}
 	restart := byName["redlock-restart-without-persistence"]
 	cfg, _ = restart.Config(run.DefaultConfig())
-	if cfg.NodeDown != 0 || cfg.Persistence != "off" {
-		t.Errorf("redlock-restart-without-persistence restarts after %v with persistence %q", cfg.NodeDown, cfg.Persistence)
+	if down := nemesis.Down.Of(cfg.FaultSettings); down != 0 || cfg.Persistence != "off" {
+		t.Errorf("redlock-restart-without-persistence restarts after %v with persistence %q", down, cfg.Persistence)
 	}
 	control := byName["redlock-control"]
 	cfg, _ = control.Config(run.DefaultConfig())
-	if cfg.NodeDown < cfg.TTL || cfg.ClientPause >= cfg.TTL/2 || slices.ContainsFunc(cfg.Faults, func(f string) bool { return strings.Contains(f, "clock") }) {
-		t.Errorf("redlock-control is outside antirez's conditions: down %v, pause %v, ttl %v, faults %v", cfg.NodeDown, cfg.ClientPause, cfg.TTL, cfg.Faults)
+	down, pause := nemesis.Down.Of(cfg.FaultSettings), nemesis.Pause.Of(cfg.FaultSettings)
+	if down < cfg.TTL || pause >= cfg.TTL/2 || slices.ContainsFunc(cfg.Faults, func(f string) bool { return strings.Contains(f, "clock") }) {
+		t.Errorf("redlock-control is outside antirez's conditions: down %v, pause %v, ttl %v, faults %v", down, pause, cfg.TTL, cfg.Faults)
 	}
 	if byName["etcd-pause-guarded"].Settings["resource"] != string(workloads.ModeEtcdGuarded) {
 		t.Error("etcd-pause-guarded does not guard")
@@ -139,11 +142,12 @@ func TestConfigKeepsDefaultsAndAppliesSettings(t *testing.T) {
 	if cfg.StoreDir != "/somewhere" || cfg.Clients != base.Clients || cfg.Interval != base.Interval {
 		t.Errorf("base settings lost: %+v", cfg)
 	}
-	if cfg.TTL != 2*time.Second || cfg.Stagger != time.Second || cfg.NodeDown != 0 || cfg.Name != "x" || cfg.Expect != "valid" {
-		t.Errorf("scenario settings not applied: ttl %v stagger %v down %v name %q expect %q", cfg.TTL, cfg.Stagger, cfg.NodeDown, cfg.Name, cfg.Expect)
+	down := nemesis.Down.Of(cfg.FaultSettings)
+	if cfg.TTL != 2*time.Second || cfg.Stagger != time.Second || down != 0 || cfg.Name != "x" || cfg.Expect != "valid" {
+		t.Errorf("scenario settings not applied: ttl %v stagger %v down %v name %q expect %q", cfg.TTL, cfg.Stagger, down, cfg.Name, cfg.Expect)
 	}
-	if len(cfg.Groups) != 2 || cfg.Groups[1][1] != "c1" {
-		t.Errorf("groups %v", cfg.Groups)
+	if groups := nemesis.Partition.Of(cfg.FaultSettings); len(groups) != 2 || groups[1][1] != "c1" {
+		t.Errorf("groups %v", groups)
 	}
 	want := "locktest run --impl redlock --name x --ttl 2s --faults partition+kill-node --partition n1,c0/n2,c1 --stagger 1s --persistence off --down 0s --seed 3"
 	if got := s.Command(3); got != want {

@@ -343,7 +343,7 @@ func (m *marginSearch) plan(v float64) (nemesis.Plan, run.Config, error) {
 				durs[st] = d
 			}
 		}
-		lasts[i] = cfg.Window
+		lasts[i] = nemesis.Window.Of(cfg.FaultSettings)
 		for _, st := range heldFor {
 			if d, ok := durs[st]; ok {
 				lasts[i] = d

@@ -127,7 +127,7 @@ func checkFaultFlags(f changer, cfg run.Config) error {
 			continue
 		}
 		used := slices.ContainsFunc(parts, func(p string) bool {
-			return slices.Contains(readers[flag], p) && !(flag == "pause-point" && p == "kill-client" && !cfg.KillHolder)
+			return slices.Contains(readers[flag], p) && !(flag == "pause-point" && p == "kill-client" && !nemesis.KillHolder.Of(cfg.FaultSettings))
 		})
 		if !used {
 			return usageError{fmt.Errorf("--%s changes nothing in this run: it needs %s (faults: %s)", flag, needs(flag, readers[flag]), orNone(cfg.Faults))}

@@ -17,6 +17,7 @@ import (
 	"github.com/locktest/locktest/clusters/engine"
 	"github.com/locktest/locktest/e2e/testkit"
 	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/run"
 	"github.com/locktest/locktest/runstore"
 	"github.com/locktest/locktest/workloads"
@@ -92,13 +93,14 @@ func TestDockerEtcdClientPause(t *testing.T) {
 		t.Run(string(tc.mode), func(t *testing.T) {
 			cfg := testkit.DockerConfig(t, "etcd-mutex")
 			cfg.Faults, cfg.Mode = []string{"pause-client"}, tc.mode
-			cfg.PausePoint = workloads.PointBeforeWrite
+			nemesis.PausePoint.Set(&cfg.FaultSettings, workloads.PointBeforeWrite)
 			// The paused holder sleeps 4 TTLs: etcd must have revoked its
 			// lease (the leader's lessor, through Raft, in containers on a
 			// loaded machine) before the woken holder writes. With 2.5 TTLs
 			// the write came first under stress-ng, and etcd rightly
 			// accepted it (CI, loaded).
-			cfg.TTL, cfg.ClientPause = time.Second, 4*time.Second
+			cfg.TTL = time.Second
+			nemesis.Pause.Set(&cfg.FaultSettings, 4*time.Second)
 			cfg.Interval, cfg.Duration, cfg.Quiet = 500*time.Millisecond, 12*time.Second, time.Second
 			shown := func(o *run.Outcome, _ history.History) bool {
 				if tc.want == checker.Invalid {
@@ -152,7 +154,8 @@ func TestDockerNodeFaults(t *testing.T) {
 			cfg := testkit.DockerConfig(t, "redis-set-nx-px")
 			cfg.Faults = []string{tc.fault}
 			cfg.TTL, cfg.Timeout = 500*time.Millisecond, 300*time.Millisecond
-			cfg.Interval, cfg.Window, cfg.NodeDown = 500*time.Millisecond, 600*time.Millisecond, 500*time.Millisecond
+			cfg.Interval = 500 * time.Millisecond
+			cfg.FaultSettings = cfg.FaultSettings.With(nemesis.Window.Is(600*time.Millisecond), nemesis.Down.Is(500*time.Millisecond))
 			cfg.Duration, cfg.Quiet = 21*time.Second, 15*time.Second
 			// Clients retry a refused acquire after at most 50 ms, not 5: at
 			// 5 ms, five clients failing at once against the killed node
@@ -220,7 +223,8 @@ func TestDockerPartitions(t *testing.T) {
 	cfg.Faults = []string{"isolate+loss"}
 	cfg.Mode = workloads.ModeCheckAndSet
 	cfg.TTL, cfg.Timeout = time.Second, 500*time.Millisecond
-	cfg.Interval, cfg.Window = 300*time.Millisecond, 2*time.Second
+	cfg.Interval = 300 * time.Millisecond
+	nemesis.Window.Set(&cfg.FaultSettings, 2*time.Second)
 	cfg.Duration, cfg.Quiet = 10*time.Second, 1500*time.Millisecond
 	cfg.Seed = 3
 	// Every run must be safe, apply its loss and heal each isolate. An
@@ -283,7 +287,8 @@ func TestDockerClientIsolate(t *testing.T) {
 	cfg.Targets = map[string][]string{"client-isolate": {"c0", "n1", "n2", "n3", "n4", "n5"}}
 	cfg.Mode = workloads.ModeCheckAndSet
 	cfg.TTL, cfg.Timeout = time.Second, 300*time.Millisecond
-	cfg.Interval, cfg.Window = 300*time.Millisecond, 2*time.Second
+	cfg.Interval = 300 * time.Millisecond
+	nemesis.Window.Set(&cfg.FaultSettings, 2*time.Second)
 	cfg.Duration, cfg.Quiet = 8*time.Second, 1500*time.Millisecond
 	out, err := run.Run(context.Background(), cfg)
 	if err != nil {

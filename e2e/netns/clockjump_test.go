@@ -8,6 +8,7 @@ import (
 	"github.com/locktest/locktest/e2e/testkit"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/internal/gate"
+	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/workloads"
 )
 
@@ -32,10 +33,11 @@ func TestRedlockClockJumpOverlaps(t *testing.T) {
 	cfg := testkit.Config(t, "redlock")
 	cfg.Clients, cfg.Mode = 2, workloads.ModeNone
 	cfg.Faults = []string{"partition+clock-bump"}
-	cfg.Groups = [][]string{{"n1", "n2", "n3", "c0"}, {"n3", "n4", "n5", "c1"}}
+	nemesis.Partition.Set(&cfg.FaultSettings, [][]string{{"n1", "n2", "n3", "c0"}, {"n3", "n4", "n5", "c1"}})
 	cfg.Targets = map[string][]string{"clock-bump": {"n3"}}
-	cfg.ClockDirection, cfg.ClockBump, cfg.Stagger = "forward", 6*time.Second, 3500*time.Millisecond
-	cfg.TTL, cfg.Work, cfg.Interval, cfg.Window, cfg.Duration = 3*time.Second, 2500*time.Millisecond, time.Second, 3*time.Second, 26*time.Second
+	cfg.Stagger = 3500 * time.Millisecond
+	cfg.FaultSettings = cfg.FaultSettings.With(nemesis.ClockDirection.Is("forward"), nemesis.ClockBump.Is(6*time.Second), nemesis.Window.Is(3*time.Second))
+	cfg.TTL, cfg.Work, cfg.Interval, cfg.Duration = 3*time.Second, 2500*time.Millisecond, time.Second, 26*time.Second
 	for attempt := 1; ; attempt++ {
 		out, h := testkit.MustRun(t, cfg)
 		if n := testkit.NemesisOps(h, "clock-bump", history.OK); n < 1 {

@@ -15,6 +15,7 @@ import (
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/internal/gate"
 	"github.com/locktest/locktest/internal/schemacheck"
+	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/run"
 	"github.com/locktest/locktest/runstore"
 	"github.com/locktest/locktest/testkit/faultops"
@@ -35,7 +36,7 @@ func faultConfig(t *testing.T, faults ...string) run.Config {
 	cfg.TTL = 500 * time.Millisecond
 	cfg.Timeout = 300 * time.Millisecond
 	cfg.Interval = 300 * time.Millisecond
-	cfg.Window = 600 * time.Millisecond
+	nemesis.Window.Set(&cfg.FaultSettings, 600*time.Millisecond)
 	cfg.Duration = 5 * time.Second
 	cfg.Quiet = 1500 * time.Millisecond
 	return cfg
@@ -49,7 +50,7 @@ func TestNetworkFaultsCutAndHeal(t *testing.T) {
 	testkit.LocalOnly(t, "client-isolate needs each client in a namespace of its own")
 	needNetns(t)
 	cfg := faultConfig(t, "client-isolate", "loss")
-	cfg.Loss = 1 // every packet: a loss window is a partition of the node
+	nemesis.Loss.Set(&cfg.FaultSettings, 1) // every packet: a loss window is a partition of the node
 	// Room after the last heal for every client, reconnecting, to get a turn:
 	// on a loaded machine the heal's iptables calls alone can take seconds.
 	cfg.Think = 5 * time.Millisecond
@@ -195,7 +196,7 @@ func TestReplayInjectsTheSameFaults(t *testing.T) {
 func TestKillClientReplacesTheWorker(t *testing.T) {
 	gate.Need(t, "redis-server")
 	cfg := faultConfig(t, "kill-client")
-	cfg.KillHolder = true
+	nemesis.KillHolder.Set(&cfg.FaultSettings, true)
 	out, h := testkit.MustRun(t, cfg)
 	var replaced []string
 	for _, o := range h {
@@ -292,7 +293,7 @@ func TestUnavailableFaultsAreReported(t *testing.T) {
 func TestDelayMakesRequestsSlow(t *testing.T) {
 	gate.Need(t, "redis-server")
 	cfg := faultConfig(t, "delay")
-	cfg.Delay = 400 * time.Millisecond
+	nemesis.Delay.Set(&cfg.FaultSettings, 400*time.Millisecond)
 	out, h := testkit.MustRun(t, cfg)
 	// The run says how it made the delay, and why.
 	if n := out.Results.Run.Network; !strings.Contains(n, "delay by tc netem") && !strings.Contains(n, "delay by a TCP proxy: ") {
@@ -349,7 +350,7 @@ func TestRedlockSurvivesIsolatedNodes(t *testing.T) {
 	cfg.Mode = "check-and-set"
 	cfg.TTL = time.Second
 	cfg.Timeout = 500 * time.Millisecond
-	cfg.Window = 2 * time.Second
+	nemesis.Window.Set(&cfg.FaultSettings, 2*time.Second)
 	cfg.Duration = 10 * time.Second
 	out, h := testkit.MustRun(t, cfg)
 	defer testkit.AssertLabGone(t, out.Results.Run.Lab)
@@ -370,7 +371,7 @@ func TestKillBetweenSetNXAndExpireLeavesAStuckLock(t *testing.T) {
 	gate.Need(t, "redis-server")
 	cfg := faultConfig(t, "kill-client")
 	cfg.Impl = "redis-setnx-expire"
-	cfg.KillHolder, cfg.PausePoint = true, "between-setnx-expire"
+	cfg.FaultSettings = cfg.FaultSettings.With(nemesis.KillHolder.Is(true), nemesis.PausePoint.Is("between-setnx-expire"))
 	cfg.Duration, cfg.Quiet = 12*time.Second, 8*time.Second
 	// The kill must land while a client is between its two commands, which
 	// only the client that won SETNX reaches: three seeds to get there.

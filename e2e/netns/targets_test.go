@@ -44,7 +44,8 @@ func TestRunRecordsIsolatedLeader(t *testing.T) {
 	testkit.LocalOnly(t, "the docker provider's own test runs cover it")
 	cfg := testkit.EtcdConfig(t, "etcd-mutex")
 	cfg.Faults, cfg.Targets = []string{"isolate"}, map[string][]string{"isolate": {"leader"}}
-	cfg.Duration, cfg.Interval, cfg.Window, cfg.Quiet = 12*time.Second, time.Second, 1500*time.Millisecond, 3*time.Second
+	cfg.Duration, cfg.Interval, cfg.Quiet = 12*time.Second, time.Second, 3*time.Second
+	nemesis.Window.Set(&cfg.FaultSettings, 1500*time.Millisecond)
 	_, h := testkit.MustRun(t, cfg)
 	isolates := 0
 	for _, o := range h {

@@ -13,6 +13,7 @@ import (
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/e2e/testkit"
 	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/reports"
 	"github.com/locktest/locktest/run"
 	"github.com/locktest/locktest/runstore"
@@ -222,8 +223,8 @@ func TestEtcdGuardedRejectsAPausedHoldersWrite(t *testing.T) {
 		t.Run(impl, func(t *testing.T) {
 			cfg := testkit.EtcdConfig(t, impl)
 			cfg.Faults, cfg.Mode = []string{"pause-client"}, workloads.ModeEtcdGuarded
-			cfg.PausePoint = workloads.PointBeforeWrite
-			cfg.TTL, cfg.ClientPause = time.Second, 2500*time.Millisecond
+			cfg.TTL = time.Second
+			cfg.FaultSettings = cfg.FaultSettings.With(nemesis.PausePoint.Is(workloads.PointBeforeWrite), nemesis.Pause.Is(2500*time.Millisecond))
 			cfg.Interval, cfg.Duration, cfg.Quiet = 500*time.Millisecond, 10*time.Second, time.Second
 			out, h := testkit.MustRun(t, cfg)
 			if n := testkit.NemesisOps(h, "pause-client", history.OK); n < 1 {
@@ -276,13 +277,14 @@ func TestEtcdGuardedRejectsAPausedHoldersWrite(t *testing.T) {
 func TestEtcdPauseBreaksAnUnfencedResource(t *testing.T) {
 	cfg := testkit.EtcdConfig(t, "etcd-mutex")
 	cfg.Faults, cfg.Mode = []string{"pause-client"}, workloads.ModeNone
-	cfg.PausePoint = workloads.PointBeforeWrite
+	nemesis.PausePoint.Set(&cfg.FaultSettings, workloads.PointBeforeWrite)
 	// Four leases long: under stress-ng a 2.5s pause ran out before etcd
 	// had revoked the paused session's lease and a waiter had taken the
 	// lock, and the woken holder's write, which then trampled nobody, was
 	// rightly no anomaly. A seed whose pauses met no such takeover is
 	// tried again, three seeds at most.
-	cfg.TTL, cfg.ClientPause = time.Second, 4*time.Second
+	cfg.TTL = time.Second
+	nemesis.Pause.Set(&cfg.FaultSettings, 4*time.Second)
 	cfg.Interval, cfg.Duration, cfg.Quiet = 500*time.Millisecond, 14*time.Second, time.Second
 	var out *run.Outcome
 	var k map[string]int
@@ -309,9 +311,11 @@ func TestEtcdPauseBreaksAnUnfencedResource(t *testing.T) {
 // again before the run ended, and logs how long each stayed unavailable.
 func assertKilledHoldersRecover(t *testing.T, impl string, cfg run.Config) {
 	t.Helper()
-	cfg.Faults, cfg.KillHolder = []string{"kill-client"}, true
+	cfg.Faults = []string{"kill-client"}
+	nemesis.KillHolder.Set(&cfg.FaultSettings, true)
 	cfg.TTL = time.Second
-	cfg.Interval, cfg.Window = time.Second, 2*time.Second
+	cfg.Interval = time.Second
+	nemesis.Window.Set(&cfg.FaultSettings, 2*time.Second)
 	cfg.Duration, cfg.Quiet = 9*time.Second, 3*time.Second
 	out, h := testkit.MustRun(t, cfg)
 	if out.Results.Valid != checker.Valid {

@@ -10,6 +10,7 @@ import (
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/e2e/testkit"
 	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/workloads"
 )
 
@@ -130,7 +131,7 @@ func TestZooKeeperPausedHolderSessionExpires(t *testing.T) {
 	cfg.Faults = []string{"pause-client"}
 	cfg.Mode = workloads.ModeFenced
 	cfg.TTL = 500 * time.Millisecond // the servers grant 500ms
-	cfg.ClientPause = 3 * time.Second
+	nemesis.Pause.Set(&cfg.FaultSettings, 3*time.Second)
 	cfg.Interval = 500 * time.Millisecond
 	cfg.Duration, cfg.Timeout = 8*time.Second, 5*time.Second
 	out, h := testkit.MustRun(t, cfg)
@@ -166,7 +167,8 @@ func TestZooKeeperSurvivesNodeKills(t *testing.T) {
 	cfg.Mode = workloads.ModeFenced
 	cfg.Faults = []string{"kill-node"}
 	cfg.TTL = 2 * time.Second
-	cfg.Interval, cfg.NodeDown = time.Second, time.Second
+	cfg.Interval = time.Second
+	nemesis.Down.Set(&cfg.FaultSettings, time.Second)
 	cfg.Duration = 6 * time.Second
 	out, h := testkit.MustRun(t, cfg)
 	kills, restarts := testkit.NemesisOps(h, "kill-node", history.OK), testkit.NemesisOps(h, "restart-node", history.OK)

@@ -224,10 +224,10 @@ func BenchmarkFaultLatency(b *testing.B) {
 			for range b.N {
 				cfg := testkit.Config(b, "redlock")
 				cfg.Clients, cfg.Duration = 2, 6*time.Second
-				cfg.Faults, cfg.Interval, cfg.Window = []string{fault}, 300*time.Millisecond, 300*time.Millisecond
-				cfg.NodeDown, cfg.ClientPause = 300*time.Millisecond, 300*time.Millisecond
+				cfg.Faults, cfg.Interval = []string{fault}, 300*time.Millisecond
+				cfg.FaultSettings = cfg.FaultSettings.With(nemesis.Window.Is(300*time.Millisecond), nemesis.Down.Is(300*time.Millisecond), nemesis.Pause.Is(300*time.Millisecond))
 				if fault == "partition" {
-					cfg.Groups = [][]string{{"n1", "n2", "c0"}, {"n3", "n4", "n5", "c1"}}
+					nemesis.Partition.Set(&cfg.FaultSettings, [][]string{{"n1", "n2", "c0"}, {"n3", "n4", "n5", "c1"}})
 				}
 				cfg.Expect = "invalid" // redlock under faults may well be; only the timing counts
 				out, h := testkit.RunHistory(b, cfg)

@@ -18,6 +18,7 @@ import (
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/impls"
 	"github.com/locktest/locktest/internal/gate"
+	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/run"
 	"github.com/locktest/locktest/testkit/testcluster"
 	"github.com/locktest/locktest/workloads"
@@ -102,12 +103,13 @@ func TestMultiNodeRedisNoFaultRunsAreValid(t *testing.T) {
 func TestRedlockPauseAfterMajorityIsRefused(t *testing.T) {
 	gate.Need(t, "redis-server")
 	cfg := testkit.PauseConfig(t, "redlock", workloads.ModeNone)
-	cfg.PausePoint = "after-majority"
+	nemesis.PausePoint.Set(&cfg.FaultSettings, "after-majority")
 	// Leases of 2 s, not PauseConfig's 300 ms: under stress-ng the driver,
 	// which holds the resource store, was descheduled for a second, and a
 	// holder's write sent within its 300 ms lease was stored after it, a
 	// stale write no pause caused. The pause still outlasts the lease.
-	cfg.TTL, cfg.ClientPause, cfg.Duration = 2*time.Second, 4*time.Second, 10*time.Second
+	cfg.TTL, cfg.Duration = 2*time.Second, 10*time.Second
+	nemesis.Pause.Set(&cfg.FaultSettings, 4*time.Second)
 	out, h := testkit.MustRun(t, cfg)
 	pauses := 0
 	pair := h.Pair()
@@ -178,7 +180,7 @@ func TestRedlockPauseBeforeWrite(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(string(tt.mode)+"/"+tt.point, func(t *testing.T) {
 			cfg := testkit.PauseConfig(t, "redlock", tt.mode)
-			cfg.PausePoint = tt.point
+			nemesis.PausePoint.Set(&cfg.FaultSettings, tt.point)
 			// 8 s, so that the two pauses asserted below (1.2 s each, and
 			// the wait for a client to reach the point) fit in the fault
 			// phase on a loaded machine too: with 6 s one fitted in CI run
@@ -187,7 +189,7 @@ func TestRedlockPauseBeforeWrite(t *testing.T) {
 			// Paused four leases long, so that on a loaded machine another
 			// client still gets the lock (a Redlock acquire asks 5 nodes)
 			// before the paused one wakes.
-			cfg.ClientPause = 4 * cfg.TTL
+			nemesis.Pause.Set(&cfg.FaultSettings, 4*cfg.TTL)
 			var out *run.Outcome
 			var h history.History
 			var res checker.Result

@@ -15,6 +15,7 @@ import (
 	"github.com/locktest/locktest/e2e/testkit"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/internal/gate"
+	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/run"
 	"github.com/locktest/locktest/runstore"
 	"github.com/locktest/locktest/workloads"
@@ -212,7 +213,7 @@ func TestKillNodeIsRecordedAndHealed(t *testing.T) {
 	// after the restart.
 	cfg.Duration, cfg.Quiet = 8*time.Second, 3*time.Second
 	cfg.Interval = time.Second
-	cfg.NodeDown = 500 * time.Millisecond
+	nemesis.Down.Set(&cfg.FaultSettings, 500*time.Millisecond)
 	_, h := testkit.MustRun(t, cfg)
 	kills, restarts := testkit.NemesisOps(h, "kill-node", history.OK), testkit.NemesisOps(h, "restart-node", history.OK)
 	if kills < 1 || restarts < kills {
@@ -254,9 +255,9 @@ func TestBadConfigIsASetupError(t *testing.T) {
 		{func(c *run.Config) { c.Impl, c.Mode = "redis-naive-del", workloads.ModeFenced }, "grants none"},
 		{func(c *run.Config) { c.Name = "../x" }, "plain folder name"},
 		{func(c *run.Config) { c.Expect = "maybe" }, "--expect"},
-		{func(c *run.Config) { c.PausePoint = "nowhere" }, "--pause-point"},
+		{func(c *run.Config) { nemesis.PausePoint.Set(&c.FaultSettings, "nowhere") }, "--pause-point"},
 		{func(c *run.Config) { c.Work, c.WorkMin = time.Second, 2*time.Second }, "--work-min must be between 0 and --work"},
-		{func(c *run.Config) { c.ClockDirection = "sideways" }, "--clock-direction must be forward or backward"},
+		{func(c *run.Config) { nemesis.ClockDirection.Set(&c.FaultSettings, "sideways") }, "--clock-direction must be forward or backward"},
 		{func(c *run.Config) { c.Stagger = -time.Second }, "--stagger must not be negative"},
 		{func(c *run.Config) { c.Faults = []string{"pause-client+meteor"} }, `unknown fault "pause-client+meteor"`},
 		{func(c *run.Config) {
@@ -268,9 +269,15 @@ func TestBadConfigIsASetupError(t *testing.T) {
 		{func(c *run.Config) { c.Subnet = "10.77.1.0/16" }, `--subnet "10.77.1.0/16": want an IPv4 /24`},
 		{func(c *run.Config) { c.Subnet = "10.77.1.0/24" }, "--subnet is the subnet of the run's network namespaces, and this run has none"},
 		{func(c *run.Config) { c.Faults, c.Net, c.Subnet = []string{"isolate"}, run.NetLoopback, "10.77.1.0/24" }, "this run has none"},
-		{func(c *run.Config) { c.Faults, c.Groups = []string{"partition"}, [][]string{{"n1"}, {"h2"}} }, `--partition: host "h2"`},
-		{func(c *run.Config) { c.Faults, c.Groups = []string{"partition"}, [][]string{{"n1", "c5"}, {"n2"}} }, "--partition: host c5: the run has client hosts c0 to c4"},
-		{func(c *run.Config) { c.ClockBump = -time.Second }, "--clock-bump must not be negative"},
+		{func(c *run.Config) {
+			c.Faults = []string{"partition"}
+			nemesis.Partition.Set(&c.FaultSettings, [][]string{{"n1"}, {"h2"}})
+		}, `--partition: host "h2"`},
+		{func(c *run.Config) {
+			c.Faults = []string{"partition"}
+			nemesis.Partition.Set(&c.FaultSettings, [][]string{{"n1", "c5"}, {"n2"}})
+		}, "--partition: host c5: the run has client hosts c0 to c4"},
+		{func(c *run.Config) { nemesis.ClockBump.Set(&c.FaultSettings, -time.Second) }, "--clock-bump must not be negative"},
 		{func(c *run.Config) { c.Faults, c.Quiet = []string{"pause-client"}, c.Duration }, "--quiet-time must be at least 0 and shorter than --time"},
 		{func(c *run.Config) { c.Net = "wifi" }, `--net must be auto, netns, loopback, got "wifi"`},
 	}

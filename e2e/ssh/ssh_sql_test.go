@@ -22,6 +22,7 @@ import (
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/impls"
 	"github.com/locktest/locktest/internal/shellquote"
+	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/run"
 	"github.com/locktest/locktest/testkit/testlab"
 )
@@ -82,7 +83,8 @@ func TestSSHLabSQL(t *testing.T) {
 			cfg.Duration, cfg.MaxCriticalSections, cfg.Timeout = 8*time.Second, 40, 5*time.Second
 			if tc.fault != "" {
 				cfg.Faults, cfg.Targets = []string{tc.fault}, map[string][]string{tc.fault: {"n1"}}
-				cfg.Interval, cfg.NodeDown = 500*time.Millisecond, 500*time.Millisecond
+				cfg.Interval = 500 * time.Millisecond
+				nemesis.Down.Set(&cfg.FaultSettings, 500*time.Millisecond)
 				// The workload goes on 12 s after the fault phase: a
 				// PostgreSQL crash recovery over the lab took 10.6 s with
 				// stress-ng beside it, and the clients must get the lock

@@ -24,6 +24,7 @@ import (
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/internal/gate"
 	"github.com/locktest/locktest/internal/procfs"
+	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/run"
 	"github.com/locktest/locktest/runstore"
 	"github.com/locktest/locktest/testkit/testexe"
@@ -103,7 +104,8 @@ func TestSSHLabRuns(t *testing.T) {
 				cfg.Faults = []string{tc.fault}
 				cfg.Targets = map[string][]string{tc.fault: {cmp.Or(tc.target, "n1")}}
 				cfg.Persistence = tc.persistence
-				cfg.Interval, cfg.NodeDown, cfg.Window = 500*time.Millisecond, 500*time.Millisecond, 600*time.Millisecond
+				cfg.Interval = 500 * time.Millisecond
+				cfg.FaultSettings = cfg.FaultSettings.With(nemesis.Down.Is(500*time.Millisecond), nemesis.Window.Is(600*time.Millisecond))
 				// A fault phase of 7 s: room for the first fault, one
 				// every 500 ms, on a loaded machine (an SSH command to a
 				// starved host took up to 4.5 s under stress-ng).
@@ -253,7 +255,8 @@ func sshReplicated(t *testing.T, inventory string) {
 				cfg.Faults = []string{tc.fault}
 				cfg.Targets = map[string][]string{tc.fault: {"master"}}
 				cfg.Persistence = "always"
-				cfg.Interval, cfg.NodeDown, cfg.Window = 500*time.Millisecond, 2*time.Second, 600*time.Millisecond
+				cfg.Interval = 500 * time.Millisecond
+				cfg.FaultSettings = cfg.FaultSettings.With(nemesis.Down.Is(2*time.Second), nemesis.Window.Is(600*time.Millisecond))
 				// 8 s of faults: under stress-ng, with the other lab
 				// beside it, reading the roles and sending the pause over
 				// SSH took 3.5 s, past the end of a 4 s fault phase.
@@ -346,8 +349,8 @@ func TestSSHLabFaultsShowViolations(t *testing.T) {
 		kinds []string
 	}{
 		{name: "redlock-gc-pause", impl: "redlock", fault: "pause-client", kinds: []string{"stale-write", "lost-update"}, setup: func(c *run.Config) {
-			c.Mode, c.PausePoint = workloads.ModeNone, workloads.PointAfterAcquire
-			c.TTL, c.Work, c.ClientPause = 300*time.Millisecond, 5*time.Millisecond, 1200*time.Millisecond
+			c.Mode, c.TTL, c.Work = workloads.ModeNone, 300*time.Millisecond, 5*time.Millisecond
+			c.FaultSettings = c.FaultSettings.With(nemesis.PausePoint.Is(workloads.PointAfterAcquire), nemesis.Pause.Is(1200*time.Millisecond))
 			c.Targets = map[string][]string{"pause-client": {"p0"}}
 		}},
 	} {
@@ -413,7 +416,8 @@ func TestSSHLabLostHostIsNotValid(t *testing.T) {
 			mark := regexp.MustCompile(`"type":"ok","process":-1,"f":"partition-isolate"`)
 			if faults != "" {
 				cfg.Faults, cfg.Targets = []string{faults}, map[string][]string{faults: {"n1"}}
-				cfg.Interval, cfg.Window = 500*time.Millisecond, 600*time.Millisecond
+				cfg.Interval = 500 * time.Millisecond
+				nemesis.Window.Set(&cfg.FaultSettings, 600*time.Millisecond)
 			} else {
 				cfg.Faults, mark = nil, regexp.MustCompile(`"type":"ok","process":\d+,"f":"acquire"`)
 			}

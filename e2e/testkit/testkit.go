@@ -29,6 +29,7 @@ import (
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/impls"
 	"github.com/locktest/locktest/internal/gate"
+	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/reports"
 	"github.com/locktest/locktest/run"
 	"github.com/locktest/locktest/runstore"
@@ -256,7 +257,7 @@ func PauseConfig(t *testing.T, impl string, mode workloads.Mode) run.Config {
 	cfg.Duration = 8 * time.Second
 	// Four leases long: time enough, on a loaded machine, for another
 	// client to take the lock before the paused one wakes.
-	cfg.ClientPause = 4 * cfg.TTL
+	nemesis.Pause.Set(&cfg.FaultSettings, 4*cfg.TTL)
 	return cfg
 }
 
@@ -602,9 +603,8 @@ func exists(path string) bool {
 // returns the two outcomes and histories, ignore first.
 func AssertPausedHolderIsTold(t *testing.T, cfg run.Config, reason string) (outs [2]*run.Outcome, hs [2]history.History) {
 	t.Helper()
-	cfg.Faults, cfg.PausePoint = []string{"pause-client"}, workloads.PointAfterAcquire
-	cfg.Mode, cfg.Clients = workloads.ModeNone, 2
-	cfg.TTL, cfg.ClientPause = time.Second, 2500*time.Millisecond
+	cfg.Faults, cfg.Mode, cfg.Clients, cfg.TTL = []string{"pause-client"}, workloads.ModeNone, 2, time.Second
+	cfg.FaultSettings = cfg.FaultSettings.With(nemesis.PausePoint.Is(workloads.PointAfterAcquire), nemesis.Pause.Is(2500*time.Millisecond))
 	cfg.WorkMin, cfg.Work, cfg.Think = 1500*time.Millisecond, 1500*time.Millisecond, 0
 	cfg.Interval, cfg.Duration, cfg.Quiet = time.Second, 9*time.Second, time.Second
 	for i, mode := range []string{workloads.OnLostIgnore, workloads.OnLostStopWriting} {
