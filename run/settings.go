@@ -18,7 +18,7 @@ import (
 var (
 	// NetModes are the values of Config.Net.
 	NetModes = []string{NetAuto, NetNamespaces, NetLoopback}
-	// ClockDirections are the values of Config.ClockDirection besides
+	// ClockDirections are the values of --clock-direction besides
 	// nemesis.ClockEither ("": a coin toss per jump).
 	ClockDirections = []string{nemesis.ClockForward, nemesis.ClockBackward}
 	// Persistences are the values of Config.Persistence besides "" (the

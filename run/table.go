@@ -30,7 +30,8 @@ var Groups = []string{GroupWorkload, GroupFaults, GroupResource, GroupPlatform, 
 // `locktest run` (--Name), the key of a scenario file (Key: the name with
 // underscores) and the key of the run's settings in results.json; Doc is
 // the flag's help; Group places it in the help. Field binds it to the
-// Config field it sets, which gives its type, its parsing and its default
+// Config field it sets (a fault setting: its value in
+// Config.FaultSettings), which gives its type, its parsing and its default
 // (DefaultConfig's value). A setting checked by Config.Validate names itself
 // as its flag in the error.
 type Setting struct {
