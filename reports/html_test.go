@@ -399,5 +399,5 @@ func firstDiff(want, got string) string {
 // check is what run and `locktest check` store for a run made as info whose
 // history h the checkers found rs.
 func check(info runstore.RunInfo, h history.History, rs []checker.Result) runstore.Results {
-	return runstore.New(info, checker.Judge(history.NewTable(h), info.Facts(), rs))
+	return runstore.New(info, checker.Judge(history.NewTable(h), info.Facts(false), rs))
 }

@@ -13,17 +13,11 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/locktest/locktest/clusters/backend"
 	"github.com/locktest/locktest/impls"
 	"github.com/locktest/locktest/impls/external"
 	"github.com/locktest/locktest/nemesis"
 )
-
-// ClientBackends are the backends an external client can run against,
-// with the node count each runs with (the same as the Go impls of that
-// backend).
-var ClientBackends = map[string]int{
-	"redis": 1, "redis-sentinel": 3, "redis-cluster": 6, "etcd": 3, "zookeeper": 3, "mysql": 1, "postgres": 1,
-}
 
 // ClientsDir is where --client looks a manifest up by name: the
 // environment's LOCKTEST_CLIENTS, else the folder clients/ of the
@@ -84,12 +78,17 @@ func (c *Config) clientSpec() (external.Spec, error) {
 	if err := findProgram(spec); err != nil {
 		return external.Spec{}, setupErr("--client %s: %v", c.Client, err)
 	}
-	if _, ok := ClientBackends[spec.Backend]; !ok {
+	if _, ok := backend.ServiceOf(spec.Backend); !ok {
 		return external.Spec{}, setupErr("--backend must be one of %s for an external client, got %q",
-			strings.Join(slices.Sorted(maps.Keys(ClientBackends)), ", "), spec.Backend)
+			strings.Join(clientBackends(), ", "), spec.Backend)
 	}
 	return spec, nil
 }
+
+// clientBackends are the backends an external client can run against,
+// sorted: every backend (clusters/backend), each on its default number of
+// nodes (backend.DefaultNodes).
+func clientBackends() []string { return slices.Sorted(slices.Values(backend.All())) }
 
 // readManifest reads a client manifest, strictly.
 func readManifest(path string) (Manifest, error) {
@@ -192,7 +191,7 @@ func clientImpl(spec external.Spec, caps external.Caps) impls.Impl {
 		doc = "an external lock client"
 	}
 	return impls.Impl{
-		Name: caps.Name, Backend: spec.Backend, Nodes: ClientBackends[spec.Backend], Fenced: caps.Fenced,
+		Name: caps.Name, Backend: spec.Backend, Nodes: backend.DefaultNodes(spec.Backend), Fenced: caps.Fenced,
 		Blocking: caps.Blocking, Points: caps.Points, Notices: caps.Notices,
 		Doc: fmt.Sprintf("%s (%s %s, through the client protocol: %s)", doc, caps.Library, caps.Version, strings.Join(spec.Command, " ")),
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/clusters/backend"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/impls"
 	"github.com/locktest/locktest/impls/external"
@@ -41,8 +42,9 @@ type Config struct {
 	// path, or a command line whose program speaks the client protocol
 	// (docs/clients.md).
 	Client string
-	// Backend is the lock service an external client runs against (one of
-	// ClientBackends); a manifest may give it.
+	// Backend is the lock service an external client runs against, any
+	// backend (clusters/backend) on its default number of nodes; a
+	// manifest may give it.
 	Backend string
 	// ClientParams are passed to the client program in its hello.
 	ClientParams map[string]string
@@ -589,6 +591,13 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	return &Outcome{Dir: dir, Results: res}, nil
 }
 
+// FactsOf returns what the checkers need to know of the run info
+// describes besides its history, its backend's facts asked of the
+// backend's registry (backend.ServerSessionsOf).
+func FactsOf(info runstore.RunInfo) checker.RunFacts {
+	return info.Facts(backend.ServerSessionsOf(info.Backend, info.Nodes))
+}
+
 // decideRecorded decides the run from what it recorded, adding to
 // info's errors what kept the check from reading all of it: a large
 // history as a stream (StreamFile, DecideStream), which returns its first
@@ -602,7 +611,7 @@ func decideRecorded(dir string, rec *history.Recorder, info *runstore.RunInfo, l
 			info.Errors = append(info.Errors, err.Error())
 			tail = nil
 		}
-		d, h, err := DecideStream(ctx, path, info.Facts(), ff, tail)
+		d, h, err := DecideStream(ctx, path, FactsOf(*info), ff, tail)
 		if err == nil {
 			lg.Info("history checked as a stream", "ops", ff.Ops+len(tail), "slack", time.Duration(ff.Slack))
 			return d, h
@@ -613,7 +622,7 @@ func decideRecorded(dir string, rec *history.Recorder, info *runstore.RunInfo, l
 	if err != nil {
 		info.Errors = append(info.Errors, err.Error())
 	}
-	return checker.Decide(ctx, h, info.Facts(), reports.MaxVisualizedOps), h
+	return checker.Decide(ctx, h, FactsOf(*info), reports.MaxVisualizedOps), h
 }
 
 // recorded reads back what the run recorded: the history file, which the

@@ -28,9 +28,9 @@ var (
 	Expectations = []string{"valid", "invalid"}
 )
 
-// hasPersistence reports whether the nodes of backend have the setting
-// Config.Persistence chooses: the Redis backends.
-func hasPersistence(backend string) bool { return strings.HasPrefix(backend, "redis") }
+// hasPersistence reports whether the nodes of backend b have the setting
+// Config.Persistence chooses (backend.HasPersistence).
+func hasPersistence(b string) bool { return backend.HasPersistence(b) }
 
 // usesNamespaces reports whether the run puts its nodes and clients into
 // network namespaces of its own (the only place Config.Subnet is used).

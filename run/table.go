@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/locktest/locktest/clusters/backend"
 	"github.com/locktest/locktest/impls"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/workloads"
@@ -89,7 +90,7 @@ type Value interface {
 var Settings = withFaultSettings([]Setting{
 	{"impl", GroupWorkload, "lock implementation", str(func(c *Config) *string { return &c.Impl }), true},
 	{"client", GroupWorkload, "an external lock client in place of --impl: a manifest name in clients/, a manifest file, or a command line whose program speaks the client protocol (see docs/clients.md)", str(func(c *Config) *string { return &c.Client }), true},
-	{"backend", GroupWorkload, "the lock service an external client runs against: " + strings.Join(slices.Sorted(maps.Keys(ClientBackends)), ", ") + " (a manifest may give it)", str(func(c *Config) *string { return &c.Backend }), true},
+	{"backend", GroupWorkload, "the lock service an external client runs against: " + strings.Join(clientBackends(), ", ") + " (a manifest may give it)", str(func(c *Config) *string { return &c.Backend }), true},
 	{"client-opt", GroupWorkload, "external client settings key=value, passed in its hello", strMap(func(c *Config) *map[string]string { return &c.ClientParams }), true},
 	{"clients", GroupWorkload, "lock clients, each its own worker process", rule(integer(func(c *Config) *int { return &c.Clients }), "must be at least 1", atLeast(1)), true},
 	{"locks", GroupWorkload, "lock names the clients contend for", rule(integer(func(c *Config) *int { return &c.Locks }), "must be at least 1", atLeast(1)), true},
@@ -127,7 +128,7 @@ var Settings = withFaultSettings([]Setting{
 	{"insecure-ignore-host-key", GroupPlatform, "ssh provider: do not check the hosts' keys (results.json records it)", boolean(func(c *Config) *bool { return &c.SSH.InsecureIgnoreHostKey }), false},
 	{"net", GroupPlatform, "network: " + strings.Join(NetModes, ", ") + " (" + NetAuto + ": namespaces when a network fault is asked for)", str(func(c *Config) *string { return &c.Net }), true},
 	{"subnet", GroupPlatform, "IPv4 /24 of the run's network namespaces (default: a free 10.77.N.0/24)", str(func(c *Config) *string { return &c.Subnet }), true},
-	{"persistence", GroupPlatform, "node durability of the Redis backends: " + strings.Join(Persistences, ", ") + " (default off)", str(func(c *Config) *string { return &c.Persistence }), true},
+	{"persistence", GroupPlatform, "node durability of the backends that have it (" + strings.Join(slices.DeleteFunc(backend.All(), func(b string) bool { return !hasPersistence(b) }), ", ") + "): " + strings.Join(Persistences, ", ") + " (default off)", str(func(c *Config) *string { return &c.Persistence }), true},
 	{"cluster-opt", GroupPlatform, "cluster settings key=value (see docs/backends.md)", strMap(func(c *Config) *map[string]string { return &c.ClusterParams }), true},
 
 	{"store", GroupOutput, "folder of stored runs", str(func(c *Config) *string { return &c.StoreDir }), false},

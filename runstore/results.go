@@ -297,23 +297,14 @@ type Results struct {
 }
 
 // Facts are what checker.Decide needs to know of the run besides its
-// history.
-func (r RunInfo) Facts() checker.RunFacts {
+// history. serverSessions says whether the run's locks, when they are not
+// leases, are sessions of one server, which a crash of its node ends: a
+// fact of the run's backend, which its caller asks the backend's registry
+// (backend.ServerSessionsOf(r.Backend, r.Nodes)); false for a history
+// checked without results.json.
+func (r RunInfo) Facts(serverSessions bool) checker.RunFacts {
 	return checker.RunFacts{Mode: r.Mode, Faults: r.Faults, Errors: r.Errors, Interrupted: r.Interrupted,
-		ServerSessions: r.ServerSessions()}
-}
-
-// sessionBackends are the backends whose locks, when they are not leases,
-// belong to the sessions of the server they were taken on and live in its
-// memory: MariaDB's GET_LOCK and row locks, PostgreSQL's advisory and row
-// locks. A kill of the server ends them all.
-var sessionBackends = []string{"mysql", "postgres"}
-
-// ServerSessions reports whether the run's locks, when they are not leases,
-// are sessions of one server (a one-node MariaDB or PostgreSQL backend), so
-// that a crash of that node ends every one (checker.RunFacts).
-func (r RunInfo) ServerSessions() bool {
-	return r.Nodes == 1 && slices.Contains(sessionBackends, r.Backend)
+		ServerSessions: serverSessions}
 }
 
 // New returns the results of a run made as info and decided as d.

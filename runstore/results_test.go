@@ -267,25 +267,3 @@ func TestReadHead(t *testing.T) {
 		t.Errorf("ReadHead of a corrupt run = %v, want an error naming %s", err, ResultsFile)
 	}
 }
-
-// TestServerSessions checks which runs' locks are sessions of one server
-// that a crash of its node ends.
-func TestServerSessions(t *testing.T) {
-	for _, tc := range []struct {
-		backend string
-		nodes   int
-		want    bool
-	}{
-		{"mysql", 1, true},
-		{"postgres", 1, true},
-		{"mysql", 3, false},
-		{"zookeeper", 1, false}, // sessions outlive a restart
-		{"redis", 1, false},
-		{"", 0, false}, // a history checked without results.json
-	} {
-		info := RunInfo{Backend: tc.backend, Nodes: tc.nodes}
-		if got := info.ServerSessions(); got != tc.want || info.Facts().ServerSessions != tc.want {
-			t.Errorf("%s with %d nodes: ServerSessions() = %v, want %v", tc.backend, tc.nodes, got, tc.want)
-		}
-	}
-}

@@ -175,3 +175,143 @@ func TestFactsAreWrittenOnce(t *testing.T) {
 		t.Fatalf("only %d Go files read: is the walk at the module's root?", files)
 	}
 }
+
+// namesMayAppear are the places outside clusters/backend where a
+// backend's name may be written as a string literal, each with why. Test
+// files may name any backend: a test names the backend it exercises, its
+// subject, and keeps no fact of it that the product reads.
+var namesMayAppear = map[string]string{
+	"impls/":                 "an impl names the backend it runs on (impls.Impl.Backend), as the backend's own code",
+	"clusters/natsnode/":     `"nats" is the scheme of a NATS route's URL there, the protocol's word, not the backend's name`,
+	"cmd/locktest/margin.go": "margin's lease test, until it asks backend.LocksOf (the margin search is moving out of cmd/locktest, and its lease test with it)",
+}
+
+// TestBackendNamesStayHome reads every Go file of the module but tests,
+// and fails where a string literal spells a backend's name outside the
+// file of clusters/backend that registers it (and the places of
+// namesMayAppear): a fact about a backend is written in its file, as a
+// field of its Service or Kind, and the rest of the module asks the
+// registry for it.
+func TestBackendNamesStayHome(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	home := registeringFiles(t)
+	for _, b := range All() {
+		if home[b] == "" {
+			t.Errorf("no file of clusters/backend registers %s with Register(Service{Name: <constant>, ...})", b)
+		}
+	}
+	files := 0
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		rel = filepath.ToSlash(rel)
+		if d.IsDir() {
+			if strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		for place := range namesMayAppear {
+			if rel == place || strings.HasSuffix(place, "/") && strings.HasPrefix(rel, place) {
+				return nil
+			}
+		}
+		files++
+		fset := token.NewFileSet()
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			lit, ok := n.(*ast.BasicLit)
+			if !ok || lit.Kind != token.STRING {
+				return true
+			}
+			s, err := strconv.Unquote(lit.Value)
+			if err != nil || home[s] == "" || rel == home[s] {
+				return true
+			}
+			t.Errorf("%s:%d spells %q, the name of a backend: a fact about %s belongs in %s (a field of its Service or Kind), which this code asks (backend.ServiceOf, KindOf, LocksOf, HasPersistence, ...)",
+				rel, fset.Position(lit.Pos()).Line, s, s, home[s])
+			return true
+		})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files < 100 {
+		t.Fatalf("only %d Go files read: is the walk at the module's root?", files)
+	}
+}
+
+// registeringFiles maps each backend to the file of this package, from
+// the module's root, whose Register call names it: Register(Service{Name:
+// C, ...}) with C a string constant of the package.
+func registeringFiles(t *testing.T) map[string]string {
+	t.Helper()
+	fset := token.NewFileSet()
+	consts := map[string]string{}
+	calls := map[string][]string{} // file → the constants its Register calls name
+	paths, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range paths {
+		if strings.HasSuffix(p, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, p, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rel := "clusters/backend/" + p
+		ast.Inspect(f, func(n ast.Node) bool {
+			switch n := n.(type) {
+			case *ast.ValueSpec:
+				for i, name := range n.Names {
+					if i < len(n.Values) {
+						if lit, ok := n.Values[i].(*ast.BasicLit); ok && lit.Kind == token.STRING {
+							consts[name.Name], _ = strconv.Unquote(lit.Value)
+						}
+					}
+				}
+			case *ast.CallExpr:
+				if fn, ok := n.Fun.(*ast.Ident); !ok || fn.Name != "Register" || len(n.Args) == 0 {
+					return true
+				}
+				lit, ok := n.Args[0].(*ast.CompositeLit)
+				if !ok {
+					return true
+				}
+				for _, e := range lit.Elts {
+					if kv, ok := e.(*ast.KeyValueExpr); ok {
+						if k, ok := kv.Key.(*ast.Ident); ok && k.Name == "Name" {
+							if v, ok := kv.Value.(*ast.Ident); ok {
+								calls[rel] = append(calls[rel], v.Name)
+							}
+						}
+					}
+				}
+			}
+			return true
+		})
+	}
+	home := map[string]string{}
+	for file, cs := range calls {
+		for _, c := range cs {
+			if v, ok := consts[c]; ok {
+				home[v] = file
+			}
+		}
+	}
+	return home
+}

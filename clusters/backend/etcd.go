@@ -110,6 +110,9 @@ const (
 	EtcdPeerPort = 2380
 )
 
+// ProductEtcd is the product an etcd member is (Versions).
+const ProductEtcd = "etcd"
+
 func init() {
 	Register(Service{
 		Name: Etcd, Rank: 4, Kind: KindEtcd, DefaultNodes: EtcdDefaultNodes,
@@ -123,6 +126,7 @@ func init() {
 		Role: func(ctx context.Context, _ Layout, _ []clusters.Node, _, addr string) (string, error) {
 			return EtcdRole(ctx, addr)
 		},
+		Locks:           Leases,
 		Version:         askEtcd,
 		ClockShimReason: etcdNoClockShim,
 		SyncsRecorded:   true,
@@ -142,6 +146,8 @@ var etcdKind = &Kind{
 	PeerServing:  etcdPeerServing,
 	Log:          "etcd.log",
 	Install:      "locktest uploads its node program; the upstream etcd is installed with the etcd-server package",
+	Programs:     []HostProgram{{Name: "etcd"}},
+	Image:        Image{Official: "gcr.io/etcd-development/etcd:v3.5.21"},
 	Launch: func(p Placement) (Launch, error) {
 		var initial []string
 		for _, m := range p.Peers {

@@ -42,9 +42,16 @@ type Kind struct {
 	// Placement.LogFile.
 	Log    string
 	Stdout bool
-	// Install says how a host gets the kind's programs, for the error
-	// of a host that lacks one.
+	// Install says how a host gets the kind's programs (the Debian
+	// packages that bring them), for the error of a host that lacks one.
 	Install string
+	// Programs are the host programs a node's launch runs (Placement.Bin),
+	// by their usual names; none but the upstream server of an image
+	// without locktest's for a kind that runs in locktest's node program.
+	Programs []HostProgram
+	// Image says how the docker provider gets the image that the nodes of
+	// a backend whose data nodes are of this kind run (ImageOf).
+	Image Image
 	// Launch returns what runs the node placed at p. It is the same on
 	// every provider, but for what p says of the host.
 	Launch func(p Placement) (Launch, error)
@@ -71,6 +78,58 @@ type Kind struct {
 	// yet served.
 	PeerServing func(ctx context.Context, addr string) error
 }
+
+// HostProgram is a program of a host that a kind's nodes run.
+type HostProgram struct {
+	// Name is the program's usual name, which Placement.Bin resolves.
+	Name string
+	// Debian is where Debian's package puts the program when that is
+	// outside a user's PATH, a glob whose * is a version (the highest
+	// first): a provider looks there before the PATH. "" when the PATH
+	// has it.
+	Debian string
+	// Param says that the local provider takes the program's path as a
+	// cluster param named after it (--cluster-opt mariadbd=PATH).
+	Param bool
+}
+
+// Image is how the docker provider gets the image of a kind's nodes: the
+// official image, or the one locktest builds from this host
+// (clusters/images, `locktest images build`).
+type Image struct {
+	// Official is the official image, name:tag, that the nodes run when
+	// the run names no other and locktest built none; "" for a kind that
+	// runs in locktest's node program, whose image locktest builds.
+	Official string
+	// Rootfs says what locktest's own image is assembled from; a kind that
+	// runs in locktest's node program needs none (its image holds
+	// locktest's executable alone).
+	Rootfs Rootfs
+	// Cmd is the image's default command, if any (the provider gives each
+	// container its own).
+	Cmd []string
+}
+
+// Rootfs names how clusters/images assembles an image's root file system
+// from this host's installed packages: the mechanism is the image
+// builder's, the choice the kind's.
+type Rootfs int
+
+// The root file systems the image builder assembles.
+const (
+	// RootfsPrograms holds the kind's Programs with their libraries.
+	RootfsPrograms Rootfs = iota + 1
+	// RootfsJava holds the host's Java runtime with its libraries and
+	// ZooKeeper's jars (ZooKeeperClassPath).
+	RootfsJava
+	// RootfsMariaDB holds the host's MariaDB server, its install script
+	// and what it reads, with the shell tools of a SQL server's start.
+	RootfsMariaDB
+	// RootfsPostgres holds the host's highest PostgreSQL, its modules,
+	// share directory and time zones, and its user, with the shell tools
+	// of a SQL server's start.
+	RootfsPostgres
+)
 
 // NodeProgram stands in Kind.Program for locktest's own node program,
 // which each provider names its own way (the binary it runs, the name it

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -202,5 +203,48 @@ func TestInitShellRunsOnceAndSaysWhyItFailed(t *testing.T) {
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 1 || strings.TrimSpace(out) != "sh failed: initdb: directory exists" {
 		t.Errorf("a failing init: %v, %q; want exit 1 and its program with its log's last line", err, out)
+	}
+}
+
+// A kind's Programs are the host programs its launches run (those of an
+// upstream server when there is no node program included), each declared
+// once, and the kind of every backend's data nodes says how the docker
+// provider gets its image: an official one, or a root file system
+// locktest assembles, or locktest's node program.
+func TestKindsDeclareTheirProgramsAndImage(t *testing.T) {
+	asked := map[string][]string{}
+	for _, b := range All() {
+		for _, withNodeProgram := range []bool{true, false} {
+			l, ps := placeAll(t, b, nil, withNodeProgram)
+			for i, p := range ps {
+				kind := l.Nodes[i].Kind
+				p.Bin = func(program string) string {
+					if !slices.Contains(asked[kind], program) {
+						asked[kind] = append(asked[kind], program)
+					}
+					return program
+				}
+				if _, err := Kinds()[kind].Launch(p); err != nil && (withNodeProgram || Kinds()[kind].Program != NodeProgram) {
+					t.Fatalf("%s node %s: %v", b, p.Node.Name, err)
+				}
+			}
+		}
+		s, _ := ServiceOf(b)
+		k := Kinds()[s.Kind]
+		if k.Program != NodeProgram && k.Image.Rootfs == 0 {
+			t.Errorf("%s: kind %s says nothing of how its image is assembled (Image.Rootfs)", b, k.Name)
+		}
+		if k.Program == NodeProgram && k.Image.Rootfs != 0 {
+			t.Errorf("%s: kind %s runs in locktest's node program, whose image holds that alone, yet names Image.Rootfs", b, k.Name)
+		}
+	}
+	for name, k := range Kinds() {
+		var declared []string
+		for _, p := range k.Programs {
+			declared = append(declared, p.Name)
+		}
+		if !slices.Equal(slices.Sorted(slices.Values(declared)), slices.Sorted(slices.Values(asked[name]))) {
+			t.Errorf("kind %s declares the programs %q, its launches run %q", name, declared, asked[name])
+		}
 	}
 }

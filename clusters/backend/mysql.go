@@ -20,11 +20,17 @@ const (
 	MariaDBPort = 3306
 )
 
+// The products a MySQL-protocol server reports itself as (Versions).
+const (
+	ProductMariaDB = "mariadb"
+	ProductMySQL   = "mysql"
+)
+
 func init() {
 	Register(Service{
 		Name: MySQL, Rank: 6, Kind: KindMariaDB, DefaultNodes: 1,
 		Configure: oneServer,
-		Image:     "mariadb",
+		Locks:     ServerSessions,
 		Version:   askMySQL,
 	}, mariadbKind)
 }
@@ -43,6 +49,9 @@ var mariadbKind = &Kind{
 	ReadyTimeout: 90 * time.Second,
 	Log:          "mariadb.log",
 	Install:      "install mariadb-server",
+	Programs: []HostProgram{{Name: "mariadbd", Debian: "/usr/sbin/mariadbd", Param: true},
+		{Name: "mariadb-install-db", Debian: "/usr/bin/mariadb-install-db", Param: true}},
+	Image:        Image{Official: "mariadb:11.8", Rootfs: RootfsMariaDB},
 	Several:      true,
 	DataDirQuery: MariaDBDataDir,
 	Launch: func(p Placement) (Launch, error) {

@@ -113,6 +113,7 @@ func init() {
 		},
 		Form:            formNats,
 		PortOffsets:     []int{NatsHTTPOffset},
+		Locks:           Leases,
 		Version:         askNats,
 		Product:         func(clusters.Node) string { return ProductNats },
 		ClockShimReason: natsNoShimText,

@@ -23,10 +23,14 @@ const (
 	PostgresPort = 5432
 )
 
+// ProductPostgreSQL is the product a PostgreSQL server is (Versions).
+const ProductPostgreSQL = "postgresql"
+
 func init() {
 	Register(Service{
 		Name: Postgres, Rank: 7, Kind: KindPostgres, DefaultNodes: 1,
 		Configure: oneServer,
+		Locks:     ServerSessions,
 		Version:   askPostgres,
 		Product:   func(clusters.Node) string { return ProductPostgreSQL },
 	}, postgresKind)
@@ -45,6 +49,9 @@ var postgresKind = &Kind{
 	Log:          "postgres.log",
 	Stdout:       true,
 	Install:      "install postgresql",
+	Programs: []HostProgram{{Name: "postgres", Debian: "/usr/lib/postgresql/*/bin/postgres", Param: true},
+		{Name: "initdb", Debian: "/usr/lib/postgresql/*/bin/initdb", Param: true}},
+	Image:        Image{Official: "postgres:17", Rootfs: RootfsPostgres},
 	RunAs:        PostgresUser,
 	Several:      true,
 	StopSignal:   syscall.SIGINT, // fast shutdown: ends the sessions, as a kill would not

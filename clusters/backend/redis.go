@@ -67,9 +67,17 @@ const (
 	RedisPort = 6379
 )
 
+// The products a Redis node reports itself as (Versions).
+const (
+	ProductRedis  = "redis"
+	ProductValkey = "valkey"
+)
+
 func init() {
 	Register(Service{
 		Name: Redis, Rank: 1, Kind: KindRedis, DefaultNodes: 1,
+		Persistence:   true,
+		Locks:         Leases,
 		Version:       askRedis,
 		Product:       redisProduct,
 		SyncsRecorded: true,
@@ -102,8 +110,20 @@ func redisServer(name string, port int, sentinel bool) *Kind {
 		ReadyTimeout: 30 * time.Second,
 		Log:          "redis.log",
 		Install:      "install redis-server",
+		Programs:     []HostProgram{{Name: "redis-server"}},
+		Image:        redisImage(sentinel),
 		Launch:       func(p Placement) (Launch, error) { return redisLaunch(p, sentinel) },
 	}
+}
+
+// redisImage is the image of the Redis backends' nodes, sentinels
+// included: Redis's official image, or the host's redis-server with its
+// libraries. The sentinels' kind has none of its own.
+func redisImage(sentinel bool) Image {
+	if sentinel {
+		return Image{}
+	}
+	return Image{Official: "redis:7.2", Rootfs: RootfsPrograms, Cmd: []string{"redis-server"}}
 }
 
 func redisLaunch(p Placement, sentinel bool) (Launch, error) {

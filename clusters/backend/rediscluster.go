@@ -373,7 +373,9 @@ const RedisCluster = "redis-cluster"
 func init() {
 	Register(Service{
 		Name: RedisCluster, Rank: 3, Kind: KindRedis, DefaultNodes: 2 * DefaultRedisClusterMasters,
-		Params: RedisClusterParams,
+		Params:      RedisClusterParams,
+		Persistence: true,
+		Locks:       Leases,
 		Configure: func(l *Layout, nodes int, params map[string]string) (int, error) {
 			if nodes%2 != 0 || nodes < 2*DefaultRedisClusterMasters {
 				return 0, fmt.Errorf("%s: %d nodes: want an even number, at least 6 (3 masters and one replica each)", l.Backend, nodes)
@@ -391,7 +393,6 @@ func init() {
 		},
 		Form:        formRedisCluster,
 		PortOffsets: []int{RedisClusterBusOffset},
-		Image:       Redis,
 		KeepsConf:   true,
 		Version:     askRedis,
 		Product:     redisProduct,

@@ -185,10 +185,15 @@ const (
 	SentinelPort  = 26379
 )
 
+// ProductRedisSentinel is the product a sentinel is (Versions).
+const ProductRedisSentinel = "redis-sentinel"
+
 func init() {
 	Register(Service{
 		Name: RedisSentinel, Rank: 2, Kind: KindRedis, DefaultNodes: DefaultSentinelReplicas + 1,
-		Params: SentinelParams,
+		Params:      SentinelParams,
+		Persistence: true,
+		Locks:       Leases,
 		Configure: func(l *Layout, nodes int, params map[string]string) (int, error) {
 			var err error
 			if l.Sentinel, err = ParseSentinelParams(params, nodes-1); err != nil {
@@ -217,7 +222,6 @@ func init() {
 			return RoleReplica
 		},
 		Form:      formSentinel,
-		Image:     Redis,
 		KeepsConf: true,
 		Version:   askRedis,
 		Product:   redisProduct,

@@ -15,12 +15,15 @@ import (
 // Service is one backend as locktest runs it on every provider. Each of
 // its facts that is not a provider's is written once, in the backend's own
 // file (redis.go, sentinel.go, rediscluster.go, etcd.go, zookeeper.go,
-// mysql.go, postgres.go), which registers it with its kinds of node in an
-// init: its size and params, how its nodes are laid out, what roles they
-// have and how to read them, how its cluster forms, and how its servers
-// are asked for their version. NewLayout, Roster.Form, Layout.Roles,
-// Layout.Role, Versions and the rest read the registered services; no
-// other code of this package, and none of a provider's, names a backend.
+// mysql.go, postgres.go, nats.go), which registers it with its kinds of
+// node in an init: its size and params, how its nodes are laid out, what
+// roles they have and how to read them, how its cluster forms, how its
+// servers are asked for their version, whether its nodes take the
+// persistence setting, what its locks are, and, on its kinds, the programs
+// it runs and the image the docker provider runs it in. NewLayout,
+// Roster.Form, Layout.Roles, Layout.Role, Versions and the rest read the
+// registered services, and so do the run, the results and the providers:
+// no other code of the module names a backend (TestBackendNamesStayHome).
 type Service struct {
 	// Name is the backend's name, as --backend and the impls give it.
 	Name string
@@ -28,7 +31,9 @@ type Service struct {
 	Rank int
 	// Kind is the kind of its data nodes n1..nN (a registered Kind).
 	Kind string
-	// DefaultNodes is the size of its cluster when none is asked for.
+	// DefaultNodes is the size of its cluster when none is asked for: the
+	// number of data nodes the Go impls that use the cluster as it comes
+	// run with, and an external client (--client) always.
 	DefaultNodes int
 	// Params are the cluster params (--cluster-opt) it reads.
 	Params []string
@@ -59,9 +64,6 @@ type Service struct {
 	// also listens (Redis Cluster's bus, 10000 above): a provider keeps
 	// those ports free too.
 	PortOffsets []int
-	// Image names the image recipe its nodes run on the docker provider
-	// (clusters/images); the backend's name when empty.
-	Image string
 	// KeepsConf says its nodes keep the configuration files of their
 	// first start across restarts, because the servers rewrite them.
 	KeepsConf bool
@@ -76,6 +78,14 @@ type Service struct {
 	// ClockShimReason says why the LD_PRELOAD clock shim cannot move its
 	// nodes' clocks; "" when it can.
 	ClockShimReason string
+	// Persistence says that its nodes take the persistence setting
+	// (--persistence, Placement.Persistence), which chooses how durable
+	// their data is; a run refuses the setting for a backend without it.
+	Persistence bool
+	// Locks says what a lock taken on the backend is when it is not a
+	// lease an impl writes itself, and so what bounds how long a holder
+	// that stopped keeps it (LockKind). Every backend states it.
+	Locks LockKind
 	// SyncsRecorded says that its nodes record what they sync, which a
 	// power cut needs: a C program's syncs through the clock shim, which
 	// sees its fsyncs, and locktest's node program's through its sync
@@ -177,13 +187,65 @@ func ClockShimReason(backend string) string {
 	return ""
 }
 
-// ImageOf returns the name of the image recipe the nodes of backend b run
-// on the docker provider (Service.Image).
+// ImageOf returns the name of the image the nodes of backend b run on the
+// docker provider: that of the kind of its data nodes, whose Kind.Image
+// says how the image is made (the three Redis backends share redis's,
+// mysql runs mariadb's). It returns b for no backend.
 func ImageOf(b string) string {
-	if s, ok := ServiceOf(b); ok && s.Image != "" {
-		return s.Image
+	if s, ok := ServiceOf(b); ok {
+		return s.Kind
 	}
 	return b
+}
+
+// HasPersistence reports whether the nodes of backend b take the
+// persistence setting (Service.Persistence).
+func HasPersistence(b string) bool {
+	s, ok := ServiceOf(b)
+	return ok && s.Persistence
+}
+
+// LockKind is what a lock taken on a backend is, and so what bounds how
+// long a holder that stopped (paused, or cut off from the servers) goes on
+// holding it: the bound `locktest margin` states.
+type LockKind int
+
+// The kinds of lock a backend grants.
+const (
+	// Leases end by themselves a TTL after they were taken or last
+	// renewed, on the servers' clocks (Redis's keys with an expiry, etcd's
+	// leases, the per-key TTL of NATS's JetStream KV): a holder that
+	// stopped loses its lock once the TTL has passed, whatever it believes.
+	Leases LockKind = iota + 1
+	// ClientSessions are sessions of the client that the servers end
+	// once they have not heard from it for the session timeout, the
+	// client's TTL (ZooKeeper's ephemeral nodes): a holder that stopped
+	// loses its lock after the timeout, and the sessions outlive a
+	// restart of a server.
+	ClientSessions
+	// ServerSessions are sessions of the one server the lock was taken
+	// on, its connection to the client (MariaDB's GET_LOCK and row locks,
+	// PostgreSQL's advisory and row locks): they state no time bound,
+	// live in the server's memory, and end with the connection or with
+	// the server, whose crash ends every one.
+	ServerSessions
+)
+
+// LocksOf returns what a lock taken on backend b is (Service.Locks), 0 for
+// no backend.
+func LocksOf(b string) LockKind {
+	if s, ok := ServiceOf(b); ok {
+		return s.Locks
+	}
+	return 0
+}
+
+// ServerSessionsOf reports whether the locks of a run of backend b on the
+// given number of nodes, when they are not leases, are sessions of one
+// server, so that a crash of its node ends every one (a one-node MariaDB or
+// PostgreSQL: checker.RunFacts.ServerSessions).
+func ServerSessionsOf(b string, nodes int) bool {
+	return nodes == 1 && LocksOf(b) == ServerSessions
 }
 
 // ProductOf returns the product a node of backend is before it has said

@@ -121,3 +121,36 @@ func TestGenericFilesNameNoBackend(t *testing.T) {
 		})
 	}
 }
+
+// TestServerSessionsOf checks which runs' locks are sessions of one server
+// that a crash of its node ends, and that every backend says what its
+// locks are.
+func TestServerSessionsOf(t *testing.T) {
+	for _, tc := range []struct {
+		backend string
+		nodes   int
+		want    bool
+	}{
+		{MySQL, 1, true},
+		{Postgres, 1, true},
+		{MySQL, 3, false},
+		{ZooKeeper, 1, false}, // sessions outlive a restart
+		{Redis, 1, false},
+		{Nats, 1, false},
+		{"", 0, false}, // a history checked without results.json
+	} {
+		if got := ServerSessionsOf(tc.backend, tc.nodes); got != tc.want {
+			t.Errorf("%s with %d nodes: ServerSessionsOf = %v, want %v", tc.backend, tc.nodes, got, tc.want)
+		}
+	}
+	for _, b := range All() {
+		if LocksOf(b) == 0 {
+			t.Errorf("%s states no Locks: say whether its locks are leases, client sessions or server sessions", b)
+		}
+	}
+	for b, want := range map[string]LockKind{Redis: Leases, Etcd: Leases, Nats: Leases, ZooKeeper: ClientSessions, Postgres: ServerSessions} {
+		if got := LocksOf(b); got != want {
+			t.Errorf("LocksOf(%s) = %d, want %d", b, got, want)
+		}
+	}
+}

@@ -29,17 +29,8 @@ const VersionTimeout = 2 * time.Second
 // asked; the reason follows it.
 const VersionUnknown = "unknown: "
 
-// The server products Versions names, as keys of its map.
-const (
-	ProductRedis         = "redis"
-	ProductRedisSentinel = "redis-sentinel"
-	ProductValkey        = "valkey"
-	ProductEtcd          = "etcd"
-	ProductZooKeeper     = "zookeeper"
-	ProductMariaDB       = "mariadb"
-	ProductMySQL         = "mysql"
-	ProductPostgreSQL    = "postgresql"
-)
+// The server products Versions names, as keys of its map, are each
+// backend's, in its file (ProductRedis, ProductEtcd, ...).
 
 // VersionAnswer is one node's reply: the product it reports itself as and its
 // version, or the error that kept it from answering.

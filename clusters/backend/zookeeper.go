@@ -171,6 +171,9 @@ const (
 	ZooKeeperPort = 2181
 )
 
+// ProductZooKeeper is the product a ZooKeeper peer is (Versions).
+const ProductZooKeeper = "zookeeper"
+
 func init() {
 	Register(Service{
 		Name: ZooKeeper, Rank: 5, Kind: KindZooKeeper, DefaultNodes: ZooKeeperDefaultNodes,
@@ -184,6 +187,7 @@ func init() {
 		Role: func(ctx context.Context, _ Layout, _ []clusters.Node, _, addr string) (string, error) {
 			return ZooKeeperRole(ctx, addr)
 		},
+		Locks:   ClientSessions,
 		Version: askZooKeeper,
 	}, zooKeeperKind)
 }
@@ -204,6 +208,8 @@ var zooKeeperKind = &Kind{
 	Log:          "zookeeper.log",
 	Stdout:       true,
 	Install:      "install a Java runtime and ZooKeeper, Debian's zookeeper package",
+	Programs:     []HostProgram{{Name: "java"}},
+	Image:        Image{Official: "zookeeper:3.9", Rootfs: RootfsJava, Cmd: []string{"java", "-version"}},
 	Launch: func(p Placement) (Launch, error) {
 		cfg := ZooKeeperConfig{Node: p.Node.Name, Tick: p.Layout.ZooKeeperTick, DataDir: p.DataDir, ClientIP: p.Node.IP, ClientPort: p.Node.Ports[0]}
 		myid := 0

@@ -21,6 +21,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -31,17 +32,17 @@ import (
 	"github.com/locktest/locktest/clusters/engine"
 )
 
-// Defaults are the official images each backend runs when the run
-// names no other and locktest built none (`locktest images build`).
-// They are keyed by image (Of), and only locktest's own are tried
+// Official returns the official image, name:tag, that the nodes whose
+// image is called image (Of) run when the run names no other and
+// locktest built none (`locktest images build`): the kind's
+// (backend.Image.Official), "" for none. Only locktest's own are tried
 // with the SQL servers' (whose official images start through their own
 // entrypoint scripts, which the provider does not run).
-var Defaults = map[string]string{
-	"redis":     "redis:7.2",
-	"etcd":      "gcr.io/etcd-development/etcd:v3.5.21",
-	"zookeeper": "zookeeper:3.9",
-	"mariadb":   "mariadb:11.8",
-	"postgres":  "postgres:17",
+func Official(image string) string {
+	if k, err := backend.KindOf(image); err == nil {
+		return k.Image.Official
+	}
+	return ""
 }
 
 // Names returns the images locktest builds, one for each server program:
@@ -77,7 +78,7 @@ type Image struct {
 
 // Resolve returns the image backend's nodes run on the engine e: override
 // when the run names one (--image backend=ref), else the newest image
-// locktest built for it (Of), else the official image (Defaults), which
+// locktest built for it (Of), else the official image (Official), which
 // the start pulls if the engine lacks it.
 func Resolve(ctx context.Context, e *engine.Engine, backend, override string) (Image, error) {
 	if !slices.Contains(backends(), backend) {
@@ -92,8 +93,8 @@ func Resolve(ctx context.Context, e *engine.Engine, backend, override string) (I
 		switch {
 		case len(built) > 0:
 			img.Ref = built[0].Ref
-		case Defaults[Of(backend)] != "":
-			img.Ref = Defaults[Of(backend)]
+		case Official(Of(backend)) != "":
+			img.Ref = Official(Of(backend))
 		default:
 			return Image{}, fmt.Errorf("docker: %s has no image: its servers run in locktest's node program, whose image locktest builds (locktest images build %s)", backend, Of(backend))
 		}
@@ -238,55 +239,62 @@ type Recipe struct {
 // clusters/backend, as the docker provider runs them.
 func backends() []string { return backend.All() }
 
-// recipe assembles the root file system of backend's image.
-func recipe(ctx context.Context, backend string, opts BuildOptions) (*Recipe, func(), error) {
-	switch backend {
-	case "mariadb", "postgres":
-		r, err := SQLRootfs(ctx, backend)
-		changes := []string{"WORKDIR /data"}
-		if best, _ := HighestPostgres(); backend == "postgres" && best != "" {
+// recipe assembles the root file system of the image called image, that
+// of the kind of node of the same name: the kind says what the image holds
+// (backend.Image), this package how it is assembled.
+func recipe(ctx context.Context, image string, opts BuildOptions) (*Recipe, func(), error) {
+	k, err := backend.KindOf(image)
+	if err != nil {
+		return nil, func() {}, fmt.Errorf("images build: no recipe for %s", image)
+	}
+	if k.Program == backend.NodeProgram {
+		return nodeRecipe(ctx, k.Name, opts)
+	}
+	changes := []string{"WORKDIR /data"}
+	var r *Rootfs
+	switch k.Image.Rootfs {
+	case backend.RootfsPrograms:
+		var progs []string
+		for _, p := range k.Programs {
+			progs = append(progs, p.Name)
+		}
+		r, err = ProgramsRootfs(ctx, image, progs)
+	case backend.RootfsJava:
+		r, err = ZooKeeperRootfs(ctx)
+	case backend.RootfsMariaDB, backend.RootfsPostgres:
+		r, err = SQLRootfs(ctx, k.Image.Rootfs, image)
+		if best, _ := HighestPostgres(); k.Image.Rootfs == backend.RootfsPostgres && best != "" {
 			// initdb and postgres live in their version's directory.
 			changes = append(changes, "ENV PATH="+filepath.Dir(best)+":"+imagePath)
 		}
-		return &Recipe{Rootfs: r, Tag: "host", Changes: changes}, func() {}, err
-	case "redis":
-		r, err := RedisRootfs(ctx)
-		return &Recipe{Rootfs: r, Tag: "host", Changes: []string{"WORKDIR /data", `CMD ["redis-server"]`}}, func() {}, err
-	case "zookeeper":
-		r, err := ZooKeeperRootfs(ctx)
-		return &Recipe{Rootfs: r, Tag: "host", Changes: []string{"WORKDIR /data", `CMD ["java", "-version"]`}}, func() {}, err
+	default:
+		return nil, func() {}, fmt.Errorf("images build: no recipe for %s", image)
 	}
-	if kind := nodeProgramKind(backend); kind != "" {
-		bin, cleanup := opts.NodeBinary, func() {}
-		if bin == "" {
-			b, c, err := buildNodeBinary(ctx, opts.Source)
-			if err != nil {
-				return nil, func() {}, err
-			}
-			bin, cleanup = b, c
+	if len(k.Image.Cmd) > 0 {
+		q := make([]string, len(k.Image.Cmd))
+		for i, a := range k.Image.Cmd {
+			q[i] = strconv.Quote(a)
 		}
-		r, err := NodeRootfs(ctx, bin)
-		return &Recipe{Rootfs: r, Changes: []string{"WORKDIR /data", fmt.Sprintf(`ENTRYPOINT ["/locktest", "node", %q]`, kind)},
-			Labels: map[string]string{engine.LabelNodeProgram: kind}}, cleanup, err
+		changes = append(changes, "CMD ["+strings.Join(q, ", ")+"]")
 	}
-	return nil, func() {}, fmt.Errorf("images build: no recipe for %s", backend)
+	return &Recipe{Rootfs: r, Tag: "host", Changes: changes}, func() {}, err
 }
 
-// nodeProgramKind returns the kind of the data nodes of the backend whose
-// image is called image, when they run in locktest's node program (etcd,
-// nats): their image is locktest's executable alone. It returns "" for
-// the others.
-func nodeProgramKind(image string) string {
-	for _, b := range backends() {
-		s, ok := backend.ServiceOf(b)
-		if !ok || Of(b) != image {
-			continue
+// nodeRecipe is the recipe of the image of a kind of node that runs in
+// locktest's node program: locktest's executable (opts.NodeBinary, or one
+// built from opts.Source), started as `locktest node <kind>`.
+func nodeRecipe(ctx context.Context, kind string, opts BuildOptions) (*Recipe, func(), error) {
+	bin, cleanup := opts.NodeBinary, func() {}
+	if bin == "" {
+		b, c, err := buildNodeBinary(ctx, opts.Source)
+		if err != nil {
+			return nil, func() {}, err
 		}
-		if k, err := backend.KindOf(s.Kind); err == nil && k.Program == backend.NodeProgram {
-			return k.Name
-		}
+		bin, cleanup = b, c
 	}
-	return ""
+	r, err := NodeRootfs(ctx, bin)
+	return &Recipe{Rootfs: r, Changes: []string{"WORKDIR /data", fmt.Sprintf(`ENTRYPOINT ["/locktest", "node", %q]`, kind)},
+		Labels: map[string]string{engine.LabelNodeProgram: kind}}, cleanup, err
 }
 
 // BuildOne imports rc into the engine e as the image
@@ -386,17 +394,21 @@ func BaseRootfs() *Rootfs {
 	return r
 }
 
-// RedisRootfs assembles a Redis image from the host's redis-server (Debian
-// package redis-server) and its libraries.
-func RedisRootfs(ctx context.Context) (*Rootfs, error) {
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		return nil, errors.New("images build redis: redis-server is not installed on this host: run `make setup`, or give the provider another image with --image redis=REF")
-	}
-	bin, _ = filepath.Abs(bin)
+// ProgramsRootfs assembles the image called image from the host's
+// programs progs, found in the PATH, and their libraries (a Redis image:
+// redis-server). A program the host lacks is an error saying how to get
+// it, or another image.
+func ProgramsRootfs(ctx context.Context, image string, progs []string) (*Rootfs, error) {
 	r := BaseRootfs()
-	if err := r.AddProgram(ctx, "images build redis", bin); err != nil {
-		return nil, err
+	for _, p := range progs {
+		bin, err := exec.LookPath(p)
+		if err != nil {
+			return nil, fmt.Errorf("images build %s: %s is not installed on this host: run `make setup`, or give the provider another image with --image %s=REF", image, p, image)
+		}
+		bin, _ = filepath.Abs(bin)
+		if err := r.AddProgram(ctx, "images build "+image, bin); err != nil {
+			return nil, err
+		}
 	}
 	return r, nil
 }

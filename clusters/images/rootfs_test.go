@@ -175,7 +175,7 @@ func TestAddJarsFollowsManifests(t *testing.T) {
 // ldd lists them on this host.
 func TestRedisRootfsHasTheServerAndItsLibraries(t *testing.T) {
 	gate.Need(t, "redis-server")
-	r, err := RedisRootfs(context.Background())
+	r, err := ProgramsRootfs(context.Background(), "redis", []string{"redis-server"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +189,10 @@ func TestRedisRootfsHasTheServerAndItsLibraries(t *testing.T) {
 			t.Errorf("rootfs lacks %s", p)
 		}
 	}
-	if r.Hash() != func() string { r2, _ := RedisRootfs(context.Background()); return r2.Hash() }() {
+	if r.Hash() != func() string {
+		r2, _ := ProgramsRootfs(context.Background(), "redis", []string{"redis-server"})
+		return r2.Hash()
+	}() {
 		t.Error("two assemblies of the same host files hash differently")
 	}
 }

@@ -13,6 +13,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/locktest/locktest/clusters/backend"
 )
 
 // pgShareSkip are the parts of PostgreSQL's share directory a server does
@@ -120,7 +122,7 @@ func AddPostgres(ctx context.Context, r *Rootfs) (bool, error) {
 		}
 	}
 	uid, gid := "999", "999"
-	if u, err := user.Lookup("postgres"); err == nil {
+	if u, err := user.Lookup(backend.PostgresUser); err == nil {
 		uid, gid = u.Uid, u.Gid
 	}
 	appendLine(r, "/etc/passwd", fmt.Sprintf("postgres:x:%s:%s:PostgreSQL administrator:/var/lib/postgresql:/bin/sh", uid, gid))
@@ -203,21 +205,22 @@ func isExec(p string) bool {
 var sqlImageTools = []string{"sh", "cat", "mkdir", "rm", "chmod", "chown", "mv", "ls", "sed", "awk", "grep", "tail", "env",
 	"id", "dirname", "uname", "hostname", "setpriv"}
 
-// SQLRootfs assembles the image of one SQL server from this host's
-// installed packages, as the ssh lab's image (clusters/sshlab) carries it: "mariadb"
-// (mariadbd, mariadb-install-db and what it needs) or "postgres" (the
-// highest installed PostgreSQL's postgres and initdb, its modules, share
-// directory and time zones, and the postgres user), with the tools of
+// SQLRootfs assembles the image called server of one SQL server from this
+// host's installed packages, as the ssh lab's image (clusters/sshlab)
+// carries it: backend.RootfsMariaDB (mariadbd, mariadb-install-db and what
+// it needs, AddMariaDB) or backend.RootfsPostgres (the highest installed
+// PostgreSQL's postgres and initdb, its modules, share directory and time
+// zones, and the postgres user, AddPostgres), with the tools of
 // sqlImageTools. A host without the server is an error saying what to
 // install.
-func SQLRootfs(ctx context.Context, server string) (*Rootfs, error) {
+func SQLRootfs(ctx context.Context, of backend.Rootfs, server string) (*Rootfs, error) {
 	r := BaseRootfs()
 	var ok bool
 	var err error
-	switch server {
-	case "mariadb":
+	switch of {
+	case backend.RootfsMariaDB:
 		ok, err = AddMariaDB(ctx, r)
-	case "postgres":
+	case backend.RootfsPostgres:
 		ok, err = AddPostgres(ctx, r)
 	default:
 		return nil, fmt.Errorf("images build: no SQL server %q", server)

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -95,11 +96,35 @@ func (o Options) nodeEnv(node string) []string {
 }
 
 // ownParams are the backend params (--cluster-opt) the local provider
-// reads itself, beside the backend's own (backend.Params): where a SQL
-// server's programs are.
-var ownParams = map[string][]string{
-	backend.MySQL:    {"mariadbd", "mariadb-install-db"},
-	backend.Postgres: {"postgres", "initdb"},
+// reads itself, beside the backend's own (backend.Params): where a
+// program of the backend's nodes is, for the programs that take one
+// (backend.HostProgram.Param: a SQL server's), by backend.
+var ownParams = func() map[string][]string {
+	out := map[string][]string{}
+	for _, b := range backend.All() {
+		for _, p := range programsOf(b) {
+			if p.Param && !slices.Contains(out[b], p.Name) {
+				out[b] = append(out[b], p.Name)
+			}
+		}
+	}
+	return out
+}()
+
+// programsOf returns the host programs of the nodes of backend b (of
+// each kind of its cluster as it comes), in the layout's order.
+func programsOf(b string) []backend.HostProgram {
+	l, err := backend.NewLayout(b, 0, nil)
+	if err != nil {
+		return nil
+	}
+	var out []backend.HostProgram
+	for _, n := range l.Nodes {
+		if k, err := backend.KindOf(n.Kind); err == nil {
+			out = append(out, k.Programs...)
+		}
+	}
+	return out
 }
 
 // New returns a not yet started local cluster of backend b, on the

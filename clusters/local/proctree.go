@@ -8,12 +8,14 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/locktest/locktest/clusters/backend"
 	"github.com/locktest/locktest/internal/procfs"
 )
 
@@ -158,31 +160,35 @@ func hostProgram(name, given string) (string, error) {
 	return "", fmt.Errorf("%s not found in PATH nor where Debian puts it", name)
 }
 
-// debianPaths are where Debian's packages put a SQL server's programs:
-// mariadbd in /usr/sbin, mariadb-install-db in /usr/bin, postgres and
-// initdb in /usr/lib/postgresql/<version>/bin, the highest version first.
+// debianPaths are where Debian's packages put the program called name
+// when that is outside a user's PATH, as a kind of node says
+// (backend.HostProgram.Debian: mariadbd in /usr/sbin, postgres in
+// /usr/lib/postgresql/<version>/bin), the highest version first.
 func debianPaths(name string) []string {
-	switch name {
-	case "mariadbd":
-		return []string{"/usr/sbin/mariadbd"}
-	case "mariadb-install-db":
-		return []string{"/usr/bin/mariadb-install-db"}
-	case "postgres", "initdb":
-		dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
-		sort.Slice(dirs, func(a, b int) bool { return pgVersion(dirs[a]) > pgVersion(dirs[b]) })
-		var out []string
-		for _, d := range dirs {
-			out = append(out, filepath.Join(d, name))
+	for _, k := range backend.Kinds() {
+		for _, p := range k.Programs {
+			if p.Name == name && p.Debian != "" {
+				return byVersion(p.Debian)
+			}
 		}
-		return out
 	}
 	return nil
 }
 
-// pgVersion is the major version of a /usr/lib/postgresql/<v>/bin.
-func pgVersion(binDir string) int {
-	v, _ := strconv.Atoi(filepath.Base(filepath.Dir(binDir)))
-	return v
+// byVersion returns the paths that match glob, whose * stands for a
+// version in one element of the path, the highest version first.
+func byVersion(glob string) []string {
+	paths, _ := filepath.Glob(glob)
+	at := slices.IndexFunc(strings.Split(glob, "/"), func(e string) bool { return strings.Contains(e, "*") })
+	version := func(p string) int {
+		if e := strings.Split(p, "/"); at >= 0 && at < len(e) {
+			v, _ := strconv.Atoi(e[at])
+			return v
+		}
+		return 0
+	}
+	sort.SliceStable(paths, func(a, b int) bool { return version(paths[a]) > version(paths[b]) })
+	return paths
 }
 
 func isExecutable(p string) bool {

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/locktest/locktest/clusters/backend"
 	"github.com/locktest/locktest/clusters/etcdnode"
 	"github.com/locktest/locktest/clusters/natsnode"
 	"github.com/locktest/locktest/clusters/synctrace"
@@ -27,8 +28,8 @@ type Server struct {
 }
 
 var servers = map[string]Server{
-	"etcd": {Short: "Run one embedded etcd member (internal)", Main: etcdnode.Main},
-	"nats": {Short: "Run one embedded NATS server with JetStream (internal)", Main: natsnode.Main},
+	backend.KindEtcd: {Short: "Run one embedded etcd member (internal)", Main: etcdnode.Main},
+	backend.KindNats: {Short: "Run one embedded NATS server with JetStream (internal)", Main: natsnode.Main},
 }
 
 // Names returns the kinds of node the node program runs, sorted.

@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,8 +26,35 @@ import (
 )
 
 // Programs are the server programs the provider runs, by the names an
-// inventory's binaries: map gives paths for.
-var Programs = []string{"redis-server", "java", "mariadbd", "mariadb-install-db", "postgres", "initdb"}
+// inventory's binaries: map gives paths for: the host programs of the
+// backends' kinds of node (backend.Kind.Programs), in the order of
+// backend.All, but those of a kind that runs in locktest's node program,
+// which the provider uploads.
+var Programs = hostPrograms()
+
+// hostPrograms returns the host programs of every backend's kinds of node
+// that do not run in locktest's node program, each once.
+func hostPrograms() []string {
+	var out []string
+	for _, b := range backend.All() {
+		l, err := backend.NewLayout(b, 0, nil)
+		if err != nil {
+			continue
+		}
+		for _, n := range l.Nodes {
+			k, err := backend.KindOf(n.Kind)
+			if err != nil || k.Program == backend.NodeProgram {
+				continue
+			}
+			for _, p := range k.Programs {
+				if !slices.Contains(out, p.Name) {
+					out = append(out, p.Name)
+				}
+			}
+		}
+	}
+	return out
+}
 
 // Backends returns the backends the ssh provider runs.
 func Backends() []string {

@@ -3,6 +3,7 @@ package sshlab
 import (
 	"context"
 
+	"github.com/locktest/locktest/clusters/backend"
 	"github.com/locktest/locktest/clusters/images"
 )
 
@@ -23,7 +24,8 @@ var labSQLTools = []string{"id", "chown", "dirname", "uname", "setpriv", "ipcrm"
 // conversions) but the JIT, its share directory but the manual, the time
 // zones, and a postgres user and group, the server's, with this host's
 // ids; and, with either, the tools of labSQLTools. It returns the
-// servers it added ("mariadb", "postgres").
+// servers it added, by their kinds of node (backend.KindMariaDB,
+// backend.KindPostgres).
 func addLabSQL(ctx context.Context, r *images.Rootfs) ([]string, error) {
 	var added []string
 	maria, err := images.AddMariaDB(ctx, r)
@@ -31,14 +33,14 @@ func addLabSQL(ctx context.Context, r *images.Rootfs) ([]string, error) {
 		return nil, err
 	}
 	if maria {
-		added = append(added, "mariadb")
+		added = append(added, backend.KindMariaDB)
 	}
 	pg, err := images.AddPostgres(ctx, r)
 	if err != nil {
 		return nil, err
 	}
 	if pg {
-		added = append(added, "postgres")
+		added = append(added, backend.KindPostgres)
 	}
 	if len(added) == 0 {
 		return nil, nil

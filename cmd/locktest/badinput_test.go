@@ -111,7 +111,7 @@ var badValues = map[string][]badCase{
 	"run --impl-opt": {bc(`invalid argument "x" for "--impl-opt" flag: x must be formatted as key=value`, "--impl-opt", "x")},
 	"run --client": {bc("--client nope: open clients/nope.yaml: no such file or directory", "--client", "nope"),
 		bc("--client STORE/none.py: no program STORE/none.py", "--client", "STORE/none.py")},
-	"run --backend": {bc(`--backend must be one of etcd, mysql, postgres, redis, redis-cluster, redis-sentinel, zookeeper for an external client, got "mongo"`, "--client", "/bin/sh", "--backend", "mongo"),
+	"run --backend": {bc(`--backend must be one of etcd, mysql, nats, postgres, redis, redis-cluster, redis-sentinel, zookeeper for an external client, got "mongo"`, "--client", "/bin/sh", "--backend", "mongo"),
 		bc("--backend changes nothing in this run: it needs --client", "--backend", "redis")},
 	"run --client-opt": {bc(`invalid argument "x" for "--client-opt" flag: x must be formatted as key=value`, "--client-opt", "x"),
 		bc("--client-opt changes nothing in this run: it needs --client", "--client-opt", "a=b")},

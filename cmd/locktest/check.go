@@ -76,7 +76,7 @@ it.`,
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "read %d ops in %s\n", h.Len(), time.Since(start).Round(time.Millisecond))
 			checked := time.Now()
-			d := checker.Decide(cmd.Context(), h, info.Facts(), reports.MaxVisualizedOps)
+			d := checker.Decide(cmd.Context(), h, run.FactsOf(info), reports.MaxVisualizedOps)
 			return storeCheck(cmd, dir, info, d, h, checked, "the checkers side by side", "report")
 		},
 	}
@@ -193,7 +193,7 @@ func checkStream(cmd *cobra.Command, arg string, start time.Time, force bool) (d
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "read the facts of %d ops in %s; checking them as a stream\n", ff.Ops, time.Since(start).Round(time.Millisecond))
 	checked := time.Now()
-	d, h, err := run.DecideStream(cmd.Context(), path, info.Facts(), ff, nil)
+	d, h, err := run.DecideStream(cmd.Context(), path, run.FactsOf(info), ff, nil)
 	if err != nil {
 		return true, err
 	}

@@ -8,7 +8,6 @@ package testkit
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -302,7 +301,9 @@ const ProviderEnv = "LOCKTEST_PROVIDER"
 // NeedDocker skips the test when no Docker engine answers, and otherwise
 // builds (once per test binary, reusing what an earlier run built)
 // locktest's image of the backend of impl, so that a machine whose engine
-// has no image and no registry can run the tests.
+// has no image and no registry can run the tests. A build that fails (the
+// host lacks the server the image is made of: the build's error says
+// which) skips the test.
 func NeedDocker(tb testing.TB, impl string) {
 	tb.Helper()
 	e := dockertest.Open(tb)
@@ -317,36 +318,17 @@ func NeedDocker(tb testing.TB, impl string) {
 	defer imagesMu.Unlock()
 	berr, done := imagesFor[im.Backend]
 	if !done {
-		if why := dockerBuildNeeds(im.Backend); why != "" {
-			berr = errors.New(why)
-		} else {
-			t0 := time.Now()
-			var bs []images.BuiltImage
-			bs, berr = images.Build(ctx, e, images.BuildOptions{Backends: []string{im.Backend}})
-			if berr == nil {
-				tb.Logf("image %s: reused %v, %d MB, %v", bs[0].Ref, bs[0].Reused, bs[0].Size>>20, time.Since(t0).Round(time.Millisecond))
-			}
+		t0 := time.Now()
+		var bs []images.BuiltImage
+		bs, berr = images.Build(ctx, e, images.BuildOptions{Backends: []string{im.Backend}})
+		if berr == nil {
+			tb.Logf("image %s: reused %v, %d MB, %v", bs[0].Ref, bs[0].Reused, bs[0].Size>>20, time.Since(t0).Round(time.Millisecond))
 		}
 		imagesFor[im.Backend] = berr
 	}
 	if berr != nil {
 		tb.Skipf("docker provider tests: no %s image: %v", im.Backend, berr)
 	}
-}
-
-// dockerBuildNeeds says what the host lacks to build a backend's image.
-func dockerBuildNeeds(backend string) string {
-	switch backend {
-	case "redis":
-		if _, err := os.Stat("/usr/bin/redis-server"); err != nil {
-			return "redis-server not installed (make setup)"
-		}
-	case "zookeeper":
-		if _, err := os.Stat(strings.Split(clusterbackend.ZooKeeperClassPath(clusterbackend.DebianJarDir), ":")[0]); err != nil {
-			return "zookeeper not installed (make setup)"
-		}
-	}
-	return ""
 }
 
 // LocalOnly skips a test of the local provider's own mechanisms when
@@ -546,7 +528,7 @@ func EtcdConfig(t *testing.T, impl string) run.Config {
 func NeedZooKeeper(t *testing.T) {
 	t.Helper()
 	gate.Servers(t, "ZooKeeper")
-	if _, err := local.New("zookeeper", local.Options{Dir: t.TempDir()}); err != nil {
+	if _, err := local.New(clusterbackend.ZooKeeper, local.Options{Dir: t.TempDir()}); err != nil {
 		t.Skipf("%v", err)
 	}
 }

@@ -38,6 +38,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/locktest/locktest/clusters/backend"
 	"github.com/locktest/locktest/impls"
 	"github.com/locktest/locktest/internal/natsbucket"
 	"github.com/locktest/locktest/internal/tick"
@@ -54,7 +55,7 @@ const (
 func init() {
 	for _, i := range []impls.Impl{
 		{
-			Name: "nats-kv", Backend: "nats", Nodes: 3, Fenced: true,
+			Name: "nats-kv", Backend: "nats", Nodes: backend.DefaultNodes(backend.Nats), Fenced: true,
 			TokenSource: "the JetStream stream sequence of the key's create (its KV revision)",
 			Wait:        "fails at once when the key exists",
 			Notices:     "its own timer at the key's TTL (the key is never renewed, so it is then gone)",
@@ -63,7 +64,7 @@ func init() {
 			New: func(ctx context.Context, cfg impls.Config) (impls.Client, error) { return newClient(ctx, cfg, false) },
 		},
 		{
-			Name: "nats-kv-extend", Backend: "nats", Nodes: 3, Fenced: true,
+			Name: "nats-kv-extend", Backend: "nats", Nodes: backend.DefaultNodes(backend.Nats), Fenced: true,
 			TokenSource: "the JetStream stream sequence of the key's create (its KV revision)",
 			Wait:        "fails at once when the key exists",
 			Notices:     "a renewal that fails (the key's revision moved, or the cluster did not answer within the op timeout)",
