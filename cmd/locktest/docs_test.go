@@ -28,6 +28,7 @@ import (
 	"github.com/locktest/locktest/clusters/local"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/impls"
+	"github.com/locktest/locktest/margin"
 	"github.com/locktest/locktest/matrix"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/run"
@@ -314,14 +315,14 @@ func checkCommand(t *testing.T, dc docCommand) {
 	// A fresh command, so flags of one line do not leak into the next.
 	var c *cobra.Command
 	var rf *runFlags
-	var mf *marginFlags
+	var mf *margin.Settings
 	switch path {
 	case "run":
 		rf = &runFlags{cfg: run.DefaultConfig()}
 		c = &cobra.Command{Use: "run"}
 		rf.define(c)
 	case "margin":
-		rf, mf = &runFlags{cfg: run.DefaultConfig()}, &marginFlags{}
+		rf, mf = &runFlags{cfg: run.DefaultConfig()}, &margin.Settings{}
 		c = &cobra.Command{Use: "margin"}
 		defineMarginFlags(c, rf, mf)
 	default:

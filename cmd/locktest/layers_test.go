@@ -27,8 +27,8 @@ var layers = map[string]int{
 	"workloads": 4,
 	"impls":     4,
 	"run":       5,
-	"shrink":    5, // the search over schedules, pure: the CLI replays its candidates
-	"margin":    5, // the search over a fault's size, pure: the CLI runs its trials
+	"shrink":    6, // the search over schedules, and its runner, which replays candidates with run.Run
+	"margin":    6, // the search over a fault's size, and its runner, which runs trials with run.Run
 	"scenarios": 6,
 	"matrix":    6,
 	"cmd":       7,
@@ -64,6 +64,8 @@ var forbidden = []struct{ from, to, why string }{
 	{"clusters/docker", "clusters/sshlab", "the docker provider runs no SSH lab: the lab is the ssh provider's test bed, beside the provider"},
 	{"matrix", "clusters", "the matrix reaches clusters only through run, so --provider holds"},
 	{"scenarios", "clusters", "scenarios reach clusters only through run"},
+	{"margin", "clusters", "a margin search reaches clusters only through run"},
+	{"shrink", "clusters", "the shrinker reaches clusters only through run"},
 }
 
 // providerWhy is the rule between providers: what two of them share (the
