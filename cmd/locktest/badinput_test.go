@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/locktest/locktest/history"
@@ -257,6 +258,17 @@ var badBase = map[string][]string{
 	"margin":       {"margin", "--store", "STORE", "--time", "2s", "--vary", "pause=100ms..1s"},
 }
 
+// flagsOf returns the flags of c, help aside.
+func flagsOf(c *cobra.Command) []*pflag.Flag {
+	var out []*pflag.Flag
+	c.Flags().VisitAll(func(f *pflag.Flag) {
+		if f.Name != "help" {
+			out = append(out, f)
+		}
+	})
+	return out
+}
+
 // TestEveryFlagRefusesABadValue runs every command with each bad value of
 // each of its flags. Each must exit 2 with one line on stderr that names
 // the flag and says what is wrong, leave stdout and the store empty, and
@@ -271,7 +283,7 @@ func TestEveryFlagRefusesABadValue(t *testing.T) {
 		want string
 	}
 	var cases []tc
-	for path, c := range commands() {
+	for path, c := range visibleCommands() {
 		for _, f := range flagsOf(c) {
 			key := path + " --" + f.Name
 			hand, hasHand := badValues[key]
@@ -296,7 +308,7 @@ func TestEveryFlagRefusesABadValue(t *testing.T) {
 		}
 	}
 	for key := range badValues {
-		if _, ok := commands()[strings.SplitN(key, " --", 2)[0]]; !ok || !strings.Contains(key, " --") {
+		if _, ok := visibleCommands()[strings.SplitN(key, " --", 2)[0]]; !ok || !strings.Contains(key, " --") {
 			t.Errorf("badValues has %q, which is no flag of a command", key)
 		}
 	}

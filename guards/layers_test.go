@@ -1,8 +1,9 @@
-package main
+package guards
 
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -34,6 +35,7 @@ var layers = map[string]int{
 	"cmd":       7,
 	"clients":   7, // programs, as cmd: the reference adapter
 	"e2e":       7, // the end-to-end tests and their kit, above the run
+	"guards":    7, // the tests that guard the whole module: no code of its own
 	"testkit":   8, // test rigs: imported by tests and e2e's kit only
 	"internal":  -1,
 }
@@ -149,7 +151,7 @@ func under(pkg, dir string) bool { return pkg == dir || strings.HasPrefix(pkg, d
 // package under clusters and of run, internal leaves left out.
 func TestArchitectureDrawsTheProvidersImports(t *testing.T) {
 	const mod = "github.com/locktest/locktest/"
-	b, err := os.ReadFile("../../docs/architecture.md")
+	b, err := os.ReadFile(filepath.Join(repoRoot, "docs", "architecture.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
