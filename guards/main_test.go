@@ -20,14 +20,17 @@ var (
 	bin string
 )
 
-func TestMain(m *testing.M) {
+// TestMain builds the command once, for every test of the package.
+func TestMain(m *testing.M) { os.Exit(withCLI(m)) }
+
+// withCLI runs the tests with the command built, and removes it after.
+func withCLI(m *testing.M) int {
 	c, remove, err := testkit.BuildCLI()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
+		return 2
 	}
+	defer remove()
 	cli, bin = c, c.Bin
-	code := m.Run()
-	remove()
-	os.Exit(code)
+	return m.Run()
 }

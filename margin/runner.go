@@ -591,9 +591,10 @@ func (m *Study) Dir() string { return m.dir }
 // Param is the parameter the study varies.
 func (m *Study) Param() Param { return m.param }
 
-// Lock is what the study tests (the impl, or the external client's
-// label) and Fault the fault it varies.
-func (m *Study) Lock() string  { return m.lock }
+// Lock is what the study tests: the impl, or the external client's label.
+func (m *Study) Lock() string { return m.lock }
+
+// Fault is the fault the study varies (a combined fault counts as one).
 func (m *Study) Fault() string { return m.fault }
 
 // Run runs the study's search and writes margin.json and margin.html into

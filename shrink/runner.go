@@ -168,11 +168,17 @@ func Prepare(dir string, s Settings) (*Shrink, error) {
 	return sh, nil
 }
 
-// Dir is the search's folder, Target the anomaly kept, Start the
-// candidate the search starts from (the stored run's schedule).
-func (sh *Shrink) Dir() string            { return sh.dir }
-func (sh *Shrink) Target() Target         { return sh.target }
-func (sh *Shrink) Start() Candidate       { return sh.start }
+// Dir is the search's folder in the store.
+func (sh *Shrink) Dir() string { return sh.dir }
+
+// Target is the anomaly the search keeps.
+func (sh *Shrink) Target() Target { return sh.target }
+
+// Start is the candidate the search starts from: the stored run's
+// schedule.
+func (sh *Shrink) Start() Candidate { return sh.start }
+
+// Elapsed is the time since the shrink began.
 func (sh *Shrink) Elapsed() time.Duration { return time.Since(sh.begun) }
 
 // Search runs the search, telling progress of every step, keeps its log
