@@ -79,49 +79,59 @@ type Study struct {
 	gaps, elapsed []time.Duration
 }
 
+// Param checks the study's own settings, and returns the parameter
+// Vary names, with its range.
+func (mf Settings) Param() (Param, error) {
+	if mf.Vary == "" {
+		return Param{}, errors.New("--vary NAME=FROM..TO is required: the one parameter to vary")
+	}
+	name, rng, ok := strings.Cut(mf.Vary, "=")
+	kind, known := Varied[name]
+	if !ok || !known {
+		return Param{}, fmt.Errorf("--vary %q: want NAME=FROM..TO with NAME one of %s", mf.Vary, strings.Join(slices.Sorted(maps.Keys(Varied)), ", "))
+	}
+	fromS, toS, ok := strings.Cut(rng, "..")
+	if !ok {
+		return Param{}, fmt.Errorf("--vary %s: the range %q is not FROM..TO", name, rng)
+	}
+	from, err1 := parseMagnitude(kind, fromS)
+	to, err2 := parseMagnitude(kind, toS)
+	if err := errors.Join(err1, err2); err != nil {
+		return Param{}, fmt.Errorf("--vary %s: %v", name, err)
+	}
+	if !(from < to) || from < 0 {
+		return Param{}, fmt.Errorf("--vary %s: the range %s..%s must go up from 0 or more", name, fromS, toS)
+	}
+	switch {
+	case mf.Trials < 1:
+		return Param{}, fmt.Errorf("--trials must be at least 1, got %d", mf.Trials)
+	case mf.Grid < 2:
+		return Param{}, fmt.Errorf("--grid must be at least 2, got %d", mf.Grid)
+	case mf.Resolution <= 0:
+		return Param{}, fmt.Errorf("--resolution must be positive, got %v", mf.Resolution)
+	case mf.At < 0:
+		return Param{}, fmt.Errorf("--at must not be negative, got %v", mf.At)
+	case mf.Budget < 0:
+		return Param{}, fmt.Errorf("--budget must not be negative, got %v", mf.Budget)
+	}
+	return Param{Name: name, Kind: kind, From: from, To: to, BreaksLow: slices.Contains(breaksLow, name)}, nil
+}
+
 // Prepare checks the settings of a study of the runs cfg describes (as
 // `locktest run` would take them, not yet run.Config.Prepared) and
 // returns it, with no folder made yet; given says whether a setting was
 // given on the command line. Its errors are the user's: bad settings.
 func Prepare(cfg run.Config, mf Settings, given func(name string) bool) (*Study, error) {
-	if mf.Vary == "" {
-		return nil, errors.New("--vary NAME=FROM..TO is required: the one parameter to vary")
+	param, err := mf.Param()
+	if err != nil {
+		return nil, err
 	}
-	name, rng, ok := strings.Cut(mf.Vary, "=")
-	kind, known := Varied[name]
-	if !ok || !known {
-		return nil, fmt.Errorf("--vary %q: want NAME=FROM..TO with NAME one of %s", mf.Vary, strings.Join(slices.Sorted(maps.Keys(Varied)), ", "))
-	}
-	fromS, toS, ok := strings.Cut(rng, "..")
-	if !ok {
-		return nil, fmt.Errorf("--vary %s: the range %q is not FROM..TO", name, rng)
-	}
-	from, err1 := parseMagnitude(kind, fromS)
-	to, err2 := parseMagnitude(kind, toS)
-	if err := errors.Join(err1, err2); err != nil {
-		return nil, fmt.Errorf("--vary %s: %v", name, err)
-	}
-	if !(from < to) || from < 0 {
-		return nil, fmt.Errorf("--vary %s: the range %s..%s must go up from 0 or more", name, fromS, toS)
-	}
-	switch {
-	case mf.Trials < 1:
-		return nil, fmt.Errorf("--trials must be at least 1, got %d", mf.Trials)
-	case mf.Grid < 2:
-		return nil, fmt.Errorf("--grid must be at least 2, got %d", mf.Grid)
-	case mf.Resolution <= 0:
-		return nil, fmt.Errorf("--resolution must be positive, got %v", mf.Resolution)
-	case mf.At < 0:
-		return nil, fmt.Errorf("--at must not be negative, got %v", mf.At)
-	case mf.Budget < 0:
-		return nil, fmt.Errorf("--budget must not be negative, got %v", mf.Budget)
-	}
+	name := param.Name
 	named := ""
 	if given("name") {
 		named = cfg.Name
 	}
-	cfg, err := cfg.Prepared()
-	if err != nil {
+	if cfg, err = cfg.Prepared(); err != nil {
 		return nil, err
 	}
 	if cfg.Plan != nil {
@@ -164,7 +174,7 @@ func Prepare(cfg run.Config, mf Settings, given func(name string) bool) (*Study,
 	m := &Study{cfg: cfg, mf: mf, fault: fault, parts: parts, readers: readers, settings: map[string]string{}, pins: map[string][]string{},
 		lock: info.Name, backend: info.Backend,
 		name:  cmp.Or(named, info.Name+"-"+fault+"-"+name),
-		param: Param{Name: name, Kind: kind, From: from, To: to, BreaksLow: slices.Contains(breaksLow, name)}}
+		param: param}
 	for _, s := range reads {
 		st, ok := run.SettingNamed(s)
 		if !ok {
@@ -176,7 +186,8 @@ func Prepare(cfg run.Config, mf Settings, given func(name string) bool) (*Study,
 		m.pins[p] = cfg.Targets[p]
 	}
 	if name == "targets" {
-		if n := nodesOf(cfg); to > float64(n) {
+		if n := nodesOf(cfg); param.To > float64(n) {
+			_, rng, _ := strings.Cut(mf.Vary, "=")
 			return nil, fmt.Errorf("--vary targets=%s: %s has %d nodes", rng, cfg.Impl, n)
 		}
 		if len(m.pins[fault]) > 0 {
@@ -184,7 +195,7 @@ func Prepare(cfg run.Config, mf Settings, given func(name string) bool) (*Study,
 		}
 	}
 	// Every value's schedule must make a run `locktest run` accepts.
-	for _, v := range []float64{from, to} {
+	for _, v := range []float64{param.From, param.To} {
 		plan, c, err := m.plan(v)
 		if err == nil {
 			c.Plan = &plan

@@ -96,8 +96,8 @@ func defineMarginFlags(c *cobra.Command, rf *runFlags, mf *margin.Settings) {
 // no folder made yet: the run's own settings as `locktest run` checks them
 // (run.Config.Prepared), then the search's.
 func prepareMargin(f changer, rf *runFlags, mf margin.Settings) (*margin.Study, error) {
-	if mf.Vary == "" {
-		return nil, usageError{errors.New("--vary NAME=FROM..TO is required: the one parameter to vary")}
+	if _, err := mf.Param(); err != nil {
+		return nil, usageError{err} // the search's own flags first
 	}
 	cfg, err := rf.config(f)
 	if err != nil {
