@@ -2,6 +2,7 @@ package scenarios
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -68,6 +69,21 @@ func handWritten(path string) ([]byte, error) {
 		return nil, nil
 	}
 	return append([]byte("\n"), b[i:]...), nil
+}
+
+// Debate runs the scenarios picked (RunAll) and scores each that ran
+// into a row of board, whose rows link the runs from dir, with the
+// versions they ran; the error is RunAll's.
+func Debate(ctx context.Context, picked []Scenario, opt Options, board reports.Scoreboard, dir string) (reports.Scoreboard, error) {
+	res, err := RunAll(ctx, picked, opt)
+	for i, s := range picked {
+		if len(res[i]) > 0 {
+			row := Score(s, res[i], dir, board.MaxRate)
+			board.Versions = board.Versions.Merge(row.Versions)
+			board.Rows = append(board.Rows, row)
+		}
+	}
+	return board, err
 }
 
 // ReadBoard reads a scoreboard.json, or the one in the folder path.

@@ -167,14 +167,7 @@ debate was interrupted), 2 bad usage or a broken scenario file.`,
 			if shardN > 0 {
 				board.Shard = shard
 			}
-			res, runErr := scenarios.RunAll(cmd.Context(), picked, opt)
-			for i, s := range picked {
-				if len(res[i]) > 0 {
-					row := scenarios.Score(s, res[i], out, maxRate)
-					board.Versions = board.Versions.Merge(row.Versions)
-					board.Rows = append(board.Rows, row)
-				}
-			}
+			board, runErr := scenarios.Debate(cmd.Context(), picked, opt, board, out)
 			board.Elapsed = time.Since(started).Round(time.Second).String()
 			if err := scenarios.WriteBoard(out, junit, findings, jsonOut, board); err != nil {
 				return err
