@@ -5,11 +5,13 @@
 // which no trial failed and the first at which one did, with Trials
 // trials at each value and a Wilson interval on each failure rate.
 //
-// It is pure: whether a trial fails is a Runner's to say, by running one
-// pinned schedule against real servers. Because real servers do not fail
-// the same way twice, a value "holds" only in the sense that none of its
-// Trials trials failed: its Wilson interval says how high its failure rate
-// may still be (docs/margins.md).
+// The search (this file) is pure: whether a trial fails is a Runner's to
+// say. A Study (runner.go) is the Runner of `locktest margin`: it runs one
+// pinned schedule against real servers with run.Run, measures what each
+// run applied, and states the lock's own bound. Because real servers do
+// not fail the same way twice, a value "holds" only in the sense that none
+// of its Trials trials failed: its Wilson interval says how high its
+// failure rate may still be (docs/margins.md).
 package margin
 
 import (

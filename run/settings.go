@@ -54,7 +54,7 @@ func (c *Config) validateSettings(impl impls.Impl) error {
 			return setupErr("--persistence must be %s, got %q", strings.Join(Persistences, ", "), c.Persistence)
 		}
 		if !hasPersistence(impl.Backend) {
-			return setupErr("--persistence is a setting of the Redis backends, and %s runs %s, which has none", c.Impl, impl.Backend)
+			return setupErr("--persistence is a setting of %s only, and %s runs %s, which has none", strings.Join(backend.WithPersistence(), ", "), c.Impl, impl.Backend)
 		}
 	}
 	if c.Subnet != "" {

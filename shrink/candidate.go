@@ -1,12 +1,14 @@
 // Package shrink searches for the smallest run that still fails the way a
 // stored run failed: the fewest faults, each as weak as it can be, the
-// shortest run, the fewest clients and locks. It is pure: a candidate is a
-// schedule file's plan (nemesis.Plan, its faults and its workload's
-// settings), and whether a candidate fails is a Runner's to say, by
-// replaying it against real servers. Because real servers do not give the
-// same result twice on the same schedule, a candidate counts as failing
-// only when it fails in Need of Replays replays (docs/shrinking.md says
-// what that means statistically).
+// shortest run, the fewest clients and locks. The search is pure: a
+// candidate is a schedule file's plan (nemesis.Plan, its faults and its
+// workload's settings), and whether a candidate fails is a Runner's to
+// say. A Shrink (runner.go) is the Runner of `locktest shrink`: it reads
+// the stored failing run, replays each candidate against real servers
+// with run.Run, and confirms the smallest. Because real servers do not
+// give the same result twice on the same schedule, a candidate counts as
+// failing only when it fails in Need of Replays replays (docs/shrinking.md
+// says what that means statistically).
 package shrink
 
 import (

@@ -181,9 +181,8 @@ func TestFactsAreWrittenOnce(t *testing.T) {
 // files may name any backend: a test names the backend it exercises, its
 // subject, and keeps no fact of it that the product reads.
 var namesMayAppear = map[string]string{
-	"impls/":                 "an impl names the backend it runs on (impls.Impl.Backend), as the backend's own code",
-	"clusters/natsnode/":     `"nats" is the scheme of a NATS route's URL there, the protocol's word, not the backend's name`,
-	"cmd/locktest/margin.go": "margin's lease test, until it asks backend.LocksOf (the margin search is moving out of cmd/locktest, and its lease test with it)",
+	"impls/":             "an impl names the backend it runs on (impls.Impl.Backend), as the backend's own code",
+	"clusters/natsnode/": `"nats" is the scheme of a NATS route's URL there, the protocol's word, not the backend's name`,
 }
 
 // TestBackendNamesStayHome reads every Go file of the module but tests,

@@ -205,6 +205,18 @@ func HasPersistence(b string) bool {
 	return ok && s.Persistence
 }
 
+// WithPersistence returns the backends whose nodes take the persistence
+// setting, in All's order.
+func WithPersistence() []string {
+	var out []string
+	for _, b := range All() {
+		if HasPersistence(b) {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
 // LockKind is what a lock taken on a backend is, and so what bounds how
 // long a holder that stopped (paused, or cut off from the servers) goes on
 // holding it: the bound `locktest margin` states.

@@ -124,7 +124,7 @@ Exit codes, the same for run, check, debate and matrix:
 	root.InitDefaultVersionFlag()
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(newRunCmd(), newCheckCmd(), newReportCmd(), newIndexCmd(), newListCmd(), newWorkerCmd(), newNodeCmd(), newCleanupCmd(),
-		newMatrixCmd(), newDebateCmd(), newMergeCmd(), newImagesCmd(), newLabCmd(), newShrinkCmd(), newMarginCmd(),
+		newMatrixCmd(), newDebateCmd(), newMergeCmd(), newImagesCmd(), newLabCmd(), newShrinkCmd(), newMarginCmd(), newFlagsCmd(),
 	)
 	for _, c := range root.Commands() {
 		c.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{plainSettingError(err)} })

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -16,7 +17,6 @@ import (
 	"github.com/locktest/locktest/matrix"
 	"github.com/locktest/locktest/reports"
 	"github.com/locktest/locktest/run"
-	"github.com/locktest/locktest/runstore"
 )
 
 func newMatrixCmd() *cobra.Command {
@@ -53,9 +53,9 @@ matrix was interrupted; 2 bad usage or a set-up failure.`,
   locktest matrix --seeds 5 --shard 1/3 --store m1   # then: locktest merge m1 m2 m3 --out matrix`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			base, err := readBaseline(baseline)
+			base, err := matrix.ReadBaseline(baseline)
 			if err != nil {
-				return err
+				return usageError{err}
 			}
 			if parallel < 1 {
 				return usageError{fmt.Errorf("--parallel must be at least 1, got %d", parallel)}
@@ -93,8 +93,13 @@ matrix was interrupted; 2 bad usage or a set-up failure.`,
 				return matrixOutcome(cmd, m, base, false)
 			}
 			if from != "" {
-				m, err := rebuildMatrix(cmd, from, out, md, jsonOut)
+				// Aggregate the runs stored in from again, and write the
+				// pages into out (default: from) and md.
+				m, err := matrix.Again(from, "locktest "+strings.Join(os.Args[1:], " "))
 				if err != nil {
+					return usageError{err}
+				}
+				if err := writeMatrix(cmd, m, cmp.Or(out, from), md, jsonOut); err != nil {
 					return err
 				}
 				return matrixOutcome(cmd, m, base, false)
@@ -110,13 +115,7 @@ matrix was interrupted; 2 bad usage or a set-up failure.`,
 				return usageError{err}
 			}
 			if shardN > 0 {
-				var mine []matrix.Job
-				for k, j := range jobs {
-					if k%shardN == shardI-1 {
-						mine = append(mine, j)
-					}
-				}
-				jobs = mine
+				jobs = matrix.Shard(jobs, shardI, shardN)
 			}
 			if out == "" {
 				out = o.Base.StoreDir
@@ -136,13 +135,7 @@ matrix was interrupted; 2 bad usage or a set-up failure.`,
 				}
 			}
 			start := time.Now()
-			header := reports.MatrixHeader{
-				Date: start, Commit: runstore.Commit(cmd.Context()), Machine: runstore.Machine(), Seeds: o.Seeds,
-				Duration: o.Duration, Store: absPath(o.Base.StoreDir), Command: "locktest " + strings.Join(os.Args[1:], " "),
-				Parallel: parallel, Shard: shard,
-				Settings: fmt.Sprintf("ttl %s, %d clients under faults (8 and 1 without), resource mode none, a fault every ~1s for 2s (node down 1s, client pause %s), 1s fault-free at the end",
-					o.TTL, o.Clients, 4*o.TTL),
-			}
+			header := o.Header(cmd.Context(), start, parallel, shard, "locktest "+strings.Join(os.Args[1:], " "))
 			progress := io.Discard
 			if !q {
 				progress = cmd.ErrOrStderr()
@@ -195,92 +188,18 @@ matrix was interrupted; 2 bad usage or a set-up failure.`,
 	return c
 }
 
-// rebuildMatrix aggregates the matrix runs stored in from again and
-// writes the pages into out (default: from) and md.
-func rebuildMatrix(cmd *cobra.Command, from, out, md, jsonOut string) (reports.Matrix, error) {
-	results, classes, err := matrix.Load(from)
-	if err != nil {
-		return reports.Matrix{}, usageError{fmt.Errorf("--from: %v", err)}
-	}
-	if out == "" {
-		out = from
-	}
-	again := "locktest " + strings.Join(os.Args[1:], " ")
-	header, err := reports.ReadMatrixHeader(from)
-	switch {
-	case err == nil:
-		// The header of the run that made the store, which knows its
-		// commit, machine and command.
-		header.Command = fmt.Sprintf("%s; aggregated again by %s", header.Command, again)
-	case errors.Is(err, os.ErrNotExist):
-		header = matrix.StoredHeader(results)
-		header.Machine, header.Command = runstore.Machine(), again
-		for _, r := range results {
-			if r.Job.Probe == matrix.ProbeSafety && r.Job.Class != matrix.ClassNone && r.Dir != "" {
-				header.Settings = fmt.Sprintf("ttl %s, %d clients under faults (8 and 1 without), resource mode none; aggregated again from the stored runs",
-					r.Job.Config.TTL, r.Job.Config.Clients)
-				break
-			}
-		}
-	default:
-		return reports.Matrix{}, err
-	}
-	header.Store = absPath(from)
-	m := matrix.Aggregate(header, classes, results)
-	return m, writeMatrix(cmd, m, out, md, jsonOut)
-}
-
-// readBaseline reads --baseline's matrix.json; nil without one. A file
-// that cannot be read, or holds no cells (a matrix store's header), is a
-// usage error.
-func readBaseline(path string) (*reports.Matrix, error) {
-	if path == "" {
-		return nil, nil
-	}
-	b, err := reports.ReadMatrix(path)
-	if err != nil {
-		return nil, usageError{fmt.Errorf("--baseline: %v", err)}
-	}
-	if len(b.Rows) == 0 {
-		return nil, usageError{fmt.Errorf("--baseline %s holds no cells (a matrix store's header, not a matrix.json made by this version)", path)}
-	}
-	return &b, nil
-}
-
 // mergeMatrix aggregates the runs of several matrix stores, made by the
-// shards of one matrix, into one matrix written into out (default
-// ./merged), md and jsonOut, and compares it with baseline when given.
+// shards of one matrix, into one matrix written into out, md and jsonOut,
+// and compares it with baseline when given.
 func mergeMatrix(cmd *cobra.Command, stores []string, out, md, jsonOut, baseline string) error {
-	base, err := readBaseline(baseline)
+	base, err := matrix.ReadBaseline(baseline)
 	if err != nil {
-		return err
+		return usageError{err}
 	}
-	var all []matrix.Result
-	var classes []matrix.Class
-	var header reports.MatrixHeader
-	for i, st := range stores {
-		results, cs, err := matrix.Load(st)
-		if err != nil {
-			return usageError{fmt.Errorf("merge: %v", err)}
-		}
-		all = append(all, results...)
-		for _, c := range cs {
-			if !slices.Contains(classes, c) {
-				classes = append(classes, c)
-			}
-		}
-		h, err := reports.ReadMatrixHeader(st)
-		if err != nil {
-			return usageError{fmt.Errorf("merge: %v", err)}
-		}
-		if i == 0 {
-			header = h
-		}
-		header.Elapsed = max(header.Elapsed, h.Elapsed)
+	m, err := matrix.MergeStores(stores, "locktest "+strings.Join(os.Args[1:], " "))
+	if err != nil {
+		return usageError{err}
 	}
-	header.Shard, header.Store = "", strings.Join(stores, ", ")
-	header.Command = fmt.Sprintf("%s; merged by locktest %s", header.Command, strings.Join(os.Args[1:], " "))
-	m := matrix.Aggregate(header, classes, all)
 	if err := writeMatrix(cmd, m, out, md, jsonOut); err != nil {
 		return err
 	}
@@ -336,19 +255,8 @@ func matrixOutcome(cmd *cobra.Command, m reports.Matrix, base *reports.Matrix, i
 // writeMatrix writes m's pages into the folder out and, when md is set,
 // its Markdown into the file md, and prints where they are.
 func writeMatrix(cmd *cobra.Command, m reports.Matrix, out, md, jsonOut string) error {
-	if err := reports.WriteMatrix(out, m); err != nil {
-		return fmt.Errorf("write matrix: %w", err)
-	}
-	if jsonOut != "" {
-		m.SchemaVersion = reports.MatrixSchemaVersion
-		if err := runstore.WriteJSON(jsonOut, m); err != nil {
-			return fmt.Errorf("--json: %w", err)
-		}
-	}
-	if md != "" {
-		if err := reports.WriteMatrixMarkdown(md, m); err != nil {
-			return fmt.Errorf("write %s: %w", md, err)
-		}
+	if err := matrix.Write(m, out, md, jsonOut); err != nil {
+		return err
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "matrix: %s, %s\n", filepath.Join(out, reports.MatrixHTMLFile), filepath.Join(out, reports.MatrixMDFile))
 	return nil
@@ -380,11 +288,4 @@ func summary(r matrix.Result) string {
 		return "inconclusive: " + r.Safety.Reason
 	}
 	return fmt.Sprintf("no violation, %d faults, %d acquires", r.Safety.Faults, r.Acquired)
-}
-
-func absPath(p string) string {
-	if a, err := filepath.Abs(p); err == nil {
-		return a
-	}
-	return p
 }

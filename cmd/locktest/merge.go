@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/locktest/locktest/reports"
-	"github.com/locktest/locktest/runstore"
 	"github.com/locktest/locktest/scenarios"
 )
 
@@ -69,7 +68,7 @@ verdict (or, with --baseline, a cell worse than the baseline), 3 inconclusive,
 			}
 			var other *reports.Scoreboard
 			if compare != "" {
-				b, err := readBoard(compare)
+				b, err := scenarios.ReadBoard(compare)
 				if err != nil {
 					return usageError{fmt.Errorf("--compare: %v", err)}
 				}
@@ -95,7 +94,7 @@ verdict (or, with --baseline, a cell worse than the baseline), 3 inconclusive,
 			}
 			var boards []reports.Scoreboard
 			for _, d := range dirs {
-				b, err := readBoard(d)
+				b, err := scenarios.ReadBoard(d)
 				if err != nil {
 					return usageError{fmt.Errorf("merge: %v", err)}
 				}
@@ -116,7 +115,7 @@ verdict (or, with --baseline, a cell worse than the baseline), 3 inconclusive,
 				c := reports.CompareScoreboards(board, *other)
 				board.Compared = &c
 			}
-			if err := writeBoard(out, junit, findings, jsonOut, board); err != nil {
+			if err := scenarios.WriteBoard(out, junit, findings, jsonOut, board); err != nil {
 				return err
 			}
 			printBoard(cmd.OutOrStdout(), out, board)
@@ -144,15 +143,6 @@ verdict (or, with --baseline, a cell worse than the baseline), 3 inconclusive,
 	f.StringVar(&baseline, "baseline", "", "compare the merged matrix with this matrix.json and exit 1 when a cell got worse")
 	f.StringVar(&compare, "compare", "", "set the scoreboard beside another of the same scenarios (its scoreboard.json or folder), e.g. one made with --parallel 1: exit 1 when they disagree")
 	return c
-}
-
-// readBoard reads a scoreboard.json, or the one in the folder path.
-func readBoard(path string) (reports.Scoreboard, error) {
-	var b reports.Scoreboard
-	if st, err := os.Stat(path); err == nil && st.IsDir() {
-		path = filepath.Join(path, reports.ScoreboardJSONFile)
-	}
-	return b, runstore.ReadJSON(path, &b)
 }
 
 // mergeKind says what DIR holds: "debate" (a scoreboard.json, or its

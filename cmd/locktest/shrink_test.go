@@ -9,12 +9,12 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/e2e/testkit"
-	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/internal/gate"
 	"github.com/locktest/locktest/internal/schemacheck"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/run"
 	"github.com/locktest/locktest/runstore"
+	"github.com/locktest/locktest/shrink"
 )
 
 // failingRun stores goodHistory's overlap, checked, with a schedule.json
@@ -28,7 +28,7 @@ func failingRun(t *testing.T, withSchedule bool) string {
 	if withSchedule {
 		p := nemesis.Plan{SchemaVersion: nemesis.PlanSchemaVersion, Seed: 1, Workload: map[string]string{"impl": "redis-set-nx-px", "time": "2s", "clients": "2", "locks": "1", "ttl": "1ms"},
 			Faults: []nemesis.PlannedFault{{At: 10, Fault: "pause-client", Settings: map[string]string{"pause": "1s"}, Lasts: time.Second}}}
-		if err := writePlan(filepath.Join(dir, runstore.ScheduleFile), p); err != nil {
+		if err := runstore.WriteJSON(filepath.Join(dir, runstore.ScheduleFile), p); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -67,53 +67,6 @@ func TestShrinkRefusesWhatItCannotShrink(t *testing.T) {
 				t.Errorf("the store holds %d entries, want none", len(ents))
 			}
 		})
-	}
-}
-
-// TestShrinkJudgesAReplay: the anomaly kept is the run's first proven
-// one, and a replay counts as failing the same way when the same checker
-// finds one of its kind, at the time its last op proves it, from the
-// start of the replay's fault phase.
-func TestShrinkJudgesAReplay(t *testing.T) {
-	// goodHistory, its times in ms.
-	ms := strings.NewReplacer(`"time":10,`, `"time":10000000,`, `"time":20,`, `"time":20000000,`, `"time":30,`, `"time":30000000,`, `"time":40,`, `"time":40000000,`, `"valid_until":1000}`, `"valid_until":1000000000}`).Replace(goodHistory)
-	dir := writeRun(t, ms)
-	if _, stderr, code := locktest(t, "check", dir); code != 1 {
-		t.Fatalf("check: exit %d %s", code, stderr)
-	}
-	res, err := runstore.ReadResults(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := history.ReadTable(filepath.Join(dir, runstore.HistoryFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tg, first, err := pickTarget(res, h, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if tg != (target{"mutual-exclusion", "overlapping-holds"}) || first != 40*time.Millisecond {
-		t.Errorf("target %v at %v, want mutual-exclusion's overlapping-holds at 40ms (op 3)", tg, first)
-	}
-	if _, _, err := pickTarget(res, h, "mutual-exclusion:overlapping-holds"); err != nil {
-		t.Errorf("CHECKER:KIND refused: %v", err)
-	}
-	// The replay's fault phase began at 15ms of its history.
-	p := nemesis.Plan{SchemaVersion: nemesis.PlanSchemaVersion, Began: 15 * time.Millisecond, Faults: []nemesis.PlannedFault{}}
-	if err := writePlan(filepath.Join(dir, runstore.ScheduleFile), p); err != nil {
-		t.Fatal(err)
-	}
-	tr, err := judge(dir, res, tg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !tr.Failed || tr.FirstViolation != 25*time.Millisecond || tr.Run != dir || tr.Verdict != "INVALID" {
-		t.Errorf("trial %+v, want failed at 25ms", tr)
-	}
-	tr, err = judge(dir, res, target{"mutual-exclusion", "stale-write"})
-	if err != nil || tr.Failed {
-		t.Errorf("a replay without the kind counted as failing: %+v %v", tr, err)
 	}
 }
 
@@ -230,7 +183,7 @@ func TestShrinkFindsThePause(t *testing.T) {
 	if len(searches) != 1 {
 		t.Fatalf("search folders %v, want one", searches)
 	}
-	plan, err := run.ReadSchedule(filepath.Join(searches[0], shrinkSchedule))
+	plan, err := run.ReadSchedule(filepath.Join(searches[0], shrink.ScheduleFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,11 +197,11 @@ func TestShrinkFindsThePause(t *testing.T) {
 	if len(plan.Faults) > 2 || !long {
 		t.Errorf("smallest schedule keeps %v, want the long pause (at 700ms) and at most one other", kept)
 	}
-	var log shrinkLog
-	if err := runstore.ReadJSON(filepath.Join(searches[0], shrinkFile), &log); err != nil {
+	var log shrink.Log
+	if err := runstore.ReadJSON(filepath.Join(searches[0], shrink.LogFile), &log); err != nil {
 		t.Fatal(err)
 	}
-	if err := schemacheck.ValidateFile("shrink", filepath.Join(searches[0], shrinkFile)); err != nil {
+	if err := schemacheck.ValidateFile("shrink", filepath.Join(searches[0], shrink.LogFile)); err != nil {
 		t.Error(err)
 	}
 	if len(log.Steps) == 0 || log.Smallest == "" || len(log.Confirmations) != 1 || !log.Confirmations[0].Failed {
@@ -313,11 +266,11 @@ func TestShrinkInterrupted(t *testing.T) {
 			t.Errorf("process %d outlived the search", k)
 		}
 	}
-	searches, _ := filepath.Glob(filepath.Join(store, "gc.shrink", "2*", shrinkFile))
+	searches, _ := filepath.Glob(filepath.Join(store, "gc.shrink", "2*", shrink.LogFile))
 	if len(searches) != 1 {
 		t.Fatalf("shrink.json files %v, want one", searches)
 	}
-	var log shrinkLog
+	var log shrink.Log
 	if err := runstore.ReadJSON(searches[0], &log); err != nil || !log.Interrupted {
 		t.Errorf("shrink.json: interrupted %v (%v)", log.Interrupted, err)
 	}

@@ -265,7 +265,7 @@ func TestBadConfigIsASetupError(t *testing.T) {
 		}, `--target names fault "kill-node"`},
 		{func(c *run.Config) { c.Faults = []string{"kill-node+partition"} }, "--faults partition needs --partition"},
 		{func(c *run.Config) { c.Persistence = "sometimes" }, `--persistence must be off, everysec, always, got "sometimes"`},
-		{func(c *run.Config) { c.Impl, c.Persistence = "zk-recipe", "always" }, "--persistence is a setting of the Redis backends, and zk-recipe runs zookeeper"},
+		{func(c *run.Config) { c.Impl, c.Persistence = "zk-recipe", "always" }, "--persistence is a setting of redis, redis-sentinel, redis-cluster only, and zk-recipe runs zookeeper"},
 		{func(c *run.Config) { c.Subnet = "10.77.1.0/16" }, `--subnet "10.77.1.0/16": want an IPv4 /24`},
 		{func(c *run.Config) { c.Subnet = "10.77.1.0/24" }, "--subnet is the subnet of the run's network namespaces, and this run has none"},
 		{func(c *run.Config) { c.Faults, c.Net, c.Subnet = []string{"isolate"}, run.NetLoopback, "10.77.1.0/24" }, "this run has none"},

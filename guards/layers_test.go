@@ -1,8 +1,9 @@
-package main
+package guards
 
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -27,13 +28,14 @@ var layers = map[string]int{
 	"workloads": 4,
 	"impls":     4,
 	"run":       5,
-	"shrink":    5, // the search over schedules, pure: the CLI replays its candidates
-	"margin":    5, // the search over a fault's size, pure: the CLI runs its trials
+	"shrink":    6, // the search over schedules, and its runner, which replays candidates with run.Run
+	"margin":    6, // the search over a fault's size, and its runner, which runs trials with run.Run
 	"scenarios": 6,
 	"matrix":    6,
 	"cmd":       7,
 	"clients":   7, // programs, as cmd: the reference adapter
 	"e2e":       7, // the end-to-end tests and their kit, above the run
+	"guards":    7, // the tests that guard the whole module: no code of its own
 	"testkit":   8, // test rigs: imported by tests and e2e's kit only
 	"internal":  -1,
 }
@@ -64,11 +66,15 @@ var forbidden = []struct{ from, to, why string }{
 	{"clusters/docker", "clusters/sshlab", "the docker provider runs no SSH lab: the lab is the ssh provider's test bed, beside the provider"},
 	{"matrix", "clusters", "the matrix reaches clusters only through run, so --provider holds"},
 	{"scenarios", "clusters", "scenarios reach clusters only through run"},
+	{"margin", "clusters", "a margin search reaches clusters only through run"},
+	{"shrink", "clusters", "the shrinker reaches clusters only through run"},
 }
 
-// backendFacts is the one package under clusters the lock clients may
-// import: the backends' registry, whose facts (a backend's name, its
-// default size) are no provider's.
+// backendFacts is the one package under clusters that the layers kept
+// away from clusters (the lock clients, the margin search, the shrinker,
+// the matrix and the scenarios) may import: the backends' registry, whose
+// facts (a backend's name, its default size, what its locks are) are no
+// provider's.
 const backendFacts = "clusters/backend"
 
 // providerWhy is the rule between providers: what two of them share (the
@@ -131,7 +137,7 @@ func TestImportsPointOneWay(t *testing.T) {
 				t.Errorf("%s imports impls/all: only the programs (the CLI, the reference adapter) pick the drivers", from)
 			}
 			for _, f := range forbidden {
-				if under(from, f.from) && under(to, f.to) && !under(to, f.from) && !(f.from == "impls" && to == backendFacts) {
+				if under(from, f.from) && under(to, f.to) && !under(to, f.from) && to != backendFacts {
 					t.Errorf("%s imports %s: %s", from, to, f.why)
 				}
 			}
@@ -152,7 +158,7 @@ func under(pkg, dir string) bool { return pkg == dir || strings.HasPrefix(pkg, d
 // package under clusters and of run, internal leaves left out.
 func TestArchitectureDrawsTheProvidersImports(t *testing.T) {
 	const mod = "github.com/locktest/locktest/"
-	b, err := os.ReadFile("../../docs/architecture.md")
+	b, err := os.ReadFile(filepath.Join(repoRoot, "docs", "architecture.md"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package main
+package guards
 
 // The help, the registries and the docs must agree: these tests read the
 // flags of every command, the registries of impls, faults, resource modes,
@@ -7,10 +7,13 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
+	"os/exec"
 	"path"
 	"path/filepath"
 	"regexp"
@@ -18,10 +21,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
-
-	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/clusters/docker"
@@ -34,9 +35,6 @@ import (
 	"github.com/locktest/locktest/scenarios"
 	"github.com/locktest/locktest/workloads"
 )
-
-// repoRoot is the repository, from this package's folder.
-const repoRoot = "../.."
 
 // doc is one Markdown file of the documentation.
 type doc struct{ path, text string }
@@ -90,35 +88,48 @@ type span struct {
 	inline bool
 }
 
-// commands returns every command of the CLI by its path ("run",
-// "images build"; "" for locktest itself), hidden ones aside.
-func commands() map[string]*cobra.Command {
-	root := newRoot()
-	out := map[string]*cobra.Command{"": root}
-	var walk func(prefix string, c *cobra.Command)
-	walk = func(prefix string, c *cobra.Command) {
-		for _, s := range c.Commands() {
-			if s.Hidden || s.Name() == "help" || s.Name() == "completion" {
-				continue
-			}
-			p := strings.TrimSpace(prefix + " " + s.Name())
-			out[p] = s
-			walk(p, s)
-		}
-	}
-	walk("", root)
-	return out
+// flag is one flag of a command, as `locktest flags` prints it.
+type flag struct {
+	Name      string `json:"name"`
+	Shorthand string `json:"shorthand"`
+	DefValue  string `json:"default"`
+	Usage     string `json:"usage"`
 }
 
-// flagsOf returns the flags of c, help aside.
-func flagsOf(c *cobra.Command) []*pflag.Flag {
-	var out []*pflag.Flag
-	c.Flags().VisitAll(func(f *pflag.Flag) {
-		if f.Name != "help" {
-			out = append(out, f)
+var (
+	commandsOnce sync.Once
+	commandFlags map[string][]flag
+	commandsErr  error
+)
+
+// commands returns every command of the CLI by its path ("run",
+// "images build"; "" for locktest itself), hidden ones aside, with its
+// flags, --help aside: what `locktest flags` prints.
+func commands() map[string][]flag {
+	commandsOnce.Do(func() {
+		out, err := exec.Command(bin, "flags").Output()
+		if err == nil {
+			err = json.Unmarshal(out, &commandFlags)
 		}
+		commandsErr = err
 	})
-	return out
+	if commandsErr != nil || len(commandFlags) < 10 {
+		panic(fmt.Sprintf("locktest flags: %v, %d commands", commandsErr, len(commandFlags)))
+	}
+	return commandFlags
+}
+
+// flagsOf returns the flags of a command.
+func flagsOf(c []flag) []flag { return c }
+
+// lookup finds the flag of fs named name, or with that shorthand.
+func lookup(fs []flag, name string) *flag {
+	for i, f := range fs {
+		if f.Name == name || (f.Shorthand != "" && f.Shorthand == name) {
+			return &fs[i]
+		}
+	}
+	return nil
 }
 
 // foreignFlags are flags the docs quote of programs other than locktest.
@@ -278,6 +289,8 @@ func docCommands(t *testing.T) []docCommand {
 // command must make a run that Validate accepts, a matrix command real
 // impls and fault classes, a debate command real scenarios. The
 // reproduction command of every built-in scenario is checked the same way.
+// The command parses them (`locktest flags --check`), from the
+// repository's root, as a reader runs them.
 func TestDocumentedCommandsAreValid(t *testing.T) {
 	cmds := docCommands(t)
 	t.Chdir(repoRoot) // the commands of the docs run from the repository's root
@@ -285,81 +298,93 @@ func TestDocumentedCommandsAreValid(t *testing.T) {
 		a := shellWords(s.Command(1))
 		cmds = append(cmds, docCommand{where: "scenario " + s.Name + "'s command", args: a[1:]})
 	}
+	all := commands()
+	type line struct {
+		dc   docCommand
+		path string
+		rest []string
+	}
+	var lines []line
+	var in bytes.Buffer
 	for _, dc := range cmds {
-		t.Run(dc.where, func(t *testing.T) {
-			checkCommand(t, dc)
+		path, rest := "", dc.args
+		for len(rest) > 0 {
+			p := strings.TrimSpace(path + " " + rest[0])
+			if _, ok := all[p]; !ok {
+				break
+			}
+			path, rest = p, rest[1:]
+		}
+		lines = append(lines, line{dc, path, rest})
+		b, _ := json.Marshal(checked{Path: path, Args: rest})
+		in.Write(append(b, '\n'))
+	}
+	c := exec.Command(bin, "flags", "--check")
+	c.Stdin = &in
+	out, err := c.Output()
+	if err != nil {
+		t.Fatalf("locktest flags --check: %v", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for _, l := range lines {
+		var res checked
+		if err := dec.Decode(&res); err != nil {
+			t.Fatalf("locktest flags --check: %v", err)
+		}
+		t.Run(l.dc.where, func(t *testing.T) {
+			checkCommand(t, l.dc, l.path, l.rest, res)
 		})
 	}
 }
 
-func checkCommand(t *testing.T, dc docCommand) {
-	all := commands()
-	path, rest := "", dc.args
-	for len(rest) > 0 {
-		p := strings.TrimSpace(path + " " + rest[0])
-		if _, ok := all[p]; !ok {
-			break
-		}
-		path, rest = p, rest[1:]
-	}
+// checked is what `locktest flags --check` says of one command line.
+type checked struct {
+	Path       string              `json:"path"`
+	Args       []string            `json:"args"`
+	ParseError string              `json:"parse_error,omitempty"`
+	ArgsError  string              `json:"args_error,omitempty"`
+	Values     map[string][]string `json:"values,omitempty"`
+	Positional []string            `json:"positional,omitempty"`
+	Error      string              `json:"error,omitempty"`
+}
+
+func checkCommand(t *testing.T, dc docCommand, path string, rest []string, res checked) {
 	if path == "" {
-		if len(rest) > 0 && (rest[0] == "worker" || rest[0] == "node") {
-			return // the hidden commands locktest runs itself
+		if len(rest) > 0 && (rest[0] == "worker" || rest[0] == "node" || rest[0] == "flags") {
+			return // the hidden commands locktest and its tests run
 		}
 		t.Fatalf("%q: no such locktest command", strings.Join(dc.args, " "))
 	}
 	if slices.ContainsFunc(rest, placeholder) || slices.Contains(rest, "--help") || slices.Contains(rest, "-h") {
 		return
 	}
-	// A fresh command, so flags of one line do not leak into the next.
-	var c *cobra.Command
-	var rf *runFlags
-	var mf *marginFlags
-	switch path {
-	case "run":
-		rf = &runFlags{cfg: run.DefaultConfig()}
-		c = &cobra.Command{Use: "run"}
-		rf.define(c)
-	case "margin":
-		rf, mf = &runFlags{cfg: run.DefaultConfig()}, &marginFlags{}
-		c = &cobra.Command{Use: "margin"}
-		defineMarginFlags(c, rf, mf)
-	default:
-		c = commands()[path]
-	}
-	if err := c.ParseFlags(rest); err != nil {
+	if res.ParseError != "" {
 		// A mention may name a flag without its value.
-		if !(dc.mention && strings.Contains(err.Error(), "needs an argument")) {
-			t.Fatalf("locktest %s %s: %v", path, strings.Join(rest, " "), err)
+		if !(dc.mention && strings.Contains(res.ParseError, "needs an argument")) {
+			t.Fatalf("locktest %s %s: %v", path, strings.Join(rest, " "), res.ParseError)
 		}
 		return
 	}
-	if err := c.ValidateArgs(c.Flags().Args()); err != nil && !(dc.mention && len(rest) == 0) {
-		t.Fatalf("locktest %s %s: %v", path, strings.Join(rest, " "), err)
+	if res.ArgsError != "" && !(dc.mention && len(rest) == 0) {
+		t.Fatalf("locktest %s %s: %v", path, strings.Join(rest, " "), res.ArgsError)
 	}
 	switch path {
 	case "margin":
 		if dc.mention && len(rest) == 0 {
 			return // the command named in a sentence
 		}
-		if _, err := prepareMargin(c.Flags(), rf, *mf); err != nil {
-			t.Fatalf("locktest margin %s: %v", strings.Join(rest, " "), err)
+		if res.Error != "" {
+			t.Fatalf("locktest margin %s: %v", strings.Join(rest, " "), res.Error)
 		}
 	case "run":
-		cfg, err := rf.config(c.Flags())
-		if err == nil {
-			err = cfg.Validate()
-		}
-		if err != nil {
-			t.Fatalf("locktest run %s: %v", strings.Join(rest, " "), err)
+		if res.Error != "" {
+			t.Fatalf("locktest run %s: %v", strings.Join(rest, " "), res.Error)
 		}
 	case "matrix":
-		faults, _ := c.Flags().GetStringSlice("faults")
-		if _, err := matrix.ParseClasses(faults); err != nil {
+		if _, err := matrix.ParseClasses(res.Values["faults"]); err != nil {
 			t.Errorf("--faults: %v", err)
 		}
-		names, _ := c.Flags().GetStringSlice("impls")
-		for _, n := range names {
+		for _, n := range res.Values["impls"] {
 			if _, err := impls.Lookup(n); err != nil {
 				t.Errorf("--impls: %v", err)
 			}
@@ -368,7 +393,7 @@ func checkCommand(t *testing.T, dc docCommand) {
 		// --only selects among the --scenarios files' scenarios, when the
 		// command names some, else among the built-in catalogue's.
 		pool := scenarios.Builtin()
-		if files, _ := c.Flags().GetStringSlice("scenarios"); len(files) > 0 {
+		if files := res.Values["scenarios"]; len(files) > 0 {
 			pool = nil
 			for _, f := range files {
 				if _, err := os.Stat(f); errors.Is(err, fs.ErrNotExist) {
@@ -381,17 +406,28 @@ func checkCommand(t *testing.T, dc docCommand) {
 				pool = append(pool, ss...)
 			}
 		}
-		only, _ := c.Flags().GetStringSlice("only")
-		if _, err := scenarios.Select(pool, only); err != nil {
+		if _, err := scenarios.Select(pool, res.Values["only"]); err != nil {
 			t.Errorf("--only: %v", err)
 		}
 	case "images build":
-		for _, b := range c.Flags().Args() {
+		for _, b := range res.Positional {
 			if !slices.Contains(docker.Backends(), b) {
 				t.Errorf("images build: no backend %q", b)
 			}
 		}
 	}
+}
+
+// pausePoints are the worker's own pause points; impls add theirs.
+var pausePoints = []string{workloads.PointAfterAcquire, workloads.PointBeforeWrite}
+
+// logLevels are the values of --log-level: slog's levels.
+func logLevels() []string {
+	var out []string
+	for _, l := range []slog.Level{slog.LevelDebug, slog.LevelInfo, slog.LevelWarn, slog.LevelError} {
+		out = append(out, strings.ToLower(l.String()))
+	}
+	return out
 }
 
 // derivedDefaults are the defaults the docs give for flags whose zero
@@ -414,7 +450,7 @@ func normDefault(s string) string {
 
 // flagDefault returns the default of a run flag as the docs should write
 // it, normalised.
-func flagDefault(f *pflag.Flag) string {
+func flagDefault(f *flag) string {
 	if d, ok := derivedDefaults[f.Name]; ok {
 		return normDefault(d)
 	}
@@ -425,9 +461,7 @@ func flagDefault(f *pflag.Flag) string {
 // flag of locktest run — in the settings table of the quick start, and in
 // prose as "`--flag` ... (default X)" — with the flag's own default.
 func TestDocsGiveTheRealDefaults(t *testing.T) {
-	rf := &runFlags{cfg: run.DefaultConfig()}
-	c := &cobra.Command{Use: "run"}
-	rf.define(c)
+	runFlags := commands()["run"]
 	row := regexp.MustCompile("^\\| ((?:`-[a-z-]+`(?:, )?)+) \\| ([^|]+) \\|")
 	prose := regexp.MustCompile("`(--[a-z-]+)`[^`.;]{0,30}?\\(default ([^),;]+)[),;]")
 	checked := 0
@@ -449,10 +483,7 @@ func TestDocsGiveTheRealDefaults(t *testing.T) {
 				}
 				for k, fl := range flags {
 					name := strings.TrimLeft(strings.Trim(fl, "`"), "-")
-					f := c.Flags().Lookup(name)
-					if f == nil {
-						f = c.Flags().ShorthandLookup(name)
-					}
+					f := lookup(runFlags, name)
 					if f == nil {
 						continue // a table of another command: TestDocsNameOnlyRealFlags checks the name
 					}
@@ -463,7 +494,7 @@ func TestDocsGiveTheRealDefaults(t *testing.T) {
 				}
 			}
 			for _, m := range prose.FindAllStringSubmatch(l, -1) {
-				f := c.Flags().Lookup(strings.TrimPrefix(m[1], "--"))
+				f := lookup(runFlags, strings.TrimPrefix(m[1], "--"))
 				if f == nil {
 					continue
 				}
@@ -737,20 +768,16 @@ func TestMakeTargetsInDocsExist(t *testing.T) {
 // default in the help reads wrong.
 func TestHelpListsEveryRegisteredName(t *testing.T) {
 	help := func(args ...string) string {
-		root := newRoot()
-		var out bytes.Buffer
-		root.SetOut(&out)
-		root.SetErr(&out)
-		root.SetArgs(args)
-		if err := root.Execute(); err != nil {
-			t.Fatalf("%v: %v", args, err)
+		stdout, stderr, code := cli.Run(t, nil, args...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, stderr)
 		}
-		return out.String()
+		return stdout + stderr
 	}
 	runHelp := help("run", "--help")
 	want := map[string][]string{"impl": impls.Names(), "fault": nemesis.Names(), "provider": run.Providers,
 		"net mode": run.NetModes, "persistence": run.Persistences, "clock direction": run.ClockDirections,
-		"expectation": run.Expectations, "pause point": pausePoints, "log level": logLevels}
+		"expectation": run.Expectations, "pause point": pausePoints, "log level": logLevels()}
 	for _, m := range workloads.Modes() {
 		want["resource mode"] = append(want["resource mode"], string(m))
 	}

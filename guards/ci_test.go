@@ -1,4 +1,4 @@
-package main
+package guards
 
 // docs/ci.md prints a GitHub Actions workflow and Kubernetes Jobs that fan
 // a debate out over shards and merge them. These tests read them out of the
@@ -42,7 +42,7 @@ const ciScenario = `scenarios:
   - name: ci-smoke
     claim: 1
     title: a fenced single-node Redis lock without faults
-    source: docs/ci.md, as cmd/locktest/ci_test.go runs it
+    source: docs/ci.md, as guards/ci_test.go runs it
     predictions: {ci: safe — nothing goes wrong}
     expect: safe
     impl: redis-set-nx-px

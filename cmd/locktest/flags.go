@@ -1,0 +1,156 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/locktest/locktest/margin"
+	"github.com/locktest/locktest/run"
+)
+
+// newFlagsCmd is `locktest flags`, hidden: it prints every command's
+// flags as JSON (flagsJSON), for the tests that hold the docs to the
+// command (guards/), which do not import it. With --check it reads
+// command lines, one JSON object {"path", "args"} a line, and prints for
+// each, as a JSON line, what the command makes of it without running it
+// (checked).
+func newFlagsCmd() *cobra.Command {
+	var check bool
+	c := &cobra.Command{
+		Use:    "flags",
+		Short:  "Print every command's flags as JSON, or check command lines (internal, for the docs tests)",
+		Hidden: true,
+		Args:   args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			enc := json.NewEncoder(cmd.OutOrStdout())
+			if !check {
+				return enc.Encode(flagsJSON())
+			}
+			sc := bufio.NewScanner(cmd.InOrStdin())
+			sc.Buffer(nil, 1<<20)
+			for sc.Scan() {
+				var line checked
+				if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
+					return usageError{err}
+				}
+				if err := enc.Encode(line.check()); err != nil {
+					return err
+				}
+			}
+			return sc.Err()
+		},
+	}
+	c.Flags().BoolVar(&check, "check", false, "check the command lines of the standard input")
+	return c
+}
+
+// visibleCommands returns every command by its path ("run", "images
+// build"; "" for locktest itself), hidden ones and help aside.
+func visibleCommands() map[string]*cobra.Command {
+	root := newRoot()
+	out := map[string]*cobra.Command{"": root}
+	var walk func(prefix string, c *cobra.Command)
+	walk = func(prefix string, c *cobra.Command) {
+		for _, s := range c.Commands() {
+			if s.Hidden || s.Name() == "help" || s.Name() == "completion" {
+				continue
+			}
+			p := strings.TrimSpace(prefix + " " + s.Name())
+			out[p] = s
+			walk(p, s)
+		}
+	}
+	walk("", root)
+	return out
+}
+
+// flagJSON is one flag of a command, as `locktest flags` prints it.
+type flagJSON struct {
+	Name      string `json:"name"`
+	Shorthand string `json:"shorthand,omitempty"`
+	Default   string `json:"default"`
+	Usage     string `json:"usage"`
+}
+
+// flagsJSON is every visible command's flags, --help aside, by the
+// command's path.
+func flagsJSON() map[string][]flagJSON {
+	out := map[string][]flagJSON{}
+	for path, c := range visibleCommands() {
+		out[path] = []flagJSON{}
+		c.Flags().VisitAll(func(f *pflag.Flag) {
+			if f.Name != "help" {
+				out[path] = append(out[path], flagJSON{f.Name, f.Shorthand, f.DefValue, f.Usage})
+			}
+		})
+	}
+	return out
+}
+
+// checked is a command line `locktest flags --check` reads (Path, Args)
+// and what it says of it: the flags' and arguments' refusals, the values
+// of the flags given, and, for run and margin, the refusal of the run or
+// search they describe.
+type checked struct {
+	Path       string              `json:"path"`
+	Args       []string            `json:"args"`
+	ParseError string              `json:"parse_error,omitempty"`
+	ArgsError  string              `json:"args_error,omitempty"`
+	Values     map[string][]string `json:"values,omitempty"`
+	Positional []string            `json:"positional,omitempty"`
+	Error      string              `json:"error,omitempty"`
+}
+
+// check parses l's arguments with a fresh command of its path, so that
+// the flags of one line do not leak into the next.
+func (l checked) check() checked {
+	var c *cobra.Command
+	rf, mf := &runFlags{cfg: run.DefaultConfig()}, &margin.Settings{}
+	switch l.Path {
+	case "run":
+		c = &cobra.Command{Use: "run"}
+		rf.define(c)
+	case "margin":
+		c = &cobra.Command{Use: "margin"}
+		defineMarginFlags(c, rf, mf)
+	default:
+		if c = visibleCommands()[l.Path]; c == nil {
+			l.ParseError = "no such command"
+			return l
+		}
+	}
+	if err := c.ParseFlags(l.Args); err != nil {
+		l.ParseError = err.Error()
+		return l
+	}
+	l.Positional = c.Flags().Args()
+	if err := c.ValidateArgs(l.Positional); err != nil {
+		l.ArgsError = err.Error()
+	}
+	l.Values = map[string][]string{}
+	c.Flags().Visit(func(f *pflag.Flag) {
+		if s, ok := f.Value.(pflag.SliceValue); ok {
+			l.Values[f.Name] = s.GetSlice()
+		} else {
+			l.Values[f.Name] = []string{f.Value.String()}
+		}
+	})
+	var err error
+	switch l.Path {
+	case "margin":
+		_, err = prepareMargin(c.Flags(), rf, *mf)
+	case "run":
+		var cfg run.Config
+		if cfg, err = rf.config(c.Flags()); err == nil {
+			err = cfg.Validate()
+		}
+	}
+	if err != nil {
+		l.Error = err.Error()
+	}
+	return l
+}
