@@ -58,6 +58,7 @@ type StreamFencing struct {
 	tokens    int
 	continued int
 	dupLocks  map[string]bool // the locks whose first duplicate Confirmed gave
+	keepAll   bool            // remember the first grant of every token
 }
 
 // fLock is what StreamFencing keeps of one lock.
@@ -75,6 +76,7 @@ type fLock struct {
 	dups    map[uint64]*fDup
 	recent  map[uint64]fTop // the first grant of each of the last recentTokens tokens
 	recentQ []uint64
+	keepAll bool // recent keeps every token (the history is held anyway)
 }
 
 // recentTokens is how many tokens per lock StreamFencing remembers the
@@ -210,7 +212,7 @@ func (s *StreamFencing) Finish() Result {
 func (s *StreamFencing) lock(name string) *fLock {
 	lk := s.locks[name]
 	if lk == nil {
-		lk = &fLock{name: name, id: int32(len(s.lockOrder)), seen: roaring64.New(), dups: map[uint64]*fDup{}, recent: map[uint64]fTop{}}
+		lk = &fLock{name: name, id: int32(len(s.lockOrder)), seen: roaring64.New(), dups: map[uint64]*fDup{}, recent: map[uint64]fTop{}, keepAll: s.keepAll}
 		s.locks[name] = lk
 		s.lockOrder = append(s.lockOrder, name)
 	}
@@ -439,7 +441,7 @@ func (s *StreamFencing) apply(g *fGrant, final bool) bool {
 func (lk *fLock) remember(g fTop) {
 	lk.recent[g.token] = g
 	lk.recentQ = append(lk.recentQ, g.token)
-	if len(lk.recentQ) > 2*recentTokens {
+	if !lk.keepAll && len(lk.recentQ) > 2*recentTokens {
 		for _, t := range lk.recentQ[:len(lk.recentQ)-recentTokens] {
 			delete(lk.recent, t)
 		}
@@ -451,13 +453,20 @@ func (lk *fLock) remember(g fTop) {
 // as FencingTokens' does.
 func (lk *fLock) duplicate(t uint64) Anomaly {
 	d := lk.dups[t]
-	grants := d.grants
+	grants := slices.Clone(d.grants)
 	var each []string
 	if d.first != nil {
 		grants = append([]fTop{*d.first}, grants...)
 	} else {
 		each = append(each, fmt.Sprintf("a holder before the last %d tokens (whose grants the check no longer keeps)", recentTokens))
 	}
+	// The grants in the order they were made, as FencingTokens lists them.
+	slices.SortFunc(grants, func(a, b fTop) int {
+		if c := cmp.Compare(a.ok.Time, b.ok.Time); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.ok.Index, b.ok.Index)
+	})
 	times := len(grants) + len(each)
 	var ops []int
 	for k, g := range grants {
@@ -469,7 +478,6 @@ func (lk *fLock) duplicate(t uint64) Anomaly {
 	if len(grants) > 5 {
 		each = append(each, fmt.Sprintf("%d more", len(grants)-5))
 	}
-	slices.SortFunc(ops, cmp.Compare)
 	return Anomaly{
 		Kind:        KindDuplicateToken,
 		Ops:         ops,
