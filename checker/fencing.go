@@ -53,9 +53,8 @@ import (
 // one, the collapsed ones included), "duplicate_tokens" (token values
 // granted more than once, the collapsed ones included) and
 // "continued_holds" (re-grants that continue a hold, left out of the
-// rules). Nemesis ops are ignored. The check takes O(n log n) time, plus,
-// for each re-grant of a token to the process that held it, a walk over
-// the ops recorded between its release's completion and its invocation.
+// rules). Nemesis ops are ignored. The rules have one implementation,
+// StreamFencing: Check runs it over the history's ops in time order.
 type FencingTokens struct{}
 
 var _ Checker = FencingTokens{}
@@ -63,8 +62,10 @@ var _ Checker = FencingTokens{}
 // Name returns "fencing-tokens".
 func (FencingTokens) Name() string { return "fencing-tokens" }
 
-// Check checks h as the type's comment describes. It returns unknown if
-// ctx is done before it finishes.
+// Check checks h as the type's comment describes, by running StreamFencing
+// over h's ops; as h is held, a duplicate names the first grant of its
+// token however long ago it was. It returns unknown if ctx is done before
+// it finishes.
 func (c FencingTokens) Check(ctx context.Context, h *history.Table) Result {
 	s := NewStreamFencing()
 	s.keepAll = true // the history is held: name the first holder of any duplicate
@@ -72,8 +73,7 @@ func (c FencingTokens) Check(ctx context.Context, h *history.Table) Result {
 	return r
 }
 
-// tokenCounts are the counts FencingTokens' stats give, and
-// StreamFencing's too: the acquire oks with a token, the re-grants among
+// tokenCounts are the counts FencingTokens' stats give: the acquire oks with a token, the re-grants among
 // them that continue a hold, and the token values granted more than once;
 // regs are the token regressions, nil for none.
 type tokenCounts struct {

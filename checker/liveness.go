@@ -56,8 +56,8 @@ import (
 // time, from the first client op to the end of the history, in which no
 // acquire of any lock succeeded) and "stuck_locks"; when the history holds
 // lost-lock notices, also those of NoticeStats, the notice latency among
-// them. Nemesis ops count only as death evidence. The check takes
-// O(n log n) time.
+// them. Nemesis ops count only as death evidence. The rules have one
+// implementation, StreamLiveness: Check runs it over the history's ops.
 type Liveness struct {
 	// MinAttempts is how many failed acquire attempts by other processes a
 	// stuck lock needs; 0 means DefaultStuckAttempts.
@@ -83,8 +83,11 @@ var _ Checker = Liveness{}
 // Name returns "liveness".
 func (Liveness) Name() string { return "liveness" }
 
-// Check checks h as the type's comment describes. It returns unknown if
-// ctx is done before it finishes.
+// Check checks h as the type's comment describes, by running
+// StreamLiveness over h's ops; when h holds lost-lock notices, it adds
+// their statistics, which pair each notice with any hold of its process
+// and so are taken from the whole history (NoticeStats). It returns
+// unknown if ctx is done before it finishes.
 func (c Liveness) Check(ctx context.Context, h *history.Table) Result {
 	r, notices := streamTable(ctx, h, c.Name(), NewStreamLiveness(c))
 	if !notices || r.Error != "" {

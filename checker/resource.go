@@ -88,8 +88,9 @@ import (
 // collapsed ones included). When the history holds lost-lock notices, it
 // notes every hold whose holder wrote after it was told
 // (wrote-after-notice: the client code's fault, not the lock's) and adds
-// the statistics of NoticeStats. Nemesis ops are ignored. The check takes
-// O(n log n) time.
+// the statistics of NoticeStats. Nemesis ops are ignored. The rules have
+// one implementation, StreamResource: Check runs it over the history's
+// ops.
 type Resource struct {
 	// Mode is the resource mode of the run: "none" (the store accepts
 	// every write), "fenced" (it rejects a write whose token is lower than
@@ -115,8 +116,7 @@ func (Resource) Name() string { return "resource" }
 // that an accepted token regression is an anomaly.
 func (c Resource) fenced() bool { return c.Mode != "none" && c.Mode != "check-and-set" }
 
-// resourceCounts are the counts Resource's stats give, and
-// StreamResource's too: the writes accepted, rejected (live: those whose
+// resourceCounts are the counts Resource's stats give: the writes accepted, rejected (live: those whose
 // writer's lease was live), failed before reaching the store and of
 // unknown outcome; the stale and late writes; the lost-update anomalies
 // and the updates they lost.
@@ -147,8 +147,11 @@ func (c resourceCounts) put(stats map[string]float64, regs *regressions) {
 	stats["updates_lost"] = float64(c.updates)
 }
 
-// Check checks h as the type's comment describes. It returns unknown if
-// ctx is done before it finishes.
+// Check checks h as the type's comment describes, by running
+// StreamResource over h's ops; when h holds lost-lock notices, it adds
+// their statistics and wrote-after-notice notes, which pair each notice
+// with any hold of its process and so are taken from the whole history.
+// It returns unknown if ctx is done before it finishes.
 func (c Resource) Check(ctx context.Context, h *history.Table) Result {
 	r, notices := streamTable(ctx, h, c.Name(), NewStreamResource(c.Mode))
 	if !notices || r.Error != "" {

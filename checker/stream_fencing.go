@@ -31,15 +31,14 @@ import (
 // way and the ops the watermark holds back), the token sets, and the
 // first grants of the last 4,096 tokens of each lock, which name the first
 // holder in a duplicate's explanation (an older one is named by its token
-// only). Finish ends the history and gives the Result, which agrees with
-// FencingTokens': the same verdict, the same anomalies by kind and count,
-// the same stats and notes. Confirmed gives each regression as it is
+// only; FencingTokens, which holds the history, keeps them all). Finish
+// ends the history and gives FencingTokens' Result. Confirmed gives each regression as it is
 // found, and the first duplicate of each lock: duplicates of consecutive
 // tokens are one anomaly only at the end, when all of them are known.
 type StreamFencing struct {
 	ordering
 	kills killWatch
-	invs  map[int]history.Op
+	invs  invocations
 	now   int64 // the time of the last op read
 	locks map[string]*fLock
 	// lockOrder are the locks in the order their first op was read.
@@ -153,7 +152,7 @@ type fGrant struct {
 
 // NewStreamFencing returns a streaming fencing-tokens checker.
 func NewStreamFencing() *StreamFencing {
-	return &StreamFencing{ordering: ordering{newReorder()}, kills: newKillWatch(), invs: map[int]history.Op{}, locks: map[string]*fLock{},
+	return &StreamFencing{ordering: ordering{newReorder()}, kills: newKillWatch(), invs: invocations{}, locks: map[string]*fLock{},
 		procs: map[int]*fProc{}, regs: newRegressions(0), dupLocks: map[string]bool{}}
 }
 
@@ -271,7 +270,7 @@ func (s *StreamFencing) read(op history.Op) {
 		// acquires invoked after it need not wait for it.
 		g.done, pr.acquiring = true, nil
 	}
-	_, hasInv, name := pairOp(s.invs, op)
+	_, hasInv, name := s.invs.pair(op)
 	switch op.F {
 	case history.Acquire, history.Release, history.Read, history.Write:
 	default:
@@ -360,11 +359,11 @@ func (s *StreamFencing) decide(final bool) {
 	if n == 0 {
 		return
 	}
-	clear(s.queue[:n])
-	s.queue = s.queue[n:]
-	if len(s.queue) == 0 {
-		s.queue = nil // let the array go
-	}
+	// The rest move to the front: the array, as long as the most acquires
+	// ever open at once, serves again.
+	m := copy(s.queue, s.queue[n:])
+	clear(s.queue[m:])
+	s.queue = s.queue[:m]
 	s.forgetDeaths()
 }
 

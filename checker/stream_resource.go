@@ -67,16 +67,14 @@ type rWrite struct {
 // regressions among them found there. Its memory is bounded by what is
 // open: each process's latest hold and read, the writes under way or not
 // yet placed, and the ops the watermark holds back. Finish ends the
-// history and gives the Result, which agrees with Resource's: the same
-// verdict, anomalies and notes by kind and count, and stats, but for the
-// statistics and notes of lost-lock notices, which only the check of the
-// whole history gives.
+// history and gives Resource's Result, but for the statistics and notes
+// of lost-lock notices, which need the whole history: Resource adds them.
 type StreamResource struct {
 	mode string
 	ordering
 	last  map[procLockName]*rHold
 	reads map[procLockName]*history.Op
-	invs  map[int]history.Op
+	invs  invocations
 	open  map[int]*rWrite // per process, its write under way
 	// watched are, per lock, the holds whose firstOther is still to find
 	// and that a write may still be judged under.
@@ -115,7 +113,7 @@ type StreamResource struct {
 // mode mode (Resource.Mode).
 func NewStreamResource(mode string) *StreamResource {
 	return &StreamResource{mode: mode, ordering: ordering{newReorder()}, last: map[procLockName]*rHold{}, reads: map[procLockName]*history.Op{},
-		invs: map[int]history.Op{}, open: map[int]*rWrite{}, watched: map[string][]*rHold{}, unplaced: map[string]map[int]int64{},
+		invs: invocations{}, open: map[int]*rWrite{}, watched: map[string][]*rHold{}, unplaced: map[string]map[int]int64{},
 		ready: map[string]*writeHeap{}, prev: map[string]*rWrite{}, top: map[string]*rWrite{}, regs: newRegressions(0), lockIDs: map[string]int32{}, lockSeen: map[string]int{}}
 }
 
@@ -172,7 +170,7 @@ func (s *StreamResource) read(op history.Op) {
 	if op.Process < 0 || op.Type == history.Notice {
 		return
 	}
-	inv, hasInv, lock := pairOp(s.invs, op)
+	inv, hasInv, lock := s.invs.pair(op)
 	key := procLockName{op.Process, lock}
 	switch op.F {
 	case history.Acquire:
