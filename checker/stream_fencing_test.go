@@ -9,8 +9,9 @@ import (
 )
 
 // genTokens returns a random history of a lock that grants fencing
-// tokens, as a driver records it, and the revivals of dead workers' ids;
-// see TestStreamFencingAgrees.
+// tokens, as a driver records it, and the revivals of dead workers' ids:
+// counters that restart, tokens granted twice, re-grants after releases
+// of unknown outcome, kills and ids used again.
 func genTokens(rng *rand.Rand) (history.History, []revival) {
 	s := newSim(rng)
 	counter := map[string]uint64{}
@@ -173,7 +174,7 @@ func TestStreamFencingMemoryIsBounded(t *testing.T) {
 // TestStreamsGiveWhatEachStreamGives: fed through one shared reorder
 // buffer (Streams), the three streaming checkers confirm the same
 // anomalies while the history goes on and give the same Results as each
-// fed on its own, on the random histories of their agreement tests.
+// fed on its own, on random histories of leases, resources and tokens.
 func TestStreamsGiveWhatEachStreamGives(t *testing.T) {
 	fresh := func() []Stream {
 		return []Stream{NewStreamMutex(), NewStreamResource("fenced"), NewStreamFencing()}
