@@ -50,7 +50,7 @@ func (f FileFacts) Streamable() error {
 func ScanFacts(ctx context.Context, path string) (FileFacts, error) {
 	var ff FileFacts
 	high := int64(-1 << 63)
-	invs := map[int]history.Op{}
+	invs := invocations{}
 	unknown := map[string]map[int64]bool{}
 	unknownWrite := func(inv history.Op) {
 		if inv.F != history.Write || inv.Value.N == nil {
@@ -80,7 +80,7 @@ func ScanFacts(ctx context.Context, path string) (FileFacts, error) {
 		}
 		// A write is of unknown outcome when it completed info, or never
 		// completed: its process invoked again while it was open.
-		if inv, ok, _ := pairOp(invs, *op); ok && (op.Type == history.Invoke || op.Type == history.Info) {
+		if inv, ok, _ := invs.pair(*op); ok && (op.Type == history.Invoke || op.Type == history.Info) {
 			unknownWrite(inv)
 		}
 		return nil
@@ -90,7 +90,9 @@ func ScanFacts(ctx context.Context, path string) (FileFacts, error) {
 		return ff, err
 	}
 	for _, inv := range invs {
-		unknownWrite(inv)
+		if inv.open {
+			unknownWrite(inv.op)
+		}
 	}
 	ff.Register = RegisterFacts{}
 	if len(unknown) == 0 {
@@ -101,7 +103,7 @@ func ScanFacts(ctx context.Context, path string) (FileFacts, error) {
 		if op.Process < 0 || op.Type == history.Notice {
 			return nil
 		}
-		inv, ok, _ := pairOp(invs, *op)
+		inv, ok, _ := invs.pair(*op)
 		if !ok || op.Type != history.OK || inv.F != history.Read || op.Value.N == nil || !unknown[inv.Value.Lock][*op.Value.N] {
 			return nil
 		}
@@ -152,7 +154,7 @@ func DecideFile(ctx context.Context, path string, facts RunFacts, ff FileFacts, 
 	elapsed := time.Since(start)
 	rs := make([]Result, len(ss))
 	for i, s := range ss {
-		// Each Finish names its checker, as the batch checkers do.
+		// Each Finish names its checker, as the Checkers do.
 		rs[i] = s.Finish()
 		rs[i].Elapsed = int64(elapsed)
 	}

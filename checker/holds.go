@@ -404,30 +404,6 @@ func (v *view) indexes(ps ...int32) []int {
 	return out
 }
 
-// token returns the fencing token an op carries, from its invocation when
-// the op itself has none.
-func (v *view) token(p int32) *uint64 {
-	return fromPair(v, p, (*history.Table).Token)
-}
-
-// n returns the counter value an op carries, from its invocation when the
-// op itself has none.
-func (v *view) n(p int32) *int64 {
-	return fromPair(v, p, (*history.Table).N)
-}
-
-// fromPair returns the field get reads of op p, or of its pair when p's
-// own is nil.
-func fromPair[T any](v *view, p int32, get func(*history.Table, int) *T) *T {
-	if x := get(v.h, int(p)); x != nil {
-		return x
-	}
-	if q := v.pair[p]; q >= 0 {
-		return get(v.h, int(q))
-	}
-	return nil
-}
-
 // secs formats ns on the history clock as seconds with three decimals.
 func secs(ns int64) string { return strconv.FormatFloat(float64(ns)/1e9, 'f', 3, 64) + "s" }
 

@@ -1,12 +1,8 @@
 package checker
 
 import (
-	"cmp"
 	"context"
 	"fmt"
-	"slices"
-	"sort"
-	"strings"
 
 	"github.com/locktest/locktest/history"
 )
@@ -92,8 +88,9 @@ import (
 // collapsed ones included). When the history holds lost-lock notices, it
 // notes every hold whose holder wrote after it was told
 // (wrote-after-notice: the client code's fault, not the lock's) and adds
-// the statistics of NoticeStats. Nemesis ops are ignored. The check takes
-// O(n log n) time.
+// the statistics of NoticeStats. Nemesis ops are ignored. The rules have
+// one implementation, StreamResource: Check runs it over the history's
+// ops.
 type Resource struct {
 	// Mode is the resource mode of the run: "none" (the store accepts
 	// every write), "fenced" (it rejects a write whose token is lower than
@@ -119,8 +116,7 @@ func (Resource) Name() string { return "resource" }
 // that an accepted token regression is an anomaly.
 func (c Resource) fenced() bool { return c.Mode != "none" && c.Mode != "check-and-set" }
 
-// resourceCounts are the counts Resource's stats give, and
-// StreamResource's too: the writes accepted, rejected (live: those whose
+// resourceCounts are the counts Resource's stats give: the writes accepted, rejected (live: those whose
 // writer's lease was live), failed before reaching the store and of
 // unknown outcome; the stale and late writes; the lost-update anomalies
 // and the updates they lost.
@@ -151,373 +147,26 @@ func (c resourceCounts) put(stats map[string]float64, regs *regressions) {
 	stats["updates_lost"] = float64(c.updates)
 }
 
-// accepted is one write ok.
-type accepted struct {
-	w       int32 // index into view.writes
-	lock    int32
-	store   int64
-	n       int64 // the value written, when hasN
-	hasN    bool
-	base    int64
-	hasBase bool
-	token   *uint64
-}
-
-// Check checks h as the type's comment describes. It returns unknown if
-// ctx is done before it finishes.
+// Check checks h as the type's comment describes, by running
+// StreamResource over h's ops; when h holds lost-lock notices, it adds
+// their statistics and wrote-after-notice notes, which pair each notice
+// with any hold of its process and so are taken from the whole history.
+// It returns unknown if ctx is done before it finishes.
 func (c Resource) Check(ctx context.Context, h *history.Table) Result {
-	v, r, ok := begin(ctx, h, c.Name())
-	if !ok {
+	r, notices := streamTable(ctx, h, c.Name(), NewStreamResource(c.Mode))
+	if !notices || r.Error != "" {
 		return r
 	}
-
-	var acc []accepted
-	var tr *trampled
-	var counts resourceCounts
-	for i := range v.writes {
-		if err := stopped(ctx, i); err != nil {
-			return cancelled(c.Name(), err)
-		}
-		w := &v.writes[i]
-		if w.done < 0 || h.Type(int(w.done)) == history.Info {
-			counts.unknown++
-			continue
-		}
-		store := v.storeTime(w)
-		if h.Type(int(w.done)) == history.Fail {
-			done := h.At(int(w.done))
-			if done.Value.StoreTime == 0 && !strings.HasPrefix(done.Error, "rejected") {
-				counts.failed++
-				continue
-			}
-			counts.rejected++
-			if w.hold >= 0 && store <= v.holds[w.hold].leaseEnd {
-				counts.live++
-				r.Notes = append(r.Notes, v.liveRejected(w, store))
-			} else {
-				r.Notes = append(r.Notes, v.rejected(w, store))
-			}
-			continue
-		}
-		a := accepted{w: int32(i), lock: v.lockIDs[v.lockName(w.inv)], store: store, token: v.token(w.done)}
-		if n := v.n(w.done); n != nil {
-			a.n, a.hasN = *n, true
-		}
-		if w.read >= 0 && v.n(w.read) != nil {
-			a.base, a.hasBase = *v.n(w.read), true
-		} else if n := v.n(w.inv); n != nil {
-			a.base, a.hasBase = *n-1, true
-		}
-		acc = append(acc, a)
-
-		if w.hold < 0 || a.store > v.holds[w.hold].leaseEnd {
-			if tr == nil {
-				tr = newTrampled(v)
-			}
-			if v.trampledNobody(w, a.store, tr) {
-				counts.late++
-				r.Notes = append(r.Notes, v.late(w, a.store))
-				continue
-			}
-			counts.stale++
-			r.Anomalies = append(r.Anomalies, v.stale(w, a.store, tr))
-		}
-	}
-
-	// The accepted writes of each lock in the order the store took them.
-	slices.SortFunc(acc, func(a, b accepted) int {
-		if c := cmp.Compare(a.lock, b.lock); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(a.store, b.store); c != 0 {
-			return c
-		}
-		return v.before(v.writes[a.w].done, v.writes[b.w].done)
-	})
-	counts.accepted = len(acc)
-	var err error
-	counts.lost, counts.updates, err = v.lostUpdates(ctx, &r, acc)
+	v, err := sharedOrBuild(ctx, h)
 	if err != nil {
 		return cancelled(c.Name(), err)
 	}
-	var regs *regressions
-	if c.fenced() {
-		if regs, err = v.writeRegressions(ctx, &r, acc); err != nil {
-			return cancelled(c.Name(), err)
-		}
-	}
-	counts.put(r.Stats, regs)
 	for _, row := range v.noticeStats(&r) {
 		if len(row.WritesAfter) > 0 {
 			r.Notes = append(r.Notes, wroteAfterNotice(row))
 		}
 	}
-	return settle(r)
-}
-
-// storeTime returns the store time of a completed write: the store_time of
-// its completion, or the Time of its invocation when that carries none.
-func (v *view) storeTime(w *write) int64 {
-	if t := v.h.StoreTime(int(w.done)); t != 0 {
-		return t
-	}
-	return v.h.Time(int(w.inv))
-}
-
-// trampled finds, for a stale write, the first hold of another process that
-// began after the writer's lease ended.
-type trampled struct {
-	byLock [][]int32
-	// next[l][j] is the first k > j with byLock[l][k] held by another
-	// process than byLock[l][j], or len(byLock[l]).
-	next [][]int32
-}
-
-func newTrampled(v *view) *trampled {
-	t := &trampled{byLock: v.holdsByLock()}
-	t.next = make([][]int32, len(t.byLock))
-	for l, hs := range t.byLock {
-		nx := make([]int32, len(hs))
-		for j := len(hs) - 1; j >= 0; j-- {
-			switch {
-			case j == len(hs)-1:
-				nx[j] = int32(len(hs))
-			case v.holds[hs[j+1]].proc != v.holds[hs[j]].proc:
-				nx[j] = int32(j + 1)
-			default:
-				nx[j] = nx[j+1]
-			}
-		}
-		t.next[l] = nx
-	}
-	return t
-}
-
-// find returns the first hold of lock by another process than proc that
-// started strictly between after and before, or -1.
-func (t *trampled) find(v *view, lock int32, proc int, after, before int64) int32 {
-	hs := t.byLock[lock]
-	j := sort.Search(len(hs), func(j int) bool { return v.holds[hs[j]].start > after })
-	if j < len(hs) && v.holds[hs[j]].proc == proc {
-		j = int(t.next[lock][j])
-	}
-	if j < len(hs) && v.holds[hs[j]].start < before {
-		return hs[j]
-	}
-	return -1
-}
-
-// wrote renders "wrote 12 under lock "x" with token 41".
-func (v *view) wrote(w *write) string {
-	var b strings.Builder
-	b.WriteString("wrote")
-	if n := v.n(w.inv); n != nil {
-		fmt.Fprintf(&b, " %d", *n)
-	}
-	fmt.Fprintf(&b, " under lock %q", v.lockName(w.inv))
-	if t := v.token(w.inv); t != nil {
-		fmt.Fprintf(&b, " with token %d", *t)
-	}
-	return b.String()
-}
-
-// stale explains an accepted write whose writer's lease had ended, or that
-// had no lease.
-func (v *view) stale(w *write, store int64, tr *trampled) Anomaly {
-	proc := v.h.Process(int(w.inv))
-	if w.hold < 0 {
-		return Anomaly{
-			Kind: KindStaleWrite,
-			Ops:  v.indexes(w.inv, w.done),
-			Explanation: fmt.Sprintf("process %d %s at %s without having acquired the lock",
-				proc, v.wrote(w), secs(store)),
-		}
-	}
-	hd := &v.holds[w.hold]
-	ended := "its lease ended"
-	if hd.release >= 0 && v.h.Time(int(hd.release)) == hd.leaseEnd {
-		ended = "it invoked release"
-	}
-	expl := fmt.Sprintf("process %d %s at %s, %s after %s at %s",
-		proc, v.wrote(w), secs(store), secs(store-hd.leaseEnd), ended, secs(hd.leaseEnd))
-	ops := []int32{hd.ok, w.inv, w.done}
-	if t := tr.find(v, hd.lock, proc, hd.leaseEnd, store+1); t >= 0 {
-		o := &v.holds[t]
-		ops = append(ops, o.ok)
-		if tok := v.h.Token(int(o.ok)); tok != nil {
-			expl += fmt.Sprintf("; process %d had acquired token %d at %s", o.proc, *tok, secs(o.start))
-		} else {
-			expl += fmt.Sprintf("; process %d had acquired the lock at %s", o.proc, secs(o.start))
-		}
-	}
-	return Anomaly{Kind: KindStaleWrite, Ops: v.indexes(ops...), Explanation: expl}
-}
-
-// trampledNobody reports whether w, accepted at store after its writer's
-// lease ended, is a late write: its writer held a lease that ran out (its
-// valid_until ended it, not the writer's release), and no other process
-// acquired the lock after the lease end and at or before store.
-func (v *view) trampledNobody(w *write, store int64, tr *trampled) bool {
-	if w.hold < 0 {
-		return false
-	}
-	hd := &v.holds[w.hold]
-	if hd.leaseEnd == noEnd || hd.release >= 0 && v.h.Time(int(hd.release)) <= hd.leaseEnd {
-		return false
-	}
-	return tr.find(v, hd.lock, hd.proc, hd.leaseEnd, store+1) < 0
-}
-
-// late notes an accepted write whose writer's lease had run out, before any
-// other process acquired the lock.
-func (v *view) late(w *write, store int64) Anomaly {
-	hd := &v.holds[w.hold]
-	return Anomaly{
-		Kind: KindLateWrite,
-		Ops:  v.indexes(hd.ok, w.inv, w.done),
-		Explanation: fmt.Sprintf("process %d %s at %s, %s after its lease ended at %s, but before any other process acquired the lock: a stale write that trampled nobody",
-			hd.proc, v.wrote(w), secs(store), secs(store-hd.leaseEnd), secs(hd.leaseEnd)),
-	}
-}
-
-// rejectedWhat renders "write of token 41", "write of 12" or "write", and
-// the store's reason.
-func (v *view) rejectedWhat(w *write) (what, reason string) {
-	what = "write"
-	if t := v.token(w.inv); t != nil {
-		what = fmt.Sprintf("write of token %d", *t)
-	} else if n := v.n(w.inv); n != nil {
-		what = fmt.Sprintf("write of %d", *n)
-	}
-	reason = v.h.Error(int(w.done))
-	if reason == "" {
-		reason = "no reason given"
-	}
-	return what, reason
-}
-
-// rejected notes a write the store rejected at store after the writer's
-// lease had ended, or from a writer that held no lease.
-func (v *view) rejected(w *write, store int64) Anomaly {
-	what, reason := v.rejectedWhat(w)
-	return Anomaly{
-		Kind: KindWriteRejected,
-		Ops:  v.indexes(w.inv, w.done),
-		Explanation: fmt.Sprintf("the store rejected process %d's %s under lock %q at %s: %s (saved by fencing)",
-			v.h.Process(int(w.inv)), what, v.lockName(w.inv), secs(store), reason),
-	}
-}
-
-// liveRejected notes a write the store rejected at store while the writer's
-// lease was still live.
-func (v *view) liveRejected(w *write, store int64) Anomaly {
-	what, reason := v.rejectedWhat(w)
-	hd := &v.holds[w.hold]
-	var lease string
-	switch {
-	case hd.leaseEnd == noEnd:
-		lease = "its lease had not ended"
-	case hd.release >= 0 && v.h.Time(int(hd.release)) == hd.leaseEnd:
-		lease = "it held the lock until it invoked release at " + secs(hd.leaseEnd)
-	default:
-		lease = "its lease ran until " + secs(hd.leaseEnd)
-	}
-	return Anomaly{
-		Kind: KindLiveWriteRejected,
-		Ops:  v.indexes(w.inv, w.done),
-		Explanation: fmt.Sprintf("the store rejected process %d's %s under lock %q at %s (%s) although %s: an availability cost of the resource's check",
-			v.h.Process(int(w.inv)), what, v.lockName(w.inv), secs(store), reason, lease),
-	}
-}
-
-// lostUpdates adds a "lost-update" anomaly for every consecutive pair of
-// acc, which holds the accepted writes of each lock in store order, whose
-// second write was based on a value lower than the first wrote. It returns
-// how many anomalies it added and how many updates they lost.
-func (v *view) lostUpdates(ctx context.Context, r *Result, acc []accepted) (int, int64, error) {
-	n, updates := 0, int64(0)
-	for i := 1; i < len(acc); i++ {
-		if err := stopped(ctx, i); err != nil {
-			return 0, 0, err
-		}
-		a, b := &acc[i-1], &acc[i]
-		if a.lock != b.lock || !a.hasN || !b.hasBase || b.base >= a.n {
-			continue
-		}
-		n++
-		updates += a.n - b.base
-		r.Anomalies = append(r.Anomalies, v.lostUpdate(a, b))
-	}
-	return n, updates, nil
-}
-
-// lostUpdate explains that b overwrote a without having seen it.
-func (v *view) lostUpdate(a, b *accepted) Anomaly {
-	wa, wb := &v.writes[a.w], &v.writes[b.w]
-	var based string
-	if wb.read >= 0 && v.n(wb.read) != nil {
-		rd := v.h.At(int(wb.read))
-		at := rd.Value.StoreTime
-		if at == 0 {
-			at = rd.Time
-		}
-		based = fmt.Sprintf("read %d at %s", b.base, secs(at))
-	} else {
-		based = fmt.Sprintf("read nothing, so based on %d", b.base)
-	}
-	wrote := "wrote"
-	if n := v.n(wb.done); n != nil {
-		wrote = fmt.Sprintf("wrote %d", *n)
-	}
-	return Anomaly{
-		Kind: KindLostUpdate,
-		Ops:  v.indexes(wa.done, wb.read, wb.done),
-		Explanation: fmt.Sprintf("process %d %s under lock %q (%s) at %s over process %d's write of %d at %s: %s lost",
-			v.h.Process(int(wb.inv)), wrote, v.locks[b.lock], based, secs(b.store),
-			v.h.Process(int(wa.inv)), a.n, secs(a.store), plural(a.n-b.base, "update")),
-	}
-}
-
-// writeRegressions adds "token-regression" anomalies for the accepted
-// writes whose token is lower than one the store accepted before them for
-// the same lock, one per run of successive regressions below the same
-// maximum, and returns the runs. acc holds the accepted writes of each lock
-// in store order.
-func (v *view) writeRegressions(ctx context.Context, r *Result, acc []accepted) (*regressions, error) {
-	regs := newRegressions(len(v.locks))
-	top := -1 // the write with the highest token so far of the current lock
-	for i := range acc {
-		if err := stopped(ctx, i); err != nil {
-			return nil, err
-		}
-		b := &acc[i]
-		if b.token == nil {
-			continue
-		}
-		if top < 0 || acc[top].lock != b.lock {
-			top = i
-			continue
-		}
-		a := &acc[top]
-		switch {
-		case *b.token > *a.token:
-			top = i
-		case *b.token < *a.token:
-			if !regs.add(b.lock, int32(top), len(r.Anomalies), *a.token) {
-				continue
-			}
-			wa, wb := &v.writes[a.w], &v.writes[b.w]
-			r.Anomalies = append(r.Anomalies, Anomaly{
-				Kind: KindTokenRegression,
-				Ops:  v.indexes(wa.done, wb.inv, wb.done),
-				Explanation: fmt.Sprintf("the store accepted process %d's write of token %d under lock %q at %s after it had accepted process %d's write of token %d at %s",
-					v.h.Process(int(wb.inv)), *b.token, v.locks[b.lock], secs(b.store),
-					v.h.Process(int(wa.inv)), *a.token, secs(a.store)),
-			})
-		}
-	}
-	regs.finish(r.Anomalies, "accepted write")
-	return regs, nil
+	return r
 }
 
 // plural renders "1 update" or "2 updates".

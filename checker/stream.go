@@ -16,7 +16,8 @@ import (
 // one an anomaly of the whole history; Late counts the ops that came after
 // it had passed their time (a confirmation may then rest on an order that
 // was not the history's); Finish ends the history and gives the Result of
-// the batch checker it streams.
+// the Checker of its property (FencingTokens, Resource and Liveness run
+// their Stream over the history; MutualExclusion has its own sweep).
 type Stream interface {
 	Expect(p int)
 	Revive(p int, at int64)
@@ -445,7 +446,7 @@ type StreamMutex struct {
 	open    map[procLockName]*sHold // a process's hold not yet ended by a release or acquire invocation
 	holds   map[string][]*sHold     // per lock, the holds that may still overlap one to come
 	pending []*sHold                // holds whose own overlap is not decided yet
-	invs    map[int]history.Op      // per process, its invocation under way
+	invs    invocations             // per process, its invocation under way
 	kills   killWatch
 	// deaths are, per process, the deaths proved so far that a hold read
 	// later may still begin by (its ok at the same ns, read after).
@@ -474,7 +475,7 @@ type lockValueName struct{ lock, value string }
 // NewStreamMutex returns a streaming mutual-exclusion checker.
 func NewStreamMutex() *StreamMutex {
 	return &StreamMutex{ordering: ordering{newReorder()}, open: map[procLockName]*sHold{}, holds: map[string][]*sHold{},
-		invs: map[int]history.Op{}, kills: newKillWatch(), deaths: map[int][]int64{}, lockValues: map[lockValueName]*sHold{}}
+		invs: invocations{}, kills: newKillWatch(), deaths: map[int][]int64{}, lockValues: map[lockValueName]*sHold{}}
 }
 
 // Add reads the op recorded next.
@@ -515,7 +516,7 @@ func (s *StreamMutex) read(op history.Op) {
 	case op.Type == history.Notice:
 		return
 	}
-	inv, hasInv, lock := pairOp(s.invs, op)
+	inv, hasInv, lock := s.invs.pair(op)
 	key := procLockName{op.Process, lock}
 	switch op.F {
 	case history.Acquire:
@@ -667,17 +668,38 @@ func (s *StreamMutex) overlapped(b *sHold, final bool) *sHold {
 	return nil
 }
 
-// pairOp keeps, per process, the invocation under way (invs), and returns
-// op's invocation when op completes one, and the lock op is about, taken
-// from its invocation when a completion does not repeat it.
-func pairOp(invs map[int]history.Op, op history.Op) (inv history.Op, hasInv bool, lock string) {
+// invocations are, per process, its invocation under way, if open. A
+// process's slot is made once and used again: a map of ops themselves
+// would allocate each one it stores.
+type invocations map[int]*openInv
+
+// openInv is a process's latest invocation, under way while open.
+type openInv struct {
+	op   history.Op
+	open bool
+}
+
+// pair keeps op when it is an invocation, and returns the invocation
+// under way of op's process before it (hasInv says there is one), and
+// the lock op is about, taken from its invocation when a completion does
+// not repeat it.
+func (invs invocations) pair(op history.Op) (inv history.Op, hasInv bool, lock string) {
 	lock = op.Value.Lock
-	inv, hasInv = invs[op.Process]
+	slot := invs[op.Process]
+	if slot != nil && slot.open {
+		inv, hasInv = slot.op, true
+	}
 	if op.Type == history.Invoke {
-		invs[op.Process] = op
+		if slot == nil {
+			slot = &openInv{}
+			invs[op.Process] = slot
+		}
+		slot.op, slot.open = op, true
 		return inv, hasInv, lock
 	}
-	delete(invs, op.Process)
+	if slot != nil {
+		slot.open = false
+	}
 	if lock == "" && hasInv {
 		lock = inv.Value.Lock
 	}

@@ -31,15 +31,14 @@ import (
 // way and the ops the watermark holds back), the token sets, and the
 // first grants of the last 4,096 tokens of each lock, which name the first
 // holder in a duplicate's explanation (an older one is named by its token
-// only). Finish ends the history and gives the Result, which agrees with
-// FencingTokens': the same verdict, the same anomalies by kind and count,
-// the same stats and notes. Confirmed gives each regression as it is
+// only; FencingTokens, which holds the history, keeps them all). Finish
+// ends the history and gives FencingTokens' Result. Confirmed gives each regression as it is
 // found, and the first duplicate of each lock: duplicates of consecutive
 // tokens are one anomaly only at the end, when all of them are known.
 type StreamFencing struct {
 	ordering
 	kills killWatch
-	invs  map[int]history.Op
+	invs  invocations
 	now   int64 // the time of the last op read
 	locks map[string]*fLock
 	// lockOrder are the locks in the order their first op was read.
@@ -58,6 +57,7 @@ type StreamFencing struct {
 	tokens    int
 	continued int
 	dupLocks  map[string]bool // the locks whose first duplicate Confirmed gave
+	keepAll   bool            // remember the first grant of every token
 }
 
 // fLock is what StreamFencing keeps of one lock.
@@ -75,6 +75,7 @@ type fLock struct {
 	dups    map[uint64]*fDup
 	recent  map[uint64]fTop // the first grant of each of the last recentTokens tokens
 	recentQ []uint64
+	keepAll bool // recent keeps every token (the history is held anyway)
 }
 
 // recentTokens is how many tokens per lock StreamFencing remembers the
@@ -151,7 +152,7 @@ type fGrant struct {
 
 // NewStreamFencing returns a streaming fencing-tokens checker.
 func NewStreamFencing() *StreamFencing {
-	return &StreamFencing{ordering: ordering{newReorder()}, kills: newKillWatch(), invs: map[int]history.Op{}, locks: map[string]*fLock{},
+	return &StreamFencing{ordering: ordering{newReorder()}, kills: newKillWatch(), invs: invocations{}, locks: map[string]*fLock{},
 		procs: map[int]*fProc{}, regs: newRegressions(0), dupLocks: map[string]bool{}}
 }
 
@@ -210,7 +211,7 @@ func (s *StreamFencing) Finish() Result {
 func (s *StreamFencing) lock(name string) *fLock {
 	lk := s.locks[name]
 	if lk == nil {
-		lk = &fLock{name: name, id: int32(len(s.lockOrder)), seen: roaring64.New(), dups: map[uint64]*fDup{}, recent: map[uint64]fTop{}}
+		lk = &fLock{name: name, id: int32(len(s.lockOrder)), seen: roaring64.New(), dups: map[uint64]*fDup{}, recent: map[uint64]fTop{}, keepAll: s.keepAll}
 		s.locks[name] = lk
 		s.lockOrder = append(s.lockOrder, name)
 	}
@@ -269,7 +270,7 @@ func (s *StreamFencing) read(op history.Op) {
 		// acquires invoked after it need not wait for it.
 		g.done, pr.acquiring = true, nil
 	}
-	_, hasInv, name := pairOp(s.invs, op)
+	_, hasInv, name := s.invs.pair(op)
 	switch op.F {
 	case history.Acquire, history.Release, history.Read, history.Write:
 	default:
@@ -358,11 +359,11 @@ func (s *StreamFencing) decide(final bool) {
 	if n == 0 {
 		return
 	}
-	clear(s.queue[:n])
-	s.queue = s.queue[n:]
-	if len(s.queue) == 0 {
-		s.queue = nil // let the array go
-	}
+	// The rest move to the front: the array, as long as the most acquires
+	// ever open at once, serves again.
+	m := copy(s.queue, s.queue[n:])
+	clear(s.queue[m:])
+	s.queue = s.queue[:m]
 	s.forgetDeaths()
 }
 
@@ -439,7 +440,7 @@ func (s *StreamFencing) apply(g *fGrant, final bool) bool {
 func (lk *fLock) remember(g fTop) {
 	lk.recent[g.token] = g
 	lk.recentQ = append(lk.recentQ, g.token)
-	if len(lk.recentQ) > 2*recentTokens {
+	if !lk.keepAll && len(lk.recentQ) > 2*recentTokens {
 		for _, t := range lk.recentQ[:len(lk.recentQ)-recentTokens] {
 			delete(lk.recent, t)
 		}
@@ -451,13 +452,20 @@ func (lk *fLock) remember(g fTop) {
 // as FencingTokens' does.
 func (lk *fLock) duplicate(t uint64) Anomaly {
 	d := lk.dups[t]
-	grants := d.grants
+	grants := slices.Clone(d.grants)
 	var each []string
 	if d.first != nil {
 		grants = append([]fTop{*d.first}, grants...)
 	} else {
 		each = append(each, fmt.Sprintf("a holder before the last %d tokens (whose grants the check no longer keeps)", recentTokens))
 	}
+	// The grants in the order they were made, as FencingTokens lists them.
+	slices.SortFunc(grants, func(a, b fTop) int {
+		if c := cmp.Compare(a.ok.Time, b.ok.Time); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.ok.Index, b.ok.Index)
+	})
 	times := len(grants) + len(each)
 	var ops []int
 	for k, g := range grants {
@@ -469,7 +477,6 @@ func (lk *fLock) duplicate(t uint64) Anomaly {
 	if len(grants) > 5 {
 		each = append(each, fmt.Sprintf("%d more", len(grants)-5))
 	}
-	slices.SortFunc(ops, cmp.Compare)
 	return Anomaly{
 		Kind:        KindDuplicateToken,
 		Ops:         ops,

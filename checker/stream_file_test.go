@@ -10,64 +10,13 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/locktest/locktest/history"
 )
 
-// livenessDisagrees compares Liveness c on h with StreamLiveness fed h's
-// ops in index order, and says how they differ: verdict, anomalies (kind,
-// ops and explanation), stats.
-func livenessDisagrees(h history.History, c Liveness, revives ...revival) string {
-	batch := c.Check(context.Background(), history.NewTable(h))
-	s := NewStreamLiveness(c)
-	feed(s, h, revives)
-	got := s.Finish()
-	switch {
-	case got.Valid != batch.Valid:
-		return fmt.Sprintf("verdict %s, batch %s (stream %v; batch %v)", got.Valid, batch.Valid, got.Anomalies, batch.Anomalies)
-	case !slices.EqualFunc(got.Anomalies, batch.Anomalies, func(a, b Anomaly) bool {
-		return a.Kind == b.Kind && a.Explanation == b.Explanation && slices.Equal(a.Ops, b.Ops)
-	}):
-		return fmt.Sprintf("anomalies differ:\nstream: %v\nbatch:  %v", got.Anomalies, batch.Anomalies)
-	case !maps.Equal(got.Stats, batch.Stats):
-		return fmt.Sprintf("stats differ:\nstream: %v\nbatch:  %v", got.Stats, batch.Stats)
-	case s.Late() > 0:
-		return fmt.Sprintf("%d ops came late", s.Late())
-	}
-	return ""
-}
-
 // hasNotices reports whether h holds a lost-lock notice.
 func hasNotices(h history.History) bool {
 	return slices.ContainsFunc(h, func(op history.Op) bool { return op.Type == history.Notice && op.F == history.Lost })
-}
-
-// TestStreamLivenessAgreesOnTheGoldenHistories: on every golden history
-// without lost-lock notices, the streaming checker agrees with Liveness,
-// at the default thresholds and at thresholds that make stuck locks of
-// short waits; on one with notices it says it cannot decide.
-func TestStreamLivenessAgreesOnTheGoldenHistories(t *testing.T) {
-	withNotices := 0
-	for _, g := range goldenFiles(t) {
-		if hasNotices(g.h) {
-			withNotices++
-			s := NewStreamLiveness(Liveness{})
-			feed(s, g.h, nil)
-			if r := s.Finish(); r.Valid != Unknown || !strings.Contains(r.Error, "notices") {
-				t.Errorf("%s: a history with notices gave %s (%q), want unknown naming the notices", g.name, r.Valid, r.Error)
-			}
-			continue
-		}
-		for _, c := range []Liveness{{}, {MinAttempts: 1, MinWindow: 1}} {
-			if d := livenessDisagrees(g.h, c); d != "" {
-				t.Errorf("%s, %+v: %s", g.name, c, d)
-			}
-		}
-	}
-	if withNotices == 0 {
-		t.Error("no golden history has notices: the unknown is untested")
-	}
 }
 
 // withFaults returns h, a history as a driver records it, with pauses of
@@ -112,40 +61,6 @@ func withFaults(h history.History, revs []revival, rng *rand.Rand) (history.Hist
 		rs = append(rs, r)
 	}
 	return out, rs
-}
-
-// TestStreamLivenessAgrees: on random histories of lease and session
-// locks (refusals, timeouts, releases that fail, acquires again while
-// holding, kills proved by the nemesis and by the pool, ids used again,
-// pauses and their heals), recorded out of order as a driver receives
-// them, the streaming checker agrees with Liveness: at thresholds that
-// make stuck locks of short waits, and at the defaults.
-func TestStreamLivenessAgrees(t *testing.T) {
-	stuck, effective, recovered := 0, 0, 0
-	for seed := range uint64(*streamRuns) {
-		rng := rand.New(rand.NewPCG(seed, 21))
-		h, revs := genLeases(rng)
-		if seed%2 == 0 {
-			h, revs = withFaults(h, revs, rng)
-		}
-		c := Liveness{MinAttempts: 1 + int(seed%3), MinWindow: time.Duration(1 + seed%4)}
-		if d := livenessDisagrees(h, c, revs...); d != "" {
-			t.Fatalf("seed %d: %s\n%s", seed, d, dump(h))
-		}
-		if d := livenessDisagrees(h, Liveness{}, revs...); d != "" {
-			t.Fatalf("seed %d, default thresholds: %s\n%s", seed, d, dump(h))
-		}
-		r := c.Check(context.Background(), history.NewTable(h))
-		stuck += len(r.Anomalies)
-		if r.Stats["faults_effective"] > 0 {
-			effective++
-		}
-		if r.Stats["recovery_after_heal_max_s"] > 0 {
-			recovered++
-		}
-	}
-	// The generator must exercise the rules.
-	expectExercised(t, 50, map[string]int{"stuck locks": stuck, "effective faults": effective, "recoveries": recovered})
 }
 
 // registerDisagrees compares the register model's Linearizability c on h
@@ -506,10 +421,9 @@ func TestScanFactsFindsTheSlackAndTheUnknownWrites(t *testing.T) {
 	}
 }
 
-// TestStreamLivenessAgreesOnEdges: on hand-built histories of the rules
-// random ones seldom reach, the streaming checker agrees with Liveness,
-// which finds there what each history is built to show.
-func TestStreamLivenessAgreesOnEdges(t *testing.T) {
+// TestLivenessEdges: on hand-built histories of the rules random ones
+// seldom reach, Liveness finds what each history is built to show.
+func TestLivenessEdges(t *testing.T) {
 	op := func(i int, typ history.Type, p int, f string, at int64, v history.Value, e string) history.Op {
 		return history.Op{Index: i, Type: typ, Process: p, F: f, Time: at, Value: v, Error: e}
 	}
@@ -581,9 +495,6 @@ func TestStreamLivenessAgreesOnEdges(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			if r := c.Check(context.Background(), history.NewTable(tt.h)); !tt.want(r) {
 				t.Fatalf("Liveness found %v, %v: the history does not show its rule", r.Anomalies, r.Stats)
-			}
-			if d := livenessDisagrees(tt.h, c); d != "" {
-				t.Error(d)
 			}
 		})
 	}

@@ -2,7 +2,6 @@ package checker
 
 import (
 	"cmp"
-	"fmt"
 	"slices"
 	"strings"
 
@@ -16,19 +15,15 @@ import (
 // unknown outcome whose process died and that may still leave a lock
 // stuck, and one latency per acquire ok (for the percentiles). A stuck
 // lock is a fact about the end of a history, so it confirms nothing
-// before Finish. Finish gives Liveness's Result: the same verdict, the
-// same anomalies and the same stats.
-//
-// It does not compute the statistics of lost-lock notices: a history with
-// notices gets an unknown Result from it, whose Error says to check that
-// history with Liveness.
+// before Finish. Finish gives Liveness's Result, but for the statistics of
+// lost-lock notices, which need the whole history: Liveness adds them.
 type StreamLiveness struct {
 	ordering
 	minAttempts int
 	minWindow   int64
 
 	kills killWatch
-	invs  map[int]history.Op // per process, its invocation under way
+	invs  invocations // per process, its invocation under way
 	// deaths are, per process, the death times proved so far (deathTime's
 	// rule), which end its holds; deathOps the ops that proved them, as
 	// the stuck-lock rule reads them (each op's own time).
@@ -50,7 +45,6 @@ type StreamLiveness struct {
 	firstTime int64
 	maxTime   int64
 	lat       []int64
-	notices   int
 
 	// The longest time with no acquire ok.
 	prevStart, longest int64
@@ -145,7 +139,7 @@ type lvWindow struct {
 // thresholds of c.
 func NewStreamLiveness(c Liveness) *StreamLiveness {
 	s := &StreamLiveness{ordering: ordering{newReorder()}, minAttempts: c.MinAttempts, minWindow: int64(c.MinWindow),
-		kills: newKillWatch(), invs: map[int]history.Op{}, deaths: map[int][]int64{}, deathOps: map[int]lvDeath{},
+		kills: newKillWatch(), invs: invocations{}, deaths: map[int][]int64{}, deathOps: map[int]lvDeath{},
 		cur: map[int]*lvAttempt{}, waiting: map[int][]*lvAttempt{}, open: map[procLockName]*lvHold{},
 		lockID: map[string]int{}, firstTime: -1, faultOpen: -1, maxFinalEnd: -1 << 63}
 	if s.minAttempts <= 0 {
@@ -210,9 +204,6 @@ func (s *StreamLiveness) read(op history.Op) {
 		return
 	}
 	if op.Type == history.Notice {
-		if op.F == history.Lost {
-			s.notices++
-		}
 		return
 	}
 	if op.Type == history.Info && strings.HasPrefix(op.Error, "worker exited") {
@@ -224,7 +215,7 @@ func (s *StreamLiveness) read(op history.Op) {
 	default:
 		return
 	}
-	inv, hasInv, lockName := pairOp(s.invs, op)
+	inv, hasInv, lockName := s.invs.pair(op)
 	l := s.lock(lockName)
 	key := procLockName{op.Process, lockName}
 	switch op.F {
@@ -501,10 +492,6 @@ func (s *StreamLiveness) quietCut(t int64) {
 func (s *StreamLiveness) Finish() Result {
 	s.r.ready(true, s.read)
 	r := newResult(Liveness{}.Name())
-	if s.notices > 0 {
-		r.Valid, r.Error = Unknown, fmt.Sprintf("the history has %d lost-lock notices, whose statistics the streaming check does not compute: check it with Liveness", s.notices)
-		return r
-	}
 	for _, h := range s.live {
 		s.finalize(h)
 	}

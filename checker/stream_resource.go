@@ -1,8 +1,10 @@
 package checker
 
 import (
+	"cmp"
 	"container/heap"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/locktest/locktest/history"
@@ -65,16 +67,14 @@ type rWrite struct {
 // regressions among them found there. Its memory is bounded by what is
 // open: each process's latest hold and read, the writes under way or not
 // yet placed, and the ops the watermark holds back. Finish ends the
-// history and gives the Result, which agrees with Resource's: the same
-// verdict, anomalies and notes by kind and count, and stats, but for the
-// statistics and notes of lost-lock notices, which only the check of the
-// whole history gives.
+// history and gives Resource's Result, but for the statistics and notes
+// of lost-lock notices, which need the whole history: Resource adds them.
 type StreamResource struct {
 	mode string
 	ordering
 	last  map[procLockName]*rHold
 	reads map[procLockName]*history.Op
-	invs  map[int]history.Op
+	invs  invocations
 	open  map[int]*rWrite // per process, its write under way
 	// watched are, per lock, the holds whose firstOther is still to find
 	// and that a write may still be judged under.
@@ -95,16 +95,26 @@ type StreamResource struct {
 
 	settledAt        int64 // the watermark of the last settle
 	anomalies, notes []Anomaly
-	firstSeen        int
-	resourceCounts   // what the stats count, so far
+	// liveNotes are the live-write-rejected notes, by their place in
+	// notes, written at Finish: how the writer's lease ended may be read
+	// after the write is judged.
+	liveNotes map[int]*rWrite
+	// anomalyKeys and noteKeys are the places of anomalies and notes in
+	// Resource's lists; lockSeen numbers the locks in the order their
+	// first op was read.
+	anomalyKeys    []rKey
+	noteKeys       []opAt
+	lockSeen       map[string]int
+	firstSeen      int
+	resourceCounts // what the stats count, so far
 }
 
 // NewStreamResource returns a streaming resource checker of the resource
 // mode mode (Resource.Mode).
 func NewStreamResource(mode string) *StreamResource {
 	return &StreamResource{mode: mode, ordering: ordering{newReorder()}, last: map[procLockName]*rHold{}, reads: map[procLockName]*history.Op{},
-		invs: map[int]history.Op{}, open: map[int]*rWrite{}, watched: map[string][]*rHold{}, unplaced: map[string]map[int]int64{},
-		ready: map[string]*writeHeap{}, prev: map[string]*rWrite{}, top: map[string]*rWrite{}, regs: newRegressions(0), lockIDs: map[string]int32{}}
+		invs: invocations{}, open: map[int]*rWrite{}, watched: map[string][]*rHold{}, unplaced: map[string]map[int]int64{},
+		ready: map[string]*writeHeap{}, prev: map[string]*rWrite{}, top: map[string]*rWrite{}, regs: newRegressions(0), lockIDs: map[string]int32{}, lockSeen: map[string]int{}}
 }
 
 // Add reads the op recorded next.
@@ -135,8 +145,13 @@ func (s *StreamResource) Finish() Result {
 	s.settle(noEnd)
 	r := newResult(Resource{}.Name())
 	r.Anomalies = append(r.Anomalies, s.anomalies...)
+	for i, w := range s.liveNotes {
+		s.notes[i] = s.liveRejected(w)
+	}
 	r.Notes = append(r.Notes, s.notes...)
 	s.regs.finish(r.Anomalies, "accepted write")
+	r.Anomalies = inOrder(r.Anomalies, s.anomalyKeys)
+	r.Notes = inOrder(r.Notes, s.noteKeys)
 	var regs *regressions
 	if (Resource{Mode: s.mode}).fenced() {
 		regs = s.regs
@@ -147,10 +162,15 @@ func (s *StreamResource) Finish() Result {
 
 // read takes the next op in order.
 func (s *StreamResource) read(op history.Op) {
+	if l := op.Value.Lock; l != "" {
+		if _, ok := s.lockSeen[l]; !ok {
+			s.lockSeen[l] = len(s.lockSeen)
+		}
+	}
 	if op.Process < 0 || op.Type == history.Notice {
 		return
 	}
-	inv, hasInv, lock := pairOp(s.invs, op)
+	inv, hasInv, lock := s.invs.pair(op)
 	key := procLockName{op.Process, lock}
 	switch op.F {
 	case history.Acquire:
@@ -297,9 +317,13 @@ func (s *StreamResource) judge(w *rWrite) {
 		s.rejected++
 		if w.hold != nil && w.store <= w.hold.leaseEnd() {
 			s.live++
-			s.notes = append(s.notes, s.liveRejected(w))
+			if s.liveNotes == nil {
+				s.liveNotes = map[int]*rWrite{}
+			}
+			s.liveNotes[len(s.notes)] = w
+			s.note(w, Anomaly{})
 		} else {
-			s.notes = append(s.notes, s.rejectedNote(w))
+			s.note(w, s.rejectedNote(w))
 		}
 		return
 	}
@@ -326,11 +350,11 @@ func (s *StreamResource) judge(w *rWrite) {
 		if h != nil && h.leaseEnd() != noEnd && !(h.release >= 0 && h.release <= h.leaseEnd()) &&
 			(h.firstOther == nil || h.firstOther.ok.Time > w.store) {
 			s.late++
-			s.notes = append(s.notes, s.lateNote(w))
+			s.note(w, s.lateNote(w))
 			return
 		}
 		s.stale++
-		s.anomalies = append(s.anomalies, s.staleWrite(w))
+		s.found(rKey{at: at(w.inv)}, s.staleWrite(w))
 	}
 }
 
@@ -341,7 +365,7 @@ func (s *StreamResource) place(b *rWrite) {
 	if a := s.prev[b.lock]; a != nil && a.hasN && b.hasBase && b.base < a.n {
 		s.lost++
 		s.updates += a.n - b.base
-		s.anomalies = append(s.anomalies, s.lostUpdate(a, b))
+		s.found(rKey{rank: 1, lock: s.lockSeen[b.lock]}, s.lostUpdate(a, b))
 	}
 	s.prev[b.lock] = b
 	if !(Resource{Mode: s.mode}).fenced() || b.token == nil {
@@ -360,9 +384,9 @@ func (s *StreamResource) place(b *rWrite) {
 		if !s.regs.add(lock, int32(a.inv.Index), len(s.anomalies), *a.token) {
 			return
 		}
-		s.anomalies = append(s.anomalies, Anomaly{
+		s.found(rKey{rank: 2, lock: s.lockSeen[b.lock]}, Anomaly{
 			Kind: KindTokenRegression,
-			Ops:  []int{a.done.Index, b.inv.Index, b.done.Index},
+			Ops:  timeOrdered(a.done, b.inv, b.done),
 			Explanation: fmt.Sprintf("the store accepted process %d's write of token %d under lock %q at %s after it had accepted process %d's write of token %d at %s",
 				b.inv.Process, *b.token, b.lock, secs(b.store), a.inv.Process, *a.token, secs(a.store)),
 		})
@@ -401,7 +425,7 @@ func (w *rWrite) invToken() *uint64 {
 
 func (s *StreamResource) staleWrite(w *rWrite) Anomaly {
 	if w.hold == nil {
-		return Anomaly{Kind: KindStaleWrite, Ops: []int{w.inv.Index, w.done.Index},
+		return Anomaly{Kind: KindStaleWrite, Ops: timeOrdered(w.inv, w.done),
 			Explanation: fmt.Sprintf("process %d %s at %s without having acquired the lock", w.inv.Process, w.wrote(), secs(w.store))}
 	}
 	h := w.hold
@@ -411,22 +435,22 @@ func (s *StreamResource) staleWrite(w *rWrite) Anomaly {
 		ended = "it invoked release"
 	}
 	expl := fmt.Sprintf("process %d %s at %s, %s after %s at %s", w.inv.Process, w.wrote(), secs(w.store), secs(w.store-end), ended, secs(end))
-	ops := []int{h.ok.Index, w.inv.Index, w.done.Index}
+	ops := []history.Op{h.ok, w.inv, w.done}
 	if o := h.firstOther; o != nil && o.ok.Time <= w.store {
-		ops = append(ops, o.ok.Index)
+		ops = append(ops, o.ok)
 		if tok := o.ok.Value.Token; tok != nil {
 			expl += fmt.Sprintf("; process %d had acquired token %d at %s", o.proc, *tok, secs(o.ok.Time))
 		} else {
 			expl += fmt.Sprintf("; process %d had acquired the lock at %s", o.proc, secs(o.ok.Time))
 		}
 	}
-	return Anomaly{Kind: KindStaleWrite, Ops: ops, Explanation: expl}
+	return Anomaly{Kind: KindStaleWrite, Ops: timeOrdered(ops...), Explanation: expl}
 }
 
 func (s *StreamResource) lateNote(w *rWrite) Anomaly {
 	h := w.hold
 	end := h.leaseEnd()
-	return Anomaly{Kind: KindLateWrite, Ops: []int{h.ok.Index, w.inv.Index, w.done.Index},
+	return Anomaly{Kind: KindLateWrite, Ops: timeOrdered(h.ok, w.inv, w.done),
 		Explanation: fmt.Sprintf("process %d %s at %s, %s after its lease ended at %s, but before any other process acquired the lock: a stale write that trampled nobody",
 			h.proc, w.wrote(), secs(w.store), secs(w.store-end), secs(end))}
 }
@@ -447,7 +471,7 @@ func (w *rWrite) rejectedWhat() (what, reason string) {
 
 func (s *StreamResource) rejectedNote(w *rWrite) Anomaly {
 	what, reason := w.rejectedWhat()
-	return Anomaly{Kind: KindWriteRejected, Ops: []int{w.inv.Index, w.done.Index},
+	return Anomaly{Kind: KindWriteRejected, Ops: timeOrdered(w.inv, w.done),
 		Explanation: fmt.Sprintf("the store rejected process %d's %s under lock %q at %s: %s (saved by fencing)", w.inv.Process, what, w.lock, secs(w.store), reason)}
 }
 
@@ -463,30 +487,30 @@ func (s *StreamResource) liveRejected(w *rWrite) Anomaly {
 	default:
 		lease = "its lease ran until " + secs(end)
 	}
-	return Anomaly{Kind: KindLiveWriteRejected, Ops: []int{w.inv.Index, w.done.Index},
+	return Anomaly{Kind: KindLiveWriteRejected, Ops: timeOrdered(w.inv, w.done),
 		Explanation: fmt.Sprintf("the store rejected process %d's %s under lock %q at %s (%s) although %s: an availability cost of the resource's check",
 			w.inv.Process, what, w.lock, secs(w.store), reason, lease)}
 }
 
 func (s *StreamResource) lostUpdate(a, b *rWrite) Anomaly {
 	var based string
-	ops := []int{a.done.Index}
+	ops := []history.Op{a.done}
 	if b.read != nil && b.read.Value.N != nil {
 		at := b.read.Value.StoreTime
 		if at == 0 {
 			at = b.read.Time
 		}
 		based = fmt.Sprintf("read %d at %s", b.base, secs(at))
-		ops = append(ops, b.read.Index)
+		ops = append(ops, *b.read)
 	} else {
 		based = fmt.Sprintf("read nothing, so based on %d", b.base)
 	}
-	ops = append(ops, b.done.Index)
+	ops = append(ops, b.done)
 	wrote := "wrote"
 	if b.hasN {
 		wrote = fmt.Sprintf("wrote %d", b.n)
 	}
-	return Anomaly{Kind: KindLostUpdate, Ops: ops,
+	return Anomaly{Kind: KindLostUpdate, Ops: timeOrdered(ops...),
 		Explanation: fmt.Sprintf("process %d %s under lock %q (%s) at %s over process %d's write of %d at %s: %s lost",
 			b.inv.Process, wrote, b.lock, based, secs(b.store), a.inv.Process, a.n, secs(a.store), plural(a.n-b.base, "update"))}
 }
@@ -509,4 +533,57 @@ func (h *writeHeap) Pop() any {
 	x := old[len(old)-1]
 	*h = old[:len(old)-1]
 	return x
+}
+
+// timeOrdered returns the indexes of ops in time order (then index), each
+// once, as an anomaly lists them.
+func timeOrdered(ops ...history.Op) []int {
+	refs := make([]lvRef, len(ops))
+	for i, op := range ops {
+		refs[i] = lvRef{t: op.Time, idx: op.Index}
+	}
+	return refIndexes(refs)
+}
+
+// rKey is the place of an anomaly in Resource's list: the stale writes
+// (rank 0) by their invocations, then the lost updates (1) and the token
+// regressions (2), each by lock, in the order they were found.
+type rKey struct {
+	rank, lock int
+	at         opAt
+}
+
+func (k rKey) compare(o rKey) int {
+	return cmp.Or(cmp.Compare(k.rank, o.rank), cmp.Compare(k.lock, o.lock), k.at.compare(o.at))
+}
+
+func (a opAt) compare(b opAt) int {
+	return cmp.Or(cmp.Compare(a.Time, b.Time), cmp.Compare(a.Index, b.Index))
+}
+
+// found adds anomaly a, whose place in Resource's list is k.
+func (s *StreamResource) found(k rKey, a Anomaly) {
+	s.anomalies = append(s.anomalies, a)
+	s.anomalyKeys = append(s.anomalyKeys, k)
+}
+
+// note adds note a of write w: Resource lists the notes by their writes'
+// invocations.
+func (s *StreamResource) note(w *rWrite, a Anomaly) {
+	s.notes = append(s.notes, a)
+	s.noteKeys = append(s.noteKeys, at(w.inv))
+}
+
+// inOrder returns as sorted by their keys, stably.
+func inOrder[K interface{ compare(K) int }](as []Anomaly, keys []K) []Anomaly {
+	idx := make([]int, len(as))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(i, j int) int { return keys[i].compare(keys[j]) })
+	out := make([]Anomaly, len(as))
+	for i, j := range idx {
+		out[i] = as[j]
+	}
+	return out
 }

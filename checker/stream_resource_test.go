@@ -1,7 +1,6 @@
 package checker
 
 import (
-	"context"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -25,55 +24,6 @@ func withoutNotices(r Result) Result {
 	r.Stats = stats
 	r.Notes = slices.DeleteFunc(slices.Clone(r.Notes), func(n Anomaly) bool { return n.Kind == KindWroteAfterNotice })
 	return r
-}
-
-// resourceDisagrees compares Resource of mode on h with StreamResource fed
-// h's ops in index order, and says how they differ (streamDiffers), but
-// for the stats and notes of lost-lock notices.
-func resourceDisagrees(h history.History, mode string, revives ...revival) string {
-	batch := Resource{Mode: mode}.Check(context.Background(), history.NewTable(h))
-	s := NewStreamResource(mode)
-	early := feed(s, h, revives)
-	return streamDiffers(withoutNotices(s.Finish()), withoutNotices(batch), early, s.Late())
-}
-
-// TestStreamResourceAgreesOnTheGoldenHistories: on every golden history,
-// in each resource mode, the streaming checker agrees with Resource.
-func TestStreamResourceAgreesOnTheGoldenHistories(t *testing.T) {
-	for _, g := range goldenFiles(t) {
-		for _, mode := range []string{"none", "fenced", "check-and-set", "etcd-guarded"} {
-			if d := resourceDisagrees(g.h, mode); d != "" {
-				t.Errorf("%s, %s: %s", g.name, mode, d)
-			}
-		}
-	}
-}
-
-// TestStreamResourceAgrees: on random histories of a lease lock guarding
-// a counter (reads, writes accepted with a store time or without, rejected
-// by the store, failed before it, of unknown outcome; writes after the
-// lease ran out, after a release, without a lease; grants of a held lock;
-// tokens that go back; acquires again while holding; ties), recorded out
-// of order as a driver receives them, the streaming checker agrees with
-// Resource in each mode.
-func TestStreamResourceAgrees(t *testing.T) {
-	kinds := map[string]int{}
-	for seed := range uint64(*streamRuns) {
-		h := genResource(rand.New(rand.NewPCG(seed, 11)))
-		mode := []string{"none", "fenced", "check-and-set", "etcd-guarded"}[seed%4]
-		if d := resourceDisagrees(h, mode); d != "" {
-			t.Fatalf("seed %d (%s): %s\n%s", seed, mode, d, dump(h))
-		}
-		r := Resource{Mode: mode}.Check(context.Background(), history.NewTable(h))
-		for k := range kindCounts(r) {
-			kinds[k]++
-		}
-		for _, n := range r.Notes {
-			kinds[n.Kind]++
-		}
-	}
-	// The generator must exercise every rule.
-	expectExercised(t, 50, kinds, KindStaleWrite, KindLostUpdate, KindTokenRegression, KindLateWrite, KindWriteRejected, KindLiveWriteRejected)
 }
 
 // genResource returns a random history of a lease lock guarding a
