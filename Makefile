@@ -38,7 +38,7 @@ test: setup
 	$(GO) test -count=1 -p 3 -timeout 30m ./e2e/ssh ./cmd/locktest ./clients ./e2e/netns ./e2e/redis ./e2e/quorum ./e2e/docker ./e2e/sql ./guards ./...
 
 # test-unit needs no server, no root and no Docker: every test that needs
-# more goes through a gate (internal/gate), which skips it under -short.
+# more goes through a gate (testkit/gate), which skips it under -short.
 test-unit:
 	$(GO) test -count=1 -short -timeout 5m ./...
 

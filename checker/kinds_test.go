@@ -8,7 +8,7 @@ import (
 // TestKindsAreWhatCheckersReport ties the kind constants to the checkers'
 // real output: the golden histories, whose anomalies TestGolden compares
 // with what the checkers find, must show every anomaly kind, and name no
-// kind that is not defined in kinds.go.
+// kind that is not defined in checker/kinds.go.
 func TestKindsAreWhatCheckersReport(t *testing.T) {
 	gs := readGolden(t)
 	seen := map[string]bool{}
@@ -18,7 +18,7 @@ func TestKindsAreWhatCheckersReport(t *testing.T) {
 				for _, a := range as {
 					seen[a.Kind] = true
 					if !IsAnomalyKind(a.Kind) && !slices.Contains(NoteKinds, a.Kind) {
-						t.Errorf("%s: checker %s reports kind %q, which kinds.go does not define", g.File, c, a.Kind)
+						t.Errorf("%s: checker %s reports kind %q, which checker/kinds.go does not define", g.File, c, a.Kind)
 					}
 				}
 			}

@@ -27,7 +27,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	k8syaml "sigs.k8s.io/yaml"
 
-	"github.com/locktest/locktest/internal/gate"
+	"github.com/locktest/locktest/testkit/gate"
 	"github.com/locktest/locktest/reports"
 	"github.com/locktest/locktest/runstore"
 )

@@ -5,7 +5,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/locktest/locktest/e2e/testkit"
+	"github.com/locktest/locktest/testkit"
 
 	// The registries the docs are held to: every impl of locktest.
 	_ "github.com/locktest/locktest/impls/all"

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/locktest/locktest/internal/schemacheck"
+	"github.com/locktest/locktest/testkit/schemacheck"
 )
 
 // handMargin is a search as `locktest margin` would record it: a grid of

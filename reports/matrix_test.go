@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/locktest/locktest/internal/schemacheck"
+	"github.com/locktest/locktest/testkit/schemacheck"
 	"github.com/locktest/locktest/internal/stats"
 	"github.com/locktest/locktest/runstore"
 )

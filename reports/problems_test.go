@@ -17,7 +17,7 @@ func TestAFaultThatNeverAppliesIsAProblem(t *testing.T) {
 		history.Op{Type: history.Invoke, Process: -1, F: "pause-node", Time: ms(10)},
 		history.Op{Type: history.OK, Process: -1, F: "pause-node", Time: ms(11)},
 		history.Op{Type: history.Invoke, Process: -1, F: "partition", Time: ms(20)},
-		history.Op{Type: history.Info, Process: -1, F: "partition", Time: ms(21), Error: "netlab: no host n9"},
+		history.Op{Type: history.Info, Process: -1, F: "partition", Time: ms(21), Error: "netns: no host n9"},
 		history.Op{Type: history.Invoke, Process: -1, F: "partition-isolate", Time: ms(30)},
 		history.Op{Type: history.OK, Process: -1, F: "partition-isolate", Time: ms(31)},
 	)

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/locktest/locktest/internal/schemacheck"
+	"github.com/locktest/locktest/testkit/schemacheck"
 	"github.com/locktest/locktest/internal/stats"
 	"github.com/locktest/locktest/runstore"
 )

@@ -68,7 +68,7 @@ func (c *Config) validateDocker(impl impls.Impl) error {
 type dockerPlatform struct {
 	onThisMachine
 	engine *engine.Engine
-	lab    *docker.Lab
+	lab    *docker.Network
 	image  images.Image
 	// netWhy is why network faults are unavailable, or "".
 	netWhy string

@@ -13,7 +13,7 @@ import (
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/backend"
 	"github.com/locktest/locktest/clusters/clockshim"
-	"github.com/locktest/locktest/clusters/local/netlab"
+	"github.com/locktest/locktest/clusters/local/netns"
 	"github.com/locktest/locktest/impls"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/workloads"
@@ -55,7 +55,7 @@ type platform struct {
 	// why not when the run asked for it.
 	syncs     bool
 	powerWhy  string
-	proxy     *netlab.Proxy
+	proxy     *netns.Proxy
 	netem     bool
 	delayHow  string // how the delay fault is made, and why, for results.json
 	storeAddr string
@@ -129,7 +129,7 @@ func setupPlatform(ctx context.Context, cfg Config, impl impls.Impl, dir string,
 		// delaying proxy sits between the clients and nodes.
 		if why := ab[AbilityNetem]; why != "" {
 			p.delayHow = "delay by a TCP proxy: " + why
-			p.proxy = netlab.NewProxy()
+			p.proxy = netns.NewProxy()
 		} else {
 			p.netem, p.delayHow = true, "delay by tc netem"
 		}
@@ -266,7 +266,7 @@ func (p *platform) close(ctx context.Context, lg *slog.Logger) {
 
 // netView translates node names into lab host names.
 type netView struct {
-	lab   *netlab.Lab
+	lab   *netns.Network
 	names map[string]string
 }
 

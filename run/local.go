@@ -8,7 +8,7 @@ import (
 
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/local"
-	"github.com/locktest/locktest/clusters/local/netlab"
+	"github.com/locktest/locktest/clusters/local/netns"
 	"github.com/locktest/locktest/impls"
 	"github.com/locktest/locktest/nemesis"
 )
@@ -18,7 +18,7 @@ import (
 // network lab) when the run has network faults, on loopback otherwise.
 type localPlatform struct {
 	onThisMachine
-	lab       *netlab.Lab
+	lab       *netns.Network
 	nodeHosts []local.Host
 	clientNS  map[int]string
 	// netWhy is why network faults are unavailable, or ""; netemWhy why
@@ -57,7 +57,7 @@ func setupLocal(ctx context.Context, cfg Config, impl impls.Impl, p *platform, l
 		l.netWhy = "the run has no network namespaces (no network fault was asked for)"
 		return l, nil
 	}
-	if err := netlab.Check(); err != nil {
+	if err := netns.Check(); err != nil {
 		l.netWhy = err.Error()
 		if cfg.Net == NetNamespaces {
 			return l, setupErr("--net netns: %v", err)
@@ -65,7 +65,7 @@ func setupLocal(ctx context.Context, cfg Config, impl impls.Impl, p *platform, l
 		lg.Warn("network faults unavailable", "reason", err)
 		return l, nil
 	}
-	lab, err := netlab.New(ctx, netlab.Options{Subnet: cfg.Subnet, Logger: lg})
+	lab, err := netns.New(ctx, netns.Options{Subnet: cfg.Subnet, Logger: lg})
 	if err != nil {
 		return l, setupErr("network: %v", err)
 	}
@@ -89,7 +89,7 @@ func setupLocal(ctx context.Context, cfg Config, impl impls.Impl, p *platform, l
 	p.storeAddr = net.JoinHostPort(lab.Gateway(), "0")
 	l.netemWhy = ""
 	if nemesis.Needs(cfg.faultParts(), nemesis.NeedDelay) {
-		if err := netlab.NetemAvailable(ctx); err != nil {
+		if err := netns.NetemAvailable(ctx); err != nil {
 			l.netemWhy = err.Error()
 		}
 	}

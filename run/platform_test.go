@@ -23,9 +23,9 @@ import (
 	"github.com/locktest/locktest/clusters/backend"
 	"github.com/locktest/locktest/clusters/images"
 	"github.com/locktest/locktest/clusters/local"
-	"github.com/locktest/locktest/clusters/local/netlab"
+	"github.com/locktest/locktest/clusters/local/netns"
 	"github.com/locktest/locktest/impls"
-	"github.com/locktest/locktest/internal/gate"
+	"github.com/locktest/locktest/testkit/gate"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/testkit/dockertest"
 	"github.com/locktest/locktest/testkit/testcluster"
@@ -85,7 +85,7 @@ func TestIsolateLeaderOnEtcd(t *testing.T) {
 			if !ok || l.lab == nil {
 				return
 			}
-			if f, err := netlab.Find(context.Background()); err != nil {
+			if f, err := netns.Find(context.Background()); err != nil {
 				t.Error(err)
 			} else if left := f.Of(l.lab.ID()); !left.Empty() {
 				t.Errorf("the lab left %+v", left)

@@ -91,7 +91,7 @@ type sshPlatform struct {
 	inv    *sshp.Inventory
 	conns  []*sshp.Conn
 	runID  string
-	cl     *sshp.Cluster
+	cl     *sshp.Hosts
 	netWhy string
 	// shimLib is the clock shim library on this host, when the run's
 	// clock or power faults need it and the backend's nodes can take it.

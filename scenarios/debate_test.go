@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/locktest/locktest/clusters/local/netlab"
-	"github.com/locktest/locktest/internal/gate"
+	"github.com/locktest/locktest/clusters/local/netns"
+	"github.com/locktest/locktest/testkit/gate"
 	"github.com/locktest/locktest/reports"
 	"github.com/locktest/locktest/run"
 	"github.com/locktest/locktest/testkit/testexe"
@@ -23,7 +23,7 @@ func TestMain(m *testing.M) { testexe.Main(m) }
 // until it shows its violation, and asserts that each reproduced.
 func TestDebateSmoke(t *testing.T) {
 	gate.Need(t, "redis-server")
-	if err := netlab.Check(); err != nil {
+	if err := netns.Check(); err != nil {
 		t.Skipf("claim 2 needs network namespaces: %v", err)
 	}
 	all := Builtin()

@@ -16,7 +16,7 @@ import (
 	"github.com/locktest/locktest/clusters/local"
 	"github.com/locktest/locktest/history"
 	_ "github.com/locktest/locktest/impls/all"
-	"github.com/locktest/locktest/internal/gate"
+	"github.com/locktest/locktest/testkit/gate"
 )
 
 // The test binary doubles as the worker program: with this variable set it
@@ -35,18 +35,18 @@ func TestMain(m *testing.M) {
 
 // testPool starts a redis-server, a store and n workers of impl, all
 // stopped at the end of the test.
-func testPool(t *testing.T, impl string, n int) (*Pool, *history.Recorder, *local.KindCluster, history.Clock) {
+func testPool(t *testing.T, impl string, n int) (*Pool, *history.Recorder, *local.Processes, history.Clock) {
 	t.Helper()
 	return testPoolWith(t, impl, n, nil)
 }
 
 // testPoolWith is testPool with the pool's config changed by edit first.
-func testPoolWith(t *testing.T, impl string, n int, edit func(*PoolConfig)) (*Pool, *history.Recorder, *local.KindCluster, history.Clock) {
+func testPoolWith(t *testing.T, impl string, n int, edit func(*PoolConfig)) (*Pool, *history.Recorder, *local.Processes, history.Clock) {
 	t.Helper()
 	gate.Need(t, "redis-server")
 	dir := t.TempDir()
 	ctx := context.Background()
-	cl, err := local.NewKindCluster("redis", local.Options{Dir: dir})
+	cl, err := local.NewProcesses("redis", local.Options{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +179,7 @@ func TestPoolSkewsAWorkersWallClock(t *testing.T) {
 // may have had its answer already, on its way to the recorder; under
 // stress-ng, one whose worker then died was rightly recorded ok). It
 // returns the node.
-func freezeNode(ctx context.Context, t *testing.T, cl *local.KindCluster, clock history.Clock, rec *history.Recorder, p int) clusters.Node {
+func freezeNode(ctx context.Context, t *testing.T, cl *local.Processes, clock history.Clock, rec *history.Recorder, p int) clusters.Node {
 	t.Helper()
 	node := cl.Nodes()[0]
 	if err := cl.Pause(ctx, node); err != nil {

@@ -68,11 +68,11 @@ type Driver[N any] interface {
 // hold a run's end.
 const collectTimeout = 30 * time.Second
 
-// Cluster is a backend's nodes on a provider's hosts: what the local,
+// Deployment is a backend's nodes on a provider's hosts: what the local,
 // docker and ssh providers' clusters share, written once over each one's
 // Driver. It keeps the nodes in the layout's order and the formation
 // (Roster), reads roles and targets as every provider does (NodeRoles),
-// and implements clusters.Cluster, Killer, GroupRestarter, Pauser and
+// and implements clusters.Deployment, Killer, GroupRestarter, Pauser and
 // LogCollector. A provider's cluster embeds it and adds its own
 // abilities (its power cuts, its network, its clocks), which reach a node
 // under the same lock through With.
@@ -85,7 +85,7 @@ const collectTimeout = 30 * time.Second
 // not wait for a restart. A whole cluster that restarts together (every
 // member of a quorum system after a power loss) does so in one
 // RestartNodes, which waits for them as a whole.
-type Cluster[N any] struct {
+type Deployment[N any] struct {
 	// NodeRoles reads the nodes' roles and picks a process fault's
 	// targets, as on every provider.
 	NodeRoles
@@ -100,20 +100,20 @@ type Cluster[N any] struct {
 }
 
 var (
-	_ clusters.Cluster        = (*Cluster[int])(nil)
-	_ clusters.Killer         = (*Cluster[int])(nil)
-	_ clusters.GroupRestarter = (*Cluster[int])(nil)
-	_ clusters.Pauser         = (*Cluster[int])(nil)
-	_ clusters.LogCollector   = (*Cluster[int])(nil)
-	_ clusters.RoleReader     = (*Cluster[int])(nil)
-	_ clusters.Targeter       = (*Cluster[int])(nil)
+	_ clusters.Cluster        = (*Deployment[int])(nil)
+	_ clusters.Killer         = (*Deployment[int])(nil)
+	_ clusters.GroupRestarter = (*Deployment[int])(nil)
+	_ clusters.Pauser         = (*Deployment[int])(nil)
+	_ clusters.LogCollector   = (*Deployment[int])(nil)
+	_ clusters.RoleReader     = (*Deployment[int])(nil)
+	_ clusters.Targeter       = (*Deployment[int])(nil)
 )
 
 // NewCluster returns the cluster of layout l on provider's hosts
 // ("local", "docker", "ssh"), not started: nodes are the provider's nodes,
 // one for each of l.Nodes and in their order, as d drives them.
-func NewCluster[N any](provider string, l Layout, nodes []N, d Driver[N]) *Cluster[N] {
-	c := &Cluster[N]{drv: d, prefix: provider + " " + l.Backend, nodes: nodes}
+func NewCluster[N any](provider string, l Layout, nodes []N, d Driver[N]) *Deployment[N] {
+	c := &Deployment[N]{drv: d, prefix: provider + " " + l.Backend, nodes: nodes}
 	for _, n := range nodes {
 		c.names = append(c.names, d.Node(n).Name)
 	}
@@ -123,7 +123,7 @@ func NewCluster[N any](provider string, l Layout, nodes []N, d Driver[N]) *Clust
 
 // Nodes returns the nodes in order, each with its address, its log and
 // the role it had when the cluster was last seen formed (Roster.Role).
-func (c *Cluster[N]) Nodes() []clusters.Node {
+func (c *Deployment[N]) Nodes() []clusters.Node {
 	out := make([]clusters.Node, len(c.nodes))
 	for i, n := range c.nodes {
 		out[i] = c.drv.Node(n)
@@ -134,7 +134,7 @@ func (c *Cluster[N]) Nodes() []clusters.Node {
 
 // Pids returns each node's pid on its host, by name: 0 for a node that
 // is not running.
-func (c *Cluster[N]) Pids() map[string]int {
+func (c *Deployment[N]) Pids() map[string]int {
 	m := make(map[string]int, len(c.nodes))
 	for i, n := range c.nodes {
 		m[c.names[i]] = c.drv.Pid(n)
@@ -147,7 +147,7 @@ func (c *Cluster[N]) Pids() map[string]int {
 // sentinels, a redis-cluster created and healthy; the nodes of the other
 // backends all at once). When it fails, it stops every node it started,
 // leaving their logs, and returns the error, which names the node.
-func (c *Cluster[N]) Start(ctx context.Context) error {
+func (c *Deployment[N]) Start(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	err := c.roster.Form(ctx, c.Layout, Formation{
@@ -172,20 +172,20 @@ func (c *Cluster[N]) Start(ctx context.Context) error {
 const failedStartStop = time.Minute
 
 // named returns the nodes called names, in the layout's order.
-func (c *Cluster[N]) named(names []string) []N {
+func (c *Deployment[N]) named(names []string) []N {
 	return Named(c.nodes, func(n N) string { return c.drv.Node(n).Name }, names)
 }
 
 // Stop stops every node, all at once (Driver.Stop), and returns once each
 // is gone. It is idempotent; an error names each node it could not stop.
-func (c *Cluster[N]) Stop(ctx context.Context) error {
+func (c *Deployment[N]) Stop(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.stopAll(ctx)
 }
 
 // stopAll is Stop with c.mu held.
-func (c *Cluster[N]) stopAll(ctx context.Context) error {
+func (c *Deployment[N]) stopAll(ctx context.Context) error {
 	errs := make([]error, len(c.nodes))
 	var wg sync.WaitGroup
 	for i, n := range c.nodes {
@@ -198,7 +198,7 @@ func (c *Cluster[N]) stopAll(ctx context.Context) error {
 // Kill kills the node's server with SIGKILL and returns once it is gone;
 // its data stays for Restart. Killing a node that is not running does
 // nothing.
-func (c *Cluster[N]) Kill(ctx context.Context, node clusters.Node) error {
+func (c *Deployment[N]) Kill(ctx context.Context, node clusters.Node) error {
 	return c.With(node, func(n N) error {
 		if c.drv.Pid(n) == 0 {
 			return nil
@@ -209,7 +209,7 @@ func (c *Cluster[N]) Kill(ctx context.Context, node clusters.Node) error {
 
 // Restart starts the node again, if it is not running (Driver.Restart),
 // on its data, ports and address, and returns once it serves.
-func (c *Cluster[N]) Restart(ctx context.Context, node clusters.Node) error {
+func (c *Deployment[N]) Restart(ctx context.Context, node clusters.Node) error {
 	return c.With(node, func(n N) error { return c.drv.Restart(ctx, []N{n}) })
 }
 
@@ -218,7 +218,7 @@ func (c *Cluster[N]) Restart(ctx context.Context, node clusters.Node) error {
 // Raft or ZAB cluster whose every member lost its power serves again only
 // once a majority is back, which restarts one at a time under the lock
 // would never see.
-func (c *Cluster[N]) RestartNodes(ctx context.Context, nodes []clusters.Node) error {
+func (c *Deployment[N]) RestartNodes(ctx context.Context, nodes []clusters.Node) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	ns := make([]N, 0, len(nodes))
@@ -234,7 +234,7 @@ func (c *Cluster[N]) RestartNodes(ctx context.Context, nodes []clusters.Node) er
 
 // Pause freezes the node's server and returns once its host shows it
 // stopped. Pausing a node that is not running is an error.
-func (c *Cluster[N]) Pause(ctx context.Context, node clusters.Node) error {
+func (c *Deployment[N]) Pause(ctx context.Context, node clusters.Node) error {
 	return c.With(node, func(n N) error {
 		if c.drv.Pid(n) == 0 {
 			return fmt.Errorf("%s: pause %s: the node is not running", c.prefix, node.Name)
@@ -245,7 +245,7 @@ func (c *Cluster[N]) Pause(ctx context.Context, node clusters.Node) error {
 
 // Resume thaws the node's server. Resuming a node that is not paused, or
 // not running, does nothing.
-func (c *Cluster[N]) Resume(ctx context.Context, node clusters.Node) error {
+func (c *Deployment[N]) Resume(ctx context.Context, node clusters.Node) error {
 	return c.With(node, func(n N) error {
 		if c.drv.Pid(n) == 0 {
 			return nil
@@ -257,7 +257,7 @@ func (c *Cluster[N]) Resume(ctx context.Context, node clusters.Node) error {
 // CollectLogs writes each node's log to dir/<name>.log, creating dir, in
 // at most collectTimeout. Nodes that never started, and so have no log,
 // are skipped; an error names each log it could not write.
-func (c *Cluster[N]) CollectLogs(dir string) error {
+func (c *Deployment[N]) CollectLogs(dir string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -277,7 +277,7 @@ func (c *Cluster[N]) CollectLogs(dir string) error {
 
 // With calls f with the node called node.Name, holding the cluster's
 // lock: how a provider's own abilities (a power cut) change a node.
-func (c *Cluster[N]) With(node clusters.Node, f func(n N) error) error {
+func (c *Deployment[N]) With(node clusters.Node, f func(n N) error) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n, err := c.Find(node)
@@ -289,7 +289,7 @@ func (c *Cluster[N]) With(node clusters.Node, f func(n N) error) error {
 
 // Find returns the node called node.Name, without the lock (the list of
 // nodes never changes), or an error naming the cluster and the name.
-func (c *Cluster[N]) Find(node clusters.Node) (N, error) {
+func (c *Deployment[N]) Find(node clusters.Node) (N, error) {
 	if i := slices.Index(c.names, node.Name); i >= 0 {
 		return c.nodes[i], nil
 	}

@@ -117,7 +117,7 @@ func (d *bookDriver) CollectLog(ctx context.Context, n *bookNode, path string) e
 }
 
 // bookCluster returns a Cluster of b's default layout over a bookDriver.
-func bookCluster(t *testing.T, b string) (*Cluster[*bookNode], *bookDriver) {
+func bookCluster(t *testing.T, b string) (*Deployment[*bookNode], *bookDriver) {
 	t.Helper()
 	l, err := NewLayout(b, 0, nil)
 	if err != nil {

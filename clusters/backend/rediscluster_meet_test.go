@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/clusters"
-	"github.com/locktest/locktest/internal/gate"
+	"github.com/locktest/locktest/testkit/gate"
 )
 
 // A node that stalls right after the CLUSTER MEETs, past the node timeout,

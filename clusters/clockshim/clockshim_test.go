@@ -17,7 +17,7 @@ import (
 	"github.com/locktest/locktest/clusters/backend"
 	"github.com/locktest/locktest/clusters/durable"
 	"github.com/locktest/locktest/clusters/local"
-	"github.com/locktest/locktest/internal/gate"
+	"github.com/locktest/locktest/testkit/gate"
 )
 
 func build(t *testing.T) (*Clocks, string) {
@@ -112,7 +112,7 @@ func TestRedisUnderTheShim(t *testing.T) {
 	gate.Need(t, "redis-server")
 	c, _ := build(t)
 	ctx := context.Background()
-	cl, err := local.NewKindCluster("redis", local.Options{Dir: t.TempDir(), NodeEnv: func(n string) []string {
+	cl, err := local.NewProcesses("redis", local.Options{Dir: t.TempDir(), NodeEnv: func(n string) []string {
 		env, err := c.Env(n)
 		if err != nil {
 			t.Error(err)
@@ -308,7 +308,7 @@ func TestEverysecKillLosesAWriteMadeDuringTheFsync(t *testing.T) {
 		// the node starts without it and is restarted with it on its
 		// files, which a restart only reads.
 		slow := false
-		cl, err := local.NewKindCluster("redis", local.Options{Dir: t.TempDir(), Persistence: backend.PersistenceEverysec,
+		cl, err := local.NewProcesses("redis", local.Options{Dir: t.TempDir(), Persistence: backend.PersistenceEverysec,
 			NodeEnv: func(n string) []string {
 				env, err := c.Env(n)
 				if err != nil {

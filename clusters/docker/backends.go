@@ -18,7 +18,7 @@ type containerKind struct {
 	// readyTimeout bounds a start, all nodes of the kind together.
 	readyTimeout time.Duration
 	// container returns how to run node n.
-	container func(c *Cluster, n *node) (containerSpec, error)
+	container func(c *Containers, n *node) (containerSpec, error)
 	// several is set for a server of several processes (PostgreSQL's
 	// postmaster and a backend per connection): a pause freezes the whole
 	// container (the cgroup freezer, `docker pause`), as a SIGSTOP of its
@@ -76,7 +76,7 @@ func launchKind(k *backend.Kind) *containerKind {
 		port:         k.Ports[0].Base,
 		readyTimeout: k.ReadyTimeout,
 		several:      k.Several,
-		container: func(c *Cluster, n *node) (containerSpec, error) {
+		container: func(c *Containers, n *node) (containerSpec, error) {
 			placed := func(m *node) backend.Placed {
 				pk := backend.Kinds()[m.kind]
 				var ports []int

@@ -1,7 +1,7 @@
 // Package docker is the cluster provider that runs the nodes of a lock
 // service as Docker containers, beside the local
 // provider's processes. A run gets a user-defined bridge network of its own
-// (a [Lab]); each node is a container on it with a fixed address, created,
+// (a [Network]); each node is a container on it with a fixed address, created,
 // started and waited for with testcontainers-go. The faults go below
 // testcontainers, through the Docker API (github.com/moby/moby/client) and
 // the container's host pid: SIGSTOP and SIGCONT for pauses, SIGKILL and a
@@ -12,7 +12,7 @@
 //
 // The connection to the engine is clusters/engine's: everything a run
 // creates carries the run's labels ([engine.OwnerLabels]) and is removed at
-// the run's end ([Lab.Close]); [engine.Engine.Cleanup] removes what a
+// the run's end ([Network.Close]); [engine.Engine.Cleanup] removes what a
 // driver that was killed outright left.
 //
 // Images are the official ones by name and tag unless the run names others
@@ -75,7 +75,7 @@ type Options struct {
 	// Dir/nodes/<n>/container.log.
 	Dir string
 	// Lab is the run's network; the cluster registers its nodes there.
-	Lab *Lab
+	Lab *Network
 	// Image is the image every node runs (see images.Resolve).
 	Image images.Image
 	// Persistence is the durability of backends that have a setting for it
@@ -98,20 +98,20 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Cluster is the nodes of one backend as containers on a Lab's network,
+// Containers is the nodes of one backend as containers on a Lab's network,
 // each with a fixed address, started and waited for with testcontainers-go.
-// It is a backend.Cluster over this provider's driver: a
-// clusters.Cluster, Killer, GroupRestarter, Pauser, LogCollector,
+// It is a backend.Containers over this provider's driver: a
+// clusters.Containers, Killer, GroupRestarter, Pauser, LogCollector,
 // RoleReader and Targeter; with Options.SyncRecords it is a PowerCutter
 // too. Its methods are safe for concurrent use; each that starts, stops
 // or changes a node holds the cluster's lock for its whole duration.
-type Cluster struct {
+type Containers struct {
 	// Cluster is the nodes as every provider runs them (their lock,
 	// formation, roles and targets), over this provider's driver.
-	*backend.Cluster[*node]
+	*backend.Deployment[*node]
 
 	layout backend.Layout
-	lab    *Lab
+	lab    *Network
 	image  images.Image
 	opts   Options
 	log    *slog.Logger
@@ -119,13 +119,13 @@ type Cluster struct {
 }
 
 var (
-	_ clusters.Cluster        = (*Cluster)(nil)
-	_ clusters.Killer         = (*Cluster)(nil)
-	_ clusters.GroupRestarter = (*Cluster)(nil)
-	_ clusters.Pauser         = (*Cluster)(nil)
-	_ clusters.LogCollector   = (*Cluster)(nil)
-	_ clusters.RoleReader     = (*Cluster)(nil)
-	_ clusters.Targeter       = (*Cluster)(nil)
+	_ clusters.Cluster        = (*Containers)(nil)
+	_ clusters.Killer         = (*Containers)(nil)
+	_ clusters.GroupRestarter = (*Containers)(nil)
+	_ clusters.Pauser         = (*Containers)(nil)
+	_ clusters.LogCollector   = (*Containers)(nil)
+	_ clusters.RoleReader     = (*Containers)(nil)
+	_ clusters.Targeter       = (*Containers)(nil)
 )
 
 // node is one container of a cluster.
@@ -197,7 +197,7 @@ func Backends() []string { return backend.All() }
 // New checks opts and returns a cluster that has not started yet: the
 // backend's layout (backend.NewLayout), each node with an address of its
 // own on the lab's network.
-func New(opts Options) (*Cluster, error) {
+func New(opts Options) (*Containers, error) {
 	if opts.Lab == nil {
 		return nil, errors.New("docker provider: Options.Lab (the run's network) is required")
 	}
@@ -219,7 +219,7 @@ func New(opts Options) (*Cluster, error) {
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
-	c := &Cluster{layout: layout, lab: opts.Lab, image: opts.Image, opts: opts, log: lg}
+	c := &Containers{layout: layout, lab: opts.Lab, image: opts.Image, opts: opts, log: lg}
 	for _, spec := range layout.Nodes {
 		k := kinds[spec.Kind]
 		ip, err := opts.Lab.allocIP()
@@ -231,12 +231,12 @@ func New(opts Options) (*Cluster, error) {
 		c.nodes = append(c.nodes, n)
 		opts.Lab.register(n)
 	}
-	c.Cluster = backend.NewCluster("docker", layout, c.nodes, driver{c})
+	c.Deployment = backend.NewCluster("docker", layout, c.nodes, driver{c})
 	return c, nil
 }
 
 // Image returns the image the nodes run.
-func (c *Cluster) Image() images.Image { return c.image }
+func (c *Containers) Image() images.Image { return c.image }
 
 // readyTimeout is the longest start bound of the kinds of ns.
 func readyTimeout(ns []*node) time.Duration {
@@ -250,7 +250,7 @@ func readyTimeout(ns []*node) time.Duration {
 // startGroup creates the containers of ns that do not exist yet, starts
 // those not running, all at once, and returns once each is ready. The
 // cluster's lock must be held.
-func (c *Cluster) startGroup(ctx context.Context, ns []*node) error {
+func (c *Containers) startGroup(ctx context.Context, ns []*node) error {
 	var todo []*node
 	for _, n := range ns {
 		if _, err := n.hostPid(ctx); err == nil {
@@ -278,7 +278,7 @@ func (c *Cluster) startGroup(ctx context.Context, ns []*node) error {
 }
 
 // create creates n's container without starting it.
-func (c *Cluster) create(ctx context.Context, n *node) error {
+func (c *Containers) create(ctx context.Context, n *node) error {
 	if err := os.MkdirAll(n.dir, 0o755); err != nil {
 		return fmt.Errorf("docker %s: node %s: %w", c.opts.Backend, n.name, err)
 	}
@@ -362,7 +362,7 @@ func (c *Cluster) create(ctx context.Context, n *node) error {
 const createTimeout = time.Minute
 
 // pullHint tells how to get the cluster's image when the engine lacks it.
-func (c *Cluster) pullHint() string {
+func (c *Containers) pullHint() string {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if _, err := c.lab.e.Client().ImageInspect(ctx, c.image.Ref); err == nil || !engine.IsNotFound(err) {
@@ -372,7 +372,7 @@ func (c *Cluster) pullHint() string {
 }
 
 // startNode starts n's container and waits until it is ready.
-func (c *Cluster) startNode(ctx context.Context, n *node) error {
+func (c *Containers) startNode(ctx context.Context, n *node) error {
 	n.mu.Lock()
 	ctr := n.c
 	n.mu.Unlock()
@@ -392,7 +392,7 @@ func (c *Cluster) startNode(ctx context.Context, n *node) error {
 }
 
 // tail returns the last lines of n's container output.
-func (c *Cluster) tail(n *node, lines int) string {
+func (c *Containers) tail(n *node, lines int) string {
 	id := n.id()
 	if id == "" {
 		return ""
@@ -419,7 +419,7 @@ func containerLogs(ctx context.Context, cli *client.Client, id, tail string, w i
 
 // remove removes n's container, if any, killing it first. An error names
 // the container left behind, which `locktest cleanup` removes later.
-func (c *Cluster) remove(ctx context.Context, n *node) error {
+func (c *Containers) remove(ctx context.Context, n *node) error {
 	id := n.id()
 	if id == "" {
 		return nil
@@ -438,7 +438,7 @@ func (c *Cluster) remove(ctx context.Context, n *node) error {
 // driver is the docker provider's backend.Driver: a node is a container
 // on the run's network, which it starts with testcontainers-go and
 // signals through the Docker API and the container's host pid.
-type driver struct{ c *Cluster }
+type driver struct{ c *Containers }
 
 var _ backend.Driver[*node] = driver{}
 
@@ -500,7 +500,7 @@ func (d driver) Stop(ctx context.Context, n *node) error {
 func (d driver) Kill(ctx context.Context, n *node) error { return d.c.kill(ctx, n) }
 
 // kill is Kill of n; the cluster's lock must be held.
-func (c *Cluster) kill(ctx context.Context, n *node) error {
+func (c *Containers) kill(ctx context.Context, n *node) error {
 	pid, err := n.hostPid(ctx)
 	if err != nil {
 		return nil

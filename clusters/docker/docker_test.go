@@ -69,7 +69,7 @@ func needImage(t *testing.T, e *engine.Engine, backend string) images.Image {
 
 // newLab makes a run network and checks at the test's end that nothing of
 // the run is left.
-func newLab(t *testing.T, e *engine.Engine) *Lab {
+func newLab(t *testing.T, e *engine.Engine) *Network {
 	t.Helper()
 	l, err := NewLab(context.Background(), e)
 	if err != nil {
@@ -87,7 +87,7 @@ func newLab(t *testing.T, e *engine.Engine) *Lab {
 // startCluster starts nodes containers of backend on a lab of their own,
 // stopped when the test ends; it skips the test without an engine or the
 // backend's image.
-func startCluster(t *testing.T, backend string, nodes int) *Cluster {
+func startCluster(t *testing.T, backend string, nodes int) *Containers {
 	t.Helper()
 	e := dockertest.Engine(t)
 	img := needImage(t, e, backend)

@@ -24,15 +24,15 @@ const (
 )
 
 var (
-	_ clusters.PowerCutter    = (*Cluster)(nil)
-	_ clusters.GroupRestarter = (*Cluster)(nil)
+	_ clusters.PowerCutter    = (*Containers)(nil)
+	_ clusters.GroupRestarter = (*Containers)(nil)
 )
 
 // records says whether n's container records its syncs: the run asked
 // for it (Options.SyncRecords) and the backend's nodes can (a C server
 // under the clock shim, a server of the node program under its sync
 // tracer).
-func (c *Cluster) records() bool { return c.PowerCutReason() == "" }
+func (c *Containers) records() bool { return c.PowerCutReason() == "" }
 
 // hostData and hostSyncs are the folders on this host that n's container
 // sees as its data directory and as syncDir, when it records its syncs.
@@ -42,7 +42,7 @@ func (n *node) hostSyncs() string { return filepath.Join(n.dir, "syncs") }
 // syncMounts returns the bind mounts and the environment of n's container
 // when the cluster records syncs: its data directory and its record's
 // folder from n's folder on this host.
-func (c *Cluster) syncMounts(n *node) (binds []string, env map[string]string, err error) {
+func (c *Containers) syncMounts(n *node) (binds []string, env map[string]string, err error) {
 	if !c.records() {
 		return nil, nil, nil
 	}
@@ -59,7 +59,7 @@ func (c *Cluster) syncMounts(n *node) (binds []string, env map[string]string, er
 // the run must have asked for sync records (Options.SyncRecords), the
 // backend's nodes must record them (backend.Layout.SyncRecordReason), and
 // a C server needs the clock shim (Options.Shim), which records them.
-func (c *Cluster) PowerCutReason() string {
+func (c *Containers) PowerCutReason() string {
 	switch why := c.layout.SyncRecordReason(); {
 	case why != "":
 		return why
@@ -76,7 +76,7 @@ func (c *Cluster) PowerCutReason() string {
 // elsewhere (a Docker daemon on another machine bind-mounts its own
 // folders), or nothing recorded its syncs, and a cut would cut what it
 // synced.
-func (c *Cluster) record(n *node) (string, error) {
+func (c *Containers) record(n *node) (string, error) {
 	record := filepath.Join(n.hostSyncs(), filepath.Base(syncRecord))
 	if _, err := os.Stat(record); errors.Is(err, fs.ErrNotExist) {
 		return "", fmt.Errorf("docker %s: node %s has no sync record %s on this host: neither the clock shim nor the node program's sync tracer wrote one into the container's bind mount (is the Docker daemon on another machine?)", c.opts.Backend, n.name, record)
@@ -86,7 +86,7 @@ func (c *Cluster) record(n *node) (string, error) {
 
 // plan returns the cuts a power loss would make to n's data directory
 // now, from its record (record).
-func (c *Cluster) plan(n *node) ([]durable.Cut, error) {
+func (c *Containers) plan(n *node) ([]durable.Cut, error) {
 	record, err := c.record(n)
 	if err != nil {
 		return nil, err
@@ -96,7 +96,7 @@ func (c *Cluster) plan(n *node) ([]durable.Cut, error) {
 
 // Unsynced returns how many bytes of the node's data files a power cut
 // would lose now.
-func (c *Cluster) Unsynced(ctx context.Context, target clusters.Node) (int64, error) {
+func (c *Containers) Unsynced(ctx context.Context, target clusters.Node) (int64, error) {
 	var lost int64
 	err := c.With(target, func(n *node) error {
 		if why := c.PowerCutReason(); why != "" {
@@ -115,7 +115,7 @@ func (c *Cluster) Unsynced(ctx context.Context, target clusters.Node) (int64, er
 // this host, is cut back to the size its last sync covered (a file never
 // synced, to nothing). It refuses, changing nothing, a node whose sync
 // record is missing. Restart starts the container again on the cut files.
-func (c *Cluster) CutPower(ctx context.Context, target clusters.Node) ([]clusters.FileCut, error) {
+func (c *Containers) CutPower(ctx context.Context, target clusters.Node) ([]clusters.FileCut, error) {
 	var out []clusters.FileCut
 	err := c.With(target, func(n *node) error {
 		if why := c.PowerCutReason(); why != "" {
@@ -147,7 +147,7 @@ func (c *Cluster) CutPower(ctx context.Context, target clusters.Node) ([]cluster
 // reading its files on this host every few milliseconds), and then cuts
 // its power (CutPower); at the end of within it cuts all the same. An
 // error of the wait wraps clusters.ErrUntouched.
-func (c *Cluster) CutPowerOnWrite(ctx context.Context, target clusters.Node, within time.Duration) ([]clusters.FileCut, error) {
+func (c *Containers) CutPowerOnWrite(ctx context.Context, target clusters.Node, within time.Duration) ([]clusters.FileCut, error) {
 	n, err := c.Find(target)
 	if err == nil {
 		if why := c.PowerCutReason(); why != "" {

@@ -14,7 +14,7 @@ import (
 // syncs (Options.SyncRecords): locktest's node program in the image runs
 // each server under its sync tracer, in a container under Docker's
 // default seccomp profile.
-func startTraced(t *testing.T, b string) *Cluster {
+func startTraced(t *testing.T, b string) *Containers {
 	t.Helper()
 	e := dockertest.Engine(t)
 	img := needImage(t, e, b)
@@ -73,7 +73,7 @@ func TestPowerCutReason(t *testing.T) {
 			t.Fatal(err)
 		}
 		tc.opts.Backend = tc.backend
-		c := &Cluster{layout: l, opts: tc.opts}
+		c := &Containers{layout: l, opts: tc.opts}
 		got := c.PowerCutReason()
 		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
 			t.Errorf("%s %+v: PowerCutReason() = %q, want %q", tc.backend, tc.opts, got, tc.want)

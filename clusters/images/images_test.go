@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/locktest/locktest/internal/gate"
+	"github.com/locktest/locktest/testkit/gate"
 	"github.com/locktest/locktest/testkit/dockertest"
 )
 

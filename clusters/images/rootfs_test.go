@@ -13,7 +13,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/locktest/locktest/internal/gate"
+	"github.com/locktest/locktest/testkit/gate"
 )
 
 func TestParseLdd(t *testing.T) {

@@ -61,7 +61,7 @@ func (m *member) setProc(p *proc) {
 // driver is the local provider's backend.Driver: a node is a process of
 // this host (in its Host's network namespace, when it has one), or a tree
 // of them (a SQL server), which it signals by pid.
-type driver struct{ c *KindCluster }
+type driver struct{ c *Processes }
 
 var _ backend.Driver[*kindNode] = driver{}
 
@@ -84,7 +84,7 @@ func (d driver) Pid(n *kindNode) int {
 }
 
 // Start starts those of ns that are not running, all at once
-// (KindCluster.startGroup).
+// (Processes.startGroup).
 func (d driver) Start(ctx context.Context, ns []*kindNode) error { return d.c.startStopped(ctx, ns) }
 
 // Restart is Start: a node's first start and its restarts differ in what

@@ -14,7 +14,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/locktest/locktest/internal/gate"
+	"github.com/locktest/locktest/testkit/gate"
 )
 
 // sqlBackend is one SQL server under test, on the generic cluster: its
@@ -61,9 +61,9 @@ func mysqlDB(addr string) *sql.DB {
 }
 
 // startSQL starts b in a fresh directory and stops it when the test ends.
-func startSQL(t *testing.T, b sqlBackend) *KindCluster {
+func startSQL(t *testing.T, b sqlBackend) *Processes {
 	t.Helper()
-	c, err := NewKindCluster(b.name, Options{Dir: t.TempDir()})
+	c, err := NewProcesses(b.name, Options{Dir: t.TempDir()})
 	if err != nil {
 		t.Skipf("%v (make setup)", err)
 	}
@@ -196,7 +196,7 @@ func testSQLStartFailures(t *testing.T, b sqlBackend, badData func(t *testing.T,
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
 			tt.setup(t, dir)
-			c, err := NewKindCluster(b.name, Options{Dir: dir})
+			c, err := NewProcesses(b.name, Options{Dir: dir})
 			if err != nil {
 				t.Skipf("%v (make setup)", err)
 			}
@@ -263,7 +263,7 @@ func TestMariaDBStartFailures(t *testing.T) {
 }
 
 func TestMariaDBMissingBinary(t *testing.T) {
-	_, err := NewKindCluster("mysql", Options{Dir: t.TempDir(), Params: map[string]string{"mariadbd": "/nonexistent/mariadbd"}})
+	_, err := NewProcesses("mysql", Options{Dir: t.TempDir(), Params: map[string]string{"mariadbd": "/nonexistent/mariadbd"}})
 	if err == nil || !strings.Contains(err.Error(), "/nonexistent/mariadbd") || !strings.Contains(err.Error(), "node n1") {
 		t.Fatalf("err = %v, want it to name the missing program", err)
 	}

@@ -83,7 +83,7 @@ func TestPostgresStartFailures(t *testing.T) {
 }
 
 func TestPostgresMissingBinary(t *testing.T) {
-	_, err := NewKindCluster("postgres", Options{Dir: t.TempDir(), Params: map[string]string{"postgres": "/nonexistent/postgres"}})
+	_, err := NewProcesses("postgres", Options{Dir: t.TempDir(), Params: map[string]string{"postgres": "/nonexistent/postgres"}})
 	if err == nil || !strings.Contains(err.Error(), "/nonexistent/postgres") || !strings.Contains(err.Error(), "node n1") {
 		t.Fatalf("err = %v, want it to name the missing program", err)
 	}

@@ -21,16 +21,16 @@ const syncRecordName = "syncs.log"
 // cut power.
 const noSyncRecords = "its nodes do not record what they sync: the local provider has them record it (C servers under the clock shim, the servers of locktest's node program under its sync tracer) when a run's faults include power-loss"
 
-var _ clusters.PowerCutter = (*KindCluster)(nil)
+var _ clusters.PowerCutter = (*Processes)(nil)
 
 // PowerCutReason says why the cluster cannot cut its nodes' power: "" when
 // they record their syncs (Options.TrackSyncs, on a backend whose nodes
 // can: backend.Layout.SyncRecordReason).
-func (r *KindCluster) PowerCutReason() string { return r.powerWhy }
+func (r *Processes) PowerCutReason() string { return r.powerWhy }
 
 // Unsynced returns how many bytes of the node's data directory a power cut
 // would lose now: what it wrote beyond the size of each file's last sync.
-func (r *KindCluster) Unsynced(ctx context.Context, node clusters.Node) (int64, error) {
+func (r *Processes) Unsynced(ctx context.Context, node clusters.Node) (int64, error) {
 	var lost int64
 	err := r.With(node, func(n *kindNode) error {
 		cuts, err := r.plan(n)
@@ -47,7 +47,7 @@ func (r *KindCluster) Unsynced(ctx context.Context, node clusters.Node) (int64, 
 // is not running is only cut. Its folder's other files (redis.conf, the log)
 // are the harness's, and stay. It refuses, changing nothing, a node whose
 // sync record is missing or unreadable: it would cut what was synced.
-func (r *KindCluster) CutPower(ctx context.Context, node clusters.Node) ([]clusters.FileCut, error) {
+func (r *Processes) CutPower(ctx context.Context, node clusters.Node) ([]clusters.FileCut, error) {
 	var out []clusters.FileCut
 	err := r.With(node, func(n *kindNode) error {
 		if r.powerWhy != "" {
@@ -84,7 +84,7 @@ func (r *KindCluster) CutPower(ctx context.Context, node clusters.Node) ([]clust
 // reading its files here every few milliseconds), and then cuts its power
 // (CutPower); at the end of within it cuts all the same. An error of the
 // wait wraps clusters.ErrUntouched.
-func (r *KindCluster) CutPowerOnWrite(ctx context.Context, node clusters.Node, within time.Duration) ([]clusters.FileCut, error) {
+func (r *Processes) CutPowerOnWrite(ctx context.Context, node clusters.Node, within time.Duration) ([]clusters.FileCut, error) {
 	var dir string
 	if err := r.With(node, func(n *kindNode) error {
 		if r.powerWhy != "" {
@@ -110,7 +110,7 @@ func (r *KindCluster) CutPowerOnWrite(ctx context.Context, node clusters.Node, w
 
 // plan returns the cuts a power loss would make to n's data directory now.
 // r.mu must be held.
-func (r *KindCluster) plan(n *kindNode) ([]durable.Cut, error) {
+func (r *Processes) plan(n *kindNode) ([]durable.Cut, error) {
 	if n.syncs == nil {
 		return nil, fmt.Errorf("%s: %s: %s", r.kind, n.name, r.powerWhy)
 	}

@@ -17,11 +17,11 @@ import (
 // startTracked starts a cluster of backend b whose nodes record their
 // syncs: locktest's node program (here the test binary) runs them under
 // its sync tracer.
-func startTracked(t *testing.T, b string, params map[string]string) *KindCluster {
+func startTracked(t *testing.T, b string, params map[string]string) *Processes {
 	t.Helper()
 	exe, env := testexe.Node()
 	c, err := New(b, Options{Dir: t.TempDir(), Exe: exe, ExeEnv: env, TrackSyncs: true, Params: params})
-	kc, _ := c.(*KindCluster)
+	kc, _ := c.(*Processes)
 	testcluster.Started(t, c, err)
 	if why := kc.PowerCutReason(); why != "" {
 		t.Fatalf("a tracked %s cannot cut power: %s", b, why)
@@ -31,12 +31,12 @@ func startTracked(t *testing.T, b string, params map[string]string) *KindCluster
 
 // restartAll restarts every node at once (RestartNodes); a cluster that
 // needs a quorum serves only when enough are back.
-func restartAll(ctx context.Context, c *KindCluster) error {
+func restartAll(ctx context.Context, c *Processes) error {
 	return c.RestartNodes(ctx, c.Nodes())
 }
 
 // recordLines counts the lines of every node's sync record.
-func recordLines(t *testing.T, c *KindCluster) int {
+func recordLines(t *testing.T, c *Processes) int {
 	t.Helper()
 	lines := 0
 	for _, n := range c.nodes {

@@ -65,7 +65,7 @@ func waitFor(t *testing.T, what string, cond func() (bool, error)) {
 }
 
 // aofSize is the size of n's incremental AOF now.
-func aofSize(t *testing.T, r *KindCluster) int64 {
+func aofSize(t *testing.T, r *Processes) int64 {
 	t.Helper()
 	st, err := os.Stat(filepath.Join(r.nodes[0].dataDir(), incrAOF))
 	if err != nil {

@@ -17,18 +17,18 @@ import (
 
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/backend"
-	"github.com/locktest/locktest/internal/gate"
+	"github.com/locktest/locktest/testkit/gate"
 )
 
 // startRedis starts a cluster in a fresh temporary directory and stops it
 // when the test ends.
-func startRedis(t *testing.T, opts Options) *KindCluster {
+func startRedis(t *testing.T, opts Options) *Processes {
 	t.Helper()
 	gate.Need(t, "redis-server")
 	if opts.Dir == "" {
 		opts.Dir = t.TempDir()
 	}
-	r, err := NewKindCluster(backend.Redis, opts)
+	r, err := NewProcesses(backend.Redis, opts)
 	return started(t, r, err, 15*time.Second)
 }
 
@@ -325,8 +325,8 @@ func TestOptionErrors(t *testing.T) {
 		{Dir: "x", Nodes: -1},
 		{Dir: "x", Persistence: "sometimes"},
 	} {
-		if _, err := NewKindCluster(backend.Redis, opts); err == nil {
-			t.Errorf("NewKindCluster(redis, %+v) succeeded", opts)
+		if _, err := NewProcesses(backend.Redis, opts); err == nil {
+			t.Errorf("NewProcesses(redis, %+v) succeeded", opts)
 		}
 	}
 }
@@ -345,7 +345,7 @@ func fakeServer(t *testing.T, script string) {
 // A node that exits during start-up is reported with the end of its log.
 func TestEarlyExitQuotesLog(t *testing.T) {
 	fakeServer(t, "#!/bin/sh\necho 'FATAL CONFIG FILE ERROR: something is wrong' >&2\nexit 1\n")
-	r, err := NewKindCluster(backend.Redis, Options{Dir: t.TempDir()})
+	r, err := NewProcesses(backend.Redis, Options{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -359,7 +359,7 @@ func TestEarlyExitQuotesLog(t *testing.T) {
 // Start gives up when the context ends before the node answers.
 func TestStartTimeout(t *testing.T) {
 	fakeServer(t, "#!/bin/sh\nexec sleep 30\n")
-	r, err := NewKindCluster(backend.Redis, Options{Dir: t.TempDir()})
+	r, err := NewProcesses(backend.Redis, Options{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -396,7 +396,7 @@ func TestPortRaceRetried(t *testing.T) {
 	}
 	t.Cleanup(func() { pickPort = freePort })
 	var logs strings.Builder
-	r, err := NewKindCluster(backend.Redis, Options{Dir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	r, err := NewProcesses(backend.Redis, Options{Dir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,22 +8,22 @@ import (
 
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/backend"
-	"github.com/locktest/locktest/internal/gate"
+	"github.com/locktest/locktest/testkit/gate"
 )
 
 // startRedisCluster starts a Redis Cluster of the default shape on the
 // generic cluster, and stops it when the test ends; it skips the test
 // without redis-server.
-func startRedisCluster(t *testing.T) *KindCluster {
+func startRedisCluster(t *testing.T) *Processes {
 	t.Helper()
 	gate.Need(t, "redis-server")
-	c, err := NewKindCluster(backend.RedisCluster, Options{Dir: t.TempDir()})
+	c, err := NewProcesses(backend.RedisCluster, Options{Dir: t.TempDir()})
 	return started(t, c, err, time.Minute)
 }
 
 // healthy waits until c's cluster is healthy again and returns the roles
 // it then has.
-func healthy(t *testing.T, ctx context.Context, c *KindCluster) map[string]string {
+func healthy(t *testing.T, ctx context.Context, c *Processes) map[string]string {
 	t.Helper()
 	roles, err := backend.WaitRedisClusterHealthy(ctx, func() ([]clusters.Node, map[string]bool) {
 		return c.Nodes(), backend.RunningNodes(c.Pids())

@@ -13,7 +13,7 @@ import (
 )
 
 // etcdRoles reads every member's role with Role; an unreadable one is "?".
-func etcdRoles(e *KindCluster) map[string]string {
+func etcdRoles(e *Processes) map[string]string {
 	out := map[string]string{}
 	for _, n := range e.Nodes() {
 		r, err := e.Role(context.Background(), n)

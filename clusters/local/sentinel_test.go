@@ -11,7 +11,7 @@ import (
 
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/backend"
-	"github.com/locktest/locktest/internal/gate"
+	"github.com/locktest/locktest/testkit/gate"
 )
 
 func skipWithoutSentinel(t *testing.T) {
@@ -23,10 +23,10 @@ func skipWithoutSentinel(t *testing.T) {
 // startSentinel starts a redis-sentinel cluster of nodes data nodes on
 // the generic cluster and stops it when the test ends, checking that the
 // stop left no process behind.
-func startSentinel(t *testing.T, nodes int) *KindCluster {
+func startSentinel(t *testing.T, nodes int) *Processes {
 	t.Helper()
 	skipWithoutSentinel(t)
-	s, err := NewKindCluster(backend.RedisSentinel, Options{Dir: t.TempDir(), Nodes: nodes})
+	s, err := NewProcesses(backend.RedisSentinel, Options{Dir: t.TempDir(), Nodes: nodes})
 	return started(t, s, err, time.Minute)
 }
 

@@ -28,7 +28,7 @@ const shimName = "clockshim.so"
 // loader preloads the library. It returns the environment that puts the
 // node under the shim, or why the host cannot take it; only a failed
 // command (a lost connection) is an error.
-func (cl *Cluster) installShim(ctx context.Context, n *node) (env []string, why string, err error) {
+func (cl *Hosts) installShim(ctx context.Context, n *node) (env []string, why string, err error) {
 	lib := path.Join(path.Dir(n.dir), shimName)
 	file := path.Join(n.dir, "clock")
 	if err := n.conn.Upload(ctx, cl.opts.ClockShim, lib); err != nil {
@@ -66,7 +66,7 @@ func (cl *Cluster) installShim(ctx context.Context, n *node) (env []string, why 
 // ClockReason says why the nodes' clocks cannot be moved (no shim was
 // given, or a host could not preload it), or "" when every node runs
 // under the clock shim. It is meaningful after Start.
-func (cl *Cluster) ClockReason() string {
+func (cl *Hosts) ClockReason() string {
 	if cl.opts.ClockShim == "" {
 		return "the run has no clock shim"
 	}
@@ -79,7 +79,7 @@ func (cl *Cluster) ClockReason() string {
 // 0): it writes the offset into the node's offset file over SSH, in place,
 // so the mapping the shim holds sees it at the node's next clock read.
 // It returns once the host has the new offset.
-func (cl *Cluster) Set(name string, d time.Duration) error {
+func (cl *Hosts) Set(name string, d time.Duration) error {
 	n, err := cl.find(name)
 	if err != nil {
 		return err
@@ -104,7 +104,7 @@ func (cl *Cluster) Set(name string, d time.Duration) error {
 }
 
 // Offset returns node's current offset: the last one Set wrote.
-func (cl *Cluster) Offset(name string) time.Duration {
+func (cl *Hosts) Offset(name string) time.Duration {
 	cl.clockMu.Lock()
 	defer cl.clockMu.Unlock()
 	return cl.offsets[name]

@@ -132,17 +132,17 @@ func NewRunID() string {
 	return hex.EncodeToString(b)
 }
 
-// Cluster is a backend's nodes on SSH hosts. It is a backend.Cluster over
-// this provider's driver: a clusters.Cluster, Killer, GroupRestarter,
+// Hosts is a backend's nodes on SSH hosts. It is a backend.Hosts over
+// this provider's driver: a clusters.Hosts, Killer, GroupRestarter,
 // Pauser, LogCollector, RoleReader and Targeter and, when its nodes run
 // under the clock shim (ClockReason is ""), clusters.Clocks; its Network
 // method gives the iptables faults. Its methods are safe for concurrent
 // use; each that starts, stops or changes a node holds the cluster's lock
 // for its whole duration.
-type Cluster struct {
+type Hosts struct {
 	// Cluster is the nodes as every provider runs them (their lock,
 	// formation, roles and targets), over this provider's driver.
-	*backend.Cluster[*node]
+	*backend.Deployment[*node]
 
 	opts  Options
 	nodes []*node
@@ -186,7 +186,7 @@ type node struct {
 // New checks opts and returns the cluster, not started. The nodes are
 // placed on the hosts the inventory gives the backend in turn (a host may
 // get more than one); a redis-sentinel's sentinels follow its data nodes.
-func New(opts Options) (*Cluster, error) {
+func New(opts Options) (*Hosts, error) {
 	if _, err := backend.CheckPersistence(opts.Persistence); err != nil {
 		return nil, fmt.Errorf("ssh: %w", err)
 	}
@@ -206,7 +206,7 @@ func New(opts Options) (*Cluster, error) {
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
-	cl := &Cluster{opts: opts, layout: layout, lg: lg, offsets: map[string]time.Duration{}, hostMu: map[string]*sync.Mutex{}}
+	cl := &Hosts{opts: opts, layout: layout, lg: lg, offsets: map[string]time.Duration{}, hostMu: map[string]*sync.Mutex{}}
 	if opts.ClockShim != "" {
 		cl.clockWhy = backend.ClockShimReason(opts.Backend)
 	}
@@ -224,7 +224,7 @@ func New(opts Options) (*Cluster, error) {
 		cl.nodes = append(cl.nodes, &node{name: p.Name, conn: c, dir: path.Join(RunDir(c.Host, opts.RunID), p.Name), kind: p.Kind, slot: placed[key]})
 		placed[key]++
 	}
-	cl.Cluster = backend.NewCluster("ssh", layout, cl.nodes, driver{cl})
+	cl.Deployment = backend.NewCluster("ssh", layout, cl.nodes, driver{cl})
 	return cl, nil
 }
 
@@ -270,7 +270,7 @@ func (n *node) program() string {
 }
 
 // Hosts returns the name of the host of each node, by node name.
-func (cl *Cluster) Hosts() map[string]string {
+func (cl *Hosts) Hosts() map[string]string {
 	out := map[string]string{}
 	for _, n := range cl.nodes {
 		out[n.name] = n.conn.Host.Name
@@ -295,9 +295,9 @@ func ownerLine() string {
 // every node reports cluster_state:ok and its masters own every slot. A
 // host that lacks the server binary is an error naming the host; when
 // several nodes fail, the error is the first's, and the log has the rest.
-func (cl *Cluster) Start(ctx context.Context) error {
+func (cl *Hosts) Start(ctx context.Context) error {
 	t0 := time.Now()
-	if err := cl.Cluster.Start(ctx); err != nil {
+	if err := cl.Deployment.Start(ctx); err != nil {
 		return err
 	}
 	cl.lg.Info("ssh nodes ready", "backend", cl.opts.Backend, "nodes", len(cl.nodes), "hosts", len(cl.opts.Inventory.HostsFor(cl.opts.Backend)), "took", time.Since(t0).Round(time.Millisecond))
@@ -306,7 +306,7 @@ func (cl *Cluster) Start(ctx context.Context) error {
 
 // startAll calls start with each of nodes at once and waits for each.
 // The error is the first node's; the log has the others'.
-func (cl *Cluster) startAll(nodes []*node, start func(n *node) error) error {
+func (cl *Hosts) startAll(nodes []*node, start func(n *node) error) error {
 	errs := make([]error, len(nodes))
 	var wg sync.WaitGroup
 	for i, n := range nodes {
@@ -337,7 +337,7 @@ func (cl *Cluster) startAll(nodes []*node, start func(n *node) error) error {
 // not kill. They run to their end, bounded by startCommandTimeout; only
 // the wait for the server to answer ends with ctx, and a node whose start
 // had not begun when ctx ended is not started.
-func (cl *Cluster) startNode(ctx context.Context, n *node, first bool) error {
+func (cl *Hosts) startNode(ctx context.Context, n *node, first bool) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("node %s: %w", n.name, err)
 	}
@@ -361,7 +361,7 @@ func (cl *Cluster) startNode(ctx context.Context, n *node, first bool) error {
 // run's owner file, and, when the run moves clocks, installs the clock
 // shim for n (a host that cannot preload it leaves the reason in
 // ClockReason).
-func (cl *Cluster) prepare(ctx context.Context, n *node, check string) error {
+func (cl *Hosts) prepare(ctx context.Context, n *node, check string) error {
 	h := n.conn.Host
 	// The nodes of one host share the run's directory there and the
 	// files uploaded into it: they are prepared one at a time.
@@ -444,7 +444,7 @@ func waitReady(ctx context.Context, n *node, limit time.Duration) error {
 }
 
 // find returns the node called name.
-func (cl *Cluster) find(name string) (*node, error) { return cl.Find(clusters.Node{Name: name}) }
+func (cl *Hosts) find(name string) (*node, error) { return cl.Find(clusters.Node{Name: name}) }
 
 // signal sends sig to n's server by its pid on the host. The pid is
 // checked to still be this run's server (its command line names the
@@ -467,7 +467,7 @@ func (n *node) signal(ctx context.Context, sig string) (int, error) {
 }
 
 // kill sends SIGKILL to n's server and waits until it is gone.
-func (cl *Cluster) kill(ctx context.Context, n *node) error {
+func (cl *Hosts) kill(ctx context.Context, n *node) error {
 	n.doubt()
 	pid, err := n.signal(ctx, "KILL")
 	if err != nil {
@@ -489,7 +489,7 @@ func (cl *Cluster) kill(ctx context.Context, n *node) error {
 // leader's kill on a stalled host) leaves the old pid recorded, and a
 // restart beside it started a second server, which the run then knew as
 // the node's, so that its stop left the first one running.
-func (cl *Cluster) restart(ctx context.Context, n *node) error {
+func (cl *Hosts) restart(ctx context.Context, n *node) error {
 	n.mu.Lock()
 	pid, serving := n.pid, n.serving
 	n.mu.Unlock()
@@ -604,7 +604,7 @@ func (d driver) Resume(ctx context.Context, n *node) error {
 // run (Conn.Reconnect), at once, so that the nodes there can be stopped
 // and the run's files and rules removed. It returns the hosts it could
 // not reach.
-func (cl *Cluster) Reconnect(ctx context.Context) error {
+func (cl *Hosts) Reconnect(ctx context.Context) error {
 	errs := make([]error, len(cl.opts.Conns))
 	var wg sync.WaitGroup
 	for i, c := range cl.opts.Conns {
@@ -636,15 +636,15 @@ func RemoveRunDirs(ctx context.Context, conns []*Conn, runID string) error {
 }
 
 var (
-	_ clusters.RoleReader     = (*Cluster)(nil)
-	_ clusters.Targeter       = (*Cluster)(nil)
-	_ clusters.GroupRestarter = (*Cluster)(nil)
+	_ clusters.RoleReader     = (*Hosts)(nil)
+	_ clusters.Targeter       = (*Hosts)(nil)
+	_ clusters.GroupRestarter = (*Hosts)(nil)
 )
 
 // driver is the ssh provider's backend.Driver: a node is a server on a
 // remote host, which it starts in the background there and signals by
 // pid over SSH.
-type driver struct{ cl *Cluster }
+type driver struct{ cl *Hosts }
 
 var _ backend.Driver[*node] = driver{}
 

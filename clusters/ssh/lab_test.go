@@ -12,7 +12,7 @@ import (
 // backend over its hosts, with a run id of its own, not started; it
 // returns the test's context, the hosts' connections, the cluster and its
 // run id.
-func labCluster(t *testing.T, backend string, nodes int) (context.Context, []*sshp.Conn, *sshp.Cluster, string) {
+func labCluster(t *testing.T, backend string, nodes int) (context.Context, []*sshp.Conn, *sshp.Hosts, string) {
 	t.Helper()
 	inventory := testlab.Up(t)
 	ctx, conns := testlab.Dial(t, inventory)

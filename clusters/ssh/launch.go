@@ -38,7 +38,7 @@ func placedNode(n *node) backend.Placed {
 // inventory's binaries:), locktest's node program as uploaded into the
 // run's directory, and Debian's ZooKeeper jars. Every node binds all the
 // host's addresses and announces the one the clients dial.
-func (cl *Cluster) placement(n *node, k *backend.Kind) backend.Placement {
+func (cl *Hosts) placement(n *node, k *backend.Kind) backend.Placement {
 	h := n.conn.Host
 	p := backend.Placement{Layout: &cl.layout, Node: placedNode(n), Bind: "0.0.0.0", Dir: n.dir, DataDir: n.dir + "/data",
 		Bin: h.Binary, NodeProgram: append([]string{n.nodeBin()}, cl.opts.NodeCommand[min(1, len(cl.opts.NodeCommand)):]...),
@@ -70,7 +70,7 @@ func (cl *Cluster) placement(n *node, k *backend.Kind) backend.Placement {
 // server's can outlive the wait for its process on a loaded host. The
 // commands on the host run under rctx, the wait under ctx (see
 // startNode).
-func (cl *Cluster) startKind(ctx, rctx context.Context, n *node, k *backend.Kind, first bool) error {
+func (cl *Hosts) startKind(ctx, rctx context.Context, n *node, k *backend.Kind, first bool) error {
 	h := n.conn.Host
 	p := cl.placement(n, k)
 	var as []string  // the setpriv prefix of the server and its init, when they run as another user
@@ -223,7 +223,7 @@ func (s *startSteps) failed(step string, err error) error {
 // directory, in a session of its own, with its output appended to
 // logFile in that directory; it records the program's pid as n's and in
 // n's node.pid, which cleanup reads.
-func (cl *Cluster) startDetached(ctx context.Context, n *node, prelude string, argv []string, logFile string) error {
+func (cl *Hosts) startDetached(ctx context.Context, n *node, prelude string, argv []string, logFile string) error {
 	h := n.conn.Host
 	// In a shell without job control the background job is no process
 	// group leader, so setsid runs the program in a new session without

@@ -31,7 +31,7 @@ import (
 // beside one that is cut) is an error that says so, and no rule is made. Its methods are safe
 // for concurrent use.
 type Network struct {
-	cl      *Cluster
+	cl      *Hosts
 	conns   []*Conn
 	clients []netip.Addr
 	// sharedWhy says why clients cannot be told apart, when clients is
@@ -43,7 +43,7 @@ type Network struct {
 // Network returns the cluster's network faults over the hosts of conns.
 // clients are the client hosts' own addresses, c0's first, or nil when
 // they share the control host's; then sharedWhy says why.
-func (cl *Cluster) Network(conns []*Conn, clients []netip.Addr, sharedWhy string) *Network {
+func (cl *Hosts) Network(conns []*Conn, clients []netip.Addr, sharedWhy string) *Network {
 	return &Network{cl: cl, conns: conns, clients: clients, sharedWhy: sharedWhy}
 }
 

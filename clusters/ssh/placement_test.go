@@ -13,7 +13,7 @@ import (
 // placed makes the cluster of backend with nodes nodes over hosts hosts
 // (h1.. at 10.0.0.1..), optionally listing the backend's hosts as
 // backendHosts, without connecting: New only places the nodes.
-func placed(t *testing.T, backend string, nodes, hosts int, backendHosts []string, params map[string]string) *Cluster {
+func placed(t *testing.T, backend string, nodes, hosts int, backendHosts []string, params map[string]string) *Hosts {
 	t.Helper()
 	inv := &Inventory{Source: "test.yaml", Workdir: DefaultWorkdir}
 	var conns []*Conn
@@ -33,7 +33,7 @@ func placed(t *testing.T, backend string, nodes, hosts int, backendHosts []strin
 }
 
 // layout renders where each node of cl runs: "n1 h1 10.0.0.1:6379".
-func layout(cl *Cluster) string {
+func layout(cl *Hosts) string {
 	var out []string
 	for i, n := range cl.Nodes() {
 		out = append(out, fmt.Sprintf("%s %s %s", n.Name, cl.nodes[i].conn.Host.Name, n.Addr))
@@ -85,7 +85,7 @@ func TestPlacement(t *testing.T) {
 }
 
 // launchOf returns the launch of cl's i-th node, as it starts there.
-func launchOf(t *testing.T, cl *Cluster, i int) backend.Launch {
+func launchOf(t *testing.T, cl *Hosts, i int) backend.Launch {
 	t.Helper()
 	n := cl.nodes[i]
 	l, err := kindOf(n).Launch(cl.placement(n, kindOf(n)))
@@ -96,7 +96,7 @@ func launchOf(t *testing.T, cl *Cluster, i int) backend.Launch {
 }
 
 // redisConf returns the redis.conf cl's i-th node starts with.
-func redisConf(t *testing.T, cl *Cluster, i int) string {
+func redisConf(t *testing.T, cl *Hosts, i int) string {
 	t.Helper()
 	for _, f := range launchOf(t, cl, i).Files {
 		if strings.HasSuffix(f.Path, "/redis.conf") {

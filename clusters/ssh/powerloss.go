@@ -16,7 +16,7 @@ import (
 	"github.com/locktest/locktest/internal/shellquote"
 )
 
-var _ clusters.PowerCutter = (*Cluster)(nil)
+var _ clusters.PowerCutter = (*Hosts)(nil)
 
 // syncRecord is where n's syncs are recorded on its host: by the clock
 // shim, or by the node program's sync tracer (clusters/synctrace) for a
@@ -32,7 +32,7 @@ func (n *node) nodeBin() string { return path.Join(path.Dir(n.dir), nodeProgram)
 // preload, and a server locktest's node program embeds under the
 // program's sync tracer; and the node program must be there to read the
 // records on the hosts. It is meaningful after Start.
-func (cl *Cluster) PowerCutReason() string {
+func (cl *Hosts) PowerCutReason() string {
 	switch why := cl.layout.SyncRecordReason(); {
 	case why != "":
 		return why
@@ -71,7 +71,7 @@ func (n *node) remoteCuts(ctx context.Context, cmd string) ([]durable.Cut, error
 
 // Unsynced returns how many bytes of the node's data files a power cut
 // would lose now, as the node program on its host reads them.
-func (cl *Cluster) Unsynced(ctx context.Context, cn clusters.Node) (int64, error) {
+func (cl *Hosts) Unsynced(ctx context.Context, cn clusters.Node) (int64, error) {
 	var lost int64
 	err := cl.With(cn, func(n *node) error {
 		if why := cl.PowerCutReason(); why != "" {
@@ -90,7 +90,7 @@ func (cl *Cluster) Unsynced(ctx context.Context, cn clusters.Node) (int64, error
 // cuts each data file back to its durable size, which the shim recorded.
 // It refuses, changing nothing, a running node without a sync record.
 // It holds the cluster's lock, as a kill does.
-func (cl *Cluster) CutPower(ctx context.Context, cn clusters.Node) ([]clusters.FileCut, error) {
+func (cl *Hosts) CutPower(ctx context.Context, cn clusters.Node) ([]clusters.FileCut, error) {
 	var out []clusters.FileCut
 	err := cl.With(cn, func(n *node) (err error) {
 		out, err = cl.cutPower(ctx, n)
@@ -100,7 +100,7 @@ func (cl *Cluster) CutPower(ctx context.Context, cn clusters.Node) ([]clusters.F
 }
 
 // cutPower is CutPower of n, with the cluster's lock held.
-func (cl *Cluster) cutPower(ctx context.Context, n *node) ([]clusters.FileCut, error) {
+func (cl *Hosts) cutPower(ctx context.Context, n *node) ([]clusters.FileCut, error) {
 	if why := cl.PowerCutReason(); why != "" {
 		return nil, fmt.Errorf("ssh: cannot cut the power of %s: %s", n.name, why)
 	}
@@ -145,7 +145,7 @@ type WaitResult struct {
 // closes the session. An error that wraps clusters.ErrUntouched did
 // nothing to the node. It does not hold the cluster's lock: its wait,
 // which is its cut's too, must not hold the other nodes' faults back.
-func (cl *Cluster) CutPowerOnWrite(ctx context.Context, cn clusters.Node, within time.Duration) ([]clusters.FileCut, error) {
+func (cl *Hosts) CutPowerOnWrite(ctx context.Context, cn clusters.Node, within time.Duration) ([]clusters.FileCut, error) {
 	n, err := cl.find(cn.Name)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", clusters.ErrUntouched, err)

@@ -126,7 +126,7 @@ type sqlHost struct {
 // the highest /usr/lib/postgresql/<version>/bin, else the PATH). A host
 // that lacks one is an error that names the program and says how to get
 // it.
-func (cl *Cluster) probeSQL(ctx context.Context, n *node) (sqlHost, error) {
+func (cl *Hosts) probeSQL(ctx context.Context, n *node) (sqlHost, error) {
 	h := n.conn.Host
 	var b strings.Builder
 	b.WriteString("fail() { echo \"no $1 on the host ($2, or give its path under binaries: in the inventory)\" >&2; exit 3; }\n")
@@ -182,7 +182,7 @@ func (cl *Cluster) probeSQL(ctx context.Context, n *node) (sqlHost, error) {
 // directory with the run's owner file (prepare). A restart reuses what
 // the first probe found: a host's programs do not change during a run,
 // and a loaded host answers each SSH command slowly.
-func (cl *Cluster) setupSQL(ctx context.Context, n *node, first bool) (sqlHost, error) {
+func (cl *Hosts) setupSQL(ctx context.Context, n *node, first bool) (sqlHost, error) {
 	if len(cl.nodes) > 1 {
 		return sqlHost{}, fmt.Errorf("--provider ssh: %s runs one server, not %d nodes", n.kind, len(cl.nodes))
 	}
@@ -223,7 +223,7 @@ func waitPortFree(port int) string {
 // loaded host. Every tenth query it asks n's host whether the server still runs,
 // and one that exited is an error quoting the last line of its log. It
 // gives up after readyTimeout, or when ctx ends.
-func (cl *Cluster) waitSQL(parent context.Context, n *node, dataDir func(context.Context, string) (string, error)) error {
+func (cl *Hosts) waitSQL(parent context.Context, n *node, dataDir func(context.Context, string) (string, error)) error {
 	ctx, cancel := context.WithTimeout(parent, readyTimeout)
 	defer cancel()
 	n.mu.Lock()
@@ -269,7 +269,7 @@ func (cl *Cluster) waitSQL(parent context.Context, n *node, dataDir func(context
 // it, and forgets its pid: a start that failed leaves nothing for Stop to
 // find. The kill runs to its end even when ctx ends meanwhile; its
 // failure goes to the log.
-func (cl *Cluster) abandon(ctx context.Context, n *node) {
+func (cl *Hosts) abandon(ctx context.Context, n *node) {
 	n.mu.Lock()
 	pid := n.pid
 	n.pid = 0

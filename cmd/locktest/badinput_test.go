@@ -17,7 +17,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/locktest/locktest/history"
-	"github.com/locktest/locktest/internal/gate"
+	"github.com/locktest/locktest/testkit/gate"
 	"github.com/locktest/locktest/runstore"
 )
 

@@ -16,7 +16,7 @@ import (
 
 	"github.com/locktest/locktest/clusters/clientaddr"
 	"github.com/locktest/locktest/clusters/engine"
-	"github.com/locktest/locktest/clusters/local/netlab"
+	"github.com/locktest/locktest/clusters/local/netns"
 	sshp "github.com/locktest/locktest/clusters/ssh"
 )
 
@@ -86,11 +86,11 @@ locktest-clients:<run>.`,
 
 // cleanupLabs removes the network labs of dead drivers.
 func cleanupLabs(ctx context.Context, w io.Writer, dry bool) error {
-	if err := netlab.Check(); err != nil {
+	if err := netns.Check(); err != nil {
 		fmt.Fprintf(w, "nothing to do: %v\n", err)
 		return nil
 	}
-	all, err := netlab.Find(ctx)
+	all, err := netns.Find(ctx)
 	if err != nil {
 		return fmt.Errorf("cleanup: %w", err)
 	}
@@ -99,7 +99,7 @@ func cleanupLabs(ctx context.Context, w io.Writer, dry bool) error {
 		printLeft(w, "would remove", left)
 		return nil
 	}
-	removed, err := netlab.Cleanup(ctx)
+	removed, err := netns.Cleanup(ctx)
 	printLeft(w, "removed", removed)
 	if err != nil {
 		return fmt.Errorf("cleanup: %w", err)
@@ -196,7 +196,7 @@ func printDockerLeft(w io.Writer, verb string, ls []engine.Leftover) {
 	}
 }
 
-func printLeft(w interface{ Write([]byte) (int, error) }, verb string, l netlab.Leftovers) {
+func printLeft(w interface{ Write([]byte) (int, error) }, verb string, l netns.Leftovers) {
 	if l.Empty() {
 		fmt.Fprintln(w, "nothing left behind by earlier runs")
 		return

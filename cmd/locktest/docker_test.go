@@ -10,7 +10,7 @@ import (
 
 	"github.com/locktest/locktest/clusters/engine"
 	"github.com/locktest/locktest/clusters/images"
-	"github.com/locktest/locktest/internal/gate"
+	"github.com/locktest/locktest/testkit/gate"
 	"github.com/locktest/locktest/runstore"
 	"github.com/locktest/locktest/testkit/dockertest"
 )

@@ -16,12 +16,12 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/checker"
-	"github.com/locktest/locktest/clusters/local/netlab"
-	"github.com/locktest/locktest/e2e/testkit"
+	"github.com/locktest/locktest/clusters/local/netns"
+	"github.com/locktest/locktest/testkit"
 	"github.com/locktest/locktest/history"
-	"github.com/locktest/locktest/internal/gate"
+	"github.com/locktest/locktest/testkit/gate"
 	"github.com/locktest/locktest/internal/procfs"
-	"github.com/locktest/locktest/internal/schemacheck"
+	"github.com/locktest/locktest/testkit/schemacheck"
 	"github.com/locktest/locktest/runstore"
 )
 
@@ -424,7 +424,7 @@ func TestInterruptStopsEverythingAndKeepsTheHistory(t *testing.T) {
 // after SIGKILL they are left, and `locktest cleanup` removes them.
 func TestInterruptRemovesTheNetworkLab(t *testing.T) {
 	gate.Need(t, "redis-server")
-	if err := netlab.Check(); err != nil {
+	if err := netns.Check(); err != nil {
 		t.Skip(err)
 	}
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGKILL} {
@@ -453,7 +453,7 @@ func TestInterruptRemovesTheNetworkLab(t *testing.T) {
 				t.Fatalf("the run never named its lab: %s", out.String())
 			}
 			time.Sleep(1500 * time.Millisecond)
-			f, _ := netlab.Find(context.Background())
+			f, _ := netns.Find(context.Background())
 			if mine := f.Of(lab); len(mine.Namespaces) < 3 || len(mine.Rules) != 1 {
 				t.Fatalf("lab %s while running: %+v", lab, mine)
 			}
@@ -469,7 +469,7 @@ func TestInterruptRemovesTheNetworkLab(t *testing.T) {
 					t.Logf("cleanup did not list lab %s: %s", lab, stdout)
 				}
 			}
-			f, _ = netlab.Find(context.Background())
+			f, _ = netns.Find(context.Background())
 			if left := f.Of(lab); !left.Empty() {
 				t.Errorf("after %v the lab is still there: %+v", sig, left)
 			}

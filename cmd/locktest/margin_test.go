@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/locktest/locktest/e2e/testkit"
+	"github.com/locktest/locktest/testkit"
 	"github.com/locktest/locktest/history"
-	"github.com/locktest/locktest/internal/gate"
-	"github.com/locktest/locktest/internal/schemacheck"
+	"github.com/locktest/locktest/testkit/gate"
+	"github.com/locktest/locktest/testkit/schemacheck"
 	"github.com/locktest/locktest/reports"
 	"github.com/locktest/locktest/runstore"
 )

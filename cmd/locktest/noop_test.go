@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/locktest/locktest/internal/gate"
+	"github.com/locktest/locktest/testkit/gate"
 
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/runstore"

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/locktest/locktest/internal/gate"
+	"github.com/locktest/locktest/testkit/gate"
 	"github.com/locktest/locktest/reports"
 	"github.com/locktest/locktest/runstore"
 	"github.com/locktest/locktest/testkit/dockertest"

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/locktest/locktest/e2e/testkit"
-	"github.com/locktest/locktest/internal/gate"
-	"github.com/locktest/locktest/internal/schemacheck"
+	"github.com/locktest/locktest/testkit"
+	"github.com/locktest/locktest/testkit/gate"
+	"github.com/locktest/locktest/testkit/schemacheck"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/run"
 	"github.com/locktest/locktest/runstore"

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/locktest/locktest/e2e/testkit"
-	"github.com/locktest/locktest/internal/gate"
+	"github.com/locktest/locktest/testkit"
+	"github.com/locktest/locktest/testkit/gate"
 	"github.com/locktest/locktest/internal/listeners"
 	"github.com/locktest/locktest/run"
 	"github.com/locktest/locktest/testkit/testexe"

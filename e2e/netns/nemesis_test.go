@@ -10,11 +10,11 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/checker"
-	"github.com/locktest/locktest/clusters/local/netlab"
-	"github.com/locktest/locktest/e2e/testkit"
+	"github.com/locktest/locktest/clusters/local/netns"
+	"github.com/locktest/locktest/testkit"
 	"github.com/locktest/locktest/history"
-	"github.com/locktest/locktest/internal/gate"
-	"github.com/locktest/locktest/internal/schemacheck"
+	"github.com/locktest/locktest/testkit/gate"
+	"github.com/locktest/locktest/testkit/schemacheck"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/run"
 	"github.com/locktest/locktest/runstore"
@@ -24,7 +24,7 @@ import (
 func needNetns(t *testing.T) {
 	t.Helper()
 	gate.Need(t, "redis-server")
-	if err := netlab.Check(); err != nil {
+	if err := netns.Check(); err != nil {
 		t.Skip(err)
 	}
 }

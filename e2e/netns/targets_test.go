@@ -16,10 +16,10 @@ import (
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/backend"
 	"github.com/locktest/locktest/clusters/local"
-	"github.com/locktest/locktest/clusters/local/netlab"
-	"github.com/locktest/locktest/e2e/testkit"
+	"github.com/locktest/locktest/clusters/local/netns"
+	"github.com/locktest/locktest/testkit"
 	"github.com/locktest/locktest/history"
-	"github.com/locktest/locktest/internal/gate"
+	"github.com/locktest/locktest/testkit/gate"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/run"
 	"github.com/locktest/locktest/testkit/testcluster"
@@ -38,7 +38,7 @@ func waitFor(t *testing.T, limit time.Duration, what string, cond func() error) 
 // --target isolate=leader: every isolate that went in is recorded, in the
 // stored history, with the role its node had when it was picked.
 func TestRunRecordsIsolatedLeader(t *testing.T) {
-	if err := netlab.Check(); err != nil {
+	if err := netns.Check(); err != nil {
 		t.Skip(err)
 	}
 	testkit.LocalOnly(t, "the docker provider's own test runs cover it")

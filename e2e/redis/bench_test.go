@@ -14,10 +14,10 @@ import (
 
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/clusters/local"
-	"github.com/locktest/locktest/clusters/local/netlab"
-	"github.com/locktest/locktest/e2e/testkit"
+	"github.com/locktest/locktest/clusters/local/netns"
+	"github.com/locktest/locktest/testkit"
 	"github.com/locktest/locktest/history"
-	"github.com/locktest/locktest/internal/gate"
+	"github.com/locktest/locktest/testkit/gate"
 	"github.com/locktest/locktest/internal/stats"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/run"
@@ -73,7 +73,7 @@ func bareRateOn(tb testing.TB, clients, locks int, d time.Duration, bo workloads
 	for i := range names {
 		names[i] = fmt.Sprintf("lock-%d", i)
 	}
-	r, err := local.NewKindCluster("redis", local.Options{Dir: tb.TempDir()})
+	r, err := local.NewProcesses("redis", local.Options{Dir: tb.TempDir()})
 	r = testcluster.Started(tb, r, err)
 	var (
 		mu       sync.Mutex
@@ -213,7 +213,7 @@ func selfRSS() uint64 {
 // was injected. A fault the platform cannot apply is skipped, with why.
 func BenchmarkFaultLatency(b *testing.B) {
 	gate.Need(b, "redis-server")
-	if err := netlab.Check(); err != nil {
+	if err := netns.Check(); err != nil {
 		b.Skip(err)
 	}
 	for _, fault := range []string{"isolate", "partition", "halves", "majorities-ring", "bridge", "client-isolate", "loss",

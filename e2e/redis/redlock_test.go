@@ -14,10 +14,10 @@ import (
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/local"
-	"github.com/locktest/locktest/e2e/testkit"
+	"github.com/locktest/locktest/testkit"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/impls"
-	"github.com/locktest/locktest/internal/gate"
+	"github.com/locktest/locktest/testkit/gate"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/run"
 	"github.com/locktest/locktest/testkit/testcluster"
@@ -298,7 +298,7 @@ func TestReplicatedFailoverGivesTwoHolders(t *testing.T) {
 	// master for the whole minute of SentinelFailover, and why is in them.
 	dir := t.TempDir()
 	testkit.KeepFailedStore(t, dir)
-	s, err := local.NewKindCluster("redis-sentinel", local.Options{Dir: dir, Nodes: 3})
+	s, err := local.NewProcesses("redis-sentinel", local.Options{Dir: dir, Nodes: 3})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/checker"
-	"github.com/locktest/locktest/e2e/testkit"
+	"github.com/locktest/locktest/testkit"
 	"github.com/locktest/locktest/history"
-	"github.com/locktest/locktest/internal/gate"
+	"github.com/locktest/locktest/testkit/gate"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/run"
 	"github.com/locktest/locktest/runstore"

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/clusters/sshlab"
-	"github.com/locktest/locktest/e2e/testkit"
-	"github.com/locktest/locktest/internal/gate"
+	"github.com/locktest/locktest/testkit"
+	"github.com/locktest/locktest/testkit/gate"
 	"github.com/locktest/locktest/runstore"
 	"github.com/locktest/locktest/testkit/dockertest"
 	"github.com/locktest/locktest/testkit/testlab"

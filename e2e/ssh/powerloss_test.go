@@ -14,7 +14,7 @@ import (
 // locktest command, whose `node durable` reads the records on the hosts)
 // runs each server under its sync tracer, on hosts that are containers
 // under Docker's default seccomp profile.
-func tracedLabCluster(t *testing.T, inventory string, b string) *sshp.Cluster {
+func tracedLabCluster(t *testing.T, inventory string, b string) *sshp.Hosts {
 	t.Helper()
 	_, conns := testlab.Dial(t, inventory)
 	inv, err := sshp.LoadInventory(inventory)

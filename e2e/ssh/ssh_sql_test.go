@@ -18,7 +18,7 @@ import (
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/clusters/backend"
 	sshp "github.com/locktest/locktest/clusters/ssh"
-	"github.com/locktest/locktest/e2e/testkit"
+	"github.com/locktest/locktest/testkit"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/impls"
 	"github.com/locktest/locktest/internal/shellquote"

@@ -29,15 +29,15 @@ func now() time.Duration { return time.Since(epoch) }
 // returns it; as testcluster.Started does, it skips the test under -short,
 // fails it when the cluster cannot start, and stops the cluster when the
 // test ends.
-func startKind(t *testing.T, kind string, opts local.Options) *local.KindCluster {
+func startKind(t *testing.T, kind string, opts local.Options) *local.Processes {
 	t.Helper()
-	c, err := local.NewKindCluster(kind, opts)
+	c, err := local.NewProcesses(kind, opts)
 	return testcluster.Started(t, c, err)
 }
 
 // startNode starts a one-node Redis cluster in a temporary directory,
 // stopped when the test ends, and returns the cluster and its address.
-func startNode(t *testing.T) (*local.KindCluster, string) {
+func startNode(t *testing.T) (*local.Processes, string) {
 	r := startKind(t, "redis", local.Options{Dir: t.TempDir()})
 	return r, r.Nodes()[0].Addr
 }

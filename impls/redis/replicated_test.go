@@ -11,7 +11,7 @@ import (
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/local"
 	"github.com/locktest/locktest/impls"
-	"github.com/locktest/locktest/internal/gate"
+	"github.com/locktest/locktest/testkit/gate"
 	"github.com/locktest/locktest/testkit/testcluster"
 )
 

@@ -164,17 +164,17 @@ func TestConfigErrors(t *testing.T) {
 func slow(c *impls.Config) { c.Params = map[string]string{"timeout-factor": "0.5"} }
 
 // startNodes starts n independent redis-servers, stopped when the test ends.
-func startNodes(t *testing.T, n int) *local.KindCluster {
-	r, err := local.NewKindCluster("redis", local.Options{Nodes: n, Dir: t.TempDir()})
+func startNodes(t *testing.T, n int) *local.Processes {
+	r, err := local.NewProcesses("redis", local.Options{Nodes: n, Dir: t.TempDir()})
 	return testcluster.Started(t, r, err)
 }
 
-func newClient(t *testing.T, name string, r *local.KindCluster, p int, edit func(*impls.Config)) impls.Client {
+func newClient(t *testing.T, name string, r *local.Processes, p int, edit func(*impls.Config)) impls.Client {
 	return testcluster.Client(t, name, r.Nodes(), p, now, edit)
 }
 
 // holders returns how many nodes hold value under key.
-func holders(t *testing.T, r *local.KindCluster, key, value string) int {
+func holders(t *testing.T, r *local.Processes, key, value string) int {
 	t.Helper()
 	n := 0
 	for _, nd := range r.Nodes() {

@@ -9,7 +9,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/locktest/locktest/clusters/local"
-	"github.com/locktest/locktest/internal/gate"
+	"github.com/locktest/locktest/testkit/gate"
 	"github.com/locktest/locktest/testkit/testcluster"
 	"github.com/locktest/locktest/workloads"
 )
@@ -20,7 +20,7 @@ import (
 // only their sum must be positive.)
 func TestTwoLoopsCountEveryCriticalSection(t *testing.T) {
 	gate.Need(t, "redis-server")
-	r, err := local.NewKindCluster("redis", local.Options{Dir: t.TempDir()})
+	r, err := local.NewProcesses("redis", local.Options{Dir: t.TempDir()})
 	addr := testcluster.Started(t, r, err).Nodes()[0].Addr
 	ctx := context.Background()
 	var wg sync.WaitGroup

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/clusters/engine"
-	"github.com/locktest/locktest/internal/gate"
+	"github.com/locktest/locktest/testkit/gate"
 )
 
 // Engine returns a connection to the Docker engine, closed at the test's

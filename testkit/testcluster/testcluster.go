@@ -16,7 +16,7 @@ import (
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/backend"
 	"github.com/locktest/locktest/impls"
-	"github.com/locktest/locktest/internal/gate"
+	"github.com/locktest/locktest/testkit/gate"
 )
 
 // Started starts c, which a provider's constructor returned with err, for

@@ -12,7 +12,7 @@ import (
 
 	sshp "github.com/locktest/locktest/clusters/ssh"
 	"github.com/locktest/locktest/clusters/sshlab"
-	"github.com/locktest/locktest/internal/gate"
+	"github.com/locktest/locktest/testkit/gate"
 	"github.com/locktest/locktest/testkit/dockertest"
 )
 
@@ -109,7 +109,7 @@ func AssertClean(tb testing.TB, inventory string, except ...string) {
 // opts.Inventory), with a run id of its own when opts has none, starts it
 // and returns it; the cluster is stopped, and the run's directories
 // removed from the hosts, when the test ends. A failed start fails t.
-func Started(t *testing.T, opts sshp.Options) *sshp.Cluster {
+func Started(t *testing.T, opts sshp.Options) *sshp.Hosts {
 	t.Helper()
 	if opts.RunID == "" {
 		opts.RunID = sshp.NewRunID()

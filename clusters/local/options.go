@@ -128,18 +128,18 @@ func programsOf(b string) []backend.HostProgram {
 }
 
 // New returns a not yet started local cluster of backend b, on the
-// generic KindCluster. Its size and params are checked first as the
+// generic Processes. Its size and params are checked first as the
 // backend's definition checks them (backend.NewLayout), for the same
 // one-line refusal on every provider.
 func New(b string, opts Options) (clusters.Cluster, error) {
 	if !kindBackend(b) {
 		return nil, fmt.Errorf("local provider: no backend %q (known: %s)", b, strings.Join(Backends(), ", "))
 	}
-	return NewKindCluster(b, opts)
+	return NewProcesses(b, opts)
 }
 
 // kindBackend reports whether b is a backend whose nodes are all of kinds
-// that backend.Kinds defines, which KindCluster runs.
+// that backend.Kinds defines, which Processes runs.
 func kindBackend(b string) bool {
 	l, err := backend.NewLayout(b, 0, nil)
 	if err != nil {

@@ -1,4 +1,4 @@
-package netlab
+package netns
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/clusters/local"
-	"github.com/locktest/locktest/internal/gate"
+	"github.com/locktest/locktest/testkit/gate"
 )
 
 func needLab(t *testing.T) {
@@ -77,7 +77,7 @@ func TestLabPartitionsLossAndHeal(t *testing.T) {
 	if _, err := lab.Add(ctx, "Bad_Name"); err == nil {
 		t.Error("a host name with capitals and _ was accepted")
 	}
-	cl, err := local.NewKindCluster("redis", local.Options{Nodes: 2, Dir: t.TempDir(), Hosts: hosts})
+	cl, err := local.NewProcesses("redis", local.Options{Nodes: 2, Dir: t.TempDir(), Hosts: hosts})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,7 @@ import (
 	"github.com/locktest/locktest/clusters/engine"
 )
 
-// The chains that hold a container's fault rules, as in netlab: INPUT and
+// The chains that hold a container's fault rules, as in clusters/local/netns: INPUT and
 // OUTPUT of the container's network namespace jump to them, and healing
 // flushes them.
 const (
@@ -34,12 +34,12 @@ const (
 // local provider's namespaces use 10.77.
 var subnetBase = [2]byte{10, 78}
 
-// Lab is one run's Docker network and the node containers on it, with the
+// Network is one run's Docker network and the node containers on it, with the
 // run's labels. Its network faults are iptables rules inside each node
 // container's network namespace, entered by the container's host pid
 // (nsenter): they need root and the Docker daemon on this host. Its methods
 // are safe for concurrent use.
-type Lab struct {
+type Network struct {
 	e      *engine.Engine
 	id     string
 	labels map[string]string
@@ -63,13 +63,13 @@ type Lab struct {
 // NewLab creates a run's network, locktest-<id>, on a free /24 of
 // 10.78.0.0/16, labelled with the run's id and this process as its owner.
 // Close removes it with every container that carries the run's label.
-func NewLab(ctx context.Context, e *engine.Engine) (*Lab, error) {
+func NewLab(ctx context.Context, e *engine.Engine) (*Network, error) {
 	b := make([]byte, 4)
 	if _, err := rand.Read(b); err != nil {
 		return nil, err
 	}
 	id := hex.EncodeToString(b)
-	l := &Lab{e: e, id: id, labels: engine.OwnerLabels(id), name: "locktest-" + id, lg: e.Logger(),
+	l := &Network{e: e, id: id, labels: engine.OwnerLabels(id), name: "locktest-" + id, lg: e.Logger(),
 		nodes: map[string]*node{}, faulty: map[string]bool{}, chains: map[string]int{}}
 	netID, p, err := e.CreateNetwork(ctx, l.name, subnetBase, l.labels)
 	if err != nil {
@@ -82,20 +82,20 @@ func NewLab(ctx context.Context, e *engine.Engine) (*Lab, error) {
 }
 
 // ID returns the run's id, the value of its engine.LabelRun label.
-func (l *Lab) ID() string { return l.id }
+func (l *Network) ID() string { return l.id }
 
 // Name returns the Docker network's name.
-func (l *Lab) Name() string { return l.name }
+func (l *Network) Name() string { return l.name }
 
 // Subnet returns the network's /24.
-func (l *Lab) Subnet() string { return l.subnet.String() }
+func (l *Network) Subnet() string { return l.subnet.String() }
 
 // Gateway returns the host's address on the network: the address the
 // containers see the clients (which run on the host) come from.
-func (l *Lab) Gateway() string { return l.gw.String() }
+func (l *Network) Gateway() string { return l.gw.String() }
 
 // Labels returns a copy of the run's labels.
-func (l *Lab) Labels() map[string]string {
+func (l *Network) Labels() map[string]string {
 	out := make(map[string]string, len(l.labels))
 	for k, v := range l.labels {
 		out[k] = v
@@ -104,7 +104,7 @@ func (l *Lab) Labels() map[string]string {
 }
 
 // allocIP returns the next free address of the network.
-func (l *Lab) allocIP() (netip.Addr, error) {
+func (l *Network) allocIP() (netip.Addr, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.subnet.Contains(l.next) || l.next.As4()[3] >= clientBlockStart {
@@ -123,7 +123,7 @@ const clientBlockStart = 192
 // ClientBlock returns the addresses of the network that the clients may
 // have for their own (clusters/clientaddr): its .192/27, which no node
 // container is given.
-func (l *Lab) ClientBlock() []netip.Addr {
+func (l *Network) ClientBlock() []netip.Addr {
 	a := l.subnet.Addr().As4()
 	a[3] = clientBlockStart
 	var out []netip.Addr
@@ -136,7 +136,7 @@ func (l *Lab) ClientBlock() []netip.Addr {
 // SetClients gives the client hosts their own addresses, c0's first:
 // from then on a cut of client host cK drops cK's address, not the
 // gateway's, and the clients can be told apart.
-func (l *Lab) SetClients(addrs []netip.Addr) {
+func (l *Network) SetClients(addrs []netip.Addr) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.clients = slices.Clone(addrs)
@@ -144,7 +144,7 @@ func (l *Lab) SetClients(addrs []netip.Addr) {
 
 // clientIP returns the address client host name has on the network: its
 // own when SetClients gave it one, else the gateway's. l.mu must be held.
-func (l *Lab) clientIP(name string) string {
+func (l *Network) clientIP(name string) string {
 	if k, err := strconv.Atoi(strings.TrimPrefix(name, "c")); err == nil && strings.HasPrefix(name, "c") && k >= 0 && k < len(l.clients) {
 		return l.clients[k].String()
 	}
@@ -152,7 +152,7 @@ func (l *Lab) clientIP(name string) string {
 }
 
 // register makes n a host of the lab's network faults.
-func (l *Lab) register(n *node) {
+func (l *Network) register(n *node) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.nodes[n.name] = n
@@ -163,7 +163,7 @@ func (l *Lab) register(n *node) {
 // client of a docker run runs on the host, behind its one address on the
 // run's network unless given its own. It makes the lab a
 // clusters.SharedClientAddress.
-func (l *Lab) SharedClientAddress() string {
+func (l *Network) SharedClientAddress() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if len(l.clients) > 0 {
@@ -199,7 +199,7 @@ func NetworkFaultsReason(e *engine.Engine) string {
 // pair of a node and the host is cut inside the node, a pair of two nodes
 // inside both. Each node's rules go in at once, each rule once, in one
 // iptables-restore inside its network namespace.
-func (l *Lab) Cut(ctx context.Context, a, b []string) error {
+func (l *Network) Cut(ctx context.Context, a, b []string) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var order []string             // nodes with rules, in the order met
@@ -241,7 +241,7 @@ func (l *Lab) Cut(ctx context.Context, a, b []string) error {
 
 // Loss drops the fraction p (0 < p ≤ 1) of the packets arriving at each of
 // the named nodes, until Heal.
-func (l *Lab) Loss(ctx context.Context, hosts []string, p float64) error {
+func (l *Network) Loss(ctx context.Context, hosts []string, p float64) error {
 	if !(p > 0 && p <= 1) {
 		return fmt.Errorf("docker: loss probability %v not in (0, 1]", p)
 	}
@@ -264,7 +264,7 @@ func (l *Lab) Loss(ctx context.Context, hosts []string, p float64) error {
 // Heal removes every fault rule of every node. A node whose container is
 // not running has no rules left: its network namespace went with its
 // process.
-func (l *Lab) Heal(ctx context.Context) error {
+func (l *Network) Heal(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var errs []error
@@ -295,7 +295,7 @@ func (l *Lab) Heal(ctx context.Context) error {
 
 // Rules returns the fault rules now in place in a node's chains, as
 // `iptables -S` prints them; for tests and the driver's log.
-func (l *Lab) Rules(ctx context.Context, node string) ([]string, error) {
+func (l *Network) Rules(ctx context.Context, node string) ([]string, error) {
 	l.mu.Lock()
 	n, ok := l.nodes[node]
 	l.mu.Unlock()
@@ -331,7 +331,7 @@ func (l *Lab) Rules(ctx context.Context, node string) ([]string, error) {
 // chains and their jumps; where that fails — the chains were there
 // already, and the restore changed nothing — it makes sure of them one by
 // one and adds the rules then. l.mu must be held.
-func (l *Lab) apply(ctx context.Context, n *node, rules []string) error {
+func (l *Network) apply(ctx context.Context, n *node, rules []string) error {
 	pid, err := n.localPid(ctx)
 	if err != nil {
 		return fmt.Errorf("docker: node %s: %w", n.name, err)
@@ -407,7 +407,7 @@ func nsRun(ctx context.Context, pid int, stdin io.Reader, argv ...string) ([]byt
 // Close removes every container that carries the run's label (the nodes,
 // killed or not) and the run's network. It uses its own context when ctx
 // has ended, so a cancelled run still cleans up; it is idempotent.
-func (l *Lab) Close(ctx context.Context) error {
+func (l *Network) Close(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {

@@ -20,7 +20,7 @@ import (
 	"github.com/locktest/locktest/internal/procfs"
 )
 
-// KindCluster is the local provider's cluster of any backend whose nodes
+// Processes is the local provider's cluster of any backend whose nodes
 // are all of kinds that backend.Kinds defines: each node runs from its
 // kind's launch (backend.Kind.Launch) as a process of this host (in its
 // Host's network namespace, when it has one), and the cluster is formed
@@ -31,10 +31,10 @@ import (
 // backend written in clusters/backend runs here as it is. New uses it for
 // a backend that has no node type of its own here. Its methods are safe
 // for concurrent use.
-type KindCluster struct {
+type Processes struct {
 	// Cluster is the nodes as every provider runs them (their lock,
 	// formation, roles and targets), over this provider's driver.
-	*backend.Cluster[*kindNode]
+	*backend.Deployment[*kindNode]
 
 	// kind names the backend in errors: "local redis".
 	kind   string
@@ -54,13 +54,13 @@ type KindCluster struct {
 }
 
 var (
-	_ fullCluster             = (*KindCluster)(nil)
-	_ clusters.RoleReader     = (*KindCluster)(nil)
-	_ clusters.Targeter       = (*KindCluster)(nil)
-	_ clusters.GroupRestarter = (*KindCluster)(nil)
+	_ fullCluster             = (*Processes)(nil)
+	_ clusters.RoleReader     = (*Processes)(nil)
+	_ clusters.Targeter       = (*Processes)(nil)
+	_ clusters.GroupRestarter = (*Processes)(nil)
 )
 
-// kindNode is one node of a KindCluster: its kind and its ports.
+// kindNode is one node of a Processes: its kind and its ports.
 type kindNode struct {
 	member
 	kind *backend.Kind
@@ -85,11 +85,11 @@ func (n *kindNode) addr() string {
 	return n.host.Addr(n.ports[0])
 }
 
-// NewKindCluster checks opts and returns a not yet started cluster of
+// NewProcesses checks opts and returns a not yet started cluster of
 // backend b, whose nodes must all be of kinds that backend.Kinds defines.
 // It fails, naming what is missing and how to get it, when a program a
 // node runs is not installed here.
-func NewKindCluster(b string, opts Options) (*KindCluster, error) {
+func NewProcesses(b string, opts Options) (*Processes, error) {
 	l, err := backend.NewLayout(b, opts.Nodes, opts.Params, ownParams[b]...)
 	if err != nil {
 		return nil, fmt.Errorf("local %w", err)
@@ -116,7 +116,7 @@ func NewKindCluster(b string, opts Options) (*KindCluster, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	c := &KindCluster{kind: "local " + b, log: log, layout: l, opts: opts, exe: exe, powerWhy: l.SyncRecordReason(),
+	c := &Processes{kind: "local " + b, log: log, layout: l, opts: opts, exe: exe, powerWhy: l.SyncRecordReason(),
 		bins: map[string]string{}, creds: map[string]*syscall.Credential{}}
 	if c.powerWhy == "" && !opts.TrackSyncs {
 		c.powerWhy = noSyncRecords
@@ -133,7 +133,7 @@ func NewKindCluster(b string, opts Options) (*KindCluster, error) {
 		}
 		c.nodes = append(c.nodes, n)
 	}
-	c.Cluster = backend.NewCluster("local", l, c.nodes, driver{c})
+	c.Deployment = backend.NewCluster("local", l, c.nodes, driver{c})
 	// A program, a file or a user a node needs and this host lacks is
 	// reported now, before anything starts.
 	for _, n := range c.nodes {
@@ -171,8 +171,8 @@ func NewKindCluster(b string, opts Options) (*KindCluster, error) {
 }
 
 // bin is where this host has the program a launch names (hostProgram, at
-// NewKindCluster); the name itself for one not looked up.
-func (c *KindCluster) bin(program string) string {
+// NewProcesses); the name itself for one not looked up.
+func (c *Processes) bin(program string) string {
 	if p, ok := c.bins[program]; ok {
 		return p
 	}
@@ -183,7 +183,7 @@ func (c *KindCluster) bin(program string) string {
 // address with its ports (each kind's first ports until the start picks
 // them), its directory with the data directory inside, its log, this
 // host's programs, locktest's node program, Debian's ZooKeeper jars.
-func (c *KindCluster) placement(n *kindNode) backend.Placement {
+func (c *Processes) placement(n *kindNode) backend.Placement {
 	p := backend.Placement{Layout: &c.layout, Node: c.placed(n), Bind: n.host.ip(), Dir: n.dir, DataDir: n.dataDir(),
 		Bin: c.bin, NodeProgram: c.exe, User: "root", Socket: socketPath(n.dir),
 		ClassPath: backend.ZooKeeperClassPath(backend.DebianJarDir), Persistence: c.opts.Persistence,
@@ -201,7 +201,7 @@ func (c *KindCluster) placement(n *kindNode) backend.Placement {
 }
 
 // placed is n at its host's address with its ports.
-func (c *KindCluster) placed(n *kindNode) backend.Placed {
+func (c *Processes) placed(n *kindNode) backend.Placed {
 	ports := n.ports
 	if len(ports) == 0 {
 		for _, p := range n.kind.Ports {
@@ -213,7 +213,7 @@ func (c *KindCluster) placed(n *kindNode) backend.Placed {
 
 // startStopped starts, all at once, those of ns that are not running
 // (startGroup). The cluster's lock must be held.
-func (c *KindCluster) startStopped(ctx context.Context, ns []*kindNode) error {
+func (c *Processes) startStopped(ctx context.Context, ns []*kindNode) error {
 	var stopped []*kindNode
 	for _, n := range ns {
 		if !n.proc.running() {
@@ -232,7 +232,7 @@ var errPortTaken = errors.New("a port was taken")
 // (retrying, on new ports, a start whose port another process took
 // meanwhile); a node that has started keeps its own: its clients and
 // peers know it by its address. The cluster's lock must be held.
-func (c *KindCluster) startGroup(ctx context.Context, ns []*kindNode) error {
+func (c *Processes) startGroup(ctx context.Context, ns []*kindNode) error {
 	for attempt := 1; ; attempt++ {
 		err := c.launchGroup(ctx, ns)
 		if !errors.Is(err, errPortTaken) || attempt == startAttempts || slices.ContainsFunc(ns, func(n *kindNode) bool { return n.launched }) {
@@ -251,7 +251,7 @@ func (c *KindCluster) startGroup(ctx context.Context, ns []*kindNode) error {
 }
 
 // launchGroup is one attempt of startGroup.
-func (c *KindCluster) launchGroup(ctx context.Context, ns []*kindNode) error {
+func (c *Processes) launchGroup(ctx context.Context, ns []*kindNode) error {
 	for _, n := range ns {
 		if err := c.pickPorts(n); err != nil {
 			return err
@@ -412,7 +412,7 @@ func clip(s string) string {
 // ports inside a namespace of its own, else free loopback ports. A Redis
 // Cluster node's bus port (the ports its first port brings,
 // backend.Layout.MorePorts) must be ports too.
-func (c *KindCluster) pickPorts(n *kindNode) error {
+func (c *Processes) pickPorts(n *kindNode) error {
 	if len(n.ports) > 0 {
 		return nil
 	}
@@ -455,7 +455,7 @@ func waitPeerServing(ctx context.Context, k *backend.Kind, peer string, p *proc)
 // what a dead tree leaves outside its files (removeLeftovers). Each runs
 // with the cluster's lock held; stop and kill get the process the node
 // had, which the driver has already forgotten.
-type kindGroup struct{ c *KindCluster }
+type kindGroup struct{ c *Processes }
 
 // stop asks the server to stop (its kind's stop signal, SIGTERM by
 // default), thaws it and every process below it so that a paused tree
@@ -530,7 +530,7 @@ func (g kindGroup) resume(n *kindNode) error {
 // initData makes n's data directory with the launch's init (as the
 // kind's user, when it has one and this process is root) when it has
 // none yet, and appends what the init's files need.
-func (c *KindCluster) initData(ctx context.Context, n *kindNode, in *backend.Init) error {
+func (c *Processes) initData(ctx context.Context, n *kindNode, in *backend.Init) error {
 	data := n.dataDir()
 	if fi, err := os.Stat(data); err == nil && !fi.IsDir() {
 		return fmt.Errorf("%s: node %s: data directory %s is not a directory (log: %s)", c.kind, n.name, data, n.logPath)

@@ -1,4 +1,4 @@
-// Package netlab gives every node and every client host of a run a network
+// Package netns gives every node and every client host of a run a network
 // namespace of its own, attached by a veth pair to a bridge the run creates,
 // with addresses from one private /24 the run owns. Network faults are
 // iptables rules inside those namespaces: a partition DROPs the packets
@@ -21,7 +21,7 @@
 // The commands are `ip` (iproute2), `iptables` and `iptables-restore`; no
 // Go library manages iptables without shelling out to it either. A fault
 // puts each host's rules in with one iptables-restore, all or none.
-package netlab
+package netns
 
 import (
 	"bytes"
@@ -52,7 +52,7 @@ const (
 	chainIn  = "LOCKTEST-IN"
 	chainOut = "LOCKTEST-OUT"
 	// lockPath serialises subnet picking between labs of concurrent runs.
-	lockPath = "/run/lock/locktest-netlab.lock"
+	lockPath = "/run/lock/locktest-netns.lock"
 	// ownerDir holds one file per live lab, named by its id and holding the
 	// pid of the process that made it; Cleanup spares labs whose owner lives.
 	ownerDir = "/run/locktest-labs"
@@ -97,9 +97,9 @@ type Host struct {
 	Veth string
 }
 
-// Lab is one run's namespaces, bridge and rules. Its methods are safe for
+// Network is one run's namespaces, bridge and rules. Its methods are safe for
 // concurrent use.
-type Lab struct {
+type Network struct {
 	id     string
 	bridge string
 	subnet netip.Prefix
@@ -117,7 +117,7 @@ type Lab struct {
 
 // New creates a lab: a bridge with the subnet's first address and the
 // FORWARD rule. Close removes both.
-func New(ctx context.Context, opts Options) (*Lab, error) {
+func New(ctx context.Context, opts Options) (*Network, error) {
 	if err := Check(); err != nil {
 		return nil, err
 	}
@@ -140,7 +140,7 @@ func New(ctx context.Context, opts Options) (*Lab, error) {
 			os.Remove(ownerDir + "/" + id) // nothing of the lab exists
 		}
 	}()
-	l := &Lab{id: id, bridge: "lt" + id, lg: lg, hosts: map[string]*Host{}, faulty: map[string]bool{}}
+	l := &Network{id: id, bridge: "lt" + id, lg: lg, hosts: map[string]*Host{}, faulty: map[string]bool{}}
 	if opts.Subnet != "" {
 		p, err := netip.ParsePrefix(opts.Subnet)
 		if err != nil || !p.Addr().Is4() || p.Bits() != 24 {
@@ -174,31 +174,31 @@ func New(ctx context.Context, opts Options) (*Lab, error) {
 }
 
 // ID returns the lab's id, part of every name it gives.
-func (l *Lab) ID() string { return l.id }
+func (l *Network) ID() string { return l.id }
 
 // Subnet returns the lab's /24.
-func (l *Lab) Subnet() string { return l.subnet.String() }
+func (l *Network) Subnet() string { return l.subnet.String() }
 
 // Gateway returns the bridge's address: the driver's own address on the lab,
 // where services of the driver (the resource store) listen for workers.
-func (l *Lab) Gateway() string { return l.gw.String() }
+func (l *Network) Gateway() string { return l.gw.String() }
 
 // Add creates the namespace of a host called name, with the next address.
-func (l *Lab) Add(ctx context.Context, name string) (Host, error) {
+func (l *Network) Add(ctx context.Context, name string) (Host, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
-		return Host{}, errors.New("netlab: lab is closed")
+		return Host{}, errors.New("netns: lab is closed")
 	}
 	if _, dup := l.hosts[name]; dup {
-		return Host{}, fmt.Errorf("netlab: host %s exists", name)
+		return Host{}, fmt.Errorf("netns: host %s exists", name)
 	}
 	veth := "lt" + l.id + name
 	if len(veth) > 15 || !regexp.MustCompile(`^[a-z0-9]+$`).MatchString(name) {
-		return Host{}, fmt.Errorf("netlab: host name %q must be lower-case letters and digits, at most 9", name)
+		return Host{}, fmt.Errorf("netns: host name %q must be lower-case letters and digits, at most 9", name)
 	}
 	if !l.subnet.Contains(l.next) || l.next == netip.AddrFrom4([4]byte{l.subnet.Addr().As4()[0], l.subnet.Addr().As4()[1], l.subnet.Addr().As4()[2], 255}) {
-		return Host{}, errors.New("netlab: subnet has no address left")
+		return Host{}, errors.New("netns: subnet has no address left")
 	}
 	h := &Host{Name: name, NS: nsPrefix + l.id + "-" + name, IP: l.next.String(), Veth: veth}
 	peer := "lt" + l.id + "p"
@@ -221,7 +221,7 @@ func (l *Lab) Add(ctx context.Context, name string) (Host, error) {
 		if err := run(ctx, s...); err != nil {
 			_ = run(context.Background(), "ip", "netns", "del", h.NS)
 			_ = run(context.Background(), "ip", "link", "del", veth)
-			return Host{}, fmt.Errorf("netlab: host %s: %w", name, err)
+			return Host{}, fmt.Errorf("netns: host %s: %w", name, err)
 		}
 	}
 	l.hosts[name] = h
@@ -232,7 +232,7 @@ func (l *Lab) Add(ctx context.Context, name string) (Host, error) {
 }
 
 // Host returns the host called name.
-func (l *Lab) Host(name string) (Host, bool) {
+func (l *Network) Host(name string) (Host, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	h, ok := l.hosts[name]
@@ -243,7 +243,7 @@ func (l *Lab) Host(name string) (Host, bool) {
 }
 
 // Hosts returns the hosts in the order they were added.
-func (l *Lab) Hosts() []Host {
+func (l *Network) Hosts() []Host {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	out := make([]Host, 0, len(l.order))
@@ -255,14 +255,14 @@ func (l *Lab) Hosts() []Host {
 
 // Cut drops every packet between each host of a and each host of b, in
 // both directions, until Heal. Hosts in neither set are not affected.
-func (l *Lab) Cut(ctx context.Context, a, b []string) error {
+func (l *Network) Cut(ctx context.Context, a, b []string) error {
 	return l.Partition(ctx, [][]string{a, b})
 }
 
 // Partition cuts every pair of hosts that are in different groups. Hosts in
 // no group are not affected. Each host gets its rules in one
 // iptables-restore, all or none, so a partition goes in at once.
-func (l *Lab) Partition(ctx context.Context, groups [][]string) error {
+func (l *Network) Partition(ctx context.Context, groups [][]string) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	hs := make([][]*Host, len(groups))
@@ -291,9 +291,9 @@ func (l *Lab) Partition(ctx context.Context, groups [][]string) error {
 
 // Loss drops the fraction p (0 < p ≤ 1) of the packets arriving at each of
 // hosts from the lab's network, until Heal.
-func (l *Lab) Loss(ctx context.Context, hosts []string, p float64) error {
+func (l *Network) Loss(ctx context.Context, hosts []string, p float64) error {
 	if !(p > 0 && p <= 1) {
-		return fmt.Errorf("netlab: loss probability %v not in (0, 1]", p)
+		return fmt.Errorf("netns: loss probability %v not in (0, 1]", p)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -310,7 +310,7 @@ func (l *Lab) Loss(ctx context.Context, hosts []string, p float64) error {
 
 // Heal removes every fault rule of every host, a host in one
 // iptables-restore.
-func (l *Lab) Heal(ctx context.Context) error {
+func (l *Network) Heal(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	rules := map[*Host][]string{}
@@ -350,7 +350,7 @@ func restoreAll(ctx context.Context, rules map[*Host][]string) map[*Host]error {
 // per host, all hosts at once. Each host is marked faulty
 // first, so that Heal clears what a failure left behind. l.mu must be
 // held.
-func (l *Lab) applyRules(ctx context.Context, rules map[*Host][]string) error {
+func (l *Network) applyRules(ctx context.Context, rules map[*Host][]string) error {
 	for h := range rules {
 		l.faulty[h.Name] = true
 	}
@@ -371,17 +371,17 @@ func restore(ctx context.Context, h *Host, lines []string) error {
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("netlab: host %s: iptables-restore: %v: %s", h.Name, err, strings.TrimSpace(stderr.String()))
+		return fmt.Errorf("netns: host %s: iptables-restore: %v: %s", h.Name, err, strings.TrimSpace(stderr.String()))
 	}
 	return nil
 }
 
 // Rules returns the fault rules now in place in host's chains, as
 // `iptables -S` prints them; for tests and the driver's log.
-func (l *Lab) Rules(ctx context.Context, host string) ([]string, error) {
+func (l *Network) Rules(ctx context.Context, host string) ([]string, error) {
 	h, ok := l.Host(host)
 	if !ok {
-		return nil, fmt.Errorf("netlab: no host %s", host)
+		return nil, fmt.Errorf("netns: no host %s", host)
 	}
 	var out []string
 	for _, c := range []string{chainIn, chainOut} {
@@ -400,7 +400,7 @@ func (l *Lab) Rules(ctx context.Context, host string) ([]string, error) {
 
 // Close kills what still runs in the lab's namespaces, deletes them (with
 // their veths and rules), the bridge and the FORWARD rule. It is idempotent.
-func (l *Lab) Close(ctx context.Context) error {
+func (l *Network) Close(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.closed = true
@@ -432,12 +432,12 @@ func (l *Lab) Close(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-func (l *Lab) lookup(names []string) ([]*Host, error) {
+func (l *Network) lookup(names []string) ([]*Host, error) {
 	out := make([]*Host, 0, len(names))
 	for _, n := range names {
 		h, ok := l.hosts[n]
 		if !ok {
-			return nil, fmt.Errorf("netlab: no host %s", n)
+			return nil, fmt.Errorf("netns: no host %s", n)
 		}
 		out = append(out, h)
 	}
@@ -542,13 +542,13 @@ func freeID(ctx context.Context) (string, error) {
 		}
 		return id, writeOwner(id, os.Getpid())
 	}
-	return "", errors.New("netlab: no free lab id (run `locktest cleanup`)")
+	return "", errors.New("netns: no free lab id (run `locktest cleanup`)")
 }
 
 // writeOwner records that pid owns lab id.
 func writeOwner(id string, pid int) error {
 	if err := os.MkdirAll(ownerDir, 0o755); err != nil {
-		return fmt.Errorf("netlab: %w", err)
+		return fmt.Errorf("netns: %w", err)
 	}
 	return os.WriteFile(ownerDir+"/"+id, []byte(strconv.Itoa(pid)+"\n"), 0o644)
 }
@@ -712,7 +712,7 @@ func freeSubnet(ctx context.Context) (netip.Prefix, error) {
 			return p, nil
 		}
 	}
-	return netip.Prefix{}, errors.New("netlab: every 10.77.N.0/24 is in use; give a subnet")
+	return netip.Prefix{}, errors.New("netns: every 10.77.N.0/24 is in use; give a subnet")
 }
 
 // subnetsInUse returns the /24s of this host's IPv4 addresses.
@@ -740,11 +740,11 @@ func lockFile() (func(), error) {
 	_ = os.MkdirAll("/run/lock", 0o755)
 	f, err := os.OpenFile(lockPath, os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("netlab: %w", err)
+		return nil, fmt.Errorf("netns: %w", err)
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("netlab: lock %s: %w", lockPath, err)
+		return nil, fmt.Errorf("netns: lock %s: %w", lockPath, err)
 	}
 	return func() { f.Close() }, nil
 }

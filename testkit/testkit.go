@@ -24,10 +24,10 @@ import (
 	"github.com/locktest/locktest/clusters/engine"
 	"github.com/locktest/locktest/clusters/images"
 	"github.com/locktest/locktest/clusters/local"
-	"github.com/locktest/locktest/clusters/local/netlab"
+	"github.com/locktest/locktest/clusters/local/netns"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/impls"
-	"github.com/locktest/locktest/internal/gate"
+	"github.com/locktest/locktest/testkit/gate"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/reports"
 	"github.com/locktest/locktest/run"
@@ -399,7 +399,7 @@ func AssertLabGone(t *testing.T, id string) {
 	if id == "" {
 		t.Fatal("the run recorded no network lab")
 	}
-	f, err := netlab.Find(context.Background())
+	f, err := netns.Find(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

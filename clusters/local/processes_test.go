@@ -14,7 +14,7 @@ import (
 
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/backend"
-	"github.com/locktest/locktest/internal/gate"
+	"github.com/locktest/locktest/testkit/gate"
 	"github.com/locktest/locktest/testkit/testcluster"
 	"github.com/locktest/locktest/testkit/testexe"
 )
@@ -26,16 +26,16 @@ func kindOptions(t *testing.T, params map[string]string) Options {
 	return Options{Dir: t.TempDir(), Exe: exe, ExeEnv: env, Params: params}
 }
 
-// startKinds starts a KindCluster of backend b and stops it, checked, when
+// startKinds starts a Processes of backend b and stops it, checked, when
 // the test ends.
-func startKinds(t *testing.T, b string, opts Options) *KindCluster {
+func startKinds(t *testing.T, b string, opts Options) *Processes {
 	t.Helper()
-	c, err := NewKindCluster(b, opts)
+	c, err := NewProcesses(b, opts)
 	return started(t, c, err, time.Minute)
 }
 
 // startEtcd starts a 3-member etcd on the generic cluster.
-func startEtcd(t *testing.T) *KindCluster {
+func startEtcd(t *testing.T) *Processes {
 	t.Helper()
 	return startKinds(t, backend.Etcd, kindOptions(t, nil))
 }
@@ -72,7 +72,7 @@ func eventually(t *testing.T, what string, cond func() error) {
 // write, and the restarted member rejoins on its data directory and
 // catches up; a restart of a running member does nothing; the whole
 // cluster stopped starts again on the same addresses with its data.
-func TestKindClusterEtcdKeepsItsData(t *testing.T) {
+func TestProcessesEtcdKeepsItsData(t *testing.T) {
 	t.Parallel()
 	e := startEtcd(t)
 	ns := e.Nodes()
@@ -159,7 +159,7 @@ func TestKindClusterEtcdKeepsItsData(t *testing.T) {
 
 // A paused member still stops promptly (Stop thaws it after SIGTERM);
 // pausing a stopped or unknown member is an error.
-func TestKindClusterPausedNodeStops(t *testing.T) {
+func TestProcessesPausedNodeStops(t *testing.T) {
 	t.Parallel()
 	e := startEtcd(t)
 	ctx := context.Background()
@@ -192,7 +192,7 @@ func TestKindClusterPausedNodeStops(t *testing.T) {
 
 // One ZooKeeper peer runs standalone, on the tick its param sets, and its
 // log is collected.
-func TestKindClusterZooKeeperStandalone(t *testing.T) {
+func TestProcessesZooKeeperStandalone(t *testing.T) {
 	t.Parallel()
 	opts := kindOptions(t, map[string]string{backend.ZooKeeperParamTickTime: "100ms"})
 	opts.Nodes = 1
@@ -212,7 +212,7 @@ func TestKindClusterZooKeeperStandalone(t *testing.T) {
 // directory is a file) fails the start with one line that names it, says
 // it exited, quotes its log's last words and names the log; no node is
 // left running.
-func TestKindClusterStartFailureIsOneLine(t *testing.T) {
+func TestProcessesStartFailureIsOneLine(t *testing.T) {
 	gate.Servers(t, "etcd")
 	t.Parallel()
 	opts := kindOptions(t, nil)
@@ -223,7 +223,7 @@ func TestKindClusterStartFailureIsOneLine(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("not a directory"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	e, err := NewKindCluster(backend.Etcd, opts)
+	e, err := NewProcesses(backend.Etcd, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,10 +253,10 @@ func TestKindClusterStartFailureIsOneLine(t *testing.T) {
 // A program a node runs that this host lacks, and params its backend does
 // not take, are refused before anything starts; params it takes reach the
 // layout.
-func TestKindClusterRefusals(t *testing.T) {
+func TestProcessesRefusals(t *testing.T) {
 	orig := os.Getenv("PATH")
 	t.Setenv("PATH", t.TempDir())
-	_, err := NewKindCluster(backend.Redis, Options{Dir: t.TempDir()})
+	_, err := NewProcesses(backend.Redis, Options{Dir: t.TempDir()})
 	if err == nil || !strings.Contains(err.Error(), "redis-server not found") || !strings.Contains(err.Error(), "make setup") {
 		t.Errorf("no redis-server: %v", err)
 	}
@@ -276,8 +276,8 @@ func TestKindClusterRefusals(t *testing.T) {
 		if tc.params == nil {
 			opts.Dir = ""
 		}
-		if _, err := NewKindCluster(tc.b, opts); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("NewKindCluster(%s, %v) = %v, want an error saying %q", tc.b, tc.params, err, tc.want)
+		if _, err := NewProcesses(tc.b, opts); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("NewProcesses(%s, %v) = %v, want an error saying %q", tc.b, tc.params, err, tc.want)
 		}
 	}
 	c, err := New(backend.Etcd, Options{Dir: t.TempDir(), Exe: exe, ExeEnv: env,
@@ -285,8 +285,8 @@ func TestKindClusterRefusals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if k, ok := c.(*KindCluster); !ok || k.layout.Etcd.TickMs != 10 || k.layout.Etcd.ElectionMs != 100 || len(k.Nodes()) != 3 {
-		t.Errorf("New(etcd) = %T with layout %+v, want a KindCluster of 3 with the params", c, c)
+	if k, ok := c.(*Processes); !ok || k.layout.Etcd.TickMs != 10 || k.layout.Etcd.ElectionMs != 100 || len(k.Nodes()) != 3 {
+		t.Errorf("New(etcd) = %T with layout %+v, want a Processes of 3 with the params", c, c)
 	}
 }
 
@@ -329,17 +329,17 @@ java.net.BindException: Address already in use
 	}
 }
 
-// BenchmarkKindClusterStart measures a start of each backend of kinds on
+// BenchmarkProcessesStart measures a start of each backend of kinds on
 // the generic cluster, to every node ready and the cluster formed, and its
-// stop: `go test -run '^$' -bench KindClusterStart -benchtime 3x
+// stop: `go test -run '^$' -bench ProcessesStart -benchtime 3x
 // ./clusters/local` (figures in docs/backends.md).
-func BenchmarkKindClusterStart(b *testing.B) {
+func BenchmarkProcessesStart(b *testing.B) {
 	gate.Need(b, "redis-server")
 	exe, env := testexe.Node()
 	for _, name := range backend.All() {
 		b.Run(name, func(b *testing.B) {
 			for b.Loop() {
-				c, err := NewKindCluster(name, Options{Dir: b.TempDir(), Exe: exe, ExeEnv: env})
+				c, err := NewProcesses(name, Options{Dir: b.TempDir(), Exe: exe, ExeEnv: env})
 				if err != nil {
 					b.Fatal(err)
 				}

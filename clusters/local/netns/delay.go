@@ -1,4 +1,4 @@
-package netlab
+package netns
 
 import (
 	"context"
@@ -232,7 +232,7 @@ func (n *proxied) copy(dst, src net.Conn) {
 // Delay makes each of hosts hold every packet it sends for d with tc netem
 // (see NetemAvailable), and removes the delay from every other host; d = 0
 // removes them all.
-func (l *Lab) Delay(ctx context.Context, hosts []string, d time.Duration) error {
+func (l *Network) Delay(ctx context.Context, hosts []string, d time.Duration) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if _, err := l.lookup(hosts); err != nil {
