@@ -18,12 +18,12 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/checker"
-	"github.com/locktest/locktest/testkit"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/impls/external"
-	"github.com/locktest/locktest/testkit/gate"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/run"
+	"github.com/locktest/locktest/testkit"
+	"github.com/locktest/locktest/testkit/gate"
 )
 
 // curatorJars are the jars of /usr/share/java that the Curator adapter's

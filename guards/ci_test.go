@@ -27,9 +27,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	k8syaml "sigs.k8s.io/yaml"
 
-	"github.com/locktest/locktest/testkit/gate"
 	"github.com/locktest/locktest/reports"
 	"github.com/locktest/locktest/runstore"
+	"github.com/locktest/locktest/testkit/gate"
 )
 
 // ciDocPath is the doc the tests read, from the repository's root.

@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/locktest/locktest/testkit/gate"
-	"github.com/locktest/locktest/testkit/schemacheck"
 	"github.com/locktest/locktest/reports"
 	"github.com/locktest/locktest/run"
+	"github.com/locktest/locktest/testkit/gate"
+	"github.com/locktest/locktest/testkit/schemacheck"
 	"github.com/locktest/locktest/testkit/testexe"
 )
 

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/locktest/locktest/testkit/schemacheck"
 	"github.com/locktest/locktest/internal/stats"
 	"github.com/locktest/locktest/runstore"
+	"github.com/locktest/locktest/testkit/schemacheck"
 )
 
 // testMatrix is a hand-built matrix of two impls with a cell of every

@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/locktest/locktest/testkit/schemacheck"
 	"github.com/locktest/locktest/internal/stats"
 	"github.com/locktest/locktest/runstore"
+	"github.com/locktest/locktest/testkit/schemacheck"
 )
 
 func sampleBoard() Scoreboard {

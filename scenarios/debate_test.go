@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/clusters/local/netns"
-	"github.com/locktest/locktest/testkit/gate"
 	"github.com/locktest/locktest/reports"
 	"github.com/locktest/locktest/run"
+	"github.com/locktest/locktest/testkit/gate"
 	"github.com/locktest/locktest/testkit/testexe"
 )
 

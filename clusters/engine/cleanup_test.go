@@ -15,8 +15,8 @@ import (
 
 	"github.com/locktest/locktest/clusters/engine"
 	"github.com/locktest/locktest/clusters/images"
-	"github.com/locktest/locktest/testkit/gate"
 	"github.com/locktest/locktest/testkit/dockertest"
+	"github.com/locktest/locktest/testkit/gate"
 )
 
 // needRedisImage builds (or reuses) locktest's redis image, skipping the

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/locktest/locktest/testkit/gate"
 	"github.com/locktest/locktest/testkit/dockertest"
+	"github.com/locktest/locktest/testkit/gate"
 )
 
 // A build of the redis image, asked for by any backend that runs it, is

@@ -17,8 +17,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/locktest/locktest/history"
-	"github.com/locktest/locktest/testkit/gate"
 	"github.com/locktest/locktest/runstore"
+	"github.com/locktest/locktest/testkit/gate"
 )
 
 // badCase is a command line with one bad value and the text its error

@@ -7,10 +7,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/locktest/locktest/testkit/gate"
-	"github.com/locktest/locktest/testkit/schemacheck"
 	"github.com/locktest/locktest/reports"
 	"github.com/locktest/locktest/runstore"
+	"github.com/locktest/locktest/testkit/gate"
+	"github.com/locktest/locktest/testkit/schemacheck"
 )
 
 func TestDebateList(t *testing.T) {

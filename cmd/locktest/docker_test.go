@@ -10,9 +10,9 @@ import (
 
 	"github.com/locktest/locktest/clusters/engine"
 	"github.com/locktest/locktest/clusters/images"
-	"github.com/locktest/locktest/testkit/gate"
 	"github.com/locktest/locktest/runstore"
 	"github.com/locktest/locktest/testkit/dockertest"
+	"github.com/locktest/locktest/testkit/gate"
 )
 
 // TestDockerInterruptRemovesContainers interrupts docker runs: after

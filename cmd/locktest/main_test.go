@@ -17,12 +17,12 @@ import (
 
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/clusters/local/netns"
-	"github.com/locktest/locktest/testkit"
 	"github.com/locktest/locktest/history"
-	"github.com/locktest/locktest/testkit/gate"
 	"github.com/locktest/locktest/internal/procfs"
-	"github.com/locktest/locktest/testkit/schemacheck"
 	"github.com/locktest/locktest/runstore"
+	"github.com/locktest/locktest/testkit"
+	"github.com/locktest/locktest/testkit/gate"
+	"github.com/locktest/locktest/testkit/schemacheck"
 )
 
 // cli is the locktest binary, built once for these tests; bin is its path.

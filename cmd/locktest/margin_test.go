@@ -11,12 +11,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/locktest/locktest/testkit"
 	"github.com/locktest/locktest/history"
-	"github.com/locktest/locktest/testkit/gate"
-	"github.com/locktest/locktest/testkit/schemacheck"
 	"github.com/locktest/locktest/reports"
 	"github.com/locktest/locktest/runstore"
+	"github.com/locktest/locktest/testkit"
+	"github.com/locktest/locktest/testkit/gate"
+	"github.com/locktest/locktest/testkit/schemacheck"
 )
 
 // TestMarginFindsThePauseBoundary searches the pause that breaks

@@ -6,10 +6,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/locktest/locktest/testkit/gate"
 	"github.com/locktest/locktest/reports"
 	"github.com/locktest/locktest/runstore"
 	"github.com/locktest/locktest/testkit/dockertest"
+	"github.com/locktest/locktest/testkit/gate"
 )
 
 // TestReportSaysWhatRanTheNodes makes a short run under each provider and

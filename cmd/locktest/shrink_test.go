@@ -8,13 +8,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/locktest/locktest/testkit"
-	"github.com/locktest/locktest/testkit/gate"
-	"github.com/locktest/locktest/testkit/schemacheck"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/run"
 	"github.com/locktest/locktest/runstore"
 	"github.com/locktest/locktest/shrink"
+	"github.com/locktest/locktest/testkit"
+	"github.com/locktest/locktest/testkit/gate"
+	"github.com/locktest/locktest/testkit/schemacheck"
 )
 
 // failingRun stores goodHistory's overlap, checked, with a schedule.json

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/locktest/locktest/runstore"
 	"github.com/locktest/locktest/testkit/gate"
 	"github.com/locktest/locktest/testkit/schemacheck"
-	"github.com/locktest/locktest/runstore"
 )
 
 // TestStopOnViolation: a run of gcStory's schedule with --stop-on-violation

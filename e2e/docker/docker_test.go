@@ -15,11 +15,11 @@ import (
 	"github.com/locktest/locktest/clusters/clientaddr"
 	"github.com/locktest/locktest/clusters/docker"
 	"github.com/locktest/locktest/clusters/engine"
-	"github.com/locktest/locktest/testkit"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/run"
 	"github.com/locktest/locktest/runstore"
+	"github.com/locktest/locktest/testkit"
 	"github.com/locktest/locktest/workloads"
 )
 

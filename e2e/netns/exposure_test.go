@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/locktest/locktest/testkit"
-	"github.com/locktest/locktest/testkit/gate"
 	"github.com/locktest/locktest/internal/listeners"
 	"github.com/locktest/locktest/run"
+	"github.com/locktest/locktest/testkit"
+	"github.com/locktest/locktest/testkit/gate"
 	"github.com/locktest/locktest/testkit/testexe"
 )
 

@@ -11,14 +11,14 @@ import (
 
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/clusters/local/netns"
-	"github.com/locktest/locktest/testkit"
 	"github.com/locktest/locktest/history"
-	"github.com/locktest/locktest/testkit/gate"
-	"github.com/locktest/locktest/testkit/schemacheck"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/run"
 	"github.com/locktest/locktest/runstore"
+	"github.com/locktest/locktest/testkit"
 	"github.com/locktest/locktest/testkit/faultops"
+	"github.com/locktest/locktest/testkit/gate"
+	"github.com/locktest/locktest/testkit/schemacheck"
 )
 
 func needNetns(t *testing.T) {

@@ -14,10 +14,10 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/clusters/sshlab"
-	"github.com/locktest/locktest/testkit"
-	"github.com/locktest/locktest/testkit/gate"
 	"github.com/locktest/locktest/runstore"
+	"github.com/locktest/locktest/testkit"
 	"github.com/locktest/locktest/testkit/dockertest"
+	"github.com/locktest/locktest/testkit/gate"
 	"github.com/locktest/locktest/testkit/testlab"
 )
 

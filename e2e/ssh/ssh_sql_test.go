@@ -18,12 +18,12 @@ import (
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/clusters/backend"
 	sshp "github.com/locktest/locktest/clusters/ssh"
-	"github.com/locktest/locktest/testkit"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/impls"
 	"github.com/locktest/locktest/internal/shellquote"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/run"
+	"github.com/locktest/locktest/testkit"
 	"github.com/locktest/locktest/testkit/testlab"
 )
 

@@ -12,8 +12,8 @@ import (
 
 	sshp "github.com/locktest/locktest/clusters/ssh"
 	"github.com/locktest/locktest/clusters/sshlab"
-	"github.com/locktest/locktest/testkit/gate"
 	"github.com/locktest/locktest/testkit/dockertest"
+	"github.com/locktest/locktest/testkit/gate"
 )
 
 // Up starts an SSH lab of five hosts for the test (skipping when no
