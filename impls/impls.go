@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/locktest/locktest/clusters/backend"
 )
 
 // ErrNotAcquired means the lock is held by someone else and the attempt
@@ -261,7 +263,10 @@ type Impl struct {
 	Name string
 	// Backend is the cluster kind the impl needs ("redis", ...).
 	Backend string
-	// Nodes is how many nodes of that backend it uses.
+	// Nodes is how many nodes of that backend it uses. Register sets it to
+	// the backend's own size (backend.DefaultNodes) when it is 0: an impl
+	// states it only when it runs on a cluster of another size (Redlock's
+	// independent masters).
 	Nodes int
 	// Fenced says whether its leases carry fencing tokens.
 	Fenced bool
@@ -316,6 +321,9 @@ func Register(i Impl) {
 	defer mu.Unlock()
 	if _, dup := registry[i.Name]; dup {
 		panic("impls: duplicate impl " + i.Name)
+	}
+	if i.Nodes == 0 {
+		i.Nodes = backend.DefaultNodes(i.Backend)
 	}
 	registry[i.Name] = i
 }

@@ -314,3 +314,54 @@ func registeringFiles(t *testing.T) map[string]string {
 	}
 	return home
 }
+
+// TestImplsLeaveNodeCountsToTheirBackend reads the lock recipes (impls/,
+// but tests) and fails where an impl spells its node count as a number or
+// as its backend's default: impls.Register gives an impl that leaves Nodes
+// out its backend's size (DefaultNodes), the one place that count is
+// written. An impl that runs on a cluster of another size (Redlock's
+// independent masters) gives its own count from a variable or setting,
+// never a literal.
+func TestImplsLeaveNodeCountsToTheirBackend(t *testing.T) {
+	root, err := filepath.Abs("../../impls")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := 0
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return err
+		}
+		files++
+		fset := token.NewFileSet()
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			kv, ok := n.(*ast.KeyValueExpr)
+			if !ok {
+				return true
+			}
+			if key, ok := kv.Key.(*ast.Ident); !ok || key.Name != "Nodes" {
+				return true
+			}
+			switch v := kv.Value.(type) {
+			case *ast.BasicLit:
+				t.Errorf("%s: Nodes: %s: leave it out (impls.Register takes the backend's DefaultNodes), or give a cluster of another size from a setting", fset.Position(v.Pos()), v.Value)
+			case *ast.CallExpr:
+				if sel, ok := v.Fun.(*ast.SelectorExpr); ok && sel.Sel.Name == "DefaultNodes" {
+					t.Errorf("%s: Nodes: backend.DefaultNodes(...): leave it out, impls.Register gives it", fset.Position(v.Pos()))
+				}
+			}
+			return true
+		})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files < 10 {
+		t.Fatalf("only %d Go files read under impls/: is the walk at the right place?", files)
+	}
+}

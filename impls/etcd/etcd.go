@@ -61,7 +61,7 @@ const (
 func init() {
 	for _, i := range []impls.Impl{
 		{
-			Name: "etcd-mutex", Backend: "etcd", Nodes: backend.DefaultNodes(backend.Etcd), Fenced: true, Guarded: true,
+			Name: "etcd-mutex", Backend: backend.Etcd, Fenced: true, Guarded: true,
 			TokenSource: "etcd create revision of the holder's key", Reentrant: true, Blocking: true,
 			Wait:    "waits on the server for its predecessor's key to be deleted (Mutex.Lock), until its deadline; a second acquire on the same session finds the session's own key and is granted at once",
 			Notices: "the session's Done channel closes (its lease expired, or the client could not renew it before its TTL ran out)",
@@ -70,7 +70,7 @@ func init() {
 			New: impls.Wrap(newBase, func(b *base) impls.Client { return &mutexClient{base: b} }),
 		},
 		{
-			Name: "etcd-lease-txn", Backend: "etcd", Nodes: backend.DefaultNodes(backend.Etcd), Fenced: true, Guarded: true,
+			Name: "etcd-lease-txn", Backend: backend.Etcd, Fenced: true, Guarded: true,
 			TokenSource: "etcd create revision of the lock key", Blocking: true,
 			Wait:    "watches the key for its deletion and retries the transaction (every waiter at once), until its deadline",
 			Notices: "its own timer at the lease's end (the lease is never renewed, so it is then gone)",
@@ -94,7 +94,7 @@ type base struct {
 }
 
 func newBase(cfg impls.Config) (*base, error) {
-	if err := cfg.Check("etcd"); err != nil {
+	if err := cfg.Check(backend.Etcd); err != nil {
 		return nil, err
 	}
 	for k := range cfg.Params {

@@ -62,14 +62,14 @@ const (
 func init() {
 	for _, i := range []impls.Impl{
 		{
-			Name: "mysql-unique-insert", Backend: "mysql", Nodes: backend.DefaultNodes(backend.MySQL), Fenced: true,
+			Name: "mysql-unique-insert", Backend: backend.MySQL, Fenced: true,
 			TokenSource: "the lock row's AUTO_INCREMENT id", Wait: "polls the INSERT every 10ms until its deadline",
 			Doc: "a lock table with a unique key on the name: INSERT to acquire (retried until the deadline), DELETE to release, an expires_at column and a cleanup loop deleting expired rows, token = the row's AUTO_INCREMENT id; " +
 				"a lease that a paused holder outlives, and with the cleanup off (cleanup=off) a dead holder's row blocks the lock forever.",
 			New: newUniqueInsert,
 		},
 		{
-			Name: "mysql-for-update", Backend: "mysql", Nodes: backend.DefaultNodes(backend.MySQL), Fenced: true,
+			Name: "mysql-for-update", Backend: backend.MySQL, Fenced: true,
 			TokenSource: "a version column incremented in the holder's transaction", Reentrant: true, Blocking: true,
 			Wait: "waits on the server for the row lock (max_statement_time), until its deadline; a second acquire by the holder rolls its open transaction back and takes the row again at once, and one release frees it",
 			Doc: "SELECT … FOR UPDATE on a lock row inside a transaction held open for the critical section, released by COMMIT, token = a version column incremented in that transaction; " +
@@ -77,14 +77,14 @@ func init() {
 			New: impls.Wrap(sessionWith(forUpdateSchema), func(s *session) impls.Client { return &ForUpdate{session: s, known: map[string]bool{}} }),
 		},
 		{
-			Name: "mysql-get-lock", Backend: "mysql", Nodes: backend.DefaultNodes(backend.MySQL), Reentrant: true, Blocking: true,
+			Name: "mysql-get-lock", Backend: backend.MySQL, Reentrant: true, Blocking: true,
 			Wait: "waits on the server (GET_LOCK timeout), until its deadline; MariaDB counts nested GET_LOCKs of one session",
 			Doc: "GET_LOCK(name, timeout) / RELEASE_LOCK on one pinned session, no fencing token; " +
 				"the server frees the lock when the session ends, and a holder whose connection broke goes on believing it holds it.",
 			New: impls.Wrap(sessionWith(nil), func(s *session) impls.Client { return &GetLock{session: s} }),
 		},
 		{
-			Name: "mysql-optimistic", Backend: "mysql", Nodes: backend.DefaultNodes(backend.MySQL), Fenced: true,
+			Name: "mysql-optimistic", Backend: backend.MySQL, Fenced: true,
 			TokenSource: "the version the compare-and-set increments", Wait: "polls the compare-and-set every 10ms until its deadline",
 			Doc: "a compare-and-set UPDATE that takes the row when it has no holder or its expires_at passed (retried until the deadline), token = the version it increments; " +
 				"a lease that a paused holder outlives, expiring on the database's clock.",
@@ -111,7 +111,7 @@ type session struct {
 // schema. It does not connect: a server that is down when the worker
 // starts shows up as the first acquire's error.
 func newSession(cfg impls.Config, schema []string, poolSize int) (*session, error) {
-	if err := cfg.Check("mysql"); err != nil {
+	if err := cfg.Check(backend.MySQL); err != nil {
 		return nil, err
 	}
 	mc := mysql.NewConfig()

@@ -55,7 +55,7 @@ const (
 func init() {
 	for _, i := range []impls.Impl{
 		{
-			Name: "nats-kv", Backend: "nats", Nodes: backend.DefaultNodes(backend.Nats), Fenced: true,
+			Name: "nats-kv", Backend: backend.Nats, Fenced: true,
 			TokenSource: "the JetStream stream sequence of the key's create (its KV revision)",
 			Wait:        "fails at once when the key exists",
 			Notices:     "its own timer at the key's TTL (the key is never renewed, so it is then gone)",
@@ -64,7 +64,7 @@ func init() {
 			New: func(ctx context.Context, cfg impls.Config) (impls.Client, error) { return newClient(ctx, cfg, false) },
 		},
 		{
-			Name: "nats-kv-extend", Backend: "nats", Nodes: backend.DefaultNodes(backend.Nats), Fenced: true,
+			Name: "nats-kv-extend", Backend: backend.Nats, Fenced: true,
 			TokenSource: "the JetStream stream sequence of the key's create (its KV revision)",
 			Wait:        "fails at once when the key exists",
 			Notices:     "a renewal that fails (the key's revision moved, or the cluster did not answer within the op timeout)",
@@ -115,7 +115,7 @@ func (h *holding) last() (uint64, error) {
 // another server when its own goes) and opens the bucket, making it with a
 // replica on each server where the cluster has none.
 func newClient(ctx context.Context, cfg impls.Config, extend bool) (*Client, error) {
-	if err := cfg.Check("nats"); err != nil {
+	if err := cfg.Check(backend.Nats); err != nil {
 		return nil, err
 	}
 	for k := range cfg.Params {

@@ -62,7 +62,7 @@ const ddlLock = "pg_advisory_lock(1819239275, 1)"
 func init() {
 	for _, i := range []impls.Impl{
 		{
-			Name: "pg-advisory", Backend: "postgres", Nodes: backend.DefaultNodes(backend.Postgres), Fenced: true,
+			Name: "pg-advisory", Backend: backend.Postgres, Fenced: true,
 			TokenSource: "nextval of the sequence locktest_fence, taken under the lock", Reentrant: true, Blocking: true,
 			Wait: "waits on the server (lock_timeout), until its deadline; PostgreSQL stacks a session's advisory locks",
 			Doc: "pg_advisory_lock / pg_advisory_unlock on one dedicated session, token = nextval of a sequence taken under the lock; " +
@@ -70,7 +70,7 @@ func init() {
 			New: impls.Wrap(newSession, func(s *session) impls.Client { return &Advisory{session: s} }),
 		},
 		{
-			Name: "pg-advisory-xact", Backend: "postgres", Nodes: backend.DefaultNodes(backend.Postgres), Fenced: true,
+			Name: "pg-advisory-xact", Backend: backend.Postgres, Fenced: true,
 			TokenSource: "nextval of the sequence locktest_fence, taken under the lock", Reentrant: true, Blocking: true,
 			Wait: "waits on the server (lock_timeout) inside a new transaction, until its deadline; a second acquire by the holder rolls its open transaction back and takes the lock again at once, and one release frees it",
 			Doc: "pg_advisory_xact_lock inside a transaction held open for the critical section, released by COMMIT, token = nextval of a sequence taken under the lock; " +

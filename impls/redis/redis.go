@@ -39,26 +39,26 @@ const (
 func init() {
 	for _, i := range []impls.Impl{
 		{
-			Name: "redis-set-nx-px", Backend: "redis", Nodes: backend.DefaultNodes(backend.Redis), Fenced: true,
+			Name: "redis-set-nx-px", Backend: backend.Redis, Fenced: true,
 			TokenSource: "Redis INCR counter, in the acquire's Lua script", Wait: "fails at once",
 			Doc: "SET NX PX with a unique value plus an INCR fencing token in one Lua script, released by compare-and-delete; " +
 				"the recommended single-node form, still a lease that a paused holder outlives, and its tokens restart when the node loses its data.",
 			New: impls.Wrap(newConn, func(c *conn) impls.Client { return &SetNXPX{c} }),
 		},
 		{
-			Name: "redis-setnx-expire", Backend: "redis", Nodes: backend.DefaultNodes(backend.Redis), Points: []string{HookBetweenSetNXExpire}, Wait: "fails at once",
+			Name: "redis-setnx-expire", Backend: backend.Redis, Points: []string{HookBetweenSetNXExpire}, Wait: "fails at once",
 			Doc: "SETNX then PEXPIRE as two commands, released by compare-and-delete; " +
 				"a client that dies between the two leaves a lock with no TTL that nobody can ever take.",
 			New: impls.Wrap(newConn, func(c *conn) impls.Client { return &SetNXExpire{c} }),
 		},
 		{
-			Name: "redis-setnx-getset", Backend: "redis", Nodes: backend.DefaultNodes(backend.Redis), Wait: "fails at once (unless the holder's timestamp has passed)",
+			Name: "redis-setnx-getset", Backend: backend.Redis, Wait: "fails at once (unless the holder's timestamp has passed)",
 			Doc: "the pre-2.6.12 SETNX/GET/GETSET recipe with the expiry timestamp in the value and no TTL; " +
 				"it trusts every client's wall clock, so a skewed clock steals a live lock, and a losing GETSET still overwrites the winner's value.",
 			New: impls.Wrap(newConn, func(c *conn) impls.Client { return &SetNXGetSet{c} }),
 		},
 		{
-			Name: "redis-naive-del", Backend: "redis", Nodes: backend.DefaultNodes(backend.Redis), Wait: "fails at once",
+			Name: "redis-naive-del", Backend: backend.Redis, Wait: "fails at once",
 			Doc: "SET NX PX released by a plain delete; " +
 				"a holder whose lease expired deletes the next holder's lock.",
 			New: impls.Wrap(newConn, func(c *conn) impls.Client { return &NaiveDel{c} }),
@@ -86,7 +86,7 @@ type conn struct {
 // go-redis dials on the first command, so a node that is down when the
 // worker starts shows up as the first acquire's error.
 func newConn(cfg impls.Config) (*conn, error) {
-	if err := cfg.Check("redis"); err != nil {
+	if err := cfg.Check(backend.Redis); err != nil {
 		return nil, err
 	}
 	if cfg.Wall == nil {

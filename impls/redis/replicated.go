@@ -29,7 +29,7 @@ const defaultMasterName = "locktest"
 
 func init() {
 	impls.Register(impls.Impl{
-		Name: "redis-replicated", Backend: "redis-sentinel", Nodes: backend.DefaultNodes(backend.RedisSentinel), Fenced: true,
+		Name: "redis-replicated", Backend: backend.RedisSentinel, Fenced: true,
 		TokenSource: "Redis INCR counter on the master, replicated asynchronously", Wait: "fails at once",
 		Doc: "redis-set-nx-px against the master of a Redis with two asynchronous replicas, failed over by three Sentinels and followed by go-redis's failover client; " +
 			"a lock granted by a master that dies before its replicas got it is granted again by the promoted replica, and the INCR tokens can go back.",
@@ -37,7 +37,7 @@ func init() {
 		New:       newReplicated,
 	})
 	impls.Register(impls.Impl{
-		Name: "redis-cluster", Backend: "redis-cluster", Nodes: backend.DefaultNodes(backend.RedisCluster), Fenced: true,
+		Name: "redis-cluster", Backend: backend.RedisCluster, Fenced: true,
 		TokenSource: "Redis INCR counter in the lock's slot, replicated asynchronously", Wait: "fails at once",
 		Doc: "redis-set-nx-px on a Redis Cluster of 3 masters and 3 asynchronous replicas through go-redis's cluster client, each lock (and its token counter) in the slot of its name; " +
 			"a master that dies before its replica got the lock loses it in the cluster failover, and the INCR tokens can go back.",
@@ -137,7 +137,7 @@ func newReplicated(ctx context.Context, cfg impls.Config) (impls.Client, error) 
 }
 
 func newClusterLock(ctx context.Context, cfg impls.Config) (impls.Client, error) {
-	if err := checkConfig(cfg, "redis-cluster"); err != nil {
+	if err := checkConfig(cfg, backend.RedisCluster); err != nil {
 		return nil, err
 	}
 	// The hash tag puts a lock and its counter in one slot, as a script

@@ -60,6 +60,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
 
+	"github.com/locktest/locktest/clusters/backend"
 	"github.com/locktest/locktest/impls"
 	"github.com/locktest/locktest/internal/tick"
 )
@@ -99,7 +100,7 @@ func init() {
 			notices = "a failed ExtendContext of its keep-alive"
 		}
 		impls.Register(impls.Impl{
-			Name: i.name, Backend: "redis", Nodes: i.nodes, Doc: doc, Points: Points(i.nodes), Notices: notices,
+			Name: i.name, Backend: backend.Redis, Nodes: i.nodes, Doc: doc, Points: Points(i.nodes), Notices: notices,
 			Wait:      "fails at once (tries=1)",
 			Libraries: []string{"github.com/go-redsync/redsync/v4", "github.com/redis/go-redis/v9"},
 			New: func(ctx context.Context, cfg impls.Config) (impls.Client, error) {

@@ -66,7 +66,7 @@ const cleanupTimeout = time.Second
 
 func init() {
 	impls.Register(impls.Impl{
-		Name: "zk-recipe", Backend: "zookeeper", Nodes: backend.DefaultNodes(backend.ZooKeeper), Fenced: true, Points: []string{HookAfterCreate},
+		Name: "zk-recipe", Backend: backend.ZooKeeper, Fenced: true, Points: []string{HookAfterCreate},
 		TokenSource: "ZooKeeper czxid of the holder's node", Blocking: true,
 		Wait:    "watches its predecessor's node, until its deadline; a second acquire queues behind its own node",
 		Notices: "the session's events Disconnected (may be lost) and Expired (lost)",
@@ -76,7 +76,7 @@ func init() {
 		New:       impls.Wrap(sessionFor("zk-recipe"), func(s *session) impls.Client { return &Recipe{session: s} }),
 	})
 	impls.Register(impls.Impl{
-		Name: "zk-lock", Backend: "zookeeper", Nodes: backend.DefaultNodes(backend.ZooKeeper), Blocking: true,
+		Name: "zk-lock", Backend: backend.ZooKeeper, Blocking: true,
 		Wait:    "zk.Lock watches its predecessor with no deadline; the acquire gives up at its deadline",
 		Notices: "the session's events Disconnected (may be lost) and Expired (lost)",
 		Doc: "go-zookeeper's own zk.NewLock as a user calls it, with no fencing token; " +
