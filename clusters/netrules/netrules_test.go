@@ -196,3 +196,14 @@ func golden(t *testing.T, name, got string) {
 		t.Errorf("%s differs (go test -update to rewrite it); got:\n%s", path, got)
 	}
 }
+
+// TestRemoveFindsTheRunsRulesByTheirTag: the heal's script deletes the
+// rules whose comment holds the run's tag, and its pattern is quoted for
+// the shell.
+func TestRemoveFindsTheRunsRulesByTheirTag(t *testing.T) {
+	var b strings.Builder
+	for _, run := range []string{"r1", ""} {
+		fmt.Fprintf(&b, "# Remove(Tag(%q))\n%s\n", run, Remove(Tag(run)))
+	}
+	golden(t, "remove.golden", b.String())
+}
