@@ -207,3 +207,24 @@ func TestRemoveFindsTheRunsRulesByTheirTag(t *testing.T) {
 	}
 	golden(t, "remove.golden", b.String())
 }
+
+// TestSpec: each field of a rule is one match, in the order iptables
+// prints them, the direction choosing source or destination.
+func TestSpec(t *testing.T) {
+	for _, tc := range []struct {
+		r    Rule
+		want string
+	}{
+		{Rule{}, ""},
+		{Rule{Peer: "10.0.0.2"}, "-s 10.0.0.2"},
+		{Rule{Out: true, Peer: "10.0.0.2"}, "-d 10.0.0.2"},
+		{Rule{Iface: "eth0", Prob: 0.3}, "-i eth0 -m statistic --mode random --probability 0.3000"},
+		{Rule{Out: true, Iface: "eth0"}, "-o eth0"},
+		{Rule{Peer: "10.0.0.1", Port: 6379, Prob: 1}, "-s 10.0.0.1 -p tcp --dport 6379 -m statistic --mode random --probability 1.0000"},
+		{Rule{Out: true, Peer: "10.0.0.1", Port: 26379}, "-d 10.0.0.1 -p tcp --sport 26379"},
+	} {
+		if got := tc.r.Spec(); got != tc.want {
+			t.Errorf("%+v: %q, want %q", tc.r, got, tc.want)
+		}
+	}
+}
