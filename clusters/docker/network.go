@@ -204,6 +204,13 @@ func (l *Network) Cut(ctx context.Context, a, b []string) error {
 		}
 	}
 	plan, err := netrules.Partition(hosts, [][]string{a, b})
+	return l.applyPlan(ctx, plan, err)
+}
+
+// applyPlan appends each node's planned rules to its chains (apply), a
+// node after another, each marked faulty first, so that Heal clears what
+// a failure left behind; or returns the planner's err. l.mu must be held.
+func (l *Network) applyPlan(ctx context.Context, plan netrules.Plan, err error) error {
 	if err != nil {
 		return fmt.Errorf("docker: %w", err)
 	}
@@ -241,16 +248,7 @@ func (l *Network) Loss(ctx context.Context, hosts []string, p float64) error {
 		}
 	}
 	plan, err := netrules.Loss(l.places(), hosts, p, netrules.LossShape{Iface: "eth0"})
-	if err != nil {
-		return fmt.Errorf("docker: %w", err)
-	}
-	for _, r := range plan {
-		l.faulty[r.On] = true
-		if err := l.apply(ctx, l.nodes[r.On], netrules.Append(r.Rules)); err != nil {
-			return err
-		}
-	}
-	return nil
+	return l.applyPlan(ctx, plan, err)
 }
 
 // Heal removes every fault rule of every node. A node whose container is
