@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -20,14 +21,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/locktest/locktest/clusters/engine"
-)
-
-// The chains that hold a container's fault rules, as in clusters/local/netns: INPUT and
-// OUTPUT of the container's network namespace jump to them, and healing
-// flushes them.
-const (
-	chainIn  = "LOCKTEST-IN"
-	chainOut = "LOCKTEST-OUT"
+	"github.com/locktest/locktest/clusters/netrules"
 )
 
 // subnetBase is the first two octets of the /24s a lab picks from; the
@@ -197,46 +191,47 @@ func NetworkFaultsReason(e *engine.Engine) string {
 // (SetClients) or, without one, for the host (the network's gateway
 // address). Rules go into the node containers only: a
 // pair of a node and the host is cut inside the node, a pair of two nodes
-// inside both. Each node's rules go in at once, each rule once, in one
-// iptables-restore inside its network namespace.
+// inside both. The rules are clusters/netrules' plan; each node's go in
+// at once, each rule once, in one iptables-restore inside its network
+// namespace.
 func (l *Network) Cut(ctx context.Context, a, b []string) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var order []string             // nodes with rules, in the order met
-	rules := map[string][]string{} // node → its rules, each once
-	add := func(node, rule string) {
-		if _, ok := rules[node]; !ok {
-			order = append(order, node)
-		}
-		if !slices.Contains(rules[node], rule) {
-			rules[node] = append(rules[node], rule)
+	hosts := l.places()
+	for _, name := range append(slices.Clone(a), b...) {
+		if _, ok := l.nodes[name]; !ok && !slices.ContainsFunc(hosts, func(h netrules.Host) bool { return h.Name == name }) {
+			hosts = append(hosts, netrules.Host{Name: name, Addr: l.clientIP(name)}) // on the host: no place
 		}
 	}
-	for _, pair := range [][2][]string{{a, b}, {b, a}} {
-		for _, x := range pair[0] {
-			if _, ok := l.nodes[x]; !ok {
-				continue // the host: its pairs are cut inside the nodes
-			}
-			for _, y := range pair[1] {
-				if x == y {
-					continue
-				}
-				ip := l.clientIP(y)
-				if ny, ok := l.nodes[y]; ok {
-					ip = ny.ip.String()
-				}
-				add(x, "-A "+chainIn+" -s "+ip+" -j DROP")
-				add(x, "-A "+chainOut+" -d "+ip+" -j DROP")
-			}
-		}
+	plan, err := netrules.Partition(hosts, [][]string{a, b})
+	return l.applyPlan(ctx, plan, err)
+}
+
+// applyPlan appends each node's planned rules to its chains (apply), a
+// node after another, each marked faulty first, so that Heal clears what
+// a failure left behind; or returns the planner's err. l.mu must be held.
+func (l *Network) applyPlan(ctx context.Context, plan netrules.Plan, err error) error {
+	if err != nil {
+		return fmt.Errorf("docker: %w", err)
 	}
-	for _, x := range order {
-		l.faulty[x] = true
-		if err := l.apply(ctx, l.nodes[x], rules[x]); err != nil {
+	for _, r := range plan {
+		l.faulty[r.On] = true
+		if err := l.apply(ctx, l.nodes[r.On], netrules.Append(r.Rules)); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// places returns the nodes as the planner takes them, by name: each node
+// is a place of its own, its container's network namespace. l.mu must be
+// held.
+func (l *Network) places() []netrules.Host {
+	out := make([]netrules.Host, 0, len(l.nodes))
+	for _, name := range slices.Sorted(maps.Keys(l.nodes)) {
+		out = append(out, netrules.Host{Name: name, Addr: l.nodes[name].ip.String(), On: name})
+	}
+	return out
 }
 
 // Loss drops the fraction p (0 < p ≤ 1) of the packets arriving at each of
@@ -248,17 +243,12 @@ func (l *Network) Loss(ctx context.Context, hosts []string, p float64) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, h := range hosts {
-		n, ok := l.nodes[h]
-		if !ok {
+		if _, ok := l.nodes[h]; !ok {
 			return fmt.Errorf("docker: loss: no node %s", h)
 		}
-		l.faulty[h] = true
-		rule := "-A " + chainIn + " -i eth0 -m statistic --mode random --probability " + strconv.FormatFloat(p, 'f', 4, 64) + " -j DROP"
-		if err := l.apply(ctx, n, []string{rule}); err != nil {
-			return err
-		}
 	}
-	return nil
+	plan, err := netrules.Loss(l.places(), hosts, p, netrules.LossShape{Iface: "eth0"})
+	return l.applyPlan(ctx, plan, err)
 }
 
 // Heal removes every fault rule of every node. A node whose container is
@@ -278,8 +268,8 @@ func (l *Network) Heal(ctx context.Context) error {
 		// Both chains in one restore; where one is missing (a restarted
 		// container), each that is there on its own.
 		ok := true
-		if err := restore(ctx, pid, []string{"-F " + chainIn, "-F " + chainOut}); err != nil {
-			for _, c := range []string{chainIn, chainOut} {
+		if err := restore(ctx, pid, netrules.Flush()); err != nil {
+			for _, c := range []string{netrules.ChainIn, netrules.ChainOut} {
 				if err := nsIptables(ctx, pid, "-F", c); err != nil && !strings.Contains(err.Error(), "No chain") {
 					errs = append(errs, err)
 					ok = false
@@ -307,7 +297,7 @@ func (l *Network) Rules(ctx context.Context, node string) ([]string, error) {
 		return nil, err
 	}
 	var out []string
-	for _, c := range []string{chainIn, chainOut} {
+	for _, c := range []string{netrules.ChainIn, netrules.ChainOut} {
 		b, err := nsOutput(ctx, pid, "iptables", "-w", "-S", c)
 		if err != nil {
 			if strings.Contains(err.Error(), "No chain") {
@@ -337,8 +327,7 @@ func (l *Network) apply(ctx context.Context, n *node, rules []string) error {
 		return fmt.Errorf("docker: node %s: %w", n.name, err)
 	}
 	if l.chains[n.name] != pid {
-		setup := []string{"-N " + chainIn, "-N " + chainOut, "-A INPUT -j " + chainIn, "-A OUTPUT -j " + chainOut}
-		if restore(ctx, pid, append(setup, rules...)) == nil {
+		if restore(ctx, pid, append(netrules.Setup(), rules...)) == nil {
 			l.chains[n.name] = pid
 			return nil
 		}
@@ -357,15 +346,14 @@ func (l *Network) apply(ctx context.Context, n *node, rules []string) error {
 // restore applies lines to the filter table inside the network namespace
 // of pid in one iptables-restore that keeps what is there: all or none.
 func restore(ctx context.Context, pid int, lines []string) error {
-	in := "*filter\n" + strings.Join(lines, "\n") + "\nCOMMIT\n"
-	_, err := nsRun(ctx, pid, strings.NewReader(in), "iptables-restore", "-w", "--noflush")
+	_, err := nsRun(ctx, pid, strings.NewReader(netrules.Restore(lines)), "iptables-restore", "-w", "--noflush")
 	return err
 }
 
 // ensureChains creates the fault chains and their jumps in the network
 // namespace of pid, where missing.
 func ensureChains(ctx context.Context, pid int) error {
-	for _, c := range []struct{ chain, from string }{{chainIn, "INPUT"}, {chainOut, "OUTPUT"}} {
+	for _, c := range []struct{ chain, from string }{{netrules.ChainIn, "INPUT"}, {netrules.ChainOut, "OUTPUT"}} {
 		if err := nsIptables(ctx, pid, "-N", c.chain); err != nil && !strings.Contains(err.Error(), "exists") {
 			return err
 		}

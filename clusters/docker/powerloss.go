@@ -128,16 +128,9 @@ func (c *Containers) CutPower(ctx context.Context, target clusters.Node) ([]clus
 		if err := c.kill(ctx, n); err != nil {
 			return err
 		}
-		cuts, err := durable.PlanDir(n.hostData(), record)
-		out = durable.FileCuts(cuts)
-		if err == nil {
-			err = durable.Apply(n.hostData(), cuts)
-		}
-		c.log.Info("node power cut", "node", n.name, "addr", n.addr(), "files_cut", len(cuts), "bytes_lost", durable.Lost(cuts))
-		if err != nil {
-			return fmt.Errorf("docker %s: cut the files of %s: %w", c.opts.Backend, n.name, err)
-		}
-		return nil
+		plan := func() ([]durable.Cut, error) { return durable.PlanDir(n.hostData(), record) }
+		out, err = durable.CutFiles(c.log, "docker "+c.opts.Backend, n.name, n.hostData(), plan, "node", n.name, "addr", n.addr())
+		return err
 	})
 	return out, err
 }
@@ -158,8 +151,5 @@ func (c *Containers) CutPowerOnWrite(ctx context.Context, target clusters.Node, 
 		return nil, fmt.Errorf("%w: %w", clusters.ErrUntouched, err)
 	}
 	plan := func() ([]durable.Cut, error) { return c.plan(n) }
-	if _, err := durable.WaitForWrite(ctx, n.hostData(), plan, durable.GrantWrite, within); err != nil {
-		return nil, fmt.Errorf("%w: docker %s: wait for an unsynced write of %s: %w", clusters.ErrUntouched, c.opts.Backend, n.name, err)
-	}
-	return c.CutPower(ctx, target)
+	return durable.CutOnWrite(ctx, "docker "+c.opts.Backend, n.name, n.hostData(), plan, within, func() ([]clusters.FileCut, error) { return c.CutPower(ctx, target) })
 }

@@ -65,16 +65,9 @@ func (r *Processes) CutPower(ctx context.Context, node clusters.Node) ([]cluster
 			_ = syscall.Kill(-p.pid, syscall.SIGKILL) // the node's own process group (Setpgid)
 			p.kill()
 		}
-		cuts, err := r.plan(n)
-		out = durable.FileCuts(cuts)
-		if err == nil {
-			err = durable.Apply(n.dataDir(), cuts)
-		}
-		r.log.Info("node power cut", "node", n.name, "addr", n.addr(), "files_cut", len(cuts), "bytes_lost", durable.Lost(cuts))
-		if err != nil {
-			return fmt.Errorf("%s: cut the files of %s: %w", r.kind, n.name, err)
-		}
-		return nil
+		var err error
+		out, err = durable.CutFiles(r.log, r.kind, n.name, n.dataDir(), func() ([]durable.Cut, error) { return r.plan(n) }, "node", n.name, "addr", n.addr())
+		return err
 	})
 	return out, err
 }
@@ -102,10 +95,7 @@ func (r *Processes) CutPowerOnWrite(ctx context.Context, node clusters.Node, wit
 		})
 		return cuts, err
 	}
-	if _, err := durable.WaitForWrite(ctx, dir, plan, durable.GrantWrite, within); err != nil {
-		return nil, fmt.Errorf("%w: %s: wait for an unsynced write of %s: %w", clusters.ErrUntouched, r.kind, node.Name, err)
-	}
-	return r.CutPower(ctx, node)
+	return durable.CutOnWrite(ctx, r.kind, node.Name, dir, plan, within, func() ([]clusters.FileCut, error) { return r.CutPower(ctx, node) })
 }
 
 // plan returns the cuts a power loss would make to n's data directory now.

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/locktest/locktest/internal/shellquote"
+	"github.com/locktest/locktest/clusters/netrules"
 )
 
 // Network makes the nemesis's network faults with iptables rules on the
@@ -88,89 +88,90 @@ func (nw *Network) SharedClientAddress() string {
 	return why
 }
 
-// comment is the owner comment of the run's rules.
-func (nw *Network) comment() string { return "locktest:" + nw.cl.opts.RunID }
+// places returns the nodes as the planner takes them, with the client
+// hosts among names: a node's place is its host, where its rules go, a
+// client host has none (its pairs are cut at the nodes' hosts). A client
+// host with an address of its own is at that address; without, it is the
+// control host, as each host sees it.
+func (nw *Network) places(names []string) ([]netrules.Host, error) {
+	var hosts []netrules.Host
+	conns := nw.hosts()
+	for _, n := range nw.cl.nodes {
+		hosts = append(hosts, netrules.Host{Name: n.name, Addr: n.conn.Host.Address, On: n.conn.Host.Name, Port: n.port()})
+	}
+	for _, name := range names {
+		if slices.ContainsFunc(hosts, func(h netrules.Host) bool { return h.Name == name }) {
+			continue
+		}
+		ca, own, err := nw.client(name)
+		if err != nil {
+			return nil, err
+		}
+		h := netrules.Host{Name: name, Addr: ca.String()}
+		if !own {
+			h = netrules.Host{Name: name, Seen: map[string]string{}}
+			for on, c := range conns {
+				h.Seen[on] = c.LocalIP()
+			}
+		}
+		hosts = append(hosts, h)
+	}
+	return hosts, nil
+}
 
-// rule is one iptables rule to insert on a host.
-type rule struct{ chain, spec string }
+// hosts returns the hosts of the nodes by name: the places of a plan.
+func (nw *Network) hosts() map[string]*Conn {
+	conns := map[string]*Conn{}
+	for _, n := range nw.cl.nodes {
+		conns[n.conn.Host.Name] = n.conn
+	}
+	return conns
+}
+
+// shared says in the provider's words why a rule on a host's address
+// cannot make a fault, when err is netrules' SharedError; else it
+// returns err.
+func shared(err error) error {
+	var se *netrules.SharedError
+	switch {
+	case !errors.As(err, &se):
+		return fmt.Errorf("ssh network: %w", err)
+	case se.Peer == "":
+		return fmt.Errorf("ssh network: cannot make %s lossy: host %s also runs %s, and the loss would fall on its traffic too (give them hosts of their own: inventory backends:)", se.Host, se.On, se.Other)
+	case se.Apart:
+		return fmt.Errorf("ssh network: cannot cut %s from %s: both run on host %s, and iptables rules on a host's address cannot cut two nodes of one host apart (give them hosts of their own: inventory backends:)", se.Host, se.Other, se.On)
+	}
+	return fmt.Errorf("ssh network: cannot cut %s from %s: host %s also runs %s, which is on neither side, and a rule on the host's address would cut it too (give them hosts of their own: inventory backends:)", se.Host, se.Peer, se.On, se.Other)
+}
 
 // Cut drops every packet between each host of a and each host of b, in
-// both directions, until Heal. A cut that rules on the hosts' addresses
-// cannot make exactly (see Network) is an error, and nothing is cut.
+// both directions, until Heal. The rules are clusters/netrules' plan: a
+// pair of nodes is cut on both hosts by the other's address, a pair of a
+// node and a client host on the node's host and its port. A cut that rules
+// on the hosts' addresses cannot make exactly (see Network) is an error,
+// and nothing is cut.
 func (nw *Network) Cut(ctx context.Context, a, b []string) error {
 	nw.mu.Lock()
 	defer nw.mu.Unlock()
-	rules, err := nw.cutRules(a, b)
+	plan, err := nw.cutRules(a, b)
 	if err != nil {
 		return err
 	}
-	return nw.apply(ctx, rules)
+	return nw.apply(ctx, plan)
 }
 
-// alone returns an error when n's host runs a node that is not on n's
-// side of a cut (side): a rule on the host's address, made to cut n from
-// other, would cut that node too. others is the cut's other side.
-func (nw *Network) alone(n *node, side, others []string, other string) error {
-	for _, m := range nw.cl.nodes {
-		if m.conn != n.conn || slices.Contains(side, m.name) {
-			continue
-		}
-		if slices.Contains(others, m.name) {
-			return fmt.Errorf("ssh network: cannot cut %s from %s: both run on host %s, and iptables rules on a host's address cannot cut two nodes of one host apart (give them hosts of their own: inventory backends:)", n.name, m.name, n.conn.Host.Name)
-		}
-		return fmt.Errorf("ssh network: cannot cut %s from %s: host %s also runs %s, which is on neither side, and a rule on the host's address would cut it too (give them hosts of their own: inventory backends:)", n.name, other, n.conn.Host.Name, m.name)
+// cutRules returns the plan of a cut between a and b, or why rules on the
+// hosts' addresses cannot make it exactly.
+func (nw *Network) cutRules(a, b []string) (netrules.Plan, error) {
+	hosts, err := nw.places(append(slices.Clone(a), b...))
+	if err != nil {
+		return nil, err
 	}
-	return nil
-}
-
-// cutRules returns the rules of a cut between a and b on each host, or
-// why rules on the hosts' addresses cannot make it exactly.
-func (nw *Network) cutRules(a, b []string) (map[*Conn][]rule, error) {
-	rules := map[*Conn][]rule{}
-	add := func(x, y string, xs, ys []string) error {
-		nx, _ := nw.cl.find(x)
-		if nx == nil {
-			return nil // a client host: its rules go into the nodes
-		}
-		ny, _ := nw.cl.find(y)
-		if ny != nil {
-			if err := nw.alone(nx, xs, ys, y); err != nil {
-				return err
-			}
-			if err := nw.alone(ny, ys, xs, x); err != nil {
-				return err
-			}
-			ip := ny.conn.Host.Address
-			rules[nx.conn] = append(rules[nx.conn], rule{"INPUT", "-s " + ip}, rule{"OUTPUT", "-d " + ip})
-			return nil
-		}
-		ca, own, err := nw.client(y)
-		if err != nil {
-			return err
-		}
-		// A client reaches a node on the node's own port only, so a rule
-		// on that port cuts the pair exactly, also where the host runs
-		// other nodes: from the client's own address, or, without one,
-		// from the control host's (then every client at once).
-		ip := nx.conn.LocalIP()
-		if own {
-			ip = ca.String()
-		}
-		port := strconv.Itoa(nx.port())
-		rules[nx.conn] = append(rules[nx.conn], rule{"INPUT", "-s " + ip + " -p tcp --dport " + port}, rule{"OUTPUT", "-d " + ip + " -p tcp --sport " + port})
-		return nil
+	plan, err := netrules.Partition(hosts, [][]string{a, b})
+	if err != nil {
+		return nil, shared(err)
 	}
-	for _, x := range a {
-		for _, y := range b {
-			if err := add(x, y, a, b); err != nil {
-				return nil, err
-			}
-			if err := add(y, x, b, a); err != nil {
-				return nil, err
-			}
-		}
-	}
-	return rules, nil
+	return plan, nil
 }
 
 // Loss drops each packet to or from hosts with probability p, until Heal.
@@ -181,49 +182,23 @@ func (nw *Network) cutRules(a, b []string) (map[*Conn][]rule, error) {
 func (nw *Network) Loss(ctx context.Context, hosts []string, p float64) error {
 	nw.mu.Lock()
 	defer nw.mu.Unlock()
-	stat := fmt.Sprintf("-m statistic --mode random --probability %.4f", p)
-	rules := map[*Conn][]rule{}
-	clients := false
-	for _, h := range hosts {
-		n, _ := nw.cl.find(h)
-		if n != nil {
-			for _, m := range nw.cl.nodes {
-				if m.conn == n.conn && !slices.Contains(hosts, m.name) {
-					return fmt.Errorf("ssh network: cannot make %s lossy: host %s also runs %s, and the loss would fall on its traffic too (give them hosts of their own: inventory backends:)", n.name, n.conn.Host.Name, m.name)
-				}
-			}
-			rules[n.conn] = append(rules[n.conn], rule{"INPUT", stat}, rule{"OUTPUT", stat})
-			continue
-		}
-		ca, own, err := nw.client(h)
-		if err != nil {
-			return err
-		}
-		if !own {
-			clients = true
-			continue
-		}
-		for _, n := range nw.cl.nodes {
-			ip := ca.String()
-			rules[n.conn] = append(rules[n.conn], rule{"INPUT", "-s " + ip + " " + stat}, rule{"OUTPUT", "-d " + ip + " " + stat})
-		}
+	all, err := nw.places(hosts)
+	if err != nil {
+		return err
 	}
-	if clients {
-		for _, n := range nw.cl.nodes {
-			ctl := n.conn.LocalIP()
-			port := strconv.Itoa(n.port())
-			rules[n.conn] = append(rules[n.conn], rule{"INPUT", "-s " + ctl + " -p tcp --dport " + port + " " + stat},
-				rule{"OUTPUT", "-d " + ctl + " -p tcp --sport " + port + " " + stat})
-		}
+	plan, err := netrules.Loss(all, hosts, p, netrules.LossShape{Both: true})
+	if err != nil {
+		return shared(err)
 	}
-	return nw.apply(ctx, rules)
+	return nw.apply(ctx, plan)
 }
 
 // applyTimeout bounds a change of a host's rules once it has begun.
 const applyTimeout = 30 * time.Second
 
-// apply inserts rules on their hosts, with the run's comment, after an
-// ACCEPT of the host's SSH port that keeps the control connection alive.
+// apply inserts each host's planned rules there, with the run's comment
+// (netrules.Insert), and an ACCEPT of the host's SSH port above them that
+// keeps the control connection alive.
 //
 // A change, once begun, runs to its end even when ctx ends first (within
 // applyTimeout): closing the SSH session does not stop the host's shell,
@@ -232,34 +207,20 @@ const applyTimeout = 30 * time.Second
 // go in, and the heal's five passes found rules still coming). A ctx
 // already ended begins nothing. So the rules on a host are always those
 // the driver knows of, and a Heal after apply removes them all.
-func (nw *Network) apply(ctx context.Context, rules map[*Conn][]rule) error {
+func (nw *Network) apply(ctx context.Context, plan netrules.Plan) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("ssh network: not begun: %w", err)
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), applyTimeout)
 	defer cancel()
-	conns := make([]*Conn, 0, len(rules))
-	for c := range rules {
-		conns = append(conns, c)
+	conns := nw.hosts()
+	var on []*Conn
+	for _, r := range plan {
+		on = append(on, conns[r.On])
 	}
-	slices.SortFunc(conns, func(a, b *Conn) int { return strings.Compare(a.Host.Name, b.Host.Name) })
-	return onEach(conns, func(c *Conn) error {
-		rs := rules[c]
-		var b strings.Builder
-		b.WriteString("set -e\n")
-		seen := map[rule]bool{}
-		for _, r := range rs {
-			if seen[r] {
-				continue
-			}
-			seen[r] = true
-			fmt.Fprintf(&b, "iptables -w -I %s %s -m comment --comment %s -j DROP\n", r.chain, r.spec, nw.comment())
-		}
-		sp := strconv.Itoa(c.Host.Port)
-		// The ACCEPT goes (back) to the top, above the DROPs just added.
-		fmt.Fprintf(&b, "iptables -w -D INPUT -p tcp --dport %[1]s -m comment --comment %[2]s -j ACCEPT 2>/dev/null || true\niptables -w -I INPUT -p tcp --dport %[1]s -m comment --comment %[2]s -j ACCEPT\n", sp, nw.comment())
-		fmt.Fprintf(&b, "iptables -w -D OUTPUT -p tcp --sport %[1]s -m comment --comment %[2]s -j ACCEPT 2>/dev/null || true\niptables -w -I OUTPUT -p tcp --sport %[1]s -m comment --comment %[2]s -j ACCEPT\n", sp, nw.comment())
-		_, err := c.Root(ctx, b.String())
+	slices.SortFunc(on, func(a, b *Conn) int { return strings.Compare(a.Host.Name, b.Host.Name) })
+	return onEach(on, func(c *Conn) error {
+		_, err := c.Root(ctx, netrules.Insert(plan.Of(c.Host.Name), netrules.Tag(nw.cl.opts.RunID), c.Host.Port))
 		return err
 	})
 }
@@ -286,19 +247,11 @@ func (nw *Network) Heal(ctx context.Context) error {
 }
 
 // RemoveRules deletes every iptables rule whose comment is the run's
-// (locktest:<run id>) from the hosts of conns. An empty runID removes the
-// rules of every locktest run.
+// (locktest:<run id>, netrules.Tag) from the hosts of conns
+// (netrules.Remove). An empty runID removes the rules of every locktest
+// run.
 func RemoveRules(ctx context.Context, conns []*Conn, runID string) error {
-	pat := "locktest:" + runID
-	// The rules are listed first and deleted after, a few passes at most,
-	// until none is left.
-	cmd := fmt.Sprintf(`command -v iptables-save >/dev/null || exit 0
-for pass in 1 2 3 4 5; do
-	rules=$(iptables-save -t filter | grep -F -e %[1]s | sed -e 's/^-A /-D /') || true
-	[ -z "$rules" ] && exit 0
-	printf '%%s\n' "$rules" | while read -r r; do eval "iptables -w -t filter $r" || true; done
-done
-echo "rules of %[2]s are still there after 5 passes" >&2; exit 1`, shellquote.Quote(pat), pat)
+	cmd := netrules.Remove(netrules.Tag(runID))
 	return onEach(slices.Clone(conns), func(c *Conn) error {
 		if _, err := c.Root(ctx, cmd); err != nil {
 			return fmt.Errorf("heal: %w", err)

@@ -41,16 +41,14 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+
+	"github.com/locktest/locktest/clusters/netrules"
 )
 
 // Prefixes of everything a lab names; Cleanup matches them.
 const (
 	nsPrefix      = "locktest-"
 	commentPrefix = "locktest-"
-	// chainIn and chainOut hold a host's fault rules; INPUT and OUTPUT jump
-	// to them, and healing flushes them.
-	chainIn  = "LOCKTEST-IN"
-	chainOut = "LOCKTEST-OUT"
 	// lockPath serialises subnet picking between labs of concurrent runs.
 	lockPath = "/run/lock/locktest-netns.lock"
 	// ownerDir holds one file per live lab, named by its id and holding the
@@ -212,10 +210,9 @@ func (l *Network) Add(ctx context.Context, name string) (Host, error) {
 		{"ip", "-n", h.NS, "link", "set", "lo", "up"},
 		{"ip", "link", "set", veth, "master", l.bridge},
 		{"ip", "link", "set", veth, "up"},
-		{"ip", "netns", "exec", h.NS, "iptables", "-w", "-N", chainIn},
-		{"ip", "netns", "exec", h.NS, "iptables", "-w", "-N", chainOut},
-		{"ip", "netns", "exec", h.NS, "iptables", "-w", "-A", "INPUT", "-j", chainIn},
-		{"ip", "netns", "exec", h.NS, "iptables", "-w", "-A", "OUTPUT", "-j", chainOut},
+	}
+	for _, line := range netrules.Setup() { // the fault chains and their jumps
+		steps = append(steps, append([]string{"ip", "netns", "exec", h.NS, "iptables", "-w"}, strings.Fields(line)...))
 	}
 	for _, s := range steps {
 		if err := run(ctx, s...); err != nil {
@@ -260,33 +257,17 @@ func (l *Network) Cut(ctx context.Context, a, b []string) error {
 }
 
 // Partition cuts every pair of hosts that are in different groups. Hosts in
-// no group are not affected. Each host gets its rules in one
-// iptables-restore, all or none, so a partition goes in at once.
+// no group are not affected. The rules are clusters/netrules' plan; each
+// host gets its rules in one iptables-restore, all or none, so a partition
+// goes in at once.
 func (l *Network) Partition(ctx context.Context, groups [][]string) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	hs := make([][]*Host, len(groups))
-	for i, g := range groups {
-		var err error
-		if hs[i], err = l.lookup(g); err != nil {
-			return err
-		}
+	plan, err := netrules.Partition(l.places(), groups)
+	if err != nil {
+		return fmt.Errorf("netns: %w", err)
 	}
-	rules := map[*Host][]string{}
-	for i := range hs {
-		for j := i + 1; j < len(hs); j++ {
-			for _, pair := range [][2][]*Host{{hs[i], hs[j]}, {hs[j], hs[i]}} {
-				for _, x := range pair[0] {
-					for _, y := range pair[1] {
-						if x != y {
-							rules[x] = append(rules[x], "-A "+chainIn+" -s "+y.IP+" -j DROP", "-A "+chainOut+" -d "+y.IP+" -j DROP")
-						}
-					}
-				}
-			}
-		}
-	}
-	return l.applyRules(ctx, rules)
+	return l.applyRules(ctx, plan)
 }
 
 // Loss drops the fraction p (0 < p ≤ 1) of the packets arriving at each of
@@ -297,15 +278,21 @@ func (l *Network) Loss(ctx context.Context, hosts []string, p float64) error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	hs, err := l.lookup(hosts)
+	plan, err := netrules.Loss(l.places(), hosts, p, netrules.LossShape{Iface: "eth0"})
 	if err != nil {
-		return err
+		return fmt.Errorf("netns: %w", err)
 	}
-	rules := map[*Host][]string{}
-	for _, h := range hs {
-		rules[h] = append(rules[h], "-A "+chainIn+" -i eth0 -m statistic --mode random --probability "+strconv.FormatFloat(p, 'f', 4, 64)+" -j DROP")
+	return l.applyRules(ctx, plan)
+}
+
+// places returns the lab's hosts as the planner takes them: each host is
+// a place of its own, its namespace. l.mu must be held.
+func (l *Network) places() []netrules.Host {
+	out := make([]netrules.Host, 0, len(l.order))
+	for _, n := range l.order {
+		out = append(out, netrules.Host{Name: n, Addr: l.hosts[n].IP, On: n})
 	}
-	return l.applyRules(ctx, rules)
+	return out
 }
 
 // Heal removes every fault rule of every host, a host in one
@@ -313,14 +300,14 @@ func (l *Network) Loss(ctx context.Context, hosts []string, p float64) error {
 func (l *Network) Heal(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	rules := map[*Host][]string{}
+	lines := map[*Host][]string{}
 	for _, name := range l.order {
 		if l.faulty[name] {
-			rules[l.hosts[name]] = []string{"-F " + chainIn, "-F " + chainOut}
+			lines[l.hosts[name]] = netrules.Flush()
 		}
 	}
-	errs := restoreAll(ctx, rules)
-	for h := range rules {
+	errs := restoreAll(ctx, lines)
+	for h := range lines {
 		if errs[h] == nil {
 			delete(l.faulty, h.Name) // else the next heal tries again
 		}
@@ -328,15 +315,15 @@ func (l *Network) Heal(ctx context.Context) error {
 	return errors.Join(slices.Collect(maps.Values(errs))...)
 }
 
-// restoreAll runs the iptables-restore of each host of rules, all at
+// restoreAll runs the iptables-restore of each host of lines, all at
 // once (each host has a namespace of its own), and returns their errors.
-func restoreAll(ctx context.Context, rules map[*Host][]string) map[*Host]error {
+func restoreAll(ctx context.Context, lines map[*Host][]string) map[*Host]error {
 	var mu sync.Mutex
 	errs := map[*Host]error{}
 	var wg sync.WaitGroup
-	for h, rs := range rules {
+	for h, ls := range lines {
 		wg.Go(func() {
-			err := restore(ctx, h, rs)
+			err := restore(ctx, h, ls)
 			mu.Lock()
 			errs[h] = err
 			mu.Unlock()
@@ -346,15 +333,17 @@ func restoreAll(ctx context.Context, rules map[*Host][]string) map[*Host]error {
 	return errs
 }
 
-// applyRules adds each host's rules to its chains, in one iptables-restore
-// per host, all hosts at once. Each host is marked faulty
+// applyRules appends each host's planned rules to its chains, in one
+// iptables-restore per host, all hosts at once. Each host is marked faulty
 // first, so that Heal clears what a failure left behind. l.mu must be
 // held.
-func (l *Network) applyRules(ctx context.Context, rules map[*Host][]string) error {
-	for h := range rules {
-		l.faulty[h.Name] = true
+func (l *Network) applyRules(ctx context.Context, plan netrules.Plan) error {
+	lines := map[*Host][]string{}
+	for _, r := range plan {
+		l.faulty[r.On] = true
+		lines[l.hosts[r.On]] = netrules.Append(r.Rules)
 	}
-	errs := restoreAll(ctx, rules)
+	errs := restoreAll(ctx, lines)
 	for _, name := range l.order { // the first error in the lab's order
 		if err := errs[l.hosts[name]]; err != nil {
 			return err
@@ -367,7 +356,7 @@ func (l *Network) applyRules(ctx context.Context, rules map[*Host][]string) erro
 // iptables-restore that keeps what is there: all or none.
 func restore(ctx context.Context, h *Host, lines []string) error {
 	cmd := exec.CommandContext(ctx, "ip", "netns", "exec", h.NS, "iptables-restore", "-w", "--noflush")
-	cmd.Stdin = strings.NewReader("*filter\n" + strings.Join(lines, "\n") + "\nCOMMIT\n")
+	cmd.Stdin = strings.NewReader(netrules.Restore(lines))
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
@@ -384,7 +373,7 @@ func (l *Network) Rules(ctx context.Context, host string) ([]string, error) {
 		return nil, fmt.Errorf("netns: no host %s", host)
 	}
 	var out []string
-	for _, c := range []string{chainIn, chainOut} {
+	for _, c := range []string{netrules.ChainIn, netrules.ChainOut} {
 		b, err := output(ctx, "ip", "netns", "exec", h.NS, "iptables", "-w", "-S", c)
 		if err != nil {
 			return nil, err
