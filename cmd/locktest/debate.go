@@ -17,7 +17,6 @@ import (
 	sshp "github.com/locktest/locktest/clusters/ssh"
 	"github.com/locktest/locktest/reports"
 	"github.com/locktest/locktest/run"
-	"github.com/locktest/locktest/runstore"
 	"github.com/locktest/locktest/scenarios"
 )
 
@@ -132,7 +131,7 @@ debate was interrupted), 2 bad usage or a broken scenario file.`,
 				if o.path == "" {
 					continue
 				}
-				if err := writableFile(o.path); err != nil {
+				if err := run.WritableFile(o.path); err != nil {
 					return usageError{fmt.Errorf("%s: %v", o.flag, err)}
 				}
 			}
@@ -143,7 +142,7 @@ debate was interrupted), 2 bad usage or a broken scenario file.`,
 			if err := os.MkdirAll(out, 0o755); err != nil {
 				return usageError{fmt.Errorf("%s: %v", outFlag, err)}
 			}
-			if err := writableDir(out); err != nil {
+			if err := run.WritableDir(out); err != nil {
 				return usageError{fmt.Errorf("%s: %v", outFlag, err)}
 			}
 			base := run.DefaultConfig()
@@ -158,15 +157,7 @@ debate was interrupted), 2 bad usage or a broken scenario file.`,
 					len(picked), seeds, parallel, map[bool]string{true: ", shard " + shard}[shardN > 0], store)
 			}
 			opt.Progress = progressLine(cmd.ErrOrStderr(), silent, parallel, started)
-			board := reports.Scoreboard{
-				SchemaVersion: reports.ScoreboardSchemaVersion,
-				Date:          started.UTC().Format("2006-01-02 15:04 UTC"), Commit: runstore.Commit(cmd.Context()), Machine: runstore.Machine(),
-				Seeds: seeds, Parallel: parallel, MaxRate: maxRate, Command: "locktest " + strings.Join(os.Args[1:], " "),
-				Versions: runstore.Versions{Locktest: runstore.Version()}, Sources: sources,
-			}
-			if shardN > 0 {
-				board.Shard = shard
-			}
+			board := scenarios.NewBoard(cmd.Context(), started, opt, seeds, maxRate, "locktest "+strings.Join(os.Args[1:], " "), shard, sources)
 			board, runErr := scenarios.Debate(cmd.Context(), picked, opt, board, out)
 			board.Elapsed = time.Since(started).Round(time.Second).String()
 			if err := scenarios.WriteBoard(out, junit, findings, jsonOut, board); err != nil {

@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -72,7 +71,7 @@ matrix was interrupted; 2 bad usage or a set-up failure.`,
 				return usageError{fmt.Errorf("--shard: %v", err)}
 			}
 			if jsonOut != "" {
-				if err := writableFile(jsonOut); err != nil {
+				if err := run.WritableFile(jsonOut); err != nil {
 					return usageError{fmt.Errorf("--json: %v", err)}
 				}
 			}
@@ -125,17 +124,15 @@ matrix was interrupted; 2 bad usage or a set-up failure.`,
 				if err := os.MkdirAll(d.dir, 0o755); err != nil {
 					return usageError{fmt.Errorf("%s: %v", d.flag, err)}
 				}
-				if err := writableDir(d.dir); err != nil {
+				if err := run.WritableDir(d.dir); err != nil {
 					return usageError{fmt.Errorf("%s: %v", d.flag, err)}
 				}
 			}
 			if md != "" {
-				if err := writableFile(md); err != nil {
+				if err := run.WritableFile(md); err != nil {
 					return usageError{fmt.Errorf("--md: %v", err)}
 				}
 			}
-			start := time.Now()
-			header := o.Header(cmd.Context(), start, parallel, shard, "locktest "+strings.Join(os.Args[1:], " "))
 			progress := io.Discard
 			if !q {
 				progress = cmd.ErrOrStderr()
@@ -145,24 +142,24 @@ matrix was interrupted; 2 bad usage or a set-up failure.`,
 				names[j.Impl] = true
 			}
 			fmt.Fprintf(progress, "matrix: %d jobs (%d impls, %d seeds), %d at once, store %s\n", len(jobs), len(names), o.Seeds, parallel, o.Base.StoreDir)
-			results, runErr := matrix.Execute(cmd.Context(), jobs, parallel, func(i int, r matrix.Result) {
+			start := time.Now()
+			made, err := matrix.Run(cmd.Context(), o, jobs, parallel, shard, "locktest "+strings.Join(os.Args[1:], " "), func(i int, r matrix.Result) {
 				fmt.Fprintf(progress, "[%*d/%d%s] %s: %s (%s)\n", len(fmt.Sprint(len(jobs))), i, len(jobs), toGo(start, i, len(jobs)-i),
-					r.Job.Label(), summary(r), r.Elapsed.Round(100*time.Millisecond))
+					r.Job.Label(), r.Summary(), r.Elapsed.Round(100*time.Millisecond))
 			})
-			header.Elapsed = time.Since(start).Round(time.Second)
-			if err := reports.WriteMatrixHeader(o.Base.StoreDir, header); err != nil {
-				return fmt.Errorf("write matrix header: %w", err)
+			if err != nil {
+				return err
 			}
-			m := matrix.Aggregate(header, classes, results)
+			m := made.Matrix
 			if err := writeMatrix(cmd, m, out, md, jsonOut); err != nil {
 				return err
 			}
-			interrupted := runErr != nil && cmd.Context().Err() != nil
-			if runErr != nil && !interrupted {
-				return runErr
+			interrupted := made.Err != nil && cmd.Context().Err() != nil
+			if made.Err != nil && !interrupted {
+				return made.Err
 			}
 			if interrupted {
-				fmt.Fprintf(cmd.ErrOrStderr(), "matrix interrupted after %d of %d runs (the pages show those)\n", len(results), len(jobs))
+				fmt.Fprintf(cmd.ErrOrStderr(), "matrix interrupted after %d of %d runs (the pages show those)\n", made.Ran, len(jobs))
 			}
 			return matrixOutcome(cmd, m, base, interrupted)
 		},
@@ -237,16 +234,7 @@ func matrixOutcome(cmd *cobra.Command, m reports.Matrix, base *reports.Matrix, i
 	if interrupted {
 		return inconclusiveError{errors.New("the matrix was interrupted: its pages show the runs made so far")}
 	}
-	var inc []string
-	for _, r := range m.Rows {
-		for k, c := range r.Cells {
-			if c.Status == reports.StatusInconclusive {
-				inc = append(inc, r.Impl+" "+k)
-			}
-		}
-	}
-	if len(inc) > 0 {
-		slices.Sort(inc)
+	if inc := matrix.Inconclusive(m); len(inc) > 0 {
 		return inconclusiveError{fmt.Errorf("%d cells inconclusive (%s): see the reasons in the matrix", len(inc), strings.Join(inc, ", "))}
 	}
 	return nil
@@ -260,32 +248,4 @@ func writeMatrix(cmd *cobra.Command, m reports.Matrix, out, md, jsonOut string) 
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "matrix: %s, %s\n", filepath.Join(out, reports.MatrixHTMLFile), filepath.Join(out, reports.MatrixMDFile))
 	return nil
-}
-
-// summary says in a few words what one matrix run showed.
-func summary(r matrix.Result) string {
-	switch {
-	case r.Reentrancy != nil:
-		return "reentrant " + r.Reentrancy.Status + ": " + r.Reentrancy.Reason
-	case r.Err != "":
-		return "did not run: " + r.Err
-	case r.Job.Probe == matrix.ProbeDeadlock:
-		var parts []string
-		for _, rec := range r.Recoveries {
-			if rec.Recovered() {
-				parts = append(parts, fmt.Sprintf("p%d's lock taken again after %s", rec.Process, rec.After.Round(time.Millisecond)))
-			} else {
-				parts = append(parts, fmt.Sprintf("p%d's lock not taken again in %s", rec.Process, rec.Observed.Round(time.Millisecond)))
-			}
-		}
-		if len(parts) == 0 {
-			return "no lock holder was killed"
-		}
-		return strings.Join(parts, ", ")
-	case r.Safety.Violated:
-		return "violation (" + reports.KindsText(r.Safety.Kinds) + ")"
-	case !r.Safety.Conclusive:
-		return "inconclusive: " + r.Safety.Reason
-	}
-	return fmt.Sprintf("no violation, %d faults, %d acquires", r.Safety.Faults, r.Acquired)
 }

@@ -1,0 +1,79 @@
+package matrix
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/locktest/locktest/reports"
+)
+
+// Made is a matrix that Run made: Matrix aggregates the Ran jobs that
+// ran; Err says why the others did not (ctx ended, or a job could not
+// run), nil when every job ran.
+type Made struct {
+	Matrix reports.Matrix
+	Ran    int
+	Err    error
+}
+
+// Run runs the jobs of the matrix of o, parallel at a time (Execute),
+// with done called after each, as shard ("" when unsharded) of command;
+// then it writes the matrix's header (Options.Header) into o's store and
+// aggregates the results over o's classes. The matrix holds the runs
+// made before a job stopped the rest; the error is the header's.
+func Run(ctx context.Context, o Options, jobs []Job, parallel int, shard, command string, done func(i int, r Result)) (Made, error) {
+	start := time.Now()
+	header := o.Header(ctx, start, parallel, shard, command)
+	results, runErr := Execute(ctx, jobs, parallel, done)
+	header.Elapsed = time.Since(start).Round(time.Second)
+	if err := reports.WriteMatrixHeader(o.Base.StoreDir, header); err != nil {
+		return Made{}, fmt.Errorf("write matrix header: %w", err)
+	}
+	return Made{Matrix: Aggregate(header, o.Classes, results), Ran: len(results), Err: runErr}, nil
+}
+
+// Inconclusive returns the cells of m that are inconclusive, as "IMPL
+// COLUMN", sorted.
+func Inconclusive(m reports.Matrix) []string {
+	var inc []string
+	for _, r := range m.Rows {
+		for k, c := range r.Cells {
+			if c.Status == reports.StatusInconclusive {
+				inc = append(inc, r.Impl+" "+k)
+			}
+		}
+	}
+	slices.Sort(inc)
+	return inc
+}
+
+// Summary says in a few words what the run of r showed.
+func (r Result) Summary() string {
+	switch {
+	case r.Reentrancy != nil:
+		return "reentrant " + r.Reentrancy.Status + ": " + r.Reentrancy.Reason
+	case r.Err != "":
+		return "did not run: " + r.Err
+	case r.Job.Probe == ProbeDeadlock:
+		var parts []string
+		for _, rec := range r.Recoveries {
+			if rec.Recovered() {
+				parts = append(parts, fmt.Sprintf("p%d's lock taken again after %s", rec.Process, rec.After.Round(time.Millisecond)))
+			} else {
+				parts = append(parts, fmt.Sprintf("p%d's lock not taken again in %s", rec.Process, rec.Observed.Round(time.Millisecond)))
+			}
+		}
+		if len(parts) == 0 {
+			return "no lock holder was killed"
+		}
+		return strings.Join(parts, ", ")
+	case r.Safety.Violated:
+		return "violation (" + reports.KindsText(r.Safety.Kinds) + ")"
+	case !r.Safety.Conclusive:
+		return "inconclusive: " + r.Safety.Reason
+	}
+	return fmt.Sprintf("no violation, %d faults, %d acquires", r.Safety.Faults, r.Acquired)
+}
