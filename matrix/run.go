@@ -3,6 +3,7 @@ package matrix
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -76,4 +77,19 @@ func (r Result) Summary() string {
 		return "inconclusive: " + r.Safety.Reason
 	}
 	return fmt.Sprintf("no violation, %d faults, %d acquires", r.Safety.Faults, r.Acquired)
+}
+
+// From reads the matrix that from holds, for command: a matrix.json as
+// it is (file), or, in a folder, the matrix runs stored there aggregated
+// again (Again).
+func From(from, command string) (m reports.Matrix, file bool, err error) {
+	if st, err := os.Stat(from); err == nil && !st.IsDir() {
+		m, err := reports.ReadMatrix(from)
+		if err != nil {
+			return m, true, fmt.Errorf("--from: %v", err)
+		}
+		return m, true, nil
+	}
+	m, err = Again(from, command)
+	return m, false, err
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/locktest/locktest/reports"
 	"github.com/locktest/locktest/run"
 )
 
@@ -58,7 +59,7 @@ it.`,
 			case err != nil:
 				return err
 			}
-			printResults(cmd.OutOrStdout(), dir, res, true)
+			reports.WriteRunText(cmd.OutOrStdout(), dir, res, true)
 			return outcomeError(res)
 		},
 	}

@@ -75,31 +75,22 @@ matrix was interrupted; 2 bad usage or a set-up failure.`,
 					return usageError{fmt.Errorf("--json: %v", err)}
 				}
 			}
-			if st, err := os.Stat(from); from != "" && err == nil && !st.IsDir() {
-				// A matrix.json: compare it, and write its pages where asked.
-				m, err := reports.ReadMatrix(from)
-				if err != nil {
-					return usageError{fmt.Errorf("--from: %v", err)}
-				}
-				if out != "" || md != "" || jsonOut != "" {
-					if out == "" {
-						out = filepath.Dir(jsonOut)
-					}
-					if err := writeMatrix(cmd, m, out, md, jsonOut); err != nil {
-						return err
-					}
-				}
-				return matrixOutcome(cmd, m, base, false)
-			}
 			if from != "" {
-				// Aggregate the runs stored in from again, and write the
-				// pages into out (default: from) and md.
-				m, err := matrix.Again(from, "locktest "+strings.Join(os.Args[1:], " "))
+				// Take a matrix.json as it is, or aggregate the runs
+				// stored in from again, and write the pages where asked
+				// (the runs' pages by default into from).
+				m, file, err := matrix.From(from, "locktest "+strings.Join(os.Args[1:], " "))
 				if err != nil {
 					return usageError{err}
 				}
-				if err := writeMatrix(cmd, m, cmp.Or(out, from), md, jsonOut); err != nil {
-					return err
+				write := !file || out != "" || md != "" || jsonOut != ""
+				if file && out == "" {
+					out = filepath.Dir(jsonOut)
+				}
+				if write {
+					if err := writeMatrix(cmd, m, cmp.Or(out, from), md, jsonOut); err != nil {
+						return err
+					}
 				}
 				return matrixOutcome(cmd, m, base, false)
 			}

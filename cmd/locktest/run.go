@@ -2,20 +2,16 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/reports"
 	"github.com/locktest/locktest/run"
-	"github.com/locktest/locktest/runstore"
 )
 
 // runFlags are the settings `locktest run` reads from its flags: a
@@ -44,7 +40,7 @@ func newRunCmd() *cobra.Command {
 			if out == nil {
 				return err // a set-up failure: exit 2
 			}
-			printResults(cmd.OutOrStdout(), out.Dir, out.Results, err == nil)
+			reports.WriteRunText(cmd.OutOrStdout(), out.Dir, out.Results, err == nil)
 			if oerr := outcomeError(out.Results); oerr != nil {
 				return oerr
 			}
@@ -138,75 +134,7 @@ func parseLevel(s string) (slog.Level, error) {
 	return l, nil
 }
 
-// printResults prints what the run ran (its versions, for a run that
-// recorded them), the verdict of every checker, the first anomalies and
-// where the report is; stored says whether results.json and the report
-// were written.
-func printResults(w io.Writer, dir string, r runstore.Results, stored bool) {
-	fmt.Fprintf(w, "run %s (%s, resource %s, faults %s, seed %d)\n", dir, r.Run.Impl, r.Run.Mode,
-		orNone(r.Run.Faults), r.Run.Seed)
-	if v := reports.VersionsText(r.Run.Versions); v != "" {
-		fmt.Fprintf(w, "  versions: %s\n", v)
-	}
-	fmt.Fprintf(w, "  %d ops, %d critical sections, %d faults\n", int(r.Stats["ops"]),
-		int(r.Stats["critical_sections"]), int(r.Stats["faults_injected"]))
-	for _, c := range r.Checkers {
-		fmt.Fprintf(w, "  %-17s %-8s %d anomalies%s  (%s)\n", c.Checker, verdictWord(c.Valid), len(c.Anomalies),
-			noteSummary(c), time.Duration(c.Elapsed).Round(time.Microsecond))
-		// One example of each kind, in order of first appearance.
-		first, count := byKind(c.Anomalies)
-		for _, a := range first {
-			fmt.Fprintf(w, "    %s ×%d, e.g. %s ops %v\n", a.Kind, count[a.Kind], a.Explanation, a.Ops)
-		}
-	}
-	for _, e := range r.Problems {
-		fmt.Fprintf(w, "  run problem: %s\n", e)
-	}
-	if r.Run.LongestStall() > 0 || r.Run.LongestDiskStall() > 0 {
-		fmt.Fprintf(w, "  machine stalls: %s\n", reports.StallsText(r.Run))
-	}
-	fmt.Fprintf(w, "verdict: %s (expected %s)\n", verdictWord(r.Valid), r.Run.Expect)
-	if !stored {
-		fmt.Fprintf(w, "report: not written (see the run problems); %s holds what was stored\n", dir)
-		return
-	}
-	fmt.Fprintf(w, "report: %s/%s\n", dir, runstore.ReportFile)
-}
-
-func noteSummary(c checker.Result) string {
-	if len(c.Notes) == 0 {
-		return ""
-	}
-	first, count := byKind(c.Notes)
-	var parts []string
-	for _, n := range first {
-		parts = append(parts, fmt.Sprintf("%d %s", count[n.Kind], n.Kind))
-	}
-	return ", notes: " + strings.Join(parts, ", ")
-}
-
-// byKind returns the first anomaly of each kind, in order of appearance, and
-// how many there are of each kind.
-func byKind(as []checker.Anomaly) ([]checker.Anomaly, map[string]int) {
-	count := map[string]int{}
-	var first []checker.Anomaly
-	for _, a := range as {
-		if count[a.Kind] == 0 {
-			first = append(first, a)
-		}
-		count[a.Kind]++
-	}
-	return first, count
-}
-
-// verdictWord shouts an invalid verdict, so it stands out in a terminal.
-func verdictWord(v checker.Verdict) string {
-	if v == checker.Invalid {
-		return strings.ToUpper(reports.VerdictWord(v))
-	}
-	return reports.VerdictWord(v)
-}
-
+// orNone joins xs with commas, or says none.
 func orNone(xs []string) string {
 	if len(xs) == 0 {
 		return "none"
