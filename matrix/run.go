@@ -3,6 +3,7 @@ package matrix
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"strings"
@@ -92,4 +93,23 @@ func From(from, command string) (m reports.Matrix, file bool, err error) {
 	}
 	m, err = Again(from, command)
 	return m, false, err
+}
+
+// WriteText writes what matrix --baseline prints of c: how many cells it
+// compared, each cell worse than the baseline or no longer shown, and the
+// cells whose time to failure it compared.
+func (c Comparison) WriteText(w io.Writer) {
+	fmt.Fprintf(w, "baseline: %d cells compared, %d worse, %d no longer shown\n", c.Compared, len(c.Worse), len(c.Lost))
+	for _, ch := range c.Worse {
+		fmt.Fprintf(w, "  worse: %s %s: %s (was %s): %s\n", ch.Impl, ch.Column, ch.After, ch.Before, ch.Why)
+	}
+	for _, ch := range c.Lost {
+		fmt.Fprintf(w, "  no longer shown: %s %s: %s (was %s)\n", ch.Impl, ch.Column, ch.After, ch.Before)
+	}
+	if len(c.Survival) > 0 {
+		fmt.Fprintf(w, "baseline: time to failure compared in %d cells (log-rank test, worse below p = %.2g)\n", len(c.Survival), SurvivalP)
+		for _, ch := range c.Survival {
+			fmt.Fprintf(w, "  %s %s: %s\n", ch.Impl, ch.Column, ch.Why)
+		}
+	}
 }

@@ -1,6 +1,7 @@
 package matrix
 
 import (
+	"bytes"
 	"slices"
 	"testing"
 	"time"
@@ -41,5 +42,26 @@ func TestInconclusive(t *testing.T) {
 	}
 	if got := Inconclusive(reports.Matrix{}); got != nil {
 		t.Errorf("Inconclusive of an empty matrix = %q", got)
+	}
+}
+
+// TestComparisonText: what matrix --baseline prints of a comparison,
+// line by line.
+func TestComparisonText(t *testing.T) {
+	c := Comparison{Compared: 12,
+		Worse:    []Change{{Impl: "redlock", Column: "mutex-clock", Before: "safe", After: "VIOLATED", Why: "a violation where the baseline had none"}},
+		Lost:     []Change{{Impl: "etcd-mutex", Column: "deadlock", Before: "yes", After: "inconclusive"}},
+		Survival: []Change{{Impl: "redlock", Column: "mutex-pause", Why: "p = 0.01"}},
+	}
+	var b bytes.Buffer
+	c.WriteText(&b)
+	want := `baseline: 12 cells compared, 1 worse, 1 no longer shown
+  worse: redlock mutex-clock: VIOLATED (was safe): a violation where the baseline had none
+  no longer shown: etcd-mutex deadlock: inconclusive (was yes)
+baseline: time to failure compared in 1 cells (log-rank test, worse below p = 0.05)
+  redlock mutex-pause: p = 0.01
+`
+	if b.String() != want {
+		t.Errorf("WriteText:\n%s\nwant\n%s", b.String(), want)
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -70,7 +69,7 @@ debate was interrupted), 2 bad usage or a broken scenario file.`,
 				return usageError{fmt.Errorf("--only: %v", err)}
 			}
 			if list {
-				printCatalogue(cmd.OutOrStdout(), picked)
+				scenarios.WriteCatalogue(cmd.OutOrStdout(), picked)
 				return nil
 			}
 			if seeds < 1 {
@@ -163,7 +162,7 @@ debate was interrupted), 2 bad usage or a broken scenario file.`,
 			if err := scenarios.WriteBoard(out, junit, findings, jsonOut, board); err != nil {
 				return err
 			}
-			printBoard(cmd.OutOrStdout(), out, board)
+			scenarios.WriteBoardText(cmd.OutOrStdout(), out, board)
 			interrupted := cmd.Context().Err() != nil
 			if runErr != nil && !(interrupted && errors.Is(runErr, cmd.Context().Err())) {
 				return runErr
@@ -272,25 +271,7 @@ func parseShard(s string) (i, n int, err error) {
 	return i, n, nil
 }
 
-func printBoard(w io.Writer, out string, b reports.Scoreboard) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "claim\tscenario\ttests for\tviolations\tverdict")
-	for _, r := range b.Rows {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", r.Claim, r.Name, r.Expect, r.RateText(), r.Verdict)
-	}
-	tw.Flush()
-	fmt.Fprintf(w, "scoreboard: %s\n", filepath.Join(out, "scoreboard.html"))
-}
-
-func printCatalogue(w io.Writer, scs []scenarios.Scenario) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "claim\tscenario\timpl\tfaults\tresource\ttests for")
-	for _, s := range scs {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", s.Claim, s.Name, s.Impl(), strings.Join(s.Faults(), ","), orNone(nonEmpty(s.Settings["resource"])), s.Expect)
-	}
-	tw.Flush()
-}
-
+// nonEmpty is s alone, or nothing when it is empty.
 func nonEmpty(s string) []string {
 	if s == "" {
 		return nil

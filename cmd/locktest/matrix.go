@@ -199,22 +199,9 @@ func mergeMatrix(cmd *cobra.Command, stores []string, out, md, jsonOut, baseline
 // than base, an inconclusiveError when a cell is inconclusive, one base
 // showed to hold could not be shown, or the matrix was interrupted.
 func matrixOutcome(cmd *cobra.Command, m reports.Matrix, base *reports.Matrix, interrupted bool) error {
-	w := cmd.OutOrStdout()
 	if base != nil {
 		c := matrix.Compare(*base, m)
-		fmt.Fprintf(w, "baseline: %d cells compared, %d worse, %d no longer shown\n", c.Compared, len(c.Worse), len(c.Lost))
-		for _, ch := range c.Worse {
-			fmt.Fprintf(w, "  worse: %s %s: %s (was %s): %s\n", ch.Impl, ch.Column, ch.After, ch.Before, ch.Why)
-		}
-		for _, ch := range c.Lost {
-			fmt.Fprintf(w, "  no longer shown: %s %s: %s (was %s)\n", ch.Impl, ch.Column, ch.After, ch.Before)
-		}
-		if len(c.Survival) > 0 {
-			fmt.Fprintf(w, "baseline: time to failure compared in %d cells (log-rank test, worse below p = %.2g)\n", len(c.Survival), matrix.SurvivalP)
-			for _, ch := range c.Survival {
-				fmt.Fprintf(w, "  %s %s: %s\n", ch.Impl, ch.Column, ch.Why)
-			}
-		}
+		c.WriteText(cmd.OutOrStdout())
 		if len(c.Worse) > 0 {
 			return verdictError{fmt.Errorf("%d cells worse than the baseline, e.g. %s %s: %s", len(c.Worse), c.Worse[0].Impl, c.Worse[0].Column, c.Worse[0].Why)}
 		}

@@ -107,7 +107,7 @@ verdict (or, with --baseline, a cell worse than the baseline), 3 inconclusive,
 			if err := scenarios.WriteBoard(out, junit, findings, jsonOut, board); err != nil {
 				return err
 			}
-			printBoard(cmd.OutOrStdout(), out, board)
+			scenarios.WriteBoardText(cmd.OutOrStdout(), out, board)
 			if c := board.Compared; c != nil {
 				fmt.Fprintf(cmd.OutOrStdout(), "compared with %s: %d of %d scenarios agree\n", c.Command, len(c.Rows)-c.Disagreements(), len(c.Rows))
 				for _, r := range c.Rows {
