@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/reports"
+	"github.com/locktest/locktest/run"
 )
 
 // Made is a matrix that Run made: Matrix aggregates the Ran jobs that
@@ -111,5 +112,22 @@ func (c Comparison) WriteText(w io.Writer) {
 		for _, ch := range c.Survival {
 			fmt.Fprintf(w, "  %s %s: %s\n", ch.Impl, ch.Column, ch.Why)
 		}
+	}
+}
+
+// Progress writes on w the line that starts the matrix of o (its jobs,
+// impls, seeds, runs at once and store) and returns the done of Run: one
+// line on w per finished job, with what it showed (Result.Summary), how
+// long it took and how much is left.
+func Progress(w io.Writer, o Options, jobs []Job, parallel int) func(i int, r Result) {
+	names := map[string]bool{}
+	for _, j := range jobs {
+		names[j.Impl] = true
+	}
+	fmt.Fprintf(w, "matrix: %d jobs (%d impls, %d seeds), %d at once, store %s\n", len(jobs), len(names), o.Seeds, parallel, o.Base.StoreDir)
+	start := time.Now()
+	return func(i int, r Result) {
+		fmt.Fprintf(w, "[%*d/%d%s] %s: %s (%s)\n", len(fmt.Sprint(len(jobs))), i, len(jobs), run.ToGo(start, i, len(jobs)-i),
+			r.Job.Label(), r.Summary(), r.Elapsed.Round(100*time.Millisecond))
 	}
 }

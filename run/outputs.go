@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+	"time"
 )
 
 // WritableDir checks that files can be created in dir, by creating and
@@ -59,4 +60,14 @@ func WritableFile(path string) error {
 		return fmt.Errorf("%s is not a folder", dir)
 	}
 	return WritableDir(dir)
+}
+
+// ToGo estimates, for a progress line, the time the left runs take at the
+// pace of the done ones since started: ", about 3m10s to go", or "" when
+// none is left.
+func ToGo(started time.Time, done, left int) string {
+	if left <= 0 || done <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(", about %s to go", (time.Since(started) / time.Duration(done) * time.Duration(left)).Round(time.Second))
 }

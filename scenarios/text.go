@@ -7,8 +7,10 @@ import (
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/locktest/locktest/reports"
+	"github.com/locktest/locktest/run"
 )
 
 // WriteBoardText writes what `locktest debate` and `locktest merge` print
@@ -35,4 +37,22 @@ func WriteCatalogue(w io.Writer, scs []Scenario) {
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", s.Claim, s.Name, s.Impl(), strings.Join(s.Faults(), ","), cmp.Or(s.Settings["resource"], "none"), s.Expect)
 	}
 	tw.Flush()
+}
+
+// Progress returns the Progress of a debate that started at started: one
+// line on w per finished run, with what it showed, how long it took and
+// how much is left.
+func Progress(w io.Writer, started time.Time) func(Scenario, RunResult, int) {
+	done := 0
+	return func(s Scenario, r RunResult, left int) {
+		done++
+		what := r.Outcome
+		if what == "" {
+			what = "inconclusive: " + r.Reason
+		}
+		if len(r.Kinds) > 0 {
+			what += " (" + reports.KindsText(r.Kinds) + ")"
+		}
+		fmt.Fprintf(w, "[%d done, %d left%s] %s seed %d: %s, %.0fs\n", done, left, run.ToGo(started, done, left), s.Name, r.Seed, what, r.Seconds)
+	}
 }

@@ -3,6 +3,7 @@ package scenarios
 import (
 	"bytes"
 	"testing"
+	"time"
 
 	"github.com/locktest/locktest/reports"
 )
@@ -35,5 +36,25 @@ scoreboard: out/scoreboard.html
 `
 	if b.String() != want {
 		t.Errorf("WriteBoardText:\n%s\nwant\n%s", b.String(), want)
+	}
+}
+
+// TestProgress: a debate's progress line per finished run says what it
+// showed, how long it took, and, while runs are left, about how long they
+// take.
+func TestProgress(t *testing.T) {
+	var b bytes.Buffer
+	p := Progress(&b, time.Now())
+	p(Scenario{Name: "redis-gc-pause"}, RunResult{Seed: 2, Outcome: "violation", Kinds: map[string]int{"overlapping-holds": 1}, Seconds: 12.4}, 0)
+	p(Scenario{Name: "etcd-fenced"}, RunResult{Seed: 3, Reason: "no fault applied", Seconds: 9}, 0)
+	want := "[1 done, 0 left] redis-gc-pause seed 2: violation (" + reports.KindsText(map[string]int{"overlapping-holds": 1}) + "), 12s\n" +
+		"[2 done, 0 left] etcd-fenced seed 3: inconclusive: no fault applied, 9s\n"
+	if b.String() != want {
+		t.Errorf("progress:\n%s\nwant\n%s", b.String(), want)
+	}
+	b.Reset()
+	Progress(&b, time.Now())(Scenario{Name: "x"}, RunResult{Outcome: "safe"}, 4)
+	if got := b.String(); got != "[1 done, 4 left, about 0s to go] x seed 0: safe, 0s\n" {
+		t.Errorf("progress with runs left: %q", got)
 	}
 }

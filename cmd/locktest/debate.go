@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -155,7 +154,9 @@ debate was interrupted), 2 bad usage or a broken scenario file.`,
 				fmt.Fprintf(cmd.ErrOrStderr(), "debate: %d scenarios, up to %d seeds each, %d at once%s, store %s\n",
 					len(picked), seeds, parallel, map[bool]string{true: ", shard " + shard}[shardN > 0], store)
 			}
-			opt.Progress = progressLine(cmd.ErrOrStderr(), silent, parallel, started)
+			if !silent {
+				opt.Progress = scenarios.Progress(cmd.ErrOrStderr(), started)
+			}
 			board := scenarios.NewBoard(cmd.Context(), started, opt, seeds, maxRate, "locktest "+strings.Join(os.Args[1:], " "), shard, sources)
 			board, runErr := scenarios.Debate(cmd.Context(), picked, opt, board, out)
 			board.Elapsed = time.Since(started).Round(time.Second).String()
@@ -209,37 +210,6 @@ func boardOutcome(board reports.Scoreboard, want int, interrupted bool) error {
 		return inconclusiveError{fmt.Errorf("%d of %d scenarios without a conclusion: %s", n+want-len(board.Rows), want, board.TallyText())}
 	}
 	return nil
-}
-
-// progressLine returns the Progress of a debate: one line per finished run
-// on w, with what it showed, how long it took and how much is left, unless
-// silent.
-func progressLine(w io.Writer, silent bool, parallel int, started time.Time) func(scenarios.Scenario, scenarios.RunResult, int) {
-	done := 0
-	return func(s scenarios.Scenario, r scenarios.RunResult, left int) {
-		done++
-		if silent {
-			return
-		}
-		what := r.Outcome
-		if what == "" {
-			what = "inconclusive: " + r.Reason
-		}
-		if len(r.Kinds) > 0 {
-			what += " (" + reports.KindsText(r.Kinds) + ")"
-		}
-		fmt.Fprintf(w, "[%d done, %d left%s] %s seed %d: %s, %.0fs\n", done, left, toGo(started, done, left), s.Name, r.Seed, what, r.Seconds)
-	}
-}
-
-// toGo estimates, for a progress line, the time the left runs take at the
-// pace of the done ones since started: ", about 3m10s to go", or "" when
-// none is left.
-func toGo(started time.Time, done, left int) string {
-	if left <= 0 || done <= 0 {
-		return ""
-	}
-	return fmt.Sprintf(", about %s to go", (time.Since(started) / time.Duration(done) * time.Duration(left)).Round(time.Second))
 }
 
 // parseRate reads a rate given as a percentage ("15%") or a fraction

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -128,16 +127,7 @@ matrix was interrupted; 2 bad usage or a set-up failure.`,
 			if !q {
 				progress = cmd.ErrOrStderr()
 			}
-			names := map[string]bool{}
-			for _, j := range jobs {
-				names[j.Impl] = true
-			}
-			fmt.Fprintf(progress, "matrix: %d jobs (%d impls, %d seeds), %d at once, store %s\n", len(jobs), len(names), o.Seeds, parallel, o.Base.StoreDir)
-			start := time.Now()
-			made, err := matrix.Run(cmd.Context(), o, jobs, parallel, shard, "locktest "+strings.Join(os.Args[1:], " "), func(i int, r matrix.Result) {
-				fmt.Fprintf(progress, "[%*d/%d%s] %s: %s (%s)\n", len(fmt.Sprint(len(jobs))), i, len(jobs), toGo(start, i, len(jobs)-i),
-					r.Job.Label(), r.Summary(), r.Elapsed.Round(100*time.Millisecond))
-			})
+			made, err := matrix.Run(cmd.Context(), o, jobs, parallel, shard, "locktest "+strings.Join(os.Args[1:], " "), matrix.Progress(progress, o, jobs, parallel))
 			if err != nil {
 				return err
 			}
