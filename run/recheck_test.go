@@ -17,25 +17,16 @@ import (
 	"github.com/locktest/locktest/testkit/genhist"
 )
 
-// cleanPrefix is a history prefix with no violation: one hold, released.
-const cleanPrefix = `{"index":0,"type":"invoke","process":0,"f":"acquire","time":10,"value":{"lock":"l"}}
-{"index":1,"type":"ok","process":0,"f":"acquire","time":20,"value":{"lock":"l","token":1,"lock_value":"a","valid_until":1000}}
-{"index":2,"type":"invoke","process":0,"f":"release","time":30,"value":{"lock":"l","lock_value":"a"}}
-{"index":3,"type":"ok","process":0,"f":"release","time":40,"value":{"lock":"l","lock_value":"a","removed":"a"}}
-`
-
-// overlapping is a history of two leases held at once.
-const overlapping = `{"index":0,"type":"invoke","process":0,"f":"acquire","time":10,"value":{"lock":"l"}}
-{"index":1,"type":"ok","process":0,"f":"acquire","time":20,"value":{"lock":"l","token":1,"lock_value":"a","valid_until":1000}}
-{"index":2,"type":"invoke","process":1,"f":"acquire","time":30,"value":{"lock":"l"}}
-{"index":3,"type":"ok","process":1,"f":"acquire","time":40,"value":{"lock":"l","token":2,"lock_value":"b","valid_until":1000}}
-`
-
-// writeHistory writes a run folder holding history alone.
-func writeHistory(t *testing.T, text string) string {
+// golden returns a run folder that holds, as its history, the checker's
+// golden history file (checker/testdata) and nothing else.
+func golden(t *testing.T, file string) string {
 	t.Helper()
+	h, err := history.ReadFile(filepath.Join("..", "checker", "testdata", file))
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, runstore.HistoryFile), []byte(text), 0o644); err != nil {
+	if err == nil {
+		err = history.WriteFile(filepath.Join(dir, runstore.HistoryFile), h)
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 	return dir
@@ -85,9 +76,7 @@ func TestRecheckStreamDecidesAsTheWholeHistory(t *testing.T) {
 			}
 		})
 	}
-	dir := writeHistory(t, `{"index":0,"type":"invoke","process":0,"f":"acquire","time":10,"value":{"lock":"l"}}
-{"index":1,"type":"ok","process":0,"f":"acquire","time":20,"value":{"lock":"l"}}
-`)
+	dir := golden(t, "lost-update.jsonl") // session locks
 	var ns NotStreamable
 	if _, _, err := Recheck(ctx, dir, true, io.Discard); !errors.As(err, &ns) || !strings.Contains(err.Error(), "not leases") {
 		t.Errorf("stream of session locks: %v", err)
@@ -111,12 +100,12 @@ func TestRecheckOfAnUnfinishedRunIsNeverValid(t *testing.T) {
 		unfinished    bool
 		verdict       checker.Verdict
 	}{
-		{"clean prefix", cleanPrefix, true, checker.Unknown},
-		{"prefix with an overlap", overlapping, true, checker.Invalid},
-		{"finished clean run", cleanPrefix, false, checker.Valid},
+		{"clean prefix", "clean.jsonl", true, checker.Unknown},
+		{"prefix with an overlap", "overlapping-holders.jsonl", true, checker.Invalid},
+		{"finished clean run", "clean.jsonl", false, checker.Valid},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			dir := writeHistory(t, tt.history)
+			dir := golden(t, tt.history)
 			res := runstore.Results{Run: runstore.RunInfo{Name: "killed", Impl: "redis-set-nx-px", Mode: "none", Expect: "valid"},
 				Valid: checker.Unknown}
 			if tt.unfinished {
@@ -142,7 +131,7 @@ func TestRecheckOfAnUnfinishedRunIsNeverValid(t *testing.T) {
 		})
 	}
 	t.Run("checkers not read", func(t *testing.T) {
-		dir := writeHistory(t, cleanPrefix)
+		dir := golden(t, "clean.jsonl")
 		text := `{"run":{"name":"killed","resource_mode":"none","expect":"valid"},"valid":"unknown","problems":["` +
 			runstore.Unfinished + `"],"checkers":[{{{`
 		if err := os.WriteFile(filepath.Join(dir, runstore.ResultsFile), []byte(text), 0o644); err != nil {
