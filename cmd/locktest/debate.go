@@ -240,11 +240,3 @@ func parseShard(s string) (i, n int, err error) {
 	}
 	return i, n, nil
 }
-
-// nonEmpty is s alone, or nothing when it is empty.
-func nonEmpty(s string) []string {
-	if s == "" {
-		return nil
-	}
-	return []string{s}
-}

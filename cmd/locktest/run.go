@@ -133,11 +133,3 @@ func parseLevel(s string) (slog.Level, error) {
 	}
 	return l, nil
 }
-
-// orNone joins xs with commas, or says none.
-func orNone(xs []string) string {
-	if len(xs) == 0 {
-		return "none"
-	}
-	return strings.Join(xs, ",")
-}
