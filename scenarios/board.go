@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/locktest/locktest/reports"
 	"github.com/locktest/locktest/runstore"
@@ -82,6 +83,44 @@ func Debate(ctx context.Context, picked []Scenario, opt Options, board reports.S
 			board.Versions = board.Versions.Merge(row.Versions)
 			board.Rows = append(board.Rows, row)
 		}
+	}
+	return board, err
+}
+
+// NewBoard is the scoreboard, without rows yet, of a debate that command
+// started at started, of seeds seeds per scenario (the most, with
+// Options.CIWidth) over the catalogue whose sources are sources, run as
+// opt says, as shard ("" when unsharded), that holds a safe scenario when
+// its rate's upper bound is below maxRate.
+func NewBoard(ctx context.Context, started time.Time, opt Options, seeds int, maxRate float64, command, shard string, sources []reports.ScoreSource) reports.Scoreboard {
+	board := reports.Scoreboard{
+		SchemaVersion: reports.ScoreboardSchemaVersion,
+		Date:          started.UTC().Format("2006-01-02 15:04 UTC"), Commit: runstore.Commit(ctx), Machine: runstore.Machine(),
+		Seeds: seeds, Parallel: opt.Parallel, MaxRate: maxRate, Command: command,
+		Versions: runstore.Versions{Locktest: runstore.Version()}, Sources: sources,
+	}
+	if opt.Shards > 0 {
+		board.Shard = shard
+	}
+	return board
+}
+
+// MergeBoards reads the scoreboards that paths name (ReadBoard) and joins
+// them (Merge) into one whose links are relative to the folder out; when
+// it joins more than one, its command says that command merged them.
+func MergeBoards(paths []string, out string, maxRate float64, command string) (reports.Scoreboard, error) {
+	var boards []reports.Scoreboard
+	for _, p := range paths {
+		b, err := ReadBoard(p)
+		if err != nil {
+			return reports.Scoreboard{}, err
+		}
+		boards = append(boards, b)
+	}
+	abs, _ := filepath.Abs(out)
+	board, err := Merge(boards, abs, maxRate)
+	if err == nil && len(boards) > 1 {
+		board.Command = fmt.Sprintf("%s; merged by %s", board.Command, command)
 	}
 	return board, err
 }

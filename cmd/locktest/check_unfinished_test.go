@@ -3,11 +3,9 @@ package main
 import (
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
-	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/runstore"
 )
 
@@ -18,58 +16,12 @@ const cleanPrefix = `{"index":0,"type":"invoke","process":0,"f":"acquire","time"
 {"index":3,"type":"ok","process":0,"f":"release","time":40,"value":{"lock":"l","lock_value":"a","removed":"a"}}
 `
 
-// TestCheckOfAnUnfinishedRunIsNeverValid checks a run whose driver was
-// killed before it checked: its results.json still says the run did not
-// finish, as the driver writes it at the start. The check of its history
-// prefix is unknown (exit 3) when the prefix is clean and invalid (exit 1)
-// when it holds a violation, never valid; a second check says the same, and
-// a run whose results are those of a finished run is still valid.
-func TestCheckOfAnUnfinishedRunIsNeverValid(t *testing.T) {
-	for _, tt := range []struct {
-		name, history string
-		unfinished    bool
-		verdict       checker.Verdict
-		code          int
-	}{
-		{"clean prefix", cleanPrefix, true, checker.Unknown, 3},
-		{"prefix with an overlap", goodHistory, true, checker.Invalid, 1},
-		{"finished clean run", cleanPrefix, false, checker.Valid, 0},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			dir := writeRun(t, tt.history)
-			res := runstore.Results{Run: runstore.RunInfo{Name: "killed", Impl: "redis-set-nx-px", Mode: "none", Expect: "valid"},
-				Valid: checker.Unknown}
-			if tt.unfinished {
-				res.Problems = []string{runstore.Unfinished}
-			}
-			if err := runstore.WriteResults(dir, res); err != nil {
-				t.Fatal(err)
-			}
-			for i := range 2 { // a second check finds the problem in what the first wrote
-				stdout, stderr, code := locktest(t, "check", dir)
-				if code != tt.code {
-					t.Fatalf("check %d: exit %d, want %d\nstdout %s\nstderr %s", i+1, code, tt.code, stdout, stderr)
-				}
-				r, err := runstore.ReadResults(dir)
-				if err != nil || r.Valid != tt.verdict {
-					t.Fatalf("check %d: results.json says %q (%v), want %q", i+1, r.Valid, err, tt.verdict)
-				}
-				said := slices.Contains(r.Problems, runstore.UnfinishedChecked)
-				if said != tt.unfinished || slices.Contains(r.Problems, runstore.Unfinished) ||
-					strings.Count(strings.Join(r.Run.Errors, "\n"), runstore.UnfinishedChecked) != map[bool]int{true: 1}[tt.unfinished] {
-					t.Fatalf("check %d: problems %q, run errors %q", i+1, r.Problems, r.Run.Errors)
-				}
-				if tt.unfinished && !strings.Contains(stdout, "did not finish") {
-					t.Errorf("check %d: stdout does not say the run did not finish: %s", i+1, stdout)
-				}
-			}
-		})
-	}
-}
-
-// TestCheckOfAnUnfinishedRunReadsNoAnomalies checks that the problems of a
-// results.json are read without its checkers' results, which may be large:
-// here they are not even JSON.
+// TestCheckOfAnUnfinishedRunReadsNoAnomalies checks a run whose driver was
+// killed before it checked (its results.json still says the run did not
+// finish, and its checkers' results, which may be large, are not even
+// JSON here): the check of its clean history prefix exits 3 (unknown) and
+// says the run did not finish. (run.TestRecheckOfAnUnfinishedRunIsNeverValid
+// holds the verdicts and problems a first and a second check store.)
 func TestCheckOfAnUnfinishedRunReadsNoAnomalies(t *testing.T) {
 	dir := writeRun(t, cleanPrefix)
 	text := `{"run":{"name":"killed","resource_mode":"none","expect":"valid"},"valid":"unknown","problems":["` +
@@ -77,7 +29,7 @@ func TestCheckOfAnUnfinishedRunReadsNoAnomalies(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, runstore.ResultsFile), []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if stdout, stderr, code := locktest(t, "check", dir); code != 3 {
+	if stdout, stderr, code := locktest(t, "check", dir); code != 3 || !strings.Contains(stdout, "did not finish") {
 		t.Fatalf("exit %d, want 3\nstdout %s\nstderr %s", code, stdout, stderr)
 	}
 }

@@ -3,13 +3,11 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -17,7 +15,6 @@ import (
 	sshp "github.com/locktest/locktest/clusters/ssh"
 	"github.com/locktest/locktest/reports"
 	"github.com/locktest/locktest/run"
-	"github.com/locktest/locktest/runstore"
 	"github.com/locktest/locktest/scenarios"
 )
 
@@ -71,7 +68,7 @@ debate was interrupted), 2 bad usage or a broken scenario file.`,
 				return usageError{fmt.Errorf("--only: %v", err)}
 			}
 			if list {
-				printCatalogue(cmd.OutOrStdout(), picked)
+				scenarios.WriteCatalogue(cmd.OutOrStdout(), picked)
 				return nil
 			}
 			if seeds < 1 {
@@ -132,7 +129,7 @@ debate was interrupted), 2 bad usage or a broken scenario file.`,
 				if o.path == "" {
 					continue
 				}
-				if err := writableFile(o.path); err != nil {
+				if err := run.WritableFile(o.path); err != nil {
 					return usageError{fmt.Errorf("%s: %v", o.flag, err)}
 				}
 			}
@@ -143,7 +140,7 @@ debate was interrupted), 2 bad usage or a broken scenario file.`,
 			if err := os.MkdirAll(out, 0o755); err != nil {
 				return usageError{fmt.Errorf("%s: %v", outFlag, err)}
 			}
-			if err := writableDir(out); err != nil {
+			if err := run.WritableDir(out); err != nil {
 				return usageError{fmt.Errorf("%s: %v", outFlag, err)}
 			}
 			base := run.DefaultConfig()
@@ -157,22 +154,16 @@ debate was interrupted), 2 bad usage or a broken scenario file.`,
 				fmt.Fprintf(cmd.ErrOrStderr(), "debate: %d scenarios, up to %d seeds each, %d at once%s, store %s\n",
 					len(picked), seeds, parallel, map[bool]string{true: ", shard " + shard}[shardN > 0], store)
 			}
-			opt.Progress = progressLine(cmd.ErrOrStderr(), silent, parallel, started)
-			board := reports.Scoreboard{
-				SchemaVersion: reports.ScoreboardSchemaVersion,
-				Date:          started.UTC().Format("2006-01-02 15:04 UTC"), Commit: runstore.Commit(cmd.Context()), Machine: runstore.Machine(),
-				Seeds: seeds, Parallel: parallel, MaxRate: maxRate, Command: "locktest " + strings.Join(os.Args[1:], " "),
-				Versions: runstore.Versions{Locktest: runstore.Version()}, Sources: sources,
+			if !silent {
+				opt.Progress = scenarios.Progress(cmd.ErrOrStderr(), started)
 			}
-			if shardN > 0 {
-				board.Shard = shard
-			}
+			board := scenarios.NewBoard(cmd.Context(), started, opt, seeds, maxRate, "locktest "+strings.Join(os.Args[1:], " "), shard, sources)
 			board, runErr := scenarios.Debate(cmd.Context(), picked, opt, board, out)
 			board.Elapsed = time.Since(started).Round(time.Second).String()
 			if err := scenarios.WriteBoard(out, junit, findings, jsonOut, board); err != nil {
 				return err
 			}
-			printBoard(cmd.OutOrStdout(), out, board)
+			scenarios.WriteBoardText(cmd.OutOrStdout(), out, board)
 			interrupted := cmd.Context().Err() != nil
 			if runErr != nil && !(interrupted && errors.Is(runErr, cmd.Context().Err())) {
 				return runErr
@@ -221,37 +212,6 @@ func boardOutcome(board reports.Scoreboard, want int, interrupted bool) error {
 	return nil
 }
 
-// progressLine returns the Progress of a debate: one line per finished run
-// on w, with what it showed, how long it took and how much is left, unless
-// silent.
-func progressLine(w io.Writer, silent bool, parallel int, started time.Time) func(scenarios.Scenario, scenarios.RunResult, int) {
-	done := 0
-	return func(s scenarios.Scenario, r scenarios.RunResult, left int) {
-		done++
-		if silent {
-			return
-		}
-		what := r.Outcome
-		if what == "" {
-			what = "inconclusive: " + r.Reason
-		}
-		if len(r.Kinds) > 0 {
-			what += " (" + reports.KindsText(r.Kinds) + ")"
-		}
-		fmt.Fprintf(w, "[%d done, %d left%s] %s seed %d: %s, %.0fs\n", done, left, toGo(started, done, left), s.Name, r.Seed, what, r.Seconds)
-	}
-}
-
-// toGo estimates, for a progress line, the time the left runs take at the
-// pace of the done ones since started: ", about 3m10s to go", or "" when
-// none is left.
-func toGo(started time.Time, done, left int) string {
-	if left <= 0 || done <= 0 {
-		return ""
-	}
-	return fmt.Sprintf(", about %s to go", (time.Since(started) / time.Duration(done) * time.Duration(left)).Round(time.Second))
-}
-
 // parseRate reads a rate given as a percentage ("15%") or a fraction
 // ("0.15").
 func parseRate(s string) (float64, error) {
@@ -279,30 +239,4 @@ func parseShard(s string) (i, n int, err error) {
 		return 0, 0, fmt.Errorf("want I/N with 1 ≤ I ≤ N, such as 2/4, got %q", s)
 	}
 	return i, n, nil
-}
-
-func printBoard(w io.Writer, out string, b reports.Scoreboard) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "claim\tscenario\ttests for\tviolations\tverdict")
-	for _, r := range b.Rows {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", r.Claim, r.Name, r.Expect, r.RateText(), r.Verdict)
-	}
-	tw.Flush()
-	fmt.Fprintf(w, "scoreboard: %s\n", filepath.Join(out, "scoreboard.html"))
-}
-
-func printCatalogue(w io.Writer, scs []scenarios.Scenario) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "claim\tscenario\timpl\tfaults\tresource\ttests for")
-	for _, s := range scs {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", s.Claim, s.Name, s.Impl(), strings.Join(s.Faults(), ","), orNone(nonEmpty(s.Settings["resource"])), s.Expect)
-	}
-	tw.Flush()
-}
-
-func nonEmpty(s string) []string {
-	if s == "" {
-		return nil
-	}
-	return []string{s}
 }

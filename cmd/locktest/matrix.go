@@ -7,9 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -72,35 +70,26 @@ matrix was interrupted; 2 bad usage or a set-up failure.`,
 				return usageError{fmt.Errorf("--shard: %v", err)}
 			}
 			if jsonOut != "" {
-				if err := writableFile(jsonOut); err != nil {
+				if err := run.WritableFile(jsonOut); err != nil {
 					return usageError{fmt.Errorf("--json: %v", err)}
 				}
 			}
-			if st, err := os.Stat(from); from != "" && err == nil && !st.IsDir() {
-				// A matrix.json: compare it, and write its pages where asked.
-				m, err := reports.ReadMatrix(from)
-				if err != nil {
-					return usageError{fmt.Errorf("--from: %v", err)}
-				}
-				if out != "" || md != "" || jsonOut != "" {
-					if out == "" {
-						out = filepath.Dir(jsonOut)
-					}
-					if err := writeMatrix(cmd, m, out, md, jsonOut); err != nil {
-						return err
-					}
-				}
-				return matrixOutcome(cmd, m, base, false)
-			}
 			if from != "" {
-				// Aggregate the runs stored in from again, and write the
-				// pages into out (default: from) and md.
-				m, err := matrix.Again(from, "locktest "+strings.Join(os.Args[1:], " "))
+				// Take a matrix.json as it is, or aggregate the runs
+				// stored in from again, and write the pages where asked
+				// (the runs' pages by default into from).
+				m, file, err := matrix.From(from, "locktest "+strings.Join(os.Args[1:], " "))
 				if err != nil {
 					return usageError{err}
 				}
-				if err := writeMatrix(cmd, m, cmp.Or(out, from), md, jsonOut); err != nil {
-					return err
+				write := !file || out != "" || md != "" || jsonOut != ""
+				if file && out == "" {
+					out = filepath.Dir(jsonOut)
+				}
+				if write {
+					if err := writeMatrix(cmd, m, cmp.Or(out, from), md, jsonOut); err != nil {
+						return err
+					}
 				}
 				return matrixOutcome(cmd, m, base, false)
 			}
@@ -125,44 +114,33 @@ matrix was interrupted; 2 bad usage or a set-up failure.`,
 				if err := os.MkdirAll(d.dir, 0o755); err != nil {
 					return usageError{fmt.Errorf("%s: %v", d.flag, err)}
 				}
-				if err := writableDir(d.dir); err != nil {
+				if err := run.WritableDir(d.dir); err != nil {
 					return usageError{fmt.Errorf("%s: %v", d.flag, err)}
 				}
 			}
 			if md != "" {
-				if err := writableFile(md); err != nil {
+				if err := run.WritableFile(md); err != nil {
 					return usageError{fmt.Errorf("--md: %v", err)}
 				}
 			}
-			start := time.Now()
-			header := o.Header(cmd.Context(), start, parallel, shard, "locktest "+strings.Join(os.Args[1:], " "))
 			progress := io.Discard
 			if !q {
 				progress = cmd.ErrOrStderr()
 			}
-			names := map[string]bool{}
-			for _, j := range jobs {
-				names[j.Impl] = true
+			made, err := matrix.Run(cmd.Context(), o, jobs, parallel, shard, "locktest "+strings.Join(os.Args[1:], " "), matrix.Progress(progress, o, jobs, parallel))
+			if err != nil {
+				return err
 			}
-			fmt.Fprintf(progress, "matrix: %d jobs (%d impls, %d seeds), %d at once, store %s\n", len(jobs), len(names), o.Seeds, parallel, o.Base.StoreDir)
-			results, runErr := matrix.Execute(cmd.Context(), jobs, parallel, func(i int, r matrix.Result) {
-				fmt.Fprintf(progress, "[%*d/%d%s] %s: %s (%s)\n", len(fmt.Sprint(len(jobs))), i, len(jobs), toGo(start, i, len(jobs)-i),
-					r.Job.Label(), summary(r), r.Elapsed.Round(100*time.Millisecond))
-			})
-			header.Elapsed = time.Since(start).Round(time.Second)
-			if err := reports.WriteMatrixHeader(o.Base.StoreDir, header); err != nil {
-				return fmt.Errorf("write matrix header: %w", err)
-			}
-			m := matrix.Aggregate(header, classes, results)
+			m := made.Matrix
 			if err := writeMatrix(cmd, m, out, md, jsonOut); err != nil {
 				return err
 			}
-			interrupted := runErr != nil && cmd.Context().Err() != nil
-			if runErr != nil && !interrupted {
-				return runErr
+			interrupted := made.Err != nil && cmd.Context().Err() != nil
+			if made.Err != nil && !interrupted {
+				return made.Err
 			}
 			if interrupted {
-				fmt.Fprintf(cmd.ErrOrStderr(), "matrix interrupted after %d of %d runs (the pages show those)\n", len(results), len(jobs))
+				fmt.Fprintf(cmd.ErrOrStderr(), "matrix interrupted after %d of %d runs (the pages show those)\n", made.Ran, len(jobs))
 			}
 			return matrixOutcome(cmd, m, base, interrupted)
 		},
@@ -211,22 +189,9 @@ func mergeMatrix(cmd *cobra.Command, stores []string, out, md, jsonOut, baseline
 // than base, an inconclusiveError when a cell is inconclusive, one base
 // showed to hold could not be shown, or the matrix was interrupted.
 func matrixOutcome(cmd *cobra.Command, m reports.Matrix, base *reports.Matrix, interrupted bool) error {
-	w := cmd.OutOrStdout()
 	if base != nil {
 		c := matrix.Compare(*base, m)
-		fmt.Fprintf(w, "baseline: %d cells compared, %d worse, %d no longer shown\n", c.Compared, len(c.Worse), len(c.Lost))
-		for _, ch := range c.Worse {
-			fmt.Fprintf(w, "  worse: %s %s: %s (was %s): %s\n", ch.Impl, ch.Column, ch.After, ch.Before, ch.Why)
-		}
-		for _, ch := range c.Lost {
-			fmt.Fprintf(w, "  no longer shown: %s %s: %s (was %s)\n", ch.Impl, ch.Column, ch.After, ch.Before)
-		}
-		if len(c.Survival) > 0 {
-			fmt.Fprintf(w, "baseline: time to failure compared in %d cells (log-rank test, worse below p = %.2g)\n", len(c.Survival), matrix.SurvivalP)
-			for _, ch := range c.Survival {
-				fmt.Fprintf(w, "  %s %s: %s\n", ch.Impl, ch.Column, ch.Why)
-			}
-		}
+		c.WriteText(cmd.OutOrStdout())
 		if len(c.Worse) > 0 {
 			return verdictError{fmt.Errorf("%d cells worse than the baseline, e.g. %s %s: %s", len(c.Worse), c.Worse[0].Impl, c.Worse[0].Column, c.Worse[0].Why)}
 		}
@@ -237,16 +202,7 @@ func matrixOutcome(cmd *cobra.Command, m reports.Matrix, base *reports.Matrix, i
 	if interrupted {
 		return inconclusiveError{errors.New("the matrix was interrupted: its pages show the runs made so far")}
 	}
-	var inc []string
-	for _, r := range m.Rows {
-		for k, c := range r.Cells {
-			if c.Status == reports.StatusInconclusive {
-				inc = append(inc, r.Impl+" "+k)
-			}
-		}
-	}
-	if len(inc) > 0 {
-		slices.Sort(inc)
+	if inc := matrix.Inconclusive(m); len(inc) > 0 {
 		return inconclusiveError{fmt.Errorf("%d cells inconclusive (%s): see the reasons in the matrix", len(inc), strings.Join(inc, ", "))}
 	}
 	return nil
@@ -260,32 +216,4 @@ func writeMatrix(cmd *cobra.Command, m reports.Matrix, out, md, jsonOut string) 
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "matrix: %s, %s\n", filepath.Join(out, reports.MatrixHTMLFile), filepath.Join(out, reports.MatrixMDFile))
 	return nil
-}
-
-// summary says in a few words what one matrix run showed.
-func summary(r matrix.Result) string {
-	switch {
-	case r.Reentrancy != nil:
-		return "reentrant " + r.Reentrancy.Status + ": " + r.Reentrancy.Reason
-	case r.Err != "":
-		return "did not run: " + r.Err
-	case r.Job.Probe == matrix.ProbeDeadlock:
-		var parts []string
-		for _, rec := range r.Recoveries {
-			if rec.Recovered() {
-				parts = append(parts, fmt.Sprintf("p%d's lock taken again after %s", rec.Process, rec.After.Round(time.Millisecond)))
-			} else {
-				parts = append(parts, fmt.Sprintf("p%d's lock not taken again in %s", rec.Process, rec.Observed.Round(time.Millisecond)))
-			}
-		}
-		if len(parts) == 0 {
-			return "no lock holder was killed"
-		}
-		return strings.Join(parts, ", ")
-	case r.Safety.Violated:
-		return "violation (" + reports.KindsText(r.Safety.Kinds) + ")"
-	case !r.Safety.Conclusive:
-		return "inconclusive: " + r.Safety.Reason
-	}
-	return fmt.Sprintf("no violation, %d faults, %d acquires", r.Safety.Faults, r.Acquired)
 }

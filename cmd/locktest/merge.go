@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/locktest/locktest/reports"
+	"github.com/locktest/locktest/run"
 	"github.com/locktest/locktest/scenarios"
 )
 
@@ -79,12 +80,12 @@ verdict (or, with --baseline, a cell worse than the baseline), 3 inconclusive,
 			if out == "" {
 				out = "merged"
 			}
-			if err := creatableDir(out); err != nil {
+			if err := run.CreatableDir(out); err != nil {
 				return usageError{fmt.Errorf("--out: %v", err)}
 			}
 			for _, o := range []struct{ flag, path string }{{"--junit", junit}, {"--findings", findings}, {"--json", jsonOut}, {"--md", matrixMD}} {
 				if o.path != "" {
-					if err := writableFile(o.path); err != nil {
+					if err := run.WritableFile(o.path); err != nil {
 						return usageError{fmt.Errorf("%s: %v", o.flag, err)}
 					}
 				}
@@ -92,24 +93,12 @@ verdict (or, with --baseline, a cell worse than the baseline), 3 inconclusive,
 			if isMatrix {
 				return mergeMatrix(cmd, dirs, out, matrixMD, jsonOut, baseline)
 			}
-			var boards []reports.Scoreboard
-			for _, d := range dirs {
-				b, err := scenarios.ReadBoard(d)
-				if err != nil {
-					return usageError{fmt.Errorf("merge: %v", err)}
-				}
-				boards = append(boards, b)
-			}
-			abs, _ := filepath.Abs(out)
-			board, err := scenarios.Merge(boards, abs, maxRate)
+			board, err := scenarios.MergeBoards(dirs, out, maxRate, "locktest "+strings.Join(os.Args[1:], " "))
 			if err != nil {
 				return usageError{fmt.Errorf("merge: %v", err)}
 			}
 			if err := os.MkdirAll(out, 0o755); err != nil {
 				return usageError{fmt.Errorf("--out: %v", err)}
-			}
-			if len(boards) > 1 {
-				board.Command = fmt.Sprintf("%s; merged by locktest %s", board.Command, strings.Join(os.Args[1:], " "))
 			}
 			if other != nil {
 				c := reports.CompareScoreboards(board, *other)
@@ -118,7 +107,7 @@ verdict (or, with --baseline, a cell worse than the baseline), 3 inconclusive,
 			if err := scenarios.WriteBoard(out, junit, findings, jsonOut, board); err != nil {
 				return err
 			}
-			printBoard(cmd.OutOrStdout(), out, board)
+			scenarios.WriteBoardText(cmd.OutOrStdout(), out, board)
 			if c := board.Compared; c != nil {
 				fmt.Fprintf(cmd.OutOrStdout(), "compared with %s: %d of %d scenarios agree\n", c.Command, len(c.Rows)-c.Disagreements(), len(c.Rows))
 				for _, r := range c.Rows {

@@ -1,12 +1,9 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
-	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -65,55 +62,18 @@ func newWorkerCmd() *cobra.Command {
 	}
 }
 
-// writableDir checks that files can be created in dir, by creating and
-// removing one.
-func writableDir(dir string) error {
-	f, err := os.CreateTemp(dir, ".locktest-probe-*")
-	if err != nil {
-		return err
+// orNone joins xs with commas, or says none.
+func orNone(xs []string) string {
+	if len(xs) == 0 {
+		return "none"
 	}
-	name := f.Name()
-	f.Close()
-	return os.Remove(name)
+	return strings.Join(xs, ",")
 }
 
-// creatableDir checks that dir exists as a folder that takes new files, or
-// can be made: its nearest existing ancestor is a folder that does. It
-// creates nothing.
-func creatableDir(dir string) error {
-	d := filepath.Clean(dir)
-	for {
-		st, err := os.Stat(d)
-		switch {
-		case err == nil && !st.IsDir():
-			return fmt.Errorf("%s is not a folder", d)
-		case err == nil:
-			return writableDir(d)
-		case !errors.Is(err, os.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR):
-			return err
-		}
-		up := filepath.Dir(d)
-		if up == d {
-			return err
-		}
-		d = up
+// nonEmpty is s alone, or nothing when it is empty.
+func nonEmpty(s string) []string {
+	if s == "" {
+		return nil
 	}
-}
-
-// writableFile checks, before a long command, that path can be written at
-// its end: its folder exists and takes new files, and path is not a folder.
-// It leaves no file behind.
-func writableFile(path string) error {
-	if st, err := os.Stat(path); err == nil && st.IsDir() {
-		return fmt.Errorf("%s is a folder", path)
-	}
-	dir := filepath.Dir(path)
-	st, err := os.Stat(dir)
-	if err != nil {
-		return err
-	}
-	if !st.IsDir() {
-		return fmt.Errorf("%s is not a folder", dir)
-	}
-	return writableDir(dir)
+	return []string{s}
 }

@@ -2,25 +2,16 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"log/slog"
-	"maps"
 	"os"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"github.com/locktest/locktest/checker"
-	"github.com/locktest/locktest/clusters/local"
-	"github.com/locktest/locktest/impls"
-	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/reports"
 	"github.com/locktest/locktest/run"
-	"github.com/locktest/locktest/runstore"
-	"github.com/locktest/locktest/workloads"
 )
 
 // runFlags are the settings `locktest run` reads from its flags: a
@@ -49,7 +40,7 @@ func newRunCmd() *cobra.Command {
 			if out == nil {
 				return err // a set-up failure: exit 2
 			}
-			printResults(cmd.OutOrStdout(), out.Dir, out.Results, err == nil)
+			reports.WriteRunText(cmd.OutOrStdout(), out.Dir, out.Results, err == nil)
 			if oerr := outcomeError(out.Results); oerr != nil {
 				return oerr
 			}
@@ -94,91 +85,16 @@ func zero(v run.Value) bool {
 	return false
 }
 
-// pausePoints are the worker's own pause points; impls add theirs.
-var pausePoints = []string{workloads.PointAfterAcquire, workloads.PointBeforeWrite}
-
 // logLevels are the values of --log-level.
 var logLevels = []string{"debug", "info", "warn", "error"}
-
-// scheduleFlags are the flags of `locktest run` that shape the nemesis's
-// schedule rather than one fault: they need some fault (or, stagger, a
-// combined one). The flags that shape one fault are the Settings of the
-// faults that read them (nemesis.Spec).
-var scheduleFlags = []string{"interval", "quiet-time", "stagger"}
-
-// checkFaultFlags refuses a flag given on the command line that would
-// change nothing in the run: a setting that is silently ignored makes a run
-// that is not the one its command line says. A flag is used when a fault
-// of the run lists it among its Settings; --pause-point reaches kill-client
-// only with --kill-holder.
-func checkFaultFlags(f changer, cfg run.Config) error {
-	if cfg.Plan != nil {
-		cfg.Faults = cfg.Plan.FaultNames()
-	}
-	parts := checker.FaultParts(cfg.Faults)
-	readers := map[string][]string{} // flag → the faults that read it
-	for _, s := range nemesis.Specs() {
-		for _, flag := range s.Settings {
-			readers[flag] = append(readers[flag], s.Name)
-		}
-	}
-	for _, flag := range slices.Sorted(maps.Keys(readers)) {
-		if !f.Changed(flag) {
-			continue
-		}
-		used := slices.ContainsFunc(parts, func(p string) bool {
-			return slices.Contains(readers[flag], p) && !(flag == "pause-point" && p == "kill-client" && !nemesis.KillHolder.Of(cfg.FaultSettings))
-		})
-		if !used {
-			return usageError{fmt.Errorf("--%s changes nothing in this run: it needs %s (faults: %s)", flag, needs(flag, readers[flag]), orNone(cfg.Faults))}
-		}
-	}
-	for _, flag := range scheduleFlags {
-		switch {
-		case !f.Changed(flag):
-		case flag == "stagger" && !slices.ContainsFunc(cfg.Faults, func(f string) bool { return strings.Contains(f, "+") }):
-			return usageError{fmt.Errorf("--stagger changes nothing in this run: it needs a combined fault (--faults a+b) (faults: %s)", orNone(cfg.Faults))}
-		case len(parts) == 0:
-			return usageError{fmt.Errorf("--%s changes nothing in this run: it needs --faults (faults: %s)", flag, orNone(cfg.Faults))}
-		}
-	}
-	return nil
-}
-
-// needs says which faults a flag needs, for the error of checkFaultFlags:
-// the faults that read it, or, when most do, those that do not.
-func needs(flag string, readers []string) string {
-	if flag == "pause-point" {
-		return "--faults pause-client, or kill-client with --kill-holder"
-	}
-	all := nemesis.Names()
-	if len(readers) <= len(all)/2 {
-		return "--faults " + strings.Join(readers, ", ")
-	}
-	var not []string
-	for _, n := range all {
-		if !slices.Contains(readers, n) {
-			not = append(not, n)
-		}
-	}
-	return fmt.Sprintf("a fault that reads --%s (any but %s)", flag, strings.Join(not, ", "))
-}
 
 // config returns the run the flags describe. Bad values and flags that would
 // change nothing are usage errors; the rest of the checking is
 // run.Config.Validate's, which run.Run calls.
 func (rf *runFlags) config(f changer) (run.Config, error) {
 	cfg := rf.cfg
-	if cfg.Schedule != "" {
-		if err := scheduleConfig(f, &cfg); err != nil {
-			return cfg, err
-		}
-	}
-	if err := checkTargets(cfg); err != nil {
-		return cfg, usageError{fmt.Errorf("--target: %v", err)}
-	}
-	if err := checkFaultFlags(f, cfg); err != nil {
-		return cfg, err
+	if err := run.ApplyCommandLine(&cfg, f.Changed); err != nil {
+		return cfg, usageError{err}
 	}
 	cfg.Command = "locktest " + strings.Join(os.Args[1:], " ")
 	lvl, err := parseLevel(rf.logLevel)
@@ -189,42 +105,6 @@ func (rf *runFlags) config(f changer) (run.Config, error) {
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
 	}
 	return cfg, nil
-}
-
-// scheduleConfig reads the schedule file of --schedule into cfg: its plan,
-// and its workload's settings wherever the command line gives none. A
-// flag that would pick or shape faults (--faults, --target, --interval,
-// --stagger and every fault's own settings) is refused: each planned fault
-// carries its own.
-func scheduleConfig(f changer, cfg *run.Config) error {
-	for _, flag := range append([]string{"faults", "target", "interval", "stagger"}, faultSettingFlags()...) {
-		if f.Changed(flag) {
-			return usageError{fmt.Errorf("--%s changes nothing with --schedule: the schedule file says which faults go in, where and how hard", flag)}
-		}
-	}
-	plan, err := run.ReadSchedule(cfg.Schedule)
-	if err != nil {
-		return usageError{err}
-	}
-	cfg.Plan = plan
-	if err := run.ApplyWorkload(cfg, plan, f.Changed); err != nil {
-		return usageError{err}
-	}
-	return nil
-}
-
-// faultSettingFlags are the flags that set one fault's settings
-// (nemesis.Spec.Settings), each once.
-func faultSettingFlags() []string {
-	var out []string
-	for _, s := range nemesis.Specs() {
-		for _, flag := range s.Settings {
-			if !slices.Contains(out, flag) {
-				out = append(out, flag)
-			}
-		}
-	}
-	return out
 }
 
 // changer tells whether a flag was given on the command line (a
@@ -252,105 +132,4 @@ func parseLevel(s string) (slog.Level, error) {
 		return l, fmt.Errorf("--log-level must be %s, got %q", strings.Join(logLevels, ", "), s)
 	}
 	return l, nil
-}
-
-// printResults prints what the run ran (its versions, for a run that
-// recorded them), the verdict of every checker, the first anomalies and
-// where the report is; stored says whether results.json and the report
-// were written.
-func printResults(w io.Writer, dir string, r runstore.Results, stored bool) {
-	fmt.Fprintf(w, "run %s (%s, resource %s, faults %s, seed %d)\n", dir, r.Run.Impl, r.Run.Mode,
-		orNone(r.Run.Faults), r.Run.Seed)
-	if v := reports.VersionsText(r.Run.Versions); v != "" {
-		fmt.Fprintf(w, "  versions: %s\n", v)
-	}
-	fmt.Fprintf(w, "  %d ops, %d critical sections, %d faults\n", int(r.Stats["ops"]),
-		int(r.Stats["critical_sections"]), int(r.Stats["faults_injected"]))
-	for _, c := range r.Checkers {
-		fmt.Fprintf(w, "  %-17s %-8s %d anomalies%s  (%s)\n", c.Checker, verdictWord(c.Valid), len(c.Anomalies),
-			noteSummary(c), time.Duration(c.Elapsed).Round(time.Microsecond))
-		// One example of each kind, in order of first appearance.
-		first, count := byKind(c.Anomalies)
-		for _, a := range first {
-			fmt.Fprintf(w, "    %s ×%d, e.g. %s ops %v\n", a.Kind, count[a.Kind], a.Explanation, a.Ops)
-		}
-	}
-	for _, e := range r.Problems {
-		fmt.Fprintf(w, "  run problem: %s\n", e)
-	}
-	if r.Run.LongestStall() > 0 || r.Run.LongestDiskStall() > 0 {
-		fmt.Fprintf(w, "  machine stalls: %s\n", reports.StallsText(r.Run))
-	}
-	fmt.Fprintf(w, "verdict: %s (expected %s)\n", verdictWord(r.Valid), r.Run.Expect)
-	if !stored {
-		fmt.Fprintf(w, "report: not written (see the run problems); %s holds what was stored\n", dir)
-		return
-	}
-	fmt.Fprintf(w, "report: %s/%s\n", dir, runstore.ReportFile)
-}
-
-func noteSummary(c checker.Result) string {
-	if len(c.Notes) == 0 {
-		return ""
-	}
-	first, count := byKind(c.Notes)
-	var parts []string
-	for _, n := range first {
-		parts = append(parts, fmt.Sprintf("%d %s", count[n.Kind], n.Kind))
-	}
-	return ", notes: " + strings.Join(parts, ", ")
-}
-
-// byKind returns the first anomaly of each kind, in order of appearance, and
-// how many there are of each kind.
-func byKind(as []checker.Anomaly) ([]checker.Anomaly, map[string]int) {
-	count := map[string]int{}
-	var first []checker.Anomaly
-	for _, a := range as {
-		if count[a.Kind] == 0 {
-			first = append(first, a)
-		}
-		count[a.Kind]++
-	}
-	return first, count
-}
-
-// verdictWord shouts an invalid verdict, so it stands out in a terminal.
-func verdictWord(v checker.Verdict) string {
-	if v == checker.Invalid {
-		return strings.ToUpper(reports.VerdictWord(v))
-	}
-	return reports.VerdictWord(v)
-}
-
-func orNone(xs []string) string {
-	if len(xs) == 0 {
-		return "none"
-	}
-	return strings.Join(xs, ",")
-}
-
-// checkTargets refuses, before anything starts, the pins that no run of
-// the impl's cluster can match: a node it lacks, a role its nodes never
-// have, a worker or client host beyond --clients. The cluster is
-// constructed, not started, to learn its nodes' names and roles (the docker
-// provider names and casts its nodes alike); a cluster that cannot be
-// constructed here is left for the run to report, and the run checks the
-// pins again against the cluster it started.
-func checkTargets(cfg run.Config) error {
-	if len(cfg.Targets) == 0 || cfg.Client != "" {
-		// An external client's backend is known once its manifest is
-		// read; the run checks its pins then, against the cluster it
-		// started, before the workload begins.
-		return nil
-	}
-	impl, err := impls.Lookup(cfg.Impl)
-	if err != nil {
-		return nil
-	}
-	cl, err := local.New(impl.Backend, local.Options{Nodes: impl.Nodes, Dir: os.TempDir(), Params: cfg.ClusterParams, Exe: cfg.NodeCommand})
-	if err != nil {
-		return nil
-	}
-	return nemesis.CheckTargets(cfg.Targets, cl, cfg.Clients)
 }
