@@ -1,4 +1,4 @@
-package main
+package localprovider
 
 import (
 	"bytes"
@@ -33,7 +33,7 @@ func TestCleanupRemovesStaleSockets(t *testing.T) {
 	}
 
 	var out bytes.Buffer
-	if err := cleanupSockets(&out, dir, true); err != nil {
+	if err := clearSockets(&out, dir, true); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), "would remove 1 stale sockets: "+stale) {
@@ -44,7 +44,7 @@ func TestCleanupRemovesStaleSockets(t *testing.T) {
 	}
 
 	out.Reset()
-	if err := cleanupSockets(&out, dir, false); err != nil {
+	if err := clearSockets(&out, dir, false); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), "removed 1 stale sockets: "+stale) {
