@@ -1,6 +1,7 @@
 package run
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -62,5 +63,24 @@ func TestProvidersComeFromTheRegistry(t *testing.T) {
 	d := DefaultConfig()
 	if v := d.Values(); v["insecure_ignore_host_key"] != "false" || v["image"] != "" || v["inventory"] != "" {
 		t.Errorf("results of the defaults: %v", v)
+	}
+}
+
+// TestMachineSettingsAreTheProvidersOwn: a schedule file records none of
+// the settings that name this machine or its hosts, which each provider
+// marks, and records the others (the docker provider's --image).
+func TestMachineSettingsAreTheProvidersOwn(t *testing.T) {
+	want := []string{"subnet", "inventory", "hosts", "ssh-user", "ssh-key", "known-hosts", "client-addresses", "insecure-ignore-host-key"}
+	if strings.Join(machineSettings, " ") != strings.Join(want, " ") {
+		t.Errorf("machineSettings = %v, want %v", machineSettings, want)
+	}
+	keys := WorkloadKeys()
+	for _, k := range want {
+		if slices.Contains(keys, k) {
+			t.Errorf("a schedule records %s, which names this machine", k)
+		}
+	}
+	if !slices.Contains(keys, "image") {
+		t.Errorf("a schedule does not record --image: %v", keys)
 	}
 }

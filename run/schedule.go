@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/locktest/locktest/clusters/provider"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/runstore"
 )
@@ -132,8 +133,19 @@ func ApplyMachine(cfg *Config, settings map[string]string) error {
 }
 
 // machineSettings name this machine or its hosts, not the run: a replay
-// elsewhere gives its own.
-var machineSettings = []string{"subnet", "inventory", "hosts", "ssh-user", "ssh-key", "known-hosts", "client-addresses", "insecure-ignore-host-key"}
+// elsewhere gives its own. Those of the providers say so themselves
+// (provider.Setting.Machine).
+var machineSettings = func() []string {
+	out := []string{"subnet"}
+	for _, d := range provider.All() {
+		for _, s := range d.Settings {
+			if s.Machine {
+				out = append(out, s.Name)
+			}
+		}
+	}
+	return out
+}()
 
 // writeSchedule writes the run's schedule.json: what its schedule did, the
 // seed (or the file) it came from, and its workload's settings.

@@ -25,10 +25,14 @@ const (
 // Setting is one setting only a provider reads, declared in its folder:
 // its name is the flag (--Name) and the key of results.json, Doc its help.
 // Its value lives in Values, by name; its default is the empty value.
+// Machine says that it names this machine or its hosts (an address, a
+// credential), not the run: a schedule file does not record it, and a
+// replay elsewhere gives its own.
 type Setting struct {
-	Name string
-	Doc  string
-	Kind Kind
+	Name    string
+	Doc     string
+	Kind    Kind
+	Machine bool
 }
 
 // Values are the values of providers' settings, by name, each as its

@@ -26,19 +26,19 @@ const Name = "ssh"
 // The ssh provider's settings: how a run reaches its hosts, an inventory
 // file or the short form of --hosts.
 var (
-	InventorySetting = provider.Setting{Name: "inventory", Kind: provider.Text,
+	InventorySetting = provider.Setting{Name: "inventory", Kind: provider.Text, Machine: true,
 		Doc: "ssh provider: the inventory file (YAML) of the hosts, see docs/providers.md (locktest lab up writes one)"}
-	hostsSetting = provider.Setting{Name: "hosts", Kind: provider.Text,
+	hostsSetting = provider.Setting{Name: "hosts", Kind: provider.Text, Machine: true,
 		Doc: "ssh provider: the hosts as a,b,c (host or host:port), with one --ssh-user and --ssh-key, instead of --inventory"}
-	userSetting = provider.Setting{Name: "ssh-user", Kind: provider.Text,
+	userSetting = provider.Setting{Name: "ssh-user", Kind: provider.Text, Machine: true,
 		Doc: "ssh provider: the login user of --hosts (default root)"}
-	keySetting = provider.Setting{Name: "ssh-key", Kind: provider.Text,
+	keySetting = provider.Setting{Name: "ssh-key", Kind: provider.Text, Machine: true,
 		Doc: "ssh provider: the private key of --hosts (default: the ssh-agent)"}
-	knownHostsSetting = provider.Setting{Name: "known-hosts", Kind: provider.Text,
+	knownHostsSetting = provider.Setting{Name: "known-hosts", Kind: provider.Text, Machine: true,
 		Doc: "ssh provider: the known_hosts file of --hosts (default ~/.ssh/known_hosts)"}
-	clientAddrsSetting = provider.Setting{Name: "client-addresses", Kind: provider.Text,
+	clientAddrsSetting = provider.Setting{Name: "client-addresses", Kind: provider.Text, Machine: true,
 		Doc: "ssh provider: the clients' own addresses on this host for --hosts (the inventory's client_addresses otherwise), IPv4 addresses or CIDR blocks, comma-separated: with them a cut can single out one client (see docs/providers.md)"}
-	insecureSetting = provider.Setting{Name: "insecure-ignore-host-key", Kind: provider.Switch,
+	insecureSetting = provider.Setting{Name: "insecure-ignore-host-key", Kind: provider.Switch, Machine: true,
 		Doc: "ssh provider: do not check the hosts' keys (results.json records it)"}
 )
 
