@@ -82,7 +82,7 @@ func orDash(path string) string {
 // WorkloadKeys are the settings a schedule file records of its run's
 // workload (nemesis.Plan.Workload), by flag name: every setting of the
 // run but the faults (which the plan holds, each with its own settings),
-// the platform's addresses and credentials, and the output. A replay
+// this machine's and its hosts' addresses and credentials, and the output. A replay
 // takes them from the file unless its command line gives them.
 func WorkloadKeys() []string {
 	var out []string
