@@ -16,18 +16,18 @@ import (
 // startCluster makes the cluster of impl's backend on the run's provider
 // and starts it. What it made is returned even on error, so the
 // caller can stop it; errors are SetupErrors.
-func startCluster(ctx context.Context, cfg Config, impl impls.Impl, dir string, plat *platform, lg *slog.Logger) (clusters.Cluster, error) {
-	cl, err := plat.prov.cluster(cfg, impl, dir, plat, lg)
+func startCluster(ctx context.Context, cfg Config, impl impls.Impl, dir string, prov *providerSetup, lg *slog.Logger) (clusters.Cluster, error) {
+	cl, err := prov.p.Cluster(cfg.providerRun(impl), prov.nodes(dir, lg))
 	if err != nil {
 		return nil, &SetupError{err}
 	}
 	if err := cl.Start(ctx); err != nil {
 		return cl, &SetupError{fmt.Errorf("start %s cluster: %w", impl.Backend, err)}
 	}
-	if why := plat.prov.clockReason(); why != "" {
+	if why := prov.p.ClockReason(); why != "" {
 		// A host that could not preload the clock shim: clock faults are
 		// unavailable, with its reason.
-		plat.clockWhy = why
+		prov.clockWhy = why
 	}
 	return cl, nil
 }
@@ -55,7 +55,7 @@ func WithCluster(ctx context.Context, cfg Config, dir string, fn func(ctx contex
 	if err := os.MkdirAll(filepath.Join(dir, runstore.LogsDir), 0o755); err != nil {
 		return setupErr("%v", err)
 	}
-	plat, err := setupPlatform(ctx, cfg, impl, dir, lg)
+	prov, err := setupProvider(ctx, cfg, impl, dir, lg)
 	var cl clusters.Cluster
 	defer func() {
 		stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -68,15 +68,15 @@ func WithCluster(ctx context.Context, cfg Config, dir string, fn func(ctx contex
 		// A budget of its own, as Run's teardown has.
 		closeCtx, cancelClose := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancelClose()
-		plat.close(closeCtx, lg)
+		prov.close(closeCtx, lg)
 	}()
 	if err != nil {
 		return err
 	}
-	if cl, err = startCluster(ctx, cfg, impl, dir, plat, lg); err != nil {
+	if cl, err = startCluster(ctx, cfg, impl, dir, prov, lg); err != nil {
 		return err
 	}
-	nodes, err := plat.proxied(cl.Nodes())
+	nodes, err := prov.proxied(cl.Nodes())
 	if err != nil {
 		return &SetupError{err}
 	}

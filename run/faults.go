@@ -1,6 +1,7 @@
 package run
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -8,12 +9,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/backend"
 	"github.com/locktest/locktest/clusters/clockshim"
 	"github.com/locktest/locktest/clusters/local/netns"
+	"github.com/locktest/locktest/clusters/provider"
 	"github.com/locktest/locktest/impls"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/workloads"
@@ -30,22 +31,18 @@ func networkFaults() string {
 	return strings.Join(out, ", ")
 }
 
-// Network modes of Config.Net.
+// Network modes of Config.Net (see provider.NetAuto).
 const (
-	// NetAuto puts nodes and clients into network namespaces when a network
-	// fault is asked for, and runs on loopback otherwise.
-	NetAuto = "auto"
-	// NetNamespaces always uses namespaces.
-	NetNamespaces = "netns"
-	// NetLoopback never does; network faults are then unavailable.
-	NetLoopback = "loopback"
+	NetAuto       = provider.NetAuto
+	NetNamespaces = provider.NetNamespaces
+	NetLoopback   = provider.NetLoopback
 )
 
-// platform is what a run set up for its faults beyond the cluster: its
-// provider (where the nodes run, and their network), the clock shim, the
-// delaying proxy, and the reasons for what it could not set up.
-type platform struct {
-	prov      provider
+// providerSetup is what a run set up for its faults beyond the cluster:
+// its provider (where the nodes run, and their network), the clock shim,
+// the delaying proxy, and the reasons for what it could not set up.
+type providerSetup struct {
+	p         provider.Provider
 	netReason string
 	clocks    *clockshim.Clocks
 	clockWhy  string
@@ -61,35 +58,33 @@ type platform struct {
 	storeAddr string
 }
 
-// setupPlatform sets up the run's provider (a network lab for a local
+// setupProvider sets up the run's provider (a network lab for a local
 // run that needs one, the Docker engine's network, the SSH hosts) and the
 // clock shim the run's faults need. What cannot be had here (not root, no
 // compiler, a Go node) is not an error: the reason is kept, and the faults
 // that need it are reported unavailable.
-func setupPlatform(ctx context.Context, cfg Config, impl impls.Impl, dir string, lg *slog.Logger) (*platform, error) {
+func setupProvider(ctx context.Context, cfg Config, impl impls.Impl, dir string, lg *slog.Logger) (*providerSetup, error) {
+	p := &providerSetup{}
+	// The nodes run where the provider puts them (this host's processes,
+	// the run's containers, the inventory's hosts); the clients run here.
+	var err error
+	p.p, err = makeProvider(ctx, cfg, impl, lg)
+	if err != nil {
+		return p, err
+	}
 	// Workers that share the driver's network namespace reach the store
 	// through a Unix socket in the run's folder, cheaper per request than
 	// loopback TCP (and reachable only by who may enter the folder); in
-	// client namespaces they reach it on the bridge (setupLocal).
-	p := &platform{storeAddr: workloads.StoreAddrIn(dir)}
-	def, err := cfg.providerOf()
-	if err != nil {
-		return p, err
-	}
-	// The nodes run where the provider puts them (this host's processes,
-	// the run's containers, the inventory's hosts); the clients run here.
-	p.prov, err = def.setup(ctx, cfg, impl, p, lg)
-	if err != nil {
-		return p, err
-	}
-	ab := p.prov.abilities()
-	p.netReason = ab[AbilityNetwork]
+	// client namespaces they reach it where the provider says.
+	p.storeAddr = cmp.Or(p.p.StoreAddr(), workloads.StoreAddrIn(dir))
+	ab := p.p.Abilities()
+	p.netReason = ab[provider.Network]
 	// The shim moves node clocks and records what nodes sync. Where the
 	// provider's nodes cannot record their syncs, or the shim cannot
 	// reach the backend's nodes, the cluster says why power-loss is
 	// unavailable (nemesis.NeedPowerCut).
 	clocks := nemesis.Needs(cfg.faultParts(), nemesis.NeedClocks)
-	power := nemesis.Needs(cfg.faultParts(), nemesis.NeedPowerCut) && ab[AbilitySyncRecords] == ""
+	power := nemesis.Needs(cfg.faultParts(), nemesis.NeedPowerCut) && ab[provider.SyncRecords] == ""
 	if clocks || power {
 		switch {
 		case backend.ClockShimReason(impl.Backend) != "":
@@ -110,7 +105,7 @@ func setupPlatform(ctx context.Context, cfg Config, impl impls.Impl, dir string,
 				}
 				break
 			}
-			if p.prov.usesShim(lib) {
+			if p.p.UsesShim(lib) {
 				// The provider puts the library beside its nodes and
 				// moves their clocks itself; whether every node can
 				// preload it is known once the nodes started.
@@ -127,7 +122,7 @@ func setupPlatform(ctx context.Context, cfg Config, impl impls.Impl, dir string,
 	if nemesis.Needs(cfg.faultParts(), nemesis.NeedDelay) {
 		// tc netem delays every packet a node sends; without it a
 		// delaying proxy sits between the clients and nodes.
-		if why := ab[AbilityNetem]; why != "" {
+		if why := ab[provider.Netem]; why != "" {
 			p.delayHow = "delay by a TCP proxy: " + why
 			p.proxy = netns.NewProxy()
 		} else {
@@ -139,7 +134,7 @@ func setupPlatform(ctx context.Context, cfg Config, impl impls.Impl, dir string,
 }
 
 // nodeEnv returns the extra environment of a node process: the clock shim's.
-func (p *platform) nodeEnv(node string) []string {
+func (p *providerSetup) nodeEnv(node string) []string {
 	if p.clocks == nil {
 		return nil
 	}
@@ -152,14 +147,14 @@ func (p *platform) nodeEnv(node string) []string {
 
 // cgroup returns the cgroup the worker of process c starts in (its client
 // host's own address on this host), or nil.
-func (p *platform) cgroup() func(int) string { return p.prov.cgroup() }
+func (p *providerSetup) cgroup() func(int) string { return p.p.Cgroup() }
 
 // netNS returns the namespace of the client host of process c, or nil.
-func (p *platform) netNS() func(int) string { return p.prov.netNS() }
+func (p *providerSetup) netNS() func(int) string { return p.p.NetNS() }
 
 // clientHosts names the client hosts as the nemesis sees them, nil when
 // the run has no network faults.
-func (p *platform) clientHosts(n int) []string {
+func (p *providerSetup) clientHosts(n int) []string {
 	if p.netReason != "" {
 		return nil
 	}
@@ -171,23 +166,23 @@ func (p *platform) clientHosts(n int) []string {
 }
 
 // network returns the nemesis's network over the nodes of cl, or nil.
-func (p *platform) network(cl clusters.Cluster) nemesis.Network {
+func (p *providerSetup) network(cl clusters.Cluster) nemesis.Network {
 	if p.netReason != "" {
 		return nil
 	}
-	return p.prov.network(cl)
+	return p.p.Network(cl)
 }
 
 // describe says, for results.json, where the run's nodes and clients run
 // (and how it delays packets), the id of what a killed driver would leave
 // behind, the nodes' image, and whether the nodes run under the shim (and
 // record their syncs) or why not.
-func (p *platform) describe() (network, lab, image, clock string) {
-	network, lab, image = p.prov.describe()
+func (p *providerSetup) describe() (network, lab, image, clock string) {
+	network, lab, image = p.p.Describe()
 	if p.delayHow != "" {
 		network += "; " + p.delayHow
 	}
-	remote := p.prov.shim()
+	remote := p.p.Shim()
 	switch {
 	case p.clocks != nil && p.syncs:
 		clock = "clock shim, which records what each node syncs (power-loss)"
@@ -217,11 +212,11 @@ func (p *platform) describe() (network, lab, image, clock string) {
 }
 
 // delayer returns how the delay fault is made, or nil; network is the
-// platform's network (see network).
-func (p *platform) delayer(network nemesis.Network) nemesis.Delayer {
+// provider's network (see network).
+func (p *providerSetup) delayer(network nemesis.Network) nemesis.Delayer {
 	switch {
 	case p.netem:
-		return p.prov.netem(network)
+		return p.p.Netem(network)
 	case p.proxy != nil:
 		return p.proxy
 	}
@@ -230,11 +225,11 @@ func (p *platform) delayer(network nemesis.Network) nemesis.Delayer {
 
 // proxied returns the nodes as workers should dial them: through the
 // delaying proxy when the run has one.
-func (p *platform) proxied(nodes []clusters.Node) ([]clusters.Node, error) {
+func (p *providerSetup) proxied(nodes []clusters.Node) ([]clusters.Node, error) {
 	if p.proxy == nil {
 		return nodes, nil
 	}
-	ip := p.prov.proxyIP()
+	ip := p.p.ProxyIP()
 	out := slices.Clone(nodes)
 	for i, n := range out {
 		a, err := p.proxy.Add(n.Name, ip, n.Addr)
@@ -246,8 +241,8 @@ func (p *platform) proxied(nodes []clusters.Node) ([]clusters.Node, error) {
 	return out, nil
 }
 
-// close heals and removes everything the platform set up.
-func (p *platform) close(ctx context.Context, lg *slog.Logger) {
+// close heals and removes everything the provider and the run set up.
+func (p *providerSetup) close(ctx context.Context, lg *slog.Logger) {
 	if p == nil {
 		return
 	}
@@ -259,45 +254,17 @@ func (p *platform) close(ctx context.Context, lg *slog.Logger) {
 			lg.Warn("clock shim", "err", err)
 		}
 	}
-	if p.prov != nil {
-		p.prov.close(ctx, lg)
+	if p.p != nil {
+		p.p.Close(ctx, lg)
 	}
 }
 
-// netView translates node names into lab host names.
-type netView struct {
-	lab   *netns.Network
-	names map[string]string
-}
-
-func (v *netView) tr(hosts []string) []string {
-	out := make([]string, len(hosts))
-	for i, h := range hosts {
-		if n, ok := v.names[h]; ok {
-			out[i] = n
-		} else {
-			out[i] = h
-		}
-	}
-	return out
-}
-
-func (v *netView) Cut(ctx context.Context, a, b []string) error {
-	return v.lab.Cut(ctx, v.tr(a), v.tr(b))
-}
-
-func (v *netView) Loss(ctx context.Context, hosts []string, p float64) error {
-	return v.lab.Loss(ctx, v.tr(hosts), p)
-}
-
-func (v *netView) Heal(ctx context.Context) error { return v.lab.Heal(ctx) }
-
-// buildFaults builds the run's faults. A fault the platform cannot apply is
+// buildFaults builds the run's faults. A fault the provider cannot apply is
 // left out and its reason returned, so the rest of the run goes on; any
 // other error (a bad setting) is a setup error. A run of a schedule file
 // gets its planned faults (steps) instead, every one of them: a replay
 // without one of its faults would not be a replay.
-func buildFaults(p *platform, cfg Config, env nemesis.Env) ([]nemesis.Fault, *nemesis.PlanSteps, []string, error) {
+func buildFaults(p *providerSetup, cfg Config, env nemesis.Env) ([]nemesis.Fault, *nemesis.PlanSteps, []string, error) {
 	if cfg.Plan != nil {
 		steps, err := nemesis.BuildPlan(*cfg.Plan, env)
 		if err != nil {
@@ -321,23 +288,47 @@ func buildFaults(p *platform, cfg Config, env nemesis.Env) ([]nemesis.Fault, *ne
 	return out, nil, unavailable, nil
 }
 
-// netemView delays nodes with tc netem inside their namespaces.
-type netemView struct{ v *netView }
-
-func (n *netemView) Delay(ctx context.Context, nodes []string, d time.Duration) error {
-	return n.v.lab.Delay(ctx, n.v.tr(nodes), d)
-}
-
-func (n *netemView) Mechanism() string { return "netem" }
-
-// clockControl returns the platform's clocks as the nemesis sees them, or
+// clockControl returns the run's clocks as the nemesis sees them, or
 // nil (a nil *Clocks in the interface would look usable).
-func clockControl(p *platform) nemesis.ClockControl {
-	if c := p.prov.clocks(); c != nil {
+func clockControl(p *providerSetup) nemesis.ClockControl {
+	if c := p.p.Clocks(); c != nil {
 		return c
 	}
 	if p.clocks == nil {
 		return nil
 	}
 	return p.clocks
+}
+
+// nodes is what the run gives its provider's cluster: the run's folder,
+// the clock shim (its environment for a node on this host, or the host
+// paths of its library and a node's offset file) and whether the nodes
+// record their syncs.
+func (p *providerSetup) nodes(dir string, lg *slog.Logger) provider.Nodes {
+	n := provider.Nodes{Dir: dir, ShimEnv: p.nodeEnv, SyncRecords: p.syncs, Logger: lg}
+	if p.clocks != nil {
+		n.Shim = func(node string) (string, string, error) { return shimPaths(p.clocks, node) }
+	}
+	return n
+}
+
+// shimPaths returns the host paths of the clock shim and of node's offset
+// file (creating it), from the environment the shim gives a local node.
+func shimPaths(c *clockshim.Clocks, node string) (lib, file string, err error) {
+	env, err := c.Env(node)
+	if err != nil {
+		return "", "", err
+	}
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "LD_PRELOAD="); ok {
+			lib = v
+		}
+		if v, ok := strings.CutPrefix(kv, clockshim.EnvFile+"="); ok {
+			file = v
+		}
+	}
+	if lib == "" || file == "" {
+		return "", "", fmt.Errorf("clock shim: no library or offset file in %q", env)
+	}
+	return lib, file, nil
 }

@@ -1,169 +1,74 @@
 package run
 
 import (
-	"cmp"
 	"context"
 	"log/slog"
+	"slices"
 	"strings"
-	"time"
 
-	"github.com/locktest/locktest/clusters"
+	// The one place the providers are named: each registers itself.
+	_ "github.com/locktest/locktest/clusters/all"
+	"github.com/locktest/locktest/clusters/provider"
 	"github.com/locktest/locktest/impls"
 	"github.com/locktest/locktest/nemesis"
-	"github.com/locktest/locktest/runstore"
 )
 
-// Abilities a provider has or lacks in a run (provider.abilities).
-const (
-	// AbilityNetwork is the network faults: cuts and loss between the
-	// nodes and the client hosts.
-	AbilityNetwork = "network"
-	// AbilityNetem is delaying a node's packets with tc netem; without
-	// it the delay fault uses a TCP proxy on this host.
-	AbilityNetem = "netem"
-	// AbilitySyncRecords is a node recording what it syncs (under the
-	// clock shim), which power-loss needs.
-	AbilitySyncRecords = "sync-records"
-)
+// Run knows the providers only through their registry
+// (clusters/provider): where a run's nodes run (processes on this host,
+// containers, an inventory's hosts), their settings, their check and
+// their set-up are each provider's own, in its folder under clusters.
+// Run names no provider: a new provider is one folder and one import in
+// clusters/all.
 
-// provider is where a run's nodes run, as run sees it: on this machine
-// (local), in containers (docker) or on an inventory's hosts (ssh). Run
-// makes no other distinction between them: a provider makes the cluster,
-// gives the nemesis its network, tells where each worker starts, says what
-// it set up for results.json, and removes it all. Set-up that cannot be
-// had (no root, no engine, a host without iptables) is not an error: the
-// provider says why in abilities, and the faults that need it are
-// unavailable with that reason.
-type provider interface {
-	// name is the provider's name as --provider takes it.
-	name() string
-	// abilities says, for each ability a run may want (the Ability
-	// constants), why this provider lacks it in this run, or "" when it
-	// has it. An ability the run did not ask for may be missing with the
-	// reason that it was not asked for.
-	abilities() map[string]string
-	// cluster returns the run's cluster of impl's backend, not started.
-	// p is the run's platform (the clock shim its nodes preload).
-	cluster(cfg Config, impl impls.Impl, dir string, p *platform, lg *slog.Logger) (clusters.Cluster, error)
-	// usesShim takes the clock shim library lib, built on this host, for
-	// the run's nodes (which record their syncs under it when the
-	// platform's syncs is set); it returns false when the provider does
-	// not put it beside its nodes itself, and run gives the nodes its own
-	// clocks (clockshim.New) instead. shim says whether it took it.
-	usesShim(lib string) bool
-	shim() (took bool)
-	// clocks returns the nodes' clocks when the provider moves them
-	// itself (usesShim), or nil; clockReason says, once the nodes
-	// started, why they cannot move, or "".
-	clocks() nemesis.ClockControl
-	clockReason() string
-	// cgroup returns the cgroup each worker starts in (its client host's
-	// own address), or nil; netNS the network namespace, or nil.
-	cgroup() func(int) string
-	netNS() func(int) string
-	// network returns the nemesis's network over the nodes of cl, or nil
-	// when network faults are unavailable.
-	network(cl clusters.Cluster) nemesis.Network
-	// netem returns tc netem's delay over network, which the provider
-	// has when abilities says so; proxyIP is the address a delaying TCP
-	// proxy on this host listens on, as the workers reach it, when it
-	// has not.
-	netem(network nemesis.Network) nemesis.Delayer
-	proxyIP() string
-	// describe says, for results.json, where the nodes and clients run,
-	// the id of what the run made there that a killed driver would leave
-	// (a network lab, a run's id on the hosts), and the nodes' image.
-	describe() (network, lab, image string)
-	// watch begins the measure of the hosts' own stalls as the workload
-	// begins, and hostStalls returns it, nil when the provider has no
-	// hosts of its own to measure; now is the history clock's reading.
-	watch()
-	hostStalls(now time.Duration) *runstore.HostStalls
-	// lost says why the run lost control of some node's host (its nodes
-	// ran on without the faults meant for them), or "".
-	lost() string
-	// close removes everything the provider set up, with ctx's budget.
-	close(ctx context.Context, lg *slog.Logger)
-}
-
-// onThisMachine is what the providers whose nodes' hosts are not remote
-// (local, docker) share: the clock shim is run's own, and there are no
-// hosts to watch or lose.
-type onThisMachine struct{}
-
-func (onThisMachine) usesShim(string) bool                          { return false }
-func (onThisMachine) shim() bool                                    { return false }
-func (onThisMachine) clocks() nemesis.ClockControl                  { return nil }
-func (onThisMachine) clockReason() string                           { return "" }
-func (onThisMachine) watch()                                        {}
-func (onThisMachine) hostStalls(time.Duration) *runstore.HostStalls { return nil }
-func (onThisMachine) lost() string                                  { return "" }
-
-var (
-	_ provider = (*localPlatform)(nil)
-	_ provider = (*dockerPlatform)(nil)
-	_ provider = (*sshPlatform)(nil)
-)
-
-// providerDef is how run knows one provider, written once: its name as
-// --provider takes it, the settings of Config only it reads, their check,
-// and its set-up. Run names no provider anywhere else: a new provider is
-// one providerDef in providerDefs (and its platform type).
-type providerDef struct {
-	// name is --provider's value; doc says in a few words where its
-	// nodes run, for the help.
-	name, doc string
-	// namespaces says whether the run puts its nodes and clients into
-	// network namespaces of this host when its faults need them (or
-	// --net netns asks for them): only where the nodes are processes
-	// here.
-	namespaces bool
-	// foreign returns the error for c setting what only this provider
-	// reads (its flags), or nil when c sets none of it; it is asked when
-	// c names another provider.
-	foreign func(c *Config) error
-	// validate checks this provider's own settings for impl, when c
-	// names it.
-	validate func(c *Config, impl impls.Impl) error
-	// setup makes the provider for a run of impl: what cannot be had is
-	// a reason in its abilities, what is wrong a setup error; what was
-	// made before an error is returned with it, to close.
-	setup func(ctx context.Context, cfg Config, impl impls.Impl, p *platform, lg *slog.Logger) (provider, error)
-}
-
-// providerDefs are the providers, in the order the help and the docs list
-// them; the first is the default.
-var providerDefs = []providerDef{localDef, dockerDef, sshDef}
-
-// Providers are the values of Config.Provider, in providerDefs' order.
-var Providers = func() []string {
-	names := make([]string, len(providerDefs))
-	for i, d := range providerDefs {
-		names[i] = d.name
-	}
-	return names
-}()
+// Providers are the values of Config.Provider, in the order of the help;
+// the first is the default.
+var Providers = provider.Names()
 
 // providersHelp is --provider's help: each provider and where its nodes
 // run.
 func providersHelp() string {
-	docs := make([]string, len(providerDefs))
-	for i, d := range providerDefs {
-		docs[i] = d.name + ": " + d.doc
+	var docs []string
+	for _, d := range provider.All() {
+		docs = append(docs, d.Name+": "+d.Doc)
 	}
 	return "where the nodes run: " + strings.Join(Providers, " or ") + " (" + strings.Join(docs, "; ") + "; see docs/providers.md)"
 }
 
-// providerOf returns the definition of the provider c names ("" is the
-// default, the first), or the setup error for a name no provider has.
-func (c *Config) providerOf() (providerDef, error) {
-	name := cmp.Or(c.Provider, providerDefs[0].name)
-	for _, d := range providerDefs {
-		if d.name == name {
-			return d, nil
+// ProviderNamed returns the provider called name ("" is the default), or
+// the error for a name no provider has.
+func ProviderNamed(name string) (provider.Def, error) {
+	d, ok := provider.Lookup(name)
+	if !ok {
+		return provider.Def{}, setupErr("--provider must be %s, got %q", orList(Providers), name)
+	}
+	return d, nil
+}
+
+// providerOf returns the definition of the provider c names.
+func (c *Config) providerOf() (provider.Def, error) { return ProviderNamed(c.Provider) }
+
+// providerRun is what c's provider is told of a run of impl.
+func (c *Config) providerRun(impl impls.Impl) provider.Run {
+	return provider.Run{Impl: c.Impl, Backend: impl.Backend, Nodes: impl.Nodes, Clients: c.Clients,
+		Net: c.Net, Subnet: c.Subnet,
+		NeedsNetwork: nemesis.Needs(c.faultParts(), nemesis.NeedNetwork),
+		NeedsDelay:   nemesis.Needs(c.faultParts(), nemesis.NeedDelay),
+		Persistence:  c.Persistence, Params: c.ClusterParams,
+		NodeCommand: c.NodeCommand, NodeEnv: c.NodeEnv, Settings: c.ProviderSettings}
+}
+
+// checkForeign refuses the settings of another provider than c's: those
+// only some provider reads.
+func (c *Config) checkForeign(def provider.Def) error {
+	for _, d := range provider.All() {
+		if d.Name == def.Name {
+			continue
+		}
+		if err := d.Foreign(c.ProviderSettings); err != nil {
+			return &SetupError{err}
 		}
 	}
-	return providerDef{}, setupErr("--provider must be %s, got %q", orList(Providers), c.Provider)
+	return nil
 }
 
 // validateProvider checks Config.Provider and the settings only some
@@ -171,31 +76,125 @@ func (c *Config) providerOf() (providerDef, error) {
 // c's own provider checks its own for impl.
 func (c *Config) validateProvider(impl impls.Impl) error {
 	def, err := c.providerOf()
-	for _, d := range providerDefs {
-		if d.name == def.name || d.foreign == nil {
-			continue
-		}
-		if err := d.foreign(c); err != nil {
-			return err
-		}
+	if ferr := c.checkForeign(def); ferr != nil {
+		return ferr
 	}
 	if err != nil {
 		return err
 	}
-	if def.validate == nil {
+	if def.Validate != nil {
+		if err := def.Validate(c.providerRun(impl)); err != nil {
+			return &SetupError{err}
+		}
+	}
+	return nil
+}
+
+// CheckProvider checks c's provider and its settings before a series of
+// runs (a debate): the settings of another provider are refused, c's
+// provider checks its own without an impl, and reads what every run would
+// read (the ssh provider's inventory).
+func (c *Config) CheckProvider() error {
+	def, err := c.providerOf()
+	if err != nil {
+		return err
+	}
+	if err := c.checkForeign(def); err != nil {
+		return err
+	}
+	for _, check := range []func(provider.Values) error{def.Check, def.Preflight} {
+		if check != nil {
+			if err := check(c.ProviderSettings); err != nil {
+				return &SetupError{err}
+			}
+		}
+	}
+	return nil
+}
+
+// ProviderArgs are the flags of `locktest run` that put a run where c's
+// nodes run: --provider, unless it is the default, and the provider's
+// settings c gives. A command that reproduces one of c's runs adds them.
+func (c *Config) ProviderArgs() []string {
+	def, err := c.providerOf()
+	if err != nil {
 		return nil
 	}
-	return def.validate(c, impl)
+	var a []string
+	if def.Name != Providers[0] {
+		a = append(a, "--provider", def.Name)
+	}
+	for _, s := range def.Settings {
+		if !c.ProviderSettings.IsSet(s) {
+			continue
+		}
+		if s.Kind == provider.Switch {
+			a = append(a, "--"+s.Name)
+		} else {
+			a = append(a, "--"+s.Name, c.ProviderSettings.String(s))
+		}
+	}
+	return a
+}
+
+// withProviderSettings returns table with an entry for each provider's
+// own settings (provider.Def.Settings), in the platform group after
+// --provider, in the providers' order: its flag and results key are its
+// name, its help its Doc, its value Config.ProviderSettings'.
+func withProviderSettings(table []Setting) []Setting {
+	var rows []Setting
+	for _, d := range provider.All() {
+		for _, ps := range d.Settings {
+			rows = append(rows, Setting{Name: ps.Name, Group: GroupPlatform, Doc: ps.Doc,
+				Field: func(c *Config) Value {
+					v := providerValue{ps, &c.ProviderSettings}
+					if ps.Kind == provider.Switch {
+						return providerSwitch{v}
+					}
+					return v
+				}})
+		}
+	}
+	at := slices.IndexFunc(table, func(s Setting) bool { return s.Name == "provider" }) + 1
+	return slices.Insert(table, at, rows...)
+}
+
+// providerValue is the Value of a provider's setting inside
+// Config.ProviderSettings.
+type providerValue struct {
+	s  provider.Setting
+	vs *provider.Values
+}
+
+func (v providerValue) String() string     { return v.vs.String(v.s) }
+func (v providerValue) Type() string       { return string(v.s.Kind) }
+func (v providerValue) Set(s string) error { return v.vs.Set(v.s, s) }
+
+// providerSwitch is a provider's setting that is a switch: a flag without
+// a value sets it.
+type providerSwitch struct{ providerValue }
+
+func (providerSwitch) IsBoolFlag() bool { return true }
+
+// makeProvider makes the run's provider; its errors are setup errors.
+func makeProvider(ctx context.Context, cfg Config, impl impls.Impl, lg *slog.Logger) (provider.Provider, error) {
+	def, err := cfg.providerOf()
+	if err != nil {
+		return nil, err
+	}
+	p, err := def.Setup(ctx, cfg.providerRun(impl), lg)
+	if err != nil {
+		return p, &SetupError{err}
+	}
+	return p, nil
 }
 
 // orList joins names as "a, b or c".
-func orList(names []string) string {
-	if len(names) < 2 {
-		return strings.Join(names, "")
-	}
-	s := names[0]
-	for _, n := range names[1 : len(names)-1] {
-		s += ", " + n
-	}
-	return s + " or " + names[len(names)-1]
+func orList(names []string) string { return provider.OrList(names) }
+
+// ProviderOf returns the name of the provider that declares the setting
+// called name, for errors that say which provider a flag needs.
+func ProviderOf(name string) (string, bool) {
+	d, ok := provider.Owner(name)
+	return d.Name, ok
 }

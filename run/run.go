@@ -4,6 +4,7 @@
 package run
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -20,6 +21,7 @@ import (
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/backend"
+	"github.com/locktest/locktest/clusters/provider"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/impls"
 	"github.com/locktest/locktest/impls/external"
@@ -144,16 +146,14 @@ type Config struct {
 	Command string
 	// Logger receives the driver's log; it is also written to logs/driver.log.
 	Logger *slog.Logger
-	// Provider runs the nodes: ProviderLocal (processes on this host, the
-	// default when empty), ProviderDocker (containers) or ProviderSSH (an
-	// inventory's hosts).
+	// Provider runs the nodes: one of Providers (processes on this host,
+	// the default when empty; containers; an inventory's hosts).
 	Provider string
-	// Images names, per backend, the image the docker provider runs
-	// ("redis": "redis:7.2"); a backend without one runs the image locktest
-	// built, or else the official one.
-	Images map[string]string
-	// SSH is how the ssh provider reaches its hosts.
-	SSH SSHConfig
+	// ProviderSettings are the values of the settings only a provider
+	// reads (the docker provider's --image, the ssh provider's
+	// --inventory, ...), by name: each provider declares its own
+	// (provider.Def.Settings), and refuses those of another.
+	ProviderSettings provider.Values
 }
 
 // SetupError is a run that could not start or was misconfigured: bad
@@ -173,7 +173,7 @@ func DefaultConfig() Config {
 		Impl: "redis-set-nx-px", Clients: 5, Locks: 1, TTL: time.Second, Duration: 10 * time.Second, Seed: 1,
 		Mode: workloads.ModeNone, StoreDir: "store", Retry: 5 * time.Millisecond, RetryMax: 100 * time.Millisecond,
 		Backoff: workloads.BackoffExponential, Timeout: time.Second, OnLost: workloads.OnLostIgnore,
-		Interval: 2 * time.Second, Expect: "valid", Quiet: time.Second, Net: NetAuto, Provider: ProviderLocal,
+		Interval: 2 * time.Second, Expect: "valid", Quiet: time.Second, Net: NetAuto, Provider: Providers[0],
 		FaultSettings: nemesis.Defaults(),
 	}
 }
@@ -434,13 +434,13 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	if cfg.Client != "" && cfg.Mode == workloads.ModeFenced && !impl.Fenced {
 		runErrs = append(runErrs, noTokenProblem(cfg.Impl))
 	}
-	plat, platErr := setupPlatform(ctx, cfg, impl, dir, lg)
+	prov, provErr := setupProvider(ctx, cfg, impl, dir, lg)
 	var cl clusters.Cluster
 	var pool *workloads.Pool
 	var resStore *workloads.Store
 	defer func() {
 		// Whatever happened, nothing the run started outlives it. The
-		// stop of its processes and the removal of its platform each
+		// stop of its processes and the removal of its provider each
 		// have a budget of their own: a run that failed to start on a
 		// starved machine (stress-ng beside the suite) spent the shared
 		// 30 s in the stop, and every command of the network lab's
@@ -451,13 +451,13 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 		stopAll(stopCtx, cl, pool, resStore, logDir, lg)
 		closeCtx, cancelClose := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancelClose()
-		plat.close(closeCtx, lg)
+		prov.close(closeCtx, lg)
 		hw.Close() // idempotent; closed already when the run got to its end
 	}()
-	if platErr != nil {
-		return nil, platErr
+	if provErr != nil {
+		return nil, provErr
 	}
-	info.Network, info.Lab, info.Image, info.Clock = plat.describe()
+	info.Network, info.Lab, info.Image, info.Clock = prov.describe()
 	if info.Lab != "" {
 		// A driver killed from here on leaves a lab behind: say which, so
 		// the folder tells what `locktest cleanup` will remove.
@@ -471,7 +471,7 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	if watch != nil {
 		starting = watch.starting
 	}
-	cl, pool, resStore, startErr = start(ctx, cfg, impl, dir, logDir, clock, rec, plat, &info, starting, lg)
+	cl, pool, resStore, startErr = start(ctx, cfg, impl, dir, logDir, clock, rec, prov, &info, starting, lg)
 	if startErr != nil {
 		setupFailure = startErr
 		return nil, startErr
@@ -484,18 +484,18 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 		Problems: []string{runstore.Unfinished}}); err != nil {
 		lg.Warn("results.json keeps no versions until the run ends", "err", err)
 	}
-	network := plat.network(cl)
+	network := prov.network(cl)
 	var clients nemesis.Clients = pool
 	if cfg.Client != "" {
 		clients = externalPool{pool}
 	}
 	env := nemesis.Env{
-		Cluster: cl, Clients: clients, PowerReason: plat.powerWhy,
-		Net: network, NetReason: plat.netReason, ClientHosts: plat.clientHosts(cfg.Clients), Delayer: plat.delayer(network),
-		Clocks: clockControl(plat), ClockReason: plat.clockWhy,
+		Cluster: cl, Clients: clients, PowerReason: prov.powerWhy,
+		Net: network, NetReason: prov.netReason, ClientHosts: prov.clientHosts(cfg.Clients), Delayer: prov.delayer(network),
+		Clocks: clockControl(prov), ClockReason: prov.clockWhy,
 		Targets: cfg.Targets, Stagger: cfg.Stagger, Settings: cfg.FaultSettings,
 	}
-	faults, steps, unavailable, err := buildFaults(plat, cfg, env)
+	faults, steps, unavailable, err := buildFaults(prov, cfg, env)
 	if err != nil {
 		return nil, err
 	}
@@ -514,7 +514,7 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	nctx, ncancel := context.WithTimeout(wctx, cfg.Duration-cfg.Quiet)
 	defer ncancel()
 	stalls := startStallWatch(clock.Now, nil)
-	plat.prov.watch()
+	prov.p.Watch()
 	disk, derr := startDiskWatch(filepath.Join(dir, ".disk-probe"), clock.Now, nil)
 	if derr != nil {
 		lg.Warn("the disk is not measured: no probe file", "err", derr)
@@ -533,7 +533,7 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	wcancel()
 	info.Stalls = stalls.finish()
 	info.Stalls.Disk = disk.finish()
-	if info.Stalls.Hosts = plat.prov.hostStalls(clock.Now()); info.Stalls.Hosts != nil {
+	if info.Stalls.Hosts = prov.p.HostStalls(clock.Now()); info.Stalls.Hosts != nil {
 		if d := info.LongestHostStall(); d >= cfg.TTL/2 {
 			lg.Warn("a host answered its keepalive late: a node there may have let a lease this short expire with no fault", "longest", d,
 				"host", info.Stalls.Hosts.Host, "at", info.Stalls.Hosts.LongestAt, "ttl", cfg.TTL)
@@ -557,8 +557,8 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	// A host whose SSH connection was lost during the run may have run its
 	// node on without the faults meant for it, or been healed of none: the
 	// run did not test what it meant to, even with nothing left to apply.
-	if why := plat.prov.lost(); why != "" {
-		runErrs = append(runErrs, plat.prov.name()+": "+why)
+	if why := prov.p.Lost(); why != "" {
+		runErrs = append(runErrs, cmp.Or(cfg.Provider, Providers[0])+": "+why)
 	}
 	stopCtx, cancel := context.WithTimeout(context.Background(), cfg.Timeout+cfg.TTL+5*time.Second)
 	if err := pool.Stop(stopCtx); err != nil {
@@ -719,17 +719,17 @@ func progress(ctx context.Context, lg *slog.Logger, total time.Duration, rec *hi
 // none). What it started is returned even on error, so the caller can stop
 // it.
 func start(ctx context.Context, cfg Config, impl impls.Impl, dir, logDir string, clock history.Clock,
-	rec *history.Recorder, plat *platform, info *runstore.RunInfo, starting func(int), lg *slog.Logger) (clusters.Cluster, *workloads.Pool, *workloads.Store, error) {
-	cl, err := startCluster(ctx, cfg, impl, dir, plat, lg)
+	rec *history.Recorder, prov *providerSetup, info *runstore.RunInfo, starting func(int), lg *slog.Logger) (clusters.Cluster, *workloads.Pool, *workloads.Store, error) {
+	cl, err := startCluster(ctx, cfg, impl, dir, prov, lg)
 	info.Versions.Servers = serverVersions(ctx, cfg, impl.Backend, cl, err, lg)
 	if err != nil {
 		return cl, nil, nil, err
 	}
-	resStore, err := workloads.StartStoreOn(plat.storeAddr, cfg.Mode, clock, filepath.Join(dir, runstore.ResourceFile), lg)
+	resStore, err := workloads.StartStoreOn(prov.storeAddr, cfg.Mode, clock, filepath.Join(dir, runstore.ResourceFile), lg)
 	if err != nil {
 		return cl, nil, nil, &SetupError{err}
 	}
-	nodes, err := plat.proxied(cl.Nodes())
+	nodes, err := prov.proxied(cl.Nodes())
 	if err != nil {
 		return cl, nil, resStore, &SetupError{err}
 	}
@@ -751,7 +751,7 @@ func start(ctx context.Context, cfg Config, impl impls.Impl, dir, logDir string,
 	}
 	pool, err := workloads.StartPool(ctx, workloads.PoolConfig{
 		Command: cfg.WorkerCommand, Env: cfg.WorkerEnv, LogDir: logDir, Recorder: rec, Clock: clock, Logger: lg,
-		NetNS: plat.netNS(), Cgroup: plat.cgroup(), ReplaceDead: client != nil, Starting: starting,
+		NetNS: prov.netNS(), Cgroup: prov.cgroup(), ReplaceDead: client != nil, Starting: starting,
 		Base: workloads.WorkerConfig{
 			Impl: cfg.Impl, Client: client, Addrs: addrs, Nodes: ClientNodes(nodes), Params: cfg.ImplParams, Locks: locks, TTL: workloads.Duration(cfg.TTL),
 			Think: workloads.Duration(cfg.Think), Backoff: cfg.WorkerBackoff(),

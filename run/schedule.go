@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/locktest/locktest/clusters/provider"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/runstore"
 )
@@ -81,7 +82,7 @@ func orDash(path string) string {
 // WorkloadKeys are the settings a schedule file records of its run's
 // workload (nemesis.Plan.Workload), by flag name: every setting of the
 // run but the faults (which the plan holds, each with its own settings),
-// the platform's addresses and credentials, and the output. A replay
+// this machine's and its hosts' addresses and credentials, and the output. A replay
 // takes them from the file unless its command line gives them.
 func WorkloadKeys() []string {
 	var out []string
@@ -132,8 +133,19 @@ func ApplyMachine(cfg *Config, settings map[string]string) error {
 }
 
 // machineSettings name this machine or its hosts, not the run: a replay
-// elsewhere gives its own.
-var machineSettings = []string{"subnet", "inventory", "hosts", "ssh-user", "ssh-key", "known-hosts", "client-addresses", "insecure-ignore-host-key"}
+// elsewhere gives its own. Those of the providers say so themselves
+// (provider.Setting.Machine).
+var machineSettings = func() []string {
+	out := []string{"subnet"}
+	for _, d := range provider.All() {
+		for _, s := range d.Settings {
+			if s.Machine {
+				out = append(out, s.Name)
+			}
+		}
+	}
+	return out
+}()
 
 // writeSchedule writes the run's schedule.json: what its schedule did, the
 // seed (or the file) it came from, and its workload's settings.

@@ -86,8 +86,10 @@ type Value interface {
 // entries here: each is declared beside its fault (nemesis.NewSetting),
 // and withFaultSettings makes their entries. Those that stay here shape
 // the schedule rather than one fault (faults, schedule, interval,
-// quiet-time, target, stagger).
-var Settings = withFaultSettings([]Setting{
+// quiet-time, target, stagger). Nor are the settings only one provider
+// reads: each provider declares its own (provider.Def.Settings), and
+// withProviderSettings makes their entries.
+var Settings = withProviderSettings(withFaultSettings([]Setting{
 	{"impl", GroupWorkload, "lock implementation", str(func(c *Config) *string { return &c.Impl }), true},
 	{"client", GroupWorkload, "an external lock client in place of --impl: a manifest name in clients/, a manifest file, or a command line whose program speaks the client protocol (see docs/clients.md)", str(func(c *Config) *string { return &c.Client }), true},
 	{"backend", GroupWorkload, "the lock service an external client runs against: " + strings.Join(clientBackends(), ", ") + " (a manifest may give it)", str(func(c *Config) *string { return &c.Backend }), true},
@@ -118,14 +120,6 @@ var Settings = withFaultSettings([]Setting{
 	{"resource", GroupResource, "resource store mode: " + Join(workloads.Modes()), mode(func(c *Config) *workloads.Mode { return &c.Mode }), true},
 
 	{"provider", GroupPlatform, providersHelp(), str(func(c *Config) *string { return &c.Provider }), false},
-	{"image", GroupPlatform, "docker provider: the image of a backend, backend=ref, repeatable (e.g. redis=redis:7.2); default: locktest's own (locktest images build), else the official one", strMap(func(c *Config) *map[string]string { return &c.Images }), false},
-	{"inventory", GroupPlatform, "ssh provider: the inventory file (YAML) of the hosts, see docs/providers.md (locktest lab up writes one)", str(func(c *Config) *string { return &c.SSH.Inventory }), false},
-	{"hosts", GroupPlatform, "ssh provider: the hosts as a,b,c (host or host:port), with one --ssh-user and --ssh-key, instead of --inventory", str(func(c *Config) *string { return &c.SSH.Hosts }), false},
-	{"ssh-user", GroupPlatform, "ssh provider: the login user of --hosts (default root)", str(func(c *Config) *string { return &c.SSH.User }), false},
-	{"ssh-key", GroupPlatform, "ssh provider: the private key of --hosts (default: the ssh-agent)", str(func(c *Config) *string { return &c.SSH.Key }), false},
-	{"known-hosts", GroupPlatform, "ssh provider: the known_hosts file of --hosts (default ~/.ssh/known_hosts)", str(func(c *Config) *string { return &c.SSH.KnownHosts }), false},
-	{"client-addresses", GroupPlatform, "ssh provider: the clients' own addresses on this host for --hosts (the inventory's client_addresses otherwise), IPv4 addresses or CIDR blocks, comma-separated: with them a cut can single out one client (see docs/providers.md)", str(func(c *Config) *string { return &c.SSH.ClientAddresses }), false},
-	{"insecure-ignore-host-key", GroupPlatform, "ssh provider: do not check the hosts' keys (results.json records it)", boolean(func(c *Config) *bool { return &c.SSH.InsecureIgnoreHostKey }), false},
 	{"net", GroupPlatform, "network: " + strings.Join(NetModes, ", ") + " (" + NetAuto + ": namespaces when a network fault is asked for)", str(func(c *Config) *string { return &c.Net }), true},
 	{"subnet", GroupPlatform, "IPv4 /24 of the run's network namespaces (default: a free 10.77.N.0/24)", str(func(c *Config) *string { return &c.Subnet }), true},
 	{"persistence", GroupPlatform, "node durability of the backends that have it (" + strings.Join(slices.DeleteFunc(backend.All(), func(b string) bool { return !hasPersistence(b) }), ", ") + "): " + strings.Join(Persistences, ", ") + " (default off)", str(func(c *Config) *string { return &c.Persistence }), true},
@@ -135,7 +129,7 @@ var Settings = withFaultSettings([]Setting{
 	{"name", GroupOutput, "name of the run's folder in the store (default impl-faults-resource)", str(func(c *Config) *string { return &c.Name }), false},
 	{"profile", GroupOutput, "folder for CPU profiles of the driver and of each worker, and the driver's heap (go tool pprof reads them)", str(func(c *Config) *string { return &c.ProfileDir }), false},
 	{"expect", GroupOutput, "expected verdict: " + strings.Join(Expectations, " or ") + " (invalid: a run meant to reproduce an anomaly)", str(func(c *Config) *string { return &c.Expect }), false},
-})
+}))
 
 // withFaultSettings returns table with an entry for each fault setting
 // (nemesis.Declared), in the faults group after --interval, by name: its
@@ -393,6 +387,8 @@ func (c *Config) Set(name, text string) error {
 		*v.p = nil
 	case targetsValue:
 		*v.p = nil
+	case providerValue:
+		v.vs.Reset(v.s)
 	}
 	return s.Field(c).Set(text)
 }

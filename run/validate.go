@@ -35,7 +35,7 @@ func hasPersistence(b string) bool { return backend.HasPersistence(b) }
 // usesNamespaces reports whether the run puts its nodes and clients into
 // network namespaces of its own (the only place Config.Subnet is used).
 func (c *Config) usesNamespaces() bool {
-	if def, err := c.providerOf(); err != nil || !def.namespaces {
+	if def, err := c.providerOf(); err != nil || !def.Namespaces {
 		return false
 	}
 	return c.Net == NetNamespaces || (c.Net == NetAuto && nemesis.Needs(c.faultParts(), nemesis.NeedNetwork))

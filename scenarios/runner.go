@@ -77,15 +77,12 @@ func (o Options) stopped(s Scenario, runs []RunResult) bool {
 }
 
 // providerFlags are the flags that put a scenario's run where base's
-// nodes run, to follow its reproducing command: "" for the local
-// provider.
+// nodes run, to follow its reproducing command (run.Config.ProviderArgs):
+// "" for the default provider.
 func providerFlags(base run.Config) string {
 	var a []string
-	if base.Provider != "" && base.Provider != run.ProviderLocal {
-		a = append(a, "--provider", base.Provider)
-	}
-	if base.SSH.Inventory != "" {
-		a = append(a, "--inventory", quote(base.SSH.Inventory))
+	for _, arg := range base.ProviderArgs() {
+		a = append(a, quote(arg))
 	}
 	if len(a) == 0 {
 		return ""

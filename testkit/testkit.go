@@ -21,6 +21,7 @@ import (
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/clusters"
 	clusterbackend "github.com/locktest/locktest/clusters/backend"
+	"github.com/locktest/locktest/clusters/docker"
 	"github.com/locktest/locktest/clusters/engine"
 	"github.com/locktest/locktest/clusters/images"
 	"github.com/locktest/locktest/clusters/local"
@@ -57,9 +58,9 @@ func Config(tb testing.TB, impl string) run.Config {
 		cfg.Backoff = workloads.BackoffUniform
 	}
 	cfg.WorkerCommand, cfg.WorkerEnv = testexe.Worker()
-	if os.Getenv(ProviderEnv) == run.ProviderDocker {
+	if os.Getenv(ProviderEnv) == docker.Name {
 		NeedDocker(tb, impl)
-		cfg.Provider = run.ProviderDocker
+		cfg.Provider = docker.Name
 	}
 	return cfg
 }
@@ -335,7 +336,7 @@ func NeedDocker(tb testing.TB, impl string) {
 // LOCKTEST_PROVIDER runs the tests under docker, saying why.
 func LocalOnly(t *testing.T, why string) {
 	t.Helper()
-	if os.Getenv(ProviderEnv) == run.ProviderDocker {
+	if os.Getenv(ProviderEnv) == docker.Name {
 		t.Skip("local provider only: " + why)
 	}
 }
@@ -345,7 +346,7 @@ func DockerConfig(t *testing.T, impl string) run.Config {
 	t.Helper()
 	NeedDocker(t, impl)
 	cfg := Config(t, impl)
-	cfg.Provider = run.ProviderDocker
+	cfg.Provider = docker.Name
 	return cfg
 }
 

@@ -1,61 +1,32 @@
 package main
 
 import (
-	"bytes"
-	"net"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 )
 
-// cleanup removes the MariaDB sockets that no server answers on — what a
-// killed driver's nodes left in the temporary folder — and keeps a socket
-// that a server listens on and every other file; --dry-run only lists.
-func TestCleanupRemovesStaleSockets(t *testing.T) {
-	dir := t.TempDir()
-	live := filepath.Join(dir, "locktest-mariadb-00000000000000aa.sock")
-	stale := filepath.Join(dir, "locktest-mariadb-00000000000000bb.sock")
-	other := filepath.Join(dir, "locktest-mariadb-00000000000000cc.sock")
-	l, err := net.Listen("unix", live)
-	if err != nil {
-		t.Fatal(err)
+// TestCleanupAsksEveryProvider: `locktest cleanup` without --provider
+// clears, from the registry, every provider whose leftovers need no
+// settings to find, the local provider's (its network labs) and the docker
+// provider's (its containers and networks), and each says what it found,
+// also when there is nothing to do; --dry-run removes nothing.
+func TestCleanupAsksEveryProvider(t *testing.T) {
+	stdout, stderr, code := locktest(t, "cleanup", "--dry-run")
+	if code != 0 {
+		t.Fatalf("cleanup --dry-run: exit %d: %s%s", code, stdout, stderr)
 	}
-	defer l.Close()
-	dead, err := net.ListenUnix("unix", &net.UnixAddr{Name: stale, Net: "unix"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead.SetUnlinkOnClose(false) // as a SIGKILLed server leaves it
-	dead.Close()
-	if err := os.WriteFile(other, []byte("not a socket"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-
-	var out bytes.Buffer
-	if err := cleanupSockets(&out, dir, true); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(out.String(), "would remove 1 stale sockets: "+stale) {
-		t.Errorf("dry run printed %q, want the stale socket listed", out.String())
-	}
-	if _, err := os.Stat(stale); err != nil {
-		t.Errorf("dry run removed the stale socket: %v", err)
-	}
-
-	out.Reset()
-	if err := cleanupSockets(&out, dir, false); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(out.String(), "removed 1 stale sockets: "+stale) {
-		t.Errorf("cleanup printed %q, want the stale socket listed", out.String())
-	}
-	if _, err := os.Stat(stale); !os.IsNotExist(err) {
-		t.Errorf("stale socket still there: %v", err)
-	}
-	for _, p := range []string{live, other} {
-		if _, err := os.Stat(p); err != nil {
-			t.Errorf("%s removed: %v", p, err)
+	var local, docker bool
+	for _, l := range strings.Split(strings.TrimSpace(stdout), "\n") {
+		switch {
+		case strings.HasPrefix(l, "docker: "):
+			docker = true
+		case strings.HasPrefix(l, "nothing") || strings.HasPrefix(l, "would remove"):
+			local = true
+		case strings.HasPrefix(l, "removed"):
+			t.Errorf("a dry run removed something: %s", l)
 		}
+	}
+	if !local || !docker {
+		t.Errorf("cleanup did not hear from the local (%v) and docker (%v) providers: %s", local, docker, stdout)
 	}
 }

@@ -12,7 +12,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	sshp "github.com/locktest/locktest/clusters/ssh"
 	"github.com/locktest/locktest/reports"
 	"github.com/locktest/locktest/run"
 	"github.com/locktest/locktest/scenarios"
@@ -100,24 +99,34 @@ debate was interrupted), 2 bad usage or a broken scenario file.`,
 			if shardN > 0 && (until || ciWidth > 0) {
 				return usageError{errors.New("--shard needs a fixed set of runs: leave out --until-reproduced and --until-ci-width")}
 			}
+			base := run.DefaultConfig()
+			base.StoreDir = store
+			base.Provider = provider
+			def, err := run.ProviderNamed(provider)
 			switch {
 			case !slices.Contains(run.Providers, provider):
 				return usageError{fmt.Errorf("--provider must be %s, got %q", strings.Join(run.Providers, " or "), provider)}
-			case provider == run.ProviderSSH && inventory == "":
-				return usageError{errors.New("--provider ssh needs --inventory FILE")}
-			case provider != run.ProviderSSH && inventory != "":
-				return usageError{errors.New("--inventory needs --provider ssh")}
-			case provider == run.ProviderSSH && cmd.Flags().Changed("parallel") && parallel > 1:
-				// The hosts of one inventory serve one run at a time: their
-				// servers listen on the ports the inventory gives.
-				return usageError{fmt.Errorf("--parallel %d: the ssh provider's hosts take one run at a time", parallel)}
-			case inventory != "":
-				// A bad inventory would make every scenario inconclusive.
-				if _, err := sshp.LoadInventory(inventory); err != nil {
-					return usageError{fmt.Errorf("--inventory: %v", err)}
+			case inventory == "" && def.Declares("inventory"):
+				// The debate reaches a provider's hosts only by --inventory.
+				return usageError{fmt.Errorf("--provider %s needs --inventory FILE", def.Name)}
+			case inventory != "" && !def.Declares("inventory"):
+				owner, _ := run.ProviderOf("inventory")
+				return usageError{fmt.Errorf("--inventory needs --provider %s", owner)}
+			case def.OneRunAtATime && cmd.Flags().Changed("parallel") && parallel > 1:
+				return usageError{fmt.Errorf("--parallel %d: the %s provider's hosts take one run at a time", parallel, def.Name)}
+			case err != nil:
+				return usageError{err}
+			}
+			if inventory != "" {
+				if err := base.Set("inventory", inventory); err != nil {
+					return usageError{err}
 				}
 			}
-			if provider == run.ProviderSSH {
+			// A bad inventory would make every scenario inconclusive.
+			if err := base.CheckProvider(); err != nil {
+				return usageError{err}
+			}
+			if def.OneRunAtATime {
 				parallel = 1
 			}
 			silent := q
@@ -143,9 +152,6 @@ debate was interrupted), 2 bad usage or a broken scenario file.`,
 			if err := run.WritableDir(out); err != nil {
 				return usageError{fmt.Errorf("%s: %v", outFlag, err)}
 			}
-			base := run.DefaultConfig()
-			base.StoreDir = store
-			base.Provider, base.SSH.Inventory = provider, inventory
 			opt := scenarios.Options{Base: base, UntilReproduced: until, CIWidth: ciWidth, Parallel: parallel, Shard: shardI, Shards: shardN}
 			for i := 0; i < seeds; i++ {
 				opt.Seeds = append(opt.Seeds, seedBase+int64(i))
@@ -187,7 +193,7 @@ debate was interrupted), 2 bad usage or a broken scenario file.`,
 	f.StringVar(&store, "store", "store", "folder of stored runs")
 	f.StringVar(&out, "out", "", "folder of scoreboard.html and scoreboard.md (default <store>/debate/<time>)")
 	f.StringVar(&junit, "junit", "", "also write JUnit XML here, one test case per scenario")
-	f.StringVar(&provider, "provider", run.ProviderLocal, "where the nodes of every run run: "+strings.Join(run.Providers, " or ")+" (see docs/providers.md)")
+	f.StringVar(&provider, "provider", run.Providers[0], "where the nodes of every run run: "+strings.Join(run.Providers, " or ")+" (see docs/providers.md)")
 	f.StringVar(&inventory, "inventory", "", "the ssh provider's inventory file (locktest lab up writes one), with --provider ssh")
 	f.StringVar(&findings, "findings", "", "also write the scoreboard as Markdown without run links here (docs/findings.md)")
 	c.Flags().BoolVarP(&q, "quiet", "q", false, "no progress on stderr (by default one line per finished run)")

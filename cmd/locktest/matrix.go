@@ -58,10 +58,9 @@ matrix was interrupted; 2 bad usage or a set-up failure.`,
 			if parallel < 1 {
 				return usageError{fmt.Errorf("--parallel must be at least 1, got %d", parallel)}
 			}
-			if o.Base.Provider == run.ProviderSSH {
-				// The hosts of one inventory serve one run at a time.
+			if def, err := run.ProviderNamed(o.Base.Provider); err == nil && def.OneRunAtATime {
 				if cmd.Flags().Changed("parallel") && parallel > 1 {
-					return usageError{fmt.Errorf("--parallel %d: the ssh provider's hosts take one run at a time", parallel)}
+					return usageError{fmt.Errorf("--parallel %d: the %s provider's hosts take one run at a time", parallel, def.Name)}
 				}
 				parallel = 1
 			}

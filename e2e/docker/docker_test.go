@@ -15,6 +15,7 @@ import (
 	"github.com/locktest/locktest/clusters/clientaddr"
 	"github.com/locktest/locktest/clusters/docker"
 	"github.com/locktest/locktest/clusters/engine"
+	"github.com/locktest/locktest/clusters/provider"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/run"
@@ -372,12 +373,14 @@ func TestDockerBadInputIsASetupError(t *testing.T) {
 		want   string
 		needs  bool // needs a Docker engine
 	}{
-		{"unknown backend in --image", func(c *run.Config) { c.Provider, c.Images = run.ProviderDocker, map[string]string{"mongo": "mongo:7"} }, `--image mongo=mongo:7: the docker provider has no backend "mongo"`, false},
-		{"--image without docker", func(c *run.Config) { c.Images = map[string]string{"redis": "redis:7.2"} }, "--image needs --provider docker", false},
+		{"unknown backend in --image", func(c *run.Config) {
+			c.Provider, c.ProviderSettings = docker.Name, provider.Values{"image": "mongo=mongo:7"}
+		}, `--image mongo=mongo:7: the docker provider has no backend "mongo"`, false},
+		{"--image without docker", func(c *run.Config) { c.ProviderSettings = provider.Values{"image": "redis=redis:7.2"} }, "--image needs --provider docker", false},
 		{"unknown provider", func(c *run.Config) { c.Provider = "k8s" }, `--provider must be local, docker or ssh, got "k8s"`, false},
-		{"daemon unreachable", func(c *run.Config) { c.Provider = run.ProviderDocker }, "docker daemon not reachable at unix:///nonexistent/docker.sock", false},
+		{"daemon unreachable", func(c *run.Config) { c.Provider = docker.Name }, "docker daemon not reachable at unix:///nonexistent/docker.sock", false},
 		{"missing image", func(c *run.Config) {
-			c.Provider, c.Images = run.ProviderDocker, map[string]string{"redis": "locktest/no-such-image:never"}
+			c.Provider, c.ProviderSettings = docker.Name, provider.Values{"image": "redis=locktest/no-such-image:never"}
 		}, "locktest/no-such-image:never", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -385,7 +388,7 @@ func TestDockerBadInputIsASetupError(t *testing.T) {
 				testkit.NeedDocker(t, "redis-set-nx-px")
 			}
 			cfg := testkit.Config(t, "redis-set-nx-px")
-			cfg.Provider = run.ProviderLocal
+			cfg.Provider = run.Providers[0]
 			if tc.name == "daemon unreachable" {
 				t.Setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
 			}

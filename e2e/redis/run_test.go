@@ -60,7 +60,7 @@ func assertVersions(t *testing.T, cfg run.Config, out *run.Outcome) {
 	}
 	v := stored.Run.Versions
 	server := v.Servers["redis"]
-	if cfg.Provider == run.ProviderDocker {
+	if cfg.Provider == "docker" {
 		if server == "" || strings.HasPrefix(server, "unknown") || len(v.Servers) != 1 {
 			t.Errorf("server versions %v, want redis's", v.Servers)
 		}

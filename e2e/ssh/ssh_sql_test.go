@@ -17,6 +17,7 @@ import (
 
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/clusters/backend"
+	"github.com/locktest/locktest/clusters/provider"
 	sshp "github.com/locktest/locktest/clusters/ssh"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/impls"
@@ -304,7 +305,7 @@ func TestSSHBackendItLacksIsASetupError(t *testing.T) {
 		t.Skipf("the ssh provider runs every backend (%s)", strings.Join(sshp.Backends(), ", "))
 	}
 	cfg := testkit.Config(t, impl.Name)
-	cfg.Provider, cfg.SSH.Hosts = run.ProviderSSH, "a"
+	cfg.Provider, cfg.ProviderSettings = sshp.Name, provider.Values{"hosts": "a"}
 	_, err := run.Run(context.Background(), cfg)
 	var se *run.SetupError
 	want := "needs backend " + impl.Backend + ", which the ssh provider does not run yet"

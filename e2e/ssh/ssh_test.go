@@ -19,6 +19,7 @@ import (
 
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/clusters/backend"
+	"github.com/locktest/locktest/clusters/provider"
 	sshp "github.com/locktest/locktest/clusters/ssh"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/internal/procfs"
@@ -37,8 +38,7 @@ import (
 func sshConfig(t *testing.T, impl, inventory string) run.Config {
 	t.Helper()
 	cfg := testkit.Config(t, impl)
-	cfg.Provider = run.ProviderSSH
-	cfg.SSH = run.SSHConfig{Inventory: inventory}
+	cfg.Provider, cfg.ProviderSettings = sshp.Name, provider.Values{"inventory": inventory}
 	return cfg
 }
 
@@ -674,20 +674,22 @@ func TestSSHBadInputIsASetupError(t *testing.T) {
 		change func(*run.Config)
 		want   string
 	}{
-		{"no hosts", func(c *run.Config) { c.Provider = run.ProviderSSH }, "--provider ssh needs --inventory FILE or --hosts a,b,c"},
+		{"no hosts", func(c *run.Config) { c.Provider = sshp.Name }, "--provider ssh needs --inventory FILE or --hosts a,b,c"},
 		{"both inventory and hosts", func(c *run.Config) {
-			c.Provider, c.SSH = run.ProviderSSH, run.SSHConfig{Inventory: "lab.yaml", Hosts: "a"}
+			c.Provider, c.ProviderSettings = sshp.Name, provider.Values{"inventory": "lab.yaml", "hosts": "a"}
 		}, "--inventory and --hosts both name the hosts"},
-		{"inventory without ssh", func(c *run.Config) { c.SSH.Inventory = "lab.yaml" }, "need --provider ssh"},
+		{"inventory without ssh", func(c *run.Config) { c.ProviderSettings = provider.Values{"inventory": "lab.yaml"} }, "need --provider ssh"},
 		{"cluster settings", func(c *run.Config) {
-			c.Provider, c.SSH.Hosts, c.ClusterParams = run.ProviderSSH, "a", map[string]string{"tick-ms": "10"}
+			c.Provider, c.ProviderSettings, c.ClusterParams = sshp.Name, provider.Values{"hosts": "a"}, map[string]string{"tick-ms": "10"}
 		}, `--cluster-opt: redis: unknown cluster param "tick-ms" (redis has none)`},
-		{"missing inventory", func(c *run.Config) { c.Provider, c.SSH.Inventory = run.ProviderSSH, "testdata/none.yaml" }, "inventory testdata/none.yaml: no such file or directory"},
-		{"bad hosts", func(c *run.Config) { c.Provider, c.SSH.Hosts = run.ProviderSSH, "a,,b" }, "--hosts: entry 2: no address"},
+		{"missing inventory", func(c *run.Config) {
+			c.Provider, c.ProviderSettings = sshp.Name, provider.Values{"inventory": "testdata/none.yaml"}
+		}, "inventory testdata/none.yaml: no such file or directory"},
+		{"bad hosts", func(c *run.Config) { c.Provider, c.ProviderSettings = sshp.Name, provider.Values{"hosts": "a,,b"} }, "--hosts: entry 2: no address"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := testkit.Config(t, "redis-set-nx-px")
-			cfg.Provider = run.ProviderLocal
+			cfg.Provider = run.Providers[0]
 			tc.change(&cfg)
 			_, err := run.Run(context.Background(), cfg)
 			var se *run.SetupError

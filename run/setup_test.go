@@ -1,6 +1,6 @@
 package run
 
-// The white-box tests of the run's platform set-up (setupPlatform,
+// The white-box tests of the run's provider set-up (setupProvider,
 // startCluster): the network lab and the Docker clock shim a run's faults
 // act through, and the settings a run fills in. The end-to-end runs are in
 // e2e/ (docs/testing.md).
@@ -37,9 +37,9 @@ import (
 // The test binary doubles as the worker and etcd node programs.
 func TestMain(m *testing.M) { testexe.Main(m) }
 
-// platformConfig is a run config whose workers and etcd members are this
+// providerConfig is a run config whose workers and etcd members are this
 // test binary.
-func platformConfig(t *testing.T, impl string) Config {
+func providerConfig(t *testing.T, impl string) Config {
 	cfg := DefaultConfig()
 	cfg.Impl, cfg.Seed, cfg.StoreDir = impl, 7, t.TempDir()
 	cfg.WorkerCommand, cfg.WorkerEnv = testexe.Worker()
@@ -69,7 +69,7 @@ func dockerImage(t *testing.T, backend string) {
 // is a different node from the last round's.
 func TestIsolateLeaderOnEtcd(t *testing.T) {
 	gate.Netns(t)
-	cfg := platformConfig(t, "etcd-mutex")
+	cfg := providerConfig(t, "etcd-mutex")
 	cfg.Faults = []string{"isolate"}
 	impl, err := impls.Lookup(cfg.Impl)
 	if err != nil {
@@ -77,17 +77,20 @@ func TestIsolateLeaderOnEtcd(t *testing.T) {
 	}
 	ctx := context.Background()
 	dir, lg := t.TempDir(), slog.New(slog.DiscardHandler)
-	plat, err := setupPlatform(ctx, cfg, impl, dir, lg)
-	if plat != nil {
+	prov, err := setupProvider(ctx, cfg, impl, dir, lg)
+	if prov != nil {
 		t.Cleanup(func() {
-			plat.close(context.Background(), lg)
-			l, ok := plat.prov.(*localPlatform)
-			if !ok || l.lab == nil {
+			prov.close(context.Background(), lg)
+			if prov.p == nil {
+				return
+			}
+			_, lab, _ := prov.p.Describe()
+			if lab == "" {
 				return
 			}
 			if f, err := netns.Find(context.Background()); err != nil {
 				t.Error(err)
-			} else if left := f.Of(l.lab.ID()); !left.Empty() {
+			} else if left := f.Of(lab); !left.Empty() {
 				t.Errorf("the lab left %+v", left)
 			}
 		})
@@ -98,11 +101,11 @@ func TestIsolateLeaderOnEtcd(t *testing.T) {
 	// Elections wait 2s of silence, not etcd's 250ms: a loaded machine then
 	// cannot move the leader between the test's question and the pick.
 	cl, err := local.New(impl.Backend, local.Options{Nodes: impl.Nodes, Dir: dir, Logger: lg,
-		Exe: cfg.NodeCommand, ExeEnv: cfg.NodeEnv, Hosts: plat.prov.(*localPlatform).nodeHosts,
+		Exe: cfg.NodeCommand, ExeEnv: cfg.NodeEnv, Hosts: prov.p.(interface{ NodeHosts() []local.Host }).NodeHosts(),
 		Params: map[string]string{backend.EtcdParamTickMs: "100", backend.EtcdParamElectionMs: "2000"}})
 	cl = testcluster.Started(t, cl, err)
-	faults, err := nemesis.Build([]string{"isolate"}, nemesis.Env{Cluster: cl, Net: plat.network(cl),
-		ClientHosts: plat.clientHosts(cfg.Clients), Targets: map[string][]string{"isolate": {"leader"}}}.With(nemesis.Window.Is(time.Second)))
+	faults, err := nemesis.Build([]string{"isolate"}, nemesis.Env{Cluster: cl, Net: prov.network(cl),
+		ClientHosts: prov.clientHosts(cfg.Clients), Targets: map[string][]string{"isolate": {"leader"}}}.With(nemesis.Window.Is(time.Second)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +146,7 @@ func TestIsolateLeaderOnEtcd(t *testing.T) {
 }
 
 // TestDockerClockShimMovesANodesClock checks what a clock fault needs of
-// the docker provider, with no schedule to depend on: the platform of a
+// the docker provider, with no schedule to depend on: the provider set-up of a
 // docker run that asks for clock faults mounts the clock shim into the
 // Redlock nodes' containers, and setting a node's offset moves that
 // node's clock as Redis itself reads it (TIME), and only that node's, and
@@ -152,8 +155,8 @@ func TestIsolateLeaderOnEtcd(t *testing.T) {
 // client from some nodes, which that construction needs.)
 func TestDockerClockShimMovesANodesClock(t *testing.T) {
 	dockerImage(t, "redis")
-	cfg := platformConfig(t, "redlock")
-	cfg.Provider = ProviderDocker
+	cfg := providerConfig(t, "redlock")
+	cfg.Provider = "docker"
 	cfg.Faults = []string{"clock-bump"}
 	impl, err := impls.Lookup(cfg.Impl)
 	if err != nil {
@@ -162,15 +165,15 @@ func TestDockerClockShimMovesANodesClock(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	dir, lg := t.TempDir(), slog.New(slog.DiscardHandler)
-	plat, err := setupPlatform(ctx, cfg, impl, dir, lg)
-	t.Cleanup(func() { plat.close(context.Background(), lg) })
+	prov, err := setupProvider(ctx, cfg, impl, dir, lg)
+	t.Cleanup(func() { prov.close(context.Background(), lg) })
 	if err != nil {
 		t.Fatal(err)
 	}
-	if plat.clocks == nil {
-		t.Fatalf("no clock shim: %s", plat.clockWhy)
+	if prov.clocks == nil {
+		t.Fatalf("no clock shim: %s", prov.clockWhy)
 	}
-	cl, err := startCluster(ctx, cfg, impl, dir, plat, lg)
+	cl, err := startCluster(ctx, cfg, impl, dir, prov, lg)
 	if cl != nil {
 		t.Cleanup(func() { cl.Stop(context.Background()) })
 	}
@@ -189,7 +192,7 @@ func TestDockerClockShimMovesANodesClock(t *testing.T) {
 		return time.Until(at)
 	}
 	const jump = 30 * time.Second
-	if err := plat.clocks.Set("n3", jump); err != nil {
+	if err := prov.clocks.Set("n3", jump); err != nil {
 		t.Fatal(err)
 	}
 	for _, n := range nodes {
@@ -201,7 +204,7 @@ func TestDockerClockShimMovesANodesClock(t *testing.T) {
 			t.Errorf("%s's clock is %v off the host's, want %v", n.Name, d.Round(time.Millisecond), want)
 		}
 	}
-	if err := plat.clocks.Set("n3", 0); err != nil {
+	if err := prov.clocks.Set("n3", 0); err != nil {
 		t.Fatal(err)
 	}
 	if d := skew(nodes[2]); d < -5*time.Second || d > 5*time.Second {
