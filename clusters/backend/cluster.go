@@ -109,10 +109,10 @@ var (
 	_ clusters.Targeter       = (*Deployment[int])(nil)
 )
 
-// NewCluster returns the cluster of layout l on provider's hosts
+// NewDeployment returns the cluster of layout l on provider's hosts
 // ("local", "docker", "ssh"), not started: nodes are the provider's nodes,
 // one for each of l.Nodes and in their order, as d drives them.
-func NewCluster[N any](provider string, l Layout, nodes []N, d Driver[N]) *Deployment[N] {
+func NewDeployment[N any](provider string, l Layout, nodes []N, d Driver[N]) *Deployment[N] {
 	c := &Deployment[N]{drv: d, prefix: provider + " " + l.Backend, nodes: nodes}
 	for _, n := range nodes {
 		c.names = append(c.names, d.Node(n).Name)

@@ -128,7 +128,7 @@ func bookCluster(t *testing.T, b string) (*Deployment[*bookNode], *bookDriver) {
 		ns = append(ns, &bookNode{name: spec.Name})
 	}
 	d := &bookDriver{}
-	c := NewCluster("test", l, ns, d)
+	c := NewDeployment("test", l, ns, d)
 	d.held = &c.mu
 	return c, d
 }

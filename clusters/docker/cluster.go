@@ -231,7 +231,7 @@ func New(opts Options) (*Containers, error) {
 		c.nodes = append(c.nodes, n)
 		opts.Lab.register(n)
 	}
-	c.Deployment = backend.NewCluster("docker", layout, c.nodes, driver{c})
+	c.Deployment = backend.NewDeployment("docker", layout, c.nodes, driver{c})
 	return c, nil
 }
 

@@ -133,7 +133,7 @@ func NewProcesses(b string, opts Options) (*Processes, error) {
 		}
 		c.nodes = append(c.nodes, n)
 	}
-	c.Deployment = backend.NewCluster("local", l, c.nodes, driver{c})
+	c.Deployment = backend.NewDeployment("local", l, c.nodes, driver{c})
 	// A program, a file or a user a node needs and this host lacks is
 	// reported now, before anything starts.
 	for _, n := range c.nodes {

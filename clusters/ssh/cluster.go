@@ -224,7 +224,7 @@ func New(opts Options) (*Hosts, error) {
 		cl.nodes = append(cl.nodes, &node{name: p.Name, conn: c, dir: path.Join(RunDir(c.Host, opts.RunID), p.Name), kind: p.Kind, slot: placed[key]})
 		placed[key]++
 	}
-	cl.Deployment = backend.NewCluster("ssh", layout, cl.nodes, driver{cl})
+	cl.Deployment = backend.NewDeployment("ssh", layout, cl.nodes, driver{cl})
 	return cl, nil
 }
 
