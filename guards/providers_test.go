@@ -23,9 +23,6 @@ const registration = "clusters/all"
 // still name a provider, each with why. A file here is a debt, not a
 // design: the list only shrinks.
 var providerExceptions = map[string]string{
-	// The delaying TCP proxy serves every provider, but lives in the
-	// local provider's netns package.
-	"run/faults.go": "imports clusters/local/netns for its delaying proxy (netns.Proxy)",
 	// `locktest images` builds the docker provider's images.
 	"cmd/locktest/images.go": "lists the docker provider's backends (docker.Backends)",
 	// A node's power-loss helper, run on the ssh provider's hosts.
