@@ -25,8 +25,6 @@ const registration = "clusters/all"
 var providerExceptions = map[string]string{
 	// `locktest images` builds the docker provider's images.
 	"cmd/locktest/images.go": "lists the docker provider's backends (docker.Backends)",
-	// A node's power-loss helper, run on the ssh provider's hosts.
-	"cmd/locktest/node_durable.go": "prints ssh.WaitResult, the ssh provider's power-loss wait",
 	// The early check of --target pins needs a cluster's node names and
 	// roles before anything starts.
 	"run/cmdline.go": "makes a local cluster (local.New), never started, to check --target's pins against its nodes and roles",
