@@ -23,8 +23,6 @@ const registration = "clusters/all"
 // still name a provider, each with why. A file here is a debt, not a
 // design: the list only shrinks.
 var providerExceptions = map[string]string{
-	// `locktest images` builds the docker provider's images.
-	"cmd/locktest/images.go": "lists the docker provider's backends (docker.Backends)",
 	// The early check of --target pins needs a cluster's node names and
 	// roles before anything starts.
 	"run/cmdline.go": "makes a local cluster (local.New), never started, to check --target's pins against its nodes and roles",
