@@ -23,9 +23,6 @@ const registration = "clusters/all"
 // still name a provider, each with why. A file here is a debt, not a
 // design: the list only shrinks.
 var providerExceptions = map[string]string{
-	// The early check of --target pins needs a cluster's node names and
-	// roles before anything starts.
-	"run/cmdline.go": "makes a local cluster (local.New), never started, to check --target's pins against its nodes and roles",
 	// Stored runs from before results.json named the provider are told
 	// apart by their network; reports sit below the registry.
 	"reports/html.go": "describes a stored run's nodes by its provider's name (ClusterText)",
