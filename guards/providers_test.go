@@ -23,16 +23,6 @@ const registration = "clusters/all"
 // still name a provider, each with why. A file here is a debt, not a
 // design: the list only shrinks.
 var providerExceptions = map[string]string{
-	// The delaying TCP proxy serves every provider, but lives in the
-	// local provider's netns package.
-	"run/faults.go": "imports clusters/local/netns for its delaying proxy (netns.Proxy)",
-	// `locktest images` builds the docker provider's images.
-	"cmd/locktest/images.go": "lists the docker provider's backends (docker.Backends)",
-	// A node's power-loss helper, run on the ssh provider's hosts.
-	"cmd/locktest/node_durable.go": "prints ssh.WaitResult, the ssh provider's power-loss wait",
-	// The early check of --target pins needs a cluster's node names and
-	// roles before anything starts.
-	"run/cmdline.go": "makes a local cluster (local.New), never started, to check --target's pins against its nodes and roles",
 	// Stored runs from before results.json named the provider are told
 	// apart by their network; reports sit below the registry.
 	"reports/html.go": "describes a stored run's nodes by its provider's name (ClusterText)",

@@ -3,12 +3,11 @@ package run
 import (
 	"fmt"
 	"maps"
-	"os"
 	"slices"
 	"strings"
 
 	"github.com/locktest/locktest/checker"
-	"github.com/locktest/locktest/clusters/local"
+	"github.com/locktest/locktest/clusters/backend"
 	"github.com/locktest/locktest/impls"
 	"github.com/locktest/locktest/nemesis"
 )
@@ -136,11 +135,11 @@ func faultSettingFlags() []string {
 
 // checkTargets refuses, before anything starts, the pins that no run of
 // the impl's cluster can match: a node it lacks, a role its nodes never
-// have, a worker or client host beyond --clients. The cluster is
-// constructed, not started, to learn its nodes' names and roles (the docker
-// provider names and casts its nodes alike); a cluster that cannot be
-// constructed here is left for the run to report, and the run checks the
-// pins again against the cluster it started.
+// have, a worker or client host beyond --clients. It reads the nodes'
+// names and roles from the backend's outline of the cluster
+// (backend.NewOutline), which every provider names and casts alike; an
+// outline that cannot be made here is left for the run to report, and the
+// run checks the pins again against the cluster it started.
 func checkTargets(cfg Config) error {
 	if len(cfg.Targets) == 0 || cfg.Client != "" {
 		// An external client's backend is known once its manifest is
@@ -152,7 +151,7 @@ func checkTargets(cfg Config) error {
 	if err != nil {
 		return nil
 	}
-	cl, err := local.New(impl.Backend, local.Options{Nodes: impl.Nodes, Dir: os.TempDir(), Params: cfg.ClusterParams, Exe: cfg.NodeCommand})
+	cl, err := backend.NewOutline(impl.Backend, impl.Nodes, cfg.ClusterParams)
 	if err != nil {
 		return nil
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/backend"
 	"github.com/locktest/locktest/clusters/clockshim"
-	"github.com/locktest/locktest/clusters/local/netns"
+	"github.com/locktest/locktest/clusters/delayproxy"
 	"github.com/locktest/locktest/clusters/provider"
 	"github.com/locktest/locktest/impls"
 	"github.com/locktest/locktest/nemesis"
@@ -52,7 +52,7 @@ type providerSetup struct {
 	// why not when the run asked for it.
 	syncs     bool
 	powerWhy  string
-	proxy     *netns.Proxy
+	proxy     *delayproxy.Proxy
 	netem     bool
 	delayHow  string // how the delay fault is made, and why, for results.json
 	storeAddr string
@@ -124,7 +124,7 @@ func setupProvider(ctx context.Context, cfg Config, impl impls.Impl, dir string,
 		// delaying proxy sits between the clients and nodes.
 		if why := ab[provider.Netem]; why != "" {
 			p.delayHow = "delay by a TCP proxy: " + why
-			p.proxy = netns.NewProxy()
+			p.proxy = delayproxy.New()
 		} else {
 			p.netem, p.delayHow = true, "delay by tc netem"
 		}

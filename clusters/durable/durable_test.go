@@ -2,6 +2,7 @@ package durable
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -330,3 +331,28 @@ func TestWaitForWrite(t *testing.T) {
 }
 
 func len64(b []byte) int64 { return int64(len(b)) }
+
+// TestOutcomeJSON pins what `locktest node durable --wait` prints on a
+// node's host and the ssh provider's CutPowerOnWrite reads back: its
+// field names, and a nil Cuts or an empty Untouched as they print.
+func TestOutcomeJSON(t *testing.T) {
+	for _, tc := range []struct {
+		out  Outcome
+		want string
+	}{
+		{Outcome{Cuts: []Cut{{Path: "appendonly.aof", Size: 15, Durable: 7}}, Found: true},
+			`{"cuts":[{"Path":"appendonly.aof","Size":15,"Durable":7}],"found":true}`},
+		{Outcome{Cuts: []Cut{}}, `{"cuts":[],"found":false}`},
+		{Outcome{Untouched: "the control host gave up the wait"},
+			`{"cuts":null,"found":false,"untouched":"the control host gave up the wait"}`},
+	} {
+		b, err := json.Marshal(tc.out)
+		if err != nil || string(b) != tc.want {
+			t.Errorf("%+v: got %s (%v), want %s", tc.out, b, err, tc.want)
+		}
+		var back Outcome
+		if err := json.Unmarshal(b, &back); err != nil || !reflect.DeepEqual(back, tc.out) {
+			t.Errorf("%s reads back as %+v (%v), want %+v", b, back, err, tc.out)
+		}
+	}
+}

@@ -35,11 +35,13 @@ type Request struct {
 // Outcome is what a Request did: the cuts a power loss makes (made, with
 // Cut), whether the write it waited for came (Found) or the wait's limit
 // did, or why it did nothing (Untouched: its wait ended first, with an
-// error or because ctx ended, and nothing was done to the node).
+// error or because ctx ended, and nothing was done to the node). With
+// --wait, `locktest node durable` prints it as JSON, and the ssh
+// provider's CutPowerOnWrite reads it from there.
 type Outcome struct {
-	Cuts      []Cut
-	Found     bool
-	Untouched string
+	Cuts      []Cut  `json:"cuts"`
+	Found     bool   `json:"found"`
+	Untouched string `json:"untouched,omitempty"`
 }
 
 // Do does what r asks, in order: the wait, the kill, the plan and the cut.

@@ -49,7 +49,7 @@ func Official(image string) string {
 // the names Of gives the backends, sorted.
 func Names() []string {
 	var out []string
-	for _, b := range backends() {
+	for _, b := range Backends() {
 		if im := Of(b); !slices.Contains(out, im) {
 			out = append(out, im)
 		}
@@ -81,8 +81,8 @@ type Image struct {
 // locktest built for it (Of), else the official image (Official), which
 // the start pulls if the engine lacks it.
 func Resolve(ctx context.Context, e *engine.Engine, backend, override string) (Image, error) {
-	if !slices.Contains(backends(), backend) {
-		return Image{}, fmt.Errorf("docker provider: no backend %q (it runs %s)", backend, strings.Join(backends(), ", "))
+	if !slices.Contains(Backends(), backend) {
+		return Image{}, fmt.Errorf("docker provider: no backend %q (it runs %s)", backend, strings.Join(Backends(), ", "))
 	}
 	img := Image{Backend: backend, Ref: override}
 	if override == "" {
@@ -182,8 +182,8 @@ type BuildOptions struct {
 func Build(ctx context.Context, e *engine.Engine, opts BuildOptions) ([]BuiltImage, error) {
 	var todo []string
 	for _, b := range opts.Backends {
-		if !slices.Contains(backends(), b) && !slices.Contains(Names(), b) {
-			return nil, fmt.Errorf("images build: no backend %q (known: %s)", b, strings.Join(backends(), ", "))
+		if !slices.Contains(Backends(), b) && !slices.Contains(Names(), b) {
+			return nil, fmt.Errorf("images build: no backend %q (known: %s)", b, strings.Join(Backends(), ", "))
 		}
 		if im := Of(b); !slices.Contains(todo, im) {
 			todo = append(todo, im)
@@ -235,9 +235,10 @@ type Recipe struct {
 	Labels map[string]string
 }
 
-// backends are the backends an image serves: every backend of
-// clusters/backend, as the docker provider runs them.
-func backends() []string { return backend.All() }
+// Backends are the backends an image serves, which `locktest images build`
+// builds for: every backend of clusters/backend, as the docker provider
+// runs them.
+func Backends() []string { return backend.All() }
 
 // recipe assembles the root file system of the image called image, that
 // of the kind of node of the same name: the kind says what the image holds

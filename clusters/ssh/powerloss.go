@@ -125,16 +125,6 @@ func (cl *Hosts) cutPower(ctx context.Context, n *node) ([]clusters.FileCut, err
 	return out, nil
 }
 
-// WaitResult is what `node durable --wait` prints: the cuts it made, or
-// why it made none (Untouched: its wait ended first, and nothing was done
-// to the node), and whether the write it waited for came (Found) or the
-// wait's limit did.
-type WaitResult struct {
-	Cuts      []durable.Cut `json:"cuts"`
-	Found     bool          `json:"found"`
-	Untouched string        `json:"untouched,omitempty"`
-}
-
 // CutPowerOnWrite waits, for at most within, until the node holds an
 // unsynced SET it has had time to acknowledge, and then cuts its power,
 // all in one command on its host: the node program reads the node's files
@@ -163,7 +153,7 @@ func (cl *Hosts) CutPowerOnWrite(ctx context.Context, cn clusters.Node, within t
 	stdin, hold := io.Pipe()
 	defer hold.Close()
 	raw, err := n.conn.run(ctx, n.durableCmd(extra...), stdin)
-	var res WaitResult
+	var res durable.Outcome
 	if err == nil {
 		if jerr := json.Unmarshal([]byte(raw), &res); jerr != nil {
 			err = fmt.Errorf("node %s on %s: read the cuts %q: %v", n.name, n.conn.Host.Name, strings.TrimSpace(raw), jerr)

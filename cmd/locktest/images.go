@@ -12,7 +12,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/locktest/locktest/clusters/docker"
 	"github.com/locktest/locktest/clusters/engine"
 	"github.com/locktest/locktest/clusters/images"
 )
@@ -27,7 +26,7 @@ func newImagesCmd() *cobra.Command {
 	var nodeBinary string
 	build := &cobra.Command{
 		Use:   "build [backend...]",
-		Short: "Build locktest's own image of each backend without pulling anything: " + strings.Join(docker.Backends(), ", "),
+		Short: "Build locktest's own image of each backend without pulling anything: " + strings.Join(images.Backends(), ", "),
 		Long: `build makes, for each backend named (all by default), an image the docker
 provider then runs, without a registry, one per server program (the Redis
 backends share redis's, mysql runs mariadb's): redis, zookeeper, mariadb and
@@ -39,11 +38,11 @@ locktest.image=1.
 An image whose inputs have not changed is reused. Built images are kept
 between runs; runs use them unless --image names another.
 
-Backends: ` + strings.Join(docker.Backends(), ", ") + `.`,
+Backends: ` + strings.Join(images.Backends(), ", ") + `.`,
 		Args: args(func(_ *cobra.Command, a []string) error {
 			for _, b := range a {
-				if !slices.Contains(docker.Backends(), b) {
-					return fmt.Errorf("images build: no backend %q (known: %s)", b, strings.Join(docker.Backends(), ", "))
+				if !slices.Contains(images.Backends(), b) {
+					return fmt.Errorf("images build: no backend %q (known: %s)", b, strings.Join(images.Backends(), ", "))
 				}
 			}
 			return nil

@@ -9,7 +9,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/locktest/locktest/clusters/durable"
-	"github.com/locktest/locktest/clusters/ssh"
 )
 
 // newNodeDurableCmd is `locktest node durable`: run on a host of the ssh
@@ -17,7 +16,7 @@ import (
 // now, and with --cut cuts it, after SIGKILLing the node's process group
 // with --kill. It prints the cuts as JSON, one object per file. With
 // --wait it first waits there for an unsynced write (the ssh provider's
-// CutPowerOnWrite) and prints an ssh.WaitResult.
+// CutPowerOnWrite) and prints the whole durable.Outcome.
 func newNodeDurableCmd() *cobra.Command {
 	var r durable.Request
 	c := &cobra.Command{
@@ -44,7 +43,7 @@ func newNodeDurableCmd() *cobra.Command {
 			case err != nil:
 				return err
 			case r.Wait > 0:
-				return json.NewEncoder(cmd.OutOrStdout()).Encode(ssh.WaitResult{Cuts: out.Cuts, Found: out.Found, Untouched: out.Untouched})
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(out)
 			}
 			return json.NewEncoder(cmd.OutOrStdout()).Encode(out.Cuts)
 		},
