@@ -103,7 +103,8 @@ type Config struct {
 	Persistence string
 	// ImplParams are passed to every worker's impl (impls.Config.Params).
 	ImplParams map[string]string
-	// ClusterParams are passed to the cluster provider (local.Options.Params).
+	// ClusterParams are the backend's params (--cluster-opt), which the
+	// provider passes to the backend's layout (backend.NewLayout).
 	ClusterParams map[string]string
 	// Expect is "valid" or "invalid".
 	Expect string
