@@ -192,42 +192,17 @@ var namesMayAppear = map[string]string{
 // field of its Service or Kind, and the rest of the module asks the
 // registry for it.
 func TestBackendNamesStayHome(t *testing.T) {
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
 	home := registeringFiles(t)
 	for _, b := range All() {
 		if home[b] == "" {
 			t.Errorf("no file of clusters/backend registers %s with Register(Service{Name: <constant>, ...})", b)
 		}
 	}
-	files := 0
-	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, path)
-		rel = filepath.ToSlash(rel)
-		if d.IsDir() {
-			if strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
+	files := eachGoFile(t, "../..", func(rel string, fset *token.FileSet, f *ast.File) {
 		for place := range namesMayAppear {
 			if rel == place || strings.HasSuffix(place, "/") && strings.HasPrefix(rel, place) {
-				return nil
+				return
 			}
-		}
-		files++
-		fset := token.NewFileSet()
-		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
-		if err != nil {
-			return err
 		}
 		ast.Inspect(f, func(n ast.Node) bool {
 			lit, ok := n.(*ast.BasicLit)
@@ -242,11 +217,7 @@ func TestBackendNamesStayHome(t *testing.T) {
 				rel, fset.Position(lit.Pos()).Line, s, s, home[s])
 			return true
 		})
-		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if files < 100 {
 		t.Fatalf("only %d Go files read: is the walk at the module's root?", files)
 	}
@@ -323,21 +294,7 @@ func registeringFiles(t *testing.T) map[string]string {
 // independent masters) gives its own count from a variable or setting,
 // never a literal.
 func TestImplsLeaveNodeCountsToTheirBackend(t *testing.T) {
-	root, err := filepath.Abs("../../impls")
-	if err != nil {
-		t.Fatal(err)
-	}
-	files := 0
-	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return err
-		}
-		files++
-		fset := token.NewFileSet()
-		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
-		if err != nil {
-			return err
-		}
+	files := eachGoFile(t, "../../impls", func(rel string, fset *token.FileSet, f *ast.File) {
 		ast.Inspect(f, func(n ast.Node) bool {
 			kv, ok := n.(*ast.KeyValueExpr)
 			if !ok {
@@ -348,20 +305,55 @@ func TestImplsLeaveNodeCountsToTheirBackend(t *testing.T) {
 			}
 			switch v := kv.Value.(type) {
 			case *ast.BasicLit:
-				t.Errorf("%s: Nodes: %s: leave it out (impls.Register takes the backend's DefaultNodes), or give a cluster of another size from a setting", fset.Position(v.Pos()), v.Value)
+				t.Errorf("impls/%s:%d: Nodes: %s: leave it out (impls.Register takes the backend's DefaultNodes), or give a cluster of another size from a setting", rel, fset.Position(v.Pos()).Line, v.Value)
 			case *ast.CallExpr:
 				if sel, ok := v.Fun.(*ast.SelectorExpr); ok && sel.Sel.Name == "DefaultNodes" {
-					t.Errorf("%s: Nodes: backend.DefaultNodes(...): leave it out, impls.Register gives it", fset.Position(v.Pos()))
+					t.Errorf("impls/%s:%d: Nodes: backend.DefaultNodes(...): leave it out, impls.Register gives it", rel, fset.Position(v.Pos()).Line)
 				}
 			}
 			return true
 		})
+	})
+	if files < 10 {
+		t.Fatalf("only %d Go files read under impls/: is the walk at the right place?", files)
+	}
+}
+
+// eachGoFile parses every Go file below dir but tests (and but those in
+// testdata and hidden folders) and hands each to fn with its path
+// relative to dir, in slashes; it returns how many it read.
+func eachGoFile(t *testing.T, dir string, fn func(rel string, fset *token.FileSet, f *ast.File)) int {
+	t.Helper()
+	root, err := filepath.Abs(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := 0
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		rel, _ := filepath.Rel(root, path)
+		fset := token.NewFileSet()
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		files++
+		fn(filepath.ToSlash(rel), fset, f)
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if files < 10 {
-		t.Fatalf("only %d Go files read under impls/: is the walk at the right place?", files)
-	}
+	return files
 }
