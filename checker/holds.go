@@ -434,6 +434,10 @@ type sharedView struct {
 	once sync.Once
 	v    *view
 	err  error
+	// The streaming checkers' time order of h (timeOrder), built once.
+	orderOnce sync.Once
+	order     []opKey
+	notices   bool
 }
 
 // begin builds h's view for the checker called name and returns it with a

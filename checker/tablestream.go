@@ -15,14 +15,7 @@ import (
 // what the ops read so far let it decide. It returns unknown when ctx is
 // done first.
 func streamTable(ctx context.Context, h *history.Table, name string, s Stream) (r Result, notices bool) {
-	order := make([]opKey, h.Len())
-	for i := range order {
-		order[i] = opKey{t: h.Time(i), pos: int32(i)}
-		notices = notices || h.Type(i) == history.Notice && h.F(i) == history.Lost
-	}
-	if byTime := compareKeys(h); !slices.IsSortedFunc(order, byTime) {
-		slices.SortFunc(order, byTime)
-	}
+	order, notices := sharedOrder(ctx, h)
 	o := s.(ordered)
 	rd := *o.reorderOf()
 	rd.slack = 0
@@ -50,4 +43,30 @@ func streamTable(ctx context.Context, h *history.Table, name string, s Stream) (
 	r = s.Finish()
 	r.Checker = name
 	return r, notices
+}
+
+// sharedOrder returns the ops of h in time order (then index, then
+// position) and whether h holds lost-lock notices. The checkers of one
+// Run share it (sharedView), so the streaming checkers build it once
+// between them; the slice is only read.
+func sharedOrder(ctx context.Context, h *history.Table) ([]opKey, bool) {
+	if sv, shared := ctx.Value(viewKey{}).(*sharedView); shared && sv.h == h {
+		sv.orderOnce.Do(func() { sv.order, sv.notices = timeOrder(h) })
+		return sv.order, sv.notices
+	}
+	return timeOrder(h)
+}
+
+// timeOrder returns the ops of h in time order (then index, then
+// position), and whether h holds lost-lock notices.
+func timeOrder(h *history.Table) (order []opKey, notices bool) {
+	order = make([]opKey, h.Len())
+	for i := range order {
+		order[i] = opKey{t: h.Time(i), pos: int32(i)}
+		notices = notices || h.Type(i) == history.Notice && h.F(i) == history.Lost
+	}
+	if byTime := compareKeys(h); !slices.IsSortedFunc(order, byTime) {
+		slices.SortFunc(order, byTime)
+	}
+	return order, notices
 }
