@@ -113,19 +113,7 @@ func TestLaunchesGolden(t *testing.T) {
 				}
 				render(&b, l.Nodes[i].Name, launch)
 			}
-			golden := filepath.Join("testdata", "launch-"+tc.backend+".golden")
-			if os.Getenv("UPDATE_GOLDEN") != "" {
-				if err := os.WriteFile(golden, []byte(b.String()), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if b.String() != string(want) {
-				t.Errorf("launches\n%s\nwant (%s)\n%s", b.String(), golden, want)
-			}
+			matchGolden(t, "launches", "launch-"+tc.backend+".golden", b.String())
 		})
 	}
 }

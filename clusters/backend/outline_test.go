@@ -3,8 +3,6 @@ package backend
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -50,19 +48,7 @@ func TestOutlinesGolden(t *testing.T) {
 		}
 		fmt.Fprintf(&b, "  targets %s\n", strings.Join(targets, ", "))
 	}
-	golden := filepath.Join("testdata", "outlines.golden")
-	if os.Getenv("UPDATE_GOLDEN") != "" {
-		if err := os.WriteFile(golden, []byte(b.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if b.String() != string(want) {
-		t.Errorf("outlines\n%s\nwant (%s)\n%s", b.String(), golden, want)
-	}
+	matchGolden(t, "outlines", "outlines.golden", b.String())
 }
 
 // TestOutlineRefuses: an outline is refused for what NewLayout refuses (a

@@ -14,9 +14,17 @@ import (
 func TestZooCfgGolden(t *testing.T) {
 	c := ZooKeeperConfig{Node: "n2", Tick: 200 * time.Millisecond, DataDir: "/data", ClientIP: "10.0.0.2", ClientPort: 2181,
 		Peers: []ZooKeeperPeer{{1, "10.0.0.1", 2888, 3888}, {2, "10.0.0.2", 2888, 3888}, {3, "10.0.0.3", 2888, 3888}}}
-	golden := filepath.Join("testdata", "zoo.cfg.golden")
+	matchGolden(t, "zoo.cfg", "zoo.cfg.golden", c.String())
+}
+
+// matchGolden fails t when got is not the file testdata/name, and writes
+// got there first when UPDATE_GOLDEN is set; what names got in the
+// failure.
+func matchGolden(t *testing.T, what, name, got string) {
+	t.Helper()
+	golden := filepath.Join("testdata", name)
 	if os.Getenv("UPDATE_GOLDEN") != "" {
-		if err := os.WriteFile(golden, []byte(c.String()), 0o644); err != nil {
+		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -24,8 +32,8 @@ func TestZooCfgGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := c.String(); got != string(want) {
-		t.Errorf("zoo.cfg\n%s\nwant\n%s", got, want)
+	if got != string(want) {
+		t.Errorf("%s\n%s\nwant (%s)\n%s", what, got, golden, want)
 	}
 }
 

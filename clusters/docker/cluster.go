@@ -67,7 +67,7 @@ const logTailLines = 8
 
 // Options configures a docker cluster of any backend.
 type Options struct {
-	// Backend is "redis", "etcd" or "zookeeper" (see Backends).
+	// Backend is the backend whose nodes run, any of Backends.
 	Backend string
 	// Nodes is the number of server nodes; 0 means the backend's default.
 	Nodes int
