@@ -19,6 +19,8 @@ import (
 	_ "github.com/locktest/locktest/impls/pg"
 	// ZooKeeper: zk-recipe, zk-lock.
 	_ "github.com/locktest/locktest/impls/zk"
+	// rueidislock (github.com/redis/rueidis): rueidislock.
+	_ "github.com/locktest/locktest/impls/rueidislock"
 	// Redlock (go-redsync/redsync v4): redlock, redlock-3, redlock-extend.
 	_ "github.com/locktest/locktest/impls/redlock"
 	// NATS JetStream KV (3 servers): nats-kv, nats-kv-extend.
