@@ -4,7 +4,7 @@ BIN     := bin/locktest
 STORE   ?= store
 export PATH := /usr/local/go/bin:$(PATH)
 
-.PHONY: setup build demo test test-unit test-local test-docker test-ssh lint bench clean debate findings soak
+.PHONY: setup build demo test test-unit test-local test-docker test-ssh lint bench clean debate findings soak track-record
 
 # setup installs the lock servers and tools locktest starts, where they are
 # missing (scripts/setup lists them).
@@ -74,6 +74,18 @@ findings: setup build
 repro-%: setup build
 	@$(BIN) debate --store $(STORE) --only $* --seeds $(or $(SEEDS),10) --until-reproduced \
 		&& echo "repro-$*: reproduced" || { echo "repro-$*: NOT reproduced (see the scoreboard above)"; exit 1; }
+
+# bug-ID reproduces public bug ID of scenarios/bugs.yaml: its scenarios,
+# on the version that has the bug and on the one that fixed it, 10 seeds
+# each (SEEDS=N for more), with the track record's table of them
+# (docs/track-record.md lists the bugs).
+bug-%: setup build
+	@$(BIN) debate --store $(STORE) --scenarios scenarios/bugs.yaml --only $* --seeds $(or $(SEEDS),10)
+
+# track-record regenerates docs/track-record.md from every bug of
+# scenarios/bugs.yaml, 10 seeds per scenario.
+track-record: setup build
+	$(BIN) debate --scenarios scenarios/bugs.yaml --seeds $(or $(SEEDS),10) --parallel 2 --store $(STORE) --track-record docs/track-record.md
 
 # soak interrupts 100 seeded runs at random moments (SIGINT, SIGTERM, SIGKILL
 # followed by locktest cleanup) and checks that none leaves anything behind

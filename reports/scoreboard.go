@@ -85,6 +85,9 @@ type Scoreboard struct {
 	Compared *ScoreComparison `json:"compared,omitempty"`
 	// Sources are the works the scenarios' claims come from.
 	Sources []ScoreSource `json:"sources,omitempty"`
+	// Bugs are the public bugs the scenarios reproduce (a catalogue of
+	// bugs such as scenarios/bugs.yaml), in catalogue order.
+	Bugs []Bug `json:"bugs,omitempty"`
 }
 
 // ScoreSource is a work a scenario's claim comes from, as the catalogue
@@ -211,10 +214,13 @@ type ScorePrediction struct {
 
 // ScoreRow is one scenario's runs, summed up.
 type ScoreRow struct {
-	Name        string            `json:"name"`
-	Claim       int               `json:"claim"`
-	Title       string            `json:"title"`
-	Source      string            `json:"source"`
+	Name   string `json:"name"`
+	Claim  int    `json:"claim"`
+	Title  string `json:"title"`
+	Source string `json:"source"`
+	// Bug is the id of the public bug (Scoreboard.Bugs) the scenario
+	// reproduces or holds; "" for a scenario about no bug.
+	Bug         string            `json:"bug,omitempty"`
 	Predictions []ScorePrediction `json:"predictions"`
 	// Expect is the outcome the scenario tests for: violation or safe.
 	Expect string `json:"expect"`

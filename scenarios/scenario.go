@@ -56,6 +56,11 @@ type Scenario struct {
 	// Anomalies are the kinds that count as the violation; empty means any
 	// anomaly of any checker.
 	Anomalies []string `yaml:"anomalies"`
+	// Bug is the id of the public bug, in the file's bugs list, that the
+	// scenario reproduces (it expects a violation, on a version that has
+	// the bug) or holds (it expects safe, on a version that fixed it); ""
+	// for a scenario about no bug.
+	Bug string `yaml:"bug"`
 
 	// Settings are the run's settings (run.Settings) the scenario gives,
 	// by key, as the flag of the same name would take them; the others
@@ -73,12 +78,14 @@ type Scenario struct {
 // decodeScenario.
 type file struct {
 	// Sources are the works the scenarios cite, listed once.
-	Sources   []reports.ScoreSource `yaml:"sources"`
-	Scenarios []yaml.Node           `yaml:"scenarios"`
+	Sources []reports.ScoreSource `yaml:"sources"`
+	// Bugs are the public bugs the scenarios reproduce (bugs.yaml).
+	Bugs      []reports.Bug `yaml:"bugs"`
+	Scenarios []yaml.Node   `yaml:"scenarios"`
 }
 
 // metaKeys are the keys of a scenario that are not run settings.
-var metaKeys = []string{"name", "claim", "title", "source", "predictions", "expect", "anomalies"}
+var metaKeys = []string{"name", "claim", "title", "source", "predictions", "expect", "anomalies", "bug"}
 
 // decodeScenario decodes one item of the scenarios list: the claim's own
 // keys into the Scenario's fields, every other key as a run setting. A key
@@ -325,8 +332,49 @@ func Parse(b []byte, name string) ([]Scenario, error) {
 		if err := s.Validate(); err != nil {
 			return nil, fmt.Errorf("%s: %v", where, err)
 		}
+		if s.Bug != "" && !slices.ContainsFunc(f.Bugs, func(b reports.Bug) bool { return b.ID == s.Bug }) {
+			return nil, fmt.Errorf("%s: bug %q is not in the file's bugs list", where, s.Bug)
+		}
+	}
+	if err := checkBugs(f.Bugs, all); err != nil {
+		return nil, fmt.Errorf("%s: %v", name, err)
 	}
 	return all, nil
+}
+
+// checkBugs refuses a bugs list with a bug that is incomplete (Bug.Check)
+// or listed twice, a bug in reach that no scenario reproduces, and one out
+// of reach that has scenarios.
+func checkBugs(bugs []reports.Bug, all []Scenario) error {
+	seen := map[string]bool{}
+	for _, b := range bugs {
+		if err := b.Check(); err != nil {
+			return err
+		}
+		if seen[b.ID] {
+			return fmt.Errorf("bug %q is listed twice", b.ID)
+		}
+		seen[b.ID] = true
+		reproduces := slices.ContainsFunc(all, func(s Scenario) bool { return s.Bug == b.ID && s.Expect == ExpectViolation })
+		has := slices.ContainsFunc(all, func(s Scenario) bool { return s.Bug == b.ID })
+		switch {
+		case b.OutOfReach == "" && !reproduces:
+			return fmt.Errorf("bug %q has no scenario that expects its violation: add one, or say why it is out of reach", b.ID)
+		case b.OutOfReach != "" && has:
+			return fmt.Errorf("bug %q is out of reach but has scenarios", b.ID)
+		}
+	}
+	return nil
+}
+
+// ParseBugs reads the bugs list of a scenario file (bugs.yaml); a file
+// without one has none. Parse checks the list against the scenarios.
+func ParseBugs(b []byte, name string) ([]reports.Bug, error) {
+	var f file
+	if err := yaml.Unmarshal(b, &f); err != nil {
+		return nil, fmt.Errorf("%s: %v", name, err)
+	}
+	return f.Bugs, nil
 }
 
 // scenarioLines returns the line of each item of the top-level scenarios
@@ -601,5 +649,5 @@ func matches(s Scenario, sel string) bool {
 	if p, ok := strings.CutSuffix(sel, "*"); ok {
 		return strings.HasPrefix(s.Name, p)
 	}
-	return s.Name == sel
+	return s.Name == sel || (s.Bug != "" && s.Bug == sel)
 }

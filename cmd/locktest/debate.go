@@ -22,7 +22,7 @@ func newDebateCmd() *cobra.Command {
 	var seeds, parallel, maxSeeds int
 	var seedBase int64
 	var until, list, q bool
-	var store, out, junit, findings, provider, inventory, jsonOut, shard, maxRateText, ciWidthText string
+	var store, out, junit, findings, trackRecord, provider, inventory, jsonOut, shard, maxRateText, ciWidthText string
 	c := &cobra.Command{
 		Use:   "debate",
 		Short: "Run the scenario catalogue (the Redlock debate's claims) over several seeds and write a scoreboard",
@@ -55,14 +55,14 @@ debate was interrupted), 2 bad usage or a broken scenario file.`,
   locktest debate --only etcd-pause --provider ssh --inventory lab/lab.yaml`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			all, sources := scenarios.Builtin(), scenarios.BuiltinSources()
+			cat := scenarios.BuiltinCatalogue()
 			if len(files) > 0 {
 				var err error
-				if all, sources, err = scenarios.LoadFiles(files); err != nil {
+				if cat, err = scenarios.LoadFiles(files); err != nil {
 					return usageError{fmt.Errorf("--scenarios: %v", err)}
 				}
 			}
-			picked, err := scenarios.Select(all, only)
+			picked, err := scenarios.Select(cat.Scenarios, only)
 			if err != nil {
 				return usageError{fmt.Errorf("--only: %v", err)}
 			}
@@ -134,7 +134,7 @@ debate was interrupted), 2 bad usage or a broken scenario file.`,
 			// Every output must be writable before the first run: a
 			// debate takes minutes, and its results must not be lost at
 			// the end.
-			for _, o := range []struct{ flag, path string }{{"--junit", junit}, {"--findings", findings}, {"--json", jsonOut}} {
+			for _, o := range []struct{ flag, path string }{{"--junit", junit}, {"--findings", findings}, {"--json", jsonOut}, {"--track-record", trackRecord}} {
 				if o.path == "" {
 					continue
 				}
@@ -163,11 +163,20 @@ debate was interrupted), 2 bad usage or a broken scenario file.`,
 			if !silent {
 				opt.Progress = scenarios.Progress(cmd.ErrOrStderr(), started)
 			}
-			board := scenarios.NewBoard(cmd.Context(), started, opt, seeds, maxRate, "locktest "+strings.Join(os.Args[1:], " "), shard, sources)
+			board := scenarios.NewBoard(cmd.Context(), started, opt, seeds, maxRate, "locktest "+strings.Join(os.Args[1:], " "), shard, cat.Sources)
+			board.Bugs = cat.Pick(picked)
+			if trackRecord != "" && len(board.Bugs) == 0 {
+				return usageError{errors.New("--track-record: the scenarios picked reproduce no public bug (scenarios/bugs.yaml has them)")}
+			}
 			board, runErr := scenarios.Debate(cmd.Context(), picked, opt, board, out)
 			board.Elapsed = time.Since(started).Round(time.Second).String()
 			if err := scenarios.WriteBoard(out, junit, findings, jsonOut, board); err != nil {
 				return err
+			}
+			if trackRecord != "" {
+				if err := scenarios.WriteTrackRecord(trackRecord, board); err != nil {
+					return err
+				}
 			}
 			scenarios.WriteBoardText(cmd.OutOrStdout(), out, board)
 			interrupted := cmd.Context().Err() != nil
@@ -195,6 +204,7 @@ debate was interrupted), 2 bad usage or a broken scenario file.`,
 	f.StringVar(&junit, "junit", "", "also write JUnit XML here, one test case per scenario")
 	f.StringVar(&provider, "provider", run.Providers[0], "where the nodes of every run run: "+strings.Join(run.Providers, " or ")+" (see docs/providers.md)")
 	f.StringVar(&inventory, "inventory", "", "the ssh provider's inventory file (locktest lab up writes one), with --provider ssh")
+	f.StringVar(&trackRecord, "track-record", "", "also write the track record of the public bugs the scenarios reproduce as Markdown here (docs/track-record.md, from scenarios/bugs.yaml)")
 	f.StringVar(&findings, "findings", "", "also write the scoreboard as Markdown without run links here (docs/findings.md)")
 	c.Flags().BoolVarP(&q, "quiet", "q", false, "no progress on stderr (by default one line per finished run)")
 	return c

@@ -1,0 +1,106 @@
+package scenarios
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/locktest/locktest/reports"
+)
+
+// bugsHead is a bugs list of one bug, for the files of TestBugsList.
+const bugsHead = `bugs:
+  - id: x-1
+    title: t
+    url: https://example.org/x/1
+    reported: 2026-01-01
+    system: x
+    bad: v1
+    fixed: v2
+    trigger: a pause
+`
+
+// TestBugsList checks how a scenario file's bugs list and its scenarios'
+// bug keys are read and refused.
+func TestBugsList(t *testing.T) {
+	good := bugsHead + strings.Replace(scenarioHead, "expect: violation", "expect: violation\n    bug: x-1", 1)
+	s, err := Parse([]byte(good), "f.yaml")
+	if err != nil || len(s) != 1 || s[0].Bug != "x-1" {
+		t.Fatalf("good file: %v, %v", s, err)
+	}
+	bugs, err := ParseBugs([]byte(good), "f.yaml")
+	if err != nil || len(bugs) != 1 || bugs[0].ID != "x-1" || bugs[0].Fixed != "v2" {
+		t.Fatalf("ParseBugs: %+v, %v", bugs, err)
+	}
+	for _, tt := range []struct{ name, yaml, want string }{
+		{"unknown bug", strings.Replace(good, "bug: x-1", "bug: y-2", 1), `bug "y-2" is not in the file's bugs list`},
+		{"no scenario reproduces it", strings.Replace(good, "expect: violation", "expect: safe", 1), `bug "x-1" has no scenario that expects its violation`},
+		{"out of reach with scenarios", strings.Replace(good, "    trigger: a pause\n", "    trigger: a pause\n    out_of_reach: no fault makes it\n", 1), `bug "x-1" is out of reach but has scenarios`},
+		{"listed twice", strings.Replace(good, "scenarios:", strings.TrimPrefix(bugsHead, "bugs:\n")+"scenarios:", 1), `bug "x-1" is listed twice`},
+		{"incomplete", strings.Replace(good, "    url: https://example.org/x/1\n", "", 1), `bug "x-1" needs url`},
+		{"unknown bug field", strings.Replace(good, "    bad: v1\n", "    bad: v1\n    severity: high\n", 1), "field severity not found"},
+	} {
+		if _, err := Parse([]byte(tt.yaml), "f.yaml"); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: got %v, want an error with %q", tt.name, err, tt.want)
+		}
+	}
+	// An out-of-reach bug needs no scenario.
+	reach := strings.Replace(bugsHead, "    trigger: a pause\n", "    trigger: a pause\n    out_of_reach: no fault makes it\n", 1) + scenarioHead
+	if _, err := Parse([]byte(reach), "f.yaml"); err != nil {
+		t.Errorf("an out-of-reach bug without scenarios: %v", err)
+	}
+}
+
+// TestSelectByBug picks a bug's scenarios by its id, and Pick keeps the
+// bugs of the scenarios picked.
+func TestSelectByBug(t *testing.T) {
+	dir := t.TempDir()
+	file := bugsHead + strings.Replace(scenarioHead, "expect: violation", "expect: violation\n    bug: x-1", 1) +
+		strings.Replace(strings.TrimPrefix(scenarioHead, "scenarios:\n"), "name: a", "name: b", 1)
+	path := filepath.Join(dir, "bugs.yaml")
+	if err := os.WriteFile(path, []byte(file), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cat, err := LoadFiles([]string{path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	picked, err := Select(cat.Scenarios, []string{"x-1"})
+	if err != nil || len(picked) != 1 || picked[0].Name != "a" {
+		t.Fatalf("--only x-1 picked %v, %v; want scenario a", picked, err)
+	}
+	if bugs := cat.Pick(picked); len(bugs) != 1 || bugs[0].ID != "x-1" {
+		t.Errorf("Pick(a) = %+v, want bug x-1", bugs)
+	}
+	onlyB, _ := Select(cat.Scenarios, []string{"b"})
+	if bugs := cat.Pick(onlyB); len(bugs) != 0 {
+		t.Errorf("Pick(b) = %+v, want no bug", bugs)
+	}
+	if _, err := LoadFiles([]string{path, path}); err == nil || !strings.Contains(err.Error(), "also in another file") {
+		t.Errorf("a bug in two files: %v", err)
+	}
+}
+
+// TestWriteTrackRecordKeepsTheHandWrittenPart rewrites the measured table
+// and keeps what follows the marker; a board without bugs is refused.
+func TestWriteTrackRecordKeepsTheHandWrittenPart(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "track-record.md")
+	hand := HandWrittenMarker + "\n\n## Out of reach, in detail\n"
+	if err := os.WriteFile(path, []byte("old table\n\n"+hand), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	board := NewBoard(t.Context(), time.Unix(0, 0), Options{}, 10, 0.15, "locktest debate --scenarios scenarios/bugs.yaml", "", nil)
+	if err := WriteTrackRecord(path, board); err == nil {
+		t.Error("a board without bugs was written as a track record")
+	}
+	board.Bugs = []reports.Bug{{ID: "x-1", Title: "t", URL: "u", Reported: "2026-01-01", System: "x", Bad: "v1", Fixed: "v2", Trigger: "a pause"}}
+	if err := WriteTrackRecord(path, board); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(path)
+	if s := string(b); strings.Contains(s, "old table") || !strings.Contains(s, "| [x-1](u): t |") || !strings.HasSuffix(s, hand) {
+		t.Errorf("track record:\n%s", s)
+	}
+}
