@@ -91,7 +91,7 @@ var goldenHistories = map[string]func(b *builder){
 	// its next acquire is granted token 851 again, with the same lock
 	// value, no one else having been granted the lock in between (p2 gave
 	// up waiting). The same hold going on, not a duplicate.
-	// etcd issue 22082: p0's release of token 10 is applied but its reply
+	// etcd-io/etcd#22082: p0's release of token 10 is applied but its reply
 	// is lost (reply-loss), so it is info; p0 acquires again on the same
 	// session, the same key with token 14, and then retries the release
 	// of token 10 with its old mutex, which deletes the key by name: p2,

@@ -46,8 +46,8 @@ import (
 // tells an expired one apart: the release then fails with
 // impls.ErrNotHeld, and its error says whether Session.Done() had fired
 // (the worker saw its lease expire while it believed it held the lock).
-// The guard is also the fix etcd's maintainers took for etcd issue 22082
-// (pull request 22115): the key of a session is the same name at every
+// The guard is also the fix proposed for etcd-io/etcd#22082
+// (etcd-io/etcd#22115): the key of a session is the same name at every
 // acquire, so an Unlock retried after its first try's reply was lost,
 // when the session holds the lock again, deletes by name the newer key.
 // With unlock=library, Release calls the released library's

@@ -11,7 +11,7 @@ import (
 	"github.com/locktest/locktest/impls"
 )
 
-// TestMutexStaleUnlockRetry pins etcd issue 22082 against a real
+// TestMutexStaleUnlockRetry pins etcd-io/etcd#22082 against a real
 // 3-member cluster, request by request: p1's release of its lease la is
 // delivered and deletes la's key, but its reply is lost (the wire applies
 // the delete and returns the deadline: what reply-loss does), so the
@@ -24,7 +24,7 @@ import (
 // which deletes the key by its name: it deletes p1's new key, returns ok,
 // and p2 is granted the lock while p1 still holds it: mutual-exclusion
 // reports the overlap. With unlock=fenced (the library's Unlock plus the
-// IsOwner guard, the fix of pull request 22115), the retry finds the key
+// IsOwner guard, the fix of etcd-io/etcd#22115), the retry finds the key
 // at another revision, deletes nothing and fails (not held); p1's new key
 // survives, and p2 waits for it and gives up.
 func TestMutexStaleUnlockRetry(t *testing.T) {
