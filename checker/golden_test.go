@@ -91,6 +91,31 @@ var goldenHistories = map[string]func(b *builder){
 	// its next acquire is granted token 851 again, with the same lock
 	// value, no one else having been granted the lock in between (p2 gave
 	// up waiting). The same hold going on, not a duplicate.
+	// etcd-io/etcd#22082: p0's release of token 10 is applied but its reply
+	// is lost (reply-loss), so it is info; p0 acquires again on the same
+	// session, the same key with token 14, and then retries the release
+	// of token 10 with its old mutex, which deletes the key by name: p2,
+	// waiting, is granted the lock while p0 holds 14. The retry names
+	// token 10, so it does not end p0's hold of 14.
+	"retried-release-deletes-newer.jsonl": func(b *builder) {
+		retriedRelease(b, history.OK, "")
+		b.ok(2, history.Acquire, 735, history.Value{Lock: "x", Token: tok(16), LockValue: "p2-key", ValidUntil: ms(3735)})
+		b.release(0, "x", 900, 910, 14, "")
+		b.h[len(b.h)-2].Value.LockValue = etcdKey
+		b.release(2, "x", 1000, 1010, 16, "")
+		b.h[len(b.h)-2].Value.LockValue = "p2-key"
+	},
+	// The same with the release fenced on the key's create revision: the
+	// retry finds the key at revision 14, deletes nothing and fails; p2
+	// is granted the lock once p0 released 14.
+	"retried-release-fenced.jsonl": func(b *builder) {
+		retriedRelease(b, history.Fail, "not held: key "+etcdKey+" with revision 10 is gone")
+		b.release(0, "x", 900, 910, 14, etcdKey)
+		b.h[len(b.h)-2].Value.LockValue = etcdKey
+		b.ok(2, history.Acquire, 915, history.Value{Lock: "x", Token: tok(16), LockValue: "p2-key", ValidUntil: ms(3915)})
+		b.release(2, "x", 1000, 1010, 16, "p2-key")
+		b.h[len(b.h)-2].Value.LockValue = "p2-key"
+	},
 	"regrant-after-unknown-release.jsonl": func(b *builder) {
 		regrantStart(b, 850, 851, "n2|n1,n3,c0,c1,c2")
 		b.invoke(2, history.Acquire, 300, history.Value{Lock: "x"})
@@ -403,6 +428,36 @@ func writeGolden(t *testing.T, path string, h history.History) {
 // 1 and writing 2, and invoking its release while the nemesis cuts the
 // leader off (the partition's targets), the release's completion still to
 // come.
+// etcdKey is the key of p0's etcd session in the retried-release
+// histories: the lock value of each of its grants.
+const etcdKey = "/locktest/mutex/x/694d"
+
+// retriedRelease starts the retried-release histories: p0 holds token 10
+// (key etcdKey); under reply-loss its release is applied and times out;
+// p2 starts waiting; p0 acquires the same key again with token 14, and
+// retries the release of token 10, which completes as retry (with
+// errText).
+func retriedRelease(b *builder, retry history.Type, errText string) {
+	held := func(t uint64) history.Value { return history.Value{Lock: "x", Token: tok(t), LockValue: etcdKey} }
+	b.invoke(0, history.Acquire, 100, history.Value{Lock: "x"})
+	b.ok(0, history.Acquire, 101, history.Value{Lock: "x", Token: tok(10), LockValue: etcdKey, ValidUntil: ms(3101)})
+	b.invoke(history.NemesisProcess, "partition-reply-loss", 150, history.Value{})
+	b.ok(history.NemesisProcess, "partition-reply-loss", 160, history.Value{Targets: []string{"n1,n2,n3>c0"}})
+	b.invoke(0, history.Release, 200, held(10))
+	b.invoke(2, history.Acquire, 400, history.Value{Lock: "x"})
+	b.add(history.Info, 0, history.Release, 600, held(10), "context deadline exceeded")
+	b.invoke(history.NemesisProcess, "heal-network", 650, history.Value{})
+	b.ok(history.NemesisProcess, "heal-network", 660, history.Value{})
+	b.invoke(0, history.Acquire, 700, history.Value{Lock: "x"})
+	b.ok(0, history.Acquire, 710, history.Value{Lock: "x", Token: tok(14), LockValue: etcdKey, ValidUntil: ms(3710)})
+	b.invoke(0, history.Release, 720, held(10))
+	done := held(10)
+	if retry == history.OK {
+		done = history.Value{Lock: "x", Removed: etcdKey}
+	}
+	b.add(retry, 0, history.Release, 730, done, errText)
+}
+
 func regrantStart(b *builder, first, tk uint64, targets string) {
 	b.section(0, "x", 100, first, 0)
 	b.acquire(1, "x", 200, 210, tk, 1210)

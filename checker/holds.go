@@ -13,6 +13,17 @@ import (
 	"github.com/locktest/locktest/history"
 )
 
+// releasesOther reports whether a release invoked with the lock value rv
+// and token rt names another lease than the hold its process has open of
+// the lock, granted with the value hv and token ht: a lease the process
+// held before, whose release it retries (a release of unknown outcome
+// tried again, --retry-release). Such a release does not end the open
+// hold. A value or token that either side lacks does not tell them apart:
+// a release that names no lease ends the open hold.
+func releasesOther(rv string, rt *uint64, hv string, ht *uint64) bool {
+	return rv != "" && hv != "" && rv != hv || rt != nil && ht != nil && *rt != *ht
+}
+
 // checkEvery is how many steps a checker takes between looks at its ctx.
 const checkEvery = 4096
 
@@ -221,7 +232,7 @@ func buildView(ctx context.Context, h *history.Table) (*view, error) {
 		case history.Release:
 			switch typ {
 			case history.Invoke:
-				if st.open >= 0 {
+				if st.open >= 0 && !releasesOther(h.LockValue(ip), h.Token(ip), h.LockValue(int(v.holds[st.open].ok)), h.Token(int(v.holds[st.open].ok))) {
 					hd := &v.holds[st.open]
 					hd.closer, hd.release, hd.why = p, p, endRelease
 					st.open = -1

@@ -548,7 +548,7 @@ func (s *StreamMutex) read(op history.Op) {
 	case history.Release:
 		switch op.Type {
 		case history.Invoke:
-			if h := s.open[key]; h != nil {
+			if h := s.open[key]; h != nil && !releasesOther(op.Value.LockValue, op.Value.Token, h.ok.Value.LockValue, h.ok.Value.Token) {
 				h.closer, h.closedBy, h.release = op.Time, endRelease, op.Index
 				delete(s.open, key)
 			}

@@ -317,7 +317,7 @@ func (s *StreamFencing) read(op history.Op) {
 		switch op.Type {
 		case history.Invoke:
 			pr.releasing = nil
-			if h := pr.open[name]; h != nil {
+			if h := pr.open[name]; h != nil && !releasesOther(op.Value.LockValue, op.Value.Token, h.value, h.token) {
 				h.byRelease = true
 				pr.releasing = h
 				delete(pr.open, name)

@@ -82,6 +82,7 @@ type lvHold struct {
 	okIdx   int
 	start   int64
 	token   *uint64
+	value   string
 	release *lvRelease
 	deathOp *lvDeath
 	// endAt and endWhy are its end once final (finalize).
@@ -242,7 +243,7 @@ func (s *StreamLiveness) read(op history.Op) {
 	case history.Release:
 		switch op.Type {
 		case history.Invoke:
-			if h := s.open[key]; h != nil {
+			if h := s.open[key]; h != nil && !releasesOther(op.Value.LockValue, op.Value.Token, h.value, h.token) {
 				h.closer, h.closedBy = op.Time, endRelease
 				h.release = &lvRelease{idx: op.Index, t: op.Time}
 				delete(s.open, key)
@@ -308,7 +309,7 @@ func (s *StreamLiveness) candidate(a *lvAttempt) {
 // hold records the hold that the acquire ok op begins.
 func (s *StreamLiveness) hold(op, inv history.Op, hasInv bool, l int, key procLockName) {
 	h := &lvHold{holdEnds: newHoldEnds(op.Value.ValidUntil), proc: op.Process, lock: l, okIdx: op.Index, start: op.Time,
-		token: op.Value.Token}
+		token: op.Value.Token, value: op.Value.LockValue}
 	for _, d := range s.deaths[op.Process] {
 		if d >= h.start && (h.death < 0 || d < h.death) {
 			h.death = d

@@ -191,7 +191,7 @@ func (s *StreamResource) read(op history.Op) {
 		}
 	case history.Release:
 		if op.Type == history.Invoke {
-			if h := s.last[key]; h != nil && !h.closed {
+			if h := s.last[key]; h != nil && !h.closed && !releasesOther(op.Value.LockValue, op.Value.Token, h.ok.Value.LockValue, h.ok.Value.Token) {
 				h.release, h.closed = op.Time, true
 			}
 		}

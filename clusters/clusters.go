@@ -143,9 +143,13 @@ type Pauser interface {
 
 // Network cuts and degrades the links between hosts, which it names as
 // the nemesis does: each node by its name, each client host "c0", "c1",
-// and so on. Heal removes every rule it made.
+// and so on. Cut drops every packet between a host of a and a host of b,
+// both ways; CutOneWay only those from a host of from to a host of to,
+// so that to's requests arrive and their replies are lost. Heal removes
+// every rule it made.
 type Network interface {
 	Cut(ctx context.Context, a, b []string) error
+	CutOneWay(ctx context.Context, from, to []string) error
 	Loss(ctx context.Context, hosts []string, p float64) error
 	Heal(ctx context.Context) error
 }

@@ -214,6 +214,11 @@ func (n *fakeNet) Cut(_ context.Context, a, b []string) error {
 	return nil
 }
 
+func (n *fakeNet) CutOneWay(_ context.Context, from, to []string) error {
+	n.add("cut %s>%s", strings.Join(from, ","), strings.Join(to, ","))
+	return nil
+}
+
 func (n *fakeNet) Loss(_ context.Context, hosts []string, p float64) error {
 	n.add("loss %s %g", strings.Join(hosts, ","), p)
 	return nil

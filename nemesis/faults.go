@@ -60,7 +60,7 @@ type Env struct {
 	ClockReason string
 
 	// Targets pins what a fault may hit: for a fault name, the nodes (by
-	// name or role), client hosts ("c0", client-isolate only) or processes
+	// name or role), client hosts ("c0", client-isolate and reply-loss only) or processes
 	// ("p0") to choose among, each fault giving the pin its own meaning (see
 	// ParseTargets and the shapes); a fault missing from it hits anything.
 	// Build refuses pins a fault cannot honour.

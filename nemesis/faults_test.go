@@ -575,7 +575,7 @@ func TestNetworkFaultsInjectAndHeal(t *testing.T) {
 	net := &fakeNet{}
 	env := Env{Cluster: &fakeCluster{nodes: nodes("n1", "n2", "n3")}, Net: net,
 		ClientHosts: []string{"c0"}}.With(Window.Is(time.Second), Loss.Is(0.25))
-	for _, name := range []string{"isolate", "halves", "bridge", "client-isolate", "loss"} {
+	for _, name := range []string{"isolate", "halves", "bridge", "client-isolate", "reply-loss", "loss"} {
 		before := len(net.log())
 		f := buildOne(t, name, env)
 		v, err := f.Inject(context.Background(), testRng())
@@ -694,6 +694,7 @@ func TestSharedClientAddressRefusesClientCuts(t *testing.T) {
 		{"halves", nil, "fault halves: fault unavailable: every client is behind one address"},
 		{"bridge", nil, "fault bridge: fault unavailable: every client is behind one address"},
 		{"client-isolate", nil, "fault client-isolate: fault unavailable: every client is behind one address"},
+		{"reply-loss", nil, "fault reply-loss: fault unavailable: every client is behind one address"},
 		{"partition", [][]string{{"n1", "c0"}, {"n2", "n3", "c1"}}, "fault partition: fault unavailable: --partition puts clients in 2 groups; every client is behind one address"},
 		{"partition", [][]string{{"n1"}, {"n2", "n3", "c0", "c1"}}, ""},
 		{"isolate", nil, ""},

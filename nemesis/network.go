@@ -12,8 +12,13 @@ import (
 	"github.com/locktest/locktest/history"
 )
 
-// Cut is one pair of host sets between which every packet is dropped.
-type Cut struct{ A, B []string }
+// Cut is one pair of host sets between which every packet is dropped,
+// both ways; with OneWay, only the packets from a host of A to a host of
+// B.
+type Cut struct {
+	A, B   []string
+	OneWay bool
+}
 
 // shapeIn is what a partition shape cuts: the node names, the client hosts,
 // the explicit groups of "partition", and the nodes and client hosts the
@@ -27,7 +32,8 @@ type shapeIn struct {
 
 // A shape returns the cuts to make and its subject: the nodes in the place
 // a pin chooses (the isolated node, the pinned nodes of the minority, the
-// bridge, the nodes a client loses); nil for shapes that take no pins. Every choice comes from
+// bridge, the nodes a client loses or whose replies it loses); nil for
+// shapes that take no pins. Every choice comes from
 // rng, so a seed names the partition; an unpinned shape draws exactly as it
 // did before pins existed.
 type shape func(in shapeIn, rng *rand.Rand) (cuts []Cut, subject []string, err error)
@@ -139,21 +145,38 @@ func nodeNames(env Env) []string {
 	return out
 }
 
-// describe renders cuts as "a,b|c,d", one per cut, the targets of the op;
-// parseCut reads one back.
+// The separators of a cut's two sides as the ops and plans write it: a
+// cut both ways, and a one-way cut, from its left side to its right.
+const (
+	cutBoth   = "|"
+	cutOneWay = ">"
+)
+
+// describe renders cuts as "a,b|c,d" (both ways) or "a,b>c,d" (one way,
+// from a and b to c and d), one per cut, the targets of the op; parseCut
+// reads one back.
 func describe(cuts []Cut) []string {
 	var out []string
 	for _, c := range cuts {
-		out = append(out, strings.Join(c.A, ",")+"|"+strings.Join(c.B, ","))
+		sep := cutBoth
+		if c.OneWay {
+			sep = cutOneWay
+		}
+		out = append(out, strings.Join(c.A, ",")+sep+strings.Join(c.B, ","))
 	}
 	return out
 }
 
 func parseCut(s string) (Cut, error) {
-	a, b, ok := strings.Cut(s, "|")
-	c := Cut{A: hostList(a), B: hostList(b)}
-	if !ok || len(c.A) == 0 || len(c.B) == 0 {
-		return Cut{}, fmt.Errorf("cut %q: want hosts|hosts, e.g. n1|n2,n3,c0", s)
+	var c Cut
+	a, b, ok := strings.Cut(s, cutBoth)
+	if !ok {
+		a, b, ok = strings.Cut(s, cutOneWay)
+		c.OneWay = ok
+	}
+	c.A, c.B = hostList(a), hostList(b)
+	if !ok || len(c.A) == 0 || len(c.B) == 0 || strings.ContainsAny(a+b, cutBoth+cutOneWay) {
+		return Cut{}, fmt.Errorf("cut %q: want hosts|hosts (both ways), e.g. n1|n2,n3,c0, or hosts>hosts (from the first to the second only), e.g. n1,n2,n3>c0", s)
 	}
 	return c, nil
 }
@@ -250,7 +273,11 @@ func (f *partitionFault) cut(ctx context.Context, cuts []Cut, roles map[string]s
 	f.last = describe(cuts)
 	f.mu.Unlock()
 	for _, c := range cuts {
-		if err := f.env.Net.Cut(ctx, c.A, c.B); err != nil {
+		cut := f.env.Net.Cut
+		if c.OneWay {
+			cut = f.env.Net.CutOneWay
+		}
+		if err := cut(ctx, c.A, c.B); err != nil {
 			return v, err
 		}
 	}

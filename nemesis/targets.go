@@ -107,7 +107,7 @@ func checkPinKinds(fault string, pins []string) error {
 			case processPin.MatchString(p):
 				return fmt.Errorf("%s: %s hits nodes (by name or role), not worker processes like %s", pin, fault, p)
 			case clientPin.MatchString(p):
-				return fmt.Errorf("%s: %s hits nodes (by name or role), not client hosts like %s (client-isolate cuts a client host)", pin, fault, p)
+				return fmt.Errorf("%s: %s hits nodes (by name or role), not client hosts like %s (client-isolate and reply-loss cut a client host)", pin, fault, p)
 			}
 		}
 	case pinClientOrNode:

@@ -361,7 +361,7 @@ func TestUnsupportedPinsAreRefused(t *testing.T) {
 		{"majorities-ring=leader", "majorities-ring takes no target"},
 		{"clock-reset=n2", "clock-reset takes no target: it resets every node's clock"},
 		{"kill-node=p0", "kill-node hits nodes (by name or role), not worker processes like p0"},
-		{"isolate=c1", "not client hosts like c1 (client-isolate cuts a client host)"},
+		{"isolate=c1", "not client hosts like c1 (client-isolate and reply-loss cut a client host)"},
 		{"pause-client=n1", `pause-client hits worker processes, named p0, p1, ...; "n1" is not one`},
 		{"clock-skew-client=leader", `"leader" is not one`},
 		{"client-isolate=p2", "p2 is a worker process, not a host"},

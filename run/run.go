@@ -76,6 +76,13 @@ type Config struct {
 	// OnLost is what a holder does when its client tells it that its
 	// lease is lost: workloads.OnLostIgnore or workloads.OnLostStopWriting.
 	OnLost string
+	// RetryRelease, when positive, is how often a worker tries again a
+	// release of unknown outcome, with the same lease, after its later
+	// acquires (workloads.WorkerConfig.RetryRelease); 0 never.
+	RetryRelease time.Duration
+	// RetryAcquire is how many times a worker tries again at once an
+	// acquire of unknown outcome (workloads.WorkerConfig.RetryAcquire).
+	RetryAcquire int
 	// Timeout bounds every single lock or store operation of a worker.
 	Timeout time.Duration
 	// Interval is the mean quiet time between faults.
@@ -758,6 +765,7 @@ func start(ctx context.Context, cfg Config, impl impls.Impl, dir, logDir string,
 			Think: workloads.Duration(cfg.Think), Backoff: cfg.WorkerBackoff(),
 			Work: workloads.Duration(cfg.Work), WorkMin: workloads.Duration(cfg.WorkMin), Timeout: workloads.Duration(cfg.Timeout),
 			StoreAddr: resStore.Addr(), Mode: cfg.Mode, OnLost: cfg.OnLost, ClockOrigin: clock.Origin(), Seed: cfg.Seed,
+			RetryRelease: workloads.Duration(cfg.RetryRelease), RetryAcquire: cfg.RetryAcquire,
 			ProfileDir: cfg.ProfileDir,
 		},
 	}, cfg.Clients)

@@ -233,7 +233,11 @@ func Clients(c Candidate, n int) (Candidate, bool) {
 			}
 		}
 		for j, cut := range f.Cuts {
-			a, b, _ := strings.Cut(cut, "|")
+			sep := "|"
+			if !strings.Contains(cut, sep) {
+				sep = ">" // a one-way cut
+			}
+			a, b, _ := strings.Cut(cut, sep)
 			sides := [2][]string{strings.Split(a, ","), strings.Split(b, ",")}
 			for s := range sides {
 				sides[s] = slices.DeleteFunc(sides[s], func(h string) bool { return beyond(h, n) })
@@ -241,7 +245,7 @@ func Clients(c Candidate, n int) (Candidate, bool) {
 					return c, false
 				}
 			}
-			f.Cuts[j] = strings.Join(sides[0], ",") + "|" + strings.Join(sides[1], ",")
+			f.Cuts[j] = strings.Join(sides[0], ",") + sep + strings.Join(sides[1], ",")
 		}
 	}
 	p.Workload[KeyClients] = strconv.Itoa(n)

@@ -317,6 +317,17 @@ func TestClients(t *testing.T) {
 	if _, ok := Clients(c, 1); ok {
 		t.Error("1 client kept a fault pinned to p1 and p6 only")
 	}
+	// A one-way cut keeps its direction; one that would keep no client
+	// host on its side is refused.
+	oneWay := Subset(c, []int{0})
+	oneWay.Plan.Faults[0].Cuts = []string{"n1,n2>c6", "n1,n2>c0,c6"}
+	if _, ok := Clients(oneWay, 5); ok {
+		t.Error("5 clients kept a one-way cut to c6 only")
+	}
+	oneWay.Plan.Faults[0].Cuts = oneWay.Plan.Faults[0].Cuts[1:]
+	if got, ok := Clients(oneWay, 5); !ok || !slices.Equal(got.Plan.Faults[0].Cuts, []string{"n1,n2>c0"}) {
+		t.Errorf("one-way cut with 5 clients: %v %v, want n1,n2>c0", got.Plan.Faults[0].Cuts, ok)
+	}
 	noPins := Subset(c, []int{4})
 	noPins.Plan.Faults[0].Pins = nil
 	if got, ok := Clients(noPins, 1); !ok || got.Plan.Workload[KeyClients] != "1" {

@@ -43,6 +43,17 @@ type WorkerConfig struct {
 	// OnLost is what the holder does when its client tells it that its
 	// lease is lost (a notice): OnLostIgnore ("" too) or OnLostStopWriting.
 	OnLost string `json:"on_lost,omitempty"`
+	// RetryRelease, when positive, makes the worker try again a release
+	// that came back of unknown outcome (info), with the same lease, as
+	// an application whose clean-up retries a failed unlock: after an
+	// acquire returned ok, before the critical section, it tries each
+	// such release whose last try is RetryRelease or more ago, until a try
+	// completes ok or fail. 0 never tries again.
+	RetryRelease Duration `json:"retry_release,omitempty"`
+	// RetryAcquire is how many times the worker tries again at once an
+	// acquire that came back of unknown outcome (info), as many clients'
+	// callers do; 0 never.
+	RetryAcquire int `json:"retry_acquire,omitempty"`
 	// ClockOrigin is the driver's CLOCK_MONOTONIC origin for history times.
 	ClockOrigin int64 `json:"clock_origin"`
 	Seed        int64 `json:"seed"`

@@ -160,6 +160,10 @@ type worker struct {
 	armed      atomic.Pointer[string]
 	wallOffset atomic.Int64
 
+	// unreleased are the leases whose release came back of unknown
+	// outcome, to try again (WorkerConfig.RetryRelease), oldest first.
+	unreleased []unreleased
+
 	// noticeMu guards what the lost-lock notices act on: the lease held
 	// now (holding, heldLock, heldValue) and whether its holder was told
 	// it is lost (told, also signalled on toldC for a wait to end).
@@ -169,6 +173,13 @@ type worker struct {
 	heldValue string
 	told      bool
 	toldC     chan struct{}
+}
+
+// unreleased is a lease whose release is to be tried again, and when the
+// next try is due.
+type unreleased struct {
+	lease impls.Lease
+	due   time.Time
 }
 
 // lost is the impls.Config.Lost of the worker's client: it records the
@@ -341,15 +352,19 @@ func (w *worker) sleepFor(ctx context.Context, d time.Duration) {
 	}
 }
 
+// loop runs the worker's critical sections until ctx ends or the driver
+// stops it: acquire (tried again at once, up to RetryAcquire times, while
+// its outcome is unknown), the releases to try again (RetryRelease), the
+// critical section, release, think.
 func (w *worker) loop(ctx context.Context) {
 	failed := 0 // failed acquires in a row
 	for ctx.Err() == nil && !w.stopping.Load() {
 		lock := w.cfg.Locks[w.rng.IntN(len(w.cfg.Locks))]
-		lease, ok := w.acquire(ctx, lock)
+		lease, typ := w.acquireRetrying(ctx, lock)
 		if w.dead != nil {
 			return
 		}
-		if !ok {
+		if typ != history.OK {
 			failed++
 			w.sleepFor(ctx, w.cfg.Backoff.Wait(failed, w.rng.Float64()))
 			continue
@@ -357,6 +372,10 @@ func (w *worker) loop(ctx context.Context) {
 		failed = 0
 		w.hold(lease, true)
 		w.pausePoint(PointAfterAcquire)
+		w.retryReleases(ctx)
+		if w.dead != nil {
+			return
+		}
 		w.critical(ctx, lease)
 		w.release(ctx, lease)
 		w.hold(impls.Lease{}, false)
@@ -367,14 +386,27 @@ func (w *worker) loop(ctx context.Context) {
 	}
 }
 
-func (w *worker) acquire(ctx context.Context, lock string) (impls.Lease, bool) {
+// acquireRetrying acquires lock, and tries again at once, up to
+// RetryAcquire times, while the acquire's outcome is unknown (info); it
+// returns the last try's lease and completion's type (see acquire).
+func (w *worker) acquireRetrying(ctx context.Context, lock string) (impls.Lease, history.Type) {
+	lease, typ := w.acquire(ctx, lock)
+	for try := 0; typ == history.Info && try < w.cfg.RetryAcquire && ctx.Err() == nil && !w.stopping.Load(); try++ {
+		lease, typ = w.acquire(ctx, lock)
+	}
+	return lease, typ
+}
+
+// acquire records one acquire of lock and returns its lease and its
+// completion's type; "" when the client died (w.dead), the op left open.
+func (w *worker) acquire(ctx context.Context, lock string) (impls.Lease, history.Type) {
 	w.record(history.Op{Type: history.Invoke, F: history.Acquire, Value: history.Value{Lock: lock}})
 	octx, cancel := w.opCtx(ctx)
 	lease, err := w.client.Acquire(octx, lock, time.Duration(w.cfg.TTL))
 	cancel()
 	if errors.Is(err, impls.ErrDead) {
 		w.dead = err
-		return impls.Lease{}, false
+		return impls.Lease{}, ""
 	}
 	done := history.Op{F: history.Acquire, Value: history.Value{Lock: lock}}
 	if err == nil {
@@ -382,7 +414,7 @@ func (w *worker) acquire(ctx context.Context, lock string) (impls.Lease, bool) {
 	}
 	complete(&done, err, impls.ErrNotAcquired)
 	w.record(done)
-	return lease, err == nil
+	return lease, done.Type
 }
 
 // complete sets the type and error of done, the completion of a client op
@@ -541,7 +573,37 @@ func (w *worker) storeOp(ctx context.Context, f string, v history.Value) (int64,
 	return rep.N, done.Type == history.OK
 }
 
+// release releases l, and keeps it to try again when the release came
+// back of unknown outcome and RetryRelease is set.
 func (w *worker) release(ctx context.Context, l impls.Lease) {
+	if w.releaseOp(ctx, l) == history.Info && w.cfg.RetryRelease > 0 {
+		w.unreleased = append(w.unreleased, unreleased{l, time.Now().Add(time.Duration(w.cfg.RetryRelease))})
+	}
+}
+
+// retryReleases tries again, once each, the releases of unknown outcome
+// whose next try is due, each with its own lease (the impl's client
+// releases it as it released it the first time: with the same lock
+// object, where it keeps one). Each try is its own release op. A try
+// that completes ok or fail ends the retries of its lease; one of
+// unknown outcome is due again RetryRelease later.
+func (w *worker) retryReleases(ctx context.Context) {
+	kept := w.unreleased[:0]
+	for _, u := range w.unreleased {
+		if w.dead == nil && !time.Now().Before(u.due) {
+			if w.releaseOp(ctx, u.lease) != history.Info {
+				continue
+			}
+			u.due = time.Now().Add(time.Duration(w.cfg.RetryRelease))
+		}
+		kept = append(kept, u)
+	}
+	w.unreleased = kept
+}
+
+// releaseOp records one release of l and returns its completion's type;
+// "" when the client died (w.dead), the op left open.
+func (w *worker) releaseOp(ctx context.Context, l impls.Lease) history.Type {
 	v := leaseRef(l)
 	w.record(history.Op{Type: history.Invoke, F: history.Release, Value: v})
 	octx, cancel := w.opCtx(ctx)
@@ -549,7 +611,7 @@ func (w *worker) release(ctx context.Context, l impls.Lease) {
 	cancel()
 	if errors.Is(err, impls.ErrDead) {
 		w.dead = err
-		return
+		return ""
 	}
 	done := history.Op{F: history.Release, Value: v}
 	if err == nil {
@@ -557,6 +619,7 @@ func (w *worker) release(ctx context.Context, l impls.Lease) {
 	}
 	complete(&done, err, impls.ErrNotHeld)
 	w.record(done)
+	return done.Type
 }
 
 func (w *worker) dialStore(ctx context.Context) error {

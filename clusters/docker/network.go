@@ -197,14 +197,34 @@ func NetworkFaultsReason(e *engine.Engine) string {
 func (l *Network) Cut(ctx context.Context, a, b []string) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	plan, err := netrules.Partition(l.withClients(a, b), [][]string{a, b})
+	return l.applyPlan(ctx, plan, err)
+}
+
+// CutOneWay drops every packet from each host of from to each host of
+// to, until Heal; packets the other way pass. Hosts and rules are as in
+// Cut: a node's rules go into its container, a client host stands for
+// its own address or the gateway's.
+func (l *Network) CutOneWay(ctx context.Context, from, to []string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	plan, err := netrules.OneWay(l.withClients(from, to), from, to)
+	return l.applyPlan(ctx, plan, err)
+}
+
+// withClients returns the nodes as the planner takes them (places), and
+// each client host named in sides, without a place, at the address its
+// connections leave from. l.mu must be held.
+func (l *Network) withClients(sides ...[]string) []netrules.Host {
 	hosts := l.places()
-	for _, name := range append(slices.Clone(a), b...) {
-		if _, ok := l.nodes[name]; !ok && !slices.ContainsFunc(hosts, func(h netrules.Host) bool { return h.Name == name }) {
-			hosts = append(hosts, netrules.Host{Name: name, Addr: l.clientIP(name)}) // on the host: no place
+	for _, side := range sides {
+		for _, name := range side {
+			if _, ok := l.nodes[name]; !ok && !slices.ContainsFunc(hosts, func(h netrules.Host) bool { return h.Name == name }) {
+				hosts = append(hosts, netrules.Host{Name: name, Addr: l.clientIP(name)}) // on the host: no place
+			}
 		}
 	}
-	plan, err := netrules.Partition(hosts, [][]string{a, b})
-	return l.applyPlan(ctx, plan, err)
+	return hosts
 }
 
 // applyPlan appends each node's planned rules to its chains (apply), a

@@ -1,10 +1,11 @@
 // Package netrules plans the iptables rules of a network fault as data:
 // given the hosts of a run, their addresses and where each host's rules
-// go, it turns a partition or a packet loss into the DROP rules each place
-// takes, and renders them the two ways the providers apply them. It runs
-// nothing: each provider keeps only its applier, which runs the rendered
-// rules in a network namespace (clusters/local/netns), in a container's
-// namespace (clusters/docker) or on a host over SSH (clusters/ssh).
+// go, it turns a partition (both ways, or one way only) or a packet loss
+// into the DROP rules each place takes, and renders them the two ways the
+// providers apply them. It runs nothing: each provider keeps only its
+// applier, which runs the rendered rules in a network namespace
+// (clusters/local/netns), in a container's namespace (clusters/docker) or
+// on a host over SSH (clusters/ssh).
 //
 // A place is where rules go: a namespace, a container, a machine. A host
 // is what a fault names (a node, a client host); several hosts may share
@@ -189,6 +190,24 @@ func (e *SharedError) Error() string {
 // in another group or in none (SharedError). A name that is in no host is
 // an error.
 func Partition(hosts []Host, groups [][]string) (Plan, error) {
+	return cutGroups(hosts, groups, false)
+}
+
+// OneWay plans the rules that drop every packet from a host of from to a
+// host of to, and nothing the other way: the replies of to's requests are
+// lost, while its requests arrive. Each pair is cut at both of its hosts'
+// places, as Partition cuts it, but only in its one direction: OUTPUT
+// drops what the host of from sends to the other's address, INPUT what
+// the host of to receives from it. A host without a place, a port and a
+// place several hosts share are as in Partition.
+func OneWay(hosts []Host, from, to []string) (Plan, error) {
+	return cutGroups(hosts, [][]string{from, to}, true)
+}
+
+// cutGroups plans the cuts between every pair of hosts in different
+// groups: both ways, or, with oneWay, only from the hosts of groups[0] to
+// those of groups[1] (the only groups there are then).
+func cutGroups(hosts []Host, groups [][]string, oneWay bool) (Plan, error) {
 	p := newPlanner(hosts)
 	hs := make([][]Host, len(groups))
 	for i, g := range groups {
@@ -218,7 +237,9 @@ func Partition(hosts []Host, groups [][]string) (Plan, error) {
 		}
 		return nil
 	}
-	cut := func(x, y Host, gx, gy int) error {
+	// cut makes the rules at x's place that drop what x receives from y
+	// (in) and what it sends to y (out).
+	cut := func(x, y Host, gx, gy int, in, out bool) error {
 		if x.Name == y.Name || x.On == "" {
 			return nil
 		}
@@ -233,17 +254,22 @@ func Partition(hosts []Host, groups [][]string) (Plan, error) {
 			port = 0
 		}
 		a := y.addrAt(x.On)
-		p.add(x.On, Rule{Peer: a, Port: port}, Rule{Out: true, Peer: a, Port: port})
+		if in {
+			p.add(x.On, Rule{Peer: a, Port: port})
+		}
+		if out {
+			p.add(x.On, Rule{Out: true, Peer: a, Port: port})
+		}
 		return nil
 	}
 	for i := range hs {
 		for j := i + 1; j < len(hs); j++ {
 			for _, x := range hs[i] {
 				for _, y := range hs[j] {
-					if err := cut(x, y, i, j); err != nil {
+					if err := cut(x, y, i, j, !oneWay, true); err != nil {
 						return nil, err
 					}
-					if err := cut(y, x, j, i); err != nil {
+					if err := cut(y, x, j, i, true, !oneWay); err != nil {
 						return nil, err
 					}
 				}

@@ -12,10 +12,12 @@ import (
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
 // fault is one fault planned on a network: a partition when groups is
-// set, else a loss of names.
+// set (one way, from the first group to the second, with oneWay), else a
+// loss of names.
 type fault struct {
 	title  string
 	groups [][]string
+	oneWay bool
 	names  []string
 	prob   float64
 }
@@ -49,9 +51,12 @@ func (nw network) plan(f fault) string {
 	fmt.Fprintf(&b, "# %s\n", f.title)
 	var plan Plan
 	var err error
-	if f.groups != nil {
+	switch {
+	case f.oneWay:
+		plan, err = OneWay(nw.hosts, f.groups[0], f.groups[1])
+	case f.groups != nil:
 		plan, err = Partition(nw.hosts, f.groups)
-	} else {
+	default:
 		plan, err = Loss(nw.hosts, f.names, f.prob, nw.shape)
 	}
 	if err != nil {
@@ -100,7 +105,8 @@ var (
 // TestPlansAsTheProvidersApplied plans faults on each provider's hosts and
 // compares the rules, rendered as each provider applies them, with the
 // goldens: the rules each provider made before they shared this planner,
-// recorded from its own code.
+// recorded from its own code, and the one-way cuts, which only the
+// planner makes.
 func TestPlansAsTheProvidersApplied(t *testing.T) {
 	local := network{hosts: netnsHosts, render: chains, shape: LossShape{Iface: "eth0"}}
 	dockerGW := network{hosts: dockerBehindGateway, render: chains, shape: LossShape{Iface: "eth0"}}
@@ -121,6 +127,8 @@ func TestPlansAsTheProvidersApplied(t *testing.T) {
 			local, fault{title: "partition n1 | n2 | n3 c0 c1", groups: [][]string{{"n1"}, {"n2"}, {"n3", "c0", "c1"}}},
 			local, fault{title: "loss n2 1", names: []string{"n2"}, prob: 1},
 			local, fault{title: "loss n1 c1 0.25", names: []string{"n1", "c1"}, prob: 0.25},
+			local, fault{title: "one way n1 n2 n3 > c0", groups: [][]string{{"n1", "n2", "n3"}, {"c0"}}, oneWay: true},
+			local, fault{title: "one way c1 > n2", groups: [][]string{{"c1"}, {"n2"}}, oneWay: true},
 		)},
 		{"docker", steps(
 			dockerGW, fault{title: "cut n1 | n2 n3", groups: [][]string{{"n1"}, {"n2", "n3"}}},
@@ -129,6 +137,8 @@ func TestPlansAsTheProvidersApplied(t *testing.T) {
 			dockerGW, fault{title: "loss n1 n3 0.5", names: []string{"n1", "n3"}, prob: 0.5},
 			dockerOwnNW, fault{title: "cut c1 | n1 n2, clients with own addresses", groups: [][]string{{"c1"}, {"n1", "n2"}}},
 			dockerOwnNW, fault{title: "cut n1 c0 | n2 c1, clients with own addresses", groups: [][]string{{"n1", "c0"}, {"n2", "c1"}}},
+			dockerOwnNW, fault{title: "one way n1 n2 n3 > c1, clients with own addresses", groups: [][]string{{"n1", "n2", "n3"}, {"c1"}}, oneWay: true},
+			dockerOwnNW, fault{title: "one way n1 > n2", groups: [][]string{{"n1"}, {"n2"}}, oneWay: true},
 		)},
 		{"ssh", steps(
 			shared, fault{title: "cut n1 | n2 n3", groups: [][]string{{"n1"}, {"n2", "n3"}}},
@@ -149,6 +159,10 @@ func TestPlansAsTheProvidersApplied(t *testing.T) {
 			two, fault{title: "shared host: loss n1 0.2", names: []string{"n1"}, prob: 0.2},
 			two, fault{title: "shared host: loss n2 n1 n4 0.2", names: []string{"n2", "n1", "n4"}, prob: 0.2},
 			two, fault{title: "shared host: loss c0 0.2", names: []string{"c0"}, prob: 0.2},
+			own, fault{title: "one way n1 n2 n3 > c0, clients with own addresses", groups: [][]string{{"n1", "n2", "n3"}, {"c0"}}, oneWay: true},
+			shared, fault{title: "one way n1 n3 > c0, clients behind the control host", groups: [][]string{{"n1", "n3"}, {"c0"}}, oneWay: true},
+			two, fault{title: "shared host: one way n1 > c0", groups: [][]string{{"n1"}, {"c0"}}, oneWay: true},
+			two, fault{title: "shared host: one way n1 > n3", groups: [][]string{{"n1"}, {"n3"}}, oneWay: true},
 		)},
 	} {
 		t.Run(tc.golden, func(t *testing.T) {

@@ -160,6 +160,23 @@ func (nw *Network) Cut(ctx context.Context, a, b []string) error {
 	return nw.apply(ctx, plan)
 }
 
+// CutOneWay drops every packet from each host of from to each host of
+// to, until Heal; packets the other way pass. The rules are those of Cut
+// in one direction only (netrules.OneWay), with the same refusals.
+func (nw *Network) CutOneWay(ctx context.Context, from, to []string) error {
+	nw.mu.Lock()
+	defer nw.mu.Unlock()
+	hosts, err := nw.places(append(slices.Clone(from), to...))
+	if err != nil {
+		return err
+	}
+	plan, err := netrules.OneWay(hosts, from, to)
+	if err != nil {
+		return shared(err)
+	}
+	return nw.apply(ctx, plan)
+}
+
 // cutRules returns the plan of a cut between a and b, or why rules on the
 // hosts' addresses cannot make it exactly.
 func (nw *Network) cutRules(a, b []string) (netrules.Plan, error) {

@@ -27,13 +27,17 @@
 // next second (at least one), and Lease.ValidUntil is computed from the
 // rounded TTL. Acquire blocks until the lock is free or its context (the
 // op timeout) ends; a timed-out wait returns impls.ErrNotAcquired only when
-// the attempt certainly left nothing behind. The impls take no params.
+// the attempt certainly left nothing behind. etcd-mutex takes one impl
+// param, unlock (see mutexClient); etcd-lease-txn takes none.
 package etcd
 
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -67,7 +71,7 @@ func init() {
 			Notices: "the session's Done channel closes (its lease expired, or the client could not renew it before its TTL ran out)",
 			Doc: "concurrency.Session (one lease per worker, kept alive) plus concurrency.Mutex, token = the create revision of the holder's key; " +
 				"a holder paused past the session TTL loses its key while it still believes it holds the lock.",
-			New: impls.Wrap(newBase, func(b *base) impls.Client { return &mutexClient{base: b} }),
+			New: impls.Wrap(newMutex, func(c *mutexClient) impls.Client { return c }),
 		},
 		{
 			Name: "etcd-lease-txn", Backend: backend.Etcd, Fenced: true, Guarded: true,
@@ -76,7 +80,8 @@ func init() {
 			Notices: "its own timer at the lease's end (the lease is never renewed, so it is then gone)",
 			Doc: "a transaction that puts the lock key only if its CreateRevision is 0, attached to a lease of the TTL that is never renewed, " +
 				"released by a guarded delete, token = the key's create revision; a holder that outlives its TTL loses the lock.",
-			New: impls.Wrap(newBase, func(b *base) impls.Client { return &leaseTxnClient{base: b, timers: map[string]*time.Timer{}} }),
+			New: impls.Wrap(func(cfg impls.Config) (*base, error) { return newBase(cfg, "etcd-lease-txn") },
+				func(b *base) impls.Client { return &leaseTxnClient{base: b, timers: map[string]*time.Timer{}} }),
 		},
 	} {
 		i.Libraries = []string{"go.etcd.io/etcd/client/v3"}
@@ -93,12 +98,20 @@ type base struct {
 	holding impls.Holding
 }
 
-func newBase(cfg impls.Config) (*base, error) {
+// newBase connects the client of impl, which takes the impl params
+// params; any other param is an error.
+func newBase(cfg impls.Config, impl string, params ...string) (*base, error) {
 	if err := cfg.Check(backend.Etcd); err != nil {
 		return nil, err
 	}
-	for k := range cfg.Params {
-		return nil, fmt.Errorf("etcd: unknown impl param %q (the etcd impls take none)", k)
+	for _, k := range slices.Sorted(maps.Keys(cfg.Params)) {
+		if !slices.Contains(params, k) {
+			takes := "none"
+			if len(params) > 0 {
+				takes = strings.Join(params, ", ")
+			}
+			return nil, fmt.Errorf("%s: unknown impl param %q (it takes: %s)", impl, k, takes)
+		}
 	}
 	cli, err := clientv3.New(clientv3.Config{Endpoints: cfg.Addrs, DialTimeout: dialTimeout, Logger: zap.NewNop()})
 	if err != nil {

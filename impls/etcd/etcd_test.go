@@ -35,11 +35,26 @@ func startCluster(t *testing.T) []string {
 
 // newClient builds a client of impl as process p.
 func newClient(t *testing.T, impl string, addrs []string, p int) impls.Client {
+	return newClientWith(t, impl, addrs, p)
+}
+
+// newClientWith builds a client of impl as process p with the impl params
+// params, each key=value.
+func newClientWith(t *testing.T, impl string, addrs []string, p int, params ...string) impls.Client {
+	t.Helper()
 	var nodes []clusters.Node
 	for i, a := range addrs {
 		nodes = append(nodes, clusters.Node{Name: fmt.Sprintf("n%d", i+1), Addr: a})
 	}
-	return testcluster.Client(t, impl, nodes, p, now, nil)
+	return testcluster.Client(t, impl, nodes, p, now, func(cfg *impls.Config) {
+		for _, kv := range params {
+			k, v, _ := strings.Cut(kv, "=")
+			if cfg.Params == nil {
+				cfg.Params = map[string]string{}
+			}
+			cfg.Params[k] = v
+		}
+	})
 }
 
 func acquire(c impls.Client, d time.Duration) (impls.Lease, error) {

@@ -1,6 +1,7 @@
 package etcd
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -39,11 +40,26 @@ import (
 // the client deletes its key as a best effort, orphans the session if it
 // cannot, and returns an error that is not impls.ErrNotAcquired.
 //
-// Release deletes the holder's key in a transaction guarded by IsOwner: it
-// is the library's Unlock plus the guard, which changes nothing for a live
-// holder and tells an expired one apart: the release then fails with
-// impls.ErrNotHeld, and its error says whether Session.Done() had fired (the
-// worker saw its lease expire while it believed it held the lock).
+// Release, with the impl param unlock=fenced (the default), deletes the
+// holder's key in a transaction guarded by IsOwner: it is the library's
+// Unlock plus the guard, which changes nothing for a live holder and
+// tells an expired one apart: the release then fails with
+// impls.ErrNotHeld, and its error says whether Session.Done() had fired
+// (the worker saw its lease expire while it believed it held the lock).
+// The guard is also the fix proposed for etcd-io/etcd#22082
+// (etcd-io/etcd#22115): the key of a session is the same name at every
+// acquire, so an Unlock retried after its first try's reply was lost,
+// when the session holds the lock again, deletes by name the newer key.
+// With unlock=library, Release calls the released library's
+// Mutex.Unlock as it is, which deletes the key by name, and so shows that
+// bug; a release then never fails (a key already gone deletes nothing).
+//
+// Each lease's mutex is kept, by the lease's key and create revision,
+// until a release of it completes ok or fail: a release of unknown
+// outcome leaves it, and a later release of the same lease (the worker's
+// --retry-release) goes through the same concurrency.Mutex object, as an
+// application that retries its Unlock does, while the client may hold a
+// newer lease of the same key.
 //
 // A release whose deadline passes is of unknown outcome, and the session is
 // kept, as the library's users keep it. Mutex.Lock is re-entrant within a
@@ -65,8 +81,46 @@ type mutexClient struct {
 	// dropped is set when this client ends its session itself, whose
 	// Done then closes too: that is no news of a lost lease.
 	dropped *atomic.Bool
-	// held is the mutex of the current hold, nil when none.
-	held *concurrency.Mutex
+	// unlock is how Release deletes the key: unlockFenced or
+	// unlockLibrary.
+	unlock string
+	// mutexes are the mutexes of the leases granted and not yet released
+	// (no release of theirs completed ok or fail), by lease.
+	mutexes map[leaseID]*concurrency.Mutex
+	// current is the lease of the last grant, until its release returns;
+	// zero when none.
+	current leaseID
+}
+
+// leaseID names an etcd-mutex lease: its key (Lease.Value), which is the
+// same at every grant to one session, and the key's create revision
+// (Lease.Token), which is not.
+type leaseID struct {
+	key string
+	rev uint64
+}
+
+// The values of etcd-mutex's impl param unlock.
+const (
+	// unlockFenced deletes the key only while it has the holder's create
+	// revision (Mutex.IsOwner), in one transaction.
+	unlockFenced = "fenced"
+	// unlockLibrary calls concurrency.Mutex.Unlock, which deletes the key
+	// by its name.
+	unlockLibrary = "library"
+)
+
+// newMutex builds an etcd-mutex client, reading its impl param unlock.
+func newMutex(cfg impls.Config) (*mutexClient, error) {
+	unlock := cmp.Or(cfg.Params["unlock"], unlockFenced)
+	if unlock != unlockFenced && unlock != unlockLibrary {
+		return nil, fmt.Errorf("etcd-mutex: impl param unlock=%q: want %s or %s", unlock, unlockFenced, unlockLibrary)
+	}
+	b, err := newBase(cfg, "etcd-mutex", "unlock")
+	if err != nil {
+		return nil, err
+	}
+	return &mutexClient{base: b, unlock: unlock, mutexes: map[leaseID]*concurrency.Mutex{}}, nil
 }
 
 var (
@@ -147,7 +201,8 @@ func (c *mutexClient) Acquire(ctx context.Context, lock string, ttl time.Duratio
 		c.abandon(key)
 		return impls.Lease{}, fmt.Errorf("locked %s at revision %d but could not renew the session's lease (%v); deleted the key, outcome unknown", key, rev, err)
 	}
-	c.held = m
+	c.current = leaseID{key, rev}
+	c.mutexes[c.current] = m
 	l := impls.Lease{
 		Lock: lock, Token: rev, HasToken: true, Value: key,
 		ValidUntil: t0 + time.Duration(ka.TTL)*time.Second,
@@ -194,12 +249,36 @@ func (c *mutexClient) abandon(key string) {
 
 // Release implements impls.Client; see mutexClient.
 func (c *mutexClient) Release(ctx context.Context, l impls.Lease) (impls.Released, error) {
-	defer c.holding.Remove(l.Value)
+	id := leaseID{l.Value, l.Token}
+	m := c.mutexes[id]
+	var rel impls.Released
+	var err error
+	if c.unlock == unlockLibrary {
+		rel, err = c.unlockByName(ctx, m, l)
+	} else {
+		rel, err = c.unlockFenced(ctx, m, l)
+	}
+	if err == nil || errors.Is(err, impls.ErrNotHeld) {
+		delete(c.mutexes, id)
+	}
+	if id == c.current {
+		c.current = leaseID{}
+	}
+	if c.current.key != l.Value {
+		// No newer lease of the same key is held: the notices of this
+		// one end with its release.
+		c.holding.Remove(l.Value)
+	}
+	return rel, err
+}
+
+// unlockFenced deletes l's key in a transaction guarded by its mutex's
+// IsOwner (by l's own key and revision when m is nil).
+func (c *mutexClient) unlockFenced(ctx context.Context, m *concurrency.Mutex, l impls.Lease) (impls.Released, error) {
 	owner := ownerCmp(l.Value, l.Token)
-	if m := c.held; m != nil && m.Key() == l.Value {
+	if m != nil {
 		owner = m.IsOwner()
 	}
-	c.held = nil
 	expired := c.sess == nil || sessionExpired(c.sess)
 	resp, err := c.cli.Txn(ctx).If(owner).Then(clientv3.OpDelete(l.Value)).Commit()
 	if err != nil {
@@ -209,7 +288,19 @@ func (c *mutexClient) Release(ctx context.Context, l impls.Lease) (impls.Release
 		if expired {
 			return impls.Released{}, fmt.Errorf("%w: the session expired while the lock was held (Session.Done fired); key %s is gone", impls.ErrNotHeld, l.Value)
 		}
-		return impls.Released{}, fmt.Errorf("%w: key %s with revision %d is gone: the session's lease expired", impls.ErrNotHeld, l.Value, l.Token)
+		return impls.Released{}, fmt.Errorf("%w: key %s with revision %d is gone: the session's lease expired, or a release of it took effect", impls.ErrNotHeld, l.Value, l.Token)
+	}
+	return impls.Released{Removed: l.Value}, nil
+}
+
+// unlockByName calls m.Unlock, the library's own release, which deletes
+// l's key by its name whatever its revision.
+func (c *mutexClient) unlockByName(ctx context.Context, m *concurrency.Mutex, l impls.Lease) (impls.Released, error) {
+	if m == nil {
+		return impls.Released{}, fmt.Errorf("%w: no mutex of this client holds key %s at revision %d", impls.ErrNotHeld, l.Value, l.Token)
+	}
+	if err := m.Unlock(ctx); err != nil {
+		return impls.Released{}, err
 	}
 	return impls.Released{Removed: l.Value}, nil
 }
@@ -220,10 +311,10 @@ func (c *mutexClient) GuardedRead(ctx context.Context, l impls.Lease, key string
 }
 
 // GuardedWrite implements impls.GuardedWriter: the write is a transaction
-// guarded by Mutex.IsOwner().
+// guarded by Mutex.IsOwner() of l's mutex.
 func (c *mutexClient) GuardedWrite(ctx context.Context, l impls.Lease, key string, value int64) (bool, error) {
 	owner := ownerCmp(l.Value, l.Token)
-	if m := c.held; m != nil && m.Key() == l.Value {
+	if m := c.mutexes[leaseID{l.Value, l.Token}]; m != nil {
 		owner = m.IsOwner()
 	}
 	return c.guardedWrite(ctx, owner, key, value)

@@ -3,6 +3,7 @@ package etcd
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -30,15 +31,19 @@ import (
 // wire sits between a mutexClient and its etcd client. When armed, it holds
 // back the next transaction: its Commit waits for its context to end and
 // returns the context's error, as a request lost in a partition does, and
-// the transaction can be delivered later (land) or never. It can also hold
-// every LeaseKeepAliveOnce until released, as a member that answers late.
+// the transaction can be delivered later (land) or never. Armed otherwise,
+// it loses the reply of the next transaction or delete: the request is
+// applied, and the call waits for its context to end and returns the
+// context's error, as under reply-loss. It can also hold every
+// LeaseKeepAliveOnce until released, as a member that answers late.
 type wire struct {
 	clientv3.KV
 	clientv3.Lease
 
-	mu      sync.Mutex
-	holdTxn bool
-	held    *heldTxn
+	mu        sync.Mutex
+	holdTxn   bool
+	held      *heldTxn
+	loseReply bool
 	// kaGate, when set, holds KeepAliveOnce until it is closed; kaWaits
 	// is closed when the first held KeepAliveOnce waits.
 	kaGate, kaWaits chan struct{}
@@ -83,12 +88,56 @@ func (t *txn) Commit() (*clientv3.TxnResponse, error) {
 		h := t.heldTxn
 		t.w.held = &h
 	}
+	lose := t.w.takeLoseReply()
 	t.w.mu.Unlock()
-	if hold {
+	switch {
+	case hold:
+		<-t.ctx.Done()
+		return nil, t.ctx.Err()
+	case lose:
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if _, err := t.w.KV.Txn(ctx).If(t.cmps...).Then(t.thens...).Else(t.elss...).Commit(); err != nil {
+			return nil, fmt.Errorf("the transaction whose reply the wire loses was not applied: %w", err)
+		}
 		<-t.ctx.Done()
 		return nil, t.ctx.Err()
 	}
 	return t.inner.Commit()
+}
+
+// Delete deletes key, or, when the wire loses the next reply, deletes it
+// and returns the context's error once ctx ends.
+func (w *wire) Delete(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.DeleteResponse, error) {
+	w.mu.Lock()
+	lose := w.takeLoseReply()
+	w.mu.Unlock()
+	if !lose {
+		return w.KV.Delete(ctx, key, opts...)
+	}
+	dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := w.KV.Delete(dctx, key, opts...); err != nil {
+		return nil, fmt.Errorf("the delete whose reply the wire loses was not applied: %w", err)
+	}
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// takeLoseReply reports whether the wire loses the reply of the request
+// being sent, and disarms it. w.mu must be held.
+func (w *wire) takeLoseReply() bool {
+	lose := w.loseReply
+	w.loseReply = false
+	return lose
+}
+
+// loseNextReply makes the next transaction or delete a request whose
+// reply is lost after it was applied.
+func (w *wire) loseNextReply() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.loseReply = true
 }
 
 func (w *wire) Txn(ctx context.Context) clientv3.Txn {
@@ -156,10 +205,10 @@ func (w *wire) land(t *testing.T) *clientv3.TxnResponse {
 }
 
 // wiredMutex is an etcd-mutex client of process p whose requests go
-// through a wire.
-func wiredMutex(t *testing.T, addrs []string, p int) (*mutexClient, *wire) {
+// through a wire, with the impl params params (key=value).
+func wiredMutex(t *testing.T, addrs []string, p int, params ...string) (*mutexClient, *wire) {
 	t.Helper()
-	c := newClient(t, "etcd-mutex", addrs, p).(*mutexClient)
+	c := newClientWith(t, "etcd-mutex", addrs, p, params...).(*mutexClient)
 	w := &wire{KV: c.cli.KV, Lease: c.cli.Lease}
 	c.cli.KV, c.cli.Lease = w, w
 	return c, w

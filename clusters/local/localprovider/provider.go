@@ -226,6 +226,10 @@ func (v *netView) Cut(ctx context.Context, a, b []string) error {
 	return v.lab.Cut(ctx, v.tr(a), v.tr(b))
 }
 
+func (v *netView) CutOneWay(ctx context.Context, from, to []string) error {
+	return v.lab.CutOneWay(ctx, v.tr(from), v.tr(to))
+}
+
 func (v *netView) Loss(ctx context.Context, hosts []string, p float64) error {
 	return v.lab.Loss(ctx, v.tr(hosts), p)
 }

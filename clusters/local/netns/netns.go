@@ -256,6 +256,19 @@ func (l *Network) Cut(ctx context.Context, a, b []string) error {
 	return l.Partition(ctx, [][]string{a, b})
 }
 
+// CutOneWay drops every packet from each host of from to each host of
+// to, until Heal; packets the other way pass. The rules are
+// clusters/netrules' plan, each host's in one iptables-restore.
+func (l *Network) CutOneWay(ctx context.Context, from, to []string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	plan, err := netrules.OneWay(l.places(), from, to)
+	if err != nil {
+		return fmt.Errorf("netns: %w", err)
+	}
+	return l.applyRules(ctx, plan)
+}
+
 // Partition cuts every pair of hosts that are in different groups. Hosts in
 // no group are not affected. The rules are clusters/netrules' plan; each
 // host gets its rules in one iptables-restore, all or none, so a partition
