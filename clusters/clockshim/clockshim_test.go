@@ -18,6 +18,7 @@ import (
 	"github.com/locktest/locktest/clusters/durable"
 	"github.com/locktest/locktest/clusters/local"
 	"github.com/locktest/locktest/testkit/gate"
+	"golang.org/x/sys/unix"
 )
 
 func build(t *testing.T) (*Clocks, string) {
@@ -379,5 +380,137 @@ func TestEverysecKillLosesAWriteMadeDuringTheFsync(t *testing.T) {
 			t.Errorf("the SET answered while the fsync ran survived the kill (GET: %v); Redis wrote it before answering", berr)
 		}
 		return
+	}
+}
+
+// TestSyncDelayIsSetAndClearedAtRunTime sets a node's sync delay through
+// its mapping (SetSyncDelay), as the slow-disk fault does, and runs dd,
+// which writes a file and fsyncs it through libc, under the node's shim
+// environment with a sync record: the fsync begins at least the delay
+// after dd started. Then the delay is made ten minutes long and a dd is
+// left waiting in its fsync; clearing the delay releases it, and a dd
+// started after the clear syncs too. Neither can finish before their ten
+// minutes if the clear does not reach the shim, so a five-minute guard
+// tells a broken clear from a slow machine without timing the clear itself.
+func TestSyncDelayIsSetAndClearedAtRunTime(t *testing.T) {
+	gate.Need(t, "dd")
+	c, _ := build(t)
+	dir := t.TempDir()
+	env, err := c.Env("n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	record := filepath.Join(dir, "syncs.log")
+	dd := func(name string) *exec.Cmd {
+		cmd := exec.Command("dd", "if=/dev/zero", "of="+name, "bs=10", "count=1", "conv=fsync", "status=none")
+		cmd.Dir = dir
+		cmd.Env = append(append(os.Environ(), env...), durable.EnvFile+"="+record)
+		return cmd
+	}
+	syncs := func() []durable.Sync {
+		t.Helper()
+		b, err := os.ReadFile(record)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []durable.Sync
+		for _, l := range strings.Split(strings.TrimSuffix(string(b), "\n"), "\n") {
+			if l == "" {
+				continue
+			}
+			s, err := durable.ParseLine(l)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, s)
+		}
+		return out
+	}
+	monotonic := func() int64 {
+		var ts unix.Timespec
+		if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+			t.Fatal(err)
+		}
+		return ts.Nano()
+	}
+
+	const delay = 700 * time.Millisecond
+	if err := c.SetSyncDelay("n1", delay); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.SyncDelay("n1"); got != delay {
+		t.Fatalf("SyncDelay = %v, want %v", got, delay)
+	}
+	started := monotonic()
+	if out, err := dd("a").CombinedOutput(); err != nil {
+		t.Fatalf("dd: %v: %s", err, out)
+	}
+	s := syncs()
+	if len(s) != 1 {
+		t.Fatalf("%d syncs recorded, want dd's one", len(s))
+	}
+	if waited := time.Duration(s[0].Began - started); waited < delay {
+		t.Errorf("dd's fsync began %v after dd started, want at least the sync delay %v", waited, delay)
+	}
+
+	// A delay too long to wait out, cleared while a sync waits for it.
+	if err := c.SetSyncDelay("n1", MaxSyncDelay); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SetSyncDelay("n1", MaxSyncDelay+time.Second); err == nil {
+		t.Error("SetSyncDelay took a delay longer than MaxSyncDelay")
+	}
+	waiting := dd("b")
+	if err := waiting.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- waiting.Wait() }()
+	// dd waits in the shim's clock_nanosleep before its fsync begins.
+	sleeping := fmt.Sprintf("%d ", unix.SYS_CLOCK_NANOSLEEP)
+	for {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/syscall", waiting.Process.Pid))
+		if err != nil {
+			t.Fatalf("dd ended before it waited for its sync (%v)", err)
+		}
+		if strings.HasPrefix(string(b), sleeping) {
+			if st, err := os.Stat(filepath.Join(dir, "b")); err == nil && st.Size() == 10 {
+				break
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := c.SetSyncDelay("n1", 0); err != nil {
+		t.Fatal(err)
+	}
+	if c.SyncDelay("n1") != 0 {
+		t.Errorf("SyncDelay = %v after the clear", c.SyncDelay("n1"))
+	}
+	guard := time.After(MaxSyncDelay / 2)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("dd waiting for its sync: %v", err)
+		}
+	case <-guard:
+		waiting.Process.Kill()
+		t.Fatalf("a sync waiting for a %v delay still waits %v after the delay was cleared", MaxSyncDelay, MaxSyncDelay/2)
+	}
+	after := dd("c")
+	if err := after.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { done <- after.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("dd after the clear: %v", err)
+		}
+	case <-guard:
+		after.Process.Kill()
+		t.Fatalf("a sync begun after the delay was cleared still waits for it")
+	}
+	if n := len(syncs()); n != 3 {
+		t.Errorf("%d syncs recorded, want 3", n)
 	}
 }
