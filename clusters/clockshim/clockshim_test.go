@@ -2,7 +2,9 @@ package clockshim
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,13 +13,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/go-zookeeper/zk"
+	"github.com/jackc/pgx/v5"
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/backend"
 	"github.com/locktest/locktest/clusters/durable"
 	"github.com/locktest/locktest/clusters/local"
 	"github.com/locktest/locktest/testkit/gate"
+	"github.com/locktest/locktest/testkit/testcluster"
 	"golang.org/x/sys/unix"
 )
 
@@ -513,4 +519,132 @@ func TestSyncDelayIsSetAndClearedAtRunTime(t *testing.T) {
 	if n := len(syncs()); n != 3 {
 		t.Errorf("%d syncs recorded, want 3", n)
 	}
+}
+
+// TestSyncDelaySlowsTheServers starts, under the shim, each server that
+// syncs through libc before it answers a write — redis-server under
+// appendfsync always, a standalone ZooKeeper (whose JVM syncs its
+// transaction log), PostgreSQL and MariaDB at a commit — sets the node's
+// sync delay at run time, and needs a write then to take at least the
+// delay; after the clear the node takes writes again.
+func TestSyncDelaySlowsTheServers(t *testing.T) {
+	const delay = 800 * time.Millisecond
+	ctx := context.Background()
+	start := func(t *testing.T, c *Clocks, kind string, persistence string) clusters.Node {
+		t.Helper()
+		cl, err := local.New(kind, local.Options{Nodes: 1, Dir: t.TempDir(), Persistence: persistence,
+			NodeEnv: func(n string) []string {
+				env, err := c.Env(n)
+				if err != nil {
+					t.Error(err)
+				}
+				return env
+			}})
+		cl = testcluster.Started(t, cl, err)
+		return cl.Nodes()[0]
+	}
+	slowWrite := func(t *testing.T, c *Clocks, node string, write func() error) {
+		t.Helper()
+		if err := write(); err != nil {
+			t.Fatalf("a write before the delay: %v", err)
+		}
+		if err := c.SetSyncDelay(node, delay); err != nil {
+			t.Fatal(err)
+		}
+		began := time.Now()
+		if err := write(); err != nil {
+			t.Fatalf("a write under the delay: %v", err)
+		}
+		if took := time.Since(began); took < delay {
+			t.Errorf("a write took %v with every sync %v late, want at least the delay", took, delay)
+		}
+		if err := c.SetSyncDelay(node, 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := write(); err != nil {
+			t.Fatalf("a write after the clear: %v", err)
+		}
+	}
+
+	t.Run("redis", func(t *testing.T) {
+		gate.Need(t, "redis-server")
+		c, _ := build(t)
+		n := start(t, c, "redis", backend.PersistenceAlways)
+		rc := goredis.NewClient(&goredis.Options{Addr: n.Addr, Protocol: 2, ReadTimeout: time.Minute, WriteTimeout: time.Minute})
+		defer rc.Close()
+		i := 0
+		slowWrite(t, c, n.Name, func() error {
+			i++
+			return rc.Set(ctx, fmt.Sprint("k", i), "v", 0).Err()
+		})
+	})
+
+	t.Run("zookeeper", func(t *testing.T) {
+		gate.Need(t, "java")
+		c, _ := build(t)
+		n := start(t, c, "zookeeper", "")
+		conn, _, err := zk.Connect([]string{n.Addr}, 30*time.Second, zk.WithLogInfo(false))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		i := 0
+		slowWrite(t, c, n.Name, func() error {
+			i++
+			var err error
+			for range 50 { // until the session is established
+				if _, err = conn.Create(fmt.Sprint("/k", i), nil, 0, zk.WorldACL(zk.PermAll)); err != zk.ErrNoServer && err != zk.ErrConnectionClosed {
+					return err
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			return err
+		})
+	})
+
+	// Each SQL write is one row in a transaction of its own, in a table of
+	// the database the client logs in to (PostgreSQL) or of test (MariaDB).
+	createTable := func(db string) string { return "CREATE TABLE " + db + "slow (n INT)" }
+	insertRow := func(db string) string { return "INSERT INTO " + db + "slow VALUES (1)" }
+
+	t.Run("postgres", func(t *testing.T) {
+		c, _ := build(t)
+		n := start(t, c, "postgres", "")
+		host, port, _ := net.SplitHostPort(n.Addr)
+		db, err := pgx.Connect(ctx, fmt.Sprintf("host=%s port=%s user=%s dbname=%s sslmode=disable", host, port, backend.PostgresUser, backend.PostgresUser))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close(ctx)
+		if _, err := db.Exec(ctx, createTable("")); err != nil {
+			t.Fatal(err)
+		}
+		slowWrite(t, c, n.Name, func() error {
+			_, err := db.Exec(ctx, insertRow(""))
+			return err
+		})
+	})
+
+	t.Run("mariadb", func(t *testing.T) {
+		c, _ := build(t)
+		n := start(t, c, "mysql", "")
+		cfg := mysql.NewConfig()
+		cfg.User, cfg.Net, cfg.Addr = "root", "tcp", n.Addr
+		conn, err := mysql.NewConnector(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		db := sql.OpenDB(conn)
+		defer db.Close()
+		if _, err := db.ExecContext(ctx, "CREATE DATABASE IF NOT EXISTS test"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.ExecContext(ctx, createTable("test.")); err != nil {
+			t.Fatal(err)
+		}
+		slowWrite(t, c, n.Name, func() error {
+			_, err := db.ExecContext(ctx, insertRow("test."))
+			return err
+		})
+	})
 }
