@@ -2,7 +2,7 @@
 // and the optional abilities a provider has to hurt them, all of them here:
 // its cluster's (Killer, PowerCutter, Pauser, LogCollector, and RoleReader
 // and Targeter, which faults use to choose their node) and its platform's
-// (Network, Delayer, Clocks). Providers live in sub-packages (local,
+// (Network, Delayer, Clocks, SyncDelayer). Providers live in sub-packages (local,
 // docker, ssh) and implement them; roles reads a node's role for every
 // provider, and backend holds each lock service's facts for every
 // provider. A fault that needs an ability
@@ -175,6 +175,14 @@ type Delayer interface {
 type Clocks interface {
 	Set(node string, d time.Duration) error
 	Offset(node string) time.Duration
+}
+
+// SyncDelayer slows nodes' disks: SetSyncDelay makes every fsync and
+// fdatasync of node's processes begin d late, from the next one they
+// begin, until it is set again (0: on time); SyncDelay is the delay set.
+type SyncDelayer interface {
+	SetSyncDelay(node string, d time.Duration) error
+	SyncDelay(node string) time.Duration
 }
 
 // LogCollector can copy every node's log into a directory.

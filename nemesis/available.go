@@ -37,6 +37,8 @@ const (
 	NeedDelay Ability = "delay"
 	// NeedClocks: move nodes' wall clocks (Env.Clocks).
 	NeedClocks Ability = "clocks"
+	// NeedSyncDelay: make nodes' syncs begin late (Env.Disks).
+	NeedSyncDelay Ability = "sync-delay"
 	// NeedSeparateClients: a network that can cut one client off or put
 	// clients on different sides (not a clusters.SharedClientAddress).
 	NeedSeparateClients Ability = "separate-clients"
@@ -58,6 +60,7 @@ var abilities = map[Ability]func(env Env) error{
 	NeedNetwork:      needNetwork,
 	NeedDelay:        needDelayer,
 	NeedClocks:       needClocks,
+	NeedSyncDelay:    needDisks,
 	// A network that cannot tell clients apart makes these unavailable.
 	NeedSeparateClients: needSeparateClients,
 	NeedClientGroups:    needClientGroups,
@@ -163,6 +166,14 @@ func needDelayer(env Env) error {
 func needClocks(env Env) error {
 	if env.Clocks == nil {
 		return fmt.Errorf("%w: %s", ErrUnavailable, orDefault(env.ClockReason, "the run has no clock shim"))
+	}
+	return nil
+}
+
+// needDisks: a fault that slows nodes' syncs.
+func needDisks(env Env) error {
+	if env.Disks == nil {
+		return fmt.Errorf("%w: %s", ErrUnavailable, orDefault(env.DiskReason, "the run has no shim to slow its nodes' syncs"))
 	}
 	return nil
 }

@@ -59,6 +59,11 @@ type Env struct {
 	Clocks      ClockControl
 	ClockReason string
 
+	// Disks slows nodes' syncs; nil when the run cannot (no shim, or nodes
+	// that sync without libc), and DiskReason says why.
+	Disks      SyncDelayer
+	DiskReason string
+
 	// Targets pins what a fault may hit: for a fault name, the nodes (by
 	// name or role), client hosts ("c0", client-isolate and reply-loss only) or processes
 	// ("p0") to choose among, each fault giving the pin its own meaning (see
@@ -88,6 +93,9 @@ type Delayer = clusters.Delayer
 
 // ClockControl is what clock faults need of the platform (clusters.Clocks).
 type ClockControl = clusters.Clocks
+
+// SyncDelayer is what slow-disk needs of the platform (clusters.SyncDelayer).
+type SyncDelayer = clusters.SyncDelayer
 
 // CrashableClients is the part of the pool kill-client needs.
 type CrashableClients interface {

@@ -162,6 +162,7 @@ func TestEveryFaultSettingCanBePlanned(t *testing.T) {
 		"clock-bump":      {"30s", "1 minute", "is not a duration"},
 		"clock-direction": {"backward", "sideways", `must be forward or backward, got "sideways"`},
 		"strobe":          {"10ms", "", "is not a duration"},
+		"sync-delay":      {"1.5s", "0s", "must be positive and at most 10m0s, got 0s"},
 		"delay":           {"50ms", "fast", "is not a duration"},
 		"loss":            {"0.25", "1.5", "must be in (0, 1], got 1.5"},
 		"kill-holder":     {"true", "yes please", `"yes please" is not true or false`},

@@ -46,6 +46,9 @@ type providerSetup struct {
 	netReason string
 	clocks    *clockshim.Clocks
 	clockWhy  string
+	// diskWhy says why the run's nodes' syncs cannot be slowed
+	// (slow-disk), when the run asked for it.
+	diskWhy string
 	// syncs is set when the nodes record what they sync, for power-loss
 	// (C servers under the clock shim, wherever the provider puts it, and
 	// the node program's servers under its sync tracer); powerWhy says
@@ -85,11 +88,16 @@ func setupProvider(ctx context.Context, cfg Config, impl impls.Impl, dir string,
 	// unavailable (nemesis.NeedPowerCut).
 	clocks := nemesis.Needs(cfg.faultParts(), nemesis.NeedClocks)
 	power := nemesis.Needs(cfg.faultParts(), nemesis.NeedPowerCut) && ab[provider.SyncRecords] == ""
-	if clocks || power {
+	disks := nemesis.Needs(cfg.faultParts(), nemesis.NeedSyncDelay)
+	if clocks || power || disks {
 		switch {
 		case backend.ClockShimReason(impl.Backend) != "":
 			if clocks {
 				p.clockWhy = backend.ClockShimReason(impl.Backend)
+			}
+			if disks {
+				p.diskWhy = "the LD_PRELOAD shim, which slows a node's fsync and fdatasync, cannot reach the nodes of " +
+					impl.Backend + ": " + backend.ClockShimReason(impl.Backend)
 			}
 			// Locktest's node program records its own syncs, under its
 			// sync tracer, where the provider names the record.
@@ -102,6 +110,9 @@ func setupProvider(ctx context.Context, cfg Config, impl impls.Impl, dir string,
 				}
 				if power {
 					p.powerWhy = "the nodes cannot record what they sync: " + err.Error()
+				}
+				if disks {
+					p.diskWhy = "the nodes' syncs cannot be slowed: " + err.Error()
 				}
 				break
 			}
@@ -298,6 +309,23 @@ func clockControl(p *providerSetup) nemesis.ClockControl {
 		return nil
 	}
 	return p.clocks
+}
+
+// diskControl returns what slows the run's nodes' syncs as the nemesis
+// sees it, or nil and why not: the shim's mapping of each node, where the
+// run gave the nodes its own shim, or the provider's clocks when they
+// can slow syncs too.
+func diskControl(p *providerSetup) (nemesis.SyncDelayer, string) {
+	if c := p.p.Clocks(); c != nil {
+		if d, ok := c.(nemesis.SyncDelayer); ok {
+			return d, ""
+		}
+		return nil, "the provider runs the shim on its own hosts, where it cannot set a node's sync delay"
+	}
+	if p.clocks == nil {
+		return nil, cmp.Or(p.diskWhy, p.p.ClockReason(), "the run has no shim to slow its nodes' syncs")
+	}
+	return p.clocks, ""
 }
 
 // nodes is what the run gives its provider's cluster: the run's folder,

@@ -503,6 +503,7 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 		Clocks: clockControl(prov), ClockReason: prov.clockWhy,
 		Targets: cfg.Targets, Stagger: cfg.Stagger, Settings: cfg.FaultSettings,
 	}
+	env.Disks, env.DiskReason = diskControl(prov)
 	faults, steps, unavailable, err := buildFaults(prov, cfg, env)
 	if err != nil {
 		return nil, err

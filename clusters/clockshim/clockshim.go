@@ -6,6 +6,12 @@
 // one atomic store into the shared mapping, visible to the node at its next
 // clock read.
 //
+// The same mapping carries a sync delay: a Clocks's SetSyncDelay makes
+// every fsync and fdatasync of the node begin that late, from its next
+// sync on (and releases a sync already waiting, within 10 ms, when it
+// clears the delay), for the slow-disk fault; EnvSyncDelay does the same
+// for a process's whole life.
+//
 // The same library records, for the power-loss fault, what a node has made
 // durable: with durable.EnvFile in its environment, a process appends a
 // line to that file after each fsync or fdatasync of a regular file that
@@ -13,7 +19,8 @@
 //
 // Processes that read the wall clock without libc — Go programs such as the
 // embedded etcd member — are not moved by the shim; clock faults on them are
-// not applicable, which is itself a finding of the debate.
+// not applicable, which is itself a finding of the debate. They sync without
+// libc too, so the shim cannot slow their syncs either.
 package clockshim
 
 import (
@@ -43,8 +50,21 @@ const EnvFile = "LOCKTEST_CLOCK_FILE"
 // EnvSyncDelay is the variable that makes every fsync and fdatasync of a
 // process under the shim begin that many milliseconds late (decimal digits,
 // at most 600000): a slow disk, made exact, for a test that needs a sync in
-// progress for a known time. Unset or 0 delays nothing.
+// progress for a known time. Unset or 0 delays nothing. With a sync delay
+// set in the node's mapping too (Clocks.SetSyncDelay), a sync waits the
+// longer of the two.
 const EnvSyncDelay = "LOCKTEST_SYNC_DELAY_MS"
+
+// MaxSyncDelay is the longest sync delay SetSyncDelay takes (and the
+// longest EnvSyncDelay's, 600000 ms).
+const MaxSyncDelay = 10 * time.Minute
+
+// The words of a node's mapped file: its clock offset, and its sync delay,
+// each a signed 64-bit count of nanoseconds (csrc/shim.c reads them).
+const (
+	offsetWord    = 0
+	syncDelayWord = 8
+)
 
 // CacheDir returns where the compiled library is kept:
 // $XDG_CACHE_HOME/locktest or ~/.cache/locktest.
@@ -132,6 +152,11 @@ type offsetFile struct {
 	mem  []byte
 }
 
+// word returns the 64-bit word of the mapping at byte offset at.
+func (f *offsetFile) word(at int) *int64 {
+	return (*int64)(unsafe.Pointer(&f.mem[at]))
+}
+
 // New returns Clocks that keep offset files in dir and preload lib (from
 // Build).
 func New(lib, dir string) (*Clocks, error) {
@@ -157,7 +182,7 @@ func (c *Clocks) Set(node string, d time.Duration) error {
 	if err != nil {
 		return err
 	}
-	atomic.StoreInt64((*int64)(unsafe.Pointer(&f.mem[0])), int64(d))
+	atomic.StoreInt64(f.word(offsetWord), int64(d))
 	return nil
 }
 
@@ -167,7 +192,35 @@ func (c *Clocks) Offset(node string) time.Duration {
 	if err != nil {
 		return 0
 	}
-	return time.Duration(atomic.LoadInt64((*int64)(unsafe.Pointer(&f.mem[0]))))
+	return time.Duration(atomic.LoadInt64(f.word(offsetWord)))
+}
+
+// SetSyncDelay makes every fsync and fdatasync of node's processes begin d
+// late (d within [0, MaxSyncDelay]; 0 delays nothing), from the next one
+// they begin; a sync already waiting waits for the delay then in force,
+// counted from its own start, which it reads again every 10 ms. The
+// processes of the node keep it across restarts, as they map the same
+// file.
+func (c *Clocks) SetSyncDelay(node string, d time.Duration) error {
+	if d < 0 || d > MaxSyncDelay {
+		return fmt.Errorf("clock shim: sync delay %v of node %s is not within [0, %v]", d, node, MaxSyncDelay)
+	}
+	f, err := c.file(node)
+	if err != nil {
+		return err
+	}
+	atomic.StoreInt64(f.word(syncDelayWord), int64(d))
+	return nil
+}
+
+// SyncDelay returns node's sync delay as SetSyncDelay set it (0 when
+// none).
+func (c *Clocks) SyncDelay(node string) time.Duration {
+	f, err := c.file(node)
+	if err != nil {
+		return 0
+	}
+	return time.Duration(atomic.LoadInt64(f.word(syncDelayWord)))
 }
 
 // Reset sets every node's offset back to zero.
@@ -175,16 +228,19 @@ func (c *Clocks) Reset() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, f := range c.files {
-		atomic.StoreInt64((*int64)(unsafe.Pointer(&f.mem[0])), 0)
+		atomic.StoreInt64(f.word(offsetWord), 0)
 	}
 }
 
-// Close resets every offset and unmaps the files (they stay in dir, as a
-// record of the last offsets).
+// Close resets every offset and sync delay and unmaps the files (they stay
+// in dir, as a record of the last offsets).
 func (c *Clocks) Close() error {
 	c.Reset()
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	for _, f := range c.files {
+		atomic.StoreInt64(f.word(syncDelayWord), 0)
+	}
 	var errs []error
 	for n, f := range c.files {
 		errs = append(errs, unix.Munmap(f.mem))

@@ -2,7 +2,9 @@ package clockshim
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,13 +13,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/go-zookeeper/zk"
+	"github.com/jackc/pgx/v5"
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/backend"
 	"github.com/locktest/locktest/clusters/durable"
 	"github.com/locktest/locktest/clusters/local"
 	"github.com/locktest/locktest/testkit/gate"
+	"github.com/locktest/locktest/testkit/testcluster"
+	"golang.org/x/sys/unix"
 )
 
 func build(t *testing.T) (*Clocks, string) {
@@ -380,4 +387,264 @@ func TestEverysecKillLosesAWriteMadeDuringTheFsync(t *testing.T) {
 		}
 		return
 	}
+}
+
+// TestSyncDelayIsSetAndClearedAtRunTime sets a node's sync delay through
+// its mapping (SetSyncDelay), as the slow-disk fault does, and runs dd,
+// which writes a file and fsyncs it through libc, under the node's shim
+// environment with a sync record: the fsync begins at least the delay
+// after dd started. Then the delay is made ten minutes long and a dd is
+// left waiting in its fsync; clearing the delay releases it, and a dd
+// started after the clear syncs too. Neither can finish before their ten
+// minutes if the clear does not reach the shim, so a five-minute guard
+// tells a broken clear from a slow machine without timing the clear itself.
+func TestSyncDelayIsSetAndClearedAtRunTime(t *testing.T) {
+	gate.Need(t, "dd")
+	c, _ := build(t)
+	dir := t.TempDir()
+	env, err := c.Env("n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	record := filepath.Join(dir, "syncs.log")
+	dd := func(name string) *exec.Cmd {
+		cmd := exec.Command("dd", "if=/dev/zero", "of="+name, "bs=10", "count=1", "conv=fsync", "status=none")
+		cmd.Dir = dir
+		cmd.Env = append(append(os.Environ(), env...), durable.EnvFile+"="+record)
+		return cmd
+	}
+	syncs := func() []durable.Sync {
+		t.Helper()
+		b, err := os.ReadFile(record)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []durable.Sync
+		for _, l := range strings.Split(strings.TrimSuffix(string(b), "\n"), "\n") {
+			if l == "" {
+				continue
+			}
+			s, err := durable.ParseLine(l)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, s)
+		}
+		return out
+	}
+	monotonic := func() int64 {
+		var ts unix.Timespec
+		if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+			t.Fatal(err)
+		}
+		return ts.Nano()
+	}
+
+	const delay = 700 * time.Millisecond
+	if err := c.SetSyncDelay("n1", delay); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.SyncDelay("n1"); got != delay {
+		t.Fatalf("SyncDelay = %v, want %v", got, delay)
+	}
+	started := monotonic()
+	if out, err := dd("a").CombinedOutput(); err != nil {
+		t.Fatalf("dd: %v: %s", err, out)
+	}
+	s := syncs()
+	if len(s) != 1 {
+		t.Fatalf("%d syncs recorded, want dd's one", len(s))
+	}
+	if waited := time.Duration(s[0].Began - started); waited < delay {
+		t.Errorf("dd's fsync began %v after dd started, want at least the sync delay %v", waited, delay)
+	}
+
+	// A delay too long to wait out, cleared while a sync waits for it.
+	if err := c.SetSyncDelay("n1", MaxSyncDelay); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SetSyncDelay("n1", MaxSyncDelay+time.Second); err == nil {
+		t.Error("SetSyncDelay took a delay longer than MaxSyncDelay")
+	}
+	waiting := dd("b")
+	if err := waiting.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- waiting.Wait() }()
+	// dd waits in the shim's clock_nanosleep before its fsync begins.
+	sleeping := fmt.Sprintf("%d ", unix.SYS_CLOCK_NANOSLEEP)
+	for {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/syscall", waiting.Process.Pid))
+		if err != nil {
+			t.Fatalf("dd ended before it waited for its sync (%v)", err)
+		}
+		if strings.HasPrefix(string(b), sleeping) {
+			if st, err := os.Stat(filepath.Join(dir, "b")); err == nil && st.Size() == 10 {
+				break
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := c.SetSyncDelay("n1", 0); err != nil {
+		t.Fatal(err)
+	}
+	if c.SyncDelay("n1") != 0 {
+		t.Errorf("SyncDelay = %v after the clear", c.SyncDelay("n1"))
+	}
+	guard := time.After(MaxSyncDelay / 2)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("dd waiting for its sync: %v", err)
+		}
+	case <-guard:
+		waiting.Process.Kill()
+		t.Fatalf("a sync waiting for a %v delay still waits %v after the delay was cleared", MaxSyncDelay, MaxSyncDelay/2)
+	}
+	after := dd("c")
+	if err := after.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { done <- after.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("dd after the clear: %v", err)
+		}
+	case <-guard:
+		after.Process.Kill()
+		t.Fatalf("a sync begun after the delay was cleared still waits for it")
+	}
+	if n := len(syncs()); n != 3 {
+		t.Errorf("%d syncs recorded, want 3", n)
+	}
+}
+
+// TestSyncDelaySlowsTheServers starts, under the shim, each server that
+// syncs through libc before it answers a write — redis-server under
+// appendfsync always, a standalone ZooKeeper (whose JVM syncs its
+// transaction log), PostgreSQL and MariaDB at a commit — sets the node's
+// sync delay at run time, and needs a write then to take at least the
+// delay; after the clear the node takes writes again.
+func TestSyncDelaySlowsTheServers(t *testing.T) {
+	const delay = 800 * time.Millisecond
+	ctx := context.Background()
+	start := func(t *testing.T, c *Clocks, kind string, persistence string) clusters.Node {
+		t.Helper()
+		cl, err := local.New(kind, local.Options{Nodes: 1, Dir: t.TempDir(), Persistence: persistence,
+			NodeEnv: func(n string) []string {
+				env, err := c.Env(n)
+				if err != nil {
+					t.Error(err)
+				}
+				return env
+			}})
+		cl = testcluster.Started(t, cl, err)
+		return cl.Nodes()[0]
+	}
+	slowWrite := func(t *testing.T, c *Clocks, node string, write func() error) {
+		t.Helper()
+		if err := write(); err != nil {
+			t.Fatalf("a write before the delay: %v", err)
+		}
+		if err := c.SetSyncDelay(node, delay); err != nil {
+			t.Fatal(err)
+		}
+		began := time.Now()
+		if err := write(); err != nil {
+			t.Fatalf("a write under the delay: %v", err)
+		}
+		if took := time.Since(began); took < delay {
+			t.Errorf("a write took %v with every sync %v late, want at least the delay", took, delay)
+		}
+		if err := c.SetSyncDelay(node, 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := write(); err != nil {
+			t.Fatalf("a write after the clear: %v", err)
+		}
+	}
+
+	t.Run("redis", func(t *testing.T) {
+		gate.Need(t, "redis-server")
+		c, _ := build(t)
+		n := start(t, c, "redis", backend.PersistenceAlways)
+		rc := goredis.NewClient(&goredis.Options{Addr: n.Addr, Protocol: 2, ReadTimeout: time.Minute, WriteTimeout: time.Minute})
+		defer rc.Close()
+		i := 0
+		slowWrite(t, c, n.Name, func() error {
+			i++
+			return rc.Set(ctx, fmt.Sprint("k", i), "v", 0).Err()
+		})
+	})
+
+	t.Run("zookeeper", func(t *testing.T) {
+		gate.Need(t, "java")
+		c, _ := build(t)
+		n := start(t, c, "zookeeper", "")
+		conn, _, err := zk.Connect([]string{n.Addr}, 30*time.Second, zk.WithLogInfo(false))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		i := 0
+		slowWrite(t, c, n.Name, func() error {
+			i++
+			var err error
+			for range 50 { // until the session is established
+				if _, err = conn.Create(fmt.Sprint("/k", i), nil, 0, zk.WorldACL(zk.PermAll)); err != zk.ErrNoServer && err != zk.ErrConnectionClosed {
+					return err
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			return err
+		})
+	})
+
+	// Each SQL write is one row in a transaction of its own, in a table of
+	// the database the client logs in to (PostgreSQL) or of test (MariaDB).
+	createTable := func(db string) string { return "CREATE TABLE " + db + "slow (n INT)" }
+	insertRow := func(db string) string { return "INSERT INTO " + db + "slow VALUES (1)" }
+
+	t.Run("postgres", func(t *testing.T) {
+		c, _ := build(t)
+		n := start(t, c, "postgres", "")
+		host, port, _ := net.SplitHostPort(n.Addr)
+		db, err := pgx.Connect(ctx, fmt.Sprintf("host=%s port=%s user=%s dbname=%s sslmode=disable", host, port, backend.PostgresUser, backend.PostgresUser))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close(ctx)
+		if _, err := db.Exec(ctx, createTable("")); err != nil {
+			t.Fatal(err)
+		}
+		slowWrite(t, c, n.Name, func() error {
+			_, err := db.Exec(ctx, insertRow(""))
+			return err
+		})
+	})
+
+	t.Run("mariadb", func(t *testing.T) {
+		c, _ := build(t)
+		n := start(t, c, "mysql", "")
+		cfg := mysql.NewConfig()
+		cfg.User, cfg.Net, cfg.Addr = "root", "tcp", n.Addr
+		conn, err := mysql.NewConnector(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		db := sql.OpenDB(conn)
+		defer db.Close()
+		if _, err := db.ExecContext(ctx, "CREATE DATABASE IF NOT EXISTS test"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.ExecContext(ctx, createTable("test.")); err != nil {
+			t.Fatal(err)
+		}
+		slowWrite(t, c, n.Name, func() error {
+			_, err := db.ExecContext(ctx, insertRow("test."))
+			return err
+		})
+	})
 }

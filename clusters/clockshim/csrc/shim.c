@@ -17,6 +17,14 @@
  * LOCKTEST_SYNC_DELAY_MS makes every fsync and fdatasync begin that many
  * milliseconds late, recorded or not: a slow disk, made exact.
  *
+ * The same mapped file holds, in its second signed 64-bit word (bytes 8 to
+ * 15), a sync delay in nanoseconds that the harness sets and clears at run
+ * time (the slow-disk fault): each fsync and fdatasync reads it as it
+ * begins, and waits the longer of it and LOCKTEST_SYNC_DELAY_MS. A sync
+ * already waiting reads it again every 10 ms, so that a delay cleared (or
+ * shortened) releases it then; it never waits less than the delay in force
+ * since it began.
+ *
  * Everything here reaches the kernel by raw system calls, never through libc
  * or dlsym: redis-server's jemalloc reads the clock while it initialises, and
  * a shim that called malloc or dlsym then (as libfaketime does) would recurse
@@ -65,13 +73,32 @@ static long raw_syscall6(long n, long a, long b, long c, long d, long e, long f)
 	return ret;
 }
 
-/* offset points at the mapped offset word once the constructor ran. */
+/*
+ * offset points at the mapped offset word once the constructor ran; the
+ * word after it is the sync delay the harness sets (mapped_sync_delay).
+ */
 static volatile int64_t *offset;
 
 static int64_t current_offset(void)
 {
 	volatile int64_t *p = __atomic_load_n(&offset, __ATOMIC_ACQUIRE);
 	return p ? __atomic_load_n(p, __ATOMIC_RELAXED) : 0;
+}
+
+/* max_sync_delay_ns is the longest delay a sync takes: 600 s. */
+#define max_sync_delay_ns (600000 * 1000000LL)
+
+/*
+ * mapped_sync_delay returns the sync delay the harness set in the mapped
+ * file, in nanoseconds, within [0, max_sync_delay_ns]; 0 without a file.
+ */
+static int64_t mapped_sync_delay(void)
+{
+	volatile int64_t *p = __atomic_load_n(&offset, __ATOMIC_ACQUIRE);
+	int64_t d = p ? __atomic_load_n(p + 1, __ATOMIC_RELAXED) : 0;
+	if (d < 0)
+		return 0;
+	return d > max_sync_delay_ns ? max_sync_delay_ns : d;
 }
 
 static const char clock_env[] = "LOCKTEST_CLOCK_FILE=";
@@ -305,15 +332,56 @@ static void record_sync(int fd, const struct pending_sync *ps)
 	raw_syscall6(SYS_close, rec, 0, 0, 0, 0, 0);
 }
 
+static int64_t monotonic_ns(void)
+{
+	struct timespec ts;
+	if (raw_syscall6(SYS_clock_gettime, CLOCK_MONOTONIC, (long)&ts, 0, 0, 0, 0) < 0)
+		return -1;
+	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* sync_poll_ns is how often a waiting sync reads the mapped delay again. */
+#define sync_poll_ns 10000000LL
+
+/*
+ * delay_sync waits, before a sync begins, the longer of the delay of
+ * LOCKTEST_SYNC_DELAY_MS and the mapped one, counted from its call. It
+ * reads the mapped delay again every sync_poll_ns while it waits, and ends
+ * once the delay then in force has passed since its call: a delay cleared
+ * by the harness releases the syncs waiting for it.
+ */
+static void delay_sync(void)
+{
+	int64_t d = mapped_sync_delay();
+	if (d < sync_delay_ns)
+		d = sync_delay_ns;
+	if (d <= 0)
+		return;
+	int64_t start = monotonic_ns();
+	if (start < 0)
+		return;
+	for (;;) {
+		int64_t now = monotonic_ns();
+		if (now < 0)
+			return;
+		int64_t left = start + d - now;
+		if (left <= 0)
+			return;
+		if (left > sync_poll_ns)
+			left = sync_poll_ns;
+		struct timespec ts = {left / 1000000000LL, left % 1000000000LL};
+		raw_syscall6(SYS_clock_nanosleep, CLOCK_MONOTONIC, 0, (long)&ts, 0, 0, 0);
+		d = mapped_sync_delay();
+		if (d < sync_delay_ns)
+			d = sync_delay_ns;
+	}
+}
+
 /* synced runs the sync system call nr on fd and records it if it succeeds. */
 static int synced(long nr, int fd)
 {
 	struct pending_sync ps;
-	if (sync_delay_ns > 0) {
-		struct timespec d = {sync_delay_ns / 1000000000LL, sync_delay_ns % 1000000000LL};
-		while (raw_syscall6(SYS_clock_nanosleep, CLOCK_MONOTONIC, 0, (long)&d, (long)&d, 0, 0) == -EINTR)
-			;
-	}
+	delay_sync();
 	before_sync(fd, &ps);
 	long r = raw_syscall6(nr, fd, 0, 0, 0, 0, 0);
 	if (r < 0) {
