@@ -13,10 +13,15 @@ import (
 func init() {
 	registerRedis(impls.Impl{
 		Name: "seeded-get-then-set", Fenced: true, TokenSource: "Redis INCR counter, in the set's Lua script",
-		Seeded: "check-then-set: GET the key, and SET it (without NX) when it was absent, in two steps",
+		Seeded: "check-then-set: GET the key, and SET it (without NX) when it was absent, in two steps (pause point between-get-and-set between them)",
+		Points: []string{HookBetweenGetAndSet},
 		New:    newRedisImpl(func(c *setNXPX) impls.Client { return &getThenSet{c} }),
 	})
 }
+
+// HookBetweenGetAndSet is the Config.Hook point seeded-get-then-set passes
+// after its GET found the key absent and before it sets it.
+const HookBetweenGetAndSet = "between-get-and-set"
 
 // setPXIncr sets KEYS[1] to ARGV[1] for ARGV[2] ms whatever it holds and
 // returns the incremented KEYS[2].
@@ -40,6 +45,7 @@ func (c *getThenSet) Acquire(ctx context.Context, lock string, ttl time.Duration
 	} else if !errors.Is(err, goredis.Nil) {
 		return impls.Lease{}, err
 	}
+	c.cfg.Pass(HookBetweenGetAndSet)
 	tok, err := setPXIncr.Run(ctx, c.rdb, []string{lock, fenceKey(lock)}, value, ttl.Milliseconds()).Int64()
 	if err != nil {
 		return impls.Lease{}, err
