@@ -217,7 +217,10 @@ func TestClockAfterReplyTimesTheLeaseFromTheReply(t *testing.T) {
 	var reads []time.Duration
 	c := redisClient(t, "seeded-clock-after-reply", addr, 1, func(cfg *impls.Config) {
 		// A clock that moves a second at every reading.
-		cfg.Now = func() time.Duration { reads = append(reads, time.Duration(len(reads))*time.Second); return reads[len(reads)-1] }
+		cfg.Now = func() time.Duration {
+			reads = append(reads, time.Duration(len(reads))*time.Second)
+			return reads[len(reads)-1]
+		}
 	})
 	l := mustAcquire(t, c, "lock-0", time.Minute)
 	if len(reads) < 2 || l.ValidUntil != reads[len(reads)-1]+time.Minute {
