@@ -57,8 +57,9 @@ type Safety struct {
 	FirstViolation, Workload float64
 	// FirstOf is, for each kind of anomaly the run holds (of
 	// checker.AnomalyKinds, the stuck lock included), the time in seconds
-	// from the run's start of the earliest op of an anomaly of that kind;
-	// nil without a history.
+	// from the workload's first op to the earliest op of an anomaly of
+	// that kind; nil without a history. Unlike FirstViolation, it leaves
+	// out the cluster's start, which a loaded machine stretches.
 	FirstOf map[string]float64
 }
 
@@ -80,7 +81,7 @@ func (s Safety) SurvivalTimes(r runstore.Results, h history.History) Safety {
 				if s.FirstOf == nil {
 					s.FirstOf = map[string]float64{}
 				}
-				s.FirstOf[a.Kind] = t
+				s.FirstOf[a.Kind] = max(t-float64(h[0].Time)/1e9, 0)
 			}
 		}
 	}

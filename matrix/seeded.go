@@ -33,7 +33,9 @@ func SeededImpls() []string {
 // checker.AnomalyKinds, the stuck lock included) of a kind that no run of
 // the recipe in the same column holds. An anomaly of a kind the recipe
 // shows too does not tell the bug from the recipe's own weakness (a lease
-// that a paused holder outlives, say). The time of a run that caught it is
+// that a paused holder outlives, say); a token regression and a duplicate
+// token count as one kind here, since one restarted counter shows as
+// either. The time of a run that caught it is
 // that of its earliest anomaly of those kinds (Safety.FirstOf). Detect
 // reads only the results and the impls' registrations.
 func Detect(classes []Class, results []Result) []reports.SeededBug {
@@ -129,7 +131,7 @@ func seededCell(seeded, base []Result) reports.SeededCell {
 			cell.BaseViolated++
 		}
 		for k := range ks {
-			known[k] = true
+			known[family(k)] = true
 		}
 	}
 	var firsts []float64
@@ -144,7 +146,7 @@ func seededCell(seeded, base []Result) reports.SeededCell {
 		}
 		first, caught := -1.0, false
 		for k, n := range ks {
-			if known[k] {
+			if known[family(k)] {
 				continue
 			}
 			caught = true
@@ -177,6 +179,16 @@ func seededCell(seeded, base []Result) reports.SeededCell {
 		cell.Status = reports.SeededMissed
 	}
 	return cell
+}
+
+// family is the kind Detect compares for anomaly kind k: a duplicate
+// token is a token regression, as a counter that restarts grants both;
+// every other kind is its own.
+func family(k string) string {
+	if k == checker.KindDuplicateToken {
+		return checker.KindTokenRegression
+	}
+	return k
 }
 
 // meanRate is the mean of the runs' critical sections per second, 0

@@ -6,8 +6,10 @@ import (
 	"testing"
 
 	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/impls"
 	"github.com/locktest/locktest/reports"
+	"github.com/locktest/locktest/runstore"
 )
 
 // zooRun is a measured run of impl in the column of probe p and class c,
@@ -53,13 +55,17 @@ func TestDetectTellsTheBugFromItsRecipe(t *testing.T) {
 		// regression of seed 2 is the bug's.
 		zooRun(bug, ProbeSafety, pause, 1, stale),
 		zooRun(bug, ProbeSafety, pause, 2, bugRun(map[string]float64{checker.KindStaleWrite: 1, checker.KindTokenRegression: 4})),
+		// A duplicate token where the recipe's counter restarted too is
+		// the recipe's weakness.
+		zooRun(base, ProbeSafety, ClassNodePause, 1, bugRun(map[string]float64{checker.KindTokenRegression: 1})),
+		zooRun(bug, ProbeSafety, ClassNodePause, 1, bugRun(map[string]float64{checker.KindDuplicateToken: 1})),
 		// Inconclusive: nothing to compare.
 		zooRun(bug, ProbeSafety, kill, 1, Safety{Reason: "no fault applied"}),
 		// The deadlock run held; a stuck lock would have been the bug's.
 		zooRun(bug, ProbeDeadlock, none, 1, clean),
 	}
 	results = append(results, Result{Job: Job{Impl: bug, Probe: ProbeDeadlock, Class: none, Seed: 2}, Safety: clean, Stuck: 1})
-	got := Detect([]Class{none, pause, kill}, results)
+	got := Detect([]Class{none, pause, ClassNodePause, kill}, results)
 	if len(got) != 1 {
 		t.Fatalf("Detect = %+v, want the one seeded impl", got)
 	}
@@ -73,7 +79,8 @@ func TestDetectTellsTheBugFromItsRecipe(t *testing.T) {
 			Kinds: map[string]int{checker.KindDuplicateToken: 4, checker.KindTokenRegression: 2}, Median: 1},
 		SafetyColumn(pause): {Status: reports.SeededCaught, Runs: 2, Caught: 1, Violated: 2, BaseRuns: 2, BaseViolated: 2,
 			Kinds: map[string]int{checker.KindTokenRegression: 2}, Median: 4},
-		SafetyColumn(kill): {Status: reports.SeededInconclusive, BaseRuns: 2},
+		SafetyColumn(kill):           {Status: reports.SeededInconclusive, BaseRuns: 2},
+		SafetyColumn(ClassNodePause): {Status: reports.SeededSame, Runs: 1, Violated: 1, BaseRuns: 1, BaseViolated: 1},
 		ColDeadlock: {Status: reports.SeededCaught, Runs: 2, Caught: 1, Violated: 1, BaseRuns: 1,
 			Kinds: map[string]int{checker.KindStuckLock: 1}},
 	}
@@ -135,5 +142,27 @@ func TestSeededImplsNameTheirRecipes(t *testing.T) {
 		if b := mustLookup(t, i.SeededFrom); b.Seeded != "" || b.Backend != i.Backend {
 			t.Errorf("%s varies %s, which is seeded or of another backend (%s)", n, b.Name, b.Backend)
 		}
+	}
+}
+
+// TestFirstOfCountsFromTheWorkload: the first anomaly of each kind is
+// timed from the history's first op, not from the run's clock origin,
+// and the earliest op of the kind's anomalies counts.
+func TestFirstOfCountsFromTheWorkload(t *testing.T) {
+	h := history.History{
+		{Index: 0, Type: history.Invoke, Process: 1, F: history.Acquire, Time: 10e9},
+		{Index: 1, Type: history.OK, Process: 1, F: history.Acquire, Time: 11e9},
+		{Index: 2, Type: history.Invoke, Process: 2, F: history.Acquire, Time: 12e9},
+		{Index: 3, Type: history.OK, Process: 2, F: history.Acquire, Time: 12.5e9},
+	}
+	r := runstore.Results{Checkers: []checker.Result{{Checker: "fencing-tokens", Anomalies: []checker.Anomaly{
+		{Kind: checker.KindTokenRegression, Ops: []int{3, 2}},
+		{Kind: checker.KindTokenRegression, Ops: []int{1}},
+		{Kind: checker.KindDuplicateToken, Ops: []int{3}},
+	}}}}
+	got := Safety{}.SurvivalTimes(r, h).FirstOf
+	want := map[string]float64{checker.KindTokenRegression: 1, checker.KindDuplicateToken: 2.5}
+	if !maps.Equal(got, want) {
+		t.Errorf("FirstOf = %v, want %v", got, want)
 	}
 }
