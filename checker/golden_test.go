@@ -15,6 +15,14 @@ import (
 
 var updateGolden = flag.Bool("update-golden", false, "rewrite the golden histories in testdata/ from their builders")
 
+// staleReleaseRefused is the end of the stale-write histories: p0, woken
+// after p1 was granted the lock, releases its lease, which the lock
+// service says it no longer holds.
+func staleReleaseRefused(b *builder) {
+	b.invoke(0, history.Release, 2120, history.Value{Lock: "x", Token: tok(1), LockValue: lv(0, 1)})
+	b.fail(0, history.Release, 2130, history.Value{Lock: "x"}, "not held")
+}
+
 // goldenHistories builds the golden histories of testdata/, by file name.
 // They are written by `go test -run TestGolden -update-golden`; the test
 // reads the files, not these builders, and compares what the checkers find
@@ -38,7 +46,7 @@ var goldenHistories = map[string]func(b *builder){
 		b.fault("pause-client", 0, 40, 2000)
 		b.section(1, "x", 1100, 2, 0)
 		b.write(0, "x", 2100, 2110, 1, 1, 2105)
-		b.release(0, "x", 2120, 2130, 1, "")
+		staleReleaseRefused(b)
 	},
 	// The same, but the store is fenced and rejects p0's token.
 	"stale-write-rejected.jsonl": func(b *builder) {
@@ -47,6 +55,16 @@ var goldenHistories = map[string]func(b *builder){
 		b.section(1, "x", 1100, 2, 0)
 		b.invoke(0, history.Write, 2100, history.Value{Lock: "x", N: history.Num(1), Token: tok(1), LockValue: lv(0, 1)})
 		b.fail(0, history.Write, 2110, history.Value{Lock: "x", N: history.Num(1), Token: tok(1), LockValue: lv(0, 1), StoreTime: ms(2105)}, "rejected: token 1 < 2")
+		staleReleaseRefused(b)
+	},
+	// p0's lease ends while it is paused; p1 takes the lock and releases
+	// it; p0 wakes and its release succeeds: the lock service confirmed a
+	// lease it had handed on.
+	"stale-release.jsonl": func(b *builder) {
+		b.acquire(0, "x", 0, 10, 1, 1010)
+		b.fault("pause-client", 0, 40, 2000)
+		b.acquire(1, "x", 1100, 1101, 2, 2100)
+		b.release(1, "x", 1106, 1107, 2, lv(1, 2))
 		b.release(0, "x", 2120, 2130, 1, "")
 	},
 	// The fenced store, and p0 wakes from its pause after its lease ran out

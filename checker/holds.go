@@ -104,6 +104,9 @@ type view struct {
 	// foreign are the release oks that removed a lock value other than
 	// their invocation's own, in time order.
 	foreign []int32
+	// stale are the release oks of a hold during which another process
+	// was granted the lock (see MutualExclusion), in time order.
+	stale []staleRelease
 	// notices are the lost-lock notices of the clients, in time order.
 	notices     []int32
 	acquireFail int
@@ -140,9 +143,47 @@ type procLock struct {
 
 // procState is what the pass remembers about one process and one lock.
 type procState struct {
+	proc int
 	open int32 // the hold not yet ended by a release or acquire invocation
 	last int32 // the latest hold
 	read int32 // the latest read ok since the latest acquire invocation
+	// rel is the latest release invocation and the hold it ended (-1
+	// when it ended none), with the grant to another process during that
+	// hold (taken, -1 for none).
+	rel, relHold, taken int32
+}
+
+// staleRelease is a release ok (ok, its invocation inv) of a hold during
+// which another process was granted the lock: the acquire ok taken.
+type staleRelease struct {
+	ok, inv, hold, taken int32
+}
+
+// takenOver returns the latest grant of a's lock to another process than
+// a's that was invoked after a began, completed before at (the time of
+// a's release invocation) and no earlier than a's valid_until, as the
+// pass has seen them (states, of the lock's processes); -1 when there is
+// none, or when a has no valid_until.
+func (v *view) takenOver(a *hold, at int64, states []procState, ids []int32) int32 {
+	taken := int32(-1)
+	if a.validUntil == 0 {
+		return taken
+	}
+	for _, id := range ids {
+		st := &states[id]
+		g := st.last
+		if st.proc == a.proc || g < 0 {
+			continue
+		}
+		gh := &v.holds[g]
+		if gh.inv < 0 || v.h.Time(int(gh.inv)) <= a.start || gh.start >= at || gh.start < a.validUntil {
+			continue
+		}
+		if taken < 0 || v.before(gh.ok, v.holds[taken].ok) > 0 {
+			taken = g
+		}
+	}
+	return taken
 }
 
 // buildView computes the view of h. Ops of the nemesis (negative processes)
@@ -183,6 +224,7 @@ func buildView(ctx context.Context, h *history.Table) (*view, error) {
 	v.lockIDs = lockIDs
 	stateIDs := make(map[procLock]int32)
 	var states []procState
+	var lockStates [][]int32 // per lock id, its processes' states
 	for step, k := range order {
 		if err := stopped(ctx, step); err != nil {
 			return nil, err
@@ -196,12 +238,14 @@ func buildView(ctx context.Context, h *history.Table) (*view, error) {
 			lk = int32(len(v.locks))
 			lockIDs[name] = lk
 			v.locks = append(v.locks, name)
+			lockStates = append(lockStates, nil)
 		}
 		sid, ok := stateIDs[procLock{proc, lk}]
 		if !ok {
 			sid = int32(len(states))
 			stateIDs[procLock{proc, lk}] = sid
-			states = append(states, procState{open: -1, last: -1, read: -1})
+			states = append(states, procState{proc: proc, open: -1, last: -1, read: -1, rel: -1, relHold: -1, taken: -1})
+			lockStates[lk] = append(lockStates[lk], sid)
 		}
 		st := &states[sid]
 
@@ -232,9 +276,11 @@ func buildView(ctx context.Context, h *history.Table) (*view, error) {
 		case history.Release:
 			switch typ {
 			case history.Invoke:
+				st.rel, st.relHold, st.taken = p, -1, -1
 				if st.open >= 0 && !releasesOther(h.LockValue(ip), h.Token(ip), h.LockValue(int(v.holds[st.open].ok)), h.Token(int(v.holds[st.open].ok))) {
 					hd := &v.holds[st.open]
 					hd.closer, hd.release, hd.why = p, p, endRelease
+					st.relHold, st.taken = st.open, v.takenOver(hd, h.Time(ip), states, lockStates[lk])
 					st.open = -1
 				}
 			case history.OK:
@@ -245,6 +291,8 @@ func buildView(ctx context.Context, h *history.Table) (*view, error) {
 				}
 				if removed := h.Removed(ip); removed != "" && removed != own {
 					v.foreign = append(v.foreign, p)
+				} else if inv >= 0 && inv == st.rel && st.taken >= 0 {
+					v.stale = append(v.stale, staleRelease{ok: p, inv: inv, hold: st.relHold, taken: st.taken})
 				}
 			}
 		case history.Read:

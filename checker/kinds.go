@@ -10,6 +10,9 @@ const (
 	KindOverlappingHolds = "overlapping-holds"
 	// KindForeignRelease: a release removed another holder's lock value.
 	KindForeignRelease = "foreign-release"
+	// KindStaleRelease: the lock service confirmed the release of a lease
+	// after it had granted the lock to another process during it.
+	KindStaleRelease = "stale-release"
 	// KindStaleWrite: the resource accepted a write from a holder whose
 	// hold had ended.
 	KindStaleWrite = "stale-write"
@@ -52,7 +55,7 @@ const (
 // the resource was promised, in the order reports list them: what the
 // matrix and the scoreboard count as a violation. Liveness (KindStuckLock)
 // and the notes are not among them.
-var SafetyKinds = []string{KindOverlappingHolds, KindForeignRelease, KindStaleWrite,
+var SafetyKinds = []string{KindOverlappingHolds, KindForeignRelease, KindStaleRelease, KindStaleWrite,
 	KindLostUpdate, KindTokenRegression, KindDuplicateToken, KindNotLinearizable}
 
 // AnomalyKinds are every kind of anomaly a checker reports: the safety

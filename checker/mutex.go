@@ -32,12 +32,23 @@ import (
 // value.removed is non-empty and differs from the lock_value of its
 // invocation, naming the release invocation and ok and, when one is found,
 // the latest acquire ok of the same lock whose lock_value is the removed one
-// (the holder whose lock was deleted).
+// (the holder whose lock was deleted). It reports a "stale-release"
+// anomaly for every release ok, not a foreign release, of a lease A of
+// process p (its acquire ok has a valid_until) after which another process
+// q was granted the lock: an acquire ok G of the same lock by q invoked
+// after A began, completed at or after A's valid_until (so that no
+// overlap of the two holds is reported) and before p invoked the release.
+// The lock service then confirmed, by the release's success, that it still
+// held p's lease after it had handed the lock to q (a release without an
+// owner check, one that reports success whatever happened, a lease that
+// came back). It names A's acquire ok, the latest such G's acquire ok, and
+// the release's invocation and ok.
 //
 // The verdict is invalid when there is an anomaly and valid otherwise.
 // Stats: "holds" and "acquire_ok" (the same number: every acquire ok starts
-// a hold), "acquire_fail", "acquire_info", "overlaps" and
-// "foreign_releases". The check takes O(n log n) time.
+// a hold), "acquire_fail", "acquire_info", "overlaps",
+// "foreign_releases" and "stale_releases". The check takes O(n log n)
+// time, and O(n·k) with k processes for the stale releases.
 type MutualExclusion struct{}
 
 var _ Checker = MutualExclusion{}
@@ -101,15 +112,19 @@ func (c MutualExclusion) Check(ctx context.Context, h *history.Table) Result {
 		}
 	}
 
-	mutexCounts{holds: len(v.holds), fail: v.acquireFail, info: v.acquireInfo, overlaps: overlaps, foreign: len(v.foreign)}.put(r.Stats)
+	for _, sr := range v.stale {
+		r.Anomalies = append(r.Anomalies, v.staleRelease(sr))
+	}
+
+	mutexCounts{holds: len(v.holds), fail: v.acquireFail, info: v.acquireInfo, overlaps: overlaps, foreign: len(v.foreign), stale: len(v.stale)}.put(r.Stats)
 	return settle(r)
 }
 
 // mutexCounts are the counts MutualExclusion's stats give, and
 // StreamMutex's too: the holds (every acquire ok), the acquires that
 // failed and those of unknown outcome, and the overlapping-holds and
-// foreign-release anomalies.
-type mutexCounts struct{ holds, fail, info, overlaps, foreign int }
+// foreign-release and stale-release anomalies.
+type mutexCounts struct{ holds, fail, info, overlaps, foreign, stale int }
 
 // put sets stats to the stats of c that MutualExclusion's comment names:
 // "holds" and "acquire_ok" are both the holds.
@@ -120,6 +135,25 @@ func (c mutexCounts) put(stats map[string]float64) {
 	stats["acquire_info"] = float64(c.info)
 	stats["overlaps"] = float64(c.overlaps)
 	stats["foreign_releases"] = float64(c.foreign)
+	stats["stale_releases"] = float64(c.stale)
+}
+
+// staleReleaseText explains that process p's release of lock at rel,
+// of its hold acquired at start, succeeded although process q was granted
+// the lock at granted (invoked at invoked) during that hold.
+func staleReleaseText(p int, lock string, start int64, rel int64, q int, invoked, granted int64, tok *uint64) string {
+	return fmt.Sprintf("process %d's release of lock %q at %s succeeded, but process %d had been granted the lock at %s%s (invoked at %s) after process %d's grant at %s: the lock service confirmed a lease it had handed on",
+		p, lock, secs(rel), q, secs(granted), withToken(tok), secs(invoked), p, secs(start))
+}
+
+// staleRelease explains the stale release sr.
+func (v *view) staleRelease(sr staleRelease) Anomaly {
+	a, g := &v.holds[sr.hold], &v.holds[sr.taken]
+	return Anomaly{
+		Kind:        KindStaleRelease,
+		Ops:         v.indexes(a.ok, g.ok, sr.inv, sr.ok),
+		Explanation: staleReleaseText(a.proc, v.locks[a.lock], a.start, v.h.Time(int(sr.inv)), g.proc, v.h.Time(int(g.inv)), g.start, v.h.Token(int(g.ok))),
+	}
 }
 
 // lastEnd is when h ends for ordering live holds: its end, or after every

@@ -463,6 +463,26 @@ type StreamMutex struct {
 	// lockValues is, per lock value, the latest hold that wrote it while
 	// that hold is kept: who a foreign release removed.
 	lockValues map[lockValueName]*sHold
+	// grants are, per lock and process, its latest grant; released, per
+	// process, its latest release invocation and the grant to another
+	// process during the hold it ended: what a stale release needs.
+	grants   map[string]map[int]sGrant
+	released map[int]sReleased
+}
+
+// sGrant is an acquire ok and its invocation, if known.
+type sGrant struct {
+	inv, ok history.Op
+	hasInv  bool
+}
+
+// sReleased is a release invocation (its index inv), the hold it ended
+// (nil for none) and the grant to another process during that hold (nil
+// for none).
+type sReleased struct {
+	inv   int
+	hold  *sHold
+	taken *sGrant
 }
 
 type procLockName struct {
@@ -475,7 +495,8 @@ type lockValueName struct{ lock, value string }
 // NewStreamMutex returns a streaming mutual-exclusion checker.
 func NewStreamMutex() *StreamMutex {
 	return &StreamMutex{ordering: ordering{newReorder()}, open: map[procLockName]*sHold{}, holds: map[string][]*sHold{},
-		invs: invocations{}, kills: newKillWatch(), deaths: map[int][]int64{}, lockValues: map[lockValueName]*sHold{}}
+		invs: invocations{}, kills: newKillWatch(), deaths: map[int][]int64{}, lockValues: map[lockValueName]*sHold{},
+		grants: map[string]map[int]sGrant{}, released: map[int]sReleased{}}
 }
 
 // Add reads the op recorded next.
@@ -540,6 +561,10 @@ func (s *StreamMutex) read(op history.Op) {
 			if op.Value.LockValue != "" {
 				s.lockValues[lockValueName{lock, op.Value.LockValue}] = h
 			}
+			if s.grants[lock] == nil {
+				s.grants[lock] = map[int]sGrant{}
+			}
+			s.grants[lock][op.Process] = sGrant{inv: inv, ok: op, hasInv: hasInv}
 		case history.Fail:
 			s.counts.fail++
 		case history.Info:
@@ -548,10 +573,13 @@ func (s *StreamMutex) read(op history.Op) {
 	case history.Release:
 		switch op.Type {
 		case history.Invoke:
+			rel := sReleased{inv: op.Index}
 			if h := s.open[key]; h != nil && !releasesOther(op.Value.LockValue, op.Value.Token, h.ok.Value.LockValue, h.ok.Value.Token) {
 				h.closer, h.closedBy, h.release = op.Time, endRelease, op.Index
 				delete(s.open, key)
+				rel.hold, rel.taken = h, s.takenOver(h, op.Time)
 			}
+			s.released[op.Process] = rel
 		case history.OK:
 			own := ""
 			if hasInv {
@@ -560,9 +588,39 @@ func (s *StreamMutex) read(op history.Op) {
 			if removed := op.Value.Removed; removed != "" && removed != own {
 				s.counts.foreign++
 				s.anomalies = append(s.anomalies, s.foreignRelease(op, inv, hasInv, lock))
+			} else if rel, ok := s.released[op.Process]; ok && hasInv && inv.Index == rel.inv && rel.taken != nil {
+				s.counts.stale++
+				a, g := rel.hold, rel.taken
+				s.anomalies = append(s.anomalies, Anomaly{
+					Kind:        KindStaleRelease,
+					Ops:         []int{a.ok.Index, g.ok.Index, inv.Index, op.Index},
+					Explanation: staleReleaseText(a.proc, lock, a.ok.Time, inv.Time, g.ok.Process, g.inv.Time, g.ok.Time, g.ok.Value.Token),
+				})
 			}
 		}
 	}
+}
+
+// takenOver returns the latest grant of a's lock to another process than
+// a's that was invoked after a began, completed before at (the time of a's
+// release invocation) and no earlier than a's valid_until, among the
+// grants read so far, as MutualExclusion's; nil when there is none, or
+// when a has no valid_until.
+func (s *StreamMutex) takenOver(a *sHold, at int64) *sGrant {
+	var taken *sGrant
+	vu := a.ok.Value.ValidUntil
+	if vu == 0 {
+		return nil
+	}
+	for p, g := range s.grants[a.lock] {
+		if p == a.proc || !g.hasInv || g.inv.Time <= a.ok.Time || g.ok.Time >= at || g.ok.Time < vu {
+			continue
+		}
+		if taken == nil || before(taken.ok, g.ok) {
+			taken = &g
+		}
+	}
+	return taken
 }
 
 // died sets the death of process p at d on its holds that began by d and

@@ -306,7 +306,18 @@ type Impl struct {
 	// from the binary's build info (runstore.LibraryVersions), so every Go
 	// impl names at least one.
 	Libraries []string
-	New       func(ctx context.Context, cfg Config) (Client, error)
+	// Seeded, when not empty, says in one line the bug planted on purpose
+	// in the correct recipe that SeededFrom names: the impl is a variant
+	// of that recipe with that one thing broken, kept to measure whether
+	// the harness finds bugs it was not built around (the zoo of
+	// impls/seeded, docs/seeded-bugs.md). A seeded impl runs only when it
+	// is asked for by name: Names, and so `locktest list`, the matrix's
+	// and every other default set, leave it out; SeededNames lists it.
+	Seeded string
+	// SeededFrom names the correct impl a seeded impl is a variant of, whose
+	// results its own are compared with; empty exactly when Seeded is.
+	SeededFrom string
+	New        func(ctx context.Context, cfg Config) (Client, error)
 }
 
 var (
@@ -314,13 +325,17 @@ var (
 	registry = map[string]Impl{}
 )
 
-// Register adds an impl; it panics on a duplicate name, which is a
-// programming error found at start-up.
+// Register adds an impl; it panics on a duplicate name, or on a seeded
+// impl that does not name its correct recipe (or the other way round),
+// which are programming errors found at start-up.
 func Register(i Impl) {
 	mu.Lock()
 	defer mu.Unlock()
 	if _, dup := registry[i.Name]; dup {
 		panic("impls: duplicate impl " + i.Name)
+	}
+	if (i.Seeded == "") != (i.SeededFrom == "") {
+		panic("impls: " + i.Name + " must state both Seeded and SeededFrom, or neither")
 	}
 	if i.Nodes == 0 {
 		i.Nodes = backend.DefaultNodes(i.Backend)
@@ -328,28 +343,52 @@ func Register(i Impl) {
 	registry[i.Name] = i
 }
 
-// Lookup returns the impl called name, or an error that lists the known ones.
+// Lookup returns the impl called name, seeded or not, or an error that
+// lists the known ones.
 func Lookup(name string) (Impl, error) {
 	mu.RLock()
 	defer mu.RUnlock()
 	i, ok := registry[name]
 	if !ok {
-		return Impl{}, fmt.Errorf("unknown impl %q (known: %s)", name, strings.Join(namesLocked(), ", "))
+		known := strings.Join(namesLocked(false), ", ")
+		if s := namesLocked(true); len(s) > 0 {
+			known += "; seeded with a bug, for measuring the harness: " + strings.Join(s, ", ")
+		}
+		return Impl{}, fmt.Errorf("unknown impl %q (known: %s)", name, known)
 	}
 	return i, nil
 }
 
-// Names returns the registered impl names, sorted.
+// Names returns the names of the registered impls that are not seeded
+// with a bug, sorted: the impls a user picks from, and every default set.
 func Names() []string {
 	mu.RLock()
 	defer mu.RUnlock()
-	return namesLocked()
+	return namesLocked(false)
 }
 
-func namesLocked() []string {
+// SeededNames returns the names of the seeded impls (Impl.Seeded), sorted.
+func SeededNames() []string {
+	mu.RLock()
+	defer mu.RUnlock()
+	return namesLocked(true)
+}
+
+// IsSeeded reports whether name is a registered seeded impl.
+func IsSeeded(name string) bool {
+	mu.RLock()
+	defer mu.RUnlock()
+	return registry[name].Seeded != ""
+}
+
+// namesLocked returns the sorted names of the seeded impls, or of the
+// others.
+func namesLocked(seeded bool) []string {
 	n := make([]string, 0, len(registry))
-	for k := range registry {
-		n = append(n, k)
+	for k, i := range registry {
+		if (i.Seeded != "") == seeded {
+			n = append(n, k)
+		}
 	}
 	sort.Strings(n)
 	return n

@@ -37,7 +37,7 @@ func parseJobName(name string) (impl string, p Probe, c Class, ok bool) {
 	if !found {
 		return "", "", "", false
 	}
-	for _, n := range impls.Names() {
+	for _, n := range append(impls.Names(), impls.SeededNames()...) {
 		if what, found := strings.CutPrefix(rest, n+"-"); found {
 			if p, c, ok := parseWhat(what); ok {
 				return n, p, c, true

@@ -286,8 +286,9 @@ func Columns(classes []Class) []reports.MatrixColumn {
 }
 
 // Aggregate builds the matrix of the results: one row per impl, in the
-// order the impls first appear, with the columns of classes. It reads only
-// the results and the impls' registrations.
+// order the impls first appear, with the columns of classes, and what the
+// columns caught of the bugs of the seeded impls among them (Detect). It
+// reads only the results and the impls' registrations.
 func Aggregate(header reports.MatrixHeader, classes []Class, results []Result) reports.Matrix {
 	if len(classes) == 0 {
 		classes = Classes
@@ -328,6 +329,7 @@ func Aggregate(header reports.MatrixHeader, classes []Class, results []Result) r
 		}
 		m.Rows = append(m.Rows, row(impl, classes, by[name]))
 	}
+	m.Seeded = Detect(classes, results)
 	return m
 }
 

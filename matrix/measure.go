@@ -55,13 +55,36 @@ type Safety struct {
 	// without a history). They give the run's time to failure, or the
 	// time a clean run lasted (SurvivalTimes).
 	FirstViolation, Workload float64
+	// FirstOf is, for each kind of anomaly the run holds (of
+	// checker.AnomalyKinds, the stuck lock included), the time in seconds
+	// from the workload's first op to the earliest op of an anomaly of
+	// that kind; nil without a history. Unlike FirstViolation, it leaves
+	// out the cluster's start, which a loaded machine stretches.
+	FirstOf map[string]float64
 }
 
-// SurvivalTimes sets s's time to its first violation and its workload's
-// length from the run's results and history h. The first violation is
-// the earliest op of any anomaly of checker.SafetyKinds.
+// SurvivalTimes sets s's time to its first violation, to the first
+// anomaly of each kind, and its workload's length from the run's results
+// and history h. The first violation is the earliest op of any anomaly of
+// checker.SafetyKinds.
 func (s Safety) SurvivalTimes(r runstore.Results, h history.History) Safety {
 	s.FirstViolation, s.Workload = reports.TimeToFailure(r, h, func(kind string) bool { return slices.Contains(checker.SafetyKinds, kind) })
+	if h == nil {
+		return s
+	}
+	for _, c := range r.Checkers {
+		for _, a := range c.Anomalies {
+			if _, done := s.FirstOf[a.Kind]; done || !checker.IsAnomalyKind(a.Kind) {
+				continue
+			}
+			if t, _ := reports.TimeToFailure(r, h, func(kind string) bool { return kind == a.Kind }); t >= 0 {
+				if s.FirstOf == nil {
+					s.FirstOf = map[string]float64{}
+				}
+				s.FirstOf[a.Kind] = max(t-float64(h[0].Time)/1e9, 0)
+			}
+		}
+	}
 	return s
 }
 

@@ -32,6 +32,9 @@ type Matrix struct {
 	Header        MatrixHeader   `json:"header"`
 	Columns       []MatrixColumn `json:"columns"`
 	Rows          []MatrixRow    `json:"rows"`
+	// Seeded holds, when the matrix measured seeded impls beside the
+	// correct recipes they vary, what it found of each one's bug.
+	Seeded []SeededBug `json:"seeded,omitempty"`
 }
 
 // MatrixSchemaVersion is the version of matrix.json's layout
@@ -235,6 +238,10 @@ func RenderMatrixMarkdown(m Matrix, dir string) []byte {
 			}
 		}
 	}
+	if t := RenderSeededMarkdown(m); t != nil {
+		b.WriteString("\n## Seeded bugs\n\n" + SeededIntro + "\n\n")
+		b.Write(t)
+	}
 	b.WriteString("\n## Columns\n\n")
 	for _, c := range m.Columns {
 		fmt.Fprintf(&b, "- **%s**: %s\n", c.Title, c.Doc)
@@ -310,6 +317,8 @@ type matrixData struct {
 	Style    template.CSS
 	Rows     []matrixRowData
 	Survival []MatrixSurvival
+	Intro    string
+	Bugs     SeededTable
 }
 
 // MatrixSurvival is one safety column's time to failure: a chart of the
@@ -377,7 +386,7 @@ type matrixCellData struct {
 // runs lie under dir).
 func RenderMatrixHTML(m Matrix, dir string) ([]byte, error) {
 	d := matrixData{Matrix: m, Versions: VersionsText(m.Header.Versions), Date: m.Header.Date.UTC().Format(time.RFC3339), Style: reportCSS,
-		Survival: MatrixSurvivals(m)}
+		Survival: MatrixSurvivals(m), Intro: SeededIntro, Bugs: NewSeededTable(m)}
 	for _, r := range m.Rows {
 		rd := matrixRowData{MatrixRow: r}
 		for _, c := range m.Columns {

@@ -57,6 +57,17 @@ func testMatrix(root string) Matrix {
 				"fencing":     {Status: StatusNo, Value: "no"},
 			}},
 		},
+		Seeded: []SeededBug{{
+			Impl: "seeded-process-token", Base: "redis-set-nx-px", Bug: "the token comes from a per-process counter",
+			Cells: map[string]SeededCell{
+				"mutex-none": {Status: SeededCaught, Runs: 2, Caught: 2, Violated: 2, BaseRuns: 2,
+					Kinds: map[string]int{"duplicate-token": 3, "token-regression": 1}, Median: 0.0123},
+				"mutex-client-pause": {Status: SeededSame, Runs: 2, Violated: 2, BaseRuns: 2, BaseViolated: 2},
+				"mutex-clock":        {Status: SeededInconclusive},
+				"deadlock":           {Status: SeededMissed, Runs: 2, BaseRuns: 2},
+			},
+			CaughtBy: []string{"mutex-none"}, Rate8: 612.4, BaseRate8: 587,
+		}},
 	}
 }
 
@@ -88,6 +99,8 @@ func TestMatrixMarkdownCells(t *testing.T) {
 		{"a link under the page's folder is relative", "[seed 1](store/matrix-redis-set-nx-px-client-pause/20261122T030000/report.html)"},
 		{"a missing cell is empty", "| `etcd-mutex` | held: 0/2 runs |  |"},
 		{"stuck is stated", "stuck: 1 of 2 kills"},
+		{"a seeded bug has its row, with the columns that caught it", "| `seeded-process-token` | `redis-set-nx-px` | the token comes from a per-process counter | " +
+			"caught 2/2: duplicate-token, token-regression, first after 0.012 s (median) | same as recipe (2/2 vs 2/2) | inconclusive | missed (0/2) | 612 (587) | mutex: no fault |"},
 	}
 	for _, tt := range tests {
 		if !strings.Contains(md, tt.want) {
@@ -142,6 +155,8 @@ func TestWriteMatrixHTMLIsSelfContained(t *testing.T) {
 		`<td class="s-stuck"`,
 		"b22d6e1", "2 cores, 23.5 GiB memory", "<th>seeds per fault cell</th><td>2</td>",
 		"<h2>Time to failure</h2>", `<svg class="survival" viewBox="0 0 300 150"`, "<h3>mutex: client pause</h3>",
+		"<h2>Seeded bugs</h2>", "<td><code>seeded-process-token</code></td><td><code>redis-set-nx-px</code></td>",
+		"<td>caught 2/2: duplicate-token, token-regression, first after 0.012 s (median)</td>",
 	} {
 		if !strings.Contains(s, want) {
 			t.Errorf("matrix.html lacks %q", want)
@@ -161,6 +176,9 @@ func TestWriteMatrixHTMLIsSelfContained(t *testing.T) {
 	}
 	if sv := back.Rows[0].Cells["mutex-client-pause"].Survival; sv == nil || sv.Violations != 2 || len(sv.Observations) != 2 {
 		t.Errorf("the survival read back: %+v", sv)
+	}
+	if len(back.Seeded) != 1 || back.Seeded[0].Cells["mutex-none"].Kinds["duplicate-token"] != 3 {
+		t.Errorf("the seeded bugs read back: %+v", back.Seeded)
 	}
 	// Nothing is fetched from elsewhere: the only links are relative
 	// anchors and the stored runs.

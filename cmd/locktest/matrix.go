@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -22,7 +23,7 @@ func newMatrixCmd() *cobra.Command {
 	var faults []string
 	var out, md, from, shard, baseline, jsonOut string
 	var parallel int
-	var q bool
+	var q, seeded bool
 	c := &cobra.Command{
 		Use:   "matrix",
 		Short: "Run every impl against each fault class and write the backend matrix (matrix.html, matrix.md)",
@@ -97,6 +98,13 @@ matrix was interrupted; 2 bad usage or a set-up failure.`,
 				return usageError{fmt.Errorf("--faults: %v", err)}
 			}
 			o.Classes = classes
+			if seeded {
+				for _, n := range matrix.SeededImpls() {
+					if !slices.Contains(o.Impls, n) {
+						o.Impls = append(o.Impls, n)
+					}
+				}
+			}
 			o.Base.StoreDir = filepath.Clean(o.Base.StoreDir)
 			jobs, err := matrix.Plan(o)
 			if err != nil {
@@ -146,6 +154,7 @@ matrix was interrupted; 2 bad usage or a set-up failure.`,
 	}
 	f := c.Flags()
 	f.StringSliceVar(&o.Impls, "impls", nil, "impls to measure, comma-separated (default all): "+strings.Join(impls.Names(), ", "))
+	f.BoolVar(&seeded, "seeded", false, "also measure the zoo: every seeded impl (a correct recipe with one bug planted, locktest list --seeded) and the recipes they vary, and say which columns caught each bug (docs/seeded-bugs.md)")
 	f.StringSliceVar(&o.ExternalClients, "client", nil, "external lock clients to measure in rows of their own, comma-separated: names of manifests in clients/ (see docs/clients.md); with it, --impls defaults to none")
 	f.StringSliceVar(&faults, "faults", nil, "fault classes (default all; none is always run): "+run.Join(matrix.Classes)+", or the name of any fault, run alone")
 	f.IntVar(&o.Seeds, "seeds", o.Seeds, "seeds per run")

@@ -13,12 +13,30 @@ import (
 )
 
 func newListCmd() *cobra.Command {
-	return &cobra.Command{
+	var seeded bool
+	c := &cobra.Command{
 		Use:   "list",
 		Short: "List the lock implementations, faults and resource modes",
-		Args:  args(cobra.NoArgs),
+		Long: `list prints the lock implementations, faults and resource modes.
+
+--seeded prints instead the zoo: correct recipes with one bug planted each,
+which measure how well the harness finds bugs (docs/seeded-bugs.md). They
+run only when named (locktest run --impl, locktest matrix --impls), never in
+a default set.`,
+		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			w := cmd.OutOrStdout()
+			if seeded {
+				fmt.Fprintln(w, "seeded impls (one bug each, run only when named):")
+				for _, n := range impls.SeededNames() {
+					i, _ := impls.Lookup(n)
+					fmt.Fprintf(w, "  %-28s %d×%s, a variant of %s. Bug: %s.\n", n, i.Nodes, i.Backend, i.SeededFrom, i.Seeded)
+					if len(i.Points) > 0 {
+						fmt.Fprintf(w, "  %-28s pause points: %s\n", "", strings.Join(i.Points, ", "))
+					}
+				}
+				return nil
+			}
 			fmt.Fprintln(w, "impls:")
 			for _, n := range impls.Names() {
 				i, _ := impls.Lookup(n)
@@ -45,6 +63,8 @@ func newListCmd() *cobra.Command {
 			return nil
 		},
 	}
+	c.Flags().BoolVar(&seeded, "seeded", false, "list the seeded impls (the zoo of planted bugs) instead")
+	return c
 }
 
 func newWorkerCmd() *cobra.Command {

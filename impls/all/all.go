@@ -25,4 +25,7 @@ import (
 	_ "github.com/locktest/locktest/impls/redlock"
 	// NATS JetStream KV (3 servers): nats-kv, nats-kv-extend.
 	_ "github.com/locktest/locktest/impls/natskv"
+	// The zoo: correct recipes with one bug planted each, run only when
+	// named (impls.SeededNames; docs/seeded-bugs.md).
+	_ "github.com/locktest/locktest/impls/seeded"
 )
