@@ -176,15 +176,13 @@ func (c *Config) ImplInfo() (impls.Impl, error) {
 // impl built with pinned libraries (--lib).
 func (c *Config) external() bool { return c.Client != "" || len(c.Libs) > 0 }
 
-// validateLibs checks --lib: pins of a Go impl's libraries, each
+// validateLibs checks --lib (beside --client, Validate refused it
+// already): pins of a Go impl's libraries, each
 // module@version, each one of the modules the impl is written with, and
 // no resource mode that the client protocol cannot carry.
 func (c *Config) validateLibs(impl impls.Impl) error {
 	if len(c.Libs) == 0 {
 		return nil
-	}
-	if c.Client != "" {
-		return setupErr("--lib pins the libraries of a Go impl (--impl), and --client runs an external client: give one of them")
 	}
 	pins, err := golib.ParsePins(c.Libs)
 	if err != nil {

@@ -216,6 +216,9 @@ func (c Config) Prepared() (Config, error) {
 
 // Validate checks c, naming the bad setting as its flag.
 func (c *Config) Validate() error {
+	if len(c.Libs) > 0 && c.Client != "" {
+		return setupErr("--lib pins the libraries of a Go impl (--impl), and --client runs an external client: give one of them")
+	}
 	impl, err := c.ImplInfo()
 	if err != nil {
 		return err
