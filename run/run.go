@@ -270,7 +270,7 @@ func (c *Config) Validate() error {
 	}
 	// A client's notices are known once it was probed.
 	if c.OnLost == workloads.OnLostStopWriting && impl.Notices == "" && (c.Client == "" || c.clientCaps != nil) {
-		return setupErr("--on-lost %s changes nothing in this run: %s sends no lost notices (etcd-mutex, etcd-lease-txn, zk-recipe, zk-lock, redlock-extend and the clients curator, curator-semaphore and kazoo do)", c.OnLost, c.Impl)
+		return setupErr("--on-lost %s changes nothing in this run: %s sends no lost notices (etcd-mutex, etcd-lease-txn, zk-recipe, zk-lock, the Redlock impls with their keep-alive on and the clients curator, curator-semaphore and kazoo do)", c.OnLost, c.Impl)
 	}
 	if c.Plan != nil && len(c.Targets) > 0 {
 		return setupErr("--target changes nothing with --schedule: each planned fault names its own targets")

@@ -113,9 +113,11 @@ func init() {
 		}
 		doc += "a lease without a fencing token: a holder paused after Lock returned writes after another process took the lock, " +
 			"and a node that restarts without its data gives a second majority."
-		notices := ""
-		if i.extend {
-			notices = "a failed ExtendContext of its keep-alive"
+		// The keep-alive is a param of every Redlock impl (extend), on by
+		// default for redlock-extend: its failure is the lost notice.
+		notices := "a failed ExtendContext of its keep-alive"
+		if !i.extend {
+			notices += " (with extend=on)"
 		}
 		impls.Register(impls.Impl{
 			Name: i.name, Backend: backend.Redis, Nodes: i.nodes, Doc: doc, Points: Points(i.nodes), Notices: notices,
