@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -318,6 +319,11 @@ type Impl struct {
 	// results its own are compared with; empty exactly when Seeded is.
 	SeededFrom string
 	New        func(ctx context.Context, cfg Config) (Client, error)
+	// Package is the import path of the Go package whose code registered
+	// the impl ("github.com/locktest/locktest/impls/redlock"), which
+	// Register fills in: what an adapter of the impl built with other
+	// versions of its libraries imports (impls/golib).
+	Package string
 }
 
 var (
@@ -327,8 +333,14 @@ var (
 
 // Register adds an impl; it panics on a duplicate name, or on a seeded
 // impl that does not name its correct recipe (or the other way round),
-// which are programming errors found at start-up.
+// which are programming errors found at start-up. It records the package
+// of the function that called it as the impl's Package.
 func Register(i Impl) {
+	if pc, _, _, ok := runtime.Caller(1); ok {
+		if f := runtime.FuncForPC(pc); f != nil {
+			i.Package = funcPackage(f.Name())
+		}
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	if _, dup := registry[i.Name]; dup {
@@ -341,6 +353,17 @@ func Register(i Impl) {
 		i.Nodes = backend.DefaultNodes(i.Backend)
 	}
 	registry[i.Name] = i
+}
+
+// funcPackage is the import path of the package of the function named
+// name, as runtime.Func.Name gives it: "example.com/a/b.init.0.func1"
+// gives "example.com/a/b".
+func funcPackage(name string) string {
+	slash := strings.LastIndex(name, "/")
+	if dot := strings.Index(name[slash+1:], "."); dot >= 0 {
+		return name[:slash+1+dot]
+	}
+	return name
 }
 
 // Lookup returns the impl called name, seeded or not, or an error that

@@ -81,3 +81,18 @@ func TestNotSentMarksAnError(t *testing.T) {
 		t.Error("NotSent(nil) is not nil")
 	}
 }
+
+// TestFuncPackage: the package of a function, a method, a closure and a
+// package without a slash in its path.
+func TestFuncPackage(t *testing.T) {
+	for name, want := range map[string]string{
+		"github.com/locktest/locktest/impls/redlock.init.0.func1": "github.com/locktest/locktest/impls/redlock",
+		"github.com/locktest/locktest/impls/redis.init":           "github.com/locktest/locktest/impls/redis",
+		"example.com/a.v2/b.(*T).M":                               "example.com/a.v2/b",
+		"main.main":                                               "main",
+	} {
+		if got := funcPackage(name); got != want {
+			t.Errorf("funcPackage(%q) = %q, want %q", name, got, want)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"maps"
 	"os"
 	"os/exec"
@@ -16,7 +17,9 @@ import (
 	"github.com/locktest/locktest/clusters/backend"
 	"github.com/locktest/locktest/impls"
 	"github.com/locktest/locktest/impls/external"
+	"github.com/locktest/locktest/impls/golib"
 	"github.com/locktest/locktest/nemesis"
+	"github.com/locktest/locktest/workloads"
 )
 
 // ClientsDir is where --client looks a manifest up by name: the
@@ -45,7 +48,20 @@ type Manifest struct {
 // path of a manifest (.yaml), or a command line (split at spaces) whose
 // program speaks the client protocol. --backend, which a manifest may
 // give, is required.
+//
+// A run with --lib and no --client runs the adapter it built (the spec of
+// the impl's own backend, with the impl's params as the client's).
 func (c *Config) clientSpec() (external.Spec, error) {
+	if c.Client == "" && len(c.Libs) > 0 {
+		impl, err := impls.Lookup(c.Impl)
+		if err != nil {
+			return external.Spec{}, setupErr("--impl: %v", err)
+		}
+		if c.adapter == "" {
+			return external.Spec{}, setupErr("--lib: the adapter of %s is not built", c.Impl)
+		}
+		return external.Spec{Command: []string{c.adapter, "-impl", c.Impl}, Backend: impl.Backend, Params: maps.Clone(c.ImplParams)}, nil
+	}
 	spec := external.Spec{Backend: c.Backend, Params: maps.Clone(c.ClientParams)}
 	path := c.Client
 	if !strings.ContainsAny(path, " /") {
@@ -128,15 +144,19 @@ func findProgram(spec external.Spec) error {
 	return nil
 }
 
-// ImplInfo returns the impl a run of c tests: the Go impl c.Impl names,
-// or, with c.Client, the external client seen as an impl (its backend and
-// node count; its fencing and pause points once Run probed it). Its error
-// is a *SetupError that names the flag.
+// ImplInfo returns the impl a run of c tests: the Go impl c.Impl names
+// (with --lib, its doc says which library the adapter built with it names
+// once Run probed it), or, with c.Client, the external client seen as an
+// impl (its backend and node count; its fencing and pause points once Run
+// probed it). Its error is a *SetupError that names the flag.
 func (c *Config) ImplInfo() (impls.Impl, error) {
 	if c.Client == "" {
 		impl, err := impls.Lookup(c.Impl)
 		if err != nil {
 			return impls.Impl{}, setupErr("--impl: %v", err)
+		}
+		if caps := c.clientCaps; caps != nil {
+			impl.Doc = fmt.Sprintf("%s (%s %s, through the client protocol: %s -impl %s)", impl.Doc, caps.Library, caps.Version, c.adapter, c.Impl)
 		}
 		return impl, nil
 	}
@@ -149,6 +169,64 @@ func (c *Config) ImplInfo() (impls.Impl, error) {
 		caps = *c.clientCaps
 	}
 	return clientImpl(spec, caps), nil
+}
+
+// external reports whether the run's clients are programs that speak the
+// client protocol: an external client (--client), or the adapter of a Go
+// impl built with pinned libraries (--lib).
+func (c *Config) external() bool { return c.Client != "" || len(c.Libs) > 0 }
+
+// validateLibs checks --lib (beside --client, Validate refused it
+// already): pins of a Go impl's libraries, each
+// module@version, each one of the modules the impl is written with, and
+// no resource mode that the client protocol cannot carry.
+func (c *Config) validateLibs(impl impls.Impl) error {
+	if len(c.Libs) == 0 {
+		return nil
+	}
+	pins, err := golib.ParsePins(c.Libs)
+	if err != nil {
+		return setupErr("--lib %v", err)
+	}
+	for _, p := range pins {
+		if !slices.Contains(impl.Libraries, p.Module) {
+			return setupErr("--lib %s: %s is written with %s, and %s is none of them", p, c.Impl, strings.Join(impl.Libraries, ", "), p.Module)
+		}
+	}
+	if c.Mode == workloads.ModeEtcdGuarded {
+		return setupErr("--resource etcd-guarded cannot run with --lib: the adapter serves %s through the client protocol, which carries no guarded writes", c.Impl)
+	}
+	return nil
+}
+
+// buildAdapter builds, or finds in the cache, the adapter of c.Impl with
+// c.Libs (golib.Build), from locktest's source tree (golib.Source), with
+// the go command's output in logDir/adapter-build.log. Its error, a
+// *SetupError in one line, names the pins, the step that failed and its
+// first error, and the log.
+func (c *Config) buildAdapter(ctx context.Context, logDir string, lg *slog.Logger) error {
+	pins, err := golib.ParsePins(c.Libs)
+	if err != nil {
+		return setupErr("--lib %v", err)
+	}
+	src, err := golib.Source()
+	if err != nil {
+		return setupErr("--lib: %v", err)
+	}
+	path := filepath.Join(logDir, "adapter-build.log")
+	f, err := os.Create(path)
+	if err != nil {
+		return setupErr("store: %v", err)
+	}
+	defer f.Close()
+	lg.Info("adapter", "impl", c.Impl, "lib", strings.Join(c.Libs, ","), "src", src)
+	bin, err := golib.Build(ctx, golib.Request{Impl: c.Impl, Pins: pins, Src: src}, f)
+	if err != nil {
+		return setupErr("--lib: %v (the go command's output: %s)", err, path)
+	}
+	lg.Info("adapter ready", "program", bin)
+	c.adapter = bin
+	return nil
 }
 
 // probe reads the client program's capabilities (probeClient), names the
@@ -165,6 +243,9 @@ func (c *Config) probe(ctx context.Context, logDir string) (impls.Impl, error) {
 	c.clientCaps, c.Impl = &caps, caps.Name
 	if err := c.Validate(); err != nil {
 		return impls.Impl{}, err
+	}
+	if c.Client == "" {
+		return c.ImplInfo()
 	}
 	return clientImpl(spec, caps), nil
 }

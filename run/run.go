@@ -50,6 +50,13 @@ type Config struct {
 	Backend string
 	// ClientParams are passed to the client program in its hello.
 	ClientParams map[string]string
+	// Libs pins Go modules of the impl at other versions (--lib,
+	// module@version, each one of the impl's Libraries): Run builds an
+	// adapter of the impl with them (impls/golib), which serves it
+	// through the client protocol, and runs it as an external client.
+	Libs []string
+	// adapter is the program of that adapter, once Run built it.
+	adapter string
 	// clientCaps are the capabilities the client program reported, once
 	// Run probed it.
 	clientCaps *external.Caps
@@ -216,6 +223,9 @@ func (c Config) Prepared() (Config, error) {
 
 // Validate checks c, naming the bad setting as its flag.
 func (c *Config) Validate() error {
+	if len(c.Libs) > 0 && c.Client != "" {
+		return setupErr("--lib pins the libraries of a Go impl (--impl), and --client runs an external client: give one of them")
+	}
 	impl, err := c.ImplInfo()
 	if err != nil {
 		return err
@@ -262,9 +272,12 @@ func (c *Config) Validate() error {
 	if c.Client == "" && len(c.ClientParams) > 0 {
 		return setupErr("--client-opt changes nothing in this run: it needs --client")
 	}
+	if err := c.validateLibs(impl); err != nil {
+		return err
+	}
 	// A client's notices are known once it was probed.
 	if c.OnLost == workloads.OnLostStopWriting && impl.Notices == "" && (c.Client == "" || c.clientCaps != nil) {
-		return setupErr("--on-lost %s changes nothing in this run: %s sends no lost notices (etcd-mutex, etcd-lease-txn, zk-recipe, zk-lock, redlock-extend and the clients curator, curator-semaphore and kazoo do)", c.OnLost, c.Impl)
+		return setupErr("--on-lost %s changes nothing in this run: %s sends no lost notices (etcd-mutex, etcd-lease-txn, zk-recipe, zk-lock, the Redlock impls with their keep-alive on and the clients curator, curator-semaphore and kazoo do)", c.OnLost, c.Impl)
 	}
 	if c.Plan != nil && len(c.Targets) > 0 {
 		return setupErr("--target changes nothing with --schedule: each planned fault names its own targets")
@@ -380,7 +393,13 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	}
 	defer driverLog.Close()
 	lg := slog.New(teeHandler{slog.NewTextHandler(driverLog, nil), cfg.Logger})
-	if cfg.Client != "" {
+	if len(cfg.Libs) > 0 {
+		if err := cfg.buildAdapter(ctx, logDir, lg); err != nil {
+			setupFailure = err
+			return nil, err
+		}
+	}
+	if cfg.external() {
 		if impl, err = cfg.probe(ctx, logDir); err != nil {
 			setupFailure = err
 			return nil, err
@@ -402,7 +421,7 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 			Fenced: c.Fenced, Expires: c.Expires, Blocking: c.Blocking}
 	}
 	// The servers' versions follow once the nodes are up (start).
-	info.Versions = runstore.Versions{Locktest: runstore.Version(), Clients: clientVersions(impl, info.Client)}
+	info.Versions = runstore.Versions{Locktest: runstore.Version(), Clients: clientVersions(impl, info.Client, cfg.adapter)}
 	if strings.Contains(strings.Join(cfg.Faults, ","), "+") {
 		info.Stagger = cfg.Stagger.String()
 	}
@@ -494,7 +513,7 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	}
 	network := prov.network(cl)
 	var clients nemesis.Clients = pool
-	if cfg.Client != "" {
+	if cfg.external() {
 		clients = externalPool{pool}
 	}
 	env := nemesis.Env{
@@ -751,7 +770,7 @@ func start(ctx context.Context, cfg Config, impl impls.Impl, dir, logDir string,
 		locks[i] = fmt.Sprintf("lock-%d", i)
 	}
 	var client *external.Spec
-	if cfg.Client != "" {
+	if cfg.external() {
 		spec, err := cfg.clientSpec()
 		if err != nil {
 			return cl, nil, resStore, err

@@ -91,6 +91,7 @@ type Value interface {
 // withProviderSettings makes their entries.
 var Settings = withProviderSettings(withFaultSettings([]Setting{
 	{"impl", GroupWorkload, "lock implementation", str(func(c *Config) *string { return &c.Impl }), true},
+	{"lib", GroupWorkload, "pin Go modules of --impl at other versions, module@version, comma-separated, each one of the impl's libraries: the run builds an adapter of the impl with them (once, then cached) and runs it as an external client (see docs/clients.md)", list(func(c *Config) *[]string { return &c.Libs }), true},
 	{"client", GroupWorkload, "an external lock client in place of --impl: a manifest name in clients/, a manifest file, or a command line whose program speaks the client protocol (see docs/clients.md)", str(func(c *Config) *string { return &c.Client }), true},
 	{"backend", GroupWorkload, "the lock service an external client runs against: " + strings.Join(clientBackends(), ", ") + " (a manifest may give it)", str(func(c *Config) *string { return &c.Backend }), true},
 	{"client-opt", GroupWorkload, "external client settings key=value, passed in its hello", strMap(func(c *Config) *map[string]string { return &c.ClientParams }), true},

@@ -2,6 +2,7 @@ package run
 
 import (
 	"context"
+	"debug/buildinfo"
 	"log/slog"
 
 	"github.com/locktest/locktest/clusters"
@@ -10,12 +11,23 @@ import (
 	"github.com/locktest/locktest/runstore"
 )
 
-// clientVersions returns the versions of the run's client libraries: an
-// external client's library as its hello_ok named it, or the Go modules a
-// Go impl declares (impls.Impl.Libraries) as this binary's build info
-// gives them, which are the workers' too, since the workers are processes
-// of this binary.
-func clientVersions(impl impls.Impl, client *runstore.ClientInfo) map[string]string {
+// clientVersions returns the versions of the run's client libraries: the
+// Go modules a Go impl declares (impls.Impl.Libraries) as the build info
+// of the program that runs it gives them, which is this binary's (the
+// workers are processes of it) or, with --lib, the adapter's; or an
+// external client's library as its hello_ok named it.
+func clientVersions(impl impls.Impl, client *runstore.ClientInfo, adapter string) map[string]string {
+	if adapter != "" {
+		bi, err := buildinfo.ReadFile(adapter)
+		if err != nil {
+			vs := map[string]string{}
+			for _, l := range impl.Libraries {
+				vs[l] = "unknown: the adapter's build info cannot be read: " + err.Error()
+			}
+			return vs
+		}
+		return runstore.LibraryVersionsIn(bi, impl.Libraries)
+	}
 	if client == nil {
 		return runstore.LibraryVersions(impl.Libraries)
 	}

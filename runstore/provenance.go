@@ -90,6 +90,13 @@ func LibraryVersions(paths []string) map[string]string {
 	return libraryVersions(bi, paths)
 }
 
+// LibraryVersionsIn is LibraryVersions on the build info of another
+// program (debug/buildinfo.ReadFile), such as an adapter built with other
+// versions of a Go impl's libraries.
+func LibraryVersionsIn(bi *debug.BuildInfo, paths []string) map[string]string {
+	return libraryVersions(bi, paths)
+}
+
 // libraryVersions is LibraryVersions on the build info bi (nil: none). A
 // module replaced by another version gives that version; one replaced by
 // another module gives its version and names it; one replaced by a

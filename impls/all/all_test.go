@@ -41,3 +41,24 @@ func TestEveryImplNamesItsLibraries(t *testing.T) {
 		}
 	}
 }
+
+// TestEveryImplKnowsItsPackage: Register records the package of each
+// impl's code, a folder of impls/ that holds the impl's registration, which
+// an adapter with pinned libraries imports (impls/golib).
+func TestEveryImplKnowsItsPackage(t *testing.T) {
+	const mod = "github.com/locktest/locktest/"
+	for _, name := range impls.Names() {
+		i, _ := impls.Lookup(name)
+		dir, ok := strings.CutPrefix(i.Package, mod+"impls/")
+		if !ok {
+			t.Errorf("%s: Package %q is not a package of impls/", name, i.Package)
+			continue
+		}
+		if _, err := os.Stat(filepath.Join("..", dir)); err != nil {
+			t.Errorf("%s: Package %q: %v", name, i.Package, err)
+		}
+	}
+	if i, _ := impls.Lookup("redlock-3"); i.Package != mod+"impls/redlock" {
+		t.Errorf("redlock-3's Package is %q, want %simpls/redlock", i.Package, mod)
+	}
+}

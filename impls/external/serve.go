@@ -11,15 +11,31 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/impls"
+	"github.com/locktest/locktest/runstore"
 )
 
 // Serve is the client side of the protocol around the Go impl named impl:
 // the reference adapter, which lets a test compare an impl driven through
 // the protocol with the same impl run natively. It reads hello and
-// requests from in and writes replies to out until in ends. Its leases
-// state their validity with valid_ms (ValidityReported); its pause points
-// are the impl's.
+// requests from in and writes replies to out until in ends. It names
+// itself goref-<impl>, and its library as the impl's first
+// (impls.Impl.Libraries) at the version this program's build info gives.
+// Its leases state their validity with valid_ms (ValidityReported); its
+// pause points are the impl's, and it sends a lost notice whenever the
+// impl tells its holder that a lease is lost.
 func Serve(ctx context.Context, in io.Reader, out io.Writer, impl string) error {
+	return serve(ctx, in, out, impl, "goref-"+impl)
+}
+
+// ServeAdapter is Serve under the impl's own name: the adapter that serves
+// an impl built with other versions of its libraries (impls/golib), which
+// a run names as the impl.
+func ServeAdapter(ctx context.Context, in io.Reader, out io.Writer, impl string) error {
+	return serve(ctx, in, out, impl, impl)
+}
+
+// serve is Serve, naming itself name in its hello_ok.
+func serve(ctx context.Context, in io.Reader, out io.Writer, impl, name string) error {
 	reg, err := impls.Lookup(impl)
 	if err != nil {
 		return err
@@ -30,8 +46,13 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer, impl string) error 
 	if !ok {
 		return errors.New("no hello on input")
 	}
-	caps := Caps{Type: TypeHelloOK, Protocol: Version, Name: "goref-" + impl, Library: "locktest/impls", Version: "builtin",
-		Fenced: reg.Fenced, Expires: true, Validity: ValidityReported, Blocking: reg.Blocking, Points: reg.Points, Doc: reg.Doc}
+	library, version := "locktest/impls", "unknown: the impl names no library"
+	if len(reg.Libraries) > 0 {
+		library = reg.Libraries[0]
+		version = runstore.LibraryVersions(reg.Libraries[:1])[library]
+	}
+	caps := Caps{Type: TypeHelloOK, Protocol: Version, Name: name, Library: library, Version: version,
+		Fenced: reg.Fenced, Expires: true, Validity: ValidityReported, Blocking: reg.Blocking, Points: reg.Points, Notices: reg.Notices, Doc: reg.Doc}
 	if err := s.send(caps); err != nil {
 		return err
 	}
@@ -42,7 +63,9 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer, impl string) error 
 	}
 	start := time.Now()
 	now := func() time.Duration { return time.Since(start) }
-	cfg := impls.Config{Process: h.Process, Now: now, Params: h.Params, Hook: s.pass}
+	cfg := impls.Config{Process: h.Process, Now: now, Params: h.Params, Hook: s.pass, Lost: func(lock, value, reason string) {
+		_ = s.send(Reply{Type: TypeLost, Lock: lock, Value: value, Reason: reason})
+	}}
 	for _, n := range h.Nodes {
 		cfg.Addrs = append(cfg.Addrs, n.Addr)
 		cfg.Nodes = append(cfg.Nodes, impls.Node{Name: n.Name, Addr: n.Addr, Role: n.Role})

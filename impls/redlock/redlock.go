@@ -26,6 +26,21 @@
 //     with the keep-alive believes it holds the lock until it releases it,
 //     so its Lease.ValidUntil is 0; a whole-process pause stops the
 //     keep-alive with the rest of the process.
+//   - extend-every=D: the keep-alive's period instead of ttl/3 (with
+//     extend=on).
+//   - setnx-on-extend=on|off: build each Mutex with what redsync's
+//     WithSetNXOnExtend option sets (with extend=on; default off, as in
+//     redsync): ExtendContext then SETs the key with NX on a node that
+//     lacks it ("extend or lock", go-redsync/redsync#149, in v4.12.0 and
+//     later), so a node that restarted empty holds the lease again at the
+//     next extend. Without it a lease held across restarts of its nodes
+//     without persistence is extended on fewer and fewer of them, until a
+//     majority of empty nodes grants the lock to another client. The
+//     option is applied by setting the Mutex's field that
+//     WithSetNXOnExtend sets (setNXOnExtend) through reflection rather than
+//     by calling it, so that this package also builds with the releases
+//     before v4.12.0 (an adapter built with --lib); with those the param is
+//     an error.
 //   - tries=N: WithTries(N), default 1 (Acquire tries once, as the harness
 //     expects; redsync's own default is 32).
 //   - drift=F: WithDriftFactor(F), default redsync's 0.01.
@@ -48,11 +63,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/go-redsync/redsync/v4"
 	redsyncredis "github.com/go-redsync/redsync/v4/redis"
@@ -63,6 +80,7 @@ import (
 	"github.com/locktest/locktest/clusters/backend"
 	"github.com/locktest/locktest/impls"
 	"github.com/locktest/locktest/internal/tick"
+	"github.com/locktest/locktest/runstore"
 )
 
 // The pause points of the acquisition besides after-node-K.
@@ -95,14 +113,16 @@ func init() {
 		}
 		doc += "a lease without a fencing token: a holder paused after Lock returned writes after another process took the lock, " +
 			"and a node that restarts without its data gives a second majority."
-		notices := ""
-		if i.extend {
-			notices = "a failed ExtendContext of its keep-alive"
+		// The keep-alive is a param of every Redlock impl (extend), on by
+		// default for redlock-extend: its failure is the lost notice.
+		notices := "a failed ExtendContext of its keep-alive"
+		if !i.extend {
+			notices += " (with extend=on)"
 		}
 		impls.Register(impls.Impl{
 			Name: i.name, Backend: backend.Redis, Nodes: i.nodes, Doc: doc, Points: Points(i.nodes), Notices: notices,
 			Wait:      "fails at once (tries=1)",
-			Libraries: []string{"github.com/go-redsync/redsync/v4", "github.com/redis/go-redis/v9"},
+			Libraries: []string{redsyncModule, "github.com/redis/go-redis/v9"},
 			New: func(ctx context.Context, cfg impls.Config) (impls.Client, error) {
 				return New(ctx, cfg, i.extend)
 			},
@@ -149,10 +169,14 @@ type Client struct {
 	rdbs   []*goredis.Client
 	pools  []redsyncredis.Pool
 	extend bool
+	every  time.Duration // the keep-alive's period; 0 is ttl/3
 	tries  int
 	drift  float64
 	tf     float64
 	values impls.Values
+	// opts are the Mutex options of the params beyond those every
+	// acquire gives (setnx-on-extend).
+	opts []redsync.Option
 
 	held map[string]*holding // by lock value
 }
@@ -178,7 +202,14 @@ func New(ctx context.Context, cfg impls.Config, extend bool) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{cfg: cfg, values: impls.Values{Process: cfg.Process}, extend: p.extend, tries: p.tries, drift: p.drift, tf: p.timeoutFactor, held: map[string]*holding{}}
+	c := &Client{cfg: cfg, values: impls.Values{Process: cfg.Process}, extend: p.extend, every: p.every, tries: p.tries, drift: p.drift, tf: p.timeoutFactor, held: map[string]*holding{}}
+	if p.setNX {
+		opt, err := setNXOnExtend()
+		if err != nil {
+			return nil, err
+		}
+		c.opts = append(c.opts, opt)
+	}
 	for i, addr := range cfg.Addrs {
 		name := fmt.Sprintf("node%d", i+1)
 		if i < len(cfg.Nodes) && cfg.Nodes[i].Name != "" {
@@ -199,12 +230,15 @@ func New(ctx context.Context, cfg impls.Config, extend bool) (*Client, error) {
 // params are the impl's settings.
 type params struct {
 	extend        bool
+	every         time.Duration
+	setNX         bool
 	tries         int
 	drift         float64
 	timeoutFactor float64
 }
 
-// parseParams reads extend, tries and drift from p.
+// parseParams reads the params (see the package doc) from p; extend is
+// the impl's default of the keep-alive.
 func parseParams(p map[string]string, extend bool) (params, error) {
 	out := params{extend: extend, tries: 1, drift: 0.01, timeoutFactor: 0.05}
 	for k, v := range p {
@@ -217,6 +251,21 @@ func parseParams(p map[string]string, extend bool) (params, error) {
 				out.extend = false
 			default:
 				return out, fmt.Errorf("redlock: param extend=%q: want on or off", v)
+			}
+		case "extend-every":
+			d, err := time.ParseDuration(v)
+			if err != nil || d <= 0 {
+				return out, fmt.Errorf("redlock: param extend-every=%q: want a positive duration", v)
+			}
+			out.every = d
+		case "setnx-on-extend":
+			switch v {
+			case "on", "true", "1":
+				out.setNX = true
+			case "off", "false", "0":
+				out.setNX = false
+			default:
+				return out, fmt.Errorf("redlock: param setnx-on-extend=%q: want on or off", v)
 			}
 		case "tries":
 			n, err := strconv.Atoi(v)
@@ -237,11 +286,35 @@ func parseParams(p map[string]string, extend bool) (params, error) {
 			}
 			out.timeoutFactor = f
 		default:
-			return out, fmt.Errorf("redlock: unknown param %q (known: extend, tries, drift, timeout-factor)", k)
+			return out, fmt.Errorf("redlock: unknown param %q (known: extend, extend-every, setnx-on-extend, tries, drift, timeout-factor)", k)
 		}
+	}
+	if !out.extend && (out.setNX || out.every != 0) {
+		return out, errors.New("redlock: params extend-every and setnx-on-extend change nothing without the keep-alive (extend=on)")
 	}
 	return out, nil
 }
+
+// setNXOnExtend returns an option that does what redsync's
+// WithSetNXOnExtend does in every release that has it (v4.12.0 and
+// later): it sets the Mutex's field setNXOnExtend, which makes
+// ExtendContext run the "extend or lock" script. It sets the field
+// through reflection, so that this package builds with the releases
+// before v4.12.0 too; with those, which have no such field, it returns an
+// error. TestSetNXOnExtendIsTheLibrarysOption holds it to the real option.
+func setNXOnExtend() (redsync.Option, error) {
+	f, ok := reflect.TypeFor[redsync.Mutex]().FieldByName("setNXOnExtend")
+	if !ok || f.Type.Kind() != reflect.Bool {
+		return nil, fmt.Errorf("redlock: param setnx-on-extend=on: this program's redsync (%s) has no WithSetNXOnExtend, which v4.12.0 added",
+			runstore.LibraryVersions([]string{redsyncModule})[redsyncModule])
+	}
+	return redsync.OptionFunc(func(m *redsync.Mutex) {
+		*(*bool)(unsafe.Add(unsafe.Pointer(m), f.Offset)) = true
+	}), nil
+}
+
+// redsyncModule is redsync's module path, as Libraries names it.
+const redsyncModule = "github.com/go-redsync/redsync/v4"
 
 // Acquire runs one LockContext (WithTries, default 1) on a fresh mutex. It
 // returns impls.ErrNotAcquired when redsync certainly holds nothing: a
@@ -261,9 +334,9 @@ func (c *Client) Acquire(ctx context.Context, lock string, ttl time.Duration) (i
 	for i, p := range c.pools {
 		pools[i] = &hookedPool{Pool: p, at: at, node: i}
 	}
-	m := redsync.New(pools...).NewMutex(lock,
-		redsync.WithExpiry(ttl), redsync.WithTries(c.tries), redsync.WithDriftFactor(c.drift), redsync.WithTimeoutFactor(c.tf),
-		redsync.WithGenValueFunc(func() (string, error) { return value, nil }))
+	opts := append([]redsync.Option{redsync.WithExpiry(ttl), redsync.WithTries(c.tries), redsync.WithDriftFactor(c.drift), redsync.WithTimeoutFactor(c.tf),
+		redsync.WithGenValueFunc(func() (string, error) { return value, nil })}, c.opts...)
+	m := redsync.New(pools...).NewMutex(lock, opts...)
 	err := m.LockContext(ctx)
 	if err != nil {
 		return impls.Lease{}, classifyLockErr(err, at.grants(), at.quorum, len(c.pools))
@@ -276,7 +349,11 @@ func (c *Client) Acquire(ctx context.Context, lock string, ttl time.Duration) (i
 	if c.extend {
 		kctx, cancel := context.WithCancel(context.Background())
 		h.stop, h.done = cancel, make(chan struct{})
-		go h.keepAlive(kctx, ttl, func(err error) {
+		every := c.every
+		if every == 0 {
+			every = ttl / 3
+		}
+		go h.keepAlive(kctx, every, func(err error) {
 			c.cfg.Tell(lock, l.Value, fmt.Sprintf("redsync ExtendContext failed, the keep-alive gave up: %v", err))
 		})
 	}
@@ -314,12 +391,12 @@ func classifyLockErr(err error, grants, quorum, nodes int) error {
 	}
 }
 
-// keepAlive extends the lease every ttl/3 until stopped. It stops at the
+// keepAlive extends the lease every period until stopped. It stops at the
 // first failure: the lock is lost, and redsync's users typically only log
 // that; lost hears of it (the lost-lock notice).
-func (h *holding) keepAlive(ctx context.Context, ttl time.Duration, lost func(error)) {
+func (h *holding) keepAlive(ctx context.Context, every time.Duration, lost func(error)) {
 	defer close(h.done)
-	tick.Until(ttl/3, ctx.Done(), func() bool {
+	tick.Until(every, ctx.Done(), func() bool {
 		ok, err := h.m.ExtendContext(ctx)
 		if ctx.Err() != nil {
 			return false

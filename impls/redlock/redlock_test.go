@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -58,6 +59,12 @@ func TestParseParams(t *testing.T) {
 		{map[string]string{"tries": "0"}, false, params{}, "tries"},
 		{map[string]string{"drift": "1.5"}, false, params{}, "drift"},
 		{map[string]string{"color": "red"}, false, params{}, `unknown param "color"`},
+		{map[string]string{"setnx-on-extend": "on", "extend-every": "50ms"}, true,
+			params{extend: true, every: 50 * time.Millisecond, setNX: true, tries: 1, drift: 0.01, timeoutFactor: 0.05}, ""},
+		{map[string]string{"setnx-on-extend": "on"}, false, params{}, "without the keep-alive"},
+		{map[string]string{"extend-every": "1s", "extend": "off"}, true, params{}, "without the keep-alive"},
+		{map[string]string{"setnx-on-extend": "yes"}, true, params{}, "setnx-on-extend"},
+		{map[string]string{"extend-every": "0s"}, true, params{}, "extend-every"},
 	}
 	for _, tt := range tests {
 		got, err := parseParams(tt.p, tt.extend)
@@ -372,5 +379,124 @@ func TestAutoExtend(t *testing.T) {
 	}
 	if _, err := b.Acquire(ctx, "L", ttl); err != nil {
 		t.Errorf("acquire after release: %v", err)
+	}
+}
+
+// TestSetNXOnExtendIsTheLibrarysOption: the param's option leaves a Mutex
+// as redsync's own WithSetNXOnExtend does (of the redsync go.mod
+// requires): every boolean field alike, and one of them differs from a
+// Mutex without the option.
+func TestSetNXOnExtendIsTheLibrarysOption(t *testing.T) {
+	opt, err := setNXOnExtend()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := redsync.New()
+	ours, lib, none := rs.NewMutex("L", opt), rs.NewMutex("L", redsync.WithSetNXOnExtend()), rs.NewMutex("L")
+	vo, vl, vn := reflect.ValueOf(ours).Elem(), reflect.ValueOf(lib).Elem(), reflect.ValueOf(none).Elem()
+	differs := 0
+	for i := range vo.NumField() {
+		if vo.Field(i).Kind() != reflect.Bool {
+			continue
+		}
+		name := vo.Type().Field(i).Name
+		if vo.Field(i).Bool() != vl.Field(i).Bool() {
+			t.Errorf("field %s: %v with the param's option, %v with WithSetNXOnExtend", name, vo.Field(i).Bool(), vl.Field(i).Bool())
+		}
+		if vl.Field(i).Bool() != vn.Field(i).Bool() {
+			differs++
+		}
+	}
+	if differs != 1 {
+		t.Errorf("WithSetNXOnExtend changed %d boolean fields of the Mutex, want 1", differs)
+	}
+}
+
+// TestExtendOrLock: a holder's keep-alive against nodes that lose its key
+// (as a node restarted without persistence does). Without
+// setnx-on-extend, it extends on the nodes that still hold the key only,
+// and once a majority lost it, its extend fails and it is told the lease
+// is lost; with it, the keep-alive sets the key again on a node that lost
+// it, so losing the key on one node after another never loses the lease.
+func TestExtendOrLock(t *testing.T) {
+	for _, setNX := range []bool{false, true} {
+		t.Run(fmt.Sprintf("setnx-on-extend=%v", setNX), func(t *testing.T) {
+			r := startNodes(t, 3)
+			lost := make(chan string, 4)
+			a := newClient(t, "redlock-3", r, 1, func(c *impls.Config) {
+				c.Params = map[string]string{"timeout-factor": "0.5", "extend": "on", "extend-every": "100ms"}
+				if setNX {
+					c.Params["setnx-on-extend"] = "on"
+				}
+				c.Lost = func(_, _, reason string) { lost <- reason }
+			})
+			ctx := context.Background()
+			la, err := a.Acquire(ctx, "L", 5*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			nodes := r.Nodes()
+			// The node the key is taken from, and whether a node holds it.
+			del := func(i int) {
+				c := goredis.NewClient(&goredis.Options{Addr: nodes[i].Addr, MaxRetries: -1, DisableIdentity: true})
+				defer c.Close()
+				if err := c.Del(ctx, "L").Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			holds := func(i int) bool {
+				c := goredis.NewClient(&goredis.Options{Addr: nodes[i].Addr, MaxRetries: -1, DisableIdentity: true})
+				defer c.Close()
+				v, _ := c.Get(ctx, "L").Result()
+				return v == la.Value
+			}
+			// extended waits until the keep-alive has extended the lease
+			// on node i since now: its key's time to live went up again.
+			extended := func(i int) {
+				c := goredis.NewClient(&goredis.Options{Addr: nodes[i].Addr, MaxRetries: -1, DisableIdentity: true})
+				defer c.Close()
+				low := c.PTTL(ctx, "L").Val()
+				for c.PTTL(ctx, "L").Val() <= low {
+					time.Sleep(10 * time.Millisecond)
+				}
+			}
+			del(0)
+			extended(1)
+			extended(1) // an extend that started after the delete
+			if holds(0) != setNX {
+				t.Fatalf("after the keep-alive ran, n1 holds the key: %v, want %v", holds(0), setNX)
+			}
+			if !setNX {
+				del(1)
+				select {
+				case reason := <-lost:
+					if !strings.Contains(reason, "ExtendContext failed") {
+						t.Errorf("lost notice %q", reason)
+					}
+				case <-time.After(time.Minute):
+					t.Fatal("no lost notice after a majority of nodes lost the key")
+				}
+				return
+			}
+			for !holds(0) {
+				time.Sleep(10 * time.Millisecond)
+			}
+			del(1)
+			for !holds(1) {
+				time.Sleep(10 * time.Millisecond)
+			}
+			del(2)
+			for !holds(2) {
+				time.Sleep(10 * time.Millisecond)
+			}
+			select {
+			case reason := <-lost:
+				t.Errorf("the lease was lost with every node holding it again: %s", reason)
+			default:
+			}
+			if _, err := a.Release(ctx, la); err != nil {
+				t.Errorf("release: %v", err)
+			}
+		})
 	}
 }
