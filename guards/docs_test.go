@@ -29,6 +29,7 @@ import (
 	"github.com/locktest/locktest/clusters/local"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/impls"
+	"github.com/locktest/locktest/internal/cliflags"
 	"github.com/locktest/locktest/matrix"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/run"
@@ -89,12 +90,7 @@ type span struct {
 }
 
 // flag is one flag of a command, as `locktest flags` prints it.
-type flag struct {
-	Name      string `json:"name"`
-	Shorthand string `json:"shorthand"`
-	DefValue  string `json:"default"`
-	Usage     string `json:"usage"`
-}
+type flag = cliflags.Flag
 
 var (
 	commandsOnce sync.Once
@@ -338,15 +334,7 @@ func TestDocumentedCommandsAreValid(t *testing.T) {
 }
 
 // checked is what `locktest flags --check` says of one command line.
-type checked struct {
-	Path       string              `json:"path"`
-	Args       []string            `json:"args"`
-	ParseError string              `json:"parse_error,omitempty"`
-	ArgsError  string              `json:"args_error,omitempty"`
-	Values     map[string][]string `json:"values,omitempty"`
-	Positional []string            `json:"positional,omitempty"`
-	Error      string              `json:"error,omitempty"`
-}
+type checked = cliflags.Line
 
 func checkCommand(t *testing.T, dc docCommand, path string, rest []string, res checked) {
 	if path == "" {
@@ -454,7 +442,7 @@ func flagDefault(f *flag) string {
 	if d, ok := derivedDefaults[f.Name]; ok {
 		return normDefault(d)
 	}
-	return normDefault(f.DefValue)
+	return normDefault(f.Default)
 }
 
 // TestDocsGiveTheRealDefaults compares every default the docs state for a
@@ -489,7 +477,7 @@ func TestDocsGiveTheRealDefaults(t *testing.T) {
 					}
 					checked++
 					if got, want := normDefault(defs[k]), flagDefault(f); got != want {
-						t.Errorf("%s: --%s's default is %q in the docs, %q in the code", where, f.Name, strings.TrimSpace(defs[k]), f.DefValue)
+						t.Errorf("%s: --%s's default is %q in the docs, %q in the code", where, f.Name, strings.TrimSpace(defs[k]), f.Default)
 					}
 				}
 			}
@@ -500,7 +488,7 @@ func TestDocsGiveTheRealDefaults(t *testing.T) {
 				}
 				checked++
 				if got, want := normDefault(strings.TrimPrefix(m[2], "the ")), flagDefault(f); got != want && !strings.Contains(m[2], "free") {
-					t.Errorf("%s: %s's default is %q in the docs, %q in the code", where, m[1], m[2], f.DefValue)
+					t.Errorf("%s: %s's default is %q in the docs, %q in the code", where, m[1], m[2], f.Default)
 				}
 			}
 		}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/clusters/backend"
+	"github.com/locktest/locktest/clusters/provider"
 	"github.com/locktest/locktest/impls"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/workloads"
@@ -140,13 +141,7 @@ func withFaultSettings(table []Setting) []Setting {
 	var rows []Setting
 	for _, fs := range nemesis.Declared() {
 		rows = append(rows, Setting{Name: fs.Name(), Group: GroupFaults, Doc: fs.Doc(), Scenario: true,
-			Field: func(c *Config) Value {
-				v := faultValue{fs, &c.FaultSettings}
-				if fs.Type() == "bool" {
-					return faultSwitch{v}
-				}
-				return v
-			}})
+			Field: func(c *Config) Value { return faultValue{fs, &c.FaultSettings} }})
 	}
 	at := slices.IndexFunc(table, func(s Setting) bool { return s.Name == "interval" }) + 1
 	return slices.Insert(table, at, rows...)
@@ -164,11 +159,9 @@ func (v faultValue) Type() string       { return v.s.Type() }
 func (v faultValue) Set(s string) error { return v.s.SetText(v.vs, s) }
 func (v faultValue) check() error       { return v.s.Check(*v.vs) }
 
-// faultSwitch is a fault setting that is a switch: a flag without a value
-// sets it.
-type faultSwitch struct{ faultValue }
-
-func (faultSwitch) IsBoolFlag() bool { return true }
+// IsBoolFlag reports whether the setting is a switch, which a flag
+// without a value sets.
+func (v faultValue) IsBoolFlag() bool { return v.s.Type() == nemesis.Switch.Type }
 
 // SettingNamed returns the setting named name (its flag name or its key).
 func SettingNamed(name string) (Setting, bool) {
@@ -281,7 +274,8 @@ func atLeast[T cmp.Ordered](min T) func(T) bool {
 	return func(x T) bool { return x >= min }
 }
 
-// BoolValue is the Value of a switch: a flag without a value sets it.
+// BoolValue is a Value that may be a switch: when IsBoolFlag says so, a
+// flag without a value sets it.
 type BoolValue interface {
 	Value
 	IsBoolFlag() bool
@@ -387,8 +381,8 @@ func (c *Config) Set(name, text string) error {
 		*v.p = nil
 	case targetsValue:
 		*v.p = nil
-	case providerValue:
-		v.vs.Reset(v.s)
+	case *provider.Flag:
+		v.Reset()
 	}
 	return s.Field(c).Set(text)
 }

@@ -169,6 +169,23 @@ type BuildOptions struct {
 	Force bool
 }
 
+// Check refuses options no build can take, before any engine is asked:
+// a backend (or image name) no image serves, a NodeBinary that is not an
+// executable file.
+func (o BuildOptions) Check() error {
+	for _, b := range o.Backends {
+		if !slices.Contains(Backends(), b) && !slices.Contains(Names(), b) {
+			return fmt.Errorf("images build: no backend %q (known: %s)", b, strings.Join(Backends(), ", "))
+		}
+	}
+	if o.NodeBinary != "" {
+		if st, err := os.Stat(o.NodeBinary); err != nil || !st.Mode().IsRegular() || st.Mode()&0o111 == 0 {
+			return fmt.Errorf("--node-binary %s: not an executable file", o.NodeBinary)
+		}
+	}
+	return nil
+}
+
 // Build builds, on the engine e, locktest's own image of each backend
 // without pulling anything: a root file system assembled from this host's
 // installed packages (the server's binary, the libraries ldd lists, for
@@ -180,11 +197,11 @@ type BuildOptions struct {
 // rebuilt. A newer build of a backend replaces the older images locktest
 // built for it.
 func Build(ctx context.Context, e *engine.Engine, opts BuildOptions) ([]BuiltImage, error) {
+	if err := opts.Check(); err != nil {
+		return nil, err
+	}
 	var todo []string
 	for _, b := range opts.Backends {
-		if !slices.Contains(Backends(), b) && !slices.Contains(Names(), b) {
-			return nil, fmt.Errorf("images build: no backend %q (known: %s)", b, strings.Join(Backends(), ", "))
-		}
 		if im := Of(b); !slices.Contains(todo, im) {
 			todo = append(todo, im)
 		}
