@@ -25,8 +25,7 @@ import (
 	"testing"
 
 	"github.com/locktest/locktest/checker"
-	"github.com/locktest/locktest/clusters/docker"
-	"github.com/locktest/locktest/clusters/local"
+	"github.com/locktest/locktest/clusters/backend"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/impls"
 	"github.com/locktest/locktest/internal/cliflags"
@@ -399,7 +398,7 @@ func checkCommand(t *testing.T, dc docCommand, path string, rest []string, res c
 		}
 	case "images build":
 		for _, b := range res.Positional {
-			if !slices.Contains(docker.Backends(), b) {
+			if !slices.Contains(backend.All(), b) {
 				t.Errorf("images build: no backend %q", b)
 			}
 		}
@@ -525,8 +524,7 @@ func vocabulary() map[string]string {
 	add("provider", run.Providers...)
 	add("net mode", run.NetModes...)
 	add("persistence", run.Persistences...)
-	add("backend", local.Backends()...)
-	add("backend", docker.Backends()...)
+	add("backend", backend.All()...)
 	for _, s := range scenarios.Builtin() {
 		add("scenario", s.Name)
 	}
@@ -782,8 +780,8 @@ func TestHelpListsEveryRegisteredName(t *testing.T) {
 			t.Errorf("matrix --help does not name the fault class %s", c)
 		}
 	}
-	if h := help("images", "build", "--help"); !strings.Contains(h, strings.Join(docker.Backends(), ", ")) {
-		t.Errorf("images build --help does not name the backends %v", docker.Backends())
+	if h := help("images", "build", "--help"); !strings.Contains(h, strings.Join(backend.All(), ", ")) {
+		t.Errorf("images build --help does not name the backends %v", backend.All())
 	}
 	list := help("list")
 	for what, names := range map[string][]string{"impl": impls.Names(), "fault": nemesis.Names(), "resource mode": want["resource mode"]} {

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/locktest/locktest/clusters/backend"
 )
 
 // TestBuildOptionsCheck: a build names backends or images that exist and
@@ -24,8 +26,8 @@ func TestBuildOptionsCheck(t *testing.T) {
 		want string
 	}{
 		{BuildOptions{}, ""},
-		{BuildOptions{Backends: append(Backends(), Names()...), NodeBinary: exe}, ""},
-		{BuildOptions{Backends: []string{"nope"}}, `images build: no backend "nope" (known: ` + strings.Join(Backends(), ", ") + ")"},
+		{BuildOptions{Backends: append(backend.All(), Names()...), NodeBinary: exe}, ""},
+		{BuildOptions{Backends: []string{"nope"}}, `images build: no backend "nope" (known: ` + strings.Join(backend.All(), ", ") + ")"},
 		{BuildOptions{NodeBinary: data}, "--node-binary " + data + ": not an executable file"},
 		{BuildOptions{NodeBinary: dir}, "--node-binary " + dir + ": not an executable file"},
 		{BuildOptions{NodeBinary: filepath.Join(dir, "none")}, "not an executable file"},

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/locktest/locktest/clusters/backend"
 	"github.com/locktest/locktest/clusters/engine"
 	"github.com/locktest/locktest/clusters/images"
 )
@@ -25,7 +26,7 @@ func newImagesCmd() *cobra.Command {
 	var nodeBinary string
 	build := &cobra.Command{
 		Use:   "build [backend...]",
-		Short: "Build locktest's own image of each backend without pulling anything: " + strings.Join(images.Backends(), ", "),
+		Short: "Build locktest's own image of each backend without pulling anything: " + strings.Join(backend.All(), ", "),
 		Long: `build makes, for each backend named (all by default), an image the docker
 provider then runs, without a registry, one per server program (the Redis
 backends share redis's, mysql runs mariadb's): redis, zookeeper, mariadb and
@@ -37,7 +38,7 @@ locktest.image=1.
 An image whose inputs have not changed is reused. Built images are kept
 between runs; runs use them unless --image names another.
 
-Backends: ` + strings.Join(images.Backends(), ", ") + `.`,
+Backends: ` + strings.Join(backend.All(), ", ") + `.`,
 		Args: args(cobra.ArbitraryArgs),
 		RunE: func(cmd *cobra.Command, backends []string) error {
 			opts := images.BuildOptions{Backends: backends, NodeBinary: nodeBinary, Force: force}
