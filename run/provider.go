@@ -3,7 +3,6 @@ package run
 import (
 	"context"
 	"log/slog"
-	"slices"
 	"strings"
 
 	// The one place the providers are named: each registers itself.
@@ -137,11 +136,11 @@ func (c *Config) ProviderArgs() []string {
 	return a
 }
 
-// withProviderSettings returns table with an entry for each provider's
-// own settings (provider.Def.Settings), in the platform group after
-// --provider, in the providers' order: its flag and results key are its
-// name, its help its Doc, its value Config.ProviderSettings'.
-func withProviderSettings(table []Setting) []Setting {
+// providerRows are an entry for each provider's own settings
+// (provider.Def.Settings), in the platform group, in the providers'
+// order: its flag and results key are its name, its help its Doc, its
+// value Config.ProviderSettings'.
+func providerRows() []Setting {
 	var rows []Setting
 	for _, d := range provider.All() {
 		for _, ps := range d.Settings {
@@ -149,8 +148,7 @@ func withProviderSettings(table []Setting) []Setting {
 				Field: func(c *Config) Value { return c.ProviderSettings.Flag(ps) }})
 		}
 	}
-	at := slices.IndexFunc(table, func(s Setting) bool { return s.Name == "provider" }) + 1
-	return slices.Insert(table, at, rows...)
+	return rows
 }
 
 // makeProvider makes the run's provider; its errors are setup errors.
