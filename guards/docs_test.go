@@ -25,10 +25,10 @@ import (
 	"testing"
 
 	"github.com/locktest/locktest/checker"
-	"github.com/locktest/locktest/clusters/docker"
-	"github.com/locktest/locktest/clusters/local"
+	"github.com/locktest/locktest/clusters/backend"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/impls"
+	"github.com/locktest/locktest/internal/cliflags"
 	"github.com/locktest/locktest/matrix"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/run"
@@ -89,12 +89,7 @@ type span struct {
 }
 
 // flag is one flag of a command, as `locktest flags` prints it.
-type flag struct {
-	Name      string `json:"name"`
-	Shorthand string `json:"shorthand"`
-	DefValue  string `json:"default"`
-	Usage     string `json:"usage"`
-}
+type flag = cliflags.Flag
 
 var (
 	commandsOnce sync.Once
@@ -338,15 +333,7 @@ func TestDocumentedCommandsAreValid(t *testing.T) {
 }
 
 // checked is what `locktest flags --check` says of one command line.
-type checked struct {
-	Path       string              `json:"path"`
-	Args       []string            `json:"args"`
-	ParseError string              `json:"parse_error,omitempty"`
-	ArgsError  string              `json:"args_error,omitempty"`
-	Values     map[string][]string `json:"values,omitempty"`
-	Positional []string            `json:"positional,omitempty"`
-	Error      string              `json:"error,omitempty"`
-}
+type checked = cliflags.Line
 
 func checkCommand(t *testing.T, dc docCommand, path string, rest []string, res checked) {
 	if path == "" {
@@ -411,7 +398,7 @@ func checkCommand(t *testing.T, dc docCommand, path string, rest []string, res c
 		}
 	case "images build":
 		for _, b := range res.Positional {
-			if !slices.Contains(docker.Backends(), b) {
+			if !slices.Contains(backend.All(), b) {
 				t.Errorf("images build: no backend %q", b)
 			}
 		}
@@ -454,7 +441,7 @@ func flagDefault(f *flag) string {
 	if d, ok := derivedDefaults[f.Name]; ok {
 		return normDefault(d)
 	}
-	return normDefault(f.DefValue)
+	return normDefault(f.Default)
 }
 
 // TestDocsGiveTheRealDefaults compares every default the docs state for a
@@ -489,7 +476,7 @@ func TestDocsGiveTheRealDefaults(t *testing.T) {
 					}
 					checked++
 					if got, want := normDefault(defs[k]), flagDefault(f); got != want {
-						t.Errorf("%s: --%s's default is %q in the docs, %q in the code", where, f.Name, strings.TrimSpace(defs[k]), f.DefValue)
+						t.Errorf("%s: --%s's default is %q in the docs, %q in the code", where, f.Name, strings.TrimSpace(defs[k]), f.Default)
 					}
 				}
 			}
@@ -500,7 +487,7 @@ func TestDocsGiveTheRealDefaults(t *testing.T) {
 				}
 				checked++
 				if got, want := normDefault(strings.TrimPrefix(m[2], "the ")), flagDefault(f); got != want && !strings.Contains(m[2], "free") {
-					t.Errorf("%s: %s's default is %q in the docs, %q in the code", where, m[1], m[2], f.DefValue)
+					t.Errorf("%s: %s's default is %q in the docs, %q in the code", where, m[1], m[2], f.Default)
 				}
 			}
 		}
@@ -537,8 +524,7 @@ func vocabulary() map[string]string {
 	add("provider", run.Providers...)
 	add("net mode", run.NetModes...)
 	add("persistence", run.Persistences...)
-	add("backend", local.Backends()...)
-	add("backend", docker.Backends()...)
+	add("backend", backend.All()...)
 	for _, s := range scenarios.Builtin() {
 		add("scenario", s.Name)
 	}
@@ -794,8 +780,8 @@ func TestHelpListsEveryRegisteredName(t *testing.T) {
 			t.Errorf("matrix --help does not name the fault class %s", c)
 		}
 	}
-	if h := help("images", "build", "--help"); !strings.Contains(h, strings.Join(docker.Backends(), ", ")) {
-		t.Errorf("images build --help does not name the backends %v", docker.Backends())
+	if h := help("images", "build", "--help"); !strings.Contains(h, strings.Join(backend.All(), ", ")) {
+		t.Errorf("images build --help does not name the backends %v", backend.All())
 	}
 	list := help("list")
 	for what, names := range map[string][]string{"impl": impls.Names(), "fault": nemesis.Names(), "resource mode": want["resource mode"]} {

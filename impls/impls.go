@@ -301,6 +301,14 @@ type Impl struct {
 	// operations, besides the worker's own (after-acquire, before-write);
 	// the nemesis may pause a client at any of them.
 	Points []string
+	// Majority is set for a lock that a majority of independent nodes
+	// grant, each a lease of the TTL, and whose holder counts it valid
+	// for the TTL less the time its acquire took and an allowance for the
+	// nodes' clocks (Redlock). `locktest margin` states its bounds from it
+	// (the validity, the quorum, the drift allowance, the delayed
+	// restart). It is nil for every other lock, whose bound is its
+	// backend's (backend.LocksOf).
+	Majority *Majority
 	// Libraries are the Go modules of the client libraries its clients
 	// are written with, by module path as go.mod names them
 	// ("github.com/redis/go-redis/v9"). A run records each one's version
@@ -324,6 +332,26 @@ type Impl struct {
 	// Register fills in: what an adapter of the impl built with other
 	// versions of its libraries imports (impls/golib).
 	Package string
+}
+
+// Majority is what a lock granted by a majority of independent nodes
+// (Impl.Majority) keeps back from its lease for the nodes' clocks.
+type Majority struct {
+	// DriftFactor and DriftMin make the drift allowance of a lease of
+	// the TTL: TTL × DriftFactor + DriftMin.
+	DriftFactor float64
+	DriftMin    time.Duration
+}
+
+// Drift is the drift allowance of a lease of ttl.
+func (m Majority) Drift(ttl time.Duration) time.Duration {
+	return time.Duration(float64(ttl)*m.DriftFactor) + m.DriftMin
+}
+
+// DriftRule is how Drift is computed, for a bound's rule: "TTL × 0.01 +
+// 2ms".
+func (m Majority) DriftRule() string {
+	return fmt.Sprintf("TTL × %g + %s", m.DriftFactor, m.DriftMin)
 }
 
 var (

@@ -22,6 +22,7 @@ import (
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/clusters/backend"
 	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/impls"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/reports"
 	"github.com/locktest/locktest/run"
@@ -72,9 +73,12 @@ type Study struct {
 	// client's label (--client); backend is the lock service it runs
 	// against (impls.Impl.Backend).
 	lock, backend string
-	started       func() // called once, when the first run has started
-	dir           string // the search's folder
-	begun         time.Time
+	// majority is the lock's Majority (impls.Impl), nil for a lock not
+	// granted by a majority of independent nodes.
+	majority *impls.Majority
+	started  func() // called once, when the first run has started
+	dir      string // the search's folder
+	begun    time.Time
 	// gaps are the measured times from a paused holder's acquire to its
 	// pause, and elapsed the acquires' durations, for the stated bound.
 	gaps, elapsed []time.Duration
@@ -173,7 +177,7 @@ func Prepare(cfg run.Config, mf Settings, given func(name string) bool) (*Study,
 		return nil, err
 	}
 	m := &Study{cfg: cfg, mf: mf, fault: fault, parts: parts, readers: readers, settings: map[string]string{}, pins: map[string][]string{},
-		lock: info.Name, backend: info.Backend,
+		lock: info.Name, backend: info.Backend, majority: info.Majority,
 		name:  cmp.Or(named, info.Name+"-"+fault+"-"+name),
 		param: param}
 	for _, s := range reads {
@@ -539,10 +543,15 @@ func (m *Study) bound() *reports.MarginBound {
 	// A lock's bound comes from what its backend grants (backend.LocksOf):
 	// a lease ends a TTL after its last renewal, a client session a
 	// session timeout after its client went silent, and a server's session
-	// states none. Redlock is known by its impl's name (its backend is redis);
-	// an external client is never taken for it.
-	redlock := m.cfg.Client == "" && strings.HasPrefix(m.cfg.Impl, "redlock")
-	drift := ttl/100 + 2*time.Millisecond
+	// states none. A lock granted by a majority of independent nodes
+	// (Redlock, impls.Impl.Majority) states its validity, its quorum and
+	// its drift allowance.
+	redlock := m.majority != nil
+	var drift time.Duration
+	var driftRule string
+	if redlock {
+		drift, driftRule = m.majority.Drift(ttl), m.majority.DriftRule()
+	}
 	locks := backend.LocksOf(m.backend)
 	lease, zk := locks == backend.Leases, locks == backend.ClientSessions
 	mk := func(d time.Duration, rule string) *reports.MarginBound {
@@ -552,7 +561,7 @@ func (m *Study) bound() *reports.MarginBound {
 	case "pause":
 		switch {
 		case redlock:
-			return mk(ttl-gap-el-drift, fmt.Sprintf("Redlock's validity less the time from the acquire to the pause: TTL − elapsed − (TTL × 0.01 + 2ms) − gap = %s − %s − %s − %s", ttl, el, drift, gap))
+			return mk(ttl-gap-el-drift, fmt.Sprintf("Redlock's validity less the time from the acquire to the pause: TTL − elapsed − (%s) − gap = %s − %s − %s − %s", driftRule, ttl, el, drift, gap))
 		case lease:
 			return mk(ttl-gap, fmt.Sprintf("the lease less the time from the acquire to the pause: TTL − gap = %s − %s", ttl, gap))
 		case zk:
@@ -584,7 +593,7 @@ func (m *Study) bound() *reports.MarginBound {
 		}
 	case "clock-bump":
 		if redlock {
-			return mk(drift, fmt.Sprintf("Redlock's drift allowance, TTL × 0.01 + 2ms = %s: its model assumes no clock moves more", drift))
+			return mk(drift, fmt.Sprintf("Redlock's drift allowance, %s = %s: its model assumes no clock moves more", driftRule, drift))
 		}
 	}
 	return nil

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/impls"
 	_ "github.com/locktest/locktest/impls/all" // the impls a study's runs name
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/run"
@@ -207,14 +208,14 @@ func TestOffPlanListsStretchedRuns(t *testing.T) {
 
 // TestStatedBoundOfTargetsIsRedlocksQuorum: varying how many of Redlock's
 // nodes a fault hits, the stated bound is the quorum (3 of 5); a lock of
-// one node states none.
+// one node states none. Redlock is known by the fact its impl registers
+// (impls.Impl.Majority), not by its name.
 func TestStatedBoundOfTargetsIsRedlocksQuorum(t *testing.T) {
 	for _, c := range []struct {
 		impl  string
 		label string
 	}{{"redlock", "3"}, {"redis-set-nx-px", ""}} {
-		m := &Study{param: Param{Name: "targets", Kind: Count}, backend: "redis"}
-		m.cfg.Impl = c.impl
+		m := majorityStudy(t, c.impl, Param{Name: "targets", Kind: Count})
 		b := m.bound()
 		switch {
 		case c.label == "" && b != nil:
@@ -223,6 +224,44 @@ func TestStatedBoundOfTargetsIsRedlocksQuorum(t *testing.T) {
 			t.Errorf("%s: stated bound %+v, want %s", c.impl, b, c.label)
 		}
 	}
+}
+
+// TestStatedBoundOfRedlocksPauseIsItsValidity: a Redlock's stated bound
+// for a pause is its validity, with the drift allowance its impl states
+// (TTL × 0.01 + 2ms), and for a clock bump that allowance; a plain lease
+// keeps its whole TTL and states nothing for a clock bump.
+func TestStatedBoundOfRedlocksPauseIsItsValidity(t *testing.T) {
+	for _, c := range []struct {
+		impl, param, rule string
+	}{
+		{"redlock-3", "pause", "Redlock's validity less the time from the acquire to the pause: TTL − elapsed − (TTL × 0.01 + 2ms) − gap = 1s − 0s − 12ms − 0s"},
+		{"redlock", "clock-bump", "Redlock's drift allowance, TTL × 0.01 + 2ms = 12ms: its model assumes no clock moves more"},
+		{"redis-set-nx-px", "pause", "the lease less the time from the acquire to the pause: TTL − gap = 1s − 0s"},
+		{"redis-set-nx-px", "clock-bump", ""},
+	} {
+		m := majorityStudy(t, c.impl, Param{Name: c.param, Kind: Duration})
+		m.cfg.TTL = time.Second
+		got := ""
+		if b := m.bound(); b != nil {
+			got = b.Rule
+		}
+		if got != c.rule {
+			t.Errorf("%s, %s: stated bound %q, want %q", c.impl, c.param, got, c.rule)
+		}
+	}
+}
+
+// majorityStudy is a study of the registered impl called name varying p,
+// with the facts its Prepare would take from the impl.
+func majorityStudy(t *testing.T, name string, p Param) *Study {
+	t.Helper()
+	i, err := impls.Lookup(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &Study{param: p, backend: i.Backend, majority: i.Majority}
+	m.cfg.Impl = name
+	return m
 }
 
 // TestStatedBoundOfAClientIsItsService: an external client's stated bound

@@ -27,9 +27,9 @@ func TestOneDeclarationMakesAFaultSetting(t *testing.T) {
 	// program does at its start, now that the test's fault is declared.
 	saved := Settings
 	t.Cleanup(func() { Settings = saved })
-	Settings = withFaultSettings(slices.DeleteFunc(slices.Clone(saved), func(s Setting) bool {
+	Settings = insertAfter(slices.DeleteFunc(slices.Clone(saved), func(s Setting) bool {
 		return slices.ContainsFunc(nemesis.Declared(), func(fs nemesis.AnySetting) bool { return fs.Name() == s.Name })
-	}))
+	}), "interval", faultRows())
 	if len(Settings) != len(saved)+1 {
 		t.Fatalf("the table made again has %d entries, want the %d it had and the test's", len(Settings), len(saved))
 	}

@@ -62,6 +62,37 @@ func WritableFile(path string) error {
 	return WritableDir(dir)
 }
 
+// Output is one output of a long command (a debate, a matrix, a merge):
+// the flag that names it, its path ("": none) and whether it is a folder.
+type Output struct {
+	Flag, Path string
+	Dir        bool
+}
+
+// CheckOutputs makes sure, before a long command, that it can write each
+// of its outputs at its end: a file's folder exists and takes new files
+// (WritableFile), a folder is made and takes them (WritableDir). An
+// output without a path is skipped; an error names its flag.
+func CheckOutputs(outs ...Output) error {
+	for _, o := range outs {
+		var err error
+		switch {
+		case o.Path == "":
+			continue
+		case !o.Dir:
+			err = WritableFile(o.Path)
+		default:
+			if err = os.MkdirAll(o.Path, 0o755); err == nil {
+				err = WritableDir(o.Path)
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %v", o.Flag, err)
+		}
+	}
+	return nil
+}
+
 // ToGo estimates, for a progress line, the time the left runs take at the
 // pace of the done ones since started: ", about 3m10s to go", or "" when
 // none is left.

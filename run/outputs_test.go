@@ -40,3 +40,32 @@ func TestOutputChecks(t *testing.T) {
 		t.Errorf("the checks left %v (%v)", es, err)
 	}
 }
+
+// TestCheckOutputsNamesTheFlag: CheckOutputs makes an output folder,
+// skips an output not asked for, and names the flag of the first output
+// it cannot write.
+func TestCheckOutputsNamesTheFlag(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	made := filepath.Join(dir, "a", "b")
+	if err := CheckOutputs(Output{Flag: "--json"}, Output{Flag: "--out", Path: made, Dir: true}, Output{Flag: "--md", Path: filepath.Join(made, "m.md")}); err != nil {
+		t.Fatalf("CheckOutputs: %v", err)
+	}
+	if st, err := os.Stat(made); err != nil || !st.IsDir() {
+		t.Errorf("the output folder was not made: %v", err)
+	}
+	for _, tt := range []struct {
+		outs []Output
+		want string
+	}{
+		{[]Output{{Flag: "--out", Path: filepath.Join(file, "out"), Dir: true}}, "--out: mkdir " + file + ": not a directory"},
+		{[]Output{{Flag: "--junit", Path: dir + "/j.xml"}, {Flag: "--json", Path: dir}}, "--json: " + dir + " is a folder"},
+	} {
+		if err := CheckOutputs(tt.outs...); err == nil || err.Error() != tt.want {
+			t.Errorf("CheckOutputs(%v) = %v, want %q", tt.outs, err, tt.want)
+		}
+	}
+}

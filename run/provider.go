@@ -3,7 +3,6 @@ package run
 import (
 	"context"
 	"log/slog"
-	"slices"
 	"strings"
 
 	// The one place the providers are named: each registers itself.
@@ -137,44 +136,20 @@ func (c *Config) ProviderArgs() []string {
 	return a
 }
 
-// withProviderSettings returns table with an entry for each provider's
-// own settings (provider.Def.Settings), in the platform group after
-// --provider, in the providers' order: its flag and results key are its
-// name, its help its Doc, its value Config.ProviderSettings'.
-func withProviderSettings(table []Setting) []Setting {
+// providerRows are an entry for each provider's own settings
+// (provider.Def.Settings), in the platform group, in the providers'
+// order: its flag and results key are its name, its help its Doc, its
+// value Config.ProviderSettings'.
+func providerRows() []Setting {
 	var rows []Setting
 	for _, d := range provider.All() {
 		for _, ps := range d.Settings {
 			rows = append(rows, Setting{Name: ps.Name, Group: GroupPlatform, Doc: ps.Doc,
-				Field: func(c *Config) Value {
-					v := providerValue{ps, &c.ProviderSettings}
-					if ps.Kind == provider.Switch {
-						return providerSwitch{v}
-					}
-					return v
-				}})
+				Field: func(c *Config) Value { return c.ProviderSettings.Flag(ps) }})
 		}
 	}
-	at := slices.IndexFunc(table, func(s Setting) bool { return s.Name == "provider" }) + 1
-	return slices.Insert(table, at, rows...)
+	return rows
 }
-
-// providerValue is the Value of a provider's setting inside
-// Config.ProviderSettings.
-type providerValue struct {
-	s  provider.Setting
-	vs *provider.Values
-}
-
-func (v providerValue) String() string     { return v.vs.String(v.s) }
-func (v providerValue) Type() string       { return string(v.s.Kind) }
-func (v providerValue) Set(s string) error { return v.vs.Set(v.s, s) }
-
-// providerSwitch is a provider's setting that is a switch: a flag without
-// a value sets it.
-type providerSwitch struct{ providerValue }
-
-func (providerSwitch) IsBoolFlag() bool { return true }
 
 // makeProvider makes the run's provider; its errors are setup errors.
 func makeProvider(ctx context.Context, cfg Config, impl impls.Impl, lg *slog.Logger) (provider.Provider, error) {
@@ -187,6 +162,22 @@ func makeProvider(ctx context.Context, cfg Config, impl impls.Impl, lg *slog.Log
 		return p, &SetupError{err}
 	}
 	return p, nil
+}
+
+// Parallel returns how many runs of a series (a debate, a matrix) go at
+// once on the provider called name: n, or 1 where its hosts take one run
+// at a time (provider.Def.OneRunAtATime), which refuses an n above 1 that
+// was given (--parallel). A name no provider has is Config.Validate's to
+// refuse.
+func Parallel(name string, n int, given bool) (int, error) {
+	def, err := ProviderNamed(name)
+	switch {
+	case err != nil || !def.OneRunAtATime:
+		return n, nil
+	case given && n > 1:
+		return 1, setupErr("--parallel %d: the %s provider's hosts take one run at a time", n, def.Name)
+	}
+	return 1, nil
 }
 
 // orList joins names as "a, b or c".

@@ -84,3 +84,31 @@ func TestMachineSettingsAreTheProvidersOwn(t *testing.T) {
 		t.Errorf("a schedule does not record --image: %v", keys)
 	}
 }
+
+// TestParallelFollowsTheProvider: a series runs its runs side by side
+// unless its provider's hosts take one run at a time, where it runs them
+// one by one and refuses a --parallel above 1 that was given.
+func TestParallelFollowsTheProvider(t *testing.T) {
+	one := 0
+	for _, d := range provider.All() {
+		n, err := Parallel(d.Name, 3, false)
+		switch {
+		case err != nil:
+			t.Errorf("%s: %v", d.Name, err)
+		case d.OneRunAtATime && n != 1, !d.OneRunAtATime && n != 3:
+			t.Errorf("%s (one run at a time: %v): %d runs at once", d.Name, d.OneRunAtATime, n)
+		}
+		_, err = Parallel(d.Name, 3, true)
+		if want := "--parallel 3: the " + d.Name + " provider's hosts take one run at a time"; d.OneRunAtATime && (err == nil || err.Error() != want) {
+			t.Errorf("%s: %v, want %q", d.Name, err, want)
+		} else if !d.OneRunAtATime && err != nil {
+			t.Errorf("%s: %v", d.Name, err)
+		}
+		if d.OneRunAtATime {
+			one++
+		}
+	}
+	if one == 0 {
+		t.Error("no provider takes one run at a time: the test tests nothing")
+	}
+}

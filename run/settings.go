@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/clusters/backend"
+	"github.com/locktest/locktest/clusters/provider"
 	"github.com/locktest/locktest/impls"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/workloads"
@@ -84,12 +85,12 @@ type Value interface {
 // here (and the Config field it binds): the flag, the scenario key, the
 // results and the help follow from it. The settings of the faults are not
 // entries here: each is declared beside its fault (nemesis.NewSetting),
-// and withFaultSettings makes their entries. Those that stay here shape
-// the schedule rather than one fault (faults, schedule, interval,
-// quiet-time, target, stagger). Nor are the settings only one provider
-// reads: each provider declares its own (provider.Def.Settings), and
-// withProviderSettings makes their entries.
-var Settings = withProviderSettings(withFaultSettings([]Setting{
+// and faultRows makes their entries, after --interval. Those that stay
+// here shape the schedule rather than one fault (faults, schedule,
+// interval, quiet-time, target, stagger). Nor are the settings only one
+// provider reads: each provider declares its own (provider.Def.Settings),
+// and providerRows makes their entries, after --provider.
+var Settings = insertAfter(insertAfter([]Setting{
 	{"impl", GroupWorkload, "lock implementation", str(func(c *Config) *string { return &c.Impl }), true},
 	{"lib", GroupWorkload, "pin Go modules of --impl at other versions, module@version, comma-separated, each one of the impl's libraries: the run builds an adapter of the impl with them (once, then cached) and runs it as an external client (see docs/clients.md)", list(func(c *Config) *[]string { return &c.Libs }), true},
 	{"client", GroupWorkload, "an external lock client in place of --impl: a manifest name in clients/, a manifest file, or a command line whose program speaks the client protocol (see docs/clients.md)", str(func(c *Config) *string { return &c.Client }), true},
@@ -132,26 +133,27 @@ var Settings = withProviderSettings(withFaultSettings([]Setting{
 	{"name", GroupOutput, "name of the run's folder in the store (default impl-faults-resource)", str(func(c *Config) *string { return &c.Name }), false},
 	{"profile", GroupOutput, "folder for CPU profiles of the driver and of each worker, and the driver's heap (go tool pprof reads them)", str(func(c *Config) *string { return &c.ProfileDir }), false},
 	{"expect", GroupOutput, "expected verdict: " + strings.Join(Expectations, " or ") + " (invalid: a run meant to reproduce an anomaly)", str(func(c *Config) *string { return &c.Expect }), false},
-}))
+}, "interval", faultRows()), "provider", providerRows())
 
-// withFaultSettings returns table with an entry for each fault setting
-// (nemesis.Declared), in the faults group after --interval, by name: its
-// flag, scenario key and results key are its name, its help its Doc and
-// the faults that read it, its value Config.FaultSettings' and its
-// default nemesis.Defaults' (DefaultConfig).
-func withFaultSettings(table []Setting) []Setting {
+// faultRows are an entry for each fault setting (nemesis.Declared), in
+// the faults group, by name: its flag, scenario key and results key are
+// its name, its help its Doc and the faults that read it, its value
+// Config.FaultSettings' and its default nemesis.Defaults'
+// (DefaultConfig).
+func faultRows() []Setting {
 	var rows []Setting
 	for _, fs := range nemesis.Declared() {
 		rows = append(rows, Setting{Name: fs.Name(), Group: GroupFaults, Doc: fs.Doc(), Scenario: true,
-			Field: func(c *Config) Value {
-				v := faultValue{fs, &c.FaultSettings}
-				if fs.Type() == "bool" {
-					return faultSwitch{v}
-				}
-				return v
-			}})
+			Field: func(c *Config) Value { return faultValue{fs, &c.FaultSettings} }})
 	}
-	at := slices.IndexFunc(table, func(s Setting) bool { return s.Name == "interval" }) + 1
+	return rows
+}
+
+// insertAfter returns table with rows after the entry called name: the
+// rows a registry makes (faultRows, providerRows), where the help lists
+// them.
+func insertAfter(table []Setting, name string, rows []Setting) []Setting {
+	at := slices.IndexFunc(table, func(s Setting) bool { return s.Name == name }) + 1
 	return slices.Insert(table, at, rows...)
 }
 
@@ -167,11 +169,9 @@ func (v faultValue) Type() string       { return v.s.Type() }
 func (v faultValue) Set(s string) error { return v.s.SetText(v.vs, s) }
 func (v faultValue) check() error       { return v.s.Check(*v.vs) }
 
-// faultSwitch is a fault setting that is a switch: a flag without a value
-// sets it.
-type faultSwitch struct{ faultValue }
-
-func (faultSwitch) IsBoolFlag() bool { return true }
+// IsBoolFlag reports whether the setting is a switch, which a flag
+// without a value sets.
+func (v faultValue) IsBoolFlag() bool { return v.s.Type() == nemesis.Switch.Type }
 
 // SettingNamed returns the setting named name (its flag name or its key).
 func SettingNamed(name string) (Setting, bool) {
@@ -284,7 +284,8 @@ func atLeast[T cmp.Ordered](min T) func(T) bool {
 	return func(x T) bool { return x >= min }
 }
 
-// BoolValue is the Value of a switch: a flag without a value sets it.
+// BoolValue is a Value that may be a switch: when IsBoolFlag says so, a
+// flag without a value sets it.
 type BoolValue interface {
 	Value
 	IsBoolFlag() bool
@@ -390,8 +391,8 @@ func (c *Config) Set(name, text string) error {
 		*v.p = nil
 	case targetsValue:
 		*v.p = nil
-	case providerValue:
-		v.vs.Reset(v.s)
+	case *provider.Flag:
+		v.Reset()
 	}
 	return s.Field(c).Set(text)
 }

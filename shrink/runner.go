@@ -46,6 +46,30 @@ type Settings struct {
 	Anomaly, Store string
 }
 
+// Check refuses settings no search can take, naming the flag: a need
+// outside 1..replays, a negative count or time, a store that is not a
+// folder. It makes nothing.
+func (s Settings) Check() error {
+	if s.Need < 1 || s.Replays < s.Need {
+		return fmt.Errorf("--need %d of --replays %d: want 1 ≤ need ≤ replays", s.Need, s.Replays)
+	}
+	for _, n := range []struct {
+		flag     string
+		negative bool
+		value    any
+	}{{"confirm", s.Confirm < 0, s.Confirm}, {"budget", s.Budget < 0, s.Budget}, {"grace", s.Grace < 0, s.Grace}} {
+		if n.negative {
+			return fmt.Errorf("--%s must not be negative, got %v", n.flag, n.value)
+		}
+	}
+	if st, err := os.Stat(s.Store); err == nil && !st.IsDir() {
+		return fmt.Errorf("--store: %s is not a folder", s.Store)
+	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("--store: %v", err)
+	}
+	return nil
+}
+
 // Target is the anomaly a shrink keeps.
 type Target struct {
 	Checker string `json:"checker"`

@@ -451,3 +451,35 @@ func TestRejectedMoveIsNotTriedAgain(t *testing.T) {
 		t.Errorf("the other pause weakened to %s, want its floor", got)
 	}
 }
+
+// TestSettingsCheckNamesTheFlag: the settings no search can take are
+// refused before any run is read, each naming its flag.
+func TestSettingsCheckNamesTheFlag(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ok := Settings{Need: 2, Replays: 3, Confirm: 3, Store: filepath.Join(dir, "new")}
+	if err := ok.Check(); err != nil {
+		t.Fatalf("%+v: %v", ok, err)
+	}
+	for _, c := range []struct {
+		change func(*Settings)
+		want   string
+	}{
+		{func(s *Settings) { s.Need = 0 }, "--need 0 of --replays 3: want 1 ≤ need ≤ replays"},
+		{func(s *Settings) { s.Replays = 1 }, "--need 2 of --replays 1: want 1 ≤ need ≤ replays"},
+		{func(s *Settings) { s.Confirm = -1 }, "--confirm must not be negative, got -1"},
+		{func(s *Settings) { s.Budget = -time.Second }, "--budget must not be negative, got -1s"},
+		{func(s *Settings) { s.Grace = -time.Second }, "--grace must not be negative, got -1s"},
+		{func(s *Settings) { s.Store = file }, "--store: " + file + " is not a folder"},
+		{func(s *Settings) { s.Store = filepath.Join(file, "s") }, "--store: stat " + filepath.Join(file, "s") + ": not a directory"},
+	} {
+		s := ok
+		c.change(&s)
+		if err := s.Check(); err == nil || err.Error() != c.want {
+			t.Errorf("%+v: %v, want %q", s, err, c.want)
+		}
+	}
+}

@@ -20,7 +20,7 @@ import (
 // behind (newLab's check). A backend missing here is a failure, not a gap
 // in a doc.
 func TestEveryBackendRunsOnDocker(t *testing.T) {
-	backendtable.Run(t, Backends(), func(t *testing.T, b string) clusters.Cluster {
+	backendtable.Run(t, backend.All(), func(t *testing.T, b string) clusters.Cluster {
 		return startCluster(t, b, 0)
 	})
 }

@@ -191,9 +191,6 @@ func (n *node) localPid(ctx context.Context) (int, error) {
 	return pid, nil
 }
 
-// Backends returns the backends the docker provider can run: every one.
-func Backends() []string { return backend.All() }
-
 // New checks opts and returns a cluster that has not started yet: the
 // backend's layout (backend.NewLayout), each node with an address of its
 // own on the lab's network.

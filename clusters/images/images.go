@@ -49,7 +49,7 @@ func Official(image string) string {
 // the names Of gives the backends, sorted.
 func Names() []string {
 	var out []string
-	for _, b := range Backends() {
+	for _, b := range backend.All() {
 		if im := Of(b); !slices.Contains(out, im) {
 			out = append(out, im)
 		}
@@ -76,27 +76,27 @@ type Image struct {
 	NodeProgram bool
 }
 
-// Resolve returns the image backend's nodes run on the engine e: override
+// Resolve returns the image backend b's nodes run on the engine e: override
 // when the run names one (--image backend=ref), else the newest image
 // locktest built for it (Of), else the official image (Official), which
 // the start pulls if the engine lacks it.
-func Resolve(ctx context.Context, e *engine.Engine, backend, override string) (Image, error) {
-	if !slices.Contains(Backends(), backend) {
-		return Image{}, fmt.Errorf("docker provider: no backend %q (it runs %s)", backend, strings.Join(Backends(), ", "))
+func Resolve(ctx context.Context, e *engine.Engine, b, override string) (Image, error) {
+	if !slices.Contains(backend.All(), b) {
+		return Image{}, fmt.Errorf("docker provider: no backend %q (there are %s)", b, strings.Join(backend.All(), ", "))
 	}
-	img := Image{Backend: backend, Ref: override}
+	img := Image{Backend: b, Ref: override}
 	if override == "" {
-		built, err := builtImages(ctx, e, Of(backend))
+		built, err := builtImages(ctx, e, Of(b))
 		if err != nil {
 			return Image{}, err
 		}
 		switch {
 		case len(built) > 0:
 			img.Ref = built[0].Ref
-		case Official(Of(backend)) != "":
-			img.Ref = Official(Of(backend))
+		case Official(Of(b)) != "":
+			img.Ref = Official(Of(b))
 		default:
-			return Image{}, fmt.Errorf("docker: %s has no image: its servers run in locktest's node program, whose image locktest builds (locktest images build %s)", backend, Of(backend))
+			return Image{}, fmt.Errorf("docker: %s has no image: its servers run in locktest's node program, whose image locktest builds (locktest images build %s)", b, Of(b))
 		}
 	}
 	res, err := e.Client().ImageInspect(ctx, img.Ref)
@@ -169,6 +169,23 @@ type BuildOptions struct {
 	Force bool
 }
 
+// Check refuses options no build can take, before any engine is asked:
+// a backend (or image name) no image serves, a NodeBinary that is not an
+// executable file.
+func (o BuildOptions) Check() error {
+	for _, b := range o.Backends {
+		if !slices.Contains(backend.All(), b) && !slices.Contains(Names(), b) {
+			return fmt.Errorf("images build: no backend %q (known: %s)", b, strings.Join(backend.All(), ", "))
+		}
+	}
+	if o.NodeBinary != "" {
+		if st, err := os.Stat(o.NodeBinary); err != nil || !st.Mode().IsRegular() || st.Mode()&0o111 == 0 {
+			return fmt.Errorf("--node-binary %s: not an executable file", o.NodeBinary)
+		}
+	}
+	return nil
+}
+
 // Build builds, on the engine e, locktest's own image of each backend
 // without pulling anything: a root file system assembled from this host's
 // installed packages (the server's binary, the libraries ldd lists, for
@@ -180,11 +197,11 @@ type BuildOptions struct {
 // rebuilt. A newer build of a backend replaces the older images locktest
 // built for it.
 func Build(ctx context.Context, e *engine.Engine, opts BuildOptions) ([]BuiltImage, error) {
+	if err := opts.Check(); err != nil {
+		return nil, err
+	}
 	var todo []string
 	for _, b := range opts.Backends {
-		if !slices.Contains(Backends(), b) && !slices.Contains(Names(), b) {
-			return nil, fmt.Errorf("images build: no backend %q (known: %s)", b, strings.Join(Backends(), ", "))
-		}
 		if im := Of(b); !slices.Contains(todo, im) {
 			todo = append(todo, im)
 		}
@@ -234,11 +251,6 @@ type Recipe struct {
 	// Labels are the image's labels beside those of every built image.
 	Labels map[string]string
 }
-
-// Backends are the backends an image serves, which `locktest images build`
-// builds for: every backend of clusters/backend, as the docker provider
-// runs them.
-func Backends() []string { return backend.All() }
 
 // recipe assembles the root file system of the image called image, that
 // of the kind of node of the same name: the kind says what the image holds

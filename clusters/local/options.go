@@ -1,14 +1,11 @@
 package local
 
 import (
-	"fmt"
 	"log/slog"
 	"net"
 	"os"
 	"slices"
-	"sort"
 	"strconv"
-	"strings"
 
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/backend"
@@ -132,37 +129,11 @@ func programsOf(b string) []backend.HostProgram {
 // backend's definition checks them (backend.NewLayout), for the same
 // one-line refusal on every provider.
 func New(b string, opts Options) (clusters.Cluster, error) {
-	if !kindBackend(b) {
-		return nil, fmt.Errorf("local provider: no backend %q (known: %s)", b, strings.Join(Backends(), ", "))
-	}
-	return NewProcesses(b, opts)
-}
-
-// kindBackend reports whether b is a backend whose nodes are all of kinds
-// that backend.Kinds defines, which Processes runs.
-func kindBackend(b string) bool {
-	l, err := backend.NewLayout(b, 0, nil)
+	p, err := NewProcesses(b, opts)
 	if err != nil {
-		return false
+		return nil, err // not a nil *Processes in a non-nil Cluster
 	}
-	for _, n := range l.Nodes {
-		if _, err := backend.KindOf(n.Kind); err != nil {
-			return false
-		}
-	}
-	return true
-}
-
-// Backends returns the backends the provider runs, sorted.
-func Backends() []string {
-	var out []string
-	for _, b := range backend.All() {
-		if kindBackend(b) {
-			out = append(out, b)
-		}
-	}
-	sort.Strings(out)
-	return out
+	return p, nil
 }
 
 // The roles of a replicated Redis's nodes, as Nodes and Role report

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/clusters/backend"
 	"github.com/locktest/locktest/testkit/backendtable"
 	"github.com/locktest/locktest/testkit/testcluster"
 	"github.com/locktest/locktest/testkit/testexe"
@@ -14,7 +15,7 @@ import (
 // targets, a pause, a kill and a restart, and a stop. A backend missing
 // here is a failure, not a gap in a doc.
 func TestEveryBackendRunsOnLocal(t *testing.T) {
-	backendtable.Run(t, Backends(), func(t *testing.T, b string) clusters.Cluster {
+	backendtable.Run(t, backend.All(), func(t *testing.T, b string) clusters.Cluster {
 		exe, env := testexe.Node()
 		c, err := New(b, Options{Dir: t.TempDir(), Exe: exe, ExeEnv: env})
 		return testcluster.Started(t, c, err)

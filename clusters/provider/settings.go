@@ -117,3 +117,31 @@ func (v Values) Reset(s Setting) { delete(v, s.Name) }
 
 // Clone returns a copy of v that shares nothing with it.
 func (v Values) Clone() Values { return maps.Clone(v) }
+
+// Flag is a setting's value in a Values as a command-line flag takes it
+// (a pflag.Value): --Name, with the setting's Doc as its help. A Switch
+// flag takes no value (IsBoolFlag).
+type Flag struct {
+	Setting
+	vs *Values
+}
+
+// Flag returns s's flag over its value in *v.
+func (v *Values) Flag(s Setting) *Flag { return &Flag{s, v} }
+
+func (f *Flag) String() string {
+	if f == nil || f.vs == nil {
+		return ""
+	}
+	return f.vs.String(f.Setting)
+}
+func (f *Flag) Set(text string) error { return f.vs.Set(f.Setting, text) }
+func (f *Flag) Type() string          { return string(f.Kind) }
+
+// IsBoolFlag reports whether the flag is a switch, which a flag without a
+// value sets.
+func (f *Flag) IsBoolFlag() bool { return f.Kind == Switch }
+
+// Reset gives the flag's setting its default (empty) value, where a
+// repeated Set would add to a Pairs setting's pairs.
+func (f *Flag) Reset() { f.vs.Reset(f.Setting) }

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/clusters/backend"
 	sshp "github.com/locktest/locktest/clusters/ssh"
 	"github.com/locktest/locktest/testkit/backendtable"
 	"github.com/locktest/locktest/testkit/testexe"
@@ -26,7 +27,7 @@ func TestEveryBackendRunsOnSSH(t *testing.T) {
 		t.Fatal(err)
 	}
 	node, env := testexe.Node()
-	backendtable.Run(t, sshp.Backends(), func(t *testing.T, b string) clusters.Cluster {
+	backendtable.Run(t, backend.All(), func(t *testing.T, b string) clusters.Cluster {
 		return testlab.Started(t, sshp.Options{Backend: b, Conns: conns, Inventory: inv, NodeCommand: node, NodeEnv: env})
 	})
 	testlab.AssertClean(t, inventory)

@@ -56,11 +56,6 @@ func hostPrograms() []string {
 	return out
 }
 
-// Backends returns the backends the ssh provider runs.
-func Backends() []string {
-	return backend.All()
-}
-
 // The nodes of a cluster are placed on its hosts in turn; the k-th node of
 // a kind on one host (k from 0) listens on its kind's ports in slot k
 // (backend.Port.At), so a host with one node of a kind uses the kind's

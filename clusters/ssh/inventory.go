@@ -15,6 +15,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/locktest/locktest/clusters/backend"
 )
 
 // DefaultWorkdir is where a host keeps the per-run directories when the
@@ -308,8 +310,8 @@ func (inv *Inventory) check() error {
 		return err
 	}
 	for b, hs := range inv.Backends {
-		if !slices.Contains(Backends(), b) {
-			return fmt.Errorf("inventory %s: backends: no backend %q (the ssh provider runs %s)", inv.Source, b, strings.Join(Backends(), ", "))
+		if !slices.Contains(backend.All(), b) {
+			return fmt.Errorf("inventory %s: backends: no backend %q (there are %s)", inv.Source, b, strings.Join(backend.All(), ", "))
 		}
 		if len(hs) == 0 {
 			return fmt.Errorf("inventory %s: backends: %s names no host", inv.Source, b)

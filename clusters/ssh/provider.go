@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
-	"slices"
 	"strings"
 	"time"
 
@@ -83,15 +82,11 @@ func check(v provider.Values) error {
 	return nil
 }
 
-// validate checks the ssh settings of r, and that the ssh provider runs
-// r's backend with its parameters.
+// validate checks the ssh settings of r, and r's backend's parameters.
+// The ssh provider runs every backend.
 func validate(r provider.Run) error {
 	if err := check(r.Settings); err != nil {
 		return err
-	}
-	if !slices.Contains(Backends(), r.Backend) {
-		return fmt.Errorf("--provider ssh: %s needs backend %s, which the ssh provider does not run yet (it runs %s; use --provider local)",
-			r.Impl, r.Backend, strings.Join(Backends(), ", "))
 	}
 	return CheckParams(r.Backend, r.Params)
 }

@@ -148,6 +148,22 @@ type Options struct {
 	Dir string
 }
 
+// Check refuses options no lab can be made of, naming the flag of
+// `locktest lab up`: a host count outside 5 to 100, no folder, or a
+// folder that holds a lab's inventory already. It makes nothing.
+func (o Options) Check() error {
+	if o.Hosts < 5 || o.Hosts > 100 {
+		return fmt.Errorf("--hosts %d: want 5 to 100", o.Hosts)
+	}
+	if o.Dir == "" {
+		return errors.New("--dir: no folder for the inventory")
+	}
+	if _, err := os.Stat(filepath.Join(o.Dir, Inventory)); err == nil {
+		return fmt.Errorf("--dir %s holds a lab's %s already: `locktest lab down --dir %s` first", o.Dir, Inventory, o.Dir)
+	}
+	return nil
+}
+
 // Lab is an SSH lab that Up made.
 type Lab struct {
 	ID        string
@@ -164,14 +180,8 @@ type Lab struct {
 // authorized for root; it writes the key, a known_hosts file and an
 // inventory into opts.Dir. A failure removes whatever it had made.
 func Up(ctx context.Context, e *engine.Engine, opts Options) (lab *Lab, err error) {
-	if opts.Hosts < 5 || opts.Hosts > 100 {
-		return nil, fmt.Errorf("lab up: --hosts %d: want 5 to 100", opts.Hosts)
-	}
-	if opts.Dir == "" {
-		return nil, errors.New("lab up: no directory for the inventory")
-	}
-	if _, err := os.Stat(filepath.Join(opts.Dir, Inventory)); err == nil {
-		return nil, fmt.Errorf("lab up: %s exists: a lab is up there already (`locktest lab down` first)", filepath.Join(opts.Dir, Inventory))
+	if err := opts.Check(); err != nil {
+		return nil, fmt.Errorf("lab up: %w", err)
 	}
 	rc, err := Rootfs(ctx)
 	if err != nil {

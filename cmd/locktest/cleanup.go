@@ -15,9 +15,7 @@ import (
 func newCleanupCmd() *cobra.Command {
 	var dry bool
 	var name string
-	// flagValues are the values of each provider's cleanup flags, by
-	// provider.
-	flagValues := map[string]provider.Values{}
+	flags, values := provider.CleanupFlags()
 	c := &cobra.Command{
 		Use:   "cleanup",
 		Short: "Remove what crashed runs left: network namespaces (and the processes in them), links, iptables rules, containers and Docker networks",
@@ -50,38 +48,7 @@ locktest-clients:<run>.`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			w, ctx := cmd.OutOrStdout(), cmd.Context()
-			if name == "" {
-				// Every provider whose leftovers need no settings to find.
-				for _, d := range provider.All() {
-					if d.Cleanup == nil {
-						continue
-					}
-					if err := cleanupFlagsNeed(cmd, d); err != nil {
-						return err
-					}
-				}
-				for _, d := range provider.All() {
-					if d.Cleanup != nil && len(d.Cleanup.Flags) == 0 {
-						if err := d.Cleanup.Clear(ctx, w, flagValues[d.Name], dry); err != nil {
-							return err
-						}
-					}
-				}
-				return cleanupClientAddrs(ctx, w, dry)
-			}
-			d, ok := provider.Lookup(name)
-			if !ok || d.Cleanup == nil || len(d.Cleanup.Flags) == 0 {
-				var with, without []string
-				for _, d := range provider.All() {
-					if d.Cleanup != nil && len(d.Cleanup.Flags) > 0 {
-						with = append(with, d.Name)
-					} else {
-						without = append(without, d.Name)
-					}
-				}
-				return usageError{fmt.Errorf("cleanup --provider %q: want %s (without it, cleanup clears what %s runs left)", name, provider.OrList(with), provider.AndList(without))}
-			}
-			if err := d.Cleanup.Clear(ctx, w, flagValues[d.Name], dry); err != nil {
+			if err := provider.Clear(ctx, w, name, values, cmd.Flags().Changed, dry); err != nil {
 				var se *provider.SettingError
 				if errors.As(err, &se) {
 					return usageError{se.Err}
@@ -91,66 +58,15 @@ locktest-clients:<run>.`,
 			return cleanupClientAddrs(ctx, w, dry)
 		},
 	}
+	with, _ := provider.ClearedAlone()
 	c.Flags().BoolVarP(&dry, "dry-run", "n", false, "only list what would be removed")
-	c.Flags().StringVar(&name, "provider", "", providersWithCleanupFlags()+": clear the hosts of --inventory instead (run directories, servers and iptables rules of runs whose driver is gone)")
-	// Each provider's own flags of cleanup (the ssh provider's inventory).
-	for _, d := range provider.All() {
-		if d.Cleanup == nil {
-			continue
+	c.Flags().StringVar(&name, "provider", "", provider.OrList(with)+": clear the hosts of --inventory instead (run directories, servers and iptables rules of runs whose driver is gone)")
+	for _, f := range flags { // each provider's own flags of cleanup (the ssh provider's inventory)
+		if fl := c.Flags().VarPF(f, f.Name, "", f.Doc); f.IsBoolFlag() {
+			fl.NoOptDefVal = "true"
 		}
-		vs := provider.Values{} // shared by the provider's flags
-		for _, s := range d.Cleanup.Flags {
-			c.Flags().Var(&cleanupFlag{s, &vs}, s.Name, s.Doc)
-			if s.Kind == provider.Switch {
-				c.Flags().Lookup(s.Name).NoOptDefVal = "true"
-			}
-		}
-		flagValues[d.Name] = vs
 	}
 	return c
-}
-
-// cleanupFlag is a provider's flag of cleanup, whose value goes into its
-// provider's values.
-type cleanupFlag struct {
-	s  provider.Setting
-	vs *provider.Values
-}
-
-func (f *cleanupFlag) String() string {
-	if f.vs == nil {
-		return ""
-	}
-	return f.vs.String(f.s)
-}
-func (f *cleanupFlag) Set(text string) error { return f.vs.Set(f.s, text) }
-func (f *cleanupFlag) Type() string          { return string(f.s.Kind) }
-
-// cleanupFlagsNeed refuses the cleanup flags of d given without
-// --provider d.
-func cleanupFlagsNeed(cmd *cobra.Command, d provider.Def) error {
-	var names []string
-	set := false
-	for _, s := range d.Cleanup.Flags {
-		names = append(names, "--"+s.Name)
-		set = set || cmd.Flags().Changed(s.Name)
-	}
-	if !set {
-		return nil
-	}
-	return usageError{fmt.Errorf("%s need --provider %s", provider.AndList(names), d.Name)}
-}
-
-// providersWithCleanupFlags names the providers cleanup clears only when
-// --provider names them, as the help lists them.
-func providersWithCleanupFlags() string {
-	var with []string
-	for _, d := range provider.All() {
-		if d.Cleanup != nil && len(d.Cleanup.Flags) > 0 {
-			with = append(with, d.Name)
-		}
-	}
-	return provider.OrList(with)
 }
 
 // cleanupClientAddrs removes the client addresses, cgroups and nat rules

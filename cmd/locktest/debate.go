@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -112,9 +111,10 @@ debate was interrupted), 2 bad usage or a broken scenario file.`,
 			case inventory != "" && !def.Declares("inventory"):
 				owner, _ := run.ProviderOf("inventory")
 				return usageError{fmt.Errorf("--inventory needs --provider %s", owner)}
-			case def.OneRunAtATime && cmd.Flags().Changed("parallel") && parallel > 1:
-				return usageError{fmt.Errorf("--parallel %d: the %s provider's hosts take one run at a time", parallel, def.Name)}
 			case err != nil:
+				return usageError{err}
+			}
+			if parallel, err = run.Parallel(provider, parallel, cmd.Flags().Changed("parallel")); err != nil {
 				return usageError{err}
 			}
 			if inventory != "" {
@@ -126,44 +126,28 @@ debate was interrupted), 2 bad usage or a broken scenario file.`,
 			if err := base.CheckProvider(); err != nil {
 				return usageError{err}
 			}
-			if def.OneRunAtATime {
-				parallel = 1
-			}
-			silent := q
 			started := time.Now()
 			// Every output must be writable before the first run: a
 			// debate takes minutes, and its results must not be lost at
 			// the end.
-			for _, o := range []struct{ flag, path string }{{"--junit", junit}, {"--findings", findings}, {"--json", jsonOut}, {"--track-record", trackRecord}} {
-				if o.path == "" {
-					continue
-				}
-				if err := run.WritableFile(o.path); err != nil {
-					return usageError{fmt.Errorf("%s: %v", o.flag, err)}
-				}
-			}
 			outFlag := "--out"
 			if out == "" {
 				out, outFlag = filepath.Join(store, "debate", started.Format("20060102T150405")), "--store"
 			}
-			if err := os.MkdirAll(out, 0o755); err != nil {
-				return usageError{fmt.Errorf("%s: %v", outFlag, err)}
-			}
-			if err := run.WritableDir(out); err != nil {
-				return usageError{fmt.Errorf("%s: %v", outFlag, err)}
+			if err := run.CheckOutputs(run.Output{Flag: "--junit", Path: junit}, run.Output{Flag: "--findings", Path: findings},
+				run.Output{Flag: "--json", Path: jsonOut}, run.Output{Flag: "--track-record", Path: trackRecord}, run.Output{Flag: outFlag, Path: out, Dir: true}); err != nil {
+				return usageError{err}
 			}
 			opt := scenarios.Options{Base: base, UntilReproduced: until, CIWidth: ciWidth, Parallel: parallel, Shard: shardI, Shards: shardN}
 			for i := 0; i < seeds; i++ {
 				opt.Seeds = append(opt.Seeds, seedBase+int64(i))
 			}
-			if !silent {
+			if !q {
 				fmt.Fprintf(cmd.ErrOrStderr(), "debate: %d scenarios, up to %d seeds each, %d at once%s, store %s\n",
 					len(picked), seeds, parallel, map[bool]string{true: ", shard " + shard}[shardN > 0], store)
-			}
-			if !silent {
 				opt.Progress = scenarios.Progress(cmd.ErrOrStderr(), started)
 			}
-			board := scenarios.NewBoard(cmd.Context(), started, opt, seeds, maxRate, "locktest "+strings.Join(os.Args[1:], " "), shard, cat.Sources)
+			board := scenarios.NewBoard(cmd.Context(), started, opt, seeds, maxRate, commandLine(), shard, cat.Sources)
 			board.Bugs = cat.Pick(picked)
 			if trackRecord != "" && len(board.Bugs) == 0 {
 				return usageError{errors.New("--track-record: the scenarios picked reproduce no public bug (scenarios/bugs.yaml has them)")}

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/locktest/locktest/internal/cliflags"
 	"github.com/locktest/locktest/margin"
 	"github.com/locktest/locktest/run"
 )
@@ -17,7 +18,7 @@ import (
 // command (guards/), which do not import it. With --check it reads
 // command lines, one JSON object {"path", "args"} a line, and prints for
 // each, as a JSON line, what the command makes of it without running it
-// (checked).
+// (cliflags.Line).
 func newFlagsCmd() *cobra.Command {
 	var check bool
 	c := &cobra.Command{
@@ -33,11 +34,11 @@ func newFlagsCmd() *cobra.Command {
 			sc := bufio.NewScanner(cmd.InOrStdin())
 			sc.Buffer(nil, 1<<20)
 			for sc.Scan() {
-				var line checked
+				var line cliflags.Line
 				if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
 					return usageError{err}
 				}
-				if err := enc.Encode(line.check()); err != nil {
+				if err := enc.Encode(checkLine(line)); err != nil {
 					return err
 				}
 			}
@@ -68,46 +69,25 @@ func visibleCommands() map[string]*cobra.Command {
 	return out
 }
 
-// flagJSON is one flag of a command, as `locktest flags` prints it.
-type flagJSON struct {
-	Name      string `json:"name"`
-	Shorthand string `json:"shorthand,omitempty"`
-	Default   string `json:"default"`
-	Usage     string `json:"usage"`
-}
-
 // flagsJSON is every visible command's flags, --help aside, by the
 // command's path.
-func flagsJSON() map[string][]flagJSON {
-	out := map[string][]flagJSON{}
+func flagsJSON() map[string][]cliflags.Flag {
+	out := map[string][]cliflags.Flag{}
 	for path, c := range visibleCommands() {
-		out[path] = []flagJSON{}
+		out[path] = []cliflags.Flag{}
 		c.Flags().VisitAll(func(f *pflag.Flag) {
 			if f.Name != "help" {
-				out[path] = append(out[path], flagJSON{f.Name, f.Shorthand, f.DefValue, f.Usage})
+				out[path] = append(out[path], cliflags.Flag{Name: f.Name, Shorthand: f.Shorthand, Default: f.DefValue, Usage: f.Usage})
 			}
 		})
 	}
 	return out
 }
 
-// checked is a command line `locktest flags --check` reads (Path, Args)
-// and what it says of it: the flags' and arguments' refusals, the values
-// of the flags given, and, for run and margin, the refusal of the run or
-// search they describe.
-type checked struct {
-	Path       string              `json:"path"`
-	Args       []string            `json:"args"`
-	ParseError string              `json:"parse_error,omitempty"`
-	ArgsError  string              `json:"args_error,omitempty"`
-	Values     map[string][]string `json:"values,omitempty"`
-	Positional []string            `json:"positional,omitempty"`
-	Error      string              `json:"error,omitempty"`
-}
-
-// check parses l's arguments with a fresh command of its path, so that
-// the flags of one line do not leak into the next.
-func (l checked) check() checked {
+// checkLine says what the command of l's path makes of l's arguments, with
+// a fresh command, so that the flags of one line do not leak into the
+// next.
+func checkLine(l cliflags.Line) cliflags.Line {
 	var c *cobra.Command
 	rf, mf := &runFlags{cfg: run.DefaultConfig()}, &margin.Settings{}
 	switch l.Path {

@@ -6,12 +6,12 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/locktest/locktest/clusters/backend"
 	"github.com/locktest/locktest/clusters/engine"
 	"github.com/locktest/locktest/clusters/images"
 )
@@ -26,7 +26,7 @@ func newImagesCmd() *cobra.Command {
 	var nodeBinary string
 	build := &cobra.Command{
 		Use:   "build [backend...]",
-		Short: "Build locktest's own image of each backend without pulling anything: " + strings.Join(images.Backends(), ", "),
+		Short: "Build locktest's own image of each backend without pulling anything: " + strings.Join(backend.All(), ", "),
 		Long: `build makes, for each backend named (all by default), an image the docker
 provider then runs, without a registry, one per server program (the Redis
 backends share redis's, mysql runs mariadb's): redis, zookeeper, mariadb and
@@ -38,34 +38,26 @@ locktest.image=1.
 An image whose inputs have not changed is reused. Built images are kept
 between runs; runs use them unless --image names another.
 
-Backends: ` + strings.Join(images.Backends(), ", ") + `.`,
-		Args: args(func(_ *cobra.Command, a []string) error {
-			for _, b := range a {
-				if !slices.Contains(images.Backends(), b) {
-					return fmt.Errorf("images build: no backend %q (known: %s)", b, strings.Join(images.Backends(), ", "))
-				}
-			}
-			return nil
-		}),
+Backends: ` + strings.Join(backend.All(), ", ") + `.`,
+		Args: args(cobra.ArbitraryArgs),
 		RunE: func(cmd *cobra.Command, backends []string) error {
-			if nodeBinary != "" {
-				if st, err := os.Stat(nodeBinary); err != nil || !st.Mode().IsRegular() || st.Mode()&0o111 == 0 {
-					return usageError{fmt.Errorf("--node-binary %s: not an executable file", nodeBinary)}
-				}
+			opts := images.BuildOptions{Backends: backends, NodeBinary: nodeBinary, Force: force}
+			if err := opts.Check(); err != nil {
+				return usageError{err}
 			}
-			if nodeBinary == "" {
+			if opts.NodeBinary == "" {
 				self, err := os.Executable()
 				if err != nil {
 					return fmt.Errorf("images build: find this executable for the etcd image: %w", err)
 				}
-				nodeBinary = self
+				opts.NodeBinary = self
 			}
 			e, err := openDocker(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer e.Close()
-			bs, err := images.Build(cmd.Context(), e, images.BuildOptions{Backends: backends, NodeBinary: nodeBinary, Force: force})
+			bs, err := images.Build(cmd.Context(), e, opts)
 			printImages(cmd.OutOrStdout(), bs, true)
 			return err
 		},

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -37,14 +36,12 @@ the folder); ` + "`locktest lab down --dir`" + ` with the same folder removes it
 A failed up removes what it had made.`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if hosts < 5 || hosts > 100 {
-				return usageError{fmt.Errorf("--hosts %d: want 5 to 100", hosts)}
+			opts := sshlab.Options{Hosts: hosts, Dir: dir}
+			if err := opts.Check(); err != nil {
+				return usageError{err}
 			}
 			if err := os.MkdirAll(dir, 0o755); err != nil {
 				return usageError{fmt.Errorf("--dir: %v", err)}
-			}
-			if _, err := os.Stat(filepath.Join(dir, sshlab.Inventory)); err == nil {
-				return usageError{fmt.Errorf("--dir %s holds a lab's %s already: `locktest lab down --dir %s` first", dir, sshlab.Inventory, dir)}
 			}
 			e, err := openDocker(cmd.Context())
 			if err != nil {
@@ -52,7 +49,7 @@ A failed up removes what it had made.`,
 			}
 			defer e.Close()
 			t0 := time.Now()
-			l, err := sshlab.Up(cmd.Context(), e, sshlab.Options{Hosts: hosts, Dir: dir})
+			l, err := sshlab.Up(cmd.Context(), e, opts)
 			if err != nil {
 				return err
 			}

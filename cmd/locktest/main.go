@@ -141,3 +141,7 @@ func args(check cobra.PositionalArgs) cobra.PositionalArgs {
 		return nil
 	}
 }
+
+// commandLine is the command as it was given, which a run, a scoreboard
+// and a matrix record of how they were made.
+func commandLine() string { return "locktest " + strings.Join(os.Args[1:], " ") }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -59,26 +58,21 @@ matrix was interrupted; 2 bad usage or a set-up failure.`,
 			if parallel < 1 {
 				return usageError{fmt.Errorf("--parallel must be at least 1, got %d", parallel)}
 			}
-			if def, err := run.ProviderNamed(o.Base.Provider); err == nil && def.OneRunAtATime {
-				if cmd.Flags().Changed("parallel") && parallel > 1 {
-					return usageError{fmt.Errorf("--parallel %d: the %s provider's hosts take one run at a time", parallel, def.Name)}
-				}
-				parallel = 1
+			if parallel, err = run.Parallel(o.Base.Provider, parallel, cmd.Flags().Changed("parallel")); err != nil {
+				return usageError{err}
 			}
 			shardI, shardN, err := parseShard(shard)
 			if err != nil {
 				return usageError{fmt.Errorf("--shard: %v", err)}
 			}
-			if jsonOut != "" {
-				if err := run.WritableFile(jsonOut); err != nil {
-					return usageError{fmt.Errorf("--json: %v", err)}
-				}
+			if err := run.CheckOutputs(run.Output{Flag: "--json", Path: jsonOut}); err != nil {
+				return usageError{err}
 			}
 			if from != "" {
 				// Take a matrix.json as it is, or aggregate the runs
 				// stored in from again, and write the pages where asked
 				// (the runs' pages by default into from).
-				m, file, err := matrix.From(from, "locktest "+strings.Join(os.Args[1:], " "))
+				m, file, err := matrix.From(from, commandLine())
 				if err != nil {
 					return usageError{err}
 				}
@@ -117,24 +111,15 @@ matrix was interrupted; 2 bad usage or a set-up failure.`,
 				out = o.Base.StoreDir
 			}
 			// Every output must be writable before the first of many runs.
-			for _, d := range []struct{ flag, dir string }{{"--store", o.Base.StoreDir}, {"--out", out}} {
-				if err := os.MkdirAll(d.dir, 0o755); err != nil {
-					return usageError{fmt.Errorf("%s: %v", d.flag, err)}
-				}
-				if err := run.WritableDir(d.dir); err != nil {
-					return usageError{fmt.Errorf("%s: %v", d.flag, err)}
-				}
-			}
-			if md != "" {
-				if err := run.WritableFile(md); err != nil {
-					return usageError{fmt.Errorf("--md: %v", err)}
-				}
+			if err := run.CheckOutputs(run.Output{Flag: "--store", Path: o.Base.StoreDir, Dir: true}, run.Output{Flag: "--out", Path: out, Dir: true},
+				run.Output{Flag: "--md", Path: md}); err != nil {
+				return usageError{err}
 			}
 			progress := io.Discard
 			if !q {
 				progress = cmd.ErrOrStderr()
 			}
-			made, err := matrix.Run(cmd.Context(), o, jobs, parallel, shard, "locktest "+strings.Join(os.Args[1:], " "), matrix.Progress(progress, o, jobs, parallel))
+			made, err := matrix.Run(cmd.Context(), o, jobs, parallel, shard, commandLine(), matrix.Progress(progress, o, jobs, parallel))
 			if err != nil {
 				return err
 			}
@@ -182,7 +167,7 @@ func mergeMatrix(cmd *cobra.Command, stores []string, out, md, jsonOut, baseline
 	if err != nil {
 		return usageError{err}
 	}
-	m, err := matrix.MergeStores(stores, "locktest "+strings.Join(os.Args[1:], " "))
+	m, err := matrix.MergeStores(stores, commandLine())
 	if err != nil {
 		return usageError{err}
 	}

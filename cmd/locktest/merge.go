@@ -83,17 +83,14 @@ verdict (or, with --baseline, a cell worse than the baseline), 3 inconclusive,
 			if err := run.CreatableDir(out); err != nil {
 				return usageError{fmt.Errorf("--out: %v", err)}
 			}
-			for _, o := range []struct{ flag, path string }{{"--junit", junit}, {"--findings", findings}, {"--json", jsonOut}, {"--md", matrixMD}} {
-				if o.path != "" {
-					if err := run.WritableFile(o.path); err != nil {
-						return usageError{fmt.Errorf("%s: %v", o.flag, err)}
-					}
-				}
+			if err := run.CheckOutputs(run.Output{Flag: "--junit", Path: junit}, run.Output{Flag: "--findings", Path: findings},
+				run.Output{Flag: "--json", Path: jsonOut}, run.Output{Flag: "--md", Path: matrixMD}); err != nil {
+				return usageError{err}
 			}
 			if isMatrix {
 				return mergeMatrix(cmd, dirs, out, matrixMD, jsonOut, baseline)
 			}
-			board, err := scenarios.MergeBoards(dirs, out, maxRate, "locktest "+strings.Join(os.Args[1:], " "))
+			board, err := scenarios.MergeBoards(dirs, out, maxRate, commandLine())
 			if err != nil {
 				return usageError{fmt.Errorf("merge: %v", err)}
 			}

@@ -59,7 +59,7 @@ func (rf *runFlags) define(c *cobra.Command) {
 	for _, s := range run.Settings {
 		v := s.Field(&rf.cfg)
 		fl := f.VarPF(v, s.Name, "", s.Help())
-		if _, ok := v.(run.BoolValue); ok {
+		if b, ok := v.(run.BoolValue); ok && b.IsBoolFlag() {
 			fl.NoOptDefVal = "true"
 		}
 		if zero(v) {
@@ -96,7 +96,7 @@ func (rf *runFlags) config(f changer) (run.Config, error) {
 	if err := run.ApplyCommandLine(&cfg, f.Changed); err != nil {
 		return cfg, usageError{err}
 	}
-	cfg.Command = "locktest " + strings.Join(os.Args[1:], " ")
+	cfg.Command = commandLine()
 	lvl, err := parseLevel(rf.logLevel)
 	if err != nil {
 		return cfg, usageError{err}

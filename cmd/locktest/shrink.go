@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -51,22 +49,8 @@ for a set-up failure of a replay.`,
   locktest shrink store/redlock-clock-jump/latest --budget 20m --replays 5 --need 3`,
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			if sf.Need < 1 || sf.Replays < sf.Need {
-				return usageError{fmt.Errorf("--need %d of --replays %d: want 1 ≤ need ≤ replays", sf.Need, sf.Replays)}
-			}
-			for _, n := range []struct {
-				flag     string
-				negative bool
-				value    any
-			}{{"confirm", sf.Confirm < 0, sf.Confirm}, {"budget", sf.Budget < 0, sf.Budget}, {"grace", sf.Grace < 0, sf.Grace}} {
-				if n.negative {
-					return usageError{fmt.Errorf("--%s must not be negative, got %v", n.flag, n.value)}
-				}
-			}
-			if st, err := os.Stat(sf.Store); err == nil && !st.IsDir() {
-				return usageError{fmt.Errorf("--store: %s is not a folder", sf.Store)}
-			} else if err != nil && !errors.Is(err, os.ErrNotExist) {
-				return usageError{fmt.Errorf("--store: %v", err)}
+			if err := sf.Check(); err != nil {
+				return usageError{err}
 			}
 			return shrinkRun(cmd.Context(), cmd.OutOrStdout(), a[0], *sf, quiet)
 		},

@@ -17,7 +17,6 @@ import (
 
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/clusters/backend"
-	"github.com/locktest/locktest/clusters/provider"
 	sshp "github.com/locktest/locktest/clusters/ssh"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/impls"
@@ -289,27 +288,4 @@ func sshSQLCleanup(t *testing.T, inventory string) {
 		}
 	}
 	testlab.AssertClean(t, inventory)
-}
-
-// A run of an impl whose backend the ssh provider does not run is a
-// one-line set-up error saying so, found before any host is dialled.
-func TestSSHBackendItLacksIsASetupError(t *testing.T) {
-	var impl impls.Impl
-	for _, name := range impls.Names() {
-		if i, err := impls.Lookup(name); err == nil && !slices.Contains(sshp.Backends(), i.Backend) {
-			impl = i
-			break
-		}
-	}
-	if impl.Name == "" {
-		t.Skipf("the ssh provider runs every backend (%s)", strings.Join(sshp.Backends(), ", "))
-	}
-	cfg := testkit.Config(t, impl.Name)
-	cfg.Provider, cfg.ProviderSettings = sshp.Name, provider.Values{"hosts": "a"}
-	_, err := run.Run(context.Background(), cfg)
-	var se *run.SetupError
-	want := "needs backend " + impl.Backend + ", which the ssh provider does not run yet"
-	if !errors.As(err, &se) || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {
-		t.Fatalf("err %v, want a one-line run.SetupError containing %q", err, want)
-	}
 }

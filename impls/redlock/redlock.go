@@ -122,6 +122,7 @@ func init() {
 		impls.Register(impls.Impl{
 			Name: i.name, Backend: backend.Redis, Nodes: i.nodes, Doc: doc, Points: Points(i.nodes), Notices: notices,
 			Wait:      "fails at once (tries=1)",
+			Majority:  &impls.Majority{DriftFactor: 0.01, DriftMin: 2 * time.Millisecond}, // the Redis docs' Redlock
 			Libraries: []string{redsyncModule, "github.com/redis/go-redis/v9"},
 			New: func(ctx context.Context, cfg impls.Config) (impls.Client, error) {
 				return New(ctx, cfg, i.extend)
