@@ -53,13 +53,17 @@ func probeHello(recipe string) string {
 // TestCuratorLauncher: the launcher compiles the adapter on first use, also
 // when two clients start at once into an empty cache, and the adapter
 // answers a probe with each recipe's name and the version of Debian's
-// Curator jar; an unknown recipe stops it at start with one line that
-// names the option.
+// Curator jar, and says which listener tells it of a lost lease; an
+// unknown recipe stops it at start with one line that names the option.
 func TestCuratorLauncher(t *testing.T) {
 	needsCurator(t)
 	version := jarVersion(t, "/usr/share/java/curator-recipes.jar", "META-INF/maven/org.apache.curator/curator-recipes/pom.properties")
 	var wg sync.WaitGroup
-	for _, tc := range []struct{ recipe, name string }{{"mutex", "curator"}, {"semaphore-mutex", "curator-semaphore"}} {
+	for _, tc := range []struct{ recipe, name, notices string }{
+		{"mutex", "curator", "ConnectionStateListener"},
+		{"semaphore-mutex", "curator-semaphore", "ConnectionStateListener"},
+		{"leader-latch", "curator-leader-latch", "LeaderLatchListener hears notLeader"},
+	} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -72,6 +76,9 @@ func TestCuratorLauncher(t *testing.T) {
 			if caps.Name != tc.name || caps.Version != version || !strings.Contains(caps.Library, "Curator") || caps.Fenced || caps.Expires || !caps.Blocking {
 				t.Errorf("%s: capabilities %+v, want %s, Apache Curator %s, not fenced, not expiring, blocking", tc.recipe, caps, tc.name, version)
 			}
+			if !strings.Contains(caps.Notices, tc.notices) {
+				t.Errorf("%s: notices %q, want its %s", tc.recipe, caps.Notices, tc.notices)
+			}
 		}()
 	}
 	wg.Wait()
@@ -82,7 +89,7 @@ func TestCuratorLauncher(t *testing.T) {
 	}
 	_, err := external.Probe(context.Background(),
 		external.Spec{Command: []string{"./curator/run.sh"}, Backend: "zookeeper", Params: map[string]string{"recipe": "semaphore"}}, nil)
-	if err == nil || !strings.Contains(err.Error(), "recipe=semaphore: want mutex or semaphore-mutex") {
+	if err == nil || !strings.Contains(err.Error(), "recipe=semaphore: want mutex, semaphore-mutex or leader-latch") {
 		t.Errorf("recipe=semaphore: %v, want the probe refused, naming the option", err)
 	}
 }
@@ -130,15 +137,17 @@ func TestCuratorLauncherWithoutJavac(t *testing.T) {
 	}
 }
 
-// TestCuratorLock: both of Curator's locks keep mutual exclusion without
-// faults, and a client paused past its session timeout loses its lock to
-// another while it still believes it holds it. The pause is pinned where
-// it decides the outcome: right after an acquire (the pause point
-// after-acquire), for eight session timeouts of 500 ms (what the servers
-// grant), while the other two clients wait for the lock. Every run with a
-// pause applied must show an overlapping hold of a paused process; the
-// paused adapter logs, with their times, the SUSPENDED and LOST of its
-// connection while it holds the lease.
+// TestCuratorLock: Curator's two locks and its LeaderLatch keep mutual
+// exclusion without faults, and a client paused past its session timeout
+// loses its lock (or leadership) to another while it still believes it
+// holds it. The pause is pinned where it decides the outcome: right after
+// an acquire (the pause point after-acquire), for eight session timeouts
+// of 500 ms (what the servers grant), while the other two clients wait
+// for the lock. Every run with a pause applied must show an overlapping
+// hold of a paused process; the paused adapter logs, with their times,
+// the SUSPENDED and LOST of its connection while it holds the lease (the
+// locks), or the notLeader of its latch while held and the LOST (the
+// latch), and the history records the lost notice it sent then.
 //
 // The slack is for a loaded machine: the session's end is a quorum write
 // of the ensemble, and the waiting JVM must hear of it and take the lock,
@@ -150,7 +159,7 @@ func TestCuratorLock(t *testing.T) {
 	if _, err := os.Stat("/usr/share/java/zookeeper.jar"); err != nil {
 		t.Skip("zookeeper not installed (make setup)")
 	}
-	for _, client := range []string{"curator", "curator-semaphore"} {
+	for _, client := range []string{"curator", "curator-semaphore", "curator-leader-latch"} {
 		t.Run(client, func(t *testing.T) {
 			// A working adapter hands the lock from client to client, and
 			// mutual exclusion holds. How many critical sections it makes
@@ -213,16 +222,33 @@ func TestCuratorLock(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					for _, state := range []string{"SUSPENDED, holding", "LOST"} {
-						if !regexp.MustCompile(`(?m)^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+Z curator ` + p + `: connection ` + state).Match(log) {
-							t.Errorf("seed %d: the log of %s has no timed line of its connection %s", seed, p, state)
+					lines := []string{"connection SUSPENDED, holding", "connection LOST"}
+					if client == "curator-leader-latch" {
+						lines = []string{`latch p\d+-\d+ of lock-0: notLeader, while held`, "connection LOST"}
+					}
+					for _, line := range lines {
+						if !regexp.MustCompile(`(?m)^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+Z curator ` + p + `: ` + line).Match(log) {
+							t.Errorf("seed %d: the log of %s has no timed line %q", seed, p, line)
 						}
+					}
+					if !noticeOf(h, p) {
+						t.Errorf("seed %d: the history has no lost notice of %s", seed, p)
 					}
 				}
 				break
 			}
 		})
 	}
+}
+
+// noticeOf reports whether h records a lost notice of the process p ("p1").
+func noticeOf(h history.History, p string) bool {
+	for _, o := range h {
+		if o.Type == history.Notice && o.F == history.Lost && "p"+strconv.Itoa(o.Process) == p {
+			return true
+		}
+	}
+	return false
 }
 
 // holdersOf lists the client processes that h shows acquiring a lock.

@@ -9,6 +9,8 @@ import java.util.concurrent.TimeUnit;
 
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
+import org.apache.curator.framework.recipes.leader.LeaderLatch;
+import org.apache.curator.framework.recipes.leader.LeaderLatchListener;
 import org.apache.curator.framework.recipes.locks.InterProcessLock;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
 import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreMutex;
@@ -17,8 +19,8 @@ import org.apache.curator.retry.ExponentialBackoffRetry;
 
 /**
  * Apache Curator's ZooKeeper locks, InterProcessMutex and
- * InterProcessSemaphoreMutex, through locktest's client protocol
- * (docs/clients.md).
+ * InterProcessSemaphoreMutex, and its leader election LeaderLatch, through
+ * locktest's client protocol (docs/clients.md).
  *
  * <p>One CuratorFramework per process, as an application runs it: its
  * connection string is the run's ZooKeeper nodes, its session timeout the
@@ -33,21 +35,46 @@ import org.apache.curator.retry.ExponentialBackoffRetry;
  * standard error and sends to locktest as lost notices (SUSPENDED: the
  * leases may be gone; LOST: they are).
  *
- * <p>Options (--client-opt): recipe (mutex, the default, or
- * semaphore-mutex); session-timeout and connection-timeout (seconds, or a
+ * <p>The leader-latch recipe is a LeaderLatch as an application runs it
+ * for leader election: each acquire is a new LeaderLatch on
+ * /locktest-curator/leader-latch/&lt;lock&gt;, started and awaited until a
+ * little before the op's deadline (its leadership is the lock); its release
+ * is the latch's close(). Its LeaderLatchListener's notLeader is the lost
+ * notice (the latch drops leadership itself on SUSPENDED and LOST); the
+ * connection's states are only logged.
+ *
+ * <p>A grant made after the client's session changed (Curator gave the old
+ * one up as LOST and connected a new one) is checked once in the
+ * background: the log says whether the grant's znode belongs to the session
+ * the client has now, or to the old one that the server will still expire,
+ * which is how Curator 5.4.0's LeaderLatch (CURATOR-696) and InterProcessMutex
+ * (CURATOR-604) grant a lock on a znode about to go.
+ *
+ * <p>Options (--client-opt): recipe (mutex, the default, semaphore-mutex or
+ * leader-latch); session-timeout and connection-timeout (seconds, or a
  * number with the unit ms or s), which override those of the ttl and the
- * op deadline; retry-base-sleep (likewise) and retry-max-retries, the
- * arguments of ExponentialBackoffRetry, 1 s and 3 by default as in
- * Curator's own examples.
+ * op deadline; retry-base-sleep (likewise), retry-max-retries and
+ * retry-max-sleep (a duration likewise), the arguments of
+ * ExponentialBackoffRetry, 1 s, 3 and no cap by default as in Curator's
+ * own examples.
  */
 public final class CuratorLock implements LocktestClient.Client {
     /** The recipes, by the option that selects them. */
     static final String MUTEX = "mutex";
     static final String SEMAPHORE_MUTEX = "semaphore-mutex";
+    static final String LEADER_LATCH = "leader-latch";
+
+    /** What a granted lease holds, and how it is given back. */
+    interface Lease {
+        /** Gives the lease back: the lock's release(), the latch's close(). */
+        void release() throws Exception;
+    }
 
     private final String recipe;
     private final CuratorFramework client;
-    private final LocktestClient.Leases<InterProcessLock> leases;
+    private final LocktestClient.Leases<Lease> leases;
+    /** The sessions this client has had: a new one after each LOST. */
+    private final java.util.concurrent.atomic.AtomicLong sessionChanges = new java.util.concurrent.atomic.AtomicLong();
 
     /** Connects one CuratorFramework to the nodes of hello. */
     CuratorLock(Map<String, Object> hello) throws Exception {
@@ -68,15 +95,17 @@ public final class CuratorLock implements LocktestClient.Client {
         int connectionMs = millis(params, "connection-timeout", Math.min(sessionMs, orDefault(hello.get("deadline_ms"), 1000)));
         int baseSleepMs = millis(params, "retry-base-sleep", 1000);
         int maxRetries = Integer.parseInt(String.valueOf(params.getOrDefault("retry-max-retries", "3")));
+        int maxSleepMs = millis(params, "retry-max-sleep", Integer.MAX_VALUE);
         client = CuratorFrameworkFactory.builder()
                 .connectString(hosts)
                 .sessionTimeoutMs(sessionMs)
                 .connectionTimeoutMs(connectionMs)
-                .retryPolicy(new ExponentialBackoffRetry(baseSleepMs, maxRetries))
+                .retryPolicy(new ExponentialBackoffRetry(baseSleepMs, maxRetries, maxSleepMs))
                 .build();
         client.getConnectionStateListenable().addListener((c, state) -> stateChanged(state));
-        log("Curator %s, ZooKeeper client %s, %s on %s: session timeout %d ms, connection timeout %d ms, ExponentialBackoffRetry(%d, %d)",
-                curatorVersion(), org.apache.zookeeper.Version.getFullVersion().replaceAll("^([0-9.]+).*", "$1"), recipe, hosts, sessionMs, connectionMs, baseSleepMs, maxRetries);
+        log("Curator %s, ZooKeeper client %s, %s on %s: session timeout %d ms, connection timeout %d ms, ExponentialBackoffRetry(%d, %d%s)",
+                curatorVersion(), org.apache.zookeeper.Version.getFullVersion().replaceAll("^([0-9.]+).*", "$1"), recipe, hosts, sessionMs, connectionMs, baseSleepMs, maxRetries,
+                maxSleepMs == Integer.MAX_VALUE ? "" : ", " + maxSleepMs);
         client.start();
         if (!client.blockUntilConnected(15, TimeUnit.SECONDS)) {
             throw new IllegalStateException("no connection to ZooKeeper at " + hosts + " within 15 s");
@@ -87,30 +116,191 @@ public final class CuratorLock implements LocktestClient.Client {
         // A JVM loads a class when it first runs it: without a first lock
         // of its own, the first acquire of the run would spend its deadline
         // loading the recipe's classes.
-        InterProcessLock warm = newLock("/locktest-curator/" + recipe + "-warm-up/p" + LocktestClient.num(hello.get("process")));
-        if (warm.acquire(15, TimeUnit.SECONDS)) {
-            warm.release();
+        String warm = "/locktest-curator/" + recipe + "-warm-up/p" + LocktestClient.num(hello.get("process"));
+        Lease w = recipe.equals(LEADER_LATCH) ? awaitLeadership(null, "warm-up", warm, 15_000) : lock(warm, 15_000);
+        if (w != null) {
+            w.release();
         }
     }
 
     /** A new lock object of the recipe on path. */
     private InterProcessLock newLock(String path) {
-        return recipe.equals(MUTEX) ? new InterProcessMutex(client, path) : new InterProcessSemaphoreMutex(client, path);
+        return recipe.equals(MUTEX) ? new Mutex(client, path) : new InterProcessSemaphoreMutex(client, path);
+    }
+
+    /** InterProcessMutex, with the path of the znode it holds. */
+    static final class Mutex extends InterProcessMutex {
+        Mutex(CuratorFramework client, String path) {
+            super(client, path);
+        }
+
+        /** The znode of the lock held by the calling thread, or null. */
+        String node() {
+            return getLockPath();
+        }
     }
 
     @Override
     public Map<String, Object> acquire(String lock, long ttlMs, long deadlineMs) throws Exception {
         String value = leases.nextValue();
         String path = "/locktest-curator/" + recipe + "/" + lock;
-        InterProcessLock lk = newLock(path);
         long waitMs = Math.max(1, (deadlineMs > 0 ? deadlineMs : 1000) * 3 / 4);
-        // A wait that times out removes its own znode: the lock was not
-        // taken, certainly.
-        boolean got = lk.acquire(waitMs, TimeUnit.MILLISECONDS);
-        if (!got) {
+        if (recipe.equals(LEADER_LATCH)) {
+            LatchLease l = awaitLeadership(lock, value, path, waitMs);
+            if (l == null) {
+                throw new LocktestClient.Fail("not the leader within " + waitMs + " ms (the latch is closed)");
+            }
+            return l.grant();
+        }
+        long sessions = sessionChanges.get();
+        Lease l = lock(path, waitMs);
+        if (l == null) {
             throw new LocktestClient.Fail("timed out waiting for the lock (" + waitMs + " ms)");
         }
-        return leases.granted(lock, value, lk);
+        if (sessionChanges.get() != sessions && l instanceof MutexLease m && m.node != null) {
+            checkOwner("lock " + value + " of " + lock, m.node);
+        }
+        return leases.granted(lock, value, l);
+    }
+
+    /** A held InterProcessMutex or InterProcessSemaphoreMutex, and its znode when known. */
+    record MutexLease(InterProcessLock lock, String node) implements Lease {
+        @Override
+        public void release() throws Exception {
+            lock.release();
+        }
+    }
+
+    /**
+     * Takes the lock of the recipe on path, waiting at most waitMs, or
+     * returns null when the wait timed out. A wait that times out removes
+     * its own znode: the lock was not taken, certainly.
+     */
+    private Lease lock(String path, long waitMs) throws Exception {
+        InterProcessLock lk = newLock(path);
+        if (!lk.acquire(waitMs, TimeUnit.MILLISECONDS)) {
+            return null;
+        }
+        return new MutexLease(lk, lk instanceof Mutex m ? m.node() : null);
+    }
+
+    /**
+     * Starts a LeaderLatch on path with the participant id value and waits
+     * at most waitMs for its leadership. It returns the latch's lease, not
+     * yet granted, or null when the latch did not lead in time, or led and
+     * lost it again before the grant (the latch is then closed).
+     */
+    private LatchLease awaitLeadership(String lock, String value, String path, long waitMs) throws Exception {
+        LeaderLatch latch = new LeaderLatch(client, path, value);
+        LatchLease l = new LatchLease(lock, value, latch, sessionChanges.get());
+        latch.addListener(l);
+        latch.start();
+        if (latch.await(waitMs, TimeUnit.MILLISECONDS) && l.lead()) {
+            return l;
+        }
+        latch.close();
+        return null;
+    }
+
+    /**
+     * One LeaderLatch: the lease while it leads. Its listener logs each
+     * change of leadership with the latch's znode and the client's session;
+     * a notLeader after the grant is a lost notice to locktest. lead() and
+     * notLeader() agree under the lease's monitor, so that a leadership lost
+     * between the latch's await and the grant is either no grant or a
+     * notice, never neither. The latch calls its listener while it holds
+     * its own monitor: nothing here calls the latch while holding the
+     * lease's.
+     */
+    final class LatchLease implements Lease, LeaderLatchListener {
+        private final String lock;
+        private final String value;
+        private final LeaderLatch latch;
+        private final long sessions;
+        private boolean granted;
+        private boolean released;
+
+        LatchLease(String lock, String value, LeaderLatch latch, long sessions) {
+            this.lock = lock;
+            this.value = value;
+            this.latch = latch;
+            this.sessions = sessions;
+        }
+
+        /** Whether the latch leads now; if it does, the lease is granted. */
+        boolean lead() {
+            synchronized (this) {
+                granted = latch.hasLeadership();
+                return granted;
+            }
+        }
+
+        /** Records the grant in the leases and returns the ok's fields. */
+        Map<String, Object> grant() {
+            return leases.granted(lock, value, this);
+        }
+
+        @Override
+        public void isLeader() {
+            String node = latch.getOurPath();
+            log("latch %s%s: isLeader, znode %s, session 0x%x", value, lock == null ? "" : " of " + lock, node, sessionId());
+            if (sessionChanges.get() != sessions && node != null) {
+                checkOwner("latch " + value, node);
+            }
+        }
+
+        @Override
+        public void notLeader() {
+            boolean tell;
+            synchronized (this) {
+                tell = granted && !released && lock != null;
+            }
+            log("latch %s%s: notLeader%s", value, lock == null ? "" : " of " + lock, tell ? ", while held" : "");
+            if (tell) {
+                LocktestClient.lost(lock, value, "notLeader: the latch lost its leadership (the connection was suspended or the session lost)");
+            }
+        }
+
+        @Override
+        public void release() throws Exception {
+            synchronized (this) {
+                released = true;
+            }
+            latch.close();
+        }
+    }
+
+    /**
+     * Logs, from a background read, whether the znode of a grant belongs
+     * to the client's session now: a znode of an earlier session is one the
+     * server deletes when it expires that session, with no word to this
+     * client.
+     */
+    private void checkOwner(String what, String node) {
+        long ours = sessionId();
+        try {
+            client.checkExists().inBackground((c, event) -> {
+                long owner = event.getStat() != null ? event.getStat().getEphemeralOwner() : 0;
+                if (event.getStat() == null) {
+                    log("%s granted after a new session: its znode %s is gone already", what, node);
+                } else if (owner != ours) {
+                    log("%s granted after a new session: its znode %s belongs to the old session 0x%x, not to this one, 0x%x: the server deletes it when it expires that session", what, node, owner, ours);
+                } else {
+                    log("%s granted after a new session: its znode %s belongs to this session, 0x%x", what, node, ours);
+                }
+            }).forPath(node);
+        } catch (Exception e) {
+            log("%s: could not read the owner of %s: %s", what, node, e);
+        }
+    }
+
+    /** The ZooKeeper session of the client now, or 0. */
+    private long sessionId() {
+        try {
+            return client.getZookeeperClient().getZooKeeper().getSessionId();
+        } catch (Exception e) {
+            return 0;
+        }
     }
 
     @Override
@@ -119,7 +309,7 @@ public final class CuratorLock implements LocktestClient.Client {
         // server had deleted it already (an expired session). A release
         // that ends after its deadline is answered too late for locktest
         // to record: the log says how it ended.
-        InterProcessLock lk = leases.lease(value);
+        Lease lk = leases.lease(value);
         long start = System.nanoTime();
         try {
             lk.release();
@@ -147,17 +337,22 @@ public final class CuratorLock implements LocktestClient.Client {
      * run's --on-lost setting acts on or not.
      */
     private void stateChanged(ConnectionState state) {
-        List<LocktestClient.Leases.Held<InterProcessLock>> held = leases.held();
+        if (state == ConnectionState.LOST) {
+            sessionChanges.incrementAndGet();
+        }
+        List<LocktestClient.Leases.Held<Lease>> held = leases.held();
         List<String> names = new ArrayList<>();
-        for (LocktestClient.Leases.Held<InterProcessLock> h : held) {
+        for (LocktestClient.Leases.Held<Lease> h : held) {
             names.add(h.value() + " of " + h.lock());
         }
-        log("connection %s%s", state, names.isEmpty() ? "" : ", holding " + String.join(", ", names));
+        log("connection %s%s%s", state, state == ConnectionState.RECONNECTED || state == ConnectionState.CONNECTED ? String.format(", session 0x%x", sessionId()) : "",
+                names.isEmpty() ? "" : ", holding " + String.join(", ", names));
         String notice = notice(state);
-        if (notice == null) {
+        // A leader latch says it lost its leadership itself (notLeader).
+        if (notice == null || recipe.equals(LEADER_LATCH)) {
             return;
         }
-        for (LocktestClient.Leases.Held<InterProcessLock> h : held) {
+        for (LocktestClient.Leases.Held<Lease> h : held) {
             // This lease is gone, or may be gone: a lost notice to
             // locktest, which records it as the listener heard it.
             log("lease %s of %s: %s", h.value(), h.lock(), notice);
@@ -182,29 +377,50 @@ public final class CuratorLock implements LocktestClient.Client {
     /** The capabilities of the recipe hello selects. */
     static Map<String, Object> caps(Map<String, Object> hello) {
         String recipe = recipe(hello);
-        boolean mutex = recipe.equals(MUTEX);
-        String doc = mutex
-                ? "Apache Curator's InterProcessMutex: an ephemeral sequential znode that waits for its predecessor; "
-                        + "the server deletes it when the holder's session expires, and the holder goes on believing it holds the lock"
-                : "Apache Curator's InterProcessSemaphoreMutex: a one-lease InterProcessSemaphoreV2, an ephemeral sequential lease znode "
+        String name;
+        String library;
+        String notices;
+        String doc;
+        switch (recipe) {
+            case MUTEX -> {
+                name = "curator";
+                library = "Apache Curator InterProcessMutex";
+                notices = "its ConnectionStateListener hears SUSPENDED (may be lost) or LOST (lost)";
+                doc = "Apache Curator's InterProcessMutex: an ephemeral sequential znode that waits for its predecessor; "
+                        + "the server deletes it when the holder's session expires, and the holder goes on believing it holds the lock";
+            }
+            case SEMAPHORE_MUTEX -> {
+                name = "curator-semaphore";
+                library = "Apache Curator InterProcessSemaphoreMutex";
+                notices = "its ConnectionStateListener hears SUSPENDED (may be lost) or LOST (lost)";
+                doc = "Apache Curator's InterProcessSemaphoreMutex: a one-lease InterProcessSemaphoreV2, an ephemeral sequential lease znode "
                         + "taken under an inner mutex; the server deletes it when the holder's session expires, and the holder goes on believing it holds the lock";
+            }
+            default -> {
+                name = "curator-leader-latch";
+                library = "Apache Curator LeaderLatch";
+                notices = "its LeaderLatchListener hears notLeader (on SUSPENDED and LOST)";
+                doc = "Apache Curator's LeaderLatch: an ephemeral sequential znode, the lowest leads; acquire awaits leadership, release closes the latch, "
+                        + "and the latch drops its leadership on SUSPENDED and LOST and takes it again after a reconnection";
+            }
+        }
         return LocktestClient.fields(
-                "name", mutex ? "curator" : "curator-semaphore",
-                "library", "Apache Curator " + (mutex ? "InterProcessMutex" : "InterProcessSemaphoreMutex"),
+                "name", name,
+                "library", library,
                 "version", curatorVersion(),
                 "fenced", false,
                 "expires", false,
                 "blocking", true,
                 "points", List.of(),
-                "notices", "its ConnectionStateListener hears SUSPENDED (may be lost) or LOST (lost)",
+                "notices", notices,
                 "doc", doc);
     }
 
     /** The recipe the option recipe selects. */
     static String recipe(Map<String, Object> hello) {
         String r = String.valueOf(params(hello).getOrDefault("recipe", MUTEX));
-        if (!r.equals(MUTEX) && !r.equals(SEMAPHORE_MUTEX)) {
-            throw new IllegalArgumentException("--client-opt recipe=" + r + ": want " + MUTEX + " or " + SEMAPHORE_MUTEX);
+        if (!r.equals(MUTEX) && !r.equals(SEMAPHORE_MUTEX) && !r.equals(LEADER_LATCH)) {
+            throw new IllegalArgumentException("--client-opt recipe=" + r + ": want " + MUTEX + ", " + SEMAPHORE_MUTEX + " or " + LEADER_LATCH);
         }
         return r;
     }
