@@ -103,6 +103,8 @@ var badValues = map[string][]badCase{
 		bc("--stagger changes nothing in this run: it needs a combined fault (--faults a+b)", "--faults", "pause-client", "--stagger", "1s")},
 	"run --loss": {bc("--loss must be in (0, 1], got 1.5", "--faults", "loss", "--loss", "1.5"), bc("--loss must be in (0, 1], got 0", "--faults", "loss", "--loss", "0"),
 		bc("--loss changes nothing in this run: it needs --faults loss", "--loss", "0.5")},
+	"run --sync-delay": {bc("--sync-delay must be positive and at most 10m0s, got 11m0s", "--faults", "slow-disk", "--sync-delay", "11m"),
+		bc("--sync-delay changes nothing in this run: it needs --faults slow-disk", "--sync-delay", "2s")},
 	"run --delay":       {bc("--delay must be positive, got 0s", "--faults", "delay", "--delay", "0")},
 	"run --clock-bump":  {bc("--clock-bump must not be negative", "--faults", "clock-bump", "--clock-bump", "-1s")},
 	"run --strobe":      {bc("--strobe must be positive, got 0s", "--faults", "clock-strobe", "--strobe", "0")},
