@@ -104,3 +104,22 @@ func TestWriteTrackRecordKeepsTheHandWrittenPart(t *testing.T) {
 		t.Errorf("track record:\n%s", s)
 	}
 }
+
+// TestMergeJoinsTheBugs joins the debates of two bugs into one board that
+// has both bugs, once each, in the order first seen.
+func TestMergeJoinsTheBugs(t *testing.T) {
+	x := reports.Bug{ID: "x-1"}
+	y := reports.Bug{ID: "y-2"}
+	a := reports.Scoreboard{Seeds: 10, Bugs: []reports.Bug{x}, Rows: []reports.ScoreRow{{Name: "x-1-bad", Bug: "x-1", Expect: ExpectViolation}}}
+	b := reports.Scoreboard{Seeds: 10, Bugs: []reports.Bug{y, x}, Rows: []reports.ScoreRow{{Name: "y-2-bad", Bug: "y-2", Expect: ExpectViolation}}}
+	m, err := Merge([]reports.Scoreboard{a, b}, t.TempDir(), 0.15)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Bugs) != 2 || m.Bugs[0].ID != "x-1" || m.Bugs[1].ID != "y-2" || len(m.Rows) != 2 {
+		t.Errorf("merged bugs %+v, rows %d; want x-1, y-2 and 2 rows", m.Bugs, len(m.Rows))
+	}
+	if len(a.Bugs) != 1 {
+		t.Errorf("Merge changed its first board's bugs: %+v", a.Bugs)
+	}
+}

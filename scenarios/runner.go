@@ -418,13 +418,15 @@ func Rescore(row reports.ScoreRow, runs []RunResult, dir string, maxRate float64
 // every shard's runs as one unsharded debate would have scored them. Rows
 // are matched by scenario name and kept in the order of their first
 // board; a seed of one scenario in two boards is an error, since the
-// shards were not disjoint. Links are made relative to dir.
+// shards were not disjoint. Links are made relative to dir. The public
+// bugs of the boards are joined, by id, in the order first seen.
 func Merge(boards []reports.Scoreboard, dir string, maxRate float64) (reports.Scoreboard, error) {
 	if len(boards) == 0 {
 		return reports.Scoreboard{}, errors.New("no scoreboard to merge")
 	}
 	out := boards[0]
 	out.Rows, out.Shard, out.MaxRate, out.Versions = nil, "", maxRate, runstore.Versions{}
+	out.Bugs = slices.Clone(out.Bugs)
 	type acc struct {
 		row   reports.ScoreRow
 		runs  []RunResult
@@ -444,6 +446,13 @@ func Merge(boards []reports.Scoreboard, dir string, maxRate float64) (reports.Sc
 			elapsed = max(elapsed, d)
 		}
 		out.Seeds = max(out.Seeds, b.Seeds)
+		if bi > 0 {
+			for _, bug := range b.Bugs {
+				if !slices.ContainsFunc(out.Bugs, func(o reports.Bug) bool { return o.ID == bug.ID }) {
+					out.Bugs = append(out.Bugs, bug)
+				}
+			}
+		}
 		for _, r := range b.Rows {
 			a := rows[r.Name]
 			if a == nil {

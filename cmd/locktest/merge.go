@@ -15,7 +15,7 @@ import (
 )
 
 func newMergeCmd() *cobra.Command {
-	var out, junit, findings, jsonOut, maxRateText string
+	var out, junit, findings, trackRecord, jsonOut, maxRateText string
 	var matrixMD, baseline, compare string
 	c := &cobra.Command{
 		Use:   "merge DIR...",
@@ -23,6 +23,9 @@ func newMergeCmd() *cobra.Command {
 		Long: `merge joins what the shards of one debate or matrix made — each run with
 --shard I/N, on one machine or many — into one scoreboard or matrix, as one
 unsharded run of the same seeds would have made it.
+
+Debates of different scenarios join too (the debates of a bug catalogue's
+bugs, one --only ID each, say): their rows and their bugs are put together.
 
 For a debate, each DIR is a debate's output folder (it holds scoreboard.json)
 or a scoreboard.json itself; the rows are matched by scenario and rescored
@@ -64,6 +67,8 @@ verdict (or, with --baseline, a cell worse than the baseline), 3 inconclusive,
 				return usageError{errors.New("--md is for matrix stores; a scoreboard takes --findings")}
 			case !isMatrix && baseline != "":
 				return usageError{errors.New("--baseline is for matrix stores; a scoreboard has none")}
+			case isMatrix && trackRecord != "":
+				return usageError{errors.New("--track-record is for scoreboards of public bugs; a matrix takes --md")}
 			case isMatrix && compare != "":
 				return usageError{errors.New("--compare is for scoreboards; a matrix takes --baseline")}
 			}
@@ -84,7 +89,7 @@ verdict (or, with --baseline, a cell worse than the baseline), 3 inconclusive,
 				return usageError{fmt.Errorf("--out: %v", err)}
 			}
 			if err := run.CheckOutputs(run.Output{Flag: "--junit", Path: junit}, run.Output{Flag: "--findings", Path: findings},
-				run.Output{Flag: "--json", Path: jsonOut}, run.Output{Flag: "--md", Path: matrixMD}); err != nil {
+				run.Output{Flag: "--json", Path: jsonOut}, run.Output{Flag: "--md", Path: matrixMD}, run.Output{Flag: "--track-record", Path: trackRecord}); err != nil {
 				return usageError{err}
 			}
 			if isMatrix {
@@ -103,6 +108,11 @@ verdict (or, with --baseline, a cell worse than the baseline), 3 inconclusive,
 			}
 			if err := scenarios.WriteBoard(out, junit, findings, jsonOut, board); err != nil {
 				return err
+			}
+			if trackRecord != "" {
+				if err := scenarios.WriteTrackRecord(trackRecord, board); err != nil {
+					return usageError{err}
+				}
 			}
 			scenarios.WriteBoardText(cmd.OutOrStdout(), out, board)
 			if c := board.Compared; c != nil {
@@ -124,6 +134,7 @@ verdict (or, with --baseline, a cell worse than the baseline), 3 inconclusive,
 	f.StringVar(&jsonOut, "json", "", "also write the merged scoreboard or matrix as JSON here")
 	f.StringVar(&junit, "junit", "", "also write the merged scoreboard as JUnit XML here")
 	f.StringVar(&findings, "findings", "", "also write the merged scoreboard as Markdown without run links here (docs/findings.md)")
+	f.StringVar(&trackRecord, "track-record", "", "also write the track record of the public bugs the merged scoreboards reproduce as Markdown here (docs/track-record.md)")
 	f.StringVar(&maxRateText, "max-rate", "15%", "a safe scenario is held when the one-sided 95% upper bound of its violation rate is below this")
 	f.StringVar(&matrixMD, "md", "", "also write the merged matrix's Markdown here (docs/matrix.md)")
 	f.StringVar(&baseline, "baseline", "", "compare the merged matrix with this matrix.json and exit 1 when a cell got worse")
