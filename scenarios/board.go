@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/locktest/locktest/reports"
@@ -216,4 +217,34 @@ func WriteTrackRecord(path string, board reports.Scoreboard) error {
 		return fmt.Errorf("--track-record: %v", err)
 	}
 	return nil
+}
+
+// AttachBugs marks the rows of board that are scenarios of cat by the bug
+// each reproduces or holds, and adds those bugs to the board's: for a
+// debate made from another file of the same scenarios (before they joined
+// a bugs list). A row it marks must have run its scenario as cat has it
+// now: each seed's command must be the scenario's own command for that
+// seed, or the row is refused.
+func AttachBugs(board reports.Scoreboard, cat Catalogue) (reports.Scoreboard, error) {
+	var picked []Scenario
+	for i, r := range board.Rows {
+		j := slices.IndexFunc(cat.Scenarios, func(s Scenario) bool { return s.Name == r.Name })
+		if j < 0 || cat.Scenarios[j].Bug == "" {
+			continue
+		}
+		s := cat.Scenarios[j]
+		for _, run := range r.Seeds {
+			if !strings.HasPrefix(run.Command, s.Command(run.Seed)) {
+				return board, fmt.Errorf("scenario %s seed %d ran %q, which is not the scenario as the bugs file has it (%q)", r.Name, run.Seed, run.Command, s.Command(run.Seed))
+			}
+		}
+		board.Rows[i].Bug = s.Bug
+		picked = append(picked, s)
+	}
+	for _, b := range cat.Pick(picked) {
+		if !slices.ContainsFunc(board.Bugs, func(o reports.Bug) bool { return o.ID == b.ID }) {
+			board.Bugs = append(board.Bugs, b)
+		}
+	}
+	return board, nil
 }

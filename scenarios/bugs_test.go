@@ -123,3 +123,33 @@ func TestMergeJoinsTheBugs(t *testing.T) {
 		t.Errorf("Merge changed its first board's bugs: %+v", a.Bugs)
 	}
 }
+
+// TestAttachBugs names the bug of a row made from another file of the
+// same scenario, and refuses a row whose runs ran other settings.
+func TestAttachBugs(t *testing.T) {
+	file := bugsHead + strings.Replace(scenarioHead, "expect: violation", "expect: violation\n    bug: x-1", 1)
+	path := filepath.Join(t.TempDir(), "bugs.yaml")
+	if err := os.WriteFile(path, []byte(file), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cat, err := LoadFiles([]string{path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := cat.Scenarios[0]
+	board := reports.Scoreboard{Rows: []reports.ScoreRow{
+		{Name: "a", Seeds: []reports.ScoreRun{{Seed: 3, Command: s.Command(3)}}},
+		{Name: "other"},
+	}}
+	got, err := AttachBugs(board, cat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Rows[0].Bug != "x-1" || got.Rows[1].Bug != "" || len(got.Bugs) != 1 || got.Bugs[0].ID != "x-1" {
+		t.Errorf("rows %+v, bugs %+v", got.Rows, got.Bugs)
+	}
+	board.Rows[0].Seeds[0].Command = strings.Replace(s.Command(3), "--impl redis-set-nx-px", "--impl redlock", 1)
+	if _, err := AttachBugs(board, cat); err == nil || !strings.Contains(err.Error(), "not the scenario as the bugs file has it") {
+		t.Errorf("a row of other settings: %v", err)
+	}
+}

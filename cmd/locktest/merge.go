@@ -16,7 +16,7 @@ import (
 
 func newMergeCmd() *cobra.Command {
 	var out, junit, findings, trackRecord, jsonOut, maxRateText string
-	var matrixMD, baseline, compare string
+	var matrixMD, baseline, compare, bugsFile string
 	c := &cobra.Command{
 		Use:   "merge DIR...",
 		Short: "Join the scoreboards (or matrix stores) of sharded runs into one",
@@ -69,6 +69,8 @@ verdict (or, with --baseline, a cell worse than the baseline), 3 inconclusive,
 				return usageError{errors.New("--baseline is for matrix stores; a scoreboard has none")}
 			case isMatrix && trackRecord != "":
 				return usageError{errors.New("--track-record is for scoreboards of public bugs; a matrix takes --md")}
+			case isMatrix && bugsFile != "":
+				return usageError{errors.New("--bugs is for scoreboards; a matrix has no bugs")}
 			case isMatrix && compare != "":
 				return usageError{errors.New("--compare is for scoreboards; a matrix takes --baseline")}
 			}
@@ -98,6 +100,15 @@ verdict (or, with --baseline, a cell worse than the baseline), 3 inconclusive,
 			board, err := scenarios.MergeBoards(dirs, out, maxRate, commandLine())
 			if err != nil {
 				return usageError{fmt.Errorf("merge: %v", err)}
+			}
+			if bugsFile != "" {
+				cat, err := scenarios.LoadFiles([]string{bugsFile})
+				if err == nil {
+					board, err = scenarios.AttachBugs(board, cat)
+				}
+				if err != nil {
+					return usageError{fmt.Errorf("--bugs: %v", err)}
+				}
 			}
 			if err := os.MkdirAll(out, 0o755); err != nil {
 				return usageError{fmt.Errorf("--out: %v", err)}
@@ -135,6 +146,7 @@ verdict (or, with --baseline, a cell worse than the baseline), 3 inconclusive,
 	f.StringVar(&junit, "junit", "", "also write the merged scoreboard as JUnit XML here")
 	f.StringVar(&findings, "findings", "", "also write the merged scoreboard as Markdown without run links here (docs/findings.md)")
 	f.StringVar(&trackRecord, "track-record", "", "also write the track record of the public bugs the merged scoreboards reproduce as Markdown here (docs/track-record.md)")
+	f.StringVar(&bugsFile, "bugs", "", "a scenario file with a bugs list (scenarios/bugs.yaml): the rows of its scenarios name their bugs, for debates made from another file of the same scenarios")
 	f.StringVar(&maxRateText, "max-rate", "15%", "a safe scenario is held when the one-sided 95% upper bound of its violation rate is below this")
 	f.StringVar(&matrixMD, "md", "", "also write the merged matrix's Markdown here (docs/matrix.md)")
 	f.StringVar(&baseline, "baseline", "", "compare the merged matrix with this matrix.json and exit 1 when a cell got worse")
