@@ -126,51 +126,19 @@ var ownFlags = map[string][]string{
 // and this package's, and fails where a string constant spells a fact of
 // writtenOnce: the providers ask this package instead.
 func TestFactsAreWrittenOnce(t *testing.T) {
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	files := 0
-	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
+	files := eachString(t, "../..", func(rel string, _ int, s string) {
+		if strings.HasPrefix(rel, "clusters/backend/") {
+			return
 		}
-		rel, _ := filepath.Rel(root, path)
-		if d.IsDir() {
-			if strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" || rel == filepath.Join("clusters", "backend") {
-				return filepath.SkipDir
-			}
-			return nil
+		if fact, ok := writtenOnce[s]; ok && !slices.Contains(ownFlags[rel], s) {
+			t.Errorf("%s spells %q, one of %s: ask package backend", rel, s, fact)
 		}
-		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return nil
+		for w, fact := range writtenOnceIn {
+			if strings.Contains(s, w) {
+				t.Errorf("%s spells %q, which says %s: ask package backend", rel, s, fact)
+			}
 		}
-		files++
-		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.SkipObjectResolution)
-		if err != nil {
-			return err
-		}
-		ast.Inspect(f, func(n ast.Node) bool {
-			lit, ok := n.(*ast.BasicLit)
-			if !ok || lit.Kind != token.STRING {
-				return true
-			}
-			s, err := strconv.Unquote(lit.Value)
-			if fact, ok := writtenOnce[s]; ok && err == nil && !slices.Contains(ownFlags[filepath.ToSlash(rel)], s) {
-				t.Errorf("%s spells %q, one of %s: ask package backend", rel, s, fact)
-			}
-			for w, fact := range writtenOnceIn {
-				if err == nil && strings.Contains(s, w) {
-					t.Errorf("%s spells %q, which says %s: ask package backend", rel, s, fact)
-				}
-			}
-			return true
-		})
-		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if files < 100 {
 		t.Fatalf("only %d Go files read: is the walk at the module's root?", files)
 	}
@@ -198,25 +166,16 @@ func TestBackendNamesStayHome(t *testing.T) {
 			t.Errorf("no file of clusters/backend registers %s with Register(Service{Name: <constant>, ...})", b)
 		}
 	}
-	files := eachGoFile(t, "../..", func(rel string, fset *token.FileSet, f *ast.File) {
+	files := eachString(t, "../..", func(rel string, line int, s string) {
 		for place := range namesMayAppear {
 			if rel == place || strings.HasSuffix(place, "/") && strings.HasPrefix(rel, place) {
 				return
 			}
 		}
-		ast.Inspect(f, func(n ast.Node) bool {
-			lit, ok := n.(*ast.BasicLit)
-			if !ok || lit.Kind != token.STRING {
-				return true
-			}
-			s, err := strconv.Unquote(lit.Value)
-			if err != nil || home[s] == "" || rel == home[s] {
-				return true
-			}
+		if home[s] != "" && rel != home[s] {
 			t.Errorf("%s:%d spells %q, the name of a backend: a fact about %s belongs in %s (a field of its Service or Kind), which this code asks (backend.ServiceOf, KindOf, LocksOf, HasPersistence, ...)",
-				rel, fset.Position(lit.Pos()).Line, s, s, home[s])
-			return true
-		})
+				rel, line, s, s, home[s])
+		}
 	})
 	if files < 100 {
 		t.Fatalf("only %d Go files read: is the walk at the module's root?", files)
@@ -317,6 +276,23 @@ func TestImplsLeaveNodeCountsToTheirBackend(t *testing.T) {
 	if files < 10 {
 		t.Fatalf("only %d Go files read under impls/: is the walk at the right place?", files)
 	}
+}
+
+// eachString hands fn every string literal, unquoted, of every Go file
+// below dir but tests (eachGoFile), with its file and line; it returns
+// how many files it read.
+func eachString(t *testing.T, dir string, fn func(rel string, line int, s string)) int {
+	t.Helper()
+	return eachGoFile(t, dir, func(rel string, fset *token.FileSet, f *ast.File) {
+		ast.Inspect(f, func(n ast.Node) bool {
+			if lit, ok := n.(*ast.BasicLit); ok && lit.Kind == token.STRING {
+				if s, err := strconv.Unquote(lit.Value); err == nil {
+					fn(rel, fset.Position(lit.Pos()).Line, s)
+				}
+			}
+			return true
+		})
+	})
 }
 
 // eachGoFile parses every Go file below dir but tests (and but those in
