@@ -54,12 +54,14 @@ import (
 // Mutex.Unlock as it is, which deletes the key by name, and so shows that
 // bug; a release then never fails (a key already gone deletes nothing).
 //
-// Each lease's mutex is kept, by the lease's key and create revision,
+// Each grant's mutex is kept, by the lease's key and create revision,
 // until a release of it completes ok or fail: a release of unknown
 // outcome leaves it, and a later release of the same lease (the worker's
-// --retry-release) goes through the same concurrency.Mutex object, as an
+// --retry-release) goes through a concurrency.Mutex of that lease, as an
 // application that retries its Unlock does, while the client may hold a
-// newer lease of the same key.
+// newer lease of the same key. A re-entrant grant (the same key and
+// revision again) is a mutex of its own: after a release of one of the
+// two, the other is still kept.
 //
 // A release whose deadline passes is of unknown outcome, and the session is
 // kept, as the library's users keep it. Mutex.Lock is re-entrant within a
@@ -84,9 +86,11 @@ type mutexClient struct {
 	// unlock is how Release deletes the key: unlockFenced or
 	// unlockLibrary.
 	unlock string
-	// mutexes are the mutexes of the leases granted and not yet released
-	// (no release of theirs completed ok or fail), by lease.
-	mutexes map[leaseID]*concurrency.Mutex
+	// mutexes are the mutexes of the grants not yet released (no release
+	// of theirs completed ok or fail), by lease, one per grant: the mutexes
+	// of one lease are alike (the same key and revision, the same
+	// session), so a release takes the last.
+	mutexes map[leaseID][]*concurrency.Mutex
 	// current is the lease of the last grant, until its release returns;
 	// zero when none.
 	current leaseID
@@ -120,7 +124,7 @@ func newMutex(cfg impls.Config) (*mutexClient, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &mutexClient{base: b, unlock: unlock, mutexes: map[leaseID]*concurrency.Mutex{}}, nil
+	return &mutexClient{base: b, unlock: unlock, mutexes: map[leaseID][]*concurrency.Mutex{}}, nil
 }
 
 var (
@@ -202,7 +206,7 @@ func (c *mutexClient) Acquire(ctx context.Context, lock string, ttl time.Duratio
 		return impls.Lease{}, fmt.Errorf("locked %s at revision %d but could not renew the session's lease (%v); deleted the key, outcome unknown", key, rev, err)
 	}
 	c.current = leaseID{key, rev}
-	c.mutexes[c.current] = m
+	c.mutexes[c.current] = append(c.mutexes[c.current], m)
 	l := impls.Lease{
 		Lock: lock, Token: rev, HasToken: true, Value: key,
 		ValidUntil: t0 + time.Duration(ka.TTL)*time.Second,
@@ -250,7 +254,7 @@ func (c *mutexClient) abandon(key string) {
 // Release implements impls.Client; see mutexClient.
 func (c *mutexClient) Release(ctx context.Context, l impls.Lease) (impls.Released, error) {
 	id := leaseID{l.Value, l.Token}
-	m := c.mutexes[id]
+	m := c.mutex(id)
 	var rel impls.Released
 	var err error
 	if c.unlock == unlockLibrary {
@@ -258,8 +262,10 @@ func (c *mutexClient) Release(ctx context.Context, l impls.Lease) (impls.Release
 	} else {
 		rel, err = c.unlockFenced(ctx, m, l)
 	}
-	if err == nil || errors.Is(err, impls.ErrNotHeld) {
-		delete(c.mutexes, id)
+	if ms := c.mutexes[id]; len(ms) > 0 && (err == nil || errors.Is(err, impls.ErrNotHeld)) {
+		if c.mutexes[id] = ms[:len(ms)-1]; len(ms) == 1 {
+			delete(c.mutexes, id)
+		}
 	}
 	if id == c.current {
 		c.current = leaseID{}
@@ -270,6 +276,14 @@ func (c *mutexClient) Release(ctx context.Context, l impls.Lease) (impls.Release
 		c.holding.Remove(l.Value)
 	}
 	return rel, err
+}
+
+// mutex returns the last mutex kept of the lease id, nil when none.
+func (c *mutexClient) mutex(id leaseID) *concurrency.Mutex {
+	if ms := c.mutexes[id]; len(ms) > 0 {
+		return ms[len(ms)-1]
+	}
+	return nil
 }
 
 // unlockFenced deletes l's key in a transaction guarded by its mutex's
@@ -314,7 +328,7 @@ func (c *mutexClient) GuardedRead(ctx context.Context, l impls.Lease, key string
 // guarded by Mutex.IsOwner() of l's mutex.
 func (c *mutexClient) GuardedWrite(ctx context.Context, l impls.Lease, key string, value int64) (bool, error) {
 	owner := ownerCmp(l.Value, l.Token)
-	if m := c.mutexes[leaseID{l.Value, l.Token}]; m != nil {
+	if m := c.mutex(leaseID{l.Value, l.Token}); m != nil {
 		owner = m.IsOwner()
 	}
 	return c.guardedWrite(ctx, owner, key, value)

@@ -31,7 +31,8 @@ import (
 // wire sits between a mutexClient and its etcd client. When armed, it holds
 // back the next transaction: its Commit waits for its context to end and
 // returns the context's error, as a request lost in a partition does, and
-// the transaction can be delivered later (land) or never. Armed otherwise,
+// the transaction can be delivered later (land) or never; the next delete
+// can be lost so too, and never delivered. Armed otherwise,
 // it loses the reply of the next transaction or delete: the request is
 // applied, and the call waits for its context to end and returns the
 // context's error, as under reply-loss. It can also hold every
@@ -44,6 +45,7 @@ type wire struct {
 	holdTxn   bool
 	held      *heldTxn
 	loseReply bool
+	dropDel   bool
 	// kaGate, when set, holds KeepAliveOnce until it is closed; kaWaits
 	// is closed when the first held KeepAliveOnce waits.
 	kaGate, kaWaits chan struct{}
@@ -106,12 +108,18 @@ func (t *txn) Commit() (*clientv3.TxnResponse, error) {
 	return t.inner.Commit()
 }
 
-// Delete deletes key, or, when the wire loses the next reply, deletes it
-// and returns the context's error once ctx ends.
+// Delete deletes key; when the wire loses the next reply, it deletes it
+// and returns the context's error once ctx ends; when it drops the next
+// delete, it only returns that error.
 func (w *wire) Delete(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.DeleteResponse, error) {
 	w.mu.Lock()
-	lose := w.takeLoseReply()
+	lose, drop := w.takeLoseReply(), w.dropDel
+	w.dropDel = false
 	w.mu.Unlock()
+	if drop {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
 	if !lose {
 		return w.KV.Delete(ctx, key, opts...)
 	}
@@ -130,6 +138,14 @@ func (w *wire) takeLoseReply() bool {
 	lose := w.loseReply
 	w.loseReply = false
 	return lose
+}
+
+// dropNextDelete makes the next delete a request lost on its way: never
+// applied.
+func (w *wire) dropNextDelete() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.dropDel = true
 }
 
 // loseNextReply makes the next transaction or delete a request whose

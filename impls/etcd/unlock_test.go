@@ -106,6 +106,60 @@ func TestMutexStaleUnlockRetry(t *testing.T) {
 	}
 }
 
+// TestMutexRetryAfterReentrantGrant: a release of unknown outcome that was
+// not applied leaves the key, so the next acquire on the session is a
+// re-entrant grant of the same key and revision, a mutex of its own. When
+// that grant is released (ok) and the session acquires again (a newer
+// revision), the retry of the first release still has the first grant's
+// mutex: with unlock=library it deletes the newest key by name, as an
+// application's retried Unlock would; fenced, it deletes nothing and fails.
+func TestMutexRetryAfterReentrantGrant(t *testing.T) {
+	addrs := startCluster(t)
+	for p, unlock := range []string{unlockLibrary, unlockFenced} {
+		t.Run(unlock, func(t *testing.T) {
+			ctx := context.Background()
+			a, w := wiredMutex(t, addrs, p+1, "unlock="+unlock)
+			la, err := acquire(a, 5*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if unlock == unlockLibrary {
+				w.dropNextDelete()
+			} else {
+				w.holdNextTxn() // held, never landed
+			}
+			rctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+			_, err = a.Release(rctx, la)
+			cancel()
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("the lost release: %v, want the deadline", err)
+			}
+			la2, err := acquire(a, 5*time.Second)
+			if err != nil || la2.Token != la.Token || la2.Value != la.Value {
+				t.Fatalf("re-grant %d %s %v, want the same key %s and revision %d", la2.Token, la2.Value, err, la.Value, la.Token)
+			}
+			if _, err := release(a, la2); err != nil {
+				t.Fatalf("release of the re-grant: %v", err)
+			}
+			la3, err := acquire(a, 5*time.Second)
+			if err != nil || la3.Value != la.Value || la3.Token <= la.Token {
+				t.Fatalf("third grant %d %s %v, want key %s at a revision above %d", la3.Token, la3.Value, err, la.Value, la.Token)
+			}
+			_, err = release(a, la) // the retry of the first release
+			resp, gerr := a.cli.Get(ctx, la3.Value)
+			if gerr != nil {
+				t.Fatal(gerr)
+			}
+			switch {
+			case unlock == unlockLibrary && (err != nil || len(resp.Kvs) != 0):
+				t.Errorf("the retry: %v, key left %d; want ok, and the newest key deleted by name", err, len(resp.Kvs))
+			case unlock == unlockFenced && (!errors.Is(err, impls.ErrNotHeld) || len(resp.Kvs) != 1):
+				t.Errorf("the retry: %v, key left %d; want not held, and the newest key kept", err, len(resp.Kvs))
+			}
+		})
+	}
+}
+
 // TestMutexUnlockParam: etcd-mutex refuses an unlock other than fenced or
 // library (TestMutexStaleUnlockRetry runs both), and any other param;
 // etcd-lease-txn takes none. Each is refused before a connection is made.
