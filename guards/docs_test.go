@@ -561,7 +561,7 @@ func vocabulary() map[string]string {
 // otherNames are names in backticks that are not locktest's: programs and
 // packages of the host, and example values.
 var otherNames = map[string]string{
-	"redis-server": "a program", "mariadb-install-db": "a program", "mariadb-server": "a Debian package",
+	"redis-server": "a program", "mariadb-install-db": "a program", "mariadb-server": "a Debian package", "etcd-server": "a Debian package",
 	"libzookeeper-java": "a Debian package", "python3-redis": "a Debian package", "python3-kazoo": "a Debian package",
 	"python3-tooz": "a Debian package", "python3-pymysql": "a Debian package", "python3-psycopg2": "a Debian package",
 	"python3-etcd3": "a Debian package", "openjdk-17-jdk-headless": "a Debian package", "libcurator-recipes-java": "a Debian package",

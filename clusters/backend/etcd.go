@@ -135,8 +135,11 @@ func init() {
 
 // etcdKind is an etcd member: locktest's node program (`locktest node
 // etcd`, the embedded server) where the host has it, else the upstream
-// etcd binary with its own flags. Members have fixed peer URLs, so the
-// initial cluster is known before any starts.
+// etcd binary with its own flags: an image without locktest's, or the
+// local provider told where the host's etcd is (--cluster-opt
+// etcd=/usr/bin/etcd, Debian's etcd-server), which runs it in place of
+// the node program. Members have fixed peer URLs, so the initial cluster
+// is known before any starts.
 var etcdKind = &Kind{
 	Name:         KindEtcd,
 	Ports:        []Port{{Name: "client", Base: EtcdPort, Step: 2}, {Name: "peer", Base: EtcdPeerPort, Step: 2}},
@@ -146,7 +149,7 @@ var etcdKind = &Kind{
 	PeerServing:  etcdPeerServing,
 	Log:          "etcd.log",
 	Install:      "locktest uploads its node program; the upstream etcd is installed with the etcd-server package",
-	Programs:     []HostProgram{{Name: "etcd"}},
+	Programs:     []HostProgram{{Name: "etcd", Param: true}},
 	Image:        Image{Official: "gcr.io/etcd-development/etcd:v3.5.21"},
 	Launch: func(p Placement) (Launch, error) {
 		var initial []string

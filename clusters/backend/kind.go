@@ -89,7 +89,10 @@ type HostProgram struct {
 	// has it.
 	Debian string
 	// Param says that the local provider takes the program's path as a
-	// cluster param named after it (--cluster-opt mariadbd=PATH).
+	// cluster param named after it (--cluster-opt mariadbd=PATH). For a
+	// kind of locktest's node program, the param makes the local provider
+	// run that program in its place (--cluster-opt etcd=/usr/bin/etcd):
+	// its launch then sees no NodeProgram.
 	Param bool
 }
 

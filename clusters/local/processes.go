@@ -121,6 +121,13 @@ func NewProcesses(b string, opts Options) (*Processes, error) {
 	if c.powerWhy == "" && !opts.TrackSyncs {
 		c.powerWhy = noSyncRecords
 	}
+	for _, spec := range l.Nodes {
+		if k, err := backend.KindOf(spec.Kind); err == nil && c.powerWhy == "" {
+			if name := c.hostInstead(k); name != "" {
+				c.powerWhy = fmt.Sprintf("its nodes run this host's %s (--cluster-opt %s=%s), which records nothing of what it syncs: only locktest's node program does", name, name, opts.Params[name])
+			}
+		}
+	}
 	for i, spec := range l.Nodes {
 		k, err := backend.KindOf(spec.Kind)
 		if err != nil {
@@ -170,6 +177,25 @@ func NewProcesses(b string, opts Options) (*Processes, error) {
 	return c, nil
 }
 
+// hostInstead returns the host program that the nodes of kind k run in
+// place of locktest's node program, "" when they run that: a kind of
+// locktest's node program (backend.NodeProgram) whose Programs name one
+// that the run gives the path of as its cluster param
+// (backend.HostProgram.Param), as --cluster-opt etcd=/usr/bin/etcd runs
+// Debian's etcd. Its launch then sees no node program, and runs the host's
+// server as it runs it where there is none.
+func (c *Processes) hostInstead(k *backend.Kind) string {
+	if k.Program != backend.NodeProgram {
+		return ""
+	}
+	for _, p := range k.Programs {
+		if p.Param && c.opts.Params[p.Name] != "" {
+			return p.Name
+		}
+	}
+	return ""
+}
+
 // bin is where this host has the program a launch names (hostProgram, at
 // NewProcesses); the name itself for one not looked up.
 func (c *Processes) bin(program string) string {
@@ -188,6 +214,9 @@ func (c *Processes) placement(n *kindNode) backend.Placement {
 		Bin: c.bin, NodeProgram: c.exe, User: "root", Socket: socketPath(n.dir),
 		ClassPath: backend.ZooKeeperClassPath(backend.DebianJarDir), Persistence: c.opts.Persistence,
 		Header: "Written by locktest for node " + n.name + "; rewritten at each start but where its server rewrites it."}
+	if c.hostInstead(n.kind) != "" {
+		p.NodeProgram = nil
+	}
 	if !n.kind.Stdout {
 		p.LogFile = n.logPath
 	}
@@ -289,7 +318,7 @@ func (c *Processes) launchGroup(ctx context.Context, ns []*kindNode) error {
 			}
 		}
 		env := c.opts.nodeEnv(n.name)
-		if n.kind.Program == backend.NodeProgram {
+		if n.kind.Program == backend.NodeProgram && c.hostInstead(n.kind) == "" {
 			env = append(slices.Clone(c.opts.ExeEnv), env...)
 		}
 		if n.syncs != nil {
