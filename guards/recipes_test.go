@@ -187,9 +187,25 @@ func TestRecipesMatchTheTree(t *testing.T) {
 		}
 	})
 
+	t.Run("seeded bugs", func(t *testing.T) {
+		// A seeded bug: one file impls/seeded/<bug>.go, the impl's name
+		// without its "seeded-", that registers it, and its row in
+		// docs/seeded-bugs.md (TestSeededBugsDocMatchesTheZoo).
+		files := goFiles(t, "impls/seeded")
+		for _, name := range impls.SeededNames() {
+			want := "impls/seeded/" + strings.ReplaceAll(strings.TrimPrefix(name, "seeded-"), "-", "_") + ".go"
+			if got := spelling(files, name); !slices.Equal(got, []string{want}) {
+				t.Errorf("seeded impl %s: want it registered in %s alone, its name is spelt in %v", name, want, got)
+			}
+			if i, _ := impls.Lookup(name); i.Nodes < 1 || i.SeededFrom == "" {
+				t.Errorf("seeded impl %s: %d nodes, recipe %q", name, i.Nodes, i.SeededFrom)
+			}
+		}
+	})
+
 	t.Run("the recipes name real places", func(t *testing.T) {
 		// The table's fixed paths must exist.
-		for _, p := range []string{"clusters/backend", "impls/all", "scripts/setup", "clusters/nodeprog", "clusters/all/all.go", "nemesis", "checker/testdata", "docs/faults.md", "docs/providers.md", "docs/backends.md", "docs/checkers.md", "cmd/locktest/main.go"} {
+		for _, p := range []string{"clusters/backend", "impls/all", "impls/seeded", "docs/seeded-bugs.md", "scripts/setup", "clusters/nodeprog", "clusters/all/all.go", "nemesis", "checker/testdata", "docs/faults.md", "docs/providers.md", "docs/backends.md", "docs/checkers.md", "cmd/locktest/main.go"} {
 			if !strings.Contains(arch, p) {
 				t.Errorf("docs/architecture.md's recipes no longer name %s: update this test with the recipe", p)
 			}

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -95,4 +97,30 @@ func TestFuncPackage(t *testing.T) {
 			t.Errorf("funcPackage(%q) = %q, want %q", name, got, want)
 		}
 	}
+}
+
+// TestSeededImplsRunOnlyWhenNamed: a seeded impl is found by Lookup and
+// listed by SeededNames, never by Names; Register refuses one that names
+// no recipe.
+func TestSeededImplsRunOnlyWhenNamed(t *testing.T) {
+	Register(Impl{Name: "test-plain", Backend: "redis"})
+	Register(Impl{Name: "test-seeded", Backend: "redis", Seeded: "a bug", SeededFrom: "test-plain"})
+	if i, err := Lookup("test-seeded"); err != nil || i.Seeded != "a bug" || !IsSeeded("test-seeded") || IsSeeded("test-plain") {
+		t.Fatalf("Lookup = %+v, %v", i, err)
+	}
+	if slices.Contains(Names(), "test-seeded") || !slices.Contains(Names(), "test-plain") {
+		t.Errorf("Names = %v: want the plain impl and not the seeded one", Names())
+	}
+	if got := SeededNames(); !slices.Equal(got, []string{"test-seeded"}) {
+		t.Errorf("SeededNames = %v", got)
+	}
+	if _, err := Lookup("nope"); err == nil || !strings.Contains(err.Error(), "seeded with a bug, for measuring the harness: test-seeded") {
+		t.Errorf("Lookup of an unknown impl: %v, want the seeded ones named apart", err)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("Register took a seeded impl without its recipe")
+		}
+	}()
+	Register(Impl{Name: "test-orphan", Backend: "redis", Seeded: "a bug"})
 }

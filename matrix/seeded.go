@@ -117,12 +117,16 @@ func telling(r Result) bool {
 }
 
 // seededCell compares a seeded impl's runs of one column with its
-// recipe's (Detect).
+// recipe's (Detect): the seeded runs that could show the bug (telling)
+// against every run of the recipe that ran.
 func seededCell(seeded, base []Result) reports.SeededCell {
 	var cell reports.SeededCell
 	known := map[string]bool{}
 	for _, r := range base {
-		if !telling(r) {
+		// Every run of the recipe that ran shows what it can do, also one
+		// the matrix calls inconclusive (a kill/restart run whose restarts
+		// met no holder): its anomalies are the recipe's.
+		if r.Err != "" {
 			continue
 		}
 		cell.BaseRuns++

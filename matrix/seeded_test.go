@@ -59,13 +59,18 @@ func TestDetectTellsTheBugFromItsRecipe(t *testing.T) {
 		// the recipe's weakness.
 		zooRun(base, ProbeSafety, ClassNodePause, 1, bugRun(map[string]float64{checker.KindTokenRegression: 1})),
 		zooRun(bug, ProbeSafety, ClassNodePause, 1, bugRun(map[string]float64{checker.KindDuplicateToken: 1})),
-		// Inconclusive: nothing to compare.
+		// Inconclusive: the seeded run could show nothing.
 		zooRun(bug, ProbeSafety, kill, 1, Safety{Reason: "no fault applied"}),
+		// The recipe's runs of a column count when they ran, conclusive or
+		// not (a kill/restart run whose restarts met no holder).
+		zooRun(base, ProbeSafety, ClassPartition, 1, Safety{Reason: "no restart met a holder"}),
+		zooRun(bug, ProbeSafety, ClassPartition, 1, bugRun(map[string]float64{checker.KindDuplicateToken: 5})),
+		{Job: Job{Impl: base, Probe: ProbeSafety, Class: ClassPartition, Seed: 2}, Err: "port in use"},
 		// The deadlock run held; a stuck lock would have been the bug's.
 		zooRun(bug, ProbeDeadlock, none, 1, clean),
 	}
 	results = append(results, Result{Job: Job{Impl: bug, Probe: ProbeDeadlock, Class: none, Seed: 2}, Safety: clean, Stuck: 1})
-	got := Detect([]Class{none, pause, ClassNodePause, kill}, results)
+	got := Detect([]Class{none, pause, ClassNodePause, kill, ClassPartition}, results)
 	if len(got) != 1 {
 		t.Fatalf("Detect = %+v, want the one seeded impl", got)
 	}
@@ -81,6 +86,8 @@ func TestDetectTellsTheBugFromItsRecipe(t *testing.T) {
 			Kinds: map[string]int{checker.KindTokenRegression: 2}, Median: 4},
 		SafetyColumn(kill):           {Status: reports.SeededInconclusive, BaseRuns: 2},
 		SafetyColumn(ClassNodePause): {Status: reports.SeededSame, Runs: 1, Violated: 1, BaseRuns: 1, BaseViolated: 1},
+		SafetyColumn(ClassPartition): {Status: reports.SeededCaught, Runs: 1, Caught: 1, Violated: 1, BaseRuns: 1,
+			Kinds: map[string]int{checker.KindDuplicateToken: 2}, Median: 5},
 		ColDeadlock: {Status: reports.SeededCaught, Runs: 2, Caught: 1, Violated: 1, BaseRuns: 1,
 			Kinds: map[string]int{checker.KindStuckLock: 1}},
 	}
@@ -91,7 +98,7 @@ func TestDetectTellsTheBugFromItsRecipe(t *testing.T) {
 			t.Errorf("%s: %+v, want %+v", col, g, w)
 		}
 	}
-	if wantBy := []string{SafetyColumn(none), SafetyColumn(pause), ColDeadlock}; !slices.Equal(d.CaughtBy, wantBy) {
+	if wantBy := []string{SafetyColumn(none), SafetyColumn(pause), SafetyColumn(ClassPartition), ColDeadlock}; !slices.Equal(d.CaughtBy, wantBy) {
 		t.Errorf("caught by %v, want %v", d.CaughtBy, wantBy)
 	}
 }

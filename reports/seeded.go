@@ -52,8 +52,8 @@ type SeededCell struct {
 	// Runs counts the seeded impl's runs that could show the bug (those
 	// conclusive, and those with an anomaly); Caught those among them
 	// with an anomaly of a kind the recipe's runs did not show;
-	// Violated those with any anomaly, and BaseViolated and BaseRuns the
-	// same of the recipe's runs.
+	// Violated those with any anomaly. BaseRuns counts the recipe's runs
+	// that ran, and BaseViolated those among them with an anomaly.
 	Runs         int `json:"runs"`
 	Caught       int `json:"caught"`
 	Violated     int `json:"violated"`

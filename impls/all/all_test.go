@@ -9,7 +9,7 @@ import (
 	"github.com/locktest/locktest/impls"
 )
 
-// TestEveryImplNamesItsLibraries: every registered impl names the client
+// TestEveryImplNamesItsLibraries: every registered impl, seeded or not, names the client
 // libraries it is written with, each a module that go.mod requires
 // directly, so that a built locktest's build info lists it and a run
 // records its version.
@@ -29,7 +29,7 @@ func TestEveryImplNamesItsLibraries(t *testing.T) {
 	if len(names) < 10 {
 		t.Fatalf("only %d impls registered: %v", len(names), names)
 	}
-	for _, name := range names {
+	for _, name := range append(names, impls.SeededNames()...) {
 		i, _ := impls.Lookup(name)
 		if len(i.Libraries) == 0 {
 			t.Errorf("%s names no client library (impls.Impl.Libraries)", name)
