@@ -73,6 +73,8 @@ public final class CuratorLock implements LocktestClient.Client {
     private final String recipe;
     private final CuratorFramework client;
     private final LocktestClient.Leases<Lease> leases;
+    /** The connection's latest state, which a latch's notice names. */
+    private volatile ConnectionState lastState = ConnectionState.CONNECTED;
     /** The sessions this client has had: a new one after each LOST. */
     private final java.util.concurrent.atomic.AtomicLong sessionChanges = new java.util.concurrent.atomic.AtomicLong();
 
@@ -257,7 +259,7 @@ public final class CuratorLock implements LocktestClient.Client {
             }
             log("latch %s%s: notLeader%s", value, lock == null ? "" : " of " + lock, tell ? ", while held" : "");
             if (tell) {
-                LocktestClient.lost(lock, value, "notLeader: the latch lost its leadership (the connection was suspended or the session lost)");
+                LocktestClient.lost(lock, value, "notLeader after " + lastState + ": the latch lost its leadership");
             }
         }
 
@@ -337,6 +339,9 @@ public final class CuratorLock implements LocktestClient.Client {
      * run's --on-lost setting acts on or not.
      */
     private void stateChanged(ConnectionState state) {
+        // This listener was added before any latch's: a latch that drops
+        // its leadership on this state finds it here.
+        lastState = state;
         if (state == ConnectionState.LOST) {
             sessionChanges.incrementAndGet();
         }
