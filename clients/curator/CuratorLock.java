@@ -73,7 +73,7 @@ public final class CuratorLock implements LocktestClient.Client {
     private final String recipe;
     private final CuratorFramework client;
     private final LocktestClient.Leases<Lease> leases;
-    /** The connection's latest state, which a latch's notice names. */
+    /** The connection's latest state that this adapter's listener heard. */
     private volatile ConnectionState lastState = ConnectionState.CONNECTED;
     /** The sessions this client has had: a new one after each LOST. */
     private final java.util.concurrent.atomic.AtomicLong sessionChanges = new java.util.concurrent.atomic.AtomicLong();
@@ -259,7 +259,11 @@ public final class CuratorLock implements LocktestClient.Client {
             }
             log("latch %s%s: notLeader%s", value, lock == null ? "" : " of " + lock, tell ? ", while held" : "");
             if (tell) {
-                LocktestClient.lost(lock, value, "notLeader after " + lastState + ": the latch lost its leadership");
+                // The latch's listener may run before this adapter's
+                // connection listener: a connection that is down now is
+                // what SUSPENDED says.
+                String why = client.getZookeeperClient().isConnected() ? "after " + lastState : "the connection is down (SUSPENDED)";
+                LocktestClient.lost(lock, value, "notLeader, " + why + ": the latch lost its leadership");
             }
         }
 
@@ -339,8 +343,6 @@ public final class CuratorLock implements LocktestClient.Client {
      * run's --on-lost setting acts on or not.
      */
     private void stateChanged(ConnectionState state) {
-        // This listener was added before any latch's: a latch that drops
-        // its leadership on this state finds it here.
         lastState = state;
         if (state == ConnectionState.LOST) {
             sessionChanges.incrementAndGet();
