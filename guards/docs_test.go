@@ -529,12 +529,19 @@ func vocabulary() map[string]string {
 		add("scenario", s.Name)
 	}
 	// The scenarios of the repository's own scenario files beside the
-	// catalogue (scenarios/nats.yaml, etcd-regrant.yaml).
+	// catalogue (scenarios/nats.yaml, etcd-regrant.yaml), and by their
+	// names those of a file that a full load cannot read from here
+	// (curator-bugs.yaml names client manifests, which a load resolves
+	// from the repository's root).
 	files, _ := filepath.Glob(filepath.Join(repoRoot, "scenarios", "*.yaml"))
 	for _, f := range files {
 		if ss, err := scenarios.Load(f); err == nil {
 			for _, s := range ss {
 				add("scenario", s.Name)
+			}
+		} else if b, err := os.ReadFile(f); err == nil {
+			for _, m := range regexp.MustCompile(`(?m)^  - name: (\S+)$`).FindAllStringSubmatch(string(b), -1) {
+				add("scenario", m[1])
 			}
 		}
 	}

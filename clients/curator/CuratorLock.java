@@ -73,6 +73,8 @@ public final class CuratorLock implements LocktestClient.Client {
     private final String recipe;
     private final CuratorFramework client;
     private final LocktestClient.Leases<Lease> leases;
+    /** The connection's latest state that this adapter's listener heard. */
+    private volatile ConnectionState lastState = ConnectionState.CONNECTED;
     /** The sessions this client has had: a new one after each LOST. */
     private final java.util.concurrent.atomic.AtomicLong sessionChanges = new java.util.concurrent.atomic.AtomicLong();
 
@@ -257,7 +259,11 @@ public final class CuratorLock implements LocktestClient.Client {
             }
             log("latch %s%s: notLeader%s", value, lock == null ? "" : " of " + lock, tell ? ", while held" : "");
             if (tell) {
-                LocktestClient.lost(lock, value, "notLeader: the latch lost its leadership (the connection was suspended or the session lost)");
+                // The latch's listener may run before this adapter's
+                // connection listener: a connection that is down now is
+                // what SUSPENDED says.
+                String why = client.getZookeeperClient().isConnected() ? "after " + lastState : "the connection is down (SUSPENDED)";
+                LocktestClient.lost(lock, value, "notLeader, " + why + ": the latch lost its leadership");
             }
         }
 
@@ -337,6 +343,7 @@ public final class CuratorLock implements LocktestClient.Client {
      * run's --on-lost setting acts on or not.
      */
     private void stateChanged(ConnectionState state) {
+        lastState = state;
         if (state == ConnectionState.LOST) {
             sessionChanges.incrementAndGet();
         }
