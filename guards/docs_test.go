@@ -531,7 +531,7 @@ func vocabulary() map[string]string {
 	// The scenarios of the repository's own scenario files beside the
 	// catalogue (scenarios/nats.yaml, etcd-regrant.yaml), and by their
 	// names those of a file that a full load cannot read from here
-	// (curator-bugs.yaml names client manifests, which a load resolves
+	// (bugs.yaml names client manifests, which a load resolves
 	// from the repository's root).
 	files, _ := filepath.Glob(filepath.Join(repoRoot, "scenarios", "*.yaml"))
 	for _, f := range files {

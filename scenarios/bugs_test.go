@@ -3,6 +3,8 @@ package scenarios
 import (
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -151,5 +153,36 @@ func TestAttachBugs(t *testing.T) {
 	board.Rows[0].Seeds[0].Command = strings.Replace(s.Command(3), "--impl redis-set-nx-px", "--impl redlock", 1)
 	if _, err := AttachBugs(board, cat); err == nil || !strings.Contains(err.Error(), "not the scenario as the bugs file has it") {
 		t.Errorf("a row of other settings: %v", err)
+	}
+}
+
+// TestBugsCatalogue loads scenarios/bugs.yaml as make bug-ID does, from
+// the repository's root, and checks that the track record in the docs
+// has a row for each of its bugs, and no other: the catalogue and
+// docs/track-record.md stay in step.
+func TestBugsCatalogue(t *testing.T) {
+	t.Chdir("..")
+	cat, err := LoadFiles([]string{"scenarios/bugs.yaml"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cat.Bugs) < 8 {
+		t.Errorf("the catalogue has %d bugs; the track record promises at least 8", len(cat.Bugs))
+	}
+	doc, err := os.ReadFile("docs/track-record.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := regexp.MustCompile(`(?m)^\| \[([a-z0-9-]+)\]\(`).FindAllStringSubmatch(string(doc), -1)
+	var inDoc []string
+	for _, r := range rows {
+		inDoc = append(inDoc, r[1])
+	}
+	var want []string
+	for _, b := range cat.Bugs {
+		want = append(want, b.ID)
+	}
+	if !slices.Equal(inDoc, want) {
+		t.Errorf("docs/track-record.md has rows %v; scenarios/bugs.yaml has bugs %v (make track-record remakes it)", inDoc, want)
 	}
 }
