@@ -540,7 +540,9 @@ func vocabulary() map[string]string {
 				add("scenario", s.Name)
 			}
 		} else if b, err := os.ReadFile(f); err == nil {
-			for _, m := range regexp.MustCompile(`(?m)^  - name: (\S+)$`).FindAllStringSubmatch(string(b), -1) {
+			// The items after "scenarios:", not the sources' names.
+			_, list, _ := strings.Cut(string(b), "\nscenarios:\n")
+			for _, m := range regexp.MustCompile(`(?m)^  - name: (\S+)$`).FindAllStringSubmatch(list, -1) {
 				add("scenario", m[1])
 			}
 		}
