@@ -57,9 +57,13 @@ type Safety struct {
 	FirstViolation, Workload float64
 	// FirstOf is, for each kind of anomaly the run holds (of
 	// checker.AnomalyKinds, the stuck lock included), the time in seconds
-	// from the workload's first op to the earliest op of an anomaly of
-	// that kind; nil without a history. Unlike FirstViolation, it leaves
-	// out the cluster's start, which a loaded machine stretches.
+	// from the workload's first op to the first anomaly of that kind: when
+	// the streaming checkers, reading the history in its order as the
+	// run's violation watch does, confirmed it (checker.FirstConfirmed),
+	// and for the kinds they do not confirm, the earliest op of its
+	// anomalies. Nil without a history or an anomaly. Unlike
+	// FirstViolation, it leaves out the cluster's start, which a loaded
+	// machine stretches.
 	FirstOf map[string]float64
 }
 
@@ -69,15 +73,24 @@ type Safety struct {
 // checker.SafetyKinds.
 func (s Safety) SurvivalTimes(r runstore.Results, h history.History) Safety {
 	s.FirstViolation, s.Workload = reports.TimeToFailure(r, h, func(kind string) bool { return slices.Contains(checker.SafetyKinds, kind) })
-	if h == nil {
+	if h == nil || len(h) == 0 {
 		return s
 	}
+	var confirmed map[string]int64
 	for _, c := range r.Checkers {
 		for _, a := range c.Anomalies {
 			if _, done := s.FirstOf[a.Kind]; done || !checker.IsAnomalyKind(a.Kind) {
 				continue
 			}
-			if t, _ := reports.TimeToFailure(r, h, func(kind string) bool { return kind == a.Kind }); t >= 0 {
+			if confirmed == nil {
+				confirmed = checker.FirstConfirmed(h, r.Run.Mode)
+			}
+			t, ok := float64(confirmed[a.Kind])/1e9, false
+			if _, ok = confirmed[a.Kind]; !ok {
+				t, _ = reports.TimeToFailure(r, h, func(kind string) bool { return kind == a.Kind })
+				ok = t >= 0
+			}
+			if ok {
 				if s.FirstOf == nil {
 					s.FirstOf = map[string]float64{}
 				}

@@ -1,6 +1,7 @@
 package matrix
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"testing"
@@ -153,22 +154,33 @@ func TestSeededImplsNameTheirRecipes(t *testing.T) {
 }
 
 // TestFirstOfCountsFromTheWorkload: the first anomaly of each kind is
-// timed from the history's first op, not from the run's clock origin,
-// and the earliest op of the kind's anomalies counts.
+// timed from the history's first op, not from the run's clock origin: at
+// the op whose reading let the streaming checkers confirm it, and, for a
+// kind they do not confirm (the stuck lock), at the earliest op its
+// anomalies name.
 func TestFirstOfCountsFromTheWorkload(t *testing.T) {
-	h := history.History{
-		{Index: 0, Type: history.Invoke, Process: 1, F: history.Acquire, Time: 10e9},
-		{Index: 1, Type: history.OK, Process: 1, F: history.Acquire, Time: 11e9},
-		{Index: 2, Type: history.Invoke, Process: 2, F: history.Acquire, Time: 12e9},
-		{Index: 3, Type: history.OK, Process: 2, F: history.Acquire, Time: 12.5e9},
+	acq := func(i, p int, typ history.Type, at int64, tk uint64) history.Op {
+		op := history.Op{Index: i, Type: typ, Process: p, F: history.Acquire, Time: at, Value: history.Value{Lock: "x"}}
+		if typ == history.OK {
+			op.Value.Token, op.Value.LockValue, op.Value.ValidUntil = &tk, fmt.Sprintf("p%d", p), at+1e9
+		}
+		return op
 	}
-	r := runstore.Results{Checkers: []checker.Result{{Checker: "fencing-tokens", Anomalies: []checker.Anomaly{
-		{Kind: checker.KindTokenRegression, Ops: []int{3, 2}},
-		{Kind: checker.KindTokenRegression, Ops: []int{1}},
-		{Kind: checker.KindDuplicateToken, Ops: []int{3}},
-	}}}}
+	h := history.History{
+		acq(0, 1, history.Invoke, 10e9, 0), acq(1, 1, history.OK, 11e9, 4),
+		{Index: 2, Type: history.Invoke, Process: 1, F: history.Release, Time: 11.5e9, Value: history.Value{Lock: "x"}},
+		{Index: 3, Type: history.OK, Process: 1, F: history.Release, Time: 11.6e9, Value: history.Value{Lock: "x", Removed: "p1"}},
+		acq(4, 2, history.Invoke, 12e9, 0), acq(5, 2, history.OK, 12.5e9, 4),
+		{Index: 6, Type: history.Invoke, Process: 2, F: history.Release, Time: 13e9, Value: history.Value{Lock: "x"}},
+		{Index: 7, Type: history.OK, Process: 2, F: history.Release, Time: 14e9, Value: history.Value{Lock: "x", Removed: "p2"}},
+	}
+	r := runstore.Results{Checkers: []checker.Result{
+		{Checker: "fencing-tokens", Anomalies: []checker.Anomaly{{Kind: checker.KindDuplicateToken, Ops: []int{1, 5}}}},
+		{Checker: "liveness", Anomalies: []checker.Anomaly{{Kind: checker.KindStuckLock, Ops: []int{5, 1}}}},
+	}}
 	got := Safety{}.SurvivalTimes(r, h).FirstOf
-	want := map[string]float64{checker.KindTokenRegression: 1, checker.KindDuplicateToken: 2.5}
+	// The duplicate is confirmed with the op after p2's grant, at 13 s.
+	want := map[string]float64{checker.KindDuplicateToken: 3, checker.KindStuckLock: 1}
 	if !maps.Equal(got, want) {
 		t.Errorf("FirstOf = %v, want %v", got, want)
 	}
