@@ -219,15 +219,18 @@ func WriteTrackRecord(path string, board reports.Scoreboard) error {
 	return nil
 }
 
-// AttachBugs marks the rows of board that are scenarios of cat by the bug
-// each reproduces or holds, and adds those bugs to the board's: for a
-// debate made from another file of the same scenarios (before they joined
-// a bugs list). A row it marks must have run its scenario as cat has it
-// now: each seed's command must be the scenario's own command for that
-// seed, or the row is refused.
+// AttachBugs names, in each row of board that is a scenario of cat, the
+// bug that scenario reproduces or holds as cat has it now ("" for a
+// control), and takes no bug from a row whose scenario cat does not have;
+// the board's bugs become cat's, in catalogue order, also those out of
+// reach: for debates made from another file of the same scenarios (before
+// they joined a bugs list). A row it names a bug of must have run its
+// scenario as cat has it now: each seed's command must be the scenario's
+// own command for that seed, or the row is refused.
 func AttachBugs(board reports.Scoreboard, cat Catalogue) (reports.Scoreboard, error) {
-	var picked []Scenario
+	board.Rows = slices.Clone(board.Rows)
 	for i, r := range board.Rows {
+		board.Rows[i].Bug = ""
 		j := slices.IndexFunc(cat.Scenarios, func(s Scenario) bool { return s.Name == r.Name })
 		if j < 0 || cat.Scenarios[j].Bug == "" {
 			continue
@@ -239,12 +242,7 @@ func AttachBugs(board reports.Scoreboard, cat Catalogue) (reports.Scoreboard, er
 			}
 		}
 		board.Rows[i].Bug = s.Bug
-		picked = append(picked, s)
 	}
-	for _, b := range cat.Pick(picked) {
-		if !slices.ContainsFunc(board.Bugs, func(o reports.Bug) bool { return o.ID == b.ID }) {
-			board.Bugs = append(board.Bugs, b)
-		}
-	}
+	board.Bugs = slices.Clone(cat.Bugs)
 	return board, nil
 }

@@ -141,7 +141,7 @@ func TestAttachBugs(t *testing.T) {
 	s := cat.Scenarios[0]
 	board := reports.Scoreboard{Rows: []reports.ScoreRow{
 		{Name: "a", Seeds: []reports.ScoreRun{{Seed: 3, Command: s.Command(3)}}},
-		{Name: "other"},
+		{Name: "other", Bug: "z-9"},
 	}}
 	got, err := AttachBugs(board, cat)
 	if err != nil {
