@@ -546,6 +546,14 @@ func vocabulary() map[string]string {
 				add("scenario", m[1])
 			}
 		}
+		// The public bugs of a bugs list (scenarios/bugs.yaml).
+		if b, err := os.ReadFile(f); err == nil {
+			if bugs, err := scenarios.ParseBugs(b, f); err == nil {
+				for _, bug := range bugs {
+					add("bug", bug.ID)
+				}
+			}
+		}
 	}
 	for c := range commands() {
 		add("command", c)

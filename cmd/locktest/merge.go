@@ -109,6 +109,9 @@ verdict (or, with --baseline, a cell worse than the baseline), 3 inconclusive,
 				if err != nil {
 					return usageError{fmt.Errorf("--bugs: %v", err)}
 				}
+				// The debates ran other files: the board is this merge's,
+				// and each seed keeps the command that made it.
+				board.Command = commandLine()
 			}
 			if err := os.MkdirAll(out, 0o755); err != nil {
 				return usageError{fmt.Errorf("--out: %v", err)}
