@@ -94,6 +94,12 @@ verdict (or, with --baseline, a cell worse than the baseline), 3 inconclusive,
 				run.Output{Flag: "--json", Path: jsonOut}, run.Output{Flag: "--md", Path: matrixMD}, run.Output{Flag: "--track-record", Path: trackRecord}); err != nil {
 				return usageError{err}
 			}
+			var cat scenarios.Catalogue
+			if bugsFile != "" {
+				if cat, err = scenarios.LoadFiles([]string{bugsFile}); err != nil {
+					return usageError{fmt.Errorf("--bugs: %v", err)}
+				}
+			}
 			if isMatrix {
 				return mergeMatrix(cmd, dirs, out, matrixMD, jsonOut, baseline)
 			}
@@ -102,10 +108,7 @@ verdict (or, with --baseline, a cell worse than the baseline), 3 inconclusive,
 				return usageError{fmt.Errorf("merge: %v", err)}
 			}
 			if bugsFile != "" {
-				cat, err := scenarios.LoadFiles([]string{bugsFile})
-				if err == nil {
-					board, err = scenarios.AttachBugs(board, cat)
-				}
+				board, err = scenarios.AttachBugs(board, cat)
 				if err != nil {
 					return usageError{fmt.Errorf("--bugs: %v", err)}
 				}
