@@ -3,6 +3,7 @@ package reports
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 )
@@ -146,13 +147,7 @@ func RenderTrackRecordMarkdown(s Scoreboard) []byte {
 		tally[TrackRecordVerdict(bug, bugRows(s, bug.ID))]++
 	}
 	var parts []string
-	for _, k := range slices.Sorted(func(yield func(string) bool) {
-		for k := range tally {
-			if !yield(k) {
-				return
-			}
-		}
-	}) {
+	for _, k := range slices.Sorted(maps.Keys(tally)) {
 		parts = append(parts, fmt.Sprintf("%d %s", tally[k], k))
 	}
 	fmt.Fprintf(&b, "%d bugs: %s. A bad version *reproduced* the bug when the share of its runs that showed it has a 95%% interval above 0; a fixed version *held* when none of at least %d conclusive runs showed it (the table gives the one-sided 95%% upper bound of its rate that this leaves).\n\n", len(s.Bugs), strings.Join(parts, ", "), MinFixRuns)
