@@ -93,7 +93,16 @@ func newConn(cfg impls.Config) (*conn, error) {
 		cfg.Wall = time.Now
 	}
 	addr := cfg.Addrs[0]
-	rdb := goredis.NewClient(&goredis.Options{
+	rdb := goredis.NewClient(Options(addr))
+	return &conn{rdb: rdb, cfg: cfg, addr: addr, values: impls.Values{Process: cfg.Process}}, nil
+}
+
+// Options are the go-redis options of a single-node client of addr, as
+// this package's impls and their seeded variants (impls/seeded) use them:
+// dialTimeout to dial, ioTimeout to read or write, no retries, each
+// command bounded by its context.
+func Options(addr string) *goredis.Options {
+	return &goredis.Options{
 		Addr:                  addr,
 		DialTimeout:           dialTimeout,
 		DialerRetries:         1,
@@ -106,8 +115,7 @@ func newConn(cfg impls.Config) (*conn, error) {
 		// trip on every new connection.
 		DisableIdentity:          true,
 		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
-	})
-	return &conn{rdb: rdb, cfg: cfg, addr: addr, values: impls.Values{Process: cfg.Process}}, nil
+	}
 }
 
 // lease builds the lease of a successful acquire sent at start. The ttl is

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
-	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/locktest/locktest/clusters/backend"
 	"github.com/locktest/locktest/impls"
@@ -16,12 +15,6 @@ import (
 
 // redisBase is the correct recipe the Redis impls of the zoo vary.
 const redisBase = "redis-set-nx-px"
-
-// Timeouts of the go-redis client, as impls/redis sets them.
-const (
-	redisDialTimeout = time.Second
-	redisIOTimeout   = time.Second
-)
 
 // registerRedis registers a seeded variant of redis-set-nx-px over one
 // Redis node, written with go-redis.
@@ -49,8 +42,8 @@ type redisConn struct {
 }
 
 // newRedisConn checks cfg and builds the go-redis client of
-// Config.Addrs[0] with impls/redis's options (1 s to dial, read or write,
-// no retries). It does not connect.
+// Config.Addrs[0] with impls/redis's options (redis.Options). It does
+// not connect.
 func newRedisConn(cfg impls.Config) (*redisConn, error) {
 	if err := cfg.Check(backend.Redis); err != nil {
 		return nil, err
@@ -61,17 +54,7 @@ func newRedisConn(cfg impls.Config) (*redisConn, error) {
 	for k := range cfg.Params {
 		return nil, fmt.Errorf("seeded: unknown impl param %q (the seeded impls take none)", k)
 	}
-	rdb := goredis.NewClient(&goredis.Options{
-		Addr:                     cfg.Addrs[0],
-		DialTimeout:              redisDialTimeout,
-		DialerRetries:            1,
-		ReadTimeout:              redisIOTimeout,
-		WriteTimeout:             redisIOTimeout,
-		ContextTimeoutEnabled:    true,
-		MaxRetries:               -1,
-		DisableIdentity:          true,
-		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
-	})
+	rdb := goredis.NewClient(redis.Options(cfg.Addrs[0]))
 	return &redisConn{rdb: rdb, cfg: cfg, addr: cfg.Addrs[0], values: impls.Values{Process: cfg.Process}}, nil
 }
 
