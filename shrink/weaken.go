@@ -29,6 +29,7 @@ var weakened = map[string]weakening{
 	"clock-bump": {floor: float64(time.Millisecond)},
 	"delay":      {floor: float64(time.Millisecond)},
 	"loss":       {floor: 0.01},
+	"sync-delay": {floor: float64(time.Millisecond)},
 }
 
 // notWeakened are the fault settings the search leaves as they are, and
