@@ -233,6 +233,7 @@ func SafetyColumn(c Class) string { return "mutex-" + string(c) }
 var classTitles = map[Class]string{
 	ClassNone: "no fault", ClassClientPause: "client pause", ClassNodePause: "node pause",
 	ClassKillRestart: "kill/restart", ClassPartition: "partition", ClassClock: "clock jump",
+	ClassClientClock: "client clock",
 }
 
 var classDocs = map[Class]string{
@@ -242,6 +243,7 @@ var classDocs = map[Class]string{
 	ClassKillRestart: "kill-node: one node killed (SIGKILL) and restarted with its data dir after 1 s",
 	ClassPartition:   "a partition: isolate (one node cut off) for 2–4 nodes, halves for 5 or more, client-isolate (one client cut from the node) for one node",
 	ClassClock:       "clock-bump (one node's wall clock jumps by 2·TTL, forward or back) and clock-strobe (it flips between its time and 2·TTL ahead every 10ms), through the LD_PRELOAD clock shim",
+	ClassClientClock: "clock-skew-client: one worker's wall clock, as the impls that compute expiry or a token from it read it, skewed by 2·TTL, forward or back, for the fault window",
 }
 
 // Columns returns the matrix's columns for the fault classes given.

@@ -49,6 +49,11 @@ const (
 	// forward or back) and clock-strobe (it flips between its time and
 	// 2·TTL ahead every 10ms), one at a time.
 	ClassClock Class = "clock"
+	// ClassClientClock is clock-skew-client: one worker's wall clock, the
+	// one the impls that compute expiry or a token from the client's clock
+	// read, skewed by 2·TTL, forward or back, for the window. Where
+	// ClassClock moves a node's clock, this moves a client's.
+	ClassClientClock Class = "client-clock"
 )
 
 // killRestartFault is the fault of ClassKillRestart, whose runs also
@@ -68,7 +73,7 @@ const OneNodeKillRestartTime = 12 * time.Second
 func OneNodeWork(down time.Duration) (lo, hi time.Duration) { return 2 * down, 3 * down }
 
 // Classes are the fault classes in the order of the matrix's columns.
-var Classes = []Class{ClassNone, ClassClientPause, ClassNodePause, ClassKillRestart, ClassPartition, ClassClock}
+var Classes = []Class{ClassNone, ClassClientPause, ClassNodePause, ClassKillRestart, ClassPartition, ClassClock, ClassClientClock}
 
 // ParseClasses reads a list of class names; "all" or an empty list means
 // Classes. ClassNone is always included: its run is the 8-client
@@ -235,6 +240,8 @@ func Faults(c Class, impl impls.Impl) []string {
 		return []string{PartitionFault(impl.Nodes)}
 	case ClassClock:
 		return []string{"clock-bump", "clock-strobe"}
+	case ClassClientClock:
+		return []string{"clock-skew-client"}
 	case ClassNone:
 		return nil
 	}

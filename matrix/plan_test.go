@@ -21,7 +21,7 @@ func TestParseClasses(t *testing.T) {
 		{[]string{"all"}, Classes, ""},
 		{[]string{"client-pause"}, []Class{ClassNone, ClassClientPause}, ""},
 		{[]string{"clock", "none", "partition"}, []Class{ClassNone, ClassPartition, ClassClock}, ""},
-		{[]string{"gc"}, nil, `unknown fault class "gc" (known: none, client-pause, node-pause, kill-restart, partition, clock, or a fault: ` + strings.Join(nemesis.Names(), ", ") + ")"},
+		{[]string{"gc"}, nil, `unknown fault class "gc" (known: none, client-pause, node-pause, kill-restart, partition, clock, client-clock, or a fault: ` + strings.Join(nemesis.Names(), ", ") + ")"},
 		// A fault of the registry is a class of its own, after the others.
 		{[]string{"noop", "clock"}, []Class{ClassNone, ClassClock, "noop"}, ""},
 	}

@@ -168,7 +168,7 @@ var badValues = map[string][]badCase{
 	"debate --max-seeds": {bc("--max-seeds caps --until-ci-width; without it, give --seeds", "--max-seeds", "5")},
 
 	"matrix --impls":  {bc(`--impls: unknown impl "nope" (known: etcd-lease-txn, `, "--impls", "nope")},
-	"matrix --faults": {bc(`--faults: unknown fault class "meteor" (known: none, client-pause, node-pause, kill-restart, partition, clock, or a fault: bridge, `, "--faults", "meteor")},
+	"matrix --faults": {bc(`--faults: unknown fault class "meteor" (known: none, client-pause, node-pause, kill-restart, partition, clock, client-clock, or a fault: bridge, `, "--faults", "meteor")},
 	"matrix --client": {bc("--client nope: open clients/nope.yaml: no such file or directory", "--client", "nope"),
 		bc("--client STORE/none.py: no program STORE/none.py", "--client", "STORE/none.py")},
 	"matrix --seeds":    {bc("--seeds must be at least 1, got 0", "--seeds", "0")},

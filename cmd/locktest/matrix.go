@@ -27,7 +27,8 @@ func newMatrixCmd() *cobra.Command {
 		Use:   "matrix",
 		Short: "Run every impl against each fault class and write the backend matrix (matrix.html, matrix.md)",
 		Long: `matrix runs each impl against the fault classes none, client-pause, node-pause,
-kill-restart, partition and clock (resource mode none, so violations show),
+kill-restart, partition, clock and client-clock (resource mode none, so
+violations show),
 plus a holder-kill run for deadlock freedom and fault-free runs with 1 and 8
 clients for latency and throughput, and writes one row per impl to
 matrix.html, matrix.md and matrix.json (every cell with its counts and 95%
