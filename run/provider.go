@@ -2,7 +2,9 @@ package run
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 
 	// The one place the providers are named: each registers itself.
@@ -84,6 +86,33 @@ func (c *Config) validateProvider(impl impls.Impl) error {
 	if def.Validate != nil {
 		if err := def.Validate(c.providerRun(impl)); err != nil {
 			return &SetupError{err}
+		}
+	}
+	return nil
+}
+
+// UseProvider sets c's provider, and its inventory when one is given, for
+// a series of runs (a debate) that reaches a provider's hosts only through
+// --inventory. An unknown provider, a provider that needs an inventory
+// without one, and an inventory given to a provider that has none are
+// errors that name the flag; CheckProvider then reads the inventory.
+func (c *Config) UseProvider(name, inventory string) error {
+	c.Provider = name
+	def, err := ProviderNamed(name)
+	switch {
+	case !slices.Contains(Providers, name):
+		return fmt.Errorf("--provider must be %s, got %q", strings.Join(Providers, " or "), name)
+	case inventory == "" && def.Declares("inventory"):
+		return fmt.Errorf("--provider %s needs --inventory FILE", def.Name)
+	case inventory != "" && !def.Declares("inventory"):
+		owner, _ := ProviderOf("inventory")
+		return fmt.Errorf("--inventory needs --provider %s", owner)
+	case err != nil:
+		return err
+	}
+	if inventory != "" {
+		if err := c.Set("inventory", inventory); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -56,3 +56,14 @@ func Progress(w io.Writer, started time.Time) func(Scenario, RunResult, int) {
 		fmt.Fprintf(w, "[%d done, %d left%s] %s seed %d: %s, %.0fs\n", done, left, run.ToGo(started, done, left), s.Name, r.Seed, what, r.Seconds)
 	}
 }
+
+// WriteComparisonText writes what `locktest merge --compare` prints of c:
+// how many scenarios agree, and a line for each that does not.
+func WriteComparisonText(w io.Writer, c reports.ScoreComparison) {
+	fmt.Fprintf(w, "compared with %s: %d of %d scenarios agree\n", c.Command, len(c.Rows)-c.Disagreements(), len(c.Rows))
+	for _, r := range c.Rows {
+		if !r.Agree {
+			fmt.Fprintf(w, "  disagree: %s: %s (%s) against %s (%s): %s\n", r.Name, r.Here, r.HereVerdict, r.There, r.ThereVerdict, r.Why)
+		}
+	}
+}

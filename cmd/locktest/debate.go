@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -100,27 +99,11 @@ debate was interrupted), 2 bad usage or a broken scenario file.`,
 			}
 			base := run.DefaultConfig()
 			base.StoreDir = store
-			base.Provider = provider
-			def, err := run.ProviderNamed(provider)
-			switch {
-			case !slices.Contains(run.Providers, provider):
-				return usageError{fmt.Errorf("--provider must be %s, got %q", strings.Join(run.Providers, " or "), provider)}
-			case inventory == "" && def.Declares("inventory"):
-				// The debate reaches a provider's hosts only by --inventory.
-				return usageError{fmt.Errorf("--provider %s needs --inventory FILE", def.Name)}
-			case inventory != "" && !def.Declares("inventory"):
-				owner, _ := run.ProviderOf("inventory")
-				return usageError{fmt.Errorf("--inventory needs --provider %s", owner)}
-			case err != nil:
+			if err := base.UseProvider(provider, inventory); err != nil {
 				return usageError{err}
 			}
 			if parallel, err = run.Parallel(provider, parallel, cmd.Flags().Changed("parallel")); err != nil {
 				return usageError{err}
-			}
-			if inventory != "" {
-				if err := base.Set("inventory", inventory); err != nil {
-					return usageError{err}
-				}
 			}
 			// A bad inventory would make every scenario inconclusive.
 			if err := base.CheckProvider(); err != nil {

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -47,17 +46,17 @@ verdict (or, with --baseline, a cell worse than the baseline), 3 inconclusive,
 			}
 			kinds := map[string][]string{}
 			for _, d := range dirs {
-				k, err := mergeKind(d)
+				k, err := reports.HeldIn(d)
 				if err != nil {
-					return usageError{err}
+					return usageError{fmt.Errorf("merge: %v", err)}
 				}
 				kinds[k] = append(kinds[k], d)
 			}
 			if len(kinds) > 1 {
 				return usageError{fmt.Errorf("merge: %s are scoreboards and %s are matrix stores; merge one kind at a time",
-					strings.Join(kinds["debate"], ", "), strings.Join(kinds["matrix"], ", "))}
+					strings.Join(kinds[reports.HoldsScoreboard], ", "), strings.Join(kinds[reports.HoldsMatrixStore], ", "))}
 			}
-			isMatrix := len(kinds["matrix"]) > 0
+			isMatrix := len(kinds[reports.HoldsMatrixStore]) > 0
 			switch {
 			case isMatrix && junit != "":
 				return usageError{errors.New("--junit is for scoreboards; a matrix takes --md")}
@@ -133,12 +132,7 @@ verdict (or, with --baseline, a cell worse than the baseline), 3 inconclusive,
 			}
 			scenarios.WriteBoardText(cmd.OutOrStdout(), out, board)
 			if c := board.Compared; c != nil {
-				fmt.Fprintf(cmd.OutOrStdout(), "compared with %s: %d of %d scenarios agree\n", c.Command, len(c.Rows)-c.Disagreements(), len(c.Rows))
-				for _, r := range c.Rows {
-					if !r.Agree {
-						fmt.Fprintf(cmd.OutOrStdout(), "  disagree: %s: %s (%s) against %s (%s): %s\n", r.Name, r.Here, r.HereVerdict, r.There, r.ThereVerdict, r.Why)
-					}
-				}
+				scenarios.WriteComparisonText(cmd.OutOrStdout(), *c)
 				if n := c.Disagreements(); n > 0 {
 					return verdictError{fmt.Errorf("%d scenarios disagree with %s", n, compare)}
 				}
@@ -158,23 +152,4 @@ verdict (or, with --baseline, a cell worse than the baseline), 3 inconclusive,
 	f.StringVar(&baseline, "baseline", "", "compare the merged matrix with this matrix.json and exit 1 when a cell got worse")
 	f.StringVar(&compare, "compare", "", "set the scoreboard beside another of the same scenarios (its scoreboard.json or folder), e.g. one made with --parallel 1: exit 1 when they disagree")
 	return c
-}
-
-// mergeKind says what DIR holds: "debate" (a scoreboard.json, or its
-// folder) or "matrix" (a matrix store).
-func mergeKind(d string) (string, error) {
-	st, err := os.Stat(d)
-	switch {
-	case err != nil:
-		return "", fmt.Errorf("merge: %v", err)
-	case !st.IsDir():
-		return "debate", nil
-	}
-	if _, err := os.Stat(filepath.Join(d, reports.ScoreboardJSONFile)); err == nil {
-		return "debate", nil
-	}
-	if _, err := os.Stat(filepath.Join(d, reports.MatrixHeaderFile)); err == nil {
-		return "matrix", nil
-	}
-	return "", fmt.Errorf("merge: %s holds neither a %s (a debate's output) nor a %s (a matrix store)", d, reports.ScoreboardJSONFile, reports.MatrixHeaderFile)
 }
