@@ -164,6 +164,15 @@ func marginStalls(t *testing.T, dir string, m reports.Margin) (stall, spread tim
 					pauses++
 				}
 			}
+			if pauses == 0 && r.Unusable && strings.Contains(r.Why, "faults went in") {
+				// Not counted, and run again: the pinned pause could not
+				// go in, and the history says so (beside the whole suite
+				// and a matrix, at load 28, neither client reached its
+				// pause point within the fault's wait: "not applied: p0,p1
+				// did not reach after-acquire").
+				t.Logf("run %s of %s was run again: %s", r.Run, p.Label, r.Why)
+				continue
+			}
 			if pauses != 1 {
 				t.Errorf("run %s of %s injected %d pauses, want the one pinned", r.Run, p.Label, pauses)
 			}
