@@ -165,9 +165,13 @@ func build(name string, env Env) (Fault, error) {
 	if err != nil {
 		return nil, err
 	}
-	if k, ok := f.(interface{ setKind(*Spec, Env) }); ok {
-		k.setKind(s, env)
+	k, ok := f.(interface{ setKind(*Spec, Env) })
+	if !ok {
+		// A fault without its kind records no settings in a schedule's
+		// plan, and its replay would run with the replaying run's own.
+		return nil, fmt.Errorf("nemesis: fault %s does not embed kind, so its schedule entries would lose its settings", name)
 	}
+	k.setKind(s, env)
 	if c, ok := f.(interface{ check() error }); ok {
 		if err := c.check(); err != nil {
 			return nil, err

@@ -24,5 +24,5 @@ func init() {
 func newKillAll(env Env) (Fault, error) {
 	k := env.Cluster.(clusters.Killer)
 	stop := func(ctx context.Context, n clusters.Node) ([]clusters.FileCut, error) { return nil, k.Kill(ctx, n) }
-	return &allNodes{name: "kill-all", env: env, k: k, down: Down.Of(env), stop: stop}, nil
+	return &allNodes{env: env, k: k, down: Down.Of(env), stop: stop}, nil
 }

@@ -34,7 +34,7 @@ func init() {
 // replica keeps what none of them synced; kill-all its control, a process
 // crash of every node, whose page cache keeps what they wrote.
 type allNodes struct {
-	name string
+	kind
 	env  Env
 	k    clusters.Killer
 	down time.Duration
@@ -49,11 +49,9 @@ type allNodes struct {
 // power.
 func newPowerLossAll(env Env) (Fault, error) {
 	pc := env.Cluster.(clusters.PowerCutter)
-	return &allNodes{name: "power-loss-all", env: env, k: pc, down: Down.Of(env), stop: pc.CutPower}, nil
+	return &allNodes{env: env, k: pc, down: Down.Of(env), stop: pc.CutPower}, nil
 }
 
-func (f *allNodes) Name() string            { return f.name }
-func (f *allNodes) HealName() string        { return "restart-node" }
 func (f *allNodes) Duration() time.Duration { return f.down }
 
 // Inject stops every data node at once. The value's targets are the
@@ -84,7 +82,7 @@ func (f *allNodes) Inject(ctx context.Context, _ *rand.Rand) (history.Value, err
 	f.cut = append(f.cut, nodes...)
 	f.mu.Unlock()
 	if err := errors.Join(errs...); err != nil {
-		return v, unknownOutcome{fmt.Errorf("%s: %w", f.name, err)}
+		return v, unknownOutcome{fmt.Errorf("%s: %w", f.Name(), err)}
 	}
 	return v, nil
 }

@@ -75,6 +75,11 @@ func TestKillAllKillsEveryNodeAndRestartsThemAll(t *testing.T) {
 	c := newLiveCluster("n1", "n2", "n3")
 	f := buildOne(t, "kill-all", Env{Cluster: c}.With(Down.Is(time.Second)))
 	wantKind(t, f, "kill-all", "restart-node", time.Second)
+	// The plan records the setting it was built with, so that a replay of
+	// a scenario's 20 s kill-all is not a 1 s one.
+	if s, ok := f.(settingsPlanner); !ok || s.plannedSettings()["down"] != "1s" {
+		t.Errorf("kill-all's plan settings: %T %v, want down 1s", f, ok)
+	}
 	injectOnce(t, f, "n1", "n2", "n3")
 	calls := c.log()
 	slices.Sort(calls)

@@ -185,4 +185,24 @@ func TestBugsCatalogue(t *testing.T) {
 	if !slices.Equal(inDoc, want) {
 		t.Errorf("docs/track-record.md has rows %v; scenarios/bugs.yaml has bugs %v (make track-record remakes it)", inDoc, want)
 	}
+	// The shrunk story is the catalogue's: each reproduced bug has one,
+	// and the page shows it as the catalogue says it.
+	cells := map[string][]string{}
+	for _, line := range strings.Split(string(doc), "\n") {
+		if m := regexp.MustCompile(`^\| \[([a-z0-9-]+)\]\(`).FindStringSubmatch(line); m != nil {
+			cells[m[1]] = regexp.MustCompile(`\s+\|\s+`).Split(strings.Trim(strings.ReplaceAll(line, `\|`, "\x00"), "| "), -1)
+		}
+	}
+	for _, b := range cat.Bugs {
+		if b.OutOfReach == "" && b.Story == "" {
+			t.Errorf("bug %s is reproduced but has no shrunk story: shrink one of its violating runs (locktest shrink --budget 8m RUN) and put the story in its story key", b.ID)
+		}
+		want := strings.ReplaceAll(strings.ReplaceAll(b.Story, "|", "\x00"), "\n", " ")
+		if want == "" {
+			want = "—"
+		}
+		if c := cells[b.ID]; len(c) != 9 || c[7] != want {
+			t.Errorf("docs/track-record.md's row of %s does not show its story as scenarios/bugs.yaml has it (want %q; make track-record remakes the page)", b.ID, want)
+		}
+	}
 }
