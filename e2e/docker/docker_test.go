@@ -3,6 +3,7 @@ package docker_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"slices"
@@ -57,10 +58,20 @@ func TestDockerNoFaultRunsAreValid(t *testing.T) {
 			// for 47 s of a fault-free run.
 			var r runstore.Results
 			for attempt := 1; ; attempt++ {
-				out, _ := testkit.MustRun(t, cfg)
+				out, h := testkit.MustRun(t, cfg)
 				r = out.Results
 				testedNothing := r.Valid == checker.Unknown && len(testkit.Kinds(r)) == 0 &&
 					slices.ContainsFunc(r.Problems, func(p string) bool { return strings.HasPrefix(p, "no acquire succeeded") })
+				if starved := starvedRelease(r, h); starved != "" && attempt < 3 {
+					// Beside the whole suite, stress-ng and a shrink of
+					// three JVMs (load 20), the ZooKeeper container
+					// answered nothing for seconds: a release timed out,
+					// its znode stayed while the session lived, and the
+					// liveness checker rightly saw the lock stuck. The
+					// run tested a starved container, not the provider.
+					t.Logf("run %d: %s; running it again", attempt, starved)
+					continue
+				}
 				if r.Valid != checker.Valid && !testedNothing {
 					t.Fatalf("verdict %s, want valid; anomalies %v", r.Valid, testkit.Kinds(r))
 				}
@@ -405,4 +416,21 @@ func TestDockerBadInputIsASetupError(t *testing.T) {
 			}
 		})
 	}
+}
+
+// starvedRelease says why run r with history h tested a starved container
+// rather than the lock: its only anomalies are stuck locks, and a release
+// in it timed out (completed info with a deadline exceeded). It returns
+// "" for any other run.
+func starvedRelease(r runstore.Results, h history.History) string {
+	kinds := testkit.Kinds(r)
+	if len(kinds) != 1 || kinds[checker.KindStuckLock] == 0 {
+		return ""
+	}
+	for _, op := range h {
+		if op.F == "release" && op.Type == history.Info && strings.Contains(op.Error, "deadline exceeded") {
+			return fmt.Sprintf("a stuck lock after p%d's release timed out at %s (%s)", op.Process, time.Duration(op.Time), op.Error)
+		}
+	}
+	return ""
 }
