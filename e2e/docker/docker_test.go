@@ -302,6 +302,20 @@ func TestDockerClientIsolate(t *testing.T) {
 	cfg.Interval = 300 * time.Millisecond
 	nemesis.Window.Set(&cfg.FaultSettings, 2*time.Second)
 	cfg.Duration, cfg.Quiet = 8*time.Second, 1500*time.Millisecond
+	for attempt := 1; ; attempt++ {
+		if clientIsolateOnce(t, cfg, attempt) {
+			return
+		}
+	}
+}
+
+// clientIsolateOnce makes one run of TestDockerClientIsolate and checks
+// it; it returns false when the run should be made again: under
+// stress-ng (at 2be92af) c1 was granted nothing during either of the two
+// cuts of an 8 s run, which is the starved machine, not the cut. The third
+// such run fails.
+func clientIsolateOnce(t *testing.T, cfg run.Config, attempt int) bool {
+	t.Helper()
 	out, err := run.Run(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -318,15 +332,21 @@ func TestDockerClientIsolate(t *testing.T) {
 		t.Fatal(err)
 	}
 	cuts, granted := clientCutAcquires(h)
-	if cuts == 0 || granted[1] == 0 {
-		t.Fatalf("%d cuts of c0, acquires granted during them %v: want cuts and c1's acquires: %v", cuts, granted, testkit.NemesisSeq(h))
-	}
 	if granted[0] > 0 {
 		t.Errorf("%d acquires of p0 were granted while its client host was cut from every node", granted[0])
 	}
 	if k := testkit.Kinds(out.Results); len(k) > 0 {
 		t.Errorf("anomalies %v", k)
 	}
+	if cuts > 0 && granted[1] == 0 && attempt < 3 && !t.Failed() {
+		t.Logf("run %d: %d cuts of c0, and c1 was granted nothing during them (%v critical sections); running it again",
+			attempt, cuts, out.Results.Stats["critical_sections"])
+		return false
+	}
+	if cuts == 0 || granted[1] == 0 {
+		t.Fatalf("%d cuts of c0, acquires granted during them %v: want cuts and c1's acquires: %v", cuts, granted, testkit.NemesisSeq(h))
+	}
+	return true
 }
 
 // clientCutAcquires counts the client-isolate cuts in h and, per process,
