@@ -439,12 +439,11 @@ func TestDockerBadInputIsASetupError(t *testing.T) {
 }
 
 // starvedRelease says why run r with history h tested a starved container
-// rather than the lock: its only anomalies are stuck locks, and a release
-// in it timed out (completed info with a deadline exceeded). It returns
-// "" for any other run.
+// rather than the lock: its only anomalies are liveness ones (a stuck
+// lock, testkit.LivenessOnly), and a release in it timed out (completed
+// info with a deadline exceeded). It returns "" for any other run.
 func starvedRelease(r runstore.Results, h history.History) string {
-	kinds := testkit.Kinds(r)
-	if len(kinds) != 1 || kinds[checker.KindStuckLock] == 0 {
+	if !testkit.LivenessOnly(r) {
 		return ""
 	}
 	for _, op := range h {
