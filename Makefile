@@ -82,10 +82,13 @@ repro-%: setup build
 bug-%: setup build
 	@$(BIN) debate --store $(STORE) --scenarios scenarios/bugs.yaml --only $* --seeds $(or $(SEEDS),10)
 
-# track-record regenerates docs/track-record.md from every bug of
-# scenarios/bugs.yaml, 10 seeds per scenario.
+# track-record regenerates docs/track-record.md (and the board it is made
+# from, docs/track-record.json) from every bug of scenarios/bugs.yaml, 10
+# seeds per scenario; BUG=ID measures that bug's scenarios again and puts
+# their rows over the board, leaving the other bugs' rows as they were.
 track-record: setup build
-	$(BIN) debate --scenarios scenarios/bugs.yaml --seeds $(or $(SEEDS),10) --parallel 2 --store $(STORE) --track-record docs/track-record.md
+	$(BIN) debate --scenarios scenarios/bugs.yaml --seeds $(or $(SEEDS),10) --parallel 2 --store $(STORE) \
+		$(if $(BUG),--only $(BUG) --over docs/track-record.json) --track-record docs/track-record.md
 
 # soak interrupts 100 seeded runs at random moments (SIGINT, SIGTERM, SIGKILL
 # followed by locktest cleanup) and checks that none leaves anything behind

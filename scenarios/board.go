@@ -210,11 +210,15 @@ func (c Catalogue) Pick(picked []Scenario) []reports.Bug {
 // WriteTrackRecord writes the track record of board's bugs
 // (reports.RenderTrackRecordMarkdown) to path, keeping the hand-written
 // part of the file there from its HandWrittenMarker on, as WriteBoard
-// keeps a findings file's. A board with no bugs is an error: the
-// scenarios run reproduced no public bug.
+// keeps a findings file's, and the board itself as JSON beside it
+// (TrackRecordBoard), for a later debate to go over. A board with no bugs
+// is an error: the scenarios run reproduced no public bug.
 func WriteTrackRecord(path string, board reports.Scoreboard) error {
 	if len(board.Bugs) == 0 {
 		return fmt.Errorf("--track-record: the scenarios run name no bug (a bugs list such as scenarios/bugs.yaml has them)")
+	}
+	if err := runstore.WriteJSON(TrackRecordBoard(path), board); err != nil {
+		return fmt.Errorf("--track-record: %v", err)
 	}
 	return writeGenerated(path, "--track-record", reports.RenderTrackRecordMarkdown(board))
 }
@@ -245,4 +249,45 @@ func AttachBugs(board reports.Scoreboard, cat Catalogue) (reports.Scoreboard, er
 	}
 	board.Bugs = slices.Clone(cat.Bugs)
 	return board, nil
+}
+
+// TrackRecordBoard is where WriteTrackRecord keeps the board a track
+// record page at page was made from: page with its extension replaced by
+// .json (docs/track-record.json beside docs/track-record.md). A later
+// debate of one bug goes over it (Overlay) and leaves the other bugs' rows
+// as they were measured.
+func TrackRecordBoard(page string) string {
+	return strings.TrimSuffix(page, filepath.Ext(page)) + ".json"
+}
+
+// Overlay returns base with the rows of top over it: a row of top takes
+// the place of base's row of the same scenario, and top's other rows
+// follow base's in their order. The board's date, commit, machine, command,
+// parallelism and elapsed time are top's, its seeds the most of either,
+// its versions those of the rows it keeps, and its bugs base's followed by
+// those only top has. Each row keeps its own runs and their commands, so
+// that the rows of base still say how they were made.
+func Overlay(base, top reports.Scoreboard) reports.Scoreboard {
+	out := top
+	out.Rows = slices.Clone(base.Rows)
+	for _, r := range top.Rows {
+		if i := slices.IndexFunc(out.Rows, func(o reports.ScoreRow) bool { return o.Name == r.Name }); i >= 0 {
+			out.Rows[i] = r
+		} else {
+			out.Rows = append(out.Rows, r)
+		}
+	}
+	out.Seeds = max(base.Seeds, top.Seeds)
+	out.Versions = runstore.Versions{}
+	for _, r := range out.Rows {
+		out.Versions = out.Versions.Merge(r.Versions)
+	}
+	out.Bugs = slices.Clone(base.Bugs)
+	for _, b := range top.Bugs {
+		if !slices.ContainsFunc(out.Bugs, func(o reports.Bug) bool { return o.ID == b.ID }) {
+			out.Bugs = append(out.Bugs, b)
+		}
+	}
+	out.Compared = nil
+	return out
 }

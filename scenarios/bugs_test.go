@@ -105,6 +105,65 @@ func TestWriteTrackRecordKeepsTheHandWrittenPart(t *testing.T) {
 	if s := string(b); strings.Contains(s, "old table") || !strings.Contains(s, "| [x-1](u): t |") || !strings.HasSuffix(s, hand) {
 		t.Errorf("track record:\n%s", s)
 	}
+	twin := TrackRecordBoard(path)
+	if want := strings.TrimSuffix(path, ".md") + ".json"; twin != want {
+		t.Errorf("TrackRecordBoard(%s) = %s, want %s", path, twin, want)
+	}
+	kept, err := ReadBoard(twin)
+	if err != nil {
+		t.Fatalf("the board beside the page: %v", err)
+	}
+	if len(kept.Bugs) != 1 || kept.Bugs[0].ID != "x-1" || kept.Command != board.Command {
+		t.Errorf("the board beside the page has bugs %+v and command %q, want x-1 and %q", kept.Bugs, kept.Command, board.Command)
+	}
+}
+
+// TestOverlay puts a debate's rows over an earlier track record's board:
+// a row of the same scenario takes the old one's place, a new scenario
+// comes after, the rest stay, and the board's own facts are the new
+// debate's.
+func TestOverlay(t *testing.T) {
+	row := func(name, bug, cmd string) reports.ScoreRow {
+		return reports.ScoreRow{Name: name, Bug: bug, Seeds: []reports.ScoreRun{{Seed: 1, Command: cmd}}}
+	}
+	x, y, z := reports.Bug{ID: "x-1"}, reports.Bug{ID: "y-2"}, reports.Bug{ID: "z-3"}
+	base := reports.Scoreboard{Date: "old", Seeds: 20, Command: "debate all", Bugs: []reports.Bug{x, y},
+		Rows: []reports.ScoreRow{row("x-bad", "x-1", "old x"), row("y-bad", "y-2", "old y"), row("y-fixed", "y-2", "old y fixed")}}
+	for _, tc := range []struct {
+		name     string
+		top      reports.Scoreboard
+		rows     []string // name=command, in order
+		bugs     []string
+		seeds    int
+		wantDate string
+	}{
+		{"one bug again", reports.Scoreboard{Date: "new", Seeds: 10, Command: "debate --only y-2", Bugs: []reports.Bug{y},
+			Rows: []reports.ScoreRow{row("y-fixed", "y-2", "new y fixed"), row("y-bad", "y-2", "new y")}},
+			[]string{"x-bad=old x", "y-bad=new y", "y-fixed=new y fixed"}, []string{"x-1", "y-2"}, 20, "new"},
+		{"a new scenario and bug", reports.Scoreboard{Date: "new", Seeds: 30, Bugs: []reports.Bug{z},
+			Rows: []reports.ScoreRow{row("z-bad", "z-3", "new z")}},
+			[]string{"x-bad=old x", "y-bad=old y", "y-fixed=old y fixed", "z-bad=new z"}, []string{"x-1", "y-2", "z-3"}, 30, "new"},
+		{"nothing run", reports.Scoreboard{Date: "new"},
+			[]string{"x-bad=old x", "y-bad=old y", "y-fixed=old y fixed"}, []string{"x-1", "y-2"}, 20, "new"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Overlay(base, tc.top)
+			var rows, bugs []string
+			for _, r := range got.Rows {
+				rows = append(rows, r.Name+"="+r.Seeds[0].Command)
+			}
+			for _, b := range got.Bugs {
+				bugs = append(bugs, b.ID)
+			}
+			if !slices.Equal(rows, tc.rows) || !slices.Equal(bugs, tc.bugs) || got.Seeds != tc.seeds || got.Date != tc.wantDate || got.Command != tc.top.Command {
+				t.Errorf("Overlay: rows %v, bugs %v, seeds %d, date %q, command %q; want %v, %v, %d, %q, %q",
+					rows, bugs, got.Seeds, got.Date, got.Command, tc.rows, tc.bugs, tc.seeds, tc.wantDate, tc.top.Command)
+			}
+		})
+	}
+	if len(base.Rows) != 3 || base.Rows[1].Seeds[0].Command != "old y" || len(base.Bugs) != 2 {
+		t.Errorf("Overlay changed its base: %+v", base)
+	}
 }
 
 // TestMergeJoinsTheBugs joins the debates of two bugs into one board that

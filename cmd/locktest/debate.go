@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -20,7 +21,7 @@ func newDebateCmd() *cobra.Command {
 	var seeds, parallel, maxSeeds int
 	var seedBase int64
 	var until, list, q bool
-	var store, out, junit, findings, trackRecord, provider, inventory, jsonOut, shard, maxRateText, ciWidthText string
+	var store, out, junit, findings, trackRecord, over, provider, inventory, jsonOut, shard, maxRateText, ciWidthText string
 	c := &cobra.Command{
 		Use:   "debate",
 		Short: "Run the scenario catalogue (the Redlock debate's claims) over several seeds and write a scoreboard",
@@ -50,7 +51,9 @@ debate was interrupted), 2 bad usage or a broken scenario file.`,
   locktest debate --seeds 20 --shard 2/4 --out shard2   # then: locktest merge shard1 shard2 shard3 shard4
   locktest debate --only redlock-clock-jump --seeds 10 --until-reproduced
   locktest debate --scenarios my.yaml --junit debate.xml
-  locktest debate --only etcd-pause --provider ssh --inventory lab/lab.yaml`,
+  locktest debate --only etcd-pause --provider ssh --inventory lab/lab.yaml
+  locktest debate --scenarios scenarios/bugs.yaml --only redsync-149 --seeds 10 \
+      --over docs/track-record.json --track-record docs/track-record.md`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cat := scenarios.BuiltinCatalogue()
@@ -117,6 +120,10 @@ debate was interrupted), 2 bad usage or a broken scenario file.`,
 			if out == "" {
 				out, outFlag = filepath.Join(store, "debate", started.Format("20060102T150405")), "--store"
 			}
+			under, err := underBoard(over, trackRecord, cat, picked)
+			if err != nil {
+				return usageError{err}
+			}
 			if err := run.CheckOutputs(run.Output{Flag: "--junit", Path: junit}, run.Output{Flag: "--findings", Path: findings},
 				run.Output{Flag: "--json", Path: jsonOut}, run.Output{Flag: "--track-record", Path: trackRecord}, run.Output{Flag: outFlag, Path: out, Dir: true}); err != nil {
 				return usageError{err}
@@ -141,7 +148,15 @@ debate was interrupted), 2 bad usage or a broken scenario file.`,
 				return err
 			}
 			if trackRecord != "" {
-				if err := scenarios.WriteTrackRecord(trackRecord, board); err != nil {
+				page := board
+				if under != nil {
+					// underBoard checked the rows kept; the new ones ran
+					// the catalogue as it is.
+					if page, err = scenarios.AttachBugs(scenarios.Overlay(*under, board), cat); err != nil {
+						return err
+					}
+				}
+				if err := scenarios.WriteTrackRecord(trackRecord, page); err != nil {
 					return err
 				}
 			}
@@ -172,6 +187,7 @@ debate was interrupted), 2 bad usage or a broken scenario file.`,
 	f.StringVar(&provider, "provider", run.Providers[0], "where the nodes of every run run: "+strings.Join(run.Providers, " or ")+" (see docs/providers.md)")
 	f.StringVar(&inventory, "inventory", "", "the ssh provider's inventory file (locktest lab up writes one), with --provider ssh")
 	f.StringVar(&trackRecord, "track-record", "", "also write the track record of the public bugs the scenarios reproduce as Markdown here (docs/track-record.md, from scenarios/bugs.yaml)")
+	f.StringVar(&over, "over", "", "with --track-record: the board of an earlier track record (docs/track-record.json), whose rows of the scenarios not run the page keeps")
 	f.StringVar(&findings, "findings", "", "also write the scoreboard as Markdown without run links here (docs/findings.md)")
 	c.Flags().BoolVarP(&q, "quiet", "q", false, "no progress on stderr (by default one line per finished run)")
 	return c
@@ -222,4 +238,30 @@ func parseShard(s string) (i, n int, err error) {
 		return 0, 0, fmt.Errorf("want I/N with 1 ≤ I ≤ N, such as 2/4, got %q", s)
 	}
 	return i, n, nil
+}
+
+// underBoard reads the board that --over names, for a track record whose
+// rows of the scenarios picked this debate makes again: nil without
+// --over. The rows it keeps must have run the catalogue's scenarios as
+// they are now (scenarios.AttachBugs), which is checked before the first
+// run rather than after the last.
+func underBoard(over, trackRecord string, cat scenarios.Catalogue, picked []scenarios.Scenario) (*reports.Scoreboard, error) {
+	if over == "" {
+		return nil, nil
+	}
+	if trackRecord == "" {
+		return nil, errors.New("--over goes with --track-record: it names the board the new rows of the track record go over")
+	}
+	b, err := scenarios.ReadBoard(over)
+	if err != nil {
+		return nil, fmt.Errorf("--over: %v", err)
+	}
+	kept := b
+	kept.Rows = slices.DeleteFunc(slices.Clone(b.Rows), func(r reports.ScoreRow) bool {
+		return slices.ContainsFunc(picked, func(s scenarios.Scenario) bool { return s.Name == r.Name })
+	})
+	if _, err := scenarios.AttachBugs(kept, cat); err != nil {
+		return nil, fmt.Errorf("--over %s: %v", over, err)
+	}
+	return &b, nil
 }
