@@ -161,7 +161,7 @@ var badValues = map[string][]badCase{
 		bc("--over: STORE/bad.yaml: invalid character", "--scenarios", "testdata/one-bug.yaml", "--track-record", "STORE/t.md", "--over", "STORE/bad.yaml"),
 		bc(`--over testdata/stale-board.json: scenario x-1-fixed seed 1 ran "locktest run --impl etcd-mutex --seed 1", which is not the scenario as the bugs file has it`,
 			"--scenarios", "testdata/one-bug.yaml", "--track-record", "STORE/t.md", "--over", "testdata/stale-board.json")},
-	"debate --json":         {bc("--json: stat STORE/nodir: no such file or directory", "--json", "STORE/nodir/b.json"), bc("--json: STORE is a folder", "--json", "STORE")},
+	"debate --json": {bc("--json: stat STORE/nodir: no such file or directory", "--json", "STORE/nodir/b.json"), bc("--json: STORE is a folder", "--json", "STORE")},
 	"debate --parallel": {bc("--parallel must be at least 1, got 0", "--parallel", "0"),
 		bc("--parallel 2: the ssh provider's hosts take one run at a time", "--provider", "ssh", "--inventory", "STORE/lab.yaml", "--parallel", "2")},
 	"debate --max-rate": {bc(`--max-rate must be a rate between 0 and 100%, such as 15% or 0.15, got "150%"`, "--max-rate", "150%"),
