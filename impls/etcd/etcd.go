@@ -10,15 +10,17 @@
 //     transaction comparing the key's CreateRevision with 0 puts it attached
 //     to a fresh lease of the test's TTL, never kept alive; release deletes
 //     it.
+//   - etcd-v3lock: etcd's own lock service (v3lock), which runs the
+//     library's Mutex on the server over a lease the client keeps alive.
 //
-// Both are leases: a holder that pauses past its TTL (a GC pause, SIGSTOP)
+// All are leases: a holder that pauses past its TTL (a GC pause, SIGSTOP)
 // loses the lock while it still believes it holds it, which is what Jepsen
 // found in 2020 ("etcd locks did not, and can not, guarantee mutual
-// exclusion" under pauses). Both grant a real fencing token: the revision
+// exclusion" under pauses). All grant a real fencing token: the revision
 // at which the holder's key was created, which etcd's single, totally
 // ordered revision counter makes strictly increasing from holder to holder
 // (the header revision of a response alone is not: it is the store's
-// current revision, shared by every reader). Both also implement
+// current revision, shared by every reader). All also implement
 // impls.GuardedWriter for the resource mode etcd-guarded, where the write
 // is itself an etcd transaction guarded by ownership (Mutex.IsOwner), so a
 // stale holder's write is refused inside the lock service.
@@ -28,7 +30,8 @@
 // rounded TTL. Acquire blocks until the lock is free or its context (the
 // op timeout) ends; a timed-out wait returns impls.ErrNotAcquired only when
 // the attempt certainly left nothing behind. etcd-mutex takes one impl
-// param, unlock (see mutexClient); etcd-lease-txn takes none.
+// param, unlock (see mutexClient); etcd-lease-txn and etcd-v3lock take
+// none.
 package etcd
 
 import (
@@ -83,13 +86,22 @@ func init() {
 			New: impls.Wrap(func(cfg impls.Config) (*base, error) { return newBase(cfg, "etcd-lease-txn") },
 				func(b *base) impls.Client { return &leaseTxnClient{base: b, timers: map[string]*time.Timer{}} }),
 		},
+		{
+			Name: "etcd-v3lock", Backend: backend.Etcd, Fenced: true, Guarded: true,
+			TokenSource: "etcd create revision of the key the lock service returns", Reentrant: true, Blocking: true,
+			Wait:    "waits on the server, inside the lock service's Lock call, for its predecessor's key to be deleted, until its deadline; a second Lock with the same lease is granted at once",
+			Notices: "the session's Done channel closes (its lease expired, or the client could not renew it before its TTL ran out)",
+			Doc: "etcd's own lock service (v3lock: Lock with a lease kept alive by a concurrency.Session, Unlock by key), token = the create revision of the key it returns; " +
+				"its Unlock deletes the key by name and always succeeds, also for a holder that lost the lock.",
+			New: impls.Wrap(newV3lock, func(c *v3lockClient) impls.Client { return c }),
+		},
 	} {
 		i.Libraries = []string{"go.etcd.io/etcd/client/v3"}
 		impls.Register(i)
 	}
 }
 
-// base is what both clients share: the etcd client and the configuration.
+// base is what every client shares: the etcd client and the configuration.
 type base struct {
 	cli    *clientv3.Client
 	cfg    impls.Config
