@@ -127,6 +127,8 @@ func TestEtcdNoFaultRunsAreValid(t *testing.T) {
 		{"etcd-lease-txn", workloads.ModeNone},
 		{"etcd-mutex", workloads.ModeEtcdGuarded},
 		{"etcd-lease-txn", workloads.ModeFenced},
+		{"etcd-v3lock", workloads.ModeNone},
+		{"etcd-v3lock", workloads.ModeEtcdGuarded},
 	} {
 		t.Run(tc.impl+"/"+string(tc.mode), func(t *testing.T) {
 			cfg := testkit.EtcdConfig(t, tc.impl)
@@ -162,7 +164,7 @@ func TestEtcdNoFaultRunsAreValid(t *testing.T) {
 // every kill, how long no other client could take the lock, and checks that
 // one did before the run ended.
 func TestEtcdKilledHolderRecovers(t *testing.T) {
-	for _, impl := range etcdImpls {
+	for _, impl := range append(etcdImpls, "etcd-v3lock") {
 		t.Run(impl, func(t *testing.T) {
 			assertKilledHoldersRecover(t, impl, testkit.EtcdConfig(t, impl))
 		})
@@ -268,6 +270,30 @@ func TestEtcdGuardedRejectsAPausedHoldersWrite(t *testing.T) {
 			t.Logf("%s: %d pauses, %d stale writes refused by etcd, %d releases failed (%d saying the session expired)",
 				impl, testkit.NemesisOps(h, "pause-client", history.OK), refused, releaseFails, sessionExpired)
 		})
+	}
+}
+
+// TestEtcdV3lockConfirmsAStaleRelease is the guarded pause on etcd's lock
+// service: etcd refuses the woken holder's write, as for the other etcd
+// locks, but v3lock's Unlock deletes by name and succeeds, so the release
+// of a lock that was handed on is confirmed: the mutual-exclusion
+// checker's stale-release, and nothing else.
+func TestEtcdV3lockConfirmsAStaleRelease(t *testing.T) {
+	cfg := testkit.EtcdConfig(t, "etcd-v3lock")
+	cfg.Faults, cfg.Mode = []string{"pause-client"}, workloads.ModeEtcdGuarded
+	cfg.TTL = time.Second
+	cfg.FaultSettings = cfg.FaultSettings.With(nemesis.PausePoint.Is(workloads.PointBeforeWrite), nemesis.Pause.Is(2500*time.Millisecond))
+	cfg.Interval, cfg.Duration, cfg.Quiet = 500*time.Millisecond, 10*time.Second, time.Second
+	out, h := testkit.MustRun(t, cfg)
+	if n := testkit.NemesisOps(h, "pause-client", history.OK); n < 1 {
+		t.Fatalf("%d client pauses applied", n)
+	}
+	if res := testkit.Result(t, out.Results, "resource"); res.Stats["saved_by_fencing"] < 1 || res.Valid != checker.Valid {
+		t.Errorf("resource %s, stats %v: want valid, with a paused holder's write refused by etcd", res.Valid, res.Stats)
+	}
+	kinds := testkit.Kinds(out.Results)
+	if len(kinds) != 1 || kinds["stale-release"] == 0 {
+		t.Errorf("anomalies %v, want stale-release only: a paused holder's Unlock after its lock was handed on", kinds)
 	}
 }
 
