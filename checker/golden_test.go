@@ -252,6 +252,20 @@ var goldenHistories = map[string]func(b *builder){
 		b.notice(0, 3100, "x", lv(0, 0), "SUSPENDED: the connection dropped")
 		b.add(history.Info, 0, history.Release, 4000, history.Value{Lock: "x", LockValue: lv(0, 0)}, "context deadline exceeded")
 	},
+	// The same lock, p0 cut off from the service; p1 takes x at 1.101 s,
+	// and p0's client tells it only at 1.5 s, while p1 still holds it: a
+	// dual-holder window of 399 ms, closed by the notice. p0 releases
+	// after p1 did, and is refused.
+	"notice-during-takeover.jsonl": func(b *builder) {
+		b.acquire(0, "x", 0, 10, 0, 0)
+		b.read(0, "x", 20, 30, 0)
+		b.fault("isolate-client", 0, 40, 3000)
+		b.acquire(1, "x", 1100, 1101, 0, 0)
+		b.notice(0, 1500, "x", lv(0, 0), "SUSPENDED: the connection dropped")
+		b.release(1, "x", 1900, 1901, 0, lv(1, 0))
+		b.invoke(0, history.Release, 2000, history.Value{Lock: "x", LockValue: lv(0, 0)})
+		b.add(history.Fail, 0, history.Release, 2001, history.Value{Lock: "x", LockValue: lv(0, 0)}, "not held")
+	},
 	// The same lock, p0 cut off from the service: its client tells it at
 	// 700 ms, and p0, careful (--on-lost stop-writing), writes nothing and
 	// releases (the release times out); p1 takes x only after that. A

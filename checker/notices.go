@@ -25,8 +25,18 @@ type HoldNotice struct {
 	Start   int64 `json:"start"`
 	// TakenOver is the index of the acquire ok of the first hold of
 	// another process that began inside this one (the overlap mutual
-	// exclusion reports), -1 when none did.
-	TakenOver int `json:"taken_over"`
+	// exclusion reports), -1 when none did; TakenOverAt is its time.
+	TakenOver   int   `json:"taken_over"`
+	TakenOverAt int64 `json:"taken_over_at,omitempty"`
+	// DualHolder is, for a hold that was taken over, the dual-holder
+	// window in ns: from the takeover's acquire ok (the latest moment the
+	// service may have granted the lock again) to the moment the holder
+	// stopped believing it held the lock: the earlier of its first notice
+	// and the end of its hold (its release or next acquire, its own
+	// valid_until, or the end of the history). Both processes acted as
+	// holders through it. It is 0 when the holder was told before the
+	// takeover.
+	DualHolder int64 `json:"dual_holder,omitempty"`
 	// LostAt is when the hold was lost: the earlier of the holder's own
 	// valid_until and the takeover's acquire ok; 0 when there is neither
 	// (a session lock that nobody took over).
@@ -124,10 +134,15 @@ func (v *view) holdNotices() ([]HoldNotice, int) {
 			row.LostAt = hd.validUntil
 		}
 		if overlapped {
-			row.TakenOver = h.Index(int(taker))
-			if t := h.Time(int(taker)); row.LostAt == 0 || t < row.LostAt {
-				row.LostAt = t
+			row.TakenOver, row.TakenOverAt = h.Index(int(taker)), h.Time(int(taker))
+			if row.LostAt == 0 || row.TakenOverAt < row.LostAt {
+				row.LostAt = row.TakenOverAt
 			}
+			end := hd.end
+			if told {
+				end = min(end, h.Time(int(notice)))
+			}
+			row.DualHolder = max(0, end-row.TakenOverAt)
 		}
 		if told {
 			row.Notice, row.NoticeAt, row.Reason = h.Index(int(notice)), h.Time(int(notice)), h.Error(int(notice))
@@ -200,18 +215,22 @@ func (v *view) takeovers() map[int32]int32 {
 // "holds_overlapped", "holds_overlapped_told", "holds_told",
 // "writes_after_notice" and, over the holds both told and lost, the
 // notice latency "notice_latency_p50_s", "notice_latency_p99_s" and
-// "notice_latency_max_s" (negative: told before the loss). It returns nil
-// for a history without notices, whose client may tell nothing.
+// "notice_latency_max_s" (negative: told before the loss) and, over the
+// holds taken over, the dual-holder window "dual_holder_p50_s",
+// "dual_holder_p99_s" and "dual_holder_max_s" (HoldNotice.DualHolder). It
+// returns nil for a history without notices, whose client may tell
+// nothing.
 func NoticeStats(rows []HoldNotice, notices, orphans int) map[string]float64 {
 	if notices == 0 {
 		return nil
 	}
 	st := map[string]float64{"notices": float64(notices), "notices_about_no_hold": float64(orphans)}
-	var lat []int64
+	var lat, dual []int64
 	overlapped, overlappedTold, told, writes := 0, 0, 0, 0
 	for _, r := range rows {
 		if r.Overlapped() {
 			overlapped++
+			dual = append(dual, r.DualHolder)
 			if r.Told() {
 				overlappedTold++
 			}
@@ -233,6 +252,12 @@ func NoticeStats(rows []HoldNotice, notices, orphans int) map[string]float64 {
 		st["notice_latency_p50_s"] = float64(percentile(lat, 50)) / 1e9
 		st["notice_latency_p99_s"] = float64(percentile(lat, 99)) / 1e9
 		st["notice_latency_max_s"] = float64(lat[len(lat)-1]) / 1e9
+	}
+	if len(dual) > 0 {
+		slices.Sort(dual)
+		st["dual_holder_p50_s"] = float64(percentile(dual, 50)) / 1e9
+		st["dual_holder_p99_s"] = float64(percentile(dual, 99)) / 1e9
+		st["dual_holder_max_s"] = float64(dual[len(dual)-1]) / 1e9
 	}
 	return st
 }

@@ -24,12 +24,32 @@ func TestHoldNotices(t *testing.T) {
 			// Told 1.999 s after p1's grant, after p0's own write.
 			file: "notice-after-takeover.jsonl",
 			rows: []HoldNotice{{
-				Process: 0, Lock: "x", Value: "p0-0", Acquire: 1, Start: ms(10), TakenOver: 7, LostAt: ms(1101),
+				Process: 0, Lock: "x", Value: "p0-0", Acquire: 1, Start: ms(10), TakenOver: 7, TakenOverAt: ms(1101), LostAt: ms(1101),
 				Notice: 17, NoticeAt: ms(3100), Reason: "SUSPENDED: the connection dropped", Latency: ms(1999), HasLatency: true,
+				// Two holders from p1's grant to p0's release, which
+				// came before the notice.
+				DualHolder: ms(1929),
 			}},
 			stats: map[string]float64{
 				"notices": 1, "notices_about_no_hold": 0, "holds_overlapped": 1, "holds_overlapped_told": 1, "holds_told": 1,
 				"writes_after_notice": 0, "notice_latency_p50_s": 1.999, "notice_latency_p99_s": 1.999, "notice_latency_max_s": 1.999,
+				"dual_holder_p50_s": 1.929, "dual_holder_p99_s": 1.929, "dual_holder_max_s": 1.929,
+			},
+		},
+		{
+			// A session lock taken over during a cut: its holder is told
+			// 399 ms after p1's grant and releases later; the notice
+			// ends the dual-holder window.
+			file: "notice-during-takeover.jsonl",
+			rows: []HoldNotice{{
+				Process: 0, Lock: "x", Value: "p0-0", Acquire: 1, Start: ms(10), TakenOver: 7, TakenOverAt: ms(1101), LostAt: ms(1101),
+				Notice: 8, NoticeAt: ms(1500), Reason: "SUSPENDED: the connection dropped", Latency: ms(399), HasLatency: true,
+				DualHolder: ms(399),
+			}},
+			stats: map[string]float64{
+				"notices": 1, "notices_about_no_hold": 0, "holds_overlapped": 1, "holds_overlapped_told": 1, "holds_told": 1,
+				"writes_after_notice": 0, "notice_latency_p50_s": 0.399, "notice_latency_p99_s": 0.399, "notice_latency_max_s": 0.399,
+				"dual_holder_p50_s": 0.399, "dual_holder_p99_s": 0.399, "dual_holder_max_s": 0.399,
 			},
 		},
 		{
@@ -83,10 +103,10 @@ func TestHoldNotices(t *testing.T) {
 			if !maps.EqualFunc(got, tc.stats, func(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }) {
 				t.Errorf("liveness stats:\n got %v\nwant %v", got, tc.stats)
 			}
-			for _, k := range []string{"notice_latency_p50_s", "notice_latency_p99_s", "notice_latency_max_s"} {
+			for _, k := range []string{"notice_latency_p50_s", "notice_latency_p99_s", "notice_latency_max_s", "dual_holder_p50_s", "dual_holder_p99_s", "dual_holder_max_s"} {
 				if _, want := tc.stats[k]; !want {
 					if _, has := r.Stats[k]; has {
-						t.Errorf("liveness stats has %s without a hold both told and lost", k)
+						t.Errorf("liveness stats has %s without a hold both told and lost (or taken over)", k)
 					}
 				}
 			}

@@ -10,7 +10,8 @@ import (
 
 // noticeKeys are the stats of NoticeStats.
 var noticeKeys = []string{"notices", "notices_about_no_hold", "holds_overlapped", "holds_overlapped_told", "holds_told",
-	"writes_after_notice", "notice_latency_p50_s", "notice_latency_p99_s", "notice_latency_max_s"}
+	"writes_after_notice", "notice_latency_p50_s", "notice_latency_p99_s", "notice_latency_max_s",
+	"dual_holder_p50_s", "dual_holder_p99_s", "dual_holder_max_s"}
 
 // withoutNotices returns r without the stats and notes of lost-lock
 // notices, which only the check of the whole history gives.

@@ -38,8 +38,11 @@ type noticeRow struct {
 	LostAt    string
 	Told      string
 	Latency   string
-	Reason    string
-	Wrote     string
+	// DualHolder is the dual-holder window of a hold taken over
+	// (checker.HoldNotice.DualHolder), "—" for the others.
+	DualHolder string
+	Reason     string
+	Wrote      string
 	// Late is set when the holder was told after it lost the lock, or
 	// never; Wrote is not empty when it wrote after it was told.
 	Late bool
@@ -64,9 +67,10 @@ func buildNotices(run runstore.RunInfo, h *history.Table) *noticeSection {
 	s := &noticeSection{Source: run.Notices, Notices: notices}
 	late := 0
 	for _, r := range rows {
-		row := noticeRow{Process: r.Process, Lock: r.Lock, Acquired: secsText(r.Start), TakenOver: "—", LostAt: "—", Told: "never", Latency: "—", Reason: r.Reason}
+		row := noticeRow{Process: r.Process, Lock: r.Lock, Acquired: secsText(r.Start), TakenOver: "—", LostAt: "—", Told: "never", Latency: "—", DualHolder: "—", Reason: r.Reason}
 		if r.Overlapped() {
 			row.TakenOver = "op " + strconv.Itoa(r.TakenOver)
+			row.DualHolder = fmt.Sprintf("%.3f s", float64(r.DualHolder)/1e9)
 		}
 		if r.LostAt != 0 {
 			row.LostAt = secsText(r.LostAt)
@@ -96,6 +100,9 @@ func buildNotices(run runstore.RunInfo, h *history.Table) *noticeSection {
 	st := checker.NoticeStats(rows, notices, 0)
 	s.Summary = fmt.Sprintf("%d notices; %v of %v holds that another client overlapped were told, %d told only after the loss; %v writes after being told.",
 		notices, st["holds_overlapped_told"], st["holds_overlapped"], late, st["writes_after_notice"])
+	if mx, ok := st["dual_holder_max_s"]; ok {
+		s.Summary += fmt.Sprintf(" Two clients acted as holders for up to %.3f s after a takeover (median %.3f s).", mx, st["dual_holder_p50_s"])
+	}
 	return s
 }
 
