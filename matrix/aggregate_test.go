@@ -1,6 +1,7 @@
 package matrix
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -238,7 +239,7 @@ func TestAggregateRowsAndColumns(t *testing.T) {
 	for _, c := range m.Columns {
 		keys = append(keys, c.Key)
 	}
-	wantKeys := []string{"mutex-none", "mutex-client-pause", ColDeadlock, ColNodeLoss, ColFencing, ColReentrant, ColBlocking, ColLatency1, ColRate1, ColLatency8, ColRate8}
+	wantKeys := []string{"mutex-none", "mutex-client-pause", ColDeadlock, ColDualHolder, ColNodeLoss, ColFencing, ColReentrant, ColBlocking, ColLatency1, ColRate1, ColLatency8, ColRate8}
 	if !slices.Equal(keys, wantKeys) {
 		t.Fatalf("columns %v, want %v", keys, wantKeys)
 	}
@@ -297,5 +298,66 @@ func TestSafetySurvival(t *testing.T) {
 	}
 	if !strings.HasSuffix(c.Reason, "; "+c.Survival.Text()) {
 		t.Errorf("the reason %q does not end with the time to failure", c.Reason)
+	}
+}
+
+// TestDualHolderCell aggregates the dual-holder windows of an impl's mutex
+// runs: n/a for an impl that sends no notices, "no takeover" when no hold
+// was taken over, and otherwise the longest window, the median and how
+// many holders were told before their hold ended.
+func TestDualHolderCell(t *testing.T) {
+	told := impls.Impl{Name: "x", Notices: "its session ends"}
+	safety := func(class Class, seed int64, ts ...Takeover) Result {
+		return Result{Job: Job{Impl: "x", Probe: ProbeSafety, Class: class, Seed: seed}, Dir: fmt.Sprintf("/s/%s-%d", class, seed), Takeovers: ts}
+	}
+	for _, tc := range []struct {
+		name   string
+		impl   impls.Impl
+		rs     []Result
+		status string
+		text   string
+		reason string
+		links  int
+	}{
+		{"no notices", impls.Impl{Name: "x"}, []Result{safety(ClassClientPause, 1, Takeover{Window: time.Second})},
+			reports.StatusNA, "n/a", "sends no lost-lock notices", 0},
+		{"an external client that tells", impls.Impl{Name: "x"}, []Result{{Job: Job{Impl: "x", Probe: ProbeSafety, Class: ClassNone, Seed: 1},
+			Results: runstore.Results{Run: runstore.RunInfo{Notices: "SUSPENDED"}}}},
+			reports.StatusMeasured, "no takeover", "no hold was taken over in the 1 mutex run(s)", 0},
+		{"not run", told, []Result{{Job: Job{Impl: "x", Probe: ProbeSafety, Class: ClassNone}, Err: "no server"}},
+			reports.StatusNotRun, "not run", "no mutex run", 0},
+		{"no takeover", told, []Result{safety(ClassNone, 1), safety(ClassClientPause, 1)},
+			reports.StatusMeasured, "no takeover", "no hold was taken over in the 2 mutex run(s)", 0},
+		{"windows", told, []Result{
+			safety(ClassNone, 1),
+			safety(ClassClientPause, 1, Takeover{Window: 400 * time.Millisecond, Told: true}, Takeover{Window: 2 * time.Second}),
+			safety(ClassClientPause, 2, Takeover{Window: 100 * time.Millisecond, Told: true}),
+		}, reports.StatusMeasured, "max 2000 ms", "3 hold(s) taken over in the mutex runs: two clients acted as holders for 400 ms (median), 2000 ms (max) after the grant; 2 of the holders were told before their hold ended", 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := dualHolderCell(tc.impl, tc.rs)
+			if c.Status != tc.status || c.Text() != tc.text || !strings.Contains(c.Reason, tc.reason) || len(c.Links) != tc.links {
+				t.Errorf("cell %+v: want status %s, text %q, a reason with %q, %d links", c, tc.status, tc.text, tc.reason, tc.links)
+			}
+		})
+	}
+}
+
+// TestTakeovers reads the checker's golden histories of notices: a holder
+// told while the other held the lock (the notice ends its window), and one
+// told only after its own release (the release ends it).
+func TestTakeovers(t *testing.T) {
+	for file, want := range map[string][]Takeover{
+		"notice-during-takeover.jsonl": {{Process: 0, Window: 399 * time.Millisecond, Told: true}},
+		"notice-after-takeover.jsonl":  {{Process: 0, Window: 1929 * time.Millisecond, Told: false}},
+		"notice-stop-writing.jsonl":    nil,
+	} {
+		h, err := history.ReadFile("../checker/testdata/" + file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := Takeovers(h); !slices.Equal(got, want) {
+			t.Errorf("%s: takeovers %+v, want %+v", file, got, want)
+		}
 	}
 }

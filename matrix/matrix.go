@@ -56,6 +56,9 @@ type Result struct {
 	// a holder still worked, and the lengths of the holds it tested (see
 	// MeasureRestarts); nil for other runs.
 	Restart *RestartExposure
+	// Takeovers are the holds of the run that another process's hold began
+	// inside (checker.HoldNotices), with their dual-holder windows.
+	Takeovers []Takeover
 	// Reentrancy is the reentrancy probe's finding (ProbeReentrant jobs
 	// only), and ProbeDir the folder of its cluster's files.
 	Reentrancy *Reentrancy
@@ -78,6 +81,7 @@ func Measure(job Job, dir string, res runstore.Results, h history.History) Resul
 	r.Tokens = Tokens(h)
 	r.Recoveries = Recoveries(h)
 	r.Stuck = StuckLocks(res)
+	r.Takeovers = Takeovers(h)
 	if k, ok := history.FaultNamed(killRestartFault); ok {
 		r.Avail = MeasureAvailability(h, k.InjectOp(), k.Heal)
 	}
@@ -216,15 +220,16 @@ func runJob(ctx context.Context, j Job) Result {
 
 // Column keys of the matrix.
 const (
-	ColDeadlock  = "deadlock"
-	ColNodeLoss  = "node-loss"
-	ColFencing   = "fencing"
-	ColReentrant = "reentrant"
-	ColBlocking  = "blocking"
-	ColLatency1  = "latency-1"
-	ColRate1     = "rate-1"
-	ColLatency8  = "latency-8"
-	ColRate8     = "rate-8"
+	ColDeadlock   = "deadlock"
+	ColDualHolder = "dual-holder"
+	ColNodeLoss   = "node-loss"
+	ColFencing    = "fencing"
+	ColReentrant  = "reentrant"
+	ColBlocking   = "blocking"
+	ColLatency1   = "latency-1"
+	ColRate1      = "rate-1"
+	ColLatency8   = "latency-8"
+	ColRate8      = "rate-8"
 )
 
 // SafetyColumn is the column key of mutual exclusion under class c.
@@ -268,6 +273,8 @@ func Columns(classes []Class) []reports.MatrixColumn {
 	return append(cols,
 		reports.MatrixColumn{Key: ColDeadlock, Title: "deadlock freedom",
 			Doc: "kill-client with --kill-holder: a worker is SIGKILLed right after its acquire; the time from its death until another process's next acquire ok of the lock (median and max over the kills), or stuck when no one got it again."},
+		reports.MatrixColumn{Key: ColDualHolder, Title: "dual-holder window",
+			Doc: "over the mutex runs of every class, for each hold that another client was granted the lock inside: the time from that grant (its acquire ok) to the moment the first holder stopped believing it held the lock, its lost-lock notice or the end of its hold, whichever came first; the median and the longest, and how many holders were told before their hold ended. n/a for an impl that sends no notices: its holder learns of a loss only when a call fails."},
 		reports.MatrixColumn{Key: ColNodeLoss, Title: "one node lost",
 			Doc: "availability while kill-node keeps one node down (multi-node backends only): critical sections per second and the share of acquires that succeeded during the fault, against the rest of the run; tolerant (yes) when the rate during the fault is at least half the rate without."},
 		reports.MatrixColumn{Key: ColFencing, Title: "fencing token",
@@ -356,6 +363,13 @@ func row(impl impls.Impl, classes []Class, rs []Result) reports.MatrixRow {
 		r.Cells[SafetyColumn(c)] = safetyCell(pick(ProbeSafety, c))
 	}
 	r.Cells[ColDeadlock] = deadlockCell(pick(ProbeDeadlock, ClassNone))
+	var safety []Result
+	for _, x := range rs {
+		if x.Job.Probe == ProbeSafety {
+			safety = append(safety, x)
+		}
+	}
+	r.Cells[ColDualHolder] = dualHolderCell(impl, safety)
 	r.Cells[ColNodeLoss] = nodeLossCell(impl, slices.Contains(classes, ClassKillRestart), pick(ProbeSafety, ClassKillRestart))
 	r.Cells[ColFencing] = fencingCell(impl, pick(ProbeSafety, ClassNone), rs)
 	r.Cells[ColReentrant] = reentrantCell(impl, pick(ProbeReentrant, ClassNone))
@@ -577,6 +591,56 @@ func deadlockCell(rs []Result) reports.MatrixCell {
 	if unsure > 0 {
 		cell.Reason += fmt.Sprintf("; %d more kill(s) came too close to the end of the run to tell", unsure)
 	}
+	return cell
+}
+
+// dualHolderCell aggregates the dual-holder windows of the takeovers in
+// the safety runs rs of impl: n/a when impl sends no lost-lock notices
+// (an external client's runs say whether it does), "no takeover" when no
+// hold was taken over, else the longest window with the median and how
+// many holders were told before their hold ended.
+func dualHolderCell(impl impls.Impl, rs []Result) reports.MatrixCell {
+	cell := reports.MatrixCell{}
+	notices := impl.Notices != ""
+	for _, r := range rs {
+		notices = notices || r.Results.Run.Notices != ""
+	}
+	var ran []Result
+	for _, r := range rs {
+		if r.Err == "" {
+			ran = append(ran, r)
+		}
+	}
+	switch {
+	case !notices:
+		cell.Status = reports.StatusNA
+		cell.Reason = "the client sends no lost-lock notices: a holder learns of a loss only when a call fails, so a window lasts to the end of its hold (the mutex columns count those overlaps)"
+		return cell
+	case len(ran) == 0:
+		cell.Status, cell.Reason = reports.StatusNotRun, "no mutex run"
+		return cell
+	}
+	var windows []float64
+	told := 0
+	for _, r := range ran {
+		for _, t := range r.Takeovers {
+			windows = append(windows, float64(t.Window))
+			if t.Told {
+				told++
+			}
+			cell.Links = append(cell.Links, reports.MatrixLink{Label: fmt.Sprintf("%s seed %d", r.Job.Class, r.Job.Seed), Report: r.Report()})
+		}
+	}
+	cell.Links = slices.CompactFunc(cell.Links, func(a, b reports.MatrixLink) bool { return a == b })
+	if len(windows) == 0 {
+		cell.Status, cell.Value = reports.StatusMeasured, "no takeover"
+		cell.Reason = fmt.Sprintf("no hold was taken over in the %d mutex run(s): no window to measure", len(ran))
+		return cell
+	}
+	med, worst := time.Duration(stats.Percentile(windows, 50)), time.Duration(slices.Max(windows))
+	cell.Status, cell.Value = reports.StatusMeasured, "max "+ms(worst)
+	cell.Reason = fmt.Sprintf("%d hold(s) taken over in the mutex runs: two clients acted as holders for %s (median), %s (max) after the grant; %d of the holders were told before their hold ended",
+		len(windows), ms(med), ms(worst), told)
 	return cell
 }
 

@@ -2,6 +2,7 @@ package matrix
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"math"
 	"slices"
@@ -520,4 +521,36 @@ func MeasureRestarts(h history.History) RestartExposure {
 	}
 	slices.Sort(x.Holds)
 	return x
+}
+
+// Takeover is one hold that another process's hold began inside, and its
+// dual-holder window (checker.HoldNotice).
+type Takeover struct {
+	Process int
+	// Window is the time from the other process's acquire ok to the
+	// moment this holder stopped believing it held the lock.
+	Window time.Duration
+	// Told is whether the holder's lost-lock notice came before its hold
+	// ended.
+	Told bool
+}
+
+// Takeovers returns the takeovers of h (checker.HoldNotices), nil for
+// none or for a history the checker cannot read.
+func Takeovers(h history.History) []Takeover {
+	if len(h) == 0 {
+		return nil
+	}
+	rows, err := checker.HoldNotices(context.Background(), history.NewTable(h))
+	if err != nil {
+		return nil
+	}
+	var out []Takeover
+	for _, r := range rows {
+		if r.Overlapped() {
+			out = append(out, Takeover{Process: r.Process, Window: time.Duration(r.DualHolder),
+				Told: r.Told() && r.NoticeAt <= r.TakenOverAt+r.DualHolder})
+		}
+	}
+	return out
 }
