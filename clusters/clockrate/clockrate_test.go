@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -17,8 +16,12 @@ func buildCheck(t *testing.T) string {
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Skip("no go command to build with")
 	}
+	goroot, err := exec.Command("go", "env", "GOROOT").Output()
+	if err != nil {
+		t.Fatalf("go env GOROOT: %v", err)
+	}
 	dir := t.TempDir()
-	overlay, err := Overlay(runtime.GOROOT(), filepath.Join(dir, "overlay"))
+	overlay, err := Overlay(strings.TrimSpace(string(goroot)), filepath.Join(dir, "overlay"))
 	if err != nil {
 		t.Fatal(err)
 	}
