@@ -223,12 +223,7 @@ func killedHolderGaps(t *testing.T, h history.History) []gap {
 func TestEtcdGuardedRejectsAPausedHoldersWrite(t *testing.T) {
 	for _, impl := range etcdImpls {
 		t.Run(impl, func(t *testing.T) {
-			cfg := testkit.EtcdConfig(t, impl)
-			cfg.Faults, cfg.Mode = []string{"pause-client"}, workloads.ModeEtcdGuarded
-			cfg.TTL = time.Second
-			cfg.FaultSettings = cfg.FaultSettings.With(nemesis.PausePoint.Is(workloads.PointBeforeWrite), nemesis.Pause.Is(2500*time.Millisecond))
-			cfg.Interval, cfg.Duration, cfg.Quiet = 500*time.Millisecond, 10*time.Second, time.Second
-			out, h := testkit.MustRun(t, cfg)
+			out, h := testkit.MustRun(t, guardedPause(t, impl))
 			if n := testkit.NemesisOps(h, "pause-client", history.OK); n < 1 {
 				t.Fatalf("%d client pauses applied", n)
 			}
@@ -273,18 +268,25 @@ func TestEtcdGuardedRejectsAPausedHoldersWrite(t *testing.T) {
 	}
 }
 
+// guardedPause is a 10 s run of impl in resource mode etcd-guarded whose
+// clients are paused right before their write for 2.5 s, past the 1 s
+// lease, every 500 ms.
+func guardedPause(t *testing.T, impl string) run.Config {
+	cfg := testkit.EtcdConfig(t, impl)
+	cfg.Faults, cfg.Mode = []string{"pause-client"}, workloads.ModeEtcdGuarded
+	cfg.TTL = time.Second
+	cfg.FaultSettings = cfg.FaultSettings.With(nemesis.PausePoint.Is(workloads.PointBeforeWrite), nemesis.Pause.Is(2500*time.Millisecond))
+	cfg.Interval, cfg.Duration, cfg.Quiet = 500*time.Millisecond, 10*time.Second, time.Second
+	return cfg
+}
+
 // TestEtcdV3lockConfirmsAStaleRelease is the guarded pause on etcd's lock
 // service: etcd refuses the woken holder's write, as for the other etcd
 // locks, but v3lock's Unlock deletes by name and succeeds, so the release
 // of a lock that was handed on is confirmed: the mutual-exclusion
 // checker's stale-release, and nothing else.
 func TestEtcdV3lockConfirmsAStaleRelease(t *testing.T) {
-	cfg := testkit.EtcdConfig(t, "etcd-v3lock")
-	cfg.Faults, cfg.Mode = []string{"pause-client"}, workloads.ModeEtcdGuarded
-	cfg.TTL = time.Second
-	cfg.FaultSettings = cfg.FaultSettings.With(nemesis.PausePoint.Is(workloads.PointBeforeWrite), nemesis.Pause.Is(2500*time.Millisecond))
-	cfg.Interval, cfg.Duration, cfg.Quiet = 500*time.Millisecond, 10*time.Second, time.Second
-	out, h := testkit.MustRun(t, cfg)
+	out, h := testkit.MustRun(t, guardedPause(t, "etcd-v3lock"))
 	if n := testkit.NemesisOps(h, "pause-client", history.OK); n < 1 {
 		t.Fatalf("%d client pauses applied", n)
 	}

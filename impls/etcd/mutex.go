@@ -205,18 +205,22 @@ func (c *mutexClient) Acquire(ctx context.Context, lock string, ttl time.Duratio
 		c.abandon(key)
 		return impls.Lease{}, fmt.Errorf("locked %s at revision %d but could not renew the session's lease (%v); deleted the key, outcome unknown", key, rev, err)
 	}
+	c.mutexes[leaseID{key, rev}] = append(c.mutexes[leaseID{key, rev}], m)
+	return c.hold(s, lock, key, rev, t0+time.Duration(ka.TTL)*time.Second), nil
+}
+
+// hold records the grant of lock to session s, its key created at
+// revision rev and its lease valid until validUntil, as the current lease
+// whose loss the session's Done tells of, and returns it.
+func (c *mutexClient) hold(s *concurrency.Session, lock, key string, rev uint64, validUntil time.Duration) impls.Lease {
 	c.current = leaseID{key, rev}
-	c.mutexes[c.current] = append(c.mutexes[c.current], m)
-	l := impls.Lease{
-		Lock: lock, Token: rev, HasToken: true, Value: key,
-		ValidUntil: t0 + time.Duration(ka.TTL)*time.Second,
-	}
+	l := impls.Lease{Lock: lock, Token: rev, HasToken: true, Value: key, ValidUntil: validUntil}
 	c.holding.Add(l)
 	if sessionExpired(s) {
 		// Done closed between the grant and now: no notice named l.
 		c.holding.Lost("the etcd session's lease expired or could not be renewed (Session.Done closed)")
 	}
-	return l, nil
+	return l
 }
 
 // lockFailed classifies a failed Mutex.Lock and cleans up after it.

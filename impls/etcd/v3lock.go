@@ -122,17 +122,7 @@ func (c *v3lockClient) Acquire(ctx context.Context, lock string, ttl time.Durati
 		}
 		return impls.Lease{}, fmt.Errorf("locked %s at revision %d but could not renew the session's lease (%v); outcome unknown", key, rev, err)
 	}
-	c.current = leaseID{key, rev}
-	l := impls.Lease{
-		Lock: lock, Token: rev, HasToken: true, Value: key,
-		ValidUntil: t0 + time.Duration(ka.TTL)*time.Second,
-	}
-	c.holding.Add(l)
-	if sessionExpired(s) {
-		// Done closed between the grant and now: no notice named l.
-		c.holding.Lost("the etcd session's lease expired or could not be renewed (Session.Done closed)")
-	}
-	return l, nil
+	return c.hold(s, lock, key, rev, t0+time.Duration(ka.TTL)*time.Second), nil
 }
 
 // revokeSession drops the worker's session and revokes its lease, which
