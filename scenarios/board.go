@@ -211,13 +211,14 @@ func (c Catalogue) Pick(picked []Scenario) []reports.Bug {
 // (reports.RenderTrackRecordMarkdown) to path, keeping the hand-written
 // part of the file there from its HandWrittenMarker on, as WriteBoard
 // keeps a findings file's, and the board itself as JSON beside it
-// (TrackRecordBoard), for a later debate to go over. A board with no bugs
+// (TrackRecordBoard), without the paths of its stored runs, for a later
+// debate to go over. A board with no bugs
 // is an error: the scenarios run reproduced no public bug.
 func WriteTrackRecord(path string, board reports.Scoreboard) error {
 	if len(board.Bugs) == 0 {
 		return fmt.Errorf("--track-record: the scenarios run name no bug (a bugs list such as scenarios/bugs.yaml has them)")
 	}
-	if err := runstore.WriteJSON(TrackRecordBoard(path), board); err != nil {
+	if err := runstore.WriteJSON(TrackRecordBoard(path), withoutRunPaths(board)); err != nil {
 		return fmt.Errorf("--track-record: %v", err)
 	}
 	return writeGenerated(path, "--track-record", reports.RenderTrackRecordMarkdown(board))
@@ -249,6 +250,22 @@ func AttachBugs(board reports.Scoreboard, cat Catalogue) (reports.Scoreboard, er
 	}
 	board.Bugs = slices.Clone(cat.Bugs)
 	return board, nil
+}
+
+// withoutRunPaths returns board without the paths of its stored runs and
+// their pages, which name folders of the machine that ran them: the board
+// a track record keeps in the repository.
+func withoutRunPaths(board reports.Scoreboard) reports.Scoreboard {
+	board.Rows = slices.Clone(board.Rows)
+	for i := range board.Rows {
+		r := &board.Rows[i]
+		r.Report = ""
+		r.Seeds = slices.Clone(r.Seeds)
+		for j := range r.Seeds {
+			r.Seeds[j].Dir = ""
+		}
+	}
+	return board
 }
 
 // TrackRecordBoard is where WriteTrackRecord keeps the board a track

@@ -98,6 +98,8 @@ func TestWriteTrackRecordKeepsTheHandWrittenPart(t *testing.T) {
 		t.Error("a board without bugs was written as a track record")
 	}
 	board.Bugs = []reports.Bug{{ID: "x-1", Title: "t", URL: "u", Reported: "2026-01-01", System: "x", Bad: "v1", Fixed: "v2", Trigger: "a pause"}}
+	board.Rows = []reports.ScoreRow{{Name: "x-bad", Bug: "x-1", Expect: ExpectViolation, Report: "/store/x/report.html",
+		Seeds: []reports.ScoreRun{{Seed: 1, Dir: "/store/x/1", Command: "c1"}}}}
 	if err := WriteTrackRecord(path, board); err != nil {
 		t.Fatal(err)
 	}
@@ -112,6 +114,12 @@ func TestWriteTrackRecordKeepsTheHandWrittenPart(t *testing.T) {
 	kept, err := ReadBoard(twin)
 	if err != nil {
 		t.Fatalf("the board beside the page: %v", err)
+	}
+	if len(kept.Rows) != 1 || kept.Rows[0].Report != "" || kept.Rows[0].Seeds[0].Dir != "" || kept.Rows[0].Seeds[0].Command != "c1" {
+		t.Errorf("the board beside the page keeps rows %+v; want the row without the paths of its runs and pages", kept.Rows)
+	}
+	if board.Rows[0].Seeds[0].Dir == "" {
+		t.Error("WriteTrackRecord cleared the run paths of the board it was given")
 	}
 	if len(kept.Bugs) != 1 || kept.Bugs[0].ID != "x-1" || kept.Command != board.Command {
 		t.Errorf("the board beside the page has bugs %+v and command %q, want x-1 and %q", kept.Bugs, kept.Command, board.Command)
