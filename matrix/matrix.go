@@ -81,7 +81,10 @@ func Measure(job Job, dir string, res runstore.Results, h history.History) Resul
 	r.Tokens = Tokens(h)
 	r.Recoveries = Recoveries(h)
 	r.Stuck = StuckLocks(res)
-	r.Takeovers = Takeovers(h)
+	if job.Probe == ProbeSafety {
+		// Only the mutex runs make the dual-holder column.
+		r.Takeovers = Takeovers(h)
+	}
 	if k, ok := history.FaultNamed(killRestartFault); ok {
 		r.Avail = MeasureAvailability(h, k.InjectOp(), k.Heal)
 	}
@@ -602,11 +605,9 @@ func deadlockCell(rs []Result) reports.MatrixCell {
 func dualHolderCell(impl impls.Impl, rs []Result) reports.MatrixCell {
 	cell := reports.MatrixCell{}
 	notices := impl.Notices != ""
-	for _, r := range rs {
-		notices = notices || r.Results.Run.Notices != ""
-	}
 	var ran []Result
 	for _, r := range rs {
+		notices = notices || r.Results.Run.Notices != ""
 		if r.Err == "" {
 			ran = append(ran, r)
 		}
@@ -623,15 +624,16 @@ func dualHolderCell(impl impls.Impl, rs []Result) reports.MatrixCell {
 	var windows []float64
 	told := 0
 	for _, r := range ran {
+		if len(r.Takeovers) > 0 {
+			cell.Links = append(cell.Links, reports.MatrixLink{Label: fmt.Sprintf("%s seed %d", r.Job.Class, r.Job.Seed), Report: r.Report()})
+		}
 		for _, t := range r.Takeovers {
 			windows = append(windows, float64(t.Window))
 			if t.Told {
 				told++
 			}
-			cell.Links = append(cell.Links, reports.MatrixLink{Label: fmt.Sprintf("%s seed %d", r.Job.Class, r.Job.Seed), Report: r.Report()})
 		}
 	}
-	cell.Links = slices.CompactFunc(cell.Links, func(a, b reports.MatrixLink) bool { return a == b })
 	if len(windows) == 0 {
 		cell.Status, cell.Value = reports.StatusMeasured, "no takeover"
 		cell.Reason = fmt.Sprintf("no hold was taken over in the %d mutex run(s): no window to measure", len(ran))

@@ -70,7 +70,7 @@ func buildNotices(run runstore.RunInfo, h *history.Table) *noticeSection {
 		row := noticeRow{Process: r.Process, Lock: r.Lock, Acquired: secsText(r.Start), TakenOver: "—", LostAt: "—", Told: "never", Latency: "—", DualHolder: "—", Reason: r.Reason}
 		if r.Overlapped() {
 			row.TakenOver = "op " + strconv.Itoa(r.TakenOver)
-			row.DualHolder = fmt.Sprintf("%.3f s", float64(r.DualHolder)/1e9)
+			row.DualHolder = secsText(r.DualHolder)
 		}
 		if r.LostAt != 0 {
 			row.LostAt = secsText(r.LostAt)

@@ -74,10 +74,16 @@ func Config(tb testing.TB, impl string) run.Config {
 func MustRun(t *testing.T, cfg run.Config) (*run.Outcome, history.History) {
 	t.Helper()
 	out, h := runChecked(t, cfg)
+	noProblems(t, out)
+	return out, h
+}
+
+// noProblems fails t when the run had problems (run.Errors).
+func noProblems(t *testing.T, out *run.Outcome) {
+	t.Helper()
 	if len(out.Results.Run.Errors) > 0 {
 		t.Errorf("run problems: %v", out.Results.Run.Errors)
 	}
-	return out, h
 }
 
 // RunHistory runs cfg and returns its outcome and stored history. It
@@ -87,6 +93,14 @@ func MustRun(t *testing.T, cfg run.Config) (*run.Outcome, history.History) {
 func RunHistory(tb testing.TB, cfg run.Config) (*run.Outcome, history.History) {
 	tb.Helper()
 	out, err := run.Run(context.Background(), cfg)
+	return withHistory(tb, out, err)
+}
+
+// withHistory returns the outcome of a run that returned out and err,
+// with its stored history; it fails tb at once on err or on a history
+// that cannot be read.
+func withHistory(tb testing.TB, out *run.Outcome, err error) (*run.Outcome, history.History) {
+	tb.Helper()
 	if err != nil {
 		tb.Fatalf("run: %v", err)
 	}
@@ -120,17 +134,9 @@ func ReadyRun(t *testing.T, cfg run.Config) (*run.Outcome, history.History) {
 			t.Logf("start %d: %v; starting it again", attempt, err)
 			continue
 		}
-		if err != nil {
-			t.Fatalf("run: %v", err)
-		}
-		h, err := out.History()
-		if err != nil {
-			t.Fatalf("stored history: %v", err)
-		}
+		out, h := withHistory(t, out, err)
 		out, h = checked(t, cfg, out, h)
-		if len(out.Results.Run.Errors) > 0 {
-			t.Errorf("run problems: %v", out.Results.Run.Errors)
-		}
+		noProblems(t, out)
 		return out, h
 	}
 }

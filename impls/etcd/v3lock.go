@@ -108,21 +108,25 @@ func (c *v3lockClient) Acquire(ctx context.Context, lock string, ttl time.Durati
 		if err != nil {
 			why = err.Error()
 		}
-		if rerr := c.revokeSession(); rerr != nil {
-			why += "; revoking the session's lease failed too: " + rerr.Error()
-		}
-		return impls.Lease{}, fmt.Errorf("locked %s but could not read its create revision (%s); outcome unknown", key, why)
+		return impls.Lease{}, fmt.Errorf("locked %s but could not read its create revision (%s%s); outcome unknown", key, why, c.revokeAfterGrant())
 	}
 	rev := uint64(got.Kvs[0].CreateRevision)
 	t0 := c.cfg.Now()
 	ka, err := c.cli.KeepAliveOnce(ctx, s.Lease())
 	if err != nil {
-		if rerr := c.revokeSession(); rerr != nil {
-			err = fmt.Errorf("%v; revoking the session's lease failed too: %v", err, rerr)
-		}
-		return impls.Lease{}, fmt.Errorf("locked %s at revision %d but could not renew the session's lease (%v); outcome unknown", key, rev, err)
+		return impls.Lease{}, fmt.Errorf("locked %s at revision %d but could not renew the session's lease (%v%s); outcome unknown", key, rev, err, c.revokeAfterGrant())
 	}
 	return c.hold(s, lock, key, rev, t0+time.Duration(ka.TTL)*time.Second), nil
+}
+
+// revokeAfterGrant revokes the session's lease after a grant the client
+// cannot hand on, so that its key goes; it returns what to add to the
+// acquire's error: "" when the revoke took effect.
+func (c *v3lockClient) revokeAfterGrant() string {
+	if err := c.revokeSession(); err != nil {
+		return "; revoking the session's lease failed too: " + err.Error()
+	}
+	return ""
 }
 
 // revokeSession drops the worker's session and revokes its lease, which
