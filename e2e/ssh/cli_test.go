@@ -1,6 +1,7 @@
 package ssh_test
 
 import (
+	"context"
 	"maps"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/locktest/locktest/clusters/clientaddr"
 	"github.com/locktest/locktest/clusters/sshlab"
 	"github.com/locktest/locktest/runstore"
 	"github.com/locktest/locktest/testkit"
@@ -65,9 +67,25 @@ func TestSSHLabInterruptAndCleanup(t *testing.T) {
 					t.Fatalf("cleanup: exit %d: %s%s", code, stdout, stderr)
 				}
 				// The killed run's clients had addresses of their own
-				// on this host (its isolate may cut a client off).
-				if !strings.Contains(stdout, "removed the client addresses of run ssh-") {
-					t.Errorf("cleanup removed no client addresses of the killed run: %s", stdout)
+				// on this host (its isolate may cut a client off), and
+				// cleanup removes them. Another package's test may run
+				// `locktest cleanup` between the kill and this one; then
+				// this one does not list them, and they must be gone.
+				m := regexp.MustCompile(`ssh: removed run (\w+) `).FindStringSubmatch(stdout)
+				if m == nil {
+					t.Fatalf("cleanup named no run: %s", stdout)
+				}
+				if !strings.Contains(stdout, "removed the client addresses of run ssh-"+m[1]) {
+					t.Logf("cleanup did not list the client addresses of run ssh-%s (another test's cleanup may have been first): %s", m[1], stdout)
+				}
+				left, err := clientaddr.Cleanup(context.Background(), true)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, l := range left {
+					if l.RunID == "ssh-"+m[1] {
+						t.Errorf("after cleanup the client addresses of the killed run are still here: %+v", l)
+					}
 				}
 			} else {
 				logs, _ := filepath.Glob(filepath.Join(root, name, "2*", "logs", "n5.log"))
