@@ -154,7 +154,9 @@ var etcdKind = &Kind{
 	Launch: func(p Placement) (Launch, error) {
 		var initial []string
 		for _, m := range p.Peers {
-			initial = append(initial, m.Name+"=http://"+m.Addr(1))
+			if p.Layout.Kind(m.Name) == KindEtcd { // a kubernetes cluster's apiservers are peers too
+				initial = append(initial, m.Name+"=http://"+m.Addr(1))
+			}
 		}
 		client, peer := "http://"+p.Node.Addr(0), "http://"+p.Node.Addr(1)
 		var argv []string

@@ -94,6 +94,12 @@ type HostProgram struct {
 	// run that program in its place (--cluster-opt etcd=/usr/bin/etcd):
 	// its launch then sees no NodeProgram.
 	Param bool
+	// Built, when set, returns where locktest builds the program itself
+	// when no package ships it, and Make names the make target that builds
+	// it there (kube-apiserver: `make kube-apiserver`): a provider looks
+	// there before the PATH, and a host without it is told to run Make.
+	Built func() string
+	Make  string
 }
 
 // Image is how the docker provider gets the image of a kind's nodes: the

@@ -26,8 +26,9 @@ type NodeSpec struct {
 type Layout struct {
 	// Backend is the backend's name.
 	Backend string
-	// Nodes are the cluster's nodes: the data nodes n1..nN, then a
-	// redis-sentinel's sentinels s1..s3.
+	// Nodes are the cluster's nodes: the data nodes n1..nN, then the
+	// service's Extra nodes (a redis-sentinel's sentinels s1..s3, a
+	// kubernetes cluster's etcd members e1..eN).
 	Nodes []NodeSpec
 	// Sentinel is a redis-sentinel's settings (replicas, timings).
 	Sentinel SentinelSettings
@@ -84,7 +85,9 @@ func NewLayout(b string, nodes int, params map[string]string, own ...string) (La
 	for i := range nodes {
 		l.Nodes = append(l.Nodes, NodeSpec{Name: fmt.Sprintf("n%d", i+1), Kind: s.Kind})
 	}
-	l.Nodes = append(l.Nodes, s.Extra...)
+	if s.Extra != nil {
+		l.Nodes = append(l.Nodes, s.Extra(l)...)
+	}
 	return l, nil
 }
 

@@ -204,7 +204,7 @@ func init() {
 			}
 			return l.Sentinel.Replicas + 1, nil
 		},
-		Extra: sentinelNodes(DefaultSentinels),
+		Extra: func(Layout) []NodeSpec { return sentinelNodes(DefaultSentinels) },
 		Roles: redisDataRoles,
 		Role: func(ctx context.Context, l Layout, nodes []clusters.Node, name, _ string) (string, error) {
 			if l.Kind(name) == KindSentinel {

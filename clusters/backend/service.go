@@ -43,9 +43,10 @@ type Service struct {
 	// errors start with the backend's name. Nil takes any number and
 	// reads nothing.
 	Configure func(l *Layout, nodes int, params map[string]string) (int, error)
-	// Extra are nodes of the cluster after its data nodes (a
-	// redis-sentinel's sentinels).
-	Extra []NodeSpec
+	// Extra returns the nodes of the cluster after its data nodes, given
+	// its layout as Configure left it (a redis-sentinel's sentinels, a
+	// kubernetes cluster's etcd members); nil for none.
+	Extra func(l Layout) []NodeSpec
 	// Roles returns the roles the node called name can have; nil for a
 	// backend whose nodes are all alike.
 	Roles func(l Layout, name string) []string
@@ -241,6 +242,13 @@ const (
 	// live in the server's memory, and end with the connection or with
 	// the server, whose crash ends every one.
 	ServerSessions
+	// ContenderLeases are lease records that no server ends: the
+	// contenders judge them, each taking one once it has seen it
+	// unchanged for the lease's duration on its own clock (a Kubernetes
+	// Lease, which client-go's leader election renews and takes). A
+	// holder that stopped keeps its lock until a contender has watched
+	// the record that long, on a clock the servers do not check.
+	ContenderLeases
 )
 
 // LocksOf returns what a lock taken on backend b is (Service.Locks), 0 for

@@ -154,10 +154,31 @@ func hostProgram(name, given string) (string, error) {
 			return c, nil
 		}
 	}
+	built, target := builtPath(name)
+	if built != "" && isExecutable(built) {
+		return built, nil
+	}
 	if p, err := exec.LookPath(name); err == nil {
 		return p, nil
 	}
+	if target != "" {
+		return "", fmt.Errorf("%s not found in PATH nor at %s, where `make %s` builds it", name, built, target)
+	}
 	return "", fmt.Errorf("%s not found in PATH nor where Debian puts it", name)
+}
+
+// builtPath is where locktest builds the program called name itself, and
+// the make target that does (backend.HostProgram.Built and Make), or ""
+// for a program a package ships.
+func builtPath(name string) (string, string) {
+	for _, k := range backend.Kinds() {
+		for _, p := range k.Programs {
+			if p.Name == name && p.Built != nil {
+				return p.Built(), p.Make
+			}
+		}
+	}
+	return "", ""
 }
 
 // debianPaths are where Debian's packages put the program called name

@@ -24,6 +24,7 @@ import (
 	// Redlock (go-redsync/redsync v4): redlock, redlock-3, redlock-extend.
 	_ "github.com/locktest/locktest/impls/redlock"
 	// NATS JetStream KV (3 servers): nats-kv, nats-kv-extend.
+	_ "github.com/locktest/locktest/impls/kubernetes"
 	_ "github.com/locktest/locktest/impls/natskv"
 	// The zoo: correct recipes with one bug planted each, run only when
 	// named (impls.SeededNames; docs/seeded-bugs.md).
