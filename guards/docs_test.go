@@ -136,7 +136,8 @@ var foreignFlags = map[string]string{
 	"--clear-groups": "setpriv", "--regid": "setpriv", "--reuid": "setpriv",
 	"--case": "scripts/soak", "--no-cleanup": "scripts/soak", "--max-ms": "scripts/soak", "--providers": "scripts/soak", "--build": "clients/curator/run.sh",
 	"--election-timeout": "etcd", "--heartbeat-interval": "etcd", "--initial-cluster": "etcd",
-	"--path": "iptables (the cgroup match)",
+	"--path":     "iptables (the cgroup match)",
+	"--cert-dir": "kube-apiserver", "--endpoint-reconciler-type": "kube-apiserver",
 }
 
 var flagRE = regexp.MustCompile(`(?:^|[^A-Za-z0-9_-])(--[a-z][a-z0-9-]*)`)
@@ -525,6 +526,10 @@ func vocabulary() map[string]string {
 	add("net mode", run.NetModes...)
 	add("persistence", run.Persistences...)
 	add("backend", backend.All()...)
+	for _, b := range backend.All() {
+		ps, _ := backend.Params(b)
+		add("cluster param", ps...)
+	}
 	for _, s := range scenarios.Builtin() {
 		add("scenario", s.Name)
 	}

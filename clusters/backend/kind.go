@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
+	"os/exec"
 	"path"
 	"slices"
 	"strconv"
@@ -102,6 +104,41 @@ type HostProgram struct {
 	Make  string
 }
 
+// BuiltReason says why this host lacks a program that locktest builds
+// itself for the nodes of backend b (HostProgram.Built: none at its place,
+// nor on the PATH), naming the make target that builds it; "" when it has
+// every one, or b needs none.
+func BuiltReason(b string) string {
+	l, err := NewLayout(b, 0, nil)
+	if err != nil {
+		return ""
+	}
+	seen := map[string]bool{}
+	for _, n := range l.Nodes {
+		if seen[n.Kind] {
+			continue
+		}
+		seen[n.Kind] = true
+		k, err := KindOf(n.Kind)
+		if err != nil {
+			continue
+		}
+		for _, p := range k.Programs {
+			if p.Built == nil {
+				continue
+			}
+			if fi, err := os.Stat(p.Built()); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
+				continue
+			}
+			if _, err := exec.LookPath(p.Name); err == nil {
+				continue
+			}
+			return fmt.Sprintf("%s: no %s at %s nor on the PATH: `make %s` builds it", b, p.Name, p.Built(), p.Make)
+		}
+	}
+	return ""
+}
+
 // Image is how the docker provider gets the image of a kind's nodes: the
 // official image, or the one locktest builds from this host
 // (clusters/images, `locktest images build`).
@@ -138,6 +175,11 @@ const (
 	// share directory and time zones, and its user, with the shell tools
 	// of a SQL server's start.
 	RootfsPostgres
+	// RootfsNodePrograms holds locktest's node program, as the image of a
+	// kind that runs in it, and the kind's Programs beside it in
+	// /usr/local/bin: the image of a backend whose nodes are of both
+	// sorts (a kubernetes cluster's etcd members and apiservers).
+	RootfsNodePrograms
 )
 
 // NodeProgram stands in Kind.Program for locktest's own node program,

@@ -43,10 +43,13 @@ const (
 	// KubeMake is the make target that builds the apiserver.
 	KubeMake = "kube-apiserver"
 	// KubeParamEtcdMembers is the param that sizes the etcd cluster under
-	// the apiservers (1 or 3; 1 when unset).
+	// the apiservers (1, 3 or 5; 1 when unset), and KubeParamAPIServers
+	// the one that says how many apiservers share it (1 to
+	// KubeMaxAPIServers; 1 when unset). Each client talks to one
+	// apiserver: its process number modulo the apiservers.
 	KubeParamEtcdMembers = "etcd-members"
-	// KubeMaxAPIServers bounds --nodes: every apiserver shares the one etcd.
-	KubeMaxAPIServers = 3
+	KubeParamAPIServers  = "apiservers"
+	KubeMaxAPIServers    = 3
 	// ProductKubeAPIServer is the product an apiserver is (Versions).
 	ProductKubeAPIServer = "kube-apiserver"
 	// RoleAPIServer is the role of an apiserver; the etcd members are
@@ -80,17 +83,6 @@ func KubeAPIServerPath() string {
 	return filepath.Join(d, "kube-apiserver", KubeVersion, "kube-apiserver")
 }
 
-// KubeAPIServerReason says why this host cannot run the kubernetes
-// backend's apiservers (none built, naming the make target that builds
-// one), or "" when it can.
-func KubeAPIServerReason() string {
-	p := KubeAPIServerPath()
-	if fi, err := os.Stat(p); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
-		return ""
-	}
-	return fmt.Sprintf("no kube-apiserver %s at %s: `make %s` builds it from the Go module proxy (about 32 minutes on 2 cores, once)", KubeVersion, p, KubeMake)
-}
-
 // KubeToken is the bearer token of the apiserver reached at addr
 // (host:port): made from the address when the apiserver starts, so that
 // the clients, which are given the address, present it. It authenticates
@@ -119,8 +111,15 @@ func KubeEtcdMembers(params map[string]string) (int, error) {
 func init() {
 	Register(Service{
 		Name: Kubernetes, Rank: 9, Kind: KindKubeAPIServer, DefaultNodes: 1,
-		Params: []string{KubeParamEtcdMembers},
+		Params: []string{KubeParamAPIServers, KubeParamEtcdMembers},
 		Configure: func(l *Layout, nodes int, params map[string]string) (int, error) {
+			if v, ok := params[KubeParamAPIServers]; ok {
+				n, err := strconv.Atoi(v)
+				if err != nil || n < 1 || n > KubeMaxAPIServers {
+					return 0, fmt.Errorf("kubernetes: cluster param %s=%q must be 1 to %d", KubeParamAPIServers, v, KubeMaxAPIServers)
+				}
+				nodes = n
+			}
 			if nodes > KubeMaxAPIServers {
 				return 0, fmt.Errorf("kubernetes: %d apiservers: at most %d", nodes, KubeMaxAPIServers)
 			}
@@ -197,7 +196,7 @@ var kubeAPIServerKind = &Kind{
 	Stdout:       true,
 	Install:      "`make " + KubeMake + "` builds kube-apiserver " + KubeVersion + " from the Go module proxy into locktest's cache",
 	Programs:     []HostProgram{{Name: "kube-apiserver", Param: true, Built: KubeAPIServerPath, Make: KubeMake}},
-	Image:        Image{Rootfs: RootfsPrograms},
+	Image:        Image{Rootfs: RootfsNodePrograms},
 	Launch: func(p Placement) (Launch, error) {
 		var etcd []string
 		for _, m := range p.Peers {

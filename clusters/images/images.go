@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -263,6 +264,9 @@ func recipe(ctx context.Context, image string, opts BuildOptions) (*Recipe, func
 	if k.Program == backend.NodeProgram {
 		return nodeRecipe(ctx, k.Name, opts)
 	}
+	if k.Image.Rootfs == backend.RootfsNodePrograms {
+		return nodeProgramsRecipe(ctx, k, opts)
+	}
 	changes := []string{"WORKDIR /data"}
 	var r *Rootfs
 	switch k.Image.Rootfs {
@@ -291,6 +295,75 @@ func recipe(ctx context.Context, image string, opts BuildOptions) (*Recipe, func
 		changes = append(changes, "CMD ["+strings.Join(q, ", ")+"]")
 	}
 	return &Recipe{Rootfs: r, Tag: "host", Changes: changes}, func() {}, err
+}
+
+// nodeProgramsRecipe is the recipe of the image of kind k whose nodes run
+// its host programs, in a cluster whose other nodes run in locktest's node
+// program (backend.RootfsNodePrograms): the node image, with each of k's
+// programs in /usr/local/bin, found where locktest builds it
+// (backend.HostProgram.Built) or on the PATH, and its libraries.
+func nodeProgramsRecipe(ctx context.Context, k *backend.Kind, opts BuildOptions) (*Recipe, func(), error) {
+	rec, cleanup, err := nodeRecipe(ctx, k.Name, opts)
+	if err != nil {
+		return rec, cleanup, err
+	}
+	for _, p := range k.Programs {
+		bin := ""
+		if p.Built != nil {
+			if b := p.Built(); isExecutable(b) {
+				bin = b
+			}
+		}
+		if bin == "" {
+			b, err := exec.LookPath(p.Name)
+			if err != nil {
+				how := "run `make setup`"
+				if p.Make != "" {
+					how = "run `make " + p.Make + "`"
+				}
+				return rec, cleanup, fmt.Errorf("images build %s: %s is not on this host: %s, or give the provider another image with --image %s=REF", k.Name, p.Name, how, k.Name)
+			}
+			bin = b
+		}
+		if err := rec.Rootfs.AddHostFile("/usr/local/bin/"+p.Name, bin); err != nil {
+			return rec, cleanup, fmt.Errorf("images build %s: %w", k.Name, err)
+		}
+		if missing, err := rec.Rootfs.AddLibs(ctx, bin); err != nil || len(missing) > 0 {
+			return rec, cleanup, fmt.Errorf("images build %s: the libraries of %s: %v (missing %v)", k.Name, bin, err, missing)
+		}
+	}
+	return rec, cleanup, nil
+}
+
+// AddBuiltPrograms adds to r, in /usr/local/bin, each program that
+// locktest builds itself for a kind of node (backend.HostProgram.Built)
+// and that this host has built, with its libraries; it returns the names
+// of those it added. A program not built is left out: a host made from r
+// lacks it, as the provider then says.
+func AddBuiltPrograms(ctx context.Context, r *Rootfs) ([]string, error) {
+	var added []string
+	kinds := backend.Kinds()
+	for _, name := range slices.Sorted(maps.Keys(kinds)) {
+		for _, p := range kinds[name].Programs {
+			if p.Built == nil || !isExecutable(p.Built()) || slices.Contains(added, p.Name) {
+				continue
+			}
+			if err := r.AddHostFile("/usr/local/bin/"+p.Name, p.Built()); err != nil {
+				return added, err
+			}
+			if missing, err := r.AddLibs(ctx, p.Built()); err != nil || len(missing) > 0 {
+				return added, fmt.Errorf("the libraries of %s: %v (missing %v)", p.Built(), err, missing)
+			}
+			added = append(added, p.Name)
+		}
+	}
+	return added, nil
+}
+
+// isExecutable reports whether p is a file anyone may run.
+func isExecutable(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0
 }
 
 // nodeRecipe is the recipe of the image of a kind of node that runs in

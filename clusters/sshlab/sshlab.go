@@ -93,7 +93,8 @@ Subsystem sftp /usr/lib/openssh/sftp-server
 // libraries, an sshd configuration and the users sshd needs; and, when
 // this host has them, its Java runtime and Debian's ZooKeeper jars, as in
 // the zookeeper image, and its MariaDB and PostgreSQL servers
-// (addLabSQL).
+// (addLabSQL), and the servers locktest builds itself that this host has
+// built (images.AddBuiltPrograms).
 func Rootfs(ctx context.Context) (*images.Rootfs, error) {
 	r := images.BaseRootfs()
 	r.AddFile("/etc/passwd", []byte("root:x:0:0:root:/root:/bin/sh\nsshd:x:100:65534::/run/sshd:/usr/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"), 0o644)
@@ -124,6 +125,11 @@ func Rootfs(ctx context.Context) (*images.Rootfs, error) {
 	// runs Redis and etcd only, and the provider says a host lacks java.
 	if err := images.AddZooKeeper(ctx, r); err != nil && !errors.Is(err, images.ErrNoJava) && !errors.Is(err, images.ErrNoZooKeeperJars) {
 		return nil, err
+	}
+	// The servers locktest builds itself (kube-apiserver), each when
+	// this host has built it.
+	if _, err := images.AddBuiltPrograms(ctx, r); err != nil {
+		return nil, fmt.Errorf("lab: %w", err)
 	}
 	// MariaDB and PostgreSQL, each when this host has it.
 	if _, err := addLabSQL(ctx, r); err != nil {

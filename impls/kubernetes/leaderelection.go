@@ -35,7 +35,7 @@ func init() {
 	impls.Register(impls.Impl{
 		Name: "k8s-leader-election", Backend: backend.Kubernetes,
 		Blocking: true,
-		Wait:     "the elector retries every RetryPeriod until it leads or the acquire's deadline passes",
+		Wait:     "the elector retries every RetryPeriod until it leads or the acquire's deadline passes, which is at least LeaseDuration + 2 RetryPeriods",
 		Notices:  "OnStoppedLeading: the elector could not renew within RenewDeadline",
 		Doc: "client-go's LeaderElector over a LeaseLock, as controllers run it (LeaseDuration = TTL, RenewDeadline and RetryPeriod 2/3 and 2/15 of it, ReleaseOnCancel); " +
 			"no fencing by its own doc, and a leader that stops (a pause) acts on until it notices, while a contender takes the Lease after LeaseDuration on its own clock.",
@@ -137,7 +137,8 @@ func (w releaseWatch) Update(ctx context.Context, r resourcelock.LeaderElectionR
 
 // Acquire runs a LeaderElector for the Lease called lock, with the
 // lease's value as its identity, and returns once it leads
-// (OnStartedLeading). When ctx ends first the elector is cancelled: a Lease
+// (OnStartedLeading), waiting at least as long as candidateWait says.
+// When the wait ends first the elector is cancelled: a Lease
 // it never led is impls.ErrNotAcquired, and one it came to lead as ctx
 // ended (and gave up again) an unknown outcome.
 func (c *electionClient) Acquire(ctx context.Context, lock string, ttl time.Duration) (impls.Lease, error) {
@@ -185,11 +186,13 @@ func (c *electionClient) Acquire(ctx context.Context, lock string, ttl time.Dura
 		defer close(e.done)
 		le.Run(rctx)
 	}()
+	wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), candidateWait(ctx, t))
+	defer wcancel()
 	select {
 	case <-e.leads:
 		c.held[value] = e
 		return impls.Lease{Lock: lock, Value: value, Node: c.addr}, nil
-	case <-ctx.Done():
+	case <-wctx.Done():
 	}
 	e.mu.Lock()
 	e.releasing = true
@@ -200,9 +203,23 @@ func (c *electionClient) Acquire(ctx context.Context, lock string, ttl time.Dura
 	started := e.started
 	e.mu.Unlock()
 	if started {
-		return impls.Lease{}, fmt.Errorf("k8s-leader-election: led lease %s as the acquire's deadline passed, and gave it up: %w", lock, ctx.Err())
+		return impls.Lease{}, fmt.Errorf("k8s-leader-election: led lease %s as the acquire's deadline passed, and gave it up: %w", lock, wctx.Err())
 	}
-	return impls.Lease{}, fmt.Errorf("%w: lease %s: the elector did not lead before the acquire's deadline (%v)", impls.ErrNotAcquired, lock, ctx.Err())
+	return impls.Lease{}, fmt.Errorf("%w: lease %s: the elector did not lead before the acquire's deadline (%v)", impls.ErrNotAcquired, lock, wctx.Err())
+}
+
+// candidateWait is how long an acquire waits for its elector to lead:
+// until ctx's deadline, but at least LeaseDuration and two RetryPeriods. A
+// candidate takes a held Lease only once it has watched it unchanged for
+// LeaseDuration on its own clock, so a shorter wait (the default
+// --op-timeout of 1 s against a 1 s lease) could never take one a holder
+// left without releasing.
+func candidateWait(ctx context.Context, t Timings) time.Duration {
+	least := t.LeaseDuration + 2*t.RetryPeriod
+	if d, ok := ctx.Deadline(); ok && time.Until(d) > least {
+		return time.Until(d)
+	}
+	return least
 }
 
 // Release cancels the lease's elector, which gives the Lease up
