@@ -19,6 +19,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/locktest/locktest/clusters/backend"
 	"github.com/locktest/locktest/impls"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/run"
@@ -251,8 +252,21 @@ func Faults(c Class, impl impls.Impl) []string {
 	return nil
 }
 
+// LeftOut says why a matrix of every impl leaves the impl called name out
+// on this host: its backend's server is one that locktest builds itself,
+// and this host has not built it (backend.BuiltReason, which names the
+// make target); "" when it can run. An impl named in Options.Impls is
+// never left out: its runs then say what is missing.
+func LeftOut(name string) string {
+	i, err := impls.Lookup(name)
+	if err != nil {
+		return ""
+	}
+	return backend.BuiltReason(i.Backend)
+}
+
 // Plan returns the jobs of o, impl by impl (in name order when o.Impls is
-// empty): with every seed, the fault-free runs with 1 and 8 clients, one
+// empty, leaving out those LeftOut names): with every seed, the fault-free runs with 1 and 8 clients, one
 // safety run per class and the deadlock run; then, once, the reentrancy
 // probe.
 func Plan(o Options) ([]Job, error) {
@@ -261,7 +275,7 @@ func Plan(o Options) ([]Job, error) {
 	}
 	names := o.Impls
 	if len(names) == 0 && len(o.ExternalClients) == 0 {
-		names = impls.Names()
+		names = slices.DeleteFunc(impls.Names(), func(n string) bool { return LeftOut(n) != "" })
 	}
 	classes := o.Classes
 	if len(classes) == 0 {

@@ -1,11 +1,15 @@
 package matrix
 
 import (
+	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/locktest/locktest/clusters/backend"
 	"github.com/locktest/locktest/impls"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/workloads"
@@ -247,5 +251,52 @@ func TestKillRestartSectionsOutlastTheRestart(t *testing.T) {
 		if !found {
 			t.Errorf("%s: no kill-restart safety job", tc.impl)
 		}
+	}
+}
+
+// TestPlanLeavesOutWhatThisHostHasNotBuilt: a matrix of every impl leaves
+// out the impls whose server locktest builds itself where this host has
+// not built it (LeftOut names the make target), and plans them once it
+// has; an impl named in Impls is always planned.
+func TestPlanLeavesOutWhatThisHostHasNotBuilt(t *testing.T) {
+	cache := t.TempDir()
+	t.Setenv("LOCKTEST_CACHE", cache)
+	t.Setenv("PATH", t.TempDir())
+	o := DefaultOptions()
+	o.Classes = []Class{ClassNone}
+	planned := func(o Options) map[string]bool {
+		jobs, err := Plan(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]bool{}
+		for _, j := range jobs {
+			got[j.Impl] = true
+		}
+		return got
+	}
+	if why := LeftOut("k8s-lease-cas"); !strings.Contains(why, "make kube-apiserver") {
+		t.Errorf("LeftOut(k8s-lease-cas) = %q, want the make target named", why)
+	}
+	if got := planned(o); got["k8s-lease-cas"] || got["k8s-leader-election"] || !got["redis-set-nx-px"] {
+		t.Errorf("without a built apiserver the matrix plans %v", slices.Sorted(maps.Keys(got)))
+	}
+	o.Impls = []string{"k8s-lease-cas"}
+	if got := planned(o); !got["k8s-lease-cas"] {
+		t.Errorf("an impl named is not planned: %v", got)
+	}
+	o.Impls = nil
+	bin := filepath.Join(cache, "kube-apiserver", backend.KubeVersion, "kube-apiserver")
+	if err := os.MkdirAll(filepath.Dir(bin), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if why := LeftOut("k8s-lease-cas"); why != "" {
+		t.Errorf("LeftOut with the apiserver built: %q", why)
+	}
+	if got := planned(o); !got["k8s-lease-cas"] || !got["k8s-leader-election"] {
+		t.Errorf("with the apiserver built the matrix plans %v", slices.Sorted(maps.Keys(got)))
 	}
 }
