@@ -338,6 +338,9 @@ func BenchmarkProcessesStart(b *testing.B) {
 	exe, env := testexe.Node()
 	for _, name := range backend.All() {
 		b.Run(name, func(b *testing.B) {
+			if why := backend.BuiltReason(name); why != "" {
+				b.Skip(why)
+			}
 			for b.Loop() {
 				c, err := NewProcesses(name, Options{Dir: b.TempDir(), Exe: exe, ExeEnv: env})
 				if err != nil {
