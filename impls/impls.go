@@ -309,6 +309,13 @@ type Impl struct {
 	// restart). It is nil for every other lock, whose bound is its
 	// backend's (backend.LocksOf).
 	Majority *Majority
+	// Renewal is set for a lock whose lease no server ends
+	// (backend.ContenderLeases: a contender takes it once it has watched
+	// it unchanged for its duration): given the run's TTL and the impl's
+	// params, it returns the lease's duration as the contenders count it
+	// and how often a holder renews it. `locktest margin` states its pause
+	// bound from them.
+	Renewal func(ttl time.Duration, params map[string]string) (lease, every time.Duration)
 	// Libraries are the Go modules of the client libraries its clients
 	// are written with, by module path as go.mod names them
 	// ("github.com/redis/go-redis/v9"). A run records each one's version

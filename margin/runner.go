@@ -76,6 +76,9 @@ type Study struct {
 	// majority is the lock's Majority (impls.Impl), nil for a lock not
 	// granted by a majority of independent nodes.
 	majority *impls.Majority
+	// renewal is the lock's Renewal (impls.Impl), nil but for a lease no
+	// server ends.
+	renewal func(ttl time.Duration, params map[string]string) (lease, every time.Duration)
 	started  func() // called once, when the first run has started
 	dir      string // the search's folder
 	begun    time.Time
@@ -177,7 +180,7 @@ func Prepare(cfg run.Config, mf Settings, given func(name string) bool) (*Study,
 		return nil, err
 	}
 	m := &Study{cfg: cfg, mf: mf, fault: fault, parts: parts, readers: readers, settings: map[string]string{}, pins: map[string][]string{},
-		lock: info.Name, backend: info.Backend, majority: info.Majority,
+		lock: info.Name, backend: info.Backend, majority: info.Majority, renewal: info.Renewal,
 		name:  cmp.Or(named, info.Name+"-"+fault+"-"+name),
 		param: param}
 	for _, s := range reads {
@@ -554,6 +557,7 @@ func (m *Study) bound() *reports.MarginBound {
 	}
 	locks := backend.LocksOf(m.backend)
 	lease, zk := locks == backend.Leases, locks == backend.ClientSessions
+	contender := locks == backend.ContenderLeases && m.renewal != nil
 	mk := func(d time.Duration, rule string) *reports.MarginBound {
 		return &reports.MarginBound{Value: float64(d), Label: d.String(), Rule: rule}
 	}
@@ -566,6 +570,14 @@ func (m *Study) bound() *reports.MarginBound {
 			return mk(ttl-gap, fmt.Sprintf("the lease less the time from the acquire to the pause: TTL − gap = %s − %s", ttl, gap))
 		case zk:
 			return mk(ttl, fmt.Sprintf("the session timeout, %s", ttl))
+		case contender:
+			// A contender takes the Lease once it has watched it unchanged
+			// for its duration; the holder renewed it every `every`, so
+			// its last renewal came at most min(gap, every) before the
+			// pause.
+			d, every := m.renewal(ttl, m.cfg.ImplParams)
+			since := min(gap, every)
+			return mk(d-since, fmt.Sprintf("the Lease's duration less the time from the holder's last renewal to the pause, which it renews every %s: LeaseDuration − min(gap, %s) = %s − %s", every, every, d, since))
 		}
 	case "ttl":
 		pause, err := time.ParseDuration(m.settings["pause"])

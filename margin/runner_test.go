@@ -251,6 +251,37 @@ func TestStatedBoundOfRedlocksPauseIsItsValidity(t *testing.T) {
 	}
 }
 
+// TestStatedBoundOfAKubernetesLeaseIsItsDurationLessItsRenewal: a Lease
+// that the contenders judge is safe from a pause while the pause is
+// shorter than its duration less the time since the holder's last
+// renewal, which came at most one renewal period before the pause:
+// client-go's RetryPeriod (2/15 of the LeaseDuration, or its param), the
+// hand-written lock's TTL/3; and from the gap when the pause comes sooner.
+func TestStatedBoundOfAKubernetesLeaseIsItsDurationLessItsRenewal(t *testing.T) {
+	for _, c := range []struct {
+		impl   string
+		ttl    time.Duration
+		gap    time.Duration
+		params map[string]string
+		value  time.Duration
+	}{
+		{"k8s-leader-election", 15 * time.Second, 5 * time.Second, nil, 13 * time.Second},
+		{"k8s-leader-election", 1500 * time.Millisecond, time.Second, nil, 2*time.Second - 266666666},
+		{"k8s-leader-election", 3 * time.Second, 100 * time.Millisecond, nil, 2900 * time.Millisecond},
+		{"k8s-leader-election", 3 * time.Second, time.Second, map[string]string{"retry-period": "500ms"}, 2500 * time.Millisecond},
+		{"k8s-lease-cas", 3 * time.Second, 2 * time.Second, nil, 2 * time.Second},
+	} {
+		m := majorityStudy(t, c.impl, Param{Name: "pause", Kind: Duration})
+		i, _ := impls.Lookup(c.impl)
+		m.renewal, m.gaps = i.Renewal, []time.Duration{c.gap}
+		m.cfg.TTL, m.cfg.ImplParams = c.ttl, c.params
+		b := m.bound()
+		if b == nil || time.Duration(b.Value) != c.value || !strings.HasPrefix(b.Rule, "the Lease's duration less") {
+			t.Errorf("%s ttl %s gap %s %v: stated bound %+v, want %s", c.impl, c.ttl, c.gap, c.params, b, c.value)
+		}
+	}
+}
+
 // majorityStudy is a study of the registered impl called name varying p,
 // with the facts its Prepare would take from the impl.
 func majorityStudy(t *testing.T, name string, p Param) *Study {

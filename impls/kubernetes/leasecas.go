@@ -25,7 +25,10 @@ func init() {
 		Doc: "a Lease created, or taken once renewTime + leaseDurationSeconds has passed on the contender's clock, by an update on its resourceVersion, renewed every TTL/3 the same way and deleted on it; " +
 			"expiry is judged on client clocks, so a paused holder, or a contender whose clock is ahead, breaks it.",
 		Libraries: []string{"k8s.io/client-go"},
-		New:       newCAS,
+		Renewal: func(ttl time.Duration, _ map[string]string) (time.Duration, time.Duration) {
+			return leaseSeconds(ttl), leaseSeconds(ttl) / 3
+		},
+		New: newCAS,
 	})
 }
 
