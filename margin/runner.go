@@ -79,9 +79,9 @@ type Study struct {
 	// renewal is the lock's Renewal (impls.Impl), nil but for a lease no
 	// server ends.
 	renewal func(ttl time.Duration, params map[string]string) (lease, every time.Duration)
-	started  func() // called once, when the first run has started
-	dir      string // the search's folder
-	begun    time.Time
+	started func() // called once, when the first run has started
+	dir     string // the search's folder
+	begun   time.Time
 	// gaps are the measured times from a paused holder's acquire to its
 	// pause, and elapsed the acquires' durations, for the stated bound.
 	gaps, elapsed []time.Duration
