@@ -15,6 +15,7 @@ package matrix
 
 import (
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"time"
@@ -263,6 +264,19 @@ func LeftOut(name string) string {
 		return ""
 	}
 	return backend.BuiltReason(i.Backend)
+}
+
+// SayLeftOut writes to w one line for each impl that Plan leaves out of
+// o, with LeftOut's reason: none when o names its impls or clients.
+func SayLeftOut(w io.Writer, o Options) {
+	if len(o.Impls) > 0 || len(o.ExternalClients) > 0 {
+		return
+	}
+	for _, n := range impls.Names() {
+		if why := LeftOut(n); why != "" {
+			fmt.Fprintf(w, "matrix: leaving out %s: %s\n", n, why)
+		}
+	}
 }
 
 // Plan returns the jobs of o, impl by impl (in name order when o.Impls is

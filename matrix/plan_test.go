@@ -281,9 +281,18 @@ func TestPlanLeavesOutWhatThisHostHasNotBuilt(t *testing.T) {
 	if got := planned(o); got["k8s-lease-cas"] || got["k8s-leader-election"] || !got["redis-set-nx-px"] {
 		t.Errorf("without a built apiserver the matrix plans %v", slices.Sorted(maps.Keys(got)))
 	}
+	var said strings.Builder
+	SayLeftOut(&said, o)
+	if !strings.Contains(said.String(), "matrix: leaving out k8s-lease-cas: ") || strings.Contains(said.String(), "redis-set-nx-px") {
+		t.Errorf("SayLeftOut said %q", said.String())
+	}
 	o.Impls = []string{"k8s-lease-cas"}
 	if got := planned(o); !got["k8s-lease-cas"] {
 		t.Errorf("an impl named is not planned: %v", got)
+	}
+	said.Reset()
+	if SayLeftOut(&said, o); said.Len() > 0 {
+		t.Errorf("SayLeftOut of named impls said %q", said.String())
 	}
 	o.Impls = nil
 	bin := filepath.Join(cache, "kube-apiserver", backend.KubeVersion, "kube-apiserver")

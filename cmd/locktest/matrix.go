@@ -101,13 +101,7 @@ matrix was interrupted; 2 bad usage or a set-up failure.`,
 				}
 			}
 			o.Base.StoreDir = filepath.Clean(o.Base.StoreDir)
-			if len(o.Impls) == 0 && len(o.ExternalClients) == 0 {
-				for _, n := range impls.Names() {
-					if why := matrix.LeftOut(n); why != "" {
-						fmt.Fprintf(cmd.ErrOrStderr(), "matrix: leaving out %s: %s\n", n, why)
-					}
-				}
-			}
+			matrix.SayLeftOut(cmd.ErrOrStderr(), o)
 			jobs, err := matrix.Plan(o)
 			if err != nil {
 				return usageError{err}
