@@ -208,8 +208,10 @@ func TestBothLocksOnARealAPIServer(t *testing.T) {
 			}
 			return errors.New("no notice")
 		})
-		if _, err := b.Release(ctx(t, 5*time.Second), lb); !errors.Is(err, impls.ErrNotHeld) {
-			t.Errorf("release after the elector stopped leading: %v, want ErrNotHeld", err)
+		// The elector left the Lease as it was: whose it is now, the
+		// release cannot tell, and says so (an unknown outcome).
+		if _, err := b.Release(ctx(t, 5*time.Second), lb); err == nil || errors.Is(err, impls.ErrNotHeld) || !strings.Contains(err.Error(), "stopped leading") {
+			t.Errorf("release after the elector stopped leading: %v, want an unknown outcome that says it had stopped leading", err)
 		}
 		if got := na.list(); len(got) > 0 {
 			t.Errorf("a released its lease and was told it lost it: %v", got)

@@ -228,9 +228,10 @@ func candidateWait(ctx context.Context, t Timings) time.Duration {
 
 // Release cancels the lease's elector, which gives the Lease up
 // (ReleaseOnCancel: an update with no holder), and waits for it to end.
-// An elector that had stopped leading, or whose update found the Lease
-// another's, changed nothing: impls.ErrNotHeld. A release whose update
-// failed otherwise, or that ctx cut short, has an unknown outcome.
+// Its outcome is unknown when the elector had stopped leading before it
+// (OnStoppedLeading leaves the Lease as it was, which may name this holder
+// until a contender takes it after LeaseDuration, so the hold ends at a
+// time no op marks), when the update failed, and when ctx cut it short.
 func (c *electionClient) Release(ctx context.Context, l impls.Lease) (impls.Released, error) {
 	e, ok := c.held[l.Value]
 	if !ok {
@@ -242,7 +243,11 @@ func (c *electionClient) Release(ctx context.Context, l impls.Lease) (impls.Rele
 	e.mu.Unlock()
 	select {
 	case <-e.done:
-		return impls.Released{}, fmt.Errorf("%w: the elector of lease %s had stopped leading", impls.ErrNotHeld, l.Lock)
+		// The elector gave up leading on its own clock (it could not
+		// renew within RenewDeadline) and left the Lease as it was: it may
+		// name this holder still, until a contender has watched it
+		// unchanged for LeaseDuration, or another already.
+		return impls.Released{}, fmt.Errorf("k8s-leader-election: the elector of lease %s had stopped leading, leaving the Lease as it was: whether it still names this holder is unknown", l.Lock)
 	default:
 	}
 	e.cancel()
