@@ -3,7 +3,9 @@ package kubernetes
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"maps"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -28,6 +30,11 @@ import (
 const (
 	ParamRenewDeadline = "renew-deadline"
 	ParamRetryPeriod   = "retry-period"
+	// ParamLog set to "on" sends client-go's own log (its leader
+	// election's and its REST client's, every verbosity) to the worker's
+	// log, logs/p<N>.log: each try to take or renew the Lease and why it
+	// failed. Off by default.
+	ParamLog = "log"
 )
 
 func init() {
@@ -61,10 +68,16 @@ func ElectionTimings(ttl time.Duration, params map[string]string) (Timings, erro
 	t := Timings{LeaseDuration: leaseSeconds(ttl)}
 	t.RenewDeadline, t.RetryPeriod = t.LeaseDuration*2/3, t.LeaseDuration*2/15
 	for _, k := range slices.Sorted(maps.Keys(params)) {
+		if k == ParamLog {
+			if v := params[k]; v != "on" && v != "off" {
+				return t, fmt.Errorf("k8s-leader-election: impl param %s=%q must be on or off", k, v)
+			}
+			continue
+		}
 		d, err := time.ParseDuration(params[k])
 		switch {
 		case k != ParamRenewDeadline && k != ParamRetryPeriod:
-			return t, fmt.Errorf("k8s-leader-election: unknown impl param %q (known: %s, %s)", k, ParamRenewDeadline, ParamRetryPeriod)
+			return t, fmt.Errorf("k8s-leader-election: unknown impl param %q (known: %s, %s, %s)", k, ParamRenewDeadline, ParamRetryPeriod, ParamLog)
 		case err != nil || d <= 0:
 			return t, fmt.Errorf("k8s-leader-election: impl param %s=%q must be a positive duration", k, params[k])
 		case k == ParamRenewDeadline:
@@ -113,6 +126,9 @@ type elector struct {
 func newElection(ctx context.Context, cfg impls.Config) (impls.Client, error) {
 	if _, err := ElectionTimings(time.Second, cfg.Params); err != nil && !strings.Contains(err.Error(), "must be less than the LeaseDuration") {
 		return nil, err
+	}
+	if cfg.Params[ParamLog] == "on" {
+		klog.SetLogger(logr.FromSlogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.Level(-10)})))
 	}
 	cs, addr, err := connect(ctx, "k8s-leader-election", cfg)
 	if err != nil {
