@@ -127,6 +127,31 @@ type BuiltImage struct {
 	Reused bool
 	// Took is how long Build spent on it.
 	Took time.Duration
+	// Skipped says why Build, asked for every image, left this one out: a
+	// server locktest builds itself that this host has not built
+	// (NotBuilt). Nothing else of the image is set then.
+	Skipped string
+}
+
+// NotBuilt says why the image called image cannot be built on this host
+// although nothing is wrong: its kind runs a program that locktest builds
+// itself (backend.HostProgram.Built) and this host has not built it, nor
+// has it on the PATH; the reason names the make target. "" otherwise.
+func NotBuilt(image string) string {
+	k, err := backend.KindOf(image)
+	if err != nil {
+		return ""
+	}
+	for _, p := range k.Programs {
+		if p.Built == nil || isExecutable(p.Built()) {
+			continue
+		}
+		if _, err := exec.LookPath(p.Name); err == nil {
+			continue
+		}
+		return fmt.Sprintf("no %s on this host: `make %s` builds it", p.Name, p.Make)
+	}
+	return ""
 }
 
 // ListBuilt returns the images locktest built on the engine e, newest
@@ -207,7 +232,8 @@ func Build(ctx context.Context, e *engine.Engine, opts BuildOptions) ([]BuiltIma
 			todo = append(todo, im)
 		}
 	}
-	if len(todo) == 0 {
+	every := len(todo) == 0
+	if every {
 		todo = Names()
 	}
 	// Concurrent builds (test binaries of several packages) wait for each
@@ -219,6 +245,10 @@ func Build(ctx context.Context, e *engine.Engine, opts BuildOptions) ([]BuiltIma
 	defer unlock()
 	var out []BuiltImage
 	for _, b := range todo {
+		if why := NotBuilt(b); every && why != "" {
+			out = append(out, BuiltImage{Backend: b, Skipped: why})
+			continue
+		}
 		t0 := time.Now()
 		rc, cleanup, err := recipe(ctx, b, opts)
 		if err != nil {

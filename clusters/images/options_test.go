@@ -41,3 +41,30 @@ func TestBuildOptionsCheck(t *testing.T) {
 		}
 	}
 }
+
+// NotBuilt names, for an image whose server locktest builds itself, the
+// make target where this host has not built it, and nothing for the
+// others, or once it is built.
+func TestNotBuiltNamesTheMakeTarget(t *testing.T) {
+	cache := t.TempDir()
+	t.Setenv("LOCKTEST_CACHE", cache)
+	t.Setenv("PATH", t.TempDir())
+	if why := NotBuilt("kube-apiserver"); !strings.Contains(why, "`make kube-apiserver`") {
+		t.Errorf("NotBuilt(kube-apiserver) = %q, want the make target", why)
+	}
+	for _, im := range []string{"redis", "etcd", "nope"} {
+		if why := NotBuilt(im); why != "" {
+			t.Errorf("NotBuilt(%s) = %q, want nothing", im, why)
+		}
+	}
+	bin := filepath.Join(cache, "kube-apiserver", backend.KubeVersion, "kube-apiserver")
+	if err := os.MkdirAll(filepath.Dir(bin), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if why := NotBuilt("kube-apiserver"); why != "" {
+		t.Errorf("NotBuilt(kube-apiserver) with it built = %q", why)
+	}
+}

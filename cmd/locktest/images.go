@@ -98,6 +98,10 @@ func openDocker(ctx context.Context) (*engine.Engine, error) {
 
 func printImages(w io.Writer, bs []images.BuiltImage, built bool) {
 	for _, b := range bs {
+		if b.Skipped != "" {
+			fmt.Fprintf(w, "%-10s skipped: %s\n", b.Backend, b.Skipped)
+			continue
+		}
 		line := fmt.Sprintf("%-10s %-32s %6.1f MB", b.Backend, b.Ref, float64(b.Size)/1e6)
 		if built {
 			what := "built"
