@@ -124,7 +124,9 @@ type elector struct {
 }
 
 func newElection(ctx context.Context, cfg impls.Config) (impls.Client, error) {
-	if _, err := ElectionTimings(time.Second, cfg.Params); err != nil && !strings.Contains(err.Error(), "must be less than the LeaseDuration") {
+	// The params' names and forms are checked here, at once; how they
+	// stand to the LeaseDuration, which the TTL gives, at each acquire.
+	if _, err := ElectionTimings(time.Hour, cfg.Params); err != nil && !strings.Contains(err.Error(), "must be more than") {
 		return nil, err
 	}
 	if cfg.Params[ParamLog] == "on" {
