@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -16,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/locktest/locktest/clusters/backend"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/runstore"
 	"github.com/locktest/locktest/testkit/gate"
@@ -116,7 +118,7 @@ var badValues = map[string][]badCase{
 	"run --impl-opt": {bc(`invalid argument "x" for "--impl-opt" flag: x must be formatted as key=value`, "--impl-opt", "x")},
 	"run --client": {bc("--client nope: open clients/nope.yaml: no such file or directory", "--client", "nope"),
 		bc("--client STORE/none.py: no program STORE/none.py", "--client", "STORE/none.py")},
-	"run --backend": {bc(`--backend must be one of etcd, mysql, nats, postgres, redis, redis-cluster, redis-sentinel, zookeeper for an external client, got "mongo"`, "--client", "/bin/sh", "--backend", "mongo"),
+	"run --backend": {bc(`--backend must be one of `+strings.Join(slices.Sorted(slices.Values(backend.All())), ", ")+` for an external client, got "mongo"`, "--client", "/bin/sh", "--backend", "mongo"),
 		bc("--backend changes nothing in this run: it needs --client", "--backend", "redis")},
 	"run --lib": {bc(`--lib "github.com/go-redsync/redsync/v4": want module@version`, "--impl", "redlock", "--lib", "github.com/go-redsync/redsync/v4"),
 		bc(`--lib "github.com/go-redsync/redsync/v4@latest": version "latest" is not a canonical semantic version`, "--impl", "redlock", "--lib", "github.com/go-redsync/redsync/v4@latest"),
