@@ -101,7 +101,6 @@ matrix was interrupted; 2 bad usage or a set-up failure.`,
 				}
 			}
 			o.Base.StoreDir = filepath.Clean(o.Base.StoreDir)
-			matrix.SayLeftOut(cmd.ErrOrStderr(), o)
 			jobs, err := matrix.Plan(o)
 			if err != nil {
 				return usageError{err}
@@ -117,6 +116,7 @@ matrix was interrupted; 2 bad usage or a set-up failure.`,
 				run.Output{Flag: "--md", Path: md}); err != nil {
 				return usageError{err}
 			}
+			matrix.SayLeftOut(cmd.ErrOrStderr(), o) // once the flags are good: a bad one gets one line
 			progress := io.Discard
 			if !q {
 				progress = cmd.ErrOrStderr()
