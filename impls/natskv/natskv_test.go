@@ -233,6 +233,18 @@ func TestNoStreamIsACertainFailure(t *testing.T) {
 	if err := js.DeleteKeyValue(ctx, natsbucket.Name); err != nil {
 		t.Fatal(err)
 	}
+	// The delete returns before every server has let the stream go: under
+	// stress-ng beside the suite, a create sent at once reached a replica
+	// still being removed and got no answer in 5 s. The acquire comes once
+	// the cluster no longer knows the stream.
+	testcluster.Eventually(t, 30*time.Second, "the bucket's stream gone", func() error {
+		sctx, scancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer scancel()
+		if _, err := js.Stream(sctx, "KV_"+natsbucket.Name); !errors.Is(err, jetstream.ErrStreamNotFound) {
+			return fmt.Errorf("stream lookup: %v", err)
+		}
+		return nil
+	})
 	_, err = acquire(c, "gone", time.Second)
 	if !errors.Is(err, impls.ErrNotAcquired) || !strings.Contains(err.Error(), "no stream took the create") {
 		t.Errorf("acquire with the bucket's stream gone: %v, want ErrNotAcquired (no stream took it)", err)
