@@ -105,36 +105,40 @@ type HostProgram struct {
 }
 
 // BuiltReason says why this host lacks a program that locktest builds
-// itself for the nodes of backend b (HostProgram.Built: none at its place,
-// nor on the PATH), naming the make target that builds it; "" when it has
-// every one, or b needs none.
+// itself for the nodes of backend b (Kind.NotBuilt of one of its kinds),
+// naming the make target that builds it; "" when it has every one, or b
+// needs none.
 func BuiltReason(b string) string {
 	l, err := NewLayout(b, 0, nil)
 	if err != nil {
 		return ""
 	}
-	seen := map[string]bool{}
 	for _, n := range l.Nodes {
-		if seen[n.Kind] {
+		if k, err := KindOf(n.Kind); err == nil {
+			if why := k.NotBuilt(); why != "" {
+				return b + ": " + why
+			}
+		}
+	}
+	return ""
+}
+
+// NotBuilt says why this host cannot run the nodes of kind k although
+// nothing is wrong: one of its programs is one that locktest builds itself
+// (HostProgram.Built), and this host has it neither there nor on the
+// PATH; the reason names the make target. "" otherwise.
+func (k *Kind) NotBuilt() string {
+	for _, p := range k.Programs {
+		if p.Built == nil {
 			continue
 		}
-		seen[n.Kind] = true
-		k, err := KindOf(n.Kind)
-		if err != nil {
+		if fi, err := os.Stat(p.Built()); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
 			continue
 		}
-		for _, p := range k.Programs {
-			if p.Built == nil {
-				continue
-			}
-			if fi, err := os.Stat(p.Built()); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
-				continue
-			}
-			if _, err := exec.LookPath(p.Name); err == nil {
-				continue
-			}
-			return fmt.Sprintf("%s: no %s at %s nor on the PATH: `make %s` builds it", b, p.Name, p.Built(), p.Make)
+		if _, err := exec.LookPath(p.Name); err == nil {
+			continue
 		}
+		return fmt.Sprintf("no %s at %s nor on the PATH: `make %s` builds it", p.Name, p.Built(), p.Make)
 	}
 	return ""
 }

@@ -135,21 +135,11 @@ type BuiltImage struct {
 
 // NotBuilt says why the image called image cannot be built on this host
 // although nothing is wrong: its kind runs a program that locktest builds
-// itself (backend.HostProgram.Built) and this host has not built it, nor
-// has it on the PATH; the reason names the make target. "" otherwise.
+// itself and this host has not built (backend.Kind.NotBuilt, which names
+// the make target). "" otherwise.
 func NotBuilt(image string) string {
-	k, err := backend.KindOf(image)
-	if err != nil {
-		return ""
-	}
-	for _, p := range k.Programs {
-		if p.Built == nil || isExecutable(p.Built()) {
-			continue
-		}
-		if _, err := exec.LookPath(p.Name); err == nil {
-			continue
-		}
-		return fmt.Sprintf("no %s on this host: `make %s` builds it", p.Name, p.Make)
+	if k, err := backend.KindOf(image); err == nil {
+		return k.NotBuilt()
 	}
 	return ""
 }

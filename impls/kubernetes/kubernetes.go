@@ -84,15 +84,7 @@ func connect(ctx context.Context, impl string, cfg impls.Config) (*k8s.Clientset
 		return nil, "", fmt.Errorf("%s: the cluster has no node of role %s (the kubernetes backend's apiservers)", impl, backend.RoleAPIServer)
 	}
 	addr := apiservers[cfg.Process%len(apiservers)]
-	rc := &rest.Config{
-		Host:            "https://" + addr,
-		BearerToken:     backend.KubeToken(addr),
-		TLSClientConfig: rest.TLSClientConfig{Insecure: true},
-		Timeout:         requestTimeout,
-		QPS:             1000, Burst: 1000,
-		UserAgent: "locktest/" + impl,
-	}
-	cs, err := k8s.NewForConfig(rc)
+	cs, err := k8s.NewForConfig(restConfig(addr, impl))
 	if err != nil {
 		return nil, "", fmt.Errorf("%s: client for %s: %w", impl, addr, err)
 	}
@@ -101,6 +93,21 @@ func connect(ctx context.Context, impl string, cfg impls.Config) (*k8s.Clientset
 		return nil, "", fmt.Errorf("%s: make namespace %s on %s: %w", impl, Namespace, addr, err)
 	}
 	return cs, addr, nil
+}
+
+// restConfig is how a client named agent reaches the apiserver at addr:
+// over HTTPS with the token the backend made (backend.KubeToken), not
+// checking the certificate the apiserver made itself, each request within
+// requestTimeout, and no client-side rate limit that a run would meet.
+func restConfig(addr, agent string) *rest.Config {
+	return &rest.Config{
+		Host:            "https://" + addr,
+		BearerToken:     backend.KubeToken(addr),
+		TLSClientConfig: rest.TLSClientConfig{Insecure: true},
+		Timeout:         requestTimeout,
+		QPS:             1000, Burst: 1000,
+		UserAgent: "locktest/" + agent,
+	}
 }
 
 // leaseSeconds is ttl rounded up to whole seconds, at least one.

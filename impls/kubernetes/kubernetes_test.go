@@ -10,7 +10,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8s "k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/locktest/locktest/clusters"
@@ -75,8 +74,7 @@ func admin(t *testing.T, nodes []clusters.Node) *k8s.Clientset {
 	t.Helper()
 	for _, n := range nodes {
 		if n.Role == backend.RoleAPIServer {
-			cs, err := k8s.NewForConfig(&rest.Config{Host: "https://" + n.Addr, BearerToken: backend.KubeToken(n.Addr),
-				TLSClientConfig: rest.TLSClientConfig{Insecure: true}})
+			cs, err := k8s.NewForConfig(restConfig(n.Addr, "test"))
 			if err != nil {
 				t.Fatal(err)
 			}
