@@ -123,6 +123,15 @@ type elector struct {
 	released  bool // the release's update of the Lease succeeded
 }
 
+// giveUp marks that this client is ending the elector itself (a release,
+// an acquire that ran out of time, Close): its OnStoppedLeading then tells
+// no one of a lost lease.
+func (e *elector) giveUp() {
+	e.mu.Lock()
+	e.releasing = true
+	e.mu.Unlock()
+}
+
 func newElection(ctx context.Context, cfg impls.Config) (impls.Client, error) {
 	// The params' names and forms are checked here, at once; how they
 	// stand to the LeaseDuration, which the TTL gives, at each acquire.
@@ -216,9 +225,7 @@ func (c *electionClient) Acquire(ctx context.Context, lock string, ttl time.Dura
 		return impls.Lease{Lock: lock, Value: value, Node: c.addr}, nil
 	case <-wctx.Done():
 	}
-	e.mu.Lock()
-	e.releasing = true
-	e.mu.Unlock()
+	e.giveUp()
 	cancel()
 	<-e.done
 	e.mu.Lock()
@@ -256,9 +263,7 @@ func (c *electionClient) Release(ctx context.Context, l impls.Lease) (impls.Rele
 		return impls.Released{}, fmt.Errorf("k8s-leader-election: release of a lease this client does not hold (%s %s)", l.Lock, l.Value)
 	}
 	delete(c.held, l.Value)
-	e.mu.Lock()
-	e.releasing = true
-	e.mu.Unlock()
+	e.giveUp()
 	select {
 	case <-e.done:
 		// The elector gave up leading on its own clock (it could not
@@ -286,9 +291,7 @@ func (c *electionClient) Release(ctx context.Context, l impls.Lease) (impls.Rele
 // Close cancels every elector and waits for each to end.
 func (c *electionClient) Close() error {
 	for v, e := range c.held {
-		e.mu.Lock()
-		e.releasing = true
-		e.mu.Unlock()
+		e.giveUp()
 		e.cancel()
 		<-e.done
 		delete(c.held, v)
