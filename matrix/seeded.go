@@ -25,6 +25,17 @@ func SeededImpls() []string {
 	return append(bases, seeded...)
 }
 
+// AddSeeded adds to o's impls, after those it has, the impls of a matrix
+// of the zoo (SeededImpls) that it does not have yet: what matrix --seeded
+// measures.
+func (o *Options) AddSeeded() {
+	for _, n := range SeededImpls() {
+		if !slices.Contains(o.Impls, n) {
+			o.Impls = append(o.Impls, n)
+		}
+	}
+}
+
 // Detect tells, for every seeded impl among results whose correct recipe
 // (impls.Impl.SeededFrom) has results too, which columns caught its bug,
 // in the order the seeded impls first appear. The columns are mutual

@@ -153,6 +153,24 @@ func TestSeededImplsNameTheirRecipes(t *testing.T) {
 	}
 }
 
+// TestAddSeededKeepsTheImplsGiven: matrix --seeded measures the impls
+// named first, in their order, then the zoo's that are not among them,
+// each once.
+func TestAddSeededKeepsTheImplsGiven(t *testing.T) {
+	zoo := SeededImpls()
+	other := impls.Names()[slices.IndexFunc(impls.Names(), func(n string) bool { return !slices.Contains(zoo, n) })]
+	o := Options{Impls: []string{other, zoo[len(zoo)-1]}}
+	o.AddSeeded()
+	if len(o.Impls) != len(zoo)+1 || o.Impls[0] != other || o.Impls[1] != zoo[len(zoo)-1] {
+		t.Fatalf("impls %v, want %s and %s first, then the rest of %v", o.Impls, other, zoo[len(zoo)-1], zoo)
+	}
+	for _, n := range zoo {
+		if c := len(slices.DeleteFunc(slices.Clone(o.Impls), func(x string) bool { return x != n })); c != 1 {
+			t.Errorf("%s is in %v %d times", n, o.Impls, c)
+		}
+	}
+}
+
 // TestFirstOfCountsFromTheWorkload: the first anomaly of each kind is
 // timed from the history's first op, not from the run's clock origin: at
 // the op whose reading let the streaming checkers confirm it, and, for a

@@ -323,6 +323,21 @@ func (r Results) Undecided() []string {
 	return out
 }
 
+// UnknownWhy says in one line why a run's verdict is unknown: its first
+// problem (with how many more there are), else the checkers that could not
+// decide.
+func (r Results) UnknownWhy() string {
+	switch {
+	case len(r.Problems) == 1:
+		return r.Problems[0]
+	case len(r.Problems) > 1:
+		return fmt.Sprintf("%s (and %d more problems)", r.Problems[0], len(r.Problems)-1)
+	case len(r.Undecided()) > 0:
+		return "checkers could not decide: " + strings.Join(r.Undecided(), ", ")
+	}
+	return "a checker could not decide"
+}
+
 // EffectiveFaults is how many of the run's fault windows overlapped a
 // critical section (the liveness checker's faults_effective); -1 when the
 // results do not say (a run without faults, or one stored before it was

@@ -37,6 +37,24 @@ func TestMet(t *testing.T) {
 	}
 }
 
+func TestUnknownWhy(t *testing.T) {
+	undecided := []checker.Result{{Checker: "mutual-exclusion", Valid: checker.Valid}, {Checker: "liveness", Valid: checker.Unknown}, {Checker: "fencing-tokens", Valid: checker.Unknown}}
+	for _, tc := range []struct {
+		name string
+		r    Results
+		want string
+	}{
+		{"one problem", Results{Problems: []string{"fault pause-client was not applied"}, Checkers: undecided}, "fault pause-client was not applied"},
+		{"three problems", Results{Problems: []string{"a", "b", "c"}}, "a (and 2 more problems)"},
+		{"undecided checkers", Results{Checkers: undecided}, "checkers could not decide: liveness, fencing-tokens"},
+		{"nothing said", Results{}, "a checker could not decide"},
+	} {
+		if got := tc.r.UnknownWhy(); got != tc.want {
+			t.Errorf("%s: UnknownWhy() = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
 func sampleResults() Results {
 	return Results{
 		Run: RunInfo{

@@ -252,6 +252,41 @@ func AttachBugs(board reports.Scoreboard, cat Catalogue) (reports.Scoreboard, er
 	return board, nil
 }
 
+// ReadUnder reads the board of an earlier track record at path
+// (docs/track-record.json), for a debate that makes the rows of the
+// scenarios picked again and keeps the other rows as they were measured.
+// The rows it keeps must have run cat's scenarios as they are now
+// (AttachBugs): that is checked here, before the first run of the debate
+// rather than after its last.
+func ReadUnder(path string, cat Catalogue, picked []Scenario) (reports.Scoreboard, error) {
+	b, err := ReadBoard(path)
+	if err != nil {
+		return b, err
+	}
+	kept := b
+	kept.Rows = slices.DeleteFunc(slices.Clone(b.Rows), func(r reports.ScoreRow) bool {
+		return slices.ContainsFunc(picked, func(s Scenario) bool { return s.Name == r.Name })
+	})
+	if _, err := AttachBugs(kept, cat); err != nil {
+		return b, fmt.Errorf("%s: %v", path, err)
+	}
+	return b, nil
+}
+
+// WriteTrackRecordOver writes the track record of board at path
+// (WriteTrackRecord). With under, a board ReadUnder read, the page is
+// board's rows over under's (Overlay), their bugs named from cat: the rows
+// kept were checked when under was read, and board's ran cat as it is.
+func WriteTrackRecordOver(path string, under *reports.Scoreboard, board reports.Scoreboard, cat Catalogue) error {
+	if under != nil {
+		var err error
+		if board, err = AttachBugs(Overlay(*under, board), cat); err != nil {
+			return err
+		}
+	}
+	return WriteTrackRecord(path, board)
+}
+
 // withoutRunPaths returns board without the paths of its stored runs and
 // their pages, which name folders of the machine that ran them: the board
 // a track record keeps in the repository.

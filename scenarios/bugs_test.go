@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/reports"
+	"github.com/locktest/locktest/runstore"
 )
 
 // bugsHead is a bugs list of one bug, for the files of TestBugsList.
@@ -220,6 +221,48 @@ func TestAttachBugs(t *testing.T) {
 	board.Rows[0].Seeds[0].Command = strings.Replace(s.Command(3), "--impl redis-set-nx-px", "--impl redlock", 1)
 	if _, err := AttachBugs(board, cat); err == nil || !strings.Contains(err.Error(), "not the scenario as the bugs file has it") {
 		t.Errorf("a row of other settings: %v", err)
+	}
+}
+
+// TestReadUnderChecksOnlyTheRowsItKeeps: a row of the earlier board
+// whose scenario the debate runs again may have run other settings, as it
+// is replaced; a row that is kept may not, and is refused before the
+// debate's first run. WriteTrackRecordOver then puts the debate's rows
+// over the board read, and names their bugs.
+func TestReadUnderChecksOnlyTheRowsItKeeps(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "bugs.yaml")
+	if err := os.WriteFile(file, []byte(bugsHead+strings.Replace(scenarioHead, "expect: violation", "expect: violation\n    bug: x-1", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cat, err := LoadFiles([]string{file})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := cat.Scenarios[0]
+	under := filepath.Join(dir, "under.json")
+	stale := reports.Scoreboard{Rows: []reports.ScoreRow{{Name: s.Name, Seeds: []reports.ScoreRun{{Seed: 3, Command: "locktest run --impl redlock --seed 3"}}}}}
+	if err := runstore.WriteJSON(under, stale); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadUnder(under, cat, nil); err == nil || !strings.Contains(err.Error(), under+": scenario a seed 3") {
+		t.Errorf("a stale row kept: %v", err)
+	}
+	b, err := ReadUnder(under, cat, cat.Scenarios)
+	if err != nil {
+		t.Fatalf("a stale row run again: %v", err)
+	}
+	top := reports.Scoreboard{Rows: []reports.ScoreRow{{Name: s.Name, Expect: ExpectViolation, Seeds: []reports.ScoreRun{{Seed: 3, Command: s.Command(3)}}}}}
+	page := filepath.Join(dir, "track-record.md")
+	if err := WriteTrackRecordOver(page, &b, top, cat); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadBoard(TrackRecordBoard(page))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Rows) != 1 || got.Rows[0].Bug != "x-1" || got.Rows[0].Seeds[0].Command != s.Command(3) || len(got.Bugs) != 1 {
+		t.Errorf("the page's board: rows %+v, bugs %+v; want the debate's row of x-1", got.Rows, got.Bugs)
 	}
 }
 

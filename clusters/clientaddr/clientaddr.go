@@ -407,6 +407,19 @@ type Leftover struct {
 	Owner string
 }
 
+// String names l as cleanup lists it: "the client addresses of run R
+// (added A,B; owner O)", with "none" for no addresses or no owner.
+func (l Leftover) String() string {
+	added, owner := strings.Join(l.Added, ","), l.Owner
+	if added == "" {
+		added = "none"
+	}
+	if owner == "" {
+		owner = "none"
+	}
+	return fmt.Sprintf("the client addresses of run %s (added %s; owner %s)", l.RunID, added, owner)
+}
+
 // Cleanup finds the sets whose driver is gone (its owner file names a
 // process that no longer runs, or there is none) and, unless dry, removes
 // what they made. Live runs' sets are left alone.

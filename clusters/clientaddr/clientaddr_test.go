@@ -336,3 +336,17 @@ func TestSplitRule(t *testing.T) {
 		t.Fatal("an open quote was accepted")
 	}
 }
+
+func TestLeftoverString(t *testing.T) {
+	for _, c := range []struct {
+		l    Leftover
+		want string
+	}{
+		{Leftover{RunID: "ssh-r1", Added: []string{"10.0.0.193", "10.0.0.194"}, Owner: "4242"}, "the client addresses of run ssh-r1 (added 10.0.0.193,10.0.0.194; owner 4242)"},
+		{Leftover{RunID: "docker-r2"}, "the client addresses of run docker-r2 (added none; owner none)"},
+	} {
+		if got := c.l.String(); got != c.want {
+			t.Errorf("%+v: got %q, want %q", c.l, got, c.want)
+		}
+	}
+}

@@ -78,7 +78,7 @@ func cleanupClientAddrs(ctx context.Context, w io.Writer, dry bool) error {
 		verb = "would remove"
 	}
 	for _, l := range left {
-		fmt.Fprintf(w, "%s the client addresses of run %s (added %s; owner %s)\n", verb, l.RunID, orNone(l.Added), orNone(nonEmpty(l.Owner)))
+		fmt.Fprintf(w, "%s %s\n", verb, l)
 	}
 	if err != nil {
 		return fmt.Errorf("cleanup: %w", err)

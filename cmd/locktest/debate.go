@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -77,9 +76,9 @@ debate was interrupted), 2 bad usage or a broken scenario file.`,
 			if parallel < 1 {
 				return usageError{fmt.Errorf("--parallel must be at least 1, got %d", parallel)}
 			}
-			maxRate, err := parseRate(maxRateText)
-			if err != nil || maxRate <= 0 || maxRate >= 1 {
-				return usageError{fmt.Errorf("--max-rate must be a rate between 0 and 100%%, such as 15%% or 0.15, got %q", maxRateText)}
+			maxRate, err := parseMaxRate(maxRateText)
+			if err != nil {
+				return err
 			}
 			var ciWidth float64
 			if ciWidthText != "" {
@@ -120,9 +119,16 @@ debate was interrupted), 2 bad usage or a broken scenario file.`,
 			if out == "" {
 				out, outFlag = filepath.Join(store, "debate", started.Format("20060102T150405")), "--store"
 			}
-			under, err := underBoard(over, trackRecord, cat, picked)
-			if err != nil {
-				return usageError{err}
+			var under *reports.Scoreboard
+			if over != "" {
+				if trackRecord == "" {
+					return usageError{errors.New("--over goes with --track-record: it names the board the new rows of the track record go over")}
+				}
+				b, err := scenarios.ReadUnder(over, cat, picked)
+				if err != nil {
+					return usageError{fmt.Errorf("--over: %v", err)}
+				}
+				under = &b
 			}
 			if err := run.CheckOutputs(run.Output{Flag: "--junit", Path: junit}, run.Output{Flag: "--findings", Path: findings},
 				run.Output{Flag: "--json", Path: jsonOut}, run.Output{Flag: "--track-record", Path: trackRecord}, run.Output{Flag: outFlag, Path: out, Dir: true}); err != nil {
@@ -148,15 +154,7 @@ debate was interrupted), 2 bad usage or a broken scenario file.`,
 				return err
 			}
 			if trackRecord != "" {
-				page := board
-				if under != nil {
-					// underBoard checked the rows kept; the new ones ran
-					// the catalogue as it is.
-					if page, err = scenarios.AttachBugs(scenarios.Overlay(*under, board), cat); err != nil {
-						return err
-					}
-				}
-				if err := scenarios.WriteTrackRecord(trackRecord, page); err != nil {
+				if err := scenarios.WriteTrackRecordOver(trackRecord, under, board, cat); err != nil {
 					return err
 				}
 			}
@@ -211,6 +209,15 @@ func boardOutcome(board reports.Scoreboard, want int, interrupted bool) error {
 	return nil
 }
 
+// parseMaxRate reads --max-rate, a rate strictly between 0 and 1.
+func parseMaxRate(s string) (float64, error) {
+	x, err := parseRate(s)
+	if err != nil || x <= 0 || x >= 1 {
+		return 0, usageError{fmt.Errorf("--max-rate must be a rate between 0 and 100%%, such as 15%% or 0.15, got %q", s)}
+	}
+	return x, nil
+}
+
 // parseRate reads a rate given as a percentage ("15%") or a fraction
 // ("0.15").
 func parseRate(s string) (float64, error) {
@@ -238,30 +245,4 @@ func parseShard(s string) (i, n int, err error) {
 		return 0, 0, fmt.Errorf("want I/N with 1 ≤ I ≤ N, such as 2/4, got %q", s)
 	}
 	return i, n, nil
-}
-
-// underBoard reads the board that --over names, for a track record whose
-// rows of the scenarios picked this debate makes again: nil without
-// --over. The rows it keeps must have run the catalogue's scenarios as
-// they are now (scenarios.AttachBugs), which is checked before the first
-// run rather than after the last.
-func underBoard(over, trackRecord string, cat scenarios.Catalogue, picked []scenarios.Scenario) (*reports.Scoreboard, error) {
-	if over == "" {
-		return nil, nil
-	}
-	if trackRecord == "" {
-		return nil, errors.New("--over goes with --track-record: it names the board the new rows of the track record go over")
-	}
-	b, err := scenarios.ReadBoard(over)
-	if err != nil {
-		return nil, fmt.Errorf("--over: %v", err)
-	}
-	kept := b
-	kept.Rows = slices.DeleteFunc(slices.Clone(b.Rows), func(r reports.ScoreRow) bool {
-		return slices.ContainsFunc(picked, func(s scenarios.Scenario) bool { return s.Name == r.Name })
-	})
-	if _, err := scenarios.AttachBugs(kept, cat); err != nil {
-		return nil, fmt.Errorf("--over %s: %v", over, err)
-	}
-	return &b, nil
 }

@@ -64,16 +64,7 @@ func outcomeError(res runstore.Results) error {
 	case res.Met():
 		return nil
 	case res.Valid == checker.Unknown:
-		why := "a checker could not decide"
-		if len(res.Problems) > 0 {
-			why = res.Problems[0]
-			if n := len(res.Problems) - 1; n > 0 {
-				why += fmt.Sprintf(" (and %d more problems)", n)
-			}
-		} else if u := res.Undecided(); len(u) > 0 {
-			why = "checkers could not decide: " + strings.Join(u, ", ")
-		}
-		return inconclusiveError{fmt.Errorf("inconclusive, expected %s: %s", res.Run.Expect, why)}
+		return inconclusiveError{fmt.Errorf("inconclusive, expected %s: %s", res.Run.Expect, res.UnknownWhy())}
 	}
 	return verdictError{fmt.Errorf("the run was %s, expected %s", reports.VerdictWord(res.Valid), res.Run.Expect)}
 }

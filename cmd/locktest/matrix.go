@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -94,11 +93,7 @@ matrix was interrupted; 2 bad usage or a set-up failure.`,
 			}
 			o.Classes = classes
 			if seeded {
-				for _, n := range matrix.SeededImpls() {
-					if !slices.Contains(o.Impls, n) {
-						o.Impls = append(o.Impls, n)
-					}
-				}
+				o.AddSeeded()
 			}
 			o.Base.StoreDir = filepath.Clean(o.Base.StoreDir)
 			jobs, err := matrix.Plan(o)

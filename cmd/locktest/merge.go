@@ -40,9 +40,9 @@ verdict (or, with --baseline, a cell worse than the baseline), 3 inconclusive,
   locktest merge --out matrix --md docs/matrix.md mstore1 mstore2`,
 		Args: args(cobra.MinimumNArgs(1)),
 		RunE: func(cmd *cobra.Command, dirs []string) error {
-			maxRate, err := parseRate(maxRateText)
-			if err != nil || maxRate <= 0 || maxRate >= 1 {
-				return usageError{fmt.Errorf("--max-rate must be a rate between 0 and 100%%, such as 15%%, got %q", maxRateText)}
+			maxRate, err := parseMaxRate(maxRateText)
+			if err != nil {
+				return err
 			}
 			kinds := map[string][]string{}
 			for _, d := range dirs {

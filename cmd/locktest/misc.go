@@ -81,19 +81,3 @@ func newWorkerCmd() *cobra.Command {
 		},
 	}
 }
-
-// orNone joins xs with commas, or says none.
-func orNone(xs []string) string {
-	if len(xs) == 0 {
-		return "none"
-	}
-	return strings.Join(xs, ",")
-}
-
-// nonEmpty is s alone, or nothing when it is empty.
-func nonEmpty(s string) []string {
-	if s == "" {
-		return nil
-	}
-	return []string{s}
-}
