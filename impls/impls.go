@@ -322,6 +322,13 @@ type Impl struct {
 	// from the binary's build info (runstore.LibraryVersions), so every Go
 	// impl names at least one.
 	Libraries []string
+	// RuntimeClock says that its library times its leases with the Go
+	// runtime's own clock (time.Now, time.Since, its timers), which
+	// Config.Now and Config.Wall cannot reach: a fault that moves the
+	// client's clock (clock-skew-client) moves it only in a worker built
+	// with a runtime whose clock can be moved (clusters/clockrate), which
+	// the run then builds.
+	RuntimeClock bool
 	// Seeded, when not empty, says in one line the bug planted on purpose
 	// in the correct recipe that SeededFrom names: the impl is a variant
 	// of that recipe with that one thing broken, kept to measure whether

@@ -24,6 +24,8 @@ const (
 	NeedCrashClients Ability = "crash-clients"
 	// NeedSkewClients: move a worker's wall clock.
 	NeedSkewClients Ability = "skew-clients"
+	// NeedRateClients: run a worker's runtime clock at a rate.
+	NeedRateClients Ability = "rate-clients"
 	// NeedKillNodes: kill nodes and restart them (clusters.Killer).
 	NeedKillNodes Ability = "kill-nodes"
 	// NeedPowerCut: cut a node's power, losing what it had not synced
@@ -54,6 +56,7 @@ var abilities = map[Ability]func(env Env) error{
 	NeedClients:      needClients,
 	NeedCrashClients: needCrashableClients,
 	NeedSkewClients:  needSkewableClients,
+	NeedRateClients:  needRateClients,
 	NeedKillNodes:    needKiller,
 	NeedPowerCut:     needPowerCutter,
 	NeedPauseNodes:   needPauser,
@@ -108,6 +111,9 @@ func needCrashableClients(env Env) error {
 func needSkewableClients(env Env) error {
 	if _, ok := env.Clients.(SkewableClients); !ok || env.Clients == nil {
 		return fmt.Errorf("%w: the client pool cannot skew clocks", ErrUnavailable)
+	}
+	if r, ok := env.Clients.(interface{ WallOffsetReason() string }); ok && r.WallOffsetReason() != "" {
+		return fmt.Errorf("%w: %s", ErrUnavailable, r.WallOffsetReason())
 	}
 	return nil
 }

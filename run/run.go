@@ -60,6 +60,10 @@ type Config struct {
 	// clientCaps are the capabilities the client program reported, once
 	// Run probed it.
 	clientCaps *external.Caps
+	// rateClock and skewClock say why the workers' clocks cannot run at
+	// a rate, and why their wall clock cannot be moved as the impl reads
+	// it ("" where they can): what clockWorker made of the run's faults.
+	rateClock, skewClock string
 	Faults     []string
 	Clients    int
 	Locks      int
@@ -405,6 +409,7 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 			return nil, err
 		}
 	}
+	cfg.rateClock, cfg.skewClock = cfg.clockWorker(ctx, impl, logDir, lg)
 	lg.Info("run starting", "dir", dir, "impl", cfg.Impl, "faults", strings.Join(cfg.Faults, ","), "seed", cfg.Seed)
 
 	info = runstore.RunInfo{
@@ -780,6 +785,7 @@ func start(ctx context.Context, cfg Config, impl impls.Impl, dir, logDir string,
 	pool, err := workloads.StartPool(ctx, workloads.PoolConfig{
 		Command: cfg.WorkerCommand, Env: cfg.WorkerEnv, LogDir: logDir, Recorder: rec, Clock: clock, Logger: lg,
 		NetNS: prov.netNS(), Cgroup: prov.cgroup(), ReplaceDead: client != nil, Starting: starting,
+		RateClock: cfg.rateClock, SkewClock: cfg.skewClock,
 		Base: workloads.WorkerConfig{
 			Impl: cfg.Impl, Client: client, Addrs: addrs, Nodes: ClientNodes(nodes), Params: cfg.ImplParams, Locks: locks, TTL: workloads.Duration(cfg.TTL),
 			Think: workloads.Duration(cfg.Think), Backoff: cfg.WorkerBackoff(),

@@ -61,6 +61,13 @@ type PoolConfig struct {
 	// start (the first ones and every replacement), before it can record
 	// anything.
 	Starting func(process int)
+	// RateClock says why the workers' clocks cannot run at a rate
+	// (SetClockRate): "" when Command was built with a clock that can
+	// (clusters/clockrate), as the run says when it built it so.
+	RateClock string
+	// SkewClock says why SetWallOffset cannot move the workers' wall
+	// clock as their impl reads it: "" when it can.
+	SkewClock string
 }
 
 // Pool starts and watches worker processes, one per logical client, and
@@ -534,6 +541,28 @@ func (p *Pool) SetWallOffset(process int, d time.Duration) error {
 		return err
 	}
 	return w.send(Command{Cmd: "wall-offset", Offset: Duration(d)})
+}
+
+// WallOffsetReason says why SetWallOffset cannot move the clock the
+// workers' impl reads: "" when it can (PoolConfig.SkewClock).
+func (p *Pool) WallOffsetReason() string { return p.cfg.SkewClock }
+
+// ClockRateReason says why SetClockRate cannot work: "" when the workers
+// were built with a clock that runs at a rate (PoolConfig.RateClock).
+func (p *Pool) ClockRateReason() string { return p.cfg.RateClock }
+
+// SetClockRate makes the worker's Go runtime clock, the one its library
+// measures durations and timers with, run at factor times the real rate
+// (1: the real rate again), in workers built for it (ClockRateReason).
+func (p *Pool) SetClockRate(process int, factor float64) error {
+	if p.cfg.RateClock != "" {
+		return errors.New(p.cfg.RateClock)
+	}
+	w, err := p.worker(process)
+	if err != nil {
+		return err
+	}
+	return w.send(Command{Cmd: "clock-rate", Rate: factor})
 }
 
 // replaceDead starts the replacement of a worker that died by itself,

@@ -83,14 +83,21 @@ func (d *Duration) UnmarshalText(b []byte) error {
 
 // Command is a line the driver sends to a worker.
 type Command struct {
-	Cmd string `json:"cmd"` // start, arm, disarm, continue, wall-offset, stop
+	Cmd string `json:"cmd"` // start, arm, disarm, continue, wall-offset, clock-rate, stop
 	// Config comes with start.
 	Config *WorkerConfig `json:"config,omitempty"`
 	// Point comes with arm: the pause point at which the worker must stop
 	// next and report.
 	Point string `json:"point,omitempty"`
-	// Offset comes with wall-offset: what to add to the worker's wall clock.
+	// Offset comes with wall-offset: what to add to the worker's wall
+	// clock. A worker built with a clock that runs at a rate
+	// (clusters/clockrate) moves its whole process's wall clock, as a
+	// change of the system's time would; any other moves the wall clock
+	// it gives its impl (impls.Config.Wall).
 	Offset Duration `json:"offset,omitempty"`
+	// Rate comes with clock-rate: the factor the worker's Go runtime clock
+	// runs at from now on (1: the real rate), in a worker built for it.
+	Rate float64 `json:"rate,omitempty"`
 }
 
 // Event is a line a worker sends to the driver.

@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/locktest/locktest/clusters/clockrate/rate"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/impls"
 	"github.com/locktest/locktest/impls/external"
@@ -84,7 +85,15 @@ func RunWorker(ctx context.Context, in io.Reader, out io.Writer) error {
 				default:
 				}
 			case "wall-offset":
-				w.wallOffset.Store(int64(c.Offset))
+				// The whole process's wall clock where the runtime can
+				// move it; else the impl's.
+				if rate.SetWall(time.Duration(c.Offset)) != nil {
+					w.wallOffset.Store(int64(c.Offset))
+				}
+			case "clock-rate":
+				if err := rate.Set(c.Rate); err != nil {
+					fmt.Fprintf(os.Stderr, "clock-rate %v: %v\n", c.Rate, err)
+				}
 			}
 		}
 	}()

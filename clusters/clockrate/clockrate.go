@@ -23,11 +23,16 @@
 //     real time (delay / rate), so a timer of d fires after d / rate of
 //     real time, as it would on a clock that runs at that rate.
 //
-// The wall clock (time.Now's wall reading, time.Now().Unix()) is left as
-// it is: what runs at the rate is the clock a Go program measures
-// durations, leases and timeouts with. A program built so (BuildFlags)
-// imports clockrate/rate and calls rate.Set on a fault's order; built
-// without them, rate.Set returns ErrNotBuilt.
+// The wall clock (time.Now's wall reading, time.Now().Unix()) does not run
+// at the rate: what runs at the rate is the clock a Go program measures
+// durations, leases and timeouts with. The wall reading can instead be
+// moved by an offset (setClockWallOffset, rate.SetWall), as a change of
+// the system's time (date -s) moves it, for this one program: its
+// monotonic clock stays where it is, as it does on such a change.
+//
+// A program built so (BuildFlags) imports clockrate/rate and calls
+// rate.Set or rate.SetWall on a fault's order; built without them, both
+// return ErrNotBuilt.
 package clockrate
 
 import (
@@ -35,6 +40,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -83,6 +89,18 @@ func setClockRate(rate float64) {
 	s := (*clockRateState)(persistentalloc(unsafe.Sizeof(clockRateState{}), 8, &memstats.other_sys))
 	s.rate, s.base, s.off = rate, t, off
 	atomic.StorepNoWB(unsafe.Pointer(&clockRate), unsafe.Pointer(s))
+}
+
+// clockWallOff is added, in ns, to time.Now's wall reading.
+var clockWallOff int64
+
+// setClockWallOffset makes time.Now's wall reading off ns away from the
+// real wall clock from now on, as a change of the system's time would,
+// for this program only; 0 is the real wall clock again.
+//
+//go:linkname setClockWallOffset
+func setClockWallOffset(off int64) {
+	atomic.Storeint64(&clockWallOff, off)
 }`},
 	{"time_nofake.go", `import "unsafe"`, `import (
 	"internal/runtime/atomic"
@@ -94,6 +112,13 @@ func setClockRate(rate float64) {
 		// time.now is assembly on linux/amd64 and reads the real clock.
 		mono = nanotime()
 	}
+	if off := atomic.Loadint64(&clockWallOff); off != 0 {
+		ns := sec*1e9 + int64(nsec) + off
+		sec, nsec = ns/1e9, int32(ns%1e9)
+		if nsec < 0 {
+			sec, nsec = sec-1, nsec+1e9
+		}
+	}
 	return sec, nsec, mono
 }`},
 	{"netpoll_epoll.go", `	var waitms int32
@@ -103,6 +128,18 @@ func setClockRate(rate float64) {
 		delay = int64(float64(delay) / s.rate)
 	}
 	if delay < 0 {`},
+}
+
+// Patched returns the names of the runtime files Overlay writes, in the
+// order of their first patch.
+func Patched() []string {
+	var out []string
+	for _, p := range patches {
+		if !slices.Contains(out, p.file) {
+			out = append(out, p.file)
+		}
+	}
+	return out
 }
 
 // Overlay writes the patched runtime files of the Go installation at

@@ -35,7 +35,9 @@ func buildCheck(t *testing.T) string {
 
 // TestRate runs a program built with the patched runtime at a fast and at
 // a slow rate: its sleep and its timer of d each, measured on its own
-// clock, take 2d by that clock, and d/rate each of real time. The bounds
+// clock, take 2d by that clock, and d/rate each of real time. It then
+// moves the program's wall clock an hour ahead, which leaves its
+// monotonic clock alone. The bounds
 // are one-sided where a loaded machine can only add time: a slow clock's
 // sleeps take at least 2d/rate of real time; a fast clock's, well under
 // the 2d the real clock would take.
@@ -55,9 +57,11 @@ func TestRate(t *testing.T) {
 			t.Fatalf("ratecheck %s: %v", tc.rate, err)
 		}
 		var got struct {
-			Mono     time.Duration `json:"mono_ns"`
-			Wall     time.Duration `json:"wall_ns"`
-			WentBack bool          `json:"went_back"`
+			Mono      time.Duration `json:"mono_ns"`
+			Wall      time.Duration `json:"wall_ns"`
+			WentBack  bool          `json:"went_back"`
+			WallAhead time.Duration `json:"wall_ahead_ns"`
+			MonoJump  time.Duration `json:"mono_after_jump_ns"`
 		}
 		if err := json.Unmarshal(out, &got); err != nil {
 			t.Fatalf("ratecheck %s: %v: %s", tc.rate, err, out)
@@ -71,6 +75,14 @@ func TestRate(t *testing.T) {
 		}
 		if got.WentBack {
 			t.Errorf("rate %s: the monotonic clock went back when the rate changed back", tc.rate)
+		}
+		// The wall jump: time.Now's wall reading an hour ahead of the
+		// system's, its monotonic clock where it was.
+		if got.WallAhead < time.Hour-time.Second || got.WallAhead > time.Hour+time.Second {
+			t.Errorf("rate %s: after SetWall(1h) the wall reading is %v from the system's, want 1h", tc.rate, got.WallAhead)
+		}
+		if got.MonoJump < 0 || got.MonoJump > time.Minute {
+			t.Errorf("rate %s: the monotonic clock moved %v across the wall jump, want ~0", tc.rate, got.MonoJump)
 		}
 	}
 }

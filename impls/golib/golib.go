@@ -23,6 +23,7 @@ package golib
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -329,15 +330,94 @@ func Build(ctx context.Context, req Request, log io.Writer) (string, error) {
 		return "", fmt.Errorf("reading locktest's sources in %s: %v", req.Src, err)
 	}
 	final := filepath.Join(cache, folderName(impl.Package, req.Pins, sum))
-	bin := filepath.Join(final, Binary)
-	if isFile(bin) {
-		return bin, nil
+	files := map[string][]byte{"go.mod": goMod, "main.go": mainGo}
+	mod := []string{"GOFLAGS=-mod=mod"} // the generated module's go.sum is the tidy's to write
+	steps := []buildStep{{"go mod tidy", []string{"mod", "tidy"}, mod}, {"go build", []string{"build", "-o", Binary, "."}, mod}}
+	return cachedBuild(ctx, goCmd, final, Binary, files, steps, "", log, func(step, text, tmp string, err error) error {
+		return &BuildError{Pins: req.Pins, Impl: req.Impl, Step: step, First: firstError(text, tmp, req.Src, err)}
+	})
+}
+
+// ProgramRequest asks for a program of locktest's own tree built with
+// go build flags of its own: locktest itself over a patched Go runtime
+// (clusters/clockrate), for a worker whose clock can run at a rate.
+type ProgramRequest struct {
+	// Src is locktest's source tree (Source finds it), Package the
+	// package to build in it ("./cmd/locktest").
+	Src, Package string
+	// Name names the program's cache folder and its binary.
+	Name string
+	// Flags are the go build flags. Key stands for them in the cache's
+	// checksum where they name a folder that differs from build to build
+	// (an -overlay file's); nil: Flags. Inputs are what else the build
+	// reads (the files an -overlay swaps in), for the checksum.
+	Flags, Key []string
+	Inputs     [][]byte
+	// Cache is the cache folder; "" is Dir().
+	Cache string
+}
+
+// BuildProgram returns the path of the program req asks for, building it
+// with go build from locktest's tree when the cache has none, as Build
+// builds an adapter: once per checksum of the tree, the Go toolchain, the
+// flags and the inputs, in a temporary folder renamed into place. What
+// the go command prints goes to log (nil: nowhere) and to build.log
+// beside the binary.
+func BuildProgram(ctx context.Context, req ProgramRequest, log io.Writer) (string, error) {
+	goCmd, err := exec.LookPath("go")
+	if err != nil {
+		return "", errors.New("the program is built with the go command, and there is none on PATH (install Go, or add its bin folder to PATH)")
+	}
+	cache := req.Cache
+	if cache == "" {
+		if cache, err = Dir(); err != nil {
+			return "", err
+		}
+	}
+	goVersion, err := exec.CommandContext(ctx, goCmd, "env", "GOVERSION").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOVERSION: %v", err)
+	}
+	key := req.Key
+	if key == nil {
+		key = req.Flags
+	}
+	sum, err := sourceSum(req.Src, append([][]byte{goVersion, []byte(req.Package + "\n" + strings.Join(key, "\n"))}, req.Inputs...)...)
+	if err != nil {
+		return "", fmt.Errorf("reading locktest's sources in %s: %v", req.Src, err)
+	}
+	final := filepath.Join(cache, req.Name+"-"+sum)
+	args := append(append([]string{"build", "-o", "BIN"}, req.Flags...), req.Package)
+	return cachedBuild(ctx, goCmd, final, req.Name, nil, []buildStep{{"go build", args, nil}}, req.Src, log, func(step, text, _ string, err error) error {
+		return fmt.Errorf("%s of %s with %s failed: %s", step, req.Package, strings.Join(req.Flags, " "), firstError(text, req.Src, req.Src, err))
+	})
+}
+
+// buildStep is a go command a build runs: its name, its arguments, in
+// which "BIN" stands for the binary's path in the build's folder, and its
+// environment beyond the process's own.
+type buildStep struct {
+	name string
+	args []string
+	env  []string
+}
+
+// cachedBuild returns final/bin, first making it when it is not there: it
+// writes files into a temporary folder beside final, runs steps there
+// (in dir instead, when given), and renames the folder to final. An
+// atomic rename: when another process put the binary there first, that
+// one is used. A step that fails is the error fail makes of its output.
+func cachedBuild(ctx context.Context, goCmd, final, bin string, files map[string][]byte, steps []buildStep, dir string, log io.Writer, fail func(step, text, tmp string, err error) error) (string, error) {
+	path := filepath.Join(final, bin)
+	if isFile(path) {
+		return path, nil
 	}
 	buildMu.Lock()
 	defer buildMu.Unlock()
-	if isFile(bin) { // built by another goroutine meanwhile
-		return bin, nil
+	if isFile(path) { // built by another goroutine meanwhile
+		return path, nil
 	}
+	cache := filepath.Dir(final)
 	if err := os.MkdirAll(cache, 0o755); err != nil {
 		return "", err
 	}
@@ -349,7 +429,7 @@ func Build(ctx context.Context, req Request, log io.Writer) (string, error) {
 	if err := os.Chmod(tmp, 0o755); err != nil {
 		return "", err
 	}
-	for name, b := range map[string][]byte{"go.mod": goMod, "main.go": mainGo} {
+	for name, b := range files {
 		if err := os.WriteFile(filepath.Join(tmp, name), b, 0o644); err != nil {
 			return "", err
 		}
@@ -363,14 +443,15 @@ func Build(ctx context.Context, req Request, log io.Writer) (string, error) {
 	if log != nil {
 		out = io.MultiWriter(buildLog, log)
 	}
-	for _, step := range []struct {
-		name string
-		args []string
-	}{{"go mod tidy", []string{"mod", "tidy"}}, {"go build", []string{"build", "-o", Binary, "."}}} {
+	for _, step := range steps {
 		var text bytes.Buffer
-		cmd := exec.CommandContext(ctx, goCmd, step.args...)
-		cmd.Dir = tmp
-		cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
+		args := slices.Clone(step.args)
+		if i := slices.Index(args, "BIN"); i >= 0 {
+			args[i] = filepath.Join(tmp, bin)
+		}
+		cmd := exec.CommandContext(ctx, goCmd, args...)
+		cmd.Dir = cmp.Or(dir, tmp)
+		cmd.Env = append(append(os.Environ(), "GOWORK=off"), step.env...)
 		cmd.Stdout = io.MultiWriter(out, &text)
 		cmd.Stderr = cmd.Stdout
 		fmt.Fprintf(out, "$ %s\n", step.name)
@@ -378,18 +459,16 @@ func Build(ctx context.Context, req Request, log io.Writer) (string, error) {
 			if ctx.Err() != nil {
 				return "", ctx.Err()
 			}
-			return "", &BuildError{Pins: req.Pins, Impl: req.Impl, Step: step.name, First: firstError(text.String(), tmp, req.Src, err)}
+			return "", fail(step.name, text.String(), tmp, err)
 		}
 	}
 	if err := buildLog.Close(); err != nil {
 		return "", err
 	}
-	// An atomic rename: it fails when another process put the adapter
-	// there first, and then that one is used.
-	if err := os.Rename(tmp, final); err != nil && !isFile(bin) {
-		return "", fmt.Errorf("cannot put the adapter in %s: %v", final, err)
+	if err := os.Rename(tmp, final); err != nil && !isFile(path) {
+		return "", fmt.Errorf("cannot put the program in %s: %v", final, err)
 	}
-	return bin, nil
+	return path, nil
 }
 
 // isFile reports whether path is a regular file.

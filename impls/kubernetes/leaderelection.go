@@ -46,7 +46,8 @@ func init() {
 		Notices:  "OnStoppedLeading: the elector could not renew within RenewDeadline",
 		Doc: "client-go's LeaderElector over a LeaseLock, as controllers run it (LeaseDuration = TTL, RenewDeadline and RetryPeriod 2/3 and 2/15 of it, ReleaseOnCancel); " +
 			"no fencing by its own doc, and a leader that stops (a pause) acts on until it notices, while a contender takes the Lease after LeaseDuration on its own clock.",
-		Libraries: []string{"k8s.io/client-go"},
+		RuntimeClock: true,
+		Libraries:    []string{"k8s.io/client-go"},
 		Renewal: func(ttl time.Duration, params map[string]string) (time.Duration, time.Duration) {
 			t, _ := ElectionTimings(ttl, params)
 			return t.LeaseDuration, t.RetryPeriod

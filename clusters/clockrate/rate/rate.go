@@ -3,7 +3,10 @@
 // in any other build, Set returns ErrNotBuilt.
 package rate
 
-import "errors"
+import (
+	"errors"
+	"time"
+)
 
 // ErrNotBuilt is Set's error in a program built without the patched
 // runtime.
@@ -19,3 +22,9 @@ func Set(factor float64) error {
 	}
 	return set(factor)
 }
+
+// SetWall makes time.Now's wall reading d away from the real wall clock
+// from now on (0: the real one again), as a change of the system's time
+// would for this program alone; its monotonic clock, and so every
+// duration it measures, is left as it is.
+func SetWall(d time.Duration) error { return setWall(int64(d)) }

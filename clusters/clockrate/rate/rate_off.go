@@ -3,3 +3,5 @@
 package rate
 
 func set(float64) error { return ErrNotBuilt }
+
+func setWall(int64) error { return ErrNotBuilt }

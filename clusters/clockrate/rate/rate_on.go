@@ -9,6 +9,16 @@ import _ "unsafe" // for go:linkname
 //go:linkname setClockRate runtime.setClockRate
 func setClockRate(rate float64)
 
+// setClockWallOffset is the patched runtime's (clockrate.Overlay).
+//
+//go:linkname setClockWallOffset runtime.setClockWallOffset
+func setClockWallOffset(off int64)
+
+func setWall(off int64) error {
+	setClockWallOffset(off)
+	return nil
+}
+
 func set(factor float64) error {
 	setClockRate(factor)
 	return nil

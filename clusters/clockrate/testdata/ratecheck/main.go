@@ -2,7 +2,9 @@
 // gives, sleeps for the duration of its second by that clock, then
 // prints, as JSON, how long the sleep took by its monotonic clock and by
 // the wall clock, and whether its monotonic clock went back at the
-// change back to the real rate.
+// change back to the real rate; then it moves its wall clock an hour
+// ahead and prints how far time.Now's wall reading is from the real one
+// (read by a system call), and how far its monotonic clock moved.
 package main
 
 import (
@@ -11,6 +13,8 @@ import (
 	"os"
 	"strconv"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/locktest/locktest/clusters/clockrate/rate"
 )
@@ -32,5 +36,13 @@ func main() {
 		os.Exit(3)
 	}
 	back := time.Since(before) < 0
-	json.NewEncoder(os.Stdout).Encode(map[string]any{"mono_ns": mono, "wall_ns": real, "went_back": back})
+	mark := time.Now()
+	if err := rate.SetWall(time.Hour); err != nil {
+		os.Exit(3)
+	}
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_REALTIME, &ts)
+	ahead := time.Now().UnixNano() - ts.Nano()
+	json.NewEncoder(os.Stdout).Encode(map[string]any{"mono_ns": mono, "wall_ns": real, "went_back": back,
+		"wall_ahead_ns": ahead, "mono_after_jump_ns": time.Since(mark)})
 }
