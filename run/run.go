@@ -64,10 +64,10 @@ type Config struct {
 	// a rate, and why their wall clock cannot be moved as the impl reads
 	// it ("" where they can): what clockWorker made of the run's faults.
 	rateClock, skewClock string
-	Faults     []string
-	Clients    int
-	Locks      int
-	TTL        time.Duration
+	Faults               []string
+	Clients              int
+	Locks                int
+	TTL                  time.Duration
 	// Duration is how long the workload runs.
 	Duration time.Duration
 	Seed     int64
