@@ -316,6 +316,12 @@ type Impl struct {
 	// and how often a holder renews it. `locktest margin` states its pause
 	// bound from them.
 	Renewal func(ttl time.Duration, params map[string]string) (lease, every time.Duration)
+	// StopsAfter, for a lease that contenders judge, is how long by its
+	// own clock a holder that cannot renew goes on before its client tells
+	// it the lease is lost (client-go's RenewDeadline): with Renewal's
+	// lease, what margin states of a clock that runs slow. nil: the impl
+	// says nothing of it.
+	StopsAfter func(ttl time.Duration, params map[string]string) time.Duration
 	// Libraries are the Go modules of the client libraries its clients
 	// are written with, by module path as go.mod names them
 	// ("github.com/redis/go-redis/v9"). A run records each one's version

@@ -36,6 +36,10 @@ const (
 	Duration Kind = iota
 	// Count values are whole numbers (nodes hit, targets).
 	Count
+	// Factor values are a rate in thousandths (500 is 0.5: a clock at
+	// half the real rate), printed as the rate and rounded to the
+	// thousandth.
+	Factor
 )
 
 // Param is the one thing a search varies.
@@ -53,8 +57,11 @@ type Param struct {
 
 // Format prints value as the parameter's flag takes it.
 func (p Param) Format(v float64) string {
-	if p.Kind == Count {
+	switch p.Kind {
+	case Count:
 		return strconv.Itoa(int(math.Round(v)))
+	case Factor:
+		return strconv.FormatFloat(math.Round(v)/1000, 'f', -1, 64)
 	}
 	return time.Duration(v).Round(time.Millisecond).String()
 }
@@ -62,7 +69,7 @@ func (p Param) Format(v float64) string {
 // round makes v a value the parameter can take: a whole number, or a
 // whole millisecond.
 func (p Param) round(v float64) float64 {
-	if p.Kind == Count {
+	if p.Kind == Count || p.Kind == Factor {
 		return math.Round(v)
 	}
 	return float64(time.Duration(v).Round(time.Millisecond))

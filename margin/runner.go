@@ -50,12 +50,16 @@ type Settings struct {
 var Varied = map[string]Kind{
 	"pause": Duration, "down": Duration, "window": Duration,
 	"clock-bump": Duration, "delay": Duration, "ttl": Duration,
-	"targets": Count,
+	"targets": Count, "clock-rate": Factor,
 }
 
 // breaksLow are the parameters whose small values break a lock: a short
 // lease, and a node restarted soon after it was killed.
-var breaksLow = []string{"ttl", "down"}
+var breaksLow = []string{"ttl", "down", "clock-rate"}
+
+// factorResolution is where the bisection of a rate stops (Factor, in
+// thousandths): 0.01.
+const factorResolution = 10
 
 // Study is one margin search over real runs: its settings, its folder in
 // the store, and what its runs measured for the stated bound.
@@ -77,8 +81,9 @@ type Study struct {
 	// granted by a majority of independent nodes.
 	majority *impls.Majority
 	// renewal is the lock's Renewal (impls.Impl), nil but for a lease no
-	// server ends.
-	renewal func(ttl time.Duration, params map[string]string) (lease, every time.Duration)
+	// server ends, and stopsAfter its StopsAfter.
+	renewal    func(ttl time.Duration, params map[string]string) (lease, every time.Duration)
+	stopsAfter func(ttl time.Duration, params map[string]string) time.Duration
 	started func() // called once, when the first run has started
 	dir     string // the search's folder
 	begun   time.Time
@@ -109,6 +114,9 @@ func (mf Settings) Param() (Param, error) {
 	}
 	if !(from < to) || from < 0 {
 		return Param{}, fmt.Errorf("--vary %s: the range %s..%s must go up from 0 or more", name, fromS, toS)
+	}
+	if kind == Factor && from < 1000 && to > 1000 {
+		return Param{}, fmt.Errorf("--vary %s: the range %s..%s holds 1, the real rate, which is no fault: vary below it or above it", name, fromS, toS)
 	}
 	switch {
 	case mf.Trials < 1:
@@ -180,7 +188,7 @@ func Prepare(cfg run.Config, mf Settings, given func(name string) bool) (*Study,
 		return nil, err
 	}
 	m := &Study{cfg: cfg, mf: mf, fault: fault, parts: parts, readers: readers, settings: map[string]string{}, pins: map[string][]string{},
-		lock: info.Name, backend: info.Backend, majority: info.Majority, renewal: info.Renewal,
+		lock: info.Name, backend: info.Backend, majority: info.Majority, renewal: info.Renewal, stopsAfter: info.StopsAfter,
 		name:  cmp.Or(named, info.Name+"-"+fault+"-"+name),
 		param: param}
 	for _, s := range reads {
@@ -242,12 +250,19 @@ func nodesOf(cfg run.Config) int {
 
 // parseMagnitude parses one end of a --vary range.
 func parseMagnitude(k Kind, s string) (float64, error) {
-	if k == Count {
+	switch k {
+	case Count:
 		n, err := strconv.Atoi(s)
 		if err != nil {
 			return 0, fmt.Errorf("%q is not a whole number", s)
 		}
 		return float64(n), nil
+	case Factor:
+		x, err := strconv.ParseFloat(s, 64)
+		if err != nil || x <= 0 {
+			return 0, fmt.Errorf("%q is not a positive rate (e.g. 0.5)", s)
+		}
+		return math.Round(x * 1000), nil
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil {
@@ -603,6 +618,18 @@ func (m *Study) bound() *reports.MarginBound {
 			return &reports.MarginBound{Value: float64(q), Label: strconv.Itoa(q),
 				Rule: fmt.Sprintf("Redlock's quorum: a fault on a minority of its %d nodes cannot let two clients each hold a majority; %d nodes can", n, q)}
 		}
+	case "clock-rate":
+		if contender && m.stopsAfter != nil {
+			// client-go's package doc: a client tolerates a ratio of the
+			// fastest to the slowest clock of about LeaseDuration /
+			// RenewDeadline, so a holder's clock may run as slow as
+			// RenewDeadline / LeaseDuration of its contenders'.
+			d, _ := m.renewal(ttl, m.cfg.ImplParams)
+			stops := m.stopsAfter(ttl, m.cfg.ImplParams)
+			r := math.Round(1000 * float64(stops) / float64(d))
+			return &reports.MarginBound{Value: r, Label: m.param.Format(r),
+				Rule: fmt.Sprintf("the clock-rate ratio its package doc tolerates, LeaseDuration / RenewDeadline: a holder's clock may run as slow as RenewDeadline / LeaseDuration = %s / %s of its contenders'", stops, d)}
+		}
 	case "clock-bump":
 		if redlock {
 			return mk(drift, fmt.Sprintf("Redlock's drift allowance, %s = %s: its model assumes no clock moves more", driftRule, drift))
@@ -642,6 +669,9 @@ func (m *Study) Fault() string { return m.fault }
 func (m *Study) Run(ctx context.Context, started func(), progress func(Point)) (reports.Margin, error) {
 	m.started = started
 	opt := Options{Grid: m.mf.Grid, Trials: m.mf.Trials, Resolution: float64(m.mf.Resolution), Progress: progress}
+	if m.param.Kind == Factor {
+		opt.Resolution = factorResolution
+	}
 	if m.param.Kind == Count {
 		opt.Resolution = 1
 	}

@@ -282,6 +282,52 @@ func TestStatedBoundOfAKubernetesLeaseIsItsDurationLessItsRenewal(t *testing.T) 
 	}
 }
 
+// TestStatedBoundOfAClockRateIsClientGosRatio: for a Lease that
+// contenders judge, the slowest clock rate a holder may have is
+// RenewDeadline / LeaseDuration, the inverse of the ratio client-go's
+// package doc tolerates; a lock that says nothing of how long its holder
+// goes on states none.
+func TestStatedBoundOfAClockRateIsClientGosRatio(t *testing.T) {
+	for _, c := range []struct {
+		impl   string
+		ttl    time.Duration
+		params map[string]string
+		label  string
+	}{
+		{"k8s-leader-election", 15 * time.Second, nil, "0.667"},
+		{"k8s-leader-election", 3 * time.Second, nil, "0.667"},
+		{"k8s-leader-election", 3 * time.Second, map[string]string{"renew-deadline": "2500ms"}, "0.833"},
+		{"k8s-lease-cas", 3 * time.Second, nil, ""},
+	} {
+		m := majorityStudy(t, c.impl, Param{Name: "clock-rate", Kind: Factor, BreaksLow: true})
+		i, _ := impls.Lookup(c.impl)
+		m.renewal, m.stopsAfter = i.Renewal, i.StopsAfter
+		m.cfg.TTL, m.cfg.ImplParams = c.ttl, c.params
+		b := m.bound()
+		switch {
+		case c.label == "" && b != nil:
+			t.Errorf("%s: stated bound %+v, want none", c.impl, b)
+		case c.label != "" && (b == nil || b.Label != c.label || !strings.Contains(b.Rule, "LeaseDuration / RenewDeadline")):
+			t.Errorf("%s ttl %s %v: stated bound %+v, want %s", c.impl, c.ttl, c.params, b, c.label)
+		}
+	}
+}
+
+// TestFactorParam: a rate prints as the rate, rounds to the thousandth,
+// and parses from its text.
+func TestFactorParam(t *testing.T) {
+	p := Param{Name: "clock-rate", Kind: Factor, From: 300, To: 950}
+	if got := p.Format(666.6); got != "0.667" {
+		t.Errorf("Format(666.6) = %q, want 0.667", got)
+	}
+	if got := p.round(512.4); got != 512 {
+		t.Errorf("round(512.4) = %v, want 512", got)
+	}
+	if v, err := parseMagnitude(Factor, "0.85"); err != nil || v != 850 {
+		t.Errorf("parseMagnitude(0.85) = %v, %v; want 850", v, err)
+	}
+}
+
 // majorityStudy is a study of the registered impl called name varying p,
 // with the facts its Prepare would take from the impl.
 func majorityStudy(t *testing.T, name string, p Param) *Study {

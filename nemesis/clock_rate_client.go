@@ -17,8 +17,8 @@ var ClockRate = NewSetting("clock-rate", Number, 0.5,
 func init() {
 	Register(Spec{
 		FaultKind: history.FaultKind{Name: "clock-rate-client", Heal: "clock-unrate-client", Family: history.FamilyClock,
-			Doc: "runs a worker's Go runtime clock, which its library times leases, renewals and timeouts with, at --clock-rate times the real rate for the window"},
-		Settings: []string{"clock-rate", "window"},
+			Doc: "runs a worker's Go runtime clock, which its library times leases, renewals and timeouts with, at --clock-rate times the real rate for the window, from a pause point (the holder's, by default) or anywhere"},
+		Settings: []string{"clock-rate", "pause-point", "window"},
 		Needs:    []Ability{NeedRateClients},
 		New:      newClockRateClient,
 		pins:     pinProcess,
@@ -49,20 +49,28 @@ func needRateClients(env Env) error {
 
 // newClockRateClient runs one worker's clock at ClockRate times the real
 // one, recorded in its target ("p1×0.5"), with the window as the
-// duration; the heal sets every worker it changed that is still alive
-// back to the real rate (its clock goes on from where it is: a clock that
-// ran slow stays behind, as a real one would).
+// duration: the first worker to reach the pause point (after-acquire by
+// default: the one that just took the lock; random: any worker at once),
+// which goes on at once with its clock at the rate. The heal sets every
+// worker it changed that is still alive back to the real rate (its clock
+// goes on from where it is: a clock that ran slow stays behind, as a real
+// one would).
 func newClockRateClient(env Env) (Fault, error) {
 	c := env.Clients.(RateClients)
 	factor, window := ClockRate.Of(env), Window.Of(env)
 	if err := positive("fault window", window); err != nil {
 		return nil, err
 	}
-	return env.undoEachProcess(window, "",
+	point := PausePoint.Of(env)
+	return env.undoEachProcess(window, point,
 		func(_ context.Context, p int, v *history.Value, _ *rand.Rand) error {
 			v.Targets[0] += "×" + strconv.FormatFloat(factor, 'g', -1, 64)
 			v.Duration = int64(window)
-			if err := c.SetClockRate(p, factor); err != nil {
+			err := c.SetClockRate(p, factor)
+			if point != "" {
+				_ = c.Continue(p) // it waits at the point
+			}
+			if err != nil {
 				return fmt.Errorf("%w: %v", errNotApplied, err)
 			}
 			return nil

@@ -37,7 +37,7 @@ func (c *rateClients) SetClockRate(p int, f float64) error {
 // that are not positive.
 func TestClockRateClient(t *testing.T) {
 	c := &rateClients{fakeClients: fakeClients{procs: []int{0, 1}}, rates: map[int]float64{}}
-	env := Env{Cluster: &fakeCluster{nodes: nodes("n1")}, Clients: c}.With(Window.Is(3*time.Second), ClockRate.Is(0.25))
+	env := Env{Cluster: &fakeCluster{nodes: nodes("n1")}, Clients: c}.With(Window.Is(3*time.Second), ClockRate.Is(0.25), PausePoint.Is(""))
 	f := buildOne(t, "clock-rate-client", env)
 	v, err := f.Inject(context.Background(), testRng())
 	if err != nil {
@@ -64,6 +64,18 @@ func TestClockRateClient(t *testing.T) {
 	if healed, err := f.Heal(context.Background()); err != nil || len(healed.Targets) != 0 {
 		t.Errorf("heal of dead workers: %v, %v; want nothing healed and no error", healed.Targets, err)
 	}
+
+	// At a point (after-acquire, the default): the first worker there,
+	// which goes on at once with its clock at the rate.
+	c.calls, c.dead = nil, nil
+	pf := buildOne(t, "clock-rate-client", env.With(PausePoint.Is("after-acquire")))
+	if v, err := pf.Inject(context.Background(), testRng()); err != nil || v.Point != "after-acquire" {
+		t.Fatalf("at a point: %+v, %v", v, err)
+	}
+	if got := strings.Join(c.log(), "; "); !strings.Contains(got, "rate p") || !strings.Contains(got, "continue p") || strings.Index(got, "rate p") > strings.Index(got, "continue p") {
+		t.Errorf("calls %q: want the rate set, then the worker let go on", got)
+	}
+	pf.Heal(context.Background())
 
 	c.why = "no worker whose clock can run at a rate: the go command is missing"
 	if _, err := Build([]string{"clock-rate-client"}, env); !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "go command") {

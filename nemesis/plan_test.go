@@ -165,6 +165,7 @@ func TestEveryFaultSettingCanBePlanned(t *testing.T) {
 		"sync-delay":      {"1.5s", "0s", "must be positive and at most 10m0s, got 0s"},
 		"delay":           {"50ms", "fast", "is not a duration"},
 		"loss":            {"0.25", "1.5", "must be in (0, 1], got 1.5"},
+		"clock-rate":      {"0.5", "1", "must be positive and not 1, got 1"},
 		"kill-holder":     {"true", "yes please", `"yes please" is not true or false`},
 		"partition":       {"n1,n2/n3,c0", "n1,n2", "one group"},
 	}

@@ -39,6 +39,7 @@ var notWeakened = map[string]string{
 	"clock-direction": "a direction, not a size",
 	"kill-holder":     "which worker a kill hits, not how hard",
 	"strobe":          "a faster or slower strobe is not a weaker one",
+	"clock-rate":      "a rate is weaker nearer 1, which halving does not move it towards (0.5 would become 0.25)",
 	"partition":       "the groups of a partition; a replay has its cuts, which the search drops one at a time",
 }
 

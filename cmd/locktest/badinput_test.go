@@ -206,10 +206,12 @@ var badValues = map[string][]badCase{
 	"merge --compare":      {bc("--compare: open STORE/nodir/scoreboard.json: no such file or directory", "--compare", "STORE/nodir/scoreboard.json")},
 
 	"margin --vary": {bc("--vary NAME=FROM..TO is required", "--vary", ""),
-		bc(`--vary "speed=1..2": want NAME=FROM..TO with NAME one of clock-bump, delay, down, pause, targets, ttl, window`, "--vary", "speed=1..2"),
+		bc(`--vary "speed=1..2": want NAME=FROM..TO with NAME one of clock-bump, clock-rate, delay, down, pause, targets, ttl, window`, "--vary", "speed=1..2"),
 		bc(`--vary pause: the range "1s" is not FROM..TO`, "--vary", "pause=1s"),
 		bc(`--vary pause: "fast" is not a duration (e.g. 1.5s)`, "--vary", "pause=fast..2s"),
 		bc("--vary pause: the range 2s..1s must go up from 0 or more", "--vary", "pause=2s..1s"),
+		bc(`--vary clock-rate: "0" is not a positive rate (e.g. 0.5)`, "--vary", "clock-rate=0..0.9"),
+		bc("--vary clock-rate: the range 0.5..1.5 holds 1, the real rate, which is no fault: vary below it or above it", "--vary", "clock-rate=0.5..1.5"),
 		bc("--faults none: margin varies one fault (a combined fault a+b counts as one): give exactly one", "--vary", "pause=1s..2s"),
 		bc("--vary down: pause-client does not read it (it reads pause, pause-point)", "--faults", "pause-client", "--vary", "down=1s..2s"),
 		bc("--vary targets=1..9: redis-set-nx-px has 1 nodes", "--faults", "pause-client", "--vary", "targets=1..9"),

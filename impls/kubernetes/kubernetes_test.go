@@ -239,6 +239,8 @@ func TestElectionTimings(t *testing.T) {
 		{ttl: 3 * time.Second, params: map[string]string{"lease-duration": "1s"}, err: `unknown impl param "lease-duration"`},
 		{ttl: 3 * time.Second, params: map[string]string{ParamLog: "on"}, want: Timings{3 * time.Second, 2 * time.Second, 400 * time.Millisecond}},
 		{ttl: 3 * time.Second, params: map[string]string{ParamLog: "yes"}, err: "must be on or off"},
+		{ttl: 3 * time.Second, params: map[string]string{ParamReleaseOnCancel: "off"}, want: Timings{3 * time.Second, 2 * time.Second, 400 * time.Millisecond}},
+		{ttl: 3 * time.Second, params: map[string]string{ParamReleaseOnCancel: "no"}, err: "must be on or off"},
 	} {
 		got, err := ElectionTimings(tc.ttl, tc.params)
 		switch {

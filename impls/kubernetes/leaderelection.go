@@ -35,6 +35,14 @@ const (
 	// log, logs/p<N>.log: each try to take or renew the Lease and why it
 	// failed. Off by default.
 	ParamLog = "log"
+	// ParamReleaseOnCancel is the elector's ReleaseOnCancel: "on" (the
+	// default) or "off". On, an elector that could not renew within
+	// RenewDeadline first tries to give the Lease up, for up to another
+	// RenewDeadline when the apiserver does not answer, and only then
+	// cancels OnStartedLeading's context and calls OnStoppedLeading. Off,
+	// it calls them at once, and a release leaves the Lease to expire
+	// after LeaseDuration instead of giving it up.
+	ParamReleaseOnCancel = "release-on-cancel"
 )
 
 func init() {
@@ -43,7 +51,7 @@ func init() {
 		Name: "k8s-leader-election", Backend: backend.Kubernetes,
 		Blocking: true,
 		Wait:     "the elector retries every RetryPeriod until it leads or the acquire's deadline passes, which is at least LeaseDuration + 2 RetryPeriods",
-		Notices:  "OnStoppedLeading: the elector could not renew within RenewDeadline",
+		Notices:  "OnStoppedLeading: the elector could not renew within RenewDeadline (and, with ReleaseOnCancel, then tried to give the Lease up)",
 		Doc: "client-go's LeaderElector over a LeaseLock, as controllers run it (LeaseDuration = TTL, RenewDeadline and RetryPeriod 2/3 and 2/15 of it, ReleaseOnCancel); " +
 			"no fencing by its own doc, and a leader that stops (a pause) acts on until it notices, while a contender takes the Lease after LeaseDuration on its own clock.",
 		RuntimeClock: true,
@@ -51,6 +59,10 @@ func init() {
 		Renewal: func(ttl time.Duration, params map[string]string) (time.Duration, time.Duration) {
 			t, _ := ElectionTimings(ttl, params)
 			return t.LeaseDuration, t.RetryPeriod
+		},
+		StopsAfter: func(ttl time.Duration, params map[string]string) time.Duration {
+			t, _ := ElectionTimings(ttl, params)
+			return t.RenewDeadline
 		},
 		New: newElection,
 	})
@@ -69,16 +81,16 @@ func ElectionTimings(ttl time.Duration, params map[string]string) (Timings, erro
 	t := Timings{LeaseDuration: leaseSeconds(ttl)}
 	t.RenewDeadline, t.RetryPeriod = t.LeaseDuration*2/3, t.LeaseDuration*2/15
 	for _, k := range slices.Sorted(maps.Keys(params)) {
-		if k == ParamLog {
-			if v := params[k]; v != "on" && v != "off" {
-				return t, fmt.Errorf("k8s-leader-election: impl param %s=%q must be on or off", k, v)
+		if want, ok := map[string][2]string{ParamLog: {"on", "off"}, ParamReleaseOnCancel: {"on", "off"}}[k]; ok {
+			if v := params[k]; v != want[0] && v != want[1] {
+				return t, fmt.Errorf("k8s-leader-election: impl param %s=%q must be %s or %s", k, v, want[0], want[1])
 			}
 			continue
 		}
 		d, err := time.ParseDuration(params[k])
 		switch {
 		case k != ParamRenewDeadline && k != ParamRetryPeriod:
-			return t, fmt.Errorf("k8s-leader-election: unknown impl param %q (known: %s, %s, %s)", k, ParamRenewDeadline, ParamRetryPeriod, ParamLog)
+			return t, fmt.Errorf("k8s-leader-election: unknown impl param %q (known: %s, %s, %s, %s)", k, ParamRenewDeadline, ParamRetryPeriod, ParamLog, ParamReleaseOnCancel)
 		case err != nil || d <= 0:
 			return t, fmt.Errorf("k8s-leader-election: impl param %s=%q must be a positive duration", k, params[k])
 		case k == ParamRenewDeadline:
@@ -179,6 +191,7 @@ func (c *electionClient) Acquire(ctx context.Context, lock string, ttl time.Dura
 		return impls.Lease{}, err
 	}
 	value := c.values.Next()
+	releaseOnCancel := c.params[ParamReleaseOnCancel] != "off"
 	e := &elector{done: make(chan struct{}), leads: make(chan struct{})}
 	ll := &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Name: lock, Namespace: Namespace},
@@ -190,7 +203,7 @@ func (c *electionClient) Acquire(ctx context.Context, lock string, ttl time.Dura
 		LeaseDuration:   t.LeaseDuration,
 		RenewDeadline:   t.RenewDeadline,
 		RetryPeriod:     t.RetryPeriod,
-		ReleaseOnCancel: true,
+		ReleaseOnCancel: releaseOnCancel,
 		Name:            lock,
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(context.Context) {
@@ -283,6 +296,9 @@ func (c *electionClient) Release(ctx context.Context, l impls.Lease) (impls.Rele
 	e.mu.Lock()
 	released := e.released
 	e.mu.Unlock()
+	if !released && c.params[ParamReleaseOnCancel] == "off" {
+		return impls.Released{}, fmt.Errorf("k8s-leader-election: the elector of lease %s ended without giving it up (%s off): the Lease names this holder until a contender has watched it unchanged for LeaseDuration", l.Lock, ParamReleaseOnCancel)
+	}
 	if !released {
 		return impls.Released{}, fmt.Errorf("k8s-leader-election: the elector of lease %s ended without giving it up (it was no longer the holder, or the update failed)", l.Lock)
 	}
