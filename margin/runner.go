@@ -84,9 +84,9 @@ type Study struct {
 	// server ends, and stopsAfter its StopsAfter.
 	renewal    func(ttl time.Duration, params map[string]string) (lease, every time.Duration)
 	stopsAfter func(ttl time.Duration, params map[string]string) time.Duration
-	started func() // called once, when the first run has started
-	dir     string // the search's folder
-	begun   time.Time
+	started    func() // called once, when the first run has started
+	dir        string // the search's folder
+	begun      time.Time
 	// gaps are the measured times from a paused holder's acquire to its
 	// pause, and elapsed the acquires' durations, for the stated bound.
 	gaps, elapsed []time.Duration
