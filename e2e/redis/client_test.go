@@ -189,18 +189,24 @@ func TestGoImplThroughTheProtocolIsValid(t *testing.T) {
 	}
 }
 
-// TestClockSkewIsUnavailableToExternalClients: a client program reads its
-// own wall clock, which the worker's offset does not move, so
-// clock-skew-client is reported unavailable, not applied in name only.
-func TestClockSkewIsUnavailableToExternalClients(t *testing.T) {
+// TestClientClockFaultsAreUnavailableToExternalClients: a client program
+// keeps its own clock, which neither the worker's wall-clock offset nor a
+// runtime locktest builds moves, so clock-skew-client and
+// clock-rate-client are reported unavailable, not applied in name only,
+// and the run is not valid.
+func TestClientClockFaultsAreUnavailableToExternalClients(t *testing.T) {
 	gate.Need(t, "redis-server")
-	cfg := clientConfig(t, testexe.GoRef("redis-set-nx-px"), "redis")
-	cfg.Faults, cfg.Duration, cfg.Interval = []string{"clock-skew-client"}, 3*time.Second, 500*time.Millisecond
-	out, err := run.Run(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out.Results.Valid == checker.Valid || !strings.Contains(strings.Join(out.Results.Run.Errors, " "), "clock-skew-client: fault unavailable") {
-		t.Fatalf("verdict %s, problems %q: want clock-skew-client unavailable and the run not valid", out.Results.Valid, out.Results.Run.Errors)
+	for _, fault := range []string{"clock-skew-client", "clock-rate-client"} {
+		t.Run(fault, func(t *testing.T) {
+			cfg := clientConfig(t, testexe.GoRef("redis-set-nx-px"), "redis")
+			cfg.Faults, cfg.Duration, cfg.Interval = []string{fault}, 3*time.Second, 500*time.Millisecond
+			out, err := run.Run(context.Background(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out.Results.Valid == checker.Valid || !strings.Contains(strings.Join(out.Results.Run.Errors, " "), fault+": fault unavailable") {
+				t.Fatalf("verdict %s, problems %q: want %s unavailable and the run not valid", out.Results.Valid, out.Results.Run.Errors, fault)
+			}
+		})
 	}
 }

@@ -1,7 +1,6 @@
 package redis_test
 
 import (
-	"context"
 	"slices"
 	"strings"
 	"testing"
@@ -10,10 +9,8 @@ import (
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/nemesis"
-	"github.com/locktest/locktest/run"
 	"github.com/locktest/locktest/testkit"
 	"github.com/locktest/locktest/testkit/gate"
-	"github.com/locktest/locktest/testkit/testexe"
 	"github.com/locktest/locktest/workloads"
 )
 
@@ -62,22 +59,6 @@ func TestClockRateClientSlowsOneWorkersClock(t *testing.T) {
 		if d > 110*time.Millisecond {
 			t.Errorf("%s took %v (median), want about 40 ms: only p0's clock runs slow, and only in the window", name, d)
 		}
-	}
-}
-
-// TestClockRateIsUnavailableToExternalClients: a client program keeps its
-// own clock, which locktest does not build, so clock-rate-client is
-// reported unavailable and the run is not valid.
-func TestClockRateIsUnavailableToExternalClients(t *testing.T) {
-	gate.Need(t, "redis-server")
-	cfg := clientConfig(t, testexe.GoRef("redis-set-nx-px"), "redis")
-	cfg.Faults, cfg.Duration, cfg.Interval = []string{"clock-rate-client"}, 3*time.Second, 500*time.Millisecond
-	out, err := run.Run(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out.Results.Valid == checker.Valid || !strings.Contains(strings.Join(out.Results.Run.Errors, " "), "clock-rate-client: fault unavailable") {
-		t.Fatalf("verdict %s, problems %q: want clock-rate-client unavailable and the run not valid", out.Results.Valid, out.Results.Run.Errors)
 	}
 }
 

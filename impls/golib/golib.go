@@ -299,15 +299,9 @@ func Build(ctx context.Context, req Request, log io.Writer) (string, error) {
 	if impl.Package == "" {
 		return "", fmt.Errorf("the impl %s names no Go package", req.Impl)
 	}
-	goCmd, err := exec.LookPath("go")
+	goCmd, cache, goVersion, err := toolchain(ctx, "an adapter", req.Cache)
 	if err != nil {
-		return "", errors.New("an adapter is built with the go command, and there is none on PATH (install Go, or add its bin folder to PATH)")
-	}
-	cache := req.Cache
-	if cache == "" {
-		if cache, err = Dir(); err != nil {
-			return "", err
-		}
+		return "", err
 	}
 	ltMod, err := os.ReadFile(filepath.Join(req.Src, "go.mod"))
 	if err != nil {
@@ -320,10 +314,6 @@ func Build(ctx context.Context, req Request, log io.Writer) (string, error) {
 	mainGo, err := MainGo(impl.Package, req.Pins)
 	if err != nil {
 		return "", err
-	}
-	goVersion, err := exec.CommandContext(ctx, goCmd, "env", "GOVERSION").Output()
-	if err != nil {
-		return "", fmt.Errorf("go env GOVERSION: %v", err)
 	}
 	sum, err := sourceSum(req.Src, goMod, mainGo, goVersion)
 	if err != nil {
@@ -364,19 +354,9 @@ type ProgramRequest struct {
 // the go command prints goes to log (nil: nowhere) and to build.log
 // beside the binary.
 func BuildProgram(ctx context.Context, req ProgramRequest, log io.Writer) (string, error) {
-	goCmd, err := exec.LookPath("go")
+	goCmd, cache, goVersion, err := toolchain(ctx, "the program", req.Cache)
 	if err != nil {
-		return "", errors.New("the program is built with the go command, and there is none on PATH (install Go, or add its bin folder to PATH)")
-	}
-	cache := req.Cache
-	if cache == "" {
-		if cache, err = Dir(); err != nil {
-			return "", err
-		}
-	}
-	goVersion, err := exec.CommandContext(ctx, goCmd, "env", "GOVERSION").Output()
-	if err != nil {
-		return "", fmt.Errorf("go env GOVERSION: %v", err)
+		return "", err
 	}
 	key := req.Key
 	if key == nil {
@@ -391,6 +371,24 @@ func BuildProgram(ctx context.Context, req ProgramRequest, log io.Writer) (strin
 	return cachedBuild(ctx, goCmd, final, req.Name, nil, []buildStep{{"go build", args, nil}}, req.Src, log, func(step, text, _ string, err error) error {
 		return fmt.Errorf("%s of %s with %s failed: %s", step, req.Package, strings.Join(req.Flags, " "), firstError(text, req.Src, req.Src, err))
 	})
+}
+
+// toolchain returns the go command, the cache folder (cache, or Dir()
+// when it is "") and the toolchain's version, which what (an adapter, the
+// program) is built with.
+func toolchain(ctx context.Context, what, cache string) (goCmd, dir string, version []byte, err error) {
+	if goCmd, err = exec.LookPath("go"); err != nil {
+		return "", "", nil, fmt.Errorf("%s is built with the go command, and there is none on PATH (install Go, or add its bin folder to PATH)", what)
+	}
+	if dir = cache; dir == "" {
+		if dir, err = Dir(); err != nil {
+			return "", "", nil, err
+		}
+	}
+	if version, err = exec.CommandContext(ctx, goCmd, "env", "GOVERSION").Output(); err != nil {
+		return "", "", nil, fmt.Errorf("go env GOVERSION: %v", err)
+	}
+	return goCmd, dir, version, nil
 }
 
 // buildStep is a go command a build runs: its name, its arguments, in
