@@ -3,6 +3,8 @@ package run
 import (
 	"strings"
 	"testing"
+
+	"github.com/locktest/locktest/impls"
 )
 
 // TestCheckTargetsReadsTheBackendsOutline: --target's pins are checked
@@ -38,6 +40,39 @@ func TestCheckTargetsReadsTheBackendsOutline(t *testing.T) {
 			t.Errorf("%s %s=%s: %v", tc.impl, tc.fault, tc.pin, err)
 		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
 			t.Errorf("%s %s=%s: %v, want an error saying %q", tc.impl, tc.fault, tc.pin, err, tc.want)
+		}
+	}
+}
+
+// TestPartitionHostsAreTheBackendsNodes: an explicit partition names data
+// nodes (n1..), client hosts (c0..) and the other nodes of the impl's
+// backend by the names its layout gives them (a kubernetes cluster's etcd
+// members e1..), and nothing else.
+func TestPartitionHostsAreTheBackendsNodes(t *testing.T) {
+	for _, tc := range []struct {
+		impl, groups, want string
+	}{
+		{"k8s-leader-election", "n1/e1", ""},
+		{"k8s-leader-election", "n1,c0/e1", ""},
+		{"k8s-leader-election", "n1/e9", `host "e9": want a node (n1, n2, ..., e1)`},
+		{"redis-set-nx-px", "n1/e1", `host "e1": want a node (n1, n2, ...) or a client host`},
+		{"redis-set-nx-px", "n1/c0", ""},
+	} {
+		cfg := DefaultConfig()
+		cfg.Impl, cfg.Faults = tc.impl, []string{"partition"}
+		if err := cfg.Set("partition", tc.groups); err != nil {
+			t.Fatal(err)
+		}
+		impl, err := impls.Lookup(tc.impl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = cfg.validateSettings(impl)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s --partition %s: %v", tc.impl, tc.groups, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s --partition %s: %v, want an error saying %q", tc.impl, tc.groups, err, tc.want)
 		}
 	}
 }

@@ -41,8 +41,9 @@ func (c *Config) usesNamespaces() bool {
 	return c.Net == NetNamespaces || (c.Net == NetAuto && nemesis.Needs(c.faultParts(), nemesis.NeedNetwork))
 }
 
-// hostRE is a host of an explicit partition: a node (n1, n2, ...) or a
-// client host (c0, c1, ...).
+// hostRE is a host of an explicit partition: a data node (n1, n2, ...) or
+// a client host (c0, c1, ...); a backend's other nodes are named by its
+// layout.
 var hostRE = regexp.MustCompile(`^([nc])(0|[1-9][0-9]*)$`)
 
 // validateSettings checks the settings whose values come from the lists
@@ -67,11 +68,24 @@ func (c *Config) validateSettings(impl impls.Impl) error {
 				networkFaults())
 		}
 	}
+	// A backend's nodes beyond its data nodes (a kubernetes cluster's etcd
+	// members e1..) are hosts too, by the names its layout gives them.
+	var extra []string
+	if l, err := backend.NewLayout(impl.Backend, impl.Nodes, c.ClusterParams); err == nil {
+		for _, n := range l.Nodes {
+			if !hostRE.MatchString(n.Name) {
+				extra = append(extra, n.Name)
+			}
+		}
+	}
 	for _, g := range nemesis.Partition.Of(c.FaultSettings) {
 		for _, h := range g {
 			m := hostRE.FindStringSubmatch(h)
+			if slices.Contains(extra, h) {
+				continue
+			}
 			if m == nil || (m[1] == "n" && m[2] == "0") {
-				return setupErr("--partition: host %q: want a node (n1, n2, ...) or a client host (c0, c1, ...)", h)
+				return setupErr("--partition: host %q: want a node (n1, n2, ...%s) or a client host (c0, c1, ...)", h, strings.Join(append([]string{""}, extra...), ", "))
 			}
 			if k, _ := strconv.Atoi(m[2]); m[1] == "c" && k >= c.Clients {
 				return setupErr("--partition: host %s: the run has client hosts c0 to c%d (--clients %d)", h, c.Clients-1, c.Clients)
