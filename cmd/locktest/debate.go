@@ -46,7 +46,7 @@ debate was interrupted), 2 bad usage or a broken scenario file.`,
 		Example: `  locktest debate                          # the whole catalogue, 3 seeds each
   locktest debate --seeds 20 --parallel 2 --json debate.json
   locktest debate --only 2,redlock-control --seeds 10
-  locktest debate --only etcd-control --until-ci-width 20% --max-seeds 60
+  locktest debate --only redlock-control --until-ci-width 20% --max-seeds 60
   locktest debate --seeds 20 --shard 2/4 --out shard2   # then: locktest merge shard1 shard2 shard3 shard4
   locktest debate --only redlock-clock-jump --seeds 10 --until-reproduced
   locktest debate --scenarios my.yaml --junit debate.xml

@@ -99,7 +99,8 @@ processes, injects real faults, records every operation, and decides from the
 recorded history alone whether mutual exclusion held and whether fencing tokens
 protected the shared resource.
 
-Exit codes, the same for run, check, debate and matrix:
+Exit codes, the same for run, check, debate, matrix and merge (shrink and
+margin never exit 1: their help says what 0 and 3 mean for a search):
   0  as expected: valid, or the anomaly a run expects was reproduced
   1  an unexpected verdict: a violation where safety was expected, or safety
      where a violation was expected (matrix --baseline: a cell got worse)

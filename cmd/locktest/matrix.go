@@ -139,7 +139,7 @@ matrix was interrupted; 2 bad usage or a set-up failure.`,
 	f.BoolVar(&seeded, "seeded", false, "also measure the zoo: every seeded impl (a correct recipe with one bug planted, locktest list --seeded) and the recipes they vary, and say which columns caught each bug (docs/seeded-bugs.md)")
 	f.StringSliceVar(&o.ExternalClients, "client", nil, "external lock clients to measure in rows of their own, comma-separated: names of manifests in clients/ (see docs/clients.md); with it, --impls defaults to none")
 	f.StringSliceVar(&faults, "faults", nil, "fault classes (default all; none is always run): "+run.Join(matrix.Classes)+", or the name of any fault, run alone")
-	f.IntVar(&o.Seeds, "seeds", o.Seeds, "seeds per run")
+	f.IntVar(&o.Seeds, "seeds", o.Seeds, "seeds per cell: the runs of each impl under each fault class, each with its own seed")
 	f.IntVar(&parallel, "parallel", 3, "runs at once; the latency and throughput runs still run alone (3 made a 34-job matrix 1.7 times as fast as 1 on 2 cores, with the same cells: docs/matrix-howto.md)")
 	f.StringVar(&shard, "shard", "", "make only shard I of N of the jobs (I/N, e.g. 2/4); locktest merge joins the shards' stores")
 	f.StringVar(&baseline, "baseline", "", "a stored matrix.json to compare with: exit 1 when a cell got worse")
