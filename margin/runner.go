@@ -61,6 +61,15 @@ var breaksLow = []string{"ttl", "down", "clock-rate"}
 // thousandths): 0.01.
 const factorResolution = 10
 
+// Resolution is how narrow a bracket the study's bisection stops at, in
+// its parameter's unit: --resolution, or 0.01 for a rate.
+func (m *Study) Resolution() float64 {
+	if m.param.Kind == Factor {
+		return factorResolution
+	}
+	return float64(m.mf.Resolution)
+}
+
 // Study is one margin search over real runs: its settings, its folder in
 // the store, and what its runs measured for the stated bound.
 type Study struct {
@@ -668,10 +677,7 @@ func (m *Study) Fault() string { return m.fault }
 // could not start.
 func (m *Study) Run(ctx context.Context, started func(), progress func(Point)) (reports.Margin, error) {
 	m.started = started
-	opt := Options{Grid: m.mf.Grid, Trials: m.mf.Trials, Resolution: float64(m.mf.Resolution), Progress: progress}
-	if m.param.Kind == Factor {
-		opt.Resolution = factorResolution
-	}
+	opt := Options{Grid: m.mf.Grid, Trials: m.mf.Trials, Resolution: m.Resolution(), Progress: progress}
 	if m.param.Kind == Count {
 		opt.Resolution = 1
 	}

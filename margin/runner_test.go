@@ -326,6 +326,12 @@ func TestFactorParam(t *testing.T) {
 	if v, err := parseMagnitude(Factor, "0.85"); err != nil || v != 850 {
 		t.Errorf("parseMagnitude(0.85) = %v, %v; want 850", v, err)
 	}
+	// The bisection of a rate stops at 0.01, whatever --resolution says
+	// of durations.
+	m := &Study{param: p, mf: Settings{Resolution: 50 * time.Millisecond}}
+	if got := p.Format(m.Resolution()); got != "0.01" {
+		t.Errorf("a rate's resolution prints %q, want 0.01", got)
+	}
 }
 
 // majorityStudy is a study of the registered impl called name varying p,

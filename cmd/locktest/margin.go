@@ -115,7 +115,7 @@ func marginRun(ctx context.Context, out io.Writer, m *margin.Study, mf margin.Se
 	// The header comes with the first run that started: a search whose
 	// first run cannot start prints nothing but its error.
 	p := m.Param()
-	resolution := p.Format(float64(mf.Resolution))
+	resolution := p.Format(m.Resolution())
 	if p.Kind == margin.Count {
 		resolution = "neighbouring counts"
 	}
