@@ -65,10 +65,6 @@ func (c *Config) buildClockWorker(ctx context.Context, logDir string, lg *slog.L
 	if err != nil {
 		return "", fmt.Errorf("go env GOROOT: %v", err)
 	}
-	cache, err := golib.Dir()
-	if err != nil {
-		return "", err
-	}
 	overlayDir, err := os.MkdirTemp("", "locktest-clockrate-")
 	if err != nil {
 		return "", err
@@ -95,7 +91,7 @@ func (c *Config) buildClockWorker(ctx context.Context, logDir string, lg *slog.L
 	// The overlay's folder differs at each build; the flags in the
 	// checksum are those without it, the patched files its inputs.
 	return golib.BuildProgram(ctx, golib.ProgramRequest{Src: src, Package: "./cmd/locktest", Name: "locktest-clockrate",
-		Flags: clockrate.BuildFlags(overlay), Key: clockrate.BuildFlags("OVERLAY"), Inputs: inputs, Cache: cache}, log)
+		Flags: clockrate.BuildFlags(overlay), Key: clockrate.BuildFlags("OVERLAY"), Inputs: inputs}, log)
 }
 
 // planNeeds reports whether a fault of the schedule plan needs ability a.
