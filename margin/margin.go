@@ -204,6 +204,22 @@ func (r Result) Summary() string {
 		p.Format(r.Holds), pointCount(h), p.Format(r.Breaks), pointCount(b))
 }
 
+// Breached reports whether the search saw the lock break on the safe side
+// of ref by more than tolerance: below ref for a parameter whose large
+// values break a lock, above it for one whose small values do (BreaksLow).
+// A failed trial is a proven violation, not an estimate; the tolerance
+// stands for how far a real fault may land from the value planned (the
+// search's resolution). A search that broke nothing never breaches.
+func (r Result) Breached(ref, tolerance float64) bool {
+	if !r.Found {
+		return false
+	}
+	if r.Param.BreaksLow {
+		return r.Breaks > ref+tolerance
+	}
+	return r.Breaks < ref-tolerance
+}
+
 // decided reports whether some point has a counted trial.
 func (r Result) decided() bool {
 	for _, p := range r.Points {

@@ -184,3 +184,30 @@ func TestSummaryOfASearchThatDecidedNothing(t *testing.T) {
 		t.Errorf("summary %q, want %q", got, want)
 	}
 }
+
+// TestBreached says when a search broke the lock on the safe side of a
+// reference by more than the tolerance, for a parameter that breaks high
+// (a pause) and one that breaks low (a clock rate, in thousandths).
+func TestBreached(t *testing.T) {
+	pause := Param{Name: "pause", Kind: Duration}
+	rate := Param{Name: "clock-rate", Kind: Factor, BreaksLow: true}
+	for _, c := range []struct {
+		name           string
+		r              Result
+		ref, tolerance float64
+		want           bool
+	}{
+		{"nothing broke", Result{Param: pause, Reached: 500}, 1000, 50, false},
+		{"broke beyond the bound", Result{Param: pause, Found: true, Breaks: 1100}, 1000, 50, false},
+		{"broke within the tolerance below it", Result{Param: pause, Found: true, Breaks: 960}, 1000, 50, false},
+		{"broke at the tolerance's edge", Result{Param: pause, Found: true, Breaks: 950}, 1000, 50, false},
+		{"broke below it", Result{Param: pause, Found: true, Breaks: 900}, 1000, 50, true},
+		{"a slow clock broke beyond the ratio", Result{Param: rate, Found: true, Breaks: 600}, 667, 10, false},
+		{"a slow clock broke within the ratio", Result{Param: rate, Found: true, Breaks: 694}, 667, 10, true},
+		{"a slow clock broke within the tolerance", Result{Param: rate, Found: true, Breaks: 675}, 667, 10, false},
+	} {
+		if got := c.r.Breached(c.ref, c.tolerance); got != c.want {
+			t.Errorf("%s: Breached(%v, %v) = %v, want %v", c.name, c.ref, c.tolerance, got, c.want)
+		}
+	}
+}

@@ -42,6 +42,11 @@ type Settings struct {
 	Resolution, At time.Duration
 	// Budget is the wall time after which no more runs start (0: none).
 	Budget time.Duration
+	// Gate is the value, in the varied parameter's unit, that the lock
+	// must hold at: the search fails its gate when the lock breaks on the
+	// safe side of it by more than the resolution. Empty means the lock's
+	// stated bound, where it states one.
+	Gate string
 }
 
 // Varied are the parameters Settings.Vary takes: the fault magnitudes
@@ -139,6 +144,11 @@ func (mf Settings) Param() (Param, error) {
 	case mf.Budget < 0:
 		return Param{}, fmt.Errorf("--budget must not be negative, got %v", mf.Budget)
 	}
+	if mf.Gate != "" {
+		if _, err := parseMagnitude(kind, mf.Gate); err != nil {
+			return Param{}, fmt.Errorf("--gate: %v (a value of --vary %s)", err, name)
+		}
+	}
 	return Param{Name: name, Kind: kind, From: from, To: to, BreaksLow: slices.Contains(breaksLow, name)}, nil
 }
 
@@ -155,6 +165,17 @@ func Prepare(cfg run.Config, mf Settings, given func(name string) bool) (*Study,
 	named := ""
 	if given("name") {
 		named = cfg.Name
+	}
+	// A flag that the search overrides in every trial changes nothing,
+	// and a flag that changes nothing is refused, as run refuses it.
+	for _, f := range []struct{ flag, why string }{
+		{"expect", "margin decides each trial itself (a trial fails when its run finds a safety violation)"},
+		{"interval", "margin injects one pinned fault --at its offset, so there is no quiet time between faults"},
+		{"stop-on-violation", "every trial stops soon after its first violation already"},
+	} {
+		if given(f.flag) {
+			return nil, fmt.Errorf("--%s: %s; give no --%s", f.flag, f.why, f.flag)
+		}
 	}
 	if cfg, err = cfg.Prepared(); err != nil {
 		return nil, err
@@ -762,5 +783,34 @@ func (m *Study) document(res Result) reports.Margin {
 	}
 	doc.OffPlan = m.offPlan(res)
 	doc.Bound = m.bound()
+	doc.Gate = m.gate(res, doc.Bound)
 	return doc
+}
+
+// gate is the study's gate over res: --gate, else the stated bound; nil
+// when it has neither.
+func (m *Study) gate(res Result, bound *reports.MarginBound) *reports.MarginGate {
+	tolerance := m.Resolution()
+	if m.param.Kind == Count {
+		tolerance = 0
+	}
+	g := &reports.MarginGate{Source: "stated bound", Tolerance: m.param.Format(tolerance)}
+	switch {
+	case m.mf.Gate != "":
+		v, _ := parseMagnitude(m.param.Kind, m.mf.Gate) // checked by Param
+		g.Value, g.Label, g.Source = v, m.param.Format(v), "--gate"
+	case bound != nil:
+		g.Value, g.Label = bound.Value, bound.Label
+	default:
+		return nil
+	}
+	g.Failed = res.Breached(g.Value, tolerance)
+	side := "below"
+	if m.param.BreaksLow {
+		side = "above"
+	}
+	if g.Failed {
+		g.Why = fmt.Sprintf("it broke at %s %s, %s the %s %s by more than %s", m.param.Name, m.param.Format(res.Breaks), side, g.Source, g.Label, g.Tolerance)
+	}
+	return g
 }

@@ -65,10 +65,13 @@ type Margin struct {
 	Summary string   `json:"summary"`
 	// Bound is the bound the lock itself states for this parameter, nil
 	// when it states none.
-	Bound       *MarginBound `json:"stated_bound,omitempty"`
-	Runs        int          `json:"runs"`
-	BudgetSpent bool         `json:"budget_spent,omitempty"`
-	Interrupted bool         `json:"interrupted,omitempty"`
+	Bound *MarginBound `json:"stated_bound,omitempty"`
+	// Gate is what the search is judged against, nil when it has nothing
+	// to be judged against: Failed makes locktest margin exit 1.
+	Gate        *MarginGate `json:"gate,omitempty"`
+	Runs        int         `json:"runs"`
+	BudgetSpent bool        `json:"budget_spent,omitempty"`
+	Interrupted bool        `json:"interrupted,omitempty"`
 }
 
 // MarginPoint is one value tried.
@@ -105,6 +108,19 @@ type MarginBound struct {
 	Value float64 `json:"value"`
 	Label string  `json:"label"`
 	Rule  string  `json:"rule"`
+}
+
+// MarginGate is the value a margin search is judged against: the lock's
+// stated bound, or --gate. The gate fails when a trial broke the lock on
+// the safe side of Value by more than Tolerance (the search's resolution,
+// for how far a real fault may land from the value planned).
+type MarginGate struct {
+	Value     float64 `json:"value"`
+	Label     string  `json:"label"`
+	Source    string  `json:"source"` // "stated bound" or "--gate"
+	Tolerance string  `json:"tolerance"`
+	Failed    bool    `json:"failed"`
+	Why       string  `json:"why,omitempty"`
 }
 
 var marginTmpl = template.Must(template.New("margin.html.tmpl").Funcs(funcs).ParseFS(templates, "templates/margin.html.tmpl"))

@@ -99,11 +99,13 @@ processes, injects real faults, records every operation, and decides from the
 recorded history alone whether mutual exclusion held and whether fencing tokens
 protected the shared resource.
 
-Exit codes, the same for run, check, debate, matrix and merge (shrink and
-margin never exit 1: their help says what 0 and 3 mean for a search):
-  0  as expected: valid, or the anomaly a run expects was reproduced
+Exit codes, the same for every command that decides something:
+  0  as expected: valid, or the anomaly a run expects was reproduced; a
+     search's gate held
   1  an unexpected verdict: a violation where safety was expected, or safety
-     where a violation was expected (matrix --baseline: a cell got worse)
+     where a violation was expected; or a gate failed (matrix and merge
+     --baseline: a cell got worse; margin: the lock broke on the safe side
+     of its stated bound or --gate; shrink: the bug no longer reproduces)
   2  bad usage or a set-up failure (a missing server, a port in use)
   3  inconclusive: it could not test what it meant to (a fault never applied,
      no root for partitions, a run stopped by Ctrl-C, too few seeds for the

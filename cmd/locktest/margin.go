@@ -17,11 +17,13 @@ import (
 	"github.com/locktest/locktest/margin"
 	"github.com/locktest/locktest/reports"
 	"github.com/locktest/locktest/run"
+	"github.com/locktest/locktest/runstore"
 )
 
 func newMarginCmd() *cobra.Command {
 	rf := &runFlags{cfg: run.DefaultConfig()}
 	mf := &margin.Settings{}
+	var jsonOut string
 	c := &cobra.Command{
 		Use:   "margin",
 		Short: "Find how large a fault (or how short a lease) breaks a lock: the boundary as an interval, beside the lock's stated bound",
@@ -45,10 +47,17 @@ persistence. Every trial's run is kept in STORE/<name>.margin/<time>/,
 with margin.json and margin.html (the violation rate against the value, with
 95% Wilson intervals, the bracket and the stated bound, on one chart).
 
-Exit codes: 0 when the search ended (a boundary found, or none in the
-range, which it says with the farthest value that held); 3 when --budget
-ran out or it was interrupted; 2 for bad input and a run that could not
-start.`,
+The search is judged against a gate: --gate VALUE, or else the lock's
+stated bound. The gate fails when a trial broke the lock on the safe side
+of it (below it; above it for a TTL, a restart delay or a clock rate) by
+more than the resolution, which stands for how far a real fault may land
+from the value planned. Progress goes to stderr; the result (the boundary,
+the stated bound, the gate and the report) to stdout, and --json writes
+margin.json to a file as well.
+
+Exit codes: 0 when the search ended and its gate held (or it has none); 1
+when the gate failed; 3 when --budget ran out or it was interrupted; 2 for
+bad input and a run that could not start.`,
 		Example: `  locktest margin --impl redis-set-nx-px --faults pause-client --vary pause=0s..3s --ttl 1s
   locktest margin --impl redlock --faults clock-bump --vary clock-bump=0s..5s --target clock-bump=n1
   locktest margin --impl redlock --faults kill-node --persistence off --vary down=0s..3s
@@ -59,13 +68,17 @@ start.`,
 			if err != nil {
 				return err
 			}
+			if err := run.CheckOutputs(run.Output{Flag: "--json", Path: jsonOut}); err != nil {
+				return usageError{err}
+			}
 			if err := m.MakeDir(); err != nil {
 				return usageError{err}
 			}
-			return marginRun(cmd.Context(), cmd.OutOrStdout(), m, *mf, rf.quiet)
+			return marginRun(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), m, *mf, rf.quiet, jsonOut)
 		},
 	}
 	defineMarginFlags(c, rf, mf)
+	c.Flags().StringVar(&jsonOut, "json", "", "also write margin.json here (it is always in the search's folder)")
 	return c
 }
 
@@ -80,7 +93,8 @@ func defineMarginFlags(c *cobra.Command, rf *runFlags, mf *margin.Settings) {
 	f.DurationVar(&mf.Resolution, "resolution", 50*time.Millisecond, "the bisection stops at a bracket this narrow (for targets: neighbouring counts)")
 	f.DurationVar(&mf.At, "at", time.Second, "when the fault goes in, from the start of the workload")
 	f.DurationVar(&mf.Budget, "budget", time.Hour, "wall time after which no more runs start (0: none)")
-	for _, n := range []string{"vary", "trials", "grid", "resolution", "at", "budget"} {
+	f.StringVar(&mf.Gate, "gate", "", "the value, in --vary's unit, the lock must hold at: exit 1 when it breaks on the safe side of it by more than the resolution (default: the lock's stated bound)")
+	for _, n := range []string{"vary", "trials", "grid", "resolution", "at", "budget", "gate"} {
 		_ = f.SetAnnotation(n, groupAnnotation, []string{"Margin"})
 	}
 	// The spelling --fault NAME is --faults NAME.
@@ -110,8 +124,10 @@ func prepareMargin(f changer, rf *runFlags, mf margin.Settings) (*margin.Study, 
 	return m, nil
 }
 
-// marginRun runs the search m and prints its progress and result.
-func marginRun(ctx context.Context, out io.Writer, m *margin.Study, mf margin.Settings, quiet bool) error {
+// marginRun runs the search m, prints its progress to errOut (unless
+// quiet) and its result to out, and returns a verdictError when its gate
+// failed.
+func marginRun(ctx context.Context, out, errOut io.Writer, m *margin.Study, mf margin.Settings, quiet bool, jsonOut string) error {
 	// The header comes with the first run that started: a search whose
 	// first run cannot start prints nothing but its error.
 	p := m.Param()
@@ -121,9 +137,12 @@ func marginRun(ctx context.Context, out io.Writer, m *margin.Study, mf margin.Se
 	}
 	started := time.Now()
 	header := func() {
-		fmt.Fprintf(out, "margin of %s under %s, varying %s from %s to %s: %d trials at %d values, then bisection to %s\n", m.Lock(), m.Fault(),
+		if quiet {
+			return
+		}
+		fmt.Fprintf(errOut, "margin of %s under %s, varying %s from %s to %s: %d trials at %d values, then bisection to %s\n", m.Lock(), m.Fault(),
 			p.Name, p.Format(p.From), p.Format(p.To), mf.Trials, mf.Grid, resolution)
-		fmt.Fprintf(out, "  runs in %s\n", m.Dir())
+		fmt.Fprintf(errOut, "  runs in %s\n", m.Dir())
 	}
 	var progress func(margin.Point)
 	if !quiet {
@@ -132,7 +151,7 @@ func marginRun(ctx context.Context, out io.Writer, m *margin.Study, mf margin.Se
 			if pt.Bisect {
 				how = "bisect"
 			}
-			fmt.Fprintf(out, "  %-6s %s %-8s %d of %d failed  (95%% CI %s–%s)  [%s]\n", how, p.Name, pt.Label, pt.Failures, pt.Counted(),
+			fmt.Fprintf(errOut, "  %-6s %s %-8s %d of %d failed  (95%% CI %s–%s)  [%s]\n", how, p.Name, pt.Label, pt.Failures, pt.Counted(),
 				reports.Percent(pt.Low), reports.Percent(pt.High), time.Since(started).Round(time.Second))
 		}
 	}
@@ -147,15 +166,30 @@ func marginRun(ctx context.Context, out io.Writer, m *margin.Study, mf margin.Se
 		return err
 	}
 	if n := len(doc.OffPlan); n > 0 {
-		fmt.Fprintf(out, "warning: %d of %d runs applied a %s more than %s off the value planned, which the search counts at the value planned (a loaded machine stretches faults; search again on a quiet one): %s\n",
+		fmt.Fprintf(errOut, "warning: %d of %d runs applied a %s more than %s off the value planned, which the search counts at the value planned (a loaded machine stretches faults; search again on a quiet one): %s\n",
 			n, doc.Runs, p.Name, doc.Resolution, strings.Join(doc.OffPlan[:min(n, 3)], "; "))
 	}
 	fmt.Fprintf(out, "%s\n", doc.Summary)
 	if doc.Bound != nil {
 		fmt.Fprintf(out, "stated bound: %s (%s)\n", doc.Bound.Label, doc.Bound.Rule)
 	}
+	if g := doc.Gate; g != nil {
+		word := "held"
+		if g.Failed {
+			word = "FAILED: " + g.Why
+		}
+		fmt.Fprintf(out, "gate: %s %s (within %s): %s\n", g.Source, g.Label, g.Tolerance, word)
+	}
 	fmt.Fprintf(out, "report: %s\n", filepath.Join(m.Dir(), reports.MarginHTMLFile))
-	if doc.BudgetSpent {
+	if jsonOut != "" {
+		if err := runstore.WriteJSON(jsonOut, doc); err != nil {
+			return fmt.Errorf("--json: %w", err)
+		}
+	}
+	switch {
+	case doc.Gate != nil && doc.Gate.Failed:
+		return verdictError{fmt.Errorf("margin gate failed: %s", doc.Gate.Why)}
+	case doc.BudgetSpent:
 		return inconclusiveError{fmt.Errorf("the budget ran out after %d runs, before the bracket was %s wide", doc.Runs, doc.Resolution)}
 	}
 	return nil

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/locktest/locktest/run"
 	"github.com/locktest/locktest/runstore"
 	"github.com/locktest/locktest/shrink"
 )
@@ -16,6 +17,7 @@ import (
 func newShrinkCmd() *cobra.Command {
 	sf := &shrink.Settings{}
 	var quiet bool
+	var jsonOut string
 	c := &cobra.Command{
 		Use:   "shrink RUN",
 		Short: "Search for the smallest run that fails as a stored failing run did: fewest faults, weakest, shortest, fewest clients",
@@ -41,10 +43,17 @@ times, stored as STORE/<name>-shrunk/, each report marked with what it was
 shrunk from and the story in one sentence. The last lines give the command
 that replays it.
 
+Progress (a line per candidate) goes to stderr; the result (the smallest
+schedule, its confirmation, the story and the command that replays it) to
+stdout, and --json writes shrink.json to a file as well.
+
 Exit codes: 0 when the smallest schedule failed the same way in --need of
-its --confirm replays (or --confirm is 0); 3 when it did not, or the search
-was interrupted; 2 for a run that did not fail or has no schedule.json, and
-for a set-up failure of a replay.`,
+its --confirm replays (or --confirm is 0); 1 when the bug no longer
+reproduces: no candidate failed the same way, and the stored run's own
+schedule, replayed --confirm times, failed the same way in fewer than
+--need (the gate of a fix); 3 when a smaller schedule did not confirm, or
+the search was interrupted; 2 for a run that did not fail or has no
+schedule.json, and for a set-up failure of a replay.`,
 		Example: `  locktest shrink store/redis-gc-pause/latest
   locktest shrink store/redlock-clock-jump/latest --budget 20m --replays 5 --need 3`,
 		Args: args(cobra.ExactArgs(1)),
@@ -52,7 +61,10 @@ for a set-up failure of a replay.`,
 			if err := sf.Check(); err != nil {
 				return usageError{err}
 			}
-			return shrinkRun(cmd.Context(), cmd.OutOrStdout(), a[0], *sf, quiet)
+			if err := run.CheckOutputs(run.Output{Flag: "--json", Path: jsonOut}); err != nil {
+				return usageError{err}
+			}
+			return shrinkRun(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), a[0], *sf, quiet, jsonOut)
 		},
 	}
 	f := c.Flags()
@@ -63,27 +75,31 @@ for a set-up failure of a replay.`,
 	f.DurationVar(&sf.Grace, "grace", 0, "how long a run goes on after its first violation when the search ends it early (0: 1s + the run's ttl)")
 	f.StringVar(&sf.Anomaly, "anomaly", "", "the anomaly to keep, KIND or CHECKER:KIND (default: the run's first proven one)")
 	f.StringVar(&sf.Store, "store", "store", "folder of stored runs, where the search and its replays go")
-	f.BoolVarP(&quiet, "quiet", "q", false, "no line per candidate, only the result")
+	f.BoolVarP(&quiet, "quiet", "q", false, "no progress on stderr (by default one line per candidate), only the result")
+	f.StringVar(&jsonOut, "json", "", "also write shrink.json, the search's log, here (it is always in the search's folder)")
 	return c
 }
 
-// shrinkRun shrinks the failing run arg names and prints what the search
-// and its confirmation did.
-func shrinkRun(ctx context.Context, out io.Writer, arg string, sf shrink.Settings, quiet bool) error {
+// shrinkRun shrinks the failing run arg names, prints the search's
+// progress to errOut (unless quiet) and what it and its confirmation found
+// to out, and returns a verdictError when the run's own schedule no longer
+// fails the same way.
+func shrinkRun(ctx context.Context, out, errOut io.Writer, arg string, sf shrink.Settings, quiet bool, jsonOut string) error {
 	sh, err := shrink.Prepare(arg, sf)
 	if err != nil {
 		return usageError{err}
 	}
+	defer writeShrinkPage(out, sh.Dir(), sf.Store) // shrink.html and the store's index, however the search ends
 	from, tg := sh.Start(), sh.Target()
-	fmt.Fprintf(out, "shrink %s: keeping %s, first proven at %s into the faults; %s\n", sh.From, tg, sh.First.Round(time.Millisecond), shrink.SizeOf(from))
-	fmt.Fprintf(out, "  search in %s; a candidate fails when %d of %d replays do\n", sh.Dir(), sf.Need, sf.Replays)
+	fmt.Fprintf(errOut, "shrink %s: keeping %s, first proven at %s into the faults; %s\n", sh.From, tg, sh.First.Round(time.Millisecond), shrink.SizeOf(from))
+	fmt.Fprintf(errOut, "  search in %s; a candidate fails when %d of %d replays do\n", sh.Dir(), sf.Need, sf.Replays)
 	var progress func(shrink.Step)
 	if !quiet {
-		progress = func(st shrink.Step) { fmt.Fprintln(out, "  "+stepLine(st, sh.Elapsed())) }
+		progress = func(st shrink.Step) { fmt.Fprintln(errOut, "  "+stepLine(st, sh.Elapsed())) }
 	}
 	logErr := func() {
 		if sh.LogErr != nil {
-			fmt.Fprintf(out, "  shrink.json: %v\n", sh.LogErr)
+			fmt.Fprintf(errOut, "  shrink.json: %v\n", sh.LogErr)
 		}
 	}
 	if err := sh.Search(ctx, progress); err != nil {
@@ -113,6 +129,14 @@ func shrinkRun(ctx context.Context, out io.Writer, arg string, sf shrink.Setting
 	fmt.Fprintf(out, "replay: locktest run --schedule %s\n", sh.SmallestFile)
 	if len(c.Runs) > 0 {
 		fmt.Fprintf(out, "report: %s\n", filepath.Join(c.Runs[len(c.Runs)-1], runstore.ReportFile))
+	}
+	if jsonOut != "" {
+		if err := runstore.WriteJSON(jsonOut, sh.Log); err != nil {
+			return fmt.Errorf("--json: %w", err)
+		}
+	}
+	if sf.Confirm > 0 && c.Reproduced < sf.Need && result.SmallestID == "" {
+		return verdictError{fmt.Errorf("the bug no longer reproduces: no candidate failed the same way, and the run's own schedule did in only %d of %d replays (want %d)", c.Reproduced, sf.Confirm, sf.Need)}
 	}
 	if sf.Confirm > 0 && c.Reproduced < sf.Need {
 		return inconclusiveError{fmt.Errorf("the smallest schedule failed the same way in only %d of %d confirmation replays (want %d)", c.Reproduced, sf.Confirm, sf.Need)}

@@ -275,3 +275,40 @@ func TestShrinkInterrupted(t *testing.T) {
 		t.Errorf("shrink.json: interrupted %v (%v)", log.Interrupted, err)
 	}
 }
+
+// TestShrinkGateFailsWhenTheBugNoLongerReproduces stands for a fix: the
+// stored failing run's schedule is made harmless (its pauses cut to 10 ms,
+// far inside the 2 s lease), so that no replay can fail the same way.
+// With no budget for candidates, shrink replays the run's own schedule to
+// confirm it, and must exit 1 saying the bug no longer reproduces, with
+// shrink.json written where --json says.
+func TestShrinkGateFailsWhenTheBugNoLongerReproduces(t *testing.T) {
+	gate.Need(t, "redis-server")
+	t.Parallel()
+	store, dir := failingStory(t)
+	path := filepath.Join(dir, runstore.ScheduleFile)
+	plan, err := run.ReadSchedule(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, f := range plan.Faults {
+		if f.Fault == "pause-client" {
+			plan.Faults[i].Settings["pause"], plan.Faults[i].Lasts = "10ms", 10*time.Millisecond
+		}
+	}
+	if err := runstore.WriteJSON(path, plan); err != nil {
+		t.Fatal(err)
+	}
+	jsonOut := filepath.Join(t.TempDir(), "shrink.json")
+	out, stderr, code := locktest(t, "shrink", dir, "--store", store, "--replays", "1", "--need", "1", "--confirm", "1", "--budget", "1ns", "--json", jsonOut)
+	if code != 1 || !strings.Contains(stderr, "the bug no longer reproduces: no candidate failed the same way, and the run's own schedule did in only 0 of 1 replays (want 1)") {
+		t.Fatalf("exit %d, want 1 saying the bug no longer reproduces\nstdout:\n%sstderr:\n%s", code, out, stderr)
+	}
+	var log shrink.Log
+	if err := runstore.ReadJSON(jsonOut, &log); err != nil {
+		t.Fatal(err)
+	}
+	if len(log.Confirmations) != 1 || log.Confirmations[0].Failed || log.Smallest != "" {
+		t.Errorf("--json shrink.json: smallest %q, confirmations %+v; want the run's own schedule, one confirmation that held", log.Smallest, log.Confirmations)
+	}
+}
