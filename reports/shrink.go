@@ -138,7 +138,9 @@ func (l ShrinkLog) Summary() string {
 // Outcome says whether the smallest schedule failed the same way again
 // after the search, and the class the pages colour that with: "good" when
 // Need of its confirmations did, "bad" when fewer did, "unknown" for a
-// search that was interrupted or had no confirmation.
+// search that was interrupted or had no confirmation. When no candidate
+// was accepted, the confirmations replayed the stored run's own schedule,
+// and fewer than Need failing says the bug no longer reproduces.
 func (l ShrinkLog) Outcome() (text, class string) {
 	switch n := len(l.Confirmations); {
 	case l.Interrupted:
@@ -147,6 +149,11 @@ func (l ShrinkLog) Outcome() (text, class string) {
 		return "no smaller candidate failed; no confirmation", "unknown"
 	case n == 0:
 		return "not confirmed (no confirmation replay)", "unknown"
+	case l.Smallest == "" && l.Reproduced() < l.Need:
+		// The confirmations replayed the stored run's own schedule.
+		return fmt.Sprintf("no longer reproduces: no candidate failed the same way, and the stored run's own schedule did in only %d of %d replays (want %d)", l.Reproduced(), n, l.Need), "bad"
+	case l.Smallest == "":
+		return fmt.Sprintf("no smaller schedule failed the same way; the stored run's own reproduced in %d of %d replays", l.Reproduced(), n), "good"
 	case l.Reproduced() >= l.Need:
 		return fmt.Sprintf("reproduced in %d of %d confirmations", l.Reproduced(), n), "good"
 	default:

@@ -88,6 +88,13 @@ func TestShrinkPageCases(t *testing.T) {
 		{name: "not reproduced", change: func(t *testing.T, root string, l *ShrinkLog) {
 			l.Need, l.Replays = 2, 3
 		}, drawn: 2, want: []string{`<span class="bad">reproduced in only 1 of 2 confirmations (want 2)</span>`}},
+		{name: "no candidate accepted, and the bug no longer reproduces", change: func(t *testing.T, root string, l *ShrinkLog) {
+			l.Smallest, l.After, l.Steps[1].Accepted = "", l.Before, false
+			l.Confirmations[0].Failed = false
+		}, drawn: 2, want: []string{`<span class="bad">no longer reproduces: no candidate failed the same way, and the stored run&#39;s own schedule did in only 0 of 2 replays (want 1)</span>`}},
+		{name: "no candidate accepted, and the stored run's schedule reproduces", change: func(t *testing.T, root string, l *ShrinkLog) {
+			l.Smallest, l.After, l.Steps[1].Accepted = "", l.Before, false
+		}, drawn: 2, want: []string{`<span class="good">no smaller schedule failed the same way; the stored run&#39;s own reproduced in 1 of 2 replays</span>`}},
 		{name: "the budget ran out", change: func(t *testing.T, root string, l *ShrinkLog) { l.BudgetSpent = true },
 			drawn: 2, want: []string{"The budget of 30m0s ran out", "30m0s (spent)", "2 replays (the budget ran out)"}},
 		{name: "its stored run is gone", change: func(t *testing.T, root string, l *ShrinkLog) {
