@@ -2,13 +2,16 @@ package main
 
 import (
 	"encoding/xml"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/locktest/locktest/internal/stats"
 	"github.com/locktest/locktest/reports"
 	"github.com/locktest/locktest/runstore"
+	"github.com/locktest/locktest/scenarios"
 	"github.com/locktest/locktest/testkit/gate"
 	"github.com/locktest/locktest/testkit/schemacheck"
 )
@@ -115,6 +118,34 @@ func TestDebateRunsAUserScenario(t *testing.T) {
 	}
 	if err := xml.Unmarshal(x, &suite); err != nil || suite.Tests != 1 || suite.Failures != 0 || suite.Cases[0].Name != "naive-del-pause" {
 		t.Errorf("junit (%v): %+v\n%s", err, suite, x)
+	}
+}
+
+// TestDebateDefaultsToSeedsThatDecide: without --seeds, a debate runs the
+// fewest seeds that can show a safe scenario held at --max-rate (here 90%,
+// which one run without a violation shows), not a fixed count that leaves
+// every safe scenario "not refuted".
+func TestDebateDefaultsToSeedsThatDecide(t *testing.T) {
+	gate.Need(t, "redis-server")
+	dir := t.TempDir()
+	file := naiveDelScenario(t, dir, "3s")
+	want := stats.SeedsToHold(0.9)
+	stdout, errOut, code := locktest(t, "debate", "--scenarios", file, "--max-rate", "90%", "--store", filepath.Join(dir, "store"),
+		"--out", filepath.Join(dir, "board"), "--json", filepath.Join(dir, "board.json"), "-q=false")
+	if code != 0 || !strings.Contains(errOut, fmt.Sprintf("up to %d seeds each", want)) {
+		t.Fatalf("exit %d, want 0 with %d seeds\n%s\n%s", code, want, stdout, errOut)
+	}
+	var board reports.Scoreboard
+	if err := runstore.ReadJSON(filepath.Join(dir, "board.json"), &board); err != nil {
+		t.Fatal(err)
+	}
+	if len(board.Rows) != 1 || board.Rows[0].Runs != want {
+		t.Errorf("rows %+v, want one of %d runs", board.Rows, want)
+	}
+	// The help names the default's figure.
+	help, _, _ := locktest(t, "debate", "--help")
+	if n := stats.SeedsToHold(scenarios.DefaultMaxRate); !strings.Contains(help, fmt.Sprintf("%d at 15%%", n)) {
+		t.Errorf("--seeds' help does not say %d at 15%%:\n%s", n, help)
 	}
 }
 
