@@ -28,6 +28,10 @@ func testMatrix(root string) Matrix {
 		{Key: "latency-1", Title: "acquire p50/p99, 1 client", Doc: "latency | percentiles."},
 	}
 	inStore := filepath.Join(root, "matrix-redis-set-nx-px-client-pause", "20261122T030000", runstore.ReportFile)
+	// A held cell with a run that could not show anything: its reason
+	// ends with its time to failure, as the matrix package writes it.
+	partly := NewSurvival([]stats.Observation{{Time: 8}, {Time: 7.5}})
+	cleanPause := NewSurvival([]stats.Observation{{Time: 8}, {Time: 8}})
 	return Matrix{
 		Header: MatrixHeader{
 			Date: time.Date(2026, 11, 22, 3, 0, 0, 0, time.UTC), Commit: "b22d6e1", Machine: "2 cores, 23.5 GiB memory",
@@ -50,11 +54,18 @@ func testMatrix(root string) Matrix {
 				"latency-1":   {Status: StatusMeasured, Value: "0.06 / 0.15 ms"},
 			}},
 			{Impl: "etcd-mutex", Backend: "etcd", Nodes: 3, Cells: map[string]MatrixCell{
-				"mutex-none":  {Status: StatusHeld, Value: "0/2 runs", Survival: NewSurvival([]stats.Observation{{Time: 8}, {Time: 7.5}})},
+				"mutex-none": {Status: StatusHeld, Value: "0/2 runs", Runs: 3, Conclusive: 2, Survival: partly,
+					Reason: "no violation in 2 run(s); 1 more run(s) inconclusive: no fault was in force while a client held the lock; " + partly.Text()},
 				"mutex-clock": {Status: StatusNA, Reason: "etcd nodes are Go programs (not applicable)"},
 				"deadlock":    {Status: StatusStuck, Value: "1 of 2 kills", Reason: "p3 died holding \"lock-0\""},
 				"node-loss":   {Status: StatusYes, Value: "yes: 52 vs 61 cs/s"},
 				"fencing":     {Status: StatusNo, Value: "no"},
+			}},
+			{Impl: "redis-naive-del", Backend: "redis", Nodes: 1, Cells: map[string]MatrixCell{
+				"mutex-client-pause": {Status: StatusHeld, Value: "0/2 runs", Runs: 2, Conclusive: 2, Survival: cleanPause,
+					Reason: "no violation in 2 run(s); " + cleanPause.Text()},
+				"mutex-clock": {Status: StatusInconclusive, Reason: "fault clock-bump: no C compiler"},
+				"node-loss":   {Status: StatusNA, Reason: "a one-node backend"},
 			}},
 		},
 		Seeded: []SeededBug{{
@@ -92,13 +103,17 @@ func TestMatrixMarkdownCells(t *testing.T) {
 		{"header names the commit", "- commit: b22d6e1\n"},
 		{"header names the machine", "- machine: 2 cores, 23.5 GiB memory\n"},
 		{"header names seeds and duration", "- seeds per fault cell: 2; workload per run: 8s\n"},
-		{"a violation says so with its rate", "| violated: 2/2 runs |"},
+		{"a violation says so with its rate, and links its runs", "| violated: 2/2 runs ([seed 1](store/"},
 		{"an inconclusive cell is never safe", "| inconclusive |"},
-		{"n/a keeps its reason", "one node lost — n/a: a one-node backend"},
+		{"n/a keeps its reason, one note for the cells of the same reason", "- **one node lost**, `redis-set-nx-px`, `redis-naive-del` (n/a): a one-node backend\n"},
+		{"an inconclusive cell says why", "- **mutex: clock jump**, `redis-set-nx-px`, `redis-naive-del` (inconclusive): fault clock-bump: no C compiler\n"},
+		{"a cell with runs that could not show anything says why, without its time to failure",
+			"- **mutex: no fault**, `etcd-mutex` (held: 0/2 runs): no violation in 2 run(s); 1 more run(s) inconclusive: no fault was in force while a client held the lock\n"},
+		{"a stuck lock says whose", "- **deadlock freedom**, `etcd-mutex` (stuck: 1 of 2 kills): p3 died holding \"lock-0\"\n"},
 		{"a pipe in a value stays in its cell", `yes: Redis INCR \| counter`},
 		{"a link under the page's folder is relative", "[seed 1](store/matrix-redis-set-nx-px-client-pause/20261122T030000/report.html)"},
 		{"a missing cell is empty", "| `etcd-mutex` | held: 0/2 runs |  |"},
-		{"stuck is stated", "stuck: 1 of 2 kills"},
+		{"stuck is stated", "| stuck: 1 of 2 kills |"},
 		{"a seeded bug has its row, with the columns that caught it", "| `seeded-process-token` | `redis-set-nx-px` | the token comes from a per-process counter | " +
 			"caught 2/2: duplicate-token, token-regression, first after 0.012 s (median) | same as recipe (2/2 vs 2/2) | inconclusive | missed (0/2) | 612 (587) | mutex: no fault |"},
 	}
@@ -124,12 +139,20 @@ func TestMatrixMarkdownCells(t *testing.T) {
 			t.Errorf("line %d has %d cell borders, its table's header %d", i+1, w, header)
 		}
 	}
-	// The time to failure: a table per safety column with times, a line
-	// per impl, and a clean cell bounded by its rate.
-	for _, want := range []string{"## Time to failure", "### mutex: client pause", "| `redis-set-nx-px` | 1.2 s (95% CI 1.2–∞) |",
-		"| `etcd-mutex` | no violation | no violation in 0.3 run-minutes under these faults: fewer than 696 per hour at 95% |"} {
+	// The time to failure: per safety column with times, a line per impl
+	// that broke, and how many did not.
+	for _, want := range []string{"## Time to failure", "### mutex: client pause",
+		"| `redis-set-nx-px` | 1.2 s (95% CI 1.2–∞) | 2 of 2 runs broke in 0.1 run-minutes (1565 per hour, at most 4927 at 95%) |\n\nNo violation in the runs of 1 other impl.\n",
+		"### mutex: no fault\n\nNo violation in the runs of any of its 2 impls.\n"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("the Markdown lacks %q", want)
+		}
+	}
+	// What the table says is not said again.
+	for _, unwanted := range []string{"Cells explained", "| `etcd-mutex` | no violation |", "| `redis-naive-del` | no violation |",
+		"run-minutes under these faults", "## Notes\n\n- **mutex: client pause**"} {
+		if strings.Contains(md, unwanted) {
+			t.Errorf("the Markdown has %q", unwanted)
 		}
 	}
 }
