@@ -254,6 +254,22 @@ var classDocs = map[Class]string{
 	ClassClientClock: "clock-skew-client: one worker's wall clock, as the impls that compute expiry or a token from it read it, skewed by 2·TTL, forward or back, for the fault window",
 }
 
+// ClassTitle and ClassDoc are a fault class's column title and what it
+// injects, in words; "" for a name that is no class of Classes.
+func ClassTitle(c Class) string { return classTitles[c] }
+
+// ClassDoc is what class c injects, naming its faults.
+func ClassDoc(c Class) string { return classDocs[c] }
+
+// ClassFaults are every fault class c may inject, whatever the impl (the
+// partition class picks one of its faults by the cluster's size).
+func ClassFaults(c Class) []string {
+	if c == ClassPartition {
+		return []string{PartitionFault(2), PartitionFault(5), PartitionFault(1)}
+	}
+	return Faults(c, impls.Impl{})
+}
+
 // Columns returns the matrix's columns for the fault classes given.
 func Columns(classes []Class) []reports.MatrixColumn {
 	var cols []reports.MatrixColumn

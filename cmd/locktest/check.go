@@ -11,7 +11,7 @@ import (
 )
 
 func newCheckCmd() *cobra.Command {
-	var profile string
+	var profile, jsonOut string
 	var stream bool
 	c := &cobra.Command{
 		Use:   "check DIR",
@@ -44,6 +44,9 @@ held whole, and refused (exit 2) when this machine has too little memory for
 it.`,
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, a []string) error {
+			if err := run.CheckOutputs(run.Output{Flag: "--json", Path: jsonOut}); err != nil {
+				return usageError{err}
+			}
 			if profile != "" {
 				stop, err := run.Profile(profile, "check")
 				if err != nil {
@@ -60,10 +63,14 @@ it.`,
 				return err
 			}
 			reports.WriteRunText(cmd.OutOrStdout(), dir, res, true)
+			if err := writeResultsJSON(jsonOut, res); err != nil {
+				return err
+			}
 			return outcomeError(res)
 		},
 	}
 	c.Flags().StringVar(&profile, "profile", "", "folder for a CPU profile (check.cpu.pprof) and the heap (check.heap.pprof) of this check")
+	c.Flags().StringVar(&jsonOut, "json", "", "also write the rewritten results.json here (it is always beside the history)")
 	c.Flags().BoolVar(&stream, "stream", false, "check the history as a stream, whatever its size (one of 256 MB or more is, when its locks are leases): less memory, no porcupine picture, and a report of its first ops")
 	return c
 }

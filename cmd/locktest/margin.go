@@ -78,7 +78,9 @@ bad input and a run that could not start.`,
 		},
 	}
 	defineMarginFlags(c, rf, mf)
-	c.Flags().StringVar(&jsonOut, "json", "", "also write margin.json here (it is always in the search's folder)")
+	jsonFlag(c, &jsonOut, "margin.json", "the search's folder")
+	// margin's progress is a line per value tried, not a run's log.
+	c.Flags().Lookup("quiet").Usage = "no progress on stderr (by default one line per value tried), only the result"
 	return c
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/locktest/locktest/reports"
 	"github.com/locktest/locktest/run"
+	"github.com/locktest/locktest/runstore"
 )
 
 // runFlags are the settings `locktest run` reads from its flags: a
@@ -24,6 +25,7 @@ type runFlags struct {
 
 func newRunCmd() *cobra.Command {
 	rf := &runFlags{cfg: run.DefaultConfig()}
+	var jsonOut string
 	c := &cobra.Command{
 		Use:   "run",
 		Short: "Run one test against a real lock service and store its history, verdicts and report",
@@ -36,11 +38,17 @@ func newRunCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if err := run.CheckOutputs(run.Output{Flag: "--json", Path: jsonOut}); err != nil {
+				return usageError{err}
+			}
 			out, err := run.Run(cmd.Context(), cfg)
 			if out == nil {
 				return err // a set-up failure: exit 2
 			}
 			reports.WriteRunText(cmd.OutOrStdout(), out.Dir, out.Results, err == nil)
+			if err := writeResultsJSON(jsonOut, out.Results); err != nil {
+				return err
+			}
 			if oerr := outcomeError(out.Results); oerr != nil {
 				return oerr
 			}
@@ -48,7 +56,28 @@ func newRunCmd() *cobra.Command {
 		},
 	}
 	rf.define(c)
+	jsonFlag(c, &jsonOut, "results.json", "the run's folder")
 	return c
+}
+
+// jsonFlag declares --json, which every command that produces a result
+// has: a file to write that result to as well, in the form of file (whose
+// schema is in docs/schemas), which is always written where.
+func jsonFlag(c *cobra.Command, p *string, file, where string) {
+	c.Flags().StringVar(p, "json", "", "also write "+file+" here (it is always in "+where+")")
+	_ = c.Flags().SetAnnotation("json", groupAnnotation, []string{run.GroupOutput})
+}
+
+// writeResultsJSON writes res to path as results.json, unless path is
+// empty; the error names --json.
+func writeResultsJSON(path string, res runstore.Results) error {
+	if path == "" {
+		return nil
+	}
+	if err := runstore.WriteJSON(path, res); err != nil {
+		return fmt.Errorf("--json: %w", err)
+	}
+	return nil
 }
 
 // define declares the flags of `locktest run`: one per entry of the

@@ -76,7 +76,7 @@ schedule.json, and for a set-up failure of a replay.`,
 	f.StringVar(&sf.Anomaly, "anomaly", "", "the anomaly to keep, KIND or CHECKER:KIND (default: the run's first proven one)")
 	f.StringVar(&sf.Store, "store", "store", "folder of stored runs, where the search and its replays go")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no progress on stderr (by default one line per candidate), only the result")
-	f.StringVar(&jsonOut, "json", "", "also write shrink.json, the search's log, here (it is always in the search's folder)")
+	jsonFlag(c, &jsonOut, "shrink.json, the search's log,", "the search's folder")
 	return c
 }
 
