@@ -59,6 +59,9 @@ type IndexRow struct {
 	// start ("debate 2025-01-05 09:59 UTC"), and PartOfPage links that page
 	// from the store's root; both are "" for a run of neither.
 	PartOf, PartOfPage string
+	// Name is how the page names the run: its folder relative to its
+	// search's for a trial ("runs/pause-1s/20250106T110101"), else "".
+	Name string
 }
 
 // Verdicts renders each checker's verdict in words, "mutual-exclusion
@@ -248,6 +251,9 @@ func ScanIndex(root string) (Index, error) {
 	for i, r := range rows {
 		switch {
 		case owner[i] >= 0:
+			if e := entries[owner[i]]; e.Dir != "." && strings.HasPrefix(r.Dir, e.Dir+"/") {
+				r.Name = strings.TrimPrefix(r.Dir, e.Dir+"/")
+			}
 			entries[owner[i]].Trials = append(entries[owner[i]].Trials, r)
 			x.Trials++
 		case x.Within != nil:
@@ -518,6 +524,18 @@ func loadEntry(root, dir, kind string) IndexEntry {
 		}
 		if mg.Bound != nil {
 			e.Detail = fmt.Sprintf("stated bound %s (%s)", mg.Bound.Label, mg.Bound.Rule)
+		}
+		if g := mg.Gate; g != nil {
+			held := "held"
+			if g.Failed {
+				held, e.Class = "failed", "bad"
+				if g.Why != "" {
+					held += ": " + g.Why
+				}
+			} else if e.Class == "" {
+				e.Class = "good"
+			}
+			e.Detail = strings.TrimPrefix(e.Detail+fmt.Sprintf("; gate: %s %s (within %s): %s", g.Source, g.Label, g.Tolerance, held), "; ")
 		}
 		for _, p := range mg.Points {
 			for _, r := range p.Runs {

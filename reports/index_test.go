@@ -182,7 +182,7 @@ func handShrink(root string) ShrinkLog {
 			{ID: "c003", Change: "clients 2 → 1", Size: size(1, "4s", 1), Schedule: abs(shrinkDir + "/candidates/c003.json"), Trials: []ShrinkTrial{},
 				NotRun: "faults[0]: no worker p1: the candidate cannot run"},
 		},
-		Confirmations: []ShrinkTrial{{Run: abs(confirmed), Verdict: "INVALID", Failed: true, FirstViolation: 2300 * time.Millisecond},
+		Confirmations: []ShrinkTrial{{Run: abs(confirmed), Verdict: "INVALID", Failed: true, FirstViolation: 2300*time.Millisecond + 417*time.Microsecond},
 			{Run: abs(notAgain), Verdict: "valid"}},
 	}
 }
@@ -242,7 +242,8 @@ func handStore(t *testing.T, root string) {
 			{Value: 3e9, Label: "3s", Failures: 1, Trials: 1, Rate: 1, Low: 0.21, High: 1, Runs: []MarginRun{{Run: "runs/pause-3s/20250106T110101", Verdict: "INVALID", Failed: true}}},
 		},
 		Found: true, Breaks: "3s", Holds: "0s", Boundary: "1.5s", Summary: "breaks at pause ≥ 1.5s (between 0s, 0 of 1 failed, and 3s, 1 of 1 failed)",
-		Bound: &MarginBound{Value: 997e6, Label: "997ms", Rule: "TTL − gap = 1s − 3ms"}, Runs: 2}
+		Bound: &MarginBound{Value: 997e6, Label: "997ms", Rule: "TTL − gap = 1s − 3ms"}, Runs: 2,
+		Gate: &MarginGate{Value: 997e6, Label: "997ms", Source: "stated bound", Tolerance: "50ms"}}
 	if err := WriteMargin(abs(marginDir), mg); err != nil {
 		t.Fatal(err)
 	}
@@ -309,6 +310,7 @@ func TestIndexOfAStore(t *testing.T) {
 				`<a href="` + marginDir + `/margin.html">`, `<a href="` + shrinkDir + `/shrink.html">`,
 				`<span class="unknown">1 reproduced, 1 not refuted</span>`,
 				"1 held, 1 measured cells", "breaks at pause ≥ 1.5s", "stated bound 997ms",
+				"; gate: stated bound 997ms (within 50ms): held", `<span class="good">breaks at pause`,
 				"3 → 1 faults, 11s → 4s, 4 → 2 clients, 2 replays; reproduced in 1 of 2 confirmations",
 				gcStory, `<a href="` + debateDir + `/scoreboard.html">debate 2025-01-05 09:59 UTC</a>`,
 				`<a href="` + matrixDir + `/matrix.html">matrix 2025-01-04T12:00:00Z</a>`,
@@ -336,6 +338,20 @@ func TestIndexOfAStore(t *testing.T) {
 			}
 			return filepath.Join(root, "store")
 		}, runs: 7, trials: 6, unexpected: 2, entries: [4]int{1, 1, 1, 1}, want: []string{`<a href="` + debateDir + `/scoreboard.html">debate 2025-01-05 09:59 UTC</a>`}},
+		{name: "a margin search whose gate failed", build: func(t *testing.T, root string) string {
+			mg := Margin{SchemaVersion: MarginSchemaVersion, Started: "2025-01-06T11:00:00Z", Impl: "redlock", Fault: "clock-bump", Param: "clock-bump", From: "0s", To: "2s",
+				Points: []MarginPoint{}, Found: true, Summary: "breaks at clock-bump ≥ 400ms (between 300ms, 0 of 5 failed, and 500ms, 2 of 5 failed)",
+				Gate: &MarginGate{Value: 9e8, Label: "900ms", Source: "--gate", Tolerance: "100ms", Failed: true, Why: "it broke at clock-bump 500ms, below the --gate 900ms by more than 100ms"}}
+			dir := filepath.Join(root, "redlock-clock.margin", "20250106T110000")
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := WriteMargin(dir, mg); err != nil {
+				t.Fatal(err)
+			}
+			return root
+		}, entries: [4]int{0, 0, 1, 0}, want: []string{`<span class="bad">breaks at clock-bump ≥ 400ms`,
+			"gate: --gate 900ms (within 100ms): failed: it broke at clock-bump 500ms, below the --gate 900ms by more than 100ms"}},
 		{name: "unreadable files", build: func(t *testing.T, root string) string {
 			putFile(t, root, "debate/20250105T095900/"+ScoreboardJSONFile, "[")
 			putFile(t, root, "m/"+MatrixHeaderFile, `{"schema_version": 99}`)
@@ -531,5 +547,55 @@ func TestIndexSchemaOfTheHandShrink(t *testing.T) {
 	}
 	if err := schemacheck.ValidateFile("margin", filepath.Join(root, marginDir, MarginFile)); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestIndexScreenshotsForDocs writes the screenshots of the index and of
+// a shrink's page that docs/reports.md shows, when
+// LOCKTEST_INDEX_SCREENSHOTS is "STORE:DIR": DIR/report-index.png, the
+// store's index with its first search's trials unfolded, and
+// DIR/report-shrink.png, the page of its newest shrink. It is skipped
+// otherwise.
+func TestIndexScreenshotsForDocs(t *testing.T) {
+	spec := os.Getenv("LOCKTEST_INDEX_SCREENSHOTS")
+	if spec == "" {
+		t.Skip("set LOCKTEST_INDEX_SCREENSHOTS=STORE:DIR to write the screenshots of docs/reports.md")
+	}
+	store, out, ok := strings.Cut(spec, ":")
+	if !ok {
+		t.Fatalf("LOCKTEST_INDEX_SCREENSHOTS=%q: want STORE:DIR", spec)
+	}
+	x, err := ScanIndex(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(x.Shrinks) == 0 || x.Shrinks[0].Page == "" {
+		t.Fatalf("%s holds no shrink with a page: run locktest index %s", store, store)
+	}
+	ctx := browser(t)
+	for _, shot := range []struct {
+		page, file, js string
+		height         int64
+	}{
+		{IndexFile, "report-index.png", `(document.querySelector("details") || {}).open = true`, 1500},
+		{x.Shrinks[0].Page, "report-shrink.png", "", 1150},
+	} {
+		abs, err := filepath.Abs(filepath.Join(store, filepath.FromSlash(shot.page)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := chromedp.Do(ctx, chromedp.EmulateViewport(1260, shot.height), chromedp.Navigate("file://"+abs)); err != nil {
+			t.Fatal(err)
+		}
+		if shot.js != "" {
+			eval[bool](t, ctx, shot.js+`, true`)
+		}
+		b, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(out, shot.file), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -191,7 +191,13 @@ type ShrinkPage struct {
 	ScheduleNote       string
 }
 
-var shrinkTmpl = template.Must(template.New("shrink.html.tmpl").Funcs(funcs).Funcs(template.FuncMap{"trialOf": trialOf}).
+var shrinkTmpl = template.Must(template.New("shrink.html.tmpl").Funcs(funcs).Funcs(template.FuncMap{"trialOf": trialOf,
+	"ms": func(d time.Duration) time.Duration { return d.Round(time.Millisecond) },
+	// runName names a run's folder by its name and time, its last two parts.
+	"runName": func(link string) string {
+		parts := strings.Split(link, "/")
+		return strings.Join(parts[max(0, len(parts)-2):], "/")
+	}}).
 	ParseFS(templates, "templates/shrink.html.tmpl"))
 
 // trialView is a replay as a step's cell shows it: a link to its report,
@@ -459,8 +465,9 @@ func relTo(dir, target string) string {
 
 // finder finds a folder or file that a log names (by the path it had when
 // it was written) in a store that may have moved since: the path itself,
-// when it exists, else the longest tail of it that exists under the
-// store's root.
+// when it exists in the store, else the longest tail of it that exists
+// under the store's root, else the path itself, outside the store, when
+// it exists there.
 type finder struct{ root string }
 
 func newFinder(root string) *finder {
@@ -497,7 +504,12 @@ func (f *finder) find(p, base string, wantDir bool) string {
 	if !filepath.IsAbs(q) && base != "" {
 		q = filepath.Join(base, q)
 	}
-	if ok(q) {
+	inRoot := false
+	if a, err := filepath.Abs(q); err == nil {
+		rel, err := filepath.Rel(f.root, a)
+		inRoot = err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
+	}
+	if inRoot && ok(q) {
 		return q
 	}
 	parts := strings.Split(filepath.ToSlash(filepath.Clean(p)), "/")
@@ -511,6 +523,9 @@ func (f *finder) find(p, base string, wantDir bool) string {
 		if c := filepath.Join(f.root, tail); ok(c) {
 			return c
 		}
+	}
+	if ok(q) {
+		return q // outside the store, where the log says
 	}
 	return ""
 }
@@ -574,8 +589,12 @@ func ScheduleSVG(caption string, p nemesis.Plan, end, first time.Duration) templ
 		w := max(x1-x0, 2)
 		what := faultText(f)
 		fmt.Fprintf(&b, `<text class="lbl" x="%d" y="%s">#%d</text>`, svgLeft-6, f1(y+13), i+1)
+		title := fmt.Sprintf("%s: at %s, for %s", what, f.At, f.Lasts)
+		if len(f.Hit) > 0 {
+			title += "; it hit " + strings.Join(f.Hit, ", ") + " in the run it was recorded in"
+		}
 		fmt.Fprintf(&b, `<rect class="sfault" x="%s" y="%s" width="%s" height="%d"><title>%s</title></rect>`,
-			f1(x0), f1(y), f1(w), schedLane, template.HTMLEscapeString(fmt.Sprintf("%s: at %s, for %s", what, f.At, f.Lasts)))
+			f1(x0), f1(y), f1(w), schedLane, template.HTMLEscapeString(title))
 		// The label goes right of the bar, or left of it near the end.
 		lx, anchor := x0+w+4, "start"
 		if lx > svgWidth-svgRight-float64(6*len(what)) {
@@ -594,15 +613,13 @@ func ScheduleSVG(caption string, p nemesis.Plan, end, first time.Duration) templ
 }
 
 // faultText says what a planned fault does, in a few words: "pause-client
-// p2 · pause 6s, pause-point before-write".
+// p2 · pause 6s, pause-point before-write", naming what it is pinned to
+// (a fault with no pins hits what its run draws, or the first worker to
+// get to its pause point).
 func faultText(f nemesis.PlannedFault) string {
 	out := f.Fault
-	hit := f.Hit
-	if len(hit) == 0 {
-		hit = f.Pins
-	}
-	if len(hit) > 0 {
-		out += " " + strings.Join(hit, ",")
+	if len(f.Pins) > 0 {
+		out += " " + strings.Join(f.Pins, ",")
 	}
 	if len(f.Cuts) > 0 {
 		out += " " + strings.Join(f.Cuts, " ")

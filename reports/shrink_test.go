@@ -40,7 +40,7 @@ func TestShrinkPage(t *testing.T) {
 		`<a class="t-fail" href="candidates/c002/20250107T120101/report.html" title="failed the same way, 2.1s into the faults">INVALID</a>`,
 		`<a class="t-held" href="candidates/c001/20250107T120001/report.html" title="held: no anomaly of the kind kept">valid</a>`,
 		"<strong>accepted</strong>, 1 of 1 failed", "rejected, 0 of 1 failed", "not run: faults[0]: no worker p1: the candidate cannot run",
-		`<a href="../../gc-shrunk/20250107T121100/report.html">../../gc-shrunk/20250107T121100</a></td><td>valid</td><td>no</td><td>—</td>`,
+		`<a href="../../gc-shrunk/20250107T121100/report.html">gc-shrunk/20250107T121100</a></td><td>valid</td><td>no</td><td>—</td>`,
 		`<code>locktest run --schedule <a href="schedule.json">schedule.json</a></code>`,
 	} {
 		if !strings.Contains(out, want) {
@@ -157,7 +157,7 @@ func TestScheduleSVG(t *testing.T) {
 		want       []string
 		notWant    []string
 	}{
-		{name: "the stored run's", faults: 3, want: []string{`>#3</text>`, "pause-client p1 · pause 6s, pause-point before-write: at 700ms, for 6s", "noop · window 300ms", "3 faults, 11s"},
+		{name: "the stored run's", faults: 3, want: []string{`>#3</text>`, "pause-client · pause 6s, pause-point before-write: at 700ms, for 6s; it hit p1 in the run it was recorded in", "pause-client p1 · pause 50ms", "noop · window 300ms", "3 faults, 11s"},
 			notWant: []string{"first violation"}},
 		{name: "a longer scale", faults: 1, end: 11 * time.Second, first: 2100 * time.Millisecond, want: []string{"first violation, 2.1s", "1 fault, 4s", `>10s</text>`}},
 		{name: "no fault", faults: 0, want: []string{"no fault", "0 faults, 4s"}},
@@ -190,5 +190,38 @@ func TestScheduleSVG(t *testing.T) {
 	width := f1(4.0 / 11 * (svgWidth - svgLeft - svgRight))
 	if !strings.Contains(small, `width="`+width+`" height="28"><title>the run: 4s</title>`) {
 		t.Errorf("the smallest schedule is not drawn on the stored run's scale:\n%s", small)
+	}
+}
+
+// TestShrinkPageOfACopiedStore: a store copied elsewhere, its original
+// still in place, gets a page whose links stay in the copy, though
+// shrink.json names the original's folders.
+func TestShrinkPageOfACopiedStore(t *testing.T) {
+	old := t.TempDir()
+	handStore(t, old)
+	root := filepath.Join(t.TempDir(), "copy")
+	if err := os.CopyFS(root, os.DirFS(old)); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(root, shrinkDir)
+	if err := WriteShrinkHTML(dir, root); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, ShrinkHTMLFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	links := hrefRE.FindAllStringSubmatch(string(b), -1)
+	if len(links) < 6 {
+		t.Fatalf("%d links, want the stored run, the replays and the schedule", len(links))
+	}
+	for _, m := range links {
+		p, err := filepath.Abs(filepath.Join(dir, filepath.FromSlash(m[1])))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(p, root+string(filepath.Separator)) {
+			t.Errorf("link %s leaves the copy", m[1])
+		}
 	}
 }
