@@ -224,9 +224,7 @@ func ScanIndex(root string) (Index, error) {
 		}
 		owner[i] = j
 	}
-	if w := withinSearch(absRoot); w != nil {
-		x.Within = w
-	}
+	x.Within = withinSearch(absRoot)
 	// The debates' and the matrices' runs.
 	for _, e := range entries {
 		if e.Kind != KindDebate && e.Kind != KindMatrix {

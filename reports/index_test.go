@@ -338,6 +338,20 @@ func TestIndexOfAStore(t *testing.T) {
 			}
 			return filepath.Join(root, "store")
 		}, runs: 7, trials: 6, unexpected: 2, entries: [4]int{1, 1, 1, 1}, want: []string{`<a href="` + debateDir + `/scoreboard.html">debate 2025-01-05 09:59 UTC</a>`}},
+		{name: "a matrix made in the store itself", build: func(t *testing.T, root string) string {
+			// locktest matrix's default: its runs and matrix.json in the
+			// store, beside the store's other runs.
+			putRun(t, root, "matrix-redlock-none/20250104T120000", handResults("matrix-redlock-none", "2025-01-04T12:00:00Z", checker.Valid, "valid"), true)
+			putRun(t, root, "x/20250101T000000", handResults("x", "2025-01-01T00:00:00Z", checker.Valid, "valid"), true)
+			m := Matrix{Header: MatrixHeader{Date: time.Date(2025, 1, 4, 12, 0, 0, 0, time.UTC), Seeds: 1, Command: "locktest matrix --impls redlock"},
+				Columns: []MatrixColumn{{Key: "mutex-none", Title: "mutex: no fault"}},
+				Rows: []MatrixRow{{Impl: "redlock", Cells: map[string]MatrixCell{"mutex-none": {Status: StatusHeld,
+					Links: []MatrixLink{{Label: "seed 1", Report: filepath.Join(root, "matrix-redlock-none", "20250104T120000", runstore.ReportFile)}}}}}}}
+			if err := WriteMatrix(root, m); err != nil {
+				t.Fatal(err)
+			}
+			return root
+		}, runs: 2, entries: [4]int{0, 1, 0, 0}, want: []string{`<a href="matrix.html">this store</a>`, `<a href="matrix.html">matrix 2025-01-04T12:00:00Z</a>`, "1 held cells"}},
 		{name: "a margin search whose gate failed", build: func(t *testing.T, root string) string {
 			mg := Margin{SchemaVersion: MarginSchemaVersion, Started: "2025-01-06T11:00:00Z", Impl: "redlock", Fault: "clock-bump", Param: "clock-bump", From: "0s", To: "2s",
 				Points: []MarginPoint{}, Found: true, Summary: "breaks at clock-bump ≥ 400ms (between 300ms, 0 of 5 failed, and 500ms, 2 of 5 failed)",
