@@ -372,9 +372,9 @@ func checkCommand(t *testing.T, dc docCommand, path string, rest []string, res c
 		if _, err := matrix.ParseClasses(res.Values["faults"]); err != nil {
 			t.Errorf("--faults: %v", err)
 		}
-		for _, n := range res.Values["impls"] {
+		for _, n := range res.Values["impl"] {
 			if _, err := impls.Lookup(n); err != nil {
-				t.Errorf("--impls: %v", err)
+				t.Errorf("--impl: %v", err)
 			}
 		}
 	case "debate":

@@ -172,7 +172,7 @@ func DefaultOptions() Options {
 func (o *Options) Validate() error {
 	for _, n := range o.Impls {
 		if _, err := impls.Lookup(n); err != nil {
-			return fmt.Errorf("--impls: %v", err)
+			return fmt.Errorf("--impl: %v", err)
 		}
 	}
 	for _, n := range o.ExternalClients {

@@ -153,7 +153,7 @@ func TestOptionsValidate(t *testing.T) {
 		change func(*Options)
 		want   string
 	}{
-		{func(o *Options) { o.Impls = []string{"nope"} }, `--impls: unknown impl "nope"`},
+		{func(o *Options) { o.Impls = []string{"nope"} }, `--impl: unknown impl "nope"`},
 		{func(o *Options) { o.Seeds = 0 }, "--seeds must be at least 1, got 0"},
 		{func(o *Options) { o.Duration = time.Second }, "--time must be at least 2s"},
 		{func(o *Options) { o.TTL = 0 }, "--ttl must be at least 1ms"},

@@ -2,6 +2,7 @@ package reports
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"html/template"
 	"maps"
@@ -13,7 +14,6 @@ import (
 
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/history"
-	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/runstore"
 )
 
@@ -186,7 +186,7 @@ type ShrinkPage struct {
 	// run's, nil when they could not be read; SmallestFile is the
 	// smallest's file, from the page's folder, and ScheduleNote why a
 	// schedule is missing.
-	Smallest, Original *nemesis.Plan
+	Smallest, Original *Schedule
 	SmallestFile       string
 	ScheduleNote       string
 }
@@ -257,7 +257,7 @@ func RenderShrinkHTML(p ShrinkPage) ([]byte, error) {
 	}
 	outcome, class := p.Log.Outcome()
 	var end time.Duration
-	for _, pl := range []*nemesis.Plan{p.Original, p.Smallest} {
+	for _, pl := range []*Schedule{p.Original, p.Smallest} {
 		if pl != nil {
 			end = max(end, planEnd(*pl))
 		}
@@ -360,16 +360,51 @@ func WriteShrinkHTML(dir, root string) error {
 	return runstore.WriteFileAtomic(filepath.Join(dir, ShrinkHTMLFile), b)
 }
 
+// Schedule is what the shrink page draws of a schedule file (a stored
+// run's schedule.json, docs/schemas/schedule.schema.json): the reports
+// read the file by its schema, as they read a history, without the
+// nemesis that writes and replays it.
+type Schedule struct {
+	// Workload holds the run's own settings by flag name ("time").
+	Workload map[string]string
+	// Faults are the injections, in the order they began.
+	Faults []ScheduledFault
+}
+
+// ScheduledFault is one injection of a Schedule: when it began from the
+// start of the workload, how long it stayed, and what it hit.
+type ScheduledFault struct {
+	At, Lasts       time.Duration
+	Fault           string
+	Settings        map[string]string
+	Pins, Cuts, Hit []string
+}
+
 // readPlan reads a schedule file.
-func readPlan(path string) (nemesis.Plan, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nemesis.Plan{}, err
+func readPlan(path string) (Schedule, error) {
+	var raw struct {
+		Workload map[string]string `json:"workload"`
+		Faults   []struct {
+			At       string            `json:"at"`
+			Fault    string            `json:"fault"`
+			Settings map[string]string `json:"settings"`
+			Pins     []string          `json:"pins"`
+			Cuts     []string          `json:"cuts"`
+			Hit      []string          `json:"hit"`
+			Lasts    string            `json:"lasts"`
+		} `json:"faults"`
 	}
-	defer f.Close()
-	p, err := nemesis.ReadPlan(f)
-	if err != nil {
-		return p, fmt.Errorf("%s: %w", path, err)
+	if err := runstore.ReadJSON(path, &raw); err != nil {
+		return Schedule{}, err
+	}
+	p := Schedule{Workload: raw.Workload}
+	for i, f := range raw.Faults {
+		at, err1 := time.ParseDuration(f.At)
+		lasts, err2 := time.ParseDuration(f.Lasts)
+		if err := errors.Join(err1, err2); err != nil {
+			return Schedule{}, fmt.Errorf("%s: fault %d: %w", path, i+1, err)
+		}
+		p.Faults = append(p.Faults, ScheduledFault{At: at, Lasts: lasts, Fault: f.Fault, Settings: f.Settings, Pins: f.Pins, Cuts: f.Cuts, Hit: f.Hit})
 	}
 	return p, nil
 }
@@ -532,7 +567,7 @@ func (f *finder) find(p, base string, wantDir bool) string {
 
 // planEnd is the end of a schedule's drawing: the end of its run
 // (planRun) or of its last fault, whichever is later.
-func planEnd(p nemesis.Plan) time.Duration {
+func planEnd(p Schedule) time.Duration {
 	d := planRun(p)
 	for _, f := range p.Faults {
 		d = max(d, f.At+f.Lasts)
@@ -542,7 +577,7 @@ func planEnd(p nemesis.Plan) time.Duration {
 
 // planRun is how long a schedule's run lasts: its workload's time, or the
 // end of its last fault when the plan does not say.
-func planRun(p nemesis.Plan) time.Duration {
+func planRun(p Schedule) time.Duration {
 	if d, err := time.ParseDuration(p.Workload["time"]); err == nil && d > 0 {
 		return d
 	}
@@ -565,7 +600,7 @@ const (
 // per fault, its bar from when it went in to when it was healed, labelled
 // with what it hit and its settings, the run's own end, and, when first
 // is not 0, a red line at the first violation. It needs no script.
-func ScheduleSVG(caption string, p nemesis.Plan, end, first time.Duration) template.HTML {
+func ScheduleSVG(caption string, p Schedule, end, first time.Duration) template.HTML {
 	run := planRun(p)
 	end = max(end, planEnd(p), time.Millisecond)
 	s := scale{0, us(int64(end))}
@@ -616,7 +651,7 @@ func ScheduleSVG(caption string, p nemesis.Plan, end, first time.Duration) templ
 // p2 · pause 6s, pause-point before-write", naming what it is pinned to
 // (a fault with no pins hits what its run draws, or the first worker to
 // get to its pause point).
-func faultText(f nemesis.PlannedFault) string {
+func faultText(f ScheduledFault) string {
 	out := f.Fault
 	if len(f.Pins) > 0 {
 		out += " " + strings.Join(f.Pins, ",")

@@ -2,13 +2,16 @@ package reports
 
 import (
 	"bytes"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/runstore"
 )
 
@@ -168,7 +171,7 @@ func TestScheduleSVG(t *testing.T) {
 				p = smallSchedule()
 				p.Faults = p.Faults[:tc.faults]
 			}
-			svg := string(ScheduleSVG("s", p, tc.end, tc.first))
+			svg := string(ScheduleSVG("s", asSchedule(t, p), tc.end, tc.first))
 			if n := strings.Count(svg, `class="sfault"`); n != tc.faults {
 				t.Errorf("%d bars, want %d", n, tc.faults)
 			}
@@ -186,7 +189,7 @@ func TestScheduleSVG(t *testing.T) {
 	}
 	// One scale: the smallest's 4s run takes about a third of the width
 	// of the stored run's 11s.
-	small := string(ScheduleSVG("s", smallSchedule(), 11*time.Second, 0))
+	small := string(ScheduleSVG("s", asSchedule(t, smallSchedule()), 11*time.Second, 0))
 	width := f1(4.0 / 11 * (svgWidth - svgLeft - svgRight))
 	if !strings.Contains(small, `width="`+width+`" height="28"><title>the run: 4s</title>`) {
 		t.Errorf("the smallest schedule is not drawn on the stored run's scale:\n%s", small)
@@ -224,4 +227,29 @@ func TestShrinkPageOfACopiedStore(t *testing.T) {
 			t.Errorf("link %s leaves the copy", m[1])
 		}
 	}
+}
+
+// asSchedule writes p as the nemesis writes a schedule file and reads it
+// back as the shrink page does: the page's reader must take every field it
+// draws from the nemesis's own form.
+func asSchedule(t *testing.T, p nemesis.Plan) Schedule {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "schedule.json")
+	if err := runstore.WriteJSON(path, p); err != nil {
+		t.Fatal(err)
+	}
+	s, err := readPlan(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Faults) != len(p.Faults) {
+		t.Fatalf("read %d faults of %d", len(s.Faults), len(p.Faults))
+	}
+	for i, f := range p.Faults {
+		g := s.Faults[i]
+		if g.At != f.At || g.Lasts != f.Lasts || g.Fault != f.Fault || !slices.Equal(g.Pins, f.Pins) || !slices.Equal(g.Hit, f.Hit) || !maps.Equal(g.Settings, f.Settings) {
+			t.Errorf("fault %d read as %+v, written as %+v", i+1, g, f)
+		}
+	}
+	return s
 }

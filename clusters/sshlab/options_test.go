@@ -20,8 +20,8 @@ func TestOptionsCheck(t *testing.T) {
 	}{
 		{Options{Hosts: 5, Dir: dir}, ""},
 		{Options{Hosts: 100, Dir: filepath.Join(dir, "new")}, ""},
-		{Options{Hosts: 4, Dir: dir}, "--hosts 4: want 5 to 100"},
-		{Options{Hosts: 101, Dir: dir}, "--hosts 101: want 5 to 100"},
+		{Options{Hosts: 4, Dir: dir}, "--count 4: want 5 to 100"},
+		{Options{Hosts: 101, Dir: dir}, "--count 101: want 5 to 100"},
 		{Options{Hosts: 5}, "--dir: no folder for the inventory"},
 		{Options{Hosts: 5, Dir: up}, "--dir " + up + " holds a lab's lab.yaml already: `locktest lab down --dir " + up + "` first"},
 	} {

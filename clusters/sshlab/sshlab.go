@@ -159,7 +159,7 @@ type Options struct {
 // folder that holds a lab's inventory already. It makes nothing.
 func (o Options) Check() error {
 	if o.Hosts < 5 || o.Hosts > 100 {
-		return fmt.Errorf("--hosts %d: want 5 to 100", o.Hosts)
+		return fmt.Errorf("--count %d: want 5 to 100", o.Hosts)
 	}
 	if o.Dir == "" {
 		return errors.New("--dir: no folder for the inventory")

@@ -177,7 +177,7 @@ var badValues = map[string][]badCase{
 		bc("--until-ci-width takes its seeds up to --max-seeds; leave out --seeds", "--until-ci-width", "20%")},
 	"debate --max-seeds": {bc("--max-seeds caps --until-ci-width; without it, give --seeds", "--max-seeds", "5")},
 
-	"matrix --impls":  {bc(`--impls: unknown impl "nope" (known: etcd-lease-txn, `, "--impls", "nope")},
+	"matrix --impl":   {bc(`--impl: unknown impl "nope" (known: etcd-lease-txn, `, "--impl", "nope")},
 	"matrix --faults": {bc(`--faults: unknown fault class "meteor" (known: none, client-pause, node-pause, kill-restart, partition, clock, client-clock, or a fault: bridge, `, "--faults", "meteor")},
 	"matrix --client": {bc("--client nope: open clients/nope.yaml: no such file or directory", "--client", "nope"),
 		bc("--client STORE/none.py: no program STORE/none.py", "--client", "STORE/none.py")},
@@ -262,7 +262,7 @@ var badValues = map[string][]badCase{
 
 	"images build --node-binary": {bc("--node-binary STORE/nodir: not an executable file", "--node-binary", "STORE/nodir")},
 
-	"lab up --hosts":     {bc("--hosts 2: want 5 to 100", "--hosts", "2"), bc("--hosts 101: want 5 to 100", "--hosts", "101")},
+	"lab up --count":     {bc("--count 2: want 5 to 100", "--count", "2"), bc("--count 101: want 5 to 100", "--count", "101")},
 	"lab up --dir":       {bc("--dir: mkdir STORE/file: not a directory", "--dir", "STORE/file/lab")},
 	"lab down --dir":     {bc("--dir STORE/nodir: not a folder", "--dir", "STORE/nodir")},
 	"cleanup --provider": {bc(`cleanup --provider "docker": want ssh`, "--provider", "docker"), bc("cleanup --provider ssh needs --inventory FILE", "--provider", "ssh")},
@@ -283,7 +283,7 @@ var anyValue = map[string]string{
 var badBase = map[string][]string{
 	"run":          {"run", "--store", "STORE", "--time", "2s"},
 	"debate":       {"debate", "--only", "redis-naive-del", "--seeds", "1", "--store", "STORE"},
-	"matrix":       {"matrix", "--impls", "redis-set-nx-px", "--faults", "none", "--time", "2s", "--store", "STORE"},
+	"matrix":       {"matrix", "--impl", "redis-set-nx-px", "--faults", "none", "--time", "2s", "--store", "STORE"},
 	"cleanup":      {"cleanup"},
 	"check":        {"check", "STORE"},
 	"images build": {"images", "build", "redis"},
@@ -292,11 +292,12 @@ var badBase = map[string][]string{
 	"margin":       {"margin", "--store", "STORE", "--time", "2s", "--vary", "pause=100ms..1s"},
 }
 
-// flagsOf returns the flags of c, help aside.
+// flagsOf returns the flags of c, help and the old names of flags
+// (deprecated, each another name of a flag that is listed) aside.
 func flagsOf(c *cobra.Command) []*pflag.Flag {
 	var out []*pflag.Flag
 	c.Flags().VisitAll(func(f *pflag.Flag) {
-		if f.Name != "help" {
+		if f.Name != "help" && f.Deprecated == "" {
 			out = append(out, f)
 		}
 	})

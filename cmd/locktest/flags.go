@@ -76,7 +76,7 @@ func flagsJSON() map[string][]cliflags.Flag {
 	for path, c := range visibleCommands() {
 		out[path] = []cliflags.Flag{}
 		c.Flags().VisitAll(func(f *pflag.Flag) {
-			if f.Name != "help" {
+			if f.Name != "help" && f.Deprecated == "" {
 				out[path] = append(out[path], cliflags.Flag{Name: f.Name, Shorthand: f.Shorthand, Default: f.DefValue, Usage: f.Usage})
 			}
 		})
@@ -90,13 +90,15 @@ func flagsJSON() map[string][]cliflags.Flag {
 func checkLine(l cliflags.Line) cliflags.Line {
 	var c *cobra.Command
 	rf, mf := &runFlags{cfg: run.DefaultConfig()}, &margin.Settings{}
+	var jsonOut string
 	switch l.Path {
 	case "run":
 		c = &cobra.Command{Use: "run"}
 		rf.define(c)
+		jsonFlag(c, &jsonOut, "results.json", "the run's folder")
 	case "margin":
 		c = &cobra.Command{Use: "margin"}
-		defineMarginFlags(c, rf, mf)
+		defineMarginFlags(c, rf, mf, &jsonOut)
 	default:
 		if c = visibleCommands()[l.Path]; c == nil {
 			l.ParseError = "no such command"

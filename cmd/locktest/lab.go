@@ -26,7 +26,7 @@ func newLabCmd() *cobra.Command {
 		Long: `up builds locktest's SSH image from this host's files (sshd of Debian's
 openssh-server, redis-server, iptables and a few tools, and this host's
 Java runtime and ZooKeeper jars when it has them; no registry), starts
---hosts containers of it on a Docker network of their own (a free /24 of
+--count containers of it on a Docker network of their own (a free /24 of
 10.79.0.0/16), each with its own file system, network namespace and pid
 space and the NET_ADMIN capability iptables needs, and writes into --dir the
 lab's private key (id_ed25519), a known_hosts file with each host's key and
@@ -58,7 +58,9 @@ A failed up removes what it had made.`,
 			return nil
 		},
 	}
-	up.Flags().IntVar(&hosts, "hosts", 5, "the number of SSH hosts (at least 5)")
+	up.Flags().IntVar(&hosts, "count", 5, "the number of SSH hosts (at least 5)")
+	up.Flags().IntVar(&hosts, "hosts", 5, "the old name of --count")
+	_ = up.Flags().MarkDeprecated("hosts", "use --count: --hosts names hosts in run and margin")
 	up.Flags().StringVar(&dir, "dir", ".", "the folder that receives lab.yaml, id_ed25519 and known_hosts")
 	var downDir string
 	down := &cobra.Command{

@@ -77,17 +77,17 @@ bad input and a run that could not start.`,
 			return marginRun(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), m, *mf, rf.quiet, jsonOut)
 		},
 	}
-	defineMarginFlags(c, rf, mf)
-	jsonFlag(c, &jsonOut, "margin.json", "the search's folder")
-	// margin's progress is a line per value tried, not a run's log.
-	c.Flags().Lookup("quiet").Usage = "no progress on stderr (by default one line per value tried), only the result"
+	defineMarginFlags(c, rf, mf, &jsonOut)
 	return c
 }
 
 // defineMarginFlags declares the flags of `locktest margin`: a run's own
 // and the search's.
-func defineMarginFlags(c *cobra.Command, rf *runFlags, mf *margin.Settings) {
+func defineMarginFlags(c *cobra.Command, rf *runFlags, mf *margin.Settings, jsonOut *string) {
 	rf.define(c)
+	jsonFlag(c, jsonOut, "margin.json", "the search's folder")
+	// margin's progress is a line per value tried, not a run's log.
+	c.Flags().Lookup("quiet").Usage = "no progress on stderr (by default one line per value tried), only the result"
 	f := c.Flags()
 	f.StringVar(&mf.Vary, "vary", "", "the one parameter to vary, NAME=FROM..TO: "+strings.Join(slices.Sorted(maps.Keys(margin.Varied)), ", "))
 	f.IntVar(&mf.Trials, "trials", 5, "counted trials at each value")

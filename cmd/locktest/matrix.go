@@ -44,7 +44,7 @@ wholly above the baseline's interval); 3 a cell was inconclusive, or with
 --baseline a cell the baseline showed to hold could not be shown now, or the
 matrix was interrupted; 2 bad usage or a set-up failure.`,
 		Example: `  locktest matrix --store /tmp/matrix-store --md docs/matrix.md
-  locktest matrix --impls redis-set-nx-px,etcd-mutex --faults none,client-pause --seeds 2 --time 8s
+  locktest matrix --impl redis-set-nx-px,etcd-mutex --faults none,client-pause --seeds 2 --time 8s
   locktest matrix --from /tmp/matrix-store --md docs/matrix.md
   locktest matrix --seeds 5 --parallel 2 --baseline docs/matrix.json
   locktest matrix --from today/matrix.json --baseline docs/matrix.json
@@ -135,9 +135,11 @@ matrix was interrupted; 2 bad usage or a set-up failure.`,
 		},
 	}
 	f := c.Flags()
-	f.StringSliceVar(&o.Impls, "impls", nil, "impls to measure, comma-separated (default all): "+strings.Join(impls.Names(), ", "))
+	f.StringSliceVar(&o.Impls, "impl", nil, "impls to measure, comma-separated or repeated (default all): "+strings.Join(impls.Names(), ", "))
+	f.StringSliceVar(&o.Impls, "impls", nil, "the old name of --impl")
+	_ = f.MarkDeprecated("impls", "use --impl, as run and margin do")
 	f.BoolVar(&seeded, "seeded", false, "also measure the zoo: every seeded impl (a correct recipe with one bug planted, locktest list --seeded) and the recipes they vary, and say which columns caught each bug (docs/seeded-bugs.md)")
-	f.StringSliceVar(&o.ExternalClients, "client", nil, "external lock clients to measure in rows of their own, comma-separated: names of manifests in clients/ (see docs/clients.md); with it, --impls defaults to none")
+	f.StringSliceVar(&o.ExternalClients, "client", nil, "external lock clients to measure in rows of their own, comma-separated: names of manifests in clients/ (see docs/clients.md); with it, --impl defaults to none")
 	f.StringSliceVar(&faults, "faults", nil, "fault classes (default all; none is always run): "+run.Join(matrix.Classes)+", or the name of any fault, run alone")
 	f.IntVar(&o.Seeds, "seeds", o.Seeds, "seeds per cell: the runs of each impl under each fault class, each with its own seed")
 	f.IntVar(&parallel, "parallel", 3, "runs at once; the latency and throughput runs still run alone (3 made a 34-job matrix 1.7 times as fast as 1 on 2 cores, with the same cells: docs/matrix-howto.md)")

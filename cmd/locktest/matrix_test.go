@@ -19,7 +19,7 @@ func TestMatrixBadFlagsExitTwoWithOneLine(t *testing.T) {
 	}{
 		{[]string{"matrix", "--seeds", "0"}, "--seeds must be at least 1, got 0"},
 		{[]string{"matrix", "--faults", "gc-pause"}, `--faults: unknown fault class "gc-pause"`},
-		{[]string{"matrix", "--impls", "no-such-lock"}, `--impls: unknown impl "no-such-lock"`},
+		{[]string{"matrix", "--impl", "no-such-lock"}, `--impl: unknown impl "no-such-lock"`},
 		{[]string{"matrix", "--time", "1s"}, "--time must be at least 2s"},
 		{[]string{"matrix", "--time", "soon"}, `invalid argument "soon" for "--time"`},
 		{[]string{"matrix", "extra"}, "unknown command"},

@@ -94,7 +94,7 @@ impls too, as JSON (docs/schemas/list.schema.json).
 
 --seeded prints instead the zoo: correct recipes with one bug planted each,
 which measure how well the harness finds bugs (docs/seeded-bugs.md). They
-run only when named (locktest run --impl, locktest matrix --impls), never in
+run only when named (locktest run --impl, locktest matrix --impl), never in
 a default set.`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
