@@ -4,7 +4,7 @@ BIN     := bin/locktest
 STORE   ?= store
 export PATH := /usr/local/go/bin:$(PATH)
 
-.PHONY: setup build demo test test-unit test-local test-docker test-ssh lint bench clean debate findings soak track-record kube-apiserver
+.PHONY: readme-samples setup build demo test test-unit test-local test-docker test-ssh lint bench clean debate findings soak track-record kube-apiserver
 
 # setup installs the lock servers and tools locktest starts, where they are
 # missing (scripts/setup lists them).
@@ -24,6 +24,11 @@ demo: setup build
 	$(BIN) run --impl redis-set-nx-px --faults pause-client --resource fenced \
 		--ttl 500ms --time 10s --work 5ms --interval 1s --expect valid --store $(STORE) -q
 	@echo "reports: $(STORE)/*/latest/report.html"
+
+# readme-samples runs the demo again and puts its output in README.md as
+# its sample (SAMPLES=all: the debate's sample too, about 22 minutes).
+readme-samples: setup build
+	BIN=$(BIN) scripts/readme-samples
 
 # test runs every test against real servers, also in containers and over
 # the ssh lab. The tests are in parts by what they need (docs/testing.md):

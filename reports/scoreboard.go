@@ -2,6 +2,7 @@ package reports
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/xml"
 	"fmt"
 	"html/template"
@@ -253,7 +254,9 @@ type ScoreRow struct {
 	Report string `json:"report,omitempty"`
 	// Command reproduces one run (the one linked, or the first).
 	Command string `json:"command"`
-	// Repro is the make target that loops over seeds until it reproduces.
+	// Repro is the command that loops over seeds until it reproduces: a
+	// make target for a built-in scenario ("make repro-NAME"), a debate of
+	// its own file for one read from a file.
 	Repro string `json:"repro"`
 	// Seconds is the wall time of all its runs.
 	Seconds float64 `json:"seconds"`
@@ -265,6 +268,16 @@ type ScoreRow struct {
 	Survival *Survival `json:"survival,omitempty"`
 	// Seeds are its runs, one per seed, in seed order.
 	Seeds []ScoreRun `json:"seeds"`
+}
+
+// ReproCommand is the command that loops over seeds until the row's
+// scenario reproduces. A scoreboard written before Repro held a command
+// names the make target alone ("repro-NAME").
+func (r ScoreRow) ReproCommand() string {
+	if strings.HasPrefix(r.Repro, "repro-") {
+		return "make " + r.Repro
+	}
+	return cmp.Or(r.Repro, "make repro-"+r.Name)
 }
 
 // TallyText renders the tally in the order of Verdicts, leaving out
@@ -445,7 +458,7 @@ func RenderScoreboardMarkdown(s Scoreboard, links bool) []byte {
 		if t := r.Survival.Text(); t != "" {
 			fmt.Fprintf(&b, "Time to failure: %s.\n\n", t)
 		}
-		fmt.Fprintf(&b, "Reproduce: `make repro-%s`, or one run: `%s`", r.Name, r.Command)
+		fmt.Fprintf(&b, "Reproduce: `%s`, or one run: `%s`", r.ReproCommand(), r.Command)
 		if links && r.Report != "" {
 			fmt.Fprintf(&b, "; [report](%s)", r.Report)
 		}

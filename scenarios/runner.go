@@ -305,7 +305,7 @@ const DefaultMaxRate = 0.15
 // scoreboard is written.
 func Score(s Scenario, runs []RunResult, dir string, maxRate float64) reports.ScoreRow {
 	row := reports.ScoreRow{
-		Name: s.Name, Claim: s.Claim, Title: s.Title, Source: s.Source, Bug: s.Bug, Expect: s.Expect, Repro: "repro-" + s.Name,
+		Name: s.Name, Claim: s.Claim, Title: s.Title, Source: s.Source, Bug: s.Bug, Expect: s.Expect, Repro: s.ReproCommand(),
 		Command: s.Command(1),
 	}
 	for _, side := range s.Sides() {

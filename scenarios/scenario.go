@@ -21,6 +21,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/internal/shellquote"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/reports"
 	"github.com/locktest/locktest/run"
@@ -41,8 +42,12 @@ const (
 // beside the claim's own are run settings, each the key of a run.Setting.
 type Scenario struct {
 	// Name is unique in a catalogue: lower-case words joined by dashes; it
-	// names the runs' folder and the make target repro-<name>.
+	// names the runs' folder and, in the built-in catalogue, the make
+	// target repro-<name>.
 	Name string `yaml:"name"`
+	// file is the scenario file it was read from; "" for the built-in
+	// catalogue.
+	file string
 	// Claim numbers the claim the scenario tests; scenarios of one claim
 	// (a violation and its remedy, say) share it.
 	Claim  int    `yaml:"claim"`
@@ -249,9 +254,22 @@ func (s Scenario) Faults() []string {
 	return nil
 }
 
+// builtinName is the name the built-in catalogue is read under.
+const builtinName = "debate.yaml"
+
+// ReproCommand is the command that loops over seeds until s shows what it
+// tests for: the make target of a built-in scenario, a debate of its own
+// file for one read from a file.
+func (s Scenario) ReproCommand() string {
+	if s.file == "" {
+		return "make repro-" + s.Name
+	}
+	return "locktest debate --scenarios " + shellquote.Quote(s.file) + " --only " + s.Name + " --seeds 10 --until-reproduced"
+}
+
 // Builtin returns the built-in catalogue.
 func Builtin() []Scenario {
-	s, err := Parse(builtin, "debate.yaml")
+	s, err := Parse(builtin, builtinName)
 	if err != nil {
 		panic("scenarios: the built-in catalogue is broken: " + err.Error()) // caught by the tests
 	}
@@ -261,7 +279,7 @@ func Builtin() []Scenario {
 // BuiltinSources returns the works the built-in catalogue's claims come
 // from, with where to read them.
 func BuiltinSources() []reports.ScoreSource {
-	s, err := ParseSources(builtin, "debate.yaml")
+	s, err := ParseSources(builtin, builtinName)
 	if err != nil {
 		panic("scenarios: the built-in catalogue is broken: " + err.Error()) // caught by the tests
 	}
@@ -315,6 +333,9 @@ func Parse(b []byte, name string) ([]Scenario, error) {
 		s, err := decodeScenario(&f.Scenarios[i])
 		if err != nil {
 			return nil, decodeError(name, &doc, err)
+		}
+		if name != builtinName {
+			s.file = name
 		}
 		all[i] = s
 	}

@@ -267,3 +267,32 @@ func TestScenarioSchedule(t *testing.T) {
 		}
 	}
 }
+
+// TestReproCommand: a built-in scenario reproduces with its make target,
+// which runs the built-in catalogue; one read from a user's file with a
+// debate of that file, since the make target does not know the file.
+func TestReproCommand(t *testing.T) {
+	b := Builtin()[0]
+	if got, want := b.ReproCommand(), "make repro-"+b.Name; got != want {
+		t.Errorf("built-in: %q, want %q", got, want)
+	}
+	mine, err := Parse([]byte(`scenarios:
+  - name: mine
+    claim: 1
+    title: t
+    source: s
+    predictions: {me: violation}
+    expect: violation
+    impl: redis-naive-del
+    faults: [pause-client]
+`), "my dir/mine.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := mine[0].ReproCommand(), "locktest debate --scenarios 'my dir/mine.yaml' --only mine --seeds 10 --until-reproduced"; got != want {
+		t.Errorf("from a file: %q, want %q", got, want)
+	}
+	if got := Score(mine[0], nil, ".", DefaultMaxRate).Repro; got != mine[0].ReproCommand() {
+		t.Errorf("the scoreboard row's repro is %q", got)
+	}
+}

@@ -106,6 +106,10 @@ func TestMatrixBaselineExitCodes(t *testing.T) {
 		if code != tt.code || !strings.Contains(out, tt.want) {
 			t.Errorf("%s: exit %d, stdout %q, stderr %q; want exit %d and %q", tt.name, code, out, errOut, tt.code, tt.want)
 		}
+		// What a held cell of 5 seeds is worth goes to stderr.
+		if want := "matrix: at 5 seeds a cell that held may still break in up to 43% of runs (its 95% interval)"; !strings.Contains(errOut, want) {
+			t.Errorf("%s: stderr %q lacks %q", tt.name, errOut, want)
+		}
 	}
 	// A baseline that is a store's header alone cannot be compared with.
 	hdr := filepath.Join(dir, "store")
