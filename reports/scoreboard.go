@@ -552,6 +552,40 @@ func RenderJUnit(s Scoreboard) ([]byte, error) {
 	return append([]byte(xml.Header), append(out, '\n')...), nil
 }
 
+// RenderMatrixJUnit renders the matrix as JUnit XML: one test case per
+// cell (impl, column), failed when it got worse than the baseline (worse
+// holds why, by "impl column"), skipped when it is inconclusive. A matrix
+// finds violations by design, so a violated cell fails only against a
+// baseline that had none.
+func RenderMatrixJUnit(m Matrix, worse map[string]string) ([]byte, error) {
+	suite := junitSuite{Name: "locktest matrix", Time: "0"}
+	for _, r := range m.Rows {
+		for _, col := range m.Columns {
+			cell, ok := r.Cells[col.Key]
+			if !ok {
+				continue
+			}
+			c := junitCase{Name: r.Impl + " " + col.Key, Classname: "locktest.matrix." + r.Backend, Time: "0",
+				SystemOut: strings.TrimSpace(cell.Status + ": " + cell.Value + " " + cell.Reason)}
+			switch why, w := worse[r.Impl+" "+col.Key]; {
+			case w:
+				c.Failure = &junitMessage{Message: "worse than the baseline: " + why, Text: c.SystemOut}
+				suite.Failures++
+			case cell.Status == StatusInconclusive:
+				c.Skipped = &junitMessage{Message: "inconclusive: " + cell.Reason}
+				suite.Skipped++
+			}
+			suite.Cases = append(suite.Cases, c)
+		}
+	}
+	suite.Tests = len(suite.Cases)
+	out, err := xml.MarshalIndent(suite, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append([]byte(xml.Header), append(out, '\n')...), nil
+}
+
 func orWord(s, alt string) string {
 	if s == "" {
 		return alt

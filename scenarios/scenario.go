@@ -663,6 +663,27 @@ func Select(all []Scenario, only []string) ([]Scenario, error) {
 	return out, nil
 }
 
+// ByImpl keeps the scenarios whose runs use one of impls (an impl's name,
+// or an external client's), in catalogue order; none given keeps all. An
+// impl no scenario uses is an error.
+func ByImpl(all []Scenario, impls []string) ([]Scenario, error) {
+	if len(impls) == 0 {
+		return all, nil
+	}
+	var out []Scenario
+	for _, s := range all {
+		if slices.Contains(impls, s.Impl()) {
+			out = append(out, s)
+		}
+	}
+	for _, i := range impls {
+		if !slices.ContainsFunc(out, func(s Scenario) bool { return s.Impl() == i }) {
+			return nil, fmt.Errorf("no scenario runs %q (see locktest debate --list)", i)
+		}
+	}
+	return out, nil
+}
+
 func matches(s Scenario, sel string) bool {
 	if n, err := strconv.Atoi(sel); err == nil {
 		return s.Claim == n

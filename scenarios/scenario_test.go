@@ -296,3 +296,38 @@ func TestReproCommand(t *testing.T) {
 		t.Errorf("the scoreboard row's repro is %q", got)
 	}
 }
+
+// TestByImpl keeps the scenarios of the impls named, in catalogue order,
+// and refuses an impl that no scenario runs.
+func TestByImpl(t *testing.T) {
+	all := Builtin()
+	got, err := ByImpl(all, []string{"etcd-mutex", "redlock"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) == 0 {
+		t.Fatal("no scenario of etcd-mutex or redlock")
+	}
+	last := -1
+	for _, s := range got {
+		if s.Impl() != "etcd-mutex" && s.Impl() != "redlock" {
+			t.Errorf("%s runs %s", s.Name, s.Impl())
+		}
+		i := slices.IndexFunc(all, func(o Scenario) bool { return o.Name == s.Name })
+		if i < last {
+			t.Errorf("%s is out of catalogue order", s.Name)
+		}
+		last = i
+	}
+	for _, s := range all {
+		if (s.Impl() == "etcd-mutex" || s.Impl() == "redlock") && !slices.ContainsFunc(got, func(o Scenario) bool { return o.Name == s.Name }) {
+			t.Errorf("%s is left out", s.Name)
+		}
+	}
+	if same, err := ByImpl(all, nil); err != nil || len(same) != len(all) {
+		t.Errorf("no impl named: %d scenarios, %v; want all %d", len(same), err, len(all))
+	}
+	if _, err := ByImpl(all, []string{"nope"}); err == nil || !strings.Contains(err.Error(), `no scenario runs "nope"`) {
+		t.Errorf("an impl no scenario runs: %v", err)
+	}
+}

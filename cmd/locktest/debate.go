@@ -17,7 +17,7 @@ import (
 )
 
 func newDebateCmd() *cobra.Command {
-	var files, only []string
+	var files, only, implNames []string
 	var seeds, parallel, maxSeeds int
 	var seedBase int64
 	var until, list, q bool
@@ -47,6 +47,7 @@ debate was interrupted), 2 bad usage or a broken scenario file.`,
 		Example: `  locktest debate                          # the whole catalogue, 16 seeds each (enough to decide at 15%)
   locktest debate --seeds 20 --parallel 2 --json debate.json
   locktest debate --only 2,redlock-control --seeds 10
+  locktest debate --scenarios scenarios/kubernetes.yaml --impl k8s-lease-cas
   locktest debate --only redlock-control --until-ci-width 20% --max-seeds 60
   locktest debate --seeds 20 --shard 2/4 --out shard2   # then: locktest merge shard1 shard2 shard3 shard4
   locktest debate --only redlock-clock-jump --seeds 10 --until-reproduced
@@ -66,6 +67,9 @@ debate was interrupted), 2 bad usage or a broken scenario file.`,
 			picked, err := scenarios.Select(cat.Scenarios, only)
 			if err != nil {
 				return usageError{fmt.Errorf("--only: %v", err)}
+			}
+			if picked, err = scenarios.ByImpl(picked, implNames); err != nil {
+				return usageError{fmt.Errorf("--impl: %v", err)}
 			}
 			if list {
 				scenarios.WriteCatalogue(cmd.OutOrStdout(), picked)
@@ -175,6 +179,7 @@ debate was interrupted), 2 bad usage or a broken scenario file.`,
 	f := c.Flags()
 	f.StringSliceVar(&files, "scenarios", nil, "scenario files (YAML) to run instead of the built-in catalogue")
 	f.StringSliceVar(&only, "only", nil, "scenarios to run, by name (a trailing * matches a prefix) or claim number")
+	f.StringSliceVar(&implNames, "impl", nil, "run only the scenarios of these impls (or external clients), comma-separated or repeated")
 	f.IntVar(&seeds, "seeds", 0, "seeds per scenario (default: the fewest that decide, those after which a safe scenario with no violation is held at --max-rate: 16 at 15%)")
 	f.IntVar(&parallel, "parallel", 4, "runs at once; each has its own ports, network lab, subnet and store folder (4 made the catalogue 3.6 times as fast as 1 on 2 cores, with the same verdicts: docs/findings.md)")
 	f.StringVar(&shard, "shard", "", "make only shard I of N of the runs (I/N, e.g. 2/4); locktest merge joins the shards' scoreboards")

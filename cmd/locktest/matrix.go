@@ -15,12 +15,13 @@ import (
 	"github.com/locktest/locktest/matrix"
 	"github.com/locktest/locktest/reports"
 	"github.com/locktest/locktest/run"
+	"github.com/locktest/locktest/runstore"
 )
 
 func newMatrixCmd() *cobra.Command {
 	o := matrix.DefaultOptions()
 	var faults []string
-	var out, md, from, shard, baseline, jsonOut, inventory string
+	var out, md, from, shard, baseline, jsonOut, inventory, junit string
 	var parallel int
 	var q, seeded bool
 	c := &cobra.Command{
@@ -80,7 +81,7 @@ matrix was interrupted; 2 bad usage or a set-up failure.`,
 			if err != nil {
 				return usageError{fmt.Errorf("--shard: %v", err)}
 			}
-			if err := run.CheckOutputs(run.Output{Flag: "--json", Path: jsonOut}); err != nil {
+			if err := run.CheckOutputs(run.Output{Flag: "--json", Path: jsonOut}, run.Output{Flag: "--junit", Path: junit}); err != nil {
 				return usageError{err}
 			}
 			if from != "" {
@@ -100,7 +101,7 @@ matrix was interrupted; 2 bad usage or a set-up failure.`,
 						return err
 					}
 				}
-				return matrixOutcome(cmd, m, base, false)
+				return matrixOutcome(cmd, m, base, false, junit)
 			}
 			classes, err := matrix.ParseClasses(faults)
 			if err != nil {
@@ -146,7 +147,7 @@ matrix was interrupted; 2 bad usage or a set-up failure.`,
 			if interrupted {
 				fmt.Fprintf(cmd.ErrOrStderr(), "matrix interrupted after %d of %d runs (the pages show those)\n", made.Ran, len(jobs))
 			}
-			return matrixOutcome(cmd, m, base, interrupted)
+			return matrixOutcome(cmd, m, base, interrupted, junit)
 		},
 	}
 	f := c.Flags()
@@ -161,6 +162,7 @@ matrix was interrupted; 2 bad usage or a set-up failure.`,
 	f.StringVar(&shard, "shard", "", "make only shard I of N of the jobs (I/N, e.g. 2/4); locktest merge joins the shards' stores")
 	f.StringVar(&baseline, "baseline", "", "a stored matrix.json to compare with: exit 1 when a cell got worse")
 	f.StringVar(&jsonOut, "json", "", "also write matrix.json here (it is always in --out)")
+	f.StringVar(&junit, "junit", "", "also write JUnit XML here, one test case per cell: failed when it got worse than --baseline, skipped when inconclusive")
 	f.DurationVar(&o.Duration, "time", o.Duration, "workload time of each run")
 	f.DurationVar(&o.TTL, "ttl", o.TTL, "lock lease time of every run")
 	f.IntVar(&o.Clients, "clients", o.Clients, "clients of the fault runs")
@@ -176,8 +178,9 @@ matrix was interrupted; 2 bad usage or a set-up failure.`,
 
 // mergeMatrix aggregates the runs of several matrix stores, made by the
 // shards of one matrix, into one matrix written into out, md and jsonOut,
-// and compares it with baseline when given.
-func mergeMatrix(cmd *cobra.Command, stores []string, out, md, jsonOut, baseline string) error {
+// and compares it with baseline when given; junit, when given, receives
+// its cells as JUnit XML.
+func mergeMatrix(cmd *cobra.Command, stores []string, out, md, jsonOut, baseline, junit string) error {
 	base, err := matrix.ReadBaseline(baseline)
 	if err != nil {
 		return usageError{err}
@@ -189,14 +192,29 @@ func mergeMatrix(cmd *cobra.Command, stores []string, out, md, jsonOut, baseline
 	if err := writeMatrix(cmd, m, out, md, jsonOut); err != nil {
 		return err
 	}
-	return matrixOutcome(cmd, m, base, false)
+	return matrixOutcome(cmd, m, base, false, junit)
 }
 
 // matrixOutcome prints how m compares with base, when given, and returns
 // the error the matrix exits with: a verdictError when a cell got worse
 // than base, an inconclusiveError when a cell is inconclusive, one base
 // showed to hold could not be shown, or the matrix was interrupted.
-func matrixOutcome(cmd *cobra.Command, m reports.Matrix, base *reports.Matrix, interrupted bool) error {
+func matrixOutcome(cmd *cobra.Command, m reports.Matrix, base *reports.Matrix, interrupted bool, junit string) error {
+	if junit != "" {
+		worse := map[string]string{}
+		if base != nil {
+			for _, w := range matrix.Compare(*base, m).Worse {
+				worse[w.Impl+" "+w.Column] = w.Why
+			}
+		}
+		b, err := reports.RenderMatrixJUnit(m, worse)
+		if err == nil {
+			err = runstore.WriteFileAtomic(junit, b)
+		}
+		if err != nil {
+			return fmt.Errorf("--junit: %w", err)
+		}
+	}
 	if n := m.Header.Seeds; n > 0 {
 		// What a held cell is worth at these seeds, so that nobody gates
 		// on a smoke test.

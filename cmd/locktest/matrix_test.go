@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/xml"
 	"maps"
 	"os"
 	"path/filepath"
@@ -70,16 +71,17 @@ func TestMatrixBaselineExitCodes(t *testing.T) {
 		return writeMatrixJSON(t, dir, name, m)
 	}
 	tests := []struct {
-		name string
-		now  string
-		code int
-		want string
+		name              string
+		now               string
+		code              int
+		want              string
+		failures, skipped int // of --junit's cases
 	}{
-		{"same", basePath, 0, "2 cells compared, 0 worse"},
+		{"same", basePath, 0, "2 cells compared, 0 worse", 0, 0},
 		{"worse", edit("worse.json", reports.MatrixCell{Status: reports.StatusViolated, Value: "2/5 runs", Runs: 5, Conclusive: 5, Violations: 2, Lo: 0.12, Hi: 0.77}),
-			1, "worse: etcd-mutex mutex-partition: violated: 2/5 runs (was held: 0/5 runs)"},
+			1, "worse: etcd-mutex mutex-partition: violated: 2/5 runs (was held: 0/5 runs)", 1, 0},
 		{"lost", edit("lost.json", reports.MatrixCell{Status: reports.StatusInconclusive, Reason: "not root"}),
-			3, "no longer shown: etcd-mutex mutex-partition"},
+			3, "no longer shown: etcd-mutex mutex-partition", 0, 1},
 	}
 	// A survival regression: the same 8 of 8 runs broke, now at 0.5 to
 	// 4 s where the baseline's broke at 9 to 16 s. The rates agree; the
@@ -102,9 +104,25 @@ func TestMatrixBaselineExitCodes(t *testing.T) {
 		t.Errorf("survival regression: exit %d, stdout %q, stderr %q; want exit 1 and the survival named worse", code, out, errOut)
 	}
 	for _, tt := range tests {
-		out, errOut, code := locktest(t, "matrix", "--from", tt.now, "--baseline", basePath)
+		junit := filepath.Join(dir, tt.name+".xml")
+		out, errOut, code := locktest(t, "matrix", "--from", tt.now, "--baseline", basePath, "--junit", junit)
 		if code != tt.code || !strings.Contains(out, tt.want) {
 			t.Errorf("%s: exit %d, stdout %q, stderr %q; want exit %d and %q", tt.name, code, out, errOut, tt.code, tt.want)
+		}
+		var suite struct {
+			Tests    int `xml:"tests,attr"`
+			Failures int `xml:"failures,attr"`
+			Skipped  int `xml:"skipped,attr"`
+			Cases    []struct {
+				Name    string    `xml:"name,attr"`
+				Failure *struct{} `xml:"failure"`
+			} `xml:"testcase"`
+		}
+		if b, err := os.ReadFile(junit); err != nil || xml.Unmarshal(b, &suite) != nil {
+			t.Errorf("%s: --junit: %v", tt.name, err)
+		} else if suite.Tests != 2 || suite.Failures != tt.failures || suite.Skipped != tt.skipped ||
+			tt.failures > 0 && (suite.Cases[0].Name != "etcd-mutex mutex-partition" || suite.Cases[0].Failure == nil) {
+			t.Errorf("%s: --junit: %+v; want 2 cases, %d failed (etcd-mutex mutex-partition), %d skipped", tt.name, suite, tt.failures, tt.skipped)
 		}
 		// What a held cell of 5 seeds is worth goes to stderr.
 		if want := "matrix: at 5 seeds a cell that held may still break in up to 43% of runs (its 95% interval)"; !strings.Contains(errOut, want) {

@@ -58,8 +58,6 @@ verdict (or, with --baseline, a cell worse than the baseline), 3 inconclusive,
 			}
 			isMatrix := len(kinds[reports.HoldsMatrixStore]) > 0
 			switch {
-			case isMatrix && junit != "":
-				return usageError{errors.New("--junit is for scoreboards; a matrix takes --md")}
 			case isMatrix && findings != "":
 				return usageError{errors.New("--findings is for scoreboards; a matrix takes --md")}
 			case !isMatrix && matrixMD != "":
@@ -100,7 +98,7 @@ verdict (or, with --baseline, a cell worse than the baseline), 3 inconclusive,
 				}
 			}
 			if isMatrix {
-				return mergeMatrix(cmd, dirs, out, matrixMD, jsonOut, baseline)
+				return mergeMatrix(cmd, dirs, out, matrixMD, jsonOut, baseline, junit)
 			}
 			board, err := scenarios.MergeBoards(dirs, out, maxRate, commandLine())
 			if err != nil {
@@ -143,7 +141,7 @@ verdict (or, with --baseline, a cell worse than the baseline), 3 inconclusive,
 	f := c.Flags()
 	f.StringVar(&out, "out", "", "folder of the merged scoreboard or matrix pages (default ./merged)")
 	f.StringVar(&jsonOut, "json", "", "also write the merged scoreboard or matrix as JSON here")
-	f.StringVar(&junit, "junit", "", "also write the merged scoreboard as JUnit XML here")
+	f.StringVar(&junit, "junit", "", "also write the merged scoreboard or matrix as JUnit XML here")
 	f.StringVar(&findings, "findings", "", "also write the merged scoreboard as Markdown without run links here (docs/findings.md)")
 	f.StringVar(&trackRecord, "track-record", "", "also write the track record of the public bugs the merged scoreboards reproduce as Markdown here (docs/track-record.md)")
 	f.StringVar(&bugsFile, "bugs", "", "a scenario file with a bugs list (scenarios/bugs.yaml): the rows of its scenarios name their bugs, for debates made from another file of the same scenarios")
