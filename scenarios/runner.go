@@ -361,7 +361,7 @@ func Rescore(row reports.ScoreRow, runs []RunResult, dir string, maxRate float64
 		if linked.Command != "" {
 			row.Command = linked.Command
 		}
-		if rel, err := filepath.Rel(dir, filepath.Join(linked.Dir, runstore.ReportFile)); err == nil && linked.Dir != "" {
+		if rel, ok := relLink(dir, filepath.Join(linked.Dir, runstore.ReportFile)); ok && linked.Dir != "" {
 			row.Report = rel
 		}
 	}
@@ -523,4 +523,21 @@ func orDefault(s, d string) string {
 		return d
 	}
 	return s
+}
+
+// relLink is target's path from the folder dir, for a link of a page
+// written in dir. One of them relative and the other absolute (a store
+// given as a relative --store, a run folder made absolute) are both taken
+// from the working folder first.
+func relLink(dir, target string) (string, bool) {
+	if filepath.IsAbs(dir) != filepath.IsAbs(target) {
+		d, err1 := filepath.Abs(dir)
+		t, err2 := filepath.Abs(target)
+		if err1 != nil || err2 != nil {
+			return "", false
+		}
+		dir, target = d, t
+	}
+	rel, err := filepath.Rel(dir, target)
+	return rel, err == nil
 }

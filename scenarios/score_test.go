@@ -3,6 +3,8 @@ package scenarios
 import (
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -180,5 +182,21 @@ func TestSurvivalSample(t *testing.T) {
 	}
 	if none := Score(Scenario{Name: "v", Expect: ExpectViolation}, runs[3:4], "/out", DefaultMaxRate); none.Survival != nil {
 		t.Errorf("an inconclusive run alone gave a curve: %+v", none.Survival)
+	}
+}
+
+// TestScoreLinksARunFromARelativeBoard: a board folder given relative to
+// the working folder (debate --store store) still links its run's report
+// when the run's folder is absolute.
+func TestScoreLinksARunFromARelativeBoard(t *testing.T) {
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := Scenario{Name: "x", Claim: 1, Expect: ExpectViolation}
+	runs := []RunResult{{Seed: 1, Outcome: ExpectViolation, Dir: filepath.Join(wd, "store", "x", "20260101T000000")}}
+	row := Score(s, runs, filepath.Join("store", "debate", "t"), DefaultMaxRate)
+	if want := filepath.Join("..", "..", "x", "20260101T000000", "report.html"); row.Report != want {
+		t.Errorf("report link %q, want %q", row.Report, want)
 	}
 }

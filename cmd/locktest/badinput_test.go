@@ -256,14 +256,29 @@ var badValues = map[string][]badCase{
 	"margin --store":      {bc("--store: mkdir STORE/file: not a directory", "--faults", "pause-client", "--store", "STORE/file")},
 	"shrink --replays":    {bc("--need 2 of --replays 1: want 1 ≤ need ≤ replays", "--replays", "1")},
 	"shrink --need":       {bc("--need 0 of --replays 3: want 1 ≤ need ≤ replays", "--need", "0"), bc("--need 4 of --replays 3", "--need", "4")},
-	"run --json":          {bc("--json: ", "--json", "STORE/nodir/r.json")},
-	"check --json":        {bc("--json: ", "--json", "STORE/nodir/r.json")},
-	"list --json":         {bc("--json: ", "--json", "STORE/nodir/l.json")},
-	"shrink --json":       {bc("--json: ", "--json", "STORE/nodir/s.json")},
-	"shrink --confirm":    {bc("--confirm must not be negative, got -1", "--confirm", "-1")},
-	"shrink --budget":     {bc("--budget must not be negative, got -1s", "--budget", "-1s")},
-	"shrink --grace":      {bc("--grace must not be negative, got -1s", "--grace", "-1s")},
-	"shrink --store":      {bc("--store: STORE/file is not a folder", "--store", "STORE/file"), bc("--store: stat STORE/file/s: not a directory", "--store", "STORE/file/s")},
+	"run --plan": {bc("--plan: open STORE/nodir/p.yaml: no such file or directory", "--plan", "STORE/nodir/p.yaml"),
+		bc("--plan STORE/plan-field.yaml: line 2: field colour not found in type scenarios.PlanFile", "--plan", "STORE/plan-field.yaml"),
+		bc("--plan STORE/plan-setting.yaml: run: line 4: field speed not found", "--plan", "STORE/plan-setting.yaml"),
+		bc("--plan STORE/plan-value.yaml: run: line 3: cannot unmarshal !!str `many` into int", "--plan", "STORE/plan-value.yaml"),
+		bc("--plan STORE/plan-impl.yaml: run: impl is given by the plan's impls list", "--plan", "STORE/plan-impl.yaml"),
+		bc("--plan STORE/plan-two.yaml: impls and clients name 2 locks, and locktest run tests one: give --impl or --client", "--plan", "STORE/plan-two.yaml"),
+		bc("--plan STORE/plan-seeds.yaml: seeds: locktest run makes one run per trial; seeds are a matrix's", "--plan", "STORE/plan-seeds.yaml"),
+		bc("--plan STORE/plan-margin.yaml: margin and gates.margin are a margin search's; locktest run makes one run", "--plan", "STORE/plan-margin.yaml"),
+		bc(`--faults: unknown fault "meteor"`, "--plan", "STORE/plan-fault.yaml")},
+	"margin --plan": {bc("--plan: open STORE/nodir/p.yaml: no such file or directory", "--plan", "STORE/nodir/p.yaml"),
+		bc("--plan STORE/plan-setting.yaml: run: line 4: field speed not found", "--plan", "STORE/plan-setting.yaml"),
+		bc("--plan STORE/plan-two.yaml: impls and clients name 2 locks, and locktest margin tests one: give --impl or --client", "--plan", "STORE/plan-two.yaml"),
+		bc("--plan STORE/plan-seeds.yaml: seeds: locktest margin makes one run per trial; seeds are a matrix's", "--plan", "STORE/plan-seeds.yaml")},
+	"matrix --plan": {bc("--plan STORE/plan-resource.yaml: run: resource: the matrix sets it itself for each fault class (a plan gives it ttl, time, clients)", "--plan", "STORE/plan-resource.yaml"),
+		bc("--plan STORE/plan-margin.yaml: margin and gates.margin are a margin search's; locktest matrix runs none", "--plan", "STORE/plan-margin.yaml")},
+	"run --json":       {bc("--json: ", "--json", "STORE/nodir/r.json")},
+	"check --json":     {bc("--json: ", "--json", "STORE/nodir/r.json")},
+	"list --json":      {bc("--json: ", "--json", "STORE/nodir/l.json")},
+	"shrink --json":    {bc("--json: ", "--json", "STORE/nodir/s.json")},
+	"shrink --confirm": {bc("--confirm must not be negative, got -1", "--confirm", "-1")},
+	"shrink --budget":  {bc("--budget must not be negative, got -1s", "--budget", "-1s")},
+	"shrink --grace":   {bc("--grace must not be negative, got -1s", "--grace", "-1s")},
+	"shrink --store":   {bc("--store: STORE/file is not a folder", "--store", "STORE/file"), bc("--store: stat STORE/file/s: not a directory", "--store", "STORE/file/s")},
 
 	"images build --node-binary": {bc("--node-binary STORE/nodir: not an executable file", "--node-binary", "STORE/nodir")},
 
@@ -273,6 +288,20 @@ var badValues = map[string][]badCase{
 	"cleanup --provider": {bc(`cleanup --provider "docker": want ssh`, "--provider", "docker"), bc("cleanup --provider ssh needs --inventory FILE", "--provider", "ssh")},
 	"cleanup --inventory": {bc("--inventory and --insecure-ignore-host-key need --provider ssh", "--inventory", "STORE/lab.yaml"),
 		bc("inventory STORE/none.yaml: no such file or directory", "--provider", "ssh", "--inventory", "STORE/none.yaml")},
+}
+
+// badPlans are plan files with one mistake each, written into STORE for
+// the --plan cases.
+var badPlans = map[string]string{
+	"plan-field.yaml":    "impls: [redis-set-nx-px]\ncolour: red\n",
+	"plan-setting.yaml":  "impls: [redis-set-nx-px]\nrun:\n  ttl: 1s\n  speed: 3\n",
+	"plan-value.yaml":    "impls: [redis-set-nx-px]\nrun:\n  clients: many\n",
+	"plan-impl.yaml":     "run:\n  impl: redlock\n",
+	"plan-two.yaml":      "impls: [redis-set-nx-px, redlock]\n",
+	"plan-seeds.yaml":    "impls: [redis-set-nx-px]\nseeds: 5\n",
+	"plan-resource.yaml": "impls: [redis-set-nx-px]\nrun:\n  resource: fenced\n",
+	"plan-margin.yaml":   "impls: [redis-set-nx-px]\nmargin:\n  vary: pause=0s..1s\n",
+	"plan-fault.yaml":    "impls: [redis-set-nx-px]\nfaults: [meteor]\n",
 }
 
 // anyValue are flags that take every value of their type, with the reason;
@@ -362,6 +391,11 @@ func TestEveryFlagRefusesABadValue(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(root, "bad.yaml"), []byte(bad), 0o644); err != nil {
 				t.Fatal(err)
 			}
+			for name, text := range badPlans {
+				if err := os.WriteFile(filepath.Join(root, name), []byte(text), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
 			base, ok := badBase[c.cmd]
 			if !ok {
 				base = strings.Fields(c.cmd)
@@ -380,8 +414,8 @@ func TestEveryFlagRefusesABadValue(t *testing.T) {
 			if stdout != "" {
 				t.Errorf("stdout %q, want nothing", stdout)
 			}
-			if ents, _ := os.ReadDir(root); len(ents) != 2 {
-				t.Errorf("the refused command left %d entries in the store", len(ents)-2)
+			if ents, _ := os.ReadDir(root); len(ents) != 2+len(badPlans) {
+				t.Errorf("the refused command left %d entries in the store", len(ents)-2-len(badPlans))
 			}
 		})
 	}

@@ -64,6 +64,9 @@ bad input and a run that could not start.`,
   locktest margin --impl redis-set-nx-px --faults pause-client --pause 1s --vary ttl=200ms..3s`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := applyPlan(cmd.Flags(), rf.plan, "margin"); err != nil {
+				return usageError{err}
+			}
 			m, err := prepareMargin(cmd.Flags(), rf, *mf)
 			if err != nil {
 				return err

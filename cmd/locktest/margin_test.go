@@ -264,15 +264,19 @@ func pausedHold(h history.History) (time.Duration, bool) {
 // TestMarginGateFailsOnItsSafeSide searches pauses that all break a 1 s
 // lease, against a gate of 3 s that says the lock must hold up to there:
 // the search must exit 1, say why on stdout and in margin.json, and keep
-// its progress on stderr.
+// its progress on stderr. The search is a plan file's, as a team keeps it.
 func TestMarginGateFailsOnItsSafeSide(t *testing.T) {
 	gate.Need(t, "redis-server")
 	root := t.TempDir()
 	testkit.KeepFailedStore(t, root)
 	jsonOut := filepath.Join(root, "m.json")
-	stdout, stderr, code := locktest(t, "margin", "--impl", "redis-set-nx-px", "--faults", "pause-client", "--vary", "pause=1500ms..2s",
-		"--gate", "3s", "--ttl", "1s", "--grid", "2", "--trials", "1", "--at", "500ms", "--time", "3s", "--clients", "2",
-		"--backoff", "uniform", "--retry", "5ms", "--think", "2ms", "--store", root, "--json", jsonOut, "-q=false")
+	plan := writePlan(t, t.TempDir(), `impls: [redis-set-nx-px]
+faults: [pause-client]
+run: {ttl: 1s, time: 3s, clients: 2, backoff: uniform, retry: 5ms, think: 2ms}
+margin: {vary: pause=1500ms..2s, grid: 2, trials: 1, at: 500ms}
+gates: {margin: 3s}
+`)
+	stdout, stderr, code := locktest(t, "margin", "--plan", plan, "--store", root, "--json", jsonOut, "-q=false")
 	if code != 1 {
 		t.Fatalf("exit %d, want 1 (the gate failed)\nstdout:\n%sstderr:\n%s", code, stdout, stderr)
 	}

@@ -21,7 +21,7 @@ import (
 func newMatrixCmd() *cobra.Command {
 	o := matrix.DefaultOptions()
 	var faults []string
-	var out, md, from, shard, baseline, jsonOut, inventory, junit string
+	var out, md, from, shard, baseline, jsonOut, inventory, junit, planFile string
 	var parallel int
 	var q, seeded bool
 	c := &cobra.Command{
@@ -54,6 +54,9 @@ matrix was interrupted; 2 bad usage or a set-up failure.`,
   locktest matrix --impl redis-set-nx-px --provider ssh --inventory lab/lab.yaml`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := applyPlan(cmd.Flags(), planFile, "matrix"); err != nil {
+				return usageError{err}
+			}
 			base, err := matrix.ReadBaseline(baseline)
 			if err != nil {
 				return usageError{err}
@@ -168,6 +171,7 @@ matrix was interrupted; 2 bad usage or a set-up failure.`,
 	f.IntVar(&o.Clients, "clients", o.Clients, "clients of the fault runs")
 	f.StringVar(&o.Base.StoreDir, "store", o.Base.StoreDir, "folder of stored runs")
 	f.StringVar(&o.Base.Provider, "provider", o.Base.Provider, "where the nodes of every run and probe run: "+strings.Join(run.Providers, " or ")+" (see docs/providers.md)")
+	planFlag(c, &planFile)
 	f.StringVar(&inventory, "inventory", "", "the ssh provider's inventory file (locktest lab up writes one), with --provider ssh")
 	f.StringVar(&out, "out", "", "folder of matrix.html and matrix.md (default: the store)")
 	f.StringVar(&md, "md", "", "also write the Markdown matrix to this file (e.g. docs/matrix.md)")
@@ -218,8 +222,12 @@ func matrixOutcome(cmd *cobra.Command, m reports.Matrix, base *reports.Matrix, i
 	if n := m.Header.Seeds; n > 0 {
 		// What a held cell is worth at these seeds, so that nobody gates
 		// on a smoke test.
-		fmt.Fprintf(cmd.ErrOrStderr(), "matrix: at %d seeds a cell that held may still break in up to %s of runs (its 95%% interval)\n",
-			n, reports.Percent(stats.Wilson(0, n).Hi))
+		seeds := "seeds"
+		if n == 1 {
+			seeds = "seed"
+		}
+		fmt.Fprintf(cmd.ErrOrStderr(), "matrix: at %d %s a cell that held may still break in up to %s of runs (its 95%% interval)\n",
+			n, seeds, reports.Percent(stats.Wilson(0, n).Hi))
 	}
 	if base != nil {
 		c := matrix.Compare(*base, m)

@@ -21,6 +21,7 @@ type runFlags struct {
 	cfg      run.Config
 	logLevel string
 	quiet    bool
+	plan     string // --plan
 }
 
 func newRunCmd() *cobra.Command {
@@ -34,6 +35,9 @@ func newRunCmd() *cobra.Command {
   locktest run --impl redlock --provider docker --image redis=redis:7.2 --faults clock-bump`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := applyPlan(cmd.Flags(), rf.plan, "run"); err != nil {
+				return usageError{err}
+			}
 			cfg, err := rf.config(cmd.Flags())
 			if err != nil {
 				return err
@@ -97,8 +101,9 @@ func (rf *runFlags) define(c *cobra.Command) {
 		_ = f.SetAnnotation(s.Name, groupAnnotation, []string{s.Group})
 	}
 	quietFlag(c, &rf.quiet, "no progress log on stderr")
+	planFlag(c, &rf.plan)
 	f.StringVar(&rf.logLevel, "log-level", "info", "stderr log level: "+strings.Join(logLevels, ", "))
-	for _, n := range []string{"quiet", "log-level"} {
+	for _, n := range []string{"quiet", "log-level", "plan"} {
 		_ = f.SetAnnotation(n, groupAnnotation, []string{run.GroupOutput})
 	}
 	c.SetUsageTemplate(groupedUsage)
