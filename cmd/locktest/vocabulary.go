@@ -58,7 +58,7 @@ var vocabulary = map[string]sharedFlag{
 		}},
 	"parallel": {Meaning: "how many runs go at once, each with its own ports, network and store folder",
 		Defaults: map[string]string{"matrix": "3, not 4: the matrix's latency and throughput runs must run alone, which bounds the gain (docs/matrix-howto.md)"}},
-	"plan": {Meaning: "a plan file: the impls, faults, run settings, seeds and gates of a comparison kept in a repository, which flags on the command line override"},
+	"plan":    {Meaning: "a plan file: the impls, faults, run settings, seeds and gates of a comparison kept in a repository, which flags on the command line override"},
 	"profile": {Meaning: "a folder for CPU and heap profiles of the command (go tool pprof reads them)"},
 	"provider": {Meaning: "where the nodes run: local, docker or ssh",
 		Defaults: map[string]string{"cleanup": "none: cleanup removes what runs left on this host, and only --provider ssh reaches further"}},
