@@ -190,6 +190,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("--ttl must be at least 1ms, got %v", o.TTL)
 	case o.Clients < 2:
 		return fmt.Errorf("--clients must be at least 2 (mutual exclusion needs contenders), got %d", o.Clients)
+	case o.Base.Persistence != "" && !slices.Contains(run.Persistences, o.Base.Persistence):
+		return fmt.Errorf("--persistence must be %s, got %q", strings.Join(run.Persistences, ", "), o.Base.Persistence)
 	case o.Base.Provider != "" && !slices.Contains(run.Providers, o.Base.Provider):
 		return fmt.Errorf("--provider must be %s, got %q", strings.Join(run.Providers, " or "), o.Base.Provider)
 	}
@@ -393,8 +395,16 @@ func (o Options) job(impl impls.Impl, p Probe, c Class, seed int64) Job {
 			cfg.TTL = max(cfg.TTL, 2*cfg.Work)
 		}
 	}
+	if !backend.HasPersistence(impl.Backend) {
+		// --persistence is the durability of the backends that have it;
+		// the others have one way to keep data.
+		cfg.Persistence = ""
+	}
 	cfg.Name = fmt.Sprintf("matrix-%s-%s", impl.Name, name)
 	cmd := []string{"locktest run --impl " + impl.Name}
+	if cfg.Persistence != "" {
+		cmd = append(cmd, "--persistence "+cfg.Persistence)
+	}
 	if len(cfg.Faults) > 0 {
 		cmd = append(cmd, "--faults "+strings.Join(cfg.Faults, ","))
 	}

@@ -309,3 +309,29 @@ func TestPlanLeavesOutWhatThisHostHasNotBuilt(t *testing.T) {
 		t.Errorf("with the apiserver built the matrix plans %v", slices.Sorted(maps.Keys(got)))
 	}
 }
+
+// TestPlanGivesPersistenceToTheBackendsThatHaveIt: a matrix set up as a
+// deployment (--persistence always) runs the Redis impls with it, says so
+// in each run's command, and leaves the backends without the setting as
+// they are; a value that is none is refused.
+func TestPlanGivesPersistenceToTheBackendsThatHaveIt(t *testing.T) {
+	o := DefaultOptions()
+	o.Impls, o.Classes, o.Base.Persistence = []string{"redis-set-nx-px", "etcd-mutex"}, []Class{ClassNone}, "always"
+	jobs, err := Plan(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range jobs {
+		want := ""
+		if j.Impl == "redis-set-nx-px" {
+			want = "always"
+		}
+		if j.Config.Persistence != want || strings.Contains(j.Config.Command, "--persistence always") != (want != "") {
+			t.Errorf("%s %s: persistence %q, command %q; want %q", j.Impl, j.Probe, j.Config.Persistence, j.Config.Command, want)
+		}
+	}
+	o.Base.Persistence = "sometimes"
+	if _, err := Plan(o); err == nil || !strings.Contains(err.Error(), `--persistence must be off, everysec, always, got "sometimes"`) {
+		t.Errorf("--persistence sometimes: %v", err)
+	}
+}

@@ -172,6 +172,7 @@ matrix was interrupted; 2 bad usage or a set-up failure.`,
 	f.StringVar(&o.Base.StoreDir, "store", o.Base.StoreDir, "folder of stored runs")
 	f.StringVar(&o.Base.Provider, "provider", o.Base.Provider, "where the nodes of every run and probe run: "+strings.Join(run.Providers, " or ")+" (see docs/providers.md)")
 	planFlag(c, &planFile)
+	f.StringVar(&o.Base.Persistence, "persistence", "", "node durability of the backends that have it (the others ignore it), as in a deployment: "+strings.Join(run.Persistences, ", ")+" (default off)")
 	f.StringVar(&inventory, "inventory", "", "the ssh provider's inventory file (locktest lab up writes one), with --provider ssh")
 	f.StringVar(&out, "out", "", "folder of matrix.html and matrix.md (default: the store)")
 	f.StringVar(&md, "md", "", "also write the Markdown matrix to this file (e.g. docs/matrix.md)")

@@ -20,7 +20,7 @@ func planFlag(c *cobra.Command, p *string) {
 
 // matrixPlanSettings are the run settings a matrix takes from a plan: the
 // ones it has flags for. It sets the others itself, per fault class.
-var matrixPlanSettings = []string{"ttl", "time", "clients"}
+var matrixPlanSettings = []string{"ttl", "time", "clients", "persistence"}
 
 // applyPlan reads the plan file path and sets, for the command named
 // command (run, margin or matrix), every flag of f that the plan gives and
