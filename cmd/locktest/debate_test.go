@@ -200,3 +200,30 @@ func TestDebateShardsMerge(t *testing.T) {
 		t.Errorf("merging a shard with itself: exit %d, %q", code, errOut)
 	}
 }
+
+// TestDebateGateFailsOnARefutedClaim: a scenario that claims safety and
+// shows a violation is refuted, and the debate exits 1; so does merge of
+// its scoreboard, which scores the same runs again.
+func TestDebateGateFailsOnARefutedClaim(t *testing.T) {
+	gate.Need(t, "redis-server")
+	dir := t.TempDir()
+	file := naiveDelScenario(t, dir, "5s")
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same run, claimed safe.
+	safe := strings.NewReplacer("expect: violation", "expect: safe", "{me: violation — plain DEL is unsafe}", "{me: safe}",
+		"    anomalies: [foreign-release]\n", "").Replace(string(b))
+	if err := os.WriteFile(file, []byte(safe), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	board := filepath.Join(dir, "board")
+	stdout, errOut, code := locktest(t, "debate", "--scenarios", file, "--seeds", "2", "--store", filepath.Join(dir, "store"), "--out", board, "-q")
+	if code != 1 || !strings.Contains(stdout, "refuted") {
+		t.Fatalf("debate: exit %d, want 1 with the claim refuted\n%s%s", code, stdout, errOut)
+	}
+	if stdout, errOut, code := locktest(t, "merge", board, "--out", filepath.Join(dir, "merged")); code != 1 || !strings.Contains(stdout, "refuted") {
+		t.Errorf("merge: exit %d, want 1 with the claim refuted\n%s%s", code, stdout, errOut)
+	}
+}
