@@ -128,12 +128,15 @@ func TestDebateRunsAUserScenario(t *testing.T) {
 func TestDebateDefaultsToSeedsThatDecide(t *testing.T) {
 	gate.Need(t, "redis-server")
 	dir := t.TempDir()
-	file := naiveDelScenario(t, dir, "3s")
+	file := naiveDelScenario(t, dir, "5s")
 	want := stats.SeedsToHold(0.9)
 	stdout, errOut, code := locktest(t, "debate", "--scenarios", file, "--max-rate", "90%", "--store", filepath.Join(dir, "store"),
 		"--out", filepath.Join(dir, "board"), "--json", filepath.Join(dir, "board.json"), "-q=false")
-	if code != 0 || !strings.Contains(errOut, fmt.Sprintf("up to %d seeds each", want)) {
-		t.Fatalf("exit %d, want 0 with %d seeds\n%s\n%s", code, want, stdout, errOut)
+	// The verdict is not what this tests: one run of the scenario
+	// reproduces its foreign release (exit 0) or, under load, shows only
+	// the stale write (exit 1).
+	if code != 0 && code != 1 || !strings.Contains(errOut, fmt.Sprintf("up to %d seeds each", want)) {
+		t.Fatalf("exit %d, want 0 or 1 with %d seeds\n%s\n%s", code, want, stdout, errOut)
 	}
 	var board reports.Scoreboard
 	if err := runstore.ReadJSON(filepath.Join(dir, "board.json"), &board); err != nil {
