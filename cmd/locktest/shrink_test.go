@@ -300,15 +300,18 @@ func TestShrinkGateFailsWhenTheBugNoLongerReproduces(t *testing.T) {
 		t.Fatal(err)
 	}
 	jsonOut := filepath.Join(t.TempDir(), "shrink.json")
-	out, stderr, code := locktest(t, "shrink", dir, "--store", store, "--replays", "1", "--need", "1", "--confirm", "1", "--budget", "1ns", "--json", jsonOut)
-	if code != 1 || !strings.Contains(stderr, "the bug no longer reproduces: no candidate failed the same way, and the run's own schedule did in only 0 of 1 replays (want 1)") {
+	// Two confirmations, both needed: a replay that a stall of the loaded
+	// machine breaks on its own (it has happened, see failingStory) does
+	// not make the harmless schedule count as the bug.
+	out, stderr, code := locktest(t, "shrink", dir, "--store", store, "--replays", "2", "--need", "2", "--confirm", "2", "--budget", "1ns", "--json", jsonOut)
+	if code != 1 || !strings.Contains(stderr, "the bug no longer reproduces: no candidate failed the same way, and the run's own schedule did in only ") {
 		t.Fatalf("exit %d, want 1 saying the bug no longer reproduces\nstdout:\n%sstderr:\n%s", code, out, stderr)
 	}
 	var log shrink.Log
 	if err := runstore.ReadJSON(jsonOut, &log); err != nil {
 		t.Fatal(err)
 	}
-	if len(log.Confirmations) != 1 || log.Confirmations[0].Failed || log.Smallest != "" {
-		t.Errorf("--json shrink.json: smallest %q, confirmations %+v; want the run's own schedule, one confirmation that held", log.Smallest, log.Confirmations)
+	if len(log.Confirmations) != 2 || log.Smallest != "" {
+		t.Errorf("--json shrink.json: smallest %q, confirmations %+v; want the run's own schedule, replayed twice", log.Smallest, log.Confirmations)
 	}
 }
