@@ -205,12 +205,14 @@ func mergeMatrix(cmd *cobra.Command, stores []string, out, md, jsonOut, baseline
 // than base, an inconclusiveError when a cell is inconclusive, one base
 // showed to hold could not be shown, or the matrix was interrupted.
 func matrixOutcome(cmd *cobra.Command, m reports.Matrix, base *reports.Matrix, interrupted bool, junit string) error {
+	var c matrix.Comparison
+	if base != nil {
+		c = matrix.Compare(*base, m)
+	}
 	if junit != "" {
 		worse := map[string]string{}
-		if base != nil {
-			for _, w := range matrix.Compare(*base, m).Worse {
-				worse[w.Impl+" "+w.Column] = w.Why
-			}
+		for _, w := range c.Worse {
+			worse[w.Impl+" "+w.Column] = w.Why
 		}
 		b, err := reports.RenderMatrixJUnit(m, worse)
 		if err == nil {
@@ -231,7 +233,6 @@ func matrixOutcome(cmd *cobra.Command, m reports.Matrix, base *reports.Matrix, i
 			n, seeds, reports.Percent(stats.Wilson(0, n).Hi))
 	}
 	if base != nil {
-		c := matrix.Compare(*base, m)
 		c.WriteText(cmd.OutOrStdout())
 		if len(c.Worse) > 0 {
 			return verdictError{fmt.Errorf("%d cells worse than the baseline, e.g. %s %s: %s", len(c.Worse), c.Worse[0].Impl, c.Worse[0].Column, c.Worse[0].Why)}

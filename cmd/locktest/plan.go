@@ -64,6 +64,9 @@ func applyPlan(f *pflag.FlagSet, path, command string) error {
 		if p.Gates.Baseline != "" {
 			return fmt.Errorf("--plan %s: gates.baseline is a matrix's gate", path)
 		}
+		if command == "run" && (p.Margin != nil || p.Gates.Margin != "") {
+			return fmt.Errorf("--plan %s: margin and gates.margin are a margin search's; locktest run makes one run", path)
+		}
 	case "matrix":
 		errs = append(errs, set("impls", "impl", strings.Join(p.Impls, ",")), set("clients", "client", strings.Join(p.Clients, ",")))
 		if p.Seeds > 0 {
@@ -93,10 +96,6 @@ func applyPlan(f *pflag.FlagSet, path, command string) error {
 			}
 		}
 		errs = append(errs, set("gates.margin", "gate", p.Gates.Margin))
-	} else if p.Margin != nil || p.Gates.Margin != "" {
-		if command == "run" {
-			return fmt.Errorf("--plan %s: margin and gates.margin are a margin search's; locktest run makes one run", path)
-		}
 	}
 	for _, err := range errs {
 		if err != nil {
