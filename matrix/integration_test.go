@@ -53,7 +53,7 @@ func TestTinyMatrix(t *testing.T) {
 	ctx := context.Background()
 	var finished int
 	// Two at a time: the timing runs (perf-1, none) still run alone.
-	results, err := Execute(ctx, jobs, 2, func(i int, r Result) {
+	results, _, err := Execute(ctx, jobs, Fixed(2), func(i int, r Result) {
 		finished = i
 		t.Logf("[%d/%d] %s: %s", i, len(jobs), r.Job.Label(), r.Safety.Reason)
 	})
@@ -78,7 +78,7 @@ func TestTinyMatrix(t *testing.T) {
 		t.Logf("seed %d showed no violation under client-pause (%s); trying seed %d", results[i].Job.Seed, results[i].Safety.Reason, seed)
 		j := results[i].Job
 		j.Seed, j.Config.Seed = seed, seed
-		again, err := Execute(ctx, []Job{j}, 1, nil)
+		again, _, err := Execute(ctx, []Job{j}, Fixed(1), nil)
 		if err != nil {
 			t.Fatal(err)
 		}

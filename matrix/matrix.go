@@ -10,7 +10,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/locktest/locktest/checker"
@@ -114,62 +113,105 @@ func (s Safety) needsHolderAcrossRestart(nodes int, x RestartExposure) Safety {
 	return s
 }
 
-// Execute runs the jobs, parallel at a time (below 1 means 1), and
-// measures each as it finishes; done, if not nil, is called after each
-// job, one call at a time, with how many have finished. The jobs whose
-// figures are timings (the latency and throughput runs, Exclusive) run
-// alone, as runs side by side would share the cores and distort each
-// other's timing. A run that fails to start is tried once more; if it
-// fails again its job gives a Result with Err, and the matrix goes on.
-// The results are in the order of jobs. Execute stops starting jobs when
-// ctx is done and returns the results so far with ctx's error.
-func Execute(ctx context.Context, jobs []Job, parallel int, done func(i int, r Result)) ([]Result, error) {
+// Execute runs the jobs, as many at a time as pace allows, and measures
+// each as it finishes; done, if not nil, is called after each job, one
+// call at a time, with how many have finished. The jobs whose figures are
+// timings (Timed) run alone, as runs side by side would share the cores
+// and distort each other's timing. The seeds of a cell are sampled
+// sequentially (see Decided): a job runs only once the earlier seeds of
+// its cell have finished, and not at all when they decided the cell; the
+// jobs left out so are counted in skipped. A run that fails to start is
+// tried once more; if it fails again its job gives a Result with Err, and
+// the matrix goes on. The results are in the order of jobs. Execute stops
+// starting jobs when ctx is done and returns the results so far with
+// ctx's error.
+func Execute(ctx context.Context, jobs []Job, pace Pace, done func(i int, r Result)) (results []Result, skipped int, err error) {
+	return execute(ctx, jobs, pace, runJob, done)
+}
+
+// execute is Execute with the function that runs one job.
+func execute(ctx context.Context, jobs []Job, pace Pace, runOne func(context.Context, Job) Result, done func(i int, r Result)) (results []Result, skipped int, err error) {
 	type finished struct {
 		i int
 		r Result
 	}
-	next := make(chan int)
 	fin := make(chan finished)
-	var alone sync.RWMutex
-	var wg sync.WaitGroup
-	for range max(parallel, 1) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				j := jobs[i]
-				if j.Exclusive() {
-					alone.Lock()
-				} else {
-					alone.RLock()
-				}
-				start := time.Now()
-				r := runJob(ctx, j)
-				r.Elapsed = time.Since(start)
-				if j.Exclusive() {
-					alone.Unlock()
-				} else {
-					alone.RUnlock()
-				}
-				fin <- finished{i, r}
+	got := make([]*Result, len(jobs))
+	state := make([]int, len(jobs)) // 0 pending, 1 running, 2 finished, 3 skipped
+	const pending, running, over, left = 0, 1, 2, 3
+	// earlier returns, for job i, the results of the earlier seeds of its
+	// cell, and whether all of them have finished.
+	earlier := func(i int) ([]Result, bool) {
+		var rs []Result
+		k := keyOf(jobs[i])
+		for j := range jobs[:i] {
+			if keyOf(jobs[j]) != k || jobs[j].Seed >= jobs[i].Seed {
+				continue
 			}
-		}()
-	}
-	go func() {
-		defer close(next)
-		for i := range jobs {
-			select {
-			case next <- i:
-			case <-ctx.Done():
-				return
+			switch state[j] {
+			case pending, running:
+				return nil, false
+			case over:
+				rs = append(rs, *got[j])
 			}
 		}
-	}()
-	go func() { wg.Wait(); close(fin) }()
-	got := make([]*Result, len(jobs))
-	n := 0
-	for f := range fin {
-		got[f.i] = &f.r
+		return rs, true
+	}
+	inFlight, alone, n := 0, false, 0
+	start := func(i int) {
+		state[i] = running
+		inFlight++
+		alone = jobs[i].Timed()
+		go func() {
+			t := time.Now()
+			r := runOne(ctx, jobs[i])
+			r.Elapsed = time.Since(t)
+			fin <- finished{i, r}
+		}()
+	}
+	// dispatch starts what may start now, in plan order: a job whose cell
+	// is decided is left out, one whose cell still runs an earlier seed
+	// waits, and a timed job waits for the runs in flight to end and
+	// holds back the jobs after it until it has run.
+	dispatch := func() {
+		if ctx.Err() != nil || alone {
+			return
+		}
+		for i := range jobs {
+			if state[i] != pending || inFlight >= pace.Limit() {
+				continue
+			}
+			j := jobs[i]
+			if Sequential(j.Probe) {
+				rs, ready := earlier(i)
+				if !ready {
+					continue
+				}
+				if ok, _ := Decided(j.Probe, rs); ok {
+					state[i] = left
+					skipped++
+					continue
+				}
+			}
+			if j.Timed() {
+				if inFlight == 0 {
+					start(i)
+				}
+				return
+			}
+			start(i)
+		}
+	}
+	for {
+		dispatch()
+		if inFlight == 0 {
+			break
+		}
+		f := <-fin
+		inFlight--
+		alone = false
+		state[f.i], got[f.i] = over, &f.r
+		pace.Finished(f.r, inFlight)
 		n++
 		if done != nil {
 			done(n, f.r)
@@ -181,14 +223,16 @@ func Execute(ctx context.Context, jobs []Job, parallel int, done func(i int, r R
 			out = append(out, *r)
 		}
 	}
-	return out, ctx.Err()
+	return out, skipped, ctx.Err()
 }
 
-// Exclusive reports whether the job's figures are timings, which a run
-// beside it would distort: the 1-client latency run and the fault-free
-// 8-client run.
-func (j Job) Exclusive() bool {
-	return j.Probe == ProbePerf1 || j.Probe == ProbeSafety && j.Class == ClassNone
+// Timed reports whether the job's figures are timings, which a run beside
+// it would distort, so that it runs alone: the 1-client latency run and
+// seed 1 of the fault-free 8-client run, whose rates and latencies the
+// matrix shows. The fault-free run's other seeds test mutual exclusion
+// only and run beside others.
+func (j Job) Timed() bool {
+	return j.Seed == 1 && (j.Probe == ProbePerf1 || j.Probe == ProbeSafety && j.Class == ClassNone)
 }
 
 func runJob(ctx context.Context, j Job) Result {
@@ -318,6 +362,7 @@ func Columns(classes []Class) []reports.MatrixColumn {
 // columns caught of the bugs of the seeded impls among them (Detect). It
 // reads only the results and the impls' registrations.
 func Aggregate(header reports.MatrixHeader, classes []Class, results []Result) reports.Matrix {
+	planned := header.Seeds
 	if len(classes) == 0 {
 		classes = Classes
 	}
@@ -347,7 +392,7 @@ func Aggregate(header reports.MatrixHeader, classes []Class, results []Result) r
 					break
 				}
 			}
-			rw := row(impl, classes, by[name])
+			rw := row(impl, classes, by[name], planned)
 			if client {
 				rw.Cells[ColReentrant] = reports.MatrixCell{Status: reports.StatusNA,
 					Reason: "an external client: the reentrancy probe drives a Go impl's client directly"}
@@ -355,13 +400,15 @@ func Aggregate(header reports.MatrixHeader, classes []Class, results []Result) r
 			m.Rows = append(m.Rows, rw)
 			continue
 		}
-		m.Rows = append(m.Rows, row(impl, classes, by[name]))
+		m.Rows = append(m.Rows, row(impl, classes, by[name], planned))
 	}
 	m.Seeded = Detect(classes, results)
 	return m
 }
 
-func row(impl impls.Impl, classes []Class, rs []Result) reports.MatrixRow {
+// row builds impl's row from its results rs, of a matrix that planned
+// the seeds planned for each cell (0: unknown, nothing said of stops).
+func row(impl impls.Impl, classes []Class, rs []Result, planned int) reports.MatrixRow {
 	r := reports.MatrixRow{Impl: impl.Name, Backend: impl.Backend, Nodes: impl.Nodes, Doc: impl.Doc, Cells: map[string]reports.MatrixCell{}}
 	for _, x := range rs {
 		r.Versions = r.Versions.Merge(x.Results.Run.Versions)
@@ -379,9 +426,9 @@ func row(impl impls.Impl, classes []Class, rs []Result) reports.MatrixRow {
 		if !slices.Contains(classes, c) && c != ClassNone {
 			continue
 		}
-		r.Cells[SafetyColumn(c)] = safetyCell(pick(ProbeSafety, c))
+		r.Cells[SafetyColumn(c)] = stopped(safetyCell(pick(ProbeSafety, c)), ProbeSafety, pick(ProbeSafety, c), planned)
 	}
-	r.Cells[ColDeadlock] = deadlockCell(pick(ProbeDeadlock, ClassNone))
+	r.Cells[ColDeadlock] = stopped(deadlockCell(pick(ProbeDeadlock, ClassNone)), ProbeDeadlock, pick(ProbeDeadlock, ClassNone), planned)
 	var safety []Result
 	for _, x := range rs {
 		if x.Job.Probe == ProbeSafety {
@@ -393,9 +440,24 @@ func row(impl impls.Impl, classes []Class, rs []Result) reports.MatrixRow {
 	r.Cells[ColFencing] = fencingCell(impl, pick(ProbeSafety, ClassNone), rs)
 	r.Cells[ColReentrant] = reentrantCell(impl, pick(ProbeReentrant, ClassNone))
 	r.Cells[ColBlocking] = blockingCell(impl)
-	r.Cells[ColLatency1], r.Cells[ColRate1] = perfCells(pick(ProbePerf1, ClassNone))
-	r.Cells[ColLatency8], r.Cells[ColRate8] = perfCells(pick(ProbeSafety, ClassNone))
+	r.Cells[ColLatency1], r.Cells[ColRate1] = perfCells(timed(pick(ProbePerf1, ClassNone)))
+	r.Cells[ColLatency8], r.Cells[ColRate8] = perfCells(timed(pick(ProbeSafety, ClassNone)))
 	return r
+}
+
+// timed returns the runs of rs whose figures are timings (Job.Timed).
+func timed(rs []Result) []Result {
+	return slices.DeleteFunc(slices.Clone(rs), func(r Result) bool { return !r.Job.Timed() })
+}
+
+// stopped returns cell c of the runs rs of probe p, with what the
+// sequential rule said when it stopped the cell before the planned seeds.
+func stopped(c reports.MatrixCell, p Probe, rs []Result, planned int) reports.MatrixCell {
+	if t := stoppedText(p, rs, planned); t != "" {
+		c.Stopped = t
+		c.Reason += "; " + t
+	}
+	return c
 }
 
 func links(rs []Result) []reports.MatrixLink {

@@ -22,16 +22,18 @@ type Made struct {
 	Err    error
 }
 
-// Run runs the jobs of the matrix of o, parallel at a time (Execute),
+// Run runs the jobs of the matrix of o, as many at once as pace allows
+// (Execute),
 // with done called after each, as shard ("" when unsharded) of command;
 // then it writes the matrix's header (Options.Header) into o's store and
 // aggregates the results over o's classes. The matrix holds the runs
 // made before a job stopped the rest; the error is the header's.
-func Run(ctx context.Context, o Options, jobs []Job, parallel int, shard, command string, done func(i int, r Result)) (Made, error) {
+func Run(ctx context.Context, o Options, jobs []Job, pace Pace, shard, command string, done func(i int, r Result)) (Made, error) {
 	start := time.Now()
-	header := o.Header(ctx, start, parallel, shard, command)
-	results, runErr := Execute(ctx, jobs, parallel, done)
+	header := o.Header(ctx, start, 0, shard, command)
+	results, skipped, runErr := Execute(ctx, jobs, pace, done)
 	header.Elapsed = time.Since(start).Round(time.Second)
+	header.Parallel, header.Pace, header.Skipped = pace.Most(), pace.Text(), skipped
 	if err := reports.WriteMatrixHeader(o.Base.StoreDir, header); err != nil {
 		return Made{}, fmt.Errorf("write matrix header: %w", err)
 	}
@@ -119,15 +121,24 @@ func (c Comparison) WriteText(w io.Writer) {
 // impls, seeds, runs at once and store) and returns the done of Run: one
 // line on w per finished job, with what it showed (Result.Summary), how
 // long it took and how much is left.
-func Progress(w io.Writer, o Options, jobs []Job, parallel int) func(i int, r Result) {
+func Progress(w io.Writer, o Options, jobs []Job, pace Pace) func(i int, r Result) {
 	names := map[string]bool{}
 	for _, j := range jobs {
 		names[j.Impl] = true
 	}
-	fmt.Fprintf(w, "matrix: %d jobs (%d impls, %d seeds), %d at once, store %s\n", len(jobs), len(names), o.Seeds, parallel, o.Base.StoreDir)
+	fmt.Fprintf(w, "matrix: up to %d jobs (%d impls, up to %d seeds: a cell stops when decided), %s, store %s\n", len(jobs), len(names), o.Seeds, paceStart(pace), o.Base.StoreDir)
 	start := time.Now()
 	return func(i int, r Result) {
-		fmt.Fprintf(w, "[%*d/%d%s] %s: %s (%s)\n", len(fmt.Sprint(len(jobs))), i, len(jobs), run.ToGo(start, i, len(jobs)-i),
-			r.Job.Label(), r.Summary(), r.Elapsed.Round(100*time.Millisecond))
+		fmt.Fprintf(w, "[%*d/%d%s] %s: %s (%s, %d at once)\n", len(fmt.Sprint(len(jobs))), i, len(jobs), run.ToGo(start, i, len(jobs)-i),
+			r.Job.Label(), r.Summary(), r.Elapsed.Round(100*time.Millisecond), pace.Limit())
 	}
+}
+
+// paceStart says how pace starts: "3 at once", or the measured pace's
+// first limit.
+func paceStart(p Pace) string {
+	if f, ok := p.(*fixed); ok {
+		return fmt.Sprintf("%d at once", f.n)
+	}
+	return fmt.Sprintf("%d at once to start, then as measured", p.Limit())
 }

@@ -68,7 +68,13 @@ type MatrixHeader struct {
 	// Parallel is how many runs went at once; Shard ("2/4") names the
 	// share of the jobs a sharded matrix made, "" for all of them.
 	Parallel int    `json:"parallel,omitempty"`
-	Shard    string `json:"shard,omitempty"`
+	// Pace says how the number of runs at once was chosen: given, or
+	// measured, with the CPU per run measured and the limits chosen.
+	Pace string `json:"pace,omitempty"`
+	// Skipped counts the runs the matrix left out because the earlier
+	// seeds of their cell had decided it (a cell stops when decided).
+	Skipped int    `json:"skipped,omitempty"`
+	Shard   string `json:"shard,omitempty"`
 	// Versions are the versions of locktest, the servers and the client
 	// libraries of its runs.
 	Versions runstore.Versions `json:"versions"`
@@ -136,6 +142,10 @@ type MatrixCell struct {
 	// runs (time to the first violation, or the time a clean run ran);
 	// nil in other cells and where no run kept its times.
 	Survival *Survival `json:"survival,omitempty"`
+	// Stopped says, of a cell that ran fewer seeds than the matrix's
+	// because its earlier seeds decided it, after how many it stopped and
+	// why; "" for a cell that ran them all.
+	Stopped string `json:"stopped,omitempty"`
 }
 
 // MatrixLink points at one stored run's report.
@@ -176,6 +186,16 @@ func relLink(dir, target string) string {
 	return filepath.ToSlash(rel)
 }
 
+// SeedsText says how many seeds a matrix's fault cells ran: "5", or, where
+// the sequential rule left runs out, "up to 5 (a cell stops once its
+// earlier seeds decide it: 212 runs left out)".
+func SeedsText(h MatrixHeader) string {
+	if h.Skipped == 0 {
+		return fmt.Sprint(h.Seeds)
+	}
+	return fmt.Sprintf("up to %d (a cell stops once its earlier seeds decide it: %d runs left out)", h.Seeds, h.Skipped)
+}
+
 // RenderMatrixMarkdown renders m as Markdown for a file in dir: the
 // header, the table (one row per impl, cells as status and value, with
 // links to the stored runs that lie under dir), the notes that say why a
@@ -193,14 +213,17 @@ func RenderMatrixMarkdown(m Matrix, dir string) []byte {
 	fmt.Fprintf(&b, "- date: %s\n", h.Date.UTC().Format(time.RFC3339))
 	fmt.Fprintf(&b, "- commit: %s\n", orDash(h.Commit))
 	fmt.Fprintf(&b, "- machine: %s\n", orDash(h.Machine))
-	fmt.Fprintf(&b, "- seeds per fault cell: %d; workload per run: %s\n", h.Seeds, h.Duration)
+	fmt.Fprintf(&b, "- seeds per fault cell: %s; workload per run: %s\n", SeedsText(h), h.Duration)
 	if h.Settings != "" {
 		fmt.Fprintf(&b, "- settings: %s\n", h.Settings)
 	}
 	if v := VersionsText(h.Versions); v != "" {
 		fmt.Fprintf(&b, "- versions: %s\n", v)
 	}
-	if h.Parallel > 1 {
+	switch {
+	case h.Pace != "":
+		fmt.Fprintf(&b, "- runs at once: %s (the latency and throughput runs alone)\n", h.Pace)
+	case h.Parallel > 1:
 		fmt.Fprintf(&b, "- %d runs at once (the latency and throughput runs alone)\n", h.Parallel)
 	}
 	if h.Elapsed > 0 {
@@ -386,6 +409,7 @@ func mdEscape(s string) string {
 
 var matrixTmpl = template.Must(template.New("matrix.html.tmpl").Funcs(funcs).Funcs(template.FuncMap{
 	"statusClass": statusClass,
+	"seedsText":   SeedsText,
 }).ParseFS(templates, "templates/matrix.html.tmpl"))
 
 // statusClass is the CSS class suffix of a cell status.

@@ -128,3 +128,17 @@ func (w *stallWatch) finish() *runstore.Stalls {
 
 // ms renders d to the millisecond, as results.json keeps durations.
 func ms(d time.Duration) string { return d.Round(time.Millisecond).String() }
+
+// MachineStall watches, for d, how promptly this machine runs a process,
+// as a run's stall watch does, and returns the longest stall it saw: 0
+// when no wake-up came stallOver late or later. A series of runs asks it
+// before it starts, so that it can refuse a machine whose own load would
+// break a short lease with no fault.
+func MachineStall(d time.Duration) time.Duration {
+	start := time.Now()
+	w := startStallWatch(func() time.Duration { return time.Since(start) }, nil)
+	time.Sleep(d)
+	st := w.finish()
+	longest, _ := time.ParseDuration(st.Longest)
+	return longest
+}

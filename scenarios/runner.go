@@ -297,7 +297,7 @@ func SurvivalSample(runs []RunResult) []stats.Observation {
 // DefaultMaxRate is the violation rate a safe scenario must be shown to
 // stay below, at 95% confidence, to be held: 16 runs without a violation
 // do it.
-const DefaultMaxRate = 0.15
+const DefaultMaxRate = stats.DefaultMaxRate
 
 // Score sums up a scenario's runs into its scoreboard row. A safe scenario
 // is held only when the one-sided 95% upper bound of its violation rate is

@@ -61,11 +61,16 @@ matrix was interrupted; 2 bad usage or a set-up failure.`,
 			if err != nil {
 				return usageError{err}
 			}
-			if parallel < 1 {
+			given := cmd.Flags().Changed("parallel")
+			if given && parallel < 1 {
 				return usageError{fmt.Errorf("--parallel must be at least 1, got %d", parallel)}
 			}
-			if parallel, err = run.Parallel(o.Base.Provider, parallel, cmd.Flags().Changed("parallel")); err != nil {
+			if parallel, err = run.Parallel(o.Base.Provider, max(parallel, 1), given); err != nil {
 				return usageError{err}
+			}
+			pace := matrix.Fixed(parallel)
+			if !given && parallel > 1 {
+				pace = matrix.Measured(0, nil, nil)
 			}
 			if from != "" && inventory != "" {
 				return usageError{errors.New("--inventory: --from runs nothing")}
@@ -131,11 +136,14 @@ matrix was interrupted; 2 bad usage or a set-up failure.`,
 				return usageError{err}
 			}
 			matrix.SayLeftOut(cmd.ErrOrStderr(), o) // once the flags are good: a bad one gets one line
+			if err := matrix.CheckMachine(o.TTL, run.MachineStall); err != nil {
+				return err // exit 2: the machine cannot run this matrix now
+			}
 			progress := io.Discard
 			if !q {
 				progress = cmd.ErrOrStderr()
 			}
-			made, err := matrix.Run(cmd.Context(), o, jobs, parallel, shard, commandLine(), matrix.Progress(progress, o, jobs, parallel))
+			made, err := matrix.Run(cmd.Context(), o, jobs, pace, shard, commandLine(), matrix.Progress(progress, o, jobs, pace))
 			if err != nil {
 				return err
 			}
@@ -161,7 +169,7 @@ matrix was interrupted; 2 bad usage or a set-up failure.`,
 	f.StringSliceVar(&o.ExternalClients, "client", nil, "external lock clients to measure in rows of their own, comma-separated: names of manifests in clients/ (see docs/clients.md); with it, --impl defaults to none")
 	f.StringSliceVar(&faults, "faults", nil, "fault classes (default all; none is always run): "+run.Join(matrix.Classes)+", or the name of any fault, run alone")
 	f.IntVar(&o.Seeds, "seeds", o.Seeds, "seeds per cell: the runs of each impl under each fault class, each with its own seed")
-	f.IntVar(&parallel, "parallel", 3, "runs at once; the latency and throughput runs still run alone (3 made a 34-job matrix 1.7 times as fast as 1 on 2 cores, with the same cells: docs/matrix-howto.md)")
+	f.IntVar(&parallel, "parallel", 0, "runs at once (default: measured, from the CPU the runs use and the machine's idle CPU, fewer as soon as a run sees the machine stall: docs/matrix-howto.md); the latency and throughput runs still run alone")
 	f.StringVar(&shard, "shard", "", "make only shard I of N of the jobs (I/N, e.g. 2/4); locktest merge joins the shards' stores")
 	f.StringVar(&baseline, "baseline", "", "a stored matrix.json to compare with: exit 1 when a cell got worse")
 	f.StringVar(&jsonOut, "json", "", "also write matrix.json here (it is always in --out)")

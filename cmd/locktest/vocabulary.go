@@ -57,7 +57,7 @@ var vocabulary = map[string]sharedFlag{
 			"merge":  "./merged: merge has no store of its own, it reads several",
 		}},
 	"parallel": {Meaning: "how many runs go at once, each with its own ports, network and store folder",
-		Defaults: map[string]string{"matrix": "3, not 4: the matrix's latency and throughput runs must run alone, which bounds the gain (docs/matrix-howto.md)"}},
+		Defaults: map[string]string{"matrix": "measured (0), not a number: the matrix picks its runs at once from the CPU its runs use, the machine's idle CPU and its stalls, as they go (docs/matrix-howto.md)"}},
 	"persistence": {Meaning: "the node durability of the backends that have it (Redis's appendfsync): off, everysec or always"},
 	"plan":        {Meaning: "a plan file: the impls, faults, run settings, seeds and gates of a comparison kept in a repository, which flags on the command line override"},
 	"profile":     {Meaning: "a folder for CPU and heap profiles of the command (go tool pprof reads them)"},

@@ -70,6 +70,12 @@ func SeedsToHold(maxRate float64) int {
 	return n
 }
 
+// DefaultMaxRate is the violation rate a safe claim must be shown to stay
+// below, at 95% confidence, to be held (16 runs without a violation do it,
+// SeedsToHold); a rate shown to lie above it (its interval's lower bound
+// beyond it) is a failure that more runs will not turn into a hold.
+const DefaultMaxRate = 0.15
+
 // Percentile returns the q-th percentile (0 ≤ q ≤ 100) of xs by the
 // nearest-rank method, or NaN for no values. xs is not modified.
 func Percentile(xs []float64, q float64) float64 {
