@@ -67,7 +67,7 @@ type MatrixHeader struct {
 	Command string `json:"command"`
 	// Parallel is how many runs went at once; Shard ("2/4") names the
 	// share of the jobs a sharded matrix made, "" for all of them.
-	Parallel int    `json:"parallel,omitempty"`
+	Parallel int `json:"parallel,omitempty"`
 	// Pace says how the number of runs at once was chosen: given, or
 	// measured, with the CPU per run measured and the limits chosen.
 	Pace string `json:"pace,omitempty"`
