@@ -411,8 +411,15 @@ func (o Options) job(impl impls.Impl, p Probe, c Class, seed int64) Job {
 	if len(cfg.Faults) > 0 {
 		cmd = append(cmd, "--faults "+strings.Join(cfg.Faults, ","))
 	}
-	cmd = append(cmd, fmt.Sprintf("--clients %d --ttl %s --time %s --seed %d --resource none --retry 5ms --backoff uniform --interval 1s --window 2s --down 1s --quiet-time 1s --pause %s",
-		cfg.Clients, cfg.TTL, cfg.Duration, seed, nemesis.Pause.Of(cfg.FaultSettings)))
+	cmd = append(cmd, fmt.Sprintf("--clients %d --ttl %s --time %s --seed %d --resource none --retry 5ms --backoff uniform",
+		cfg.Clients, cfg.TTL, cfg.Duration, seed))
+	// The fault settings the matrix sets, on the line only where the
+	// run's faults read them: `locktest run` refuses the others.
+	for _, fl := range [][2]string{{"interval", "1s"}, {"window", "2s"}, {"down", "1s"}, {"quiet-time", "1s"}, {"pause", nemesis.Pause.Of(cfg.FaultSettings).String()}} {
+		if run.ChangesSomething(cfg, fl[0]) {
+			cmd = append(cmd, "--"+fl[0]+" "+fl[1])
+		}
+	}
 	if cfg.Work > 0 {
 		cmd = append(cmd, "--work "+cfg.Work.String())
 	}

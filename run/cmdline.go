@@ -157,3 +157,12 @@ func checkTargets(cfg Config) error {
 	}
 	return nemesis.CheckTargets(cfg.Targets, cl, cfg.Clients)
 }
+
+// ChangesSomething reports whether the flag called flag (without its
+// dashes), given on a command line, would change something in a run of
+// cfg: false where `locktest run` refuses it as changing nothing. Code that
+// writes a run's command line (the matrix's jobs) asks it, so that the
+// line it writes runs.
+func ChangesSomething(cfg Config, flag string) bool {
+	return checkFaultFlags(cfg, func(f string) bool { return f == flag }) == nil
+}

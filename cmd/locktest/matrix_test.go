@@ -5,11 +5,16 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/spf13/cobra"
+
 	"github.com/locktest/locktest/internal/stats"
+	"github.com/locktest/locktest/matrix"
 	"github.com/locktest/locktest/reports"
+	"github.com/locktest/locktest/run"
 	"github.com/locktest/locktest/runstore"
 )
 
@@ -146,5 +151,43 @@ func TestVersionFlag(t *testing.T) {
 	out, errOut, code := locktest(t, "--version")
 	if code != 0 || !strings.HasPrefix(out, "locktest version ") || strings.TrimSpace(strings.TrimPrefix(out, "locktest version ")) == "" {
 		t.Errorf("--version: exit %d, %q %q", code, out, errOut)
+	}
+}
+
+// TestMatrixJobsCommandsRun: the command line a matrix stores with each
+// run (its results' command, the reproduction a reader copies) is one
+// `locktest run` accepts, and describes the job's run: every class, the
+// deadlock and perf runs, one-node and multi-node impls.
+func TestMatrixJobsCommandsRun(t *testing.T) {
+	o := matrix.DefaultOptions()
+	o.Impls, o.Seeds = []string{"redis-set-nx-px", "redlock", "etcd-mutex", "mysql-get-lock"}, 1
+	jobs, err := matrix.Plan(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range jobs {
+		if j.Probe == matrix.ProbeReentrant {
+			continue // a probe, not a run
+		}
+		line, ok := strings.CutPrefix(j.Config.Command, "locktest run ")
+		if !ok {
+			t.Fatalf("%s: command %q", j.Label(), j.Config.Command)
+		}
+		rf := &runFlags{cfg: run.DefaultConfig()}
+		c := &cobra.Command{Use: "run"}
+		rf.define(c)
+		if err := c.ParseFlags(strings.Fields(line)); err != nil {
+			t.Errorf("%s: %q: %v", j.Label(), line, err)
+			continue
+		}
+		cfg, err := rf.config(c.Flags())
+		if err != nil {
+			t.Errorf("%s: locktest run refuses its command line %q: %v", j.Label(), line, err)
+			continue
+		}
+		if cfg.Impl != j.Config.Impl || cfg.Clients != j.Config.Clients || cfg.TTL != j.Config.TTL || cfg.Duration != j.Config.Duration ||
+			cfg.Seed != j.Config.Seed || !slices.Equal(cfg.Faults, j.Config.Faults) || cfg.Work != j.Config.Work || cfg.StopOnViolation != j.Config.StopOnViolation {
+			t.Errorf("%s: its command line %q makes a different run", j.Label(), line)
+		}
 	}
 }
