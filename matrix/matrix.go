@@ -120,7 +120,8 @@ func (s Safety) needsHolderAcrossRestart(nodes int, x RestartExposure) Safety {
 // and distort each other's timing. The seeds of a cell are sampled
 // sequentially (see Decided): a job runs only once the earlier seeds of
 // its cell have finished, and not at all when they decided the cell; the
-// jobs left out so are counted in skipped. A run that fails to start is
+// jobs left out so are counted in skipped, and in the count done is
+// given, so that it reaches len(jobs). A run that fails to start is
 // tried once more; if it fails again its job gives a Result with Err, and
 // the matrix goes on. The results are in the order of jobs. Execute stops
 // starting jobs when ctx is done and returns the results so far with
@@ -190,6 +191,7 @@ func execute(ctx context.Context, jobs []Job, pace Pace, runOne func(context.Con
 				if ok, _ := Decided(j.Probe, rs); ok {
 					state[i] = left
 					skipped++
+					n++
 					continue
 				}
 			}

@@ -65,7 +65,10 @@ matrix was interrupted; 2 bad usage or a set-up failure.`,
 			if given && parallel < 1 {
 				return usageError{fmt.Errorf("--parallel must be at least 1, got %d", parallel)}
 			}
-			if parallel, err = run.Parallel(o.Base.Provider, max(parallel, 1), given); err != nil {
+			if !given {
+				parallel = 2 // the measured pace, unless the provider's hosts take one run at a time
+			}
+			if parallel, err = run.Parallel(o.Base.Provider, parallel, given); err != nil {
 				return usageError{err}
 			}
 			pace := matrix.Fixed(parallel)
