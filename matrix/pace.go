@@ -46,16 +46,25 @@ const (
 	// idleToGrow is the idle CPU, in cores, over the runs since the last
 	// change, that lets a measured pace add a run.
 	idleToGrow = 0.75
+	// promptShare: a run was prompt when 99% of its stall watch's
+	// wake-ups came within its lease over promptShare (20 ms of a 500 ms
+	// lease), and a measured pace adds a run after a span of prompt runs.
+	promptShare = 25
 )
 
 // Measured is the pace of a matrix without --parallel: it measures, as
 // the runs go, the CPU this process and its children (the driver, the
-// workers and the local servers) use per run, and the machine's idle CPU
-// (/proc/stat), and picks the runs at once from them: cores runs at
-// first; one more while at least idleToGrow of a core stayed idle with
-// every allowed run going; one fewer as soon as a run's stall watch saw
-// the machine stall (a wake-up 250 ms late), since a run that stalls may
-// lose a short lease with no fault. cpu and idle read the process's CPU
+// workers and the local servers) use per run, the machine's idle CPU
+// (/proc/stat) and how promptly each run's processes were run (its stall
+// watch), and picks the runs at once from them: cores runs at first; one
+// more after a span of at least 5 s in which every allowed run went and
+// either idleToGrow of a core stayed idle or every run that ended was
+// prompt (99% of its timer's wake-ups within a 25th of its lease); one
+// fewer as soon as a run's stall watch saw the machine stall (a wake-up
+// 250 ms late), since a run that stalls may lose a short lease with no
+// fault. Runs are mostly waiting (for a lease, a pause, a restart), and a
+// busy run's loop takes what CPU it gets, so promptness, not CPU alone,
+// is what bounds the runs at once. cpu and idle read the process's CPU
 // time and the machine's idle time (nil: the real ones); tests give
 // their own.
 func Measured(cores int, cpu, idle func() time.Duration) Pace {
@@ -96,6 +105,7 @@ type measured struct {
 	mark       time.Time     // when the limit last changed
 	markIdle   time.Duration // the machine's idle time then
 	saturated  bool          // every allowed run went since mark
+	late       bool          // a run since mark was not prompt (promptShare)
 	lastChange string
 }
 
@@ -119,27 +129,38 @@ func (m *measured) Finished(r Result, running int) {
 	now, idle := m.now(), m.idle()
 	if running+1 < m.limit {
 		// A run ended while fewer than the limit went (waiting for the
-		// earlier seeds of their cells, or for a timed run): the idle CPU
-		// since says nothing of the limit.
+		// earlier seeds of their cells, or for a timed run): the span
+		// says nothing of the limit.
 		m.saturated = false
 	}
-	if d := r.Results.Run.LongestStall(); d > 0 && !r.Job.Timed() {
+	if r.Job.Timed() || r.Err != "" {
+		return // alone, or no run: nothing measured of the runs at once
+	}
+	ttl := r.Job.Config.TTL
+	if d := r.Results.Run.LongestStall(); d > 0 {
 		m.stalls++
 		if m.limit > 1 {
 			m.set(m.limit-1, now, idle, fmt.Sprintf("a run stalled %s", d))
 		}
 		return
 	}
+	if p := r.Results.Run.LatenessP99(); p == 0 || ttl > 0 && p > ttl/promptShare {
+		m.late = true
+	}
 	span := now.Sub(m.mark)
 	if span < 5*time.Second {
 		return
 	}
 	idleCores := float64(idle-m.markIdle) / float64(span)
-	if m.saturated && idleCores >= idleToGrow && m.limit < MaxParallel {
-		m.set(m.limit+1, now, idle, fmt.Sprintf("%.1f cores idle", idleCores))
+	if m.saturated && (idleCores >= idleToGrow || !m.late) && m.limit < MaxParallel {
+		why := fmt.Sprintf("%.1f cores idle", idleCores)
+		if idleCores < idleToGrow {
+			why = "every run prompt"
+		}
+		m.set(m.limit+1, now, idle, why)
 		return
 	}
-	m.mark, m.markIdle, m.saturated = now, idle, running+1 >= m.limit
+	m.mark, m.markIdle, m.saturated, m.late = now, idle, running+1 >= m.limit, false
 }
 
 // set changes the limit to n, from now, when the machine's idle time is
@@ -147,7 +168,7 @@ func (m *measured) Finished(r Result, running int) {
 func (m *measured) set(n int, now time.Time, idle time.Duration, why string) {
 	m.limit = n
 	m.lo, m.hi = min(m.lo, n), max(m.hi, n)
-	m.mark, m.markIdle, m.saturated = now, idle, false
+	m.mark, m.markIdle, m.saturated, m.late = now, idle, false, false
 	m.lastChange = why
 }
 

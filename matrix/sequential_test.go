@@ -266,6 +266,49 @@ func TestMeasuredPace(t *testing.T) {
 	}
 }
 
+// TestMeasuredPaceGrowsOnPromptRuns: with no CPU idle, a span of runs
+// whose timers came on time adds a run, and one late run in a span holds
+// the limit.
+func TestMeasuredPaceGrowsOnPromptRuns(t *testing.T) {
+	var cpu, idle time.Duration
+	clock := time.Unix(0, 0)
+	m := measuredAt(2, func() time.Duration { return cpu }, func() time.Duration { return idle }, func() time.Time { return clock })
+	withP99 := func(p string) Result {
+		r := Result{Job: Job{Probe: ProbeSafety, Class: ClassNodePause, Seed: 2, Config: matrixConfig(500 * time.Millisecond)}, Elapsed: 8 * time.Second}
+		r.Results.Run.Stalls = &runstore.Stalls{Longest: "0s", P99: p}
+		return r
+	}
+	step := func(r Result) {
+		clock = clock.Add(6 * time.Second)
+		m.Finished(r, 1)
+	}
+	step(withP99("10ms"))
+	step(withP99("20ms"))
+	if m.Limit() != 3 {
+		t.Fatalf("limit %d after a saturated span of prompt runs, want 3", m.Limit())
+	}
+	clock = clock.Add(6 * time.Second)
+	m.Finished(withP99("5ms"), 2) // a span at 3 begins, every run going
+	clock = clock.Add(3 * time.Second)
+	m.Finished(withP99("50ms"), 2) // late: 50 ms of a 500 ms lease
+	clock = clock.Add(3 * time.Second)
+	m.Finished(withP99("5ms"), 2)
+	if m.Limit() != 3 {
+		t.Errorf("limit %d after a span with a late run, want 3", m.Limit())
+	}
+	clock = clock.Add(6 * time.Second)
+	m.Finished(withP99("5ms"), 2) // a span of prompt runs alone
+	if m.Limit() != 4 {
+		t.Errorf("limit %d after a span of prompt runs, want 4", m.Limit())
+	}
+	timed := withP99("250ms")
+	timed.Job = Job{Probe: ProbePerf1, Seed: 1}
+	m.Finished(timed, 0)
+	if m.Limit() != 4 {
+		t.Errorf("a timed run, alone, changed the limit to %d", m.Limit())
+	}
+}
+
 func TestCheckMachine(t *testing.T) {
 	quiet := func(time.Duration) time.Duration { return 0 }
 	busy := func(time.Duration) time.Duration { return 400 * time.Millisecond }

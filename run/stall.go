@@ -40,6 +40,48 @@ type stallLog struct {
 	mu    sync.Mutex
 	count int
 	top   []stall
+	// ticks counts every wake-up, late counts them by lateness: late[i]
+	// those within lateEdges[i] (and above the edge before), the last
+	// those beyond every edge.
+	ticks int
+	late  [len(lateEdges) + 1]int
+}
+
+// lateEdges are the upper edges of the lateness buckets from which a
+// watch reads the lateness that 99% of its wake-ups stayed within.
+var lateEdges = [...]time.Duration{time.Millisecond, 2 * time.Millisecond, 5 * time.Millisecond, 10 * time.Millisecond,
+	20 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond, stallOver}
+
+// tick counts a wake-up that came late after its sleep.
+func (l *stallLog) tick(late time.Duration) {
+	i := 0
+	for i < len(lateEdges) && late > lateEdges[i] {
+		i++
+	}
+	l.mu.Lock()
+	l.ticks++
+	l.late[i]++
+	l.mu.Unlock()
+}
+
+// p99 is the upper edge of the bucket that holds the 99th percentile of
+// the wake-ups' lateness: 99% of them came within it. Beyond the last
+// edge it is that edge (stallOver: the stalls say the rest); "" without a
+// wake-up.
+func (l *stallLog) p99() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ticks == 0 {
+		return ""
+	}
+	seen := 0
+	for i, n := range l.late {
+		seen += n
+		if float64(seen) >= 0.99*float64(l.ticks) {
+			return ms(lateEdges[min(i, len(lateEdges)-1)])
+		}
+	}
+	return ms(stallOver)
 }
 
 // stall is one late wake-up: when its sleep began and how late it came.
@@ -67,6 +109,7 @@ func (w *stallWatch) loop() {
 		}
 		w.sleep(stallTick)
 		t := w.now()
+		w.log.tick(t - prev - stallTick)
 		w.log.note(prev, t-prev-stallTick)
 		prev = t
 	}
@@ -123,6 +166,7 @@ func (w *stallWatch) finish() *runstore.Stalls {
 	<-w.done
 	st := &runstore.Stalls{Tick: stallTick.String(), Over: stallOver.String()}
 	st.Count, st.Longest, st.LongestAt, st.Top = w.log.figures()
+	st.P99 = w.log.p99()
 	return st
 }
 

@@ -60,8 +60,43 @@ func TestStallWatchKeepsTheLongestStalls(t *testing.T) {
 			w := startStallWatch(s.clock, s.sleep)
 			<-s.served
 			got := w.finish()
+			if got.P99 == "" {
+				t.Error("no p99 lateness")
+			}
+			got.P99 = "" // how many on-time ticks follow the script is the scheduler's: TestStallLogP99 pins it
 			if !reflect.DeepEqual(*got, c.want) {
 				t.Errorf("stalls\n got %+v\nwant %+v", *got, c.want)
+			}
+		})
+	}
+}
+
+// TestStallLogP99: the lateness 99% of the wake-ups stayed within is the
+// upper edge of their bucket, the last edge beyond it.
+func TestStallLogP99(t *testing.T) {
+	ms := time.Millisecond
+	for _, c := range []struct {
+		name string
+		late []time.Duration
+		n    int // how many times late repeats
+		want string
+	}{
+		{"none", nil, 0, ""},
+		{"on time", []time.Duration{0, 500 * time.Microsecond}, 100, "1ms"},
+		{"1 in 100 at 30 ms", append(make([]time.Duration, 99), 30*ms), 10, "1ms"},
+		{"2 in 100 at 30 ms", append(make([]time.Duration, 98), 30*ms, 30*ms), 10, "50ms"},
+		{"all at 7 ms", []time.Duration{7 * ms}, 50, "10ms"},
+		{"beyond the last edge", []time.Duration{3 * time.Second}, 10, "250ms"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var l stallLog
+			for range c.n {
+				for _, d := range c.late {
+					l.tick(d)
+				}
+			}
+			if got := l.p99(); got != c.want {
+				t.Errorf("p99 %q, want %q", got, c.want)
 			}
 		})
 	}

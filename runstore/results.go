@@ -137,6 +137,12 @@ type Stalls struct {
 	LongestAt string `json:"longest_at,omitempty"`
 	// Top are the longest stalls, five at most, in time order.
 	Top []Stall `json:"top,omitempty"`
+	// P99 is the lateness that 99% of the timer's wake-ups stayed within,
+	// as the upper edge of a bucket (1, 2, 5, 10, 20, 50, 100 ms, or Over
+	// when more came later): how promptly the machine ran the run's
+	// processes short of a stall. Empty in runs stored before it was
+	// measured.
+	P99 string `json:"p99,omitempty"`
 	// Disk is how promptly the disk synced while the workload ran (nil in
 	// runs stored before it was measured, or where no probe file could be
 	// written).
@@ -192,6 +198,16 @@ type DiskStalls struct {
 type Stall struct {
 	At     string `json:"at"`
 	Length string `json:"length"`
+}
+
+// LatenessP99 is the lateness that 99% of the stall watch's wake-ups
+// stayed within (Stalls.P99); 0 where it was not measured.
+func (r RunInfo) LatenessP99() time.Duration {
+	if r.Stalls == nil {
+		return 0
+	}
+	d, _ := time.ParseDuration(r.Stalls.P99)
+	return d
 }
 
 // LongestStall is the longest stall of the driver's timer the run
