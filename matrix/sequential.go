@@ -74,8 +74,8 @@ func Decided(p Probe, rs []Result) (bool, string) {
 		return true, "its faults do not apply to the backend"
 	}
 	if lo := stats.Wilson(k, n).Lo; k > 0 && lo > stats.DefaultMaxRate {
-		return true, fmt.Sprintf("%d violations in %d runs put the rate at %s or more at 95%%, above the %s a held cell may still have",
-			k, n, reports.Percent(lo), reports.Percent(stats.DefaultMaxRate))
+		return true, fmt.Sprintf("%s in %s put the rate at %s or more at 95%%, above the %s a held cell may still have",
+			count(k, "violation"), count(n, "run"), reports.Percent(lo), reports.Percent(stats.DefaultMaxRate))
 	}
 	return false, ""
 }
@@ -92,4 +92,12 @@ func stoppedText(p Probe, rs []Result, planned int) string {
 		return ""
 	}
 	return fmt.Sprintf("stopped after %d of %d seeds: %s", len(rs), planned, why)
+}
+
+// count says n of what, in the plural unless n is 1: "1 run", "2 runs".
+func count(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
 }

@@ -48,7 +48,7 @@ func TestDecided(t *testing.T) {
 		why     string
 	}{
 		{"no run yet", ProbeSafety, nil, false, ""},
-		{"1 of 1 violated", ProbeSafety, []Result{v(1)}, true, "1 violations in 1 runs put the rate at 21% or more"},
+		{"1 of 1 violated", ProbeSafety, []Result{v(1)}, true, "1 violation in 1 run put the rate at 21% or more"},
 		{"1 of 2", ProbeSafety, []Result{h(1), v(2)}, false, ""},
 		{"2 of 2", ProbeSafety, []Result{v(1), v(2)}, true, "2 violations in 2 runs"},
 		{"1 of 3", ProbeSafety, []Result{h(1), h(2), v(3)}, false, ""},
@@ -208,7 +208,7 @@ func TestAggregateSaysWhereACellStopped(t *testing.T) {
 	rs = append(rs, none1, none2)
 	m := Aggregate(reports.MatrixHeader{Seeds: 2}, []Class{ClassNone, ClassClientPause, ClassNodePause}, rs)
 	cells := m.Rows[0].Cells
-	if c := cells[SafetyColumn(ClassClientPause)]; !strings.HasPrefix(c.Stopped, "stopped after 1 of 2 seeds: 1 violations in 1 runs") || !strings.Contains(c.Reason, c.Stopped) {
+	if c := cells[SafetyColumn(ClassClientPause)]; !strings.HasPrefix(c.Stopped, "stopped after 1 of 2 seeds: 1 violation in 1 run") || !strings.Contains(c.Reason, c.Stopped) {
 		t.Errorf("client-pause: stopped %q, reason %q", c.Stopped, c.Reason)
 	}
 	if c := cells[SafetyColumn(ClassNodePause)]; c.Stopped != "" {

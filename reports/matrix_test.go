@@ -142,7 +142,7 @@ func TestMatrixMarkdownCells(t *testing.T) {
 	// The time to failure: per safety column with times, a line per impl
 	// that broke, and how many did not.
 	for _, want := range []string{"## Time to failure", "### mutex: client pause",
-		"| `redis-set-nx-px` | 1.2 s (95% CI 1.2–∞) | 2 of 2 runs broke in 0.1 run-minutes (1565 per hour, at most 4927 at 95%) |\n\nNo violation in the runs of 1 other impl.\n",
+		"| `redis-set-nx-px` | 1.2 s (95% CI 1.2–∞) | 2 of 2 runs broke in 4.6 run-seconds (1565 per hour, at most 4927 at 95%) |\n\nNo violation in the runs of 1 other impl.\n",
 		"### mutex: no fault\n\nNo violation in the runs of any of its 2 impls.\n"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("the Markdown lacks %q", want)

@@ -191,10 +191,14 @@ func perHour(x float64) string {
 	return fmt.Sprintf("%.2f", x)
 }
 
-// exposureText renders run-seconds as run-minutes or run-hours.
+// exposureText renders run-seconds as run-seconds (under a minute),
+// run-minutes or run-hours.
 func exposureText(s float64) string {
-	if s >= 2*3600 {
+	switch {
+	case s >= 2*3600:
 		return fmt.Sprintf("%.1f run-hours", s/3600)
+	case s < 60:
+		return fmt.Sprintf("%.1f run-seconds", s)
 	}
 	return fmt.Sprintf("%.1f run-minutes", s/60)
 }

@@ -24,11 +24,11 @@ func TestSurvivalFiguresAndText(t *testing.T) {
 		{"clean runs bound the rate", []stats.Observation{{Time: 300}, {Time: 300}},
 			"no violation", "no violation in 10.0 run-minutes under these faults: fewer than 18 per hour at 95%"},
 		{"half broke", []stats.Observation{{Time: 2, Event: true}, {Time: 4, Event: true}, {Time: 10}, {Time: 10}},
-			"4.0 s (95% CI 2.0–∞)", "median time to failure 4.0 s (95% CI 2.0–∞); 2 of 4 runs broke in 0.4 run-minutes (277 per hour, at most 872 at 95%)"},
+			"4.0 s (95% CI 2.0–∞)", "median time to failure 4.0 s (95% CI 2.0–∞); 2 of 4 runs broke in 26.0 run-seconds (277 per hour, at most 872 at 95%)"},
 		{"over half outlived", []stats.Observation{{Time: 3, Event: true}, {Time: 20}, {Time: 20}},
-			"not reached (over half the runs outlived 20 s)", "median time to failure not reached (over half the runs outlived 20 s); 1 of 3 runs broke in 0.7 run-minutes (84 per hour, at most 397 at 95%)"},
+			"not reached (over half the runs outlived 20 s)", "median time to failure not reached (over half the runs outlived 20 s); 1 of 3 runs broke in 43.0 run-seconds (84 per hour, at most 397 at 95%)"},
 		{"every run broke at once", []stats.Observation{{Time: 0.25, Event: true}, {Time: 0.25, Event: true}, {Time: 0.5, Event: true}},
-			"0.25 s (95% CI 0.25–∞)", "median time to failure 0.25 s (95% CI 0.25–∞); 3 of 3 runs broke in 0.0 run-minutes (10800 per hour, at most 27913 at 95%)"},
+			"0.25 s (95% CI 0.25–∞)", "median time to failure 0.25 s (95% CI 0.25–∞); 3 of 3 runs broke in 1.0 run-seconds (10800 per hour, at most 27913 at 95%)"},
 	}
 	for _, tt := range tests {
 		s := NewSurvival(tt.obs)
