@@ -327,9 +327,12 @@ func Columns(classes []Class) []reports.MatrixColumn {
 		if s, ok := nemesis.Lookup(string(c)); ok && title == "" {
 			title, doc = s.Name, s.Name+": "+s.Doc
 		}
-		stop := ""
-		if StopsAtFirstViolation(ProbeSafety, c) {
-			stop = " Each run stops 1s + the TTL after its first violation (--stop-on-violation)."
+		stop := " Each run stops 1s + the TTL after its first violation (--stop-on-violation)."
+		switch c {
+		case ClassNone:
+			stop = " Each run but seed 1's, which also times the 8-client acquires, stops 1s + the TTL after its first violation (--stop-on-violation)."
+		case ClassKillRestart:
+			stop = " The runs of a one-node backend stop 1s + the TTL after their first violation (--stop-on-violation); those of several nodes run their whole time, as they also measure the availability with a node down."
 		}
 		cols = append(cols, reports.MatrixColumn{Key: SafetyColumn(c), Title: "mutex: " + title,
 			Doc: "mutual exclusion under " + doc + ", resource mode none: the share of runs with a violation (" +
