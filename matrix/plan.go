@@ -7,10 +7,12 @@
 // reports.Matrix.
 //
 // The package has three stages: Plan turns Options into jobs (each a
-// run.Config), Execute runs them one after the other and measures each
-// stored run as it finishes (see measure.go), and Aggregate turns the
-// measured jobs into the matrix. Aggregate is a pure function of the jobs'
-// results, so tests build its input by hand.
+// run.Config), Execute runs them, as many at once as a Pace allows
+// (pace.go), leaving out the seeds of a cell its earlier seeds decided
+// (sequential.go), and measures each stored run as it finishes (see
+// measure.go), and Aggregate turns the measured jobs into the matrix.
+// Aggregate and Decided are pure functions of the jobs' results, so tests
+// build their input by hand.
 package matrix
 
 import (
