@@ -140,7 +140,11 @@ matrix was interrupted; 2 bad usage or a set-up failure.`,
 			}
 			matrix.SayLeftOut(cmd.ErrOrStderr(), o) // once the flags are good: a bad one gets one line
 			if err := matrix.CheckMachine(o.TTL, run.MachineStall); err != nil {
-				return err // exit 2: the machine cannot run this matrix now
+				if !given {
+					return err // exit 2: the machine cannot run this matrix now
+				}
+				// --parallel N: the user chose; say what the timings are worth.
+				fmt.Fprintf(cmd.ErrOrStderr(), "%v (going on: --parallel %d was given)\n", err, parallel)
 			}
 			progress := io.Discard
 			if !q {

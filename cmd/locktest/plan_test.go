@@ -70,7 +70,7 @@ run:
 `)
 	store := filepath.Join(dir, "store")
 	jsonOut := filepath.Join(dir, "matrix.json")
-	if out, errOut, code := locktest(t, "matrix", "--plan", plan, "--store", store, "--json", jsonOut, "-q"); code != 0 {
+	if out, errOut, code := locktest(t, "matrix", "--plan", plan, "--store", store, "--json", jsonOut, "-q", "--parallel", "1"); code != 0 {
 		t.Fatalf("exit %d\n%s%s", code, out, errOut)
 	}
 	if err := schemacheck.ValidateFile("matrix", jsonOut); err != nil {
