@@ -36,6 +36,11 @@ matrix.html, matrix.md and matrix.json (every cell with its counts and 95%
 interval). A property a run could not show is n/a or inconclusive with its
 reason, never safe. See docs/matrix.md.
 
+Each cell runs up to --seeds seeds, one after the other, and stops once its
+seeds decide it (a violation rate shown above 15%, faults that do not apply,
+a stuck lock); a cell that held runs them all. Without --parallel, the runs
+at once are measured as they go (docs/matrix-howto.md).
+
 Violations are what a matrix finds, not an unexpected verdict: to gate a
 build on them, compare with a stored matrix.json (--baseline). --shard splits
 the jobs over machines and ` + "`locktest merge`" + ` joins their stores.
@@ -48,7 +53,7 @@ matrix was interrupted; 2 bad usage or a set-up failure.`,
 		Example: `  locktest matrix --store /tmp/matrix-store --md docs/matrix.md
   locktest matrix --impl redis-set-nx-px,etcd-mutex --faults none,client-pause --seeds 2 --time 8s
   locktest matrix --from /tmp/matrix-store --md docs/matrix.md
-  locktest matrix --seeds 5 --parallel 2 --baseline docs/matrix.json
+  locktest matrix --seeds 5 --baseline docs/matrix.json
   locktest matrix --from today/matrix.json --baseline docs/matrix.json
   locktest matrix --seeds 5 --shard 1/3 --store m1   # then: locktest merge m1 m2 m3 --out matrix
   locktest matrix --impl redis-set-nx-px --provider ssh --inventory lab/lab.yaml`,
@@ -175,7 +180,7 @@ matrix was interrupted; 2 bad usage or a set-up failure.`,
 	f.BoolVar(&seeded, "seeded", false, "also measure the zoo: every seeded impl (a correct recipe with one bug planted, locktest list --seeded) and the recipes they vary, and say which columns caught each bug (docs/seeded-bugs.md)")
 	f.StringSliceVar(&o.ExternalClients, "client", nil, "external lock clients to measure in rows of their own, comma-separated: names of manifests in clients/ (see docs/clients.md); with it, --impl defaults to none")
 	f.StringSliceVar(&faults, "faults", nil, "fault classes (default all; none is always run): "+run.Join(matrix.Classes)+", or the name of any fault, run alone")
-	f.IntVar(&o.Seeds, "seeds", o.Seeds, "seeds per cell: the runs of each impl under each fault class, each with its own seed")
+	f.IntVar(&o.Seeds, "seeds", o.Seeds, "seeds per cell, at most: the runs of each impl under each fault class, each with its own seed; a cell stops once its seeds decide it")
 	f.IntVar(&parallel, "parallel", 0, "runs at once (default: measured, from the CPU the runs use and the machine's idle CPU, fewer as soon as a run sees the machine stall: docs/matrix-howto.md); the latency and throughput runs still run alone")
 	f.StringVar(&shard, "shard", "", "make only shard I of N of the jobs (I/N, e.g. 2/4); locktest merge joins the shards' stores")
 	f.StringVar(&baseline, "baseline", "", "a stored matrix.json to compare with: exit 1 when a cell got worse")
