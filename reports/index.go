@@ -129,8 +129,13 @@ type Index struct {
 	Count      map[string]int
 	Unreadable int
 	// Unexpected counts the Runs whose verdict is not the one expected:
-	// the store's alarms.
+	// the store's alarms. A matrix's runs are not among them: a violation
+	// is what a matrix finds, and Found counts those.
 	Unexpected int
+	// Found counts the Runs of a matrix that showed a violation (their
+	// expectation, valid, not met): the matrix's findings, which its page
+	// shows in their cells.
+	Found int
 	// Trials counts the trials of every search, which Count leaves out.
 	Trials int
 }
@@ -264,7 +269,11 @@ func ScanIndex(root string) (Index, error) {
 				x.Unreadable++
 			default:
 				x.Count[string(r.Results.Valid)]++
-				if !r.Results.Met() {
+				switch {
+				case r.Results.Met():
+				case strings.HasPrefix(r.PartOf, KindMatrix+" "):
+					x.Found++
+				default:
 					x.Unexpected++
 				}
 			}

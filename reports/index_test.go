@@ -190,7 +190,7 @@ func handShrink(root string) ShrinkLog {
 // handStore builds a store at root holding a debate, a matrix, a margin
 // search, a shrink and runs:
 //   - counted runs: a debate's two (valid; invalid as its violation
-//     scenario expects), the matrix's one (valid), the shrunk run (invalid
+//     scenario expects), the matrix's one (a violation: its finding, not an alarm), the shrunk run (invalid
 //     as expected), a run that broke a lock expected to hold and one whose
 //     verdict is unknown (the two alarms), and one unreadable;
 //   - trials: the margin's two (one held, with --expect invalid: "not as
@@ -202,7 +202,7 @@ func handStore(t *testing.T, root string) {
 	// The runs that count.
 	putRun(t, root, "redis-gc/20250105T100000", handResults("redis-gc", "2025-01-05T10:00:00Z", checker.Valid, "valid"), true)
 	putRun(t, root, "redis-gc-pause/20250105T100100", handResults("redis-gc-pause", "2025-01-05T10:01:00Z", checker.Invalid, "invalid"), true)
-	putRun(t, root, matrixRun, handResults("redis-set-nx-px-client-pause", "2025-01-04T12:00:00Z", checker.Valid, "valid"), true)
+	putRun(t, root, matrixRun, handResults("redis-set-nx-px-client-pause", "2025-01-04T12:00:00Z", checker.Invalid, "valid"), true)
 	putRun(t, root, gcRun, handResults("gc", "2025-01-01T12:00:00Z", checker.Invalid, "invalid"), true)
 	if err := runstore.WriteJSON(filepath.Join(abs(gcRun), runstore.ScheduleFile), gcSchedule()); err != nil {
 		t.Fatal(err)
@@ -225,7 +225,7 @@ func handStore(t *testing.T, root string) {
 	m := Matrix{Header: MatrixHeader{Date: time.Date(2025, 1, 4, 12, 0, 0, 0, time.UTC), Seeds: 1, Command: "locktest matrix --impls redis-set-nx-px --store store/matrix", Store: abs(matrixDir)},
 		Columns: []MatrixColumn{{Key: "mutex-client-pause", Title: "mutex: client pause"}, {Key: "latency-1", Title: "acquire p50/p99"}},
 		Rows: []MatrixRow{{Impl: "redis-set-nx-px", Backend: "redis", Nodes: 1, Cells: map[string]MatrixCell{
-			"mutex-client-pause": {Status: StatusHeld, Value: "0/1 runs", Links: []MatrixLink{{Label: "seed 1", Report: filepath.Join(abs(matrixRun), runstore.ReportFile)}}},
+			"mutex-client-pause": {Status: StatusViolated, Value: "1/1 runs", Links: []MatrixLink{{Label: "seed 1", Report: filepath.Join(abs(matrixRun), runstore.ReportFile)}}},
 			"latency-1":          {Status: StatusMeasured, Value: "0.06 / 0.15 ms"},
 		}}}}
 	if err := WriteMatrix(abs(matrixDir), m); err != nil {
@@ -304,12 +304,12 @@ func TestIndexOfAStore(t *testing.T) {
 		},
 			runs: 7, trials: 6, unexpected: 2, entries: [4]int{1, 1, 1, 1}, golden: "index.html.golden",
 			want: []string{
-				"<strong>7 runs</strong>", "2 valid</span>", "3 invalid</span>", "1 unknown</span>", "1 unreadable</span>", "2 not as expected",
+				"<strong>7 runs</strong>", "1 valid</span>", "4 invalid</span>", "1 unknown</span>", "1 unreadable</span>", "2 not as expected", "1 run of a matrix broke a lock: its findings, in its cells, not alarms",
 				"The 6 trials of margin searches and shrinks are listed under their search and not counted",
 				`<a href="` + debateDir + `/scoreboard.html">`, `<a href="` + matrixDir + `/matrix.html">`,
 				`<a href="` + marginDir + `/margin.html">`, `<a href="` + shrinkDir + `/shrink.html">`,
 				`<span class="unknown">1 reproduced, 1 not refuted</span>`,
-				"1 held, 1 measured cells", "breaks at pause ≥ 1.5s", "stated bound 997ms",
+				"1 violated, 1 measured cells", "breaks at pause ≥ 1.5s", "stated bound 997ms",
 				"; gate: stated bound 997ms (within 50ms): held", `<span class="good">breaks at pause`,
 				"3 → 1 faults, 11s → 4s, 4 → 2 clients, 2 replays; reproduced in 1 of 2 confirmations",
 				gcStory, `<a href="` + debateDir + `/scoreboard.html">debate 2025-01-05 09:59 UTC</a>`,
@@ -388,6 +388,9 @@ func TestIndexOfAStore(t *testing.T) {
 			x, err := ScanIndex(dir)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if tc.runs == 7 && x.Found != 1 {
+				t.Errorf("%d runs of the matrix found a violation, want 1: its violated run is a finding, not an alarm", x.Found)
 			}
 			if len(x.Runs) != tc.runs || x.Trials != tc.trials || x.Unexpected != tc.unexpected {
 				t.Errorf("%d runs, %d trials, %d not as expected; want %d, %d, %d", len(x.Runs), x.Trials, x.Unexpected, tc.runs, tc.trials, tc.unexpected)
