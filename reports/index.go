@@ -74,6 +74,12 @@ func (r IndexRow) Verdicts() []string {
 	return out
 }
 
+// MatrixFinding reports whether r is a run of a matrix that showed a
+// violation: not as expected (valid), and yet what the matrix is for.
+func (r IndexRow) MatrixFinding() bool {
+	return !r.Results.Met() && strings.HasPrefix(r.PartOf, KindMatrix+" ")
+}
+
 // IndexEntry is a debate, a matrix, a margin search or a shrink found in a
 // store, with its verdict in one line.
 type IndexEntry struct {
@@ -271,7 +277,7 @@ func ScanIndex(root string) (Index, error) {
 				x.Count[string(r.Results.Valid)]++
 				switch {
 				case r.Results.Met():
-				case strings.HasPrefix(r.PartOf, KindMatrix+" "):
+				case r.MatrixFinding():
 					x.Found++
 				default:
 					x.Unexpected++
