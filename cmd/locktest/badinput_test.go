@@ -183,6 +183,13 @@ var badValues = map[string][]badCase{
 	"matrix --client": {bc("--client nope: open clients/nope.yaml: no such file or directory", "--client", "nope"),
 		bc("--client STORE/none.py: no program STORE/none.py", "--client", "STORE/none.py")},
 	"matrix --seeds": {bc("--seeds must be at least 1, got 0", "--seeds", "0")},
+	// The flags a matrix shares with run, as a deployment's settings.
+	"matrix --resource": {bc(`--resource must be fenced, none in a matrix, got "check-and-set"`, "--resource", "check-and-set"),
+		bc("--resource fenced changes nothing in this matrix: its saved-by-fencing column reruns the client-pause class, and --faults leaves it out", "--resource", "fenced")},
+	"matrix --cluster-opt": {bc("--cluster-opt sync changes nothing in this matrix: no backend of its impls (redis) reads it", "--cluster-opt", "sync=always"),
+		bc("--cluster-opt: nats: ", "--impl", "nats-kv", "--cluster-opt", "sync=sometimes")},
+	"matrix --impl-opt": {bc("--impl-opt needs a matrix of one impl or client (--impl NAME)", "--impl", "redlock", "--impl-opt", "unlock=library")},
+	"matrix --image":    {bc("--image ", "--image", "redis=redis:7.2")},
 	"matrix --provider": {bc(`--provider must be local or docker or ssh, got "podman"`, "--provider", "podman"),
 		bc("--provider ssh needs --inventory FILE", "--provider", "ssh")},
 	"matrix --persistence": {bc(`--persistence must be off, everysec, always, got "sometimes"`, "--persistence", "sometimes")},
