@@ -60,8 +60,8 @@ func TestTinyMatrix(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(results) != 5 || finished != 5 {
-		t.Fatalf("%d results, %d progress calls, want 5 (perf-1, none, client-pause, deadlock, reentrancy)", len(results), finished)
+	if len(results) != 6 || finished != 6 {
+		t.Fatalf("%d results, %d progress calls, want 6 (perf-1, none, client-pause, client-pause-fenced, deadlock, reentrancy)", len(results), finished)
 	}
 	for _, r := range results {
 		if r.Err != "" {
@@ -69,7 +69,26 @@ func TestTinyMatrix(t *testing.T) {
 		}
 	}
 	// The pause's violation needs a client to be stopped while it holds
-	// the lock; like run's tests, give it up to three seeds.
+	// the lock; like run's tests, give it up to three seeds. So does the
+	// fenced run's broken lock, which its store must then save the
+	// resource from.
+	retry := func(class Class, done func(Result) bool) {
+		for seed := int64(2); seed <= 3; seed++ {
+			i := slices.IndexFunc(results, func(r Result) bool { return r.Job.Class == class })
+			if done(results[i]) {
+				break
+			}
+			t.Logf("seed %d of %s was not what the test needs (%s); trying seed %d", results[i].Job.Seed, class, results[i].Safety.Reason, seed)
+			j := results[i].Job
+			j.Seed, j.Config.Seed = seed, seed
+			again, _, err := Execute(ctx, []Job{j}, Fixed(1), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			results[i] = again[0]
+		}
+	}
+	retry(ClassClientPauseFenced, func(r Result) bool { return r.Safety.Conclusive })
 	for seed := int64(2); seed <= 3; seed++ {
 		i := slices.IndexFunc(results, func(r Result) bool { return r.Job.Class == ClassClientPause })
 		if results[i].Safety.Violated {
@@ -85,7 +104,7 @@ func TestTinyMatrix(t *testing.T) {
 		results[i] = again[0]
 	}
 
-	m := Aggregate(reports.MatrixHeader{Date: time.Now(), Seeds: 1, Duration: o.Duration}, o.Classes, results)
+	m := Aggregate(reports.MatrixHeader{Date: time.Now(), Seeds: 1, Duration: o.Duration}, o.ColumnClasses(), results)
 	if len(m.Rows) != 1 {
 		t.Fatalf("%d rows, want 1", len(m.Rows))
 	}
@@ -120,6 +139,10 @@ func TestTinyMatrix(t *testing.T) {
 		{ColRate8, reports.StatusMeasured, rate, ""},
 		{ColDeadlock, reports.StatusRecovers, regexp.MustCompile(`^max [0-9.]+ ms$`), "after "},
 		{ColNodeLoss, reports.StatusNA, regexp.MustCompile(`^$`), "a one-node backend"},
+		// The same pause with a fenced store: the lock broke (the paused
+		// holder wrote after a newer holder was granted it), and the store
+		// rejected its write.
+		{ColFenced, reports.StatusHeld, regexp.MustCompile(`^saved: 0/1 runs lost an update \(the lock broke in 1/1\)$`), "saved by fencing: the lock broke"},
 		{ColFencing, reports.StatusYes, regexp.MustCompile(`^yes: Redis INCR`), ""},
 		{ColReentrant, reports.StatusNo, regexp.MustCompile(`^no$`), "measured: the holder's second acquire of the lock did not get it"},
 		{ColBlocking, reports.StatusNo, regexp.MustCompile(`^no$`), "fails at once"},
@@ -143,6 +166,10 @@ func TestTinyMatrix(t *testing.T) {
 	if pause.Safety.Faults < 1 || pause.Results.Run.Mode != "none" {
 		t.Errorf("the pause run applied %d faults in resource mode %q", pause.Safety.Faults, pause.Results.Run.Mode)
 	}
+	fenced := results[slices.IndexFunc(results, func(r Result) bool { return r.Job.Class == ClassClientPauseFenced })]
+	if fenced.Safety.Faults < 1 || fenced.Results.Run.Mode != "fenced" || fenced.Fenced == nil || fenced.Fenced.Rejected < 1 {
+		t.Errorf("the fenced pause run applied %d faults in resource mode %q, rejected %+v", fenced.Safety.Faults, fenced.Results.Run.Mode, fenced.Fenced)
+	}
 	perf := results[0]
 	if perf.Job.Probe != ProbePerf1 || perf.Results.Run.Clients != 1 || !(perf.P50 > 0 && perf.P50 <= perf.P99) {
 		t.Errorf("perf-1 run: %s, %d clients, p50 %v p99 %v", perf.Job.Label(), perf.Results.Run.Clients, perf.P50, perf.P99)
@@ -156,7 +183,7 @@ func TestTinyMatrix(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(md), "| `redis-set-nx-px` | held: 0/1 runs | violated: 1/1 runs |") {
+	if !strings.Contains(string(md), "| `redis-set-nx-px` | held: 0/1 runs | violated: 1/1 runs | saved: 0/1 runs lost an update (the lock broke in 1/1) |") {
 		t.Errorf("matrix.md does not show the row:\n%s", md)
 	}
 }

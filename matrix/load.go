@@ -61,17 +61,18 @@ func parseWhat(what string) (Probe, Class, bool) {
 	case ProbePerf1, ProbeDeadlock, ProbeReentrant:
 		return Probe(what), ClassNone, true
 	}
-	if slices.Contains(Classes, Class(what)) {
+	if slices.Contains(Classes, Class(what)) || Class(what) == ClassClientPauseFenced {
 		return ProbeSafety, Class(what), true
 	}
 	return "", "", false
 }
 
-// classNames are the fault classes' names.
+// classNames are the fault classes' names, the fenced client-pause
+// variant first (it ends as client-pause's name does not).
 func classNames() []string {
-	out := make([]string, len(Classes))
-	for i, c := range Classes {
-		out[i] = string(c)
+	out := []string{string(ClassClientPauseFenced)}
+	for _, c := range Classes {
+		out = append(out, string(c))
 	}
 	return out
 }
@@ -157,6 +158,9 @@ func Load(root string) ([]Result, []Class, error) {
 		case ProbePerf1:
 			return 0
 		case ProbeSafety:
+			if r.Job.Class == ClassClientPauseFenced {
+				return 1 + slices.Index(Classes, ClassClientPause)
+			}
 			return 1 + slices.Index(Classes, r.Job.Class)
 		case ProbeDeadlock:
 			return 1 + len(Classes)

@@ -3,6 +3,7 @@ package matrix
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -27,6 +28,9 @@ func TestParseJobName(t *testing.T) {
 		{"matrix-etcd-mutex-deadlock", "etcd-mutex", ProbeDeadlock, ClassNone, true},
 		{"redis-set-nx-px-pause-client-none", "", "", "", false},
 		{"matrix-kazoo-client-pause", "kazoo", ProbeSafety, ClassClientPause, true}, // an external client's row
+		// The fenced client-pause runs of the saved-by-fencing column.
+		{"matrix-redis-set-nx-px-client-pause-fenced", "redis-set-nx-px", ProbeSafety, ClassClientPauseFenced, true},
+		{"matrix-kazoo-client-pause-fenced", "kazoo", ProbeSafety, ClassClientPauseFenced, true},
 		{"matrix-tooz-redis-deadlock", "tooz-redis", ProbeDeadlock, ClassNone, true},
 		{"matrix-none", "", "", "", false},
 		{"matrix-redis-set-nx-px-meteor", "", "", "", false},
@@ -103,5 +107,42 @@ func TestLoadAggregatesAStoredMatrixAgain(t *testing.T) {
 	}
 	if _, _, err := Load(t.TempDir()); err == nil {
 		t.Errorf("an empty store loaded without error")
+	}
+}
+
+// TestLoadKeepsTheFencedColumn: a stored matrix with fenced client-pause
+// runs is aggregated again with its saved-by-fencing column, from the
+// runs' folders (matrix-<impl>-client-pause-fenced), and no mutex column
+// of the variant.
+func TestLoadKeepsTheFencedColumn(t *testing.T) {
+	root := t.TempDir()
+	run := func(mode string, cs ...checker.Result) runstore.Results {
+		return runstore.Results{Run: runstore.RunInfo{Impl: "redis-set-nx-px", Seed: 1, TTL: "500ms", Duration: "8s", Clients: 5, Faults: []string{"pause-client"},
+			Mode: mode, Started: "2026-11-22T03:00:00Z", Elapsed: "9.5s", Version: "v1 abc"}, Checkers: cs, Stats: map[string]float64{"faults_injected": 1}}
+	}
+	h := (&hist{}).acquire(0, 0, 1, history.OK).release(0, 2, 3).acquire(1, 1000, 1002, history.OK).h
+	stale := checker.Result{Checker: "resource", Valid: checker.Invalid, Anomalies: []checker.Anomaly{{Kind: "stale-write"}}}
+	saved := checker.Result{Checker: "resource", Valid: checker.Valid, Stats: map[string]float64{"saved_by_fencing": 1}}
+	storeRun(t, root, "matrix-redis-set-nx-px-client-pause", "20261122T030000", run("none", valid("mutual-exclusion"), stale, valid("fencing-tokens")), h)
+	storeRun(t, root, "matrix-redis-set-nx-px-client-pause-fenced", "20261122T030001", run("fenced", valid("mutual-exclusion"), saved, valid("fencing-tokens")), h)
+	rs, classes, err := Load(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(classes, ClassClientPauseFenced) {
+		t.Fatalf("classes %v: no fenced variant", classes)
+	}
+	m := Aggregate(StoredHeader(rs), classes, rs)
+	for _, c := range m.Columns {
+		if c.Key == SafetyColumn(ClassClientPauseFenced) {
+			t.Errorf("a mutex column of the fenced variant: %+v", c)
+		}
+	}
+	cells := m.Rows[0].Cells
+	if c := cells[ColFenced]; c.Text() != "saved: 0/1 runs lost an update (the lock broke in 1/1)" || len(c.Links) != 1 {
+		t.Errorf("saved-by-fencing cell %+v", c)
+	}
+	if c := cells[SafetyColumn(ClassClientPause)]; c.Text() != "violated: 1/1 runs" {
+		t.Errorf("client-pause cell %+v", c)
 	}
 }

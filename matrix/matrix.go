@@ -58,6 +58,10 @@ type Result struct {
 	// Takeovers are the holds of the run that another process's hold began
 	// inside (checker.HoldNotices), with their dual-holder windows.
 	Takeovers []Takeover
+	// Fenced is, for a run of ClassClientPauseFenced, whether the lock
+	// broke in it and what the fenced store rejected (its Safety is the
+	// resource's: ClassifyFenced); nil for other runs.
+	Fenced *FencedRun
 	// Reentrancy is the reentrancy probe's finding (ProbeReentrant jobs
 	// only), and ProbeDir the folder of its cluster's files.
 	Reentrancy *Reentrancy
@@ -80,7 +84,10 @@ func Measure(job Job, dir string, res runstore.Results, h history.History) Resul
 	r.Tokens = Tokens(h)
 	r.Recoveries = Recoveries(h)
 	r.Stuck = StuckLocks(res)
-	if job.Probe == ProbeSafety {
+	if job.Probe == ProbeSafety && job.Class == ClassClientPauseFenced {
+		s, f := ClassifyFenced(res)
+		r.Safety, r.Fenced = s.SurvivalTimes(res, h), &f
+	} else if job.Probe == ProbeSafety {
 		// Only the mutex runs make the dual-holder column.
 		r.Takeovers = Takeovers(h)
 	}
@@ -323,6 +330,9 @@ func Columns(classes []Class) []reports.MatrixColumn {
 		classes = append([]Class{ClassNone}, classes...)
 	}
 	for _, c := range classes {
+		if c == ClassClientPauseFenced {
+			continue // not a mutex column: the saved-by-fencing one, after the mutex columns
+		}
 		title, doc := classTitles[c], classDocs[c]
 		if s, ok := nemesis.Lookup(string(c)); ok && title == "" {
 			title, doc = s.Name, s.Name+": "+s.Doc
@@ -337,6 +347,9 @@ func Columns(classes []Class) []reports.MatrixColumn {
 		cols = append(cols, reports.MatrixColumn{Key: SafetyColumn(c), Title: "mutex: " + title,
 			Doc: "mutual exclusion under " + doc + ", resource mode none: the share of runs with a violation (" +
 				strings.Join(checker.SafetyKinds, ", ") + "), with its 95% Wilson interval." + stop})
+	}
+	if slices.Contains(classes, ClassClientPauseFenced) {
+		cols = append(cols, fencedColumn)
 	}
 	return append(cols,
 		reports.MatrixColumn{Key: ColDeadlock, Title: "deadlock freedom",
@@ -407,7 +420,7 @@ func Aggregate(header reports.MatrixHeader, classes []Class, results []Result) r
 		}
 		m.Rows = append(m.Rows, row(impl, classes, by[name], planned))
 	}
-	m.Seeded = Detect(classes, results)
+	m.Seeded = Detect(slices.DeleteFunc(slices.Clone(classes), func(c Class) bool { return c == ClassClientPauseFenced }), results)
 	return m
 }
 
@@ -433,10 +446,14 @@ func row(impl impls.Impl, classes []Class, rs []Result, planned int) reports.Mat
 		}
 		r.Cells[SafetyColumn(c)] = stopped(safetyCell(pick(ProbeSafety, c)), ProbeSafety, pick(ProbeSafety, c), planned)
 	}
+	if slices.Contains(classes, ClassClientPauseFenced) {
+		f := pick(ProbeSafety, ClassClientPauseFenced)
+		r.Cells[ColFenced] = stopped(fencedCell(impl.Fenced, f), ProbeSafety, f, planned)
+	}
 	r.Cells[ColDeadlock] = stopped(deadlockCell(pick(ProbeDeadlock, ClassNone)), ProbeDeadlock, pick(ProbeDeadlock, ClassNone), planned)
 	var safety []Result
 	for _, x := range rs {
-		if x.Job.Probe == ProbeSafety {
+		if x.Job.Probe == ProbeSafety && x.Job.Class != ClassClientPauseFenced {
 			safety = append(safety, x)
 		}
 	}

@@ -18,6 +18,7 @@ package matrix
 import (
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -156,10 +157,38 @@ type Options struct {
 	// Clients is the number of clients of the fault runs; the fault-free
 	// runs use 8 and 1.
 	Clients int
+	// Resource is the resource mode of the saved-by-fencing column (one of
+	// ResourceModes): fenced (the default) runs the client-pause class
+	// again with a fenced store for every impl whose leases carry a
+	// fencing token (ClassClientPauseFenced); none leaves the column out.
+	// The mutex columns run with resource mode none whatever it says.
+	Resource workloads.Mode
 	// Base is the run.Config every job starts from: store folder, worker
-	// and node commands, logger. Its workload and fault settings are
-	// replaced by the job's.
+	// and node commands, logger, and the settings of a deployment that
+	// every job whose backend or impl reads them gets (--image,
+	// --cluster-opt, --impl-opt, --persistence; see DeploymentFor). Its
+	// workload and fault settings are replaced by the job's.
 	Base run.Config
+}
+
+// fencedColumn reports whether o's matrix has the saved-by-fencing
+// column: its resource mode is fenced and its classes have client-pause.
+func (o Options) fencedColumn() bool {
+	return o.Resource == workloads.ModeFenced && (len(o.Classes) == 0 || slices.Contains(o.Classes, ClassClientPause))
+}
+
+// ColumnClasses are the classes Aggregate makes o's columns of: o's
+// classes (all when none), and ClassClientPauseFenced when o has the
+// saved-by-fencing column.
+func (o Options) ColumnClasses() []Class {
+	cs := slices.Clone(o.Classes)
+	if len(cs) == 0 {
+		cs = slices.Clone(Classes)
+	}
+	if o.fencedColumn() {
+		cs = append(cs, ClassClientPauseFenced)
+	}
+	return cs
 }
 
 // DefaultOptions returns the settings `locktest matrix` uses when no flag
@@ -167,7 +196,7 @@ type Options struct {
 // and 5 clients, so that the whole matrix of 20 impls takes about 22
 // minutes on two cores.
 func DefaultOptions() Options {
-	return Options{Seeds: 1, Duration: 8 * time.Second, TTL: 500 * time.Millisecond, Clients: 5, Base: run.DefaultConfig()}
+	return Options{Seeds: 1, Duration: 8 * time.Second, TTL: 500 * time.Millisecond, Clients: 5, Resource: workloads.ModeFenced, Base: run.DefaultConfig()}
 }
 
 // Validate checks o, naming the bad setting as its flag.
@@ -196,8 +225,11 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("--persistence must be %s, got %q", strings.Join(run.Persistences, ", "), o.Base.Persistence)
 	case o.Base.Provider != "" && !slices.Contains(run.Providers, o.Base.Provider):
 		return fmt.Errorf("--provider must be %s, got %q", strings.Join(run.Providers, " or "), o.Base.Provider)
+	case o.Resource != "" && !slices.Contains(ResourceModes, o.Resource):
+		return fmt.Errorf("--resource must be %s in a matrix, got %q (its mutex columns always run with none, so that violations show; fenced adds the saved-by-fencing column, none leaves it out)",
+			run.Join(ResourceModes), o.Resource)
 	}
-	return nil
+	return o.checkDeployment()
 }
 
 // Job is one planned run.
@@ -312,6 +344,9 @@ func Plan(o Options) ([]Job, error) {
 		for seed := int64(1); seed <= int64(o.Seeds); seed++ {
 			for _, c := range classes {
 				jobs = append(jobs, o.job(impl, ProbeSafety, c, seed))
+				if c == ClassClientPause && o.fencedColumn() && impl.Fenced {
+					jobs = append(jobs, o.job(impl, ProbeSafety, ClassClientPauseFenced, seed))
+				}
 			}
 			jobs = append(jobs, o.job(impl, ProbeDeadlock, ClassNone, seed))
 		}
@@ -325,6 +360,11 @@ func Plan(o Options) ([]Job, error) {
 		for seed := int64(1); seed <= int64(o.Seeds); seed++ {
 			for _, c := range classes {
 				jobs = append(jobs, o.clientJob(impl, ProbeSafety, c, seed))
+				if c == ClassClientPause && o.fencedColumn() {
+					// Whether the client gives fencing tokens is known once
+					// it is probed: a run without them is n/a.
+					jobs = append(jobs, o.clientJob(impl, ProbeSafety, ClassClientPauseFenced, seed))
+				}
 			}
 			jobs = append(jobs, o.clientJob(impl, ProbeDeadlock, ClassNone, seed))
 		}
@@ -344,16 +384,19 @@ func (o Options) clientJob(impl impls.Impl, p Probe, c Class, seed int64) Job {
 // StopsAtFirstViolation reports whether the runs of probe p and class c,
 // at seed seed of an impl of nodes nodes, stop a grace after their first
 // violation (--stop-on-violation): those whose only product is whether
-// they saw one. That is every safety run but two: seed 1 of the
+// they saw one. That is every safety run but these: seed 1 of the
 // fault-free run, which also measures the rate and latency at 8 clients
-// (its other seeds do not: Job.Timed), and a kill/restart run of a
-// backend of several nodes, which also measures the availability while a
-// node is down (a one-node backend has no such column). A stopped run is
-// a run with a violation: the rates are the same, and the runs end
-// sooner.
+// (its other seeds do not: Job.Timed); a kill/restart run of a backend
+// of several nodes, which also measures the availability while a node is
+// down (a one-node backend has no such column); and the fenced
+// client-pause runs (ClassClientPauseFenced), whose first violation is
+// the lock's, while what they show is whether the fenced store then
+// refused the paused holder's write, which comes later, when it wakes. A
+// stopped run is a run with a violation: the rates are the same, and the
+// runs end sooner.
 func StopsAtFirstViolation(p Probe, c Class, seed int64, nodes int) bool {
 	switch {
-	case p != ProbeSafety:
+	case p != ProbeSafety || c == ClassClientPauseFenced:
 		return false
 	case c == ClassNone:
 		return seed > 1
@@ -389,6 +432,8 @@ func (o Options) job(impl impls.Impl, p Probe, c Class, seed int64) Job {
 	default:
 		cfg.Faults = Faults(c, impl)
 		switch c {
+		case ClassClientPauseFenced:
+			cfg.Faults, cfg.Mode = Faults(ClassClientPause, impl), workloads.ModeFenced
 		case ClassNone:
 			cfg.Clients = 8
 		case ClassKillRestart:
@@ -424,8 +469,10 @@ func (o Options) job(impl impls.Impl, p Probe, c Class, seed int64) Job {
 	if len(cfg.Faults) > 0 {
 		cmd = append(cmd, "--faults "+strings.Join(cfg.Faults, ","))
 	}
-	cmd = append(cmd, fmt.Sprintf("--clients %d --ttl %s --time %s --seed %d --resource none --retry 5ms --backoff uniform",
-		cfg.Clients, cfg.TTL, cfg.Duration, seed))
+	cfg.ClusterParams, cfg.ImplParams = o.DeploymentFor(impl)
+	cmd = append(cmd, deploymentArgs(cfg)...)
+	cmd = append(cmd, fmt.Sprintf("--clients %d --ttl %s --time %s --seed %d --resource %s --retry 5ms --backoff uniform",
+		cfg.Clients, cfg.TTL, cfg.Duration, seed, cfg.Mode))
 	// The fault settings the matrix sets, on the line only where the
 	// run's faults read them: `locktest run` refuses the others.
 	for _, fl := range [][2]string{{"interval", "1s"}, {"window", "2s"}, {"down", "1s"}, {"quiet-time", "1s"}, {"pause", nemesis.Pause.Of(cfg.FaultSettings).String()}} {
@@ -448,4 +495,114 @@ func (o Options) job(impl impls.Impl, p Probe, c Class, seed int64) Job {
 	}
 	cfg.Command = strings.Join(cmd, " ")
 	return Job{Impl: impl.Name, Probe: p, Class: c, Seed: seed, Config: cfg}
+}
+
+// measured returns the impls of o's matrix, as Plan picks them, and its
+// external clients, as their manifests describe them.
+func (o Options) measured() []impls.Impl {
+	names := o.Impls
+	if len(names) == 0 && len(o.ExternalClients) == 0 {
+		names = slices.DeleteFunc(impls.Names(), func(n string) bool { return LeftOut(n) != "" })
+	}
+	var out []impls.Impl
+	for _, n := range names {
+		if i, err := impls.Lookup(n); err == nil {
+			out = append(out, i)
+		}
+	}
+	for _, n := range o.ExternalClients {
+		c := run.Config{Client: n}
+		if i, err := c.ImplInfo(); err == nil {
+			i.Name = n
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// DeploymentFor returns the params of a deployment (Options.Base) that a
+// job of impl gets: the cluster params (--cluster-opt) that impl's backend
+// reads, and no other; the impl params (--impl-opt), which checkDeployment
+// allows only in a matrix of one impl or client. The provider's settings
+// (the docker provider's --image) reach every job as Base has them.
+func (o Options) DeploymentFor(impl impls.Impl) (cluster, implParams map[string]string) {
+	reads, _ := backend.Params(impl.Backend)
+	for k, v := range o.Base.ClusterParams {
+		if slices.Contains(reads, k) {
+			if cluster == nil {
+				cluster = map[string]string{}
+			}
+			cluster[k] = v
+		}
+	}
+	return cluster, maps.Clone(o.Base.ImplParams)
+}
+
+// checkDeployment refuses a setting of a deployment that no job of o's
+// matrix reads, as `locktest run` refuses a flag that changes nothing: a
+// cluster param that no backend of the matrix reads (or a value the
+// backend refuses), an image of a backend the matrix does not run, and
+// impl params in a matrix of several impls, since locktest keeps no list
+// of the params each impl reads (give one --impl, or run each impl with
+// its params on its own).
+func (o Options) checkDeployment() error {
+	ms := o.measured()
+	var backends []string
+	for _, i := range ms {
+		if !slices.Contains(backends, i.Backend) {
+			backends = append(backends, i.Backend)
+		}
+	}
+	slices.Sort(backends)
+	for _, k := range slices.Sorted(maps.Keys(o.Base.ClusterParams)) {
+		var readers []string
+		for _, b := range backends {
+			if reads, _ := backend.Params(b); slices.Contains(reads, k) {
+				readers = append(readers, b)
+			}
+		}
+		if len(readers) == 0 {
+			return fmt.Errorf("--cluster-opt %s changes nothing in this matrix: no backend of its impls (%s) reads it (see docs/backends.md)", k, strings.Join(backends, ", "))
+		}
+	}
+	for _, i := range ms {
+		cluster, _ := o.DeploymentFor(i)
+		if _, err := backend.NewLayout(i.Backend, i.Nodes, cluster); err != nil {
+			return fmt.Errorf("--cluster-opt: %v", err)
+		}
+	}
+	for _, b := range slices.Sorted(maps.Keys(o.Base.ProviderSettings.Pairs("image"))) {
+		if !slices.Contains(backends, b) && slices.Contains(backend.All(), b) {
+			return fmt.Errorf("--image %s changes nothing in this matrix: none of its impls runs %s (they run %s)", b, b, strings.Join(backends, ", "))
+		}
+	}
+	if len(o.Base.ImplParams) > 0 && len(ms) != 1 {
+		return fmt.Errorf("--impl-opt needs a matrix of one impl or client (--impl NAME): it would reach %d impls, and locktest keeps no list of the params each impl reads, so it cannot tell which of them it changes", len(ms))
+	}
+	return nil
+}
+
+// deploymentArgs are the flags of `locktest run` that give a job's run
+// the settings of its deployment: its provider and the provider's
+// settings, its cluster params and its impl params, in that order.
+func deploymentArgs(cfg run.Config) []string {
+	var out []string
+	a := cfg.ProviderArgs()
+	for i := 0; i < len(a); i++ {
+		if i+1 < len(a) && !strings.HasPrefix(a[i+1], "--") {
+			out = append(out, a[i]+" "+a[i+1])
+			i++
+			continue
+		}
+		out = append(out, a[i])
+	}
+	for _, m := range []struct {
+		flag string
+		kv   map[string]string
+	}{{"--cluster-opt", cfg.ClusterParams}, {"--impl-opt", cfg.ImplParams}} {
+		for _, k := range slices.Sorted(maps.Keys(m.kv)) {
+			out = append(out, m.flag+" "+k+"="+m.kv[k])
+		}
+	}
+	return out
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/locktest/locktest/clusters/backend"
 	"github.com/locktest/locktest/impls"
 	"github.com/locktest/locktest/nemesis"
+	"github.com/locktest/locktest/reports"
 	"github.com/locktest/locktest/workloads"
 )
 
@@ -97,9 +98,11 @@ func TestPlan(t *testing.T) {
 	for _, j := range jobs {
 		labels = append(labels, j.Label())
 	}
+	// redis-set-nx-px's leases carry a fencing token, so its client-pause
+	// runs again with a fenced store; redlock's carry none.
 	want := []string{
-		"redis-set-nx-px perf-1 seed 1", "redis-set-nx-px none seed 1", "redis-set-nx-px client-pause seed 1", "redis-set-nx-px deadlock seed 1",
-		"redis-set-nx-px none seed 2", "redis-set-nx-px client-pause seed 2", "redis-set-nx-px deadlock seed 2",
+		"redis-set-nx-px perf-1 seed 1", "redis-set-nx-px none seed 1", "redis-set-nx-px client-pause seed 1", "redis-set-nx-px client-pause-fenced seed 1", "redis-set-nx-px deadlock seed 1",
+		"redis-set-nx-px none seed 2", "redis-set-nx-px client-pause seed 2", "redis-set-nx-px client-pause-fenced seed 2", "redis-set-nx-px deadlock seed 2",
 		"redis-set-nx-px reentrancy seed 1",
 		"redlock perf-1 seed 1", "redlock none seed 1", "redlock client-pause seed 1", "redlock deadlock seed 1",
 		"redlock none seed 2", "redlock client-pause seed 2", "redlock deadlock seed 2",
@@ -110,6 +113,15 @@ func TestPlan(t *testing.T) {
 	}
 	for _, j := range jobs {
 		c := j.Config
+		if want := workloads.ModeNone; j.Class == ClassClientPauseFenced {
+			want = workloads.ModeFenced
+			pause := nemesis.Pause.Of(c.FaultSettings)
+			if c.Mode != want || !slices.Equal(c.Faults, []string{"pause-client"}) || pause != 2*time.Second || c.StopOnViolation ||
+				!strings.Contains(c.Command, "--resource fenced") || c.Name != "matrix-redis-set-nx-px-client-pause-fenced" {
+				t.Errorf("%s: mode %s, faults %v, pause %v, stop %v, name %s, command %q", j.Label(), c.Mode, c.Faults, pause, c.StopOnViolation, c.Name, c.Command)
+			}
+			continue
+		}
 		if c.Mode != workloads.ModeNone || c.StoreDir != "/tmp/x" || c.Seed != j.Seed || c.TTL != 500*time.Millisecond || c.Impl != j.Impl {
 			t.Errorf("%s: mode %s store %s seed %d ttl %v impl %s", j.Label(), c.Mode, c.StoreDir, c.Seed, c.TTL, c.Impl)
 		}
@@ -202,7 +214,9 @@ func TestPlanGivesExternalClientsRowsOfTheirOwn(t *testing.T) {
 		}
 		probes = append(probes, j.Label())
 	}
-	want := []string{"kazoo perf-1 seed 1", "kazoo none seed 1", "kazoo client-pause seed 1", "kazoo deadlock seed 1"}
+	// Whether kazoo gives fencing tokens is known once it is probed: its
+	// fenced run is planned, and n/a when it gives none.
+	want := []string{"kazoo perf-1 seed 1", "kazoo none seed 1", "kazoo client-pause seed 1", "kazoo client-pause-fenced seed 1", "kazoo deadlock seed 1"}
 	if !slices.Equal(probes, want) {
 		t.Errorf("jobs %q, want %q", probes, want)
 	}
@@ -339,5 +353,94 @@ func TestPlanGivesPersistenceToTheBackendsThatHaveIt(t *testing.T) {
 	o.Base.Persistence = "sometimes"
 	if _, err := Plan(o); err == nil || !strings.Contains(err.Error(), `--persistence must be off, everysec, always, got "sometimes"`) {
 		t.Errorf("--persistence sometimes: %v", err)
+	}
+}
+
+// TestPlanFencedColumn: the fenced client-pause jobs exist for the fenced
+// impls only, with resource mode fenced; --resource none leaves them out,
+// as does a matrix without the client-pause class; the column follows.
+func TestPlanFencedColumn(t *testing.T) {
+	fencedJobs := func(o Options) []string {
+		jobs, err := Plan(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, j := range jobs {
+			if j.Class == ClassClientPauseFenced {
+				if j.Probe != ProbeSafety || j.Config.Mode != workloads.ModeFenced || !mustLookup(t, j.Impl).Fenced {
+					t.Errorf("%s: probe %s mode %s", j.Label(), j.Probe, j.Config.Mode)
+				}
+				out = append(out, j.Label())
+			}
+		}
+		return out
+	}
+	o := DefaultOptions()
+	o.Impls, o.Seeds = []string{"redis-set-nx-px", "redlock", "mysql-get-lock", "etcd-mutex"}, 2
+	want := []string{"redis-set-nx-px client-pause-fenced seed 1", "redis-set-nx-px client-pause-fenced seed 2",
+		"etcd-mutex client-pause-fenced seed 1", "etcd-mutex client-pause-fenced seed 2"}
+	if got := fencedJobs(o); !slices.Equal(got, want) {
+		t.Errorf("fenced jobs %q, want %q", got, want)
+	}
+	if !slices.ContainsFunc(Columns(o.ColumnClasses()), func(c reports.MatrixColumn) bool { return c.Key == ColFenced }) {
+		t.Error("no saved-by-fencing column by default")
+	}
+	for _, c := range Columns(o.ColumnClasses()) {
+		if c.Key == SafetyColumn(ClassClientPauseFenced) {
+			t.Error("the fenced variant made a mutex column")
+		}
+	}
+	o.Resource = workloads.ModeNone
+	if got := fencedJobs(o); len(got) > 0 || slices.Contains(o.ColumnClasses(), ClassClientPauseFenced) {
+		t.Errorf("--resource none: fenced jobs %q, classes %v", got, o.ColumnClasses())
+	}
+	o.Resource, o.Classes = workloads.ModeFenced, []Class{ClassNodePause}
+	if got := fencedJobs(o); len(got) > 0 || slices.Contains(o.ColumnClasses(), ClassClientPauseFenced) {
+		t.Errorf("no client-pause class: fenced jobs %q", got)
+	}
+	for _, bad := range []workloads.Mode{workloads.ModeCheckAndSet, workloads.ModeEtcdGuarded, "nonsense"} {
+		o.Resource = bad
+		if _, err := Plan(o); err == nil || !strings.Contains(err.Error(), "--resource") {
+			t.Errorf("--resource %s: %v, want a refusal naming --resource", bad, err)
+		}
+	}
+}
+
+// TestPlanDeployment: --cluster-opt reaches the jobs whose backend reads
+// it and no other, a param no backend reads and an image of a backend
+// the matrix does not run are refused, and --impl-opt needs one impl.
+func TestPlanDeployment(t *testing.T) {
+	o := DefaultOptions()
+	o.Impls, o.Classes = []string{"redis-set-nx-px", "nats-kv"}, []Class{ClassClientPause}
+	o.Base.ClusterParams = map[string]string{"sync": "always"}
+	jobs, err := Plan(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range jobs {
+		has := j.Config.ClusterParams["sync"] == "always" && strings.Contains(j.Config.Command, "--cluster-opt sync=always")
+		if reads := j.Impl == "nats-kv"; has != reads && j.Probe != ProbeReentrant {
+			t.Errorf("%s: cluster params %v, command %q", j.Label(), j.Config.ClusterParams, j.Config.Command)
+		}
+	}
+	o.Base.ClusterParams = map[string]string{"no-such-param": "1"}
+	if _, err := Plan(o); err == nil || !strings.Contains(err.Error(), "--cluster-opt no-such-param changes nothing") {
+		t.Errorf("an unread cluster param: %v", err)
+	}
+	o.Base.ClusterParams = nil
+	o.Base.ImplParams = map[string]string{"unlock": "library"}
+	if _, err := Plan(o); err == nil || !strings.Contains(err.Error(), "--impl-opt") {
+		t.Errorf("impl params in a matrix of two impls: %v", err)
+	}
+	o.Impls = []string{"etcd-mutex"}
+	jobs, err = Plan(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range jobs {
+		if j.Probe != ProbeReentrant && (j.Config.ImplParams["unlock"] != "library" || !strings.Contains(j.Config.Command, "--impl-opt unlock=library")) {
+			t.Errorf("%s: impl params %v, command %q", j.Label(), j.Config.ImplParams, j.Config.Command)
+		}
 	}
 }

@@ -37,7 +37,7 @@ func Run(ctx context.Context, o Options, jobs []Job, pace Pace, shard, command s
 	if err := reports.WriteMatrixHeader(o.Base.StoreDir, header); err != nil {
 		return Made{}, fmt.Errorf("write matrix header: %w", err)
 	}
-	return Made{Matrix: Aggregate(header, o.Classes, results), Ran: len(results), Err: runErr}, nil
+	return Made{Matrix: Aggregate(header, o.ColumnClasses(), results), Ran: len(results), Err: runErr}, nil
 }
 
 // Inconclusive returns the cells of m that are inconclusive, as "IMPL

@@ -33,9 +33,18 @@ func (o Options) Header(ctx context.Context, start time.Time, parallel int, shar
 		Date: start, Commit: runstore.Commit(ctx), Machine: runstore.Machine(), Seeds: o.Seeds,
 		Duration: o.Duration, Store: absPath(o.Base.StoreDir), Command: command,
 		Parallel: parallel, Shard: shard,
-		Settings: fmt.Sprintf("ttl %s, %d clients under faults (8 and 1 without), resource mode none, a fault every ~1s for 2s (node down 1s, client pause %s), 1s fault-free at the end",
-			o.TTL, o.Clients, 4*o.TTL),
+		Settings: fmt.Sprintf("ttl %s, %d clients under faults (8 and 1 without), resource mode none%s, a fault every ~1s for 2s (node down 1s, client pause %s), 1s fault-free at the end",
+			o.TTL, o.Clients, o.fencedText(), 4*o.TTL),
 	}
+}
+
+// fencedText is what the header's settings say of the saved-by-fencing
+// column: ", fenced for the saved-by-fencing column" when o has it.
+func (o Options) fencedText() string {
+	if !o.fencedColumn() {
+		return ""
+	}
+	return " (fenced for the saved-by-fencing column)"
 }
 
 // Again aggregates the matrix runs stored in from again, for command: the

@@ -161,7 +161,10 @@ func (c MatrixCell) Text() string {
 	switch {
 	case c.Value == "":
 		return c.Status
-	case c.Status == StatusMeasured || c.Status == StatusYes || c.Status == StatusNo:
+	case c.Status == StatusMeasured || c.Status == StatusYes || c.Status == StatusNo,
+		strings.HasPrefix(c.Value, "saved:") || strings.HasPrefix(c.Value, "not saved:"):
+		// A value that says its verdict itself (the saved-by-fencing
+		// column's) is shown alone.
 		return c.Value
 	}
 	return c.Status + ": " + c.Value

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -16,6 +17,7 @@ import (
 	"github.com/locktest/locktest/reports"
 	"github.com/locktest/locktest/run"
 	"github.com/locktest/locktest/runstore"
+	"github.com/locktest/locktest/workloads"
 )
 
 func newMatrixCmd() *cobra.Command {
@@ -23,13 +25,16 @@ func newMatrixCmd() *cobra.Command {
 	var faults []string
 	var out, md, from, shard, baseline, jsonOut, inventory, junit, planFile string
 	var parallel int
+	var resource run.Config // --resource, read into o.Resource
 	var q, seeded bool
 	c := &cobra.Command{
 		Use:   "matrix",
 		Short: "Run every impl against each fault class and write the backend matrix (matrix.html, matrix.md)",
 		Long: `matrix runs each impl against the fault classes none, client-pause, node-pause,
 kill-restart, partition, clock and client-clock (resource mode none, so
-violations show),
+violations show), the client-pause class again with a fenced resource store
+for each impl with fencing tokens (the "saved by fencing" column; --resource
+none leaves it out),
 plus a holder-kill run for deadlock freedom and fault-free runs with 1 and 8
 clients for latency and throughput, and writes one row per impl to
 matrix.html, matrix.md and matrix.json (every cell with its counts and 95%
@@ -83,6 +88,11 @@ matrix was interrupted; 2 bad usage or a set-up failure.`,
 			if from != "" && inventory != "" {
 				return usageError{errors.New("--inventory: --from runs nothing")}
 			}
+			for _, n := range deploymentFlags {
+				if from != "" && cmd.Flags().Changed(n) {
+					return usageError{fmt.Errorf("--%s: --from runs nothing", n)}
+				}
+			}
 			if from == "" {
 				// The provider's settings, checked once: a bad inventory
 				// would fail every job.
@@ -126,6 +136,10 @@ matrix was interrupted; 2 bad usage or a set-up failure.`,
 			o.Classes = classes
 			if seeded {
 				o.AddSeeded()
+			}
+			o.Resource = resource.Mode
+			if err := checkMatrixResource(o, cmd.Flags().Changed("resource")); err != nil {
+				return usageError{err}
 			}
 			o.Base.StoreDir = filepath.Clean(o.Base.StoreDir)
 			jobs, err := matrix.Plan(o)
@@ -193,6 +207,18 @@ matrix was interrupted; 2 bad usage or a set-up failure.`,
 	f.StringVar(&o.Base.Provider, "provider", o.Base.Provider, "where the nodes of every run and probe run: "+strings.Join(run.Providers, " or ")+" (see docs/providers.md)")
 	planFlag(c, &planFile)
 	f.StringVar(&o.Base.Persistence, "persistence", "", "node durability of the backends that have it (the others ignore it), as in a deployment: "+strings.Join(run.Persistences, ", ")+" (default off)")
+	resource.Mode = o.Resource
+	for _, n := range deploymentFlags {
+		s, _ := run.SettingNamed(n)
+		v, help := s.Field(&o.Base), s.Help()
+		if n == "resource" {
+			v, help = s.Field(&resource), "the resource store of the saved-by-fencing column: "+run.Join(matrix.ResourceModes)+
+				" (fenced: the client-pause runs again with a fenced store for every impl whose leases carry a fencing token; none: no such column). The mutex columns always run with none, so that violations show"
+		} else {
+			help += "; in a matrix, every run whose backend or impl reads it gets it, and one that no run reads is refused"
+		}
+		f.Var(v, n, help)
+	}
 	f.StringVar(&inventory, "inventory", "", "the ssh provider's inventory file (locktest lab up writes one), with --provider ssh")
 	f.StringVar(&out, "out", "", "folder of matrix.html and matrix.md (default: the store)")
 	f.StringVar(&md, "md", "", "also write the Markdown matrix to this file (e.g. docs/matrix.md)")
@@ -277,5 +303,32 @@ func writeMatrix(cmd *cobra.Command, m reports.Matrix, out, md, jsonOut string) 
 		return err
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "matrix: %s, %s\n", filepath.Join(out, reports.MatrixHTMLFile), filepath.Join(out, reports.MatrixMDFile))
+	return nil
+}
+
+// deploymentFlags are the flags of `locktest matrix` that are run's (the
+// same setting of run.Settings: meaning, type and syntax), which set up
+// the matrix's runs as a deployment is: the store of the saved-by-fencing
+// column, the docker provider's images, the cluster and impl params.
+var deploymentFlags = []string{"resource", "image", "cluster-opt", "impl-opt"}
+
+// checkMatrixResource refuses a --resource fenced given where it changes
+// nothing: a matrix without the client-pause class, or whose impls all
+// grant no fencing token (an external client's tokens are known once it
+// is probed: its cell then says).
+func checkMatrixResource(o matrix.Options, given bool) error {
+	if !given || o.Resource != workloads.ModeFenced {
+		return nil
+	}
+	if len(o.Classes) > 0 && !slices.Contains(o.Classes, matrix.ClassClientPause) {
+		return errors.New("--resource fenced changes nothing in this matrix: its saved-by-fencing column reruns the client-pause class, and --faults leaves it out")
+	}
+	jobs, err := matrix.Plan(o)
+	if err != nil {
+		return err
+	}
+	if !slices.ContainsFunc(jobs, func(j matrix.Job) bool { return j.Class == matrix.ClassClientPauseFenced }) {
+		return errors.New("--resource fenced changes nothing in this matrix: none of its impls grants fencing tokens (locktest list says which do)")
+	}
 	return nil
 }

@@ -160,10 +160,16 @@ func TestVersionFlag(t *testing.T) {
 // deadlock and perf runs, one-node and multi-node impls.
 func TestMatrixJobsCommandsRun(t *testing.T) {
 	o := matrix.DefaultOptions()
-	o.Impls, o.Seeds = []string{"redis-set-nx-px", "redlock", "etcd-mutex", "mysql-get-lock"}, 1
+	o.Impls, o.Seeds = []string{"redis-set-nx-px", "redlock", "etcd-mutex", "mysql-get-lock", "nats-kv"}, 1
+	// A deployment's settings: a cluster param only nats reads, which
+	// only nats-kv's runs must carry.
+	o.Base.ClusterParams = map[string]string{"sync": "always"}
 	jobs, err := matrix.Plan(o)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(jobs, func(j matrix.Job) bool { return j.Class == matrix.ClassClientPauseFenced }) {
+		t.Fatal("no fenced client-pause job: the saved-by-fencing column's runs are not checked")
 	}
 	for _, j := range jobs {
 		if j.Probe == matrix.ProbeReentrant {
@@ -186,8 +192,31 @@ func TestMatrixJobsCommandsRun(t *testing.T) {
 			continue
 		}
 		if cfg.Impl != j.Config.Impl || cfg.Clients != j.Config.Clients || cfg.TTL != j.Config.TTL || cfg.Duration != j.Config.Duration ||
-			cfg.Seed != j.Config.Seed || !slices.Equal(cfg.Faults, j.Config.Faults) || cfg.Work != j.Config.Work || cfg.StopOnViolation != j.Config.StopOnViolation {
+			cfg.Seed != j.Config.Seed || !slices.Equal(cfg.Faults, j.Config.Faults) || cfg.Work != j.Config.Work || cfg.StopOnViolation != j.Config.StopOnViolation ||
+			cfg.Mode != j.Config.Mode || !maps.Equal(cfg.ClusterParams, j.Config.ClusterParams) {
 			t.Errorf("%s: its command line %q makes a different run", j.Label(), line)
 		}
+	}
+}
+
+// TestMatrixResourceGivenWhereItChangesNothing: --resource fenced given
+// to a matrix whose impls grant no fencing token, or without the
+// client-pause class, is refused; by default it is not.
+func TestMatrixResourceGivenWhereItChangesNothing(t *testing.T) {
+	o := matrix.DefaultOptions()
+	o.Impls, o.Classes = []string{"redlock"}, []matrix.Class{matrix.ClassClientPause}
+	if err := checkMatrixResource(o, false); err != nil {
+		t.Errorf("the default: %v", err)
+	}
+	if err := checkMatrixResource(o, true); err == nil || !strings.Contains(err.Error(), "none of its impls grants fencing tokens") {
+		t.Errorf("redlock only: %v", err)
+	}
+	o.Impls = []string{"redlock", "redis-set-nx-px"}
+	if err := checkMatrixResource(o, true); err != nil {
+		t.Errorf("with a fenced impl: %v", err)
+	}
+	o.Classes = []matrix.Class{matrix.ClassNone}
+	if err := checkMatrixResource(o, true); err == nil || !strings.Contains(err.Error(), "client-pause") {
+		t.Errorf("without client-pause: %v", err)
 	}
 }

@@ -19,8 +19,10 @@ func planFlag(c *cobra.Command, p *string) {
 }
 
 // matrixPlanSettings are the run settings a matrix takes from a plan: the
-// ones it has flags for. It sets the others itself, per fault class.
-var matrixPlanSettings = []string{"ttl", "time", "clients", "persistence"}
+// ones it has flags for (resource, the store of its saved-by-fencing
+// column; cluster-opt and impl-opt, the params of a deployment). It sets
+// the others itself, per fault class.
+var matrixPlanSettings = []string{"ttl", "time", "clients", "persistence", "resource", "cluster-opt", "impl-opt"}
 
 // applyPlan reads the plan file path and sets, for the command named
 // command (run, margin or matrix), every flag of f that the plan gives and
