@@ -5,12 +5,15 @@ package clients
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -29,8 +32,9 @@ import (
 )
 
 // The test binary doubles as the worker, the etcd node and the reference
-// adapter.
-func TestMain(m *testing.M) { testexe.Main(m) }
+// adapter; the Curator adapter's classes its tests compiled are removed at
+// the end.
+func TestMain(m *testing.M) { testexe.Main(m, removeCuratorCache) }
 
 // needs skips t unless the servers and Debian's python3 modules are there,
 // and under -short, as every gate does.
@@ -76,15 +80,27 @@ func pause(cfg run.Config, ttl time.Duration) run.Config {
 }
 
 // mustRun runs cfg and returns its outcome and history; it fails t on a
-// run error, and when a client program is left running.
+// run error, and when a client program of the run is left running.
 func mustRun(t *testing.T, cfg run.Config) (*run.Outcome, history.History) {
 	t.Helper()
+	// The run's workers, and so its client programs, carry a mark of
+	// their own in their environment: a run of a parallel test may be
+	// under way beside this one, and its programs are not this run's.
+	mark := fmt.Sprintf("%s=%d", runMarkEnv, runMarks.Add(1))
+	cfg.WorkerEnv = append(slices.Clone(cfg.WorkerEnv), mark)
 	out, h := testkit.RunHistory(t, cfg)
-	if left := programsLeft(); len(left) > 0 {
+	if left := programsLeft(mark); len(left) > 0 {
 		t.Errorf("client programs left running: %v", left)
 	}
 	return out, h
 }
+
+// runMarkEnv marks the workers of one run of mustRun, and the client
+// programs they start, which inherit their environment; runMarks counts
+// the marks given.
+const runMarkEnv = "LOCKTEST_TEST_CLIENTS_RUN"
+
+var runMarks atomic.Int64
 
 // steadyValid runs cfg, a fault-free run, as mustRun does, and again
 // while it is not valid and the machine stalled during it for half its
@@ -97,9 +113,10 @@ func steadyValid(t *testing.T, cfg run.Config) (*run.Outcome, history.History) {
 }
 
 // programsLeft lists the processes still running an adapter of this
-// folder: a Python one, or the Curator adapter's JVM, whose command line
-// names its folder (curator/run.sh).
-func programsLeft() []string {
+// folder, a Python one, or the Curator adapter's JVM, whose command line
+// names its folder (curator/run.sh), that carry mark (NAME=VALUE) in
+// their environment.
+func programsLeft(mark string) []string {
 	dir, _ := filepath.Abs(".")
 	var left []string
 	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
@@ -107,10 +124,18 @@ func programsLeft() []string {
 		b, err := os.ReadFile(p)
 		// testdata's programs are e2e/redis's tests' (a package that may run
 		// beside this one), not this package's clients.
-		if err == nil && strings.Contains(string(b), dir+"/") && !strings.Contains(string(b), dir+"/testdata/") &&
-			(strings.Contains(string(b), ".py") || strings.Contains(string(b), "CuratorLock")) {
-			left = append(left, strings.ReplaceAll(string(b), "\x00", " "))
+		if err != nil || !strings.Contains(string(b), dir+"/") || strings.Contains(string(b), dir+"/testdata/") ||
+			!strings.Contains(string(b), ".py") && !strings.Contains(string(b), "CuratorLock") {
+			continue
 		}
+		env, err := os.ReadFile(filepath.Join(filepath.Dir(p), "environ"))
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			continue // gone meanwhile
+		case err == nil && !slices.Contains(strings.Split(string(env), "\x00"), mark):
+			continue // another run's: its environment lacks the mark
+		}
+		left = append(left, strings.ReplaceAll(string(b), "\x00", " "))
 	}
 	return left
 }
@@ -199,7 +224,9 @@ func TestKazooLock(t *testing.T) {
 // lock lives in a lease or a session that the stopped heartbeat no longer
 // renews (redis, zookeeper, etcd3) lose it to another client within three
 // seeds, while the SQL drivers, whose lock belongs to a connection that a
-// paused client keeps, stay valid.
+// paused client keeps, stay valid. The drivers' runs are separate servers
+// and clients on ports of their own, and mostly wait: they run in
+// parallel (two at a time on two cores, go test's -parallel).
 func TestToozDrivers(t *testing.T) {
 	needs(t, []string{"redis-server", "mariadbd", "java"}, "tooz", "kazoo", "etcd3", "pymysql", "psycopg2")
 	for _, tc := range []struct {
@@ -209,6 +236,7 @@ func TestToozDrivers(t *testing.T) {
 		{"redis", true}, {"zookeeper", true}, {"etcd3", true}, {"mysql", false}, {"postgresql", false},
 	} {
 		t.Run(tc.driver, func(t *testing.T) {
+			t.Parallel()
 			// The fault-free run ends once it has enough critical sections:
 			// as fast as a short run when healthy, while a loaded machine
 			// (the tooz postgresql client made none in 4 s under

@@ -36,13 +36,51 @@ var curatorJars = []string{"curator-recipes", "curator-framework", "curator-clie
 // use does.
 func needsCurator(t *testing.T) {
 	t.Helper()
+	needsCuratorJars(t)
+	t.Setenv("LOCKTEST_CACHE", t.TempDir())
+}
+
+// usesCurator is needsCurator for a test that runs the adapter rather than
+// tests its launcher's first use: it points the launcher's cache at the
+// package's one folder for such tests (curatorCache), so that the adapter
+// is compiled once for all of them rather than once each (javac took 5 s
+// and more of each run's time on a loaded machine).
+func usesCurator(t *testing.T) {
+	t.Helper()
+	needsCuratorJars(t)
+	curatorCache.once.Do(func() { curatorCache.dir, curatorCache.err = os.MkdirTemp("", "locktest-curator-cache") })
+	if curatorCache.err != nil {
+		t.Fatal(curatorCache.err)
+	}
+	t.Setenv("LOCKTEST_CACHE", curatorCache.dir)
+}
+
+// curatorCache is the launcher's cache of usesCurator's tests, made at the
+// first and removed when the tests end (TestMain).
+var curatorCache struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
+// removeCuratorCache removes the folder of curatorCache, if a test made it.
+func removeCuratorCache() error {
+	if curatorCache.dir == "" {
+		return nil
+	}
+	return os.RemoveAll(curatorCache.dir)
+}
+
+// needsCuratorJars skips t unless java, javac and the jars of the Curator
+// adapter are installed (and under -short).
+func needsCuratorJars(t *testing.T) {
+	t.Helper()
 	gate.Need(t, "java", "javac")
 	for _, j := range curatorJars {
 		if _, err := os.Stat("/usr/share/java/" + j + ".jar"); err != nil {
 			t.Skipf("/usr/share/java/%s.jar not installed (make setup)", j)
 		}
 	}
-	t.Setenv("LOCKTEST_CACHE", t.TempDir())
 }
 
 // probeHello is the probe hello of a recipe, as a line.
@@ -157,7 +195,7 @@ func TestCuratorLauncherWithoutJavac(t *testing.T) {
 // last 4 s) leaves room for a first acquire that a loaded JVM makes late,
 // so that the window's end does not cut the pause short.
 func TestCuratorLock(t *testing.T) {
-	needsCurator(t)
+	usesCurator(t)
 	if _, err := os.Stat("/usr/share/java/zookeeper.jar"); err != nil {
 		t.Skip("zookeeper not installed (make setup)")
 	}

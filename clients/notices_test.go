@@ -51,7 +51,7 @@ func TestToldOfAPartition(t *testing.T) {
 	} {
 		client, mode := tc.client, tc.mode
 		t.Run(client+"/"+mode, func(t *testing.T) {
-			needsCurator(t)
+			usesCurator(t)
 			cfg := config(t, client)
 			cfg.Faults, cfg.Seed, cfg.Interval = []string{"partition"}, partitionSeed, partitionInterval
 			cfg.FaultSettings = cfg.FaultSettings.With(nemesis.Partition.Is([][]string{{"n1", "n2", "n3"}, {"c0", "c1"}}), nemesis.Window.Is(5*time.Second))

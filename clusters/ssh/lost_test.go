@@ -17,8 +17,12 @@ import (
 // in one line naming its host, that it was lost, and a command on it must
 // fail with that line without waiting; the other hosts' connections hold.
 // h2, whose sshd survives, can be reconnected to for what is left to do. The
-// lab's containers, and what the test did in them, go with the lab.
+// lab's containers, and what the test did in them, go with the lab: a
+// lab of its own, not the one the package's other tests share. It mostly
+// waits for the loss, in parallel with TestEveryBackendRunsOnSSH, the one
+// other parallel test of the package.
 func TestConnNoticesALostHost(t *testing.T) {
+	t.Parallel()
 	inventory := testlab.Up(t)
 	ctx, conns := testlab.Dial(t, inventory)
 	h1, h2, h3 := conns[0], conns[1], conns[2]

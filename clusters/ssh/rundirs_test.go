@@ -18,7 +18,7 @@ import (
 // directory goes; the server of another run's directory on the same host
 // is left alone.
 func TestRemoveRunDirsKillsServersOfUnknownPid(t *testing.T) {
-	inventory := testlab.Up(t)
+	inventory := testlab.Shared(t)
 	ctx, conns := testlab.Dial(t, inventory)
 	h1 := conns[0]
 	mine, other := sshp.NewRunID(), sshp.NewRunID()

@@ -11,4 +11,4 @@ import (
 
 // The test binary doubles as the worker and etcd node programs; the
 // locktest command the CLI tests built is removed at the end.
-func TestMain(m *testing.M) { testexe.Main(m, func() { removeCLI() }) }
+func TestMain(m *testing.M) { testexe.Main(m, func() error { removeCLI(); return nil }) }

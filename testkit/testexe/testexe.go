@@ -33,13 +33,16 @@ const (
 )
 
 // Main runs one worker or one embedded server when the environment asks for
-// it, else the tests, and then each of after; it exits with the tests'
-// code and does not return.
-func Main(m *testing.M, after ...func()) {
+// it, else the tests, and then each of after (an error of one fails the
+// test binary); it exits with the tests' code and does not return.
+func Main(m *testing.M, after ...func() error) {
 	ServeIfAsked()
 	code := m.Run()
 	for _, f := range after {
-		f()
+		if err := f(); err != nil {
+			fmt.Fprintf(os.Stderr, "FAIL: after the tests: %v\n", err)
+			code = 1
+		}
 	}
 	// Every run closes its client addresses (clusters/clientaddr); one
 	// this process still owns was left behind.
