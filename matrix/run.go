@@ -75,6 +75,10 @@ func (r Result) Summary() string {
 			return "no lock holder was killed"
 		}
 		return strings.Join(parts, ", ")
+	case r.Fenced != nil && r.Safety.Violated:
+		return "not saved by fencing: the store accepted (" + reports.KindsText(r.Safety.Kinds) + ")"
+	case r.Fenced != nil && r.Safety.Conclusive:
+		return fmt.Sprintf("saved by fencing: the lock broke, the store rejected %d stale write(s), %d faults", r.Fenced.Rejected, r.Safety.Faults)
 	case r.Safety.Violated:
 		return "violation (" + reports.KindsText(r.Safety.Kinds) + ")"
 	case !r.Safety.Conclusive:

@@ -24,6 +24,11 @@ func TestSummary(t *testing.T) {
 		{Result{Safety: Safety{Conclusive: true, Violated: true, Kinds: map[string]int{"overlap": 2}}}, "violation (" + reports.KindsText(map[string]int{"overlap": 2}) + ")"},
 		{Result{Safety: Safety{Reason: "no fault applied"}}, "inconclusive: no fault applied"},
 		{Result{Safety: Safety{Conclusive: true, Faults: 4}, Acquired: 90}, "no violation, 4 faults, 90 acquires"},
+		// A fenced client-pause run says what its store did.
+		{Result{Safety: Safety{Conclusive: true, Faults: 1}, Fenced: &FencedRun{LockBroke: true, Rejected: 2}}, "saved by fencing: the lock broke, the store rejected 2 stale write(s), 1 faults"},
+		{Result{Safety: Safety{Conclusive: true, Violated: true, Kinds: map[string]int{"stale-write": 1}}, Fenced: &FencedRun{LockBroke: true}},
+			"not saved by fencing: the store accepted (" + reports.KindsText(map[string]int{"stale-write": 1}) + ")"},
+		{Result{Safety: Safety{Reason: lockHeld}, Fenced: &FencedRun{}}, "inconclusive: " + lockHeld},
 	} {
 		if got := tt.r.Summary(); got != tt.want {
 			t.Errorf("Summary() = %q, want %q", got, tt.want)
