@@ -37,8 +37,9 @@ func Sequential(p Probe) bool { return p == ProbeSafety || p == ProbeDeadlock }
 //     stats.DefaultMaxRate (the 95% Wilson interval of k violations in n
 //     conclusive runs starts above it: 1 of 1, 2 of 2 to 4, 3 of 5 to 7)
 //     is violated, and more seeds would only narrow its rate;
-//   - a safety cell whose runs all found its faults not applicable to the
-//     backend is n/a, a fact of the backend that every seed repeats;
+//   - a safety cell whose runs were all n/a (its faults do not apply to
+//     the backend; a fenced cell of a client without tokens) is n/a, a
+//     fact of the backend or the client that every seed repeats;
 //   - a deadlock cell that saw a lock stay stuck after its holder died is
 //     stuck, which no later run can undo.
 //
@@ -71,7 +72,7 @@ func Decided(p Probe, rs []Result) (bool, string) {
 		}
 	}
 	if na == len(rs) {
-		return true, "its faults do not apply to the backend"
+		return true, "n/a, which every seed would repeat: " + rs[0].Safety.Reason
 	}
 	if lo := stats.Wilson(k, n).Lo; k > 0 && lo > stats.DefaultMaxRate {
 		return true, fmt.Sprintf("%s in %s put the rate at %s or more at 95%%, above the %s a held cell may still have",

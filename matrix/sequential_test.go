@@ -56,7 +56,7 @@ func TestDecided(t *testing.T) {
 		{"2 of 4", ProbeSafety, []Result{h(1), v(2), h(3), v(4)}, true, "2 violations in 4 runs"},
 		{"2 of 5", ProbeSafety, []Result{h(1), v(2), h(3), v(4), h(5)}, false, ""},
 		{"held 0 of 5", ProbeSafety, []Result{h(1), h(2), h(3), h(4), h(5)}, false, ""},
-		{"n/a", ProbeSafety, []Result{na(1)}, true, "its faults do not apply to the backend"},
+		{"n/a", ProbeSafety, []Result{na(1)}, true, "n/a, which every seed would repeat: fault clock-bump: fault unavailable: not applicable"},
 		{"n/a beside a conclusive run", ProbeSafety, []Result{na(1), h(2)}, false, ""},
 		{"a run that did not start", ProbeSafety, []Result{failed}, false, ""},
 		{"a stuck lock", ProbeDeadlock, []Result{stuck}, true, "a lock stayed stuck after its holder died"},
