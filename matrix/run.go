@@ -30,6 +30,12 @@ type Made struct {
 func Run(ctx context.Context, o Options, jobs []Job, parallel int, shard, command string, done func(i int, r Result)) (Made, error) {
 	start := time.Now()
 	header := o.Header(ctx, start, parallel, shard, command)
+	keep := run.NewClusters() // the runs reuse their clusters (run.Clusters)
+	defer keep.Close(context.WithoutCancel(ctx))
+	jobs = slices.Clone(jobs)
+	for i := range jobs {
+		jobs[i].Config.Clusters = keep
+	}
 	results, runErr := Execute(ctx, jobs, parallel, done)
 	header.Elapsed = time.Since(start).Round(time.Second)
 	if err := reports.WriteMatrixHeader(o.Base.StoreDir, header); err != nil {
