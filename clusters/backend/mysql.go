@@ -220,6 +220,10 @@ var mysqlSystemSchemas = []string{"information_schema", "mysql", "performance_sc
 const mysqlOthers = "SELECT ID, USER, COALESCE(HOST, '') FROM information_schema.PROCESSLIST " +
 	"WHERE ID <> CONNECTION_ID() AND COMMAND NOT IN ('Daemon', 'Binlog Dump') AND USER NOT IN ('system user', 'event_scheduler')"
 
+// mysqlOthersState is mysqlOthers with what each connection does.
+const mysqlOthersState = "SELECT ID, USER, COALESCE(HOST, ''), COMMAND, COALESCE(STATE, ''), COALESCE(LEFT(INFO, 60), '') FROM information_schema.PROCESSLIST " +
+	"WHERE ID <> CONNECTION_ID() AND COMMAND NOT IN ('Daemon', 'Binlog Dump') AND USER NOT IN ('system user', 'event_scheduler')"
+
 // mysqlOpen opens a pool of one connection to the server at addr as root,
 // as the impls log in.
 func mysqlOpen(addr string) (*sql.DB, error) {
@@ -239,8 +243,8 @@ func mysqlOpen(addr string) (*sql.DB, error) {
 // connection, which ends their GET_LOCK locks, row locks and open
 // transactions, and drops every database a fresh server lacks (the
 // impls' locktest database with its lock tables and their
-// AUTO_INCREMENT counters), and returns once no other connection is
-// left.
+// AUTO_INCREMENT counters). It kills until no other connection is left,
+// so that one a client made meanwhile ends too.
 func resetMySQL(ctx context.Context, l Layout, nodes []clusters.Node) error {
 	for _, n := range nodes {
 		if err := func() error {
@@ -249,16 +253,23 @@ func resetMySQL(ctx context.Context, l Layout, nodes []clusters.Node) error {
 				return err
 			}
 			defer db.Close()
-			others, err := mysqlList(ctx, db, mysqlOthers)
-			if err != nil {
-				return err
-			}
-			for _, o := range others {
-				id, _, _ := strings.Cut(o, " ")
-				// A connection that ended meanwhile is no error.
-				if _, err := db.ExecContext(ctx, "KILL CONNECTION "+id); err != nil && !strings.Contains(err.Error(), "Unknown thread") {
-					return fmt.Errorf("KILL CONNECTION %s: %w", id, err)
+			// Kill every other connection until none is left: one made
+			// meanwhile is killed in turn.
+			if err := Poll(ctx, func() error {
+				left, err := mysqlList(ctx, db, mysqlOthersState)
+				if err != nil || len(left) == 0 {
+					return err
 				}
+				for _, o := range left {
+					id, _, _ := strings.Cut(o, " ")
+					// A connection that ended meanwhile is no error.
+					if _, err := db.ExecContext(ctx, "KILL CONNECTION "+id); err != nil && !strings.Contains(err.Error(), "Unknown thread") {
+						return fmt.Errorf("KILL CONNECTION %s: %w", id, err)
+					}
+				}
+				return fmt.Errorf("connections left: %s", strings.Join(left, "; "))
+			}); err != nil {
+				return err
 			}
 			dbs, err := mysqlList(ctx, db, "SHOW DATABASES")
 			if err != nil {
@@ -271,13 +282,7 @@ func resetMySQL(ctx context.Context, l Layout, nodes []clusters.Node) error {
 					}
 				}
 			}
-			return Poll(ctx, func() error {
-				left, err := mysqlList(ctx, db, mysqlOthers)
-				if err == nil && len(left) > 0 {
-					err = fmt.Errorf("%d connections left", len(left))
-				}
-				return err
-			})
+			return nil
 		}(); err != nil {
 			return fmt.Errorf("%s: reset %s: %w", l.Backend, n.Name, err)
 		}
@@ -287,7 +292,7 @@ func resetMySQL(ctx context.Context, l Layout, nodes []clusters.Node) error {
 
 // mysqlResidue is the mysql backend's Residue: the databases a fresh
 // server lacks, their tables, and the other clients' connections (which
-// may hold GET_LOCK locks).
+// may hold GET_LOCK locks) still there after closingGrace.
 func mysqlResidue(ctx context.Context, l Layout, nodes []clusters.Node) ([]string, error) {
 	var out []string
 	for _, n := range nodes {
@@ -315,7 +320,7 @@ func mysqlResidue(ctx context.Context, l Layout, nodes []clusters.Node) ([]strin
 				return err
 			}
 			out = append(out, listed(prefix+"table ", tables)...)
-			others, err := mysqlList(ctx, db, mysqlOthers)
+			others, err := lasting(ctx, func() ([]string, error) { return mysqlList(ctx, db, mysqlOthers) })
 			if err != nil {
 				return err
 			}

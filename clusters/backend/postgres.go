@@ -300,8 +300,10 @@ func resetPostgres(ctx context.Context, l Layout, nodes []clusters.Node) error {
 }
 
 // postgresResidue is the postgres backend's Residue: the other clients'
-// sessions, the advisory locks, the prepared transactions, and the
-// databases, schemas, tables, sequences and views a fresh server lacks.
+// sessions (those still there after closingGrace: a session that was
+// closing, such as Reset's own, is gone by then), the advisory locks,
+// the prepared transactions, and the databases, schemas, tables,
+// sequences and views a fresh server lacks.
 func postgresResidue(ctx context.Context, l Layout, nodes []clusters.Node) ([]string, error) {
 	var out []string
 	for _, n := range nodes {
@@ -316,7 +318,7 @@ func postgresResidue(ctx context.Context, l Layout, nodes []clusters.Node) ([]st
 				{"session ", pgOthers}, {"advisory lock ", pgAdvisory}, {"prepared transaction ", pgPrepared},
 				{"database ", pgDatabases}, {"schema ", pgSchemas}, {"", pgRelations},
 			} {
-				items, err := pgList(ctx, c, q.query)
+				items, err := lasting(ctx, func() ([]string, error) { return pgList(ctx, c, q.query) })
 				if err != nil {
 					return err
 				}

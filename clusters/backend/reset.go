@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/locktest/locktest/clusters"
 )
@@ -57,4 +58,35 @@ func listed(prefix string, items []string) []string {
 		out = append(out, prefix+it)
 	}
 	return out
+}
+
+// closingGrace is how long a session that Reset or an earlier check
+// closed may still be listed by its server (a backend exits after the
+// client's goodbye, not with it).
+const closingGrace = 300 * time.Millisecond
+
+// lasting returns the items list gives now that it still gives
+// closingGrace later: the other clients' sessions, without those that
+// were closing. A list that is empty at once is not asked again.
+func lasting(ctx context.Context, list func() ([]string, error)) ([]string, error) {
+	first, err := list()
+	if err != nil || len(first) == 0 {
+		return first, err
+	}
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-time.After(closingGrace):
+	}
+	again, err := list()
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, it := range first {
+		if slices.Contains(again, it) {
+			out = append(out, it)
+		}
+	}
+	return out, nil
 }

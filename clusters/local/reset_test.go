@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -64,25 +65,61 @@ func TestResetLeavesNoResidue(t *testing.T) {
 			}
 			start := time.Now()
 			now := func() time.Duration { return time.Since(start) }
+			var open []impls.Client
 			hold := func(name string, p int) {
 				t.Helper()
-				cl := testcluster.Client(t, name, nodes, p, now, nil)
+				i, err := impls.Lookup(name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				cfg := impls.Config{Addrs: testcluster.Addrs(nodes), Process: p, Now: now, Wall: time.Now}
+				for _, n := range nodes {
+					cfg.Nodes = append(cfg.Nodes, impls.Node{Name: n.Name, Addr: n.Addr, Role: n.Role})
+				}
+				cl, err := i.New(ctx, cfg)
+				if err != nil {
+					t.Fatalf("%s: %v", name, err)
+				}
+				open = append(open, cl)
 				// A lock of its own: a blocking impl would wait out another's.
 				if _, err := cl.Acquire(ctx, fmt.Sprintf("lock-%d", p), time.Minute); err != nil && !errors.Is(err, impls.ErrNotAcquired) {
 					t.Fatalf("%s: acquire: %v", name, err)
 				}
 			}
+			// closeAll closes the clients, as a run stops its workers.
+			closeAll := func() {
+				for _, cl := range open {
+					cl.Close()
+				}
+				open = nil
+			}
+			reset := func(when string) {
+				t.Helper()
+				if err := backend.Reset(ctx, layout, nodes); err != nil {
+					t.Fatalf("reset %s: %v", when, err)
+				}
+			}
+			defer func() { closeAll() }() // each client once: some refuse a second Close
 			for p, name := range names {
 				hold(name, p)
 			}
-			if res := residue("while the impls hold their locks"); len(res) == 0 {
+			held := residue("while the impls hold their locks")
+			if len(held) == 0 {
 				t.Fatalf("no residue while %v hold locks: Residue reads nothing", names)
-			} else {
-				t.Logf("residue of %v: %q", names, res)
 			}
-			if err := backend.Reset(ctx, layout, nodes); err != nil {
-				t.Fatalf("reset: %v", err)
+			t.Logf("residue of %v: %q", names, held)
+			// The holders' clients are still connected: what they made,
+			// their sessions included, must be gone all the same. (A
+			// client may make a session anew, and its set-up with it,
+			// which a run's stopped workers cannot.)
+			reset("with the holders connected")
+			for _, r := range residue("after the reset") {
+				if slices.Contains(held, r) {
+					t.Errorf("%q outlived the reset", r)
+				}
 			}
+			closeAll()
+			reset("once the clients closed")
 			if res := residue("after the reset"); len(res) > 0 {
 				t.Fatalf("residue after the reset: %q", res)
 			}
@@ -90,11 +127,10 @@ func TestResetLeavesNoResidue(t *testing.T) {
 			if res := residue("after a lock taken after the reset"); len(res) == 0 {
 				t.Fatalf("no residue after %s took a lock after the reset: Residue sees no new state", names[0])
 			}
-			if err := backend.Reset(ctx, layout, nodes); err != nil {
-				t.Fatalf("second reset: %v", err)
-			}
-			if res := residue("after the second reset"); len(res) > 0 {
-				t.Fatalf("residue after the second reset: %q", res)
+			closeAll()
+			reset("after the lock taken after it")
+			if res := residue("after the last reset"); len(res) > 0 {
+				t.Fatalf("residue after the last reset: %q", res)
 			}
 		})
 	}
