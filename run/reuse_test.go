@@ -17,6 +17,7 @@ import (
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/runstore"
 	"github.com/locktest/locktest/testkit/gate"
+	"github.com/locktest/locktest/testkit/schemacheck"
 )
 
 // TestFaultKeepsFollowsTheRegistry checks the give-back rule of each
@@ -295,6 +296,11 @@ func TestReusedClusterGivesAFreshOnesVerdicts(t *testing.T) {
 			}
 			if c := fresh.Run.Cluster; c != nil {
 				t.Errorf("a run without a keeper records a cluster: %+v", c)
+			}
+			for _, o := range outs[:2] {
+				if err := schemacheck.ValidateFile("results", filepath.Join(o.Dir, runstore.ResultsFile)); err != nil {
+					t.Error(err)
+				}
 			}
 			if started, reusedN := k.Stats(); started != 1 || reusedN != 1 {
 				t.Errorf("the keeper started %d clusters and reused %d, want 1 and 1", started, reusedN)
