@@ -31,6 +31,12 @@ type Made struct {
 func Run(ctx context.Context, o Options, jobs []Job, pace Pace, shard, command string, done func(i int, r Result)) (Made, error) {
 	start := time.Now()
 	header := o.Header(ctx, start, 0, shard, command)
+	keep := run.NewClusters() // the runs reuse their clusters (run.Clusters)
+	defer keep.Close(context.WithoutCancel(ctx))
+	jobs = slices.Clone(jobs)
+	for i := range jobs {
+		jobs[i].Config.Clusters = keep
+	}
 	results, skipped, runErr := Execute(ctx, jobs, pace, done)
 	header.Elapsed = time.Since(start).Round(time.Second)
 	header.Parallel, header.Pace, header.Skipped = pace.Most(), pace.Text(), skipped

@@ -17,6 +17,7 @@ func init() {
 		pins:      pinNone,
 		noPins:    "it kills every data node",
 		dataNodes: true,
+		Whole:     true,
 	})
 }
 

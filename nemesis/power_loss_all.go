@@ -22,6 +22,7 @@ func init() {
 		pins:      pinNone,
 		noPins:    "it cuts every data node",
 		dataNodes: true,
+		Whole:     true,
 	})
 }
 

@@ -32,6 +32,11 @@ type Spec struct {
 	// it has healed must allow for the wait.
 	WaitsWindow bool
 
+	// Whole says that the fault hits every data node of the cluster at
+	// once (kill-all, power-loss-all): at its heal the cluster forms
+	// again as a whole, as it did at its start.
+	Whole bool
+
 	// New builds the fault for a run whose environment it is available in.
 	// An error is a bad setting (a window that is not positive, say).
 	New func(env Env) (Fault, error)

@@ -262,6 +262,9 @@ func RenderReport(r runstore.Results, h *history.Table, x Extras) ([]byte, error
 	if r.Run.Clock != "" {
 		d.Cluster += ", clock: " + r.Run.Clock
 	}
+	if c := r.Run.Cluster; c != nil && c.Reused {
+		d.Cluster += fmt.Sprintf(", reused: it served %d runs before this one, started by %s (reset %s)", c.RunsBefore, c.StartedBy, c.Reset)
+	}
 	lat := latencyData(h)
 	d.Latency = latencySVG(tl, lat)
 	for i, s := range latencySeries {

@@ -173,6 +173,12 @@ type Config struct {
 	// --inventory, ...), by name: each provider declares its own
 	// (provider.Def.Settings), and refuses those of another.
 	ProviderSettings provider.Values
+	// Clusters, when set, keeps started clusters across the runs of a
+	// series that share it (the matrix): the run takes a kept cluster
+	// like its own, reset and checked, and gives its cluster back at its
+	// end when it left it healthy (see Clusters). Nil: the run starts
+	// and stops a cluster of its own.
+	Clusters *Clusters
 }
 
 // SetupError is a run that could not start or was misconfigured: bad
@@ -480,6 +486,14 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 		// and FORWARD rule behind.
 		stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
+		if pool != nil && cfg.Clusters != nil {
+			// The workers go first, as in stopAll, before the cluster
+			// is given back.
+			if err := pool.Stop(stopCtx); err != nil {
+				lg.Warn("stop workers", "err", err)
+			}
+		}
+		cl = cfg.Clusters.finish(stopCtx, cl, logDir, lg)
 		stopAll(stopCtx, cl, pool, resStore, logDir, lg)
 		closeCtx, cancelClose := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancelClose()
@@ -580,9 +594,10 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 		lg.Warn("the disk stalled: a service that syncs before it answers may have let a lease this short expire with no fault", "longest", d,
 			"at", info.Stalls.Disk.LongestAt, "slow_syncs", info.Stalls.Disk.Count, "ttl", cfg.TTL)
 	}
-	if err := <-nemDone; err != nil {
-		runErrs = append(runErrs, err.Error())
-		lg.Error("nemesis", "err", err)
+	healErr := <-nemDone
+	if healErr != nil {
+		runErrs = append(runErrs, healErr.Error())
+		lg.Error("nemesis", "err", healErr)
 	}
 	if err := writeSchedule(dir, cfg, sched); err != nil {
 		runErrs = append(runErrs, "schedule: "+err.Error())
@@ -590,14 +605,16 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	// A host whose SSH connection was lost during the run may have run its
 	// node on without the faults meant for it, or been healed of none: the
 	// run did not test what it meant to, even with nothing left to apply.
-	if why := prov.p.Lost(); why != "" {
-		runErrs = append(runErrs, cmp.Or(cfg.Provider, Providers[0])+": "+why)
+	lost := prov.p.Lost()
+	if lost != "" {
+		runErrs = append(runErrs, cmp.Or(cfg.Provider, Providers[0])+": "+lost)
 	}
 	stopCtx, cancel := context.WithTimeout(context.Background(), cfg.Timeout+cfg.TTL+5*time.Second)
 	if err := pool.Stop(stopCtx); err != nil {
 		runErrs = append(runErrs, err.Error())
 	}
 	cancel()
+	info.Cluster = cfg.Clusters.judge(context.WithoutCancel(ctx), cl, cfg.faultParts(), healErr, info.Interrupted, lost, lg)
 	if err := hw.Close(); err != nil {
 		runErrs = append(runErrs, "history: "+err.Error())
 	}
@@ -753,7 +770,7 @@ func progress(ctx context.Context, lg *slog.Logger, total time.Duration, rec *hi
 // it.
 func start(ctx context.Context, cfg Config, impl impls.Impl, dir, logDir string, clock history.Clock,
 	rec *history.Recorder, prov *providerSetup, info *runstore.RunInfo, starting func(int), lg *slog.Logger) (clusters.Cluster, *workloads.Pool, *workloads.Store, error) {
-	cl, err := startCluster(ctx, cfg, impl, dir, prov, lg)
+	cl, err := cfg.Clusters.startCluster(ctx, cfg, impl, dir, prov, lg)
 	info.Versions.Servers = serverVersions(ctx, cfg, impl.Backend, cl, err, lg)
 	if err != nil {
 		return cl, nil, nil, err

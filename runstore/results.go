@@ -116,6 +116,33 @@ type RunInfo struct {
 	// Stalls is how promptly the machine ran a process while the
 	// workload ran (nil in runs stored before it was measured).
 	Stalls *Stalls `json:"stalls,omitempty"`
+	// Cluster says how a run of a series that keeps its clusters
+	// (run.Clusters: the matrix) came by its cluster and what became of
+	// it; nil for a run that started and stopped a cluster of its own.
+	Cluster *ClusterInfo `json:"cluster,omitempty"`
+}
+
+// ClusterInfo is how a run came by its cluster when a series of runs
+// keeps started clusters to reuse them (run.Clusters), and whether the
+// run gave it back.
+type ClusterInfo struct {
+	// Reused says the cluster served earlier runs: RunsBefore of them,
+	// the first in the folder StartedBy, whose logs/ holds the nodes'
+	// logs up to this run. This run's logs/ holds only what the nodes
+	// logged while it had the cluster.
+	Reused     bool   `json:"reused"`
+	RunsBefore int    `json:"runs_before"`
+	StartedBy  string `json:"started_by,omitempty"`
+	// Reset says how the cluster's data was returned to a fresh start's
+	// before the run, and how that was proven: "checked: no residue".
+	Reset string `json:"reset,omitempty"`
+	// Fresh, on a run that started its cluster, says why no kept cluster
+	// served it ("" when the keeper had none that matched).
+	Fresh string `json:"fresh,omitempty"`
+	// Kept says the run gave the cluster back for a later run; NotKept
+	// says why it stopped it instead.
+	Kept    bool   `json:"kept"`
+	NotKept string `json:"not_kept,omitempty"`
 }
 
 // Stalls is what the driver saw of the machine while the workload ran: a

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
@@ -128,6 +129,8 @@ func init() {
 		},
 		Locks:           Leases,
 		Version:         askEtcd,
+		Reset:           resetEtcd,
+		Residue:         etcdResidue,
 		ClockShimReason: etcdNoClockShim,
 		SyncsRecorded:   true,
 	}, etcdKind)
@@ -273,4 +276,107 @@ func EtcdRole(ctx context.Context, addr string) (string, error) {
 		return EtcdLeader, nil
 	}
 	return EtcdFollower, nil
+}
+
+// resetEtcd is etcd's Reset: it deletes every key and revokes every lease
+// (the impls' lock keys and their sessions' leases) through the cluster,
+// and returns once every member's own store (a serializable read) holds
+// no key. The revision goes on from where it was: a fresh cluster's
+// would start at 1, but tokens drawn from it only have to grow.
+func resetEtcd(ctx context.Context, l Layout, nodes []clusters.Node) error {
+	members := l.OfKind(nodes, KindEtcd)
+	c, err := etcdClient(members)
+	if err != nil {
+		return fmt.Errorf("%s: reset: %w", l.Backend, err)
+	}
+	defer c.Close()
+	qctx, cancel := context.WithTimeout(ctx, resetTimeout)
+	defer cancel()
+	ls, err := c.Leases(qctx)
+	if err != nil {
+		return fmt.Errorf("%s: reset: list leases: %w", l.Backend, err)
+	}
+	for _, lease := range ls.Leases {
+		if _, err := c.Revoke(qctx, lease.ID); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			return fmt.Errorf("%s: reset: revoke lease %x: %w", l.Backend, lease.ID, err)
+		}
+	}
+	if _, err := c.Delete(qctx, "", clientv3.WithPrefix()); err != nil {
+		return fmt.Errorf("%s: reset: delete every key: %w", l.Backend, err)
+	}
+	for _, m := range members {
+		mc, err := etcdClient([]clusters.Node{m})
+		if err != nil {
+			return fmt.Errorf("%s: reset %s: %w", l.Backend, m.Name, err)
+		}
+		err = Poll(ctx, func() error {
+			r, err := mc.Get(ctx, "", clientv3.WithPrefix(), clientv3.WithCountOnly(), clientv3.WithSerializable())
+			if err == nil && r.Count > 0 {
+				err = fmt.Errorf("%d keys left", r.Count)
+			}
+			return err
+		})
+		mc.Close()
+		if err != nil {
+			return fmt.Errorf("%s: reset %s: %w", l.Backend, m.Name, err)
+		}
+	}
+	return nil
+}
+
+// etcdResidue is etcd's Residue: the keys in each member's own store (a
+// serializable read of that member alone), and the leases the cluster
+// grants.
+func etcdResidue(ctx context.Context, l Layout, nodes []clusters.Node) ([]string, error) {
+	var out []string
+	members := l.OfKind(nodes, KindEtcd)
+	for _, m := range members {
+		keys, err := func() ([]string, error) {
+			c, err := etcdClient([]clusters.Node{m})
+			if err != nil {
+				return nil, err
+			}
+			defer c.Close()
+			qctx, cancel := context.WithTimeout(ctx, resetTimeout)
+			defer cancel()
+			r, err := c.Get(qctx, "", clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithSerializable())
+			if err != nil {
+				return nil, err
+			}
+			var keys []string
+			for _, kv := range r.Kvs {
+				keys = append(keys, string(kv.Key))
+			}
+			return keys, nil
+		}()
+		if err != nil {
+			return out, fmt.Errorf("%s: residue of %s: %w", l.Backend, m.Name, err)
+		}
+		out = append(out, listed(fmt.Sprintf("%s %s: key ", l.Backend, m.Name), keys)...)
+	}
+	c, err := etcdClient(members)
+	if err != nil {
+		return out, fmt.Errorf("%s: residue: %w", l.Backend, err)
+	}
+	defer c.Close()
+	qctx, cancel := context.WithTimeout(ctx, resetTimeout)
+	defer cancel()
+	ls, err := c.Leases(qctx)
+	if err != nil {
+		return out, fmt.Errorf("%s: residue: list leases: %w", l.Backend, err)
+	}
+	var ids []string
+	for _, lease := range ls.Leases {
+		ids = append(ids, fmt.Sprintf("%x", lease.ID))
+	}
+	return append(out, listed(l.Backend+": lease ", ids)...), nil
+}
+
+// etcdClient is a client of the members, quiet.
+func etcdClient(members []clusters.Node) (*clientv3.Client, error) {
+	var eps []string
+	for _, m := range members {
+		eps = append(eps, m.Addr)
+	}
+	return clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: resetTimeout, Logger: zap.NewNop()})
 }

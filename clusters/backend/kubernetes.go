@@ -18,6 +18,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -160,6 +161,8 @@ func init() {
 		Version:         askKube,
 		Product:         kubeProduct,
 		ClockShimReason: kubeNoClockShim,
+		Reset:           resetKube,
+		Residue:         kubeResidue,
 	}, kubeAPIServerKind)
 }
 
@@ -256,7 +259,12 @@ func serviceAccountKey() (string, error) {
 // not checking its certificate, which it made itself; a status other than
 // 200 is an error with the body's first line.
 func kubeGet(ctx context.Context, addr, p string) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+addr+p, nil)
+	return kubeDo(ctx, http.MethodGet, addr, p)
+}
+
+// kubeDo is kubeGet with another method.
+func kubeDo(ctx context.Context, method, addr, p string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, method, "https://"+addr+p, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -272,7 +280,7 @@ func kubeGet(ctx context.Context, addr, p string) ([]byte, error) {
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if resp.StatusCode != http.StatusOK {
 		first, _, _ := strings.Cut(strings.TrimSpace(string(body)), "\n")
-		return nil, fmt.Errorf("GET %s: %s: %s", p, resp.Status, first)
+		return nil, fmt.Errorf("%s %s: %s: %s", method, p, resp.Status, first)
 	}
 	return body, nil
 }
@@ -302,4 +310,79 @@ func askKube(ctx context.Context, addr string, params map[string]string) (string
 		return "", "", fmt.Errorf("GET /version: no gitVersion in %q", body)
 	}
 	return ProductKubeAPIServer, v.GitVersion, nil
+}
+
+// kubeSystemNamespaces hold the Leases the apiservers keep of themselves,
+// which a fresh cluster has too.
+var kubeSystemNamespaces = []string{"kube-system", "kube-node-lease"}
+
+// kubeLeases lists the Lease objects outside kubeSystemNamespaces, as
+// namespace/name, through the apiserver at addr.
+func kubeLeases(ctx context.Context, addr string) ([]string, error) {
+	body, err := kubeGet(ctx, addr, "/apis/coordination.k8s.io/v1/leases")
+	if err != nil {
+		return nil, err
+	}
+	var list struct {
+		Items []struct {
+			Meta struct {
+				Name      string `json:"name"`
+				Namespace string `json:"namespace"`
+			} `json:"metadata"`
+		} `json:"items"`
+	}
+	if err := json.Unmarshal(body, &list); err != nil {
+		return nil, fmt.Errorf("list leases: %w", err)
+	}
+	var out []string
+	for _, it := range list.Items {
+		if !slices.Contains(kubeSystemNamespaces, it.Meta.Namespace) {
+			out = append(out, it.Meta.Namespace+"/"+it.Meta.Name)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// resetKube is the kubernetes backend's Reset: it deletes every Lease
+// object outside kubeSystemNamespaces (the impls' locks) through the
+// first apiserver, and returns once every apiserver lists none. The
+// impls' namespace stays: deleting it takes the apiserver a while
+// (Terminating), during which the next run could make no Lease in it.
+func resetKube(ctx context.Context, l Layout, nodes []clusters.Node) error {
+	apis := l.OfKind(nodes, KindKubeAPIServer)
+	if len(apis) == 0 {
+		return fmt.Errorf("%s: reset: no apiserver", l.Backend)
+	}
+	leases, err := kubeLeases(ctx, apis[0].Addr)
+	if err != nil {
+		return fmt.Errorf("%s: reset %s: %w", l.Backend, apis[0].Name, err)
+	}
+	for _, lease := range leases {
+		ns, name, _ := strings.Cut(lease, "/")
+		if _, err := kubeDo(ctx, http.MethodDelete, apis[0].Addr, "/apis/coordination.k8s.io/v1/namespaces/"+ns+"/leases/"+name); err != nil && !strings.Contains(err.Error(), "404") {
+			return fmt.Errorf("%s: reset %s: delete lease %s: %w", l.Backend, apis[0].Name, lease, err)
+		}
+	}
+	return Poll(ctx, func() error {
+		res, err := kubeResidue(ctx, l, nodes)
+		if err == nil && len(res) > 0 {
+			err = fmt.Errorf("%s: reset: left %s", l.Backend, strings.Join(res, "; "))
+		}
+		return err
+	})
+}
+
+// kubeResidue is the kubernetes backend's Residue: the Lease objects
+// outside kubeSystemNamespaces that each apiserver lists.
+func kubeResidue(ctx context.Context, l Layout, nodes []clusters.Node) ([]string, error) {
+	var out []string
+	for _, n := range l.OfKind(nodes, KindKubeAPIServer) {
+		leases, err := kubeLeases(ctx, n.Addr)
+		if err != nil {
+			return out, fmt.Errorf("%s: residue of %s: %w", l.Backend, n.Name, err)
+		}
+		out = append(out, listed(fmt.Sprintf("%s %s: lease ", l.Backend, n.Name), leases)...)
+	}
+	return out, nil
 }

@@ -5,11 +5,14 @@ import (
 	"database/sql"
 	"fmt"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/locktest/locktest/clusters"
 )
 
 // MySQL is the backend of one MySQL-protocol server, and KindMariaDB the
@@ -32,6 +35,8 @@ func init() {
 		Configure: oneServer,
 		Locks:     ServerSessions,
 		Version:   askMySQL,
+		Reset:     resetMySQL,
+		Residue:   mysqlResidue,
 	}, mariadbKind)
 }
 
@@ -205,4 +210,166 @@ func ParseMySQLVersion(v string) (product, version string) {
 		return ProductMariaDB, v
 	}
 	return ProductMySQL, v
+}
+
+// mysqlSystemSchemas are the databases a fresh MariaDB server has.
+var mysqlSystemSchemas = []string{"information_schema", "mysql", "performance_schema", "sys"}
+
+// mysqlOthers selects the other clients' connections: every connection
+// but the asking one and the server's own threads.
+const mysqlOthers = "SELECT ID, USER, COALESCE(HOST, '') FROM information_schema.PROCESSLIST " +
+	"WHERE ID <> CONNECTION_ID() AND COMMAND NOT IN ('Daemon', 'Binlog Dump') AND USER NOT IN ('system user', 'event_scheduler')"
+
+// mysqlOthersState is mysqlOthers with what each connection does.
+const mysqlOthersState = "SELECT ID, USER, COALESCE(HOST, ''), COMMAND, COALESCE(STATE, ''), COALESCE(LEFT(INFO, 60), '') FROM information_schema.PROCESSLIST " +
+	"WHERE ID <> CONNECTION_ID() AND COMMAND NOT IN ('Daemon', 'Binlog Dump') AND USER NOT IN ('system user', 'event_scheduler')"
+
+// mysqlOpen opens a pool of one connection to the server at addr as root,
+// as the impls log in.
+func mysqlOpen(addr string) (*sql.DB, error) {
+	cfg := mysql.NewConfig()
+	cfg.User, cfg.Net, cfg.Addr = "root", "tcp", addr
+	cfg.Timeout, cfg.ReadTimeout, cfg.WriteTimeout = resetTimeout, resetTimeout, resetTimeout
+	c, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return nil, err
+	}
+	db := sql.OpenDB(c)
+	db.SetMaxOpenConns(1)
+	return db, nil
+}
+
+// resetMySQL is the mysql backend's Reset: it kills every other client's
+// connection, which ends their GET_LOCK locks, row locks and open
+// transactions, and drops every database a fresh server lacks (the
+// impls' locktest database with its lock tables and their
+// AUTO_INCREMENT counters). It kills until no other connection is left,
+// so that one a client made meanwhile ends too.
+func resetMySQL(ctx context.Context, l Layout, nodes []clusters.Node) error {
+	for _, n := range nodes {
+		if err := func() error {
+			db, err := mysqlOpen(n.Addr)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			// Kill every other connection until none is left: one made
+			// meanwhile is killed in turn.
+			if err := Poll(ctx, func() error {
+				left, err := mysqlList(ctx, db, mysqlOthersState)
+				if err != nil || len(left) == 0 {
+					return err
+				}
+				for _, o := range left {
+					id, _, _ := strings.Cut(o, " ")
+					// A connection that ended meanwhile is no error.
+					if _, err := db.ExecContext(ctx, "KILL CONNECTION "+id); err != nil && !strings.Contains(err.Error(), "Unknown thread") {
+						return fmt.Errorf("KILL CONNECTION %s: %w", id, err)
+					}
+				}
+				return fmt.Errorf("connections left: %s", strings.Join(left, "; "))
+			}); err != nil {
+				return err
+			}
+			dbs, err := mysqlList(ctx, db, "SHOW DATABASES")
+			if err != nil {
+				return err
+			}
+			for _, d := range dbs {
+				if !slices.Contains(mysqlSystemSchemas, d) {
+					if _, err := db.ExecContext(ctx, "DROP DATABASE IF EXISTS `"+strings.ReplaceAll(d, "`", "``")+"`"); err != nil {
+						return fmt.Errorf("DROP DATABASE %s: %w", d, err)
+					}
+				}
+			}
+			return nil
+		}(); err != nil {
+			return fmt.Errorf("%s: reset %s: %w", l.Backend, n.Name, err)
+		}
+	}
+	return nil
+}
+
+// mysqlResidue is the mysql backend's Residue: the databases a fresh
+// server lacks, their tables, and the other clients' connections (which
+// may hold GET_LOCK locks) still there after closingGrace.
+func mysqlResidue(ctx context.Context, l Layout, nodes []clusters.Node) ([]string, error) {
+	var out []string
+	for _, n := range nodes {
+		prefix := fmt.Sprintf("%s %s: ", l.Backend, n.Name)
+		if err := func() error {
+			db, err := mysqlOpen(n.Addr)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			dbs, err := mysqlList(ctx, db, "SHOW DATABASES")
+			if err != nil {
+				return err
+			}
+			var extra []string
+			for _, d := range dbs {
+				if !slices.Contains(mysqlSystemSchemas, d) {
+					extra = append(extra, d)
+				}
+			}
+			out = append(out, listed(prefix+"database ", extra)...)
+			tables, err := mysqlList(ctx, db, "SELECT CONCAT(TABLE_SCHEMA, '.', TABLE_NAME) FROM information_schema.TABLES "+
+				"WHERE TABLE_SCHEMA NOT IN ('information_schema', 'mysql', 'performance_schema', 'sys') ORDER BY 1")
+			if err != nil {
+				return err
+			}
+			out = append(out, listed(prefix+"table ", tables)...)
+			others, err := lasting(ctx, func() ([]string, error) { return mysqlList(ctx, db, mysqlOthers) })
+			if err != nil {
+				return err
+			}
+			out = append(out, listed(prefix+"connection ", others)...)
+			return nil
+		}(); err != nil {
+			return out, fmt.Errorf("%s: residue of %s: %w", l.Backend, n.Name, err)
+		}
+	}
+	return out, nil
+}
+
+// mysqlList runs query and returns its rows, each row's columns joined by
+// spaces.
+func mysqlList(ctx context.Context, db *sql.DB, query string) ([]string, error) {
+	qctx, cancel := context.WithTimeout(ctx, resetTimeout)
+	defer cancel()
+	rows, err := db.QueryContext(qctx, query)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", firstWords(query), err)
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for rows.Next() {
+		vals := make([]sql.NullString, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			return nil, err
+		}
+		parts := make([]string, len(vals))
+		for i, v := range vals {
+			parts[i] = v.String
+		}
+		out = append(out, strings.Join(parts, " "))
+	}
+	return out, rows.Err()
+}
+
+// firstWords is the start of a query, for errors.
+func firstWords(q string) string {
+	if len(q) > 40 {
+		return q[:40] + "…"
+	}
+	return q
 }

@@ -118,6 +118,8 @@ func init() {
 		Product:         func(clusters.Node) string { return ProductNats },
 		ClockShimReason: natsNoShimText,
 		SyncsRecorded:   true,
+		Reset:           resetNats,
+		Residue:         natsResidue,
 	}, natsKind)
 }
 
@@ -364,4 +366,134 @@ func askNats(_ context.Context, addr string, _ map[string]string) (string, strin
 		return "", "", errors.New("the server announced no version")
 	}
 	return ProductNats, v, nil
+}
+
+// resetNats is the nats backend's Reset: it purges the lock bucket's
+// stream (every key, its revisions and its TTL markers), which the
+// cluster made as it formed and keeps, and deletes every other stream,
+// and returns once every server's replicas show it (natsResidue). The
+// bucket's sequence goes on from where it was, as etcd's revision does:
+// tokens drawn from it only have to grow.
+func resetNats(ctx context.Context, l Layout, nodes []clusters.Node) error {
+	var errs []error
+	done := false
+	for _, n := range nodes {
+		err := func() error {
+			js, closeJS, err := natsJetStream(n.Addr)
+			if err != nil {
+				return err
+			}
+			defer closeJS()
+			qctx, cancel := context.WithTimeout(ctx, resetTimeout)
+			defer cancel()
+			names := js.StreamNames(qctx)
+			var streams []string
+			for name := range names.Name() {
+				streams = append(streams, name)
+			}
+			if err := names.Err(); err != nil {
+				return fmt.Errorf("list streams: %w", err)
+			}
+			for _, name := range streams {
+				if name != natsbucket.Stream {
+					if err := js.DeleteStream(qctx, name); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+						return fmt.Errorf("delete stream %s: %w", name, err)
+					}
+					continue
+				}
+				st, err := js.Stream(qctx, name)
+				if err != nil {
+					return fmt.Errorf("stream %s: %w", name, err)
+				}
+				if err := st.Purge(qctx); err != nil {
+					return fmt.Errorf("purge stream %s: %w", name, err)
+				}
+			}
+			return nil
+		}()
+		if err == nil {
+			done = true
+			break
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", n.Name, err))
+	}
+	if !done {
+		return fmt.Errorf("%s: reset: %w", l.Backend, errors.Join(errs...))
+	}
+	return Poll(ctx, func() error {
+		res, err := natsResidue(ctx, l, nodes)
+		if err == nil && len(res) > 0 {
+			err = fmt.Errorf("%s: reset: left %s", l.Backend, strings.Join(res, "; "))
+		}
+		return err
+	})
+}
+
+// natsResidue is the nats backend's Residue: what each server's own
+// replicas hold, as its monitoring endpoint (/jsz?streams=true) reports
+// them: any stream but the lock bucket's, and any message in the
+// bucket's; and a bucket's stream missing from a server, which a fresh
+// cluster has on every one.
+func natsResidue(ctx context.Context, l Layout, nodes []clusters.Node) ([]string, error) {
+	var out []string
+	for _, n := range nodes {
+		prefix := fmt.Sprintf("%s %s: ", l.Backend, n.Name)
+		streams, err := natsStreams(ctx, natsHTTPAddr(nodes, n.Name))
+		if err != nil {
+			return out, fmt.Errorf("%s: residue of %s: %w", l.Backend, n.Name, err)
+		}
+		bucket := false
+		for _, s := range streams {
+			switch {
+			case s.Name != natsbucket.Stream:
+				out = append(out, fmt.Sprintf("%sstream %s (%d messages)", prefix, s.Name, s.State.Msgs))
+			case s.State.Msgs > 0:
+				bucket = true
+				out = append(out, fmt.Sprintf("%sstream %s: %d messages", prefix, s.Name, s.State.Msgs))
+			default:
+				bucket = true
+			}
+		}
+		if !bucket {
+			out = append(out, prefix+"no stream "+natsbucket.Stream+" (a fresh cluster has the lock bucket)")
+		}
+	}
+	return out, nil
+}
+
+// natsStream is one stream replica as a server's /jsz reports it.
+type natsStream struct {
+	Name  string `json:"name"`
+	State struct {
+		Msgs uint64 `json:"messages"`
+	} `json:"state"`
+}
+
+// natsStreams reads the stream replicas the server whose monitoring port
+// is httpAddr holds, of every account.
+func natsStreams(ctx context.Context, httpAddr string) ([]natsStream, error) {
+	qctx, cancel := context.WithTimeout(ctx, resetTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(qctx, http.MethodGet, "http://"+httpAddr+"/jsz?streams=true", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("monitoring: %w", err)
+	}
+	defer resp.Body.Close()
+	var jsz struct {
+		Accounts []struct {
+			Streams []natsStream `json:"stream_detail"`
+		} `json:"account_details"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&jsz); err != nil {
+		return nil, fmt.Errorf("monitoring /jsz: %w", err)
+	}
+	var out []natsStream
+	for _, a := range jsz.Accounts {
+		out = append(out, a.Streams...)
+	}
+	return out, nil
 }

@@ -33,6 +33,8 @@ func init() {
 		Locks:     ServerSessions,
 		Version:   askPostgres,
 		Product:   func(clusters.Node) string { return ProductPostgreSQL },
+		Reset:     resetPostgres,
+		Residue:   postgresResidue,
 	}, postgresKind)
 }
 
@@ -188,4 +190,150 @@ func ParsePostgresVersion(v string) string {
 		rest = rest[:i]
 	}
 	return strings.TrimSpace(rest)
+}
+
+// The queries of resetPostgres and postgresResidue: what a fresh server
+// lacks, each row one thing.
+const (
+	// pgOthers are the other clients' sessions, which may hold advisory
+	// and row locks.
+	pgOthers = "SELECT pid::text || ' ' || COALESCE(usename, '') || ' ' || COALESCE(application_name, '') FROM pg_stat_activity " +
+		"WHERE pid <> pg_backend_pid() AND backend_type = 'client backend' ORDER BY pid"
+	// pgRelations are the tables, sequences and views outside the
+	// system's schemas, with their kind's DROP word.
+	pgRelations = "SELECT format('%I.%I', n.nspname, c.relname) || ' ' || CASE c.relkind WHEN 'S' THEN 'SEQUENCE' " +
+		"WHEN 'v' THEN 'VIEW' WHEN 'm' THEN 'MATERIALIZED VIEW' WHEN 'f' THEN 'FOREIGN TABLE' ELSE 'TABLE' END " +
+		"FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace " +
+		"WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\\_%' " +
+		"AND c.relkind IN ('r', 'p', 'S', 'v', 'm', 'f') AND c.relispartition = false ORDER BY 1"
+	// pgSchemas are the schemas a fresh database lacks.
+	pgSchemas = "SELECT format('%I', nspname) FROM pg_namespace WHERE nspname NOT IN ('public', 'information_schema') " +
+		"AND nspname NOT LIKE 'pg\\_%' ORDER BY 1"
+	// pgDatabases are the databases a fresh server lacks.
+	pgDatabases = "SELECT format('%I', datname) FROM pg_database WHERE datname NOT IN ('postgres', 'template0', 'template1') ORDER BY 1"
+	// pgAdvisory are the advisory locks held or awaited.
+	pgAdvisory = "SELECT pid::text || ' ' || classid::text || ':' || objid::text || ' ' || mode FROM pg_locks WHERE locktype = 'advisory' ORDER BY 1"
+	// pgPrepared are the prepared transactions.
+	pgPrepared = "SELECT gid FROM pg_prepared_xacts ORDER BY 1"
+)
+
+// pgConnect connects to the server at addr as the impls do: as postgres,
+// to the database postgres.
+func pgConnect(ctx context.Context, addr string) (*pgx.Conn, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.Connect(ctx, fmt.Sprintf("host=%s port=%s user=%s dbname=%s sslmode=disable connect_timeout=%d",
+		host, port, PostgresUser, PostgresUser, int(resetTimeout.Seconds())))
+}
+
+// pgList runs query, whose rows have one text column, and returns them.
+func pgList(ctx context.Context, c *pgx.Conn, query string) ([]string, error) {
+	qctx, cancel := context.WithTimeout(ctx, resetTimeout)
+	defer cancel()
+	rows, err := c.Query(qctx, query)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", firstWords(query), err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", firstWords(query), err)
+	}
+	return out, nil
+}
+
+// resetPostgres is the postgres backend's Reset: it ends every other
+// client's session (pg_terminate_backend), which ends their advisory
+// and row locks and open transactions, waits until they are gone, and
+// drops every database, schema, table, sequence and view a fresh server
+// lacks (the impls' lock tables and their fencing sequence).
+func resetPostgres(ctx context.Context, l Layout, nodes []clusters.Node) error {
+	for _, n := range nodes {
+		if err := func() error {
+			c, err := pgConnect(ctx, n.Addr)
+			if err != nil {
+				return err
+			}
+			defer c.Close(context.WithoutCancel(ctx))
+			qctx, cancel := context.WithTimeout(ctx, resetTimeout)
+			defer cancel()
+			if _, err := c.Exec(qctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND backend_type = 'client backend'"); err != nil {
+				return fmt.Errorf("pg_terminate_backend: %w", err)
+			}
+			if err := Poll(ctx, func() error {
+				left, err := pgList(ctx, c, pgOthers)
+				if err == nil && len(left) > 0 {
+					err = fmt.Errorf("%d sessions left", len(left))
+				}
+				return err
+			}); err != nil {
+				return err
+			}
+			for _, q := range []struct{ list, drop string }{{pgDatabases, "DROP DATABASE IF EXISTS %s WITH (FORCE)"}, {pgSchemas, "DROP SCHEMA IF EXISTS %s CASCADE"}} {
+				names, err := pgList(ctx, c, q.list)
+				if err != nil {
+					return err
+				}
+				for _, name := range names {
+					if _, err := c.Exec(qctx, fmt.Sprintf(q.drop, name)); err != nil {
+						return fmt.Errorf(q.drop+": %w", name, err)
+					}
+				}
+			}
+			rels, err := pgList(ctx, c, pgRelations)
+			if err != nil {
+				return err
+			}
+			for _, r := range rels {
+				name, kind, _ := strings.Cut(r, " ")
+				if _, err := c.Exec(qctx, "DROP "+kind+" IF EXISTS "+name+" CASCADE"); err != nil {
+					return fmt.Errorf("DROP %s %s: %w", kind, name, err)
+				}
+			}
+			return nil
+		}(); err != nil {
+			return fmt.Errorf("%s: reset %s: %w", l.Backend, n.Name, err)
+		}
+	}
+	return nil
+}
+
+// postgresResidue is the postgres backend's Residue: the other clients'
+// sessions (those still there after closingGrace: a session that was
+// closing, such as Reset's own, is gone by then), the advisory locks,
+// the prepared transactions, and the databases, schemas, tables,
+// sequences and views a fresh server lacks.
+func postgresResidue(ctx context.Context, l Layout, nodes []clusters.Node) ([]string, error) {
+	var out []string
+	for _, n := range nodes {
+		prefix := fmt.Sprintf("%s %s: ", l.Backend, n.Name)
+		if err := func() error {
+			c, err := pgConnect(ctx, n.Addr)
+			if err != nil {
+				return err
+			}
+			defer c.Close(context.WithoutCancel(ctx))
+			for _, q := range []struct{ what, query string }{
+				{"session ", pgOthers}, {"advisory lock ", pgAdvisory}, {"prepared transaction ", pgPrepared},
+				{"database ", pgDatabases}, {"schema ", pgSchemas}, {"", pgRelations},
+			} {
+				items, err := lasting(ctx, func() ([]string, error) { return pgList(ctx, c, q.query) })
+				if err != nil {
+					return err
+				}
+				if q.what == "" { // "public.t TABLE" reads as "table public.t"
+					for i, it := range items {
+						name, kind, _ := strings.Cut(it, " ")
+						items[i] = strings.ToLower(kind) + " " + name
+					}
+				}
+				out = append(out, listed(prefix+q.what, items)...)
+			}
+			return nil
+		}(); err != nil {
+			return out, fmt.Errorf("%s: residue of %s: %w", l.Backend, n.Name, err)
+		}
+	}
+	return out, nil
 }

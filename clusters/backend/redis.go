@@ -81,6 +81,8 @@ func init() {
 		Version:       askRedis,
 		Product:       redisProduct,
 		SyncsRecorded: true,
+		Reset:         resetRedis,
+		Residue:       redisResidue,
 	}, redisKind)
 }
 

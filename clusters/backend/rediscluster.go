@@ -376,6 +376,8 @@ func init() {
 		Params:      RedisClusterParams,
 		Persistence: true,
 		Locks:       Leases,
+		Reset:       resetRedis,
+		Residue:     redisResidue,
 		Configure: func(l *Layout, nodes int, params map[string]string) (int, error) {
 			if nodes%2 != 0 || nodes < 2*DefaultRedisClusterMasters {
 				return 0, fmt.Errorf("%s: %d nodes: want an even number, at least 6 (3 masters and one replica each)", l.Backend, nodes)

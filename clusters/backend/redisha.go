@@ -11,12 +11,15 @@ package backend
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
+
+	"github.com/locktest/locktest/clusters"
 )
 
 // SentinelMasterName is the name under which the sentinels of a
@@ -229,4 +232,80 @@ func redisOptions(addr string, timeout time.Duration) *goredis.Options {
 		DialTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout,
 		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
 	}
+}
+
+// resetTimeout bounds one command of a reset or a residue check.
+const resetTimeout = 5 * time.Second
+
+// resetRedis is the Reset of the three Redis backends: FLUSHALL (and
+// SCRIPT FLUSH) on every data node that says it is a master (ROLE), which
+// removes every lock key and fencing counter the impls wrote; replicas
+// follow their master. It returns once every data node, replicas
+// included, holds no key. Sentinels keep no lock state and are left alone.
+func resetRedis(ctx context.Context, l Layout, nodes []clusters.Node) error {
+	data := l.OfKind(nodes, KindRedis)
+	for _, n := range data {
+		if err := func() error {
+			c := goredis.NewClient(redisOptions(n.Addr, resetTimeout))
+			defer c.Close()
+			role, err := c.Do(ctx, "ROLE").Slice()
+			if err != nil {
+				return fmt.Errorf("ROLE: %w", err)
+			}
+			if len(role) == 0 || role[0] != "master" {
+				return nil
+			}
+			if err := c.FlushAll(ctx).Err(); err != nil {
+				return fmt.Errorf("FLUSHALL: %w", err)
+			}
+			return c.ScriptFlush(ctx).Err()
+		}(); err != nil {
+			return fmt.Errorf("%s: reset %s: %w", l.Backend, n.Name, err)
+		}
+	}
+	for _, n := range data {
+		c := goredis.NewClient(redisOptions(n.Addr, resetTimeout))
+		err := Poll(ctx, func() error {
+			size, err := c.DBSize(ctx).Result()
+			if err == nil && size > 0 {
+				err = fmt.Errorf("%d keys left", size)
+			}
+			return err
+		})
+		c.Close()
+		if err != nil {
+			return fmt.Errorf("%s: reset %s: %w", l.Backend, n.Name, err)
+		}
+	}
+	return nil
+}
+
+// redisResidue is the Residue of the three Redis backends: the keys each
+// data node holds (SCAN), replicas included, each as
+// "<backend> <node>: key <name>".
+func redisResidue(ctx context.Context, l Layout, nodes []clusters.Node) ([]string, error) {
+	var out []string
+	for _, n := range l.OfKind(nodes, KindRedis) {
+		c := goredis.NewClient(redisOptions(n.Addr, resetTimeout))
+		var keys []string
+		var cursor uint64
+		var err error
+		for {
+			var page []string
+			if page, cursor, err = c.Scan(ctx, cursor, "*", 1000).Result(); err != nil {
+				break
+			}
+			keys = append(keys, page...)
+			if cursor == 0 {
+				break
+			}
+		}
+		c.Close()
+		if err != nil {
+			return out, fmt.Errorf("%s: residue of %s: SCAN: %w", l.Backend, n.Name, err)
+		}
+		slices.Sort(keys)
+		out = append(out, listed(fmt.Sprintf("%s %s: key ", l.Backend, n.Name), keys)...)
+	}
+	return out, nil
 }

@@ -194,6 +194,8 @@ func init() {
 		Params:      SentinelParams,
 		Persistence: true,
 		Locks:       Leases,
+		Reset:       resetRedis,
+		Residue:     redisResidue,
 		Configure: func(l *Layout, nodes int, params map[string]string) (int, error) {
 			var err error
 			if l.Sentinel, err = ParseSentinelParams(params, nodes-1); err != nil {

@@ -93,6 +93,23 @@ type Service struct {
 	// tracer (clusters/synctrace), when the node's environment names a
 	// record (durable.EnvFile).
 	SyncsRecorded bool
+	// Reset returns the data of a started, healthy cluster of the backend
+	// (nodes as its Deployment gives them, laid out as l) to what a
+	// fresh start of it holds: it removes every lock key, znode, row,
+	// table, sequence, lease, bucket or stream the impls make and ends
+	// the sessions other clients still hold, and returns once every
+	// node shows it. It writes nothing a fresh cluster lacks. Its errors
+	// start with the backend's name. A backend without Reset, or without
+	// Residue, is never reused across runs: each run starts its own
+	// cluster (Reusable).
+	Reset func(ctx context.Context, l Layout, nodes []clusters.Node) error
+	// Residue lists what the cluster's nodes hold that a freshly started
+	// cluster of the backend would not (each item a short phrase naming
+	// the node and the thing: "redis n1: key lock-0"), read from every
+	// node that keeps data and independent of what Reset did; nil after
+	// a good reset. An error means it could not read, which is no proof
+	// of a clean cluster.
+	Residue func(ctx context.Context, l Layout, nodes []clusters.Node) ([]string, error)
 }
 
 var services = struct {

@@ -8,9 +8,12 @@ import (
 	"io"
 	"net"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/go-zookeeper/zk"
 
 	"github.com/locktest/locktest/clusters"
 )
@@ -189,6 +192,8 @@ func init() {
 		},
 		Locks:   ClientSessions,
 		Version: askZooKeeper,
+		Reset:   resetZooKeeper,
+		Residue: zooKeeperResidue,
 	}, zooKeeperKind)
 }
 
@@ -339,4 +344,178 @@ func ZooKeeperRole(ctx context.Context, addr string) (string, error) {
 		reply = "an empty reply"
 	}
 	return "", fmt.Errorf("srvr: %q", firstLine(reply))
+}
+
+// zkSystemRoot is the tree ZooKeeper keeps of itself, which a fresh
+// ensemble has and a reset leaves.
+const zkSystemRoot = "/zookeeper"
+
+// resetZooKeeper is ZooKeeper's Reset: it deletes every znode but
+// zkSystemRoot's tree, children first, whoever made them (the impls'
+// lock roots and their contenders' ephemeral nodes, which deleting ends
+// for sessions that outlived their workers), which also restarts the
+// sequence counters of the parents it removes. It returns once every
+// peer, synced, shows the tree empty and no ephemeral node.
+func resetZooKeeper(ctx context.Context, l Layout, nodes []clusters.Node) error {
+	var addrs []string
+	for _, n := range nodes {
+		addrs = append(addrs, n.Addr)
+	}
+	c, err := zkConnect(ctx, addrs)
+	if err != nil {
+		return fmt.Errorf("%s: reset: %w", l.Backend, err)
+	}
+	defer c.Close()
+	var remove func(p string) error
+	remove = func(p string) error {
+		children, _, err := c.Children(p)
+		if err != nil {
+			if errors.Is(err, zk.ErrNoNode) {
+				return nil
+			}
+			return fmt.Errorf("list %s: %w", p, err)
+		}
+		for _, ch := range children {
+			cp := path.Join(p, ch)
+			if cp == zkSystemRoot {
+				continue
+			}
+			if err := remove(cp); err != nil {
+				return err
+			}
+		}
+		if p == "/" {
+			return nil
+		}
+		if err := c.Delete(p, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
+			return fmt.Errorf("delete %s: %w", p, err)
+		}
+		return nil
+	}
+	if err := remove("/"); err != nil {
+		return fmt.Errorf("%s: reset: %w", l.Backend, err)
+	}
+	return Poll(ctx, func() error {
+		res, err := zooKeeperResidue(ctx, l, nodes)
+		if err == nil && len(res) > 0 {
+			err = fmt.Errorf("%s: reset: left %s", l.Backend, strings.Join(res, "; "))
+		}
+		return err
+	})
+}
+
+// zooKeeperResidue is ZooKeeper's Residue: every znode outside
+// zkSystemRoot's tree that each peer holds, read from that peer alone
+// after a sync, and each peer's count of ephemeral nodes as its mntr
+// reports it.
+func zooKeeperResidue(ctx context.Context, l Layout, nodes []clusters.Node) ([]string, error) {
+	var out []string
+	for _, n := range nodes {
+		paths, err := func() ([]string, error) {
+			c, err := zkConnect(ctx, []string{n.Addr})
+			if err != nil {
+				return nil, err
+			}
+			defer c.Close()
+			if _, err := c.Sync("/"); err != nil {
+				return nil, fmt.Errorf("sync: %w", err)
+			}
+			var paths []string
+			var walk func(p string) error
+			walk = func(p string) error {
+				children, _, err := c.Children(p)
+				if errors.Is(err, zk.ErrNoNode) {
+					return nil
+				}
+				if err != nil {
+					return fmt.Errorf("list %s: %w", p, err)
+				}
+				slices.Sort(children)
+				for _, ch := range children {
+					cp := path.Join(p, ch)
+					if cp == zkSystemRoot {
+						continue
+					}
+					paths = append(paths, cp)
+					if err := walk(cp); err != nil {
+						return err
+					}
+				}
+				return nil
+			}
+			return paths, walk("/")
+		}()
+		if err != nil {
+			return out, fmt.Errorf("%s: residue of %s: %w", l.Backend, n.Name, err)
+		}
+		out = append(out, listed(fmt.Sprintf("%s %s: znode ", l.Backend, n.Name), paths)...)
+		mntr, err := zkFourLetter(ctx, n.Addr, "mntr")
+		if err != nil {
+			return out, fmt.Errorf("%s: residue of %s: mntr: %w", l.Backend, n.Name, err)
+		}
+		eph, ok := mntr["zk_ephemerals_count"]
+		if !ok {
+			return out, fmt.Errorf("%s: residue of %s: mntr reports no zk_ephemerals_count", l.Backend, n.Name)
+		}
+		if eph != "0" {
+			out = append(out, fmt.Sprintf("%s %s: %s ephemeral nodes", l.Backend, n.Name, eph))
+		}
+	}
+	return out, nil
+}
+
+// zkConnect connects to the peers at addrs and returns once the session
+// is established, or with ctx's end or resetTimeout.
+func zkConnect(ctx context.Context, addrs []string) (*zk.Conn, error) {
+	c, events, err := zk.Connect(addrs, 10*time.Second, zk.WithLogger(zkQuiet{}))
+	if err != nil {
+		return nil, err
+	}
+	t := time.NewTimer(resetTimeout)
+	defer t.Stop()
+	for {
+		select {
+		case ev := <-events:
+			if ev.State == zk.StateHasSession {
+				return c, nil
+			}
+		case <-ctx.Done():
+			c.Close()
+			return nil, ctx.Err()
+		case <-t.C:
+			c.Close()
+			return nil, fmt.Errorf("no session with %s after %v", strings.Join(addrs, ","), resetTimeout)
+		}
+	}
+}
+
+// zkQuiet drops the ZooKeeper client's log.
+type zkQuiet struct{}
+
+func (zkQuiet) Printf(string, ...any) {}
+
+// zkFourLetter sends a four-letter command to the peer at addr and
+// returns its reply's tab-separated lines as a map (mntr's form).
+func zkFourLetter(ctx context.Context, addr, cmd string) (map[string]string, error) {
+	d := net.Dialer{Timeout: time.Second}
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(resetTimeout))
+	if _, err := io.WriteString(conn, cmd); err != nil {
+		return nil, err
+	}
+	b, err := io.ReadAll(io.LimitReader(conn, 1<<20))
+	if err != nil && len(b) == 0 {
+		return nil, err
+	}
+	out := map[string]string{}
+	for line := range strings.Lines(string(b)) {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), "\t"); ok {
+			out[k] = strings.TrimSpace(v)
+		}
+	}
+	return out, nil
 }

@@ -177,6 +177,14 @@ type Def struct {
 	// time (their servers listen on the ports the hosts are given): a
 	// series of runs (debate, matrix) runs them one after another.
 	OneRunAtATime bool
+	// KeepsClusters says that a cluster the provider made for a run
+	// whose set-up made nothing else (no network lab, no clock shim, no
+	// sync records, no delaying proxy) needs nothing of that run's
+	// Provider once started: a series of runs may keep it past the run's
+	// Close and hand it to a later run (run.Clusters). Only a provider
+	// whose nodes' logs are files of this host (clusters.Node.LogPath)
+	// says so.
+	KeepsClusters bool
 	// Settings are the settings only this provider reads: flags of
 	// `locktest run`, keys of results.json, in the help's platform group.
 	// Set while another provider is chosen, they are refused.

@@ -34,6 +34,9 @@ func init() {
 		Rank:       0,
 		Doc:        "processes on this host",
 		Namespaces: true,
+		// A cluster on loopback is processes of this host with their
+		// logs here, which outlive the run's provider.
+		KeepsClusters: true,
 		Setup: func(ctx context.Context, r provider.Run, lg *slog.Logger) (provider.Provider, error) {
 			return setup(ctx, r, lg)
 		},

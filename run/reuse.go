@@ -1,0 +1,577 @@
+package run
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/clusters/backend"
+	"github.com/locktest/locktest/impls"
+	"github.com/locktest/locktest/nemesis"
+	"github.com/locktest/locktest/runstore"
+)
+
+// Clusters keeps the started clusters of a series of runs (the matrix),
+// so that a run takes a cluster an earlier run left healthy, reset,
+// instead of starting its own: Config.Clusters shares one among the
+// runs, and the series calls Close at its end (also when it is
+// interrupted), which stops every cluster it keeps. It is safe for
+// concurrent runs; a kept cluster serves one run at a time.
+//
+// What is kept: a cluster whose provider keeps clusters
+// (provider.Def.KeepsClusters: the local provider) and whose run set up
+// nothing else for it (no network lab, no clock shim, no sync records,
+// no delaying proxy), of a backend that states its Reset and Residue
+// (backend.Reusable). A run takes a kept cluster only when everything
+// that shapes it is the same (clusterKey: provider and its settings,
+// backend, nodes, persistence, cluster params, network, node program and
+// environment); the impl may differ.
+//
+// How it is proven clean: before the run, the cluster is reset
+// (backend.Reset), then its Residue, read from every node, must list
+// nothing, and every node must run, serve (its kind's readiness query)
+// and have the role it had when the cluster started. A cluster that
+// fails any of these is stopped, the run logs why and starts its own.
+//
+// When it is given back: at the run's end, when the run was not
+// interrupted, every fault healed, no fault of the run changes what a
+// heal does not restore (faultKeeps), no host was lost, and every node
+// runs, serves and has its starting role. Otherwise the run stops it as
+// a run without a keeper does.
+//
+// The logs: the nodes' files and data stay in the folder of the run
+// that started the cluster. Each run's logs/ holds what each node logged
+// while the run had the cluster, from where the node's log stood when
+// the run took it (a first line says so when that is not its
+// beginning); its results.json names the folder of the first run
+// (runstore.ClusterInfo.StartedBy).
+type Clusters struct {
+	mu     sync.Mutex
+	idle   []*keptCluster
+	held   map[clusters.Cluster]*heldCluster
+	closed bool
+	// started counts the clusters its runs started, reused the runs that
+	// took a kept one.
+	started, reused int
+}
+
+// NewClusters returns a keeper that keeps no cluster yet.
+func NewClusters() *Clusters {
+	return &Clusters{held: map[clusters.Cluster]*heldCluster{}}
+}
+
+// keptCluster is a cluster the keeper may hand to a run.
+type keptCluster struct {
+	key       string
+	cl        clusters.Cluster
+	layout    backend.Layout
+	roles     map[string]string // each node's role as the cluster started
+	runs      int               // the runs that had it
+	startedBy string            // the folder of the run that started it
+	log       *swapHandler      // the cluster's log: the run's that has it
+}
+
+// heldCluster is a run's cluster while the run has it: k is nil for a
+// cluster that cannot be kept (info.NotKept says why).
+type heldCluster struct {
+	k       *keptCluster
+	logFrom map[string]int64 // each node's log's size when the run took it
+	info    runstore.ClusterInfo
+}
+
+// Stats returns how many clusters the keeper's runs started, and how
+// many runs took a kept cluster instead.
+func (k *Clusters) Stats() (started, reused int) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.started, k.reused
+}
+
+// Close stops every cluster the keeper keeps, each within closeTimeout
+// of ctx, and keeps no more: a run that has one still stops it at its
+// end. An error names each cluster it could not stop.
+func (k *Clusters) Close(ctx context.Context) error {
+	if k == nil {
+		return nil
+	}
+	k.mu.Lock()
+	idle := k.idle
+	k.idle, k.closed = nil, true
+	k.mu.Unlock()
+	var errs []error
+	for _, c := range idle {
+		sctx, cancel := context.WithTimeout(ctx, closeTimeout)
+		err := c.cl.Stop(sctx)
+		cancel()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("stop kept %s cluster of %s: %w", c.layout.Backend, c.startedBy, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// clusterKey returns what shapes the cluster of a run of cfg (impl on
+// the set-up prov), which a kept cluster must match exactly, or why the
+// run's cluster cannot be kept.
+func clusterKey(cfg Config, impl impls.Impl, prov *providerSetup) (key, why string) {
+	def, err := cfg.providerOf()
+	if err != nil {
+		return "", err.Error()
+	}
+	network, lab, _, _ := prov.describe()
+	switch {
+	case !def.KeepsClusters:
+		return "", "the " + def.Name + " provider starts a cluster for every run"
+	case !backend.Reusable(impl.Backend):
+		return "", impl.Backend + " states no reset and residue check"
+	case lab != "":
+		return "", "the run's nodes are in its network lab"
+	case prov.clocks != nil || prov.syncs:
+		return "", "the run's nodes run under its clock shim or record their syncs"
+	case prov.proxy != nil:
+		return "", "the run's clients reach the nodes through its delaying proxy"
+	}
+	b, err := json.Marshal(struct {
+		Provider, Backend, Persistence, Network string
+		Nodes                                   int
+		Params                                  map[string]string
+		ProviderSettings                        map[string]string
+		NodeCommand, NodeEnv                    []string
+	}{def.Name, impl.Backend, cfg.Persistence, network, impl.Nodes, cfg.ClusterParams, cfg.ProviderSettings, cfg.NodeCommand, cfg.NodeEnv})
+	if err != nil {
+		return "", err.Error()
+	}
+	return string(b), ""
+}
+
+// faultKeeps says why a run with the fault called name must stop its
+// cluster rather than give it back, or "" when the fault's heal leaves
+// the cluster as it found it (the data aside, which the next reset
+// clears). It decides from the fault's registered facts: a fault that
+// cuts a node's power (nemesis.NeedPowerCut) leaves durable state a
+// fresh start lacks; one that moves nodes' clocks (NeedClocks) or slows
+// their disks (NeedSyncDelay) changes what the nodes' shim keeps; one that
+// hits every data node at once (Spec.Whole: kill-all) makes the cluster
+// form again. Any other fault (a kill of one node and its restart, a
+// pause, a partition, a client's fault) is healed exactly, which the
+// health check at the run's end confirms.
+func faultKeeps(name string) string {
+	s, ok := nemesis.Lookup(name)
+	switch {
+	case !ok:
+		return "fault " + name + " is not registered"
+	case s.Whole:
+		return "fault " + name + " hits every node at once: the cluster formed again"
+	case slices.Contains(s.Needs, nemesis.NeedPowerCut):
+		return "fault " + name + " cuts a node's power: its durable state is not a fresh start's"
+	case slices.Contains(s.Needs, nemesis.NeedClocks):
+		return "fault " + name + " moves the nodes' clocks"
+	case slices.Contains(s.Needs, nemesis.NeedSyncDelay):
+		return "fault " + name + " slows the nodes' disks"
+	}
+	return ""
+}
+
+// closeTimeout bounds the stop of one kept cluster by Close.
+const closeTimeout = 30 * time.Second
+
+// reuseTimeout bounds a kept cluster's reset and checks.
+const reuseTimeout = time.Minute
+
+// cluster is startCluster for a run of a series that keeps its
+// clusters: it takes a kept cluster that matches the run's, reset and
+// checked, or starts one as startCluster does. What it hands out is held
+// for the run until finish.
+func (k *Clusters) cluster(ctx context.Context, cfg Config, impl impls.Impl, dir string, prov *providerSetup, lg *slog.Logger) (clusters.Cluster, error) {
+	key, why := clusterKey(cfg, impl, prov)
+	var layout backend.Layout
+	if why == "" {
+		var err error
+		if layout, err = backend.NewLayout(impl.Backend, impl.Nodes, cfg.ClusterParams); err != nil {
+			why = err.Error()
+		}
+	}
+	if why != "" {
+		cl, err := startCluster(ctx, cfg, impl, dir, prov, lg)
+		k.count(false)
+		if cl != nil {
+			k.hold(cl, &heldCluster{info: runstore.ClusterInfo{Fresh: why, NotKept: why}})
+		}
+		return cl, err
+	}
+	fresh := ""
+	for c := k.takeIdle(key); c != nil; c = k.takeIdle(key) {
+		c.log.set(lg.Handler())
+		from := logSizes(c.cl)
+		if err := c.check(ctx, true); err != nil {
+			lg.Warn("kept cluster not reused: stopped", "started_by", c.startedBy, "why", err)
+			fresh = "a kept cluster failed its check, and was stopped: " + err.Error()
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			if err := c.cl.Stop(sctx); err != nil {
+				lg.Warn("stop kept cluster", "err", err)
+			}
+			cancel()
+			continue
+		}
+		if why := prov.p.ClockReason(); why != "" {
+			prov.clockWhy = why
+		}
+		lg.Info("cluster reused", "started_by", c.startedBy, "runs_before", c.runs)
+		k.count(true)
+		k.hold(c.cl, &heldCluster{k: c, logFrom: from, info: runstore.ClusterInfo{
+			Reused: true, RunsBefore: c.runs, StartedBy: c.startedBy, Reset: "checked: no residue"}})
+		return c.cl, nil
+	}
+	log := newSwapHandler(lg.Handler())
+	cl, err := startCluster(ctx, cfg, impl, dir, prov, slog.New(log))
+	k.count(false)
+	if cl == nil {
+		return cl, err
+	}
+	h := &heldCluster{info: runstore.ClusterInfo{Fresh: fresh}}
+	if err == nil {
+		c := &keptCluster{key: key, cl: cl, layout: layout, startedBy: dir, log: log}
+		if c.roles, err = readRoles(ctx, cl, layout); err != nil {
+			h.info.NotKept = "its roles could not be read at its start: " + err.Error()
+			err = nil
+		} else {
+			h.k, h.logFrom = c, map[string]int64{}
+		}
+	}
+	k.hold(cl, h)
+	return cl, err
+}
+
+// count counts a cluster started, or a kept one reused.
+func (k *Clusters) count(reused bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if reused {
+		k.reused++
+	} else {
+		k.started++
+	}
+}
+
+// takeIdle removes from the kept clusters the first whose key is key,
+// and returns it; nil when none matches.
+func (k *Clusters) takeIdle(key string) *keptCluster {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for i, c := range k.idle {
+		if c.key == key {
+			k.idle = slices.Delete(k.idle, i, i+1)
+			return c
+		}
+	}
+	return nil
+}
+
+// hold records that cl serves a run, as h says.
+func (k *Clusters) hold(cl clusters.Cluster, h *heldCluster) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.held[cl] = h
+}
+
+// check makes sure the cluster is fit for a run: reset first, when
+// reset is set, then no residue, and every node running, serving and in
+// the role it started in. Its error says what is wrong.
+func (c *keptCluster) check(ctx context.Context, reset bool) error {
+	ctx, cancel := context.WithTimeout(ctx, reuseTimeout)
+	defer cancel()
+	nodes := c.cl.Nodes()
+	if reset {
+		if err := backend.Reset(ctx, c.layout, nodes); err != nil {
+			return err
+		}
+		res, err := backend.Residue(ctx, c.layout, nodes)
+		if err != nil {
+			return err
+		}
+		if len(res) > 0 {
+			return fmt.Errorf("residue after the reset: %s", residueText(res))
+		}
+	}
+	return healthy(ctx, c.cl, c.layout, c.roles)
+}
+
+// residueText is the first few items of a residue, for one line.
+func residueText(res []string) string {
+	if len(res) > 5 {
+		return fmt.Sprintf("%q and %d more", res[:5], len(res)-5)
+	}
+	return fmt.Sprintf("%q", res)
+}
+
+// healthy says whether every node of cl runs, serves by its kind's
+// readiness query and has the role roles gives it, or what is wrong.
+func healthy(ctx context.Context, cl clusters.Cluster, l backend.Layout, roles map[string]string) error {
+	var pids map[string]int
+	if p, ok := cl.(interface{ Pids() map[string]int }); ok {
+		pids = p.Pids()
+	}
+	now, err := readRoles(ctx, cl, l)
+	if err != nil {
+		return err
+	}
+	for _, n := range cl.Nodes() {
+		if pids != nil && pids[n.Name] == 0 {
+			return fmt.Errorf("node %s is not running", n.Name)
+		}
+		if err := backend.Ready(ctx, l.Kind(n.Name), n.Addr); err != nil {
+			return fmt.Errorf("node %s does not serve: %w", n.Name, err)
+		}
+		if now[n.Name] != roles[n.Name] {
+			return fmt.Errorf("node %s is %s, and was %s at the cluster's start", n.Name, orNone(now[n.Name]), orNone(roles[n.Name]))
+		}
+	}
+	return nil
+}
+
+func orNone(role string) string {
+	if role == "" {
+		return "of no role"
+	}
+	return role
+}
+
+// readRoles reads the role of each node of cl now, for a backend whose
+// nodes have roles; nil for one whose nodes are alike.
+func readRoles(ctx context.Context, cl clusters.Cluster, l backend.Layout) (map[string]string, error) {
+	rr, ok := cl.(clusters.RoleReader)
+	if !ok || !l.HasRoles() {
+		return nil, nil
+	}
+	out := map[string]string{}
+	for _, n := range cl.Nodes() {
+		r, err := rr.Role(ctx, n)
+		if err != nil {
+			return nil, fmt.Errorf("role of %s: %w", n.Name, err)
+		}
+		out[n.Name] = r
+	}
+	return out, nil
+}
+
+// judge decides, once the run's workers stopped, whether the run gives
+// its cluster cl back: the run's faults (faults), the error of their
+// heals (healErr), whether it was interrupted and why a host was lost
+// ("" for none) say whether it may, and the cluster's health whether it
+// can. It returns the run's ClusterInfo, nil for a run without a keeper.
+func (k *Clusters) judge(ctx context.Context, cl clusters.Cluster, faults []string, healErr error, interrupted bool, lost string, lg *slog.Logger) *runstore.ClusterInfo {
+	if k == nil || cl == nil {
+		return nil
+	}
+	k.mu.Lock()
+	h := k.held[cl]
+	k.mu.Unlock()
+	if h == nil {
+		return nil
+	}
+	why := h.info.NotKept
+	for _, f := range faults {
+		if why == "" {
+			why = faultKeeps(f)
+		}
+	}
+	switch {
+	case why != "":
+	case h.k == nil:
+		why = "the cluster cannot be kept"
+	case interrupted:
+		why = "the run was interrupted"
+	case healErr != nil:
+		why = "a fault was not healed: " + healErr.Error()
+	case lost != "":
+		why = lost
+	default:
+		if err := h.k.check(ctx, false); err != nil {
+			why = "left unhealthy: " + err.Error()
+		}
+	}
+	h.info.Kept, h.info.NotKept = why == "", why
+	if why != "" {
+		lg.Info("cluster not kept: the run stops it", "why", why)
+	}
+	info := h.info
+	return &info
+}
+
+// finish ends the run's hold of cl: a cluster the run judged fit is
+// given back (unless the keeper was closed meanwhile), one it did not
+// judge fit, or never judged (a run that failed or was interrupted), is
+// stopped. Either way the run's logDir receives what each node logged
+// while the run had it. It returns cl when the run must stop it itself,
+// as a run without a keeper does (stopAll), nil when finish took care
+// of it.
+func (k *Clusters) finish(ctx context.Context, cl clusters.Cluster, logDir string, lg *slog.Logger) clusters.Cluster {
+	if k == nil || cl == nil {
+		return cl
+	}
+	k.mu.Lock()
+	h := k.held[cl]
+	delete(k.held, cl)
+	keep := h != nil && h.k != nil && h.info.Kept && !k.closed
+	k.mu.Unlock()
+	if h == nil || h.k == nil {
+		return cl
+	}
+	if rc, ok := cl.(clusters.Reconnector); ok {
+		if err := rc.Reconnect(ctx); err != nil {
+			lg.Warn("reconnect to the hosts lost during the run", "err", err)
+		}
+	}
+	if !keep {
+		if err := cl.Stop(ctx); err != nil {
+			lg.Error("stop cluster", "err", err)
+		}
+	}
+	if err := copyLogsFrom(cl, h.logFrom, h.k.startedBy, logDir); err != nil {
+		lg.Warn("collect node logs", "err", err)
+	}
+	if !keep {
+		return nil
+	}
+	h.k.runs++
+	h.k.log.set(slog.DiscardHandler)
+	k.mu.Lock()
+	closed := k.closed
+	if !closed {
+		k.idle = append(k.idle, h.k)
+	}
+	k.mu.Unlock()
+	if closed { // closed while the logs were copied
+		if err := cl.Stop(ctx); err != nil {
+			lg.Error("stop cluster", "err", err)
+		}
+	}
+	return nil
+}
+
+// logSizes returns the size of each node's log file now, by name.
+func logSizes(cl clusters.Cluster) map[string]int64 {
+	out := map[string]int64{}
+	for _, n := range cl.Nodes() {
+		if fi, err := os.Stat(n.LogPath); err == nil {
+			out[n.Name] = fi.Size()
+		}
+	}
+	return out
+}
+
+// copyLogsFrom writes each node's log, from the offset from gives it on,
+// to dir/<name>.log: what the node logged while one run had it. A log
+// copied from past its beginning starts with a line that says where the
+// rest is (the folder of the run that started the cluster, startedBy).
+func copyLogsFrom(cl clusters.Cluster, from map[string]int64, startedBy, dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	var errs []error
+	for _, n := range cl.Nodes() {
+		if n.LogPath == "" {
+			continue
+		}
+		if err := copyLogFrom(n.LogPath, from[n.Name], startedBy, filepath.Join(dir, n.Name+".log")); err != nil {
+			errs = append(errs, fmt.Errorf("collect log of %s: %w", n.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func copyLogFrom(src string, off int64, startedBy, dst string) error {
+	in, err := os.Open(src)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil // a node that never started has no log
+	}
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	if _, err := in.Seek(off, io.SeekStart); err != nil {
+		return err
+	}
+	out, err := os.Create(dst)
+	if err != nil {
+		return err
+	}
+	if off > 0 {
+		fmt.Fprintf(out, "# locktest: this node's log from byte %d on, while this run had the cluster; before it: %s\n",
+			off, filepath.Join(startedBy, runstore.LogsDir))
+	}
+	_, err = io.Copy(out, in)
+	return errors.Join(err, out.Close())
+}
+
+// swapHandler is the log of a kept cluster: it sends each record to the
+// handler of the run that has the cluster now, with the attributes and
+// groups its derived handlers were made with.
+type swapHandler struct {
+	cur *atomic.Pointer[slog.Handler]
+	ops []func(slog.Handler) slog.Handler
+}
+
+func newSwapHandler(h slog.Handler) *swapHandler {
+	s := &swapHandler{cur: &atomic.Pointer[slog.Handler]{}}
+	s.set(h)
+	return s
+}
+
+// set sends the records from now on to h.
+func (s *swapHandler) set(h slog.Handler) { s.cur.Store(&h) }
+
+func (s *swapHandler) target() slog.Handler {
+	h := *s.cur.Load()
+	for _, op := range s.ops {
+		h = op(h)
+	}
+	return h
+}
+
+func (s *swapHandler) Enabled(ctx context.Context, l slog.Level) bool {
+	return s.target().Enabled(ctx, l)
+}
+
+func (s *swapHandler) Handle(ctx context.Context, r slog.Record) error {
+	return s.target().Handle(ctx, r)
+}
+
+func (s *swapHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	as = slices.Clone(as)
+	return &swapHandler{cur: s.cur, ops: append(slices.Clip(s.ops), func(h slog.Handler) slog.Handler { return h.WithAttrs(as) })}
+}
+
+func (s *swapHandler) WithGroup(name string) slog.Handler {
+	return &swapHandler{cur: s.cur, ops: append(slices.Clip(s.ops), func(h slog.Handler) slog.Handler { return h.WithGroup(name) })}
+}
+
+// keptKeys returns the keys of the kept clusters, for tests.
+func (k *Clusters) keptKeys() []string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var out []string
+	for _, c := range k.idle {
+		out = append(out, c.key)
+	}
+	return out
+}
+
+// startCluster starts the run's cluster (the package's startCluster), or,
+// with a keeper, takes it from the keeper (cluster).
+func (k *Clusters) startCluster(ctx context.Context, cfg Config, impl impls.Impl, dir string, prov *providerSetup, lg *slog.Logger) (clusters.Cluster, error) {
+	if k == nil {
+		return startCluster(ctx, cfg, impl, dir, prov, lg)
+	}
+	return k.cluster(ctx, cfg, impl, dir, prov, lg)
+}

@@ -1,0 +1,405 @@
+package run
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/clusters/delayproxy"
+	"github.com/locktest/locktest/nemesis"
+	"github.com/locktest/locktest/runstore"
+	"github.com/locktest/locktest/testkit/gate"
+	"github.com/locktest/locktest/testkit/schemacheck"
+)
+
+// TestFaultKeepsFollowsTheRegistry checks the give-back rule of each
+// kind of fault against the facts the nemesis registers: faults that
+// cut power, move node clocks, slow disks or hit every node at once stop
+// the cluster; the others give it back; and every registered fault is
+// decided from its facts, an unknown one never kept.
+func TestFaultKeepsFollowsTheRegistry(t *testing.T) {
+	for _, tt := range []struct {
+		fault string
+		keeps bool
+	}{
+		{"noop", true}, {"kill-node", true}, {"pause-node", true}, {"kill-on-grant", true},
+		{"pause-client", true}, {"kill-client", true}, {"partition", true}, {"isolate", true}, {"delay", true},
+		{"kill-all", false}, {"power-loss", false}, {"power-loss-all", false}, {"slow-disk", false},
+		{"clock-bump", false}, {"clock-reset", false}, {"clock-strobe", false},
+		{"no-such-fault", false},
+	} {
+		t.Run(tt.fault, func(t *testing.T) {
+			why := faultKeeps(tt.fault)
+			if (why == "") != tt.keeps {
+				t.Errorf("faultKeeps(%q) = %q, want a cluster kept: %v", tt.fault, why, tt.keeps)
+			}
+			if why != "" && !strings.Contains(why, tt.fault) {
+				t.Errorf("faultKeeps(%q) = %q: the reason does not name the fault", tt.fault, why)
+			}
+		})
+	}
+	for _, s := range nemesis.Specs() {
+		hurts := s.Whole
+		for _, n := range s.Needs {
+			hurts = hurts || n == nemesis.NeedPowerCut || n == nemesis.NeedClocks || n == nemesis.NeedSyncDelay
+		}
+		if (faultKeeps(s.Name) == "") == hurts {
+			t.Errorf("%s: faultKeeps says %q, which its registered facts (needs %v, whole %v) do not", s.Name, faultKeeps(s.Name), s.Needs, s.Whole)
+		}
+	}
+}
+
+// TestClusterKeyMatchesWhatShapesTheCluster checks which differences of
+// two runs' settings let one take the other's kept cluster: only an
+// impl of the same backend and size may differ; the backend, its size,
+// persistence, cluster params, the node program's environment and a
+// set-up the cluster depends on (sync records, a delaying proxy) may not.
+func TestClusterKeyMatchesWhatShapesTheCluster(t *testing.T) {
+	ctx := context.Background()
+	base := providerConfig(t, "redis-set-nx-px")
+	key := func(t *testing.T, cfg Config, edit func(*providerSetup)) (string, string) {
+		t.Helper()
+		impl, err := cfg.ImplInfo()
+		if err != nil {
+			t.Fatal(err)
+		}
+		prov, err := setupProvider(ctx, cfg, impl, t.TempDir(), slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer prov.close(ctx, slog.New(slog.DiscardHandler))
+		if edit != nil {
+			edit(prov)
+		}
+		return clusterKey(cfg, impl, prov)
+	}
+	want, why := key(t, base, nil)
+	if why != "" {
+		t.Fatalf("a plain local run of redis cannot be kept: %s", why)
+	}
+	for _, tt := range []struct {
+		name    string
+		edit    func(*Config)
+		prov    func(*providerSetup)
+		same    bool
+		whyWith string // a part of the reason it cannot be kept at all
+	}{
+		{name: "the same settings", edit: func(*Config) {}, same: true},
+		{name: "another impl of the backend", edit: func(c *Config) { c.Impl = "redis-naive-del" }, same: true},
+		{name: "another seed and workload", edit: func(c *Config) { c.Seed, c.Clients, c.TTL = 99, 3, 2*time.Second }, same: true},
+		{name: "a fault that needs nothing of the set-up", edit: func(c *Config) { c.Faults = []string{"kill-node"} }, same: true},
+		{name: "another backend", edit: func(c *Config) { c.Impl = "etcd-mutex" }},
+		{name: "another size", edit: func(c *Config) { c.Impl = "redlock" }},
+		{name: "persistence", edit: func(c *Config) { c.Persistence = "always" }},
+		{name: "the node program's environment", edit: func(c *Config) { c.NodeEnv = append(c.NodeEnv, "X=1") }},
+		{name: "sync records", edit: func(*Config) {}, prov: func(p *providerSetup) { p.syncs = true }, whyWith: "syncs"},
+		{name: "a delaying proxy", edit: func(*Config) {}, prov: func(p *providerSetup) { p.proxy = delayproxy.New() }, whyWith: "proxy"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := base
+			cfg.NodeEnv = append([]string(nil), base.NodeEnv...)
+			tt.edit(&cfg)
+			got, why := key(t, cfg, tt.prov)
+			switch {
+			case tt.whyWith != "":
+				if why == "" || !strings.Contains(why, tt.whyWith) {
+					t.Errorf("kept with key %s, want it refused naming %q (got %q)", got, tt.whyWith, why)
+				}
+			case why != "":
+				t.Errorf("cannot be kept: %s", why)
+			case (got == want) != tt.same:
+				t.Errorf("key %s, base key %s: want the same %v", got, want, tt.same)
+			}
+		})
+	}
+}
+
+// fakeCluster is a hand-built cluster that counts its stops.
+type fakeCluster struct {
+	nodes []clusters.Node
+	stops int
+}
+
+func (f *fakeCluster) Nodes() []clusters.Node          { return f.nodes }
+func (f *fakeCluster) Start(ctx context.Context) error { return nil }
+func (f *fakeCluster) Stop(ctx context.Context) error  { f.stops++; return nil }
+
+// TestKeeperGivesBackOnlyAHealedCluster checks the keeper's rules on a
+// hand-built cluster: a run judged unfit (a fault that hits every node,
+// an interrupted run, a heal that failed, a lost host, a cluster that
+// could never be kept) stops its cluster, with the reason in its
+// results; one judged fit gives it back, its logs/ then holds only what
+// the nodes logged while the run had it, and a later run takes it only
+// with the same key; a keeper closed meanwhile stops it instead; Close
+// stops what it keeps.
+func TestKeeperGivesBackOnlyAHealedCluster(t *testing.T) {
+	ctx := context.Background()
+	lg := slog.New(slog.DiscardHandler)
+	newHeld := func(t *testing.T) (*Clusters, *fakeCluster, *heldCluster) {
+		t.Helper()
+		dir := t.TempDir()
+		logPath := filepath.Join(dir, "n1.log")
+		if err := os.WriteFile(logPath, []byte("earlier run\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cl := &fakeCluster{nodes: []clusters.Node{{Name: "n1", Addr: "127.0.0.1:1", LogPath: logPath}}}
+		k := NewClusters()
+		h := &heldCluster{k: &keptCluster{key: "K", cl: cl, startedBy: "first-run", log: newSwapHandler(lg.Handler()), runs: 1},
+			logFrom: map[string]int64{"n1": int64(len("earlier run\n"))}, info: runstore.ClusterInfo{Reused: true, RunsBefore: 1}}
+		k.hold(cl, h)
+		if err := os.WriteFile(logPath, []byte("earlier run\nthis run\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return k, cl, h
+	}
+	for _, tt := range []struct {
+		name        string
+		faults      []string
+		healErr     error
+		interrupted bool
+		lost        string
+		unkeepable  string
+		want        string // a part of the reason the cluster is not kept
+	}{
+		{name: "kill-all", faults: []string{"kill-node", "kill-all"}, want: "kill-all"},
+		{name: "power loss", faults: []string{"power-loss"}, want: "power-loss"},
+		{name: "interrupted", interrupted: true, want: "interrupted"},
+		{name: "a failed heal", healErr: errors.New("heal pause-node: no such process"), want: "not healed"},
+		{name: "a lost host", lost: "the host h1 did not answer", want: "h1"},
+		{name: "never keepable", unkeepable: "the run's nodes are in its network lab", want: "network lab"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			k, cl, h := newHeld(t)
+			if tt.unkeepable != "" {
+				h.k, h.info.NotKept = nil, tt.unkeepable
+			}
+			info := k.judge(ctx, cl, tt.faults, tt.healErr, tt.interrupted, tt.lost, lg)
+			if info == nil || info.Kept || !strings.Contains(info.NotKept, tt.want) {
+				t.Fatalf("judged %+v, want not kept because of %q", info, tt.want)
+			}
+			rest := k.finish(ctx, cl, t.TempDir(), lg)
+			switch {
+			case tt.unkeepable != "" && rest != cl:
+				t.Errorf("finish of a cluster that cannot be kept returned %v, want it for stopAll", rest)
+			case tt.unkeepable == "" && (rest != nil || cl.stops != 1):
+				t.Errorf("finish returned %v after %d stops, want nil after 1", rest, cl.stops)
+			}
+			if kept := k.keptKeys(); len(kept) > 0 {
+				t.Errorf("kept %q", kept)
+			}
+		})
+	}
+
+	t.Run("given back", func(t *testing.T) {
+		k, cl, h := newHeld(t)
+		h.info.Kept = true // as judge leaves a healthy cluster
+		logDir := t.TempDir()
+		if rest := k.finish(ctx, cl, logDir, lg); rest != nil || cl.stops != 0 {
+			t.Fatalf("finish returned %v after %d stops, want nil after none", rest, cl.stops)
+		}
+		b, err := os.ReadFile(filepath.Join(logDir, "n1.log"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := string(b); !strings.HasPrefix(got, "# locktest: ") || !strings.Contains(got, "first-run") || !strings.HasSuffix(got, "\nthis run\n") || strings.Contains(got, "earlier run") {
+			t.Errorf("the run's log of n1 is %q, want a first line naming first-run, then only this run's lines", got)
+		}
+		if h.k.runs != 2 {
+			t.Errorf("the cluster served %d runs, want 2", h.k.runs)
+		}
+		if c := k.takeIdle("other key"); c != nil {
+			t.Errorf("a run of another key took the cluster")
+		}
+		if c := k.takeIdle("K"); c == nil || c.cl != cl {
+			t.Fatalf("a run of the same key did not take the cluster")
+		}
+		if c := k.takeIdle("K"); c != nil {
+			t.Errorf("a second run took the cluster a run has")
+		}
+		k.mu.Lock()
+		k.idle = append(k.idle, h.k)
+		k.mu.Unlock()
+		if err := k.Close(ctx); err != nil || cl.stops != 1 || len(k.keptKeys()) != 0 {
+			t.Errorf("Close: %v, %d stops, kept %q; want it stopped once and nothing kept", err, cl.stops, k.keptKeys())
+		}
+	})
+
+	t.Run("closed meanwhile", func(t *testing.T) {
+		k, cl, h := newHeld(t)
+		h.info.Kept = true
+		if err := k.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if rest := k.finish(ctx, cl, t.TempDir(), lg); rest != nil || cl.stops != 1 || len(k.keptKeys()) != 0 {
+			t.Errorf("finish after Close returned %v after %d stops, kept %q; want it stopped", rest, cl.stops, k.keptKeys())
+		}
+	})
+}
+
+// reuseConfig is a short run of impl with fault on the local provider,
+// seeded, on this test binary's workers and node programs.
+func reuseConfig(t *testing.T, impl, fault string, k *Clusters) Config {
+	gate.Servers(t, "runs of "+impl)
+	cfg := providerConfig(t, impl)
+	cfg.Faults, cfg.Duration, cfg.Interval, cfg.Quiet, cfg.Clients = []string{fault}, 4*time.Second, time.Second, time.Second, 3
+	if fault == "pause-node" {
+		nemesis.Window.Set(&cfg.FaultSettings, 300*time.Millisecond)
+	}
+	cfg.Clusters = k
+	return cfg
+}
+
+// TestReusedClusterGivesAFreshOnesVerdicts runs, on Redis (pausing its
+// node) and on etcd (killing a client: a paused etcd member may lose its
+// leadership, and a cluster whose roles moved is not kept), the same
+// seed three times: twice through one keeper (the second run
+// takes the first's cluster, reset and checked) and once without. The
+// three give the same verdict and the same number of faults; the
+// keeper started one cluster and reused it once; the reused run records
+// so in its results and its logs hold only its own span; and Close
+// stops the kept cluster's processes.
+func TestReusedClusterGivesAFreshOnesVerdicts(t *testing.T) {
+	for _, tt := range []struct{ impl, fault string }{{"redis-set-nx-px", "pause-node"}, {"etcd-mutex", "kill-client"}} {
+		impl := tt.impl
+		t.Run(impl, func(t *testing.T) {
+			ctx := context.Background()
+			k := NewClusters()
+			defer k.Close(ctx)
+			var outs []*Outcome
+			for i, keeper := range []*Clusters{k, k, nil} {
+				out, err := Run(ctx, reuseConfig(t, impl, tt.fault, keeper))
+				if err != nil {
+					t.Fatalf("run %d: %v", i+1, err)
+				}
+				outs = append(outs, out)
+			}
+			first, reused, fresh := outs[0].Results, outs[1].Results, outs[2].Results
+			for i, r := range []runstore.Results{first, reused, fresh} {
+				if r.Valid != first.Valid || r.Stats["faults_injected"] != first.Stats["faults_injected"] || r.Stats["faults_injected"] == 0 || len(r.Problems) > 0 {
+					t.Errorf("run %d: %s with %v faults (problems %q), want the first run's %s with %v faults, and no problem",
+						i+1, r.Valid, r.Stats["faults_injected"], r.Problems, first.Valid, first.Stats["faults_injected"])
+				}
+			}
+			if c := first.Run.Cluster; c == nil || c.Reused || !c.Kept {
+				t.Errorf("first run's cluster: %+v, want started and kept", c)
+			}
+			if c := reused.Run.Cluster; c == nil || !c.Reused || c.RunsBefore != 1 || c.StartedBy != outs[0].Dir || c.Reset != "checked: no residue" || !c.Kept {
+				t.Errorf("second run's cluster: %+v, want reused after 1 run of %s, reset checked, kept", c, outs[0].Dir)
+			}
+			if c := fresh.Run.Cluster; c != nil {
+				t.Errorf("a run without a keeper records a cluster: %+v", c)
+			}
+			for _, o := range outs[:2] {
+				if err := schemacheck.ValidateFile("results", filepath.Join(o.Dir, runstore.ResultsFile)); err != nil {
+					t.Error(err)
+				}
+			}
+			if started, reusedN := k.Stats(); started != 1 || reusedN != 1 {
+				t.Errorf("the keeper started %d clusters and reused %d, want 1 and 1", started, reusedN)
+			}
+			b, err := os.ReadFile(filepath.Join(outs[1].Dir, runstore.LogsDir, "n1.log"))
+			if err != nil || !strings.HasPrefix(string(b), "# locktest: ") {
+				t.Errorf("the reused run's log of n1 (%v) does not start with the line that names the first run's logs: %.200q", err, b)
+			}
+			pids := keptPids(t, k)
+			if err := k.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+			for name, pid := range pids {
+				if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err == nil && pidAliveForTest(pid) {
+					t.Errorf("node %s (pid %d) still runs after Close", name, pid)
+				}
+			}
+		})
+	}
+}
+
+// TestUnhealthyClusterIsNotReused checks the two ends of the keeper on
+// Redis: a run with kill-all (which the registry says hits every node)
+// stops its cluster, recording why, and the next run starts its own;
+// a kept cluster whose node died while it was kept fails its check, is
+// stopped, and the run starts a fresh one, saying why.
+func TestUnhealthyClusterIsNotReused(t *testing.T) {
+	ctx := context.Background()
+	k := NewClusters()
+	defer k.Close(ctx)
+	cfg := reuseConfig(t, "redis-set-nx-px", "pause-node", k)
+	cfg.Faults, cfg.FaultSettings = []string{"kill-all"}, nemesis.Defaults()
+	nemesis.Down.Set(&cfg.FaultSettings, 300*time.Millisecond)
+	out, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := out.Results.Run.Cluster; c == nil || c.Kept || !strings.Contains(c.NotKept, "kill-all") {
+		t.Fatalf("a run with kill-all: cluster %+v, want not kept, naming kill-all", c)
+	}
+	if kept := k.keptKeys(); len(kept) != 0 {
+		t.Fatalf("kept %d clusters after kill-all", len(kept))
+	}
+
+	// A healthy run keeps its cluster; then its node dies while kept.
+	if _, err := Run(ctx, reuseConfig(t, "redis-set-nx-px", "pause-node", k)); err != nil {
+		t.Fatal(err)
+	}
+	k.mu.Lock()
+	if len(k.idle) != 1 {
+		k.mu.Unlock()
+		t.Fatalf("%d clusters kept after a healthy run, want 1", len(k.idle))
+	}
+	kept := k.idle[0].cl
+	k.mu.Unlock()
+	killer, ok := kept.(clusters.Killer)
+	if !ok {
+		t.Fatalf("%T kills no node", kept)
+	}
+	if err := killer.Kill(ctx, kept.Nodes()[0]); err != nil {
+		t.Fatal(err)
+	}
+	out, err = Run(ctx, reuseConfig(t, "redis-set-nx-px", "pause-node", k))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := out.Results.Run.Cluster; c == nil || c.Reused || !strings.Contains(c.Fresh, "failed its check") {
+		t.Errorf("the run after the kept node died: cluster %+v, want a fresh one, saying the kept one failed its check", c)
+	}
+	if out.Results.Valid != checker.Valid {
+		t.Errorf("the run on the fresh cluster: %s (%v)", out.Results.Valid, out.Results.Problems)
+	}
+	if started, reused := k.Stats(); started != 3 || reused != 0 {
+		t.Errorf("the keeper started %d clusters and reused %d, want 3 and 0", started, reused)
+	}
+}
+
+// keptPids returns the pids of the nodes of the clusters k keeps.
+func keptPids(t *testing.T, k *Clusters) map[string]int {
+	t.Helper()
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if len(k.idle) != 1 {
+		t.Fatalf("%d clusters kept, want 1", len(k.idle))
+	}
+	p, ok := k.idle[0].cl.(interface{ Pids() map[string]int })
+	if !ok {
+		t.Fatalf("%T gives no pids", k.idle[0].cl)
+	}
+	return p.Pids()
+}
+
+// pidAliveForTest reports whether pid runs and is no zombie.
+func pidAliveForTest(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+}
