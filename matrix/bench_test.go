@@ -15,8 +15,9 @@ import (
 
 // BenchmarkMatrix makes a real matrix, as `locktest matrix` does with a
 // measured pace, and reports what it cost: its wall time (ns/op), the runs
-// it made, the runs its decided cells left out, the most runs at once and
-// the CPU per run the pace measured. LOCKTEST_BENCH_IMPLS (default
+// it made, the runs its decided cells left out, the most runs at once, the
+// CPU per run the pace measured, and the cluster starts it made and
+// avoided (runs that took a kept cluster). LOCKTEST_BENCH_IMPLS (default
 // redis-set-nx-px,etcd-lease-txn) and LOCKTEST_BENCH_SEEDS (default 1)
 // choose the matrix; LOCKTEST_BENCH_PARALLEL fixes the runs at once
 // instead. docs/performance.md has the figures.
@@ -49,6 +50,8 @@ func BenchmarkMatrix(b *testing.B) {
 	b.ReportMetric(float64(made.Ran), "runs")
 	b.ReportMetric(float64(made.Matrix.Header.Skipped), "runs-left-out")
 	b.ReportMetric(float64(pace.Most()), "most-at-once")
+	b.ReportMetric(float64(made.Matrix.Header.ClustersStarted), "cluster-starts")
+	b.ReportMetric(float64(made.Matrix.Header.ClustersReused), "cluster-starts-avoided")
 	if m, ok := pace.(*measured); ok {
 		b.ReportMetric(m.CoresPerRun(), "cores/run")
 	}

@@ -40,6 +40,7 @@ func Run(ctx context.Context, o Options, jobs []Job, pace Pace, shard, command s
 	results, skipped, runErr := Execute(ctx, jobs, pace, done)
 	header.Elapsed = time.Since(start).Round(time.Second)
 	header.Parallel, header.Pace, header.Skipped = pace.Most(), pace.Text(), skipped
+	header.ClustersStarted, header.ClustersReused = keep.Stats()
 	if err := reports.WriteMatrixHeader(o.Base.StoreDir, header); err != nil {
 		return Made{}, fmt.Errorf("write matrix header: %w", err)
 	}

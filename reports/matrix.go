@@ -74,6 +74,11 @@ type MatrixHeader struct {
 	// Skipped counts the runs the matrix left out because the earlier
 	// seeds of their cell had decided it (a cell stops when decided).
 	Skipped int    `json:"skipped,omitempty"`
+	// ClustersStarted counts the clusters the matrix's runs started, and
+	// ClustersReused the runs that took a cluster an earlier run left
+	// healthy, reset and proven clean, instead (run.Clusters).
+	ClustersStarted int `json:"clusters_started,omitempty"`
+	ClustersReused  int `json:"clusters_reused,omitempty"`
 	Shard   string `json:"shard,omitempty"`
 	// Versions are the versions of locktest, the servers and the client
 	// libraries of its runs.
@@ -228,6 +233,9 @@ func RenderMatrixMarkdown(m Matrix, dir string) []byte {
 		fmt.Fprintf(&b, "- runs at once: %s (the latency and throughput runs alone)\n", h.Pace)
 	case h.Parallel > 1:
 		fmt.Fprintf(&b, "- %d runs at once (the latency and throughput runs alone)\n", h.Parallel)
+	}
+	if h.ClustersStarted+h.ClustersReused > 0 {
+		fmt.Fprintf(&b, "- clusters: %d started, %d runs took one an earlier run left healthy, reset and proven clean\n", h.ClustersStarted, h.ClustersReused)
 	}
 	if h.Elapsed > 0 {
 		fmt.Fprintf(&b, "- the whole matrix took %s\n", h.Elapsed.Round(time.Second))
