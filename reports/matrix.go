@@ -73,13 +73,13 @@ type MatrixHeader struct {
 	Pace string `json:"pace,omitempty"`
 	// Skipped counts the runs the matrix left out because the earlier
 	// seeds of their cell had decided it (a cell stops when decided).
-	Skipped int    `json:"skipped,omitempty"`
+	Skipped int `json:"skipped,omitempty"`
 	// ClustersStarted counts the clusters the matrix's runs started, and
 	// ClustersReused the runs that took a cluster an earlier run left
 	// healthy, reset and proven clean, instead (run.Clusters).
-	ClustersStarted int `json:"clusters_started,omitempty"`
-	ClustersReused  int `json:"clusters_reused,omitempty"`
-	Shard   string `json:"shard,omitempty"`
+	ClustersStarted int    `json:"clusters_started,omitempty"`
+	ClustersReused  int    `json:"clusters_reused,omitempty"`
+	Shard           string `json:"shard,omitempty"`
 	// Versions are the versions of locktest, the servers and the client
 	// libraries of its runs.
 	Versions runstore.Versions `json:"versions"`
