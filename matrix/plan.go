@@ -193,8 +193,8 @@ func (o Options) ColumnClasses() []Class {
 
 // DefaultOptions returns the settings `locktest matrix` uses when no flag
 // says otherwise: every impl and class, one seed, 8 s runs, 500ms leases
-// and 5 clients, so that the whole matrix of 20 impls takes about 22
-// minutes on two cores.
+// and 5 clients, so that the whole matrix of 21 impls takes about 12
+// minutes on two cores (docs/performance.md).
 func DefaultOptions() Options {
 	return Options{Seeds: 1, Duration: 8 * time.Second, TTL: 500 * time.Millisecond, Clients: 5, Resource: workloads.ModeFenced, Base: run.DefaultConfig()}
 }
