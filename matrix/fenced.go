@@ -141,31 +141,15 @@ func fencedCell(fenced bool, rs []Result) reports.MatrixCell {
 		cell.Status, cell.Reason = reports.StatusNotRun, "no fenced run: the client-pause class was not in this matrix, or --resource none left the column out"
 		return cell
 	}
-	k, n, broke, rejected := 0, 0, 0, 0
-	kinds := map[string]int{}
-	var na, inconclusive []Result
-	for _, r := range rs {
-		switch {
-		case r.Err != "":
-			inconclusive = append(inconclusive, r)
-		case r.Safety.Conclusive:
-			n++
-			if r.Fenced != nil {
-				rejected += r.Fenced.Rejected
-				if r.Fenced.LockBroke {
-					broke++
-				}
+	t := tallySafety(rs)
+	k, n, kinds, na, inconclusive := t.k, t.n, t.kinds, t.na, t.inconclusive
+	broke, rejected := 0, 0
+	for _, r := range t.conclusive {
+		if r.Fenced != nil {
+			rejected += r.Fenced.Rejected
+			if r.Fenced.LockBroke {
+				broke++
 			}
-			if r.Safety.Violated {
-				k++
-				for kind, c := range r.Safety.Kinds {
-					kinds[kind] += c
-				}
-			}
-		case r.Safety.NA:
-			na = append(na, r)
-		default:
-			inconclusive = append(inconclusive, r)
 		}
 	}
 	reason := func(r Result) string { return r.Safety.Reason }

@@ -507,6 +507,41 @@ func whyNot(rs []Result, reason func(Result) string) string {
 	return strings.Join(out, "; ")
 }
 
+// safetyTally sorts the runs of a safety cell (or the saved-by-fencing
+// one): the conclusive runs (n of them), the k of those that showed a
+// violation with the count of each anomaly kind, the n/a runs and those
+// that could not tell (a run that did not start among them), each list in
+// the runs' order.
+type safetyTally struct {
+	n, k                         int
+	kinds                        map[string]int
+	conclusive, na, inconclusive []Result
+}
+
+func tallySafety(rs []Result) safetyTally {
+	t := safetyTally{kinds: map[string]int{}}
+	for _, r := range rs {
+		switch {
+		case r.Err != "":
+			t.inconclusive = append(t.inconclusive, r)
+		case r.Safety.Conclusive:
+			t.n++
+			t.conclusive = append(t.conclusive, r)
+			if r.Safety.Violated {
+				t.k++
+				for kind, c := range r.Safety.Kinds {
+					t.kinds[kind] += c
+				}
+			}
+		case r.Safety.NA:
+			t.na = append(t.na, r)
+		default:
+			t.inconclusive = append(t.inconclusive, r)
+		}
+	}
+	return t
+}
+
 // safetyCell aggregates the mutual-exclusion runs of one class over its
 // seeds: violated in k of the n conclusive runs, held in none of them, or
 // n/a or inconclusive with the reasons when no run was conclusive.
@@ -516,30 +551,14 @@ func safetyCell(rs []Result) reports.MatrixCell {
 		cell.Status, cell.Reason = reports.StatusNotRun, "the class was not in this matrix"
 		return cell
 	}
-	k, n, faults, same, effective, unknownEffective := 0, 0, 0, 0, 0, false
-	kinds := map[string]int{}
-	var na, inconclusive []Result
-	for _, r := range rs {
-		switch {
-		case r.Err != "":
-			inconclusive = append(inconclusive, r)
-		case r.Safety.Conclusive:
-			n++
-			faults += r.Safety.Faults
-			effective += max(r.Safety.Effective, 0)
-			unknownEffective = unknownEffective || r.Safety.Effective < 0
-			same += r.Safety.SameHolderTokens
-			if r.Safety.Violated {
-				k++
-				for kind, c := range r.Safety.Kinds {
-					kinds[kind] += c
-				}
-			}
-		case r.Safety.NA:
-			na = append(na, r)
-		default:
-			inconclusive = append(inconclusive, r)
-		}
+	t := tallySafety(rs)
+	k, n, kinds, na, inconclusive := t.k, t.n, t.kinds, t.na, t.inconclusive
+	faults, same, effective, unknownEffective := 0, 0, 0, false
+	for _, r := range t.conclusive {
+		faults += r.Safety.Faults
+		effective += max(r.Safety.Effective, 0)
+		unknownEffective = unknownEffective || r.Safety.Effective < 0
+		same += r.Safety.SameHolderTokens
 	}
 	reason := func(r Result) string { return r.Safety.Reason }
 	switch {

@@ -2,6 +2,7 @@ package matrix
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/locktest/locktest/internal/stats"
 	"github.com/locktest/locktest/reports"
@@ -57,20 +58,11 @@ func Decided(p Probe, rs []Result) (bool, string) {
 		}
 		return false, ""
 	}
-	k, n, na := 0, 0, 0
-	for _, r := range rs {
-		switch {
-		case r.Err != "":
-			return false, ""
-		case r.Safety.Conclusive:
-			n++
-			if r.Safety.Violated {
-				k++
-			}
-		case r.Safety.NA:
-			na++
-		}
+	if slices.ContainsFunc(rs, func(r Result) bool { return r.Err != "" }) {
+		return false, ""
 	}
+	t := tallySafety(rs)
+	k, n, na := t.k, t.n, len(t.na)
 	if na == len(rs) {
 		return true, "n/a, which every seed would repeat: " + rs[0].Safety.Reason
 	}
