@@ -149,7 +149,7 @@ func TestFencedCellIsSampledLikeASafetyCell(t *testing.T) {
 	if keyOf(pause.Job) == keyOf(saved.Job) {
 		t.Error("client-pause and its fenced variant share a cell key")
 	}
-	if StopsAtFirstViolation(ProbeSafety, ClassClientPauseFenced, 2, 1) {
+	if StopsAtFirstViolation(ProbeSafety, ClassClientPauseFenced, 1) {
 		t.Error("a fenced run stops at the lock's first violation, before the store could refuse the paused holder's write")
 	}
 }

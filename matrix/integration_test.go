@@ -52,7 +52,7 @@ func TestTinyMatrix(t *testing.T) {
 	}
 	ctx := context.Background()
 	var finished int
-	// Two at a time: the timing runs (perf-1, none) still run alone.
+	// Two at a time: the timing runs (perf-1, perf-8) still run alone.
 	results, _, err := Execute(ctx, jobs, Fixed(2), func(i int, r Result) {
 		finished = i
 		t.Logf("[%d/%d] %s: %s", i, len(jobs), r.Job.Label(), r.Safety.Reason)
@@ -60,8 +60,8 @@ func TestTinyMatrix(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(results) != 6 || finished != 6 {
-		t.Fatalf("%d results, %d progress calls, want 6 (perf-1, none, client-pause, client-pause-fenced, deadlock, reentrancy)", len(results), finished)
+	if len(results) != 7 || finished != 7 {
+		t.Fatalf("%d results, %d progress calls, want 7 (perf-1, perf-8, none, client-pause, client-pause-fenced, deadlock, reentrancy)", len(results), finished)
 	}
 	for _, r := range results {
 		if r.Err != "" {

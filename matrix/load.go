@@ -30,7 +30,7 @@ func writeProbe(dir string, r Reentrancy) error {
 }
 
 // parseJobName splits a stored job's folder name, matrix-<impl>-<what>,
-// into its impl and what it measured (a class, perf-1, deadlock or
+// into its impl and what it measured (a class, perf-1, perf-8, deadlock or
 // reentrancy), using the registered impl names.
 func parseJobName(name string) (impl string, p Probe, c Class, ok bool) {
 	rest, found := strings.CutPrefix(name, "matrix-")
@@ -46,7 +46,7 @@ func parseJobName(name string) (impl string, p Probe, c Class, ok bool) {
 	}
 	// An external client's row: its name is what comes before a known
 	// probe or class.
-	for _, what := range append([]string{string(ProbePerf1), string(ProbeDeadlock), string(ProbeReentrant)}, classNames()...) {
+	for _, what := range append([]string{string(ProbePerf1), string(ProbePerf8), string(ProbeDeadlock), string(ProbeReentrant)}, classNames()...) {
 		if n, found := strings.CutSuffix(rest, "-"+what); found && n != "" {
 			p, c, _ := parseWhat(what)
 			return n, p, c, true
@@ -58,7 +58,7 @@ func parseJobName(name string) (impl string, p Probe, c Class, ok bool) {
 // parseWhat reads what a job measured: a probe or a fault class.
 func parseWhat(what string) (Probe, Class, bool) {
 	switch Probe(what) {
-	case ProbePerf1, ProbeDeadlock, ProbeReentrant:
+	case ProbePerf1, ProbePerf8, ProbeDeadlock, ProbeReentrant:
 		return Probe(what), ClassNone, true
 	}
 	if slices.Contains(Classes, Class(what)) || Class(what) == ClassClientPauseFenced {
@@ -157,15 +157,17 @@ func Load(root string) ([]Result, []Class, error) {
 		switch r.Job.Probe {
 		case ProbePerf1:
 			return 0
+		case ProbePerf8:
+			return 1
 		case ProbeSafety:
 			if r.Job.Class == ClassClientPauseFenced {
-				return 1 + slices.Index(Classes, ClassClientPause)
+				return 2 + slices.Index(Classes, ClassClientPause)
 			}
-			return 1 + slices.Index(Classes, r.Job.Class)
+			return 2 + slices.Index(Classes, r.Job.Class)
 		case ProbeDeadlock:
-			return 1 + len(Classes)
+			return 2 + len(Classes)
 		}
-		return 2 + len(Classes)
+		return 3 + len(Classes)
 	}
 	sort.Slice(out, func(i, j int) bool {
 		a, b := out[i], out[j]

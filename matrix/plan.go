@@ -61,6 +61,11 @@ const (
 	ClassClientClock Class = "client-clock"
 )
 
+// PerfTime is the longest workload of the timed runs (ProbePerf1,
+// ProbePerf8): thousands of acquires for the fast locks, hundreds for the
+// slowest, and each second of it a second the machine runs nothing else.
+const PerfTime = 4 * time.Second
+
 // killRestartFault is the fault of ClassKillRestart, whose runs also
 // measure availability with one node lost.
 const killRestartFault = "kill-node"
@@ -128,8 +133,14 @@ const (
 	ProbeSafety Probe = "safety"
 	// ProbeDeadlock kills lock holders (kill-client with KillHolder).
 	ProbeDeadlock Probe = "deadlock"
-	// ProbePerf1 is the fault-free run with one client.
+	// ProbePerf1 is the fault-free run with one client, whose latency and
+	// rate the matrix shows; it is timed, so it runs alone.
 	ProbePerf1 Probe = "perf-1"
+	// ProbePerf8 is the fault-free run with 8 clients, whose latency and
+	// rate the matrix shows; it is timed, so it runs alone. (A matrix
+	// stored before it existed took these figures from seed 1 of the
+	// fault-free safety run, which then ran alone.)
+	ProbePerf8 Probe = "perf-8"
 	// ProbeReentrant is the reentrancy probe (see ProbeReentrancy); it is
 	// not a run, and it runs once per impl, not once per seed.
 	ProbeReentrant Probe = "reentrancy"
@@ -315,13 +326,15 @@ func SayLeftOut(w io.Writer, o Options) {
 	}
 }
 
-// Plan returns the jobs of o, impl by impl (in name order when o.Impls is
-// empty, leaving out those LeftOut names): the fault-free run with 1
-// client, once (its latency and rate are timings of thousands of
-// acquires, not a rate over seeds); with every seed, one safety run per
-// class (the fault-free one with 8 clients, whose seed 1 is also the
-// 8-client timing) and the deadlock run; then, once, the reentrancy probe.
-// Execute leaves out the seeds of a cell that its earlier seeds decided.
+// Plan returns the jobs of o over its impls (in name order when o.Impls is
+// empty, leaving out those LeftOut names) and then its external clients.
+// First the timed runs of every row, once each (their latency and rate
+// are timings of thousands of acquires, not a rate over seeds): the
+// fault-free run with 1 client and the one with 8. Then seed by seed, for
+// every row, one safety run per class (the fault-free one with 8 clients
+// too), the saved-by-fencing run where the row has that column, the
+// deadlock run, and after seed 1 the reentrancy probe, once. Execute
+// leaves out the seeds of a cell that its earlier seeds decided.
 func Plan(o Options) ([]Job, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
@@ -337,36 +350,50 @@ func Plan(o Options) ([]Job, error) {
 	if !slices.Contains(classes, ClassNone) {
 		classes = append([]Class{ClassNone}, classes...)
 	}
-	var jobs []Job
+	// The timed runs come first, one after the other (Execute runs a
+	// timed job alone): together, they need the machine to themselves
+	// once, not once per impl. Then the seeds in order, each over every
+	// impl, so that every cell moves on at once and the last seeds of
+	// the last impl are not all that is left at the end.
+	type row struct {
+		impl   impls.Impl
+		client bool
+	}
+	var rows []row
 	for _, name := range names {
 		impl, _ := impls.Lookup(name)
-		jobs = append(jobs, o.job(impl, ProbePerf1, ClassNone, 1))
-		for seed := int64(1); seed <= int64(o.Seeds); seed++ {
-			for _, c := range classes {
-				jobs = append(jobs, o.job(impl, ProbeSafety, c, seed))
-				if c == ClassClientPause && o.fencedColumn() && impl.Fenced {
-					jobs = append(jobs, o.job(impl, ProbeSafety, ClassClientPauseFenced, seed))
-				}
-			}
-			jobs = append(jobs, o.job(impl, ProbeDeadlock, ClassNone, seed))
-		}
-		jobs = append(jobs, o.job(impl, ProbeReentrant, ClassNone, 1))
+		rows = append(rows, row{impl: impl})
 	}
 	for _, name := range o.ExternalClients {
 		c := run.Config{Client: name}
 		impl, _ := c.ImplInfo()
 		impl.Name = name
-		jobs = append(jobs, o.clientJob(impl, ProbePerf1, ClassNone, 1))
-		for seed := int64(1); seed <= int64(o.Seeds); seed++ {
+		rows = append(rows, row{impl: impl, client: true})
+	}
+	job := func(r row, p Probe, c Class, seed int64) Job {
+		if r.client {
+			return o.clientJob(r.impl, p, c, seed)
+		}
+		return o.job(r.impl, p, c, seed)
+	}
+	var jobs []Job
+	for _, r := range rows {
+		jobs = append(jobs, job(r, ProbePerf1, ClassNone, 1), job(r, ProbePerf8, ClassNone, 1))
+	}
+	for seed := int64(1); seed <= int64(o.Seeds); seed++ {
+		for _, r := range rows {
 			for _, c := range classes {
-				jobs = append(jobs, o.clientJob(impl, ProbeSafety, c, seed))
-				if c == ClassClientPause && o.fencedColumn() {
-					// Whether the client gives fencing tokens is known once
-					// it is probed: a run without them is n/a.
-					jobs = append(jobs, o.clientJob(impl, ProbeSafety, ClassClientPauseFenced, seed))
+				jobs = append(jobs, job(r, ProbeSafety, c, seed))
+				// Whether an external client gives fencing tokens is known
+				// once it is probed: a run without them is n/a.
+				if c == ClassClientPause && o.fencedColumn() && (r.impl.Fenced || r.client) {
+					jobs = append(jobs, job(r, ProbeSafety, ClassClientPauseFenced, seed))
 				}
 			}
-			jobs = append(jobs, o.clientJob(impl, ProbeDeadlock, ClassNone, seed))
+			jobs = append(jobs, job(r, ProbeDeadlock, ClassNone, seed))
+			if seed == 1 && !r.client {
+				jobs = append(jobs, job(r, ProbeReentrant, ClassNone, 1))
+			}
 		}
 	}
 	return jobs, nil
@@ -381,12 +408,10 @@ func (o Options) clientJob(impl impls.Impl, p Probe, c Class, seed int64) Job {
 	return j
 }
 
-// StopsAtFirstViolation reports whether the runs of probe p and class c,
-// at seed seed of an impl of nodes nodes, stop a grace after their first
+// StopsAtFirstViolation reports whether the runs of probe p and class c
+// of an impl of nodes nodes stop a grace after their first
 // violation (--stop-on-violation): those whose only product is whether
-// they saw one. That is every safety run but these: seed 1 of the
-// fault-free run, which also measures the rate and latency at 8 clients
-// (its other seeds do not: Job.Timed); a kill/restart run of a backend
+// they saw one. That is every safety run but these: a kill/restart run of a backend
 // of several nodes, which also measures the availability while a node is
 // down (a one-node backend has no such column); and the fenced
 // client-pause runs (ClassClientPauseFenced), whose first violation is
@@ -394,12 +419,10 @@ func (o Options) clientJob(impl impls.Impl, p Probe, c Class, seed int64) Job {
 // refused the paused holder's write, which comes later, when it wakes. A
 // stopped run is a run with a violation: the rates are the same, and the
 // runs end sooner.
-func StopsAtFirstViolation(p Probe, c Class, seed int64, nodes int) bool {
+func StopsAtFirstViolation(p Probe, c Class, nodes int) bool {
 	switch {
 	case p != ProbeSafety || c == ClassClientPauseFenced:
 		return false
-	case c == ClassNone:
-		return seed > 1
 	case c == ClassKillRestart:
 		return nodes <= 1
 	}
@@ -421,8 +444,11 @@ func (o Options) job(impl impls.Impl, p Probe, c Class, seed int64) Job {
 	name := string(c)
 	switch p {
 	case ProbePerf1:
-		cfg.Clients, cfg.Duration = 1, min(o.Duration, 4*time.Second)
-		name = "perf-1"
+		cfg.Clients, cfg.Duration = 1, min(o.Duration, PerfTime)
+		name = string(ProbePerf1)
+	case ProbePerf8:
+		cfg.Clients, cfg.Duration = 8, min(o.Duration, PerfTime)
+		name = string(ProbePerf8)
 	case ProbeDeadlock:
 		cfg.Faults = []string{"kill-client"}
 		nemesis.KillHolder.Set(&cfg.FaultSettings, true)
@@ -489,7 +515,7 @@ func (o Options) job(impl impls.Impl, p Probe, c Class, seed int64) Job {
 	if nemesis.KillHolder.Of(cfg.FaultSettings) {
 		cmd = append(cmd, "--kill-holder")
 	}
-	if StopsAtFirstViolation(p, c, seed, impl.Nodes) {
+	if StopsAtFirstViolation(p, c, impl.Nodes) {
 		cfg.StopOnViolation = true
 		cmd = append(cmd, "--stop-on-violation")
 	}

@@ -98,15 +98,16 @@ func TestPlan(t *testing.T) {
 	for _, j := range jobs {
 		labels = append(labels, j.Label())
 	}
+	// The timed runs first, then seed by seed over the impls.
 	// redis-set-nx-px's leases carry a fencing token, so its client-pause
 	// runs again with a fenced store; redlock's carry none.
 	want := []string{
-		"redis-set-nx-px perf-1 seed 1", "redis-set-nx-px none seed 1", "redis-set-nx-px client-pause seed 1", "redis-set-nx-px client-pause-fenced seed 1", "redis-set-nx-px deadlock seed 1",
-		"redis-set-nx-px none seed 2", "redis-set-nx-px client-pause seed 2", "redis-set-nx-px client-pause-fenced seed 2", "redis-set-nx-px deadlock seed 2",
+		"redis-set-nx-px perf-1 seed 1", "redis-set-nx-px perf-8 seed 1", "redlock perf-1 seed 1", "redlock perf-8 seed 1",
+		"redis-set-nx-px none seed 1", "redis-set-nx-px client-pause seed 1", "redis-set-nx-px client-pause-fenced seed 1", "redis-set-nx-px deadlock seed 1",
 		"redis-set-nx-px reentrancy seed 1",
-		"redlock perf-1 seed 1", "redlock none seed 1", "redlock client-pause seed 1", "redlock deadlock seed 1",
+		"redlock none seed 1", "redlock client-pause seed 1", "redlock deadlock seed 1", "redlock reentrancy seed 1",
+		"redis-set-nx-px none seed 2", "redis-set-nx-px client-pause seed 2", "redis-set-nx-px client-pause-fenced seed 2", "redis-set-nx-px deadlock seed 2",
 		"redlock none seed 2", "redlock client-pause seed 2", "redlock deadlock seed 2",
-		"redlock reentrancy seed 1",
 	}
 	if !slices.Equal(labels, want) {
 		t.Fatalf("jobs\n%s\nwant\n%s", strings.Join(labels, "\n"), strings.Join(want, "\n"))
@@ -129,9 +130,10 @@ func TestPlan(t *testing.T) {
 			t.Errorf("%s: run name %q", j.Label(), c.Name)
 		}
 		switch {
-		case j.Probe == ProbePerf1:
-			if c.Clients != 1 || len(c.Faults) != 0 || c.Duration != 4*time.Second {
-				t.Errorf("%s: %d clients, faults %v, %v", j.Label(), c.Clients, c.Faults, c.Duration)
+		case j.Probe == ProbePerf1 || j.Probe == ProbePerf8:
+			want := map[Probe]int{ProbePerf1: 1, ProbePerf8: 8}[j.Probe]
+			if c.Clients != want || len(c.Faults) != 0 || c.Duration != 4*time.Second || !j.Timed() {
+				t.Errorf("%s: %d clients, faults %v, %v, timed %v", j.Label(), c.Clients, c.Faults, c.Duration, j.Timed())
 			}
 		case j.Probe == ProbeSafety && j.Class == ClassNone:
 			if c.Clients != 8 || len(c.Faults) != 0 || c.Duration != 8*time.Second {
@@ -148,9 +150,12 @@ func TestPlan(t *testing.T) {
 			}
 		}
 		// The fault classes' safety runs stop at their first violation,
-		// and the fault-free ones but the timed seed 1; the command says
-		// so as the config does.
-		if stop := j.Probe == ProbeSafety && (j.Class == ClassClientPause || j.Class == ClassNone && j.Seed > 1); c.StopOnViolation != stop || strings.Contains(c.Command, "--stop-on-violation") != stop {
+		// and so do the fault-free ones, none of which is timed; the
+		// command says so as the config does.
+		if j.Probe == ProbeSafety && j.Timed() {
+			t.Errorf("%s is timed: a safety run runs beside others", j.Label())
+		}
+		if stop := j.Probe == ProbeSafety && (j.Class == ClassClientPause || j.Class == ClassNone); c.StopOnViolation != stop || strings.Contains(c.Command, "--stop-on-violation") != stop {
 			t.Errorf("%s: stop-on-violation %v, command %q", j.Label(), c.StopOnViolation, c.Command)
 		}
 		if j.Probe != ProbeReentrant {
@@ -216,7 +221,7 @@ func TestPlanGivesExternalClientsRowsOfTheirOwn(t *testing.T) {
 	}
 	// Whether kazoo gives fencing tokens is known once it is probed: its
 	// fenced run is planned, and n/a when it gives none.
-	want := []string{"kazoo perf-1 seed 1", "kazoo none seed 1", "kazoo client-pause seed 1", "kazoo client-pause-fenced seed 1", "kazoo deadlock seed 1"}
+	want := []string{"kazoo perf-1 seed 1", "kazoo perf-8 seed 1", "kazoo none seed 1", "kazoo client-pause seed 1", "kazoo client-pause-fenced seed 1", "kazoo deadlock seed 1"}
 	if !slices.Equal(probes, want) {
 		t.Errorf("jobs %q, want %q", probes, want)
 	}
@@ -378,8 +383,8 @@ func TestPlanFencedColumn(t *testing.T) {
 	}
 	o := DefaultOptions()
 	o.Impls, o.Seeds = []string{"redis-set-nx-px", "redlock", "mysql-get-lock", "etcd-mutex"}, 2
-	want := []string{"redis-set-nx-px client-pause-fenced seed 1", "redis-set-nx-px client-pause-fenced seed 2",
-		"etcd-mutex client-pause-fenced seed 1", "etcd-mutex client-pause-fenced seed 2"}
+	want := []string{"redis-set-nx-px client-pause-fenced seed 1", "etcd-mutex client-pause-fenced seed 1",
+		"redis-set-nx-px client-pause-fenced seed 2", "etcd-mutex client-pause-fenced seed 2"}
 	if got := fencedJobs(o); !slices.Equal(got, want) {
 		t.Errorf("fenced jobs %q, want %q", got, want)
 	}
