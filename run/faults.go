@@ -59,6 +59,9 @@ type providerSetup struct {
 	netem     bool
 	delayHow  string // how the delay fault is made, and why, for results.json
 	storeAddr string
+	// lab is the keeper's hold of the run's network lab, when a series
+	// of runs may keep it with its cluster (Clusters.provider), or nil.
+	lab *labHold
 }
 
 // setupProvider sets up the run's provider (a network lab for a local
@@ -71,7 +74,7 @@ func setupProvider(ctx context.Context, cfg Config, impl impls.Impl, dir string,
 	// The nodes run where the provider puts them (this host's processes,
 	// the run's containers, the inventory's hosts); the clients run here.
 	var err error
-	p.p, err = makeProvider(ctx, cfg, impl, lg)
+	p.p, err = cfg.Clusters.provider(ctx, cfg, impl, p, lg)
 	if err != nil {
 		return p, err
 	}
@@ -265,7 +268,7 @@ func (p *providerSetup) close(ctx context.Context, lg *slog.Logger) {
 			lg.Warn("clock shim", "err", err)
 		}
 	}
-	if p.p != nil {
+	if p.p != nil && !p.lab.handedBack(ctx, lg) {
 		p.p.Close(ctx, lg)
 	}
 }
