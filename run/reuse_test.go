@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,6 +15,8 @@ import (
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/delayproxy"
+	"github.com/locktest/locktest/clusters/local/netns"
+	"github.com/locktest/locktest/clusters/netrules"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/runstore"
 	"github.com/locktest/locktest/testkit/gate"
@@ -402,4 +405,139 @@ func pidAliveForTest(pid int) bool {
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
 	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+}
+
+// TestReusedLabGivesAFreshOnesVerdicts runs, in the network lab, the same
+// seed three times: twice through one keeper (the second run takes the
+// first's cluster with its lab: the lab proven as made, the cluster reset
+// and checked) and once without. On replicated Redis the fault isolates
+// a node; on a single Redis it isolates a client host, so the second
+// run's workers must go into the kept lab's client namespaces. The three
+// give the same verdict and number of faults; the reused run names the
+// first run's lab and says the lab was checked; and Close removes the
+// kept cluster's processes and every namespace, link and FORWARD rule of
+// its lab.
+func TestReusedLabGivesAFreshOnesVerdicts(t *testing.T) {
+	gate.Netns(t)
+	for _, tt := range []struct{ impl, fault string }{{"redis-replicated", "isolate"}, {"redis-set-nx-px", "client-isolate"}} {
+		t.Run(tt.impl+"/"+tt.fault, func(t *testing.T) {
+			ctx := context.Background()
+			k := NewClusters()
+			defer k.Close(ctx)
+			var outs []*Outcome
+			for i, keeper := range []*Clusters{k, k, nil} {
+				out, err := Run(ctx, reuseConfig(t, tt.impl, tt.fault, keeper))
+				if err != nil {
+					t.Fatalf("run %d: %v", i+1, err)
+				}
+				outs = append(outs, out)
+			}
+			first, reused, fresh := outs[0].Results, outs[1].Results, outs[2].Results
+			for i, r := range []runstore.Results{first, reused, fresh} {
+				if r.Valid != first.Valid || r.Stats["faults_injected"] != first.Stats["faults_injected"] || r.Stats["faults_injected"] == 0 || len(r.Problems) > 0 {
+					t.Errorf("run %d: %s with %v faults (problems %q), want the first run's %s with %v faults, and no problem",
+						i+1, r.Valid, r.Stats["faults_injected"], r.Problems, first.Valid, first.Stats["faults_injected"])
+				}
+				if r.Run.Lab == "" {
+					t.Errorf("run %d has no network lab", i+1)
+				}
+			}
+			if c := first.Run.Cluster; c == nil || c.Reused || !c.Kept {
+				t.Fatalf("first run's cluster: %+v, want started and kept", c)
+			}
+			if c := reused.Run.Cluster; c == nil || !c.Reused || c.RunsBefore != 1 || c.StartedBy != outs[0].Dir || c.Reset != resetLabChecked || !c.Kept {
+				t.Errorf("second run's cluster: %+v, want reused after 1 run of %s, reset and lab checked, kept", c, outs[0].Dir)
+			}
+			if reused.Run.Lab != first.Run.Lab || fresh.Run.Lab == first.Run.Lab {
+				t.Errorf("labs %s, %s, %s: want the second run in the first's, the third in its own", first.Run.Lab, reused.Run.Lab, fresh.Run.Lab)
+			}
+			if started, reusedN := k.Stats(); started != 1 || reusedN != 1 {
+				t.Errorf("the keeper started %d clusters and reused %d, want 1 and 1", started, reusedN)
+			}
+			if err := schemacheck.ValidateFile("results", filepath.Join(outs[1].Dir, runstore.ResultsFile)); err != nil {
+				t.Error(err)
+			}
+			labLeft(t, first.Run.Lab, true)
+			pids := keptPids(t, k)
+			if err := k.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+			for name, pid := range pids {
+				if pidAliveForTest(pid) {
+					t.Errorf("node %s (pid %d) still runs after Close", name, pid)
+				}
+			}
+			for _, r := range []runstore.Results{first, fresh} {
+				labLeft(t, r.Run.Lab, false)
+			}
+		})
+	}
+}
+
+// TestLabWithALeftRuleIsNotReused keeps a cluster with its lab, then puts
+// a rule in a node's namespace as a fault's left-behind rule would be (by
+// hand, which the lab's heal does not know of): the next run must not
+// take the lab, must say why naming the rule, must remove the kept
+// cluster and its lab, and must start its own and keep it.
+func TestLabWithALeftRuleIsNotReused(t *testing.T) {
+	gate.Netns(t)
+	ctx := context.Background()
+	k := NewClusters()
+	defer k.Close(ctx)
+	out, err := Run(ctx, reuseConfig(t, "redis-set-nx-px", "client-isolate", k))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := out.Results.Run.Cluster; c == nil || !c.Kept {
+		t.Fatalf("first run's cluster: %+v, want kept", c)
+	}
+	lab := out.Results.Run.Lab
+	pids := keptPids(t, k)
+	ns := "locktest-" + lab + "-h1"
+	rule := []string{"ip", "netns", "exec", ns, "iptables", "-w", "-A", netrules.ChainIn, "-s", "10.255.255.1/32", "-j", "DROP"}
+	if b, err := exec.Command(rule[0], rule[1:]...).CombinedOutput(); err != nil {
+		t.Fatalf("%q: %v: %s", rule, err, b)
+	}
+	out, err = Run(ctx, reuseConfig(t, "redis-set-nx-px", "client-isolate", k))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := out.Results.Run.Cluster
+	if c == nil || c.Reused || !strings.Contains(c.Fresh, "not as made") || !strings.Contains(c.Fresh, "10.255.255.1") || !c.Kept {
+		t.Errorf("the run after a rule was left: cluster %+v, want a fresh one (kept), saying the lab is not as made, naming the rule", c)
+	}
+	if out.Results.Run.Lab == lab {
+		t.Errorf("the run took lab %s, which has a rule left", lab)
+	}
+	labLeft(t, lab, false)
+	for name, pid := range pids {
+		if pidAliveForTest(pid) {
+			t.Errorf("node %s (pid %d) of the removed cluster still runs", name, pid)
+		}
+	}
+	if started, reused := k.Stats(); started != 2 || reused != 0 {
+		t.Errorf("the keeper started %d clusters and reused %d, want 2 and 0", started, reused)
+	}
+	second := out.Results.Run.Lab
+	if err := k.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	labLeft(t, second, false)
+}
+
+// labLeft fails the test unless lab id's namespaces, links and FORWARD
+// rule are on this host (want) or none of them is.
+func labLeft(t *testing.T, id string, want bool) {
+	t.Helper()
+	f, err := netns.Find(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	left := f.Of(id)
+	switch {
+	case want && (len(left.Namespaces) == 0 || len(left.Links) == 0 || len(left.Rules) == 0):
+		t.Errorf("lab %s is not all there: %+v", id, left)
+	case !want && !left.Empty():
+		t.Errorf("lab %s left behind: %+v", id, left)
+	}
 }
