@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/locktest/locktest/clusters/delayproxy"
 	"github.com/locktest/locktest/clusters/local/netns"
 	"github.com/locktest/locktest/clusters/netrules"
+	"github.com/locktest/locktest/clusters/provider"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/runstore"
 	"github.com/locktest/locktest/testkit/gate"
@@ -540,4 +542,167 @@ func labLeft(t *testing.T, id string, want bool) {
 	case !want && !left.Empty():
 		t.Errorf("lab %s left behind: %+v", id, left)
 	}
+}
+
+// TestLabKeyMatchesWhatShapesTheLab checks, from settings alone, which
+// runs in a network lab may take another's kept cluster with its lab:
+// another impl of the backend, seed or fault that needs only the lab
+// may; another client count (the lab's client hosts), network mode,
+// subnet, backend or size may not; and faults that need the clock shim,
+// sync records or a delay make the lab one that is never kept.
+func TestLabKeyMatchesWhatShapesTheLab(t *testing.T) {
+	base := providerConfig(t, "redis-replicated")
+	base.Faults, base.Clients = []string{"isolate"}, 3
+	key := func(t *testing.T, cfg Config) (string, string) {
+		t.Helper()
+		impl, err := cfg.ImplInfo()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return labKey(cfg, impl)
+	}
+	want, why := key(t, base)
+	if why != "" {
+		t.Fatalf("a partition run of replicated Redis cannot keep its lab: %s", why)
+	}
+	for _, tt := range []struct {
+		name    string
+		edit    func(*Config)
+		same    bool
+		whyWith string
+	}{
+		{name: "the same settings", edit: func(*Config) {}, same: true},
+		{name: "another seed and TTL", edit: func(c *Config) { c.Seed, c.TTL = 99, 2*time.Second }, same: true},
+		{name: "another partition", edit: func(c *Config) { c.Faults = []string{"halves"} }, same: true},
+		{name: "a client's isolation", edit: func(c *Config) { c.Faults = []string{"client-isolate"} }, same: true},
+		{name: "another client count", edit: func(c *Config) { c.Clients = 5 }},
+		{name: "another network mode", edit: func(c *Config) { c.Net = NetNamespaces }},
+		{name: "a subnet", edit: func(c *Config) { c.Subnet = "10.77.9.0/24" }},
+		{name: "another backend", edit: func(c *Config) { c.Impl = "redis-set-nx-px" }},
+		{name: "persistence", edit: func(c *Config) { c.Persistence = "always" }},
+		{name: "the node program's environment", edit: func(c *Config) { c.NodeEnv = append(c.NodeEnv, "X=1") }},
+		{name: "a clock fault", edit: func(c *Config) { c.Faults = []string{"isolate", "clock-bump"} }, whyWith: "clock shim"},
+		{name: "power loss", edit: func(c *Config) { c.Faults = []string{"power-loss"} }, whyWith: "syncs"},
+		{name: "a delay", edit: func(c *Config) { c.Faults = []string{"isolate", "delay"} }, whyWith: "delays"},
+		{name: "the docker provider", edit: func(c *Config) { c.Provider = "docker" }, whyWith: "keeps no network lab"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := base
+			cfg.NodeEnv = append([]string(nil), base.NodeEnv...)
+			tt.edit(&cfg)
+			got, why := key(t, cfg)
+			switch {
+			case tt.whyWith != "":
+				if why == "" || !strings.Contains(why, tt.whyWith) {
+					t.Errorf("kept with key %s, want it refused naming %q (got %q)", got, tt.whyWith, why)
+				}
+			case why != "":
+				t.Errorf("cannot be kept: %s", why)
+			case (got == want) != tt.same:
+				t.Errorf("key %s, base key %s: want the same %v", got, want, tt.same)
+			}
+		})
+	}
+}
+
+// fakeLab is a hand-built provider with a network lab: it records, in
+// order, into its log what happens to it.
+type fakeLab struct {
+	provider.Provider
+	log    *[]string
+	asMade error
+}
+
+func (f *fakeLab) RecordLab(context.Context) error { *f.log = append(*f.log, "record"); return nil }
+func (f *fakeLab) LabAsMade(context.Context) error { *f.log = append(*f.log, "prove"); return f.asMade }
+func (f *fakeLab) CloseLab(context.Context) error  { *f.log = append(*f.log, "remove lab"); return nil }
+func (f *fakeLab) Close(context.Context, *slog.Logger) {
+	*f.log = append(*f.log, "provider closed")
+}
+
+// loggedCluster is a fakeCluster whose stops go into a shared log.
+type loggedCluster struct {
+	fakeCluster
+	log *[]string
+}
+
+func (c *loggedCluster) Stop(ctx context.Context) error {
+	*c.log = append(*c.log, "stop cluster")
+	return c.fakeCluster.Stop(ctx)
+}
+
+// TestKeeperKeepsALabWithItsCluster checks the keeper's rules for a
+// cluster in a network lab on hand-built data: a run that gives the
+// cluster back gives its lab with it (its own close then leaves the lab
+// alone), and Close stops the cluster, then removes its lab; a run that
+// does not give it back stops the cluster (finish), then removes the lab
+// (its close); a run that took a kept cluster with its lab but never came
+// to use it stops that cluster before it removes the lab.
+func TestKeeperKeepsALabWithItsCluster(t *testing.T) {
+	ctx := context.Background()
+	lg := slog.New(slog.DiscardHandler)
+	newHeld := func(t *testing.T, kept bool) (*Clusters, *loggedCluster, *providerSetup, *[]string) {
+		t.Helper()
+		var log []string
+		lab := &fakeLab{log: &log}
+		cl := &loggedCluster{fakeCluster: fakeCluster{nodes: []clusters.Node{{Name: "n1", Addr: "10.77.0.2:1"}}}, log: &log}
+		hold := &labHold{key: "L", recorded: true, log: newSwapHandler(lg.Handler())}
+		prov := &providerSetup{p: lab, lab: hold}
+		k := NewClusters()
+		h := &heldCluster{k: &keptCluster{key: "L", cl: cl, startedBy: "first-run", log: hold.log, lab: lab}, lab: hold,
+			logFrom: map[string]int64{}, info: runstore.ClusterInfo{Kept: kept}}
+		k.hold(cl, h)
+		return k, cl, prov, &log
+	}
+	t.Run("given back", func(t *testing.T) {
+		k, cl, prov, log := newHeld(t, true)
+		if rest := k.finish(ctx, cl, t.TempDir(), lg); rest != nil {
+			t.Fatalf("finish returned %v, want nil", rest)
+		}
+		prov.close(ctx, lg)
+		if len(*log) != 0 {
+			t.Fatalf("a run that gave its cluster and lab back did %q, want nothing", *log)
+		}
+		if kept := k.keptKeys(); len(kept) != 1 || kept[0] != "L" {
+			t.Fatalf("kept %q, want the lab's key", kept)
+		}
+		if err := k.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if want := []string{"stop cluster", "remove lab"}; !slices.Equal(*log, want) {
+			t.Errorf("Close did %q, want %q", *log, want)
+		}
+	})
+	t.Run("not given back", func(t *testing.T) {
+		k, cl, prov, log := newHeld(t, false)
+		if rest := k.finish(ctx, cl, t.TempDir(), lg); rest != nil {
+			t.Fatalf("finish returned %v, want nil", rest)
+		}
+		prov.close(ctx, lg)
+		if want := []string{"stop cluster", "provider closed"}; !slices.Equal(*log, want) {
+			t.Errorf("the run did %q, want %q", *log, want)
+		}
+		if kept := k.keptKeys(); len(kept) != 0 {
+			t.Errorf("kept %q", kept)
+		}
+	})
+	t.Run("closed meanwhile", func(t *testing.T) {
+		k, cl, prov, log := newHeld(t, true)
+		if err := k.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		k.finish(ctx, cl, t.TempDir(), lg)
+		prov.close(ctx, lg)
+		if want := []string{"stop cluster", "provider closed"}; !slices.Equal(*log, want) {
+			t.Errorf("the run did %q, want %q", *log, want)
+		}
+	})
+	t.Run("taken, never used", func(t *testing.T) {
+		_, _, prov, log := newHeld(t, true)
+		prov.lab.kept = &keptCluster{cl: &loggedCluster{log: log}}
+		prov.close(ctx, lg)
+		if want := []string{"stop cluster", "provider closed"}; !slices.Equal(*log, want) {
+			t.Errorf("the run did %q, want %q", *log, want)
+		}
+	})
 }
