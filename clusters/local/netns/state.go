@@ -28,21 +28,22 @@ type HostState struct {
 	// Veth says whether the host's veth exists on this host, is up and is
 	// attached to the lab's bridge.
 	Veth bool
-	// Addr is the IPv4 address and prefix of the namespace's eth0 ("" when
-	// it has none), and Up whether that eth0 is up.
+	// Addr is the IPv4 address and prefix of the namespace's eth0 while
+	// it is up ("" when it is down or has none).
 	Addr string
-	Up   bool
 	// Rules are the namespace's filter table as `iptables -S` prints it:
 	// its policies, chains and every rule.
 	Rules []string
-	// Procs are the pids of the processes in the namespace.
+	// Procs are the pids of the processes in the namespace, when they
+	// were asked for (ReadState's procs).
 	Procs []string
 }
 
-// ReadState reads the lab as the kernel shows it now. An error means a
-// part could not be read (a command failed), not that a part is missing:
-// a missing bridge, veth or namespace is a State that says so.
-func (l *Network) ReadState(ctx context.Context) (State, error) {
+// ReadState reads the lab as the kernel shows it now, and the processes
+// of the hosts named in procs. An error means a part could not be read (a
+// command failed), not that a part is missing: a missing bridge, veth or
+// namespace is a State that says so.
+func (l *Network) ReadState(ctx context.Context, procs []string) (State, error) {
 	hosts := l.Hosts()
 	l.mu.Lock()
 	bridge, fwd := l.bridge, slices.Clone(l.fwd)
@@ -70,7 +71,7 @@ func (l *Network) ReadState(ctx context.Context) (State, error) {
 	errs := make([]error, len(hosts))
 	for i, h := range hosts {
 		wg.Go(func() {
-			hs, err := readHost(ctx, h)
+			hs, err := readHost(ctx, h, slices.Contains(procs, h.Name))
 			hs.Veth = veths[h.Veth]
 			errs[i] = err
 			mu.Lock()
@@ -83,14 +84,15 @@ func (l *Network) ReadState(ctx context.Context) (State, error) {
 }
 
 // readHost reads the namespace of h: eth0's address, its filter table
-// and its processes. A namespace that is gone reads as a HostState with
-// no address and no rules.
-func readHost(ctx context.Context, h Host) (HostState, error) {
+// and, with procs, its processes. A namespace that is gone reads as a
+// HostState with no address and no rules.
+func readHost(ctx context.Context, h Host, procs bool) (HostState, error) {
 	var hs HostState
 	if !nsExists(ctx, h.NS) {
 		return hs, nil
 	}
-	b, err := output(ctx, "ip", "-n", h.NS, "-o", "-4", "addr", "show", "dev", "eth0")
+	// Listed only while eth0 is up.
+	b, err := output(ctx, "ip", "-n", h.NS, "-o", "-4", "addr", "show", "dev", "eth0", "up")
 	if err != nil {
 		return hs, err
 	}
@@ -100,11 +102,6 @@ func readHost(ctx context.Context, h Host) (HostState, error) {
 			hs.Addr = fs[i+1]
 		}
 	}
-	b, err = output(ctx, "ip", "-n", h.NS, "-o", "link", "show", "dev", "eth0")
-	if err != nil {
-		return hs, err
-	}
-	_, hs.Up, _ = parseLink(string(b))
 	b, err = output(ctx, "ip", "netns", "exec", h.NS, "iptables", "-w", "-S")
 	if err != nil {
 		return hs, err
@@ -114,11 +111,13 @@ func readHost(ctx context.Context, h Host) (HostState, error) {
 			hs.Rules = append(hs.Rules, line)
 		}
 	}
-	b, err = output(ctx, "ip", "netns", "pids", h.NS)
-	if err != nil {
-		return hs, err
+	if procs {
+		b, err = output(ctx, "ip", "netns", "pids", h.NS)
+		if err != nil {
+			return hs, err
+		}
+		hs.Procs = strings.Fields(string(b))
 	}
-	hs.Procs = strings.Fields(string(b))
 	return hs, nil
 }
 
@@ -141,7 +140,7 @@ func parseLink(line string) (name string, up bool, master string) {
 
 // Differences lists how now differs from base, the lab as it was made,
 // one line each; none when the lab is as made. Every host of base must be
-// in now with its veth attached and up, its address, its eth0 up and the
+// in now with its veth attached and up, eth0 up with its address, and the
 // very rules of base (a rule a fault left, in any chain, is a
 // difference); a host of now that base lacks is one too. The hosts named
 // in idle must have no process at all (a client host whose worker
@@ -166,10 +165,7 @@ func Differences(base, now State, idle []string) []string {
 			out = append(out, "host "+n+": its veth is gone, down or off the bridge")
 		}
 		if h.Addr != b.Addr {
-			out = append(out, fmt.Sprintf("host %s: eth0 has address %q, made with %q", n, h.Addr, b.Addr))
-		}
-		if !h.Up {
-			out = append(out, "host "+n+": eth0 is down")
+			out = append(out, fmt.Sprintf("host %s: eth0 is up with address %q, made with %q", n, h.Addr, b.Addr))
 		}
 		out = append(out, ruleDifferences(n, b.Rules, h.Rules)...)
 		if slices.Contains(idle, n) && len(h.Procs) > 0 {
@@ -220,10 +216,10 @@ func ruleDifferences(host string, base, now []string) []string {
 // Record reads the lab as it is now (ReadState) and keeps it as the lab
 // as made, which AsMade compares with. It is called once every host was
 // added and before any fault; the State must show the bridge, the FORWARD
-// rule and each host's veth, address and eth0 up, or the lab was not
+// rule and each host's veth, and eth0 up with an address, or the lab was not
 // made whole and Record fails.
 func (l *Network) Record(ctx context.Context) error {
-	s, err := l.ReadState(ctx)
+	s, err := l.ReadState(ctx, nil)
 	if err != nil {
 		return err
 	}
@@ -235,7 +231,7 @@ func (l *Network) Record(ctx context.Context) error {
 		broken = append(broken, "no FORWARD rule")
 	}
 	for _, n := range slices.Sorted(maps.Keys(s.Hosts)) {
-		if h := s.Hosts[n]; !h.Veth || h.Addr == "" || !h.Up {
+		if h := s.Hosts[n]; !h.Veth || h.Addr == "" {
 			broken = append(broken, "host "+n+" has no veth up on the bridge, or no address up")
 		}
 	}
@@ -263,7 +259,7 @@ func (l *Network) AsMade(ctx context.Context, idle []string) error {
 	case made == nil:
 		return fmt.Errorf("netns: lab %s was not recorded as made", l.id)
 	}
-	now, err := l.ReadState(ctx)
+	now, err := l.ReadState(ctx, idle)
 	if err != nil {
 		return err
 	}
