@@ -26,29 +26,41 @@ import (
 // so that a run takes a cluster an earlier run left healthy, reset,
 // instead of starting its own: Config.Clusters shares one among the
 // runs, and the series calls Close at its end (also when it is
-// interrupted), which stops every cluster it keeps. It is safe for
-// concurrent runs; a kept cluster serves one run at a time.
+// interrupted), which stops every cluster it keeps and removes the
+// network labs they are in. It is safe for concurrent runs; a kept
+// cluster serves one run at a time.
 //
 // What is kept: a cluster whose provider keeps clusters
 // (provider.Def.KeepsClusters: the local provider) and whose run set up
-// nothing else for it (no network lab, no clock shim, no sync records,
-// no delaying proxy), of a backend that states its Reset and Residue
-// (backend.Reusable). A run takes a kept cluster only when everything
-// that shapes it is the same (clusterKey: provider and its settings,
-// backend, nodes, persistence, cluster params, network, node program and
-// environment); the impl may differ.
+// nothing else for it (no clock shim, no sync records, no delaying
+// proxy) but, at most, a network lab its provider can record and prove
+// (labKeeper: the local provider's namespaces, veths and bridge), of a
+// backend that states its Reset and Residue (backend.Reusable). A run
+// takes a kept cluster only when everything that shapes it is the same
+// (clusterKey: provider and its settings, backend, nodes, persistence,
+// cluster params, network, node program and environment; for a cluster
+// in a network lab, labKey: the same, and the lab's shape, its client
+// hosts included); the impl may differ. A cluster in a network lab is
+// kept with its lab, and a run takes the two together before it makes a
+// lab of its own (provider): its workers then go into the kept lab's
+// client namespaces.
 //
-// How it is proven clean: before the run, the cluster is reset
+// How it is proven clean: before the run, a kept cluster's network lab
+// must be as it was made (labKeeper.LabAsMade, read from the kernel:
+// every veth and the bridge there, no iptables rule a fault left, no
+// process in a client's namespace); the cluster is reset
 // (backend.Reset), then its Residue, read from every node, must list
 // nothing, and every node must run, serve (its kind's readiness query)
 // and have the role it had when the cluster started. A cluster that
-// fails any of these is stopped, the run logs why and starts its own.
+// fails any of these is stopped, and its lab removed; the run logs why
+// and starts its own.
 //
 // When it is given back: at the run's end, when the run was not
 // interrupted, every fault healed, no fault of the run changes what a
 // heal does not restore (faultKeeps), no host was lost, and every node
-// runs, serves and has its starting role. Otherwise the run stops it as
-// a run without a keeper does.
+// runs, serves and has its starting role; its network lab goes back with
+// it. Otherwise the run stops it, and removes its lab, as a run without
+// a keeper does.
 //
 // The logs: the nodes' files and data stay in the folder of the run
 // that started the cluster. Each run's logs/ holds what each node logged
@@ -102,9 +114,10 @@ func (k *Clusters) Stats() (started, reused int) {
 	return k.started, k.reused
 }
 
-// Close stops every cluster the keeper keeps, each within closeTimeout
-// of ctx, and keeps no more: a run that has one still stops it at its
-// end. An error names each cluster it could not stop.
+// Close stops every cluster the keeper keeps, then removes the network
+// lab it is in, each within closeTimeout of ctx, and keeps no more: a run
+// that has one still stops it (and removes its lab) at its end. An error
+// names each cluster it could not stop and each lab it could not remove.
 func (k *Clusters) Close(ctx context.Context) error {
 	if k == nil {
 		return nil
@@ -217,9 +230,11 @@ const closeTimeout = 30 * time.Second
 const reuseTimeout = time.Minute
 
 // cluster is startCluster for a run of a series that keeps its
-// clusters: it takes a kept cluster that matches the run's, reset and
-// checked, or starts one as startCluster does. What it hands out is held
-// for the run until finish.
+// clusters: it hands out the cluster the run took with its network lab
+// (provider), or takes a kept cluster on loopback that matches the
+// run's, reset and checked, or starts one as startCluster does (in the
+// run's own lab, when it made one). What it hands out is held for the
+// run until finish.
 func (k *Clusters) cluster(ctx context.Context, cfg Config, impl impls.Impl, dir string, prov *providerSetup, lg *slog.Logger) (clusters.Cluster, error) {
 	if h := prov.lab; h != nil && h.kept != nil {
 		// The run took the cluster with its lab (Clusters.provider),
