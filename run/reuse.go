@@ -362,7 +362,8 @@ type labHold struct {
 // would be in a network lab: the cluster's shape (as clusterKey) and the
 // lab's (the network mode and subnet asked for, the client hosts, whether
 // network faults were asked for), which a kept cluster and its lab must
-// match exactly; or why such a run's lab cannot be kept: it is not the
+// match exactly; or why such a run's lab cannot be kept: it has none
+// (--net loopback, or --net auto without a network fault), it is not the
 // keeping provider's, the backend has no reset, or its faults need what
 // a lab's proof does not cover (the clock shim, sync records, a delay).
 // It reads cfg alone, so that a run looks for a kept lab before it makes
@@ -373,7 +374,10 @@ func labKey(cfg Config, impl impls.Impl) (key, why string) {
 		return "", err.Error()
 	}
 	faults := cfg.faultParts()
+	network := nemesis.Needs(faults, nemesis.NeedNetwork)
 	switch {
+	case cfg.Net != NetNamespaces && (cfg.Net != NetAuto || !network):
+		return "", "the run's nodes are in no network lab"
 	case !def.KeepsClusters || !def.Namespaces:
 		return "", "the " + def.Name + " provider keeps no network lab"
 	case !backend.Reusable(impl.Backend):
@@ -396,7 +400,7 @@ func labKey(cfg Config, impl impls.Impl) (key, why string) {
 		NodeCommand, NodeEnv           []string
 		Lab                            labShape
 	}{def.Name, impl.Backend, cfg.Persistence, impl.Nodes, cfg.ClusterParams, cfg.ProviderSettings, cfg.NodeCommand, cfg.NodeEnv,
-		labShape{cfg.Net, cfg.Subnet, cfg.Clients, nemesis.Needs(faults, nemesis.NeedNetwork)}})
+		labShape{cfg.Net, cfg.Subnet, cfg.Clients, network}})
 	if err != nil {
 		return "", err.Error()
 	}

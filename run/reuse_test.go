@@ -582,9 +582,12 @@ func TestLabKeyMatchesWhatShapesTheLab(t *testing.T) {
 		{name: "persistence", edit: func(c *Config) { c.Persistence = "always" }},
 		{name: "the node program's environment", edit: func(c *Config) { c.NodeEnv = append(c.NodeEnv, "X=1") }},
 		{name: "a clock fault", edit: func(c *Config) { c.Faults = []string{"isolate", "clock-bump"} }, whyWith: "clock shim"},
-		{name: "power loss", edit: func(c *Config) { c.Faults = []string{"power-loss"} }, whyWith: "syncs"},
+		{name: "power loss", edit: func(c *Config) { c.Faults = []string{"isolate", "power-loss"} }, whyWith: "syncs"},
 		{name: "a delay", edit: func(c *Config) { c.Faults = []string{"isolate", "delay"} }, whyWith: "delays"},
 		{name: "the docker provider", edit: func(c *Config) { c.Provider = "docker" }, whyWith: "keeps no network lab"},
+		{name: "no network fault", edit: func(c *Config) { c.Faults = []string{"pause-node"} }, whyWith: "no network lab"},
+		{name: "loopback", edit: func(c *Config) { c.Net = NetLoopback }, whyWith: "no network lab"},
+		{name: "namespaces asked for without a network fault", edit: func(c *Config) { c.Net, c.Faults = NetNamespaces, nil }},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := base
