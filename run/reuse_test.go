@@ -255,7 +255,8 @@ func reuseConfig(t *testing.T, impl, fault string, k *Clusters) Config {
 	gate.Servers(t, "runs of "+impl)
 	cfg := providerConfig(t, impl)
 	cfg.Faults, cfg.Duration, cfg.Interval, cfg.Quiet, cfg.Clients = []string{fault}, 4*time.Second, time.Second, time.Second, 3
-	if fault == "pause-node" {
+	if fault == "pause-node" || fault == "isolate" || fault == "client-isolate" {
+		// A short window fits the 3 s of faults on a loaded machine too.
 		nemesis.Window.Set(&cfg.FaultSettings, 300*time.Millisecond)
 	}
 	cfg.Clusters = k
