@@ -68,7 +68,9 @@ type providerSetup struct {
 // run that needs one, the Docker engine's network, the SSH hosts) and the
 // clock shim the run's faults need. What cannot be had here (not root, no
 // compiler, a Go node) is not an error: the reason is kept, and the faults
-// that need it are reported unavailable.
+// that need it are reported unavailable. A run of a series that keeps its
+// clusters (Config.Clusters) may take a kept network lab, with the
+// cluster in it, instead of making one (Clusters.provider).
 func setupProvider(ctx context.Context, cfg Config, impl impls.Impl, dir string, lg *slog.Logger) (*providerSetup, error) {
 	p := &providerSetup{}
 	// The nodes run where the provider puts them (this host's processes,
