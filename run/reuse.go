@@ -269,11 +269,11 @@ func (k *Clusters) cluster(ctx context.Context, cfg Config, impl impls.Impl, dir
 	fresh := ""
 	log := newSwapHandler(lg.Handler())
 	var lab labKeeper
-	if prov.lab != nil && prov.lab.recorded {
+	if lk, ok := prov.p.(labKeeper); ok && prov.lab != nil && prov.lab.recorded {
 		// A lab of the run's own, just made: a kept cluster, in a lab
 		// of its own, cannot serve it, and the nodes log where the lab
 		// does, to the run that has both.
-		fresh, log, lab = prov.lab.fresh, prov.lab.log, prov.p.(labKeeper)
+		fresh, log, lab = prov.lab.fresh, prov.lab.log, lk
 	}
 	for lab == nil {
 		c := k.takeIdle(key)
@@ -430,8 +430,9 @@ func (k *Clusters) provider(ctx context.Context, cfg Config, impl impls.Impl, p 
 		}
 		c.log.set(lg.Handler())
 		from := logSizes(c.cl)
-		err := errors.New("it has no network lab")
-		if c.lab != nil {
+		pr, ok := c.lab.(provider.Provider)
+		err := errors.New("it has no network lab of a provider")
+		if ok {
 			if err = c.lab.LabAsMade(ctx); err == nil {
 				err = c.check(ctx, true)
 			}
@@ -445,7 +446,7 @@ func (k *Clusters) provider(ctx context.Context, cfg Config, impl impls.Impl, p 
 			continue
 		}
 		h.kept, h.from, h.log, h.recorded = c, from, c.log, true
-		return c.lab.(provider.Provider), nil
+		return pr, nil
 	}
 	h.log = newSwapHandler(lg.Handler())
 	pr, err := makeProvider(ctx, cfg, impl, slog.New(h.log))
@@ -457,6 +458,7 @@ func (k *Clusters) provider(ctx context.Context, cfg Config, impl impls.Impl, p 
 		return pr, nil
 	}
 	if err := lk.RecordLab(ctx); err != nil {
+		// The lab stays the run's, which removes it at its end.
 		h.why = "it could not be recorded as made: " + err.Error()
 		lg.Warn("the network lab will not be kept", "why", err)
 		return pr, nil
