@@ -52,6 +52,9 @@ func WithCluster(ctx context.Context, cfg Config, dir string, fn func(ctx contex
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
+	// A probe starts its own cluster, in its own lab: it takes nothing
+	// from a series' keeper, which hands its clusters to runs alone.
+	cfg.Clusters = nil
 	if err := os.MkdirAll(filepath.Join(dir, runstore.LogsDir), 0o755); err != nil {
 		return setupErr("%v", err)
 	}

@@ -59,19 +59,24 @@ type providerSetup struct {
 	netem     bool
 	delayHow  string // how the delay fault is made, and why, for results.json
 	storeAddr string
+	// lab is the keeper's hold of the run's network lab, when a series
+	// of runs may keep it with its cluster (Clusters.provider), or nil.
+	lab *labHold
 }
 
 // setupProvider sets up the run's provider (a network lab for a local
 // run that needs one, the Docker engine's network, the SSH hosts) and the
 // clock shim the run's faults need. What cannot be had here (not root, no
 // compiler, a Go node) is not an error: the reason is kept, and the faults
-// that need it are reported unavailable.
+// that need it are reported unavailable. A run of a series that keeps its
+// clusters (Config.Clusters) may take a kept network lab, with the
+// cluster in it, instead of making one (Clusters.provider).
 func setupProvider(ctx context.Context, cfg Config, impl impls.Impl, dir string, lg *slog.Logger) (*providerSetup, error) {
 	p := &providerSetup{}
 	// The nodes run where the provider puts them (this host's processes,
 	// the run's containers, the inventory's hosts); the clients run here.
 	var err error
-	p.p, err = makeProvider(ctx, cfg, impl, lg)
+	p.p, err = cfg.Clusters.provider(ctx, cfg, impl, p, lg)
 	if err != nil {
 		return p, err
 	}
@@ -265,7 +270,7 @@ func (p *providerSetup) close(ctx context.Context, lg *slog.Logger) {
 			lg.Warn("clock shim", "err", err)
 		}
 	}
-	if p.p != nil {
+	if p.p != nil && !p.lab.handedBack(ctx, lg) {
 		p.p.Close(ctx, lg)
 	}
 }

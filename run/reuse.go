@@ -16,6 +16,7 @@ import (
 
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/backend"
+	"github.com/locktest/locktest/clusters/provider"
 	"github.com/locktest/locktest/impls"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/runstore"
@@ -25,29 +26,41 @@ import (
 // so that a run takes a cluster an earlier run left healthy, reset,
 // instead of starting its own: Config.Clusters shares one among the
 // runs, and the series calls Close at its end (also when it is
-// interrupted), which stops every cluster it keeps. It is safe for
-// concurrent runs; a kept cluster serves one run at a time.
+// interrupted), which stops every cluster it keeps and removes the
+// network labs they are in. It is safe for concurrent runs; a kept
+// cluster serves one run at a time.
 //
 // What is kept: a cluster whose provider keeps clusters
 // (provider.Def.KeepsClusters: the local provider) and whose run set up
-// nothing else for it (no network lab, no clock shim, no sync records,
-// no delaying proxy), of a backend that states its Reset and Residue
-// (backend.Reusable). A run takes a kept cluster only when everything
-// that shapes it is the same (clusterKey: provider and its settings,
-// backend, nodes, persistence, cluster params, network, node program and
-// environment); the impl may differ.
+// nothing else for it (no clock shim, no sync records, no delaying
+// proxy) but, at most, a network lab its provider can record and prove
+// (labKeeper: the local provider's namespaces, veths and bridge), of a
+// backend that states its Reset and Residue (backend.Reusable). A run
+// takes a kept cluster only when everything that shapes it is the same
+// (clusterKey: provider and its settings, backend, nodes, persistence,
+// cluster params, network, node program and environment; for a cluster
+// in a network lab, labKey: the same, and the lab's shape, its client
+// hosts included); the impl may differ. A cluster in a network lab is
+// kept with its lab, and a run takes the two together before it makes a
+// lab of its own (provider): its workers then go into the kept lab's
+// client namespaces.
 //
-// How it is proven clean: before the run, the cluster is reset
+// How it is proven clean: before the run, a kept cluster's network lab
+// must be as it was made (labKeeper.LabAsMade, read from the kernel:
+// every veth and the bridge there, no iptables rule a fault left, no
+// process in a client's namespace); the cluster is reset
 // (backend.Reset), then its Residue, read from every node, must list
 // nothing, and every node must run, serve (its kind's readiness query)
 // and have the role it had when the cluster started. A cluster that
-// fails any of these is stopped, the run logs why and starts its own.
+// fails any of these is stopped, and its lab removed; the run logs why
+// and starts its own.
 //
 // When it is given back: at the run's end, when the run was not
 // interrupted, every fault healed, no fault of the run changes what a
 // heal does not restore (faultKeeps), no host was lost, and every node
-// runs, serves and has its starting role. Otherwise the run stops it as
-// a run without a keeper does.
+// runs, serves and has its starting role; its network lab goes back with
+// it. Otherwise the run stops it, and removes its lab, as a run without
+// a keeper does.
 //
 // The logs: the nodes' files and data stay in the folder of the run
 // that started the cluster. Each run's logs/ holds what each node logged
@@ -78,7 +91,10 @@ type keptCluster struct {
 	roles     map[string]string // each node's role as the cluster started
 	runs      int               // the runs that had it
 	startedBy string            // the folder of the run that started it
-	log       *swapHandler      // the cluster's log: the run's that has it
+	log       *swapHandler      // the cluster's log (and its lab's): the run's that has it
+	// lab is the provider whose network lab the cluster's nodes are in,
+	// kept with it, or nil for a cluster on loopback.
+	lab labKeeper
 }
 
 // heldCluster is a run's cluster while the run has it: k is nil for a
@@ -87,6 +103,7 @@ type heldCluster struct {
 	k       *keptCluster
 	logFrom map[string]int64 // each node's log's size when the run took it
 	info    runstore.ClusterInfo
+	lab     *labHold // the run's hold of the cluster's network lab, or nil
 }
 
 // Stats returns how many clusters the keeper's runs started, and how
@@ -97,9 +114,10 @@ func (k *Clusters) Stats() (started, reused int) {
 	return k.started, k.reused
 }
 
-// Close stops every cluster the keeper keeps, each within closeTimeout
-// of ctx, and keeps no more: a run that has one still stops it at its
-// end. An error names each cluster it could not stop.
+// Close stops every cluster the keeper keeps, then removes the network
+// lab it is in, each within closeTimeout of ctx, and keeps no more: a run
+// that has one still stops it (and removes its lab) at its end. An error
+// names each cluster it could not stop and each lab it could not remove.
 func (k *Clusters) Close(ctx context.Context) error {
 	if k == nil {
 		return nil
@@ -110,11 +128,28 @@ func (k *Clusters) Close(ctx context.Context) error {
 	k.mu.Unlock()
 	var errs []error
 	for _, c := range idle {
+		errs = append(errs, c.remove(ctx))
+	}
+	return errors.Join(errs...)
+}
+
+// remove stops a kept cluster, then removes the network lab it is in,
+// each within closeTimeout of ctx; the error names what it could not
+// stop or remove.
+func (c *keptCluster) remove(ctx context.Context) error {
+	var errs []error
+	sctx, cancel := context.WithTimeout(ctx, closeTimeout)
+	err := c.cl.Stop(sctx)
+	cancel()
+	if err != nil {
+		errs = append(errs, fmt.Errorf("stop kept %s cluster of %s: %w", c.layout.Backend, c.startedBy, err))
+	}
+	if c.lab != nil {
 		sctx, cancel := context.WithTimeout(ctx, closeTimeout)
-		err := c.cl.Stop(sctx)
+		err := c.lab.CloseLab(sctx)
 		cancel()
 		if err != nil {
-			errs = append(errs, fmt.Errorf("stop kept %s cluster of %s: %w", c.layout.Backend, c.startedBy, err))
+			errs = append(errs, fmt.Errorf("remove the network lab of the kept %s cluster of %s: %w", c.layout.Backend, c.startedBy, err))
 		}
 	}
 	return errors.Join(errs...)
@@ -134,12 +169,18 @@ func clusterKey(cfg Config, impl impls.Impl, prov *providerSetup) (key, why stri
 		return "", "the " + def.Name + " provider starts a cluster for every run"
 	case !backend.Reusable(impl.Backend):
 		return "", impl.Backend + " states no reset and residue check"
-	case lab != "":
-		return "", "the run's nodes are in its network lab"
 	case prov.clocks != nil || prov.syncs:
 		return "", "the run's nodes run under its clock shim or record their syncs"
 	case prov.proxy != nil:
 		return "", "the run's clients reach the nodes through its delaying proxy"
+	case lab != "" && (prov.lab == nil || !prov.lab.recorded):
+		why := "the run's nodes are in its network lab"
+		if prov.lab != nil && prov.lab.why != "" {
+			why += ", which cannot be kept: " + prov.lab.why
+		}
+		return "", why
+	case lab != "":
+		return prov.lab.key, ""
 	}
 	b, err := json.Marshal(struct {
 		Provider, Backend, Persistence, Network string
@@ -189,10 +230,26 @@ const closeTimeout = 30 * time.Second
 const reuseTimeout = time.Minute
 
 // cluster is startCluster for a run of a series that keeps its
-// clusters: it takes a kept cluster that matches the run's, reset and
-// checked, or starts one as startCluster does. What it hands out is held
-// for the run until finish.
+// clusters: it hands out the cluster the run took with its network lab
+// (provider), or takes a kept cluster on loopback that matches the
+// run's, reset and checked, or starts one as startCluster does (in the
+// run's own lab, when it made one). What it hands out is held for the
+// run until finish.
 func (k *Clusters) cluster(ctx context.Context, cfg Config, impl impls.Impl, dir string, prov *providerSetup, lg *slog.Logger) (clusters.Cluster, error) {
+	if h := prov.lab; h != nil && h.kept != nil {
+		// The run took the cluster with its lab (Clusters.provider),
+		// both proven clean.
+		c := h.kept
+		h.used = true
+		if why := prov.p.ClockReason(); why != "" {
+			prov.clockWhy = why
+		}
+		lg.Info("cluster reused with its network lab", "started_by", c.startedBy, "runs_before", c.runs)
+		k.count(true)
+		k.hold(c.cl, &heldCluster{k: c, logFrom: h.from, lab: h, info: runstore.ClusterInfo{
+			Reused: true, RunsBefore: c.runs, StartedBy: c.startedBy, Reset: resetLabChecked}})
+		return c.cl, nil
+	}
 	key, why := clusterKey(cfg, impl, prov)
 	var layout backend.Layout
 	if why == "" {
@@ -210,17 +267,27 @@ func (k *Clusters) cluster(ctx context.Context, cfg Config, impl impls.Impl, dir
 		return cl, err
 	}
 	fresh := ""
-	for c := k.takeIdle(key); c != nil; c = k.takeIdle(key) {
+	log := newSwapHandler(lg.Handler())
+	var lab labKeeper
+	if lk, ok := prov.p.(labKeeper); ok && prov.lab != nil && prov.lab.recorded {
+		// A lab of the run's own, just made: a kept cluster, in a lab
+		// of its own, cannot serve it, and the nodes log where the lab
+		// does, to the run that has both.
+		fresh, log, lab = prov.lab.fresh, prov.lab.log, lk
+	}
+	for lab == nil {
+		c := k.takeIdle(key)
+		if c == nil {
+			break
+		}
 		c.log.set(lg.Handler())
 		from := logSizes(c.cl)
 		if err := c.check(ctx, true); err != nil {
 			lg.Warn("kept cluster not reused: stopped", "started_by", c.startedBy, "why", err)
 			fresh = "a kept cluster failed its check, and was stopped: " + err.Error()
-			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-			if err := c.cl.Stop(sctx); err != nil {
+			if err := c.remove(context.WithoutCancel(ctx)); err != nil {
 				lg.Warn("stop kept cluster", "err", err)
 			}
-			cancel()
 			continue
 		}
 		if why := prov.p.ClockReason(); why != "" {
@@ -232,15 +299,14 @@ func (k *Clusters) cluster(ctx context.Context, cfg Config, impl impls.Impl, dir
 			Reused: true, RunsBefore: c.runs, StartedBy: c.startedBy, Reset: "checked: no residue"}})
 		return c.cl, nil
 	}
-	log := newSwapHandler(lg.Handler())
 	cl, err := startCluster(ctx, cfg, impl, dir, prov, slog.New(log))
 	k.count(false)
 	if cl == nil {
 		return cl, err
 	}
-	h := &heldCluster{info: runstore.ClusterInfo{Fresh: fresh}}
+	h := &heldCluster{info: runstore.ClusterInfo{Fresh: fresh}, lab: prov.lab}
 	if err == nil {
-		c := &keptCluster{key: key, cl: cl, layout: layout, startedBy: dir, log: log}
+		c := &keptCluster{key: key, cl: cl, layout: layout, startedBy: dir, log: log, lab: lab}
 		if c.roles, err = readRoles(ctx, cl, layout); err != nil {
 			h.info.NotKept = "its roles could not be read at its start: " + err.Error()
 			err = nil
@@ -250,6 +316,171 @@ func (k *Clusters) cluster(ctx context.Context, cfg Config, impl impls.Impl, dir
 	}
 	k.hold(cl, h)
 	return cl, err
+}
+
+// resetLabChecked is run.cluster.reset of a run that took a kept
+// cluster with its network lab.
+const resetLabChecked = "checked: no residue; network lab as made"
+
+// labKeeper is a run's provider whose network lab a keeper may keep with
+// the cluster in it: the local provider's, when it made a lab. RecordLab
+// records the lab as made, once made and before any fault; LabAsMade
+// proves, from what the kernel shows and sharing no code with the heal,
+// that it is as recorded (every veth and the bridge there, no iptables
+// rule a fault left, no process in a client's namespace); CloseLab
+// removes it.
+type labKeeper interface {
+	RecordLab(ctx context.Context) error
+	LabAsMade(ctx context.Context) error
+	CloseLab(ctx context.Context) error
+}
+
+// labHold is what the keeper knows of a run whose provider may make a
+// network lab it keeps (labKey): the run's providerSetup holds it from
+// Clusters.provider on.
+type labHold struct {
+	key string
+	// log is the lab's log and its cluster's: the run's that has them.
+	log *swapHandler
+	// recorded says the run's provider has a lab, recorded as made or
+	// taken from the keeper; why says why a lab it made cannot be kept.
+	recorded bool
+	why      string
+	// kept is the cluster, with its lab, the run took from the keeper,
+	// and from each node's log's size then; fresh says why no kept one
+	// served the run. used says the run's cluster step took kept.
+	kept  *keptCluster
+	from  map[string]int64
+	fresh string
+	used  bool
+	// given says the run gave the lab back with its cluster (finish):
+	// the run must not remove it.
+	given bool
+}
+
+// labKey returns what shapes a run of cfg (impl) whose nodes and clients
+// would be in a network lab: the cluster's shape (as clusterKey) and the
+// lab's (the network mode and subnet asked for, the client hosts, whether
+// network faults were asked for), which a kept cluster and its lab must
+// match exactly; or why such a run's lab cannot be kept: it has none
+// (--net loopback, or --net auto without a network fault), it is not the
+// keeping provider's, the backend has no reset, or its faults need what
+// a lab's proof does not cover (the clock shim, sync records, a delay).
+// It reads cfg alone, so that a run looks for a kept lab before it makes
+// one.
+func labKey(cfg Config, impl impls.Impl) (key, why string) {
+	def, err := cfg.providerOf()
+	if err != nil {
+		return "", err.Error()
+	}
+	faults := cfg.faultParts()
+	network := nemesis.Needs(faults, nemesis.NeedNetwork)
+	switch {
+	case cfg.Net != NetNamespaces && (cfg.Net != NetAuto || !network):
+		return "", "the run's nodes are in no network lab"
+	case !def.KeepsClusters || !def.Namespaces:
+		return "", "the " + def.Name + " provider keeps no network lab"
+	case !backend.Reusable(impl.Backend):
+		return "", impl.Backend + " states no reset and residue check"
+	case nemesis.Needs(faults, nemesis.NeedClocks) || nemesis.Needs(faults, nemesis.NeedPowerCut) || nemesis.Needs(faults, nemesis.NeedSyncDelay):
+		return "", "the run's nodes run under its clock shim or record their syncs"
+	case nemesis.Needs(faults, nemesis.NeedDelay):
+		return "", "the run delays the nodes' packets (tc netem or a proxy)"
+	}
+	type labShape struct {
+		Net, Subnet   string
+		Clients       int
+		NetworkFaults bool
+	}
+	b, err := json.Marshal(struct {
+		Provider, Backend, Persistence string
+		Nodes                          int
+		Params                         map[string]string
+		ProviderSettings               map[string]string
+		NodeCommand, NodeEnv           []string
+		Lab                            labShape
+	}{def.Name, impl.Backend, cfg.Persistence, impl.Nodes, cfg.ClusterParams, cfg.ProviderSettings, cfg.NodeCommand, cfg.NodeEnv,
+		labShape{cfg.Net, cfg.Subnet, cfg.Clients, network}})
+	if err != nil {
+		return "", err.Error()
+	}
+	return string(b), ""
+}
+
+// provider makes the run's provider (makeProvider), or, with a keeper
+// and a run whose lab may be kept (labKey), takes a kept cluster with its
+// network lab instead, once the lab is proven as made (LabAsMade) and the
+// cluster reset and checked (as cluster does): a kept pair that fails is
+// removed, and the next one tried, then a provider made. What it took or
+// made is in p.lab, for clusterKey, cluster, finish and p's close.
+func (k *Clusters) provider(ctx context.Context, cfg Config, impl impls.Impl, p *providerSetup, lg *slog.Logger) (provider.Provider, error) {
+	if k == nil {
+		return makeProvider(ctx, cfg, impl, lg)
+	}
+	key, why := labKey(cfg, impl)
+	if why != "" {
+		return makeProvider(ctx, cfg, impl, lg)
+	}
+	h := &labHold{key: key}
+	p.lab = h
+	for {
+		c := k.takeIdle(key)
+		if c == nil {
+			break
+		}
+		c.log.set(lg.Handler())
+		from := logSizes(c.cl)
+		pr, ok := c.lab.(provider.Provider)
+		err := errors.New("it has no network lab of a provider")
+		if ok {
+			if err = c.lab.LabAsMade(ctx); err == nil {
+				err = c.check(ctx, true)
+			}
+		}
+		if err != nil {
+			lg.Warn("kept cluster and its network lab not reused: removed", "started_by", c.startedBy, "why", err)
+			h.fresh = "a kept cluster failed its check, and was removed with its network lab: " + err.Error()
+			if err := c.remove(context.WithoutCancel(ctx)); err != nil {
+				lg.Warn("remove kept cluster", "err", err)
+			}
+			continue
+		}
+		h.kept, h.from, h.log, h.recorded = c, from, c.log, true
+		return pr, nil
+	}
+	h.log = newSwapHandler(lg.Handler())
+	pr, err := makeProvider(ctx, cfg, impl, slog.New(h.log))
+	if err != nil || pr == nil {
+		return pr, err
+	}
+	lk, ok := pr.(labKeeper)
+	if _, lab, _ := pr.Describe(); lab == "" || !ok {
+		return pr, nil
+	}
+	if err := lk.RecordLab(ctx); err != nil {
+		// The lab stays the run's, which removes it at its end.
+		h.why = "it could not be recorded as made: " + err.Error()
+		lg.Warn("the network lab will not be kept", "why", err)
+		return pr, nil
+	}
+	h.recorded = true
+	return pr, nil
+}
+
+// handedBack says whether the run gave its network lab back to the
+// keeper, which then removes it, not the run. A cluster the run took with
+// its lab but never came to use is stopped here, before the run removes
+// the lab. It is nil-safe: a run without a keeper's lab removes its own.
+func (h *labHold) handedBack(ctx context.Context, lg *slog.Logger) bool {
+	if h == nil {
+		return false
+	}
+	if h.kept != nil && !h.used {
+		if err := h.kept.cl.Stop(ctx); err != nil {
+			lg.Error("stop the kept cluster the run took", "err", err)
+		}
+	}
+	return h.given
 }
 
 // count counts a cluster started, or a kept one reused.
@@ -448,6 +679,11 @@ func (k *Clusters) finish(ctx context.Context, cl clusters.Cluster, logDir strin
 	k.mu.Lock()
 	closed := k.closed
 	if !closed {
+		if h.lab != nil && h.k.lab != nil {
+			// The lab goes back with its cluster: the run's provider
+			// must not remove it (labHold.handedBack).
+			h.lab.given = true
+		}
 		k.idle = append(k.idle, h.k)
 	}
 	k.mu.Unlock()

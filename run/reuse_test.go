@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +16,9 @@ import (
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/delayproxy"
+	"github.com/locktest/locktest/clusters/local/netns"
+	"github.com/locktest/locktest/clusters/netrules"
+	"github.com/locktest/locktest/clusters/provider"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/runstore"
 	"github.com/locktest/locktest/testkit/gate"
@@ -250,8 +255,14 @@ func reuseConfig(t *testing.T, impl, fault string, k *Clusters) Config {
 	gate.Servers(t, "runs of "+impl)
 	cfg := providerConfig(t, impl)
 	cfg.Faults, cfg.Duration, cfg.Interval, cfg.Quiet, cfg.Clients = []string{fault}, 4*time.Second, time.Second, time.Second, 3
-	if fault == "pause-node" {
+	if fault == "pause-node" || fault == "isolate" || fault == "client-isolate" {
 		nemesis.Window.Set(&cfg.FaultSettings, 300*time.Millisecond)
+	}
+	if fault == "isolate" || fault == "client-isolate" {
+		// Seed 7's first wait is then 1.9 s and its second 1.4 s: one
+		// fault in the 3 s of faults, however slow the machine makes a
+		// partition's rules go in, where a 1 s interval fits one or two.
+		cfg.Interval = 2 * time.Second
 	}
 	cfg.Clusters = k
 	return cfg
@@ -402,4 +413,305 @@ func pidAliveForTest(pid int) bool {
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
 	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+}
+
+// TestReusedLabGivesAFreshOnesVerdicts runs, in the network lab, the same
+// seed three times: twice through one keeper (the second run takes the
+// first's cluster with its lab: the lab proven as made, the cluster reset
+// and checked) and once without. On replicated Redis the fault isolates
+// a node; on a single Redis it isolates a client host, so the second
+// run's workers must go into the kept lab's client namespaces. The three
+// give the same verdict and number of faults; the reused run names the
+// first run's lab and says the lab was checked; and Close removes the
+// kept cluster's processes and every namespace, link and FORWARD rule of
+// its lab.
+func TestReusedLabGivesAFreshOnesVerdicts(t *testing.T) {
+	gate.Netns(t)
+	for _, tt := range []struct{ impl, fault string }{{"redis-replicated", "isolate"}, {"redis-set-nx-px", "client-isolate"}} {
+		t.Run(tt.impl+"/"+tt.fault, func(t *testing.T) {
+			ctx := context.Background()
+			k := NewClusters()
+			defer k.Close(ctx)
+			var outs []*Outcome
+			for i, keeper := range []*Clusters{k, k, nil} {
+				out, err := Run(ctx, reuseConfig(t, tt.impl, tt.fault, keeper))
+				if err != nil {
+					t.Fatalf("run %d: %v", i+1, err)
+				}
+				outs = append(outs, out)
+			}
+			first, reused, fresh := outs[0].Results, outs[1].Results, outs[2].Results
+			for i, r := range []runstore.Results{first, reused, fresh} {
+				if r.Valid != first.Valid || r.Stats["faults_injected"] != first.Stats["faults_injected"] || r.Stats["faults_injected"] == 0 || len(r.Problems) > 0 {
+					t.Errorf("run %d: %s with %v faults (problems %q), want the first run's %s with %v faults, and no problem",
+						i+1, r.Valid, r.Stats["faults_injected"], r.Problems, first.Valid, first.Stats["faults_injected"])
+				}
+				if r.Run.Lab == "" {
+					t.Errorf("run %d has no network lab", i+1)
+				}
+			}
+			if c := first.Run.Cluster; c == nil || c.Reused || !c.Kept {
+				t.Fatalf("first run's cluster: %+v, want started and kept", c)
+			}
+			if c := reused.Run.Cluster; c == nil || !c.Reused || c.RunsBefore != 1 || c.StartedBy != outs[0].Dir || c.Reset != resetLabChecked || !c.Kept {
+				t.Errorf("second run's cluster: %+v, want reused after 1 run of %s, reset and lab checked, kept", c, outs[0].Dir)
+			}
+			if reused.Run.Lab != first.Run.Lab || fresh.Run.Lab == first.Run.Lab {
+				t.Errorf("labs %s, %s, %s: want the second run in the first's, the third in its own", first.Run.Lab, reused.Run.Lab, fresh.Run.Lab)
+			}
+			if started, reusedN := k.Stats(); started != 1 || reusedN != 1 {
+				t.Errorf("the keeper started %d clusters and reused %d, want 1 and 1", started, reusedN)
+			}
+			if err := schemacheck.ValidateFile("results", filepath.Join(outs[1].Dir, runstore.ResultsFile)); err != nil {
+				t.Error(err)
+			}
+			labLeft(t, first.Run.Lab, true)
+			pids := keptPids(t, k)
+			if err := k.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+			for name, pid := range pids {
+				if pidAliveForTest(pid) {
+					t.Errorf("node %s (pid %d) still runs after Close", name, pid)
+				}
+			}
+			for _, r := range []runstore.Results{first, fresh} {
+				labLeft(t, r.Run.Lab, false)
+			}
+		})
+	}
+}
+
+// TestLabWithALeftRuleIsNotReused keeps a cluster with its lab, then puts
+// a rule in a node's namespace as a fault's left-behind rule would be (by
+// hand, which the lab's heal does not know of): the next run must not
+// take the lab, must say why naming the rule, must remove the kept
+// cluster and its lab, and must start its own and keep it.
+func TestLabWithALeftRuleIsNotReused(t *testing.T) {
+	gate.Netns(t)
+	ctx := context.Background()
+	k := NewClusters()
+	defer k.Close(ctx)
+	out, err := Run(ctx, reuseConfig(t, "redis-set-nx-px", "client-isolate", k))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := out.Results.Run.Cluster; c == nil || !c.Kept {
+		t.Fatalf("first run's cluster: %+v, want kept", c)
+	}
+	lab := out.Results.Run.Lab
+	pids := keptPids(t, k)
+	ns := "locktest-" + lab + "-h1"
+	rule := []string{"ip", "netns", "exec", ns, "iptables", "-w", "-A", netrules.ChainIn, "-s", "10.255.255.1/32", "-j", "DROP"}
+	if b, err := exec.Command(rule[0], rule[1:]...).CombinedOutput(); err != nil {
+		t.Fatalf("%q: %v: %s", rule, err, b)
+	}
+	out, err = Run(ctx, reuseConfig(t, "redis-set-nx-px", "client-isolate", k))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := out.Results.Run.Cluster
+	if c == nil || c.Reused || !strings.Contains(c.Fresh, "not as made") || !strings.Contains(c.Fresh, "10.255.255.1") || !c.Kept {
+		t.Errorf("the run after a rule was left: cluster %+v, want a fresh one (kept), saying the lab is not as made, naming the rule", c)
+	}
+	if out.Results.Run.Lab == lab {
+		t.Errorf("the run took lab %s, which has a rule left", lab)
+	}
+	labLeft(t, lab, false)
+	for name, pid := range pids {
+		if pidAliveForTest(pid) {
+			t.Errorf("node %s (pid %d) of the removed cluster still runs", name, pid)
+		}
+	}
+	if started, reused := k.Stats(); started != 2 || reused != 0 {
+		t.Errorf("the keeper started %d clusters and reused %d, want 2 and 0", started, reused)
+	}
+	second := out.Results.Run.Lab
+	if err := k.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	labLeft(t, second, false)
+}
+
+// labLeft fails the test unless lab id's namespaces, links and FORWARD
+// rule are on this host (want) or none of them is.
+func labLeft(t *testing.T, id string, want bool) {
+	t.Helper()
+	f, err := netns.Find(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	left := f.Of(id)
+	switch {
+	case want && (len(left.Namespaces) == 0 || len(left.Links) == 0 || len(left.Rules) == 0):
+		t.Errorf("lab %s is not all there: %+v", id, left)
+	case !want && !left.Empty():
+		t.Errorf("lab %s left behind: %+v", id, left)
+	}
+}
+
+// TestLabKeyMatchesWhatShapesTheLab checks, from settings alone, which
+// runs in a network lab may take another's kept cluster with its lab:
+// another impl of the backend, seed or fault that needs only the lab
+// may; another client count (the lab's client hosts), network mode,
+// subnet, backend or size may not; and faults that need the clock shim,
+// sync records or a delay make the lab one that is never kept.
+func TestLabKeyMatchesWhatShapesTheLab(t *testing.T) {
+	base := providerConfig(t, "redis-replicated")
+	base.Faults, base.Clients = []string{"isolate"}, 3
+	key := func(t *testing.T, cfg Config) (string, string) {
+		t.Helper()
+		impl, err := cfg.ImplInfo()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return labKey(cfg, impl)
+	}
+	want, why := key(t, base)
+	if why != "" {
+		t.Fatalf("a partition run of replicated Redis cannot keep its lab: %s", why)
+	}
+	for _, tt := range []struct {
+		name    string
+		edit    func(*Config)
+		same    bool
+		whyWith string
+	}{
+		{name: "the same settings", edit: func(*Config) {}, same: true},
+		{name: "another seed and TTL", edit: func(c *Config) { c.Seed, c.TTL = 99, 2*time.Second }, same: true},
+		{name: "another partition", edit: func(c *Config) { c.Faults = []string{"halves"} }, same: true},
+		{name: "a client's isolation", edit: func(c *Config) { c.Faults = []string{"client-isolate"} }, same: true},
+		{name: "another client count", edit: func(c *Config) { c.Clients = 5 }},
+		{name: "another network mode", edit: func(c *Config) { c.Net = NetNamespaces }},
+		{name: "a subnet", edit: func(c *Config) { c.Subnet = "10.77.9.0/24" }},
+		{name: "another backend", edit: func(c *Config) { c.Impl = "redis-set-nx-px" }},
+		{name: "persistence", edit: func(c *Config) { c.Persistence = "always" }},
+		{name: "the node program's environment", edit: func(c *Config) { c.NodeEnv = append(c.NodeEnv, "X=1") }},
+		{name: "a clock fault", edit: func(c *Config) { c.Faults = []string{"isolate", "clock-bump"} }, whyWith: "clock shim"},
+		{name: "power loss", edit: func(c *Config) { c.Faults = []string{"isolate", "power-loss"} }, whyWith: "syncs"},
+		{name: "a delay", edit: func(c *Config) { c.Faults = []string{"isolate", "delay"} }, whyWith: "delays"},
+		{name: "the docker provider", edit: func(c *Config) { c.Provider = "docker" }, whyWith: "keeps no network lab"},
+		{name: "no network fault", edit: func(c *Config) { c.Faults = []string{"pause-node"} }, whyWith: "no network lab"},
+		{name: "loopback", edit: func(c *Config) { c.Net = NetLoopback }, whyWith: "no network lab"},
+		{name: "namespaces asked for without a network fault", edit: func(c *Config) { c.Net, c.Faults = NetNamespaces, nil }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := base
+			cfg.NodeEnv = append([]string(nil), base.NodeEnv...)
+			tt.edit(&cfg)
+			got, why := key(t, cfg)
+			switch {
+			case tt.whyWith != "":
+				if why == "" || !strings.Contains(why, tt.whyWith) {
+					t.Errorf("kept with key %s, want it refused naming %q (got %q)", got, tt.whyWith, why)
+				}
+			case why != "":
+				t.Errorf("cannot be kept: %s", why)
+			case (got == want) != tt.same:
+				t.Errorf("key %s, base key %s: want the same %v", got, want, tt.same)
+			}
+		})
+	}
+}
+
+// fakeLab is a hand-built provider with a network lab: it records, in
+// order, into its log what happens to it.
+type fakeLab struct {
+	provider.Provider
+	log    *[]string
+	asMade error
+}
+
+func (f *fakeLab) RecordLab(context.Context) error { *f.log = append(*f.log, "record"); return nil }
+func (f *fakeLab) LabAsMade(context.Context) error { *f.log = append(*f.log, "prove"); return f.asMade }
+func (f *fakeLab) CloseLab(context.Context) error  { *f.log = append(*f.log, "remove lab"); return nil }
+func (f *fakeLab) Close(context.Context, *slog.Logger) {
+	*f.log = append(*f.log, "provider closed")
+}
+
+// loggedCluster is a fakeCluster whose stops go into a shared log.
+type loggedCluster struct {
+	fakeCluster
+	log *[]string
+}
+
+func (c *loggedCluster) Stop(ctx context.Context) error {
+	*c.log = append(*c.log, "stop cluster")
+	return c.fakeCluster.Stop(ctx)
+}
+
+// TestKeeperKeepsALabWithItsCluster checks the keeper's rules for a
+// cluster in a network lab on hand-built data: a run that gives the
+// cluster back gives its lab with it (its own close then leaves the lab
+// alone), and Close stops the cluster, then removes its lab; a run that
+// does not give it back stops the cluster (finish), then removes the lab
+// (its close); a run that took a kept cluster with its lab but never came
+// to use it stops that cluster before it removes the lab.
+func TestKeeperKeepsALabWithItsCluster(t *testing.T) {
+	ctx := context.Background()
+	lg := slog.New(slog.DiscardHandler)
+	newHeld := func(t *testing.T, kept bool) (*Clusters, *loggedCluster, *providerSetup, *[]string) {
+		t.Helper()
+		var log []string
+		lab := &fakeLab{log: &log}
+		cl := &loggedCluster{fakeCluster: fakeCluster{nodes: []clusters.Node{{Name: "n1", Addr: "10.77.0.2:1"}}}, log: &log}
+		hold := &labHold{key: "L", recorded: true, log: newSwapHandler(lg.Handler())}
+		prov := &providerSetup{p: lab, lab: hold}
+		k := NewClusters()
+		h := &heldCluster{k: &keptCluster{key: "L", cl: cl, startedBy: "first-run", log: hold.log, lab: lab}, lab: hold,
+			logFrom: map[string]int64{}, info: runstore.ClusterInfo{Kept: kept}}
+		k.hold(cl, h)
+		return k, cl, prov, &log
+	}
+	t.Run("given back", func(t *testing.T) {
+		k, cl, prov, log := newHeld(t, true)
+		if rest := k.finish(ctx, cl, t.TempDir(), lg); rest != nil {
+			t.Fatalf("finish returned %v, want nil", rest)
+		}
+		prov.close(ctx, lg)
+		if len(*log) != 0 {
+			t.Fatalf("a run that gave its cluster and lab back did %q, want nothing", *log)
+		}
+		if kept := k.keptKeys(); len(kept) != 1 || kept[0] != "L" {
+			t.Fatalf("kept %q, want the lab's key", kept)
+		}
+		if err := k.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if want := []string{"stop cluster", "remove lab"}; !slices.Equal(*log, want) {
+			t.Errorf("Close did %q, want %q", *log, want)
+		}
+	})
+	t.Run("not given back", func(t *testing.T) {
+		k, cl, prov, log := newHeld(t, false)
+		if rest := k.finish(ctx, cl, t.TempDir(), lg); rest != nil {
+			t.Fatalf("finish returned %v, want nil", rest)
+		}
+		prov.close(ctx, lg)
+		if want := []string{"stop cluster", "provider closed"}; !slices.Equal(*log, want) {
+			t.Errorf("the run did %q, want %q", *log, want)
+		}
+		if kept := k.keptKeys(); len(kept) != 0 {
+			t.Errorf("kept %q", kept)
+		}
+	})
+	t.Run("closed meanwhile", func(t *testing.T) {
+		k, cl, prov, log := newHeld(t, true)
+		if err := k.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		k.finish(ctx, cl, t.TempDir(), lg)
+		prov.close(ctx, lg)
+		if want := []string{"stop cluster", "provider closed"}; !slices.Equal(*log, want) {
+			t.Errorf("the run did %q, want %q", *log, want)
+		}
+	})
+	t.Run("taken, never used", func(t *testing.T) {
+		_, _, prov, log := newHeld(t, true)
+		prov.lab.kept = &keptCluster{cl: &loggedCluster{log: log}}
+		prov.close(ctx, lg)
+		if want := []string{"stop cluster", "provider closed"}; !slices.Equal(*log, want) {
+			t.Errorf("the run did %q, want %q", *log, want)
+		}
+	})
 }

@@ -134,7 +134,9 @@ type ClusterInfo struct {
 	RunsBefore int    `json:"runs_before"`
 	StartedBy  string `json:"started_by,omitempty"`
 	// Reset says how the cluster's data was returned to a fresh start's
-	// before the run, and how that was proven: "checked: no residue".
+	// before the run, and how that was proven: "checked: no residue", and
+	// "checked: no residue; network lab as made" for a cluster taken with
+	// the network lab its nodes are in.
 	Reset string `json:"reset,omitempty"`
 	// Fresh, on a run that started its cluster, says why no kept cluster
 	// served it ("" when the keeper had none that matched).

@@ -199,6 +199,42 @@ func (l *run) Describe() (network, lab, image string) {
 	return "loopback", "", ""
 }
 
+// RecordLab records the run's lab as it is now, once made and before any
+// fault, as the state LabAsMade proves it is back in (netns.Record). A
+// series of runs that keeps the lab with its cluster (run.Clusters) calls
+// it; a run without a lab has nothing to record, which is an error.
+func (l *run) RecordLab(ctx context.Context) error {
+	if l.lab == nil {
+		return errors.New("the run has no network lab")
+	}
+	return l.lab.Record(ctx)
+}
+
+// LabAsMade proves, from what the kernel shows, that the run's lab is as
+// RecordLab found it: the bridge, the FORWARD rule and every host's veth
+// and address there, every namespace's iptables rules those it was made
+// with (no rule a fault left), and no process in a client host's
+// namespace (netns.AsMade).
+func (l *run) LabAsMade(ctx context.Context) error {
+	if l.lab == nil {
+		return errors.New("the run has no network lab")
+	}
+	var clients []string
+	for c := range l.clientNS {
+		clients = append(clients, fmt.Sprintf("c%d", c))
+	}
+	return l.lab.AsMade(ctx, clients)
+}
+
+// CloseLab removes the run's lab, as Close does, and returns what it
+// could not remove.
+func (l *run) CloseLab(ctx context.Context) error {
+	if l.lab == nil {
+		return nil
+	}
+	return l.lab.Close(ctx)
+}
+
 func (l *run) Close(ctx context.Context, lg *slog.Logger) {
 	if l.lab != nil {
 		if err := l.lab.Close(ctx); err != nil {

@@ -110,6 +110,7 @@ type Network struct {
 	order  []string
 	next   netip.Addr
 	faulty map[string]bool // hosts with rules in their chains
+	made   *State          // the lab as made (Record), or nil
 	closed bool
 }
 
