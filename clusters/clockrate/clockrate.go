@@ -38,6 +38,7 @@ package clockrate
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -147,8 +148,11 @@ func Patched() []string {
 // -overlay) as dir/overlay.json, whose path it returns. A runtime file
 // that is missing, or that lacks the text a patch replaces (another Go
 // version), is an error naming it: the build must not silently run at
-// the real rate.
-func Overlay(goroot, dir string) (string, error) {
+// the real rate. The overlay also swaps in each of extra, which maps a
+// file of the program's own sources (its absolute path; a file that is
+// not there is added) to the text the build reads in its place, written
+// into dir beside the runtime's (nil: none).
+func Overlay(goroot, dir string, extra map[string]string) (string, error) {
 	files := map[string]string{}
 	for _, p := range patches {
 		src := filepath.Join(goroot, "src", "runtime", p.file)
@@ -172,6 +176,18 @@ func Overlay(goroot, dir string) (string, error) {
 	for src, text := range files {
 		dst := filepath.Join(dir, filepath.Base(src))
 		if err := os.WriteFile(dst, []byte(text), 0o644); err != nil {
+			return "", fmt.Errorf("clock rate: %v", err)
+		}
+		replace[src] = dst
+	}
+	n := 0
+	for _, src := range slices.Sorted(maps.Keys(extra)) {
+		if _, ok := replace[src]; ok || !filepath.IsAbs(src) {
+			return "", fmt.Errorf("clock rate: the overlay cannot swap in %s: want an absolute path, not a runtime file", src)
+		}
+		n++
+		dst := filepath.Join(dir, fmt.Sprintf("extra%d-%s", n, filepath.Base(src)))
+		if err := os.WriteFile(dst, []byte(extra[src]), 0o644); err != nil {
 			return "", fmt.Errorf("clock rate: %v", err)
 		}
 		replace[src] = dst

@@ -21,7 +21,7 @@ func buildCheck(t *testing.T) string {
 		t.Fatalf("go env GOROOT: %v", err)
 	}
 	dir := t.TempDir()
-	overlay, err := Overlay(strings.TrimSpace(string(goroot)), filepath.Join(dir, "overlay"))
+	overlay, err := Overlay(strings.TrimSpace(string(goroot)), filepath.Join(dir, "overlay"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func TestOverlayRefusesAnotherRuntime(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(root, "src", "runtime"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Overlay(root, t.TempDir()); err == nil || !strings.Contains(err.Error(), "time_nofake.go") {
+	if _, err := Overlay(root, t.TempDir(), nil); err == nil || !strings.Contains(err.Error(), "time_nofake.go") {
 		t.Errorf("a runtime without the files: %v", err)
 	}
 	for _, f := range []string{"time_nofake.go", "netpoll_epoll.go"} {
@@ -102,7 +102,40 @@ func TestOverlayRefusesAnotherRuntime(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := Overlay(root, t.TempDir()); err == nil || !strings.Contains(err.Error(), "is not the one the patch was written for") {
+	if _, err := Overlay(root, t.TempDir(), nil); err == nil || !strings.Contains(err.Error(), "is not the one the patch was written for") {
 		t.Errorf("a runtime of another shape: %v", err)
+	}
+}
+
+// TestOverlaySwapsInExtraFiles: a file of the program's own sources given
+// to Overlay is in the overlay beside the runtime's, mapped to its text,
+// and a path that is not absolute is refused.
+func TestOverlaySwapsInExtraFiles(t *testing.T) {
+	goroot, err := exec.Command("go", "env", "GOROOT").Output()
+	if err != nil {
+		t.Skipf("go env GOROOT: %v", err)
+	}
+	root := strings.TrimSpace(string(goroot))
+	src := filepath.Join(t.TempDir(), "cmd", "prog", "impls.go")
+	path, err := Overlay(root, t.TempDir(), map[string]string{src: "package main\n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var o struct{ Replace map[string]string }
+	if err := json.Unmarshal(b, &o); err != nil {
+		t.Fatal(err)
+	}
+	if len(o.Replace) != len(Patched())+1 {
+		t.Errorf("the overlay swaps %d files, want the %d of the runtime and the extra one: %v", len(o.Replace), len(Patched()), o.Replace)
+	}
+	if text, err := os.ReadFile(o.Replace[src]); err != nil || string(text) != "package main\n" {
+		t.Errorf("the overlay maps %s to %q (%v), want the file with its text", src, o.Replace[src], err)
+	}
+	if _, err := Overlay(root, t.TempDir(), map[string]string{"impls.go": ""}); err == nil {
+		t.Error("a relative path was taken into the overlay")
 	}
 }

@@ -1,6 +1,10 @@
 package redis_test
 
 import (
+	"debug/buildinfo"
+	"os"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -8,6 +12,8 @@ import (
 
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/impls/golib"
+	redisimpl "github.com/locktest/locktest/impls/redis"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/testkit"
 	"github.com/locktest/locktest/testkit/gate"
@@ -22,7 +28,9 @@ import (
 // (the history's clock, which no fault moves), and p1's, at the real
 // rate, do not; before and after the window, p0's are as p1's. The run
 // builds its workers over the patched runtime (clusters/clockrate) once,
-// and caches them.
+// and caches them: locktest's worker program with the impls of the run's
+// package alone (impls/redis), whose build info names no library of
+// another impl family.
 func TestClockRateClientSlowsOneWorkersClock(t *testing.T) {
 	gate.Need(t, "redis-server")
 	cfg := testkit.Config(t, "redis-set-nx-px")
@@ -33,6 +41,33 @@ func TestClockRateClientSlowsOneWorkersClock(t *testing.T) {
 	out, h := testkit.MustRun(t, cfg)
 	if out.Results.Valid != checker.Valid {
 		t.Fatalf("verdict %s: %v", out.Results.Valid, out.Results.Problems)
+	}
+	driver, err := os.ReadFile(filepath.Join(out.Dir, "logs", "driver.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`msg="workers with a clock that can run at a rate" program=(\S+)`).FindSubmatch(driver)
+	if m == nil {
+		t.Fatalf("the driver's log names no worker built with a clock that can run at a rate")
+	}
+	info, err := buildinfo.ReadFile(string(m[1]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Path != golib.Locktest+"/cmd/locktest-worker" {
+		t.Errorf("the workers are %s, want locktest's worker program", info.Path)
+	}
+	mods := map[string]bool{}
+	for _, d := range info.Deps {
+		mods[d.Path] = true
+	}
+	if !mods[redisimpl.GoRedisModule] {
+		t.Errorf("the workers' build info does not name %s, the impl's library", redisimpl.GoRedisModule)
+	}
+	for _, other := range []string{"k8s.io/client-go", "github.com/go-redsync/redsync/v4", "github.com/redis/rueidis"} {
+		if mods[other] {
+			t.Errorf("the workers hold %s, a library of another impl family: they were built with every impl", other)
+		}
 	}
 	var from, to int64
 	for _, o := range h {
