@@ -35,7 +35,9 @@ func Run(ctx context.Context, o Options, jobs []Job, pace Pace, shard, command s
 	defer keep.Close(context.WithoutCancel(ctx))
 	jobs = slices.Clone(jobs)
 	for i := range jobs {
-		jobs[i].Config.Clusters = keep
+		// The store's index is written once, when the matrix's pages are
+		// (Write's caller), not after each of its hundreds of runs.
+		jobs[i].Config.Clusters, jobs[i].Config.NoIndex = keep, true
 	}
 	results, skipped, runErr := Execute(ctx, jobs, pace, done)
 	header.Elapsed = time.Since(start).Round(time.Second)

@@ -145,6 +145,11 @@ type Config struct {
 	// faults are healed, everything is stopped and the whole history is
 	// checked as in any run, so the verdict is a full run's.
 	StopOnViolation bool
+	// NoIndex leaves the store's index.html as it is when the run ends.
+	// Each write of it reads every run the store holds, so that a series
+	// of hundreds of runs (the matrix) writes it once, at its end, rather
+	// than after every run.
+	NoIndex bool
 	// StopOnly, with StopOnViolation, names the one violation that stops
 	// the run: an anomaly of kind StopOnly.Kind found by the checker called
 	// StopOnly.Checker (either "" for any). A shrink's replay stops at the
@@ -634,8 +639,10 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	if err := runstore.LinkLatest(dir); err != nil {
 		lg.Warn("latest link", "err", err)
 	}
-	if err := reports.WriteIndex(cfg.StoreDir); err != nil {
-		lg.Warn("store index", "err", err)
+	if !cfg.NoIndex {
+		if err := reports.WriteIndex(cfg.StoreDir); err != nil {
+			lg.Warn("store index", "err", err)
+		}
 	}
 	lg.Info("run done", "valid", res.Valid, "ops", int(res.Stats["ops"]), "critical_sections", acquired.Load())
 	return &Outcome{Dir: dir, Results: res}, nil

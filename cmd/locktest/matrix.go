@@ -177,6 +177,11 @@ matrix was interrupted; 2 bad usage or a set-up failure.`,
 			if err := writeMatrix(cmd, m, out, md, jsonOut); err != nil {
 				return err
 			}
+			// The runs left the store's index alone (run.Config.NoIndex):
+			// it is written once, with the matrix's pages in place.
+			if err := reports.WriteIndex(o.Base.StoreDir); err != nil {
+				fmt.Fprintf(cmd.ErrOrStderr(), "matrix: the store's index.html is not rewritten: %v\n", err)
+			}
 			interrupted := made.Err != nil && cmd.Context().Err() != nil
 			if made.Err != nil && !interrupted {
 				return made.Err
