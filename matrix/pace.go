@@ -50,6 +50,13 @@ const (
 	// wake-ups came within its lease over promptShare (20 ms of a 500 ms
 	// lease), and a measured pace adds a run after a span of prompt runs.
 	promptShare = 25
+	// crowdedShare: a run was crowded when 1% of its wake-ups came later
+	// than its lease over crowdedShare (50 ms of a 500 ms lease), and a
+	// measured pace takes a run away when one that started at the current
+	// limit was. At 7 runs at once on 2 cores, runs late by 100 to 250 ms
+	// at their p99, with no single stall of 250 ms, lost a 500 ms lease
+	// with no fault.
+	crowdedShare = 10
 )
 
 // Measured is the pace of a matrix without --parallel: it measures, as
@@ -61,8 +68,9 @@ const (
 // either idleToGrow of a core stayed idle or every run that ended was
 // prompt (99% of its timer's wake-ups within a 25th of its lease); one
 // fewer as soon as a run's stall watch saw the machine stall (a wake-up
-// 250 ms late), since a run that stalls may lose a short lease with no
-// fault. Runs are mostly waiting (for a lease, a pause, a restart), and a
+// 250 ms late), or a run that started at the current limit was crowded
+// (1% of its wake-ups later than a 10th of its lease), since a run kept
+// waiting that long may lose a short lease with no fault. Runs are mostly waiting (for a lease, a pause, a restart), and a
 // busy run's loop takes what CPU it gets, so promptness, not CPU alone,
 // is what bounds the runs at once. cpu and idle read the process's CPU
 // time and the machine's idle time (nil: the real ones); tests give
@@ -102,6 +110,7 @@ type measured struct {
 	runTime    time.Duration // the finished runs' wall time, summed
 	runs       int
 	stalls     int
+	crowded    int           // runs that took a run away by their p99 lateness
 	mark       time.Time     // when the limit last changed
 	markIdle   time.Duration // the machine's idle time then
 	saturated  bool          // every allowed run went since mark
@@ -144,8 +153,18 @@ func (m *measured) Finished(r Result, running int) {
 		}
 		return
 	}
-	if p := r.Results.Run.LatenessP99(); p == 0 || ttl > 0 && p > ttl/promptShare {
+	p := r.Results.Run.LatenessP99()
+	if p == 0 || ttl > 0 && p > ttl/promptShare {
 		m.late = true
+	}
+	if ttl > 0 && p > ttl/crowdedShare && !now.Add(-r.Elapsed).Before(m.mark) {
+		// Crowded under the current limit (not under a higher one it
+		// started beside, which an earlier run already took away).
+		m.crowded++
+		if m.limit > 1 {
+			m.set(m.limit-1, now, idle, fmt.Sprintf("a run was late by %s in 1%% of its timer's wake-ups", p))
+		}
+		return
 	}
 	span := now.Sub(m.mark)
 	if span < 5*time.Second {
@@ -196,6 +215,9 @@ func (m *measured) Text() string {
 	out := fmt.Sprintf("%s at once, measured on %d cores: %.2f cores per run (driver, workers and local servers)", limits, m.cores, per)
 	if m.stalls > 0 {
 		out += fmt.Sprintf("; %d runs saw the machine stall", m.stalls)
+	}
+	if m.crowded > 0 {
+		out += fmt.Sprintf("; %d runs were late by over a %dth of their lease in 1%% of their timer's wake-ups", m.crowded, crowdedShare)
 	}
 	return out
 }

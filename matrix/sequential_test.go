@@ -307,6 +307,24 @@ func TestMeasuredPaceGrowsOnPromptRuns(t *testing.T) {
 	if m.Limit() != 4 {
 		t.Errorf("a timed run, alone, changed the limit to %d", m.Limit())
 	}
+	// Crowded: late by over 50 ms of a 500 ms lease at its p99, having
+	// run its whole time at 4 at once: one fewer. A run that started
+	// before that change, beside more runs than now, takes nothing more.
+	clock = clock.Add(9 * time.Second)
+	m.Finished(withP99("100ms"), 3)
+	if m.Limit() != 3 {
+		t.Errorf("limit %d after a crowded run, want 3", m.Limit())
+	}
+	clock = clock.Add(time.Second)
+	m.Finished(withP99("250ms"), 2)
+	if m.Limit() != 3 {
+		t.Errorf("limit %d after a crowded run that started at 4, want 3 still", m.Limit())
+	}
+	clock = clock.Add(9 * time.Second)
+	m.Finished(withP99("250ms"), 2)
+	if m.Limit() != 2 || !strings.Contains(m.Text(), "2 runs were late by over a 10th of their lease") {
+		t.Errorf("limit %d after a crowded run at 3, want 2; text %q", m.Limit(), m.Text())
+	}
 }
 
 func TestCheckMachine(t *testing.T) {

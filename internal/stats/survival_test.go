@@ -133,3 +133,43 @@ func TestLogRankOfTheTextbookData(t *testing.T) {
 		t.Errorf("no events: %+v", s)
 	}
 }
+
+func TestLogRankExact(t *testing.T) {
+	fail := func(ts ...float64) []Observation {
+		var out []Observation
+		for _, x := range ts {
+			out = append(out, Observation{Time: x, Event: true})
+		}
+		return out
+	}
+	cases := []struct {
+		name     string
+		a, b     []Observation
+		lo, hi   float64
+		ok       bool
+		chiBelow float64 // the chi-square's p is below this, where it misleads
+	}{
+		// One early failure against five later ones: the earliest of six
+		// by chance one time in six, which the chi-square calls p 0.025.
+		{"one run against five", fail(0.1), fail(1, 2, 3, 4, 5), 1.0 / 6, 1.0 / 6, true, 0.05},
+		// Five runs all failing before five others: one split in 252.
+		{"five before five", fail(0.1, 0.2, 0.3, 0.4, 0.5), fail(5, 6, 7, 8, 9), 1.0 / 252, 1.0 / 252, true, 1},
+		// The first sample failing later: nothing like an early failure.
+		{"later", fail(5, 6, 7), fail(0.1, 0.2, 0.3), 0.9, 1, true, 1},
+		{"empty", nil, fail(1), 1, 1, false, 1},
+	}
+	for _, c := range cases {
+		p, ok := LogRankExact(c.a, c.b)
+		if ok != c.ok || p < c.lo-1e-9 || p > c.hi+1e-9 {
+			t.Errorf("%s: p %.4f ok %v, want p in [%.4f, %.4f] ok %v", c.name, p, ok, c.lo, c.hi, c.ok)
+		}
+		if c.chiBelow < 1 {
+			if lr := LogRankTest(c.a, c.b); lr.P >= c.chiBelow {
+				t.Errorf("%s: the chi-square's p %.3f, want below %.2f (the case it misjudges)", c.name, lr.P, c.chiBelow)
+			}
+		}
+	}
+	if _, ok := LogRankExact(fail(make([]float64, 15)...), fail(make([]float64, 15)...)); ok {
+		t.Error("C(30, 15) splits enumerated: want ok false above MaxExactSplits")
+	}
+}
