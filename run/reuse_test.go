@@ -113,17 +113,25 @@ func TestClusterKeyMatchesWhatShapesTheCluster(t *testing.T) {
 			cfg.NodeEnv = append([]string(nil), base.NodeEnv...)
 			tt.edit(&cfg)
 			got, why := key(t, cfg, tt.prov)
-			switch {
-			case tt.whyWith != "":
-				if why == "" || !strings.Contains(why, tt.whyWith) {
-					t.Errorf("kept with key %s, want it refused naming %q (got %q)", got, tt.whyWith, why)
-				}
-			case why != "":
-				t.Errorf("cannot be kept: %s", why)
-			case (got == want) != tt.same:
-				t.Errorf("key %s, base key %s: want the same %v", got, want, tt.same)
-			}
+			checkKey(t, got, why, want, tt.whyWith, tt.same)
 		})
+	}
+}
+
+// checkKey checks a run's key got (or why it cannot be kept) against the
+// base key want: refused naming whyWith when that is set, else kept, with
+// the base's key exactly when same.
+func checkKey(t *testing.T, got, why, want, whyWith string, same bool) {
+	t.Helper()
+	switch {
+	case whyWith != "":
+		if why == "" || !strings.Contains(why, whyWith) {
+			t.Errorf("kept with key %s, want it refused naming %q (got %q)", got, whyWith, why)
+		}
+	case why != "":
+		t.Errorf("cannot be kept: %s", why)
+	case (got == want) != same:
+		t.Errorf("key %s, base key %s: want the same %v", got, want, same)
 	}
 }
 
@@ -600,16 +608,7 @@ func TestLabKeyMatchesWhatShapesTheLab(t *testing.T) {
 			cfg.NodeEnv = append([]string(nil), base.NodeEnv...)
 			tt.edit(&cfg)
 			got, why := key(t, cfg)
-			switch {
-			case tt.whyWith != "":
-				if why == "" || !strings.Contains(why, tt.whyWith) {
-					t.Errorf("kept with key %s, want it refused naming %q (got %q)", got, tt.whyWith, why)
-				}
-			case why != "":
-				t.Errorf("cannot be kept: %s", why)
-			case (got == want) != tt.same:
-				t.Errorf("key %s, base key %s: want the same %v", got, want, tt.same)
-			}
+			checkKey(t, got, why, want, tt.whyWith, tt.same)
 		})
 	}
 }
