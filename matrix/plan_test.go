@@ -1,6 +1,7 @@
 package matrix
 
 import (
+	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
@@ -132,9 +133,12 @@ func TestPlan(t *testing.T) {
 		switch {
 		case j.Probe == ProbePerf1 || j.Probe == ProbePerf8:
 			want := map[Probe]int{ProbePerf1: 1, ProbePerf8: 8}[j.Probe]
-			if c.Clients != want || len(c.Faults) != 0 || c.Duration != 4*time.Second || !j.Timed() {
-				t.Errorf("%s: %d clients, faults %v, %v, timed %v", j.Label(), c.Clients, c.Faults, c.Duration, j.Timed())
+			if c.Clients != want || len(c.Faults) != 0 || c.Duration != 4*time.Second || !j.Timed() ||
+				c.MaxCriticalSections != PerfSections || !strings.Contains(c.Command, fmt.Sprintf("--max-sections %d", PerfSections)) {
+				t.Errorf("%s: %d clients, faults %v, %v, timed %v, ends after %d acquires, command %q", j.Label(), c.Clients, c.Faults, c.Duration, j.Timed(), c.MaxCriticalSections, c.Command)
 			}
+		case c.MaxCriticalSections != 0 || strings.Contains(c.Command, "--max-sections"):
+			t.Errorf("%s: a run that is not timed ends after %d acquires: %q", j.Label(), c.MaxCriticalSections, c.Command)
 		case j.Probe == ProbeSafety && j.Class == ClassNone:
 			if c.Clients != 8 || len(c.Faults) != 0 || c.Duration != 8*time.Second {
 				t.Errorf("%s: %d clients, faults %v", j.Label(), c.Clients, c.Faults)

@@ -155,8 +155,9 @@ type Config struct {
 	// StopOnly.Checker (either "" for any). A shrink's replay stops at the
 	// violation it is judged by, not at another that came first.
 	StopOnly StopTarget
-	// MaxCriticalSections, if positive, ends the run early once that many
-	// acquires succeeded (for benchmarks).
+	// MaxCriticalSections (--max-sections), if positive, ends the
+	// workload early once that many acquires succeeded: benchmarks and the
+	// matrix's timed runs, which need a number of acquires, not a time.
 	MaxCriticalSections int
 	// WorkerCommand is the worker program; default: this executable with
 	// the argument "worker".
