@@ -580,6 +580,30 @@ func TestStoreThatCannotBeWrittenExitsTwo(t *testing.T) {
 	}
 }
 
+// TestMatrixOnASmallDiskIsRefused points a 5-seed matrix's store at a
+// tmpfs with room for a few runs: one line that says what it found, exit
+// 2, and no run started.
+func TestMatrixOnASmallDiskIsRefused(t *testing.T) {
+	root := t.TempDir()
+	if err := syscall.Mount("tmpfs", root, "tmpfs", 0, "size=64m"); err != nil {
+		t.Skipf("cannot mount a tmpfs (root needed): %v", err)
+	}
+	t.Cleanup(func() {
+		if err := syscall.Unmount(root, 0); err != nil {
+			t.Errorf("unmount %s: %v", root, err)
+		}
+	})
+	store := filepath.Join(root, "store")
+	stdout, stderr, code := locktest(t, "matrix", "--impl", "redis-set-nx-px", "--seeds", "5", "--store", store, "-q")
+	if code != 2 || stdout != "" || strings.Count(stderr, "\n") != 1 ||
+		!strings.Contains(stderr, "the disk of the store "+store+" has 64 MB free") || !strings.Contains(stderr, "give --store on another disk") {
+		t.Fatalf("exit %d, stdout %q, stderr %q; want exit 2 and one line saying the store's disk has 64 MB free", code, stdout, stderr)
+	}
+	if ents, _ := os.ReadDir(store); len(ents) != 0 {
+		t.Errorf("the refused matrix left %d entries in its store", len(ents))
+	}
+}
+
 // TestDiskFullEndsTheRunUnknown runs against a store on a small tmpfs that
 // fills during the run. The run must end unknown (exit 3), never valid, say
 // why on stdout, leave a history of whole lines that `locktest check` reads, and

@@ -157,6 +157,10 @@ matrix was interrupted; 2 bad usage or a set-up failure.`,
 				run.Output{Flag: "--md", Path: md}); err != nil {
 				return usageError{err}
 			}
+			// A full disk would stop the matrix part way, many minutes in.
+			if err := matrix.CheckDisk(o.Base.StoreDir, len(jobs), nil); err != nil {
+				return err // exit 2
+			}
 			matrix.SayLeftOut(cmd.ErrOrStderr(), o) // once the flags are good: a bad one gets one line
 			if err := matrix.CheckMachine(o.TTL, run.MachineStall); err != nil {
 				if !given {
