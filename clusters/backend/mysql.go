@@ -45,7 +45,10 @@ func init() {
 // bootstraps with), and mariadbd runs on the command line of
 // MariaDBServer, as the provider's user, its error log to the node's log
 // (standard error when the provider takes it from there), with the init
-// file that lets root in over TCP.
+// file that lets root in over TCP. Both keep their temporary files in the
+// node's own folder (tmp), never in the host's /tmp: an install beside
+// another node's, both in /tmp, once failed deleting the other's
+// "#sql-temptable" file.
 var mariadbKind = &Kind{
 	Name:         KindMariaDB,
 	Ports:        []Port{{Name: "client", Base: MariaDBPort, Step: 1}},
@@ -71,13 +74,14 @@ var mariadbKind = &Kind{
 		if logf == "" {
 			logf = "/dev/stderr"
 		}
-		initFile := path.Join(p.Dir, "init.sql")
+		initFile, tmp := path.Join(p.Dir, "init.sql"), path.Join(p.Dir, "tmp")
 		m := MariaDBServer{DataDir: p.DataDir, Bind: p.Bind, Port: p.Node.Ports[0], Socket: p.Socket,
-			PidFile: path.Join(p.Dir, "mariadb.pid"), LogFile: logf, InitFile: initFile, User: user}
+			PidFile: path.Join(p.Dir, "mariadb.pid"), LogFile: logf, InitFile: initFile, User: user, TmpDir: tmp}
 		server := p.Bin("mariadbd")
 		return Launch{
 			Files: []File{{Path: initFile, Data: MariaDBInit}},
-			Init: &Init{Done: "mysql", Argv: append([]string{p.Bin("mariadb-install-db")}, MariaDBInstallArgs(p.DataDir, user)...),
+			Dirs:  []string{tmp},
+			Init: &Init{Done: "mysql", Argv: append([]string{p.Bin("mariadb-install-db")}, append(MariaDBInstallArgs(p.DataDir, user), "--tmpdir="+tmp)...),
 				Env: []string{"MYSQLD_BOOTSTRAP=" + server}},
 			Argv: append([]string{server}, m.Args()...),
 		}, nil
@@ -125,6 +129,9 @@ type MariaDBServer struct {
 	// User is the system user the server runs as ("root" when started
 	// by root, which mariadbd otherwise refuses).
 	User string
+	// TmpDir, when set, is where the server keeps its temporary files
+	// (its default: the host's /tmp, shared with every other server).
+	TmpDir string
 }
 
 // Args returns mariadbd's arguments: no option file read; skip-name-resolve;
@@ -133,7 +140,7 @@ type MariaDBServer struct {
 // (innodb_flush_log_at_trx_commit=1), so that a killed server keeps every
 // committed row.
 func (m MariaDBServer) Args() []string {
-	return append([]string{"--no-defaults",
+	args := []string{"--no-defaults",
 		"--datadir=" + m.DataDir,
 		"--port=" + strconv.Itoa(m.Port),
 		"--bind-address=" + m.Bind,
@@ -147,7 +154,11 @@ func (m MariaDBServer) Args() []string {
 		"--performance-schema=OFF",
 		"--max-connections=500",
 		"--max-connect-errors=1000000",
-	}, mariadbInnoDB...)
+	}
+	if m.TmpDir != "" {
+		args = append(args, "--tmpdir="+m.TmpDir)
+	}
+	return append(args, mariadbInnoDB...)
 }
 
 // PingMariaDB runs a query on the server at addr (host:port) over TCP as

@@ -123,7 +123,8 @@ func launchKind(k *backend.Kind) *containerKind {
 
 // initScript is the shell command of a container whose server has an
 // init or a user of its own (a SQL server): it makes dataDir, owned by
-// the kind's user with mode 0700 when there is one; runs the launch's
+// the kind's user with mode 0700 when there is one, and the launch's
+// Dirs (the kind's user's, when there is one); runs the launch's
 // init unless the data directory has its done-file (backend.Init.Shell,
 // its output kept in /data/init.log); and execs the server, as the kind's
 // user through setpriv when there is one.
@@ -133,6 +134,12 @@ func initScript(k *backend.Kind, dataDir string, l backend.Launch) string {
 	if k.RunAs != "" {
 		as = []string{"setpriv", "--reuid=" + k.RunAs, "--regid=" + k.RunAs, "--init-groups"}
 		fmt.Fprintf(&b, "mkdir -p %[1]s && chown %[2]s:%[2]s %[1]s && chmod 700 %[1]s || exit 1; ", dataDir, k.RunAs)
+	}
+	if len(l.Dirs) > 0 {
+		fmt.Fprintf(&b, "mkdir -p %s || exit 1; ", shellquote.Join(l.Dirs))
+		if k.RunAs != "" {
+			fmt.Fprintf(&b, "chown %[1]s:%[1]s %[2]s || exit 1; ", k.RunAs, shellquote.Join(l.Dirs))
+		}
 	}
 	if l.Init != nil {
 		b.WriteString(l.Init.Shell(dataDir, as, "/data/init.log") + "; ")
