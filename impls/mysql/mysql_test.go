@@ -87,6 +87,23 @@ func TestUniqueInsertCleanup(t *testing.T) {
 	}
 }
 
+// TestCloseTwice closes each impl's client twice, as a run's reset and its
+// end may: the second Close must neither panic nor fail.
+func TestCloseTwice(t *testing.T) {
+	addr := startServer(t)
+	for _, name := range []string{"mysql-unique-insert", "mysql-for-update", "mysql-get-lock", "mysql-optimistic"} {
+		t.Run(name, func(t *testing.T) {
+			c := newClient(t, name, addr, 0, nil)
+			if err := c.Close(); err != nil {
+				t.Fatalf("first Close: %v", err)
+			}
+			if err := c.Close(); err != nil {
+				t.Errorf("second Close: %v", err)
+			}
+		})
+	}
+}
+
 func TestBadParams(t *testing.T) {
 	tests := []struct {
 		impl   string

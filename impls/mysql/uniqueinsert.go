@@ -47,8 +47,9 @@ type UniqueInsert struct {
 	*session
 	retry time.Duration
 
-	stop chan struct{}
-	wg   sync.WaitGroup
+	stop     chan struct{}
+	stopOnce sync.Once
+	wg       sync.WaitGroup
 }
 
 var _ impls.Client = (*UniqueInsert)(nil)
@@ -152,9 +153,10 @@ func (c *UniqueInsert) Release(ctx context.Context, l impls.Lease) (impls.Releas
 	return impls.Released{Removed: l.Value}, nil
 }
 
-// Close stops the cleanup loop and closes the connections.
+// Close stops the cleanup loop and closes the connections. Closing twice
+// is harmless, as for the other impls.
 func (c *UniqueInsert) Close() error {
-	close(c.stop)
+	c.stopOnce.Do(func() { close(c.stop) })
 	c.wg.Wait()
 	return c.session.Close()
 }
