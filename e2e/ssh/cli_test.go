@@ -111,7 +111,10 @@ var sshClaims = []string{"redis-gc-pause", "redlock-clock-jump", "etcd-pause"}
 // why: the restart without persistence (the catalogue's 1.2 s holds were
 // over before the node came back in loaded CI, 0 of 6 seeds) and the power
 // loss under appendfsync everysec, whose node program records what each
-// node syncs (the catalogue's reproduced 0 of 5 under stress-ng).
+// node syncs (the catalogue's reproduced 0 of 5 under stress-ng). Each
+// pins its fault to a grant, so that the seed's schedule does not decide
+// whether it meets a holder: the kill waits for a client's acquire
+// (kill-on-grant), the power cut for a grant's unsynced write (power-loss).
 var sshSlowHosts = map[string]string{
 	"redlock-restart-without-persistence-slow-hosts": "ssh-restart-without-persistence.yaml",
 	"redlock-power-loss-everysec-slow-hosts":         "ssh-power-loss-everysec.yaml",
