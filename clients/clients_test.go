@@ -154,6 +154,10 @@ func violated(r runstore.Results) bool {
 // says the client gives no token, and shows none.
 func TestRedisPyLock(t *testing.T) {
 	needs(t, []string{"redis-server", "redis-sentinel"}, "redis")
+	// Its runs are servers, clients and stores of their own, on ports of
+	// their own: it runs beside TestKazooLock once the package's other
+	// tests are done.
+	t.Parallel()
 	for _, backend := range []string{"redis", "redis-sentinel"} {
 		cfg := config(t, "redis-py")
 		// Leases of 5 s: under stress-ng a holder of the default 1 s lease
@@ -201,6 +205,7 @@ func TestKazooLock(t *testing.T) {
 	if _, err := os.Stat("/usr/share/java/zookeeper.jar"); err != nil {
 		t.Skip("zookeeper not installed (make setup)")
 	}
+	t.Parallel() // beside TestRedisPyLock, each over servers of its own
 	out, _ := steadyValid(t, config(t, "kazoo"))
 	if out.Results.Valid != checker.Valid || out.Results.Stats["critical_sections"] < 20 {
 		t.Errorf("without faults: %s with %v critical sections, anomalies %v", out.Results.Valid, out.Results.Stats["critical_sections"], testkit.Kinds(out.Results))

@@ -189,6 +189,8 @@ func TestCuratorLauncherWithoutJavac(t *testing.T) {
 // latch at once, before its connection says anything, and is told
 // nothing: TestToldOfAPartition tests its notice.
 //
+// The three clients run in parallel, each over its own servers.
+//
 // The slack is for a loaded machine: the session's end is a quorum write
 // of the ensemble, and the waiting JVM must hear of it and take the lock,
 // all while the holder sleeps; and the faults' window (the run less its
@@ -201,6 +203,11 @@ func TestCuratorLock(t *testing.T) {
 	}
 	for _, client := range []string{"curator", "curator-semaphore", "curator-leader-latch"} {
 		t.Run(client, func(t *testing.T) {
+			// Each client's runs are an ensemble, adapters and a store of
+			// their own, on ports of their own, and mostly wait (for the
+			// sessions to expire, the runs to end): they run two at a
+			// time on two cores (go test's -parallel).
+			t.Parallel()
 			// A working adapter hands the lock from client to client, and
 			// mutual exclusion holds. How many critical sections it makes
 			// in 4 s is the machine's: under stress-ng, beside the other

@@ -44,6 +44,9 @@ func TestToldOfAPartition(t *testing.T) {
 	if _, err := os.Stat("/usr/share/java/zookeeper.jar"); err != nil {
 		t.Skip("zookeeper not installed (make setup)")
 	}
+	// Set here, for the subtests: a parallel test cannot set the
+	// environment.
+	usesCurator(t)
 	for _, tc := range []struct{ client, mode string }{
 		{"curator", workloads.OnLostIgnore},
 		{"curator", workloads.OnLostStopWriting},
@@ -51,7 +54,10 @@ func TestToldOfAPartition(t *testing.T) {
 	} {
 		client, mode := tc.client, tc.mode
 		t.Run(client+"/"+mode, func(t *testing.T) {
-			usesCurator(t)
+			// Each case is an ensemble, clients and a store of its own, on
+			// ports of their own, and mostly waits (the cut, the session's
+			// expiry, the takeover): two run at a time.
+			t.Parallel()
 			cfg := config(t, client)
 			cfg.Faults, cfg.Seed, cfg.Interval = []string{"partition"}, partitionSeed, partitionInterval
 			cfg.FaultSettings = cfg.FaultSettings.With(nemesis.Partition.Is([][]string{{"n1", "n2", "n3"}, {"c0", "c1"}}), nemesis.Window.Is(5*time.Second))

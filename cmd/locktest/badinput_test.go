@@ -393,6 +393,9 @@ func TestEveryFlagRefusesABadValue(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			// Each case is one command of its own, with a store of its
+			// own, that exits at once: the cases run two at a time.
+			t.Parallel()
 			root := t.TempDir()
 			if err := os.WriteFile(filepath.Join(root, "file"), []byte("x"), 0o644); err != nil {
 				t.Fatal(err)

@@ -38,7 +38,7 @@ func tracedLabCluster(t *testing.T, inventory string, b string) *sshp.Hosts {
 // create under the default sync is in no server's synced bytes, so the
 // cut of every server loses bytes (testkit/powertest).
 func TestPowerLossOfGoNodesOnTheLab(t *testing.T) {
-	inventory := testlab.Up(t)
+	inventory := testlab.Shared(t)
 	t.Run("etcd", func(t *testing.T) {
 		cl := tracedLabCluster(t, inventory, "etcd")
 		powertest.EtcdKeepsWhatItAcknowledged(t, cl, cl.Nodes(), func(ctx context.Context) error { return cl.RestartNodes(ctx, cl.Nodes()) }, nil)

@@ -59,7 +59,7 @@ func needSQLServer(t *testing.T, backend string) {
 // backends) are found and killed by Cleanup. Afterwards no host keeps a
 // file, rule, process or shared memory segment of a run.
 func TestSSHLabSQL(t *testing.T) {
-	inventory := testlab.Up(t)
+	inventory := testlab.Shared(t)
 	for _, tc := range []struct {
 		name, impl, fault string
 		// recovered is what the server's log says when it starts after

@@ -52,7 +52,7 @@ func sshConfig(t *testing.T, impl, inventory string) run.Config {
 // (sshBadHosts) and the cleanup of a dead run (sshCleanup) are tried on
 // the same lab.
 func TestSSHLabRuns(t *testing.T) {
-	inventory := testlab.Up(t)
+	inventory := testlab.Shared(t)
 	for _, tc := range []struct {
 		name, impl, fault, heal string
 		persistence             string
@@ -341,7 +341,7 @@ func assertLeaderHit(t *testing.T, h history.History, fault string) {
 // addresses of their own, on two sides of a partition). Afterwards no
 // host keeps a file, rule or process of the run.
 func TestSSHLabFaultsShowViolations(t *testing.T) {
-	inventory := testlab.Up(t)
+	inventory := testlab.Shared(t)
 	for _, tc := range []struct {
 		name, impl, fault string
 		setup             func(*run.Config)
