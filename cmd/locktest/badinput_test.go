@@ -70,6 +70,7 @@ var badValues = map[string][]badCase{
 	"run --backoff":       {bc(`--backoff must be exponential or uniform, got "linear"`, "--backoff", "linear")},
 	"run --retry-release": {bc("--retry-release must not be negative, got -1s", "--retry-release", "-1s")},
 	"run --retry-acquire": {bc("--retry-acquire must not be negative, got -1", "--retry-acquire", "-1")},
+	"run --max-sections":  {bc("--max-sections must not be negative, got -1", "--max-sections", "-1")},
 	"run --on-lost": {bc(`--on-lost must be ignore or stop-writing, got "panic"`, "--on-lost", "panic"),
 		bc("--on-lost stop-writing changes nothing in this run: redis-set-nx-px sends no lost notices", "--on-lost", "stop-writing")},
 	"run --profile":    {bc("--profile: mkdir STORE/file: not a directory", "--profile", "STORE/file/p")},
