@@ -33,11 +33,15 @@ func TestReplyLossAppliesWritesWhoseRepliesAreLost(t *testing.T) {
 	cfg.Faults, cfg.Targets = []string{"reply-loss"}, map[string][]string{"reply-loss": {"c0"}}
 	cfg.Clients, cfg.Locks = 1, 1
 	// A session lease that outlives a window: its keep-alives arrive (and
-	// renew it) but their answers do not.
-	cfg.TTL, cfg.Timeout = 4*time.Second, 400*time.Millisecond
+	// renew it) but their answers do not. An op times out well inside a
+	// window, and outside one has time to spare: with a 400 ms deadline,
+	// under stress-ng beside the suite, every acquire after the second
+	// window timed out until the run ended, and the lost write was never
+	// read back.
+	cfg.TTL, cfg.Timeout = 4*time.Second, time.Second
 	cfg.WorkMin, cfg.Work, cfg.Think = 800*time.Millisecond, time.Second, 0
 	cfg.Duration, cfg.Interval, cfg.Quiet = 30*time.Second, 1500*time.Millisecond, 4*time.Second
-	nemesis.Window.Set(&cfg.FaultSettings, 1500*time.Millisecond)
+	nemesis.Window.Set(&cfg.FaultSettings, 2500*time.Millisecond)
 	out, h := testkit.MustRun(t, cfg)
 	defer testkit.AssertLabGone(t, out.Results.Run.Lab)
 
