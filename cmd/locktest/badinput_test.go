@@ -584,12 +584,13 @@ func TestStoreThatCannotBeWrittenExitsTwo(t *testing.T) {
 	}
 }
 
-// TestMatrixOnASmallDiskIsRefused points a 5-seed matrix's store at a
-// tmpfs with room for a few runs: one line that says what it found, exit
-// 2, and no run started.
-func TestMatrixOnASmallDiskIsRefused(t *testing.T) {
+// smallTmpfs mounts a tmpfs of size on a temporary folder, unmounted when
+// the test ends, and returns the folder; it skips t where no tmpfs can be
+// mounted (root needed).
+func smallTmpfs(t *testing.T, size string) string {
+	t.Helper()
 	root := t.TempDir()
-	if err := syscall.Mount("tmpfs", root, "tmpfs", 0, "size=64m"); err != nil {
+	if err := syscall.Mount("tmpfs", root, "tmpfs", 0, "size="+size); err != nil {
 		t.Skipf("cannot mount a tmpfs (root needed): %v", err)
 	}
 	t.Cleanup(func() {
@@ -597,6 +598,14 @@ func TestMatrixOnASmallDiskIsRefused(t *testing.T) {
 			t.Errorf("unmount %s: %v", root, err)
 		}
 	})
+	return root
+}
+
+// TestMatrixOnASmallDiskIsRefused points a 5-seed matrix's store at a
+// tmpfs with room for a few runs: one line that says what it found, exit
+// 2, and no run started.
+func TestMatrixOnASmallDiskIsRefused(t *testing.T) {
+	root := smallTmpfs(t, "64m")
 	store := filepath.Join(root, "store")
 	stdout, stderr, code := locktest(t, "matrix", "--impl", "redis-set-nx-px", "--seeds", "5", "--store", store, "-q")
 	if code != 2 || stdout != "" || strings.Count(stderr, "\n") != 1 ||
@@ -614,15 +623,7 @@ func TestMatrixOnASmallDiskIsRefused(t *testing.T) {
 // leave nothing running.
 func TestDiskFullEndsTheRunUnknown(t *testing.T) {
 	gate.Need(t, "redis-server")
-	root := t.TempDir()
-	if err := syscall.Mount("tmpfs", root, "tmpfs", 0, "size=256k"); err != nil {
-		t.Skipf("cannot mount a tmpfs (root needed): %v", err)
-	}
-	t.Cleanup(func() {
-		if err := syscall.Unmount(root, 0); err != nil {
-			t.Errorf("unmount %s: %v", root, err)
-		}
-	})
+	root := smallTmpfs(t, "256k")
 	stdout, stderr, code := locktest(t, "run", "--store", root, "--time", "3s", "--name", "full")
 	if code != 3 || !strings.HasPrefix(stderr, "locktest: inconclusive, expected valid: ") || strings.Count(stderr, "\n") != 1 {
 		t.Fatalf("exit %d, stderr %q; want 3 (inconclusive) and one line with the reason\n%s", code, stderr, stdout)
