@@ -88,19 +88,25 @@ func setup(ctx context.Context, r provider.Run, lg *slog.Logger) (*run, error) {
 	l.lab = lab
 	// Nodes get hosts h1..hK in order; backends with more processes than
 	// data nodes (sentinels, cluster replicas) use the extra.
-	for i := 0; i < hostsFor(r.Nodes); i++ {
-		h, err := lab.Add(ctx, fmt.Sprintf("h%d", i+1))
-		if err != nil {
-			return l, fmt.Errorf("network: %v", err)
-		}
-		l.nodeHosts = append(l.nodeHosts, local.Host{IP: h.IP, NetNS: h.NS})
+	// Clients get c0..cN-1. All are made at once (netns.AddAll).
+	nodes := hostsFor(r.Nodes)
+	var names []string
+	for i := range nodes {
+		names = append(names, fmt.Sprintf("h%d", i+1))
 	}
-	for c := 0; c < r.Clients; c++ {
-		h, err := lab.Add(ctx, fmt.Sprintf("c%d", c))
-		if err != nil {
-			return l, fmt.Errorf("network: %v", err)
+	for c := range r.Clients {
+		names = append(names, fmt.Sprintf("c%d", c))
+	}
+	hs, err := lab.AddAll(ctx, names...)
+	if err != nil {
+		return l, fmt.Errorf("network: %v", err)
+	}
+	for i, h := range hs {
+		if i < nodes {
+			l.nodeHosts = append(l.nodeHosts, local.Host{IP: h.IP, NetNS: h.NS})
+		} else {
+			l.clientNS[i-nodes] = h.NS
 		}
-		l.clientNS[c] = h.NS
 	}
 	l.netemWhy = ""
 	if r.NeedsDelay {

@@ -2,6 +2,7 @@ package netns
 
 import (
 	"context"
+	"net"
 	"os/exec"
 	"strings"
 	"testing"
@@ -231,5 +232,98 @@ func TestNetemDetection(t *testing.T) {
 		if strings.HasSuffix(ns, "-probe") {
 			t.Errorf("the probe left namespace %s", ns)
 		}
+	}
+}
+
+// TestAddAllMakesHostsAtOnceOrNone makes three hosts in one AddAll and
+// checks each is set up as Add makes one (its address on eth0, lo up, the
+// fault chains in place, its veth on the bridge, reachable from the
+// driver); then an AddAll whose second host's namespace already exists
+// fails before it makes anything: neither host is left, the namespace it
+// found is untouched (its delete below succeeds), and the lab takes the
+// same names afterwards.
+func TestAddAllMakesHostsAtOnceOrNone(t *testing.T) {
+	needLab(t)
+	ctx := context.Background()
+	lab, err := New(ctx, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer assertGone(t, lab.ID())
+	defer lab.Close(ctx)
+	hs, err := lab.AddAll(ctx, "a1", "a2", "a3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", lab.Gateway()+":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	if len(hs) != 3 || hs[0].Name != "a1" || hs[2].Name != "a3" || hs[0].IP == hs[1].IP {
+		t.Fatalf("hosts %+v", hs)
+	}
+	for _, h := range hs {
+		out, err := exec.Command("ip", "-n", h.NS, "-o", "-4", "addr", "show", "dev", "eth0").CombinedOutput()
+		if err != nil || !strings.Contains(string(out), h.IP+"/24") {
+			t.Errorf("%s: eth0 has not %s: %s %v", h.Name, h.IP, out, err)
+		}
+		if out, err := exec.Command("ip", "-n", h.NS, "link", "show", "lo").CombinedOutput(); err != nil || !strings.Contains(string(out), "UP") {
+			t.Errorf("%s: lo is not up: %s", h.Name, out)
+		}
+		if out, err := exec.Command("ip", "link", "show", h.Veth).CombinedOutput(); err != nil || !strings.Contains(string(out), "master "+"lt"+lab.ID()) {
+			t.Errorf("%s: veth %s is not on the bridge: %s", h.Name, h.Veth, out)
+		}
+		if out, err := exec.Command("ip", "netns", "exec", h.NS, "iptables", "-w", "-S").CombinedOutput(); err != nil || !strings.Contains(string(out), "-A INPUT -j LOCKTEST-IN") || !strings.Contains(string(out), "-A OUTPUT -j LOCKTEST-OUT") {
+			t.Errorf("%s: fault chains missing: %s", h.Name, out)
+		}
+		if out, err := exec.Command("ip", "netns", "exec", h.NS, "bash", "-c", "exec 3<>/dev/tcp/"+ln.Addr().String()[:strings.LastIndex(ln.Addr().String(), ":")]+"/"+ln.Addr().String()[strings.LastIndex(ln.Addr().String(), ":")+1:]).CombinedOutput(); err != nil {
+			t.Errorf("%s: cannot reach the driver on the bridge (%s): %s %v", h.Name, ln.Addr(), out, err)
+		}
+	}
+
+	// A namespace the batch will find taken: the lab's name for host b2.
+	taken := nsPrefix + lab.ID() + "-b2"
+	if out, err := exec.Command("ip", "netns", "add", taken).CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v", out, err)
+	}
+	if _, err := lab.AddAll(ctx, "b1", "b2"); err == nil {
+		t.Fatal("AddAll over a namespace that exists succeeded")
+	}
+	if err := exec.Command("ip", "netns", "del", taken).Run(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := Find(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ns := range f.Of(lab.ID()).Namespaces {
+		if strings.HasSuffix(ns, "-b1") || strings.HasSuffix(ns, "-b2") {
+			t.Errorf("the failed AddAll left namespace %s", ns)
+		}
+	}
+	for _, l := range f.Of(lab.ID()).Links {
+		if strings.HasSuffix(l, "b1") || strings.HasSuffix(l, "b2") {
+			t.Errorf("the failed AddAll left link %s", l)
+		}
+	}
+	if got := len(lab.Hosts()); got != 3 {
+		t.Errorf("the lab has %d hosts after the failed AddAll, want 3", got)
+	}
+	b, err := lab.AddAll(ctx, "b1", "b2")
+	if err != nil {
+		t.Fatalf("the names of a failed AddAll: %v", err)
+	}
+	if b[0].IP != hs[2].IP[:strings.LastIndex(hs[2].IP, ".")]+".5" {
+		t.Errorf("b1 got %s, want the address after a3's (%s)", b[0].IP, hs[2].IP)
 	}
 }
