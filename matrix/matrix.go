@@ -339,8 +339,6 @@ func Columns(classes []Class) []reports.MatrixColumn {
 		}
 		stop := " Each run stops 1s + the TTL after its first violation (--stop-on-violation)."
 		switch c {
-		case ClassNone:
-			stop = " Each run but seed 1's, which also times the 8-client acquires, stops 1s + the TTL after its first violation (--stop-on-violation)."
 		case ClassKillRestart:
 			stop = " The runs of a one-node backend stop 1s + the TTL after their first violation (--stop-on-violation); those of several nodes run their whole time, as they also measure the availability with a node down."
 		}

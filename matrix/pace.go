@@ -42,7 +42,7 @@ func (f *fixed) Most() int            { return f.n }
 // [1, MaxParallel].
 const (
 	// MaxParallel is the most runs a measured pace lets go at once.
-	MaxParallel = 8
+	MaxParallel = 12
 	// idleToGrow is the idle CPU, in cores, over the runs since the last
 	// change, that lets a measured pace add a run.
 	idleToGrow = 0.75

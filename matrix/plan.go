@@ -74,6 +74,26 @@ const PerfTime = 4 * time.Second
 // span (Throughput), so a run that ended early measures the same rate.
 const PerfSections = 2000
 
+// The workload of the matrix's untimed runs (the fault classes, the
+// fault-free column and the deadlock probe): a holder works a random time
+// up to Work between its read and its write, and a waiter tries again
+// after a random wait up to Retry, every time (the uniform backoff). The
+// lock is so held most of the time and taken within milliseconds of its
+// release or its lease's end, as a fault needs to matter; and each run's
+// workers make about a tenth of the operations of the tight retry with no
+// work (Retry 5 ms, Work 0), which took every core it was given, so that
+// several times more runs go at once before they wait for the CPU long
+// enough to lose a lease (docs/matrix-howto.md, docs/performance.md).
+const (
+	Work  = 10 * time.Millisecond
+	Retry = 10 * time.Millisecond
+)
+
+// PerfRetry is the retry of the timed runs and the reentrancy probe: the
+// tight retry (uniform, up to 5 ms, no work), at contention's highest, as
+// their latencies and rates have always been measured.
+const PerfRetry = 5 * time.Millisecond
+
 // killRestartFault is the fault of ClassKillRestart, whose runs also
 // measure availability with one node lost.
 const killRestartFault = "kill-node"
@@ -442,9 +462,9 @@ func (o Options) job(impl impls.Impl, p Probe, c Class, seed int64) Job {
 	cfg := o.Base
 	cfg.Impl, cfg.Seed, cfg.Mode, cfg.Expect = impl.Name, seed, workloads.ModeNone, "valid"
 	cfg.TTL, cfg.Duration, cfg.Clients, cfg.Locks = o.TTL, o.Duration, o.Clients, 1
-	// The tight retry the matrix was measured with: contention at its
-	// highest (docs/performance.md).
-	cfg.Think, cfg.Work, cfg.WorkMin, cfg.Retry, cfg.Backoff = 0, 0, 0, 5*time.Millisecond, workloads.BackoffUniform
+	// The contended workload of the fault runs (Work, Retry); the timed
+	// runs and the reentrancy probe below keep the tight retry.
+	cfg.Think, cfg.Work, cfg.WorkMin, cfg.Retry, cfg.Backoff = 0, Work, 0, Retry, workloads.BackoffUniform
 	cfg.Interval, cfg.Quiet, cfg.MaxCriticalSections, cfg.Faults = time.Second, time.Second, 0, nil
 	cfg.FaultSettings = cfg.FaultSettings.With(nemesis.Window.Is(2*time.Second), nemesis.Down.Is(time.Second),
 		nemesis.Pause.Is(4*o.TTL), nemesis.ClockBump.Is(0), nemesis.PausePoint.Is(workloads.PointAfterAcquire),
@@ -453,16 +473,18 @@ func (o Options) job(impl impls.Impl, p Probe, c Class, seed int64) Job {
 	switch p {
 	case ProbePerf1:
 		cfg.Clients, cfg.Duration, cfg.MaxCriticalSections = 1, min(o.Duration, PerfTime), PerfSections
+		cfg.Work, cfg.Retry = 0, PerfRetry
 		name = string(ProbePerf1)
 	case ProbePerf8:
 		cfg.Clients, cfg.Duration, cfg.MaxCriticalSections = 8, min(o.Duration, PerfTime), PerfSections
+		cfg.Work, cfg.Retry = 0, PerfRetry
 		name = string(ProbePerf8)
 	case ProbeDeadlock:
 		cfg.Faults = []string{"kill-client"}
 		nemesis.KillHolder.Set(&cfg.FaultSettings, true)
 		name = "deadlock"
 	case ProbeReentrant:
-		cfg.Clients, name = 2, "reentrancy"
+		cfg.Clients, cfg.Work, cfg.Retry, name = 2, 0, PerfRetry, "reentrancy"
 	default:
 		cfg.Faults = Faults(c, impl)
 		switch c {
@@ -505,8 +527,8 @@ func (o Options) job(impl impls.Impl, p Probe, c Class, seed int64) Job {
 	}
 	cfg.ClusterParams, cfg.ImplParams = o.DeploymentFor(impl)
 	cmd = append(cmd, deploymentArgs(cfg)...)
-	cmd = append(cmd, fmt.Sprintf("--clients %d --ttl %s --time %s --seed %d --resource %s --retry 5ms --backoff uniform",
-		cfg.Clients, cfg.TTL, cfg.Duration, seed, cfg.Mode))
+	cmd = append(cmd, fmt.Sprintf("--clients %d --ttl %s --time %s --seed %d --resource %s --retry %s --backoff uniform",
+		cfg.Clients, cfg.TTL, cfg.Duration, seed, cfg.Mode, cfg.Retry))
 	// The fault settings the matrix sets, on the line only where the
 	// run's faults read them: `locktest run` refuses the others.
 	for _, fl := range [][2]string{{"interval", "1s"}, {"window", "2s"}, {"down", "1s"}, {"quiet-time", "1s"}, {"pause", nemesis.Pause.Of(cfg.FaultSettings).String()}} {

@@ -33,8 +33,8 @@ func (o Options) Header(ctx context.Context, start time.Time, parallel int, shar
 		Date: start, Commit: runstore.Commit(ctx), Machine: runstore.Machine(), Seeds: o.Seeds,
 		Duration: o.Duration, Store: absPath(o.Base.StoreDir), Command: command,
 		Parallel: parallel, Shard: shard,
-		Settings: fmt.Sprintf("ttl %s, %d clients under faults (8 and 1 without), resource mode none%s, a fault every ~1s for 2s (node down 1s, client pause %s), 1s fault-free at the end",
-			o.TTL, o.Clients, o.fencedText(), 4*o.TTL),
+		Settings: fmt.Sprintf("ttl %s, %d clients under faults (8 and 1 without), resource mode none%s, holds of up to %s and a retry every up to %s (the timed runs: no work, up to %s), a fault every ~1s for 2s (node down 1s, client pause %s), 1s fault-free at the end",
+			o.TTL, o.Clients, o.fencedText(), Work, Retry, PerfRetry, 4*o.TTL),
 	}
 }
 

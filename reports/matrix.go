@@ -77,9 +77,13 @@ type MatrixHeader struct {
 	// ClustersStarted counts the clusters the matrix's runs started, and
 	// ClustersReused the runs that took a cluster an earlier run left
 	// healthy, reset and proven clean, instead (run.Clusters).
-	ClustersStarted int    `json:"clusters_started,omitempty"`
-	ClustersReused  int    `json:"clusters_reused,omitempty"`
-	Shard           string `json:"shard,omitempty"`
+	ClustersStarted int `json:"clusters_started,omitempty"`
+	ClustersReused  int `json:"clusters_reused,omitempty"`
+	// ClustersIdled counts the kept clusters stopped because no run took
+	// them within ClustersMaxIdle (run.Clusters.MaxIdle).
+	ClustersIdled   int           `json:"clusters_idled,omitempty"`
+	ClustersMaxIdle time.Duration `json:"clusters_max_idle,omitempty"`
+	Shard           string        `json:"shard,omitempty"`
 	// Versions are the versions of locktest, the servers and the client
 	// libraries of its runs.
 	Versions runstore.Versions `json:"versions"`
@@ -235,7 +239,7 @@ func RenderMatrixMarkdown(m Matrix, dir string) []byte {
 		fmt.Fprintf(&b, "- %d runs at once (the latency and throughput runs alone)\n", h.Parallel)
 	}
 	if h.ClustersStarted+h.ClustersReused > 0 {
-		fmt.Fprintf(&b, "- clusters: %d started, %d runs took one an earlier run left healthy, reset and proven clean\n", h.ClustersStarted, h.ClustersReused)
+		fmt.Fprintf(&b, "- clusters: %d started, %d runs took one an earlier run left healthy, reset and proven clean%s\n", h.ClustersStarted, h.ClustersReused, h.idledText())
 	}
 	if h.Elapsed > 0 {
 		fmt.Fprintf(&b, "- the whole matrix took %s\n", h.Elapsed.Round(time.Second))
@@ -599,3 +603,15 @@ func ReadMatrixHeader(dir string) (MatrixHeader, error) {
 	m, err := ReadMatrix(filepath.Join(dir, MatrixHeaderFile))
 	return m.Header, err
 }
+
+// idledText says how many kept clusters were stopped for idling: "; 40
+// stopped after 1m0s with no run" ("" when none).
+func (h MatrixHeader) idledText() string {
+	if h.ClustersIdled == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; %d stopped after %s with no run", h.ClustersIdled, h.ClustersMaxIdle)
+}
+
+// IdledText is idledText for the matrix's page.
+func (h MatrixHeader) IdledText() string { return h.idledText() }

@@ -76,6 +76,22 @@ type Clusters struct {
 	// started counts the clusters its runs started, reused the runs that
 	// took a kept one.
 	started, reused int
+
+	// MaxIdle, when above 0, stops a kept cluster (and removes its lab)
+	// that no run took within MaxIdle of its last run's end: an idle
+	// cluster's servers still use the CPU (an embedded etcd trio about a
+	// twelfth of a core, for its heartbeats), which a matrix's runs, going
+	// impl by impl and seed by seed, would leave to minutes of idling.
+	// The keeper looks for such clusters whenever a run gives one back;
+	// set it before the first run.
+	MaxIdle time.Duration
+	// now is the keeper's clock (nil: time.Now); tests set their own.
+	now func() time.Time
+	// stopping counts the stale clusters being stopped; Close waits for
+	// them, and reports what they could not stop in stopErrs.
+	stopping sync.WaitGroup
+	stopErrs []error
+	stopped  int
 }
 
 // NewClusters returns a keeper that keeps no cluster yet.
@@ -95,6 +111,8 @@ type keptCluster struct {
 	// lab is the provider whose network lab the cluster's nodes are in,
 	// kept with it, or nil for a cluster on loopback.
 	lab labKeeper
+	// idleSince is when its last run gave it back.
+	idleSince time.Time
 }
 
 // heldCluster is a run's cluster while the run has it: k is nil for a
@@ -130,7 +148,51 @@ func (k *Clusters) Close(ctx context.Context) error {
 	for _, c := range idle {
 		errs = append(errs, c.remove(ctx))
 	}
+	k.stopping.Wait()
+	k.mu.Lock()
+	errs = append(errs, k.stopErrs...)
+	k.stopErrs = nil
+	k.mu.Unlock()
 	return errors.Join(errs...)
+}
+
+// Idled returns how many kept clusters the keeper stopped because no run
+// took them within MaxIdle.
+func (k *Clusters) Idled() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.stopped
+}
+
+// clock is the keeper's time now.
+func (k *Clusters) clock() time.Time {
+	if k.now != nil {
+		return k.now()
+	}
+	return time.Now()
+}
+
+// stopStale stops, each in a goroutine of its own, the kept clusters no
+// run took within MaxIdle, and keeps them no more. k.mu must be held.
+func (k *Clusters) stopStale() {
+	if k.MaxIdle <= 0 || k.closed {
+		return
+	}
+	t := k.clock()
+	k.idle = slices.DeleteFunc(k.idle, func(c *keptCluster) bool {
+		if t.Sub(c.idleSince) <= k.MaxIdle {
+			return false
+		}
+		k.stopped++
+		k.stopping.Go(func() {
+			if err := c.remove(context.Background()); err != nil {
+				k.mu.Lock()
+				k.stopErrs = append(k.stopErrs, err)
+				k.mu.Unlock()
+			}
+		})
+		return true
+	})
 }
 
 // remove stops a kept cluster, then removes the network lab it is in,
@@ -684,7 +746,9 @@ func (k *Clusters) finish(ctx context.Context, cl clusters.Cluster, logDir strin
 			// must not remove it (labHold.handedBack).
 			h.lab.given = true
 		}
+		h.k.idleSince = k.clock()
 		k.idle = append(k.idle, h.k)
+		k.stopStale()
 	}
 	k.mu.Unlock()
 	if closed { // closed while the logs were copied

@@ -714,3 +714,57 @@ func TestKeeperKeepsALabWithItsCluster(t *testing.T) {
 		}
 	})
 }
+
+// TestKeeperStopsAClusterLeftIdle gives back three hand-built clusters
+// on the keeper's own clock: with MaxIdle at a minute, a cluster given
+// back two minutes before the latest give-back is stopped (Close waits
+// for it), the one given back 30 s before is kept, and a run of the
+// stopped one's key no longer finds it; Idled counts it. A keeper with no
+// MaxIdle keeps every cluster until Close.
+func TestKeeperStopsAClusterLeftIdle(t *testing.T) {
+	ctx := context.Background()
+	lg := slog.New(slog.DiscardHandler)
+	for _, maxIdle := range []time.Duration{time.Minute, 0} {
+		k := NewClusters()
+		k.MaxIdle = maxIdle
+		t0 := time.Date(2026, 12, 7, 15, 0, 0, 0, time.UTC)
+		now := t0
+		k.now = func() time.Time { return now }
+		giveBack := func(key string, at time.Duration) *fakeCluster {
+			cl := &fakeCluster{nodes: []clusters.Node{{Name: "n1", Addr: "127.0.0.1:1"}}}
+			k.hold(cl, &heldCluster{k: &keptCluster{key: key, cl: cl, startedBy: key, log: newSwapHandler(lg.Handler())},
+				info: runstore.ClusterInfo{Kept: true}})
+			now = t0.Add(at)
+			if rest := k.finish(ctx, cl, t.TempDir(), lg); rest != nil {
+				t.Fatalf("%s was not given back", key)
+			}
+			return cl
+		}
+		old := giveBack("old", 0)
+		recent := giveBack("recent", 90*time.Second)
+		last := giveBack("last", 2*time.Minute)
+		if maxIdle == 0 {
+			if got := k.keptKeys(); len(got) != 3 || k.Idled() != 0 {
+				t.Errorf("without MaxIdle: kept %q, %d idled; want all three, none", got, k.Idled())
+			}
+		} else {
+			if got := k.keptKeys(); !slices.Equal(got, []string{"last", "recent"}) && !slices.Equal(got, []string{"recent", "last"}) {
+				t.Errorf("MaxIdle 1m: kept %q, want recent and last", got)
+			}
+			if k.Idled() != 1 {
+				t.Errorf("idled %d, want 1", k.Idled())
+			}
+			if c := k.takeIdle("old"); c != nil {
+				t.Error("a run took the cluster left idle for 2 minutes")
+			}
+		}
+		if err := k.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for name, cl := range map[string]*fakeCluster{"old": old, "recent": recent, "last": last} {
+			if cl.stops != 1 {
+				t.Errorf("MaxIdle %v: %s stopped %d times by Close, want once", maxIdle, name, cl.stops)
+			}
+		}
+	}
+}
