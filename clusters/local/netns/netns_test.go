@@ -34,6 +34,20 @@ func ping(ns, addr string) bool {
 	return err == nil && strings.TrimSpace(string(out)) == "PONG"
 }
 
+// testLab makes a lab for a test that needs one (or skips it), closes it
+// when the test ends, and then fails the test if anything of it is left.
+func testLab(t *testing.T) *Network {
+	t.Helper()
+	needLab(t)
+	lab, err := New(context.Background(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { assertGone(t, lab.ID()) }) // runs after the Close below
+	t.Cleanup(func() { lab.Close(context.Background()) })
+	return lab
+}
+
 // assertGone fails the test if any object of lab id is left on the host.
 func assertGone(t *testing.T, id string) {
 	t.Helper()
@@ -50,14 +64,8 @@ func assertGone(t *testing.T, id string) {
 // their own and a client host, and checks reachability through each fault
 // and its inverse.
 func TestLabPartitionsLossAndHeal(t *testing.T) {
-	needLab(t)
 	ctx := context.Background()
-	lab, err := New(ctx, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer assertGone(t, lab.ID())
-	defer lab.Close(ctx)
+	lab := testLab(t)
 	var hosts []local.Host
 	for _, n := range []string{"n1", "n2"} {
 		h, err := lab.Add(ctx, n)
@@ -243,14 +251,8 @@ func TestNetemDetection(t *testing.T) {
 // found is untouched (its delete below succeeds), and the lab takes the
 // same names afterwards.
 func TestAddAllMakesHostsAtOnceOrNone(t *testing.T) {
-	needLab(t)
 	ctx := context.Background()
-	lab, err := New(ctx, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer assertGone(t, lab.ID())
-	defer lab.Close(ctx)
+	lab := testLab(t)
 	hs, err := lab.AddAll(ctx, "a1", "a2", "a3")
 	if err != nil {
 		t.Fatal(err)

@@ -127,14 +127,8 @@ func TestParseLink(t *testing.T) {
 // rule put in by hand, which the lab's Heal does not know of, makes it
 // differ, naming the rule; a veth taken down too. Close removes it all.
 func TestAsMadeOnARealLab(t *testing.T) {
-	needLab(t)
 	ctx := context.Background()
-	lab, err := New(ctx, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer assertGone(t, lab.ID())
-	defer lab.Close(ctx)
+	lab := testLab(t)
 	if err := lab.AsMade(ctx, nil); err == nil {
 		t.Errorf("a lab never recorded is proven as made")
 	}
