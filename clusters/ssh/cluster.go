@@ -67,9 +67,6 @@ func hostPrograms() []string {
 // (setupSQL); the other SQL kind is PostgreSQL.
 const kindMariaDB = backend.KindMariaDB
 
-// readyTimeout bounds the wait for one node to answer after its start.
-const readyTimeout = 30 * time.Second
-
 // startCommandTimeout bounds the commands that prepare a node's host
 // (uploads included) and start its server, which an interrupted run still
 // lets finish.

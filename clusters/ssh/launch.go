@@ -183,7 +183,7 @@ func (cl *Hosts) startKind(ctx, rctx context.Context, n *node, k *backend.Kind, 
 	}
 	st.done("start command")
 	if k.DataDirQuery != nil {
-		return st.failed("readiness", cl.waitSQL(ctx, n, k.DataDirQuery))
+		return st.failed("readiness", cl.waitSQL(ctx, n, k.ReadyTimeout, k.DataDirQuery))
 	}
 	return st.failed("readiness", waitReady(ctx, n, k.ReadyTimeout))
 }

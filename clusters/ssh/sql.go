@@ -222,9 +222,10 @@ func waitPortFree(port int) string {
 // Each query has the time backend.Patience gives it, which grows on a
 // loaded host. Every tenth query it asks n's host whether the server still runs,
 // and one that exited is an error quoting the last line of its log. It
-// gives up after readyTimeout, or when ctx ends.
-func (cl *Hosts) waitSQL(parent context.Context, n *node, dataDir func(context.Context, string) (string, error)) error {
-	ctx, cancel := context.WithTimeout(parent, readyTimeout)
+// gives up after limit (the kind's ReadyTimeout, which allows for a
+// crash recovery on a loaded host), or when ctx ends.
+func (cl *Hosts) waitSQL(parent context.Context, n *node, limit time.Duration, dataDir func(context.Context, string) (string, error)) error {
+	ctx, cancel := context.WithTimeout(parent, limit)
 	defer cancel()
 	n.mu.Lock()
 	pid := n.pid
@@ -259,7 +260,7 @@ func (cl *Hosts) waitSQL(parent context.Context, n *node, dataDir func(context.C
 			if err := parent.Err(); err != nil {
 				return fmt.Errorf("node %s on %s: %w", n.name, n.conn.Host.Name, err)
 			}
-			return fmt.Errorf("node %s on %s: %s at %s answers no query after %s: %v (log %s on the host)", n.name, n.conn.Host.Name, n.program(), n.addr(), readyTimeout, oneLine(last), logf)
+			return fmt.Errorf("node %s on %s: %s at %s answers no query after %s: %v (log %s on the host)", n.name, n.conn.Host.Name, n.program(), n.addr(), limit, oneLine(last), logf)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
