@@ -99,15 +99,15 @@ func TestPlan(t *testing.T) {
 	for _, j := range jobs {
 		labels = append(labels, j.Label())
 	}
-	// The timed runs first, then seed by seed over the impls.
+	// The timed runs first, then impl by impl, seed by seed.
 	// redis-set-nx-px's leases carry a fencing token, so its client-pause
 	// runs again with a fenced store; redlock's carry none.
 	want := []string{
 		"redis-set-nx-px perf-1 seed 1", "redis-set-nx-px perf-8 seed 1", "redlock perf-1 seed 1", "redlock perf-8 seed 1",
 		"redis-set-nx-px none seed 1", "redis-set-nx-px client-pause seed 1", "redis-set-nx-px client-pause-fenced seed 1", "redis-set-nx-px deadlock seed 1",
 		"redis-set-nx-px reentrancy seed 1",
-		"redlock none seed 1", "redlock client-pause seed 1", "redlock deadlock seed 1", "redlock reentrancy seed 1",
 		"redis-set-nx-px none seed 2", "redis-set-nx-px client-pause seed 2", "redis-set-nx-px client-pause-fenced seed 2", "redis-set-nx-px deadlock seed 2",
+		"redlock none seed 1", "redlock client-pause seed 1", "redlock deadlock seed 1", "redlock reentrancy seed 1",
 		"redlock none seed 2", "redlock client-pause seed 2", "redlock deadlock seed 2",
 	}
 	if !slices.Equal(labels, want) {
@@ -392,8 +392,8 @@ func TestPlanFencedColumn(t *testing.T) {
 	}
 	o := DefaultOptions()
 	o.Impls, o.Seeds = []string{"redis-set-nx-px", "redlock", "mysql-get-lock", "etcd-mutex"}, 2
-	want := []string{"redis-set-nx-px client-pause-fenced seed 1", "etcd-mutex client-pause-fenced seed 1",
-		"redis-set-nx-px client-pause-fenced seed 2", "etcd-mutex client-pause-fenced seed 2"}
+	want := []string{"redis-set-nx-px client-pause-fenced seed 1", "redis-set-nx-px client-pause-fenced seed 2",
+		"etcd-mutex client-pause-fenced seed 1", "etcd-mutex client-pause-fenced seed 2"}
 	if got := fencedJobs(o); !slices.Equal(got, want) {
 		t.Errorf("fenced jobs %q, want %q", got, want)
 	}
