@@ -366,6 +366,62 @@ func TestKillRestartNeedsAHolderAcrossTheRestart(t *testing.T) {
 	}
 }
 
+// TestAViolationBesideAMachineStallIsInconclusive checks the stall rule
+// on hand-built runs of a 500 ms lease: a violation whose first op came
+// within a lease of a stall of half a lease or more is inconclusive, with
+// the stall in its reason, and its cell does not count it; a shorter
+// stall, a stall far from the violation, a clean run and a run whose
+// violation time is unknown are left as they are.
+func TestAViolationBesideAMachineStallIsInconclusive(t *testing.T) {
+	run := func(stalls ...runstore.Stall) runstore.RunInfo {
+		return runstore.RunInfo{TTL: "500ms", Stalls: &runstore.Stalls{Tick: "10ms", Over: "250ms", Count: len(stalls), Top: stalls}}
+	}
+	violated := Safety{Conclusive: true, Violated: true, Kinds: map[string]int{"stale-write": 1}, FirstViolation: 7.229}
+	clean := Safety{Conclusive: true, Kinds: map[string]int{}, FirstViolation: -1}
+	unknown := violated
+	unknown.FirstViolation = -1
+	for _, tc := range []struct {
+		name   string
+		s      Safety
+		run    runstore.RunInfo
+		counts bool
+	}{
+		// The Redis Cluster run of the fault-free column: a 419 ms stall
+		// from 270 ms before the grant.
+		{"a stall over the grant", violated, run(runstore.Stall{At: "6.96s", Length: "419ms"}), false},
+		{"a stall a lease after the first op", violated, run(runstore.Stall{At: "7.7s", Length: "300ms"}), false},
+		{"a stall ending a lease before the first op", violated, run(runstore.Stall{At: "6.45s", Length: "300ms"}), false},
+		{"a stall ending earlier", violated, run(runstore.Stall{At: "6.2s", Length: "300ms"}), true},
+		{"a stall beginning later", violated, run(runstore.Stall{At: "7.8s", Length: "300ms"}), true},
+		{"a stall under half the lease", violated, run(runstore.Stall{At: "7.1s", Length: "249ms"}), true},
+		{"no stall", violated, run(), true},
+		{"not measured", violated, runstore.RunInfo{TTL: "500ms"}, true},
+		{"the time unknown", unknown, run(runstore.Stall{At: "6.96s", Length: "419ms"}), true},
+		{"a clean run", clean, run(runstore.Stall{At: "6.96s", Length: "419ms"}), true},
+	} {
+		got := tc.s.unlessTheMachineStalled(tc.run)
+		if tc.counts {
+			if got.Conclusive != tc.s.Conclusive || got.Violated != tc.s.Violated || got.Reason != tc.s.Reason {
+				t.Errorf("%s: changed to conclusive %v violated %v (%q)", tc.name, got.Conclusive, got.Violated, got.Reason)
+			}
+			continue
+		}
+		if got.Conclusive || got.Violated || !strings.Contains(got.Reason, "the machine stalled") || got.Kinds["stale-write"] != 1 {
+			t.Errorf("%s: conclusive %v violated %v (%q), kinds %v", tc.name, got.Conclusive, got.Violated, got.Reason, got.Kinds)
+		}
+	}
+	// A cell of one such run and four clean ones is held 0 of 4, the
+	// stalled run named among the inconclusive ones.
+	job := Job{Probe: ProbeSafety, Class: ClassNone}
+	rs := []Result{{Job: job, Safety: violated.unlessTheMachineStalled(run(runstore.Stall{At: "6.96s", Length: "419ms"}))}}
+	for range 4 {
+		rs = append(rs, Result{Job: job, Safety: Safety{Conclusive: true, Kinds: map[string]int{}, Faults: 0, Effective: -1}})
+	}
+	if cell := safetyCell(rs); cell.Status != reports.StatusHeld || cell.Conclusive != 4 || !strings.Contains(cell.Reason, "the machine stalled 419ms at 6.96s") {
+		t.Errorf("cell %s %d/%d: %s", cell.Status, cell.Violations, cell.Conclusive, cell.Reason)
+	}
+}
+
 // withStats returns r with its stat name set to v.
 func withStats(r checker.Result, name string, v float64) checker.Result {
 	if r.Stats == nil {

@@ -23,14 +23,15 @@ type Made struct {
 }
 
 // KeptIdle is how long a matrix keeps a cluster that no run takes
-// (run.Clusters.MaxIdle). The matrix goes impl by impl and seed by seed,
-// so a cluster kept for the next seed of its impl waits minutes for it:
-// part way through a 5-seed matrix at 2 or 3 runs at once, 90 Redis
-// servers and sentinels, 12 etcd members and 9 NATS servers were up,
-// and in a 10 s sample the etcd members took 0.34 cores and the Redis
-// processes 0.35, most of them idle, of the 2. A minute keeps a cluster
-// for the impls after its own on the same backend, and an etcd trio idle
-// for a minute uses about what its start costs.
+// (run.Clusters.MaxIdle). A kept cluster's servers use the CPU while they
+// wait: when the matrix went seed by seed over every impl, part way
+// through a 5-seed matrix 90 Redis servers and sentinels, 12 etcd members
+// and 9 NATS servers were up, and in a 10 s sample the etcd members took
+// 0.34 cores and the Redis processes 0.35, most of them idle, of the 2.
+// The plan now goes impl by impl (Plan), so a cluster's next run comes
+// within seconds, and one left after its impl's last seed is stopped a
+// minute later, which keeps it for the next impls on the same backend;
+// an etcd trio idle for a minute uses about what its start costs.
 const KeptIdle = time.Minute
 
 // Run runs the jobs of the matrix of o, as many at once as pace allows
