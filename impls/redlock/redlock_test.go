@@ -451,13 +451,24 @@ func TestExtendOrLock(t *testing.T) {
 				return v == la.Value
 			}
 			// extended waits until the keep-alive has extended the lease
-			// on node i since now: its key's time to live went up again.
+			// on node i since now: its key's time to live went up again,
+			// above the lowest it read since now. (Above the first reading
+			// alone never came when that reading was taken within the
+			// millisecond of an extend: the full TTL, which no later
+			// extend exceeds. The suite hung on it once.)
 			extended := func(i int) {
 				c := goredis.NewClient(&goredis.Options{Addr: nodes[i].Addr, MaxRetries: -1, DisableIdentity: true})
 				defer c.Close()
 				low := c.PTTL(ctx, "L").Val()
-				for c.PTTL(ctx, "L").Val() <= low {
-					time.Sleep(10 * time.Millisecond)
+				for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+					v := c.PTTL(ctx, "L").Val()
+					if v > low {
+						return
+					}
+					low = v
+					if time.Now().After(deadline) {
+						t.Fatalf("node %d: the key's time to live did not go up within a minute (last %v)", i, v)
+					}
 				}
 			}
 			del(0)
