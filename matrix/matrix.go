@@ -124,7 +124,7 @@ func (s Safety) unlessTheMachineStalled(run runstore.RunInfo) Safety {
 	for _, st := range run.Stalls.Top {
 		at, err1 := time.ParseDuration(st.At)
 		length, err2 := time.ParseDuration(st.Length)
-		if err1 != nil || err2 != nil || length < ttl/2 {
+		if err1 != nil || err2 != nil || !runstore.StallMayBreakLease(length, ttl) {
 			continue
 		}
 		if at+length >= first-ttl && at <= first+ttl {

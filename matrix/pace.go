@@ -9,6 +9,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/locktest/locktest/runstore"
 )
 
 // Pace decides how many runs of a matrix go at once. Execute asks Limit
@@ -231,7 +233,7 @@ const MachineProbe = time.Second
 // stall after which a run warns that its lease may break with no fault.
 // Its error says what it saw, in one line.
 func CheckMachine(ttl time.Duration, stall func(time.Duration) time.Duration) error {
-	if d := stall(MachineProbe); d >= ttl/2 {
+	if d := stall(MachineProbe); runstore.StallMayBreakLease(d, ttl) {
 		return fmt.Errorf("matrix: the machine is too busy to time %s leases: over %s this process waited %s for the CPU, and a run that waits %s or more may lose its lease with no fault; run it when the machine is quieter",
 			ttl, MachineProbe, d.Round(time.Millisecond), ttl/2)
 	}

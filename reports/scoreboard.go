@@ -632,7 +632,7 @@ func StallsText(r runstore.RunInfo) string {
 		out = fmt.Sprintf("none of %s or more (a %s timer of the driver)", s.Over, s.Tick)
 	} else {
 		out = fmt.Sprintf("the driver's %s timer woke up to %s late, at %s (%s %s or more)", s.Tick, s.Longest, s.LongestAt, timesText(s.Count), s.Over)
-		if ttl > 0 && r.LongestStall() >= ttl/2 {
+		if runstore.StallMayBreakLease(r.LongestStall(), ttl) {
 			out += fmt.Sprintf(": longer than half the TTL of %s, so a lease may have broken with no fault (the machine paused every process, as a GC pause would)", ttl)
 		}
 	}
@@ -642,13 +642,13 @@ func StallsText(r runstore.RunInfo) string {
 		out += fmt.Sprintf("; the disk synced within %s (%d syncs of a probe file)", d.Over, d.Syncs)
 	default:
 		out += fmt.Sprintf("; a sync of the disk took up to %s, at %s (%d of %d syncs of a probe file over %s)", d.Longest, d.LongestAt, d.Count, d.Syncs, d.Over)
-		if ttl > 0 && r.LongestDiskStall() >= ttl/2 {
+		if runstore.StallMayBreakLease(r.LongestDiskStall(), ttl) {
 			out += fmt.Sprintf(": longer than half the TTL of %s, so a service that syncs before it answers (ZooKeeper, etcd) may have let a lease expire with no fault", ttl)
 		}
 	}
 	if h := s.Hosts; h != nil && h.Host != "" {
 		out += fmt.Sprintf("; the hosts answered keepalives within %s (slowest: %s, at %s)", h.Longest, h.Host, h.LongestAt)
-		if ttl > 0 && r.LongestHostStall() >= ttl/2 {
+		if runstore.StallMayBreakLease(r.LongestHostStall(), ttl) {
 			out += fmt.Sprintf(": longer than half the TTL of %s, so a node on that host may have let a lease expire with no fault", ttl)
 		}
 	}

@@ -587,16 +587,16 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	info.Stalls = stalls.finish()
 	info.Stalls.Disk = disk.finish()
 	if info.Stalls.Hosts = prov.p.HostStalls(clock.Now()); info.Stalls.Hosts != nil {
-		if d := info.LongestHostStall(); d >= cfg.TTL/2 {
+		if d := info.LongestHostStall(); runstore.StallMayBreakLease(d, cfg.TTL) {
 			lg.Warn("a host answered its keepalive late: a node there may have let a lease this short expire with no fault", "longest", d,
 				"host", info.Stalls.Hosts.Host, "at", info.Stalls.Hosts.LongestAt, "ttl", cfg.TTL)
 		}
 	}
-	if d := info.LongestStall(); d >= cfg.TTL/2 {
+	if d := info.LongestStall(); runstore.StallMayBreakLease(d, cfg.TTL) {
 		lg.Warn("the machine stalled: a lease this short may break with no fault", "longest", d,
 			"at", info.Stalls.LongestAt, "stalls", info.Stalls.Count, "ttl", cfg.TTL)
 	}
-	if d := info.LongestDiskStall(); d >= cfg.TTL/2 {
+	if d := info.LongestDiskStall(); runstore.StallMayBreakLease(d, cfg.TTL) {
 		lg.Warn("the disk stalled: a service that syncs before it answers may have let a lease this short expire with no fault", "longest", d,
 			"at", info.Stalls.Disk.LongestAt, "slow_syncs", info.Stalls.Disk.Count, "ttl", cfg.TTL)
 	}

@@ -249,6 +249,12 @@ func (r RunInfo) LongestStall() time.Duration {
 	return d
 }
 
+// StallMayBreakLease reports whether a stall of length d (the machine's,
+// the disk's or a host's) may break a lease of ttl with no fault: half the
+// lease or more, since a holder not run for half its lease may lose it.
+// It is false when ttl is not positive.
+func StallMayBreakLease(d, ttl time.Duration) bool { return ttl > 0 && d >= ttl/2 }
+
 // LongestDiskStall is the longest sync of the disk probe the run measured
 // over its threshold, 0 when none was slow or the disk was not measured.
 func (r RunInfo) LongestDiskStall() time.Duration {

@@ -285,3 +285,21 @@ func TestReadHead(t *testing.T) {
 		t.Errorf("ReadHead of a corrupt run = %v, want an error naming %s", err, ResultsFile)
 	}
 }
+
+// TestStallMayBreakLease checks the half-lease bound the run's warnings,
+// the reports and the matrix share.
+func TestStallMayBreakLease(t *testing.T) {
+	for _, tc := range []struct {
+		d, ttl time.Duration
+		want   bool
+	}{
+		{249 * time.Millisecond, 500 * time.Millisecond, false},
+		{250 * time.Millisecond, 500 * time.Millisecond, true},
+		{time.Second, 500 * time.Millisecond, true},
+		{time.Second, 0, false},
+	} {
+		if got := StallMayBreakLease(tc.d, tc.ttl); got != tc.want {
+			t.Errorf("StallMayBreakLease(%v, %v) = %v, want %v", tc.d, tc.ttl, got, tc.want)
+		}
+	}
+}
