@@ -39,7 +39,8 @@ readme-samples: setup build
 # timed workload, which waits, and at two at a time the cores were a
 # third idle (docs/testing.md). go vet ./... has vetted every package and
 # its tests before, so go test does not vet them again (-vet=off): its own
-# vet of each test package took about 95 s of CPU. The timeout bounds a
+# vet of each test package took 106 s of CPU of the suite's 2,839
+# (docs/testing.md, where the suite's time goes). The timeout bounds a
 # hang: e2e/ssh took 17.6 minutes beside the rest under stress-ng
 # (docs/reliability.md).
 test: setup

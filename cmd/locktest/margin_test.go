@@ -189,9 +189,9 @@ func marginStalls(t *testing.T, dir string, m reports.Margin) (stall, spread tim
 			}
 			// The pause as applied, from the pause's ok to the resume's
 			// ok, is recorded, and is never shorter than the one planned,
-			// unless the machine stalled (a pause that went in late is
-			// cut short by the fault phase's end, which the search
-			// reports as off the plan).
+			// unless the machine stalled or the run broke (a pause that
+			// went in late is cut short by the fault phase's end, which
+			// the search reports as off the plan when the run held).
 			applied, err := time.ParseDuration(r.Applied)
 			if err != nil {
 				t.Errorf("run %s of %s records no pause applied (%q)", r.Run, p.Label, r.Applied)
@@ -211,6 +211,16 @@ func marginStalls(t *testing.T, dir string, m reports.Margin) (stall, spread tim
 				continue
 			}
 			if applied < pause {
+				if r.Failed {
+					// A pause that went in late is cut short by the fault
+					// phase's end, and a run that broke with less than
+					// planned still broke: the search counts it
+					// (margin.cutShort). Its hold is not its planned
+					// pause's. Beside the loaded suite (at 1c52121) a
+					// 1.2s pause went in as 998ms and broke the 1s lease.
+					t.Logf("run %s of %s broke with its pause cut short to %s: counted, its hold not checked", r.Run, p.Label, r.Applied)
+					continue
+				}
 				t.Errorf("run %s of %s records the pause applied as %q, want at least %v", r.Run, p.Label, r.Applied, pause)
 			}
 			held, ok := pausedHold(h)
