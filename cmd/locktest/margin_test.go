@@ -210,13 +210,12 @@ func marginStalls(t *testing.T, dir string, m reports.Margin) (stall, spread tim
 				t.Logf("run %s of %s: the machine stalled for %v (pause applied %v, failed %v): its hold is not checked", r.Run, p.Label, runStall, applied, r.Failed)
 				continue
 			}
-			// A pause that went in late is cut short by the fault phase's
-			// end, and a run that broke with less than planned still
-			// broke: the search counts it (margin.cutShort runs again only
-			// a held one). Beside the loaded suite (at 1c52121) a 1.2s
-			// pause went in as 998ms and broke the 1s lease. Its failure
-			// must still be explained by its hold, but the hold is not its
-			// planned pause's, so it is not in the spread.
+			// A run that broke with its pause cut short still broke, and
+			// the search counts it (margin.cutShort runs again only a held
+			// one): beside the loaded suite (at 1c52121) a 1.2s pause went
+			// in as 998ms and broke the 1s lease. Its hold must still
+			// explain the failure, but it is not its planned pause's, so
+			// it stays out of the spread.
 			cut := applied < pause && r.Failed
 			if cut {
 				t.Logf("run %s of %s broke with its pause cut short to %s: counted", r.Run, p.Label, r.Applied)
