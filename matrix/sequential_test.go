@@ -193,6 +193,52 @@ func TestExecuteStopsDecidedCells(t *testing.T) {
 	}
 }
 
+// TestExecuteStartsTheSlowestRowsFirst: once the timed runs have run, the
+// row whose timed runs took longest starts first, though it comes last in
+// the plan, and the results stay in plan order.
+func TestExecuteStartsTheSlowestRowsFirst(t *testing.T) {
+	var jobs []Job
+	for _, impl := range []string{"a", "b"} {
+		jobs = append(jobs, Job{Impl: impl, Probe: ProbePerf1, Class: ClassNone, Seed: 1}, Job{Impl: impl, Probe: ProbePerf8, Class: ClassNone, Seed: 1})
+	}
+	for _, impl := range []string{"a", "b"} {
+		for s := int64(1); s <= 2; s++ {
+			for _, c := range []Class{ClassNone, ClassClientPause} {
+				jobs = append(jobs, Job{Impl: impl, Probe: ProbeSafety, Class: c, Seed: s})
+			}
+		}
+	}
+	var mu sync.Mutex
+	var started []string
+	runOne := func(_ context.Context, j Job) Result {
+		mu.Lock()
+		started = append(started, j.Label())
+		mu.Unlock()
+		if j.Timed() && j.Impl == "b" {
+			// b's timed runs take longest: 300 ms each against a's
+			// none, a margin no scheduling delay of a's comes near.
+			time.Sleep(300 * time.Millisecond)
+		}
+		return Result{Job: j}
+	}
+	results, _, err := execute(context.Background(), jobs, Fixed(1), runOne, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, i := range []int{0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7} {
+		want = append(want, jobs[i].Label())
+	}
+	if !slices.Equal(started, want) {
+		t.Errorf("started in the order\n%v\nwant b's untimed jobs before a's:\n%v", started, want)
+	}
+	for i, r := range results {
+		if r.Job.Label() != jobs[i].Label() {
+			t.Errorf("result %d is %s, want %s: the results are in plan order", i, r.Job.Label(), jobs[i].Label())
+		}
+	}
+}
+
 // TestAggregateSaysWhereACellStopped: a cell the rule stopped says after
 // how many seeds and why, a cell that ran every seed says nothing, and the
 // 8-client timings come from the timed run (seed 1) alone.
