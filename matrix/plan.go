@@ -382,7 +382,8 @@ func Plan(o Options) ([]Job, error) {
 	// timed job alone): together, they need the machine to themselves
 	// once, not once per impl. Then a row's seeds, one after the other,
 	// before the next row's. Execute starts the first job in this order
-	// that may start, so a row's next seeds take the clusters its
+	// that may start (with the rows whose timed runs took longest
+	// first: slowestRowsFirst), so a row's next seeds take the clusters its
 	// earlier seeds left healthy within seconds, and once a row is done
 	// its idle clusters are stopped (run.Clusters.MaxIdle); the next
 	// rows' jobs fill the places its cells' seeds leave while they wait
