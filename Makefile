@@ -41,7 +41,7 @@ readme-samples: setup build
 # its tests before, so go test does not vet them again (-vet=off): its own
 # vet of each test package took 106 s of CPU of the suite's 2,839
 # (docs/testing.md, where the suite's time goes). The timeout bounds a
-# hang: e2e/ssh took 17.6 minutes beside the rest under stress-ng
+# hang: e2e/ssh took up to 19.6 minutes beside the rest under stress-ng
 # (docs/reliability.md).
 test: setup
 	$(GO) vet ./...
