@@ -215,9 +215,10 @@ func TestExecuteStartsTheSlowestRowsFirst(t *testing.T) {
 		started = append(started, j.Label())
 		mu.Unlock()
 		if j.Timed() && j.Impl == "b" {
-			// b's timed runs take longest: 300 ms each against a's
-			// none, a margin no scheduling delay of a's comes near.
-			time.Sleep(300 * time.Millisecond)
+			// b's timed runs take longest: 1 s each against a's
+			// none, a margin far beyond the longest stall a loaded
+			// machine was seen to give a run (about 400 ms).
+			time.Sleep(time.Second)
 		}
 		return Result{Job: j}
 	}
